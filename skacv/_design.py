@@ -1,0 +1,200 @@
+"""The centred, weighted design matrix as a linear operator.
+
+Every trajectory works on the transformed problem
+
+    X~ = diag(sqrt(w)) (X - 1 x_offset^T),   y~ = sqrt(w) (y - y_offset),
+
+with ``w`` the sample weights (ones by default), ``x_offset``/``y_offset``
+their weighted means when ``fit_intercept=True`` (zeros otherwise) and
+``n_eff = sum(w)``. The least-squares data fit is ``||y~ - X~ b||^2 / (2 n_eff)``,
+which is scikit-learn's weighted objective, and the intercept is recovered as
+``y_offset - x_offset @ b`` (weighted centring).
+
+Dense inputs are centred once (a copy, like scikit-learn's ``copy_X=True``);
+sparse inputs are never densified: the centring is applied implicitly in
+every product.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import LinearOperator, eigsh
+
+# below this many entries of the smaller Gram matrix, the top eigenvalue is
+# computed exactly with LAPACK instead of Lanczos
+_EXACT_EIG_SIZE = 2000
+
+
+class Design:
+    """Centred and weighted design ``X~`` with fast products.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+    sample_weight : ndarray of shape (n_samples,) or None
+    fit_intercept : bool
+
+    Attributes
+    ----------
+    n_samples, n_features : int
+    n_eff : float
+        ``sum(sample_weight)`` (``n_samples`` without weights).
+    x_offset : ndarray of shape (n_features,)
+    sqrt_weight : ndarray of shape (n_samples,) or None
+    dtype : numpy dtype
+    """
+
+    def __init__(self, X, sample_weight=None, fit_intercept=True):
+        n, p = X.shape
+        self.n_samples, self.n_features = n, p
+        self.dtype = X.dtype
+        self.fit_intercept = fit_intercept
+        self.sparse = sp.issparse(X)
+        if sample_weight is None:
+            self.weight = None
+            self.sqrt_weight = None
+            self.n_eff = float(n)
+        else:
+            self.weight = np.asarray(sample_weight, dtype=X.dtype)
+            self.sqrt_weight = np.sqrt(self.weight)
+            self.n_eff = float(self.weight.sum(dtype=np.float64))
+        if fit_intercept:
+            if self.weight is None:
+                self.x_offset = np.asarray(X.mean(axis=0), dtype=X.dtype).ravel()
+            else:
+                self.x_offset = np.asarray(
+                    X.T @ self.weight / self.n_eff, dtype=X.dtype
+                ).ravel()
+        else:
+            self.x_offset = np.zeros(p, dtype=X.dtype)
+        if self.sparse:
+            self.X = X.tocsr() if X.format not in ("csr", "csc") else X
+            self._Xt_dense = None
+        else:
+            if fit_intercept or self.weight is not None:
+                Xt = np.array(X, dtype=X.dtype, order="K", copy=True)
+                if fit_intercept:
+                    Xt -= self.x_offset
+                if self.sqrt_weight is not None:
+                    Xt *= self.sqrt_weight[:, None]
+            else:
+                Xt = X
+            self.X = Xt
+            self._Xt_dense = Xt
+
+    # ------------------------------------------------------------------ y side
+    def center_y(self, y):
+        """Return ``(y_offset, y~)`` for a target ``y`` of shape (n_samples,)."""
+        y = np.asarray(y, dtype=self.dtype)
+        if self.fit_intercept:
+            if self.weight is None:
+                y_offset = y.mean()
+            else:
+                y_offset = (self.weight @ y) / self.n_eff
+        else:
+            y_offset = self.dtype.type(0)
+        yt = y - y_offset
+        if self.sqrt_weight is not None:
+            yt = yt * self.sqrt_weight
+        return self.dtype.type(y_offset), np.ascontiguousarray(yt)
+
+    # ---------------------------------------------------------------- products
+    def matvec(self, b):
+        """``X~ @ b`` for b of shape (n_features,) or (n_features, k)."""
+        if not self.sparse:
+            return self.X @ b
+        out = self.X @ b
+        out = out - (self.x_offset @ b)
+        if self.sqrt_weight is not None:
+            out *= self.sqrt_weight if out.ndim == 1 else self.sqrt_weight[:, None]
+        return out
+
+    def rmatvec(self, r):
+        """``X~.T @ r`` for r of shape (n_samples,) or (n_samples, k)."""
+        if not self.sparse:
+            return self.X.T @ r
+        if self.sqrt_weight is not None:
+            r = r * (self.sqrt_weight if r.ndim == 1 else self.sqrt_weight[:, None])
+        out = self.X.T @ r
+        if self.fit_intercept:
+            out = out - np.multiply.outer(self.x_offset, r.sum(axis=0))
+        return np.asarray(out)
+
+    def columns(self, idx):
+        """Dense ``X~[:, idx]`` (used by the risk estimator on supports)."""
+        if not self.sparse:
+            return self.X[:, idx]
+        sub = self.X[:, idx].toarray()
+        if self.fit_intercept:
+            sub -= self.x_offset[idx]
+        if self.sqrt_weight is not None:
+            sub *= self.sqrt_weight[:, None]
+        return sub
+
+    def dense(self):
+        """Dense ``X~`` (only for small problems)."""
+        if not self.sparse:
+            return self.X
+        return self.columns(np.arange(self.n_features))
+
+    def aslinearoperator(self):
+        return LinearOperator(
+            (self.n_samples, self.n_features),
+            matvec=self.matvec,
+            rmatvec=self.rmatvec,
+            matmat=self.matvec,
+            rmatmat=self.rmatvec,
+            dtype=self.dtype,
+        )
+
+    # ---------------------------------------------------------------- spectrum
+    def lipschitz(self):
+        """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian)."""
+        n, p = self.n_samples, self.n_features
+        if min(n, p) <= _EXACT_EIG_SIZE:
+            G = self.gram(side="auto")
+            L = float(np.linalg.eigvalsh(G)[-1]) if G.size else 0.0
+        else:
+            side = "features" if p <= n else "samples"
+            m = min(n, p)
+            if side == "features":
+
+                def mv(v):
+                    return self.rmatvec(self.matvec(v))
+            else:
+
+                def mv(v):
+                    return self.matvec(self.rmatvec(v))
+
+            op = LinearOperator((m, m), matvec=mv, dtype=np.float64)
+            v0 = np.random.RandomState(0).standard_normal(m)
+            L = float(eigsh(op, k=1, which="LA", v0=v0, tol=1e-6)[0][0]) / self.n_eff
+        return max(L, 0.0)
+
+    def gram(self, side="auto"):
+        """``X~^T X~ / n_eff`` (side='features') or ``X~ X~^T / n_eff``.
+
+        ``side='auto'`` picks the smaller of the two.
+        """
+        n, p = self.n_samples, self.n_features
+        if side == "auto":
+            side = "features" if p <= n else "samples"
+        if not self.sparse:
+            Xd = self.X.astype(np.float64, copy=False)
+            G = Xd.T @ Xd if side == "features" else Xd @ Xd.T
+            return G / self.n_eff
+        # sparse: expand the centring instead of densifying X
+        X = self.X.astype(np.float64)
+        xo = self.x_offset.astype(np.float64)
+        w = None if self.weight is None else self.weight.astype(np.float64)
+        if side == "features":
+            XW = X if w is None else sp.diags(w) @ X
+            G = np.asarray((X.T @ XW).toarray())
+            G -= self.n_eff * np.outer(xo, xo)
+        else:
+            G = np.asarray((X @ X.T).toarray())
+            u = X @ xo
+            G -= u[:, None] + u[None, :] - xo @ xo
+            if w is not None:
+                sw = np.sqrt(w)
+                G *= np.outer(sw, sw)
+        return G / self.n_eff

@@ -1,0 +1,131 @@
+"""TrajectoryLasso: ISTA / FISTA paths of the Lasso with their risk."""
+
+from numbers import Real
+
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._base import BaseTrajectoryRegressor
+from ._iterations import FISTA, ISTA
+
+_DOC_ATTRIBUTES = """
+    Attributes
+    ----------
+    coef_path_ : ndarray of shape (n_features, n_iter_ + 1)
+        Every iterate, features first; column 0 is the starting point (zero).
+        Memory: ``n_features * (max_iter + 1)`` floats; a path above
+        ``skacv.get_config()['path_memory_limit']`` is refused.
+    intercept_path_ : ndarray of shape (n_iter_ + 1,)
+        Intercept of every iterate (``y_mean - x_mean @ coef``, weighted).
+    coef_ : ndarray of shape (n_features,)
+        Last iterate, ``coef_path_[:, -1]``.
+    intercept_ : float
+        ``intercept_path_[-1]``.
+    n_iter_ : int
+        Total number of iterations of the stored path (with ``warm_start`` it
+        counts every call, like HistGradientBoosting's ``max_iter``).
+    step_size_ : float
+        Step size used (``1 / L`` for ``step_size='auto'``).
+    risk_path_ : ndarray of shape (n_iter_ + 1,)
+        Estimated out-of-sample prediction risk
+        ``E[(y_new - x_new^T coef_t - intercept_t)^2]`` of every iterate
+        (Bellec & Tan 2024). Only set when ``estimate_risk=True``.
+    risk_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
+        Estimated cross-iterate risks (its diagonal is ``risk_path_``).
+    memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
+        The memory matrix ``A`` used by the estimate.
+    loo_path_ : ndarray of shape (n_iter_ + 1,)
+        Iterative approximate leave-one-out error (Luo, Ren & Barber 2023).
+        Only set when ``estimate_loo=True``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when ``X`` has feature names.
+"""
+
+
+class TrajectoryLasso(BaseTrajectoryRegressor):
+    """Lasso fitted by ISTA or FISTA, keeping the whole path.
+
+    Minimises scikit-learn's Lasso objective
+
+        (1 / (2 n)) ||y - X w - b||^2 + alpha ||w||_1
+
+    (with ``sample_weight``: ``sum_i w_i (...)^2 / (2 sum_i w_i)``) by exactly
+    ``max_iter`` proximal-gradient steps from zero, and stores every iterate
+    together with an estimate of its out-of-sample risk.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Penalty level (``lam`` in the seed notebook).
+    solver : {"fista", "ista"}, default="fista"
+    max_iter : int, default=100
+        Total number of iterations of the path.
+    step_size : "auto" or float, default="auto"
+        ``"auto"`` uses ``1 / L``, L the largest eigenvalue of ``X~^T X~ / n``
+        (Lanczos, or LAPACK on small problems). A float is used as given.
+    fit_intercept : bool, default=True
+        Fit an unpenalised intercept by weighted centring.
+    warm_start : bool, default=False
+        ``max_iter`` is the total path length: a warm refit on the same data
+        extends the stored path from ``n_iter_`` to ``max_iter`` (the solver
+        state, momentum included, is kept so that 50 + 50 steps equal 100).
+        A smaller ``max_iter``, other data or other solver parameters raise.
+    estimate_risk : bool, default=True
+        Compute ``risk_path_``.
+    estimate_loo : bool, default=False
+        Compute ``loo_path_``.
+    n_probes : int or None, default=10
+        Hutchinson probes for the traces of the memory matrix; ``None``
+        computes them exactly (small problems).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the Hutchinson probes.
+    verbose : int, default=0
+        Progress messages.
+    """ + _DOC_ATTRIBUTES + """
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from skacv import TrajectoryLasso
+    >>> X, y = make_regression(n_samples=200, n_features=50, noise=1.0, random_state=0)
+    >>> est = TrajectoryLasso(alpha=0.5, max_iter=50, random_state=0).fit(X, y)
+    >>> est.coef_path_.shape, est.risk_path_.shape
+    ((50, 51), (51,))
+    """
+
+    _parameter_constraints: dict = {
+        **BaseTrajectoryRegressor._parameter_constraints,
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "solver": [StrOptions({"fista", "ista"})],
+    }
+    _warm_params = ("alpha", "solver", "fit_intercept", "step_size")
+
+    def __init__(
+        self,
+        alpha=1.0,
+        *,
+        solver="fista",
+        max_iter=100,
+        step_size="auto",
+        fit_intercept=True,
+        warm_start=False,
+        estimate_risk=True,
+        estimate_loo=False,
+        n_probes=10,
+        random_state=None,
+        verbose=0,
+    ):
+        self.alpha = alpha
+        self.solver = solver
+        self.max_iter = max_iter
+        self.step_size = step_size
+        self.fit_intercept = fit_intercept
+        self.warm_start = warm_start
+        self.estimate_risk = estimate_risk
+        self.estimate_loo = estimate_loo
+        self.n_probes = n_probes
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _make_iteration(self, step_size, design):
+        cls = FISTA if self.solver == "fista" else ISTA
+        return cls(step_size, self.alpha)
