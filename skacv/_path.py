@@ -23,7 +23,22 @@ def init_state(design, coef_init=None):
     return {"k": 0, "x": x, "x_prev": x, "v": x, "Xx": Xx, "Xx_prev": Xx, "Xv": Xx}
 
 
-def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0):
+class LeastSquares:
+    """Datafit ``||y~ - X~ b||^2 / (2 n_eff)``: the gradient input is the residual."""
+
+    name = "least squares"
+
+    def residual(self, Xv, y_tilde):
+        """``r`` such that ``z = X~^T r / n_eff`` is the negative gradient at v."""
+        return y_tilde - Xv
+
+    def monitor(self, Xx, y_tilde):
+        """Scalar that must stay bounded along a converging trajectory."""
+        return float(np.linalg.norm(y_tilde - Xx))
+
+
+def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
+                   datafit=None):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -39,10 +54,15 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0):
         As returned by :func:`init_state`.
     out : ndarray of shape (n_features, >= state['k'] + n_steps + 1)
     verbose : int
+    datafit : object, default=None
+        Provides ``residual(Xv, y_tilde)`` and ``monitor(Xx, y_tilde)``;
+        ``None`` is :class:`LeastSquares`.
     """
+    if datafit is None:
+        datafit = LeastSquares()
     dtype = design.dtype
     inv_n = dtype.type(1.0 / design.n_eff)
-    y_norm = float(np.linalg.norm(y_tilde))
+    y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
     limit = _DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
     k0 = state["k"]
     x, x_prev, v = state["x"], state["x_prev"], state["v"]
@@ -50,13 +70,13 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0):
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
     for k in range(k0 + 1, k0 + n_steps + 1):
-        r = y_tilde - Xv
+        r = datafit.residual(Xv, y_tilde)
         z = design.rmatvec(r)
         z *= inv_n
         pre = iteration.combine(k, v, x - x_prev if iteration.hb(k) else None, z)
         x_new = iteration.prox(k, pre)
         Xx_new = design.matvec(x_new)
-        res_norm = float(np.linalg.norm(y_tilde - Xx_new))
+        res_norm = datafit.monitor(Xx_new, y_tilde)
         if not np.isfinite(res_norm) or res_norm > limit:
             raise DivergenceError(
                 f"The {iteration.name} iterates diverge at step {k} (training "
@@ -71,7 +91,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0):
         Xx_prev, Xx = Xx, Xx_new
         out[:, k] = x
         if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
-            mse = res_norm**2 / design.n_eff
+            mse = res_norm**2 / design.n_eff  # least squares: training mse
             print(
                 f"[{iteration.name}] step {k}/{k0 + n_steps}  train mse {mse:.5g}  "
                 f"{time.perf_counter() - tic:.1f}s"
