@@ -146,10 +146,25 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
             path[:, 0] = 0
             state = init_state(design)
         iteration = self._make_iteration(step, design)
+        fitted = None
+        if self.estimate_risk:
+            # X~ x^t of every iterate, kept for the residuals of the risk estimate
+            check_memory(
+                X.shape[0] * (n_total + 1) * X.dtype.itemsize,
+                f"the fitted values of the path ({X.shape[0]}, {n_total + 1})",
+                "Lower max_iter or set estimate_risk=False. ",
+            )
+            fitted = np.empty((X.shape[0], n_total + 1), dtype=X.dtype, order="F")
+            old = getattr(self, "_fitted_path", None) if warm else None
+            if old is not None and old.shape[1] == n_done + 1:
+                fitted[:, : n_done + 1] = old
+            else:
+                fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
         run_trajectory(
             design, y_tilde, iteration, n_total - n_done, state, path,
-            verbose=self.verbose,
+            verbose=self.verbose, fitted_out=fitted,
         )
+        self._fitted_path = fitted
         self.step_size_ = step
         self.coef_path_ = path
         if self.fit_intercept:

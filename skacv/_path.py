@@ -38,7 +38,7 @@ class LeastSquares:
 
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
-                   datafit=None):
+                   datafit=None, fitted_out=None):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -57,6 +57,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     datafit : object, default=None
         Provides ``residual(Xv, y_tilde)`` and ``monitor(Xx, y_tilde)``;
         ``None`` is :class:`LeastSquares`.
+    fitted_out : ndarray of shape (n_samples, >= state['k'] + n_steps + 1), default=None
+        If given, ``X~ x^k`` is written to ``fitted_out[:, k]`` (it is computed
+        by the loop anyway; the risk estimator reuses it).
     """
     if datafit is None:
         datafit = LeastSquares()
@@ -90,6 +93,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         x_prev, x = x, x_new
         Xx_prev, Xx = Xx, Xx_new
         out[:, k] = x
+        if fitted_out is not None:
+            fitted_out[:, k] = Xx
         if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
             mse = res_norm**2 / design.n_eff  # least squares: training mse
             print(

@@ -1,0 +1,524 @@
+"""Out-of-sample risk along a trajectory: the memory-matrix estimate.
+
+Bellec & Tan (2024). For iterates ``x^0..x^T`` (``coef_path``) produced by an
+:class:`~skacv.Iteration` from gradient points ("sources") ``v^0..v^{T-1}``,
+
+* ``F`` (n, T+1): training residuals ``y~ - X~ x^t``;
+* ``A`` (T+1, T+1), strictly lower triangular: ``A[t, s] = tr(X~ dx^t/dy^(s))``
+  where the copy ``y^(s)`` of the response enters only through the gradient
+  evaluated at ``v^s`` (used by step ``s + 1``). ``A_src`` is the same for the
+  sources ``v^t`` (they differ only for extrapolating methods);
+* corrected residuals of the sources ``R_v = F_v (I - A_src/n - c I/n)^{-T}``
+  and of the outputs ``R_x = (F_x + R_v (A/n)^T) / (1 - c/n)``, with ``c = 1``
+  when an intercept is fitted (the intercept of every iterate is the mean of
+  its own residual, a diagonal entry of the memory matrix) and ``c = 0``
+  otherwise;
+* the estimate ``R_x^T R_x / n`` of ``E[(y_new - x_new^T x^t - b0^t)(...s)]``.
+
+With sample weights (frequency weights) every ``n`` is ``n_eff = sum(w)``,
+``X~`` and ``y~`` carry ``sqrt(w)`` and the traces are the traces of the
+weighted problem, which equals repeating rows.
+
+Traces are computed
+
+* for linear iterations (GD, scheduled GD, ridge GD, heavy ball, Nesterov)
+  spectrally: ``A[t, s] = sum_j omega_j theta_j phi_{t,s}(theta_j)`` with the
+  scalar recursion ``phi`` of the iteration in one eigendirection. Exact
+  nodes are the eigenvalues of ``X~^T X~ / n`` (``n_probes=None``); with
+  ``n_probes=m`` the nodes/weights are the Gauss quadrature of Lanczos started
+  from ``m`` Rademacher probes, which *is* the Hutchinson estimate with those
+  probes (exactly so once the Lanczos depth reaches ``(T + 1) / 2``; earlier
+  when the quadrature has converged, which is checked). Constant-coefficient
+  iterations are Toeplitz: one chain instead of ``T^2/2``.
+* for ISTA/FISTA by propagating Jacobian actions through the masks of the
+  prox, for all sources at once (BLAS-3 blocks), restricted to the supports,
+  with Gram-restricted products when they are cheaper; ``n_probes=None``
+  propagates identity probes (exact traces, small problems only).
+"""
+
+import time
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from sklearn.utils import Bunch, check_random_state
+
+from ._config import check_memory, get_config
+
+# ----------------------------------------------------------------------------
+# the estimate from (F, A)
+# ----------------------------------------------------------------------------
+
+
+def _extrapolate_columns(iteration, M):
+    """Columns of the sources from columns of the outputs (last axis = t)."""
+    out = np.array(M, dtype=np.float64, copy=True)
+    for k in range(1, M.shape[-1]):
+        if iteration.beta(k) != 0.0:
+            out[..., k] = iteration.extrapolate(k, M[..., k], M[..., k - 1])
+    return out
+
+
+def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
+    """Memory-matrix risk estimate from residuals and traces.
+
+    Parameters
+    ----------
+    F : ndarray of shape (n_samples, T + 1)
+        Training residuals of the outputs ``x^t`` (weighted by ``sqrt(w)``).
+    A : ndarray of shape (T + 1, T + 1)
+        Memory matrix of the outputs (strictly lower triangular).
+    n_eff : float
+        Number of samples (``sum(sample_weight)``).
+    fit_intercept : bool, default=False
+        Adds the intercept's diagonal term.
+    A_sources : ndarray of shape (T + 1, T + 1), default=None
+        Memory matrix of the gradient points; ``None`` when they are the
+        outputs (no extrapolation).
+    iteration : Iteration, default=None
+        Needed with ``A_sources`` to form the residuals of the sources.
+
+    Returns
+    -------
+    risk : ndarray of shape (T + 1,)
+        Estimated out-of-sample risk of every output.
+    risk_matrix : ndarray of shape (T + 1, T + 1)
+        Estimated cross terms ``E[(y - yhat_t)(y - yhat_s)]``.
+    """
+    F = np.asarray(F, dtype=np.float64)
+    T1 = F.shape[1]
+    c = 1.0 if fit_intercept else 0.0
+    if c and n_eff <= 1:
+        raise ValueError(
+            "Estimating the risk with fit_intercept=True needs more than one "
+            f"sample; got n_samples = {n_eff:g}."
+        )
+    A = np.asarray(A, dtype=np.float64)[:T1, :T1]
+    if A_sources is None:
+        A_sources, F_v = A, F
+    else:
+        A_sources = np.asarray(A_sources, dtype=np.float64)[:T1, :T1]
+        F_v = _extrapolate_columns(iteration, F)
+    L = np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
+    R_v = solve_triangular(L, F_v.T, lower=True, check_finite=False).T
+    if A_sources is A:
+        R_x = R_v
+    else:
+        R_x = (F + R_v @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)
+    G = R_x.T @ R_x / n_eff
+    return np.diag(G).copy(), G
+
+
+# ----------------------------------------------------------------------------
+# linear iterations: spectral recursions
+# ----------------------------------------------------------------------------
+
+
+def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sources=False):
+    """Memory matrix of a linear iteration from spectral nodes.
+
+    ``A[t, s] = sum_j w_j lambda_j phi_{t,s}(lambda_j)`` where ``phi`` is the
+    tangent of the iteration in one eigendirection of ``X~^T X~ / n`` (unit
+    injection at source ``s``). With the eigenvalues and unit weights this is
+    exact; with Lanczos nodes and weights it is the Hutchinson estimate.
+
+    Parameters
+    ----------
+    iteration : Iteration
+        A linear iteration (``iteration.is_linear``).
+    eigvals : ndarray of shape (r,)
+        Nodes (eigenvalues of ``X~^T X~ / n_eff``; zeros may be dropped).
+    n_iter : int
+        Number of steps ``T``.
+    weights : ndarray of shape (r,), default=None
+        Quadrature weights (ones: exact traces).
+    return_sources : bool, default=False
+        Also return the memory matrix of the gradient points.
+
+    Returns
+    -------
+    A : ndarray of shape (n_iter + 1, n_iter + 1)
+    A_sources : ndarray of shape (n_iter + 1, n_iter + 1)
+        Only if ``return_sources``.
+    """
+    if not iteration.is_linear:
+        raise ValueError(f"{iteration.name} is not linear: no spectral form.")
+    lam = np.asarray(eigvals, dtype=np.float64).ravel()
+    w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
+    wl = w * lam
+    T = int(n_iter)
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    if iteration.is_stationary:
+        # Toeplitz: one chain from source 0 gives every diagonal
+        a, av = _chain(iteration, lam, wl, T, n_sources=1)
+        for d in range(1, T + 1):
+            idx = np.arange(d, T + 1)
+            A[idx, idx - d] = a[d, 0]
+            Av[idx, idx - d] = av[d, 0]
+    else:
+        A, Av = _chain(iteration, lam, wl, T, n_sources=T)
+    return (A, Av) if return_sources else A
+
+
+def _chain(iteration, lam, wl, T, n_sources):
+    """Scalar tangent recursions for sources ``0..n_sources-1`` (columns)."""
+    r = lam.shape[0]
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    dv = np.zeros((r, n_sources))
+    dx1 = np.zeros((r, n_sources))
+    dx2 = np.zeros((r, n_sources))
+    lam_c = lam[:, None]
+    for k in range(1, T + 1):
+        cols = min(k, n_sources)  # sources 0..k-1 are active
+        dz = -lam_c * dv[:, :cols]
+        if k - 1 < n_sources:
+            dz[:, k - 1] += 1.0
+        dx, dvn = iteration.tangent(k, dv[:, :cols], dx1[:, :cols], dx2[:, :cols], dz, None)
+        A[k, :cols] = wl @ dx
+        Av[k, :cols] = wl @ dvn
+        dx2[:, :cols] = dx1[:, :cols]
+        dx1[:, :cols] = dx
+        dv[:, :cols] = dvn
+    return A, Av
+
+
+def _exact_nodes(design):
+    """Eigenvalues of ``X~^T X~ / n_eff`` (from the smaller Gram matrix)."""
+    m = min(design.n_samples, design.n_features)
+    check_memory(8 * m * m, f"the exact-trace Gram matrix ({m} x {m})",
+                 "Use n_probes=int (Hutchinson) instead. ")
+    lam = np.linalg.eigvalsh(design.gram(side="auto"))
+    return np.clip(lam, 0, None), np.ones_like(lam)
+
+
+def _lanczos_nodes(design, n_probes, rng, depth, verbose=0):
+    """Gauss quadrature of ``m`` Rademacher probes (stochastic Lanczos).
+
+    Returns nodes and weights such that ``sum_j w_j f(theta_j)`` equals the
+    Hutchinson estimate ``(1/m) sum_i z_i^T f(K) z_i`` for every polynomial
+    ``f`` of degree ``< 2 * depth``.
+    """
+    n, p = design.n_samples, design.n_features
+    dim = min(n, p)
+    depth = int(min(depth, dim))
+    inv_n = 1.0 / design.n_eff
+    if n <= p:
+
+        def op(Q):
+            return design.matvec(design.rmatvec(Q.astype(design.dtype))) * inv_n
+    else:
+
+        def op(Q):
+            return design.rmatvec(design.matvec(Q.astype(design.dtype))) * inv_n
+
+    m = n_probes
+    Z = rng.choice([-1.0, 1.0], size=(dim, m))
+    basis = np.zeros((depth, dim, m))
+    alphas = np.zeros((depth, m))
+    betas = np.zeros((depth, m))
+    q = Z / np.sqrt(dim)
+    q_prev = np.zeros_like(q)
+    beta_prev = np.zeros(m)
+    k_used = depth
+    for j in range(depth):
+        basis[j] = q
+        w = np.asarray(op(q), dtype=np.float64)
+        a = np.einsum("dm,dm->m", q, w)
+        w -= a * q + beta_prev * q_prev
+        # full re-orthogonalisation (twice is enough)
+        for _ in range(2):
+            coef = np.einsum("kdm,dm->km", basis[: j + 1], w)
+            w -= np.einsum("kdm,km->dm", basis[: j + 1], coef)
+        b = np.linalg.norm(w, axis=0)
+        alphas[j], betas[j] = a, b
+        if j + 1 < depth:
+            if np.any(b <= 1e-12 * max(1.0, np.abs(alphas[: j + 1]).max())):
+                # invariant subspace found for a probe: the quadrature is exact
+                k_used = j + 1
+                break
+            q_prev, q = q, w / b
+            beta_prev = b
+    nodes, weights = [], []
+    for i in range(m):
+        Tk = np.diag(alphas[:k_used, i])
+        if k_used > 1:
+            off = betas[: k_used - 1, i]
+            Tk += np.diag(off, 1) + np.diag(off, -1)
+        theta, U = np.linalg.eigh(Tk)
+        nodes.append(theta)
+        weights.append(dim * U[0] ** 2 / m)
+    if verbose:
+        print(f"[risk] Lanczos quadrature: {m} probes x {k_used} steps")
+    return np.clip(np.concatenate(nodes), 0, None), np.concatenate(weights)
+
+
+# ----------------------------------------------------------------------------
+# masked (proximal) iterations: propagation of Jacobian actions
+# ----------------------------------------------------------------------------
+
+
+def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0):
+    """Hutchinson (or exact) memory matrices of a proximal trajectory.
+
+    For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
+    All sources are propagated together as one block, with products by
+    ``X~`` restricted to the columns of the supports (prefix views of a copy
+    of ``X~`` whose columns are sorted by the last step they are active).
+    """
+    n, p = design.n_samples, design.n_features
+    T = coef_path.shape[1] - 1
+    inv_n = 1.0 / design.n_eff
+    masks = coef_path != 0  # (p, T+1); mask of step k = support of x^k
+    # order the columns by the last step at which they are in a support so
+    # that every support (and every union of consecutive ones) is a prefix
+    steps = np.arange(T + 1)
+    last = np.where(masks.any(axis=1), np.max(np.where(masks, steps, -1), axis=1), -1)
+    order = np.argsort(-last, kind="stable")
+    last_sorted = last[order]
+    # prefix length covering every coordinate active at step >= k
+    prefix = np.searchsorted(-last_sorted, -np.arange(T + 2), side="right")
+    width = int(prefix[1]) if T >= 1 else 0
+    dtype = np.dtype(chain_dtype)
+    Xs = np.asarray(design.columns(order[:width]), dtype=dtype, order="F")
+    if n_probes is None:  # exact traces: identity probes on the smaller side
+        if n <= width:
+            probes = Xs.T.copy()  # X~^T Z with Z = I_n
+            trace_w = probes
+            m, scale = n, 1.0
+        else:
+            probes = np.eye(width, dtype=dtype)  # inject e_j, trace with X~^T X~
+            trace_w = (Xs.T @ Xs).astype(dtype)
+            m, scale = width, 1.0
+    else:
+        m = int(n_probes)
+        Z = rng.choice([-1.0, 1.0], size=(n, m)).astype(dtype)
+        probes = Xs.T @ Z
+        trace_w = probes
+        scale = 1.0 / m
+    cols_max = m * T
+    check_memory(
+        3 * width * cols_max * dtype.itemsize,
+        f"the Jacobian chains ({width} x {cols_max}, 3 blocks)",
+        "Use fewer probes (n_probes) or fewer iterations. ",
+    )
+    dv = np.zeros((width, cols_max), dtype=dtype, order="F")
+    dx1 = np.zeros_like(dv)
+    dx2 = np.zeros_like(dv) if _uses_hb(iteration, T) else None
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    masks_s = masks[order[:width]]
+    gram = None
+    dv_rows = 0  # rows of dv that may be non-zero
+    tic = time.perf_counter()
+    for k in range(1, T + 1):
+        c_old = m * (k - 1)  # chains of sources 0..k-2 (source k-1 is new)
+        c_new = m * k
+        rows_k = int(prefix[k])  # supports of steps >= k live in this prefix
+        rows_prev = min(int(prefix[k - 1]), width) if k >= 2 else 0
+        mask_k = masks_s[:rows_k, k]
+        dz = np.empty((rows_k, c_new), dtype=dtype)
+        if c_old and dv_rows:
+            u = dv_rows
+            gram = _maybe_gram(Xs, gram, k, prefix, m, T, n)
+            if gram is not None and gram.shape[0] >= max(u, rows_k):
+                prod = gram[:rows_k, :u] @ dv[:u, :c_old]
+            else:
+                prod = Xs[:, :rows_k].T @ (Xs[:, :u] @ dv[:u, :c_old])
+            np.multiply(prod, -inv_n, out=dz[:, :c_old])
+        elif c_old:
+            dz[:, :c_old] = 0
+        np.multiply(probes[:rows_k], inv_n, out=dz[:, c_old:c_new])
+        if dv_rows < rows_k:
+            dv[dv_rows:rows_k, :c_new] = 0
+        dx2_k = None
+        if dx2 is not None:
+            dx2_k = dx2[:rows_k, :c_new]
+        dx, dvn = iteration.tangent(
+            k, dv[:rows_k, :c_new], dx1[:rows_k, :c_new], dx2_k, dz, mask_k
+        )
+        # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1)
+        tail_v = None
+        if iteration.beta(k) != 0.0 and rows_prev > rows_k:
+            tail_v = iteration.extrapolate(
+                k, np.zeros((rows_prev - rows_k, c_new), dtype), dx1[rows_k:rows_prev, :c_new]
+            )
+        A[k, :k] = scale * _block_trace(trace_w[:rows_k], dx, m)
+        tv = scale * _block_trace(trace_w[:rows_k], dvn, m)
+        if tail_v is not None:
+            tv += scale * _block_trace(trace_w[rows_k:rows_prev], tail_v, m)
+        Av[k, :k] = tv
+        if dx2 is not None:
+            dx2[:rows_prev, :c_new] = dx1[:rows_prev, :c_new]
+        dx1[:rows_k, :c_new] = dx
+        dv[:rows_k, :c_new] = dvn
+        dv_rows = rows_k
+        if tail_v is not None:
+            dv[rows_k:rows_prev, :c_new] = tail_v
+            dv_rows = rows_prev
+        if verbose and (k % max(1, T // 10) == 0 or k == T):
+            print(f"[risk] {iteration.name} traces: step {k}/{T}, support prefix "
+                  f"{rows_k}, {time.perf_counter() - tic:.1f}s")
+    return A, Av
+
+
+def _uses_hb(iteration, T):
+    return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
+
+
+def _block_trace(W, D, m):
+    """``[sum(W * D[:, s*m:(s+1)*m]) for s]`` for W (r, m), D (r, m*k)."""
+    k = D.shape[1] // m
+    if W.shape[0] == 0:
+        return np.zeros(k)
+    return np.einsum("rm,rkm->k", W, D.reshape(D.shape[0], k, m), dtype=np.float64,
+                     optimize=True)
+
+
+def _maybe_gram(Xs, gram, k, prefix, m, T, n):
+    """Decide once (at the first step with chains) whether to precompute the
+    Gram matrix of a late prefix of columns, using the flop model
+    ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``."""
+    if gram is not None or k != 2 or T < 3:
+        return gram
+    best_w, best_save = 0, 0.0
+    for start in range(2, T + 1):
+        w = int(prefix[start - 1])
+        save = 0.0
+        for kk in range(start, T + 1):
+            r, u, c = int(prefix[kk]), int(prefix[kk - 1]), m * (kk - 1)
+            save += 2 * n * (u + r) * c - 2 * r * u * c
+        save -= n * w * w
+        if save > best_save:
+            best_save, best_w = save, w
+    if best_w == 0:
+        return None
+    check_memory(best_w * best_w * Xs.dtype.itemsize, "the restricted Gram matrix")
+    Xw = Xs[:, :best_w]
+    return Xw.T @ Xw
+
+
+# ----------------------------------------------------------------------------
+# public functions
+# ----------------------------------------------------------------------------
+
+
+def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=None,
+                  chain_dtype=None, verbose=0):
+    """Memory matrices of a trajectory (outputs and gradient points).
+
+    Parameters
+    ----------
+    design : Design
+        The centred, weighted design of the fit.
+    iteration : Iteration
+        The iteration object that produced ``coef_path``.
+    coef_path : ndarray of shape (n_features, T + 1)
+    n_probes : int or None, default=10
+        Rademacher probes (Hutchinson); ``None`` for exact traces.
+    random_state : int, RandomState instance or None
+    chain_dtype : dtype, default=None
+        Precision of the Jacobian chains of proximal methods (default: the
+        configured ``risk_chain_dtype``, else the dtype of ``X``).
+    verbose : int
+
+    Returns
+    -------
+    A : ndarray of shape (T + 1, T + 1)
+        ``A[t, s] = tr(X~ d x^t / d y^(s))``.
+    A_sources : ndarray of shape (T + 1, T + 1)
+        Same for the gradient points ``v^t``.
+    """
+    T = coef_path.shape[1] - 1
+    rng = check_random_state(random_state)
+    if T == 0:
+        return np.zeros((1, 1)), np.zeros((1, 1))
+    if iteration.is_linear:
+        if n_probes is None:
+            lam, w = _exact_nodes(design)
+        else:
+            lam, w = _lanczos_nodes(design, n_probes, rng, depth=T // 2 + 2, verbose=verbose)
+        return spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
+    if chain_dtype is None:
+        chain_dtype = get_config().get("risk_chain_dtype") or design.dtype
+    return _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose)
+
+
+def residual_matrix(design, y_tilde, coef_path):
+    """Training residuals ``y~ - X~ x^t`` of every iterate, shape (n, T + 1)."""
+    T1 = coef_path.shape[1]
+    check_memory(8 * design.n_samples * T1, f"the residual matrix ({design.n_samples} x {T1})")
+    F = design.matvec(np.asarray(coef_path, dtype=design.dtype))
+    return np.asarray(y_tilde, dtype=np.float64)[:, None] - F
+
+
+def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, random_state=None,
+                    chain_dtype=None, fitted=None, verbose=0):
+    """Estimated out-of-sample risk of every iterate of a trajectory.
+
+    fitted : ndarray of shape (n_samples, T + 1), default=None
+        ``X~ x^t`` if already known (saves one product with the whole path).
+
+    Returns
+    -------
+    result : Bunch
+        ``risk`` (T+1,), ``risk_matrix`` (T+1, T+1), ``memory_matrix`` (T+1, T+1)
+        for the iterates, ``memory_matrix_sources`` for the gradient points.
+    """
+    tic = time.perf_counter()
+    A, Av = memory_matrix(design, iteration, coef_path, n_probes=n_probes,
+                          random_state=random_state, chain_dtype=chain_dtype, verbose=verbose)
+    if fitted is None:
+        F = residual_matrix(design, y_tilde, coef_path)
+    else:  # X~ x^t recorded by the fit loop
+        F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+    has_momentum = any(iteration.beta(k) != 0.0 for k in range(1, coef_path.shape[1]))
+    risk, G = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
+                               A_sources=Av if has_momentum else None, iteration=iteration)
+    if verbose:
+        print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
+    return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av)
+
+
+def risk_path(estimator, X, y, sample_weight=None):
+    """Estimated out-of-sample risk path of a fitted trajectory estimator.
+
+    Recomputes the estimate from ``estimator.coef_path_`` on the training
+    data ``(X, y)`` with the estimator's ``n_probes`` and ``random_state``.
+
+    Parameters
+    ----------
+    estimator : fitted TrajectoryLasso or IterativeRidge
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    risk : ndarray of shape (n_iter_ + 1,)
+    """
+    from sklearn.utils.validation import check_is_fitted, validate_data
+
+    from ._design import Design
+    from ._validation import check_sample_weight
+
+    check_is_fitted(estimator)
+    X, y = validate_data(estimator, X, y, accept_sparse=("csr", "csc"),
+                         dtype=[np.float64, np.float32], y_numeric=True, reset=False)
+    sw = check_sample_weight(sample_weight, X, X.dtype)
+    design = Design(X, sw, estimator.fit_intercept)
+    _, y_tilde = design.center_y(np.asarray(y, dtype=X.dtype))
+    iteration = estimator._make_iteration(estimator.step_size_, design)
+    return trajectory_risk(design, y_tilde, iteration, estimator.coef_path_,
+                           n_probes=estimator.n_probes,
+                           random_state=estimator.random_state).risk
+
+
+def _estimator_risk(est, design, y_tilde, iteration):
+    """Fill ``risk_path_`` and friends on a fitted estimator."""
+    res = trajectory_risk(design, y_tilde, iteration, est.coef_path_, n_probes=est.n_probes,
+                          random_state=est.random_state, verbose=est.verbose,
+                          fitted=getattr(est, "_fitted_path", None))
+    est.risk_path_ = res.risk
+    est.risk_matrix_ = res.risk_matrix
+    est.memory_matrix_ = res.memory_matrix
