@@ -1,0 +1,148 @@
+"""Fit + risk_path_ against the seed notebook's all-pairs estimator, same run.
+
+Part 1 (ISTA, the seed's experiment): the seed generator with seed 2025,
+``lam = 0.01``, step ``(1 + sqrt(p/n))^-2``, T columns (T - 1 steps), m
+Rademacher probes. The baseline is a straightforward implementation of the
+seed notebook's algorithm (dense ``R_t`` with every source, products with the
+whole X); skacv runs ``TrajectoryLasso(...).fit`` with ``estimate_risk=True``.
+Prints both estimates at the seed's printed rows, their relative difference,
+the true risk, both times and the ratio.
+
+Part 2 (``--linear``): GD, ridge GD and heavy ball at T=200: time of the fit
+with ``estimate_risk=False`` and with ``estimate_risk=True``; the ratio of
+the extra time to the fit time (goal <= 0.5).
+
+    python benchmarks/bench_risk_path.py                 # seed size, ~6 min
+    python benchmarks/bench_risk_path.py --n 2000 --p 3000 --s 200 --T 50
+    python benchmarks/bench_risk_path.py --linear --T 200
+    python benchmarks/bench_risk_path.py --float32       # X in float32 (chains too)
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+from skacv import IterativeRidge, TrajectoryLasso
+
+
+def seed_data(n, p, s, sigma, seed):
+    beta = 15 * np.hstack([np.ones(s), np.zeros(p - s)]) / np.sqrt(n)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal(size=(n, p))
+    y = X @ beta + sigma * rng.standard_normal(size=(n,))
+    return X, y, beta, rng
+
+
+def soft(x, t):
+    return np.sign(x) * np.clip(np.abs(x) - t, 0, None)
+
+
+def seed_all_pairs(X, y, beta, sigma, T, m, lam, Z):
+    """The seed notebook's estimator (all pairs, dense products)."""
+    n, p = X.shape
+    eta = (1 + np.sqrt(p / n)) ** -2
+    r = Z / np.sqrt(m)
+    F = np.zeros((n, T))
+    H = np.zeros((p, T))
+    bt = np.zeros(p)
+    F[:, 0] = y
+    H[:, 0] = -beta
+    A = np.zeros((T, T))
+    XTr = X.T @ r
+    Rt = None
+    for t in range(1, T):
+        bt = soft(bt + eta * X.T @ (y - X @ bt) / n, lam * eta)
+        Dt = (bt != 0)[:, None]
+        if t == 1:
+            Rt = Dt * XTr
+        else:
+            Rt = np.hstack([Dt * (Rt - (eta / n) * X.T @ (X @ Rt)), Dt * XTr])
+        A[t, :t] = np.trace((eta * XTr.T @ Rt / n).reshape((m, t, m)), axis1=0, axis2=2)
+        F[:, t] = y - X @ bt
+        H[:, t] = bt - beta
+    M = np.linalg.solve(np.eye(T) - A / n, F.T).T
+    return np.diag(M.T @ M / n), (H**2).sum(0) + sigma**2
+
+
+def part_ista(args):
+    n, p, s, T, m = args.n, args.p, args.s, args.T, args.m
+    X, y, beta, _ = seed_data(n, p, s, args.sigma, 2025)
+    Z = np.random.RandomState(args.probe_seed).choice([-1.0, 1.0], size=(n, m))
+    eta = (1 + np.sqrt(p / n)) ** -2
+    Xs = X.astype(np.float32) if args.float32 else X
+    est = TrajectoryLasso(args.lam, solver="ista", max_iter=T - 1, step_size=eta,
+                          fit_intercept=False, n_probes=m, random_state=args.probe_seed,
+                          verbose=args.verbose)
+    tic = time.perf_counter()
+    est.fit(Xs, y)
+    t_skacv = time.perf_counter() - tic
+    true = ((est.coef_path_ - beta[:, None]) ** 2).sum(0) + args.sigma**2
+    print(f"n={n} p={p} s={s} T={T} m={m} lam={args.lam} dtype={Xs.dtype}")
+    print(f"skacv fit + risk_path_: {t_skacv:.1f}s   support_last={int((est.coef_ != 0).sum())}")
+    if args.skip_seed:
+        est_seed = None
+        print("(seed all-pairs baseline skipped)")
+    else:
+        tic = time.perf_counter()
+        est_seed, true_seed = seed_all_pairs(X, y, beta, args.sigma, T, m, args.lam, Z)
+        t_seed = time.perf_counter() - tic
+        print(f"seed all-pairs estimator: {t_seed:.1f}s")
+        print(f"RATIO seed / skacv = {t_seed / t_skacv:.2f}x")
+    rows = list(range(5)) + list(range(T - 5, T))
+    print(" t   true     skacv    seed-alg  rel.diff  skacv-vs-seed-table")
+    seed_table = {0: 25.175, 1: 18.599, 2: 16.064, 3: 14.534, 4: 13.421,
+                  T - 5: 3.941, T - 4: 3.935, T - 3: 3.923, T - 2: 3.919, T - 1: 3.913}
+    full = (n, p, s, T, m) == (10000, 15000, 1000, 100, 10)
+    for t in rows:
+        sd = est_seed[t] if est_seed is not None else np.nan
+        tab = seed_table[t] if full else np.nan
+        print(f"{t:3d} {true[t]:8.3f} {est.risk_path_[t]:8.3f} {sd:9.3f} "
+              f"{(est.risk_path_[t] - sd) / sd:+9.4f} {(est.risk_path_[t] - tab) / tab:+9.4f}")
+
+
+def part_linear(args):
+    n, p, T = args.n, args.p, args.T
+    X, y, beta, _ = seed_data(n, p, args.s, args.sigma, 2025)
+    if args.float32:
+        X = X.astype(np.float32)
+    for name, kw in [("gd", dict(alpha=0.0)), ("ridge gd", dict(alpha=0.1 * n)),
+                     ("heavy ball", dict(alpha=0.1 * n, solver="heavy_ball", momentum=0.5))]:
+        base = IterativeRidge(max_iter=T, estimate_risk=False, fit_intercept=False, **kw)
+        tic = time.perf_counter()
+        base.fit(X, y)
+        t_fit = time.perf_counter() - tic
+        est = IterativeRidge(max_iter=T, estimate_risk=True, n_probes=args.m,
+                             fit_intercept=False, random_state=0, **kw)
+        tic = time.perf_counter()
+        est.fit(X, y)
+        t_both = time.perf_counter() - tic
+        true = ((est.coef_path_ - beta[:, None]) ** 2).sum(0) + args.sigma**2
+        err = np.max(np.abs(est.risk_path_ - true) / true)
+        print(f"{name:10s} fit {t_fit:6.2f}s  fit+risk {t_both:6.2f}s  "
+              f"RATIO extra/fit = {(t_both - t_fit) / t_fit:.2f}  max rel err vs truth {err:.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10000)
+    ap.add_argument("--p", type=int, default=15000)
+    ap.add_argument("--s", type=int, default=1000)
+    ap.add_argument("--T", type=int, default=100)
+    ap.add_argument("--m", type=int, default=10)
+    ap.add_argument("--lam", type=float, default=0.01)
+    ap.add_argument("--sigma", type=float, default=1.5)
+    ap.add_argument("--probe-seed", type=int, default=0)
+    ap.add_argument("--float32", action="store_true")
+    ap.add_argument("--linear", action="store_true", help="GD / ridge GD / heavy ball part")
+    ap.add_argument("--skip-seed", action="store_true", help="skip the all-pairs baseline")
+    ap.add_argument("--verbose", type=int, default=0)
+    args = ap.parse_args()
+    if args.linear:
+        part_linear(args)
+    else:
+        part_ista(args)
+
+
+if __name__ == "__main__":
+    main()
