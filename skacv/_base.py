@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._config import check_memory
 from ._design import Design
 from ._path import init_state, run_trajectory
-from ._validation import check_sample_weight, data_fingerprint
+from ._validation import check_sample_weight, data_fingerprint, same_fingerprint, same_param
 
 
 class TrajectoryMixin:
@@ -74,6 +74,9 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
         "warm_start": ["boolean"],
         "estimate_risk": ["boolean"],
         "estimate_loo": ["boolean"],
+        "store_loo_predictions": ["boolean"],
+        "loo_batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "loo_subsample": [Interval(Integral, 1, None, closed="left"), None],
         "n_probes": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -121,7 +124,7 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
         )
         y = np.asarray(y, dtype=X.dtype)
         sample_weight = check_sample_weight(sample_weight, X, X.dtype)
-        fingerprint = data_fingerprint(X, y)
+        fingerprint = data_fingerprint(X, y, sample_weight)
         params = {k: getattr(self, k) for k in self._warm_params}
         if warm:
             self._check_warm(fingerprint, params, sample_weight)
@@ -201,12 +204,14 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
                 "warm_start=False to fit new data."
             )
         sw_sum = None if sample_weight is None else float(sample_weight.sum())
-        if fingerprint != self._fingerprint or sw_sum != self._sample_weight_sum:
+        if (not same_fingerprint(fingerprint, self._fingerprint)
+                or sw_sum != self._sample_weight_sum):
             raise ValueError(
                 "warm_start=True continues the path fitted on other training data "
-                "(X, y or sample_weight changed). Set warm_start=False to fit new data."
+                "(X, y, sample_weight or the dtype of X changed). Set "
+                "warm_start=False to fit new data."
             )
-        changed = [k for k in params if params[k] != self._fit_params[k]]
+        changed = [k for k in params if not same_param(params[k], self._fit_params[k])]
         if changed:
             raise ValueError(
                 f"warm_start=True cannot continue a path after {changed} changed "
@@ -216,7 +221,8 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
 
     def _after_fit(self, design, y_tilde, iteration, X, y, sample_weight):
         """Fill the estimates (risk path, leave-one-out path)."""
-        for name in ("risk_path_", "risk_matrix_", "loo_path_"):
+        for name in ("risk_path_", "risk_matrix_", "loo_path_", "loo_predictions_",
+                     "loo_indices_"):
             if hasattr(self, name):
                 delattr(self, name)
         if self.estimate_risk:

@@ -2,7 +2,11 @@
 
 from contextlib import contextmanager
 
-_CONFIG = {"path_memory_limit": 4 * 2**30, "working_memory": 1 * 2**30}
+_CONFIG = {
+    "path_memory_limit": 4 * 2**30,
+    "working_memory": 1 * 2**30,
+    "risk_chain_dtype": None,
+}
 
 
 def get_config():
@@ -15,11 +19,15 @@ def get_config():
         allocate to store a path (``coef_path_``, leave-one-out predictions).
         ``working_memory`` (bytes): size of the temporary blocks used by the
         risk and leave-one-out estimators before they chunk their work.
+        ``risk_chain_dtype`` (None or "float32"/"float64"): precision of the
+        Jacobian chains of ISTA/FISTA risk estimates; ``None`` follows ``X``.
+        float32 chains are about twice as fast; their relative rounding error
+        (~1e-6) is far below the Hutchinson noise.
     """
     return dict(_CONFIG)
 
 
-def set_config(path_memory_limit=None, working_memory=None):
+def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype="unchanged"):
     """Set the global skacv configuration.
 
     Parameters
@@ -28,7 +36,15 @@ def set_config(path_memory_limit=None, working_memory=None):
         Largest path array in bytes. ``None`` leaves it unchanged.
     working_memory : int, default=None
         Size of temporary blocks in bytes. ``None`` leaves it unchanged.
+    risk_chain_dtype : None, "float32" or "float64", default="unchanged"
+        Precision of the ISTA/FISTA Jacobian chains (``None``: that of X).
     """
+    if risk_chain_dtype != "unchanged":
+        if risk_chain_dtype not in (None, "float32", "float64"):
+            raise ValueError(
+                f"risk_chain_dtype must be None, 'float32' or 'float64'; got {risk_chain_dtype!r}."
+            )
+        _CONFIG["risk_chain_dtype"] = risk_chain_dtype
     if path_memory_limit is not None:
         _CONFIG["path_memory_limit"] = int(path_memory_limit)
     if working_memory is not None:
@@ -51,7 +67,13 @@ def check_memory(n_bytes, what, hint=""):
     limit = _CONFIG["path_memory_limit"]
     if n_bytes > limit:
         raise ValueError(
-            f"{what} would need {n_bytes / 2**30:.2f} GiB, above the limit of "
-            f"{limit / 2**30:.2f} GiB. {hint}Raise the limit with "
+            f"{what} would need {format_bytes(n_bytes)}, above the limit "
+            f"path_memory_limit={format_bytes(limit)}. {hint}Raise the limit with "
             "skacv.set_config(path_memory_limit=...) if the memory is available."
         )
+
+
+def format_bytes(n_bytes):
+    """``'1.5 GiB (1610612736 bytes)'``: the size in GiB with the exact count."""
+    n_bytes = int(n_bytes)
+    return f"{n_bytes / 2**30:.3g} GiB ({n_bytes} bytes)"

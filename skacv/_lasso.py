@@ -34,8 +34,21 @@ _DOC_ATTRIBUTES = """
     memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
         The memory matrix ``A`` used by the estimate.
     loo_path_ : ndarray of shape (n_iter_ + 1,)
-        Iterative approximate leave-one-out error (Luo, Ren & Barber 2023).
+        Leave-one-out squared error of every iterate, tracked by iterative
+        approximate cross-validation (IACV, Luo, Ren & Barber 2023): the
+        weighted mean over ``i`` of ``(y_i - yhat_{-i}^t)^2`` where
+        ``yhat_{-i}^t`` predicts ``y_i`` with iterate ``t`` of the same
+        algorithm (same start, steps and step size) run without sample ``i``
+        (re-centred when ``fit_intercept=True``). Exact for the smooth
+        solvers, a first-order approximation through the prox for ISTA/FISTA.
+        See :func:`skacv.exact_loo_path` for the definition with weights.
         Only set when ``estimate_loo=True``.
+    loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
+        Leave-one-out predictions of the samples ``loo_indices_``; only set
+        when ``store_loo_predictions=True``.
+    loo_indices_ : ndarray of shape (n_loo,)
+        Samples tracked by the leave-one-out estimate (all of them, or
+        ``loo_subsample`` drawn at random). Only with ``store_loo_predictions``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when ``X`` has feature names.
@@ -74,6 +87,16 @@ class TrajectoryLasso(BaseTrajectoryRegressor):
         Compute ``risk_path_``.
     estimate_loo : bool, default=False
         Compute ``loo_path_``.
+    store_loo_predictions : bool, default=False
+        Keep the leave-one-out predictions (``loo_predictions_``).
+    loo_batch_size : int or None, default=None
+        Number of leave-one-out trajectories advanced together (memory
+        ``~ 8 * n_features * loo_batch_size`` bytes per state block).
+        ``None`` sizes the blocks from ``skacv.get_config()['working_memory']``.
+    loo_subsample : int or None, default=None
+        Track only this many samples, drawn without replacement with
+        ``random_state``; ``loo_path_`` is then an unbiased (Horvitz-Thompson)
+        estimate of the full leave-one-out path.
     n_probes : int or None, default=10
         Hutchinson probes for the traces of the memory matrix; ``None``
         computes them exactly (small problems).
@@ -110,6 +133,9 @@ class TrajectoryLasso(BaseTrajectoryRegressor):
         warm_start=False,
         estimate_risk=True,
         estimate_loo=False,
+        store_loo_predictions=False,
+        loo_batch_size=None,
+        loo_subsample=None,
         n_probes=10,
         random_state=None,
         verbose=0,
@@ -122,6 +148,9 @@ class TrajectoryLasso(BaseTrajectoryRegressor):
         self.warm_start = warm_start
         self.estimate_risk = estimate_risk
         self.estimate_loo = estimate_loo
+        self.store_loo_predictions = store_loo_predictions
+        self.loo_batch_size = loo_batch_size
+        self.loo_subsample = loo_subsample
         self.n_probes = n_probes
         self.random_state = random_state
         self.verbose = verbose

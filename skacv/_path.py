@@ -63,6 +63,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     """
     if datafit is None:
         datafit = LeastSquares()
+    if getattr(iteration, "sampler", None) is not None:
+        return _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose,
+                              datafit, fitted_out)
     dtype = design.dtype
     inv_n = dtype.type(1.0 / design.n_eff)
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
@@ -96,10 +99,161 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         if fitted_out is not None:
             fitted_out[:, k] = Xx
         if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
-            mse = res_norm**2 / design.n_eff  # least squares: training mse
+            if hasattr(datafit, "report"):
+                msg = datafit.report(res_norm, design.n_eff)
+            else:
+                msg = f"train mse {res_norm**2 / design.n_eff:.5g}"  # least squares
             print(
-                f"[{iteration.name}] step {k}/{k0 + n_steps}  train mse {mse:.5g}  "
+                f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
                 f"{time.perf_counter() - tic:.1f}s"
             )
     state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
     return state
+
+
+# ----------------------------------------------------------------------------
+# rows of the design and the mini-batch loop (SGD)
+# ----------------------------------------------------------------------------
+
+
+class RowBlock:
+    """Rows ``idx`` of ``X~`` as an operator (sparse rows stay sparse).
+
+    Parameters
+    ----------
+    design : Design
+    idx : ndarray of int
+    X_csr : sparse matrix, default=None
+        CSR copy of a sparse ``design.X`` (row slicing), made if not given.
+    """
+
+    def __init__(self, design, idx, X_csr=None):
+        self.sparse = design.sparse
+        if not self.sparse:
+            self.A = design.X[idx]
+            return
+        self.A = (design.X.tocsr() if X_csr is None else X_csr)[idx]
+        self.offset = design.x_offset if design.fit_intercept else None
+        self.sw = None if design.sqrt_weight is None else design.sqrt_weight[idx]
+
+    def matvec(self, b):
+        """``X~[idx] @ b`` for b of shape (n_features,) or (n_features, k)."""
+        if not self.sparse:
+            return self.A @ b
+        out = np.asarray(self.A @ b)
+        if self.offset is not None:
+            out = out - self.offset @ b
+        if self.sw is not None:
+            out = out * (self.sw if out.ndim == 1 else self.sw[:, None])
+        return out
+
+    def rmatvec(self, r):
+        """``X~[idx].T @ r`` for r of shape (len(idx),) or (len(idx), k)."""
+        if not self.sparse:
+            return self.A.T @ r
+        if self.sw is not None:
+            r = r * (self.sw if r.ndim == 1 else self.sw[:, None])
+        out = np.asarray(self.A.T @ r)
+        if self.offset is not None:
+            out = out - np.multiply.outer(self.offset, r.sum(axis=0))
+        return out
+
+    def dense(self):
+        """Dense ``X~[idx]``."""
+        if not self.sparse:
+            return self.A
+        D = self.A.toarray()
+        if self.offset is not None:
+            D -= self.offset
+        if self.sw is not None:
+            D *= self.sw[:, None]
+        return D
+
+
+def design_rows(design, idx):
+    """Dense rows ``X~[idx]`` (centred and weighted) of shape (len(idx), n_features)."""
+    return RowBlock(design, np.asarray(idx)).dense()
+
+
+def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, datafit,
+                   fitted_out):
+    """:func:`run_trajectory` for iterations with a ``sampler`` (SGD).
+
+    Step ``k`` uses ``z = X~_S^T r_S / sum_{i in S} w_i`` on the batch
+    ``S = iteration.sampler(k)`` (an empty batch weight gives ``z = 0``: only
+    the penalty acts). The training objective is checked once per epoch.
+    """
+    sampler = iteration.sampler
+    dtype = design.dtype
+    X_csr = design.X.tocsr() if design.sparse else None
+    weight = design.weight
+    take = getattr(datafit, "take", None)
+    y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
+    limit = _DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    k0 = state["k"]
+    x, x_prev, v = state["x"], state["x_prev"], state["v"]
+    check_every = max(1, sampler.n_batches)
+    report = max(1, n_steps // 10)
+    tic = time.perf_counter()
+    for k in range(k0 + 1, k0 + n_steps + 1):
+        S = sampler(k)
+        w_S = float(len(S)) if weight is None else float(weight[S].sum(dtype=np.float64))
+        if w_S > 0:
+            rows = RowBlock(design, S, X_csr)
+            df = datafit if take is None else take(S)
+            z = rows.rmatvec(df.residual(rows.matvec(v), y_tilde[S]))
+            z *= dtype.type(1.0 / w_S)
+        else:
+            z = np.zeros_like(x)
+        pre = iteration.combine(k, v, x - x_prev if iteration.hb(k) else None, z)
+        x_new = iteration.prox(k, pre)
+        last = k == k0 + n_steps
+        shown = verbose and ((k - k0) % report == 0 or last)
+        if fitted_out is not None or last or shown or (k - k0) % check_every == 0:
+            Xx_new = design.matvec(x_new)
+            value = datafit.monitor(Xx_new, y_tilde)
+            if fitted_out is not None:
+                fitted_out[:, k] = Xx_new
+        else:  # between checks of the objective: finiteness only
+            value = 0.0 if np.isfinite(np.abs(x_new).sum()) else np.inf
+        if not np.isfinite(value) or value > limit:
+            raise DivergenceError(
+                f"The {iteration.name} iterates diverge at step {k} (training "
+                f"objective monitor {value:.3g} against {y_norm:.3g} at the start) "
+                f"with step_size={iteration.step_size:.6g}. Use a smaller step_size "
+                "or a decreasing step_schedule (stochastic gradients need "
+                "step_size < 2/L_batch)."
+            )
+        v = iteration.extrapolate(k, x_new, x)
+        x_prev, x = x, x_new
+        out[:, k] = x
+        if shown:
+            if hasattr(datafit, "report"):
+                msg = datafit.report(value, design.n_eff)
+            else:
+                msg = f"train mse {value**2 / design.n_eff:.5g}"
+            print(f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
+                  f"{time.perf_counter() - tic:.1f}s")
+    Xx, Xx_prev = design.matvec(x), design.matvec(x_prev)
+    Xv = iteration.extrapolate(k0 + n_steps, Xx, Xx_prev) if n_steps else state["Xv"]
+    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
+    return state
+
+
+def max_row_norm2(design):
+    """``max_i ||x~_i||^2 / w_i`` over rows of positive weight (unweighted rows)."""
+    if not design.sparse:
+        sq = np.einsum("ij,ij->i", design.X, design.X, dtype=np.float64)
+    else:
+        X = design.X.tocsr()
+        sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+        if design.fit_intercept:
+            xo = design.x_offset.astype(np.float64)
+            sq += xo @ xo - 2.0 * np.asarray(X @ xo).ravel()
+        if design.weight is not None:
+            sq = sq[design.weight > 0]
+        return float(sq.max()) if sq.size else 0.0
+    if design.weight is not None:
+        pos = design.weight > 0
+        sq = sq[pos] / design.weight[pos]
+    return float(sq.max()) if sq.size else 0.0

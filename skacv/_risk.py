@@ -192,7 +192,38 @@ def _exact_nodes(design):
     return np.clip(lam, 0, None), np.ones_like(lam)
 
 
-def _lanczos_nodes(design, n_probes, rng, depth, verbose=0):
+def _quadrature(alphas, betas, k, dim, m):
+    nodes, weights = [], []
+    for i in range(m):
+        Tk = np.diag(alphas[:k, i])
+        if k > 1:
+            off = betas[: k - 1, i]
+            Tk += np.diag(off, 1) + np.diag(off, -1)
+        theta, U = np.linalg.eigh(Tk)
+        nodes.append(theta)
+        weights.append(dim * U[0] ** 2 / m)
+    return np.clip(np.concatenate(nodes), 0, None), np.concatenate(weights)
+
+
+def _lanczos_check(iteration, T):
+    """Quantity whose convergence stops the Lanczos process early.
+
+    Stationary iterations: their (cheap, one-chain) memory matrix itself.
+    Otherwise the moments ``sum w theta (1 - theta / theta_max)^d``,
+    ``d = 0..T``, which span the polynomials of degree <= T + 1 involved.
+    """
+    if iteration.is_stationary:
+        return lambda lam, w: spectral_memory_matrix(iteration, lam, T, weights=w)[1:, 0]
+    d = np.arange(T + 1)
+
+    def moments(lam, w):
+        top = max(lam.max(), 1e-300)
+        return (w * lam) @ (1.0 - lam[:, None] / top) ** d[None, :]
+
+    return moments
+
+
+def _lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9):
     """Gauss quadrature of ``m`` Rademacher probes (stochastic Lanczos).
 
     Returns nodes and weights such that ``sum_j w_j f(theta_j)`` equals the
@@ -221,6 +252,7 @@ def _lanczos_nodes(design, n_probes, rng, depth, verbose=0):
     q_prev = np.zeros_like(q)
     beta_prev = np.zeros(m)
     k_used = depth
+    prev = None
     for j in range(depth):
         basis[j] = q
         w = np.asarray(op(q), dtype=np.float64)
@@ -239,18 +271,18 @@ def _lanczos_nodes(design, n_probes, rng, depth, verbose=0):
                 break
             q_prev, q = q, w / b
             beta_prev = b
-    nodes, weights = [], []
-    for i in range(m):
-        Tk = np.diag(alphas[:k_used, i])
-        if k_used > 1:
-            off = betas[: k_used - 1, i]
-            Tk += np.diag(off, 1) + np.diag(off, -1)
-        theta, U = np.linalg.eigh(Tk)
-        nodes.append(theta)
-        weights.append(dim * U[0] ** 2 / m)
+        if check is not None and j >= 6 and j % 2 == 0 and j + 1 < depth:
+            # stop once the quantities the estimate needs have converged
+            val = check(*_quadrature(alphas, betas, j + 1, dim, m))
+            if prev is not None:
+                scale = np.abs(val).max()
+                if np.abs(val - prev).max() <= rtol * max(scale, 1e-300):
+                    k_used = j + 1
+                    break
+            prev = val
     if verbose:
         print(f"[risk] Lanczos quadrature: {m} probes x {k_used} steps")
-    return np.clip(np.concatenate(nodes), 0, None), np.concatenate(weights)
+    return _quadrature(alphas, betas, k_used, dim, m)
 
 
 # ----------------------------------------------------------------------------
@@ -437,7 +469,8 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
         if n_probes is None:
             lam, w = _exact_nodes(design)
         else:
-            lam, w = _lanczos_nodes(design, n_probes, rng, depth=T // 2 + 2, verbose=verbose)
+            lam, w = _lanczos_nodes(design, n_probes, rng, depth=T // 2 + 2, verbose=verbose,
+                                    check=_lanczos_check(iteration, T))
         return spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
     if chain_dtype is None:
         chain_dtype = get_config().get("risk_chain_dtype") or design.dtype

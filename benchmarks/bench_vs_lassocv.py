@@ -1,0 +1,196 @@
+"""Choosing the penalty without folds: risk_alpha_path against LassoCV / RidgeCV.
+
+Part 1 (Lasso): the seed notebook's data generator (identity covariance,
+``s`` nonzeros equal to ``15 / sqrt(n)``, noise sd ``sigma = 1.5``, seed 2025).
+scikit-learn's ``LassoCV(cv=5)`` over 30 alphas (its default grid,
+``eps=1e-3``, ``tol=1e-4``, ``n_jobs=1``) against ``skacv.risk_alpha_path``
+over the same 30 alphas (same grid, same duality-gap tolerance): the alpha
+minimising the converged out-of-sample risk estimate (Bellec 2020), with no
+folds and no refit; once over all alphas and once stopped after
+``--patience`` alphas past the minimum of the estimate
+(``n_alphas_no_change``). ``--trajectory T`` also runs a from-zero FISTA trajectory
+of ``T`` steps at the chosen alpha and picks its iteration by ``risk_path_``
+(the second stage of ``TrajectoryEarlyStoppingCV(search="path")``).
+
+Part 2 (ridge, p < n): ``RidgeCV`` (efficient leave-one-out, ``gcv_mode``
+auto) against ``risk_alpha_path(IterativeRidge())`` (one eigendecomposition,
+exact df) over the same 30 alphas.
+
+Both parts print the time, the chosen alpha and the true out-of-sample risk
+``||coef - beta||^2 + intercept^2 + sigma^2`` (identity covariance, zero-mean
+features, no true intercept), and the ratios. Goals (issue 7): Lasso true
+risk <= 1.01 x LassoCV's and time <= 1/3 of LassoCV's; ridge: equal risk.
+
+    python benchmarks/bench_vs_lassocv.py                  # n=2000, p=3000 (~30 s)
+    python benchmarks/bench_vs_lassocv.py --size big       # n=10000, p=15000 (minutes)
+    python benchmarks/bench_vs_lassocv.py --n 1000 --p 1500 --seeds 10 --skip-ridge
+    python benchmarks/bench_vs_lassocv.py --n 4000 --p 6000 --s 400 --trajectory 50
+"""
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+import sklearn
+from sklearn.linear_model import LassoCV, RidgeCV
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
+
+SIZES = {"small": (2000, 3000, 200), "big": (10000, 15000, 1000)}
+
+
+def seed_data(n, p, s, sigma, seed):
+    """The seed notebook's generator (seed_ista_reference.py)."""
+    beta = 15 * np.hstack([np.ones(s), np.zeros(p - s)]) / np.sqrt(n)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal(size=(n, p))
+    y = X @ beta + sigma * rng.standard_normal(size=(n,))
+    return X, y, beta
+
+
+def true_risk(coef, intercept, beta, sigma):
+    return float(np.sum((coef - beta) ** 2) + intercept**2 + sigma**2)
+
+
+def lasso_cv(n_alphas):
+    """LassoCV with ``n_alphas`` alphas (``alphas=int`` since scikit-learn 1.7)."""
+    version = tuple(int(v) for v in sklearn.__version__.split(".")[:2])
+    grid = {"alphas": n_alphas} if version >= (1, 7) else {"n_alphas": n_alphas}
+    return LassoCV(cv=5, n_jobs=1, **grid)
+
+
+def row(name, seconds, alpha, risk, extra=""):
+    print(f"{name:<34} {seconds:9.2f} {alpha:12.5g} {risk:11.4f}  {extra}")
+
+
+def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory):
+    X, y, beta = seed_data(n, p, s, sigma, seed)
+    print(f"\n== Lasso: n={n}, p={p}, s={s}, sigma={sigma}, seed={seed}, {n_alphas} alphas ==")
+    print(f"{'method':<34} {'time (s)':>9} {'alpha':>12} {'true risk':>11}")
+
+    tic = time.perf_counter()
+    cv = lasso_cv(n_alphas).fit(X, y)
+    t_cv = time.perf_counter() - tic
+    r_cv = true_risk(cv.coef_, cv.intercept_, beta, sigma)
+    row("LassoCV(cv=5)", t_cv, cv.alpha_, r_cv, f"support {np.count_nonzero(cv.coef_)}")
+
+    out = {"t_cv": t_cv, "r_cv": r_cv}
+    for name, stop in [("full", None), ("early", patience)]:
+        tic = time.perf_counter()
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=n_alphas,
+                               n_alphas_no_change=stop)
+        i = int(np.argmin(path.risk))
+        seconds = time.perf_counter() - tic
+        risk = true_risk(path.coefs[:, i], path.intercepts[i], beta, sigma)
+        label = ("risk_alpha_path, all alphas" if stop is None
+                 else f"risk_alpha_path, stop after {stop}")
+        row(label, seconds, path.alphas[i], risk,
+            f"df {path.df[i]:.0f}, estimate {path.risk[i]:.4f}, {len(path.alphas)} alphas, "
+            f"{path.n_iter.sum()} FISTA steps")
+        out[f"t_{name}"], out[f"r_{name}"] = seconds, risk
+        if stop is None:
+            same_grid = np.allclose(path.alphas, cv.alphas_, rtol=1e-10)
+            # the true risk along the path: what an oracle would pick on this grid
+            h = path.coefs - beta[:, None]
+            truth = np.einsum("ij,ij->j", h, h) + path.intercepts**2 + sigma**2
+            j = int(np.argmin(truth))
+            alpha_chosen = path.alphas[i]
+    print(f"{'(oracle on the grid)':<34} {'':>9} {path.alphas[j]:12.5g} {truth[j]:11.4f}")
+
+    if trajectory:
+        tic = time.perf_counter()
+        est = TrajectoryLasso(alpha=alpha_chosen, max_iter=trajectory,
+                              random_state=0).fit(X, y)
+        t = int(np.argmin(est.risk_path_))
+        t_traj = time.perf_counter() - tic
+        r_traj = true_risk(est.coef_path_[:, t], est.intercept_path_[t], beta, sigma)
+        row(f"  + FISTA trajectory ({trajectory} steps)", t_traj, alpha_chosen, r_traj,
+            f"iteration {t}, estimate {est.risk_path_[t]:.4f} (time of the trajectory)")
+        out["t_traj"], out["r_traj"] = out["t_early"] + t_traj, r_traj
+
+    print(f"same alpha grid as LassoCV: {same_grid}")
+    for name in ("full", "early"):
+        print(f"{name:>5}: time ratio path / LassoCV = {out[f't_{name}'] / t_cv:.3f} "
+              f"(goal <= 0.333), risk ratio = {out[f'r_{name}'] / r_cv:.4f} (goal <= 1.01)")
+    if trajectory:
+        print(f"early + trajectory: time ratio {out['t_traj'] / t_cv:.3f}, "
+              f"risk ratio {r_traj / r_cv:.4f}")
+    return out
+
+
+def bench_ridge(n, p, s, sigma, seed, n_alphas):
+    X, y, beta = seed_data(n, p, s, sigma, seed + 1)
+    print(f"\n== Ridge (p < n): n={n}, p={p}, s={s}, sigma={sigma}, {n_alphas} alphas ==")
+    print(f"{'method':<34} {'time (s)':>9} {'alpha':>12} {'true risk':>11}")
+    tic = time.perf_counter()
+    path = risk_alpha_path(IterativeRidge(), X, y, n_alphas=n_alphas)
+    i = int(np.argmin(path.risk))
+    t_path = time.perf_counter() - tic
+    r_path = true_risk(path.coefs[:, i], path.intercepts[i], beta, sigma)
+
+    tic = time.perf_counter()
+    cv = RidgeCV(alphas=path.alphas).fit(X, y)
+    t_cv = time.perf_counter() - tic
+    r_cv = true_risk(cv.coef_, cv.intercept_, beta, sigma)
+    row("RidgeCV (efficient LOO)", t_cv, cv.alpha_, r_cv)
+    row("risk_alpha_path(IterativeRidge)", t_path, path.alphas[i], r_path,
+        f"df {path.df[i]:.1f}, estimate {path.risk[i]:.4f}")
+    print(f"time ratio  path / RidgeCV = {t_path / t_cv:.3f}")
+    print(f"risk ratio  path / RidgeCV = {r_path / r_cv:.4f}  (goal: equal)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--n", type=int, default=None)
+    parser.add_argument("--p", type=int, default=None)
+    parser.add_argument("--s", type=int, default=None)
+    parser.add_argument("--sigma", type=float, default=1.5)
+    parser.add_argument("--seed", type=int, default=2025)
+    parser.add_argument("--n-alphas", type=int, default=30)
+    parser.add_argument("--patience", type=int, default=3,
+                        help="n_alphas_no_change of the early-stopped path")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="repeat the Lasso part over this many seeds and average the ratios")
+    parser.add_argument("--trajectory", type=int, default=0,
+                        help="steps of the from-zero trajectory at the chosen alpha (0: none)")
+    parser.add_argument("--ridge-p", type=int, default=None,
+                        help="features of the ridge design (default p // 3, so that p < n)")
+    parser.add_argument("--blas-threads", type=int, default=None,
+                        help="limit BLAS threads for both methods (threadpoolctl); on a "
+                             "busy machine 1 avoids OpenBLAS oversubscription")
+    parser.add_argument("--skip-ridge", action="store_true")
+    parser.add_argument("--skip-lasso", action="store_true")
+    args = parser.parse_args()
+    n, p, s = SIZES[args.size]
+    n, p = args.n or n, args.p or p
+    s = args.s or (s if args.n is None and args.p is None else max(1, p // 15))
+    warnings.simplefilter("ignore", FutureWarning)
+    with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+        blas = [(i["internal_api"], i["num_threads"]) for i in threadpool_info()
+                if i["user_api"] == "blas"]
+        print(f"scikit-learn {sklearn.__version__}, numpy {np.__version__}, BLAS {blas}")
+        run(args, n, p, s)
+
+
+def run(args, n, p, s):
+    if not args.skip_lasso:
+        runs = [bench_lasso(n, p, s, args.sigma, args.seed + k, args.n_alphas, args.patience,
+                            args.trajectory) for k in range(args.seeds)]
+        if args.seeds > 1:
+            print(f"\n== Lasso, {args.seeds} seeds: mean ratios to LassoCV (time, true risk) ==")
+            keys = ["full", "early"] + (["traj"] if args.trajectory else [])
+            for key in keys:
+                tr = [r[f"t_{key}"] / r["t_cv"] for r in runs]
+                rr = [r[f"r_{key}"] / r["r_cv"] for r in runs]
+                print(f"{key:>5}: time {np.mean(tr):.3f}  risk {np.mean(rr):.4f} "
+                      f"(min {np.min(rr):.4f}, max {np.max(rr):.4f})")
+    if not args.skip_ridge:
+        pr = args.ridge_p or p // 3
+        bench_ridge(n, pr, max(1, pr // 15), args.sigma, args.seed, args.n_alphas)
+
+
+if __name__ == "__main__":
+    main()

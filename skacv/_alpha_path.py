@@ -1,0 +1,526 @@
+"""Out-of-sample risk at convergence along a path of penalties.
+
+For a penalised least-squares fit ``b(alpha)`` the memory-matrix estimate of a
+converging trajectory (Bellec & Tan 2024) tends to the estimate of Bellec
+(2020) at the solution,
+
+    R(alpha) = (||y~ - X~ b||^2 / n_eff) / (1 - df / n_eff)^2,
+    df = tr(X~ d b / d y~) (+ 1 with an intercept),
+
+an estimate of ``E[(y_new - x_new^T b - b_0)^2]`` that needs no folds. ``df`` is
+the size of the support for the Lasso and ``sum_j lambda_j / (lambda_j + mu)``
+for ridge (``lambda_j`` the eigenvalues of ``X~^T X~ / n_eff``, ``mu`` the
+penalty in mean form). The intercept is an unpenalised coordinate: it adds one
+to ``df`` (the fixed point of the memory-matrix recursion of
+:mod:`skacv._risk` with its intercept term).
+
+:func:`risk_alpha_path` computes ``b(alpha)``, ``df`` and ``R(alpha)`` over a
+decreasing grid. The Lasso is solved alpha after alpha by FISTA, the skacv
+:class:`~skacv.FISTA` iteration run by :func:`skacv._path.run_trajectory`
+(the only fit loop), warm-started from the previous solution, on a working set
+(a relaxed sequential strong rule, Tibshirani et al. 2012, plus the previous
+support, grown by the violators of the optimality conditions) until the
+duality gap of the *full* problem is below the tolerance: the working set
+changes the cost, not the solution. Ridge is solved in closed form from one
+eigendecomposition.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import Bunch
+from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils.validation import check_X_y
+
+from ._config import check_memory
+from ._design import Design
+from ._iterations import FISTA
+from ._lasso import TrajectoryLasso
+from ._path import DivergenceError, init_state, run_trajectory
+from ._ridge import IterativeRidge
+from ._validation import check_sample_weight
+
+# FISTA steps between two duality-gap checks on the working set (a check costs
+# one product with X~_W^T, half a step)
+_CHECK_EVERY = 5
+# Lanczos steps of the step-size estimate of each working set (warm-started)
+_LANCZOS_STEPS = 4
+# working set of alpha_k: |X~_j^T r(alpha_{k-1})| / n >= alpha_k - SLACK (alpha_{k-1} - alpha_k),
+# plus the previous support; SLACK = 1 is the sequential strong rule (Tibshirani
+# et al. 2012). 0.5 keeps fewer columns for a few more optimality checks (measured
+# on the seed design: 20% fewer products in all)
+_STRONG_RULE_SLACK = 0.5
+
+
+@validate_params(
+    {
+        "estimator": [TrajectoryLasso, IterativeRidge],
+        "X": ["array-like", "sparse matrix"],
+        "y": ["array-like"],
+        "alphas": ["array-like", None],
+        "n_alphas": [Interval(Integral, 1, None, closed="left")],
+        "eps": [Interval(Real, 0, None, closed="neither")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "sample_weight": ["array-like", None],
+        "n_alphas_no_change": [Interval(Integral, 1, None, closed="left"), None],
+        "verbose": ["verbose"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=1e-4,
+                    max_iter=1000, sample_weight=None, n_alphas_no_change=None, verbose=0):
+    """Converged fits and their out-of-sample risk estimate along a penalty path.
+
+    For every ``alpha`` of a decreasing grid, computes the solution of the
+    estimator's objective (scikit-learn's ``Lasso`` objective for
+    :class:`~skacv.TrajectoryLasso`, ``Ridge``'s for
+    :class:`~skacv.IterativeRidge`), its degrees of freedom and the estimate
+    of its out-of-sample risk (Bellec 2020)
+
+    ``risk = (||y~ - X~ coef||^2 / n_eff) / (1 - df / n_eff)^2``
+
+    of ``E[(y_new - x_new^T coef - intercept)^2]``, where ``X~, y~`` are the
+    centred (``fit_intercept=True``) and ``sqrt(sample_weight)``-weighted data
+    and ``n_eff = sum(sample_weight)``. It is the limit of the trajectory's
+    ``risk_path_`` (Bellec & Tan 2024) when the iterations converge.
+
+    Parameters
+    ----------
+    estimator : TrajectoryLasso or IterativeRidge
+        Prototype (fitted or not). Its ``fit_intercept`` and ``step_size``
+        are used (``"auto"``: ``1 / L`` of each working set, ``L`` from a few
+        warm-started Lanczos steps; a float is used as given); its ``alpha``,
+        ``max_iter`` and ``solver`` are not: the solutions do not depend on
+        the solver (the Lasso path is always solved with FISTA, ridge in
+        closed form).
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Training data (float32 is kept in float32).
+    y : array-like of shape (n_samples,)
+        Target values.
+    alphas : array-like of shape (n_alphas,), default=None
+        Penalties (positive), in the estimator's units: the Lasso's ``alpha``
+        or the Ridge ``alpha`` (mean-form penalty ``alpha / n_eff``). They
+        are sorted in decreasing order. ``None`` builds a geometric grid:
+
+        * Lasso: from ``alpha_max = ||X~^T y~||_inf / n_eff`` (the smallest
+          penalty with a zero solution, scikit-learn's ``_alpha_grid``) down
+          to ``eps * alpha_max``;
+        * ridge: from ``n_eff * L / eps`` down to ``n_eff * L * eps``, ``L``
+          the largest eigenvalue of ``X~^T X~ / n_eff``; ``df`` then runs from
+          about ``eps * rank`` to nearly the rank of ``X~``.
+    n_alphas : int, default=30
+        Size of the default grid.
+    eps : float, default=1e-3
+        Length of the default grid (see ``alphas``).
+    tol : float, default=1e-4
+        Lasso: each ``alpha`` is solved until the duality gap of the objective
+        ``||y~ - X~ b||^2 / (2 n_eff) + alpha ||b||_1`` is at most
+        ``tol * ||y~||^2 / n_eff``, scikit-learn's ``Lasso`` criterion
+        (its gap ``tol * ||y||^2`` is on the objective multiplied by
+        ``n_samples``). The dual point is the residual rescaled to be
+        feasible. Unused for ridge (exact).
+    max_iter : int, default=1000
+        Largest number of FISTA steps per ``alpha`` (a
+        :class:`~sklearn.exceptions.ConvergenceWarning` is raised when an
+        ``alpha`` does not reach ``tol``).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Frequency weights (an integer weight equals repeating the row).
+    n_alphas_no_change : int, default=None
+        Lasso only: stop walking down the grid once the estimated risk has
+        not improved on its minimum for this many consecutive alphas (the
+        smallest penalties, the slowest to solve, are skipped when the risk
+        is clearly past its minimum). The outputs then cover the solved
+        alphas only. ``None`` solves every alpha. Ignored for ridge (every
+        alpha costs the same there).
+    verbose : int, default=0
+        Print one line per ``alpha``.
+
+    Returns
+    -------
+    path : :class:`~sklearn.utils.Bunch`
+        With the fields (``n_alphas`` is the number of solved alphas)
+
+        alphas : ndarray of shape (n_alphas,)
+            The penalties, decreasing.
+        coefs : ndarray of shape (n_features, n_alphas)
+            Solutions.
+        intercepts : ndarray of shape (n_alphas,)
+            ``y_offset - x_offset @ coef`` (zeros without intercept).
+        df : ndarray of shape (n_alphas,)
+            Degrees of freedom ``tr(d yhat / d y)``: the support size (Lasso)
+            or ``sum_j lambda_j / (lambda_j + alpha / n_eff)`` (ridge), plus
+            one with an intercept.
+        risk : ndarray of shape (n_alphas,)
+            Estimated out-of-sample risk (``inf`` where ``df >= n_eff``: the
+            estimate is undefined at interpolation).
+        train_mse : ndarray of shape (n_alphas,)
+            ``||y~ - X~ coef||^2 / n_eff``.
+        n_iter : ndarray of shape (n_alphas,)
+            FISTA steps per ``alpha`` (0 for ridge).
+        gaps : ndarray of shape (n_alphas,)
+            Duality gaps reached, in the units of the objective above (those
+            of the ``dual_gaps`` of scikit-learn's ``lasso_path``; 0 for ridge).
+
+    References
+    ----------
+    Bellec, P. C. (2020). Out-of-sample error estimate for robust M-estimators
+    with convex penalty. arXiv:2008.11840.
+
+    Bellec, P. C. and Tan, K. (2024). Uncertainty quantification for iterative
+    algorithms in linear models with application to early stopping.
+    arXiv:2404.17856.
+
+    Tibshirani, R., Bien, J., Friedman, J., Hastie, T., Simon, N., Taylor, J.
+    and Tibshirani, R. J. (2012). Strong rules for discarding predictors in
+    lasso-type problems. JRSS B.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from skacv import TrajectoryLasso, risk_alpha_path
+    >>> X, y = make_regression(n_samples=100, n_features=200, n_informative=5,
+    ...                        noise=1.0, random_state=0)
+    >>> path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10)
+    >>> path.coefs.shape, path.risk.shape
+    ((200, 10), (10,))
+    >>> best_alpha = path.alphas[path.risk.argmin()]
+    """
+    estimator._validate_params()
+    X, y = check_X_y(X, y, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
+                     y_numeric=True)
+    y = np.asarray(y, dtype=X.dtype)
+    sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+    if alphas is not None:
+        alphas = np.asarray(alphas, dtype=np.float64).ravel()
+        if alphas.size == 0 or not np.all(np.isfinite(alphas)) or np.any(alphas <= 0):
+            raise ValueError(
+                "alphas must be a non-empty array of positive finite penalties; got "
+                f"{alphas!r}."
+            )
+        alphas = np.sort(alphas)[::-1]
+    n_out = n_alphas if alphas is None else alphas.shape[0]
+    check_memory(X.shape[1] * n_out * X.dtype.itemsize,
+                 f"the coefficients of the path ({X.shape[1]} x {n_out})", "Use fewer alphas. ")
+    lasso = isinstance(estimator, TrajectoryLasso)
+    design = Design(X, sample_weight, estimator.fit_intercept)
+    y_offset, y_tilde = design.center_y(y)
+    df_offset = 1.0 if estimator.fit_intercept else 0.0
+    if lasso:
+        res = _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps,
+                          estimator.step_size, tol, max_iter, n_alphas_no_change, df_offset,
+                          verbose)
+    else:
+        res = _ridge_path(design, y_tilde, alphas, n_alphas, eps)
+        res.df = res.df + df_offset
+    res.risk = _risk(res.train_mse, res.df, design.n_eff)
+    if estimator.fit_intercept:
+        res.intercepts = (y_offset - design.x_offset @ res.coefs).astype(X.dtype)
+    else:
+        res.intercepts = np.zeros(res.alphas.shape[0], dtype=X.dtype)
+    if verbose:
+        for i in range(res.alphas.shape[0]):
+            print(f"[risk_alpha_path] alpha {res.alphas[i]:.4g}  df {res.df[i]:.1f}  "
+                  f"risk {res.risk[i]:.5g}  steps {res.n_iter[i]}  gap {res.gaps[i]:.2e}")
+    return res
+
+
+# ----------------------------------------------------------------------------
+# Lasso
+# ----------------------------------------------------------------------------
+
+
+def _duality_gap(r, y_tilde, corr, l1, alpha, n_eff):
+    """Lasso duality gap (objective ``||r||^2 / (2 n_eff) + alpha ||b||_1``).
+
+    ``corr = X~^T r / n_eff``; the dual point is ``r * min(1, alpha / ||corr||_inf)``.
+    """
+    r = np.asarray(r, dtype=np.float64)
+    rr = float(r @ r)
+    ry = float(r @ np.asarray(y_tilde, dtype=np.float64))
+    dn = float(np.max(np.abs(corr))) if corr.size else 0.0
+    c = alpha / dn if dn > alpha else 1.0
+    return (0.5 * rr * (1.0 + c * c) - c * ry) / n_eff + alpha * l1
+
+
+def _zero_stride(m, width, dtype):
+    """A ``(m, width)`` array whose columns all share one buffer: the fit loop
+    writes every iterate in it without keeping the path."""
+    buf = np.zeros(m, dtype=dtype)
+    return np.lib.stride_tricks.as_strided(buf, shape=(m, width), strides=(buf.strides[0], 0),
+                                           writeable=True)
+
+
+def _solve_working_set(sub, y_tilde, alpha, coef, step_size, target, budget):
+    """FISTA on the columns of ``sub`` until its duality gap is ``<= target``.
+
+    Returns the solution, ``X~_W coef`` and the number of steps. The
+    momentum is restarted when the objective increases between two checks
+    (function restart, O'Donoghue & Candes 2015).
+    """
+    n_eff = sub.n_eff
+    iteration = FISTA(step_size, alpha)
+    state = init_state(sub, coef)
+    scratch = _zero_stride(sub.n_features, budget + 1, sub.dtype)  # state["k"] <= budget
+    done, gap = 0, np.inf
+    obj_prev = np.inf
+    while done < budget:
+        k = min(_CHECK_EVERY, budget - done)
+        run_trajectory(sub, y_tilde, iteration, k, state, scratch)
+        done += k
+        r = y_tilde - state["Xx"]
+        corr = sub.rmatvec(r) / n_eff
+        l1 = float(np.abs(state["x"]).sum(dtype=np.float64))
+        gap = _duality_gap(r, y_tilde, corr, l1, alpha, n_eff)
+        if gap <= target:
+            break
+        obj = float(r @ r) / (2 * n_eff) + alpha * l1
+        if obj > obj_prev:
+            iteration = FISTA(step_size, alpha)
+            state = init_state(sub, state["x"])
+        obj_prev = obj
+    return state["x"], state["Xx"], done
+
+
+def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_size, tol,
+                max_iter, n_alphas_no_change, df_offset, verbose):
+    n_eff = design.n_eff
+    p = design.n_features
+    dtype = design.dtype
+    corr = design.rmatvec(y_tilde) / n_eff  # X~^T r / n_eff at coef = 0
+    alpha_max = float(np.max(np.abs(corr))) if p else 0.0
+    if alphas is None:
+        if alpha_max <= np.finfo(np.float64).resolution:
+            alphas = np.full(n_alphas, np.finfo(np.float64).resolution)
+        else:
+            alphas = np.geomspace(alpha_max, alpha_max * eps, num=n_alphas)
+    n_alphas = alphas.shape[0]
+    target = tol * float(np.dot(y_tilde, y_tilde)) / n_eff
+    coefs = np.zeros((p, n_alphas), dtype=dtype, order="F")
+    train_mse = np.empty(n_alphas)
+    gaps = np.empty(n_alphas)
+    n_iters = np.zeros(n_alphas, dtype=np.int64)
+    df = np.empty(n_alphas)
+    coef = np.zeros(p, dtype=dtype)
+    r = y_tilde.astype(dtype, copy=True)
+    alpha_prev = max(alpha_max, alphas[0])
+    u = None  # top singular direction, warm start of the step-size estimates
+    columns = _WorkingColumns(design, X, sample_weight)
+    best, since_best = np.inf, 0
+    not_converged = []
+    n_solved = n_alphas
+    for i, alpha in enumerate(alphas):
+        # the warm start may already be optimal (always at alpha >= alpha_max)
+        gap = _duality_gap(r, y_tilde, corr, float(np.abs(coef).sum(dtype=np.float64)),
+                           alpha, n_eff)
+        steps = 0
+        work = np.flatnonzero(coef)
+        if gap > target:
+            # working set: (relaxed) sequential strong rule + previous support
+            thresh = alpha - _STRONG_RULE_SLACK * (alpha_prev - alpha)
+            work = np.flatnonzero((np.abs(corr) >= thresh) | (coef != 0))
+        while gap > target and steps < max_iter:
+            sub = columns(work)
+            if isinstance(step_size, str):  # "auto": 1 / L of the working set
+                L, u = _top_eigenvalue(sub, u)
+                step = 1.0 / L if L > 0 else 1.0
+            else:
+                step = float(step_size)
+            try:
+                coef_w, fitted, k = _solve_working_set(
+                    sub, y_tilde, alpha, coef[work], step, target, max_iter - steps
+                )
+            except DivergenceError:
+                if not isinstance(step_size, str):
+                    raise
+                # the Lanczos estimate was too low: exact top eigenvalue, again
+                step = 1.0 / sub.lipschitz()
+                coef_w, fitted, k = _solve_working_set(
+                    sub, y_tilde, alpha, coef[work], step, target, max_iter - steps
+                )
+            steps += k
+            coef = np.zeros(p, dtype=dtype)
+            coef[work] = coef_w
+            r = y_tilde - fitted
+            # optimality on the full problem (one product with X~^T)
+            corr = design.rmatvec(r) / n_eff
+            gap = _duality_gap(r, y_tilde, corr, float(np.abs(coef).sum(dtype=np.float64)),
+                               alpha, n_eff)
+            outside = np.ones(p, dtype=bool)
+            outside[work] = False
+            violators = np.flatnonzero(outside & (np.abs(corr) > alpha))
+            if violators.size == 0:  # right working set (or its solve ran out of steps)
+                break
+            work = np.union1d(work, violators)
+        if gap > target:
+            not_converged.append((alpha, gap))
+        coefs[:, i] = coef
+        train_mse[i] = float(np.dot(r, r)) / n_eff
+        gaps[i] = gap
+        n_iters[i] = steps
+        df[i] = np.count_nonzero(coef) + df_offset
+        alpha_prev = alpha
+        if verbose > 1:
+            print(f"[risk_alpha_path] alpha {alpha:.4g}: working set {work.size}, "
+                  f"{steps} steps, gap {gap:.3e} (target {target:.3e})")
+        if n_alphas_no_change is not None:
+            risk = _risk(train_mse[i], df[i], n_eff)
+            if risk < best:
+                best, since_best = risk, 0
+            else:
+                since_best += 1
+                if since_best >= n_alphas_no_change:
+                    n_solved = i + 1
+                    break
+    if not_converged:
+        a, g = not_converged[0]
+        warnings.warn(
+            f"FISTA did not reach the duality gap {target:.3e} within max_iter={max_iter} "
+            f"steps for {len(not_converged)} of {n_solved} alphas (e.g. alpha={a:.4g}: "
+            f"gap {g:.3e}). Increase max_iter or tol; small alphas with p > n are the "
+            "slowest.",
+            ConvergenceWarning,
+            stacklevel=4,  # the caller of risk_alpha_path (behind validate_params)
+        )
+    m = n_solved
+    return Bunch(alphas=alphas[:m], coefs=coefs[:, :m], df=df[:m], train_mse=train_mse[:m],
+                 n_iter=n_iters[:m], gaps=gaps[:m])
+
+
+def _risk(train_mse, df, n_eff):
+    """``train_mse / (1 - df / n_eff)^2``, ``inf`` where ``df >= n_eff``."""
+    train_mse, df = np.asarray(train_mse, dtype=np.float64), np.asarray(df, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(df < n_eff, train_mse / (1.0 - df / n_eff) ** 2, np.inf)
+
+
+class _WorkingColumns:
+    """Designs of working sets of columns (same centring, weights, ``n_eff``).
+
+    Dense: the columns of ``X~`` (already centred and weighted) are copied
+    into the leading columns of one reused buffer (grown by half when too
+    small) and wrapped in a ``Design`` without intercept and weights, which
+    uses them as they are: a fresh array per working set would pay its page
+    faults every time. Sparse: the column slice of ``X`` with the same
+    weights and centring.
+    """
+
+    def __init__(self, design, X, sample_weight):
+        self.design, self.X, self.sample_weight = design, X, sample_weight
+        self.buffer = None
+
+    def __call__(self, idx):
+        d = self.design
+        if d.sparse:
+            return Design(self.X[:, idx], self.sample_weight, d.fit_intercept)
+        m = idx.shape[0]
+        if self.buffer is None or self.buffer.shape[1] < m:
+            self.buffer = None
+            cap = min(d.n_features, m + m // 2 + 64)
+            check_memory(d.n_samples * cap * d.dtype.itemsize,
+                         f"the working-set columns ({d.n_samples} x {cap})")
+            self.buffer = np.empty((d.n_samples, cap), dtype=d.dtype)
+        cols = self.buffer[:, :m]  # rows of stride cap: BLAS takes it as is
+        np.take(d.X, idx, axis=1, out=cols, mode="clip")
+        sub = Design(cols, None, False)
+        sub.n_eff = d.n_eff
+        return sub
+
+
+def _top_eigenvalue(design, u0=None, n_steps=_LANCZOS_STEPS):
+    """Upper estimate of the largest eigenvalue of ``X~^T X~ / n_eff``.
+
+    ``n_steps`` Lanczos steps (full re-orthogonalisation) on the smaller of
+    ``X~^T X~ / n_eff`` and ``X~ X~^T / n_eff`` (exact once the steps reach
+    its size), started from the direction ``u0`` in sample space (plus a
+    small random part; a random start, with twice the steps, if None).
+    Returns the top Ritz value plus its residual norm (an eigenvalue lies
+    within the residual of the Ritz value) and the top direction in sample
+    space, the warm start of the next working set. The step ``1 / L`` only
+    sets the speed of FISTA: the duality gap certifies the solutions.
+    """
+    n, p = design.n_samples, design.n_features
+    inv_n = 1.0 / design.n_eff
+    dt = design.dtype
+    if p < n:  # feature side
+        def op(v):
+            return design.rmatvec(design.matvec(v.astype(dt))) * inv_n
+        dim = p
+        start = None if u0 is None else np.asarray(design.rmatvec(u0.astype(dt)), np.float64)
+    else:
+        def op(v):
+            return design.matvec(design.rmatvec(v.astype(dt))) * inv_n
+        dim = n
+        start = u0
+    v = np.random.RandomState(0).standard_normal(dim)
+    if start is not None and np.linalg.norm(start) > 0:
+        # warm start, with a little of every direction in case
+        v = start / np.linalg.norm(start) + 1e-2 * v / np.linalg.norm(v)
+    else:
+        n_steps = 2 * n_steps
+    k = int(min(n_steps, dim))
+    Q = np.zeros((k, dim))
+    a, b = np.zeros(k), np.zeros(k)
+    q = v / np.linalg.norm(v)
+    for j in range(k):
+        Q[j] = q
+        w = np.asarray(op(q), dtype=np.float64)
+        a[j] = q @ w
+        w -= Q[: j + 1].T @ (Q[: j + 1] @ w)
+        w -= Q[: j + 1].T @ (Q[: j + 1] @ w)
+        b[j] = np.linalg.norm(w)
+        if j + 1 < k:
+            if b[j] <= 1e-12 * max(abs(a[: j + 1]).max(), 1e-300):
+                # invariant subspace: the Ritz values are eigenvalues
+                k = j + 1
+                Q, a, b = Q[:k], a[:k], b[:k]
+                b[-1] = 0.0
+                break
+            q = w / b[j]
+    theta, U = np.linalg.eigh(np.diag(a) + np.diag(b[: k - 1], 1) + np.diag(b[: k - 1], -1))
+    L = float(theta[-1] + b[k - 1] * abs(U[-1, -1]))
+    top = Q.T @ U[:, -1]
+    if p < n:
+        top = np.asarray(design.matvec(top.astype(dt)), dtype=np.float64)
+    return max(L, 0.0), top
+
+
+# ----------------------------------------------------------------------------
+# ridge
+# ----------------------------------------------------------------------------
+
+
+def _ridge_path(design, y_tilde, alphas, n_alphas, eps):
+    """Closed-form ridge path from one eigendecomposition of the smaller Gram."""
+    n, p = design.n_samples, design.n_features
+    n_eff = design.n_eff
+    m = min(n, p)
+    check_memory(8 * m * m, f"the Gram matrix ({m} x {m}) of the ridge path",
+                 "Subsample the data or use IterativeRidge trajectories. ")
+    side = "features" if p <= n else "samples"
+    lam, vecs = np.linalg.eigh(design.gram(side=side))
+    lam = np.clip(lam, 0, None)
+    if alphas is None:
+        top = float(lam[-1]) if lam.size else 0.0
+        top = top if top > 0 else 1.0
+        alphas = n_eff * np.geomspace(top / eps, top * eps, num=n_alphas)
+    mu = alphas / n_eff
+    y64 = np.asarray(y_tilde, dtype=np.float64)
+    inv = 1.0 / (lam[:, None] + mu[None, :])  # (m, n_alphas)
+    if side == "features":
+        c = vecs.T @ (np.asarray(design.rmatvec(y_tilde), dtype=np.float64) / n_eff)
+        coefs = vecs @ (c[:, None] * inv)
+        fitted = np.asarray(design.matvec(coefs.astype(design.dtype)), dtype=np.float64)
+    else:
+        u = vecs.T @ y64
+        fitted = vecs @ (u[:, None] * lam[:, None] * inv)
+        coefs = np.asarray(design.rmatvec(vecs @ (u[:, None] * inv)), dtype=np.float64)
+        coefs /= n_eff
+    resid = y64[:, None] - fitted
+    train_mse = np.einsum("ij,ij->j", resid, resid) / n_eff
+    df = (lam[:, None] * inv).sum(axis=0)
+    return Bunch(alphas=alphas, coefs=np.asfortranarray(coefs, dtype=design.dtype), df=df,
+                 train_mse=train_mse, n_iter=np.zeros(alphas.shape[0], dtype=np.int64),
+                 gaps=np.zeros(alphas.shape[0]))

@@ -1,0 +1,453 @@
+"""TrajectoryLogisticRegression: gradient paths of penalised logistic regression."""
+
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import expit, log_expit
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._config import check_memory
+from ._datafit import Logistic
+from ._design import Design
+from ._iterations import MinibatchSampler, ProxGradient, check_schedule
+from ._path import init_state, max_row_norm2, run_trajectory
+from ._validation import check_sample_weight, data_fingerprint, same_fingerprint
+
+
+class TrajectoryLogisticRegression(ClassifierMixin, BaseEstimator):
+    """Binary logistic regression fitted by a first-order method, keeping the path.
+
+    Minimises the mean log-loss plus a penalty,
+
+        (1 / n) sum_i log(1 + exp(-s_i (x_i^T w + b))) + alpha * P(w)
+
+    with ``s_i = +-1``, ``P(w) = ||w||^2 / 2`` (``penalty="l2"``) or
+    ``||w||_1`` (``penalty="l1"``) and an unpenalised intercept ``b``; with
+    ``sample_weight`` the mean is ``sum_i w_i (...) / sum_i w_i``. This is
+    scikit-learn's :class:`~sklearn.linear_model.LogisticRegression` with
+    ``C = 1 / (alpha * sum(sample_weight))`` (``C = 1 / (alpha n)`` without
+    weights; ``l1_ratio=1`` for ``"l1"``), to which the path converges.
+
+    The intercept is the last coordinate of the parameter ``(w, b)`` on the
+    design ``[X, 1]`` (no centring, so that the left-out fits are the same
+    algorithm on fewer rows): standardise the features (e.g.
+    :class:`~sklearn.preprocessing.StandardScaler`) for fast convergence.
+
+    There is no ``risk_path_``: the memory-matrix risk estimate of
+    :class:`TrajectoryLasso` and :class:`IterativeRidge` is for least squares.
+    ``estimate_loo=True`` gives the leave-one-out log-loss and
+    misclassification of every iterate by iterative approximate
+    cross-validation (Luo, Ren & Barber 2023).
+
+    Parameters
+    ----------
+    alpha : float, default=0.01
+        Penalty level (mean form).
+    penalty : {"l2", "l1"}, default="l2"
+    solver : {"gd", "fista", "sgd"}, default="gd"
+        ``"gd"``: gradient descent (``"l1"``: proximal gradient, ISTA);
+        ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009);
+        ``"sgd"``: (proximal) mini-batch SGD, weighted mean gradient of
+        ``batch_size`` rows, one permutation per epoch seeded by
+        ``random_state``.
+    max_iter : int, default=100
+        Total number of iterations of the path.
+    step_size : "auto" or float, default="auto"
+        ``"auto"``: ``1 / L`` with ``L = lambda_max(X1^T W X1) / (4 sum(w)) +
+        alpha`` (l2), ``X1 = [X, 1]``; ``"sgd"`` adds ``R^2 / (4 batch_size)``,
+        ``R`` the largest row norm.
+    step_schedule : None, callable or array-like, default=None
+        Step ``k`` uses ``step_size_ * schedule(k)`` (or ``schedule[k - 1]``).
+    batch_size : int, default=32
+        Rows per step of ``solver="sgd"``.
+    fit_intercept : bool, default=True
+    warm_start : bool, default=False
+        ``max_iter`` is the total path length: a warm refit on the same data
+        extends the stored path (50 + 50 steps equal 100).
+    estimate_loo : bool, default=False
+        Compute ``loo_path_`` and ``loo_error_path_``.
+    store_loo_predictions : bool, default=False
+        Keep the leave-one-out probabilities (``loo_predictions_``).
+    loo_batch_size : int or None, default=None
+        Left-out runs advanced together (``None``: from
+        ``skacv.get_config()['working_memory']``).
+    loo_subsample : int or None, default=None
+        Track only this many samples (unbiased estimate).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the SGD batches and ``loo_subsample``.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    coef_path_ : ndarray of shape (n_features, n_iter_ + 1)
+        Every iterate of ``w``; column 0 is the start (zero).
+    intercept_path_ : ndarray of shape (n_iter_ + 1,)
+    coef_ : ndarray of shape (1, n_features)
+        Last iterate (``coef_path_[:, -1]``).
+    intercept_ : ndarray of shape (1,)
+    n_iter_ : int
+    step_size_ : float
+    loo_path_ : ndarray of shape (n_iter_ + 1,)
+        Leave-one-out log-loss of every iterate (weighted mean over samples
+        of the loss at ``x_i`` of the run without sample ``i``, same steps),
+        tracked by IACV (first-order accurate, ``O(1/n^2)`` per iterate).
+        Only with ``estimate_loo=True``.
+    loo_error_path_ : ndarray of shape (n_iter_ + 1,)
+        Leave-one-out misclassification rate of every iterate.
+    loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
+        Leave-one-out probabilities of ``classes_[1]`` of the samples
+        ``loo_indices_`` (``store_loo_predictions=True``).
+    loo_indices_ : ndarray of shape (n_loo,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from skacv import TrajectoryLogisticRegression
+    >>> X, y = make_classification(n_samples=200, n_features=10, random_state=0)
+    >>> clf = TrajectoryLogisticRegression(alpha=0.01, max_iter=50, estimate_loo=True)
+    >>> clf.fit(X, y).loo_path_.shape
+    (51,)
+    """
+
+    _parameter_constraints: dict = {
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "penalty": [StrOptions({"l2", "l1"})],
+        "solver": [StrOptions({"gd", "fista", "sgd"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "step_schedule": [None, callable, "array-like"],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "fit_intercept": ["boolean"],
+        "warm_start": ["boolean"],
+        "estimate_loo": ["boolean"],
+        "store_loo_predictions": ["boolean"],
+        "loo_batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "loo_subsample": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+    _warm_params = ("alpha", "penalty", "solver", "fit_intercept", "step_size", "batch_size")
+
+    def __init__(
+        self,
+        alpha=0.01,
+        *,
+        penalty="l2",
+        solver="gd",
+        max_iter=100,
+        step_size="auto",
+        step_schedule=None,
+        batch_size=32,
+        fit_intercept=True,
+        warm_start=False,
+        estimate_loo=False,
+        store_loo_predictions=False,
+        loo_batch_size=None,
+        loo_subsample=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.alpha = alpha
+        self.penalty = penalty
+        self.solver = solver
+        self.max_iter = max_iter
+        self.step_size = step_size
+        self.step_schedule = step_schedule
+        self.batch_size = batch_size
+        self.fit_intercept = fit_intercept
+        self.warm_start = warm_start
+        self.estimate_loo = estimate_loo
+        self.store_loo_predictions = store_loo_predictions
+        self.loo_batch_size = loo_batch_size
+        self.loo_subsample = loo_subsample
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    # ------------------------------------------------------ problem pieces
+    def _design(self, X, sample_weight):
+        """Weighted design of ``[X, 1]`` (``X`` alone without intercept)."""
+        if self.fit_intercept:
+            ones = np.ones((X.shape[0], 1), dtype=X.dtype)
+            if sp.issparse(X):
+                X = sp.hstack([X, sp.csr_matrix(ones)], format="csr", dtype=X.dtype)
+            else:
+                X = np.hstack([X, ones])
+        return Design(X, sample_weight, fit_intercept=False)
+
+    def _make_datafit(self, design):
+        return Logistic(None if design.sqrt_weight is None
+                        else design.sqrt_weight.astype(np.float64))
+
+    def _l2(self, design):
+        """Ridge penalty in mean form (the same for the left-out objectives)."""
+        return float(self.alpha) if self.penalty == "l2" else 0.0
+
+    def _auto_step(self, design):
+        if not isinstance(self.step_size, str):
+            return float(self.step_size)
+        L = design.lipschitz() / 4.0 + self._l2(design)
+        if self.solver == "sgd":
+            L += max_row_norm2(design) / (4.0 * min(self.batch_size, design.n_samples))
+        return 1.0 / L if L > 0 else 1.0
+
+    def _make_iteration(self, step_size, design):
+        schedule = check_schedule(self.step_schedule, self.max_iter)
+        sampler = None
+        if self.solver == "sgd":
+            sampler = getattr(self, "_sampler_override", None)
+            if sampler is None:
+                sampler = MinibatchSampler(design.n_samples, self.batch_size, self._batch_seed)
+        return ProxGradient(
+            step_size, l1=self.alpha if self.penalty == "l1" else 0.0, l2=self._l2(design),
+            n_unpenalized=int(self.fit_intercept), accelerated=self.solver == "fista",
+            schedule=schedule, sampler=sampler,
+        )
+
+    def _fit_coef_path(self):
+        """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""
+        if self.fit_intercept:
+            return np.vstack([self.coef_path_, self.intercept_path_[None, :]])
+        return self.coef_path_
+
+    # ------------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Run the iterations from zero (or extend the path, ``warm_start``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Two classes.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Frequency weights (an integer weight equals repeating the row).
+
+        Returns
+        -------
+        self : object
+        """
+        warm = self.warm_start and hasattr(self, "coef_path_")
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"),
+                             dtype=[np.float64, np.float32], reset=not warm)
+        check_classification_targets(y)
+        y_type = type_of_target(y, input_name="y", raise_unknown=True)
+        if y_type != "binary":
+            raise ValueError(
+                "Only binary classification is supported. The type of the target "
+                f"is {y_type}. Use OneVsRestClassifier for more classes."
+            )
+        classes = np.unique(y)
+        if classes.shape[0] != 2:
+            raise ValueError(
+                "TrajectoryLogisticRegression is a binary classifier: it needs "
+                f"samples of 2 classes, got {classes.shape[0]} class(es) "
+                f"({classes.tolist()})."
+            )
+        y01 = (y == classes[1]).astype(X.dtype)
+        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        fingerprint = data_fingerprint(X, y01, sample_weight)
+        params = {k: getattr(self, k) for k in self._warm_params}
+        if warm:
+            self._check_warm(fingerprint, params, sample_weight, classes)
+        n, p = X.shape
+        m = p + int(self.fit_intercept)
+        n_total = self.max_iter
+        check_memory(m * (n_total + 1) * X.dtype.itemsize,
+                     f"coef_path_ of shape ({p}, {n_total + 1})", "Lower max_iter. ")
+        design = self._design(X, sample_weight)
+        path = np.empty((m, n_total + 1), dtype=X.dtype, order="F")
+        if warm:
+            step, n_done = self.step_size_, self.n_iter_
+            path[:, : n_done + 1] = self._fit_coef_path()
+            state = self._solver_state
+        else:
+            if self.solver == "sgd":
+                rng = check_random_state(self.random_state)
+                self._batch_seed = int(rng.randint(2**31 - 1))
+            step, n_done = self._auto_step(design), 0
+            path[:, 0] = 0
+            state = init_state(design)
+        iteration = self._make_iteration(step, design)
+        datafit = self._make_datafit(design)
+        run_trajectory(design, y01, iteration, n_total - n_done, state, path,
+                       verbose=self.verbose, datafit=datafit)
+        self.classes_ = classes
+        self.coef_path_ = np.asfortranarray(path[:p])
+        if self.fit_intercept:
+            self.intercept_path_ = path[p].copy()
+        else:
+            self.intercept_path_ = np.zeros(n_total + 1, dtype=X.dtype)
+        self.coef_ = self.coef_path_[:, -1][None, :].copy()
+        self.intercept_ = self.intercept_path_[-1:].copy()
+        self.n_iter_ = n_total
+        self.step_size_ = step
+        self._solver_state = state
+        self._fingerprint = fingerprint
+        self._fit_params = params
+        self._sample_weight_sum = None if sample_weight is None else float(sample_weight.sum())
+        for name in ("loo_path_", "loo_error_path_", "loo_predictions_", "loo_indices_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        if self.estimate_loo:
+            from ._loo import _estimator_loo
+
+            _estimator_loo(self, design, y01, iteration, X, y01, sample_weight)
+        return self
+
+    def _check_warm(self, fingerprint, params, sample_weight, classes):
+        if self.max_iter < self.n_iter_:
+            raise ValueError(
+                f"max_iter={self.max_iter} must be larger than or equal to "
+                f"n_iter_={self.n_iter_} when warm_start==True: max_iter is the "
+                "total length of the path."
+            )
+        sw_sum = None if sample_weight is None else float(sample_weight.sum())
+        if (not same_fingerprint(fingerprint, self._fingerprint)
+                or sw_sum != self._sample_weight_sum
+                or not np.array_equal(classes, self.classes_)):
+            raise ValueError(
+                "warm_start=True continues the path fitted on other training data "
+                "(X, y or sample_weight changed). Set warm_start=False to fit new data."
+            )
+        changed = [k for k in params if params[k] != self._fit_params[k]]
+        if changed:
+            raise ValueError(
+                f"warm_start=True cannot continue a path after {changed} changed "
+                f"(was {[self._fit_params[k] for k in changed]}). Set "
+                "warm_start=False to start a new path."
+            )
+
+    # --------------------------------------------------------------- predict
+    def _check_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, accept_sparse=("csr", "csc"),
+                             dtype=[np.float64, np.float32], reset=False)
+
+    def decision_function(self, X):
+        """Linear predictor of the last iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            Positive scores predict ``classes_[1]``.
+        """
+        X = self._check_X(X)
+        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
+
+    def predict(self, X):
+        """Class labels of the last iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)
+        return self.classes_[(scores > 0).astype(int)]
+
+    def predict_proba(self, X):
+        """Class probabilities of the last iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, 2)
+            Columns in the order of ``classes_``.
+        """
+        p1 = expit(self.decision_function(X))
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba` (computed stably).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, 2)
+        """
+        d = self.decision_function(X)
+        return np.column_stack([log_expit(-d), log_expit(d)])
+
+    def decision_function_path(self, X):
+        """Linear predictor of every iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples, n_iter_ + 1)
+        """
+        X = self._check_X(X)
+        return np.asarray(X @ self.coef_path_) + self.intercept_path_
+
+    def predict_path(self, X):
+        """Class labels of every iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Y : ndarray of shape (n_samples, n_iter_ + 1)
+        """
+        scores = self.decision_function_path(X)
+        return self.classes_[(scores > 0).astype(int)]
+
+    def predict_proba_path(self, X):
+        """Probability of ``classes_[1]`` at every iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        P : ndarray of shape (n_samples, n_iter_ + 1)
+        """
+        return expit(self.decision_function_path(X))
+
+    def staged_predict_proba(self, X):
+        """Yield :meth:`predict_proba` of iterates ``0, 1, ..., n_iter_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Yields
+        ------
+        proba : ndarray of shape (n_samples, 2)
+        """
+        X = self._check_X(X)
+        for t in range(self.coef_path_.shape[1]):
+            p1 = expit(np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t])
+            yield np.column_stack([1.0 - p1, p1])

@@ -1,0 +1,268 @@
+"""RiskPathDisplay: estimated risk, leave-one-out and test error along a path."""
+
+from numbers import Real
+
+import numpy as np
+from scipy.special import log_expit
+from sklearn.base import is_classifier
+from sklearn.utils.validation import check_is_fitted
+
+
+def _check_matplotlib(caller):
+    try:
+        import matplotlib.pyplot  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"{caller} requires matplotlib. Install it with `pip install matplotlib` "
+            "or `pip install skacv[plot]`."
+        ) from exc
+
+
+def _format_value(value):
+    if isinstance(value, Real) and not isinstance(value, (bool, np.bool_)):
+        return f"{value:.4g}"
+    return repr(value)
+
+
+def _as_path(values, name):
+    if values is None:
+        return None
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one value per iterate), got shape {values.shape}.")
+    return values
+
+
+def path_test_error(estimator, X, y, sample_weight=None):
+    """Test error of every iterate of a fitted trajectory estimator.
+
+    Regressors: the (weighted) mean squared error of ``predict_path(X)``,
+    the quantity that ``risk_path_`` and ``loo_path_`` estimate. Binary
+    classifiers with ``decision_function_path``: the (weighted) mean
+    log-loss, the loss of their ``loo_path_``.
+
+    Parameters
+    ----------
+    estimator : fitted trajectory estimator
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+    sample_weight : array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    error : ndarray of shape (n_iter_ + 1,)
+    """
+    if hasattr(estimator, "decision_function_path"):
+        D = estimator.decision_function_path(X)
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != D.shape[0]:
+            raise ValueError(f"y_test must have shape ({D.shape[0]},), got {y.shape}.")
+        sign = np.where(y == estimator.classes_[1], 1.0, -1.0)
+        return np.average(-log_expit(sign[:, None] * D), axis=0, weights=sample_weight)
+    if not hasattr(estimator, "predict_path"):
+        raise TypeError(
+            f"{type(estimator).__name__} has no predict_path: the test error of its "
+            "iterates cannot be computed."
+        )
+    Y = estimator.predict_path(X)
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 1 or y.shape[0] != Y.shape[0]:
+        raise ValueError(f"y_test must have shape ({Y.shape[0]},), got {y.shape}.")
+    sq = (y[:, None] - Y) ** 2
+    return np.average(sq, axis=0, weights=sample_weight)
+
+
+class RiskPathDisplay:
+    """Estimated risk path of a trajectory, with the selected iteration.
+
+    Draws, against the iteration number, the memory-matrix risk estimate
+    (``risk_path_``), the approximate leave-one-out error (``loo_path_``),
+    optionally the error on a test set, and marks the selected iteration.
+    Create it with :meth:`from_estimator`; the constructor takes plain
+    arrays (scikit-learn's Display pattern).
+
+    Parameters
+    ----------
+    risk : ndarray of shape (n_iter + 1,), default=None
+        Estimated risk of every iterate.
+    loo : ndarray of shape (n_iter + 1,), default=None
+        Approximate leave-one-out error of every iterate.
+    test_error : ndarray of shape (n_iter + 1,), default=None
+        Error of every iterate on held-out data.
+    best_iteration : int, default=None
+        Iteration to mark. ``None``: the argmin of the ``criterion`` curve.
+    criterion : {"risk", "loo"}, default=None
+        Curve that carries the marker. ``None``: ``"risk"`` if given, else
+        ``"loo"``.
+    estimator_name : str, default=None
+        Used in the title.
+    error_name : str, default=None
+        Label of the y axis (``None``: ``"prediction error"``).
+
+    Attributes
+    ----------
+    lines_ : dict of matplotlib Line2D
+        ``"risk"``, ``"loo"``, ``"test"`` (those drawn).
+    line_ : matplotlib Line2D
+        The curve of the criterion (``lines_[criterion]``).
+    marker_ : matplotlib Line2D
+        The marker of the selected iteration.
+    ax_ : matplotlib Axes
+    figure_ : matplotlib Figure
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from sklearn.datasets import make_regression
+    >>> from skacv import RiskPathDisplay, TrajectoryLasso
+    >>> X, y = make_regression(n_samples=200, n_features=100, noise=5.0, random_state=0)
+    >>> est = TrajectoryLasso(alpha=0.5, max_iter=50, random_state=0).fit(X[:150], y[:150])
+    >>> disp = RiskPathDisplay.from_estimator(est, X[150:], y[150:])
+    >>> sorted(disp.lines_)
+    ['risk', 'test']
+    """
+
+    def __init__(self, *, risk=None, loo=None, test_error=None, best_iteration=None,
+                 criterion=None, estimator_name=None, error_name=None):
+        self.risk = risk
+        self.loo = loo
+        self.test_error = test_error
+        self.best_iteration = best_iteration
+        self.criterion = criterion
+        self.estimator_name = estimator_name
+        self.error_name = error_name
+
+    def _curves(self):
+        curves = {
+            "risk": _as_path(self.risk, "risk"),
+            "loo": _as_path(self.loo, "loo"),
+            "test": _as_path(self.test_error, "test_error"),
+        }
+        curves = {k: v for k, v in curves.items() if v is not None}
+        if not curves:
+            raise ValueError("Nothing to plot: give risk, loo or test_error.")
+        lengths = {k: v.shape[0] for k, v in curves.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"The paths have different lengths: {lengths}.")
+        return curves
+
+    def plot(self, ax=None, *, name=None, risk_kw=None, loo_kw=None, test_kw=None,
+             marker_kw=None):
+        """Draw the paths.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, default=None
+            Axes to draw on; ``None`` creates a figure.
+        name : str, default=None
+            Title; ``None`` uses ``estimator_name``.
+        risk_kw, loo_kw, test_kw : dict, default=None
+            Keyword arguments of ``ax.plot`` for each curve.
+        marker_kw : dict, default=None
+            Keyword arguments of ``ax.plot`` for the selected-iteration marker.
+
+        Returns
+        -------
+        display : RiskPathDisplay
+        """
+        _check_matplotlib("RiskPathDisplay.plot")
+        import matplotlib.pyplot as plt
+
+        curves = self._curves()
+        criterion = self.criterion
+        if criterion is None:
+            criterion = "risk" if "risk" in curves else ("loo" if "loo" in curves else "test")
+        if criterion not in curves:
+            raise ValueError(f"criterion={criterion!r} but no {criterion} path was given.")
+        if ax is None:
+            _, ax = plt.subplots()
+        styles = {
+            "risk": ({"label": "estimated risk", "color": "C0"}, risk_kw),
+            "loo": ({"label": "approximate leave-one-out", "color": "C1",
+                     "linestyle": "--"}, loo_kw),
+            "test": ({"label": "test error", "color": "C2", "linestyle": ":"}, test_kw),
+        }
+        self.lines_ = {}
+        for key, values in curves.items():
+            default, user = styles[key]
+            kw = {**default, **(user or {})}
+            (self.lines_[key],) = ax.plot(np.arange(values.shape[0]), values, **kw)
+        path = curves[criterion]
+        best = self.best_iteration
+        if best is None:
+            best = int(np.nanargmin(path))
+        best = int(best)
+        if not 0 <= best < path.shape[0]:
+            raise ValueError(f"best_iteration={best} is outside [0, {path.shape[0] - 1}].")
+        kw = {"marker": "o", "markersize": 8, "color": "k", "linestyle": "none",
+              "label": f"selected iteration ({best})", **(marker_kw or {})}
+        (self.marker_,) = ax.plot([best], [path[best]], **kw)
+        self.line_ = self.lines_[criterion]
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(self.error_name or "prediction error")
+        title = name if name is not None else self.estimator_name
+        if title:
+            ax.set_title(title)
+        ax.legend()
+        self.ax_ = ax
+        self.figure_ = ax.figure
+        return self
+
+    @classmethod
+    def from_estimator(cls, estimator, X_test=None, y_test=None, *, sample_weight=None,
+                       ax=None, name=None, **kwargs):
+        """Plot the paths of a fitted trajectory estimator.
+
+        Parameters
+        ----------
+        estimator : fitted trajectory estimator or TrajectoryEarlyStoppingCV
+            Its ``risk_path_`` / ``loo_path_`` are drawn. For a
+            :class:`TrajectoryEarlyStoppingCV`, the paths of the selected
+            grid point and ``best_iteration_`` on its criterion; otherwise
+            the argmin of ``risk_path_`` (else ``loo_path_``).
+        X_test : {array-like, sparse matrix} of shape (n_samples, n_features), default=None
+            Held-out data; with ``y_test`` adds the test-error curve (mean
+            squared error of every iterate for regressors, log-loss for
+            binary classifiers).
+        y_test : array-like of shape (n_samples,), default=None
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the test samples.
+        ax : matplotlib Axes, default=None
+        name : str, default=None
+            Title; ``None`` uses the estimator's class name.
+        **kwargs : dict
+            Passed to :meth:`plot` (``risk_kw``, ``loo_kw``, ``test_kw``,
+            ``marker_kw``).
+
+        Returns
+        -------
+        display : RiskPathDisplay
+        """
+        _check_matplotlib("RiskPathDisplay.from_estimator")
+        check_is_fitted(estimator)
+        if (X_test is None) != (y_test is None):
+            raise ValueError("Give both X_test and y_test, or neither.")
+        inner, best, criterion = estimator, None, None
+        title = type(estimator).__name__
+        if hasattr(estimator, "best_iteration_") and hasattr(estimator, "estimator_"):
+            inner, best, criterion = (estimator.estimator_, estimator.best_iteration_,
+                                      estimator.criterion)
+            title = type(inner).__name__
+            if estimator.best_params_:
+                title += " " + ", ".join(f"{k}={_format_value(v)}"
+                                         for k, v in estimator.best_params_.items())
+        risk = getattr(inner, "risk_path_", None)
+        loo = getattr(inner, "loo_path_", None)
+        if risk is None and loo is None:
+            raise ValueError(
+                f"{type(inner).__name__} has neither risk_path_ nor loo_path_: fit it "
+                "with estimate_risk=True or estimate_loo=True."
+            )
+        test = None
+        if X_test is not None:
+            test = path_test_error(inner, X_test, y_test, sample_weight=sample_weight)
+        error_name = "log-loss" if is_classifier(inner) else "squared error"
+        disp = cls(risk=risk, loo=loo, test_error=test, best_iteration=best,
+                   criterion=criterion, estimator_name=title, error_name=error_name)
+        return disp.plot(ax=ax, name=name, **kwargs)

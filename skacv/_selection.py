@@ -1,0 +1,612 @@
+"""TrajectoryEarlyStoppingCV: choose the iteration (and the parameters) of a
+trajectory estimator from its own risk estimate, without folds and without
+refitting."""
+
+import time
+from collections import defaultdict
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
+from sklearn.model_selection import ParameterGrid
+from sklearn.utils import get_tags
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    _raise_for_params,
+    _routing_enabled,
+    process_routing,
+)
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+# estimates of two iterates closer than this (relative) are a tie: the first
+# grid point, then the earliest iteration, wins (rounding must not decide)
+_TIE_RTOL = 1e-9
+
+_CRITERIA = {"risk": ("risk_path_", "estimate_risk"), "loo": ("loo_path_", "estimate_loo")}
+
+
+def _estimator_has(attr):
+    """The fitted ``estimator_`` (else the unfitted ``estimator``) has ``attr``."""
+
+    def check(self):
+        getattr(self.estimator_ if hasattr(self, "estimator_") else self.estimator, attr)
+        return True
+
+    return check
+
+
+def set_iterate(estimator, iteration):
+    """Make ``coef_`` / ``intercept_`` of a fitted trajectory estimator the
+    iterate ``iteration`` of its stored path (in place; the path is kept).
+
+    Parameters
+    ----------
+    estimator : fitted trajectory estimator
+        Has ``coef_path_`` (iterations on the last axis) and ``intercept_path_``.
+    iteration : int
+        Index into the path, ``0 <= iteration <= n_iter_``.
+
+    Returns
+    -------
+    estimator : object
+        The same estimator.
+    """
+    n_path = estimator.coef_path_.shape[-1]
+    if not 0 <= iteration < n_path:
+        raise ValueError(f"iteration must be in [0, {n_path - 1}], got {iteration}.")
+    coef_shape = np.shape(estimator.coef_)
+    estimator.coef_ = np.array(estimator.coef_path_[..., iteration]).reshape(coef_shape)
+    intercept = estimator.intercept_path_[..., iteration]
+    if np.ndim(estimator.intercept_):
+        intercept = np.array(intercept).reshape(np.shape(estimator.intercept_))
+    estimator.intercept_ = intercept
+    return estimator
+
+
+def _fit_candidate(estimator, X, y, fit_params, attrs):
+    """Fit one grid point; return it with its estimate paths and fit time."""
+    tic = time.perf_counter()
+    estimator.fit(X, y, **fit_params)
+    fit_time = time.perf_counter() - tic
+    paths = {a: np.asarray(getattr(estimator, a), dtype=np.float64)
+             for a in attrs if hasattr(estimator, a)}
+    return estimator, paths, fit_time
+
+
+def _finite_min(path):
+    path = np.where(np.isfinite(path), path, np.inf)
+    return float(path.min()) if path.size else np.inf
+
+
+class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
+    """Choose the iteration and the parameters of a trajectory estimator by its
+    estimated out-of-sample risk: no folds, no held-out data, no refit.
+
+    The wrapped estimator (e.g. :class:`TrajectoryLasso`,
+    :class:`IterativeRidge`) is fitted once per point of ``param_grid`` on the
+    whole training set. Each fit stores every iterate and an estimate of its
+    out-of-sample risk: ``risk_path_`` (the memory-matrix estimate of Bellec &
+    Tan 2024) or ``loo_path_`` (iterative approximate leave-one-out, Luo, Ren &
+    Barber 2023). The pair (grid point, iteration) with the smallest estimate
+    is selected, and the fitted estimator of that grid point is kept with its
+    ``coef_`` / ``intercept_`` set to the selected iterate.
+
+    Compared with ``GridSearchCV`` over ``max_iter`` (k folds times the number
+    of candidate lengths, then a refit), this costs one path per grid point.
+
+    Parameters
+    ----------
+    estimator : estimator object
+        A trajectory estimator: ``fit`` sets ``coef_path_``,
+        ``intercept_path_`` and the path of the criterion. Its
+        ``estimate_risk`` (criterion ``"risk"``) or ``estimate_loo``
+        (``"loo"``) parameter is switched on in the clones; the other estimate
+        is computed only if the estimator asks for it. Put preprocessing in a
+        :class:`~sklearn.pipeline.Pipeline` *around* this meta-estimator.
+    criterion : {"risk", "loo"}, default="risk"
+        ``"risk"`` minimises ``risk_path_``, ``"loo"`` minimises ``loo_path_``.
+    param_grid : dict, list of dicts or None, default=None
+        Parameters of ``estimator`` to search, as in
+        :class:`~sklearn.model_selection.GridSearchCV` (e.g.
+        ``{"alpha": [0.1, 0.03, 0.01]}``). ``None``: a single fit.
+    search : {"grid", "path"}, default="grid"
+        ``"grid"`` fits one trajectory per grid point. ``"path"`` (penalty
+        only: ``param_grid`` is ``None`` or ``{"alpha": [...]}``) first
+        solves the whole alpha path to convergence with warm starts and the
+        converged risk estimate (:func:`skacv.risk_alpha_path`), picks alpha
+        there, then fits the from-zero trajectory at that alpha (and
+        ``path_neighbors`` alphas on each side) to pick the iteration.
+    path_neighbors : int, default=0
+        ``search="path"`` only: number of alphas on each side of the path's
+        choice whose trajectories are fitted too; the joint argmin over those
+        trajectories is selected.
+    path_params : dict or None, default=None
+        ``search="path"`` only: extra keyword arguments of
+        :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
+        ``max_iter``).
+    n_jobs : int or None, default=None
+        Grid points fitted in parallel with joblib. ``None`` means 1 unless
+        in a :func:`joblib.parallel_backend` context; ``-1`` uses all
+        processors. Any joblib backend works (``"loky"``, ``"threading"``,
+        ``"dask"`` with a ``distributed.Client``, ``"ray"`` after
+        ``ray.util.joblib.register_ray()``).
+    verbose : int, default=0
+        Progress messages (joblib's and one line per selection).
+
+    Attributes
+    ----------
+    estimator_ : estimator object
+        The fitted clone of the selected grid point. Its whole path
+        (``coef_path_``, ``risk_path_``, ...) is kept; its ``coef_`` and
+        ``intercept_`` are the selected iterate, so ``estimator_.predict``
+        predicts with it.
+    best_iteration_ : int
+        Selected iteration (``0`` is the starting point).
+    best_params_ : dict
+        Selected grid point (``{}`` without ``param_grid``).
+    best_index_ : int
+        Row of ``cv_results_`` of the selected grid point.
+    best_score_ : float
+        Estimated risk (``risk_path_`` or ``loo_path_`` value) at the
+        selection. Unlike ``GridSearchCV.best_score_`` lower is better: it
+        estimates ``E[(y_new - f(x_new))^2]`` for regressors.
+    risk_path_ : ndarray of shape (estimator_.n_iter_ + 1,)
+        ``estimator_.risk_path_``, when the estimator computed it.
+    loo_path_ : ndarray of shape (estimator_.n_iter_ + 1,)
+        ``estimator_.loo_path_``, when the estimator computed it.
+    coef_ : ndarray of shape (n_features,) or (n_classes, n_features)
+        ``estimator_.coef_`` (the selected iterate).
+    intercept_ : float or ndarray
+        ``estimator_.intercept_``.
+    classes_ : ndarray of shape (n_classes,)
+        Classifiers only.
+    cv_results_ : dict of ndarrays
+        One row per grid point (per alpha of the path for ``search="path"``),
+        ready for ``pandas.DataFrame``: ``params`` (list of dicts),
+        ``param_<name>`` (masked arrays), ``best_iteration``,
+        ``min_<criterion>`` (the smallest estimate on that path),
+        ``rank_<criterion>``, ``<criterion>_path`` (object array: the whole
+        path of each row; also ``risk_path`` / ``loo_path`` when computed),
+        ``n_iter`` (path length) and ``fit_time``. With ``search="path"``
+        also ``path_risk`` (converged estimate), ``path_df``, ``path_n_iter``
+        and ``trajectory_fitted``; trajectory columns are masked (or ``None``)
+        for alphas without a trajectory.
+    alpha_path_ : Bunch
+        ``search="path"`` only: the result of :func:`skacv.risk_alpha_path`.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when ``X`` has feature names.
+
+    See Also
+    --------
+    sklearn.model_selection.GridSearchCV : k-fold search with a refit.
+    RiskPathDisplay : plot the risk path and the selected iteration.
+
+    Notes
+    -----
+    The estimates are consistent in the proportional regime (``n`` and
+    ``p`` large and comparable) for Gaussian-like designs; see the user
+    guide. With Hutchinson traces (``n_probes=int``) the estimate carries a
+    small random error, so the selected iteration can move between close
+    iterates from one probe seed to another; ``n_probes=None`` computes exact
+    traces when the problem is small. Estimates closer than a relative
+    ``1e-9`` are ties: the first grid point and the earliest iteration win.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
+    >>> X, y = make_regression(n_samples=200, n_features=300, n_informative=20,
+    ...                        noise=5.0, random_state=0)
+    >>> search = TrajectoryEarlyStoppingCV(
+    ...     TrajectoryLasso(max_iter=100, random_state=0),
+    ...     param_grid={"alpha": [3.0, 1.0, 0.3]},
+    ... ).fit(X, y)
+    >>> sorted(search.cv_results_["params"], key=lambda d: d["alpha"])[0]
+    {'alpha': 0.3}
+    >>> bool(search.best_score_ == search.risk_path_[search.best_iteration_])
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "predict"])],
+        "criterion": [StrOptions(set(_CRITERIA))],
+        "param_grid": [dict, list, None],
+        "search": [StrOptions({"grid", "path"})],
+        "path_neighbors": [Interval(Integral, 0, None, closed="left")],
+        "path_params": [dict, None],
+        "n_jobs": [Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, estimator, *, criterion="risk", param_grid=None, search="grid",
+                 path_neighbors=0, path_params=None, n_jobs=None, verbose=0):
+        self.estimator = estimator
+        self.criterion = criterion
+        self.param_grid = param_grid
+        self.search = search
+        self.path_neighbors = path_neighbors
+        self.path_params = path_params
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        sub = get_tags(self.estimator)
+        tags.estimator_type = sub.estimator_type
+        tags.input_tags = sub.input_tags
+        tags.target_tags = sub.target_tags
+        tags.regressor_tags = sub.regressor_tags
+        tags.classifier_tags = sub.classifier_tags
+        return tags
+
+    # ------------------------------------------------------------ routing
+    def get_metadata_routing(self):
+        """Get metadata routing of this object.
+
+        ``fit`` metadata (``sample_weight``) go to the estimator's ``fit``
+        (hence to its estimates); ``score`` metadata to its ``score``.
+
+        Returns
+        -------
+        routing : MetadataRouter
+        """
+        return MetadataRouter(owner=self.__class__.__name__).add(
+            estimator=self.estimator,
+            method_mapping=MethodMapping()
+            .add(caller="fit", callee="fit")
+            .add(caller="score", callee="score"),
+        )
+
+    def _route_fit(self, sample_weight, params):
+        if _routing_enabled():
+            if sample_weight is not None:
+                params = {**params, "sample_weight": sample_weight}
+            return dict(process_routing(self, "fit", **params).estimator.fit)
+        _raise_for_params(params, self, "fit")
+        return {} if sample_weight is None else {"sample_weight": sample_weight}
+
+    # ---------------------------------------------------------------- fit
+    def _prepared(self, params):
+        est = clone(self.estimator)
+        if params:
+            est.set_params(**params)
+        flag = _CRITERIA[self.criterion][1]
+        if flag in est.get_params(deep=False):
+            est.set_params(**{flag: True})
+        return est
+
+    def _parallel(self, jobs):
+        """Run jobs with joblib; yield results in order (a generator when
+        joblib supports it, so that discarded fits are freed early)."""
+        try:
+            parallel = Parallel(n_jobs=self.n_jobs, verbose=self.verbose,
+                                return_as="generator")
+        except TypeError:  # joblib < 1.3
+            parallel = Parallel(n_jobs=self.n_jobs, verbose=self.verbose)
+        return parallel(jobs)
+
+    def _fit_candidates(self, candidates, X, y, fit_params):
+        """Fit every candidate; keep only the fitted estimators that can win."""
+        attr = _CRITERIA[self.criterion][0]
+        attrs = ("risk_path_", "loo_path_")
+        jobs = (delayed(_fit_candidate)(self._prepared(params), X, y, fit_params, attrs)
+                for params in candidates)
+        paths, times, mins, kept = [], [], [], {}
+        best = np.inf
+        for i, (est, est_paths, fit_time) in enumerate(self._parallel(jobs)):
+            if not (hasattr(est, "coef_path_") and hasattr(est, "intercept_path_")):
+                raise TypeError(
+                    f"{type(est).__name__} does not store its path (coef_path_, "
+                    "intercept_path_): TrajectoryEarlyStoppingCV selects an iterate of "
+                    "the stored path without refitting. Read its risk_path_ directly and "
+                    "refit with max_iter set to the chosen iteration."
+                )
+            if attr not in est_paths:
+                raise ValueError(
+                    f"criterion={self.criterion!r} reads {attr} but "
+                    f"{type(est).__name__} did not set it in fit. Use an estimator "
+                    f"that estimates it (parameter {_CRITERIA[self.criterion][1]})."
+                )
+            paths.append(est_paths)
+            times.append(fit_time)
+            mins.append(_finite_min(est_paths[attr]))
+            best = min(best, mins[-1])
+            # keep only the fits that can still win (ties included); the others
+            # are freed as soon as they arrive
+            kept[i] = est
+            kept = {j: e for j, e in kept.items() if mins[j] <= best + _TIE_RTOL * abs(best)}
+        return paths, np.array(times), kept
+
+    def _select(self, paths):
+        """Joint argmin over (grid point, iteration), ties to the first."""
+        attr = _CRITERIA[self.criterion][0]
+        mins = np.array([_finite_min(p[attr]) for p in paths])
+        m = mins.min()
+        if not np.isfinite(m):
+            raise ValueError(
+                f"Every {attr} of the grid is NaN or infinite: the estimate is "
+                "undefined (e.g. a diverging path or degenerate data)."
+            )
+        threshold = m + _TIE_RTOL * abs(m)
+        i = int(np.flatnonzero(mins <= threshold)[0])
+        path = np.where(np.isfinite(paths[i][attr]), paths[i][attr], np.inf)
+        best_iters = [int(np.argmin(np.where(np.isfinite(p[attr]), p[attr], np.inf)))
+                      for p in paths]
+        best_iters[i] = int(np.flatnonzero(path <= threshold)[0])
+        return i, best_iters[i], mins, np.array(best_iters)
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, sample_weight=None, **fit_params):
+        """Fit the estimator once per grid point and select the best iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Frequency weights, passed to the estimator's ``fit`` and hence
+            used by its risk / leave-one-out estimates. With metadata routing
+            enabled it is routed like any other metadata (request it with
+            ``estimator.set_fit_request(sample_weight=True)``).
+        **fit_params : dict
+            Other metadata for the estimator's ``fit``; only with
+            ``sklearn.set_config(enable_metadata_routing=True)``.
+
+        Returns
+        -------
+        self : object
+            Fitted meta-estimator.
+        """
+        routed = self._route_fit(sample_weight, fit_params)
+        if self.search == "path":
+            self._fit_path_search(X, y, routed)
+        else:
+            self._fit_grid_search(X, y, routed)
+        est = self.estimator_
+        self.best_score_ = float(
+            getattr(est, _CRITERIA[self.criterion][0])[self.best_iteration_]
+        )
+        set_iterate(est, self.best_iteration_)
+        for name in ("risk_path_", "loo_path_", "feature_names_in_"):
+            if hasattr(self, name):
+                delattr(self, name)
+            if hasattr(est, name):
+                setattr(self, name, getattr(est, name))
+        self.n_features_in_ = est.n_features_in_
+        if self.verbose:
+            print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
+                  f"{self.best_iteration_}: estimated {self.criterion} {self.best_score_:.6g}")
+        return self
+
+    def _candidates(self):
+        if self.param_grid is None:
+            return [{}]
+        candidates = list(ParameterGrid(self.param_grid))
+        if not candidates:
+            raise ValueError("param_grid is empty: give at least one value per parameter.")
+        return candidates
+
+    def _fit_grid_search(self, X, y, fit_params):
+        candidates = self._candidates()
+        paths, times, kept = self._fit_candidates(candidates, X, y, fit_params)
+        i, t, mins, best_iters = self._select(paths)
+        self.estimator_ = kept[i]
+        self.best_index_ = i
+        self.best_iteration_ = t
+        self.best_params_ = candidates[i]
+        self.cv_results_ = self._results(candidates, paths, mins, best_iters, times)
+
+    def _results(self, candidates, paths, mins, best_iters, times, rows=None, n_rows=None):
+        """cv_results_ (rows: the fitted candidates, or ``rows`` of ``n_rows``)."""
+        n = len(candidates) if n_rows is None else n_rows
+        rows = np.arange(n) if rows is None else np.asarray(rows)
+        results = {"params": list(candidates)}
+        results.update(_param_columns(candidates))
+        crit = self.criterion
+        fitted = np.zeros(n, dtype=bool)
+        fitted[rows] = True
+        best_iteration = np.ma.MaskedArray(np.zeros(n, dtype=int), mask=~fitted)
+        best_iteration[rows] = best_iters
+        min_crit = np.ma.MaskedArray(np.full(n, np.nan), mask=~fitted)
+        min_crit[rows] = mins
+        rank = np.ma.MaskedArray(np.zeros(n, dtype=np.int32), mask=~fitted)
+        # rank like scipy's "min" method (ties share the smallest rank)
+        order = np.asarray(mins)
+        rank[rows] = 1 + np.searchsorted(np.sort(order), order, side="left")
+        results["best_iteration"] = best_iteration
+        results[f"min_{crit}"] = min_crit
+        results[f"rank_{crit}"] = rank
+        for attr in ("risk_path_", "loo_path_"):
+            if any(attr in p for p in paths):
+                col = np.empty(n, dtype=object)
+                for r, p in zip(rows, paths, strict=True):
+                    col[r] = p.get(attr)
+                results[attr[:-1]] = col
+        n_iter = np.ma.MaskedArray(np.zeros(n, dtype=int), mask=~fitted)
+        n_iter[rows] = [len(p[_CRITERIA[crit][0]]) - 1 for p in paths]
+        results["n_iter"] = n_iter
+        fit_time = np.ma.MaskedArray(np.full(n, np.nan), mask=~fitted)
+        fit_time[rows] = times
+        results["fit_time"] = fit_time
+        if n_rows is not None:
+            results["trajectory_fitted"] = fitted
+        return results
+
+    def _fit_path_search(self, X, y, fit_params):
+        try:
+            from ._alpha_path import risk_alpha_path
+        except ImportError as exc:  # pragma: no cover - until the path lands
+            raise ImportError(
+                "search='path' needs skacv.risk_alpha_path (skacv._alpha_path), "
+                "which this installation does not have; use search='grid'."
+            ) from exc
+        grid = self.param_grid
+        if grid is not None and (not isinstance(grid, dict) or set(grid) != {"alpha"}):
+            raise ValueError(
+                "search='path' searches the penalty only: param_grid must be None or "
+                f"{{'alpha': [...]}}, got {grid!r}. Use search='grid' for other parameters."
+            )
+        extra = set(fit_params) - {"sample_weight"}
+        if extra:
+            raise ValueError(f"search='path' supports sample_weight only, got {sorted(extra)}.")
+        alphas = None if grid is None else np.asarray(grid["alpha"], dtype=np.float64)
+        tic = time.perf_counter()
+        path = risk_alpha_path(clone(self.estimator), X, y, alphas=alphas,
+                               sample_weight=fit_params.get("sample_weight"),
+                               **(self.path_params or {}))
+        path_time = time.perf_counter() - tic
+        path_risk = np.asarray(path.risk, dtype=np.float64)
+        if not np.any(np.isfinite(path_risk)):
+            raise ValueError("The converged risk estimate is undefined along the alpha path.")
+        a = int(np.argmin(np.where(np.isfinite(path_risk), path_risk, np.inf)))
+        k = self.path_neighbors
+        rows = list(range(max(0, a - k), min(len(path.alphas), a + k + 1)))
+        candidates = [{"alpha": float(path.alphas[r])} for r in rows]
+        paths, times, kept = self._fit_candidates(candidates, X, y, fit_params)
+        i, t, mins, best_iters = self._select(paths)
+        all_candidates = [{"alpha": float(al)} for al in path.alphas]
+        results = self._results(all_candidates, paths, mins, best_iters, times, rows=rows,
+                                n_rows=len(all_candidates))
+        results["path_risk"] = path_risk
+        results["path_df"] = np.asarray(path.df, dtype=np.float64)
+        results["path_n_iter"] = np.asarray(path.n_iter)
+        results["path_time"] = path_time
+        self.alpha_path_ = path
+        self.estimator_ = kept[i]
+        self.best_index_ = rows[i]
+        self.best_iteration_ = t
+        self.best_params_ = candidates[i]
+        self.cv_results_ = results
+
+    # ----------------------------------------------------------- predict
+    @property
+    def coef_(self):
+        """Coefficients of the selected iterate (``estimator_.coef_``)."""
+        check_is_fitted(self)
+        return self.estimator_.coef_
+
+    @property
+    def intercept_(self):
+        """Intercept of the selected iterate (``estimator_.intercept_``)."""
+        check_is_fitted(self)
+        return self.estimator_.intercept_
+
+    @property
+    def classes_(self):
+        """Class labels (classifiers only)."""
+        check_is_fitted(self)
+        return self.estimator_.classes_
+
+    def predict(self, X):
+        """Predict with the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict(X)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities of the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict_proba(X)
+
+    @available_if(_estimator_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        """Log of the class probabilities of the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict_log_proba(X)
+
+    @available_if(_estimator_has("decision_function"))
+    def decision_function(self, X):
+        """Decision function of the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.estimator_.decision_function(X)
+
+    def score(self, X, y, sample_weight=None, **score_params):
+        """The estimator's ``score`` (R^2, accuracy) at the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+        **score_params : dict
+            Other metadata for the estimator's ``score`` (metadata routing only).
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        if _routing_enabled():
+            if sample_weight is not None:
+                score_params = {**score_params, "sample_weight": sample_weight}
+            kwargs = process_routing(self, "score", **score_params).estimator.score
+        else:
+            _raise_for_params(score_params, self, "score")
+            kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
+        return self.estimator_.score(X, y, **kwargs)
+
+
+def _param_columns(candidates):
+    """``param_<name>`` masked arrays (numeric dtype when every value is)."""
+    n = len(candidates)
+    values = defaultdict(dict)
+    for i, params in enumerate(candidates):
+        for name, value in params.items():
+            values[name][i] = value
+    out = {}
+    for name, col in values.items():
+        mask = np.ones(n, dtype=bool)
+        mask[list(col)] = False
+        numeric = all(isinstance(v, (Real, np.number)) and not isinstance(v, (bool, np.bool_))
+                      for v in col.values())
+        if numeric:
+            data = np.array([col.get(i, 0) for i in range(n)])
+        else:
+            data = np.empty(n, dtype=object)
+            for i, v in col.items():
+                data[i] = v
+        out[f"param_{name}"] = np.ma.MaskedArray(data, mask=mask)
+    return out

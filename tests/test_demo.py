@@ -1,0 +1,109 @@
+"""``python -m skacv demo``: the seed experiment at a small size."""
+
+import io
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from skacv._demo import _format_table, run_demo, seed_data
+
+
+def _seed_ista(X, y, lam, T):
+    """The seed notebook's loop (T columns: the start and T - 1 steps)."""
+    n, p = X.shape
+    eta = (1 + np.sqrt(p / n)) ** -2
+    b = np.zeros(p)
+    out = [b]
+    for _ in range(1, T):
+        u = b + eta * X.T @ (y - X @ b) / n
+        b = np.sign(u) * np.clip(np.abs(u) - lam * eta, 0, None)
+        out.append(b)
+    return np.array(out).T
+
+
+def test_seed_data_is_the_seed_generator():
+    X, y, beta = seed_data(50, 80, 7, 1.5, 2025)
+    rng = np.random.default_rng(2025)
+    X_ref = rng.standard_normal(size=(50, 80))
+    eps = rng.standard_normal(size=(50,))
+    assert_allclose(X, X_ref)
+    assert np.count_nonzero(beta) == 7
+    assert_allclose(beta[:7], 15 / np.sqrt(50))
+    assert_allclose(y, X_ref @ beta + 1.5 * eps)
+
+
+def test_run_demo_table_is_the_seed_experiment(tmp_path):
+    n, p, s, T, sigma, lam = 150, 200, 15, 12, 1.5, 0.01
+    buf = io.StringIO()
+    res = run_demo(n=n, p=p, s=s, T=T, m=5, out=str(tmp_path / "demo.png"), file=buf)
+    X, y, beta = seed_data(n, p, s, sigma, 2025)
+    path = _seed_ista(X, y, lam, T)
+    assert_allclose(res.estimator.coef_path_, path, rtol=0, atol=1e-10)
+    assert_allclose(res.true_risk, ((path - beta[:, None]) ** 2).sum(0) + sigma**2,
+                    rtol=1e-10)
+    assert_allclose(res.train_mse, ((y[:, None] - X @ path) ** 2).mean(0), rtol=1e-10)
+    assert_allclose(res.true_risk[0], 15**2 * s / n + sigma**2)
+    assert res.estimated_risk is res.estimator.risk_path_
+    assert res.estimated_risk.shape == (T,)
+    assert_allclose(res.t, np.arange(T))
+    text = buf.getvalue()
+    header = next(line for line in text.splitlines() if "true risk" in line)
+    assert header.split() == ["t", "train", "MSE", "true", "risk", "estimated", "risk"]
+    # every row printed (T <= 60), values rounded to 2 decimals
+    last = next(line for line in text.splitlines() if line.split()[:1] == [str(T - 1)])
+    assert last.split()[1:] == [f"{v:.2f}" for v in (res.train_mse[-1], res.true_risk[-1],
+                                                      res.estimated_risk[-1])]
+    assert "per step" in text
+    if res.figure is not None:  # matplotlib installed
+        assert (tmp_path / "demo.png").stat().st_size > 1000
+
+
+def test_run_demo_explicit_options_win_over_full():
+    res = run_demo(n=60, p=40, s=4, T=3, m=2, full=True, out=None, solver="fista",
+                   file=io.StringIO())
+    assert (res.n, res.p, res.s, res.T, res.m) == (60, 40, 4, 3, 2)
+    assert res.estimator.solver == "fista" and res.figure is None
+    with pytest.raises(ValueError, match="T >= 2"):
+        run_demo(n=60, p=40, s=4, T=1, out=None, file=io.StringIO())
+
+
+def test_table_layout_like_the_seed():
+    """Above 60 rows, the head and the tail of 5 rows (pandas' display)."""
+    t = np.arange(100)
+    text = _format_table([("t", t), ("true risk", t / 3.0)])
+    lines = text.splitlines()
+    assert [ln.split()[0] for ln in lines[1:12]] == ["0", "1", "2", "3", "4", "...",
+                                                      "95", "96", "97", "98", "99"]
+    assert lines[1].split() == ["0", "0.00"] and lines[-3].split() == ["99", "33.00"]
+    assert lines[-1] == "100 rows x 1 columns"
+    assert len(_format_table([("t", t[:60])]).splitlines()) == 61
+
+
+def test_command_line_help_and_tiny_run(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "skacv", "demo", "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0
+    assert "--full" in run.stdout and "--alpha" in run.stdout and "--m" in run.stdout
+    run = subprocess.run(
+        [sys.executable, "-m", "skacv", "demo", "--n", "80", "--p", "100", "--s", "5",
+         "--T", "4", "--m", "2", "--no-plot"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "true risk" in run.stdout
+    assert [ln.split()[0] for ln in run.stdout.splitlines() if ln[:1] == "3"] == ["3"]
+    assert not list(tmp_path.iterdir())  # --no-plot wrote nothing
+
+
+def test_command_line_errors(capsys):
+    from skacv.__main__ import main
+
+    assert main(["demo", "--T", "1", "--no-plot"]) == 2
+    assert "T >= 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([])  # a command is required
+    with pytest.raises(SystemExit):
+        main(["demo", "--solver", "sgd"])

@@ -1,0 +1,277 @@
+"""The iteration objects: coefficients, prox, steps and tangents.
+
+The references are textbook formulas and plain numpy loops; the tangents
+(Jacobian actions) are checked against perturbed runs of the fit loop. The
+algorithms are linear (GD, ridge GD, heavy ball, Nesterov) or piecewise affine
+(ISTA, FISTA: soft-thresholding), so a perturbation that keeps every sign
+pattern moves the iterates *exactly* along the tangent: the checks are exact up
+to rounding, not first-order approximations.
+"""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from skacv._design import Design
+from skacv._iterations import (
+    FISTA,
+    ISTA,
+    GradientDescent,
+    HeavyBall,
+    Nesterov,
+    check_schedule,
+    soft_threshold,
+)
+from skacv._path import init_state, run_trajectory
+
+
+def _data(seed=0, n=50, p=30, offset=0.5):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + offset
+    y = X[:, :5] @ np.ones(5) + rng.standard_normal(n)
+    sw = rng.uniform(0.5, 2.0, n)
+    return X, y, sw
+
+
+def _run(design, y_tilde, iteration, T):
+    out = np.zeros((design.n_features, T + 1), dtype=design.dtype, order="F")
+    run_trajectory(design, y_tilde, iteration, T, init_state(design), out)
+    return out
+
+
+def _step(design):
+    return 1.0 / design.lipschitz()
+
+
+ITERATIONS = {
+    "gd": lambda eta: GradientDescent(eta),
+    "ridge_gd": lambda eta: GradientDescent(eta, l2=0.3),
+    "gd_schedule": lambda eta: GradientDescent(eta, schedule=lambda k: 1.5 / np.sqrt(k)),
+    "heavy_ball": lambda eta: HeavyBall(eta, momentum=0.6, l2=0.1),
+    "nesterov_auto": lambda eta: Nesterov(eta, l2=0.1),
+    "nesterov_constant": lambda eta: Nesterov(eta, momentum=0.5),
+    "ista": lambda eta: ISTA(eta, alpha=0.05),
+    "fista": lambda eta: FISTA(eta, alpha=0.05),
+    "fista_ridge": lambda eta: FISTA(eta, alpha=0.05, l2=0.2),
+}
+
+
+# ----------------------------------------------------------------------------
+# elementary pieces
+# ----------------------------------------------------------------------------
+
+
+def test_soft_threshold():
+    x = np.array([-3.0, -1.0, -0.5, 0.0, 0.2, 1.0, 2.5])
+    assert_array_equal(soft_threshold(x, 1.0), [-2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.5])
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal(100), 0.4
+    # the prox of t |.|: the minimiser of (u - x)^2 / 2 + t |u|, brute force on a grid
+    grid = np.linspace(-4, 4, 80001)
+    brute = grid[np.argmin((grid[None, :] - x[:, None]) ** 2 / 2 + t * np.abs(grid), axis=1)]
+    assert_allclose(soft_threshold(x, t), brute, atol=1e-4)
+    # ISTA's in-place prox is the same function, with threshold eta * alpha
+    ista = ISTA(0.5, alpha=0.8)
+    assert_array_equal(ista.prox(3, x.copy()), soft_threshold(x, 0.4))
+    assert_array_equal(ista.prox_jacobian(3, soft_threshold(x, 0.4)), np.abs(x) > 0.4)
+    # float32 stays float32
+    assert ista.prox(1, x.astype(np.float32)).dtype == np.float32
+
+
+def test_fista_momentum_is_beck_teboulle():
+    """t_1 = 1, t_{k+1} = (1 + sqrt(1 + 4 t_k^2)) / 2 and
+    y_{k+1} = x_k + (t_k - 1) / t_{k+1} (x_k - x_{k-1}) (Beck & Teboulle 2009)."""
+    it = FISTA(1.0, alpha=0.1)
+    t = [None, 1.0]
+    for k in range(1, 60):
+        t.append((1 + np.sqrt(1 + 4 * t[k] ** 2)) / 2)
+    for k in range(1, 60):
+        assert it.beta(k) == pytest.approx((t[k] - 1) / t[k + 1], rel=1e-14)
+    assert it.beta(1) == 0.0
+    # increases to 1, with beta_k ~ 1 - 3 / k
+    b = np.array([it.beta(k) for k in range(1, 2000)])
+    assert np.all(np.diff(b) > 0) and b[-1] < 1
+    assert 1999 * (1 - it.beta(1999)) == pytest.approx(3, rel=1e-2)
+    # out-of-order queries give the same values
+    assert FISTA(1.0, 0.1).beta(40) == it.beta(40)
+
+
+def test_nesterov_beta_schedule():
+    auto = Nesterov(1.0)
+    assert [auto.beta(k) for k in range(1, 6)] == [0.0, 1 / 4, 2 / 5, 3 / 6, 4 / 7]
+    assert all(auto.beta(k) == (k - 1) / (k + 2) for k in range(1, 200))
+    assert not auto.is_stationary and auto.is_linear
+    const = Nesterov(1.0, momentum=0.3)
+    assert all(const.beta(k) == 0.3 for k in range(1, 20))
+    assert const.is_stationary
+    assert HeavyBall(1.0, momentum=0.4).hb(7) == 0.4
+    assert HeavyBall(1.0, momentum=0.4).beta(7) == 0.0
+
+
+def test_step_coefficients_and_flags():
+    gd = GradientDescent(0.5, l2=0.2, schedule=lambda k: 1.0 / k)
+    assert gd.eta(1) == 0.5 and gd.eta(4) == 0.125
+    assert gd.decay(4) == pytest.approx(1 - 0.125 * 0.2)
+    assert not gd.is_stationary
+    arr = GradientDescent(2.0, schedule=check_schedule([1.0, 0.5, 0.25], 3))
+    assert [arr.eta(k) for k in (1, 2, 3)] == [2.0, 1.0, 0.5]
+    assert GradientDescent(0.5, l2=0.2).is_stationary
+    assert GradientDescent(0.5).is_linear and not ISTA(0.5, 1.0).is_linear
+    assert not FISTA(0.5, 1.0).is_stationary
+    with pytest.raises(ValueError, match="3 entries but max_iter=4"):
+        check_schedule([1.0, 0.5, 0.25], 4)
+    with pytest.raises(ValueError, match="finite non-negative"):
+        check_schedule([1.0, -0.5], 2)
+
+
+# ----------------------------------------------------------------------------
+# the fit loop against textbook loops
+# ----------------------------------------------------------------------------
+
+
+def _textbook(X, y, name, eta, T):
+    """Plain numpy loops, written from the textbook updates."""
+    n, p = X.shape
+    grad = lambda b: -X.T @ (y - X @ b) / n  # noqa: E731
+    x_prev, x, v = np.zeros(p), np.zeros(p), np.zeros(p)
+    t_k = 1.0
+    out = [x.copy()]
+    for k in range(1, T + 1):
+        if name == "gd":
+            x_new = x - eta * grad(x)
+        elif name == "ridge_gd":  # gradient of the loss + 0.3 |b|^2 / 2
+            x_new = x - eta * (grad(x) + 0.3 * x)
+        elif name == "gd_schedule":
+            x_new = x - eta * 1.5 / np.sqrt(k) * grad(x)
+        elif name == "heavy_ball":  # Polyak
+            x_new = x - eta * (grad(x) + 0.1 * x) + 0.6 * (x - x_prev)
+        elif name == "nesterov_auto":
+            x_new = v - eta * (grad(v) + 0.1 * v)
+            v = x_new + (k - 1) / (k + 2) * (x_new - x)
+        elif name == "nesterov_constant":
+            x_new = v - eta * grad(v)
+            v = x_new + 0.5 * (x_new - x)
+        elif name == "ista":
+            x_new = soft_threshold(x - eta * grad(x), eta * 0.05)
+        elif name == "fista":
+            x_new = soft_threshold(v - eta * grad(v), eta * 0.05)
+            t_next = (1 + np.sqrt(1 + 4 * t_k**2)) / 2
+            v = x_new + (t_k - 1) / t_next * (x_new - x)
+            t_k = t_next
+        elif name == "fista_ridge":  # prox-gradient of loss + 0.2 |b|^2 / 2 + 0.05 |b|_1
+            x_new = soft_threshold(v - eta * (grad(v) + 0.2 * v), eta * 0.05)
+            t_next = (1 + np.sqrt(1 + 4 * t_k**2)) / 2
+            v = x_new + (t_k - 1) / t_next * (x_new - x)
+            t_k = t_next
+        x_prev, x = x, x_new
+        out.append(x.copy())
+    return np.array(out).T
+
+
+@pytest.mark.parametrize("name", list(ITERATIONS))
+def test_fit_loop_equals_textbook_updates(name):
+    X, y, _ = _data(1)
+    d = Design(X, None, fit_intercept=False)
+    _, yt = d.center_y(y)
+    eta = _step(d)
+    path = _run(d, yt, ITERATIONS[name](eta), 40)
+    assert_allclose(path, _textbook(X, y, name, eta, 40), rtol=1e-10, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------
+# tangents against perturbed runs
+# ----------------------------------------------------------------------------
+
+
+def _tangent_path(design, iteration, path, dy):
+    """Propagate tangents (a block of directions ``dy`` of y~) with
+    ``iteration.tangent``; return dx^k for k = 0..T, shape (T + 1, p, m)."""
+    p, T1 = path.shape
+    m = dy.shape[1]
+    inject = design.rmatvec(dy)
+    dx1 = np.zeros((p, m))
+    dx2 = np.zeros((p, m))
+    dv = np.zeros((p, m))
+    out = [dx1.copy()]
+    for k in range(1, T1):
+        dz = (inject - design.rmatvec(design.matvec(dv))) / design.n_eff
+        mask = iteration.prox_jacobian(k, path[:, k])
+        dx, dv = iteration.tangent(k, dv, dx1, dx2, dz, mask)
+        dx2, dx1 = dx1, dx
+        out.append(dx.copy())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("name", list(ITERATIONS))
+@pytest.mark.parametrize("weighted", [False, True])
+def test_tangent_equals_perturbed_run(name, weighted):
+    X, y, sw = _data(2)
+    d = Design(X, sw if weighted else None, fit_intercept=True)
+    _, yt = d.center_y(y)
+    eta = _step(d)
+    T = 30
+    path = _run(d, yt, ITERATIONS[name](eta), T)
+    rng = np.random.default_rng(3)
+    dy = rng.standard_normal((d.n_samples, 2))
+    linear = ITERATIONS[name](eta).is_linear
+    # linear maps: any size; piecewise affine: small enough to keep the signs
+    h = 1.0 if linear else 1e-7
+    tangents = _tangent_path(d, ITERATIONS[name](eta), path, dy)
+    for j in range(dy.shape[1]):
+        moved = _run(d, yt + h * dy[:, j], ITERATIONS[name](eta), T)
+        if not linear:
+            # the check is exact only on a fixed sign pattern: make sure of it
+            assert_array_equal(np.sign(moved), np.sign(path))
+            assert 0 < np.count_nonzero(path[:, -1]) < d.n_features
+        diff = (moved - path) / h
+        scale = np.abs(tangents[:, :, j]).max()
+        assert scale > 1e-3
+        tol = 1e-9 if linear else 1e-6
+        assert_allclose(diff.T, tangents[:, :, j], rtol=0, atol=tol * scale)
+
+
+def test_tangent_masks_the_inactive_coordinates():
+    X, y, _ = _data(4)
+    d = Design(X, None, fit_intercept=False)
+    _, yt = d.center_y(y)
+    it = ISTA(_step(d), alpha=0.2)
+    path = _run(d, yt, it, 10)
+    dx = _tangent_path(d, it, path, np.random.default_rng(0).standard_normal((50, 3)))
+    zero = path[:, 10] == 0
+    assert zero.any() and (~zero).any()
+    assert_array_equal(dx[10][zero], 0.0)
+    assert np.all(np.abs(dx[10][~zero]).sum(axis=1) > 0)
+
+
+@pytest.mark.parametrize("name", ["heavy_ball", "nesterov_auto", "fista"])
+def test_combine_and_extrapolate_act_on_blocks(name):
+    """The linear parts act column by column on 2-D blocks."""
+    it = ITERATIONS[name](0.3)
+    rng = np.random.default_rng(5)
+    v, dx, z = (rng.standard_normal((8, 3)) for _ in range(3))
+    k = 4
+    block = it.combine(k, v, dx, z.copy())
+    for j in range(3):
+        col = it.combine(k, v[:, j], dx[:, j], z[:, j].copy())
+        assert_allclose(block[:, j], col, rtol=1e-15)
+    expected = it.decay(k) * v + it.hb(k) * dx + it.eta(k) * z
+    assert_allclose(block, expected, rtol=1e-14)
+    x, x_prev = rng.standard_normal((8, 3)), rng.standard_normal((8, 3))
+    assert_allclose(it.extrapolate(k, x, x_prev), x + it.beta(k) * (x - x_prev), rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", list(ITERATIONS))
+def test_float32_state_stays_float32(name):
+    """No NumPy float64 scalar (momentum, step) may upcast the float32 state:
+    the products would then convert X to float64 at every step."""
+    X, y, _ = _data(6)
+    d = Design(X.astype(np.float32), None, fit_intercept=True)
+    _, yt = d.center_y(y)
+    state = init_state(d)
+    out = np.zeros((d.n_features, 11), dtype=np.float32, order="F")
+    run_trajectory(d, yt, ITERATIONS[name](_step(d)), 10, state, out)
+    for key in ("x", "x_prev", "v", "Xx", "Xx_prev", "Xv"):
+        assert state[key].dtype == np.float32, key
+    path64 = _run(Design(X, None, True), Design(X, None, True).center_y(y)[1],
+                  ITERATIONS[name](_step(d)), 10)
+    assert_allclose(out, path64, rtol=0, atol=1e-4 * np.abs(path64).max())

@@ -1,0 +1,139 @@
+"""Tests of RiskPathDisplay (Agg backend): it draws what it claims."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from skacv import RiskPathDisplay, TrajectoryEarlyStoppingCV, TrajectoryLasso
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+plt = pytest.importorskip("matplotlib.pyplot")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _data(n=150, p=100, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    beta = np.zeros(p)
+    beta[:10] = 1.0
+    y = X @ beta + rng.standard_normal(n)
+    return X[:100], y[:100], X[100:], y[100:]
+
+
+def _legend_texts(ax):
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_from_estimator_draws_risk_test_error_and_marker():
+    X, y, Xt, yt = _data()
+    est = TrajectoryLasso(alpha=0.1, max_iter=40, random_state=0).fit(X, y)
+    disp = RiskPathDisplay.from_estimator(est, Xt, yt)
+    assert set(disp.lines_) == {"risk", "test"}
+    # the risk curve is risk_path_ against 0..n_iter_
+    x, r = disp.lines_["risk"].get_data()
+    assert_array_equal(x, np.arange(41))
+    assert_allclose(r, est.risk_path_)
+    # the test curve is the test MSE of every iterate, computed by hand
+    manual = [np.mean((yt - Xt @ est.coef_path_[:, t] - est.intercept_path_[t]) ** 2)
+              for t in range(41)]
+    assert_allclose(disp.lines_["test"].get_ydata(), manual, rtol=1e-10)
+    # the marker sits on the argmin of the estimated risk
+    t = int(np.argmin(est.risk_path_))
+    assert_array_equal(disp.marker_.get_xdata(), [t])
+    assert_allclose(disp.marker_.get_ydata(), [est.risk_path_[t]])
+    assert disp.line_ is disp.lines_["risk"]
+    assert _legend_texts(disp.ax_) == ["estimated risk", "test error",
+                                       f"selected iteration ({t})"]
+    assert disp.ax_.get_xlabel() == "iteration"
+    assert disp.ax_.get_title() == "TrajectoryLasso"
+    assert disp.figure_ is disp.ax_.figure
+
+
+def test_from_search_marks_best_iteration_and_uses_given_axes():
+    X, y, Xt, yt = _data()
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=40, random_state=0),
+                                       param_grid={"alpha": [0.3, 0.1]}).fit(X, y)
+    fig, ax = plt.subplots()
+    disp = RiskPathDisplay.from_estimator(search, ax=ax, risk_kw={"color": "red"})
+    assert disp.ax_ is ax and disp.figure_ is fig
+    assert set(disp.lines_) == {"risk"}
+    assert_allclose(disp.line_.get_ydata(), search.risk_path_)
+    assert disp.line_.get_color() == "red"
+    assert_array_equal(disp.marker_.get_xdata(), [search.best_iteration_])
+    assert_allclose(disp.marker_.get_ydata(), [search.best_score_])
+    assert ax.get_title() == f"TrajectoryLasso alpha={search.best_params_['alpha']:.4g}"
+
+
+def test_loo_curve_and_marker_on_the_criterion():
+    loo = np.array([5.0, 3.0, 2.0, 2.5, 4.0])
+    risk = np.array([5.0, 2.8, 2.9, 1.9, 4.0])
+    disp = RiskPathDisplay(risk=risk, loo=loo, criterion="loo").plot()
+    assert set(disp.lines_) == {"risk", "loo"}
+    assert_allclose(disp.lines_["loo"].get_ydata(), loo)
+    assert disp.line_ is disp.lines_["loo"]
+    assert_array_equal(disp.marker_.get_xdata(), [2])
+    assert_allclose(disp.marker_.get_ydata(), [2.0])
+    # default criterion: the risk curve
+    disp = RiskPathDisplay(risk=risk, loo=loo).plot(name="custom")
+    assert_array_equal(disp.marker_.get_xdata(), [3])
+    assert disp.ax_.get_title() == "custom"
+    # an explicit best_iteration wins over the argmin
+    disp = RiskPathDisplay(risk=risk, best_iteration=1).plot()
+    assert_array_equal(disp.marker_.get_xdata(), [1])
+    assert_allclose(disp.marker_.get_ydata(), [2.8])
+
+
+def test_weighted_test_error():
+    X, y, Xt, yt = _data()
+    est = TrajectoryLasso(alpha=0.1, max_iter=10, random_state=0).fit(X, y)
+    w = np.arange(1, Xt.shape[0] + 1, dtype=float)
+    disp = RiskPathDisplay.from_estimator(est, Xt, yt, sample_weight=w)
+    manual = np.average((yt[:, None] - est.predict_path(Xt)) ** 2, axis=0, weights=w)
+    assert_allclose(disp.lines_["test"].get_ydata(), manual, rtol=1e-12)
+
+
+def test_errors():
+    X, y, Xt, yt = _data()
+    est = TrajectoryLasso(alpha=0.1, max_iter=10, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="both X_test and y_test"):
+        RiskPathDisplay.from_estimator(est, Xt)
+    bare = TrajectoryLasso(alpha=0.1, max_iter=10, estimate_risk=False).fit(X, y)
+    with pytest.raises(ValueError, match="neither risk_path_ nor loo_path_"):
+        RiskPathDisplay.from_estimator(bare)
+    with pytest.raises(ValueError, match="different lengths"):
+        RiskPathDisplay(risk=np.ones(3), loo=np.ones(4)).plot()
+    with pytest.raises(ValueError, match="Nothing to plot"):
+        RiskPathDisplay().plot()
+    with pytest.raises(ValueError, match="criterion='loo' but no loo path"):
+        RiskPathDisplay(risk=np.ones(3), criterion="loo").plot()
+    with pytest.raises(ValueError, match="outside"):
+        RiskPathDisplay(risk=np.ones(3), best_iteration=3).plot()
+    with pytest.raises(ValueError, match="y_test must have shape"):
+        RiskPathDisplay.from_estimator(est, Xt, yt[:-1])
+
+
+def test_classifier_loo_and_test_log_loss():
+    logistic = pytest.importorskip("skacv._logistic")
+    from sklearn.datasets import make_classification
+    from sklearn.metrics import log_loss
+
+    X, y = make_classification(n_samples=200, n_features=10, random_state=0)
+    y = np.where(y == 1, "yes", "no")
+    clf = logistic.TrajectoryLogisticRegression(max_iter=15, estimate_loo=True)
+    search = TrajectoryEarlyStoppingCV(clf, criterion="loo").fit(X[:120], y[:120])
+    disp = RiskPathDisplay.from_estimator(search, X[120:], y[120:])
+    assert set(disp.lines_) == {"loo", "test"}
+    assert disp.line_ is disp.lines_["loo"]
+    assert_allclose(disp.line_.get_ydata(), search.loo_path_)
+    est = search.estimator_
+    manual = [log_loss(y[120:], est.predict_proba_path(X[120:])[:, t], labels=est.classes_)
+              for t in range(16)]
+    assert_allclose(disp.lines_["test"].get_ydata(), manual, rtol=1e-8)
+    assert_array_equal(disp.marker_.get_xdata(), [search.best_iteration_])
+    assert disp.ax_.get_ylabel() == "log-loss"

@@ -1,0 +1,374 @@
+"""Tests of TrajectoryEarlyStoppingCV.
+
+The reference for every selection is brute force: the same clones fitted one
+by one (same ``random_state``, hence the same estimates), and the joint
+argmin of their paths taken by hand.
+"""
+
+import sys
+import types
+
+import joblib
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn import config_context as sk_config_context
+from sklearn.base import clone, is_classifier, is_regressor
+from sklearn.exceptions import UnsetMetadataPassedError
+from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils import Bunch
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._selection import set_iterate
+
+
+def _data(n=120, p=150, s=15, sigma=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    beta = np.zeros(p)
+    beta[:s] = 0.5
+    y = X @ beta + sigma * rng.standard_normal(n) + 3.0
+    return X, y
+
+
+class _LooFromTruth(IterativeRidge):
+    """Test double: a trajectory estimator whose ``loo_path_`` is a known
+    function of the iteration, ``(t - target)^2 + offset``, set only when
+    ``estimate_loo=True``; ``flat=True`` makes it constant (ties)."""
+
+    def __init__(self, alpha=1.0, *, max_iter=30, estimate_risk=False, estimate_loo=False,
+                 target=7, offset=0.0, flat=False):
+        super().__init__(alpha, max_iter=max_iter, estimate_risk=estimate_risk,
+                         estimate_loo=estimate_loo)
+        self.target = target
+        self.offset = offset
+        self.flat = flat
+
+    def _after_fit(self, design, y_tilde, iteration, X, y, sample_weight):
+        for name in ("risk_path_", "loo_path_"):
+            if hasattr(self, name):
+                delattr(self, name)
+        t = np.arange(self.n_iter_ + 1, dtype=float)
+        if self.estimate_loo:
+            self.loo_path_ = (np.zeros_like(t) if self.flat else (t - self.target) ** 2) \
+                + self.offset
+
+
+class _CountingLasso(TrajectoryLasso):
+    """TrajectoryLasso counting its fits (to check that nothing is refitted)."""
+
+    n_fits = 0
+
+    def fit(self, X, y, sample_weight=None):
+        type(self).n_fits += 1
+        return super().fit(X, y, sample_weight=sample_weight)
+
+
+GRID = {"alpha": [0.3, 0.1, 0.03], "solver": ["ista", "fista"]}
+
+
+def _brute_force(estimator, grid, X, y, attr="risk_path_", **fit_params):
+    fits = []
+    for params in ([{}] if grid is None else ParameterGrid(grid)):
+        est = clone(estimator).set_params(**params).fit(X, y, **fit_params)
+        fits.append((params, est))
+    stacked = [getattr(est, attr) for _, est in fits]
+    i = int(np.argmin([p.min() for p in stacked]))
+    return fits, i, int(np.argmin(stacked[i]))
+
+
+def test_selects_joint_argmin_of_separate_fits():
+    X, y = _data()
+    base = TrajectoryLasso(max_iter=40, random_state=0)
+    search = TrajectoryEarlyStoppingCV(base, param_grid=GRID).fit(X, y)
+    fits, i, t = _brute_force(base, GRID, X, y)
+    params, ref = fits[i]
+    assert search.best_params_ == params
+    assert search.best_iteration_ == t
+    assert search.best_index_ == i
+    assert search.best_score_ == pytest.approx(ref.risk_path_[t], rel=1e-12)
+    assert_allclose(search.risk_path_, ref.risk_path_, rtol=1e-12)
+    assert_allclose(search.coef_, ref.coef_path_[:, t], rtol=1e-12, atol=1e-14)
+    assert search.intercept_ == pytest.approx(ref.intercept_path_[t], rel=1e-12)
+    assert_allclose(search.predict(X), X @ ref.coef_path_[:, t] + ref.intercept_path_[t],
+                    rtol=1e-10)
+    # the chosen iterate is an early-stopped one here, not the last
+    assert t < 40
+    # cv_results_: one row per grid point, in ParameterGrid order
+    res = search.cv_results_
+    assert res["params"] == [p for p, _ in fits]
+    assert_array_equal(res["param_alpha"], [p["alpha"] for p, _ in fits])
+    assert list(res["param_solver"]) == [p["solver"] for p, _ in fits]
+    for row, (_, est) in enumerate(fits):
+        assert_allclose(res["risk_path"][row], est.risk_path_, rtol=1e-12)
+        assert res["min_risk"][row] == pytest.approx(est.risk_path_.min(), rel=1e-12)
+        assert res["best_iteration"][row] == int(np.argmin(est.risk_path_))
+        assert res["n_iter"][row] == 40
+    assert res["rank_risk"][i] == 1
+    assert sorted(res["rank_risk"]) == list(range(1, len(fits) + 1))
+    pd = pytest.importorskip("pandas")
+    assert pd.DataFrame(res).shape[0] == len(fits)
+
+
+def test_no_refit_and_full_path_kept():
+    X, y = _data()
+    _CountingLasso.n_fits = 0
+    search = TrajectoryEarlyStoppingCV(_CountingLasso(max_iter=30, random_state=0),
+                                       param_grid={"alpha": [0.2, 0.05]}).fit(X, y)
+    assert _CountingLasso.n_fits == 2
+    est = search.estimator_
+    assert est.coef_path_.shape == (X.shape[1], 31)
+    assert est.risk_path_.shape == (31,)
+    t = search.best_iteration_
+    assert_allclose(est.predict_path(X)[:, t], search.predict(X), rtol=1e-12)
+    assert search.n_features_in_ == X.shape[1]
+
+
+def test_set_iterate_writes_the_path_column():
+    X, y = _data()
+    est = TrajectoryLasso(alpha=0.1, max_iter=20, estimate_risk=False).fit(X, y)
+    set_iterate(est, 7)
+    assert_array_equal(est.coef_, est.coef_path_[:, 7])
+    assert est.intercept_ == est.intercept_path_[7]
+    assert_allclose(est.predict(X), est.predict_path(X)[:, 7], rtol=1e-12)
+    with pytest.raises(ValueError, match="iteration must be in"):
+        set_iterate(est, 21)
+
+
+def test_loo_criterion_reads_loo_path_and_switches_it_on():
+    X, y = _data()
+    grid = {"target": [12, 5, 9], "offset": [1.0, 0.5]}
+    search = TrajectoryEarlyStoppingCV(_LooFromTruth(), criterion="loo", param_grid=grid)
+    search.fit(X, y)
+    # estimate_loo was False in the prototype: the clones had it switched on
+    assert search.best_params_ == {"offset": 0.5, "target": 12}
+    assert search.best_iteration_ == 12
+    assert search.best_score_ == 0.5
+    assert not hasattr(search, "risk_path_")
+    assert_allclose(search.loo_path_, (np.arange(31) - 12.0) ** 2 + 0.5)
+    assert "min_loo" in search.cv_results_ and "loo_path" in search.cv_results_
+    # the risk criterion needs risk_path_, which this estimator never sets
+    with pytest.raises(ValueError, match="reads risk_path_ but _LooFromTruth did not set it"):
+        TrajectoryEarlyStoppingCV(_LooFromTruth(), criterion="risk").fit(X, y)
+
+
+def test_ties_go_to_the_first_grid_point_and_earliest_iteration():
+    X, y = _data()
+    search = TrajectoryEarlyStoppingCV(_LooFromTruth(flat=True), criterion="loo",
+                                       param_grid={"alpha": [3.0, 1.0, 0.1]}).fit(X, y)
+    assert search.best_params_ == {"alpha": 3.0}
+    assert search.best_iteration_ == 0
+    # a difference far above rounding is not a tie
+    search = TrajectoryEarlyStoppingCV(_LooFromTruth(flat=True), criterion="loo",
+                                       param_grid={"offset": [1e-6, 0.0]}).fit(X, y)
+    assert search.best_params_ == {"offset": 0.0}
+
+
+def test_real_loo_criterion():
+    pytest.importorskip("skacv._loo")
+    X, y = _data()
+    base = TrajectoryLasso(max_iter=30, random_state=0, estimate_risk=False)
+    search = TrajectoryEarlyStoppingCV(base, criterion="loo",
+                                       param_grid={"alpha": [0.2, 0.05]}).fit(X, y)
+    fits, i, t = _brute_force(base.set_params(estimate_loo=True), {"alpha": [0.2, 0.05]}, X, y,
+                              attr="loo_path_")
+    assert (search.best_params_, search.best_iteration_) == (fits[i][0], t)
+    assert_allclose(search.loo_path_, fits[i][1].loo_path_, rtol=1e-10)
+
+
+def test_sample_weight_reaches_the_fit_and_the_estimates():
+    X, y = _data(n=60, p=40)
+    w = np.random.default_rng(3).integers(0, 4, X.shape[0])
+    base = TrajectoryLasso(max_iter=40, n_probes=None)
+    grid = {"alpha": [0.2, 0.05, 0.01]}
+    weighted = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(X, y, sample_weight=w)
+    repeated = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(
+        np.repeat(X, w, axis=0), np.repeat(y, w))
+    unweighted = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(X, y)
+    # exact traces: weights == repeated rows, for the estimates and the choice
+    assert_allclose(weighted.risk_path_, repeated.risk_path_, rtol=1e-9)
+    assert weighted.best_params_ == repeated.best_params_
+    assert weighted.best_iteration_ == repeated.best_iteration_
+    assert_allclose(weighted.predict(X), repeated.predict(X), rtol=1e-8)
+    # and the weights did change the estimates
+    assert np.max(np.abs(weighted.risk_path_ / unweighted.risk_path_ - 1)) > 0.05
+
+
+def test_metadata_routing():
+    X, y = _data(n=60, p=40)
+    w = np.random.default_rng(3).integers(1, 4, X.shape[0]).astype(float)
+    base = TrajectoryLasso(alpha=0.05, max_iter=30, n_probes=None)
+    direct = TrajectoryEarlyStoppingCV(base).fit(X, y, sample_weight=w)
+    direct_score = direct.score(X, y, sample_weight=w)
+    with sk_config_context(enable_metadata_routing=True):
+        routed = TrajectoryEarlyStoppingCV(
+            clone(base).set_fit_request(sample_weight=True).set_score_request(sample_weight=True)
+        ).fit(X, y, sample_weight=w)
+        assert_allclose(routed.risk_path_, direct.risk_path_, rtol=1e-12)
+        assert routed.score(X, y, sample_weight=w) == pytest.approx(direct_score)
+        with pytest.raises(UnsetMetadataPassedError):
+            TrajectoryEarlyStoppingCV(clone(base)).fit(X, y, sample_weight=w)
+        # routed through GridSearchCV (fit and score requested)
+        gs = GridSearchCV(
+            TrajectoryEarlyStoppingCV(clone(base).set_fit_request(sample_weight=True)
+                                      .set_score_request(sample_weight=True)),
+            {"criterion": ["risk"]}, cv=3,
+        ).fit(X, y, sample_weight=w)
+        assert np.isfinite(gs.best_score_)
+    with pytest.raises(ValueError, match="enable_metadata_routing"):
+        TrajectoryEarlyStoppingCV(base).fit(X, y, other=w)
+
+
+@pytest.mark.parametrize("backend", ["loky", "threading"])
+def test_parallel_backends_give_the_sequential_result(backend):
+    X, y = _data()
+    base = TrajectoryLasso(max_iter=30, random_state=0)
+    grid = {"alpha": [0.3, 0.1, 0.03]}
+    seq = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(X, y)
+    with joblib.parallel_backend(backend, n_jobs=2):
+        par = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(X, y)
+    explicit = TrajectoryEarlyStoppingCV(base, param_grid=grid, n_jobs=2).fit(X, y)
+    for other in (par, explicit):
+        assert (other.best_params_, other.best_iteration_) == (seq.best_params_,
+                                                              seq.best_iteration_)
+        for a, b in zip(other.cv_results_["risk_path"], seq.cv_results_["risk_path"],
+                        strict=True):
+            assert_allclose(a, b, rtol=1e-12)
+        assert_allclose(other.coef_, seq.coef_, rtol=1e-12)
+
+
+def test_pipeline_grid_search_and_cross_val_score():
+    X, y = _data()
+    X = X * np.linspace(0.5, 3.0, X.shape[1])
+    w = np.random.default_rng(0).integers(1, 3, X.shape[0])
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=30, random_state=0),
+                                       param_grid={"alpha": [0.2, 0.05]})
+    pipe = make_pipeline(StandardScaler(), search).fit(
+        X, y, trajectoryearlystoppingcv__sample_weight=w)
+    Xs = StandardScaler().fit_transform(X)
+    alone = clone(search).fit(Xs, y, sample_weight=w)
+    assert_allclose(pipe.predict(X), alone.predict(Xs), rtol=1e-10)
+    scores = cross_val_score(clone(pipe), X, y, cv=KFold(3))
+    assert scores.shape == (3,) and np.all(np.isfinite(scores)) and scores.mean() > 0.3
+    gs = GridSearchCV(search, {"estimator__max_iter": [5, 30]}, cv=KFold(3)).fit(X, y)
+    for i, max_iter in enumerate([5, 30]):
+        ref = cross_val_score(clone(search).set_params(estimator__max_iter=max_iter), X, y,
+                              cv=KFold(3))
+        assert gs.cv_results_["mean_test_score"][i] == pytest.approx(ref.mean(), rel=1e-12)
+    assert gs.best_estimator_.best_iteration_ <= gs.best_params_["estimator__max_iter"]
+
+
+def test_tags_and_delegation():
+    reg = TrajectoryEarlyStoppingCV(TrajectoryLasso())
+    assert is_regressor(reg) and not is_classifier(reg)
+    assert not hasattr(reg, "predict_proba")
+    assert not hasattr(reg, "decision_function")
+    X, y = _data()
+    reg.set_params(estimator__max_iter=10).fit(X, y)
+    assert reg.score(X, y) == pytest.approx(reg.estimator_.score(X, y))
+    with pytest.raises(AttributeError):
+        reg.classes_  # noqa: B018
+
+
+def test_classifier_delegation():
+    logistic = pytest.importorskip("skacv._logistic")
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=150, n_features=20, random_state=0)
+    clf = TrajectoryEarlyStoppingCV(logistic.TrajectoryLogisticRegression(max_iter=30),
+                                    criterion="loo").fit(X, y)
+    assert is_classifier(clf)
+    assert_array_equal(clf.classes_, np.unique(y))
+    proba = clf.predict_proba(X)
+    assert_allclose(proba, clf.estimator_.predict_proba(X))
+    assert_allclose(proba.sum(1), 1.0)
+    assert_array_equal(clf.predict(X), clf.classes_[proba.argmax(1)])
+
+
+def test_bad_parameters():
+    X, y = _data()
+    with pytest.raises(ValueError, match="param_grid is empty"):
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(), param_grid=[]).fit(X, y)
+    with pytest.raises(ValueError, match="criterion"):
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="aic").fit(X, y)
+    with pytest.raises(ValueError, match="search='path' searches the penalty only"):
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(), search="path",
+                                  param_grid={"max_iter": [5]}).fit(X, y)
+
+
+def test_estimator_without_a_stored_path_is_refused():
+    eigenpro = pytest.importorskip("skacv._eigenpro")
+    X, y = _data(n=60, p=5)
+    with pytest.raises(TypeError, match="does not store its path"):
+        TrajectoryEarlyStoppingCV(eigenpro.EigenProRegressor(max_iter=2, estimate_risk=True,
+                                                             random_state=0)).fit(X, y)
+
+
+def _fake_alpha_path(monkeypatch, risk_of_alpha):
+    """Install a fake ``skacv._alpha_path`` returning a known risk curve."""
+    calls = []
+
+    def risk_alpha_path(estimator, X, y, *, alphas=None, sample_weight=None, **kw):
+        calls.append(Bunch(alphas=alphas, sample_weight=sample_weight, kw=kw))
+        a = np.sort(np.asarray(alphas if alphas is not None else np.geomspace(1, 1e-2, 7)))[::-1]
+        return Bunch(alphas=a, coefs=np.zeros((X.shape[1], a.size)), intercepts=np.zeros(a.size),
+                     df=np.arange(a.size, dtype=float), risk=risk_of_alpha(a),
+                     n_iter=np.full(a.size, 3))
+
+    module = types.ModuleType("skacv._alpha_path")
+    module.risk_alpha_path = risk_alpha_path
+    monkeypatch.setitem(sys.modules, "skacv._alpha_path", module)
+    return calls
+
+
+@pytest.mark.parametrize("neighbors", [0, 1])
+def test_path_search_logic(monkeypatch, neighbors):
+    X, y = _data()
+    alphas = [0.4, 0.2, 0.1, 0.05, 0.025]
+    # the fake converged risk is smallest at alpha = 0.1 (row 2)
+    calls = _fake_alpha_path(monkeypatch, lambda a: (np.log(a) - np.log(0.1)) ** 2)
+    w = np.ones(X.shape[0])
+    base = TrajectoryLasso(max_iter=30, random_state=0)
+    search = TrajectoryEarlyStoppingCV(base, search="path", param_grid={"alpha": alphas},
+                                       path_neighbors=neighbors, path_params={"tol": 1e-6})
+    search.fit(X, y, sample_weight=w)
+    assert calls[0].kw == {"tol": 1e-6} and calls[0].sample_weight is w
+    assert_allclose(calls[0].alphas, alphas)
+    rows = [2] if neighbors == 0 else [1, 2, 3]
+    fits = {r: clone(base).set_params(alpha=alphas[r]).fit(X, y, sample_weight=w) for r in rows}
+    r_best = min(rows, key=lambda r: fits[r].risk_path_.min())
+    assert search.best_params_ == {"alpha": alphas[r_best]}
+    assert search.best_index_ == r_best
+    assert search.best_iteration_ == int(np.argmin(fits[r_best].risk_path_))
+    res = search.cv_results_
+    assert_array_equal(res["trajectory_fitted"], [r in rows for r in range(5)])
+    assert_allclose(res["path_risk"], (np.log(alphas) - np.log(0.1)) ** 2)
+    assert res["best_iteration"].mask.tolist() == [r not in rows for r in range(5)]
+    assert [r for r in range(5) if res["risk_path"][r] is not None] == rows
+
+
+def test_path_search_with_the_real_alpha_path():
+    alpha_path = pytest.importorskip("skacv._alpha_path")
+    X, y = _data(n=100, p=60)
+    base = TrajectoryLasso(max_iter=150, random_state=0)
+    search = TrajectoryEarlyStoppingCV(base, search="path", path_params={"n_alphas": 8}).fit(X, y)
+    ref = alpha_path.risk_alpha_path(base, X, y, n_alphas=8)
+    a = int(np.argmin(ref.risk))
+    assert_allclose(search.alpha_path_.alphas, ref.alphas)
+    assert search.best_params_ == {"alpha": pytest.approx(ref.alphas[a])}
+    traj = clone(base).set_params(alpha=ref.alphas[a]).fit(X, y)
+    assert search.best_iteration_ == int(np.argmin(traj.risk_path_))
+
+
+@parametrize_with_checks([
+    TrajectoryEarlyStoppingCV(IterativeRidge(max_iter=30, n_probes=None),
+                              param_grid={"alpha": [0.1, 10.0]}),
+    TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01, max_iter=30, n_probes=None),
+                              param_grid={"alpha": [0.01, 0.001]}),
+    TrajectoryEarlyStoppingCV(IterativeRidge(solver="nesterov", max_iter=30, random_state=0)),
+])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
