@@ -298,7 +298,7 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
     ``X~`` restricted to the columns of the supports (prefix views of a copy
     of ``X~`` whose columns are sorted by the last step they are active).
     """
-    n, p = design.n_samples, design.n_features
+    n = design.n_samples
     T = coef_path.shape[1] - 1
     inv_n = 1.0 / design.n_eff
     masks = coef_path != 0  # (p, T+1); mask of step k = support of x^k
@@ -311,6 +311,8 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
     # prefix length covering every coordinate active at step >= k
     prefix = np.searchsorted(-last_sorted, -np.arange(T + 2), side="right")
     width = int(prefix[1]) if T >= 1 else 0
+    if width == 0:  # every iterate after x^0 is zero: nothing depends on y
+        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
     dtype = np.dtype(chain_dtype)
     Xs = np.asarray(design.columns(order[:width]), dtype=dtype, order="F")
     if n_probes is None:  # exact traces: identity probes on the smaller side
@@ -465,6 +467,13 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
     rng = check_random_state(random_state)
     if T == 0:
         return np.zeros((1, 1)), np.zeros((1, 1))
+    if hasattr(iteration, "memory_matrix"):  # iterations with their own spectral form
+        return iteration.memory_matrix(design, T, n_probes=n_probes, random_state=rng)
+    if getattr(iteration, "sampler", None) is not None:
+        raise ValueError(
+            f"The memory-matrix risk estimate of {iteration.name} with mini-batches is not "
+            "implemented; use estimate_risk=False and estimate_loo=True (IACV) instead."
+        )
     if iteration.is_linear:
         if n_probes is None:
             lam, w = _exact_nodes(design)
