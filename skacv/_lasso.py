@@ -56,7 +56,7 @@ _DOC_ATTRIBUTES = """
 
 
 class TrajectoryLasso(BaseTrajectoryRegressor):
-    """Lasso fitted by ISTA or FISTA, keeping the whole path.
+    __doc__ = """Lasso fitted by ISTA or FISTA, keeping the whole path.
 
     Minimises scikit-learn's Lasso objective
 

@@ -19,7 +19,7 @@ from ._path import max_row_norm2
 
 
 class IterativeRidge(BaseTrajectoryRegressor):
-    """Ridge regression fitted by a first-order method, keeping the whole path.
+    __doc__ = """Ridge regression fitted by a first-order method, keeping the whole path.
 
     Minimises scikit-learn's Ridge objective ``||y - X w - b||^2 + alpha ||w||^2``
     (with ``sample_weight``: ``sum_i w_i (...)^2 + alpha ||w||^2``) by exactly
