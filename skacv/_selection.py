@@ -127,7 +127,9 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     path_params : dict or None, default=None
         ``search="path"`` only: extra keyword arguments of
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
-        ``max_iter``).
+        ``max_iter``, ``n_alphas_no_change``). By default the path stops
+        after 3 alphas without a new minimum of the estimated risk
+        (``n_alphas_no_change=3``; ``None`` runs the whole grid).
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
@@ -460,7 +462,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         tic = time.perf_counter()
         path = risk_alpha_path(clone(self.estimator), X, y, alphas=alphas,
                                sample_weight=fit_params.get("sample_weight"),
-                               **(self.path_params or {}))
+                               **{"n_alphas_no_change": 3, **(self.path_params or {})})
         path_time = time.perf_counter() - tic
         path_risk = np.asarray(path.risk, dtype=np.float64)
         if not np.any(np.isfinite(path_risk)):

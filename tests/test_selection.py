@@ -335,7 +335,7 @@ def test_path_search_logic(monkeypatch, neighbors):
     search = TrajectoryEarlyStoppingCV(base, search="path", param_grid={"alpha": alphas},
                                        path_neighbors=neighbors, path_params={"tol": 1e-6})
     search.fit(X, y, sample_weight=w)
-    assert calls[0].kw == {"tol": 1e-6} and calls[0].sample_weight is w
+    assert calls[0].kw == {"n_alphas_no_change": 3, "tol": 1e-6} and calls[0].sample_weight is w
     assert_allclose(calls[0].alphas, alphas)
     rows = [2] if neighbors == 0 else [1, 2, 3]
     fits = {r: clone(base).set_params(alpha=alphas[r]).fit(X, y, sample_weight=w) for r in rows}
