@@ -494,48 +494,11 @@ def preconditioned_nodes(design, P, l2=0.0, n_probes=None, random_state=None, de
 
 
 def _lanczos_quadrature(op, W0, depth):
-    """Gauss quadrature of ``w^T f(op) w`` for the columns ``w`` of ``W0``.
+    """Gauss quadrature of ``w^T f(op) w`` for the columns of ``W0`` (see
+    :func:`skacv._risk.lanczos_quadrature`)."""
+    from ._risk import lanczos_quadrature
 
-    Returns nodes and weights (``||w||^2 (first eigenvector component)^2``)
-    concatenated over the columns; exact for polynomials of degree
-    ``< 2 depth``. Full re-orthogonalisation.
-    """
-    dim, m = W0.shape
-    norms = np.linalg.norm(W0, axis=0)
-    norms[norms == 0] = 1.0
-    q = W0 / norms
-    basis = np.zeros((depth, dim, m))
-    alphas = np.zeros((depth, m))
-    betas = np.zeros((depth, m))
-    q_prev = np.zeros_like(q)
-    b_prev = np.zeros(m)
-    k_used = depth
-    for j in range(depth):
-        basis[j] = q
-        w = np.asarray(op(q), dtype=np.float64)
-        a = np.einsum("dm,dm->m", q, w)
-        w -= a * q + b_prev * q_prev
-        for _ in range(2):
-            w -= np.einsum("kdm,km->dm", basis[: j + 1],
-                           np.einsum("kdm,dm->km", basis[: j + 1], w))
-        b = np.linalg.norm(w, axis=0)
-        alphas[j], betas[j] = a, b
-        if j + 1 < depth:
-            if np.any(b <= 1e-12 * max(1.0, np.abs(alphas[: j + 1]).max())):
-                k_used = j + 1
-                break
-            q_prev, q, b_prev = q, w / b, b
-    nodes, weights = [], []
-    raw = np.linalg.norm(W0, axis=0) ** 2
-    for i in range(m):
-        T = np.diag(alphas[:k_used, i])
-        if k_used > 1:
-            off = betas[: k_used - 1, i]
-            T += np.diag(off, 1) + np.diag(off, -1)
-        theta, V = np.linalg.eigh(T)
-        nodes.append(theta)
-        weights.append(raw[i] * V[0] ** 2)
-    return np.clip(np.concatenate(nodes), 0, None), np.concatenate(weights)
+    return lanczos_quadrature(op, W0, depth)[0]
 
 
 # ----------------------------------------------------------------------------

@@ -192,17 +192,71 @@ def _exact_nodes(design):
     return np.clip(lam, 0, None), np.ones_like(lam)
 
 
-def _quadrature(alphas, betas, k, dim, m):
+def _quadrature(alphas, betas, k, scale):
+    """Nodes and weights of the Lanczos tridiagonals (one per column)."""
     nodes, weights = [], []
-    for i in range(m):
+    for i in range(alphas.shape[1]):
         Tk = np.diag(alphas[:k, i])
         if k > 1:
             off = betas[: k - 1, i]
             Tk += np.diag(off, 1) + np.diag(off, -1)
         theta, U = np.linalg.eigh(Tk)
         nodes.append(theta)
-        weights.append(dim * U[0] ** 2 / m)
+        weights.append(scale[i] * U[0] ** 2)
     return np.clip(np.concatenate(nodes), 0, None), np.concatenate(weights)
+
+
+def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9):
+    """Gauss quadrature of ``w^T f(op) w`` for the columns ``w`` of ``W0``.
+
+    Block Lanczos with full re-orthogonalisation, one independent process per
+    column. Returns nodes and weights (``||w||^2`` times the squared first
+    components of the Ritz vectors) concatenated over the columns; exact for
+    polynomials of degree ``< 2 * depth``. ``check(nodes, weights)``, if
+    given, is evaluated every other step and the process stops once its value
+    changes by less than ``rtol`` (relative).
+    """
+    dim, m = W0.shape
+    depth = int(min(depth, dim))
+    raw = np.linalg.norm(W0, axis=0) ** 2
+    norms = np.sqrt(raw)
+    norms[norms == 0] = 1.0
+    q = W0 / norms
+    basis = np.zeros((depth, dim, m))
+    alphas = np.zeros((depth, m))
+    betas = np.zeros((depth, m))
+    q_prev = np.zeros_like(q)
+    beta_prev = np.zeros(m)
+    k_used = depth
+    prev = None
+    for j in range(depth):
+        basis[j] = q
+        w = np.asarray(op(q), dtype=np.float64)
+        a = np.einsum("dm,dm->m", q, w)
+        w -= a * q + beta_prev * q_prev
+        # full re-orthogonalisation (twice is enough)
+        for _ in range(2):
+            coef = np.einsum("kdm,dm->km", basis[: j + 1], w)
+            w -= np.einsum("kdm,km->dm", basis[: j + 1], coef)
+        b = np.linalg.norm(w, axis=0)
+        alphas[j], betas[j] = a, b
+        if j + 1 < depth:
+            if np.any(b <= 1e-12 * max(1.0, np.abs(alphas[: j + 1]).max())):
+                # invariant subspace found for a column: the quadrature is exact
+                k_used = j + 1
+                break
+            q_prev, q = q, w / b
+            beta_prev = b
+        if check is not None and j >= 6 and j % 2 == 0 and j + 1 < depth:
+            # stop once the quantities the estimate needs have converged
+            val = check(*_quadrature(alphas, betas, j + 1, raw))
+            if prev is not None:
+                scale = np.abs(val).max()
+                if np.abs(val - prev).max() <= rtol * max(scale, 1e-300):
+                    k_used = j + 1
+                    break
+            prev = val
+    return _quadrature(alphas, betas, k_used, raw), k_used
 
 
 def _lanczos_check(iteration, T):
@@ -232,7 +286,6 @@ def _lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-
     """
     n, p = design.n_samples, design.n_features
     dim = min(n, p)
-    depth = int(min(depth, dim))
     inv_n = 1.0 / design.n_eff
     if n <= p:
 
@@ -245,44 +298,10 @@ def _lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-
 
     m = n_probes
     Z = rng.choice([-1.0, 1.0], size=(dim, m))
-    basis = np.zeros((depth, dim, m))
-    alphas = np.zeros((depth, m))
-    betas = np.zeros((depth, m))
-    q = Z / np.sqrt(dim)
-    q_prev = np.zeros_like(q)
-    beta_prev = np.zeros(m)
-    k_used = depth
-    prev = None
-    for j in range(depth):
-        basis[j] = q
-        w = np.asarray(op(q), dtype=np.float64)
-        a = np.einsum("dm,dm->m", q, w)
-        w -= a * q + beta_prev * q_prev
-        # full re-orthogonalisation (twice is enough)
-        for _ in range(2):
-            coef = np.einsum("kdm,dm->km", basis[: j + 1], w)
-            w -= np.einsum("kdm,km->dm", basis[: j + 1], coef)
-        b = np.linalg.norm(w, axis=0)
-        alphas[j], betas[j] = a, b
-        if j + 1 < depth:
-            if np.any(b <= 1e-12 * max(1.0, np.abs(alphas[: j + 1]).max())):
-                # invariant subspace found for a probe: the quadrature is exact
-                k_used = j + 1
-                break
-            q_prev, q = q, w / b
-            beta_prev = b
-        if check is not None and j >= 6 and j % 2 == 0 and j + 1 < depth:
-            # stop once the quantities the estimate needs have converged
-            val = check(*_quadrature(alphas, betas, j + 1, dim, m))
-            if prev is not None:
-                scale = np.abs(val).max()
-                if np.abs(val - prev).max() <= rtol * max(scale, 1e-300):
-                    k_used = j + 1
-                    break
-            prev = val
+    (nodes, weights), k_used = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol)
     if verbose:
         print(f"[risk] Lanczos quadrature: {m} probes x {k_used} steps")
-    return _quadrature(alphas, betas, k_used, dim, m)
+    return nodes, weights / m
 
 
 # ----------------------------------------------------------------------------
