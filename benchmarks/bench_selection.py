@@ -9,7 +9,9 @@ set is needed.
 Part 1 (iteration), for each scenario and repetition, one estimator at a
 fixed penalty:
 
-* ``TrajectoryEarlyStoppingCV`` (one fit, risk_path_, no refit);
+* ``TrajectoryEarlyStoppingCV`` (one fit, risk_path_, no refit), with its
+  default early stopping of the path (``n_iter_no_change=10``) and over the
+  whole path (``n_iter_no_change=None``, columns ``full``);
 * the oracle: the iterate of the same path with the smallest true risk;
 * ``GridSearchCV(estimator(estimate_risk=False), {"max_iter": grid}, cv=5)``
   (with its refit), timed in the same run.
@@ -79,19 +81,25 @@ def part_iteration(args):
     rows = []
     print("Part 1: choice of the iteration (true risk ratios, medians over repetitions)")
     print(f"{'scenario':32s} {'est':6s} {'sel/oracle':>10s} {'sel/cv5':>8s} "
-          f"{'cv5/oracle':>10s} {'t_sel':>7s} {'t_cv5':>7s} {'speedup':>8s}")
+          f"{'cv5/oracle':>10s} {'t_sel':>7s} {'t_cv5':>7s} {'speedup':>8s} "
+          f"{'full/oracle':>11s} {'t_full':>7s} {'speedup':>8s}")
     for name, p, s, snr, rho in scenarios(args.n):
         for est_name, est in estimators(args.n, p, args.T).items():
-            r_or, r_cv, r_cvo, t_sel, t_cv = [], [], [], [], []
+            r_or, r_cv, r_cvo, t_sel, t_cv, r_full, t_full = [], [], [], [], [], [], []
             for rep in range(args.reps):
                 rng = np.random.default_rng(1000 * rep + 7)
                 X, y, beta, cov = make_data(args.n, p, s, snr, rho, rng)
                 tic = time.perf_counter()
+                full = TrajectoryEarlyStoppingCV(clone(est), n_iter_no_change=None).fit(X, y)
+                t_full.append(time.perf_counter() - tic)
+                tic = time.perf_counter()
                 sel = TrajectoryEarlyStoppingCV(clone(est)).fit(X, y)
                 t_sel.append(time.perf_counter() - tic)
-                path = sel.estimator_
+                # the oracle: the best iterate of the whole path, by true risk
+                path = full.estimator_
                 risk = true_risk(path.coef_path_, path.intercept_path_, beta, cov)
                 chosen = risk[sel.best_iteration_]
+                r_full.append(risk[full.best_iteration_] / risk.min())
                 grid = np.unique(np.geomspace(1, args.T, args.cv_grid).astype(int))
                 tic = time.perf_counter()
                 gs = GridSearchCV(clone(est).set_params(estimate_risk=False),
@@ -104,15 +112,20 @@ def part_iteration(args):
                 r_cv.append(chosen / cv_risk)
                 r_cvo.append(cv_risk / risk.min())
             row = (name, est_name, np.median(r_or), np.median(r_cv), np.median(r_cvo),
-                   np.median(t_sel), np.median(t_cv))
+                   np.median(t_sel), np.median(t_cv), np.median(r_full), np.median(t_full))
             rows.append(row)
             print(f"{name:32s} {est_name:6s} {row[2]:10.4f} {row[3]:8.4f} {row[4]:10.4f} "
-                  f"{row[5]:7.2f} {row[6]:7.2f} {row[6] / row[5]:7.1f}x")
+                  f"{row[5]:7.2f} {row[6]:7.2f} {row[6] / row[5]:7.1f}x "
+                  f"{row[7]:11.4f} {row[8]:7.2f} {row[6] / row[8]:7.1f}x")
     r = np.array([row[2:] for row in rows], dtype=float)
     print(f"{'all (median over scenarios)':39s} {np.median(r[:, 0]):10.4f} "
           f"{np.median(r[:, 1]):8.4f} {np.median(r[:, 2]):10.4f} {np.median(r[:, 3]):7.2f} "
-          f"{np.median(r[:, 4]):7.2f} {np.median(r[:, 4] / r[:, 3]):7.1f}x")
-    print(f"worst scenario: sel/oracle {r[:, 0].max():.4f}, sel/cv5 {r[:, 1].max():.4f}")
+          f"{np.median(r[:, 4]):7.2f} {np.median(r[:, 4] / r[:, 3]):7.1f}x "
+          f"{np.median(r[:, 5]):11.4f} {np.median(r[:, 6]):7.2f} "
+          f"{np.median(r[:, 4] / r[:, 6]):7.1f}x")
+    print(f"worst scenario: sel/oracle {r[:, 0].max():.4f}, sel/cv5 {r[:, 1].max():.4f}, "
+          f"speedup {np.min(r[:, 4] / r[:, 3]):.1f}x (whole path: sel/oracle "
+          f"{r[:, 5].max():.4f}, speedup {np.min(r[:, 4] / r[:, 6]):.1f}x)")
 
 
 def part_joint(args):

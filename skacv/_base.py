@@ -118,6 +118,8 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
             Fitted estimator.
         """
         warm = self.warm_start and hasattr(self, "coef_path_")
+        if not warm:
+            self._risk_state = None  # Jacobian chains of a previous path
         X, y = validate_data(
             self, X, y, accept_sparse=("csr", "csc"),
             dtype=[np.float64, np.float32], y_numeric=True, reset=not warm,
@@ -183,6 +185,12 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
         self._sample_weight_sum = None if sample_weight is None else float(sample_weight.sum())
         self._after_fit(design, y_tilde, iteration, X, y, sample_weight)
         return self
+
+    def __getstate__(self):
+        # the saved Jacobian chains only speed up a warm-started refit
+        state = dict(super().__getstate__())  # a copy: never mutate __dict__
+        state.pop("_risk_state", None)
+        return state
 
     def _auto_step(self, design):
         if isinstance(self.step_size, str):

@@ -83,6 +83,9 @@ class TrajectoryLasso(BaseTrajectoryRegressor):
         extends the stored path from ``n_iter_`` to ``max_iter`` (the solver
         state, momentum included, is kept so that 50 + 50 steps equal 100).
         A smaller ``max_iter``, other data or other solver parameters raise.
+        The risk estimate is continued too: the Jacobian chains of the last
+        fit are kept (only while ``warm_start=True``; not pickled), so the
+        refit propagates only the new steps.
     estimate_risk : bool, default=True
         Compute ``risk_path_``.
     estimate_loo : bool, default=False

@@ -309,17 +309,36 @@ def _lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-
 # ----------------------------------------------------------------------------
 
 
-def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0):
+def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
+                   state=None, keep_state=False):
     """Hutchinson (or exact) memory matrices of a proximal trajectory.
 
     For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
     All sources are propagated together as one block, with products by
     ``X~`` restricted to the columns of the supports (prefix views of a copy
     of ``X~`` whose columns are sorted by the last step they are active).
+
+    ``state`` (returned with ``keep_state=True``, Hutchinson probes only)
+    holds the chains after the last step of a shorter prefix of the same
+    trajectory: the computation continues from there, so that extending a
+    path by warm start costs only the new rows of the memory matrices.
+
+    Returns
+    -------
+    A, A_sources : ndarrays of shape (T + 1, T + 1)
+    state : dict or None
     """
     n = design.n_samples
     T = coef_path.shape[1] - 1
     inv_n = 1.0 / design.n_eff
+    dtype = np.dtype(chain_dtype)
+    keep_state = keep_state and n_probes is not None
+    if state is not None and not (
+        n_probes is not None and state["m"] == int(n_probes) and state["dtype"] == dtype
+        and state["k"] <= T and state["Z"].shape[0] == n
+    ):
+        state = None
+    k0 = 0 if state is None else state["k"]
     masks = coef_path != 0  # (p, T+1); mask of step k = support of x^k
     # order the columns by the last step at which they are in a support so
     # that every support (and every union of consecutive ones) is a prefix
@@ -329,11 +348,21 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
     last_sorted = last[order]
     # prefix length covering every coordinate active at step >= k
     prefix = np.searchsorted(-last_sorted, -np.arange(T + 2), side="right")
-    width = int(prefix[1]) if T >= 1 else 0
+    width = int(prefix[max(k0 - 1, 1)]) if T >= 1 else 0
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    if state is not None:
+        A[: k0 + 1, : k0 + 1] = state["A"]
+        Av[: k0 + 1, : k0 + 1] = state["Av"]
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
-        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
-    dtype = np.dtype(chain_dtype)
+        new_state = None
+        if keep_state:
+            Z = state["Z"] if state is not None else (
+                rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
+            new_state = _chain_state(T, Z, dtype, A, Av, {})
+        return A, Av, new_state
     Xs = np.asarray(design.columns(order[:width]), dtype=dtype, order="F")
+    Z = None
     if n_probes is None:  # exact traces: identity probes on the smaller side
         if n <= width:
             probes = Xs.T.copy()  # X~^T Z with Z = I_n
@@ -345,7 +374,8 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
             m, scale = width, 1.0
     else:
         m = int(n_probes)
-        Z = rng.choice([-1.0, 1.0], size=(n, m)).astype(dtype)
+        Z = state["Z"] if state is not None else (
+            rng.choice([-1.0, 1.0], size=(n, m)).astype(dtype))
         probes = Xs.T @ Z
         trace_w = probes
         scale = 1.0 / m
@@ -358,13 +388,25 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
     dv = np.zeros((width, cols_max), dtype=dtype, order="F")
     dx1 = np.zeros_like(dv)
     dx2 = np.zeros_like(dv) if _uses_hb(iteration, T) else None
-    A = np.zeros((T + 1, T + 1))
-    Av = np.zeros((T + 1, T + 1))
+    dv_rows = 0  # rows of dv that may be non-zero
+    if state is not None:  # scatter the saved chains into this column order
+        position = np.empty(coef_path.shape[0], dtype=np.intp)
+        position[order] = np.arange(order.size)
+        c0 = m * k0
+        for name, block in (("dv", dv), ("dx1", dx1), ("dx2", dx2)):
+            coords, values = state["chains"].get(name, (None, None))
+            if block is None or coords is None or coords.size == 0:
+                continue
+            rows = position[coords]
+            block[rows, :c0] = values
+            if name == "dv":
+                dv_rows = int(rows.max()) + 1
     masks_s = masks[order[:width]]
     gram = None
-    dv_rows = 0  # rows of dv that may be non-zero
+    k_first = max(2, k0 + 1)  # first step with chains to propagate
     tic = time.perf_counter()
-    for k in range(1, T + 1):
+    rows_k = rows_prev = 0
+    for k in range(k0 + 1, T + 1):
         c_old = m * (k - 1)  # chains of sources 0..k-2 (source k-1 is new)
         c_new = m * k
         rows_k = int(prefix[k])  # supports of steps >= k live in this prefix
@@ -373,7 +415,9 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
         dz = np.empty((rows_k, c_new), dtype=dtype)
         if c_old and dv_rows:
             u = dv_rows
-            gram = _maybe_gram(Xs, gram, k, prefix, m, T, n)
+            gram = _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n,
+                               cached=None if state is None else state.get("gram"),
+                               order=order)
             if gram is not None and gram.shape[0] >= max(u, rows_k):
                 prod = gram[:rows_k, :u] @ dv[:u, :c_old]
             else:
@@ -412,7 +456,31 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
         if verbose and (k % max(1, T // 10) == 0 or k == T):
             print(f"[risk] {iteration.name} traces: step {k}/{T}, support prefix "
                   f"{rows_k}, {time.perf_counter() - tic:.1f}s")
-    return A, Av
+    new_state = None
+    if keep_state:
+        c = m * T
+        if k0 < T:  # chains after step T, in coordinates (see the loop's invariants)
+            chains = {"dv": (order[:dv_rows], dv[:dv_rows, :c].copy()),
+                      "dx1": (order[:rows_k], dx1[:rows_k, :c].copy())}
+            if dx2 is not None:
+                chains["dx2"] = (order[:rows_prev], dx2[:rows_prev, :c].copy())
+        else:
+            chains = state["chains"]
+        new_state = _chain_state(T, Z, dtype, A, Av, chains)
+        if gram is not None and gram.nbytes <= _GRAM_CACHE_BYTES:
+            new_state["gram"] = (order[: gram.shape[0]], gram)
+        elif state is not None and "gram" in state:
+            new_state["gram"] = state["gram"]
+    return A, Av, new_state
+
+
+# largest restricted Gram matrix kept with the chains for a warm-started refit
+_GRAM_CACHE_BYTES = 256 * 2**20
+
+
+def _chain_state(k, Z, dtype, A, Av, chains):
+    return {"k": k, "m": Z.shape[1], "Z": Z, "dtype": dtype, "A": A.copy(), "Av": Av.copy(),
+            "chains": chains}
 
 
 def _uses_hb(iteration, T):
@@ -428,14 +496,16 @@ def _block_trace(W, D, m):
                      optimize=True)
 
 
-def _maybe_gram(Xs, gram, k, prefix, m, T, n):
-    """Decide once (at the first step with chains) whether to precompute the
-    Gram matrix of a late prefix of columns, using the flop model
-    ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``."""
-    if gram is not None or k != 2 or T < 3:
+def _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n, cached=None, order=None):
+    """Decide once (at the first step with chains, ``k_first``) whether to
+    precompute the Gram matrix of a late prefix of columns, using the flop
+    model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``.
+    ``cached = (coordinates, gram)`` from a previous stage is reused when it
+    covers the prefix (columns ``order[:w]``)."""
+    if gram is not None or k != k_first or T < k_first + 1:
         return gram
     best_w, best_save = 0, 0.0
-    for start in range(2, T + 1):
+    for start in range(k_first, T + 1):
         w = int(prefix[start - 1])
         save = 0.0
         for kk in range(start, T + 1):
@@ -446,6 +516,13 @@ def _maybe_gram(Xs, gram, k, prefix, m, T, n):
             best_save, best_w = save, w
     if best_w == 0:
         return None
+    if cached is not None:
+        coords, cached_gram = cached
+        position = np.full(max(int(coords.max(initial=-1)), int(order.max())) + 1, -1)
+        position[coords] = np.arange(coords.size)
+        idx = position[order[:best_w]]
+        if np.all(idx >= 0) and cached_gram.dtype == Xs.dtype:
+            return cached_gram[np.ix_(idx, idx)]
     check_memory(best_w * best_w * Xs.dtype.itemsize, "the restricted Gram matrix")
     Xw = Xs[:, :best_w]
     return Xw.T @ Xw
@@ -502,7 +579,24 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
         return spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
     if chain_dtype is None:
         chain_dtype = get_config().get("risk_chain_dtype") or design.dtype
-    return _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose)
+    return _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose)[:2]
+
+
+def _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype, verbose,
+                     state):
+    """:func:`memory_matrix` continuing the chains of ``state`` (proximal
+    iterations; the others recompute) and returning the new chain state."""
+    if (coef_path.shape[1] == 1 or hasattr(iteration, "memory_matrix") or iteration.is_linear
+            or getattr(iteration, "sampler", None) is not None):
+        A, Av = memory_matrix(design, iteration, coef_path, n_probes=n_probes,
+                              random_state=random_state, chain_dtype=chain_dtype,
+                              verbose=verbose)
+        return A, Av, None
+    if chain_dtype is None:
+        chain_dtype = get_config().get("risk_chain_dtype") or design.dtype
+    return _masked_memory(design, iteration, coef_path, n_probes,
+                          check_random_state(random_state), chain_dtype, verbose,
+                          state=state, keep_state=True)
 
 
 def residual_matrix(design, y_tilde, coef_path):
@@ -514,7 +608,7 @@ def residual_matrix(design, y_tilde, coef_path):
 
 
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, random_state=None,
-                    chain_dtype=None, fitted=None, verbose=0):
+                    chain_dtype=None, fitted=None, verbose=0, _state=None, _keep_state=False):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     fitted : ndarray of shape (n_samples, T + 1), default=None
@@ -527,8 +621,14 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
         for the iterates, ``memory_matrix_sources`` for the gradient points.
     """
     tic = time.perf_counter()
-    A, Av = memory_matrix(design, iteration, coef_path, n_probes=n_probes,
-                          random_state=random_state, chain_dtype=chain_dtype, verbose=verbose)
+    state = None
+    if _keep_state:
+        A, Av, state = _memory_matrices(design, iteration, coef_path, n_probes, random_state,
+                                        chain_dtype, verbose, _state)
+    else:
+        A, Av = memory_matrix(design, iteration, coef_path, n_probes=n_probes,
+                              random_state=random_state, chain_dtype=chain_dtype,
+                              verbose=verbose)
     if fitted is None:
         F = residual_matrix(design, y_tilde, coef_path)
     else:  # X~ x^t recorded by the fit loop
@@ -538,7 +638,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
                                A_sources=Av if has_momentum else None, iteration=iteration)
     if verbose:
         print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
-    return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av)
+    return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
+                 chain_state=state)
 
 
 def risk_path(estimator, X, y, sample_weight=None):
@@ -577,9 +678,13 @@ def risk_path(estimator, X, y, sample_weight=None):
 
 def _estimator_risk(est, design, y_tilde, iteration):
     """Fill ``risk_path_`` and friends on a fitted estimator."""
+    # a warm-started fit continues the Jacobian chains of the previous one
+    keep = bool(getattr(est, "warm_start", False))
     res = trajectory_risk(design, y_tilde, iteration, est.coef_path_, n_probes=est.n_probes,
                           random_state=est.random_state, verbose=est.verbose,
-                          fitted=getattr(est, "_fitted_path", None))
+                          fitted=getattr(est, "_fitted_path", None),
+                          _state=getattr(est, "_risk_state", None), _keep_state=keep)
+    est._risk_state = res.chain_state
     est.risk_path_ = res.risk
     est.risk_matrix_ = res.risk_matrix
     est.memory_matrix_ = res.memory_matrix

@@ -67,10 +67,64 @@ def set_iterate(estimator, iteration):
     return estimator
 
 
-def _fit_candidate(estimator, X, y, fit_params, attrs):
-    """Fit one grid point; return it with its estimate paths and fit time."""
+def _argmin_first(path):
+    """First iterate within the tie tolerance of the smallest finite value."""
+    path = np.where(np.isfinite(path), path, np.inf)
+    m = path.min() if path.size else np.inf
+    if not np.isfinite(m):
+        return None
+    return int(np.flatnonzero(path <= m + _TIE_RTOL * abs(m))[0])
+
+
+def _can_stage(estimator):
+    params = estimator.get_params(deep=False)
+    return "max_iter" in params and "warm_start" in params
+
+
+def _next_stage(n_iter, best, n_iter_no_change):
+    """Length of the next stage of an early-stopped path.
+
+    While the estimate still improves at the end of the path (``best ==
+    n_iter``), grow by ``max(n_iter_no_change, n_iter // 4)``: geometric
+    growth bounds the cost of estimates recomputed at every stage (such as
+    ``loo_path_``) by a multiple of one fit. Once the minimum lies behind,
+    go to the first length where the rule can hold, ``best +
+    n_iter_no_change``, but by at least ``n_iter // 8``.
+    """
+    if best is None or best >= n_iter:
+        return n_iter + max(n_iter_no_change, n_iter // 4)
+    return max(best + n_iter_no_change, n_iter + max(1, n_iter // 8))
+
+
+def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None):
+    """Fit one grid point; return it with its estimate paths and fit time.
+
+    With ``n_iter_no_change``, the path is grown in stages by warm-started
+    refits (which continue the path bit for bit, and the Jacobian chains of
+    the risk estimate) until the estimate ``attr`` has not improved during
+    the last ``n_iter_no_change`` iterations, or ``max_iter`` is reached.
+    See :func:`_next_stage` for the stage lengths.
+    """
     tic = time.perf_counter()
-    estimator.fit(X, y, **fit_params)
+    if n_iter_no_change is None or not _can_stage(estimator):
+        estimator.fit(X, y, **fit_params)
+    else:
+        max_iter, warm_start = estimator.max_iter, estimator.warm_start
+        n_iter = min(max_iter, 2 * n_iter_no_change)
+        try:
+            while True:
+                estimator.set_params(max_iter=n_iter, warm_start=True)
+                estimator.fit(X, y, **fit_params)
+                if not hasattr(estimator, attr):
+                    break  # the caller says what is missing
+                best = _argmin_first(np.asarray(getattr(estimator, attr), dtype=np.float64))
+                if n_iter >= max_iter or (best is not None
+                                          and n_iter - best >= n_iter_no_change):
+                    break
+                n_iter = min(max_iter, _next_stage(n_iter, best, n_iter_no_change))
+        finally:
+            estimator.set_params(warm_start=warm_start)
+            estimator._risk_state = None  # free the saved chains
     fit_time = time.perf_counter() - tic
     paths = {a: np.asarray(getattr(estimator, a), dtype=np.float64)
              for a in attrs if hasattr(estimator, a)}
@@ -130,6 +184,21 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         ``max_iter``, ``n_alphas_no_change``). By default the path stops
         after 3 alphas without a new minimum of the estimated risk
         (``n_alphas_no_change=3``; ``None`` runs the whole grid).
+    n_iter_no_change : int or None, default=10
+        Early stopping of each path on its own estimate: the path is grown by
+        warm-started refits (bit for bit the same iterates, and the Jacobian
+        chains of ``risk_path_`` are continued, not recomputed) and stops once
+        the estimate has not improved during the last ``n_iter_no_change``
+        iterations, or at the estimator's ``max_iter``. The selection is then
+        the argmin over the path computed so far, and ``estimator_.n_iter_``
+        (and its ``max_iter``) is where the path stopped. The rule is checked
+        at the end of stages (the first is ``2 * n_iter_no_change`` long; a
+        stage grows the path by a quarter while the estimate still improves
+        at its end, else up to the first length where the rule can hold), so
+        the path may run a little past the first iteration where it holds.
+        ``None`` fits every path to ``max_iter`` (the argmin over whole
+        paths). Estimators without ``max_iter`` and ``warm_start`` are always
+        fitted to the end.
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
@@ -221,18 +290,21 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         "search": [StrOptions({"grid", "path"})],
         "path_neighbors": [Interval(Integral, 0, None, closed="left")],
         "path_params": [dict, None],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
     }
 
     def __init__(self, estimator, *, criterion="risk", param_grid=None, search="grid",
-                 path_neighbors=0, path_params=None, n_jobs=None, verbose=0):
+                 path_neighbors=0, path_params=None, n_iter_no_change=10, n_jobs=None,
+                 verbose=0):
         self.estimator = estimator
         self.criterion = criterion
         self.param_grid = param_grid
         self.search = search
         self.path_neighbors = path_neighbors
         self.path_params = path_params
+        self.n_iter_no_change = n_iter_no_change
         self.n_jobs = n_jobs
         self.verbose = verbose
 
@@ -296,7 +368,8 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         """Fit every candidate; keep only the fitted estimators that can win."""
         attr = _CRITERIA[self.criterion][0]
         attrs = ("risk_path_", "loo_path_")
-        jobs = (delayed(_fit_candidate)(self._prepared(params), X, y, fit_params, attrs)
+        jobs = (delayed(_fit_candidate)(self._prepared(params), X, y, fit_params, attrs,
+                                        attr, self.n_iter_no_change)
                 for params in candidates)
         paths, times, mins, kept = [], [], [], {}
         best = np.inf

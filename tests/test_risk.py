@@ -10,6 +10,7 @@ algorithms, since the maps are linear), hence the exact memory matrix.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._design import Design
@@ -281,6 +282,55 @@ def test_warm_start_extends_risk_path(make):
     warm = make().set_params(max_iter=15, random_state=1, warm_start=True).fit(X, y)
     warm.set_params(max_iter=30).fit(X, y)
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["ista", "fista"])
+@pytest.mark.parametrize("kind", ["dense", "sparse_weighted", "float32"])
+def test_warm_start_continues_the_chains(solver, kind, monkeypatch):
+    """A warm-started refit continues the saved Jacobian chains: only the new
+    steps are propagated, and the result equals the cold fit of the whole
+    path (same probes)."""
+    import pickle
+
+    import skacv._risk as risk_module
+
+    X, y = _small_problem(7, n=60, p=90)
+    w = None
+    if kind == "sparse_weighted":
+        X = sp.csr_matrix(np.where(np.abs(X) > 0.5, X, 0.0))
+        w = np.random.RandomState(1).uniform(0.2, 3.0, X.shape[0])
+    elif kind == "float32":
+        X = X.astype(np.float32)
+    est = TrajectoryLasso(0.03, solver=solver, random_state=3)
+    cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
+
+    steps = []
+    real = risk_module._masked_memory
+
+    def spy(design, iteration, coef_path, *args, **kwargs):
+        state = kwargs.get("state")
+        steps.append(coef_path.shape[1] - 1 - (0 if state is None else state["k"]))
+        return real(design, iteration, coef_path, *args, **kwargs)
+
+    monkeypatch.setattr(risk_module, "_masked_memory", spy)
+    warm = clone(est).set_params(max_iter=11, warm_start=True).fit(X, y, sample_weight=w)
+    for total in (12, 25, 40):
+        warm.set_params(max_iter=total).fit(X, y, sample_weight=w)
+    assert steps == [11, 1, 13, 15]  # each refit propagated only its new steps
+    rtol = 1e-4 if kind == "float32" else 1e-10
+    np.testing.assert_allclose(warm.memory_matrix_, cold.memory_matrix_, rtol=rtol,
+                               atol=rtol * np.abs(cold.memory_matrix_).max())
+    np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=rtol)
+    # a pickled estimator drops the chains; its warm refit recomputes them
+    restored = pickle.loads(pickle.dumps(
+        clone(est).set_params(max_iter=20, warm_start=True).fit(X, y, sample_weight=w)))
+    assert getattr(restored, "_risk_state", None) is None
+    steps.clear()
+    restored.set_params(max_iter=40).fit(X, y, sample_weight=w)
+    assert steps == [40]
+    np.testing.assert_allclose(restored.risk_path_, cold.risk_path_, rtol=rtol)
+    # without warm_start nothing is kept
+    assert clone(est).set_params(max_iter=5).fit(X, y)._risk_state is None
 
 
 def test_sparse_and_float32():

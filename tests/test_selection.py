@@ -39,10 +39,10 @@ class _LooFromTruth(IterativeRidge):
     function of the iteration, ``(t - target)^2 + offset``, set only when
     ``estimate_loo=True``; ``flat=True`` makes it constant (ties)."""
 
-    def __init__(self, alpha=1.0, *, max_iter=30, estimate_risk=False, estimate_loo=False,
-                 target=7, offset=0.0, flat=False):
-        super().__init__(alpha, max_iter=max_iter, estimate_risk=estimate_risk,
-                         estimate_loo=estimate_loo)
+    def __init__(self, alpha=1.0, *, max_iter=30, warm_start=False, estimate_risk=False,
+                 estimate_loo=False, target=7, offset=0.0, flat=False):
+        super().__init__(alpha, max_iter=max_iter, warm_start=warm_start,
+                         estimate_risk=estimate_risk, estimate_loo=estimate_loo)
         self.target = target
         self.offset = offset
         self.flat = flat
@@ -83,7 +83,7 @@ def _brute_force(estimator, grid, X, y, attr="risk_path_", **fit_params):
 def test_selects_joint_argmin_of_separate_fits():
     X, y = _data()
     base = TrajectoryLasso(max_iter=40, random_state=0)
-    search = TrajectoryEarlyStoppingCV(base, param_grid=GRID).fit(X, y)
+    search = TrajectoryEarlyStoppingCV(base, param_grid=GRID, n_iter_no_change=None).fit(X, y)
     fits, i, t = _brute_force(base, GRID, X, y)
     params, ref = fits[i]
     assert search.best_params_ == params
@@ -117,7 +117,8 @@ def test_no_refit_and_full_path_kept():
     X, y = _data()
     _CountingLasso.n_fits = 0
     search = TrajectoryEarlyStoppingCV(_CountingLasso(max_iter=30, random_state=0),
-                                       param_grid={"alpha": [0.2, 0.05]}).fit(X, y)
+                                       param_grid={"alpha": [0.2, 0.05]},
+                                       n_iter_no_change=None).fit(X, y)
     assert _CountingLasso.n_fits == 2
     est = search.estimator_
     assert est.coef_path_.shape == (X.shape[1], 31)
@@ -125,6 +126,54 @@ def test_no_refit_and_full_path_kept():
     t = search.best_iteration_
     assert_allclose(est.predict_path(X)[:, t], search.predict(X), rtol=1e-12)
     assert search.n_features_in_ == X.shape[1]
+
+
+@pytest.mark.parametrize("target, patience, expected_stop", [
+    (7, 10, 20),    # first stage 2 * 10 = 20: the minimum at 7 is 13 back -> stop
+    (25, 10, 35),   # 20 (still improving) -> 20 + max(10, 5) = 30 (best 25,
+                    # 5 back) -> max(25 + 10, 30 + 3) = 35 (10 back) -> stop
+    (55, 10, 60),   # 20 -> 30 -> 40 -> 50 -> 60 = max_iter
+    (3, 1, 4),      # 2 (improving) -> 3 (improving) -> 4: the minimum at 3 is 1 back
+])
+def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop):
+    X, y = _data()
+    search = TrajectoryEarlyStoppingCV(
+        _LooFromTruth(max_iter=60, target=target), criterion="loo",
+        n_iter_no_change=patience).fit(X, y)
+    est = search.estimator_
+    assert search.best_iteration_ == min(target, 60)
+    assert est.n_iter_ == expected_stop
+    assert est.coef_path_.shape[1] == expected_stop + 1
+    assert search.cv_results_["n_iter"][0] == expected_stop
+    # the staged path is the cold path's prefix, and warm_start is restored
+    cold = clone(est).set_params(max_iter=expected_stop, warm_start=False).fit(X, y)
+    assert_allclose(est.coef_path_, cold.coef_path_, rtol=1e-12, atol=1e-14)
+    assert est.warm_start is False
+
+
+def test_n_iter_no_change_on_a_real_risk_path():
+    """Early-stopped search == the rule applied by hand to the cold full path:
+    the staged paths (warm starts, continued chains) are prefixes of it."""
+    X, y = _data(n=100, p=160)
+    base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0)
+    full = clone(base).fit(X, y).risk_path_
+    for patience in (3, 10):
+        search = TrajectoryEarlyStoppingCV(base, n_iter_no_change=patience).fit(X, y)
+        n = 2 * patience  # the documented stage schedule, replayed
+        while True:
+            best = int(np.argmin(full[: n + 1]))
+            if n >= 80 or n - best >= patience:
+                break
+            if best == n:  # still improving: grow by a quarter (at least patience)
+                n = min(80, n + max(patience, n // 4))
+            else:  # first length where the rule can hold (at least n // 8 more)
+                n = min(80, max(best + patience, n + max(1, n // 8)))
+        assert search.estimator_.n_iter_ == n
+        assert search.best_iteration_ == best
+        assert_allclose(search.risk_path_, full[: n + 1], rtol=1e-10)
+        assert n - best >= patience or n == 80
+    # the first rule that can hold stops short of the whole path here
+    assert search.estimator_.n_iter_ < 80
 
 
 def test_set_iterate_writes_the_path_column():
@@ -141,7 +190,8 @@ def test_set_iterate_writes_the_path_column():
 def test_loo_criterion_reads_loo_path_and_switches_it_on():
     X, y = _data()
     grid = {"target": [12, 5, 9], "offset": [1.0, 0.5]}
-    search = TrajectoryEarlyStoppingCV(_LooFromTruth(), criterion="loo", param_grid=grid)
+    search = TrajectoryEarlyStoppingCV(_LooFromTruth(), criterion="loo", param_grid=grid,
+                                       n_iter_no_change=None)
     search.fit(X, y)
     # estimate_loo was False in the prototype: the clones had it switched on
     assert search.best_params_ == {"offset": 0.5, "target": 12}
