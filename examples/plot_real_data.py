@@ -81,12 +81,13 @@ print(f"standard error of the test MSE: about {table['test MSE'].mean() * np.sqr
 # Along the selected path
 # -----------------------
 # The estimated risk, the approximate leave-one-out error and the test error
-# of every iterate of the selected penalty.
+# of every iterate of the selected penalty (``n_iter_no_change=None``: whole
+# paths, not stopped after the estimated minimum).
 prep = make_pipeline(*features()).fit(X_train)
 P_train, P_test = prep.transform(X_train), prep.transform(X_test)
 search = TrajectoryEarlyStoppingCV(
     TrajectoryLasso(max_iter=100, random_state=0, estimate_loo=True),
-    param_grid={"alpha": alphas},
+    param_grid={"alpha": alphas}, n_iter_no_change=None,
 ).fit(P_train, y_train)
 RiskPathDisplay.from_estimator(search, P_test, y_test)
 
