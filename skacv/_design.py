@@ -151,8 +151,8 @@ class Design:
         """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian)."""
         n, p = self.n_samples, self.n_features
         if min(n, p) <= _EXACT_EIG_SIZE:
-            G = self.gram(side="auto")
-            L = float(np.linalg.eigvalsh(G)[-1]) if G.size else 0.0
+            lam = self.gram_eigenvalues()
+            L = float(lam[-1]) if lam.size else 0.0
         else:
             side = "features" if p <= n else "samples"
             m = min(n, p)
@@ -169,6 +169,14 @@ class Design:
             v0 = np.random.RandomState(0).standard_normal(m)
             L = float(eigsh(op, k=1, which="LA", v0=v0, tol=1e-6)[0][0]) / self.n_eff
         return max(L, 0.0)
+
+    def gram_eigenvalues(self):
+        """Ascending eigenvalues of the smaller Gram matrix (``gram("auto")``),
+        computed once per design (the step size and exact traces share them)."""
+        if getattr(self, "_gram_eigenvalues", None) is None:
+            G = self.gram(side="auto")
+            self._gram_eigenvalues = np.linalg.eigvalsh(G) if G.size else np.zeros(0)
+        return self._gram_eigenvalues
 
     def gram(self, side="auto"):
         """``X~^T X~ / n_eff`` (side='features') or ``X~ X~^T / n_eff``.

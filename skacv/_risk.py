@@ -188,7 +188,7 @@ def _exact_nodes(design):
     m = min(design.n_samples, design.n_features)
     check_memory(8 * m * m, f"the exact-trace Gram matrix ({m} x {m})",
                  "Use n_probes=int (Hutchinson) instead. ")
-    lam = np.linalg.eigvalsh(design.gram(side="auto"))
+    lam = design.gram_eigenvalues()
     return np.clip(lam, 0, None), np.ones_like(lam)
 
 
