@@ -5,7 +5,7 @@ from contextlib import contextmanager
 _CONFIG = {
     "path_memory_limit": 4 * 2**30,
     "working_memory": 1 * 2**30,
-    "risk_chain_dtype": None,
+    "risk_chain_dtype": "auto",
 }
 
 
@@ -19,10 +19,13 @@ def get_config():
         allocate to store a path (``coef_path_``, leave-one-out predictions).
         ``working_memory`` (bytes): size of the temporary blocks used by the
         risk and leave-one-out estimators before they chunk their work.
-        ``risk_chain_dtype`` (None or "float32"/"float64"): precision of the
-        Jacobian chains of ISTA/FISTA risk estimates; ``None`` follows ``X``.
-        float32 chains are about twice as fast; their relative rounding error
-        (~1e-6) is far below the Hutchinson noise.
+        ``risk_chain_dtype`` ("auto", None, "float32" or "float64"):
+        precision of the Jacobian chains of ISTA/FISTA risk estimates.
+        ``"auto"`` (default) uses float32 with Hutchinson probes
+        (``n_probes=int``) and the dtype of ``X`` with exact traces
+        (``n_probes=None``); ``None`` follows ``X``. float32 chains are about
+        twice as fast; their relative rounding error (~1e-6) is far below the
+        Hutchinson noise (~1e-2).
     """
     return dict(_CONFIG)
 
@@ -36,13 +39,16 @@ def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype="un
         Largest path array in bytes. ``None`` leaves it unchanged.
     working_memory : int, default=None
         Size of temporary blocks in bytes. ``None`` leaves it unchanged.
-    risk_chain_dtype : None, "float32" or "float64", default="unchanged"
-        Precision of the ISTA/FISTA Jacobian chains (``None``: that of X).
+    risk_chain_dtype : "auto", None, "float32" or "float64", default="unchanged"
+        Precision of the ISTA/FISTA Jacobian chains (``"auto"``: float32
+        with Hutchinson probes, that of X with exact traces; ``None``: that
+        of X).
     """
     if risk_chain_dtype != "unchanged":
-        if risk_chain_dtype not in (None, "float32", "float64"):
+        if risk_chain_dtype not in ("auto", None, "float32", "float64"):
             raise ValueError(
-                f"risk_chain_dtype must be None, 'float32' or 'float64'; got {risk_chain_dtype!r}."
+                "risk_chain_dtype must be 'auto', None, 'float32' or 'float64'; got "
+                f"{risk_chain_dtype!r}."
             )
         _CONFIG["risk_chain_dtype"] = risk_chain_dtype
     if path_memory_limit is not None:

@@ -549,7 +549,8 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
     random_state : int, RandomState instance or None
     chain_dtype : dtype, default=None
         Precision of the Jacobian chains of proximal methods (default: the
-        configured ``risk_chain_dtype``, else the dtype of ``X``).
+        configured ``risk_chain_dtype``, ``"auto"``: float32 with Hutchinson
+        probes, the dtype of ``X`` with exact traces).
     verbose : int
 
     Returns
@@ -577,9 +578,20 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
             lam, w = _lanczos_nodes(design, n_probes, rng, depth=T // 2 + 2, verbose=verbose,
                                     check=_lanczos_check(iteration, T))
         return spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
-    if chain_dtype is None:
-        chain_dtype = get_config().get("risk_chain_dtype") or design.dtype
+    chain_dtype = _chain_dtype(design, n_probes, chain_dtype)
     return _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose)[:2]
+
+
+def _chain_dtype(design, n_probes, chain_dtype=None):
+    """Precision of the Jacobian chains: ``chain_dtype``, else the configured
+    ``risk_chain_dtype``; ``"auto"`` is float32 with Hutchinson probes (whose
+    own relative error, ~1e-2, dwarfs float32 rounding, ~1e-6) and the dtype
+    of ``X`` for exact traces; ``None`` is the dtype of ``X``."""
+    if chain_dtype is None:
+        chain_dtype = get_config().get("risk_chain_dtype")
+    if chain_dtype == "auto":
+        chain_dtype = np.float32 if n_probes is not None else None
+    return np.dtype(chain_dtype or design.dtype)
 
 
 def _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype, verbose,
@@ -592,8 +604,7 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain
                               random_state=random_state, chain_dtype=chain_dtype,
                               verbose=verbose)
         return A, Av, None
-    if chain_dtype is None:
-        chain_dtype = get_config().get("risk_chain_dtype") or design.dtype
+    chain_dtype = _chain_dtype(design, n_probes, chain_dtype)
     return _masked_memory(design, iteration, coef_path, n_probes,
                           check_random_state(random_state), chain_dtype, verbose,
                           state=state, keep_state=True)

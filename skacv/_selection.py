@@ -22,6 +22,8 @@ from sklearn.utils.metadata_routing import (
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from ._config import config_context, get_config
+
 # estimates of two iterates closer than this (relative) are a tie: the first
 # grid point, then the earliest iteration, wins (rounding must not decide)
 _TIE_RTOL = 1e-9
@@ -96,7 +98,8 @@ def _next_stage(n_iter, best, n_iter_no_change):
     return max(best + n_iter_no_change, n_iter + max(1, n_iter // 8))
 
 
-def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None):
+def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None,
+                   config=None):
     """Fit one grid point; return it with its estimate paths and fit time.
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
@@ -105,6 +108,13 @@ def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chan
     the last ``n_iter_no_change`` iterations, or ``max_iter`` is reached.
     See :func:`_next_stage` for the stage lengths.
     """
+    # the caller's skacv configuration, also in joblib worker processes
+    with config_context(**(config or get_config())):
+        return _fit_candidate_staged(estimator, X, y, fit_params, attrs, attr,
+                                     n_iter_no_change)
+
+
+def _fit_candidate_staged(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
     tic = time.perf_counter()
     if n_iter_no_change is None or not _can_stage(estimator):
         estimator.fit(X, y, **fit_params)
@@ -368,8 +378,9 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         """Fit every candidate; keep only the fitted estimators that can win."""
         attr = _CRITERIA[self.criterion][0]
         attrs = ("risk_path_", "loo_path_")
+        config = get_config()
         jobs = (delayed(_fit_candidate)(self._prepared(params), X, y, fit_params, attrs,
-                                        attr, self.n_iter_no_change)
+                                        attr, self.n_iter_no_change, config)
                 for params in candidates)
         paths, times, mins, kept = [], [], [], {}
         best = np.inf

@@ -8,3 +8,16 @@ import os
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
 # figures are written to files only (headless CI)
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def float64_chains():
+    """Jacobian chains in float64 (the default ``"auto"`` runs Hutchinson
+    chains in float32): for tests of identities at rounding level."""
+    from skacv import config_context
+
+    with config_context(risk_chain_dtype="float64"):
+        yield

@@ -470,6 +470,7 @@ def test_auto_step_lanczos_branch(monkeypatch, fmt, shape):
     assert_allclose(1.0 / est.step_size_, L, rtol=1e-6)
 
 
+@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("name", ["fista", "nesterov_auto"])
 def test_warm_start_risk_path_equals_cold(name):
     """The estimates of a warm-started path are those of the cold path."""

@@ -163,6 +163,7 @@ def test_lanczos_quadrature_is_hutchinson_with_the_same_probes():
         np.testing.assert_allclose(est.memory_matrix_[d, 0], hutch, rtol=1e-9)
 
 
+@pytest.mark.usefixtures("float64_chains")
 def test_masked_chains_equal_the_seed_algorithm_with_the_same_probes():
     """ISTA: skacv's restricted chains == the seed notebook's dense R_t loop."""
     rng = np.random.default_rng(2025)
@@ -274,6 +275,7 @@ def test_sample_weight_equals_repeated_rows():
         np.testing.assert_allclose(a, b, rtol=1e-8)
 
 
+@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("make", [lambda: TrajectoryLasso(0.05, solver="fista"),
                                   lambda: IterativeRidge(1.0, solver="heavy_ball")])
 def test_warm_start_extends_risk_path(make):
@@ -284,6 +286,7 @@ def test_warm_start_extends_risk_path(make):
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-12)
 
 
+@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("solver", ["ista", "fista"])
 @pytest.mark.parametrize("kind", ["dense", "sparse_weighted", "float32"])
 def test_warm_start_continues_the_chains(solver, kind, monkeypatch):
@@ -371,3 +374,26 @@ def test_memory_matrix_public_function_on_design():
     # sources v^t = x^t + beta_t (x^t - x^{t-1}) row-wise
     k = 5
     np.testing.assert_allclose(Av[k], (1 + it.beta(k)) * A[k] - it.beta(k) * A[k - 1])
+
+
+def test_auto_chain_precision():
+    """Default ``risk_chain_dtype="auto"``: float32 chains with Hutchinson
+    probes (rounding far below the probe noise), X's precision with exact
+    traces (bit for bit the float64 result)."""
+    X, y = _small_problem(8, n=80, p=120)
+    for solver in ("ista", "fista"):
+        est = TrajectoryLasso(0.03, solver=solver, max_iter=30, random_state=0)
+        auto = clone(est).fit(X, y).risk_path_
+        with config_context(risk_chain_dtype="float64"):
+            f64 = clone(est).fit(X, y).risk_path_
+            f64_other_probes = clone(est).set_params(random_state=1).fit(X, y).risk_path_
+        rel = np.abs(auto / f64 - 1).max()
+        assert 0 < rel < 1e-5  # float32 was used, and its error is tiny ...
+        assert np.abs(f64_other_probes / f64 - 1).max() > 100 * rel  # ... next to the probes'
+        exact = clone(est).set_params(n_probes=None)
+        with config_context(risk_chain_dtype="float64"):
+            exact64 = clone(exact).fit(X, y).risk_path_
+        np.testing.assert_array_equal(clone(exact).fit(X, y).risk_path_, exact64)
+    with pytest.raises(ValueError, match="risk_chain_dtype must be"):
+        with config_context(risk_chain_dtype="float16"):
+            pass

@@ -151,6 +151,7 @@ def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expe
     assert est.warm_start is False
 
 
+@pytest.mark.usefixtures("float64_chains")
 def test_n_iter_no_change_on_a_real_risk_path():
     """Early-stopped search == the rule applied by hand to the cold full path:
     the staged paths (warm starts, continued chains) are prefixes of it."""
@@ -272,6 +273,7 @@ def test_metadata_routing():
         TrajectoryEarlyStoppingCV(base).fit(X, y, other=w)
 
 
+@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("backend", ["loky", "threading"])
 def test_parallel_backends_give_the_sequential_result(backend):
     X, y = _data()
