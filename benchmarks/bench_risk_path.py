@@ -16,6 +16,7 @@ the extra time to the fit time (goal <= 0.5).
     python benchmarks/bench_risk_path.py --n 2000 --p 3000 --s 200 --T 50
     python benchmarks/bench_risk_path.py --linear --T 200
     python benchmarks/bench_risk_path.py --float32       # X in float32 (chains too)
+    python benchmarks/bench_risk_path.py --chains x      # chains in X's precision
 """
 
 import argparse
@@ -23,7 +24,7 @@ import time
 
 import numpy as np
 
-from skacv import IterativeRidge, TrajectoryLasso
+from skacv import IterativeRidge, TrajectoryLasso, config_context
 
 
 def seed_data(n, p, s, sigma, seed):
@@ -75,10 +76,12 @@ def part_ista(args):
                           fit_intercept=False, n_probes=m, random_state=args.probe_seed,
                           verbose=args.verbose)
     tic = time.perf_counter()
-    est.fit(Xs, y)
+    with config_context(risk_chain_dtype=None if args.chains == "x" else args.chains):
+        est.fit(Xs, y)
     t_skacv = time.perf_counter() - tic
     true = ((est.coef_path_ - beta[:, None]) ** 2).sum(0) + args.sigma**2
-    print(f"n={n} p={p} s={s} T={T} m={m} lam={args.lam} dtype={Xs.dtype}")
+    print(f"n={n} p={p} s={s} T={T} m={m} lam={args.lam} dtype={Xs.dtype} "
+          f"chains={args.chains}")
     print(f"skacv fit + risk_path_: {t_skacv:.1f}s   support_last={int((est.coef_ != 0).sum())}")
     if args.skip_seed:
         est_seed = None
@@ -134,6 +137,8 @@ def main():
     ap.add_argument("--sigma", type=float, default=1.5)
     ap.add_argument("--probe-seed", type=int, default=0)
     ap.add_argument("--float32", action="store_true")
+    ap.add_argument("--chains", choices=["auto", "x", "float32", "float64"], default="auto",
+                    help="risk_chain_dtype: auto (default: float32 with probes), x (X's dtype)")
     ap.add_argument("--linear", action="store_true", help="GD / ridge GD / heavy ball part")
     ap.add_argument("--skip-seed", action="store_true", help="skip the all-pairs baseline")
     ap.add_argument("--verbose", type=int, default=0)

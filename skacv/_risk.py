@@ -206,7 +206,8 @@ def _quadrature(alphas, betas, k, scale):
     return np.clip(np.concatenate(nodes), 0, None), np.concatenate(weights)
 
 
-def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9):
+def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,
+                       return_state=False):
     """Gauss quadrature of ``w^T f(op) w`` for the columns ``w`` of ``W0``.
 
     Block Lanczos with full re-orthogonalisation, one independent process per
@@ -215,21 +216,40 @@ def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9):
     polynomials of degree ``< 2 * depth``. ``check(nodes, weights)``, if
     given, is evaluated every other step and the process stops once its value
     changes by less than ``rtol`` (relative).
+
+    ``resume`` (the state returned with ``return_state=True`` by a run on the
+    same ``op`` and ``W0``) continues that run up to the new ``depth``
+    instead of starting again.
     """
     dim, m = W0.shape
     depth = int(min(depth, dim))
-    raw = np.linalg.norm(W0, axis=0) ** 2
-    norms = np.sqrt(raw)
-    norms[norms == 0] = 1.0
-    q = W0 / norms
-    basis = np.zeros((depth, dim, m))
-    alphas = np.zeros((depth, m))
-    betas = np.zeros((depth, m))
-    q_prev = np.zeros_like(q)
-    beta_prev = np.zeros(m)
-    k_used = depth
+    if resume is not None and (resume["dim"], resume["m"]) != (dim, m):
+        resume = None
+    if resume is not None:
+        depth = max(depth, resume["j"])
+        raw = resume["raw"]
+        basis = np.zeros((depth, dim, m))
+        alphas = np.zeros((depth, m))
+        betas = np.zeros((depth, m))
+        j0 = resume["j"]
+        basis[:j0], alphas[:j0], betas[:j0] = (resume["basis"][:j0], resume["alphas"][:j0],
+                                              resume["betas"][:j0])
+        q, q_prev, beta_prev = resume["q"], resume["q_prev"], resume["beta_prev"]
+        exhausted = resume["exhausted"]
+    else:
+        raw = np.linalg.norm(W0, axis=0) ** 2
+        norms = np.sqrt(raw)
+        norms[norms == 0] = 1.0
+        q = W0 / norms
+        basis = np.zeros((depth, dim, m))
+        alphas = np.zeros((depth, m))
+        betas = np.zeros((depth, m))
+        q_prev = np.zeros_like(q)
+        beta_prev = np.zeros(m)
+        j0, exhausted = 0, False
+    k_used = depth if not exhausted else j0
     prev = None
-    for j in range(depth):
+    for j in range(j0, depth if not exhausted else j0):
         basis[j] = q
         w = np.asarray(op(q), dtype=np.float64)
         a = np.einsum("dm,dm->m", q, w)
@@ -240,13 +260,12 @@ def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9):
             w -= np.einsum("kdm,km->dm", basis[: j + 1], coef)
         b = np.linalg.norm(w, axis=0)
         alphas[j], betas[j] = a, b
-        if j + 1 < depth:
-            if np.any(b <= 1e-12 * max(1.0, np.abs(alphas[: j + 1]).max())):
-                # invariant subspace found for a column: the quadrature is exact
-                k_used = j + 1
-                break
-            q_prev, q = q, w / b
-            beta_prev = b
+        if np.any(b <= 1e-12 * max(1.0, np.abs(alphas[: j + 1]).max())):
+            # invariant subspace found for a column: the quadrature is exact
+            k_used, exhausted = j + 1, True
+            break
+        q_prev, q = q, w / b
+        beta_prev = b
         if check is not None and j >= 6 and j % 2 == 0 and j + 1 < depth:
             # stop once the quantities the estimate needs have converged
             val = check(*_quadrature(alphas, betas, j + 1, raw))
@@ -256,7 +275,13 @@ def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9):
                     k_used = j + 1
                     break
             prev = val
-    return _quadrature(alphas, betas, k_used, raw), k_used
+    result = _quadrature(alphas, betas, k_used, raw), k_used
+    if not return_state:
+        return result
+    state = {"dim": dim, "m": m, "j": k_used, "raw": raw, "basis": basis[:k_used],
+             "alphas": alphas[:k_used], "betas": betas[:k_used], "q": q, "q_prev": q_prev,
+             "beta_prev": beta_prev, "exhausted": exhausted or k_used >= dim}
+    return result + (state,)
 
 
 def _lanczos_check(iteration, T):
@@ -277,12 +302,14 @@ def _lanczos_check(iteration, T):
     return moments
 
 
-def _lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9):
+def _lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9,
+                   state=None, keep_state=False):
     """Gauss quadrature of ``m`` Rademacher probes (stochastic Lanczos).
 
     Returns nodes and weights such that ``sum_j w_j f(theta_j)`` equals the
     Hutchinson estimate ``(1/m) sum_i z_i^T f(K) z_i`` for every polynomial
-    ``f`` of degree ``< 2 * depth``.
+    ``f`` of degree ``< 2 * depth``; with ``keep_state``, also the Lanczos
+    state, which ``state`` resumes (same design and probes).
     """
     n, p = design.n_samples, design.n_features
     dim = min(n, p)
@@ -297,10 +324,19 @@ def _lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-
             return design.rmatvec(design.matvec(Q.astype(design.dtype))) * inv_n
 
     m = n_probes
-    Z = rng.choice([-1.0, 1.0], size=(dim, m))
-    (nodes, weights), k_used = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol)
+    if state is not None:
+        Z = state["Z"]
+        resume = state["lanczos"]
+    else:
+        Z = rng.choice([-1.0, 1.0], size=(dim, m))
+        resume = None
+    out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
+                             return_state=keep_state)
+    (nodes, weights), k_used = out[:2]
     if verbose:
         print(f"[risk] Lanczos quadrature: {m} probes x {k_used} steps")
+    if keep_state:
+        return nodes, weights / m, {"kind": "lanczos", "Z": Z, "lanczos": out[2]}
     return nodes, weights / m
 
 
@@ -334,8 +370,9 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
     dtype = np.dtype(chain_dtype)
     keep_state = keep_state and n_probes is not None
     if state is not None and not (
-        n_probes is not None and state["m"] == int(n_probes) and state["dtype"] == dtype
-        and state["k"] <= T and state["Z"].shape[0] == n
+        state.get("kind") == "chains" and n_probes is not None
+        and state["m"] == int(n_probes) and state["dtype"] == dtype and state["k"] <= T
+        and state["Z"].shape[0] == n
     ):
         state = None
     k0 = 0 if state is None else state["k"]
@@ -479,8 +516,8 @@ _GRAM_CACHE_BYTES = 256 * 2**20
 
 
 def _chain_state(k, Z, dtype, A, Av, chains):
-    return {"k": k, "m": Z.shape[1], "Z": Z, "dtype": dtype, "A": A.copy(), "Av": Av.copy(),
-            "chains": chains}
+    return {"kind": "chains", "k": k, "m": Z.shape[1], "Z": Z, "dtype": dtype, "A": A.copy(),
+            "Av": Av.copy(), "chains": chains}
 
 
 def _uses_hb(iteration, T):
@@ -598,7 +635,21 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain
                      state):
     """:func:`memory_matrix` continuing the chains of ``state`` (proximal
     iterations; the others recompute) and returning the new chain state."""
-    if (coef_path.shape[1] == 1 or hasattr(iteration, "memory_matrix") or iteration.is_linear
+    T = coef_path.shape[1] - 1
+    if (iteration.is_linear and T > 0 and n_probes is not None
+            and not hasattr(iteration, "memory_matrix")
+            and getattr(iteration, "sampler", None) is None):
+        # resume the Lanczos process of the previous (shorter) path
+        ok = (state is not None and state.get("kind") == "lanczos"
+              and state["Z"].shape == (min(design.n_samples, design.n_features),
+                                       int(n_probes)))
+        lam, w, new_state = _lanczos_nodes(
+            design, n_probes, check_random_state(random_state), depth=T // 2 + 2,
+            verbose=verbose, check=_lanczos_check(iteration, T),
+            state=state if ok else None, keep_state=True)
+        A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
+        return A, Av, new_state
+    if (T == 0 or hasattr(iteration, "memory_matrix") or iteration.is_linear
             or getattr(iteration, "sampler", None) is not None):
         A, Av = memory_matrix(design, iteration, coef_path, n_probes=n_probes,
                               random_state=random_state, chain_dtype=chain_dtype,

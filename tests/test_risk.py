@@ -397,3 +397,57 @@ def test_auto_chain_precision():
     with pytest.raises(ValueError, match="risk_chain_dtype must be"):
         with config_context(risk_chain_dtype="float16"):
             pass
+
+
+def test_lanczos_resume_equals_a_fresh_run():
+    """A resumed Lanczos process (warm-started linear paths) performs only the
+    new steps and gives the quadrature of a fresh run to the larger depth."""
+    from skacv._risk import lanczos_quadrature
+
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((60, 80))
+    K = B @ B.T / 80
+    W0 = rng.choice([-1.0, 1.0], size=(60, 3))
+    calls = []
+
+    def op(Q):
+        calls.append(1)
+        return K @ Q
+
+    _, k1, state = lanczos_quadrature(op, W0, 8, return_state=True)
+    assert k1 == 8 and len(calls) == 8
+    calls.clear()
+    (nodes, weights), k2 = lanczos_quadrature(op, W0, 20, resume=state)
+    assert k2 == 20 and len(calls) == 12
+    (fresh_nodes, fresh_weights), _ = lanczos_quadrature(op, W0, 20)
+    np.testing.assert_allclose(nodes, fresh_nodes, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weights, fresh_weights, rtol=1e-10, atol=1e-12)
+    # the quadrature is exact for low degrees: sum w theta^2 = sum_i z_i^T K^2 z_i
+    np.testing.assert_allclose(weights @ nodes**2, np.einsum("im,im->", W0, K @ K @ W0),
+                               rtol=1e-10)
+
+
+def test_warm_start_resumes_lanczos(monkeypatch):
+    """IterativeRidge with probes: the warm refit resumes the Lanczos process
+    (fewer operator products than a cold estimate) and equals the cold path."""
+    import skacv._risk as risk_module
+
+    X, y = _small_problem(9, n=70, p=50)
+    est = IterativeRidge(0.0, solver="gd", random_state=0, n_probes=4)
+    cold = clone(est).set_params(max_iter=60).fit(X, y)
+    depths = []
+    real = risk_module.lanczos_quadrature
+
+    def spy(op, W0, depth, **kwargs):
+        out = real(op, W0, depth, **kwargs)
+        resume = kwargs.get("resume")
+        depths.append((resume is not None, out[1] - (0 if resume is None else resume["j"])))
+        return out
+
+    monkeypatch.setattr(risk_module, "lanczos_quadrature", spy)
+    warm = clone(est).set_params(max_iter=20, warm_start=True).fit(X, y)
+    warm.set_params(max_iter=60).fit(X, y)
+    np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-8)
+    # first fit: a fresh process to its full depth 20 // 2 + 2; the refit resumes it
+    assert depths[0] == (False, 12)
+    assert depths[1][0] and 0 < depths[1][1] <= 60 // 2 + 2 - 12
