@@ -120,6 +120,7 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
         warm = self.warm_start and hasattr(self, "coef_path_")
         if not warm:
             self._risk_state = None  # Jacobian chains of a previous path
+            self._design_cache = None  # spectral decompositions of its design
         X, y = validate_data(
             self, X, y, accept_sparse=("csr", "csc"),
             dtype=[np.float64, np.float32], y_numeric=True, reset=not warm,
@@ -137,6 +138,8 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
             "Lower max_iter. ",
         )
         design = Design(X, sample_weight, self.fit_intercept)
+        if warm and getattr(self, "_design_cache", None) is not None:
+            design.cache = self._design_cache  # same data (checked above)
         y_offset, y_tilde = design.center_y(y)
         if warm:
             step = self.step_size_
@@ -184,12 +187,14 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
         self._fit_params = params
         self._sample_weight_sum = None if sample_weight is None else float(sample_weight.sum())
         self._after_fit(design, y_tilde, iteration, X, y, sample_weight)
+        self._design_cache = design.cache if self.warm_start else None
         return self
 
     def __getstate__(self):
         # the saved Jacobian chains only speed up a warm-started refit
         state = dict(super().__getstate__())  # a copy: never mutate __dict__
         state.pop("_risk_state", None)
+        state.pop("_design_cache", None)
         return state
 
     def _auto_step(self, design):

@@ -45,6 +45,9 @@ class Design:
 
     def __init__(self, X, sample_weight=None, fit_intercept=True):
         n, p = X.shape
+        # spectral decompositions of this design; a warm-started refit on the
+        # same data hands the previous design's cache to the new one
+        self.cache = {}
         self.n_samples, self.n_features = n, p
         self.dtype = X.dtype
         self.fit_intercept = fit_intercept
@@ -170,13 +173,30 @@ class Design:
             L = float(eigsh(op, k=1, which="LA", v0=v0, tol=1e-6)[0][0]) / self.n_eff
         return max(L, 0.0)
 
+    def _auto_side(self):
+        return "features" if self.n_features <= self.n_samples else "samples"
+
     def gram_eigenvalues(self):
         """Ascending eigenvalues of the smaller Gram matrix (``gram("auto")``),
         computed once per design (the step size and exact traces share them)."""
-        if getattr(self, "_gram_eigenvalues", None) is None:
-            G = self.gram(side="auto")
-            self._gram_eigenvalues = np.linalg.eigvalsh(G) if G.size else np.zeros(0)
-        return self._gram_eigenvalues
+        cache = self.cache
+        if "eigvalsh" not in cache:
+            eigh = cache.get(("eigh", self._auto_side()))
+            if eigh is not None:
+                cache["eigvalsh"] = eigh[0]
+            else:
+                G = self.gram(side="auto")
+                cache["eigvalsh"] = np.linalg.eigvalsh(G) if G.size else np.zeros(0)
+        return cache["eigvalsh"]
+
+    def gram_eigh(self, side):
+        """``scipy.linalg.eigh(gram(side))``, computed once per design."""
+        key = ("eigh", side)
+        if key not in self.cache:
+            from scipy import linalg
+
+            self.cache[key] = linalg.eigh(self.gram(side=side))
+        return self.cache[key]
 
     def gram(self, side="auto"):
         """``X~^T X~ / n_eff`` (side='features') or ``X~ X~^T / n_eff``.

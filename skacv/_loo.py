@@ -153,14 +153,14 @@ class _Spectral:
         check_memory(8 * r * r * 2, f"the eigendecomposition for leave-one-out ({r} x {r})",
                      "Use loo_subsample or a smaller problem. ")
         if p <= n:
-            lam, V = linalg.eigh(d.gram(side="features"))
+            lam, V = d.gram_eigh("features")
             self.lam = np.clip(lam, 0, None)
             self.V = V
             self.path = V.T @ prob.path
             self.c0 = V.T @ (np.asarray(d.rmatvec(prob.y_tilde), dtype=np.float64) / W)
             self._Q = None
         else:
-            lam, Q = linalg.eigh(d.gram(side="samples"))
+            lam, Q = d.gram_eigh("samples")
             keep = lam > max(lam[-1], 0) * max(n, p) * np.finfo(np.float64).eps
             lam, Q = lam[keep], Q[:, keep]
             self.lam, self._Q = lam, Q

@@ -135,6 +135,7 @@ def _fit_candidate_staged(estimator, X, y, fit_params, attrs, attr, n_iter_no_ch
         finally:
             estimator.set_params(warm_start=warm_start)
             estimator._risk_state = None  # free the saved chains
+            estimator._design_cache = None
     fit_time = time.perf_counter() - tic
     paths = {a: np.asarray(getattr(estimator, a), dtype=np.float64)
              for a in attrs if hasattr(estimator, a)}

@@ -365,3 +365,30 @@ def test_lasso_alo_on_a_stable_support():
         res = approximate_loo(est, X, y, method=method)
         np.testing.assert_allclose(res.predictions, P, rtol=1e-8)
         np.testing.assert_array_equal(res.active_set, np.flatnonzero(support))
+
+
+@pytest.mark.parametrize("shape", [(40, 12), (25, 60)])
+def test_warm_start_reuses_the_eigendecomposition(shape, monkeypatch):
+    """A warm refit reuses the design's spectral decompositions (one Gram
+    matrix for the whole staged path) and gives the cold leave-one-out path."""
+    n, p = shape
+    X, y = _regression(n=n, p=p, seed=3)
+    est = IterativeRidge(alpha=0.5, solver="gd", estimate_risk=False, estimate_loo=True,
+                         )
+    cold = est.set_params(max_iter=30).fit(X, y)
+    cold_loo = cold.loo_path_.copy()
+    grams = []
+    real = Design.gram
+
+    def spy(self, side="auto"):
+        grams.append(side)
+        return real(self, side=side)
+
+    monkeypatch.setattr(Design, "gram", spy)
+    warm = IterativeRidge(alpha=0.5, solver="gd", estimate_risk=False, estimate_loo=True,
+                          warm_start=True, max_iter=10).fit(X, y)
+    first = len(grams)
+    for total in (20, 30):
+        warm.set_params(max_iter=total).fit(X, y)
+    assert first >= 1 and len(grams) == first  # nothing recomputed by the refits
+    np.testing.assert_allclose(warm.loo_path_, cold_loo, rtol=1e-10)
