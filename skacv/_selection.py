@@ -253,7 +253,8 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         ``min_<criterion>`` (the smallest estimate on that path),
         ``rank_<criterion>``, ``<criterion>_path`` (object array: the whole
         path of each row; also ``risk_path`` / ``loo_path`` when computed),
-        ``n_iter`` (path length) and ``fit_time``. With ``search="path"``
+        ``n_iter`` (length of the fitted path: where it stopped with
+        ``n_iter_no_change``) and ``fit_time`` (all stages). With ``search="path"``
         also ``path_risk`` (converged estimate), ``path_df``, ``path_n_iter``
         and ``trajectory_fitted``; trajectory columns are masked (or ``None``)
         for alphas without a trajectory.
