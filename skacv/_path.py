@@ -1,8 +1,10 @@
 """The fit loop shared by every trajectory estimator."""
 
 import time
+import warnings
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 # a trajectory is declared divergent when its training residual grows this
 # many times larger than the residual of the zero start
@@ -75,6 +77,14 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     Xx, Xx_prev, Xv = state["Xx"], state["Xx_prev"], state["Xv"]
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
+    # A constant-step gradient / proximal-gradient step without momentum is a
+    # nonexpansive map when step_size <= 2/L: ||x^k - x^{k-1}|| cannot grow.
+    # Growth certifies a step above the stability limit (divergence may still
+    # be too slow to reach the error threshold within max_iter).
+    watch = _nonexpansive(iteration, k0 + 1, k0 + n_steps)
+    step_norm = float(np.linalg.norm(x - x_prev)) if watch and k0 > 0 else None
+    floor = 10.0 * np.sqrt(np.finfo(dtype).eps)
+    grew_at = None
     for k in range(k0 + 1, k0 + n_steps + 1):
         r = datafit.residual(Xv, y_tilde)
         z = design.rmatvec(r)
@@ -91,6 +101,12 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                 "(1/L with L the largest eigenvalue of the Hessian) or a smaller "
                 "step; gradient methods need step_size < 2/L."
             )
+        if watch:
+            d = float(np.linalg.norm(x_new - x))
+            if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
+                    and d > floor * float(np.linalg.norm(x_new))):
+                grew_at = (k, step_norm, d)
+            step_norm = d
         v = iteration.extrapolate(k, x_new, x)
         Xv = iteration.extrapolate(k, Xx_new, Xx)
         x_prev, x = x, x_new
@@ -108,7 +124,24 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                 f"{time.perf_counter() - tic:.1f}s"
             )
     state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
+    if grew_at is not None:
+        k, before, after = grew_at
+        warnings.warn(
+            f"The {iteration.name} steps grow (||x^k - x^(k-1)|| from {before:.3g} to "
+            f"{after:.3g} at step {k}) with step_size={iteration.step_size:.6g}: the step "
+            "is above the stability limit 2/L and the iterates will diverge. Use "
+            "step_size='auto' (1/L) or a smaller step.",
+            ConvergenceWarning, stacklevel=3,
+        )
     return state
+
+
+def _nonexpansive(iteration, first, last):
+    """Whether steps ``first..last`` apply one fixed map without momentum."""
+    if iteration.schedule is not None or getattr(iteration, "sampler", None) is not None:
+        return False
+    return all(iteration.hb(k) == 0.0 and iteration.beta(k) == 0.0
+               for k in range(first, last + 1))
 
 
 # ----------------------------------------------------------------------------

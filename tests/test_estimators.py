@@ -481,3 +481,28 @@ def test_warm_start_risk_path_equals_cold(name):
     warm.set_params(max_iter=40).fit(X, y)
     assert warm.risk_path_.shape == (41,)
     assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["gd", "ista", "ridge"])
+def test_step_just_above_the_stability_limit_warns(name):
+    """2.05/L diverges too slowly to reach the error threshold in 100 steps;
+    the growth of ||x^k - x^(k-1)|| (impossible for a nonexpansive step)
+    gives it away. 1.99/L stays silent."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y, _ = _problem(5, n=60, p=30)
+    make = {"gd": lambda: IterativeRidge(alpha=0.0, solver="gd"),
+            "ridge": lambda: IterativeRidge(alpha=3.0, solver="gd"),
+            "ista": lambda: TrajectoryLasso(alpha=0.01, solver="ista")}[name]
+    est = make().set_params(max_iter=100, estimate_risk=False)
+    L = 1.0 / est.fit(X, y).step_size_
+    with pytest.warns(ConvergenceWarning, match="stability limit 2/L"):
+        est.set_params(step_size=2.05 / L).fit(X, y)
+    assert np.all(np.isfinite(est.coef_path_))  # not caught by the divergence error
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est.set_params(step_size=1.99 / L, max_iter=400).fit(X, y)
+        # and a warm continuation checks across the boundary of the two fits
+        est.set_params(warm_start=True, max_iter=500).fit(X, y)
