@@ -13,16 +13,24 @@ from ._path import init_state, run_trajectory
 from ._validation import check_sample_weight, data_fingerprint, same_fingerprint, same_param
 
 
-class TrajectoryMixin:
-    """Path methods shared by every estimator that stores ``coef_path_``."""
+class PathMixin:
+    """Input validation and the linear predictor of every stored iterate
+    (estimators with ``coef_path_`` and ``intercept_path_``)."""
 
-    def _decision_path(self, X):
+    def _check_X(self, X):
         check_is_fitted(self)
-        X = validate_data(
+        return validate_data(
             self, X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
             reset=False,
         )
+
+    def _decision_path(self, X):
+        X = self._check_X(X)
         return np.asarray(X @ self.coef_path_) + self.intercept_path_
+
+
+class TrajectoryMixin(PathMixin):
+    """Path methods shared by the regressors that store ``coef_path_``."""
 
     def predict_path(self, X):
         """Predictions of every iterate.
@@ -50,11 +58,7 @@ class TrajectoryMixin:
         ------
         y : ndarray of shape (n_samples,)
         """
-        check_is_fitted(self)
-        X = validate_data(
-            self, X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
-            reset=False,
-        )
+        X = self._check_X(X)
         for t in range(self.coef_path_.shape[1]):
             yield np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t]
 
@@ -258,9 +262,5 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
         -------
         y : ndarray of shape (n_samples,)
         """
-        check_is_fitted(self)
-        X = validate_data(
-            self, X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
-            reset=False,
-        )
+        X = self._check_X(X)
         return np.asarray(X @ self.coef_).ravel() + self.intercept_

@@ -58,7 +58,7 @@ from ._preconditioner import (
     draw_rows,
     integer_weights,
 )
-from ._validation import check_sample_weight, data_fingerprint, same_fingerprint
+from ._validation import check_sample_weight, data_fingerprint, same_fingerprint, same_param
 
 _DIVERGENCE_FACTOR = 1e3
 _SATURATION_MARGIN = 0.9
@@ -213,7 +213,7 @@ class _BaseEigenPro(BaseEstimator):
                 "warm_start=True continues the fit on other training data (X, y or "
                 "sample_weight changed). Set warm_start=False to fit new data."
             )
-        changed = [k for k in params if not _same_param(params[k], self._fit_params[k])]
+        changed = [k for k in params if not same_param(params[k], self._fit_params[k])]
         if changed:
             raise ValueError(
                 f"warm_start=True cannot continue a fit after {changed} changed. Set "
@@ -421,13 +421,6 @@ class _BaseEigenPro(BaseEstimator):
         for s in range(0, X.shape[0], chunk):
             out[s: s + chunk] = kern(X[s: s + chunk], Xf, Y_norm_squared=sq) @ alpha
         return out
-
-
-def _same_param(a, b):
-    try:
-        return bool(a == b)
-    except Exception:
-        return a is b
 
 
 _DOC_PARAMS = """

@@ -9,8 +9,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import validate_data
 
+from ._base import PathMixin
 from ._config import check_memory
 from ._datafit import Logistic
 from ._design import Design
@@ -19,7 +20,7 @@ from ._path import init_state, max_row_norm2, run_trajectory
 from ._validation import check_sample_weight, data_fingerprint, same_fingerprint
 
 
-class TrajectoryLogisticRegression(ClassifierMixin, BaseEstimator):
+class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, BaseEstimator):
     """Binary logistic regression fitted by a first-order method, keeping the path.
 
     Minimises the mean log-loss plus a penalty,
@@ -332,11 +333,6 @@ class TrajectoryLogisticRegression(ClassifierMixin, BaseEstimator):
             )
 
     # --------------------------------------------------------------- predict
-    def _check_X(self, X):
-        check_is_fitted(self)
-        return validate_data(self, X, accept_sparse=("csr", "csc"),
-                             dtype=[np.float64, np.float32], reset=False)
-
     def decision_function(self, X):
         """Linear predictor of the last iterate.
 
@@ -406,8 +402,7 @@ class TrajectoryLogisticRegression(ClassifierMixin, BaseEstimator):
         -------
         scores : ndarray of shape (n_samples, n_iter_ + 1)
         """
-        X = self._check_X(X)
-        return np.asarray(X @ self.coef_path_) + self.intercept_path_
+        return self._decision_path(X)
 
     def predict_path(self, X):
         """Class labels of every iterate.
