@@ -123,8 +123,7 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
         """
         warm = self.warm_start and hasattr(self, "coef_path_")
         if not warm:
-            self._risk_state = None  # Jacobian chains of a previous path
-            self._design_cache = None  # spectral decompositions of its design
+            self._release_warm_state()  # state of a previous path
         X, y = validate_data(
             self, X, y, accept_sparse=("csr", "csc"),
             dtype=[np.float64, np.float32], y_numeric=True, reset=not warm,
@@ -200,6 +199,12 @@ class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
         state.pop("_risk_state", None)
         state.pop("_design_cache", None)
         return state
+
+    def _release_warm_state(self):
+        """Free what a warm-started refit would continue from (the Jacobian
+        chains or Lanczos process, the design's decompositions)."""
+        self._risk_state = None
+        self._design_cache = None
 
     def _auto_step(self, design):
         if isinstance(self.step_size, str):

@@ -391,15 +391,13 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
     if state is not None:
         A[: k0 + 1, : k0 + 1] = state["A"]
         Av[: k0 + 1, : k0 + 1] = state["Av"]
+    Z = None  # Rademacher probes (the saved ones when continuing)
+    if n_probes is not None:
+        Z = state["Z"] if state is not None else (
+            rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
-        new_state = None
-        if keep_state:
-            Z = state["Z"] if state is not None else (
-                rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
-            new_state = _chain_state(T, Z, dtype, A, Av, {})
-        return A, Av, new_state
+        return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
     Xs = np.asarray(design.columns(order[:width]), dtype=dtype, order="F")
-    Z = None
     if n_probes is None:  # exact traces: identity probes on the smaller side
         if n <= width:
             probes = Xs.T.copy()  # X~^T Z with Z = I_n
@@ -411,8 +409,6 @@ def _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, ver
             m, scale = width, 1.0
     else:
         m = int(n_probes)
-        Z = state["Z"] if state is not None else (
-            rng.choice([-1.0, 1.0], size=(n, m)).astype(dtype))
         probes = Xs.T @ Z
         trace_w = probes
         scale = 1.0 / m
@@ -597,26 +593,8 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
     A_sources : ndarray of shape (T + 1, T + 1)
         Same for the gradient points ``v^t``.
     """
-    T = coef_path.shape[1] - 1
-    rng = check_random_state(random_state)
-    if T == 0:
-        return np.zeros((1, 1)), np.zeros((1, 1))
-    if hasattr(iteration, "memory_matrix"):  # iterations with their own spectral form
-        return iteration.memory_matrix(design, T, n_probes=n_probes, random_state=rng)
-    if getattr(iteration, "sampler", None) is not None:
-        raise ValueError(
-            f"The memory-matrix risk estimate of {iteration.name} with mini-batches is not "
-            "implemented; use estimate_risk=False and estimate_loo=True (IACV) instead."
-        )
-    if iteration.is_linear:
-        if n_probes is None:
-            lam, w = _exact_nodes(design)
-        else:
-            lam, w = _lanczos_nodes(design, n_probes, rng, depth=T // 2 + 2, verbose=verbose,
-                                    check=_lanczos_check(iteration, T))
-        return spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
-    chain_dtype = _chain_dtype(design, n_probes, chain_dtype)
-    return _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose)[:2]
+    return _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype,
+                            verbose)[:2]
 
 
 def _chain_dtype(design, n_probes, chain_dtype=None):
@@ -631,34 +609,43 @@ def _chain_dtype(design, n_probes, chain_dtype=None):
     return np.dtype(chain_dtype or design.dtype)
 
 
-def _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype, verbose,
-                     state):
-    """:func:`memory_matrix` continuing the chains of ``state`` (proximal
-    iterations; the others recompute) and returning the new chain state."""
+def _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype,
+                     verbose, state=None, keep_state=False):
+    """:func:`memory_matrix`, also returning a state that a longer path of the
+    same trajectory continues (``keep_state``; ``None`` when there is nothing
+    to continue): the Lanczos process of linear methods with probes, the
+    Jacobian chains of proximal methods with probes."""
     T = coef_path.shape[1] - 1
-    if (iteration.is_linear and T > 0 and n_probes is not None
-            and not hasattr(iteration, "memory_matrix")
-            and getattr(iteration, "sampler", None) is None):
-        # resume the Lanczos process of the previous (shorter) path
-        ok = (state is not None and state.get("kind") == "lanczos"
-              and state["Z"].shape == (min(design.n_samples, design.n_features),
-                                       int(n_probes)))
-        lam, w, new_state = _lanczos_nodes(
-            design, n_probes, check_random_state(random_state), depth=T // 2 + 2,
-            verbose=verbose, check=_lanczos_check(iteration, T),
-            state=state if ok else None, keep_state=True)
+    rng = check_random_state(random_state)
+    if T == 0:
+        return np.zeros((1, 1)), np.zeros((1, 1)), None
+    if hasattr(iteration, "memory_matrix"):  # iterations with their own spectral form
+        return (*iteration.memory_matrix(design, T, n_probes=n_probes, random_state=rng),
+                None)
+    if getattr(iteration, "sampler", None) is not None:
+        raise ValueError(
+            f"The memory-matrix risk estimate of {iteration.name} with mini-batches is not "
+            "implemented; use estimate_risk=False and estimate_loo=True (IACV) instead."
+        )
+    if iteration.is_linear:
+        new_state = None
+        if n_probes is None:
+            lam, w = _exact_nodes(design)
+        else:
+            if not (state is not None and state.get("kind") == "lanczos"
+                    and state["Z"].shape == (min(design.n_samples, design.n_features),
+                                             int(n_probes))):
+                state = None
+            out = _lanczos_nodes(design, n_probes, rng, depth=T // 2 + 2, verbose=verbose,
+                                 check=_lanczos_check(iteration, T), state=state,
+                                 keep_state=keep_state)
+            lam, w = out[:2]
+            new_state = out[2] if keep_state else None
         A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
         return A, Av, new_state
-    if (T == 0 or hasattr(iteration, "memory_matrix") or iteration.is_linear
-            or getattr(iteration, "sampler", None) is not None):
-        A, Av = memory_matrix(design, iteration, coef_path, n_probes=n_probes,
-                              random_state=random_state, chain_dtype=chain_dtype,
-                              verbose=verbose)
-        return A, Av, None
     chain_dtype = _chain_dtype(design, n_probes, chain_dtype)
-    return _masked_memory(design, iteration, coef_path, n_probes,
-                          check_random_state(random_state), chain_dtype, verbose,
-                          state=state, keep_state=True)
+    return _masked_memory(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
+                          state=state, keep_state=keep_state)
 
 
 def residual_matrix(design, y_tilde, coef_path):
@@ -683,14 +670,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
         for the iterates, ``memory_matrix_sources`` for the gradient points.
     """
     tic = time.perf_counter()
-    state = None
-    if _keep_state:
-        A, Av, state = _memory_matrices(design, iteration, coef_path, n_probes, random_state,
-                                        chain_dtype, verbose, _state)
-    else:
-        A, Av = memory_matrix(design, iteration, coef_path, n_probes=n_probes,
-                              random_state=random_state, chain_dtype=chain_dtype,
-                              verbose=verbose)
+    A, Av, state = _memory_matrices(design, iteration, coef_path, n_probes, random_state,
+                                    chain_dtype, verbose, state=_state, keep_state=_keep_state)
     if fitted is None:
         F = residual_matrix(design, y_tilde, coef_path)
     else:  # X~ x^t recorded by the fit loop

@@ -134,8 +134,9 @@ def _fit_candidate_staged(estimator, X, y, fit_params, attrs, attr, n_iter_no_ch
                 n_iter = min(max_iter, _next_stage(n_iter, best, n_iter_no_change))
         finally:
             estimator.set_params(warm_start=warm_start)
-            estimator._risk_state = None  # free the saved chains
-            estimator._design_cache = None
+            release = getattr(estimator, "_release_warm_state", None)
+            if release is not None:
+                release()
     fit_time = time.perf_counter() - tic
     paths = {a: np.asarray(getattr(estimator, a), dtype=np.float64)
              for a in attrs if hasattr(estimator, a)}
