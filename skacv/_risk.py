@@ -225,15 +225,14 @@ def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,
     depth = int(min(depth, dim))
     if resume is not None and (resume["dim"], resume["m"]) != (dim, m):
         resume = None
+    j0 = 0 if resume is None else resume["j"]
+    depth = max(depth, j0)
+    basis = np.zeros((depth, dim, m))
+    alphas = np.zeros((depth, m))
+    betas = np.zeros((depth, m))
     if resume is not None:
-        depth = max(depth, resume["j"])
         raw = resume["raw"]
-        basis = np.zeros((depth, dim, m))
-        alphas = np.zeros((depth, m))
-        betas = np.zeros((depth, m))
-        j0 = resume["j"]
-        basis[:j0], alphas[:j0], betas[:j0] = (resume["basis"][:j0], resume["alphas"][:j0],
-                                              resume["betas"][:j0])
+        basis[:j0], alphas[:j0], betas[:j0] = resume["basis"], resume["alphas"], resume["betas"]
         q, q_prev, beta_prev = resume["q"], resume["q_prev"], resume["beta_prev"]
         exhausted = resume["exhausted"]
     else:
@@ -241,12 +240,9 @@ def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,
         norms = np.sqrt(raw)
         norms[norms == 0] = 1.0
         q = W0 / norms
-        basis = np.zeros((depth, dim, m))
-        alphas = np.zeros((depth, m))
-        betas = np.zeros((depth, m))
         q_prev = np.zeros_like(q)
         beta_prev = np.zeros(m)
-        j0, exhausted = 0, False
+        exhausted = False
     k_used = depth if not exhausted else j0
     prev = None
     for j in range(j0, depth if not exhausted else j0):
