@@ -43,7 +43,8 @@ from skacv import (
     approximate_loo,
     exact_loo_path,
 )
-from skacv._loo import _exact_loo, iacv_path
+from skacv._loo import iacv_path
+from skacv._loo_refit import exact_refits
 
 
 def regression(n, p, seed):
@@ -93,7 +94,7 @@ def part_a(args):
         else:
             idx = np.sort(rng.choice(n, args.n_refits, replace=False))
             tic = time.perf_counter()
-            fits = _exact_loo(est, X, y, indices=idx, n_jobs=args.n_jobs)[-1]
+            fits = exact_refits(est, X, y, indices=idx, n_jobs=args.n_jobs)[-1]
             t_exact = (time.perf_counter() - tic) * n / idx.shape[0]
             exact = np.array([fits[i] for i in idx])
             label = f"extrapolated from {idx.shape[0]} refits"
@@ -128,14 +129,14 @@ def part_b(args):
         est = TrajectoryLogisticRegression(alpha=1e-6, solver="gd", step_size=0.5, max_iter=T,
                                            fit_intercept=False).fit(X, y)
         tic = time.perf_counter()
-        design = est._design(X, None)
-        it = est._make_iteration(est.step_size_, design)
+        prob = est._problem(X, y)
+        design, it = prob.design, prob.iteration
         y01 = y.astype(float)
-        res = iacv_path(est, design, y01, it, est._fit_coef_path(), y01,
-                        datafit=est._make_datafit(design), coef_at=[T], store_predictions=True)
+        res = iacv_path(design, y01, it, est._fit_coef_path(), y01,
+                        datafit=prob.datafit, coef_at=[T], store_predictions=True)
         t_iacv = time.perf_counter() - tic
         tic = time.perf_counter()
-        fits = _exact_loo(est, X, y, n_jobs=args.n_jobs, return_coef=True)[-1]
+        fits = exact_refits(est, X, y, n_jobs=args.n_jobs, return_coef=True)[-1]
         t_exact = time.perf_counter() - tic
         theta_exact = np.array([fits[i][1][:, T] for i in range(n)])
         p_exact = np.array([fits[i][0][T] for i in range(n)])

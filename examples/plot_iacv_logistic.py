@@ -72,7 +72,7 @@ search = TrajectoryEarlyStoppingCV(
 proba = search.predict_proba(X_test)[:, 1]
 test_loss = -np.mean(y_test * np.log(proba) + (1 - y_test) * np.log1p(-proba))
 print(f"selected {search.best_params_} at iteration {search.best_iteration_}: "
-      f"leave-one-out log-loss {search.best_score_:.3f}, test log-loss {test_loss:.3f}, "
+      f"leave-one-out log-loss {search.best_risk_:.3f}, test log-loss {test_loss:.3f}, "
       f"test accuracy {search.score(X_test, y_test):.3f}")
 RiskPathDisplay.from_estimator(search, X_test, y_test)
 plt.show()

@@ -66,7 +66,7 @@ for name, model in models.items():
     elapsed = time.perf_counter() - tic
     step = pipe[-1]
     alpha = step.alpha_ if hasattr(step, "alpha_") else step.best_params_["alpha"]
-    estimate = getattr(step, "best_score_", np.nan)
+    estimate = getattr(step, "best_risk_", np.nan)
     rows[name] = (elapsed, alpha, estimate, mean_squared_error(y_test, pipe.predict(X_test)))
 table = pd.DataFrame(rows, index=["time (s)", "alpha", "estimated MSE", "test MSE"]).T
 print(table.round(3))

@@ -73,5 +73,5 @@ search.fit(X, y)
 elapsed = time.perf_counter() - tic
 chosen_true = ((search.coef_ - beta) ** 2).sum() + sigma**2
 print(f"selected {search.best_params_} at iteration {search.best_iteration_} in {elapsed:.1f} s")
-print(f"estimated risk {search.best_score_:.3f}, true risk {chosen_true:.3f} "
+print(f"estimated risk {search.best_risk_:.3f}, true risk {chosen_true:.3f} "
       f"(last ISTA iterate above: {true_risk[-1]:.3f})")

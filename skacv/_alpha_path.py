@@ -29,18 +29,19 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import clone
 from sklearn.utils import Bunch
-from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_X_y
 
+from ._compat import HasMethods, Interval, validate_params
 from ._config import check_memory
 from ._design import Design
 from ._iterations import FISTA
-from ._lasso import TrajectoryLasso
-from ._path import DivergenceError, init_state, run_trajectory
-from ._ridge import IterativeRidge
+from ._linalg import lanczos_top
+from ._path import init_state, run_trajectory
+from ._penalties import L1
 from ._validation import check_sample_weight
+from .exceptions import ConvergenceWarning, DivergenceError
 
 # FISTA steps between two duality-gap checks on the working set (a check costs
 # one product with X~_W^T, half a step)
@@ -56,7 +57,7 @@ _STRONG_RULE_SLACK = 0.5
 
 @validate_params(
     {
-        "estimator": [TrajectoryLasso, IterativeRidge],
+        "estimator": [HasMethods(["fit", "get_params"])],
         "X": ["array-like", "sparse matrix"],
         "y": ["array-like"],
         "alphas": ["array-like", None],
@@ -90,12 +91,13 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     Parameters
     ----------
     estimator : TrajectoryLasso or IterativeRidge
-        Prototype (fitted or not). Its ``fit_intercept`` and ``step_size``
-        are used (``"auto"``: ``1 / L`` of each working set, ``L`` from a few
-        warm-started Lanczos steps; a float is used as given); its ``alpha``,
-        ``max_iter`` and ``solver`` are not: the solutions do not depend on
-        the solver (the Lasso path is always solved with FISTA, ridge in
-        closed form).
+        Prototype (fitted or not) of a least-squares trajectory estimator
+        with an ``l1`` or an ``l2`` penalty. Its ``fit_intercept`` and
+        ``step_size`` are used (``"auto"``: ``1 / L`` of each working set,
+        ``L`` from a few warm-started Lanczos steps; a float is used as
+        given); its ``alpha``, ``max_iter`` and ``solver`` are not: the
+        solutions do not depend on the solver (the Lasso path is always
+        solved with FISTA, ridge in closed form).
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
         Training data (float32 is kept in float32).
     y : array-like of shape (n_samples,)
@@ -204,8 +206,8 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     n_out = n_alphas if alphas is None else alphas.shape[0]
     check_memory(X.shape[1] * n_out * X.dtype.itemsize,
                  f"the coefficients of the path ({X.shape[1]} x {n_out})", "Use fewer alphas. ")
-    lasso = isinstance(estimator, TrajectoryLasso)
     design = Design(X, sample_weight, estimator.fit_intercept)
+    lasso, ridge_scale = _penalty_family(estimator, design)
     y_offset, y_tilde = design.center_y(y)
     df_offset = 1.0 if estimator.fit_intercept else 0.0
     if lasso:
@@ -213,7 +215,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
                           estimator.step_size, tol, max_iter, n_alphas_no_change, df_offset,
                           verbose)
     else:
-        res = _ridge_path(design, y_tilde, alphas, n_alphas, eps)
+        res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale)
         res.df = res.df + df_offset
     res.risk = _risk(res.train_mse, res.df, design.n_eff)
     if estimator.fit_intercept:
@@ -225,6 +227,28 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             print(f"[risk_alpha_path] alpha {res.alphas[i]:.4g}  df {res.df[i]:.1f}  "
                   f"risk {res.risk[i]:.5g}  steps {res.n_iter[i]}  gap {res.gaps[i]:.2e}")
     return res
+
+
+def _penalty_family(estimator, design):
+    """``(lasso, scale)``: whether the estimator's penalty is ``l1`` (the Lasso
+    path) or ``l2`` (the ridge path, mean-form strength ``scale * alpha``)."""
+    make = getattr(estimator, "_make_penalty", None)
+    datafit = getattr(estimator, "_make_datafit", None)
+    if make is None or datafit is None or not datafit(design).quadratic:
+        raise ValueError(
+            f"risk_alpha_path needs a least-squares trajectory estimator (TrajectoryLasso "
+            f"or IterativeRidge); got {type(estimator).__name__}."
+        )
+    # the penalty family at unit strength (the prototype's own alpha may be 0)
+    penalty = clone(estimator).set_params(alpha=1.0)._make_penalty(design)
+    if penalty.l1 > 0 and penalty.l2 == 0:
+        return True, 1.0
+    if penalty.l2 > 0 and penalty.l1 == 0:
+        return False, penalty.l2_ / penalty.l2
+    raise ValueError(
+        "risk_alpha_path follows an l1 or an l2 penalty path; the estimator's penalty "
+        f"{penalty!r} is neither."
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -261,7 +285,7 @@ def _solve_working_set(sub, y_tilde, alpha, coef, step_size, target, budget):
     (function restart, O'Donoghue & Candes 2015).
     """
     n_eff = sub.n_eff
-    iteration = FISTA(step_size, alpha)
+    iteration = FISTA(step_size, penalty=L1(alpha))
     state = init_state(sub, coef)
     scratch = _zero_stride(sub.n_features, budget + 1, sub.dtype)  # state["k"] <= budget
     done, gap = 0, np.inf
@@ -278,7 +302,7 @@ def _solve_working_set(sub, y_tilde, alpha, coef, step_size, target, budget):
             break
         obj = float(r @ r) / (2 * n_eff) + alpha * l1
         if obj > obj_prev:
-            iteration = FISTA(step_size, alpha)
+            iteration = FISTA(step_size, penalty=L1(alpha))
             state = init_state(sub, state["x"])
         obj_prev = obj
     return state["x"], state["Xx"], done
@@ -430,61 +454,28 @@ class _WorkingColumns:
 
 
 def _top_eigenvalue(design, u0=None, n_steps=_LANCZOS_STEPS):
-    """Upper estimate of the largest eigenvalue of ``X~^T X~ / n_eff``.
-
-    ``n_steps`` Lanczos steps (full re-orthogonalisation) on the smaller of
-    ``X~^T X~ / n_eff`` and ``X~ X~^T / n_eff`` (exact once the steps reach
-    its size), started from the direction ``u0`` in sample space (plus a
-    small random part; a random start, with twice the steps, if None).
-    Returns the top Ritz value plus its residual norm (an eigenvalue lies
-    within the residual of the Ritz value) and the top direction in sample
-    space, the warm start of the next working set. The step ``1 / L`` only
-    sets the speed of FISTA: the duality gap certifies the solutions.
+    """Upper estimate of the largest eigenvalue of ``X~^T X~ / n_eff`` and the
+    top direction in sample space, by :func:`skacv._linalg.lanczos_top` on
+    the smaller of ``X~^T X~ / n_eff`` and ``X~ X~^T / n_eff``, warm-started
+    from the direction ``u0`` (sample space) of the previous working set. The
+    step ``1 / L`` only sets the speed of FISTA: the duality gap certifies
+    the solutions.
     """
     n, p = design.n_samples, design.n_features
     inv_n = 1.0 / design.n_eff
     dt = design.dtype
     if p < n:  # feature side
         def op(v):
-            return design.rmatvec(design.matvec(v.astype(dt))) * inv_n
-        dim = p
+            return np.asarray(design.rmatvec(design.matvec(v.astype(dt))),
+                              dtype=np.float64) * inv_n
         start = None if u0 is None else np.asarray(design.rmatvec(u0.astype(dt)), np.float64)
-    else:
-        def op(v):
-            return design.matvec(design.rmatvec(v.astype(dt))) * inv_n
-        dim = n
-        start = u0
-    v = np.random.RandomState(0).standard_normal(dim)
-    if start is not None and np.linalg.norm(start) > 0:
-        # warm start, with a little of every direction in case
-        v = start / np.linalg.norm(start) + 1e-2 * v / np.linalg.norm(v)
-    else:
-        n_steps = 2 * n_steps
-    k = int(min(n_steps, dim))
-    Q = np.zeros((k, dim))
-    a, b = np.zeros(k), np.zeros(k)
-    q = v / np.linalg.norm(v)
-    for j in range(k):
-        Q[j] = q
-        w = np.asarray(op(q), dtype=np.float64)
-        a[j] = q @ w
-        w -= Q[: j + 1].T @ (Q[: j + 1] @ w)
-        w -= Q[: j + 1].T @ (Q[: j + 1] @ w)
-        b[j] = np.linalg.norm(w)
-        if j + 1 < k:
-            if b[j] <= 1e-12 * max(abs(a[: j + 1]).max(), 1e-300):
-                # invariant subspace: the Ritz values are eigenvalues
-                k = j + 1
-                Q, a, b = Q[:k], a[:k], b[:k]
-                b[-1] = 0.0
-                break
-            q = w / b[j]
-    theta, U = np.linalg.eigh(np.diag(a) + np.diag(b[: k - 1], 1) + np.diag(b[: k - 1], -1))
-    L = float(theta[-1] + b[k - 1] * abs(U[-1, -1]))
-    top = Q.T @ U[:, -1]
-    if p < n:
-        top = np.asarray(design.matvec(top.astype(dt)), dtype=np.float64)
-    return max(L, 0.0), top
+        L, top = lanczos_top(op, p, start, n_steps)
+        return L, np.asarray(design.matvec(top.astype(dt)), dtype=np.float64)
+
+    def op(v):
+        return np.asarray(design.matvec(design.rmatvec(v.astype(dt))), dtype=np.float64) * inv_n
+
+    return lanczos_top(op, n, u0, n_steps)
 
 
 # ----------------------------------------------------------------------------
@@ -492,7 +483,7 @@ def _top_eigenvalue(design, u0=None, n_steps=_LANCZOS_STEPS):
 # ----------------------------------------------------------------------------
 
 
-def _ridge_path(design, y_tilde, alphas, n_alphas, eps):
+def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale):
     """Closed-form ridge path from one eigendecomposition of the smaller Gram."""
     n, p = design.n_samples, design.n_features
     n_eff = design.n_eff
@@ -505,8 +496,8 @@ def _ridge_path(design, y_tilde, alphas, n_alphas, eps):
     if alphas is None:
         top = float(lam[-1]) if lam.size else 0.0
         top = top if top > 0 else 1.0
-        alphas = n_eff * np.geomspace(top / eps, top * eps, num=n_alphas)
-    mu = alphas / n_eff
+        alphas = np.geomspace(top / eps, top * eps, num=n_alphas) / scale
+    mu = alphas * scale
     y64 = np.asarray(y_tilde, dtype=np.float64)
     inv = 1.0 / (lam[:, None] + mu[None, :])  # (m, n_alphas)
     if side == "features":

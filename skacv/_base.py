@@ -1,16 +1,41 @@
-"""Base class of the trajectory estimators (fit loop, paths, warm start)."""
+"""The fit shell of every trajectory estimator, and the path methods.
+
+:class:`TrajectoryEstimator` owns what every estimator of skacv does the same
+way: input validation, sample weights, the warm-start guard (every parameter
+is protected unless the class declares it free), memory checks, the fit loop
+(:func:`skacv._path.run_trajectory`) and the estimates (``risk_path_`` by
+:func:`skacv._risk.trajectory_risk`, ``loo_path_`` by
+:func:`skacv._loo.iacv_path`). Subclasses supply small hooks:
+
+* ``_validate_xy`` / ``_encode_target``: input checks and the target of the
+  fit (numeric ``y``, or labels in {0, 1} and ``classes_``);
+* ``_make_design``, ``_make_datafit``, ``_make_penalty``: the problem;
+* ``_make_iteration``: the algorithm (:mod:`skacv._iterations`);
+* ``_store_path``: the fitted attributes from the path in fit coordinates.
+
+Kernel machines (EigenPro) override ``_run_path`` only: their state is a
+dual vector and their loop runs epochs over kernel columns.
+"""
 
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import BaseEstimator
+from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._compat import Interval, StrOptions, _fit_context
 from ._config import check_memory
-from ._design import Design
+from ._design import Design, max_row_norm2
+from ._iterations import Iteration, check_schedule
+from ._loo import iacv_path
 from ._path import init_state, run_trajectory
-from ._validation import check_sample_weight, data_fingerprint, same_fingerprint, same_param
+from ._risk import trajectory_risk
+from ._sampling import MinibatchSampler
+from ._validation import WarmStartGuard, check_sample_weight, data_fingerprint
+
+_ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "loo_path_",
+                        "loo_error_path_", "loo_predictions_", "loo_indices_")
 
 
 class PathMixin:
@@ -29,8 +54,306 @@ class PathMixin:
         return np.asarray(X @ self.coef_path_) + self.intercept_path_
 
 
+#: parameter constraints shared by the trajectory estimators
+COMMON_CONSTRAINTS = {
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+    "fit_intercept": ["boolean"],
+    "warm_start": ["boolean"],
+    "estimate_risk": ["boolean"],
+    "estimate_loo": ["boolean"],
+    "store_loo_predictions": ["boolean"],
+    "loo_batch_size": [Interval(Integral, 1, None, closed="left"), None],
+    "loo_subsample": [Interval(Integral, 1, None, closed="left"), None],
+    "n_probes": [Interval(Integral, 1, None, closed="left"), None],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+}
+
+
+class TrajectoryEstimator(BaseEstimator):
+    """Fit shell: validation, warm start, the path and its estimates.
+
+    ``max_iter`` is the total length of the path: with ``warm_start=True`` a
+    refit on the same data continues the stored path (50 + 50 steps equal
+    100 bit for bit); a shorter ``max_iter``, other data or any changed
+    parameter outside ``_free_params`` raises.
+    """
+
+    #: parameters a warm-started refit may change (every other one is protected)
+    _free_params = ("max_iter", "warm_start", "verbose", "estimate_risk", "estimate_loo",
+                    "store_loo_predictions", "loo_batch_size", "loo_subsample", "n_probes",
+                    "random_state")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    # ------------------------------------------------------------------ hooks
+    def _validate_xy(self, X, y, reset):
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"),
+                             dtype=[np.float64, np.float32], y_numeric=True, reset=reset)
+        return X, np.asarray(y, dtype=X.dtype)
+
+    def _encode_target(self, y, sample_weight):
+        """The target of the fit and what a warm refit must find unchanged."""
+        return y, None
+
+    def _make_design(self, X, sample_weight):
+        return Design(X, sample_weight, self.fit_intercept)
+
+    def _fit_target(self, design, y):
+        """``(offset, target)``: centred, weighted ``y`` for least squares."""
+        return design.center_y(y)
+
+    def _make_penalty(self, design):
+        raise NotImplementedError
+
+    def _make_datafit(self, design):
+        raise NotImplementedError
+
+    def _solvers(self):
+        """``{name: callable(step_size, penalty, schedule, sampler, setup)}``."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------- the shell
+    def _continues(self):
+        """This fit continues the stored path (``warm_start``)."""
+        return bool(self.warm_start) and hasattr(self, "n_iter_") \
+            and getattr(self, "_warm_guard", None) is not None
+
+    def _fit(self, X, y, sample_weight=None, frozen=None):
+        """Validate, guard the warm start, run the path, set the estimates.
+
+        ``frozen`` (a dict of a previous fit's set-up: step size,
+        preconditioner, mini-batch sampler) makes a new path reuse those
+        data-dependent parts of the algorithm instead of computing them, as
+        brute-force leave-one-out refits must.
+        """
+        warm = self._continues()
+        X, y = self._validate_xy(X, y, reset=not warm)
+        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        y_fit, extra = self._encode_target(y, sample_weight)
+        fingerprint = data_fingerprint(X, y_fit, sample_weight)
+        if warm:
+            self._warm_guard.check(self, fingerprint, self.n_iter_, extra)
+        else:
+            self._release_warm_state()
+        self._run_path(X, y_fit, sample_weight, warm, frozen)
+        self._warm_guard = WarmStartGuard(self, fingerprint, extra)
+        return self
+
+    def _new_setup(self, design, datafit, penalty):
+        """Data-dependent parts of a new path: the step size (``1 / L``, ``L``
+        the curvature bound of the mean objective; mini-batches add the
+        largest row norm over the batch size) and the mini-batch seed."""
+        setup = {}
+        solver = getattr(self, "solver", None)
+        sgd = solver == "sgd"
+        if sgd:
+            setup["batch_seed"] = int(check_random_state(self.random_state).randint(2**31 - 1))
+            setup["n_samples"] = design.n_samples
+        if isinstance(self.step_size, str):
+            L = datafit.max_curvature * design.lipschitz() + penalty.l2_
+            if sgd:
+                b = min(self.batch_size, design.n_samples)
+                L += datafit.max_curvature * max_row_norm2(design) / b
+            setup["step_size"] = 1.0 / L if L > 0 else 1.0
+        else:
+            setup["step_size"] = float(self.step_size)
+        return setup
+
+    def _make_iteration(self, setup, design, penalty):
+        schedule = None
+        if "step_schedule" in self.get_params(deep=False):
+            schedule = check_schedule(self.step_schedule, self.max_iter)
+        sampler = setup.get("sampler")
+        if sampler is None and "batch_seed" in setup:
+            sampler = MinibatchSampler(design.n_samples, self.batch_size, setup["batch_seed"])
+        if isinstance(self.solver, Iteration):  # a user-defined algorithm
+            return self.solver.bind(setup["step_size"], penalty, schedule, sampler)
+        return self._solvers()[self.solver](setup["step_size"], penalty, schedule, sampler,
+                                            setup)
+
+    def _run_path(self, X, y, sample_weight, warm, frozen):
+        n, p = X.shape
+        design = self._make_design(X, sample_weight)
+        m = design.n_features  # coordinates of the fit (an intercept column included)
+        n_total = self.max_iter
+        check_memory(m * (n_total + 1) * X.dtype.itemsize,
+                     f"coef_path_ of shape ({p}, {n_total + 1})", "Lower max_iter. ")
+        if warm and getattr(self, "_design_cache", None) is not None:
+            design.cache = self._design_cache  # same data (checked by the guard)
+        datafit = self._make_datafit(design)
+        penalty = self._make_penalty(design)
+        offset, target = self._fit_target(design, y)
+        path = np.empty((m, n_total + 1), dtype=X.dtype, order="F")
+        if warm:
+            setup, n_done = self._setup, self.n_iter_
+            path[:, : n_done + 1] = self._fit_coef_path()
+            state = self._solver_state
+        else:
+            setup = dict(frozen) if frozen is not None else self._new_setup(
+                design, datafit, penalty)
+            n_done = 0
+            path[:, 0] = 0
+            state = init_state(design)
+        iteration = self._make_iteration(setup, design, penalty)
+        fitted = None
+        if self._wants("estimate_risk"):
+            # X~ x^t of every iterate, kept for the residuals of the risk estimate
+            check_memory(n * (n_total + 1) * X.dtype.itemsize,
+                         f"the fitted values of the path ({n}, {n_total + 1})",
+                         "Lower max_iter or set estimate_risk=False. ")
+            fitted = np.empty((n, n_total + 1), dtype=X.dtype, order="F")
+            old = getattr(self, "_fitted_path", None) if warm else None
+            if old is not None and old.shape[1] == n_done + 1:
+                fitted[:, : n_done + 1] = old
+            else:
+                fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
+        run_trajectory(design, target, iteration, n_total - n_done, state, path,
+                       verbose=self.verbose, datafit=datafit, fitted_out=fitted)
+        self._fitted_path = fitted
+        self._store_path(path, design, offset)
+        self.step_size_ = setup["step_size"]
+        self.n_iter_ = n_total
+        self._solver_state = state
+        self._setup = setup
+        self._set_setup_attributes(setup)
+        self._set_estimates(design, datafit, target, iteration, X, y, fitted)
+        self._design_cache = design.cache if self.warm_start else None
+
+    def _store_path(self, path, design, offset):
+        """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""
+        self.coef_path_ = path
+        if design.fit_intercept:
+            self.intercept_path_ = (offset - design.x_offset @ path).astype(path.dtype)
+        else:
+            self.intercept_path_ = np.zeros(path.shape[1], dtype=path.dtype)
+        self.coef_ = path[:, -1].copy()
+        self.intercept_ = self.intercept_path_[-1]
+
+    def _set_setup_attributes(self, setup):
+        """Public attributes of the set-up (e.g. ``preconditioner_``)."""
+
+    def _fit_coef_path(self):
+        """The path in the fit's coordinates (shape (n_coef, n_iter_ + 1))."""
+        return self.coef_path_
+
+    def _fit_rows(self, X):
+        """Unweighted rows of ``X`` in the fit's coordinates (dense, float64)."""
+        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+        return np.asarray(X, dtype=np.float64)
+
+    def _problem(self, X, y, sample_weight=None):
+        """This fit's problem on the data ``(X, y, sample_weight)``.
+
+        Returns a Bunch with the ``design``, ``datafit`` and ``iteration``
+        (this fit's step size and set-up), the unweighted ``rows`` and
+        ``target_rows`` in the fit's coordinates (centred for least squares
+        with an intercept) and the validated ``y``.
+        """
+        check_is_fitted(self)
+        X, y = self._validate_xy(X, y, reset=False)
+        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        y_fit, _ = self._encode_target(y, sample_weight)
+        design = self._make_design(X, sample_weight)
+        penalty = self._make_penalty(design)
+        offset, _ = self._fit_target(design, y_fit)
+        iteration = self._make_iteration(self._frozen_setup(), design, penalty)
+        rows = self._fit_rows(X) - design.x_offset.astype(np.float64)
+        target_rows = np.asarray(y_fit, dtype=np.float64) - float(offset)
+        return Bunch(design=design, datafit=self._make_datafit(design), iteration=iteration,
+                     rows=rows, target_rows=target_rows, y=y)
+
+    def _wants(self, flag):
+        return bool(self.get_params(deep=False).get(flag, False))
+
+    def _path_predictions(self, X):
+        """Predictions of every iterate at rows ``X`` (probabilities for
+        classifiers): the full-data predictions of rows of zero weight."""
+        return np.asarray(X @ self.coef_path_, dtype=np.float64) + self.intercept_path_
+
+    # ------------------------------------------------------------ estimates
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted):
+        for name in _ESTIMATE_ATTRIBUTES:
+            if hasattr(self, name):
+                delattr(self, name)
+        if self._wants("estimate_risk"):
+            # a warm-started fit continues the Jacobian chains of the previous one
+            res = trajectory_risk(
+                design, target, iteration, self._fit_coef_path(), n_probes=self.n_probes,
+                random_state=self.random_state, verbose=self.verbose, fitted=fitted,
+                _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start))
+            self._risk_state = res.chain_state
+            self.risk_path_ = res.risk
+            self.risk_matrix_ = res.risk_matrix
+            self.memory_matrix_ = res.memory_matrix
+        if self._wants("estimate_loo"):
+            store = self._wants("store_loo_predictions")
+            res = iacv_path(
+                design, target, iteration, self._fit_coef_path(), y, datafit=datafit,
+                batch_size=self.loo_batch_size, subsample=self.loo_subsample,
+                store_predictions=store, random_state=self.random_state, fitted=fitted,
+                verbose=self.verbose,
+                full_predictions=lambda idx: self._path_predictions(X[idx]),
+            )
+            self.loo_path_ = res.loss
+            if res.error is not None:
+                self.loo_error_path_ = res.error
+            if store:
+                self.loo_predictions_ = res.predictions
+                self.loo_indices_ = res.indices
+
+    # ---------------------------------------------------------- warm state
+    def _frozen_setup(self, left_out=None):
+        """The set-up of this fit for a refit on the data without row
+        ``left_out`` (its mini-batches with the row deleted)."""
+        setup = dict(self._setup)
+        if "batch_seed" in setup:
+            sampler = MinibatchSampler(setup["n_samples"], self.batch_size, setup["batch_seed"])
+            setup["sampler"] = sampler if left_out is None else sampler.without(left_out)
+        return setup
+
+    def _release_warm_state(self):
+        """Free what a warm-started refit would continue from (the Jacobian
+        chains or Lanczos process, the design's decompositions)."""
+        self._risk_state = None
+        self._design_cache = None
+
+    def __getstate__(self):
+        # the saved Jacobian chains only speed up a warm-started refit
+        state = dict(super().__getstate__())  # a copy: never mutate __dict__
+        state.pop("_risk_state", None)
+        state.pop("_design_cache", None)
+        return state
+
+
 class TrajectoryMixin(PathMixin):
-    """Path methods shared by the regressors that store ``coef_path_``."""
+    """``fit`` and the path methods of the regressors that store ``coef_path_``."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Run the iterations from zero (or extend the path, ``warm_start``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data. float32 input is kept in float32.
+        y : array-like of shape (n_samples,)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Frequency weights: an integer weight equals repeating the row.
+            The estimates (``risk_path_``, ``loo_path_``) use the same
+            weights, with ``n_eff = sum(sample_weight)`` samples.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
 
     def predict_path(self, X):
         """Predictions of every iterate.
@@ -62,202 +385,8 @@ class TrajectoryMixin(PathMixin):
         for t in range(self.coef_path_.shape[1]):
             yield np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t]
 
-
-class BaseTrajectoryRegressor(TrajectoryMixin, RegressorMixin, BaseEstimator):
-    """Common machinery: validation, the fit loop, warm start, estimates.
-
-    Subclasses implement ``_make_iteration(design)`` returning an
-    :class:`~skacv.Iteration`, ``_l2(design)`` (ridge penalty in mean form)
-    and list in ``_warm_params`` the parameters a warm refit may not change.
-    """
-
-    _parameter_constraints: dict = {
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
-        "fit_intercept": ["boolean"],
-        "warm_start": ["boolean"],
-        "estimate_risk": ["boolean"],
-        "estimate_loo": ["boolean"],
-        "store_loo_predictions": ["boolean"],
-        "loo_batch_size": [Interval(Integral, 1, None, closed="left"), None],
-        "loo_subsample": [Interval(Integral, 1, None, closed="left"), None],
-        "n_probes": [Interval(Integral, 1, None, closed="left"), None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-    }
-
-    _warm_params = ("fit_intercept", "step_size")
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        return tags
-
-    # ----------------------------------------------------------------- hooks
-    def _l2(self, design):
-        return 0.0
-
-    def _make_iteration(self, step_size, design):
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------- fit
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Run the iterations from zero (or extend the path, ``warm_start``).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data. float32 input is kept in float32.
-        y : array-like of shape (n_samples,)
-            Target values.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Frequency weights: an integer weight equals repeating the row.
-            The estimates (``risk_path_``, ``loo_path_``) use the same
-            weights, with ``n_eff = sum(sample_weight)`` samples.
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
-        warm = self.warm_start and hasattr(self, "coef_path_")
-        if not warm:
-            self._release_warm_state()  # state of a previous path
-        X, y = validate_data(
-            self, X, y, accept_sparse=("csr", "csc"),
-            dtype=[np.float64, np.float32], y_numeric=True, reset=not warm,
-        )
-        y = np.asarray(y, dtype=X.dtype)
-        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
-        fingerprint = data_fingerprint(X, y, sample_weight)
-        params = {k: getattr(self, k) for k in self._warm_params}
-        if warm:
-            self._check_warm(fingerprint, params, sample_weight)
-        n_total = self.max_iter
-        check_memory(
-            X.shape[1] * (n_total + 1) * X.dtype.itemsize,
-            f"coef_path_ of shape ({X.shape[1]}, {n_total + 1})",
-            "Lower max_iter. ",
-        )
-        design = Design(X, sample_weight, self.fit_intercept)
-        if warm and getattr(self, "_design_cache", None) is not None:
-            design.cache = self._design_cache  # same data (checked above)
-        y_offset, y_tilde = design.center_y(y)
-        if warm:
-            step = self.step_size_
-            n_done = self.n_iter_
-            path = np.empty((X.shape[1], n_total + 1), dtype=X.dtype, order="F")
-            path[:, : n_done + 1] = self.coef_path_
-            state = self._solver_state
-        else:
-            step = self._auto_step(design)
-            n_done = 0
-            path = np.empty((X.shape[1], n_total + 1), dtype=X.dtype, order="F")
-            path[:, 0] = 0
-            state = init_state(design)
-        iteration = self._make_iteration(step, design)
-        fitted = None
-        if self.estimate_risk:
-            # X~ x^t of every iterate, kept for the residuals of the risk estimate
-            check_memory(
-                X.shape[0] * (n_total + 1) * X.dtype.itemsize,
-                f"the fitted values of the path ({X.shape[0]}, {n_total + 1})",
-                "Lower max_iter or set estimate_risk=False. ",
-            )
-            fitted = np.empty((X.shape[0], n_total + 1), dtype=X.dtype, order="F")
-            old = getattr(self, "_fitted_path", None) if warm else None
-            if old is not None and old.shape[1] == n_done + 1:
-                fitted[:, : n_done + 1] = old
-            else:
-                fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
-        run_trajectory(
-            design, y_tilde, iteration, n_total - n_done, state, path,
-            verbose=self.verbose, fitted_out=fitted,
-        )
-        self._fitted_path = fitted
-        self.step_size_ = step
-        self.coef_path_ = path
-        if self.fit_intercept:
-            self.intercept_path_ = (y_offset - design.x_offset @ path).astype(X.dtype)
-        else:
-            self.intercept_path_ = np.zeros(n_total + 1, dtype=X.dtype)
-        self.coef_ = path[:, -1].copy()
-        self.intercept_ = self.intercept_path_[-1]
-        self.n_iter_ = n_total
-        self._solver_state = state
-        self._fingerprint = fingerprint
-        self._fit_params = params
-        self._sample_weight_sum = None if sample_weight is None else float(sample_weight.sum())
-        self._after_fit(design, y_tilde, iteration, X, y, sample_weight)
-        self._design_cache = design.cache if self.warm_start else None
-        return self
-
-    def __getstate__(self):
-        # the saved Jacobian chains only speed up a warm-started refit
-        state = dict(super().__getstate__())  # a copy: never mutate __dict__
-        state.pop("_risk_state", None)
-        state.pop("_design_cache", None)
-        return state
-
-    def _release_warm_state(self):
-        """Free what a warm-started refit would continue from (the Jacobian
-        chains or Lanczos process, the design's decompositions)."""
-        self._risk_state = None
-        self._design_cache = None
-
-    def _auto_step(self, design):
-        if isinstance(self.step_size, str):
-            L = design.lipschitz() + self._l2(design)
-            return 1.0 / L if L > 0 else 1.0
-        return float(self.step_size)
-
-    def _check_warm(self, fingerprint, params, sample_weight):
-        if self.max_iter < self.n_iter_:
-            raise ValueError(
-                f"max_iter={self.max_iter} must be larger than or equal to "
-                f"n_iter_={self.n_iter_} when warm_start==True: max_iter is the "
-                "total length of the path."
-            )
-        if fingerprint[0] != self._fingerprint[0]:
-            raise ValueError(
-                f"warm_start=True continues the path fitted on data of shape "
-                f"{self._fingerprint[0]}, but X has shape {fingerprint[0]}. Set "
-                "warm_start=False to fit new data."
-            )
-        sw_sum = None if sample_weight is None else float(sample_weight.sum())
-        if (not same_fingerprint(fingerprint, self._fingerprint)
-                or sw_sum != self._sample_weight_sum):
-            raise ValueError(
-                "warm_start=True continues the path fitted on other training data "
-                "(X, y, sample_weight or the dtype of X changed). Set "
-                "warm_start=False to fit new data."
-            )
-        changed = [k for k in params if not same_param(params[k], self._fit_params[k])]
-        if changed:
-            raise ValueError(
-                f"warm_start=True cannot continue a path after {changed} changed "
-                f"(was {[self._fit_params[k] for k in changed]}). Set "
-                "warm_start=False to start a new path."
-            )
-
-    def _after_fit(self, design, y_tilde, iteration, X, y, sample_weight):
-        """Fill the estimates (risk path, leave-one-out path)."""
-        for name in ("risk_path_", "risk_matrix_", "loo_path_", "loo_predictions_",
-                     "loo_indices_"):
-            if hasattr(self, name):
-                delattr(self, name)
-        if self.estimate_risk:
-            from ._risk import _estimator_risk
-
-            _estimator_risk(self, design, y_tilde, iteration)
-        if self.estimate_loo:
-            from ._loo import _estimator_loo
-
-            _estimator_loo(self, design, y_tilde, iteration, X, y, sample_weight)
-
     def predict(self, X):
-        """Predict with the last iterate.
+        """Predict with the last iterate (the selected one in a search).
 
         Parameters
         ----------

@@ -1,12 +1,32 @@
-"""Global configuration of skacv (memory limits)."""
+"""Configuration of skacv: memory limits and the precision of risk chains.
 
+Like scikit-learn's configuration, the values are thread-local (a
+:func:`config_context` in one thread does not leak into another) and are
+handed to joblib workers by :mod:`skacv._parallel`. Sizes are in MiB, as in
+scikit-learn's ``working_memory``.
+"""
+
+import threading
 from contextlib import contextmanager
 
-_CONFIG = {
-    "path_memory_limit": 4 * 2**30,
-    "working_memory": 1 * 2**30,
+_DEFAULTS = {
+    # largest array (MiB) a trajectory estimator allocates to store a path
+    "path_memory_limit": 4096,
+    # size (MiB) of the temporary blocks of the estimates before they chunk
+    "working_memory": 1024,
+    # precision of the Jacobian chains of proximal risk estimates
     "risk_chain_dtype": "auto",
 }
+_global_config = dict(_DEFAULTS)
+_threadlocal = threading.local()
+
+_UNCHANGED = object()
+
+
+def _local():
+    if not hasattr(_threadlocal, "config"):
+        _threadlocal.config = dict(_global_config)
+    return _threadlocal.config
 
 
 def get_config():
@@ -15,51 +35,67 @@ def get_config():
     Returns
     -------
     config : dict
-        ``path_memory_limit`` (bytes): largest array a trajectory estimator may
-        allocate to store a path (``coef_path_``, leave-one-out predictions).
-        ``working_memory`` (bytes): size of the temporary blocks used by the
-        risk and leave-one-out estimators before they chunk their work.
-        ``risk_chain_dtype`` ("auto", None, "float32" or "float64"):
-        precision of the Jacobian chains of ISTA/FISTA risk estimates.
-        ``"auto"`` (default) uses float32 with Hutchinson probes
-        (``n_probes=int``) and the dtype of ``X`` with exact traces
-        (``n_probes=None``); ``None`` follows ``X``. float32 chains are about
-        twice as fast; their relative rounding error (~1e-6) is far below the
-        Hutchinson noise (~1e-2).
+        ``path_memory_limit`` (MiB): largest array a trajectory estimator
+        may allocate to store a path (``coef_path_``, fitted values,
+        leave-one-out predictions); larger requests are refused with the
+        size in the message. ``working_memory`` (MiB): size of the temporary
+        blocks of the risk and leave-one-out estimates, which chunk their
+        work beyond it (scikit-learn's ``working_memory`` has the same unit).
+        ``risk_chain_dtype`` (``"auto"``, None, ``"float32"`` or
+        ``"float64"``): precision of the Jacobian chains of ISTA/FISTA risk
+        estimates; ``"auto"`` (default) uses float32 with Hutchinson probes,
+        whose own relative error (~1e-2) dwarfs float32 rounding (~1e-6),
+        and the dtype of ``X`` with exact traces; ``None`` follows ``X``.
     """
-    return dict(_CONFIG)
+    return dict(_local())
 
 
-def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype="unchanged"):
-    """Set the global skacv configuration.
+def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UNCHANGED):
+    """Set the skacv configuration (of the current thread).
 
     Parameters
     ----------
-    path_memory_limit : int, default=None
-        Largest path array in bytes. ``None`` leaves it unchanged.
-    working_memory : int, default=None
-        Size of temporary blocks in bytes. ``None`` leaves it unchanged.
-    risk_chain_dtype : "auto", None, "float32" or "float64", default="unchanged"
-        Precision of the ISTA/FISTA Jacobian chains (``"auto"``: float32
-        with Hutchinson probes, that of X with exact traces; ``None``: that
-        of X).
+    path_memory_limit : float, default=None
+        Largest path array in MiB. ``None`` leaves it unchanged.
+    working_memory : float, default=None
+        Size of temporary blocks in MiB. ``None`` leaves it unchanged.
+    risk_chain_dtype : {"auto", None, "float32", "float64"}, optional
+        Precision of the ISTA/FISTA Jacobian chains. Left unchanged when not
+        given.
     """
-    if risk_chain_dtype != "unchanged":
+    config = _local()
+    if risk_chain_dtype is not _UNCHANGED:
         if risk_chain_dtype not in ("auto", None, "float32", "float64"):
             raise ValueError(
                 "risk_chain_dtype must be 'auto', None, 'float32' or 'float64'; got "
                 f"{risk_chain_dtype!r}."
             )
-        _CONFIG["risk_chain_dtype"] = risk_chain_dtype
-    if path_memory_limit is not None:
-        _CONFIG["path_memory_limit"] = int(path_memory_limit)
-    if working_memory is not None:
-        _CONFIG["working_memory"] = int(working_memory)
+        config["risk_chain_dtype"] = risk_chain_dtype
+    for name, value in (("path_memory_limit", path_memory_limit),
+                        ("working_memory", working_memory)):
+        if value is None:
+            continue
+        if not value > 0:
+            raise ValueError(f"{name} is in MiB and must be positive; got {value!r}.")
+        config[name] = float(value)
 
 
 @contextmanager
 def config_context(**new_config):
-    """Context manager temporarily changing the skacv configuration."""
+    """Context manager that changes the configuration temporarily.
+
+    Parameters
+    ----------
+    **new_config
+        Keyword arguments of :func:`set_config`.
+
+    Examples
+    --------
+    >>> import skacv
+    >>> with skacv.config_context(working_memory=64):
+    ...     skacv.get_config()["working_memory"]
+    64.0
+    """
     old = get_config()
     set_config(**new_config)
     try:
@@ -68,18 +104,38 @@ def config_context(**new_config):
         set_config(**old)
 
 
+def _mib(name):
+    return get_config()[name] * 2**20
+
+
+def path_memory_bytes():
+    """``path_memory_limit`` in bytes."""
+    return _mib("path_memory_limit")
+
+
+def working_memory_bytes():
+    """``working_memory`` in bytes."""
+    return _mib("working_memory")
+
+
 def check_memory(n_bytes, what, hint=""):
-    """Raise MemoryError-like ValueError if ``n_bytes`` exceeds the path limit."""
-    limit = _CONFIG["path_memory_limit"]
+    """Refuse an allocation of ``n_bytes`` above ``path_memory_limit``.
+
+    Raises
+    ------
+    ValueError
+        With the size asked for, the limit and the way to raise it.
+    """
+    limit = path_memory_bytes()
     if n_bytes > limit:
         raise ValueError(
             f"{what} would need {format_bytes(n_bytes)}, above the limit "
             f"path_memory_limit={format_bytes(limit)}. {hint}Raise the limit with "
-            "skacv.set_config(path_memory_limit=...) if the memory is available."
+            "skacv.set_config(path_memory_limit=<MiB>) if the memory is available."
         )
 
 
 def format_bytes(n_bytes):
-    """``'1.5 GiB (1610612736 bytes)'``: the size in GiB with the exact count."""
-    n_bytes = int(n_bytes)
-    return f"{n_bytes / 2**30:.3g} GiB ({n_bytes} bytes)"
+    """``'1.5 GiB (1536 MiB)'``: a size in GiB with its count in MiB."""
+    n_bytes = float(n_bytes)
+    return f"{n_bytes / 2**30:.3g} GiB ({n_bytes / 2**20:.6g} MiB)"

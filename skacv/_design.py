@@ -17,11 +17,10 @@ every product.
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator, eigsh
+from scipy import linalg
+from scipy.sparse.linalg import LinearOperator
 
-# below this many entries of the smaller Gram matrix, the top eigenvalue is
-# computed exactly with LAPACK instead of Lanczos
-_EXACT_EIG_SIZE = 2000
+from ._linalg import DENSE_EIG_SIZE, top_eigenvalue
 
 
 class Design:
@@ -151,27 +150,27 @@ class Design:
 
     # ---------------------------------------------------------------- spectrum
     def lipschitz(self):
-        """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian)."""
+        """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian).
+
+        From the Gram eigenvalues when they are known (exact traces need them
+        anyway) or the smaller Gram matrix is tiny; otherwise by Lanczos on
+        the operator ``X~^T X~`` or ``X~ X~^T`` (whichever is smaller),
+        without forming it.
+        """
         n, p = self.n_samples, self.n_features
-        if min(n, p) <= _EXACT_EIG_SIZE:
+        if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache \
+                or min(n, p) <= DENSE_EIG_SIZE // 4:
             lam = self.gram_eigenvalues()
-            L = float(lam[-1]) if lam.size else 0.0
+            return max(float(lam[-1]) if lam.size else 0.0, 0.0)
+        if p <= n:
+            def op(v):
+                return np.asarray(self.rmatvec(self.matvec(v.astype(self.dtype))),
+                                  dtype=np.float64)
         else:
-            side = "features" if p <= n else "samples"
-            m = min(n, p)
-            if side == "features":
-
-                def mv(v):
-                    return self.rmatvec(self.matvec(v))
-            else:
-
-                def mv(v):
-                    return self.matvec(self.rmatvec(v))
-
-            op = LinearOperator((m, m), matvec=mv, dtype=np.float64)
-            v0 = np.random.RandomState(0).standard_normal(m)
-            L = float(eigsh(op, k=1, which="LA", v0=v0, tol=1e-6)[0][0]) / self.n_eff
-        return max(L, 0.0)
+            def op(v):
+                return np.asarray(self.matvec(self.rmatvec(v.astype(self.dtype))),
+                                  dtype=np.float64)
+        return top_eigenvalue(op=op, dim=min(n, p)) / self.n_eff
 
     def _auto_side(self):
         return "features" if self.n_features <= self.n_samples else "samples"
@@ -193,8 +192,6 @@ class Design:
         """``scipy.linalg.eigh(gram(side))``, computed once per design."""
         key = ("eigh", side)
         if key not in self.cache:
-            from scipy import linalg
-
             self.cache[key] = linalg.eigh(self.gram(side=side))
         return self.cache[key]
 
@@ -226,3 +223,87 @@ class Design:
                 sw = np.sqrt(w)
                 G *= np.outer(sw, sw)
         return G / self.n_eff
+
+
+# ----------------------------------------------------------------------------
+# rows of the design
+# ----------------------------------------------------------------------------
+
+
+class RowBlock:
+    """Rows ``idx`` of ``X~`` as an operator (sparse rows stay sparse).
+
+    Parameters
+    ----------
+    design : Design
+    idx : ndarray of int
+    X_csr : sparse matrix, default=None
+        CSR copy of a sparse ``design.X`` (row slicing), made if not given.
+    """
+
+    def __init__(self, design, idx, X_csr=None):
+        self.idx = idx
+        self.sparse = design.sparse
+        if not self.sparse:
+            self.A = design.X[idx]
+            return
+        self.A = (design.X.tocsr() if X_csr is None else X_csr)[idx]
+        self.offset = design.x_offset if design.fit_intercept else None
+        self.sw = None if design.sqrt_weight is None else design.sqrt_weight[idx]
+
+    def matvec(self, b):
+        """``X~[idx] @ b`` for b of shape (n_features,) or (n_features, k)."""
+        if not self.sparse:
+            return self.A @ b
+        out = np.asarray(self.A @ b)
+        if self.offset is not None:
+            out = out - self.offset @ b
+        if self.sw is not None:
+            out = out * (self.sw if out.ndim == 1 else self.sw[:, None])
+        return out
+
+    def rmatvec(self, r):
+        """``X~[idx].T @ r`` for r of shape (len(idx),) or (len(idx), k)."""
+        if not self.sparse:
+            return self.A.T @ r
+        if self.sw is not None:
+            r = r * (self.sw if r.ndim == 1 else self.sw[:, None])
+        out = np.asarray(self.A.T @ r)
+        if self.offset is not None:
+            out = out - np.multiply.outer(self.offset, r.sum(axis=0))
+        return out
+
+    def dense(self):
+        """Dense ``X~[idx]``."""
+        if not self.sparse:
+            return self.A
+        D = self.A.toarray()
+        if self.offset is not None:
+            D -= self.offset
+        if self.sw is not None:
+            D *= self.sw[:, None]
+        return D
+
+
+def design_rows(design, idx):
+    """Dense rows ``X~[idx]`` (centred and weighted) of shape (len(idx), n_features)."""
+    return RowBlock(design, np.asarray(idx)).dense()
+
+
+def max_row_norm2(design):
+    """``max_i ||x~_i||^2 / w_i`` over rows of positive weight (unweighted rows)."""
+    if not design.sparse:
+        sq = np.einsum("ij,ij->i", design.X, design.X, dtype=np.float64)
+    else:
+        X = design.X.tocsr()
+        sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
+        if design.fit_intercept:
+            xo = design.x_offset.astype(np.float64)
+            sq += xo @ xo - 2.0 * np.asarray(X @ xo).ravel()
+        if design.weight is not None:
+            sq = sq[design.weight > 0]
+        return float(sq.max()) if sq.size else 0.0
+    if design.weight is not None:
+        pos = design.weight > 0
+        sq = sq[pos] / design.weight[pos]
+    return float(sq.max()) if sq.size else 0.0

@@ -32,7 +32,7 @@ weighted fit equals the fit on repeated rows (same random stream, same
 path); other weights are drawn with probability ``w / sum(w)``.
 
 Kernel blocks are computed by row chunks of at most
-``skacv.get_config()['working_memory']`` bytes; the full ``n x n`` kernel
+``skacv.get_config()["working_memory"]`` MiB; the full ``n x n`` kernel
 matrix is used during the fit only when it needs less than a quarter of it,
 and never kept by the fitted model.
 """
@@ -41,26 +41,22 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.sparse.linalg import eigsh
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._config import check_memory, get_config
+from ._base import TrajectoryEstimator
+from ._compat import Interval, StrOptions, _fit_context
+from ._config import check_memory, working_memory_bytes
 from ._kernels import KERNELS, Kernel, scale_bandwidth
-from ._path import DivergenceError
-from ._preconditioner import (
-    NystromPreconditioner,
-    SGDRiskTracker,
-    counts_of,
-    draw_rows,
-    integer_weights,
-)
-from ._validation import check_sample_weight, data_fingerprint, same_fingerprint, same_param
+from ._linalg import top_eigenvalue
+from ._path import DIVERGENCE_FACTOR
+from ._preconditioning import NystromPreconditioner
+from ._risk_sgd import SGDRiskTracker
+from ._sampling import EpochSampler, draw_rows
+from .exceptions import DivergenceError
 
-_DIVERGENCE_FACTOR = 1e3
 _SATURATION_MARGIN = 0.9
 
 
@@ -71,7 +67,7 @@ class _KernelOperator:
         self.kernel, self.X = kernel, X
         self.sq = np.einsum("ij,ij->i", X, X)
         n = X.shape[0]
-        self.use_full = 8 * n * n <= get_config()["working_memory"] // 4
+        self.use_full = 8 * n * n <= working_memory_bytes() // 4
         self.full = None
         self.ensure()
 
@@ -90,58 +86,14 @@ class _KernelOperator:
             return self.full[:, rows] @ G
         X, n = self.X, self.X.shape[0]
         XB, sqB = X[rows], self.sq[rows]
-        chunk = max(1, int(get_config()["working_memory"] // (16 * max(len(rows), 1))))
+        chunk = max(1, int(working_memory_bytes() // (16 * max(len(rows), 1))))
         out = np.empty((n, G.shape[1]))
         for s in range(0, n, chunk):
             out[s: s + chunk] = self.kernel(X[s: s + chunk], XB, Y_norm_squared=sqB) @ G
         return out
 
 
-class _Sampler:
-    """Mini-batches of draws from the weighted empirical measure.
-
-    An epoch is a random permutation of the ``n_eff`` draws of the multiset
-    of rows repeated by their (integer) weights, cut into batches of
-    ``batch_size``, the last one shorter; with non-integer weights, ``round(n_eff)``
-    draws with replacement. In full-batch mode the single batch is every row
-    with its weight as count. A batch is ``(rows, counts)``.
-    """
-
-    def __init__(self, weight, n, batch_size, full):
-        self.weight, self.n, self.full = weight, n, full
-        self.batch_size = int(batch_size)
-        self.integer = integer_weights(weight)
-        if weight is not None and self.integer:
-            self.expanded = np.repeat(np.arange(n), np.round(weight).astype(np.int64))
-
-    def epoch(self, rng):
-        """Batches ``(rows, counts, positions)``; ``positions`` are the drawn
-        copies in the repeated-rows multiset (integer weights) or None."""
-        w, n = self.weight, self.n
-        if self.full:
-            counts = np.ones(n) if w is None else w.astype(np.float64)
-            return [(np.arange(n), counts, None)]
-        positions = None
-        if w is None:
-            draws = rng.permutation(n)
-        elif self.integer:
-            positions = rng.permutation(self.expanded.shape[0])
-            draws = self.expanded[positions]
-        else:
-            draws = rng.choice(n, max(1, int(round(w.sum()))), replace=True, p=w / w.sum())
-        m = self.batch_size
-        out = []
-        for s in range(0, draws.shape[0], m):
-            chunk = draws[s: s + m]
-            if w is None:
-                out.append((chunk, np.ones(chunk.shape[0]), None))
-            else:
-                pos = None if positions is None else positions[s: s + m]
-                out.append((*counts_of(chunk, n), pos))
-        return out
-
-
-class _BaseEigenPro(BaseEstimator):
+class _BaseEigenPro(TrajectoryEstimator):
     """Shared fit/predict of :class:`EigenProRegressor` and :class:`EigenProClassifier`."""
 
     _parameter_constraints: dict = {
@@ -160,8 +112,13 @@ class _BaseEigenPro(BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    _warm_params = ("kernel", "bandwidth", "kernel_params", "n_components", "subsample_size",
-                    "batch_size", "step_size", "estimate_risk", "n_probes")
+    # the risk chains are built online: estimate_risk and n_probes are protected
+    _free_params = ("max_iter", "warm_start", "verbose")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
 
     def __init__(self, kernel="gaussian", *, bandwidth="scale", kernel_params=None,
                  n_components="auto", subsample_size="auto", batch_size="auto",
@@ -182,45 +139,18 @@ class _BaseEigenPro(BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
-    def _fit(self, X, Y, sample_weight):
-        """Fit on validated ``X`` (n, d) and 2-D targets ``Y`` (n, c)."""
-        sw = check_sample_weight(sample_weight, X, np.float64)
-        warm = self._continues()
-        fingerprint = data_fingerprint(X, Y @ np.linspace(1.0, 2.0, Y.shape[1]), sw)
-        params = {k: getattr(self, k) for k in self._warm_params}
-        if warm:
-            self._check_warm(fingerprint, params)
-        else:
-            self._setup(X, Y, sw)
-        self._fingerprint, self._fit_params = fingerprint, params
-        self._run_epochs(self.max_iter - self.n_iter_)
-        return self
-
     def _continues(self):
-        """True when this fit continues the previous one (``warm_start``)."""
-        return (self.warm_start and getattr(self, "_state", None) is not None
+        """This fit continues the previous one (``warm_start``)."""
+        return (super()._continues() and getattr(self, "_state", None) is not None
                 and (not self.estimate_risk or getattr(self, "_tracker", None) is not None))
 
-    def _check_warm(self, fingerprint, params):
-        if self.max_iter < self.n_iter_:
-            raise ValueError(
-                f"max_iter={self.max_iter} must be larger than or equal to "
-                f"n_iter_={self.n_iter_} when warm_start=True: max_iter is the total "
-                "number of epochs."
-            )
-        if not same_fingerprint(fingerprint, self._fingerprint):
-            raise ValueError(
-                "warm_start=True continues the fit on other training data (X, y or "
-                "sample_weight changed). Set warm_start=False to fit new data."
-            )
-        changed = [k for k in params if not same_param(params[k], self._fit_params[k])]
-        if changed:
-            raise ValueError(
-                f"warm_start=True cannot continue a fit after {changed} changed. Set "
-                "warm_start=False to start a new fit."
-            )
+    def _run_path(self, X, Y, sample_weight, warm, frozen):
+        """Set up a new fit (or keep the previous one) and run the epochs."""
+        if not warm:
+            self._kernel_setup(X, Y, sample_weight)
+        self._run_epochs(self.max_iter - self.n_iter_)
 
-    def _setup(self, X, Y, sw):
+    def _kernel_setup(self, X, Y, sw):
         """Preconditioner, step and batch sizes, and the zero starting point."""
         tic = time.perf_counter()
         pos = None if sw is None else np.flatnonzero(sw > 0)
@@ -297,7 +227,7 @@ class _BaseEigenPro(BaseEstimator):
         self._epoch_steps = [0]
         self._state = dict(
             Y=Yc, w=w, n_eff=n_eff, op=op, rows_S=rows_S, phi=phi,
-            sampler=_Sampler(w, n, m, full), alpha=np.zeros((n, Yc.shape[1])),
+            sampler=EpochSampler(w, n, m, full), alpha=np.zeros((n, Yc.shape[1])),
             f=np.zeros((n, Yc.shape[1])), h=eta / m,
         )
         self._state["mse0"] = self._train_mse(self._state["f"])
@@ -340,9 +270,7 @@ class _BaseEigenPro(BaseEstimator):
             K -= (phi[rows] * P.scale_) @ phi[rows].T
         sc = np.sqrt(counts)
         S = K * np.outer(sc, sc) / counts.sum()
-        return float(np.linalg.eigvalsh(S)[-1]) if S.shape[0] <= 300 else float(
-            eigsh(S, k=1, which="LA", v0=np.ones(S.shape[0]), tol=1e-6,
-                  return_eigenvectors=False)[0])
+        return top_eigenvalue(S)
 
     def _train_mse(self, f):
         st = self._state
@@ -357,7 +285,7 @@ class _BaseEigenPro(BaseEstimator):
         op.ensure()
         alpha, f, Y = st["alpha"], st["f"], st["Y"]
         c = Y.shape[1]
-        limit = _DIVERGENCE_FACTOR * max(st["mse0"], np.finfo(np.float64).tiny)
+        limit = DIVERGENCE_FACTOR * max(st["mse0"], np.finfo(np.float64).tiny)
         mse_path = list(self.train_mse_path_)
         tracker = self._tracker
         tic = time.perf_counter()
@@ -416,7 +344,7 @@ class _BaseEigenPro(BaseEstimator):
         alpha = self.dual_coef_.reshape(self.X_fit_.shape[0], -1)
         Xf = self.X_fit_
         sq = np.einsum("ij,ij->i", Xf, Xf)
-        chunk = max(1, int(get_config()["working_memory"] // (16 * max(Xf.shape[0], 1))))
+        chunk = max(1, int(working_memory_bytes() // (16 * max(Xf.shape[0], 1))))
         out = np.empty((X.shape[0], alpha.shape[1]))
         for s in range(0, X.shape[0], chunk):
             out[s: s + chunk] = kern(X[s: s + chunk], Xf, Y_norm_squared=sq) @ alpha
@@ -569,12 +497,14 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
         -------
         self : object
         """
-        warm = self._continues()
+        return self._fit(X, y, sample_weight)
+
+    def _validate_xy(self, X, y, reset):
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
-                             y_numeric=True, reset=not warm)
+                             y_numeric=True, reset=reset)
         y = np.asarray(y, dtype=np.float64)
         self._y_1d = y.ndim == 1
-        return self._fit(X, y.reshape(y.shape[0], -1), sample_weight)
+        return X, y.reshape(y.shape[0], -1)
 
     def _set_coef(self, alpha):
         self.dual_coef_ = alpha[:, 0].copy() if self._y_1d else alpha.copy()
@@ -630,17 +560,22 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
         -------
         self : object
         """
-        warm = self._continues()
-        X, y = validate_data(self, X, y, dtype=np.float64, reset=not warm)
+        return self._fit(X, y, sample_weight)
+
+    def _validate_xy(self, X, y, reset):
+        X, y = validate_data(self, X, y, dtype=np.float64, reset=reset)
         check_classification_targets(y)
-        sw = check_sample_weight(sample_weight, X, np.float64)
-        seen = y if sw is None else y[sw > 0]
+        return X, y
+
+    def _encode_target(self, y, sample_weight):
+        seen = y if sample_weight is None else y[sample_weight > 0]
         classes = np.unique(seen)
-        if warm and not np.array_equal(classes, self.classes_):
-            raise ValueError("warm_start=True needs the same classes as the first fit.")
-        self.classes_ = classes
-        Y = (y[:, None] == classes[None, :]).astype(np.float64)
-        return self._fit(X, Y, sw)
+        self._fit_classes = classes
+        return (y[:, None] == classes[None, :]).astype(np.float64), classes
+
+    def _run_path(self, X, Y, sample_weight, warm, frozen):
+        self.classes_ = self._fit_classes
+        super()._run_path(X, Y, sample_weight, warm, frozen)
 
     def decision_function(self, X):
         """One-hot regression scores.

@@ -1,70 +1,106 @@
 """Iteration objects: one small object per first-order algorithm.
 
 Every algorithm of skacv is written in one generic form. With
-``z(v) = X~^T (y~ - X~ v) / n_eff`` the negative least-squares gradient,
+``z(v) = X~^T r(v) / n_eff`` the negative gradient of the mean data fit at
+``v`` (a mean over the mini-batch ``sampler(k)`` for stochastic methods),
 step ``k = 1, 2, ...`` maps the state ``(x^{k-1}, x^{k-2}, v^{k-1})`` to
 
-    pre^k = decay_k v^{k-1} + hb_k (x^{k-1} - x^{k-2}) + eta_k z(v^{k-1})
+    pre^k = v^{k-1} - eta_k l2 v^{k-1} + hb_k (x^{k-1} - x^{k-2}) + eta_k z(v^{k-1})
     x^k   = prox_k(pre^k)
     v^k   = x^k + beta_k (x^k - x^{k-1})
 
 ``x^k`` are the iterates stored in ``coef_path_``; ``v^k`` are the points
 where the gradient is evaluated (``v = x`` without extrapolation). The
-combination and the extrapolation are linear, so the *same* methods
-(:meth:`Iteration.combine`, :meth:`Iteration.extrapolate`) advance the
-iterates, their tangents (Jacobian actions, used by the risk estimator) and
-the leave-one-out trajectories (used by IACV), and also act eigenvalue-wise
-in the spectral forms. Only :meth:`Iteration.prox` and
+penalty (:mod:`skacv._penalties`) supplies the ridge decay ``l2`` and the
+prox; the iteration supplies the step sizes ``eta_k`` and the momentum
+(``hb_k``, ``beta_k``). The combination and the extrapolation are linear,
+so the *same* methods (:meth:`Iteration.combine`,
+:meth:`Iteration.extrapolate`) advance the iterates (the fit loop,
+:func:`skacv._path.run_trajectory`), their tangents (Jacobian actions, the
+risk estimate), the scalar spectral recursions (exact and Lanczos traces)
+and the leave-one-out states (IACV). Only :meth:`Iteration.prox` and
 :meth:`Iteration.prox_jacobian` are non-linear.
 
-=============  =========  ============  ====================  =============
-algorithm      decay_k    hb_k          beta_k                prox
-=============  =========  ============  ====================  =============
-GD             1          0             0                     identity
-ridge GD       1-eta mu   0             0                     identity
-heavy ball     1-eta mu   momentum      0                     identity
-Nesterov       1-eta mu   0             (k-1)/(k+2) or const  identity
-ISTA           1          0             0                     soft(., eta a)
-FISTA          1          0             (tau_{k-1}-1)/tau_k   soft(., eta a)
-SGD            1-eta mu   0             0                     identity
-ProxGradient   1-eta mu*  0             0 or FISTA's          soft* or id.
-=============  =========  ============  ====================  =============
+=============  ============  ====================  =======================
+algorithm      hb_k          beta_k                penalty
+=============  ============  ====================  =======================
+GD / ISTA      0             0                     L2 (ridge GD), L1 (ISTA)
+heavy ball     momentum      0                     smooth
+Nesterov       0             (k-1)/(k+2) or const  smooth
+FISTA          0             (tau_{k-1}-1)/tau_k   L1 (or any)
+SGD            0             0                     any (proximal SGD)
+EigenPro       0             0                     L2, preconditioned step
+=============  ============  ====================  =======================
 
-Here ``mu`` is the ridge penalty in mean form (``alpha / n_eff`` for
-scikit-learn's ``Ridge`` objective) and ``a`` the Lasso ``alpha``. ``SGD``
-(and ``ProxGradient`` with a ``sampler``) replaces ``z`` by its mean over the
-mini-batch ``sampler(k)``; ``*``: ``ProxGradient`` leaves trailing
-coordinates (an intercept) unpenalised.
+A new algorithm is a subclass overriding ``hb``, ``beta`` or ``combine``;
+estimators accept an instance as ``solver`` and bind the step size and the
+penalty at fit time (:meth:`Iteration.bind`). See docs/architecture.rst.
 """
 
+import copy
 import math
 
 import numpy as np
 
+from ._penalties import L1, Penalty
+
 
 class Iteration:
-    """Base class of the iteration objects.
+    """Base class of the iteration objects (plain gradient descent).
 
     Parameters
     ----------
-    step_size : float
-        Base step ``eta``.
-    l2 : float, default=0.0
-        Ridge penalty ``mu`` in mean form (objective
-        ``||y~ - X~ b||^2 / (2 n_eff) + mu ||b||^2 / 2``).
+    step_size : float, default=1.0
+        Base step ``eta``. Estimators set it at fit time (:meth:`bind`).
+    penalty : Penalty, default=None
+        Penalty of the objective (``None``: none).
     schedule : None, callable or array-like, default=None
         Multiplies the step: ``eta_k = step_size * schedule(k)`` (callable of
         the step number ``k >= 1``) or ``step_size * schedule[k - 1]``.
+    sampler : callable or None, default=None
+        ``sampler(k)`` gives the rows of the mini-batch of step ``k``
+        (stochastic gradients); ``None``: full-batch gradients.
     """
 
-    name = "base"
-    #: prox is the identity: the map from the data to the iterates is linear
-    is_linear = True
+    name = "gd"
+    #: the momentum coefficients do not depend on k
+    _stationary_momentum = True
 
-    def __init__(self, step_size, l2=0.0, schedule=None):
+    def __init__(self, step_size=1.0, *, penalty=None, schedule=None, sampler=None):
         self.step_size = float(step_size)
-        self.l2 = float(l2)
+        self.penalty = Penalty() if penalty is None else penalty
         self.schedule = schedule
+        self.sampler = sampler
+
+    def bind(self, step_size=None, penalty=None, schedule=None, sampler=None):
+        """A copy with the step size, penalty, schedule and sampler of a fit."""
+        it = copy.copy(self)
+        if step_size is not None:
+            it.step_size = float(step_size)
+        if penalty is not None:
+            it.penalty = penalty
+        if schedule is not None:
+            it.schedule = schedule
+        if sampler is not None:
+            it.sampler = sampler
+        return it
+
+    # ----------------------------------------------------------- properties
+    @property
+    def is_linear(self):
+        """The prox is the identity: the map from the data to the iterates is linear."""
+        return self.penalty.is_smooth
+
+    @property
+    def l2(self):
+        """Ridge strength in mean form (the decay of :meth:`combine`)."""
+        return self.penalty.l2_
+
+    @property
+    def is_stationary(self):
+        """Every step applies the same linear map (a Toeplitz memory matrix)."""
+        return (self.is_linear and self.schedule is None and self.sampler is None
+                and self._stationary_momentum)
 
     # ----------------------------------------------------------- coefficients
     def eta(self, k):
@@ -77,27 +113,24 @@ class Iteration:
         return self.step_size * float(s[k - 1])
 
     def decay(self, k):
+        """Scalar decay ``1 - eta_k l2`` (penalties on every coordinate)."""
         return 1.0 - self.eta(k) * self.l2
 
     def hb(self, k):
+        """Heavy-ball coefficient of ``x^{k-1} - x^{k-2}`` in step ``k``."""
         return 0.0
 
     def beta(self, k):
+        """Extrapolation ``v^k = x^k + beta_k (x^k - x^{k-1})``."""
         return 0.0
-
-    @property
-    def is_stationary(self):
-        """True when every step applies the same linear map (Toeplitz memory)."""
-        return self.is_linear and self.schedule is None and self._stationary_momentum
-
-    _stationary_momentum = True
 
     # ------------------------------------------------------- the linear parts
     def combine(self, k, v, dx, z):
-        """``decay_k v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2})."""
-        out = self.eta(k) * z
-        d = self.decay(k)
-        out += v if d == 1.0 else d * v
+        """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2})."""
+        eta = self.eta(k)
+        out = eta * z
+        out += v
+        self.penalty.decay(v, eta, out)
         h = self.hb(k)
         if h != 0.0:
             out += h * dx
@@ -112,15 +145,13 @@ class Iteration:
 
     # ------------------------------------------------------------------ prox
     def prox(self, k, pre):
-        return pre
+        """Proximal step of the penalty with step ``eta_k``."""
+        return self.penalty.prox(pre, self.eta(k))
 
     def prox_jacobian(self, k, x):
-        """Diagonal of the prox Jacobian at step ``k`` given ``x^k``.
-
-        ``None`` means the identity; otherwise a boolean mask (1 where the
-        coordinate is free).
-        """
-        return None
+        """Diagonal of the prox Jacobian at step ``k`` given ``x^k`` (``None``:
+        the identity; else a boolean mask, 1 where the coordinate is free)."""
+        return self.penalty.prox_jacobian(x)
 
     # ------------------------------------------------------------- tangents
     def tangent(self, k, dv, dx1, dx2, dz, mask):
@@ -148,13 +179,29 @@ class Iteration:
         return dpre, self.extrapolate(k, dpre, dx1)
 
     def __repr__(self):
-        return f"{type(self).__name__}(step_size={self.step_size:.4g})"
+        return f"{type(self).__name__}(step_size={self.step_size:.4g}, penalty={self.penalty!r})"
 
 
 class GradientDescent(Iteration):
-    """Gradient descent (``l2 > 0``: ridge gradient descent)."""
+    """(Proximal) gradient descent: ridge GD with an ``L2`` penalty, ISTA with ``L1``."""
 
-    name = "gd"
+    @property
+    def name(self):
+        if self.sampler is not None:
+            return "sgd"
+        return "gd" if self.penalty.is_smooth else "ista"
+
+
+class ISTA(GradientDescent):
+    """Proximal gradient descent on the Lasso (penalty ``alpha ||b||_1``).
+
+    ``ISTA(step_size, alpha)`` is ``GradientDescent`` with ``penalty=L1(alpha)``.
+    """
+
+    def __init__(self, step_size=1.0, alpha=None, *, penalty=None, schedule=None, sampler=None):
+        if penalty is None and alpha is not None:
+            penalty = L1(alpha)
+        super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
 
 
 class HeavyBall(Iteration):
@@ -162,8 +209,9 @@ class HeavyBall(Iteration):
 
     name = "heavy_ball"
 
-    def __init__(self, step_size, momentum=0.9, l2=0.0, schedule=None):
-        super().__init__(step_size, l2=l2, schedule=schedule)
+    def __init__(self, step_size=1.0, momentum=0.9, *, penalty=None, schedule=None,
+                 sampler=None):
+        super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
         self.momentum = float(momentum)
 
     def hb(self, k):
@@ -179,12 +227,11 @@ class Nesterov(Iteration):
 
     name = "nesterov"
 
-    def __init__(self, step_size, momentum="auto", l2=0.0, schedule=None):
-        super().__init__(step_size, l2=l2, schedule=schedule)
+    def __init__(self, step_size=1.0, momentum="auto", *, penalty=None, schedule=None,
+                 sampler=None):
+        super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
         self.momentum = momentum
-        self._stationary_momentum = not (
-            isinstance(momentum, str) and momentum == "auto"
-        )
+        self._stationary_momentum = not (isinstance(momentum, str) and momentum == "auto")
 
     def beta(self, k):
         if isinstance(self.momentum, str):
@@ -192,40 +239,20 @@ class Nesterov(Iteration):
         return float(self.momentum)
 
 
-def soft_threshold(x, tau):
-    """Soft-thresholding ``sign(x) max(|x| - tau, 0)``."""
-    return np.sign(x) * np.maximum(np.abs(x) - tau, 0)
+class FISTA(Iteration):
+    """Accelerated proximal gradient (Beck & Teboulle 2009), ``tau_0 = 1``.
 
-
-class ISTA(Iteration):
-    """Proximal gradient descent on the Lasso (penalty ``alpha ||b||_1``)."""
-
-    name = "ista"
-    is_linear = False
-
-    def __init__(self, step_size, alpha, l2=0.0, schedule=None):
-        super().__init__(step_size, l2=l2, schedule=schedule)
-        self.alpha = float(alpha)
-
-    def prox(self, k, pre):
-        tau = pre.dtype.type(self.eta(k) * self.alpha)
-        out = np.abs(pre)
-        out -= tau
-        np.maximum(out, 0, out=out)
-        return np.copysign(out, pre, out=out)
-
-    def prox_jacobian(self, k, x):
-        return x != 0
-
-
-class FISTA(ISTA):
-    """FISTA (Beck & Teboulle 2009) with ``tau_0 = 1``."""
+    ``FISTA(step_size, alpha)`` uses ``penalty=L1(alpha)``; any penalty works.
+    """
 
     name = "fista"
     _stationary_momentum = False
 
-    def __init__(self, step_size, alpha, l2=0.0, schedule=None):
-        super().__init__(step_size, alpha, l2=l2, schedule=schedule)
+    def __init__(self, step_size=1.0, alpha=None, *, penalty=None, schedule=None,
+                 sampler=None):
+        if penalty is None and alpha is not None:
+            penalty = L1(alpha)
+        super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
         self._tau = [1.0]
 
     def _tau_k(self, k):
@@ -238,155 +265,51 @@ class FISTA(ISTA):
         return (self._tau_k(k - 1) - 1.0) / self._tau_k(k)
 
 
-class MinibatchSampler:
-    """Mini-batches of rows: one random permutation per epoch.
-
-    Step ``k`` (``k >= 1``) uses batch ``j = (k - 1) mod n_batches`` of epoch
-    ``e = (k - 1) // n_batches``; the permutation of epoch ``e`` is drawn from
-    ``numpy.random.default_rng([seed, e])``, so the batch of a step depends
-    only on ``(seed, k)`` (a warm restart continues the same sequence). The
-    last batch of an epoch is smaller when ``batch_size`` does not divide
-    ``n_samples``.
-
-    Parameters
-    ----------
-    n_samples : int
-    batch_size : int
-    seed : int
-    """
-
-    def __init__(self, n_samples, batch_size, seed):
-        self.n_samples = int(n_samples)
-        self.batch_size = int(min(max(batch_size, 1), self.n_samples))
-        self.seed = int(seed)
-        self.n_batches = -(-self.n_samples // self.batch_size)
-        self._epoch, self._perm = -1, None
-
-    def __call__(self, k):
-        """Sorted row indices of the batch of step ``k``."""
-        e, j = divmod(int(k) - 1, self.n_batches)
-        if e != self._epoch:
-            self._perm = np.random.default_rng([self.seed, e]).permutation(self.n_samples)
-            self._epoch = e
-        b = self.batch_size
-        return np.sort(self._perm[j * b: (j + 1) * b])
-
-    def without(self, i):
-        """The same batches on the data with row ``i`` deleted (re-indexed)."""
-        return _SamplerWithoutRow(self, i)
-
-
-class _SamplerWithoutRow:
-    """Batches of a :class:`MinibatchSampler` with one row removed."""
-
-    def __init__(self, base, row):
-        self.base, self.row = base, int(row)
-        self.n_samples = base.n_samples - 1
-        self.batch_size = base.batch_size
-        self.n_batches = base.n_batches
-
-    def __call__(self, k):
-        S = self.base(k)
-        S = S[S != self.row]
-        return S - (S > self.row)
-
-
 class SGD(GradientDescent):
-    """Mini-batch stochastic gradient descent (``l2 > 0``: ridge SGD).
+    """Mini-batch stochastic (proximal) gradient descent.
 
     The gradient input of step ``k`` is the weighted mean over the batch
     ``S_k = sampler(k)``: ``z = X~_S^T r_S / sum_{i in S} w_i``.
     """
 
-    name = "sgd"
-    _stationary_momentum = False
-
-    def __init__(self, step_size, sampler, l2=0.0, schedule=None):
-        super().__init__(step_size, l2=l2, schedule=schedule)
-        self.sampler = sampler
+    def __init__(self, step_size=1.0, sampler=None, *, penalty=None, schedule=None):
+        super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
 
 
-class ProxGradient(Iteration):
-    """Proximal gradient whose penalty skips trailing coordinates.
+class PreconditionedGD(GradientDescent):
+    """Preconditioned (ridge) gradient descent ``b <- b + eta P (z - l2 b)``.
 
-    For penalised objectives with an unpenalised intercept stored as the last
-    coordinate(s) (logistic regression on ``[X, 1]``): the ridge decay
-    ``1 - eta_k l2`` and the soft-threshold at ``eta_k l1`` act on the first
-    ``n_features - n_unpenalized`` coordinates only. ``accelerated=True`` adds
-    FISTA's extrapolation; ``sampler`` makes it a (proximal) SGD.
-
-    Parameters
-    ----------
-    step_size : float
-    l1, l2 : float, default=0.0
-        Penalty ``l1 ||b||_1 + l2 ||b||^2 / 2`` on the penalised coordinates.
-    n_unpenalized : int, default=0
-    accelerated : bool, default=False
-    schedule : None, callable or array-like, default=None
-    sampler : MinibatchSampler or None, default=None
+    ``P`` is a fixed symmetric positive definite preconditioner with
+    ``P.apply(G)`` (EigenPro's :class:`~skacv._preconditioning.NystromPreconditioner`
+    in feature space). The combination is linear, so the fit loop, the
+    tangents and the leave-one-out runs use :meth:`combine` unchanged; the
+    spectral form of the risk needs the nodes of the whitened problem
+    (:func:`skacv._preconditioning.preconditioned_nodes`).
     """
 
-    def __init__(self, step_size, l1=0.0, l2=0.0, n_unpenalized=0, accelerated=False,
-                 schedule=None, sampler=None):
-        super().__init__(step_size, l2=l2, schedule=schedule)
-        self.l1 = float(l1)
-        self.n_unpenalized = int(n_unpenalized)
-        self.accelerated = bool(accelerated)
-        self.sampler = sampler
-        self.is_linear = self.l1 == 0.0
-        self._stationary_momentum = not self.accelerated and sampler is None
-        if sampler is not None:
-            self.name = "sgd"
-        else:
-            self.name = "fista" if accelerated else ("ista" if self.l1 else "gd")
-        self._tau = [1.0]
+    name = "eigenpro"
 
-    def _n_pen(self, x):
-        return x.shape[0] - self.n_unpenalized
+    def __init__(self, step_size=1.0, preconditioner=None, *, penalty=None, schedule=None):
+        super().__init__(step_size, penalty=penalty, schedule=schedule)
+        self.preconditioner = preconditioner
 
-    def penalized(self, n_coef):
-        """Boolean mask of the penalised coordinates."""
-        mask = np.ones(n_coef, dtype=bool)
-        if self.n_unpenalized:
-            mask[n_coef - self.n_unpenalized:] = False
-        return mask
+    @property
+    def is_stationary(self):
+        return False  # the spectral form lives in the whitened coordinates
+
+    def decay(self, k):  # the decay is the matrix I - eta l2 P, not a scalar
+        raise NotImplementedError("PreconditionedGD has no scalar decay; use combine().")
 
     def combine(self, k, v, dx, z):
-        out = self.eta(k) * z
+        g = z - self.l2 * v if self.l2 else z
+        out = self.preconditioner.apply(g)
+        out = out * out.dtype.type(self.eta(k))
         out += v
-        if self.l2:
-            m = self._n_pen(v)
-            out[:m] -= (self.eta(k) * self.l2) * v[:m]
         return out
 
-    def beta(self, k):
-        if not self.accelerated:
-            return 0.0
-        while len(self._tau) <= k:
-            t = self._tau[-1]
-            self._tau.append((1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0)  # a Python float
-        return (self._tau[k - 1] - 1.0) / self._tau[k]
-
-    def prox(self, k, pre):
-        if not self.l1:
-            return pre
-        m = self._n_pen(pre)
-        out = pre.copy()
-        head = out[:m]
-        tau = pre.dtype.type(self.eta(k) * self.l1)
-        mag = np.abs(head)
-        mag -= tau
-        np.maximum(mag, 0, out=mag)
-        np.copysign(mag, head, out=head)
-        return out
-
-    def prox_jacobian(self, k, x):
-        if not self.l1:
-            return None
-        mask = x != 0
-        if self.n_unpenalized:
-            mask[x.shape[0] - self.n_unpenalized:] = True
-        return mask
+    def whitened(self):
+        """Plain gradient descent with the same steps: the whitened problem."""
+        return GradientDescent(self.step_size, schedule=self.schedule)
 
 
 def check_schedule(schedule, n_steps):
@@ -412,8 +335,6 @@ __all__ = [
     "ISTA",
     "FISTA",
     "SGD",
-    "ProxGradient",
-    "MinibatchSampler",
-    "soft_threshold",
+    "PreconditionedGD",
     "check_schedule",
 ]

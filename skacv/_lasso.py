@@ -2,10 +2,13 @@
 
 from numbers import Real
 
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import RegressorMixin
 
-from ._base import BaseTrajectoryRegressor
-from ._iterations import FISTA, ISTA
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._compat import Interval, StrOptions
+from ._datafits import LeastSquares
+from ._iterations import FISTA, GradientDescent, Iteration
+from ._penalties import L1
 
 _DOC_ATTRIBUTES = """
     Attributes
@@ -55,7 +58,7 @@ _DOC_ATTRIBUTES = """
 """
 
 
-class TrajectoryLasso(BaseTrajectoryRegressor):
+class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     __doc__ = """Lasso fitted by ISTA or FISTA, keeping the whole path.
 
     Minimises scikit-learn's Lasso objective
@@ -70,7 +73,11 @@ class TrajectoryLasso(BaseTrajectoryRegressor):
     ----------
     alpha : float, default=1.0
         Penalty level (``lam`` in the seed notebook).
-    solver : {"fista", "ista"}, default="fista"
+    solver : {"fista", "ista"} or Iteration, default="fista"
+        ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009);
+        ``"ista"``: proximal gradient descent. An :class:`~skacv.Iteration`
+        instance runs a user-defined algorithm (its step size and the L1
+        penalty are set at fit time; see the architecture page).
     max_iter : int, default=100
         Total number of iterations of the path.
     step_size : "auto" or float, default="auto"
@@ -119,11 +126,10 @@ class TrajectoryLasso(BaseTrajectoryRegressor):
     """
 
     _parameter_constraints: dict = {
-        **BaseTrajectoryRegressor._parameter_constraints,
+        **COMMON_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "solver": [StrOptions({"fista", "ista"})],
+        "solver": [StrOptions({"fista", "ista"}), Iteration],
     }
-    _warm_params = ("alpha", "solver", "fit_intercept", "step_size")
 
     def __init__(
         self,
@@ -158,6 +164,16 @@ class TrajectoryLasso(BaseTrajectoryRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _make_iteration(self, step_size, design):
-        cls = FISTA if self.solver == "fista" else ISTA
-        return cls(step_size, self.alpha)
+    def _make_datafit(self, design):
+        return LeastSquares()
+
+    def _make_penalty(self, design):
+        return L1(self.alpha)
+
+    def _solvers(self):
+        return {
+            "fista": lambda step, penalty, schedule, sampler, setup: FISTA(
+                step, penalty=penalty, schedule=schedule),
+            "ista": lambda step, penalty, schedule, sampler, setup: GradientDescent(
+                step, penalty=penalty, schedule=schedule),
+        }

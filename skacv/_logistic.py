@@ -5,22 +5,19 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit, log_expit
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import validate_data
 
-from ._base import PathMixin
-from ._config import check_memory
-from ._datafit import Logistic
+from ._base import COMMON_CONSTRAINTS, PathMixin, TrajectoryEstimator
+from ._compat import Interval, StrOptions, _fit_context
+from ._datafits import Logistic
 from ._design import Design
-from ._iterations import MinibatchSampler, ProxGradient, check_schedule
-from ._path import init_state, max_row_norm2, run_trajectory
-from ._validation import check_sample_weight, data_fingerprint, same_fingerprint
+from ._iterations import FISTA, SGD, GradientDescent, Iteration
+from ._penalties import L1, L2
 
 
-class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, BaseEstimator):
+class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, TrajectoryEstimator):
     """Binary logistic regression fitted by a first-order method, keeping the path.
 
     Minimises the mean log-loss plus a penalty,
@@ -50,12 +47,13 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, BaseEstimator):
     alpha : float, default=0.01
         Penalty level (mean form).
     penalty : {"l2", "l1"}, default="l2"
-    solver : {"gd", "fista", "sgd"}, default="gd"
+    solver : {"gd", "fista", "sgd"} or Iteration, default="gd"
         ``"gd"``: gradient descent (``"l1"``: proximal gradient, ISTA);
         ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009);
         ``"sgd"``: (proximal) mini-batch SGD, weighted mean gradient of
         ``batch_size`` rows, one permutation per epoch seeded by
-        ``random_state``.
+        ``random_state``. An :class:`~skacv.Iteration` instance runs a
+        user-defined algorithm.
     max_iter : int, default=100
         Total number of iterations of the path.
     step_size : "auto" or float, default="auto"
@@ -119,23 +117,16 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
+        **{k: COMMON_CONSTRAINTS[k] for k in (
+            "max_iter", "step_size", "fit_intercept", "warm_start", "estimate_loo",
+            "store_loo_predictions", "loo_batch_size", "loo_subsample", "random_state",
+            "verbose")},
         "alpha": [Interval(Real, 0, None, closed="left")],
         "penalty": [StrOptions({"l2", "l1"})],
-        "solver": [StrOptions({"gd", "fista", "sgd"})],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions({"gd", "fista", "sgd"}), Iteration],
         "step_schedule": [None, callable, "array-like"],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "fit_intercept": ["boolean"],
-        "warm_start": ["boolean"],
-        "estimate_loo": ["boolean"],
-        "store_loo_predictions": ["boolean"],
-        "loo_batch_size": [Interval(Integral, 1, None, closed="left"), None],
-        "loo_subsample": [Interval(Integral, 1, None, closed="left"), None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
     }
-    _warm_params = ("alpha", "penalty", "solver", "fit_intercept", "step_size", "batch_size")
 
     def __init__(
         self,
@@ -174,57 +165,9 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
         tags.classifier_tags.multi_class = False
         return tags
 
-    # ------------------------------------------------------ problem pieces
-    def _design(self, X, sample_weight):
-        """Weighted design of ``[X, 1]`` (``X`` alone without intercept)."""
-        if self.fit_intercept:
-            ones = np.ones((X.shape[0], 1), dtype=X.dtype)
-            if sp.issparse(X):
-                X = sp.hstack([X, sp.csr_matrix(ones)], format="csr", dtype=X.dtype)
-            else:
-                X = np.hstack([X, ones])
-        return Design(X, sample_weight, fit_intercept=False)
-
-    def _make_datafit(self, design):
-        return Logistic(None if design.sqrt_weight is None
-                        else design.sqrt_weight.astype(np.float64))
-
-    def _l2(self, design):
-        """Ridge penalty in mean form (the same for the left-out objectives)."""
-        return float(self.alpha) if self.penalty == "l2" else 0.0
-
-    def _auto_step(self, design):
-        if not isinstance(self.step_size, str):
-            return float(self.step_size)
-        L = design.lipschitz() / 4.0 + self._l2(design)
-        if self.solver == "sgd":
-            L += max_row_norm2(design) / (4.0 * min(self.batch_size, design.n_samples))
-        return 1.0 / L if L > 0 else 1.0
-
-    def _make_iteration(self, step_size, design):
-        schedule = check_schedule(self.step_schedule, self.max_iter)
-        sampler = None
-        if self.solver == "sgd":
-            sampler = getattr(self, "_sampler_override", None)
-            if sampler is None:
-                sampler = MinibatchSampler(design.n_samples, self.batch_size, self._batch_seed)
-        return ProxGradient(
-            step_size, l1=self.alpha if self.penalty == "l1" else 0.0, l2=self._l2(design),
-            n_unpenalized=int(self.fit_intercept), accelerated=self.solver == "fista",
-            schedule=schedule, sampler=sampler,
-        )
-
-    def _fit_coef_path(self):
-        """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""
-        if self.fit_intercept:
-            return np.vstack([self.coef_path_, self.intercept_path_[None, :]])
-        return self.coef_path_
-
-    # ------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Run the iterations from zero (or extend the path, ``warm_start``).
@@ -241,9 +184,12 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, BaseEstimator):
         -------
         self : object
         """
-        warm = self.warm_start and hasattr(self, "coef_path_")
+        return self._fit(X, y, sample_weight)
+
+    # ------------------------------------------------------ problem pieces
+    def _validate_xy(self, X, y, reset):
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"),
-                             dtype=[np.float64, np.float32], reset=not warm)
+                             dtype=[np.float64, np.float32], reset=reset)
         check_classification_targets(y)
         y_type = type_of_target(y, input_name="y", raise_unknown=True)
         if y_type != "binary":
@@ -251,6 +197,9 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, BaseEstimator):
                 "Only binary classification is supported. The type of the target "
                 f"is {y_type}. Use OneVsRestClassifier for more classes."
             )
+        return X, y
+
+    def _encode_target(self, y, sample_weight):
         classes = np.unique(y)
         if classes.shape[0] != 2:
             raise ValueError(
@@ -258,79 +207,66 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, BaseEstimator):
                 f"samples of 2 classes, got {classes.shape[0]} class(es) "
                 f"({classes.tolist()})."
             )
-        y01 = (y == classes[1]).astype(X.dtype)
-        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
-        fingerprint = data_fingerprint(X, y01, sample_weight)
-        params = {k: getattr(self, k) for k in self._warm_params}
-        if warm:
-            self._check_warm(fingerprint, params, sample_weight, classes)
-        n, p = X.shape
-        m = p + int(self.fit_intercept)
-        n_total = self.max_iter
-        check_memory(m * (n_total + 1) * X.dtype.itemsize,
-                     f"coef_path_ of shape ({p}, {n_total + 1})", "Lower max_iter. ")
-        design = self._design(X, sample_weight)
-        path = np.empty((m, n_total + 1), dtype=X.dtype, order="F")
-        if warm:
-            step, n_done = self.step_size_, self.n_iter_
-            path[:, : n_done + 1] = self._fit_coef_path()
-            state = self._solver_state
-        else:
-            if self.solver == "sgd":
-                rng = check_random_state(self.random_state)
-                self._batch_seed = int(rng.randint(2**31 - 1))
-            step, n_done = self._auto_step(design), 0
-            path[:, 0] = 0
-            state = init_state(design)
-        iteration = self._make_iteration(step, design)
-        datafit = self._make_datafit(design)
-        run_trajectory(design, y01, iteration, n_total - n_done, state, path,
-                       verbose=self.verbose, datafit=datafit)
-        self.classes_ = classes
+        self._fit_classes = classes
+        return (y == classes[1]).astype(np.float64), classes
+
+    def _augment(self, X):
+        """``[X, 1]`` (``X`` alone without intercept)."""
+        if not self.fit_intercept:
+            return X
+        ones = np.ones((X.shape[0], 1), dtype=X.dtype)
+        if sp.issparse(X):
+            return sp.hstack([X, sp.csr_matrix(ones)], format="csr", dtype=X.dtype)
+        return np.hstack([X, ones])
+
+    def _make_design(self, X, sample_weight):
+        """Weighted design of ``[X, 1]``, not centred: the intercept is a
+        coordinate, so the left-out fits are the same algorithm on fewer rows."""
+        return Design(self._augment(X), sample_weight, fit_intercept=False)
+
+    def _fit_rows(self, X):
+        return super()._fit_rows(self._augment(X))
+
+    def _fit_target(self, design, y):
+        return 0.0, np.asarray(y, dtype=design.dtype)
+
+    def _make_datafit(self, design):
+        return Logistic(None if design.sqrt_weight is None
+                        else design.sqrt_weight.astype(np.float64))
+
+    def _make_penalty(self, design):
+        cls = L2 if self.penalty == "l2" else L1
+        return cls(self.alpha, n_unpenalized=int(self.fit_intercept))
+
+    def _solvers(self):
+        return {
+            "gd": lambda step, penalty, schedule, sampler, setup: GradientDescent(
+                step, penalty=penalty, schedule=schedule),
+            "fista": lambda step, penalty, schedule, sampler, setup: FISTA(
+                step, penalty=penalty, schedule=schedule),
+            "sgd": lambda step, penalty, schedule, sampler, setup: SGD(
+                step, sampler, penalty=penalty, schedule=schedule),
+        }
+
+    def _store_path(self, path, design, offset):
+        p = path.shape[0] - int(self.fit_intercept)
+        self.classes_ = self._fit_classes
         self.coef_path_ = np.asfortranarray(path[:p])
         if self.fit_intercept:
             self.intercept_path_ = path[p].copy()
         else:
-            self.intercept_path_ = np.zeros(n_total + 1, dtype=X.dtype)
+            self.intercept_path_ = np.zeros(path.shape[1], dtype=path.dtype)
         self.coef_ = self.coef_path_[:, -1][None, :].copy()
         self.intercept_ = self.intercept_path_[-1:].copy()
-        self.n_iter_ = n_total
-        self.step_size_ = step
-        self._solver_state = state
-        self._fingerprint = fingerprint
-        self._fit_params = params
-        self._sample_weight_sum = None if sample_weight is None else float(sample_weight.sum())
-        for name in ("loo_path_", "loo_error_path_", "loo_predictions_", "loo_indices_"):
-            if hasattr(self, name):
-                delattr(self, name)
-        if self.estimate_loo:
-            from ._loo import _estimator_loo
 
-            _estimator_loo(self, design, y01, iteration, X, y01, sample_weight)
-        return self
+    def _fit_coef_path(self):
+        """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""
+        if self.fit_intercept:
+            return np.vstack([self.coef_path_, self.intercept_path_[None, :]])
+        return self.coef_path_
 
-    def _check_warm(self, fingerprint, params, sample_weight, classes):
-        if self.max_iter < self.n_iter_:
-            raise ValueError(
-                f"max_iter={self.max_iter} must be larger than or equal to "
-                f"n_iter_={self.n_iter_} when warm_start==True: max_iter is the "
-                "total length of the path."
-            )
-        sw_sum = None if sample_weight is None else float(sample_weight.sum())
-        if (not same_fingerprint(fingerprint, self._fingerprint)
-                or sw_sum != self._sample_weight_sum
-                or not np.array_equal(classes, self.classes_)):
-            raise ValueError(
-                "warm_start=True continues the path fitted on other training data "
-                "(X, y or sample_weight changed). Set warm_start=False to fit new data."
-            )
-        changed = [k for k in params if params[k] != self._fit_params[k]]
-        if changed:
-            raise ValueError(
-                f"warm_start=True cannot continue a path after {changed} changed "
-                f"(was {[self._fit_params[k] for k in changed]}). Set "
-                "warm_start=False to start a new path."
-            )
+    def _path_predictions(self, X):
+        return expit(super()._path_predictions(X))
 
     # --------------------------------------------------------------- predict
     def decision_function(self, X):

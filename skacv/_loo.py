@@ -50,38 +50,23 @@ left-out residual of ``y_i`` is ``W / (W - rho_i)`` times the centred one.
 import time
 
 import numpy as np
-from joblib import Parallel, delayed
-from scipy import linalg
 from scipy.special import expit
-from sklearn.base import clone, is_classifier
-from sklearn.exceptions import NotFittedError
 from sklearn.utils import Bunch, check_random_state
-from sklearn.utils.validation import check_is_fitted
 
-from ._config import check_memory, get_config
-from ._datafit import log_loss_terms
-from ._design import Design
-from ._iterations import MinibatchSampler
-from ._path import RowBlock, design_rows
-from ._validation import check_sample_weight
+from ._config import check_memory, path_memory_bytes, working_memory_bytes
+from ._datafits import LeastSquares, log_loss_terms
+from ._design import RowBlock, design_rows
+from ._path import minibatch_gradient
 
 # arrays of size n_coef per tracked sample (state, temporaries) for the chunk size
 _ARRAYS_PER_SAMPLE = 10
-
-
-class _NEff:
-    """Stand-in for a design in ``estimator._l2(design)`` (reads ``n_eff``)."""
-
-    def __init__(self, n_eff):
-        self.n_eff = n_eff
-
 
 # ----------------------------------------------------------------------------
 # the problem: per-sample constants, spectral basis
 # ----------------------------------------------------------------------------
 
 
-def _removed_weights(design):
+def removed_weights(design):
     """``w``, ``rho = min(w, 1)`` and the remaining weight ``W - rho``."""
     n = design.n_samples
     w = np.ones(n) if design.weight is None else np.asarray(design.weight, dtype=np.float64)
@@ -99,7 +84,8 @@ def _removed_weights(design):
 class _Problem:
     """What the leave-one-out runs of one trajectory share."""
 
-    def __init__(self, est, design, y_tilde, iteration, coef_path, datafit, y):
+    def __init__(self, design, y_tilde, iteration, coef_path, datafit, y):
+        datafit = LeastSquares() if datafit is None else datafit
         self.design, self.iteration, self.datafit = design, iteration, datafit
         self.y_tilde = np.asarray(y_tilde, dtype=np.float64)
         self.y = np.asarray(y, dtype=np.float64)
@@ -107,22 +93,23 @@ class _Problem:
         self.T = self.path.shape[1] - 1
         self.n, self.m = design.n_samples, self.path.shape[0]
         self.W = float(design.n_eff)
-        self.w, self.rho, self.W_minus = _removed_weights(design)
-        self.classifier = datafit is not None and datafit.name == "logistic"
-        self.quadratic = datafit is None
+        self.w, self.rho, self.W_minus = removed_weights(design)
+        self.classifier = datafit.classifier
+        self.quadratic = datafit.quadratic
         self.centred = self.quadratic and design.fit_intercept
         with np.errstate(divide="ignore", invalid="ignore"):
             self.eps = np.where(self.rho > 0, self.rho / self.W_minus, 0.0)
         if not self.centred:
             self.eps = np.zeros(self.n)
-        l2_minus = est._l2(_NEff(np.where(self.W_minus > 0, self.W_minus, 1.0)))
-        self.dl2 = np.broadcast_to(np.asarray(l2_minus, dtype=np.float64), (self.n,)) \
-            - float(iteration.l2)
+        # the left-out objective's penalty in mean form (sum-form penalties
+        # are divided by the remaining weight)
+        penalty = iteration.penalty
+        l2_minus = penalty.l2_at(np.where(self.W_minus > 0, self.W_minus, 1.0))
+        self.dl2 = np.broadcast_to(l2_minus, (self.n,)) - float(iteration.l2)
         if not np.any(self.dl2):
             self.dl2 = None
-        pen = getattr(iteration, "penalized", None)
-        self.pen = None if pen is None else pen(self.m)
-        self.sampler = getattr(iteration, "sampler", None)
+        self.pen = penalty.penalized(self.m) if penalty.n_unpenalized else None
+        self.sampler = iteration.sampler
         self.uses_hb = any(iteration.hb(k) != 0.0 for k in range(1, self.T + 1))
         self.sw = np.sqrt(self.w)
         self.spectral = None
@@ -375,12 +362,8 @@ def _track(prob, idx, coef_at=(), store=False):
         else:
             Xv = np.asarray(design.matvec(v.astype(design.dtype, copy=False)),
                             dtype=np.float64)
-            if datafit is None:
-                r = prob.y_tilde - Xv
-                curv_all = None
-            else:
-                r = datafit.residual(Xv, prob.y_tilde)
-                curv_all = datafit.curvature(Xv, prob.y_tilde)
+            r = datafit.residual(Xv, prob.y_tilde)
+            curv_all = datafit.curvature(Xv, prob.y_tilde)
             g = r[idx] / sw_i
             curv = None if curv_all is None else curv_all[idx]
             if sampler is None:
@@ -389,9 +372,11 @@ def _track(prob, idx, coef_at=(), store=False):
                 HdV = _apply_hessian(prob, dV, curv_all)
             else:
                 S = sampler(k)
-                XS = np.asarray(RowBlock(design, S, prob.x_csr()).dense(), dtype=np.float64)
+                rows = RowBlock(design, S, prob.x_csr())
+                XS = np.asarray(rows.dense(), dtype=np.float64)
                 N_S = float(prob.w[S].sum())
-                z = XS.T @ r[S] / N_S if N_S > 0 else np.zeros(prob.m)
+                z = np.asarray(minibatch_gradient(rows, r[S], design.weight, v),
+                               dtype=np.float64)
                 in_S = np.isin(idx, S, assume_unique=True)
                 XdV = XS @ dV
                 if curv_all is not None:
@@ -450,7 +435,7 @@ def _block_size(prob, batch_size, n_steps=0):
     m = prob.m if prob.spectral is None else prob.spectral.lam.shape[0]
     per = 8 * (m * _ARRAYS_PER_SAMPLE + 8 * n_steps + prob.T + 1)
     if batch_size is None:
-        return int(max(1, get_config()["working_memory"] // per))
+        return int(max(1, working_memory_bytes() // per))
     check_memory(
         per * int(batch_size),
         f"the leave-one-out state of {int(batch_size)} samples x {m} coefficients",
@@ -460,26 +445,25 @@ def _block_size(prob, batch_size, n_steps=0):
     return int(batch_size)
 
 
-def iacv_path(est, design, y_tilde, iteration, coef_path, y, *, datafit=None,
+def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
               batch_size=None, subsample=None, store_predictions=False, random_state=None,
               fitted=None, coef_at=(), spectral="auto", full_predictions=None, verbose=0):
     """Leave-one-out losses of every iterate by IACV (see the module docstring).
 
     Parameters
     ----------
-    est : fitted estimator
-        Supplies ``_l2`` (the penalty of the left-out objective).
     design : Design
         The fit's design (rows of ``X~``, centred and weighted).
     y_tilde : ndarray of shape (n_samples,)
         The fit's target (centred and weighted; labels {0, 1} for logistic).
     iteration : Iteration
-        The iteration object of the fit.
+        The iteration object of the fit (its penalty gives the left-out
+        objective's penalty, :meth:`~skacv._penalties.Penalty.at_weight`).
     coef_path : ndarray of shape (n_coef, T + 1)
         Iterates in the fit's coordinates.
     y : ndarray of shape (n_samples,)
         Original target (least squares) or labels in {0, 1}.
-    datafit : None or Logistic
+    datafit : datafit of :mod:`skacv._datafits`, default=None
         ``None`` is least squares.
     batch_size, subsample : int or None
         Block size of the left-out runs; random subset of tracked samples.
@@ -504,7 +488,7 @@ def iacv_path(est, design, y_tilde, iteration, coef_path, y, *, datafit=None,
         (len(coef_at), n_tracked, n_coef) or None with ``coef_indices``.
     """
     tic = time.perf_counter()
-    prob = _Problem(est, design, y_tilde, iteration, coef_path, datafit, y)
+    prob = _Problem(design, y_tilde, iteration, coef_path, datafit, y)
     n, T = prob.n, prob.T
     if store_predictions:
         check_memory(8 * n * (T + 1), f"loo_predictions_ of shape ({n}, {T + 1})",
@@ -522,10 +506,10 @@ def iacv_path(est, design, y_tilde, iteration, coef_path, y, *, datafit=None,
                  and getattr(iteration, "preconditioner", None) is None)
     if spectral == "auto" and linear_ls and prob.pen is None:
         r = min(n, prob.m)
-        if 16 * r * r <= get_config()["path_memory_limit"]:
+        if 16 * r * r <= path_memory_bytes():
             prob.spectral = _Spectral(prob, fitted)
     if prob.spectral is None and prob.quadratic and prob.sampler is None:
-        if 8 * prob.m * prob.m <= get_config()["working_memory"]:
+        if 8 * prob.m * prob.m <= working_memory_bytes():
             prob.gram = np.asarray(design.gram(side="features"), dtype=np.float64) * prob.W
     track, groups = _track, [tracked]
     if prob.spectral is not None and iteration.is_stationary \
@@ -571,324 +555,3 @@ def iacv_path(est, design, y_tilde, iteration, coef_path, y, *, datafit=None,
     return Bunch(loss=loss, error=err, predictions=predictions, indices=indices,
                  coef=np.concatenate(coefs, axis=1) if coefs else None,
                  coef_indices=np.concatenate(blocks) if blocks else tracked)
-
-
-def _full_path_predictions(est, X):
-    """Full-data prediction paths (probabilities for classifiers)."""
-    eta = np.asarray(X @ est.coef_path_, dtype=np.float64) + est.intercept_path_
-    return expit(eta) if is_classifier(est) else eta
-
-
-def _estimator_loo(est, design, y_tilde, iteration, X, y, sample_weight):
-    """Fill ``loo_path_`` (and ``loo_error_path_``, ``loo_predictions_``)."""
-    datafit = est._make_datafit(design) if hasattr(est, "_make_datafit") else None
-    path = est._fit_coef_path() if hasattr(est, "_fit_coef_path") else est.coef_path_
-    store = bool(getattr(est, "store_loo_predictions", False))
-    res = iacv_path(
-        est, design, y_tilde, iteration, path, y, datafit=datafit,
-        batch_size=getattr(est, "loo_batch_size", None),
-        subsample=getattr(est, "loo_subsample", None), store_predictions=store,
-        random_state=getattr(est, "random_state", None),
-        fitted=getattr(est, "_fitted_path", None), verbose=getattr(est, "verbose", 0),
-        full_predictions=lambda idx: _full_path_predictions(est, X[idx]),
-    )
-    est.loo_path_ = res.loss
-    if res.error is not None:
-        est.loo_error_path_ = res.error
-    if store:
-        est.loo_predictions_ = res.predictions
-        est.loo_indices_ = res.indices
-
-
-# ----------------------------------------------------------------------------
-# brute force: refits without each sample
-# ----------------------------------------------------------------------------
-
-
-def _reference_fit(estimator, X, y, sample_weight):
-    """The fitted full-data estimator whose path the leave-one-out follows."""
-    try:
-        check_is_fitted(estimator)
-        return estimator
-    except NotFittedError:
-        est = clone(estimator)
-        params = est.get_params()
-        est.set_params(**{k: False for k in ("estimate_risk", "estimate_loo",
-                                               "store_loo_predictions") if k in params})
-        return est.fit(X, y, sample_weight=sample_weight)
-
-
-def _refit_template(full):
-    """Unfitted clone reproducing the full fit's algorithm (step fixed)."""
-    est = clone(full)
-    params = est.get_params()
-    new = {"step_size": float(full.step_size_), "warm_start": False}
-    new.update({k: False for k in ("estimate_risk", "estimate_loo", "store_loo_predictions")
-                if k in params})
-    est.set_params(**new)
-    if hasattr(full, "preconditioner_"):
-        # data-dependent parts of the algorithm are kept, like the step size
-        # (honoured by estimators that read it; EigenPro rebuilds P otherwise)
-        est._preconditioner_override = full.preconditioner_
-    return est
-
-
-def _full_sampler(full, n_samples):
-    seed = getattr(full, "_batch_seed", None)
-    if seed is None or getattr(full, "solver", None) != "sgd":
-        return None
-    return MinibatchSampler(n_samples, full.batch_size, seed)
-
-
-def _refit_one(est, X, y, sample_weight, i, sampler, return_coef):
-    """Refit without one unit of weight of sample ``i``; its prediction path."""
-    n = X.shape[0]
-    if sample_weight is None or sample_weight[i] <= 1:
-        keep = np.arange(n) != i
-        Xi, yi = X[keep], y[keep]
-        swi = None if sample_weight is None else sample_weight[keep]
-        if sampler is not None:
-            est._sampler_override = sampler.without(i)
-    else:
-        Xi, yi = X, y
-        swi = sample_weight.copy()
-        swi[i] -= 1.0
-        if sampler is not None:
-            est._sampler_override = sampler
-    est.fit(Xi, yi, sample_weight=swi)
-    pred = _full_path_predictions(est, X[i: i + 1])[0]
-    if return_coef:
-        return pred, est.coef_path_, est.intercept_path_
-    return pred
-
-
-def _exact_loo(estimator, X, y, sample_weight=None, n_jobs=None, indices=None,
-               return_coef=False):
-    """Refits of :func:`exact_loo_path` for the samples ``indices``."""
-    full = _reference_fit(estimator, X, y, sample_weight)
-    X, y, sw = _validate(full, X, y, sample_weight)
-    n = X.shape[0]
-    if indices is None:
-        indices = np.arange(n)
-    template = _refit_template(full)
-    sampler = _full_sampler(full, n)
-    w = np.ones(n) if sw is None else sw
-    todo = [i for i in indices if w[i] > 0]
-    out = Parallel(n_jobs=n_jobs)(
-        delayed(_refit_one)(clone(template), X, y, sw, i, sampler, return_coef) for i in todo
-    )
-    return full, X, y, sw, dict(zip(todo, out, strict=True))
-
-
-def _validate(full, X, y, sample_weight):
-    from sklearn.utils.validation import validate_data
-
-    X, y = validate_data(full, X, y, accept_sparse=("csr", "csc"),
-                         dtype=[np.float64, np.float32], reset=False)
-    sw = check_sample_weight(sample_weight, X, np.float64)
-    return X, y, sw
-
-
-def _pointwise_loss(full, y, pred):
-    """Loss of predictions ``pred`` (n, ...) of targets ``y`` (n,)."""
-    if is_classifier(full):
-        t = (y == full.classes_[1]).astype(np.float64)
-        t = t.reshape(t.shape + (1,) * (pred.ndim - 1))
-        p = np.clip(pred, 1e-300, 1.0)
-        q = np.clip(1.0 - pred, 1e-300, 1.0)
-        return -(t * np.log(p) + (1.0 - t) * np.log(q))
-    r = np.asarray(y, dtype=np.float64).reshape(y.shape + (1,) * (pred.ndim - 1)) - pred
-    return r * r
-
-
-def exact_loo_path(estimator, X, y, sample_weight=None, n_jobs=None, return_predictions=False):
-    """Brute-force leave-one-out error of every iterate (the reference).
-
-    Refits ``clone(estimator)`` once per sample, without the sample, with the
-    step size of the full fit (``step_size_``), no estimates, and for
-    ``solver="sgd"`` the full fit's mini-batches with the sample deleted; the
-    prediction of every iterate of the refit at the left-out sample gives the
-    loss. With ``sample_weight`` (frequency weights) one unit of weight is
-    removed (``w_i - 1``, or the whole row when ``w_i <= 1``) and the mean
-    is weighted by ``w_i``; with integer weights this is the leave-one-out of
-    the data with repeated rows. Cost: ``n_samples`` full fits.
-
-    Parameters
-    ----------
-    estimator : TrajectoryLasso, IterativeRidge or TrajectoryLogisticRegression
-        Fitted (its path is the one left out) or not (a clone is fitted first).
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
-    y : array-like of shape (n_samples,)
-    sample_weight : array-like of shape (n_samples,), default=None
-    n_jobs : int, default=None
-        Parallel refits (joblib).
-    return_predictions : bool, default=False
-        Also return the left-out predictions (probabilities of ``classes_[1]``
-        for a classifier).
-
-    Returns
-    -------
-    loo_path : ndarray of shape (n_iter_ + 1,)
-        Weighted mean leave-one-out loss (squared error; log-loss for a
-        classifier) of every iterate.
-    predictions : ndarray of shape (n_samples, n_iter_ + 1)
-        Only if ``return_predictions``. Rows of zero weight hold the
-        full-data predictions.
-    """
-    full, X, y, sw, fits = _exact_loo(estimator, X, y, sample_weight, n_jobs)
-    n = X.shape[0]
-    w = np.ones(n) if sw is None else sw
-    preds = np.empty((n, full.n_iter_ + 1))
-    for i in range(n):
-        preds[i] = fits[i] if i in fits else _full_path_predictions(full, X[i: i + 1])[0]
-    path = w @ _pointwise_loss(full, y, preds) / w.sum()
-    return (path, preds) if return_predictions else path
-
-
-# ----------------------------------------------------------------------------
-# NS / IJ / ALO at the last iterate
-# ----------------------------------------------------------------------------
-
-
-def _unweighted_rows(est, X, y, design):
-    """Unweighted rows in the fit's coordinates and the target of the fit."""
-    if hasattr(est, "_design"):  # logistic: [X, 1], labels {0, 1}
-        U = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
-        U = np.asarray(U, dtype=np.float64)
-        if est.fit_intercept:
-            U = np.hstack([U, np.ones((U.shape[0], 1))])
-        return U, (y == est.classes_[1]).astype(np.float64), 0.0
-    U = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
-    U = np.asarray(U, dtype=np.float64) - design.x_offset.astype(np.float64)
-    y_offset, _ = design.center_y(y)
-    y = np.asarray(y, dtype=np.float64)
-    return U, y - float(y_offset), float(y_offset)
-
-
-def approximate_loo(estimator, X, y, sample_weight=None, method="alo"):
-    """Closed-form approximate leave-one-out at the last iterate.
-
-    With ``theta`` the last iterate, ``F_{-i}`` the left-out objective
-    (sum form; see :func:`exact_loo_path` for the definition) and ``H_{-i}``
-    its Hessian on the active set ``E`` (every coordinate for smooth
-    penalties; the non-zero penalised coordinates and the intercept for
-    ``l1``, as in Rad & Maleki 2020 and Stephenson & Broderick 2020):
-
-    * ``"ns"`` (Newton step; Beirami et al. 2017, Rad & Maleki 2020):
-      ``theta_{-i} = theta - H_{-i}^{-1} grad F_{-i}(theta)``;
-    * ``"ij"`` (infinitesimal jackknife; Giordano et al. 2019): the same
-      with the Hessian that keeps sample ``i``;
-    * ``"alo"`` (Rad & Maleki 2020): the Newton step assuming ``theta`` is
-      the minimiser (``grad F(theta) = 0`` on ``E``), which is the leverage
-      formula ``eta_i + ell'_i h_i / (1 - ell''_i h_i)``.
-
-    ``"ns"`` and ``"ij"`` keep the gradient of ``F`` at ``theta``, so they
-    target the left-out *minimiser* even before convergence (Luo, Ren &
-    Barber 2023 compare IACV with them along the path). All three are exact
-    leave-one-out for ridge least squares at the minimiser; NS is exact for
-    any quadratic objective. Only the predictions are formed (Sherman-Morrison:
-    one Cholesky factorisation, ``O(n |E|^2)``).
-
-    Parameters
-    ----------
-    estimator : fitted TrajectoryLasso, IterativeRidge or TrajectoryLogisticRegression
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        Training data of the fit.
-    y : array-like of shape (n_samples,)
-    sample_weight : array-like of shape (n_samples,), default=None
-        The fit's weights (frequency weights; one unit is left out).
-    method : {"alo", "ns", "ij"}, default="alo"
-
-    Returns
-    -------
-    result : Bunch
-        ``predictions`` (n_samples,): left-out predictions (probabilities of
-        ``classes_[1]`` for a classifier); ``loss``: their weighted mean
-        squared error (log-loss); ``error``: misclassification rate
-        (classifier only); ``active_set`` the coordinates ``E``.
-    """
-    check_is_fitted(estimator)
-    if method not in ("alo", "ns", "ij"):
-        raise ValueError(f"method must be 'alo', 'ns' or 'ij'; got {method!r}.")
-    X, y, sw = _validate(estimator, X, y, sample_weight)
-    classifier = hasattr(estimator, "_design")
-    if classifier:
-        design = estimator._design(X, sw)
-        theta = np.asarray(estimator._fit_coef_path()[:, -1], dtype=np.float64)
-    else:
-        design = Design(X, sw, estimator.fit_intercept)
-        theta = np.asarray(estimator.coef_path_[:, -1], dtype=np.float64)
-    iteration = estimator._make_iteration(estimator.step_size_, design)
-    w, rho, W_minus = _removed_weights(design)
-    W, m = float(design.n_eff), theta.shape[0]
-    l1 = float(getattr(iteration, "l1", getattr(iteration, "alpha", 0.0)))
-    pen = iteration.penalized(m) if hasattr(iteration, "penalized") else np.ones(m, bool)
-    E = np.arange(m) if l1 == 0 else np.flatnonzero((theta != 0) | ~pen)
-    check_memory(8 * X.shape[0] * m, f"the dense rows for {method.upper()} ({X.shape[0]} x {m})")
-    U, target, y_offset = _unweighted_rows(estimator, X, y, design)
-    eta = U @ theta
-    if classifier:
-        from ._datafit import Logistic
-
-        g = Logistic().residual(eta, target)
-        curv = Logistic().curvature(eta, target)
-        kappa = rho
-        eps = np.zeros_like(rho)
-    else:
-        g, curv = target - eta, np.ones_like(eta)
-        eps = rho / W_minus if estimator.fit_intercept else np.zeros_like(rho)
-        kappa = rho * (1.0 + eps)
-    l2 = float(iteration.l2)
-    l2_minus = np.broadcast_to(np.asarray(
-        estimator._l2(_NEff(np.where(W_minus > 0, W_minus, 1.0))), dtype=np.float64), w.shape)
-    beta_i = W_minus * l2_minus  # sum-form ridge of the left-out objective
-    beta_ref = float(np.mean(beta_i[rho > 0])) if np.any(rho > 0) else W * l2
-    UE = U[:, E]
-    penE = pen[E].astype(np.float64)
-    A = UE.T @ (UE * (w * curv)[:, None]) + np.diag(beta_ref * penE)
-    try:
-        cf = linalg.cho_factor(A, lower=True)
-    except linalg.LinAlgError as exc:
-        raise ValueError(
-            f"The Hessian on the active set ({E.size} coordinates) is not positive "
-            f"definite, so {method.upper()} is undefined (p > n without penalty, or "
-            "collinear features). Use estimate_loo=True (IACV) instead."
-        ) from exc
-    rhs = np.column_stack([
-        -(UE.T @ (w * g)),                 # gradient of the data fit
-        penE * theta[E],                   # P theta
-        penE * np.sign(theta[E]),          # l1 sub-gradient on E
-    ])
-    sol = linalg.cho_solve(cf, rhs)
-    proj = UE @ sol
-    h = np.empty(U.shape[0])
-    L = np.tril(cf[0])
-    step = max(1, int(get_config()["working_memory"] // (8 * max(E.size, 1))))
-    for s in range(0, U.shape[0], step):
-        Z = linalg.solve_triangular(L, UE[s: s + step].T, lower=True)
-        h[s: s + step] = np.einsum("ij,ij->j", Z, Z)
-    if method == "alo":
-        num = kappa * g * h + (beta_i - W * l2) * proj[:, 1] - rho * l1 * proj[:, 2]
-    else:
-        num = proj[:, 0] + beta_i * proj[:, 1] + W_minus * l1 * proj[:, 2] + kappa * g * h
-    if method == "ij":
-        denom = np.ones_like(h)
-    else:
-        denom = 1.0 - kappa * curv * h
-        if np.any(denom <= 1e-12):
-            import warnings
-
-            warnings.warn(
-                f"{int(np.sum(denom <= 1e-12))} samples have leverage 1 on the active "
-                "set: their left-out prediction is undefined (infinite).", RuntimeWarning,
-                stacklevel=2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eta_loo = eta - np.where(denom > 1e-12, num / denom, np.inf)
-    if classifier:
-        loss = w @ log_loss_terms(eta_loo, target) / W
-        err = w @ ((eta_loo > 0) != (target > 0.5)) / W
-        return Bunch(predictions=expit(eta_loo), loss=float(loss), error=float(err),
-                     active_set=E)
-    res = (1.0 + eps) * (target - eta_loo)
-    pred = np.asarray(y, dtype=np.float64) - res
-    return Bunch(predictions=pred, loss=float(w @ (res * res) / W), active_set=E)

@@ -1,18 +1,24 @@
-"""The fit loop shared by every trajectory estimator."""
+"""The fit loop shared by every trajectory estimator.
+
+:func:`run_trajectory` advances the state of an :class:`~skacv.Iteration`
+on a :class:`~skacv._design.Design` with a datafit, full-batch or on the
+mini-batches of ``iteration.sampler``; it writes every iterate into the
+path, detects divergence (:data:`DIVERGENCE_FACTOR`) and a step above the
+stability limit.
+"""
 
 import time
 import warnings
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
-# a trajectory is declared divergent when its training residual grows this
-# many times larger than the residual of the zero start
-_DIVERGENCE_FACTOR = 1e3
+from ._datafits import LeastSquares
+from ._design import RowBlock
+from .exceptions import ConvergenceWarning, DivergenceError
 
-
-class DivergenceError(ValueError):
-    """Raised when the iterates blow up (step size too large)."""
+#: a trajectory is declared divergent when its training objective monitor
+#: grows this many times larger than at the zero start
+DIVERGENCE_FACTOR = 1e3
 
 
 def init_state(design, coef_init=None):
@@ -23,20 +29,6 @@ def init_state(design, coef_init=None):
         design.n_samples, dtype=design.dtype
     )
     return {"k": 0, "x": x, "x_prev": x, "v": x, "Xx": Xx, "Xx_prev": Xx, "Xv": Xx}
-
-
-class LeastSquares:
-    """Datafit ``||y~ - X~ b||^2 / (2 n_eff)``: the gradient input is the residual."""
-
-    name = "least squares"
-
-    def residual(self, Xv, y_tilde):
-        """``r`` such that ``z = X~^T r / n_eff`` is the negative gradient at v."""
-        return y_tilde - Xv
-
-    def monitor(self, Xx, y_tilde):
-        """Scalar that must stay bounded along a converging trajectory."""
-        return float(np.linalg.norm(y_tilde - Xx))
 
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
@@ -57,21 +49,20 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     out : ndarray of shape (n_features, >= state['k'] + n_steps + 1)
     verbose : int
     datafit : object, default=None
-        Provides ``residual(Xv, y_tilde)`` and ``monitor(Xx, y_tilde)``;
-        ``None`` is :class:`LeastSquares`.
+        A datafit of :mod:`skacv._datafits`; ``None`` is least squares.
     fitted_out : ndarray of shape (n_samples, >= state['k'] + n_steps + 1), default=None
         If given, ``X~ x^k`` is written to ``fitted_out[:, k]`` (it is computed
         by the loop anyway; the risk estimator reuses it).
     """
     if datafit is None:
         datafit = LeastSquares()
-    if getattr(iteration, "sampler", None) is not None:
+    if iteration.sampler is not None:
         return _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose,
                               datafit, fitted_out)
     dtype = design.dtype
     inv_n = dtype.type(1.0 / design.n_eff)
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
-    limit = _DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
     k0 = state["k"]
     x, x_prev, v = state["x"], state["x_prev"], state["v"]
     Xx, Xx_prev, Xv = state["Xx"], state["Xx_prev"], state["Xv"]
@@ -115,10 +106,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         if fitted_out is not None:
             fitted_out[:, k] = Xx
         if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
-            if hasattr(datafit, "report"):
-                msg = datafit.report(res_norm, design.n_eff)
-            else:
-                msg = f"train mse {res_norm**2 / design.n_eff:.5g}"  # least squares
+            msg = datafit.report(res_norm, design.n_eff)
             print(
                 f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
                 f"{time.perf_counter() - tic:.1f}s"
@@ -138,7 +126,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
 
 def _nonexpansive(iteration, first, last):
     """Whether steps ``first..last`` apply one fixed map without momentum."""
-    if iteration.schedule is not None or getattr(iteration, "sampler", None) is not None:
+    if iteration.schedule is not None or iteration.sampler is not None:
         return False
     return all(iteration.hb(k) == 0.0 and iteration.beta(k) == 0.0
                for k in range(first, last + 1))
@@ -149,63 +137,17 @@ def _nonexpansive(iteration, first, last):
 # ----------------------------------------------------------------------------
 
 
-class RowBlock:
-    """Rows ``idx`` of ``X~`` as an operator (sparse rows stay sparse).
-
-    Parameters
-    ----------
-    design : Design
-    idx : ndarray of int
-    X_csr : sparse matrix, default=None
-        CSR copy of a sparse ``design.X`` (row slicing), made if not given.
-    """
-
-    def __init__(self, design, idx, X_csr=None):
-        self.sparse = design.sparse
-        if not self.sparse:
-            self.A = design.X[idx]
-            return
-        self.A = (design.X.tocsr() if X_csr is None else X_csr)[idx]
-        self.offset = design.x_offset if design.fit_intercept else None
-        self.sw = None if design.sqrt_weight is None else design.sqrt_weight[idx]
-
-    def matvec(self, b):
-        """``X~[idx] @ b`` for b of shape (n_features,) or (n_features, k)."""
-        if not self.sparse:
-            return self.A @ b
-        out = np.asarray(self.A @ b)
-        if self.offset is not None:
-            out = out - self.offset @ b
-        if self.sw is not None:
-            out = out * (self.sw if out.ndim == 1 else self.sw[:, None])
-        return out
-
-    def rmatvec(self, r):
-        """``X~[idx].T @ r`` for r of shape (len(idx),) or (len(idx), k)."""
-        if not self.sparse:
-            return self.A.T @ r
-        if self.sw is not None:
-            r = r * (self.sw if r.ndim == 1 else self.sw[:, None])
-        out = np.asarray(self.A.T @ r)
-        if self.offset is not None:
-            out = out - np.multiply.outer(self.offset, r.sum(axis=0))
-        return out
-
-    def dense(self):
-        """Dense ``X~[idx]``."""
-        if not self.sparse:
-            return self.A
-        D = self.A.toarray()
-        if self.offset is not None:
-            D -= self.offset
-        if self.sw is not None:
-            D *= self.sw[:, None]
-        return D
-
-
-def design_rows(design, idx):
-    """Dense rows ``X~[idx]`` (centred and weighted) of shape (len(idx), n_features)."""
-    return RowBlock(design, np.asarray(idx)).dense()
+def minibatch_gradient(rows, r_S, weight, like):
+    """``X~_S^T r_S / sum_{i in S} w_i``: the negative gradient of the mean data
+    fit over the batch ``rows`` (a :class:`~skacv._design.RowBlock`), zero
+    when the batch has no weight (then only the penalty acts)."""
+    S = rows.idx
+    w_S = float(len(S)) if weight is None else float(weight[S].sum(dtype=np.float64))
+    if w_S <= 0:
+        return np.zeros_like(like)
+    z = np.asarray(rows.rmatvec(r_S))
+    z *= z.dtype.type(1.0 / w_S)
+    return z
 
 
 def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, datafit,
@@ -220,9 +162,8 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     dtype = design.dtype
     X_csr = design.X.tocsr() if design.sparse else None
     weight = design.weight
-    take = getattr(datafit, "take", None)
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
-    limit = _DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
     k0 = state["k"]
     x, x_prev, v = state["x"], state["x_prev"], state["v"]
     check_every = max(1, sampler.n_batches)
@@ -230,14 +171,9 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     tic = time.perf_counter()
     for k in range(k0 + 1, k0 + n_steps + 1):
         S = sampler(k)
-        w_S = float(len(S)) if weight is None else float(weight[S].sum(dtype=np.float64))
-        if w_S > 0:
-            rows = RowBlock(design, S, X_csr)
-            df = datafit if take is None else take(S)
-            z = rows.rmatvec(df.residual(rows.matvec(v), y_tilde[S]))
-            z *= dtype.type(1.0 / w_S)
-        else:
-            z = np.zeros_like(x)
+        rows = RowBlock(design, S, X_csr)
+        z = minibatch_gradient(rows, datafit.take(S).residual(rows.matvec(v), y_tilde[S]),
+                               weight, x)
         pre = iteration.combine(k, v, x - x_prev if iteration.hb(k) else None, z)
         x_new = iteration.prox(k, pre)
         last = k == k0 + n_steps
@@ -261,10 +197,7 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
         x_prev, x = x, x_new
         out[:, k] = x
         if shown:
-            if hasattr(datafit, "report"):
-                msg = datafit.report(value, design.n_eff)
-            else:
-                msg = f"train mse {value**2 / design.n_eff:.5g}"
+            msg = datafit.report(value, design.n_eff)
             print(f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
                   f"{time.perf_counter() - tic:.1f}s")
     Xx, Xx_prev = design.matvec(x), design.matvec(x_prev)
@@ -273,20 +206,3 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     return state
 
 
-def max_row_norm2(design):
-    """``max_i ||x~_i||^2 / w_i`` over rows of positive weight (unweighted rows)."""
-    if not design.sparse:
-        sq = np.einsum("ij,ij->i", design.X, design.X, dtype=np.float64)
-    else:
-        X = design.X.tocsr()
-        sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
-        if design.fit_intercept:
-            xo = design.x_offset.astype(np.float64)
-            sq += xo @ xo - 2.0 * np.asarray(X @ xo).ravel()
-        if design.weight is not None:
-            sq = sq[design.weight > 0]
-        return float(sq.max()) if sq.size else 0.0
-    if design.weight is not None:
-        pos = design.weight > 0
-        sq = sq[pos] / design.weight[pos]
-    return float(sq.max()) if sq.size else 0.0

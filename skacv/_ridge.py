@@ -2,23 +2,18 @@
 
 from numbers import Integral, Real
 
-from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import RegressorMixin
 
-from ._base import BaseTrajectoryRegressor
-from ._iterations import (
-    SGD,
-    GradientDescent,
-    HeavyBall,
-    MinibatchSampler,
-    Nesterov,
-    check_schedule,
-)
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._compat import Interval, StrOptions
+from ._datafits import LeastSquares
+from ._iterations import SGD, GradientDescent, HeavyBall, Iteration, Nesterov, PreconditionedGD
 from ._lasso import _DOC_ATTRIBUTES
-from ._path import max_row_norm2
+from ._penalties import L2
+from ._preconditioning import feature_preconditioner, preconditioned_lipschitz
 
 
-class IterativeRidge(BaseTrajectoryRegressor):
+class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     __doc__ = """Ridge regression fitted by a first-order method, keeping the whole path.
 
     Minimises scikit-learn's Ridge objective ``||y - X w - b||^2 + alpha ||w||^2``
@@ -31,7 +26,7 @@ class IterativeRidge(BaseTrajectoryRegressor):
     Parameters
     ----------
     alpha : float, default=1.0
-    solver : {"gd", "nesterov", "heavy_ball", "sgd"}, default="gd"
+    solver : {"gd", "nesterov", "heavy_ball", "sgd", "eigenpro"} or Iteration, default="gd"
         ``"sgd"``: mini-batch stochastic gradient (weighted mean gradient of
         ``batch_size`` rows, one random permutation per epoch seeded by
         ``random_state``, the penalty applied at every step). Combine it with
@@ -101,9 +96,9 @@ class IterativeRidge(BaseTrajectoryRegressor):
     """
 
     _parameter_constraints: dict = {
-        **BaseTrajectoryRegressor._parameter_constraints,
+        **COMMON_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "solver": [StrOptions({"gd", "nesterov", "heavy_ball", "sgd", "eigenpro"})],
+        "solver": [StrOptions({"gd", "nesterov", "heavy_ball", "sgd", "eigenpro"}), Iteration],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 0, None, closed="left")],
         "subsample_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"),
@@ -111,8 +106,6 @@ class IterativeRidge(BaseTrajectoryRegressor):
         "momentum": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="left")],
         "step_schedule": [None, callable, "array-like"],
     }
-    _warm_params = ("alpha", "solver", "momentum", "fit_intercept", "step_size", "batch_size",
-                    "n_components", "step_schedule")
 
     def __init__(
         self,
@@ -157,37 +150,37 @@ class IterativeRidge(BaseTrajectoryRegressor):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _l2(self, design):
-        return self.alpha / design.n_eff
+    def _make_datafit(self, design):
+        return LeastSquares()
 
-    def fit(self, X, y, sample_weight=None):
-        if self.solver == "sgd" and not (self.warm_start and hasattr(self, "coef_path_")):
-            # the batch sequence of a new path (kept by a warm restart)
-            self._batch_seed = int(check_random_state(self.random_state).randint(2**31 - 1))
-        return super().fit(X, y, sample_weight)
+    def _make_penalty(self, design):
+        # Ridge's objective adds alpha ||w||^2 to the summed loss
+        return L2(self.alpha, sum_form=True, n_eff=design.n_eff)
 
-    fit.__doc__ = BaseTrajectoryRegressor.fit.__doc__
+    def _new_setup(self, design, datafit, penalty):
+        if self.solver != "eigenpro":
+            return super()._new_setup(design, datafit, penalty)
+        P = feature_preconditioner(design, self.n_components, self.subsample_size,
+                                   self.random_state)
+        if isinstance(self.step_size, str):
+            L = preconditioned_lipschitz(design, P, penalty.l2_)
+            step = 1.0 / L if L > 0 else 1.0
+        else:
+            step = float(self.step_size)
+        return {"step_size": step, "preconditioner": P}
 
-    def _auto_step(self, design):
-        if self.solver == "eigenpro":  # a new path: a new preconditioner
-            from ._preconditioner import feature_preconditioner, preconditioned_lipschitz
+    def _set_setup_attributes(self, setup):
+        if "preconditioner" in setup:
+            self.preconditioner_ = setup["preconditioner"]
+        elif hasattr(self, "preconditioner_"):
+            del self.preconditioner_
 
-            self.preconditioner_ = feature_preconditioner(
-                design, self.n_components, self.subsample_size, self.random_state)
-            if not isinstance(self.step_size, str):
-                return float(self.step_size)
-            L = preconditioned_lipschitz(design, self.preconditioner_, self._l2(design))
-            return 1.0 / L if L > 0 else 1.0
-        if self.solver != "sgd" or not isinstance(self.step_size, str):
-            return super()._auto_step(design)
-        b = min(self.batch_size, design.n_samples)
-        L = design.lipschitz() + self._l2(design) + max_row_norm2(design) / b
-        return 1.0 / L if L > 0 else 1.0
+    def _solvers(self):
+        def heavy_ball(step, penalty, schedule, sampler, setup):
+            m = 0.9 if self.momentum == "auto" else self.momentum
+            return HeavyBall(step, momentum=m, penalty=penalty, schedule=schedule)
 
-    def _make_iteration(self, step_size, design):
-        schedule = check_schedule(self.step_schedule, self.max_iter)
-        mu = self._l2(design)
-        if self.solver == "sgd":
+        def sgd(step, penalty, schedule, sampler, setup):
             if self.estimate_risk:
                 raise ValueError(
                     "estimate_risk=True is not available with solver='sgd': the "
@@ -195,24 +188,15 @@ class IterativeRidge(BaseTrajectoryRegressor):
                     "estimate_risk=False (estimate_loo=True tracks the leave-one-out "
                     "error of SGD)."
                 )
-            sampler = getattr(self, "_sampler_override", None)
-            if sampler is None:
-                sampler = MinibatchSampler(design.n_samples, self.batch_size, self._batch_seed)
-            return SGD(step_size, sampler, l2=mu, schedule=schedule)
-        if self.solver == "eigenpro":
-            from ._preconditioner import PreconditionedGD
+            return SGD(step, sampler, penalty=penalty, schedule=schedule)
 
-            return PreconditionedGD(step_size, self.preconditioner_, l2=mu, schedule=schedule)
-        if self.solver == "gd":
-            return GradientDescent(step_size, l2=mu, schedule=schedule)
-        if self.solver == "heavy_ball":
-            m = 0.9 if self.momentum == "auto" else self.momentum
-            return HeavyBall(step_size, momentum=m, l2=mu, schedule=schedule)
-        return Nesterov(step_size, momentum=self.momentum, l2=mu, schedule=schedule)
-
-    def _after_fit(self, design, y_tilde, iteration, X, y, sample_weight):
-        if self.solver != "eigenpro":
-            return super()._after_fit(design, y_tilde, iteration, X, y, sample_weight)
-        from ._preconditioner import preconditioned_after_fit
-
-        preconditioned_after_fit(self, design, y_tilde, iteration, X, y, sample_weight)
+        return {
+            "gd": lambda step, penalty, schedule, sampler, setup: GradientDescent(
+                step, penalty=penalty, schedule=schedule),
+            "nesterov": lambda step, penalty, schedule, sampler, setup: Nesterov(
+                step, momentum=self.momentum, penalty=penalty, schedule=schedule),
+            "heavy_ball": heavy_ball,
+            "sgd": sgd,
+            "eigenpro": lambda step, penalty, schedule, sampler, setup: PreconditionedGD(
+                step, setup["preconditioner"], penalty=penalty, schedule=schedule),
+        }

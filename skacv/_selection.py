@@ -7,22 +7,24 @@ from collections import defaultdict
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.metadata_routing import (
-    MetadataRouter,
-    MethodMapping,
-    _raise_for_params,
-    _routing_enabled,
-    process_routing,
-)
+from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._config import config_context, get_config
+from ._alpha_path import risk_alpha_path
+from ._compat import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    _fit_context,
+    _raise_for_params,
+    _routing_enabled,
+)
+from ._config import get_config
+from ._parallel import blas_threads_per_worker, delayed, parallel
 
 # estimates of two iterates closer than this (relative) are a tie: the first
 # grid point, then the earliest iteration, wins (rounding must not decide)
@@ -98,8 +100,7 @@ def _next_stage(n_iter, best, n_iter_no_change):
     return max(best + n_iter_no_change, n_iter + max(1, n_iter // 8))
 
 
-def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None,
-                   config=None):
+def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None):
     """Fit one grid point; return it with its estimate paths and fit time.
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
@@ -108,13 +109,6 @@ def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chan
     the last ``n_iter_no_change`` iterations, or ``max_iter`` is reached.
     See :func:`_next_stage` for the stage lengths.
     """
-    # the caller's skacv configuration, also in joblib worker processes
-    with config_context(**(config or get_config())):
-        return _fit_candidate_staged(estimator, X, y, fit_params, attrs, attr,
-                                     n_iter_no_change)
-
-
-def _fit_candidate_staged(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
     tic = time.perf_counter()
     if n_iter_no_change is None or not _can_stage(estimator):
         estimator.fit(X, y, **fit_params)
@@ -233,10 +227,13 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         Selected grid point (``{}`` without ``param_grid``).
     best_index_ : int
         Row of ``cv_results_`` of the selected grid point.
+    best_risk_ : float
+        Estimated out-of-sample risk (the ``risk_path_`` or ``loo_path_``
+        value) of the selection: ``E[(y_new - f(x_new))^2]`` for regressors,
+        the log-loss for classifiers. Lower is better.
     best_score_ : float
-        Estimated risk (``risk_path_`` or ``loo_path_`` value) at the
-        selection. Unlike ``GridSearchCV.best_score_`` lower is better: it
-        estimates ``E[(y_new - f(x_new))^2]`` for regressors.
+        ``-best_risk_``: higher is better, as ``GridSearchCV.best_score_``
+        (whose regression scorers are negated errors too).
     risk_path_ : ndarray of shape (estimator_.n_iter_ + 1,)
         ``estimator_.risk_path_``, when the estimator computed it.
     loo_path_ : ndarray of shape (estimator_.n_iter_ + 1,)
@@ -292,7 +289,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     ... ).fit(X, y)
     >>> sorted(search.cv_results_["params"], key=lambda d: d["alpha"])[0]
     {'alpha': 0.3}
-    >>> bool(search.best_score_ == search.risk_path_[search.best_iteration_])
+    >>> bool(search.best_risk_ == search.risk_path_[search.best_iteration_])
     True
     """
 
@@ -367,27 +364,22 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             est.set_params(**{flag: True})
         return est
 
-    def _parallel(self, jobs):
-        """Run jobs with joblib; yield results in order (a generator when
-        joblib supports it, so that discarded fits are freed early)."""
-        try:
-            parallel = Parallel(n_jobs=self.n_jobs, verbose=self.verbose,
-                                return_as="generator")
-        except TypeError:  # joblib < 1.3
-            parallel = Parallel(n_jobs=self.n_jobs, verbose=self.verbose)
-        return parallel(jobs)
-
     def _fit_candidates(self, candidates, X, y, fit_params):
         """Fit every candidate; keep only the fitted estimators that can win."""
         attr = _CRITERIA[self.criterion][0]
         attrs = ("risk_path_", "loo_path_")
+        # the caller's configuration and a share of the BLAS threads in every
+        # worker (captured here, in the caller's thread)
         config = get_config()
-        jobs = (delayed(_fit_candidate)(self._prepared(params), X, y, fit_params, attrs,
-                                        attr, self.n_iter_no_change, config)
-                for params in candidates)
+        threads = blas_threads_per_worker(self.n_jobs) if len(candidates) > 1 else None
+        jobs = (delayed(_fit_candidate, config, threads)(
+            self._prepared(params), X, y, fit_params, attrs, attr, self.n_iter_no_change)
+            for params in candidates)
         paths, times, mins, kept = [], [], [], {}
         best = np.inf
-        for i, (est, est_paths, fit_time) in enumerate(self._parallel(jobs)):
+        # results in order, as a generator so that discarded fits are freed early
+        results = parallel(self.n_jobs, self.verbose, generator=True)(jobs)
+        for i, (est, est_paths, fit_time) in enumerate(results):
             if not (hasattr(est, "coef_path_") and hasattr(est, "intercept_path_")):
                 raise TypeError(
                     f"{type(est).__name__} does not store its path (coef_path_, "
@@ -459,9 +451,10 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         else:
             self._fit_grid_search(X, y, routed)
         est = self.estimator_
-        self.best_score_ = float(
+        self.best_risk_ = float(
             getattr(est, _CRITERIA[self.criterion][0])[self.best_iteration_]
         )
+        self.best_score_ = -self.best_risk_
         set_iterate(est, self.best_iteration_)
         for name in ("risk_path_", "loo_path_", "feature_names_in_"):
             if hasattr(self, name):
@@ -471,7 +464,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         self.n_features_in_ = est.n_features_in_
         if self.verbose:
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
-                  f"{self.best_iteration_}: estimated {self.criterion} {self.best_score_:.6g}")
+                  f"{self.best_iteration_}: estimated {self.criterion} {self.best_risk_:.6g}")
         return self
 
     def _candidates(self):
@@ -529,13 +522,6 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         return results
 
     def _fit_path_search(self, X, y, fit_params):
-        try:
-            from ._alpha_path import risk_alpha_path
-        except ImportError as exc:  # pragma: no cover - until the path lands
-            raise ImportError(
-                "search='path' needs skacv.risk_alpha_path (skacv._alpha_path), "
-                "which this installation does not have; use search='grid'."
-            ) from exc
         grid = self.param_grid
         if grid is not None and (not isinstance(grid, dict) or set(grid) != {"alpha"}):
             raise ValueError(

@@ -1,7 +1,10 @@
-"""Input validation helpers shared by the estimators."""
+"""Input validation and the warm-start guard shared by every estimator."""
+
+import copy
 
 import numpy as np
-from sklearn.utils.validation import _check_sample_weight
+
+from ._compat import _check_sample_weight
 
 
 def check_sample_weight(sample_weight, X, dtype):
@@ -23,14 +26,15 @@ def data_fingerprint(X, y, sample_weight=None):
     product with ``X``, so any change of the data of a size that matters is
     detected. Compare two fingerprints with :func:`same_fingerprint` (the
     projections are compared up to rounding, which may depend on memory
-    layout).
+    layout). ``y`` may be 2-D (several targets).
     """
     n, p = X.shape
     rng = np.random.default_rng(0)
     u = rng.standard_normal(p).astype(X.dtype)
     v = rng.standard_normal(n)
     Xu = np.asarray(X @ u, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64).reshape(n, -1)
+    y = y @ np.linspace(1.0, 2.0, y.shape[1])
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     sig = np.array([Xu @ v, y @ v, y.sum(), w @ v, w.sum()])
     scale = np.array([np.abs(Xu) @ np.abs(v), np.abs(y) @ np.abs(v), np.abs(y).sum(),
@@ -48,7 +52,7 @@ def same_fingerprint(a, b):
 
 def same_param(a, b):
     """Equality of two parameter values for a warm refit (arrays element-wise,
-    callables by identity)."""
+    callables and objects by identity unless they define equality)."""
     if a is b:
         return True
     if isinstance(a, (np.ndarray, list, tuple)) or isinstance(b, (np.ndarray, list, tuple)):
@@ -60,3 +64,62 @@ def same_param(a, b):
         return bool(a == b)
     except (TypeError, ValueError):
         return False
+
+
+class WarmStartGuard:
+    """What a warm-started refit must find unchanged.
+
+    Every parameter of ``estimator.get_params(deep=False)`` is protected,
+    except those the class declares in ``_free_params`` (``max_iter``,
+    ``warm_start``, ``verbose`` and the estimate switches): a parameter added
+    later is protected by default.
+    """
+
+    def __init__(self, estimator, fingerprint, extra=None):
+        params = estimator.get_params(deep=False)
+        free = set(getattr(estimator, "_free_params", ()))
+        self.params = {k: _snapshot(v) for k, v in params.items() if k not in free}
+        self.fingerprint = fingerprint
+        self.extra = extra
+
+    def check(self, estimator, fingerprint, n_iter, extra=None):
+        """Raise ``ValueError`` naming what prevents continuing the path."""
+        if estimator.max_iter < n_iter:
+            raise ValueError(
+                f"max_iter={estimator.max_iter} must be larger than or equal to "
+                f"n_iter_={n_iter} when warm_start=True: max_iter is the total length "
+                "of the path."
+            )
+        if fingerprint[0] != self.fingerprint[0]:
+            raise ValueError(
+                f"warm_start=True continues the path fitted on data of shape "
+                f"{self.fingerprint[0]}, but X has shape {fingerprint[0]}. Set "
+                "warm_start=False to fit new data."
+            )
+        if not same_fingerprint(fingerprint, self.fingerprint) or not same_param(
+                extra, self.extra):
+            raise ValueError(
+                "warm_start=True continues the path fitted on other training data "
+                "(X, y, sample_weight or the dtype of X changed). Set "
+                "warm_start=False to fit new data."
+            )
+        now = estimator.get_params(deep=False)
+        changed = [k for k, v in self.params.items() if not same_param(now.get(k), v)]
+        if changed:
+            raise ValueError(
+                f"warm_start=True cannot continue a path after {changed} changed "
+                f"(was {[self.params[k] for k in changed]}). Set warm_start=False to "
+                "start a new path."
+            )
+
+
+def _snapshot(value):
+    """A copy of a parameter value that later in-place changes cannot alter."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (list, tuple, dict)):
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # noqa: BLE001 - uncopyable: compare by identity
+            return value
+    return value

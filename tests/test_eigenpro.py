@@ -18,13 +18,12 @@ from sklearn.model_selection import train_test_split
 
 from skacv import EigenProClassifier, EigenProRegressor, IterativeRidge, config_context
 from skacv._design import Design
+from skacv._iterations import PreconditionedGD
 from skacv._kernels import Kernel
-from skacv._path import DivergenceError
-from skacv._preconditioner import (
-    PreconditionedGD,
-    feature_preconditioner,
-    preconditioned_lipschitz,
-)
+from skacv._penalties import L2
+from skacv._preconditioning import feature_preconditioner, preconditioned_lipschitz
+from skacv._risk_spectral import preconditioned_memory_matrix
+from skacv.exceptions import DivergenceError
 
 
 def linear_kernel(A, B):
@@ -210,7 +209,7 @@ def test_chunked_kernel_blocks_give_the_same_fit():
     kw = dict(bandwidth=0.5, subsample_size=200, max_iter=3, random_state=0)
     ref = EigenProRegressor(**kw).fit(X, y)
     assert ref._state["op"].use_full
-    with config_context(working_memory=200_000):  # blocks of ~12 rows, no n x n matrix
+    with config_context(working_memory=200_000 / 2**20):  # blocks of ~12 rows, no n x n
         small = EigenProRegressor(**kw).fit(X, y)
         assert not small._state["op"].use_full
         pred = small.predict(Xt)
@@ -255,7 +254,7 @@ def test_preconditioned_memory_matrix_is_exact(n, p, mu, fit_intercept, weighted
     sw = rng.integers(1, 4, n).astype(float) if weighted else None
     design = Design(X, sw, fit_intercept)
     P = feature_preconditioner(design, 5, rng.standard_normal((200, p)) * scale)
-    it = PreconditionedGD(1.0 / preconditioned_lipschitz(design, P, mu), P, l2=mu)
+    it = PreconditionedGD(1.0 / preconditioned_lipschitz(design, P, mu), P, penalty=L2(mu))
     T, eta = 12, it.step_size
     Xt, n_eff = design.dense(), design.n_eff
     G = Xt.T @ Xt / n_eff
@@ -269,7 +268,7 @@ def test_preconditioned_memory_matrix_is_exact(n, p, mu, fit_intercept, weighted
         for s in range(t):
             J = np.linalg.matrix_power(step, t - s - 1) @ (eta * Pm) / n_eff
             ref[t, s] = np.trace(Xt @ J @ Xt.T)
-    A, _ = it.memory_matrix(design, T)
+    A, _ = preconditioned_memory_matrix(design, it, T)
     assert np.allclose(A, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
 
 
@@ -345,7 +344,7 @@ def test_full_batch_kernel_risk_equals_the_linear_estimate():
 
 
 def test_sgd_memory_matrices_are_exact():
-    import skacv._preconditioner as pc
+    import skacv._risk_sgd as pc
 
     rng = np.random.default_rng(0)
     n = 60

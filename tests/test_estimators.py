@@ -14,9 +14,9 @@ from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-import skacv._design as design_module
+import skacv._linalg as linalg_module
 from skacv import IterativeRidge, TrajectoryLasso, config_context
-from skacv._path import DivergenceError
+from skacv.exceptions import DivergenceError
 
 # ----------------------------------------------------------------------------
 # data
@@ -310,14 +310,15 @@ def test_memory_refusal_reports_the_size():
     X, y, _ = _problem(6, n=30, p=40)
     est = TrajectoryLasso(max_iter=1000, estimate_risk=False)
     n_bytes = 40 * 1001 * 8
-    with config_context(path_memory_limit=n_bytes - 1):
-        with pytest.raises(ValueError, match=rf"coef_path_ .*\({n_bytes} bytes\)"):
+    mib = n_bytes / 2**20  # the limit is in MiB, like scikit-learn's working_memory
+    with config_context(path_memory_limit=mib * (1 - 1e-9)):
+        with pytest.raises(ValueError, match=rf"coef_path_ .*\({mib:.6g} MiB\)"):
             est.fit(X, y)
-    with config_context(path_memory_limit=n_bytes):
+    with config_context(path_memory_limit=mib):
         est.fit(X, y)
     assert est.coef_path_.nbytes == n_bytes
     # the float32 path needs half
-    with config_context(path_memory_limit=n_bytes // 2):
+    with config_context(path_memory_limit=mib / 2):
         est.fit(X.astype(np.float32), y)
 
 
@@ -452,19 +453,18 @@ def test_auto_step_is_inverse_top_eigenvalue(shape, fit_intercept, weighted):
 @pytest.mark.parametrize("fmt", ["dense", "csr"])
 @pytest.mark.parametrize("shape", [(300, 120), (120, 300)])
 def test_auto_step_lanczos_branch(monkeypatch, fmt, shape):
-    """Above the exact-eigenvalue size, Lanczos (eigsh) on the implicit
-    operator; forced here on a small problem."""
+    """Above a tiny size, Lanczos (eigsh) on the implicit operator, without
+    forming the Gram matrix."""
     X, y, sw = _problem(14, *shape, sparsity=0.3)
     L = _top_eigenvalue(X, sw, True)
     calls = []
-    real_eigsh = design_module.eigsh
+    real_eigsh = linalg_module.eigsh
 
     def spy(*args, **kwargs):
         calls.append(1)
         return real_eigsh(*args, **kwargs)
 
-    monkeypatch.setattr(design_module, "_EXACT_EIG_SIZE", 50)
-    monkeypatch.setattr(design_module, "eigsh", spy)
+    monkeypatch.setattr(linalg_module, "eigsh", spy)
     est = TrajectoryLasso(max_iter=1, estimate_risk=False).fit(_as_format(X, fmt), y, sw)
     assert calls, "the Lanczos branch was not used"
     assert_allclose(1.0 / est.step_size_, L, rtol=1e-6)

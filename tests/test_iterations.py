@@ -20,9 +20,9 @@ from skacv._iterations import (
     HeavyBall,
     Nesterov,
     check_schedule,
-    soft_threshold,
 )
 from skacv._path import init_state, run_trajectory
+from skacv._penalties import L2, ElasticNet, soft_threshold
 
 
 def _data(seed=0, n=50, p=30, offset=0.5):
@@ -45,14 +45,14 @@ def _step(design):
 
 ITERATIONS = {
     "gd": lambda eta: GradientDescent(eta),
-    "ridge_gd": lambda eta: GradientDescent(eta, l2=0.3),
+    "ridge_gd": lambda eta: GradientDescent(eta, penalty=L2(0.3)),
     "gd_schedule": lambda eta: GradientDescent(eta, schedule=lambda k: 1.5 / np.sqrt(k)),
-    "heavy_ball": lambda eta: HeavyBall(eta, momentum=0.6, l2=0.1),
-    "nesterov_auto": lambda eta: Nesterov(eta, l2=0.1),
+    "heavy_ball": lambda eta: HeavyBall(eta, momentum=0.6, penalty=L2(0.1)),
+    "nesterov_auto": lambda eta: Nesterov(eta, penalty=L2(0.1)),
     "nesterov_constant": lambda eta: Nesterov(eta, momentum=0.5),
     "ista": lambda eta: ISTA(eta, alpha=0.05),
     "fista": lambda eta: FISTA(eta, alpha=0.05),
-    "fista_ridge": lambda eta: FISTA(eta, alpha=0.05, l2=0.2),
+    "fista_ridge": lambda eta: FISTA(eta, penalty=ElasticNet(0.05, 0.2)),
 }
 
 
@@ -109,13 +109,13 @@ def test_nesterov_beta_schedule():
 
 
 def test_step_coefficients_and_flags():
-    gd = GradientDescent(0.5, l2=0.2, schedule=lambda k: 1.0 / k)
+    gd = GradientDescent(0.5, penalty=L2(0.2), schedule=lambda k: 1.0 / k)
     assert gd.eta(1) == 0.5 and gd.eta(4) == 0.125
     assert gd.decay(4) == pytest.approx(1 - 0.125 * 0.2)
     assert not gd.is_stationary
     arr = GradientDescent(2.0, schedule=check_schedule([1.0, 0.5, 0.25], 3))
     assert [arr.eta(k) for k in (1, 2, 3)] == [2.0, 1.0, 0.5]
-    assert GradientDescent(0.5, l2=0.2).is_stationary
+    assert GradientDescent(0.5, penalty=L2(0.2)).is_stationary
     assert GradientDescent(0.5).is_linear and not ISTA(0.5, 1.0).is_linear
     assert not FISTA(0.5, 1.0).is_stationary
     with pytest.raises(ValueError, match="3 entries but max_iter=4"):

@@ -24,7 +24,8 @@ from skacv import (
     exact_loo_path,
 )
 from skacv._design import Design
-from skacv._loo import _exact_loo, iacv_path
+from skacv._loo import iacv_path
+from skacv._loo_refit import exact_refits
 
 
 def _regression(n=30, p=6, seed=0, offset=2.0):
@@ -138,16 +139,16 @@ def test_spectral_forms_agree_with_the_plain_recursion(name):
     X, y = _regression(40, 8)
     sw = np.random.RandomState(3).randint(1, 4, 40).astype(float)
     est = LEAST_SQUARES[name]().set_params(estimate_risk=False).fit(X, y, sample_weight=sw)
-    design = Design(X, sw, True)
+    prob = est._problem(X, y, sw)
+    design, it = prob.design, prob.iteration
     _, yt = design.center_y(y)
-    it = est._make_iteration(est.step_size_, design)
     kw = dict(store_predictions=True, coef_at=[1, 7, 25])
-    toeplitz = iacv_path(est, design, yt, it, est.coef_path_, y, **kw)
-    primal = iacv_path(est, design, yt, it, est.coef_path_, y, spectral=False, **kw)
+    toeplitz = iacv_path(design, yt, it, est.coef_path_, y, **kw)
+    primal = iacv_path(design, yt, it, est.coef_path_, y, spectral=False, **kw)
     np.testing.assert_allclose(toeplitz.predictions, primal.predictions, rtol=1e-10)
     order = np.argsort(toeplitz.coef_indices)
     np.testing.assert_allclose(toeplitz.coef[:, order], primal.coef, rtol=1e-9, atol=1e-12)
-    fits = _exact_loo(est, X, y, sw, indices=[0, 5], return_coef=True)[-1]
+    fits = exact_refits(est, X, y, sw, indices=[0, 5], return_coef=True)[-1]
     for i in (0, 5):
         np.testing.assert_allclose(primal.coef[:, i], fits[i][1][:, [1, 7, 25]].T, rtol=1e-9)
 
@@ -225,14 +226,14 @@ def test_memory_is_bounded_or_refused():
     X, y = _regression(30, 6)
     est = TrajectoryLasso(0.1, max_iter=20, estimate_risk=False, estimate_loo=True,
                           loo_batch_size=30)
-    with config_context(path_memory_limit=5000):  # the path fits (1008 bytes)
+    with config_context(path_memory_limit=5000 / 2**20):  # the path fits (1008 bytes)
         with pytest.raises(ValueError, match=r"GiB.*loo_batch_size"):
             est.fit(X, y)
         est.set_params(loo_batch_size=None, store_loo_predictions=True)
         with pytest.raises(ValueError, match=r"loo_predictions_.*GiB"):
             est.fit(X, y)
     ref = est.set_params(store_loo_predictions=False).fit(X, y).loo_path_
-    with config_context(working_memory=1):  # one left-out run per block
+    with config_context(working_memory=1 / 2**20):  # one left-out run per block
         np.testing.assert_allclose(est.fit(X, y).loo_path_, ref, rtol=1e-12)
 
 
@@ -280,13 +281,12 @@ def _errors(n, params, T=60, ts=(5, 20, 60), n_check=25):
     X, y = _classification(n)
     est = TrajectoryLogisticRegression(step_size=0.5, max_iter=T, fit_intercept=False,
                                        random_state=0, **params).fit(X, y)
-    design = est._design(X, None)
-    it = est._make_iteration(est.step_size_, design)
+    prob = est._problem(X, y)
     y01 = y.astype(float)
-    res = iacv_path(est, design, y01, it, est._fit_coef_path(), y01,
-                    datafit=est._make_datafit(design), coef_at=[1, *ts])
+    res = iacv_path(prob.design, y01, prob.iteration, est._fit_coef_path(), y01,
+                    datafit=prob.datafit, coef_at=[1, *ts])
     idx = np.linspace(0, n - 1, n_check).astype(int)
-    fits = _exact_loo(est, X, y, indices=idx, return_coef=True)[-1]
+    fits = exact_refits(est, X, y, indices=idx, return_coef=True)[-1]
     exact = np.array([fits[i][1] for i in idx])  # (n_check, p, T + 1)
     first = np.abs(res.coef[0][idx] - exact[:, :, 1]).max()
     iacv, naive = [], []
@@ -357,7 +357,7 @@ def test_lasso_alo_on_a_stable_support():
     X = rng.randn(60, 8)
     y = X[:, :3] @ [3.0, -2.0, 2.5] + 0.3 * rng.randn(60)
     est = TrajectoryLasso(0.2, max_iter=400, estimate_risk=False).fit(X, y)
-    fits = _exact_loo(est, X, y, return_coef=True)[-1]
+    fits = exact_refits(est, X, y, return_coef=True)[-1]
     P = np.array([fits[i][0][-1] for i in range(60)])
     support = est.coef_ != 0
     assert all(np.array_equal(f[1][:, -1] != 0, support) for f in fits.values())

@@ -66,7 +66,7 @@ def test_from_search_marks_best_iteration_and_uses_given_axes():
     assert_allclose(disp.line_.get_ydata(), search.risk_path_)
     assert disp.line_.get_color() == "red"
     assert_array_equal(disp.marker_.get_xdata(), [search.best_iteration_])
-    assert_allclose(disp.marker_.get_ydata(), [search.best_score_])
+    assert_allclose(disp.marker_.get_ydata(), [search.best_risk_])
     assert ax.get_title() == f"TrajectoryLasso alpha={search.best_params_['alpha']:.4g}"
 
 

@@ -13,7 +13,6 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
-from skacv._design import Design
 from skacv._risk import memory_matrix, risk_from_memory
 
 # ----------------------------------------------------------------------------
@@ -308,14 +307,14 @@ def test_warm_start_continues_the_chains(solver, kind, monkeypatch):
     cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
 
     steps = []
-    real = risk_module._masked_memory
+    real = risk_module.masked_memory_matrix
 
     def spy(design, iteration, coef_path, *args, **kwargs):
         state = kwargs.get("state")
         steps.append(coef_path.shape[1] - 1 - (0 if state is None else state["k"]))
         return real(design, iteration, coef_path, *args, **kwargs)
 
-    monkeypatch.setattr(risk_module, "_masked_memory", spy)
+    monkeypatch.setattr(risk_module, "masked_memory_matrix", spy)
     warm = clone(est).set_params(max_iter=11, warm_start=True).fit(X, y, sample_weight=w)
     for total in (12, 25, 40):
         warm.set_params(max_iter=total).fit(X, y, sample_weight=w)
@@ -347,7 +346,7 @@ def test_sparse_and_float32():
 
 def test_estimate_refuses_exact_traces_above_memory_limit():
     X, y = _small_problem(7, n=60, p=80)
-    with config_context(path_memory_limit=10_000):
+    with config_context(path_memory_limit=10_000 / 2**20):
         with pytest.raises(ValueError, match="GiB"):
             TrajectoryLasso(0.05, max_iter=5, n_probes=None).fit(X, y)
 
@@ -367,8 +366,8 @@ def test_memory_matrix_public_function_on_design():
     X, y = _small_problem(8, n=25, p=35)
     est = TrajectoryLasso(0.05, solver="fista", max_iter=8, fit_intercept=False,
                           n_probes=None).fit(X, y)
-    design = Design(X, None, False)
-    it = est._make_iteration(est.step_size_, design)
+    prob = est._problem(X, y)
+    design, it = prob.design, prob.iteration
     A, Av = memory_matrix(design, it, est.coef_path_, n_probes=None)
     np.testing.assert_allclose(A, est.memory_matrix_)
     # sources v^t = x^t + beta_t (x^t - x^{t-1}) row-wise
@@ -402,7 +401,7 @@ def test_auto_chain_precision():
 def test_lanczos_resume_equals_a_fresh_run():
     """A resumed Lanczos process (warm-started linear paths) performs only the
     new steps and gives the quadrature of a fresh run to the larger depth."""
-    from skacv._risk import lanczos_quadrature
+    from skacv._linalg import lanczos_quadrature
 
     rng = np.random.default_rng(0)
     B = rng.standard_normal((60, 80))
@@ -430,7 +429,7 @@ def test_lanczos_resume_equals_a_fresh_run():
 def test_warm_start_resumes_lanczos(monkeypatch):
     """IterativeRidge with probes: the warm refit resumes the Lanczos process
     (fewer operator products than a cold estimate) and equals the cold path."""
-    import skacv._risk as risk_module
+    import skacv._risk_spectral as risk_module
 
     X, y = _small_problem(9, n=70, p=50)
     est = IterativeRidge(0.0, solver="gd", random_state=0, n_probes=4)

@@ -5,8 +5,6 @@ by one (same ``random_state``, hence the same estimates), and the joint
 argmin of their paths taken by hand.
 """
 
-import sys
-import types
 
 import joblib
 import numpy as np
@@ -21,6 +19,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+import skacv._selection as selection_module
 from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
 from skacv._selection import set_iterate
 
@@ -47,7 +46,7 @@ class _LooFromTruth(IterativeRidge):
         self.offset = offset
         self.flat = flat
 
-    def _after_fit(self, design, y_tilde, iteration, X, y, sample_weight):
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted):
         for name in ("risk_path_", "loo_path_"):
             if hasattr(self, name):
                 delattr(self, name)
@@ -89,7 +88,7 @@ def test_selects_joint_argmin_of_separate_fits():
     assert search.best_params_ == params
     assert search.best_iteration_ == t
     assert search.best_index_ == i
-    assert search.best_score_ == pytest.approx(ref.risk_path_[t], rel=1e-12)
+    assert search.best_risk_ == pytest.approx(ref.risk_path_[t], rel=1e-12)
     assert_allclose(search.risk_path_, ref.risk_path_, rtol=1e-12)
     assert_allclose(search.coef_, ref.coef_path_[:, t], rtol=1e-12, atol=1e-14)
     assert search.intercept_ == pytest.approx(ref.intercept_path_[t], rel=1e-12)
@@ -197,7 +196,7 @@ def test_loo_criterion_reads_loo_path_and_switches_it_on():
     # estimate_loo was False in the prototype: the clones had it switched on
     assert search.best_params_ == {"offset": 0.5, "target": 12}
     assert search.best_iteration_ == 12
-    assert search.best_score_ == 0.5
+    assert search.best_risk_ == 0.5
     assert not hasattr(search, "risk_path_")
     assert_allclose(search.loo_path_, (np.arange(31) - 12.0) ** 2 + 0.5)
     assert "min_loo" in search.cv_results_ and "loo_path" in search.cv_results_
@@ -360,7 +359,7 @@ def test_estimator_without_a_stored_path_is_refused():
 
 
 def _fake_alpha_path(monkeypatch, risk_of_alpha):
-    """Install a fake ``skacv._alpha_path`` returning a known risk curve."""
+    """Install a fake ``risk_alpha_path`` returning a known risk curve."""
     calls = []
 
     def risk_alpha_path(estimator, X, y, *, alphas=None, sample_weight=None, **kw):
@@ -370,9 +369,7 @@ def _fake_alpha_path(monkeypatch, risk_of_alpha):
                      df=np.arange(a.size, dtype=float), risk=risk_of_alpha(a),
                      n_iter=np.full(a.size, 3))
 
-    module = types.ModuleType("skacv._alpha_path")
-    module.risk_alpha_path = risk_alpha_path
-    monkeypatch.setitem(sys.modules, "skacv._alpha_path", module)
+    monkeypatch.setattr(selection_module, "risk_alpha_path", risk_alpha_path)
     return calls
 
 

@@ -1,0 +1,226 @@
+"""Spectral linear algebra shared by every module: one Lanczos process, the
+top eigenvalue of an operator, the top eigenpairs of a matrix.
+
+* :func:`lanczos` runs independent Lanczos processes (full
+  re-orthogonalisation) from the columns of a block; :func:`lanczos_quadrature`
+  turns them into Gauss quadrature nodes and weights (stochastic Lanczos
+  quadrature, the Hutchinson estimate of ``tr f(op)`` when started from
+  probes) and :func:`lanczos_top` into a warm-startable upper bound of the
+  top eigenvalue.
+* :func:`top_eigenvalue` is the largest eigenvalue of a symmetric PSD
+  matrix or operator: LAPACK below :data:`DENSE_EIG_SIZE`, scipy's ARPACK
+  (``eigsh``) above.
+* :func:`top_eigh` gives the top eigenpairs (LAPACK subsets or a randomized
+  range finder).
+"""
+
+import numpy as np
+import scipy.linalg as linalg
+from scipy.sparse.linalg import LinearOperator, eigsh
+from sklearn.utils.extmath import randomized_svd
+
+#: below this dimension dense symmetric eigenproblems go to LAPACK
+DENSE_EIG_SIZE = 300
+
+
+# ----------------------------------------------------------------------------
+# Lanczos
+# ----------------------------------------------------------------------------
+
+
+def _tridiagonal(alphas, betas, k, i):
+    Tk = np.diag(alphas[:k, i])
+    if k > 1:
+        off = betas[: k - 1, i]
+        Tk += np.diag(off, 1) + np.diag(off, -1)
+    return Tk
+
+
+def _quadrature(alphas, betas, k, scale):
+    """Nodes and weights of the Lanczos tridiagonals (one per column)."""
+    nodes, weights = [], []
+    for i in range(alphas.shape[1]):
+        theta, U = np.linalg.eigh(_tridiagonal(alphas, betas, k, i))
+        nodes.append(theta)
+        weights.append(scale[i] * U[0] ** 2)
+    return np.clip(np.concatenate(nodes), 0, None), np.concatenate(weights)
+
+
+def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None):
+    """Lanczos processes from the columns of ``W0``, one per column.
+
+    Parameters
+    ----------
+    op : callable
+        ``op(Q)`` applies a symmetric operator to a block ``Q`` of shape
+        (dim, m).
+    W0 : ndarray of shape (dim, m)
+        Starting vectors (not normalised).
+    depth : int
+        Number of steps (at most ``dim``).
+    check : callable, default=None
+        ``check(nodes, weights)`` is evaluated every other step (from the
+        7th) and the process stops once its value changes by less than
+        ``rtol`` (relative).
+    resume : dict, default=None
+        The state of a previous run on the same ``op`` and ``W0``, continued
+        up to the new ``depth``.
+
+    Returns
+    -------
+    state : dict
+        ``alphas``, ``betas`` (depth, m) of the tridiagonals, ``basis``
+        (k, dim, m), ``raw`` the squared norms of the starting vectors, ``j``
+        the number of steps taken, ``exhausted`` when an invariant subspace
+        was found, and what :func:`lanczos` needs to resume.
+    """
+    dim, m = W0.shape
+    depth = int(min(depth, dim))
+    if resume is not None and (resume["dim"], resume["m"]) != (dim, m):
+        resume = None
+    j0 = 0 if resume is None else resume["j"]
+    depth = max(depth, j0)
+    basis = np.zeros((depth, dim, m))
+    alphas = np.zeros((depth, m))
+    betas = np.zeros((depth, m))
+    if resume is not None:
+        raw = resume["raw"]
+        basis[:j0], alphas[:j0], betas[:j0] = resume["basis"], resume["alphas"], resume["betas"]
+        q, q_prev, beta_prev = resume["q"], resume["q_prev"], resume["beta_prev"]
+        exhausted = resume["exhausted"]
+    else:
+        raw = np.linalg.norm(W0, axis=0) ** 2
+        norms = np.sqrt(raw)
+        norms[norms == 0] = 1.0
+        q = W0 / norms
+        q_prev = np.zeros_like(q)
+        beta_prev = np.zeros(m)
+        exhausted = False
+    k_used = depth if not exhausted else j0
+    prev = None
+    for j in range(j0, depth if not exhausted else j0):
+        basis[j] = q
+        w = np.asarray(op(q), dtype=np.float64)
+        a = np.einsum("dm,dm->m", q, w)
+        w -= a * q + beta_prev * q_prev
+        for _ in range(2):  # full re-orthogonalisation (twice is enough)
+            coef = np.einsum("kdm,dm->km", basis[: j + 1], w)
+            w -= np.einsum("kdm,km->dm", basis[: j + 1], coef)
+        b = np.linalg.norm(w, axis=0)
+        alphas[j], betas[j] = a, b
+        if np.any(b <= 1e-12 * max(np.abs(alphas[: j + 1]).max(), 1e-300)):
+            # an invariant subspace for a column: its quadrature is exact
+            k_used, exhausted = j + 1, True
+            break
+        q_prev, q = q, w / b
+        beta_prev = b
+        if check is not None and j >= 6 and j % 2 == 0 and j + 1 < depth:
+            val = check(*_quadrature(alphas, betas, j + 1, raw))
+            if prev is not None:
+                scale = np.abs(val).max()
+                if np.abs(val - prev).max() <= rtol * max(scale, 1e-300):
+                    k_used = j + 1
+                    break
+            prev = val
+    return {"dim": dim, "m": m, "j": k_used, "raw": raw, "basis": basis[:k_used],
+            "alphas": alphas[:k_used], "betas": betas[:k_used], "q": q, "q_prev": q_prev,
+            "beta_prev": beta_prev, "exhausted": exhausted or k_used >= dim}
+
+
+def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,
+                       return_state=False):
+    """Gauss quadrature of ``w^T f(op) w`` for the columns ``w`` of ``W0``.
+
+    Nodes and weights (``||w||^2`` times the squared first components of the
+    Ritz vectors), concatenated over the columns; exact for polynomials of
+    degree ``< 2 * depth``. See :func:`lanczos` for ``check``, ``rtol`` and
+    ``resume``.
+
+    Returns
+    -------
+    (nodes, weights) : tuple of ndarrays
+    k_used : int
+        Lanczos steps taken.
+    state : dict
+        Only with ``return_state=True``: what ``resume`` continues.
+    """
+    state = lanczos(op, W0, depth, check=check, rtol=rtol, resume=resume)
+    k = state["j"]
+    result = _quadrature(state["alphas"], state["betas"], k, state["raw"]), k
+    return result + (state,) if return_state else result
+
+
+def lanczos_top(op, dim, v0=None, n_steps=4):
+    """Upper estimate of the top eigenvalue of a PSD operator, warm-startable.
+
+    ``n_steps`` Lanczos steps started from ``v0`` plus a small random part
+    (a random start, with twice the steps, when ``v0`` is None). Returns the
+    top Ritz value plus its residual norm (an eigenvalue lies within the
+    residual of the Ritz value) and the top Ritz vector, the warm start of
+    the next call on a nearby operator.
+    """
+    v = np.random.RandomState(0).standard_normal(dim)
+    if v0 is not None and np.linalg.norm(v0) > 0:
+        v = v0 / np.linalg.norm(v0) + 1e-2 * v / np.linalg.norm(v)
+    else:
+        n_steps = 2 * n_steps
+    state = lanczos(lambda Q: op(Q[:, 0])[:, None], v[:, None], n_steps)
+    k = state["j"]
+    theta, U = np.linalg.eigh(_tridiagonal(state["alphas"], state["betas"], k, 0))
+    residual = state["betas"][k - 1, 0] * abs(U[-1, -1])
+    top = state["basis"][:, :, 0].T @ U[:, -1]
+    return max(float(theta[-1] + residual), 0.0), top
+
+
+# ----------------------------------------------------------------------------
+# top eigenvalue / eigenpairs
+# ----------------------------------------------------------------------------
+
+
+def top_eigenvalue(A=None, *, op=None, dim=None, tol=1e-6):
+    """Largest eigenvalue of a symmetric PSD matrix ``A`` or operator ``op``.
+
+    A dense matrix up to :data:`DENSE_EIG_SIZE` goes to LAPACK; anything
+    larger, or an operator ``op`` (a callable on vectors of size ``dim``), to
+    ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``, relative tolerance
+    ``tol``, deterministic start).
+    """
+    if A is not None:
+        dim = A.shape[0]
+        if dim == 0:
+            return 0.0
+        if dim <= DENSE_EIG_SIZE:
+            return max(float(linalg.eigvalsh(A, subset_by_index=(dim - 1, dim - 1),
+                                             check_finite=False)[0]), 0.0)
+        op = A.dot
+    if dim == 0:
+        return 0.0
+    if dim <= 2:  # ARPACK needs dim > k + 1
+        M = np.column_stack([op(e) for e in np.eye(dim)])
+        return max(float(np.linalg.eigvalsh((M + M.T) / 2)[-1]), 0.0)
+    lin = LinearOperator((dim, dim), matvec=op, dtype=np.float64)
+    v0 = np.random.RandomState(0).standard_normal(dim)
+    return max(float(eigsh(lin, k=1, which="LA", v0=v0, tol=tol,
+                           return_eigenvectors=False)[0]), 0.0)
+
+
+def top_eigh(S, k):
+    """Top ``k`` eigenpairs of a symmetric PSD matrix, in descending order.
+
+    LAPACK's ``eigh(subset_by_index=...)``, or a randomized range finder
+    (Halko, Martinsson & Tropp 2011) when ``S`` is large and ``k`` small.
+    """
+    m = S.shape[0]
+    k = int(min(k, m))
+    if k <= 0:
+        return np.zeros(0), np.zeros((m, 0))
+    if m > 4000 and 10 * k < m:
+        U, s, _ = randomized_svd(S, k, n_oversamples=max(10, k // 2), n_iter=4,
+                                 random_state=0)
+        return s, U
+    if 4 * k > m:  # divide and conquer on everything beats a large subset
+        lam, U = linalg.eigh(S, driver="evd", check_finite=False)
+        lam, U = lam[m - k:], U[:, m - k:]
+    else:
+        lam, U = linalg.eigh(S, subset_by_index=(m - k, m - 1), check_finite=False)
+    return np.clip(lam[::-1], 0, None), np.ascontiguousarray(U[:, ::-1])

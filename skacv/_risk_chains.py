@@ -1,0 +1,245 @@
+"""Memory matrices of proximal iterations by propagating Jacobian actions.
+
+For ISTA/FISTA (any iteration whose prox Jacobian is a 0/1 mask) the tangent
+of ``x^k`` with respect to the copy ``y^(s)`` of the response that enters
+the gradient at ``v^s`` lives on the support of ``x^k``. All sources are
+propagated together as one block (BLAS-3), with the products by ``X~``
+restricted to the columns of the supports (prefix views of a copy of ``X~``
+whose columns are sorted by the last step they are active) and Gram-restricted
+products where a flop model says they are cheaper. Traces use Hutchinson
+probes, or identity probes for exact traces (``n_probes=None``).
+"""
+
+import time
+
+import numpy as np
+
+from ._config import check_memory, get_config
+
+
+def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
+                   state=None, keep_state=False):
+    """Hutchinson (or exact) memory matrices of a proximal trajectory.
+
+    For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
+    All sources are propagated together as one block, with products by
+    ``X~`` restricted to the columns of the supports (prefix views of a copy
+    of ``X~`` whose columns are sorted by the last step they are active).
+
+    ``state`` (returned with ``keep_state=True``, Hutchinson probes only)
+    holds the chains after the last step of a shorter prefix of the same
+    trajectory: the computation continues from there, so that extending a
+    path by warm start costs only the new rows of the memory matrices.
+
+    Returns
+    -------
+    A, A_sources : ndarrays of shape (T + 1, T + 1)
+    state : dict or None
+    """
+    n = design.n_samples
+    T = coef_path.shape[1] - 1
+    inv_n = 1.0 / design.n_eff
+    dtype = np.dtype(chain_dtype)
+    keep_state = keep_state and n_probes is not None
+    if state is not None and not (
+        state.get("kind") == "chains" and n_probes is not None
+        and state["m"] == int(n_probes) and state["dtype"] == dtype and state["k"] <= T
+        and state["Z"].shape[0] == n
+    ):
+        state = None
+    k0 = 0 if state is None else state["k"]
+    masks = coef_path != 0  # (p, T+1); mask of step k = support of x^k
+    # order the columns by the last step at which they are in a support so
+    # that every support (and every union of consecutive ones) is a prefix
+    steps = np.arange(T + 1)
+    last = np.where(masks.any(axis=1), np.max(np.where(masks, steps, -1), axis=1), -1)
+    order = np.argsort(-last, kind="stable")
+    last_sorted = last[order]
+    # prefix length covering every coordinate active at step >= k
+    prefix = np.searchsorted(-last_sorted, -np.arange(T + 2), side="right")
+    width = int(prefix[max(k0 - 1, 1)]) if T >= 1 else 0
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    if state is not None:
+        A[: k0 + 1, : k0 + 1] = state["A"]
+        Av[: k0 + 1, : k0 + 1] = state["Av"]
+    Z = None  # Rademacher probes (the saved ones when continuing)
+    if n_probes is not None:
+        Z = state["Z"] if state is not None else (
+            rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
+    if width == 0:  # every iterate after x^0 is zero: nothing depends on y
+        return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
+    Xs = np.asarray(design.columns(order[:width]), dtype=dtype, order="F")
+    if n_probes is None:  # exact traces: identity probes on the smaller side
+        if n <= width:
+            probes = Xs.T.copy()  # X~^T Z with Z = I_n
+            trace_w = probes
+            m, scale = n, 1.0
+        else:
+            probes = np.eye(width, dtype=dtype)  # inject e_j, trace with X~^T X~
+            trace_w = (Xs.T @ Xs).astype(dtype)
+            m, scale = width, 1.0
+    else:
+        m = int(n_probes)
+        probes = Xs.T @ Z
+        trace_w = probes
+        scale = 1.0 / m
+    cols_max = m * T
+    check_memory(
+        3 * width * cols_max * dtype.itemsize,
+        f"the Jacobian chains ({width} x {cols_max}, 3 blocks)",
+        "Use fewer probes (n_probes) or fewer iterations. ",
+    )
+    dv = np.zeros((width, cols_max), dtype=dtype, order="F")
+    dx1 = np.zeros_like(dv)
+    dx2 = np.zeros_like(dv) if _uses_hb(iteration, T) else None
+    dv_rows = 0  # rows of dv that may be non-zero
+    if state is not None:  # scatter the saved chains into this column order
+        position = np.empty(coef_path.shape[0], dtype=np.intp)
+        position[order] = np.arange(order.size)
+        c0 = m * k0
+        for name, block in (("dv", dv), ("dx1", dx1), ("dx2", dx2)):
+            coords, values = state["chains"].get(name, (None, None))
+            if block is None or coords is None or coords.size == 0:
+                continue
+            rows = position[coords]
+            block[rows, :c0] = values
+            if name == "dv":
+                dv_rows = int(rows.max()) + 1
+    masks_s = masks[order[:width]]
+    gram = None
+    k_first = max(2, k0 + 1)  # first step with chains to propagate
+    tic = time.perf_counter()
+    rows_k = rows_prev = 0
+    for k in range(k0 + 1, T + 1):
+        c_old = m * (k - 1)  # chains of sources 0..k-2 (source k-1 is new)
+        c_new = m * k
+        rows_k = int(prefix[k])  # supports of steps >= k live in this prefix
+        rows_prev = min(int(prefix[k - 1]), width) if k >= 2 else 0
+        mask_k = masks_s[:rows_k, k]
+        dz = np.empty((rows_k, c_new), dtype=dtype)
+        if c_old and dv_rows:
+            u = dv_rows
+            gram = _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n,
+                               cached=None if state is None else state.get("gram"),
+                               order=order)
+            if gram is not None and gram.shape[0] >= max(u, rows_k):
+                prod = gram[:rows_k, :u] @ dv[:u, :c_old]
+            else:
+                prod = Xs[:, :rows_k].T @ (Xs[:, :u] @ dv[:u, :c_old])
+            np.multiply(prod, -inv_n, out=dz[:, :c_old])
+        elif c_old:
+            dz[:, :c_old] = 0
+        np.multiply(probes[:rows_k], inv_n, out=dz[:, c_old:c_new])
+        if dv_rows < rows_k:
+            dv[dv_rows:rows_k, :c_new] = 0
+        dx2_k = None
+        if dx2 is not None:
+            dx2_k = dx2[:rows_k, :c_new]
+        dx, dvn = iteration.tangent(
+            k, dv[:rows_k, :c_new], dx1[:rows_k, :c_new], dx2_k, dz, mask_k
+        )
+        # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1)
+        tail_v = None
+        if iteration.beta(k) != 0.0 and rows_prev > rows_k:
+            tail_v = iteration.extrapolate(
+                k, np.zeros((rows_prev - rows_k, c_new), dtype), dx1[rows_k:rows_prev, :c_new]
+            )
+        A[k, :k] = scale * _block_trace(trace_w[:rows_k], dx, m)
+        tv = scale * _block_trace(trace_w[:rows_k], dvn, m)
+        if tail_v is not None:
+            tv += scale * _block_trace(trace_w[rows_k:rows_prev], tail_v, m)
+        Av[k, :k] = tv
+        if dx2 is not None:
+            dx2[:rows_prev, :c_new] = dx1[:rows_prev, :c_new]
+        dx1[:rows_k, :c_new] = dx
+        dv[:rows_k, :c_new] = dvn
+        dv_rows = rows_k
+        if tail_v is not None:
+            dv[rows_k:rows_prev, :c_new] = tail_v
+            dv_rows = rows_prev
+        if verbose and (k % max(1, T // 10) == 0 or k == T):
+            print(f"[risk] {iteration.name} traces: step {k}/{T}, support prefix "
+                  f"{rows_k}, {time.perf_counter() - tic:.1f}s")
+    new_state = None
+    if keep_state:
+        c = m * T
+        if k0 < T:  # chains after step T, in coordinates (see the loop's invariants)
+            chains = {"dv": (order[:dv_rows], dv[:dv_rows, :c].copy()),
+                      "dx1": (order[:rows_k], dx1[:rows_k, :c].copy())}
+            if dx2 is not None:
+                chains["dx2"] = (order[:rows_prev], dx2[:rows_prev, :c].copy())
+        else:
+            chains = state["chains"]
+        new_state = _chain_state(T, Z, dtype, A, Av, chains)
+        if gram is not None and gram.nbytes <= _GRAM_CACHE_BYTES:
+            new_state["gram"] = (order[: gram.shape[0]], gram)
+        elif state is not None and "gram" in state:
+            new_state["gram"] = state["gram"]
+    return A, Av, new_state
+
+
+# largest restricted Gram matrix kept with the chains for a warm-started refit
+_GRAM_CACHE_BYTES = 256 * 2**20
+
+
+def _chain_state(k, Z, dtype, A, Av, chains):
+    return {"kind": "chains", "k": k, "m": Z.shape[1], "Z": Z, "dtype": dtype, "A": A.copy(),
+            "Av": Av.copy(), "chains": chains}
+
+
+def _uses_hb(iteration, T):
+    return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
+
+
+def _block_trace(W, D, m):
+    """``[sum(W * D[:, s*m:(s+1)*m]) for s]`` for W (r, m), D (r, m*k)."""
+    k = D.shape[1] // m
+    if W.shape[0] == 0:
+        return np.zeros(k)
+    return np.einsum("rm,rkm->k", W, D.reshape(D.shape[0], k, m), dtype=np.float64,
+                     optimize=True)
+
+
+def _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n, cached=None, order=None):
+    """Decide once (at the first step with chains, ``k_first``) whether to
+    precompute the Gram matrix of a late prefix of columns, using the flop
+    model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``.
+    ``cached = (coordinates, gram)`` from a previous stage is reused when it
+    covers the prefix (columns ``order[:w]``)."""
+    if gram is not None or k != k_first or T < k_first + 1:
+        return gram
+    best_w, best_save = 0, 0.0
+    for start in range(k_first, T + 1):
+        w = int(prefix[start - 1])
+        save = 0.0
+        for kk in range(start, T + 1):
+            r, u, c = int(prefix[kk]), int(prefix[kk - 1]), m * (kk - 1)
+            save += 2 * n * (u + r) * c - 2 * r * u * c
+        save -= n * w * w
+        if save > best_save:
+            best_save, best_w = save, w
+    if best_w == 0:
+        return None
+    if cached is not None:
+        coords, cached_gram = cached
+        position = np.full(max(int(coords.max(initial=-1)), int(order.max())) + 1, -1)
+        position[coords] = np.arange(coords.size)
+        idx = position[order[:best_w]]
+        if np.all(idx >= 0) and cached_gram.dtype == Xs.dtype:
+            return cached_gram[np.ix_(idx, idx)]
+    check_memory(best_w * best_w * Xs.dtype.itemsize, "the restricted Gram matrix")
+    Xw = Xs[:, :best_w]
+    return Xw.T @ Xw
+
+
+def resolve_chain_dtype(design, n_probes, dtype=None):
+    """Precision of the Jacobian chains: ``dtype``, else the configured
+    ``risk_chain_dtype``; ``"auto"`` is float32 with Hutchinson probes (whose
+    own relative error, ~1e-2, dwarfs float32 rounding, ~1e-6) and the dtype
+    of ``X`` for exact traces; ``None`` is the dtype of ``X``."""
+    if dtype is None:
+        dtype = get_config().get("risk_chain_dtype")
+    if dtype == "auto":
+        dtype = np.float32 if n_probes is not None else None
+    return np.dtype(dtype or design.dtype)

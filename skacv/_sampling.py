@@ -1,0 +1,165 @@
+"""Random rows: mini-batches of stochastic gradients and weighted subsamples.
+
+Sample weights are frequency weights everywhere: a draw from the weighted
+data is a draw from the multiset of rows repeated by their (integer)
+weights, so that a weighted fit equals the fit on repeated rows.
+
+* :class:`MinibatchSampler` (linear SGD): one random permutation of the rows
+  per epoch, the batch of step ``k`` depending only on ``(seed, k)`` (a warm
+  restart continues the same sequence); :meth:`MinibatchSampler.without`
+  gives the same batches with one row deleted (leave-one-out runs).
+* :class:`EpochSampler` (kernel SGD): an epoch is a permutation of the
+  draws of the weighted multiset, cut into batches ``(rows, counts)``.
+* :func:`draw_rows`: a subsample of the weighted data (Nystrom rows).
+"""
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+#: expanded index lists of integer weights are used up to this length
+_MAX_EXPANDED = 10**8
+
+
+def integer_weights(weight):
+    """True when ``weight`` is None or holds integers (frequency weights)."""
+    if weight is None:
+        return True
+    return bool(np.all(weight == np.round(weight))) and weight.sum() <= _MAX_EXPANDED
+
+
+def counts_of(draws, n_rows):
+    """``(rows, counts)``: the distinct rows of a list of draws and their counts."""
+    counts = np.bincount(draws, minlength=n_rows)
+    rows = np.flatnonzero(counts)
+    return rows, counts[rows].astype(np.float64)
+
+
+def _expanded(weight):
+    return np.repeat(np.arange(weight.shape[0]), np.round(weight).astype(np.int64))
+
+
+def draw_rows(weight, size, random_state, n_rows):
+    """``size`` draws from the weighted empirical measure of ``n_rows`` rows.
+
+    Returns ``(rows, counts, exact)``: distinct rows, their multiplicities
+    (summing to ``size``) and ``exact=True`` when ``size >= n_eff``, in which
+    case every row of positive weight is returned with its weight as count
+    (no randomness). Otherwise: without weights, ``size`` distinct rows;
+    with integer weights, ``size`` draws without replacement from the
+    multiset of repeated rows (exactly what repeating the rows would draw);
+    with other weights, draws with replacement with probability ``w / n_eff``.
+    """
+    if weight is None:
+        if size >= n_rows:
+            return np.arange(n_rows), np.ones(n_rows), True
+        rng = check_random_state(random_state)
+        rows = np.sort(rng.choice(n_rows, int(size), replace=False))
+        return rows, np.ones(rows.shape[0]), False
+    n_eff = float(weight.sum())
+    if size >= n_eff:
+        rows = np.flatnonzero(weight > 0)
+        return rows, weight[rows].astype(np.float64), True
+    rng = check_random_state(random_state)
+    if integer_weights(weight):
+        expanded = _expanded(weight)
+        draws = expanded[rng.choice(expanded.shape[0], int(size), replace=False)]
+    else:
+        draws = rng.choice(n_rows, int(size), replace=True, p=weight / n_eff)
+    rows, counts = counts_of(draws, n_rows)
+    return rows, counts, False
+
+
+class MinibatchSampler:
+    """Mini-batches of rows: one random permutation per epoch.
+
+    Step ``k`` (``k >= 1``) uses batch ``j = (k - 1) mod n_batches`` of epoch
+    ``e = (k - 1) // n_batches``; the permutation of epoch ``e`` is drawn from
+    ``numpy.random.default_rng([seed, e])``. The last batch of an epoch is
+    smaller when ``batch_size`` does not divide ``n_samples``.
+
+    Parameters
+    ----------
+    n_samples : int
+    batch_size : int
+    seed : int
+    """
+
+    def __init__(self, n_samples, batch_size, seed):
+        self.n_samples = int(n_samples)
+        self.batch_size = int(min(max(batch_size, 1), self.n_samples))
+        self.seed = int(seed)
+        self.n_batches = -(-self.n_samples // self.batch_size)
+        self._epoch, self._perm = -1, None
+
+    def __call__(self, k):
+        """Sorted row indices of the batch of step ``k``."""
+        e, j = divmod(int(k) - 1, self.n_batches)
+        if e != self._epoch:
+            self._perm = np.random.default_rng([self.seed, e]).permutation(self.n_samples)
+            self._epoch = e
+        b = self.batch_size
+        return np.sort(self._perm[j * b: (j + 1) * b])
+
+    def without(self, i):
+        """The same batches on the data with row ``i`` deleted (re-indexed)."""
+        return _SamplerWithoutRow(self, i)
+
+
+class _SamplerWithoutRow:
+    """Batches of a :class:`MinibatchSampler` with one row removed."""
+
+    def __init__(self, base, row):
+        self.base, self.row = base, int(row)
+        self.n_samples = base.n_samples - 1
+        self.batch_size = base.batch_size
+        self.n_batches = base.n_batches
+
+    def __call__(self, k):
+        S = self.base(k)
+        S = S[S != self.row]
+        return S - (S > self.row)
+
+
+class EpochSampler:
+    """Epochs of mini-batches of draws from the weighted empirical measure.
+
+    An epoch is a random permutation of the ``n_eff`` draws of the multiset
+    of rows repeated by their (integer) weights, cut into batches of
+    ``batch_size``, the last one shorter; with non-integer weights,
+    ``round(n_eff)`` draws with replacement. In full-batch mode the single
+    batch is every row with its weight as count. A batch is ``(rows, counts,
+    positions)``, ``positions`` the drawn copies of the multiset (integer
+    weights) or None.
+    """
+
+    def __init__(self, weight, n, batch_size, full):
+        self.weight, self.n, self.full = weight, n, full
+        self.batch_size = int(batch_size)
+        self.integer = integer_weights(weight)
+        if weight is not None and self.integer:
+            self.expanded = _expanded(weight)
+
+    def epoch(self, rng):
+        """The batches of one epoch drawn with ``rng``."""
+        w, n = self.weight, self.n
+        if self.full:
+            counts = np.ones(n) if w is None else w.astype(np.float64)
+            return [(np.arange(n), counts, None)]
+        positions = None
+        if w is None:
+            draws = rng.permutation(n)
+        elif self.integer:
+            positions = rng.permutation(self.expanded.shape[0])
+            draws = self.expanded[positions]
+        else:
+            draws = rng.choice(n, max(1, int(round(w.sum()))), replace=True, p=w / w.sum())
+        m = self.batch_size
+        out = []
+        for s in range(0, draws.shape[0], m):
+            chunk = draws[s: s + m]
+            if w is None:
+                out.append((chunk, np.ones(chunk.shape[0]), None))
+            else:
+                pos = None if positions is None else positions[s: s + m]
+                out.append((*counts_of(chunk, n), pos))
+        return out
