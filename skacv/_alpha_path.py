@@ -491,7 +491,7 @@ def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale):
     check_memory(8 * m * m, f"the Gram matrix ({m} x {m}) of the ridge path",
                  "Subsample the data or use IterativeRidge trajectories. ")
     side = "features" if p <= n else "samples"
-    lam, vecs = np.linalg.eigh(design.gram(side=side))
+    lam, vecs = design.gram_eigh(side)
     lam = np.clip(lam, 0, None)
     if alphas is None:
         top = float(lam[-1]) if lam.size else 0.0

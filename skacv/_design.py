@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
-from ._linalg import DENSE_EIG_SIZE, top_eigenvalue
+from ._linalg import top_eigenvalue
 
 
 class Design:
@@ -153,13 +153,12 @@ class Design:
         """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian).
 
         From the Gram eigenvalues when they are known (exact traces need them
-        anyway) or the smaller Gram matrix is tiny; otherwise by Lanczos on
-        the operator ``X~^T X~`` or ``X~ X~^T`` (whichever is smaller),
-        without forming it.
+        anyway); otherwise :func:`skacv._linalg.top_eigenvalue` of the smaller
+        of ``X~^T X~`` and ``X~ X~^T`` (LAPACK when small, else Lanczos on the
+        operator, without forming it).
         """
         n, p = self.n_samples, self.n_features
-        if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache \
-                or min(n, p) <= DENSE_EIG_SIZE // 4:
+        if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache:
             lam = self.gram_eigenvalues()
             return max(float(lam[-1]) if lam.size else 0.0, 0.0)
         if p <= n:

@@ -141,8 +141,7 @@ class _BaseEigenPro(TrajectoryEstimator):
     # ------------------------------------------------------------------ fit
     def _continues(self):
         """This fit continues the previous one (``warm_start``)."""
-        return (super()._continues() and getattr(self, "_state", None) is not None
-                and (not self.estimate_risk or getattr(self, "_tracker", None) is not None))
+        return super()._continues() and getattr(self, "_state", None) is not None
 
     def _run_path(self, X, Y, sample_weight, warm, frozen):
         """Set up a new fit (or keep the previous one) and run the epochs."""

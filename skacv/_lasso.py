@@ -4,58 +4,11 @@ from numbers import Real
 
 from sklearn.base import RegressorMixin
 
-from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._base import COMMON_CONSTRAINTS, DOC_ATTRIBUTES, TrajectoryEstimator, TrajectoryMixin
 from ._compat import Interval, StrOptions
 from ._datafits import LeastSquares
 from ._iterations import FISTA, GradientDescent, Iteration
 from ._penalties import L1
-
-_DOC_ATTRIBUTES = """
-    Attributes
-    ----------
-    coef_path_ : ndarray of shape (n_features, n_iter_ + 1)
-        Every iterate, features first; column 0 is the starting point (zero).
-        Memory: ``n_features * (max_iter + 1)`` floats; a path above
-        ``skacv.get_config()['path_memory_limit']`` is refused.
-    intercept_path_ : ndarray of shape (n_iter_ + 1,)
-        Intercept of every iterate (``y_mean - x_mean @ coef``, weighted).
-    coef_ : ndarray of shape (n_features,)
-        Last iterate, ``coef_path_[:, -1]``.
-    intercept_ : float
-        ``intercept_path_[-1]``.
-    n_iter_ : int
-        Total number of iterations of the stored path (with ``warm_start`` it
-        counts every call, like HistGradientBoosting's ``max_iter``).
-    step_size_ : float
-        Step size used (``1 / L`` for ``step_size='auto'``).
-    risk_path_ : ndarray of shape (n_iter_ + 1,)
-        Estimated out-of-sample prediction risk
-        ``E[(y_new - x_new^T coef_t - intercept_t)^2]`` of every iterate
-        (Bellec & Tan 2024). Only set when ``estimate_risk=True``.
-    risk_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
-        Estimated cross-iterate risks (its diagonal is ``risk_path_``).
-    memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
-        The memory matrix ``A`` used by the estimate.
-    loo_path_ : ndarray of shape (n_iter_ + 1,)
-        Leave-one-out squared error of every iterate, tracked by iterative
-        approximate cross-validation (IACV, Luo, Ren & Barber 2023): the
-        weighted mean over ``i`` of ``(y_i - yhat_{-i}^t)^2`` where
-        ``yhat_{-i}^t`` predicts ``y_i`` with iterate ``t`` of the same
-        algorithm (same start, steps and step size) run without sample ``i``
-        (re-centred when ``fit_intercept=True``). Exact for the smooth
-        solvers, a first-order approximation through the prox for ISTA/FISTA.
-        See :func:`skacv.exact_loo_path` for the definition with weights.
-        Only set when ``estimate_loo=True``.
-    loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
-        Leave-one-out predictions of the samples ``loo_indices_``; only set
-        when ``store_loo_predictions=True``.
-    loo_indices_ : ndarray of shape (n_loo,)
-        Samples tracked by the leave-one-out estimate (all of them, or
-        ``loo_subsample`` drawn at random). Only with ``store_loo_predictions``.
-    n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Only when ``X`` has feature names.
-"""
 
 
 class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
@@ -114,7 +67,7 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         Seeds the Hutchinson probes.
     verbose : int, default=0
         Progress messages.
-    """ + _DOC_ATTRIBUTES + """
+    """ + DOC_ATTRIBUTES + """
     Examples
     --------
     >>> from sklearn.datasets import make_regression

@@ -180,25 +180,22 @@ def lanczos_top(op, dim, v0=None, n_steps=4):
 def top_eigenvalue(A=None, *, op=None, dim=None, tol=1e-6):
     """Largest eigenvalue of a symmetric PSD matrix ``A`` or operator ``op``.
 
-    A dense matrix up to :data:`DENSE_EIG_SIZE` goes to LAPACK; anything
-    larger, or an operator ``op`` (a callable on vectors of size ``dim``), to
+    Up to :data:`DENSE_EIG_SIZE` the matrix (formed from ``op`` applied to
+    the identity, ``op`` accepting blocks of columns) goes to LAPACK; above,
     ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``, relative tolerance
-    ``tol``, deterministic start).
+    ``tol``, deterministic start) on the matrix or the operator.
     """
     if A is not None:
         dim = A.shape[0]
-        if dim == 0:
-            return 0.0
-        if dim <= DENSE_EIG_SIZE:
-            return max(float(linalg.eigvalsh(A, subset_by_index=(dim - 1, dim - 1),
-                                             check_finite=False)[0]), 0.0)
         op = A.dot
     if dim == 0:
         return 0.0
-    if dim <= 2:  # ARPACK needs dim > k + 1
-        M = np.column_stack([op(e) for e in np.eye(dim)])
-        return max(float(np.linalg.eigvalsh((M + M.T) / 2)[-1]), 0.0)
-    lin = LinearOperator((dim, dim), matvec=op, dtype=np.float64)
+    if dim <= DENSE_EIG_SIZE:
+        M = np.asarray(A if A is not None else op(np.eye(dim)), dtype=np.float64)
+        M = (M + M.T) / 2
+        return max(float(linalg.eigvalsh(M, subset_by_index=(dim - 1, dim - 1),
+                                         check_finite=False)[0]), 0.0)
+    lin = LinearOperator((dim, dim), matvec=op, matmat=op, dtype=np.float64)
     v0 = np.random.RandomState(0).standard_normal(dim)
     return max(float(eigsh(lin, k=1, which="LA", v0=v0, tol=tol,
                            return_eigenvectors=False)[0]), 0.0)

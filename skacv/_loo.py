@@ -214,10 +214,7 @@ def _responses(it, curv, inject, T):
     outV = np.empty((T,) + shape)
     c = curv if cols is None else curv[:, None]
     for k in range(1, T + 1):
-        dZ = inject(k) - c * dV
-        hb = it.hb(k) != 0.0
-        dX = it.combine(k, dV, (dX1 - dX2) if hb else None, dZ)
-        dV = it.extrapolate(k, dX, dX1)
+        dX, dV = it.tangent(k, dV, dX1, dX2, inject(k) - c * dV, None)
         dX2, dX1 = dX1, dX
         outX[k - 1], outV[k - 1] = dX, dV
     return outX, outV

@@ -35,7 +35,7 @@ from sklearn.utils import check_random_state
 
 from ._config import check_memory
 from ._design import design_rows
-from ._linalg import DENSE_EIG_SIZE, lanczos_quadrature, top_eigenvalue, top_eigh
+from ._linalg import lanczos_quadrature, top_eigenvalue, top_eigh
 from ._sampling import draw_rows
 
 #: damping exponent ``a`` of EigenPro 2
@@ -272,11 +272,8 @@ def _whitened_ops(design, P, l2):
 
 def preconditioned_lipschitz(design, P, l2=0.0):
     """Largest eigenvalue of ``P^1/2 (X~^T X~ / n_eff + mu I) P^1/2``."""
-    p = design.n_features
     M, _ = _whitened_ops(design, P, l2)
-    if p <= DENSE_EIG_SIZE:
-        return top_eigenvalue(M(np.eye(p)))
-    return top_eigenvalue(op=M, dim=p)
+    return top_eigenvalue(op=M, dim=design.n_features)
 
 
 def preconditioned_nodes(design, P, l2=0.0, n_probes=None, random_state=None, depth=None):

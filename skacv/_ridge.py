@@ -4,11 +4,10 @@ from numbers import Integral, Real
 
 from sklearn.base import RegressorMixin
 
-from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._base import COMMON_CONSTRAINTS, DOC_ATTRIBUTES, TrajectoryEstimator, TrajectoryMixin
 from ._compat import Interval, StrOptions
 from ._datafits import LeastSquares
 from ._iterations import SGD, GradientDescent, HeavyBall, Iteration, Nesterov, PreconditionedGD
-from ._lasso import _DOC_ATTRIBUTES
 from ._penalties import L2
 from ._preconditioning import feature_preconditioner, preconditioned_lipschitz
 
@@ -84,7 +83,7 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         eigendecomposition (always exact for the linear solvers when cheap).
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
-    """ + _DOC_ATTRIBUTES + """
+    """ + DOC_ATTRIBUTES + """
     Examples
     --------
     >>> from sklearn.datasets import make_regression

@@ -453,8 +453,8 @@ def test_auto_step_is_inverse_top_eigenvalue(shape, fit_intercept, weighted):
 @pytest.mark.parametrize("fmt", ["dense", "csr"])
 @pytest.mark.parametrize("shape", [(300, 120), (120, 300)])
 def test_auto_step_lanczos_branch(monkeypatch, fmt, shape):
-    """Above a tiny size, Lanczos (eigsh) on the implicit operator, without
-    forming the Gram matrix."""
+    """Above the dense size, Lanczos (eigsh) on the implicit operator, without
+    forming the Gram matrix; forced here on a small problem."""
     X, y, sw = _problem(14, *shape, sparsity=0.3)
     L = _top_eigenvalue(X, sw, True)
     calls = []
@@ -464,6 +464,7 @@ def test_auto_step_lanczos_branch(monkeypatch, fmt, shape):
         calls.append(1)
         return real_eigsh(*args, **kwargs)
 
+    monkeypatch.setattr(linalg_module, "DENSE_EIG_SIZE", 50)
     monkeypatch.setattr(linalg_module, "eigsh", spy)
     est = TrajectoryLasso(max_iter=1, estimate_risk=False).fit(_as_format(X, fmt), y, sw)
     assert calls, "the Lanczos branch was not used"

@@ -1,0 +1,270 @@
+"""The architecture holds: layers, the warm-start guard, the extension point.
+
+* every module imports only from lower layers (docs/architecture.rst), and
+  never another skacv module inside a function;
+* a warm-started refit after a change of any protected parameter raises, for
+  every public estimator; the list of parameters comes from ``get_params``, so
+  a parameter added later is covered;
+* brute-force leave-one-out of EigenPro's preconditioned gradient descent
+  holds the preconditioner fixed and equals IACV;
+* an algorithm written outside the package as an :class:`~skacv.Iteration`
+  fits, and its risk and leave-one-out estimates equal brute force.
+"""
+
+import ast
+import inspect
+import pathlib
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.utils._param_validation import StrOptions, generate_valid_param, make_constraint
+
+import skacv
+from skacv._base import TrajectoryEstimator
+from skacv._risk import risk_from_memory
+from skacv._validation import same_param
+
+PACKAGE = pathlib.Path(skacv.__file__).parent
+
+LAYERS = [
+    ["exceptions", "_compat", "_config"],
+    ["_validation", "_parallel", "_linalg", "_kernels"],
+    ["_design", "_penalties", "_datafits", "_sampling"],
+    ["_iterations", "_preconditioning"],
+    ["_path", "_risk_spectral", "_risk_chains"],
+    ["_risk", "_loo"],
+    ["_risk_sgd", "_loo_approx", "_loo_refit"],
+    ["_base"],
+    ["_lasso", "_ridge", "_logistic", "_eigenpro"],
+    ["_alpha_path"],
+    ["_selection", "_plot"],
+    ["_demo"],
+    ["__main__", "__init__"],
+]
+LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def _skacv_imports(tree):
+    """(module imported, line, inside a function) of every skacv import."""
+    out = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.ImportFrom) and child.level == 1:
+                if child.module:
+                    out.append((child.module.split(".")[0], child.lineno, in_function))
+                else:
+                    out.extend((a.name, child.lineno, in_function) for a in child.names)
+            elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in child.names] if isinstance(child, ast.Import) \
+                    else [child.module or ""]
+                for name in names:
+                    if name.startswith("skacv."):
+                        out.append((name.split(".")[1], child.lineno, in_function))
+            visit(child, inside)
+
+    visit(tree, False)
+    return out
+
+
+def test_every_module_has_a_layer():
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules == set(LAYER), "add new modules to LAYERS and docs/architecture.rst"
+
+
+@pytest.mark.parametrize("module", sorted(LAYER))
+def test_imports_point_down(module):
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    for name, line, in_function in _skacv_imports(tree):
+        assert not in_function, f"{module}.py:{line} imports {name} inside a function"
+        assert LAYER[name] < LAYER[module], (
+            f"{module}.py:{line} imports {name}, which is not in a lower layer")
+
+
+def test_private_scikit_learn_api_only_in_compat():
+    for path in PACKAGE.glob("*.py"):
+        if path.stem == "_compat":
+            continue
+        text = path.read_text()
+        for private in ("_param_validation", "_fit_context", "_check_sample_weight",
+                        "_raise_for_params", "_routing_enabled"):
+            for line in text.splitlines():
+                if line.lstrip().startswith(("from sklearn", "import sklearn")):
+                    assert private not in line, f"{path.name}: {line.strip()}"
+
+
+# ----------------------------------------------------------------------------
+# the warm-start guard, generated from the parameters
+# ----------------------------------------------------------------------------
+
+
+def _estimators():
+    out = []
+    for name in skacv.__all__:
+        obj = getattr(skacv, name)
+        if inspect.isclass(obj) and issubclass(obj, TrajectoryEstimator):
+            out.append(obj)
+    return out
+
+
+def _data(cls):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 6))
+    y = X[:, 0] + 0.5 * rng.standard_normal(40)
+    if "Classifier" in cls.__name__ or "Logistic" in cls.__name__:
+        y = (y > 0).astype(int)
+    return X, y
+
+
+# alternative values where a constraint alone does not give a usable one
+_ALTERNATIVES = {
+    "alpha": [0.5, 0.25],
+    "kernel": ["laplacian", "gaussian"],
+    "kernel_params": [{"nu": 2.5}, None],
+    "step_schedule": [np.ones(50) * 0.5, None],
+    "subsample_size": [30, "auto"],
+    "batch_size": [7, 8],
+    "n_components": [2, 3],
+    "step_size": [0.01, 0.02],
+    "momentum": [0.5, 0.3],
+    "bandwidth": [2.0, 3.0],
+}
+
+
+def _another_value(est, name, value):
+    """A valid value of parameter ``name`` other than ``value``."""
+    candidates = list(_ALTERNATIVES.get(name, []))
+    for constraint in est._parameter_constraints.get(name, []):
+        if isinstance(constraint, StrOptions):
+            candidates.extend(sorted(constraint.options))
+        try:
+            candidates.append(generate_valid_param(make_constraint(constraint)))
+        except (NotImplementedError, ValueError, TypeError):
+            pass
+    if isinstance(value, bool):
+        candidates.insert(0, not value)
+    for c in candidates:
+        if not same_param(c, value) and not isinstance(c, skacv.Iteration):
+            return c
+    return None
+
+
+@pytest.mark.parametrize("cls", _estimators(), ids=lambda c: c.__name__)
+def test_changing_a_protected_parameter_stops_a_warm_start(cls):
+    X, y = _data(cls)
+    base = cls(max_iter=3, warm_start=True)
+    free = set(cls._free_params)
+    protected = [k for k in base.get_params(deep=False) if k not in free]
+    assert protected, "every estimator has parameters that define its path"
+    for name in protected:
+        est = clone(base).fit(X, y)
+        new = _another_value(est, name, est.get_params()[name])
+        assert new is not None, f"teach this test a second valid value of {name!r}"
+        est.set_params(**{name: new, "max_iter": 5})
+        with pytest.raises(ValueError, match=rf"cannot continue a path after \['{name}'\]"):
+            est.fit(X, y)
+    # free parameters do not stop it, and the path continues
+    est = clone(base).fit(X, y)
+    est.set_params(max_iter=5, verbose=0).fit(X, y)
+    assert est.n_iter_ == 5
+
+
+def test_logistic_step_schedule_is_protected():
+    """The former hand-written list forgot ``step_schedule``: a warm refit with
+    another schedule silently continued the path."""
+    X, y = _data(skacv.TrajectoryLogisticRegression)
+    est = skacv.TrajectoryLogisticRegression(max_iter=5, warm_start=True,
+                                             step_schedule=np.ones(20)).fit(X, y)
+    est.set_params(step_schedule=np.full(20, 0.5), max_iter=10)
+    with pytest.raises(ValueError, match="step_schedule"):
+        est.fit(X, y)
+
+
+# ----------------------------------------------------------------------------
+# leave-one-out of preconditioned gradient descent
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_exact_loo_of_eigenpro_holds_the_preconditioner_fixed(fit_intercept):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((30, 12)) * np.r_[4, 3, 2, np.ones(9)]
+    y = X[:, 0] - X[:, 1] + rng.standard_normal(30)
+    est = skacv.IterativeRidge(alpha=0.5, solver="eigenpro", n_components=3, max_iter=15,
+                               fit_intercept=fit_intercept, estimate_risk=False,
+                               estimate_loo=True, random_state=0).fit(X, y)
+    ref = skacv.exact_loo_path(est, X, y)
+    np.testing.assert_allclose(est.loo_path_, ref, rtol=1e-8)
+
+
+# ----------------------------------------------------------------------------
+# an algorithm written outside the package
+# ----------------------------------------------------------------------------
+
+
+class DampedFISTA(skacv.Iteration):
+    """Proximal gradient with a constant extrapolation (not in skacv)."""
+
+    name = "damped_fista"
+
+    def beta(self, k):
+        return 0.5
+
+
+def _brute_force_memory_matrix(X, y, eta, alpha, T):
+    """``A[t, s] = tr(X dx^t / dy^(s))`` by perturbing the response of the
+    gradient at ``v^s`` sample by sample (exact: the map is piecewise affine)."""
+    n, p = X.shape
+
+    def run(dy=None, s=-1):
+        x = x_prev = v = np.zeros(p)
+        xs = [x]
+        for k in range(1, T + 1):
+            yk = y if (dy is None or k - 1 != s) else y + dy
+            pre = v + eta * X.T @ (yk - X @ v) / n
+            x_new = np.sign(pre) * np.maximum(np.abs(pre) - eta * alpha, 0)
+            v = x_new + 0.5 * (x_new - x)
+            x_prev, x = x, x_new
+            xs.append(x)
+        del x_prev
+        return np.array(xs)
+
+    base = run()
+    A = np.zeros((T + 1, T + 1))
+    h = 1e-7
+    for s in range(T):
+        for i in range(n):
+            e = np.zeros(n)
+            e[i] = h
+            diff = (run(e, s) - base) / h
+            A[:, s] += X[i] @ diff.T
+    return base, np.tril(A, -1)
+
+
+def test_user_iteration_fits_and_estimates():
+    rng = np.random.default_rng(2)
+    n, p, T, alpha = 15, 10, 8, 0.05
+    X = rng.standard_normal((n, p))
+    y = X[:, :3] @ np.ones(3) + 0.3 * rng.standard_normal(n)
+    est = skacv.TrajectoryLasso(alpha=alpha, solver=DampedFISTA(), max_iter=T,
+                                fit_intercept=False, n_probes=None, estimate_loo=True,
+                                store_loo_predictions=True).fit(X, y)
+    path, A = _brute_force_memory_matrix(X, y, est.step_size_, alpha, T)
+    np.testing.assert_allclose(est.coef_path_, path.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.memory_matrix_, A, atol=1e-5 * max(1, np.abs(A).max()))
+    # the risk is the memory-matrix estimate of those traces
+    ref_risk = risk_from_memory(
+        y[:, None] - X @ path.T, A, n, A_sources=_sources(A, n, T),
+        iteration=DampedFISTA())[0]
+    np.testing.assert_allclose(est.risk_path_, ref_risk, rtol=1e-5)
+    # IACV is exact leave-one-out for least squares, whatever the algorithm
+    np.testing.assert_allclose(est.loo_path_, skacv.exact_loo_path(est, X, y), rtol=1e-9)
+
+
+def _sources(A, n, T):
+    """Memory matrix of the extrapolated points ``v^t = 1.5 x^t - 0.5 x^{t-1}``."""
+    Av = A.copy()
+    Av[1:] = 1.5 * A[1:] - 0.5 * A[:-1]
+    return np.tril(Av, -1)
