@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from ._demo import DEMO_DEFAULTS, SEED_SIZE
+from ._demo import DEMO_DEFAULTS, SEED_SIZE, run_demo
 
 
 def _parser():
@@ -47,8 +47,6 @@ def main(argv=None):
     """Entry point of ``python -m skacv`` and of the ``skacv`` script."""
     args = _parser().parse_args(argv)
     if args.command == "demo":
-        from ._demo import run_demo
-
         try:
             run_demo(n=args.n, p=args.p, s=args.s, T=args.T, sigma=args.sigma,
                      alpha=args.alpha, seed=args.seed, m=args.m, solver=args.solver,

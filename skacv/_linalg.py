@@ -216,7 +216,7 @@ def top_eigh(S, k):
                                  random_state=0)
         return s, U
     if 4 * k > m:  # divide and conquer on everything beats a large subset
-        lam, U = linalg.eigh(S, driver="evd", check_finite=False)
+        lam, U = np.linalg.eigh(S)
         lam, U = lam[m - k:], U[:, m - k:]
     else:
         lam, U = linalg.eigh(S, subset_by_index=(m - k, m - 1), check_finite=False)

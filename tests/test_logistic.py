@@ -7,10 +7,13 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sklearn
 from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.fixes import parse_version
+from sklearn_versions import expected_failed_checks
 
 from skacv import TrajectoryLogisticRegression
 
@@ -28,6 +31,8 @@ def _sklearn(alpha, penalty, fit_intercept, X, y, sample_weight=None):
     W = X.shape[0] if sample_weight is None else sample_weight.sum()
     kw = dict(solver="lbfgs", l1_ratio=0.0) if penalty == "l2" else dict(
         solver="saga", l1_ratio=1.0)
+    if parse_version(sklearn.__version__) < parse_version("1.8"):
+        kw = {"penalty": penalty, "solver": kw["solver"]}  # before l1_ratio replaced it
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return LogisticRegression(C=1.0 / (alpha * W), fit_intercept=fit_intercept, tol=1e-12,
@@ -135,6 +140,6 @@ def test_bad_input():
 @parametrize_with_checks([
     TrajectoryLogisticRegression(penalty="l1", solver="fista", estimate_loo=True,
                                  store_loo_predictions=True),
-])
+], expected_failed_checks=expected_failed_checks)
 def test_sklearn_contract_with_loo(estimator, check):
     check(estimator)

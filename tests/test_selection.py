@@ -262,11 +262,11 @@ def test_metadata_routing():
         with pytest.raises(UnsetMetadataPassedError):
             TrajectoryEarlyStoppingCV(clone(base)).fit(X, y, sample_weight=w)
         # routed through GridSearchCV (fit and score requested)
-        gs = GridSearchCV(
-            TrajectoryEarlyStoppingCV(clone(base).set_fit_request(sample_weight=True)
-                                      .set_score_request(sample_weight=True)),
-            {"criterion": ["risk"]}, cv=3,
-        ).fit(X, y, sample_weight=w)
+        inner = TrajectoryEarlyStoppingCV(clone(base).set_fit_request(sample_weight=True)
+                                          .set_score_request(sample_weight=True))
+        if hasattr(inner, "set_score_request"):  # scikit-learn < 1.7 asks the router too
+            inner.set_score_request(sample_weight=True)
+        gs = GridSearchCV(inner, {"criterion": ["risk"]}, cv=3).fit(X, y, sample_weight=w)
         assert np.isfinite(gs.best_score_)
     with pytest.raises(ValueError, match="enable_metadata_routing"):
         TrajectoryEarlyStoppingCV(base).fit(X, y, other=w)
@@ -287,8 +287,9 @@ def test_parallel_backends_give_the_sequential_result(backend):
                                                               seq.best_iteration_)
         for a, b in zip(other.cv_results_["risk_path"], seq.cv_results_["risk_path"],
                         strict=True):
-            assert_allclose(a, b, rtol=1e-12)
-        assert_allclose(other.coef_, seq.coef_, rtol=1e-12)
+            # workers use fewer BLAS threads: rounding-level differences only
+            assert_allclose(a, b, rtol=1e-10)
+        assert_allclose(other.coef_, seq.coef_, rtol=1e-10, atol=1e-14)
 
 
 def test_pipeline_grid_search_and_cross_val_score():
