@@ -161,8 +161,9 @@ class TrajectoryEstimator(BaseEstimator):
     def _make_datafit(self, design):
         raise NotImplementedError
 
-    def _solvers(self):
-        """``{name: callable(step_size, penalty, schedule, sampler, setup)}``."""
+    def _solvers(self, setup):
+        """``{name: (Iteration class, extra keyword arguments)}`` of the named
+        solvers (``setup`` holds the data-dependent parts of a new path)."""
         raise NotImplementedError
 
     # ----------------------------------------------------------- the shell
@@ -220,9 +221,19 @@ class TrajectoryEstimator(BaseEstimator):
         if sampler is None and "batch_seed" in setup:
             sampler = MinibatchSampler(design.n_samples, self.batch_size, setup["batch_seed"])
         if isinstance(self.solver, Iteration):  # a user-defined algorithm
-            return self.solver.bind(setup["step_size"], penalty, schedule, sampler)
-        return self._solvers()[self.solver](setup["step_size"], penalty, schedule, sampler,
-                                            setup)
+            iteration = self.solver.bind(setup["step_size"], penalty, schedule, sampler)
+        else:
+            cls, kwargs = self._solvers(setup)[self.solver]
+            iteration = cls(setup["step_size"], penalty=penalty, schedule=schedule,
+                            sampler=sampler, **kwargs)
+        if iteration.sampler is not None and self._wants("estimate_risk"):
+            raise ValueError(
+                "estimate_risk=True is not available with mini-batch solvers: the "
+                "memory-matrix risk estimate needs full-batch gradients. Set "
+                "estimate_risk=False (estimate_loo=True tracks the leave-one-out error "
+                "of SGD)."
+            )
+        return iteration
 
     def _run_path(self, X, y, sample_weight, warm, frozen):
         n, p = X.shape

@@ -274,6 +274,8 @@ class SGD(GradientDescent):
 
     def __init__(self, step_size=1.0, sampler=None, *, penalty=None, schedule=None):
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
+        if sampler is None:
+            raise ValueError("SGD needs a sampler of mini-batches.")
 
 
 class PreconditionedGD(GradientDescent):
@@ -289,8 +291,9 @@ class PreconditionedGD(GradientDescent):
 
     name = "eigenpro"
 
-    def __init__(self, step_size=1.0, preconditioner=None, *, penalty=None, schedule=None):
-        super().__init__(step_size, penalty=penalty, schedule=schedule)
+    def __init__(self, step_size=1.0, preconditioner=None, *, penalty=None, schedule=None,
+                 sampler=None):
+        super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
         self.preconditioner = preconditioner
 
     @property

@@ -123,10 +123,5 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     def _make_penalty(self, design):
         return L1(self.alpha)
 
-    def _solvers(self):
-        return {
-            "fista": lambda step, penalty, schedule, sampler, setup: FISTA(
-                step, penalty=penalty, schedule=schedule),
-            "ista": lambda step, penalty, schedule, sampler, setup: GradientDescent(
-                step, penalty=penalty, schedule=schedule),
-        }
+    def _solvers(self, setup):
+        return {"fista": (FISTA, {}), "ista": (GradientDescent, {})}

@@ -238,15 +238,8 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, TrajectoryEstimat
         cls = L2 if self.penalty == "l2" else L1
         return cls(self.alpha, n_unpenalized=int(self.fit_intercept))
 
-    def _solvers(self):
-        return {
-            "gd": lambda step, penalty, schedule, sampler, setup: GradientDescent(
-                step, penalty=penalty, schedule=schedule),
-            "fista": lambda step, penalty, schedule, sampler, setup: FISTA(
-                step, penalty=penalty, schedule=schedule),
-            "sgd": lambda step, penalty, schedule, sampler, setup: SGD(
-                step, sampler, penalty=penalty, schedule=schedule),
-        }
+    def _solvers(self, setup):
+        return {"gd": (GradientDescent, {}), "fista": (FISTA, {}), "sgd": (SGD, {})}
 
     def _store_path(self, path, design, offset):
         p = path.shape[0] - int(self.fit_intercept)

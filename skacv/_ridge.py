@@ -174,28 +174,12 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         elif hasattr(self, "preconditioner_"):
             del self.preconditioner_
 
-    def _solvers(self):
-        def heavy_ball(step, penalty, schedule, sampler, setup):
-            m = 0.9 if self.momentum == "auto" else self.momentum
-            return HeavyBall(step, momentum=m, penalty=penalty, schedule=schedule)
-
-        def sgd(step, penalty, schedule, sampler, setup):
-            if self.estimate_risk:
-                raise ValueError(
-                    "estimate_risk=True is not available with solver='sgd': the "
-                    "memory-matrix risk estimate needs full-batch gradients. Set "
-                    "estimate_risk=False (estimate_loo=True tracks the leave-one-out "
-                    "error of SGD)."
-                )
-            return SGD(step, sampler, penalty=penalty, schedule=schedule)
-
+    def _solvers(self, setup):
         return {
-            "gd": lambda step, penalty, schedule, sampler, setup: GradientDescent(
-                step, penalty=penalty, schedule=schedule),
-            "nesterov": lambda step, penalty, schedule, sampler, setup: Nesterov(
-                step, momentum=self.momentum, penalty=penalty, schedule=schedule),
-            "heavy_ball": heavy_ball,
-            "sgd": sgd,
-            "eigenpro": lambda step, penalty, schedule, sampler, setup: PreconditionedGD(
-                step, setup["preconditioner"], penalty=penalty, schedule=schedule),
+            "gd": (GradientDescent, {}),
+            "nesterov": (Nesterov, {"momentum": self.momentum}),
+            "heavy_ball": (HeavyBall, {"momentum": 0.9 if self.momentum == "auto"
+                                       else self.momentum}),
+            "sgd": (SGD, {}),
+            "eigenpro": (PreconditionedGD, {"preconditioner": setup.get("preconditioner")}),
         }

@@ -90,15 +90,6 @@ def _chain(iteration, lam, wl, T, n_sources):
     return A, Av
 
 
-def _exact_nodes(design):
-    """Eigenvalues of ``X~^T X~ / n_eff`` (from the smaller Gram matrix)."""
-    m = min(design.n_samples, design.n_features)
-    check_memory(8 * m * m, f"the exact-trace Gram matrix ({m} x {m})",
-                 "Use n_probes=int (Hutchinson) instead. ")
-    lam = design.gram_eigenvalues()
-    return np.clip(lam, 0, None), np.ones_like(lam)
-
-
 def exact_nodes(design):
     """Eigenvalues of ``X~^T X~ / n_eff`` (from the smaller Gram matrix), unit weights."""
     m = min(design.n_samples, design.n_features)
