@@ -99,6 +99,30 @@ class Design:
             yt = yt * self.sqrt_weight
         return self.dtype.type(y_offset), np.ascontiguousarray(yt)
 
+    def rows(self, idx, X_csr=None):
+        """The rows ``idx`` of ``X~`` as a design of their own (a mini-batch).
+
+        Same centring and weights (the sub-design's ``n_eff`` is the weight
+        of the rows); sparse rows stay sparse (``X_csr``: a CSR copy of a
+        sparse ``X``, made if not given). ``idx`` is kept as ``.idx``.
+        """
+        sub = object.__new__(Design)
+        sub.cache = {}
+        sub.idx = idx
+        sub.n_samples, sub.n_features = len(idx), self.n_features
+        sub.dtype, sub.fit_intercept, sub.sparse = self.dtype, self.fit_intercept, self.sparse
+        sub.x_offset = self.x_offset
+        sub.weight = None if self.weight is None else self.weight[idx]
+        sub.sqrt_weight = None if self.sqrt_weight is None else self.sqrt_weight[idx]
+        sub.n_eff = float(len(idx)) if sub.weight is None else float(
+            sub.weight.sum(dtype=np.float64))
+        if self.sparse:
+            sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx]
+            sub._Xt_dense = None
+        else:
+            sub.X = sub._Xt_dense = self.X[idx]
+        return sub
+
     # ---------------------------------------------------------------- products
     def matvec(self, b):
         """``X~ @ b`` for b of shape (n_features,) or (n_features, k)."""
@@ -229,64 +253,9 @@ class Design:
 # ----------------------------------------------------------------------------
 
 
-class RowBlock:
-    """Rows ``idx`` of ``X~`` as an operator (sparse rows stay sparse).
-
-    Parameters
-    ----------
-    design : Design
-    idx : ndarray of int
-    X_csr : sparse matrix, default=None
-        CSR copy of a sparse ``design.X`` (row slicing), made if not given.
-    """
-
-    def __init__(self, design, idx, X_csr=None):
-        self.idx = idx
-        self.sparse = design.sparse
-        if not self.sparse:
-            self.A = design.X[idx]
-            return
-        self.A = (design.X.tocsr() if X_csr is None else X_csr)[idx]
-        self.offset = design.x_offset if design.fit_intercept else None
-        self.sw = None if design.sqrt_weight is None else design.sqrt_weight[idx]
-
-    def matvec(self, b):
-        """``X~[idx] @ b`` for b of shape (n_features,) or (n_features, k)."""
-        if not self.sparse:
-            return self.A @ b
-        out = np.asarray(self.A @ b)
-        if self.offset is not None:
-            out = out - self.offset @ b
-        if self.sw is not None:
-            out = out * (self.sw if out.ndim == 1 else self.sw[:, None])
-        return out
-
-    def rmatvec(self, r):
-        """``X~[idx].T @ r`` for r of shape (len(idx),) or (len(idx), k)."""
-        if not self.sparse:
-            return self.A.T @ r
-        if self.sw is not None:
-            r = r * (self.sw if r.ndim == 1 else self.sw[:, None])
-        out = np.asarray(self.A.T @ r)
-        if self.offset is not None:
-            out = out - np.multiply.outer(self.offset, r.sum(axis=0))
-        return out
-
-    def dense(self):
-        """Dense ``X~[idx]``."""
-        if not self.sparse:
-            return self.A
-        D = self.A.toarray()
-        if self.offset is not None:
-            D -= self.offset
-        if self.sw is not None:
-            D *= self.sw[:, None]
-        return D
-
-
 def design_rows(design, idx):
     """Dense rows ``X~[idx]`` (centred and weighted) of shape (len(idx), n_features)."""
-    return RowBlock(design, np.asarray(idx)).dense()
+    return design.rows(np.asarray(idx)).dense()
 
 
 def max_row_norm2(design):

@@ -55,7 +55,7 @@ from sklearn.utils import Bunch, check_random_state
 
 from ._config import check_memory, path_memory_bytes, working_memory_bytes
 from ._datafits import LeastSquares, log_loss_terms
-from ._design import RowBlock, design_rows
+from ._design import design_rows
 from ._path import minibatch_gradient
 
 # arrays of size n_coef per tracked sample (state, temporaries) for the chunk size
@@ -369,7 +369,7 @@ def _track(prob, idx, coef_at=(), store=False):
                 HdV = _apply_hessian(prob, dV, curv_all)
             else:
                 S = sampler(k)
-                rows = RowBlock(design, S, prob.x_csr())
+                rows = design.rows(S, prob.x_csr())
                 XS = np.asarray(rows.dense(), dtype=np.float64)
                 N_S = float(prob.w[S].sum())
                 z = np.asarray(minibatch_gradient(rows, r[S], design.weight, v),

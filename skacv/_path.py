@@ -13,7 +13,6 @@ import warnings
 import numpy as np
 
 from ._datafits import LeastSquares
-from ._design import RowBlock
 from .exceptions import ConvergenceWarning, DivergenceError
 
 #: a trajectory is declared divergent when its training objective monitor
@@ -139,7 +138,7 @@ def _nonexpansive(iteration, first, last):
 
 def minibatch_gradient(rows, r_S, weight, like):
     """``X~_S^T r_S / sum_{i in S} w_i``: the negative gradient of the mean data
-    fit over the batch ``rows`` (a :class:`~skacv._design.RowBlock`), zero
+    fit over the batch ``rows`` (a :meth:`~skacv._design.Design.rows` design), zero
     when the batch has no weight (then only the penalty acts)."""
     S = rows.idx
     w_S = float(len(S)) if weight is None else float(weight[S].sum(dtype=np.float64))
@@ -171,7 +170,7 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     tic = time.perf_counter()
     for k in range(k0 + 1, k0 + n_steps + 1):
         S = sampler(k)
-        rows = RowBlock(design, S, X_csr)
+        rows = design.rows(S, X_csr)
         z = minibatch_gradient(rows, datafit.take(S).residual(rows.matvec(v), y_tilde[S]),
                                weight, x)
         pre = iteration.combine(k, v, x - x_prev if iteration.hb(k) else None, z)

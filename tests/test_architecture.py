@@ -101,12 +101,8 @@ def test_private_scikit_learn_api_only_in_compat():
 
 
 def _estimators():
-    out = []
-    for name in skacv.__all__:
-        obj = getattr(skacv, name)
-        if inspect.isclass(obj) and issubclass(obj, TrajectoryEstimator):
-            out.append(obj)
-    return out
+    objects = [getattr(skacv, name) for name in skacv.__all__]
+    return [o for o in objects if inspect.isclass(o) and issubclass(o, TrajectoryEstimator)]
 
 
 def _data(cls):
