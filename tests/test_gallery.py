@@ -1,0 +1,87 @@
+"""Every figure of every gallery example, as the rendered gallery shows it.
+
+sphinx-gallery runs an example cell by cell (cells start at ``# %%``) and,
+at the end of each cell, saves the figures that are open and closes them: a
+figure drawn on in a later cell is rendered incomplete. This test runs each
+``examples/plot_*.py`` the same way (Agg backend) and asserts that every axes
+of every figure open at the end of a cell has drawn artists (lines, patches,
+collections, images, tables or texts beyond the title).
+
+``SKACV_EXAMPLE_QUICK=1`` makes the examples shrink their sizes (see
+``examples/README.txt``) so that the whole gallery runs in well under a
+minute; the figures keep their layout.
+"""
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+plt = pytest.importorskip("matplotlib.pyplot")
+pytest.importorskip("pandas")  # the examples print their tables with pandas
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
+# a cell separator of sphinx-gallery: "# %%" or a line of at least 20 "#"
+_SEPARATOR = re.compile(r"^(?:# ?%%.*|#{20,}\s*)$", re.MULTILINE)
+
+
+def cells(source):
+    """The code cells of an example, split where sphinx-gallery splits them."""
+    bounds = [0] + [m.start() for m in _SEPARATOR.finditer(source)] + [len(source)]
+    return [source[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def empty_axes(fig):
+    """Axes of ``fig`` with nothing drawn in them (title and labels aside)."""
+    empty = []
+    for i, ax in enumerate(fig.axes):
+        drawn = (ax.lines, ax.patches, ax.collections, ax.images, ax.tables, ax.texts,
+                 ax.artists)
+        if not any(len(group) for group in drawn):
+            empty.append(f"axes {i} ({ax.get_title()!r})")
+    return empty
+
+
+def test_cells_are_split_like_sphinx_gallery():
+    source = '"""doc"""\n\n# %%\na = 1\n# %%\n# Text\n# ----\nb = 2\n' + "#" * 30 + "\nc = 3\n"
+    parts = cells(source)
+    assert len(parts) == 4
+    assert parts[1].splitlines()[1] == "a = 1" and parts[3].splitlines()[1] == "c = 3"
+
+
+def test_empty_axes_is_detected():
+    fig, (a, b, c) = plt.subplots(1, 3)
+    a.plot([0, 1])
+    b.set_title("only a title")
+    c.bar([0], [1])
+    assert empty_axes(fig) == ["axes 1 ('only a title')"]
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_axes_of_every_rendered_figure_has_content(path, monkeypatch, tmp_path):
+    monkeypatch.setenv("SKACV_EXAMPLE_QUICK", "1")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plt, "show", lambda *args, **kwargs: None)
+    plt.close("all")
+    namespace = {"__name__": "__main__", "__file__": str(path)}
+    problems, n_figures = [], 0
+    try:
+        for k, code in enumerate(cells(path.read_text())):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exec(compile(code, f"{path.name} (cell {k})", "exec"), namespace)
+            # the end of a cell: what sphinx-gallery saves, then closes
+            for num in plt.get_fignums():
+                n_figures += 1
+                fig = plt.figure(num)
+                problems += [f"cell {k}, figure {num}: {where} is empty"
+                             for where in empty_axes(fig)]
+            plt.close("all")
+    finally:
+        plt.close("all")
+    assert not problems, problems
+    assert n_figures >= 1, f"{path.name} shows no figure"
