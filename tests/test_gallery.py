@@ -85,3 +85,32 @@ def test_every_axes_of_every_rendered_figure_has_content(path, monkeypatch, tmp_
         plt.close("all")
     assert not problems, problems
     assert n_figures >= 1, f"{path.name} shows no figure"
+
+
+def python_blocks(rst):
+    """The ``.. code-block:: python`` blocks of a reStructuredText page."""
+    blocks = []
+    for match in re.finditer(r"^\.\. code-block:: python\n\n((?:(?: {4}.*)?\n)+)", rst,
+                             re.MULTILINE):
+        lines = match.group(1).splitlines()
+        blocks.append("\n".join(line[4:] for line in lines))
+    return blocks
+
+
+def test_getting_started_code_runs(monkeypatch, tmp_path):
+    """The code of docs/getting_started.rst runs, in order, in one session."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "getting_started.rst"
+    blocks = python_blocks(page.read_text())
+    assert len(blocks) >= 5
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plt, "show", lambda *args, **kwargs: None)
+    namespace = {"__name__": "__main__"}
+    try:
+        for k, code in enumerate(blocks):
+            exec(compile(code, f"getting_started.rst (block {k})", "exec"), namespace)
+        disp = namespace["disp"]
+        assert set(disp.lines_) >= {"risk", "test"}
+        assert disp.ax_.get_title().startswith("TrajectoryLasso (alpha=")
+        assert namespace["est"].coef_path_.shape == (300, 61)
+    finally:
+        plt.close("all")
