@@ -207,13 +207,18 @@ def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=Non
         raise ValueError(f"{shown('p')} and {shown('T')}: the stored path (p x T floats) "
                          f"would need {_gib(path_bytes)}, above skacv's path memory limit of "
                          f"{_gib(limit)}; lower {opt('T')} or {opt('p')}.")
-    # X, and the p x T / n x T arrays of the path, its residuals and the risk estimate
-    need = 8 * (n * p + 3 * (n + p) * T)
+    # X, the p x T / n x T arrays of the path, its residuals and the risk
+    # estimate, and the float32 Jacobian chains of the probes (at most 3 p m T)
+    data = 8 * (n * p + 3 * (n + p) * T)
+    chains = 4 * 3 * p * params["m"] * T
     memory = _physical_memory()
-    if memory is not None and need > memory:
-        raise ValueError(f"{shown('n')} and {shown('p')}: the demo needs about "
-                         f"{_gib(need)} of memory, more than the {_gib(memory)} of this "
-                         f"machine; lower {opt('n')} or {opt('p')}.")
+    if memory is not None and data + chains > memory:
+        if chains > data:
+            what, fix = f"{shown('m')} probes over {shown('T')} iterates", f"{opt('m')}"
+        else:
+            what, fix = f"{shown('n')} and {shown('p')}", f"{opt('n')} or {opt('p')}"
+        raise ValueError(f"{what}: the demo needs about {_gib(data + chains)} of memory, "
+                         f"more than the {_gib(memory)} of this machine; lower {fix}.")
     return params
 
 
