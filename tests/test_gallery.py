@@ -5,7 +5,8 @@ at the end of each cell, saves the figures that are open and closes them: a
 figure drawn on in a later cell is rendered incomplete. This test runs each
 ``examples/plot_*.py`` the same way (Agg backend) and asserts that every axes
 of every figure open at the end of a cell has drawn artists (lines, patches,
-collections, images, tables or texts beyond the title).
+collections, images, tables or texts beyond the title), that bars start at
+zero and that every figure has a title.
 
 ``SKACV_EXAMPLE_QUICK=1`` makes the examples shrink their sizes (see
 ``examples/README.txt``) so that the whole gallery runs in well under a
@@ -34,15 +35,30 @@ def cells(source):
     return [source[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def empty_axes(fig):
-    """Axes of ``fig`` with nothing drawn in them (title and labels aside)."""
-    empty = []
+def figure_problems(fig):
+    """What a reader of ``fig`` would miss: axes with nothing drawn in them
+    (title and labels aside), bars whose value axis does not start at zero, a
+    figure without any title."""
+    from matplotlib.container import BarContainer
+
+    problems = []
     for i, ax in enumerate(fig.axes):
+        where = f"axes {i} ({ax.get_title()!r})"
         drawn = (ax.lines, ax.patches, ax.collections, ax.images, ax.tables, ax.texts,
                  ax.artists)
         if not any(len(group) for group in drawn):
-            empty.append(f"axes {i} ({ax.get_title()!r})")
-    return empty
+            problems.append(f"{where} is empty")
+        for bars in ax.containers:
+            if isinstance(bars, BarContainer):
+                horizontal = bars.orientation == "horizontal"
+                scale = ax.get_xscale() if horizontal else ax.get_yscale()
+                low = min(ax.get_xlim() if horizontal else ax.get_ylim())
+                if scale == "linear" and low > 0:
+                    problems.append(f"{where}: the bars start at {low:.3g}, not at 0")
+    suptitle = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    if not suptitle and not any(ax.get_title() for ax in fig.axes):
+        problems.append("no title")
+    return problems
 
 
 def test_cells_are_split_like_sphinx_gallery():
@@ -52,12 +68,22 @@ def test_cells_are_split_like_sphinx_gallery():
     assert parts[1].splitlines()[1] == "a = 1" and parts[3].splitlines()[1] == "c = 3"
 
 
-def test_empty_axes_is_detected():
-    fig, (a, b, c) = plt.subplots(1, 3)
+def test_figure_problems_are_detected():
+    fig, (a, b, c, d) = plt.subplots(1, 4)
     a.plot([0, 1])
     b.set_title("only a title")
     c.bar([0], [1])
-    assert empty_axes(fig) == ["axes 1 ('only a title')"]
+    d.barh([0, 1], [3.0, 3.2])
+    d.set_xlim(2.9, 3.3)
+    assert figure_problems(fig) == ["axes 1 ('only a title') is empty",
+                                    "axes 3 (''): the bars start at 2.9, not at 0"]
+    b.plot([0, 1])
+    d.set_xlim(0, 3.3)
+    assert figure_problems(fig) == []
+    b.set_title("")
+    assert figure_problems(fig) == ["no title"]
+    fig.suptitle("a figure")
+    assert figure_problems(fig) == []
     plt.close(fig)
 
 
@@ -78,8 +104,8 @@ def test_every_axes_of_every_rendered_figure_has_content(path, monkeypatch, tmp_
             for num in plt.get_fignums():
                 n_figures += 1
                 fig = plt.figure(num)
-                problems += [f"cell {k}, figure {num}: {where} is empty"
-                             for where in empty_axes(fig)]
+                problems += [f"cell {k}, figure {num}: {problem}"
+                             for problem in figure_problems(fig)]
             plt.close("all")
     finally:
         plt.close("all")
