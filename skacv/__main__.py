@@ -90,8 +90,9 @@ def main(argv=None, *, prog="skacv"):
     Returns
     -------
     status : int
-        0 on success. A user mistake exits with status 2 (``SystemExit``)
-        and argparse's one-line message, before any work starts.
+        0 on success, 130 when interrupted (Ctrl-C, no traceback). A user
+        mistake exits with status 2 (``SystemExit``) and argparse's
+        one-line message, before any work starts.
     """
     parser, demo = _parser(prog)
     args = parser.parse_args(argv)
@@ -105,7 +106,11 @@ def main(argv=None, *, prog="skacv"):
             out = None if args.no_plot else str(check_output_path(args.out, name="--out"))
         except ValueError as exc:
             demo.error(str(exc))
-        run_demo(solver=args.solver, out=out, **params)
+        try:
+            run_demo(solver=args.solver, out=out, **params)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130  # the shell's status for Ctrl-C
     return 0
 
 

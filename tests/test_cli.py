@@ -128,3 +128,23 @@ def test_missing_command(tmp_path):
     run = _run([], cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "required: COMMAND" in run.stderr
+
+
+def test_ctrl_c_ends_without_a_traceback(tmp_path):
+    import signal
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", "skacv", "demo", "--n", "3000",
+                                "--p", "4000", "--T", "400", "--no-plot"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=tmp_path)
+    try:
+        # wait for the banner: the demo has started its work
+        assert process.stdout.readline().startswith("skacv demo:")
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and err.strip() == "interrupted"
