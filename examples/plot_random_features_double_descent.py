@@ -111,7 +111,6 @@ test = np.mean((est.predict_path(F_test) - y_test[:, None]) ** 2, axis=0)
 fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
 ax.plot(test, label="test risk")
 ax.plot(est.risk_path_, "--", label="estimated risk (risk_path_)")
-ax.set(xlabel="iteration", ylabel="squared error", title=f"Along the path, p = {p}",
-       yscale="log")
+ax.set(xlabel="iteration", ylabel="squared error", title=f"Along the path, p = {p}")
 ax.legend()
 plt.show()
