@@ -22,45 +22,81 @@ def _run(args, cwd, script=None, timeout=120):
                           timeout=timeout, cwd=cwd)
 
 
+# every check, in-process (``main`` is what both entry points call); the
+# subprocess test below runs a representative subset through a real process
+BAD_OPTIONS = [
+    (["--out", "/nonexistent-skacv-dir/x.png"], "--out", "does not exist"),
+    (["--out", "{tmp}"], "--out", "is a directory"),
+    (["--out", "{tmp}/a_file.txt/x.png"], "--out", "not a directory"),
+    (["--out", "{tmp}/figure"], "--out", "no file extension"),
+    (["--out", "{tmp}/figure.xyz"], "--out", "cannot write .xyz files"),
+    (["--alpha", "-1"], "--alpha", "at least 0"),
+    (["--sigma", "-1"], "--sigma", "at least 0"),
+    (["--sigma", "nan"], "--sigma", "finite number"),
+    (["--alpha", "inf"], "--alpha", "finite number"),
+    (["--n", "1.5"], "--n", "whole number"),
+    (["--n", "ten"], "--n", "whole number"),
+    (["--n", "1"], "--n", "at least 2"),
+    (["--p", "0"], "--p", "at least 1"),
+    (["--T", "1"], "--T", "at least 2"),
+    (["--m", "0"], "--m", "at least 1"),
+    (["--s", "-1"], "--s", "at least 0"),
+    (["--seed", "-3"], "--seed", "at least 0"),
+    (["--seed", str(2**32)], "--seed", "below 2**32"),
+    (["--p", "50", "--s", "60"], "--s", "larger than --p 50"),
+    (["--p", "100"], "--s", "200 (the default) is larger than --p 100"),
+    (["--full", "--p", "100"], "--s", "1000 (the --full size) is larger than --p 100"),
+    (["--T", "100000000"], "--T", "path memory limit"),
+    (["--n", "1000000", "--p", "1000000", "--T", "2"], "--n", "memory"),
+    (["--m", "1000000000", "--T", "2"], "--m", "memory"),
+    (["--solver", "sgd"], "--solver", "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("args, option, words", BAD_OPTIONS)
+def test_bad_option_fails_before_any_work(tmp_path, monkeypatch, capsys, args, option,
+                                          words):
+    import skacv._demo
+    from skacv.__main__ import main
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the demo started")
+
+    monkeypatch.setattr(skacv._demo, "run_demo", no_work)
+    monkeypatch.setattr(skacv._demo, "seed_data", no_work)
+    (tmp_path / "a_file.txt").write_text("not a directory")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", *args], prog="python -m skacv")
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    last = captured.err.strip().splitlines()[-1]
+    assert last.startswith("python -m skacv demo: error: "), captured.err
+    assert option in last and words in last, last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file.txt"]
+
+
 @pytest.mark.parametrize(
     "args, option, words",
     [
         (["--out", "/nonexistent-skacv-dir/x.png"], "--out", "does not exist"),
-        (["--out", "{tmp}"], "--out", "is a directory"),
-        (["--out", "{tmp}/a_file.txt/x.png"], "--out", "not a directory"),
-        (["--out", "{tmp}/figure"], "--out", "no file extension"),
         (["--alpha", "-1"], "--alpha", "at least 0"),
         (["--sigma", "-1"], "--sigma", "at least 0"),
-        (["--sigma", "nan"], "--sigma", "finite number"),
-        (["--alpha", "inf"], "--alpha", "finite number"),
-        (["--n", "1.5"], "--n", "whole number"),
-        (["--n", "ten"], "--n", "whole number"),
-        (["--n", "1"], "--n", "at least 2"),
-        (["--p", "0"], "--p", "at least 1"),
-        (["--T", "1"], "--T", "at least 2"),
-        (["--m", "0"], "--m", "at least 1"),
-        (["--s", "-1"], "--s", "at least 0"),
-        (["--seed", "-3"], "--seed", "at least 0"),
-        (["--seed", str(2**32)], "--seed", "below 2**32"),
         (["--p", "50", "--s", "60"], "--s", "larger than --p 50"),
-        (["--p", "100"], "--s", "200 (the default) is larger than --p 100"),
-        (["--T", "100000000"], "--T", "path memory limit"),
-        (["--n", "1000000", "--p", "1000000", "--T", "2"], "--n", "memory"),
-        (["--m", "1000000000", "--T", "2"], "--m", "memory"),
-        (["--solver", "sgd"], "--solver", "invalid choice"),
+        (["--n", "1.5"], "--n", "whole number"),
     ],
 )
-def test_bad_option_fails_before_any_work(tmp_path, args, option, words):
-    (tmp_path / "a_file.txt").write_text("not a directory")
-    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    run = _run(["demo", *args], cwd=tmp_path)
+def test_bad_option_in_a_real_process(tmp_path, args, option, words):
+    # sizes whose fit would take minutes: the error comes first
+    run = _run(["demo", "--n", "4000", "--p", "6000", "--T", "300", *args], cwd=tmp_path)
     assert run.returncode == 2, run.stderr
     assert "Traceback" not in run.stderr
     assert run.stdout == ""  # not even the banner: nothing started
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("python -m skacv demo: error: "), run.stderr
     assert option in last and words in last, last
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file.txt"]  # no figure
+    assert not list(tmp_path.iterdir())  # no figure
 
 
 def test_unwritable_directory(tmp_path):
