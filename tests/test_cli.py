@@ -170,8 +170,10 @@ def test_ctrl_c_ends_without_a_traceback(tmp_path):
     import signal
     import time
 
-    process = subprocess.Popen([sys.executable, "-m", "skacv", "demo", "--n", "3000",
-                                "--p", "4000", "--T", "400", "--no-plot"],
+    # many cheap steps (minutes in all): the interrupt is not stuck behind a
+    # long LAPACK call on a large matrix
+    process = subprocess.Popen([sys.executable, "-m", "skacv", "demo", "--n", "300",
+                                "--p", "400", "--T", "3000", "--no-plot"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                cwd=tmp_path)
     try:
