@@ -26,7 +26,13 @@ from skacv import (
 )
 
 rng = np.random.default_rng(0)
-n, p = 300, 150
+n, p, n_test, n_steps = 300, 150, 5000, 60
+# sphinx_gallery_start_ignore
+import os  # noqa: E402
+
+if os.environ.get("SKACV_EXAMPLE_QUICK"):  # smaller sizes for the test suite
+    n, p, n_test, n_steps = 60, 30, 500, 20
+# sphinx_gallery_end_ignore
 beta = rng.standard_normal(p) * np.sqrt(10 / p)
 
 
@@ -37,14 +43,14 @@ def sample(m):
 
 
 X, y = sample(n)
-X_test, y_test = sample(5000)
+X_test, y_test = sample(n_test)
 
 # %%
 # IACV along the path, and the exact leave-one-out
 # ------------------------------------------------
 # A nearly unpenalised logistic regression (``alpha=1e-3``) fitted by
 # gradient descent: with ``p / n = 0.5`` it overfits after a few steps.
-clf = TrajectoryLogisticRegression(alpha=1e-3, solver="gd", max_iter=60, estimate_loo=True)
+clf = TrajectoryLogisticRegression(alpha=1e-3, solver="gd", max_iter=n_steps, estimate_loo=True)
 tic = time.perf_counter()
 clf.fit(X, y)
 t_iacv = time.perf_counter() - tic
@@ -65,7 +71,7 @@ disp.ax_.legend()
 # :class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="loo"``: one
 # path per penalty, the iterate of smallest leave-one-out log-loss, no refit.
 search = TrajectoryEarlyStoppingCV(
-    TrajectoryLogisticRegression(solver="gd", max_iter=60),
+    TrajectoryLogisticRegression(solver="gd", max_iter=n_steps),
     criterion="loo",
     param_grid={"alpha": [1e-1, 3e-2, 1e-2, 1e-3]},
 ).fit(X, y)

@@ -34,6 +34,14 @@ from skacv import IterativeRidge
 
 rng = np.random.default_rng(0)
 d, n, n_test, n_unlabelled, sigma = 200, 400, 4000, 1000, 0.5
+widths = [50, 100, 200, 300, 350, 400, 450, 500, 600, 800, 1200, 2400]
+# sphinx_gallery_start_ignore
+import os  # noqa: E402
+
+if os.environ.get("SKACV_EXAMPLE_QUICK"):  # smaller sizes for the test suite
+    d, n, n_test, n_unlabelled = 50, 100, 500, 200
+    widths = [25, 100, 200, 600]
+# sphinx_gallery_end_ignore
 beta = rng.standard_normal(d) / np.sqrt(d)
 
 
@@ -48,7 +56,7 @@ y = target(X) + sigma * rng.standard_normal(n)
 X_test = rng.standard_normal((n_test, d))
 y_test = target(X_test) + sigma * rng.standard_normal(n_test)
 X_unlabelled = rng.standard_normal((n_unlabelled, d))
-W = rng.standard_normal((d, 2400))
+W = rng.standard_normal((d, max(widths)))
 
 
 def features(A, p):
@@ -59,7 +67,6 @@ def features(A, p):
 # Paths for a range of widths
 # ---------------------------
 
-widths = [50, 100, 200, 300, 350, 400, 450, 500, 600, 800, 1200, 2400]
 last_test, last_est, chosen_test, best_test = [], [], [], []
 for p in widths:
     F, F_test = features(X, p), features(X_test, p)
@@ -81,29 +88,29 @@ for p in widths:
 # stopping where the estimate is smallest gives a risk close to the best
 # early-stopped one at every width, without the peak.
 
-fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-axes[0].semilogx(widths, last_test, "o-", label="test risk, last iterate")
-axes[0].semilogx(widths, last_est, "s--", label="estimated risk, last iterate")
-axes[0].semilogx(widths, chosen_test, "^-", label="test risk, stopped by the estimate")
-axes[0].semilogx(widths, best_test, ":", color="gray", label="test risk, best iterate")
-axes[0].axvline(n, color="k", lw=0.8)
-axes[0].set(xlabel="number of random features p", ylabel="squared error",
-            title=f"Double descent (n = {n}, d = {d})")
-axes[0].legend(fontsize=8, loc="lower left")
+fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+ax.semilogx(widths, last_test, "o-", label="test risk, last iterate")
+ax.semilogx(widths, last_est, "s--", label="estimated risk, last iterate")
+ax.semilogx(widths, chosen_test, "^-", label="test risk, stopped by the estimate")
+ax.semilogx(widths, best_test, ":", color="gray", label="test risk, best iterate")
+ax.axvline(n, color="k", lw=0.8)
+ax.set(xlabel="number of random features p", ylabel="squared error",
+       title=f"Double descent (n = {n}, d = {d})")
+ax.legend(fontsize=8, loc="lower left")
+plt.show()
 
 # %%
 # One path near the threshold: the estimate along all the iterates.
 
-p = 450
+p = n + n // 8  # 450
 F, F_test = features(X, p), features(X_test, p)
 est = IterativeRidge(alpha=0.0, solver="eigenpro", n_components=50,
                      subsample_size=features(X_unlabelled, p), max_iter=200,
                      n_probes=None, random_state=0).fit(F, y)
 test = np.mean((est.predict_path(F_test) - y_test[:, None]) ** 2, axis=0)
-axes[1].plot(test, label="test risk")
-axes[1].plot(est.risk_path_, "--", label="estimated risk (risk_path_)")
-axes[1].set(xlabel="iteration", ylabel="squared error", title=f"Along the path, p = {p}",
-            yscale="log")
-axes[1].legend()
-fig.tight_layout()
+fig, ax = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+ax.plot(test, label="test risk")
+ax.plot(est.risk_path_, "--", label="estimated risk (risk_path_)")
+ax.set(xlabel="iteration", ylabel="squared error", title=f"Along the path, p = {p}")
+ax.legend()
 plt.show()

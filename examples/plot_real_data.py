@@ -36,6 +36,13 @@ from skacv import RiskPathDisplay, TrajectoryEarlyStoppingCV, TrajectoryLasso
 
 X, y = load_diabetes(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=0)
+n_steps, n_alphas = 100, 6
+# sphinx_gallery_start_ignore
+import os  # noqa: E402
+
+if os.environ.get("SKACV_EXAMPLE_QUICK"):  # smaller sizes for the test suite
+    n_steps, n_alphas = 20, 3
+# sphinx_gallery_end_ignore
 
 
 def features():
@@ -48,8 +55,8 @@ def features():
 # The trajectory searches run one FISTA path per penalty (6 penalties, 100
 # iterations each) on all the training data; LassoCV runs 5 folds and a refit
 # for each of its 100 penalties.
-alphas = np.geomspace(10.0, 0.3, 6)
-lasso = TrajectoryLasso(max_iter=100, random_state=0)
+alphas = np.geomspace(10.0, 0.3, n_alphas)
+lasso = TrajectoryLasso(max_iter=n_steps, random_state=0)
 models = {
     "estimated risk": TrajectoryEarlyStoppingCV(lasso, param_grid={"alpha": alphas}),
     "approximate LOO": TrajectoryEarlyStoppingCV(lasso, criterion="loo",
@@ -86,7 +93,7 @@ print(f"standard error of the test MSE: about {table['test MSE'].mean() * np.sqr
 prep = make_pipeline(*features()).fit(X_train)
 P_train, P_test = prep.transform(X_train), prep.transform(X_test)
 search = TrajectoryEarlyStoppingCV(
-    TrajectoryLasso(max_iter=100, random_state=0, estimate_loo=True),
+    TrajectoryLasso(max_iter=n_steps, random_state=0, estimate_loo=True),
     param_grid={"alpha": alphas}, n_iter_no_change=None,
 ).fit(P_train, y_train)
 RiskPathDisplay.from_estimator(search, P_test, y_test)
@@ -99,7 +106,7 @@ RiskPathDisplay.from_estimator(search, P_test, y_test)
 # assumes Gaussian-like rows, becomes optimistic; leave-one-out, which makes
 # no such assumption, stays closer to the test error (both are within the
 # noise of the test error early on).
-tiny = TrajectoryLasso(alpha=0.1, solver="ista", max_iter=200, random_state=0,
+tiny = TrajectoryLasso(alpha=0.1, solver="ista", max_iter=2 * n_steps, random_state=0,
                        estimate_loo=True)
 tiny.fit(P_train, y_train)
 disp = RiskPathDisplay.from_estimator(tiny, P_test, y_test, name="ISTA, alpha=0.1")

@@ -1,14 +1,40 @@
-"""Command line: ``python -m skacv demo [options]`` (also the ``skacv`` script)."""
+"""Command line: ``python -m skacv demo [options]`` (also the ``skacv`` script).
+
+Every option is checked before any work starts: a user mistake ends with
+argparse's one-line ``error:`` message naming the option and the fix, exit
+status 2, nothing printed before it and no traceback.
+"""
 
 import argparse
+import math
 import sys
 
-from ._demo import DEMO_DEFAULTS, SEED_SIZE, run_demo
+from ._demo import DEMO_DEFAULTS, SEED_SIZE, check_output_path, demo_params, run_demo
 
 
-def _parser():
+def _whole_number(text):
+    """argparse type: an integer written as such (``"10"``, not ``"1.5"``)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _number(text):
+    """argparse type: a finite real number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _parser(prog="skacv"):
+    """The command-line parser; returns ``(parser, demo_subparser)``."""
     parser = argparse.ArgumentParser(
-        prog="python -m skacv",
+        prog=prog,
         description="skacv: iterative linear estimators that estimate their own "
         "out-of-sample risk at every iteration.",
     )
@@ -22,40 +48,69 @@ def _parser():
         "noise sigma), fit the ISTA path of the Lasso with step (1+sqrt(p/n))^-2 and "
         "print, per iteration, the training MSE, the true out-of-sample risk "
         "||b_t - beta||^2 + sigma^2 and its estimate risk_path_ (Bellec & Tan 2024). "
-        "Saves a PNG when matplotlib is installed. T counts the iterates t = 0..T-1 "
-        "(T - 1 steps), as in the seed.",
+        "Saves a PNG when matplotlib is installed (pip install matplotlib) and prints "
+        "its path. T counts the iterates t = 0..T-1 (T - 1 steps), as in the seed.",
     )
     add = demo.add_argument
-    add("--n", type=int, help=f"samples (default {d['n']}; --full {f['n']})")
-    add("--p", type=int, help=f"features (default {d['p']}; --full {f['p']})")
-    add("--s", type=int, help=f"nonzero coefficients (default {d['s']}; --full {f['s']})")
-    add("--T", type=int, help=f"iterates t = 0..T-1 (default {d['T']}; --full {f['T']})")
-    add("--sigma", type=float, help=f"noise level (default {d['sigma']})")
-    add("--alpha", type=float, help=f"Lasso penalty, the seed's lam (default {d['alpha']})")
-    add("--seed", type=int, help=f"random seed of data and probes (default {d['seed']})")
-    add("--m", type=int, help=f"Hutchinson probes n_probes (default {d['m']})")
+    add("--n", type=_whole_number,
+        help=f"samples, at least 2 (default {d['n']}; --full {f['n']})")
+    add("--p", type=_whole_number, help=f"features (default {d['p']}; --full {f['p']})")
+    add("--s", type=_whole_number,
+        help=f"nonzero coefficients, at most p (default {d['s']}; --full {f['s']})")
+    add("--T", type=_whole_number,
+        help=f"iterates t = 0..T-1, at least 2 (default {d['T']}; --full {f['T']})")
+    add("--sigma", type=_number, help=f"noise level, >= 0 (default {d['sigma']})")
+    add("--alpha", type=_number,
+        help=f"Lasso penalty, the seed's lam, >= 0 (default {d['alpha']})")
+    add("--seed", type=_whole_number,
+        help=f"random seed of data and probes, 0 to 2**32-1 (default {d['seed']})")
+    add("--m", type=_whole_number, help=f"Hutchinson probes n_probes (default {d['m']})")
     add("--solver", choices=("ista", "fista"), default="ista", help="default ista")
-    add("--out", default="skacv_demo.png", help="PNG path (default skacv_demo.png)")
+    add("--out", default="skacv_demo.png",
+        help="image file of the figure, in an existing writable directory; the format "
+        "follows the extension (default skacv_demo.png)")
     add("--no-plot", action="store_true", help="do not save a figure")
     add("--full", action="store_true",
         help="the seed notebook's size n=10000 p=15000 s=1000 T=100 m=10 "
         "(about 1.2 GB for X, a minute or two); explicit options still win")
-    return parser
+    return parser, demo
 
 
-def main(argv=None):
-    """Entry point of ``python -m skacv`` and of the ``skacv`` script."""
-    args = _parser().parse_args(argv)
+def main(argv=None, *, prog="skacv"):
+    """Entry point of the ``skacv`` script and of ``python -m skacv``.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        Arguments (``None``: ``sys.argv[1:]``).
+    prog : str, default="skacv"
+        Program name shown in the usage and error messages
+        (``python -m skacv`` passes ``"python -m skacv"``).
+
+    Returns
+    -------
+    status : int
+        0 on success, 130 when interrupted (Ctrl-C, no traceback). A user
+        mistake exits with status 2 (``SystemExit``) and argparse's
+        one-line message, before any work starts.
+    """
+    parser, demo = _parser(prog)
+    args = parser.parse_args(argv)
     if args.command == "demo":
         try:
-            run_demo(n=args.n, p=args.p, s=args.s, T=args.T, sigma=args.sigma,
-                     alpha=args.alpha, seed=args.seed, m=args.m, solver=args.solver,
-                     out=None if args.no_plot else args.out, full=args.full)
+            params = demo_params(n=args.n, p=args.p, s=args.s, T=args.T, sigma=args.sigma,
+                                 alpha=args.alpha, seed=args.seed, m=args.m, full=args.full,
+                                 option=lambda k: f"--{k}")
+            out = None if args.no_plot else str(check_output_path(args.out, name="--out"))
         except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+            demo.error(str(exc))
+        try:
+            run_demo(solver=args.solver, out=out, **params)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130  # the shell's status for Ctrl-C
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m skacv"))

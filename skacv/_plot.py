@@ -5,6 +5,7 @@ from numbers import Real
 import numpy as np
 from scipy.special import log_expit
 from sklearn.base import is_classifier
+from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 
@@ -216,21 +217,30 @@ class RiskPathDisplay:
 
         Parameters
         ----------
-        estimator : fitted trajectory estimator or TrajectoryEarlyStoppingCV
-            Its ``risk_path_`` / ``loo_path_`` are drawn. For a
-            :class:`TrajectoryEarlyStoppingCV`, the paths of the selected
-            grid point and ``best_iteration_`` on its criterion; otherwise
-            the argmin of ``risk_path_`` (else ``loo_path_``).
+        estimator : fitted estimator
+            A trajectory estimator (its ``risk_path_`` / ``loo_path_`` are
+            drawn and the marker sits on the argmin of ``risk_path_``, else
+            of ``loo_path_``); a :class:`TrajectoryEarlyStoppingCV` (the
+            paths of the selected grid point, the marker on
+            ``best_iteration_``); or a :class:`~sklearn.pipeline.Pipeline`
+            ending in either (``X_test`` goes through the other steps'
+            ``transform``).
         X_test : {array-like, sparse matrix} of shape (n_samples, n_features), default=None
-            Held-out data; with ``y_test`` adds the test-error curve (mean
+            Held-out data (the input of ``estimator``, before any step of a
+            pipeline); with ``y_test`` adds the test-error curve (mean
             squared error of every iterate for regressors, log-loss for
             binary classifiers).
         y_test : array-like of shape (n_samples,), default=None
+            Targets of ``X_test``.
         sample_weight : array-like of shape (n_samples,), default=None
             Weights of the test samples.
         ax : matplotlib Axes, default=None
+            Axes to draw on; ``None`` creates a figure.
         name : str, default=None
-            Title; ``None`` uses the estimator's class name.
+            Title; ``None``: the class name of the trajectory estimator, its
+            penalty ``alpha`` (and the other selected parameters of a
+            search), and the selected iteration of a search, e.g.
+            ``"TrajectoryLasso (alpha=0.1), selected iteration 23"``.
         **kwargs : dict
             Passed to :meth:`plot` (``risk_kw``, ``loo_kw``, ``test_kw``,
             ``marker_kw``).
@@ -238,31 +248,53 @@ class RiskPathDisplay:
         Returns
         -------
         display : RiskPathDisplay
+            Object that stores the computed paths and the drawn artists.
         """
         _check_matplotlib("RiskPathDisplay.from_estimator")
         check_is_fitted(estimator)
         if (X_test is None) != (y_test is None):
             raise ValueError("Give both X_test and y_test, or neither.")
-        inner, best, criterion = estimator, None, None
-        title = type(estimator).__name__
-        if hasattr(estimator, "best_iteration_") and hasattr(estimator, "estimator_"):
-            inner, best, criterion = (estimator.estimator_, estimator.best_iteration_,
-                                      estimator.criterion)
-            title = type(inner).__name__
-            if estimator.best_params_:
-                title += " " + ", ".join(f"{k}={_format_value(v)}"
-                                         for k, v in estimator.best_params_.items())
+        final = estimator
+        if isinstance(estimator, Pipeline):
+            final = estimator.steps[-1][1]
+            if final is None or final == "passthrough":
+                raise ValueError("The pipeline ends in 'passthrough': it has no estimator "
+                                 "whose paths could be drawn.")
+            if X_test is not None and len(estimator.steps) > 1:
+                X_test = estimator[:-1].transform(X_test)
+        inner, best, criterion, selected = final, None, None, {}
+        if hasattr(final, "best_iteration_") and hasattr(final, "estimator_"):
+            inner, best, criterion = final.estimator_, final.best_iteration_, final.criterion
+            selected = dict(final.best_params_)
         risk = getattr(inner, "risk_path_", None)
         loo = getattr(inner, "loo_path_", None)
         if risk is None and loo is None:
+            where = "" if inner is estimator else f" (in {type(estimator).__name__})"
             raise ValueError(
-                f"{type(inner).__name__} has neither risk_path_ nor loo_path_: fit it "
-                "with estimate_risk=True or estimate_loo=True."
+                f"{type(inner).__name__}{where} has neither risk_path_ nor loo_path_: fit "
+                "it with estimate_risk=True or estimate_loo=True."
             )
         test = None
         if X_test is not None:
             test = path_test_error(inner, X_test, y_test, sample_weight=sample_weight)
         error_name = "log-loss" if is_classifier(inner) else "squared error"
         disp = cls(risk=risk, loo=loo, test_error=test, best_iteration=best,
-                   criterion=criterion, estimator_name=title, error_name=error_name)
+                   criterion=criterion, estimator_name=_title(inner, selected, best),
+                   error_name=error_name)
         return disp.plot(ax=ax, name=name, **kwargs)
+
+
+def _title(estimator, selected, best_iteration):
+    """``"TrajectoryLasso (alpha=0.1), selected iteration 23"``: the class name,
+    the penalty and the selected parameters, the selected iteration."""
+    shown = {}
+    params = estimator.get_params(deep=False)
+    if "alpha" in params:
+        shown["alpha"] = params["alpha"]
+    shown.update(selected)
+    title = type(estimator).__name__
+    if shown:
+        title += " (" + ", ".join(f"{k}={_format_value(v)}" for k, v in shown.items()) + ")"
+    if best_iteration is not None:
+        title += f", selected iteration {int(best_iteration)}"
+    return title

@@ -8,9 +8,28 @@ import os
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
 # figures are written to files only (headless CI)
 os.environ.setdefault("MPLBACKEND", "Agg")
+# One BLAS / OpenMP thread per process. The suite is dominated by small matrix
+# products, where threads buy nothing, and on a loaded machine BLAS threads
+# that wait for a busy core (and the joblib workers of the n_jobs tests, each
+# with its own BLAS threads) multiply the run time several-fold. The
+# variables reach the processes the tests start (command line, examples);
+# joblib's loky workers get one thread each from joblib itself, and the
+# threadpool limit below covers this process and its threads (threading
+# backend), whatever was imported before.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+             "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 
 import pytest  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_blas_thread():
+    """Limit BLAS and OpenMP to one thread for the whole session."""
+    with threadpool_limits(limits=1):
+        yield
 
 
 @pytest.fixture

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from skacv._demo import _format_table, run_demo, seed_data
+from skacv._demo import (
+    DEMO_DEFAULTS,
+    SEED_SIZE,
+    _format_table,
+    check_output_path,
+    demo_params,
+    run_demo,
+    seed_data,
+)
 
 
 def _seed_ista(X, y, lam, T):
@@ -58,7 +66,9 @@ def test_run_demo_table_is_the_seed_experiment(tmp_path):
                                                       res.estimated_risk[-1])]
     assert "per step" in text
     if res.figure is not None:  # matplotlib installed
+        assert res.figure == str(tmp_path / "demo.png")
         assert (tmp_path / "demo.png").stat().st_size > 1000
+        assert text.splitlines()[-1] == f"figure saved to {tmp_path / 'demo.png'}"
 
 
 def test_run_demo_explicit_options_win_over_full():
@@ -66,7 +76,7 @@ def test_run_demo_explicit_options_win_over_full():
                    file=io.StringIO())
     assert (res.n, res.p, res.s, res.T, res.m) == (60, 40, 4, 3, 2)
     assert res.estimator.solver == "fista" and res.figure is None
-    with pytest.raises(ValueError, match="T >= 2"):
+    with pytest.raises(ValueError, match="T must be at least 2"):
         run_demo(n=60, p=40, s=4, T=1, out=None, file=io.StringIO())
 
 
@@ -101,9 +111,59 @@ def test_command_line_help_and_tiny_run(tmp_path):
 def test_command_line_errors(capsys):
     from skacv.__main__ import main
 
-    assert main(["demo", "--T", "1", "--no-plot"]) == 2
-    assert "T >= 2" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--T", "1", "--no-plot"])
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines()[-1] == (
+        "skacv demo: error: --T must be at least 2 (the iterates t = 0..T-1: the start "
+        "and at least one step), got 1.")
     with pytest.raises(SystemExit):
         main([])  # a command is required
     with pytest.raises(SystemExit):
         main(["demo", "--solver", "sgd"])
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(n=1), "n must be at least 2"),
+        (dict(alpha=-1.0), "alpha must be at least 0"),
+        (dict(sigma=-0.1), "sigma must be at least 0"),
+        (dict(sigma=float("nan")), "sigma nan .* finite number"),
+        (dict(n=10.5), "n 10.5 must be a whole number"),
+        (dict(p=10), r"s 200 \(the default\) is larger than p 10"),
+        (dict(p=10, full=True), r"s 1000 \(the --full size\) is larger than p 10"),
+        (dict(seed=2**32), "seed must be below 2"),
+    ],
+)
+def test_demo_params_errors_name_the_parameter(params, message):
+    with pytest.raises(ValueError, match=message):
+        demo_params(**params)
+
+
+def test_demo_params_resolves_defaults_and_whole_floats():
+    params = demo_params(n=100.0, p=50, s=5, full=True)
+    assert params == {**SEED_SIZE, "n": 100, "p": 50, "s": 5}
+    assert isinstance(params["n"], int) and isinstance(params["sigma"], float)
+    assert demo_params() == DEMO_DEFAULTS
+
+
+def test_run_demo_checks_the_output_before_fitting(tmp_path):
+    buf = io.StringIO()
+    with pytest.raises(ValueError, match="does not exist"):
+        run_demo(n=60, p=80, s=5, T=3, out=str(tmp_path / "missing" / "x.png"), file=buf)
+    with pytest.raises(ValueError, match="solver must be"):
+        run_demo(n=60, p=80, s=5, T=3, out=None, solver="sgd", file=buf)
+    assert buf.getvalue() == ""  # nothing printed, nothing fitted
+
+
+def test_check_output_path(tmp_path):
+    assert check_output_path(tmp_path / "a.png") == tmp_path / "a.png"
+    with pytest.raises(ValueError, match="--out .* is a directory"):
+        check_output_path(tmp_path, name="--out")
+    with pytest.raises(ValueError, match="no file extension"):
+        check_output_path(tmp_path / "a")
+    with pytest.raises(ValueError, match="empty"):
+        check_output_path("")

@@ -51,7 +51,7 @@ def test_from_estimator_draws_risk_test_error_and_marker():
     assert _legend_texts(disp.ax_) == ["estimated risk", "test error",
                                        f"selected iteration ({t})"]
     assert disp.ax_.get_xlabel() == "iteration"
-    assert disp.ax_.get_title() == "TrajectoryLasso"
+    assert disp.ax_.get_title() == "TrajectoryLasso (alpha=0.1)"
     assert disp.figure_ is disp.ax_.figure
 
 
@@ -67,7 +67,85 @@ def test_from_search_marks_best_iteration_and_uses_given_axes():
     assert disp.line_.get_color() == "red"
     assert_array_equal(disp.marker_.get_xdata(), [search.best_iteration_])
     assert_allclose(disp.marker_.get_ydata(), [search.best_risk_])
-    assert ax.get_title() == f"TrajectoryLasso alpha={search.best_params_['alpha']:.4g}"
+    assert ax.get_title() == (f"TrajectoryLasso (alpha={search.best_params_['alpha']:.4g}), "
+                              f"selected iteration {search.best_iteration_}")
+
+
+def _scaled_data():
+    """Columns on very different scales: a pipeline's scaler matters."""
+    X, y, Xt, yt = _data()
+    scales = np.linspace(0.1, 20.0, X.shape[1])
+    return X * scales, y, Xt * scales, yt
+
+
+def test_pipeline_is_read_through_its_final_step():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, Xt, yt = _scaled_data()
+    pipe = make_pipeline(StandardScaler(), TrajectoryLasso(alpha=0.1, max_iter=30,
+                                                           random_state=0)).fit(X, y)
+    disp = RiskPathDisplay.from_estimator(pipe, Xt, yt)
+    est = pipe[-1]
+    assert_allclose(disp.lines_["risk"].get_ydata(), est.risk_path_)
+    # the test error of the iterates on the *transformed* test set
+    Zt = pipe[0].transform(Xt)
+    manual = ((yt[:, None] - Zt @ est.coef_path_ - est.intercept_path_) ** 2).mean(axis=0)
+    assert_allclose(disp.lines_["test"].get_ydata(), manual, rtol=1e-10)
+    untransformed = ((yt[:, None] - est.predict_path(Xt)) ** 2).mean(axis=0)
+    assert not np.allclose(manual, untransformed, rtol=1e-3)
+    t = int(np.argmin(est.risk_path_))
+    assert_array_equal(disp.marker_.get_xdata(), [t])
+    # same title as the bare estimator
+    assert disp.ax_.get_title() == "TrajectoryLasso (alpha=0.1)"
+
+
+def test_pipeline_ending_in_a_search():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, Xt, yt = _scaled_data()
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=40, random_state=0),
+                                       param_grid={"alpha": [0.3, 0.1]},
+                                       n_iter_no_change=None)
+    pipe = make_pipeline(StandardScaler(), search).fit(X, y)
+    disp = RiskPathDisplay.from_estimator(pipe, Xt, yt)
+    fitted = pipe[-1]
+    assert_allclose(disp.lines_["risk"].get_ydata(), fitted.risk_path_)
+    assert_array_equal(disp.marker_.get_xdata(), [fitted.best_iteration_])
+    Zt = pipe[0].transform(Xt)
+    manual = ((yt[:, None] - fitted.estimator_.predict_path(Zt)) ** 2).mean(axis=0)
+    assert_allclose(disp.lines_["test"].get_ydata(), manual, rtol=1e-10)
+    assert disp.ax_.get_title() == (
+        f"TrajectoryLasso (alpha={fitted.best_params_['alpha']:.4g}), "
+        f"selected iteration {fitted.best_iteration_}")
+
+
+def test_search_without_grid_shows_the_penalty_and_the_iteration():
+    X, y, _, _ = _data()
+    search = TrajectoryEarlyStoppingCV(
+        TrajectoryLasso(alpha=0.25, max_iter=30, random_state=0)).fit(X, y)
+    disp = RiskPathDisplay.from_estimator(search)
+    assert disp.ax_.get_title() == (
+        f"TrajectoryLasso (alpha=0.25), selected iteration {search.best_iteration_}")
+    # an explicit name wins
+    disp = RiskPathDisplay.from_estimator(search, name="mine")
+    assert disp.ax_.get_title() == "mine"
+
+
+def test_pipeline_errors():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, _, _ = _data()
+    bare = make_pipeline(StandardScaler(), TrajectoryLasso(
+        alpha=0.1, max_iter=5, estimate_risk=False)).fit(X, y)
+    with pytest.raises(ValueError, match=r"TrajectoryLasso \(in Pipeline\) has neither"):
+        RiskPathDisplay.from_estimator(bare)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        RiskPathDisplay.from_estimator(make_pipeline(StandardScaler(), TrajectoryLasso()))
 
 
 def test_loo_curve_and_marker_on_the_criterion():

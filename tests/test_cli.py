@@ -1,0 +1,190 @@
+"""The command line through a real subprocess: ``python -m skacv`` and ``skacv``.
+
+A user mistake must end before any work starts: exit status 2, argparse's
+one-line message naming the option, no traceback and nothing on stdout (the
+demo prints its banner before generating the data, so an empty stdout means
+that nothing ran).
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = ["--n", "60", "--p", "80", "--s", "5", "--T", "4", "--m", "2"]
+
+
+def _run(args, cwd, script=None, timeout=120):
+    command = [script] if script else [sys.executable, "-m", "skacv"]
+    return subprocess.run(command + list(args), capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+
+
+# every check, in-process (``main`` is what both entry points call); the
+# subprocess test below runs a representative subset through a real process
+BAD_OPTIONS = [
+    (["--out", "/nonexistent-skacv-dir/x.png"], "--out", "does not exist"),
+    (["--out", "{tmp}"], "--out", "is a directory"),
+    (["--out", "{tmp}/a_file.txt/x.png"], "--out", "not a directory"),
+    (["--out", "{tmp}/figure"], "--out", "no file extension"),
+    (["--out", "{tmp}/figure.xyz"], "--out", "cannot write .xyz files"),
+    (["--alpha", "-1"], "--alpha", "at least 0"),
+    (["--sigma", "-1"], "--sigma", "at least 0"),
+    (["--sigma", "nan"], "--sigma", "finite number"),
+    (["--alpha", "inf"], "--alpha", "finite number"),
+    (["--n", "1.5"], "--n", "whole number"),
+    (["--n", "ten"], "--n", "whole number"),
+    (["--n", "1"], "--n", "at least 2"),
+    (["--p", "0"], "--p", "at least 1"),
+    (["--T", "1"], "--T", "at least 2"),
+    (["--m", "0"], "--m", "at least 1"),
+    (["--s", "-1"], "--s", "at least 0"),
+    (["--seed", "-3"], "--seed", "at least 0"),
+    (["--seed", str(2**32)], "--seed", "below 2**32"),
+    (["--p", "50", "--s", "60"], "--s", "larger than --p 50"),
+    (["--p", "100"], "--s", "200 (the default) is larger than --p 100"),
+    (["--full", "--p", "100"], "--s", "1000 (the --full size) is larger than --p 100"),
+    (["--T", "100000000"], "--T", "path memory limit"),
+    (["--n", "1000000", "--p", "1000000", "--T", "2"], "--n", "memory"),
+    (["--m", "1000000000", "--T", "2"], "--m", "memory"),
+    (["--solver", "sgd"], "--solver", "invalid choice"),
+]
+
+
+@pytest.mark.parametrize("args, option, words", BAD_OPTIONS)
+def test_bad_option_fails_before_any_work(tmp_path, monkeypatch, capsys, args, option,
+                                          words):
+    import skacv.__main__
+    import skacv._demo
+    from skacv.__main__ import main
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the demo started")
+
+    monkeypatch.setattr(skacv._demo, "run_demo", no_work)
+    monkeypatch.setattr(skacv.__main__, "run_demo", no_work)
+    monkeypatch.setattr(skacv._demo, "seed_data", no_work)
+    (tmp_path / "a_file.txt").write_text("not a directory")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", *args], prog="python -m skacv")
+    assert exc.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    last = captured.err.strip().splitlines()[-1]
+    assert last.startswith("python -m skacv demo: error: "), captured.err
+    assert option in last and words in last, last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file.txt"]
+
+
+@pytest.mark.parametrize(
+    "args, option, words",
+    [
+        (["--out", "/nonexistent-skacv-dir/x.png"], "--out", "does not exist"),
+        (["--alpha", "-1"], "--alpha", "at least 0"),
+        (["--sigma", "-1"], "--sigma", "at least 0"),
+        (["--p", "50", "--s", "60"], "--s", "larger than --p 50"),
+        (["--n", "1.5"], "--n", "whole number"),
+    ],
+)
+def test_bad_option_in_a_real_process(tmp_path, args, option, words):
+    # sizes whose fit would take minutes: the error comes first
+    run = _run(["demo", "--n", "4000", "--p", "6000", "--T", "300", *args], cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stdout == ""  # not even the banner: nothing started
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("python -m skacv demo: error: "), run.stderr
+    assert option in last and words in last, last
+    assert not list(tmp_path.iterdir())  # no figure
+
+
+def test_unwritable_directory(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    # root may write anywhere: the child process also sees the directory as
+    # read-only through os.access, which is what the check asks
+    code = ("import os, sys; real = os.access; os.access = lambda path, mode, **kw: "
+            "False if str(path).endswith('locked') else real(path, mode, **kw); "
+            "from skacv.__main__ import main; sys.exit(main(sys.argv[1:]))")
+    try:
+        run = subprocess.run([sys.executable, "-c", code, "demo", "--out",
+                              str(locked / "x.png")], capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+    finally:
+        locked.chmod(0o700)
+    assert run.returncode == 2 and run.stdout == "" and "Traceback" not in run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert "--out" in last and "is not writable" in last, last
+    assert not list(locked.iterdir())
+
+
+def test_demo_writes_the_figure_and_prints_its_path(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "figures" / "demo.png"
+    out.parent.mkdir()
+    run = _run(["demo", *TINY, "--out", "figures/demo.png"], cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert out.stat().st_size > 1000
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    last = run.stdout.strip().splitlines()[-1]
+    assert last == f"figure saved to {out}"  # the absolute path
+    assert "true risk" in run.stdout and run.stderr == ""
+
+
+def test_without_matplotlib_the_demo_says_how_to_get_the_figure(tmp_path):
+    # matplotlib made unimportable in the child process
+    code = ("import sys; sys.modules['matplotlib'] = None; "
+            "from skacv.__main__ import main; sys.exit(main(sys.argv[1:]))")
+    run = subprocess.run([sys.executable, "-c", code, "demo", *TINY], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "true risk" in run.stdout
+    assert "matplotlib is not installed" in run.stdout
+    assert "pip install matplotlib" in run.stdout
+    assert run.stdout.strip().splitlines()[-1].startswith("no figure saved")
+    assert not list(tmp_path.iterdir())
+
+
+def test_program_name_of_both_entry_points(tmp_path):
+    run = _run(["--help"], cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout.startswith("usage: python -m skacv ")
+    script = shutil.which("skacv", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the skacv script is not installed next to this interpreter")
+    run = _run(["--help"], cwd=tmp_path, script=script)
+    assert run.returncode == 0 and run.stdout.startswith("usage: skacv ")
+    run = _run(["demo", "--alpha", "-1"], cwd=tmp_path, script=script)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines()[-1].startswith("skacv demo: error: --alpha")
+
+
+def test_missing_command(tmp_path):
+    run = _run([], cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "required: COMMAND" in run.stderr
+
+
+def test_ctrl_c_ends_without_a_traceback(tmp_path):
+    import signal
+    import time
+
+    # many cheap steps (minutes in all): the interrupt is not stuck behind a
+    # long LAPACK call on a large matrix
+    process = subprocess.Popen([sys.executable, "-m", "skacv", "demo", "--n", "300",
+                                "--p", "400", "--T", "3000", "--no-plot"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               cwd=tmp_path)
+    try:
+        # wait for the banner: the demo has started its work
+        assert process.stdout.readline().startswith("skacv demo:")
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and err.strip() == "interrupted"

@@ -1,0 +1,142 @@
+"""Every figure of every gallery example, as the rendered gallery shows it.
+
+sphinx-gallery runs an example cell by cell (cells start at ``# %%``) and,
+at the end of each cell, saves the figures that are open and closes them: a
+figure drawn on in a later cell is rendered incomplete. This test runs each
+``examples/plot_*.py`` the same way (Agg backend) and asserts that every axes
+of every figure open at the end of a cell has drawn artists (lines, patches,
+collections, images, tables or texts beyond the title), that bars start at
+zero and that every figure has a title.
+
+``SKACV_EXAMPLE_QUICK=1`` makes the examples shrink their sizes (see
+``examples/README.txt``) so that the whole gallery runs in well under a
+minute; the figures keep their layout.
+"""
+
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+matplotlib = pytest.importorskip("matplotlib")
+matplotlib.use("Agg")
+plt = pytest.importorskip("matplotlib.pyplot")
+pytest.importorskip("pandas")  # the examples print their tables with pandas
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("plot_*.py"))
+# a cell separator of sphinx-gallery: "# %%" or a line of at least 20 "#"
+_SEPARATOR = re.compile(r"^(?:# ?%%.*|#{20,}\s*)$", re.MULTILINE)
+
+
+def cells(source):
+    """The code cells of an example, split where sphinx-gallery splits them."""
+    bounds = [0] + [m.start() for m in _SEPARATOR.finditer(source)] + [len(source)]
+    return [source[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def figure_problems(fig):
+    """What a reader of ``fig`` would miss: axes with nothing drawn in them
+    (title and labels aside), bars whose value axis does not start at zero, a
+    figure without any title."""
+    from matplotlib.container import BarContainer
+
+    problems = []
+    for i, ax in enumerate(fig.axes):
+        where = f"axes {i} ({ax.get_title()!r})"
+        drawn = (ax.lines, ax.patches, ax.collections, ax.images, ax.tables, ax.texts,
+                 ax.artists)
+        if not any(len(group) for group in drawn):
+            problems.append(f"{where} is empty")
+        for bars in ax.containers:
+            if isinstance(bars, BarContainer):
+                horizontal = bars.orientation == "horizontal"
+                scale = ax.get_xscale() if horizontal else ax.get_yscale()
+                low = min(ax.get_xlim() if horizontal else ax.get_ylim())
+                if scale == "linear" and low > 0:
+                    problems.append(f"{where}: the bars start at {low:.3g}, not at 0")
+    suptitle = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    if not suptitle and not any(ax.get_title() for ax in fig.axes):
+        problems.append("no title")
+    return problems
+
+
+def test_cells_are_split_like_sphinx_gallery():
+    source = '"""doc"""\n\n# %%\na = 1\n# %%\n# Text\n# ----\nb = 2\n' + "#" * 30 + "\nc = 3\n"
+    parts = cells(source)
+    assert len(parts) == 4
+    assert parts[1].splitlines()[1] == "a = 1" and parts[3].splitlines()[1] == "c = 3"
+
+
+def test_figure_problems_are_detected():
+    fig, (a, b, c, d) = plt.subplots(1, 4)
+    a.plot([0, 1])
+    b.set_title("only a title")
+    c.bar([0], [1])
+    d.barh([0, 1], [3.0, 3.2])
+    d.set_xlim(2.9, 3.3)
+    assert figure_problems(fig) == ["axes 1 ('only a title') is empty",
+                                    "axes 3 (''): the bars start at 2.9, not at 0"]
+    b.plot([0, 1])
+    d.set_xlim(0, 3.3)
+    assert figure_problems(fig) == []
+    b.set_title("")
+    assert figure_problems(fig) == ["no title"]
+    fig.suptitle("a figure")
+    assert figure_problems(fig) == []
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_axes_of_every_rendered_figure_has_content(path, monkeypatch, tmp_path):
+    monkeypatch.setenv("SKACV_EXAMPLE_QUICK", "1")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plt, "show", lambda *args, **kwargs: None)
+    plt.close("all")
+    namespace = {"__name__": "__main__", "__file__": str(path)}
+    problems, n_figures = [], 0
+    try:
+        for k, code in enumerate(cells(path.read_text())):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                exec(compile(code, f"{path.name} (cell {k})", "exec"), namespace)
+            # the end of a cell: what sphinx-gallery saves, then closes
+            for num in plt.get_fignums():
+                n_figures += 1
+                fig = plt.figure(num)
+                problems += [f"cell {k}, figure {num}: {problem}"
+                             for problem in figure_problems(fig)]
+            plt.close("all")
+    finally:
+        plt.close("all")
+    assert not problems, problems
+    assert n_figures >= 1, f"{path.name} shows no figure"
+
+
+def python_blocks(rst):
+    """The ``.. code-block:: python`` blocks of a reStructuredText page."""
+    blocks = []
+    for match in re.finditer(r"^\.\. code-block:: python\n\n((?:(?: {4}.*)?\n)+)", rst,
+                             re.MULTILINE):
+        lines = match.group(1).splitlines()
+        blocks.append("\n".join(line[4:] for line in lines))
+    return blocks
+
+
+def test_getting_started_code_runs(monkeypatch, tmp_path):
+    """The code of docs/getting_started.rst runs, in order, in one session."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "getting_started.rst"
+    blocks = python_blocks(page.read_text())
+    assert len(blocks) >= 5
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plt, "show", lambda *args, **kwargs: None)
+    namespace = {"__name__": "__main__"}
+    try:
+        for k, code in enumerate(blocks):
+            exec(compile(code, f"getting_started.rst (block {k})", "exec"), namespace)
+        disp = namespace["disp"]
+        assert set(disp.lines_) >= {"risk", "test"}
+        assert disp.ax_.get_title().startswith("TrajectoryLasso (alpha=")
+        assert namespace["est"].coef_path_.shape == (300, 61)
+    finally:
+        plt.close("all")
