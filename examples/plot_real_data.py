@@ -58,9 +58,11 @@ def features():
 alphas = np.geomspace(10.0, 0.3, n_alphas)
 lasso = TrajectoryLasso(max_iter=n_steps, random_state=0)
 models = {
-    "estimated risk": TrajectoryEarlyStoppingCV(lasso, param_grid={"alpha": alphas}),
-    "approximate LOO": TrajectoryEarlyStoppingCV(lasso, criterion="loo",
-                                                 param_grid={"alpha": alphas}),
+    # defaults: the alpha path, then leave-one-out along the FISTA trajectory
+    "defaults (auto)": TrajectoryEarlyStoppingCV(lasso, param_grid={"alpha": alphas}),
+    # one trajectory per penalty, memory-matrix risk (flagged iterates excluded)
+    "memory-matrix risk": TrajectoryEarlyStoppingCV(lasso, criterion="risk", search="grid",
+                                                    param_grid={"alpha": alphas}),
     "LassoCV (5 folds)": LassoCV(cv=5, max_iter=10_000),
 }
 rows = {}

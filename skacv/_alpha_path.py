@@ -229,6 +229,17 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     return res
 
 
+def supports_alpha_path(estimator, n_samples=2):
+    """Whether :func:`risk_alpha_path` can follow this estimator's penalty
+    (a least-squares trajectory estimator with an l1 or an l2 penalty)."""
+    probe = Bunch(n_eff=float(max(n_samples, 2)), sqrt_weight=None, weight=None)
+    try:
+        _penalty_family(estimator, probe)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
 def _penalty_family(estimator, design):
     """``(lasso, scale)``: whether the estimator's penalty is ``l1`` (the Lasso
     path) or ``l2`` (the ridge path, mean-form strength ``scale * alpha``)."""

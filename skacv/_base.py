@@ -17,6 +17,7 @@ Kernel machines (EigenPro) override ``_run_path`` only: their state is a
 dual vector and their loop runs epochs over kernel columns.
 """
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -33,6 +34,7 @@ from ._path import init_state, run_trajectory
 from ._risk import trajectory_risk
 from ._sampling import MinibatchSampler
 from ._validation import WarmStartGuard, check_sample_weight, data_fingerprint
+from .exceptions import UnreliableEstimateWarning
 
 #: numpydoc attributes of the least-squares trajectory regressors
 DOC_ATTRIBUTES = """
@@ -61,6 +63,17 @@ DOC_ATTRIBUTES = """
         Estimated cross-iterate risks (its diagonal is ``risk_path_``).
     memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
         The memory matrix ``A`` used by the estimate.
+    risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
+        ``False`` at the iterates where ``risk_path_`` cannot be trusted:
+        from the first iterate whose degrees-of-freedom fraction leaves
+        ``[0, 1)`` or whose correction ``(I - A/n)^{-1}`` amplifies with
+        cancellations (proximal momentum methods on ill-conditioned designs;
+        see the user guide, "When the estimate cannot be trusted"). A fit
+        with flagged iterates warns (:class:`~skacv.exceptions.UnreliableEstimateWarning`)
+        and :class:`TrajectoryEarlyStoppingCV` never selects them.
+    risk_diagnostics_ : Bunch
+        ``df_fraction`` and ``amplification`` (arrays of shape
+        (n_iter_ + 1,)) behind ``risk_reliable_``.
     loo_path_ : ndarray of shape (n_iter_ + 1,)
         Leave-one-out squared error of every iterate, tracked by iterative
         approximate cross-validation (IACV, Luo, Ren & Barber 2023): the
@@ -82,8 +95,26 @@ DOC_ATTRIBUTES = """
         Only when ``X`` has feature names.
 """
 
-_ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "loo_path_",
+_ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_reliable_",
+                        "risk_diagnostics_", "loo_path_",
                         "loo_error_path_", "loo_predictions_", "loo_indices_")
+
+
+def _warn_unreliable(estimator, res):
+    """UnreliableEstimateWarning naming the first flagged iterate and the fix."""
+    if res.reliable.all():
+        return
+    t = int(np.argmin(res.reliable))
+    df, amp = res.df_fraction[t], res.amplification[t]
+    fixes = ("estimate_loo=True (leave-one-out, tracked along the same path), "
+             "solver='ista' (no momentum), or TrajectoryEarlyStoppingCV(criterion='auto')")
+    warnings.warn(
+        f"{type(estimator).__name__}: risk_path_ is unreliable from iteration {t} on "
+        f"({int((~res.reliable).sum())} of {res.reliable.size} iterates flagged in "
+        f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in [0, 1); "
+        f"amplification {amp:.3g}, limit 2). The memory matrix of a momentum method "
+        f"is unstable on this design. Use {fixes}.",
+        UnreliableEstimateWarning, stacklevel=4)
 
 
 class PathMixin:
@@ -113,7 +144,7 @@ COMMON_CONSTRAINTS = {
     "store_loo_predictions": ["boolean"],
     "loo_batch_size": [Interval(Integral, 1, None, closed="left"), None],
     "loo_subsample": [Interval(Integral, 1, None, closed="left"), None],
-    "n_probes": [Interval(Integral, 1, None, closed="left"), None],
+    "n_probes": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
     "random_state": ["random_state"],
     "verbose": ["verbose"],
 }
@@ -326,6 +357,15 @@ class TrajectoryEstimator(BaseEstimator):
         return Bunch(design=design, datafit=self._make_datafit(design), iteration=iteration,
                      rows=rows, target_rows=target_rows, y=y)
 
+    def _risk_available(self):
+        """Whether ``estimate_risk=True`` is possible with these parameters."""
+        return True
+
+    def _linear_iterations(self):
+        """Whether the iterates are a linear function of ``y`` whose risk is
+        computed spectrally (see ``TrajectoryEarlyStoppingCV(criterion="auto")``)."""
+        return False
+
     def _wants(self, flag):
         return bool(self.get_params(deep=False).get(flag, False))
 
@@ -349,6 +389,10 @@ class TrajectoryEstimator(BaseEstimator):
             self.risk_path_ = res.risk
             self.risk_matrix_ = res.risk_matrix
             self.memory_matrix_ = res.memory_matrix
+            self.risk_reliable_ = res.reliable
+            self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
+                                           amplification=res.amplification)
+            _warn_unreliable(self, res)
         if self._wants("estimate_loo"):
             store = self._wants("store_loo_predictions")
             res = iacv_path(

@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import (
     validate_params,
 )
 from sklearn.utils.metadata_routing import _raise_for_params, _routing_enabled
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, _num_features, _num_samples
 
 __all__ = [
     "HasMethods",
@@ -21,6 +21,8 @@ __all__ = [
     "StrOptions",
     "_check_sample_weight",
     "_fit_context",
+    "_num_features",
+    "_num_samples",
     "_raise_for_params",
     "_routing_enabled",
     "validate_params",

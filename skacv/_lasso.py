@@ -60,9 +60,13 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         Track only this many samples, drawn without replacement with
         ``random_state``; ``loo_path_`` is then an unbiased (Horvitz-Thompson)
         estimate of the full leave-one-out path.
-    n_probes : int or None, default=10
+    n_probes : int, "auto" or None, default="auto"
         Hutchinson probes for the traces of the memory matrix; ``None``
-        computes them exactly (small problems).
+        computes them exactly; ``"auto"`` computes them exactly when that
+        costs at most 4 times 10 probes (linear solvers: an eigendecomposition
+        of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
+        samples), else uses 10 probes. Exact traces make the estimate
+        deterministic.
     random_state : int, RandomState instance or None, default=None
         Seeds the Hutchinson probes.
     verbose : int, default=0
@@ -98,7 +102,7 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         store_loo_predictions=False,
         loo_batch_size=None,
         loo_subsample=None,
-        n_probes=10,
+        n_probes="auto",
         random_state=None,
         verbose=0,
     ):

@@ -264,7 +264,7 @@ class RiskPathDisplay:
                 X_test = estimator[:-1].transform(X_test)
         inner, best, criterion, selected = final, None, None, {}
         if hasattr(final, "best_iteration_") and hasattr(final, "estimator_"):
-            inner, best, criterion = final.estimator_, final.best_iteration_, final.criterion
+            inner, best, criterion = final.estimator_, final.best_iteration_, final.criterion_
             selected = dict(final.best_params_)
         risk = getattr(inner, "risk_path_", None)
         loo = getattr(inner, "loo_path_", None)

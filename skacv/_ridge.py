@@ -78,9 +78,13 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     loo_batch_size : int or None, default=None
     loo_subsample : int or None, default=None
         See :class:`TrajectoryLasso`.
-    n_probes : int or None, default=10
-        Hutchinson probes; ``None`` uses exact traces from one
-        eigendecomposition (always exact for the linear solvers when cheap).
+    n_probes : int, "auto" or None, default="auto"
+        Hutchinson probes for the traces of the memory matrix; ``None``
+        computes them exactly; ``"auto"`` computes them exactly when that
+        costs at most 4 times 10 probes (linear solvers: an eigendecomposition
+        of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
+        samples), else uses 10 probes. Exact traces make the estimate
+        deterministic.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
     """ + DOC_ATTRIBUTES + """
@@ -125,7 +129,7 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         store_loo_predictions=False,
         loo_batch_size=None,
         loo_subsample=None,
-        n_probes=10,
+        n_probes="auto",
         random_state=None,
         verbose=0,
     ):
@@ -173,6 +177,16 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
             self.preconditioner_ = setup["preconditioner"]
         elif hasattr(self, "preconditioner_"):
             del self.preconditioner_
+
+    def _risk_available(self):
+        return self._linear_iterations()  # no memory-matrix risk with mini-batches
+
+    def _linear_iterations(self):
+        """The path is a linear function of ``y`` with a spectral risk
+        estimate (every solver but mini-batch SGD)."""
+        if isinstance(self.solver, Iteration):
+            return self.solver.sampler is None and self.solver.schedule is None
+        return self.solver != "sgd"
 
     def _solvers(self, setup):
         return {

@@ -104,6 +104,99 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     return np.diag(G).copy(), G
 
 
+#: lowest degrees-of-freedom fraction accepted (Hutchinson noise around 0)
+DF_LOW = -0.05
+#: largest accepted ratio between the l1 norm of a row of ``(I - A/n)^{-1}``
+#: and its value for a memory matrix without cancellations, ``1 / (1 - df)``
+AMPLIFICATION_LIMIT = 2.0
+
+
+def risk_reliability(A, A_sources, n_eff, fit_intercept=False, proximal=False):
+    """Per-iterate diagnostics of the memory-matrix estimate.
+
+    The degrees-of-freedom fraction of iterate ``t`` is
+    ``df_t = (sum_s A[t, s] + c) / n`` (``c = 1`` with an intercept): the
+    divergence of its fitted values over ``n``. For a proximal method (a
+    prox whose Jacobian is a projection) it lies in ``[0, 1)`` whenever the
+    estimate is meaningful. The correction ``(I - A/n)^{-1}`` mixes the
+    residuals of all earlier iterates; its row ``t`` has an l1 norm close
+    to ``1 / (1 - df_t)`` when the memory matrix has no cancellations (ISTA,
+    gradient descent), and far above it when the Jacobians of a momentum
+    method oscillate in sign (FISTA on an ill-conditioned restricted Gram
+    matrix), where the estimate's variance explodes.
+
+    Parameters
+    ----------
+    A, A_sources : ndarray of shape (T + 1, T + 1)
+        Memory matrices of the outputs and of the gradient points.
+    n_eff : float
+    fit_intercept : bool, default=False
+    proximal : bool, default=False
+        The iterations apply a non-linear prox (the ``[0, 1)`` test applies).
+
+    Returns
+    -------
+    reliable : ndarray of bool, shape (T + 1,)
+        ``False`` from the first failing iterate on (the correction carries
+        the failure to every later iterate).
+    df_fraction : ndarray of shape (T + 1,)
+    amplification : ndarray of shape (T + 1,)
+        ``||row t of (I - A_src/n)^{-1}||_1 * (1 - df_t)``; 1 without
+        cancellations.
+    """
+    T1 = A.shape[0]
+    c = 1.0 if fit_intercept else 0.0
+    df = (np.tril(A, -1).sum(axis=1) + c) / n_eff
+    L = np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
+    with np.errstate(all="ignore"):
+        Linv = solve_triangular(L, np.eye(T1), lower=True, check_finite=False)
+        amp = np.abs(Linv).sum(axis=1) * (1.0 - c / n_eff) * np.maximum(1.0 - df, 1e-12)
+    ok = np.isfinite(df) & np.isfinite(amp)
+    if proximal:
+        ok &= (df >= DF_LOW) & (df < 1.0) & (amp <= AMPLIFICATION_LIMIT)
+    reliable = np.logical_and.accumulate(ok)
+    return reliable, df, amp
+
+
+#: Hutchinson probes used by ``n_probes="auto"`` when exact traces are not cheap
+AUTO_PROBES = 10
+#: ``n_probes="auto"``: exact traces when they cost at most this many times
+#: the probes' computation
+AUTO_EXACT_FACTOR = 4.0
+#: and, for linear methods, the eigendecomposition is at most this size
+AUTO_EXACT_MAX_DIM = 2000
+
+
+def resolve_n_probes(n_probes, design, iteration, n_iter):
+    """The number of probes (``None``: exact traces) of ``n_probes="auto"``.
+
+    Exact traces remove the probe noise (two fits give the same estimate);
+    they are used when they cost at most ``AUTO_EXACT_FACTOR`` times the
+    ``AUTO_PROBES`` probes:
+
+    * linear iterations (gradient descent, Nesterov, heavy ball, ridge):
+      one eigendecomposition of the smaller Gram matrix, ``m^3 / 3`` flops
+      for ``m = min(n, p) <= AUTO_EXACT_MAX_DIM``, against Lanczos with the
+      probes, ``2 n p`` per probe and level, ``n_iter / 2 + 2`` levels;
+    * proximal iterations (ISTA, FISTA): the Jacobian chains start from the
+      ``n`` canonical vectors instead of the probes: exact when
+      ``n <= AUTO_EXACT_FACTOR * AUTO_PROBES``.
+
+    Any other value is returned unchanged.
+    """
+    if not (isinstance(n_probes, str) and n_probes == "auto"):
+        return n_probes
+    n, p = design.n_samples, design.n_features
+    if getattr(iteration, "preconditioner", None) is not None or iteration.is_linear:
+        m = min(n, p)
+        exact = m ** 3 / 3.0
+        probes = AUTO_PROBES * 2.0 * n * p * (n_iter / 2 + 2)
+        cheap = m <= AUTO_EXACT_MAX_DIM and exact <= AUTO_EXACT_FACTOR * probes
+    else:
+        cheap = n <= AUTO_EXACT_FACTOR * AUTO_PROBES
+    return None if cheap else AUTO_PROBES
+
+
 def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=None,
                   chain_dtype=None, verbose=0):
     """Memory matrices of a trajectory (outputs and gradient points).
@@ -115,8 +208,9 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
     iteration : Iteration
         The iteration object that produced ``coef_path``.
     coef_path : ndarray of shape (n_features, T + 1)
-    n_probes : int or None, default=10
-        Rademacher probes (Hutchinson); ``None`` for exact traces.
+    n_probes : int, None or "auto", default=10
+        Rademacher probes (Hutchinson); ``None`` for exact traces; ``"auto"``:
+        exact when cheap (:func:`resolve_n_probes`).
     random_state : int, RandomState instance or None
     chain_dtype : dtype, default=None
         Precision of the Jacobian chains of proximal methods (default: the
@@ -142,6 +236,7 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
     to continue): the Lanczos process of linear methods with probes, the
     Jacobian chains of proximal methods with probes."""
     T = coef_path.shape[1] - 1
+    n_probes = resolve_n_probes(n_probes, design, iteration, T)
     rng = check_random_state(random_state)
     if T == 0:
         return np.zeros((1, 1)), np.zeros((1, 1)), None
@@ -193,7 +288,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
     -------
     result : Bunch
         ``risk`` (T+1,), ``risk_matrix`` (T+1, T+1), ``memory_matrix`` (T+1, T+1)
-        for the iterates, ``memory_matrix_sources`` for the gradient points.
+        for the iterates, ``memory_matrix_sources`` for the gradient points,
+        and the diagnostics of :func:`risk_reliability` (``reliable``,
+        ``df_fraction``, ``amplification``).
     """
     tic = time.perf_counter()
     A, Av, state = _memory_matrices(design, iteration, coef_path, n_probes, random_state,
@@ -205,9 +302,13 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
     has_momentum = any(iteration.beta(k) != 0.0 for k in range(1, coef_path.shape[1]))
     risk, G = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
                                A_sources=Av if has_momentum else None, iteration=iteration)
+    reliable, df, amp = risk_reliability(
+        A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
+        proximal=not iteration.is_linear)
+    reliable &= np.isfinite(risk)
     if verbose:
         print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
     return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
-                 chain_state=state)
+                 chain_state=state, reliable=reliable, df_fraction=df, amplification=amp)
 
 

@@ -3,34 +3,80 @@ trajectory estimator from its own risk estimate, without folds and without
 refitting."""
 
 import time
+import warnings
 from collections import defaultdict
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.model_selection import ParameterGrid
-from sklearn.utils import get_tags
+from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._alpha_path import risk_alpha_path
+from ._alpha_path import risk_alpha_path, supports_alpha_path
 from ._compat import (
     HasMethods,
     Interval,
     StrOptions,
     _fit_context,
+    _num_features,
+    _num_samples,
     _raise_for_params,
     _routing_enabled,
 )
 from ._config import get_config
 from ._parallel import blas_threads_per_worker, delayed, parallel
+from .exceptions import UnreliableEstimateWarning
 
 # estimates of two iterates closer than this (relative) are a tie: the first
 # grid point, then the earliest iteration, wins (rounding must not decide)
 _TIE_RTOL = 1e-9
 
 _CRITERIA = {"risk": ("risk_path_", "estimate_risk"), "loo": ("loo_path_", "estimate_loo")}
+
+#: criterion="auto" also computes the other estimate (both in cv_results_)
+#: when n_samples * n_features is at most this
+AUTO_BOTH_SIZE = 200_000
+
+#: criterion="auto": leave-one-out tracks every sample up to this many, a
+#: random subsample of this size above (cost linear in the path length,
+#: ``n_track * T`` products against ``n_probes * T^2 / 2`` for the probe
+#: chains of a proximal method: equal at 10 probes and T = 100)
+AUTO_LOO_SAMPLES = 500
+
+
+def auto_criterion(estimator, n_samples):
+    """``(criterion, loo_subsample)`` chosen by ``criterion="auto"``.
+
+    * Linear iterations of least squares (``IterativeRidge`` with "gd",
+      "nesterov", "heavy_ball", "eigenpro"): ``"risk"``, computed spectrally
+      (exact traces when cheap, ``n_probes="auto"``), reliable and cheaper
+      than any leave-one-out.
+    * Everything else that tracks leave-one-out (ISTA, FISTA, proximal
+      momentum, SGD, logistic regression): ``"loo"``. Iterative approximate
+      leave-one-out stays accurate where the memory matrix of a proximal
+      momentum method breaks down (correlated designs), its cost is linear
+      in the path length, and it is deterministic when every sample is
+      tracked (``n_samples <= AUTO_LOO_SAMPLES``); above, a subsample of
+      ``AUTO_LOO_SAMPLES`` samples (unless the estimator sets
+      ``loo_subsample`` itself).
+    * Estimators with only one of the two estimates: that one.
+    """
+    params = estimator.get_params(deep=False)
+    has_risk, has_loo = "estimate_risk" in params, "estimate_loo" in params
+    if not has_loo:
+        return "risk", None
+    if not has_risk:
+        return "loo", None
+    linear = getattr(estimator, "_linear_iterations", None)
+    if linear is not None and linear():
+        return "risk", None
+    sub = params.get("loo_subsample")
+    if sub is None and n_samples > AUTO_LOO_SAMPLES:
+        sub = AUTO_LOO_SAMPLES
+    return "loo", sub
 
 
 def _estimator_has(attr):
@@ -109,6 +155,15 @@ def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chan
     the last ``n_iter_no_change`` iterations, or ``max_iter`` is reached.
     See :func:`_next_stage` for the stage lengths.
     """
+    with warnings.catch_warnings():
+        if attr != "risk_path_":
+            # the risk is only reported (cv_results_, with risk_reliable): its
+            # flags do not concern the selection
+            warnings.simplefilter("ignore", UnreliableEstimateWarning)
+        return _fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change)
+
+
+def _fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
     tic = time.perf_counter()
     if n_iter_no_change is None or not _can_stage(estimator):
         estimator.fit(X, y, **fit_params)
@@ -121,7 +176,7 @@ def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chan
                 estimator.fit(X, y, **fit_params)
                 if not hasattr(estimator, attr):
                     break  # the caller says what is missing
-                best = _argmin_first(np.asarray(getattr(estimator, attr), dtype=np.float64))
+                best = _argmin_first(_selectable(_estimate_paths(estimator, attrs), attr))
                 if n_iter >= max_iter or (best is not None
                                           and n_iter - best >= n_iter_no_change):
                     break
@@ -132,14 +187,26 @@ def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chan
             if release is not None:
                 release()
     fit_time = time.perf_counter() - tic
-    paths = {a: np.asarray(getattr(estimator, a), dtype=np.float64)
-             for a in attrs if hasattr(estimator, a)}
-    return estimator, paths, fit_time
+    return estimator, _estimate_paths(estimator, attrs), fit_time
+
+
+def _estimate_paths(estimator, attrs):
+    return {a: np.asarray(getattr(estimator, a), dtype=np.float64)
+            for a in attrs if hasattr(estimator, a)}
 
 
 def _finite_min(path):
     path = np.where(np.isfinite(path), path, np.inf)
     return float(path.min()) if path.size else np.inf
+
+
+def _selectable(paths, attr):
+    """The criterion path with the iterates flagged by ``risk_reliable_`` set
+    to +inf (never selected)."""
+    path = np.asarray(paths[attr], dtype=np.float64)
+    if attr == "risk_path_" and "risk_reliable_" in paths:
+        path = np.where(paths["risk_reliable_"] > 0, path, np.inf)
+    return path
 
 
 class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
@@ -167,13 +234,26 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         (``"loo"``) parameter is switched on in the clones; the other estimate
         is computed only if the estimator asks for it. Put preprocessing in a
         :class:`~sklearn.pipeline.Pipeline` *around* this meta-estimator.
-    criterion : {"risk", "loo"}, default="risk"
-        ``"risk"`` minimises ``risk_path_``, ``"loo"`` minimises ``loo_path_``.
+    criterion : {"auto", "risk", "loo"}, default="auto"
+        ``"risk"`` minimises ``risk_path_`` (iterates flagged by
+        ``risk_reliable_`` excluded), ``"loo"`` minimises ``loo_path_``.
+        ``"auto"``: ``"risk"`` for the linear
+        least-squares solvers (gradient descent, Nesterov, heavy ball,
+        EigenPro: spectral, exact traces when cheap), ``"loo"`` for the
+        others (ISTA, FISTA, SGD, logistic regression), tracking every
+        sample up to ``AUTO_LOO_SAMPLES = 500`` and a random subsample of 500
+        above. Only that estimate is computed, unless ``n_samples *
+        n_features <= 200_000``: then the other one too, and both appear in
+        ``cv_results_``. The criterion used is ``criterion_``.
     param_grid : dict, list of dicts or None, default=None
         Parameters of ``estimator`` to search, as in
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
         ``{"alpha": [0.1, 0.03, 0.01]}``). ``None``: a single fit.
-    search : {"grid", "path"}, default="grid"
+    search : {"auto", "grid", "path"}, default="auto"
+        ``"auto"``: ``"path"`` when ``param_grid`` is ``{"alpha": [...]}``
+        with at least two values and the estimator is a least-squares one
+        with an l1 or l2 penalty (:func:`skacv.risk_alpha_path` follows it),
+        ``"grid"`` otherwise; the strategy used is ``search_``.
         ``"grid"`` fits one trajectory per grid point. ``"path"`` (penalty
         only: ``param_grid`` is ``None`` or ``{"alpha": [...]}``) first
         solves the whole alpha path to convergence with warm starts and the
@@ -211,11 +291,20 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         processors. Any joblib backend works (``"loky"``, ``"threading"``,
         ``"dask"`` with a ``distributed.Client``, ``"ray"`` after
         ``ray.util.joblib.register_ray()``).
+    random_state : int, RandomState instance or None, default=None
+        Seed given to the clones whose own ``random_state`` is ``None``
+        (Hutchinson probes, leave-one-out subsample, mini-batches): one
+        integer drawn per ``fit``, the same for every grid point. An int
+        makes the fit reproducible.
     verbose : int, default=0
         Progress messages (joblib's and one line per selection).
 
     Attributes
     ----------
+    criterion_ : {"risk", "loo"}
+        The criterion used (``criterion`` resolved).
+    search_ : {"grid", "path"}
+        The search strategy used (``search`` resolved).
     estimator_ : estimator object
         The fitted clone of the selected grid point. Its whole path
         (``coef_path_``, ``risk_path_``, ...) is kept; its ``coef_`` and
@@ -250,7 +339,8 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         ``param_<name>`` (masked arrays), ``best_iteration``,
         ``min_<criterion>`` (the smallest estimate on that path),
         ``rank_<criterion>``, ``<criterion>_path`` (object array: the whole
-        path of each row; also ``risk_path`` / ``loo_path`` when computed),
+        path of each row; also ``risk_path`` / ``loo_path`` when computed, and
+        ``risk_reliable`` with ``risk_path``),
         ``n_iter`` (length of the fitted path: where it stopped with
         ``n_iter_no_change``) and ``fit_time`` (all stages). With ``search="path"``
         also ``path_risk`` (converged estimate), ``path_df``, ``path_n_iter``
@@ -273,9 +363,13 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     ``p`` large and comparable) for Gaussian-like designs; see the user
     guide. With Hutchinson traces (``n_probes=int``) the estimate carries a
     small random error, so the selected iteration can move between close
-    iterates from one probe seed to another; ``n_probes=None`` computes exact
-    traces when the problem is small. Estimates closer than a relative
-    ``1e-9`` are ties: the first grid point and the earliest iteration win.
+    iterates from one probe seed to another (``random_state`` fixes it);
+    ``n_probes="auto"`` computes exact traces when they are cheap. The
+    memory-matrix estimate of proximal momentum methods (FISTA) can break
+    down on correlated designs: its flagged iterates (``risk_reliable_``) are
+    never selected, and ``criterion="auto"`` uses leave-one-out for them.
+    Estimates closer than a relative ``1e-9`` are ties: the first grid point
+    and the earliest iteration win.
 
     Examples
     --------
@@ -289,25 +383,28 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     ... ).fit(X, y)
     >>> sorted(search.cv_results_["params"], key=lambda d: d["alpha"])[0]
     {'alpha': 0.3}
-    >>> bool(search.best_risk_ == search.risk_path_[search.best_iteration_])
+    >>> search.search_, search.criterion_  # the alpha path, then leave-one-out
+    ('path', 'loo')
+    >>> bool(search.best_risk_ == search.loo_path_[search.best_iteration_])
     True
     """
 
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict"])],
-        "criterion": [StrOptions(set(_CRITERIA))],
+        "criterion": [StrOptions({"auto", *_CRITERIA})],
         "param_grid": [dict, list, None],
-        "search": [StrOptions({"grid", "path"})],
+        "search": [StrOptions({"auto", "grid", "path"})],
         "path_neighbors": [Interval(Integral, 0, None, closed="left")],
         "path_params": [dict, None],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
-    def __init__(self, estimator, *, criterion="risk", param_grid=None, search="grid",
+    def __init__(self, estimator, *, criterion="auto", param_grid=None, search="auto",
                  path_neighbors=0, path_params=None, n_iter_no_change=10, n_jobs=None,
-                 verbose=0):
+                 random_state=None, verbose=0):
         self.estimator = estimator
         self.criterion = criterion
         self.param_grid = param_grid
@@ -316,7 +413,30 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         self.path_params = path_params
         self.n_iter_no_change = n_iter_no_change
         self.n_jobs = n_jobs
+        self.random_state = random_state
         self.verbose = verbose
+
+    def _resolve(self, X):
+        """``criterion_``, ``search_`` and the clones' seed for this fit."""
+        try:
+            n_samples, n_features = _num_samples(X), _num_features(X)
+        except (TypeError, ValueError):
+            n_samples = n_features = 0  # the estimator's own validation says why
+        if self.criterion == "auto":
+            self.criterion_, self._loo_subsample = auto_criterion(self.estimator, n_samples)
+            # both estimates in cv_results_ when the problem is small
+            self._both = n_samples * n_features <= AUTO_BOTH_SIZE
+        else:
+            self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
+        grid = self.param_grid
+        if self.search == "auto":
+            alpha_only = (isinstance(grid, dict) and set(grid) == {"alpha"}
+                          and len(grid["alpha"]) > 1)
+            self.search_ = ("path" if alpha_only
+                            and supports_alpha_path(self.estimator, n_samples) else "grid")
+        else:
+            self.search_ = self.search
+        self._seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -357,17 +477,29 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     # ---------------------------------------------------------------- fit
     def _prepared(self, params):
         est = clone(self.estimator)
+        own = est.get_params(deep=False)
+        if "random_state" in own and own["random_state"] is None:
+            # one seed for every grid point: common random numbers across the grid
+            est.set_params(random_state=self._seed)
         if params:
             est.set_params(**params)
-        flag = _CRITERIA[self.criterion][1]
-        if flag in est.get_params(deep=False):
+        flag = _CRITERIA[self.criterion_][1]
+        if flag in own:
             est.set_params(**{flag: True})
+        if self._loo_subsample is not None and self.criterion_ == "loo":
+            est.set_params(loo_subsample=self._loo_subsample)
+        if self.criterion == "auto" and "estimate_risk" in own and "estimate_loo" in own:
+            # the other estimate only when both are cheap and it exists (no
+            # memory-matrix risk with mini-batches)
+            other = "estimate_loo" if self.criterion_ == "risk" else "estimate_risk"
+            available = getattr(est, "_risk_available", lambda: True)()
+            est.set_params(**{other: bool(self._both and available)})
         return est
 
     def _fit_candidates(self, candidates, X, y, fit_params):
         """Fit every candidate; keep only the fitted estimators that can win."""
-        attr = _CRITERIA[self.criterion][0]
-        attrs = ("risk_path_", "loo_path_")
+        attr = _CRITERIA[self.criterion_][0]
+        attrs = ("risk_path_", "loo_path_", "risk_reliable_")
         # the caller's configuration and a share of the BLAS threads in every
         # worker (captured here, in the caller's thread)
         config = get_config()
@@ -389,13 +521,13 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
                 )
             if attr not in est_paths:
                 raise ValueError(
-                    f"criterion={self.criterion!r} reads {attr} but "
+                    f"criterion={self.criterion_!r} reads {attr} but "
                     f"{type(est).__name__} did not set it in fit. Use an estimator "
-                    f"that estimates it (parameter {_CRITERIA[self.criterion][1]})."
+                    f"that estimates it (parameter {_CRITERIA[self.criterion_][1]})."
                 )
             paths.append(est_paths)
             times.append(fit_time)
-            mins.append(_finite_min(est_paths[attr]))
+            mins.append(_finite_min(_selectable(est_paths, attr)))
             best = min(best, mins[-1])
             # keep only the fits that can still win (ties included); the others
             # are freed as soon as they arrive
@@ -405,19 +537,21 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
 
     def _select(self, paths):
         """Joint argmin over (grid point, iteration), ties to the first."""
-        attr = _CRITERIA[self.criterion][0]
-        mins = np.array([_finite_min(p[attr]) for p in paths])
+        attr = _CRITERIA[self.criterion_][0]
+        selectable = [_selectable(p, attr) for p in paths]
+        mins = np.array([_finite_min(p) for p in selectable])
         m = mins.min()
         if not np.isfinite(m):
             raise ValueError(
-                f"Every {attr} of the grid is NaN or infinite: the estimate is "
-                "undefined (e.g. a diverging path or degenerate data)."
+                f"Every {attr} of the grid is NaN, infinite or flagged as unreliable "
+                "(risk_reliable_): the estimate is undefined (e.g. a diverging path or "
+                "degenerate data). Try criterion='loo'."
             )
         threshold = m + _TIE_RTOL * abs(m)
         i = int(np.flatnonzero(mins <= threshold)[0])
-        path = np.where(np.isfinite(paths[i][attr]), paths[i][attr], np.inf)
-        best_iters = [int(np.argmin(np.where(np.isfinite(p[attr]), p[attr], np.inf)))
-                      for p in paths]
+        path = np.where(np.isfinite(selectable[i]), selectable[i], np.inf)
+        best_iters = [int(np.argmin(np.where(np.isfinite(p), p, np.inf)))
+                      for p in selectable]
         best_iters[i] = int(np.flatnonzero(path <= threshold)[0])
         return i, best_iters[i], mins, np.array(best_iters)
 
@@ -446,13 +580,14 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             Fitted meta-estimator.
         """
         routed = self._route_fit(sample_weight, fit_params)
-        if self.search == "path":
+        self._resolve(X)
+        if self.search_ == "path":
             self._fit_path_search(X, y, routed)
         else:
             self._fit_grid_search(X, y, routed)
         est = self.estimator_
         self.best_risk_ = float(
-            getattr(est, _CRITERIA[self.criterion][0])[self.best_iteration_]
+            getattr(est, _CRITERIA[self.criterion_][0])[self.best_iteration_]
         )
         self.best_score_ = -self.best_risk_
         set_iterate(est, self.best_iteration_)
@@ -464,7 +599,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         self.n_features_in_ = est.n_features_in_
         if self.verbose:
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
-                  f"{self.best_iteration_}: estimated {self.criterion} {self.best_risk_:.6g}")
+                  f"{self.best_iteration_}: estimated {self.criterion_} {self.best_risk_:.6g}")
         return self
 
     def _candidates(self):
@@ -491,7 +626,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         rows = np.arange(n) if rows is None else np.asarray(rows)
         results = {"params": list(candidates)}
         results.update(_param_columns(candidates))
-        crit = self.criterion
+        crit = self.criterion_
         fitted = np.zeros(n, dtype=bool)
         fitted[rows] = True
         best_iteration = np.ma.MaskedArray(np.zeros(n, dtype=int), mask=~fitted)
@@ -505,7 +640,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         results["best_iteration"] = best_iteration
         results[f"min_{crit}"] = min_crit
         results[f"rank_{crit}"] = rank
-        for attr in ("risk_path_", "loo_path_"):
+        for attr in ("risk_path_", "loo_path_", "risk_reliable_"):
             if any(attr in p for p in paths):
                 col = np.empty(n, dtype=object)
                 for r, p in zip(rows, paths, strict=True):
@@ -532,6 +667,11 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         if extra:
             raise ValueError(f"search='path' supports sample_weight only, got {sorted(extra)}.")
         alphas = None if grid is None else np.asarray(grid["alpha"], dtype=np.float64)
+        # the estimator's own input checks and messages (y=None, NaN, empty data)
+        X, y = clone(self.estimator)._validate_xy(X, y, reset=True)
+        if X.shape[0] < 2:
+            raise ValueError(f"search='path' needs at least 2 samples, got {X.shape[0]} "
+                             "sample (n_samples = 1).")
         tic = time.perf_counter()
         path = risk_alpha_path(clone(self.estimator), X, y, alphas=alphas,
                                sample_weight=fit_params.get("sample_weight"),

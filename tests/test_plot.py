@@ -17,6 +17,14 @@ def _close_figures():
     plt.close("all")
 
 
+def _pinned(estimator, **kwargs):
+    """TrajectoryEarlyStoppingCV with the criterion and the search these tests
+    pin ("risk", "grid") unless given: the "auto" choices have their own tests."""
+    kwargs.setdefault("criterion", "risk")
+    kwargs.setdefault("search", "grid")
+    return TrajectoryEarlyStoppingCV(estimator, **kwargs)
+
+
 def _data(n=150, p=100, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
@@ -57,7 +65,7 @@ def test_from_estimator_draws_risk_test_error_and_marker():
 
 def test_from_search_marks_best_iteration_and_uses_given_axes():
     X, y, Xt, yt = _data()
-    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=40, random_state=0),
+    search = _pinned(TrajectoryLasso(max_iter=40, random_state=0),
                                        param_grid={"alpha": [0.3, 0.1]}).fit(X, y)
     fig, ax = plt.subplots()
     disp = RiskPathDisplay.from_estimator(search, ax=ax, risk_kw={"color": "red"})
@@ -105,7 +113,7 @@ def test_pipeline_ending_in_a_search():
     from sklearn.preprocessing import StandardScaler
 
     X, y, Xt, yt = _scaled_data()
-    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=40, random_state=0),
+    search = _pinned(TrajectoryLasso(max_iter=40, random_state=0),
                                        param_grid={"alpha": [0.3, 0.1]},
                                        n_iter_no_change=None)
     pipe = make_pipeline(StandardScaler(), search).fit(X, y)
@@ -123,7 +131,7 @@ def test_pipeline_ending_in_a_search():
 
 def test_search_without_grid_shows_the_penalty_and_the_iteration():
     X, y, _, _ = _data()
-    search = TrajectoryEarlyStoppingCV(
+    search = _pinned(
         TrajectoryLasso(alpha=0.25, max_iter=30, random_state=0)).fit(X, y)
     disp = RiskPathDisplay.from_estimator(search)
     assert disp.ax_.get_title() == (
@@ -204,7 +212,7 @@ def test_classifier_loo_and_test_log_loss():
     X, y = make_classification(n_samples=200, n_features=10, random_state=0)
     y = np.where(y == 1, "yes", "no")
     clf = logistic.TrajectoryLogisticRegression(max_iter=15, estimate_loo=True)
-    search = TrajectoryEarlyStoppingCV(clf, criterion="loo").fit(X[:120], y[:120])
+    search = _pinned(clf, criterion="loo").fit(X[:120], y[:120])
     disp = RiskPathDisplay.from_estimator(search, X[120:], y[120:])
     assert set(disp.lines_) == {"loo", "test"}
     assert disp.line_ is disp.lines_["loo"]

@@ -24,6 +24,14 @@ from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
 from skacv._selection import set_iterate
 
 
+def _pinned(estimator, **kwargs):
+    """TrajectoryEarlyStoppingCV with the criterion and the search these tests
+    pin ("risk", "grid") unless given: the "auto" choices have their own tests."""
+    kwargs.setdefault("criterion", "risk")
+    kwargs.setdefault("search", "grid")
+    return TrajectoryEarlyStoppingCV(estimator, **kwargs)
+
+
 def _data(n=120, p=150, s=15, sigma=1.0, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
@@ -82,7 +90,7 @@ def _brute_force(estimator, grid, X, y, attr="risk_path_", **fit_params):
 def test_selects_joint_argmin_of_separate_fits():
     X, y = _data()
     base = TrajectoryLasso(max_iter=40, random_state=0)
-    search = TrajectoryEarlyStoppingCV(base, param_grid=GRID, n_iter_no_change=None).fit(X, y)
+    search = _pinned(base, param_grid=GRID, n_iter_no_change=None).fit(X, y)
     fits, i, t = _brute_force(base, GRID, X, y)
     params, ref = fits[i]
     assert search.best_params_ == params
@@ -115,7 +123,7 @@ def test_selects_joint_argmin_of_separate_fits():
 def test_no_refit_and_full_path_kept():
     X, y = _data()
     _CountingLasso.n_fits = 0
-    search = TrajectoryEarlyStoppingCV(_CountingLasso(max_iter=30, random_state=0),
+    search = _pinned(_CountingLasso(max_iter=30, random_state=0),
                                        param_grid={"alpha": [0.2, 0.05]},
                                        n_iter_no_change=None).fit(X, y)
     assert _CountingLasso.n_fits == 2
@@ -136,7 +144,7 @@ def test_no_refit_and_full_path_kept():
 ])
 def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop):
     X, y = _data()
-    search = TrajectoryEarlyStoppingCV(
+    search = _pinned(
         _LooFromTruth(max_iter=60, target=target), criterion="loo",
         n_iter_no_change=patience).fit(X, y)
     est = search.estimator_
@@ -158,7 +166,7 @@ def test_n_iter_no_change_on_a_real_risk_path():
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0)
     full = clone(base).fit(X, y).risk_path_
     for patience in (3, 10):
-        search = TrajectoryEarlyStoppingCV(base, n_iter_no_change=patience).fit(X, y)
+        search = _pinned(base, n_iter_no_change=patience).fit(X, y)
         n = 2 * patience  # the documented stage schedule, replayed
         while True:
             best = int(np.argmin(full[: n + 1]))
@@ -190,7 +198,7 @@ def test_set_iterate_writes_the_path_column():
 def test_loo_criterion_reads_loo_path_and_switches_it_on():
     X, y = _data()
     grid = {"target": [12, 5, 9], "offset": [1.0, 0.5]}
-    search = TrajectoryEarlyStoppingCV(_LooFromTruth(), criterion="loo", param_grid=grid,
+    search = _pinned(_LooFromTruth(), criterion="loo", param_grid=grid,
                                        n_iter_no_change=None)
     search.fit(X, y)
     # estimate_loo was False in the prototype: the clones had it switched on
@@ -202,17 +210,17 @@ def test_loo_criterion_reads_loo_path_and_switches_it_on():
     assert "min_loo" in search.cv_results_ and "loo_path" in search.cv_results_
     # the risk criterion needs risk_path_, which this estimator never sets
     with pytest.raises(ValueError, match="reads risk_path_ but _LooFromTruth did not set it"):
-        TrajectoryEarlyStoppingCV(_LooFromTruth(), criterion="risk").fit(X, y)
+        _pinned(_LooFromTruth(), criterion="risk").fit(X, y)
 
 
 def test_ties_go_to_the_first_grid_point_and_earliest_iteration():
     X, y = _data()
-    search = TrajectoryEarlyStoppingCV(_LooFromTruth(flat=True), criterion="loo",
+    search = _pinned(_LooFromTruth(flat=True), criterion="loo",
                                        param_grid={"alpha": [3.0, 1.0, 0.1]}).fit(X, y)
     assert search.best_params_ == {"alpha": 3.0}
     assert search.best_iteration_ == 0
     # a difference far above rounding is not a tie
-    search = TrajectoryEarlyStoppingCV(_LooFromTruth(flat=True), criterion="loo",
+    search = _pinned(_LooFromTruth(flat=True), criterion="loo",
                                        param_grid={"offset": [1e-6, 0.0]}).fit(X, y)
     assert search.best_params_ == {"offset": 0.0}
 
@@ -221,7 +229,7 @@ def test_real_loo_criterion():
     pytest.importorskip("skacv._loo")
     X, y = _data()
     base = TrajectoryLasso(max_iter=30, random_state=0, estimate_risk=False)
-    search = TrajectoryEarlyStoppingCV(base, criterion="loo",
+    search = _pinned(base, criterion="loo",
                                        param_grid={"alpha": [0.2, 0.05]}).fit(X, y)
     fits, i, t = _brute_force(base.set_params(estimate_loo=True), {"alpha": [0.2, 0.05]}, X, y,
                               attr="loo_path_")
@@ -234,10 +242,10 @@ def test_sample_weight_reaches_the_fit_and_the_estimates():
     w = np.random.default_rng(3).integers(0, 4, X.shape[0])
     base = TrajectoryLasso(max_iter=40, n_probes=None)
     grid = {"alpha": [0.2, 0.05, 0.01]}
-    weighted = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(X, y, sample_weight=w)
-    repeated = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(
+    weighted = _pinned(base, param_grid=grid).fit(X, y, sample_weight=w)
+    repeated = _pinned(base, param_grid=grid).fit(
         np.repeat(X, w, axis=0), np.repeat(y, w))
-    unweighted = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(X, y)
+    unweighted = _pinned(base, param_grid=grid).fit(X, y)
     # exact traces: weights == repeated rows, for the estimates and the choice
     assert_allclose(weighted.risk_path_, repeated.risk_path_, rtol=1e-9)
     assert weighted.best_params_ == repeated.best_params_
@@ -251,25 +259,25 @@ def test_metadata_routing():
     X, y = _data(n=60, p=40)
     w = np.random.default_rng(3).integers(1, 4, X.shape[0]).astype(float)
     base = TrajectoryLasso(alpha=0.05, max_iter=30, n_probes=None)
-    direct = TrajectoryEarlyStoppingCV(base).fit(X, y, sample_weight=w)
+    direct = _pinned(base).fit(X, y, sample_weight=w)
     direct_score = direct.score(X, y, sample_weight=w)
     with sk_config_context(enable_metadata_routing=True):
-        routed = TrajectoryEarlyStoppingCV(
+        routed = _pinned(
             clone(base).set_fit_request(sample_weight=True).set_score_request(sample_weight=True)
         ).fit(X, y, sample_weight=w)
         assert_allclose(routed.risk_path_, direct.risk_path_, rtol=1e-12)
         assert routed.score(X, y, sample_weight=w) == pytest.approx(direct_score)
         with pytest.raises(UnsetMetadataPassedError):
-            TrajectoryEarlyStoppingCV(clone(base)).fit(X, y, sample_weight=w)
+            _pinned(clone(base)).fit(X, y, sample_weight=w)
         # routed through GridSearchCV (fit and score requested)
-        inner = TrajectoryEarlyStoppingCV(clone(base).set_fit_request(sample_weight=True)
+        inner = _pinned(clone(base).set_fit_request(sample_weight=True)
                                           .set_score_request(sample_weight=True))
         if hasattr(inner, "set_score_request"):  # scikit-learn < 1.7 asks the router too
             inner.set_score_request(sample_weight=True)
         gs = GridSearchCV(inner, {"criterion": ["risk"]}, cv=3).fit(X, y, sample_weight=w)
         assert np.isfinite(gs.best_score_)
     with pytest.raises(ValueError, match="enable_metadata_routing"):
-        TrajectoryEarlyStoppingCV(base).fit(X, y, other=w)
+        _pinned(base).fit(X, y, other=w)
 
 
 @pytest.mark.usefixtures("float64_chains")
@@ -278,10 +286,10 @@ def test_parallel_backends_give_the_sequential_result(backend):
     X, y = _data()
     base = TrajectoryLasso(max_iter=30, random_state=0)
     grid = {"alpha": [0.3, 0.1, 0.03]}
-    seq = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(X, y)
+    seq = _pinned(base, param_grid=grid).fit(X, y)
     with joblib.parallel_backend(backend, n_jobs=2):
-        par = TrajectoryEarlyStoppingCV(base, param_grid=grid).fit(X, y)
-    explicit = TrajectoryEarlyStoppingCV(base, param_grid=grid, n_jobs=2).fit(X, y)
+        par = _pinned(base, param_grid=grid).fit(X, y)
+    explicit = _pinned(base, param_grid=grid, n_jobs=2).fit(X, y)
     for other in (par, explicit):
         assert (other.best_params_, other.best_iteration_) == (seq.best_params_,
                                                               seq.best_iteration_)
@@ -296,7 +304,7 @@ def test_pipeline_grid_search_and_cross_val_score():
     X, y = _data()
     X = X * np.linspace(0.5, 3.0, X.shape[1])
     w = np.random.default_rng(0).integers(1, 3, X.shape[0])
-    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=30, random_state=0),
+    search = _pinned(TrajectoryLasso(max_iter=30, random_state=0),
                                        param_grid={"alpha": [0.2, 0.05]})
     pipe = make_pipeline(StandardScaler(), search).fit(
         X, y, trajectoryearlystoppingcv__sample_weight=w)
@@ -314,7 +322,7 @@ def test_pipeline_grid_search_and_cross_val_score():
 
 
 def test_tags_and_delegation():
-    reg = TrajectoryEarlyStoppingCV(TrajectoryLasso())
+    reg = _pinned(TrajectoryLasso())
     assert is_regressor(reg) and not is_classifier(reg)
     assert not hasattr(reg, "predict_proba")
     assert not hasattr(reg, "decision_function")
@@ -330,7 +338,7 @@ def test_classifier_delegation():
     from sklearn.datasets import make_classification
 
     X, y = make_classification(n_samples=150, n_features=20, random_state=0)
-    clf = TrajectoryEarlyStoppingCV(logistic.TrajectoryLogisticRegression(max_iter=30),
+    clf = _pinned(logistic.TrajectoryLogisticRegression(max_iter=30),
                                     criterion="loo").fit(X, y)
     assert is_classifier(clf)
     assert_array_equal(clf.classes_, np.unique(y))
@@ -343,11 +351,11 @@ def test_classifier_delegation():
 def test_bad_parameters():
     X, y = _data()
     with pytest.raises(ValueError, match="param_grid is empty"):
-        TrajectoryEarlyStoppingCV(TrajectoryLasso(), param_grid=[]).fit(X, y)
+        _pinned(TrajectoryLasso(), param_grid=[]).fit(X, y)
     with pytest.raises(ValueError, match="criterion"):
-        TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="aic").fit(X, y)
+        _pinned(TrajectoryLasso(), criterion="aic").fit(X, y)
     with pytest.raises(ValueError, match="search='path' searches the penalty only"):
-        TrajectoryEarlyStoppingCV(TrajectoryLasso(), search="path",
+        _pinned(TrajectoryLasso(), search="path",
                                   param_grid={"max_iter": [5]}).fit(X, y)
 
 
@@ -355,7 +363,7 @@ def test_estimator_without_a_stored_path_is_refused():
     eigenpro = pytest.importorskip("skacv._eigenpro")
     X, y = _data(n=60, p=5)
     with pytest.raises(TypeError, match="does not store its path"):
-        TrajectoryEarlyStoppingCV(eigenpro.EigenProRegressor(max_iter=2, estimate_risk=True,
+        _pinned(eigenpro.EigenProRegressor(max_iter=2, estimate_risk=True,
                                                              random_state=0)).fit(X, y)
 
 
@@ -382,7 +390,7 @@ def test_path_search_logic(monkeypatch, neighbors):
     calls = _fake_alpha_path(monkeypatch, lambda a: (np.log(a) - np.log(0.1)) ** 2)
     w = np.ones(X.shape[0])
     base = TrajectoryLasso(max_iter=30, random_state=0)
-    search = TrajectoryEarlyStoppingCV(base, search="path", param_grid={"alpha": alphas},
+    search = _pinned(base, search="path", param_grid={"alpha": alphas},
                                        path_neighbors=neighbors, path_params={"tol": 1e-6})
     search.fit(X, y, sample_weight=w)
     assert calls[0].kw == {"n_alphas_no_change": 3, "tol": 1e-6} and calls[0].sample_weight is w
@@ -404,7 +412,7 @@ def test_path_search_with_the_real_alpha_path():
     alpha_path = pytest.importorskip("skacv._alpha_path")
     X, y = _data(n=100, p=60)
     base = TrajectoryLasso(max_iter=150, random_state=0)
-    search = TrajectoryEarlyStoppingCV(base, search="path", path_params={"n_alphas": 8}).fit(X, y)
+    search = _pinned(base, search="path", path_params={"n_alphas": 8}).fit(X, y)
     # the default stops the path after 3 alphas without a new minimum
     ref = alpha_path.risk_alpha_path(base, X, y, n_alphas=8, n_alphas_no_change=3)
     a = int(np.argmin(ref.risk))
@@ -420,6 +428,8 @@ def test_path_search_with_the_real_alpha_path():
     TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01, max_iter=30, n_probes=None),
                               param_grid={"alpha": [0.01, 0.001]}),
     TrajectoryEarlyStoppingCV(IterativeRidge(solver="nesterov", max_iter=30, random_state=0)),
+    # every default, as a new user writes it (criterion, search and n_probes "auto")
+    TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01)),
 ])
 def test_sklearn_compatible(estimator, check):
     check(estimator)

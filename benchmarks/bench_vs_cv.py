@@ -1,0 +1,117 @@
+"""TrajectoryEarlyStoppingCV defaults against K-fold CV along the path and
+GridSearchCV over max_iter: time and oracle regret, in the same run.
+
+Equicorrelated Gaussian designs (rho = 0.5, one common factor per row),
+``s = n / 10`` nonzero coefficients, sigma = 1; the true risk of an iterate
+``(b, b0)`` is ``(b - beta)^T Sigma (b - beta) + b0^2 + sigma^2``. For each
+size and estimator:
+
+(a) ``TrajectoryEarlyStoppingCV(estimator)`` with every default
+    (criterion, n_probes "auto"; early stopping of the path on its estimate);
+(b) 5-fold CV along the path, written here: each fold fitted once to
+    ``max_iter`` with the estimates off, every stored iterate scored on the
+    held-out fold, the argmin of the mean fold error; then one full fit
+    (its path is the one whose iterate is selected);
+(c) 5-fold ``GridSearchCV`` over 6 values of ``max_iter`` (and its refit).
+
+Regret = true risk of the choice / smallest true risk on the full-data path
+of the same estimator - 1 (for (c), the refit at the chosen max_iter).
+
+    python benchmarks/bench_vs_cv.py --quick
+    python benchmarks/bench_vs_cv.py --sizes 200 1000 5000 10000
+"""
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold
+
+from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+
+
+def data(n, p, seed, rho=0.5):
+    rng = np.random.default_rng(seed)
+    X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + np.sqrt(rho) * rng.standard_normal((n, 1))
+    beta = np.zeros(p)
+    s = max(1, n // 10)
+    beta[:s] = rng.standard_normal(s) / np.sqrt(s) * 2.0
+    y = X @ beta + rng.standard_normal(n)
+    return X, y, beta, rho
+
+
+def true_risk(coef_path, intercept_path, beta, rho):
+    H = coef_path - beta[:, None]
+    # Sigma = (1 - rho) I + rho 1 1^T
+    quad = (1 - rho) * (H**2).sum(0) + rho * H.sum(0) ** 2
+    return quad + intercept_path**2 + 1.0
+
+
+def cv_along_path(est, X, y, k=5):
+    """(b): each fold fitted once; every iterate scored on its held-out fold."""
+    err = 0.0
+    for tr, te in KFold(k, shuffle=True, random_state=0).split(X):
+        f = clone(est).fit(X[tr], y[tr])
+        err = err + ((y[te, None] - f.predict_path(X[te])) ** 2).mean(axis=0)
+    t = int(np.argmin(err))
+    full = clone(est).fit(X, y)
+    return full, t
+
+
+def run(name, est, X, y, beta, rho):
+    out = {}
+    base = clone(est).set_params(estimate_risk=False, estimate_loo=False)
+    tic = time.perf_counter()
+    full, t_b = cv_along_path(base, X, y)
+    out["b"] = time.perf_counter() - tic
+    truth = true_risk(full.coef_path_, full.intercept_path_, beta, rho)
+    oracle = truth.min()
+    reg_b = truth[t_b] / oracle - 1
+    tic = time.perf_counter()
+    search = TrajectoryEarlyStoppingCV(clone(est), random_state=0).fit(X, y)
+    out["a"] = time.perf_counter() - tic
+    t_a = search.best_iteration_
+    reg_a = truth[t_a] / oracle - 1 if t_a < truth.size else np.nan
+    T = est.max_iter
+    grid = sorted({max(1, int(round(T * f))) for f in (1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6, 1)})
+    tic = time.perf_counter()
+    gs = GridSearchCV(base, {"max_iter": grid}, cv=5, scoring="neg_mean_squared_error").fit(X, y)
+    out["c"] = time.perf_counter() - tic
+    reg_c = truth[gs.best_params_["max_iter"]] / oracle - 1
+    return out, (reg_a, reg_b, reg_c), search.criterion_
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000, 2000])
+    ap.add_argument("--ratios", type=float, nargs="+", default=[0.5, 1.5])
+    ap.add_argument("--T", type=int, default=150)
+    ap.add_argument("--quick", action="store_true", help="sizes 200 500, T 100")
+    args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.T = [200, 500], 100
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    print(f"{'setting':34s} {'crit':4s} {'(a) s':>7s} {'(b) s':>7s} {'(c) s':>7s} "
+          f"{'b/a':>6s} {'c/a':>6s} {'regret a':>9s} {'b':>7s} {'c':>7s}")
+    for n in args.sizes:
+        for ratio in args.ratios:
+            p = int(round(ratio * n))
+            X, y, beta, rho = data(n, p, seed=n + p)
+            lam = 0.1 * np.sqrt(np.log(p) / n)
+            for name, est in [
+                ("lasso fista", TrajectoryLasso(alpha=lam, max_iter=args.T)),
+                ("lasso ista", TrajectoryLasso(alpha=lam, solver="ista", max_iter=args.T)),
+                ("ridge gd", IterativeRidge(alpha=1e-3, max_iter=args.T)),
+            ]:
+                t, reg, crit = run(name, est, X, y, beta, rho)
+                print(f"{name:12s} n={n:<6d} p={p:<6d}      {crit:4s} {t['a']:7.2f} "
+                      f"{t['b']:7.2f} {t['c']:7.2f} {t['b'] / t['a']:6.2f} "
+                      f"{t['c'] / t['a']:6.2f} {reg[0]:9.2%} {reg[1]:7.2%} {reg[2]:7.2%}",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""Trustworthy defaults: the diagnostics of the memory-matrix estimate, and
+the "auto" choices of TrajectoryEarlyStoppingCV (criterion, n_probes, search,
+random_state).
+
+Truth is the population risk ``(b_t - beta)^T Sigma (b_t - beta) + sigma^2``
+of each iterate (no intercept). Tolerances come from 12 measured fits (4
+designs x 3 seeds, n = 200/400, p = 400/200, 200 iterations): mean relative
+error of ISTA's risk_path_ 4-16 %, worst 20 %; of FISTA's loo_path_ 2-20 %,
+worst 32 %; regret of the default choice 0-1.5 %. The bounds below are about
+1.5 times the worst measured value.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+import skacv._selection as selection
+from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._risk import risk_reliability
+from skacv.exceptions import UnreliableEstimateWarning
+
+
+def _design(kind, n, p, rho, seed, s=20, sigma=0.5):
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, p))
+    if kind == "equi":
+        X = np.sqrt(1 - rho) * z + np.sqrt(rho) * rng.standard_normal((n, 1))
+        Sigma = (1 - rho) * np.eye(p) + rho
+    else:  # AR(1)
+        X = np.empty((n, p))
+        X[:, 0] = z[:, 0]
+        for j in range(1, p):
+            X[:, j] = rho * X[:, j - 1] + np.sqrt(1 - rho**2) * z[:, j]
+        i = np.arange(p)
+        Sigma = rho ** np.abs(i[:, None] - i[None, :])
+    beta = np.zeros(p)
+    beta[:s] = rng.standard_normal(s)
+    y = X @ beta + sigma * rng.standard_normal(n)
+    return X, y, beta, Sigma, sigma
+
+
+def _truth(est, beta, Sigma, sigma):
+    H = est.coef_path_ - beta[:, None]
+    return np.einsum("it,ij,jt->t", H, Sigma, H) + sigma**2
+
+
+CASES = [("equi", 0.5, 200, 400, 0), ("equi", 0.8, 200, 400, 1), ("ar", 0.9, 200, 400, 2),
+         ("equi", 0.5, 400, 200, 0)]
+
+
+@pytest.mark.parametrize("kind, rho, n, p, seed", CASES)
+def test_ista_risk_and_fista_loo_follow_the_truth_on_correlated_designs(kind, rho, n, p, seed):
+    X, y, beta, Sigma, sigma = _design(kind, n, p, rho, seed)
+    ista = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=200, fit_intercept=False,
+                           random_state=0).fit(X, y)
+    err = np.abs(ista.risk_path_ / _truth(ista, beta, Sigma, sigma) - 1)
+    assert ista.risk_reliable_.all()
+    assert err.mean() <= 0.25 and err.max() <= 0.30
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableEstimateWarning)
+        fista = TrajectoryLasso(alpha=0.05, max_iter=200, fit_intercept=False,
+                                estimate_loo=True, random_state=0).fit(X, y)
+    err = np.abs(fista.loo_path_ / _truth(fista, beta, Sigma, sigma) - 1)
+    assert err.mean() <= 0.25 and err.max() <= 0.45
+
+
+def test_fista_memory_matrix_is_flagged_on_an_equicorrelated_design():
+    X, y, beta, Sigma, sigma = _design("equi", 200, 400, 0.5, 0)
+    with pytest.warns(UnreliableEstimateWarning, match=r"unreliable from iteration \d+.*"
+                      r"estimate_loo=True"):
+        fista = TrajectoryLasso(alpha=0.05, max_iter=200, fit_intercept=False,
+                                random_state=0).fit(X, y)
+    ok = fista.risk_reliable_
+    first = int(np.argmin(ok))
+    assert 0 < first and not ok[first:].any() and ok[:first].all()
+    d = fista.risk_diagnostics_
+    # the flag is what the diagnostics say
+    assert d.df_fraction[first] < -0.05 or d.df_fraction[first] >= 1 \
+        or d.amplification[first] > 2
+    # ... and, unflagged, the estimate was off by far more than its noise
+    err = np.abs(fista.risk_path_ / _truth(fista, beta, Sigma, sigma) - 1)
+    assert err[~ok].max() > 1.0
+
+
+def test_reliability_against_its_definition():
+    # a memory matrix without cancellations: ISTA-like, df below 1, reliable
+    rng = np.random.default_rng(0)
+    T1, n = 30, 50.0
+    A = np.tril(rng.uniform(0, 0.5, (T1, T1)), -1)
+    ok, df, amp = risk_reliability(A, A, n, proximal=True)
+    assert_allclose(df, A.sum(axis=1) / n)
+    Linv = np.linalg.inv(np.eye(T1) - A / n)
+    assert_allclose(amp, np.abs(Linv).sum(axis=1) * (1 - df))
+    assert ok.all()
+    # a negative trace sum makes every later iterate unreliable
+    B = A.copy()
+    B[12, :12] = -5.0
+    ok, df, _ = risk_reliability(B, B, n, proximal=True)
+    assert df[12] < -0.05
+    assert ok[:12].all() and not ok[12:].any()
+    # linear methods are only checked for finiteness
+    ok, _, _ = risk_reliability(B, B, n, proximal=False)
+    assert ok.all()
+
+
+class _FlaggedMinimum(TrajectoryLasso):
+    """Test double: its risk path has its smallest value at a flagged iterate."""
+
+    def _set_estimates(self, *args):
+        super()._set_estimates(*args)
+        t = np.arange(self.n_iter_ + 1, dtype=float)
+        self.risk_path_ = (t - 20.0) ** 2 + 1.0
+        self.risk_path_[25] = 0.0  # the global minimum, flagged
+        self.risk_reliable_ = np.ones_like(t, dtype=bool)
+        self.risk_reliable_[25:] = False
+
+
+def test_flagged_iterates_are_never_selected():
+    X, y, *_ = _design("equi", 60, 40, 0.5, 0)
+    search = TrajectoryEarlyStoppingCV(_FlaggedMinimum(max_iter=40, random_state=0),
+                                       criterion="risk", n_iter_no_change=None).fit(X, y)
+    assert search.best_iteration_ == 20
+    assert_array_equal(search.cv_results_["risk_reliable"][0][25:], 0.0)
+
+
+@pytest.mark.parametrize("kind, rho, n, p, seed", CASES[:3])
+def test_default_choice_regret_on_correlated_designs(kind, rho, n, p, seed):
+    X, y, beta, Sigma, sigma = _design(kind, n, p, rho, seed)
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=200,
+                                                       fit_intercept=False),
+                                       random_state=0).fit(X, y)
+    assert search.criterion_ == "loo"
+    truth = _truth(search.estimator_, beta, Sigma, sigma)
+    assert truth[search.best_iteration_] <= 1.05 * truth.min()
+
+
+def test_auto_criterion_rules(monkeypatch):
+    X, y, *_ = _design("ar", 80, 60, 0.5, 0)
+    lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30)).fit(X, y)
+    assert lasso.criterion_ == "loo" and lasso.estimator_.loo_subsample is None
+    # small problem: both estimates reported
+    assert "risk_path" in lasso.cv_results_ and "loo_path" in lasso.cv_results_
+    assert_allclose(lasso.best_risk_, lasso.loo_path_[lasso.best_iteration_])
+    ridge = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=1.0, max_iter=30)).fit(X, y)
+    assert ridge.criterion_ == "risk"
+    sgd = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=1.0, solver="sgd", max_iter=30,
+                                                   batch_size=10)).fit(X, y)
+    assert sgd.criterion_ == "loo"
+    # above the sample budget: a subsample of that size, the same as asking for it
+    monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES", 50)
+    monkeypatch.setattr(selection, "AUTO_BOTH_SIZE", 0)
+    auto = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
+                                     random_state=3).fit(X, y)
+    assert auto.estimator_.loo_subsample == 50 and "risk_path" not in auto.cv_results_
+    seed = auto.estimator_.random_state
+    explicit = TrajectoryLasso(alpha=0.05, max_iter=auto.estimator_.n_iter_,
+                               estimate_loo=True, estimate_risk=False, loo_subsample=50,
+                               random_state=seed).fit(X, y)
+    assert_allclose(auto.loo_path_, explicit.loo_path_, rtol=1e-10)
+
+
+def test_n_probes_auto_is_exact_when_cheap_and_probes_otherwise():
+    X, y, *_ = _design("ar", 30, 50, 0.5, 0)
+    auto = TrajectoryLasso(alpha=0.05, max_iter=20).fit(X, y)
+    exact = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=None).fit(X, y)
+    assert_allclose(auto.risk_path_, exact.risk_path_, rtol=1e-10)
+    X, y, *_ = _design("ar", 100, 50, 0.5, 0)
+    auto = TrajectoryLasso(alpha=0.05, max_iter=20, random_state=1).fit(X, y)
+    probes = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=10, random_state=1).fit(X, y)
+    assert_allclose(auto.risk_path_, probes.risk_path_, rtol=1e-10)
+    ridge = IterativeRidge(alpha=1.0, max_iter=20).fit(X, y)
+    ridge_exact = IterativeRidge(alpha=1.0, max_iter=20, n_probes=None).fit(X, y)
+    assert_allclose(ridge.risk_path_, ridge_exact.risk_path_, rtol=1e-10)
+
+
+def test_search_auto_follows_the_alpha_path_only_for_an_alpha_grid():
+    X, y, *_ = _design("ar", 80, 60, 0.5, 0)
+    base = TrajectoryLasso(max_iter=30, random_state=0)
+    path = TrajectoryEarlyStoppingCV(base, param_grid={"alpha": [0.3, 0.1, 0.03]}).fit(X, y)
+    assert path.search_ == "path" and "path_risk" in path.cv_results_
+    explicit = TrajectoryEarlyStoppingCV(base, param_grid={"alpha": [0.3, 0.1, 0.03]},
+                                         search="path").fit(X, y)
+    assert path.best_params_ == explicit.best_params_
+    assert path.best_iteration_ == explicit.best_iteration_
+    grid = TrajectoryEarlyStoppingCV(base, param_grid={"alpha": [0.3, 0.1],
+                                                       "solver": ["ista", "fista"]}).fit(X, y)
+    assert grid.search_ == "grid" and len(grid.cv_results_["params"]) == 4
+
+
+def test_random_state_reaches_the_clones_and_default_fits_are_deterministic():
+    X, y, *_ = _design("equi", 80, 120, 0.5, 0)
+    base = TrajectoryLasso(alpha=0.05, max_iter=40)
+    a = TrajectoryEarlyStoppingCV(base, criterion="risk", random_state=0).fit(X, y)
+    b = TrajectoryEarlyStoppingCV(base, criterion="risk", random_state=0).fit(X, y)
+    assert isinstance(a.estimator_.random_state, int)
+    assert_array_equal(a.risk_path_, b.risk_path_)
+    c = TrajectoryEarlyStoppingCV(base, criterion="risk", random_state=1).fit(X, y)
+    assert not np.array_equal(a.risk_path_, c.risk_path_)  # the seed reached the probes
+    # defaults, no seed anywhere: leave-one-out over every sample, deterministic
+    d = TrajectoryEarlyStoppingCV(base).fit(X, y)
+    e = TrajectoryEarlyStoppingCV(base).fit(X, y)
+    assert d.best_iteration_ == e.best_iteration_
+    assert_array_equal(d.loo_path_, e.loo_path_)
