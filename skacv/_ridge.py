@@ -79,12 +79,8 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     loo_subsample : int or None, default=None
         See :class:`TrajectoryLasso`.
     n_probes : int, "auto" or None, default="auto"
-        Hutchinson probes for the traces of the memory matrix; ``None``
-        computes them exactly; ``"auto"`` computes them exactly when that
-        costs at most 4 times 10 probes (linear solvers: an eigendecomposition
-        of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
-        samples), else uses 10 probes. Exact traces make the estimate
-        deterministic.
+        See :class:`TrajectoryLasso` (``"auto"``: exact traces when they cost at
+        most 4 times 10 probes).
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
     """ + DOC_ATTRIBUTES + """
