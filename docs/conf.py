@@ -63,7 +63,9 @@ def _check_api_coverage(app):
 
     with open(os.path.join(app.srcdir, "api.rst")) as fh:
         api = fh.read()
-    missing = [name for name in skacv.__all__ if f"\n   {name}\n" not in api]
+    # a module is documented through its members (``   exceptions.DivergenceError``)
+    missing = [name for name in skacv.__all__
+               if f"\n   {name}\n" not in api and f"\n   {name}." not in api]
     if missing:
         logging.getLogger(__name__).warning(
             "api.rst does not document these public names of skacv: %s", missing

@@ -1,6 +1,6 @@
 """
 FISTA on a correlated design: the diagnostic and the default criterion
-=====================================================================
+======================================================================
 
 On an equicorrelated Gaussian design (every row shares one common factor)
 the memory-matrix risk estimate of FISTA breaks down along the path, while

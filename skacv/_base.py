@@ -73,7 +73,7 @@ DOC_ATTRIBUTES = """
         and :class:`TrajectoryEarlyStoppingCV` never selects them.
     risk_diagnostics_ : Bunch
         ``df_fraction`` and ``amplification`` (arrays of shape
-        (n_iter_ + 1,)) behind ``risk_reliable_``.
+        ``(n_iter_ + 1,)``) behind ``risk_reliable_``.
     loo_path_ : ndarray of shape (n_iter_ + 1,)
         Leave-one-out squared error of every iterate, tracked by iterative
         approximate cross-validation (IACV, Luo, Ren & Barber 2023): the
