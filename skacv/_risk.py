@@ -54,6 +54,13 @@ def _extrapolate_columns(iteration, M):
     return out
 
 
+def _correction(A_sources, n_eff, c):
+    """``(1 - c/n) I - tril(A_src, -1) / n``: the lower-triangular matrix whose
+    inverse corrects the residuals (used by the estimate and its diagnostics)."""
+    T1 = A_sources.shape[0]
+    return np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
+
+
 def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
     """Memory-matrix risk estimate from residuals and traces.
 
@@ -94,7 +101,7 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     else:
         A_sources = np.asarray(A_sources, dtype=np.float64)[:T1, :T1]
         F_v = _extrapolate_columns(iteration, F)
-    L = np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
+    L = _correction(A_sources, n_eff, c)
     R_v = solve_triangular(L, F_v.T, lower=True, check_finite=False).T
     if A_sources is A:
         R_x = R_v
@@ -147,7 +154,7 @@ def risk_reliability(A, A_sources, n_eff, fit_intercept=False, proximal=False):
     T1 = A.shape[0]
     c = 1.0 if fit_intercept else 0.0
     df = (np.tril(A, -1).sum(axis=1) + c) / n_eff
-    L = np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
+    L = _correction(A_sources, n_eff, c)
     with np.errstate(all="ignore"):
         Linv = solve_triangular(L, np.eye(T1), lower=True, check_finite=False)
         amp = np.abs(Linv).sum(axis=1) * (1.0 - c / n_eff) * np.maximum(1.0 - df, 1e-12)

@@ -668,9 +668,11 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(f"search='path' supports sample_weight only, got {sorted(extra)}.")
         alphas = None if grid is None else np.asarray(grid["alpha"], dtype=np.float64)
         # the estimator's own input checks and messages (y=None, NaN, empty data)
-        X, y = clone(self.estimator)._validate_xy(X, y, reset=True)
-        if X.shape[0] < 2:
-            raise ValueError(f"search='path' needs at least 2 samples, got {X.shape[0]} "
+        validate = getattr(clone(self.estimator), "_validate_xy", None)
+        if validate is not None:
+            X, y = validate(X, y, reset=True)
+        if _num_samples(X) < 2:
+            raise ValueError(f"search='path' needs at least 2 samples, got {_num_samples(X)} "
                              "sample (n_samples = 1).")
         tic = time.perf_counter()
         path = risk_alpha_path(clone(self.estimator), X, y, alphas=alphas,
