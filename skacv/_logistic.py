@@ -76,7 +76,8 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, TrajectoryEstimat
         Left-out runs advanced together (``None``: from
         ``skacv.get_config()['working_memory']``).
     loo_subsample : int or None, default=None
-        Track only this many samples (unbiased estimate).
+        Track only this many samples (ratio estimate, see
+        :class:`TrajectoryLasso`).
     random_state : int, RandomState instance or None, default=None
         Seeds the SGD batches and ``loo_subsample``.
     verbose : int, default=0

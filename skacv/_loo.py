@@ -427,6 +427,62 @@ def _track(prob, idx, coef_at=(), store=False):
 # ----------------------------------------------------------------------------
 
 
+def _in_sample_losses(prob, fitted, tracked):
+    """Weighted in-sample losses ``w_i loss(y_i, x_i^T x^t)`` of the full
+    iterates: their sum over every sample, and the rows ``tracked``.
+
+    Returns ``(total, rows)`` of shapes (T + 1,) and (len(tracked), T + 1).
+    """
+    d, n, T = prob.design, prob.n, prob.T
+    sw = np.where(prob.sw > 0, prob.sw, 1.0)
+    pos = np.flatnonzero(prob.w > 0)
+    total = np.zeros(T + 1)
+    rows = np.empty((tracked.shape[0], T + 1))
+    where = np.searchsorted(pos, tracked)
+    # columns of the path per chunk: n * chunk doubles within the working memory
+    chunk = int(max(1, min(T + 1, working_memory_bytes() // (8 * 3 * max(n, 1)))))
+    for lo in range(0, T + 1, chunk):
+        hi = min(T + 1, lo + chunk)
+        if fitted is not None:
+            Xv = np.asarray(fitted[:, lo:hi], dtype=np.float64)
+        else:
+            Xv = np.asarray(d.matvec(prob.path[:, lo:hi].astype(d.dtype, copy=False)),
+                            dtype=np.float64)
+        eta = Xv[pos] / sw[pos, None]
+        if prob.classifier:
+            terms = log_loss_terms(eta, prob.y_tilde[pos, None])
+        else:
+            terms = (prob.y_tilde[pos] / sw[pos])[:, None] - eta
+            terms *= terms
+        terms *= prob.w[pos, None]
+        total[lo:hi] = terms.sum(axis=0)
+        rows[:, lo:hi] = terms[where]
+    return total, rows
+
+
+def _ratio_estimate(prob, loss_sum, tracked, fitted, scale):
+    """Leave-one-out path from a subsample, by the ratio estimator.
+
+    The left-out loss of a sample is close to a multiple, common to every
+    sample, of its in-sample loss (``(1 - h_ii)^{-2}`` at a fixed support),
+    and the in-sample losses of *every* sample are known. So
+
+        loo_t = (sum_all w_i R_i^t / W) * (sum_sub w_i L_i^t) / (sum_sub w_i R_i^t)
+
+    (``L`` left-out, ``R`` in-sample losses) has far less variance than the
+    Horvitz-Thompson mean ``(n / n_sub) sum_sub w_i L_i^t / W`` (a bias of
+    order ``1 / n_sub``). Iterates whose subsample in-sample loss vanishes
+    (interpolation) keep the Horvitz-Thompson value.
+    """
+    total, rows = _in_sample_losses(prob, fitted, tracked)
+    denom = rows.sum(axis=0)
+    plain = loss_sum * scale / prob.W
+    ok = (denom > 1e-12 * np.maximum(total, np.finfo(np.float64).tiny)) & (total > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = total / prob.W * loss_sum / denom
+    return np.where(ok, ratio, plain)
+
+
 def _block_size(prob, batch_size, n_steps=0):
     """Number of left-out runs advanced together."""
     m = prob.m if prob.spectral is None else prob.spectral.lam.shape[0]
@@ -536,7 +592,10 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
             print(f"[loo] {done}/{tracked.shape[0]} left-out runs "
                   f"({'toeplitz' if track is _track_toeplitz else 'recursion'}), "
                   f"{time.perf_counter() - tic:.1f}s")
-    loss *= scale / prob.W
+    if scale != 1.0 and tracked.size:
+        loss = _ratio_estimate(prob, loss, tracked, fitted, scale)
+    else:
+        loss /= prob.W
     if err is not None:
         err *= scale / prob.W
     predictions = None

@@ -41,10 +41,16 @@ _CRITERIA = {"risk": ("risk_path_", "estimate_risk"), "loo": ("loo_path_", "esti
 AUTO_BOTH_SIZE = 200_000
 
 #: criterion="auto": leave-one-out tracks every sample up to this many, a
-#: random subsample of this size above (cost linear in the path length,
-#: ``n_track * T`` products against ``n_probes * T^2 / 2`` for the probe
-#: chains of a proximal method: equal at 10 probes and T = 100)
-AUTO_LOO_SAMPLES = 500
+#: random subsample of this size above. Each tracked sample costs about one
+#: product with the (restricted) Gram matrix per iteration, so the cost is
+#: linear in this number. The subsample path is a ratio estimate (the
+#: in-sample losses of every sample as control variate, see
+#: ``skacv._loo._ratio_estimate``): on equicorrelated and AR(1) designs
+#: (FISTA, n 500-1000, 16 fits x 300 subsamples) 100 samples gave a mean
+#: level error of 0.3-3 % against the full leave-one-out path and a 90th
+#: percentile regret of the argmin of 0-3.9 % (the plain mean needs 500
+#: samples for the same).
+AUTO_LOO_SAMPLES = 100
 
 
 def auto_criterion(estimator, n_samples):
@@ -241,8 +247,9 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         least-squares solvers (gradient descent, Nesterov, heavy ball,
         EigenPro: spectral, exact traces when cheap), ``"loo"`` for the
         others (ISTA, FISTA, SGD, logistic regression), tracking every
-        sample up to ``AUTO_LOO_SAMPLES = 500`` and a random subsample of 500
-        above. Only that estimate is computed, unless ``n_samples *
+        sample up to ``AUTO_LOO_SAMPLES = 100`` and a random subsample of 100
+        above (a ratio estimate, see ``loo_subsample`` in
+        :class:`TrajectoryLasso`). Only that estimate is computed, unless ``n_samples *
         n_features <= 200_000``: then the other one too, and both appear in
         ``cv_results_``. The criterion used is ``criterion_``.
     param_grid : dict, list of dicts or None, default=None

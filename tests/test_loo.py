@@ -207,19 +207,55 @@ def test_blocks_subsample_sparse_float32():
     est.set_params(loo_batch_size=None)
     # float32 data: the fit runs in float32, the path agrees to float32 precision
     np.testing.assert_allclose(est.fit(X.astype(np.float32), y).loo_path_, path, rtol=1e-4)
-    # subsample: Horvitz-Thompson mean of the tracked samples' squared errors
+    # subsample: ratio estimate, in-sample losses of every sample as control
+    # variate (brute force: the full fit's predictions of its training rows)
     est.set_params(loo_subsample=5, random_state=0)
     sub = est.fit(X, y)
     idx = sub.loo_indices_
     assert idx.shape == (5,)
     np.testing.assert_allclose(sub.loo_predictions_, preds[idx], rtol=1e-12)
-    np.testing.assert_allclose(sub.loo_path_, ((y[idx, None] - preds[idx]) ** 2).mean(0),
+    L = (y[:, None] - preds) ** 2
+    R = (y[:, None] - full.predict_path(X)) ** 2
+    np.testing.assert_allclose(sub.loo_path_, R.mean(0) * L[idx].sum(0) / R[idx].sum(0),
                                rtol=1e-12)
-    # ... which is unbiased: mean over subsamples against the full path
-    draws = np.array([est.set_params(random_state=s).fit(X, y).loo_path_[-1]
-                      for s in range(300)])
-    se = draws.std() / np.sqrt(draws.shape[0])
-    assert abs(draws.mean() - path[-1]) < 4 * se
+    # ... far closer to the full path than the subsample mean of the same draws
+    ratio, plain = [], []
+    for s in range(200):
+        e = est.set_params(random_state=s).fit(X, y)
+        ratio.append(e.loo_path_ / path - 1)
+        plain.append(L[e.loo_indices_].mean(0) / path - 1)
+    rms = [np.sqrt(np.mean(np.square(d))) for d in (ratio, plain)]
+    assert rms[0] < 0.5 * rms[1], rms
+
+
+def test_subsample_ratio_estimate_weights_and_logistic():
+    rng = np.random.default_rng(3)
+    X, y = _regression(60, 8)
+    sw = rng.integers(0, 3, 60).astype(float)
+    Xc = rng.standard_normal((80, 5))
+    yc = (Xc[:, 0] + rng.standard_normal(80) > 0).astype(int)
+    cases = [(TrajectoryLasso(0.05, max_iter=25), X, y, sw),
+             (TrajectoryLogisticRegression(max_iter=25), Xc, yc, None)]
+    for est, Xe, ye, w in cases:
+        if "estimate_risk" in est.get_params():
+            est.set_params(estimate_risk=False)
+        est.set_params(estimate_loo=True, store_loo_predictions=True, random_state=0)
+        full = est.fit(Xe, ye, sample_weight=w)
+        P = full.loo_predictions_
+        ww = np.ones(ye.shape[0]) if w is None else w
+        if isinstance(est, TrajectoryLogisticRegression):
+            Pin = np.stack([p[:, 1] for p in full.staged_predict_proba(Xe)], axis=1)
+            L = -(ye[:, None] * np.log(P) + (1 - ye[:, None]) * np.log1p(-P))
+            R = -(ye[:, None] * np.log(Pin) + (1 - ye[:, None]) * np.log1p(-Pin))
+        else:
+            L = (ye[:, None] - P) ** 2
+            R = (ye[:, None] - full.predict_path(Xe)) ** 2
+        L, R = ww[:, None] * L, ww[:, None] * R
+        np.testing.assert_allclose(L.sum(0) / ww.sum(), full.loo_path_, rtol=1e-10)
+        sub = est.set_params(loo_subsample=20).fit(Xe, ye, sample_weight=w)
+        idx = sub.loo_indices_
+        np.testing.assert_allclose(
+            sub.loo_path_, R.sum(0) / ww.sum() * L[idx].sum(0) / R[idx].sum(0), rtol=1e-10)
 
 
 def test_memory_is_bounded_or_refused():
