@@ -25,6 +25,7 @@ risk <= 1.01 x LassoCV's and time <= 1/3 of LassoCV's; ridge: equal risk.
     python benchmarks/bench_vs_lassocv.py --size big       # n=10000, p=15000 (minutes)
     python benchmarks/bench_vs_lassocv.py --n 1000 --p 1500 --seeds 10 --skip-ridge
     python benchmarks/bench_vs_lassocv.py --n 4000 --p 6000 --s 400 --trajectory 50
+    python benchmarks/bench_vs_lassocv.py --natural --skip-ridge   # the grid call users write
 """
 
 import argparse
@@ -36,7 +37,7 @@ import sklearn
 from sklearn.linear_model import LassoCV, RidgeCV
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
+from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso, risk_alpha_path
 
 SIZES = {"small": (2000, 3000, 200), "big": (10000, 15000, 1000)}
 
@@ -65,7 +66,7 @@ def row(name, seconds, alpha, risk, extra=""):
     print(f"{name:<34} {seconds:9.2f} {alpha:12.5g} {risk:11.4f}  {extra}")
 
 
-def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory):
+def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=False):
     X, y, beta = seed_data(n, p, s, sigma, seed)
     print(f"\n== Lasso: n={n}, p={p}, s={s}, sigma={sigma}, seed={seed}, {n_alphas} alphas ==")
     print(f"{'method':<34} {'time (s)':>9} {'alpha':>12} {'true risk':>11}")
@@ -110,10 +111,28 @@ def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory):
             f"iteration {t}, estimate {est.risk_path_[t]:.4f} (time of the trajectory)")
         out["t_traj"], out["r_traj"] = out["t_early"] + t_traj, r_traj
 
+    if natural:
+        # what a user writes: 12 alphas on LassoCV's range, the defaults otherwise
+        grid = np.geomspace(cv.alphas_.max(), cv.alphas_.min(), 12)
+        tic = time.perf_counter()
+        search = TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=200),
+                                           param_grid={"alpha": grid},
+                                           random_state=0).fit(X, y)
+        t_nat = time.perf_counter() - tic
+        r_nat = true_risk(search.coef_, search.intercept_, beta, sigma)
+        row("TrajectoryEarlyStoppingCV (12 alphas)", t_nat, search.best_params_["alpha"], r_nat,
+            f"iteration {search.best_iteration_}, search_={search.search_!r}, "
+            f"criterion_={search.criterion_!r}")
+        out["t_nat"], out["r_nat"] = t_nat, r_nat
+
     print(f"same alpha grid as LassoCV: {same_grid}")
     for name in ("full", "early"):
         print(f"{name:>5}: time ratio path / LassoCV = {out[f't_{name}'] / t_cv:.3f} "
               f"(goal <= 0.333), risk ratio = {out[f'r_{name}'] / r_cv:.4f} (goal <= 1.01)")
+    if natural:
+        print(f"TrajectoryEarlyStoppingCV(12 alphas): time ratio / LassoCV = "
+              f"{t_nat / t_cv:.3f} (goal <= 0.333), risk ratio = {r_nat / r_cv:.4f} "
+              "(goal <= 1.01)")
     if trajectory:
         print(f"early + trajectory: time ratio {out['t_traj'] / t_cv:.3f}, "
               f"risk ratio {r_traj / r_cv:.4f}")
@@ -156,6 +175,9 @@ def main():
                         help="repeat the Lasso part over this many seeds and average the ratios")
     parser.add_argument("--trajectory", type=int, default=0,
                         help="steps of the from-zero trajectory at the chosen alpha (0: none)")
+    parser.add_argument("--natural", action="store_true",
+                        help="also TrajectoryEarlyStoppingCV(TrajectoryLasso(solver='fista', "
+                             "max_iter=200), param_grid={'alpha': 12 alphas}) with defaults")
     parser.add_argument("--ridge-p", type=int, default=None,
                         help="features of the ridge design (default p // 3, so that p < n)")
     parser.add_argument("--blas-threads", type=int, default=None,
@@ -178,10 +200,11 @@ def main():
 def run(args, n, p, s):
     if not args.skip_lasso:
         runs = [bench_lasso(n, p, s, args.sigma, args.seed + k, args.n_alphas, args.patience,
-                            args.trajectory) for k in range(args.seeds)]
+                            args.trajectory, args.natural) for k in range(args.seeds)]
         if args.seeds > 1:
             print(f"\n== Lasso, {args.seeds} seeds: mean ratios to LassoCV (time, true risk) ==")
-            keys = ["full", "early"] + (["traj"] if args.trajectory else [])
+            keys = (["full", "early"] + (["traj"] if args.trajectory else [])
+                    + (["nat"] if args.natural else []))
             for key in keys:
                 tr = [r[f"t_{key}"] / r["t_cv"] for r in runs]
                 rr = [r[f"r_{key}"] / r["r_cv"] for r in runs]

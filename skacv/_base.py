@@ -401,7 +401,10 @@ class TrajectoryEstimator(BaseEstimator):
                 store_predictions=store, random_state=self.random_state, fitted=fitted,
                 verbose=self.verbose,
                 full_predictions=lambda idx: self._path_predictions(X[idx]),
+                # a warm-started fit continues the left-out runs of the previous one
+                _state=getattr(self, "_loo_state", None), _keep_state=bool(self.warm_start),
             )
+            self._loo_state = res.state
             self.loo_path_ = res.loss
             if res.error is not None:
                 self.loo_error_path_ = res.error
@@ -423,12 +426,14 @@ class TrajectoryEstimator(BaseEstimator):
         """Free what a warm-started refit would continue from (the Jacobian
         chains or Lanczos process, the design's decompositions)."""
         self._risk_state = None
+        self._loo_state = None
         self._design_cache = None
 
     def __getstate__(self):
         # the saved Jacobian chains only speed up a warm-started refit
         state = dict(super().__getstate__())  # a copy: never mutate __dict__
         state.pop("_risk_state", None)
+        state.pop("_loo_state", None)
         state.pop("_design_cache", None)
         return state
 

@@ -143,7 +143,6 @@ class _Spectral:
             lam, V = d.gram_eigh("features")
             self.lam = np.clip(lam, 0, None)
             self.V = V
-            self.path = V.T @ prob.path
             self.c0 = V.T @ (np.asarray(d.rmatvec(prob.y_tilde), dtype=np.float64) / W)
             self._Q = None
         else:
@@ -151,13 +150,23 @@ class _Spectral:
             keep = lam > max(lam[-1], 0) * max(n, p) * np.finfo(np.float64).eps
             lam, Q = lam[keep], Q[:, keep]
             self.lam, self._Q = lam, Q
-            if fitted is None:
-                fitted = d.matvec(prob.path.astype(d.dtype, copy=False))
-            scale = np.sqrt(W * lam)
-            self.path = (Q.T @ np.asarray(fitted, dtype=np.float64)) / scale[:, None]
             self.c0 = np.sqrt(lam) * (Q.T @ prob.y_tilde) / np.sqrt(W)
             self.V = None
+        self.project(prob, fitted)
+
+    def project(self, prob, fitted=None):
+        """Coordinates of the path of ``prob`` in this basis (also for a
+        longer path of the same data: a warm continuation)."""
+        d = prob.design
+        if self._Q is None:
+            self.path = self.V.T @ prob.path
+        else:
+            if fitted is None:
+                fitted = d.matvec(prob.path.astype(d.dtype, copy=False))
+            scale = np.sqrt(prob.W * self.lam)
+            self.path = (self._Q.T @ np.asarray(fitted, dtype=np.float64)) / scale[:, None]
         self._prob = prob
+        return self
 
     def rows(self, idx):
         prob = self._prob
@@ -291,13 +300,18 @@ def _track_toeplitz(prob, idx, coef_at=(), store=False):
     return loss, None, preds, coefs
 
 
-def _track(prob, idx, coef_at=(), store=False):
+def _track(prob, idx, coef_at=(), store=False, state=None):
     """Run the left-out trajectories of the samples ``idx`` (all of positive weight).
 
     Returns the weighted loss sums ``sum_i w_i loss_i^t`` (and error sums for
     classifiers), optionally the predictions (len(idx), T + 1) and the
     left-out coefficients at the iterates ``coef_at`` (in the fit's
     coordinates), shape (len(coef_at), len(idx), n_coef).
+
+    ``state`` (a dict, updated in place) continues the runs of a shorter
+    prefix of the same path: it holds the differences after step
+    ``state["k"]``; the returned sums and predictions then cover the steps
+    after it only (entries up to ``state["k"]`` are zero / unset).
     """
     it, T, W = prob.iteration, prob.T, prob.W
     sp = prob.spectral
@@ -314,9 +328,14 @@ def _track(prob, idx, coef_at=(), store=False):
     m = U.shape[1]
     UT = np.ascontiguousarray(U.T)  # (m, c): column i is u_i
     UP = U @ path  # u_i^T x^t of the full iterates, (c, T + 1)
-    dX1 = np.zeros((m, c))
-    dX2 = np.zeros((m, c)) if prob.uses_hb else None
-    dV = dX1
+    k0 = 0 if state is None else state["k"]
+    if k0:
+        dX1, dX2, dV, q = state["dX1"], state["dX2"], state["dV"], state["q"]
+    else:
+        dX1 = np.zeros((m, c))
+        dX2 = np.zeros((m, c)) if prob.uses_hb else None
+        dV = dX1
+        q = np.zeros(c)  # u_i^T dV_i^{k-1}
     buf = np.empty((m, c))
     loss = np.zeros(T + 1)
     err = np.zeros(T + 1) if prob.classifier else None
@@ -341,11 +360,11 @@ def _track(prob, idx, coef_at=(), store=False):
                 D = sp.basis() @ D
             coefs[coef_at.index(t)] = D.T
 
-    record(0, UP[:, 0])
+    if not k0:
+        record(0, UP[:, 0])
     design, datafit, sampler = prob.design, prob.datafit, prob.sampler
     in_all = np.ones(c, dtype=bool)
-    q = np.zeros(c)  # u_i^T dV_i^{k-1}
-    for k in range(1, T + 1):
+    for k in range(k0 + 1, T + 1):
         x1 = path[:, k - 1]
         x2 = path[:, k - 2] if k >= 2 else x1
         v = x1 if k == 1 else it.extrapolate(k - 1, x1, x2)
@@ -419,6 +438,8 @@ def _track(prob, idx, coef_at=(), store=False):
         qx = np.einsum("ij,ij->j", UT, dX)
         q = qx if dV is dX else np.einsum("ij,ij->j", UT, dV)
         record(k, UP[:, k] + qx)
+    if state is not None:
+        state.update(k=T, dX1=dX1, dX2=dX2, dV=dV, q=q)
     return loss, err, preds, coefs
 
 
@@ -500,7 +521,8 @@ def _block_size(prob, batch_size, n_steps=0):
 
 def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
               batch_size=None, subsample=None, store_predictions=False, random_state=None,
-              fitted=None, coef_at=(), spectral="auto", full_predictions=None, verbose=0):
+              fitted=None, coef_at=(), spectral="auto", full_predictions=None, verbose=0,
+              _state=None, _keep_state=False):
     """Leave-one-out losses of every iterate by IACV (see the module docstring).
 
     Parameters
@@ -532,17 +554,40 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
     full_predictions : callable, default=None
         ``full_predictions(idx)`` gives the full-data prediction paths of
         the rows ``idx`` of zero weight (stored predictions).
+    _state, _keep_state : dict or None, bool
+        Warm continuation (private): ``_keep_state=True`` returns in
+        ``state`` what a call on a longer path with the same prefix (a
+        warm-started refit on the same data, which the estimator guards)
+        needs to continue the left-out runs instead of restarting them.
+        Only for the general recursion, when the state fits in the working
+        memory.
 
     Returns
     -------
     result : Bunch
         ``loss`` (T + 1,), ``error`` (T + 1,) or None, ``predictions``
         (n_loo, T + 1) or None, ``indices`` (n_loo,), ``coef``
-        (len(coef_at), n_tracked, n_coef) or None with ``coef_indices``.
+        (len(coef_at), n_tracked, n_coef) or None with ``coef_indices``,
+        ``state`` (dict or None).
     """
     tic = time.perf_counter()
     prob = _Problem(design, y_tilde, iteration, coef_path, datafit, y)
     n, T = prob.n, prob.T
+    state = _state
+    if state is not None and not (
+            state["T"] <= T and state["subsample"] == subsample
+            and state["store"] == bool(store_predictions) and not coef_at
+            and state["batch_size"] == batch_size and state["n"] == n
+            and (state["random_state"] is random_state or (
+                isinstance(random_state, (int, np.integer))
+                and state["random_state"] == random_state))):
+        state = None
+    if state is not None:  # the same subsample, blocks and basis as before
+        prob.gram = state["gram"]
+        if state["spectral"] is not None:
+            prob.spectral = state["spectral"].project(prob, fitted)
+        return _continue(prob, state, T, fitted, store_predictions, full_predictions,
+                         verbose, tic, _keep_state)
     if store_predictions:
         check_memory(8 * n * (T + 1), f"loo_predictions_ of shape ({n}, {T + 1})",
                      "Set store_loo_predictions=False or use loo_subsample. ")
@@ -573,13 +618,23 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
             groups = [tracked[prob.rho[tracked] == r] for r in values]
     block = _block_size(prob, batch_size, T if track is _track_toeplitz else 0)
     blocks = [g[s: s + block] for g in groups for s in range(0, g.shape[0], block)]
+    keep = (_keep_state and track is _track and not coef_at
+            and 8 * (3 * prob.m + 1) * tracked.shape[0] <= working_memory_bytes())
+    if keep:
+        new_state = dict(T=T, subsample=subsample, store=bool(store_predictions),
+                         batch_size=batch_size, n=n, gram=prob.gram, indices=indices,
+                         spectral=prob.spectral,
+                         random_state=random_state,
+                         scale=scale, tracked=tracked, blocks=blocks,
+                         block_states=[dict(k=0) for _ in blocks])
     loss = np.zeros(T + 1)
     err = np.zeros(T + 1) if prob.classifier else None
     preds = {} if store_predictions else None
     coefs = []
     done = 0
-    for idx in blocks:
-        lo, er, pr, co = track(prob, idx, coef_at=coef_at, store=store_predictions)
+    for b, idx in enumerate(blocks):
+        kw = dict(state=new_state["block_states"][b]) if keep else {}
+        lo, er, pr, co = track(prob, idx, coef_at=coef_at, store=store_predictions, **kw)
         loss += lo
         if err is not None:
             err += er
@@ -592,12 +647,54 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
             print(f"[loo] {done}/{tracked.shape[0]} left-out runs "
                   f"({'toeplitz' if track is _track_toeplitz else 'recursion'}), "
                   f"{time.perf_counter() - tic:.1f}s")
+    if keep:
+        new_state.update(loss=loss.copy(), err=None if err is None else err.copy(),
+                         preds=preds)
+    return _finish(prob, loss, err, preds, indices, tracked, scale, fitted, full_predictions,
+                   coefs, blocks, new_state if keep else None)
+
+
+def _continue(prob, state, T, fitted, store, full_predictions, verbose, tic, keep):
+    """:func:`iacv_path` continuing the runs saved in ``state`` to step ``T``."""
+    k0 = state["T"]
+    loss = np.zeros(T + 1)
+    loss[: k0 + 1] = state["loss"]
+    err = None
+    if state["err"] is not None:
+        err = np.zeros(T + 1)
+        err[: k0 + 1] = state["err"]
+    preds = state["preds"]
+    blocks = state["blocks"]
+    for idx, bstate in zip(blocks, state["block_states"], strict=True):
+        lo, er, pr, _ = _track(prob, idx, store=store, state=bstate)
+        loss[k0 + 1:] += lo[k0 + 1:]
+        if err is not None:
+            err[k0 + 1:] += er[k0 + 1:]
+        if preds is not None:
+            for i, row in zip(idx.tolist(), pr, strict=True):
+                row[: k0 + 1] = preds[i]
+                preds[i] = row
+    if verbose:
+        print(f"[loo] continued {state['tracked'].shape[0]} left-out runs from step {k0} "
+              f"to {T}, {time.perf_counter() - tic:.1f}s")
+    new_state = None
+    if keep:
+        new_state = dict(state, T=T, loss=loss.copy(),
+                         err=None if err is None else err.copy(), preds=preds)
+    return _finish(prob, loss, err, preds, state["indices"], state["tracked"],
+                   state["scale"], fitted, full_predictions, [], blocks, new_state)
+
+
+def _finish(prob, loss, err, preds, indices, tracked, scale, fitted, full_predictions,
+            coefs, blocks, state):
+    """Normalise the sums of :func:`iacv_path` and assemble its result."""
+    T = prob.T
     if scale != 1.0 and tracked.size:
         loss = _ratio_estimate(prob, loss, tracked, fitted, scale)
     else:
-        loss /= prob.W
+        loss = loss / prob.W
     if err is not None:
-        err *= scale / prob.W
+        err = err * (scale / prob.W)
     predictions = None
     if preds is not None:
         predictions = np.full((indices.shape[0], T + 1), np.nan)
@@ -610,4 +707,4 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
                 predictions[row] = preds[i]
     return Bunch(loss=loss, error=err, predictions=predictions, indices=indices,
                  coef=np.concatenate(coefs, axis=1) if coefs else None,
-                 coef_indices=np.concatenate(blocks) if blocks else tracked)
+                 coef_indices=np.concatenate(blocks) if blocks else tracked, state=state)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.special import expit
+from sklearn.base import clone
 from sklearn.linear_model import RidgeCV
 
 from skacv import (
@@ -428,3 +429,36 @@ def test_warm_start_reuses_the_eigendecomposition(shape, monkeypatch):
         warm.set_params(max_iter=total).fit(X, y)
     assert first >= 1 and len(grams) == first  # nothing recomputed by the refits
     np.testing.assert_allclose(warm.loo_path_, cold_loo, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["lasso", "ista-subsample", "sgd", "logistic"])
+def test_warm_start_continues_the_left_out_runs(kind):
+    # warm 15 + 10 + 15 steps == cold 40: the left-out runs are continued,
+    # not restarted (same subsample, same blocks), also with sample weights
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((90, 60))
+    y = X[:, :5] @ np.ones(5) + rng.standard_normal(90)
+    w = rng.integers(0, 3, 90).astype(float)
+    est = {
+        "lasso": TrajectoryLasso(0.05, estimate_risk=False, store_loo_predictions=True),
+        "ista-subsample": TrajectoryLasso(0.05, solver="ista", loo_subsample=30),
+        "sgd": IterativeRidge(1.0, solver="sgd", batch_size=30, estimate_risk=False),
+        "logistic": TrajectoryLogisticRegression(loo_subsample=40),
+    }[kind]
+    if kind == "logistic":
+        y = (y > 0).astype(int)
+    est.set_params(max_iter=40, estimate_loo=True, random_state=0)
+    for sw in (None, w):
+        cold = clone(est).fit(X, y, sample_weight=sw)
+        warm = clone(est).set_params(max_iter=15, warm_start=True).fit(X, y, sample_weight=sw)
+        assert warm._loo_state is not None
+        warm.set_params(max_iter=25).fit(X, y, sample_weight=sw)
+        warm.set_params(max_iter=40).fit(X, y, sample_weight=sw)
+        np.testing.assert_allclose(warm.loo_path_, cold.loo_path_, rtol=1e-12)
+        if kind == "lasso":
+            np.testing.assert_allclose(warm.loo_predictions_, cold.loo_predictions_,
+                                       rtol=1e-12)
+        # a cold refit starts the runs again
+        warm.set_params(warm_start=False, max_iter=20).fit(X, y, sample_weight=sw)
+        ref = clone(est).set_params(max_iter=20).fit(X, y, sample_weight=sw)
+        np.testing.assert_allclose(warm.loo_path_, ref.loo_path_, rtol=1e-12)
