@@ -141,14 +141,15 @@ def _next_stage(n_iter, best, n_iter_no_change):
     """Length of the next stage of an early-stopped path.
 
     While the estimate still improves at the end of the path (``best ==
-    n_iter``), grow by ``max(n_iter_no_change, n_iter // 4)``: geometric
-    growth bounds the cost of estimates recomputed at every stage (such as
-    ``loo_path_``) by a multiple of one fit. Once the minimum lies behind,
-    go to the first length where the rule can hold, ``best +
-    n_iter_no_change``, but by at least ``n_iter // 8``.
+    n_iter``), grow by ``max(n_iter_no_change, n_iter // 2)``: the estimates
+    continue from one stage to the next (Jacobian chains, left-out runs), so
+    a stage costs its new steps plus a fixed overhead, which geometric
+    growth keeps to a few stages; the overshoot is at most half the path.
+    Once the minimum lies behind, go to the first length where the rule can
+    hold, ``best + n_iter_no_change``, but by at least ``n_iter // 8``.
     """
     if best is None or best >= n_iter:
-        return n_iter + max(n_iter_no_change, n_iter // 4)
+        return n_iter + max(n_iter_no_change, n_iter // 2)
     return max(best + n_iter_no_change, n_iter + max(1, n_iter // 8))
 
 
@@ -280,13 +281,14 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     n_iter_no_change : int or None, default=10
         Early stopping of each path on its own estimate: the path is grown by
         warm-started refits (bit for bit the same iterates, and the Jacobian
-        chains of ``risk_path_`` are continued, not recomputed) and stops once
+        chains of ``risk_path_`` and the left-out runs of ``loo_path_`` are
+        continued, not recomputed) and stops once
         the estimate has not improved during the last ``n_iter_no_change``
         iterations, or at the estimator's ``max_iter``. The selection is then
         the argmin over the path computed so far, and ``estimator_.n_iter_``
         (and its ``max_iter``) is where the path stopped. The rule is checked
         at the end of stages (the first is ``2 * n_iter_no_change`` long; a
-        stage grows the path by a quarter while the estimate still improves
+        stage grows the path by half while the estimate still improves
         at its end, else up to the first length where the rule can hold), so
         the path may run a little past the first iteration where it holds.
         ``None`` fits every path to ``max_iter`` (the argmin over whole

@@ -139,7 +139,7 @@ def test_no_refit_and_full_path_kept():
     (7, 10, 20),    # first stage 2 * 10 = 20: the minimum at 7 is 13 back -> stop
     (25, 10, 35),   # 20 (still improving) -> 20 + max(10, 5) = 30 (best 25,
                     # 5 back) -> max(25 + 10, 30 + 3) = 35 (10 back) -> stop
-    (55, 10, 60),   # 20 -> 30 -> 40 -> 50 -> 60 = max_iter
+    (55, 10, 60),   # 20 -> 30 -> 45 -> 60 = max_iter
     (3, 1, 4),      # 2 (improving) -> 3 (improving) -> 4: the minimum at 3 is 1 back
 ])
 def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop):
@@ -172,8 +172,8 @@ def test_n_iter_no_change_on_a_real_risk_path():
             best = int(np.argmin(full[: n + 1]))
             if n >= 80 or n - best >= patience:
                 break
-            if best == n:  # still improving: grow by a quarter (at least patience)
-                n = min(80, n + max(patience, n // 4))
+            if best == n:  # still improving: grow by half (at least patience)
+                n = min(80, n + max(patience, n // 2))
             else:  # first length where the rule can hold (at least n // 8 more)
                 n = min(80, max(best + patience, n + max(1, n // 8)))
         assert search.estimator_.n_iter_ == n
