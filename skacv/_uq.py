@@ -210,8 +210,9 @@ _PRECISION_DOC = """precision : None, array-like or sparse matrix of shape \
             uncorrelated.** With correlated features or features of other
             scales the result is wrong unless the precision is given: on an
             AR(1) design with correlation 0.5 (sigma^2 = 1) the identity gave
-            noise variances of -2.1 at the first iterate and 1.9 later, and
-            95% intervals covering 91%. Use a matrix you know
+            noise variances of -2.3 at the first iterate and up to 1.9 later,
+            and 95% intervals covering as little as 85% of the nonzero
+            coefficients. Use a matrix you know
             (a design you control) or one estimated from independent rows
             (unlabelled data, many more rows than ``n_samples``); the inverse
             sample covariance of the training rows is refused
