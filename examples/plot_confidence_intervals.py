@@ -1,7 +1,7 @@
 """
-==================================================
+===================================================
 Confidence intervals and the noise level along ISTA
-==================================================
+===================================================
 
 Every iterate of a trajectory can be *debiased* into an approximately
 Gaussian estimate of the true coefficients (Bellec & Tan 2024):

@@ -304,9 +304,11 @@ class UncertaintyMixin:
         Tan 2024): every iterate gives its own estimate of the same number,
         ``Var(y | x)``; the early ones are the noisiest (at ``t = 0``, with
         the identity and no intercept, it is the moment estimator
-        ``((n + p) ||y||^2 - ||X^T y||^2) / n^2``). Like the intervals it
-        needs the precision of the features: no estimate of ``sigma^2``
-        without it exists when ``n_samples <= n_features``.
+        ``((n + p) ||y||^2 - ||X^T y||^2) / n^2``); the standard deviation
+        scales with ``risk_path_[t]``. Like the intervals it needs the
+        precision of the features: when ``n_samples <= n_features``, ``y``
+        lies in the span of the columns of ``X`` and no estimate that
+        ignores the covariance can tell the noise from the signal.
 
         Parameters
         ----------
