@@ -33,6 +33,7 @@ from ._loo import iacv_path
 from ._path import init_state, run_trajectory
 from ._risk import trajectory_risk
 from ._sampling import MinibatchSampler
+from ._uq import UncertaintyMixin, debias_statistics
 from ._validation import WarmStartGuard, check_sample_weight, data_fingerprint
 from .exceptions import UnreliableEstimateWarning
 
@@ -379,6 +380,7 @@ class TrajectoryEstimator(BaseEstimator):
         for name in _ESTIMATE_ATTRIBUTES:
             if hasattr(self, name):
                 delattr(self, name)
+        self._uq_stats = None  # what the debiasing methods need (UncertaintyMixin)
         if self._wants("estimate_risk"):
             # a warm-started fit continues the Jacobian chains of the previous one
             res = trajectory_risk(
@@ -392,6 +394,8 @@ class TrajectoryEstimator(BaseEstimator):
             self.risk_reliable_ = res.reliable
             self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
                                            amplification=res.amplification)
+            self._uq_stats = debias_statistics(design, res.corrected_residuals,
+                                               res.correction, res.risk_matrix)
             _warn_unreliable(self, res)
         if self._wants("estimate_loo"):
             store = self._wants("store_loo_predictions")
@@ -438,8 +442,10 @@ class TrajectoryEstimator(BaseEstimator):
         return state
 
 
-class TrajectoryMixin(PathMixin):
-    """``fit`` and the path methods of the regressors that store ``coef_path_``."""
+class TrajectoryMixin(UncertaintyMixin, PathMixin):
+    """``fit``, the path methods and the uncertainty quantification
+    (:class:`skacv._uq.UncertaintyMixin`) of the regressors that store
+    ``coef_path_``."""
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

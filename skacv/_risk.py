@@ -61,7 +61,35 @@ def _correction(A_sources, n_eff, c):
     return np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
 
 
-def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
+def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
+    """The lower-triangular matrix ``K`` whose product corrects the residuals.
+
+    The corrected residuals of the outputs are ``R_x = F K^T`` (``F`` the
+    training residuals of the outputs): ``K = (I (1 - c/n) - A/n)^{-1}``
+    without extrapolation, and with extrapolation (sources ``v^t`` differing
+    from the outputs ``x^t``) ``K^T = (I + E L^{-T} (A/n)^T) / (1 - c/n)``,
+    where ``F E`` are the residuals of the sources and ``L`` the correction
+    of the sources' memory matrix. Parameters as in :func:`risk_from_memory`.
+
+    Returns
+    -------
+    K : ndarray of shape (T + 1, T + 1)
+    """
+    A = np.asarray(A, dtype=np.float64)
+    T1 = A.shape[0]
+    c = 1.0 if fit_intercept else 0.0
+    eye = np.eye(T1)
+    if A_sources is None:
+        return solve_triangular(_correction(A, n_eff, c), eye, lower=True, check_finite=False)
+    A_sources = np.asarray(A_sources, dtype=np.float64)[:T1, :T1]
+    L_inv = solve_triangular(_correction(A_sources, n_eff, c), eye, lower=True,
+                             check_finite=False)
+    E = _extrapolate_columns(iteration, eye)  # residuals of the sources: F @ E
+    return ((eye + E @ L_inv.T @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)).T
+
+
+def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None,
+                     return_residuals=False):
     """Memory-matrix risk estimate from residuals and traces.
 
     Parameters
@@ -79,6 +107,8 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
         outputs (no extrapolation).
     iteration : Iteration, default=None
         Needed with ``A_sources`` to form the residuals of the sources.
+    return_residuals : bool, default=False
+        Also return the corrected residuals and the correction.
 
     Returns
     -------
@@ -86,6 +116,10 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
         Estimated out-of-sample risk of every output.
     risk_matrix : ndarray of shape (T + 1, T + 1)
         Estimated cross terms ``E[(y - yhat_t)(y - yhat_s)]``.
+    corrected_residuals : ndarray of shape (n_samples, T + 1)
+        ``R_x = F K^T`` (only with ``return_residuals``).
+    correction : ndarray of shape (T + 1, T + 1)
+        ``K`` of :func:`residual_correction` (only with ``return_residuals``).
     """
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
@@ -96,18 +130,11 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
             f"sample; got n_samples = {n_eff:g}."
         )
     A = np.asarray(A, dtype=np.float64)[:T1, :T1]
-    if A_sources is None:
-        A_sources, F_v = A, F
-    else:
-        A_sources = np.asarray(A_sources, dtype=np.float64)[:T1, :T1]
-        F_v = _extrapolate_columns(iteration, F)
-    L = _correction(A_sources, n_eff, c)
-    R_v = solve_triangular(L, F_v.T, lower=True, check_finite=False).T
-    if A_sources is A:
-        R_x = R_v
-    else:
-        R_x = (F + R_v @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)
+    K = residual_correction(A, n_eff, fit_intercept, A_sources, iteration)
+    R_x = F @ K.T
     G = R_x.T @ R_x / n_eff
+    if return_residuals:
+        return np.diag(G).copy(), G, R_x, K
     return np.diag(G).copy(), G
 
 
@@ -296,7 +323,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
     result : Bunch
         ``risk`` (T+1,), ``risk_matrix`` (T+1, T+1), ``memory_matrix`` (T+1, T+1)
         for the iterates, ``memory_matrix_sources`` for the gradient points,
-        and the diagnostics of :func:`risk_reliability` (``reliable``,
+        ``corrected_residuals`` (n_samples, T+1) and ``correction`` (T+1, T+1)
+        of :func:`risk_from_memory` (the debiasing of :mod:`skacv._uq` uses
+        them), and the diagnostics of :func:`risk_reliability` (``reliable``,
         ``df_fraction``, ``amplification``).
     """
     tic = time.perf_counter()
@@ -307,8 +336,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
     else:  # X~ x^t recorded by the fit loop
         F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
     has_momentum = any(iteration.beta(k) != 0.0 for k in range(1, coef_path.shape[1]))
-    risk, G = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
-                               A_sources=Av if has_momentum else None, iteration=iteration)
+    risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
+                                     A_sources=Av if has_momentum else None,
+                                     iteration=iteration, return_residuals=True)
     reliable, df, amp = risk_reliability(
         A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
         proximal=not iteration.is_linear)
@@ -316,6 +346,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
     if verbose:
         print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
     return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
-                 chain_state=state, reliable=reliable, df_fraction=df, amplification=amp)
+                 corrected_residuals=R, correction=K, chain_state=state, reliable=reliable,
+                 df_fraction=df, amplification=amp)
 
 

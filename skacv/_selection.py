@@ -116,6 +116,8 @@ def set_iterate(estimator, iteration):
         raise ValueError(f"iteration must be in [0, {n_path - 1}], got {iteration}.")
     coef_shape = np.shape(estimator.coef_)
     estimator.coef_ = np.array(estimator.coef_path_[..., iteration]).reshape(coef_shape)
+    # the iterate of coef_, for the methods that default to it (debiased_coef, ...)
+    estimator._selected_iterate = (int(iteration), estimator.coef_)
     intercept = estimator.intercept_path_[..., iteration]
     if np.ndim(estimator.intercept_):
         intercept = np.array(intercept).reshape(np.shape(estimator.intercept_))
