@@ -74,6 +74,10 @@ def _instances():
 
 
 ESTIMATORS = _instances()
+# K-fold CV along the path (what criterion="auto" chooses on large problems)
+ESTIMATORS.append(skacv.TrajectoryEarlyStoppingCV(
+    skacv.TrajectoryLasso(alpha=0.01, max_iter=20, random_state=0), criterion="kfold", cv=3,
+    random_state=0))
 
 
 def test_every_public_estimator_is_checked():

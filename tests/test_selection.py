@@ -433,3 +433,73 @@ def test_path_search_with_the_real_alpha_path():
 ])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# --------------------------------------------------------------------- kfold
+def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False):
+    """K-fold CV along the path, written out: each fold fitted once."""
+    off = {k: False for k in ("estimate_risk", "estimate_loo") if k in est.get_params()}
+    total, weight = 0.0, 0.0
+    for tr, te in splits:
+        f = clone(est).set_params(**off).fit(
+            X[tr], y[tr], **({} if sw is None else {"sample_weight": sw[tr]}))
+        if classifier:
+            P = f.predict_proba_path(X[te])
+            loss = -np.where((y[te] == f.classes_[1])[:, None], np.log(P), np.log1p(-P))
+        else:
+            loss = (y[te, None] - f.predict_path(X[te])) ** 2
+        w = np.ones(len(te)) if sw is None else sw[te]
+        total = total + w @ loss
+        weight += w.sum()
+    return total / weight
+
+
+def test_kfold_criterion_is_kfold_cv_along_the_path():
+    from skacv import TrajectoryLogisticRegression
+
+    X, y = _data(n=100, p=60)
+    sw = np.random.default_rng(1).integers(0, 3, 100).astype(float)
+    est = TrajectoryLasso(alpha=0.05, max_iter=30)
+    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, random_state=0)
+    search.fit(X, y, sample_weight=sw)
+    splits = list(KFold(4, shuffle=True, random_state=search._seed).split(X))
+    expected = _kfold_by_hand(est, X, y, splits, sw)
+    assert_allclose(search.kfold_path_, expected, rtol=1e-12)
+    assert search.best_iteration_ == int(np.argmin(expected))
+    assert search.criterion_ == "kfold"
+    assert_allclose(search.best_risk_, expected.min(), rtol=1e-12)
+    # the selected iterate is that of the fit on all the data, estimates off
+    full = clone(est).set_params(estimate_risk=False).fit(X, y, sample_weight=sw)
+    assert_allclose(search.coef_, full.coef_path_[:, search.best_iteration_], rtol=1e-12)
+    assert not hasattr(search.estimator_, "risk_path_")
+    assert_allclose(search.cv_results_["kfold_path"][0], expected, rtol=1e-12)
+    # a splitter object, and a classifier (log loss, stratified by check_cv)
+    splitter = KFold(3)
+    s2 = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=splitter).fit(X, y)
+    assert_allclose(s2.kfold_path_, _kfold_by_hand(est, X, y, list(splitter.split(X))),
+                    rtol=1e-12)
+    yc = (y > np.median(y)).astype(int)
+    clf = TrajectoryLogisticRegression(max_iter=20)
+    s3 = TrajectoryEarlyStoppingCV(clf, criterion="kfold", cv=splitter).fit(X, yc)
+    assert_allclose(s3.kfold_path_,
+                    _kfold_by_hand(clf, X, yc, list(splitter.split(X)), classifier=True),
+                    rtol=1e-12)
+
+
+def test_auto_chooses_kfold_when_leave_one_out_costs_more(monkeypatch):
+    est = TrajectoryLasso(alpha=0.01, max_iter=150)
+    # small problems keep leave-one-out (cheap in absolute terms, no held-out fold)
+    assert selection_module.auto_criterion(est, 60, 40) == ("loo", None)
+    assert selection_module.auto_criterion(est, 300, 400) == ("loo", 100)
+    # a dense Gram product per tracked run and step: K-fold is cheaper
+    fits, _ = selection_module.loo_cost_in_fits(est, 2000, 3000, 100)
+    assert fits > 4
+    assert selection_module.auto_criterion(est, 2000, 3000) == ("kfold", None)
+    # the linear least-squares solvers keep their spectral risk
+    assert selection_module.auto_criterion(IterativeRidge(), 2000, 3000)[0] == "risk"
+    X, y = _data(n=300, p=400)
+    monkeypatch.setattr(selection_module, "AUTO_CHEAP_FLOPS", 0)  # as if large
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40),
+                                       random_state=0).fit(X, y)
+    assert search.criterion_ == "kfold"
+    assert hasattr(search, "kfold_path_") and not hasattr(search, "loo_path_")
