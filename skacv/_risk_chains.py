@@ -349,6 +349,7 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         return float(S.shape[0]) if weight is None else float(weight[S].sum())
 
     tic = time.perf_counter()
+    fitted_chains = None  # X~ @ chains after the last step (full batch: reused)
     for k in range(k0 + 1, T + 1):
         c_old, c_new = m * (k - 1), m * k
         S = batches[k - 1]
@@ -357,9 +358,12 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         dz = np.empty((p, c_new), dtype=dtype, order="F")
         if c_old:
             XS = Xd if S is None else Xd[S]
-            Y = XS @ chains[:, :c_old]
+            if S is None and fitted_chains is not None:
+                Y = fitted_chains
+            else:
+                Y = XS @ chains[:, :c_old]
             if curv is not None:
-                Y *= curv[:, k - 1][:, None] if S is None else curv[S, k - 1][:, None]
+                Y = Y * (curv[:, k - 1][:, None] if S is None else curv[S, k - 1][:, None])
             np.multiply(XS.T @ Y, -inv_N, out=dz[:, :c_old])
         np.multiply(injection, inv_N, out=dz[:, c_old:c_new])
         dv = chains[:, :c_new]
@@ -372,15 +376,15 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         dk = None if curv is None else curv[:, k]
         if sampler is None:
             Y = Xd @ dx  # (n, m k)
+            fitted_chains = Y
             W = Z if dk is None else Z * dk[:, None]
             A[k, :k] = scale * _block_trace(W, Y, m)
             if curv is None:
                 K[k, :k] = A[k, :k]
             else:
-                for s in range(k):
-                    Ws = W * curv[:, s][:, None]
-                    K[k, s] = scale * float(np.einsum("nm,nm->", Ws, Y[:, s * m:(s + 1) * m],
-                                                      dtype=np.float64))
+                K[k, :k] = scale * np.einsum("nm,ns,nsm->s", W, curv[:, :k],
+                                             Y.reshape(n, k, m), dtype=np.float64,
+                                             optimize=True)
         else:
             P = Xd.T @ (Z if dk is None else Z * dk[:, None])
             A[k, :k] = scale * _block_trace(P, dx, m)
