@@ -348,6 +348,11 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
             return float(design.n_eff)
         return float(S.shape[0]) if weight is None else float(weight[S].sum())
 
+    batch_probes = None
+    if sampler is not None and curv is None:  # X~_S^T Z_S of every source
+        batch_probes = np.empty((p, m * T), dtype=dtype, order="F")
+        for s in range(T):
+            batch_probes[:, s * m:(s + 1) * m] = Xd[batches[s]].T @ Z[batches[s]]
     tic = time.perf_counter()
     fitted_chains = None  # X~ @ chains after the last step (full batch: reused)
     for k in range(k0 + 1, T + 1):
@@ -388,13 +393,16 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         else:
             P = Xd.T @ (Z if dk is None else Z * dk[:, None])
             A[k, :k] = scale * _block_trace(P, dx, m)
-            for s in range(k):
-                Ss = batches[s]
-                Ys = Xd[Ss] @ dx[:, s * m:(s + 1) * m]
-                Ws = Z[Ss]
-                if curv is not None:
-                    Ws = Ws * (dk[Ss] * curv[Ss, s])[:, None]
-                K[k, s] = scale * float(np.einsum("nm,nm->", Ws, Ys, dtype=np.float64))
+            if curv is None:  # K[k, s] = <X~_S^T Z_S, dx_s>, S the batch of source s
+                K[k, :k] = scale * np.einsum(
+                    "pkm,pkm->k", batch_probes[:, :c_new].reshape(p, k, m),
+                    dx.reshape(p, k, m), dtype=np.float64, optimize=True)
+            else:
+                for s in range(k):
+                    Ss = batches[s]
+                    Ys = Xd[Ss] @ dx[:, s * m:(s + 1) * m]
+                    Ws = Z[Ss] * (dk[Ss] * curv[Ss, s])[:, None]
+                    K[k, s] = scale * float(np.einsum("nm,nm->", Ws, Ys, dtype=np.float64))
         if verbose and (k % max(1, T // 10) == 0 or k == T):
             print(f"[risk] {iteration.name} robust traces: step {k}/{T}, "
                   f"{time.perf_counter() - tic:.1f}s")
