@@ -118,9 +118,10 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
     max_iter : int, default=100
         Total number of iterations of the path.
     step_size : "auto" or float, default="auto"
-        ``"auto"``: ``1 / L`` with ``L = lambda_max(X1^T W X1) / sum(w) + alpha
-        scale_ / sum(w)``, ``X1 = [X, 1]`` (the Huber loss has curvature at
-        most 1); ``"sgd"`` adds ``R^2 / batch_size``, ``R`` the largest row norm.
+        ``"auto"``: ``1 / L`` with ``L = lambda_max(X1^T W X1) / sum(w)``, plus
+        ``alpha scale_ / sum(w)`` for ``"l2"``, ``X1 = [X, 1]`` (the Huber loss
+        has curvature at most 1); ``"sgd"`` adds ``R^2 / batch_size``, ``R``
+        the largest row norm.
     batch_size : int, default=32
         Rows per step of ``solver="sgd"``. With sample weights a batch holds
         whole rows: a weighted fit is SGD on the repeated rows whose batches

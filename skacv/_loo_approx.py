@@ -133,7 +133,8 @@ def approximate_loo(estimator, X, y, sample_weight=None, method="alo"):
 
     Parameters
     ----------
-    estimator : fitted TrajectoryLasso, IterativeRidge or TrajectoryLogisticRegression
+    estimator : fitted TrajectoryLasso, IterativeRidge, TrajectoryHuberRegressor or
+        TrajectoryLogisticRegression
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
         Training data of the fit.
     y : array-like of shape (n_samples,)

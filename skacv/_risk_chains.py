@@ -349,10 +349,16 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         return float(S.shape[0]) if weight is None else float(weight[S].sum())
 
     batch_probes = None
-    if sampler is not None and curv is None:  # X~_S^T Z_S of every source
+    if sampler is not None:
+        # B_s = X~_S^T (Z D_s)_S for the batch S of every source s: then
+        # K[t, s] = <B_s, J_{t,s}> + sum_{i in S} (d^t_i - 1) z_i d^s_i x~_i^T J_{t,s},
+        # the sum over the few rows whose curvature at x^t is not 1 (none for
+        # least squares, the outliers of the Huber loss)
         batch_probes = np.empty((p, m * T), dtype=dtype, order="F")
         for s in range(T):
-            batch_probes[:, s * m:(s + 1) * m] = Xd[batches[s]].T @ Z[batches[s]]
+            S = batches[s]
+            ZS = Z[S] if curv is None else Z[S] * curv[S, s][:, None]
+            batch_probes[:, s * m:(s + 1) * m] = Xd[S].T @ ZS
     tic = time.perf_counter()
     fitted_chains = None  # X~ @ chains after the last step (full batch: reused)
     for k in range(k0 + 1, T + 1):
@@ -383,7 +389,7 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
             Y = Xd @ dx  # (n, m k)
             fitted_chains = Y
             W = Z if dk is None else Z * dk[:, None]
-            A[k, :k] = scale * _block_trace(W, Y, m)
+            A[k, :k] = scale * _shared_block_trace(W, Y, m)
             if curv is None:
                 K[k, :k] = A[k, :k]
             else:
@@ -392,17 +398,18 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
                                              optimize=True)
         else:
             P = Xd.T @ (Z if dk is None else Z * dk[:, None])
-            A[k, :k] = scale * _block_trace(P, dx, m)
-            if curv is None:  # K[k, s] = <X~_S^T Z_S, dx_s>, S the batch of source s
-                K[k, :k] = scale * np.einsum(
-                    "pkm,pkm->k", batch_probes[:, :c_new].reshape(p, k, m),
-                    dx.reshape(p, k, m), dtype=np.float64, optimize=True)
-            else:
+            A[k, :k] = scale * _shared_block_trace(P, dx, m)
+            K[k, :k] = scale * np.einsum("ij,ij->j", batch_probes[:, :c_new], dx,
+                                         dtype=np.float64).reshape(k, m).sum(axis=1)
+            if curv is not None:
                 for s in range(k):
                     Ss = batches[s]
-                    Ys = Xd[Ss] @ dx[:, s * m:(s + 1) * m]
-                    Ws = Z[Ss] * (dk[Ss] * curv[Ss, s])[:, None]
-                    K[k, s] = scale * float(np.einsum("nm,nm->", Ws, Ys, dtype=np.float64))
+                    coef = (dk[Ss] - 1) * curv[Ss, s]
+                    Ss, coef = Ss[coef != 0], coef[coef != 0]
+                    if Ss.size:
+                        Ys = Xd[Ss] @ dx[:, s * m:(s + 1) * m]
+                        K[k, s] += scale * float(np.einsum("nm,nm->", Z[Ss] * coef[:, None],
+                                                           Ys, dtype=np.float64))
         if verbose and (k % max(1, T // 10) == 0 or k == T):
             print(f"[risk] {iteration.name} robust traces: step {k}/{T}, "
                   f"{time.perf_counter() - tic:.1f}s")
@@ -411,3 +418,11 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         new_state = {"kind": "curvature_chains", "k": T, "m": m, "Z": Z, "dtype": dtype,
                      "A": A.copy(), "K": K.copy(), "chains": chains[:, : m * T].copy()}
     return A, K, new_state
+
+
+def _shared_block_trace(W, D, m):
+    """``[sum(W * D[:, s*m:(s+1)*m]) for s]`` for W (r, m), D (r, m*k), as the
+    diagonal blocks of one product ``W^T D`` (BLAS-3)."""
+    k = D.shape[1] // m
+    G = (W.T @ D).reshape(m, k, m)
+    return np.einsum("iki->k", G).astype(np.float64)
