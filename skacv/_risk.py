@@ -240,12 +240,11 @@ AUTO_EXACT_MAX_DIM = 2000
 
 
 def _spectral(design, iteration, datafit=None):
-    """The memory matrix is a spectral sum (linear full-batch least squares,
-    or a fixed preconditioner)."""
-    if getattr(iteration, "preconditioner", None) is not None:
-        return True
-    return (iteration.is_linear and iteration.sampler is None
-            and (datafit is None or datafit.quadratic))
+    """The memory matrix is a spectral sum: full-batch least squares with a
+    linear iteration or a fixed preconditioner (else: Jacobian chains)."""
+    if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
+        return False
+    return getattr(iteration, "preconditioner", None) is not None or iteration.is_linear
 
 
 def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
@@ -321,14 +320,14 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
     rng = check_random_state(random_state)
     if T == 0:
         return np.zeros((1, 1)), np.zeros((1, 1)), None
-    if getattr(iteration, "preconditioner", None) is not None:
-        return (*preconditioned_memory_matrix(design, iteration, T, n_probes=n_probes,
-                                              random_state=rng), None)
     if iteration.sampler is not None:
         raise ValueError(
             f"The memory-matrix risk estimate of {iteration.name} with mini-batches is not "
             "implemented; use estimate_risk=False and estimate_loo=True (IACV) instead."
         )
+    if getattr(iteration, "preconditioner", None) is not None:
+        return (*preconditioned_memory_matrix(design, iteration, T, n_probes=n_probes,
+                                              random_state=rng), None)
     if iteration.is_linear:
         new_state = None
         if n_probes is None:
@@ -385,8 +384,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     """
     tic = time.perf_counter()
     robust = datafit is not None and not datafit.quadratic
-    if (iteration.sampler is not None or robust) \
-            and getattr(iteration, "preconditioner", None) is None:
+    if iteration.sampler is not None or robust:
         res = _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes,
                            random_state, chain_dtype, fitted, verbose, _state, _keep_state)
         if verbose:
