@@ -6,6 +6,7 @@ from . import exceptions
 from ._alpha_path import risk_alpha_path
 from ._config import config_context, get_config, set_config
 from ._eigenpro import EigenProClassifier, EigenProRegressor
+from ._huber import TrajectoryHuberRegressor
 from ._iterations import FISTA, ISTA, GradientDescent, HeavyBall, Iteration, Nesterov
 from ._lasso import TrajectoryLasso
 from ._logistic import TrajectoryLogisticRegression
@@ -24,6 +25,7 @@ __all__ = [
     "EigenProRegressor",
     "EigenProClassifier",
     "TrajectoryLogisticRegression",
+    "TrajectoryHuberRegressor",
     "exact_loo_path",
     "approximate_loo",
     "TrajectoryEarlyStoppingCV",

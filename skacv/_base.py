@@ -21,6 +21,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -258,13 +259,6 @@ class TrajectoryEstimator(BaseEstimator):
             cls, kwargs = self._solvers(setup)[self.solver]
             iteration = cls(setup["step_size"], penalty=penalty, schedule=schedule,
                             sampler=sampler, **kwargs)
-        if iteration.sampler is not None and self._wants("estimate_risk"):
-            raise ValueError(
-                "estimate_risk=True is not available with mini-batch solvers: the "
-                "memory-matrix risk estimate needs full-batch gradients. Set "
-                "estimate_risk=False (estimate_loo=True tracks the leave-one-out error "
-                "of SGD)."
-            )
         return iteration
 
     def _run_path(self, X, y, sample_weight, warm, frozen):
@@ -384,7 +378,8 @@ class TrajectoryEstimator(BaseEstimator):
         if self._wants("estimate_risk"):
             # a warm-started fit continues the Jacobian chains of the previous one
             res = trajectory_risk(
-                design, target, iteration, self._fit_coef_path(), n_probes=self.n_probes,
+                design, target, iteration, self._fit_coef_path(), datafit=datafit,
+                n_probes=self.n_probes,
                 random_state=self.random_state, verbose=self.verbose, fitted=fitted,
                 _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start))
             self._risk_state = res.chain_state
@@ -394,8 +389,9 @@ class TrajectoryEstimator(BaseEstimator):
             self.risk_reliable_ = res.reliable
             self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
                                            amplification=res.amplification)
-            self._uq_stats = debias_statistics(design, res.corrected_residuals,
-                                               res.correction, res.risk_matrix)
+            if res.get("corrected_residuals") is not None:  # full-batch least squares
+                self._uq_stats = debias_statistics(design, res.corrected_residuals,
+                                                   res.correction, res.risk_matrix)
             _warn_unreliable(self, res)
         if self._wants("estimate_loo"):
             store = self._wants("store_loo_predictions")
@@ -440,6 +436,42 @@ class TrajectoryEstimator(BaseEstimator):
         state.pop("_loo_state", None)
         state.pop("_design_cache", None)
         return state
+
+
+class InterceptColumnMixin:
+    """The intercept as the last, unpenalised coordinate of the parameter, on
+    the design ``[X, 1]`` (no centring), for losses whose intercept is not a
+    mean (logistic, Huber): the left-out fits are then the same algorithm on
+    fewer rows. Standardise the features for fast convergence."""
+
+    def _augment(self, X):
+        """``[X, 1]`` (``X`` alone without intercept)."""
+        if not self.fit_intercept:
+            return X
+        ones = np.ones((X.shape[0], 1), dtype=X.dtype)
+        if sp.issparse(X):
+            return sp.hstack([X, sp.csr_matrix(ones)], format="csr", dtype=X.dtype)
+        return np.hstack([X, ones])
+
+    def _make_design(self, X, sample_weight):
+        return Design(self._augment(X), sample_weight, fit_intercept=False)
+
+    def _fit_rows(self, X):
+        return super()._fit_rows(self._augment(X))
+
+    def _split_path(self, path):
+        """``(coef_path, intercept_path)`` from the path of ``(w, b)``."""
+        p = path.shape[0] - int(self.fit_intercept)
+        coef_path = np.asfortranarray(path[:p])
+        if self.fit_intercept:
+            return coef_path, path[p].copy()
+        return coef_path, np.zeros(path.shape[1], dtype=path.dtype)
+
+    def _fit_coef_path(self):
+        """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""
+        if self.fit_intercept:
+            return np.vstack([self.coef_path_, self.intercept_path_[None, :]])
+        return self.coef_path_
 
 
 class TrajectoryMixin(UncertaintyMixin, PathMixin):

@@ -19,7 +19,8 @@ with ``eta_i`` the linear predictor of sample ``i``. The *mean* data fit is
   re-centring with an intercept is a rank-one update).
 
 ``y`` is the fit's target: the centred, ``sqrt(w)``-weighted response for
-least squares, labels in {0, 1} for the logistic loss.
+least squares (and, uncentred, for the Huber loss), labels in {0, 1} for the
+logistic loss.
 """
 
 import numpy as np
@@ -63,6 +64,86 @@ class LeastSquares:
 
     def report(self, value, n_eff):
         return f"train mse {value**2 / n_eff:.5g}"
+
+
+class Huber:
+    """Huber loss ``h(y - eta)``: ``r^2 / 2`` for ``|r| <= delta``, else
+    ``delta |r| - delta^2 / 2``; the target is already weighted (``sqrt(w) y``,
+    like least squares, without centring: the intercept is a coordinate).
+
+    ``psi = h'`` clips the residual to ``[-delta, delta]``; the curvature is
+    the indicator ``|r| <= delta`` (the inliers), which is also ``D_t`` of
+    the robust risk estimate (Tan & Bellec 2024).
+
+    Parameters
+    ----------
+    delta : float
+        Threshold between the quadratic and the linear part (``epsilon *
+        scale`` in :class:`~skacv.TrajectoryHuberRegressor`).
+    sqrt_weight : ndarray of shape (n_samples,) or None
+        ``sqrt(sample_weight)`` (the scaling of the rows of ``X~`` and ``y~``).
+    """
+
+    name = "huber"
+    quadratic = False
+    classifier = False
+    max_curvature = 1.0
+
+    def __init__(self, delta, sqrt_weight=None):
+        self.delta = float(delta)
+        self.sqrt_weight = sqrt_weight
+        if sqrt_weight is None:
+            self._inv = None
+        else:
+            pos = sqrt_weight > 0
+            self._inv = np.where(pos, 1.0 / np.where(pos, sqrt_weight, 1.0), 0.0)
+
+    def take(self, rows):
+        """The datafit of the rows ``rows`` (a mini-batch)."""
+        if self.sqrt_weight is None:
+            return self
+        return Huber(self.delta, self.sqrt_weight[rows])
+
+    def _raw(self, Xv, y):
+        """Unweighted residual ``y_i - eta_i`` (0 for rows of zero weight)."""
+        r = y - Xv
+        return r if self._inv is None else r * self._inv.astype(r.dtype, copy=False)
+
+    def residual(self, Xv, y):
+        r = np.clip(self._raw(Xv, y), -self.delta, self.delta)
+        if self.sqrt_weight is not None:
+            r *= self.sqrt_weight.astype(r.dtype, copy=False)
+        return r
+
+    def curvature(self, Xv, y):
+        return (np.abs(self._raw(Xv, y)) <= self.delta).astype(np.float64)
+
+    def derivatives(self, eta, y):
+        """Unweighted ``(-ell'(eta), ell''(eta))`` per sample."""
+        r = y - eta
+        return np.clip(r, -self.delta, self.delta), (np.abs(r) <= self.delta).astype(float)
+
+    def loss_terms(self, eta, y):
+        """Per-sample squared error ``(y - eta)^2`` (the risk is measured in
+        squared error, whatever the training loss)."""
+        return (y - eta) ** 2
+
+    def huber_terms(self, eta, y):
+        """Per-sample Huber loss ``h(y - eta)``."""
+        a = np.abs(y - eta)
+        d = self.delta
+        return np.where(a <= d, 0.5 * a * a, d * a - 0.5 * d * d)
+
+    def monitor(self, Xx, y):
+        """Weighted mean Huber loss (the training objective without penalty)."""
+        terms = self.huber_terms(self._raw(Xx, y), 0.0)
+        if self.sqrt_weight is None:
+            return float(np.mean(terms))
+        w = self.sqrt_weight.astype(np.float64) ** 2
+        return float(w @ terms / w.sum())
+
+    def report(self, value, n_eff):
+        return f"train huber loss {value:.5g}"
 
 
 class Logistic:
@@ -128,4 +209,4 @@ class Logistic:
         return f"train log-loss {value:.5g}"
 
 
-__all__ = ["LeastSquares", "Logistic", "log_loss_terms"]
+__all__ = ["LeastSquares", "Huber", "Logistic", "log_loss_terms"]

@@ -144,9 +144,10 @@ class Iteration:
         return (1.0 + b) * x - b * x_prev
 
     # ------------------------------------------------------------------ prox
-    def prox(self, k, pre):
-        """Proximal step of the penalty with step ``eta_k``."""
-        return self.penalty.prox(pre, self.eta(k))
+    def prox(self, k, pre, scale=None):
+        """Proximal step of the penalty with step ``eta_k`` (``scale``: per-column
+        factor of the l1 strength, see :meth:`~skacv._penalties.Penalty.prox`)."""
+        return self.penalty.prox(pre, self.eta(k), scale)
 
     def prox_jacobian(self, k, x):
         """Diagonal of the prox Jacobian at step ``k`` given ``x^k`` (``None``:

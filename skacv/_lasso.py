@@ -1,13 +1,13 @@
 """TrajectoryLasso: ISTA / FISTA paths of the Lasso with their risk."""
 
-from numbers import Real
+from numbers import Integral, Real
 
 from sklearn.base import RegressorMixin
 
 from ._base import COMMON_CONSTRAINTS, DOC_ATTRIBUTES, TrajectoryEstimator, TrajectoryMixin
 from ._compat import Interval, StrOptions
 from ._datafits import LeastSquares
-from ._iterations import FISTA, GradientDescent, Iteration
+from ._iterations import FISTA, SGD, GradientDescent, Iteration
 from ._penalties import L1
 
 
@@ -26,16 +26,24 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     ----------
     alpha : float, default=1.0
         Penalty level (``lam`` in the seed notebook).
-    solver : {"fista", "ista"} or Iteration, default="fista"
+    solver : {"fista", "ista", "sgd"} or Iteration, default="fista"
         ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009);
-        ``"ista"``: proximal gradient descent. An :class:`~skacv.Iteration`
+        ``"ista"``: proximal gradient descent; ``"sgd"``: proximal mini-batch
+        SGD (weighted mean gradient of ``batch_size`` rows, one random
+        permutation per epoch seeded by ``random_state``, soft-thresholding
+        at every step), whose ``risk_path_`` is Tan & Bellec's (2024)
+        estimate through the batches. An :class:`~skacv.Iteration`
         instance runs a user-defined algorithm (its step size and the L1
         penalty are set at fit time; see the architecture page).
     max_iter : int, default=100
         Total number of iterations of the path.
     step_size : "auto" or float, default="auto"
         ``"auto"`` uses ``1 / L``, L the largest eigenvalue of ``X~^T X~ / n``
-        (Lanczos, or LAPACK on small problems). A float is used as given.
+        (Lanczos, or LAPACK on small problems); ``"sgd"`` adds
+        ``R^2 / batch_size``, ``R`` the largest centred row norm. A float is
+        used as given.
+    batch_size : int, default=32
+        Rows per step of ``solver="sgd"`` (ignored by the other solvers).
     fit_intercept : bool, default=True
         Fit an unpenalised intercept by weighted centring.
     warm_start : bool, default=False
@@ -89,7 +97,8 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "solver": [StrOptions({"fista", "ista"}), Iteration],
+        "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -99,6 +108,7 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         solver="fista",
         max_iter=100,
         step_size="auto",
+        batch_size=32,
         fit_intercept=True,
         warm_start=False,
         estimate_risk=True,
@@ -114,6 +124,7 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         self.solver = solver
         self.max_iter = max_iter
         self.step_size = step_size
+        self.batch_size = batch_size
         self.fit_intercept = fit_intercept
         self.warm_start = warm_start
         self.estimate_risk = estimate_risk
@@ -132,4 +143,4 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         return L1(self.alpha)
 
     def _solvers(self, setup):
-        return {"fista": (FISTA, {}), "ista": (GradientDescent, {})}
+        return {"fista": (FISTA, {}), "ista": (GradientDescent, {}), "sgd": (SGD, {})}

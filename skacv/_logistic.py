@@ -3,21 +3,20 @@
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import expit, log_expit
 from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import validate_data
 
-from ._base import COMMON_CONSTRAINTS, PathMixin, TrajectoryEstimator
+from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, PathMixin, TrajectoryEstimator
 from ._compat import Interval, StrOptions, _fit_context
 from ._datafits import Logistic
-from ._design import Design
 from ._iterations import FISTA, SGD, GradientDescent, Iteration
 from ._penalties import L1, L2
 
 
-class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, TrajectoryEstimator):
+class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMixin,
+                                   TrajectoryEstimator):
     """Binary logistic regression fitted by a first-order method, keeping the path.
 
     Minimises the mean log-loss plus a penalty,
@@ -211,23 +210,6 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, TrajectoryEstimat
         self._fit_classes = classes
         return (y == classes[1]).astype(np.float64), classes
 
-    def _augment(self, X):
-        """``[X, 1]`` (``X`` alone without intercept)."""
-        if not self.fit_intercept:
-            return X
-        ones = np.ones((X.shape[0], 1), dtype=X.dtype)
-        if sp.issparse(X):
-            return sp.hstack([X, sp.csr_matrix(ones)], format="csr", dtype=X.dtype)
-        return np.hstack([X, ones])
-
-    def _make_design(self, X, sample_weight):
-        """Weighted design of ``[X, 1]``, not centred: the intercept is a
-        coordinate, so the left-out fits are the same algorithm on fewer rows."""
-        return Design(self._augment(X), sample_weight, fit_intercept=False)
-
-    def _fit_rows(self, X):
-        return super()._fit_rows(self._augment(X))
-
     def _fit_target(self, design, y):
         return 0.0, np.asarray(y, dtype=design.dtype)
 
@@ -243,21 +225,10 @@ class TrajectoryLogisticRegression(PathMixin, ClassifierMixin, TrajectoryEstimat
         return {"gd": (GradientDescent, {}), "fista": (FISTA, {}), "sgd": (SGD, {})}
 
     def _store_path(self, path, design, offset):
-        p = path.shape[0] - int(self.fit_intercept)
         self.classes_ = self._fit_classes
-        self.coef_path_ = np.asfortranarray(path[:p])
-        if self.fit_intercept:
-            self.intercept_path_ = path[p].copy()
-        else:
-            self.intercept_path_ = np.zeros(path.shape[1], dtype=path.dtype)
+        self.coef_path_, self.intercept_path_ = self._split_path(path)
         self.coef_ = self.coef_path_[:, -1][None, :].copy()
         self.intercept_ = self.intercept_path_[-1:].copy()
-
-    def _fit_coef_path(self):
-        """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""
-        if self.fit_intercept:
-            return np.vstack([self.coef_path_, self.intercept_path_[None, :]])
-        return self.coef_path_
 
     def _path_predictions(self, X):
         return expit(super()._path_predictions(X))

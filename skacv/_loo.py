@@ -8,10 +8,11 @@ fit, also when it was ``"auto"``), schedule and, for SGD, the same
 mini-batches with ``i`` deleted. Its objective is the estimator's objective
 on the remaining data: a mean-form loss is divided by the remaining weight
 ``W - rho_i``, a penalty keeps its own form (``IterativeRidge``'s
-``alpha ||w||^2`` is a sum-form penalty, the Lasso/logistic ``alpha`` mean
-form). With ``fit_intercept=True`` the left-out fit re-centres ``X`` and
-``y`` on the remaining data (least squares) or refits its unpenalised
-intercept coordinate (logistic). ``loo_path_[t]`` is the weighted mean over
+``alpha ||w||^2`` and ``TrajectoryHuberRegressor``'s penalties are sum-form,
+the Lasso/logistic ``alpha`` mean form). With ``fit_intercept=True`` the
+left-out fit re-centres ``X`` and ``y`` on the remaining data (least squares)
+or refits its unpenalised intercept coordinate (logistic, Huber, whose
+left-out runs also keep the full fit's ``scale_``). ``loo_path_[t]`` is the weighted mean over
 ``i`` of the loss of iterate ``t`` of run ``-i`` at ``(x_i, y_i)``.
 
 Sample weights are frequency weights: removing sample ``i`` removes *one
@@ -108,6 +109,11 @@ class _Problem:
         self.dl2 = np.broadcast_to(l2_minus, (self.n,)) - float(iteration.l2)
         if not np.any(self.dl2):
             self.dl2 = None
+        # a sum-form l1 penalty is stronger in mean form on the left-out data
+        self.l1_scale = None
+        if penalty.sum_form and penalty.l1_ > 0:
+            l1_minus = penalty.l1_at(np.where(self.W_minus > 0, self.W_minus, 1.0))
+            self.l1_scale = np.broadcast_to(l1_minus, (self.n,)) / penalty.l1_
         self.pen = penalty.penalized(self.m) if penalty.n_unpenalized else None
         self.sampler = iteration.sampler
         self.uses_hb = any(iteration.hb(k) != 0.0 for k in range(1, self.T + 1))
@@ -429,7 +435,8 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
         else:
             pre = it.combine(k, v, (x1 - x2) if hb else None, z)
             xk = it.prox(k, pre)
-            dX = it.prox(k, np.add(dPre, pre[:, None], out=dPre))
+            dX = it.prox(k, np.add(dPre, pre[:, None], out=dPre),
+                         None if prob.l1_scale is None else prob.l1_scale[idx])
             dX -= xk[:, None]
         dV = it.extrapolate(k, dX, dX1)
         if dX2 is not None:

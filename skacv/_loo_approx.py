@@ -65,6 +65,7 @@ def approximate_loo_at(design, datafit, iteration, theta, U, target, method="alo
     kappa = rho * (1.0 + eps)
     l2 = float(iteration.l2)
     beta_i = W_minus * penalty.l2_at(np.where(W_minus > 0, W_minus, 1.0))  # sum form
+    l1_i = W_minus * penalty.l1_at(np.where(W_minus > 0, W_minus, 1.0))  # sum form
     beta_ref = float(np.mean(beta_i[rho > 0])) if np.any(rho > 0) else W * l2
     UE = U[:, E]
     penE = pen[E].astype(np.float64)
@@ -90,9 +91,9 @@ def approximate_loo_at(design, datafit, iteration, theta, U, target, method="alo
         Z = linalg.solve_triangular(L, UE[s: s + step].T, lower=True)
         h[s: s + step] = np.einsum("ij,ij->j", Z, Z)
     if method == "alo":
-        num = kappa * g * h + (beta_i - W * l2) * proj[:, 1] - rho * l1 * proj[:, 2]
+        num = kappa * g * h + (beta_i - W * l2) * proj[:, 1] + (l1_i - W * l1) * proj[:, 2]
     else:
-        num = proj[:, 0] + beta_i * proj[:, 1] + W_minus * l1 * proj[:, 2] + kappa * g * h
+        num = proj[:, 0] + beta_i * proj[:, 1] + l1_i * proj[:, 2] + kappa * g * h
     if method == "ij":
         denom = np.ones_like(h)
     else:
@@ -132,7 +133,8 @@ def approximate_loo(estimator, X, y, sample_weight=None, method="alo"):
 
     Parameters
     ----------
-    estimator : fitted TrajectoryLasso, IterativeRidge or TrajectoryLogisticRegression
+    estimator : fitted TrajectoryLasso, IterativeRidge, TrajectoryHuberRegressor or
+        TrajectoryLogisticRegression
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
         Training data of the fit.
     y : array-like of shape (n_samples,)

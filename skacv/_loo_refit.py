@@ -117,7 +117,8 @@ def exact_loo_path(estimator, X, y, sample_weight=None, n_jobs=None, return_pred
 
     Parameters
     ----------
-    estimator : TrajectoryLasso, IterativeRidge or TrajectoryLogisticRegression
+    estimator : TrajectoryLasso, IterativeRidge, TrajectoryHuberRegressor or
+        TrajectoryLogisticRegression
         Fitted (its path is the one left out) or not (a clone is fitted first).
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
     y : array-like of shape (n_samples,)

@@ -165,7 +165,7 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
     k0 = state["k"]
     x, x_prev, v = state["x"], state["x_prev"], state["v"]
-    check_every = max(1, sampler.n_batches)
+    check_every = max(1, getattr(sampler, "n_batches", 1))
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
     for k in range(k0 + 1, k0 + n_steps + 1):

@@ -102,11 +102,26 @@ class Penalty:
             out[:m] -= (step * self.l2_) * v[:m]
         return out
 
-    def prox(self, pre, step):
-        """Proximal step at ``pre`` with step size ``step`` (a new array or ``pre``)."""
+    def l1_at(self, n_eff):
+        """Mean-form l1 strength for total weights ``n_eff`` (array-like)."""
+        n_eff = np.asarray(n_eff, dtype=np.float64)
+        if not self.sum_form:
+            return np.broadcast_to(self.l1_, n_eff.shape)
+        with np.errstate(divide="ignore"):
+            return np.where(n_eff > 0, self.l1 / np.where(n_eff > 0, n_eff, 1.0), 0.0)
+
+    def prox(self, pre, step, scale=None):
+        """Proximal step at ``pre`` with step size ``step`` (a new array or ``pre``).
+
+        ``scale`` (shape ``(n_columns,)``, for a block of columns ``pre``)
+        multiplies the l1 strength column by column: the left-out objectives
+        of a sum-form penalty (:meth:`l1_at`).
+        """
         if self.is_smooth:
             return pre
         tau = pre.dtype.type(step * self.l1_)
+        if scale is not None:
+            tau = (tau * np.asarray(scale)).astype(pre.dtype)
         if not self.n_unpenalized:
             return soft_threshold(pre, tau)
         out = pre.copy()

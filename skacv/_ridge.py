@@ -29,8 +29,12 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         ``"sgd"``: mini-batch stochastic gradient (weighted mean gradient of
         ``batch_size`` rows, one random permutation per epoch seeded by
         ``random_state``, the penalty applied at every step). Combine it with
-        a decreasing ``step_schedule``; ``estimate_risk`` must be False (the
-        memory-matrix estimate is for full-batch gradients).
+        a decreasing ``step_schedule`` to converge. ``risk_path_`` is Tan &
+        Bellec's (2024) estimate for mini-batch SGD (Jacobian chains through
+        the batches with ``n_probes`` Hutchinson probes, about ``n_probes *
+        max_iter`` batch products per step). With sample weights a batch
+        holds whole rows: a weighted fit is SGD on the repeated rows whose
+        batches keep the copies of a row together.
         ``"eigenpro"``: full-batch gradient descent preconditioned by EigenPro's
         rank-``n_components`` Nystrom preconditioner (Ma & Belkin 2017),
         ``b <- b + eta P (z - mu b)``, see :class:`skacv.EigenProRegressor` for
@@ -173,9 +177,6 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
             self.preconditioner_ = setup["preconditioner"]
         elif hasattr(self, "preconditioner_"):
             del self.preconditioner_
-
-    def _risk_available(self):
-        return self._linear_iterations()  # no memory-matrix risk with mini-batches
 
     def _linear_iterations(self):
         """The path is a linear function of ``y`` with a spectral risk

@@ -31,7 +31,11 @@ from scipy.linalg import solve_triangular
 from sklearn.utils import Bunch, check_random_state
 
 from ._config import check_memory
-from ._risk_chains import masked_memory_matrix, resolve_chain_dtype
+from ._risk_chains import (
+    curvature_memory_matrices,
+    masked_memory_matrix,
+    resolve_chain_dtype,
+)
 from ._risk_spectral import (
     exact_nodes,
     lanczos_check,
@@ -138,6 +142,67 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     return np.diag(G).copy(), G
 
 
+def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
+    """Robust / mini-batch risk estimate from residuals, sources and traces.
+
+    Tan & Bellec (2024): with ``K^ = diag(tr D_t) - K`` and ``W = K^{-1} A``
+    (a lower-triangular solve),
+
+        R_t = F_t + sum_{s<t} W[t, s] Psi_s,    risk_t = ||R_t||^2 / n_eff,
+
+    which estimates ``||Sigma^{1/2}(b^t - beta)||^2 + ||eps||^2 / n``. For
+    the square loss with full-batch gradients (``Psi = F``, ``K = A``,
+    ``tr D_t = n``) this is :func:`risk_from_memory`. An intercept fitted by
+    centring (least squares) is the diagonal source ``F_t`` with
+    ``A[t, t] = K[t, t] = 1`` (``fit_intercept=True``).
+
+    Parameters
+    ----------
+    F : ndarray of shape (n_samples, T + 1)
+        Training residuals ``y~ - X~ x^t`` (weighted by ``sqrt(w)``).
+    Psi : ndarray of shape (n_samples, T + 1)
+        Sources: column ``s`` is the gradient residual ``sqrt(w) psi(r^s)``
+        on the rows of the batch of step ``s + 1`` (zero elsewhere; the last
+        column is unused).
+    A, K : ndarray of shape (T + 1, T + 1)
+        Traces of :func:`skacv._risk_chains.curvature_memory_matrices`
+        (strictly lower triangular).
+    n_eff : float
+    trace_d : ndarray of shape (T + 1,), default=None
+        ``tr D_t = sum_i w_i psi'(r_i^t)``; ``None``: ``n_eff`` (square loss).
+    fit_intercept : bool, default=False
+        Least squares with an intercept by centring.
+
+    Returns
+    -------
+    risk : ndarray of shape (T + 1,)
+    risk_matrix : ndarray of shape (T + 1, T + 1)
+    W : ndarray of shape (T + 1, T + 1)
+        The lower-triangular mixing weights (diagonal: the intercept).
+    """
+    F = np.asarray(F, dtype=np.float64)
+    T1 = F.shape[1]
+    c = 1.0 if fit_intercept else 0.0
+    if c and n_eff <= 1:
+        raise ValueError(
+            "Estimating the risk with fit_intercept=True needs more than one "
+            f"sample; got n_samples = {n_eff:g}."
+        )
+    trace_d = np.full(T1, float(n_eff)) if trace_d is None else np.asarray(trace_d, float)
+    diag = trace_d[:T1] - c
+    # no inlier at iterate t (tr D_t = 0): nothing to correct there
+    safe = np.where(diag > 0, diag, 1.0)
+    Khat = np.diag(safe) - np.tril(np.asarray(K, dtype=np.float64)[:T1, :T1], -1)
+    rhs = np.tril(np.asarray(A, dtype=np.float64)[:T1, :T1], -1) + c * np.eye(T1)
+    rhs[diag <= 0] = 0.0
+    W = solve_triangular(Khat, rhs, lower=True, check_finite=False)
+    R = F + np.asarray(Psi, dtype=np.float64) @ np.tril(W, -1).T
+    if c:
+        R += F * np.diag(W)
+    G = R.T @ R / n_eff
+    return np.diag(G).copy(), G, W
+
+
 #: lowest degrees-of-freedom fraction accepted (Hutchinson noise around 0)
 DF_LOW = -0.05
 #: largest accepted ratio between the l1 norm of a row of ``(I - A/n)^{-1}``
@@ -201,7 +266,15 @@ AUTO_EXACT_FACTOR = 4.0
 AUTO_EXACT_MAX_DIM = 2000
 
 
-def resolve_n_probes(n_probes, design, iteration, n_iter):
+def _spectral(design, iteration, datafit=None):
+    """The memory matrix is a spectral sum: full-batch least squares with a
+    linear iteration or a fixed preconditioner (else: Jacobian chains)."""
+    if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
+        return False
+    return getattr(iteration, "preconditioner", None) is not None or iteration.is_linear
+
+
+def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     """The number of probes (``None``: exact traces) of ``n_probes="auto"``.
 
     Exact traces remove the probe noise (two fits give the same estimate);
@@ -212,16 +285,16 @@ def resolve_n_probes(n_probes, design, iteration, n_iter):
       one eigendecomposition of the smaller Gram matrix, ``m^3 / 3`` flops
       for ``m = min(n, p) <= AUTO_EXACT_MAX_DIM``, against Lanczos with the
       probes, ``2 n p`` per probe and level, ``n_iter / 2 + 2`` levels;
-    * proximal iterations (ISTA, FISTA): the Jacobian chains start from the
-      ``n`` canonical vectors instead of the probes: exact when
-      ``n <= AUTO_EXACT_FACTOR * AUTO_PROBES``.
+    * Jacobian chains (ISTA, FISTA, mini-batch SGD, robust losses): the
+      chains start from the ``n`` canonical vectors instead of the probes:
+      exact when ``n <= AUTO_EXACT_FACTOR * AUTO_PROBES``.
 
     Any other value is returned unchanged.
     """
     if not (isinstance(n_probes, str) and n_probes == "auto"):
         return n_probes
     n, p = design.n_samples, design.n_features
-    if getattr(iteration, "preconditioner", None) is not None or iteration.is_linear:
+    if _spectral(design, iteration, datafit):
         m = min(n, p)
         exact = m ** 3 / 3.0
         probes = AUTO_PROBES * 2.0 * n * p * (n_iter / 2 + 2)
@@ -274,14 +347,14 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
     rng = check_random_state(random_state)
     if T == 0:
         return np.zeros((1, 1)), np.zeros((1, 1)), None
-    if getattr(iteration, "preconditioner", None) is not None:
-        return (*preconditioned_memory_matrix(design, iteration, T, n_probes=n_probes,
-                                              random_state=rng), None)
     if iteration.sampler is not None:
         raise ValueError(
             f"The memory-matrix risk estimate of {iteration.name} with mini-batches is not "
             "implemented; use estimate_risk=False and estimate_loo=True (IACV) instead."
         )
+    if getattr(iteration, "preconditioner", None) is not None:
+        return (*preconditioned_memory_matrix(design, iteration, T, n_probes=n_probes,
+                                              random_state=rng), None)
     if iteration.is_linear:
         new_state = None
         if n_probes is None:
@@ -311,10 +384,19 @@ def residual_matrix(design, y_tilde, coef_path):
     return np.asarray(y_tilde, dtype=np.float64)[:, None] - F
 
 
-def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, random_state=None,
-                    chain_dtype=None, fitted=None, verbose=0, _state=None, _keep_state=False):
+def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
+                    random_state=None, chain_dtype=None, fitted=None, verbose=0, _state=None,
+                    _keep_state=False):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
+    Full-batch least squares: the memory-matrix estimate of Bellec & Tan
+    (2024) (:func:`risk_from_memory`). Mini-batches (``iteration.sampler``)
+    or a robust loss (a non-quadratic ``datafit``): the estimate of Tan &
+    Bellec (2024) (:func:`risk_from_sources`), which reduces to the former
+    for full-batch least squares.
+
+    datafit : datafit of :mod:`skacv._datafits`, default=None
+        ``None`` is least squares.
     fitted : ndarray of shape (n_samples, T + 1), default=None
         ``X~ x^t`` if already known (saves one product with the whole path).
 
@@ -322,13 +404,22 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
     -------
     result : Bunch
         ``risk`` (T+1,), ``risk_matrix`` (T+1, T+1), ``memory_matrix`` (T+1, T+1)
-        for the iterates, ``memory_matrix_sources`` for the gradient points,
-        ``corrected_residuals`` (n_samples, T+1) and ``correction`` (T+1, T+1)
-        of :func:`risk_from_memory` (the debiasing of :mod:`skacv._uq` uses
-        them), and the diagnostics of :func:`risk_reliability` (``reliable``,
+        for the iterates, ``memory_matrix_sources`` for the gradient points
+        (the matrix ``K`` of the robust estimate), ``corrected_residuals``
+        (n_samples, T+1) and ``correction`` (T+1, T+1) of
+        :func:`risk_from_memory` (full-batch least squares only, ``None``
+        otherwise; the debiasing of :mod:`skacv._uq` uses them), and the
+        diagnostics of :func:`risk_reliability` (``reliable``,
         ``df_fraction``, ``amplification``).
     """
     tic = time.perf_counter()
+    robust = datafit is not None and not datafit.quadratic
+    if iteration.sampler is not None or robust:
+        res = _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes,
+                           random_state, chain_dtype, fitted, verbose, _state, _keep_state)
+        if verbose:
+            print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
+        return res
     A, Av, state = _memory_matrices(design, iteration, coef_path, n_probes, random_state,
                                     chain_dtype, verbose, state=_state, keep_state=_keep_state)
     if fitted is None:
@@ -350,3 +441,54 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, n_probes=10, rando
                  df_fraction=df, amplification=amp)
 
 
+def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, random_state,
+                 chain_dtype, fitted, verbose, state, keep_state):
+    """:func:`trajectory_risk` for mini-batches or a robust loss (Tan & Bellec 2024)."""
+    T1 = coef_path.shape[1]
+    T = T1 - 1
+    n_probes = resolve_n_probes(n_probes, design, iteration, T, datafit)
+    rng = check_random_state(random_state)
+    y_tilde = np.asarray(y_tilde, dtype=np.float64)
+    if fitted is None:
+        check_memory(8 * design.n_samples * T1,
+                     f"the fitted values ({design.n_samples} x {T1})")
+        fitted = design.matvec(np.asarray(coef_path, dtype=design.dtype))
+    fitted = np.asarray(fitted, dtype=np.float64)
+    quadratic = datafit is None or datafit.quadratic
+    curvature = None
+    w = np.ones(design.n_samples) if design.weight is None else np.asarray(
+        design.weight, dtype=np.float64)
+    if not quadratic:
+        curvature = np.empty_like(fitted)
+        for t in range(T1):
+            curvature[:, t] = datafit.curvature(fitted[:, t], y_tilde)
+        trace_d = w @ curvature
+    else:
+        trace_d = None
+    dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
+    A, K, new_state = curvature_memory_matrices(
+        design, iteration, coef_path, curvature, n_probes, rng, dtype, verbose,
+        state=state, keep_state=keep_state)
+    F = y_tilde[:, None] - fitted
+    # sources: the gradient residual of step s + 1 on its batch
+    Psi = np.zeros_like(F)
+    sampler = iteration.sampler
+    for s in range(T):
+        r = F[:, s] if quadratic else datafit.residual(fitted[:, s], y_tilde)
+        if sampler is None:
+            Psi[:, s] = r
+        else:
+            S = np.asarray(sampler(s + 1))
+            Psi[S, s] = r[S]
+    c = design.fit_intercept and quadratic  # an intercept by centring
+    risk, G, _ = risk_from_sources(F, Psi, A, K, design.n_eff, trace_d, fit_intercept=c)
+    # diagnostics: K relative to tr D_t plays the role of A / n
+    td = np.full(T1, design.n_eff) if trace_d is None else trace_d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        A_equiv = design.n_eff * np.tril(K, -1) / np.where(td > 0, td, np.nan)[:, None]
+    A_equiv[0] = 0.0
+    reliable, df, amp = risk_reliability(
+        A_equiv, A_equiv, design.n_eff, c, proximal=not (iteration.is_linear and quadratic))
+    reliable &= np.isfinite(risk)
+    return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=K,
+                 chain_state=new_state, reliable=reliable, df_fraction=df, amplification=amp)

@@ -243,3 +243,186 @@ def resolve_chain_dtype(design, n_probes, dtype=None):
     if dtype == "auto":
         dtype = np.float32 if n_probes is not None else None
     return np.dtype(dtype or design.dtype)
+
+
+# ----------------------------------------------------------------------------
+# robust losses and mini-batches (Tan & Bellec 2024)
+# ----------------------------------------------------------------------------
+
+
+def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes, rng,
+                              chain_dtype, verbose=0, state=None, keep_state=False):
+    """Traces of the robust / mini-batch risk estimate (Tan & Bellec 2024).
+
+    Step ``k`` uses the gradient input ``z = X~_S^T r_S / N_k`` on the batch
+    ``S = S_k`` (``iteration.sampler(k)``; every row for full-batch methods)
+    of weight ``N_k``, with ``r = sqrt(w) psi(y - eta)``. The Jacobian chain
+    ``J_{t,s}`` of ``x^t`` with respect to a vector added to ``X~^T S psi``
+    in step ``s + 1`` (source ``s``) is advanced by the iteration's own
+    :meth:`~skacv.Iteration.tangent` with the gradient tangent
+    ``dz = (injection - X~_S^T diag(c) X~_S dx) / N_k``, ``c`` the
+    curvature ``psi'`` at ``x^{k-1}``. The traces are
+
+        A[t, s] = tr(D_t X~ J_{t,s} X~^T),
+        K[t, s] = tr(D_t X~ J_{t,s} X~^T S_s D_s),
+
+    ``D_t = diag(curvature[:, t])`` and ``S_s`` the batch of step ``s + 1``
+    (both diagonal, so that one chain per source gives both traces: the
+    second reads the same products on the rows of ``S_s`` only). With sample
+    weights, ``X~`` carries ``sqrt(w)``: these are the traces over repeated
+    rows when a batch holds every copy of its rows.
+
+    Parameters
+    ----------
+    design : Design
+    iteration : Iteration
+        Without momentum (``hb = beta = 0``).
+    coef_path : ndarray of shape (n_coef, T + 1)
+    curvature : ndarray of shape (n_samples, T + 1) or None
+        ``psi'`` of every sample at every iterate (unweighted); ``None``: ones
+        (least squares).
+    n_probes : int or None
+        Rademacher probes; ``None``: exact traces (identity probes).
+    rng : RandomState
+    chain_dtype : dtype
+    state : dict, default=None
+        Returned with ``keep_state=True`` (probes only): the chains after the
+        last step of a shorter prefix of the same trajectory.
+
+    Returns
+    -------
+    A, K : ndarrays of shape (T + 1, T + 1), strictly lower triangular
+    state : dict or None
+    """
+    n = design.n_samples
+    T = coef_path.shape[1] - 1
+    dtype = np.dtype(chain_dtype)
+    keep_state = keep_state and n_probes is not None
+    if any(iteration.hb(k) != 0.0 or iteration.beta(k) != 0.0 for k in range(1, T + 1)):
+        raise ValueError(
+            f"The robust / mini-batch risk estimate needs an iteration without momentum; "
+            f"{iteration.name} extrapolates. Use solver='gd' or 'sgd', or "
+            "estimate_risk=False and estimate_loo=True."
+        )
+    if state is not None and not (
+        state.get("kind") == "curvature_chains" and n_probes is not None
+        and state["m"] == int(n_probes) and state["dtype"] == dtype and state["k"] <= T
+        and state["Z"].shape[0] == n
+    ):
+        state = None
+    k0 = 0 if state is None else state["k"]
+    A = np.zeros((T + 1, T + 1))
+    K = np.zeros((T + 1, T + 1))
+    if state is not None:
+        A[: k0 + 1, : k0 + 1] = state["A"]
+        K[: k0 + 1, : k0 + 1] = state["K"]
+    if T == 0:
+        return A, K, None
+    p = coef_path.shape[0]
+    check_memory(n * p * dtype.itemsize, f"the dense design for the risk chains ({n} x {p})")
+    Xd = np.asarray(design.dense(), dtype=dtype, order="C")
+    if n_probes is None:
+        Z = np.eye(n, dtype=dtype)
+        m, scale = n, 1.0
+    else:
+        m = int(n_probes)
+        Z = state["Z"] if state is not None else (
+            rng.choice([-1.0, 1.0], size=(n, m)).astype(dtype))
+        scale = 1.0 / m
+    check_memory(2 * p * m * T * dtype.itemsize, f"the Jacobian chains ({p} x {m * T}, 2 blocks)",
+                 "Use fewer probes (n_probes) or fewer iterations. ")
+    weight = None if design.weight is None else np.asarray(design.weight, dtype=np.float64)
+    curv = None if curvature is None else np.asarray(curvature, dtype=dtype)
+    injection = Xd.T @ Z  # X~^T Z, (p, m)
+    sampler = iteration.sampler
+    chains = np.zeros((p, m * T), dtype=dtype, order="F")
+    if state is not None:
+        chains[:, : m * k0] = state["chains"]
+    batches = [None] * (T + 1)  # batches[s]: rows of step s + 1 (None: all)
+    if sampler is not None:
+        for s in range(T):
+            batches[s] = np.asarray(sampler(s + 1))
+
+    def batch_weight(S):
+        if S is None:
+            return float(design.n_eff)
+        return float(S.shape[0]) if weight is None else float(weight[S].sum())
+
+    batch_probes = None
+    if sampler is not None:
+        # B_s = X~_S^T (Z D_s)_S for the batch S of every source s: then
+        # K[t, s] = <B_s, J_{t,s}> + sum_{i in S} (d^t_i - 1) z_i d^s_i x~_i^T J_{t,s},
+        # the sum over the few rows whose curvature at x^t is not 1 (none for
+        # least squares, the outliers of the Huber loss)
+        batch_probes = np.empty((p, m * T), dtype=dtype, order="F")
+        for s in range(T):
+            S = batches[s]
+            ZS = Z[S] if curv is None else Z[S] * curv[S, s][:, None]
+            batch_probes[:, s * m:(s + 1) * m] = Xd[S].T @ ZS
+    tic = time.perf_counter()
+    fitted_chains = None  # X~ @ chains after the last step (full batch: reused)
+    for k in range(k0 + 1, T + 1):
+        c_old, c_new = m * (k - 1), m * k
+        S = batches[k - 1]
+        N = batch_weight(S)
+        inv_N = dtype.type(1.0 / N) if N > 0 else dtype.type(0.0)
+        dz = np.empty((p, c_new), dtype=dtype, order="F")
+        if c_old:
+            XS = Xd if S is None else Xd[S]
+            if S is None and fitted_chains is not None:
+                Y = fitted_chains
+            else:
+                Y = XS @ chains[:, :c_old]
+            if curv is not None:
+                Y = Y * (curv[:, k - 1][:, None] if S is None else curv[S, k - 1][:, None])
+            np.multiply(XS.T @ Y, -inv_N, out=dz[:, :c_old])
+        np.multiply(injection, inv_N, out=dz[:, c_old:c_new])
+        dv = chains[:, :c_new]
+        if c_old < c_new:
+            dv[:, c_old:c_new] = 0
+        mask = iteration.prox_jacobian(k, coef_path[:, k])
+        dx, _ = iteration.tangent(k, dv, dv, None, dz, mask)
+        chains[:, :c_new] = dx
+        # readout: A with D_k on every row, K with D_k D_s on the rows of S_s
+        dk = None if curv is None else curv[:, k]
+        if sampler is None:
+            Y = Xd @ dx  # (n, m k)
+            fitted_chains = Y
+            W = Z if dk is None else Z * dk[:, None]
+            A[k, :k] = scale * _shared_block_trace(W, Y, m)
+            if curv is None:
+                K[k, :k] = A[k, :k]
+            else:
+                K[k, :k] = scale * np.einsum("nm,ns,nsm->s", W, curv[:, :k],
+                                             Y.reshape(n, k, m), dtype=np.float64,
+                                             optimize=True)
+        else:
+            P = Xd.T @ (Z if dk is None else Z * dk[:, None])
+            A[k, :k] = scale * _shared_block_trace(P, dx, m)
+            K[k, :k] = scale * np.einsum("ij,ij->j", batch_probes[:, :c_new], dx,
+                                         dtype=np.float64).reshape(k, m).sum(axis=1)
+            if curv is not None:
+                for s in range(k):
+                    Ss = batches[s]
+                    coef = (dk[Ss] - 1) * curv[Ss, s]
+                    Ss, coef = Ss[coef != 0], coef[coef != 0]
+                    if Ss.size:
+                        Ys = Xd[Ss] @ dx[:, s * m:(s + 1) * m]
+                        K[k, s] += scale * float(np.einsum("nm,nm->", Z[Ss] * coef[:, None],
+                                                           Ys, dtype=np.float64))
+        if verbose and (k % max(1, T // 10) == 0 or k == T):
+            print(f"[risk] {iteration.name} robust traces: step {k}/{T}, "
+                  f"{time.perf_counter() - tic:.1f}s")
+    new_state = None
+    if keep_state:
+        new_state = {"kind": "curvature_chains", "k": T, "m": m, "Z": Z, "dtype": dtype,
+                     "A": A.copy(), "K": K.copy(), "chains": chains[:, : m * T].copy()}
+    return A, K, new_state
+
+
+def _shared_block_trace(W, D, m):
+    """``[sum(W * D[:, s*m:(s+1)*m]) for s]`` for W (r, m), D (r, m*k), as the
+    diagonal blocks of one product ``W^T D`` (BLAS-3)."""
+    k = D.shape[1] // m
+    G = (W.T @ D).reshape(m, k, m)
+    return np.einsum("iki->k", G).astype(np.float64)

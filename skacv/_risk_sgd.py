@@ -3,14 +3,16 @@
 Tan & Bellec (2024) extend the memory-matrix estimate of Bellec & Tan (2024)
 to mini-batch SGD: the traces carry the batch masks. :class:`SGDRiskTracker`
 builds it online along kernel (EigenPro) SGD, whose traces use the batch
-columns of the EigenPro kernel that training computes anyway.
+columns of the EigenPro kernel that training computes anyway; linear models
+in feature space get it from :func:`skacv._risk.trajectory_risk` (Jacobian
+chains of :func:`skacv._risk_chains.curvature_memory_matrices`). Both end in
+:func:`skacv._risk.risk_from_sources`.
 """
 
 import numpy as np
-import scipy.linalg as linalg
 
 from ._config import check_memory
-from ._risk import risk_from_memory
+from ._risk import risk_from_memory, risk_from_sources
 
 
 class SGDRiskTracker:
@@ -128,14 +130,11 @@ class SGDRiskTracker:
         if self.full:
             risk, _ = risk_from_memory(F, A, self.n_eff, False)
         else:
-            V = linalg.solve_triangular(self.n_eff * np.eye(T1) - K, A, lower=True,
-                                        check_finite=False)
             if self.w is not None and all(p is not None for p in self.positions):
                 F, Psi = self._repeated_rows()
             else:
                 Psi = np.stack(self.Psi + [np.zeros_like(self.F[0])], axis=-1).reshape(-1, T1)
-            R = F + Psi @ V.T
-            risk = np.einsum("it,it->t", R, R) / self.n_eff
+            risk = risk_from_sources(F, Psi, A, K, self.n_eff)[0]
         return risk if steps is None else risk[steps]
 
     def _repeated_rows(self):

@@ -36,7 +36,7 @@ LAYERS = [
     ["_risk", "_loo", "_uq"],
     ["_risk_sgd", "_loo_approx", "_loo_refit"],
     ["_base"],
-    ["_lasso", "_ridge", "_logistic", "_eigenpro"],
+    ["_lasso", "_ridge", "_logistic", "_huber", "_eigenpro"],
     ["_alpha_path"],
     ["_selection", "_plot"],
     ["_demo"],

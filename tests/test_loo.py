@@ -284,8 +284,8 @@ def test_warm_start_and_bad_input():
     with pytest.raises(ValueError, match="more than one sample"):
         IterativeRidge(1.0, estimate_loo=True, estimate_risk=False).fit(X[:2], y[:2],
                                                                        sample_weight=[1, 0])
-    with pytest.raises(ValueError, match="estimate_risk=True is not available"):
-        IterativeRidge(solver="sgd").fit(X, y)
+    # mini-batch SGD has a risk estimate (Tan & Bellec 2024; tests/test_risk_sgd.py)
+    assert IterativeRidge(solver="sgd", max_iter=5).fit(X, y).risk_path_.shape == (6,)
     with pytest.raises(ValueError, match="diverge.*smaller step_size"):
         IterativeRidge(solver="sgd", step_size=50.0, max_iter=100, estimate_risk=False,
                        random_state=0).fit(X, y)

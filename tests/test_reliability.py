@@ -150,6 +150,7 @@ def test_auto_criterion_rules(monkeypatch):
     assert sgd.criterion_ == "loo"
     # above the sample budget: a subsample of that size, the same as asking for it
     monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES", 50)
+    monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES_MAX", 50)
     monkeypatch.setattr(selection, "AUTO_BOTH_SIZE", 0)
     auto = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
                                      random_state=3).fit(X, y)

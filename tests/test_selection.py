@@ -490,7 +490,13 @@ def test_auto_chooses_kfold_when_leave_one_out_costs_more(monkeypatch):
     est = TrajectoryLasso(alpha=0.01, max_iter=150)
     # small problems keep leave-one-out (cheap in absolute terms, no held-out fold)
     assert selection_module.auto_criterion(est, 60, 40) == ("loo", None)
-    assert selection_module.auto_criterion(est, 300, 400) == ("loo", 100)
+    assert selection_module.auto_criterion(est, 300, 400) == ("loo", None)
+    # mid-size: as many tracked samples as the budget allows (100 to 500)
+    crit, sub = selection_module.auto_criterion(est, 1000, 500)
+    assert crit == "loo" and 100 < sub < 500
+    for k, fits in ((sub, True), (sub + 2, False)):
+        flops = selection_module.loo_cost_in_fits(est, 1000, 500, k)[1]
+        assert (flops <= selection_module.AUTO_CHEAP_FLOPS) is fits
     # a dense Gram product per tracked run and step: K-fold is cheaper
     fits, _ = selection_module.loo_cost_in_fits(est, 2000, 3000, 100)
     assert fits > 4

@@ -1,0 +1,213 @@
+"""TrajectoryHuberRegressor: HuberRegressor's objective at a fixed scale.
+
+References: scikit-learn's HuberRegressor (its scale fixed in ours), the
+optimality conditions of the l1 objective, brute-force leave-one-out refits
+(:func:`skacv.exact_loo_path`) and the data with repeated rows. The traces
+of the risk estimate against finite differences and its Monte Carlo
+accuracy under mini-batches are in tests/test_risk_sgd.py.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import HuberRegressor
+
+from skacv import (
+    IterativeRidge,
+    TrajectoryEarlyStoppingCV,
+    TrajectoryHuberRegressor,
+    approximate_loo,
+    exact_loo_path,
+)
+from skacv._huber import robust_scale, weighted_median
+
+
+def _data(n=200, p=10, seed=0, df=2):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    y = X @ (np.arange(p) / 3.0) + 1.5 + rng.standard_t(df, n)
+    return X, y
+
+
+# ----------------------------------------------------------------------------
+# the objective
+# ----------------------------------------------------------------------------
+
+
+def _huber_objective(X, y, coef, intercept, sigma, epsilon, alpha, sw):
+    """HuberRegressor's objective (scikit-learn's documentation), and its
+    gradient in ``(coef, intercept)``."""
+    r = y - X @ coef - intercept
+    z = np.abs(r) / sigma
+    H = np.where(z <= epsilon, z**2, 2 * epsilon * z - epsilon**2)
+    psi = np.clip(r, -epsilon * sigma, epsilon * sigma)
+    value = sw @ (sigma + H * sigma) + alpha * coef @ coef
+    grad = np.r_[-2 / sigma * X.T @ (sw * psi) + 2 * alpha * coef, -2 / sigma * sw @ psi]
+    return value, grad
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_converges_to_huber_regressor_at_its_scale(fit_intercept, weighted, fmt):
+    """HuberRegressor minimises F(w, b, sigma), jointly convex; at its minimiser
+    (w*, b*, sigma*), (w*, b*) minimises F(., ., sigma*), our objective with
+    scale = sigma*: the paths converge to HuberRegressor's solution."""
+    X, y = _data()
+    n = X.shape[0]
+    sw = np.random.default_rng(1).integers(0, 3, n).astype(float) if weighted else None
+    ref = HuberRegressor(alpha=0.5, fit_intercept=fit_intercept, max_iter=10_000,
+                         tol=1e-12).fit(X, y, sample_weight=sw)
+    Xf = sp.csr_matrix(X) if fmt == "csr" else X
+    est = TrajectoryHuberRegressor(alpha=0.5, scale=ref.scale_, fit_intercept=fit_intercept,
+                                   max_iter=3000, estimate_risk=False).fit(Xf, y, sample_weight=sw)
+    assert est.scale_ == ref.scale_
+    w = np.ones(n) if sw is None else sw
+    ours, g_ours = _huber_objective(X, y, est.coef_, est.intercept_, ref.scale_, 1.35, 0.5, w)
+    theirs, g_theirs = _huber_objective(X, y, ref.coef_, ref.intercept_, ref.scale_, 1.35,
+                                        0.5, w)
+    if not fit_intercept:
+        g_ours, g_theirs = g_ours[:-1], g_theirs[:-1]
+    # our path reaches the minimiser in (w, b) at that scale (gradient ~ 4e-13)
+    assert np.abs(g_ours).max() < 1e-9
+    assert ours <= theirs + 1e-9 * abs(theirs)
+    # HuberRegressor's L-BFGS-B stops on its relative decrease (gradient in
+    # (w, b) 1.4e-3 to 9.5e-3 at tol=1e-12): measured coefficient differences
+    # 6e-6 to 4.5e-5, within the bound |g| / (2 alpha) of strong convexity
+    diff = np.abs(np.r_[est.coef_ - ref.coef_, est.intercept_ - ref.intercept_]).max()
+    assert diff <= max(1e-5, np.abs(g_theirs).max() / (2 * 0.5)), diff
+    np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
+
+
+def test_l1_path_reaches_the_optimality_conditions():
+    """penalty="l1": the mean Huber loss plus (alpha scale / (2 n)) ||w||_1."""
+    X, y = _data(p=20)
+    n = X.shape[0]
+    est = TrajectoryHuberRegressor(alpha=40.0, penalty="l1", scale=1.0, max_iter=4000,
+                                   estimate_risk=False).fit(X, y)
+    r = y - X @ est.coef_ - est.intercept_
+    grad = -X.T @ np.clip(r, -1.35, 1.35) / n  # gradient of the mean Huber loss
+    lam = 40.0 / (2 * n)
+    nz = est.coef_ != 0
+    assert 0 < nz.sum() < X.shape[1]
+    np.testing.assert_allclose(grad[nz], -lam * np.sign(est.coef_[nz]), atol=1e-9)
+    assert np.all(np.abs(grad[~nz]) <= lam + 1e-9)
+    assert abs(np.clip(r, -1.35, 1.35).sum()) < 1e-8  # unpenalised intercept
+
+
+def test_scale_auto_is_the_mad_of_y():
+    X, y = _data()
+    est = TrajectoryHuberRegressor(max_iter=3, estimate_risk=False).fit(X, y)
+    mad = 1.482602218505602 * np.median(np.abs(y - np.median(y)))
+    assert est.scale_ == pytest.approx(mad, rel=1e-12)
+    no_intercept = TrajectoryHuberRegressor(max_iter=3, fit_intercept=False,
+                                            estimate_risk=False).fit(X, y)
+    assert no_intercept.scale_ == pytest.approx(1.482602218505602 * np.median(np.abs(y)))
+    # gross outliers barely move it; frequency weights are repeated rows
+    y_out = y.copy()
+    y_out[:10] += 1e4
+    assert robust_scale(y_out) == pytest.approx(mad, rel=0.1)
+    w = np.array([0, 1, 2, 3, 1] * 40, dtype=float)
+    rep = np.repeat(y, w.astype(int))
+    assert weighted_median(y, w) == np.median(rep)
+    assert weighted_median(y[:4], [1, 1, 1, 1]) == np.median(y[:4])  # even: the mean of two
+    assert robust_scale(y, w) == pytest.approx(robust_scale(rep), rel=1e-12)
+    assert robust_scale(np.ones(5)) == 1.0  # degenerate: no spread
+
+
+# ----------------------------------------------------------------------------
+# sample weights and leave-one-out
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("penalty", ["l2", "l1"])
+def test_integer_weights_equal_repeated_rows(penalty):
+    X, y = _data(n=24, p=6, seed=2)
+    w = np.array([0, 1, 2, 3] * 6, dtype=float)
+    Xr, yr = np.repeat(X, w.astype(int), axis=0), np.repeat(y, w.astype(int))
+    kw = dict(alpha=2.0, penalty=penalty, max_iter=15, n_probes=None, estimate_loo=True)
+    a = TrajectoryHuberRegressor(**kw).fit(X, y, sample_weight=w)
+    b = TrajectoryHuberRegressor(**kw).fit(Xr, yr)
+    assert a.scale_ == pytest.approx(b.scale_, rel=1e-12)
+    assert a.step_size_ == pytest.approx(b.step_size_, rel=1e-9)
+    np.testing.assert_allclose(a.coef_path_, b.coef_path_, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(a.risk_path_, b.risk_path_, rtol=1e-7)
+    np.testing.assert_allclose(a.loo_path_, b.loo_path_, rtol=1e-7)
+
+
+@pytest.mark.parametrize("penalty", ["l2", "l1"])
+@pytest.mark.parametrize("solver", ["gd", "sgd"])
+def test_loo_is_exact_leave_one_out_on_the_quadratic_part(solver, penalty):
+    """IACV linearises psi at the full iterates: exact while no sample crosses
+    the threshold between the full and the left-out runs (epsilon large), a
+    first-order approximation otherwise (the loss is piecewise quadratic)."""
+    X, y = _data(n=25, p=8)
+    sw = np.random.default_rng(3).integers(0, 3, 25).astype(float)
+    est = TrajectoryHuberRegressor(epsilon=100.0, alpha=2.0, penalty=penalty, solver=solver,
+                                   batch_size=7, max_iter=30, estimate_risk=False,
+                                   estimate_loo=True, random_state=0)
+    for weights in (None, sw):
+        est.fit(X, y, sample_weight=weights)
+        ref = exact_loo_path(est, X, y, sample_weight=weights)
+        np.testing.assert_allclose(est.loo_path_, ref, rtol=1e-10)
+
+
+def test_loo_with_outliers_is_close_to_brute_force():
+    # n = 100, p = 33, scale 1 (35-50 % outliers at the end), seeds 0..7:
+    # relative error against the refits, mean over the path 0.5-1.1 %, max
+    # 1.6-8 % (late iterates: near convergence more residuals sit at the
+    # threshold). n = 25: max 0.2-6 %.
+    X, y = _data(n=100, p=33, seed=0)
+    est = TrajectoryHuberRegressor(alpha=0.5, scale=1.0, max_iter=100, estimate_risk=False,
+                                   estimate_loo=True).fit(X, y)
+    outliers = np.abs(y - est.predict(X)) > est.epsilon * est.scale_
+    assert outliers.sum() >= 30  # the kink is active
+    rel = np.abs(est.loo_path_ / exact_loo_path(est, X, y) - 1)
+    assert rel.mean() < 0.02 and rel.max() < 0.1, (rel.mean(), rel.max())
+
+
+def test_approximate_loo_at_convergence_agrees_with_iacv():
+    X, y = _data(n=150, p=10)
+    est = TrajectoryHuberRegressor(alpha=0.5, max_iter=1500, estimate_risk=False,
+                                   estimate_loo=True).fit(X, y)
+    for method in ("ns", "alo"):
+        res = approximate_loo(est, X, y, method=method)
+        assert res.loss == pytest.approx(est.loo_path_[-1], rel=0.02)
+
+
+# ----------------------------------------------------------------------------
+# the risk along the path, early stopping
+# ----------------------------------------------------------------------------
+
+
+def _outlier_problem(n=300, p=150, seed=0):
+    """Student-t noise (3 degrees of freedom) and 5 % gross outliers (+-20)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    beta = np.zeros(p)
+    beta[:20] = np.sqrt(20.0 / 20)
+    eps = rng.standard_t(3, n)
+    eps[: n // 20] += rng.choice([-1, 1], n // 20) * 20.0
+    return X, X @ beta + eps, beta, eps
+
+
+def test_early_stopping_huber_beats_least_squares_with_outliers():
+    # measured over seeds 0..5 (test points from seed + 100): test error of
+    # early-stopped Huber / early-stopped least squares 0.49-0.59; excess risk
+    # of the selected Huber iterate / the best of its path 1.005-1.072
+    X, y, beta, eps = _outlier_problem(seed=0)
+    rng = np.random.default_rng(100)
+    X_test = rng.standard_normal((2000, X.shape[1]))
+    y_test = X_test @ beta
+    huber = TrajectoryEarlyStoppingCV(TrajectoryHuberRegressor(max_iter=300),
+                                      random_state=0).fit(X, y)
+    assert huber.criterion_ == "loo"  # IACV for a robust loss (criterion="auto")
+    assert "risk_path" in huber.cv_results_  # small problem: both estimates
+    ls = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=0.0, max_iter=300),
+                                   random_state=0).fit(X, y)
+    err_h = np.mean((huber.predict(X_test) - y_test) ** 2)
+    err_ls = np.mean((ls.predict(X_test) - y_test) ** 2)
+    assert err_h < 0.75 * err_ls, (err_h, err_ls)
+    est = huber.estimator_
+    truth = ((est.coef_path_ - beta[:, None]) ** 2).sum(0) + est.intercept_path_**2
+    assert truth[huber.best_iteration_] <= 1.15 * truth.min()
