@@ -92,6 +92,12 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
     T = int(params.get("max_iter", 100) or 100)
     n, p, c = max(n_samples, 1), max(n_features, 1), n_tracked
     quadratic = not is_classifier(estimator) and params.get("solver") != "sgd"
+    linear = getattr(estimator, "_linear_iterations", lambda: False)()
+    if quadratic and linear and params.get("solver") != "eigenpro":
+        # eigenbasis: one eigendecomposition, then scalar recursions per sample
+        r = min(n, p)
+        flops = 2 * n * p * r / AUTO_BLAS3_SPEEDUP + 2 * c * (r * T + T * T)
+        return flops / (T * 4 * n * p), flops
     gram = quadratic and 8 * p * p <= get_config()["working_memory"] * 2**20
     step = (2 * p * p if gram else 4 * n * p) * c / AUTO_BLAS3_SPEEDUP + 20 * p * c
     setup = 2 * n * p * p / AUTO_BLAS3_SPEEDUP if gram else 0.0
@@ -201,9 +207,31 @@ def _argmin_first(path):
     return int(np.flatnonzero(path <= m + _TIE_RTOL * abs(m))[0])
 
 
-def _can_stage(estimator):
+#: a path whose fit and estimates cost less than this many flops (a few
+#: milliseconds) is fitted in one go: the fixed cost of every stage (input
+#: validation, set-up of the estimates) would exceed what stopping saves
+STAGE_MIN_FLOPS = 5e7
+
+
+def _can_stage(estimator, X=None):
     params = estimator.get_params(deep=False)
-    return "max_iter" in params and "warm_start" in params
+    if not ("max_iter" in params and "warm_start" in params):
+        return False
+    if X is None:
+        return True
+    try:
+        n, p = _num_samples(X), _num_features(X)
+    except (TypeError, ValueError):
+        return True
+    T = int(params["max_iter"] or 1)
+    flops = 4.0 * n * p * T  # the fit
+    linear = getattr(estimator, "_linear_iterations", lambda: False)()
+    if params.get("estimate_risk") and not linear:
+        return True  # probe chains: quadratic in the path length
+    if params.get("estimate_loo"):
+        sub = params.get("loo_subsample")
+        flops += loo_cost_in_fits(estimator, n, p, min(n, sub or n))[1]
+    return flops > STAGE_MIN_FLOPS
 
 
 def _next_stage(n_iter, best, n_iter_no_change):
@@ -295,7 +323,7 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits):
 
 def _fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
     tic = time.perf_counter()
-    if n_iter_no_change is None or not _can_stage(estimator):
+    if n_iter_no_change is None or not _can_stage(estimator, X):
         estimator.fit(X, y, **fit_params)
     else:
         max_iter, warm_start = estimator.max_iter, estimator.warm_start
@@ -430,7 +458,9 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         the path may run a little past the first iteration where it holds.
         ``None`` fits every path to ``max_iter`` (the argmin over whole
         paths). Estimators without ``max_iter`` and ``warm_start`` are always
-        fitted to the end.
+        fitted to the end, and so are paths whose fit and estimates are
+        estimated to cost less than ``STAGE_MIN_FLOPS`` (a few
+        milliseconds: the fixed cost of a stage would exceed the saving).
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all

@@ -142,7 +142,9 @@ def test_no_refit_and_full_path_kept():
     (55, 10, 60),   # 20 -> 30 -> 45 -> 60 = max_iter
     (3, 1, 4),      # 2 (improving) -> 3 (improving) -> 4: the minimum at 3 is 1 back
 ])
-def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop):
+def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop,
+                                                           monkeypatch):
+    monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)  # stage even tiny paths
     X, y = _data()
     search = _pinned(
         _LooFromTruth(max_iter=60, target=target), criterion="loo",
@@ -509,3 +511,16 @@ def test_auto_chooses_kfold_when_leave_one_out_costs_more(monkeypatch):
                                        random_state=0).fit(X, y)
     assert search.criterion_ == "kfold"
     assert hasattr(search, "kfold_path_") and not hasattr(search, "loo_path_")
+
+
+def test_cheap_paths_are_fitted_in_one_go():
+    # a fit and estimates of a few milliseconds: no stages (their fixed cost
+    # would exceed what stopping saves); the choice is the argmin of the path
+    X, y = _data(n=60, p=20)
+    est = IterativeRidge(alpha=1e-3, max_iter=150, random_state=0)
+    search = TrajectoryEarlyStoppingCV(est).fit(X, y)
+    assert search.estimator_.n_iter_ == 150
+    assert search.best_iteration_ == int(np.argmin(search.risk_path_))
+    big = TrajectoryLasso(alpha=0.05, max_iter=150, estimate_risk=True)
+    assert selection_module._can_stage(big, np.zeros((400, 300)))
+    assert not selection_module._can_stage(est, np.zeros((60, 20)))
