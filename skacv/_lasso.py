@@ -66,12 +66,14 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         ``None`` sizes the blocks from ``skacv.get_config()['working_memory']``.
     loo_subsample : int or None, default=None
         Track only this many samples, drawn without replacement with
-        ``random_state``; ``loo_path_`` is then the ratio estimate
-        ``mean_all(R^t) * sum_sub(L^t) / sum_sub(R^t)`` of the full
-        leave-one-out path (``L`` left-out, ``R`` in-sample weighted losses
-        of the full iterates, known for every sample): the ratio of the two
-        varies little across samples, so this is far more precise than the
-        subsample mean (bias of order ``1 / loo_subsample``).
+        ``random_state``; ``loo_path_`` is then a control-variate
+        (difference) estimate of the full leave-one-out path: the subsample
+        mean of ``L^t - beta_t R^t`` plus ``beta_t`` times the mean of
+        ``R^t`` over every sample (``L`` left-out, ``R`` in-sample weighted
+        losses of the full iterates, known for every sample; ``beta_t`` the
+        subsample regression slope). ``L`` and ``R`` are strongly
+        correlated, so this is far more precise than the subsample mean
+        (bias of order ``1 / loo_subsample``).
     n_probes : int, "auto" or None, default="auto"
         Hutchinson probes for the traces of the memory matrix; ``None``
         computes them exactly; ``"auto"`` computes them exactly when that

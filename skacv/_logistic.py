@@ -75,7 +75,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         Left-out runs advanced together (``None``: from
         ``skacv.get_config()['working_memory']``).
     loo_subsample : int or None, default=None
-        Track only this many samples (ratio estimate, see
+        Track only this many samples (control-variate estimate, see
         :class:`TrajectoryLasso`).
     random_state : int, RandomState instance or None, default=None
         Seeds the SGD batches and ``loo_subsample``.

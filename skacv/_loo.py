@@ -290,7 +290,7 @@ def _track_toeplitz(prob, idx, coef_at=(), store=False):
         eta[:, k] = CX[:, k] + np.einsum("ij,ij->i", KX_rev[:, T - k:], a[:, 1: k + 1])
     res = (1.0 + prob.eps[idx])[:, None] * (y_i[:, None] - eta)
     w_i = prob.w[idx]
-    loss = w_i @ (res * res)
+    loss = w_i[:, None] * (res * res)
     preds = (prob.y[idx][:, None] - res) if store else None
     coefs = None
     if coef_at:
@@ -309,8 +309,8 @@ def _track_toeplitz(prob, idx, coef_at=(), store=False):
 def _track(prob, idx, coef_at=(), store=False, state=None):
     """Run the left-out trajectories of the samples ``idx`` (all of positive weight).
 
-    Returns the weighted loss sums ``sum_i w_i loss_i^t`` (and error sums for
-    classifiers), optionally the predictions (len(idx), T + 1) and the
+    Returns the weighted losses ``w_i loss_i^t`` (len(idx), T + 1) (and the
+    error sums for classifiers), optionally the predictions (len(idx), T + 1) and the
     left-out coefficients at the iterates ``coef_at`` (in the fit's
     coordinates), shape (len(coef_at), len(idx), n_coef).
 
@@ -343,7 +343,7 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
         dV = dX1
         q = np.zeros(c)  # u_i^T dV_i^{k-1}
     buf = np.empty((m, c))
-    loss = np.zeros(T + 1)
+    loss = np.zeros((c, T + 1))
     err = np.zeros(T + 1) if prob.classifier else None
     preds = np.empty((c, T + 1)) if store else None
     coef_at = list(coef_at)
@@ -351,13 +351,13 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
 
     def record(t, eta):
         if prob.classifier:
-            loss[t] = w_i @ log_loss_terms(eta, y_i)
+            loss[:, t] = w_i * log_loss_terms(eta, y_i)
             err[t] = w_i @ ((eta > 0) != (y_i > 0.5))
             if store:
                 preds[:, t] = expit(eta)
         else:
             res = (1.0 + eps_i) * (y_i - eta)  # left-out residual, original scale
-            loss[t] = w_i @ (res * res)
+            loss[:, t] = w_i * (res * res)
             if store:
                 preds[:, t] = prob.y[idx] - res
         if coef_at and t in coef_at:
@@ -488,27 +488,31 @@ def _in_sample_losses(prob, fitted, tracked):
     return total, rows
 
 
-def _ratio_estimate(prob, loss_sum, tracked, fitted, scale):
-    """Leave-one-out path from a subsample, by the ratio estimator.
+def _regression_estimate(prob, per, tracked, fitted, scale):
+    """Leave-one-out path from a subsample, with a control variate.
 
-    The left-out loss of a sample is close to a multiple, common to every
-    sample, of its in-sample loss (``(1 - h_ii)^{-2}`` at a fixed support),
-    and the in-sample losses of *every* sample are known. So
+    ``per`` (len(tracked), T + 1) are the weighted left-out losses
+    ``a_i = w_i L_i^t`` of the tracked samples; the weighted in-sample losses
+    ``b_i = w_i R_i^t`` of the full iterates are known for *every* sample and
+    strongly correlated with ``a_i`` (``L_i / R_i`` is close to a common
+    ``(1 - h_ii)^{-2}`` at a fixed support). The difference estimator
 
-        loo_t = (sum_all w_i R_i^t / W) * (sum_sub w_i L_i^t) / (sum_sub w_i R_i^t)
+        loo_t = ( scale * sum_sub (a_i - beta_t b_i) + beta_t * sum_all b_i ) / W,
 
-    (``L`` left-out, ``R`` in-sample losses) has far less variance than the
-    Horvitz-Thompson mean ``(n / n_sub) sum_sub w_i L_i^t / W`` (a bias of
-    order ``1 / n_sub``). Iterates whose subsample in-sample loss vanishes
-    (interpolation) keep the Horvitz-Thompson value.
+    with ``beta_t`` the least-squares slope of ``a`` on ``b`` over the
+    subsample, has far less variance than the Horvitz-Thompson mean
+    ``scale * sum_sub a_i / W`` (``beta_t = 0``), and never much more: where
+    the in-sample losses carry little information (near interpolation) the
+    slope goes to zero. Its bias is of order ``1 / n_sub``.
     """
     total, rows = _in_sample_losses(prob, fitted, tracked)
-    denom = rows.sum(axis=0)
-    plain = loss_sum * scale / prob.W
-    ok = (denom > 1e-12 * np.maximum(total, np.finfo(np.float64).tiny)) & (total > 0)
+    a_c = per - per.mean(axis=0)
+    b_c = rows - rows.mean(axis=0)
+    var = np.einsum("ij,ij->j", b_c, b_c)
+    cov = np.einsum("ij,ij->j", a_c, b_c)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = total / prob.W * loss_sum / denom
-    return np.where(ok, ratio, plain)
+        beta = np.where(var > 0, cov / np.where(var > 0, var, 1.0), 0.0)
+    return (scale * (per.sum(axis=0) - beta * rows.sum(axis=0)) + beta * total) / prob.W
 
 
 def _block_size(prob, batch_size, n_steps=0):
@@ -634,7 +638,7 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
                          random_state=random_state,
                          scale=scale, tracked=tracked, blocks=blocks,
                          block_states=[dict(k=0) for _ in blocks])
-    loss = np.zeros(T + 1)
+    losses = []  # per block: weighted losses of its samples (c, T + 1)
     err = np.zeros(T + 1) if prob.classifier else None
     preds = {} if store_predictions else None
     coefs = []
@@ -642,7 +646,7 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
     for b, idx in enumerate(blocks):
         kw = dict(state=new_state["block_states"][b]) if keep else {}
         lo, er, pr, co = track(prob, idx, coef_at=coef_at, store=store_predictions, **kw)
-        loss += lo
+        losses.append(lo)
         if err is not None:
             err += er
         if preds is not None:
@@ -655,26 +659,26 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
                   f"({'toeplitz' if track is _track_toeplitz else 'recursion'}), "
                   f"{time.perf_counter() - tic:.1f}s")
     if keep:
-        new_state.update(loss=loss.copy(), err=None if err is None else err.copy(),
+        new_state.update(losses=losses, err=None if err is None else err.copy(),
                          preds=preds)
-    return _finish(prob, loss, err, preds, indices, tracked, scale, fitted, full_predictions,
+    return _finish(prob, losses, err, preds, indices, scale, fitted, full_predictions,
                    coefs, blocks, new_state if keep else None)
 
 
 def _continue(prob, state, T, fitted, store, full_predictions, verbose, tic, keep):
     """:func:`iacv_path` continuing the runs saved in ``state`` to step ``T``."""
     k0 = state["T"]
-    loss = np.zeros(T + 1)
-    loss[: k0 + 1] = state["loss"]
+    losses = []
     err = None
     if state["err"] is not None:
         err = np.zeros(T + 1)
         err[: k0 + 1] = state["err"]
     preds = state["preds"]
     blocks = state["blocks"]
-    for idx, bstate in zip(blocks, state["block_states"], strict=True):
+    for idx, bstate, old in zip(blocks, state["block_states"], state["losses"], strict=True):
         lo, er, pr, _ = _track(prob, idx, store=store, state=bstate)
-        loss[k0 + 1:] += lo[k0 + 1:]
+        lo[:, : k0 + 1] = old
+        losses.append(lo)
         if err is not None:
             err[k0 + 1:] += er[k0 + 1:]
         if preds is not None:
@@ -686,20 +690,22 @@ def _continue(prob, state, T, fitted, store, full_predictions, verbose, tic, kee
               f"to {T}, {time.perf_counter() - tic:.1f}s")
     new_state = None
     if keep:
-        new_state = dict(state, T=T, loss=loss.copy(),
+        new_state = dict(state, T=T, losses=losses,
                          err=None if err is None else err.copy(), preds=preds)
-    return _finish(prob, loss, err, preds, state["indices"], state["tracked"],
-                   state["scale"], fitted, full_predictions, [], blocks, new_state)
+    return _finish(prob, losses, err, preds, state["indices"], state["scale"], fitted,
+                   full_predictions, [], blocks, new_state)
 
 
-def _finish(prob, loss, err, preds, indices, tracked, scale, fitted, full_predictions,
+def _finish(prob, losses, err, preds, indices, scale, fitted, full_predictions,
             coefs, blocks, state):
     """Normalise the sums of :func:`iacv_path` and assemble its result."""
     T = prob.T
+    tracked = np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.intp)
+    per = np.concatenate(losses) if losses else np.zeros((0, T + 1))
     if scale != 1.0 and tracked.size:
-        loss = _ratio_estimate(prob, loss, tracked, fitted, scale)
+        loss = _regression_estimate(prob, per, tracked, fitted, scale)
     else:
-        loss = loss / prob.W
+        loss = per.sum(axis=0) / prob.W
     if err is not None:
         err = err * (scale / prob.W)
     predictions = None
@@ -714,4 +720,4 @@ def _finish(prob, loss, err, preds, indices, tracked, scale, fitted, full_predic
                 predictions[row] = preds[i]
     return Bunch(loss=loss, error=err, predictions=predictions, indices=indices,
                  coef=np.concatenate(coefs, axis=1) if coefs else None,
-                 coef_indices=np.concatenate(blocks) if blocks else tracked, state=state)
+                 coef_indices=tracked, state=state)
