@@ -66,7 +66,27 @@ class LeastSquares:
         return f"train mse {value**2 / n_eff:.5g}"
 
 
-class Huber:
+class _RowWeighted:
+    """Datafits evaluated on unweighted rows: keeps ``sqrt(sample_weight)``
+    and its inverse (0 on rows of zero weight); ``take(rows)`` is the datafit
+    of a mini-batch (``_with_weight`` builds it)."""
+
+    def __init__(self, sqrt_weight=None):
+        self.sqrt_weight = sqrt_weight
+        if sqrt_weight is None:
+            self._inv = None
+        else:
+            pos = sqrt_weight > 0
+            self._inv = np.where(pos, 1.0 / np.where(pos, sqrt_weight, 1.0), 0.0)
+
+    def take(self, rows):
+        """The datafit of the rows ``rows`` (a mini-batch)."""
+        if self.sqrt_weight is None:
+            return self
+        return self._with_weight(self.sqrt_weight[rows])
+
+
+class Huber(_RowWeighted):
     """Huber loss ``h(y - eta)``: ``r^2 / 2`` for ``|r| <= delta``, else
     ``delta |r| - delta^2 / 2``; the target is already weighted (``sqrt(w) y``,
     like least squares, without centring: the intercept is a coordinate).
@@ -91,18 +111,10 @@ class Huber:
 
     def __init__(self, delta, sqrt_weight=None):
         self.delta = float(delta)
-        self.sqrt_weight = sqrt_weight
-        if sqrt_weight is None:
-            self._inv = None
-        else:
-            pos = sqrt_weight > 0
-            self._inv = np.where(pos, 1.0 / np.where(pos, sqrt_weight, 1.0), 0.0)
+        super().__init__(sqrt_weight)
 
-    def take(self, rows):
-        """The datafit of the rows ``rows`` (a mini-batch)."""
-        if self.sqrt_weight is None:
-            return self
-        return Huber(self.delta, self.sqrt_weight[rows])
+    def _with_weight(self, sqrt_weight):
+        return Huber(self.delta, sqrt_weight)
 
     def _raw(self, Xv, y):
         """Unweighted residual ``y_i - eta_i`` (0 for rows of zero weight)."""
@@ -146,7 +158,7 @@ class Huber:
         return f"train huber loss {value:.5g}"
 
 
-class Logistic:
+class Logistic(_RowWeighted):
     """Binary logistic loss, labels ``y`` in {0, 1}.
 
     Parameters
@@ -160,19 +172,8 @@ class Logistic:
     classifier = True
     max_curvature = 0.25
 
-    def __init__(self, sqrt_weight=None):
-        self.sqrt_weight = sqrt_weight
-        if sqrt_weight is None:
-            self._inv = None
-        else:
-            pos = sqrt_weight > 0
-            self._inv = np.where(pos, 1.0 / np.where(pos, sqrt_weight, 1.0), 0.0)
-
-    def take(self, rows):
-        """The datafit of the rows ``rows`` (a mini-batch)."""
-        if self.sqrt_weight is None:
-            return self
-        return Logistic(self.sqrt_weight[rows])
+    def _with_weight(self, sqrt_weight):
+        return Logistic(sqrt_weight)
 
     def eta(self, Xv):
         """Linear predictor from ``X~ v`` (0 for rows of zero weight)."""

@@ -49,6 +49,16 @@ from ._risk_spectral import (
 # ----------------------------------------------------------------------------
 
 
+def _intercept_term(fit_intercept, n_eff):
+    """``1`` with an intercept (its degree of freedom), else ``0``."""
+    if fit_intercept and n_eff <= 1:
+        raise ValueError(
+            "Estimating the risk with fit_intercept=True needs more than one "
+            f"sample; got n_samples = {n_eff:g}."
+        )
+    return 1.0 if fit_intercept else 0.0
+
+
 def _extrapolate_columns(iteration, M):
     """Columns of the sources from columns of the outputs (last axis = t)."""
     out = np.array(M, dtype=np.float64, copy=True)
@@ -127,12 +137,7 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     """
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
-    c = 1.0 if fit_intercept else 0.0
-    if c and n_eff <= 1:
-        raise ValueError(
-            "Estimating the risk with fit_intercept=True needs more than one "
-            f"sample; got n_samples = {n_eff:g}."
-        )
+    _intercept_term(fit_intercept, n_eff)  # refuses one sample with an intercept
     A = np.asarray(A, dtype=np.float64)[:T1, :T1]
     K = residual_correction(A, n_eff, fit_intercept, A_sources, iteration)
     R_x = F @ K.T
@@ -182,12 +187,7 @@ def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
     """
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
-    c = 1.0 if fit_intercept else 0.0
-    if c and n_eff <= 1:
-        raise ValueError(
-            "Estimating the risk with fit_intercept=True needs more than one "
-            f"sample; got n_samples = {n_eff:g}."
-        )
+    c = _intercept_term(fit_intercept, n_eff)
     trace_d = np.full(T1, float(n_eff)) if trace_d is None else np.asarray(trace_d, float)
     diag = trace_d[:T1] - c
     # no inlier at iterate t (tr D_t = 0): nothing to correct there

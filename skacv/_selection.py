@@ -266,58 +266,98 @@ def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chan
             # flags do not concern the selection
             warnings.simplefilter("ignore", UnreliableEstimateWarning)
         if attr == "kfold_path_":
-            return _fit_kfold(estimator, X, y, fit_params, attrs, splits)
+            return _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change)
         return _fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change)
 
 
-def _fit_kfold(estimator, X, y, fit_params, attrs, splits):
+def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None):
     """The full path, and K-fold CV along it: each fold fitted once (same
     parameters, estimates off), every iterate scored on its held-out fold
     (squared error, or log loss for classifiers, weighted by
     ``sample_weight``); ``kfold_path_[t]`` is the weighted mean over all
     held-out samples. A fold path shorter than the full one (a solver that
-    stops at convergence) keeps its last iterate."""
+    stops at convergence) keeps its last iterate.
+
+    With ``n_iter_no_change``, the full path and the fold paths grow
+    together in the stages of :func:`_fit_stages` (warm starts), stopped by
+    the same rule on ``kfold_path_``.
+    """
     tic = time.perf_counter()
-    estimator.fit(X, y, **fit_params)
-    if not hasattr(estimator, "coef_path_"):
-        return estimator, {}, time.perf_counter() - tic  # the caller says why
-    T1 = np.shape(estimator.coef_path_)[-1]
     sw = fit_params.get("sample_weight")
     sw = None if sw is None else np.asarray(sw, dtype=np.float64)
     # rows are taken by position: CSR for any sparse format, arrays for
     # array-likes (DataFrames keep their columns)
-    if sp.issparse(X):
-        X = X.tocsr()
-    elif not hasattr(X, "iloc"):
-        X = np.asarray(X)
-    y_arr = np.asarray(y)
-    if y_arr.ndim == 2 and y_arr.shape[1] == 1:
-        y_arr = y_arr.ravel()  # the fit above has warned
-    total, weight = np.zeros(T1), 0.0
+    Xa = X.tocsr() if sp.issparse(X) else (X if hasattr(X, "iloc") else np.asarray(X))
     off = {k: False for k in ("estimate_risk", "estimate_loo", "store_loo_predictions")
            if k in estimator.get_params(deep=False)}
+    folds = []
     classifier = is_classifier(estimator)
-    for train, test in splits:
-        fold = clone(estimator).set_params(**off)
-        params = dict(fit_params)
-        if sw is not None:
-            params["sample_weight"] = sw[train]
-        fold.fit(_safe_indexing(X, train), y_arr[train], **params)
-        X_test, y_test = _safe_indexing(X, test), y_arr[test]
-        if classifier:
-            P = np.clip(fold.predict_proba_path(X_test), 1e-15, 1 - 1e-15)
-            pos = (y_test == fold.classes_[1])[:, None]
-            loss = -np.where(pos, np.log(P), np.log1p(-P))
-        else:
-            loss = (np.asarray(y_test, dtype=np.float64)[:, None]
-                    - fold.predict_path(X_test)) ** 2
-        if loss.shape[1] < T1:
-            loss = np.pad(loss, ((0, 0), (0, T1 - loss.shape[1])), mode="edge")
-        w = np.ones(len(test)) if sw is None else sw[test]
-        total += w @ loss[:, :T1]
-        weight += float(w.sum())
+
+    def make_folds():
+        y_arr = np.asarray(y)
+        if y_arr.ndim == 2 and y_arr.shape[1] == 1:
+            y_arr = y_arr.ravel()  # the full fit has warned
+        for train, test in splits:
+            params = dict(fit_params)
+            if sw is not None:
+                params["sample_weight"] = sw[train]
+            folds.append((clone(estimator).set_params(**off), _safe_indexing(Xa, train),
+                          y_arr[train], params, _safe_indexing(Xa, test), y_arr[test],
+                          np.ones(len(test)) if sw is None else sw[test]))
+
+    def fit_all(**stage):
+        # the full data first: its own input checks speak for bad input
+        estimator.set_params(**stage).fit(X, y, **fit_params)
+        if not hasattr(estimator, "coef_path_"):
+            return False  # the caller says why
+        if not folds:
+            make_folds()
+        for fold, X_tr, y_tr, params, *_ in folds:
+            fold.set_params(**stage).fit(X_tr, y_tr, **params)
+        return True
+
+    def kfold_path():
+        T1 = np.shape(estimator.coef_path_)[-1]
+        total, weight = np.zeros(T1), 0.0
+        for fold, _, _, _, X_te, y_te, w in folds:
+            if classifier:
+                P = np.clip(fold.predict_proba_path(X_te), 1e-15, 1 - 1e-15)
+                pos = (y_te == fold.classes_[1])[:, None]
+                loss = -np.where(pos, np.log(P), np.log1p(-P))
+            else:
+                loss = (np.asarray(y_te, dtype=np.float64)[:, None]
+                        - fold.predict_path(X_te)) ** 2
+            if loss.shape[1] < T1:
+                loss = np.pad(loss, ((0, 0), (0, T1 - loss.shape[1])), mode="edge")
+            total += w @ loss[:, :T1]
+            weight += float(w.sum())
+        return total / weight if weight > 0 else np.full(T1, np.nan)
+
+    if n_iter_no_change is None or not _can_stage(estimator, X):
+        if not fit_all():
+            return estimator, {}, time.perf_counter() - tic
+        path = kfold_path()
+    else:
+        max_iter, warm_start = estimator.max_iter, estimator.warm_start
+        n_iter = min(max_iter, 2 * n_iter_no_change)
+        try:
+            while True:
+                if not fit_all(max_iter=n_iter, warm_start=True):
+                    return estimator, {}, time.perf_counter() - tic
+                path = kfold_path()
+                best = _argmin_first(path)
+                if n_iter >= max_iter or (best is not None
+                                          and n_iter - best >= n_iter_no_change):
+                    break
+                n_iter = min(max_iter, _next_stage(n_iter, best, n_iter_no_change))
+        finally:
+            estimator.set_params(warm_start=warm_start)
+            for est in [estimator] + [f[0] for f in folds]:
+                release = getattr(est, "_release_warm_state", None)
+                if release is not None:
+                    release()
     paths = _estimate_paths(estimator, attrs)
-    paths["kfold_path_"] = total / weight if weight > 0 else np.full(T1, np.nan)
+    paths["kfold_path_"] = path
     return estimator, paths, time.perf_counter() - tic
 
 

@@ -524,3 +524,21 @@ def test_cheap_paths_are_fitted_in_one_go():
     big = TrajectoryLasso(alpha=0.05, max_iter=150, estimate_risk=True)
     assert selection_module._can_stage(big, np.zeros((400, 300)))
     assert not selection_module._can_stage(est, np.zeros((60, 20)))
+
+
+def test_kfold_paths_grow_in_stages(monkeypatch):
+    # the full and fold paths grow together (warm starts) and stop by the
+    # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one
+    monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
+    X, y = _data(n=100, p=60)
+    est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
+    staged = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, n_iter_no_change=5,
+                                       random_state=0).fit(X, y)
+    splits = list(KFold(4, shuffle=True, random_state=staged._seed).split(X))
+    full = _kfold_by_hand(est, X, y, splits)
+    n = staged.estimator_.n_iter_
+    assert n < 120
+    assert_allclose(staged.kfold_path_, full[: n + 1], rtol=1e-10)
+    best = int(np.argmin(full[: n + 1]))
+    assert staged.best_iteration_ == best and n - best >= 5
+    assert staged.estimator_.warm_start is False
