@@ -130,9 +130,10 @@ class PathMixin:
             reset=False,
         )
 
-    def _decision_path(self, X):
+    def _decision_path(self, X, start=0):
+        """Linear predictor of the iterates ``start, ..., n_iter_``."""
         X = self._check_X(X)
-        return np.asarray(X @ self.coef_path_) + self.intercept_path_
+        return np.asarray(X @ self.coef_path_[:, start:]) + self.intercept_path_[start:]
 
 
 #: parameter constraints shared by the trajectory estimators

@@ -9,6 +9,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import expit
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import KFold, ParameterGrid, StratifiedKFold, check_cv
 from sklearn.utils import _safe_indexing, check_random_state, get_tags
@@ -316,21 +317,43 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
             fold.set_params(**stage).fit(X_tr, y_tr, **params)
         return True
 
+    scored = {"T": 0, "total": np.zeros(0), "last": [None] * len(splits)}
+
+    def fold_scores(fold, X_te, start):
+        """Predictions (probabilities) of the fold's iterates from ``start``."""
+        direct = getattr(fold, "_decision_path", None)
+        if direct is not None:
+            s = direct(X_te, start)
+            return expit(s) if classifier else s
+        out = fold.predict_proba_path(X_te) if classifier else fold.predict_path(X_te)
+        return out[:, start:]
+
     def kfold_path():
+        # held-out losses of the iterates added since the last stage only
         T1 = np.shape(estimator.coef_path_)[-1]
-        total, weight = np.zeros(T1), 0.0
-        for fold, _, _, _, X_te, y_te, w in folds:
+        k0 = scored["T"]
+        total = np.zeros(T1)
+        total[:k0] = scored["total"][:k0]
+        weight = 0.0
+        for j, (fold, _, _, _, X_te, y_te, w) in enumerate(folds):
+            weight += float(w.sum())
+            T_fold = np.shape(fold.coef_path_)[-1]
+            if k0 < T_fold:
+                P = fold_scores(fold, X_te, k0)
+            else:  # the fold path stopped (converged): its last iterate
+                P = scored["last"][j][:, None]
+            scored["last"][j] = P[:, -1]
             if classifier:
-                P = np.clip(fold.predict_proba_path(X_te), 1e-15, 1 - 1e-15)
+                P = np.clip(P, 1e-15, 1 - 1e-15)
                 pos = (y_te == fold.classes_[1])[:, None]
                 loss = -np.where(pos, np.log(P), np.log1p(-P))
             else:
-                loss = (np.asarray(y_te, dtype=np.float64)[:, None]
-                        - fold.predict_path(X_te)) ** 2
-            if loss.shape[1] < T1:
-                loss = np.pad(loss, ((0, 0), (0, T1 - loss.shape[1])), mode="edge")
-            total += w @ loss[:, :T1]
-            weight += float(w.sum())
+                loss = (np.asarray(y_te, dtype=np.float64)[:, None] - P) ** 2
+            n_new = T1 - k0
+            if loss.shape[1] < n_new:
+                loss = np.pad(loss, ((0, 0), (0, n_new - loss.shape[1])), mode="edge")
+            total[k0:] += w @ loss[:, :n_new]
+        scored["T"], scored["total"] = T1, total
         return total / weight if weight > 0 else np.full(T1, np.nan)
 
     if n_iter_no_change is None or not _can_stage(estimator, X):
