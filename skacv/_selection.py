@@ -356,32 +356,45 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
         scored["T"], scored["total"] = T1, total
         return total / weight if weight > 0 else np.full(T1, np.nan)
 
+    def stage(**params):
+        return kfold_path() if fit_all(**params) else None
+
     if n_iter_no_change is None or not _can_stage(estimator, X):
-        if not fit_all():
-            return estimator, {}, time.perf_counter() - tic
-        path = kfold_path()
+        path = stage()
     else:
-        max_iter, warm_start = estimator.max_iter, estimator.warm_start
-        n_iter = min(max_iter, 2 * n_iter_no_change)
-        try:
-            while True:
-                if not fit_all(max_iter=n_iter, warm_start=True):
-                    return estimator, {}, time.perf_counter() - tic
-                path = kfold_path()
-                best = _argmin_first(path)
-                if n_iter >= max_iter or (best is not None
-                                          and n_iter - best >= n_iter_no_change):
-                    break
-                n_iter = min(max_iter, _next_stage(n_iter, best, n_iter_no_change))
-        finally:
-            estimator.set_params(warm_start=warm_start)
-            for est in [estimator] + [f[0] for f in folds]:
-                release = getattr(est, "_release_warm_state", None)
-                if release is not None:
-                    release()
+        path = _grow_in_stages(estimator, lambda: [estimator] + [f[0] for f in folds],
+                               stage, n_iter_no_change)
+    if path is None:
+        return estimator, {}, time.perf_counter() - tic
     paths = _estimate_paths(estimator, attrs)
     paths["kfold_path_"] = path
     return estimator, paths, time.perf_counter() - tic
+
+
+def _grow_in_stages(estimator, fitted, stage, n_iter_no_change):
+    """Grow ``estimator``'s path in stages (:func:`_next_stage`):
+    ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
+    returns the criterion path (``None``: stop, the caller says why). Stops
+    once the criterion has not improved during the last ``n_iter_no_change``
+    iterations or at ``max_iter``; then restores ``warm_start`` and frees the
+    warm state of every estimator of ``fitted()``. Returns the last path."""
+    max_iter, warm_start = estimator.max_iter, estimator.warm_start
+    n_iter = min(max_iter, 2 * n_iter_no_change)
+    try:
+        while True:
+            path = stage(max_iter=n_iter, warm_start=True)
+            if path is None:
+                return None
+            best = _argmin_first(path)
+            if n_iter >= max_iter or (best is not None and n_iter - best >= n_iter_no_change):
+                return path
+            n_iter = min(max_iter, _next_stage(n_iter, best, n_iter_no_change))
+    finally:
+        estimator.set_params(warm_start=warm_start)
+        for est in fitted():
+            release = getattr(est, "_release_warm_state", None)
+            if release is not None:
+                release()
 
 
 def _fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
@@ -389,24 +402,13 @@ def _fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
     if n_iter_no_change is None or not _can_stage(estimator, X):
         estimator.fit(X, y, **fit_params)
     else:
-        max_iter, warm_start = estimator.max_iter, estimator.warm_start
-        n_iter = min(max_iter, 2 * n_iter_no_change)
-        try:
-            while True:
-                estimator.set_params(max_iter=n_iter, warm_start=True)
-                estimator.fit(X, y, **fit_params)
-                if not hasattr(estimator, attr):
-                    break  # the caller says what is missing
-                best = _argmin_first(_selectable(_estimate_paths(estimator, attrs), attr))
-                if n_iter >= max_iter or (best is not None
-                                          and n_iter - best >= n_iter_no_change):
-                    break
-                n_iter = min(max_iter, _next_stage(n_iter, best, n_iter_no_change))
-        finally:
-            estimator.set_params(warm_start=warm_start)
-            release = getattr(estimator, "_release_warm_state", None)
-            if release is not None:
-                release()
+        def stage(**params):
+            estimator.set_params(**params).fit(X, y, **fit_params)
+            if not hasattr(estimator, attr):
+                return None  # the caller says what is missing
+            return _selectable(_estimate_paths(estimator, attrs), attr)
+
+        _grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change)
     fit_time = time.perf_counter() - tic
     return estimator, _estimate_paths(estimator, attrs), fit_time
 
