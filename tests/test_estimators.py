@@ -507,3 +507,21 @@ def test_step_just_above_the_stability_limit_warns(name):
         est.set_params(step_size=1.99 / L, max_iter=400).fit(X, y)
         # and a warm continuation checks across the boundary of the two fits
         est.set_params(warm_start=True, max_iter=500).fit(X, y)
+
+
+def test_auto_step_by_lanczos_is_never_too_long():
+    # above DENSE_EIG_SIZE the top eigenvalue comes from Lanczos with a loose
+    # tolerance, inflated by it: the step is at most 1 / L and within 2e-3 of it
+    from skacv._design import LIPSCHITZ_TOL
+    from skacv._linalg import DENSE_EIG_SIZE
+
+    rng = np.random.default_rng(0)
+    n = DENSE_EIG_SIZE + 50
+    for p in (n // 2 + DENSE_EIG_SIZE, n + 100):
+        X = rng.standard_normal((n, p))
+        X[:, 1] = X[:, 0] + 0.01 * X[:, 1]  # a near-collinear pair: a separated top
+        y = rng.standard_normal(n)
+        L = _top_eigenvalue(X, None, True)
+        step = TrajectoryLasso(max_iter=1, estimate_risk=False).fit(X, y).step_size_
+        assert step <= 1.0 / L
+        assert step >= (1.0 - 2 * LIPSCHITZ_TOL) / L
