@@ -307,17 +307,18 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
                           np.ones(len(test)) if sw is None else sw[test]))
 
     def fit_all(**stage):
-        # the full data first: its own input checks speak for bad input
-        estimator.set_params(**stage).fit(X, y, **fit_params)
-        if not hasattr(estimator, "coef_path_"):
-            return False  # the caller says why
+        # the full data first (its own input checks speak for bad input); in
+        # stages only once, at the first, and continued to the end afterwards
         if not folds:
+            estimator.set_params(**stage).fit(X, y, **fit_params)
+            if not hasattr(estimator, "coef_path_"):
+                return False  # the caller says why
             make_folds()
         for fold, X_tr, y_tr, params, *_ in folds:
             fold.set_params(**stage).fit(X_tr, y_tr, **params)
         return True
 
-    scored = {"T": 0, "total": np.zeros(0), "last": [None] * len(splits)}
+    scored = {"T": 0, "total": np.zeros(0), "last": [None] * len(splits), "weight": 0.0}
 
     def fold_scores(fold, X_te, start):
         """Predictions (probabilities) of the fold's iterates from ``start``."""
@@ -328,10 +329,11 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
         out = fold.predict_proba_path(X_te) if classifier else fold.predict_path(X_te)
         return out[:, start:]
 
-    def kfold_path():
+    def kfold_path(T1):
         # held-out losses of the iterates added since the last stage only
-        T1 = np.shape(estimator.coef_path_)[-1]
         k0 = scored["T"]
+        if T1 <= k0:
+            return scored["total"][:T1] / scored["weight"]
         total = np.zeros(T1)
         total[:k0] = scored["total"][:k0]
         weight = 0.0
@@ -353,19 +355,32 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
             if loss.shape[1] < n_new:
                 loss = np.pad(loss, ((0, 0), (0, n_new - loss.shape[1])), mode="edge")
             total[k0:] += w @ loss[:, :n_new]
-        scored["T"], scored["total"] = T1, total
+        scored["T"], scored["total"], scored["weight"] = T1, total, weight
         return total / weight if weight > 0 else np.full(T1, np.nan)
 
     def stage(**params):
-        return kfold_path() if fit_all(**params) else None
+        if not fit_all(**params):
+            return None
+        return kfold_path(params.get("max_iter", estimator.max_iter) + 1)
 
     if n_iter_no_change is None or not _can_stage(estimator, X):
-        path = stage()
+        if stage() is None:
+            return estimator, {}, time.perf_counter() - tic
     else:
-        path = _grow_in_stages(estimator, lambda: [estimator] + [f[0] for f in folds],
-                               stage, n_iter_no_change)
-    if path is None:
-        return estimator, {}, time.perf_counter() - tic
+        if _grow_in_stages(estimator, lambda: [f[0] for f in folds], stage,
+                           n_iter_no_change) is None:
+            return estimator, {}, time.perf_counter() - tic
+        # the full path, from its first stage to where the folds stopped
+        warm_start = estimator.warm_start
+        try:
+            estimator.set_params(max_iter=folds[0][0].max_iter, warm_start=True)
+            estimator.fit(X, y, **fit_params)
+        finally:
+            estimator.set_params(warm_start=warm_start)
+            release = getattr(estimator, "_release_warm_state", None)
+            if release is not None:
+                release()
+    path = kfold_path(np.shape(estimator.coef_path_)[-1])
     paths = _estimate_paths(estimator, attrs)
     paths["kfold_path_"] = path
     return estimator, paths, time.perf_counter() - tic
