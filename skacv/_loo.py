@@ -455,9 +455,12 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
 # ----------------------------------------------------------------------------
 
 
-def _in_sample_losses(prob, fitted, tracked):
+def _in_sample_losses(prob, fitted, tracked, prev=None):
     """Weighted in-sample losses ``w_i loss(y_i, x_i^T x^t)`` of the full
     iterates: their sum over every sample, and the rows ``tracked``.
+
+    ``prev`` (the result for a prefix of the same path: a warm continuation)
+    supplies its columns; only the new ones are computed.
 
     Returns ``(total, rows)`` of shapes (T + 1,) and (len(tracked), T + 1).
     """
@@ -467,9 +470,13 @@ def _in_sample_losses(prob, fitted, tracked):
     total = np.zeros(T + 1)
     rows = np.empty((tracked.shape[0], T + 1))
     where = np.searchsorted(pos, tracked)
+    start = 0
+    if prev is not None and prev[0].shape[0] <= T + 1:
+        start = prev[0].shape[0]
+        total[:start], rows[:, :start] = prev
     # columns of the path per chunk: n * chunk doubles within the working memory
     chunk = int(max(1, min(T + 1, working_memory_bytes() // (8 * 3 * max(n, 1)))))
-    for lo in range(0, T + 1, chunk):
+    for lo in range(start, T + 1, chunk):
         hi = min(T + 1, lo + chunk)
         if fitted is not None:
             Xv = np.asarray(fitted[:, lo:hi], dtype=np.float64)
@@ -488,7 +495,7 @@ def _in_sample_losses(prob, fitted, tracked):
     return total, rows
 
 
-def _regression_estimate(prob, per, tracked, fitted, scale):
+def _regression_estimate(prob, per, tracked, fitted, scale, state=None):
     """Leave-one-out path from a subsample, with a control variate.
 
     ``per`` (len(tracked), T + 1) are the weighted left-out losses
@@ -505,7 +512,10 @@ def _regression_estimate(prob, per, tracked, fitted, scale):
     the in-sample losses carry little information (near interpolation) the
     slope goes to zero. Its bias is of order ``1 / n_sub``.
     """
-    total, rows = _in_sample_losses(prob, fitted, tracked)
+    total, rows = _in_sample_losses(prob, fitted, tracked,
+                                    None if state is None else state.get("in_sample"))
+    if state is not None:  # a warm continuation computes only the new columns
+        state["in_sample"] = (total, rows)
     a_c = per - per.mean(axis=0)
     b_c = rows - rows.mean(axis=0)
     var = np.einsum("ij,ij->j", b_c, b_c)
@@ -703,7 +713,7 @@ def _finish(prob, losses, err, preds, indices, scale, fitted, full_predictions,
     tracked = np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.intp)
     per = np.concatenate(losses) if losses else np.zeros((0, T + 1))
     if scale != 1.0 and tracked.size:
-        loss = _regression_estimate(prob, per, tracked, fitted, scale)
+        loss = _regression_estimate(prob, per, tracked, fitted, scale, state)
     else:
         loss = per.sum(axis=0) / prob.W
     if err is not None:

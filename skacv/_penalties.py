@@ -76,13 +76,18 @@ class Penalty:
                          n_unpenalized=other.n_unpenalized)
         return new
 
-    def l2_at(self, n_eff):
-        """Mean-form ridge strength for total weights ``n_eff`` (array-like)."""
+    def _at(self, strength, mean_form, n_eff):
+        """Mean-form strength for total weights ``n_eff`` (array-like): a
+        sum-form ``strength`` divided by them, a mean-form one as it is."""
         n_eff = np.asarray(n_eff, dtype=np.float64)
         if not self.sum_form:
-            return np.broadcast_to(self.l2_, n_eff.shape)
+            return np.broadcast_to(mean_form, n_eff.shape)
         with np.errstate(divide="ignore"):
-            return np.where(n_eff > 0, self.l2 / np.where(n_eff > 0, n_eff, 1.0), 0.0)
+            return np.where(n_eff > 0, strength / np.where(n_eff > 0, n_eff, 1.0), 0.0)
+
+    def l2_at(self, n_eff):
+        """Mean-form ridge strength for total weights ``n_eff`` (array-like)."""
+        return self._at(self.l2, self.l2_, n_eff)
 
     def penalized(self, n_coef):
         """Boolean mask of the penalised coordinates."""
@@ -104,11 +109,7 @@ class Penalty:
 
     def l1_at(self, n_eff):
         """Mean-form l1 strength for total weights ``n_eff`` (array-like)."""
-        n_eff = np.asarray(n_eff, dtype=np.float64)
-        if not self.sum_form:
-            return np.broadcast_to(self.l1_, n_eff.shape)
-        with np.errstate(divide="ignore"):
-            return np.where(n_eff > 0, self.l1 / np.where(n_eff > 0, n_eff, 1.0), 0.0)
+        return self._at(self.l1, self.l1_, n_eff)
 
     def prox(self, pre, step, scale=None):
         """Proximal step at ``pre`` with step size ``step`` (a new array or ``pre``).

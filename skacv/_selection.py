@@ -9,7 +9,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import expit
+from scipy.special import logit
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import KFold, ParameterGrid, StratifiedKFold, check_cv
 from sklearn.utils import _safe_indexing, check_random_state, get_tags
@@ -28,7 +28,8 @@ from ._compat import (
     _raise_for_params,
     _routing_enabled,
 )
-from ._config import get_config
+from ._config import get_config, working_memory_bytes
+from ._datafits import log_loss_terms
 from ._parallel import blas_threads_per_worker, delayed, parallel
 from .exceptions import UnreliableEstimateWarning
 
@@ -99,7 +100,7 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
         r = min(n, p)
         flops = 2 * n * p * r / AUTO_BLAS3_SPEEDUP + 2 * c * (r * T + T * T)
         return flops / (T * 4 * n * p), flops
-    gram = quadratic and 8 * p * p <= get_config()["working_memory"] * 2**20
+    gram = quadratic and 8 * p * p <= working_memory_bytes()
     step = (2 * p * p if gram else 4 * n * p) * c / AUTO_BLAS3_SPEEDUP + 20 * p * c
     setup = 2 * n * p * p / AUTO_BLAS3_SPEEDUP if gram else 0.0
     flops = T * step + setup
@@ -321,13 +322,14 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
     scored = {"T": 0, "total": np.zeros(0), "last": [None] * len(splits), "weight": 0.0}
 
     def fold_scores(fold, X_te, start):
-        """Predictions (probabilities) of the fold's iterates from ``start``."""
+        """Predictions (classifiers: linear predictors) of the fold's
+        iterates from ``start``."""
         direct = getattr(fold, "_decision_path", None)
         if direct is not None:
-            s = direct(X_te, start)
-            return expit(s) if classifier else s
-        out = fold.predict_proba_path(X_te) if classifier else fold.predict_path(X_te)
-        return out[:, start:]
+            return direct(X_te, start)
+        if classifier:
+            return logit(np.clip(fold.predict_proba_path(X_te)[:, start:], 1e-15, 1 - 1e-15))
+        return fold.predict_path(X_te)[:, start:]
 
     def kfold_path(T1):
         # held-out losses of the iterates added since the last stage only
@@ -345,10 +347,8 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
             else:  # the fold path stopped (converged): its last iterate
                 P = scored["last"][j][:, None]
             scored["last"][j] = P[:, -1]
-            if classifier:
-                P = np.clip(P, 1e-15, 1 - 1e-15)
-                pos = (y_te == fold.classes_[1])[:, None]
-                loss = -np.where(pos, np.log(P), np.log1p(-P))
+            if classifier:  # the datafit's log loss of the linear predictor
+                loss = log_loss_terms(P, (y_te == fold.classes_[1])[:, None])
             else:
                 loss = (np.asarray(y_te, dtype=np.float64)[:, None] - P) ** 2
             n_new = T1 - k0
