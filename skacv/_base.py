@@ -76,6 +76,18 @@ DOC_ATTRIBUTES = """
     risk_diagnostics_ : Bunch
         ``df_fraction`` and ``amplification`` (arrays of shape
         ``(n_iter_ + 1,)``) behind ``risk_reliable_``.
+    noise_variance_path_ : ndarray of shape (n_iter_ + 1,)
+        Every iterate's estimate of the noise variance ``sigma^2``
+        (``risk_path_`` minus the excess risk; Bellec & Tan 2024), **computed
+        with the identity precision: right for standardised, uncorrelated
+        features only.** For correlated features call
+        ``noise_variance_path(precision)`` with their precision matrix, or
+        ``"empirical"`` when ``n_samples > n_features``. Only set by
+        full-batch solvers with ``estimate_risk=True``.
+    excess_risk_path_ : ndarray of shape (n_iter_ + 1,)
+        The noise-free error ``(coef_t - beta)^T Sigma (coef_t - beta)`` of
+        every iterate, with the same identity assumption
+        (``excess_risk_path(precision)`` otherwise).
     loo_path_ : ndarray of shape (n_iter_ + 1,)
         Leave-one-out squared error of every iterate, tracked by iterative
         approximate cross-validation (IACV, Luo, Ren & Barber 2023): the
@@ -98,7 +110,8 @@ DOC_ATTRIBUTES = """
 """
 
 _ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_reliable_",
-                        "risk_diagnostics_", "loo_path_",
+                        "risk_diagnostics_", "noise_variance_path_", "excess_risk_path_",
+                        "loo_path_",
                         "loo_error_path_", "loo_predictions_", "loo_indices_")
 
 
@@ -392,7 +405,9 @@ class TrajectoryEstimator(BaseEstimator):
                                            amplification=res.amplification)
             if res.get("corrected_residuals") is not None:  # full-batch least squares
                 self._uq_stats = debias_statistics(design, res.corrected_residuals,
-                                                   res.correction, res.risk_matrix)
+                                                   res.correction, res.risk_matrix, target)
+                self.excess_risk_path_ = self.excess_risk_path()
+                self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
             _warn_unreliable(self, res)
         if self._wants("estimate_loo"):
             store = self._wants("store_loo_predictions")
