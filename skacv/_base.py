@@ -32,7 +32,7 @@ from ._design import Design, max_row_norm2
 from ._iterations import Iteration, check_schedule
 from ._loo import iacv_path
 from ._path import init_state, run_trajectory
-from ._risk import trajectory_risk
+from ._risk import SUPPORT_DF_LIMIT, trajectory_risk
 from ._sampling import MinibatchSampler
 from ._uq import UncertaintyMixin, debias_statistics
 from ._validation import WarmStartGuard, check_sample_weight, data_fingerprint
@@ -74,8 +74,9 @@ DOC_ATTRIBUTES = """
         with flagged iterates warns (:class:`~skacv.exceptions.UnreliableEstimateWarning`)
         and :class:`TrajectoryEarlyStoppingCV` never selects them.
     risk_diagnostics_ : Bunch
-        ``df_fraction`` and ``amplification`` (arrays of shape
-        ``(n_iter_ + 1,)``) behind ``risk_reliable_``.
+        ``df_fraction``, ``amplification`` and ``support`` (arrays of shape
+        ``(n_iter_ + 1,)``; ``support`` is ``None`` without an l1 penalty)
+        behind ``risk_reliable_``.
     noise_variance_path_ : ndarray of shape (n_iter_ + 1,)
         Every iterate's estimate of the noise variance ``sigma^2``
         (``risk_path_`` minus the excess risk; Bellec & Tan 2024), **computed
@@ -121,14 +122,18 @@ def _warn_unreliable(estimator, res):
         return
     t = int(np.argmin(res.reliable))
     df, amp = res.df_fraction[t], res.amplification[t]
+    support = res.get("support")
+    extra = ("" if support is None else
+             f"; degrees of freedom {df * res.n_eff:.3g} against a support of "
+             f"{int(support[t])}, limit {SUPPORT_DF_LIMIT:g} times")
     fixes = ("estimate_loo=True (leave-one-out, tracked along the same path), "
              "solver='ista' (no momentum), or TrajectoryEarlyStoppingCV(criterion='auto')")
     warnings.warn(
         f"{type(estimator).__name__}: risk_path_ is unreliable from iteration {t} on "
         f"({int((~res.reliable).sum())} of {res.reliable.size} iterates flagged in "
         f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in [0, 1); "
-        f"amplification {amp:.3g}, limit 2). The memory matrix of a momentum method "
-        f"is unstable on this design. Use {fixes}.",
+        f"amplification {amp:.3g}, limit 2{extra}). The Jacobian of a momentum method "
+        f"amplifies on this design. Use {fixes}.",
         UnreliableEstimateWarning, stacklevel=4)
 
 
@@ -402,10 +407,12 @@ class TrajectoryEstimator(BaseEstimator):
             self.memory_matrix_ = res.memory_matrix
             self.risk_reliable_ = res.reliable
             self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
-                                           amplification=res.amplification)
-            if res.get("corrected_residuals") is not None:  # full-batch least squares
+                                           amplification=res.amplification,
+                                           support=res.get("support"))
+            # full-batch least squares whose sources combine the outputs' residuals
+            if res.get("corrected_residuals") is not None:
                 self._uq_stats = debias_statistics(design, res.corrected_residuals,
-                                                   res.correction, res.risk_matrix, target)
+                                                   res.residuals, res.risk_matrix, target)
                 self.excess_risk_path_ = self.excess_risk_path()
                 self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
             _warn_unreliable(self, res)

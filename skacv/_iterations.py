@@ -124,6 +124,41 @@ class Iteration:
         """Extrapolation ``v^k = x^k + beta_k (x^k - x^{k-1})``."""
         return 0.0
 
+    #: clip the extrapolation of non-smooth problems (see
+    #: :meth:`extrapolation_coefficients`); set by the momentum classes
+    restrict_extrapolation = False
+
+    def extrapolation_coefficients(self, k, x, x_prev):
+        """Per-coordinate form ``v^k = a * x^k + b * x^{k-1}`` of a clipped
+        extrapolation, or ``None`` for the plain one (``a = 1 + beta_k``,
+        ``b = -beta_k`` everywhere).
+
+        With ``restrict_extrapolation`` and a non-smooth penalty, the momentum
+        step of every penalised coordinate is clipped to ``[-|x^k_j|,
+        |x^k_j|]``: ``v^k_j = x^k_j + beta_k clip(x^k_j - x^{k-1}_j, -|x^k_j|,
+        |x^k_j|)``. A coordinate at zero stays at zero and no coordinate
+        crosses zero; away from zero nothing changes. The map is continuous
+        and piecewise linear, so ``(a, b)`` (constant on each piece) also
+        give its Jacobian. ``x``, ``x_prev`` may carry extra axes (one run
+        per column).
+        """
+        beta = self.beta(k)
+        if not self.restrict_extrapolation or beta == 0.0 or self.penalty.is_smooth:
+            return None
+        d = x - x_prev
+        lim = np.abs(x)
+        m = np.clip(d, -lim, lim)
+        clipped = m != d
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.where(clipped, 1.0 + beta * np.where(x != 0, m / np.where(x != 0, x, 1), 0),
+                         1.0 + beta)
+        b = np.where(clipped, 0.0, -beta)
+        n_free = self.penalty.n_unpenalized
+        if n_free:
+            a[x.shape[0] - n_free:] = 1.0 + beta
+            b[x.shape[0] - n_free:] = -beta
+        return a, b
+
     # ------------------------------------------------------- the linear parts
     def combine(self, k, v, dx, z):
         """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2})."""
@@ -136,12 +171,58 @@ class Iteration:
             out += h * dx
         return out
 
-    def extrapolate(self, k, x, x_prev):
-        """``v^k = x^k + beta_k (x^k - x^{k-1})``."""
-        b = float(self.beta(k))  # a NumPy float64 scalar would upcast float32 arrays
-        if b == 0.0:
+    def extrapolate(self, k, x, x_prev, coef=None):
+        """``v^k = x^k + beta_k (x^k - x^{k-1})``, or ``a * x^k + b * x^{k-1}``
+        with ``coef = (a, b)`` of :meth:`extrapolation_coefficients` (iterates:
+        use :meth:`extrapolate_iterate`; tangents: the coefficients of the
+        iterates they are tangent to, broadcast along the first axis)."""
+        beta = float(self.beta(k))  # a NumPy float64 scalar would upcast float32 arrays
+        if beta == 0.0:
             return x
-        return (1.0 + b) * x - b * x_prev
+        if coef is None:
+            return (1.0 + beta) * x - beta * x_prev
+        a, b = coef
+        shape = a.shape + (1,) * (x.ndim - a.ndim)
+        out = a.reshape(shape).astype(x.dtype, copy=False) * x
+        out += b.reshape(shape).astype(x.dtype, copy=False) * x_prev
+        return out
+
+    def extrapolate_iterate(self, k, x, x_prev):
+        """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set)."""
+        return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
+
+    def extrapolation_correction(self, k, x, x_prev):
+        """``v^k`` minus the plain extrapolation, shape of ``x`` (``None``: zero)."""
+        coef = self.extrapolation_coefficients(k, x, x_prev)
+        if coef is None:
+            return None
+        beta = float(self.beta(k))
+        return (coef[0] - (1.0 + beta)) * x + (coef[1] + beta) * x_prev
+
+    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns):
+        """``X~ v^k`` from the fit loop's ``X~ x^k`` and ``X~ x^{k-1}``: the
+        plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
+        clipped one (its few non-zero coordinates ``J``; ``columns(J)`` is the
+        dense ``X~[:, J]``)."""
+        out = self.extrapolate(k, Xx, Xx_prev)
+        c = self.extrapolation_correction(k, x, x_prev)
+        if c is not None:
+            J = np.flatnonzero(c)
+            if J.size:
+                out = out + (columns(J) @ c[J]).astype(out.dtype, copy=False)
+        return out
+
+    def extrapolate_difference(self, k, x, x_prev, dx, dx1):
+        """Extrapolation of perturbed runs ``x + dx`` (one per column of
+        ``dx``) minus ``v^k`` of the unperturbed run; every perturbed run
+        clips on its own iterates (leave-one-out runs)."""
+        if self.extrapolation_coefficients(k, x, x_prev) is None:
+            return self.extrapolate(k, dx, dx1)
+        xs = x.reshape((-1,) + (1,) * (dx.ndim - 1))
+        full, full_prev = xs + dx, x_prev.reshape(xs.shape) + dx1
+        out = self.extrapolate_iterate(k, full, full_prev)
+        out -= self.extrapolate_iterate(k, x, x_prev).reshape(xs.shape)
+        return out
 
     # ------------------------------------------------------------------ prox
     def prox(self, k, pre, scale=None):
@@ -155,7 +236,7 @@ class Iteration:
         return self.penalty.prox_jacobian(x)
 
     # ------------------------------------------------------------- tangents
-    def tangent(self, k, dv, dx1, dx2, dz, mask):
+    def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None):
         """Advance tangent vectors (blocks of columns) by one step.
 
         Parameters
@@ -167,6 +248,9 @@ class Iteration:
             supplies it: ``(injection - X~^T X~ dv) / n_eff``).
         mask : None or boolean array of shape (n_features,)
             ``prox_jacobian(k, x^k)``.
+        coef : None or tuple of arrays of shape (n_features,)
+            ``extrapolation_coefficients(k, x^k, x^{k-1})`` (clipped
+            extrapolation; ``None``: plain).
 
         Returns
         -------
@@ -177,7 +261,7 @@ class Iteration:
         dpre = self.combine(k, dv, (dx1 - dx2) if h != 0.0 else None, dz)
         if mask is not None:
             dpre *= mask.reshape((-1,) + (1,) * (dpre.ndim - 1))
-        return dpre, self.extrapolate(k, dpre, dx1)
+        return dpre, self.extrapolate(k, dpre, dx1, coef)
 
     def __repr__(self):
         return f"{type(self).__name__}(step_size={self.step_size:.4g}, penalty={self.penalty!r})"
@@ -219,19 +303,29 @@ class HeavyBall(Iteration):
         return self.momentum
 
 
+def _check_extrapolation(extrapolation):
+    if extrapolation not in ("clipped", "plain"):
+        raise ValueError(
+            f"extrapolation must be 'clipped' or 'plain'; got {extrapolation!r}.")
+    return extrapolation
+
+
 class Nesterov(Iteration):
     """Nesterov's accelerated gradient.
 
     ``momentum='auto'`` uses ``beta_k = (k - 1) / (k + 2)``; a float gives a
-    constant extrapolation (the strongly convex variant).
+    constant extrapolation (the strongly convex variant). With a non-smooth
+    penalty, ``extrapolation`` works as in :class:`FISTA`.
     """
 
     name = "nesterov"
 
     def __init__(self, step_size=1.0, momentum="auto", *, penalty=None, schedule=None,
-                 sampler=None):
+                 sampler=None, extrapolation="clipped"):
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
         self.momentum = momentum
+        self.extrapolation = _check_extrapolation(extrapolation)
+        self.restrict_extrapolation = extrapolation == "clipped"
         self._stationary_momentum = not (isinstance(momentum, str) and momentum == "auto")
 
     def beta(self, k):
@@ -244,16 +338,33 @@ class FISTA(Iteration):
     """Accelerated proximal gradient (Beck & Teboulle 2009), ``tau_0 = 1``.
 
     ``FISTA(step_size, alpha)`` uses ``penalty=L1(alpha)``; any penalty works.
+
+    ``extrapolation="clipped"`` (the default) clips every penalised
+    coordinate's momentum step to ``[-|x^k_j|, |x^k_j|]``:
+    ``v^k_j = x^k_j + beta_k clip(x^k_j - x^{k-1}_j, -|x^k_j|, |x^k_j|)``, so
+    a coordinate at zero stays at zero and none crosses zero
+    (:meth:`Iteration.extrapolation_coefficients`). Beck & Teboulle's
+    ``v^k = x^k + beta_k (x^k - x^{k-1})`` (``"plain"``) gives a coordinate
+    that just left the support the value ``-beta_k x^{k-1}_j``; these
+    ghosts make the Jacobian of the iterates, ``d x^k / d y``, grow without
+    bound on correlated designs (``||X d x^k / d y||_2`` reached 10^4 - 10^5
+    within 300 steps on equicorrelated designs, against 1 for ISTA and about
+    3 clipped), and with it the error of the memory-matrix risk estimate
+    (see the user guide). On the same problems the clipped iteration
+    reached the objective as fast as the plain one. Smooth penalties are
+    unaffected. Convergence rates are proved for ``"plain"`` only.
     """
 
     name = "fista"
     _stationary_momentum = False
 
     def __init__(self, step_size=1.0, alpha=None, *, penalty=None, schedule=None,
-                 sampler=None):
+                 sampler=None, extrapolation="clipped"):
         if penalty is None and alpha is not None:
             penalty = L1(alpha)
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
+        self.extrapolation = _check_extrapolation(extrapolation)
+        self.restrict_extrapolation = extrapolation == "clipped"
         self._tau = [1.0]
 
     def _tau_k(self, k):

@@ -261,7 +261,7 @@ def _track_toeplitz(prob, idx, coef_at=(), store=False):
     v_path = np.empty((path.shape[0], T))  # v^{k-1}, k = 1..T
     v_path[:, 0] = path[:, 0]
     for k in range(2, T + 1):
-        v_path[:, k - 1] = it.extrapolate(k - 1, path[:, k - 1], path[:, k - 2])
+        v_path[:, k - 1] = it.extrapolate_iterate(k - 1, path[:, k - 1], path[:, k - 2])
     common = (s - 1.0) * (sp.c0[:, None] - lam[:, None] * v_path) - dl2 * v_path
     unit = np.ones(lam.shape[0])
     phiX, phiV = _responses(it, curv, lambda k: unit if k == 1 else 0.0 * unit, T)
@@ -373,7 +373,7 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
     for k in range(k0 + 1, T + 1):
         x1 = path[:, k - 1]
         x2 = path[:, k - 2] if k >= 2 else x1
-        v = x1 if k == 1 else it.extrapolate(k - 1, x1, x2)
+        v = x1 if k == 1 else it.extrapolate_iterate(k - 1, x1, x2)
         mS, sig_S, in_S = None, 0.0, in_all
         if sp is not None:  # least squares, full batch, linear iteration
             z = sp.c0 - sp.lam * v
@@ -438,7 +438,7 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
             dX = it.prox(k, np.add(dPre, pre[:, None], out=dPre),
                          None if prob.l1_scale is None else prob.l1_scale[idx])
             dX -= xk[:, None]
-        dV = it.extrapolate(k, dX, dX1)
+        dV = it.extrapolate_difference(k, path[:, k], x1, dX, dX1)
         if dX2 is not None:
             dX2 = dX1
         dX1 = dX

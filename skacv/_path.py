@@ -97,8 +97,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                     and d > floor * float(np.linalg.norm(x_new))):
                 grew_at = (k, step_norm, d)
             step_norm = d
-        v = iteration.extrapolate(k, x_new, x)
-        Xv = iteration.extrapolate(k, Xx_new, Xx)
+        v = iteration.extrapolate_iterate(k, x_new, x)
+        Xv = iteration.extrapolate_fitted(k, x_new, x, Xx_new, Xx, design.columns)
         x_prev, x = x, x_new
         Xx_prev, Xx = Xx, Xx_new
         out[:, k] = x
@@ -192,7 +192,7 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
                 "or a decreasing step_schedule (stochastic gradients need "
                 "step_size < 2/L_batch)."
             )
-        v = iteration.extrapolate(k, x_new, x)
+        v = iteration.extrapolate_iterate(k, x_new, x)
         x_prev, x = x, x_new
         out[:, k] = x
         if shown:
@@ -200,7 +200,8 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
             print(f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
                   f"{time.perf_counter() - tic:.1f}s")
     Xx, Xx_prev = design.matvec(x), design.matvec(x_prev)
-    Xv = iteration.extrapolate(k0 + n_steps, Xx, Xx_prev) if n_steps else state["Xv"]
+    Xv = (iteration.extrapolate_fitted(k0 + n_steps, x, x_prev, Xx, Xx_prev, design.columns)
+          if n_steps else state["Xv"])
     state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
     return state
 

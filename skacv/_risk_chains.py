@@ -136,12 +136,17 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         dx2_k = None
         if dx2 is not None:
             dx2_k = dx2[:rows_k, :c_new]
+        coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
+        if coef is not None:  # clipped: in the chains' row order
+            rows = order[:rows_k]
+            coef = (coef[0][rows], coef[1][rows])
         dx, dvn = iteration.tangent(
-            k, dv[:rows_k, :c_new], dx1[:rows_k, :c_new], dx2_k, dz, mask_k
+            k, dv[:rows_k, :c_new], dx1[:rows_k, :c_new], dx2_k, dz, mask_k, coef
         )
-        # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1)
+        # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1) (zero
+        # when clipped: those coordinates are zero at x^k)
         tail_v = None
-        if iteration.beta(k) != 0.0 and rows_prev > rows_k:
+        if iteration.beta(k) != 0.0 and rows_prev > rows_k and coef is None:
             tail_v = iteration.extrapolate(
                 k, np.zeros((rows_prev - rows_k, c_new), dtype), dx1[rows_k:rows_prev, :c_new]
             )

@@ -12,7 +12,10 @@ The fit keeps
 
 with ``A_eff = n (I - K^{-1})``: the memory matrix with the intercept's
 diagonal (``A + I`` with an intercept) and the extrapolation of momentum
-methods folded in, so that ``F = R (I - A_eff / n)^T`` in every case.
+methods folded in, so that ``F = R (I - A_eff / n)^T``. Hence
+``(A_eff G)_tt = n G_tt - <F_t, R_t>``, which needs neither ``K`` nor the
+sources: it holds as well for a clipped extrapolation, whose sources are
+not combinations of the outputs (no ``K`` exists there).
 
 For a precision matrix ``Omega`` (the inverse covariance of the features,
 ``Sigma^{-1}``):
@@ -68,7 +71,7 @@ from .exceptions import UnreliableEstimateWarning
 # ----------------------------------------------------------------------------
 
 
-def debias_statistics(design, corrected_residuals, correction, risk_matrix, target=None):
+def debias_statistics(design, corrected_residuals, residuals, risk_matrix, target=None):
     """What the fit keeps for the debiasing: ``W`` and ``s`` (module docstring).
 
     Parameters
@@ -77,8 +80,8 @@ def debias_statistics(design, corrected_residuals, correction, risk_matrix, targ
         The centred, weighted design of the fit.
     corrected_residuals : ndarray of shape (n_samples, T + 1)
         ``R = F K^T`` (:func:`skacv._risk.risk_from_memory`).
-    correction : ndarray of shape (T + 1, T + 1)
-        ``K`` (:func:`skacv._risk.residual_correction`).
+    residuals : ndarray of shape (n_samples, T + 1)
+        ``F``, the training residuals ``y~ - X~ x^t``.
     risk_matrix : ndarray of shape (T + 1, T + 1)
         ``G = R^T R / n``.
     target : ndarray of shape (n_samples,) or None
@@ -91,16 +94,17 @@ def debias_statistics(design, corrected_residuals, correction, risk_matrix, targ
         (T + 1,)), ``n_eff``, ``n_features`` and ``least_squares``.
     """
     n, p = design.n_eff, design.n_features
-    T1 = correction.shape[0]
+    T1 = corrected_residuals.shape[1]
     check_memory(8 * p * T1, f"the debiasing scores ({p} x {T1})",
                  "Lower max_iter or set estimate_risk=False. ")
     R = np.asarray(corrected_residuals).astype(design.dtype, copy=False)
     W = np.asarray(design.rmatvec(R), dtype=np.float64) / n
-    K_inv = solve_triangular(correction, np.eye(T1), lower=True, check_finite=False)
-    A_eff = n * (np.eye(T1) - K_inv)
     G = np.asarray(risk_matrix, dtype=np.float64)
     with np.errstate(all="ignore"):  # exploding (flagged) estimates give inf / nan
-        offset = (2.0 * np.einsum("ts,st->t", A_eff, G) - p * np.diag(G)) / n
+        # (A_eff G)_tt = n G_tt - <F_t, R_t> (module docstring)
+        AG = n * np.diag(G) - np.einsum("it,it->t", np.asarray(residuals, dtype=np.float64),
+                                        np.asarray(corrected_residuals, dtype=np.float64))
+        offset = (2.0 * AG - p * np.diag(G)) / n
     return Bunch(score=np.asfortranarray(W), offset=offset, n_eff=float(n), n_features=p,
                  least_squares=least_squares_statistics(design, target))
 

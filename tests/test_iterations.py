@@ -51,8 +51,11 @@ ITERATIONS = {
     "nesterov_auto": lambda eta: Nesterov(eta, penalty=L2(0.1)),
     "nesterov_constant": lambda eta: Nesterov(eta, momentum=0.5),
     "ista": lambda eta: ISTA(eta, alpha=0.05),
-    "fista": lambda eta: FISTA(eta, alpha=0.05),
-    "fista_ridge": lambda eta: FISTA(eta, penalty=ElasticNet(0.05, 0.2)),
+    "fista": lambda eta: FISTA(eta, alpha=0.05, extrapolation="plain"),
+    "fista_ridge": lambda eta: FISTA(eta, penalty=ElasticNet(0.05, 0.2), extrapolation="plain"),
+    "fista_clipped": lambda eta: FISTA(eta, alpha=0.05),
+    "fista_ridge_clipped": lambda eta: FISTA(eta, penalty=ElasticNet(0.05, 0.2)),
+    "nesterov_l1_clipped": lambda eta: Nesterov(eta, penalty=ElasticNet(0.05, 0.0)),
 }
 
 
@@ -153,16 +156,18 @@ def _textbook(X, y, name, eta, T):
             v = x_new + 0.5 * (x_new - x)
         elif name == "ista":
             x_new = soft_threshold(x - eta * grad(x), eta * 0.05)
-        elif name == "fista":
+        elif name.startswith("fista"):
+            ridge = 0.2 if "ridge" in name else 0.0  # + 0.2 |b|^2 / 2 + 0.05 |b|_1
+            x_new = soft_threshold(v - eta * (grad(v) + ridge * v), eta * 0.05)
+            t_next = (1 + np.sqrt(1 + 4 * t_k**2)) / 2
+            step = x_new - x
+            if name.endswith("clipped"):  # never from or across zero
+                step = np.clip(step, -np.abs(x_new), np.abs(x_new))
+            v = x_new + (t_k - 1) / t_next * step
+            t_k = t_next
+        elif name == "nesterov_l1_clipped":
             x_new = soft_threshold(v - eta * grad(v), eta * 0.05)
-            t_next = (1 + np.sqrt(1 + 4 * t_k**2)) / 2
-            v = x_new + (t_k - 1) / t_next * (x_new - x)
-            t_k = t_next
-        elif name == "fista_ridge":  # prox-gradient of loss + 0.2 |b|^2 / 2 + 0.05 |b|_1
-            x_new = soft_threshold(v - eta * (grad(v) + 0.2 * v), eta * 0.05)
-            t_next = (1 + np.sqrt(1 + 4 * t_k**2)) / 2
-            v = x_new + (t_k - 1) / t_next * (x_new - x)
-            t_k = t_next
+            v = x_new + (k - 1) / (k + 2) * np.clip(x_new - x, -np.abs(x_new), np.abs(x_new))
         x_prev, x = x, x_new
         out.append(x.copy())
     return np.array(out).T
@@ -196,7 +201,8 @@ def _tangent_path(design, iteration, path, dy):
     for k in range(1, T1):
         dz = (inject - design.rmatvec(design.matvec(dv))) / design.n_eff
         mask = iteration.prox_jacobian(k, path[:, k])
-        dx, dv = iteration.tangent(k, dv, dx1, dx2, dz, mask)
+        coef = iteration.extrapolation_coefficients(k, path[:, k], path[:, k - 1])
+        dx, dv = iteration.tangent(k, dv, dx1, dx2, dz, mask, coef)
         dx2, dx1 = dx1, dx
         out.append(dx.copy())
     return np.array(out)
@@ -241,6 +247,56 @@ def test_tangent_masks_the_inactive_coordinates():
     assert zero.any() and (~zero).any()
     assert_array_equal(dx[10][zero], 0.0)
     assert np.all(np.abs(dx[10][~zero]).sum(axis=1) > 0)
+
+
+def test_clipped_extrapolation():
+    """v_j = x_j + beta clip(x_j - x'_j, -|x_j|, |x_j|): zero stays zero, no sign
+    crossing, plain away from zero, continuous, and (a, b) reproduce it."""
+    it = FISTA(0.3, alpha=0.1)
+    plain = FISTA(0.3, alpha=0.1, extrapolation="plain")
+    k = 9
+    beta = it.beta(k)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(400) * (rng.random(400) < 0.7)
+    x_prev = x + rng.standard_normal(400) * rng.choice([0.01, 3.0], 400)
+    v = it.extrapolate_iterate(k, x, x_prev)
+    assert_allclose(v, x + beta * np.clip(x - x_prev, -np.abs(x), np.abs(x)), rtol=1e-14)
+    assert_array_equal(v[x == 0], 0.0)
+    assert np.all(np.sign(v) * np.sign(x) >= 0)
+    small = np.abs(x - x_prev) <= np.abs(x)
+    assert small.any() and (~small & (x != 0)).any()
+    assert_allclose(v[small], plain.extrapolate_iterate(k, x, x_prev)[small], rtol=1e-14)
+    a, b = it.extrapolation_coefficients(k, x, x_prev)
+    assert_allclose(a * x + b * x_prev, v, rtol=1e-14, atol=1e-15)
+    # continuous: a coordinate shrinking to zero from either side
+    for sgn in (1.0, -1.0):
+        xs = np.array([sgn * 1e-9, 0.0])
+        vs = it.extrapolate_iterate(k, xs, np.array([2.0, 2.0]))
+        assert np.abs(vs).max() < 3e-9
+    # one column per run: the same as run by run
+    X2, P2 = np.column_stack([x, x_prev]), np.column_stack([x_prev, x])
+    V2 = it.extrapolate_iterate(k, X2, P2)
+    assert_allclose(V2[:, 1], it.extrapolate_iterate(k, x_prev, x), rtol=1e-14)
+    # smooth penalties and extrapolation="plain" are unchanged
+    assert Nesterov(0.3, penalty=L2(0.1)).extrapolation_coefficients(k, x, x_prev) is None
+    assert plain.extrapolation_coefficients(k, x, x_prev) is None
+    with pytest.raises(ValueError, match="extrapolation must be 'clipped' or 'plain'"):
+        FISTA(0.3, alpha=0.1, extrapolation="support")
+
+
+def test_clipped_fit_loop_keeps_the_fitted_values():
+    """The fit loop's X~ v^k (from X~ x^k, X~ x^{k-1} and the clipped columns)
+    equals X~ @ v^k."""
+    X, y, sw = _data(7, n=60, p=80)
+    d = Design(X, sw, fit_intercept=True)
+    _, yt = d.center_y(y)
+    it = FISTA(_step(d), alpha=0.02)
+    state = init_state(d)
+    out = np.zeros((80, 31), order="F")
+    run_trajectory(d, yt, it, 30, state, out)
+    assert_allclose(state["Xv"], d.matvec(state["v"]), rtol=1e-10, atol=1e-12)
+    assert_allclose(state["v"], it.extrapolate_iterate(30, out[:, 30], out[:, 29]))
+    assert it.extrapolation_correction(30, out[:, 30], out[:, 29]) is not None
 
 
 @pytest.mark.parametrize("name", ["heavy_ball", "nesterov_auto", "fista"])

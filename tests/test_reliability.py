@@ -17,7 +17,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import skacv._selection as selection
-from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv import FISTA, IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
 from skacv._risk import risk_reliability
 from skacv.exceptions import UnreliableEstimateWarning
 
@@ -66,11 +66,13 @@ def test_ista_risk_and_fista_loo_follow_the_truth_on_correlated_designs(kind, rh
     assert err.mean() <= 0.25 and err.max() <= 0.45
 
 
-def test_fista_memory_matrix_is_flagged_on_an_equicorrelated_design():
+def test_plain_fista_memory_matrix_is_flagged_on_an_equicorrelated_design():
+    # Beck & Teboulle's extrapolation: the Jacobian explodes, the flag catches it
     X, y, beta, Sigma, sigma = _design("equi", 200, 400, 0.5, 0)
     with pytest.warns(UnreliableEstimateWarning, match=r"unreliable from iteration \d+.*"
                       r"estimate_loo=True"):
         fista = TrajectoryLasso(alpha=0.05, max_iter=200, fit_intercept=False,
+                                solver=FISTA(extrapolation="plain"),
                                 random_state=0).fit(X, y)
     ok = fista.risk_reliable_
     first = int(np.argmin(ok))
@@ -82,6 +84,82 @@ def test_fista_memory_matrix_is_flagged_on_an_equicorrelated_design():
     # ... and, unflagged, the estimate was off by far more than its noise
     err = np.abs(fista.risk_path_ / _truth(fista, beta, Sigma, sigma) - 1)
     assert err[~ok].max() > 1.0
+
+
+ACCEPTANCE = CASES + [("ar", 0.9, 400, 200, 3), ("equi", 0.8, 300, 600, 1)]
+
+
+def test_every_lasso_solver_reports_an_accurate_risk_on_correlated_designs():
+    """The default (FISTA with clipped extrapolation), ISTA and proximal SGD,
+    300 iterations, equicorrelated 0.5 / 0.8 and AR(1) 0.9 designs, n < p and
+    n > p. Measured (18 fits): every iterate reported; mean relative error
+    per fit 1.6-17.8 % (ISTA 2.2-17.2 %: the level of the first iterates,
+    ||y||^2 / n, fluctuates by that much on equicorrelated designs), pooled
+    9-10 % per solver; worst 38 %. Beck & Teboulle's FISTA on the same
+    designs: errors of 10^2 - 10^4 times, 35-50 % of the iterates flagged."""
+    means = {}
+    for kind, rho, n, p, seed in ACCEPTANCE:
+        X, y, beta, Sigma, sigma = _design(kind, n, p, rho, seed)
+        for solver in ("fista", "ista", "sgd"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", UnreliableEstimateWarning)
+                est = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=300,
+                                      fit_intercept=False, random_state=0).fit(X, y)
+            ok = est.risk_reliable_
+            err = np.abs(est.risk_path_ / _truth(est, beta, Sigma, sigma) - 1)[ok]
+            assert ok.mean() >= 0.9
+            assert err.max() <= 0.5, (kind, rho, n, p, solver)
+            assert err.mean() <= 0.25, (kind, rho, n, p, solver)
+            means.setdefault(solver, []).append(err.mean())
+    for solver, m in means.items():
+        assert np.mean(m) <= 0.12, solver
+
+
+def test_support_diagnostic_flags_an_amplifying_momentum_jacobian():
+    """A case where the clipped FISTA's Jacobian still amplifies for a few
+    iterations (a coordinate entering a nearly collinear support at momentum
+    0.99): degrees of freedom 4 times the support, risk 140 % off. The
+    support check flags it; what stays reported is within 50 %."""
+    rng = np.random.default_rng(1)
+    n, p, rho = 300, 600, 0.8
+    X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + \
+        np.sqrt(rho) * rng.standard_normal((n, 1))
+    Sigma = (1 - rho) * np.eye(p) + rho
+    beta = np.zeros(p)
+    beta[rng.choice(p, 30, replace=False)] = rng.standard_normal(30)
+    y = X @ beta + 0.5 * rng.standard_normal(n)
+    with pytest.warns(UnreliableEstimateWarning, match=r"against a support of \d+, limit 1.5"):
+        est = TrajectoryLasso(alpha=0.05, max_iter=300, fit_intercept=False,
+                              random_state=1).fit(X, y)
+    ok = est.risk_reliable_
+    d = est.risk_diagnostics_
+    first = int(np.argmin(ok))
+    assert 0.9 <= ok.mean() < 1 and not ok[first:].any()
+    assert d.df_fraction[first] * n > 1.5 * d.support[first]
+    assert_array_equal(d.support, np.count_nonzero(est.coef_path_, axis=0))
+    err = np.abs(est.risk_path_ / _truth(est, beta, Sigma, 0.5) - 1)
+    assert err[ok].max() <= 0.5 and err[~ok].max() > 1.0
+
+
+def test_clipped_fista_converges_like_fista():
+    """Same objective as Beck & Teboulle's FISTA, reached about as fast.
+    Measured iterations to a 1e-4 / 1e-6 relative gap, clipped against plain:
+    530/527 and 1251/1248 (equicorrelated 0.5), 920/919 and 2729/2577 (0.8),
+    167/163 and 448/550 (AR(1) 0.9)."""
+    for kind, rho, n, p, seed in CASES[:3]:
+        X, y, *_ = _design(kind, n, p, rho, seed)
+        objs = {}
+        for ext in ("clipped", "plain"):
+            est = TrajectoryLasso(alpha=0.05, solver=FISTA(extrapolation=ext), max_iter=3000,
+                                  fit_intercept=False, estimate_risk=False).fit(X, y)
+            P = est.coef_path_
+            objs[ext] = (0.5 * ((y[:, None] - X @ P) ** 2).mean(axis=0)
+                         + 0.05 * np.abs(P).sum(axis=0))
+        best = min(o.min() for o in objs.values())
+        for tol in (1e-4, 1e-6):
+            first = {e: int(np.argmax(o <= best * (1 + tol))) for e, o in objs.items()}
+            assert objs["clipped"][first["clipped"]] <= best * (1 + tol)
+            assert first["clipped"] <= 1.25 * first["plain"], (kind, rho, tol, first)
 
 
 def test_reliability_against_its_definition():

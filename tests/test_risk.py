@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv import FISTA, IterativeRidge, TrajectoryLasso, config_context
 from skacv._risk import memory_matrix, risk_from_memory
 
 # ----------------------------------------------------------------------------
@@ -43,13 +43,16 @@ def reference_path(X, Y, solver, eta, T, alpha=0.0, mu=0.0, momentum=0.5, schedu
             b_new = (1 - ek * mu) * v + ek * X.T @ (y - X @ v) / n
         elif solver == "ista":
             b_new = _soft(b + ek * X.T @ (y - X @ b) / n, ek * alpha)
-        elif solver == "fista":
+        elif solver in ("fista", "fista_plain"):
             b_new = _soft(v + ek * X.T @ (y - X @ v) / n, ek * alpha)
         if solver == "nesterov":
             v = b_new + (k - 1) / (k + 2) * (b_new - b)
-        elif solver == "fista":
+        elif solver in ("fista", "fista_plain"):
             tau_new = (1 + np.sqrt(1 + 4 * tau**2)) / 2
-            v = b_new + (tau - 1) / tau_new * (b_new - b)
+            step = b_new - b
+            if solver == "fista":  # clipped: no coordinate leaves zero or crosses it
+                step = np.clip(step, -np.abs(b_new), np.abs(b_new))
+            v = b_new + (tau - 1) / tau_new * step
             tau = tau_new
         b_prev, b = b, b_new
         out.append(b.copy())
@@ -82,6 +85,7 @@ SOLVERS = {
     "nesterov": (lambda: IterativeRidge(3.0, solver="nesterov"), {}),
     "ista": (lambda: TrajectoryLasso(0.05, solver="ista"), {}),
     "fista": (lambda: TrajectoryLasso(0.05, solver="fista"), {}),
+    "fista_plain": (lambda: TrajectoryLasso(0.05, solver=FISTA(extrapolation="plain")), {}),
 }
 
 
@@ -102,7 +106,7 @@ def test_exact_memory_matrix_equals_finite_differences(name):
     solver = {"gd_schedule": "gd", "ridge": "gd"}.get(name, name)
     alpha = getattr(est, "alpha", 0.0)
     params = dict(kw)
-    if name in ("ista", "fista"):
+    if name in ("ista", "fista", "fista_plain"):
         params["alpha"] = alpha
     else:
         params["mu"] = alpha / n
@@ -110,7 +114,7 @@ def test_exact_memory_matrix_equals_finite_differences(name):
     ref_path = reference_path(X, np.repeat(y[:, None], T, 1), solver, est.step_size_, T,
                               **params)
     np.testing.assert_allclose(est.coef_path_, ref_path, atol=1e-12)
-    linear = name not in ("ista", "fista")
+    linear = name not in ("ista", "fista", "fista_plain")
     A_ref = reference_memory(X, y, solver, est.step_size_, T, 1.0 if linear else 1e-6,
                              **params)
     tol = 1e-10 if linear else 1e-6  # linear maps: differences are exact
@@ -364,8 +368,8 @@ def test_risk_from_memory_matches_direct_solve():
 
 def test_memory_matrix_public_function_on_design():
     X, y = _small_problem(8, n=25, p=35)
-    est = TrajectoryLasso(0.05, solver="fista", max_iter=8, fit_intercept=False,
-                          n_probes=None).fit(X, y)
+    est = TrajectoryLasso(0.05, solver=FISTA(extrapolation="plain"), max_iter=8,
+                          fit_intercept=False, n_probes=None).fit(X, y)
     prob = est._problem(X, y)
     design, it = prob.design, prob.iteration
     A, Av = memory_matrix(design, it, est.coef_path_, n_probes=None)

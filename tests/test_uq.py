@@ -22,7 +22,7 @@ from numpy.testing import assert_allclose
 from scipy.stats import norm
 from sklearn.exceptions import NotFittedError
 
-from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv import FISTA, IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
 from skacv.exceptions import UnreliableEstimateWarning
 
 
@@ -77,7 +77,7 @@ def _brute_force(X, y, path, step, kind, l2=0.0):
     """
     n, p = X.shape
     T1 = path.shape[1]
-    if kind == "fista":
+    if kind in ("fista", "fista_plain"):
         tau = [1.0]
         for _ in range(T1):
             tau.append((1 + np.sqrt(1 + 4 * tau[-1] ** 2)) / 2)
@@ -85,17 +85,27 @@ def _brute_force(X, y, path, step, kind, l2=0.0):
     else:
         beta = [0.0] * T1
     V = path.copy()
+    # v^k = a x^k + b x^{k-1}, coordinate-wise; clipped (the default FISTA): the
+    # step x^k - x^{k-1} is clipped to [-|x^k|, |x^k|], i.e. a = 1 +/- beta, b = 0
+    # where it is clipped (a = 0 where x^k = 0)
+    a = [np.full(p, 1 + beta[k]) for k in range(T1)]
+    b = [np.full(p, -beta[k]) for k in range(T1)]
     for k in range(1, T1):
-        V[:, k] = (1 + beta[k]) * path[:, k] - beta[k] * path[:, k - 1]
+        if kind == "fista":
+            x, d = path[:, k], path[:, k] - path[:, k - 1]
+            clipped = np.abs(d) > np.abs(x)
+            a[k] = np.where(clipped, 1 + beta[k] * np.sign(d) * np.sign(x), 1 + beta[k])
+            b[k] = np.where(clipped, 0.0, -beta[k])
+        V[:, k] = a[k] * path[:, k] + b[k] * path[:, k - 1]
     S = X.T @ X / n
     Jx = [[np.zeros((p, n)) for _ in range(T1)] for _ in range(T1)]
     Jv = [[np.zeros((p, n)) for _ in range(T1)] for _ in range(T1)]
     for t in range(1, T1):
-        mask = (path[:, t] != 0)[:, None] if kind in ("ista", "fista") else 1.0
+        mask = (path[:, t] != 0)[:, None] if kind != "gd" else 1.0
         for s in range(t):
             inj = step * X.T / n if s == t - 1 else 0.0
             Jx[t][s] = mask * ((1 - step * l2) * Jv[t - 1][s] - step * S @ Jv[t - 1][s] + inj)
-            Jv[t][s] = (1 + beta[t]) * Jx[t][s] - beta[t] * Jx[t - 1][s]
+            Jv[t][s] = a[t][:, None] * Jx[t][s] + b[t][:, None] * Jx[t - 1][s]
     Ax = np.array([[np.trace(X @ Jx[t][s]) for s in range(T1)] for t in range(T1)])
     Av = np.array([[np.trace(X @ Jv[t][s]) for s in range(T1)] for t in range(T1)])
     Fx, Fv = y[:, None] - X @ path, y[:, None] - X @ V
@@ -106,7 +116,7 @@ def _brute_force(X, y, path, step, kind, l2=0.0):
     return Rx, Ax
 
 
-@pytest.mark.parametrize("kind", ["ista", "fista", "gd"])
+@pytest.mark.parametrize("kind", ["ista", "fista", "fista_plain", "gd"])
 def test_debiased_coef_and_excess_risk_against_brute_force(kind):
     X, y, _, Sigma = _data(30, 40, 5, 1, rho=0.4)
     n, p = X.shape
@@ -114,7 +124,8 @@ def test_debiased_coef_and_excess_risk_against_brute_force(kind):
     if kind == "gd":
         est = IterativeRidge(alpha=3.0, max_iter=8, fit_intercept=False, n_probes=None)
     else:
-        est = TrajectoryLasso(alpha=0.05, solver=kind, max_iter=8, fit_intercept=False,
+        solver = FISTA(extrapolation="plain") if kind == "fista_plain" else kind
+        est = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=8, fit_intercept=False,
                               n_probes=None)
     est.fit(X, y)
     l2 = est.alpha / n if kind == "gd" else 0.0
@@ -125,7 +136,13 @@ def test_debiased_coef_and_excess_risk_against_brute_force(kind):
     for t in range(9):
         assert_allclose(est.debiased_coef(t, precision=Omega), deb[:, t], rtol=1e-9,
                         atol=1e-12)
-    if kind != "fista":
+    if kind == "fista":
+        # the clipping happened, and the sources are not combinations of the outputs
+        T1 = est.coef_path_.shape[1]
+        assert any(np.any((np.abs(np.diff(est.coef_path_, axis=1)[:, k - 1])
+                           > np.abs(est.coef_path_[:, k])) & (est.coef_path_[:, k - 1] != 0))
+                   for k in range(2, T1))
+    if kind in ("ista", "gd"):
         # the noise-free error matrix of Bellec & Tan's code, with Sigma^{-1}
         F = y[:, None] - X @ est.coef_path_
         Q = np.linalg.inv(np.eye(9) - Ax / n)
