@@ -27,7 +27,11 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     alpha : float, default=1.0
         Penalty level (``lam`` in the seed notebook).
     solver : {"fista", "ista", "sgd"} or Iteration, default="fista"
-        ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009);
+        ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009)
+        with a clipped extrapolation (no coordinate is extrapolated from or
+        across zero, which keeps ``risk_path_`` right on correlated designs;
+        ``solver=FISTA(extrapolation="plain")`` runs the original; see
+        :class:`~skacv.FISTA` and the user guide);
         ``"ista"``: proximal gradient descent; ``"sgd"``: proximal mini-batch
         SGD (weighted mean gradient of ``batch_size`` rows, one random
         permutation per epoch seeded by ``random_state``, soft-thresholding

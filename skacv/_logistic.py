@@ -48,7 +48,8 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
     penalty : {"l2", "l1"}, default="l2"
     solver : {"gd", "fista", "sgd"} or Iteration, default="gd"
         ``"gd"``: gradient descent (``"l1"``: proximal gradient, ISTA);
-        ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009);
+        ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009;
+        with ``"l1"`` the extrapolation is clipped, see :class:`~skacv.FISTA`);
         ``"sgd"``: (proximal) mini-batch SGD, weighted mean gradient of
         ``batch_size`` rows, one permutation per epoch seeded by
         ``random_state``. An :class:`~skacv.Iteration` instance runs a
