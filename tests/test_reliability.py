@@ -86,33 +86,48 @@ def test_plain_fista_memory_matrix_is_flagged_on_an_equicorrelated_design():
     assert err[~ok].max() > 1.0
 
 
-ACCEPTANCE = CASES + [("ar", 0.9, 400, 200, 3), ("equi", 0.8, 300, 600, 1)]
+def _issue_design(kind, rho, n, p, seed, s=30, sigma=0.5):
+    """The designs of the trust issue: 30 nonzero coefficients at random
+    positions, sigma = 0.5 (truth without intercept)."""
+    rng = np.random.default_rng(seed)
+    if kind == "equi":
+        X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + \
+            np.sqrt(rho) * rng.standard_normal((n, 1))
+        Sigma = (1 - rho) * np.eye(p) + rho
+    else:
+        Z = rng.standard_normal((n, p))
+        X = np.empty((n, p))
+        X[:, 0] = Z[:, 0]
+        for j in range(1, p):
+            X[:, j] = rho * X[:, j - 1] + np.sqrt(1 - rho**2) * Z[:, j]
+        i = np.arange(p)
+        Sigma = rho ** np.abs(i[:, None] - i[None, :])
+    beta = np.zeros(p)
+    beta[rng.choice(p, s, replace=False)] = rng.standard_normal(s)
+    y = X @ beta + sigma * rng.standard_normal(n)
+    return X, y, beta, Sigma, sigma
 
 
-def test_every_lasso_solver_reports_an_accurate_risk_on_correlated_designs():
+@pytest.mark.parametrize("kind, rho", [("equi", 0.5), ("equi", 0.8), ("ar", 0.9)])
+@pytest.mark.parametrize("n, p", [(300, 600), (600, 300)])
+def test_every_lasso_solver_reports_an_accurate_risk_on_correlated_designs(kind, rho, n, p):
     """The default (FISTA with clipped extrapolation), ISTA and proximal SGD,
-    300 iterations, equicorrelated 0.5 / 0.8 and AR(1) 0.9 designs, n < p and
-    n > p. Measured (18 fits): every iterate reported; mean relative error
-    per fit 1.6-17.8 % (ISTA 2.2-17.2 %: the level of the first iterates,
-    ||y||^2 / n, fluctuates by that much on equicorrelated designs), pooled
-    9-10 % per solver; worst 38 %. Beck & Teboulle's FISTA on the same
-    designs: errors of 10^2 - 10^4 times, 35-50 % of the iterates flagged."""
-    means = {}
-    for kind, rho, n, p, seed in ACCEPTANCE:
-        X, y, beta, Sigma, sigma = _design(kind, n, p, rho, seed)
-        for solver in ("fista", "ista", "sgd"):
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", UnreliableEstimateWarning)
-                est = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=300,
-                                      fit_intercept=False, random_state=0).fit(X, y)
-            ok = est.risk_reliable_
-            err = np.abs(est.risk_path_ / _truth(est, beta, Sigma, sigma) - 1)[ok]
-            assert ok.mean() >= 0.9
-            assert err.max() <= 0.5, (kind, rho, n, p, solver)
-            assert err.mean() <= 0.25, (kind, rho, n, p, solver)
-            means.setdefault(solver, []).append(err.mean())
-    for solver, m in means.items():
-        assert np.mean(m) <= 0.12, solver
+    300 iterations. Measured on these designs (seeds 0 and 1, with and
+    without intercept): every iterate reported but the tail of one fit
+    (4 of 301, support check); mean relative error per fit 0.6-10.6 %,
+    worst iterate 30 %. Beck & Teboulle's FISTA on the same designs: errors
+    of 50 - 10^5 times on average, 35-50 % of the iterates flagged. The
+    bounds are the issue's: mean 12 %, worst 50 %, reported on 90 %."""
+    X, y, beta, Sigma, sigma = _issue_design(kind, rho, n, p, 0)
+    for solver in ("fista", "ista", "sgd"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnreliableEstimateWarning)
+            est = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=300,
+                                  fit_intercept=False, random_state=0).fit(X, y)
+        ok = est.risk_reliable_
+        err = np.abs(est.risk_path_ / _truth(est, beta, Sigma, sigma) - 1)[ok]
+        assert ok.mean() >= 0.9
+        assert err.mean() <= 0.12 and err.max() <= 0.5, (solver, err.mean(), err.max())
 
 
 def test_support_diagnostic_flags_an_amplifying_momentum_jacobian():
