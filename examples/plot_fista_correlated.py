@@ -1,6 +1,6 @@
 """
 FISTA on a correlated design: ghost coordinates, the clipped extrapolation and the diagnostic
-============================================================================================
+=============================================================================================
 
 On an equicorrelated Gaussian design (every row shares one common factor)
 the memory-matrix risk estimate of Beck & Teboulle's FISTA breaks down
@@ -46,7 +46,7 @@ def true_risk(est):
 
 # %%
 # Beck & Teboulle's extrapolation: the memory matrix explodes, the fit says so
-# ---------------------------------------------------------------------------
+# ----------------------------------------------------------------------------
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always", UnreliableEstimateWarning)
     plain = TrajectoryLasso(alpha=alpha, solver=FISTA(extrapolation="plain"), max_iter=T,
@@ -59,7 +59,7 @@ print(f"plain FISTA: {flagged.sum()} of {flagged.size} iterates flagged, the fir
 
 # %%
 # The default FISTA clips the extrapolation: same speed, a right estimate
-# ----------------------------------------------------------------------
+# -----------------------------------------------------------------------
 fista = TrajectoryLasso(alpha=alpha, max_iter=T, fit_intercept=False, estimate_loo=True,
                         random_state=0).fit(X, y)
 ista = TrajectoryLasso(alpha=alpha, solver="ista", max_iter=T, fit_intercept=False,
