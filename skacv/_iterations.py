@@ -224,6 +224,49 @@ class Iteration:
         out -= self.extrapolate_iterate(k, x, x_prev).reshape(xs.shape)
         return out
 
+    def momentum_coefficients(self, k, x1, x2):
+        """Per-coordinate form ``m = c * x^{k-1} + d * x^{k-2}`` of a clipped
+        heavy-ball difference ``clip(x^{k-1} - x^{k-2}, -|x^{k-1}|,
+        |x^{k-1}|)``, or ``None`` for the plain ``x^{k-1} - x^{k-2}`` (see
+        :meth:`extrapolation_coefficients`, the same clipping)."""
+        if not self.restrict_extrapolation or self.hb(k) == 0.0 or self.penalty.is_smooth:
+            return None
+        d = x1 - x2
+        lim = np.abs(x1)
+        m = np.clip(d, -lim, lim)
+        clipped = m != d
+        with np.errstate(divide="ignore", invalid="ignore"):
+            c = np.where(clipped, np.where(x1 != 0, m / np.where(x1 != 0, x1, 1), 0), 1.0)
+        e = np.where(clipped, 0.0, -1.0)
+        n_free = self.penalty.n_unpenalized
+        if n_free:
+            c[x1.shape[0] - n_free:] = 1.0
+            e[x1.shape[0] - n_free:] = -1.0
+        return c, e
+
+    def momentum_difference(self, k, x1, x2, coef=None, dx1=None, dx2=None):
+        """The heavy-ball difference of step ``k``: ``x^{k-1} - x^{k-2}``
+        (clipped if so set). With ``dx1``, ``dx2``: the difference of the
+        perturbed runs ``x + dx`` (each clipped on its own iterates) minus the
+        unperturbed one, per column. With ``coef``: the tangent ``c * dx1 + d
+        * dx2`` (``x1``, ``x2`` are then tangents)."""
+        if coef is not None:
+            c, e = coef
+            shape = c.shape + (1,) * (x1.ndim - c.ndim)
+            return c.reshape(shape) * x1 + e.reshape(shape) * x2
+        if dx1 is not None:
+            if self.momentum_coefficients(k, x1, x2) is None:
+                return dx1 - dx2
+            xs = x1.reshape((-1,) + (1,) * (dx1.ndim - 1))
+            full1, full2 = xs + dx1, x2.reshape(xs.shape) + dx2
+            out = self.momentum_difference(k, full1, full2)
+            out -= self.momentum_difference(k, x1, x2).reshape(xs.shape)
+            return out
+        coef = self.momentum_coefficients(k, x1, x2)
+        if coef is None:
+            return x1 - x2
+        return self.momentum_difference(k, x1, x2, coef)
+
     # ------------------------------------------------------------------ prox
     def prox(self, k, pre, scale=None):
         """Proximal step of the penalty with step ``eta_k`` (``scale``: per-column
@@ -236,7 +279,7 @@ class Iteration:
         return self.penalty.prox_jacobian(x)
 
     # ------------------------------------------------------------- tangents
-    def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None):
+    def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None):
         """Advance tangent vectors (blocks of columns) by one step.
 
         Parameters
@@ -251,6 +294,9 @@ class Iteration:
         coef : None or tuple of arrays of shape (n_features,)
             ``extrapolation_coefficients(k, x^k, x^{k-1})`` (clipped
             extrapolation; ``None``: plain).
+        mcoef : None or tuple of arrays of shape (n_features,)
+            ``momentum_coefficients(k, x^{k-1}, x^{k-2})`` (clipped heavy
+            ball; ``None``: plain).
 
         Returns
         -------
@@ -258,7 +304,10 @@ class Iteration:
             Tangents of ``x^k`` and ``v^k``.
         """
         h = self.hb(k)
-        dpre = self.combine(k, dv, (dx1 - dx2) if h != 0.0 else None, dz)
+        dm = None
+        if h != 0.0:
+            dm = dx1 - dx2 if mcoef is None else self.momentum_difference(k, dx1, dx2, mcoef)
+        dpre = self.combine(k, dv, dm, dz)
         if mask is not None:
             dpre *= mask.reshape((-1,) + (1,) * (dpre.ndim - 1))
         return dpre, self.extrapolate(k, dpre, dx1, coef)
@@ -289,25 +338,32 @@ class ISTA(GradientDescent):
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
 
 
-class HeavyBall(Iteration):
-    """Polyak's heavy ball: ``+ momentum (x^{k-1} - x^{k-2})``."""
-
-    name = "heavy_ball"
-
-    def __init__(self, step_size=1.0, momentum=0.9, *, penalty=None, schedule=None,
-                 sampler=None):
-        super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
-        self.momentum = float(momentum)
-
-    def hb(self, k):
-        return self.momentum
-
-
 def _check_extrapolation(extrapolation):
     if extrapolation not in ("clipped", "plain"):
         raise ValueError(
             f"extrapolation must be 'clipped' or 'plain'; got {extrapolation!r}.")
     return extrapolation
+
+
+class HeavyBall(Iteration):
+    """Polyak's heavy ball: ``+ momentum (x^{k-1} - x^{k-2})``.
+
+    With a non-smooth penalty and ``extrapolation="clipped"`` (the default)
+    the difference is clipped as in :class:`FISTA`:
+    ``clip(x^{k-1} - x^{k-2}, -|x^{k-1}|, |x^{k-1}|)``.
+    """
+
+    name = "heavy_ball"
+
+    def __init__(self, step_size=1.0, momentum=0.9, *, penalty=None, schedule=None,
+                 sampler=None, extrapolation="clipped"):
+        super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
+        self.momentum = float(momentum)
+        self.extrapolation = _check_extrapolation(extrapolation)
+        self.restrict_extrapolation = extrapolation == "clipped"
+
+    def hb(self, k):
+        return self.momentum
 
 
 class Nesterov(Iteration):

@@ -429,11 +429,12 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
             t2 = (v[:, None] + dV) * dl2_i
             dZ -= t2 if prob.pen is None else t2 * prob.pen[:, None]
         hb = it.hb(k) != 0.0
-        dPre = it.combine(k, dV, (dX1 - dX2) if hb else None, dZ)
+        dPre = it.combine(k, dV, it.momentum_difference(k, x1, x2, dx1=dX1, dx2=dX2)
+                          if hb else None, dZ)
         if it.is_linear:
             dX = dPre
         else:
-            pre = it.combine(k, v, (x1 - x2) if hb else None, z)
+            pre = it.combine(k, v, it.momentum_difference(k, x1, x2) if hb else None, z)
             xk = it.prox(k, pre)
             dX = it.prox(k, np.add(dPre, pre[:, None], out=dPre),
                          None if prob.l1_scale is None else prob.l1_scale[idx])

@@ -79,7 +79,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         r = datafit.residual(Xv, y_tilde)
         z = design.rmatvec(r)
         z *= inv_n
-        pre = iteration.combine(k, v, x - x_prev if iteration.hb(k) else None, z)
+        pre = iteration.combine(
+            k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
         x_new = iteration.prox(k, pre)
         Xx_new = design.matvec(x_new)
         res_norm = datafit.monitor(Xx_new, y_tilde)
@@ -173,7 +174,8 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
         rows = design.rows(S, X_csr)
         z = minibatch_gradient(rows, datafit.take(S).residual(rows.matvec(v), y_tilde[S]),
                                weight, x)
-        pre = iteration.combine(k, v, x - x_prev if iteration.hb(k) else None, z)
+        pre = iteration.combine(
+            k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
         x_new = iteration.prox(k, pre)
         last = k == k0 + n_steps
         shown = verbose and ((k - k0) % report == 0 or last)

@@ -140,8 +140,14 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         if coef is not None:  # clipped: in the chains' row order
             rows = order[:rows_k]
             coef = (coef[0][rows], coef[1][rows])
+        mcoef = None
+        if dx2 is not None and k >= 2:
+            mcoef = iteration.momentum_coefficients(k, coef_path[:, k - 1], coef_path[:, k - 2])
+            if mcoef is not None:  # clipped heavy ball: in the chains' row order
+                rows = order[:rows_k]
+                mcoef = (mcoef[0][rows], mcoef[1][rows])
         dx, dvn = iteration.tangent(
-            k, dv[:rows_k, :c_new], dx1[:rows_k, :c_new], dx2_k, dz, mask_k, coef
+            k, dv[:rows_k, :c_new], dx1[:rows_k, :c_new], dx2_k, dz, mask_k, coef, mcoef
         )
         # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1) (zero
         # when clipped: those coordinates are zero at x^k)

@@ -56,6 +56,10 @@ ITERATIONS = {
     "fista_clipped": lambda eta: FISTA(eta, alpha=0.05),
     "fista_ridge_clipped": lambda eta: FISTA(eta, penalty=ElasticNet(0.05, 0.2)),
     "nesterov_l1_clipped": lambda eta: Nesterov(eta, penalty=ElasticNet(0.05, 0.0)),
+    "heavy_ball_l1_clipped": lambda eta: HeavyBall(eta, momentum=0.6,
+                                                   penalty=ElasticNet(0.05, 0.0)),
+    "heavy_ball_l1": lambda eta: HeavyBall(eta, momentum=0.6, penalty=ElasticNet(0.05, 0.0),
+                                           extrapolation="plain"),
 }
 
 
@@ -165,6 +169,11 @@ def _textbook(X, y, name, eta, T):
                 step = np.clip(step, -np.abs(x_new), np.abs(x_new))
             v = x_new + (t_k - 1) / t_next * step
             t_k = t_next
+        elif name.startswith("heavy_ball_l1"):
+            m = x - x_prev
+            if name.endswith("clipped"):
+                m = np.clip(m, -np.abs(x), np.abs(x))
+            x_new = soft_threshold(x - eta * grad(x) + 0.6 * m, eta * 0.05)
         elif name == "nesterov_l1_clipped":
             x_new = soft_threshold(v - eta * grad(v), eta * 0.05)
             v = x_new + (k - 1) / (k + 2) * np.clip(x_new - x, -np.abs(x_new), np.abs(x_new))
@@ -202,7 +211,9 @@ def _tangent_path(design, iteration, path, dy):
         dz = (inject - design.rmatvec(design.matvec(dv))) / design.n_eff
         mask = iteration.prox_jacobian(k, path[:, k])
         coef = iteration.extrapolation_coefficients(k, path[:, k], path[:, k - 1])
-        dx, dv = iteration.tangent(k, dv, dx1, dx2, dz, mask, coef)
+        mcoef = (iteration.momentum_coefficients(k, path[:, k - 1], path[:, k - 2])
+                 if k >= 2 else None)
+        dx, dv = iteration.tangent(k, dv, dx1, dx2, dz, mask, coef, mcoef)
         dx2, dx1 = dx1, dx
         out.append(dx.copy())
     return np.array(out)

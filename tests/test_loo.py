@@ -17,6 +17,8 @@ from sklearn.base import clone
 from sklearn.linear_model import RidgeCV
 
 from skacv import (
+    FISTA,
+    HeavyBall,
     IterativeRidge,
     TrajectoryLasso,
     TrajectoryLogisticRegression,
@@ -68,6 +70,9 @@ LEAST_SQUARES = {
                                   random_state=0),
     "ista": lambda: TrajectoryLasso(0.1, solver="ista", max_iter=25),
     "fista": lambda: TrajectoryLasso(0.1, solver="fista", max_iter=25),
+    "fista_plain": lambda: TrajectoryLasso(0.1, solver=FISTA(extrapolation="plain"),
+                                           max_iter=25),
+    "heavy_ball_l1": lambda: TrajectoryLasso(0.1, solver=HeavyBall(momentum=0.6), max_iter=25),
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from skacv import FISTA, IterativeRidge, TrajectoryLasso, config_context
+from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryLasso, config_context
 from skacv._risk import memory_matrix, risk_from_memory
 
 # ----------------------------------------------------------------------------
@@ -41,6 +41,9 @@ def reference_path(X, Y, solver, eta, T, alpha=0.0, mu=0.0, momentum=0.5, schedu
             b_new = (1 - ek * mu) * b + ek * X.T @ (y - X @ b) / n + momentum * (b - b_prev)
         elif solver == "nesterov":
             b_new = (1 - ek * mu) * v + ek * X.T @ (y - X @ v) / n
+        elif solver == "heavy_ball_l1":  # clipped: no momentum from or across zero
+            m = np.clip(b - b_prev, -np.abs(b), np.abs(b))
+            b_new = _soft(b + ek * X.T @ (y - X @ b) / n + momentum * m, ek * alpha)
         elif solver == "ista":
             b_new = _soft(b + ek * X.T @ (y - X @ b) / n, ek * alpha)
         elif solver in ("fista", "fista_plain"):
@@ -86,6 +89,7 @@ SOLVERS = {
     "ista": (lambda: TrajectoryLasso(0.05, solver="ista"), {}),
     "fista": (lambda: TrajectoryLasso(0.05, solver="fista"), {}),
     "fista_plain": (lambda: TrajectoryLasso(0.05, solver=FISTA(extrapolation="plain")), {}),
+    "heavy_ball_l1": (lambda: TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5)), {}),
 }
 
 
@@ -106,7 +110,7 @@ def test_exact_memory_matrix_equals_finite_differences(name):
     solver = {"gd_schedule": "gd", "ridge": "gd"}.get(name, name)
     alpha = getattr(est, "alpha", 0.0)
     params = dict(kw)
-    if name in ("ista", "fista", "fista_plain"):
+    if name in ("ista", "fista", "fista_plain", "heavy_ball_l1"):
         params["alpha"] = alpha
     else:
         params["mu"] = alpha / n
@@ -114,7 +118,7 @@ def test_exact_memory_matrix_equals_finite_differences(name):
     ref_path = reference_path(X, np.repeat(y[:, None], T, 1), solver, est.step_size_, T,
                               **params)
     np.testing.assert_allclose(est.coef_path_, ref_path, atol=1e-12)
-    linear = name not in ("ista", "fista", "fista_plain")
+    linear = name not in ("ista", "fista", "fista_plain", "heavy_ball_l1")
     A_ref = reference_memory(X, y, solver, est.step_size_, T, 1.0 if linear else 1e-6,
                              **params)
     tol = 1e-10 if linear else 1e-6  # linear maps: differences are exact
