@@ -313,7 +313,10 @@ class Iteration:
         return dpre, self.extrapolate(k, dpre, dx1, coef)
 
     def __repr__(self):
-        return f"{type(self).__name__}(step_size={self.step_size:.4g}, penalty={self.penalty!r})"
+        ext = getattr(self, "extrapolation", None)
+        ext = "" if ext is None else f", extrapolation={ext!r}"
+        return (f"{type(self).__name__}(step_size={self.step_size:.4g}, "
+                f"penalty={self.penalty!r}{ext})")
 
 
 class GradientDescent(Iteration):

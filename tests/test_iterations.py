@@ -293,6 +293,7 @@ def test_clipped_extrapolation():
     assert plain.extrapolation_coefficients(k, x, x_prev) is None
     with pytest.raises(ValueError, match="extrapolation must be 'clipped' or 'plain'"):
         FISTA(0.3, alpha=0.1, extrapolation="support")
+    assert "extrapolation='plain'" in repr(plain) and "extrapolation='clipped'" in repr(it)
 
 
 def test_clipped_fit_loop_keeps_the_fitted_values():
