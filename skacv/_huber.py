@@ -107,8 +107,10 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         fit's residuals) makes the loss more robust. Fixed before the path
         and kept by the estimates; the fitted value is ``scale_``.
     penalty : {"l2", "l1"}, default="l2"
-    solver : {"gd", "sgd"} or Iteration, default="gd"
+    solver : {"gd", "prox_gd", "sgd"} or Iteration, default="gd"
         ``"gd"``: gradient descent (proximal gradient for ``"l1"``);
+        ``"prox_gd"``: the same iteration under its proximal name (the l1
+        penalty by soft-thresholding, the l2 penalty through its gradient);
         ``"sgd"``: (proximal) mini-batch SGD, weighted mean gradient of
         ``batch_size`` rows, one permutation per epoch seeded by
         ``random_state``. An :class:`~skacv.Iteration` instance runs a
@@ -210,7 +212,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         "alpha": [Interval(Real, 0, None, closed="left")],
         "scale": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "penalty": [StrOptions({"l2", "l1"})],
-        "solver": [StrOptions({"gd", "sgd"}), Iteration],
+        "solver": [StrOptions({"gd", "prox_gd", "sgd"}), Iteration],
         "step_schedule": [None, callable, "array-like"],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
     }
@@ -300,7 +302,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
                        n_unpenalized=unpenalized)
 
     def _solvers(self, setup):
-        return {"gd": (GradientDescent, {}), "sgd": (SGD, {})}
+        return {"gd": (GradientDescent, {}), "prox_gd": (GradientDescent, {}), "sgd": (SGD, {})}
 
     def _store_path(self, path, design, offset):
         self.coef_path_, self.intercept_path_ = self._split_path(path)

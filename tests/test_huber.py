@@ -79,12 +79,14 @@ def test_converges_to_huber_regressor_at_its_scale(fit_intercept, weighted, fmt)
     np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-4)
 
 
-def test_l1_path_reaches_the_optimality_conditions():
-    """penalty="l1": the mean Huber loss plus (alpha scale / (2 n)) ||w||_1."""
+@pytest.mark.parametrize("solver", ["gd", "prox_gd"])
+def test_l1_path_reaches_the_optimality_conditions(solver):
+    """penalty="l1": the mean Huber loss plus (alpha scale / (2 n)) ||w||_1,
+    by proximal gradient (``"prox_gd"`` is the name of the same iteration)."""
     X, y = _data(p=20)
     n = X.shape[0]
     est = TrajectoryHuberRegressor(alpha=40.0, penalty="l1", scale=1.0, max_iter=4000,
-                                   estimate_risk=False).fit(X, y)
+                                   solver=solver, estimate_risk=False).fit(X, y)
     r = y - X @ est.coef_ - est.intercept_
     grad = -X.T @ np.clip(r, -1.35, 1.35) / n  # gradient of the mean Huber loss
     lam = 40.0 / (2 * n)
