@@ -45,6 +45,24 @@ import numpy as np
 from ._penalties import L1, Penalty
 
 
+def _clipped_difference(x, x_prev, n_free=0):
+    """``(c, e)`` with ``clip(x - x_prev, -|x|, |x|) = c * x + e * x_prev``
+    coordinate by coordinate (``(1, -1)`` where nothing is clipped; ``e = 0``
+    where it is). The last ``n_free`` coordinates (unpenalised) are never
+    clipped. ``x`` may carry extra axes (one run per column)."""
+    d = x - x_prev
+    lim = np.abs(x)
+    m = np.clip(d, -lim, lim)
+    clipped = m != d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(clipped, np.where(x != 0, m / np.where(x != 0, x, 1), 0), 1.0)
+    e = np.where(clipped, 0.0, -1.0)
+    if n_free:
+        c[x.shape[0] - n_free:] = 1.0
+        e[x.shape[0] - n_free:] = -1.0
+    return c, e
+
+
 class Iteration:
     """Base class of the iteration objects (plain gradient descent).
 
@@ -145,19 +163,8 @@ class Iteration:
         beta = self.beta(k)
         if not self.restrict_extrapolation or beta == 0.0 or self.penalty.is_smooth:
             return None
-        d = x - x_prev
-        lim = np.abs(x)
-        m = np.clip(d, -lim, lim)
-        clipped = m != d
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.where(clipped, 1.0 + beta * np.where(x != 0, m / np.where(x != 0, x, 1), 0),
-                         1.0 + beta)
-        b = np.where(clipped, 0.0, -beta)
-        n_free = self.penalty.n_unpenalized
-        if n_free:
-            a[x.shape[0] - n_free:] = 1.0 + beta
-            b[x.shape[0] - n_free:] = -beta
-        return a, b
+        c, e = _clipped_difference(x, x_prev, self.penalty.n_unpenalized)
+        return 1.0 + beta * c, beta * e
 
     # ------------------------------------------------------- the linear parts
     def combine(self, k, v, dx, z):
@@ -231,18 +238,7 @@ class Iteration:
         :meth:`extrapolation_coefficients`, the same clipping)."""
         if not self.restrict_extrapolation or self.hb(k) == 0.0 or self.penalty.is_smooth:
             return None
-        d = x1 - x2
-        lim = np.abs(x1)
-        m = np.clip(d, -lim, lim)
-        clipped = m != d
-        with np.errstate(divide="ignore", invalid="ignore"):
-            c = np.where(clipped, np.where(x1 != 0, m / np.where(x1 != 0, x1, 1), 0), 1.0)
-        e = np.where(clipped, 0.0, -1.0)
-        n_free = self.penalty.n_unpenalized
-        if n_free:
-            c[x1.shape[0] - n_free:] = 1.0
-            e[x1.shape[0] - n_free:] = -1.0
-        return c, e
+        return _clipped_difference(x1, x2, self.penalty.n_unpenalized)
 
     def momentum_difference(self, k, x1, x2, coef=None, dx1=None, dx2=None):
         """The heavy-ball difference of step ``k``: ``x^{k-1} - x^{k-2}``

@@ -22,7 +22,7 @@ from skacv._risk import risk_reliability
 from skacv.exceptions import UnreliableEstimateWarning
 
 
-def _design(kind, n, p, rho, seed, s=20, sigma=0.5):
+def _design(kind, n, p, rho, seed, s=20, sigma=0.5, random_support=False):
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((n, p))
     if kind == "equi":
@@ -36,7 +36,8 @@ def _design(kind, n, p, rho, seed, s=20, sigma=0.5):
         i = np.arange(p)
         Sigma = rho ** np.abs(i[:, None] - i[None, :])
     beta = np.zeros(p)
-    beta[:s] = rng.standard_normal(s)
+    values = rng.standard_normal(s)
+    beta[rng.choice(p, s, replace=False) if random_support else np.arange(s)] = values
     y = X @ beta + sigma * rng.standard_normal(n)
     return X, y, beta, Sigma, sigma
 
@@ -86,26 +87,10 @@ def test_plain_fista_memory_matrix_is_flagged_on_an_equicorrelated_design():
     assert err[~ok].max() > 1.0
 
 
-def _issue_design(kind, rho, n, p, seed, s=30, sigma=0.5):
+def _issue_design(kind, rho, n, p, seed):
     """The designs of the trust issue: 30 nonzero coefficients at random
     positions, sigma = 0.5 (truth without intercept)."""
-    rng = np.random.default_rng(seed)
-    if kind == "equi":
-        X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + \
-            np.sqrt(rho) * rng.standard_normal((n, 1))
-        Sigma = (1 - rho) * np.eye(p) + rho
-    else:
-        Z = rng.standard_normal((n, p))
-        X = np.empty((n, p))
-        X[:, 0] = Z[:, 0]
-        for j in range(1, p):
-            X[:, j] = rho * X[:, j - 1] + np.sqrt(1 - rho**2) * Z[:, j]
-        i = np.arange(p)
-        Sigma = rho ** np.abs(i[:, None] - i[None, :])
-    beta = np.zeros(p)
-    beta[rng.choice(p, s, replace=False)] = rng.standard_normal(s)
-    y = X @ beta + sigma * rng.standard_normal(n)
-    return X, y, beta, Sigma, sigma
+    return _design(kind, n, p, rho, seed, s=30, random_support=True)
 
 
 @pytest.mark.parametrize("kind, rho", [("equi", 0.5), ("equi", 0.8), ("ar", 0.9)])
