@@ -84,7 +84,7 @@ DOC_ATTRIBUTES = """
         features only.** For correlated features call
         ``noise_variance_path(precision)`` with their precision matrix, or
         ``"empirical"`` when ``n_samples > n_features``. Only set by
-        full-batch solvers with ``estimate_risk=True``.
+        least-squares fits with ``estimate_risk=True`` (full batch or SGD).
     excess_risk_path_ : ndarray of shape (n_iter_ + 1,)
         The noise-free error ``(coef_t - beta)^T Sigma (coef_t - beta)`` of
         every iterate, with the same identity assumption

@@ -543,7 +543,12 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
             S = np.asarray(sampler(s + 1))
             Psi[S, s] = r[S]
     c = design.fit_intercept and quadratic  # an intercept by centring
-    risk, G, _ = risk_from_sources(F, Psi, A, K, design.n_eff, trace_d, fit_intercept=c)
+    risk, G, W = risk_from_sources(F, Psi, A, K, design.n_eff, trace_d, fit_intercept=c)
+    corrected = None
+    if quadratic:  # least squares: the corrected residuals also debias (skacv._uq)
+        corrected = F + Psi @ np.tril(W, -1).T
+        if c:
+            corrected += F * np.diag(W)
     # diagnostics: K relative to tr D_t plays the role of A / n
     td = np.full(T1, design.n_eff) if trace_d is None else trace_d
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -553,4 +558,5 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
         A_equiv, A_equiv, design.n_eff, c, proximal=not (iteration.is_linear and quadratic))
     reliable &= np.isfinite(risk)
     return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=K,
-                 chain_state=new_state, reliable=reliable, df_fraction=df, amplification=amp)
+                 chain_state=new_state, reliable=reliable, df_fraction=df, amplification=amp,
+                 corrected_residuals=corrected, residuals=F if quadratic else None)

@@ -303,10 +303,9 @@ class UncertaintyMixin:
         if stats is None:
             raise NotFittedError(
                 f"This {type(self).__name__} has no risk estimate to debias with: it was "
-                "fitted with estimate_risk=False, or with a mini-batch solver or a robust "
-                "loss (whose risk estimate, Tan & Bellec 2024, has no debiasing here). "
-                "Refit a least-squares estimator with estimate_risk=True and a full-batch "
-                "solver."
+                "fitted with estimate_risk=False, or with a robust loss (whose risk "
+                "estimate, Tan & Bellec 2024, has no debiasing here). Refit a "
+                "least-squares estimator with estimate_risk=True."
             )
         return stats
 
