@@ -146,6 +146,12 @@ class Iteration:
     #: :meth:`extrapolation_coefficients`); set by the momentum classes
     restrict_extrapolation = False
 
+    @property
+    def clips(self):
+        """The extrapolation / heavy-ball difference is clipped (a
+        non-smooth penalty with ``restrict_extrapolation``)."""
+        return self.restrict_extrapolation and not self.penalty.is_smooth
+
     def extrapolation_coefficients(self, k, x, x_prev):
         """Per-coordinate form ``v^k = a * x^k + b * x^{k-1}`` of a clipped
         extrapolation, or ``None`` for the plain one (``a = 1 + beta_k``,
@@ -161,7 +167,7 @@ class Iteration:
         per column).
         """
         beta = self.beta(k)
-        if not self.restrict_extrapolation or beta == 0.0 or self.penalty.is_smooth:
+        if not self.clips or beta == 0.0:
             return None
         c, e = _clipped_difference(x, x_prev, self.penalty.n_unpenalized)
         return 1.0 + beta * c, beta * e
@@ -198,21 +204,23 @@ class Iteration:
         """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set)."""
         return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
 
-    def extrapolation_correction(self, k, x, x_prev):
-        """``v^k`` minus the plain extrapolation, shape of ``x`` (``None``: zero)."""
-        coef = self.extrapolation_coefficients(k, x, x_prev)
+    def extrapolation_correction(self, k, x, x_prev, coef=None):
+        """``v^k`` minus the plain extrapolation, shape of ``x`` (``None``: zero);
+        ``coef``: :meth:`extrapolation_coefficients` if already computed."""
+        if coef is None:
+            coef = self.extrapolation_coefficients(k, x, x_prev)
         if coef is None:
             return None
         beta = float(self.beta(k))
         return (coef[0] - (1.0 + beta)) * x + (coef[1] + beta) * x_prev
 
-    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns):
+    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns, coef=None):
         """``X~ v^k`` from the fit loop's ``X~ x^k`` and ``X~ x^{k-1}``: the
         plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
         clipped one (its few non-zero coordinates ``J``; ``columns(J)`` is the
-        dense ``X~[:, J]``)."""
+        dense ``X~[:, J]``; ``coef`` as in :meth:`extrapolation_correction`)."""
         out = self.extrapolate(k, Xx, Xx_prev)
-        c = self.extrapolation_correction(k, x, x_prev)
+        c = self.extrapolation_correction(k, x, x_prev, coef)
         if c is not None:
             J = np.flatnonzero(c)
             if J.size:
@@ -223,7 +231,7 @@ class Iteration:
         """Extrapolation of perturbed runs ``x + dx`` (one per column of
         ``dx``) minus ``v^k`` of the unperturbed run; every perturbed run
         clips on its own iterates (leave-one-out runs)."""
-        if self.extrapolation_coefficients(k, x, x_prev) is None:
+        if not self.clips or self.beta(k) == 0.0:
             return self.extrapolate(k, dx, dx1)
         xs = x.reshape((-1,) + (1,) * (dx.ndim - 1))
         full, full_prev = xs + dx, x_prev.reshape(xs.shape) + dx1
@@ -236,7 +244,7 @@ class Iteration:
         heavy-ball difference ``clip(x^{k-1} - x^{k-2}, -|x^{k-1}|,
         |x^{k-1}|)``, or ``None`` for the plain ``x^{k-1} - x^{k-2}`` (see
         :meth:`extrapolation_coefficients`, the same clipping)."""
-        if not self.restrict_extrapolation or self.hb(k) == 0.0 or self.penalty.is_smooth:
+        if not self.clips or self.hb(k) == 0.0:
             return None
         return _clipped_difference(x1, x2, self.penalty.n_unpenalized)
 
@@ -251,7 +259,7 @@ class Iteration:
             shape = c.shape + (1,) * (x1.ndim - c.ndim)
             return c.reshape(shape) * x1 + e.reshape(shape) * x2
         if dx1 is not None:
-            if self.momentum_coefficients(k, x1, x2) is None:
+            if not self.clips or self.hb(k) == 0.0:
                 return dx1 - dx2
             xs = x1.reshape((-1,) + (1,) * (dx1.ndim - 1))
             full1, full2 = xs + dx1, x2.reshape(xs.shape) + dx2

@@ -98,8 +98,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                     and d > floor * float(np.linalg.norm(x_new))):
                 grew_at = (k, step_norm, d)
             step_norm = d
-        v = iteration.extrapolate_iterate(k, x_new, x)
-        Xv = iteration.extrapolate_fitted(k, x_new, x, Xx_new, Xx, design.columns)
+        coef = iteration.extrapolation_coefficients(k, x_new, x)  # None: plain
+        v = iteration.extrapolate(k, x_new, x, coef)
+        Xv = iteration.extrapolate_fitted(k, x_new, x, Xx_new, Xx, design.columns, coef)
         x_prev, x = x, x_new
         Xx_prev, Xx = Xx, Xx_new
         out[:, k] = x

@@ -480,11 +480,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     else:  # X~ x^t recorded by the fit loop
         F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
     has_momentum = any(iteration.beta(k) != 0.0 for k in range(1, coef_path.shape[1]))
-    Fv = None
-    if has_momentum and any(
-            iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
-            is not None for k in range(1, coef_path.shape[1])):
-        Fv = source_residuals(design, iteration, F, coef_path)
+    # a clipped extrapolation: the gradient points are not combinations of the outputs
+    Fv = source_residuals(design, iteration, F, coef_path) \
+        if has_momentum and iteration.clips else None
     risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
                                      A_sources=Av if has_momentum else None,
                                      iteration=iteration, return_residuals=True, F_sources=Fv)

@@ -148,6 +148,15 @@ def least_squares_statistics(design, target):
         return Bunch(reason=(
             f"it is prepared at fit time only up to {EMPIRICAL_MAX_FEATURES} features "
             f"(a {p} x {p} Gram matrix here)"))
+    # a warm-started refit on the same data (same X, y, weights) reuses it
+    if "least_squares" not in design.cache:
+        design.cache["least_squares"] = _least_squares_fit(design, target, dof)
+    return design.cache["least_squares"]
+
+
+def _least_squares_fit(design, target, dof):
+    """:func:`least_squares_statistics` once the fit is known to exist."""
+    n, p = design.n_eff, design.n_features
     eigh = design.cache.get(("eigh", "features"))
     y = np.asarray(target, dtype=np.float64)
     rhs = np.asarray(design.rmatvec(target), dtype=np.float64).ravel() / n  # X~^T y~ / n
