@@ -16,6 +16,8 @@ _DEFAULTS = {
     "working_memory": 1024,
     # precision of the Jacobian chains of proximal risk estimates
     "risk_chain_dtype": "auto",
+    # precision of the stacked fold paths of K-fold CV along the path
+    "kfold_dtype": "auto",
 }
 _global_config = dict(_DEFAULTS)
 _threadlocal = threading.local()
@@ -46,11 +48,18 @@ def get_config():
         estimates; ``"auto"`` (default) uses float32 with Hutchinson probes,
         whose own relative error (~1e-2) dwarfs float32 rounding (~1e-6),
         and the dtype of ``X`` with exact traces; ``None`` follows ``X``.
+        ``kfold_dtype`` (``"auto"``, None, ``"float32"`` or ``"float64"``):
+        precision of the fold paths of K-fold CV along the path when the
+        folds run as one block (least squares, full batch); ``"auto"``
+        (default) is float32, whose rounding (~1e-6 relative) is far below
+        the sampling noise of a held-out error; ``None`` follows ``X``. The
+        selected model is always the fit on all the data in ``X``'s precision.
     """
     return dict(_local())
 
 
-def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UNCHANGED):
+def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UNCHANGED,
+               kfold_dtype=_UNCHANGED):
     """Set the skacv configuration (of the current thread).
 
     Parameters
@@ -62,15 +71,19 @@ def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UN
     risk_chain_dtype : {"auto", None, "float32", "float64"}, optional
         Precision of the ISTA/FISTA Jacobian chains. Left unchanged when not
         given.
+    kfold_dtype : {"auto", None, "float32", "float64"}, optional
+        Precision of the stacked fold paths of K-fold CV along the path. Left
+        unchanged when not given.
     """
     config = _local()
-    if risk_chain_dtype is not _UNCHANGED:
-        if risk_chain_dtype not in ("auto", None, "float32", "float64"):
+    for name, value in (("risk_chain_dtype", risk_chain_dtype), ("kfold_dtype", kfold_dtype)):
+        if value is _UNCHANGED:
+            continue
+        if value not in ("auto", None, "float32", "float64"):
             raise ValueError(
-                "risk_chain_dtype must be 'auto', None, 'float32' or 'float64'; got "
-                f"{risk_chain_dtype!r}."
+                f"{name} must be 'auto', None, 'float32' or 'float64'; got {value!r}."
             )
-        config["risk_chain_dtype"] = risk_chain_dtype
+        config[name] = value
     for name, value in (("path_memory_limit", path_memory_limit),
                         ("working_memory", working_memory)):
         if value is None:

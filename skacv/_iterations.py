@@ -211,20 +211,33 @@ class Iteration:
             coef = self.extrapolation_coefficients(k, x, x_prev)
         if coef is None:
             return None
-        beta = float(self.beta(k))
-        return (coef[0] - (1.0 + beta)) * x + (coef[1] + beta) * x_prev
+        # the plain coefficients in the precision of (a, b), so that unclipped
+        # coordinates give an exact zero (float32 iterates)
+        a, b = coef
+        beta = self.beta(k)
+        da = a - (a.dtype.type(1.0) + a.dtype.type(beta))
+        return da * x + (b + b.dtype.type(beta)) * x_prev
 
     def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns, coef=None):
         """``X~ v^k`` from the fit loop's ``X~ x^k`` and ``X~ x^{k-1}``: the
         plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
         clipped one (its few non-zero coordinates ``J``; ``columns(J)`` is the
-        dense ``X~[:, J]``; ``coef`` as in :meth:`extrapolation_correction`)."""
+        dense ``X~[:, J]``; ``coef`` as in :meth:`extrapolation_correction`).
+        For a block of runs (one per column), ``columns(J, j)`` gives run
+        ``j``'s columns."""
         out = self.extrapolate(k, Xx, Xx_prev)
         c = self.extrapolation_correction(k, x, x_prev, coef)
-        if c is not None:
+        if c is None:
+            return out
+        if c.ndim == 1:
             J = np.flatnonzero(c)
             if J.size:
                 out = out + (columns(J) @ c[J]).astype(out.dtype, copy=False)
+            return out
+        for j in range(c.shape[1]):  # one run per column: ``columns(J, j)``
+            J = np.flatnonzero(c[:, j])
+            if J.size:
+                out[:, j] += (columns(J, j) @ c[J, j]).astype(out.dtype, copy=False)
         return out
 
     def extrapolate_difference(self, k, x, x_prev, dx, dx1):

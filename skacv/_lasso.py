@@ -150,3 +150,8 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
 
     def _solvers(self, setup):
         return {"fista": (FISTA, {}), "ista": (GradientDescent, {}), "sgd": (SGD, {})}
+
+    def _stacks_folds(self):
+        """K-fold CV along the path may run the folds as one block
+        (:mod:`skacv._kfold`): full-batch solvers."""
+        return self.solver in ("fista", "ista")

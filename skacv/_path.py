@@ -20,18 +20,20 @@ from .exceptions import ConvergenceWarning, DivergenceError
 DIVERGENCE_FACTOR = 1e3
 
 
-def init_state(design, coef_init=None):
-    """Starting state ``x^0 = x^{-1} = v^0`` (zero by default)."""
-    p = design.n_features
-    x = np.zeros(p, dtype=design.dtype) if coef_init is None else coef_init.copy()
+def init_state(design, coef_init=None, n_columns=None):
+    """Starting state ``x^0 = x^{-1} = v^0`` (zero by default; ``n_columns``:
+    a block of zero starts, one run per column)."""
+    cols = () if n_columns is None else (n_columns,)
+    x = (np.zeros((design.n_features, *cols), dtype=design.dtype) if coef_init is None
+         else coef_init.copy())
     Xx = design.matvec(x) if coef_init is not None else np.zeros(
-        design.n_samples, dtype=design.dtype
+        (design.n_samples, *cols), dtype=design.dtype
     )
     return {"k": 0, "x": x, "x_prev": x, "v": x, "Xx": Xx, "Xx_prev": Xx, "Xv": Xx}
 
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
-                   datafit=None, fitted_out=None):
+                   datafit=None, fitted_out=None, callback=None):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -52,6 +54,13 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     fitted_out : ndarray of shape (n_samples, >= state['k'] + n_steps + 1), default=None
         If given, ``X~ x^k`` is written to ``fitted_out[:, k]`` (it is computed
         by the loop anyway; the risk estimator reuses it).
+    callback : callable, default=None
+        Called as ``callback(k, x^k, X~ x^k)`` after every step (full batch).
+
+    A block of runs advances as one: ``x`` of shape (n_features, n_runs)
+    with a design whose products act column by column (the stacked folds of
+    :mod:`skacv._kfold`) and an iteration whose step sizes are an array of
+    shape (n_runs,); ``out`` then has shape (n_features, n_runs, ...).
     """
     if datafit is None:
         datafit = LeastSquares()
@@ -88,7 +97,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             raise DivergenceError(
                 f"The {iteration.name} iterates diverge at step {k} (training "
                 f"residual norm {res_norm:.3g} against {y_norm:.3g} at the start) "
-                f"with step_size={iteration.step_size:.6g}. Use step_size='auto' "
+                f"with step_size={_step(iteration):.6g}. Use step_size='auto' "
                 "(1/L with L the largest eigenvalue of the Hessian) or a smaller "
                 "step; gradient methods need step_size < 2/L."
             )
@@ -103,9 +112,11 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         Xv = iteration.extrapolate_fitted(k, x_new, x, Xx_new, Xx, design.columns, coef)
         x_prev, x = x, x_new
         Xx_prev, Xx = Xx, Xx_new
-        out[:, k] = x
+        out[..., k] = x
         if fitted_out is not None:
-            fitted_out[:, k] = Xx
+            fitted_out[..., k] = Xx
+        if callback is not None:
+            callback(k, x, Xx)
         if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
             msg = datafit.report(res_norm, design.n_eff)
             print(
@@ -117,12 +128,17 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         k, before, after = grew_at
         warnings.warn(
             f"The {iteration.name} steps grow (||x^k - x^(k-1)|| from {before:.3g} to "
-            f"{after:.3g} at step {k}) with step_size={iteration.step_size:.6g}: the step "
+            f"{after:.3g} at step {k}) with step_size={_step(iteration):.6g}: the step "
             "is above the stability limit 2/L and the iterates will diverge. Use "
             "step_size='auto' (1/L) or a smaller step.",
             ConvergenceWarning, stacklevel=3,
         )
     return state
+
+
+def _step(iteration):
+    """The (largest) base step size, for messages."""
+    return float(np.max(iteration.step_size))
 
 
 def _nonexpansive(iteration, first, last):

@@ -61,7 +61,7 @@ class Penalty:
     @property
     def is_smooth(self):
         """No proximal step (the map from the data to the iterates is linear)."""
-        return self.l1_ == 0.0
+        return not np.any(self.l1_)
 
     def at_weight(self, n_eff):
         """The same penalty for data of total weight ``n_eff``."""
@@ -102,7 +102,7 @@ class Penalty:
     def decay(self, v, step, out):
         """``out -= step l2 v`` on the penalised coordinates (the gradient of
         the ridge part); ``v`` has coordinates on its first axis."""
-        if self.l2_:
+        if np.any(self.l2_):
             m = self._head(v)
             out[:m] -= (step * self.l2_) * v[:m]
         return out

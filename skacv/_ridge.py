@@ -185,6 +185,11 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
             return self.solver.sampler is None and self.solver.schedule is None
         return self.solver != "sgd"
 
+    def _stacks_folds(self):
+        """K-fold CV along the path may run the folds as one block
+        (:mod:`skacv._kfold`): full-batch solvers without preconditioner."""
+        return self.solver in ("gd", "nesterov", "heavy_ball")
+
     def _solvers(self, setup):
         return {
             "gd": (GradientDescent, {}),

@@ -40,3 +40,14 @@ def float64_chains():
 
     with config_context(risk_chain_dtype="float64"):
         yield
+
+
+@pytest.fixture
+def float64_folds():
+    """Stacked fold paths in float64 (the default ``kfold_dtype="auto"`` runs
+    them in float32): K-fold CV along the path equal to separate fold fits
+    at rounding level."""
+    from skacv import config_context
+
+    with config_context(kfold_dtype="float64"):
+        yield

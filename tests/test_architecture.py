@@ -33,7 +33,7 @@ LAYERS = [
     ["_design", "_penalties", "_datafits", "_sampling"],
     ["_iterations", "_preconditioning"],
     ["_path", "_risk_spectral", "_risk_chains"],
-    ["_risk", "_loo", "_uq"],
+    ["_risk", "_loo", "_uq", "_kfold"],
     ["_risk_sgd", "_loo_approx", "_loo_refit"],
     ["_base"],
     ["_lasso", "_ridge", "_logistic", "_huber", "_eigenpro"],

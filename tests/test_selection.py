@@ -456,7 +456,7 @@ def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False):
     return total / weight
 
 
-def test_kfold_criterion_is_kfold_cv_along_the_path():
+def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds):
     from skacv import TrajectoryLogisticRegression
 
     X, y = _data(n=100, p=60)
@@ -526,7 +526,7 @@ def test_cheap_paths_are_fitted_in_one_go():
     assert not selection_module._can_stage(est, np.zeros((60, 20)))
 
 
-def test_kfold_paths_grow_in_stages(monkeypatch):
+def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds):
     # the full and fold paths grow together (warm starts) and stop by the
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one
     monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)

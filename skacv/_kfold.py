@@ -1,0 +1,254 @@
+"""K-fold CV along the path with every fold in one run of the fit loop.
+
+The K fold fits of ``TrajectoryEarlyStoppingCV(criterion="kfold")`` differ
+only by their rows: fold ``j`` is the fit on the weights ``w * m_j``
+(``m_j`` is one on its training rows, zero on its held-out fold), centred by
+its own weighted means. :class:`FoldDesigns` stacks the K designs column by
+column on one copy of ``X~`` (centred by the means of all rows), so that
+:func:`~skacv._path.run_trajectory`, the only fit loop, advances the K paths
+as one block with the estimator's own :class:`~skacv.Iteration` (step sizes
+and penalty strengths per column). A step costs two products of ``X~`` with
+a block of K columns (BLAS-3, one pass over ``X``) instead of 2K
+matrix-vector products on copies of the training rows. The loop's fitted
+values on the held-out rows are the folds' predictions: their residuals are
+the held-out errors of every iterate, summed as the path grows (no stored
+fold paths, no prediction pass).
+
+Each fold's step size is the one its own fit would use (the estimator's
+step rule on that fold's design), so a stacked fold path is the path of
+``clone(estimator).fit(X[train], y[train])`` up to the rounding of the block
+products. The block runs in ``kfold_dtype`` (:func:`skacv.get_config`):
+float32 by default, whose rounding (~1e-6 relative) is far below the
+sampling noise of a held-out error (~1/sqrt(n_test)).
+"""
+
+import copy
+
+import numpy as np
+from sklearn.utils import _safe_indexing
+
+from ._config import check_memory, get_config
+from ._datafits import LeastSquares
+from ._design import Design
+from ._iterations import PreconditionedGD
+from ._path import init_state, run_trajectory
+
+
+class FoldDesigns:
+    """K fold designs of one ``X`` stacked column by column.
+
+    Column ``j`` of a block is in fold ``j``'s coordinates: its products
+    are those of ``X~_j = sqrt(w) (X - 1 mu_j^T)`` with ``mu_j`` the mean of
+    the training rows of fold ``j`` (weighted; zero without intercept).
+    :meth:`matvec` returns the fitted values on *every* row (the held-out
+    rows get the fold's predictions, in the weighted coordinates);
+    :meth:`rmatvec` sums over the training rows of each fold only.
+
+    Parameters
+    ----------
+    base : Design
+        The design of all rows (weights ``w``, centred by the mean of all rows).
+    train : ndarray of shape (n_samples, n_folds), bool
+        Training rows of each fold.
+
+    Attributes
+    ----------
+    n_eff : ndarray of shape (n_folds,)
+        Training weight of each fold.
+    delta : ndarray of shape (n_features, n_folds)
+        ``mu_j - mu``: the folds' offsets from the centring of ``base``.
+    """
+
+    def __init__(self, base, train):
+        self.base = base
+        self.n_samples, self.n_features = base.n_samples, base.n_features
+        self.dtype, self.sparse = base.dtype, base.sparse
+        self.fit_intercept = base.fit_intercept
+        self.mask = np.asarray(train, dtype=base.dtype)
+        w = np.ones(self.n_samples) if base.weight is None else base.weight.astype(np.float64)
+        self.sqrt_weight = np.sqrt(w).astype(base.dtype)
+        self.fold_weight = w[:, None] * self.mask  # (n, K), float64
+        self.n_eff = self.fold_weight.sum(axis=0)
+        if np.any(self.n_eff <= 0):
+            raise ValueError("A training fold has no sample weight; use fewer folds or "
+                             "give the samples positive weights.")
+        if self.fit_intercept:  # X~^T (sqrt(w) m_j) = n_j (mu_j - mu)
+            s = self.sqrt_weight[:, None] * self.mask
+            self.delta = (np.asarray(base.rmatvec(s), dtype=np.float64)
+                          / self.n_eff).astype(base.dtype)
+        else:
+            self.delta = np.zeros((self.n_features, self.mask.shape[1]), dtype=base.dtype)
+        self.cache = {}
+
+    @property
+    def n_folds(self):
+        return self.mask.shape[1]
+
+    def center_y(self, y):
+        """``(y_offset, Y~)``: the folds' training means (shape (n_folds,)) and
+        ``sqrt(w) (y - y_offset_j)`` on every row (shape (n_samples, n_folds))."""
+        y = np.asarray(y, dtype=np.float64)
+        if self.fit_intercept:
+            offset = (self.fold_weight.T @ y) / self.n_eff
+        else:
+            offset = np.zeros(self.n_folds)
+        Y = self.sqrt_weight[:, None] * (y[:, None] - offset[None, :])
+        return offset, np.asarray(Y, dtype=self.dtype, order="F")
+
+    def matvec(self, B):
+        """Column ``j``: ``X~_j @ B[:, j]`` on every row."""
+        out = np.asarray(self.base.matvec(B))
+        if self.fit_intercept:
+            out -= self.sqrt_weight[:, None] * np.einsum("pk,pk->k", self.delta, B)[None, :]
+        return out
+
+    def rmatvec(self, R):
+        """Column ``j``: ``X~_j^T (m_j * R[:, j])`` (training rows of fold ``j``)."""
+        RM = R * self.mask
+        out = np.asarray(self.base.rmatvec(RM))
+        if self.fit_intercept:
+            out -= self.delta * (self.sqrt_weight @ RM)[None, :]
+        return out
+
+    def columns(self, idx, fold):
+        """Dense ``X~_fold[:, idx]`` (every row)."""
+        sub = np.asarray(self.base.columns(idx))
+        if self.fit_intercept:
+            sub = sub - self.sqrt_weight[:, None] * self.delta[idx, fold][None, :]
+        return sub
+
+
+def stacked_iteration(iterations, dtype):
+    """One iteration advancing a block of columns, column ``j`` as
+    ``iterations[j]`` would (its step size and penalty strengths), or
+    ``None`` when they differ in anything a block cannot express (class,
+    momentum, extrapolation, schedule) or precondition or sample batches."""
+    first = iterations[0]
+    if first.sampler is not None or isinstance(first, PreconditionedGD):
+        return None
+    for it in iterations[1:]:
+        if (type(it) is not type(first) or type(it.penalty) is not type(first.penalty)
+                or it.penalty.n_unpenalized != first.penalty.n_unpenalized
+                or getattr(it, "momentum", None) != getattr(first, "momentum", None)
+                or getattr(it, "extrapolation", None) != getattr(first, "extrapolation", None)
+                or not _same_schedule(it.schedule, first.schedule)):
+            return None
+    l1 = np.array([it.penalty.l1_ for it in iterations])
+    l2 = np.array([it.penalty.l2_ for it in iterations])
+    if np.any(l1 == 0) and np.any(l1 != 0):
+        return None  # smooth for some folds only
+    stacked = copy.copy(first)
+    stacked.step_size = np.array([it.step_size for it in iterations], dtype=dtype)
+    penalty = copy.copy(first.penalty)  # strengths per column where they differ
+    penalty.l1_ = l1[0] if np.all(l1 == l1[0]) else l1
+    penalty.l2_ = l2[0] if np.all(l2 == l2[0]) else l2
+    stacked.penalty = penalty
+    return stacked
+
+
+def _same_schedule(a, b):
+    if a is None or b is None or callable(a) or callable(b):
+        return a is b
+    return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+class StackedFolds:
+    """The K fold paths of an estimator, advanced together.
+
+    Parameters
+    ----------
+    estimator : trajectory estimator
+        Unfitted parameters (estimates are not computed for the folds).
+    X : array-like or sparse matrix of shape (n_samples, n_features)
+        Validated by the full fit.
+    y : ndarray of shape (n_samples,)
+    sample_weight : ndarray of shape (n_samples,) or None
+    splits : list of (train, test) index arrays
+    dtype : numpy dtype
+        Precision of the block.
+
+    Attributes
+    ----------
+    step_sizes : ndarray of shape (n_folds,)
+    losses : ndarray of shape (n_iter + 1,)
+        Held-out squared errors (weighted) of every iterate, summed over folds.
+    test_weight : float
+        Total weight of the held-out rows.
+    """
+
+    def __init__(self, estimator, X, y, sample_weight, splits, dtype):
+        n = X.shape[0]
+        train = np.zeros((n, len(splits)), dtype=bool)
+        test = np.zeros_like(train)
+        for j, (tr, te) in enumerate(splits):
+            train[tr, j] = True
+            test[te, j] = True
+        w = sample_weight
+        if w is not None and np.any(w @ train <= 0):
+            raise ValueError("A training fold has no sample weight; use fewer folds or "
+                             "give the samples positive weights.")
+        # each fold's step size by the estimator's own rule on its own design
+        iterations = []
+        for tr, _ in splits:
+            w_tr = None if w is None else w[tr]
+            design = Design(_safe_indexing(X, tr), w_tr, estimator.fit_intercept)
+            datafit = estimator._make_datafit(design)
+            penalty = estimator._make_penalty(design)
+            setup = estimator._new_setup(design, datafit, penalty)
+            iterations.append(estimator._make_iteration(setup, design, penalty))
+            del design
+        self.step_sizes = np.array([it.step_size for it in iterations])
+        Xd = X.astype(dtype) if X.dtype != dtype else X
+        self.designs = FoldDesigns(Design(Xd, w, estimator.fit_intercept), train)
+        self.iteration = stacked_iteration(iterations, dtype)
+        self.offset, self.target = self.designs.center_y(y)
+        # the loop's residuals on a held-out row are sqrt(w_i) (y_i - prediction)
+        self.held_out = test.astype(dtype)
+        self.test_weight = float(test.sum() if w is None else (w @ test).sum())
+        self.state = init_state(self.designs, n_columns=self.designs.n_folds)
+        self.losses = np.zeros(1)
+        r0 = self.target.astype(np.float64) ** 2  # x^0 = 0: y~ on every row
+        self.losses[0] = float((r0 * self.held_out).sum())
+        self.datafit = LeastSquares()
+        self.verbose = estimator.verbose
+
+    def advance(self, n_iter):
+        """Continue every fold path to ``n_iter`` steps; return the held-out
+        mean error of iterates ``0..n_iter``."""
+        k0 = self.state["k"]
+        if n_iter > k0:
+            d = self.designs
+            check_memory(d.n_features * d.n_folds * (n_iter + 1) * d.dtype.itemsize,
+                         f"the fold paths ({d.n_features} x {d.n_folds} x {n_iter + 1})",
+                         "Lower max_iter or use fewer folds. ")
+            losses = np.zeros(n_iter + 1)
+            losses[: k0 + 1] = self.losses[: k0 + 1]
+
+            def held_out_errors(k, x, Xx):
+                r = self.target - Xx
+                losses[k] = float(np.einsum("ij,ij->", r, r * self.held_out, dtype=np.float64))
+
+            out = np.empty((d.n_features, d.n_folds, n_iter + 1), dtype=d.dtype)
+            out[..., k0] = self.state["x"]
+            run_trajectory(d, self.target, self.iteration, n_iter - k0, self.state, out,
+                           verbose=self.verbose, datafit=self.datafit,
+                           callback=held_out_errors)
+            self.losses = losses
+        return self.losses[: n_iter + 1] / self.test_weight
+
+
+def can_stack(estimator):
+    """Whether the folds of ``estimator`` can run as one block: full-batch
+    least squares on the plain design (not mini-batches, preconditioners,
+    robust or logistic losses)."""
+    has = getattr(estimator, "_stacks_folds", None)
+    return bool(has is not None and has())
+
+
+def kfold_dtype(X):
+    """Precision of the stacked folds: the configured ``kfold_dtype``
+    (``"auto"``: float32)."""
+    dtype = get_config().get("kfold_dtype", "auto")
+    if dtype == "auto":
+        return np.dtype(np.float32)
+    return np.dtype(dtype or X.dtype)
