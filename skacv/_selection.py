@@ -76,7 +76,9 @@ AUTO_CHEAP_FLOPS = 5e9
 AUTO_STACKED_KFOLD_FITS = 2.5
 
 #: criterion="auto" also computes the other estimate (both in cv_results_)
-#: when n_samples * n_features is at most this
+#: when n_samples * n_features is at most this and the choice is
+#: leave-one-out (the spectral risk of linear iterations is the cheaper
+#: estimate: its leave-one-out would double the cost)
 AUTO_BOTH_SIZE = 200_000
 
 #: criterion="auto": leave-one-out tracks every sample up to this many, a
@@ -144,8 +146,10 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
       ``n_folds`` fits on ``(K - 1) / K`` of the data (about ``K - 1``
       fits). A proximal method's leave-one-out costs a restricted Gram
       product per tracked run and step, so above the cheap regime the Lasso
-      uses K-fold. Below it, leave-one-out is kept even where K-fold is
-      faster: its choice has the smaller regret (see ``AUTO_CHEAP_FLOPS``).
+      uses K-fold, and also wherever leave-one-out would track a subsample
+      only. Below, with every sample tracked, leave-one-out is kept even
+      where K-fold is faster: its choice has the smaller regret (see
+      ``AUTO_CHEAP_FLOPS``).
     * Estimators with only one of the two estimates: that one.
     """
     params = estimator.get_params(deep=False)
@@ -171,7 +175,10 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
     if n_features is not None and n_samples >= 2 * n_folds:
         fits, flops = loo_cost_in_fits(estimator, n_samples, n_features,
                                        min(n_samples, sub or n_samples))
-        kfold_fits = AUTO_STACKED_KFOLD_FITS if can_stack(estimator) else n_folds - 1
+        stacks = can_stack(estimator)
+        if stacks and sub is not None:
+            return "kfold", None  # cheaper than the subsample, and no subsampling noise
+        kfold_fits = AUTO_STACKED_KFOLD_FITS if stacks else n_folds - 1
         if flops > AUTO_CHEAP_FLOPS and fits > kfold_fits:
             return "kfold", None
     return "loo", sub
@@ -226,10 +233,11 @@ def _argmin_first(path):
     return int(np.flatnonzero(path <= m + _TIE_RTOL * abs(m))[0])
 
 
-#: a path whose fit and estimates cost less than this many flops (a few
+#: a path whose fit and estimates cost less than this many flops (tens of
 #: milliseconds) is fitted in one go: the fixed cost of every stage (input
 #: validation, set-up of the estimates) would exceed what stopping saves
-STAGE_MIN_FLOPS = 5e7
+#: (ridge GD at 500 x 250, 150 steps: 22 ms in one go, 36 ms in stages)
+STAGE_MIN_FLOPS = 5e8
 
 
 def _can_stage(estimator, X=None):
@@ -730,7 +738,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
                 self.estimator, n_samples, n_features, n_folds)
             # both estimates in cv_results_ when the problem is small
             self._both = (n_samples * n_features <= AUTO_BOTH_SIZE
-                          and self.criterion_ != "kfold")
+                          and self.criterion_ == "loo")
         else:
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
         grid = self.param_grid

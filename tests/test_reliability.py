@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
 
 import skacv._selection as selection
 from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
@@ -230,17 +231,20 @@ def test_auto_criterion_rules(monkeypatch):
     sgd = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=1.0, solver="sgd", max_iter=30,
                                                    batch_size=10)).fit(X, y)
     assert sgd.criterion_ == "loo"
-    # above the sample budget: a subsample of that size, the same as asking for it
+    # above the sample budget: a subsample of that size, the same as asking for
+    # it (SGD); the Lasso uses K-fold instead (its folds run as one block)
     monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES", 50)
     monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES_MAX", 50)
     monkeypatch.setattr(selection, "AUTO_BOTH_SIZE", 0)
-    auto = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
-                                     random_state=3).fit(X, y)
+    lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30)).fit(X, y)
+    assert lasso.criterion_ == "kfold"
+    sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)
+    auto = TrajectoryEarlyStoppingCV(sgd, random_state=3).fit(X, y)
     assert auto.estimator_.loo_subsample == 50 and "risk_path" not in auto.cv_results_
     seed = auto.estimator_.random_state
-    explicit = TrajectoryLasso(alpha=0.05, max_iter=auto.estimator_.n_iter_,
-                               estimate_loo=True, estimate_risk=False, loo_subsample=50,
-                               random_state=seed).fit(X, y)
+    explicit = clone(sgd).set_params(max_iter=auto.estimator_.n_iter_, estimate_loo=True,
+                                     estimate_risk=False, loo_subsample=50,
+                                     random_state=seed).fit(X, y)
     assert_allclose(auto.loo_path_, explicit.loo_path_, rtol=1e-10)
 
 

@@ -20,7 +20,12 @@ from sklearn.utils import Bunch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skacv._selection as selection_module
-from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv import (
+    IterativeRidge,
+    TrajectoryEarlyStoppingCV,
+    TrajectoryHuberRegressor,
+    TrajectoryLasso,
+)
 from skacv._selection import set_iterate
 
 
@@ -493,11 +498,15 @@ def test_auto_chooses_kfold_when_leave_one_out_costs_more(monkeypatch):
     # small problems keep leave-one-out (cheap in absolute terms, no held-out fold)
     assert selection_module.auto_criterion(est, 60, 40) == ("loo", None)
     assert selection_module.auto_criterion(est, 300, 400) == ("loo", None)
-    # mid-size: as many tracked samples as the budget allows (100 to 500)
-    crit, sub = selection_module.auto_criterion(est, 1000, 500)
+    # mid-size: where leave-one-out would track a subsample only, the Lasso
+    # uses K-fold (its folds run as one block: cheaper, no subsampling noise);
+    # Huber's folds do not stack: as many tracked samples as the budget allows
+    assert selection_module.auto_criterion(est, 1000, 500) == ("kfold", None)
+    sgd = TrajectoryHuberRegressor(max_iter=150)
+    crit, sub = selection_module.auto_criterion(sgd, 1000, 500)
     assert crit == "loo" and 100 < sub < 500
     for k, fits in ((sub, True), (sub + 2, False)):
-        flops = selection_module.loo_cost_in_fits(est, 1000, 500, k)[1]
+        flops = selection_module.loo_cost_in_fits(sgd, 1000, 500, k)[1]
         assert (flops <= selection_module.AUTO_CHEAP_FLOPS) is fits
     # a dense Gram product per tracked run and step: K-fold is cheaper
     fits, _ = selection_module.loo_cost_in_fits(est, 2000, 3000, 100)
