@@ -29,8 +29,9 @@ from sklearn.utils import _safe_indexing
 
 from ._config import check_memory, get_config
 from ._datafits import LeastSquares
-from ._design import Design
+from ._design import LIPSCHITZ_TOL, Design
 from ._iterations import PreconditionedGD
+from ._linalg import DENSE_EIG_SIZE, _tridiagonal, lanczos
 from ._path import init_state, run_trajectory
 
 
@@ -146,6 +147,86 @@ def stacked_iteration(iterations, dtype):
     return stacked
 
 
+class _FoldView:
+    """What a fold's set-up reads of its design (``n_eff`` for sum-form
+    penalties, the sizes, :meth:`lipschitz`) without a copy of its rows."""
+
+    def __init__(self, n_samples, n_features, n_eff, lipschitz):
+        self.n_samples, self.n_features, self.n_eff = n_samples, n_features, n_eff
+        self._lipschitz = lipschitz
+
+    def lipschitz(self):
+        return self._lipschitz
+
+
+#: Lanczos depths tried in turn by :func:`fold_lipschitz` (resumed)
+_LANCZOS_DEPTHS = (8, 16, 32, 64, 128)
+
+
+def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
+    """Largest eigenvalue of every fold's ``X~_j^T X~_j / n_j`` (training
+    rows), as :meth:`~skacv._design.Design.lipschitz` of the fold's own
+    design would give it: one Lanczos process per fold, run as a block on
+    the stacked products (on the smaller side, features or samples), each
+    stopped once its top Ritz value ``theta`` has a residual below ``tol *
+    theta``; the estimate is ``theta`` plus the residual (an eigenvalue lies
+    within it), inflated by ``1 + tol`` as the fold's own fit inflates
+    ARPACK's value: an upper bound, a step ``1 / L`` that is never too
+    long. ``nan`` for a fold not converged within 128 steps, and for every
+    fold when the smaller side is at most ``DENSE_EIG_SIZE`` (their own
+    designs then compute it exactly with LAPACK).
+
+    Returns
+    -------
+    lipschitz : ndarray of shape (n_folds,)
+    """
+    n, p, K = designs.n_samples, designs.n_features, designs.n_folds
+    dt = designs.dtype
+    out = np.full(K, np.nan)
+    if min(n, p) <= DENSE_EIG_SIZE:
+        return out  # LAPACK on each fold's own Gram matrix, exact, as its fit does
+    if p <= n:
+        dim = p
+
+        def op(Q):
+            return designs.rmatvec(designs.matvec(Q.astype(dt))) / designs.n_eff
+        W0 = np.random.RandomState(0).standard_normal((p, K))
+    else:
+        dim = n
+
+        def op(Q):
+            out = designs.matvec(designs.rmatvec(Q.astype(dt))) * designs.mask
+            return out / designs.n_eff
+        W0 = np.random.RandomState(0).standard_normal((n, K)) * designs.mask
+    state = None
+    for depth in _LANCZOS_DEPTHS:
+        state = lanczos(op, W0, depth, resume=state)
+        k = state["j"]
+        for j in np.flatnonzero(np.isnan(out)):
+            theta, U = np.linalg.eigh(_tridiagonal(state["alphas"], state["betas"], k, j))
+            residual = abs(state["betas"][k - 1, j] * U[-1, -1])
+            if residual <= tol * max(theta[-1], 0.0):
+                out[j] = max(theta[-1], 0.0) * (1.0 + tol)
+        if not np.isnan(out).any() or state["exhausted"] or k >= dim:
+            break
+    return out
+
+
+def fold_views(designs, X, sample_weight, splits, fit_intercept):
+    """:class:`_FoldView` of every fold; a fold whose Lanczos process did
+    not converge gets its own design's :meth:`~skacv._design.Design.lipschitz`
+    (a copy of its rows)."""
+    lips = fold_lipschitz(designs)
+    views = []
+    for j, (tr, _) in enumerate(splits):
+        lip = lips[j]
+        if not np.isfinite(lip):
+            w_tr = None if sample_weight is None else sample_weight[tr]
+            lip = Design(_safe_indexing(X, tr), w_tr, fit_intercept).lipschitz()
+        views.append(_FoldView(len(tr), designs.n_features, float(designs.n_eff[j]), lip))
+    return views
+
+
 def _same_schedule(a, b):
     if a is None or b is None or callable(a) or callable(b):
         return a is b
@@ -187,19 +268,18 @@ class StackedFolds:
         if w is not None and np.any(w @ train <= 0):
             raise ValueError("A training fold has no sample weight; use fewer folds or "
                              "give the samples positive weights.")
-        # each fold's step size by the estimator's own rule on its own design
-        iterations = []
-        for tr, _ in splits:
-            w_tr = None if w is None else w[tr]
-            design = Design(_safe_indexing(X, tr), w_tr, estimator.fit_intercept)
-            datafit = estimator._make_datafit(design)
-            penalty = estimator._make_penalty(design)
-            setup = estimator._new_setup(design, datafit, penalty)
-            iterations.append(estimator._make_iteration(setup, design, penalty))
-            del design
-        self.step_sizes = np.array([it.step_size for it in iterations])
         Xd = X.astype(dtype) if X.dtype != dtype else X
         self.designs = FoldDesigns(Design(Xd, w, estimator.fit_intercept), train)
+        # each fold's step size by the estimator's own rule on its own problem,
+        # with the folds' top eigenvalues from one block of Lanczos processes
+        views = fold_views(self.designs, X, w, splits, estimator.fit_intercept)
+        iterations = []
+        for view in views:
+            datafit = estimator._make_datafit(view)
+            penalty = estimator._make_penalty(view)
+            setup = estimator._new_setup(view, datafit, penalty)
+            iterations.append(estimator._make_iteration(setup, view, penalty))
+        self.step_sizes = np.array([it.step_size for it in iterations])
         self.iteration = stacked_iteration(iterations, dtype)
         self.offset, self.target = self.designs.center_y(y)
         # the loop's residuals on a held-out row are sqrt(w_i) (y_i - prediction)

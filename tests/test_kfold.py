@@ -123,3 +123,26 @@ def test_stacked_folds_errors():
     with pytest.raises(ValueError, match="kfold_dtype must be"):
         with config_context(kfold_dtype="float16"):
             pass
+
+
+@pytest.mark.parametrize("n, p", [(420, 340), (330, 520)])
+def test_fold_step_sizes_from_one_block_of_lanczos_processes(n, p):
+    # above DENSE_EIG_SIZE the folds' top eigenvalues come from a block of
+    # Lanczos processes on the stacked products: within the fold fits' own
+    # tolerance (LIPSCHITZ_TOL = 1e-3) of their step sizes, and never longer
+    # than 1 / lambda_max of the fold's Gram matrix
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((n, p)) + 0.3 * rng.standard_normal((n, 1))
+    y = X[:, 0] + rng.standard_normal(n)
+    sw = rng.uniform(0.5, 2.0, n)
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float32))
+    for j, (tr, _) in enumerate(splits):
+        own = clone(est).fit(X[tr], y[tr], sample_weight=sw[tr]).step_size_
+        assert abs(folds.step_sizes[j] / own - 1) <= 2e-3
+        Xc = X[tr] - np.average(X[tr], axis=0, weights=sw[tr])
+        Xw = Xc * np.sqrt(sw[tr])[:, None]
+        G = Xw.T @ Xw if p <= n else Xw @ Xw.T
+        lam = np.linalg.eigvalsh(G / sw[tr].sum())[-1]
+        assert folds.step_sizes[j] * lam <= 1.0 + 1e-6
