@@ -526,7 +526,10 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         ``"kfold"`` minimises K-fold CV along the path (``kfold_path_``:
         each of the ``cv`` folds fitted once with the estimates off, every
         iterate scored on its held-out fold; then one fit on all the data,
-        whose iterate is selected).
+        whose iterate is selected). For ISTA, FISTA and the full-batch
+        ``IterativeRidge`` solvers the folds run as one block (one pass over
+        ``X`` per product for all folds, in ``kfold_dtype``, float32 by
+        default: see :func:`skacv.get_config`).
         ``"auto"``: ``"risk"`` for the linear
         least-squares solvers (gradient descent, Nesterov, heavy ball,
         EigenPro: spectral, exact traces when cheap), ``"loo"`` for the
@@ -536,12 +539,15 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         control-variate estimate, see ``loo_subsample`` in
         :class:`TrajectoryLasso`),
         unless that leave-one-out would cost more
-        than K-fold CV along the path (estimated from ``n_samples``,
-        ``n_features``, ``max_iter`` and the tracked samples: proximal
-        methods on large dense problems, logistic regression): then
-        ``"kfold"``. Only that estimate is computed, unless ``n_samples *
-        n_features <= 200_000``: then the other one too, and both appear in
-        ``cv_results_``. The criterion used is ``criterion_``.
+        than K-fold CV along the path and more than about a second
+        (estimated from ``n_samples``, ``n_features``, ``max_iter`` and the
+        tracked samples: proximal methods on large dense problems, logistic
+        regression): then ``"kfold"``; ISTA and FISTA also use ``"kfold"``
+        wherever leave-one-out would track a subsample only (their folds run
+        as one block: cheaper, and no subsampling noise). Only that estimate
+        is computed, unless ``"loo"`` is chosen and ``n_samples * n_features
+        <= 200_000``: then the risk too, and both appear in ``cv_results_``.
+        The criterion used is ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
         it). An int is the number of shuffled folds (``StratifiedKFold``
