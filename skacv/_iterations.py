@@ -222,22 +222,13 @@ class Iteration:
         """``X~ v^k`` from the fit loop's ``X~ x^k`` and ``X~ x^{k-1}``: the
         plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
         clipped one (its few non-zero coordinates ``J``; ``columns(J)`` is the
-        dense ``X~[:, J]``; ``coef`` as in :meth:`extrapolation_correction`).
-        For a block of runs (one per column), ``columns(J, j)`` gives run
-        ``j``'s columns."""
+        dense ``X~[:, J]``; ``coef`` as in :meth:`extrapolation_correction`)."""
         out = self.extrapolate(k, Xx, Xx_prev)
         c = self.extrapolation_correction(k, x, x_prev, coef)
-        if c is None:
-            return out
-        if c.ndim == 1:
+        if c is not None:
             J = np.flatnonzero(c)
             if J.size:
                 out = out + (columns(J) @ c[J]).astype(out.dtype, copy=False)
-            return out
-        for j in range(c.shape[1]):  # one run per column: ``columns(J, j)``
-            J = np.flatnonzero(c[:, j])
-            if J.size:
-                out[:, j] += (columns(J, j) @ c[J, j]).astype(out.dtype, copy=False)
         return out
 
     def extrapolate_difference(self, k, x, x_prev, dx, dx1):

@@ -4,7 +4,9 @@
 on a :class:`~skacv._design.Design` with a datafit, full-batch or on the
 mini-batches of ``iteration.sampler``; it writes every iterate into the
 path, detects divergence (:data:`DIVERGENCE_FACTOR`) and a step above the
-stability limit.
+stability limit. :func:`run_normal_block` advances a block of least-squares
+runs (the stacked folds of K-fold CV) on a design with a one-pass normal
+product, with the same iteration methods.
 """
 
 import time
@@ -33,7 +35,7 @@ def init_state(design, coef_init=None, n_columns=None):
 
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
-                   datafit=None, fitted_out=None, callback=None):
+                   datafit=None, fitted_out=None):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -54,13 +56,6 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     fitted_out : ndarray of shape (n_samples, >= state['k'] + n_steps + 1), default=None
         If given, ``X~ x^k`` is written to ``fitted_out[:, k]`` (it is computed
         by the loop anyway; the risk estimator reuses it).
-    callback : callable, default=None
-        Called as ``callback(k, x^k, X~ x^k)`` after every step (full batch).
-
-    A block of runs advances as one: ``x`` of shape (n_features, n_runs)
-    with a design whose products act column by column (the stacked folds of
-    :mod:`skacv._kfold`) and an iteration whose step sizes are an array of
-    shape (n_runs,); ``out`` then has shape (n_features, n_runs, ...).
     """
     if datafit is None:
         datafit = LeastSquares()
@@ -94,13 +89,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         Xx_new = design.matvec(x_new)
         res_norm = datafit.monitor(Xx_new, y_tilde)
         if not np.isfinite(res_norm) or res_norm > limit:
-            raise DivergenceError(
-                f"The {iteration.name} iterates diverge at step {k} (training "
-                f"residual norm {res_norm:.3g} against {y_norm:.3g} at the start) "
-                f"with step_size={_step(iteration):.6g}. Use step_size='auto' "
-                "(1/L with L the largest eigenvalue of the Hessian) or a smaller "
-                "step; gradient methods need step_size < 2/L."
-            )
+            raise _diverged(iteration, k, res_norm, y_norm)
         if watch:
             d = float(np.linalg.norm(x_new - x))
             if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
@@ -112,11 +101,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         Xv = iteration.extrapolate_fitted(k, x_new, x, Xx_new, Xx, design.columns, coef)
         x_prev, x = x, x_new
         Xx_prev, Xx = Xx, Xx_new
-        out[..., k] = x
+        out[:, k] = x
         if fitted_out is not None:
-            fitted_out[..., k] = Xx
-        if callback is not None:
-            callback(k, x, Xx)
+            fitted_out[:, k] = Xx
         if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
             msg = datafit.report(res_norm, design.n_eff)
             print(
@@ -134,6 +121,68 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             ConvergenceWarning, stacklevel=3,
         )
     return state
+
+
+def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0):
+    """Advance a block of full-batch least-squares runs, one per column.
+
+    The textbook form of :func:`run_trajectory` for a design whose
+    ``normal_product(V, Y)`` returns ``X~_j^T (Y_j - X~_j v_j)`` for every
+    column ``j`` in one pass over ``X`` (with the training residual sum of
+    squares): the stacked folds of :mod:`skacv._kfold`. The gradient is taken
+    at ``v^{k-1}`` directly, no fitted values are kept, and the divergence
+    check reads the residual at ``v^{k-1}``. ``iteration`` has step sizes
+    (and sum-form penalty strengths) of shape (n_columns,); the step math is
+    its own (:meth:`~skacv.Iteration.combine`, ``prox``,
+    ``extrapolate_iterate``).
+
+    Parameters
+    ----------
+    design : object
+        With ``normal_product``, ``n_eff`` of shape (n_columns,) and ``dtype``.
+    Y : ndarray of shape (n_samples, n_columns)
+    iteration : Iteration
+    n_steps : int
+    state : dict
+        :func:`init_state` with ``n_columns``; updated in place (a later call
+        continues bit for bit).
+    out : ndarray of shape (n_features, n_columns, >= n_steps)
+        The iterate of step ``state['k'] + i`` goes to ``out[..., i - 1]``.
+    """
+    dtype = design.dtype
+    inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
+    y_norm = float(np.linalg.norm(Y))
+    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    k0 = state["k"]
+    x, x_prev, v = state["x"], state["x_prev"], state["v"]
+    report = max(1, n_steps // 10)
+    tic = time.perf_counter()
+    for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
+        z, rss = design.normal_product(v, Y)
+        if not np.isfinite(rss) or np.sqrt(rss) > limit:
+            raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm)
+        z *= inv_n
+        pre = iteration.combine(
+            k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
+        x_new = iteration.prox(k, pre)
+        v = iteration.extrapolate_iterate(k, x_new, x)
+        x_prev, x = x, x_new
+        out[..., i] = x
+        if verbose and (i + 1) % report == 0:
+            print(f"[{iteration.name}] block of {x.shape[1]}: step {k}/{k0 + n_steps}  "
+                  f"{time.perf_counter() - tic:.1f}s")
+    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v)
+    return state
+
+
+def _diverged(iteration, k, value, y_norm):
+    return DivergenceError(
+        f"The {iteration.name} iterates diverge at step {k} (training "
+        f"residual norm {value:.3g} against {y_norm:.3g} at the start) "
+        f"with step_size={_step(iteration):.6g}. Use step_size='auto' "
+        "(1/L with L the largest eigenvalue of the Hessian) or a smaller "
+        "step; gradient methods need step_size < 2/L."
+    )
 
 
 def _step(iteration):
