@@ -151,3 +151,18 @@ def test_fold_step_sizes_from_one_block_of_lanczos_processes(n, p):
         G = Xw.T @ Xw if p <= n else Xw @ Xw.T
         lam = np.linalg.eigvalsh(G / sw[tr].sum())[-1]
         assert folds.step_sizes[j] * lam <= 1.0 + 1e-6
+
+
+def test_kfold_criterion_runs_stacked_folds_in_float32_by_default():
+    # TrajectoryEarlyStoppingCV(criterion="kfold"): the default float32 block
+    # against separate fold fits (float64), within the rounding measured above
+    from skacv import TrajectoryEarlyStoppingCV
+
+    X, y, sw = _data(n=120, p=70, seed=2)
+    est = TrajectoryLasso(alpha=0.03, max_iter=60)
+    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=5, random_state=0)
+    search.fit(X, y, sample_weight=sw)
+    splits = list(KFold(5, shuffle=True, random_state=search._seed).split(X))
+    expected, _ = _by_hand(clone(est).set_params(estimate_risk=False), X, y, sw, splits)
+    assert_allclose(search.kfold_path_, expected, rtol=3e-5)
+    assert search.best_iteration_ == int(np.argmin(expected))
