@@ -69,8 +69,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
-    # C order: the restricted products read prefixes of its columns as BLAS views
-    Xs = np.asarray(design.columns(order[:width]), dtype=dtype)
+    Xs = _design_columns(design, order[:width], dtype)
     if n_probes is None:  # exact traces: identity probes on the smaller side
         if n <= width:
             probes = Xs.T  # X~^T Z with Z = I_n
@@ -209,6 +208,20 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 _GRAM_CACHE_BYTES = 256 * 2**20
 # the chains are advanced by groups of columns of about this size (in cache)
 _CHUNK_BYTES = 2**20
+
+
+def _design_columns(design, idx, dtype):
+    """``X~[:, idx]`` in ``dtype``, C order (the restricted products read
+    prefixes of its columns as BLAS views); a dense design is gathered by
+    blocks of rows, without a full-size copy in its own precision."""
+    if design.sparse:
+        return np.asarray(design.columns(idx), dtype=dtype)
+    X = design.dense()
+    out = np.empty((X.shape[0], idx.size), dtype=dtype)
+    block = max(1, _CHUNK_BYTES // max(1, idx.size * X.dtype.itemsize))
+    for i in range(0, X.shape[0], block):
+        out[i:i + block] = X[i:i + block].take(idx, axis=1)
+    return out
 
 
 def _chain_state(k, Z, dtype, A, Av, chains):
