@@ -69,30 +69,37 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
-    Xs = np.asarray(design.columns(order[:width]), dtype=dtype, order="F")
+    Xs = _design_columns(design, order[:width], dtype)
     if n_probes is None:  # exact traces: identity probes on the smaller side
         if n <= width:
-            probes = Xs.T.copy()  # X~^T Z with Z = I_n
-            trace_w = probes
+            probes = Xs.T  # X~^T Z with Z = I_n
+            trace_wt = Xs
             m, scale = n, 1.0
         else:
             probes = np.eye(width, dtype=dtype)  # inject e_j, trace with X~^T X~
-            trace_w = (Xs.T @ Xs).astype(dtype)
+            trace_wt = (Xs.T @ Xs).astype(dtype)
             m, scale = width, 1.0
     else:
         m = int(n_probes)
-        probes = Xs.T @ Z
-        trace_w = probes
+        trace_wt = Z.T @ Xs  # (X~^T Z)^T, read by the traces
+        probes = trace_wt.T
         scale = 1.0 / m
     cols_max = m * T
+    # the tangents of x^{k-1} and v^{k-1} are one block without extrapolation
+    extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
+    hb = _uses_hb(iteration, T)
+    n_blocks = 2 + extrapolates + hb
     check_memory(
-        3 * width * cols_max * dtype.itemsize,
-        f"the Jacobian chains ({width} x {cols_max}, 3 blocks)",
+        n_blocks * width * cols_max * dtype.itemsize,
+        f"the Jacobian chains ({width} x {cols_max}, {n_blocks} blocks)",
         "Use fewer probes (n_probes) or fewer iterations. ",
     )
+    # Fortran order: the chains of one step are a prefix of columns, and the
+    # transposed blocks are row-major operands of the products
     dv = np.zeros((width, cols_max), dtype=dtype, order="F")
-    dx1 = np.zeros_like(dv)
-    dx2 = np.zeros_like(dv) if _uses_hb(iteration, T) else None
+    dz = np.empty_like(dv)  # gradient tangents of the current step
+    dx1 = np.zeros_like(dv) if extrapolates else dv
+    dx2 = np.zeros_like(dv) if hb else None
     dv_rows = 0  # rows of dv that may be non-zero
     if state is not None:  # scatter the saved chains into this column order
         position = np.empty(coef_path.shape[0], dtype=np.intp)
@@ -117,25 +124,24 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         rows_k = int(prefix[k])  # supports of steps >= k live in this prefix
         rows_prev = min(int(prefix[k - 1]), width) if k >= 2 else 0
         mask_k = masks_s[:rows_k, k]
-        dz = np.empty((rows_k, c_new), dtype=dtype)
+        dz_k = dz[:rows_k, :c_new]
+        scaled = 0  # leading columns of dz_k still to multiply by -1/n
         if c_old and dv_rows:
             u = dv_rows
             gram = _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n,
                                cached=None if state is None else state.get("gram"),
                                order=order)
+            out = dz_k[:, :c_old]
             if gram is not None and gram.shape[0] >= max(u, rows_k):
-                prod = gram[:rows_k, :u] @ dv[:u, :c_old]
+                np.matmul(gram[:rows_k, :u], dv[:u, :c_old], out=out)
             else:
-                prod = Xs[:, :rows_k].T @ (Xs[:, :u] @ dv[:u, :c_old])
-            np.multiply(prod, -inv_n, out=dz[:, :c_old])
+                np.matmul(Xs[:, :rows_k].T, Xs[:, :u] @ dv[:u, :c_old], out=out)
+            scaled = c_old
         elif c_old:
-            dz[:, :c_old] = 0
-        np.multiply(probes[:rows_k], inv_n, out=dz[:, c_old:c_new])
+            dz_k[:, :c_old] = 0
+        np.multiply(probes[:rows_k], inv_n, out=dz_k[:, c_old:c_new])
         if dv_rows < rows_k:
             dv[dv_rows:rows_k, :c_new] = 0
-        dx2_k = None
-        if dx2 is not None:
-            dx2_k = dx2[:rows_k, :c_new]
         coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
         if coef is not None:  # clipped: in the chains' row order
             rows = order[:rows_k]
@@ -146,27 +152,35 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             if mcoef is not None:  # clipped heavy ball: in the chains' row order
                 rows = order[:rows_k]
                 mcoef = (mcoef[0][rows], mcoef[1][rows])
-        dx, dvn = iteration.tangent(
-            k, dv[:rows_k, :c_new], dx1[:rows_k, :c_new], dx2_k, dz, mask_k, coef, mcoef
-        )
+        # the chains are independent columns: advance them by cache-sized
+        # groups of sources (scale, tangent, traces and store in one pass)
+        step = m * max(1, _CHUNK_BYTES // (max(rows_k, 1) * m * dtype.itemsize))
+        w_k = trace_wt[:, :rows_k]
+        for j0 in range(0, c_new, step):
+            cols = slice(j0, min(j0 + step, c_new))
+            sources = slice(j0 // m, cols.stop // m)
+            if j0 < scaled:
+                dz_k[:, j0:min(cols.stop, scaled)] *= -inv_n
+            dx, dvn = iteration.tangent(
+                k, dv[:rows_k, cols], dx1[:rows_k, cols],
+                None if dx2 is None else dx2[:rows_k, cols], dz_k[:, cols], mask_k, coef, mcoef
+            )
+            A[k, sources] = scale * _block_trace(w_k, dx, m)
+            Av[k, sources] = A[k, sources] if dvn is dx else scale * _block_trace(w_k, dvn, m)
+            if dx2 is not None:
+                dx2[:rows_prev, cols] = dx1[:rows_prev, cols]
+            dx1[:rows_k, cols] = dx
+            if dv is not dx1:
+                dv[:rows_k, cols] = dvn
+        dv_rows = rows_k
         # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1) (zero
-        # when clipped: those coordinates are zero at x^k)
-        tail_v = None
+        # when clipped: those coordinates are zero at x^k); dx1 keeps x^{k-1}'s
+        # tangents on these rows
         if iteration.beta(k) != 0.0 and rows_prev > rows_k and coef is None:
             tail_v = iteration.extrapolate(
                 k, np.zeros((rows_prev - rows_k, c_new), dtype), dx1[rows_k:rows_prev, :c_new]
             )
-        A[k, :k] = scale * _block_trace(trace_w[:rows_k], dx, m)
-        tv = scale * _block_trace(trace_w[:rows_k], dvn, m)
-        if tail_v is not None:
-            tv += scale * _block_trace(trace_w[rows_k:rows_prev], tail_v, m)
-        Av[k, :k] = tv
-        if dx2 is not None:
-            dx2[:rows_prev, :c_new] = dx1[:rows_prev, :c_new]
-        dx1[:rows_k, :c_new] = dx
-        dv[:rows_k, :c_new] = dvn
-        dv_rows = rows_k
-        if tail_v is not None:
+            Av[k, :k] += scale * _block_trace(trace_wt[:, rows_k:rows_prev], tail_v, m)
             dv[rows_k:rows_prev, :c_new] = tail_v
             dv_rows = rows_prev
         if verbose and (k % max(1, T // 10) == 0 or k == T):
@@ -192,6 +206,22 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 
 # largest restricted Gram matrix kept with the chains for a warm-started refit
 _GRAM_CACHE_BYTES = 256 * 2**20
+# the chains are advanced by groups of columns of about this size (in cache)
+_CHUNK_BYTES = 2**20
+
+
+def _design_columns(design, idx, dtype):
+    """``X~[:, idx]`` in ``dtype``, C order (the restricted products read
+    prefixes of its columns as BLAS views); a dense design is gathered by
+    blocks of rows, without a full-size copy in its own precision."""
+    if design.sparse:
+        return np.asarray(design.columns(idx), dtype=dtype)
+    X = design.dense()
+    out = np.empty((X.shape[0], idx.size), dtype=dtype)
+    block = max(1, _CHUNK_BYTES // max(1, idx.size * X.dtype.itemsize))
+    for i in range(0, X.shape[0], block):
+        out[i:i + block] = X[i:i + block].take(idx, axis=1)
+    return out
 
 
 def _chain_state(k, Z, dtype, A, Av, chains):
@@ -203,13 +233,15 @@ def _uses_hb(iteration, T):
     return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
 
 
-def _block_trace(W, D, m):
-    """``[sum(W * D[:, s*m:(s+1)*m]) for s]`` for W (r, m), D (r, m*k)."""
+def _block_trace(Wt, D, m):
+    """``[sum(Wt.T * D[:, s*m:(s+1)*m]) for s]`` for Wt (m, r), D (r, m*k).
+
+    Reads ``D.T`` as (k, m, r) blocks: a view for either memory order of
+    ``D`` (no copy), accumulated in the precision of the chains."""
     k = D.shape[1] // m
-    if W.shape[0] == 0:
+    if Wt.shape[1] == 0:
         return np.zeros(k)
-    return np.einsum("rm,rkm->k", W, D.reshape(D.shape[0], k, m), dtype=np.float64,
-                     optimize=True)
+    return np.einsum("kmr,mr->k", D.T.reshape(k, m, D.shape[0]), Wt)
 
 
 def _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n, cached=None, order=None):

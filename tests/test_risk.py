@@ -458,3 +458,53 @@ def test_warm_start_resumes_lanczos(monkeypatch):
     # first fit: a fresh process to its full depth 20 // 2 + 2; the refit resumes it
     assert depths[0] == (False, 12)
     assert depths[1][0] and 0 < depths[1][1] <= 60 // 2 + 2 - 12
+
+
+@pytest.mark.parametrize("kind", ["dense", "dense_weighted", "sparse_weighted"])
+def test_design_columns_of_the_chains(kind, monkeypatch):
+    """The restricted design of the chains is ``X~[:, idx]`` in the chains'
+    precision, C order, gathered by blocks of rows (here several)."""
+    import skacv._risk_chains as chains
+    from skacv._design import Design
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(23, 17)
+    w = None if kind == "dense" else rng.rand(23) + 0.5
+    design = Design(sp.csr_matrix(X) if kind.startswith("sparse") else X, w,
+                    fit_intercept=kind != "dense")
+    idx = rng.permutation(17)[:11]
+    monkeypatch.setattr(chains, "_CHUNK_BYTES", 3 * 11 * 8)  # blocks of 3 rows
+    Xs = chains._design_columns(design, idx, np.float32)
+    assert Xs.dtype == np.float32 and Xs.flags.c_contiguous
+    np.testing.assert_array_equal(Xs, np.asarray(design.columns(idx), dtype=np.float32))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_block_trace_of_column_blocks(order):
+    """``_block_trace`` reads the transposed blocks as views, in either
+    memory order and from a slice of a larger block."""
+    from skacv._risk_chains import _block_trace
+
+    rng = np.random.RandomState(1)
+    r, m, k = 13, 3, 4
+    W = rng.randn(r, m)
+    big = np.asarray(rng.randn(r + 5, m * k + 6), order=order)
+    D = big[:r, : m * k]
+    expected = [np.sum(W * D[:, s * m:(s + 1) * m]) for s in range(k)]
+    np.testing.assert_allclose(_block_trace(W.T, D, m), expected, rtol=1e-12)
+    np.testing.assert_array_equal(_block_trace(W[:0].T, D[:0], m), np.zeros(k))
+
+
+@pytest.mark.parametrize("solver", ["ista", "fista", "heavy_ball"])
+def test_chains_do_not_depend_on_the_column_groups(solver, monkeypatch):
+    """The chains are advanced by groups of sources: one source per group
+    gives the memory matrices of the default groups."""
+    import skacv._risk_chains as chains
+
+    X, y = _small_problem(10, n=50, p=70)
+    it = HeavyBall(momentum=0.5) if solver == "heavy_ball" else solver
+    est = TrajectoryLasso(0.05, solver=it, max_iter=25, random_state=0).fit(X, y)
+    monkeypatch.setattr(chains, "_CHUNK_BYTES", 1)
+    small = clone(est).fit(X, y)
+    np.testing.assert_allclose(small.memory_matrix_, est.memory_matrix_, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(small.risk_path_, est.risk_path_, rtol=1e-6)
