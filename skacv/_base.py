@@ -317,7 +317,7 @@ class TrajectoryEstimator(BaseEstimator):
             else:
                 fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
         run_trajectory(design, target, iteration, n_total - n_done, state, path,
-                       verbose=self.verbose, datafit=datafit, fitted_out=fitted)
+                       verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True)
         self._fitted_path = fitted
         self._store_path(path, design, offset)
         self.step_size_ = setup["step_size"]

@@ -218,17 +218,30 @@ class Iteration:
         da = a - (a.dtype.type(1.0) + a.dtype.type(beta))
         return da * x + (b + b.dtype.type(beta)) * x_prev
 
-    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns, coef=None):
+    def extrapolation_columns(self, k, x, x_prev, coef=None):
+        """``(J, c_J)``: the few coordinates where the clipped extrapolation
+        differs from the plain one and the difference there
+        (:meth:`extrapolation_correction`), or ``None`` (plain)."""
+        c = self.extrapolation_correction(k, x, x_prev, coef)
+        if c is None:
+            return None
+        J = np.flatnonzero(c)
+        return J, c[J]
+
+    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns, coef=None,
+                           correction=None):
         """``X~ v^k`` from the fit loop's ``X~ x^k`` and ``X~ x^{k-1}``: the
         plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
         clipped one (its few non-zero coordinates ``J``; ``columns(J)`` is the
-        dense ``X~[:, J]``; ``coef`` as in :meth:`extrapolation_correction`)."""
+        dense ``X~[:, J]``; ``coef`` as in :meth:`extrapolation_correction`).
+        ``correction``: :meth:`extrapolation_columns` if already computed
+        (then ``x``, ``x_prev`` are not read; rows of ``X~`` work too)."""
         out = self.extrapolate(k, Xx, Xx_prev)
-        c = self.extrapolation_correction(k, x, x_prev, coef)
-        if c is not None:
-            J = np.flatnonzero(c)
-            if J.size:
-                out = out + (columns(J) @ c[J]).astype(out.dtype, copy=False)
+        if correction is None:
+            correction = self.extrapolation_columns(k, x, x_prev, coef)
+        if correction is not None and correction[0].size:
+            J, cJ = correction
+            out = out + (columns(J) @ cJ).astype(out.dtype, copy=False)
         return out
 
     def extrapolate_difference(self, k, x, x_prev, dx, dx1):

@@ -35,7 +35,7 @@ def init_state(design, coef_init=None, n_columns=None):
 
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
-                   datafit=None, fitted_out=None):
+                   datafit=None, fitted_out=None, fuse=False):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -56,6 +56,13 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     fitted_out : ndarray of shape (n_samples, >= state['k'] + n_steps + 1), default=None
         If given, ``X~ x^k`` is written to ``fitted_out[:, k]`` (it is computed
         by the loop anyway; the risk estimator reuses it).
+    fuse : bool, default=False
+        On a large dense design (:attr:`~skacv._design.Design.fuses`), take
+        ``X~ x^k`` and the next gradient ``X~^T r(v^k)`` in one pass over
+        ``X~`` (:meth:`~skacv._design.Design.panel_products`); the next
+        gradient is kept in ``state`` so that a continued fit repeats the
+        same rounding. The iterates are those of the two-pass loop up to
+        rounding.
     """
     if datafit is None:
         datafit = LeastSquares()
@@ -79,14 +86,24 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     step_norm = float(np.linalg.norm(x - x_prev)) if watch and k0 > 0 else None
     floor = 10.0 * np.sqrt(np.finfo(dtype).eps)
     grew_at = None
+    fuse = fuse and getattr(design, "fuses", False)
+    z_next = state.get("z_next") if fuse else None
     for k in range(k0 + 1, k0 + n_steps + 1):
-        r = datafit.residual(Xv, y_tilde)
-        z = design.rmatvec(r)
+        if z_next is None:
+            r = datafit.residual(Xv, y_tilde)
+            z = design.panel_rmatvec(r) if fuse else design.rmatvec(r)
+        else:
+            z = z_next.copy()
         z *= inv_n
         pre = iteration.combine(
             k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
         x_new = iteration.prox(k, pre)
-        Xx_new = design.matvec(x_new)
+        coef = iteration.extrapolation_coefficients(k, x_new, x)  # None: plain
+        if fuse:  # X~ x^k, X~ v^k and the next gradient in one pass
+            Xx_new, Xv_new, z_next = _fused_products(design, y_tilde, iteration, datafit, k,
+                                                     x_new, x, Xx, coef)
+        else:
+            Xx_new = design.matvec(x_new)
         res_norm = datafit.monitor(Xx_new, y_tilde)
         if not np.isfinite(res_norm) or res_norm > limit:
             raise _diverged(iteration, k, res_norm, y_norm)
@@ -96,9 +113,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                     and d > floor * float(np.linalg.norm(x_new))):
                 grew_at = (k, step_norm, d)
             step_norm = d
-        coef = iteration.extrapolation_coefficients(k, x_new, x)  # None: plain
         v = iteration.extrapolate(k, x_new, x, coef)
-        Xv = iteration.extrapolate_fitted(k, x_new, x, Xx_new, Xx, design.columns, coef)
+        Xv = Xv_new if fuse else iteration.extrapolate_fitted(
+            k, x_new, x, Xx_new, Xx, design.columns, coef)
         x_prev, x = x, x_new
         Xx_prev, Xx = Xx, Xx_new
         out[:, k] = x
@@ -111,6 +128,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                 f"{time.perf_counter() - tic:.1f}s"
             )
     state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
+    if fuse:
+        state["z_next"] = z_next
     if grew_at is not None:
         k, before, after = grew_at
         warnings.warn(
@@ -121,6 +140,23 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             ConvergenceWarning, stacklevel=3,
         )
     return state
+
+
+def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
+    """``(X~ x^k, X~ v^k, X~^T r(v^k))`` in one pass over the row panels of
+    ``X~`` (:meth:`~skacv._design.Design.panel_products`), ``X~ v^k`` by the
+    iteration's :meth:`~skacv.Iteration.extrapolate_fitted` on each panel."""
+    correction = iteration.extrapolation_columns(k, x_new, x, coef)
+    Xv = np.empty_like(Xx)
+    X = design.X
+
+    def residual(rows, P):
+        Xv[rows] = iteration.extrapolate_fitted(
+            k, None, None, P, Xx[rows], lambda J: X[rows][:, J], correction=correction)
+        return datafit.take(rows).residual(Xv[rows], y_tilde[rows])
+
+    P, z = design.panel_products(x_new, residual)
+    return P, Xv, z
 
 
 def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0):

@@ -1,0 +1,76 @@
+"""The one-pass fit loop on large dense designs (Design.panel_products):
+the same iterates as the two-pass loop up to rounding, warm starts bit for
+bit, every full-batch estimator."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+
+import skacv._design as design_module
+from skacv import (
+    IterativeRidge,
+    TrajectoryHuberRegressor,
+    TrajectoryLasso,
+    TrajectoryLogisticRegression,
+)
+
+ESTIMATORS = [
+    TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0),  # clipped FISTA
+    TrajectoryLasso(alpha=0.02, solver="ista", max_iter=40, random_state=0),
+    IterativeRidge(alpha=1.0, solver="heavy_ball", max_iter=40),
+    IterativeRidge(alpha=1.0, solver="nesterov", max_iter=40, fit_intercept=False),
+    TrajectoryHuberRegressor(alpha=0.1, max_iter=40, random_state=0),
+    TrajectoryLogisticRegression(max_iter=40, penalty="l1", alpha=0.01, solver="fista"),
+]
+
+
+def _data(seed=0, n=150, p=60):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + 0.5 * rng.standard_normal((n, 1)) + 1.0
+    y = X[:, :3] @ rng.standard_normal(3) + rng.standard_normal(n)
+    sw = rng.uniform(0.2, 2.0, n)
+    return X, y, sw
+
+
+@pytest.fixture
+def fused(monkeypatch):
+    """Every dense design read by panels of 8 rows (an uneven last one)."""
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
+    monkeypatch.setattr(design_module, "PANEL_BYTES", 1)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
+def test_one_pass_loop_equals_two_pass_loop(est, monkeypatch):
+    X, y, sw = _data()
+    if isinstance(est, TrajectoryLogisticRegression):
+        y = (y > np.median(y)).astype(int)
+    ref = clone(est).fit(X, y, sample_weight=sw)
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
+    monkeypatch.setattr(design_module, "PANEL_BYTES", 1)
+    one = clone(est).fit(X, y, sample_weight=sw)
+    scale = np.abs(ref.coef_path_).max()
+    assert_allclose(one.coef_path_, ref.coef_path_, rtol=0, atol=1e-10 * scale)
+    assert_allclose(one.intercept_path_, ref.intercept_path_, rtol=1e-10, atol=1e-12)
+    if hasattr(ref, "risk_path_"):
+        assert_allclose(one.risk_path_, ref.risk_path_, rtol=1e-8)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS[:3], ids=lambda e: e.solver)
+def test_one_pass_loop_continues_bit_for_bit(est, fused):
+    X, y, _ = _data(seed=1)
+    cold = clone(est).fit(X, y)
+    warm = clone(est).set_params(max_iter=17, warm_start=True).fit(X, y)
+    warm.set_params(max_iter=40).fit(X, y)
+    assert_array_equal(warm.coef_path_, cold.coef_path_)
+
+
+def test_panels_cover_every_row(fused):
+    X, _, sw = _data(n=37, p=5)
+    d = design_module.Design(X, sw, True)
+    b = np.arange(5.0)
+    P, Z = d.panel_products(b, lambda rows, Pr: Pr * 2.0)
+    assert len(d._panels()) == 5  # 8-row panels, the last one of 5 rows
+    assert_allclose(P, d.matvec(b), rtol=1e-14)
+    assert_allclose(Z, d.rmatvec(2.0 * d.matvec(b)), rtol=1e-13)
+    assert_allclose(d.panel_rmatvec(P), d.rmatvec(P), rtol=1e-13)
