@@ -332,18 +332,6 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
                           y_arr[train], params, _safe_indexing(Xa, test), y_arr[test],
                           np.ones(len(test)) if sw is None else sw[test]))
 
-    def fit_all(**stage):
-        # the full data first (its own input checks speak for bad input); in
-        # stages only once, at the first, and continued to the end afterwards
-        if not folds:
-            estimator.set_params(**stage).fit(X, y, **fit_params)
-            if not hasattr(estimator, "coef_path_"):
-                return False  # the caller says why
-            make_folds()
-        for fold, X_tr, y_tr, params, *_ in folds:
-            fold.set_params(**stage).fit(X_tr, y_tr, **params)
-        return True
-
     scored = {"T": 0, "total": np.zeros(0), "last": [None] * len(splits), "weight": 0.0}
 
     def fold_scores(fold, X_te, start):
@@ -383,31 +371,33 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
         scored["T"], scored["total"], scored["weight"] = T1, total, weight
         return total / weight if weight > 0 else np.full(T1, np.nan)
 
-    stacked = {}
+    use_stack = not classifier and can_stack(estimator)
+    block = []  # the folds as one block (skacv._kfold)
+    fold_iter = [0]  # length of the fold paths
 
-    def stacked_path(**params):
-        # the folds as one block (skacv._kfold); the full data as above
-        if not stacked:
-            estimator.set_params(**params).fit(X, y, **fit_params)
-            if not hasattr(estimator, "coef_path_"):
-                return None
+    def start(**params):
+        # the full data first (its own input checks speak for bad input); in
+        # stages only once, at the first, and continued to the end afterwards
+        estimator.set_params(**params).fit(X, y, **fit_params)
+        if not hasattr(estimator, "coef_path_"):
+            return False  # the caller says why
+        if use_stack:
             Xv = check_array(X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32])
             y_arr = np.asarray(y, dtype=np.float64).reshape(Xv.shape[0])
-            stacked["folds"] = StackedFolds(estimator, Xv, y_arr, sw, splits, kfold_dtype(Xv))
-            stacked["max_iter"] = estimator.max_iter
-        folds = stacked["folds"]
-        n_iter = params.get("max_iter", estimator.max_iter)
-        stacked["max_iter"] = n_iter
-        return folds.advance(n_iter)
+            block.append(StackedFolds(estimator, Xv, y_arr, sw, splits, kfold_dtype(Xv)))
+        else:
+            make_folds()
+        return True
 
     def stage(**params):
-        if use_stack:
-            return stacked_path(**params)
-        if not fit_all(**params):
+        if not (block or folds) and not start(**params):
             return None
-        return kfold_path(params.get("max_iter", estimator.max_iter) + 1)
-
-    use_stack = not classifier and can_stack(estimator)
+        fold_iter[0] = n_iter = params.get("max_iter", estimator.max_iter)
+        if use_stack:
+            return block[0].advance(n_iter)
+        for fold, X_tr, y_tr, fold_params, *_ in folds:
+            fold.set_params(**params).fit(X_tr, y_tr, **fold_params)
+        return kfold_path(n_iter + 1)
 
     if n_iter_no_change is None or not _can_stage(estimator, X):
         if stage() is None:
@@ -418,9 +408,8 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
             return estimator, {}, time.perf_counter() - tic
         # the full path, from its first stage to where the folds stopped
         warm_start = estimator.warm_start
-        n_folds_iter = stacked["max_iter"] if use_stack else folds[0][0].max_iter
         try:
-            estimator.set_params(max_iter=n_folds_iter, warm_start=True)
+            estimator.set_params(max_iter=fold_iter[0], warm_start=True)
             estimator.fit(X, y, **fit_params)
         finally:
             estimator.set_params(warm_start=warm_start)
@@ -428,7 +417,7 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
             if release is not None:
                 release()
     n_path = np.shape(estimator.coef_path_)[-1]
-    path = stacked["folds"].advance(n_path - 1) if use_stack else kfold_path(n_path)
+    path = block[0].advance(n_path - 1) if use_stack else kfold_path(n_path)
     paths = _estimate_paths(estimator, attrs)
     paths["kfold_path_"] = path
     return estimator, paths, time.perf_counter() - tic
