@@ -164,21 +164,24 @@ class Design:
         return (not self.sparse and self.X.nbytes >= FUSE_MIN_BYTES
                 and self.X.flags.c_contiguous)
 
-    def _panels(self):
+    def _panels(self, panel_bytes=None):
         X = self.X
-        rows = max(8, PANEL_BYTES // max(1, X.shape[1] * X.itemsize))
+        size = PANEL_BYTES if panel_bytes is None else panel_bytes
+        rows = max(8, size // max(1, X.shape[1] * X.itemsize))
         return [slice(a, a + rows) for a in range(0, X.shape[0], rows)]
 
-    def panel_products(self, b, residual):
+    def panel_products(self, b, residual, panel_bytes=None):
         """``(X~ b, X~^T r)`` in one pass over a dense ``X~``, panel of rows by
         panel of rows: ``r[rows] = residual(rows, (X~ b)[rows])`` is formed
         while the panel is in cache (the memory traffic of one product
         instead of two: 30 % less time per step at 10000 x 15000, float64).
-        The sums of ``X~^T r`` follow :meth:`panel_rmatvec`'s order."""
+        ``b`` may be a block of columns. The sums of ``X~^T r`` follow
+        :meth:`panel_rmatvec`'s order. ``panel_bytes``: size of a panel
+        (``PANEL_BYTES``)."""
         X = self.X
-        P = np.empty(X.shape[0], dtype=self.dtype)
-        Z = np.zeros(X.shape[1], dtype=self.dtype)
-        for rows in self._panels():
+        P = np.empty((X.shape[0],) + b.shape[1:], dtype=self.dtype)
+        Z = np.zeros((X.shape[1],) + b.shape[1:], dtype=self.dtype)
+        for rows in self._panels(panel_bytes):
             Xa = X[rows]
             P[rows] = Xa @ b
             Z += Xa.T @ residual(rows, P[rows])

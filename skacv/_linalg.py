@@ -165,11 +165,18 @@ def lanczos_top(op, dim, v0=None, n_steps=4):
     else:
         n_steps = 2 * n_steps
     state = lanczos(lambda Q: op(Q[:, 0])[:, None], v[:, None], n_steps)
+    theta, residual, u = top_ritz(state, 0)
+    top = state["basis"][:, :, 0].T @ u
+    return max(theta + residual, 0.0), top
+
+
+def top_ritz(state, i):
+    """``(theta, residual, u)``: the top Ritz value of column ``i`` of a
+    :func:`lanczos` state, its residual norm (an eigenvalue of the operator
+    lies within it of ``theta``) and its eigenvector of the tridiagonal."""
     k = state["j"]
-    theta, U = np.linalg.eigh(_tridiagonal(state["alphas"], state["betas"], k, 0))
-    residual = state["betas"][k - 1, 0] * abs(U[-1, -1])
-    top = state["basis"][:, :, 0].T @ U[:, -1]
-    return max(float(theta[-1] + residual), 0.0), top
+    theta, U = np.linalg.eigh(_tridiagonal(state["alphas"], state["betas"], k, i))
+    return float(theta[-1]), float(abs(state["betas"][k - 1, i] * U[-1, -1])), U[:, -1]
 
 
 # ----------------------------------------------------------------------------
