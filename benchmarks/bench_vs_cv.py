@@ -19,6 +19,7 @@ of the same estimator - 1 (for (c), the refit at the chosen max_iter).
 
     python benchmarks/bench_vs_cv.py --quick
     python benchmarks/bench_vs_cv.py --sizes 200 1000 5000 10000
+    python benchmarks/bench_vs_cv.py --sizes 10000 --ratios 1.5 --skip-grid
 """
 
 import argparse
@@ -61,7 +62,7 @@ def cv_along_path(est, X, y, k=5):
     return full, t
 
 
-def run(name, est, X, y, beta, rho):
+def run(name, est, X, y, beta, rho, grid_search=True):
     out = {}
     base = clone(est).set_params(estimate_risk=False, estimate_loo=False)
     tic = time.perf_counter()
@@ -75,6 +76,8 @@ def run(name, est, X, y, beta, rho):
     out["a"] = time.perf_counter() - tic
     t_a = search.best_iteration_
     reg_a = truth[t_a] / oracle - 1 if t_a < truth.size else np.nan
+    if not grid_search:
+        return out | {"c": np.nan}, (reg_a, reg_b, np.nan), search.criterion_
     T = est.max_iter
     grid = sorted({max(1, int(round(T * f))) for f in (1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6, 1)})
     tic = time.perf_counter()
@@ -90,6 +93,9 @@ def main():
     ap.add_argument("--ratios", type=float, nargs="+", default=[0.5, 1.5])
     ap.add_argument("--T", type=int, default=150)
     ap.add_argument("--quick", action="store_true", help="sizes 200 500, T 100")
+    ap.add_argument("--skip-grid", action="store_true",
+                    help="skip (c), GridSearchCV (about 10x (a); for the largest sizes)")
+    ap.add_argument("--estimators", nargs="+", default=["lasso fista", "lasso ista", "ridge gd"])
     args = ap.parse_args()
     if args.quick:
         args.sizes, args.T = [200, 500], 100
@@ -106,7 +112,9 @@ def main():
                 ("lasso ista", TrajectoryLasso(alpha=lam, solver="ista", max_iter=args.T)),
                 ("ridge gd", IterativeRidge(alpha=1e-3, max_iter=args.T)),
             ]:
-                t, reg, crit = run(name, est, X, y, beta, rho)
+                if name not in args.estimators:
+                    continue
+                t, reg, crit = run(name, est, X, y, beta, rho, not args.skip_grid)
                 print(f"{name:12s} n={n:<6d} p={p:<6d}      {crit:4s} {t['a']:7.2f} "
                       f"{t['b']:7.2f} {t['c']:7.2f} {t['b'] / t['a']:6.2f} "
                       f"{t['c'] / t['a']:6.2f} {reg[0]:9.2%} {reg[1]:7.2%} {reg[2]:7.2%}",

@@ -34,6 +34,10 @@ FUSE_MIN_BYTES = 64 * 2**20
 #: rows of a panel of :meth:`Design.panel_products`: about this many bytes
 PANEL_BYTES = 256 * 2**10
 
+def _identity(rows, P):
+    return P
+
+
 class Design:
     """Centred and weighted design ``X~`` with fast products.
 
@@ -175,17 +179,27 @@ class Design:
         panel of rows: ``r[rows] = residual(rows, (X~ b)[rows])`` is formed
         while the panel is in cache (the memory traffic of one product
         instead of two: 30 % less time per step at 10000 x 15000, float64).
-        ``b`` may be a block of columns. The sums of ``X~^T r`` follow
-        :meth:`panel_rmatvec`'s order. ``panel_bytes``: size of a panel
-        (``PANEL_BYTES``)."""
+        ``b`` may be a block of columns (then ``X~^T r`` is the transpose of
+        a row-major ``r^T X~`` accumulation). The sums of ``X~^T r`` of a
+        vector ``b`` follow :meth:`panel_rmatvec`'s order. ``panel_bytes``:
+        size of a panel (``PANEL_BYTES``)."""
         X = self.X
         P = np.empty((X.shape[0],) + b.shape[1:], dtype=self.dtype)
-        Z = np.zeros((X.shape[1],) + b.shape[1:], dtype=self.dtype)
+        if b.ndim == 1:
+            Z = np.zeros(X.shape[1], dtype=self.dtype)
+            for rows in self._panels(panel_bytes):
+                Xa = X[rows]
+                np.matmul(Xa, b, out=P[rows])
+                Z += Xa.T @ residual(rows, P[rows])
+            return P, Z
+        # a block: Z^T accumulated row-major (R^T X~_panel), 10-20 % faster
+        # than X~_panel^T R for a few columns (measured in float32)
+        Zt = np.zeros((b.shape[1], X.shape[1]), dtype=self.dtype)
         for rows in self._panels(panel_bytes):
             Xa = X[rows]
-            P[rows] = Xa @ b
-            Z += Xa.T @ residual(rows, P[rows])
-        return P, Z
+            np.matmul(Xa, b, out=P[rows])
+            Zt += residual(rows, P[rows]).T @ Xa
+        return P, Zt.T
 
     def panel_rmatvec(self, r):
         """``X~^T r`` summed by the panels of :meth:`panel_products` (the same
@@ -230,12 +244,20 @@ class Design:
         From the Gram eigenvalues when they are known (exact traces need them
         anyway); otherwise :func:`skacv._linalg.top_eigenvalue` of the smaller
         of ``X~^T X~`` and ``X~ X~^T`` (LAPACK when small, else Lanczos on the
-        operator, without forming it).
+        operator, without forming it; on a design the fit reads by panels
+        (:attr:`fuses`), ``X~^T X~`` in one pass per product).
         """
         n, p = self.n_samples, self.n_features
         if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache:
             lam = self.gram_eigenvalues()
             return max(float(lam[-1]) if lam.size else 0.0, 0.0)
+        if self.fuses and min(n, p) > DENSE_EIG_SIZE:
+            # X~^T X~ v in one pass over the row panels (the fit loop's
+            # products): a third less time per product on a large dense X~
+            def op(v):
+                return np.asarray(self.panel_products(v.astype(self.dtype), _identity)[1],
+                                  dtype=np.float64)
+            return self._inflate(top_eigenvalue(op=op, dim=p, tol=LIPSCHITZ_TOL), n, p)
         if p <= n:
             def op(v):
                 return np.asarray(self.rmatvec(self.matvec(v.astype(self.dtype))),
@@ -248,7 +270,9 @@ class Design:
         # at most LIPSCHITZ_TOL it is within that fraction of it, so the
         # inflated value is an upper bound (a step 1 / L that is never too
         # long) at ~40 instead of ~70 operator products
-        theta = top_eigenvalue(op=op, dim=min(n, p), tol=LIPSCHITZ_TOL)
+        return self._inflate(top_eigenvalue(op=op, dim=min(n, p), tol=LIPSCHITZ_TOL), n, p)
+
+    def _inflate(self, theta, n, p):
         if min(n, p) > DENSE_EIG_SIZE:  # Lanczos (LAPACK below: exact)
             theta *= 1.0 + LIPSCHITZ_TOL
         return theta / self.n_eff

@@ -74,3 +74,35 @@ def test_panels_cover_every_row(fused):
     assert_allclose(P, d.matvec(b), rtol=1e-14)
     assert_allclose(Z, d.rmatvec(2.0 * d.matvec(b)), rtol=1e-13)
     assert_allclose(d.panel_rmatvec(P), d.rmatvec(P), rtol=1e-13)
+
+
+def test_block_panel_products(fused):
+    """A block of columns: X~ B and X~^T r(X~ B) as two passes give them."""
+    X, _, sw = _data(n=37, p=5)
+    d = design_module.Design(X, sw, True)
+    B = np.arange(15.0).reshape(5, 3) / 7.0
+    P, Z = d.panel_products(B, lambda rows, Pr: Pr - rows.start)
+    ref_P = d.matvec(B)
+    rows_start = np.repeat(np.arange(0, 37, 8), 8)[:37].astype(float)
+    assert_allclose(P, ref_P, rtol=1e-14)
+    assert_allclose(Z, d.rmatvec(ref_P - rows_start[:, None]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(420, 340), (330, 520)])
+def test_one_pass_lipschitz(shape, monkeypatch):
+    """The step size of a panel-read design (one pass per product, on the
+    features' side) is an upper bound of the top eigenvalue of X~^T X~ / n_eff
+    within the Lanczos tolerance, as the two-pass operator's."""
+    rng = np.random.default_rng(3)
+    n, p = shape
+    X = rng.standard_normal((n, p)) + 0.3 * rng.standard_normal((n, 1))
+    sw = rng.uniform(0.2, 2.0, n)
+    two_pass = design_module.Design(X, sw, True)
+    exact = np.linalg.eigvalsh(two_pass.dense().T @ two_pass.dense())[-1] / two_pass.n_eff
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
+    one_pass = design_module.Design(X, sw, True)
+    assert one_pass.fuses
+    lip = one_pass.lipschitz()
+    tol = design_module.LIPSCHITZ_TOL
+    assert exact <= lip <= exact * (1 + 2 * tol)
+    assert abs(lip - two_pass.lipschitz()) <= 2 * tol * exact
