@@ -63,6 +63,20 @@ def _clipped_difference(x, x_prev, n_free=0):
     return c, e
 
 
+def _clipped_step(x, x_prev, n_free=0):
+    """``clip(x - x_prev, -|x|, |x|)`` itself (the value the coefficients of
+    :func:`_clipped_difference` give), in a few passes over ``x``: the
+    perturbed runs of leave-one-out (one per column) need the value only."""
+    d = np.subtract(x, x_prev)
+    lim = np.abs(x)
+    np.minimum(d, lim, out=d)
+    np.negative(lim, out=lim)
+    np.maximum(d, lim, out=d)
+    if n_free:
+        d[x.shape[0] - n_free:] = x[x.shape[0] - n_free:] - x_prev[x.shape[0] - n_free:]
+    return d
+
+
 class Iteration:
     """Base class of the iteration objects (plain gradient descent).
 
@@ -248,12 +262,17 @@ class Iteration:
         """Extrapolation of perturbed runs ``x + dx`` (one per column of
         ``dx``) minus ``v^k`` of the unperturbed run; every perturbed run
         clips on its own iterates (leave-one-out runs)."""
-        if not self.clips or self.beta(k) == 0.0:
+        beta = float(self.beta(k))
+        if not self.clips or beta == 0.0:
             return self.extrapolate(k, dx, dx1)
+        # dx + beta (clipped step of x + dx - clipped step of x), each run
+        # clipped on its own iterates
         xs = x.reshape((-1,) + (1,) * (dx.ndim - 1))
-        full, full_prev = xs + dx, x_prev.reshape(xs.shape) + dx1
-        out = self.extrapolate_iterate(k, full, full_prev)
-        out -= self.extrapolate_iterate(k, x, x_prev).reshape(xs.shape)
+        n_free = self.penalty.n_unpenalized
+        out = _clipped_step(xs + dx, x_prev.reshape(xs.shape) + dx1, n_free)
+        out -= _clipped_step(x, x_prev, n_free).reshape(xs.shape)
+        out *= beta
+        out += dx
         return out
 
     def momentum_coefficients(self, k, x1, x2):
@@ -279,9 +298,9 @@ class Iteration:
             if not self.clips or self.hb(k) == 0.0:
                 return dx1 - dx2
             xs = x1.reshape((-1,) + (1,) * (dx1.ndim - 1))
-            full1, full2 = xs + dx1, x2.reshape(xs.shape) + dx2
-            out = self.momentum_difference(k, full1, full2)
-            out -= self.momentum_difference(k, x1, x2).reshape(xs.shape)
+            n_free = self.penalty.n_unpenalized
+            out = _clipped_step(xs + dx1, x2.reshape(xs.shape) + dx2, n_free)
+            out -= _clipped_step(x1, x2, n_free).reshape(xs.shape)
             return out
         coef = self.momentum_coefficients(k, x1, x2)
         if coef is None:
