@@ -282,13 +282,13 @@ class TrajectoryEstimator(BaseEstimator):
 
     def _run_path(self, X, y, sample_weight, warm, frozen):
         n, p = X.shape
-        design = self._make_design(X, sample_weight)
+        design = getattr(self, "_warm_design", None) if warm else None
+        if design is None:
+            design = self._make_design(X, sample_weight)
         m = design.n_features  # coordinates of the fit (an intercept column included)
         n_total = self.max_iter
         check_memory(m * (n_total + 1) * X.dtype.itemsize,
                      f"coef_path_ of shape ({p}, {n_total + 1})", "Lower max_iter. ")
-        if warm and getattr(self, "_design_cache", None) is not None:
-            design.cache = self._design_cache  # same data (checked by the guard)
         datafit = self._make_datafit(design)
         penalty = self._make_penalty(design)
         offset, target = self._fit_target(design, y)
@@ -326,7 +326,9 @@ class TrajectoryEstimator(BaseEstimator):
         self._setup = setup
         self._set_setup_attributes(setup)
         self._set_estimates(design, datafit, target, iteration, X, y, fitted)
-        self._design_cache = design.cache if self.warm_start else None
+        # a warm refit continues on the same data (checked by the guard): it
+        # reuses the centred design and its decompositions
+        self._warm_design = design if self.warm_start else None
 
     def _store_path(self, path, design, offset):
         """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""
@@ -447,17 +449,18 @@ class TrajectoryEstimator(BaseEstimator):
 
     def _release_warm_state(self):
         """Free what a warm-started refit would continue from (the Jacobian
-        chains or Lanczos process, the design's decompositions)."""
+        chains or Lanczos process, the centred design and its
+        decompositions)."""
         self._risk_state = None
         self._loo_state = None
-        self._design_cache = None
+        self._warm_design = None
 
     def __getstate__(self):
         # the saved Jacobian chains only speed up a warm-started refit
         state = dict(super().__getstate__())  # a copy: never mutate __dict__
         state.pop("_risk_state", None)
         state.pop("_loo_state", None)
-        state.pop("_design_cache", None)
+        state.pop("_warm_design", None)
         return state
 
 

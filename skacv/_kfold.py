@@ -196,8 +196,9 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     rows), as :meth:`~skacv._design.Design.lipschitz` of the fold's own
     design would give it: one Lanczos process per fold, run as a block on
     the stacked products (:meth:`FoldDesigns.normal_product` with a zero
-    response: one pass over ``X`` per step for every fold), each stopped once its top Ritz value ``theta`` has a residual below ``tol *
-    theta``; the estimate is ``theta`` plus the residual (an eigenvalue lies
+    response: one pass over ``X`` per step for every fold), each stopped
+    once its top Ritz value ``theta`` has a residual below ``tol * theta``;
+    the estimate is ``theta`` plus the residual (an eigenvalue lies
     within it), inflated by ``1 + tol`` as the fold's own fit inflates
     ARPACK's value: an upper bound, a step ``1 / L`` that is never too
     long. ``nan`` for a fold not converged within 128 steps, and for every

@@ -57,7 +57,8 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         A smaller ``max_iter``, other data or other solver parameters raise.
         The risk estimate is continued too: the Jacobian chains of the last
         fit are kept (only while ``warm_start=True``; not pickled), so the
-        refit propagates only the new steps.
+        refit propagates only the new steps; so is the centred design (a copy
+        of ``X`` when there is an intercept or sample weights).
     estimate_risk : bool, default=True
         Compute ``risk_path_``.
     estimate_loo : bool, default=False

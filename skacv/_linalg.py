@@ -98,6 +98,17 @@ def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None):
         exhausted = False
     k_used = depth if not exhausted else j0
     prev = None
+    if check is not None and resume is not None and not exhausted and j0 >= 7 and j0 < depth:
+        # a resumed process applies the (new) check on the schedule of a
+        # process run from the start (every other step, two steps apart), so
+        # that a path grown in stages stops where the whole path would: at
+        # j0 itself when it is a check step and the check holds there
+        last = j0 if j0 % 2 == 1 else j0 - 1  # the last check step
+        prev = check(*_quadrature(alphas, betas, last, raw))
+        if last == j0 and j0 >= 9:
+            back = check(*_quadrature(alphas, betas, j0 - 2, raw))
+            if np.abs(prev - back).max() <= rtol * max(np.abs(prev).max(), 1e-300):
+                depth = k_used = j0
     for j in range(j0, depth if not exhausted else j0):
         basis[j] = q
         w = np.asarray(op(q), dtype=np.float64)

@@ -136,7 +136,7 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
     else:
 
         def op(Q):
-            return design.rmatvec(design.matvec(Q.astype(design.dtype))) * inv_n
+            return design.normal_matvec(Q.astype(design.dtype)) * inv_n
 
     m = n_probes
     if state is not None:

@@ -525,3 +525,32 @@ def test_auto_step_by_lanczos_is_never_too_long():
         step = TrajectoryLasso(max_iter=1, estimate_risk=False).fit(X, y).step_size_
         assert step <= 1.0 / L
         assert step >= (1.0 - 2 * LIPSCHITZ_TOL) / L
+
+
+def test_warm_refit_reuses_the_design(monkeypatch):
+    """A warm refit continues on the centred design of the previous fit
+    (built once); it is not pickled and a cold fit releases it."""
+    import pickle
+
+    import skacv._base as base_module
+
+    X, y, _ = _problem(3, n=40, p=30, offset=0.5)
+    built = []
+    real = base_module.Design
+
+    def counting(*args, **kwargs):
+        built.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(base_module, "Design", counting)
+    warm = TrajectoryLasso(alpha=0.05, max_iter=10, warm_start=True, n_probes=3,
+                           random_state=0).fit(X, y)
+    warm.set_params(max_iter=25).fit(X, y)
+    warm.set_params(max_iter=30).fit(X, y)
+    assert len(built) == 1
+    cold = TrajectoryLasso(alpha=0.05, max_iter=30, n_probes=3, random_state=0).fit(X, y)
+    assert_array_equal(warm.coef_path_, cold.coef_path_)
+    assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-6)
+    assert "_warm_design" not in pickle.loads(pickle.dumps(warm)).__dict__
+    warm.set_params(warm_start=False).fit(X, y)
+    assert warm._warm_design is None

@@ -434,6 +434,43 @@ def test_lanczos_resume_equals_a_fresh_run():
                                rtol=1e-10)
 
 
+@pytest.mark.parametrize("first_depth", [None, 15, 16, 17])
+def test_resumed_lanczos_stops_where_a_fresh_run_stops(first_depth):
+    """With a convergence check, a resumed process (a path grown in stages)
+    stops at the step where a fresh run with the new check stops (here 17),
+    whether the first run converged for its own check (None: at 9) or ended
+    by its depth on a check step (15, 17) or between two (16); it gives the
+    fresh run's quadrature, with only the missing steps."""
+    from skacv._linalg import lanczos
+
+    rng = np.random.default_rng(1)
+    B = rng.standard_normal((300, 200))
+    K = B @ B.T / 200
+    W0 = rng.choice([-1.0, 1.0], size=(300, 2))
+    top = np.linalg.eigvalsh(K)[-1]
+    calls = []
+
+    def op(Q):
+        calls.append(1)
+        return K @ Q
+
+    def check(T):
+        d = np.arange(T + 1)
+        return lambda lam, w: (w * lam) @ (1.0 - lam[:, None] / top) ** d[None, :]
+
+    fresh = lanczos(op, W0, 60, check=check(40), rtol=1e-9)
+    assert fresh["j"] == 17
+    if first_depth is None:
+        first = lanczos(op, W0, 60, check=check(10), rtol=1e-9)
+    else:
+        first = lanczos(op, W0, first_depth)
+    calls.clear()
+    resumed = lanczos(op, W0, 60, check=check(40), rtol=1e-9, resume=first)
+    assert resumed["j"] == 17 and len(calls) == 17 - first["j"]
+    np.testing.assert_allclose(resumed["alphas"], fresh["alphas"], rtol=1e-10)
+    np.testing.assert_allclose(resumed["betas"], fresh["betas"], rtol=1e-10)
+
+
 def test_warm_start_resumes_lanczos(monkeypatch):
     """IterativeRidge with probes: the warm refit resumes the Lanczos process
     (fewer operator products than a cold estimate) and equals the cold path."""
