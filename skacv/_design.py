@@ -46,6 +46,9 @@ class Design:
     X : {ndarray, sparse matrix} of shape (n_samples, n_features)
     sample_weight : ndarray of shape (n_samples,) or None
     fit_intercept : bool
+    copy : bool, default=True
+        ``False``: a dense ``X`` (C-contiguous, writable, the caller's own
+        copy) is centred and weighted in place instead of copied.
 
     Attributes
     ----------
@@ -57,7 +60,7 @@ class Design:
     dtype : numpy dtype
     """
 
-    def __init__(self, X, sample_weight=None, fit_intercept=True):
+    def __init__(self, X, sample_weight=None, fit_intercept=True, copy=True):
         n, p = X.shape
         # spectral decompositions of this design; a warm-started refit on the
         # same data hands the previous design's cache to the new one
@@ -88,7 +91,8 @@ class Design:
             self._Xt_dense = None
         else:
             if fit_intercept or self.weight is not None:
-                Xt = np.array(X, dtype=X.dtype, order="K", copy=True)
+                in_place = not copy and X.flags.c_contiguous and X.flags.writeable
+                Xt = X if in_place else np.array(X, dtype=X.dtype, order="K", copy=True)
                 if fit_intercept:
                     Xt -= self.x_offset
                 if self.sqrt_weight is not None:

@@ -290,8 +290,24 @@ class StackedFolds:
             train[tr, j] = True
             test[te, j] = True
         w = sample_weight
-        Xd = X.astype(dtype) if X.dtype != dtype else X
-        self.designs = FoldDesigns(Design(Xd, w, estimator.fit_intercept), train)
+        # the block's copy of X with the rows ordered by held-out fold (when
+        # the folds partition the rows of a dense X): a fold's test rows are
+        # then a slice of it, read without a copy by the held-out errors
+        order = _fold_order(X, test)
+        if order is not None:
+            Xd = _gather_rows(X, order, dtype)
+            train, test = train[order], test[order]
+            y = np.asarray(y)[order]
+            w_block = None if w is None else w[order]
+            base = Design(Xd, w_block, estimator.fit_intercept, copy=False)
+            bounds = np.concatenate([[0], np.cumsum(test.sum(axis=0))])
+            self.tests = [slice(int(bounds[j]), int(bounds[j + 1])) for j in range(len(splits))]
+        else:
+            Xd = X.astype(dtype) if X.dtype != dtype else X
+            w_block = w
+            base = Design(Xd, w, estimator.fit_intercept)
+            self.tests = [np.asarray(te) for _, te in splits]
+        self.designs = FoldDesigns(base, train)
         # each fold's step size by the estimator's own rule on its own problem,
         # with the folds' top eigenvalues from one block of Lanczos processes
         views = fold_views(self.designs, X, w, splits, estimator.fit_intercept)
@@ -309,8 +325,7 @@ class StackedFolds:
         self.offset, self.target = self.designs.center_y(y)
         # residuals on a held-out row, in the weighted coordinates, are
         # sqrt(w_i) (y_i - prediction): their squares are the weighted errors
-        self.tests = [np.asarray(te) for _, te in splits]
-        self.test_weight = float(test.sum() if w is None else (w @ test).sum())
+        self.test_weight = float(test.sum() if w_block is None else (w_block @ test).sum())
         self.state = init_state(self.designs, n_columns=self.designs.n_folds)
         r0 = self.target.astype(np.float64) ** 2  # x^0 = 0: y~ on every row
         self.losses = np.array([float((r0 * test).sum())])
@@ -342,12 +357,33 @@ class StackedFolds:
         total = np.zeros(paths.shape[2])
         for j, rows in enumerate(self.tests):
             B = paths[:, j, :]
-            P = np.asarray(d.base.rows(rows).matvec(B))
+            if isinstance(rows, slice):  # rows ordered by fold: a view
+                P = d.base.X[rows] @ B
+            else:
+                P = np.asarray(d.base.rows(rows).matvec(B))
             if d.fit_intercept:
                 P -= d.sqrt_weight[rows, None] * (d.delta[:, j] @ B)[None, :]
             R = self.target[rows, j][:, None] - P
             total += np.einsum("it,it->t", R, R, dtype=np.float64)
         return total
+
+
+def _fold_order(X, test):
+    """Rows ordered by held-out fold (stable), or ``None`` unless ``X`` is
+    dense and every row is held out by exactly one fold."""
+    if not isinstance(X, np.ndarray) or not np.all(test.sum(axis=1) == 1):
+        return None
+    return np.argsort(test.argmax(axis=1), kind="stable")
+
+
+def _gather_rows(X, order, dtype):
+    """``X[order]`` in ``dtype``, C order, gathered by blocks of rows (no
+    full-size temporary in ``X``'s precision)."""
+    out = np.empty((order.size, X.shape[1]), dtype=dtype)
+    step = max(1, (4 * 2**20) // max(1, X.shape[1] * X.itemsize))
+    for a in range(0, order.size, step):
+        out[a:a + step] = X[order[a:a + step]]
+    return out
 
 
 def can_stack(estimator):

@@ -106,3 +106,18 @@ def test_one_pass_lipschitz(shape, monkeypatch):
     tol = design_module.LIPSCHITZ_TOL
     assert exact <= lip <= exact * (1 + 2 * tol)
     assert abs(lip - two_pass.lipschitz()) <= 2 * tol * exact
+
+
+def test_design_in_place():
+    """copy=False centres and weights the caller's own C-ordered copy in
+    place (the stacked folds' block); otherwise, or for an F-ordered X, a copy."""
+    X, _, sw = _data(n=30, p=7)
+    ref = design_module.Design(X, sw, True)
+    own = X.copy()
+    d = design_module.Design(own, sw, True, copy=False)
+    assert d.X is own
+    assert_allclose(d.X, ref.X, rtol=1e-15, atol=1e-15)
+    Xf = np.asfortranarray(X)
+    d = design_module.Design(Xf, sw, True, copy=False)
+    assert d.X is not Xf and np.array_equal(Xf, X)
+    assert_allclose(d.X, ref.X, rtol=1e-15, atol=1e-15)

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
-from sklearn.model_selection import KFold
+from sklearn.model_selection import KFold, ShuffleSplit
 
 from skacv import (
     FISTA,
@@ -65,6 +65,21 @@ def test_stacked_folds_equal_separate_fold_fits(est, weighted, sparse):
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
     # each fold's step size is its own fit's (the estimator's rule on its rows)
     assert_allclose(folds.step_sizes, steps, rtol=1e-12)
+    assert_allclose(folds.advance(40), expected, rtol=1e-11)
+
+
+@pytest.mark.parametrize("splitter", [ShuffleSplit(3, test_size=0.3, random_state=0),
+                                      KFold(3)])
+def test_stacked_folds_any_splits(splitter):
+    """Held-out sets that overlap or leave rows out (ShuffleSplit: the rows
+    of the block keep their order) and unshuffled folds (ordered by fold):
+    the separate fold fits' held-out errors either way."""
+    X, y, sw = _data(seed=3)
+    est = ESTIMATORS[0]
+    splits = list(splitter.split(X))
+    expected, _ = _by_hand(est, X, y, sw, splits)
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    assert isinstance(folds.tests[0], slice) == isinstance(splitter, KFold)
     assert_allclose(folds.advance(40), expected, rtol=1e-11)
 
 
