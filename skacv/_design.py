@@ -35,6 +35,7 @@ FUSE_MIN_BYTES = 64 * 2**20
 PANEL_BYTES = 256 * 2**10
 
 def _identity(rows, P):
+    """The residual callback of :meth:`Design.panel_products` for ``X~^T X~ b``."""
     return P
 
 
@@ -62,8 +63,8 @@ class Design:
 
     def __init__(self, X, sample_weight=None, fit_intercept=True, copy=True):
         n, p = X.shape
-        # spectral decompositions of this design; a warm-started refit on the
-        # same data hands the previous design's cache to the new one
+        # spectral decompositions of this design (a warm-started refit on the
+        # same data reuses the whole design, these included)
         self.cache = {}
         self.n_samples, self.n_features = n, p
         self.dtype = X.dtype
