@@ -2,6 +2,7 @@
 
 import inspect
 
+import pytest
 from sklearn.base import is_classifier
 from sklearn.utils import estimator_checks
 
@@ -27,3 +28,12 @@ def expected_failed_checks(estimator):
     why = "scikit-learn 1.6 gives the two fits different binary labels"
     return {"check_sample_weight_equivalence_on_dense_data": why,
             "check_sample_weight_equivalence_on_sparse_data": why}
+
+
+def parametrize_with_checks(estimators, **kwargs):
+    """scikit-learn's ``parametrize_with_checks`` with the checks as a list:
+    1.6 passes pytest a generator, which pytest deprecates (a removal in
+    pytest 10 would break the tests against the oldest supported version)."""
+    mark = estimator_checks.parametrize_with_checks(estimators, **kwargs)
+    names, values = mark.args
+    return pytest.mark.parametrize(names, list(values), **mark.kwargs)

@@ -10,8 +10,7 @@ import inspect
 
 import pytest
 from sklearn.base import BaseEstimator, is_classifier
-from sklearn.utils.estimator_checks import parametrize_with_checks
-from sklearn_versions import expected_failed_checks
+from sklearn_versions import expected_failed_checks, parametrize_with_checks
 
 import skacv
 

@@ -11,9 +11,8 @@ import sklearn
 from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.fixes import parse_version
-from sklearn_versions import expected_failed_checks
+from sklearn_versions import expected_failed_checks, parametrize_with_checks
 
 from skacv import TrajectoryLogisticRegression
 

@@ -17,7 +17,7 @@ from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid, cross_va
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn_versions import parametrize_with_checks
 
 import skacv._selection as selection_module
 from skacv import (
