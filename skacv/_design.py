@@ -34,9 +34,29 @@ FUSE_MIN_BYTES = 64 * 2**20
 #: rows of a panel of :meth:`Design.panel_products`: about this many bytes
 PANEL_BYTES = 256 * 2**10
 
+
+#: :func:`gather` copies by blocks of rows of about this many bytes of ``X``
+GATHER_BYTES = 2**20
+
+
 def _identity(rows, P):
     """The residual callback of :meth:`Design.panel_products` for ``X~^T X~ b``."""
     return P
+
+
+def gather(X, dtype, rows=None, cols=None):
+    """``X[rows][:, cols]`` of a dense ``X`` in ``dtype``, C order (``None``:
+    all rows or columns), copied by blocks of rows: no full-size temporary in
+    ``X``'s precision. The chains' restricted design and the stacked folds'
+    copy of ``X`` (rows ordered by fold) are made by it."""
+    n = X.shape[0] if rows is None else len(rows)
+    p = X.shape[1] if cols is None else len(cols)
+    out = np.empty((n, p), dtype=dtype)
+    block = max(1, GATHER_BYTES // max(1, p * X.itemsize))
+    for a in range(0, n, block):
+        src = X[a:a + block] if rows is None else X[rows[a:a + block]]
+        out[a:a + block] = src if cols is None else src.take(cols, axis=1)
+    return out
 
 
 class Design:

@@ -45,28 +45,12 @@ import numpy as np
 from ._penalties import L1, Penalty
 
 
-def _clipped_difference(x, x_prev, n_free=0):
-    """``(c, e)`` with ``clip(x - x_prev, -|x|, |x|) = c * x + e * x_prev``
-    coordinate by coordinate (``(1, -1)`` where nothing is clipped; ``e = 0``
-    where it is). The last ``n_free`` coordinates (unpenalised) are never
-    clipped. ``x`` may carry extra axes (one run per column)."""
-    d = x - x_prev
-    lim = np.abs(x)
-    m = np.clip(d, -lim, lim)
-    clipped = m != d
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(clipped, np.where(x != 0, m / np.where(x != 0, x, 1), 0), 1.0)
-    e = np.where(clipped, 0.0, -1.0)
-    if n_free:
-        c[x.shape[0] - n_free:] = 1.0
-        e[x.shape[0] - n_free:] = -1.0
-    return c, e
-
-
 def _clipped_step(x, x_prev, n_free=0):
-    """``clip(x - x_prev, -|x|, |x|)`` itself (the value the coefficients of
-    :func:`_clipped_difference` give), in a few passes over ``x``: the
-    perturbed runs of leave-one-out (one per column) need the value only."""
+    """``clip(x - x_prev, -|x|, |x|)``, the clipped momentum step, coordinate
+    by coordinate (the last ``n_free`` coordinates, unpenalised, are never
+    clipped); ``x`` may carry extra axes (one run per column). The value is
+    what the perturbed runs of leave-one-out need;
+    :func:`_clipped_difference` gives its per-coordinate coefficients."""
     d = np.subtract(x, x_prev)
     lim = np.abs(x)
     np.minimum(d, lim, out=d)
@@ -75,6 +59,22 @@ def _clipped_step(x, x_prev, n_free=0):
     if n_free:
         d[x.shape[0] - n_free:] = x[x.shape[0] - n_free:] - x_prev[x.shape[0] - n_free:]
     return d
+
+
+def _clipped_difference(x, x_prev, n_free=0):
+    """``(c, e)`` with :func:`_clipped_step` ``= c * x + e * x_prev``
+    coordinate by coordinate (``(1, -1)`` where nothing is clipped; ``e = 0``
+    where it is): the form the iterates' extrapolation and the Jacobians use.
+    The last ``n_free`` coordinates (unpenalised) are never clipped."""
+    m = _clipped_step(x, x_prev)
+    clipped = m != x - x_prev
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(clipped, np.where(x != 0, m / np.where(x != 0, x, 1), 0), 1.0)
+    e = np.where(clipped, 0.0, -1.0)
+    if n_free:
+        c[x.shape[0] - n_free:] = 1.0
+        e[x.shape[0] - n_free:] = -1.0
+    return c, e
 
 
 class Iteration:

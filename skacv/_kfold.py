@@ -30,7 +30,7 @@ import numpy as np
 from sklearn.utils import _safe_indexing
 
 from ._config import check_memory, get_config
-from ._design import LIPSCHITZ_TOL, Design
+from ._design import LIPSCHITZ_TOL, Design, gather
 from ._iterations import PreconditionedGD
 from ._linalg import DENSE_EIG_SIZE, lanczos, top_ritz
 from ._path import init_state, run_normal_block
@@ -295,7 +295,7 @@ class StackedFolds:
         # then a slice of it, read without a copy by the held-out errors
         order = _fold_order(X, test)
         if order is not None:
-            Xd = _gather_rows(X, order, dtype)
+            Xd = gather(X, dtype, rows=order)
             train, test = train[order], test[order]
             y = np.asarray(y)[order]
             w_block = None if w is None else w[order]
@@ -374,16 +374,6 @@ def _fold_order(X, test):
     if not isinstance(X, np.ndarray) or not np.all(test.sum(axis=1) == 1):
         return None
     return np.argsort(test.argmax(axis=1), kind="stable")
-
-
-def _gather_rows(X, order, dtype):
-    """``X[order]`` in ``dtype``, C order, gathered by blocks of rows (no
-    full-size temporary in ``X``'s precision)."""
-    out = np.empty((order.size, X.shape[1]), dtype=dtype)
-    step = max(1, (4 * 2**20) // max(1, X.shape[1] * X.itemsize))
-    for a in range(0, order.size, step):
-        out[a:a + step] = X[order[a:a + step]]
-    return out
 
 
 def can_stack(estimator):

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from ._config import check_memory, get_config
+from ._design import gather
 
 
 def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
@@ -216,12 +217,7 @@ def _design_columns(design, idx, dtype):
     blocks of rows, without a full-size copy in its own precision."""
     if design.sparse:
         return np.asarray(design.columns(idx), dtype=dtype)
-    X = design.dense()
-    out = np.empty((X.shape[0], idx.size), dtype=dtype)
-    block = max(1, _CHUNK_BYTES // max(1, idx.size * X.dtype.itemsize))
-    for i in range(0, X.shape[0], block):
-        out[i:i + block] = X[i:i + block].take(idx, axis=1)
-    return out
+    return gather(design.dense(), dtype, cols=idx)
 
 
 def _chain_state(k, Z, dtype, A, Av, chains):

@@ -501,6 +501,7 @@ def test_warm_start_resumes_lanczos(monkeypatch):
 def test_design_columns_of_the_chains(kind, monkeypatch):
     """The restricted design of the chains is ``X~[:, idx]`` in the chains'
     precision, C order, gathered by blocks of rows (here several)."""
+    import skacv._design as design_module
     import skacv._risk_chains as chains
     from skacv._design import Design
 
@@ -510,7 +511,7 @@ def test_design_columns_of_the_chains(kind, monkeypatch):
     design = Design(sp.csr_matrix(X) if kind.startswith("sparse") else X, w,
                     fit_intercept=kind != "dense")
     idx = rng.permutation(17)[:11]
-    monkeypatch.setattr(chains, "_CHUNK_BYTES", 3 * 11 * 8)  # blocks of 3 rows
+    monkeypatch.setattr(design_module, "GATHER_BYTES", 3 * 11 * 8)  # blocks of 3 rows
     Xs = chains._design_columns(design, idx, np.float32)
     assert Xs.dtype == np.float32 and Xs.flags.c_contiguous
     np.testing.assert_array_equal(Xs, np.asarray(design.columns(idx), dtype=np.float32))
