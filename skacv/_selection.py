@@ -382,7 +382,9 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
         if not hasattr(estimator, "coef_path_"):
             return False  # the caller says why
         if use_stack:
-            Xv = check_array(X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32])
+            # the full fit has validated X (finite values included): only its form here
+            Xv = check_array(X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
+                             ensure_all_finite=False)
             y_arr = np.asarray(y, dtype=np.float64).reshape(Xv.shape[0])
             block.append(StackedFolds(estimator, Xv, y_arr, sw, splits, kfold_dtype(Xv)))
         else:
