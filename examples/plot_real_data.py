@@ -58,7 +58,8 @@ def features():
 alphas = np.geomspace(10.0, 0.3, n_alphas)
 lasso = TrajectoryLasso(max_iter=n_steps, random_state=0)
 models = {
-    # defaults: the alpha path, then leave-one-out along the FISTA trajectory
+    # defaults: the alpha path, then 5-fold CV along the FISTA trajectory
+    # (the folds as one block, matched in time)
     "defaults (auto)": TrajectoryEarlyStoppingCV(lasso, param_grid={"alpha": alphas}),
     # one trajectory per penalty, memory-matrix risk (flagged iterates excluded)
     "memory-matrix risk": TrajectoryEarlyStoppingCV(lasso, criterion="risk", search="grid",
@@ -89,9 +90,11 @@ print(f"standard error of the test MSE: about {table['test MSE'].mean() * np.sqr
 # %%
 # Along the selected path
 # -----------------------
-# The estimated risk, the approximate leave-one-out error and the test error
-# of every iterate of the selected penalty (``n_iter_no_change=None``: whole
-# paths, not stopped after the estimated minimum).
+# K-fold CV along the path (the default criterion for FISTA), the
+# approximate leave-one-out error (asked for with ``estimate_loo=True``) and
+# the test error of every iterate of the selected penalty
+# (``n_iter_no_change=None``: whole paths, not stopped after the estimated
+# minimum).
 prep = make_pipeline(*features()).fit(X_train)
 P_train, P_test = prep.transform(X_train), prep.transform(X_test)
 search = TrajectoryEarlyStoppingCV(

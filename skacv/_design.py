@@ -290,6 +290,8 @@ class Design:
             def op(v):
                 return np.asarray(self.normal_matvec(v.astype(self.dtype)), dtype=np.float64)
             return self._inflate(top_eigenvalue(op=op, dim=p, tol=LIPSCHITZ_TOL), n, p)
+        if min(n, p) <= DENSE_EIG_SIZE:  # LAPACK on the smaller Gram matrix (one product)
+            return top_eigenvalue(self.gram(side="auto"))
         if p <= n:
             def op(v):
                 return np.asarray(self.rmatvec(self.matvec(v.astype(self.dtype))),

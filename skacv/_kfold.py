@@ -32,7 +32,7 @@ from sklearn.utils import _safe_indexing
 from ._config import check_memory, get_config
 from ._design import LIPSCHITZ_TOL, Design, gather
 from ._iterations import PreconditionedGD
-from ._linalg import DENSE_EIG_SIZE, lanczos, top_ritz
+from ._linalg import DENSE_EIG_SIZE, lanczos, top_eigenvalue, top_ritz
 from ._path import init_state, run_normal_block
 
 #: size of the row panels of :meth:`FoldDesigns.normal_product` (best of
@@ -202,8 +202,8 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     within it), inflated by ``1 + tol`` as the fold's own fit inflates
     ARPACK's value: an upper bound, a step ``1 / L`` that is never too
     long. ``nan`` for a fold not converged within 128 steps, and for every
-    fold when the smaller side is at most ``DENSE_EIG_SIZE`` (their own
-    designs then compute it exactly with LAPACK).
+    fold when the smaller side is at most ``DENSE_EIG_SIZE`` (LAPACK then
+    computes it exactly: :func:`small_fold_lipschitz`).
 
     Returns
     -------
@@ -237,11 +237,64 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     return out
 
 
+def small_fold_lipschitz(X, sample_weight, splits, fit_intercept):
+    """Every fold's :meth:`~skacv._design.Design.lipschitz` when the smaller
+    side is at most ``DENSE_EIG_SIZE`` (LAPACK on the fold's Gram matrix,
+    exact, as the fold's own fit computes it), from one Gram matrix of all
+    the rows instead of one per fold: in float64, centred by the mean of
+    all rows, each fold's matrix is that of all rows minus its held-out
+    rows' (features' side) or its training block (samples' side), with the
+    rank-one correction of its own centring. ``None`` for a sparse ``X``
+    (each fold then builds its own design).
+
+    Returns
+    -------
+    lipschitz : ndarray of shape (n_folds,) or None
+    """
+    if not isinstance(X, np.ndarray):
+        return None
+    n, p = X.shape
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    A = np.array(X, dtype=np.float64)
+    if fit_intercept:
+        A -= (w @ A) / w.sum()
+    sw = np.sqrt(w)
+    A *= sw[:, None]
+    out = np.empty(len(splits))
+    if p <= n:
+        S = A.T @ A
+        for j, (tr, te) in enumerate(splits):
+            At = A[te]
+            G = S - At.T @ At
+            n_j = float(w[tr].sum())
+            if fit_intercept:  # sum over the training rows of w (x~ - delta)(x~ - delta)^T
+                delta = (sw[tr] @ A[tr]) / n_j
+                G -= n_j * np.outer(delta, delta)
+            out[j] = top_eigenvalue(G) / n_j
+    else:
+        B = A @ A.T
+        for j, (tr, _) in enumerate(splits):
+            tr = np.asarray(tr)
+            n_j = float(w[tr].sum())
+            G = B[np.ix_(tr, tr)]
+            if fit_intercept:  # (a_i - s_i delta) . (a_k - s_k delta)
+                delta = (sw[tr] @ A[tr]) / n_j
+                u, s = A[tr] @ delta, sw[tr]
+                G = G - np.outer(u, s) - np.outer(s, u) + (delta @ delta) * np.outer(s, s)
+            out[j] = top_eigenvalue(G) / n_j
+    return out
+
+
 def fold_views(designs, X, sample_weight, splits, fit_intercept):
     """:class:`_FoldView` of every fold; a fold whose Lanczos process did
     not converge gets its own design's :meth:`~skacv._design.Design.lipschitz`
     (a copy of its rows)."""
-    lips = fold_lipschitz(designs)
+    if min(designs.n_samples, designs.n_features) <= DENSE_EIG_SIZE:
+        lips = small_fold_lipschitz(X, sample_weight, splits, fit_intercept)
+    else:
+        lips = fold_lipschitz(designs)
+    if lips is None:
+        lips = np.full(len(splits), np.nan)
     views = []
     for j, (tr, _) in enumerate(splits):
         lip = lips[j]
@@ -276,8 +329,9 @@ class StackedFolds:
     Attributes
     ----------
     step_sizes : ndarray of shape (n_folds,)
-    losses : ndarray of shape (n_iter + 1,)
-        Held-out squared errors (weighted) of every iterate, summed over folds.
+    losses : ndarray of shape (n_iter + 1, n_folds)
+        Held-out squared errors (weighted, summed over each fold's held-out
+        rows) of every iterate of every fold.
     test_weight : float
         Total weight of the held-out rows.
     """
@@ -328,12 +382,12 @@ class StackedFolds:
         self.test_weight = float(test.sum() if w_block is None else (w_block @ test).sum())
         self.state = init_state(self.designs, n_columns=self.designs.n_folds)
         r0 = self.target.astype(np.float64) ** 2  # x^0 = 0: y~ on every row
-        self.losses = np.array([float((r0 * test).sum())])
+        self.losses = (r0 * test).sum(axis=0)[None, :]
         self.verbose = estimator.verbose
 
     def advance(self, n_iter):
-        """Continue every fold path to ``n_iter`` steps; return the held-out
-        mean error of iterates ``0..n_iter``."""
+        """Continue every fold path to ``n_iter`` steps (if shorter); return
+        :attr:`losses` of iterates ``0..n_iter``."""
         k0 = self.state["k"]
         if n_iter > k0:
             d = self.designs
@@ -343,18 +397,15 @@ class StackedFolds:
             out = np.empty((d.n_features, d.n_folds, n_iter - k0), dtype=d.dtype)
             run_normal_block(d, self.target, self.iteration, n_iter - k0, self.state, out,
                              verbose=self.verbose)
-            losses = np.zeros(n_iter + 1)
-            losses[: k0 + 1] = self.losses[: k0 + 1]
-            losses[k0 + 1:] = self._held_out_errors(out)
-            self.losses = losses
-        return self.losses[: n_iter + 1] / self.test_weight
+            self.losses = np.concatenate([self.losses[: k0 + 1], self._held_out_errors(out)])
+        return self.losses[: n_iter + 1]
 
     def _held_out_errors(self, paths):
         """Weighted held-out squared errors of the iterates ``paths`` (shape
-        (n_features, n_folds, n_new)), summed over the folds: one block
+        (n_features, n_folds, n_new)), shape (n_new, n_folds): one block
         product per fold with its test rows."""
         d = self.designs
-        total = np.zeros(paths.shape[2])
+        total = np.zeros((paths.shape[2], d.n_folds))
         for j, rows in enumerate(self.tests):
             B = paths[:, j, :]
             if isinstance(rows, slice):  # rows ordered by fold: a view
@@ -364,8 +415,48 @@ class StackedFolds:
             if d.fit_intercept:
                 P -= d.sqrt_weight[rows, None] * (d.delta[:, j] @ B)[None, :]
             R = self.target[rows, j][:, None] - P
-            total += np.einsum("it,it->t", R, R, dtype=np.float64)
+            total[:, j] = np.einsum("it,it->t", R, R, dtype=np.float64)
         return total
+
+
+def fold_steps(n_iter, ratios):
+    """Steps the fold paths need so that iterate ``n_iter`` of the full path
+    has a match in each (:func:`aligned_errors`): ``ceil(n_iter * r)`` for
+    the largest ratio ``r`` (at least ``n_iter``)."""
+    r = max(1.0, float(np.max(ratios))) if len(ratios) else 1.0
+    return int(np.ceil(n_iter * r * (1.0 - 1e-12)))
+
+
+def aligned_errors(curves, ratios, n_path, weight):
+    """K-fold CV along the path, read at the full path's iterates.
+
+    Parameters
+    ----------
+    curves : sequence of ndarray of shape (n_steps_j + 1,)
+        Held-out error of every iterate of fold ``j`` (weighted sum over its
+        held-out rows). A path that stopped early keeps its last value.
+    ratios : ndarray of shape (n_folds,)
+        ``r_j``: iterate ``t`` of the full path is compared with the point
+        ``t * r_j`` of fold ``j``'s path (linear interpolation between its
+        iterates). ``r_j = step_full / step_j`` matches the iterates at the
+        same gradient-flow time ``t * step`` ("time"); ``r_j = 1`` at the
+        same index ("iteration").
+    n_path : int
+        Number of iterates of the full path.
+    weight : float
+        Total weight of the held-out rows.
+
+    Returns
+    -------
+    path : ndarray of shape (n_path,)
+        Mean held-out error per iterate of the full path.
+    """
+    t = np.arange(n_path, dtype=np.float64)
+    total = np.zeros(n_path)
+    for curve, r in zip(curves, ratios, strict=True):
+        curve = np.asarray(curve, dtype=np.float64)
+        total += np.interp(t * r, np.arange(curve.shape[0], dtype=np.float64), curve)
+    return total / weight if weight > 0 else np.full(n_path, np.nan)
 
 
 def _fold_order(X, test):

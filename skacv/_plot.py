@@ -78,7 +78,8 @@ class RiskPathDisplay:
 
     Draws, against the iteration number, the memory-matrix risk estimate
     (``risk_path_``), the approximate leave-one-out error (``loo_path_``),
-    optionally the error on a test set, and marks the selected iteration.
+    K-fold CV along the path (``kfold_path_`` of a search), optionally the
+    error on a test set, and marks the selected iteration.
     Create it with :meth:`from_estimator`; the constructor takes plain
     arrays (scikit-learn's Display pattern).
 
@@ -88,13 +89,15 @@ class RiskPathDisplay:
         Estimated risk of every iterate.
     loo : ndarray of shape (n_iter + 1,), default=None
         Approximate leave-one-out error of every iterate.
+    kfold : ndarray of shape (n_iter + 1,), default=None
+        K-fold CV error of every iterate (``kfold_path_``).
     test_error : ndarray of shape (n_iter + 1,), default=None
         Error of every iterate on held-out data.
     best_iteration : int, default=None
         Iteration to mark. ``None``: the argmin of the ``criterion`` curve.
-    criterion : {"risk", "loo"}, default=None
-        Curve that carries the marker. ``None``: ``"risk"`` if given, else
-        ``"loo"``.
+    criterion : {"risk", "loo", "kfold"}, default=None
+        Curve that carries the marker. ``None``: the first given of
+        ``"risk"``, ``"loo"``, ``"kfold"``.
     estimator_name : str, default=None
         Used in the title.
     error_name : str, default=None
@@ -103,7 +106,7 @@ class RiskPathDisplay:
     Attributes
     ----------
     lines_ : dict of matplotlib Line2D
-        ``"risk"``, ``"loo"``, ``"test"`` (those drawn).
+        ``"risk"``, ``"loo"``, ``"kfold"``, ``"test"`` (those drawn).
     line_ : matplotlib Line2D
         The curve of the criterion (``lines_[criterion]``).
     marker_ : matplotlib Line2D
@@ -125,9 +128,10 @@ class RiskPathDisplay:
     """
 
     def __init__(self, *, risk=None, loo=None, test_error=None, best_iteration=None,
-                 criterion=None, estimator_name=None, error_name=None):
+                 criterion=None, estimator_name=None, error_name=None, kfold=None):
         self.risk = risk
         self.loo = loo
+        self.kfold = kfold
         self.test_error = test_error
         self.best_iteration = best_iteration
         self.criterion = criterion
@@ -138,18 +142,19 @@ class RiskPathDisplay:
         curves = {
             "risk": _as_path(self.risk, "risk"),
             "loo": _as_path(self.loo, "loo"),
+            "kfold": _as_path(self.kfold, "kfold"),
             "test": _as_path(self.test_error, "test_error"),
         }
         curves = {k: v for k, v in curves.items() if v is not None}
         if not curves:
-            raise ValueError("Nothing to plot: give risk, loo or test_error.")
+            raise ValueError("Nothing to plot: give risk, loo, kfold or test_error.")
         lengths = {k: v.shape[0] for k, v in curves.items()}
         if len(set(lengths.values())) > 1:
             raise ValueError(f"The paths have different lengths: {lengths}.")
         return curves
 
     def plot(self, ax=None, *, name=None, risk_kw=None, loo_kw=None, test_kw=None,
-             marker_kw=None):
+             marker_kw=None, kfold_kw=None):
         """Draw the paths.
 
         Parameters
@@ -158,7 +163,7 @@ class RiskPathDisplay:
             Axes to draw on; ``None`` creates a figure.
         name : str, default=None
             Title; ``None`` uses ``estimator_name``.
-        risk_kw, loo_kw, test_kw : dict, default=None
+        risk_kw, loo_kw, test_kw, kfold_kw : dict, default=None
             Keyword arguments of ``ax.plot`` for each curve.
         marker_kw : dict, default=None
             Keyword arguments of ``ax.plot`` for the selected-iteration marker.
@@ -173,7 +178,7 @@ class RiskPathDisplay:
         curves = self._curves()
         criterion = self.criterion
         if criterion is None:
-            criterion = "risk" if "risk" in curves else ("loo" if "loo" in curves else "test")
+            criterion = next(k for k in ("risk", "loo", "kfold", "test") if k in curves)
         if criterion not in curves:
             raise ValueError(f"criterion={criterion!r} but no {criterion} path was given.")
         if ax is None:
@@ -182,6 +187,8 @@ class RiskPathDisplay:
             "risk": ({"label": "estimated risk", "color": "C0"}, risk_kw),
             "loo": ({"label": "approximate leave-one-out", "color": "C1",
                      "linestyle": "--"}, loo_kw),
+            "kfold": ({"label": "K-fold CV along the path", "color": "C3",
+                       "linestyle": "-."}, kfold_kw),
             "test": ({"label": "test error", "color": "C2", "linestyle": ":"}, test_kw),
         }
         self.lines_ = {}
@@ -221,8 +228,8 @@ class RiskPathDisplay:
             A trajectory estimator (its ``risk_path_`` / ``loo_path_`` are
             drawn and the marker sits on the argmin of ``risk_path_``, else
             of ``loo_path_``); a :class:`TrajectoryEarlyStoppingCV` (the
-            paths of the selected grid point, the marker on
-            ``best_iteration_``); or a :class:`~sklearn.pipeline.Pipeline`
+            paths of the selected grid point and its ``kfold_path_``, the
+            marker on ``best_iteration_``); or a :class:`~sklearn.pipeline.Pipeline`
             ending in either (``X_test`` goes through the other steps'
             ``transform``).
         X_test : {array-like, sparse matrix} of shape (n_samples, n_features), default=None
@@ -242,8 +249,8 @@ class RiskPathDisplay:
             search), and the selected iteration of a search, e.g.
             ``"TrajectoryLasso (alpha=0.1), selected iteration 23"``.
         **kwargs : dict
-            Passed to :meth:`plot` (``risk_kw``, ``loo_kw``, ``test_kw``,
-            ``marker_kw``).
+            Passed to :meth:`plot` (``risk_kw``, ``loo_kw``, ``kfold_kw``,
+            ``test_kw``, ``marker_kw``).
 
         Returns
         -------
@@ -262,13 +269,14 @@ class RiskPathDisplay:
                                  "whose paths could be drawn.")
             if X_test is not None and len(estimator.steps) > 1:
                 X_test = estimator[:-1].transform(X_test)
-        inner, best, criterion, selected = final, None, None, {}
+        inner, best, criterion, selected, kfold = final, None, None, {}, None
         if hasattr(final, "best_iteration_") and hasattr(final, "estimator_"):
             inner, best, criterion = final.estimator_, final.best_iteration_, final.criterion_
             selected = dict(final.best_params_)
+            kfold = getattr(final, "kfold_path_", None)
         risk = getattr(inner, "risk_path_", None)
         loo = getattr(inner, "loo_path_", None)
-        if risk is None and loo is None:
+        if risk is None and loo is None and kfold is None:
             where = "" if inner is estimator else f" (in {type(estimator).__name__})"
             raise ValueError(
                 f"{type(inner).__name__}{where} has neither risk_path_ nor loo_path_: fit "
@@ -278,7 +286,7 @@ class RiskPathDisplay:
         if X_test is not None:
             test = path_test_error(inner, X_test, y_test, sample_weight=sample_weight)
         error_name = "log-loss" if is_classifier(inner) else "squared error"
-        disp = cls(risk=risk, loo=loo, test_error=test, best_iteration=best,
+        disp = cls(risk=risk, loo=loo, kfold=kfold, test_error=test, best_iteration=best,
                    criterion=criterion, estimator_name=_title(inner, selected, best),
                    error_name=error_name)
         return disp.plot(ax=ax, name=name, **kwargs)

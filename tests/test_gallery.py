@@ -135,7 +135,7 @@ def test_getting_started_code_runs(monkeypatch, tmp_path):
         for k, code in enumerate(blocks):
             exec(compile(code, f"getting_started.rst (block {k})", "exec"), namespace)
         disp = namespace["disp"]
-        assert set(disp.lines_) >= {"risk", "test"}
+        assert set(disp.lines_) >= {"kfold", "test"}
         assert disp.ax_.get_title().startswith("TrajectoryLasso (alpha=")
         assert namespace["est"].coef_path_.shape == (300, 61)
     finally:

@@ -40,17 +40,16 @@ ESTIMATORS = [
 
 
 def _by_hand(est, X, y, sw, splits):
-    """Held-out mean squared error of every iterate of separate fold fits,
-    and their step sizes."""
-    total, weight, steps = 0.0, 0.0, []
+    """Held-out squared errors (weighted sums) of every iterate of separate
+    fold fits, shape (n_iter + 1, n_folds), and their step sizes."""
+    errors, steps = [], []
     for tr, te in splits:
         params = {} if sw is None else {"sample_weight": sw[tr]}
         fold = clone(est).fit(X[tr], y[tr], **params)
         steps.append(fold.step_size_)
         w = np.ones(len(te)) if sw is None else sw[te]
-        total = total + w @ (y[te, None] - fold.predict_path(X[te])) ** 2
-        weight += w.sum()
-    return total / weight, np.array(steps)
+        errors.append(w @ (y[te, None] - fold.predict_path(X[te])) ** 2)
+    return np.array(errors).T, np.array(steps)
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
@@ -175,9 +174,11 @@ def test_kfold_criterion_runs_stacked_folds_in_float32_by_default():
 
     X, y, sw = _data(n=120, p=70, seed=2)
     est = TrajectoryLasso(alpha=0.03, max_iter=60)
-    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=5, random_state=0)
+    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=5, random_state=0,
+                                       fold_alignment="iteration")
     search.fit(X, y, sample_weight=sw)
     splits = list(KFold(5, shuffle=True, random_state=search._seed).split(X))
-    expected, _ = _by_hand(clone(est).set_params(estimate_risk=False), X, y, sw, splits)
+    errors, _ = _by_hand(clone(est).set_params(estimate_risk=False), X, y, sw, splits)
+    expected = errors.sum(axis=1) / sw.sum()
     assert_allclose(search.kfold_path_, expected, rtol=3e-5)
     assert search.best_iteration_ == int(np.argmin(expected))

@@ -443,20 +443,35 @@ def test_sklearn_compatible(estimator, check):
 
 
 # --------------------------------------------------------------------- kfold
-def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False):
-    """K-fold CV along the path, written out: each fold fitted once."""
+def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False, alignment="time"):
+    """K-fold CV along the path, written out: each fold fitted once; iterate
+    ``t`` of the full path is matched with fold ``j``'s point
+    ``s = t * step_full / step_j`` ("time", linear interpolation between its
+    iterates, each fold fitted as far as that needs) or ``s = t``."""
     off = {k: False for k in ("estimate_risk", "estimate_loo") if k in est.get_params()}
-    total, weight = 0.0, 0.0
+    fit = {} if sw is None else {"sample_weight": sw}
+    full = clone(est).set_params(**off).fit(X, y, **fit)
+    T = full.coef_path_.shape[-1] - 1
+    total, weight = np.zeros(T + 1), 0.0
     for tr, te in splits:
-        f = clone(est).set_params(**off).fit(
-            X[tr], y[tr], **({} if sw is None else {"sample_weight": sw[tr]}))
+        params = {} if sw is None else {"sample_weight": sw[tr]}
+        f = clone(est).set_params(**off).fit(X[tr], y[tr], **params)
+        r = full.step_size_ / f.step_size_ if alignment == "time" else 1.0
+        if r > 1:
+            f = clone(est).set_params(**off, max_iter=int(np.ceil(T * r))).fit(
+                X[tr], y[tr], **params)
         if classifier:
             P = f.predict_proba_path(X[te])
             loss = -np.where((y[te] == f.classes_[1])[:, None], np.log(P), np.log1p(-P))
         else:
             loss = (y[te, None] - f.predict_path(X[te])) ** 2
         w = np.ones(len(te)) if sw is None else sw[te]
-        total = total + w @ loss
+        e = w @ loss
+        for t in range(T + 1):
+            s = min(t * r, len(e) - 1)
+            i = int(np.floor(s))
+            frac = s - i
+            total[t] += e[i] if frac == 0 else (1 - frac) * e[i] + frac * e[i + 1]
         weight += w.sum()
     return total / weight
 
@@ -480,6 +495,12 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds):
     assert_allclose(search.coef_, full.coef_path_[:, search.best_iteration_], rtol=1e-12)
     assert not hasattr(search.estimator_, "risk_path_")
     assert_allclose(search.cv_results_["kfold_path"][0], expected, rtol=1e-12)
+    # textbook K-fold CV along the path: the folds' iterates at the same index
+    by_index = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, random_state=0,
+                                         fold_alignment="iteration").fit(X, y, sample_weight=sw)
+    assert_allclose(by_index.kfold_path_,
+                    _kfold_by_hand(est, X, y, splits, sw, alignment="iteration"), rtol=1e-12)
+    assert np.abs(by_index.kfold_path_ - expected).max() > 1e-3 * expected.max()
     # a splitter object, and a classifier (log loss, stratified by check_cv)
     splitter = KFold(3)
     s2 = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=splitter).fit(X, y)
@@ -495,13 +516,16 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds):
 
 def test_auto_chooses_kfold_when_leave_one_out_costs_more(monkeypatch):
     est = TrajectoryLasso(alpha=0.01, max_iter=150)
-    # small problems keep leave-one-out (cheap in absolute terms, no held-out fold)
-    assert selection_module.auto_criterion(est, 60, 40) == ("loo", None)
-    assert selection_module.auto_criterion(est, 300, 400) == ("loo", None)
-    # mid-size: where leave-one-out would track a subsample only, the Lasso
-    # uses K-fold (its folds run as one block: cheaper, no subsampling noise);
+    # ISTA / FISTA: their folds run as one block (about one fit), cheaper
+    # than leave-one-out at every size; too few samples for the folds: LOO
+    for n, p in ((60, 40), (300, 400), (1000, 500), (2000, 3000)):
+        assert selection_module.auto_criterion(est, n, p) == ("kfold", None)
+        assert selection_module.auto_criterion(est.set_params(solver="ista"), n, p)[0] == "kfold"
+    assert selection_module.auto_criterion(est, 9, 40) == ("loo", None)
+    # proximal SGD's folds do not stack: leave-one-out while cheap
+    sgd_lasso = TrajectoryLasso(alpha=0.01, max_iter=150, solver="sgd")
+    assert selection_module.auto_criterion(sgd_lasso, 60, 40) == ("loo", None)
     # Huber's folds do not stack: as many tracked samples as the budget allows
-    assert selection_module.auto_criterion(est, 1000, 500) == ("kfold", None)
     sgd = TrajectoryHuberRegressor(max_iter=150)
     crit, sub = selection_module.auto_criterion(sgd, 1000, 500)
     assert crit == "loo" and 100 < sub < 500
@@ -511,15 +535,24 @@ def test_auto_chooses_kfold_when_leave_one_out_costs_more(monkeypatch):
     # a dense Gram product per tracked run and step: K-fold is cheaper
     fits, _ = selection_module.loo_cost_in_fits(est, 2000, 3000, 100)
     assert fits > 4
-    assert selection_module.auto_criterion(est, 2000, 3000) == ("kfold", None)
     # the linear least-squares solvers keep their spectral risk
     assert selection_module.auto_criterion(IterativeRidge(), 2000, 3000)[0] == "risk"
     X, y = _data(n=300, p=400)
-    monkeypatch.setattr(selection_module, "AUTO_CHEAP_FLOPS", 0)  # as if large
     search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40),
                                        random_state=0).fit(X, y)
     assert search.criterion_ == "kfold"
     assert hasattr(search, "kfold_path_") and not hasattr(search, "loo_path_")
+    assert search.n_splits_ == 5
+    assert TrajectoryEarlyStoppingCV(search.estimator, cv=4).fit(X, y).n_splits_ == 4
+    # an estimate the estimator asks for (against its default) is kept beside the folds
+    asked = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40,
+                                                      estimate_loo=True)).fit(X, y)
+    assert asked.criterion_ == "kfold" and "loo_path" in asked.cv_results_
+    assert "risk_path" not in asked.cv_results_
+    assert_allclose(asked.loo_path_, TrajectoryLasso(alpha=0.05, max_iter=asked.estimator_.n_iter_,
+                                                     estimate_loo=True).fit(X, y).loo_path_)
+    assert not hasattr(TrajectoryEarlyStoppingCV(search.estimator, criterion="loo").fit(X, y),
+                       "n_splits_")
 
 
 def test_cheap_paths_are_fitted_in_one_go():
