@@ -377,7 +377,9 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
     def set_ratios(fold_step_sizes):
         full = getattr(estimator, "step_size_", None)
         steps = np.asarray(fold_step_sizes, dtype=np.float64)
-        if (alignment == "time" and getattr(estimator, "schedule", None) is None
+        params = estimator.get_params(deep=False)
+        full_batch = params.get("solver") not in (None, "sgd", "eigenpro")
+        if (alignment == "time" and full_batch and params.get("step_schedule") is None
                 and full is not None and np.ndim(full) == 0
                 and np.isfinite(full) and full > 0 and np.all(np.isfinite(steps))
                 and np.all(steps > 0)):
@@ -594,8 +596,8 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         by index, their best iteration comes late, and on small problems the
         choice lands further from the oracle (measured in the user guide,
         "The default criterion").
-        Solvers with a step-size schedule, or whose step sizes are not
-        known, are matched by index.
+        Mini-batch solvers (SGD, EigenPro), step-size schedules and solvers
+        whose step sizes are not known are matched by index.
     param_grid : dict, list of dicts or None, default=None
         Parameters of ``estimator`` to search, as in
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.

@@ -182,3 +182,23 @@ def test_kfold_criterion_runs_stacked_folds_in_float32_by_default():
     expected = errors.sum(axis=1) / sw.sum()
     assert_allclose(search.kfold_path_, expected, rtol=3e-5)
     assert search.best_iteration_ == int(np.argmin(expected))
+
+
+@pytest.mark.parametrize("n, p", [(90, 60), (60, 90)])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercept):
+    # below DENSE_EIG_SIZE: each fold's top eigenvalue from the Gram matrix of
+    # all the rows minus its held-out rows' (features' side) or its training
+    # block (samples' side), with its own centring: the fold's own design's
+    from skacv._design import Design
+    from skacv._kfold import small_fold_lipschitz
+
+    X, y, sw = _data(n=n, p=p, seed=4)
+    sw = sw + 0.5 if weighted else None
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    got = small_fold_lipschitz(X, sw, splits, fit_intercept)
+    for (tr, _), lip in zip(splits, got, strict=True):
+        own = Design(X[tr], None if sw is None else sw[tr], fit_intercept).lipschitz()
+        assert_allclose(lip, own, rtol=1e-11)
+    assert small_fold_lipschitz(sp.csr_matrix(X), sw, splits, fit_intercept) is None

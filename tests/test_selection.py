@@ -501,6 +501,14 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds):
     assert_allclose(by_index.kfold_path_,
                     _kfold_by_hand(est, X, y, splits, sw, alignment="iteration"), rtol=1e-12)
     assert np.abs(by_index.kfold_path_ - expected).max() > 1e-3 * expected.max()
+    # mini-batches and step-size schedules: matched by index whatever fold_alignment says
+    for other in (TrajectoryLasso(alpha=0.05, max_iter=15, solver="sgd", batch_size=20,
+                                  random_state=0),
+                  IterativeRidge(alpha=1.0, max_iter=15, step_schedule=1.0 / np.arange(1, 16))):
+        paths = [TrajectoryEarlyStoppingCV(other, criterion="kfold", cv=3, fold_alignment=a,
+                                           random_state=0).fit(X, y).kfold_path_
+                 for a in ("time", "iteration")]
+        assert_array_equal(paths[0], paths[1])
     # a splitter object, and a classifier (log loss, stratified by check_cv)
     splitter = KFold(3)
     s2 = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=splitter).fit(X, y)
