@@ -558,22 +558,22 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         default: see :func:`skacv.get_config`).
         ``"auto"``: ``"risk"`` for the linear
         least-squares solvers (gradient descent, Nesterov, heavy ball,
-        EigenPro: spectral, exact traces when cheap), ``"loo"`` for the
-        others (ISTA, FISTA, SGD, logistic regression), tracking every
-        sample up to ``AUTO_LOO_SAMPLES = 100`` and above a random subsample
-        of 100 to 500 samples (as many as the cost budget below allows; a
+        EigenPro: spectral, exact traces when cheap); ``"kfold"`` for ISTA
+        and FISTA (their folds run as one block, about one fit, matched in
+        time: see ``fold_alignment``; their exact leave-one-out costs a Gram
+        product per sample and step); ``"loo"`` for the others (proximal
+        SGD, robust and logistic losses), tracking every sample up to
+        ``AUTO_LOO_SAMPLES = 100`` and above a random subsample of 100 to
+        500 samples (as many as the cost budget below allows; a
         control-variate estimate, see ``loo_subsample`` in
-        :class:`TrajectoryLasso`),
-        unless that leave-one-out would cost more
+        :class:`TrajectoryLasso`), unless that leave-one-out would cost more
         than K-fold CV along the path and more than about a second
         (estimated from ``n_samples``, ``n_features``, ``max_iter`` and the
-        tracked samples: proximal methods on large dense problems, logistic
-        regression): then ``"kfold"``; ISTA and FISTA also use ``"kfold"``
-        wherever leave-one-out would track a subsample only (their folds run
-        as one block: cheaper, and no subsampling noise). Only that estimate
-        is computed, unless ``"loo"`` is chosen and ``n_samples * n_features
-        <= 200_000``: then the risk too, and both appear in ``cv_results_``.
-        The criterion used is ``criterion_``.
+        tracked samples): then ``"kfold"``. Only that estimate is computed
+        (and any the estimator switches on against its default), unless
+        ``"loo"`` is chosen and ``n_samples * n_features <= 200_000``: then
+        the risk too, and both appear in ``cv_results_``. The criterion
+        used is ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
         it). An int is the number of folds (``StratifiedKFold`` for
@@ -729,7 +729,8 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     ``n_probes="auto"`` computes exact traces when they are cheap. The
     memory-matrix estimate of proximal momentum methods (FISTA) can break
     down on correlated designs: its flagged iterates (``risk_reliable_``) are
-    never selected, and ``criterion="auto"`` uses leave-one-out for them.
+    never selected, and ``criterion="auto"`` uses K-fold CV along the path
+    for ISTA and FISTA.
     Estimates closer than a relative ``1e-9`` are ties: the first grid point
     and the earliest iteration win.
 
