@@ -188,7 +188,7 @@ class _FoldView:
 
 
 #: Lanczos depths tried in turn by :func:`fold_lipschitz` (resumed)
-_LANCZOS_DEPTHS = (8, 16, 32, 64, 128)
+_LANCZOS_DEPTHS = (4, 8, 16, 32, 64, 128)
 
 
 def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
