@@ -6,9 +6,10 @@ A real data set: diabetes progression
 The diabetes data shipped with scikit-learn (442 patients, 10 baseline
 variables) with all degree-2 products of the variables: 65 correlated,
 non-Gaussian features for 309 training patients. We choose the Lasso penalty
-and the number of FISTA iterations without folds, by the estimated risk
-(Bellec & Tan 2024) or by approximate leave-one-out (Luo, Ren & Barber
-2023), and compare with :class:`~sklearn.linear_model.LassoCV` (5 folds) on
+and the number of FISTA iterations on the training data: the penalty by
+the estimated risk (Bellec & Tan 2024), the iteration by K-fold CV along the
+path (the default for FISTA), and also show approximate leave-one-out (Luo,
+Ren & Barber 2023); we compare with :class:`~sklearn.linear_model.LassoCV` (5 folds) on
 the 133 held-out patients.
 
 The risk estimate is derived for Gaussian-like designs; leave-one-out makes

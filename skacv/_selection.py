@@ -522,20 +522,23 @@ def _selectable(paths, attr):
 
 
 class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
-    """Choose the iteration and the parameters of a trajectory estimator by its
-    estimated out-of-sample risk: no folds, no held-out data, no refit.
+    """Choose the iteration and the parameters of a trajectory estimator along
+    its path, by an estimate of its out-of-sample error: no refit.
 
     The wrapped estimator (e.g. :class:`TrajectoryLasso`,
     :class:`IterativeRidge`) is fitted once per point of ``param_grid`` on the
     whole training set. Each fit stores every iterate and an estimate of its
     out-of-sample risk: ``risk_path_`` (the memory-matrix estimate of Bellec &
     Tan 2024) or ``loo_path_`` (iterative approximate leave-one-out, Luo, Ren &
-    Barber 2023). The pair (grid point, iteration) with the smallest estimate
-    is selected, and the fitted estimator of that grid point is kept with its
+    Barber 2023), or K-fold CV along the path (``kfold_path_``: the folds
+    fitted once each, for ISTA and FISTA as one block that costs about one
+    fit). The pair (grid point, iteration) with the smallest estimate is
+    selected, and the fitted estimator of that grid point is kept with its
     ``coef_`` / ``intercept_`` set to the selected iterate.
 
     Compared with ``GridSearchCV`` over ``max_iter`` (k folds times the number
-    of candidate lengths, then a refit), this costs one path per grid point.
+    of candidate lengths, then a refit), this costs one path per grid point
+    (and, with K-fold, its folds' paths).
 
     Parameters
     ----------
