@@ -67,9 +67,10 @@ plt.show()
 # %%
 # Early stopping without held-out data
 # ------------------------------------
-# :class:`~skacv.TrajectoryEarlyStoppingCV` picks the iterate of smallest
-# estimated risk and keeps it (no refit). With FISTA the path is faster, and
-# searching the penalty as well costs one path per value.
+# :class:`~skacv.TrajectoryEarlyStoppingCV` picks the penalty of smallest
+# estimated risk along the alpha path, then the iterate of the FISTA path at
+# that penalty by its default criterion for FISTA, K-fold CV along the path
+# (the folds run as one block), and keeps it (no refit).
 search = TrajectoryEarlyStoppingCV(
     TrajectoryLasso(solver="fista", max_iter=T, fit_intercept=False, random_state=0),
     param_grid={"alpha": [0.1, 0.05, 0.02, 0.01]},
@@ -79,5 +80,5 @@ search.fit(X, y)
 elapsed = time.perf_counter() - tic
 chosen_true = ((search.coef_ - beta) ** 2).sum() + sigma**2
 print(f"selected {search.best_params_} at iteration {search.best_iteration_} in {elapsed:.1f} s")
-print(f"estimated risk {search.best_risk_:.3f}, true risk {chosen_true:.3f} "
+print(f"estimate ({search.criterion_}) {search.best_risk_:.3f}, true risk {chosen_true:.3f} "
       f"(last ISTA iterate above: {true_risk[-1]:.3f})")

@@ -314,7 +314,9 @@ class UncertaintyMixin:
                 f"This {type(self).__name__} has no risk estimate to debias with: it was "
                 "fitted with estimate_risk=False, or with a robust loss (whose risk "
                 "estimate, Tan & Bellec 2024, has no debiasing here). Refit a "
-                "least-squares estimator with estimate_risk=True."
+                "least-squares estimator with estimate_risk=True; the estimator_ of "
+                "TrajectoryEarlyStoppingCV keeps it with criterion='risk' (K-fold, the "
+                "default for ISTA and FISTA, switches it off)."
             )
         return stats
 

@@ -480,3 +480,24 @@ def test_flagged_iterate_warns(fitted):
         est.debiased_coef(6)
     with pytest.warns(UnreliableEstimateWarning, match="iterate 10 is flagged"):
         est.coef_confidence_interval()
+
+
+def test_a_search_keeps_what_the_intervals_need_with_the_risk_criterion():
+    # K-fold (the default criterion for ISTA / FISTA) switches the risk
+    # estimate off in the selected estimator: the message says how to keep it
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((120, 60))
+    y = X[:, :5] @ np.ones(5) + rng.standard_normal(120)
+    lasso = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=40)
+    default = TrajectoryEarlyStoppingCV(lasso).fit(X, y)
+    assert default.criterion_ == "kfold"
+    with pytest.raises(NotFittedError, match="criterion='risk'"):
+        default.estimator_.coef_confidence_interval()
+    risk = TrajectoryEarlyStoppingCV(lasso, criterion="risk").fit(X, y)
+    t = risk.best_iteration_
+    alone = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=risk.estimator_.n_iter_,
+                            random_state=risk.estimator_.random_state).fit(X, y)
+    # the same intervals as a fit of its own at the selected iterate, up to
+    # the float32 rounding of the chains (grown in stages by the search)
+    assert_allclose(risk.estimator_.coef_confidence_interval(),
+                    alone.coef_confidence_interval(iteration=t), rtol=1e-6)
