@@ -289,7 +289,10 @@ def fold_views(designs, X, sample_weight, splits, fit_intercept):
     """:class:`_FoldView` of every fold; a fold whose Lanczos process did
     not converge gets its own design's :meth:`~skacv._design.Design.lipschitz`
     (a copy of its rows)."""
-    if min(designs.n_samples, designs.n_features) <= DENSE_EIG_SIZE:
+    # exact (LAPACK) where each fold's own design would be: its smaller side
+    # (training rows or features) at most DENSE_EIG_SIZE
+    largest = max(len(tr) for tr, _ in splits)
+    if min(largest, designs.n_features) <= DENSE_EIG_SIZE:
         lips = small_fold_lipschitz(X, sample_weight, splits, fit_intercept)
     else:
         lips = fold_lipschitz(designs)

@@ -144,7 +144,7 @@ def test_stacked_folds_errors():
             pass
 
 
-@pytest.mark.parametrize("n, p", [(420, 340), (330, 520)])
+@pytest.mark.parametrize("n, p", [(420, 340), (440, 600)])
 def test_fold_step_sizes_from_one_block_of_lanczos_processes(n, p):
     # above DENSE_EIG_SIZE the folds' top eigenvalues come from a block of
     # Lanczos processes on the stacked products: within the fold fits' own
@@ -202,3 +202,17 @@ def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercep
         own = Design(X[tr], None if sw is None else sw[tr], fit_intercept).lipschitz()
         assert_allclose(lip, own, rtol=1e-11)
     assert small_fold_lipschitz(sp.csr_matrix(X), sw, splits, fit_intercept) is None
+
+
+def test_folds_take_exact_step_sizes_where_their_own_designs_do():
+    # 330 x 520: the full design is above DENSE_EIG_SIZE but each fold's
+    # training rows (247-248) are not: its own fit computes its step size
+    # exactly (LAPACK), and so do the stacked folds
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((330, 520)) + 0.3 * rng.standard_normal((330, 1))
+    y = X[:, 0] + rng.standard_normal(330)
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
+    folds = StackedFolds(est, X, y, None, splits, np.dtype(np.float64))
+    own = [clone(est).fit(X[tr], y[tr]).step_size_ for tr, _ in splits]
+    assert_allclose(folds.step_sizes, own, rtol=1e-11)
