@@ -201,9 +201,8 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     the estimate is ``theta`` plus the residual (an eigenvalue lies
     within it), inflated by ``1 + tol`` as the fold's own fit inflates
     ARPACK's value: an upper bound, a step ``1 / L`` that is never too
-    long. ``nan`` for a fold not converged within 128 steps, and for every
-    fold when the smaller side is at most ``DENSE_EIG_SIZE`` (LAPACK then
-    computes it exactly: :func:`small_fold_lipschitz`).
+    long. ``nan`` for a fold not converged within 128 steps. Used where
+    the folds' own designs would use Lanczos too (see :func:`fold_views`).
 
     Returns
     -------
@@ -212,8 +211,6 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     n, p, K = designs.n_samples, designs.n_features, designs.n_folds
     dt = designs.dtype
     out = np.full(K, np.nan)
-    if min(n, p) <= DENSE_EIG_SIZE:
-        return out  # LAPACK on each fold's own Gram matrix, exact, as its fit does
     # X~_j^T m_j X~_j q_j for every fold in one pass over X (the folds' own
     # step, with a zero response), on the side of the features whatever the
     # shape: the passes over X dominate, not the length of the vectors
@@ -237,63 +234,63 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     return out
 
 
-def small_fold_lipschitz(X, sample_weight, splits, fit_intercept):
-    """Every fold's :meth:`~skacv._design.Design.lipschitz` when the smaller
-    side is at most ``DENSE_EIG_SIZE`` (LAPACK on the fold's Gram matrix,
-    exact, as the fold's own fit computes it), from one Gram matrix of all
-    the rows instead of one per fold: in float64, centred by the mean of
-    all rows, each fold's matrix is that of all rows minus its held-out
-    rows' (features' side) or its training block (samples' side), with the
-    rank-one correction of its own centring. ``None`` for a sparse ``X``
+def small_fold_lipschitz(designs):
+    """Every fold's :meth:`~skacv._design.Design.lipschitz` where the fold's
+    own design computes it exactly (LAPACK: its smaller side at most
+    ``DENSE_EIG_SIZE``), from the block's design instead of a copy of each
+    fold's rows: one Gram matrix of ``X~`` (centred by the mean of all rows,
+    weighted), each fold's that of all rows minus its other rows' (features'
+    side) or its training block (samples' side), with the correction of its
+    own centring (``delta``). In the block's precision (float32 by default:
+    within its rounding of the fold's own value). ``None`` for a sparse ``X``
     (each fold then builds its own design).
 
     Returns
     -------
     lipschitz : ndarray of shape (n_folds,) or None
     """
-    if not isinstance(X, np.ndarray):
+    if designs.sparse:
         return None
-    n, p = X.shape
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    A = np.array(X, dtype=np.float64)
-    if fit_intercept:
-        A -= (w @ A) / w.sum()
-    sw = np.sqrt(w)
-    A *= sw[:, None]
-    out = np.empty(len(splits))
+    A = designs.base.X
+    n, p = A.shape
+    train = designs.mask.astype(bool)
+    sw = designs.sqrt_weight.astype(np.float64)
+    out = np.empty(designs.n_folds)
     if p <= n:
-        S = A.T @ A
-        for j, (tr, te) in enumerate(splits):
-            At = A[te]
-            G = S - At.T @ At
-            n_j = float(w[tr].sum())
-            if fit_intercept:  # sum over the training rows of w (x~ - delta)(x~ - delta)^T
-                delta = (sw[tr] @ A[tr]) / n_j
+        S = np.asarray(A.T @ A, dtype=np.float64)
+        for j in range(designs.n_folds):
+            Ao = A[~train[:, j]]
+            G = S - Ao.T @ Ao
+            n_j = float(designs.n_eff[j])
+            if designs.fit_intercept:  # sum over training rows of w (x - mu_j)(x - mu_j)^T
+                delta = designs.delta[:, j].astype(np.float64)
                 G -= n_j * np.outer(delta, delta)
             out[j] = top_eigenvalue(G) / n_j
     else:
-        B = A @ A.T
-        for j, (tr, _) in enumerate(splits):
-            tr = np.asarray(tr)
-            n_j = float(w[tr].sum())
+        B = np.asarray(A @ A.T, dtype=np.float64)
+        for j in range(designs.n_folds):
+            tr = np.flatnonzero(train[:, j])
             G = B[np.ix_(tr, tr)]
-            if fit_intercept:  # (a_i - s_i delta) . (a_k - s_k delta)
-                delta = (sw[tr] @ A[tr]) / n_j
-                u, s = A[tr] @ delta, sw[tr]
-                G = G - np.outer(u, s) - np.outer(s, u) + (delta @ delta) * np.outer(s, s)
+            n_j = float(designs.n_eff[j])
+            if designs.fit_intercept:  # (a_i - s_i delta) . (a_k - s_k delta)
+                delta = designs.delta[:, j]
+                u, s = np.asarray(A[tr] @ delta, dtype=np.float64), sw[tr]
+                G = G - np.outer(u, s) - np.outer(s, u) + float(delta @ delta) * np.outer(s, s)
             out[j] = top_eigenvalue(G) / n_j
     return out
 
 
 def fold_views(designs, X, sample_weight, splits, fit_intercept):
-    """:class:`_FoldView` of every fold; a fold whose Lanczos process did
-    not converge gets its own design's :meth:`~skacv._design.Design.lipschitz`
-    (a copy of its rows)."""
+    """:class:`_FoldView` of every fold. The folds' top eigenvalues come
+    from :func:`small_fold_lipschitz` where their own designs would compute
+    them exactly, else from :func:`fold_lipschitz`; a fold left without one
+    (sparse and small, or a Lanczos process not converged) gets its own
+    design's :meth:`~skacv._design.Design.lipschitz` (a copy of its rows)."""
     # exact (LAPACK) where each fold's own design would be: its smaller side
     # (training rows or features) at most DENSE_EIG_SIZE
     largest = max(len(tr) for tr, _ in splits)
     if min(largest, designs.n_features) <= DENSE_EIG_SIZE:
-        lips = small_fold_lipschitz(X, sample_weight, splits, fit_intercept)
+        lips = small_fold_lipschitz(designs)
     else:
         lips = fold_lipschitz(designs)
     if lips is None:

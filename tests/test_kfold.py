@@ -192,16 +192,23 @@ def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercep
     # all the rows minus its held-out rows' (features' side) or its training
     # block (samples' side), with its own centring: the fold's own design's
     from skacv._design import Design
-    from skacv._kfold import small_fold_lipschitz
+    from skacv._kfold import FoldDesigns, small_fold_lipschitz
 
     X, y, sw = _data(n=n, p=p, seed=4)
     sw = sw + 0.5 if weighted else None
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
-    got = small_fold_lipschitz(X, sw, splits, fit_intercept)
+    train = np.zeros((n, len(splits)), dtype=bool)
+    for j, (tr, _) in enumerate(splits):
+        train[tr, j] = True
+
+    def designs(X):
+        return FoldDesigns(Design(X, sw, fit_intercept), train)
+
+    got = small_fold_lipschitz(designs(X))
     for (tr, _), lip in zip(splits, got, strict=True):
         own = Design(X[tr], None if sw is None else sw[tr], fit_intercept).lipschitz()
         assert_allclose(lip, own, rtol=1e-11)
-    assert small_fold_lipschitz(sp.csr_matrix(X), sw, splits, fit_intercept) is None
+    assert small_fold_lipschitz(designs(sp.csr_matrix(X))) is None
 
 
 def test_folds_take_exact_step_sizes_where_their_own_designs_do():
