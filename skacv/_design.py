@@ -285,13 +285,12 @@ class Design:
         if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache:
             lam = self.gram_eigenvalues()
             return max(float(lam[-1]) if lam.size else 0.0, 0.0)
-        if self.fuses and min(n, p) > DENSE_EIG_SIZE:
-            # one pass per product on the features' side (normal_matvec)
-            def op(v):
-                return np.asarray(self.normal_matvec(v.astype(self.dtype)), dtype=np.float64)
-            return self._inflate(top_eigenvalue(op=op, dim=p, tol=LIPSCHITZ_TOL), n, p)
         if min(n, p) <= DENSE_EIG_SIZE:  # LAPACK on the smaller Gram matrix (one product)
             return top_eigenvalue(self.gram(side="auto"))
+        if self.fuses:  # one pass per product on the features' side (normal_matvec)
+            def op(v):
+                return np.asarray(self.normal_matvec(v.astype(self.dtype)), dtype=np.float64)
+            return self._inflate(top_eigenvalue(op=op, dim=p, tol=LIPSCHITZ_TOL))
         if p <= n:
             def op(v):
                 return np.asarray(self.rmatvec(self.matvec(v.astype(self.dtype))),
@@ -304,12 +303,12 @@ class Design:
         # at most LIPSCHITZ_TOL it is within that fraction of it, so the
         # inflated value is an upper bound (a step 1 / L that is never too
         # long) at ~40 instead of ~70 operator products
-        return self._inflate(top_eigenvalue(op=op, dim=min(n, p), tol=LIPSCHITZ_TOL), n, p)
+        return self._inflate(top_eigenvalue(op=op, dim=min(n, p), tol=LIPSCHITZ_TOL))
 
-    def _inflate(self, theta, n, p):
-        if min(n, p) > DENSE_EIG_SIZE:  # Lanczos (LAPACK below: exact)
-            theta *= 1.0 + LIPSCHITZ_TOL
-        return theta / self.n_eff
+    def _inflate(self, theta):
+        """A Lanczos Ritz value made an upper bound (LAPACK's small case is
+        exact and returns before), in the mean form."""
+        return theta * (1.0 + LIPSCHITZ_TOL) / self.n_eff
 
     def _auto_side(self):
         return "features" if self.n_features <= self.n_samples else "samples"
