@@ -32,7 +32,7 @@ from sklearn.utils import _safe_indexing
 from ._config import check_memory, get_config
 from ._design import LIPSCHITZ_TOL, Design, gather
 from ._iterations import PreconditionedGD
-from ._linalg import DENSE_EIG_SIZE, lanczos, top_eigenvalue, top_ritz
+from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
 from ._path import init_state, run_normal_block
 
 #: size of the row panels of :meth:`FoldDesigns.normal_product` (best of
@@ -187,22 +187,19 @@ class _FoldView:
         return self._lipschitz
 
 
-#: Lanczos depths tried in turn by :func:`fold_lipschitz` (resumed)
-_LANCZOS_DEPTHS = (4, 8, 16, 32, 64, 128)
-
-
 def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     """Largest eigenvalue of every fold's ``X~_j^T X~_j / n_j`` (training
     rows), as :meth:`~skacv._design.Design.lipschitz` of the fold's own
     design would give it: one Lanczos process per fold, run as a block on
     the stacked products (:meth:`FoldDesigns.normal_product` with a zero
     response: one pass over ``X`` per step for every fold), each stopped
-    once its top Ritz value ``theta`` has a residual below ``tol * theta``;
-    the estimate is ``theta`` plus the residual (an eigenvalue lies
-    within it), inflated by ``1 + tol`` as the fold's own fit inflates
-    ARPACK's value: an upper bound, a step ``1 / L`` that is never too
-    long. ``nan`` for a fold not converged within 128 steps. Used where
-    the folds' own designs would use Lanczos too (see :func:`fold_views`).
+    at the first step where its top Ritz value ``theta`` has a residual at
+    most ``tol * theta`` (:func:`~skacv._linalg.lanczos_top_eigenvalues`,
+    the rule of the folds' own fits), inflated by ``1 + tol`` as the fold's
+    own fit inflates it: an upper bound, a step ``1 / L`` that is never too
+    long. The block stops when every process has; ``nan`` for a fold not
+    converged within 128 steps. Used where the folds' own designs would use
+    Lanczos too (see :func:`fold_views`).
 
     Returns
     -------
@@ -210,28 +207,16 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     """
     n, p, K = designs.n_samples, designs.n_features, designs.n_folds
     dt = designs.dtype
-    out = np.full(K, np.nan)
     # X~_j^T m_j X~_j q_j for every fold in one pass over X (the folds' own
     # step, with a zero response), on the side of the features whatever the
     # shape: the passes over X dominate, not the length of the vectors
-    dim = p
     zero = np.zeros((n, K), dtype=dt)
 
     def op(Q):
         Z, _ = designs.normal_product(np.ascontiguousarray(Q, dtype=dt), zero)
         return -np.asarray(Z, dtype=np.float64) / designs.n_eff
     W0 = np.random.RandomState(0).standard_normal((p, K))
-    state = None
-    for depth in _LANCZOS_DEPTHS:
-        state = lanczos(op, W0, depth, resume=state)
-        k = state["j"]
-        for j in np.flatnonzero(np.isnan(out)):
-            theta, residual, _ = top_ritz(state, j)
-            if residual <= tol * max(theta, 0.0):
-                out[j] = max(theta, 0.0) * (1.0 + tol)
-        if not np.isnan(out).any() or state["exhausted"] or k >= dim:
-            break
-    return out
+    return lanczos_top_eigenvalues(op, W0, tol) * (1.0 + tol)
 
 
 def small_fold_lipschitz(designs):

@@ -527,6 +527,100 @@ def test_auto_step_by_lanczos_is_never_too_long():
         assert step >= (1.0 - 2 * LIPSCHITZ_TOL) / L
 
 
+def test_top_eigenvalue_by_lanczos_stops_at_its_tolerance():
+    # lanczos_top_eigenvalues: every process stops at the first step where its
+    # top Ritz value has a relative residual <= tol; then theta <= lambda_max
+    # <= theta (1 + tol). Checked on a known spectrum, three starts at once
+    from skacv._linalg import lanczos, lanczos_top_eigenvalues, top_ritz
+
+    rng = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(rng.standard_normal((400, 400)))
+    lam = np.concatenate([[50.0], rng.uniform(0.0, 10.0, 399)])  # a separated top
+    A = (Q * lam) @ Q.T
+    calls = []
+
+    def op(V):
+        calls.append(1)
+        return A @ V
+
+    W0 = rng.standard_normal((400, 3))
+    tol = 1e-3
+    theta = lanczos_top_eigenvalues(op, W0, tol)
+    assert np.all(theta <= 50.0 * (1 + 1e-12)) and np.all(50.0 <= theta * (1 + tol))
+    # the stopping step is the first where the rule holds, for the slowest start
+    first = []
+    for i in range(3):
+        for k in range(2, 40):
+            theta_k, res, _ = top_ritz(lanczos(lambda V, i=i: A @ V, W0[:, [i]], k), 0)
+            if res <= tol * theta_k:
+                first.append(k)
+                break
+    assert len(calls) == max(first) <= 12
+    # a flat top needs more steps than allowed: nan, not an unconverged value
+    flat = np.linspace(9.0, 10.0, 400)
+    B = (Q * flat) @ Q.T
+    assert np.isnan(lanczos_top_eigenvalues(lambda V: B @ V, W0[:, :1], 1e-9, max_steps=5)).all()
+    # the whole space explored: exact
+    small = rng.standard_normal((6, 6))
+    S = small @ small.T
+    exact = np.linalg.eigvalsh(S)[-1]
+    assert_allclose(lanczos_top_eigenvalues(lambda V: S @ V, W0[:6, :2], 1e-14), exact,
+                    rtol=1e-10)
+
+
+def test_lanczos_stopped_by_until_resumes_as_a_fresh_run():
+    from skacv._linalg import lanczos
+
+    rng = np.random.default_rng(1)
+    B = rng.standard_normal((80, 120))
+    K = B @ B.T / 120
+    W0 = rng.standard_normal((80, 2))
+    stopped = lanczos(lambda V: K @ V, W0, 30, until=lambda state: state["j"] >= 5)
+    assert stopped["j"] == 5 and stopped["alphas"].shape[0] == 5
+    resumed = lanczos(lambda V: K @ V, W0, 12, resume=stopped)
+    fresh = lanczos(lambda V: K @ V, W0, 12)
+    assert_allclose(resumed["alphas"], fresh["alphas"], rtol=1e-12)
+    assert_allclose(resumed["betas"], fresh["betas"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(monkeypatch, fuse):
+    # a common factor gives a well-separated top eigenvalue: the step size
+    # takes a handful of passes over X (ARPACK's eigsh took 21), and is
+    # still an upper bound within LIPSCHITZ_TOL. If Lanczos does not
+    # converge, ARPACK takes over.
+    import skacv._design as design_module
+    from skacv._design import LIPSCHITZ_TOL
+
+    if fuse:
+        monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
+    rng = np.random.default_rng(4)
+    n, p = 420, 360
+    X = rng.standard_normal((n, p)) + rng.standard_normal((n, 1))
+    sw = rng.uniform(0.5, 2.0, n)
+    d = design_module.Design(X, sw, True)
+    assert d.fuses == fuse
+    L = _top_eigenvalue(X, sw, True)
+    calls = []
+    name = "panel_products" if fuse else "rmatvec"
+    real = getattr(design_module.Design, name)
+
+    def spy(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(design_module.Design, name, spy)
+    lip = d.lipschitz()
+    assert L <= lip <= L * (1 + 2 * LIPSCHITZ_TOL)
+    assert 2 <= len(calls) <= 6
+    monkeypatch.setattr(design_module, "lanczos_top_eigenvalues",
+                        lambda op, W0, tol: np.full(W0.shape[1], np.nan))
+    calls.clear()
+    fallback = design_module.Design(X, sw, True).lipschitz()
+    assert L <= fallback <= L * (1 + 2 * LIPSCHITZ_TOL)
+    assert len(calls) >= 20  # eigsh's
+
+
 def test_warm_refit_reuses_the_design(monkeypatch):
     """A warm refit continues on the centred design of the previous fit
     (built once); it is not pickled and a cold fit releases it."""
