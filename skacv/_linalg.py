@@ -23,6 +23,9 @@ from sklearn.utils.extmath import randomized_svd
 #: below this dimension dense symmetric eigenproblems go to LAPACK
 DENSE_EIG_SIZE = 300
 
+#: memory of the Lanczos basis of :func:`lanczos_top_eigenvalues`
+BASIS_BYTES = 256 * 2**20
+
 
 # ----------------------------------------------------------------------------
 # Lanczos
@@ -199,6 +202,9 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128):
     of the features), against ARPACK's ~21 at least (``eigsh`` builds 20
     Lanczos vectors before it checks).
 
+    The Lanczos basis (kept for the re-orthogonalisation) is capped at
+    :data:`BASIS_BYTES`: fewer steps on very long vectors.
+
     Returns
     -------
     theta : ndarray of shape (n_columns,)
@@ -206,8 +212,10 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128):
         tol)`` when the top eigenvalue is the one found), ``nan`` for a
         process not converged within ``max_steps`` (or the dimension).
     """
-    m = W0.shape[1]
+    dim, m = W0.shape
     out = np.full(m, np.nan)
+    # the basis is kept for the re-orthogonalisation: at most BASIS_BYTES
+    max_steps = int(min(max_steps, max(2, BASIS_BYTES // (8 * dim * m))))
 
     def until(state):
         if state["j"] < 2:

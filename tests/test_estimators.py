@@ -568,6 +568,30 @@ def test_top_eigenvalue_by_lanczos_stops_at_its_tolerance():
                     rtol=1e-10)
 
 
+def test_top_eigenvalue_by_lanczos_caps_its_basis(monkeypatch):
+    # the basis kept for re-orthogonalisation is capped (BASIS_BYTES): a
+    # process that would need more steps than the cap allows returns nan (the
+    # callers then fall back to ARPACK or the fold's own design)
+    from skacv._linalg import lanczos_top_eigenvalues
+
+    rng = np.random.default_rng(2)
+    d = np.linspace(1.0, 2.0, 500)  # a flat top: tens of steps at 1e-3
+    calls = []
+
+    def op(V):
+        calls.append(1)
+        return d[:, None] * V
+
+    W0 = rng.standard_normal((500, 1))
+    theta = lanczos_top_eigenvalues(op, W0, 1e-3)
+    needed = len(calls)
+    assert 10 < needed < 128 and 2.0 <= theta[0] * (1 + 1e-3)
+    monkeypatch.setattr(linalg_module, "BASIS_BYTES", 8 * 500 * (needed - 1))
+    calls.clear()
+    assert np.isnan(lanczos_top_eigenvalues(op, W0, 1e-3)).all()
+    assert len(calls) == needed - 1
+
+
 def test_lanczos_stopped_by_until_resumes_as_a_fresh_run():
     from skacv._linalg import lanczos
 
