@@ -216,7 +216,10 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
         Z, _ = designs.normal_product(np.ascontiguousarray(Q, dtype=dt), zero)
         return -np.asarray(Z, dtype=np.float64) / designs.n_eff
     W0 = np.random.RandomState(0).standard_normal((p, K))
-    return lanczos_top_eigenvalues(op, W0, tol) * (1.0 + tol)
+    # no cap on the basis (at most 128 steps of p x K floats, a small part of
+    # the block's copy of X): the fallback, a copy of each fold's rows, would
+    # cost far more memory
+    return lanczos_top_eigenvalues(op, W0, tol, max_bytes=np.inf) * (1.0 + tol)
 
 
 def small_fold_lipschitz(designs):

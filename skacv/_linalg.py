@@ -192,7 +192,7 @@ def lanczos_top(op, dim, v0=None, n_steps=4):
     return max(theta + residual, 0.0), top
 
 
-def lanczos_top_eigenvalues(op, W0, tol, max_steps=128):
+def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):
     """Top eigenvalue of a PSD operator by Lanczos processes from the columns
     of ``W0`` (one per column, run as a block), each stopped at the first
     step where its top Ritz value ``theta`` has a residual norm at most
@@ -203,7 +203,8 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128):
     Lanczos vectors before it checks).
 
     The Lanczos basis (kept for the re-orthogonalisation) is capped at
-    :data:`BASIS_BYTES`: fewer steps on very long vectors.
+    ``max_bytes`` (``None``: :data:`BASIS_BYTES`; ``np.inf``: no cap):
+    fewer steps on very long vectors.
 
     Returns
     -------
@@ -214,8 +215,9 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128):
     """
     dim, m = W0.shape
     out = np.full(m, np.nan)
-    # the basis is kept for the re-orthogonalisation: at most BASIS_BYTES
-    max_steps = int(min(max_steps, max(2, BASIS_BYTES // (8 * dim * m))))
+    cap = BASIS_BYTES if max_bytes is None else max_bytes
+    if np.isfinite(cap):  # the basis kept for the re-orthogonalisation
+        max_steps = int(min(max_steps, max(2, int(cap) // (8 * dim * m))))
 
     def until(state):
         if state["j"] < 2:

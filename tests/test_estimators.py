@@ -590,6 +590,10 @@ def test_top_eigenvalue_by_lanczos_caps_its_basis(monkeypatch):
     calls.clear()
     assert np.isnan(lanczos_top_eigenvalues(op, W0, 1e-3)).all()
     assert len(calls) == needed - 1
+    # np.inf: no cap (the folds' block, whose fallback costs more memory)
+    calls.clear()
+    assert_allclose(lanczos_top_eigenvalues(op, W0, 1e-3, max_bytes=np.inf), theta)
+    assert len(calls) == needed
 
 
 def test_lanczos_stopped_by_until_resumes_as_a_fresh_run():
