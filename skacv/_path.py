@@ -159,31 +159,42 @@ def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
     return P, Xv, z
 
 
-def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0):
+def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fitted=None):
     """Advance a block of full-batch least-squares runs, one per column.
 
     The textbook form of :func:`run_trajectory` for a design whose
-    ``normal_product(V, Y)`` returns ``X~_j^T (Y_j - X~_j v_j)`` for every
-    column ``j`` in one pass over ``X`` (with the training residual sum of
-    squares): the stacked folds of :mod:`skacv._kfold`. The gradient is taken
-    at ``v^{k-1}`` directly, no fitted values are kept, and the divergence
-    check reads the residual at ``v^{k-1}``. ``iteration`` has step sizes
-    (and sum-form penalty strengths) of shape (n_columns,); the step math is
-    its own (:meth:`~skacv.Iteration.combine`, ``prox``,
-    ``extrapolate_iterate``).
+    ``fitted_and_gradient(V, target)`` takes, in one pass over ``X``, the
+    fitted values ``X~ V`` and the gradients ``X~_j^T (target_j - X~ v_j)``
+    of every column ``j``, and whose ``target(Y, V)`` is the response of
+    each column at ``V``: the stacked folds of :mod:`skacv._kfold` (fitted
+    values held transposed, a row per column). Step ``k``'s pass is at
+    ``v^k`` and gives the gradient of step ``k + 1`` (kept in ``state``, so
+    that a continued run repeats the same rounding; the first step of a run
+    from scratch takes its gradient in a pass of its own) and, when ``v^k =
+    x^k`` (no extrapolation at step ``k``), the fitted values of the new
+    iterate. The divergence check reads the training residual at
+    ``v^{k-1}``. ``iteration`` has step sizes (and sum-form penalty
+    strengths) of shape (n_columns,); the step math is its own
+    (:meth:`~skacv.Iteration.combine`, ``prox``, ``extrapolate_iterate``).
 
     Parameters
     ----------
     design : object
-        With ``normal_product``, ``n_eff`` of shape (n_columns,) and ``dtype``.
-    Y : ndarray of shape (n_samples, n_columns)
+        With ``fitted_and_gradient``, ``target``, ``n_eff`` of shape
+        (n_columns,) and ``dtype``.
+    Y : ndarray of shape (n_columns, n_samples)
     iteration : Iteration
     n_steps : int
     state : dict
-        :func:`init_state` with ``n_columns``; updated in place (a later call
-        continues bit for bit).
-    out : ndarray of shape (n_features, n_columns, >= n_steps)
-        The iterate of step ``state['k'] + i`` goes to ``out[..., i - 1]``.
+        :func:`init_state` with ``n_columns``; updated in place (a later
+        call continues bit for bit).
+    out : ndarray of shape (n_features, n_columns, >= n_steps) or None
+        The iterate of step ``state['k'] + i`` goes to ``out[..., i - 1]``
+        (``None``: the iterates are not kept).
+    on_fitted : callable, default=None
+        ``on_fitted(i, x, P)`` after the iterate ``x`` of step
+        ``state['k'] + i + 1`` with its fitted values ``P = (X~ x)^T``, when
+        the step's pass computes them (no extrapolation at that step).
     """
     dtype = design.dtype
     inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
@@ -191,23 +202,29 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0):
     limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
     k0 = state["k"]
     x, x_prev, v = state["x"], state["x_prev"], state["v"]
+    z, rss = state.get("z_next"), state.get("rss_next")
+    if z is None:  # the gradient at v^{k0}
+        _, z, rss = design.fitted_and_gradient(v, design.target(Y, v))
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
     for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
-        z, rss = design.normal_product(v, Y)
         if not np.isfinite(rss) or np.sqrt(rss) > limit:
             raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm)
-        z *= inv_n
+        z = z * inv_n
         pre = iteration.combine(
             k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
         x_new = iteration.prox(k, pre)
         v = iteration.extrapolate_iterate(k, x_new, x)
+        P, z, rss = design.fitted_and_gradient(v, design.target(Y, v))
         x_prev, x = x, x_new
-        out[..., i] = x
+        if out is not None:
+            out[..., i] = x
+        if on_fitted is not None and v is x:  # P = X~ x^k
+            on_fitted(i, x, P)
         if verbose and (i + 1) % report == 0:
             print(f"[{iteration.name}] block of {x.shape[1]}: step {k}/{k0 + n_steps}  "
                   f"{time.perf_counter() - tic:.1f}s")
-    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v)
+    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, z_next=z, rss_next=rss)
     return state
 
 

@@ -77,15 +77,28 @@ def test_panels_cover_every_row(fused):
 
 
 def test_block_panel_products(fused):
-    """A block of columns: X~ B and X~^T r(X~ B) as two passes give them."""
+    """A block of columns, held transposed: (X~ B)^T and X~^T r(X~ B) as
+    two passes give them, the residual seen per panel of rows, in float64
+    and float32 (the BLAS gemm accumulating in place)."""
     X, _, sw = _data(n=37, p=5)
-    d = design_module.Design(X, sw, True)
-    B = np.arange(15.0).reshape(5, 3) / 7.0
-    P, Z = d.panel_products(B, lambda rows, Pr: Pr - rows.start)
-    ref_P = d.matvec(B)
     rows_start = np.repeat(np.arange(0, 37, 8), 8)[:37].astype(float)
-    assert_allclose(P, ref_P, rtol=1e-14)
-    assert_allclose(Z, d.rmatvec(ref_P - rows_start[:, None]), rtol=1e-12)
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        d = design_module.Design(X.astype(dtype), sw, True)
+        B = (np.arange(15.0).reshape(5, 3) / 7.0).astype(dtype)
+        seen = []
+
+        def residual(rows, Pt):
+            assert Pt.shape == (3, min(rows.stop, 37) - rows.start)
+            seen.append(rows.start)
+            return Pt - dtype(rows.start)
+
+        P, Z = d.panel_products(B, residual)
+        assert seen == [0, 8, 16, 24, 32]
+        ref_P = d.matvec(B.astype(np.float64))
+        assert P.shape == (3, 37) and P.dtype == Z.dtype == dtype
+        assert_allclose(P.T, ref_P, rtol=rtol, atol=rtol * np.abs(ref_P).max())
+        ref_Z = d.rmatvec(ref_P - rows_start[:, None])
+        assert_allclose(Z, ref_Z, rtol=rtol, atol=rtol * np.abs(ref_Z).max())
 
 
 @pytest.mark.parametrize("shape", [(420, 340), (330, 520)])
