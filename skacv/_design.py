@@ -34,6 +34,11 @@ FUSE_MIN_BYTES = 64 * 2**20
 #: rows of a panel of :meth:`Design.panel_products`: about this many bytes
 PANEL_BYTES = 256 * 2**10
 
+#: at most this many rows in a panel of a block of columns (5 columns in
+#: float32: 128 rows best of 16-512 at 500 x 250, 1000 x 500, 2000 x 1000;
+#: 256 and more 1.5-3x slower)
+BLOCK_PANEL_ROWS = 128
+
 
 #: :func:`gather` copies by blocks of rows of about this many bytes of ``X``
 GATHER_BYTES = 2**20
@@ -193,10 +198,12 @@ class Design:
         return (not self.sparse and self.X.nbytes >= FUSE_MIN_BYTES
                 and self.X.flags.c_contiguous)
 
-    def _panels(self, panel_bytes=None):
+    def _panels(self, panel_bytes=None, max_rows=None):
         X = self.X
         size = PANEL_BYTES if panel_bytes is None else panel_bytes
         rows = max(8, size // max(1, X.shape[1] * X.itemsize))
+        if max_rows is not None:
+            rows = min(rows, max_rows)
         return [slice(a, a + rows) for a in range(0, X.shape[0], rows)]
 
     def panel_products(self, b, residual, panel_bytes=None):
@@ -214,7 +221,8 @@ class Design:
         ``(K, n_samples)``, and ``X~^T r`` is accumulated in place by the
         BLAS ``gemm`` (``C += A B``): 15 % less time per step than row-major
         ``(rows, K)`` panels with a separate sum, measured in float32 at
-        6000 x 15000 with 5 columns.
+        6000 x 15000 with 5 columns. Panels of a block have at most
+        ``BLOCK_PANEL_ROWS`` rows.
         """
         X = self.X
         if b.ndim == 1:
@@ -230,7 +238,7 @@ class Design:
         # Z in Fortran order: (X~^T r) of shape (p, K) is the row-major r^T X~
         gemm = linalg.get_blas_funcs("gemm", dtype=self.dtype)
         Z = np.zeros((X.shape[1], b.shape[1]), dtype=self.dtype, order="F")
-        for rows in self._panels(panel_bytes):
+        for rows in self._panels(panel_bytes, BLOCK_PANEL_ROWS):
             Xa = X[rows]
             np.matmul(Bt, Xa.T, out=Pt[:, rows])
             # Z += Xa^T r[rows]: Xa^T is a Fortran view, written in place
