@@ -11,9 +11,10 @@ penalty strengths per column). A step reads ``X`` once for all K folds: the
 products ``X~ V`` and ``X~^T R`` with K columns are taken panel of rows by
 panel of rows, the panel still in cache for the second one
 (:meth:`FoldDesigns.normal_product`), instead of 2K matrix-vector products on
-copies of the training rows. The held-out errors of every iterate come from
-the fitted values that pass computes on every row (the iterate's own, as in
-the one-pass fit loop of a single path).
+copies of the training rows. The held-out errors of an iterate come from the
+fitted values the pass computes on every row when its step does not
+extrapolate (ISTA, gradient descent: the pass is at the new iterate), else
+from one block product per fold with its test rows at the end of a stage.
 
 Each fold's step size is the one its own fit would use (the estimator's
 step rule, with the folds' top eigenvalues from one block of Lanczos

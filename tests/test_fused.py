@@ -87,7 +87,7 @@ def test_block_panel_products(fused):
         B = (np.arange(15.0).reshape(5, 3) / 7.0).astype(dtype)
         seen = []
 
-        def residual(rows, Pt):
+        def residual(rows, Pt, seen=seen, dtype=dtype):
             assert Pt.shape == (3, min(rows.stop, 37) - rows.start)
             seen.append(rows.start)
             return Pt - dtype(rows.start)
