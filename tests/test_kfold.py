@@ -223,3 +223,42 @@ def test_folds_take_exact_step_sizes_where_their_own_designs_do():
     folds = StackedFolds(est, X, y, None, splits, np.dtype(np.float64))
     own = [clone(est).fit(X[tr], y[tr]).step_size_ for tr, _ in splits]
     assert_allclose(folds.step_sizes, own, rtol=1e-11)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_block_pass_is_each_folds_own_residual_and_gradient(sparse, fit_intercept):
+    """One pass of the block (held transposed, a row per fold): the fitted
+    values, each fold's training residual sum of squares and gradient
+    X~_j^T m_j (y~_j - X~_j v_j), written out with each fold's own centring
+    and weights; and the held-out errors of an iterate from those fitted
+    values. (The residual sum of squares, the divergence monitor, had the
+    sign of the fold's centring shift wrong on dense designs before.)"""
+    X, y, sw = _data(seed=4)
+    sw = sw + 0.5
+    splits = list(KFold(4, shuffle=True, random_state=2).split(X))
+    est = clone(ESTIMATORS[2]).set_params(fit_intercept=fit_intercept)
+    Xs = sp.csr_matrix(X) if sparse else X
+    folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
+    d = folds.designs
+    rng = np.random.default_rng(0)
+    V = rng.standard_normal((X.shape[1], len(splits)))
+    P, Z, rss = d.fitted_and_gradient(V, d.target(folds.response, V))
+    # the block's rows are ordered by held-out fold on dense designs
+    rows = np.arange(len(y)) if sparse else np.concatenate([te for _, te in splits])
+    mu_all = np.average(X, axis=0, weights=sw) if fit_intercept else np.zeros(X.shape[1])
+    total_rss, held_out = 0.0, np.zeros(len(splits))
+    for j, (tr, te) in enumerate(splits):
+        w = sw[tr]
+        mu = np.average(X[tr], axis=0, weights=w) if fit_intercept else np.zeros(X.shape[1])
+        y_off = np.average(y[tr], weights=w) if fit_intercept else 0.0
+        r = np.sqrt(w) * ((y[tr] - y_off) - (X[tr] - mu) @ V[:, j])
+        total_rss += r @ r
+        assert_allclose(Z[:, j], (np.sqrt(w)[:, None] * (X[tr] - mu)).T @ r, rtol=1e-10,
+                        atol=1e-10 * np.abs(Z[:, j]).max())
+        e = np.sqrt(sw[te]) * ((y[te] - y_off) - (X[te] - mu) @ V[:, j])
+        held_out[j] = e @ e
+    assert_allclose(rss, total_rss, rtol=1e-10)
+    fitted = (np.sqrt(sw)[:, None] * (X - mu_all)) @ V  # the products of the block's base
+    assert_allclose(P.T, fitted[rows], rtol=1e-10, atol=1e-10 * np.abs(fitted).max())
+    assert_allclose(folds._held_out_errors(V, P), held_out, rtol=1e-10)
