@@ -145,10 +145,18 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
 def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
     """``(X~ x^k, X~ v^k, X~^T r(v^k))`` in one pass over the row panels of
     ``X~`` (:meth:`~skacv._design.Design.panel_products`), ``X~ v^k`` by the
-    iteration's :meth:`~skacv.Iteration.extrapolate_fitted` on each panel."""
+    iteration's :meth:`~skacv.Iteration.extrapolate_fitted` on each panel
+    (``X~ x^k`` itself when step ``k`` does not extrapolate)."""
     correction = iteration.extrapolation_columns(k, x_new, x, coef)
-    Xv = np.empty_like(Xx)
     X = design.X
+    if correction is None and iteration.beta(k) == 0.0:  # v^k = x^k
+
+        def plain(rows, P):
+            return datafit.take(rows).residual(P, y_tilde[rows])
+
+        P, z = design.panel_products(x_new, plain)
+        return P, P, z
+    Xv = np.empty_like(Xx)
 
     def residual(rows, P):
         Xv[rows] = iteration.extrapolate_fitted(
