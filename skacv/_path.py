@@ -147,15 +147,15 @@ def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
     ``X~`` (:meth:`~skacv._design.Design.panel_products`), ``X~ v^k`` by the
     iteration's :meth:`~skacv.Iteration.extrapolate_fitted` on each panel
     (``X~ x^k`` itself when step ``k`` does not extrapolate)."""
-    correction = iteration.extrapolation_columns(k, x_new, x, coef)
-    X = design.X
-    if correction is None and iteration.beta(k) == 0.0:  # v^k = x^k
+    if iteration.beta(k) == 0.0:  # v^k = x^k
 
         def plain(rows, P):
             return datafit.take(rows).residual(P, y_tilde[rows])
 
         P, z = design.panel_products(x_new, plain)
         return P, P, z
+    correction = iteration.extrapolation_columns(k, x_new, x, coef)
+    X = design.X
     Xv = np.empty_like(Xx)
 
     def residual(rows, P):
@@ -227,7 +227,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         x_prev, x = x, x_new
         if out is not None:
             out[..., i] = x
-        if on_fitted is not None and v is x:  # P = X~ x^k
+        if on_fitted is not None and iteration.beta(k) == 0.0:  # v^k = x^k: P = X~ x^k
             on_fitted(i, x, P)
         if verbose and (i + 1) % report == 0:
             print(f"[{iteration.name}] block of {x.shape[1]}: step {k}/{k0 + n_steps}  "
