@@ -198,13 +198,17 @@ class Design:
         return (not self.sparse and self.X.nbytes >= FUSE_MIN_BYTES
                 and self.X.flags.c_contiguous)
 
-    def _panels(self, panel_bytes=None, max_rows=None):
+    def panel_rows(self, panel_bytes=None, max_rows=None):
+        """Rows of a panel of :meth:`panel_products` (``panel_bytes`` of
+        ``X~``, ``PANEL_BYTES`` by default; at least 8, at most ``max_rows``)."""
         X = self.X
         size = PANEL_BYTES if panel_bytes is None else panel_bytes
         rows = max(8, size // max(1, X.shape[1] * X.itemsize))
-        if max_rows is not None:
-            rows = min(rows, max_rows)
-        return [slice(a, a + rows) for a in range(0, X.shape[0], rows)]
+        return rows if max_rows is None else min(rows, max_rows)
+
+    def _panels(self, panel_bytes=None, max_rows=None):
+        rows = self.panel_rows(panel_bytes, max_rows)
+        return [slice(a, a + rows) for a in range(0, self.X.shape[0], rows)]
 
     def panel_products(self, b, residual, panel_bytes=None):
         """``(X~ b, X~^T r)`` in one pass over a dense ``X~``, panel of rows by

@@ -14,6 +14,7 @@ from skacv import (
     IterativeRidge,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
+    _kfold,
     config_context,
 )
 from skacv._kfold import StackedFolds, can_stack, stacked_iteration
@@ -52,16 +53,25 @@ def _by_hand(est, X, y, sw, splits):
     return np.array(errors).T, np.array(steps)
 
 
+def _layout(monkeypatch, layout):
+    """Dense folds that partition the rows in the given layout of
+    :class:`skacv._kfold.FoldDesigns` ("rotated" is chosen from a size on)."""
+    monkeypatch.setattr(_kfold, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
 @pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("sparse", [False, True])
-def test_stacked_folds_equal_separate_fold_fits(est, weighted, sparse):
+@pytest.mark.parametrize("X_kind", ["folds", "rotated", "sparse"])
+def test_stacked_folds_equal_separate_fold_fits(est, weighted, X_kind, monkeypatch):
     X, y, sw = _data()
     sw = sw if weighted else None
+    sparse = X_kind == "sparse"
+    _layout(monkeypatch, X_kind)
     Xs = sp.csr_matrix(X) if sparse else X
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     expected, steps = _by_hand(est, Xs, y, sw, splits)
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
+    assert folds.designs.layout == ("folds" if sparse else X_kind)
     # each fold's step size is its own fit's (the estimator's rule on its rows)
     assert_allclose(folds.step_sizes, steps, rtol=1e-12)
     assert_allclose(folds.advance(40), expected, rtol=1e-11)
@@ -225,9 +235,10 @@ def test_folds_take_exact_step_sizes_where_their_own_designs_do():
     assert_allclose(folds.step_sizes, own, rtol=1e-11)
 
 
-@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("X_kind", ["folds", "rotated", "sparse"])
 @pytest.mark.parametrize("fit_intercept", [False, True])
-def test_block_pass_is_each_folds_own_residual_and_gradient(sparse, fit_intercept):
+def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercept,
+                                                            monkeypatch):
     """One pass of the block (held transposed, a row per fold): the fitted
     values, each fold's training residual sum of squares and gradient
     X~_j^T m_j (y~_j - X~_j v_j), written out with each fold's own centring
@@ -238,9 +249,12 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(sparse, fit_intercep
     sw = sw + 0.5
     splits = list(KFold(4, shuffle=True, random_state=2).split(X))
     est = clone(ESTIMATORS[2]).set_params(fit_intercept=fit_intercept)
+    sparse = X_kind == "sparse"
+    _layout(monkeypatch, X_kind)
     Xs = sp.csr_matrix(X) if sparse else X
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
     d = folds.designs
+    assert d.layout == ("folds" if sparse else X_kind)
     rng = np.random.default_rng(0)
     V = rng.standard_normal((X.shape[1], len(splits)))
     P, Z, rss = d.fitted_and_gradient(V, d.target(folds.response, V))
@@ -260,5 +274,6 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(sparse, fit_intercep
         held_out[j] = e @ e
     assert_allclose(rss, total_rss, rtol=1e-10)
     fitted = (np.sqrt(sw)[:, None] * (X - mu_all)) @ V  # the products of the block's base
-    assert_allclose(P.T, fitted[rows], rtol=1e-10, atol=1e-10 * np.abs(fitted).max())
+    assert_allclose(d.by_fold(P).T, fitted[rows], rtol=1e-10,
+                    atol=1e-10 * np.abs(fitted).max())
     assert_allclose(folds._held_out_errors(V, P), held_out, rtol=1e-10)
