@@ -92,7 +92,9 @@ def test_stacked_folds_any_splits(splitter):
     assert_allclose(folds.advance(40), expected, rtol=1e-11)
 
 
-def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding():
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(layout, monkeypatch):
+    _layout(monkeypatch, layout)
     X, y, sw = _data()
     splits = list(KFold(5, shuffle=True, random_state=1).split(X))
     est = ESTIMATORS[0]
@@ -109,8 +111,9 @@ def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding():
     assert_array_equal(staged.advance(12), staged.advance(40)[:13])  # the stored prefix
     # float32 (the default): measured at most 3e-6 relative on these and
     # larger designs (40-150 steps of FISTA, ISTA, GD, Nesterov, heavy ball)
-    low = StackedFolds(est, X, y, sw, splits, np.dtype(np.float32)).advance(40)
-    assert_allclose(low, one, rtol=3e-5)
+    low = StackedFolds(est, X, y, sw, splits, np.dtype(np.float32))
+    assert low.designs.layout == layout
+    assert_allclose(low.advance(40), one, rtol=3e-5)
 
 
 def test_clipped_extrapolation_is_exactly_plain_where_nothing_is_clipped_in_float32():
@@ -237,17 +240,19 @@ def test_folds_take_exact_step_sizes_where_their_own_designs_do():
 
 @pytest.mark.parametrize("X_kind", ["folds", "rotated", "sparse"])
 @pytest.mark.parametrize("fit_intercept", [False, True])
-def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercept,
+@pytest.mark.parametrize("n_splits", [2, 4])
+def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercept, n_splits,
                                                             monkeypatch):
-    """One pass of the block (held transposed, a row per fold): the fitted
-    values, each fold's training residual sum of squares and gradient
-    X~_j^T m_j (y~_j - X~_j v_j), written out with each fold's own centring
-    and weights; and the held-out errors of an iterate from those fitted
-    values. (The residual sum of squares, the divergence monitor, had the
-    sign of the fold's centring shift wrong on dense designs before.)"""
+    """One pass of the block (held transposed, in either layout, from 2
+    folds on): the fitted values, each fold's training residual sum of
+    squares and gradient X~_j^T m_j (y~_j - X~_j v_j), written out with each
+    fold's own centring and weights; and the held-out errors of an iterate
+    from those fitted values. (The residual sum of squares, the divergence
+    monitor, had the sign of the fold's centring shift wrong on dense
+    designs before.)"""
     X, y, sw = _data(seed=4)
     sw = sw + 0.5
-    splits = list(KFold(4, shuffle=True, random_state=2).split(X))
+    splits = list(KFold(n_splits, shuffle=True, random_state=2).split(X))
     est = clone(ESTIMATORS[2]).set_params(fit_intercept=fit_intercept)
     sparse = X_kind == "sparse"
     _layout(monkeypatch, X_kind)
