@@ -11,7 +11,10 @@ penalty strengths per column). A step reads ``X`` once for all K folds: the
 products ``X~ V`` and ``X~^T R`` with K columns are taken panel of rows by
 panel of rows, the panel still in cache for the second one
 (:meth:`FoldDesigns.normal_product`), instead of 2K matrix-vector products on
-copies of the training rows. The held-out errors of an iterate come from the
+copies of the training rows. When the folds partition the rows (ordered by
+held-out fold), the block's row-wise arrays are rotated so that a panel
+needs no mask and its gradient product only the K - 1 training folds
+(:class:`FoldDesigns`, ``layout``). The held-out errors of an iterate come from the
 fitted values the pass computes on every row when its step does not
 extrapolate (ISTA, gradient descent: the pass is at the new iterate), else
 from one block product per fold with its test rows at the end of a stage.
