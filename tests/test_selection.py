@@ -19,6 +19,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 from sklearn_versions import parametrize_with_checks
 
+import skacv._kfold as kfold_module
 import skacv._selection as selection_module
 from skacv import (
     IterativeRidge,
@@ -479,9 +480,12 @@ def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False, alignment="time
     return total / weight
 
 
-def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds):
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds, layout, monkeypatch):
     from skacv import TrajectoryLogisticRegression
 
+    # the stacked folds' rows in either layout (skacv._kfold.FoldDesigns)
+    monkeypatch.setattr(kfold_module, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
     X, y = _data(n=100, p=60)
     sw = np.random.default_rng(1).integers(0, 3, 100).astype(float)
     est = TrajectoryLasso(alpha=0.05, max_iter=30)
@@ -579,10 +583,12 @@ def test_cheap_paths_are_fitted_in_one_go():
     assert not selection_module._can_stage(est, np.zeros((60, 20)))
 
 
-def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds):
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout):
     # the full and fold paths grow together (warm starts) and stop by the
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one
     monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
+    monkeypatch.setattr(kfold_module, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
     X, y = _data(n=100, p=60)
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
     staged = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, n_iter_no_change=5,
