@@ -121,8 +121,13 @@ class FoldDesigns:
         if (partition is not None and not self.sparse and K >= 2
                 and base.X.nbytes >= ROTATED_MIN_BYTES):
             self.partition = [(sl.start, sl.stop) for sl in partition]
+            held_out = np.zeros_like(self.mask)
             for j, (a, b) in enumerate(self.partition):
                 self.fold_of[:, a:b] = ((j + 1 + np.arange(K)) % K)[:, None]
+                held_out[a:b, j] = 1
+            if not np.array_equal(held_out, 1 - self.mask):
+                raise ValueError("partition must hold out each fold's non-training rows, "
+                                 "one slice per fold, every row in exactly one.")
         self.layout = "folds" if self.partition is None else "rotated"
         self._rotated_buffers = None
 

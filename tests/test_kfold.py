@@ -17,7 +17,8 @@ from skacv import (
     _kfold,
     config_context,
 )
-from skacv._kfold import StackedFolds, can_stack, stacked_iteration
+from skacv._design import Design
+from skacv._kfold import FoldDesigns, StackedFolds, can_stack, stacked_iteration
 from skacv.exceptions import DivergenceError
 
 
@@ -142,7 +143,8 @@ def test_which_estimators_stack():
                              np.float64) is None
 
 
-def test_stacked_folds_errors():
+def test_stacked_folds_errors(monkeypatch):
+    _layout(monkeypatch, "rotated")
     X, y, sw = _data()
     splits = list(KFold(3).split(X))
     w = np.ones(len(y))
@@ -155,6 +157,13 @@ def test_stacked_folds_errors():
     with pytest.raises(ValueError, match="kfold_dtype must be"):
         with config_context(kfold_dtype="float16"):
             pass
+    # the rotated layout needs each fold to hold out exactly its slice of rows
+    train = np.ones((len(y), 2), dtype=bool)
+    train[:45, 0] = train[45:, 1] = False
+    base = Design(X)
+    assert FoldDesigns(base, train, [slice(0, 45), slice(45, 90)]).layout == "rotated"
+    with pytest.raises(ValueError, match="partition must hold out"):
+        FoldDesigns(base, train, [slice(0, 40), slice(40, 90)])
 
 
 @pytest.mark.parametrize("n, p", [(420, 340), (440, 600)])
