@@ -36,8 +36,21 @@ PANEL_BYTES = 256 * 2**10
 
 #: at most this many rows in a panel of a block of columns (5 columns in
 #: float32, 200 x 100 to 2000 x 1000: 128-224 rows within 5 % of each
-#: other, fewer rows up to 30 % slower, 256 and more 1.5-3x slower)
+#: other, fewer rows up to 30 % slower, 256 and more 1.5-3x slower; the
+#: same at 20000 x 100 and 20000 x 200) ...
 BLOCK_PANEL_ROWS = 200
+#: ... unless the rows are at most ``NARROW_FEATURES`` long: then up to
+#: ``NARROW_PANEL_ROWS`` (150 steps of 5 folds at 20000 x 8: 90 ms against
+#: 172 ms with 200 rows; at 50000 x 20: 326 against 513 ms; flat at
+#: 20000 x 50)
+NARROW_FEATURES = 32
+NARROW_PANEL_ROWS = 4096
+
+
+def block_panel_rows(n_features):
+    """Most rows in a panel of a block of columns (:data:`BLOCK_PANEL_ROWS`,
+    :data:`NARROW_PANEL_ROWS` for rows of at most :data:`NARROW_FEATURES`)."""
+    return NARROW_PANEL_ROWS if n_features <= NARROW_FEATURES else BLOCK_PANEL_ROWS
 
 
 #: :func:`gather` copies by blocks of rows of about this many bytes of ``X``
@@ -226,7 +239,7 @@ class Design:
         BLAS ``gemm`` (``C += A B``): 15 % less time per step than row-major
         ``(rows, K)`` panels with a separate sum, measured in float32 at
         6000 x 15000 with 5 columns. Panels of a block have at most
-        ``BLOCK_PANEL_ROWS`` rows.
+        :func:`block_panel_rows` rows.
         """
         X = self.X
         if b.ndim == 1:
@@ -242,7 +255,7 @@ class Design:
         # Z in Fortran order: (X~^T r) of shape (p, K) is the row-major r^T X~
         gemm = linalg.get_blas_funcs("gemm", dtype=self.dtype)
         Z = np.zeros((X.shape[1], b.shape[1]), dtype=self.dtype, order="F")
-        for rows in self._panels(panel_bytes, BLOCK_PANEL_ROWS):
+        for rows in self._panels(panel_bytes, block_panel_rows(X.shape[1])):
             Xa = X[rows]
             np.matmul(Bt, Xa.T, out=Pt[:, rows])
             # Z += Xa^T r[rows]: Xa^T is a Fortran view, written in place

@@ -36,7 +36,7 @@ from scipy import linalg
 from sklearn.utils import _safe_indexing
 
 from ._config import check_memory, get_config
-from ._design import BLOCK_PANEL_ROWS, LIPSCHITZ_TOL, Design, gather
+from ._design import LIPSCHITZ_TOL, Design, block_panel_rows, gather
 from ._iterations import PreconditionedGD
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
 from ._path import init_state, run_normal_block
@@ -44,11 +44,14 @@ from ._path import init_state, run_normal_block
 #: size of the row panels of :meth:`FoldDesigns.normal_product` (best of
 #: 256 / 512 / 768 KiB measured at 2000 x 1000 to 10000 x 15000, float32)
 _PANEL_BYTES = 640 * 2**10
-#: smallest dense copy of ``X`` whose folds run in the ``"rotated"`` layout
-#: (:class:`FoldDesigns`): 150 steps of 5 folds in float32 take 2-14 % less
-#: time from 1000 x 500 (1.9 MiB) to 10000 x 15000, 3 % more at 500 x 250
-#: (more panels: a pass is K blocks of rows)
+#: smallest dense copy of ``X`` (and fewest features) whose folds run in the
+#: ``"rotated"`` layout (:class:`FoldDesigns`): 150 steps of 5 folds in
+#: float32 take 2-14 % less time from 1000 x 500 (1.9 MiB) to 10000 x 15000,
+#: 3 % more at 500 x 250 (more panels: a pass is K blocks of rows); the same
+#: at 20000 x 100, 25-45 % more at 20000 x 8 and 50000 x 20 (the panels
+#: of short rows are many rows long, and stop at the folds' boundaries)
 ROTATED_MIN_BYTES = 2**20
+ROTATED_MIN_FEATURES = 64
 
 
 class FoldDesigns:
@@ -67,11 +70,11 @@ class FoldDesigns:
     - ``"folds"``: row ``j`` is fold ``j``;
     - ``"rotated"``, when the rows are ordered by held-out fold and each
       fold trains on every other row (``partition``; a dense design of at
-      least ``ROTATED_MIN_BYTES``): on fold ``j``'s held-out rows, row ``i``
-      is fold ``(j + 1 + i) mod K``. The ``K - 1`` training folds of a row
-      come first and its held-out fold last, so that a panel's residuals
-      need no mask and its gradient product has ``K - 1`` columns
-      (:meth:`fitted_and_gradient`). :attr:`fold_of` gives the fold of
+      least ``ROTATED_MIN_BYTES`` and ``ROTATED_MIN_FEATURES`` columns): on
+      fold ``j``'s held-out rows, row ``i`` is fold ``(j + 1 + i) mod K``.
+      The ``K - 1`` training folds of a row come first and its held-out fold
+      last, so that a panel's residuals need no mask and its gradient
+      product has ``K - 1`` columns (:meth:`fitted_and_gradient`). :attr:`fold_of` gives the fold of
       every entry; :meth:`by_fold` converts to the ``"folds"`` layout.
 
     Parameters
@@ -119,7 +122,8 @@ class FoldDesigns:
         self.fold_of = np.repeat(np.arange(K)[:, None], self.n_samples, axis=1)
         self.partition = None
         if (partition is not None and not self.sparse and K >= 2
-                and base.X.nbytes >= ROTATED_MIN_BYTES):
+                and base.X.nbytes >= ROTATED_MIN_BYTES
+                and self.n_features >= ROTATED_MIN_FEATURES):
             self.partition = [(sl.start, sl.stop) for sl in partition]
             held_out = np.zeros_like(self.mask)
             for j, (a, b) in enumerate(self.partition):
@@ -143,13 +147,6 @@ class FoldDesigns:
         out = np.empty_like(A)
         np.put_along_axis(out, self.fold_of, A, axis=0)
         return out
-
-    def fold_sums(self, A):
-        """Sum of every fold's entries of ``A`` (shape (n_folds, n_samples), in
-        the layout), shape (n_folds,), in float64."""
-        if self.partition is None:
-            return np.einsum("ki->k", A, dtype=np.float64)
-        return np.bincount(self.fold_of.ravel(), weights=A.ravel(), minlength=self.n_folds)
 
     def center_y(self, y):
         """``(y_offset, Y~)``: the folds' training means (shape (n_folds,)) and
@@ -183,12 +180,13 @@ class FoldDesigns:
         (n_folds, n_samples) in the layout, the products of :attr:`base`),
         column ``j`` of ``Z`` is ``X~_j^T m_j (target_j - P_j)`` (training
         rows; ``target`` in the layout), ``rss`` the training residual sum of
-        squares of all folds.
+        squares of all folds (in the block's precision: the divergence
+        monitor's input).
 
         A dense ``X`` is read once, by panels of rows that stay in cache
         between the two products (``_PANEL_BYTES``, at most
-        ``BLOCK_PANEL_ROWS`` rows): about 2x faster than two passes, measured
-        at 2000 x 1000 to 10000 x 15000 in float32. In the ``"folds"`` layout
+        :func:`~skacv._design.block_panel_rows` rows): about 2x faster than
+        two passes, measured at 2000 x 1000 to 10000 x 15000 in float32. In the ``"folds"`` layout
         (:meth:`~skacv._design.Design.panel_products`) a panel's residual is
         one subtraction and one mask; in the ``"rotated"`` layout
         (:meth:`_rotated_pass`) one subtraction, and the gradient product has
@@ -212,10 +210,10 @@ class FoldDesigns:
                     return out
 
                 P, Z = self.base.panel_products(V, residual, panel_bytes=_PANEL_BYTES)
-            s = R @ self.sqrt_weight.astype(np.float64) if self.fit_intercept else None
+            s = (R @ self.sqrt_weight).astype(np.float64) if self.fit_intercept else None
         if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
             Z -= (self.delta * s[None, :]).astype(Z.dtype, copy=False)
-        return P, Z, float(np.einsum("ij,ij->", R, R, dtype=np.float64))
+        return P, Z, float(np.vdot(R, R))
 
     def _rotated_pass(self, V, target):
         """The pass of :meth:`fitted_and_gradient` in the ``"rotated"``
@@ -267,7 +265,7 @@ class FoldDesigns:
         R = np.empty((K - 1, n), dtype=dt)
         T = np.empty((K - 1, n), dtype=dt)
         Z2 = np.zeros((p, 2 * K - 2), dtype=dt, order="F")
-        rows = self.base.panel_rows(_PANEL_BYTES, BLOCK_PANEL_ROWS)
+        rows = self.base.panel_rows(_PANEL_BYTES, block_panel_rows(p))
         plan = []
         for j, (a, b) in enumerate(self.partition):
             Bj = Bt[j + 1:j + K + 1]
@@ -522,8 +520,8 @@ class StackedFolds:
             d, it = self.designs, self.iteration
             new = np.full((n_iter - k0, d.n_folds), np.nan)
 
-            def on_fitted(i, x, P):  # a step without extrapolation: X~ x^k is known
-                new[i] = self._held_out_errors(x, P)
+            def on_fitted(i, x, P, target):  # a step without extrapolation: X~ x^k is known
+                new[i] = self._held_out_errors(x, P, target)
 
             paths = None
             if any(it.beta(k) != 0.0 for k in range(k0 + 1, n_iter + 1)):
@@ -540,17 +538,21 @@ class StackedFolds:
             self.losses = np.concatenate([self.losses[: k0 + 1], new])
         return self.losses[: n_iter + 1]
 
-    def _held_out_errors(self, x, P):
+    def _held_out_errors(self, x, P, target=None):
         """Weighted held-out squared errors (shape (n_folds,)) of the iterates
         ``x`` (shape (n_features, n_folds)) from their fitted values ``P =
-        (X~ x)^T`` on every row, which the fit loop's pass computes anyway."""
+        (X~ x)^T`` on every row, which the fit loop's pass computes anyway
+        (``target``: :meth:`FoldDesigns.target` at ``x``, if known)."""
         d = self.designs
-        R = d.target(self.response, x) - P
+        if target is None:
+            target = d.target(self.response, x)
         if d.layout == "rotated":  # the held-out fold is the last row
-            h = R[-1].astype(np.float64)
+            h = (target[-1] - P[-1]).astype(np.float64)
             return np.bincount(d.fold_of[-1], weights=h * h, minlength=d.n_folds)
-        R = (R * self.test_t).astype(np.float64)
-        return d.fold_sums(R * R)
+        R = target - P
+        R *= self.test_t
+        R *= R
+        return np.add.reduce(R, axis=1, dtype=np.float64)
 
     def _held_out_errors_of(self, paths):
         """Weighted held-out squared errors of the iterates ``paths`` (shape

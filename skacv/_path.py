@@ -200,9 +200,10 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         The iterate of step ``state['k'] + i`` goes to ``out[..., i - 1]``
         (``None``: the iterates are not kept).
     on_fitted : callable, default=None
-        ``on_fitted(i, x, P)`` after the iterate ``x`` of step
-        ``state['k'] + i + 1`` with its fitted values ``P = (X~ x)^T``, when
-        the step's pass computes them (no extrapolation at that step).
+        ``on_fitted(i, x, P, target)`` after the iterate ``x`` of step
+        ``state['k'] + i + 1`` with its fitted values ``P = (X~ x)^T`` and
+        ``target(Y, x)``, when the step's pass computes them (no
+        extrapolation at that step).
     """
     dtype = design.dtype
     inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
@@ -223,12 +224,13 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
             k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
         x_new = iteration.prox(k, pre)
         v = iteration.extrapolate_iterate(k, x_new, x)
-        P, z, rss = design.fitted_and_gradient(v, design.target(Y, v))
+        target = design.target(Y, v)
+        P, z, rss = design.fitted_and_gradient(v, target)
         x_prev, x = x, x_new
         if out is not None:
             out[..., i] = x
         if on_fitted is not None and iteration.beta(k) == 0.0:  # v^k = x^k: P = X~ x^k
-            on_fitted(i, x, P)
+            on_fitted(i, x, P, target)
         if verbose and (i + 1) % report == 0:
             print(f"[{iteration.name}] block of {x.shape[1]}: step {k}/{k0 + n_steps}  "
                   f"{time.perf_counter() - tic:.1f}s")

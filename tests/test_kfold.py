@@ -14,6 +14,7 @@ from skacv import (
     IterativeRidge,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
+    _design,
     _kfold,
     config_context,
 )
@@ -58,6 +59,7 @@ def _layout(monkeypatch, layout):
     """Dense folds that partition the rows in the given layout of
     :class:`skacv._kfold.FoldDesigns` ("rotated" is chosen from a size on)."""
     monkeypatch.setattr(_kfold, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
+    monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
@@ -75,6 +77,20 @@ def test_stacked_folds_equal_separate_fold_fits(est, weighted, X_kind, monkeypat
     assert folds.designs.layout == ("folds" if sparse else X_kind)
     # each fold's step size is its own fit's (the estimator's rule on its rows)
     assert_allclose(folds.step_sizes, steps, rtol=1e-12)
+    assert_allclose(folds.advance(40), expected, rtol=1e-11)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS[:3], ids=lambda e: f"{type(e).__name__}-{e.solver}")
+def test_stacked_folds_of_a_narrow_design(est, monkeypatch):
+    """Rows of at most NARROW_FEATURES values: panels of up to
+    NARROW_PANEL_ROWS rows (here 64, so that a pass has several)."""
+    monkeypatch.setattr(_design, "NARROW_PANEL_ROWS", 64)
+    assert _design.block_panel_rows(12) == 64 and _design.block_panel_rows(60) == 200
+    X, y, sw = _data(n=300, p=12)
+    splits = list(KFold(5, shuffle=True, random_state=0).split(X))
+    expected, _ = _by_hand(est, X, y, sw, splits)
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    assert folds.designs.layout == "folds"  # short rows: the rotated layout does not pay
     assert_allclose(folds.advance(40), expected, rtol=1e-11)
 
 

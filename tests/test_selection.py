@@ -486,6 +486,7 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds, layout, monke
 
     # the stacked folds' rows in either layout (skacv._kfold.FoldDesigns)
     monkeypatch.setattr(kfold_module, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
+    monkeypatch.setattr(kfold_module, "ROTATED_MIN_FEATURES", 0)
     X, y = _data(n=100, p=60)
     sw = np.random.default_rng(1).integers(0, 3, 100).astype(float)
     est = TrajectoryLasso(alpha=0.05, max_iter=30)
@@ -589,6 +590,7 @@ def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout):
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one
     monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
     monkeypatch.setattr(kfold_module, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
+    monkeypatch.setattr(kfold_module, "ROTATED_MIN_FEATURES", 0)
     X, y = _data(n=100, p=60)
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
     staged = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, n_iter_no_change=5,
