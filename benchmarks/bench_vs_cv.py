@@ -2,7 +2,7 @@
 GridSearchCV over max_iter: time and oracle regret, in the same run.
 
 Equicorrelated Gaussian designs (rho = 0.5, one common factor per row),
-``s = n / 10`` nonzero coefficients, sigma = 1; the true risk of an iterate
+``s = min(n / 10, p / 5)`` nonzero coefficients, sigma = 1; the true risk of an iterate
 ``(b, b0)`` is ``(b - beta)^T Sigma (b - beta) + b0^2 + sigma^2``. For each
 size and estimator:
 
@@ -20,6 +20,7 @@ of the same estimator - 1 (for (c), the refit at the chosen max_iter).
     python benchmarks/bench_vs_cv.py --quick
     python benchmarks/bench_vs_cv.py --sizes 200 1000 5000 10000
     python benchmarks/bench_vs_cv.py --sizes 10000 --ratios 1.5 --skip-grid
+    python benchmarks/bench_vs_cv.py --shapes 20000x8 50000x20 20000x50   # n >> p
 """
 
 import argparse
@@ -38,7 +39,7 @@ def data(n, p, seed, rho=0.5):
     rng = np.random.default_rng(seed)
     X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + np.sqrt(rho) * rng.standard_normal((n, 1))
     beta = np.zeros(p)
-    s = max(1, n // 10)
+    s = max(1, min(n // 10, p // 5))
     beta[:s] = rng.standard_normal(s) / np.sqrt(s) * 2.0
     y = X @ beta + rng.standard_normal(n)
     return X, y, beta, rho
@@ -91,6 +92,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[200, 500, 1000, 2000])
     ap.add_argument("--ratios", type=float, nargs="+", default=[0.5, 1.5])
+    ap.add_argument("--shapes", nargs="+", default=None,
+                    help="n x p shapes instead of sizes and ratios, e.g. 20000x8")
     ap.add_argument("--T", type=int, default=150)
     ap.add_argument("--quick", action="store_true", help="sizes 200 500, T 100")
     ap.add_argument("--skip-grid", action="store_true",
@@ -102,23 +105,24 @@ def main():
     warnings.simplefilter("ignore", ConvergenceWarning)
     print(f"{'setting':34s} {'crit':4s} {'(a) s':>7s} {'(b) s':>7s} {'(c) s':>7s} "
           f"{'b/a':>6s} {'c/a':>6s} {'regret a':>9s} {'b':>7s} {'c':>7s}")
-    for n in args.sizes:
-        for ratio in args.ratios:
-            p = int(round(ratio * n))
-            X, y, beta, rho = data(n, p, seed=n + p)
-            lam = 0.1 * np.sqrt(np.log(p) / n)
-            for name, est in [
-                ("lasso fista", TrajectoryLasso(alpha=lam, max_iter=args.T)),
-                ("lasso ista", TrajectoryLasso(alpha=lam, solver="ista", max_iter=args.T)),
-                ("ridge gd", IterativeRidge(alpha=1e-3, max_iter=args.T)),
-            ]:
-                if name not in args.estimators:
-                    continue
-                t, reg, crit = run(name, est, X, y, beta, rho, not args.skip_grid)
-                print(f"{name:12s} n={n:<6d} p={p:<6d}      {crit:4s} {t['a']:7.2f} "
-                      f"{t['b']:7.2f} {t['c']:7.2f} {t['b'] / t['a']:6.2f} "
-                      f"{t['c'] / t['a']:6.2f} {reg[0]:9.2%} {reg[1]:7.2%} {reg[2]:7.2%}",
-                      flush=True)
+    shapes = [(n, int(round(r * n))) for n in args.sizes for r in args.ratios]
+    if args.shapes:
+        shapes = [tuple(int(v) for v in shape.lower().split("x")) for shape in args.shapes]
+    for n, p in shapes:
+        X, y, beta, rho = data(n, p, seed=n + p)
+        lam = 0.1 * np.sqrt(np.log(p) / n)
+        for name, est in [
+            ("lasso fista", TrajectoryLasso(alpha=lam, max_iter=args.T)),
+            ("lasso ista", TrajectoryLasso(alpha=lam, solver="ista", max_iter=args.T)),
+            ("ridge gd", IterativeRidge(alpha=1e-3, max_iter=args.T)),
+        ]:
+            if name not in args.estimators:
+                continue
+            t, reg, crit = run(name, est, X, y, beta, rho, not args.skip_grid)
+            print(f"{name:12s} n={n:<6d} p={p:<6d}      {crit:4s} {t['a']:7.2f} "
+                  f"{t['b']:7.2f} {t['c']:7.2f} {t['b'] / t['a']:6.2f} "
+                  f"{t['c'] / t['a']:6.2f} {reg[0]:9.2%} {reg[1]:7.2%} {reg[2]:7.2%}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,17 @@ _PATH_ATTRS = ("risk_path_", "loo_path_", "risk_reliable_")
 #: 5000 x 7500; the smallest value is used).
 AUTO_BLAS3_SPEEDUP = 5.0
 
+#: criterion="auto" for the linear least-squares solvers whose folds run as
+#: one block (gradient descent, Nesterov, heavy ball): the risk estimate
+#: forms the corrected residuals of every iterate, ``~4 n T^2`` flops for a
+#: path of ``T`` steps and about twice that over the stages of the early
+#: stopping, against about 3 fits (``4 n p T`` flops each) for the full fit
+#: and the block of folds: K-fold CV along the path when ``T`` exceeds this
+#: many times ``n_features``. (Measured, 150 steps: at 20000 x 8 the risk
+#: took 0.22 s against 0.11 s for 5-fold CV written by hand, at 50000 x 20
+#: 0.85 against 0.64 s; at 2000 x 1000 0.45 against 0.97 s.)
+AUTO_RISK_MAX_STEPS_PER_FEATURE = 1.5
+
 #: criterion="auto" keeps leave-one-out for estimators whose folds do not
 #: run as one block (mini-batch SGD, robust and logistic losses: their K
 #: folds are K separate fits) when its estimated cost is below this many
@@ -128,7 +139,11 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
     * Linear iterations of least squares (``IterativeRidge`` with "gd",
       "nesterov", "heavy_ball", "eigenpro"): ``"risk"``, computed spectrally
       (exact traces when cheap, ``n_probes="auto"``), reliable and cheaper
-      than any leave-one-out.
+      than any leave-one-out; but ``"kfold"`` (the folds as one block) when
+      the path is more than ``AUTO_RISK_MAX_STEPS_PER_FEATURE`` times as
+      long as there are features and the folds can run as one block (not
+      EigenPro): the risk's corrected residuals then cost more than the
+      folds.
     * Estimators whose folds run as one block (ISTA and FISTA of the
       Lasso; :func:`skacv._kfold.can_stack`): ``"kfold"``, K-fold CV along
       the path with the folds matched in time (about one fit more than the
@@ -159,6 +174,10 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
         return "loo", None
     linear = getattr(estimator, "_linear_iterations", None)
     if linear is not None and linear():
+        T = int(params.get("max_iter", 100) or 100)
+        if (can_stack(estimator) and n_features is not None and n_samples >= 2 * n_folds
+                and T > AUTO_RISK_MAX_STEPS_PER_FEATURE * n_features):
+            return "kfold", None  # the risk's O(n T^2) would cost more than the folds
         return "risk", None
     if can_stack(estimator) and n_features is not None and n_samples >= 2 * n_folds:
         return "kfold", None
@@ -561,7 +580,9 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         default: see :func:`skacv.get_config`).
         ``"auto"``: ``"risk"`` for the linear
         least-squares solvers (gradient descent, Nesterov, heavy ball,
-        EigenPro: spectral, exact traces when cheap); ``"kfold"`` for ISTA
+        EigenPro: spectral, exact traces when cheap; ``"kfold"`` instead,
+        except for EigenPro, when ``max_iter > 1.5 * n_features``: the
+        risk's cost grows as ``n_samples * max_iter**2``); ``"kfold"`` for ISTA
         and FISTA (their folds run as one block, about one fit, matched in
         time: see ``fold_alignment``; their exact leave-one-out costs a Gram
         product per sample and step); ``"loo"`` for the others (proximal

@@ -551,8 +551,18 @@ def test_auto_chooses_kfold_when_leave_one_out_costs_more(monkeypatch):
     # a dense Gram product per tracked run and step: K-fold is cheaper
     fits, _ = selection_module.loo_cost_in_fits(est, 2000, 3000, 100)
     assert fits > 4
-    # the linear least-squares solvers keep their spectral risk
-    assert selection_module.auto_criterion(IterativeRidge(), 2000, 3000)[0] == "risk"
+    # the linear least-squares solvers keep their spectral risk, unless its
+    # corrected residuals (n T^2) cost more than the folds run as one block
+    # (about 3 fits, n p T): a path longer than 1.5 p
+    auto = selection_module.auto_criterion
+    assert auto(IterativeRidge(), 2000, 3000)[0] == "risk"
+    long_path = IterativeRidge(max_iter=150)
+    assert auto(long_path, 20000, 8) == ("kfold", None)
+    assert auto(long_path, 20000, 99) == ("kfold", None)
+    assert auto(long_path, 20000, 100)[0] == "risk"
+    assert auto(long_path.set_params(solver="heavy_ball"), 20000, 8)[0] == "kfold"
+    assert auto(IterativeRidge(solver="eigenpro", max_iter=150), 20000, 8)[0] == "risk"
+    assert auto(long_path, 9, 8)[0] == "risk"  # too few samples for 5 folds
     X, y = _data(n=300, p=400)
     search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40),
                                        random_state=0).fit(X, y)
@@ -576,9 +586,10 @@ def test_cheap_paths_are_fitted_in_one_go():
     # would exceed what stopping saves); the choice is the argmin of the path
     X, y = _data(n=60, p=20)
     est = IterativeRidge(alpha=1e-3, max_iter=150, random_state=0)
-    search = TrajectoryEarlyStoppingCV(est).fit(X, y)
-    assert search.estimator_.n_iter_ == 150
-    assert search.best_iteration_ == int(np.argmin(search.risk_path_))
+    for criterion, attr in (("risk", "risk_path_"), ("auto", "kfold_path_")):
+        search = TrajectoryEarlyStoppingCV(est, criterion=criterion).fit(X, y)
+        assert search.estimator_.n_iter_ == 150
+        assert search.best_iteration_ == int(np.argmin(getattr(search, attr)))
     big = TrajectoryLasso(alpha=0.05, max_iter=150, estimate_risk=True)
     assert selection_module._can_stage(big, np.zeros((400, 300)))
     assert not selection_module._can_stage(est, np.zeros((60, 20)))
