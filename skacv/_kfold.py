@@ -14,10 +14,11 @@ panel of rows, the panel still in cache for the second one
 copies of the training rows. When the folds partition the rows (ordered by
 held-out fold), the block's row-wise arrays are rotated so that a panel
 needs no mask and its gradient product only the K - 1 training folds
-(:class:`FoldDesigns`, ``layout``). The held-out errors of an iterate come from the
-fitted values the pass computes on every row when its step does not
-extrapolate (ISTA, gradient descent: the pass is at the new iterate), else
-from one block product per fold with its test rows at the end of a stage.
+(:class:`FoldDesigns`, ``layout``). The held-out errors of an iterate come
+from the fitted values the pass computes on every row when its step does
+not extrapolate (ISTA, gradient descent: the pass is at the new iterate),
+else from one block product per fold with its test rows at the end of a
+stage.
 
 Each fold's step size is the one its own fit would use (the estimator's
 step rule, with the folds' top eigenvalues from one block of Lanczos
@@ -74,8 +75,9 @@ class FoldDesigns:
       fold ``j``'s held-out rows, row ``i`` is fold ``(j + 1 + i) mod K``.
       The ``K - 1`` training folds of a row come first and its held-out fold
       last, so that a panel's residuals need no mask and its gradient
-      product has ``K - 1`` columns (:meth:`fitted_and_gradient`). :attr:`fold_of` gives the fold of
-      every entry; :meth:`by_fold` converts to the ``"folds"`` layout.
+      product has ``K - 1`` columns (:meth:`fitted_and_gradient`).
+      :attr:`fold_of` gives the fold of every entry; :meth:`by_fold`
+      converts to the ``"folds"`` layout.
 
     Parameters
     ----------
@@ -162,12 +164,12 @@ class FoldDesigns:
 
     def target(self, Y, V):
         """``Y~_j + sqrt(w) (mu_j - mu)^T v_j`` on every row, shape (n_folds,
-        n_samples) in the layout: as ``X~_j v_j = X~ v_j - sqrt(w) (mu_j - mu)^T v_j``, the
-        residual of fold ``j`` at ``v_j`` is ``target_j - X~ v_j`` with the
-        products of :attr:`base` (centred by the mean of all rows). (On the
-        training rows the shift is orthogonal to the columns of ``X~_j``: it
-        changes the residual sum of squares and the held-out errors, not the
-        gradient.)"""
+        n_samples) in the layout. As
+        ``X~_j v_j = X~ v_j - sqrt(w) (mu_j - mu)^T v_j``, the residual of
+        fold ``j`` at ``v_j`` is ``target_j - X~ v_j`` with the products of
+        :attr:`base` (centred by the mean of all rows). (On the training rows
+        the shift is orthogonal to the columns of ``X~_j``: it changes the
+        residual sum of squares and the held-out errors, not the gradient.)"""
         if not self.fit_intercept:
             return Y
         shift = np.einsum("pk,pk->k", self.delta, V).astype(Y.dtype)
@@ -186,11 +188,11 @@ class FoldDesigns:
         A dense ``X`` is read once, by panels of rows that stay in cache
         between the two products (``_PANEL_BYTES``, at most
         :func:`~skacv._design.block_panel_rows` rows): about 2x faster than
-        two passes, measured at 2000 x 1000 to 10000 x 15000 in float32. In the ``"folds"`` layout
-        (:meth:`~skacv._design.Design.panel_products`) a panel's residual is
-        one subtraction and one mask; in the ``"rotated"`` layout
-        (:meth:`_rotated_pass`) one subtraction, and the gradient product has
-        ``K - 1`` columns. The intercept shift is in ``target``, the sums of
+        two passes, measured at 2000 x 1000 to 10000 x 15000 in float32. In
+        the ``"folds"`` layout (:meth:`~skacv._design.Design.panel_products`)
+        a panel's residual is one subtraction and one mask; in the
+        ``"rotated"`` layout (:meth:`_rotated_pass`) one subtraction, and the
+        gradient product has ``K - 1`` columns. The intercept shift is in ``target``, the sums of
         its correction after the pass."""
         if self.partition is not None:
             P, Z, R, s = self._rotated_pass(V, target)
