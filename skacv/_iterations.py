@@ -187,12 +187,14 @@ class Iteration:
         return 1.0 + beta * c, beta * e
 
     # ------------------------------------------------------- the linear parts
-    def combine(self, k, v, dx, z):
-        """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2})."""
+    def combine(self, k, v, dx, z, n_free=None):
+        """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2});
+        ``n_free``: trailing rows without decay (see
+        :meth:`~skacv._penalties.Penalty.decay`)."""
         eta = self.eta(k)
         out = eta * z
         out += v
-        self.penalty.decay(v, eta, out)
+        self.penalty.decay(v, eta, out, n_free)
         h = self.hb(k)
         if h != 0.0:
             out += h * dx
@@ -319,7 +321,7 @@ class Iteration:
         return self.penalty.prox_jacobian(x)
 
     # ------------------------------------------------------------- tangents
-    def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None):
+    def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None, n_free=None):
         """Advance tangent vectors (blocks of columns) by one step.
 
         Parameters
@@ -337,6 +339,12 @@ class Iteration:
         mcoef : None or tuple of arrays of shape (n_features,)
             ``momentum_coefficients(k, x^{k-1}, x^{k-2})`` (clipped heavy
             ball; ``None``: plain).
+        n_free : int or None
+            Trailing rows without the ridge decay (``None``: the penalty's
+            unpenalised coordinates). With ``mask``, ``coef`` and ``mcoef``
+            ``None`` the map has scalar coefficients: ``n_free=0`` then
+            advances any linear image of free, penalised coordinates (rows
+            that are not coordinates: spectral nodes, samples).
 
         Returns
         -------
@@ -347,7 +355,7 @@ class Iteration:
         dm = None
         if h != 0.0:
             dm = dx1 - dx2 if mcoef is None else self.momentum_difference(k, dx1, dx2, mcoef)
-        dpre = self.combine(k, dv, dm, dz)
+        dpre = self.combine(k, dv, dm, dz, n_free)
         if mask is not None:
             dpre *= mask.reshape((-1,) + (1,) * (dpre.ndim - 1))
         return dpre, self.extrapolate(k, dpre, dx1, coef)
@@ -514,7 +522,7 @@ class PreconditionedGD(GradientDescent):
     def decay(self, k):  # the decay is the matrix I - eta l2 P, not a scalar
         raise NotImplementedError("PreconditionedGD has no scalar decay; use combine().")
 
-    def combine(self, k, v, dx, z):
+    def combine(self, k, v, dx, z, n_free=None):
         g = z - self.l2 * v if self.l2 else z
         out = self.preconditioner.apply(g)
         out = out * out.dtype.type(self.eta(k))

@@ -297,3 +297,15 @@ def top_eigh(S, k):
     else:
         lam, U = linalg.eigh(S, subset_by_index=(m - k, m - 1), check_finite=False)
     return np.clip(lam[::-1], 0, None), np.ascontiguousarray(U[:, ::-1])
+
+
+def block_trace(Wt, D, m):
+    """``[sum(Wt.T * D[:, s*m:(s+1)*m]) for s]`` for Wt (m, r), D (r, m*k):
+    the Hutchinson traces of ``k`` blocks of ``m`` probe columns.
+
+    Reads ``D.T`` as (k, m, r) blocks: a view for either memory order of
+    ``D`` (no copy), accumulated in the precision of ``D``."""
+    k = D.shape[1] // m
+    if Wt.shape[1] == 0:
+        return np.zeros(k)
+    return np.einsum("kmr,mr->k", D.T.reshape(k, m, D.shape[0]), Wt)

@@ -8,10 +8,12 @@ never exceed the cores (oversubscription slows a 2-core machine down by an
 order of magnitude when another process is busy).
 """
 
+import contextlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import joblib
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from ._config import config_context, get_config
 
@@ -63,3 +65,39 @@ def parallel(n_jobs, verbose=0, generator=False):
         except TypeError:  # joblib < 1.3
             pass
     return joblib.Parallel(n_jobs=n_jobs, verbose=verbose)
+
+
+def blas_threads():
+    """BLAS threads the process may use now (the smallest limit of the
+    loaded BLAS libraries; 1 if none is found)."""
+    counts = [int(info.get("num_threads") or 1) for info in threadpool_info()
+              if info.get("user_api") == "blas"]
+    return max(1, min(counts)) if counts else 1
+
+
+@contextlib.contextmanager
+def column_workers(workers=None):
+    """Run independent groups of columns in threads instead of in BLAS.
+
+    Yields ``run(function, calls)``, which calls ``function(*args)`` for
+    every ``args`` in ``calls`` and waits for all of them. With ``w > 1``
+    workers (default: the BLAS threads, so that the machine is not
+    oversubscribed) BLAS is limited to one thread inside and the calls run
+    in ``w`` threads: the element-wise work between the products (NumPy
+    runs it in one thread) is then spread too.
+    """
+    workers = blas_threads() if workers is None else int(workers)
+    if workers <= 1:
+        def run(function, calls):
+            for args in calls:
+                function(*args)
+
+        yield run
+        return
+    with threadpool_limits(limits=1, user_api="blas"), \
+            ThreadPoolExecutor(max_workers=workers) as pool:
+        def run(function, calls):
+            for future in [pool.submit(function, *args) for args in calls]:
+                future.result()
+
+        yield run

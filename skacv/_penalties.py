@@ -99,11 +99,13 @@ class Penalty:
     def _head(self, x):
         return x.shape[0] - self.n_unpenalized
 
-    def decay(self, v, step, out):
+    def decay(self, v, step, out, n_free=None):
         """``out -= step l2 v`` on the penalised coordinates (the gradient of
-        the ridge part); ``v`` has coordinates on its first axis."""
+        the ridge part); ``v`` has coordinates on its first axis, the last
+        ``n_free`` of them unpenalised (default ``n_unpenalized``; ``0``: every
+        row decays, for rows that are linear images of penalised coordinates)."""
         if np.any(self.l2_):
-            m = self._head(v)
+            m = self._head(v) if n_free is None else v.shape[0] - n_free
             out[:m] -= (step * self.l2_) * v[:m]
         return out
 

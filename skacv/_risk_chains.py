@@ -16,10 +16,12 @@ import numpy as np
 
 from ._config import check_memory, get_config
 from ._design import gather
+from ._linalg import block_trace as _block_trace
+from ._risk_sample_space import sample_space_memory_matrix, sample_space_plan
 
 
 def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                   state=None, keep_state=False):
+                         state=None, keep_state=False, probes=None):
     """Hutchinson (or exact) memory matrices of a proximal trajectory.
 
     For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
@@ -31,6 +33,11 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     holds the chains after the last step of a shorter prefix of the same
     trajectory: the computation continues from there, so that extending a
     path by warm start costs only the new rows of the memory matrices.
+
+    Without a state to keep or continue, Hutchinson chains switch to sample
+    space (:mod:`skacv._risk_sample_space`) at the step where a flop model
+    says so: supports wider than the sample. ``probes``: the Rademacher
+    probes to use (default: drawn from ``rng``).
 
     Returns
     -------
@@ -66,10 +73,23 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         Av[: k0 + 1, : k0 + 1] = state["Av"]
     Z = None  # Rademacher probes (the saved ones when continuing)
     if n_probes is not None:
-        Z = state["Z"] if state is not None else (
+        Z = state["Z"] if state is not None else probes if probes is not None else (
             rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
+    if n_probes is not None and state is None and not keep_state:
+        plan = sample_space_plan(iteration, coef_path, n, int(n_probes),
+                                 _masked_step_cost(n, prefix, int(n_probes), T), dtype.itemsize)
+        if plan is not None:
+            head = None
+            if plan.start > 1:  # the first steps in coefficient space
+                head = masked_memory_matrix(design, iteration, coef_path[:, :plan.start],
+                                            n_probes, rng, dtype, verbose, keep_state=True,
+                                            probes=Z)[2]
+            A, Av = sample_space_memory_matrix(
+                lambda idx: _design_columns(design, idx, dtype), iteration, coef_path, Z,
+                inv_n, plan, dtype, head=head, verbose=verbose)
+            return A, Av, None
     Xs = _design_columns(design, order[:width], dtype)
     if n_probes is None:  # exact traces: identity probes on the smaller side
         if n <= width:
@@ -229,15 +249,17 @@ def _uses_hb(iteration, T):
     return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
 
 
-def _block_trace(Wt, D, m):
-    """``[sum(Wt.T * D[:, s*m:(s+1)*m]) for s]`` for Wt (m, r), D (r, m*k).
-
-    Reads ``D.T`` as (k, m, r) blocks: a view for either memory order of
-    ``D`` (no copy), accumulated in the precision of the chains."""
-    k = D.shape[1] // m
-    if Wt.shape[1] == 0:
-        return np.zeros(k)
-    return np.einsum("kmr,mr->k", D.T.reshape(k, m, D.shape[0]), Wt)
+def _masked_step_cost(n, prefix, m, T):
+    """Flops of every step ``k = 0..T`` of the coefficient-space chains (the
+    cheaper of the primal and the Gram products, as :func:`_maybe_gram`
+    weighs them; the Gram matrix's own cost spread over the steps)."""
+    cost = np.zeros(T + 1)
+    k = np.arange(2, T + 1)
+    r = prefix[k].astype(float)
+    u = prefix[k - 1].astype(float)
+    c = m * (k - 1.0)
+    cost[2:] = np.minimum(2 * n * (u + r) * c, 2 * r * u * c + 2.0 * n * r * u / (T - 1))
+    return cost
 
 
 def _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n, cached=None, order=None):

@@ -81,7 +81,8 @@ def _chain(iteration, lam, wl, T, n_sources):
         dz = -lam_c * dv[:, :cols]
         if k - 1 < n_sources:
             dz[:, k - 1] += 1.0
-        dx, dvn = iteration.tangent(k, dv[:, :cols], dx1[:, :cols], dx2[:, :cols], dz, None)
+        dx, dvn = iteration.tangent(k, dv[:, :cols], dx1[:, :cols], dx2[:, :cols], dz, None,
+                                     n_free=0)
         A[k, :cols] = wl @ dx
         Av[k, :cols] = wl @ dvn
         dx2[:, :cols] = dx1[:, :cols]

@@ -1,0 +1,270 @@
+"""Probe chains of proximal iterations in sample space (wide, dense supports).
+
+The chains of :mod:`skacv._risk_chains` advance one tangent per source and
+probe in coefficient space; each step multiplies them by the Gram matrix of
+the supports, ``|S|^2`` per chain. When the supports are wider than the
+sample (``|S| > n``, the Lasso with a small penalty and ``p > n``) most of
+that work is on the *core* ``C``: the coordinates that are in every support
+and where the extrapolation and the heavy ball are not clipped. There the
+step is the plain linear map of the iteration, with scalar coefficients, so
+it also advances the image ``w = X~_C dx_C`` of a tangent, in ``R^n``:
+
+    dz_C = X~_C^T q / n_eff,    X~_C dz_C = K q / n_eff,    K = X~_C X~_C^T,
+
+with ``q = injection - X~ dv`` the tangent of the residual. In the
+eigenbasis of ``K`` (one ``n x n`` eigendecomposition) that product is
+diagonal. The other coordinates ever active, ``E`` (the support changes),
+keep their tangents in coefficient space and enter ``q`` through
+``X~_E dv_E``. A step costs ``4 n |E_k| + O(n)`` per chain instead of
+``|S_k|^2``, where ``E_k`` are the coordinates of ``E`` still active at step
+``k`` or later. The traces are ``z^T X~ dx = z^T w + (X~_E^T z)^T dx_E``.
+
+The tangents come from the iteration's own :meth:`~skacv.Iteration.tangent`:
+with the masks, the clipping coefficients and the momentum coefficients on
+``E``, and on the images ``w`` with none of them (``n_free=0``: every row
+decays). The probes and the traces are those of
+:func:`~skacv._risk_chains.masked_memory_matrix`: the two forms give the
+same memory matrices up to rounding.
+"""
+
+import time
+
+import numpy as np
+from scipy import linalg
+
+from ._config import path_memory_bytes
+from ._linalg import block_trace as _block_trace
+from ._parallel import column_workers
+
+# cost of an n x n eigendecomposition in units of n^3 multiply-adds of a
+# GEMM (measured: LAPACK's divide and conquer runs at a fraction of the
+# GEMM rate), and of the per-chain element-wise work in units of n
+_EIGH_COST = 24.0
+_ELEMENTWISE_COST = 30.0
+# the sample-space form is chosen when the flop model says it is at least
+# this much cheaper than the coefficient-space chains
+_MIN_GAIN = 1.5
+# columns of the chains advanced together (in cache)
+_CHUNK_BYTES = 2**20
+
+
+def free_steps(iteration, coef_path):
+    """Boolean ``(p, T)``: coordinate ``j`` is free at step ``k`` (column
+    ``k - 1``): in the support of ``x^k``, penalised like every other row
+    (no trailing unpenalised coordinate when the penalty has a ridge part),
+    with the plain extrapolation of step ``k`` and heavy ball of step ``k``."""
+    T = coef_path.shape[1] - 1
+    free = coef_path[:, 1:] != 0
+    pen = iteration.penalty
+    if pen.n_unpenalized and np.any(pen.l2_):
+        free[coef_path.shape[0] - pen.n_unpenalized:] = False
+    for k in range(1, T + 1):
+        beta = float(iteration.beta(k))
+        coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
+        if coef is not None:
+            free[:, k - 1] &= (coef[0] == 1.0 + beta) & (coef[1] == -beta)
+        if k >= 2:
+            mcoef = iteration.momentum_coefficients(k, coef_path[:, k - 1], coef_path[:, k - 2])
+            if mcoef is not None:
+                free[:, k - 1] &= (mcoef[0] == 1.0) & (mcoef[1] == -1.0)
+    return free
+
+
+class SampleSpacePlan:
+    """Where the chains switch to sample space and on which coordinates.
+
+    Attributes
+    ----------
+    start : int
+        First step advanced in sample space (the steps before it run in
+        coefficient space; ``1``: none).
+    core : ndarray of shape (n_features,), dtype bool
+        Free at every step ``>= start``.
+    explicit : ndarray of int
+        The other coordinates active at a step ``>= start - lag`` (``lag``: 2
+        with momentum, else 1), ordered by the last step they are active.
+    prefix : ndarray of shape (T + 2,)
+        ``prefix[j]``: explicit coordinates active at a step ``>= j``.
+    cost, masked_cost : float
+        Flops of the plan and of the coefficient-space chains.
+    """
+
+    def __init__(self, start, core, explicit, prefix, cost, masked_cost):
+        self.start, self.core, self.explicit, self.prefix = start, core, explicit, prefix
+        self.cost, self.masked_cost = cost, masked_cost
+
+
+def sample_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, start=None):
+    """The cheapest switch step by the flop model, or ``None`` when the
+    coefficient space is cheaper.
+
+    ``masked_step_cost[k]`` (``k = 0..T``): flops of step ``k`` of the
+    coefficient-space chains (zero for ``k < 2``). ``start``: switch at this
+    step whatever the model says (tests).
+    """
+    T = coef_path.shape[1] - 1
+    if T < 2 or n < 1:
+        return None
+    lag = 2 if any(iteration.beta(k) != 0.0 or iteration.hb(k) != 0.0
+                   for k in range(1, T + 1)) else 1
+    free = free_steps(iteration, coef_path)
+    act = coef_path[:, 1:] != 0
+    steps = np.arange(1, T + 1)
+    last = np.max(np.where(act, steps, 0), axis=1)  # 0: never active
+    n_last = np.bincount(last, minlength=T + 1)
+    # active[j]: coordinates active at a step >= j (j = 0..T + 1)
+    active = np.concatenate([np.cumsum(n_last[::-1])[::-1], [0]])
+    active[0] = active[1]
+    # n_core[k]: free at every step >= k (k = 1..T)
+    suffix = np.logical_and.accumulate(free[:, ::-1], axis=1)[:, ::-1]
+    n_core = np.concatenate([[0], suffix.sum(axis=0)]).astype(float)
+    masked = np.asarray(masked_step_cost, dtype=float)
+    k = np.arange(T + 1, dtype=float)
+    rows = active[np.maximum(np.arange(T + 1) - lag, 1)].astype(float)  # rows of step k
+    # flops of step k in sample space, without the core: m k n (4 rows + elementwise)
+    per = m * k * n * (4.0 * rows + _ELEMENTWISE_COST)
+    per[0] = 0.0
+    tail_per = np.cumsum(per[::-1])[::-1]  # steps >= start
+    tail_mk = np.cumsum((m * k * n * 4.0)[::-1])[::-1]
+    head = np.concatenate([[0.0], np.cumsum(masked)])  # head[s]: steps < s
+    best, best_cost = None, float(head[T + 1])
+    n_blocks = 1 + (lag == 2)
+    for s in range(1, T) if start is None else [int(start)]:
+        c = n_core[s]
+        if c == 0 and start is None:
+            continue
+        explicit = active[max(s - lag, 1)] - c
+        cost = (head[s] + _EIGH_COST * n**3 + 2.0 * n * n * (c + explicit)
+                + tail_per[s] - c * tail_mk[s]
+                + 2.0 * n * (c + n) * m * (s - 1) * n_blocks)
+        if cost < best_cost or start is not None:
+            best, best_cost = s, cost
+    if best is None or (start is None and _MIN_GAIN * best_cost >= head[T + 1]):
+        return None
+    core = suffix[:, best - 1].copy()
+    c = int(core.sum())
+    explicit = np.flatnonzero((last >= max(best - lag, 1)) & ~core)
+    explicit = explicit[np.argsort(-last[explicit], kind="stable")]
+    prefix = np.searchsorted(-last[explicit], -np.arange(T + 2), side="right")
+    if itemsize * (2 * n * n + 4 * n * m * T + n * (explicit.size + c)) > path_memory_bytes():
+        return None  # the coefficient-space chains check their own memory
+    return SampleSpacePlan(best, core, explicit, prefix, best_cost, float(head[T + 1]))
+
+
+def sample_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, head=None,
+                               verbose=0):
+    """Memory matrices ``A``, ``A_sources`` with Hutchinson probes ``Z``
+    (``n x m``, the scale ``1/m`` applied), chains in sample space from step
+    ``plan.start`` on.
+
+    ``Xd(idx)`` gives the columns ``X~[:, idx]`` as a dense ``dtype`` array.
+    ``head``: the state of :func:`~skacv._risk_chains.masked_memory_matrix`
+    after step ``plan.start - 1`` (its memory matrices and its chains in
+    coordinates), with the same probes; ``None`` when ``plan.start == 1``.
+    """
+    n, m = Z.shape
+    T = coef_path.shape[1] - 1
+    dtype = np.dtype(dtype)
+    core, E, prefix, k_start = plan.core, plan.explicit, plan.prefix, plan.start
+    extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
+    hb = any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
+    momentum = extrapolates or hb
+    tic = time.perf_counter()
+    core_idx = np.flatnonzero(core)
+    XC = Xd(core_idx)
+    lam, V = linalg.eigh(XC @ XC.T, overwrite_a=True, check_finite=False, driver="evd")
+    lam_n = (np.clip(lam, 0, None) * inv_n).astype(dtype)[:, None]
+    XE = Xd(E)
+    ZE = np.ascontiguousarray((Z.T @ XE))  # (m, |E|): the traces' explicit part
+    XEt = np.asfortranarray(V.T @ XE)  # X~_E in the eigenbasis (n, |E|)
+    del XE
+    Zt = np.ascontiguousarray((V.T @ Z).T)  # probes in the eigenbasis (m, n)
+    zt = Zt.T
+    if verbose:
+        print(f"[risk] {iteration.name} sample-space chains from step {k_start}: core "
+              f"{core_idx.size}, explicit {E.size}, eigenbasis of {n} samples in "
+              f"{time.perf_counter() - tic:.1f}s")
+    cols_max = m * T
+    shape_w, shape_e = (n, cols_max), (E.size, cols_max)
+    wx1 = np.zeros(shape_w, dtype=dtype, order="F")
+    wv = np.zeros_like(wx1) if extrapolates else wx1
+    wx2 = np.zeros_like(wx1) if hb else None
+    ex1 = np.zeros(shape_e, dtype=dtype, order="F")
+    ev = np.zeros_like(ex1) if extrapolates else ex1
+    ex2 = np.zeros_like(ex1) if hb else None
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    if head is not None:  # the coefficient-space chains after step k_start - 1
+        A[:k_start, :k_start] = head["A"]
+        Av[:k_start, :k_start] = head["Av"]
+        c0 = m * (k_start - 1)
+        in_core = np.full(coef_path.shape[0], -1)
+        in_core[core_idx] = np.arange(core_idx.size)
+        in_e = np.full(coef_path.shape[0], -1)
+        in_e[E] = np.arange(E.size)
+        for name, w, e in (("dv", wv, ev), ("dx1", wx1, ex1), ("dx2", wx2, ex2)):
+            coords, values = head["chains"].get(name, (None, None))
+            if w is None or coords is None or coords.size == 0:
+                continue
+            values = np.asarray(values, dtype=dtype)
+            at_core, at_e = in_core[coords], in_e[coords]
+            dense = np.zeros((core_idx.size, c0), dtype=dtype)
+            dense[at_core[at_core >= 0]] = values[at_core >= 0]
+            w[:, :c0] = V.T @ (XC @ dense)
+            e[at_e[at_e >= 0], :c0] = values[at_e >= 0]
+    del XC, V
+    masks_e = coef_path[E] != 0
+    scale = 1.0 / m
+    neg_lam = -lam_n
+    step = m * max(1, _CHUNK_BYTES // (n * m * dtype.itemsize))
+
+    def advance(k, cols, XEk, ZEk, mask, coef, mcoef, c_old):
+        """Step ``k`` of the chains in columns ``cols`` (independent of the
+        other columns: groups of columns run in parallel threads)."""
+        r = XEk.shape[1]
+        sources = slice(cols.start // m, cols.stop // m)
+        # minus the tangent of the residual: X~ dv, minus the new source's probes
+        q = np.matmul(XEk, ev[:r, cols]) if r else np.zeros((n, cols.stop - cols.start), dtype)
+        q += wv[:, cols]
+        if cols.stop > c_old:
+            q[:, max(c_old - cols.start, 0):] -= zt
+        dz_e = np.matmul(XEk.T, q)
+        dz_e *= dtype.type(-inv_n)
+        q *= neg_lam  # X~_C dz_C in the eigenbasis
+        dx_e, dv_e = iteration.tangent(
+            k, ev[:r, cols], ex1[:r, cols], None if ex2 is None else ex2[:r, cols], dz_e,
+            mask, coef, mcoef)
+        dx_w, dv_w = iteration.tangent(
+            k, wv[:, cols], wx1[:, cols], None if wx2 is None else wx2[:, cols], q, None,
+            n_free=0)
+        A[k, sources] = scale * (_block_trace(Zt, dx_w, m) + _block_trace(ZEk, dx_e, m))
+        if dv_w is dx_w:
+            Av[k, sources] = A[k, sources]
+        else:
+            Av[k, sources] = scale * (_block_trace(Zt, dv_w, m) + _block_trace(ZEk, dv_e, m))
+        if wx2 is not None:
+            wx2[:, cols] = wx1[:, cols]
+            ex2[:r, cols] = ex1[:r, cols]
+        wx1[:, cols] = dx_w
+        ex1[:r, cols] = dx_e
+        if wv is not wx1:
+            wv[:, cols] = dv_w
+            ev[:r, cols] = dv_e
+
+    with column_workers() as run:
+        for k in range(k_start, T + 1):
+            c_old, c_new = m * (k - 1), m * k
+            r = int(prefix[max(k - 2 if momentum else k - 1, 0)])
+            Ek = E[:r]
+            coef = iteration.extrapolation_coefficients(k, coef_path[Ek, k],
+                                                        coef_path[Ek, k - 1])
+            mcoef = None
+            if hb and k >= 2:
+                mcoef = iteration.momentum_coefficients(k, coef_path[Ek, k - 1],
+                                                        coef_path[Ek, k - 2])
+            run(advance, [(k, slice(j0, min(j0 + step, c_new)), XEt[:, :r], ZE[:, :r],
+                           masks_e[:r, k], coef, mcoef, c_old) for j0 in range(0, c_new, step)])
+            if verbose and (k % max(1, T // 10) == 0 or k == T):
+                print(f"[risk] {iteration.name} traces: step {k}/{T}, explicit rows {r}, "
+                      f"{time.perf_counter() - tic:.1f}s")
+    return A, Av
