@@ -13,6 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import joblib
+import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from ._config import config_context, get_config
@@ -80,7 +81,8 @@ def column_workers(workers=None):
     """Run independent groups of columns in threads instead of in BLAS.
 
     Yields ``run(function, calls)``, which calls ``function(*args)`` for
-    every ``args`` in ``calls`` and waits for all of them. With ``w > 1``
+    every ``args`` in ``calls`` and waits for all of them (``run.workers``:
+    the number of threads, see :func:`column_groups`). With ``w > 1``
     workers (default: the BLAS threads, so that the machine is not
     oversubscribed) BLAS is limited to one thread inside and the calls run
     in ``w`` threads: the element-wise work between the products (NumPy
@@ -92,6 +94,7 @@ def column_workers(workers=None):
             for args in calls:
                 function(*args)
 
+        run.workers = 1
         yield run
         return
     with threadpool_limits(limits=1, user_api="blas"), \
@@ -100,4 +103,18 @@ def column_workers(workers=None):
             for future in [pool.submit(function, *args) for args in calls]:
                 future.result()
 
+        run.workers = workers
         yield run
+
+
+def column_groups(n_columns, unit, max_columns, workers=1):
+    """Slices of ``range(n_columns)`` in whole ``unit``s of at most about
+    ``max_columns`` columns, as even as possible, their number a multiple of
+    ``workers`` when there are enough units (balanced threads)."""
+    units = n_columns // unit
+    if units == 0:
+        return []
+    n_groups = -(-units * unit // max(max_columns, unit))
+    n_groups = min(units, -(-n_groups // workers) * workers)
+    bounds = np.linspace(0, units, n_groups + 1).round().astype(int) * unit
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]

@@ -34,7 +34,7 @@ from scipy import linalg
 
 from ._config import path_memory_bytes
 from ._linalg import block_trace as _block_trace
-from ._parallel import column_workers
+from ._parallel import column_groups, column_workers
 
 # cost of an n x n eigendecomposition in units of n^3 multiply-adds of a
 # GEMM (measured: LAPACK's divide and conquer runs at a fraction of the
@@ -216,7 +216,7 @@ def sample_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, 
     masks_e = coef_path[E] != 0
     scale = 1.0 / m
     neg_lam = -lam_n
-    step = m * max(1, _CHUNK_BYTES // (n * m * dtype.itemsize))
+    group = max(m, _CHUNK_BYTES // (n * dtype.itemsize))  # columns in cache
 
     def advance(k, cols, XEk, ZEk, mask, coef, mcoef, c_old):
         """Step ``k`` of the chains in columns ``cols`` (independent of the
@@ -262,8 +262,8 @@ def sample_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, 
             if hb and k >= 2:
                 mcoef = iteration.momentum_coefficients(k, coef_path[Ek, k - 1],
                                                         coef_path[Ek, k - 2])
-            run(advance, [(k, slice(j0, min(j0 + step, c_new)), XEt[:, :r], ZE[:, :r],
-                           masks_e[:r, k], coef, mcoef, c_old) for j0 in range(0, c_new, step)])
+            run(advance, [(k, cols, XEt[:, :r], ZE[:, :r], masks_e[:r, k], coef, mcoef, c_old)
+                          for cols in column_groups(c_new, m, group, run.workers)])
             if verbose and (k % max(1, T // 10) == 0 or k == T):
                 print(f"[risk] {iteration.name} traces: step {k}/{T}, explicit rows {r}, "
                       f"{time.perf_counter() - tic:.1f}s")
