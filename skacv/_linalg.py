@@ -304,8 +304,11 @@ def block_trace(Wt, D, m):
     the Hutchinson traces of ``k`` blocks of ``m`` probe columns.
 
     Reads ``D.T`` as (k, m, r) blocks: a view for either memory order of
-    ``D`` (no copy), accumulated in the precision of ``D``."""
+    ``D`` (no copy), accumulated in the precision of ``D``; a Fortran-ordered
+    ``D`` is one matrix-vector product (``(k, m r) @ (m r,)``)."""
     k = D.shape[1] // m
     if Wt.shape[1] == 0:
         return np.zeros(k)
+    if D.flags.f_contiguous:
+        return D.T.reshape(k, m * D.shape[0]) @ Wt.reshape(-1)
     return np.einsum("kmr,mr->k", D.T.reshape(k, m, D.shape[0]), Wt)

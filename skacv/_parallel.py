@@ -117,4 +117,4 @@ def column_groups(n_columns, unit, max_columns, workers=1):
     n_groups = -(-units * unit // max(max_columns, unit))
     n_groups = min(units, -(-n_groups // workers) * workers)
     bounds = np.linspace(0, units, n_groups + 1).round().astype(int) * unit
-    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]

@@ -17,7 +17,7 @@ import numpy as np
 from ._config import check_memory, get_config
 from ._design import gather
 from ._linalg import block_trace as _block_trace
-from ._risk_sample_space import sample_space_memory_matrix, sample_space_plan
+from ._risk_core_space import core_space_memory_matrix, core_space_plan
 
 
 def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
@@ -34,9 +34,9 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     trajectory: the computation continues from there, so that extending a
     path by warm start costs only the new rows of the memory matrices.
 
-    Without a state to keep or continue, Hutchinson chains switch to sample
-    space (:mod:`skacv._risk_sample_space`) at the step where a flop model
-    says so: supports wider than the sample. ``probes``: the Rademacher
+    Without a state to keep or continue, Hutchinson chains switch to a
+    diagonalised core (:mod:`skacv._risk_core_space`) at the step where a
+    flop model says so: supports that are wide or settle. ``probes``: the Rademacher
     probes to use (default: drawn from ``rng``).
 
     Returns
@@ -78,15 +78,15 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
     if n_probes is not None and state is None and not keep_state:
-        plan = sample_space_plan(iteration, coef_path, n, int(n_probes),
-                                 _masked_step_cost(n, prefix, int(n_probes), T), dtype.itemsize)
+        plan = core_space_plan(iteration, coef_path, n, int(n_probes),
+                               _masked_step_cost(n, prefix, int(n_probes), T), dtype.itemsize)
         if plan is not None:
             head = None
-            if plan.start > 1:  # the first steps in coefficient space
+            if plan.start > 1:  # the first steps in coordinates
                 head = masked_memory_matrix(design, iteration, coef_path[:, :plan.start],
                                             n_probes, rng, dtype, verbose, keep_state=True,
                                             probes=Z)[2]
-            A, Av = sample_space_memory_matrix(
+            A, Av = core_space_memory_matrix(
                 lambda idx: _design_columns(design, idx, dtype), iteration, coef_path, Z,
                 inv_n, plan, dtype, head=head, verbose=verbose)
             return A, Av, None

@@ -31,7 +31,7 @@ LAYERS = [
     ["exceptions", "_compat", "_config"],
     ["_validation", "_parallel", "_linalg", "_kernels"],
     ["_design", "_penalties", "_datafits", "_sampling"],
-    ["_iterations", "_preconditioning", "_risk_sample_space"],
+    ["_iterations", "_preconditioning", "_risk_core_space"],
     ["_path", "_risk_spectral", "_risk_chains"],
     ["_risk", "_loo", "_uq", "_kfold"],
     ["_risk_sgd", "_loo_approx", "_loo_refit"],

@@ -1,9 +1,10 @@
-"""Probe chains in sample space (supports wider than the sample).
+"""Probe chains on a diagonalised core (skacv._risk_core_space).
 
-The sample-space chains must give the memory matrices of the
-coefficient-space chains with the same probes, whatever step they start at
-and whatever the iteration (plain, extrapolated or heavy ball, clipped or
-not), with weights, on sparse designs and in parallel column groups.
+The core chains must give the memory matrices of the chains in coordinates
+with the same probes, whatever step they start at, in either form (the
+sample Gram matrix or the coefficient one, rank-deficient included) and
+whatever the iteration (plain, extrapolated or heavy ball, clipped or not),
+with weights, on sparse designs and in parallel column groups.
 """
 
 import functools
@@ -13,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 import skacv._risk_chains as chains
-import skacv._risk_sample_space as sample_space
+import skacv._risk_core_space as core_space
 from skacv import FISTA, HeavyBall, TrajectoryLasso, config_context
 from skacv._iterations import ISTA
 from skacv._penalties import Penalty
@@ -36,6 +37,18 @@ def _wide_problem(seed=0, n=40, p=90):
     return X, X @ beta + 0.5 * rng.randn(n)
 
 
+def _settling_problem(seed=0, n=80, p=60):
+    """Supports narrower than the sample that settle, with two equal columns
+    (a core Gram matrix of rank one less than its size)."""
+    X, y = _wide_problem(seed, n, p)
+    X[:, 3] = X[:, 2]
+    return X, y
+
+
+PROBLEMS = {"wide": (_wide_problem, 0.02, "samples"),
+            "settling": (_settling_problem, 0.1, "coefficients")}
+
+
 SOLVERS = {
     "ista": lambda: "ista",
     "fista": lambda: "fista",
@@ -44,41 +57,43 @@ SOLVERS = {
 }
 
 
-def _fit(X, y, solver, plan, workers=None, **kw):
-    """Fit with the sample-space chains forced to start at ``plan`` (an
+def _fit(X, y, solver, plan, workers=None, alpha=0.02, **kw):
+    """Fit with the core chains forced to start at ``plan`` (an
     int), or disabled (``None``); also returns the starts used."""
     used = []
     fit = kw.pop("fit", {})
-    real = sample_space.sample_space_plan
+    real = core_space.core_space_plan
 
     def spy(*args, **kwargs):
         if plan is None:
             return None
         out = real(*args, start=plan, **kwargs)
-        used.append(out.start)
+        used.append((out.start, out.form))
         return out
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(chains, "sample_space_plan", spy)
+    mp.setattr(chains, "core_space_plan", spy)
     if workers is not None:
-        mp.setattr(sample_space, "column_workers",
-                   functools.partial(sample_space.column_workers, workers))
+        mp.setattr(core_space, "column_workers",
+                   functools.partial(core_space.column_workers, workers))
     try:
         with config_context(risk_chain_dtype="float64"):
-            est = TrajectoryLasso(0.02, solver=SOLVERS[solver](), max_iter=30, n_probes=4,
+            est = TrajectoryLasso(alpha, solver=SOLVERS[solver](), max_iter=30, n_probes=4,
                                   random_state=0, **kw).fit(X, y, **fit)
     finally:
         mp.undo()
     return est, used
 
 
+@pytest.mark.parametrize("problem", list(PROBLEMS))
 @pytest.mark.parametrize("solver", list(SOLVERS))
 @pytest.mark.parametrize("start", [1, 2, 9, 29])
-def test_sample_space_chains_equal_coefficient_space_chains(solver, start):
-    X, y = _wide_problem()
-    ref, _ = _fit(X, y, solver, None)
-    est, used = _fit(X, y, solver, start)
-    assert used == [start]
+def test_core_chains_equal_the_chains_in_coordinates(problem, solver, start):
+    make, alpha, form = PROBLEMS[problem]
+    X, y = make()
+    ref, _ = _fit(X, y, solver, None, alpha=alpha)
+    est, used = _fit(X, y, solver, start, alpha=alpha)
+    assert used == [(start, form)]
     np.testing.assert_array_equal(est.coef_path_, ref.coef_path_)
     scale = np.abs(ref.memory_matrix_).max()
     np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=1e-9,
@@ -87,7 +102,7 @@ def test_sample_space_chains_equal_coefficient_space_chains(solver, start):
 
 
 @pytest.mark.parametrize("kind", ["weighted", "sparse_weighted", "intercept"])
-def test_sample_space_chains_with_weights_sparse_and_intercept(kind):
+def test_core_chains_with_weights_sparse_and_intercept(kind):
     X, y = _wide_problem(1)
     w = np.random.RandomState(2).rand(X.shape[0]) + 0.5
     Xk = sp.csr_matrix(X) if kind.startswith("sparse") else X
@@ -95,71 +110,68 @@ def test_sample_space_chains_with_weights_sparse_and_intercept(kind):
     fit = {} if kind == "intercept" else {"sample_weight": w}
     ref = _fit(Xk, y, "fista", None, **kw, fit=fit)[0]
     est, used = _fit(Xk, y, "fista", 6, **kw, fit=fit)
-    assert used == [6]
+    assert used == [(6, "samples")]
     np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=1e-9,
                                atol=1e-11 * np.abs(ref.memory_matrix_).max())
 
 
-def test_sample_space_chains_in_parallel_column_groups(monkeypatch):
+def test_core_chains_in_parallel_column_groups(monkeypatch):
     """Groups of one source in two threads: the same matrices as one thread."""
     X, y = _wide_problem(3)
-    monkeypatch.setattr(sample_space, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(core_space, "_CHUNK_BYTES", 1)
     one, _ = _fit(X, y, "heavy_ball", 4, workers=1)
     two, _ = _fit(X, y, "heavy_ball", 4, workers=2)
     np.testing.assert_allclose(two.memory_matrix_, one.memory_matrix_, rtol=1e-12,
                                atol=1e-14 * np.abs(one.memory_matrix_).max())
 
 
-def test_the_flop_model_chooses_sample_space_for_wide_supports():
+def test_the_flop_model_diagonalises_wide_and_settling_cores():
     """The seed's generator scaled down (p > n, lam = 0.01): supports wider
-    than the sample, so the default fit switches; a large penalty (narrow
-    supports) or p < n keeps the coefficient space. Both give the seed
-    algorithm's matrices (here: each other's, to float32 rounding)."""
+    than the sample, the chains switch to the sample form early; a larger
+    penalty and a long path (supports that settle below n): the coefficient
+    form; a path of 3 steps: no eigendecomposition pays. Every fit gives the
+    memory matrices of the chains in coordinates (float32 chains: 1e-4)."""
     rng = np.random.default_rng(2025)
     n, p, s = 200, 300, 100
     X = rng.standard_normal((n, p))
     y = X @ (15 * np.r_[np.ones(s), np.zeros(p - s)] / np.sqrt(n)) + 1.5 * rng.standard_normal(n)
-    eta = (1 + np.sqrt(p / n)) ** -2
-    starts = []
-    real = sample_space.sample_space_plan
+    kw = dict(step_size=(1 + np.sqrt(p / n)) ** -2, fit_intercept=False, n_probes=5,
+              random_state=0)
+    cases = [("ista", 0.01, 60, "samples"), ("fista", 0.01, 60, "samples"),
+             ("fista", 0.5, 300, "coefficients"), ("ista", 1.0, 300, "coefficients"),
+             ("ista", 0.01, 3, None)]
+    real = core_space.core_space_plan
+    for solver, alpha, T, form in cases:
+        plans = []
 
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        starts.append(None if out is None else out.start)
-        return out
+        def spy(*args, plans=plans, **kwargs):
+            out = real(*args, **kwargs)
+            plans.append(out)
+            return out
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(chains, "sample_space_plan", spy)
-    try:
-        kw = dict(solver="ista", max_iter=60, step_size=eta, fit_intercept=False, n_probes=5,
-                  random_state=0)
-        wide = TrajectoryLasso(0.01, **kw).fit(X, y)
-        narrow = TrajectoryLasso(0.5, **kw).fit(X, y)
-        TrajectoryLasso(0.01, **kw).fit(X[:, :100], y)  # p < n
-    finally:
-        mp.undo()
-    assert starts[0] is not None and starts[1:] == [None, None]
-    assert (wide.coef_ != 0).sum() > n and (narrow.coef_ != 0).sum() < n / 2
-    ref = _fit_masked(X, y, kw)
-    np.testing.assert_allclose(wide.risk_path_, ref.risk_path_, rtol=1e-4)
-
-
-def _fit_masked(X, y, kw):
-    mp = pytest.MonkeyPatch()
-    mp.setattr(chains, "sample_space_plan", lambda *a, **k: None)
-    try:
-        return TrajectoryLasso(0.01, **kw).fit(X, y)
-    finally:
-        mp.undo()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(chains, "core_space_plan", spy)
+            est = TrajectoryLasso(alpha, solver=solver, max_iter=T, **kw).fit(X, y)
+            mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
+            ref = TrajectoryLasso(alpha, solver=solver, max_iter=T, **kw).fit(X, y)
+        assert len(plans) == 1
+        assert (plans[0] and plans[0].form) == form, (solver, alpha, T)
+        if form == "samples":
+            assert (est.coef_path_[:, plans[0].start:] != 0).sum(axis=0).min() > n
+        if form == "coefficients":  # the supports have settled by the switch
+            support = est.coef_path_[:, plans[0].start:] != 0
+            assert plans[0].explicit.size < 0.5 * support.sum(axis=0).min()
+        np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=1e-4,
+                                   atol=1e-5 * np.abs(ref.memory_matrix_).max())
 
 
 def test_warm_start_keeps_the_coefficient_space_chains():
     """A warm-started fit keeps its chains for the next stage, in
-    coordinates: no sample-space plan is made."""
+    coordinates: no core plan is made."""
     X, y = _wide_problem()
     calls = []
     mp = pytest.MonkeyPatch()
-    mp.setattr(chains, "sample_space_plan", lambda *a, **k: calls.append(1))
+    mp.setattr(chains, "core_space_plan", lambda *a, **k: calls.append(1))
     try:
         TrajectoryLasso(0.02, solver="ista", max_iter=20, n_probes=3, random_state=0,
                         warm_start=True).fit(X, y)
@@ -175,7 +187,7 @@ def test_free_steps_exclude_clipped_unpenalised_and_inactive_coordinates():
                      [-2.0, -2.1, -2.2, -2.3],
                      [3.0, 3.0, 3.0, 3.0]])  # unpenalised
     it = FISTA(1.0, penalty=Penalty(l1=0.1, l2=0.3, n_unpenalized=1))
-    free = sample_space.free_steps(it, path)
+    free = core_space.free_steps(it, path)
     coef = it.extrapolation_coefficients(3, path[:, 3], path[:, 2])
     assert free.shape == (5, 3)
     assert not free[0, 1] and not free[4].any()  # inactive; unpenalised with a ridge part
@@ -183,4 +195,4 @@ def test_free_steps_exclude_clipped_unpenalised_and_inactive_coordinates():
     assert free[2:4].all()
     # without the ridge part the unpenalised coordinate is free where active
     it = ISTA(1.0, penalty=Penalty(l1=0.1, n_unpenalized=1))
-    assert sample_space.free_steps(it, path)[4].all()
+    assert core_space.free_steps(it, path)[4].all()

@@ -1,31 +1,42 @@
-"""Probe chains of proximal iterations in sample space (wide, dense supports).
+"""Probe chains of proximal iterations on a diagonalised core.
 
 The chains of :mod:`skacv._risk_chains` advance one tangent per source and
 probe in coefficient space; each step multiplies them by the Gram matrix of
-the supports, ``|S|^2`` per chain. When the supports are wider than the
-sample (``|S| > n``, the Lasso with a small penalty and ``p > n``) most of
-that work is on the *core* ``C``: the coordinates that are in every support
-and where the extrapolation and the heavy ball are not clipped. There the
-step is the plain linear map of the iteration, with scalar coefficients, so
-it also advances the image ``w = X~_C dx_C`` of a tangent, in ``R^n``:
+the supports, ``|S|^2`` per chain. Most of that work is on the *core* ``C``:
+the coordinates that stay in every support from some step on, where the
+extrapolation and the heavy ball are not clipped. There the step is the
+plain linear map of the iteration, with scalar coefficients, so it also
+advances any linear image of the tangent. The image used here is
+``w = U^T X~_C dx_C`` in the eigenbasis ``U`` of ``X~_C X~_C^T`` (the
+nonzero part, ``d = rank <= min(n, |C|)``), where the core's product is
+diagonal:
 
-    dz_C = X~_C^T q / n_eff,    X~_C dz_C = K q / n_eff,    K = X~_C X~_C^T,
+    U^T X~_C dz_C = Lambda U^T q / n_eff,    q = injection - X~ dv,
 
-with ``q = injection - X~ dv`` the tangent of the residual. In the
-eigenbasis of ``K`` (one ``n x n`` eigendecomposition) that product is
-diagonal. The other coordinates ever active, ``E`` (the support changes),
-keep their tangents in coefficient space and enter ``q`` through
-``X~_E dv_E``. A step costs ``4 n |E_k| + O(n)`` per chain instead of
-``|S_k|^2``, where ``E_k`` are the coordinates of ``E`` still active at step
-``k`` or later. The traces are ``z^T X~ dx = z^T w + (X~_E^T z)^T dx_E``.
+``q`` the tangent of the residual. The other coordinates ever active
+(``E``: the support changes) keep their tangents in coordinates and enter
+through ``X~_E``: ``U^T q = U^T z - w - (U^T X~_E) dx_E`` and
+``X~_E^T q = (U^T X~_E)^T U^T q + (X~_E^T z)_perp - G_perp dx_E``, with
+``G_perp = X~_E^T (I - U U^T) X~_E`` (zero when ``U`` spans ``R^n``). A step
+costs ``4 d |E_k| + 2 |E_k|^2 + O(d)`` per chain instead of ``|S_k|^2``,
+``E_k`` the coordinates of ``E`` still active at step ``k`` or later. The
+traces are ``z^T X~ dx = (U^T z)^T w + (X~_E^T z)^T dx_E``.
+
+``U`` comes from the smaller Gram matrix: ``X~_C X~_C^T`` when the core is
+wider than the sample (*sample form*: the Lasso with a small penalty and
+``p > n``, early iterates), else ``X~_C^T X~_C = V Lambda V^T`` with
+``U = X~_C V Lambda^{-1/2}`` (*coefficient form*: supports that settle,
+long paths). Directions with eigenvalues below the rounding of the largest
+are left to ``G_perp``.
 
 The tangents come from the iteration's own :meth:`~skacv.Iteration.tangent`:
 with the masks, the clipping coefficients and the momentum coefficients on
 ``E``, and on the images ``w`` with none of them (``n_free=0``: every row
 decays). The probes and the traces are those of
-:func:`~skacv._risk_chains.masked_memory_matrix`: the two forms give the
-same memory matrices up to rounding.
+:func:`~skacv._risk_chains.masked_memory_matrix`: the two give the same
+memory matrices up to rounding.
 """
+
 
 import time
 
@@ -36,13 +47,13 @@ from ._config import path_memory_bytes
 from ._linalg import block_trace as _block_trace
 from ._parallel import column_groups, column_workers
 
-# cost of an n x n eigendecomposition in units of n^3 multiply-adds of a
-# GEMM (measured: LAPACK's divide and conquer runs at a fraction of the
-# GEMM rate), and of the per-chain element-wise work in units of n
+# cost of a d x d eigendecomposition in units of d^3 flops of a GEMM
+# (measured: LAPACK's divide and conquer runs at a fraction of the GEMM
+# rate), and of the per-chain element-wise work in units of d
 _EIGH_COST = 24.0
 _ELEMENTWISE_COST = 30.0
-# the sample-space form is chosen when the flop model says it is at least
-# this much cheaper than the coefficient-space chains
+# the core is diagonalised when the flop model says it is at least this much
+# cheaper than the chains in coordinates
 _MIN_GAIN = 1.5
 # columns of the chains advanced together (in cache)
 _CHUNK_BYTES = 2**20
@@ -70,14 +81,14 @@ def free_steps(iteration, coef_path):
     return free
 
 
-class SampleSpacePlan:
-    """Where the chains switch to sample space and on which coordinates.
+class CorePlan:
+    """Where the chains switch to the diagonalised core and on which coordinates.
 
     Attributes
     ----------
     start : int
-        First step advanced in sample space (the steps before it run in
-        coefficient space; ``1``: none).
+        First step advanced on the core (the steps before it run in
+        coordinates; ``1``: none).
     core : ndarray of shape (n_features,), dtype bool
         Free at every step ``>= start``.
     explicit : ndarray of int
@@ -85,22 +96,24 @@ class SampleSpacePlan:
         with momentum, else 1), ordered by the last step they are active.
     prefix : ndarray of shape (T + 2,)
         ``prefix[j]``: explicit coordinates active at a step ``>= j``.
+    form : {"samples", "coefficients"}
+        The Gram matrix diagonalised: ``X~_C X~_C^T`` or ``X~_C^T X~_C``.
     cost, masked_cost : float
-        Flops of the plan and of the coefficient-space chains.
+        Flops of the plan and of the chains in coordinates.
     """
 
-    def __init__(self, start, core, explicit, prefix, cost, masked_cost):
+    def __init__(self, start, core, explicit, prefix, form, cost, masked_cost):
         self.start, self.core, self.explicit, self.prefix = start, core, explicit, prefix
-        self.cost, self.masked_cost = cost, masked_cost
+        self.form, self.cost, self.masked_cost = form, cost, masked_cost
 
 
-def sample_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, start=None):
+def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, start=None):
     """The cheapest switch step by the flop model, or ``None`` when the
-    coefficient space is cheaper.
+    chains in coordinates are cheaper.
 
-    ``masked_step_cost[k]`` (``k = 0..T``): flops of step ``k`` of the
-    coefficient-space chains (zero for ``k < 2``). ``start``: switch at this
-    step whatever the model says (tests).
+    ``masked_step_cost[k]`` (``k = 0..T``): flops of step ``k`` of the chains
+    in coordinates (zero for ``k < 2``). ``start``: switch at this step
+    whatever the model says (tests).
     """
     T = coef_path.shape[1] - 1
     if T < 2 or n < 1:
@@ -118,25 +131,31 @@ def sample_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, st
     # n_core[k]: free at every step >= k (k = 1..T)
     suffix = np.logical_and.accumulate(free[:, ::-1], axis=1)[:, ::-1]
     n_core = np.concatenate([[0], suffix.sum(axis=0)]).astype(float)
-    masked = np.asarray(masked_step_cost, dtype=float)
-    k = np.arange(T + 1, dtype=float)
-    rows = active[np.maximum(np.arange(T + 1) - lag, 1)].astype(float)  # rows of step k
-    # flops of step k in sample space, without the core: m k n (4 rows + elementwise)
-    per = m * k * n * (4.0 * rows + _ELEMENTWISE_COST)
-    per[0] = 0.0
-    tail_per = np.cumsum(per[::-1])[::-1]  # steps >= start
-    tail_mk = np.cumsum((m * k * n * 4.0)[::-1])[::-1]
-    head = np.concatenate([[0.0], np.cumsum(masked)])  # head[s]: steps < s
+    k = np.arange(T + 1)
+    rows = active[np.maximum(k - lag, 1)].astype(float)  # explicit + core rows of step k
+    mk = (m * k).astype(float)
+    mk[0] = 0.0
+
+    def tail(a):  # tail(a)[s] = sum of a[k] over k >= s
+        return np.cumsum(a[::-1])[::-1]
+
+    S0, S1, S2 = tail(mk), tail(mk * rows), tail(mk * rows * rows)
+    head = np.concatenate([[0.0], np.cumsum(np.asarray(masked_step_cost, dtype=float))])
     best, best_cost = None, float(head[T + 1])
     n_blocks = 1 + (lag == 2)
     for s in range(1, T) if start is None else [int(start)]:
         c = n_core[s]
         if c == 0 and start is None:
             continue
-        explicit = active[max(s - lag, 1)] - c
-        cost = (head[s] + _EIGH_COST * n**3 + 2.0 * n * n * (c + explicit)
-                + tail_per[s] - c * tail_mk[s]
-                + 2.0 * n * (c + n) * m * (s - 1) * n_blocks)
+        e = active[max(s - lag, 1)] - c
+        d = min(n, c)
+        sum_r = S1[s] - c * S0[s]  # sum over steps of m k |E_k|
+        cost = head[s] + _EIGH_COST * d**3 + 4.0 * d * sum_r + _ELEMENTWISE_COST * d * S0[s]
+        if c >= n:  # X~_C X~_C^T, U^T X~_E; w = U^T X~_C dx_C at the switch
+            cost += 2.0 * n * n * (c + e) + 2.0 * n * (c + n) * m * (s - 1) * n_blocks
+        else:  # X~_C^T X~_C, X~_C^T X~_E, G_perp; w = Lambda^1/2 V^T dx_C; 2 |E_k|^2 per chain
+            cost += (2.0 * n * c * (c + e) + 2.0 * n * e * e + 2.0 * c * c * m * (s - 1) * n_blocks
+                     + 2.0 * (S2[s] - 2 * c * S1[s] + c * c * S0[s]))
         if cost < best_cost or start is not None:
             best, best_cost = s, cost
     if best is None or (start is None and _MIN_GAIN * best_cost >= head[T + 1]):
@@ -146,16 +165,20 @@ def sample_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, st
     explicit = np.flatnonzero((last >= max(best - lag, 1)) & ~core)
     explicit = explicit[np.argsort(-last[explicit], kind="stable")]
     prefix = np.searchsorted(-last[explicit], -np.arange(T + 2), side="right")
-    if itemsize * (2 * n * n + 4 * n * m * T + n * (explicit.size + c)) > path_memory_bytes():
-        return None  # the coefficient-space chains check their own memory
-    return SampleSpacePlan(best, core, explicit, prefix, best_cost, float(head[T + 1]))
+    d = min(n, c)
+    need = itemsize * (d * d + n * (c + explicit.size) + 4 * (d + explicit.size) * m * T
+                       + explicit.size**2)
+    if need > path_memory_bytes():
+        return None  # the chains in coordinates check their own memory
+    return CorePlan(best, core, explicit, prefix, "samples" if c >= n else "coefficients",
+                    best_cost, float(head[T + 1]))
 
 
-def sample_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, head=None,
-                               verbose=0):
+def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, head=None,
+                             verbose=0):
     """Memory matrices ``A``, ``A_sources`` with Hutchinson probes ``Z``
-    (``n x m``, the scale ``1/m`` applied), chains in sample space from step
-    ``plan.start`` on.
+    (``n x m``, the scale ``1/m`` applied), the chains on the diagonalised
+    core from step ``plan.start`` on.
 
     ``Xd(idx)`` gives the columns ``X~[:, idx]`` as a dense ``dtype`` array.
     ``head``: the state of :func:`~skacv._risk_chains.masked_memory_matrix`
@@ -172,20 +195,41 @@ def sample_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, 
     tic = time.perf_counter()
     core_idx = np.flatnonzero(core)
     XC = Xd(core_idx)
-    lam, V = linalg.eigh(XC @ XC.T, overwrite_a=True, check_finite=False, driver="evd")
-    lam_n = (np.clip(lam, 0, None) * inv_n).astype(dtype)[:, None]
     XE = Xd(E)
-    ZE = np.ascontiguousarray((Z.T @ XE))  # (m, |E|): the traces' explicit part
-    XEt = np.asfortranarray(V.T @ XE)  # X~_E in the eigenbasis (n, |E|)
-    del XE
-    Zt = np.ascontiguousarray((V.T @ Z).T)  # probes in the eigenbasis (m, n)
+    ZE = np.ascontiguousarray(Z.T @ XE)  # (m, |E|): the traces' explicit part
+    G_perp = Z_perp = None
+    if plan.form == "samples":
+        lam, U = linalg.eigh(XC @ XC.T, overwrite_a=True, check_finite=False, driver="evd")
+        lam = np.clip(lam, 0, None)
+        XEt = U.T @ XE  # X~_E in the eigenbasis (d, |E|)
+        Zt = U.T @ Z  # probes in the eigenbasis (d, m)
+
+        def to_core(dx_core, U=U, XC=XC):
+            return U.T @ (XC @ dx_core)
+    else:
+        lam, V = linalg.eigh(XC.T @ XC, overwrite_a=True, check_finite=False, driver="evd")
+        keep = lam > max(lam[-1], 0.0) * lam.size * np.finfo(dtype).eps
+        lam, V = lam[keep], V[:, keep]
+        root = np.sqrt(lam).astype(dtype)[:, None]
+        XEt = (V.T @ (XC.T @ XE)) / root  # U^T X~_E with U = X~_C V Lambda^-1/2
+        Zt = (V.T @ (XC.T @ Z)) / root
+        G_perp = np.asfortranarray(XE.T @ XE - XEt.T @ XEt)  # X~_E^T (I - U U^T) X~_E
+        Z_perp = XE.T @ Z - XEt.T @ Zt
+
+        def to_core(dx_core, V=V, root=root):
+            return root * (V.T @ dx_core)
+    d = lam.size
+    lam_n = (lam * inv_n).astype(dtype)[:, None]
+    XEt = np.asfortranarray(XEt, dtype=dtype)
+    Zt = np.ascontiguousarray(Zt.T, dtype=dtype)  # (m, d)
     zt = Zt.T
+    del XE
     if verbose:
-        print(f"[risk] {iteration.name} sample-space chains from step {k_start}: core "
-              f"{core_idx.size}, explicit {E.size}, eigenbasis of {n} samples in "
+        print(f"[risk] {iteration.name} chains on the core from step {k_start}: core "
+              f"{core_idx.size} ({plan.form}, rank {d}), explicit {E.size}, eigenbasis in "
               f"{time.perf_counter() - tic:.1f}s")
     cols_max = m * T
-    shape_w, shape_e = (n, cols_max), (E.size, cols_max)
+    shape_w, shape_e = (d, cols_max), (E.size, cols_max)
     wx1 = np.zeros(shape_w, dtype=dtype, order="F")
     wv = np.zeros_like(wx1) if extrapolates else wx1
     wx2 = np.zeros_like(wx1) if hb else None
@@ -194,7 +238,7 @@ def sample_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, 
     ex2 = np.zeros_like(ex1) if hb else None
     A = np.zeros((T + 1, T + 1))
     Av = np.zeros((T + 1, T + 1))
-    if head is not None:  # the coefficient-space chains after step k_start - 1
+    if head is not None:  # the chains in coordinates after step k_start - 1
         A[:k_start, :k_start] = head["A"]
         Av[:k_start, :k_start] = head["Av"]
         c0 = m * (k_start - 1)
@@ -210,27 +254,35 @@ def sample_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, 
             at_core, at_e = in_core[coords], in_e[coords]
             dense = np.zeros((core_idx.size, c0), dtype=dtype)
             dense[at_core[at_core >= 0]] = values[at_core >= 0]
-            w[:, :c0] = V.T @ (XC @ dense)
+            w[:, :c0] = to_core(dense)
             e[at_e[at_e >= 0], :c0] = values[at_e >= 0]
-    del XC, V
+    del XC, to_core
     masks_e = coef_path[E] != 0
     scale = 1.0 / m
     neg_lam = -lam_n
-    group = max(m, _CHUNK_BYTES // (n * dtype.itemsize))  # columns in cache
+    group = max(m, _CHUNK_BYTES // (max(d, 1) * dtype.itemsize))  # columns in cache
 
     def advance(k, cols, XEk, ZEk, mask, coef, mcoef, c_old):
         """Step ``k`` of the chains in columns ``cols`` (independent of the
         other columns: groups of columns run in parallel threads)."""
         r = XEk.shape[1]
         sources = slice(cols.start // m, cols.stop // m)
-        # minus the tangent of the residual: X~ dv, minus the new source's probes
-        q = np.matmul(XEk, ev[:r, cols]) if r else np.zeros((n, cols.stop - cols.start), dtype)
+        # minus the tangent of the residual in the eigenbasis: U^T X~ dv, minus
+        # the new source's probes
+        new = slice(max(c_old - cols.start, 0), None) if cols.stop > c_old else None
+        # in Fortran order, as the tangents: the traces read them as one product
+        q = (np.matmul(ev[:r, cols].T, XEk.T).T if r
+             else np.zeros((d, cols.stop - cols.start), dtype, order="F"))
         q += wv[:, cols]
-        if cols.stop > c_old:
-            q[:, max(c_old - cols.start, 0):] -= zt
+        if new is not None:
+            q[:, new] -= zt
         dz_e = np.matmul(XEk.T, q)
+        if G_perp is not None and r:  # the part of X~_E^T q outside U
+            dz_e += np.matmul(G_perp[:r, :r], ev[:r, cols])
+            if new is not None:
+                dz_e[:, new] -= Z_perp[:r]
         dz_e *= dtype.type(-inv_n)
-        q *= neg_lam  # X~_C dz_C in the eigenbasis
+        q *= neg_lam  # U^T X~_C dz_C
         dx_e, dv_e = iteration.tangent(
             k, ev[:r, cols], ex1[:r, cols], None if ex2 is None else ex2[:r, cols], dz_e,
             mask, coef, mcoef)
