@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import joblib
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+import scipy.linalg  # noqa: F401  (SciPy's BLAS is loaded before _BLAS looks for it)
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from ._config import config_context, get_config
 
@@ -68,11 +69,16 @@ def parallel(n_jobs, verbose=0, generator=False):
     return joblib.Parallel(n_jobs=n_jobs, verbose=verbose)
 
 
+# the BLAS libraries of this process, found once (at import, after NumPy and
+# SciPy have loaded theirs): finding them walks every loaded library, which
+# is slow and, interrupted by Ctrl-C, prints a traceback from a callback
+_BLAS = ThreadpoolController().select(user_api="blas")
+
+
 def blas_threads():
     """BLAS threads the process may use now (the smallest limit of the
     loaded BLAS libraries; 1 if none is found)."""
-    counts = [int(info.get("num_threads") or 1) for info in threadpool_info()
-              if info.get("user_api") == "blas"]
+    counts = [int(info.get("num_threads") or 1) for info in _BLAS.info()]
     return max(1, min(counts)) if counts else 1
 
 
@@ -82,7 +88,7 @@ def column_workers(workers=None):
 
     Yields ``run(function, calls)``, which calls ``function(*args)`` for
     every ``args`` in ``calls`` and waits for all of them (``run.workers``:
-    the number of threads, see :func:`column_groups`). With ``w > 1``
+    the number of threads). With ``w > 1``
     workers (default: the BLAS threads, so that the machine is not
     oversubscribed) BLAS is limited to one thread inside and the calls run
     in ``w`` threads: the element-wise work between the products (NumPy
@@ -97,8 +103,7 @@ def column_workers(workers=None):
         run.workers = 1
         yield run
         return
-    with threadpool_limits(limits=1, user_api="blas"), \
-            ThreadPoolExecutor(max_workers=workers) as pool:
+    with _BLAS.limit(limits=1), ThreadPoolExecutor(max_workers=workers) as pool:
         def run(function, calls):
             for future in [pool.submit(function, *args) for args in calls]:
                 future.result()
@@ -107,14 +112,15 @@ def column_workers(workers=None):
         yield run
 
 
-def column_groups(n_columns, unit, max_columns, workers=1):
+def column_groups(n_columns, unit, max_columns, multiple=2):
     """Slices of ``range(n_columns)`` in whole ``unit``s of at most about
     ``max_columns`` columns, as even as possible, their number a multiple of
-    ``workers`` when there are enough units (balanced threads)."""
+    ``multiple`` when there are enough units (balanced threads). The groups
+    do not depend on the number of threads, so neither do the results."""
     units = n_columns // unit
     if units == 0:
         return []
     n_groups = -(-units * unit // max(max_columns, unit))
-    n_groups = min(units, -(-n_groups // workers) * workers)
+    n_groups = min(units, -(-n_groups // multiple) * multiple)
     bounds = np.linspace(0, units, n_groups + 1).round().astype(int) * unit
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]

@@ -98,13 +98,16 @@ class CorePlan:
         ``prefix[j]``: explicit coordinates active at a step ``>= j``.
     form : {"samples", "coefficients"}
         The Gram matrix diagonalised: ``X~_C X~_C^T`` or ``X~_C^T X~_C``.
+    collapse : int or None
+        First step without explicit coordinates (``>= start``): from there
+        the probes of every chain are summed (``None``: never).
     cost, masked_cost : float
         Flops of the plan and of the chains in coordinates.
     """
 
-    def __init__(self, start, core, explicit, prefix, form, cost, masked_cost):
+    def __init__(self, start, core, explicit, prefix, form, collapse, cost, masked_cost):
         self.start, self.core, self.explicit, self.prefix = start, core, explicit, prefix
-        self.form, self.cost, self.masked_cost = form, cost, masked_cost
+        self.form, self.collapse, self.cost, self.masked_cost = form, collapse, cost, masked_cost
 
 
 def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, start=None):
@@ -140,6 +143,7 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
         return np.cumsum(a[::-1])[::-1]
 
     S0, S1, S2 = tail(mk), tail(mk * rows), tail(mk * rows * rows)
+    S0 = np.append(S0, 0.0)
     head = np.concatenate([[0.0], np.cumsum(np.asarray(masked_step_cost, dtype=float))])
     best, best_cost = None, float(head[T + 1])
     n_blocks = 1 + (lag == 2)
@@ -150,7 +154,10 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
         e = active[max(s - lag, 1)] - c
         d = min(n, c)
         sum_r = S1[s] - c * S0[s]  # sum over steps of m k |E_k|
-        cost = head[s] + _EIGH_COST * d**3 + 4.0 * d * sum_r + _ELEMENTWISE_COST * d * S0[s]
+        # from the step where no explicit coordinate is left, the probes collapse
+        k_r = max(s, int(np.searchsorted(-rows, -c, side="left")))
+        columns = S0[s] - S0[k_r] * (1.0 - 1.0 / m)
+        cost = head[s] + _EIGH_COST * d**3 + 4.0 * d * sum_r + _ELEMENTWISE_COST * d * columns
         if c >= n:  # X~_C X~_C^T, U^T X~_E; w = U^T X~_C dx_C at the switch
             cost += 2.0 * n * n * (c + e) + 2.0 * n * (c + n) * m * (s - 1) * n_blocks
         else:  # X~_C^T X~_C, X~_C^T X~_E, G_perp; w = Lambda^1/2 V^T dx_C; 2 |E_k|^2 per chain
@@ -170,8 +177,11 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
                        + explicit.size**2)
     if need > path_memory_bytes():
         return None  # the chains in coordinates check their own memory
+    ks = np.arange(best, T + 1)
+    empty = ks[prefix[np.maximum(ks - lag, 0)] == 0]
+    collapse = int(empty[0]) if empty.size else None
     return CorePlan(best, core, explicit, prefix, "samples" if c >= n else "coefficients",
-                    best_cost, float(head[T + 1]))
+                    collapse, best_cost, float(head[T + 1]))
 
 
 def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, head=None,
@@ -258,15 +268,20 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
             e[at_e[at_e >= 0], :c0] = values[at_e >= 0]
     del XC, to_core
     masks_e = coef_path[E] != 0
-    scale = 1.0 / m
     neg_lam = -lam_n
-    group = max(m, _CHUNK_BYTES // (max(d, 1) * dtype.itemsize))  # columns in cache
+    # the chains' current form: per probe, or collapsed (one column per
+    # source holding the probe-weighted sum (1/m) sum_j z~_ij w_ij) once no
+    # explicit coordinate is left: each eigen-coordinate then evolves on its
+    # own, linearly, so the sum evolves as the chains do and its entries
+    # add up to the traces
+    cur = {"m": m, "scale": 1.0 / m, "Zt": Zt, "zt": zt, "wv": wv, "wx1": wx1, "wx2": wx2}
 
     def advance(k, cols, XEk, ZEk, mask, coef, mcoef, c_old):
         """Step ``k`` of the chains in columns ``cols`` (independent of the
         other columns: groups of columns run in parallel threads)."""
         r = XEk.shape[1]
-        sources = slice(cols.start // m, cols.stop // m)
+        mm, wv, wx1, wx2 = cur["m"], cur["wv"], cur["wx1"], cur["wx2"]
+        sources = slice(cols.start // mm, cols.stop // mm)
         # minus the tangent of the residual in the eigenbasis: U^T X~ dv, minus
         # the new source's probes
         new = slice(max(c_old - cols.start, 0), None) if cols.stop > c_old else None
@@ -275,7 +290,7 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
              else np.zeros((d, cols.stop - cols.start), dtype, order="F"))
         q += wv[:, cols]
         if new is not None:
-            q[:, new] -= zt
+            q[:, new] -= cur["zt"]
         dz_e = np.matmul(XEk.T, q)
         if G_perp is not None and r:  # the part of X~_E^T q outside U
             dz_e += np.matmul(G_perp[:r, :r], ev[:r, cols])
@@ -289,11 +304,12 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
         dx_w, dv_w = iteration.tangent(
             k, wv[:, cols], wx1[:, cols], None if wx2 is None else wx2[:, cols], q, None,
             n_free=0)
-        A[k, sources] = scale * (_block_trace(Zt, dx_w, m) + _block_trace(ZEk, dx_e, m))
+        scale, Zk = cur["scale"], cur["Zt"]
+        A[k, sources] = scale * (_block_trace(Zk, dx_w, mm) + _block_trace(ZEk, dx_e, mm))
         if dv_w is dx_w:
             Av[k, sources] = A[k, sources]
         else:
-            Av[k, sources] = scale * (_block_trace(Zt, dv_w, m) + _block_trace(ZEk, dv_e, m))
+            Av[k, sources] = scale * (_block_trace(Zk, dv_w, mm) + _block_trace(ZEk, dv_e, mm))
         if wx2 is not None:
             wx2[:, cols] = wx1[:, cols]
             ex2[:r, cols] = ex1[:r, cols]
@@ -303,10 +319,35 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
             wv[:, cols] = dv_w
             ev[:r, cols] = dv_e
 
+    def collapse(k):
+        """Sum the probes of the chains of sources ``0..k-2`` (before step k)."""
+        n_src = k - 1
+        out = {}
+        for name in ("wv", "wx1", "wx2"):
+            b = cur[name]
+            if b is None:
+                out[name] = None
+            elif name == "wv" and b is cur["wx1"]:
+                out[name] = None  # shared with wx1: set below
+            else:
+                c = np.zeros((d, T), dtype=dtype, order="F")
+                blocks = b[:, :m * n_src].reshape(d, n_src, m)
+                c[:, :n_src] = np.einsum("isj,ji->is", blocks, Zt) / dtype.type(m)
+                out[name] = c
+        if out["wv"] is None:
+            out["wv"] = out["wx1"]
+        omega = np.mean(Zt.astype(np.float64) ** 2, axis=0)  # weights of new sources
+        cur.update(out, m=1, scale=1.0, Zt=np.ones((1, d), dtype=dtype),
+                   zt=omega.astype(dtype)[:, None])
+
     with column_workers() as run:
         for k in range(k_start, T + 1):
-            c_old, c_new = m * (k - 1), m * k
             r = int(prefix[max(k - 2 if momentum else k - 1, 0)])
+            if k == plan.collapse and m > 1:
+                collapse(k)
+            mm = cur["m"]
+            c_old, c_new = mm * (k - 1), mm * k
+            group = max(mm, _CHUNK_BYTES // (max(d, 1) * dtype.itemsize))  # in cache
             Ek = E[:r]
             coef = iteration.extrapolation_coefficients(k, coef_path[Ek, k],
                                                         coef_path[Ek, k - 1])
@@ -314,9 +355,10 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
             if hb and k >= 2:
                 mcoef = iteration.momentum_coefficients(k, coef_path[Ek, k - 1],
                                                         coef_path[Ek, k - 2])
-            run(advance, [(k, cols, XEt[:, :r], ZE[:, :r], masks_e[:r, k], coef, mcoef, c_old)
-                          for cols in column_groups(c_new, m, group, run.workers)])
+            run(advance, [(k, cols, XEt[:, :r], ZE[:mm, :r], masks_e[:r, k], coef, mcoef,
+                           c_old) for cols in column_groups(c_new, mm, group)])
             if verbose and (k % max(1, T // 10) == 0 or k == T):
                 print(f"[risk] {iteration.name} traces: step {k}/{T}, explicit rows {r}, "
+                      f"{'probes summed, ' if mm == 1 < m else ''}"
                       f"{time.perf_counter() - tic:.1f}s")
     return A, Av

@@ -101,6 +101,34 @@ def test_core_chains_equal_the_chains_in_coordinates(problem, solver, start):
     np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=1e-9)
 
 
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_probes_are_summed_once_the_supports_have_settled(solver):
+    """From the first step without changing coordinates each eigen-coordinate
+    evolves on its own: the chains of every source are summed over the probes
+    (weighted by the probes) and the new sources are injected once, with the
+    mean squared probe. Same memory matrices as the chains in coordinates."""
+    X, y = _settling_problem()
+    plans = []
+    real = core_space.core_space_plan
+
+    def spy(*args, **kwargs):
+        out = real(*args, start=18, **kwargs)
+        plans.append(out)
+        return out
+
+    kw = dict(solver=SOLVERS[solver](), max_iter=80, n_probes=4, random_state=0)
+    with pytest.MonkeyPatch.context() as mp, config_context(risk_chain_dtype="float64"):
+        mp.setattr(chains, "core_space_plan", spy)
+        est = TrajectoryLasso(0.2, **kw).fit(X, y)
+        mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
+        ref = TrajectoryLasso(0.2, **kw).fit(X, y)
+    assert plans[0].form == "coefficients"
+    assert plans[0].start == 18 <= plans[0].collapse < 60
+    np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=1e-9,
+                               atol=1e-11 * np.abs(ref.memory_matrix_).max())
+    np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=1e-9)
+
+
 @pytest.mark.parametrize("kind", ["weighted", "sparse_weighted", "intercept"])
 def test_core_chains_with_weights_sparse_and_intercept(kind):
     X, y = _wide_problem(1)

@@ -104,9 +104,11 @@ def test_selects_joint_argmin_of_separate_fits():
     assert search.best_index_ == i
     # the same estimates up to the float32 rounding of the probe chains
     # (identical under OpenBLAS's SkylakeX kernels, 1e-7 apart under its
-    # Haswell kernels, whose rounding depends on the arrays' alignment)
-    assert search.best_risk_ == pytest.approx(ref.risk_path_[t], rel=1e-6)
-    assert_allclose(search.risk_path_, ref.risk_path_, rtol=1e-6)
+    # Haswell kernels, whose rounding depends on the arrays' alignment, and
+    # 2e-7 apart with the oldest NumPy / OpenBLAS; the chains switch to a core
+    # diagonalised in float32 here, which takes those 2e-7 to 1.5e-6)
+    assert search.best_risk_ == pytest.approx(ref.risk_path_[t], rel=1e-5)
+    assert_allclose(search.risk_path_, ref.risk_path_, rtol=1e-5)
     assert_allclose(search.coef_, ref.coef_path_[:, t], rtol=1e-12, atol=1e-14)
     assert search.intercept_ == pytest.approx(ref.intercept_path_[t], rel=1e-12)
     assert_allclose(search.predict(X), X @ ref.coef_path_[:, t] + ref.intercept_path_[t],
@@ -118,9 +120,9 @@ def test_selects_joint_argmin_of_separate_fits():
     assert res["params"] == [p for p, _ in fits]
     assert_array_equal(res["param_alpha"], [p["alpha"] for p, _ in fits])
     assert list(res["param_solver"]) == [p["solver"] for p, _ in fits]
-    for row, (_, est) in enumerate(fits):
-        assert_allclose(res["risk_path"][row], est.risk_path_, rtol=1e-6)
-        assert res["min_risk"][row] == pytest.approx(est.risk_path_.min(), rel=1e-6)
+    for row, (_, est) in enumerate(fits):  # float32 chains, as above
+        assert_allclose(res["risk_path"][row], est.risk_path_, rtol=1e-5)
+        assert res["min_risk"][row] == pytest.approx(est.risk_path_.min(), rel=1e-5)
         assert res["best_iteration"][row] == int(np.argmin(est.risk_path_))
         assert res["n_iter"][row] == 40
     assert res["rank_risk"][i] == 1
