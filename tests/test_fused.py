@@ -134,3 +134,19 @@ def test_design_in_place():
     d = design_module.Design(Xf, sw, True, copy=False)
     assert d.X is not Xf and np.array_equal(Xf, X)
     assert_allclose(d.X, ref.X, rtol=1e-15, atol=1e-15)
+
+
+def test_one_pass_loop_only_with_one_blas_thread(monkeypatch):
+    """With several BLAS threads two multithreaded products read memory
+    faster than the panels: the design is then read twice a step, and a fit
+    gives the two-pass iterates."""
+    X, y, sw = _data()
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
+    assert design_module.Design(X, sw, True).fuses  # the suite runs one thread
+    monkeypatch.setattr(design_module, "blas_threads", lambda: 2)
+    assert not design_module.Design(X, sw, True).fuses
+    est = TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0)
+    two = clone(est).fit(X, y, sample_weight=sw)
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)
+    ref = clone(est).fit(X, y, sample_weight=sw)
+    assert_array_equal(two.coef_path_, ref.coef_path_)
