@@ -36,8 +36,8 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 
     Without a state to keep or continue, Hutchinson chains switch to a
     diagonalised core (:mod:`skacv._risk_core_space`) at the step where a
-    flop model says so: supports that are wide or settle. ``probes``: the Rademacher
-    probes to use (default: drawn from ``rng``).
+    flop model says so: supports that are wide or settle. ``probes``: the
+    Rademacher probes to use (default: drawn from ``rng``).
 
     Returns
     -------
