@@ -30,21 +30,40 @@ rounding (~1e-6 relative) is far below the sampling noise of a held-out
 error (~1/sqrt(n_test)).
 """
 
+import contextlib
 import copy
 
 import numpy as np
-from scipy import linalg
 from sklearn.utils import _safe_indexing
 
 from ._config import check_memory, get_config
-from ._design import LIPSCHITZ_TOL, Design, block_panel_rows, gather
+from ._design import LIPSCHITZ_TOL, NARROW_FEATURES, NARROW_PANEL_ROWS, Design, gather
 from ._iterations import PreconditionedGD
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
+from ._parallel import pass_workers
 from ._path import init_state, run_normal_block
 
-#: size of the row panels of :meth:`FoldDesigns.normal_product` (best of
-#: 256 / 512 / 768 KiB measured at 2000 x 1000 to 10000 x 15000, float32)
-_PANEL_BYTES = 640 * 2**10
+#: rows of a panel of the stacked folds' pass (:meth:`FoldDesigns._dense_pass`,
+#: NumPy ``matmul`` on one BLAS thread; 5 folds in float32 at 10000 x 15000:
+#: 13 rows 170-210 ms a pass, 64 rows 110-190, 128 rows 95-115, 256 rows
+#: 94-118), up to ``NARROW_PANEL_ROWS`` for rows of at most ``NARROW_FEATURES``
+#: values (150 steps of 5 folds at 20000 x 8: 90 ms against 172 ms with 200
+#: rows)
+FOLD_PANEL_ROWS = 128
+#: the panels of a pass make this many groups of consecutive rows, each with
+#: its own sum of the gradient (run in as many threads; the sums, added in
+#: order, do not depend on the threads) ...
+PASS_GROUPS = 2
+#: ... when the block's copy of ``X`` has at least this many bytes (below,
+#: one group: the threads' hand-over costs more than they save)
+PASS_GROUPS_MIN_BYTES = 2**20
+
+
+def fold_panel_rows(n_features):
+    """Rows of a panel of the stacked folds' pass."""
+    return NARROW_PANEL_ROWS if n_features <= NARROW_FEATURES else FOLD_PANEL_ROWS
+
+
 #: smallest dense copy of ``X`` (and fewest features) whose folds run in the
 #: ``"rotated"`` layout (:class:`FoldDesigns`): 150 steps of 5 folds in
 #: float32 take 2-14 % less time from 1000 x 500 (1.9 MiB) to 10000 x 15000,
@@ -135,7 +154,8 @@ class FoldDesigns:
                 raise ValueError("partition must hold out each fold's non-training rows, "
                                  "one slice per fold, every row in exactly one.")
         self.layout = "folds" if self.partition is None else "rotated"
-        self._rotated_buffers = None
+        self._plan = None  # the dense pass's buffers and panels (_pass_plan)
+        self._run = None  # the pass's threads inside workers()
 
     @property
     def n_folds(self):
@@ -186,97 +206,128 @@ class FoldDesigns:
         monitor's input).
 
         A dense ``X`` is read once, by panels of rows that stay in cache
-        between the two products (``_PANEL_BYTES``, at most
-        :func:`~skacv._design.block_panel_rows` rows): about 2x faster than
-        two passes, measured at 2000 x 1000 to 10000 x 15000 in float32. In
-        the ``"folds"`` layout (:meth:`~skacv._design.Design.panel_products`)
-        a panel's residual is one subtraction and one mask; in the
-        ``"rotated"`` layout (:meth:`_rotated_pass`) one subtraction, and the
-        gradient product has ``K - 1`` columns. The intercept shift is in ``target``, the sums of
-        its correction after the pass."""
-        if self.partition is not None:
-            P, Z, R, s = self._rotated_pass(V, target)
-        else:
-            mask = self.mask_t
-            if self.sparse:
-                P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
-                R = (target - P) * mask
-                Z = np.asarray(self.base.rmatvec(R.T))
-            else:
-                R = np.empty_like(target)
-
-                def residual(rows, P):
-                    out = R[:, rows]
-                    np.subtract(target[:, rows], P, out=out)
-                    out *= mask[:, rows]
-                    return out
-
-                P, Z = self.base.panel_products(V, residual, panel_bytes=_PANEL_BYTES)
+        between the two products (:meth:`_dense_pass`). The intercept shift
+        is in ``target``, the sums of its correction after the pass."""
+        if self.sparse:
+            P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
+            R = (target - P) * self.mask_t
+            Z = np.asarray(self.base.rmatvec(R.T))
             s = (R @ self.sqrt_weight).astype(np.float64) if self.fit_intercept else None
+        else:
+            P, Z, R, s = self._dense_pass(V, target)
         if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
             Z -= (self.delta * s[None, :]).astype(Z.dtype, copy=False)
         return P, Z, float(np.vdot(R, R))
 
-    def _rotated_pass(self, V, target):
-        """The pass of :meth:`fitted_and_gradient` in the ``"rotated"``
-        layout: on fold ``j``'s held-out rows the block's columns are taken
-        in the order ``j + 1, ..., j + K - 1, j`` (mod K), rows ``j + 1 ..
-        j + K`` of ``V^T`` stacked twice, so that the training folds' fitted
-        values are the panel's first ``K - 1`` rows, its residuals need no
-        mask, and ``X~^T R`` accumulates (BLAS ``gemm``, in place) into the
-        consecutive columns ``j .. j + K - 2`` of a ``(p, 2K - 2)`` array
-        whose column ``c`` belongs to fold ``(c + 1) mod K``. The buffers and
-        every panel's views of them are made once (:meth:`_rotated_plan`):
-        three calls per panel. Returns ``(P, Z, R, s)``: ``R`` the training
-        residuals (shape (K - 1, n_samples), rows ``0 .. K - 2`` of the
-        layout), ``s`` each fold's ``sum sqrt(w) r`` (intercept only)."""
-        K, dt = self.n_folds, self.dtype
-        buf = self._rotated_buffers
-        if buf is None:
-            buf = self._rotated_buffers = self._rotated_plan()
-        Bt, P, R, T, Z2, plan = buf
+    @contextlib.contextmanager
+    def workers(self):
+        """Keep the threads of the passes (:func:`~skacv._parallel.pass_workers`)
+        for every pass inside the block (a pass outside one starts its own)."""
+        if self._run is not None:
+            yield self._run
+            return
+        with pass_workers(PASS_GROUPS) as run:
+            self._run = run
+            try:
+                yield run
+            finally:
+                self._run = None
+
+    def _dense_pass(self, V, target):
+        """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
+        rows by panel of rows (:meth:`_pass_plan`): ``P[:, rows] = V^T
+        Xa^T``, the residuals of the training folds, and ``R Xa`` added to
+        the gradient, all with NumPy's ``matmul`` (which releases the GIL).
+        The panels make ``PASS_GROUPS`` groups of consecutive rows, each
+        summing its own gradient (added in order after the pass), run in
+        threads with one BLAS thread each (:meth:`workers`).
+
+        In the ``"folds"`` layout a panel's residual is one subtraction and
+        one mask. In the ``"rotated"`` layout, on fold ``j``'s held-out rows
+        the block's columns are taken in the order ``j + 1, ..., j + K - 1,
+        j`` (mod K), rows ``j + 1 .. j + K`` of ``V^T`` stacked twice, so that
+        the training folds' fitted values are the panel's first ``K - 1``
+        rows, its residuals need no mask and its gradient product has ``K -
+        1`` rows, added to rows ``j .. j + K - 2`` of a ``(2K - 2, p)`` sum
+        whose row ``c`` belongs to fold ``(c + 1) mod K``. Returns ``(P, Z,
+        R, s)``: ``R`` the training residuals (in the ``"rotated"`` layout
+        shape (K - 1, n_samples), rows ``0 .. K - 2`` of the layout), ``s``
+        each fold's ``sum sqrt(w) r`` (intercept only)."""
+        K = self.n_folds
+        if self._plan is None:
+            self._plan = self._pass_plan()
+        Bt, P, R, T, sums, groups = self._plan
         Bt[:K] = V.T
-        Bt[K:] = V.T
-        np.copyto(T, target[:K - 1])
-        Z2[...] = 0
-        gemm = linalg.get_blas_funcs("gemm", dtype=dt)
-        matmul, subtract = np.matmul, np.subtract
-        for Bj, XaT, Pa, Ta, Pt, Ra, RaT, Zj in plan:
-            matmul(Bj, XaT, out=Pa)
-            subtract(Ta, Pt, out=Ra)
-            gemm(1.0, XaT, RaT, beta=1.0, c=Zj, overwrite_c=True)
-        p = Z2.shape[0]
-        Z = np.empty((p, K), dtype=dt)
-        Z[:, 0] = 0
-        Z[:, 1:] = Z2[:, :K - 1]
-        Z[:, :K - 1] += Z2[:, K - 1:]
+        if self.partition is not None:
+            Bt[K:] = V.T
+        np.copyto(T, target[:T.shape[0]])
+        matmul, subtract, multiply = np.matmul, np.subtract, np.multiply
+
+        def work(panels, total, tmp):
+            total[...] = 0
+            for Bj, Xa, Pa, Ta, Pt, Ra, Ma, Zj in panels:
+                matmul(Bj, Xa.T, out=Pa)
+                subtract(Ta, Pt, out=Ra)
+                if Ma is not None:
+                    multiply(Ra, Ma, out=Ra)
+                out = tmp[:Ra.shape[0]]
+                matmul(Ra, Xa, out=out)
+                Zj += out
+
+        with self.workers() as run:
+            if len(groups) == 1:
+                work(*groups[0])
+            else:
+                run(work, groups)
+        total = sums[0]
+        for other in sums[1:]:
+            total += other
+        if self.partition is None:
+            Z = total.T.copy()
+        else:  # row c of the sum belongs to fold (c + 1) mod K
+            Z = np.empty((total.shape[1], K), dtype=self.dtype)
+            Z[:, 0] = 0
+            Z[:, 1:] = total[:K - 1].T
+            Z[:, :K - 1] += total[K - 1:].T
         s = None
         if self.fit_intercept:
-            s = np.bincount(self.fold_of[:K - 1].ravel(), minlength=K,
+            s = np.bincount(self.fold_of[:R.shape[0]].ravel(), minlength=K,
                             weights=(R * self.sqrt_weight[None, :]).ravel().astype(np.float64))
         return P.copy(), Z, R, s
 
-    def _rotated_plan(self):
-        """Buffers of :meth:`_rotated_pass` (``V^T`` twice, fitted values,
-        residuals, targets, the ``(p, 2K - 2)`` gradient) and, per panel,
-        the views its three calls read and write."""
+    def _pass_plan(self):
+        """Buffers of :meth:`_dense_pass` (``V^T`` (twice when rotated), the
+        fitted values, residuals and targets, one gradient sum per group)
+        and, per group, the views each panel's calls read and write."""
         X, K, dt = self.base.X, self.n_folds, self.dtype
         n, p = X.shape
-        Bt = np.empty((2 * K, p), dtype=dt)
+        rotated = self.partition is not None
+        Bt = np.empty((2 * K if rotated else K, p), dtype=dt)
         P = np.empty((K, n), dtype=dt)
-        R = np.empty((K - 1, n), dtype=dt)
-        T = np.empty((K - 1, n), dtype=dt)
-        Z2 = np.zeros((p, 2 * K - 2), dtype=dt, order="F")
-        rows = self.base.panel_rows(_PANEL_BYTES, block_panel_rows(p))
-        plan = []
-        for j, (a, b) in enumerate(self.partition):
-            Bj = Bt[j + 1:j + K + 1]
-            Zj = Z2[:, j:j + K - 1]  # Fortran-contiguous: gemm writes it in place
-            for r0 in range(a, b, rows):
-                sl = slice(r0, min(r0 + rows, b))
-                plan.append((Bj, X[sl].T, P[:, sl], T[:, sl], P[:K - 1, sl], R[:, sl],
-                             R[:, sl].T, Zj))
-        return Bt, P, R, T, Z2, plan
+        R = np.empty((K - 1 if rotated else K, n), dtype=dt)
+        T = np.empty_like(R)
+        rows = fold_panel_rows(p)
+        # (first row, last row, block of V^T, gradient rows, mask) of every panel
+        panels = []
+        if rotated:
+            for j, (a, b) in enumerate(self.partition):
+                panels += [(r0, min(r0 + rows, b), Bt[j + 1:j + K + 1], slice(j, j + K - 1))
+                           for r0 in range(a, b, rows)]
+        else:
+            panels = [(r0, min(r0 + rows, n), Bt, slice(0, K)) for r0 in range(0, n, rows)]
+        n_groups = min(PASS_GROUPS if X.nbytes >= PASS_GROUPS_MIN_BYTES else 1, len(panels))
+        bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
+        sums, groups = [], []
+        for g in range(n_groups):
+            total = np.zeros((2 * K - 2 if rotated else K, p), dtype=dt)
+            views = []
+            for a, b, Bj, zrows in panels[bounds[g]:bounds[g + 1]]:
+                sl = slice(a, b)
+                views.append((Bj, X[sl], P[:, sl], T[:, sl], P[:R.shape[0], sl], R[:, sl],
+                              None if rotated else self.mask_t[:, sl], total[zrows]))
+            sums.append(total)
+            groups.append((views, total, np.empty((R.shape[0], p), dtype=dt)))
+        return Bt, P, R, T, sums, groups
 
     def normal_product(self, V, Y):
         """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``
@@ -358,7 +409,8 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     # no cap on the basis (at most 128 steps of p x K floats, a small part of
     # the block's copy of X): the fallback, a copy of each fold's rows, would
     # cost far more memory
-    return lanczos_top_eigenvalues(op, W0, tol, max_bytes=np.inf) * (1.0 + tol)
+    with designs.workers():
+        return lanczos_top_eigenvalues(op, W0, tol, max_bytes=np.inf) * (1.0 + tol)
 
 
 def small_fold_lipschitz(designs):
@@ -532,8 +584,9 @@ class StackedFolds:
                              f"the fold paths ({d.n_features} x {d.n_folds} x {n_iter - k0})",
                              "Lower max_iter or use fewer folds. ")
                 paths = np.empty((d.n_features, d.n_folds, n_iter - k0), dtype=d.dtype)
-            run_normal_block(d, self.response, it, n_iter - k0, self.state, paths,
-                             verbose=self.verbose, on_fitted=on_fitted)
+            with d.workers():
+                run_normal_block(d, self.response, it, n_iter - k0, self.state, paths,
+                                 verbose=self.verbose, on_fitted=on_fitted)
             missing = np.flatnonzero(np.isnan(new[:, 0]))
             if missing.size:
                 new[missing] = self._held_out_errors_of(paths[:, :, missing])

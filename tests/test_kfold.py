@@ -60,6 +60,9 @@ def _layout(monkeypatch, layout):
     :class:`skacv._kfold.FoldDesigns` ("rotated" is chosen from a size on)."""
     monkeypatch.setattr(_kfold, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
     monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
+    # several panels of rows in two groups, as on a large design
+    monkeypatch.setattr(_kfold, "FOLD_PANEL_ROWS", 16)
+    monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
@@ -307,3 +310,46 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercep
     assert_allclose(d.by_fold(P).T, fitted[rows], rtol=1e-10,
                     atol=1e-10 * np.abs(fitted).max())
     assert_allclose(folds._held_out_errors(V, P), held_out, rtol=1e-10)
+
+
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+def test_block_pass_does_not_depend_on_the_blas_threads(layout, monkeypatch):
+    """The pass runs its groups of panels on one BLAS thread each (a
+    multithreaded BLAS is 10-30x slower on the small products of the panels)
+    and adds the groups' sums in order: the same bits whatever the threads."""
+    from threadpoolctl import threadpool_limits
+
+    from skacv import _parallel
+
+    _layout(monkeypatch, layout)
+    X, y, _ = _data(seed=5)
+    splits = list(KFold(3, shuffle=True, random_state=1).split(X))
+    seen = []
+    work = _parallel.pass_workers
+
+    def spy(n_groups):  # the BLAS threads inside the pass
+        cm = work(n_groups)
+
+        class Spy:
+            def __enter__(self):
+                run = cm.__enter__()
+                seen.append(_parallel.blas_threads())
+                return run
+
+            def __exit__(self, *exc):
+                return cm.__exit__(*exc)
+        return Spy()
+
+    monkeypatch.setattr(_kfold, "pass_workers", spy)
+    out = []
+    for threads in (1, 2):
+        with threadpool_limits(threads, user_api="blas"):
+            folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
+            assert len(folds.designs._pass_plan()[-1]) == 2  # two groups of panels
+            V = np.random.default_rng(0).standard_normal((X.shape[1], 3))
+            out.append(folds.designs.fitted_and_gradient(V, folds.designs.target(
+                folds.response, V)))
+            out.append(folds.advance(20))
+    assert seen and set(seen) == {1}
+    for a, b in zip(out[0][:2] + (out[1],), out[2][:2] + (out[3],), strict=True):
+        assert_array_equal(a, b)
