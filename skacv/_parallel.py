@@ -121,6 +121,25 @@ def _runner(pool, workers=1):
     return run
 
 
+#: work of fewer flops than this (a few milliseconds) runs with one BLAS
+#: thread (:func:`small_blas`)
+SMALL_BLAS_FLOPS = 1e8
+
+
+@contextlib.contextmanager
+def small_blas(flops):
+    """BLAS limited to one thread for work of about ``flops`` flops when that
+    is below ``SMALL_BLAS_FLOPS``: a multithreaded BLAS wakes its threads at
+    every call, which costs more than small products save (the triangular
+    solves of a memory matrix of 151 x 151: 5 ms a call with two OpenBLAS
+    threads, under 1 ms with one)."""
+    if flops < SMALL_BLAS_FLOPS and blas_threads() > 1:
+        with _BLAS.limit(limits=1):
+            yield
+    else:
+        yield
+
+
 @contextlib.contextmanager
 def pass_workers(n_groups):
     """Run a pass made of many small products (panels of rows) in

@@ -31,6 +31,7 @@ from scipy.linalg import solve_triangular
 from sklearn.utils import Bunch, check_random_state
 
 from ._config import check_memory
+from ._parallel import small_blas
 from ._risk_chains import (
     curvature_memory_matrices,
     masked_memory_matrix,
@@ -483,15 +484,17 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     # a clipped extrapolation: the gradient points are not combinations of the outputs
     Fv = source_residuals(design, iteration, F, coef_path) \
         if has_momentum and iteration.clips else None
-    risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
-                                     A_sources=Av if has_momentum else None,
-                                     iteration=iteration, return_residuals=True, F_sources=Fv)
-    support = None
-    if not iteration.is_linear and iteration.penalty.l1_ > 0:
-        support = np.count_nonzero(coef_path, axis=0)
-    reliable, df, amp = risk_reliability(
-        A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
-        proximal=not iteration.is_linear, support=support)
+    with small_blas(F.shape[0] * F.shape[1] ** 2):  # the corrections of T x T matrices
+        risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
+                                         A_sources=Av if has_momentum else None,
+                                         iteration=iteration, return_residuals=True,
+                                         F_sources=Fv)
+        support = None
+        if not iteration.is_linear and iteration.penalty.l1_ > 0:
+            support = np.count_nonzero(coef_path, axis=0)
+        reliable, df, amp = risk_reliability(
+            A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
+            proximal=not iteration.is_linear, support=support)
     reliable &= np.isfinite(risk)
     if verbose:
         print(f"[risk] done in {time.perf_counter() - tic:.1f}s")

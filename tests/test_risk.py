@@ -546,3 +546,35 @@ def test_chains_do_not_depend_on_the_column_groups(solver, monkeypatch):
     small = clone(est).fit(X, y)
     np.testing.assert_allclose(small.memory_matrix_, est.memory_matrix_, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(small.risk_path_, est.risk_path_, rtol=1e-6)
+
+
+def test_small_corrections_run_on_one_blas_thread(monkeypatch):
+    """The T x T corrections of a small path run on one BLAS thread (a
+    multithreaded BLAS wakes its threads at every small call: the triangular
+    solves of a 151 x 151 memory matrix took 5 ms with two OpenBLAS threads,
+    under 1 ms with one), a large one on every thread; the estimate is the
+    same."""
+    from threadpoolctl import threadpool_limits
+
+    import skacv._parallel as parallel
+    import skacv._risk as risk_module
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(parallel.blas_threads())
+        return risk_from_memory(*args, **kwargs)
+
+    monkeypatch.setattr(risk_module, "risk_from_memory", spy)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 30))
+    y = X[:, 0] + rng.standard_normal(50)
+    est = IterativeRidge(alpha=1.0, max_iter=20, random_state=0)
+    with threadpool_limits(2, user_api="blas"):
+        if parallel.blas_threads() < 2:
+            pytest.skip("the BLAS runs one thread only")
+        small = est.fit(X, y).risk_path_
+        monkeypatch.setattr(parallel, "SMALL_BLAS_FLOPS", 0)
+        large = clone(est).fit(X, y).risk_path_
+    assert seen == [1, 2]
+    np.testing.assert_allclose(small, large, rtol=1e-12)
