@@ -44,19 +44,23 @@ from ._parallel import pass_workers
 from ._path import init_state, run_normal_block
 
 #: rows of a panel of the stacked folds' pass (:meth:`FoldDesigns._dense_pass`,
-#: NumPy ``matmul`` on one BLAS thread; 5 folds in float32 at 10000 x 15000:
-#: 13 rows 170-210 ms a pass, 64 rows 110-190, 128 rows 95-115, 256 rows
-#: 94-118), up to ``NARROW_PANEL_ROWS`` for rows of at most ``NARROW_FEATURES``
-#: values (150 steps of 5 folds at 20000 x 8: 90 ms against 172 ms with 200
-#: rows)
-FOLD_PANEL_ROWS = 128
+#: NumPy ``matmul`` on one BLAS thread; a pass of 5 folds in float32 with
+#: 64 / 128 / 256 rows: 0.53 / 0.49 / 0.43 ms at 1000 x 500, 1.69 / 1.72 /
+#: 1.66 ms at 2000 x 1000, 5.0 / 5.3 / 5.1 ms at 2000 x 3000, in two groups
+#: at 10000 x 5000 31 / 23 / 24 ms, at 10000 x 15000 110-190 / 95-115 /
+#: 94-118 ms), up to ``NARROW_PANEL_ROWS`` for rows of at most
+#: ``NARROW_FEATURES`` values (150 steps of 5 folds at 20000 x 8: 90 ms
+#: against 172 ms with 200 rows)
+FOLD_PANEL_ROWS = 256
 #: the panels of a pass make this many groups of consecutive rows, each with
 #: its own sum of the gradient (run in as many threads; the sums, added in
 #: order, do not depend on the threads) ...
 PASS_GROUPS = 2
-#: ... when the block's copy of ``X`` has at least this many bytes (below,
-#: one group: the threads' hand-over costs more than they save)
-PASS_GROUPS_MIN_BYTES = 2**20
+#: ... when the block's copy of ``X`` has at least this many bytes, beyond
+#: the last-level cache (10000 x 5000 in float32: 23 ms a pass in two groups
+#: against 40 ms in one); below, one group (two were 5-35 % slower from
+#: 1000 x 500 to 2000 x 1000 and even at 2000 x 3000)
+PASS_GROUPS_MIN_BYTES = 32 * 2**20
 
 
 def fold_panel_rows(n_features):
