@@ -21,11 +21,13 @@ from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
-from ._parallel import blas_threads
+from ._parallel import blas_threads, factorization_blas
 
 #: relative tolerance of the Lanczos estimate of the top eigenvalue behind
 #: ``step_size="auto"`` (the bound is inflated by it, see ``Design.lipschitz``)
 LIPSCHITZ_TOL = 1e-3
+#: Gram matrices up to this size (32 MiB) are kept in the design's cache once formed
+GRAM_CACHE_SIZE = 2000
 
 #: a dense ``X~`` of at least this many bytes (beyond the caches) is read by
 #: row panels in the fit loop: :meth:`Design.panel_products` takes ``X~ x``
@@ -377,14 +379,17 @@ class Design:
                 cache["eigvalsh"] = eigh[0]
             else:
                 G = self.gram(side="auto")
-                cache["eigvalsh"] = np.linalg.eigvalsh(G) if G.size else np.zeros(0)
+                with factorization_blas("eigvalsh", G.shape[0]):
+                    cache["eigvalsh"] = np.linalg.eigvalsh(G) if G.size else np.zeros(0)
         return cache["eigvalsh"]
 
     def gram_eigh(self, side):
         """``scipy.linalg.eigh(gram(side))``, computed once per design."""
         key = ("eigh", side)
         if key not in self.cache:
-            self.cache[key] = linalg.eigh(self.gram(side=side))
+            G = self.gram(side=side)
+            with factorization_blas("eigh", G.shape[0]):
+                self.cache[key] = linalg.eigh(G)
         return self.cache[key]
 
     def gram(self, side="auto"):
@@ -395,6 +400,16 @@ class Design:
         n, p = self.n_samples, self.n_features
         if side == "auto":
             side = "features" if p <= n else "samples"
+        dim = p if side == "features" else n
+        if dim > GRAM_CACHE_SIZE:
+            return self._gram(side)
+        key = ("gram", side)
+        if key not in self.cache:  # the step size, exact traces and the debiasing share it
+            self.cache[key] = self._gram(side)
+            self.cache[key].flags.writeable = False
+        return self.cache[key]
+
+    def _gram(self, side):
         if not self.sparse:
             Xd = self.X.astype(np.float64, copy=False)
             G = Xd.T @ Xd if side == "features" else Xd @ Xd.T

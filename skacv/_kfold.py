@@ -56,11 +56,13 @@ FOLD_PANEL_ROWS = 256
 #: its own sum of the gradient (run in as many threads; the sums, added in
 #: order, do not depend on the threads) ...
 PASS_GROUPS = 2
-#: ... when the block's copy of ``X`` has at least this many bytes, beyond
-#: the last-level cache (10000 x 5000 in float32: 23 ms a pass in two groups
-#: against 40 ms in one); below, one group (two were 5-35 % slower from
-#: 1000 x 500 to 2000 x 1000 and even at 2000 x 3000)
-PASS_GROUPS_MIN_BYTES = 32 * 2**20
+#: ... when the block's copy of ``X`` has at least this many bytes (10000 x
+#: 5000 in float32: 23 ms a pass in two groups against 40 ms in one; 150
+#: steps of 5 ISTA folds with the full fit, 2000 x 3000 and 4000 x 2000:
+#: 10-20 % less time, FISTA even); below, one group (the pass of 5 folds at
+#: 1000 x 500: 0.62 ms in two groups against 0.45 ms in one; at 2000 x 1000
+#: even within the noise of a whole search)
+PASS_GROUPS_MIN_BYTES = 16 * 2**20
 
 
 def fold_panel_rows(n_features):

@@ -20,6 +20,8 @@ import scipy.linalg as linalg
 from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.utils.extmath import randomized_svd
 
+from ._parallel import factorization_blas
+
 #: below this dimension dense symmetric eigenproblems go to LAPACK
 DENSE_EIG_SIZE = 300
 
@@ -269,8 +271,9 @@ def top_eigenvalue(A=None, *, op=None, dim=None, tol=1e-6):
     if dim <= DENSE_EIG_SIZE:
         M = np.asarray(A if A is not None else op(np.eye(dim)), dtype=np.float64)
         M = (M + M.T) / 2
-        return max(float(linalg.eigvalsh(M, subset_by_index=(dim - 1, dim - 1),
-                                         check_finite=False)[0]), 0.0)
+        with factorization_blas("eigvalsh", dim):
+            return max(float(linalg.eigvalsh(M, subset_by_index=(dim - 1, dim - 1),
+                                             check_finite=False)[0]), 0.0)
     lin = LinearOperator((dim, dim), matvec=op, matmat=op, dtype=np.float64)
     v0 = np.random.RandomState(0).standard_normal(dim)
     return max(float(eigsh(lin, k=1, which="LA", v0=v0, tol=tol,
@@ -291,11 +294,12 @@ def top_eigh(S, k):
         U, s, _ = randomized_svd(S, k, n_oversamples=max(10, k // 2), n_iter=4,
                                  random_state=0)
         return s, U
-    if 4 * k > m:  # divide and conquer on everything beats a large subset
-        lam, U = np.linalg.eigh(S)
-        lam, U = lam[m - k:], U[:, m - k:]
-    else:
-        lam, U = linalg.eigh(S, subset_by_index=(m - k, m - 1), check_finite=False)
+    with factorization_blas("eigh", m):
+        if 4 * k > m:  # divide and conquer on everything beats a large subset
+            lam, U = np.linalg.eigh(S)
+            lam, U = lam[m - k:], U[:, m - k:]
+        else:
+            lam, U = linalg.eigh(S, subset_by_index=(m - k, m - 1), check_finite=False)
     return np.clip(lam[::-1], 0, None), np.ascontiguousarray(U[:, ::-1])
 
 

@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._config import check_memory, working_memory_bytes
 from ._loo import removed_weights
+from ._parallel import factorization_blas
 
 _METHODS = ("alo", "ns", "ij")
 
@@ -71,7 +72,8 @@ def approximate_loo_at(design, datafit, iteration, theta, U, target, method="alo
     penE = pen[E].astype(np.float64)
     A = UE.T @ (UE * (w * curv)[:, None]) + np.diag(beta_ref * penE)
     try:
-        cf = linalg.cho_factor(A, lower=True)
+        with factorization_blas("cholesky", A.shape[0]):
+            cf = linalg.cho_factor(A, lower=True)
     except linalg.LinAlgError as exc:
         raise ValueError(
             f"The Hessian on the active set ({E.size} coordinates) is not positive "

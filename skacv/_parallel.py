@@ -140,6 +140,31 @@ def small_blas(flops):
         yield
 
 
+#: dense symmetric factorisations of at most this order run with one BLAS
+#: thread (:func:`factorization_blas`). Measured with OpenBLAS 0.3.31 on a
+#: 2-core machine, right after the small products of a fit, two threads
+#: against one: Cholesky of order 1000 48-76 ms against 12 ms, 2000 0.14 s
+#: against 0.08 s, 3000 even; eigenvalues only (``eigvalsh``) of order 500
+#: 18-26 ms against 15 ms, 700 35 ms against 30 ms, 1000 even (0.05-0.10 s
+#: against 0.07 s), 1400 0.12 s against 0.18 s; eigenpairs (``eigh``) of
+#: order 700 0.12 s against 0.07 s, 1000 0.20 s against 0.18 s, 1400 0.36 s
+#: against 0.46 s
+ONE_THREAD_ORDER = {"cholesky": 2500, "eigvalsh": 800, "eigh": 1000}
+
+
+@contextlib.contextmanager
+def factorization_blas(kind, order):
+    """BLAS limited to one thread for a dense symmetric factorisation
+    (``kind``: ``"cholesky"``, ``"eigvalsh"`` or ``"eigh"``) of order up to
+    ``ONE_THREAD_ORDER[kind]``: LAPACK's threaded versions wait on their
+    threads at every panel, which costs more than they save at these sizes."""
+    if order <= ONE_THREAD_ORDER[kind] and blas_threads() > 1:
+        with _BLAS.limit(limits=1):
+            yield
+    else:
+        yield
+
+
 @contextlib.contextmanager
 def pass_workers(n_groups):
     """Run a pass made of many small products (panels of rows) in

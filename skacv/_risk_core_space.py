@@ -45,7 +45,7 @@ from scipy import linalg
 
 from ._config import path_memory_bytes
 from ._linalg import block_trace as _block_trace
-from ._parallel import column_groups, column_workers
+from ._parallel import column_groups, column_workers, factorization_blas
 
 # cost of a d x d eigendecomposition in units of d^3 flops of a GEMM
 # (measured: LAPACK's divide and conquer runs at a fraction of the GEMM
@@ -209,7 +209,9 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
     ZE = np.ascontiguousarray(Z.T @ XE)  # (m, |E|): the traces' explicit part
     G_perp = Z_perp = None
     if plan.form == "samples":
-        lam, U = linalg.eigh(XC @ XC.T, overwrite_a=True, check_finite=False, driver="evd")
+        with factorization_blas("eigh", XC.shape[0]):
+            lam, U = linalg.eigh(XC @ XC.T, overwrite_a=True, check_finite=False,
+                                 driver="evd")
         lam = np.clip(lam, 0, None)
         XEt = U.T @ XE  # X~_E in the eigenbasis (d, |E|)
         Zt = U.T @ Z  # probes in the eigenbasis (d, m)
@@ -217,7 +219,9 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
         def to_core(dx_core, U=U, XC=XC):
             return U.T @ (XC @ dx_core)
     else:
-        lam, V = linalg.eigh(XC.T @ XC, overwrite_a=True, check_finite=False, driver="evd")
+        with factorization_blas("eigh", XC.shape[1]):
+            lam, V = linalg.eigh(XC.T @ XC, overwrite_a=True, check_finite=False,
+                                 driver="evd")
         keep = lam > max(lam[-1], 0.0) * lam.size * np.finfo(dtype).eps
         lam, V = lam[keep], V[:, keep]
         root = np.sqrt(lam).astype(dtype)[:, None]

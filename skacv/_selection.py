@@ -254,6 +254,13 @@ def _argmin_first(path):
 #: validation, set-up of the estimates) would exceed what stopping saves
 #: (ridge GD at 500 x 250, 150 steps: 22 ms in one go, 36 ms in stages)
 STAGE_MIN_FLOPS = 5e8
+#: the same for a linear method whose risk is computed spectrally: its
+#: estimates cost the same at any length (the Gram eigenvalues, the classical
+#: fit of the debiasing), so stopping saves only fit steps, and every stage
+#: recomputes the memory matrix and the debiasing scores (ridge GD, 150 steps:
+#: 0.33 s in one go, 0.49 s in stages at 2000 x 1000; 1.05 s and 1.23 s at
+#: 2000 x 3000)
+STAGE_MIN_FLOPS_LINEAR = 5e9
 
 
 def _can_stage(estimator, X=None):
@@ -274,6 +281,8 @@ def _can_stage(estimator, X=None):
     if params.get("estimate_loo"):
         sub = params.get("loo_subsample")
         flops += loo_cost_in_fits(estimator, n, p, min(n, sub or n))[1]
+    elif params.get("estimate_risk"):
+        return flops > STAGE_MIN_FLOPS_LINEAR
     return flops > STAGE_MIN_FLOPS
 
 
@@ -664,7 +673,10 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         paths). Estimators without ``max_iter`` and ``warm_start`` are always
         fitted to the end, and so are paths whose fit and estimates are
         estimated to cost less than ``STAGE_MIN_FLOPS`` (a few
-        milliseconds: the fixed cost of a stage would exceed the saving).
+        milliseconds: the fixed cost of a stage would exceed the saving), or,
+        for linear methods with the spectral risk (ridge GD), whose fit costs
+        less than ``STAGE_MIN_FLOPS_LINEAR`` (a few tenths of a second: their
+        estimates cost the same at any length, stopping saves only steps).
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all

@@ -56,7 +56,6 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
-from scipy.linalg import solve_triangular
 from scipy.stats import norm
 from scipy.stats import t as student_t
 from sklearn.exceptions import NotFittedError
@@ -64,6 +63,7 @@ from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted
 
 from ._config import check_memory
+from ._parallel import factorization_blas
 from .exceptions import UnreliableEstimateWarning
 
 # ----------------------------------------------------------------------------
@@ -167,13 +167,17 @@ def _least_squares_fit(design, target, dof):
         coef = V @ ((V.T @ rhs) / lam)
         diag = np.einsum("jk,jk->j", V / lam, V)
     else:
-        try:
-            c = linalg.cho_factor(design.gram(side="features"), lower=True,
-                                  check_finite=False)
-        except linalg.LinAlgError:
+        with factorization_blas("cholesky", p):
+            try:
+                c = linalg.cho_factor(design.gram(side="features"), lower=True,
+                                      check_finite=False)
+            except linalg.LinAlgError:
+                return Bunch(reason="the sample covariance of the design is singular")
+            coef = linalg.cho_solve(c, rhs, check_finite=False)
+            # diag(G^-1): column sums of squares of L^-1 (LAPACK trtri, p^3 / 3 flops)
+            L_inv, info = linalg.lapack.dtrtri(np.tril(c[0]), lower=1)
+        if info != 0:
             return Bunch(reason="the sample covariance of the design is singular")
-        coef = linalg.cho_solve(c, rhs, check_finite=False)
-        L_inv = solve_triangular(c[0], np.eye(p), lower=True, check_finite=False)
         diag = np.einsum("kj,kj->j", L_inv, L_inv)
     fitted = np.asarray(design.matvec(coef.astype(design.dtype)), dtype=np.float64).ravel()
     rss = float(np.sum((y - fitted) ** 2))

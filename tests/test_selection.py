@@ -595,6 +595,15 @@ def test_cheap_paths_are_fitted_in_one_go():
     big = TrajectoryLasso(alpha=0.05, max_iter=150, estimate_risk=True)
     assert selection_module._can_stage(big, np.zeros((400, 300)))
     assert not selection_module._can_stage(est, np.zeros((60, 20)))
+    # a linear method's spectral risk costs the same at any length: stages
+    # only save fit steps, so they start at STAGE_MIN_FLOPS_LINEAR (ridge GD,
+    # 150 steps at 2000 x 1000: 0.33 s in one go, 0.49 s in stages)
+    shape = (2000, 1000)  # 4 n p T = 1.2e9 flops
+    assert est.get_params()["estimate_risk"]
+    assert not selection_module._can_stage(est, np.empty(shape))
+    assert selection_module._can_stage(est.set_params(max_iter=1000), np.empty(shape))
+    assert selection_module._can_stage(TrajectoryLasso(max_iter=150, estimate_risk=True),
+                                       np.empty(shape))
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
