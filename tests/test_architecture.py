@@ -29,7 +29,8 @@ PACKAGE = pathlib.Path(skacv.__file__).parent
 
 LAYERS = [
     ["exceptions", "_compat", "_config"],
-    ["_validation", "_parallel", "_linalg", "_kernels"],
+    ["_validation", "_parallel"],
+    ["_linalg", "_kernels"],
     ["_design", "_penalties", "_datafits", "_sampling"],
     ["_iterations", "_preconditioning", "_risk_core_space"],
     ["_path", "_risk_spectral", "_risk_chains"],
