@@ -241,9 +241,11 @@ class FoldDesigns:
 
     def _dense_pass(self, V, target):
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
-        rows by panel of rows (:meth:`_pass_plan`): ``P[:, rows] = V^T
-        Xa^T``, the residuals of the training folds, and ``R Xa`` added to
-        the gradient, all with NumPy's ``matmul`` (which releases the GIL).
+        rows by panel of rows (:meth:`_pass_plan`): ``Xa V`` into a scratch
+        panel copied to ``P[:, rows]`` (the tall form: 20-40 % faster than
+        ``V^T Xa^T`` in OpenBLAS's single-precision kernels for 5 columns),
+        the residuals of the training folds, and ``R Xa`` added to the
+        gradient, all with NumPy's ``matmul`` (which releases the GIL).
         The panels make ``PASS_GROUPS`` groups of consecutive rows, each
         summing its own gradient (added in order after the pass), run in
         threads with one BLAS thread each (:meth:`workers`).
@@ -251,7 +253,7 @@ class FoldDesigns:
         In the ``"folds"`` layout a panel's residual is one subtraction and
         one mask. In the ``"rotated"`` layout, on fold ``j``'s held-out rows
         the block's columns are taken in the order ``j + 1, ..., j + K - 1,
-        j`` (mod K), rows ``j + 1 .. j + K`` of ``V^T`` stacked twice, so that
+        j`` (mod K), columns ``j + 1 .. j + K`` of ``V`` stacked twice, so that
         the training folds' fitted values are the panel's first ``K - 1``
         rows, its residuals need no mask and its gradient product has ``K -
         1`` rows, added to rows ``j .. j + K - 2`` of a ``(2K - 2, p)`` sum
@@ -262,17 +264,19 @@ class FoldDesigns:
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
-        Bt, P, R, T, sums, groups = self._plan
-        Bt[:K] = V.T
+        Bc, P, R, T, sums, groups = self._plan
+        Bc[:, :K] = V
         if self.partition is not None:
-            Bt[K:] = V.T
+            Bc[:, K:] = V
         np.copyto(T, target[:T.shape[0]])
-        matmul, subtract, multiply = np.matmul, np.subtract, np.multiply
+        matmul, subtract, multiply, copyto = np.matmul, np.subtract, np.multiply, np.copyto
 
-        def work(panels, total, tmp):
+        def work(panels, total, tmp, fitted):
             total[...] = 0
             for Bj, Xa, Pa, Ta, Pt, Ra, Ma, Zj in panels:
-                matmul(Bj, Xa.T, out=Pa)
+                Sa = fitted[:Xa.shape[0]]
+                matmul(Xa, Bj, out=Sa)
+                copyto(Pa, Sa.T)
                 subtract(Ta, Pt, out=Ra)
                 if Ma is not None:
                     multiply(Ra, Ma, out=Ra)
@@ -302,13 +306,14 @@ class FoldDesigns:
         return P.copy(), Z, R, s
 
     def _pass_plan(self):
-        """Buffers of :meth:`_dense_pass` (``V^T`` (twice when rotated), the
-        fitted values, residuals and targets, one gradient sum per group)
+        """Buffers of :meth:`_dense_pass` (``V`` (twice side by side when
+        rotated), the fitted values, residuals and targets, one gradient sum
+        and one scratch panel of fitted values per group)
         and, per group, the views each panel's calls read and write."""
         X, K, dt = self.base.X, self.n_folds, self.dtype
         n, p = X.shape
         rotated = self.partition is not None
-        Bt = np.empty((2 * K if rotated else K, p), dtype=dt)
+        Bc = np.empty((p, 2 * K if rotated else K), dtype=dt)
         P = np.empty((K, n), dtype=dt)
         R = np.empty((K - 1 if rotated else K, n), dtype=dt)
         T = np.empty_like(R)
@@ -317,10 +322,10 @@ class FoldDesigns:
         panels = []
         if rotated:
             for j, (a, b) in enumerate(self.partition):
-                panels += [(r0, min(r0 + rows, b), Bt[j + 1:j + K + 1], slice(j, j + K - 1))
+                panels += [(r0, min(r0 + rows, b), Bc[:, j + 1:j + K + 1], slice(j, j + K - 1))
                            for r0 in range(a, b, rows)]
         else:
-            panels = [(r0, min(r0 + rows, n), Bt, slice(0, K)) for r0 in range(0, n, rows)]
+            panels = [(r0, min(r0 + rows, n), Bc, slice(0, K)) for r0 in range(0, n, rows)]
         n_groups = min(PASS_GROUPS if X.nbytes >= PASS_GROUPS_MIN_BYTES else 1, len(panels))
         bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
         sums, groups = [], []
@@ -332,8 +337,9 @@ class FoldDesigns:
                 views.append((Bj, X[sl], P[:, sl], T[:, sl], P[:R.shape[0], sl], R[:, sl],
                               None if rotated else self.mask_t[:, sl], total[zrows]))
             sums.append(total)
-            groups.append((views, total, np.empty((R.shape[0], p), dtype=dt)))
-        return Bt, P, R, T, sums, groups
+            groups.append((views, total, np.empty((R.shape[0], p), dtype=dt),
+                           np.empty((rows, K), dtype=dt)))
+        return Bc, P, R, T, sums, groups
 
     def normal_product(self, V, Y):
         """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``
