@@ -209,9 +209,10 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
     ZE = np.ascontiguousarray(Z.T @ XE)  # (m, |E|): the traces' explicit part
     G_perp = Z_perp = None
     if plan.form == "samples":
-        with factorization_blas("eigh", XC.shape[0]):
-            lam, U = linalg.eigh(XC @ XC.T, overwrite_a=True, check_finite=False,
-                                 driver="evd")
+        G = XC @ XC.T  # the product on every thread, the factorisation on one
+        with factorization_blas("eigh", G.shape[0]):
+            lam, U = linalg.eigh(G, overwrite_a=True, check_finite=False, driver="evd")
+        del G  # overwritten by LAPACK
         lam = np.clip(lam, 0, None)
         XEt = U.T @ XE  # X~_E in the eigenbasis (d, |E|)
         Zt = U.T @ Z  # probes in the eigenbasis (d, m)
@@ -219,9 +220,10 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
         def to_core(dx_core, U=U, XC=XC):
             return U.T @ (XC @ dx_core)
     else:
-        with factorization_blas("eigh", XC.shape[1]):
-            lam, V = linalg.eigh(XC.T @ XC, overwrite_a=True, check_finite=False,
-                                 driver="evd")
+        G = XC.T @ XC
+        with factorization_blas("eigh", G.shape[0]):
+            lam, V = linalg.eigh(G, overwrite_a=True, check_finite=False, driver="evd")
+        del G  # overwritten by LAPACK
         keep = lam > max(lam[-1], 0.0) * lam.size * np.finfo(dtype).eps
         lam, V = lam[keep], V[:, keep]
         root = np.sqrt(lam).astype(dtype)[:, None]

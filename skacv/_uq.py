@@ -167,10 +167,10 @@ def _least_squares_fit(design, target, dof):
         coef = V @ ((V.T @ rhs) / lam)
         diag = np.einsum("jk,jk->j", V / lam, V)
     else:
+        G = design.gram(side="features")  # the product on every thread, the factor on one
         with factorization_blas("cholesky", p):
             try:
-                c = linalg.cho_factor(design.gram(side="features"), lower=True,
-                                      check_finite=False)
+                c = linalg.cho_factor(G, lower=True, check_finite=False)
             except linalg.LinAlgError:
                 return Bunch(reason="the sample covariance of the design is singular")
             coef = linalg.cho_solve(c, rhs, check_finite=False)
