@@ -253,8 +253,11 @@ class Design:
             Z = np.zeros(X.shape[1], dtype=self.dtype)
             for rows in self._panels(panel_bytes):
                 Xa = X[rows]
-                np.matmul(Xa, b, out=P[rows])
-                Z += Xa.T @ residual(rows, P[rows])
+                # NumPy's dot releases the GIL around the BLAS call (matmul
+                # keeps it on products of a panel's size): a fit beside
+                # other work in threads (skacv._parallel.overlapped)
+                np.dot(Xa, b, out=P[rows])
+                Z += np.dot(Xa.T, residual(rows, P[rows]))
             return P, Z
         Bt = np.ascontiguousarray(b.T, dtype=self.dtype)
         Pt = np.empty((b.shape[1], X.shape[0]), dtype=self.dtype)
@@ -283,7 +286,7 @@ class Design:
         X = self.X
         Z = np.zeros(X.shape[1], dtype=self.dtype)
         for rows in self._panels():
-            Z += X[rows].T @ r[rows]
+            Z += np.dot(X[rows].T, r[rows])
         return Z
 
     def columns(self, idx):

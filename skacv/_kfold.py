@@ -34,40 +34,59 @@ import contextlib
 import copy
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
+from ._compat import _num_features, _num_samples
 from ._config import check_memory, get_config
 from ._design import LIPSCHITZ_TOL, NARROW_FEATURES, NARROW_PANEL_ROWS, Design, gather
 from ._iterations import PreconditionedGD
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
-from ._parallel import pass_workers
+from ._parallel import cache_bytes, pass_workers
 from ._path import init_state, run_normal_block
 
-#: rows of a panel of the stacked folds' pass (:meth:`FoldDesigns._dense_pass`,
-#: NumPy ``matmul`` on one BLAS thread; a pass of 5 folds in float32 with
-#: 64 / 128 / 256 rows: 0.53 / 0.49 / 0.43 ms at 1000 x 500, 1.69 / 1.72 /
-#: 1.66 ms at 2000 x 1000, 5.0 / 5.3 / 5.1 ms at 2000 x 3000, in two groups
-#: at 10000 x 5000 31 / 23 / 24 ms, at 10000 x 15000 110-190 / 95-115 /
-#: 94-118 ms), up to ``NARROW_PANEL_ROWS`` for rows of at most
-#: ``NARROW_FEATURES`` values (150 steps of 5 folds at 20000 x 8: 90 ms
-#: against 172 ms with 200 rows)
+#: a panel of the stacked folds' pass (:meth:`FoldDesigns._dense_pass`, one
+#: BLAS thread per group) takes about this share of the level-2 cache
+#: (:func:`~skacv._parallel.cache_bytes`), so that it stays there between
+#: its two products; at most ``FOLD_PANEL_ROWS`` rows, up to
+#: ``NARROW_PANEL_ROWS`` for rows of at most ``NARROW_FEATURES`` values (150
+#: steps of 5 folds at 20000 x 8: 90 ms against 172 ms with 200 rows).
+#: Measured on a 2-core EPYC (1 MiB level-2 cache per core, 32 MiB level
+#: 3), a pass of 5 folds in float32: 1000 x 1500, 0.54 ms with 131 rows (768
+#: KiB) against 0.99 ms with 256 (1.5 MiB); 2000 x 3000, 2.2-3.6 ms with 64
+#: rows against 5.2 ms with 256; 10000 x 5000 in two groups, 18-21 ms with
+#: 39 rows against 27-30 ms with 256 (on an earlier machine with a smaller
+#: level-2 cache, 64 to 256 rows were within 10 % of each other)
+FOLD_PANEL_CACHE_SHARE = 0.75
 FOLD_PANEL_ROWS = 256
 #: the panels of a pass make this many groups of consecutive rows, each with
 #: its own sum of the gradient (run in as many threads; the sums, added in
 #: order, do not depend on the threads) ...
 PASS_GROUPS = 2
-#: ... when the block's copy of ``X`` has at least this many bytes (10000 x
-#: 5000 in float32: 23 ms a pass in two groups against 40 ms in one; 150
-#: steps of 5 ISTA folds with the full fit, 2000 x 3000 and 4000 x 2000:
-#: 10-20 % less time, FISTA even); below, one group (the pass of 5 folds at
-#: 1000 x 500: 0.62 ms in two groups against 0.45 ms in one; at 2000 x 1000
-#: even within the noise of a whole search)
-PASS_GROUPS_MIN_BYTES = 16 * 2**20
+#: ... when the block's copy of ``X`` has more than this many bytes; ``None``:
+#: more than the last-level cache holds (:func:`~skacv._parallel.cache_bytes`).
+#: Read from memory, the groups share its bandwidth well (two groups, same
+#: machine: 4000 x 6000 in float32, 11 ms a pass against 18.5 ms in one;
+#: 10000 x 5000, 22 ms against 41 ms); read from the shared last-level
+#: cache, they do not (2000 x 3000: 3.3 ms against 2.2 ms; 1000 x 1500,
+#: 2000 x 1000 even), and a pass of a few milliseconds pays the threads'
+#: wake-up (1000 x 500: 0.62 ms against 0.45 ms)
+PASS_GROUPS_MIN_BYTES = None
 
 
-def fold_panel_rows(n_features):
-    """Rows of a panel of the stacked folds' pass."""
-    return NARROW_PANEL_ROWS if n_features <= NARROW_FEATURES else FOLD_PANEL_ROWS
+def fold_panel_rows(n_features, itemsize=4):
+    """Rows of a panel of the stacked folds' pass (:data:`FOLD_PANEL_CACHE_SHARE`)."""
+    if n_features <= NARROW_FEATURES:
+        return NARROW_PANEL_ROWS
+    rows = int(FOLD_PANEL_CACHE_SHARE * cache_bytes(2)) // (n_features * itemsize)
+    return max(8, min(FOLD_PANEL_ROWS, rows))
+
+
+def pass_groups(nbytes):
+    """Groups of panels of a pass over a copy of ``X`` of ``nbytes``
+    (:data:`PASS_GROUPS_MIN_BYTES`)."""
+    limit = cache_bytes(3) if PASS_GROUPS_MIN_BYTES is None else PASS_GROUPS_MIN_BYTES
+    return PASS_GROUPS if nbytes > limit else 1
 
 
 #: smallest dense copy of ``X`` (and fewest features) whose folds run in the
@@ -203,7 +222,7 @@ class FoldDesigns:
             return Y + shift[:, None] * self.sqrt_weight[None, :]
         return Y + shift[self.fold_of] * self.sqrt_weight[None, :]
 
-    def fitted_and_gradient(self, V, target):
+    def fitted_and_gradient(self, V, target, held_out=True):
         """``(P, Z, rss)`` in one pass over ``X``: ``P = (X~ V)^T`` (shape
         (n_folds, n_samples) in the layout, the products of :attr:`base`),
         column ``j`` of ``Z`` is ``X~_j^T m_j (target_j - P_j)`` (training
@@ -213,14 +232,19 @@ class FoldDesigns:
 
         A dense ``X`` is read once, by panels of rows that stay in cache
         between the two products (:meth:`_dense_pass`). The intercept shift
-        is in ``target``, the sums of its correction after the pass."""
+        is in ``target``, the sums of its correction after the pass.
+
+        ``held_out=False``: the caller does not read the fitted values of the
+        held-out rows; in the ``"rotated"`` layout they are then not computed
+        (row ``K - 1`` of ``P`` holds NaN) and the fitted product has ``K -
+        1`` columns instead of ``K`` (:meth:`_dense_pass`)."""
         if self.sparse:
             P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
             R = (target - P) * self.mask_t
             Z = np.asarray(self.base.rmatvec(R.T))
             s = (R @ self.sqrt_weight).astype(np.float64) if self.fit_intercept else None
         else:
-            P, Z, R, s = self._dense_pass(V, target)
+            P, Z, R, s = self._dense_pass(V, target, held_out)
         if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
             Z -= (self.delta * s[None, :]).astype(Z.dtype, copy=False)
         return P, Z, float(np.vdot(R, R))
@@ -239,13 +263,19 @@ class FoldDesigns:
             finally:
                 self._run = None
 
-    def _dense_pass(self, V, target):
+    def _dense_pass(self, V, target, held_out=True):
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
         rows by panel of rows (:meth:`_pass_plan`): ``Xa V`` into a scratch
         panel copied to ``P[:, rows]`` (the tall form: 20-40 % faster than
         ``V^T Xa^T`` in OpenBLAS's single-precision kernels for 5 columns),
         the residuals of the training folds, and ``R Xa`` added to the
-        gradient, all with NumPy's ``matmul`` (which releases the GIL).
+        gradient, the products with NumPy's ``dot`` (which releases the GIL
+        around the BLAS call; ``matmul`` keeps it on products of a panel's
+        size, so that two groups in threads ran one at a time).
+        Without ``held_out`` in the ``"rotated"`` layout, the fitted product
+        has the ``K - 1`` training columns only (OpenBLAS's single-precision
+        kernel takes 4 columns in 70 % of the time of 5, 200 rows of 500 to
+        5000 columns) and row ``K - 1`` of the returned ``P`` is NaN.
         The panels make ``PASS_GROUPS`` groups of consecutive rows, each
         summing its own gradient (added in order after the pass), run in
         threads with one BLAS thread each (:meth:`workers`).
@@ -266,22 +296,26 @@ class FoldDesigns:
             self._plan = self._pass_plan()
         Bc, P, R, T, sums, groups = self._plan
         Bc[:, :K] = V
-        if self.partition is not None:
+        rotated = self.partition is not None
+        if rotated:
             Bc[:, K:] = V
         np.copyto(T, target[:T.shape[0]])
-        matmul, subtract, multiply, copyto = np.matmul, np.subtract, np.multiply, np.copyto
+        dot, subtract, multiply, copyto = np.dot, np.subtract, np.multiply, np.copyto
+        # the panel's columns: all K, or (rotated, no held-out values) its K - 1 training folds
+        part = 0 if held_out or not rotated else 1
 
         def work(panels, total, tmp, fitted):
             total[...] = 0
-            for Bj, Xa, Pa, Ta, Pt, Ra, Ma, Zj in panels:
-                Sa = fitted[:Xa.shape[0]]
-                matmul(Xa, Bj, out=Sa)
-                copyto(Pa, Sa.T)
+            scratch = fitted[part]
+            for Bs, Xa, Ps, Ta, Pt, Ra, Ma, Zj in panels:
+                Sa = scratch[:Xa.shape[0]]
+                dot(Xa, Bs[part], out=Sa)
+                copyto(Ps[part], Sa.T)
                 subtract(Ta, Pt, out=Ra)
                 if Ma is not None:
                     multiply(Ra, Ma, out=Ra)
                 out = tmp[:Ra.shape[0]]
-                matmul(Ra, Xa, out=out)
+                dot(Ra, Xa, out=out)
                 Zj += out
 
         with self.workers() as run:
@@ -303,7 +337,10 @@ class FoldDesigns:
         if self.fit_intercept:
             s = np.bincount(self.fold_of[:R.shape[0]].ravel(), minlength=K,
                             weights=(R * self.sqrt_weight[None, :]).ravel().astype(np.float64))
-        return P.copy(), Z, R, s
+        P = P.copy()
+        if part:
+            P[K - 1] = np.nan
+        return P, Z, R, s
 
     def _pass_plan(self):
         """Buffers of :meth:`_dense_pass` (``V`` (twice side by side when
@@ -317,7 +354,7 @@ class FoldDesigns:
         P = np.empty((K, n), dtype=dt)
         R = np.empty((K - 1 if rotated else K, n), dtype=dt)
         T = np.empty_like(R)
-        rows = fold_panel_rows(p)
+        rows = fold_panel_rows(p, X.itemsize)
         # (first row, last row, block of V^T, gradient rows, mask) of every panel
         panels = []
         if rotated:
@@ -326,7 +363,7 @@ class FoldDesigns:
                            for r0 in range(a, b, rows)]
         else:
             panels = [(r0, min(r0 + rows, n), Bc, slice(0, K)) for r0 in range(0, n, rows)]
-        n_groups = min(PASS_GROUPS if X.nbytes >= PASS_GROUPS_MIN_BYTES else 1, len(panels))
+        n_groups = min(pass_groups(X.nbytes), len(panels))
         bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
         sums, groups = [], []
         for g in range(n_groups):
@@ -334,11 +371,14 @@ class FoldDesigns:
             views = []
             for a, b, Bj, zrows in panels[bounds[g]:bounds[g + 1]]:
                 sl = slice(a, b)
-                views.append((Bj, X[sl], P[:, sl], T[:, sl], P[:R.shape[0], sl], R[:, sl],
+                # (all K columns, the K - 1 training columns of a rotated panel)
+                Bs = (Bj, Bj[:, :K - 1] if rotated else None)
+                Ps = (P[:, sl], P[:K - 1, sl] if rotated else None)
+                views.append((Bs, X[sl], Ps, T[:, sl], P[:R.shape[0], sl], R[:, sl],
                               None if rotated else self.mask_t[:, sl], total[zrows]))
             sums.append(total)
             groups.append((views, total, np.empty((R.shape[0], p), dtype=dt),
-                           np.empty((rows, K), dtype=dt)))
+                           (np.empty((rows, K), dtype=dt), np.empty((rows, K - 1), dtype=dt))))
         return Bc, P, R, T, sums, groups
 
     def normal_product(self, V, Y):
@@ -639,6 +679,32 @@ class StackedFolds:
             R = response[j, rows][:, None] - P
             total[:, j] = np.einsum("it,it->t", R, R, dtype=np.float64)
         return total
+
+
+def fit_beside(X):
+    """Whether the full-data fit on ``X`` runs its stages beside the stacked
+    folds (:func:`~skacv._parallel.overlapped`, one BLAS thread each: the
+    block's set-up beside the first stage, each later stage beside the
+    folds' passes): when ``X`` is dense, larger than the last-level cache
+    (the full fit's products read memory, and a second BLAS thread adds
+    little to them) and the block's copy is not (its pass runs in one group
+    of panels, :func:`pass_groups`). Measured on a 2-core EPYC (32 MiB
+    last-level cache), the default Lasso early stopping: 2000 x 3000,
+    17-23 % less time (7 paired runs); with ``X`` in the cache (1000 x 1500,
+    2000 x 1000) the full fit loses more than half its speed on one
+    thread: 14-23 % more; at 10000 x 5000 (two groups, then run in turn
+    beside the full fit) ISTA even, FISTA 4-9 % more (its full fit's
+    extrapolated fitted values read columns of ``X`` panel by panel)."""
+    if sp.issparse(X):
+        return False
+    try:
+        size = _num_samples(X) * _num_features(X)
+    except (TypeError, ValueError):
+        return False  # the full fit's checks say why
+    itemsize = getattr(getattr(X, "dtype", None), "itemsize", 8)
+    block = size * kfold_dtype(np.empty(0, dtype=np.float64 if itemsize >= 8
+                                        else np.float32)).itemsize
+    return size * max(itemsize, 4) > cache_bytes(3) and pass_groups(block) == 1
 
 
 def fold_steps(n_iter, ratios):

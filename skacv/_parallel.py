@@ -9,12 +9,14 @@ order of magnitude when another process is busy).
 """
 
 import contextlib
+import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import joblib
 import numpy as np
 import scipy.linalg  # noqa: F401  (SciPy's BLAS is loaded before _BLAS looks for it)
+import sklearn
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from ._config import config_context, get_config
@@ -102,6 +104,32 @@ def column_workers(workers=None):
         yield _runner(pool, workers)
 
 
+def overlapped(first, second):
+    """``(first(), second())`` with ``first`` in a thread of its own beside
+    ``second`` in the caller's thread, each on one BLAS thread (with two or
+    more BLAS threads to share; else one after the other), under the
+    caller's skacv and scikit-learn configurations (both thread-local). For
+    two computations of similar length that each gain less from a second
+    BLAS thread than from running beside the other (a full-data fit beside
+    the stacked folds' passes). An exception of ``second`` is raised once
+    ``first`` has finished; then ``first``'s own."""
+    if blas_threads() < 2:
+        return first(), second()
+    own, theirs = get_config(), sklearn.get_config()
+
+    def helper():
+        with config_context(**own), sklearn.config_context(**theirs):
+            return first()
+
+    with _BLAS.limit(limits=1), ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(helper)
+        try:
+            out = second()
+        finally:
+            wait([future])
+        return future.result(), out
+
+
 def _runner(pool, workers=1):
     """``run(function, calls)``: every call, in ``pool`` (waiting for all of
     them) or in turn when ``pool`` is ``None``; ``run.workers`` threads."""
@@ -186,6 +214,41 @@ def pass_workers(n_groups):
             return
         with ThreadPoolExecutor(max_workers=workers) as pool:
             yield _runner(pool, workers)
+
+
+#: the CPU's data caches where the system does not say (Linux sysfs):
+#: level 2 per core, last level shared
+DEFAULT_CACHE_BYTES = {1: 32 * 2**10, 2: 512 * 2**10, 3: 16 * 2**20}
+#: where Linux describes the first CPU's caches
+CACHE_ROOT = "/sys/devices/system/cpu/cpu0/cache"
+
+
+@functools.lru_cache(maxsize=None)
+def cache_bytes(level):
+    """Size in bytes of the CPU's data (or unified) cache of ``level`` (1 to
+    3) as Linux reports it for the first CPU, else
+    :data:`DEFAULT_CACHE_BYTES`. Sizes the panels of passes over a dense
+    ``X`` that read each panel twice (it should stay in the level-2 cache
+    between the two products) and tells whether ``X`` is read from memory
+    or from the last-level cache."""
+    try:
+        for entry in sorted(os.listdir(CACHE_ROOT)):
+            path = os.path.join(CACHE_ROOT, entry)
+            with open(os.path.join(path, "level")) as f:
+                if int(f.read()) != level:
+                    continue
+            with open(os.path.join(path, "type")) as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(os.path.join(path, "size")) as f:
+                text = f.read().strip().upper()
+            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+            size = int(text.rstrip("KMG")) * scale
+            if size > 0:
+                return size
+    except (OSError, ValueError):
+        pass
+    return DEFAULT_CACHE_BYTES.get(level, DEFAULT_CACHE_BYTES[3])
 
 
 def column_groups(n_columns, unit, max_columns, multiple=2):

@@ -188,8 +188,9 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     Parameters
     ----------
     design : object
-        With ``fitted_and_gradient``, ``target``, ``n_eff`` of shape
-        (n_columns,) and ``dtype``.
+        With ``fitted_and_gradient(V, target, held_out)`` (``held_out=False``:
+        only the gradients and the fitted values the gradients use are
+        needed), ``target``, ``n_eff`` of shape (n_columns,) and ``dtype``.
     Y : ndarray of shape (n_columns, n_samples)
     iteration : Iteration
     n_steps : int
@@ -213,7 +214,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     x, x_prev, v = state["x"], state["x_prev"], state["v"]
     z, rss = state.get("z_next"), state.get("rss_next")
     if z is None:  # the gradient at v^{k0}
-        _, z, rss = design.fitted_and_gradient(v, design.target(Y, v))
+        _, z, rss = design.fitted_and_gradient(v, design.target(Y, v), held_out=False)
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
     for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
@@ -225,11 +226,12 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         x_new = iteration.prox(k, pre)
         v = iteration.extrapolate_iterate(k, x_new, x)
         target = design.target(Y, v)
-        P, z, rss = design.fitted_and_gradient(v, target)
+        fitted = on_fitted is not None and iteration.beta(k) == 0.0  # v^k = x^k: P = X~ x^k
+        P, z, rss = design.fitted_and_gradient(v, target, held_out=fitted)
         x_prev, x = x, x_new
         if out is not None:
             out[..., i] = x
-        if on_fitted is not None and iteration.beta(k) == 0.0:  # v^k = x^k: P = X~ x^k
+        if fitted:
             on_fitted(i, x, P, target)
         if verbose and (i + 1) % report == 0:
             print(f"[{iteration.name}] block of {x.shape[1]}: step {k}/{k0 + n_steps}  "

@@ -31,8 +31,8 @@ from ._compat import (
 )
 from ._config import get_config, working_memory_bytes
 from ._datafits import log_loss_terms
-from ._kfold import StackedFolds, aligned_errors, can_stack, fold_steps, kfold_dtype
-from ._parallel import blas_threads_per_worker, delayed, parallel
+from ._kfold import StackedFolds, aligned_errors, can_stack, fit_beside, fold_steps, kfold_dtype
+from ._parallel import blas_threads_per_worker, delayed, overlapped, parallel
 from .exceptions import UnreliableEstimateWarning
 
 # estimates of two iterates closer than this (relative) are a tie: the first
@@ -339,7 +339,8 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
 
     With ``n_iter_no_change``, the full path and the fold paths grow
     together in the stages of :func:`_fit_stages` (warm starts), stopped by
-    the same rule on ``kfold_path_``.
+    the same rule on ``kfold_path_``; the full path's stages run beside the
+    folds' passes where that is faster (:func:`skacv._kfold.fit_beside`).
     """
     tic = time.perf_counter()
     sw = fit_params.get("sample_weight")
@@ -400,6 +401,7 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
 
     use_stack = not classifier and can_stack(estimator)
     block = []  # the folds as one block (skacv._kfold)
+    beside = []  # whether the full path's stages run beside the block's passes
     fold_iter = [0]  # length of the fold paths
 
     def set_ratios(fold_step_sizes):
@@ -415,18 +417,36 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
         else:
             ratios[:] = 1.0
 
+    def make_block(validated):
+        # after the full fit, which has validated X (finite values included),
+        # only its form; beside it, the same checks (the full fit's errors
+        # are raised first: the block's are returned, not raised)
+        try:
+            Xv = check_array(X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
+                             ensure_all_finite=not validated)
+            y_arr = np.asarray(y, dtype=np.float64).reshape(Xv.shape[0])
+            return StackedFolds(estimator, Xv, y_arr, sw, splits, kfold_dtype(Xv))
+        except Exception as exc:
+            if validated:
+                raise
+            return exc
+
     def start(**params):
         # the full data first (its own input checks speak for bad input); in
         # stages only once, at the first, and continued to the end afterwards
-        estimator.set_params(**params).fit(X, y, **fit_params)
+        estimator.set_params(**params)
+        beside.append(use_stack and fit_beside(X))
+        if beside[0]:  # the block's set-up beside the full path's first stage
+            built = overlapped(lambda: estimator.fit(X, y, **fit_params),
+                               lambda: make_block(False))[1]
+            if isinstance(built, Exception):
+                raise built
+        else:
+            estimator.fit(X, y, **fit_params)
         if not hasattr(estimator, "coef_path_"):
             return False  # the caller says why
         if use_stack:
-            # the full fit has validated X (finite values included): only its form here
-            Xv = check_array(X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
-                             ensure_all_finite=False)
-            y_arr = np.asarray(y, dtype=np.float64).reshape(Xv.shape[0])
-            block.append(StackedFolds(estimator, Xv, y_arr, sw, splits, kfold_dtype(Xv)))
+            block.append(built if beside[0] else make_block(True))
             set_ratios(block[0].step_sizes)
         else:
             make_folds()
@@ -455,11 +475,19 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
                         fold.set_params(warm_start=warm)
         score_folds()
 
+    def continue_full(n_iter):
+        estimator.set_params(max_iter=n_iter, warm_start=True).fit(X, y, **fit_params)
+
     def stage(**params):
-        if not (block or folds) and not start(**params):
+        first = not (block or folds)
+        if first and not start(**params):
             return None
         fold_iter[0] = n_iter = params.get("max_iter", estimator.max_iter)
-        fit_folds(n_iter, params)
+        if not first and beside and beside[0]:
+            # the full path continued beside the folds' pass (one thread each)
+            overlapped(lambda: continue_full(n_iter), lambda: fit_folds(n_iter, params))
+        else:
+            fit_folds(n_iter, params)
         return kfold_path(n_iter + 1)
 
     if n_iter_no_change is None or not _can_stage(estimator, X):
@@ -469,11 +497,11 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
         if _grow_in_stages(estimator, lambda: [f[0] for f in folds], stage,
                            n_iter_no_change) is None:
             return estimator, {}, time.perf_counter() - tic
-        # the full path, from its first stage to where the folds stopped
+        # the full path, from where it is to where the folds stopped
         warm_start = estimator.warm_start
         try:
-            estimator.set_params(max_iter=fold_iter[0], warm_start=True)
-            estimator.fit(X, y, **fit_params)
+            if np.shape(estimator.coef_path_)[-1] != fold_iter[0] + 1:
+                continue_full(fold_iter[0])
         finally:
             estimator.set_params(warm_start=warm_start)
             release = getattr(estimator, "_release_warm_state", None)

@@ -2,6 +2,8 @@
 equal to separate fold fits, in stages or in one go, in float32 within
 rounding, with clear errors."""
 
+import os
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -62,7 +64,7 @@ def _layout(monkeypatch, layout):
     monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
     # several panels of rows in two groups, as on a large design
     monkeypatch.setattr(_kfold, "FOLD_PANEL_ROWS", 16)
-    monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)
+    monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)  # two groups from any size
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
@@ -310,6 +312,79 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercep
     assert_allclose(d.by_fold(P).T, fitted[rows], rtol=1e-10,
                     atol=1e-10 * np.abs(fitted).max())
     assert_allclose(folds._held_out_errors(V, P), held_out, rtol=1e-10)
+    # without the held-out fitted values (the steps of an extrapolating
+    # method): the same gradients, residual sum of squares and training
+    # fitted values; in the rotated layout the held-out row is not computed
+    P2, Z2, rss2 = d.fitted_and_gradient(V, d.target(folds.response, V), held_out=False)
+    assert_allclose(Z2, Z, rtol=1e-12, atol=1e-12 * np.abs(Z).max())
+    assert_allclose(rss2, rss, rtol=1e-12)
+    train = P.shape[0] - 1 if d.layout == "rotated" else P.shape[0]
+    assert_allclose(P2[:train], P[:train], rtol=1e-12, atol=1e-12 * np.abs(P).max())
+    assert np.all(np.isnan(P2[train:]))
+
+
+def test_fold_panels_fit_the_level_2_cache(monkeypatch):
+    """A panel of the pass holds about FOLD_PANEL_CACHE_SHARE of the level-2
+    cache (at least 8 rows, at most FOLD_PANEL_ROWS; many rows for narrow
+    designs), and the pass runs in two groups only for a copy of X larger
+    than the last-level cache."""
+    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
+    assert _kfold.fold_panel_rows(1500, 4) == int(0.75 * 2**20) // 6000 == 131
+    assert _kfold.fold_panel_rows(1500, 8) == 65
+    assert _kfold.fold_panel_rows(200, 4) == _kfold.FOLD_PANEL_ROWS
+    assert _kfold.fold_panel_rows(10**6, 4) == 8
+    assert _kfold.fold_panel_rows(_design.NARROW_FEATURES, 4) == _design.NARROW_PANEL_ROWS
+    assert _kfold.pass_groups(32 * 2**20) == 1
+    assert _kfold.pass_groups(32 * 2**20 + 1) == _kfold.PASS_GROUPS
+    monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)
+    assert _kfold.pass_groups(1) == _kfold.PASS_GROUPS
+    monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", None)
+    # the full fit beside the folds: X beyond the last-level cache, the
+    # block's copy (float32 by default) within it
+    assert not _kfold.fit_beside(np.empty((1000, 1500)))  # 12 MB
+    assert _kfold.fit_beside(np.empty((2000, 3000)))  # 48 MB, its block 24 MB
+    assert not _kfold.fit_beside(np.empty((3000, 3000)))  # block 36 MB: two groups
+    assert not _kfold.fit_beside(np.empty((2000, 3000), dtype=np.float32))
+    assert not _kfold.fit_beside(sp.csr_matrix((2000, 3000)))
+    with config_context(kfold_dtype="float64"):
+        assert not _kfold.fit_beside(np.empty((2000, 3000)))
+    # the planned panels have those rows
+    monkeypatch.setattr(_kfold, "ROTATED_MIN_BYTES", 0)
+    monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
+    monkeypatch.setattr(_kfold, "cache_bytes", {2: 64 * 60 * 8 * 4 // 3, 3: 2**30}.get)
+    X, y, _ = _data(n=900)
+    splits = list(KFold(3, shuffle=True, random_state=0).split(X))
+    folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
+    assert len(folds.designs._pass_plan()[-1]) == 1  # one group
+    panels = [v[1].shape[0] for group in folds.designs._pass_plan()[-1] for v in group[0]]
+    assert max(panels) == 64 and sum(panels) == 900
+
+
+def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
+    """The caches' sizes as Linux reports them (the data or unified cache of
+    each level), else the defaults."""
+    from skacv import _parallel
+
+    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
+                                             (2, "Unified", "1024K"), (3, "Unified", "32M")]):
+        entry = tmp_path / f"index{i}"
+        entry.mkdir()
+        (entry / "level").write_text(f"{level}\n")
+        (entry / "type").write_text(f"{kind}\n")
+        (entry / "size").write_text(f"{size}\n")
+    monkeypatch.setattr(_parallel, "CACHE_ROOT", str(tmp_path))
+    _parallel.cache_bytes.cache_clear()
+    try:
+        assert _parallel.cache_bytes(1) == 48 * 2**10
+        assert _parallel.cache_bytes(2) == 2**20
+        assert _parallel.cache_bytes(3) == 32 * 2**20
+        monkeypatch.setattr(_parallel, "CACHE_ROOT", str(tmp_path / "missing"))
+        _parallel.cache_bytes.cache_clear()
+        assert _parallel.cache_bytes(2) == _parallel.DEFAULT_CACHE_BYTES[2]
+        assert _parallel.cache_bytes(3) == _parallel.DEFAULT_CACHE_BYTES[3]
+    finally:
+        monkeypatch.undo()
+        _parallel.cache_bytes.cache_clear()
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
@@ -357,3 +432,55 @@ def test_block_pass_does_not_depend_on_the_blas_threads(layout, monkeypatch):
     assert seen and set(seen) == {1}
     for a, b in zip(out[0][:2] + (out[1],), out[2][:2] + (out[3],), strict=True):
         assert_array_equal(a, b)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two cores")
+def test_overlapped_runs_beside_on_one_blas_thread_each_with_the_callers_configuration():
+    """skacv._parallel.overlapped (the full path's stages beside the folds'
+    passes): the first call in a thread of its own, both on one BLAS thread,
+    the caller's skacv and scikit-learn configurations (thread-local) in
+    both, the BLAS threads restored after; one after the other in the
+    caller's thread when there is one BLAS thread; the second call's
+    exception raised once the first has finished."""
+    import threading
+    import time
+
+    import sklearn
+    from threadpoolctl import threadpool_limits
+
+    from skacv import _parallel, get_config
+
+    seen = {}
+
+    def first():
+        seen["first"] = (threading.get_ident(), _parallel.blas_threads(),
+                         get_config()["kfold_dtype"], sklearn.get_config()["assume_finite"])
+        return 1
+
+    def second():
+        seen["second"] = (threading.get_ident(), _parallel.blas_threads())
+        return 2
+
+    with (threadpool_limits(2, user_api="blas"), config_context(kfold_dtype="float64"),
+          sklearn.config_context(assume_finite=True)):
+        assert _parallel.blas_threads() == 2
+        assert _parallel.overlapped(first, second) == (1, 2)
+        assert _parallel.blas_threads() == 2
+    assert seen["first"][0] != seen["second"][0] == threading.get_ident()
+    assert seen["first"][1:] == (1, "float64", True)
+    assert seen["second"][1] == 1
+    with threadpool_limits(1, user_api="blas"):
+        assert _parallel.overlapped(first, second) == (1, 2)
+    assert seen["first"][0] == threading.get_ident()
+    done = []
+
+    def slow():
+        time.sleep(0.05)
+        done.append(1)
+
+    def fail():
+        raise ValueError("second failed")
+
+    with threadpool_limits(2, user_api="blas"), pytest.raises(ValueError, match="second failed"):
+        _parallel.overlapped(slow, fail)
+    assert done == [1]

@@ -606,14 +606,43 @@ def test_cheap_paths_are_fitted_in_one_go():
                                        np.empty(shape))
 
 
-@pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout):
-    # the full and fold paths grow together (warm starts) and stop by the
-    # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one
+@pytest.mark.parametrize("beside", [False, True])
+def test_kfold_criterion_reports_bad_input_as_the_estimator_does(monkeypatch, beside):
+    # the full fit validates X first, also when the folds' block is set up
+    # beside it (the block's own checks do not speak first)
     monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
+    monkeypatch.setattr(selection_module, "fit_beside", lambda X: beside)
+    X, y = _data(n=200, p=60)
+    X[3, 7] = np.nan
+    est = TrajectoryLasso(alpha=0.02, max_iter=50)
+    with pytest.raises(ValueError) as own:
+        clone(est).fit(X, y)
+    with pytest.raises(ValueError) as searched:
+        TrajectoryEarlyStoppingCV(est, criterion="kfold", random_state=0).fit(X, y)
+    assert str(searched.value) == str(own.value)
+    assert "TrajectoryLasso" in str(own.value)
+
+
+@pytest.mark.parametrize("beside", [False, True])
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout, beside):
+    # the full and fold paths grow together (warm starts) and stop by the
+    # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one;
+    # the full path's stages beside the folds' set-up and passes (a thread
+    # of their own, skacv._kfold.fit_beside) or after them: the same paths
+    monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
+    monkeypatch.setattr(selection_module, "fit_beside", lambda X: beside)
+    calls = []
+    overlapped = selection_module.overlapped
+
+    def spy(first, second):
+        calls.append(1)
+        return overlapped(first, second)
+
+    monkeypatch.setattr(selection_module, "overlapped", spy)
     monkeypatch.setattr(kfold_module, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
     monkeypatch.setattr(kfold_module, "ROTATED_MIN_FEATURES", 0)
-    X, y = _data(n=100, p=60)
+    X, y = _data(n=200, p=60)  # three stages: 10, 15, 22 iterations
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
     staged = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, n_iter_no_change=5,
                                        random_state=0).fit(X, y)
@@ -625,3 +654,8 @@ def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout):
     best = int(np.argmin(full[: n + 1]))
     assert staged.best_iteration_ == best and n - best >= 5
     assert staged.estimator_.warm_start is False
+    # the block's set-up beside the first stage, then the second and third stages
+    assert len(calls) == (3 if beside else 0)
+    # the full path is the estimator's own path to where the folds stopped
+    alone = clone(est).set_params(max_iter=n, estimate_risk=False).fit(X, y)
+    assert_allclose(staged.estimator_.coef_path_, alone.coef_path_, rtol=1e-12, atol=1e-14)
