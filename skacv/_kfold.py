@@ -692,9 +692,9 @@ def fit_beside(X):
     last-level cache), the default Lasso early stopping: 2000 x 3000,
     17-23 % less time (7 paired runs); with ``X`` in the cache (1000 x 1500,
     2000 x 1000) the full fit loses more than half its speed on one
-    thread: 14-23 % more; at 10000 x 5000 (two groups, then run in turn
-    beside the full fit) ISTA even, FISTA 4-9 % more (its full fit's
-    extrapolated fitted values read columns of ``X`` panel by panel)."""
+    thread: 16-30 % more; at 10000 x 5000 (two groups, then run in turn
+    beside the full fit) ISTA even, FISTA 4-9 % more (its full fit took
+    56 ms a step on one thread against 30 ms on two)."""
     if sp.issparse(X):
         return False
     try:
