@@ -701,10 +701,10 @@ def fit_beside(X):
         size = _num_samples(X) * _num_features(X)
     except (TypeError, ValueError):
         return False  # the full fit's checks say why
-    itemsize = getattr(getattr(X, "dtype", None), "itemsize", 8)
-    block = size * kfold_dtype(np.empty(0, dtype=np.float64 if itemsize >= 8
-                                        else np.float32)).itemsize
-    return size * max(itemsize, 4) > cache_bytes(3) and pass_groups(block) == 1
+    # the full fit's X: float32 kept, anything else in float64
+    dtype = np.dtype(np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
+    block = size * kfold_dtype(np.empty(0, dtype)).itemsize
+    return size * dtype.itemsize > cache_bytes(3) and pass_groups(block) == 1
 
 
 def fold_steps(n_iter, ratios):
