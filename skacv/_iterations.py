@@ -244,12 +244,14 @@ class Iteration:
         J = np.flatnonzero(c)
         return J, c[J]
 
-    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns, coef=None,
+    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns_product, coef=None,
                            correction=None):
         """``X~ v^k`` from the fit loop's ``X~ x^k`` and ``X~ x^{k-1}``: the
         plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
-        clipped one (its few non-zero coordinates ``J``; ``columns(J)`` is the
-        dense ``X~[:, J]``; ``coef`` as in :meth:`extrapolation_correction`).
+        clipped one (its few non-zero coordinates ``J``;
+        ``columns_product(J, c_J)`` is ``X~[:, J] @ c_J``, e.g.
+        :meth:`~skacv._design.Design.columns_product`; ``coef`` as in
+        :meth:`extrapolation_correction`).
         ``correction``: :meth:`extrapolation_columns` if already computed
         (then ``x``, ``x_prev`` are not read; rows of ``X~`` work too)."""
         out = self.extrapolate(k, Xx, Xx_prev)
@@ -257,7 +259,7 @@ class Iteration:
             correction = self.extrapolation_columns(k, x, x_prev, coef)
         if correction is not None and correction[0].size:
             J, cJ = correction
-            out = out + (columns(J) @ cJ).astype(out.dtype, copy=False)
+            out = out + np.asarray(columns_product(J, cJ)).astype(out.dtype, copy=False)
         return out
 
     def extrapolate_difference(self, k, x, x_prev, dx, dx1):

@@ -115,7 +115,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             step_norm = d
         v = iteration.extrapolate(k, x_new, x, coef)
         Xv = Xv_new if fuse else iteration.extrapolate_fitted(
-            k, x_new, x, Xx_new, Xx, design.columns, coef)
+            k, x_new, x, Xx_new, Xx, design.columns_product, coef)
         x_prev, x = x, x_new
         Xx_prev, Xx = Xx, Xx_new
         out[:, k] = x
@@ -160,7 +160,7 @@ def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
 
     def residual(rows, P):
         Xv[rows] = iteration.extrapolate_fitted(
-            k, None, None, P, Xx[rows], lambda J: X[rows][:, J], correction=correction)
+            k, None, None, P, Xx[rows], lambda J, c: X[rows][:, J] @ c, correction=correction)
         return datafit.take(rows).residual(Xv[rows], y_tilde[rows])
 
     P, z = design.panel_products(x_new, residual)
@@ -333,7 +333,8 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
             print(f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
                   f"{time.perf_counter() - tic:.1f}s")
     Xx, Xx_prev = design.matvec(x), design.matvec(x_prev)
-    Xv = (iteration.extrapolate_fitted(k0 + n_steps, x, x_prev, Xx, Xx_prev, design.columns)
+    Xv = (iteration.extrapolate_fitted(k0 + n_steps, x, x_prev, Xx, Xx_prev,
+                                       design.columns_product)
           if n_steps else state["Xv"])
     state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
     return state

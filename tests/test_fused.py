@@ -150,3 +150,54 @@ def test_one_pass_loop_only_with_one_blas_thread(monkeypatch):
     monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)
     ref = clone(est).fit(X, y, sample_weight=sw)
     assert_array_equal(two.coef_path_, ref.coef_path_)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_columns_product(sparse):
+    """X~[:, J] @ c (the clipped extrapolation's correction): the gathered
+    columns for a few, a product with the scattered vector for many; both
+    equal the dense design's columns times c (centred, weighted)."""
+    import scipy.sparse as sp
+
+    X, _, sw = _data(n=50, p=200)
+    X[np.abs(X) < 1.0] = 0.0
+    d = design_module.Design(sp.csr_matrix(X) if sparse else X, sw, True)
+    ref = design_module.Design(X, sw, True).dense()
+    rng = np.random.default_rng(0)
+    for m in (1, 5, 32, 33, 120, 200):  # gathered up to max(32, 200 / 40)
+        J = np.sort(rng.choice(200, m, replace=False))
+        c = rng.standard_normal(m)
+        assert_allclose(d.columns_product(J, c), ref[:, J] @ c, rtol=1e-12, atol=1e-12)
+
+
+def test_clipped_fista_path_either_product(monkeypatch):
+    """The fit's fitted values at the extrapolated point, with the clipping
+    correction by gathered columns or by a full product: the same path up
+    to rounding (corrections of many coordinates occur in the first steps)."""
+    X, y, sw = _data(n=120, p=300)
+    est = TrajectoryLasso(alpha=0.01, max_iter=60, estimate_risk=False, estimate_loo=False)
+    sizes, products = [], []
+    columns_product, matvec = design_module.Design.columns_product, design_module.Design.matvec
+
+    def spy(self, idx, c):
+        sizes.append(len(idx))
+        return columns_product(self, idx, c)
+
+    def count(self, b):
+        products.append(b.shape)
+        return matvec(self, b)
+
+    monkeypatch.setattr(design_module.Design, "columns_product", spy)
+    monkeypatch.setattr(design_module.Design, "matvec", count)
+    monkeypatch.setattr(design_module, "COLUMNS_GATHER_MIN", 10**9)
+    gathered = clone(est).fit(X, y, sample_weight=sw)
+    n_gathered = len(products)
+    assert max(sizes) > 8 and len(sizes) > 10
+    monkeypatch.setattr(design_module, "COLUMNS_GATHER_MIN", 0)
+    monkeypatch.setattr(design_module, "COLUMNS_GATHER_SHARE", 0.0)
+    sizes.clear()
+    products.clear()
+    full = clone(est).fit(X, y, sample_weight=sw)
+    assert len(products) == n_gathered + len(sizes)  # one full product per correction
+    scale = np.abs(full.coef_path_).max()
+    assert_allclose(full.coef_path_, gathered.coef_path_, rtol=0, atol=1e-10 * scale)
