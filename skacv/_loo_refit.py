@@ -8,10 +8,12 @@ mini-batch sequence of the full fit are held fixed (the fit shell's
 """
 
 import numpy as np
+import sklearn
 from sklearn.base import clone, is_classifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._config import get_config
 from ._parallel import blas_threads_per_worker, delayed, parallel
 from ._validation import check_sample_weight
 
@@ -82,8 +84,12 @@ def exact_refits(estimator, X, y, sample_weight=None, n_jobs=None, indices=None,
     w = np.ones(n) if sw is None else sw
     todo = [i for i in indices if w[i] > 0]
     threads = blas_threads_per_worker(n_jobs)
+    # the configurations captured here: joblib may consume the generator of
+    # calls in another thread
+    config, sklearn_config = get_config(), sklearn.get_config()
     out = parallel(n_jobs)(
-        delayed(_refit_one, threads=threads)(clone(template), full, X, y, sw, i, return_coef)
+        delayed(_refit_one, config, threads, sklearn_config)(
+            clone(template), full, X, y, sw, i, return_coef)
         for i in todo
     )
     return full, X, y, sw, dict(zip(todo, out, strict=True))

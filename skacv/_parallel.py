@@ -1,7 +1,8 @@
-"""joblib helpers: the caller's skacv configuration and BLAS threads in workers.
+"""joblib helpers: the caller's configurations and BLAS threads in workers.
 
-:func:`delayed` wraps a function so that it runs under the skacv
-configuration captured in the calling thread (joblib workers are other
+:func:`delayed` wraps a function so that it runs under the skacv and
+scikit-learn configurations captured in the calling thread (joblib workers
+are other
 threads or processes, which start from the defaults), and with at most
 ``threads`` BLAS threads, so that ``n_jobs`` workers times BLAS threads
 never exceed the cores (oversubscription slows a 2-core machine down by an
@@ -34,30 +35,37 @@ def blas_threads_per_worker(n_jobs):
 
 
 class _Wrapped:
-    def __init__(self, function, config, threads):
+    def __init__(self, function, config, threads, sklearn_config):
         self.function, self.config, self.threads = function, config, threads
+        self.sklearn_config = sklearn_config
 
     def __call__(self, *args, **kwargs):
-        with config_context(**self.config):
+        with config_context(**self.config), sklearn.config_context(**self.sklearn_config):
             if self.threads is None:
                 return self.function(*args, **kwargs)
             with threadpool_limits(limits=self.threads, user_api="blas"):
                 return self.function(*args, **kwargs)
 
 
-def delayed(function, config=None, threads=None):
-    """``joblib.delayed`` with the skacv configuration and a BLAS thread limit.
+def delayed(function, config=None, threads=None, sklearn_config=None):
+    """``joblib.delayed`` with the skacv and scikit-learn configurations
+    (metadata routing, ``assume_finite``, ...) and a BLAS thread limit.
 
     Parameters
     ----------
     function : callable
     config : dict, default=None
-        Configuration to run under (captured by the caller with
+        skacv configuration to run under (captured by the caller with
         :func:`skacv.get_config` in its own thread); ``None`` captures it now.
     threads : int or None, default=None
         BLAS threads inside the call (``None``: unchanged).
+    sklearn_config : dict, default=None
+        scikit-learn's (:func:`sklearn.get_config` in the caller's thread: a
+        generator of calls may be consumed by joblib in another thread);
+        ``None`` captures it now.
     """
-    wrapped = _Wrapped(function, get_config() if config is None else config, threads)
+    wrapped = _Wrapped(function, get_config() if config is None else config, threads,
+                       sklearn.get_config() if sklearn_config is None else sklearn_config)
     return joblib.delayed(wrapped)
 
 

@@ -10,6 +10,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+import sklearn
 from scipy.special import logit
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import KFold, ParameterGrid, StratifiedKFold, check_cv
@@ -956,9 +957,9 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         attrs = _PATH_ATTRS
         # the caller's configuration and a share of the BLAS threads in every
         # worker (captured here, in the caller's thread)
-        config = get_config()
+        config, sklearn_config = get_config(), sklearn.get_config()
         threads = blas_threads_per_worker(self.n_jobs) if len(candidates) > 1 else None
-        jobs = (delayed(_fit_candidate, config, threads)(
+        jobs = (delayed(_fit_candidate, config, threads, sklearn_config)(
             self._prepared(params), X, y, fit_params, attrs, attr, self.n_iter_no_change,
             self._splits, self.fold_alignment)
             for params in candidates)

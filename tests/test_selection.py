@@ -313,6 +313,35 @@ def test_parallel_backends_give_the_sequential_result(backend):
         assert_allclose(other.coef_, seq.coef_, rtol=1e-10, atol=1e-14)
 
 
+def _configurations(_):
+    import sklearn
+
+    from skacv import get_config
+    return sklearn.get_config()["working_memory"], get_config()["kfold_dtype"]
+
+
+@pytest.mark.parametrize("backend", ["loky", "threading"])
+def test_workers_run_under_the_callers_configurations(backend):
+    """skacv._parallel.delayed carries the caller's scikit-learn
+    configuration (metadata routing, working memory, ...) as well as
+    skacv's into joblib workers (other processes or threads, which start
+    from the defaults), captured in the caller's thread."""
+    import sklearn
+
+    from skacv import _parallel, config_context
+
+    with (sklearn.config_context(working_memory=123), config_context(kfold_dtype="float64"),
+          joblib.parallel_backend(backend, n_jobs=2)):
+        config, theirs = _parallel.get_config(), sklearn.get_config()
+        jobs = [_parallel.delayed(_configurations, config, None, theirs)(i) for i in range(4)]
+        implicit = [_parallel.delayed(_configurations)(i) for i in range(4)]
+    # run outside the contexts: only what the calls carry counts
+    with joblib.parallel_backend(backend, n_jobs=2):
+        assert _parallel.parallel(2)(jobs) == [(123, "float64")] * 4
+        assert _parallel.parallel(2)(implicit) == [(123, "float64")] * 4
+    assert sklearn.get_config()["working_memory"] != 123
+
+
 def test_pipeline_grid_search_and_cross_val_score():
     X, y = _data()
     X = X * np.linspace(0.5, 3.0, X.shape[1])
