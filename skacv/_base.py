@@ -28,8 +28,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._compat import Interval, StrOptions, _fit_context
 from ._config import check_memory
-from ._design import Design, max_row_norm2
-from ._iterations import Iteration, check_schedule
+from ._datafits import LeastSquares, NormalEquations
+from ._design import CovarianceForm, Design, covariance_form_pays, max_row_norm2
+from ._iterations import Iteration, PreconditionedGD, check_schedule
 from ._loo import iacv_path
 from ._path import init_state, run_trajectory
 from ._risk import SUPPORT_DF_LIMIT, trajectory_risk
@@ -302,8 +303,21 @@ class TrajectoryEstimator(BaseEstimator):
                 design, datafit, penalty)
             n_done = 0
             path[:, 0] = 0
-            state = init_state(design)
+            state = None
         iteration = self._make_iteration(setup, design, penalty)
+        # the loop's products with X~ (two a step) or, for full-batch least
+        # squares with few features, with X~^T X~ (one p x p product a step);
+        # a warm start continues in the form it started in
+        if state is None:
+            covariance = (type(datafit) is LeastSquares and iteration.sampler is None
+                          and not isinstance(iteration, PreconditionedGD)
+                          and covariance_form_pays(design, n_total))
+        else:
+            covariance = state.get("form") == "covariance"
+        loop = CovarianceForm(design) if covariance else design
+        if state is None:
+            state = init_state(loop)
+            state["form"] = "covariance" if covariance else "design"
         fitted = None
         if self._wants("estimate_risk"):
             # X~ x^t of every iterate, kept for the residuals of the risk estimate
@@ -316,8 +330,14 @@ class TrajectoryEstimator(BaseEstimator):
                 fitted[:, : n_done + 1] = old
             else:
                 fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
-        run_trajectory(design, target, iteration, n_total - n_done, state, path,
-                       verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True)
+        if covariance:
+            run_trajectory(loop, loop.target(target), iteration, n_total - n_done, state, path,
+                           verbose=self.verbose, datafit=NormalEquations())
+            if fitted is not None:  # in one product with the new iterates
+                fitted[:, n_done + 1:] = design.matvec(path[:, n_done + 1:])
+        else:
+            run_trajectory(design, target, iteration, n_total - n_done, state, path,
+                           verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True)
         self._fitted_path = fitted
         self._store_path(path, design, offset)
         self.step_size_ = setup["step_size"]

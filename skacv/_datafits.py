@@ -58,12 +58,27 @@ class LeastSquares:
         """Per-sample loss ``(y - eta)^2``, the squared error."""
         return (y - eta) ** 2
 
+    #: what :meth:`monitor` measures (divergence messages)
+    monitor_name = "training residual norm"
+
     def monitor(self, Xx, y):
         """Norm of the training residual."""
         return float(np.linalg.norm(y - Xx))
 
     def report(self, value, n_eff):
         return f"train mse {value**2 / n_eff:.5g}"
+
+
+class NormalEquations(LeastSquares):
+    """Least squares in the covariance form of the fit loop
+    (:class:`~skacv._design.CovarianceForm`): the fitted values are ``X~^T
+    X~ x`` and the target ``X~^T y~``, so that :meth:`monitor` is the norm
+    of ``X~^T (y~ - X~ x)``, ``n_eff`` times the datafit's gradient."""
+
+    monitor_name = "gradient norm (times n)"
+
+    def report(self, value, n_eff):
+        return f"gradient norm {value / n_eff:.5g}"
 
 
 class _RowWeighted:

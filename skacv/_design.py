@@ -44,6 +44,21 @@ FUSE_MIN_BYTES = 64 * 2**20
 COLUMNS_GATHER_SHARE = 1 / 40
 COLUMNS_GATHER_MIN = 32
 
+#: the fit loop of full-batch least squares runs in the covariance form
+#: (:class:`CovarianceForm`: one product with the p x p ``X~^T X~`` a step
+#: instead of two with the n x p ``X~``) for at most this many features,
+#: fewer than the samples ...
+COVARIANCE_MAX_FEATURES = 2000
+#: ... when it costs less (:func:`covariance_form_pays`): the Gram matrix,
+#: ``2 n p^2`` flops at this many times the speed of a matrix-vector
+#: product (nothing when the design holds it already), plus ``2 p^2`` a
+#: step, against ``4 n p`` a step. 150 steps in float64 on a 2-core EPYC
+#: (``benchmarks/bench_covariance.py``), covariance against ``X`` forced:
+#: 2000 x 1000 1.15-1.27x faster, 2000 x 1500 1.12-1.20x, 10000 x 2000
+#: 2.3-2.6x, 10000 x 1000 3.6-4.4x, 20000 x 200 8.6-9.9x (a factor of 4
+#: left 2000 x 1000 and 10000 x 2000 on the products with ``X``)
+COVARIANCE_GEMM_ADVANTAGE = 16.0
+
 #: rows of a panel of :meth:`Design.panel_products`: about this many bytes
 PANEL_BYTES = 256 * 2**10
 
@@ -484,3 +499,62 @@ def max_row_norm2(design):
         pos = design.weight > 0
         sq = sq[pos] / design.weight[pos]
     return float(sq.max()) if sq.size else 0.0
+
+
+def covariance_form_pays(design, n_steps):
+    """Whether ``n_steps`` steps of full-batch least squares cost less in
+    the :class:`CovarianceForm` of ``design`` (see
+    :data:`COVARIANCE_MAX_FEATURES`, :data:`COVARIANCE_GEMM_ADVANTAGE`)."""
+    n, p = design.n_samples, design.n_features
+    if n_steps < 1 or p > min(n, COVARIANCE_MAX_FEATURES):
+        return False
+    gram = 0.0 if ("gram", "features") in design.cache else (
+        2.0 * n * p * p / COVARIANCE_GEMM_ADVANTAGE)
+    return gram + 2.0 * p * p * n_steps < 4.0 * n * p * n_steps
+
+
+class CovarianceForm:
+    """The fit loop's products of full-batch least squares in the
+    covariance form (scikit-learn's ``precompute``): with ``C = X~^T X~``
+    (p x p, from :meth:`Design.gram`) and the target ``c = X~^T y~``, the
+    loop's "fitted values" of ``x`` are ``C x`` (shape (n_features,)), its
+    residual ``c - C v`` is ``X~^T (y~ - X~ v)`` and :meth:`rmatvec` is the
+    identity: one product with a p x p matrix a step instead of two with the
+    n x p ``X~``, the same iterates up to rounding. The divergence monitor
+    of :func:`~skacv._path.run_trajectory` then reads the norm of ``X~^T
+    (y~ - X~ x)`` (:class:`~skacv._datafits.NormalEquations`).
+
+    Parameters
+    ----------
+    design : Design
+    """
+
+    fuses = False
+    sparse = False
+
+    def __init__(self, design):
+        self.base = design
+        self.dtype = design.dtype
+        self.n_eff = design.n_eff
+        self.n_samples = self.n_features = design.n_features
+        # X~^T X~ / n_eff (cached), scaled back, in the fit's precision; kept
+        # by the design for a warm-started refit
+        if "covariance" not in design.cache:
+            C = np.asarray(design.gram(side="features") * design.n_eff, dtype=design.dtype)
+            C.flags.writeable = False
+            design.cache["covariance"] = C
+        self.C = design.cache["covariance"]
+
+    def target(self, y_tilde):
+        """``c = X~^T y~``, the target of the loop."""
+        return np.asarray(self.base.rmatvec(y_tilde), dtype=self.dtype)
+
+    def matvec(self, b):
+        return self.C @ b
+
+    def rmatvec(self, r):
+        return r
+
+    def columns_product(self, idx, c):
+        """``C[:, idx] @ c``: rows of the symmetric ``C`` (contiguous)."""
+        return np.asarray(c, dtype=self.C.dtype) @ self.C[np.asarray(idx)]

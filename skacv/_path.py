@@ -106,7 +106,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             Xx_new = design.matvec(x_new)
         res_norm = datafit.monitor(Xx_new, y_tilde)
         if not np.isfinite(res_norm) or res_norm > limit:
-            raise _diverged(iteration, k, res_norm, y_norm)
+            raise _diverged(iteration, k, res_norm, y_norm,
+                            getattr(datafit, "monitor_name", "training residual norm"))
         if watch:
             d = float(np.linalg.norm(x_new - x))
             if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
@@ -240,10 +241,10 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     return state
 
 
-def _diverged(iteration, k, value, y_norm):
+def _diverged(iteration, k, value, y_norm, measure="training residual norm"):
     return DivergenceError(
-        f"The {iteration.name} iterates diverge at step {k} (training "
-        f"residual norm {value:.3g} against {y_norm:.3g} at the start) "
+        f"The {iteration.name} iterates diverge at step {k} ({measure} "
+        f"{value:.3g} against {y_norm:.3g} at the start) "
         f"with step_size={_step(iteration):.6g}. Use step_size='auto' "
         "(1/L with L the largest eigenvalue of the Hessian) or a smaller "
         "step; gradient methods need step_size < 2/L."

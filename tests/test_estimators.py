@@ -284,12 +284,24 @@ def test_empty_and_mismatched_input_raises(Est):
         Est(max_iter=5, estimate_risk=False).fit(X, y, sample_weight=np.zeros(20))
 
 
+@pytest.fixture(params=["covariance", "design"])
+def loop_form(request, monkeypatch):
+    """The fit loop's products: X~^T X~ (which these small tall designs
+    take) or X~ (the covariance form switched off)."""
+    import skacv._design as design_module
+
+    if request.param == "design":
+        monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("name", ["ista", "fista", "gd", "nesterov_auto", "heavy_ball"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_too_large_step_raises_with_the_fix(name, dtype):
+def test_too_large_step_raises_with_the_fix(name, dtype, loop_form):
     X, y, _ = _problem(5, n=40, p=20)
     est = SOLVERS[name]().set_params(max_iter=200, estimate_risk=False)
     L = 1.0 / est.fit(X, y).step_size_  # the auto step 1/L
+    assert est._solver_state["form"] == loop_form
     # beyond every method's stability limit (heavy ball: 2 (1 + momentum) / L)
     est.set_params(step_size=5.0 / L)
     with pytest.raises(DivergenceError, match="step_size='auto'") as info:
@@ -485,7 +497,7 @@ def test_warm_start_risk_path_equals_cold(name):
 
 
 @pytest.mark.parametrize("name", ["gd", "ista", "ridge"])
-def test_step_just_above_the_stability_limit_warns(name):
+def test_step_just_above_the_stability_limit_warns(name, loop_form):
     """2.05/L diverges too slowly to reach the error threshold in 100 steps;
     the growth of ||x^k - x^(k-1)|| (impossible for a nonexpansive step)
     gives it away. 1.99/L stays silent."""
@@ -499,6 +511,7 @@ def test_step_just_above_the_stability_limit_warns(name):
             "ista": lambda: TrajectoryLasso(alpha=0.01, solver="ista")}[name]
     est = make().set_params(max_iter=100, estimate_risk=False)
     L = 1.0 / est.fit(X, y).step_size_
+    assert est._solver_state["form"] == loop_form
     with pytest.warns(ConvergenceWarning, match="stability limit 2/L"):
         est.set_params(step_size=2.05 / L).fit(X, y)
     assert np.all(np.isfinite(est.coef_path_))  # not caught by the divergence error

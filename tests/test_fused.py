@@ -33,6 +33,13 @@ def _data(seed=0, n=150, p=60):
     return X, y, sw
 
 
+@pytest.fixture(autouse=True)
+def products_with_x(monkeypatch):
+    """The loops of this module read X~ (never the covariance form, which
+    these small tall designs would otherwise take)."""
+    monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+
+
 @pytest.fixture
 def fused(monkeypatch):
     """Every dense design read by panels of 8 rows (an uneven last one)."""

@@ -1,0 +1,172 @@
+"""The fit loop of full-batch least squares in the covariance form
+(skacv._design.CovarianceForm: products with X~^T X~ instead of X~): the
+iterates, the estimates built on them and the warm starts of the products
+with X~, the rule that picks it, and the fits it must not touch."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+
+import skacv._design as design_module
+from skacv import (
+    IterativeRidge,
+    TrajectoryHuberRegressor,
+    TrajectoryLasso,
+    TrajectoryLogisticRegression,
+)
+from skacv.exceptions import DivergenceError
+
+LEAST_SQUARES = [
+    TrajectoryLasso(alpha=0.02, max_iter=60, random_state=0),  # clipped FISTA
+    TrajectoryLasso(alpha=0.02, solver="ista", max_iter=60, random_state=0),
+    IterativeRidge(alpha=0.5, max_iter=60),
+    IterativeRidge(alpha=0.5, solver="heavy_ball", max_iter=60),
+    IterativeRidge(alpha=0.5, solver="nesterov", max_iter=60, fit_intercept=False),
+]
+
+
+def _data(seed=0, n=300, p=40):
+    """Correlated columns (a common factor), an offset, noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + 0.8 * rng.standard_normal((n, 1)) + 1.0
+    y = X[:, :4] @ rng.standard_normal(4) + rng.standard_normal(n) + 2.0
+    sw = rng.uniform(0.2, 2.0, n)
+    return X, y, sw
+
+
+@pytest.fixture
+def products_with_x(monkeypatch):
+    """A switch to the products with X~ (the covariance form never pays)."""
+
+    def switch():
+        monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+
+    return switch
+
+
+def _form(est):
+    return est._solver_state["form"]
+
+
+@pytest.mark.parametrize("est", LEAST_SQUARES, ids=lambda e: f"{type(e).__name__}-{e.solver}")
+@pytest.mark.parametrize("fmt", ["dense", "csr", "float32"])
+def test_covariance_form_gives_the_iterates_and_estimates_of_the_products_with_x(
+        est, fmt, products_with_x):
+    """Paths, intercepts, the risk path (same probes) and the leave-one-out
+    path agree with the loop on X~ up to rounding, with weights and an
+    intercept, dense, sparse and float32."""
+    X, y, sw = _data()
+    if fmt == "csr":
+        X = sp.csr_matrix(np.where(np.abs(X - 1.0) > 0.7, X, 0.0))
+    elif fmt == "float32":
+        X = X.astype(np.float32)
+    est = clone(est).set_params(estimate_loo=True)
+    cov = clone(est).fit(X, y, sample_weight=sw)
+    products_with_x()
+    ref = clone(est).fit(X, y, sample_weight=sw)
+    assert (_form(cov), _form(ref)) == ("covariance", "design")
+    rtol = 1e-4 if fmt == "float32" else 1e-10
+    scale = np.abs(ref.coef_path_).max()
+    assert cov.coef_path_.dtype == ref.coef_path_.dtype
+    assert_allclose(cov.coef_path_, ref.coef_path_, rtol=0, atol=rtol * scale)
+    assert_allclose(cov.intercept_path_, ref.intercept_path_, rtol=rtol,
+                    atol=rtol * np.abs(ref.intercept_path_).max())
+    assert_allclose(cov.risk_path_, ref.risk_path_, rtol=10 * rtol)
+    assert_allclose(cov.loo_path_, ref.loo_path_, rtol=10 * rtol)
+
+
+@pytest.mark.parametrize("est", LEAST_SQUARES[:3], ids=lambda e: e.solver)
+def test_warm_start_continues_in_its_form_bit_for_bit(est, products_with_x, monkeypatch):
+    """A warm start continues the covariance form bit for bit (cold 60 =
+    warm 17 + 43), and keeps the form it started in even where the rule
+    would now pick the other (the path stays one computation)."""
+    X, y, _ = _data(seed=1)
+    cold = clone(est).fit(X, y)
+    warm = clone(est).set_params(max_iter=17, warm_start=True).fit(X, y)
+    warm.set_params(max_iter=60).fit(X, y)
+    assert _form(cold) == _form(warm) == "covariance"
+    assert_array_equal(warm.coef_path_, cold.coef_path_)
+    # the Jacobian chains (float32 by default) continue within their rounding
+    assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-7)
+    products_with_x()
+    warm.set_params(max_iter=70).fit(X, y)
+    assert _form(warm) == "covariance"
+    longer = clone(est).set_params(max_iter=70)
+    monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 2000)
+    assert_array_equal(warm.coef_path_, longer.fit(X, y).coef_path_)
+
+
+def test_the_rule_weighs_the_gram_matrix_against_the_steps():
+    """Fewer features than samples, the Gram matrix paid back by the steps:
+    covariance; more features than samples, too many features, or too few
+    steps for the Gram matrix: the products with X~; a design holding the
+    Gram matrix already pays back sooner."""
+    pays = design_module.covariance_form_pays
+    adv = design_module.COVARIANCE_GEMM_ADVANTAGE
+    X, _, _ = _data(n=400, p=40)
+    d = design_module.Design(X, None, True)
+    # 2 n p^2 / adv + 2 p^2 T < 4 n p T  <=>  T > n p / (adv (2 n - p))
+    threshold = 400 * 40 / (adv * (2 * 400 - 40))
+    assert pays(d, int(np.floor(threshold)) + 1)
+    assert not pays(d, max(1, int(np.ceil(threshold)) - 1)) or threshold < 2
+    assert not pays(d, 0)
+    d.gram(side="features")  # now held by the design
+    assert pays(d, 1)
+    wide = design_module.Design(_data(n=40, p=60)[0], None, True)
+    assert not pays(wide, 10**6)
+    many = design_module.Design(np.ones((3000, 2001)), None, False)
+    assert not pays(many, 10**6)
+
+
+def test_the_rule_on_realistic_shapes():
+    """The cost model picks the covariance form where it measured faster
+    (n >> p, 150 steps) and the products with X~ for few steps on a tall
+    design of many features."""
+    pays = design_module.covariance_form_pays
+
+    class Shape:
+        def __init__(self, n, p):
+            self.n_samples, self.n_features, self.cache = n, p, {}
+
+    assert pays(Shape(20000, 50), 150) and pays(Shape(10000, 1000), 150)
+    assert pays(Shape(2000, 1000), 150)
+    assert not pays(Shape(2000, 1000), 10)
+    assert not pays(Shape(2000, 3000), 150)
+
+
+def test_divergence_is_caught_in_the_covariance_form():
+    """A step far above 2/L diverges: the norm of X~^T (y~ - X~ x) grows
+    past the threshold and the error names it and the fix."""
+    X, y, _ = _data(n=80, p=20)
+    est = IterativeRidge(alpha=0.0, max_iter=200, estimate_risk=False).fit(X, y)
+    assert _form(est) == "covariance"
+    est.set_params(step_size=5.0 * est.step_size_)
+    with pytest.raises(DivergenceError, match=r"gradient norm .*step_size='auto'"):
+        est.fit(X, y)
+
+
+def test_fitted_values_of_the_path_are_those_of_the_iterates():
+    """The risk estimate's fitted values, computed after a covariance-form
+    loop in one product (and continued by a warm start), are X~ x^t."""
+    X, y, sw = _data(seed=2)
+    est = TrajectoryLasso(alpha=0.02, max_iter=30, warm_start=True, random_state=0)
+    est.fit(X, y, sample_weight=sw)
+    est.set_params(max_iter=45).fit(X, y, sample_weight=sw)
+    assert _form(est) == "covariance"
+    d = design_module.Design(X, sw, True)
+    assert_allclose(est._fitted_path, d.matvec(est.coef_path_), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("est", [
+    TrajectoryHuberRegressor(alpha=0.1, max_iter=40, random_state=0),
+    TrajectoryLogisticRegression(alpha=0.01, penalty="l1", max_iter=40, solver="fista"),
+    IterativeRidge(alpha=0.5, solver="sgd", batch_size=32, max_iter=40, random_state=0),
+], ids=lambda e: type(e).__name__ + "-" + e.solver)
+def test_other_losses_and_minibatches_keep_the_products_with_x(est):
+    X, y, _ = _data()
+    if isinstance(est, TrajectoryLogisticRegression):
+        y = (y > np.median(y)).astype(int)
+    fitted = clone(est).fit(X, y)
+    assert _form(fitted) == "design"
