@@ -311,7 +311,8 @@ class TrajectoryEstimator(BaseEstimator):
         if state is None:
             covariance = (type(datafit) is LeastSquares and iteration.sampler is None
                           and not isinstance(iteration, PreconditionedGD)
-                          and covariance_form_pays(design, n_total))
+                          and covariance_form_pays(
+                              design, max(n_total, getattr(self, "_horizon", 0))))
         else:
             covariance = state.get("form") == "covariance"
         loop = CovarianceForm(design) if covariance else design

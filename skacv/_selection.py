@@ -526,6 +526,9 @@ def _grow_in_stages(estimator, fitted, stage, n_iter_no_change):
     warm state of every estimator of ``fitted()``. Returns the last path."""
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
     n_iter = min(max_iter, 2 * n_iter_no_change)
+    # the length the path may reach, for the choices a first stage makes for
+    # the whole path (the fit loop's form, skacv._design.covariance_form_pays)
+    estimator._horizon = max_iter
     try:
         while True:
             path = stage(max_iter=n_iter, warm_start=True)
@@ -536,6 +539,7 @@ def _grow_in_stages(estimator, fitted, stage, n_iter_no_change):
                 return path
             n_iter = min(max_iter, _next_stage(n_iter, best, n_iter_no_change))
     finally:
+        del estimator._horizon
         estimator.set_params(warm_start=warm_start)
         for est in fitted():
             release = getattr(est, "_release_warm_state", None)

@@ -170,3 +170,32 @@ def test_other_losses_and_minibatches_keep_the_products_with_x(est):
         y = (y > np.median(y)).astype(int)
     fitted = clone(est).fit(X, y)
     assert _form(fitted) == "design"
+
+
+@pytest.mark.parametrize("criterion", ["risk", "kfold"])
+def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, monkeypatch):
+    """The first stage of an early-stopped path (10 steps here) chooses the
+    loop's form for the whole path: it weighs the Gram matrix against the
+    path's horizon (max_iter), not against the stage."""
+    import skacv._selection as selection
+    from skacv import TrajectoryEarlyStoppingCV
+
+    monkeypatch.setattr(selection, "STAGE_MIN_FLOPS", 0)  # stages at any size
+    monkeypatch.setattr(selection, "STAGE_MIN_FLOPS_LINEAR", 0)
+    X, y, _ = _data(seed=4, n=400, p=390)  # min(n, p) > 300: no Gram for the step
+    d = design_module.Design(X, None, True)
+    assert not design_module.covariance_form_pays(d, 10)
+    assert design_module.covariance_form_pays(d, 100)
+    lengths = []
+    fit = IterativeRidge.fit
+
+    def spy(self, *args, **kwargs):
+        lengths.append(self.max_iter)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(IterativeRidge, "fit", spy)
+    est = IterativeRidge(alpha=0.5, max_iter=100, estimate_risk=criterion == "risk")
+    search = TrajectoryEarlyStoppingCV(est, criterion=criterion, n_iter_no_change=5).fit(X, y)
+    assert lengths[0] == 10 and len(lengths) > 1  # in stages
+    assert _form(search.estimator_) == "covariance"
+    assert not hasattr(search.estimator_, "_horizon")

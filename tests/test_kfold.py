@@ -14,6 +14,7 @@ from sklearn.model_selection import KFold, ShuffleSplit
 from skacv import (
     FISTA,
     IterativeRidge,
+    TrajectoryEarlyStoppingCV,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
     _design,
@@ -67,19 +68,29 @@ def _layout(monkeypatch, layout):
     monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)  # two groups from any size
 
 
+def _form(monkeypatch, form):
+    """The stacked folds' products: the pass over X ("pass") or the
+    covariance form ("covariance", where the folds partition a dense X)."""
+    monkeypatch.setattr(_kfold, "fold_covariance_pays", lambda *args: form == "covariance")
+
+
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("X_kind", ["folds", "rotated", "sparse"])
-def test_stacked_folds_equal_separate_fold_fits(est, weighted, X_kind, monkeypatch):
+@pytest.mark.parametrize("form", ["pass", "covariance"])
+def test_stacked_folds_equal_separate_fold_fits(est, weighted, X_kind, form, monkeypatch):
     X, y, sw = _data()
     sw = sw if weighted else None
     sparse = X_kind == "sparse"
     _layout(monkeypatch, X_kind)
+    _form(monkeypatch, form)
     Xs = sp.csr_matrix(X) if sparse else X
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     expected, steps = _by_hand(est, Xs, y, sw, splits)
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
     assert folds.designs.layout == ("folds" if sparse else X_kind)
+    assert isinstance(folds.designs, _kfold.FoldCovariance) == (form == "covariance"
+                                                                and not sparse)
     # each fold's step size is its own fit's (the estimator's rule on its rows)
     assert_allclose(folds.step_sizes, steps, rtol=1e-12)
     assert_allclose(folds.advance(40), expected, rtol=1e-11)
@@ -91,6 +102,7 @@ def test_stacked_folds_of_a_narrow_design(est, monkeypatch):
     NARROW_PANEL_ROWS rows (here 64, so that a pass has several)."""
     monkeypatch.setattr(_design, "NARROW_PANEL_ROWS", 64)
     assert _design.block_panel_rows(12) == 64 and _design.block_panel_rows(60) == 200
+    _form(monkeypatch, "pass")  # which such a design would not take
     X, y, sw = _data(n=300, p=12)
     splits = list(KFold(5, shuffle=True, random_state=0).split(X))
     expected, _ = _by_hand(est, X, y, sw, splits)
@@ -115,8 +127,11 @@ def test_stacked_folds_any_splits(splitter):
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(layout, monkeypatch):
+@pytest.mark.parametrize("form", ["pass", "covariance"])
+def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(layout, form,
+                                                                           monkeypatch):
     _layout(monkeypatch, layout)
+    _form(monkeypatch, form)
     X, y, sw = _data()
     splits = list(KFold(5, shuffle=True, random_state=1).split(X))
     est = ESTIMATORS[0]
@@ -484,3 +499,45 @@ def test_overlapped_runs_beside_on_one_blas_thread_each_with_the_callers_configu
     with threadpool_limits(2, user_api="blas"), pytest.raises(ValueError, match="second failed"):
         _parallel.overlapped(slow, fail)
     assert done == [1]
+
+
+def test_fold_covariance_rule():
+    """The covariance form of the stacked folds where it measured faster
+    (many samples per feature), the pass elsewhere (2000 x 1000: the p x p
+    products read more than the pass), never with more features than
+    samples or than COVARIANCE_MAX_FEATURES, nor when switched off."""
+    pays = _kfold.fold_covariance_pays
+    for n, p in [(20000, 8), (20000, 50), (50000, 20), (20000, 200), (5000, 500),
+                 (10000, 1000)]:
+        assert pays(n, p, 5, 150)
+    for n, p in [(2000, 1000), (2000, 3000), (10000, 5000), (500, 250), (3000, 2001)]:
+        assert not pays(n, p, 5, 150)
+    assert not pays(20000, 50, 5, 0)
+
+
+def test_kfold_search_on_a_tall_design_takes_the_covariance_form(monkeypatch):
+    """TrajectoryEarlyStoppingCV(criterion="kfold") on n >> p: the folds in
+    the covariance form give the pass's K-fold path within the float32
+    rounding of the block, and the same iteration."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((3000, 20)) + 0.7 * rng.standard_normal((3000, 1))
+    y = X[:, :4] @ np.ones(4) + 2.0 * rng.standard_normal(3000)
+    assert _kfold.fold_covariance_pays(3000, 20, 5, 60)
+    built = []
+    real = _kfold.FoldCovariance.__init__
+
+    def spy(self, *args):
+        built.append(1)
+        real(self, *args)
+
+    monkeypatch.setattr(_kfold.FoldCovariance, "__init__", spy)
+    est = TrajectoryLasso(alpha=0.01, max_iter=60, estimate_risk=False)
+    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None)
+    cov = clone(search).fit(X, y)
+    assert built
+    monkeypatch.setattr(_kfold, "FOLD_COVARIANCE", False)
+    built.clear()
+    ref = clone(search).fit(X, y)
+    assert not built
+    assert_allclose(cov.kfold_path_, ref.kfold_path_, rtol=3e-5)
+    assert cov.best_iteration_ == ref.best_iteration_
