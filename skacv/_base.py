@@ -35,7 +35,7 @@ from ._loo import iacv_path
 from ._path import init_state, run_trajectory
 from ._risk import SUPPORT_DF_LIMIT, trajectory_risk
 from ._sampling import MinibatchSampler
-from ._uq import UncertaintyMixin, debias_statistics
+from ._uq import UncertaintyMixin, debias_statistics, debias_statistics_from_products
 from ._validation import WarmStartGuard, check_sample_weight, data_fingerprint
 from .exceptions import UnreliableEstimateWarning
 
@@ -320,7 +320,7 @@ class TrajectoryEstimator(BaseEstimator):
             state = init_state(loop)
             state["form"] = "covariance" if covariance else "design"
         fitted = None
-        if self._wants("estimate_risk"):
+        if self._wants("estimate_risk") and not covariance:
             # X~ x^t of every iterate, kept for the residuals of the risk estimate
             check_memory(n * (n_total + 1) * X.dtype.itemsize,
                          f"the fitted values of the path ({n}, {n_total + 1})",
@@ -331,11 +331,9 @@ class TrajectoryEstimator(BaseEstimator):
                 fitted[:, : n_done + 1] = old
             else:
                 fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
-        if covariance:
+        if covariance:  # the estimates read the residuals' products (no fitted values)
             run_trajectory(loop, loop.target(target), iteration, n_total - n_done, state, path,
                            verbose=self.verbose, datafit=NormalEquations())
-            if fitted is not None:  # in one product with the new iterates
-                fitted[:, n_done + 1:] = design.matvec(path[:, n_done + 1:])
         else:
             run_trajectory(design, target, iteration, n_total - n_done, state, path,
                            verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True)
@@ -423,7 +421,9 @@ class TrajectoryEstimator(BaseEstimator):
                 design, target, iteration, self._fit_coef_path(), datafit=datafit,
                 n_probes=self.n_probes,
                 random_state=self.random_state, verbose=self.verbose, fitted=fitted,
-                _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start))
+                _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start),
+                # after the covariance form: the residuals through their products
+                products=getattr(self, "_solver_state", {}).get("form") == "covariance")
             self._risk_state = res.chain_state
             self.risk_path_ = res.risk
             self.risk_matrix_ = res.risk_matrix
@@ -436,6 +436,10 @@ class TrajectoryEstimator(BaseEstimator):
             if res.get("corrected_residuals") is not None:
                 self._uq_stats = debias_statistics(design, res.corrected_residuals,
                                                    res.residuals, res.risk_matrix, target)
+            elif res.get("products") is not None:  # after the covariance form
+                self._uq_stats = debias_statistics_from_products(design, res.products,
+                                                                 res.risk_matrix, target)
+            if self._uq_stats is not None:
                 self.excess_risk_path_ = self.excess_risk_path()
                 self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
             _warn_unreliable(self, res)

@@ -91,6 +91,18 @@ def source_residuals(design, iteration, F, coef_path):
     return Fv
 
 
+def source_points(iteration, coef_path):
+    """The gradient points ``v^t`` of the path (shape of ``coef_path``):
+    column ``t`` is the extrapolation of step ``t`` from ``x^t`` and
+    ``x^{t-1}`` (clipped if so set), column 0 the start; the points whose
+    residuals :func:`source_residuals` gives."""
+    B = np.asarray(coef_path, dtype=np.float64)
+    V = B.copy()
+    for t in range(1, B.shape[1]):
+        V[:, t] = iteration.extrapolate_iterate(t, B[:, t], B[:, t - 1])
+    return V
+
+
 def _correction(A_sources, n_eff, c):
     """``(1 - c/n) I - tril(A_src, -1) / n``: the lower-triangular matrix whose
     inverse corrects the residuals (used by the estimate and its diagnostics)."""
@@ -182,6 +194,74 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     if return_residuals:
         return np.diag(G).copy(), G, R_x, K
     return np.diag(G).copy(), G
+
+
+def residual_products(design, y_tilde, coef_path, sources=None):
+    """Inner products of the residual matrices ``F = y~ 1^T - X~ B`` (``B``
+    the path) and ``F_v = y~ 1^T - X~ B_v`` (``B_v`` the gradient points,
+    ``sources``) in the features' space, from ``C = X~^T X~`` (the design's
+    Gram matrix) and ``c = X~^T y~``: ``F^T F``, ``X~^T F`` (and
+    ``F^T F_v``, ``F_v^T F_v``, ``X~^T F_v``), ``O(p^2 T + p T^2)`` flops
+    instead of ``O(n T^2)`` for many samples and few features.
+
+    Returns
+    -------
+    products : Bunch
+        ``FF`` (T+1, T+1), ``XF`` (n_features, T+1); with ``sources`` also
+        ``FFv``, ``FvFv`` (T+1, T+1) and ``XFv`` (n_features, T+1).
+    """
+    C = design.gram(side="features") * design.n_eff
+    y = np.asarray(y_tilde, dtype=np.float64)
+    c = np.asarray(design.rmatvec(y), dtype=np.float64).ravel()
+    yy = float(y @ y)
+
+    def cross(B1, CB1, B2, CB2):  # (y 1^T - X B1)^T (y 1^T - X B2)
+        return (yy - (c @ B1)[:, None] - (c @ B2)[None, :]) + B1.T @ CB2
+
+    B = np.asarray(coef_path, dtype=np.float64)
+    CB = C @ B
+    out = Bunch(FF=cross(B, CB, B, CB), XF=c[:, None] - CB)
+    if sources is not None:
+        Bv = np.asarray(sources, dtype=np.float64)
+        CBv = C @ Bv
+        out.update(FFv=cross(B, CB, Bv, CBv), FvFv=cross(Bv, CBv, Bv, CBv),
+                   XFv=c[:, None] - CBv)
+    return out
+
+
+def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
+                       iteration=None):
+    """:func:`risk_from_memory` from :func:`residual_products` instead of the
+    residual matrices: ``R = F P + F_v Q`` (``Q`` with the gradient points'
+    products, a clipped extrapolation), ``G = R^T R / n``.
+
+    Returns
+    -------
+    risk, risk_matrix : as :func:`risk_from_memory`
+    P, Q : ndarray of shape (T + 1, T + 1) (``Q`` ``None`` without sources)
+    correction : ndarray of shape (T + 1, T + 1) or None
+        ``K`` (``P = K^T``), ``None`` with sources.
+    """
+    FF = products.FF
+    T1 = FF.shape[0]
+    _intercept_term(fit_intercept, n_eff)
+    A = np.asarray(A, dtype=np.float64)[:T1, :T1]
+    if "FvFv" in products:
+        c = 1.0 if fit_intercept else 0.0
+        L_inv = solve_triangular(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
+                                             n_eff, c), np.eye(T1), lower=True,
+                                 check_finite=False)
+        P = np.eye(T1) / (1.0 - c / n_eff)
+        Q = (L_inv.T @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)
+        K = None
+        FR = FF @ P + products.FFv @ Q
+        G = (P.T @ FR + Q.T @ (products.FFv.T @ P + products.FvFv @ Q)) / n_eff
+    else:
+        K = residual_correction(A, n_eff, fit_intercept, A_sources, iteration)
+        P, Q = K.T, None
+        G = K @ FF @ K.T / n_eff
+    G = (G + G.T) / 2.0  # symmetric up to rounding
+    return np.diag(G).copy(), G, P, Q, K
 
 
 def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
@@ -438,7 +518,7 @@ def residual_matrix(design, y_tilde, coef_path):
 
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
                     random_state=None, chain_dtype=None, fitted=None, verbose=0, _state=None,
-                    _keep_state=False):
+                    _keep_state=False, products=False):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     Full-batch least squares: the memory-matrix estimate of Bellec & Tan
@@ -451,6 +531,14 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         ``None`` is least squares.
     fitted : ndarray of shape (n_samples, T + 1), default=None
         ``X~ x^t`` if already known (saves one product with the whole path).
+    products : bool, default=False
+        Full-batch least squares with fewer features than samples: the
+        residuals enter through their inner products in the features' space
+        (:func:`residual_products`, :func:`risk_from_products`; the fit loop
+        in the covariance form, whose design holds ``X~^T X~``); then
+        ``corrected_residuals`` and ``residuals`` are ``None`` and
+        ``products`` holds ``FF``, ``XF`` (..., see
+        :func:`residual_products`), ``P`` and ``Q``.
 
     Returns
     -------
@@ -476,11 +564,34 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         return res
     A, Av, state = _memory_matrices(design, iteration, coef_path, n_probes, random_state,
                                     chain_dtype, verbose, state=_state, keep_state=_keep_state)
+    has_momentum = any(iteration.beta(k) != 0.0 for k in range(1, coef_path.shape[1]))
+    if products and design.n_features <= design.n_samples:
+        sources = None
+        if has_momentum and iteration.clips:  # the gradient points themselves
+            sources = source_points(iteration, coef_path)
+        prods = residual_products(design, y_tilde, coef_path, sources)
+        with small_blas(coef_path.shape[0] * coef_path.shape[1] ** 2):
+            risk, G, P, Q, K = risk_from_products(prods, A, design.n_eff, design.fit_intercept,
+                                                  A_sources=Av if has_momentum else None,
+                                                  iteration=iteration)
+            support = None
+            if not iteration.is_linear and iteration.penalty.l1_ > 0:
+                support = np.count_nonzero(coef_path, axis=0)
+            reliable, df, amp = risk_reliability(
+                A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
+                proximal=not iteration.is_linear, support=support)
+        prods.update(P=P, Q=Q)
+        reliable &= np.isfinite(risk)
+        if verbose:
+            print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
+        return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
+                     corrected_residuals=None, correction=K, residuals=None, products=prods,
+                     chain_state=state, reliable=reliable, df_fraction=df, amplification=amp,
+                     support=support, n_eff=design.n_eff)
     if fitted is None:
         F = residual_matrix(design, y_tilde, coef_path)
     else:  # X~ x^t recorded by the fit loop
         F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
-    has_momentum = any(iteration.beta(k) != 0.0 for k in range(1, coef_path.shape[1]))
     # a clipped extrapolation: the gradient points are not combinations of the outputs
     Fv = source_residuals(design, iteration, F, coef_path) \
         if has_momentum and iteration.clips else None

@@ -99,11 +99,34 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
                  "Lower max_iter or set estimate_risk=False. ")
     R = np.asarray(corrected_residuals).astype(design.dtype, copy=False)
     W = np.asarray(design.rmatvec(R), dtype=np.float64) / n
+    FR = np.einsum("it,it->t", np.asarray(residuals, dtype=np.float64),
+                   np.asarray(corrected_residuals, dtype=np.float64))
+    return _debias_statistics(design, W, FR, risk_matrix, target)
+
+
+def debias_statistics_from_products(design, products, risk_matrix, target=None):
+    """:func:`debias_statistics` from the residuals' inner products in the
+    features' space (:func:`skacv._risk.residual_products` with ``P`` and
+    ``Q`` of :func:`skacv._risk.risk_from_products`: ``R = F P + F_v Q``):
+    ``W = (X~^T F P + X~^T F_v Q) / n`` and ``<F_t, R_t>`` the diagonal of
+    ``F^T F P + F^T F_v Q``."""
+    n = design.n_eff
+    P, Q = products.P, products.Q
+    W = products.XF @ P
+    FR = np.einsum("ts,st->t", products.FF, P)
+    if Q is not None:
+        W += products.XFv @ Q
+        FR += np.einsum("ts,st->t", products.FFv, Q)
+    return _debias_statistics(design, W / n, FR, risk_matrix, target)
+
+
+def _debias_statistics(design, W, FR, risk_matrix, target):
+    """``W`` (the scores) and ``FR`` (``<F_t, R_t>``) to the statistics."""
+    n, p = design.n_eff, design.n_features
     G = np.asarray(risk_matrix, dtype=np.float64)
     with np.errstate(all="ignore"):  # exploding (flagged) estimates give inf / nan
         # (A_eff G)_tt = n G_tt - <F_t, R_t> (module docstring)
-        AG = n * np.diag(G) - np.einsum("it,it->t", np.asarray(residuals, dtype=np.float64),
-                                        np.asarray(corrected_residuals, dtype=np.float64))
+        AG = n * np.diag(G) - FR
         offset = (2.0 * AG - p * np.diag(G)) / n
     return Bunch(score=np.asfortranarray(W), offset=offset, n_eff=float(n), n_features=p,
                  least_squares=least_squares_statistics(design, target))

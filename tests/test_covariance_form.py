@@ -75,6 +75,11 @@ def test_covariance_form_gives_the_iterates_and_estimates_of_the_products_with_x
                     atol=rtol * np.abs(ref.intercept_path_).max())
     assert_allclose(cov.risk_path_, ref.risk_path_, rtol=10 * rtol)
     assert_allclose(cov.loo_path_, ref.loo_path_, rtol=10 * rtol)
+    # the debiasing, from the residuals' products in the features' space
+    assert_allclose(cov.excess_risk_path_, ref.excess_risk_path_, rtol=100 * rtol,
+                    atol=100 * rtol * np.abs(ref.risk_path_).max())
+    assert_allclose(cov.debiased_coef(10), ref.debiased_coef(10), rtol=100 * rtol,
+                    atol=100 * rtol * scale)
 
 
 @pytest.mark.parametrize("est", LEAST_SQUARES[:3], ids=lambda e: e.solver)
@@ -147,16 +152,24 @@ def test_divergence_is_caught_in_the_covariance_form():
         est.fit(X, y)
 
 
-def test_fitted_values_of_the_path_are_those_of_the_iterates():
-    """The risk estimate's fitted values, computed after a covariance-form
-    loop in one product (and continued by a warm start), are X~ x^t."""
+def test_no_sample_sized_matrix_after_the_covariance_form(monkeypatch):
+    """After a loop in the covariance form the risk estimate forms neither
+    the path's fitted values nor the n x (T + 1) residual matrices (their
+    products in the features' space instead), also when a warm start
+    continues it."""
+    import skacv._risk as risk_module
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an n x (T + 1) residual matrix was formed")
+
+    monkeypatch.setattr(risk_module, "residual_matrix", refuse)
+    monkeypatch.setattr(risk_module, "risk_from_memory", refuse)
     X, y, sw = _data(seed=2)
     est = TrajectoryLasso(alpha=0.02, max_iter=30, warm_start=True, random_state=0)
     est.fit(X, y, sample_weight=sw)
     est.set_params(max_iter=45).fit(X, y, sample_weight=sw)
-    assert _form(est) == "covariance"
-    d = design_module.Design(X, sw, True)
-    assert_allclose(est._fitted_path, d.matvec(est.coef_path_), rtol=1e-12, atol=1e-12)
+    assert _form(est) == "covariance" and est._fitted_path is None
+    assert est.risk_path_.shape == (46,) and np.all(np.isfinite(est.excess_risk_path_))
 
 
 @pytest.mark.parametrize("est", [
@@ -199,3 +212,34 @@ def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, monk
     assert lengths[0] == 10 and len(lengths) > 1  # in stages
     assert _form(search.estimator_) == "covariance"
     assert not hasattr(search.estimator_, "_horizon")
+
+
+@pytest.mark.parametrize("est", LEAST_SQUARES, ids=lambda e: f"{type(e).__name__}-{e.solver}")
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_risk_and_debiasing_from_the_residuals_products(est, fit_intercept):
+    """trajectory_risk(products=True) (the residuals' inner products in the
+    features' space, gradient points included for the clipped FISTA) gives
+    the risk, the risk matrix, the correction and the debiasing statistics
+    of the residual matrices (n x T), to rounding."""
+    from skacv._risk import trajectory_risk
+    from skacv._uq import debias_statistics, debias_statistics_from_products
+
+    X, y, sw = _data(seed=3, n=250, p=30)
+    est = clone(est).set_params(fit_intercept=fit_intercept, estimate_risk=False,
+                                max_iter=40).fit(X, y, sample_weight=sw)
+    prob = est._problem(X, y, sample_weight=sw)
+    _, target = est._fit_target(prob.design, prob.y)
+    path = est._fit_coef_path()
+    kw = dict(n_probes=None, datafit=prob.datafit)
+    dense = trajectory_risk(prob.design, target, prob.iteration, path, **kw)
+    prods = trajectory_risk(prob.design, target, prob.iteration, path, products=True, **kw)
+    assert dense.corrected_residuals is not None and prods.corrected_residuals is None
+    scale = np.abs(dense.risk_matrix).max()
+    assert_allclose(prods.risk, dense.risk, rtol=1e-9)
+    assert_allclose(prods.risk_matrix, dense.risk_matrix, rtol=0, atol=1e-10 * scale)
+    assert_array_equal(prods.reliable, dense.reliable)
+    a = debias_statistics(prob.design, dense.corrected_residuals, dense.residuals,
+                          dense.risk_matrix, target)
+    b = debias_statistics_from_products(prob.design, prods.products, prods.risk_matrix, target)
+    assert_allclose(b.score, a.score, rtol=0, atol=1e-10 * np.abs(a.score).max())
+    assert_allclose(b.offset, a.offset, rtol=0, atol=1e-9 * np.abs(a.offset).max())

@@ -548,24 +548,31 @@ def test_chains_do_not_depend_on_the_column_groups(solver, monkeypatch):
     np.testing.assert_allclose(small.risk_path_, est.risk_path_, rtol=1e-6)
 
 
-def test_small_corrections_run_on_one_blas_thread(monkeypatch):
+@pytest.mark.parametrize("form", ["design", "covariance"])
+def test_small_corrections_run_on_one_blas_thread(form, monkeypatch):
     """The T x T corrections of a small path run on one BLAS thread (a
     multithreaded BLAS wakes its threads at every small call: the triangular
     solves of a 151 x 151 memory matrix took 5 ms with two OpenBLAS threads,
     under 1 ms with one), a large one on every thread; the estimate is the
-    same."""
+    same. From the residual matrices (a loop on X~) or from their products
+    (after the covariance form)."""
     from threadpoolctl import threadpool_limits
 
+    import skacv._design as design_module
     import skacv._parallel as parallel
     import skacv._risk as risk_module
 
     seen = []
+    name = "risk_from_memory" if form == "design" else "risk_from_products"
+    real = getattr(risk_module, name)
 
     def spy(*args, **kwargs):
         seen.append(parallel.blas_threads())
-        return risk_from_memory(*args, **kwargs)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(risk_module, "risk_from_memory", spy)
+    if form == "design":
+        monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+    monkeypatch.setattr(risk_module, name, spy)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50, 30))
     y = X[:, 0] + rng.standard_normal(50)
