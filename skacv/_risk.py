@@ -565,41 +565,30 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     A, Av, state = _memory_matrices(design, iteration, coef_path, n_probes, random_state,
                                     chain_dtype, verbose, state=_state, keep_state=_keep_state)
     has_momentum = any(iteration.beta(k) != 0.0 for k in range(1, coef_path.shape[1]))
-    if products and design.n_features <= design.n_samples:
-        sources = None
-        if has_momentum and iteration.clips:  # the gradient points themselves
-            sources = source_points(iteration, coef_path)
-        prods = residual_products(design, y_tilde, coef_path, sources)
-        with small_blas(coef_path.shape[0] * coef_path.shape[1] ** 2):
-            risk, G, P, Q, K = risk_from_products(prods, A, design.n_eff, design.fit_intercept,
-                                                  A_sources=Av if has_momentum else None,
-                                                  iteration=iteration)
-            support = None
-            if not iteration.is_linear and iteration.penalty.l1_ > 0:
-                support = np.count_nonzero(coef_path, axis=0)
-            reliable, df, amp = risk_reliability(
-                A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
-                proximal=not iteration.is_linear, support=support)
-        prods.update(P=P, Q=Q)
-        reliable &= np.isfinite(risk)
-        if verbose:
-            print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
-        return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
-                     corrected_residuals=None, correction=K, residuals=None, products=prods,
-                     chain_state=state, reliable=reliable, df_fraction=df, amplification=amp,
-                     support=support, n_eff=design.n_eff)
-    if fitted is None:
-        F = residual_matrix(design, y_tilde, coef_path)
-    else:  # X~ x^t recorded by the fit loop
-        F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+    A_sources = Av if has_momentum else None
     # a clipped extrapolation: the gradient points are not combinations of the outputs
-    Fv = source_residuals(design, iteration, F, coef_path) \
-        if has_momentum and iteration.clips else None
-    with small_blas(F.shape[0] * F.shape[1] ** 2):  # the corrections of T x T matrices
-        risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
-                                         A_sources=Av if has_momentum else None,
-                                         iteration=iteration, return_residuals=True,
-                                         F_sources=Fv)
+    clipped = has_momentum and iteration.clips
+    F = R = prods = None
+    if products and design.n_features <= design.n_samples:
+        prods = residual_products(design, y_tilde, coef_path,
+                                  source_points(iteration, coef_path) if clipped else None)
+        flops = coef_path.shape[0] * coef_path.shape[1] ** 2
+    else:
+        if fitted is None:
+            F = residual_matrix(design, y_tilde, coef_path)
+        else:  # X~ x^t recorded by the fit loop
+            F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+        Fv = source_residuals(design, iteration, F, coef_path) if clipped else None
+        flops = F.shape[0] * F.shape[1] ** 2
+    with small_blas(flops):  # the corrections of T x T matrices
+        if prods is not None:
+            risk, G, P, Q, K = risk_from_products(prods, A, design.n_eff, design.fit_intercept,
+                                                  A_sources=A_sources, iteration=iteration)
+            prods.update(P=P, Q=Q)
+        else:
+            risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
+                                             A_sources=A_sources, iteration=iteration,
+                                             return_residuals=True, F_sources=Fv)
         support = None
         if not iteration.is_linear and iteration.penalty.l1_ > 0:
             support = np.count_nonzero(coef_path, axis=0)
@@ -610,9 +599,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     if verbose:
         print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
     return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
-                 corrected_residuals=R, correction=K, residuals=F, chain_state=state,
-                 reliable=reliable, df_fraction=df, amplification=amp, support=support,
-                 n_eff=design.n_eff)
+                 corrected_residuals=R, correction=K, residuals=F, products=prods,
+                 chain_state=state, reliable=reliable, df_fraction=df, amplification=amp,
+                 support=support, n_eff=design.n_eff)
 
 
 def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, random_state,
