@@ -20,6 +20,10 @@ not extrapolate (ISTA, gradient descent: the pass is at the new iterate),
 else from one block product per fold with its test rows at the end of a
 stage.
 
+With few features and many samples the block runs in the covariance form
+instead (:class:`FoldCovariance`, :func:`fold_covariance_pays`): each
+fold's training Gram matrix, ``K`` products with p x p matrices a step.
+
 Each fold's step size is the one its own fit would use (the estimator's
 step rule, with the folds' top eigenvalues from one block of Lanczos
 processes on the stacked products), so a stacked fold path is the path of
