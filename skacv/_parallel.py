@@ -2,8 +2,7 @@
 
 :func:`delayed` wraps a function so that it runs under the skacv and
 scikit-learn configurations captured in the calling thread (joblib workers
-are other
-threads or processes, which start from the defaults), and with at most
+are other threads or processes, which start from the defaults), and with at most
 ``threads`` BLAS threads, so that ``n_jobs`` workers times BLAS threads
 never exceed the cores (oversubscription slows a 2-core machine down by an
 order of magnitude when another process is busy).
@@ -123,12 +122,7 @@ def overlapped(first, second):
     ``first`` has finished; then ``first``'s own."""
     if blas_threads() < 2:
         return first(), second()
-    own, theirs = get_config(), sklearn.get_config()
-
-    def helper():
-        with config_context(**own), sklearn.config_context(**theirs):
-            return first()
-
+    helper = _Wrapped(first, get_config(), None, sklearn.get_config())
     with _BLAS.limit(limits=1), ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(helper)
         try:
