@@ -9,6 +9,7 @@ runs (the stacked folds of K-fold CV) on a design with a one-pass normal
 product, with the same iteration methods.
 """
 
+import contextlib
 import time
 import warnings
 
@@ -88,46 +89,47 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     grew_at = None
     fuse = fuse and getattr(design, "fuses", False)
     z_next = state.get("z_next") if fuse else None
-    for k in range(k0 + 1, k0 + n_steps + 1):
-        if z_next is None:
-            r = datafit.residual(Xv, y_tilde)
-            z = design.panel_rmatvec(r) if fuse else design.rmatvec(r)
-        else:
-            z = z_next.copy()
-        z *= inv_n
-        pre = iteration.combine(
-            k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
-        x_new = iteration.prox(k, pre)
-        coef = iteration.extrapolation_coefficients(k, x_new, x)  # None: plain
-        if fuse:  # X~ x^k, X~ v^k and the next gradient in one pass
-            Xx_new, Xv_new, z_next = _fused_products(design, y_tilde, iteration, datafit, k,
-                                                     x_new, x, Xx, coef)
-        else:
-            Xx_new = design.matvec(x_new)
-        res_norm = datafit.monitor(Xx_new, y_tilde)
-        if not np.isfinite(res_norm) or res_norm > limit:
-            raise _diverged(iteration, k, res_norm, y_norm,
-                            getattr(datafit, "monitor_name", "training residual norm"))
-        if watch:
-            d = float(np.linalg.norm(x_new - x))
-            if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
-                    and d > floor * float(np.linalg.norm(x_new))):
-                grew_at = (k, step_norm, d)
-            step_norm = d
-        v = iteration.extrapolate(k, x_new, x, coef)
-        Xv = Xv_new if fuse else iteration.extrapolate_fitted(
-            k, x_new, x, Xx_new, Xx, design.columns_product, coef)
-        x_prev, x = x, x_new
-        Xx_prev, Xx = Xx, Xx_new
-        out[:, k] = x
-        if fitted_out is not None:
-            fitted_out[:, k] = Xx
-        if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
-            msg = datafit.report(res_norm, design.n_eff)
-            print(
-                f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
-                f"{time.perf_counter() - tic:.1f}s"
-            )
+    with design.panel_workers() if fuse else contextlib.nullcontext():
+        for k in range(k0 + 1, k0 + n_steps + 1):
+            if z_next is None:
+                r = datafit.residual(Xv, y_tilde)
+                z = design.panel_rmatvec(r) if fuse else design.rmatvec(r)
+            else:
+                z = z_next.copy()
+            z *= inv_n
+            pre = iteration.combine(
+                k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
+            x_new = iteration.prox(k, pre)
+            coef = iteration.extrapolation_coefficients(k, x_new, x)  # None: plain
+            if fuse:  # X~ x^k, X~ v^k and the next gradient in one pass
+                Xx_new, Xv_new, z_next = _fused_products(design, y_tilde, iteration, datafit, k,
+                                                         x_new, x, Xx, coef)
+            else:
+                Xx_new = design.matvec(x_new)
+            res_norm = datafit.monitor(Xx_new, y_tilde)
+            if not np.isfinite(res_norm) or res_norm > limit:
+                raise _diverged(iteration, k, res_norm, y_norm,
+                                getattr(datafit, "monitor_name", "training residual norm"))
+            if watch:
+                d = float(np.linalg.norm(x_new - x))
+                if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
+                        and d > floor * float(np.linalg.norm(x_new))):
+                    grew_at = (k, step_norm, d)
+                step_norm = d
+            v = iteration.extrapolate(k, x_new, x, coef)
+            Xv = Xv_new if fuse else iteration.extrapolate_fitted(
+                k, x_new, x, Xx_new, Xx, design.columns_product, coef)
+            x_prev, x = x, x_new
+            Xx_prev, Xx = Xx, Xx_new
+            out[:, k] = x
+            if fitted_out is not None:
+                fitted_out[:, k] = Xx
+            if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
+                msg = datafit.report(res_norm, design.n_eff)
+                print(
+                    f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
+                    f"{time.perf_counter() - tic:.1f}s"
+                )
     state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
     if fuse:
         state["z_next"] = z_next

@@ -2,6 +2,8 @@
 the same iterates as the two-pass loop up to rounding, warm starts bit for
 bit, every full-batch estimator."""
 
+import threading
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -143,20 +145,45 @@ def test_design_in_place():
     assert_allclose(d.X, ref.X, rtol=1e-15, atol=1e-15)
 
 
-def test_one_pass_loop_only_with_one_blas_thread(monkeypatch):
-    """With several BLAS threads two multithreaded products read memory
-    faster than the panels: the design is then read twice a step, and a fit
-    gives the two-pass iterates."""
+def test_one_pass_loop_does_not_depend_on_blas_threads(fused, monkeypatch):
+    """The panels make FUSE_GROUPS fixed groups of rows: with two BLAS
+    threads they run in two threads of their own (one BLAS thread each),
+    with one in turn, and the iterates are the same bits either way."""
+    from threadpoolctl import threadpool_limits
+
+    import skacv._path as path_module
+
     X, y, sw = _data()
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
-    assert design_module.Design(X, sw, True).fuses  # the suite runs one thread
-    monkeypatch.setattr(design_module, "blas_threads", lambda: 2)
-    assert not design_module.Design(X, sw, True).fuses
-    est = TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0)
-    two = clone(est).fit(X, y, sample_weight=sw)
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)
-    ref = clone(est).fit(X, y, sample_weight=sw)
-    assert_array_equal(two.coef_path_, ref.coef_path_)
+    est = TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0, estimate_risk=False,
+                          estimate_loo=False)
+    threads = set()
+    fused_products = path_module._fused_products
+
+    def spy(design, *args):
+        real = design.panel_products
+
+        def panel_products(b, residual, panel_bytes=None):
+            def seen(rows, P):
+                threads.add(threading.get_ident())
+                return residual(rows, P)
+            return real(b, seen, panel_bytes)
+
+        design.panel_products = panel_products
+        try:
+            return fused_products(design, *args)
+        finally:
+            del design.panel_products
+
+    monkeypatch.setattr(path_module, "_fused_products", spy)
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = clone(est).fit(X, y, sample_weight=sw)
+    assert len(threads) == 1
+    threads.clear()
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = clone(est).fit(X, y, sample_weight=sw)
+    assert len(threads) == 2
+    assert_array_equal(two.coef_path_, one.coef_path_)
+    assert_array_equal(two.intercept_path_, one.intercept_path_)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
