@@ -111,6 +111,10 @@ DOC_ATTRIBUTES = """
         Only when ``X`` has feature names.
 """
 
+#: solvers whose least-squares loop may run in the covariance form (one
+#: full batch, no preconditioner): its X~^T X~ is formed before the step size
+FULL_BATCH_SOLVERS = ("fista", "ista", "gd", "nesterov", "heavy_ball")
+
 _ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_reliable_",
                         "risk_diagnostics_", "noise_variance_path_", "excess_risk_path_",
                         "loo_path_",
@@ -299,6 +303,12 @@ class TrajectoryEstimator(BaseEstimator):
             path[:, : n_done + 1] = self._fit_coef_path()
             state = self._solver_state
         else:
+            if (frozen is None and type(datafit) is LeastSquares
+                    and getattr(self, "solver", None) in FULL_BATCH_SOLVERS
+                    and covariance_form_pays(design, max(n_total, getattr(self, "_horizon", 0)))):
+                # the covariance form's X~^T X~ first: the step size reads it
+                # (Lanczos on p x p instead of passes over X~)
+                design.gram(side="features")
             setup = dict(frozen) if frozen is not None else self._new_setup(
                 design, datafit, penalty)
             n_done = 0

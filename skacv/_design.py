@@ -363,6 +363,13 @@ class Design:
         self._run_panel_groups(work_block, list(zip(groups, sums, strict=True)))
         return Pt, _sum_in_order(sums)
 
+    def operator_workers(self):
+        """Context for many :meth:`normal_matvec` (a Krylov method): the panel
+        groups' threads kept throughout on a design read by panels
+        (:attr:`fuses`; starting them costs milliseconds a product), nothing
+        otherwise (products with multithreaded BLAS)."""
+        return self.panel_workers() if self.fuses else contextlib.nullcontext()
+
     def normal_matvec(self, B):
         """``X~^T X~ B`` (a vector or a block of columns): one pass over the
         row panels of a design the fit loop reads by panels (:attr:`fuses`;
@@ -431,7 +438,8 @@ class Design:
 
         From the Gram eigenvalues when they are known (exact traces need them
         anyway); LAPACK on the smaller of ``X~^T X~`` and ``X~ X~^T`` when it
-        is small; else Lanczos on that operator, without forming it
+        is small; else Lanczos on ``X~^T X~`` when the design holds it (the
+        covariance form), or on the smaller operator without forming it
         (:func:`skacv._linalg.lanczos_top_eigenvalues`, on a design the fit
         reads by panels (:attr:`fuses`) ``X~^T X~`` in one pass per product),
         its top Ritz value inflated into an upper bound (:meth:`_inflate`).
@@ -442,7 +450,13 @@ class Design:
             return max(float(lam[-1]) if lam.size else 0.0, 0.0)
         if min(n, p) <= DENSE_EIG_SIZE:  # LAPACK on the smaller Gram matrix (one product)
             return top_eigenvalue(self.gram(side="auto"))
-        if self.fuses:  # one pass per product on the features' side (normal_matvec)
+        G = self.cache.get(("gram", "features")) if p <= n else None
+        if G is not None:  # formed already (the covariance form): Lanczos on it
+            dim = p
+
+            def op(v):
+                return (G @ v) * self.n_eff
+        elif self.fuses:  # one pass per product on the features' side (normal_matvec)
             dim = p
 
             def op(v):
@@ -467,10 +481,11 @@ class Design:
         # an isotropic design (ARPACK ~50); ARPACK if it has not converged
         # in 128 steps
         W0 = np.random.RandomState(0).standard_normal((dim, 1))
-        theta = lanczos_top_eigenvalues(lambda Q: op(Q[:, 0])[:, None], W0,
-                                        LIPSCHITZ_TOL)[0]
-        if not np.isfinite(theta):
-            theta = top_eigenvalue(op=op, dim=dim, tol=LIPSCHITZ_TOL)
+        with self.operator_workers():
+            theta = lanczos_top_eigenvalues(lambda Q: op(Q[:, 0])[:, None], W0,
+                                            LIPSCHITZ_TOL)[0]
+            if not np.isfinite(theta):
+                theta = top_eigenvalue(op=op, dim=dim, tol=LIPSCHITZ_TOL)
         return self._inflate(theta)
 
     def _inflate(self, theta):
@@ -599,27 +614,39 @@ class CovarianceForm:
     Parameters
     ----------
     design : Design
+    idx : array-like of int, default=None
+        Only these columns of ``X~`` (a working set of
+        :func:`~skacv.risk_alpha_path`).
     """
 
     fuses = False
     sparse = False
 
-    def __init__(self, design):
+    def __init__(self, design, idx=None):
         self.base = design
         self.dtype = design.dtype
         self.n_eff = design.n_eff
-        self.n_samples = self.n_features = design.n_features
         # X~^T X~ / n_eff (cached), scaled back, in the fit's precision; kept
         # by the design for a warm-started refit
         if "covariance" not in design.cache:
             C = np.asarray(design.gram(side="features") * design.n_eff, dtype=design.dtype)
             C.flags.writeable = False
             design.cache["covariance"] = C
-        self.C = design.cache["covariance"]
+        self.idx = None if idx is None else np.asarray(idx)
+        # the columns idx only (a working set of the Lasso path): C[idx][:, idx]
+        self.C = design.cache["covariance"] if idx is None else (
+            design.cache["covariance"][np.ix_(self.idx, self.idx)])
+        self.n_samples = self.n_features = self.C.shape[0]
 
     def target(self, y_tilde):
-        """``c = X~^T y~``, the target of the loop."""
-        return np.asarray(self.base.rmatvec(y_tilde), dtype=self.dtype)
+        """``c = X~^T y~``, the target of the loop (on the columns ``idx``)."""
+        c = np.asarray(self.base.rmatvec(y_tilde), dtype=self.dtype)
+        return c if self.idx is None else c[self.idx]
+
+    def lipschitz(self):
+        """Largest eigenvalue of ``X~^T X~ / n_eff`` (of the columns ``idx``;
+        :func:`~skacv._linalg.top_eigenvalue`)."""
+        return max(top_eigenvalue(np.asarray(self.C, dtype=np.float64) / self.n_eff), 0.0)
 
     def matvec(self, b):
         return self.C @ b

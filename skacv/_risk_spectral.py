@@ -13,6 +13,8 @@ checked). Constant-coefficient iterations are Toeplitz: one chain instead of
 gradient descent in whitened coordinates (:func:`preconditioned_memory_matrix`).
 """
 
+import contextlib
+
 import numpy as np
 
 from ._config import check_memory
@@ -146,8 +148,9 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
     else:
         Z = rng.choice([-1.0, 1.0], size=(dim, m))
         resume = None
-    out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
-                             return_state=keep_state)
+    with design.operator_workers() if n > p else contextlib.nullcontext():
+        out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
+                                 return_state=keep_state)
     (nodes, weights), k_used = out[:2]
     if verbose:
         print(f"[risk] Lanczos quadrature: {m} probes x {k_used} steps")

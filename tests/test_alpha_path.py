@@ -86,6 +86,62 @@ def test_lasso_path_equals_sklearn(shape, fit_intercept, weighted):
     assert path.n_iter.shape == path.gaps.shape == path.risk.shape == (8,)
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypatch):
+    """n > p: the path runs on C = X~^T X~ (the residual through its
+    quadratic forms). Solutions within the gap's bound of scikit-learn's,
+    gaps below the target and equal to an independent gap, and the same
+    penalties, supports and risks as the path on the columns of X~."""
+    import skacv._alpha_path as alpha_module
+
+    n, p, tol = 240, 30, 1e-10
+    X, y = _data(n, p)
+    w = _weights(n) if weighted else None
+    Xin = sp.csr_matrix(X) if sparse else X
+    forms = []
+    for name in ("_FeatureSpace", "_SampleSpace"):
+        real = getattr(alpha_module, name)
+        monkeypatch.setattr(alpha_module, name,
+                            lambda *a, _real=real, _name=name: forms.append(_name) or _real(*a))
+    est = TrajectoryLasso(fit_intercept=fit_intercept)
+    path = risk_alpha_path(est, Xin, y, n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000,
+                           sample_weight=w)
+    assert forms == ["_FeatureSpace"]
+    for i, alpha in enumerate(path.alphas):
+        ref = Lasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-14, max_iter=100_000)
+        ref.fit(X, y, sample_weight=w)
+        # ||b - b*||^2 <= 2 gap / lambda_min(X~^T X~ / n) (about 0.4 here): 5e-5
+        np.testing.assert_allclose(path.coefs[:, i], ref.coef_, atol=1e-4)
+        gap, scale = _dual_gap(X, y, path.coefs[:, i], alpha, w, fit_intercept)
+        assert path.gaps[i] <= tol * scale
+        np.testing.assert_allclose(path.gaps[i], gap, atol=1e-12 * scale)
+        mse = np.average((y - X @ path.coefs[:, i] - path.intercepts[i]) ** 2, weights=w)
+        np.testing.assert_allclose(path.train_mse[i], mse, rtol=1e-9)
+    monkeypatch.setattr(alpha_module, "COVARIANCE_PATH", False)
+    columns = risk_alpha_path(est, Xin, y, n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000,
+                              sample_weight=w)
+    assert forms == ["_FeatureSpace", "_SampleSpace"]
+    np.testing.assert_allclose(columns.alphas, path.alphas, rtol=1e-12)
+    np.testing.assert_array_equal(columns.df, path.df)
+    np.testing.assert_allclose(columns.risk, path.risk, rtol=1e-7)
+
+
+def test_covariance_path_rule():
+    """The covariance form needs float64, n > p, p <= COVARIANCE_MAX_FEATURES
+    and a gap tolerance its quadratic forms can certify."""
+    from skacv._alpha_path import COVARIANCE_PATH_MIN_TOL, covariance_path_pays
+
+    X, _ = _data(300, 40)
+    d = Design(X, None, True)
+    assert covariance_path_pays(d, 1e-4)
+    assert covariance_path_pays(d, COVARIANCE_PATH_MIN_TOL)
+    assert not covariance_path_pays(d, COVARIANCE_PATH_MIN_TOL / 10)
+    assert not covariance_path_pays(Design(X.astype(np.float32), None, True), 1e-4)
+    assert not covariance_path_pays(Design(X[:, :30].T.copy(), None, True), 1e-4)  # p > n
+
+
 def test_lasso_path_matches_lasso_path_and_gap_scaling():
     """Default tol: gaps below tol ||y~||^2 / n (scikit-learn's criterion,
     checked on sklearn's own ``dual_gaps``) and equal to an independent gap."""

@@ -243,3 +243,32 @@ def test_risk_and_debiasing_from_the_residuals_products(est, fit_intercept):
     b = debias_statistics_from_products(prob.design, prods.products, prods.risk_matrix, target)
     assert_allclose(b.score, a.score, rtol=0, atol=1e-10 * np.abs(a.score).max())
     assert_allclose(b.offset, a.offset, rtol=0, atol=1e-9 * np.abs(a.offset).max())
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_step_size_from_the_covariance_forms_gram(sparse, monkeypatch):
+    """A fit that will run in the covariance form forms X~^T X~ first and
+    takes the step size by Lanczos on it (p x p products, none with X~): an
+    upper bound of the top eigenvalue within the Lanczos tolerance, as the
+    step size of the X~ loop."""
+    X, y, sw = _data(seed=5, n=900, p=360)  # p above DENSE_EIG_SIZE: Lanczos
+    Xin = sp.csr_matrix(X) if sparse else X
+    exact = np.linalg.eigvalsh(design_module.Design(X, sw, True).dense().T
+                               @ design_module.Design(X, sw, True).dense())[-1] / sw.sum()
+    tol = design_module.LIPSCHITZ_TOL
+    est = TrajectoryLasso(alpha=0.02, solver="ista", max_iter=60, estimate_risk=False,
+                          estimate_loo=False)
+    calls = []
+    for name in ("matvec", "rmatvec"):
+        real = getattr(design_module.Design, name)
+        monkeypatch.setattr(design_module.Design, name,
+                            lambda self, v, _real=real, _name=name: calls.append(_name)
+                            or _real(self, v))
+    fit = clone(est).fit(Xin, y, sample_weight=sw)
+    assert fit._solver_state["form"] == "covariance"
+    assert calls.count("matvec") == 0  # c = X~^T y~ is the only product with X~
+    assert exact <= 1 / fit.step_size_ <= exact * (1 + 2 * tol)
+    monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+    ref = clone(est).fit(Xin, y, sample_weight=sw)
+    assert ref._solver_state["form"] == "design"
+    assert_allclose(fit.step_size_, ref.step_size_, rtol=2 * tol)
