@@ -23,7 +23,7 @@ from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
-from ._parallel import factorization_blas, pass_workers
+from ._parallel import blas_threads, factorization_blas, pass_workers
 
 #: relative tolerance of the Lanczos estimate of the top eigenvalue behind
 #: ``step_size="auto"`` (the bound is inflated by it, see ``Design.lipschitz``)
@@ -266,9 +266,11 @@ class Design:
         panels make ``FUSE_GROUPS`` groups of consecutive rows, run in as
         many threads as there are BLAS threads, one BLAS thread each
         (:meth:`panel_workers`); the groups are fixed, so the iterates do not
-        depend on the number of threads."""
+        depend on the number of threads. With more BLAS threads than groups
+        the loop takes two multithreaded products a step instead (more
+        threads read memory faster than the groups would)."""
         return (not self.sparse and self.X.nbytes >= FUSE_MIN_BYTES
-                and self.X.flags.c_contiguous)
+                and self.X.flags.c_contiguous and blas_threads() <= FUSE_GROUPS)
 
     @contextlib.contextmanager
     def panel_workers(self):

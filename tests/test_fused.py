@@ -184,6 +184,14 @@ def test_one_pass_loop_does_not_depend_on_blas_threads(fused, monkeypatch):
     assert len(threads) == 2
     assert_array_equal(two.coef_path_, one.coef_path_)
     assert_array_equal(two.intercept_path_, one.intercept_path_)
+    # more BLAS threads than groups: two multithreaded products a step
+    monkeypatch.setattr(design_module, "blas_threads", lambda: design_module.FUSE_GROUPS + 1)
+    threads.clear()
+    many = clone(est).fit(X, y, sample_weight=sw)
+    assert not threads
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)
+    ref = clone(est).fit(X, y, sample_weight=sw)
+    assert_array_equal(many.coef_path_, ref.coef_path_)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
