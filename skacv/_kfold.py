@@ -593,9 +593,11 @@ def small_fold_lipschitz(designs):
     fold's rows: one Gram matrix of ``X~`` (centred by the mean of all rows,
     weighted), each fold's that of all rows minus its other rows' (features'
     side) or its training block (samples' side), with the correction of its
-    own centring (``delta``). In the block's precision (float32 by default:
-    within its rounding of the fold's own value). ``None`` for a sparse ``X``
-    (each fold then builds its own design).
+    own centring (``delta``); in the covariance form
+    (:class:`FoldCovariance`) its Gram matrices themselves. In the block's
+    precision (float32 by default: within its rounding of the fold's own
+    value). ``None`` for a sparse ``X`` (each fold then builds its own
+    design).
 
     Returns
     -------
@@ -603,6 +605,10 @@ def small_fold_lipschitz(designs):
     """
     if designs.sparse:
         return None
+    C = getattr(designs, "C", None)
+    if C is not None:  # the covariance form holds every fold's Gram matrix already
+        return np.array([top_eigenvalue(np.asarray(C[j], dtype=np.float64)) / float(n_j)
+                         for j, n_j in enumerate(designs.n_eff)])
     A = designs.base.X
     n, p = A.shape
     train = designs.mask.astype(bool)

@@ -269,6 +269,26 @@ def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercep
     assert small_fold_lipschitz(designs(sp.csr_matrix(X))) is None
 
 
+def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(monkeypatch):
+    """In the covariance form the folds' Gram matrices are formed already:
+    the step sizes come from them (the copy of X is not read again) and
+    equal each fold's own design's."""
+    from skacv._design import Design
+    from skacv._kfold import small_fold_lipschitz
+
+    X, y, sw = _data(seed=6)
+    _layout(monkeypatch, "rotated")
+    _form(monkeypatch, "covariance")
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    assert isinstance(folds.designs, _kfold.FoldCovariance)
+    folds.designs.base.X[:] = np.nan  # only the Gram matrices may be read
+    got = small_fold_lipschitz(folds.designs)
+    for (tr, _), lip in zip(splits, got, strict=True):
+        assert_allclose(lip, Design(X[tr], sw[tr], True).lipschitz(), rtol=1e-11)
+
+
 def test_folds_take_exact_step_sizes_where_their_own_designs_do():
     # 330 x 520: the full design is above DENSE_EIG_SIZE but each fold's
     # training rows (247-248) are not: its own fit computes its step size
