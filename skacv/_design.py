@@ -23,7 +23,7 @@ from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
-from ._parallel import blas_threads, factorization_blas, pass_workers
+from ._parallel import blas_threads, factorization_blas, kept_workers
 
 #: relative tolerance of the Lanczos estimate of the top eigenvalue behind
 #: ``step_size="auto"`` (the bound is inflated by it, see ``Design.lipschitz``)
@@ -272,20 +272,11 @@ class Design:
         return (not self.sparse and self.X.nbytes >= FUSE_MIN_BYTES
                 and self.X.flags.c_contiguous and blas_threads() <= FUSE_GROUPS)
 
-    @contextlib.contextmanager
     def panel_workers(self):
         """Keep the threads of the panel groups for every one-pass product
         inside (a fit loop); a product outside starts its own
-        (:func:`~skacv._parallel.pass_workers`, BLAS limited to one thread)."""
-        if self._panel_run is not None:
-            yield self._panel_run
-            return
-        with pass_workers(FUSE_GROUPS) as run:
-            self._panel_run = run
-            try:
-                yield run
-            finally:
-                self._panel_run = None
+        (:func:`~skacv._parallel.kept_workers`, BLAS limited to one thread)."""
+        return kept_workers(self, FUSE_GROUPS, "_panel_run")
 
     def _run_panel_groups(self, work, calls):
         with self.panel_workers() as run:

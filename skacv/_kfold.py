@@ -34,7 +34,6 @@ rounding (~1e-6 relative) is far below the sampling noise of a held-out
 error (~1/sqrt(n_test)).
 """
 
-import contextlib
 import copy
 
 import numpy as np
@@ -47,7 +46,7 @@ from ._config import check_memory, get_config
 from ._design import LIPSCHITZ_TOL, NARROW_FEATURES, NARROW_PANEL_ROWS, Design, gather
 from ._iterations import PreconditionedGD
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
-from ._parallel import cache_bytes, pass_workers
+from ._parallel import cache_bytes, kept_workers
 from ._path import init_state, run_normal_block
 
 #: a panel of the stacked folds' pass (:meth:`FoldDesigns._dense_pass`, one
@@ -285,19 +284,10 @@ class FoldDesigns:
             Z -= (self.delta * s[None, :]).astype(Z.dtype, copy=False)
         return P, Z, float(np.vdot(R, R))
 
-    @contextlib.contextmanager
     def workers(self):
-        """Keep the threads of the passes (:func:`~skacv._parallel.pass_workers`)
+        """Keep the threads of the passes (:func:`~skacv._parallel.kept_workers`)
         for every pass inside the block (a pass outside one starts its own)."""
-        if self._run is not None:
-            yield self._run
-            return
-        with pass_workers(PASS_GROUPS) as run:
-            self._run = run
-            try:
-                yield run
-            finally:
-                self._run = None
+        return kept_workers(self, PASS_GROUPS)
 
     def _dense_pass(self, V, target, held_out=True):
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of

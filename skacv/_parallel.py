@@ -218,6 +218,23 @@ def pass_workers(n_groups):
             yield _runner(pool, workers)
 
 
+@contextlib.contextmanager
+def kept_workers(owner, n_groups, attr="_run"):
+    """:func:`pass_workers` kept on ``owner.<attr>`` while inside, so that
+    every pass within (nested uses included) runs on the same threads; a
+    use while they are kept yields them."""
+    run = getattr(owner, attr, None)
+    if run is not None:
+        yield run
+        return
+    with pass_workers(n_groups) as run:
+        setattr(owner, attr, run)
+        try:
+            yield run
+        finally:
+            setattr(owner, attr, None)
+
+
 #: the CPU's data caches where the system does not say (Linux sysfs):
 #: level 2 per core, last level shared
 DEFAULT_CACHE_BYTES = {1: 32 * 2**10, 2: 512 * 2**10, 3: 16 * 2**20}

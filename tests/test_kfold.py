@@ -450,7 +450,7 @@ def test_block_pass_does_not_depend_on_the_blas_threads(layout, monkeypatch):
                 return cm.__exit__(*exc)
         return Spy()
 
-    monkeypatch.setattr(_kfold, "pass_workers", spy)
+    monkeypatch.setattr(_parallel, "pass_workers", spy)
     out = []
     for threads in (1, 2):
         # built on one thread: the folds' step sizes come from the caller's
