@@ -243,3 +243,24 @@ def test_clipped_fista_path_either_product(monkeypatch):
     assert len(products) == n_gathered + len(sizes)  # one full product per correction
     scale = np.abs(full.coef_path_).max()
     assert_allclose(full.coef_path_, gathered.coef_path_, rtol=0, atol=1e-10 * scale)
+
+
+def test_one_pass_loop_in_threads_raises_divergence_and_recovers(fused, monkeypatch):
+    """A step above the stability limit in the two-thread one-pass loop:
+    the divergence error leaves the loop (its threads released), and the
+    next fit of the same design's data runs as a cold two-pass-equal fit."""
+    from threadpoolctl import threadpool_limits
+
+    from skacv.exceptions import DivergenceError
+
+    X, y, sw = _data(seed=2)
+    est = TrajectoryLasso(alpha=0.02, max_iter=200, estimate_risk=False, estimate_loo=False)
+    with threadpool_limits(limits=2, user_api="blas"):
+        step = clone(est).fit(X, y, sample_weight=sw).step_size_
+        with pytest.raises(DivergenceError, match="diverge"):
+            clone(est).set_params(step_size=5.0 * step).fit(X, y, sample_weight=sw)
+        again = clone(est).fit(X, y, sample_weight=sw)
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)
+    ref = clone(est).fit(X, y, sample_weight=sw)
+    scale = np.abs(ref.coef_path_).max()
+    assert_allclose(again.coef_path_, ref.coef_path_, rtol=0, atol=1e-10 * scale)
