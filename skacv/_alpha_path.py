@@ -67,7 +67,12 @@ _STRONG_RULE_SLACK = 0.5
 #: 1000 x 500 0.31 against 0.56, 500 x 100 0.066 against 0.083 (risks equal
 #: to 1e-8 relative)
 COVARIANCE_PATH = True
-#: ... when the duality-gap tolerance is at least this
+#: ... when the Gram matrix costs at most this many products with ``X~`` per
+#: penalty (the path on the columns took 40-140 per penalty in the
+#: measurements above: the optimality check, the step sizes, the FISTA
+#: steps on the working set) ...
+PATH_PRODUCTS_PER_ALPHA = 10.0
+#: ... and the duality-gap tolerance is at least this
 COVARIANCE_PATH_MIN_TOL = 1e-10
 
 
@@ -368,16 +373,24 @@ class _FeatureSpace:
         return L
 
 
-def covariance_path_pays(design, tol):
-    """Whether the Lasso path runs in the covariance form
-    (:class:`_FeatureSpace`, :data:`COVARIANCE_PATH`): float64, at most
-    ``COVARIANCE_MAX_FEATURES`` features, fewer than the samples, and a
-    duality-gap tolerance of at least :data:`COVARIANCE_PATH_MIN_TOL` (the
-    quadratic forms of ``||r||^2`` cancel: their rounding, about ``1e-13
-    ||y~||^2``, would stall finer gaps)."""
+def covariance_path_pays(design, tol, n_alphas):
+    """Whether the Lasso path of ``n_alphas`` penalties runs in the
+    covariance form (:class:`_FeatureSpace`, :data:`COVARIANCE_PATH`):
+    float64, at most ``COVARIANCE_MAX_FEATURES`` features, fewer than the
+    samples, a duality-gap tolerance of at least
+    :data:`COVARIANCE_PATH_MIN_TOL` (the quadratic forms of ``||r||^2``
+    cancel: their rounding, about ``1e-13 ||y~||^2``, would stall finer
+    gaps), and the Gram matrix (``2 n p^2`` flops at
+    ``COVARIANCE_GEMM_ADVANTAGE`` times the speed of a product with ``X~``:
+    ``p / 16`` products) below :data:`PATH_PRODUCTS_PER_ALPHA` products per
+    penalty."""
     n, p = design.n_samples, design.n_features
-    return (COVARIANCE_PATH and design.dtype == np.float64 and tol >= COVARIANCE_PATH_MIN_TOL
-            and p <= min(n, design_module.COVARIANCE_MAX_FEATURES))
+    if not (COVARIANCE_PATH and design.dtype == np.float64 and tol >= COVARIANCE_PATH_MIN_TOL
+            and p <= min(n, design_module.COVARIANCE_MAX_FEATURES)):
+        return False
+    gram = 0.0 if ("gram", "features") in design.cache else (
+        p / design_module.COVARIANCE_GEMM_ADVANTAGE)
+    return gram <= PATH_PRODUCTS_PER_ALPHA * n_alphas
 
 
 def _zero_stride(m, width, dtype):
@@ -426,7 +439,7 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
     p = design.n_features
     dtype = design.dtype
     space = (_FeatureSpace(design, y_tilde)
-             if covariance_path_pays(design, tol)
+             if covariance_path_pays(design, tol, n_alphas if alphas is None else alphas.shape[0])
              else _SampleSpace(design, X, sample_weight, y_tilde))
     # ||r||^2, r^T y~ and X~^T r / n_eff at coef = 0
     yy = float(np.dot(np.asarray(y_tilde, dtype=np.float64), y_tilde))

@@ -135,11 +135,22 @@ def test_covariance_path_rule():
 
     X, _ = _data(300, 40)
     d = Design(X, None, True)
-    assert covariance_path_pays(d, 1e-4)
-    assert covariance_path_pays(d, COVARIANCE_PATH_MIN_TOL)
-    assert not covariance_path_pays(d, COVARIANCE_PATH_MIN_TOL / 10)
-    assert not covariance_path_pays(Design(X.astype(np.float32), None, True), 1e-4)
-    assert not covariance_path_pays(Design(X[:, :30].T.copy(), None, True), 1e-4)  # p > n
+    assert covariance_path_pays(d, 1e-4, 30)
+    assert covariance_path_pays(d, COVARIANCE_PATH_MIN_TOL, 30)
+    assert not covariance_path_pays(d, COVARIANCE_PATH_MIN_TOL / 10, 30)
+    assert not covariance_path_pays(Design(X.astype(np.float32), None, True), 1e-4, 30)
+    assert not covariance_path_pays(Design(X[:, :30].T.copy(), None, True), 1e-4, 30)  # p > n
+    # the Gram matrix, p / 16 products, against PATH_PRODUCTS_PER_ALPHA per penalty
+    from skacv import _alpha_path as alpha_module
+    from skacv._design import COVARIANCE_GEMM_ADVANTAGE
+
+    rng = np.random.default_rng(0)
+    wide = Design(rng.standard_normal((2000, 1000)), None, True)
+    k = 1000 / COVARIANCE_GEMM_ADVANTAGE / alpha_module.PATH_PRODUCTS_PER_ALPHA  # 6.25
+    assert covariance_path_pays(wide, 1e-4, int(np.ceil(k)))
+    assert not covariance_path_pays(wide, 1e-4, int(np.floor(k)))
+    wide.gram(side="features")  # formed already: free
+    assert covariance_path_pays(wide, 1e-4, 1)
 
 
 def test_lasso_path_matches_lasso_path_and_gap_scaling():
