@@ -133,6 +133,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
     if fuse:
         state["z_next"] = z_next
+    else:  # a later one-pass continuation takes its gradient afresh
+        state.pop("z_next", None)
     if grew_at is not None:
         k, before, after = grew_at
         warnings.warn(

@@ -264,3 +264,21 @@ def test_one_pass_loop_in_threads_raises_divergence_and_recovers(fused, monkeypa
     ref = clone(est).fit(X, y, sample_weight=sw)
     scale = np.abs(ref.coef_path_).max()
     assert_allclose(again.coef_path_, ref.coef_path_, rtol=0, atol=1e-10 * scale)
+
+
+def test_warm_starts_switching_between_the_loops(fused, monkeypatch):
+    """Warm starts that alternate the one-pass and the two-pass loop (the
+    BLAS threads changed between fits): each continuation takes the gradient
+    at its own start, the path that of a cold fit up to rounding (a one-pass
+    continuation once read the gradient its last one-pass run had left)."""
+    X, y, sw = _data(seed=3)
+    est = TrajectoryLasso(alpha=0.02, solver="ista", max_iter=40, estimate_risk=False,
+                          estimate_loo=False)
+    cold = clone(est).fit(X, y, sample_weight=sw)
+    warm = clone(est).set_params(max_iter=12, warm_start=True).fit(X, y, sample_weight=sw)
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)  # two products a step
+    warm.set_params(max_iter=25).fit(X, y, sample_weight=sw)
+    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)  # one pass again
+    warm.set_params(max_iter=40).fit(X, y, sample_weight=sw)
+    scale = np.abs(cold.coef_path_).max()
+    assert_allclose(warm.coef_path_, cold.coef_path_, rtol=0, atol=1e-10 * scale)
