@@ -341,11 +341,10 @@ class _FeatureSpace:
 
     datafit = NormalEquations()
 
-    def __init__(self, design, y_tilde):
-        self.design = design
+    def __init__(self, design, c, yy):
+        """``c = X~^T y~`` (float64) and ``yy = y~^T y~``."""
+        self.design, self.c, self.yy = design, c, yy
         self.full = CovarianceForm(design)
-        self.c = np.asarray(design.rmatvec(y_tilde), dtype=np.float64)
-        self.yy = float(np.dot(y_tilde, y_tilde))
         self.u = np.zeros(design.n_features)  # top eigenvector, warm start of the step sizes
 
     def sub(self, work):
@@ -438,13 +437,14 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
     n_eff = design.n_eff
     p = design.n_features
     dtype = design.dtype
-    space = (_FeatureSpace(design, y_tilde)
-             if covariance_path_pays(design, tol, n_alphas if alphas is None else alphas.shape[0])
-             else _SampleSpace(design, X, sample_weight, y_tilde))
     # ||r||^2, r^T y~ and X~^T r / n_eff at coef = 0
     yy = float(np.dot(np.asarray(y_tilde, dtype=np.float64), y_tilde))
     rr, ry = yy, yy
-    corr = np.asarray(design.rmatvec(y_tilde), dtype=np.float64) / n_eff
+    c = np.asarray(design.rmatvec(y_tilde), dtype=np.float64)
+    corr = c / n_eff
+    space = (_FeatureSpace(design, c, yy)
+             if covariance_path_pays(design, tol, n_alphas if alphas is None else alphas.shape[0])
+             else _SampleSpace(design, X, sample_weight, y_tilde))
     alpha_max = float(np.max(np.abs(corr))) if p else 0.0
     if alphas is None:
         if alpha_max <= np.finfo(np.float64).resolution:

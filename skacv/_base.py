@@ -270,6 +270,19 @@ class TrajectoryEstimator(BaseEstimator):
             setup["step_size"] = float(self.step_size)
         return setup
 
+    def _covariance_form(self, design, datafit, n_total, iteration=None):
+        """Whether a new path's loop runs in the covariance form: full-batch
+        least squares without preconditioner where it costs less over the
+        path's horizon (:func:`~skacv._design.covariance_form_pays`). Before
+        the iteration exists (``None``: the step size is not known yet) the
+        solver's name says whether it is full batch."""
+        if type(datafit) is not LeastSquares or not covariance_form_pays(
+                design, max(n_total, getattr(self, "_horizon", 0))):
+            return False
+        if iteration is None:
+            return getattr(self, "solver", None) in FULL_BATCH_SOLVERS
+        return iteration.sampler is None and not isinstance(iteration, PreconditionedGD)
+
     def _make_iteration(self, setup, design, penalty):
         schedule = None
         if "step_schedule" in self.get_params(deep=False):
@@ -303,9 +316,7 @@ class TrajectoryEstimator(BaseEstimator):
             path[:, : n_done + 1] = self._fit_coef_path()
             state = self._solver_state
         else:
-            if (frozen is None and type(datafit) is LeastSquares
-                    and getattr(self, "solver", None) in FULL_BATCH_SOLVERS
-                    and covariance_form_pays(design, max(n_total, getattr(self, "_horizon", 0)))):
+            if frozen is None and self._covariance_form(design, datafit, n_total):
                 # the covariance form's X~^T X~ first: the step size reads it
                 # (Lanczos on p x p instead of passes over X~)
                 design.gram(side="features")
@@ -319,10 +330,7 @@ class TrajectoryEstimator(BaseEstimator):
         # squares with few features, with X~^T X~ (one p x p product a step);
         # a warm start continues in the form it started in
         if state is None:
-            covariance = (type(datafit) is LeastSquares and iteration.sampler is None
-                          and not isinstance(iteration, PreconditionedGD)
-                          and covariance_form_pays(
-                              design, max(n_total, getattr(self, "_horizon", 0))))
+            covariance = self._covariance_form(design, datafit, n_total, iteration)
         else:
             covariance = state.get("form") == "covariance"
         loop = CovarianceForm(design) if covariance else design

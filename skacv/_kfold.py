@@ -43,7 +43,14 @@ from sklearn.utils import _safe_indexing
 from . import _design as design_module
 from ._compat import _num_features, _num_samples
 from ._config import check_memory, get_config
-from ._design import LIPSCHITZ_TOL, NARROW_FEATURES, NARROW_PANEL_ROWS, Design, gather
+from ._design import (
+    LIPSCHITZ_TOL,
+    NARROW_FEATURES,
+    NARROW_PANEL_ROWS,
+    Design,
+    _sum_in_order,
+    gather,
+)
 from ._iterations import PreconditionedGD
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
 from ._parallel import cache_bytes, kept_workers
@@ -351,9 +358,7 @@ class FoldDesigns:
                 work(*groups[0])
             else:
                 run(work, groups)
-        total = sums[0]
-        for other in sums[1:]:
-            total += other
+        total = _sum_in_order(sums)
         if self.partition is None:
             Z = total.T.copy()
         else:  # row c of the sum belongs to fold (c + 1) mod K
