@@ -327,13 +327,13 @@ class FoldDesigns:
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
-        Bc, P, R, T, sums, groups = self._plan
+        Bc, P, R, T, sums, gather, groups = self._plan
         rotated = self.partition is not None
         # the panel's columns: all K, or (rotated, no held-out values) its K - 1 training folds
         part = 0 if held_out or not rotated else 1
         if rotated:  # fold j's columns j + 1, ..., j + K (mod K), each block contiguous
-            for j, B in enumerate(Bc[part]):
-                np.take(V, (j + 1 + np.arange(B.shape[1])) % K, axis=1, out=B)
+            np.take(np.ascontiguousarray(V, dtype=self.dtype).reshape(-1), gather[part],
+                    out=Bc[part].reshape(-1))
         else:
             Bc[:] = V
         np.copyto(T, target[:T.shape[0]])
@@ -361,11 +361,12 @@ class FoldDesigns:
         total = _sum_in_order(sums)
         if self.partition is None:
             Z = total.T.copy()
-        else:  # row c of the sum belongs to fold (c + 1) mod K
-            Z = np.empty((total.shape[1], K), dtype=self.dtype)
-            Z[:, 0] = 0
-            Z[:, 1:] = total[:K - 1].T
-            Z[:, :K - 1] += total[K - 1:].T
+        else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
+            Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
+            Zt[0] = 0
+            Zt[1:] = total[:K - 1]
+            Zt[:K - 1] += total[K - 1:]
+            Z = Zt.T
         s = None
         if self.fit_intercept:
             s = np.bincount(self.fold_of[:R.shape[0]].ravel(), minlength=K,
@@ -378,9 +379,10 @@ class FoldDesigns:
     def _pass_plan(self):
         """Buffers of :meth:`_dense_pass` (``V``, or when rotated each
         fold's columns of it in its panels' order, all K and the K - 1
-        training ones, contiguous), the fitted values, residuals and targets, one gradient sum
-        and one scratch panel of fitted values per group)
-        and, per group, the views each panel's calls read and write."""
+        training ones, contiguous), the fitted values, residuals and
+        targets, one gradient sum per group, the flat indices that gather
+        the rotated blocks from ``V`` and, per group, the views each
+        panel's calls read and write (with a scratch panel of fitted values)."""
         X, K, dt = self.base.X, self.n_folds, self.dtype
         n, p = X.shape
         rotated = self.partition is not None
@@ -390,6 +392,13 @@ class FoldDesigns:
         # slower, 10000 x 5000 with 4 columns of 10)
         Bc = (np.empty((K, p, K), dtype=dt), np.empty((K, p, K - 1), dtype=dt)) if rotated \
             else np.empty((p, K), dtype=dt)
+        # (rotated) where each entry of those blocks is in V (C order, flat):
+        # V[i, (j + 1 + c) mod K] for entry (j, i, c), one ``take`` a pass
+        gather = None
+        if rotated:
+            i = np.arange(p)[None, :, None]
+            gather = tuple((i * K + (np.arange(K)[:, None, None] + 1 + np.arange(m)) % K)
+                           .reshape(-1) for m in (K, K - 1))
         P = np.empty((K, n), dtype=dt)
         R = np.empty((K - 1 if rotated else K, n), dtype=dt)
         T = np.empty_like(R)
@@ -417,7 +426,7 @@ class FoldDesigns:
             sums.append(total)
             groups.append((views, total, np.empty((R.shape[0], p), dtype=dt),
                            (np.empty((rows, K), dtype=dt), np.empty((rows, K - 1), dtype=dt))))
-        return Bc, P, R, T, sums, groups
+        return Bc, P, R, T, sums, gather, groups
 
     def normal_product(self, V, Y):
         """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``
