@@ -8,7 +8,9 @@ converging trajectory (Bellec & Tan 2024) tends to the estimate of Bellec
     df = tr(X~ d b / d y~) (+ 1 with an intercept),
 
 an estimate of ``E[(y_new - x_new^T b - b_0)^2]`` that needs no folds. ``df`` is
-the size of the support for the Lasso and ``sum_j lambda_j / (lambda_j + mu)``
+the rank of the support's columns for the Lasso (Tibshirani & Taylor 2012;
+the support size when ``X~`` has full column rank, see :class:`_SupportDF`)
+and ``sum_j lambda_j / (lambda_j + mu)``
 for ridge (``lambda_j`` the eigenvalues of ``X~^T X~ / n_eff``, ``mu`` the
 penalty in mean form). The intercept is an unpenalised coordinate: it adds one
 to ``df`` (the fixed point of the memory-matrix recursion of
@@ -33,6 +35,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.linalg import lapack
 from sklearn.base import clone
 from sklearn.utils import Bunch
 from sklearn.utils.validation import check_X_y
@@ -44,6 +47,7 @@ from ._datafits import NormalEquations
 from ._design import CovarianceForm, Design
 from ._iterations import FISTA
 from ._linalg import lanczos_top
+from ._parallel import factorization_blas
 from ._path import init_state, run_trajectory
 from ._penalties import L1
 from ._validation import check_sample_weight
@@ -173,9 +177,12 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         intercepts : ndarray of shape (n_alphas,)
             ``y_offset - x_offset @ coef`` (zeros without intercept).
         df : ndarray of shape (n_alphas,)
-            Degrees of freedom ``tr(d yhat / d y)``: the support size (Lasso)
-            or ``sum_j lambda_j / (lambda_j + alpha / n_eff)`` (ridge), plus
-            one with an intercept.
+            Degrees of freedom ``tr(d yhat / d y)``: the rank of the
+            support's columns (Lasso: the support size unless it holds
+            dependent columns, such as duplicates or every level of a
+            one-hot encoded feature; on the columns of ``X`` only duplicates
+            are detected, see the user guide) or ``sum_j lambda_j /
+            (lambda_j + alpha / n_eff)`` (ridge), plus one with an intercept.
         risk : ndarray of shape (n_alphas,)
             Estimated out-of-sample risk (``inf`` where ``df >= n_eff``: the
             estimate is undefined at interpolation).
@@ -458,6 +465,7 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
     gaps = np.empty(n_alphas)
     n_iters = np.zeros(n_alphas, dtype=np.int64)
     df = np.empty(n_alphas)
+    support_df = _SupportDF(design, space)
     coef = np.zeros(p, dtype=dtype)
     alpha_prev = max(alpha_max, alphas[0])
     best, since_best = np.inf, 0
@@ -510,7 +518,7 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
         train_mse[i] = rr / n_eff
         gaps[i] = gap
         n_iters[i] = steps
-        df[i] = np.count_nonzero(coef) + df_offset
+        df[i] = support_df(coef) + df_offset
         alpha_prev = alpha
         if verbose > 1:
             print(f"[risk_alpha_path] alpha {alpha:.4g}: working set {work.size}, "
@@ -537,6 +545,136 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
     m = n_solved
     return Bunch(alphas=alphas[:m], coefs=coefs[:, :m], df=df[:m], train_mse=train_mse[:m],
                  n_iter=n_iters[:m], gaps=gaps[:m])
+
+
+#: columns of ``X~`` within this relative distance of each other (up to sign,
+#: in the norm) are duplicates (:func:`duplicate_labels`); the square root of
+#: the dtype's resolution (about ``1.5e-8`` in float64, ``3.5e-4`` in float32)
+#: when ``None``
+DUPLICATE_TOL = None
+
+
+def duplicate_labels(design):
+    """Labels of the columns of ``X~``: columns equal up to sign share one
+    (the smallest index of the group), every other column has its own index.
+
+    A Lasso solution may split a coefficient between duplicate columns
+    (``x`` twice, or ``x`` and ``-x``: one column with a centred binary
+    feature and its complement): its support then holds both, but its
+    fitted values have the divergence of one, ``rank(X~_S)`` (Tibshirani &
+    Taylor 2012). Candidates are the columns with equal projections on two
+    random directions (one product with ``X~^T``), checked column against
+    column (:data:`DUPLICATE_TOL`). Other exact linear relations between
+    columns are not detected (their rank is not found without a
+    factorisation of the support; a solution on a tie between them is rare).
+
+    Returns
+    -------
+    labels : ndarray of shape (n_features,), int
+    """
+    p = design.n_features
+    labels = np.arange(p)
+    if p < 2 or design.n_samples < 1:
+        return labels
+    tol = DUPLICATE_TOL if DUPLICATE_TOL is not None else float(
+        np.sqrt(np.finfo(design.dtype).resolution))
+    Z = np.random.default_rng(0).standard_normal((design.n_samples, 2)).astype(design.dtype)
+    S = np.asarray(design.rmatvec(Z), dtype=np.float64)
+    sign = np.where(S[:, 0] < 0, -1.0, 1.0)
+    S *= sign[:, None]
+    order = np.lexsort((S[:, 1], S[:, 0]))
+    a = S[order]
+    # the projections of duplicates agree to the rounding of the product: far
+    # below tol; a candidate run is checked column against column below
+    close = np.all(np.abs(np.diff(a, axis=0))
+                   <= tol * (np.abs(a[1:]) + np.abs(a[:-1]) + np.finfo(np.float64).tiny),
+                   axis=1)
+    if not close.any():
+        return labels
+    starts = np.flatnonzero(np.diff(np.concatenate([[False], close, [False]]).astype(np.int8)))
+    for lo, hi in zip(starts[::2], starts[1::2], strict=True):  # run order[lo .. hi]
+        run = np.sort(order[lo:hi + 1])
+        cols = np.asarray(design.columns(run), dtype=np.float64) * sign[run]
+        free = np.ones(run.size, dtype=bool)
+        for k in range(run.size):  # group the run's columns (a run is a few columns)
+            if not free[k]:
+                continue
+            ref = cols[:, k]
+            dist = np.linalg.norm(cols[:, k:] - ref[:, None], axis=0)
+            same = free[k:] & (dist <= tol * max(float(np.linalg.norm(ref)),
+                                                 np.finfo(np.float64).tiny))
+            labels[run[k:][same]] = run[k]
+            free[k:] &= ~same
+    return labels
+
+
+def numerical_rank(G, tol=None):
+    """Rank of a positive semi-definite ``G`` (a Gram matrix) by pivoted
+    Cholesky (LAPACK ``pstrf``) of its correlation form: a column counts
+    when the share of its norm outside the span of the columns taken
+    before it exceeds ``tol`` (default :data:`DUPLICATE_TOL`'s rule in
+    float64); zero columns do not count."""
+    G = np.asarray(G, dtype=np.float64)
+    if G.shape[0] == 0:
+        return 0
+    tol = DUPLICATE_TOL if tol is None and DUPLICATE_TOL is not None else tol
+    tol = float(np.sqrt(np.finfo(np.float64).resolution)) if tol is None else tol
+    d = np.sqrt(np.clip(np.diag(G), 0.0, None))
+    keep = d > 0
+    if not keep.any():
+        return 0
+    d = d[keep]
+    R = G[np.ix_(keep, keep)] / d[:, None] / d[None, :]
+    with factorization_blas("cholesky", R.shape[0]):
+        # full rank, the common case: the unpivoted (blocked) factorisation,
+        # whose squared pivots are the same shares in the columns' order
+        U, info = lapack.dpotrf(R, lower=0)
+        if info == 0 and np.min(np.diag(U)) ** 2 > tol:
+            return int(R.shape[0])
+        _, _, rank, info = lapack.dpstrf(R, tol=tol, lower=0)
+    if info < 0:
+        raise ValueError(f"pstrf: illegal argument {-info}")
+    return int(rank)
+
+
+class _SupportDF:
+    """The Lasso path's df: ``rank(X~_S)`` of each support ``S`` (Tibshirani
+    & Taylor 2012).
+
+    In the covariance form (``C = X~^T X~`` known) ``C`` is factorised once
+    (:func:`numerical_rank`): when ``X~`` has full column rank so has every
+    ``X~_S`` (``df = |S|``); else the rank of ``C_SS`` for every new
+    support (one-hot encodings with every level and an intercept: a
+    solution may keep all levels, whose centred columns sum to zero). On the
+    columns of ``X~`` (``p > n`` always has rank-deficient ``X~``, the
+    supports' ranks would take a factorisation each), duplicate columns
+    (:func:`duplicate_labels`) count once and any other relation is missed.
+    """
+
+    def __init__(self, design, space):
+        self.gram = None
+        self.labels = None
+        full = getattr(space, "full", None)  # the covariance form's C (_FeatureSpace)
+        if full is not None:
+            C = full.C
+            if numerical_rank(C) < C.shape[0]:
+                self.gram = C
+        else:
+            labels = duplicate_labels(design)
+            if not np.array_equal(labels, np.arange(labels.size)):
+                self.labels = labels
+        self.support, self.value = None, 0
+
+    def __call__(self, coef):
+        active = np.flatnonzero(coef)
+        if self.gram is None:
+            if self.labels is None:
+                return int(active.size)
+            return int(np.unique(self.labels[active]).size)
+        if self.support is None or not np.array_equal(active, self.support):
+            self.support = active
+            self.value = numerical_rank(self.gram[np.ix_(active, active)])
+        return self.value
 
 
 def _risk(train_mse, df, n_eff):

@@ -441,3 +441,109 @@ def test_intercept_counts_in_df_by_monte_carlo():
     assert np.all(np.abs(err.mean(0)) <= 4 * err.std(0, ddof=1) / np.sqrt(reps))
     pooled0 = err0.mean(1)
     assert pooled0.mean() < -3 * pooled0.std(ddof=1) / np.sqrt(reps)
+
+
+# ----------------------------------------------------------------------------
+# duplicate columns: df is the rank of the support
+# ----------------------------------------------------------------------------
+
+
+def _with_duplicates(X):
+    """``X`` with copies of its columns 0..7 and the negatives of 8..11."""
+    return np.hstack([X, X[:, :8], -X[:, 8:12]])
+
+
+@pytest.mark.parametrize("fit_intercept, weighted, sparse",
+                         [(True, False, False), (False, True, False), (True, True, True)])
+@pytest.mark.parametrize("covariance", [True, False])
+def test_duplicate_columns_count_once_in_df(fit_intercept, weighted, sparse, covariance,
+                                            monkeypatch):
+    """A Lasso solution may split a coefficient between duplicate columns;
+    its fitted values are those of the path without the duplicates, and so
+    must be its df (the rank of the support, Tibshirani & Taylor 2012) and
+    its risk, in the covariance form (ranks of ``C_SS``) and on the columns
+    (duplicate labels). Before, df counted both copies (up to 12 more here)."""
+    monkeypatch.setattr("skacv._alpha_path.COVARIANCE_PATH", covariance)
+    n, p = 120, 40
+    X, y = _data(n, p, s=12, seed=3)
+    Xd = _with_duplicates(X)
+    w = _weights(n) if weighted else None
+    est = TrajectoryLasso(fit_intercept=fit_intercept)
+    kw = dict(n_alphas=12, tol=1e-10, max_iter=20000, sample_weight=w)
+    ref = risk_alpha_path(est, X, y, **kw)
+    dup = risk_alpha_path(est, sp.csr_matrix(Xd) if sparse else Xd, y, **kw)
+    np.testing.assert_allclose(dup.alphas, ref.alphas, rtol=1e-12)
+    np.testing.assert_array_equal(dup.df, ref.df)
+    np.testing.assert_allclose(dup.train_mse, ref.train_mse, rtol=1e-6)
+    np.testing.assert_allclose(dup.risk, ref.risk, rtol=1e-6)
+    # the solutions keep both copies (the support size is not the df) ...
+    support = (dup.coefs != 0).sum(axis=0) + fit_intercept
+    assert np.max(support - dup.df) >= 6
+    # ... and df is the rank of the support's columns (weighted, centred)
+    ww = np.ones(n) if w is None else w
+    for i in range(0, dup.alphas.size, 3):
+        S = np.flatnonzero(dup.coefs[:, i])
+        XS = Xd[:, S] - (ww @ Xd[:, S] / ww.sum() if fit_intercept else 0.0)
+        rank = np.linalg.matrix_rank(XS * np.sqrt(ww)[:, None]) if S.size else 0
+        assert dup.df[i] == rank + fit_intercept
+
+
+def test_duplicate_labels_exact_only():
+    """Duplicates up to sign share the smallest index; a column close to
+    another (relative distance 1e-6, far above the float64 tolerance) and
+    a multiple of it (2x: its own column, the Lasso never splits between
+    them) keep their own."""
+    from skacv._alpha_path import duplicate_labels
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 6))
+    near = X[:, 1] + 1e-6 * np.linalg.norm(X[:, 1]) * rng.standard_normal(50) / np.sqrt(50)
+    Xd = np.column_stack([X, -X[:, 0], X[:, 3], near, 2 * X[:, 2], X[:, 3]])
+    for Xin in (Xd, sp.csr_matrix(Xd)):
+        labels = duplicate_labels(Design(Xin, None, True))
+        np.testing.assert_array_equal(labels, [0, 1, 2, 3, 4, 5, 0, 3, 8, 9, 3])
+    # without the intercept, a column and a shifted copy are not duplicates
+    Xs = np.column_stack([X, X[:, 4] + 1.0])
+    np.testing.assert_array_equal(duplicate_labels(Design(Xs, None, True)), [0, 1, 2, 3, 4, 5, 4])
+    np.testing.assert_array_equal(duplicate_labels(Design(Xs, None, False)), np.arange(7))
+
+
+def test_one_hot_levels_rank_in_covariance_form(monkeypatch):
+    """Every level of categorical features one-hot encoded, with an
+    intercept: the centred dummies of a feature sum to zero, and the
+    solutions keep all levels of some features (the L1 norm is flat along
+    the shift of a feature's coefficients when half of them lie on each
+    side). In the covariance form df is the rank of the support (it was the
+    support size: up to 5 more here); on the columns such a relation is not
+    detected (documented), df is then the support size."""
+    rng = np.random.default_rng(1)
+    n = 400
+    cats = rng.integers(0, 4, size=(n, 6))
+    X = np.hstack([np.eye(4)[cats[:, j]] for j in range(6)] + [rng.standard_normal((n, 20))])
+    y = X @ rng.standard_normal(X.shape[1]) + rng.standard_normal(n)
+    kw = dict(n_alphas=12, tol=1e-8, max_iter=20000)
+    path = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    support = (path.coefs != 0).sum(axis=0) + 1
+    assert np.max(support - path.df) >= 3
+    for i in range(path.alphas.size):
+        S = np.flatnonzero(path.coefs[:, i])
+        rank = np.linalg.matrix_rank(X[:, S] - X[:, S].mean(axis=0)) if S.size else 0
+        assert path.df[i] == rank + 1
+    monkeypatch.setattr("skacv._alpha_path.COVARIANCE_PATH", False)
+    cols = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    np.testing.assert_array_equal(cols.df, (cols.coefs != 0).sum(axis=0) + 1)
+
+
+def test_numerical_rank_against_svd():
+    from skacv._alpha_path import numerical_rank
+
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((60, 30)) * np.logspace(0, 3, 30)  # columns of unequal scales
+    A[:, 4] = 2 * A[:, 1] - A[:, 7]
+    A[:, 9] = 0.0
+    A[:, 20] = A[:, 21] * 1e3
+    G = A.T @ A
+    assert numerical_rank(G) == np.linalg.matrix_rank(A) == 27
+    assert numerical_rank(np.delete(np.delete(G, [4, 9, 20], 0), [4, 9, 20], 1)) == 27
+    assert numerical_rank(np.zeros((3, 3))) == 0
+    assert numerical_rank(np.zeros((0, 0))) == 0
