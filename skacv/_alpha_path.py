@@ -549,8 +549,9 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
 
 #: columns of ``X~`` within this relative distance of each other (up to sign,
 #: in the norm) are duplicates (:func:`duplicate_labels`); the square root of
-#: the dtype's resolution (about ``1.5e-8`` in float64, ``3.5e-4`` in float32)
-#: when ``None``
+#: the dtype's resolution, at most ``1e-5`` (``3.2e-8`` in float64, ``1e-5``
+#: in float32) when ``None``; also the share of a column's squared norm outside the span of the
+#: others below which :func:`numerical_rank` counts it as dependent
 DUPLICATE_TOL = None
 
 
@@ -565,8 +566,8 @@ def duplicate_labels(design):
     Taylor 2012). Candidates are the columns with equal projections on two
     random directions (one product with ``X~^T``), checked column against
     column (:data:`DUPLICATE_TOL`). Other exact linear relations between
-    columns are not detected (their rank is not found without a
-    factorisation of the support; a solution on a tie between them is rare).
+    columns (every level of a one-hot encoded feature beside an intercept)
+    are found only where ``X~^T X~`` is at hand (:class:`_SupportDF`).
 
     Returns
     -------
@@ -576,8 +577,8 @@ def duplicate_labels(design):
     labels = np.arange(p)
     if p < 2 or design.n_samples < 1:
         return labels
-    tol = DUPLICATE_TOL if DUPLICATE_TOL is not None else float(
-        np.sqrt(np.finfo(design.dtype).resolution))
+    tol = DUPLICATE_TOL if DUPLICATE_TOL is not None else min(
+        1e-5, float(np.sqrt(np.finfo(design.dtype).resolution)))
     Z = np.random.default_rng(0).standard_normal((design.n_samples, 2)).astype(design.dtype)
     S = np.asarray(design.rmatvec(Z), dtype=np.float64)
     sign = np.where(S[:, 0] < 0, -1.0, 1.0)
@@ -613,7 +614,7 @@ def numerical_rank(G, tol=None):
     Cholesky (LAPACK ``pstrf``) of its correlation form: a column counts
     when the share of its norm outside the span of the columns taken
     before it exceeds ``tol`` (default :data:`DUPLICATE_TOL`'s rule in
-    float64); zero columns do not count."""
+    float64: ``3.2e-8``); zero columns do not count."""
     G = np.asarray(G, dtype=np.float64)
     if G.shape[0] == 0:
         return 0

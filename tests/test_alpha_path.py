@@ -490,7 +490,7 @@ def test_duplicate_columns_count_once_in_df(fit_intercept, weighted, sparse, cov
 
 def test_duplicate_labels_exact_only():
     """Duplicates up to sign share the smallest index; a column close to
-    another (relative distance 1e-6, far above the float64 tolerance) and
+    another (relative distance 1e-6, far above the float64 tolerance 3.2e-8) and
     a multiple of it (2x: its own column, the Lasso never splits between
     them) keep their own."""
     from skacv._alpha_path import duplicate_labels
@@ -502,6 +502,9 @@ def test_duplicate_labels_exact_only():
     for Xin in (Xd, sp.csr_matrix(Xd)):
         labels = duplicate_labels(Design(Xin, None, True))
         np.testing.assert_array_equal(labels, [0, 1, 2, 3, 4, 5, 0, 3, 8, 9, 3])
+    # in float32 (tolerance 1e-5) the near column is a duplicate of column 1
+    labels32 = duplicate_labels(Design(Xd.astype(np.float32), None, True))
+    np.testing.assert_array_equal(labels32, [0, 1, 2, 3, 4, 5, 0, 3, 1, 9, 3])
     # without the intercept, a column and a shifted copy are not duplicates
     Xs = np.column_stack([X, X[:, 4] + 1.0])
     np.testing.assert_array_equal(duplicate_labels(Design(Xs, None, True)), [0, 1, 2, 3, 4, 5, 4])
