@@ -35,7 +35,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.linalg import lapack
 from sklearn.base import clone
 from sklearn.utils import Bunch
 from sklearn.utils.validation import check_X_y
@@ -46,8 +45,7 @@ from ._config import check_memory
 from ._datafits import NormalEquations
 from ._design import CovarianceForm, Design
 from ._iterations import FISTA
-from ._linalg import lanczos_top
-from ._parallel import factorization_blas
+from ._linalg import independent_columns, lanczos_top
 from ._path import init_state, run_trajectory
 from ._penalties import L1
 from ._validation import check_sample_weight
@@ -550,8 +548,7 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
 #: columns of ``X~`` within this relative distance of each other (up to sign,
 #: in the norm) are duplicates (:func:`duplicate_labels`); the square root of
 #: the dtype's resolution, at most ``1e-5`` (``3.2e-8`` in float64, ``1e-5``
-#: in float32) when ``None``; also the share of a column's squared norm outside the span of the
-#: others below which :func:`numerical_rank` counts it as dependent
+#: in float32) when ``None``
 DUPLICATE_TOL = None
 
 
@@ -609,41 +606,12 @@ def duplicate_labels(design):
     return labels
 
 
-def numerical_rank(G, tol=None):
-    """Rank of a positive semi-definite ``G`` (a Gram matrix) by pivoted
-    Cholesky (LAPACK ``pstrf``) of its correlation form: a column counts
-    when the share of its norm outside the span of the columns taken
-    before it exceeds ``tol`` (default :data:`DUPLICATE_TOL`'s rule in
-    float64: ``3.2e-8``); zero columns do not count."""
-    G = np.asarray(G, dtype=np.float64)
-    if G.shape[0] == 0:
-        return 0
-    tol = DUPLICATE_TOL if tol is None and DUPLICATE_TOL is not None else tol
-    tol = float(np.sqrt(np.finfo(np.float64).resolution)) if tol is None else tol
-    d = np.sqrt(np.clip(np.diag(G), 0.0, None))
-    keep = d > 0
-    if not keep.any():
-        return 0
-    d = d[keep]
-    R = G[np.ix_(keep, keep)] / d[:, None] / d[None, :]
-    with factorization_blas("cholesky", R.shape[0]):
-        # full rank, the common case: the unpivoted (blocked) factorisation,
-        # whose squared pivots are the same shares in the columns' order
-        U, info = lapack.dpotrf(R, lower=0)
-        if info == 0 and np.min(np.diag(U)) ** 2 > tol:
-            return int(R.shape[0])
-        _, _, rank, info = lapack.dpstrf(R, tol=tol, lower=0)
-    if info < 0:
-        raise ValueError(f"pstrf: illegal argument {-info}")
-    return int(rank)
-
-
 class _SupportDF:
     """The Lasso path's df: ``rank(X~_S)`` of each support ``S`` (Tibshirani
     & Taylor 2012).
 
     In the covariance form (``C = X~^T X~`` known) ``C`` is factorised once
-    (:func:`numerical_rank`): when ``X~`` has full column rank so has every
+    (:func:`~skacv._linalg.independent_columns`): when ``X~`` has full column rank so has every
     ``X~_S`` (``df = |S|``); else the rank of ``C_SS`` for every new
     support (one-hot encodings with every level and an intercept: a
     solution may keep all levels, whose centred columns sum to zero). On the
@@ -658,7 +626,7 @@ class _SupportDF:
         full = getattr(space, "full", None)  # the covariance form's C (_FeatureSpace)
         if full is not None:
             C = full.C
-            if numerical_rank(C) < C.shape[0]:
+            if independent_columns(C).size < C.shape[0]:
                 self.gram = C
         else:
             labels = duplicate_labels(design)
@@ -674,7 +642,7 @@ class _SupportDF:
             return int(np.unique(self.labels[active]).size)
         if self.support is None or not np.array_equal(active, self.support):
             self.support = active
-            self.value = numerical_rank(self.gram[np.ix_(active, active)])
+            self.value = int(independent_columns(self.gram[np.ix_(active, active)]).size)
         return self.value
 
 

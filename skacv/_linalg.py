@@ -13,6 +13,9 @@ top eigenvalue of an operator, the top eigenpairs of a matrix.
   (``eigsh``) above.
 * :func:`top_eigh` gives the top eigenpairs (LAPACK subsets or a randomized
   range finder).
+* :func:`independent_columns` picks a basis of the columns behind a Gram
+  matrix (pivoted Cholesky): the rank of a support, the active set of a
+  leverage computation whose columns are dependent.
 """
 
 import numpy as np
@@ -27,6 +30,11 @@ DENSE_EIG_SIZE = 300
 
 #: memory of the Lanczos basis of :func:`lanczos_top_eigenvalues`
 BASIS_BYTES = 256 * 2**20
+
+#: a column counts as independent of the columns taken before it (in
+#: :func:`independent_columns`) when more than this share of its squared norm
+#: lies outside their span: the square root of float64's resolution
+RANK_TOL = float(np.sqrt(np.finfo(np.float64).resolution))
 
 
 # ----------------------------------------------------------------------------
@@ -316,3 +324,29 @@ def block_trace(Wt, D, m):
     if D.flags.f_contiguous:
         return D.T.reshape(k, m * D.shape[0]) @ Wt.reshape(-1)
     return np.einsum("kmr,mr->k", D.T.reshape(k, m, D.shape[0]), Wt)
+
+
+def independent_columns(G, tol=RANK_TOL):
+    """Indices (sorted) of a maximal set of linearly independent columns
+    behind the positive semi-definite Gram matrix ``G`` (``G = M^T M``):
+    pivoted Cholesky (LAPACK ``pstrf``) of its correlation form, stopped
+    when no column has more than ``tol`` of its squared norm outside the
+    span of those taken (columns of zero norm are never taken). ``G`` of
+    full numerical rank, the common case, costs one unpivoted (blocked)
+    factorisation, whose squared pivots are the same shares in the columns'
+    order. The number of indices is the numerical rank of ``M``."""
+    G = np.asarray(G, dtype=np.float64)
+    d = np.sqrt(np.clip(np.diag(G), 0.0, None)) if G.size else np.zeros(0)
+    keep = np.flatnonzero(d > 0)
+    if keep.size == 0:
+        return keep
+    d = d[keep]
+    R = G[np.ix_(keep, keep)] / d[:, None] / d[None, :]
+    with factorization_blas("cholesky", R.shape[0]):
+        U, info = linalg.lapack.dpotrf(R, lower=0)
+        if info == 0 and np.min(np.diag(U)) ** 2 > tol:
+            return keep
+        _, piv, rank, info = linalg.lapack.dpstrf(R, tol=tol, lower=0)
+    if info < 0:
+        raise ValueError(f"pstrf: illegal argument {-info}")
+    return np.sort(keep[piv[:rank] - 1])

@@ -17,6 +17,7 @@ from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted
 
 from ._config import check_memory, working_memory_bytes
+from ._linalg import independent_columns
 from ._loo import removed_weights
 from ._parallel import factorization_blas
 
@@ -71,6 +72,16 @@ def approximate_loo_at(design, datafit, iteration, theta, U, target, method="alo
     UE = U[:, E]
     penE = pen[E].astype(np.float64)
     A = UE.T @ (UE * (w * curv)[:, None]) + np.diag(beta_ref * penE)
+    if l1 > 0 and E.size:
+        # the active set's columns may be dependent (duplicates, every level
+        # of a one-hot feature beside the intercept): the predictions depend
+        # on their span only; on a basis of it the Newton step is the
+        # minimum-norm one (the same at a solution, where the l1
+        # sub-gradient on E lies in the span of the rows)
+        basis = independent_columns(A)
+        if basis.size < E.size:
+            E, UE, penE = E[basis], UE[:, basis], penE[basis]
+            A = A[np.ix_(basis, basis)]
     try:
         with factorization_blas("cholesky", A.shape[0]):
             cf = linalg.cho_factor(A, lower=True)
@@ -131,7 +142,11 @@ def approximate_loo(estimator, X, y, sample_weight=None, method="alo"):
     target the left-out *minimiser* even before convergence (Luo, Ren &
     Barber 2023 compare IACV with them along the path). All three are exact
     leave-one-out for ridge least squares at the minimiser; NS is exact for
-    any quadratic objective.
+    any quadratic objective. With ``l1``, linearly dependent columns in
+    ``E`` (duplicates; every level of a one-hot encoded feature beside the
+    intercept) are reduced to a basis of their span (pivoted Cholesky),
+    which leaves the predictions unchanged at a minimiser; ``active_set``
+    is then that basis.
 
     Parameters
     ----------

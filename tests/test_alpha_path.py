@@ -537,8 +537,10 @@ def test_one_hot_levels_rank_in_covariance_form(monkeypatch):
     np.testing.assert_array_equal(cols.df, (cols.coefs != 0).sum(axis=0) + 1)
 
 
-def test_numerical_rank_against_svd():
-    from skacv._alpha_path import numerical_rank
+def test_independent_columns_against_svd():
+    """The basis of :func:`skacv._linalg.independent_columns` has the SVD's
+    rank and spans the columns (each left-out column is in its span)."""
+    from skacv._linalg import independent_columns
 
     rng = np.random.default_rng(2)
     A = rng.standard_normal((60, 30)) * np.logspace(0, 3, 30)  # columns of unequal scales
@@ -546,7 +548,12 @@ def test_numerical_rank_against_svd():
     A[:, 9] = 0.0
     A[:, 20] = A[:, 21] * 1e3
     G = A.T @ A
-    assert numerical_rank(G) == np.linalg.matrix_rank(A) == 27
-    assert numerical_rank(np.delete(np.delete(G, [4, 9, 20], 0), [4, 9, 20], 1)) == 27
-    assert numerical_rank(np.zeros((3, 3))) == 0
-    assert numerical_rank(np.zeros((0, 0))) == 0
+    basis = independent_columns(G)
+    assert basis.size == np.linalg.matrix_rank(A) == 27
+    assert 9 not in basis and np.all(np.diff(basis) > 0)
+    coef = np.linalg.lstsq(A[:, basis], A, rcond=None)[0]
+    np.testing.assert_allclose(A[:, basis] @ coef, A, atol=1e-9 * np.abs(A).max())
+    keep = np.setdiff1d(np.arange(30), [4, 9, 20])
+    np.testing.assert_array_equal(independent_columns(G[np.ix_(keep, keep)]), np.arange(27))
+    assert independent_columns(np.zeros((3, 3))).size == 0
+    assert independent_columns(np.zeros((0, 0))).size == 0

@@ -422,6 +422,33 @@ def test_lasso_alo_on_a_stable_support():
         np.testing.assert_array_equal(res.active_set, np.flatnonzero(support))
 
 
+@pytest.mark.parametrize("kind", ["lasso", "logistic"])
+def test_approximate_loo_with_duplicate_columns(kind):
+    """Duplicated and negated columns in the active set: the Hessian on it is
+    singular (this raised "not positive definite"), but the left-out
+    predictions depend on the span of its columns only, so NS, IJ and ALO
+    equal those of the fit without the duplicates (the same minimiser's
+    predictions), on a basis of the active set."""
+    rng = np.random.RandomState(0)
+    if kind == "lasso":
+        X = rng.randn(80, 10)
+        y = X[:, :4] @ [2.0, -1.5, 1.0, 1.0] + 0.5 * rng.randn(80)
+        make = lambda: TrajectoryLasso(0.05, solver="fista", max_iter=5000,  # noqa: E731
+                                       estimate_risk=False)
+    else:
+        X, y = _classification(120, p=10, intercept=0.3)
+        make = lambda: TrajectoryLogisticRegression(  # noqa: E731
+            0.02, penalty="l1", solver="fista", max_iter=5000)
+    Xd = np.hstack([X, X[:, :3], -X[:, 3:5]])
+    ref, dup = make().fit(X, y), make().fit(Xd, y)
+    assert np.sum(dup.coef_.ravel()[10:] != 0) >= 3  # duplicates in the active set
+    for method in ("alo", "ns", "ij"):
+        a = approximate_loo(ref, X, y, method=method)
+        b = approximate_loo(dup, Xd, y, method=method)
+        np.testing.assert_allclose(b.predictions, a.predictions, rtol=1e-6, atol=1e-8)
+        assert b.active_set.size == a.active_set.size
+
+
 @pytest.mark.parametrize("shape", [(40, 12), (25, 60)])
 def test_warm_start_reuses_the_eigendecomposition(shape, monkeypatch):
     """A warm refit reuses the design's spectral decompositions (one Gram
