@@ -35,6 +35,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import Bunch
 from sklearn.utils.validation import check_X_y
@@ -463,7 +464,7 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
     gaps = np.empty(n_alphas)
     n_iters = np.zeros(n_alphas, dtype=np.int64)
     df = np.empty(n_alphas)
-    support_df = _SupportDF(design, space)
+    support_df = _SupportDF(design, space, X)
     coef = np.zeros(p, dtype=dtype)
     alpha_prev = max(alpha_max, alphas[0])
     best, since_best = np.inf, 0
@@ -606,44 +607,140 @@ def duplicate_labels(design):
     return labels
 
 
+#: at most this many indicator columns (two distinct values) have their
+#: relations checked on the columns of ``X~`` (:class:`_SupportDF`): their
+#: Gram matrix costs ``2 n b^2`` flops
+BINARY_RELATIONS_MAX = 2000
+# rows of X~ per block when forming the indicators' Gram matrix
+_GRAM_BLOCK_BYTES = 64 * 2**20
+
+
+def binary_columns(X):
+    """Indices of the columns of ``X`` (dense or sparse) that take exactly
+    two distinct values: indicators, such as the levels of a one-hot
+    encoded feature (an implicit zero of a sparse column is a value)."""
+    n, p = X.shape
+    if n == 0 or p == 0:
+        return np.zeros(0, dtype=np.intp)
+    if sp.issparse(X):
+        Xc = sp.csc_matrix(X)
+        Xc.sum_duplicates()
+        nnz = np.diff(Xc.indptr)
+        has = nnz > 0
+        starts = Xc.indptr[:-1][has]
+        lo = np.zeros(p)
+        hi = np.zeros(p)
+        lo[has] = np.minimum.reduceat(Xc.data, starts)
+        hi[has] = np.maximum.reduceat(Xc.data, starts)
+        implicit = nnz < n
+        lo = np.where(implicit, np.minimum(lo, 0.0), lo)
+        hi = np.where(implicit, np.maximum(hi, 0.0), hi)
+        col = np.repeat(np.arange(p), nnz)
+        other = (Xc.data != lo[col]) & (Xc.data != hi[col])
+        bad = np.bincount(col[other], minlength=p) > 0
+        return np.flatnonzero((lo < hi) & ~bad)
+    X = np.asarray(X)
+    # candidates: two distinct values among the first rows, then checked on
+    # the others by blocks (continuous columns drop out at the first block)
+    first = X[:min(n, 64)]
+    lo, hi = first.min(axis=0), first.max(axis=0)
+    cand = np.flatnonzero(np.all((first == lo) | (first == hi), axis=0))
+    r0 = first.shape[0]
+    while cand.size and r0 < n:
+        step = max(1, _GRAM_BLOCK_BYTES // (cand.size * X.itemsize))
+        block = X[r0:r0 + step, cand]
+        c_lo, c_hi = lo[cand], hi[cand]
+        # a column constant so far takes its second value in this block
+        b_lo, b_hi = block.min(axis=0), block.max(axis=0)
+        same = c_lo == c_hi
+        c_lo = np.where(same, np.minimum(c_lo, b_lo), c_lo)
+        c_hi = np.where(same, np.maximum(c_hi, b_hi), c_hi)
+        lo[cand], hi[cand] = c_lo, c_hi
+        cand = cand[np.all((block == c_lo) | (block == c_hi), axis=0)]
+        r0 += step
+    return cand[lo[cand] < hi[cand]]
+
+
+def _columns_gram(design, cols):
+    """``X~_cols^T X~_cols`` in float64, by blocks of rows."""
+    n = design.n_samples
+    G = np.zeros((cols.size, cols.size))
+    step = max(1, _GRAM_BLOCK_BYTES // max(1, 8 * cols.size))
+    for r0 in range(0, n, step):
+        rows = slice(r0, min(n, r0 + step))
+        block = (design.rows(np.arange(rows.start, rows.stop)).columns(cols) if design.sparse
+                 else design.X[rows, cols])  # a dense X~ is held centred and weighted
+        block = np.asarray(block, dtype=np.float64)
+        G += block.T @ block
+    return G
+
+
 class _SupportDF:
     """The Lasso path's df: ``rank(X~_S)`` of each support ``S`` (Tibshirani
-    & Taylor 2012).
+    & Taylor 2012). A solution may keep linearly dependent columns: a
+    coefficient split between duplicates, or every level of a one-hot
+    encoded feature beside the intercept (their centred columns sum to
+    zero; the L1 norm is flat along that shift when half of the levels'
+    coefficients lie on each side).
 
     In the covariance form (``C = X~^T X~`` known) ``C`` is factorised once
-    (:func:`~skacv._linalg.independent_columns`): when ``X~`` has full column rank so has every
-    ``X~_S`` (``df = |S|``); else the rank of ``C_SS`` for every new
-    support (one-hot encodings with every level and an intercept: a
-    solution may keep all levels, whose centred columns sum to zero). On the
-    columns of ``X~`` (``p > n`` always has rank-deficient ``X~``, the
-    supports' ranks would take a factorisation each), duplicate columns
-    (:func:`duplicate_labels`) count once and any other relation is missed.
+    (:func:`~skacv._linalg.independent_columns`): when ``X~`` has full
+    column rank so has every ``X~_S`` (``df = |S|``); else the rank of
+    ``C_SS`` is taken for every new support. On the columns of ``X~``
+    (``p > n``: ``X~`` is rank-deficient, and a factorisation per support
+    would cost more than the path) the relations looked for are those of
+    real designs: among the indicator columns (:func:`binary_columns`, at
+    most :data:`BINARY_RELATIONS_MAX`; their Gram matrix is factorised once,
+    and, when singular, the rank of the support's indicators is taken) and
+    duplicates up to sign among the others (:func:`duplicate_labels`). An
+    exact relation among other columns (a total beside its parts) is not
+    detected there. df is at most the rows of ``X~`` of positive weight,
+    less one with an intercept.
     """
 
-    def __init__(self, design, space):
-        self.gram = None
-        self.labels = None
+    def __init__(self, design, space, X):
+        self.gram = None  # Gram matrix whose restriction to a support gives its rank
+        self.cols = None  # its columns (None: all of X~)
+        self.labels = None  # duplicate labels of the other columns
         full = getattr(space, "full", None)  # the covariance form's C (_FeatureSpace)
         if full is not None:
             C = full.C
             if independent_columns(C).size < C.shape[0]:
                 self.gram = C
         else:
+            B = binary_columns(X)
+            if 1 < B.size <= BINARY_RELATIONS_MAX:
+                G = _columns_gram(design, B)
+                if independent_columns(G).size < B.size:
+                    self.gram, self.cols = G, B
             labels = duplicate_labels(design)
             if not np.array_equal(labels, np.arange(labels.size)):
                 self.labels = labels
-        self.support, self.value = None, 0
+        self.key, self.value = None, 0
+        # no support has a larger rank than the rows of X~ (centred: one less)
+        rows = design.n_samples if design.weight is None else int(np.count_nonzero(design.weight))
+        self.max_rank = max(0, rows - int(design.fit_intercept))
+
+    def _rank(self, idx):
+        """Rank of the columns ``idx`` of :attr:`gram` (cached for the last
+        ``idx``: the support often stays from one penalty to the next)."""
+        if self.key is None or not np.array_equal(idx, self.key):
+            self.key = idx
+            self.value = int(independent_columns(self.gram[np.ix_(idx, idx)]).size)
+        return self.value
 
     def __call__(self, coef):
         active = np.flatnonzero(coef)
-        if self.gram is None:
-            if self.labels is None:
-                return int(active.size)
-            return int(np.unique(self.labels[active]).size)
-        if self.support is None or not np.array_equal(active, self.support):
-            self.support = active
-            self.value = int(independent_columns(self.gram[np.ix_(active, active)]).size)
-        return self.value
+        if self.gram is not None and self.cols is None:
+            return self._rank(active)
+        rank = 0
+        if self.gram is not None:  # the support's indicators, then the others
+            inside = np.isin(active, self.cols)
+            rank = self._rank(np.searchsorted(self.cols, active[inside]))
+            active = active[~inside]
+        if self.labels is not None:
+            active = np.unique(self.labels[active])
+        return min(self.max_rank, rank + int(active.size))
 
 
 def _risk(train_mse, df, n_eff):

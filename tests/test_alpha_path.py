@@ -511,30 +511,69 @@ def test_duplicate_labels_exact_only():
     np.testing.assert_array_equal(duplicate_labels(Design(Xs, None, False)), np.arange(7))
 
 
-def test_one_hot_levels_rank_in_covariance_form(monkeypatch):
+def _one_hot_design(n, n_cat, levels, n_cont, seed):
+    rng = np.random.default_rng(seed)
+    cats = rng.integers(0, levels, size=(n, n_cat))
+    X = np.hstack([np.eye(levels)[cats[:, j]] for j in range(n_cat)]
+                  + [rng.standard_normal((n, n_cont))])
+    y = X @ rng.standard_normal(X.shape[1]) + rng.standard_normal(n)
+    return X, y
+
+
+@pytest.mark.parametrize("covariance, sparse", [(True, False), (False, False), (False, True)])
+def test_one_hot_levels_count_their_rank(covariance, sparse, monkeypatch):
     """Every level of categorical features one-hot encoded, with an
     intercept: the centred dummies of a feature sum to zero, and the
     solutions keep all levels of some features (the L1 norm is flat along
     the shift of a feature's coefficients when half of them lie on each
-    side). In the covariance form df is the rank of the support (it was the
-    support size: up to 5 more here); on the columns such a relation is not
-    detected (documented), df is then the support size."""
-    rng = np.random.default_rng(1)
-    n = 400
-    cats = rng.integers(0, 4, size=(n, 6))
-    X = np.hstack([np.eye(4)[cats[:, j]] for j in range(6)] + [rng.standard_normal((n, 20))])
-    y = X @ rng.standard_normal(X.shape[1]) + rng.standard_normal(n)
-    kw = dict(n_alphas=12, tol=1e-8, max_iter=20000)
-    path = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    side). df is the rank of the support (it was the support size: up to 5
+    more here), in the covariance form (ranks of C_SS) and on the columns
+    (ranks of the indicators' Gram matrix), dense and sparse."""
+    monkeypatch.setattr("skacv._alpha_path.COVARIANCE_PATH", covariance)
+    X, y = _one_hot_design(400, 6, 4, 20, seed=1)
+    path = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X) if sparse else X, y,
+                           n_alphas=12, tol=1e-8, max_iter=20000)
     support = (path.coefs != 0).sum(axis=0) + 1
     assert np.max(support - path.df) >= 3
     for i in range(path.alphas.size):
         S = np.flatnonzero(path.coefs[:, i])
         rank = np.linalg.matrix_rank(X[:, S] - X[:, S].mean(axis=0)) if S.size else 0
         assert path.df[i] == rank + 1
-    monkeypatch.setattr("skacv._alpha_path.COVARIANCE_PATH", False)
-    cols = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
-    np.testing.assert_array_equal(cols.df, (cols.coefs != 0).sum(axis=0) + 1)
+
+
+def test_one_hot_with_more_features_than_samples():
+    """p > n (the columns form): indicators of five 6-level features, their
+    duplicates and continuous columns; df is the rank of every support."""
+    X, y = _one_hot_design(120, 5, 6, 150, seed=4)
+    X = np.hstack([X, X[:, 30:34], -X[:, :2]])  # duplicated continuous and indicator columns
+    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10, tol=1e-6, max_iter=20000)
+    assert X.shape[1] > X.shape[0]
+    gaps = 0
+    for i in range(path.alphas.size):
+        S = np.flatnonzero(path.coefs[:, i])
+        rank = np.linalg.matrix_rank(X[:, S] - X[:, S].mean(axis=0)) if S.size else 0
+        assert path.df[i] == rank + 1
+        gaps += S.size - rank
+    assert gaps >= 5  # dependent columns were kept
+
+
+def test_binary_columns():
+    from skacv._alpha_path import binary_columns
+
+    rng = np.random.default_rng(0)
+    n = 500
+    X = np.column_stack([
+        rng.standard_normal(n),                     # continuous
+        rng.integers(0, 2, n),                      # indicator
+        np.r_[np.zeros(100), np.ones(n - 100)],     # second value after the first rows
+        np.ones(n),                                 # constant
+        np.r_[np.full(n - 1, 3.0), 5.0],            # two values, the second in the last row
+        rng.integers(0, 3, n),                      # three values
+        2 * rng.integers(0, 2, n) - 7,              # {-7, -5}
+        np.r_[np.zeros(100), np.full(n - 101, 4.0), 5.0],  # three values, late
+    ]).astype(float)
+    for Xin in (X, sp.csr_matrix(X), sp.csc_matrix(X)):
+        np.testing.assert_array_equal(binary_columns(Xin), [1, 2, 4, 6])
 
 
 def test_independent_columns_against_svd():
