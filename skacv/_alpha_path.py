@@ -44,7 +44,7 @@ from . import _design as design_module
 from ._compat import HasMethods, Interval, validate_params
 from ._config import check_memory
 from ._datafits import NormalEquations
-from ._design import CovarianceForm, Design
+from ._design import CovarianceForm, Design, make_design
 from ._iterations import FISTA
 from ._linalg import independent_columns, lanczos_top
 from ._path import init_state, run_trajectory
@@ -233,7 +233,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     n_out = n_alphas if alphas is None else alphas.shape[0]
     check_memory(X.shape[1] * n_out * X.dtype.itemsize,
                  f"the coefficients of the path ({X.shape[1]} x {n_out})", "Use fewer alphas. ")
-    design = Design(X, sample_weight, estimator.fit_intercept)
+    design = make_design(X, sample_weight, estimator.fit_intercept)
     lasso, ridge_scale = _penalty_family(estimator, design)
     y_offset, y_tilde = design.center_y(y)
     df_offset = 1.0 if estimator.fit_intercept else 0.0

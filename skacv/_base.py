@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._compat import Interval, StrOptions, _fit_context
 from ._config import check_memory
 from ._datafits import LeastSquares, NormalEquations
-from ._design import CovarianceForm, Design, covariance_form_pays, max_row_norm2
+from ._design import CovarianceForm, Design, covariance_form_pays, make_design, max_row_norm2
 from ._iterations import Iteration, PreconditionedGD, check_schedule
 from ._loo import iacv_path
 from ._path import init_state, run_trajectory
@@ -206,7 +206,7 @@ class TrajectoryEstimator(BaseEstimator):
         return y, None
 
     def _make_design(self, X, sample_weight):
-        return Design(X, sample_weight, self.fit_intercept)
+        return make_design(X, sample_weight, self.fit_intercept)
 
     def _fit_target(self, design, y):
         """``(offset, target)``: centred, weighted ``y`` for least squares."""

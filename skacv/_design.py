@@ -12,10 +12,15 @@ which is scikit-learn's weighted objective, and the intercept is recovered as
 
 Dense inputs are centred once (a copy, like scikit-learn's ``copy_X=True``);
 sparse inputs are never densified: the centring is applied implicitly in
-every product.
+every product. Inside :func:`shared_designs` the fits of one search (the
+alpha path and its candidates) share the design of the same data
+(:func:`make_design`): one copy of ``X~``, one Gram matrix.
 """
 
 import contextlib
+import contextvars
+import hashlib
+import threading
 
 import numpy as np
 import scipy.sparse as sp
@@ -127,6 +132,52 @@ def gather(X, dtype, rows=None, cols=None):
         src = X[a:a + block] if rows is None else X[rows[a:a + block]]
         out[a:a + block] = src if cols is None else src.take(cols, axis=1)
     return out
+
+
+# the designs shared inside shared_designs() (None outside): per context, so
+# that the threads of joblib workers (which start from an empty context)
+# never share one
+_SHARED = contextvars.ContextVar("skacv_shared_designs", default=None)
+
+
+@contextlib.contextmanager
+def shared_designs():
+    """Inside, :func:`make_design` returns one :class:`Design` per data
+    (the same ``X`` object, weights and intercept), with its caches (the
+    Gram matrix and ``C`` of the covariance form, the step size): the fits
+    of a search run one after the other on it. Nested uses share the
+    outermost's. The designs are dropped on exit."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    token = _SHARED.set({"thread": threading.get_ident()})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def make_design(X, sample_weight=None, fit_intercept=True):
+    """``Design(X, sample_weight, fit_intercept)``, or inside
+    :func:`shared_designs` the one already made for the same ``X`` (the
+    same object, shape and dtype), the same weights (by value) and
+    intercept."""
+    shared = _SHARED.get()
+    if shared is None or shared["thread"] != threading.get_ident():
+        # (a thread that inherited the context, as Python 3.14's may, does
+        # not share: the fits of a search's joblib workers run at once)
+        return Design(X, sample_weight, fit_intercept)
+    weight = None
+    if sample_weight is not None:
+        w = np.ascontiguousarray(sample_weight)
+        weight = (w.dtype.str, hashlib.blake2b(w.view(np.uint8), digest_size=16).digest())
+    key = (id(X), X.shape, X.dtype.str, bool(fit_intercept), weight)
+    hit = shared.get(key)
+    if hit is not None and hit[0] is X:
+        return hit[1]
+    design = Design(X, sample_weight, fit_intercept)
+    shared[key] = (X, design)  # X kept: its id stays its own while shared
+    return design
 
 
 class Design:

@@ -466,11 +466,15 @@ class FoldCovariance:
     def __init__(self, designs, response, partition):
         self.designs = designs
         A, K, dt = designs.base.X, designs.n_folds, designs.dtype
-        S = A.T @ A
+        # the held-out rows' Gram matrices; the folds partition the rows, so
+        # that their sum (in order) is the Gram matrix of all rows
         self.C = np.empty((K, A.shape[1], A.shape[1]), dtype=dt)
         for j, rows in enumerate(partition):
             Ao = A[rows]
-            np.subtract(S, Ao.T @ Ao, out=self.C[j])
+            np.matmul(Ao.T, Ao, out=self.C[j])
+        S = _sum_in_order([self.C[0].copy(), *self.C[1:]])
+        for j in range(K):
+            np.subtract(S, self.C[j], out=self.C[j])
             if designs.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T on the training rows
                 delta = designs.delta[:, j]
                 self.C[j] -= (designs.n_eff[j] * np.outer(delta, delta)).astype(dt)

@@ -32,6 +32,7 @@ from ._compat import (
 )
 from ._config import get_config, working_memory_bytes
 from ._datafits import log_loss_terms
+from ._design import shared_designs
 from ._kfold import StackedFolds, aligned_errors, can_stack, fit_beside, fold_steps, kfold_dtype
 from ._parallel import blas_threads_per_worker, delayed, overlapped, parallel
 from .exceptions import UnreliableEstimateWarning
@@ -1042,10 +1043,13 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         routed = self._route_fit(sample_weight, fit_params)
         self._resolve(X)
         self._splits = self._folds(X, y)
-        if self.search_ == "path":
-            self._fit_path_search(X, y, routed)
-        else:
-            self._fit_grid_search(X, y, routed)
+        # the alpha path and the candidates fitted in this thread share the
+        # design of X (one centred copy, one Gram matrix; skacv._design)
+        with shared_designs():
+            if self.search_ == "path":
+                self._fit_path_search(X, y, routed)
+            else:
+                self._fit_grid_search(X, y, routed)
         est = self.estimator_
         selected = self._selected_paths
         self.best_risk_ = float(selected[_CRITERIA[self.criterion_][0]][self.best_iteration_])

@@ -171,10 +171,14 @@ def least_squares_statistics(design, target):
         return Bunch(reason=(
             f"it is prepared at fit time only up to {EMPIRICAL_MAX_FEATURES} features "
             f"(a {p} x {p} Gram matrix here)"))
-    # a warm-started refit on the same data (same X, y, weights) reuses it
-    if "least_squares" not in design.cache:
-        design.cache["least_squares"] = _least_squares_fit(design, target, dof)
-    return design.cache["least_squares"]
+    # a warm-started refit on the same data (same X, y, weights) reuses it,
+    # and so does another fit of the same search on a shared design
+    # (skacv._design.shared_designs) with the same response
+    cached = design.cache.get("least_squares")
+    if cached is None or not np.array_equal(cached[0], target):
+        cached = (np.array(target, copy=True), _least_squares_fit(design, target, dof))
+        design.cache["least_squares"] = cached
+    return cached[1]
 
 
 def _least_squares_fit(design, target, dof):

@@ -272,3 +272,74 @@ def test_step_size_from_the_covariance_forms_gram(sparse, monkeypatch):
     ref = clone(est).fit(Xin, y, sample_weight=sw)
     assert ref._solver_state["form"] == "design"
     assert_allclose(fit.step_size_, ref.step_size_, rtol=2 * tol)
+
+
+# ----------------------------------------------------------------------------
+# one design per search (skacv._design.shared_designs)
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("search", ["path", "grid"])
+def test_a_search_forms_the_gram_matrix_once(search, monkeypatch):
+    """The alpha path and the candidates of TrajectoryEarlyStoppingCV share
+    the design of X: one Gram matrix for the search (it was formed by the
+    path and again by every candidate), and the same selection and
+    coefficients as with a design per fit."""
+    from skacv import TrajectoryEarlyStoppingCV
+
+    X, y, sw = _data(n=400, p=30)
+    grid = {"alpha": [0.1, 0.05, 0.02, 0.01]}
+    est = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=80), param_grid=grid,
+                                    search=search, criterion="risk", random_state=0)
+    calls = []
+    real = design_module.Design._gram
+    monkeypatch.setattr(design_module.Design, "_gram",
+                        lambda self, side: calls.append(side) or real(self, side))
+    shared = clone(est).fit(X, y, sample_weight=sw)
+    assert len(calls) == 1
+    monkeypatch.setattr("skacv._selection.shared_designs", __import__("contextlib").nullcontext)
+    calls.clear()
+    alone = clone(est).fit(X, y, sample_weight=sw)
+    assert len(calls) >= 2
+    assert shared.best_params_ == alone.best_params_
+    assert shared.best_iteration_ == alone.best_iteration_
+    assert_allclose(shared.coef_, alone.coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_make_design_shares_only_the_same_data():
+    import threading
+
+    X, y, sw = _data(n=50, p=5)
+    assert design_module.make_design(X) is not design_module.make_design(X)  # outside
+    with design_module.shared_designs():
+        d = design_module.make_design(X, sw, True)
+        assert design_module.make_design(X, sw.copy(), True) is d  # weights by value
+        with design_module.shared_designs():  # nested: the outer's
+            assert design_module.make_design(X, sw, True) is d
+        assert design_module.make_design(X, sw, False) is not d
+        assert design_module.make_design(X, sw * 2, True) is not d
+        assert design_module.make_design(X.copy(), sw, True) is not d
+        assert design_module.make_design(X, None, True) is not d
+        other = []
+        t = threading.Thread(target=lambda: other.append(design_module.make_design(X, sw, True)))
+        t.start()
+        t.join()
+        assert other[0] is not d  # another thread never shares
+    with design_module.shared_designs():
+        assert design_module.make_design(X, sw, True) is not d  # dropped on exit
+
+
+def test_shared_design_keeps_each_responses_least_squares_fit():
+    """The design's cached least-squares fit (precision="empirical") is the
+    fit of its own response: two fits of one shared design with different
+    responses each get theirs (it was cached per design)."""
+    X, y, _ = _data(n=120, p=6)
+    y2 = -X[:, 2] + np.random.default_rng(5).standard_normal(120)
+    ref = TrajectoryLasso(max_iter=30, random_state=0).fit(X, y2)
+    with design_module.shared_designs():
+        TrajectoryLasso(max_iter=30, random_state=0).fit(X, y)
+        est = TrajectoryLasso(max_iter=30, random_state=0).fit(X, y2)
+    assert_allclose(est._debias_stats().least_squares.coef,
+                    ref._debias_stats().least_squares.coef, rtol=1e-12)
+    assert_allclose(est.noise_variance_path(precision="empirical"),
+                    ref.noise_variance_path(precision="empirical"), rtol=1e-12)

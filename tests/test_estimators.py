@@ -671,13 +671,13 @@ def test_warm_refit_reuses_the_design(monkeypatch):
 
     X, y, _ = _problem(3, n=40, p=30, offset=0.5)
     built = []
-    real = base_module.Design
+    real = base_module.make_design
 
     def counting(*args, **kwargs):
         built.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(base_module, "Design", counting)
+    monkeypatch.setattr(base_module, "make_design", counting)
     warm = TrajectoryLasso(alpha=0.05, max_iter=10, warm_start=True, n_probes=3,
                            random_state=0).fit(X, y)
     warm.set_params(max_iter=25).fit(X, y)
