@@ -68,8 +68,8 @@ def _clipped_difference(x, x_prev, n_free=0):
     The last ``n_free`` coordinates (unpenalised) are never clipped."""
     m = _clipped_step(x, x_prev)
     clipped = m != x - x_prev
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = np.where(clipped, np.where(x != 0, m / np.where(x != 0, x, 1), 0), 1.0)
+    # a clipped step is +-|x| (0 where x = 0): m / x is sign(m) sign(x) exactly
+    c = np.where(clipped, np.sign(m) * np.sign(x), 1.0)
     e = np.where(clipped, 0.0, -1.0)
     if n_free:
         c[x.shape[0] - n_free:] = 1.0

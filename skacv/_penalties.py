@@ -61,7 +61,8 @@ class Penalty:
     @property
     def is_smooth(self):
         """No proximal step (the map from the data to the iterates is linear)."""
-        return not np.any(self.l1_)
+        l1 = self.l1_  # a float, or per column (stacked folds)
+        return not (l1.any() if isinstance(l1, np.ndarray) else l1)
 
     def at_weight(self, n_eff):
         """The same penalty for data of total weight ``n_eff``."""
