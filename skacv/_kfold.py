@@ -221,6 +221,8 @@ class FoldDesigns:
                 raise ValueError("partition must hold out each fold's non-training rows, "
                                  "one slice per fold, every row in exactly one.")
         self.layout = "folds" if self.partition is None else "rotated"
+        # (rotated) the fold of row c of the training residuals on fold h's held-out rows
+        self._rotated_fold = (np.arange(K - 1)[:, None] + 1 + np.arange(K)[None, :]) % K
         self._plan = None  # the dense pass's buffers and panels (_pass_plan)
         self._run = None  # the pass's threads inside workers()
 
@@ -288,7 +290,7 @@ class FoldDesigns:
         else:
             P, Z, R, s = self._dense_pass(V, target, held_out)
         if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
-            Z -= (self.delta * s[None, :]).astype(Z.dtype, copy=False)
+            Z -= self.delta * s.astype(Z.dtype)
         return P, Z, float(np.vdot(R, R))
 
     def workers(self):
@@ -368,9 +370,15 @@ class FoldDesigns:
             Zt[:K - 1] += total[K - 1:]
             Z = Zt.T
         s = None
-        if self.fit_intercept:
-            s = np.bincount(self.fold_of[:R.shape[0]].ravel(), minlength=K,
-                            weights=(R * self.sqrt_weight[None, :]).ravel().astype(np.float64))
+        if self.fit_intercept:  # each fold's sum of sqrt(w) r over its training rows
+            RW = (R * self.sqrt_weight[None, :]).astype(np.float64)
+            if self.partition is not None and all(b > a for a, b in self.partition):
+                # rotated: by held-out fold (columns), row c of fold h is fold (h + 1 + c) mod K
+                M = np.add.reduceat(RW, [a for a, _ in self.partition], axis=1)
+                s = np.bincount(self._rotated_fold.ravel(), weights=M.ravel(), minlength=K)
+            else:
+                s = np.bincount(self.fold_of[:R.shape[0]].ravel(), weights=RW.ravel(),
+                                minlength=K)
         P = P.copy()
         if part:
             P[K - 1] = np.nan
