@@ -451,15 +451,13 @@ class TrajectoryEstimator(BaseEstimator):
                                            amplification=res.amplification,
                                            support=res.get("support"))
             # full-batch least squares whose sources combine the outputs' residuals
-            if res.get("corrected_residuals") is not None:
-                self._uq_stats = debias_statistics(design, res.corrected_residuals,
-                                                   res.residuals, res.risk_matrix, target)
-            elif res.get("products") is not None:  # after the covariance form
-                self._uq_stats = debias_statistics_from_products(design, res.products,
-                                                                 res.risk_matrix, target)
-            if self._uq_stats is not None:
-                self.excess_risk_path_ = self.excess_risk_path()
-                self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
+            self.__dict__.pop("_uq_pending", None)
+            if res.get("corrected_residuals") is not None or res.get("products") is not None:
+                if getattr(self, "_defer_uq", False):
+                    # a stage of an early-stopped search: only the last one's are kept
+                    self._uq_pending = (design, res, target)
+                else:
+                    self._set_uq(design, res, target)
             _warn_unreliable(self, res)
         if self._wants("estimate_loo"):
             store = self._wants("store_loo_predictions")
@@ -479,6 +477,26 @@ class TrajectoryEstimator(BaseEstimator):
             if store:
                 self.loo_predictions_ = res.predictions
                 self.loo_indices_ = res.indices
+
+    def _set_uq(self, design, res, target):
+        """The debiasing statistics (:mod:`skacv._uq`) of a fit's risk
+        estimate ``res``, and the paths they give."""
+        if res.get("corrected_residuals") is not None:
+            self._uq_stats = debias_statistics(design, res.corrected_residuals,
+                                               res.residuals, res.risk_matrix, target)
+        else:  # after the covariance form
+            self._uq_stats = debias_statistics_from_products(design, res.products,
+                                                             res.risk_matrix, target)
+        if self._uq_stats is not None:
+            self.excess_risk_path_ = self.excess_risk_path()
+            self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
+
+    def _finish_deferred(self):
+        """The estimates a search's stages deferred (``_defer_uq``): those of
+        the last fit."""
+        pending = self.__dict__.pop("_uq_pending", None)
+        if pending is not None:
+            self._set_uq(*pending)
 
     # ---------------------------------------------------------- warm state
     def _frozen_setup(self, left_out=None):
@@ -504,6 +522,7 @@ class TrajectoryEstimator(BaseEstimator):
         state.pop("_risk_state", None)
         state.pop("_loo_state", None)
         state.pop("_warm_design", None)
+        state.pop("_uq_pending", None)
         return state
 
 

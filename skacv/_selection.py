@@ -530,6 +530,8 @@ def _grow_in_stages(estimator, fitted, stage, n_iter_no_change):
     # the length the path may reach, for the choices a first stage makes for
     # the whole path (the fit loop's form, skacv._design.covariance_form_pays)
     estimator._horizon = max_iter
+    # the debiasing statistics (skacv._uq) of the last stage only
+    estimator._defer_uq = True
     try:
         while True:
             path = stage(max_iter=n_iter, warm_start=True)
@@ -537,10 +539,16 @@ def _grow_in_stages(estimator, fitted, stage, n_iter_no_change):
                 return None
             best = _argmin_first(path)
             if n_iter >= max_iter or (best is not None and n_iter - best >= n_iter_no_change):
+                del estimator._defer_uq
+                finish = getattr(estimator, "_finish_deferred", None)
+                if finish is not None:
+                    finish()
                 return path
             n_iter = min(max_iter, _next_stage(n_iter, best, n_iter_no_change))
     finally:
         del estimator._horizon
+        estimator.__dict__.pop("_defer_uq", None)
+        estimator.__dict__.pop("_uq_pending", None)
         estimator.set_params(warm_start=warm_start)
         for est in fitted():
             release = getattr(est, "_release_warm_state", None)

@@ -688,3 +688,31 @@ def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout, beside):
     # the full path is the estimator's own path to where the folds stopped
     alone = clone(est).set_params(max_iter=n, estimate_risk=False).fit(X, y)
     assert_allclose(staged.estimator_.coef_path_, alone.coef_path_, rtol=1e-12, atol=1e-14)
+
+
+def test_staged_search_debiases_the_last_stage_only(monkeypatch):
+    """The stages of an early-stopped search each refit the estimates; the
+    debiasing statistics (products with X~^T of the whole path) are those of
+    the last stage only: computed once, equal to a single fit's to that
+    length (they were computed at every stage)."""
+    import skacv._base as base_module
+
+    X, y = _data(n=150, p=140, sigma=0.5)  # stages of 20, 30, 45, 67, 100 steps
+    calls = []
+    for name in ("debias_statistics", "debias_statistics_from_products"):
+        monkeypatch.setattr(base_module, name,
+                            lambda *a, _real=getattr(base_module, name), **k:
+                            calls.append(1) or _real(*a, **k))
+    monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS_LINEAR", 0)  # stage this size
+    est = IterativeRidge(alpha=1e-3, max_iter=400, random_state=0)
+    search = _pinned(est, n_iter_no_change=10).fit(X, y)
+    fitted = search.estimator_
+    n_iter = fitted.n_iter_
+    assert n_iter < 400 and len(calls) == 1
+    assert not hasattr(fitted, "_uq_pending") and not hasattr(fitted, "_defer_uq")
+    single = clone(est).set_params(max_iter=n_iter).fit(X, y)
+    assert_allclose(fitted.risk_path_, single.risk_path_, rtol=1e-10)
+    assert_allclose(fitted.excess_risk_path_, single.excess_risk_path_, rtol=1e-8)
+    assert_allclose(fitted.noise_variance_path_, single.noise_variance_path_, rtol=1e-8)
+    t = search.best_iteration_
+    assert_allclose(fitted.debiased_coef(t), single.debiased_coef(t), rtol=1e-8)
