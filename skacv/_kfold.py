@@ -67,8 +67,15 @@ from ._path import init_state, run_normal_block
 #: KiB) against 0.99 ms with 256 (1.5 MiB); 2000 x 3000, 2.2-3.6 ms with 64
 #: rows against 5.2 ms with 256; 10000 x 5000 in two groups, 18-21 ms with
 #: 39 rows against 27-30 ms with 256 (on an earlier machine with a smaller
-#: level-2 cache, 64 to 256 rows were within 10 % of each other)
+#: level-2 cache, 64 to 256 rows were within 10 % of each other). A panel
+#: holds at most ``FOLD_PANEL_MAX_BYTES`` whatever the level-2 cache: on a
+#: 2-core Xeon with AVX-512 (2 MiB level-2 cache per core) OpenBLAS's
+#: float32 products of a pass doubled their time past about 800 KB a panel
+#: (10000 x 5000, 24 ms a pass with 32-40 rows against 44-68 ms with 48-78;
+#: 4000 x 6000, 10.4 ms with 32 rows against 20 ms with 40; 2000 x 3000,
+#: 2.0 ms with 64 rows against 4.1-4.8 ms with 128)
 FOLD_PANEL_CACHE_SHARE = 0.75
+FOLD_PANEL_MAX_BYTES = 768 * 2**10
 FOLD_PANEL_ROWS = 256
 #: the panels of a pass make this many groups of consecutive rows, each with
 #: its own sum of the gradient (run in as many threads; the sums, added in
@@ -86,10 +93,12 @@ PASS_GROUPS_MIN_BYTES = None
 
 
 def fold_panel_rows(n_features, itemsize=4):
-    """Rows of a panel of the stacked folds' pass (:data:`FOLD_PANEL_CACHE_SHARE`)."""
+    """Rows of a panel of the stacked folds' pass (:data:`FOLD_PANEL_CACHE_SHARE`
+    of the level-2 cache, at most :data:`FOLD_PANEL_MAX_BYTES`)."""
     if n_features <= NARROW_FEATURES:
         return NARROW_PANEL_ROWS
-    rows = int(FOLD_PANEL_CACHE_SHARE * cache_bytes(2)) // (n_features * itemsize)
+    size = min(int(FOLD_PANEL_CACHE_SHARE * cache_bytes(2)), FOLD_PANEL_MAX_BYTES)
+    rows = size // (n_features * itemsize)
     return max(8, min(FOLD_PANEL_ROWS, rows))
 
 

@@ -360,7 +360,8 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercep
 
 def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     """A panel of the pass holds about FOLD_PANEL_CACHE_SHARE of the level-2
-    cache (at least 8 rows, at most FOLD_PANEL_ROWS; many rows for narrow
+    cache, at most FOLD_PANEL_MAX_BYTES (at least 8 rows, at most
+    FOLD_PANEL_ROWS; many rows for narrow
     designs), and the pass runs in two groups only for a copy of X larger
     than the last-level cache."""
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
@@ -369,6 +370,13 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     assert _kfold.fold_panel_rows(200, 4) == _kfold.FOLD_PANEL_ROWS
     assert _kfold.fold_panel_rows(10**6, 4) == 8
     assert _kfold.fold_panel_rows(_design.NARROW_FEATURES, 4) == _design.NARROW_PANEL_ROWS
+    # a larger level-2 cache: the panel stays at FOLD_PANEL_MAX_BYTES
+    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2 * 2**20, 3: 32 * 2**20}.get)
+    assert _kfold.fold_panel_rows(5000, 4) == _kfold.FOLD_PANEL_MAX_BYTES // 20000 == 39
+    assert _kfold.fold_panel_rows(1500, 4) == 131
+    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**19, 3: 32 * 2**20}.get)
+    assert _kfold.fold_panel_rows(1500, 4) == int(0.75 * 2**19) // 6000 == 65
+    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
     assert _kfold.pass_groups(32 * 2**20) == 1
     assert _kfold.pass_groups(32 * 2**20 + 1) == _kfold.PASS_GROUPS
     monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)
