@@ -53,7 +53,7 @@ from ._design import (
 )
 from ._iterations import PreconditionedGD
 from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
-from ._parallel import cache_bytes, kept_workers
+from ._parallel import cache_bytes, kept_workers, last_level_share
 from ._path import init_state, run_normal_block
 
 #: a panel of the stacked folds' pass (:meth:`FoldDesigns._dense_pass`, one
@@ -82,9 +82,13 @@ FOLD_PANEL_ROWS = 256
 #: order, do not depend on the threads) ...
 PASS_GROUPS = 2
 #: ... when the block's copy of ``X`` has more than this many bytes; ``None``:
-#: more than the last-level cache holds (:func:`~skacv._parallel.cache_bytes`).
-#: Read from memory, the groups share its bandwidth well (two groups, same
-#: machine: 4000 x 6000 in float32, 11 ms a pass against 18.5 ms in one;
+#: more than the last-level cache holds (its share,
+#: :func:`~skacv._parallel.last_level_share`: a 2-CPU Xeon guest reports
+#: 480 MiB for 2 CPUs, where a pass of 5 folds in float32 at 10000 x 5000
+#: took 13.0 ms in two groups against 22.4 ms in one; 4000 x 6000 and
+#: 2000 x 3000 even).
+#: Read from memory, the groups share its bandwidth well (two groups, the EPYC
+#: above: 4000 x 6000 in float32, 11 ms a pass against 18.5 ms in one;
 #: 10000 x 5000, 22 ms against 41 ms); read from the shared last-level
 #: cache, they do not (2000 x 3000: 3.3 ms against 2.2 ms; 1000 x 1500,
 #: 2000 x 1000 even), and a pass of a few milliseconds pays the threads'
@@ -133,7 +137,7 @@ def fold_covariance_pays(n_samples, n_features, n_folds, n_steps):
 def pass_groups(nbytes):
     """Groups of panels of a pass over a copy of ``X`` of ``nbytes``
     (:data:`PASS_GROUPS_MIN_BYTES`)."""
-    limit = cache_bytes(3) if PASS_GROUPS_MIN_BYTES is None else PASS_GROUPS_MIN_BYTES
+    limit = last_level_share() if PASS_GROUPS_MIN_BYTES is None else PASS_GROUPS_MIN_BYTES
     return PASS_GROUPS if nbytes > limit else 1
 
 

@@ -377,6 +377,7 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**19, 3: 32 * 2**20}.get)
     assert _kfold.fold_panel_rows(1500, 4) == int(0.75 * 2**19) // 6000 == 65
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
+    monkeypatch.setattr(_kfold, "last_level_share", lambda: 32 * 2**20)
     assert _kfold.pass_groups(32 * 2**20) == 1
     assert _kfold.pass_groups(32 * 2**20 + 1) == _kfold.PASS_GROUPS
     monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)
@@ -395,6 +396,7 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     monkeypatch.setattr(_kfold, "ROTATED_MIN_BYTES", 0)
     monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 64 * 60 * 8 * 4 // 3, 3: 2**30}.get)
+    monkeypatch.setattr(_kfold, "last_level_share", lambda: 2**30)
     X, y, _ = _data(n=900)
     splits = list(KFold(3, shuffle=True, random_state=0).split(X))
     folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
@@ -421,6 +423,20 @@ def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
         assert _parallel.cache_bytes(1) == 48 * 2**10
         assert _parallel.cache_bytes(2) == 2**20
         assert _parallel.cache_bytes(3) == 32 * 2**20
+        # the share of a guest's view of the host's cache: at most
+        # LAST_LEVEL_PER_CPU_MAX a CPU that shares it (none listed: one)
+        (tmp_path / "index3" / "size").write_text("491520K\n")
+        for cpus, count in [(None, 1), ("0-1", 2), ("0,2,4-5", 4), ("3", 1)]:
+            if cpus is not None:
+                (tmp_path / "index3" / "shared_cpu_list").write_text(f"{cpus}\n")
+            _parallel.cache_bytes.cache_clear()
+            _parallel.last_level_share.cache_clear()
+            assert _parallel.cache_bytes(3) == 480 * 2**20
+            assert _parallel.last_level_share() == count * _parallel.LAST_LEVEL_PER_CPU_MAX
+        (tmp_path / "index3" / "size").write_text("32M\n")
+        _parallel.cache_bytes.cache_clear()
+        _parallel.last_level_share.cache_clear()
+        assert _parallel.last_level_share() == 32 * 2**20
         monkeypatch.setattr(_parallel, "CACHE_ROOT", str(tmp_path / "missing"))
         _parallel.cache_bytes.cache_clear()
         assert _parallel.cache_bytes(2) == _parallel.DEFAULT_CACHE_BYTES[2]
@@ -428,6 +444,7 @@ def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         _parallel.cache_bytes.cache_clear()
+        _parallel.last_level_share.cache_clear()
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
