@@ -87,7 +87,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                                             n_probes, rng, dtype, verbose, keep_state=True,
                                             probes=Z)[2]
             A, Av = core_space_memory_matrix(
-                lambda idx: _design_columns(design, idx, dtype), iteration, coef_path, Z,
+                lambda idx, dt: _design_columns(design, idx, dt), iteration, coef_path, Z,
                 inv_n, plan, dtype, head=head, verbose=verbose)
             return A, Av, None
     Xs = _design_columns(design, order[:width], dtype)
