@@ -55,8 +55,8 @@ _ELEMENTWISE_COST = 30.0
 # the core is diagonalised when the flop model says it is at least this much
 # cheaper than the chains in coordinates
 _MIN_GAIN = 1.5
-# the coefficient form's set-up runs in float64 (core_space_memory_matrix):
-# its flops counted this many times against float32 chains
+# the precision of the coefficient form's set-up (core_space_memory_matrix),
+# and how many times its flops count against float32 chains
 _SETUP_DTYPE = np.float64
 _WIDE_SETUP_COST = 2.0
 # columns of the chains advanced together (in cache)
@@ -151,7 +151,7 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
     head = np.concatenate([[0.0], np.cumsum(np.asarray(masked_step_cost, dtype=float))])
     best, best_cost = None, float(head[T + 1])
     n_blocks = 1 + (lag == 2)
-    wide = _WIDE_SETUP_COST if itemsize < 8 else 1.0
+    setup_cost = _WIDE_SETUP_COST if itemsize < 8 else 1.0
     for s in range(1, T) if start is None else [int(start)]:
         c = n_core[s]
         if c == 0 and start is None:
@@ -167,7 +167,7 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
             cost += (_EIGH_COST * d**3 + 2.0 * n * n * (c + e)
                      + 2.0 * n * (c + n) * m * (s - 1) * n_blocks)
         else:  # X~_C^T X~_C, X~_C^T X~_E, G_perp; w = Lambda^1/2 V^T dx_C; 2 |E_k|^2 per chain
-            cost += (wide * (_EIGH_COST * d**3 + 2.0 * n * c * (c + e) + 2.0 * n * e * e)
+            cost += (setup_cost * (_EIGH_COST * d**3 + 2.0 * n * c * (c + e) + 2.0 * n * e * e)
                      + 2.0 * c * c * m * (s - 1) * n_blocks
                      + 2.0 * (S2[s] - 2 * c * S1[s] + c * c * S0[s]))
         if cost < best_cost or start is not None:
@@ -224,8 +224,8 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
     wide = _SETUP_DTYPE if plan.form == "coefficients" else dtype  # see the docstring
     XC = Xd(core_idx, wide)
     XE = Xd(E, wide)
-    Z64 = np.asarray(Z, dtype=wide)
-    ZE = np.ascontiguousarray(Z64.T @ XE, dtype=dtype)  # (m, |E|): the traces' explicit part
+    Zw = np.asarray(Z, dtype=wide)  # the probes in the set-up's precision
+    ZE = np.ascontiguousarray(Zw.T @ XE, dtype=dtype)  # (m, |E|): the traces' explicit part
     G_perp = Z_perp = None
     if plan.form == "samples":
         G = XC @ XC.T  # the product on every thread, the factorisation on one
@@ -234,7 +234,7 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
         del G  # overwritten by LAPACK
         lam = np.clip(lam, 0, None)
         XEt = U.T @ XE  # X~_E in the eigenbasis (d, |E|)
-        Zt = U.T @ Z64  # probes in the eigenbasis (d, m)
+        Zt = U.T @ Zw  # probes in the eigenbasis (d, m)
 
         def to_core(dx_core, U=U, XC=XC):
             return U.T @ (XC @ dx_core)
@@ -247,10 +247,10 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
         lam, V = lam[keep], V[:, keep]
         root = np.sqrt(lam)[:, None]
         XEt = (V.T @ (XC.T @ XE)) / root  # U^T X~_E with U = X~_C V Lambda^-1/2
-        Zt = (V.T @ (XC.T @ Z64)) / root
+        Zt = (V.T @ (XC.T @ Zw)) / root
         # X~_E^T (I - U U^T) X~_E and its probes' part
         G_perp = np.asfortranarray(XE.T @ XE - XEt.T @ XEt, dtype=dtype)
-        Z_perp = (XE.T @ Z64 - XEt.T @ Zt).astype(dtype)
+        Z_perp = (XE.T @ Zw - XEt.T @ Zt).astype(dtype)
         V, root = V.astype(dtype), root.astype(dtype)
 
         def to_core(dx_core, V=V, root=root):
