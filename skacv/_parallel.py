@@ -267,14 +267,8 @@ def cache_bytes(level):
     between the two products) and tells whether ``X`` is read from memory
     or from the last-level cache (:func:`last_level_share`)."""
     try:
-        for entry in sorted(os.listdir(CACHE_ROOT)):
-            path = os.path.join(CACHE_ROOT, entry)
-            with open(os.path.join(path, "level")) as f:
-                if int(f.read()) != level:
-                    continue
-            with open(os.path.join(path, "type")) as f:
-                if f.read().strip() == "Instruction":
-                    continue
+        path = _cache_entry(level)
+        if path is not None:
             with open(os.path.join(path, "size")) as f:
                 text = f.read().strip().upper()
             scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
@@ -286,6 +280,21 @@ def cache_bytes(level):
     return DEFAULT_CACHE_BYTES.get(level, DEFAULT_CACHE_BYTES[3])
 
 
+def _cache_entry(level):
+    """The sysfs folder of the first CPU's data (or unified) cache of
+    ``level``, or ``None``."""
+    for entry in sorted(os.listdir(CACHE_ROOT)):
+        path = os.path.join(CACHE_ROOT, entry)
+        with open(os.path.join(path, "level")) as f:
+            if int(f.read()) != level:
+                continue
+        with open(os.path.join(path, "type")) as f:
+            if f.read().strip() == "Instruction":
+                continue
+        return path
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def last_level_share():
     """The last-level cache (:func:`cache_bytes`) counted at most
@@ -294,14 +303,10 @@ def last_level_share():
     size = cache_bytes(3)
     shared = 1
     try:
-        for entry in sorted(os.listdir(CACHE_ROOT)):
-            path = os.path.join(CACHE_ROOT, entry)
-            with open(os.path.join(path, "level")) as f:
-                if int(f.read()) != 3:
-                    continue
+        path = _cache_entry(3)
+        if path is not None:
             with open(os.path.join(path, "shared_cpu_list")) as f:
                 shared = max(1, _count_cpus(f.read()))
-            break
     except (OSError, ValueError):
         pass
     return min(size, shared * LAST_LEVEL_PER_CPU_MAX)

@@ -85,6 +85,19 @@ def _fit(X, y, solver, plan, workers=None, alpha=0.02, **kw):
     return est, used
 
 
+def _forced_plan(start, plans):
+    """A stand-in for ``core_space_plan`` that switches at ``start`` and
+    records the plans it returns in ``plans``."""
+    real = core_space.core_space_plan
+
+    def spy(*args, **kwargs):
+        out = real(*args, start=start, **kwargs)
+        plans.append(out)
+        return out
+
+    return spy
+
+
 @pytest.mark.parametrize("problem", list(PROBLEMS))
 @pytest.mark.parametrize("solver", list(SOLVERS))
 @pytest.mark.parametrize("start", [1, 2, 9, 29])
@@ -109,12 +122,7 @@ def test_probes_are_summed_once_the_supports_have_settled(solver):
     mean squared probe. Same memory matrices as the chains in coordinates."""
     X, y = _settling_problem()
     plans = []
-    real = core_space.core_space_plan
-
-    def spy(*args, **kwargs):
-        out = real(*args, start=18, **kwargs)
-        plans.append(out)
-        return out
+    spy = _forced_plan(18, plans)
 
     kw = dict(solver=SOLVERS[solver](), max_iter=80, n_probes=4, random_state=0)
     with pytest.MonkeyPatch.context() as mp, config_context(risk_chain_dtype="float64"):
@@ -241,12 +249,7 @@ def test_coefficient_form_in_float32_chains_keeps_the_estimate():
     y = X @ beta + rng.standard_normal(n)
     alpha = 0.1 * np.sqrt(np.log(p) / n)
     plans = []
-    real = core_space.core_space_plan
-
-    def spy(*args, **kwargs):
-        out = real(*args, start=10, **kwargs)
-        plans.append(out)
-        return out
+    spy = _forced_plan(10, plans)
 
     kw = dict(solver="fista", max_iter=30, n_probes=2, random_state=0)
     with pytest.MonkeyPatch.context() as mp:
