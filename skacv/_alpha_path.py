@@ -480,6 +480,8 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
             thresh = alpha - _STRONG_RULE_SLACK * (alpha_prev - alpha)
             work = np.flatnonzero((np.abs(corr) >= thresh) | (coef != 0))
         while gap > target and steps < max_iter:
+            # the previous working set's columns go before a larger buffer comes
+            sub = None
             sub = space.sub(work)
             if isinstance(step_size, str):  # "auto": 1 / L of the working set
                 L = space.step_bound(sub, work)
@@ -754,11 +756,13 @@ class _WorkingColumns:
     """Designs of working sets of columns (same centring, weights, ``n_eff``).
 
     Dense: the columns of ``X~`` (already centred and weighted) are copied
-    into the leading columns of one reused buffer (grown by half when too
-    small) and wrapped in a ``Design`` without intercept and weights, which
-    uses them as they are: a fresh array per working set would pay its page
-    faults every time. Sparse: the column slice of ``X`` with the same
-    weights and centring.
+    into one reused buffer (grown by half when too small; its leading
+    ``n_samples * |W|`` entries as a C-ordered array) and wrapped in a
+    ``Design`` without intercept and weights, which uses them as they are: a
+    fresh array per working set would pay its page faults every time. The
+    previous working set's design is dropped by the caller before a larger
+    buffer is made, so that at most one buffer lives. Sparse: the column
+    slice of ``X`` with the same weights and centring.
     """
 
     def __init__(self, design, X, sample_weight):
@@ -769,14 +773,15 @@ class _WorkingColumns:
         d = self.design
         if d.sparse:
             return Design(self.X[:, idx], self.sample_weight, d.fit_intercept)
-        m = idx.shape[0]
-        if self.buffer is None or self.buffer.shape[1] < m:
+        n, m = d.n_samples, idx.shape[0]
+        if self.buffer is None or self.buffer.size < n * m:
             self.buffer = None
             cap = min(d.n_features, m + m // 2 + 64)
-            check_memory(d.n_samples * cap * d.dtype.itemsize,
-                         f"the working-set columns ({d.n_samples} x {cap})")
-            self.buffer = np.empty((d.n_samples, cap), dtype=d.dtype)
-        cols = self.buffer[:, :m]  # rows of stride cap: BLAS takes it as is
+            check_memory(n * cap * d.dtype.itemsize, f"the working-set columns ({n} x {cap})")
+            self.buffer = np.empty(n * cap, dtype=d.dtype)
+        # the leading n * m entries as a C-ordered (n, m) array: np.take writes
+        # into it directly (into a strided view it took a temporary of that size)
+        cols = self.buffer[: n * m].reshape(n, m)
         np.take(d.X, idx, axis=1, out=cols, mode="clip")
         sub = Design(cols, None, False)
         sub.n_eff = d.n_eff
