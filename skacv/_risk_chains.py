@@ -77,9 +77,19 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
+    # the tangents of x^{k-1} and v^{k-1} are one block without extrapolation
+    extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
+    hb = _uses_hb(iteration, T)
+    # without momentum, sources 0..r-1 go forward to step r and the outputs
+    # r+1..T go backward to it (the transposed steps), met by inner products
+    split = T
+    if state is None and not keep_state and not (extrapolates or hb):
+        split = split_step(n, prefix, T)
     if n_probes is not None and state is None and not keep_state:
-        plan = core_space_plan(iteration, coef_path, n, int(n_probes),
-                               _masked_step_cost(n, prefix, int(n_probes), T), dtype.itemsize)
+        step_cost = _masked_step_cost(n, prefix, int(n_probes), T)
+        plan = core_space_plan(iteration, coef_path, n, int(n_probes), step_cost,
+                               dtype.itemsize,
+                               total=_masked_step_cost(n, prefix, int(n_probes), T, split).sum())
         if plan is not None:
             head = None
             if plan.start > 1:  # the first steps in coordinates
@@ -105,10 +115,8 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         trace_wt = Z.T @ Xs  # (X~^T Z)^T, read by the traces
         probes = trace_wt.T
         scale = 1.0 / m
-    cols_max = m * T
-    # the tangents of x^{k-1} and v^{k-1} are one block without extrapolation
-    extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
-    hb = _uses_hb(iteration, T)
+    k_end = split
+    cols_max = m * k_end
     n_blocks = 2 + extrapolates + hb
     check_memory(
         n_blocks * width * cols_max * dtype.itemsize,
@@ -139,7 +147,8 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     k_first = max(2, k0 + 1)  # first step with chains to propagate
     tic = time.perf_counter()
     rows_k = rows_prev = 0
-    for k in range(k0 + 1, T + 1):
+    columns = _chain_columns(m, T, split)
+    for k in range(k0 + 1, k_end + 1):
         c_old = m * (k - 1)  # chains of sources 0..k-2 (source k-1 is new)
         c_new = m * k
         rows_k = int(prefix[k])  # supports of steps >= k live in this prefix
@@ -149,7 +158,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         scaled = 0  # leading columns of dz_k still to multiply by -1/n
         if c_old and dv_rows:
             u = dv_rows
-            gram = _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n,
+            gram = _maybe_gram(Xs, gram, k, k_first, prefix, columns, n,
                                cached=None if state is None else state.get("gram"),
                                order=order)
             out = dz_k[:, :c_old]
@@ -207,6 +216,15 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         if verbose and (k % max(1, T // 10) == 0 or k == T):
             print(f"[risk] {iteration.name} traces: step {k}/{T}, support prefix "
                   f"{rows_k}, {time.perf_counter() - tic:.1f}s")
+    if split < T:
+        if gram is None:  # the backward steps may still pay for a Gram matrix
+            gram = _maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n)
+        _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
+                         dx1[:rows_k, :m * split], m, scale, inv_n, A)
+        Av[:] = A
+        if verbose:
+            print(f"[risk] {iteration.name} traces: outputs {split + 1}..{T} backward to "
+                  f"step {split}, {time.perf_counter() - tic:.1f}s")
     new_state = None
     if keep_state:
         c = m * T
@@ -249,25 +267,121 @@ def _uses_hb(iteration, T):
     return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
 
 
-def _masked_step_cost(n, prefix, m, T):
+def _masked_step_cost(n, prefix, m, T, split=None):
     """Flops of every step ``k = 0..T`` of the coefficient-space chains (the
     cheaper of the primal and the Gram products, as :func:`_maybe_gram`
-    weighs them; the Gram matrix's own cost spread over the steps)."""
+    weighs them; the Gram matrix's own cost spread over the steps), forward
+    only, or split at step ``split`` (:func:`_chain_columns`)."""
     cost = np.zeros(T + 1)
     k = np.arange(2, T + 1)
     r = prefix[k].astype(float)
     u = prefix[k - 1].astype(float)
-    c = m * (k - 1.0)
+    c = _chain_columns(m, T, T if split is None else split)[2:].astype(float)
     cost[2:] = np.minimum(2 * n * (u + r) * c, 2 * r * u * c + 2.0 * n * r * u / (T - 1))
     return cost
 
 
-def _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n, cached=None, order=None):
+def _chain_columns(m, T, split):
+    """Chain columns advanced by step ``k = 0..T``: ``m (k - 1)`` forward up
+    to ``split``, ``m (T - k + 1)`` backward after it."""
+    k = np.arange(T + 1)
+    return np.where(k <= split, m * np.maximum(k - 1, 0), m * (T - k + 1))
+
+
+def split_step(n, prefix, T):
+    """The step ``r`` where forward chains (sources ``0..r-1``, steps
+    ``2..r``) and backward chains (outputs ``r+1..T``, steps ``T..r+1``)
+    meet at the least flops: step ``k`` costs ``min(2 n (u + r), 2 r u)``
+    per column (:func:`_maybe_gram`'s model, ``r``, ``u`` the prefixes of
+    steps ``k``, ``k - 1``), times ``k - 1`` columns forward and ``T - k + 1``
+    backward, so ``r`` is about ``T / 2`` whatever the supports. ``T`` (no
+    backward chains) unless the split is cheaper by ``_MIN_SPLIT_GAIN``: the
+    transposed steps read the chains twice more. The forward-only cost is
+    ``m T^2 / 2`` chain-steps, the split's ``m T^2 / 4``: pairs ``(s, t)``
+    on either side of ``r`` meet there by one inner product."""
+    if T < 4:
+        return T
+    k = np.arange(2, T + 1)
+    r = prefix[k].astype(float)
+    u = prefix[k - 1].astype(float)
+    unit = np.zeros(T + 1)
+    unit[2:] = np.minimum(2 * n * (u + r), 2 * r * u)
+    steps = np.arange(T + 1)
+    forward = np.cumsum(unit * np.maximum(steps - 1, 0))  # steps 2..r
+    backward = np.cumsum((unit * (T - steps + 1))[::-1])[::-1]  # steps r..T
+    total = forward[1:T] + backward[2:T + 1]  # split at r = 1..T-1
+    r_best = int(np.argmin(total)) + 1
+    if _MIN_SPLIT_GAIN * total[r_best - 1] >= forward[T]:
+        return T
+    return r_best
+
+
+# a split must save this factor of the chains' flops (the backward steps mask,
+# combine and read the block out in separate passes)
+_MIN_SPLIT_GAIN = 1.2
+
+
+def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split, forward,
+                     m, scale, inv_n, A):
+    """Rows ``split+1..T`` of the memory matrix by transposed chains.
+
+    For an iteration without momentum step ``k`` maps a tangent ``d`` to
+    ``L_k d = D_k combine_k(d, -X~^T X~ d / n)`` (``D_k`` the prox mask,
+    ``combine`` diagonal in ``d``), so ``L_k^T b = combine_k(D_k b,
+    -X~^T X~ D_k b / n)``: the same linear part, masked first. With
+    ``b_{t,t} = X~^T z`` (the readout) and ``b_{t,k-1} = L_k^T b_{t,k}``,
+
+        A[t, s] = b_{t,s+1}^T e_s          (source s >= split, e_s its injection),
+        A[t, s] = b_{t,split}^T x_{s,split}  (source s < split, ``forward``).
+
+    All outputs are advanced together as one block; output ``t`` holds
+    columns ``m (T - t) .. m (T - t + 1)``.
+    """
+    T = masks_s.shape[1] - 1
+    dtype = forward.dtype
+    rows_max = int(prefix[split])
+    n_out = T - split
+    check_memory(3 * rows_max * m * n_out * dtype.itemsize,
+                 f"the backward Jacobian chains ({rows_max} x {m * n_out}, 3 blocks)",
+                 "Use fewer probes (n_probes) or fewer iterations. ")
+    b = np.zeros((rows_max, m * n_out), dtype=dtype, order="F")
+    dz = np.empty_like(b)
+    inject = np.zeros((rows_max, m), dtype=dtype)
+    for k in range(T, split, -1):
+        c = m * (T - k + 1)
+        rk, rp = int(prefix[k]), int(prefix[k - 1])
+        b[:rk, c - m:c] = trace_wt[:, :rk].T  # output k starts from its readout
+        mask = masks_s[:rp, k]
+        u = b[:rp, :c]
+        u *= mask[:, None]  # D_k b: zero beyond the prefix of step k
+        # source k - 1 enters at step k: e = L_k-part of the injection alone
+        np.multiply(probes[:rk], inv_n, out=inject[:rk])
+        e = iteration.tangent(k, np.zeros_like(inject[:rk]), None, None, inject[:rk],
+                              mask[:rk])[0]
+        A[k:T + 1, k - 1][::-1] = scale * _block_trace(e.T, u[:rk], m)
+        out = dz[:rp, :c]
+        if gram is not None and gram.shape[0] >= rp:
+            np.matmul(gram[:rp, :rk], u[:rk], out=out)
+        else:
+            np.matmul(Xs[:, :rp].T, Xs[:, :rk] @ u[:rk], out=out)
+        out *= -inv_n
+        b[:rp, :c] = iteration.combine(k, u, None, out)
+    # outputs after the split meet the sources before it
+    rows = forward.shape[0]
+    bt = b[:rows].T.reshape(n_out, m, rows)  # (output, probe, row)
+    fw = forward.T.reshape(split, m, rows)  # (source, probe, row)
+    cross = np.matmul(bt.transpose(1, 0, 2), fw.transpose(1, 2, 0), dtype=np.float64)
+    A[split + 1:, :split] = scale * cross.sum(axis=0)[::-1]
+
+
+def _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, cached=None, order=None):
     """Decide once (at the first step with chains, ``k_first``) whether to
     precompute the Gram matrix of a late prefix of columns, using the flop
-    model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``.
+    model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``
+    (``c = columns[k]``, see :func:`_chain_columns`).
     ``cached = (coordinates, gram)`` from a previous stage is reused when it
     covers the prefix (columns ``order[:w]``)."""
+    T = columns.shape[0] - 1
     if gram is not None or k != k_first or T < k_first + 1:
         return gram
     best_w, best_save = 0, 0.0
@@ -275,7 +389,7 @@ def _maybe_gram(Xs, gram, k, k_first, prefix, m, T, n, cached=None, order=None):
         w = int(prefix[start - 1])
         save = 0.0
         for kk in range(start, T + 1):
-            r, u, c = int(prefix[kk]), int(prefix[kk - 1]), m * (kk - 1)
+            r, u, c = int(prefix[kk]), int(prefix[kk - 1]), int(columns[kk])
             save += 2 * n * (u + r) * c - 2 * r * u * c
         save -= n * w * w
         if save > best_save:

@@ -114,13 +114,16 @@ class CorePlan:
         self.form, self.collapse, self.cost, self.masked_cost = form, collapse, cost, masked_cost
 
 
-def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, start=None):
+def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, start=None,
+                    total=None):
     """The cheapest switch step by the flop model, or ``None`` when the
     chains in coordinates are cheaper.
 
-    ``masked_step_cost[k]`` (``k = 0..T``): flops of step ``k`` of the chains
-    in coordinates (zero for ``k < 2``). ``start``: switch at this step
-    whatever the model says (tests).
+    ``masked_step_cost[k]`` (``k = 0..T``): flops of step ``k`` of the
+    forward chains in coordinates (zero for ``k < 2``); ``total``: flops of
+    the chains in coordinates without a switch (default: the sum; less when
+    they meet backward chains). ``start``: switch at this step whatever the
+    model says (tests).
     """
     T = coef_path.shape[1] - 1
     if T < 2 or n < 1:
@@ -149,7 +152,8 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
     S0, S1, S2 = tail(mk), tail(mk * rows), tail(mk * rows * rows)
     S0 = np.append(S0, 0.0)
     head = np.concatenate([[0.0], np.cumsum(np.asarray(masked_step_cost, dtype=float))])
-    best, best_cost = None, float(head[T + 1])
+    coordinates = float(head[T + 1] if total is None else total)
+    best, best_cost = None, coordinates
     n_blocks = 1 + (lag == 2)
     setup_cost = _WIDE_SETUP_COST if itemsize < 8 else 1.0
     for s in range(1, T) if start is None else [int(start)]:
@@ -172,7 +176,7 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
                      + 2.0 * (S2[s] - 2 * c * S1[s] + c * c * S0[s]))
         if cost < best_cost or start is not None:
             best, best_cost = s, cost
-    if best is None or (start is None and _MIN_GAIN * best_cost >= head[T + 1]):
+    if best is None or (start is None and _MIN_GAIN * best_cost >= coordinates):
         return None
     core = suffix[:, best - 1].copy()
     c = int(core.sum())
@@ -189,7 +193,7 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
     empty = ks[prefix[np.maximum(ks - lag, 0)] == 0]
     collapse = int(empty[0]) if empty.size else None
     return CorePlan(best, core, explicit, prefix, "samples" if c >= n else "coefficients",
-                    collapse, best_cost, float(head[T + 1]))
+                    collapse, best_cost, coordinates)
 
 
 def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, head=None,
