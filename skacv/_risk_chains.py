@@ -142,7 +142,9 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             block[rows, :c0] = values
             if name == "dv":
                 dv_rows = int(rows.max()) + 1
-    masks_s = masks[order[:width]]
+    # the masks in the chains' precision, a column per step (a boolean factor
+    # would be cast element by element)
+    masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
     gram = None
     k_first = max(2, k0 + 1)  # first step with chains to propagate
     tic = time.perf_counter()
@@ -347,25 +349,33 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
     b = np.zeros((rows_max, m * n_out), dtype=dtype, order="F")
     dz = np.empty_like(b)
     inject = np.zeros((rows_max, m), dtype=dtype)
+    traces = np.empty(n_out)
     for k in range(T, split, -1):
         c = m * (T - k + 1)
         rk, rp = int(prefix[k]), int(prefix[k - 1])
         b[:rk, c - m:c] = trace_wt[:, :rk].T  # output k starts from its readout
-        mask = masks_s[:rp, k]
-        u = b[:rp, :c]
-        u *= mask[:, None]  # D_k b: zero beyond the prefix of step k
+        mask = masks_s[:rp, k][:, None]
         # source k - 1 enters at step k: e = L_k-part of the injection alone
         np.multiply(probes[:rk], inv_n, out=inject[:rk])
-        e = iteration.tangent(k, np.zeros_like(inject[:rk]), None, None, inject[:rk],
-                              mask[:rk])[0]
-        A[k:T + 1, k - 1][::-1] = scale * _block_trace(e.T, u[:rk], m)
-        out = dz[:rp, :c]
+        et = iteration.tangent(k, np.zeros_like(inject[:rk]), None, None, inject[:rk],
+                               mask[:rk, 0])[0].T
+        # element-wise work by cache-sized groups of outputs
+        step = m * max(1, _CHUNK_BYTES // (rp * m * dtype.itemsize))
+        groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
+        for cols in groups:
+            u = b[:rp, cols]
+            u *= mask  # D_k b: zero beyond the prefix of step k
+            traces[cols.start // m:cols.stop // m] = _block_trace(et, u[:rk], m)
+        A[k:T + 1, k - 1][::-1] = scale * traces[:c // m]
+        u, out = b[:rk, :c], dz[:rp, :c]
         if gram is not None and gram.shape[0] >= rp:
-            np.matmul(gram[:rp, :rk], u[:rk], out=out)
+            np.matmul(gram[:rp, :rk], u, out=out)
         else:
-            np.matmul(Xs[:, :rp].T, Xs[:, :rk] @ u[:rk], out=out)
-        out *= -inv_n
-        b[:rp, :c] = iteration.combine(k, u, None, out)
+            np.matmul(Xs[:, :rp].T, Xs[:, :rk] @ u, out=out)
+        for cols in groups:
+            out = dz[:rp, cols]
+            out *= -inv_n
+            b[:rp, cols] = iteration.combine(k, b[:rp, cols], None, out)
     # outputs after the split meet the sources before it
     rows = forward.shape[0]
     bt = b[:rows].T.reshape(n_out, m, rows)  # (output, probe, row)

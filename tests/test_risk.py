@@ -517,6 +517,30 @@ def test_design_columns_of_the_chains(kind, monkeypatch):
     np.testing.assert_array_equal(Xs, np.asarray(design.columns(idx), dtype=np.float32))
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("rows", [None, "permuted"])
+def test_gather_in_threads(monkeypatch, workers, rows):
+    """Large copies are split into ``workers`` ranges of rows, each copied by
+    blocks in a thread of its own: the same array as NumPy's indexing."""
+    import skacv._design as design_module
+
+    rng = np.random.RandomState(1)
+    X = rng.randn(41, 13)
+    idx = None if rows is None else rng.permutation(41)[:37]
+    cols = rng.permutation(13)[:9]
+    monkeypatch.setattr(design_module, "GATHER_BYTES", 2 * 13 * 8)  # blocks of 2 rows
+    monkeypatch.setattr(design_module, "GATHER_THREADS_MIN_BYTES", 0)
+    monkeypatch.setattr(design_module, "blas_threads", lambda: workers)
+    used = []
+    real = design_module.column_workers
+    monkeypatch.setattr(design_module, "column_workers",
+                        lambda w: used.append(w) or real(w))
+    out = design_module.gather(X, np.float32, rows=idx, cols=cols)
+    ref = (X if idx is None else X[idx])[:, cols].astype(np.float32)
+    assert used == [workers] and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, ref)
+
+
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_block_trace_of_column_blocks(order):
     """``_block_trace`` reads the transposed blocks as views, in either
