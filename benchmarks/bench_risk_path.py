@@ -81,7 +81,7 @@ def part_ista(args):
     # the last line takes the best time of each side (the host's noise and
     # the first touch of fresh memory inflate single runs)
     times_skacv, times_seed, est_seed = [], [], None
-    for rep in range(args.repeat):
+    for _ in range(args.repeat):
         tic = time.perf_counter()
         with config_context(risk_chain_dtype=None if args.chains == "x" else args.chains):
             est.fit(Xs, y)

@@ -147,7 +147,7 @@ def gather(X, dtype, rows=None, cols=None):
         return out
     bounds = np.linspace(0, n, workers + 1).astype(int)
     with column_workers(workers) as run:
-        run(copy, list(zip(bounds[:-1], bounds[1:])))
+        run(copy, list(zip(bounds[:-1], bounds[1:], strict=True)))
     return out
 
 
