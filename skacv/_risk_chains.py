@@ -87,13 +87,15 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     # without momentum, sources 0..r-1 go forward to step r and the outputs
     # r+1..T go backward to it (the transposed steps), met by inner products
     split = T
-    if state is None and not keep_state and not (extrapolates or hb):
-        split = split_step(n, prefix, T)
+    if state is None and not keep_state and not hb:
+        split = split_step(n, prefix, T, 2 if extrapolates else 1)
     if n_probes is not None and state is None and not keep_state:
         step_cost = _masked_step_cost(n, prefix, int(n_probes), T)
         plan = core_space_plan(iteration, coef_path, n, int(n_probes), step_cost,
                                dtype.itemsize,
-                               total=_masked_step_cost(n, prefix, int(n_probes), T, split).sum())
+                               total=_masked_step_cost(n, prefix, int(n_probes), T, split,
+                                                       2 if extrapolates else 1).sum(),
+                               split=split < T)
         if plan is not None:
             head = None
             if plan.start > 1:  # the first steps in coordinates
@@ -153,7 +155,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     k_first = max(2, k0 + 1)  # first step with chains to propagate
     tic = time.perf_counter()
     rows_k = rows_prev = 0
-    columns = _chain_columns(m, T, split)
+    columns = _chain_columns(m, T, split, 2 if extrapolates else 1)
     for k in range(k0 + 1, k_end + 1):
         c_old = m * (k - 1)  # chains of sources 0..k-2 (source k-1 is new)
         c_new = m * k
@@ -225,9 +227,15 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     if split < T:
         if gram is None:  # the backward steps may still pay for a Gram matrix
             gram = _maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n)
-        _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
-                         dx1[:rows_k, :m * split], m, scale, inv_n, A)
-        Av[:] = A
+        if extrapolates:
+            _backward_chains_extrapolated(
+                iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
+                dx1[:rows_k, :m * split], dv[:dv_rows, :m * split], m, scale, inv_n, A, Av,
+                coef_path, order)
+        else:
+            _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
+                             dx1[:rows_k, :m * split], m, scale, inv_n, A)
+            Av[:] = A
         if verbose:
             print(f"[risk] {iteration.name} traces: outputs {split + 1}..{T} backward to "
                   f"step {split}, {time.perf_counter() - tic:.1f}s")
@@ -273,7 +281,7 @@ def _uses_hb(iteration, T):
     return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
 
 
-def _masked_step_cost(n, prefix, m, T, split=None):
+def _masked_step_cost(n, prefix, m, T, split=None, per_output=1):
     """Flops of every step ``k = 0..T`` of the coefficient-space chains (the
     cheaper of the primal and the Gram products, as :func:`_maybe_gram`
     weighs them; the Gram matrix's own cost spread over the steps), forward
@@ -282,19 +290,20 @@ def _masked_step_cost(n, prefix, m, T, split=None):
     k = np.arange(2, T + 1)
     r = prefix[k].astype(float)
     u = prefix[k - 1].astype(float)
-    c = _chain_columns(m, T, T if split is None else split)[2:].astype(float)
+    c = _chain_columns(m, T, T if split is None else split, per_output)[2:].astype(float)
     cost[2:] = np.minimum(2 * n * (u + r) * c, 2 * r * u * c + 2.0 * n * r * u / (T - 1))
     return cost
 
 
-def _chain_columns(m, T, split):
+def _chain_columns(m, T, split, per_output=1):
     """Chain columns advanced by step ``k = 0..T``: ``m (k - 1)`` forward up
-    to ``split``, ``m (T - k + 1)`` backward after it."""
+    to ``split``, ``per_output m (T - k + 1)`` backward after it (two chains
+    an output with extrapolation: the iterate's and the gradient point's)."""
     k = np.arange(T + 1)
-    return np.where(k <= split, m * np.maximum(k - 1, 0), m * (T - k + 1))
+    return np.where(k <= split, m * np.maximum(k - 1, 0), per_output * m * (T - k + 1))
 
 
-def split_step(n, prefix, T):
+def split_step(n, prefix, T, per_output=1):
     """The step ``r`` where forward chains (sources ``0..r-1``, steps
     ``2..r``) and backward chains (outputs ``r+1..T``, steps ``T..r+1``)
     meet at the least flops: step ``k`` costs ``min(2 n (u + r), 2 r u)``
@@ -304,7 +313,10 @@ def split_step(n, prefix, T):
     backward chains) unless the split is cheaper by ``_MIN_SPLIT_GAIN``: the
     transposed steps read the chains twice more. The forward-only cost is
     ``m T^2 / 2`` chain-steps, the split's ``m T^2 / 4``: pairs ``(s, t)``
-    on either side of ``r`` meet there by one inner product."""
+    on either side of ``r`` meet there by one inner product. With
+    ``per_output = 2`` (extrapolation: an output reads both ``x^t`` and
+    ``v^t``) the backward steps cost twice as much: ``r ~ 2 T / 3``, ``m T^2
+    / 3`` chain-steps."""
     if T < 4:
         return T
     k = np.arange(2, T + 1)
@@ -314,7 +326,7 @@ def split_step(n, prefix, T):
     unit[2:] = np.minimum(2 * n * (u + r), 2 * r * u)
     steps = np.arange(T + 1)
     forward = np.cumsum(unit * np.maximum(steps - 1, 0))  # steps 2..r
-    backward = np.cumsum((unit * (T - steps + 1))[::-1])[::-1]  # steps r..T
+    backward = np.cumsum((unit * per_output * (T - steps + 1))[::-1])[::-1]  # steps r..T
     total = forward[1:T] + backward[2:T + 1]  # split at r = 1..T-1
     r_best = int(np.argmin(total)) + 1
     if _MIN_SPLIT_GAIN * total[r_best - 1] >= forward[T]:
@@ -386,6 +398,83 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
     fw = forward.T.reshape(split, m, rows)  # (source, probe, row)
     cross = np.matmul(bt.transpose(1, 0, 2), fw.transpose(1, 2, 0), dtype=np.float64)
     A[split + 1:, :split] = scale * cross.sum(axis=0)[::-1]
+
+
+def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
+                                  fw_x, fw_v, m, scale, inv_n, A, Av, coef_path, order):
+    """Rows ``split+1..T`` of both memory matrices of an extrapolating
+    iteration (FISTA, Nesterov's prox-gradient) by transposed chains.
+
+    Step ``k`` maps the tangents ``(dx^{k-1}, dv^{k-1})`` to ``dx^k = D_k
+    combine_k(dv^{k-1}, -X~^T X~ dv^{k-1} / n)`` and ``dv^k = a_k dx^k + b_k
+    dx^{k-1}`` (``a, b`` of :meth:`Iteration.extrapolate`, per coordinate
+    when clipped). A functional ``lam^T dx^k + rho^T dv^k`` is therefore
+    ``lam'^T dx^{k-1} + rho'^T dv^{k-1}`` with ``lam' = b_k rho`` and
+    ``rho' = combine_k(q, -X~^T X~ q / n)``, ``q = D_k (lam + a_k rho)``;
+    source ``k - 1``, injected at step ``k`` as ``e`` (``dx^{k-1} = 0``),
+    reads ``q^T e``. Output ``t`` starts as ``(lam, rho) = (w, 0)`` for
+    ``A`` and ``(0, w)`` for ``A_sources`` (``w = X~^T z``, the readout);
+    the sources before the split meet them through the forward chains'
+    ``(dx^split, dv^split)``. Output ``t`` holds columns ``2 m (T - t) ..
+    2 m (T - t + 1)``: ``m`` for ``A``, then ``m`` for ``A_sources``.
+    """
+    T = masks_s.shape[1] - 1
+    dtype = fw_x.dtype
+    width = Xs.shape[1]  # coordinates active only at x^0 carry no tangent
+    rows_max = min(int(prefix[split - 1]), width)
+    n_out = T - split
+    check_memory(4 * rows_max * 2 * m * n_out * dtype.itemsize,
+                 f"the backward Jacobian chains ({rows_max} x {2 * m * n_out}, 4 blocks)",
+                 "Use fewer probes (n_probes) or fewer iterations. ")
+    lam = np.zeros((rows_max, 2 * m * n_out), dtype=dtype, order="F")
+    rho = np.zeros_like(lam)
+    dz = np.empty_like(lam)
+    inject = np.zeros((rows_max, m), dtype=dtype)
+    zeros = np.zeros((rows_max, m), dtype=dtype)
+    traces = np.empty(2 * n_out)
+    for k in range(T, split, -1):
+        c = 2 * m * (T - k + 1)
+        rk, r1, r2 = (min(int(prefix[j]), width) for j in (k, k - 1, k - 2))
+        lam[:rk, c - 2 * m:c - m] = trace_wt[:, :rk].T  # A: (w, 0)
+        rho[:r1, c - m:c] = trace_wt[:, :r1].T  # A_sources: (0, w)
+        coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
+        if coef is not None:  # clipped: in the chains' row order
+            coef = (coef[0][order[:r1]], coef[1][order[:r1]])
+        mask = masks_s[:r1, k][:, None]
+        np.multiply(probes[:rk], inv_n, out=inject[:rk])
+        et = iteration.tangent(k, zeros[:rk], zeros[:rk], None, inject[:rk], mask[:rk, 0])[0].T
+        step = 2 * m * max(1, _CHUNK_BYTES // (r1 * 2 * m * dtype.itemsize))
+        groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
+        for cols in groups:
+            rho_c = rho[:r1, cols]
+            zero = np.zeros_like(rho_c)
+            q = lam[:r1, cols] + iteration.extrapolate(k, rho_c, zero, coef)
+            q *= mask
+            lam[:r1, cols] = iteration.extrapolate(k, zero, rho_c, coef)  # b_k rho
+            rho[:r1, cols] = q
+            traces[cols.start // m:cols.stop // m] = _block_trace(et, q[:rk], m)
+        values = scale * traces[:c // m].reshape(-1, 2)  # (output T, T-1, ..., k; A / A_src)
+        A[k:T + 1, k - 1] = values[::-1, 0]
+        Av[k:T + 1, k - 1] = values[::-1, 1]
+        out = dz[:r2, :c]
+        if gram is not None and gram.shape[0] >= r2:
+            np.matmul(gram[:r2, :rk], rho[:rk, :c], out=out)
+        else:
+            np.matmul(Xs[:, :r2].T, Xs[:, :rk] @ rho[:rk, :c], out=out)
+        for cols in groups:
+            out = dz[:r2, cols]
+            out *= -inv_n
+            rho[:r2, cols] = iteration.combine(k, rho[:r2, cols], None, out)
+    # outputs after the split meet the sources before it: lam . dx + rho . dv
+    cross = np.zeros((2 * n_out, split))
+    for block, fw in ((lam, fw_x), (rho, fw_v)):
+        rows = fw.shape[0]
+        bt = block[:rows].T.reshape(2 * n_out, m, rows)
+        cross += np.matmul(bt.transpose(1, 0, 2), fw.T.reshape(split, m, rows).transpose(1, 2, 0),
+                           dtype=np.float64).sum(axis=0)
+    cross = scale * cross.reshape(n_out, 2, split)[::-1]
+    A[split + 1:, :split] = cross[:, 0]
+    Av[split + 1:, :split] = cross[:, 1]
 
 
 def _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, cached=None, order=None):

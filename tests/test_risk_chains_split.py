@@ -10,8 +10,12 @@ rounding), and the forward-only chains (``split = T``) with the same probes.
 import numpy as np
 import pytest
 
+# the independent FISTA loops (clipped and plain) of the risk tests
+from test_risk import reference_memory, reference_path
+
 import skacv._risk_chains as chains
-from skacv import ISTA, ElasticNet, TrajectoryLasso, config_context
+import skacv._risk_core_space as core_space
+from skacv import FISTA, ISTA, ElasticNet, TrajectoryLasso, config_context
 from skacv._design import make_design
 from skacv._risk import memory_matrix
 
@@ -60,7 +64,7 @@ def _problem(n, p, seed=0):
 def _forced(monkeypatch, split, gram=True):
     calls = []
 
-    def fixed(n, prefix, T):
+    def fixed(n, prefix, T, per_output=1):
         calls.append(T)
         return min(split, T)
 
@@ -110,6 +114,76 @@ def test_split_chains_equal_forward_chains_with_the_same_probes(monkeypatch, spl
         np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=rtol)
 
 
+@pytest.mark.parametrize("extrapolation", ["clipped", "plain"])
+@pytest.mark.parametrize("shape", [(24, 16), (12, 40)])
+@pytest.mark.parametrize("split", [1, 2, 5, 9])
+def test_split_fista_chains_equal_finite_differences(monkeypatch, extrapolation, shape, split):
+    """FISTA: the backward chains carry a functional of ``(dx^k, dv^k)``; the
+    outputs' memory matrix equals finite differences of the reference loop,
+    and both matrices (outputs and gradient points) equal the forward-only
+    chains'."""
+    X, y, _ = _problem(*shape, seed=4)
+    T, alpha = 10, 0.05
+    design = make_design(X, fit_intercept=False)
+    eta = 0.9 / design.lipschitz()
+    solver = "fista" if extrapolation == "clipped" else "fista_plain"
+    path = reference_path(X, np.repeat(y[:, None], T, axis=1), solver, eta, T, alpha=alpha)
+
+    def matrices(r):
+        _forced(monkeypatch, r)
+        return memory_matrix(design, FISTA(eta, alpha, extrapolation=extrapolation), path,
+                             n_probes=None, chain_dtype=np.float64)
+
+    A, A_src = matrices(split)
+    A_ref, A_src_ref = matrices(T)
+    scale = np.abs(A_ref).max()
+    np.testing.assert_allclose(A, A_ref, atol=1e-12 * scale)
+    np.testing.assert_allclose(A_src, A_src_ref, atol=1e-12 * np.abs(A_src_ref).max())
+    assert np.abs(A_src - A).max() > 1e-3 * scale  # the two matrices differ
+    exact = reference_memory(X, y, solver, eta, T, 1e-6, alpha=alpha)
+    np.testing.assert_allclose(A, exact, atol=1e-6 * np.abs(exact).max())
+
+
+@pytest.mark.parametrize("split", [1, 9, 20])
+def test_split_fista_with_probes_and_weights(monkeypatch, split):
+    """Hutchinson probes, sample weights, an intercept, float32 chains: the
+    same risk path as the forward-only chains (to float32 rounding)."""
+    X, y, w = _problem(60, 90, seed=5)
+    kw = dict(solver="fista", max_iter=30, n_probes=6, random_state=0)
+    for dtype, rtol in (("float64", 1e-10), ("float32", 1e-4)):
+        with config_context(risk_chain_dtype=dtype), monkeypatch.context() as mp:
+            mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
+            _forced(mp, 30)
+            ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
+            _forced(mp, split)
+            est = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
+        np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=rtol,
+                                   atol=rtol * np.abs(ref.memory_matrix_).max())
+        np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=rtol)
+
+
+def test_core_must_beat_the_split_by_more():
+    """The diagonalised core is chosen over chains that meet in the middle
+    only when the flop model predicts ``_MIN_GAIN_SPLIT`` (its gains were
+    over-predicted most against them), against forward chains
+    ``_MIN_GAIN``."""
+    rng = np.random.RandomState(0)
+    n, p, T, m = 200, 40, 60, 4
+    path = np.zeros((p, T + 1))
+    path[:30, 1:] = rng.randn(30, T)  # a settled support of 30: a core from step 1
+    iteration = ISTA(0.1, 0.1)
+    cost = np.zeros(T + 1)
+    cost[2:] = 1.0
+    plan = core_space.core_space_plan(iteration, path, n, m, cost, 8, start=None, total=1.0)
+    assert plan is None  # the chains cost nothing: never worth it
+    best = core_space.core_space_plan(iteration, path, n, m, cost, 8, total=1e30).cost
+    for split, gain in ((False, core_space._MIN_GAIN), (True, core_space._MIN_GAIN_SPLIT)):
+        chosen = [core_space.core_space_plan(iteration, path, n, m, cost, 8, total=total,
+                                             split=split) is not None
+                  for total in (0.99 * gain * best, 1.01 * gain * best)]
+        assert chosen == [False, True]
+
+
 def test_split_step_meets_in_the_middle_of_constant_supports():
     """Step ``k`` advances ``k - 1`` chains forward or ``T - k + 1`` backward,
     at the same cost per chain, so the split is ``r = T/2`` or ``T/2 + 1``
@@ -129,16 +203,23 @@ def test_split_step_meets_in_the_middle_of_constant_supports():
     assert chains.split_step(500, shrinking, T) in (T // 2, T // 2 + 1)
 
 
-def test_warm_start_and_momentum_run_forward_only(monkeypatch):
-    """A warm start continues the forward chains of the shorter path; FISTA's
-    extrapolation has no transposed step here: neither is split."""
+def test_warm_start_and_heavy_ball_run_forward_only(monkeypatch):
+    """A warm start continues the forward chains of the shorter path; the
+    heavy ball's momentum has no transposed step here: neither is split.
+    FISTA splits with two backward chains an output (``r ~ 2 T / 3``)."""
+    from skacv import HeavyBall
+
     X, y, _ = _problem(60, 90, seed=1)
     calls = []
     real = chains.split_step
-    monkeypatch.setattr(chains, "split_step", lambda *a: calls.append(a) or real(*a))
-    TrajectoryLasso(0.05, solver="fista", max_iter=30, n_probes=4, random_state=0).fit(X, y)
+    monkeypatch.setattr(chains, "split_step", lambda *a: calls.append(a[3:]) or real(*a))
+    TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5), max_iter=30, n_probes=4,
+                    random_state=0).fit(X, y)
     TrajectoryLasso(0.05, solver="ista", max_iter=30, n_probes=4, random_state=0,
                     warm_start=True).fit(X, y)
     assert calls == []
     TrajectoryLasso(0.05, solver="ista", max_iter=30, n_probes=4, random_state=0).fit(X, y)
-    assert len(calls) == 1
+    TrajectoryLasso(0.05, solver="fista", max_iter=30, n_probes=4, random_state=0).fit(X, y)
+    assert calls == [(1,), (2,)]
+    T, prefix = 90, np.full(92, 100)
+    assert abs(chains.split_step(50, prefix, T, 2) - 2 * T / 3) <= 1
