@@ -8,9 +8,10 @@ restricted to the columns of the supports (prefix views of a copy of ``X~``
 whose columns are sorted by the last step they are active) and Gram-restricted
 products where a flop model says they are cheaper. Traces use Hutchinson
 probes, or identity probes for exact traces (``n_probes=None``). Without
-momentum the sources before step ``r ~ T/2`` go forward to it and the
+a heavy ball the sources before a step ``r`` go forward to it and the
 outputs after it go backward by the transposed steps
-(:func:`_backward_chains`): ``m T^2 / 4`` chain-steps instead of
+(:func:`_backward_chains`, :func:`_backward_chains_extrapolated`):
+``m T^2 / 4`` chain-steps (``m T^2 / 3`` with extrapolation) instead of
 ``m T^2 / 2``.
 """
 
