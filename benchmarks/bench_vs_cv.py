@@ -16,6 +16,9 @@ size and estimator:
 
 Regret = true risk of the choice / smallest true risk on the full-data path
 of the same estimator - 1 (for (c), the refit at the chosen max_iter).
+Each of (a), (b), (c) that takes less than a second is timed up to three
+times and its best time kept (the host's noise is of the order of those
+times); longer ones once.
 
     python benchmarks/bench_vs_cv.py --quick
     python benchmarks/bench_vs_cv.py --sizes 200 1000 5000 10000
@@ -63,27 +66,41 @@ def cv_along_path(est, X, y, k=5):
     return full, t
 
 
+#: a computation that takes less than this (seconds) is timed up to
+#: REPEAT times and its best time kept (milliseconds on a noisy host)
+SHORT = 1.0
+REPEAT = 3
+
+
+def timed(fn):
+    """``(result, seconds)``: the best of up to REPEAT runs while a run takes
+    less than SHORT seconds (every run gives the same result)."""
+    times = []
+    while True:
+        tic = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - tic)
+        if len(times) >= REPEAT or times[-1] >= SHORT:
+            return result, min(times)
+
+
 def run(name, est, X, y, beta, rho, grid_search=True):
     out = {}
     base = clone(est).set_params(estimate_risk=False, estimate_loo=False)
-    tic = time.perf_counter()
-    full, t_b = cv_along_path(base, X, y)
-    out["b"] = time.perf_counter() - tic
+    (full, t_b), out["b"] = timed(lambda: cv_along_path(base, X, y))
     truth = true_risk(full.coef_path_, full.intercept_path_, beta, rho)
     oracle = truth.min()
     reg_b = truth[t_b] / oracle - 1
-    tic = time.perf_counter()
-    search = TrajectoryEarlyStoppingCV(clone(est), random_state=0).fit(X, y)
-    out["a"] = time.perf_counter() - tic
+    search, out["a"] = timed(
+        lambda: TrajectoryEarlyStoppingCV(clone(est), random_state=0).fit(X, y))
     t_a = search.best_iteration_
     reg_a = truth[t_a] / oracle - 1 if t_a < truth.size else np.nan
     if not grid_search:
         return out | {"c": np.nan}, (reg_a, reg_b, np.nan), search.criterion_
     T = est.max_iter
     grid = sorted({max(1, int(round(T * f))) for f in (1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6, 1)})
-    tic = time.perf_counter()
-    gs = GridSearchCV(base, {"max_iter": grid}, cv=5, scoring="neg_mean_squared_error").fit(X, y)
-    out["c"] = time.perf_counter() - tic
+    gs, out["c"] = timed(lambda: GridSearchCV(base, {"max_iter": grid}, cv=5,
+                                              scoring="neg_mean_squared_error").fit(X, y))
     reg_c = truth[gs.best_params_["max_iter"]] / oracle - 1
     return out, (reg_a, reg_b, reg_c), search.criterion_
 
