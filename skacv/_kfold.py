@@ -118,19 +118,27 @@ def fold_panel_rows(n_features, itemsize=4):
 #: ISTA on a 2-core EPYC, covariance against the pass: 20000 x 8 6.2-7.7x
 #: faster, 20000 x 50 9.6-11x, 50000 x 20 8.5-9.5x, 20000 x 200 6.8-7.9x,
 #: 10000 x 1000 1.8-2.4x, 5000 x 500 2.8-2.9x, 1000 x 500 1.3x; 2000 x 1000
-#: 0.69-0.83x (the p x p products read 20 MB a step), left to the pass
+#: 0.69-0.83x (the p x p products read 20 MB a step), left to the pass.
+#: Gram matrices that all fit in the level-2 cache are read from there: their
+#: flops count once. Whole searches (TrajectoryEarlyStoppingCV, T = 150) on a
+#: Xeon with 2 MiB of level 2, covariance against the pass: 500 x 250 34 ms
+#: against 49 (ISTA), 46 against 59 (FISTA); 400 x 200 25 / 37 and 34 / 46;
+#: 200 x 100 14 / 19 and 21 / 26; 640 x 320 41 / 48 and 57 / 60; 300 x 280
+#: 42 / 45 and 51 / 54 (1000 x 500, not resident: 93 / 85, 106 / 88)
 FOLD_COVARIANCE = True
 FOLD_COVARIANCE_STEP_COST = 4.0
 
 
-def fold_covariance_pays(n_samples, n_features, n_folds, n_steps):
+def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
     """Whether ``n_steps`` steps of ``n_folds`` stacked folds cost less in
-    the covariance form (:data:`FOLD_COVARIANCE`)."""
+    the covariance form (:data:`FOLD_COVARIANCE`); ``itemsize``: the
+    block's precision (the Gram matrices' size against the level-2 cache)."""
     n, p, K = n_samples, n_features, n_folds
     if not FOLD_COVARIANCE or n_steps < 1 or p > min(n, design_module.COVARIANCE_MAX_FEATURES):
         return False
     adv = design_module.COVARIANCE_GEMM_ADVANTAGE
-    step = 2.0 * K * p * p * FOLD_COVARIANCE_STEP_COST + 2.0 * n * p / adv
+    resident = K * p * p * itemsize <= cache_bytes(2)
+    step = 2.0 * K * p * p * (1.0 if resident else FOLD_COVARIANCE_STEP_COST) + 2.0 * n * p / adv
     return 4.0 * n * p * p / adv + n_steps * step < n_steps * 2.0 * n * p * (2 * K - 1)
 
 
@@ -753,7 +761,8 @@ class StackedFolds:
         self.offset, self.response = self.designs.center_y(y)
         if partition is not None and fold_covariance_pays(
                 base.n_samples, base.n_features, len(splits),
-                max(estimator.max_iter, getattr(estimator, "_horizon", 0))):
+                max(estimator.max_iter, getattr(estimator, "_horizon", 0)),
+                base.X.dtype.itemsize):
             self.designs = FoldCovariance(self.designs, self.response, partition)
         # each fold's step size by the estimator's own rule on its own problem,
         # with the folds' top eigenvalues from one block of Lanczos processes

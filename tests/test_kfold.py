@@ -66,6 +66,7 @@ def _layout(monkeypatch, layout):
     # several panels of rows in two groups, as on a large design
     monkeypatch.setattr(_kfold, "FOLD_PANEL_ROWS", 16)
     monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)  # two groups from any size
+    _form(monkeypatch, "pass")  # (small Gram matrices would take the covariance form)
 
 
 def _form(monkeypatch, form):
@@ -546,17 +547,23 @@ def test_overlapped_runs_beside_on_one_blas_thread_each_with_the_callers_configu
     assert done == [1]
 
 
-def test_fold_covariance_rule():
+@pytest.mark.parametrize("level2", [512 * 2**10, 2 * 2**20])
+def test_fold_covariance_rule(monkeypatch, level2):
     """The covariance form of the stacked folds where it measured faster
-    (many samples per feature), the pass elsewhere (2000 x 1000: the p x p
-    products read more than the pass), never with more features than
-    samples or than COVARIANCE_MAX_FEATURES, nor when switched off."""
+    (many samples per feature, or Gram matrices that all fit in the level-2
+    cache), the pass elsewhere (2000 x 1000: the p x p products read more
+    than the pass), never with more features than samples or than
+    COVARIANCE_MAX_FEATURES, nor when switched off."""
+    monkeypatch.setattr(_kfold, "cache_bytes", lambda level: level2)
     pays = _kfold.fold_covariance_pays
     for n, p in [(20000, 8), (20000, 50), (50000, 20), (20000, 200), (5000, 500),
                  (10000, 1000)]:
         assert pays(n, p, 5, 150)
-    for n, p in [(2000, 1000), (2000, 3000), (10000, 5000), (500, 250), (3000, 2001)]:
+    for n, p in [(2000, 1000), (2000, 3000), (10000, 5000), (3000, 2001), (1000, 500)]:
         assert not pays(n, p, 5, 150)
+    # 5 Gram matrices of 250 x 250 in float32: 1.25 MB, resident in 2 MiB only
+    assert pays(500, 250, 5, 150) == (level2 >= 2 * 2**20)
+    assert pays(500, 250, 5, 150, itemsize=8) is False  # 2.5 MB in float64
     assert not pays(20000, 50, 5, 0)
 
 
