@@ -85,8 +85,9 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     # the tangents of x^{k-1} and v^{k-1} are one block without extrapolation
     extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
     hb = _uses_hb(iteration, T)
-    # without momentum, sources 0..r-1 go forward to step r and the outputs
-    # r+1..T go backward to it (the transposed steps), met by inner products
+    # without a heavy ball, sources 0..r-1 go forward to step r and the
+    # outputs r+1..T go backward to it (the transposed steps), met by inner
+    # products (a warm start continues the forward chains instead)
     split = T
     if state is None and not keep_state and not hb:
         split = split_step(n, prefix, T, 2 if extrapolates else 1)
