@@ -171,11 +171,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             gram = _maybe_gram(Xs, gram, k, k_first, prefix, columns, n,
                                cached=None if state is None else state.get("gram"),
                                order=order)
-            out = dz_k[:, :c_old]
-            if gram is not None and gram.shape[0] >= max(u, rows_k):
-                np.matmul(gram[:rows_k, :u], dv[:u, :c_old], out=out)
-            else:
-                np.matmul(Xs[:, :rows_k].T, Xs[:, :u] @ dv[:u, :c_old], out=out)
+            _gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old])
             scaled = c_old
         elif c_old:
             dz_k[:, :c_old] = 0
@@ -385,21 +381,13 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
             u *= mask  # D_k b: zero beyond the prefix of step k
             traces[cols.start // m:cols.stop // m] = _block_trace(et, u[:rk], m)
         A[k:T + 1, k - 1][::-1] = scale * traces[:c // m]
-        u, out = b[:rk, :c], dz[:rp, :c]
-        if gram is not None and gram.shape[0] >= rp:
-            np.matmul(gram[:rp, :rk], u, out=out)
-        else:
-            np.matmul(Xs[:, :rp].T, Xs[:, :rk] @ u, out=out)
+        _gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c])
         for cols in groups:
             out = dz[:rp, cols]
             out *= -inv_n
             b[:rp, cols] = iteration.combine(k, b[:rp, cols], None, out)
     # outputs after the split meet the sources before it
-    rows = forward.shape[0]
-    bt = b[:rows].T.reshape(n_out, m, rows)  # (output, probe, row)
-    fw = forward.T.reshape(split, m, rows)  # (source, probe, row)
-    cross = np.matmul(bt.transpose(1, 0, 2), fw.transpose(1, 2, 0), dtype=np.float64)
-    A[split + 1:, :split] = scale * cross.sum(axis=0)[::-1]
+    A[split + 1:, :split] = scale * _meet(b, forward, m)[::-1]
 
 
 def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
@@ -458,25 +446,35 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         values = scale * traces[:c // m].reshape(-1, 2)  # (output T, T-1, ..., k; A / A_src)
         A[k:T + 1, k - 1] = values[::-1, 0]
         Av[k:T + 1, k - 1] = values[::-1, 1]
-        out = dz[:r2, :c]
-        if gram is not None and gram.shape[0] >= r2:
-            np.matmul(gram[:r2, :rk], rho[:rk, :c], out=out)
-        else:
-            np.matmul(Xs[:, :r2].T, Xs[:, :rk] @ rho[:rk, :c], out=out)
+        _gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c])
         for cols in groups:
             out = dz[:r2, cols]
             out *= -inv_n
             rho[:r2, cols] = iteration.combine(k, rho[:r2, cols], None, out)
     # outputs after the split meet the sources before it: lam . dx + rho . dv
-    cross = np.zeros((2 * n_out, split))
-    for block, fw in ((lam, fw_x), (rho, fw_v)):
-        rows = fw.shape[0]
-        bt = block[:rows].T.reshape(2 * n_out, m, rows)
-        cross += np.matmul(bt.transpose(1, 0, 2), fw.T.reshape(split, m, rows).transpose(1, 2, 0),
-                           dtype=np.float64).sum(axis=0)
-    cross = scale * cross.reshape(n_out, 2, split)[::-1]
+    cross = scale * (_meet(lam, fw_x, m) + _meet(rho, fw_v, m)).reshape(n_out, 2, split)[::-1]
     A[split + 1:, :split] = cross[:, 0]
     Av[split + 1:, :split] = cross[:, 1]
+
+
+def _gram_product(Xs, gram, rows, cols, block, out):
+    """``out = X~[:, :rows]^T X~[:, :cols] block`` (``block`` of ``cols``
+    rows): from the restricted Gram matrix when it covers both prefixes,
+    else by the two primal products."""
+    if gram is not None and gram.shape[0] >= max(rows, cols):
+        np.matmul(gram[:rows, :cols], block, out=out)
+    else:
+        np.matmul(Xs[:, :rows].T, Xs[:, :cols] @ block, out=out)
+
+
+def _meet(back, forward, m):
+    """``[sum_j <back[:, i m + j], forward[:, s m + j]>]`` of shape (i, s):
+    the probes' inner products of backward chains (blocks of ``m`` columns)
+    with forward chains on the forward chains' rows, in float64."""
+    rows = forward.shape[0]
+    bt = back[:rows].T.reshape(-1, m, rows)  # (output, probe, row)
+    fw = forward.T.reshape(-1, m, rows)  # (source, probe, row)
+    return np.matmul(bt.transpose(1, 0, 2), fw.transpose(1, 2, 0), dtype=np.float64).sum(axis=0)
 
 
 def _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, cached=None, order=None):
