@@ -187,12 +187,17 @@ class Iteration:
         return 1.0 + beta * c, beta * e
 
     # ------------------------------------------------------- the linear parts
-    def combine(self, k, v, dx, z, n_free=None):
+    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False):
         """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2});
         ``n_free``: trailing rows without decay (see
-        :meth:`~skacv._penalties.Penalty.decay`)."""
+        :meth:`~skacv._penalties.Penalty.decay`); ``overwrite_z``: the result
+        is written into ``z`` (a scratch block of the chains)."""
         eta = self.eta(k)
-        out = eta * z
+        if overwrite_z:
+            out = z
+            out *= eta
+        else:
+            out = eta * z
         out += v
         self.penalty.decay(v, eta, out, n_free)
         h = self.hb(k)
@@ -323,7 +328,8 @@ class Iteration:
         return self.penalty.prox_jacobian(x)
 
     # ------------------------------------------------------------- tangents
-    def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None, n_free=None):
+    def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None, n_free=None,
+                overwrite_dz=False):
         """Advance tangent vectors (blocks of columns) by one step.
 
         Parameters
@@ -347,6 +353,8 @@ class Iteration:
             ``None`` the map has scalar coefficients: ``n_free=0`` then
             advances any linear image of free, penalised coordinates (rows
             that are not coordinates: spectral nodes, samples).
+        overwrite_dz : bool, default=False
+            Write ``dx`` into ``dz`` (a scratch block) instead of a new array.
 
         Returns
         -------
@@ -357,7 +365,7 @@ class Iteration:
         dm = None
         if h != 0.0:
             dm = dx1 - dx2 if mcoef is None else self.momentum_difference(k, dx1, dx2, mcoef)
-        dpre = self.combine(k, dv, dm, dz, n_free)
+        dpre = self.combine(k, dv, dm, dz, n_free, overwrite_dz)
         if mask is not None:
             dpre *= mask.reshape((-1,) + (1,) * (dpre.ndim - 1))
         return dpre, self.extrapolate(k, dpre, dx1, coef)
@@ -524,11 +532,14 @@ class PreconditionedGD(GradientDescent):
     def decay(self, k):  # the decay is the matrix I - eta l2 P, not a scalar
         raise NotImplementedError("PreconditionedGD has no scalar decay; use combine().")
 
-    def combine(self, k, v, dx, z, n_free=None):
+    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False):
         g = z - self.l2 * v if self.l2 else z
         out = self.preconditioner.apply(g)
         out = out * out.dtype.type(self.eta(k))
         out += v
+        if overwrite_z:
+            z[...] = out
+            return z
         return out
 
     def whitened(self):

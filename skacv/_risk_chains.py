@@ -134,7 +134,11 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     # Fortran order: the chains of one step are a prefix of columns, and the
     # transposed blocks are row-major operands of the products
     dv = np.zeros((width, cols_max), dtype=dtype, order="F")
-    dz = np.empty_like(dv)  # gradient tangents of the current step
+    # gradient tangents of the current step; without momentum the tangent is
+    # written into this block, which becomes the chains (dv and dz swap):
+    # zeros, so that a column is zero until a step writes it (the next
+    # source's column of dv)
+    dz = np.zeros_like(dv)
     dx1 = np.zeros_like(dv) if extrapolates else dv
     dx2 = np.zeros_like(dv) if hb else None
     dv_rows = 0  # rows of dv that may be non-zero
@@ -158,6 +162,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     tic = time.perf_counter()
     rows_k = rows_prev = 0
     columns = _chain_columns(m, T, split, 2 if extrapolates else 1)
+    swap = dv is dx1 and dx2 is None
     for k in range(k0 + 1, k_end + 1):
         c_old = m * (k - 1)  # chains of sources 0..k-2 (source k-1 is new)
         c_new = m * k
@@ -165,14 +170,12 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         rows_prev = min(int(prefix[k - 1]), width) if k >= 2 else 0
         mask_k = masks_s[:rows_k, k]
         dz_k = dz[:rows_k, :c_new]
-        scaled = 0  # leading columns of dz_k still to multiply by -1/n
         if c_old and dv_rows:
             u = dv_rows
-            gram = _maybe_gram(Xs, gram, k, k_first, prefix, columns, n,
+            gram = _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, -inv_n,
                                cached=None if state is None else state.get("gram"),
                                order=order)
-            _gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old])
-            scaled = c_old
+            _gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old], -inv_n)
         elif c_old:
             dz_k[:, :c_old] = 0
         np.multiply(probes[:rows_k], inv_n, out=dz_k[:, c_old:c_new])
@@ -189,25 +192,29 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                 rows = order[:rows_k]
                 mcoef = (mcoef[0][rows], mcoef[1][rows])
         # the chains are independent columns: advance them by cache-sized
-        # groups of sources (scale, tangent, traces and store in one pass)
+        # groups of sources (tangent, traces and store in one pass)
         step = m * max(1, _CHUNK_BYTES // (max(rows_k, 1) * m * dtype.itemsize))
         w_k = trace_wt[:, :rows_k]
         for j0 in range(0, c_new, step):
             cols = slice(j0, min(j0 + step, c_new))
             sources = slice(j0 // m, cols.stop // m)
-            if j0 < scaled:
-                dz_k[:, j0:min(cols.stop, scaled)] *= -inv_n
             dx, dvn = iteration.tangent(
                 k, dv[:rows_k, cols], dx1[:rows_k, cols],
-                None if dx2 is None else dx2[:rows_k, cols], dz_k[:, cols], mask_k, coef, mcoef
+                None if dx2 is None else dx2[:rows_k, cols], dz_k[:, cols], mask_k, coef, mcoef,
+                overwrite_dz=True,
             )
             A[k, sources] = scale * _block_trace(w_k, dx, m)
             Av[k, sources] = A[k, sources] if dvn is dx else scale * _block_trace(w_k, dvn, m)
+            if swap:
+                continue  # dx is in dz
             if dx2 is not None:
                 dx2[:rows_prev, cols] = dx1[:rows_prev, cols]
             dx1[:rows_k, cols] = dx
             if dv is not dx1:
                 dv[:rows_k, cols] = dvn
+        if swap:  # the new chains are rows :rows_k of dz
+            dv, dz = dz, dv
+            dx1 = dv
         dv_rows = rows_k
         # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1) (zero
         # when clipped: those coordinates are zero at x^k); dx1 keeps x^{k-1}'s
@@ -224,7 +231,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                   f"{rows_k}, {time.perf_counter() - tic:.1f}s")
     if split < T:
         if gram is None:  # the backward steps may still pay for a Gram matrix
-            gram = _maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n)
+            gram = _maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n, -inv_n)
         if extrapolates:
             _backward_chains_extrapolated(
                 iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
@@ -249,7 +256,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             chains = state["chains"]
         new_state = _chain_state(T, Z, dtype, A, Av, chains)
         if gram is not None and gram.nbytes <= _GRAM_CACHE_BYTES:
-            new_state["gram"] = (order[: gram.shape[0]], gram)
+            new_state["gram"] = (order[: gram.shape[0]], gram, -inv_n)
         elif state is not None and "gram" in state:
             new_state["gram"] = state["gram"]
     return A, Av, new_state
@@ -361,13 +368,14 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
                  f"the backward Jacobian chains ({rows_max} x {m * n_out}, 3 blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
     b = np.zeros((rows_max, m * n_out), dtype=dtype, order="F")
-    dz = np.empty_like(b)
+    dz = np.zeros_like(b)  # the next step's b (the two blocks swap)
     inject = np.zeros((rows_max, m), dtype=dtype)
     traces = np.empty(n_out)
     for k in range(T, split, -1):
         c = m * (T - k + 1)
         rk, rp = int(prefix[k]), int(prefix[k - 1])
         b[:rk, c - m:c] = trace_wt[:, :rk].T  # output k starts from its readout
+        b[rk:rp, c - m:c] = 0
         mask = masks_s[:rp, k][:, None]
         # source k - 1 enters at step k: e = L_k-part of the injection alone
         np.multiply(probes[:rk], inv_n, out=inject[:rk])
@@ -381,11 +389,10 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
             u *= mask  # D_k b: zero beyond the prefix of step k
             traces[cols.start // m:cols.stop // m] = _block_trace(et, u[:rk], m)
         A[k:T + 1, k - 1][::-1] = scale * traces[:c // m]
-        _gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c])
+        _gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c], -inv_n)
         for cols in groups:
-            out = dz[:rp, cols]
-            out *= -inv_n
-            b[:rp, cols] = iteration.combine(k, b[:rp, cols], None, out)
+            iteration.combine(k, b[:rp, cols], None, dz[:rp, cols], overwrite_z=True)
+        b, dz = dz, b
     # outputs after the split meet the sources before it
     A[split + 1:, :split] = scale * _meet(b, forward, m)[::-1]
 
@@ -418,7 +425,7 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
                  "Use fewer probes (n_probes) or fewer iterations. ")
     lam = np.zeros((rows_max, 2 * m * n_out), dtype=dtype, order="F")
     rho = np.zeros_like(lam)
-    dz = np.empty_like(lam)
+    dz = np.zeros_like(lam)  # the next step's rho (the two blocks swap)
     inject = np.zeros((rows_max, m), dtype=dtype)
     zeros = np.zeros((rows_max, m), dtype=dtype)
     traces = np.empty(2 * n_out)
@@ -446,25 +453,27 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         values = scale * traces[:c // m].reshape(-1, 2)  # (output T, T-1, ..., k; A / A_src)
         A[k:T + 1, k - 1] = values[::-1, 0]
         Av[k:T + 1, k - 1] = values[::-1, 1]
-        _gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c])
+        _gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c], -inv_n)
         for cols in groups:
-            out = dz[:r2, cols]
-            out *= -inv_n
-            rho[:r2, cols] = iteration.combine(k, rho[:r2, cols], None, out)
+            iteration.combine(k, rho[:r2, cols], None, dz[:r2, cols], overwrite_z=True)
+        rho, dz = dz, rho
     # outputs after the split meet the sources before it: lam . dx + rho . dv
     cross = scale * (_meet(lam, fw_x, m) + _meet(rho, fw_v, m)).reshape(n_out, 2, split)[::-1]
     A[split + 1:, :split] = cross[:, 0]
     Av[split + 1:, :split] = cross[:, 1]
 
 
-def _gram_product(Xs, gram, rows, cols, block, out):
-    """``out = X~[:, :rows]^T X~[:, :cols] block`` (``block`` of ``cols``
-    rows): from the restricted Gram matrix when it covers both prefixes,
-    else by the two primal products."""
+def _gram_product(Xs, gram, rows, cols, block, out, factor):
+    """``out = factor X~[:, :rows]^T X~[:, :cols] block`` (``block`` of
+    ``cols`` rows): from the restricted Gram matrix (:func:`_maybe_gram`,
+    which holds the factor) when it covers both prefixes, else by the two
+    primal products."""
     if gram is not None and gram.shape[0] >= max(rows, cols):
         np.matmul(gram[:rows, :cols], block, out=out)
     else:
-        np.matmul(Xs[:, :rows].T, Xs[:, :cols] @ block, out=out)
+        fitted = Xs[:, :cols] @ block
+        fitted *= factor
+        np.matmul(Xs[:, :rows].T, fitted, out=out)
 
 
 def _meet(back, forward, m):
@@ -477,13 +486,14 @@ def _meet(back, forward, m):
     return np.matmul(bt.transpose(1, 0, 2), fw.transpose(1, 2, 0), dtype=np.float64).sum(axis=0)
 
 
-def _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, cached=None, order=None):
+def _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None):
     """Decide once (at the first step with chains, ``k_first``) whether to
     precompute the Gram matrix of a late prefix of columns, using the flop
     model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``
-    (``c = columns[k]``, see :func:`_chain_columns`).
-    ``cached = (coordinates, gram)`` from a previous stage is reused when it
-    covers the prefix (columns ``order[:w]``)."""
+    (``c = columns[k]``, see :func:`_chain_columns`); it is returned times
+    ``factor`` (``-1/n`` for the chains: the products are then the gradient
+    tangents). ``cached = (coordinates, gram, factor)`` from a previous
+    stage is reused when it covers the prefix (columns ``order[:w]``)."""
     T = columns.shape[0] - 1
     if gram is not None or k != k_first or T < k_first + 1:
         return gram
@@ -500,15 +510,17 @@ def _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, cached=None, order=Non
     if best_w == 0:
         return None
     if cached is not None:
-        coords, cached_gram = cached
+        coords, cached_gram, cached_factor = cached
         position = np.full(max(int(coords.max(initial=-1)), int(order.max())) + 1, -1)
         position[coords] = np.arange(coords.size)
         idx = position[order[:best_w]]
-        if np.all(idx >= 0) and cached_gram.dtype == Xs.dtype:
+        if np.all(idx >= 0) and cached_gram.dtype == Xs.dtype and cached_factor == factor:
             return cached_gram[np.ix_(idx, idx)]
     check_memory(best_w * best_w * Xs.dtype.itemsize, "the restricted Gram matrix")
     Xw = Xs[:, :best_w]
-    return Xw.T @ Xw
+    gram = Xw.T @ Xw
+    gram *= Xs.dtype.type(factor)
+    return gram
 
 
 def resolve_chain_dtype(design, n_probes, dtype=None):

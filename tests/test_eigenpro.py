@@ -270,6 +270,11 @@ def test_preconditioned_memory_matrix_is_exact(n, p, mu, fit_intercept, weighted
             ref[t, s] = np.trace(Xt @ J @ Xt.T)
     A, _ = preconditioned_memory_matrix(design, it, T)
     assert np.allclose(A, ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+    # the linear part in place (the chains' scratch form) equals the new-array form
+    v, z = rng.standard_normal((p, 3)), rng.standard_normal((p, 3))
+    scratch = z.copy()
+    assert it.combine(1, v, None, scratch, overwrite_z=True) is scratch
+    np.testing.assert_allclose(scratch, v + eta * Pm @ (z - mu * v), rtol=1e-10, atol=1e-12)
 
 
 def test_iterative_ridge_eigenpro_path_and_speed():

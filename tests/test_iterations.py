@@ -329,6 +329,35 @@ def test_combine_and_extrapolate_act_on_blocks(name):
 
 
 @pytest.mark.parametrize("name", list(ITERATIONS))
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_combine_and_tangent_in_place(name, dtype):
+    """``overwrite_z`` / ``overwrite_dz`` (the risk chains' scratch blocks)
+    give the same values as the new-array forms, written into the scratch
+    block, in its precision."""
+    it = ITERATIONS[name](0.3)
+    rng = np.random.default_rng(7)
+    v, dx, dx2, z = (rng.standard_normal((8, 3)).astype(dtype) for _ in range(4))
+    x, x_prev = rng.standard_normal(8), rng.standard_normal(8)
+    mask = rng.random(8) < 0.6
+    k = 4
+    coef = it.extrapolation_coefficients(k, x, x_prev)
+    mcoef = it.momentum_coefficients(k, x, x_prev) if it.hb(k) else None
+    scratch = z.copy()
+    out = it.combine(k, v, dx, scratch, overwrite_z=True)
+    assert out is scratch and out.dtype == dtype
+    assert_allclose(out, it.combine(k, v, dx, z.copy()), rtol=1e-6 if dtype == np.float32
+                    else 1e-15)
+    scratch = z.copy()
+    dxk, dvk = it.tangent(k, v, dx, dx2, scratch, mask, coef, mcoef, overwrite_dz=True)
+    ref_x, ref_v = it.tangent(k, v, dx, dx2, z.copy(), mask, coef, mcoef)
+    assert dxk is scratch and dxk.dtype == dtype
+    tol = 1e-6 if dtype == np.float32 else 1e-15
+    assert_allclose(dxk, ref_x, rtol=tol)
+    assert_allclose(dvk, ref_v, rtol=tol)
+    assert not np.any(dxk[~mask])
+
+
+@pytest.mark.parametrize("name", list(ITERATIONS))
 def test_float32_state_stays_float32(name):
     """No NumPy float64 scalar (momentum, step) may upcast the float32 state:
     the products would then convert X to float64 at every step."""
