@@ -479,11 +479,15 @@ def _gram_product(Xs, gram, rows, cols, block, out, factor):
 def _meet(back, forward, m):
     """``[sum_j <back[:, i m + j], forward[:, s m + j]>]`` of shape (i, s):
     the probes' inner products of backward chains (blocks of ``m`` columns)
-    with forward chains on the forward chains' rows, in float64."""
+    with forward chains on the forward chains' rows: one product a probe in
+    the chains' precision (as :func:`~skacv._linalg.block_trace` reads the
+    traces), summed over the probes in float64."""
     rows = forward.shape[0]
-    bt = back[:rows].T.reshape(-1, m, rows)  # (output, probe, row)
-    fw = forward.T.reshape(-1, m, rows)  # (source, probe, row)
-    return np.matmul(bt.transpose(1, 0, 2), fw.transpose(1, 2, 0), dtype=np.float64).sum(axis=0)
+    back = back[:rows]
+    out = np.zeros((back.shape[1] // m, forward.shape[1] // m))
+    for j in range(m):
+        out += back[:, j::m].T @ forward[:, j::m]
+    return out
 
 
 def _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None):
