@@ -205,21 +205,39 @@ class Iteration:
             out += h * dx
         return out
 
-    def extrapolate(self, k, x, x_prev, coef=None):
+    def extrapolate(self, k, x, x_prev, coef=None, out=None):
         """``v^k = x^k + beta_k (x^k - x^{k-1})``, or ``a * x^k + b * x^{k-1}``
         with ``coef = (a, b)`` of :meth:`extrapolation_coefficients` (iterates:
         use :meth:`extrapolate_iterate`; tangents: the coefficients of the
-        iterates they are tangent to, broadcast along the first axis)."""
-        beta = float(self.beta(k))  # a NumPy float64 scalar would upcast float32 arrays
-        if beta == 0.0:
-            return x
-        if coef is None:
-            return (1.0 + beta) * x - beta * x_prev
-        a, b = coef
-        shape = a.shape + (1,) * (x.ndim - a.ndim)
-        out = a.reshape(shape).astype(x.dtype, copy=False) * x
-        out += b.reshape(shape).astype(x.dtype, copy=False) * x_prev
+        iterates they are tangent to, broadcast along the first axis).
+        ``out``: written there (else a new array, or ``x`` when ``beta_k = 0``);
+        it may be ``x_prev``'s block, not ``x``'s."""
+        if float(self.beta(k)) == 0.0:
+            if out is None:
+                return x
+            out[...] = x
+            return out
+        a, b = self.extrapolation_factors(k, coef, x.ndim, x.dtype)
+        if out is None:
+            out = a * x
+            out += b * x_prev
+            return out
+        np.multiply(x_prev, b, out=out)
+        out += a * x
         return out
+
+    def extrapolation_factors(self, k, coef, ndim, dtype):
+        """``(a, b)`` with ``v^k = a * x^k + b * x^{k-1}``: the scalars ``1 +
+        beta_k``, ``-beta_k`` of the plain extrapolation, or ``coef`` (per
+        coordinate, clipped) shaped to broadcast along the first axis of an
+        ``ndim``-dimensional block, in ``dtype``."""
+        beta = float(self.beta(k))  # a NumPy float64 scalar would upcast float32 arrays
+        if coef is None:
+            return 1.0 + beta, -beta
+        a, b = coef
+        shape = a.shape + (1,) * (ndim - a.ndim)
+        return (a.reshape(shape).astype(dtype, copy=False),
+                b.reshape(shape).astype(dtype, copy=False))
 
     def extrapolate_iterate(self, k, x, x_prev):
         """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set)."""
@@ -329,7 +347,7 @@ class Iteration:
 
     # ------------------------------------------------------------- tangents
     def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None, n_free=None,
-                overwrite_dz=False):
+                overwrite_dz=False, out_v=None):
         """Advance tangent vectors (blocks of columns) by one step.
 
         Parameters
@@ -355,6 +373,8 @@ class Iteration:
             that are not coordinates: spectral nodes, samples).
         overwrite_dz : bool, default=False
             Write ``dx`` into ``dz`` (a scratch block) instead of a new array.
+        out_v : array or None
+            Write ``dv`` there (it may be ``dv``'s own block, read before).
 
         Returns
         -------
@@ -368,7 +388,7 @@ class Iteration:
         dpre = self.combine(k, dv, dm, dz, n_free, overwrite_dz)
         if mask is not None:
             dpre *= mask.reshape((-1,) + (1,) * (dpre.ndim - 1))
-        return dpre, self.extrapolate(k, dpre, dx1, coef)
+        return dpre, self.extrapolate(k, dpre, dx1, coef, out_v)
 
     def __repr__(self):
         ext = getattr(self, "extrapolation", None)

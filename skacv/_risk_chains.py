@@ -134,10 +134,10 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     # Fortran order: the chains of one step are a prefix of columns, and the
     # transposed blocks are row-major operands of the products
     dv = np.zeros((width, cols_max), dtype=dtype, order="F")
-    # gradient tangents of the current step; without momentum the tangent is
-    # written into this block, which becomes the chains (dv and dz swap):
-    # zeros, so that a column is zero until a step writes it (the next
-    # source's column of dv)
+    # gradient tangents of the current step; without a heavy ball the new
+    # tangents dx are written into this block, which then swaps with dx1 (and
+    # dv is written in place): zeros, so that a column is zero until a step
+    # writes it (the next source's columns of dx1 and dv)
     dz = np.zeros_like(dv)
     dx1 = np.zeros_like(dv) if extrapolates else dv
     dx2 = np.zeros_like(dv) if hb else None
@@ -162,7 +162,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     tic = time.perf_counter()
     rows_k = rows_prev = 0
     columns = _chain_columns(m, T, split, 2 if extrapolates else 1)
-    swap = dv is dx1 and dx2 is None
+    swap = dx2 is None
     for k in range(k0 + 1, k_end + 1):
         c_old = m * (k - 1)  # chains of sources 0..k-2 (source k-1 is new)
         c_new = m * k
@@ -202,30 +202,32 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                 k, dv[:rows_k, cols], dx1[:rows_k, cols],
                 None if dx2 is None else dx2[:rows_k, cols], dz_k[:, cols], mask_k, coef, mcoef,
                 overwrite_dz=True,
+                out_v=dv[:rows_k, cols] if swap and dv is not dx1 else None,
             )
             A[k, sources] = scale * _block_trace(w_k, dx, m)
             Av[k, sources] = A[k, sources] if dvn is dx else scale * _block_trace(w_k, dvn, m)
             if swap:
-                continue  # dx is in dz
-            if dx2 is not None:
-                dx2[:rows_prev, cols] = dx1[:rows_prev, cols]
+                continue  # dx is in dz, dv in place
+            dx2[:rows_prev, cols] = dx1[:rows_prev, cols]
             dx1[:rows_k, cols] = dx
             if dv is not dx1:
                 dv[:rows_k, cols] = dvn
-        if swap:  # the new chains are rows :rows_k of dz
-            dv, dz = dz, dv
-            dx1 = dv
         dv_rows = rows_k
         # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1) (zero
-        # when clipped: those coordinates are zero at x^k); dx1 keeps x^{k-1}'s
-        # tangents on these rows
+        # when clipped: those coordinates are zero at x^k), from x^{k-1}'s
+        # tangents on these rows (still in dx1)
         if iteration.beta(k) != 0.0 and rows_prev > rows_k and coef is None:
-            tail_v = iteration.extrapolate(
-                k, np.zeros((rows_prev - rows_k, c_new), dtype), dx1[rows_k:rows_prev, :c_new]
-            )
+            tail_v = dv[rows_k:rows_prev, :c_new]
+            np.multiply(dx1[rows_k:rows_prev, :c_new],
+                        iteration.extrapolation_factors(k, None, 2, dtype)[1], out=tail_v)
             Av[k, :k] += scale * _block_trace(trace_wt[:, rows_k:rows_prev], tail_v, m)
-            dv[rows_k:rows_prev, :c_new] = tail_v
             dv_rows = rows_prev
+        if swap:  # the new tangents dx are rows :rows_k of dz
+            if dv is dx1:
+                dv, dz = dz, dv
+                dx1 = dv
+            else:
+                dx1, dz = dz, dx1
         if verbose and (k % max(1, T // 10) == 0 or k == T):
             print(f"[risk] {iteration.name} traces: step {k}/{T}, support prefix "
                   f"{rows_k}, {time.perf_counter() - tic:.1f}s")
@@ -425,7 +427,9 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
                  "Use fewer probes (n_probes) or fewer iterations. ")
     lam = np.zeros((rows_max, 2 * m * n_out), dtype=dtype, order="F")
     rho = np.zeros_like(lam)
-    dz = np.zeros_like(lam)  # the next step's rho (the two blocks swap)
+    # the three blocks rotate (lam, rho, dz = rho, dz, lam after a step; all
+    # zero on the rows and columns no step has written yet)
+    dz = np.zeros_like(lam)
     inject = np.zeros((rows_max, m), dtype=dtype)
     zeros = np.zeros((rows_max, m), dtype=dtype)
     traces = np.empty(2 * n_out)
@@ -442,14 +446,14 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         et = iteration.tangent(k, zeros[:rk], zeros[:rk], None, inject[:rk], mask[:rk, 0])[0].T
         step = 2 * m * max(1, _CHUNK_BYTES // (r1 * 2 * m * dtype.itemsize))
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
+        a, b = iteration.extrapolation_factors(k, coef, 2, dtype)
         for cols in groups:
-            rho_c = rho[:r1, cols]
-            zero = np.zeros_like(rho_c)
-            q = lam[:r1, cols] + iteration.extrapolate(k, rho_c, zero, coef)
+            rho_c, q = rho[:r1, cols], lam[:r1, cols]
+            q += a * rho_c  # q = D_k (lam + a_k rho), in lam's block
             q *= mask
-            lam[:r1, cols] = iteration.extrapolate(k, zero, rho_c, coef)  # b_k rho
-            rho[:r1, cols] = q
+            rho_c *= b  # lam' = b_k rho, in rho's block
             traces[cols.start // m:cols.stop // m] = _block_trace(et, q[:rk], m)
+        lam, rho = rho, lam  # rho holds q
         values = scale * traces[:c // m].reshape(-1, 2)  # (output T, T-1, ..., k; A / A_src)
         A[k:T + 1, k - 1] = values[::-1, 0]
         Av[k:T + 1, k - 1] = values[::-1, 1]

@@ -347,14 +347,25 @@ def test_combine_and_tangent_in_place(name, dtype):
     assert out is scratch and out.dtype == dtype
     assert_allclose(out, it.combine(k, v, dx, z.copy()), rtol=1e-6 if dtype == np.float32
                     else 1e-15)
-    scratch = z.copy()
-    dxk, dvk = it.tangent(k, v, dx, dx2, scratch, mask, coef, mcoef, overwrite_dz=True)
-    ref_x, ref_v = it.tangent(k, v, dx, dx2, z.copy(), mask, coef, mcoef)
-    assert dxk is scratch and dxk.dtype == dtype
     tol = 1e-6 if dtype == np.float32 else 1e-15
-    assert_allclose(dxk, ref_x, rtol=tol)
-    assert_allclose(dvk, ref_v, rtol=tol)
-    assert not np.any(dxk[~mask])
+    for kk in (1, k):  # beta_1 = 0 for FISTA: dv is a copy of dx in out_v
+        ref_x, ref_v = it.tangent(kk, v, dx, dx2, z.copy(), mask, coef, mcoef)
+        scratch, v_block = z.copy(), v.copy()  # dv written over its own block
+        dxk, dvk = it.tangent(kk, v_block, dx, dx2, scratch, mask, coef, mcoef,
+                              overwrite_dz=True, out_v=v_block)
+        assert dxk is scratch and dvk is v_block and dxk.dtype == dvk.dtype == dtype
+        assert_allclose(dxk, ref_x, rtol=tol)
+        assert_allclose(dvk, ref_v, rtol=tol)
+        assert not np.any(dxk[~mask])
+    # the extrapolation into x_prev's block, and its factors
+    a, b = it.extrapolation_factors(k, coef, 2, dtype)
+    expected = a * v + b * dx
+    assert_allclose(it.extrapolate(k, v, dx, coef), expected, rtol=tol)
+    prev = dx.copy()
+    assert it.extrapolate(k, v, prev, coef, out=prev) is prev
+    assert_allclose(prev, expected, rtol=tol)
+    if coef is None:
+        assert (a, b) == (1.0 + it.beta(k), -it.beta(k))
 
 
 @pytest.mark.parametrize("name", list(ITERATIONS))
