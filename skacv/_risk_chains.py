@@ -370,14 +370,15 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
                  f"the backward Jacobian chains ({rows_max} x {m * n_out}, 3 blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
     b = np.zeros((rows_max, m * n_out), dtype=dtype, order="F")
-    dz = np.zeros_like(b)  # the next step's b (the two blocks swap)
+    # the next step's b (the two blocks swap; both zero on the rows beyond
+    # prefix[k - 1] before step k and on the columns of outputs not started)
+    dz = np.zeros_like(b)
     inject = np.zeros((rows_max, m), dtype=dtype)
     traces = np.empty(n_out)
     for k in range(T, split, -1):
         c = m * (T - k + 1)
         rk, rp = int(prefix[k]), int(prefix[k - 1])
         b[:rk, c - m:c] = trace_wt[:, :rk].T  # output k starts from its readout
-        b[rk:rp, c - m:c] = 0
         mask = masks_s[:rp, k][:, None]
         # source k - 1 enters at step k: e = L_k-part of the injection alone
         np.multiply(probes[:rk], inv_n, out=inject[:rk])
