@@ -321,60 +321,64 @@ class FoldDesigns:
 
     def _dense_pass(self, V, target, held_out=True):
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
-        rows by panel of rows (:meth:`_pass_plan`): ``Xa V`` into a scratch
-        panel copied to ``P[:, rows]`` (the tall form: 20-40 % faster than
-        ``V^T Xa^T`` in OpenBLAS's single-precision kernels for 5 columns),
-        the residuals of the training folds, and ``R Xa`` added to the
-        gradient, the products with NumPy's ``dot`` (which releases the GIL
-        around the BLAS call; ``matmul`` keeps it on products of a panel's
-        size, so that two groups in threads ran one at a time).
-        Without ``held_out`` in the ``"rotated"`` layout, the fitted product
-        has the ``K - 1`` training columns only (OpenBLAS's single-precision
+        rows by panel of rows (:meth:`_pass_plan`): ``Xa V`` into the panel's
+        rows of a residual block held a row per sample (shape (n_samples,
+        c), the tall form: 20-40 % faster than ``V^T Xa^T`` in OpenBLAS's
+        single-precision kernels for 5 columns), the residuals ``target -
+        Xa V`` in place, and ``R^T Xa`` added to the gradient, the products
+        with NumPy's ``dot`` (which releases the GIL around the BLAS call;
+        ``matmul`` keeps it on products of a panel's size, so that two groups
+        in threads ran one at a time). Four calls a panel, five with the
+        mask: a call less than with the fitted values copied out of the
+        panel (10000 x 5000 and 10000 x 15000 in float32, 5 folds: 8-10 %
+        less time a pass, 260 and 770 panels). The fitted values are
+        ``target - R`` after the pass.
+        Without ``held_out`` in the ``"rotated"`` layout, the product has
+        the ``K - 1`` training columns only (OpenBLAS's single-precision
         kernel takes 4 columns in 70 % of the time of 5, 200 rows of 500 to
         5000 columns) and row ``K - 1`` of the returned ``P`` is NaN.
         The panels make ``PASS_GROUPS`` groups of consecutive rows, each
         summing its own gradient (added in order after the pass), run in
         threads with one BLAS thread each (:meth:`workers`).
 
-        In the ``"folds"`` layout a panel's residual is one subtraction and
-        one mask. In the ``"rotated"`` layout, on fold ``j``'s held-out rows
+        In the ``"folds"`` layout the gradient reads the residuals times the
+        mask (a block of its own: the held-out residuals give the fitted
+        values). In the ``"rotated"`` layout, on fold ``j``'s held-out rows
         the block's columns are taken in the order ``j + 1, ..., j + K - 1,
         j`` (mod K) (a contiguous copy of those columns of ``V``), so that
-        the training folds' fitted values are the panel's first ``K - 1``
-        rows, its residuals need no mask and its gradient product has ``K -
-        1`` rows, added to rows ``j .. j + K - 2`` of a ``(2K - 2, p)`` sum
-        whose row ``c`` belongs to fold ``(c + 1) mod K``. Returns ``(P, Z,
-        R, s)``: ``R`` the training residuals (in the ``"rotated"`` layout
-        shape (K - 1, n_samples), rows ``0 .. K - 2`` of the layout), ``s``
-        each fold's ``sum sqrt(w) r`` (intercept only)."""
+        the training folds' residuals are the panel's first ``K - 1``
+        columns, need no mask, and its gradient product has ``K - 1`` rows,
+        added to rows ``j .. j + K - 2`` of a ``(2K - 2, p)`` sum whose row
+        ``c`` belongs to fold ``(c + 1) mod K``. Returns ``(P, Z, R, s)``:
+        ``P`` the fitted values (shape (n_folds, n_samples), in the layout),
+        ``R`` the training residuals (in the ``"rotated"`` layout shape (K -
+        1, n_samples), rows ``0 .. K - 2`` of the layout; a view), ``s`` each
+        fold's ``sum sqrt(w) r`` (intercept only)."""
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
-        Bc, P, R, T, sums, columns, groups = self._plan
+        Bc, R, T, train, sums, columns, groups = self._plan
         rotated = self.partition is not None
-        # the panel's columns: all K, or (rotated, no held-out values) its K - 1 training folds
+        # the panels' columns: all K, or (rotated, no held-out values) its K - 1 training folds
         part = 0 if held_out or not rotated else 1
         if rotated:  # fold j's columns j + 1, ..., j + K (mod K): rows of V^T, one take
             np.take(np.ascontiguousarray(V.T, dtype=self.dtype), columns[part], axis=0,
                     out=Bc[part].reshape(-1, Bc[part].shape[-1]))
         else:
-            Bc[:] = V.T
-        np.copyto(T, target[:T.shape[0]])
-        dot, subtract, multiply, copyto = np.dot, np.subtract, np.multiply, np.copyto
+            Bc[0][:] = V.T
+        width = R[part].shape[1]
+        np.copyto(T[part], target[:width].T)
+        dot, subtract, multiply = np.dot, np.subtract, np.multiply
 
-        def work(panels, total, tmp, fitted):
+        def work(views, total, tmp):
             total[...] = 0
-            scratch = fitted[part]
-            for Bs, Xa, Ps, Ta, Pt, Ra, Ma, Zj in panels:
-                Sa = scratch[:Xa.shape[0]]
-                dot(Xa, Bs[part].T, out=Sa)
-                copyto(Ps[part], Sa.T)
-                subtract(Ta, Pt, out=Ra)
+            for Bt, Xa, Ra, Ta, Ma, Gt, Zj in views[part]:
+                dot(Xa, Bt, out=Ra)
+                subtract(Ta, Ra, out=Ra)
                 if Ma is not None:
-                    multiply(Ra, Ma, out=Ra)
-                out = tmp[:Ra.shape[0]]
-                dot(Ra, Xa, out=out)
-                Zj += out
+                    multiply(Ra, Ma, out=Gt.T)
+                dot(Gt, Xa, out=tmp)
+                Zj += tmp
 
         with self.workers() as run:
             if len(groups) == 1:
@@ -390,28 +394,31 @@ class FoldDesigns:
             Zt[1:] = total[:K - 1]
             Zt[:K - 1] += total[K - 1:]
             Z = Zt.T
+        Rt = (R[part][:, :K - 1] if rotated else train).T  # the training residuals
         s = None
         if self.fit_intercept:  # each fold's sum of sqrt(w) r over its training rows
-            RW = (R * self.sqrt_weight[None, :]).astype(np.float64)
+            RW = (Rt * self.sqrt_weight[None, :]).astype(np.float64)
             if self.partition is not None and all(b > a for a, b in self.partition):
                 # rotated: by held-out fold (columns), row c of fold h is fold (h + 1 + c) mod K
                 M = np.add.reduceat(RW, [a for a, _ in self.partition], axis=1)
                 s = np.bincount(self._rotated_fold.ravel(), weights=M.ravel(), minlength=K)
             else:
-                s = np.bincount(self.fold_of[:R.shape[0]].ravel(), weights=RW.ravel(),
+                s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(), weights=RW.ravel(),
                                 minlength=K)
-        P = P.copy()
-        if part:
-            P[K - 1] = np.nan
-        return P, Z, R, s
+        P = np.empty((K, self.n_samples), dtype=self.dtype)
+        np.subtract(target[:width], R[part].T, out=P[:width])
+        P[width:] = np.nan
+        return P, Z, Rt, s
 
     def _pass_plan(self):
-        """Buffers of :meth:`_dense_pass` (``V``, or when rotated each
-        fold's columns of it in its panels' order, all K and the K - 1
-        training ones, contiguous, transposed), the fitted values,
-        residuals and targets, one gradient sum per group, the columns of
-        ``V`` behind the rotated blocks' rows and, per group, the views each
-        panel's calls read and write (with a scratch panel of fitted values)."""
+        """Buffers of :meth:`_dense_pass`: ``V`` (or when rotated each fold's
+        columns of it in its panels' order, all K and the K - 1 training
+        ones), contiguous, transposed; the residuals and the targets held a
+        row per sample (all K columns, and when rotated the K - 1 training
+        ones), the masked residuals (``"folds"`` layout), one gradient sum
+        per group, the columns of ``V`` behind the rotated blocks' rows and,
+        per group, the views each panel's calls read and write (for each
+        choice of columns) with a scratch gradient."""
         X, K, dt = self.base.X, self.n_folds, self.dtype
         n, p = X.shape
         rotated = self.partition is not None
@@ -423,40 +430,41 @@ class FoldDesigns:
         # take the transposed operand, 3-10 % faster in OpenBLAS's float32 kernel
         # for 4-5 columns, and the blocks are gathered by rows)
         Bc = (np.empty((K, K, p), dtype=dt), np.empty((K, K - 1, p), dtype=dt)) if rotated \
-            else np.empty((K, p), dtype=dt)
+            else (np.empty((K, p), dtype=dt),)
         # (rotated) the column of V behind row c of fold j's block: (j + 1 + c) mod K
         columns = None
         if rotated:
             columns = tuple(((np.arange(K)[:, None] + 1 + np.arange(m)) % K).reshape(-1)
                             for m in (K, K - 1))
-        P = np.empty((K, n), dtype=dt)
-        R = np.empty((K - 1 if rotated else K, n), dtype=dt)
-        T = np.empty_like(R)
+        widths = (K, K - 1) if rotated else (K,)
+        R = tuple(np.empty((n, c), dtype=dt) for c in widths)
+        T = tuple(np.empty_like(r) for r in R)
+        train = None if rotated else np.empty((n, K), dtype=dt)  # masked residuals
         rows = fold_panel_rows(p, X.itemsize)
-        # (first row, last row, block of V^T, gradient rows, mask) of every panel
-        panels = []
+        # (first row, last row, fold whose held-out rows they are, gradient rows) of every panel
         if rotated:
-            for j, (a, b) in enumerate(self.partition):
-                panels += [(r0, min(r0 + rows, b), (Bc[0][j], Bc[1][j]), slice(j, j + K - 1))
-                           for r0 in range(a, b, rows)]
+            panels = [(r0, min(r0 + rows, b), j, slice(j, j + K - 1))
+                      for j, (a, b) in enumerate(self.partition) for r0 in range(a, b, rows)]
         else:
-            panels = [(r0, min(r0 + rows, n), (Bc, None), slice(0, K)) for r0 in range(0, n, rows)]
+            panels = [(r0, min(r0 + rows, n), None, slice(0, K)) for r0 in range(0, n, rows)]
         n_groups = min(pass_groups(X.nbytes), len(panels))
         bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
         sums, groups = [], []
         for g in range(n_groups):
             total = np.zeros((2 * K - 2 if rotated else K, p), dtype=dt)
-            views = []
-            # Bs: (all K columns, the K - 1 training columns of a rotated panel)
-            for a, b, Bs, zrows in panels[bounds[g]:bounds[g + 1]]:
+            views = tuple([] for _ in widths)
+            for a, b, j, zrows in panels[bounds[g]:bounds[g + 1]]:
                 sl = slice(a, b)
-                Ps = (P[:, sl], P[:K - 1, sl] if rotated else None)
-                views.append((Bs, X[sl], Ps, T[:, sl], P[:R.shape[0], sl], R[:, sl],
-                              None if rotated else self.mask_t[:, sl], total[zrows]))
+                for part, Rp in enumerate(R):
+                    Ra = Rp[sl]
+                    if rotated:  # the gradient reads the training columns
+                        Bt, Ma, Gt = Bc[part][j].T, None, Ra[:, :K - 1].T
+                    else:
+                        Bt, Ma, Gt = Bc[0].T, self.mask[sl], train[sl].T
+                    views[part].append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
             sums.append(total)
-            groups.append((views, total, np.empty((R.shape[0], p), dtype=dt),
-                           (np.empty((rows, K), dtype=dt), np.empty((rows, K - 1), dtype=dt))))
-        return Bc, P, R, T, sums, columns, groups
+            groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt)))
+        return Bc, R, T, train, sums, columns, groups
 
     def normal_product(self, V, Y):
         """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``

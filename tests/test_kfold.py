@@ -402,7 +402,8 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     splits = list(KFold(3, shuffle=True, random_state=0).split(X))
     folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
     assert len(folds.designs._pass_plan()[-1]) == 1  # one group
-    panels = [v[1].shape[0] for group in folds.designs._pass_plan()[-1] for v in group[0]]
+    # the views of every panel (all K columns): (V^T, Xa, ...)
+    panels = [v[1].shape[0] for group in folds.designs._pass_plan()[-1] for v in group[0][0]]
     assert max(panels) == 64 and sum(panels) == 900
 
 
