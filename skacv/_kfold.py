@@ -67,15 +67,22 @@ from ._path import init_state, run_normal_block
 #: KiB) against 0.99 ms with 256 (1.5 MiB); 2000 x 3000, 2.2-3.6 ms with 64
 #: rows against 5.2 ms with 256; 10000 x 5000 in two groups, 18-21 ms with
 #: 39 rows against 27-30 ms with 256 (on an earlier machine with a smaller
-#: level-2 cache, 64 to 256 rows were within 10 % of each other). A panel
-#: holds at most ``FOLD_PANEL_MAX_BYTES`` whatever the level-2 cache: on a
-#: 2-core Xeon with AVX-512 (2 MiB level-2 cache per core) OpenBLAS's
-#: float32 products of a pass doubled their time past about 800 KB a panel
-#: (10000 x 5000, 24 ms a pass with 32-40 rows against 44-68 ms with 48-78;
-#: 4000 x 6000, 10.4 ms with 32 rows against 20 ms with 40; 2000 x 3000,
-#: 2.0 ms with 64 rows against 4.1-4.8 ms with 128)
+#: level-2 cache, 64 to 256 rows were within 10 % of each other). A panel's
+#: products have at most ``FOLD_PANEL_MAX_PRODUCT`` multiply-adds (``M N K``:
+#: rows x columns x features) whatever the level-2 cache: OpenBLAS's small-
+#: matrix kernels (AVX-512 CPUs) take products up to 1e6 without packing
+#: their operands. On a 2-CPU Xeon guest with AVX-512 (2 MiB level-2 cache
+#: per core), one float32 product of a panel with 5 columns of 5000
+#: features, from the cache: 24 us with 40 rows, 85 us with 41. The pass of
+#: 5 folds doubled its time past that (10000 x 5000, 24 ms with 32-40 rows
+#: against 44-68 ms with 48-78; 4000 x 6000, 10.4 ms with 32 rows against
+#: 20 ms with 40; 2000 x 3000, 2.0 ms with 64 rows against 4.1-4.8 ms with
+#: 128), and a pass without the held-out column (4 columns) took 6-8 % less
+#: time with the larger panels that allows (10000 x 5000, 50 rows against
+#: 39: 11.1-11.3 ms against 11.8-12.1; 10000 x 15000, 16 rows against 13:
+#: 39.7-41.4 ms against 43-46)
 FOLD_PANEL_CACHE_SHARE = 0.75
-FOLD_PANEL_MAX_BYTES = 768 * 2**10
+FOLD_PANEL_MAX_PRODUCT = 10**6
 FOLD_PANEL_ROWS = 256
 #: the panels of a pass make this many groups of consecutive rows, each with
 #: its own sum of the gradient (run in as many threads; the sums, added in
@@ -96,13 +103,14 @@ PASS_GROUPS = 2
 PASS_GROUPS_MIN_BYTES = None
 
 
-def fold_panel_rows(n_features, itemsize=4):
+def fold_panel_rows(n_features, itemsize=4, n_columns=5):
     """Rows of a panel of the stacked folds' pass (:data:`FOLD_PANEL_CACHE_SHARE`
-    of the level-2 cache, at most :data:`FOLD_PANEL_MAX_BYTES`)."""
+    of the level-2 cache, products of ``n_columns`` columns of at most
+    :data:`FOLD_PANEL_MAX_PRODUCT` multiply-adds)."""
     if n_features <= NARROW_FEATURES:
         return NARROW_PANEL_ROWS
-    size = min(int(FOLD_PANEL_CACHE_SHARE * cache_bytes(2)), FOLD_PANEL_MAX_BYTES)
-    rows = size // (n_features * itemsize)
+    rows = min(int(FOLD_PANEL_CACHE_SHARE * cache_bytes(2)) // (n_features * itemsize),
+               FOLD_PANEL_MAX_PRODUCT // (max(1, n_columns) * n_features))
     return max(8, min(FOLD_PANEL_ROWS, rows))
 
 
@@ -357,10 +365,11 @@ class FoldDesigns:
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
-        Bc, R, T, train, sums, columns, groups = self._plan
+        Bc, R, T, train, columns, passes = self._plan
         rotated = self.partition is not None
         # the panels' columns: all K, or (rotated, no held-out values) its K - 1 training folds
         part = 0 if held_out or not rotated else 1
+        sums, groups = passes[part]
         if rotated:  # fold j's columns j + 1, ..., j + K (mod K): rows of V^T, one take
             np.take(np.ascontiguousarray(V.T, dtype=self.dtype), columns[part], axis=0,
                     out=Bc[part].reshape(-1, Bc[part].shape[-1]))
@@ -372,7 +381,7 @@ class FoldDesigns:
 
         def work(views, total, tmp):
             total[...] = 0
-            for Bt, Xa, Ra, Ta, Ma, Gt, Zj in views[part]:
+            for Bt, Xa, Ra, Ta, Ma, Gt, Zj in views:
                 dot(Xa, Bt, out=Ra)
                 subtract(Ta, Ra, out=Ra)
                 if Ma is not None:
@@ -415,10 +424,12 @@ class FoldDesigns:
         columns of it in its panels' order, all K and the K - 1 training
         ones), contiguous, transposed; the residuals and the targets held a
         row per sample (all K columns, and when rotated the K - 1 training
-        ones), the masked residuals (``"folds"`` layout), one gradient sum
-        per group, the columns of ``V`` behind the rotated blocks' rows and,
-        per group, the views each panel's calls read and write (for each
-        choice of columns) with a scratch gradient."""
+        ones), the masked residuals (``"folds"`` layout), the columns of
+        ``V`` behind the rotated blocks' rows and, for each choice of
+        columns, ``(sums, groups)``: its panels (sized for products of that
+        many columns, :func:`fold_panel_rows`) in groups, each group with a
+        gradient sum, a scratch gradient and the views each panel's calls
+        read and write."""
         X, K, dt = self.base.X, self.n_folds, self.dtype
         n, p = X.shape
         rotated = self.partition is not None
@@ -440,31 +451,38 @@ class FoldDesigns:
         R = tuple(np.empty((n, c), dtype=dt) for c in widths)
         T = tuple(np.empty_like(r) for r in R)
         train = None if rotated else np.empty((n, K), dtype=dt)  # masked residuals
-        rows = fold_panel_rows(p, X.itemsize)
-        # (first row, last row, fold whose held-out rows they are, gradient rows) of every panel
-        if rotated:
-            panels = [(r0, min(r0 + rows, b), j, slice(j, j + K - 1))
-                      for j, (a, b) in enumerate(self.partition) for r0 in range(a, b, rows)]
-        else:
-            panels = [(r0, min(r0 + rows, n), None, slice(0, K)) for r0 in range(0, n, rows)]
-        n_groups = min(pass_groups(X.nbytes), len(panels))
-        bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
-        sums, groups = [], []
-        for g in range(n_groups):
-            total = np.zeros((2 * K - 2 if rotated else K, p), dtype=dt)
-            views = tuple([] for _ in widths)
-            for a, b, j, zrows in panels[bounds[g]:bounds[g + 1]]:
-                sl = slice(a, b)
-                for part, Rp in enumerate(R):
-                    Ra = Rp[sl]
+        # per choice of columns: the panels (sized for their products,
+        # fold_panel_rows), their groups with a gradient sum each, and the views
+        # each panel's calls read and write
+        passes = []
+        for part, width in enumerate(widths):
+            rows = fold_panel_rows(p, X.itemsize, width)
+            # (first row, last row, fold whose held-out rows they are, gradient rows)
+            if rotated:
+                panels = [(r0, min(r0 + rows, b), j, slice(j, j + K - 1))
+                          for j, (a, b) in enumerate(self.partition)
+                          for r0 in range(a, b, rows)]
+            else:
+                panels = [(r0, min(r0 + rows, n), None, slice(0, K))
+                          for r0 in range(0, n, rows)]
+            n_groups = min(pass_groups(X.nbytes), len(panels))
+            bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
+            sums, groups = [], []
+            for g in range(n_groups):
+                total = np.zeros((2 * K - 2 if rotated else K, p), dtype=dt)
+                views = []
+                for a, b, j, zrows in panels[bounds[g]:bounds[g + 1]]:
+                    sl = slice(a, b)
+                    Ra = R[part][sl]
                     if rotated:  # the gradient reads the training columns
                         Bt, Ma, Gt = Bc[part][j].T, None, Ra[:, :K - 1].T
                     else:
                         Bt, Ma, Gt = Bc[0].T, self.mask[sl], train[sl].T
-                    views[part].append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
-            sums.append(total)
-            groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt)))
-        return Bc, R, T, train, sums, columns, groups
+                    views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
+                sums.append(total)
+                groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt)))
+            passes.append((sums, groups))
+        return Bc, R, T, train, columns, passes
 
     def normal_product(self, V, Y):
         """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``

@@ -361,9 +361,10 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercep
 
 def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     """A panel of the pass holds about FOLD_PANEL_CACHE_SHARE of the level-2
-    cache, at most FOLD_PANEL_MAX_BYTES (at least 8 rows, at most
-    FOLD_PANEL_ROWS; many rows for narrow
-    designs), and the pass runs in two groups only for a copy of X larger
+    cache, its products at most FOLD_PANEL_MAX_PRODUCT multiply-adds (at
+    least 8 rows, at most FOLD_PANEL_ROWS; many rows for narrow designs),
+    the panels of a pass without the held-out column sized for its K - 1
+    columns; and the pass runs in two groups only for a copy of X larger
     than the last-level cache."""
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
     assert _kfold.fold_panel_rows(1500, 4) == int(0.75 * 2**20) // 6000 == 131
@@ -371,10 +372,16 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     assert _kfold.fold_panel_rows(200, 4) == _kfold.FOLD_PANEL_ROWS
     assert _kfold.fold_panel_rows(10**6, 4) == 8
     assert _kfold.fold_panel_rows(_design.NARROW_FEATURES, 4) == _design.NARROW_PANEL_ROWS
-    # a larger level-2 cache: the panel stays at FOLD_PANEL_MAX_BYTES
+    # a larger level-2 cache: the products stay within FOLD_PANEL_MAX_PRODUCT
+    # (OpenBLAS's small-matrix kernels), 5 columns by default
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2 * 2**20, 3: 32 * 2**20}.get)
-    assert _kfold.fold_panel_rows(5000, 4) == _kfold.FOLD_PANEL_MAX_BYTES // 20000 == 39
-    assert _kfold.fold_panel_rows(1500, 4) == 131
+    assert _kfold.FOLD_PANEL_MAX_PRODUCT == 10**6
+    assert _kfold.fold_panel_rows(5000, 4) == 10**6 // 25000 == 40
+    assert _kfold.fold_panel_rows(5000, 4, n_columns=4) == 10**6 // 20000 == 50
+    assert _kfold.fold_panel_rows(15000, 4, n_columns=5) == 13
+    assert _kfold.fold_panel_rows(15000, 4, n_columns=4) == 16
+    assert _kfold.fold_panel_rows(1500, 4) == 10**6 // 7500 == 133
+    assert _kfold.fold_panel_rows(3000, 4, n_columns=2) == 2 * 2**20 * 3 // 4 // 12000 == 131
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**19, 3: 32 * 2**20}.get)
     assert _kfold.fold_panel_rows(1500, 4) == int(0.75 * 2**19) // 6000 == 65
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
@@ -398,13 +405,32 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 64 * 60 * 8 * 4 // 3, 3: 2**30}.get)
     monkeypatch.setattr(_kfold, "last_level_share", lambda: 2**30)
+    monkeypatch.setattr(_kfold, "FOLD_COVARIANCE", False)  # the pass, not the Gram matrices
     X, y, _ = _data(n=900)
     splits = list(KFold(3, shuffle=True, random_state=0).split(X))
     folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
-    assert len(folds.designs._pass_plan()[-1]) == 1  # one group
-    # the views of every panel (all K columns): (V^T, Xa, ...)
-    panels = [v[1].shape[0] for group in folds.designs._pass_plan()[-1] for v in group[0][0]]
-    assert max(panels) == 64 and sum(panels) == 900
+    passes = folds.designs._pass_plan()[-1]  # (sums, groups) of all K columns, of K - 1
+    assert folds.designs.layout == "rotated" and len(passes) == 2
+    for sums, groups in passes:
+        assert len(groups) == len(sums) == 1  # one group
+        # the views of every panel: (V^T, Xa, ...)
+        panels = [v[1].shape[0] for group in groups for v in group[0]]
+        assert max(panels) == 64 and sum(panels) == 900
+    # products capped: the pass without the held-out column has larger panels
+    monkeypatch.setattr(_kfold, "FOLD_PANEL_MAX_PRODUCT", 60 * 3 * 20)
+    V = np.random.default_rng(1).standard_normal((X.shape[1], 3))
+    target = folds.designs.target(folds.response, V)
+    ref = [folds.designs.fitted_and_gradient(V, target, held_out=h) for h in (True, False)]
+    folds.designs._plan = None
+    sizes = [[v[1].shape[0] for group in groups for v in group[0]]
+             for _, groups in folds.designs._pass_plan()[-1]]
+    assert max(sizes[0]) == 20 and max(sizes[1]) == 30
+    assert sum(sizes[0]) == sum(sizes[1]) == 900
+    for h, (P, Z, rss) in zip((True, False), ref, strict=True):
+        P2, Z2, rss2 = folds.designs.fitted_and_gradient(V, target, held_out=h)
+        assert_allclose(P2, P, rtol=1e-12, atol=1e-12 * np.nanmax(np.abs(P)))
+        assert_allclose(Z2, Z, rtol=1e-12, atol=1e-12 * np.abs(Z).max())
+        assert_allclose(rss2, rss, rtol=1e-12)
 
 
 def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
@@ -486,7 +512,7 @@ def test_block_pass_does_not_depend_on_the_blas_threads(layout, monkeypatch):
         with threadpool_limits(1, user_api="blas"):
             folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
         with threadpool_limits(threads, user_api="blas"):
-            assert len(folds.designs._pass_plan()[-1]) == 2  # two groups of panels
+            assert len(folds.designs._pass_plan()[-1][0][1]) == 2  # two groups of panels
             V = np.random.default_rng(0).standard_normal((X.shape[1], 3))
             out.append(folds.designs.fitted_and_gradient(V, folds.designs.target(
                 folds.response, V)))
