@@ -229,12 +229,6 @@ class FoldDesigns:
         if np.any(self.n_eff <= 0):
             raise ValueError("A training fold has no sample weight; use fewer folds or "
                              "give the samples positive weights.")
-        if self.fit_intercept:  # X~^T (sqrt(w) m_j) = n_j (mu_j - mu)
-            s = self.sqrt_weight[:, None] * self.mask
-            self.delta = (np.asarray(base.rmatvec(s), dtype=np.float64)
-                          / self.n_eff).astype(base.dtype)
-        else:
-            self.delta = np.zeros((self.n_features, self.mask.shape[1]), dtype=base.dtype)
         K = self.n_folds
         self.fold_of = np.repeat(np.arange(K)[:, None], self.n_samples, axis=1)
         self.partition = None
@@ -250,6 +244,22 @@ class FoldDesigns:
                 raise ValueError("partition must hold out each fold's non-training rows, "
                                  "one slice per fold, every row in exactly one.")
         self.layout = "folds" if self.partition is None else "rotated"
+        if not self.fit_intercept:
+            self.delta = np.zeros((self.n_features, K), dtype=base.dtype)
+        elif self.partition is not None:
+            # X~^T (sqrt(w) m_j) = n_j (mu_j - mu): the sums of the other folds'
+            # slices of rows (one vector product each, a read of X in all;
+            # the product with the K columns of the masks read X at the
+            # speed of a thin product, 89 against 25 ms at 10000 x 15000)
+            part = [np.asarray(self.sqrt_weight[a:b] @ base.X[a:b], dtype=np.float64)
+                    for a, b in self.partition]
+            self.delta = np.stack(
+                [_sum_in_order([np.zeros(self.n_features)] + part[:j] + part[j + 1:])
+                 / self.n_eff[j] for j in range(K)], axis=1).astype(base.dtype)
+        else:  # X~^T (sqrt(w) m_j) = n_j (mu_j - mu)
+            s = self.sqrt_weight[:, None] * self.mask
+            self.delta = (np.asarray(base.rmatvec(s), dtype=np.float64)
+                          / self.n_eff).astype(base.dtype)
         # (rotated) the fold of row c of the training residuals on fold h's held-out rows
         self._rotated_fold = (np.arange(K - 1)[:, None] + 1 + np.arange(K)[None, :]) % K
         self._plan = None  # the dense pass's buffers and panels (_pass_plan)
@@ -291,9 +301,10 @@ class FoldDesigns:
         if not self.fit_intercept:
             return Y
         shift = np.einsum("pk,pk->k", self.delta, V).astype(Y.dtype)
-        if self.partition is None:
-            return Y + shift[:, None] * self.sqrt_weight[None, :]
-        return Y + shift[self.fold_of] * self.sqrt_weight[None, :]
+        shift = shift[:, None] if self.partition is None else shift[self.fold_of]
+        if self.base.weight is not None:
+            shift = shift * self.sqrt_weight[None, :]
+        return Y + shift
 
     def fitted_and_gradient(self, V, target, held_out=True):
         """``(P, Z, rss)`` in one pass over ``X``: ``P = (X~ V)^T`` (shape
@@ -353,7 +364,7 @@ class FoldDesigns:
         mask (a block of its own: the held-out residuals give the fitted
         values). In the ``"rotated"`` layout, on fold ``j``'s held-out rows
         the block's columns are taken in the order ``j + 1, ..., j + K - 1,
-        j`` (mod K) (a contiguous copy of those columns of ``V``), so that
+        j`` (mod K) (rows of ``V^T`` held twice over: a contiguous block), so that
         the training folds' residuals are the panel's first ``K - 1``
         columns, need no mask, and its gradient product has ``K - 1`` rows,
         added to rows ``j .. j + K - 2`` of a ``(2K - 2, p)`` sum whose row
@@ -365,16 +376,14 @@ class FoldDesigns:
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
-        Bc, R, T, train, columns, passes = self._plan
+        Vt, R, T, train, passes = self._plan
         rotated = self.partition is not None
         # the panels' columns: all K, or (rotated, no held-out values) its K - 1 training folds
         part = 0 if held_out or not rotated else 1
         sums, groups = passes[part]
-        if rotated:  # fold j's columns j + 1, ..., j + K (mod K): rows of V^T, one take
-            np.take(np.ascontiguousarray(V.T, dtype=self.dtype), columns[part], axis=0,
-                    out=Bc[part].reshape(-1, Bc[part].shape[-1]))
-        else:
-            Bc[0][:] = V.T
+        np.copyto(Vt[:K], V.T)
+        if rotated:  # fold j's columns j + 1, ..., j + K (mod K): rows j + 1 .. of V^T twice
+            np.copyto(Vt[K:], Vt[:K])
         width = R[part].shape[1]
         np.copyto(T[part], target[:width].T)
         dot, subtract, multiply = np.dot, np.subtract, np.multiply
@@ -406,26 +415,25 @@ class FoldDesigns:
         Rt = (R[part][:, :K - 1] if rotated else train).T  # the training residuals
         s = None
         if self.fit_intercept:  # each fold's sum of sqrt(w) r over its training rows
-            RW = (Rt * self.sqrt_weight[None, :]).astype(np.float64)
+            RW = Rt if self.base.weight is None else Rt * self.sqrt_weight[None, :]
             if self.partition is not None and all(b > a for a, b in self.partition):
-                # rotated: by held-out fold (columns), row c of fold h is fold (h + 1 + c) mod K
-                M = np.add.reduceat(RW, [a for a, _ in self.partition], axis=1)
-                s = np.bincount(self._rotated_fold.ravel(), weights=M.ravel(), minlength=K)
+                # rotated: by held-out fold, row c of fold h is fold (h + 1 + c) mod K
+                M = np.add.reduceat(RW.T, [a for a, _ in self.partition], axis=0,
+                                    dtype=np.float64)
+                s = np.bincount(self._rotated_fold.ravel(), weights=M.T.ravel(), minlength=K)
             else:
-                s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(), weights=RW.ravel(),
-                                minlength=K)
+                s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(),
+                                weights=RW.astype(np.float64).ravel(), minlength=K)
         P = np.empty((K, self.n_samples), dtype=self.dtype)
         np.subtract(target[:width], R[part].T, out=P[:width])
         P[width:] = np.nan
         return P, Z, Rt, s
 
     def _pass_plan(self):
-        """Buffers of :meth:`_dense_pass`: ``V`` (or when rotated each fold's
-        columns of it in its panels' order, all K and the K - 1 training
-        ones), contiguous, transposed; the residuals and the targets held a
-        row per sample (all K columns, and when rotated the K - 1 training
-        ones), the masked residuals (``"folds"`` layout), the columns of
-        ``V`` behind the rotated blocks' rows and, for each choice of
+        """Buffers of :meth:`_dense_pass`: ``V`` transposed (when rotated,
+        twice over); the residuals and the targets held a row per sample
+        (all K columns, and when rotated the K - 1 training ones), the
+        masked residuals (``"folds"`` layout) and, for each choice of
         columns, ``(sums, groups)``: its panels (sized for products of that
         many columns, :func:`fold_panel_rows`) in groups, each group with a
         gradient sum, a scratch gradient and the views each panel's calls
@@ -433,20 +441,14 @@ class FoldDesigns:
         X, K, dt = self.base.X, self.n_folds, self.dtype
         n, p = X.shape
         rotated = self.partition is not None
-        # V, or (rotated) each fold's columns in its panels' order, all K and
-        # the K - 1 training ones: contiguous blocks (a strided view of V
-        # made OpenBLAS's single-precision product of a panel about 50 %
-        # slower, 10000 x 5000 with 4 columns of 10)
-        # held transposed (a block's rows are columns of V; the panels' products
-        # take the transposed operand, 3-10 % faster in OpenBLAS's float32 kernel
-        # for 4-5 columns, and the blocks are gathered by rows)
-        Bc = (np.empty((K, K, p), dtype=dt), np.empty((K, K - 1, p), dtype=dt)) if rotated \
-            else (np.empty((K, p), dtype=dt),)
-        # (rotated) the column of V behind row c of fold j's block: (j + 1 + c) mod K
-        columns = None
-        if rotated:
-            columns = tuple(((np.arange(K)[:, None] + 1 + np.arange(m)) % K).reshape(-1)
-                            for m in (K, K - 1))
+        # V held transposed (the panels' products take the transposed operand,
+        # 3-10 % faster in OpenBLAS's float32 kernel for 4-5 columns), and when
+        # rotated twice over: fold j's columns j + 1, ..., j + K (mod K), all K
+        # or the K - 1 training ones, are then rows j + 1 .. of it, a
+        # contiguous block (a strided view of V made OpenBLAS's
+        # single-precision product of a panel about 50 % slower, 10000 x 5000
+        # with 4 columns of 10)
+        Vt = np.empty((2 * K if rotated else K, p), dtype=dt)
         widths = (K, K - 1) if rotated else (K,)
         R = tuple(np.empty((n, c), dtype=dt) for c in widths)
         T = tuple(np.empty_like(r) for r in R)
@@ -475,20 +477,21 @@ class FoldDesigns:
                     sl = slice(a, b)
                     Ra = R[part][sl]
                     if rotated:  # the gradient reads the training columns
-                        Bt, Ma, Gt = Bc[part][j].T, None, Ra[:, :K - 1].T
+                        Bt, Ma, Gt = Vt[j + 1:j + 1 + width].T, None, Ra[:, :K - 1].T
                     else:
-                        Bt, Ma, Gt = Bc[0].T, self.mask[sl], train[sl].T
+                        Bt, Ma, Gt = Vt.T, self.mask[sl], train[sl].T
                     views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
                 sums.append(total)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt)))
             passes.append((sums, groups))
-        return Bc, R, T, train, columns, passes
+        return Vt, R, T, train, passes
 
     def normal_product(self, V, Y):
         """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``
         (``Y`` as :meth:`center_y` gives it), ``rss`` the training residual
-        sum of squares of all folds (:meth:`fitted_and_gradient`)."""
-        _, Z, rss = self.fitted_and_gradient(V, self.target(Y, V))
+        sum of squares of all folds (:meth:`fitted_and_gradient`; the
+        held-out rows' fitted values are not computed)."""
+        _, Z, rss = self.fitted_and_gradient(V, self.target(Y, V), held_out=False)
         return Z, rss
 
 
