@@ -223,22 +223,8 @@ class Design:
     _panel_run = None
 
     def __init__(self, X, sample_weight=None, fit_intercept=True, copy=True):
-        n, p = X.shape
-        # spectral decompositions of this design (a warm-started refit on the
-        # same data reuses the whole design, these included)
-        self.cache = {}
-        self.n_samples, self.n_features = n, p
-        self.dtype = X.dtype
-        self.fit_intercept = fit_intercept
-        self.sparse = sp.issparse(X)
-        if sample_weight is None:
-            self.weight = None
-            self.sqrt_weight = None
-            self.n_eff = float(n)
-        else:
-            self.weight = np.asarray(sample_weight, dtype=X.dtype)
-            self.sqrt_weight = np.sqrt(self.weight)
-            self.n_eff = float(self.weight.sum(dtype=np.float64))
+        p = X.shape[1]
+        self._start(X, sample_weight, fit_intercept)
         if fit_intercept:
             if self.weight is None:
                 self.x_offset = np.asarray(X.mean(axis=0), dtype=X.dtype).ravel()
@@ -263,6 +249,38 @@ class Design:
                 Xt = X
             self.X = Xt
             self._Xt_dense = Xt
+
+    def _start(self, X, sample_weight, fit_intercept):
+        """The attributes of a design on ``X`` that do not read its values."""
+        n, p = X.shape
+        # spectral decompositions of this design (a warm-started refit on the
+        # same data reuses the whole design, these included)
+        self.cache = {}
+        self.n_samples, self.n_features = n, p
+        self.dtype = X.dtype
+        self.fit_intercept = fit_intercept
+        self.sparse = sp.issparse(X)
+        if sample_weight is None:
+            self.weight = None
+            self.sqrt_weight = None
+            self.n_eff = float(n)
+        else:
+            self.weight = np.asarray(sample_weight, dtype=X.dtype)
+            self.sqrt_weight = np.sqrt(self.weight)
+            self.n_eff = float(self.weight.sum(dtype=np.float64))
+
+    @classmethod
+    def centred(cls, Xt, x_offset, sample_weight=None, fit_intercept=True):
+        """The design whose ``X~`` is ``Xt`` (dense), already centred by
+        ``x_offset`` and weighted (``sqrt(w) (X - 1 x_offset^T)``): no copy
+        and no pass over it (the stacked folds' copy of the full fit's
+        ``X~``, :class:`~skacv._kfold.StackedFolds`)."""
+        design = cls.__new__(cls)
+        design._start(Xt, sample_weight, fit_intercept)
+        design.x_offset = (np.asarray(x_offset, dtype=Xt.dtype).ravel() if fit_intercept
+                           else np.zeros(Xt.shape[1], dtype=Xt.dtype))
+        design.X = design._Xt_dense = Xt
+        return design
 
     # ------------------------------------------------------------------ y side
     def center_y(self, y):

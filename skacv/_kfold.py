@@ -750,6 +750,10 @@ class StackedFolds:
     splits : list of (train, test) index arrays
     dtype : numpy dtype
         Precision of the block.
+    full_design : Design, default=None
+        The full-data fit's design of ``X`` with the same weights and
+        intercept (its ``X~``, centred and weighted): the block's copy is
+        gathered from it, already centred, when the folds partition the rows.
 
     Attributes
     ----------
@@ -761,7 +765,7 @@ class StackedFolds:
         Total weight of the held-out rows.
     """
 
-    def __init__(self, estimator, X, y, sample_weight, splits, dtype):
+    def __init__(self, estimator, X, y, sample_weight, splits, dtype, full_design=None):
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
         test = np.zeros_like(train)
@@ -778,7 +782,17 @@ class StackedFolds:
             train, test = train[order], test[order]
             y = np.asarray(y)[order]
             w = None if w is None else w[order]
-            base = Design(gather(X, dtype, rows=order), w, estimator.fit_intercept, copy=False)
+            full = full_design
+            if (type(full) is Design and not full.sparse and full.X.shape == X.shape
+                    and full.fit_intercept == estimator.fit_intercept
+                    and (full.weight is None) == (sample_weight is None)):
+                # the rows of the full fit's X~ (centred, weighted): no pass
+                # to centre the copy (10000 x 15000: 80 ms)
+                base = Design.centred(gather(full.X, dtype, rows=order), full.x_offset, w,
+                                      estimator.fit_intercept)
+            else:
+                base = Design(gather(X, dtype, rows=order), w, estimator.fit_intercept,
+                              copy=False)
             bounds = np.concatenate([[0], np.cumsum(test.sum(axis=0))])
             self.tests = [slice(int(bounds[j]), int(bounds[j + 1])) for j in range(len(splits))]
         else:

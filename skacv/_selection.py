@@ -427,7 +427,9 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
             Xv = check_array(X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
                              ensure_all_finite=not validated)
             y_arr = np.asarray(y, dtype=np.float64).reshape(Xv.shape[0])
-            return StackedFolds(estimator, Xv, y_arr, sw, splits, kfold_dtype(Xv))
+            # after the full fit, its centred X (kept for the warm-started stages)
+            full = getattr(estimator, "_warm_design", None) if validated else None
+            return StackedFolds(estimator, Xv, y_arr, sw, splits, kfold_dtype(Xv), full)
         except Exception as exc:
             if validated:
                 raise

@@ -97,6 +97,57 @@ def test_stacked_folds_equal_separate_fold_fits(est, weighted, X_kind, form, mon
     assert_allclose(folds.advance(40), expected, rtol=1e-11)
 
 
+@pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+def test_stacked_folds_from_the_full_fits_design(est, weighted, layout, monkeypatch):
+    """The block's copy of X gathered from the full fit's centred, weighted
+    X~ (``full_design``, what TrajectoryEarlyStoppingCV passes after the
+    full fit) is the block built from X: the same rows, centring and
+    weights, and the fold paths of separate fold fits."""
+    X, y, sw = _data(seed=3)
+    sw = sw + 0.5 if weighted else None
+    _layout(monkeypatch, layout)
+    splits = list(KFold(4, shuffle=True, random_state=1).split(X))
+    fit = {} if sw is None else {"sample_weight": sw}
+    design = clone(est).set_params(warm_start=True).fit(X, y, **fit)._warm_design
+    assert type(design) is Design
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), full_design=design)
+    plain = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    base, ref = folds.designs.base, plain.designs.base
+    assert base.X is not design.X and not np.shares_memory(base.X, design.X)
+    assert_allclose(base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
+    assert_allclose(base.x_offset, ref.x_offset, rtol=1e-12)
+    assert_allclose(folds.designs.delta, plain.designs.delta, rtol=1e-10, atol=1e-12)
+    expected, steps = _by_hand(est, X, y, sw, splits)
+    assert_allclose(folds.step_sizes, steps, rtol=1e-12)
+    assert_allclose(folds.advance(40), expected, rtol=1e-11)
+    # a design of other data (another intercept) is not used
+    other = clone(est).set_params(warm_start=True, fit_intercept=not est.fit_intercept)
+    other_design = other.fit(X, y, **fit)._warm_design
+    odd = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), full_design=other_design)
+    assert_allclose(odd.designs.base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
+
+
+def test_search_gathers_the_folds_from_the_full_design(monkeypatch):
+    """The default search, in stages (warm starts: the full fit keeps its
+    design), builds its block from the full fit's design."""
+    from skacv import _selection
+
+    monkeypatch.setattr(_selection, "STAGE_MIN_FLOPS", 0)  # stages at any size
+    seen = []
+    real = _selection.StackedFolds
+
+    def spy(*args, **kwargs):
+        seen.append(args[6] if len(args) > 6 else kwargs.get("full_design"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_selection, "StackedFolds", spy)
+    X, y, _ = _data(n=200)
+    TrajectoryEarlyStoppingCV(clone(ESTIMATORS[0]), random_state=0).fit(X, y)
+    assert len(seen) == 1 and type(seen[0]) is Design and seen[0].X.shape == X.shape
+
+
 @pytest.mark.parametrize("est", ESTIMATORS[:3], ids=lambda e: f"{type(e).__name__}-{e.solver}")
 def test_stacked_folds_of_a_narrow_design(est, monkeypatch):
     """Rows of at most NARROW_FEATURES values: panels of up to
