@@ -349,8 +349,8 @@ class FoldDesigns:
         ``matmul`` keeps it on products of a panel's size, so that two groups
         in threads ran one at a time). Four calls a panel, five with the
         mask: a call less than with the fitted values copied out of the
-        panel (10000 x 5000 and 10000 x 15000 in float32, 5 folds: 8-10 %
-        less time a pass, 260 and 770 panels). The fitted values are
+        panel (10000 x 5000 and 10000 x 15000 in float32, 5 folds, panels
+        of 39 and 13 rows: 8-10 % less time a pass). The fitted values are
         ``target - R`` after the pass.
         Without ``held_out`` in the ``"rotated"`` layout, the product has
         the ``K - 1`` training columns only (OpenBLAS's single-precision
@@ -376,7 +376,7 @@ class FoldDesigns:
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
-        Vt, R, T, train, passes = self._plan
+        Vt, R, T, masked, passes = self._plan
         rotated = self.partition is not None
         # the panels' columns: all K, or (rotated, no held-out values) its K - 1 training folds
         part = 0 if held_out or not rotated else 1
@@ -412,7 +412,7 @@ class FoldDesigns:
             Zt[1:] = total[:K - 1]
             Zt[:K - 1] += total[K - 1:]
             Z = Zt.T
-        Rt = (R[part][:, :K - 1] if rotated else train).T  # the training residuals
+        Rt = (R[part][:, :K - 1] if rotated else masked).T  # the training residuals
         s = None
         if self.fit_intercept:  # each fold's sum of sqrt(w) r over its training rows
             RW = Rt if self.base.weight is None else Rt * self.sqrt_weight[None, :]
@@ -452,7 +452,7 @@ class FoldDesigns:
         widths = (K, K - 1) if rotated else (K,)
         R = tuple(np.empty((n, c), dtype=dt) for c in widths)
         T = tuple(np.empty_like(r) for r in R)
-        train = None if rotated else np.empty((n, K), dtype=dt)  # masked residuals
+        masked = None if rotated else np.empty((n, K), dtype=dt)  # masked residuals
         # per choice of columns: the panels (sized for their products,
         # fold_panel_rows), their groups with a gradient sum each, and the views
         # each panel's calls read and write
@@ -479,12 +479,12 @@ class FoldDesigns:
                     if rotated:  # the gradient reads the training columns
                         Bt, Ma, Gt = Vt[j + 1:j + 1 + width].T, None, Ra[:, :K - 1].T
                     else:
-                        Bt, Ma, Gt = Vt.T, self.mask[sl], train[sl].T
+                        Bt, Ma, Gt = Vt.T, self.mask[sl], masked[sl].T
                     views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
                 sums.append(total)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt)))
             passes.append((sums, groups))
-        return Vt, R, T, train, passes
+        return Vt, R, T, masked, passes
 
     def normal_product(self, V, Y):
         """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``
@@ -730,6 +730,14 @@ def fold_views(designs, X, sample_weight, splits, fit_intercept):
     return views
 
 
+def _same_weights(design_weight, sample_weight):
+    """Whether a design's weights (in its precision) are ``sample_weight``."""
+    if design_weight is None or sample_weight is None:
+        return design_weight is None and sample_weight is None
+    return np.array_equal(design_weight,
+                          np.asarray(sample_weight).astype(design_weight.dtype))
+
+
 def _same_schedule(a, b):
     if a is None or b is None or callable(a) or callable(b):
         return a is b
@@ -785,7 +793,7 @@ class StackedFolds:
             full = full_design
             if (type(full) is Design and not full.sparse and full.X.shape == X.shape
                     and full.fit_intercept == estimator.fit_intercept
-                    and (full.weight is None) == (sample_weight is None)):
+                    and _same_weights(full.weight, sample_weight)):
                 # the rows of the full fit's X~ (centred, weighted): no pass
                 # to centre the copy (10000 x 15000: 80 ms)
                 base = Design.centred(gather(full.X, dtype, rows=order), full.x_offset, w,

@@ -127,6 +127,11 @@ def test_stacked_folds_from_the_full_fits_design(est, weighted, layout, monkeypa
     other_design = other.fit(X, y, **fit)._warm_design
     odd = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), full_design=other_design)
     assert_allclose(odd.designs.base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
+    # nor one of other weights
+    other_w = {"sample_weight": np.arange(1.0, X.shape[0] + 1) if sw is None else sw[::-1]}
+    other_design = clone(est).set_params(warm_start=True).fit(X, y, **other_w)._warm_design
+    odd = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), full_design=other_design)
+    assert_allclose(odd.designs.base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
 
 
 def test_search_gathers_the_folds_from_the_full_design(monkeypatch):
