@@ -363,21 +363,23 @@ def test_folds_take_exact_step_sizes_where_their_own_designs_do():
 @pytest.mark.parametrize("X_kind", ["folds", "rotated", "sparse"])
 @pytest.mark.parametrize("fit_intercept", [False, True])
 @pytest.mark.parametrize("n_splits", [2, 4])
+@pytest.mark.parametrize("products", ["prepared", "numpy"])
 def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercept, n_splits,
-                                                            monkeypatch):
+                                                            products, monkeypatch):
     """One pass of the block (held transposed, in either layout, from 2
-    folds on): the fitted values, each fold's training residual sum of
-    squares and gradient X~_j^T m_j (y~_j - X~_j v_j), written out with each
-    fold's own centring and weights; and the held-out errors of an iterate
-    from those fitted values. (The residual sum of squares, the divergence
-    monitor, had the sign of the fold's centring shift wrong on dense
-    designs before.)"""
+    folds on, its products prepared for SciPy's BLAS or NumPy's): the fitted
+    values, each fold's training residual sum of squares and gradient X~_j^T
+    m_j (y~_j - X~_j v_j), written out with each fold's own centring and
+    weights; and the held-out errors of an iterate from those fitted values.
+    (The residual sum of squares, the divergence monitor, had the sign of the
+    fold's centring shift wrong on dense designs before.)"""
     X, y, sw = _data(seed=4)
     sw = sw + 0.5
     splits = list(KFold(n_splits, shuffle=True, random_state=2).split(X))
     est = clone(ESTIMATORS[2]).set_params(fit_intercept=fit_intercept)
     sparse = X_kind == "sparse"
     _layout(monkeypatch, X_kind)
+    monkeypatch.setattr(_kfold, "PREPARED_PRODUCTS", products == "prepared")
     Xs = sp.csr_matrix(X) if sparse else X
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
     d = folds.designs
@@ -385,6 +387,10 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercep
     rng = np.random.default_rng(0)
     V = rng.standard_normal((X.shape[1], len(splits)))
     P, Z, rss = d.fitted_and_gradient(V, d.target(folds.response, V))
+    if not sparse:  # the pass took the products asked for, in two groups of panels
+        groups = [g for _, gs in d._plan[-1] for g in gs]
+        assert len(groups) >= 2 and len(groups[0][0]) >= 2
+        assert all((g[3] is not None) == (products == "prepared") for g in groups)
     # the block's rows are ordered by held-out fold on dense designs
     rows = np.arange(len(y)) if sparse else np.concatenate([te for _, te in splits])
     mu_all = np.average(X, axis=0, weights=sw) if fit_intercept else np.zeros(X.shape[1])

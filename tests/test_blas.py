@@ -1,0 +1,101 @@
+"""Products prepared for SciPy's BLAS (skacv._blas.gemm_call): equal to
+NumPy's on every layout of views the stacked folds' pass uses, in place,
+and refused (None) where a BLAS call cannot express them."""
+
+import threading
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from skacv._blas import gemm_available, gemm_call
+
+
+def _view(M, order, pad):
+    """``M`` as a view with the given order and a leading dimension ``pad``
+    larger than its extent (a slice of a wider array)."""
+    m, k = M.shape
+    if order == "C":
+        big = np.zeros((m, k + pad), dtype=M.dtype)
+        big[:, :k] = M
+        return big[:, :k]
+    big = np.zeros((k, m + pad), dtype=M.dtype)
+    big[:, :m] = M.T
+    return big[:, :m].T
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5, 7, 3), (1, 4, 6), (6, 4, 1), (3, 1, 2), (13, 40, 5)])
+@pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
+@pytest.mark.parametrize("pad", [0, 3])
+def test_gemm_call_is_the_product(dtype, shape, orders, pad):
+    """C <- alpha A B + beta C for C- and F-ordered views with any leading
+    dimension, repeated calls accumulating in place; against float64 NumPy."""
+    m, k, n = shape
+    rng = np.random.default_rng(sum(shape))
+    A = _view(rng.standard_normal((m, k)).astype(dtype), orders[0], pad)
+    B = _view(rng.standard_normal((k, n)).astype(dtype), orders[1], pad)
+    wide = rng.standard_normal((m, n + pad)).astype(dtype)
+    C = wide[:, :n]  # rows of unit stride, leading dimension n + pad
+    C0, right = C.copy(), wide[:, n:].copy()
+    call = gemm_call(C, A, B, alpha=-1.5, beta=0.5)
+    assert call is not None
+    call()
+    AB = A.astype(np.float64) @ B.astype(np.float64)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    scale = np.abs(AB).max() + np.abs(C0).max()
+    assert_allclose(C, -1.5 * AB + 0.5 * C0, rtol=rtol, atol=rtol * scale)
+    call()
+    assert_allclose(C, -1.5 * AB + 0.5 * (-1.5 * AB + 0.5 * C0), rtol=rtol, atol=rtol * scale)
+    assert np.array_equal(wide[:, n:], right)  # nothing written beside the view
+
+
+def test_gemm_call_accumulates_into_rows_of_a_block_from_threads():
+    """The stacked folds' gradient product: ``Z[j:j+3] += R[rows, :3]^T X[rows]``
+    (a transposed view of the first columns of a row-major block) from two
+    threads at once, each into its own sum."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 50)).astype(np.float32)
+    R = rng.standard_normal((60, 5)).astype(np.float32)
+    sums = [np.zeros((8, 50), dtype=np.float32) for _ in range(2)]
+    panels = [[(a, min(a + 7, 30), a % 4) for a in range(0, 30, 7)],
+              [(a, min(a + 7, 60), a % 4) for a in range(30, 60, 7)]]
+    calls = [[gemm_call(Z[j:j + 3], R[a:b, :3].T, X[a:b], beta=1.0) for a, b, j in group]
+             for group, Z in zip(panels, sums, strict=True)]
+
+    def run(group):
+        for _ in range(50):
+            for call in group:
+                call()
+
+    threads = [threading.Thread(target=run, args=(group,)) for group in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for group, Z in zip(panels, sums, strict=True):
+        ref = np.zeros((8, 50))
+        for a, b, j in group:
+            ref[j:j + 3] += 50 * R[a:b, :3].T.astype(np.float64) @ X[a:b].astype(np.float64)
+        assert_allclose(Z, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_gemm_call_refuses_what_blas_cannot_take():
+    """None (the caller keeps NumPy's product) for other or mixed dtypes,
+    views without a unit stride, shapes that do not match, a read-only or
+    column-ordered output, empty products."""
+    A, B, C = np.ones((3, 4)), np.ones((4, 2)), np.zeros((3, 2))
+    assert gemm_available(np.float32) and gemm_available(np.float64)
+    assert not gemm_available(np.int64) and not gemm_available(np.complex128)
+    assert gemm_call(C, A, B) is not None
+    assert gemm_call(C.astype(np.int64), A.astype(np.int64), B.astype(np.int64)) is None
+    assert gemm_call(C, A.astype(np.float32), B) is None
+    assert gemm_call(C, np.ones((3, 8))[:, ::2], B) is None
+    assert gemm_call(C, A, np.ones((5, 2))) is None
+    assert gemm_call(np.zeros((3, 3)), A, B) is None
+    ro = np.zeros((3, 2))
+    ro.flags.writeable = False
+    assert gemm_call(ro, A, B) is None
+    assert gemm_call(np.zeros((3, 2), order="F"), A, B) is None
+    assert gemm_call(np.zeros((3, 2)), np.ones((3, 0)), np.ones((0, 2))) is None
+    assert gemm_call(np.zeros(3), A, B) is None
