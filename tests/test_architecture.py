@@ -30,7 +30,7 @@ PACKAGE = pathlib.Path(skacv.__file__).parent
 LAYERS = [
     ["exceptions", "_compat", "_config"],
     ["_validation", "_parallel"],
-    ["_linalg", "_kernels"],
+    ["_linalg", "_kernels", "_blas"],
     ["_design", "_penalties", "_datafits", "_sampling"],
     ["_iterations", "_preconditioning", "_risk_core_space"],
     ["_path", "_risk_spectral", "_risk_chains"],
