@@ -524,6 +524,8 @@ class FoldDesigns:
                 sums.append(total)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
                                _prepared_calls(views) if PREPARED_PRODUCTS else None))
+            if any(g[3] is None for g in groups):  # all groups prepared, or none
+                groups = [g[:3] + (None,) for g in groups]
             passes.append((sums, groups))
         return Vt, R, T, masked, passes
 

@@ -421,6 +421,35 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercep
     assert np.all(np.isnan(P2[train:]))
 
 
+def test_block_pass_prepares_every_group_or_none(monkeypatch):
+    """When the products of one group of panels cannot be prepared for
+    SciPy's BLAS, every group takes NumPy's (the target is laid out once for
+    all groups): the pass is the one with every group prepared."""
+    X, y, _ = _data(seed=4)
+    splits = list(KFold(3, shuffle=True, random_state=2).split(X))
+    _layout(monkeypatch, "rotated")
+    folds = StackedFolds(clone(ESTIMATORS[2]), X, y, None, splits, np.dtype(np.float64))
+    d = folds.designs
+    V = np.random.default_rng(0).standard_normal((X.shape[1], len(splits)))
+    target = d.target(folds.response, V)
+    ref = d.fitted_and_gradient(V, target)
+    assert all(g[3] is not None for _, gs in d._plan[-1] for g in gs)
+    real, seen = _kfold._prepared_calls, []
+
+    def second_group_refused(views):
+        seen.append(views)
+        return None if len(seen) % 2 == 0 else real(views)
+
+    monkeypatch.setattr(_kfold, "_prepared_calls", second_group_refused)
+    d._plan = None
+    P, Z, rss = d.fitted_and_gradient(V, target)
+    assert len(seen) >= 2
+    assert all(g[3] is None for _, gs in d._plan[-1] for g in gs)
+    assert_allclose(P, ref[0], rtol=1e-12, atol=1e-12 * np.abs(ref[0]).max())
+    assert_allclose(Z, ref[1], rtol=1e-12, atol=1e-12 * np.abs(ref[1]).max())
+    assert_allclose(rss, ref[2], rtol=1e-12)
+
+
 def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     """A panel of the pass holds about FOLD_PANEL_CACHE_SHARE of the level-2
     cache, its products at most FOLD_PANEL_MAX_PRODUCT multiply-adds (at
