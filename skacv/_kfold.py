@@ -378,10 +378,11 @@ class FoldDesigns:
         products of every panel are prepared once (:data:`PREPARED_PRODUCTS`,
         :func:`_prepared_calls`): ``R <- target - Xa V`` into a copy of the
         target and ``Z <- Z + R^T Xa`` in place, two calls a panel (three
-        with the mask), each without the GIL. Otherwise NumPy's ``dot``
-        (``matmul`` keeps the GIL on products of a panel's size, so that two
-        groups in threads ran one at a time), four calls a panel, five with
-        the mask. The fitted values are ``target - R`` after the pass.
+        with the mask), each without the GIL. Otherwise NumPy's ``dot``,
+        four calls a panel, five with the mask (``dot`` and ``matmul`` hold
+        the GIL around parts of products of a panel's size: the groups'
+        threads wait on each other's hand-overs). The fitted values are
+        ``target - R`` after the pass.
         Without ``held_out`` in the ``"rotated"`` layout, the product has
         the ``K - 1`` training columns only (OpenBLAS's single-precision
         kernel takes 4 columns in 70 % of the time of 5, 200 rows of 500 to
@@ -425,7 +426,7 @@ class FoldDesigns:
             total[...] = 0
             if calls is not None:  # prepared products, without the GIL
                 for first, mask, second in calls:
-                    first()  # Ra <- Ta - Xa V
+                    first()  # Ra <- Ra - Xa V (Ra holds the target)
                     if mask is not None:
                         multiply(*mask)
                     second()  # Zj <- Zj + Gt Xa
