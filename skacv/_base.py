@@ -121,8 +121,14 @@ _ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_re
                         "loo_error_path_", "loo_predictions_", "loo_indices_")
 
 
+#: a flagged iterate of a method without momentum whose degrees-of-freedom
+#: fraction is at least this is reported as (nearly) interpolating
+INTERPOLATION_DF = 0.9
+
+
 def _warn_unreliable(estimator, res):
-    """UnreliableEstimateWarning naming the first flagged iterate and the fix."""
+    """UnreliableEstimateWarning naming the first flagged iterate, the check
+    it fails and the fixes that apply to this estimator."""
     if res.reliable.all():
         return
     t = int(np.argmin(res.reliable))
@@ -131,15 +137,47 @@ def _warn_unreliable(estimator, res):
     extra = ("" if support is None else
              f"; degrees of freedom {df * res.n_eff:.3g} against a support of "
              f"{int(support[t])}, limit {SUPPORT_DF_LIMIT:g} times")
-    fixes = ("estimate_loo=True (leave-one-out, tracked along the same path), "
-             "solver='ista' (no momentum), or TrajectoryEarlyStoppingCV(criterion='auto')")
+    failed = {name for name, flags in res.get("failures", {}).items() if flags[t]}
+    params = estimator.get_params(deep=False)
+    fixes = []
+    momentum = bool(res.get("momentum", False))
+    if "not_finite" in failed:
+        cause = "The memory matrix or the estimate is not finite there."
+    elif "df_high" in failed or (not momentum and df >= INTERPOLATION_DF):
+        # without momentum the correction amplifies only as 1 - df vanishes
+        cause = ("The degrees of freedom approach the sample size: the iterate (nearly) "
+                 "interpolates the training data, where the estimate divides vanishing "
+                 "residuals by a vanishing 1 - df.")
+        fixes.append("fewer iterations or a larger penalty" if "alpha" in params
+                     else "fewer iterations")
+    elif momentum:
+        cause = "The Jacobian of a momentum method amplifies on this design."
+        options = _solver_options(estimator)
+        plain = next((s for s in ("ista", "gd") if s in options), None)
+        if plain is not None:
+            fixes.append(f"solver={plain!r} (no momentum)")
+    else:
+        cause = "The Jacobian amplifies on this design."
+    if "estimate_loo" in params:
+        fixes.insert(0, "estimate_loo=True (leave-one-out, tracked along the same path)")
+    fixes.append("TrajectoryEarlyStoppingCV(criterion='auto')")
+    fixes = ", ".join(fixes[:-1]) + (", or " if len(fixes) > 2 else " or ") + fixes[-1] \
+        if len(fixes) > 1 else fixes[0]
     warnings.warn(
         f"{type(estimator).__name__}: risk_path_ is unreliable from iteration {t} on "
         f"({int((~res.reliable).sum())} of {res.reliable.size} iterates flagged in "
         f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in [0, 1); "
-        f"amplification {amp:.3g}, limit 2{extra}). The Jacobian of a momentum method "
-        f"amplifies on this design. Use {fixes}.",
+        f"amplification {amp:.3g}, limit 2{extra}). {cause} Use {fixes}.",
         UnreliableEstimateWarning, stacklevel=4)
+
+
+def _solver_options(estimator):
+    """The string values of the estimator's ``solver`` parameter."""
+    for constraint in getattr(estimator, "_parameter_constraints", {}).get("solver", []):
+        options = getattr(constraint, "options", None)
+        if options is not None:
+            return set(options)
+    return set()
 
 
 class PathMixin:

@@ -33,6 +33,7 @@ from sklearn.utils import Bunch, check_random_state
 from ._config import check_memory
 from ._parallel import small_blas
 from ._risk_chains import (
+    _uses_hb,
     curvature_memory_matrices,
     masked_memory_matrix,
     resolve_chain_dtype,
@@ -336,7 +337,7 @@ AMPLIFICATION_LIMIT = 2.0
 
 
 def risk_reliability(A, A_sources, n_eff, fit_intercept=False, proximal=False,
-                     support=None):
+                     support=None, return_failures=False):
     """Per-iterate diagnostics of the memory-matrix estimate.
 
     The degrees-of-freedom fraction of iterate ``t`` is
@@ -372,6 +373,9 @@ def risk_reliability(A, A_sources, n_eff, fit_intercept=False, proximal=False,
     amplification : ndarray of shape (T + 1,)
         ``||row t of (I - A_src/n)^{-1}||_1 * (1 - df_t)``; 1 without
         cancellations.
+    failures : dict
+        Only with ``return_failures=True``: which check each iterate fails
+        (:func:`reliability_failures`).
     """
     T1 = A.shape[0]
     c = 1.0 if fit_intercept else 0.0
@@ -380,13 +384,31 @@ def risk_reliability(A, A_sources, n_eff, fit_intercept=False, proximal=False,
     with np.errstate(all="ignore"):
         Linv = solve_triangular(L, np.eye(T1), lower=True, check_finite=False)
         amp = np.abs(Linv).sum(axis=1) * (1.0 - c / n_eff) * np.maximum(1.0 - df, 1e-12)
-    ok = np.isfinite(df) & np.isfinite(amp)
-    if proximal:
-        ok &= (df >= DF_LOW) & (df < 1.0) & (amp <= AMPLIFICATION_LIMIT)
-    if support is not None:
-        ok &= df * n_eff <= SUPPORT_DF_LIMIT * (np.asarray(support, dtype=float) + c)
+    failed = reliability_failures(df, amp, n_eff, fit_intercept, proximal, support)
+    ok = ~np.logical_or.reduce(list(failed.values()))
     reliable = np.logical_and.accumulate(ok)
+    if return_failures:
+        return reliable, df, amp, failed
     return reliable, df, amp
+
+
+def reliability_failures(df, amp, n_eff, fit_intercept=False, proximal=False, support=None):
+    """The checks of :func:`risk_reliability`, each iterate on its own:
+    a dict of boolean arrays of shape (T + 1,), ``True`` where the check
+    fails (``"not_finite"``; for proximal methods ``"df_high"``: ``df_t >=
+    1``, the iterate interpolates; ``"df_low"``: ``df_t < DF_LOW``;
+    ``"amplification"``; with ``support``, ``"support"``)."""
+    c = 1.0 if fit_intercept else 0.0
+    failed = {"not_finite": ~(np.isfinite(df) & np.isfinite(amp))}
+    with np.errstate(invalid="ignore"):
+        if proximal:
+            failed["df_high"] = df >= 1.0
+            failed["df_low"] = df < DF_LOW
+            failed["amplification"] = amp > AMPLIFICATION_LIMIT
+        if support is not None:
+            failed["support"] = df * n_eff > SUPPORT_DF_LIMIT * (
+                np.asarray(support, dtype=float) + c)
+    return failed
 
 
 #: Hutchinson probes used by ``n_probes="auto"`` when exact traces are not cheap
@@ -592,16 +614,18 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         support = None
         if not iteration.is_linear and iteration.penalty.l1_ > 0:
             support = np.count_nonzero(coef_path, axis=0)
-        reliable, df, amp = risk_reliability(
+        reliable, df, amp, failures = risk_reliability(
             A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
-            proximal=not iteration.is_linear, support=support)
+            proximal=not iteration.is_linear, support=support, return_failures=True)
+    failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
     if verbose:
         print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
     return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
                  corrected_residuals=R, correction=K, residuals=F, products=prods,
                  chain_state=state, reliable=reliable, df_fraction=df, amplification=amp,
-                 support=support, n_eff=design.n_eff)
+                 support=support, n_eff=design.n_eff, failures=failures,
+                 momentum=has_momentum or _uses_hb(iteration, coef_path.shape[1] - 1))
 
 
 def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, random_state,
@@ -655,9 +679,14 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
     with np.errstate(divide="ignore", invalid="ignore"):
         A_equiv = design.n_eff * np.tril(K, -1) / np.where(td > 0, td, np.nan)[:, None]
     A_equiv[0] = 0.0
-    reliable, df, amp = risk_reliability(
-        A_equiv, A_equiv, design.n_eff, c, proximal=not (iteration.is_linear and quadratic))
+    reliable, df, amp, failures = risk_reliability(
+        A_equiv, A_equiv, design.n_eff, c, proximal=not (iteration.is_linear and quadratic),
+        return_failures=True)
+    failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
     return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=K,
                  chain_state=new_state, reliable=reliable, df_fraction=df, amplification=amp,
-                 corrected_residuals=corrected, residuals=F if quadratic else None)
+                 corrected_residuals=corrected, residuals=F if quadratic else None,
+                 failures=failures, momentum=any(
+                     iteration.beta(k) != 0.0 for k in range(1, T1))
+                 or _uses_hb(iteration, T1 - 1))

@@ -188,6 +188,63 @@ def test_reliability_against_its_definition():
     assert ok.all()
 
 
+def test_reliability_failures_name_the_check_each_iterate_fails():
+    rng = np.random.default_rng(0)
+    T1, n = 30, 50.0
+    A = np.tril(rng.uniform(0, 0.5, (T1, T1)), -1)
+    A[12, :12] = -5.0  # negative degrees of freedom
+    A[20, :20] = 3.0  # df = 60 / 50 >= 1
+    support = np.full(T1, 40)
+    support[5] = 0  # n df_5 > 0 = 1.5 (support + 0)
+    ok, df, amp, failed = risk_reliability(A, A, n, proximal=True, support=support,
+                                           return_failures=True)
+    assert_array_equal(np.flatnonzero(failed["df_low"]), [12])
+    assert_array_equal(np.flatnonzero(failed["df_high"]), [20])
+    assert_array_equal(np.flatnonzero(failed["support"]), [5])
+    assert_array_equal(failed["amplification"], amp > 2.0)
+    # reliable: no check failed up to t (and the same three outputs as before)
+    any_failed = np.logical_or.reduce(list(failed.values()))
+    assert_array_equal(ok, np.logical_and.accumulate(~any_failed))
+    assert_array_equal(ok, risk_reliability(A, A, n, proximal=True, support=support)[0])
+
+
+def test_interpolating_ista_is_flagged_as_such_not_as_momentum():
+    """ISTA with a tiny penalty on p = 2n runs into interpolation (df -> 1):
+    the warning says so and suggests what helps there, not a solver without
+    momentum (it has none)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 200))
+    y = X[:, :5].sum(axis=1) + 0.5 * rng.standard_normal(100)
+    with pytest.warns(UnreliableEstimateWarning) as record:
+        est = TrajectoryLasso(alpha=1e-4, solver="ista", max_iter=600, fit_intercept=False,
+                              random_state=0).fit(X, y)
+    message = str(record[0].message)
+    first = int(np.argmin(est.risk_reliable_))
+    assert est.risk_diagnostics_.df_fraction[first] >= 0.9
+    assert "interpolates" in message and "fewer iterations or a larger penalty" in message
+    assert "momentum" not in message and "solver=" not in message
+
+
+def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
+    from sklearn.utils import Bunch
+
+    from skacv._base import _warn_unreliable
+
+    reliable = np.array([True, True, False, False])
+    res = Bunch(reliable=reliable, df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),
+                amplification=np.array([1.0, 1.0, 5.0, 5.0]), momentum=True,
+                failures={"amplification": ~reliable, "not_finite": np.zeros(4, bool)})
+    for est, solver in ((TrajectoryLasso(), "'ista'"), (IterativeRidge(), "'gd'")):
+        with pytest.warns(UnreliableEstimateWarning,
+                          match=rf"iteration 2 on .*momentum method.*solver={solver}"):
+            _warn_unreliable(est, res)
+    res.momentum = False  # the same flag without momentum names no solver
+    with pytest.warns(UnreliableEstimateWarning) as record:
+        _warn_unreliable(TrajectoryLasso(), res)
+    assert "solver=" not in str(record[0].message)
+    assert "momentum" not in str(record[0].message)
+
+
 class _FlaggedMinimum(TrajectoryLasso):
     """Test double: its risk path has its smallest value at a flagged iterate."""
 
