@@ -36,7 +36,7 @@ from ._path import init_state, run_trajectory
 from ._risk import SUPPORT_DF_LIMIT, trajectory_risk
 from ._sampling import MinibatchSampler
 from ._uq import UncertaintyMixin, debias_statistics, debias_statistics_from_products
-from ._validation import WarmStartGuard, check_sample_weight, data_fingerprint
+from ._validation import WarmStartGuard, check_sample_weight, data_fingerprint, join_options
 from .exceptions import UnreliableEstimateWarning
 
 #: numpydoc attributes of the least-squares trajectory regressors
@@ -126,17 +126,14 @@ _ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_re
 INTERPOLATION_DF = 0.9
 
 
-def _warn_unreliable(estimator, res):
-    """UnreliableEstimateWarning naming the first flagged iterate, the check
-    it fails and the fixes that apply to this estimator."""
+def unreliable_advice(estimator, res):
+    """``(first, cause, fixes)`` for the first iterate flagged in
+    ``res.reliable`` (``None`` when none is): the check it fails, in a
+    sentence, and the list of fixes that apply to this estimator."""
     if res.reliable.all():
-        return
+        return None
     t = int(np.argmin(res.reliable))
-    df, amp = res.df_fraction[t], res.amplification[t]
-    support = res.get("support")
-    extra = ("" if support is None else
-             f"; degrees of freedom {df * res.n_eff:.3g} against a support of "
-             f"{int(support[t])}, limit {SUPPORT_DF_LIMIT:g} times")
+    df = res.df_fraction[t]
     failed = {name for name, flags in res.get("failures", {}).items() if flags[t]}
     params = estimator.get_params(deep=False)
     fixes = []
@@ -161,13 +158,28 @@ def _warn_unreliable(estimator, res):
     if "estimate_loo" in params:
         fixes.insert(0, "estimate_loo=True (leave-one-out, tracked along the same path)")
     fixes.append("TrajectoryEarlyStoppingCV(criterion='auto')")
-    fixes = ", ".join(fixes[:-1]) + (", or " if len(fixes) > 2 else " or ") + fixes[-1] \
-        if len(fixes) > 1 else fixes[0]
+    return t, cause, fixes
+
+
+def _warn_unreliable(estimator, res, advice=None):
+    """UnreliableEstimateWarning naming the first flagged iterate, the check
+    it fails and the fixes that apply to this estimator (``advice`` of
+    :func:`unreliable_advice`, computed when not given)."""
+    if advice is None:
+        advice = unreliable_advice(estimator, res)
+    if advice is None:
+        return
+    t, cause, fixes = advice
+    df, amp = res.df_fraction[t], res.amplification[t]
+    support = res.get("support")
+    extra = ("" if support is None else
+             f"; degrees of freedom {df * res.n_eff:.3g} against a support of "
+             f"{int(support[t])}, limit {SUPPORT_DF_LIMIT:g} times")
     warnings.warn(
         f"{type(estimator).__name__}: risk_path_ is unreliable from iteration {t} on "
         f"({int((~res.reliable).sum())} of {res.reliable.size} iterates flagged in "
         f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in [0, 1); "
-        f"amplification {amp:.3g}, limit 2{extra}). {cause} Use {fixes}.",
+        f"amplification {amp:.3g}, limit 2{extra}). {cause} Use {join_options(fixes)}.",
         UnreliableEstimateWarning, stacklevel=4)
 
 
@@ -471,6 +483,7 @@ class TrajectoryEstimator(BaseEstimator):
             if hasattr(self, name):
                 delattr(self, name)
         self._uq_stats = None  # what the debiasing methods need (UncertaintyMixin)
+        self._risk_advice = None  # the first flagged iterate, why, and the fixes
         if self._wants("estimate_risk"):
             # a warm-started fit continues the Jacobian chains of the previous one
             res = trajectory_risk(
@@ -496,7 +509,8 @@ class TrajectoryEstimator(BaseEstimator):
                     self._uq_pending = (design, res, target)
                 else:
                     self._set_uq(design, res, target)
-            _warn_unreliable(self, res)
+            self._risk_advice = unreliable_advice(self, res)
+            _warn_unreliable(self, res, self._risk_advice)
         if self._wants("estimate_loo"):
             store = self._wants("store_loo_predictions")
             res = iacv_path(

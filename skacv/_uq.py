@@ -64,6 +64,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._config import check_memory
 from ._parallel import factorization_blas
+from ._validation import join_options
 from .exceptions import UnreliableEstimateWarning
 
 # ----------------------------------------------------------------------------
@@ -377,11 +378,15 @@ class UncertaintyMixin:
             t = int(iteration) % T1
         reliable = getattr(self, "risk_reliable_", None)
         if warn and reliable is not None and not reliable[t]:
+            advice = getattr(self, "_risk_advice", None)
+            why, fixes = "", ["an earlier iterate"]
+            if advice is not None:  # why the first flagged iterate is, and a solver
+                why = f" From iteration {advice[0]} on: {advice[1][0].lower()}{advice[1][1:]}"
+                fixes += [f for f in advice[2] if f.startswith("solver=")]
             warnings.warn(
                 f"{type(self).__name__}: iterate {t} is flagged in risk_reliable_: its "
                 "debiasing rests on the same unstable memory matrix as risk_path_, and "
-                "the interval cannot be trusted. Use an earlier iterate or "
-                "solver='ista' (no momentum).",
+                f"the interval cannot be trusted.{why} Use {join_options(fixes)}.",
                 UnreliableEstimateWarning, stacklevel=3)
         return t
 

@@ -123,3 +123,10 @@ def _snapshot(value):
         except Exception:  # noqa: BLE001 - uncopyable: compare by identity
             return value
     return value
+
+
+def join_options(options):
+    """``"a"``, ``"a or b"``, ``"a, b, or c"`` (the fixes named in a message)."""
+    if len(options) <= 2:
+        return " or ".join(options)
+    return ", ".join(options[:-1]) + ", or " + options[-1]

@@ -225,6 +225,34 @@ def test_interpolating_ista_is_flagged_as_such_not_as_momentum():
     assert "momentum" not in message and "solver=" not in message
 
 
+def test_intervals_at_a_flagged_iterate_say_why_it_is_flagged():
+    """The debiasing methods' warning carries the fit's diagnosis: the
+    momentum (and the solver without it) for plain FISTA, interpolation (and
+    no solver) for ISTA with a tiny penalty."""
+    X, y, *_ = _design("equi", 200, 400, 0.5, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableEstimateWarning)
+        fista = TrajectoryLasso(alpha=0.05, max_iter=200, fit_intercept=False,
+                                solver=FISTA(extrapolation="plain"), random_state=0).fit(X, y)
+    first = int(np.argmin(fista.risk_reliable_))
+    with pytest.warns(UnreliableEstimateWarning,
+                      match=rf"iterate 200 is flagged.*From iteration {first} on: the Jacobian "
+                            r"of a momentum method.*earlier iterate or solver='ista'"):
+        fista.coef_confidence_interval()
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 200))
+    y = X[:, :5].sum(axis=1) + 0.5 * rng.standard_normal(100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableEstimateWarning)
+        ista = TrajectoryLasso(alpha=1e-4, solver="ista", max_iter=600, fit_intercept=False,
+                               random_state=0).fit(X, y)
+    with pytest.warns(UnreliableEstimateWarning) as record:
+        ista.coef_confidence_interval()
+    message = str(record[0].message)
+    assert "interpolates" in message and "Use an earlier iterate." in message
+    assert "momentum" not in message and "solver=" not in message
+
+
 def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
     from sklearn.utils import Bunch
 
