@@ -187,17 +187,20 @@ class Iteration:
         return 1.0 + beta * c, beta * e
 
     # ------------------------------------------------------- the linear parts
-    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False):
+    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
         """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2});
         ``n_free``: trailing rows without decay (see
         :meth:`~skacv._penalties.Penalty.decay`); ``overwrite_z``: the result
-        is written into ``z`` (a scratch block of the chains)."""
+        is written into ``z`` (a scratch block of the chains); ``z_scaled``:
+        ``z`` holds ``eta_k z`` already (a caller that folded the step into
+        its product)."""
         eta = self.eta(k)
         if overwrite_z:
             out = z
-            out *= eta
+            if not z_scaled:
+                out *= eta
         else:
-            out = eta * z
+            out = z.copy() if z_scaled else eta * z
         out += v
         self.penalty.decay(v, eta, out, n_free)
         h = self.hb(k)
@@ -347,7 +350,7 @@ class Iteration:
 
     # ------------------------------------------------------------- tangents
     def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None, n_free=None,
-                overwrite_dz=False, out_v=None):
+                overwrite_dz=False, out_v=None, dz_scaled=False):
         """Advance tangent vectors (blocks of columns) by one step.
 
         Parameters
@@ -375,6 +378,9 @@ class Iteration:
             Write ``dx`` into ``dz`` (a scratch block) instead of a new array.
         out_v : array or None
             Write ``dv`` there (it may be ``dv``'s own block, read before).
+        dz_scaled : bool, default=False
+            ``dz`` holds ``eta_k`` times the gradient tangent (see
+            :meth:`combine`'s ``z_scaled``).
 
         Returns
         -------
@@ -385,7 +391,10 @@ class Iteration:
         dm = None
         if h != 0.0:
             dm = dx1 - dx2 if mcoef is None else self.momentum_difference(k, dx1, dx2, mcoef)
-        dpre = self.combine(k, dv, dm, dz, n_free, overwrite_dz)
+        if dz_scaled:
+            dpre = self.combine(k, dv, dm, dz, n_free, overwrite_dz, z_scaled=True)
+        else:
+            dpre = self.combine(k, dv, dm, dz, n_free, overwrite_dz)
         if mask is not None:
             dpre *= mask.reshape((-1,) + (1,) * (dpre.ndim - 1))
         return dpre, self.extrapolate(k, dpre, dx1, coef, out_v)
@@ -552,10 +561,15 @@ class PreconditionedGD(GradientDescent):
     def decay(self, k):  # the decay is the matrix I - eta l2 P, not a scalar
         raise NotImplementedError("PreconditionedGD has no scalar decay; use combine().")
 
-    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False):
-        g = z - self.l2 * v if self.l2 else z
-        out = self.preconditioner.apply(g)
-        out = out * out.dtype.type(self.eta(k))
+    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
+        eta = self.eta(k)
+        if z_scaled:  # z holds eta z: P (eta z - eta l2 v)
+            g = z - (eta * self.l2) * v if self.l2 else z
+            out = self.preconditioner.apply(g)
+        else:
+            g = z - self.l2 * v if self.l2 else z
+            out = self.preconditioner.apply(g)
+            out = out * out.dtype.type(eta)
         out += v
         if overwrite_z:
             z[...] = out

@@ -105,7 +105,8 @@ class Penalty:
         the ridge part); ``v`` has coordinates on its first axis, the last
         ``n_free`` of them unpenalised (default ``n_unpenalized``; ``0``: every
         row decays, for rows that are linear images of penalised coordinates)."""
-        if np.any(self.l2_):
+        l2 = self.l2_
+        if (l2 != 0.0) if isinstance(l2, float) else np.any(l2):
             m = self._head(v) if n_free is None else v.shape[0] - n_free
             out[:m] -= (step * self.l2_) * v[:m]
         return out

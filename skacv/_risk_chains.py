@@ -21,6 +21,7 @@ import numpy as np
 
 from ._config import check_memory, get_config
 from ._design import gather
+from ._iterations import Iteration
 from ._linalg import block_trace as _block_trace
 from ._risk_core_space import core_space_memory_matrix, core_space_plan
 
@@ -52,6 +53,11 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     n = design.n_samples
     T = coef_path.shape[1] - 1
     inv_n = 1.0 / design.n_eff
+    # a constant step is folded into the products (the Gram matrix holds
+    # -eta / n, the injections eta / n): a step's combination then only adds
+    # (Iteration.combine's z_scaled), one pass over the chains fewer
+    fold = iteration.schedule is None and type(iteration).combine is Iteration.combine
+    g = inv_n * iteration.step_size if fold else inv_n
     dtype = np.dtype(chain_dtype)
     keep_state = keep_state and n_probes is not None
     if state is not None and not (
@@ -172,13 +178,13 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         dz_k = dz[:rows_k, :c_new]
         if c_old and dv_rows:
             u = dv_rows
-            gram = _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, -inv_n,
+            gram = _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, -g,
                                cached=None if state is None else state.get("gram"),
                                order=order)
-            _gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old], -inv_n)
+            _gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old], -g)
         elif c_old:
             dz_k[:, :c_old] = 0
-        np.multiply(probes[:rows_k], inv_n, out=dz_k[:, c_old:c_new])
+        np.multiply(probes[:rows_k], g, out=dz_k[:, c_old:c_new])
         if dv_rows < rows_k:
             dv[dv_rows:rows_k, :c_new] = 0
         coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
@@ -202,7 +208,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                 k, dv[:rows_k, cols], dx1[:rows_k, cols],
                 None if dx2 is None else dx2[:rows_k, cols], dz_k[:, cols], mask_k, coef, mcoef,
                 overwrite_dz=True,
-                out_v=dv[:rows_k, cols] if swap and dv is not dx1 else None,
+                out_v=dv[:rows_k, cols] if swap and dv is not dx1 else None, dz_scaled=fold,
             )
             A[k, sources] = scale * _block_trace(w_k, dx, m)
             Av[k, sources] = A[k, sources] if dvn is dx else scale * _block_trace(w_k, dvn, m)
@@ -233,15 +239,15 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                   f"{rows_k}, {time.perf_counter() - tic:.1f}s")
     if split < T:
         if gram is None:  # the backward steps may still pay for a Gram matrix
-            gram = _maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n, -inv_n)
+            gram = _maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n, -g)
         if extrapolates:
             _backward_chains_extrapolated(
                 iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
-                dx1[:rows_k, :m * split], dv[:dv_rows, :m * split], m, scale, inv_n, A, Av,
-                coef_path, order)
+                dx1[:rows_k, :m * split], dv[:dv_rows, :m * split], m, scale, g, A, Av,
+                coef_path, order, fold)
         else:
             _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
-                             dx1[:rows_k, :m * split], m, scale, inv_n, A)
+                             dx1[:rows_k, :m * split], m, scale, g, A, fold)
             Av[:] = A
         if verbose:
             print(f"[risk] {iteration.name} traces: outputs {split + 1}..{T} backward to "
@@ -258,7 +264,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             chains = state["chains"]
         new_state = _chain_state(T, Z, dtype, A, Av, chains)
         if gram is not None and gram.nbytes <= _GRAM_CACHE_BYTES:
-            new_state["gram"] = (order[: gram.shape[0]], gram, -inv_n)
+            new_state["gram"] = (order[: gram.shape[0]], gram, -g)
         elif state is not None and "gram" in state:
             new_state["gram"] = state["gram"]
     return A, Av, new_state
@@ -347,7 +353,7 @@ _MIN_SPLIT_GAIN = 1.2
 
 
 def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split, forward,
-                     m, scale, inv_n, A):
+                     m, scale, g, A, folded=False):
     """Rows ``split+1..T`` of the memory matrix by transposed chains.
 
     For an iteration without momentum step ``k`` maps a tangent ``d`` to
@@ -360,7 +366,10 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
         A[t, s] = b_{t,split}^T x_{s,split}  (source s < split, ``forward``).
 
     All outputs are advanced together as one block; output ``t`` holds
-    columns ``m (T - t) .. m (T - t + 1)``.
+    columns ``m (T - t) .. m (T - t + 1)``. ``g``: the products' factor,
+    ``1 / n``, or ``eta / n`` when the step is ``folded`` into them (the
+    combinations then only add: :meth:`~skacv.Iteration.combine`'s
+    ``z_scaled``).
     """
     T = masks_s.shape[1] - 1
     dtype = forward.dtype
@@ -381,9 +390,9 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
         b[:rk, c - m:c] = trace_wt[:, :rk].T  # output k starts from its readout
         mask = masks_s[:rp, k][:, None]
         # source k - 1 enters at step k: e = L_k-part of the injection alone
-        np.multiply(probes[:rk], inv_n, out=inject[:rk])
+        np.multiply(probes[:rk], g, out=inject[:rk])
         et = iteration.tangent(k, np.zeros_like(inject[:rk]), None, None, inject[:rk],
-                               mask[:rk, 0])[0].T
+                               mask[:rk, 0], dz_scaled=folded)[0].T
         # element-wise work by cache-sized groups of outputs
         step = m * max(1, _CHUNK_BYTES // (rp * m * dtype.itemsize))
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
@@ -392,16 +401,18 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
             u *= mask  # D_k b: zero beyond the prefix of step k
             traces[cols.start // m:cols.stop // m] = _block_trace(et, u[:rk], m)
         A[k:T + 1, k - 1][::-1] = scale * traces[:c // m]
-        _gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c], -inv_n)
+        _gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c], -g)
         for cols in groups:
-            iteration.combine(k, b[:rp, cols], None, dz[:rp, cols], overwrite_z=True)
+            iteration.combine(k, b[:rp, cols], None, dz[:rp, cols], overwrite_z=True,
+                              z_scaled=folded)
         b, dz = dz, b
     # outputs after the split meet the sources before it
     A[split + 1:, :split] = scale * _meet(b, forward, m)[::-1]
 
 
 def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
-                                  fw_x, fw_v, m, scale, inv_n, A, Av, coef_path, order):
+                                  fw_x, fw_v, m, scale, g, A, Av, coef_path, order,
+                                  folded=False):
     """Rows ``split+1..T`` of both memory matrices of an extrapolating
     iteration (FISTA, Nesterov's prox-gradient) by transposed chains.
 
@@ -417,6 +428,7 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
     the sources before the split meet them through the forward chains'
     ``(dx^split, dv^split)``. Output ``t`` holds columns ``2 m (T - t) ..
     2 m (T - t + 1)``: ``m`` for ``A``, then ``m`` for ``A_sources``.
+    ``g`` and ``folded`` as in :func:`_backward_chains`.
     """
     T = masks_s.shape[1] - 1
     dtype = fw_x.dtype
@@ -443,8 +455,9 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         if coef is not None:  # clipped: in the chains' row order
             coef = (coef[0][order[:r1]], coef[1][order[:r1]])
         mask = masks_s[:r1, k][:, None]
-        np.multiply(probes[:rk], inv_n, out=inject[:rk])
-        et = iteration.tangent(k, zeros[:rk], zeros[:rk], None, inject[:rk], mask[:rk, 0])[0].T
+        np.multiply(probes[:rk], g, out=inject[:rk])
+        et = iteration.tangent(k, zeros[:rk], zeros[:rk], None, inject[:rk], mask[:rk, 0],
+                               dz_scaled=folded)[0].T
         step = 2 * m * max(1, _CHUNK_BYTES // (r1 * 2 * m * dtype.itemsize))
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
         a, b = iteration.extrapolation_factors(k, coef, 2, dtype)
@@ -458,9 +471,10 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         values = scale * traces[:c // m].reshape(-1, 2)  # (output T, T-1, ..., k; A / A_src)
         A[k:T + 1, k - 1] = values[::-1, 0]
         Av[k:T + 1, k - 1] = values[::-1, 1]
-        _gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c], -inv_n)
+        _gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c], -g)
         for cols in groups:
-            iteration.combine(k, rho[:r2, cols], None, dz[:r2, cols], overwrite_z=True)
+            iteration.combine(k, rho[:r2, cols], None, dz[:r2, cols], overwrite_z=True,
+                              z_scaled=folded)
         rho, dz = dz, rho
     # outputs after the split meet the sources before it: lam . dx + rho . dv
     cross = scale * (_meet(lam, fw_x, m) + _meet(rho, fw_v, m)).reshape(n_out, 2, split)[::-1]

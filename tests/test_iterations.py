@@ -348,6 +348,17 @@ def test_combine_and_tangent_in_place(name, dtype):
     assert_allclose(out, it.combine(k, v, dx, z.copy()), rtol=1e-6 if dtype == np.float32
                     else 1e-15)
     tol = 1e-6 if dtype == np.float32 else 1e-15
+    # z_scaled: z holds eta_k z (the chains fold a constant step into their products)
+    zs = (z * dtype(it.eta(k))).astype(dtype)
+    scaled = it.combine(k, v, dx, zs, z_scaled=True)
+    assert scaled is not zs and scaled.dtype == dtype
+    assert_allclose(scaled, out, rtol=10 * tol, atol=10 * tol)
+    assert it.combine(k, v, dx, zs, overwrite_z=True, z_scaled=True) is zs
+    assert_allclose(zs, out, rtol=10 * tol, atol=10 * tol)
+    dxs, _ = it.tangent(k, v, dx, dx2, (z * dtype(it.eta(k))).astype(dtype), mask, coef,
+                        mcoef, dz_scaled=True)
+    assert_allclose(dxs, it.tangent(k, v, dx, dx2, z.copy(), mask, coef, mcoef)[0],
+                    rtol=10 * tol, atol=10 * tol)
     for kk in (1, k):  # beta_1 = 0 for FISTA: dv is a copy of dx in out_v
         ref_x, ref_v = it.tangent(kk, v, dx, dx2, z.copy(), mask, coef, mcoef)
         scratch, v_block = z.copy(), v.copy()  # dv written over its own block
@@ -366,6 +377,24 @@ def test_combine_and_tangent_in_place(name, dtype):
     assert_allclose(prev, expected, rtol=tol)
     if coef is None:
         assert (a, b) == (1.0 + it.beta(k), -it.beta(k))
+
+
+def test_preconditioned_combine_with_the_step_folded_into_z():
+    """``PreconditionedGD.combine``: ``v + eta P (z - l2 v)``, also from ``eta z``."""
+    from skacv._iterations import PreconditionedGD
+    from skacv._preconditioning import NystromPreconditioner
+
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((40, 8))
+    P = NystromPreconditioner.from_features(A, 3)
+    it = PreconditionedGD(0.7, P, penalty=L2(0.2))
+    v, z = rng.standard_normal((8, 2)), rng.standard_normal((8, 2))
+    expected = v + 0.7 * P.apply(z - 0.2 * v)
+    assert_allclose(it.combine(3, v, None, z.copy()), expected, rtol=1e-13)
+    assert_allclose(it.combine(3, v, None, 0.7 * z, z_scaled=True), expected, rtol=1e-13)
+    scratch = 0.7 * z
+    assert it.combine(3, v, None, scratch, overwrite_z=True, z_scaled=True) is scratch
+    assert_allclose(scratch, expected, rtol=1e-13)
 
 
 @pytest.mark.parametrize("name", list(ITERATIONS))

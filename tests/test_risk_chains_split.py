@@ -78,18 +78,28 @@ def _forced(monkeypatch, split, gram=True):
 @pytest.mark.parametrize("shape, l1", [((24, 16), 0.05), ((12, 40), 0.02)])
 @pytest.mark.parametrize("split", [1, 2, 5, 9])
 @pytest.mark.parametrize("gram", [True, False])
-def test_split_chains_equal_finite_differences(monkeypatch, shape, l1, split, gram):
+@pytest.mark.parametrize("folded", [True, False])
+def test_split_chains_equal_finite_differences(monkeypatch, shape, l1, split, gram, folded):
+    """``folded``: a constant step is folded into the products (factor
+    ``-eta / n``, the combinations only add); a schedule (here of ones, the
+    same steps) keeps the step out of them (factor ``-1 / n``)."""
     X, y, w = _problem(*shape)
     T, l2 = 10, 0.3
     design = make_design(X, sample_weight=w, fit_intercept=False)
     eta = 0.9 / design.lipschitz()
-    iteration = ISTA(eta, penalty=ElasticNet(l1, l2))
+    iteration = ISTA(eta, penalty=ElasticNet(l1, l2), schedule=None if folded else np.ones(T))
     path = _ista_path(X, np.repeat(y[:, None], T, axis=1), eta, l1, l2, w)
     support = (path[:, 1:] != 0).any(axis=1).sum()
     assert (support > shape[0]) == (shape[1] > shape[0])  # both probe sides are exercised
     calls = _forced(monkeypatch, split, gram)
+    factors = set()
+    product = chains._gram_product
+    monkeypatch.setattr(chains, "_gram_product",
+                        lambda *a: factors.add(a[-1]) or product(*a))
     A, A_src = memory_matrix(design, iteration, path, n_probes=None, chain_dtype=np.float64)
     assert calls == [T]
+    assert len(factors) == 1
+    assert factors.pop() == pytest.approx(-(eta if folded else 1.0) / design.n_eff, rel=1e-12)
     ref = _exact_memory(X, y, eta, l1, l2, w, T)
     np.testing.assert_allclose(A, ref, atol=1e-6 * np.abs(ref).max())
     np.testing.assert_array_equal(A_src, A)  # no extrapolation: the sources are the outputs
@@ -117,11 +127,14 @@ def test_split_chains_equal_forward_chains_with_the_same_probes(monkeypatch, spl
 @pytest.mark.parametrize("extrapolation", ["clipped", "plain"])
 @pytest.mark.parametrize("shape", [(24, 16), (12, 40)])
 @pytest.mark.parametrize("split", [1, 2, 5, 9])
-def test_split_fista_chains_equal_finite_differences(monkeypatch, extrapolation, shape, split):
+@pytest.mark.parametrize("folded", [True, False])
+def test_split_fista_chains_equal_finite_differences(monkeypatch, extrapolation, shape, split,
+                                                     folded):
     """FISTA: the backward chains carry a functional of ``(dx^k, dv^k)``; the
     outputs' memory matrix equals finite differences of the reference loop,
     and both matrices (outputs and gradient points) equal the forward-only
-    chains'."""
+    chains'; with the step folded into the products or not (a schedule of
+    ones)."""
     X, y, _ = _problem(*shape, seed=4)
     T, alpha = 10, 0.05
     design = make_design(X, fit_intercept=False)
@@ -131,8 +144,9 @@ def test_split_fista_chains_equal_finite_differences(monkeypatch, extrapolation,
 
     def matrices(r):
         _forced(monkeypatch, r)
-        return memory_matrix(design, FISTA(eta, alpha, extrapolation=extrapolation), path,
-                             n_probes=None, chain_dtype=np.float64)
+        fista = FISTA(eta, alpha, extrapolation=extrapolation,
+                      schedule=None if folded else np.ones(T))
+        return memory_matrix(design, fista, path, n_probes=None, chain_dtype=np.float64)
 
     A, A_src = matrices(split)
     A_ref, A_src_ref = matrices(T)
