@@ -161,12 +161,10 @@ def unreliable_advice(estimator, res):
     return t, cause, fixes
 
 
-def _warn_unreliable(estimator, res, advice=None):
+def _warn_unreliable(estimator, res, advice):
     """UnreliableEstimateWarning naming the first flagged iterate, the check
     it fails and the fixes that apply to this estimator (``advice`` of
-    :func:`unreliable_advice`, computed when not given)."""
-    if advice is None:
-        advice = unreliable_advice(estimator, res)
+    :func:`unreliable_advice`; ``None``: nothing flagged, no warning)."""
     if advice is None:
         return
     t, cause, fixes = advice

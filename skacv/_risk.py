@@ -33,7 +33,6 @@ from sklearn.utils import Bunch, check_random_state
 from ._config import check_memory
 from ._parallel import small_blas
 from ._risk_chains import (
-    _uses_hb,
     curvature_memory_matrices,
     masked_memory_matrix,
     resolve_chain_dtype,
@@ -392,6 +391,13 @@ def risk_reliability(A, A_sources, n_eff, fit_intercept=False, proximal=False,
     return reliable, df, amp
 
 
+def _has_momentum(iteration, n_steps):
+    """An extrapolation or a heavy ball at some step ``1..n_steps`` (the
+    cause the reliability warning names for an amplifying Jacobian)."""
+    return any(iteration.beta(k) != 0.0 or iteration.hb(k) != 0.0
+               for k in range(1, n_steps + 1))
+
+
 def reliability_failures(df, amp, n_eff, fit_intercept=False, proximal=False, support=None):
     """The checks of :func:`risk_reliability`, each iterate on its own:
     a dict of boolean arrays of shape (T + 1,), ``True`` where the check
@@ -625,7 +631,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                  corrected_residuals=R, correction=K, residuals=F, products=prods,
                  chain_state=state, reliable=reliable, df_fraction=df, amplification=amp,
                  support=support, n_eff=design.n_eff, failures=failures,
-                 momentum=has_momentum or _uses_hb(iteration, coef_path.shape[1] - 1))
+                 momentum=_has_momentum(iteration, coef_path.shape[1] - 1))
 
 
 def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, random_state,
@@ -687,6 +693,4 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
     return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=K,
                  chain_state=new_state, reliable=reliable, df_fraction=df, amplification=amp,
                  corrected_residuals=corrected, residuals=F if quadratic else None,
-                 failures=failures, momentum=any(
-                     iteration.beta(k) != 0.0 for k in range(1, T1))
-                 or _uses_hb(iteration, T1 - 1))
+                 failures=failures, momentum=_has_momentum(iteration, T1 - 1))

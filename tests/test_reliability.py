@@ -256,7 +256,7 @@ def test_intervals_at_a_flagged_iterate_say_why_it_is_flagged():
 def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
     from sklearn.utils import Bunch
 
-    from skacv._base import _warn_unreliable
+    from skacv._base import _warn_unreliable, unreliable_advice
 
     reliable = np.array([True, True, False, False])
     res = Bunch(reliable=reliable, df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),
@@ -265,10 +265,10 @@ def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
     for est, solver in ((TrajectoryLasso(), "'ista'"), (IterativeRidge(), "'gd'")):
         with pytest.warns(UnreliableEstimateWarning,
                           match=rf"iteration 2 on .*momentum method.*solver={solver}"):
-            _warn_unreliable(est, res)
+            _warn_unreliable(est, res, unreliable_advice(est, res))
     res.momentum = False  # the same flag without momentum names no solver
     with pytest.warns(UnreliableEstimateWarning) as record:
-        _warn_unreliable(TrajectoryLasso(), res)
+        _warn_unreliable(TrajectoryLasso(), res, unreliable_advice(TrajectoryLasso(), res))
     assert "solver=" not in str(record[0].message)
     assert "momentum" not in str(record[0].message)
 
