@@ -18,6 +18,8 @@ _DEFAULTS = {
     "risk_chain_dtype": "auto",
     # precision of the stacked fold paths of K-fold CV along the path
     "kfold_dtype": "auto",
+    # probes of the Jacobian chains of proximal risk estimates
+    "risk_probe_scheme": "auto",
 }
 _global_config = dict(_DEFAULTS)
 _threadlocal = threading.local()
@@ -54,12 +56,25 @@ def get_config():
         (default) is float32, whose rounding (~1e-6 relative) is far below
         the sampling noise of a held-out error; ``None`` follows ``X``. The
         selected model is always the fit on all the data in ``X``'s precision.
+        ``risk_probe_scheme`` (``"auto"``, ``"shared"`` or ``"independent"``):
+        the Hutchinson probes of the ISTA/FISTA risk estimates.
+        ``"shared"``: the same ``n_probes`` probes for every source (the
+        seed notebook's estimator; the chains meet in the middle, ``m T^2 /
+        4`` chain-steps). ``"independent"``: ``n_probes`` fresh probes for
+        every source, whose chains are summed into one block once their
+        remaining contribution to the estimate's variance is small
+        (:mod:`skacv._risk_independent`: a quarter to a half of the
+        chain-steps, and less probe noise: the errors of different sources
+        are independent; but the estimates of different iterates carry
+        independent noise, so the curve is not flat where the iterates have
+        converged). ``"auto"`` (default): independent probes from 1000
+        samples on, except with a heavy ball and for exact traces.
     """
     return dict(_local())
 
 
 def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UNCHANGED,
-               kfold_dtype=_UNCHANGED):
+               kfold_dtype=_UNCHANGED, risk_probe_scheme=_UNCHANGED):
     """Set the skacv configuration (of the current thread).
 
     Parameters
@@ -74,6 +89,9 @@ def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UN
     kfold_dtype : {"auto", None, "float32", "float64"}, optional
         Precision of the stacked fold paths of K-fold CV along the path. Left
         unchanged when not given.
+    risk_probe_scheme : {"auto", "shared", "independent"}, optional
+        Hutchinson probes of the ISTA/FISTA risk estimates (see
+        :func:`get_config`). Left unchanged when not given.
     """
     config = _local()
     for name, value in (("risk_chain_dtype", risk_chain_dtype), ("kfold_dtype", kfold_dtype)):
@@ -84,6 +102,13 @@ def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UN
                 f"{name} must be 'auto', None, 'float32' or 'float64'; got {value!r}."
             )
         config[name] = value
+    if risk_probe_scheme is not _UNCHANGED:
+        if risk_probe_scheme not in ("auto", "shared", "independent"):
+            raise ValueError(
+                "risk_probe_scheme must be 'auto', 'shared' or 'independent'; got "
+                f"{risk_probe_scheme!r}."
+            )
+        config["risk_probe_scheme"] = risk_probe_scheme
     for name, value in (("path_memory_limit", path_memory_limit),
                         ("working_memory", working_memory)):
         if value is None:

@@ -37,6 +37,7 @@ from ._risk_chains import (
     masked_memory_matrix,
     resolve_chain_dtype,
 )
+from ._risk_independent import independent_memory_matrix, probe_scheme
 from ._risk_spectral import (
     exact_nodes,
     lanczos_check,
@@ -532,6 +533,9 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
         A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
         return A, Av, new_state
     dtype = resolve_chain_dtype(design, n_probes, dtype)
+    if probe_scheme(iteration, n_probes, T, design.n_samples) == "independent":
+        return independent_memory_matrix(design, iteration, coef_path, n_probes, rng, dtype,
+                                         verbose, state=state, keep_state=keep_state)
     return masked_memory_matrix(design, iteration, coef_path, n_probes, rng, dtype, verbose,
                                 state=state, keep_state=keep_state)
 

@@ -67,15 +67,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     ):
         state = None
     k0 = 0 if state is None else state["k"]
-    masks = coef_path != 0  # (p, T+1); mask of step k = support of x^k
-    # order the columns by the last step at which they are in a support so
-    # that every support (and every union of consecutive ones) is a prefix
-    steps = np.arange(T + 1)
-    last = np.where(masks.any(axis=1), np.max(np.where(masks, steps, -1), axis=1), -1)
-    order = np.argsort(-last, kind="stable")
-    last_sorted = last[order]
-    # prefix length covering every coordinate active at step >= k
-    prefix = np.searchsorted(-last_sorted, -np.arange(T + 2), side="right")
+    masks, order, prefix = chain_order(coef_path)
     width = int(prefix[max(k0 - 1, 1)]) if T >= 1 else 0
     A = np.zeros((T + 1, T + 1))
     Av = np.zeros((T + 1, T + 1))
@@ -90,7 +82,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
     # the tangents of x^{k-1} and v^{k-1} are one block without extrapolation
     extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
-    hb = _uses_hb(iteration, T)
+    hb = uses_heavy_ball(iteration, T)
     # without a heavy ball, sources 0..r-1 go forward to step r and the
     # outputs r+1..T go backward to it (the transposed steps), met by inner
     # products (a warm start continues the forward chains instead)
@@ -98,10 +90,10 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     if state is None and not keep_state and not hb:
         split = split_step(n, prefix, T, 2 if extrapolates else 1)
     if n_probes is not None and state is None and not keep_state:
-        step_cost = _masked_step_cost(n, prefix, int(n_probes), T)
+        step_cost = chain_step_cost(n, prefix, int(n_probes), T)
         plan = core_space_plan(iteration, coef_path, n, int(n_probes), step_cost,
                                dtype.itemsize,
-                               total=_masked_step_cost(n, prefix, int(n_probes), T, split,
+                               total=chain_step_cost(n, prefix, int(n_probes), T, split,
                                                        2 if extrapolates else 1).sum(),
                                split=split < T)
         if plan is not None:
@@ -111,10 +103,10 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                                             n_probes, rng, dtype, verbose, keep_state=True,
                                             probes=Z)[2]
             A, Av = core_space_memory_matrix(
-                lambda idx, dt: _design_columns(design, idx, dt), iteration, coef_path, Z,
+                lambda idx, dt: design_columns(design, idx, dt), iteration, coef_path, Z,
                 inv_n, plan, dtype, head=head, verbose=verbose)
             return A, Av, None
-    Xs = _design_columns(design, order[:width], dtype)
+    Xs = design_columns(design, order[:width], dtype)
     if n_probes is None:  # exact traces: identity probes on the smaller side
         if n <= width:
             probes = Xs.T  # X~^T Z with Z = I_n
@@ -178,10 +170,10 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         dz_k = dz[:rows_k, :c_new]
         if c_old and dv_rows:
             u = dv_rows
-            gram = _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, -g,
+            gram = maybe_gram(Xs, gram, k, k_first, prefix, columns, n, -g,
                                cached=None if state is None else state.get("gram"),
                                order=order)
-            _gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old], -g)
+            gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old], -g)
         elif c_old:
             dz_k[:, :c_old] = 0
         np.multiply(probes[:rows_k], g, out=dz_k[:, c_old:c_new])
@@ -199,7 +191,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                 mcoef = (mcoef[0][rows], mcoef[1][rows])
         # the chains are independent columns: advance them by cache-sized
         # groups of sources (tangent, traces and store in one pass)
-        step = m * max(1, _CHUNK_BYTES // (max(rows_k, 1) * m * dtype.itemsize))
+        step = m * max(1, CHUNK_BYTES // (max(rows_k, 1) * m * dtype.itemsize))
         w_k = trace_wt[:, :rows_k]
         for j0 in range(0, c_new, step):
             cols = slice(j0, min(j0 + step, c_new))
@@ -239,7 +231,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                   f"{rows_k}, {time.perf_counter() - tic:.1f}s")
     if split < T:
         if gram is None:  # the backward steps may still pay for a Gram matrix
-            gram = _maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n, -g)
+            gram = maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n, -g)
         if extrapolates:
             _backward_chains_extrapolated(
                 iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
@@ -263,7 +255,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         else:
             chains = state["chains"]
         new_state = _chain_state(T, Z, dtype, A, Av, chains)
-        if gram is not None and gram.nbytes <= _GRAM_CACHE_BYTES:
+        if gram is not None and gram.nbytes <= GRAM_CACHE_BYTES:
             new_state["gram"] = (order[: gram.shape[0]], gram, -g)
         elif state is not None and "gram" in state:
             new_state["gram"] = state["gram"]
@@ -271,12 +263,12 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 
 
 # largest restricted Gram matrix kept with the chains for a warm-started refit
-_GRAM_CACHE_BYTES = 256 * 2**20
+GRAM_CACHE_BYTES = 256 * 2**20
 # the chains are advanced by groups of columns of about this size (in cache)
-_CHUNK_BYTES = 2**20
+CHUNK_BYTES = 2**20
 
 
-def _design_columns(design, idx, dtype):
+def design_columns(design, idx, dtype):
     """``X~[:, idx]`` in ``dtype``, C order (the restricted products read
     prefixes of its columns as BLAS views); a dense design is gathered by
     blocks of rows, without a full-size copy in its own precision."""
@@ -285,25 +277,47 @@ def _design_columns(design, idx, dtype):
     return gather(design.dense(), dtype, cols=idx)
 
 
+def chain_order(coef_path):
+    """The row order of the chains: ``(masks, order, prefix)``.
+
+    ``masks`` (p, T + 1): the support of every iterate; ``order``: the
+    coordinates sorted by the last step at which they are in a support, so
+    that every support (and every union of consecutive ones) is a prefix;
+    ``prefix[k]`` (``k = 0..T + 1``): the length of the prefix that covers
+    every coordinate active at a step ``>= k``.
+    """
+    masks = coef_path != 0
+    T = coef_path.shape[1] - 1
+    steps = np.arange(T + 1)
+    last = np.where(masks.any(axis=1), np.max(np.where(masks, steps, -1), axis=1), -1)
+    order = np.argsort(-last, kind="stable")
+    prefix = np.searchsorted(-last[order], -np.arange(T + 2), side="right")
+    return masks, order, prefix
+
+
 def _chain_state(k, Z, dtype, A, Av, chains):
     return {"kind": "chains", "k": k, "m": Z.shape[1], "Z": Z, "dtype": dtype, "A": A.copy(),
             "Av": Av.copy(), "chains": chains}
 
 
-def _uses_hb(iteration, T):
+def uses_heavy_ball(iteration, T):
+    """Some step of the first ``T`` has a heavy ball."""
     return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
 
 
-def _masked_step_cost(n, prefix, m, T, split=None, per_output=1):
+def chain_step_cost(n, prefix, m, T, split=None, per_output=1, columns=None):
     """Flops of every step ``k = 0..T`` of the coefficient-space chains (the
-    cheaper of the primal and the Gram products, as :func:`_maybe_gram`
+    cheaper of the primal and the Gram products, as :func:`maybe_gram`
     weighs them; the Gram matrix's own cost spread over the steps), forward
-    only, or split at step ``split`` (:func:`_chain_columns`)."""
+    only, or split at step ``split`` (:func:`_chain_columns`), or with
+    ``columns[k]`` chain columns at step ``k``."""
     cost = np.zeros(T + 1)
     k = np.arange(2, T + 1)
     r = prefix[k].astype(float)
     u = prefix[k - 1].astype(float)
-    c = _chain_columns(m, T, T if split is None else split, per_output)[2:].astype(float)
+    if columns is None:
+        columns = _chain_columns(m, T, T if split is None else split, per_output)
+    c = np.asarray(columns, dtype=float)[2:]
     cost[2:] = np.minimum(2 * n * (u + r) * c, 2 * r * u * c + 2.0 * n * r * u / (T - 1))
     return cost
 
@@ -320,7 +334,7 @@ def split_step(n, prefix, T, per_output=1):
     """The step ``r`` where forward chains (sources ``0..r-1``, steps
     ``2..r``) and backward chains (outputs ``r+1..T``, steps ``T..r+1``)
     meet at the least flops: step ``k`` costs ``min(2 n (u + r), 2 r u)``
-    per column (:func:`_maybe_gram`'s model, ``r``, ``u`` the prefixes of
+    per column (:func:`maybe_gram`'s model, ``r``, ``u`` the prefixes of
     steps ``k``, ``k - 1``), times ``k - 1`` columns forward and ``T - k + 1``
     backward, so ``r`` is about ``T / 2`` whatever the supports. ``T`` (no
     backward chains) unless the split is cheaper by ``_MIN_SPLIT_GAIN``: the
@@ -394,14 +408,14 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
         et = iteration.tangent(k, np.zeros_like(inject[:rk]), None, None, inject[:rk],
                                mask[:rk, 0], dz_scaled=folded)[0].T
         # element-wise work by cache-sized groups of outputs
-        step = m * max(1, _CHUNK_BYTES // (rp * m * dtype.itemsize))
+        step = m * max(1, CHUNK_BYTES // (rp * m * dtype.itemsize))
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
         for cols in groups:
             u = b[:rp, cols]
             u *= mask  # D_k b: zero beyond the prefix of step k
             traces[cols.start // m:cols.stop // m] = _block_trace(et, u[:rk], m)
         A[k:T + 1, k - 1][::-1] = scale * traces[:c // m]
-        _gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c], -g)
+        gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c], -g)
         for cols in groups:
             iteration.combine(k, b[:rp, cols], None, dz[:rp, cols], overwrite_z=True,
                               z_scaled=folded)
@@ -458,7 +472,7 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         np.multiply(probes[:rk], g, out=inject[:rk])
         et = iteration.tangent(k, zeros[:rk], zeros[:rk], None, inject[:rk], mask[:rk, 0],
                                dz_scaled=folded)[0].T
-        step = 2 * m * max(1, _CHUNK_BYTES // (r1 * 2 * m * dtype.itemsize))
+        step = 2 * m * max(1, CHUNK_BYTES // (r1 * 2 * m * dtype.itemsize))
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
         a, b = iteration.extrapolation_factors(k, coef, 2, dtype)
         for cols in groups:
@@ -471,7 +485,7 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         values = scale * traces[:c // m].reshape(-1, 2)  # (output T, T-1, ..., k; A / A_src)
         A[k:T + 1, k - 1] = values[::-1, 0]
         Av[k:T + 1, k - 1] = values[::-1, 1]
-        _gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c], -g)
+        gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c], -g)
         for cols in groups:
             iteration.combine(k, rho[:r2, cols], None, dz[:r2, cols], overwrite_z=True,
                               z_scaled=folded)
@@ -482,9 +496,9 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
     Av[split + 1:, :split] = cross[:, 1]
 
 
-def _gram_product(Xs, gram, rows, cols, block, out, factor):
+def gram_product(Xs, gram, rows, cols, block, out, factor):
     """``out = factor X~[:, :rows]^T X~[:, :cols] block`` (``block`` of
-    ``cols`` rows): from the restricted Gram matrix (:func:`_maybe_gram`,
+    ``cols`` rows): from the restricted Gram matrix (:func:`maybe_gram`,
     which holds the factor) when it covers both prefixes, else by the two
     primal products."""
     if gram is not None and gram.shape[0] >= max(rows, cols):
@@ -509,7 +523,7 @@ def _meet(back, forward, m):
     return out
 
 
-def _maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None):
+def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None):
     """Decide once (at the first step with chains, ``k_first``) whether to
     precompute the Gram matrix of a late prefix of columns, using the flop
     model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``

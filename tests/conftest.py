@@ -43,6 +43,17 @@ def float64_chains():
 
 
 @pytest.fixture
+def shared_probes():
+    """The seed notebook's probes, the same for every source, whatever the
+    size (``risk_probe_scheme="auto"`` takes independent probes from 1000
+    samples on): for tests of the shared probes' chains."""
+    from skacv import config_context
+
+    with config_context(risk_probe_scheme="shared"):
+        yield
+
+
+@pytest.fixture
 def float64_folds():
     """Stacked fold paths in float64 (the default ``kfold_dtype="auto"`` runs
     them in float32): K-fold CV along the path equal to separate fold fits

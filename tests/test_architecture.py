@@ -34,6 +34,7 @@ LAYERS = [
     ["_design", "_penalties", "_datafits", "_sampling"],
     ["_iterations", "_preconditioning", "_risk_core_space"],
     ["_path", "_risk_spectral", "_risk_chains"],
+    ["_risk_independent"],
     ["_risk", "_loo", "_uq", "_kfold"],
     ["_risk_sgd", "_loo_approx", "_loo_refit"],
     ["_base"],

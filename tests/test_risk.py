@@ -512,7 +512,7 @@ def test_design_columns_of_the_chains(kind, monkeypatch):
                     fit_intercept=kind != "dense")
     idx = rng.permutation(17)[:11]
     monkeypatch.setattr(design_module, "GATHER_BYTES", 3 * 11 * 8)  # blocks of 3 rows
-    Xs = chains._design_columns(design, idx, np.float32)
+    Xs = chains.design_columns(design, idx, np.float32)
     assert Xs.dtype == np.float32 and Xs.flags.c_contiguous
     np.testing.assert_array_equal(Xs, np.asarray(design.columns(idx), dtype=np.float32))
 
@@ -566,7 +566,7 @@ def test_chains_do_not_depend_on_the_column_groups(solver, monkeypatch):
     X, y = _small_problem(10, n=50, p=70)
     it = HeavyBall(momentum=0.5) if solver == "heavy_ball" else solver
     est = TrajectoryLasso(0.05, solver=it, max_iter=25, random_state=0).fit(X, y)
-    monkeypatch.setattr(chains, "_CHUNK_BYTES", 1)
+    monkeypatch.setattr(chains, "CHUNK_BYTES", 1)
     small = clone(est).fit(X, y)
     np.testing.assert_allclose(small.memory_matrix_, est.memory_matrix_, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(small.risk_path_, est.risk_path_, rtol=1e-6)

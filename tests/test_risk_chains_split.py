@@ -70,7 +70,7 @@ def _forced(monkeypatch, split, gram=True):
 
     monkeypatch.setattr(chains, "split_step", fixed)
     if not gram:  # the primal products X~^T (X~ d) at every step
-        monkeypatch.setattr(chains, "_maybe_gram", lambda Xs, gram, *a, **k: gram)
+        monkeypatch.setattr(chains, "maybe_gram", lambda Xs, gram, *a, **k: gram)
     return calls
 
 
@@ -93,8 +93,8 @@ def test_split_chains_equal_finite_differences(monkeypatch, shape, l1, split, gr
     assert (support > shape[0]) == (shape[1] > shape[0])  # both probe sides are exercised
     calls = _forced(monkeypatch, split, gram)
     factors = set()
-    product = chains._gram_product
-    monkeypatch.setattr(chains, "_gram_product",
+    product = chains.gram_product
+    monkeypatch.setattr(chains, "gram_product",
                         lambda *a: factors.add(a[-1]) or product(*a))
     A, A_src = memory_matrix(design, iteration, path, n_probes=None, chain_dtype=np.float64)
     assert calls == [T]
@@ -209,8 +209,8 @@ def test_split_step_meets_in_the_middle_of_constant_supports():
     prefix = np.full(T + 2, 300)
     r = chains.split_step(50, prefix, T)
     assert r in (T // 2, T // 2 + 1)
-    cost = chains._masked_step_cost(50, prefix, 10, T, r).sum()
-    assert cost / chains._masked_step_cost(50, prefix, 10, T).sum() == pytest.approx(
+    cost = chains.chain_step_cost(50, prefix, 10, T, r).sum()
+    assert cost / chains.chain_step_cost(50, prefix, 10, T).sum() == pytest.approx(
         (r * (r - 1) / 2 + (T - r) * (T - r + 1) / 2) / (T * (T - 1) / 2), rel=1e-3)
     assert chains.split_step(50, prefix[:5], 3) == 3
     shrinking = np.linspace(3000, 1000, T + 2).astype(int)

@@ -241,6 +241,7 @@ def test_free_steps_exclude_clipped_unpenalised_and_inactive_coordinates():
     assert core_space.free_steps(it, path)[4].all()
 
 
+@pytest.mark.usefixtures("shared_probes")
 def test_coefficient_form_in_float32_chains_keeps_the_estimate():
     """The default float32 chains on the coefficient form: its set-up
     (eigenbasis, ``G_perp = X~_E^T (I - U U^T) X~_E``, a difference of Gram

@@ -1,0 +1,284 @@
+"""Independent probes per source, the chains of consecutive sources summed
+into blocks (:mod:`skacv._risk_independent`).
+
+* with every source alone (no merger), the memory matrices are Hutchinson's
+  estimates with each source's own probes, against dense Jacobians written
+  here (ISTA, FISTA clipped and plain);
+* with the blocks merged as far as they go, every entry reads its block's
+  sum, cross terms included, against the same dense Jacobians;
+* the estimate is unbiased: with many probes it converges to exact traces;
+* a warm start continues the chains and the draw of the probes (a path's
+  prefix has the estimates of the whole path);
+* ``risk_probe_scheme``: the choice of ``"auto"``, and its validation.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+
+import skacv._risk as risk_module
+import skacv._risk_independent as independent
+from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv._iterations import FISTA
+
+
+def _problem(seed=0, n=40, p=60):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    y = X[:, :6] @ np.linspace(1.0, 2.0, 6) + rng.standard_normal(n)
+    return X, y
+
+
+def _probes(random_state, n, m, T):
+    """The probes of the sources ``0..T-1``, drawn as the estimator draws them."""
+    rng = np.random.RandomState(random_state)
+    return [rng.choice(np.array([-1, 1], dtype=np.int8), size=(n, m)).astype(float)
+            for _ in range(T)]
+
+
+def _dense_jacobians(est, X, y):
+    """``Jx[k][s]``, ``Jv[k][s]``: Jacobians (p x n) of ``x^k`` and ``v^k``
+    with respect to the response entering the gradient of step ``s + 1``,
+    by the textbook recursion (L1 penalty, no intercept, no weights)."""
+    prob = est._problem(X, y)
+    it = prob.iteration
+    B = est.coef_path_
+    n, p = X.shape
+    T = B.shape[1] - 1
+    G = X.T @ X / n
+    Jx = [[None] * T for _ in range(T + 1)]
+    Jv = [[None] * T for _ in range(T + 1)]
+    for k in range(1, T + 1):
+        eta = it.eta(k)
+        mask = (B[:, k] != 0).astype(float)[:, None]
+        coef = it.extrapolation_coefficients(k, B[:, k], B[:, k - 1])
+        beta = it.beta(k)
+        a, b = (1.0 + beta, -beta) if coef is None else (coef[0][:, None], coef[1][:, None])
+        for s in range(k):
+            if s == k - 1:  # the source enters: v^{k-1} does not depend on it
+                pre = eta * X.T / n
+                old = np.zeros((p, n))
+            else:
+                pre = Jv[k - 1][s] - eta * G @ Jv[k - 1][s]
+                old = Jx[k - 1][s]
+            Jx[k][s] = mask * pre
+            Jv[k][s] = a * Jx[k][s] + b * old
+    return Jx, Jv
+
+
+def _oracle(Jx, Jv, X, Z, members):
+    """``A[k, s] = (1/m) sum_{j in members(k, s)} tr(Z_s^T X J_{k,j} Z_j)``."""
+    T = len(Jx) - 1
+    m = Z[0].shape[1]
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    for k in range(1, T + 1):
+        for s in range(k):
+            for j in members(k, s):
+                A[k, s] += np.sum(Z[s] * (X @ Jx[k][j] @ Z[j])) / m
+                Av[k, s] += np.sum(Z[s] * (X @ Jv[k][j] @ Z[j])) / m
+    return A, Av
+
+
+SOLVERS = {
+    "ista": lambda: "ista",
+    "fista": lambda: "fista",
+    "fista_plain": lambda: FISTA(extrapolation="plain"),
+}
+
+
+@pytest.mark.usefixtures("float64_chains")
+@pytest.mark.parametrize("merging", ["none", "all"])
+@pytest.mark.parametrize("solver", list(SOLVERS))
+def test_blocks_equal_dense_jacobians_with_the_same_probes(solver, merging, monkeypatch):
+    """``none``: every source alone, the per-source Hutchinson estimate;
+    ``all``: at the readout of step ``k`` the sources ``0..k-3`` share one
+    block (its cross terms included), ``k-2`` and ``k-1`` are alone."""
+    X, y = _problem(1)
+    T, m, seed = 14, 3, 5
+    if merging == "none":
+        monkeypatch.setattr(independent, "CROSS_NOISE_BUDGET", 0.0)
+        monkeypatch.setattr(independent, "max_blocks", lambda k: 10**9)
+
+        def members(k, s):
+            return [s]
+    else:
+        monkeypatch.setattr(independent, "CROSS_NOISE_BUDGET", np.inf)
+
+        def members(k, s):
+            return range(k - 2) if s <= k - 3 else [s]
+    with config_context(risk_probe_scheme="independent"):
+        est = TrajectoryLasso(0.03, solver=SOLVERS[solver](), max_iter=T, fit_intercept=False,
+                              n_probes=m, random_state=seed).fit(X, y)
+        prob = est._problem(X, y)
+        res = risk_module.trajectory_risk(prob.design, prob.target_rows, prob.iteration,
+                                          est.coef_path_, n_probes=m, random_state=seed,
+                                          chain_dtype=np.float64)
+    Jx, Jv = _dense_jacobians(est, X, y)
+    A, Av = _oracle(Jx, Jv, X, _probes(seed, X.shape[0], m, T), members)
+    np.testing.assert_allclose(est.memory_matrix_, A, rtol=1e-9, atol=1e-11 * np.abs(A).max())
+    np.testing.assert_allclose(res.memory_matrix, A, rtol=1e-9, atol=1e-11 * np.abs(A).max())
+    np.testing.assert_allclose(res.memory_matrix_sources, Av, rtol=1e-9,
+                               atol=1e-11 * np.abs(Av).max())
+
+
+@pytest.mark.parametrize("solver", ["ista", "fista"])
+def test_independent_probes_converge_to_exact_traces(solver):
+    """Unbiased: with 2000 probes a source the memory matrix is within 2 %
+    of the exact traces (of its largest entry; measured at most 1.0 % over
+    four draws, where a cross term with a non-zero mean would leave an error
+    of order one), and the error shrinks with more probes."""
+    rng = np.random.default_rng(3)
+    n, p, T = 50, 80, 30
+    X = rng.standard_normal((n, p))
+    y = X[:, :8] @ np.ones(8) + rng.standard_normal(n)
+    kw = dict(alpha=0.05, solver=solver, max_iter=T, fit_intercept=False)
+    lower = np.tril_indices(T + 1, -1)
+    with config_context(risk_chain_dtype="float64"):
+        exact = TrajectoryLasso(n_probes=None, **kw).fit(X, y).memory_matrix_
+        errs = {}
+        for m in (50, 2000):
+            with config_context(risk_probe_scheme="independent"):
+                A = TrajectoryLasso(n_probes=m, random_state=0, **kw).fit(X, y).memory_matrix_
+            errs[m] = np.abs(A - exact)[lower].max() / np.abs(exact).max()
+    assert errs[2000] < 0.02
+    assert errs[2000] < errs[50] / 3  # sqrt(40) = 6.3 expected
+
+
+def test_blocks_stay_within_the_cap():
+    """However small the budget, the blocks after step ``k`` are at most
+    ``k // 2 + 1`` (the chain-steps of the shared probes' meet in the middle)."""
+    X, y = _problem(2)
+    with config_context(risk_probe_scheme="independent"):
+        for budget in (0.0, 0.1):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(independent, "CROSS_NOISE_BUDGET", budget)
+                counts = []
+                real = independent._merge_blocks
+
+                def spy(blocks, nu, k, m, chains, counts=counts, real=real):
+                    real(blocks, nu, k, m, chains)
+                    counts.append((k, len(blocks), sum(b[1] for b in blocks)))
+
+                mp.setattr(independent, "_merge_blocks", spy)
+                TrajectoryLasso(0.03, solver="ista", max_iter=40, random_state=0).fit(X, y)
+            assert all(c <= k // 2 + 1 and total == k for k, c, total in counts)
+            if budget == 0.0:  # only the cap merges
+                assert all(c == k // 2 + 1 for k, c, _ in counts if k >= 2)
+
+
+@pytest.mark.usefixtures("float64_chains")
+@pytest.mark.parametrize("solver", ["ista", "fista"])
+@pytest.mark.parametrize("kind", ["dense", "sparse_weighted"])
+def test_warm_start_continues_the_blocks(solver, kind, monkeypatch):
+    """A warm refit continues the blocks, the probes and their random stream:
+    only the new steps are propagated and the result equals the cold fit of
+    the whole path; a pickled estimator drops them and recomputes."""
+    import pickle
+
+    X, y = _problem(7, n=60, p=90)
+    w = None
+    if kind == "sparse_weighted":
+        X = sp.csr_matrix(np.where(np.abs(X) > 0.5, X, 0.0))
+        w = np.random.RandomState(1).uniform(0.2, 3.0, X.shape[0])
+    est = TrajectoryLasso(0.03, solver=solver, random_state=3)
+    steps = []
+    real = risk_module.independent_memory_matrix
+
+    def spy(design, iteration, coef_path, *args, **kwargs):
+        state = kwargs.get("state")
+        steps.append(coef_path.shape[1] - 1 - (0 if state is None else state["k"]))
+        return real(design, iteration, coef_path, *args, **kwargs)
+
+    monkeypatch.setattr(risk_module, "independent_memory_matrix", spy)
+    with config_context(risk_probe_scheme="independent"):
+        cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
+        steps.clear()
+        warm = clone(est).set_params(max_iter=11, warm_start=True).fit(X, y, sample_weight=w)
+        for total in (12, 25, 40):
+            warm.set_params(max_iter=total).fit(X, y, sample_weight=w)
+        assert steps == [11, 1, 13, 15]
+        np.testing.assert_allclose(warm.memory_matrix_, cold.memory_matrix_, rtol=1e-10,
+                                   atol=1e-10 * np.abs(cold.memory_matrix_).max())
+        np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-10)
+        restored = pickle.loads(pickle.dumps(
+            clone(est).set_params(max_iter=20, warm_start=True).fit(X, y, sample_weight=w)))
+        assert getattr(restored, "_risk_state", None) is None
+        steps.clear()
+        restored.set_params(max_iter=40).fit(X, y, sample_weight=w)
+        assert steps == [40]
+        np.testing.assert_allclose(restored.risk_path_, cold.risk_path_, rtol=1e-10)
+
+
+def test_a_prefix_has_the_estimates_of_the_whole_path():
+    """The probes of source ``s`` do not depend on the path's length, nor do
+    the mergers: a shorter cold path is a prefix of a longer one."""
+    X, y = _problem(4, n=80, p=120)
+    with config_context(risk_probe_scheme="independent", risk_chain_dtype="float64"):
+        short = TrajectoryLasso(0.02, max_iter=25, random_state=1).fit(X, y)
+        long = TrajectoryLasso(0.02, max_iter=60, random_state=1).fit(X, y)
+    np.testing.assert_allclose(short.risk_path_, long.risk_path_[:26], rtol=1e-10)
+
+
+def test_auto_scheme(monkeypatch):
+    """``"auto"``: independent probes from ``AUTO_MIN_SAMPLES`` samples on,
+    shared ones below, with a heavy ball and for exact traces; ``"shared"``
+    and ``"independent"`` force the choice; anything else is refused."""
+    calls = []
+    for name in ("masked_memory_matrix", "independent_memory_matrix"):
+        real = getattr(risk_module, name)
+
+        def spy(*args, real=real, name=name, **kwargs):
+            calls.append(name.split("_")[0])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(risk_module, name, spy)
+    monkeypatch.setattr(independent, "AUTO_MIN_SAMPLES", 50)
+    X_small, y_small = _problem(0, n=45, p=60)
+    X_large, y_large = _problem(0, n=60, p=60)
+    lasso = TrajectoryLasso(0.05, max_iter=8, random_state=0)
+    cases = [
+        (X_small, y_small, lasso, {}, "masked"),
+        (X_large, y_large, lasso, {}, "independent"),
+        (X_large, y_large, clone(lasso).set_params(n_probes=None), {}, "masked"),
+        (X_large, y_large, lasso, {"risk_probe_scheme": "shared"}, "masked"),
+        (X_small, y_small, lasso, {"risk_probe_scheme": "independent"}, "independent"),
+    ]
+    for X, y, est, config, expected in cases:
+        calls.clear()
+        with config_context(**config):
+            clone(est).fit(X, y)
+        assert calls == [expected], (config, X.shape)
+    # a heavy ball (no Lasso solver has one) keeps the shared probes
+    assert independent.probe_scheme(_HeavyBallLike(), 10, 8, 10**6) == "shared"
+    assert independent.probe_scheme(_HeavyBallLike(hb=0.0), 10, 8, 10**6) == "independent"
+    with pytest.raises(ValueError, match="risk_probe_scheme must be"):
+        with config_context(risk_probe_scheme="per_source"):
+            pass
+    # linear iterations do not use chains: the setting does not change them
+    with config_context(risk_probe_scheme="independent"):
+        a = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X_large, y_large).risk_path_
+    b = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X_large, y_large).risk_path_
+    np.testing.assert_array_equal(a, b)
+
+
+class _HeavyBallLike:
+    def __init__(self, hb=0.5):
+        self._hb = hb
+
+    def hb(self, k):
+        return self._hb
+
+
+def test_independent_probes_refuse_a_heavy_ball():
+    from skacv._iterations import HeavyBall
+    from skacv._penalties import L1
+
+    X, y = _problem(0)
+    est = TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5), max_iter=5).fit(X, y)
+    prob = est._problem(X, y)
+    with pytest.raises(ValueError, match="heavy ball"):
+        independent.independent_memory_matrix(prob.design, prob.iteration, est.coef_path_, 3,
+                                              np.random.RandomState(0), np.float64)
+    assert isinstance(prob.iteration.penalty, L1)
