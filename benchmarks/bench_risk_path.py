@@ -4,9 +4,15 @@ Part 1 (ISTA, the seed's experiment): the seed generator with seed 2025,
 ``lam = 0.01``, step ``(1 + sqrt(p/n))^-2``, T columns (T - 1 steps), m
 Rademacher probes. The baseline is a straightforward implementation of the
 seed notebook's algorithm (dense ``R_t`` with every source, products with the
-whole X); skacv runs ``TrajectoryLasso(...).fit`` with ``estimate_risk=True``.
-Prints both estimates at the seed's printed rows, their relative difference,
-the true risk, both times and the ratio.
+whole X); skacv runs ``TrajectoryLasso(...).fit`` with ``estimate_risk=True``
+and its default probes (``risk_probe_scheme="auto"``: from 1000 samples on,
+independent probes for every source, whose estimate is not the seed's
+algorithm's with the same probes but has less probe noise). Prints both
+times and the ratio; then, at the seed's printed rows, the true risk, both
+estimates, skacv's estimate with the seed's own probes (the shared probes:
+equal to the seed's algorithm, the last column but one), and both estimates
+against a reference: the shared probes with 200 other probes (default), or
+exact traces (``--reference exact``).
 
 Part 2 (``--linear``): GD, ridge GD and heavy ball at T=200: time of the fit
 with ``estimate_risk=False`` and with ``estimate_risk=True``; the ratio of
@@ -14,6 +20,7 @@ the extra time to the fit time (goal <= 0.5).
 
     python benchmarks/bench_risk_path.py                 # seed size, ~6 min
     python benchmarks/bench_risk_path.py --n 2000 --p 3000 --s 200 --repeat 3
+    python benchmarks/bench_risk_path.py --n 2000 --p 3000 --s 200 --reference exact
     python benchmarks/bench_risk_path.py --linear --T 200
     python benchmarks/bench_risk_path.py --float32       # X in float32 (chains too)
     python benchmarks/bench_risk_path.py --chains x      # chains in X's precision
@@ -23,6 +30,7 @@ import argparse
 import time
 
 import numpy as np
+from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 
@@ -75,15 +83,16 @@ def part_ista(args):
     est = TrajectoryLasso(args.lam, solver="ista", max_iter=T - 1, step_size=eta,
                           fit_intercept=False, n_probes=m, random_state=args.probe_seed,
                           verbose=args.verbose)
+    chains = None if args.chains == "x" else args.chains
     print(f"n={n} p={p} s={s} T={T} m={m} lam={args.lam} dtype={Xs.dtype} "
-          f"chains={args.chains}")
+          f"chains={args.chains} probes={args.scheme}")
     # the two sides alternate; with --repeat R > 1 each ratio is printed and
     # the last line takes the best time of each side (the host's noise and
     # the first touch of fresh memory inflate single runs)
     times_skacv, times_seed, est_seed = [], [], None
     for _ in range(args.repeat):
         tic = time.perf_counter()
-        with config_context(risk_chain_dtype=None if args.chains == "x" else args.chains):
+        with config_context(risk_chain_dtype=chains, risk_probe_scheme=args.scheme):
             est.fit(Xs, y)
         times_skacv.append(time.perf_counter() - tic)
         print(f"skacv fit + risk_path_: {times_skacv[-1]:.2f}s   "
@@ -99,17 +108,65 @@ def part_ista(args):
     if args.repeat > 1 and times_seed:
         print(f"RATIO best of {args.repeat}: {min(times_seed):.2f}s / {min(times_skacv):.2f}s "
               f"= {min(times_seed) / min(times_skacv):.2f}x")
+    print(f"peak resident memory of this process so far: {_peak_mib():.0f} MiB")
+    risk = est.risk_path_
+    # the same probes as the seed's algorithm: skacv's shared-probe chains
+    shared = risk
+    if args.scheme != "shared":
+        tic = time.perf_counter()
+        with config_context(risk_chain_dtype=chains, risk_probe_scheme="shared"):
+            shared = clone(est).fit(Xs, y).risk_path_
+        print(f"skacv with the seed's probes (risk_probe_scheme='shared'): "
+              f"{time.perf_counter() - tic:.2f}s")
+    # the reference: exact traces, or the shared probes' estimate with many
+    # other probes (its own error ~ the 10-probe error times sqrt(10 / M))
+    ref, ref_name = None, None
+    if args.reference == "exact":
+        tic = time.perf_counter()
+        with config_context(risk_probe_scheme="shared", risk_chain_dtype="float32"):
+            ref = clone(est).set_params(n_probes=None).fit(Xs, y).risk_path_
+        ref_name = "exact"
+        print(f"exact traces: {time.perf_counter() - tic:.1f}s")
+    elif args.reference == "probes":
+        M = args.reference_probes
+        tic = time.perf_counter()
+        with config_context(risk_probe_scheme="shared", path_memory_limit=65536,
+                            working_memory=4096):
+            ref = clone(est).set_params(n_probes=M, random_state=args.probe_seed + 1).fit(
+                Xs, y).risk_path_
+        ref_name = f"{M} probes"
+        print(f"reference ({M} other probes, shared): {time.perf_counter() - tic:.1f}s")
     true = ((est.coef_path_ - beta[:, None]) ** 2).sum(0) + args.sigma**2
     rows = list(range(5)) + list(range(T - 5, T))
-    print(" t   true     skacv    seed-alg  rel.diff  skacv-vs-seed-table")
+    print(f"{'t':>3} {'true':>8} {'skacv':>8} {'seed-alg':>9} {'shared':>8} "
+          f"{'ref':>8} {'skacv/ref':>9} {'seed/ref':>9} {'shared/seed':>11} {'vs-table':>9}")
     seed_table = {0: 25.175, 1: 18.599, 2: 16.064, 3: 14.534, 4: 13.421,
                   T - 5: 3.941, T - 4: 3.935, T - 3: 3.923, T - 2: 3.919, T - 1: 3.913}
     full = (n, p, s, T, m) == (10000, 15000, 1000, 100, 10)
+    sd = est_seed if est_seed is not None else np.full(T, np.nan)
+    rf = ref if ref is not None else np.full(T, np.nan)
     for t in rows:
-        sd = est_seed[t] if est_seed is not None else np.nan
         tab = seed_table[t] if full else np.nan
-        print(f"{t:3d} {true[t]:8.3f} {est.risk_path_[t]:8.3f} {sd:9.3f} "
-              f"{(est.risk_path_[t] - sd) / sd:+9.4f} {(est.risk_path_[t] - tab) / tab:+9.4f}")
+        print(f"{t:3d} {true[t]:8.3f} {risk[t]:8.3f} {sd[t]:9.3f} {shared[t]:8.3f} "
+              f"{rf[t]:8.3f} {risk[t] / rf[t] - 1:+9.4f} {sd[t] / rf[t] - 1:+9.4f} "
+              f"{shared[t] / sd[t] - 1:+11.4f} {risk[t] / tab - 1:+9.4f}")
+    if ref is not None:
+        for name, r in (("skacv (these settings)", risk), ("seed's algorithm", sd)):
+            e = np.abs(r / ref - 1)
+            if np.all(np.isnan(e)):
+                continue
+            print(f"{name} against the reference ({ref_name}): max |rel. diff| "
+                  f"{np.nanmax(e[rows]):.4f} at the printed rows, {np.nanmax(e):.4f} over all "
+                  f"{T} iterates, root mean square {np.sqrt(np.nanmean(e**2)):.4f}")
+    if est_seed is not None:
+        print(f"skacv with the seed's probes against the seed's algorithm: max |rel. diff| "
+              f"{np.max(np.abs(shared / est_seed - 1)):.2e}")
+
+
+def _peak_mib():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def part_linear(args):
@@ -147,6 +204,14 @@ def main():
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--chains", choices=["auto", "x", "float32", "float64"], default="auto",
                     help="risk_chain_dtype: auto (default: float32 with probes), x (X's dtype)")
+    ap.add_argument("--scheme", choices=["auto", "shared", "independent"], default="auto",
+                    help="risk_probe_scheme (default auto: independent probes from 1000 "
+                         "samples on)")
+    ap.add_argument("--reference", choices=["probes", "exact", "none"], default="probes",
+                    help="what the estimates are compared with: the shared probes' estimate "
+                         "with --reference-probes other probes (default), exact traces "
+                         "(minutes and GBs at 2000 x 3000), or nothing")
+    ap.add_argument("--reference-probes", type=int, default=200)
     ap.add_argument("--linear", action="store_true", help="GD / ridge GD / heavy ball part")
     ap.add_argument("--skip-seed", action="store_true", help="skip the all-pairs baseline")
     ap.add_argument("--verbose", type=int, default=0)

@@ -60,15 +60,20 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         refit propagates only the new steps; so is the centred design (a copy
         of ``X`` when there is an intercept or sample weights).
     estimate_risk : bool, default=True
-        Compute ``risk_path_``. Its cost grows with the square of the path's
-        length (``n_probes * max_iter**2 / 4`` restricted products for ISTA,
-        ``/ 3`` for FISTA, fewer where the supports settle): on a 2000 x 3000
-        design with 10 probes, FISTA's estimate took about 3.6 times the fit
-        at ``max_iter=100`` and 7 times at 200, more than K-fold CV along
-        the path (about K fits) at that length. To choose the iteration,
-        :class:`~skacv.TrajectoryEarlyStoppingCV` uses K-fold CV along the
-        path for ISTA and FISTA by default and turns this estimate off; set
-        ``estimate_risk=False`` when ``risk_path_`` is not read.
+        Compute ``risk_path_``. Its cost grows faster than the path's length:
+        with the shared probes of the seed notebook (fewer than 1000 samples,
+        see ``skacv.config_context(risk_probe_scheme=...)``)
+        ``n_probes * max_iter**2 / 4`` restricted products for ISTA, ``/ 3``
+        for FISTA, fewer where the supports settle; with independent probes
+        (the default from 1000 samples on) about ``n_probes * max_iter *
+        B`` for ``B`` blocks of sources (10 to 20 here). On a 2000 x 3000
+        design with 10 probes, FISTA's estimate took 2.3 times the fit at
+        ``max_iter=100`` and 3.2 times at 200 (shared probes: 2.9 and 5.3
+        times), close to K-fold CV along the path (about K fits). To choose
+        the iteration, :class:`~skacv.TrajectoryEarlyStoppingCV` uses K-fold
+        CV along the path for ISTA and FISTA by default and turns this
+        estimate off; set ``estimate_risk=False`` when ``risk_path_`` is not
+        read.
     estimate_loo : bool, default=False
         Compute ``loo_path_``.
     store_loo_predictions : bool, default=False
@@ -93,7 +98,10 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         costs at most 4 times 10 probes (linear solvers: an eigendecomposition
         of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
         samples), else uses 10 probes. Exact traces make the estimate
-        deterministic.
+        deterministic. ISTA and FISTA draw them anew for every source from
+        1000 samples on (``risk_probe_scheme`` of :func:`skacv.get_config`):
+        less error than the seed's shared probes, but independent from one
+        iterate to the next.
     random_state : int, RandomState instance or None, default=None
         Seeds the Hutchinson probes.
     verbose : int, default=0

@@ -282,3 +282,30 @@ def test_independent_probes_refuse_a_heavy_ball():
         independent.independent_memory_matrix(prob.design, prob.iteration, est.coef_path_, 3,
                                               np.random.RandomState(0), np.float64)
     assert isinstance(prob.iteration.penalty, L1)
+
+
+@pytest.mark.parametrize("solver", ["ista", "fista"])
+def test_independent_probes_have_less_error_than_shared_ones(solver):
+    """Against exact traces (300 x 450, T = 60, intercept, 10 probes, 16
+    draws), the root-mean-square relative error of ``risk_path_`` measured
+    1.8 % (ISTA) and 3.3 % (FISTA) with independent probes against 5.2 % and
+    6.9 % with the shared probes (the per-draw error sd: 0.4 / 0.8 against
+    2.4 / 2.7 points): asserted at 0.8 times the shared probes' error. The
+    mean error over the draws is below 0.3 % for both (unbiased)."""
+    rng = np.random.default_rng(11)
+    n, p, T = 300, 450, 60
+    X = rng.standard_normal((n, p))
+    beta = np.zeros(p)
+    beta[:20] = 0.5
+    y = X @ beta + rng.standard_normal(n)
+    kw = dict(alpha=0.02, solver=solver, max_iter=T)
+    exact = TrajectoryLasso(n_probes=None, **kw).fit(X, y).risk_path_
+    rms = {}
+    for scheme in ("shared", "independent"):
+        with config_context(risk_probe_scheme=scheme):
+            err = np.array([TrajectoryLasso(n_probes=10, random_state=s, **kw).fit(X, y)
+                            .risk_path_ / exact - 1 for s in range(16)])
+        rms[scheme] = np.sqrt(np.mean(err**2))
+        if scheme == "independent":
+            assert abs(err.mean()) < 0.005
+    assert rms["independent"] < 0.8 * rms["shared"], rms
