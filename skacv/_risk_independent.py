@@ -185,6 +185,8 @@ def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain
             new = _state(T, m, dtype, Z, draw, A, Av, [], [], {}, None)
         return A, Av, new
     Xs = design_columns(design, order[:width], dtype)
+    check_memory(width * m * T * dtype.itemsize, f"the probes' images ({width} x {m * T})",
+                 "Use fewer probes (n_probes) or fewer iterations. ")
     W = _probe_images(Xs, Z, m, prefix, dtype)  # X~^T Z_s in the chains' rows, (width, m T)
     extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
     # at most max_blocks(k) blocks after step k, and a new source
@@ -231,7 +233,7 @@ def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain
             # merges as the whole path does)
             r = min(u, rows_k)
             q = np.einsum("r,rc,rc->c", masks_s[:r, k], dv[:r, :c_old], dz_k[:r, :c_old])
-            nu = list((-q.astype(float) / g).reshape(-1, m).mean(axis=1))
+            nu = list(np.maximum(-q.astype(float) / g, 0.0).reshape(-1, m).mean(axis=1))
         elif c_old:  # the chains are zero
             dz_k[:, :c_old] = 0
             nu = [0.0] * len(blocks)
