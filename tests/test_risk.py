@@ -294,12 +294,14 @@ def test_warm_start_extends_risk_path(make):
 
 
 @pytest.mark.usefixtures("float64_chains")
+@pytest.mark.parametrize("scheme", ["shared", "independent"])
 @pytest.mark.parametrize("solver", ["ista", "fista"])
 @pytest.mark.parametrize("kind", ["dense", "sparse_weighted", "float32"])
-def test_warm_start_continues_the_chains(solver, kind, monkeypatch):
-    """A warm-started refit continues the saved Jacobian chains: only the new
-    steps are propagated, and the result equals the cold fit of the whole
-    path (same probes)."""
+def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch, request):
+    """A warm-started refit continues the saved Jacobian chains (with
+    independent probes: the blocks, the probes and their random stream):
+    only the new steps are propagated, and the result equals the cold fit of
+    the whole path (same probes)."""
     import pickle
 
     import skacv._risk as risk_module
@@ -312,17 +314,21 @@ def test_warm_start_continues_the_chains(solver, kind, monkeypatch):
     elif kind == "float32":
         X = X.astype(np.float32)
     est = TrajectoryLasso(0.03, solver=solver, random_state=3)
+    context = config_context(risk_probe_scheme=scheme)
+    context.__enter__()
+    request.addfinalizer(lambda: context.__exit__(None, None, None))
     cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
 
     steps = []
-    real = risk_module.masked_memory_matrix
+    name = "masked_memory_matrix" if scheme == "shared" else "independent_memory_matrix"
+    real = getattr(risk_module, name)
 
     def spy(design, iteration, coef_path, *args, **kwargs):
         state = kwargs.get("state")
         steps.append(coef_path.shape[1] - 1 - (0 if state is None else state["k"]))
         return real(design, iteration, coef_path, *args, **kwargs)
 
-    monkeypatch.setattr(risk_module, "masked_memory_matrix", spy)
+    monkeypatch.setattr(risk_module, name, spy)
     warm = clone(est).set_params(max_iter=11, warm_start=True).fit(X, y, sample_weight=w)
     for total in (12, 25, 40):
         warm.set_params(max_iter=total).fit(X, y, sample_weight=w)

@@ -7,14 +7,13 @@ into blocks (:mod:`skacv._risk_independent`).
 * with the blocks merged as far as they go, every entry reads its block's
   sum, cross terms included, against the same dense Jacobians;
 * the estimate is unbiased: with many probes it converges to exact traces;
-* a warm start continues the chains and the draw of the probes (a path's
-  prefix has the estimates of the whole path);
+* a prefix of a path has the estimates of the whole path (a warm start
+  continues the chains and the draw of the probes: ``test_risk.py``);
 * ``risk_probe_scheme``: the choice of ``"auto"``, and its validation.
 """
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from sklearn.base import clone
 
 import skacv._risk as risk_module
@@ -166,49 +165,6 @@ def test_blocks_stay_within_the_cap():
             assert all(c <= k // 2 + 1 and total == k for k, c, total in counts)
             if budget == 0.0:  # only the cap merges
                 assert all(c == k // 2 + 1 for k, c, _ in counts if k >= 2)
-
-
-@pytest.mark.usefixtures("float64_chains")
-@pytest.mark.parametrize("solver", ["ista", "fista"])
-@pytest.mark.parametrize("kind", ["dense", "sparse_weighted"])
-def test_warm_start_continues_the_blocks(solver, kind, monkeypatch):
-    """A warm refit continues the blocks, the probes and their random stream:
-    only the new steps are propagated and the result equals the cold fit of
-    the whole path; a pickled estimator drops them and recomputes."""
-    import pickle
-
-    X, y = _problem(7, n=60, p=90)
-    w = None
-    if kind == "sparse_weighted":
-        X = sp.csr_matrix(np.where(np.abs(X) > 0.5, X, 0.0))
-        w = np.random.RandomState(1).uniform(0.2, 3.0, X.shape[0])
-    est = TrajectoryLasso(0.03, solver=solver, random_state=3)
-    steps = []
-    real = risk_module.independent_memory_matrix
-
-    def spy(design, iteration, coef_path, *args, **kwargs):
-        state = kwargs.get("state")
-        steps.append(coef_path.shape[1] - 1 - (0 if state is None else state["k"]))
-        return real(design, iteration, coef_path, *args, **kwargs)
-
-    monkeypatch.setattr(risk_module, "independent_memory_matrix", spy)
-    with config_context(risk_probe_scheme="independent"):
-        cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
-        steps.clear()
-        warm = clone(est).set_params(max_iter=11, warm_start=True).fit(X, y, sample_weight=w)
-        for total in (12, 25, 40):
-            warm.set_params(max_iter=total).fit(X, y, sample_weight=w)
-        assert steps == [11, 1, 13, 15]
-        np.testing.assert_allclose(warm.memory_matrix_, cold.memory_matrix_, rtol=1e-10,
-                                   atol=1e-10 * np.abs(cold.memory_matrix_).max())
-        np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-10)
-        restored = pickle.loads(pickle.dumps(
-            clone(est).set_params(max_iter=20, warm_start=True).fit(X, y, sample_weight=w)))
-        assert getattr(restored, "_risk_state", None) is None
-        steps.clear()
-        restored.set_params(max_iter=40).fit(X, y, sample_weight=w)
-        assert steps == [40]
-        np.testing.assert_allclose(restored.risk_path_, cold.risk_path_, rtol=1e-10)
 
 
 def test_a_prefix_has_the_estimates_of_the_whole_path():
