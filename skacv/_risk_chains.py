@@ -305,19 +305,16 @@ def uses_heavy_ball(iteration, T):
     return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
 
 
-def chain_step_cost(n, prefix, m, T, split=None, per_output=1, columns=None):
+def chain_step_cost(n, prefix, m, T, split=None, per_output=1):
     """Flops of every step ``k = 0..T`` of the coefficient-space chains (the
     cheaper of the primal and the Gram products, as :func:`maybe_gram`
     weighs them; the Gram matrix's own cost spread over the steps), forward
-    only, or split at step ``split`` (:func:`_chain_columns`), or with
-    ``columns[k]`` chain columns at step ``k``."""
+    only, or split at step ``split`` (:func:`_chain_columns`)."""
     cost = np.zeros(T + 1)
     k = np.arange(2, T + 1)
     r = prefix[k].astype(float)
     u = prefix[k - 1].astype(float)
-    if columns is None:
-        columns = _chain_columns(m, T, T if split is None else split, per_output)
-    c = np.asarray(columns, dtype=float)[2:]
+    c = _chain_columns(m, T, T if split is None else split, per_output)[2:].astype(float)
     cost[2:] = np.minimum(2 * n * (u + r) * c, 2 * r * u * c + 2.0 * n * r * u / (T - 1))
     return cost
 

@@ -190,7 +190,7 @@ def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain
     W = _probe_images(Xs, Z, m, prefix, dtype)  # X~^T Z_s in the chains' rows, (width, m T)
     extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
     # at most max_blocks(k) blocks after step k, and a new source
-    n_cols = m * (min(max(max_blocks(k) for k in range(k0, T + 1)), T) + 1)
+    n_cols = m * (min(max_blocks(T), T) + 1)
     n_blocks = 2 + extrapolates
     check_memory(n_blocks * width * n_cols * dtype.itemsize,
                  f"the Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
@@ -304,7 +304,8 @@ def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain
 def max_blocks(k):
     """The most blocks after step ``k`` (sources ``0..k-1``): ``k // 2 + 1``,
     so that the chain-steps of a path stay below the shared probes'
-    ``m T^2 / 4``."""
+    ``m T^2 / 4``; non-decreasing in ``k`` (the chains' arrays are sized by
+    ``max_blocks(T)``)."""
     return k // 2 + 1
 
 
