@@ -3,7 +3,7 @@
 Full-batch least squares (``TrajectoryLasso``, ``IterativeRidge``) with
 fewer features than samples runs its loop on ``C = X~^T X~`` (one p x p
 product a step) when that costs less than two products with the n x p
-``X~`` a step plus the Gram matrix (``skacv._design.covariance_form_pays``).
+``X~`` a step plus the Gram matrix (``skacv.linalg._design.covariance_form_pays``).
 This benchmark times, in the same run, each fit with the form the rule
 picks and with the products with ``X`` forced
 (``COVARIANCE_MAX_FEATURES = 0``), prints the ratio and the largest
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-import skacv._design as design_module
+import skacv.linalg._design as design_module
 from skacv import IterativeRidge, TrajectoryLasso
 
 ESTIMATORS = {

@@ -3,19 +3,28 @@ at every iteration (Bellec & Tan 2024) and track approximate leave-one-out
 along the trajectory (Luo, Ren & Barber 2023)."""
 
 from . import exceptions
-from ._alpha_path import risk_alpha_path
 from ._config import config_context, get_config, set_config
-from ._eigenpro import EigenProClassifier, EigenProRegressor
-from ._huber import TrajectoryHuberRegressor
-from ._iterations import FISTA, ISTA, GradientDescent, HeavyBall, Iteration, Nesterov
-from ._lasso import TrajectoryLasso
-from ._logistic import TrajectoryLogisticRegression
-from ._loo_approx import approximate_loo
-from ._loo_refit import exact_loo_path
-from ._penalties import L1, L2, ElasticNet
-from ._plot import RiskPathDisplay
-from ._ridge import IterativeRidge
-from ._selection import TrajectoryEarlyStoppingCV
+from .display import RiskPathDisplay
+from .estimates import approximate_loo, exact_loo_path
+from .estimators import (
+    IterativeRidge,
+    TrajectoryHuberRegressor,
+    TrajectoryLasso,
+    TrajectoryLogisticRegression,
+)
+from .iterations import (
+    FISTA,
+    ISTA,
+    L1,
+    L2,
+    ElasticNet,
+    GradientDescent,
+    HeavyBall,
+    Iteration,
+    Nesterov,
+)
+from .kernel_methods import EigenProClassifier, EigenProRegressor
+from .model_selection import TrajectoryEarlyStoppingCV, risk_alpha_path
 
 __version__ = "0.1.0"
 

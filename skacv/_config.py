@@ -2,7 +2,7 @@
 
 Like scikit-learn's configuration, the values are thread-local (a
 :func:`config_context` in one thread does not leak into another) and are
-handed to joblib workers by :mod:`skacv._parallel`. Sizes are in MiB, as in
+handed to joblib workers by :mod:`skacv.utils._parallel`. Sizes are in MiB, as in
 scikit-learn's ``working_memory``.
 """
 
@@ -63,7 +63,7 @@ def get_config():
         4`` chain-steps). ``"independent"``: ``n_probes`` fresh probes for
         every source, whose chains are summed into one block once their
         remaining contribution to the estimate's variance is small
-        (:mod:`skacv._risk_independent`: a quarter to a half of the
+        (:mod:`skacv.estimates._risk_independent`: a quarter to a half of the
         chain-steps, and less probe noise: the errors of different sources
         are independent; but the estimates of different iterates carry
         independent noise, so the curve is not flat where the iterates have

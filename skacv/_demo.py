@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ._config import path_memory_bytes
-from ._lasso import TrajectoryLasso
+from .estimators._lasso import TrajectoryLasso
 
 #: defaults of the quick demo (same ratios p/n, s/n and signal as the seed)
 DEMO_DEFAULTS = dict(n=2000, p=3000, s=200, T=50, sigma=1.5, alpha=0.01, seed=2025, m=10)

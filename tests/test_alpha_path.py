@@ -13,8 +13,8 @@ from sklearn.linear_model import Lasso, Ridge, lasso_path
 from threadpoolctl import threadpool_limits
 
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
-from skacv._alpha_path import _top_eigenvalue
-from skacv._design import Design
+from skacv.linalg._design import Design
+from skacv.model_selection._alpha_path import _top_eigenvalue
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +94,7 @@ def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypa
     quadratic forms). Solutions within the gap's bound of scikit-learn's,
     gaps below the target and equal to an independent gap, and the same
     penalties, supports and risks as the path on the columns of X~."""
-    import skacv._alpha_path as alpha_module
+    import skacv.model_selection._alpha_path as alpha_module
 
     n, p, tol = 240, 30, 1e-10
     X, y = _data(n, p)
@@ -131,7 +131,7 @@ def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypa
 def test_covariance_path_rule():
     """The covariance form needs float64, n > p, p <= COVARIANCE_MAX_FEATURES
     and a gap tolerance its quadratic forms can certify."""
-    from skacv._alpha_path import COVARIANCE_PATH_MIN_TOL, covariance_path_pays
+    from skacv.model_selection._alpha_path import COVARIANCE_PATH_MIN_TOL, covariance_path_pays
 
     X, _ = _data(300, 40)
     d = Design(X, None, True)
@@ -141,8 +141,8 @@ def test_covariance_path_rule():
     assert not covariance_path_pays(Design(X.astype(np.float32), None, True), 1e-4, 30)
     assert not covariance_path_pays(Design(X[:, :30].T.copy(), None, True), 1e-4, 30)  # p > n
     # the Gram matrix, p / 16 products, against PATH_PRODUCTS_PER_ALPHA per penalty
-    from skacv import _alpha_path as alpha_module
-    from skacv._design import COVARIANCE_GEMM_ADVANTAGE
+    from skacv.linalg._design import COVARIANCE_GEMM_ADVANTAGE
+    from skacv.model_selection import _alpha_path as alpha_module
 
     rng = np.random.default_rng(0)
     wide = Design(rng.standard_normal((2000, 1000)), None, True)
@@ -262,7 +262,7 @@ def test_step_size_estimate_is_close_to_the_top_eigenvalue():
 
 
 def test_too_large_step_estimate_falls_back_to_the_exact_one(monkeypatch):
-    import skacv._alpha_path as module
+    import skacv.model_selection._alpha_path as module
 
     X, y = _data(40, 60)
     kw = dict(n_alphas=6, eps=1e-2, tol=1e-12, max_iter=20_000)
@@ -463,7 +463,7 @@ def test_duplicate_columns_count_once_in_df(fit_intercept, weighted, sparse, cov
     must be its df (the rank of the support, Tibshirani & Taylor 2012) and
     its risk, in the covariance form (ranks of ``C_SS``) and on the columns
     (duplicate labels). Before, df counted both copies (up to 12 more here)."""
-    monkeypatch.setattr("skacv._alpha_path.COVARIANCE_PATH", covariance)
+    monkeypatch.setattr("skacv.model_selection._alpha_path.COVARIANCE_PATH", covariance)
     n, p = 120, 40
     X, y = _data(n, p, s=12, seed=3)
     Xd = _with_duplicates(X)
@@ -493,7 +493,7 @@ def test_duplicate_labels_exact_only():
     another (relative distance 1e-6, far above the float64 tolerance 3.2e-8) and
     a multiple of it (2x: its own column, the Lasso never splits between
     them) keep their own."""
-    from skacv._alpha_path import duplicate_labels
+    from skacv.model_selection._alpha_path import duplicate_labels
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50, 6))
@@ -529,7 +529,7 @@ def test_one_hot_levels_count_their_rank(covariance, sparse, monkeypatch):
     side). df is the rank of the support (it was the support size: up to 5
     more here), in the covariance form (ranks of C_SS) and on the columns
     (ranks of the indicators' Gram matrix), dense and sparse."""
-    monkeypatch.setattr("skacv._alpha_path.COVARIANCE_PATH", covariance)
+    monkeypatch.setattr("skacv.model_selection._alpha_path.COVARIANCE_PATH", covariance)
     X, y = _one_hot_design(400, 6, 4, 20, seed=1)
     path = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X) if sparse else X, y,
                            n_alphas=12, tol=1e-8, max_iter=20000)
@@ -558,7 +558,7 @@ def test_one_hot_with_more_features_than_samples():
 
 
 def test_binary_columns():
-    from skacv._alpha_path import binary_columns
+    from skacv.model_selection._alpha_path import binary_columns
 
     rng = np.random.default_rng(0)
     n = 500
@@ -577,9 +577,9 @@ def test_binary_columns():
 
 
 def test_independent_columns_against_svd():
-    """The basis of :func:`skacv._linalg.independent_columns` has the SVD's
+    """The basis of :func:`skacv.linalg._linalg.independent_columns` has the SVD's
     rank and spans the columns (each left-out column is in its span)."""
-    from skacv._linalg import independent_columns
+    from skacv.linalg._linalg import independent_columns
 
     rng = np.random.default_rng(2)
     A = rng.standard_normal((60, 30)) * np.logspace(0, 3, 30)  # columns of unequal scales

@@ -21,50 +21,93 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import StrOptions, generate_valid_param, make_constraint
 
 import skacv
-from skacv._base import TrajectoryEstimator
-from skacv._risk import risk_from_memory
-from skacv._validation import same_param
+from skacv.estimates._risk import risk_from_memory
+from skacv.estimators._base import TrajectoryEstimator
+from skacv.utils._validation import same_param
 
 PACKAGE = pathlib.Path(skacv.__file__).parent
 
-LAYERS = [
-    ["exceptions", "_compat", "_config"],
-    ["_validation", "_parallel"],
-    ["_linalg", "_kernels", "_blas"],
-    ["_design", "_penalties", "_datafits", "_sampling"],
-    ["_iterations", "_preconditioning", "_risk_core_space"],
-    ["_path", "_risk_spectral", "_risk_chains"],
-    ["_risk_independent"],
-    ["_risk", "_loo", "_uq", "_kfold"],
-    ["_risk_sgd", "_loo_approx", "_loo_refit"],
-    ["_base"],
-    ["_lasso", "_ridge", "_logistic", "_huber", "_eigenpro"],
-    ["_alpha_path"],
-    ["_selection", "_plot"],
+# The subpackages, bottom up: a module imports only from a lower subpackage or,
+# inside its own subpackage, from a lower module layer (MODULE_LAYERS). The top
+# level holds the settings and errors (below everything) and the command line
+# (above everything). docs/architecture.rst shows the same table.
+SUBPACKAGE_LAYERS = [
+    ["exceptions", "_config"],
+    ["utils"],
+    ["linalg"],
+    ["iterations"],
+    ["estimates"],
+    ["estimators"],
+    ["kernel_methods", "model_selection"],
+    ["display"],
     ["_demo"],
     ["__main__", "__init__"],
 ]
-LAYER = {name: i for i, names in enumerate(LAYERS) for name in names}
+SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for name in names}
+
+MODULE_LAYERS = {
+    "utils": [["_compat"], ["_validation", "_parallel"]],
+    "linalg": [["_linalg", "_blas", "_sampling"], ["_design"]],
+    "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"], ["_path"]],
+    "estimates": [
+        ["_risk_core_space", "_risk_spectral", "_uq", "_loo_refit"],
+        ["_risk_chains", "_loo"],
+        ["_risk_independent", "_loo_approx"],
+        ["_risk"],
+        ["_risk_sgd"],
+    ],
+    "estimators": [["_base"], ["_lasso", "_ridge", "_logistic", "_huber"]],
+    "kernel_methods": [["_kernels"], ["_eigenpro"]],
+    "model_selection": [["_kfold", "_alpha_path"], ["_selection"]],
+    "display": [["_plot"]],
+}
 
 
-def _skacv_imports(tree):
-    """(module imported, line, inside a function) of every skacv import."""
+def _modules():
+    """Dotted names (relative to skacv) of every module of the package."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        names.append(".".join(parts))
+    return names
+
+
+def _place(module):
+    """(subpackage layer, module layer) of a dotted module name."""
+    head, _, rest = module.partition(".")
+    if not rest:
+        return SUBPACKAGE_LAYER[head], 0
+    if rest == "__init__":
+        return SUBPACKAGE_LAYER[head], len(MODULE_LAYERS[head])
+    layer = {m: i for i, ms in enumerate(MODULE_LAYERS[head]) for m in ms}
+    return SUBPACKAGE_LAYER[head], layer[rest]
+
+
+def _is_module(name):
+    path = PACKAGE / name.replace(".", "/")
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _skacv_imports(tree, module):
+    """(dotted module imported, line, inside a function) of every skacv import."""
+    package = module.split(".")[:-1]
     out = []
 
     def visit(node, in_function):
         for child in ast.iter_child_nodes(node):
             inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
-            if isinstance(child, ast.ImportFrom) and child.level == 1:
-                if child.module:
-                    out.append((child.module.split(".")[0], child.lineno, in_function))
-                else:
-                    out.extend((a.name, child.lineno, in_function) for a in child.names)
+            if isinstance(child, ast.ImportFrom) and child.level >= 1:
+                base = package[: len(package) - child.level + 1]
+                target = ".".join(base + ([child.module] if child.module else []))
+                for alias in child.names:
+                    name = f"{target}.{alias.name}" if target else alias.name
+                    out.append((name if _is_module(name) else target, child.lineno, in_function))
             elif isinstance(child, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in child.names] if isinstance(child, ast.Import) \
                     else [child.module or ""]
                 for name in names:
                     if name.startswith("skacv."):
-                        out.append((name.split(".")[1], child.lineno, in_function))
+                        out.append((name[len("skacv."):], child.lineno, in_function))
             visit(child, inside)
 
     visit(tree, False)
@@ -72,21 +115,45 @@ def _skacv_imports(tree):
 
 
 def test_every_module_has_a_layer():
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
-    assert modules == set(LAYER), "add new modules to LAYERS and docs/architecture.rst"
+    for module in _modules():
+        head, _, rest = module.partition(".")
+        assert head in SUBPACKAGE_LAYER, f"add {head} to SUBPACKAGE_LAYERS and the docs' table"
+        if rest and rest != "__init__":
+            listed = {m for ms in MODULE_LAYERS[head] for m in ms}
+            assert rest in listed, f"add {module} to MODULE_LAYERS and docs/architecture.rst"
 
 
-@pytest.mark.parametrize("module", sorted(LAYER))
+@pytest.mark.parametrize("module", _modules())
 def test_imports_point_down(module):
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
-    for name, line, in_function in _skacv_imports(tree):
+    tree = ast.parse((PACKAGE / (module.replace(".", "/") + ".py")).read_text())
+    package, here = module.partition(".")[0], _place(module)
+    for name, line, in_function in _skacv_imports(tree, module):
         assert not in_function, f"{module}.py:{line} imports {name} inside a function"
-        assert LAYER[name] < LAYER[module], (
-            f"{module}.py:{line} imports {name}, which is not in a lower layer")
+        if name in MODULE_LAYERS:  # a subpackage's public names
+            there = (SUBPACKAGE_LAYER[name], -1)
+        else:
+            there = _place(name)
+        if name.partition(".")[0] == package and package in MODULE_LAYERS:
+            assert there[1] < here[1], f"{module}.py:{line} imports {name}, a module not below it"
+        else:
+            assert there[0] < here[0], (
+                f"{module}.py:{line} imports {name}, which is not in a lower subpackage")
+
+
+def test_architecture_page_shows_the_real_layers():
+    """The layer table of docs/architecture.rst is SUBPACKAGE_LAYERS."""
+    page = (PACKAGE.parent / "docs" / "architecture.rst").read_text()
+    rows = {}
+    for line in page.split(".. code-block:: text", 1)[1].split("\n\n", 2)[1].splitlines():
+        number, _, rest = line.strip().partition(" ")
+        if number.isdigit():
+            names = rest.strip().split("  ")[0]
+            rows[int(number)] = sorted(n.strip().rstrip("/") for n in names.split(","))
+    assert rows == {i: sorted(names) for i, names in enumerate(SUBPACKAGE_LAYERS)}
 
 
 def test_private_scikit_learn_api_only_in_compat():
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         if path.stem == "_compat":
             continue
         text = path.read_text()

@@ -1,4 +1,4 @@
-"""Products prepared for SciPy's BLAS (skacv._blas.gemm_call): equal to
+"""Products prepared for SciPy's BLAS (skacv.linalg._blas.gemm_call): equal to
 NumPy's on every layout of views the stacked folds' pass uses, in place,
 and refused (None) where a BLAS call cannot express them."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from skacv._blas import gemm_available, gemm_call
+from skacv.linalg._blas import gemm_available, gemm_call
 
 
 def _view(M, order, pad):

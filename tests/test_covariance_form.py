@@ -1,5 +1,5 @@
 """The fit loop of full-batch least squares in the covariance form
-(skacv._design.CovarianceForm: products with X~^T X~ instead of X~): the
+(skacv.linalg._design.CovarianceForm: products with X~^T X~ instead of X~): the
 iterates, the estimates built on them and the warm starts of the products
 with X~, the rule that picks it, and the fits it must not touch."""
 
@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skacv._design as design_module
+import skacv.linalg._design as design_module
 from skacv import (
     IterativeRidge,
     TrajectoryHuberRegressor,
@@ -157,7 +157,7 @@ def test_no_sample_sized_matrix_after_the_covariance_form(monkeypatch):
     the path's fitted values nor the n x (T + 1) residual matrices (their
     products in the features' space instead), also when a warm start
     continues it."""
-    import skacv._risk as risk_module
+    import skacv.estimates._risk as risk_module
 
     def refuse(*args, **kwargs):
         raise AssertionError("an n x (T + 1) residual matrix was formed")
@@ -190,7 +190,7 @@ def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, monk
     """The first stage of an early-stopped path (10 steps here) chooses the
     loop's form for the whole path: it weighs the Gram matrix against the
     path's horizon (max_iter), not against the stage."""
-    import skacv._selection as selection
+    import skacv.model_selection._selection as selection
     from skacv import TrajectoryEarlyStoppingCV
 
     monkeypatch.setattr(selection, "STAGE_MIN_FLOPS", 0)  # stages at any size
@@ -221,8 +221,8 @@ def test_risk_and_debiasing_from_the_residuals_products(est, fit_intercept):
     features' space, gradient points included for the clipped FISTA) gives
     the risk, the risk matrix, the correction and the debiasing statistics
     of the residual matrices (n x T), to rounding."""
-    from skacv._risk import trajectory_risk
-    from skacv._uq import debias_statistics, debias_statistics_from_products
+    from skacv.estimates._risk import trajectory_risk
+    from skacv.estimates._uq import debias_statistics, debias_statistics_from_products
 
     X, y, sw = _data(seed=3, n=250, p=30)
     est = clone(est).set_params(fit_intercept=fit_intercept, estimate_risk=False,
@@ -275,7 +275,7 @@ def test_step_size_from_the_covariance_forms_gram(sparse, monkeypatch):
 
 
 # ----------------------------------------------------------------------------
-# one design per search (skacv._design.shared_designs)
+# one design per search (skacv.linalg._design.shared_designs)
 # ----------------------------------------------------------------------------
 
 
@@ -297,7 +297,8 @@ def test_a_search_forms_the_gram_matrix_once(search, monkeypatch):
                         lambda self, side: calls.append(side) or real(self, side))
     shared = clone(est).fit(X, y, sample_weight=sw)
     assert len(calls) == 1
-    monkeypatch.setattr("skacv._selection.shared_designs", __import__("contextlib").nullcontext)
+    monkeypatch.setattr("skacv.model_selection._selection.shared_designs",
+                        __import__("contextlib").nullcontext)
     calls.clear()
     alone = clone(est).fit(X, y, sample_weight=sw)
     assert len(calls) >= 2

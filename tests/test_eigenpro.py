@@ -17,13 +17,13 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.model_selection import train_test_split
 
 from skacv import EigenProClassifier, EigenProRegressor, IterativeRidge, config_context
-from skacv._design import Design
-from skacv._iterations import PreconditionedGD
-from skacv._kernels import Kernel
-from skacv._penalties import L2
-from skacv._preconditioning import feature_preconditioner, preconditioned_lipschitz
-from skacv._risk_spectral import preconditioned_memory_matrix
+from skacv.estimates._risk_spectral import preconditioned_memory_matrix
 from skacv.exceptions import DivergenceError
+from skacv.iterations._iterations import PreconditionedGD
+from skacv.iterations._penalties import L2
+from skacv.iterations._preconditioning import feature_preconditioner, preconditioned_lipschitz
+from skacv.kernel_methods._kernels import Kernel
+from skacv.linalg._design import Design
 
 
 def linear_kernel(A, B):
@@ -349,7 +349,7 @@ def test_full_batch_kernel_risk_equals_the_linear_estimate():
 
 
 def test_sgd_memory_matrices_are_exact():
-    import skacv._risk_sgd as pc
+    import skacv.estimates._risk_sgd as pc
 
     rng = np.random.default_rng(0)
     n = 60
@@ -364,7 +364,7 @@ def test_sgd_memory_matrices_are_exact():
             return super().step(rows, counts, h, KB, f, Y, positions)
 
     original = pc.SGDRiskTracker
-    import skacv._eigenpro as ep
+    import skacv.kernel_methods._eigenpro as ep
 
     ep.SGDRiskTracker = Recording
     try:

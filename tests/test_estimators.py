@@ -14,7 +14,7 @@ from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-import skacv._linalg as linalg_module
+import skacv.linalg._linalg as linalg_module
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv.exceptions import DivergenceError
 
@@ -186,9 +186,9 @@ def test_warm_start_keeps_momentum_state():
     cold = TrajectoryLasso(alpha=0.05, max_iter=60, estimate_risk=False).fit(X, y)
     half = TrajectoryLasso(alpha=0.05, max_iter=50, estimate_risk=False).fit(X, y)
     # ten plain FISTA steps from x^50 with tau reset: a different point
-    from skacv._design import Design
-    from skacv._iterations import FISTA
-    from skacv._path import init_state, run_trajectory
+    from skacv.iterations._iterations import FISTA
+    from skacv.iterations._path import init_state, run_trajectory
+    from skacv.linalg._design import Design
 
     d = Design(X, None, True)
     _, yt = d.center_y(y)
@@ -288,7 +288,7 @@ def test_empty_and_mismatched_input_raises(Est):
 def loop_form(request, monkeypatch):
     """The fit loop's products: X~^T X~ (which these small tall designs
     take) or X~ (the covariance form switched off)."""
-    import skacv._design as design_module
+    import skacv.linalg._design as design_module
 
     if request.param == "design":
         monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
@@ -525,8 +525,8 @@ def test_step_just_above_the_stability_limit_warns(name, loop_form):
 def test_auto_step_by_lanczos_is_never_too_long():
     # above DENSE_EIG_SIZE the top eigenvalue comes from Lanczos with a loose
     # tolerance, inflated by it: the step is at most 1 / L and within 2e-3 of it
-    from skacv._design import LIPSCHITZ_TOL
-    from skacv._linalg import DENSE_EIG_SIZE
+    from skacv.linalg._design import LIPSCHITZ_TOL
+    from skacv.linalg._linalg import DENSE_EIG_SIZE
 
     rng = np.random.default_rng(0)
     n = DENSE_EIG_SIZE + 50
@@ -544,7 +544,7 @@ def test_top_eigenvalue_by_lanczos_stops_at_its_tolerance():
     # lanczos_top_eigenvalues: every process stops at the first step where its
     # top Ritz value has a relative residual <= tol; then theta <= lambda_max
     # <= theta (1 + tol). Checked on a known spectrum, three starts at once
-    from skacv._linalg import lanczos, lanczos_top_eigenvalues, top_ritz
+    from skacv.linalg._linalg import lanczos, lanczos_top_eigenvalues, top_ritz
 
     rng = np.random.default_rng(0)
     Q, _ = np.linalg.qr(rng.standard_normal((400, 400)))
@@ -585,7 +585,7 @@ def test_top_eigenvalue_by_lanczos_caps_its_basis(monkeypatch):
     # the basis kept for re-orthogonalisation is capped (BASIS_BYTES): a
     # process that would need more steps than the cap allows returns nan (the
     # callers then fall back to ARPACK or the fold's own design)
-    from skacv._linalg import lanczos_top_eigenvalues
+    from skacv.linalg._linalg import lanczos_top_eigenvalues
 
     rng = np.random.default_rng(2)
     d = np.linspace(1.0, 2.0, 500)  # a flat top: tens of steps at 1e-3
@@ -610,7 +610,7 @@ def test_top_eigenvalue_by_lanczos_caps_its_basis(monkeypatch):
 
 
 def test_lanczos_stopped_by_until_resumes_as_a_fresh_run():
-    from skacv._linalg import lanczos
+    from skacv.linalg._linalg import lanczos
 
     rng = np.random.default_rng(1)
     B = rng.standard_normal((80, 120))
@@ -630,8 +630,8 @@ def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(monkeypat
     # takes a handful of passes over X (ARPACK's eigsh took 21), and is
     # still an upper bound within LIPSCHITZ_TOL. If Lanczos does not
     # converge, ARPACK takes over.
-    import skacv._design as design_module
-    from skacv._design import LIPSCHITZ_TOL
+    import skacv.linalg._design as design_module
+    from skacv.linalg._design import LIPSCHITZ_TOL
 
     if fuse:
         monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
@@ -667,7 +667,7 @@ def test_warm_refit_reuses_the_design(monkeypatch):
     (built once); it is not pickled and a cold fit releases it."""
     import pickle
 
-    import skacv._base as base_module
+    import skacv.estimators._base as base_module
 
     X, y, _ = _problem(3, n=40, p=30, offset=0.5)
     built = []

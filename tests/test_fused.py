@@ -9,7 +9,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skacv._design as design_module
+import skacv.linalg._design as design_module
 from skacv import (
     IterativeRidge,
     TrajectoryHuberRegressor,
@@ -151,7 +151,7 @@ def test_one_pass_loop_does_not_depend_on_blas_threads(fused, monkeypatch):
     with one in turn, and the iterates are the same bits either way."""
     from threadpoolctl import threadpool_limits
 
-    import skacv._path as path_module
+    import skacv.iterations._path as path_module
 
     X, y, sw = _data()
     est = TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0, estimate_risk=False,

@@ -19,7 +19,7 @@ from skacv import (
     approximate_loo,
     exact_loo_path,
 )
-from skacv._huber import robust_scale, weighted_median
+from skacv.estimators._huber import robust_scale, weighted_median
 
 
 def _data(n=200, p=10, seed=0, df=2):

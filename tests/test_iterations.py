@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from skacv._design import Design
-from skacv._iterations import (
+from skacv.iterations._iterations import (
     FISTA,
     ISTA,
     GradientDescent,
@@ -21,8 +20,9 @@ from skacv._iterations import (
     Nesterov,
     check_schedule,
 )
-from skacv._path import init_state, run_trajectory
-from skacv._penalties import L2, ElasticNet, soft_threshold
+from skacv.iterations._path import init_state, run_trajectory
+from skacv.iterations._penalties import L2, ElasticNet, soft_threshold
+from skacv.linalg._design import Design
 
 
 def _data(seed=0, n=50, p=30, offset=0.5):
@@ -381,8 +381,8 @@ def test_combine_and_tangent_in_place(name, dtype):
 
 def test_preconditioned_combine_with_the_step_folded_into_z():
     """``PreconditionedGD.combine``: ``v + eta P (z - l2 v)``, also from ``eta z``."""
-    from skacv._iterations import PreconditionedGD
-    from skacv._preconditioning import NystromPreconditioner
+    from skacv.iterations._iterations import PreconditionedGD
+    from skacv.iterations._preconditioning import NystromPreconditioner
 
     rng = np.random.default_rng(3)
     A = rng.standard_normal((40, 8))

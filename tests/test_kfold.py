@@ -1,4 +1,4 @@
-"""The K folds of K-fold CV along the path run as one block (skacv._kfold):
+"""The K folds of K-fold CV along the path run as one block (skacv.model_selection._kfold):
 equal to separate fold fits, in stages or in one go, in float32 within
 rounding, with clear errors."""
 
@@ -17,13 +17,13 @@ from skacv import (
     TrajectoryEarlyStoppingCV,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
-    _design,
-    _kfold,
     config_context,
 )
-from skacv._design import Design
-from skacv._kfold import FoldDesigns, StackedFolds, can_stack, stacked_iteration
 from skacv.exceptions import DivergenceError
+from skacv.linalg import _design
+from skacv.linalg._design import Design
+from skacv.model_selection import _kfold
+from skacv.model_selection._kfold import FoldDesigns, StackedFolds, can_stack, stacked_iteration
 
 
 def _data(n=90, p=60, seed=0):
@@ -60,7 +60,7 @@ def _by_hand(est, X, y, sw, splits):
 
 def _layout(monkeypatch, layout):
     """Dense folds that partition the rows in the given layout of
-    :class:`skacv._kfold.FoldDesigns` ("rotated" is chosen from a size on)."""
+    :class:`skacv.model_selection._kfold.FoldDesigns` ("rotated" is chosen from a size on)."""
     monkeypatch.setattr(_kfold, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
     monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
     # several panels of rows in two groups, as on a large design
@@ -137,7 +137,7 @@ def test_stacked_folds_from_the_full_fits_design(est, weighted, layout, monkeypa
 def test_search_gathers_the_folds_from_the_full_design(monkeypatch):
     """The default search, in stages (warm starts: the full fit keeps its
     design), builds its block from the full fit's design."""
-    from skacv import _selection
+    from skacv.model_selection import _selection
 
     monkeypatch.setattr(_selection, "STAGE_MIN_FLOPS", 0)  # stages at any size
     seen = []
@@ -306,8 +306,8 @@ def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercep
     # below DENSE_EIG_SIZE: each fold's top eigenvalue from the Gram matrix of
     # all the rows minus its held-out rows' (features' side) or its training
     # block (samples' side), with its own centring: the fold's own design's
-    from skacv._design import Design
-    from skacv._kfold import FoldDesigns, small_fold_lipschitz
+    from skacv.linalg._design import Design
+    from skacv.model_selection._kfold import FoldDesigns, small_fold_lipschitz
 
     X, y, sw = _data(n=n, p=p, seed=4)
     sw = sw + 0.5 if weighted else None
@@ -330,8 +330,8 @@ def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(mon
     """In the covariance form the folds' Gram matrices are formed already:
     the step sizes come from them (the copy of X is not read again) and
     equal each fold's own design's."""
-    from skacv._design import Design
-    from skacv._kfold import small_fold_lipschitz
+    from skacv.linalg._design import Design
+    from skacv.model_selection._kfold import small_fold_lipschitz
 
     X, y, sw = _data(seed=6)
     _layout(monkeypatch, "rotated")
@@ -527,7 +527,7 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
 def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
     """The caches' sizes as Linux reports them (the data or unified cache of
     each level), else the defaults."""
-    from skacv import _parallel
+    from skacv.utils import _parallel
 
     for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
                                              (2, "Unified", "1024K"), (3, "Unified", "32M")]):
@@ -573,7 +573,7 @@ def test_block_pass_does_not_depend_on_the_blas_threads(layout, monkeypatch):
     and adds the groups' sums in order: the same bits whatever the threads."""
     from threadpoolctl import threadpool_limits
 
-    from skacv import _parallel
+    from skacv.utils import _parallel
 
     _layout(monkeypatch, layout)
     X, y, _ = _data(seed=5)
@@ -615,7 +615,7 @@ def test_block_pass_does_not_depend_on_the_blas_threads(layout, monkeypatch):
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="two cores")
 def test_overlapped_runs_beside_on_one_blas_thread_each_with_the_callers_configuration():
-    """skacv._parallel.overlapped (the full path's stages beside the folds'
+    """skacv.utils._parallel.overlapped (the full path's stages beside the folds'
     passes): the first call in a thread of its own, both on one BLAS thread,
     the caller's skacv and scikit-learn configurations (thread-local) in
     both, the BLAS threads restored after; one after the other in the
@@ -627,7 +627,8 @@ def test_overlapped_runs_beside_on_one_blas_thread_each_with_the_callers_configu
     import sklearn
     from threadpoolctl import threadpool_limits
 
-    from skacv import _parallel, get_config
+    from skacv import get_config
+    from skacv.utils import _parallel
 
     seen = {}
 

@@ -26,9 +26,9 @@ from skacv import (
     config_context,
     exact_loo_path,
 )
-from skacv._design import Design
-from skacv._loo import iacv_path
-from skacv._loo_refit import exact_refits
+from skacv.estimates._loo import iacv_path
+from skacv.estimates._loo_refit import exact_refits
+from skacv.linalg._design import Design
 
 
 def _regression(n=30, p=6, seed=0, offset=2.0):

@@ -205,7 +205,7 @@ def test_errors():
 
 
 def test_classifier_loo_and_test_log_loss():
-    logistic = pytest.importorskip("skacv._logistic")
+    logistic = pytest.importorskip("skacv.estimators._logistic")
     from sklearn.datasets import make_classification
     from sklearn.metrics import log_loss
 

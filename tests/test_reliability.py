@@ -17,9 +17,9 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skacv._selection as selection
+import skacv.model_selection._selection as selection
 from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
-from skacv._risk import risk_reliability
+from skacv.estimates._risk import risk_reliability
 from skacv.exceptions import UnreliableEstimateWarning
 
 
@@ -256,7 +256,7 @@ def test_intervals_at_a_flagged_iterate_say_why_it_is_flagged():
 def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
     from sklearn.utils import Bunch
 
-    from skacv._base import _warn_unreliable, unreliable_advice
+    from skacv.estimators._base import _warn_unreliable, unreliable_advice
 
     reliable = np.array([True, True, False, False])
     res = Bunch(reliable=reliable, df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),

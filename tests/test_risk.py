@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryLasso, config_context
-from skacv._risk import memory_matrix, risk_from_memory
+from skacv.estimates._risk import memory_matrix, risk_from_memory
 
 # ----------------------------------------------------------------------------
 # independent reference implementations
@@ -304,7 +304,7 @@ def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch, requ
     the whole path (same probes)."""
     import pickle
 
-    import skacv._risk as risk_module
+    import skacv.estimates._risk as risk_module
 
     X, y = _small_problem(7, n=60, p=90)
     w = None
@@ -415,7 +415,7 @@ def test_auto_chain_precision():
 def test_lanczos_resume_equals_a_fresh_run():
     """A resumed Lanczos process (warm-started linear paths) performs only the
     new steps and gives the quadrature of a fresh run to the larger depth."""
-    from skacv._linalg import lanczos_quadrature
+    from skacv.linalg._linalg import lanczos_quadrature
 
     rng = np.random.default_rng(0)
     B = rng.standard_normal((60, 80))
@@ -447,7 +447,7 @@ def test_resumed_lanczos_stops_where_a_fresh_run_stops(first_depth):
     whether the first run converged for its own check (None: at 9) or ended
     by its depth on a check step (15, 17) or between two (16); it gives the
     fresh run's quadrature, with only the missing steps."""
-    from skacv._linalg import lanczos
+    from skacv.linalg._linalg import lanczos
 
     rng = np.random.default_rng(1)
     B = rng.standard_normal((300, 200))
@@ -480,7 +480,7 @@ def test_resumed_lanczos_stops_where_a_fresh_run_stops(first_depth):
 def test_warm_start_resumes_lanczos(monkeypatch):
     """IterativeRidge with probes: the warm refit resumes the Lanczos process
     (fewer operator products than a cold estimate) and equals the cold path."""
-    import skacv._risk_spectral as risk_module
+    import skacv.estimates._risk_spectral as risk_module
 
     X, y = _small_problem(9, n=70, p=50)
     est = IterativeRidge(0.0, solver="gd", random_state=0, n_probes=4)
@@ -507,9 +507,9 @@ def test_warm_start_resumes_lanczos(monkeypatch):
 def test_design_columns_of_the_chains(kind, monkeypatch):
     """The restricted design of the chains is ``X~[:, idx]`` in the chains'
     precision, C order, gathered by blocks of rows (here several)."""
-    import skacv._design as design_module
-    import skacv._risk_chains as chains
-    from skacv._design import Design
+    import skacv.estimates._risk_chains as chains
+    import skacv.linalg._design as design_module
+    from skacv.linalg._design import Design
 
     rng = np.random.RandomState(0)
     X = rng.randn(23, 17)
@@ -528,7 +528,7 @@ def test_design_columns_of_the_chains(kind, monkeypatch):
 def test_gather_in_threads(monkeypatch, workers, rows):
     """Large copies are split into ``workers`` ranges of rows, each copied by
     blocks in a thread of its own: the same array as NumPy's indexing."""
-    import skacv._design as design_module
+    import skacv.linalg._design as design_module
 
     rng = np.random.RandomState(1)
     X = rng.randn(41, 13)
@@ -551,7 +551,7 @@ def test_gather_in_threads(monkeypatch, workers, rows):
 def test_block_trace_of_column_blocks(order):
     """``_block_trace`` reads the transposed blocks as views, in either
     memory order and from a slice of a larger block."""
-    from skacv._risk_chains import _block_trace
+    from skacv.estimates._risk_chains import _block_trace
 
     rng = np.random.RandomState(1)
     r, m, k = 13, 3, 4
@@ -567,7 +567,7 @@ def test_block_trace_of_column_blocks(order):
 def test_chains_do_not_depend_on_the_column_groups(solver, monkeypatch):
     """The chains are advanced by groups of sources: one source per group
     gives the memory matrices of the default groups."""
-    import skacv._risk_chains as chains
+    import skacv.estimates._risk_chains as chains
 
     X, y = _small_problem(10, n=50, p=70)
     it = HeavyBall(momentum=0.5) if solver == "heavy_ball" else solver
@@ -588,9 +588,9 @@ def test_small_corrections_run_on_one_blas_thread(form, monkeypatch):
     (after the covariance form)."""
     from threadpoolctl import threadpool_limits
 
-    import skacv._design as design_module
-    import skacv._parallel as parallel
-    import skacv._risk as risk_module
+    import skacv.estimates._risk as risk_module
+    import skacv.linalg._design as design_module
+    import skacv.utils._parallel as parallel
 
     seen = []
     name = "risk_from_memory" if form == "design" else "risk_from_products"

@@ -13,11 +13,11 @@ import pytest
 # the independent FISTA loops (clipped and plain) of the risk tests
 from test_risk import reference_memory, reference_path
 
-import skacv._risk_chains as chains
-import skacv._risk_core_space as core_space
+import skacv.estimates._risk_chains as chains
+import skacv.estimates._risk_core_space as core_space
 from skacv import FISTA, ISTA, ElasticNet, TrajectoryLasso, config_context
-from skacv._design import make_design
-from skacv._risk import memory_matrix
+from skacv.estimates._risk import memory_matrix
+from skacv.linalg._design import make_design
 
 
 def _soft(x, t):

@@ -1,4 +1,4 @@
-"""Probe chains on a diagonalised core (skacv._risk_core_space).
+"""Probe chains on a diagonalised core (skacv.estimates._risk_core_space).
 
 The core chains must give the memory matrices of the chains in coordinates
 with the same probes, whatever step they start at, in either form (the
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import skacv._risk_chains as chains
-import skacv._risk_core_space as core_space
+import skacv.estimates._risk_chains as chains
+import skacv.estimates._risk_core_space as core_space
 from skacv import FISTA, HeavyBall, TrajectoryLasso, config_context
-from skacv._iterations import ISTA
-from skacv._penalties import Penalty
 from skacv.exceptions import UnreliableEstimateWarning
+from skacv.iterations._iterations import ISTA
+from skacv.iterations._penalties import Penalty
 
 # p > n with momentum: the reliability checks flag the late iterates; the
 # memory matrices compared here are what those checks read

@@ -1,5 +1,5 @@
 """Independent probes per source, the chains of consecutive sources summed
-into blocks (:mod:`skacv._risk_independent`).
+into blocks (:mod:`skacv.estimates._risk_independent`).
 
 * with every source alone (no merger), the memory matrices are Hutchinson's
   estimates with each source's own probes, against dense Jacobians written
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-import skacv._risk as risk_module
-import skacv._risk_independent as independent
+import skacv.estimates._risk as risk_module
+import skacv.estimates._risk_independent as independent
 from skacv import IterativeRidge, TrajectoryLasso, config_context
-from skacv._iterations import FISTA
+from skacv.iterations._iterations import FISTA
 
 
 def _problem(seed=0, n=40, p=60):
@@ -228,8 +228,8 @@ class _HeavyBallLike:
 
 
 def test_independent_probes_refuse_a_heavy_ball():
-    from skacv._iterations import HeavyBall
-    from skacv._penalties import L1
+    from skacv.iterations._iterations import HeavyBall
+    from skacv.iterations._penalties import L1
 
     X, y = _problem(0)
     est = TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5), max_iter=5).fit(X, y)

@@ -21,9 +21,9 @@ from sklearn.base import clone
 
 import skacv
 from skacv import IterativeRidge, TrajectoryHuberRegressor, TrajectoryLasso
-from skacv._iterations import SGD
-from skacv._risk import trajectory_risk
-from skacv._sampling import MinibatchSampler
+from skacv.estimates._risk import trajectory_risk
+from skacv.iterations._iterations import SGD
+from skacv.linalg._sampling import MinibatchSampler
 
 # ----------------------------------------------------------------------------
 # independent reference: (proximal) mini-batch gradient descent

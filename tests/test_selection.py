@@ -19,15 +19,15 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 from sklearn_versions import parametrize_with_checks
 
-import skacv._kfold as kfold_module
-import skacv._selection as selection_module
+import skacv.model_selection._kfold as kfold_module
+import skacv.model_selection._selection as selection_module
 from skacv import (
     IterativeRidge,
     TrajectoryEarlyStoppingCV,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
 )
-from skacv._selection import set_iterate
+from skacv.model_selection._selection import set_iterate
 
 
 def _pinned(estimator, **kwargs):
@@ -239,7 +239,7 @@ def test_ties_go_to_the_first_grid_point_and_earliest_iteration():
 
 
 def test_real_loo_criterion():
-    pytest.importorskip("skacv._loo")
+    pytest.importorskip("skacv.estimates._loo")
     X, y = _data()
     base = TrajectoryLasso(max_iter=30, random_state=0, estimate_risk=False)
     search = _pinned(base, criterion="loo",
@@ -322,13 +322,14 @@ def _configurations(_):
 
 @pytest.mark.parametrize("backend", ["loky", "threading"])
 def test_workers_run_under_the_callers_configurations(backend):
-    """skacv._parallel.delayed carries the caller's scikit-learn
+    """skacv.utils._parallel.delayed carries the caller's scikit-learn
     configuration (metadata routing, working memory, ...) as well as
     skacv's into joblib workers (other processes or threads, which start
     from the defaults), captured in the caller's thread."""
     import sklearn
 
-    from skacv import _parallel, config_context
+    from skacv import config_context
+    from skacv.utils import _parallel
 
     with (sklearn.config_context(working_memory=123), config_context(kfold_dtype="float64"),
           joblib.parallel_backend(backend, n_jobs=2)):
@@ -376,7 +377,7 @@ def test_tags_and_delegation():
 
 
 def test_classifier_delegation():
-    logistic = pytest.importorskip("skacv._logistic")
+    logistic = pytest.importorskip("skacv.estimators._logistic")
     from sklearn.datasets import make_classification
 
     X, y = make_classification(n_samples=150, n_features=20, random_state=0)
@@ -402,7 +403,7 @@ def test_bad_parameters():
 
 
 def test_estimator_without_a_stored_path_is_refused():
-    eigenpro = pytest.importorskip("skacv._eigenpro")
+    eigenpro = pytest.importorskip("skacv.kernel_methods._eigenpro")
     X, y = _data(n=60, p=5)
     with pytest.raises(TypeError, match="does not store its path"):
         _pinned(eigenpro.EigenProRegressor(max_iter=2, estimate_risk=True,
@@ -451,7 +452,7 @@ def test_path_search_logic(monkeypatch, neighbors):
 
 
 def test_path_search_with_the_real_alpha_path():
-    alpha_path = pytest.importorskip("skacv._alpha_path")
+    alpha_path = pytest.importorskip("skacv.model_selection._alpha_path")
     X, y = _data(n=100, p=60)
     base = TrajectoryLasso(max_iter=150, random_state=0)
     search = _pinned(base, search="path", path_params={"n_alphas": 8}).fit(X, y)
@@ -515,7 +516,7 @@ def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False, alignment="time
 def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds, layout, monkeypatch):
     from skacv import TrajectoryLogisticRegression
 
-    # the stacked folds' rows in either layout (skacv._kfold.FoldDesigns)
+    # the stacked folds' rows in either layout (skacv.model_selection._kfold.FoldDesigns)
     monkeypatch.setattr(kfold_module, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
     monkeypatch.setattr(kfold_module, "ROTATED_MIN_FEATURES", 0)
     X, y = _data(n=100, p=60)
@@ -658,7 +659,7 @@ def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout, beside):
     # the full and fold paths grow together (warm starts) and stop by the
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one;
     # the full path's stages beside the folds' set-up and passes (a thread
-    # of their own, skacv._kfold.fit_beside) or after them: the same paths
+    # of their own, skacv.model_selection._kfold.fit_beside) or after them: the same paths
     monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
     monkeypatch.setattr(selection_module, "fit_beside", lambda X: beside)
     calls = []
@@ -695,7 +696,7 @@ def test_staged_search_debiases_the_last_stage_only(monkeypatch):
     debiasing statistics (products with X~^T of the whole path) are those of
     the last stage only: computed once, equal to a single fit's to that
     length (they were computed at every stage)."""
-    import skacv._base as base_module
+    import skacv.estimators._base as base_module
 
     X, y = _data(n=150, p=140, sigma=0.5)  # stages of 20, 30, 45, 67, 100 steps
     calls = []

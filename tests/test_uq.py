@@ -398,7 +398,7 @@ def test_empirical_precision_is_refused_without_more_samples_than_features(n, p,
 
 
 def test_empirical_precision_is_refused_above_the_size_limit(monkeypatch):
-    import skacv._uq as uq
+    import skacv.estimates._uq as uq
     monkeypatch.setattr(uq, "EMPIRICAL_MAX_FEATURES", 10)
     X, y, _, _ = _data(40, 20, 5, 9)
     est = IterativeRidge(max_iter=5).fit(X, y)
@@ -520,7 +520,7 @@ def test_small_factorisations_run_on_one_blas_thread(monkeypatch):
     from sklearn.base import clone
     from threadpoolctl import threadpool_limits
 
-    import skacv._parallel as parallel
+    import skacv.utils._parallel as parallel
 
     seen = []
     cho_factor = scipy.linalg.cho_factor

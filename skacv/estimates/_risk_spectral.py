@@ -1,0 +1,175 @@
+"""Memory matrices of linear iterations from spectral nodes.
+
+For a linear iteration (the prox is the identity: GD, scheduled GD, ridge GD,
+heavy ball, Nesterov) ``A[t, s] = sum_j omega_j theta_j phi_{t,s}(theta_j)``
+with ``phi`` the scalar recursion of the iteration in one eigendirection of
+``X~^T X~ / n`` (Bellec & Tan 2024). Exact nodes are the eigenvalues
+(``n_probes=None``); with ``n_probes=m`` the nodes and weights are the Gauss
+quadrature of Lanczos started from ``m`` Rademacher probes, which *is* the
+Hutchinson estimate with those probes (exactly so once the Lanczos depth
+reaches ``(T + 1) / 2``; earlier when the quadrature has converged, which is
+checked). Constant-coefficient iterations are Toeplitz: one chain instead of
+``T^2 / 2``. Preconditioned gradient descent with a fixed ``P`` is plain
+gradient descent in whitened coordinates (:func:`preconditioned_memory_matrix`).
+"""
+
+import contextlib
+
+import numpy as np
+
+from .._config import check_memory
+from ..iterations._preconditioning import preconditioned_nodes
+from ..linalg._linalg import lanczos_quadrature
+
+
+def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sources=False):
+    """Memory matrix of a linear iteration from spectral nodes.
+
+    ``A[t, s] = sum_j w_j lambda_j phi_{t,s}(lambda_j)`` where ``phi`` is the
+    tangent of the iteration in one eigendirection of ``X~^T X~ / n`` (unit
+    injection at source ``s``). With the eigenvalues and unit weights this is
+    exact; with Lanczos nodes and weights it is the Hutchinson estimate.
+
+    Parameters
+    ----------
+    iteration : Iteration
+        A linear iteration (``iteration.is_linear``).
+    eigvals : ndarray of shape (r,)
+        Nodes (eigenvalues of ``X~^T X~ / n_eff``; zeros may be dropped).
+    n_iter : int
+        Number of steps ``T``.
+    weights : ndarray of shape (r,), default=None
+        Quadrature weights (ones: exact traces).
+    return_sources : bool, default=False
+        Also return the memory matrix of the gradient points.
+
+    Returns
+    -------
+    A : ndarray of shape (n_iter + 1, n_iter + 1)
+    A_sources : ndarray of shape (n_iter + 1, n_iter + 1)
+        Only if ``return_sources``.
+    """
+    if not iteration.is_linear:
+        raise ValueError(f"{iteration.name} is not linear: no spectral form.")
+    lam = np.asarray(eigvals, dtype=np.float64).ravel()
+    w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
+    wl = w * lam
+    T = int(n_iter)
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    if iteration.is_stationary:
+        # Toeplitz: one chain from source 0 gives every diagonal
+        a, av = _chain(iteration, lam, wl, T, n_sources=1)
+        for d in range(1, T + 1):
+            idx = np.arange(d, T + 1)
+            A[idx, idx - d] = a[d, 0]
+            Av[idx, idx - d] = av[d, 0]
+    else:
+        A, Av = _chain(iteration, lam, wl, T, n_sources=T)
+    return (A, Av) if return_sources else A
+
+
+def _chain(iteration, lam, wl, T, n_sources):
+    """Scalar tangent recursions for sources ``0..n_sources-1`` (columns)."""
+    r = lam.shape[0]
+    A = np.zeros((T + 1, T + 1))
+    Av = np.zeros((T + 1, T + 1))
+    dv = np.zeros((r, n_sources))
+    dx1 = np.zeros((r, n_sources))
+    dx2 = np.zeros((r, n_sources))
+    lam_c = lam[:, None]
+    for k in range(1, T + 1):
+        cols = min(k, n_sources)  # sources 0..k-1 are active
+        dz = -lam_c * dv[:, :cols]
+        if k - 1 < n_sources:
+            dz[:, k - 1] += 1.0
+        dx, dvn = iteration.tangent(k, dv[:, :cols], dx1[:, :cols], dx2[:, :cols], dz, None,
+                                     n_free=0)
+        A[k, :cols] = wl @ dx
+        Av[k, :cols] = wl @ dvn
+        dx2[:, :cols] = dx1[:, :cols]
+        dx1[:, :cols] = dx
+        dv[:, :cols] = dvn
+    return A, Av
+
+
+def exact_nodes(design):
+    """Eigenvalues of ``X~^T X~ / n_eff`` (from the smaller Gram matrix), unit weights."""
+    m = min(design.n_samples, design.n_features)
+    check_memory(8 * m * m, f"the exact-trace Gram matrix ({m} x {m})",
+                 "Use n_probes=int (Hutchinson) instead. ")
+    lam = design.gram_eigenvalues()
+    return np.clip(lam, 0, None), np.ones_like(lam)
+
+
+def lanczos_check(iteration, T):
+    """Quantity whose convergence stops the Lanczos process early.
+
+    Stationary iterations: their (cheap, one-chain) memory matrix itself.
+    Otherwise the moments ``sum w theta (1 - theta / theta_max)^d``,
+    ``d = 0..T``, which span the polynomials of degree <= T + 1 involved.
+    """
+    if iteration.is_stationary:
+        return lambda lam, w: spectral_memory_matrix(iteration, lam, T, weights=w)[1:, 0]
+    d = np.arange(T + 1)
+
+    def moments(lam, w):
+        top = max(lam.max(), 1e-300)
+        return (w * lam) @ (1.0 - lam[:, None] / top) ** d[None, :]
+
+    return moments
+
+
+def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9,
+                   state=None, keep_state=False):
+    """Gauss quadrature of ``m`` Rademacher probes (stochastic Lanczos).
+
+    Returns nodes and weights such that ``sum_j w_j f(theta_j)`` equals the
+    Hutchinson estimate ``(1/m) sum_i z_i^T f(K) z_i`` for every polynomial
+    ``f`` of degree ``< 2 * depth``; with ``keep_state``, also the Lanczos
+    state, which ``state`` resumes (same design and probes).
+    """
+    n, p = design.n_samples, design.n_features
+    dim = min(n, p)
+    inv_n = 1.0 / design.n_eff
+    if n <= p:
+
+        def op(Q):
+            return design.matvec(design.rmatvec(Q.astype(design.dtype))) * inv_n
+    else:
+
+        def op(Q):
+            return design.normal_matvec(Q.astype(design.dtype)) * inv_n
+
+    m = n_probes
+    if state is not None:
+        Z = state["Z"]
+        resume = state["lanczos"]
+    else:
+        Z = rng.choice([-1.0, 1.0], size=(dim, m))
+        resume = None
+    with design.operator_workers() if n > p else contextlib.nullcontext():
+        out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
+                                 return_state=keep_state)
+    (nodes, weights), k_used = out[:2]
+    if verbose:
+        print(f"[risk] Lanczos quadrature: {m} probes x {k_used} steps")
+    if keep_state:
+        return nodes, weights / m, {"kind": "lanczos", "Z": Z, "lanczos": out[2]}
+    return nodes, weights / m
+
+
+def preconditioned_memory_matrix(design, iteration, n_iter, n_probes=None, random_state=None):
+    """Memory matrices ``(A, A)`` of preconditioned gradient descent (no extrapolation).
+
+    ``A[t, s] = sum_j omega_j eta (1 - eta theta_j)^(t-s-1)`` over the nodes
+    of :func:`skacv.iterations._preconditioning.preconditioned_nodes`, i.e.
+    ``tr(X~ d b^t / d y^(s))`` exactly (``n_probes=None``) or its Hutchinson
+    estimate.
+    """
+    T = int(n_iter)
+    theta, w = preconditioned_nodes(design, iteration.preconditioner, iteration.l2,
+                                    n_probes=n_probes, random_state=random_state,
+                                    depth=T // 2 + 2)
+    A = spectral_memory_matrix(iteration.whitened(), theta, T, weights=w)
+    return A, A

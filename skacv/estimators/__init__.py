@@ -1,0 +1,14 @@
+"""The scikit-learn estimators: one fit shell (``_base``) and thin estimators
+that name a datafit, a penalty and an iteration."""
+
+from ._huber import TrajectoryHuberRegressor
+from ._lasso import TrajectoryLasso
+from ._logistic import TrajectoryLogisticRegression
+from ._ridge import IterativeRidge
+
+__all__ = [
+    "TrajectoryLasso",
+    "IterativeRidge",
+    "TrajectoryLogisticRegression",
+    "TrajectoryHuberRegressor",
+]

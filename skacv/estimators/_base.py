@@ -1,0 +1,690 @@
+"""The fit shell of every trajectory estimator, and the path methods.
+
+:class:`TrajectoryEstimator` owns what every estimator of skacv does the same
+way: input validation, sample weights, the warm-start guard (every parameter
+is protected unless the class declares it free), memory checks, the fit loop
+(:func:`skacv.iterations._path.run_trajectory`) and the estimates (``risk_path_`` by
+:func:`skacv.estimates._risk.trajectory_risk`, ``loo_path_`` by
+:func:`skacv.estimates._loo.iacv_path`). Subclasses supply small hooks:
+
+* ``_validate_xy`` / ``_encode_target``: input checks and the target of the
+  fit (numeric ``y``, or labels in {0, 1} and ``classes_``);
+* ``_make_design``, ``_make_datafit``, ``_make_penalty``: the problem;
+* ``_make_iteration``: the algorithm (:mod:`skacv.iterations._iterations`);
+* ``_store_path``: the fitted attributes from the path in fit coordinates.
+
+Kernel machines (EigenPro) override ``_run_path`` only: their state is a
+dual vector and their loop runs epochs over kernel columns.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils import Bunch, check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._config import check_memory
+from ..estimates._loo import iacv_path
+from ..estimates._risk import SUPPORT_DF_LIMIT, trajectory_risk
+from ..estimates._uq import UncertaintyMixin, debias_statistics, debias_statistics_from_products
+from ..exceptions import UnreliableEstimateWarning
+from ..iterations._datafits import LeastSquares, NormalEquations
+from ..iterations._iterations import Iteration, PreconditionedGD, check_schedule
+from ..iterations._path import init_state, run_trajectory
+from ..linalg._design import (
+    CovarianceForm,
+    Design,
+    covariance_form_pays,
+    make_design,
+    max_row_norm2,
+)
+from ..linalg._sampling import MinibatchSampler
+from ..utils._compat import Interval, StrOptions, _fit_context
+from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint, join_options
+
+#: numpydoc attributes of the least-squares trajectory regressors
+DOC_ATTRIBUTES = """
+    Attributes
+    ----------
+    coef_path_ : ndarray of shape (n_features, n_iter_ + 1)
+        Every iterate, features first; column 0 is the starting point (zero).
+        Memory: ``n_features * (max_iter + 1)`` floats; a path above
+        ``skacv.get_config()['path_memory_limit']`` is refused.
+    intercept_path_ : ndarray of shape (n_iter_ + 1,)
+        Intercept of every iterate (``y_mean - x_mean @ coef``, weighted).
+    coef_ : ndarray of shape (n_features,)
+        Last iterate, ``coef_path_[:, -1]``.
+    intercept_ : float
+        ``intercept_path_[-1]``.
+    n_iter_ : int
+        Total number of iterations of the stored path (with ``warm_start`` it
+        counts every call, like HistGradientBoosting's ``max_iter``).
+    step_size_ : float
+        Step size used (``1 / L`` for ``step_size='auto'``).
+    risk_path_ : ndarray of shape (n_iter_ + 1,)
+        Estimated out-of-sample prediction risk
+        ``E[(y_new - x_new^T coef_t - intercept_t)^2]`` of every iterate
+        (Bellec & Tan 2024). Only set when ``estimate_risk=True``.
+    risk_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
+        Estimated cross-iterate risks (its diagonal is ``risk_path_``).
+    memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
+        The memory matrix ``A`` used by the estimate.
+    risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
+        ``False`` at the iterates where ``risk_path_`` cannot be trusted:
+        from the first iterate whose degrees-of-freedom fraction leaves
+        ``[0, 1)`` or whose correction ``(I - A/n)^{-1}`` amplifies with
+        cancellations (proximal momentum methods on ill-conditioned designs;
+        see the user guide, "When the estimate cannot be trusted"). A fit
+        with flagged iterates warns (:class:`~skacv.exceptions.UnreliableEstimateWarning`)
+        and :class:`TrajectoryEarlyStoppingCV` never selects them.
+    risk_diagnostics_ : Bunch
+        ``df_fraction``, ``amplification`` and ``support`` (arrays of shape
+        ``(n_iter_ + 1,)``; ``support`` is ``None`` without an l1 penalty)
+        behind ``risk_reliable_``.
+    noise_variance_path_ : ndarray of shape (n_iter_ + 1,)
+        Every iterate's estimate of the noise variance ``sigma^2``
+        (``risk_path_`` minus the excess risk; Bellec & Tan 2024), **computed
+        with the identity precision: right for standardised, uncorrelated
+        features only.** For correlated features call
+        ``noise_variance_path(precision)`` with their precision matrix, or
+        ``"empirical"`` when ``n_samples > n_features``. Only set by
+        least-squares fits with ``estimate_risk=True`` (full batch or SGD).
+    excess_risk_path_ : ndarray of shape (n_iter_ + 1,)
+        The noise-free error ``(coef_t - beta)^T Sigma (coef_t - beta)`` of
+        every iterate, with the same identity assumption
+        (``excess_risk_path(precision)`` otherwise).
+    loo_path_ : ndarray of shape (n_iter_ + 1,)
+        Leave-one-out squared error of every iterate, tracked by iterative
+        approximate cross-validation (IACV, Luo, Ren & Barber 2023): the
+        weighted mean over ``i`` of ``(y_i - yhat_{-i}^t)^2`` where
+        ``yhat_{-i}^t`` predicts ``y_i`` with iterate ``t`` of the same
+        algorithm (same start, steps and step size) run without sample ``i``
+        (re-centred when ``fit_intercept=True``). Exact for the smooth
+        solvers, a first-order approximation through the prox for ISTA/FISTA.
+        See :func:`skacv.exact_loo_path` for the definition with weights.
+        Only set when ``estimate_loo=True``.
+    loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
+        Leave-one-out predictions of the samples ``loo_indices_``; only set
+        when ``store_loo_predictions=True``.
+    loo_indices_ : ndarray of shape (n_loo,)
+        Samples tracked by the leave-one-out estimate (all of them, or
+        ``loo_subsample`` drawn at random). Only with ``store_loo_predictions``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when ``X`` has feature names.
+"""
+
+#: solvers whose least-squares loop may run in the covariance form (one
+#: full batch, no preconditioner): its X~^T X~ is formed before the step size
+FULL_BATCH_SOLVERS = ("fista", "ista", "gd", "nesterov", "heavy_ball")
+
+_ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_reliable_",
+                        "risk_diagnostics_", "noise_variance_path_", "excess_risk_path_",
+                        "loo_path_",
+                        "loo_error_path_", "loo_predictions_", "loo_indices_")
+
+
+#: a flagged iterate of a method without momentum whose degrees-of-freedom
+#: fraction is at least this is reported as (nearly) interpolating
+INTERPOLATION_DF = 0.9
+
+
+def unreliable_advice(estimator, res):
+    """``(first, cause, fixes)`` for the first iterate flagged in
+    ``res.reliable`` (``None`` when none is): the check it fails, in a
+    sentence, and the list of fixes that apply to this estimator."""
+    if res.reliable.all():
+        return None
+    t = int(np.argmin(res.reliable))
+    df = res.df_fraction[t]
+    failed = {name for name, flags in res.get("failures", {}).items() if flags[t]}
+    params = estimator.get_params(deep=False)
+    fixes = []
+    momentum = bool(res.get("momentum", False))
+    if "not_finite" in failed:
+        cause = "The memory matrix or the estimate is not finite there."
+    elif "df_high" in failed or (not momentum and df >= INTERPOLATION_DF):
+        # without momentum the correction amplifies only as 1 - df vanishes
+        cause = ("The degrees of freedom approach the sample size: the iterate (nearly) "
+                 "interpolates the training data, where the estimate divides vanishing "
+                 "residuals by a vanishing 1 - df.")
+        fixes.append("fewer iterations or a larger penalty" if "alpha" in params
+                     else "fewer iterations")
+    elif momentum:
+        cause = "The Jacobian of a momentum method amplifies on this design."
+        options = _solver_options(estimator)
+        plain = next((s for s in ("ista", "gd") if s in options), None)
+        if plain is not None:
+            fixes.append(f"solver={plain!r} (no momentum)")
+    else:
+        cause = "The Jacobian amplifies on this design."
+    if "estimate_loo" in params:
+        fixes.insert(0, "estimate_loo=True (leave-one-out, tracked along the same path)")
+    fixes.append("TrajectoryEarlyStoppingCV(criterion='auto')")
+    return t, cause, fixes
+
+
+def _warn_unreliable(estimator, res, advice):
+    """UnreliableEstimateWarning naming the first flagged iterate, the check
+    it fails and the fixes that apply to this estimator (``advice`` of
+    :func:`unreliable_advice`; ``None``: nothing flagged, no warning)."""
+    if advice is None:
+        return
+    t, cause, fixes = advice
+    df, amp = res.df_fraction[t], res.amplification[t]
+    support = res.get("support")
+    extra = ("" if support is None else
+             f"; degrees of freedom {df * res.n_eff:.3g} against a support of "
+             f"{int(support[t])}, limit {SUPPORT_DF_LIMIT:g} times")
+    warnings.warn(
+        f"{type(estimator).__name__}: risk_path_ is unreliable from iteration {t} on "
+        f"({int((~res.reliable).sum())} of {res.reliable.size} iterates flagged in "
+        f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in [0, 1); "
+        f"amplification {amp:.3g}, limit 2{extra}). {cause} Use {join_options(fixes)}.",
+        UnreliableEstimateWarning, stacklevel=4)
+
+
+def _solver_options(estimator):
+    """The string values of the estimator's ``solver`` parameter."""
+    for constraint in getattr(estimator, "_parameter_constraints", {}).get("solver", []):
+        options = getattr(constraint, "options", None)
+        if options is not None:
+            return set(options)
+    return set()
+
+
+class PathMixin:
+    """Input validation and the linear predictor of every stored iterate
+    (estimators with ``coef_path_`` and ``intercept_path_``)."""
+
+    def _check_X(self, X):
+        check_is_fitted(self)
+        return validate_data(
+            self, X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
+            reset=False,
+        )
+
+    def _decision_path(self, X, start=0):
+        """Linear predictor of the iterates ``start, ..., n_iter_``."""
+        X = self._check_X(X)
+        return np.asarray(X @ self.coef_path_[:, start:]) + self.intercept_path_[start:]
+
+
+#: parameter constraints shared by the trajectory estimators
+COMMON_CONSTRAINTS = {
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+    "fit_intercept": ["boolean"],
+    "warm_start": ["boolean"],
+    "estimate_risk": ["boolean"],
+    "estimate_loo": ["boolean"],
+    "store_loo_predictions": ["boolean"],
+    "loo_batch_size": [Interval(Integral, 1, None, closed="left"), None],
+    "loo_subsample": [Interval(Integral, 1, None, closed="left"), None],
+    "n_probes": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+}
+
+
+class TrajectoryEstimator(BaseEstimator):
+    """Fit shell: validation, warm start, the path and its estimates.
+
+    ``max_iter`` is the total length of the path: with ``warm_start=True`` a
+    refit on the same data continues the stored path (50 + 50 steps equal
+    100 bit for bit); a shorter ``max_iter``, other data or any changed
+    parameter outside ``_free_params`` raises.
+    """
+
+    #: parameters a warm-started refit may change (every other one is protected)
+    _free_params = ("max_iter", "warm_start", "verbose", "estimate_risk", "estimate_loo",
+                    "store_loo_predictions", "loo_batch_size", "loo_subsample", "n_probes",
+                    "random_state")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    # ------------------------------------------------------------------ hooks
+    def _validate_xy(self, X, y, reset):
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"),
+                             dtype=[np.float64, np.float32], y_numeric=True, reset=reset)
+        return X, np.asarray(y, dtype=X.dtype)
+
+    def _encode_target(self, y, sample_weight):
+        """The target of the fit and what a warm refit must find unchanged."""
+        return y, None
+
+    def _make_design(self, X, sample_weight):
+        return make_design(X, sample_weight, self.fit_intercept)
+
+    def _fit_target(self, design, y):
+        """``(offset, target)``: centred, weighted ``y`` for least squares."""
+        return design.center_y(y)
+
+    def _make_penalty(self, design):
+        raise NotImplementedError
+
+    def _make_datafit(self, design):
+        raise NotImplementedError
+
+    def _solvers(self, setup):
+        """``{name: (Iteration class, extra keyword arguments)}`` of the named
+        solvers (``setup`` holds the data-dependent parts of a new path)."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------- the shell
+    def _continues(self):
+        """This fit continues the stored path (``warm_start``)."""
+        return bool(self.warm_start) and hasattr(self, "n_iter_") \
+            and getattr(self, "_warm_guard", None) is not None
+
+    def _fit(self, X, y, sample_weight=None, frozen=None):
+        """Validate, guard the warm start, run the path, set the estimates.
+
+        ``frozen`` (a dict of a previous fit's set-up: step size,
+        preconditioner, mini-batch sampler) makes a new path reuse those
+        data-dependent parts of the algorithm instead of computing them, as
+        brute-force leave-one-out refits must.
+        """
+        warm = self._continues()
+        X, y = self._validate_xy(X, y, reset=not warm)
+        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        y_fit, extra = self._encode_target(y, sample_weight)
+        fingerprint = data_fingerprint(X, y_fit, sample_weight)
+        if warm:
+            self._warm_guard.check(self, fingerprint, self.n_iter_, extra)
+        else:
+            self._release_warm_state()
+        self._run_path(X, y_fit, sample_weight, warm, frozen)
+        self._warm_guard = WarmStartGuard(self, fingerprint, extra)
+        return self
+
+    def _new_setup(self, design, datafit, penalty):
+        """Data-dependent parts of a new path: the step size (``1 / L``, ``L``
+        the curvature bound of the mean objective; mini-batches add the
+        largest row norm over the batch size) and the mini-batch seed."""
+        setup = {}
+        solver = getattr(self, "solver", None)
+        sgd = solver == "sgd"
+        if sgd:
+            setup["batch_seed"] = int(check_random_state(self.random_state).randint(2**31 - 1))
+            setup["n_samples"] = design.n_samples
+        if isinstance(self.step_size, str):
+            L = datafit.max_curvature * design.lipschitz() + penalty.l2_
+            if sgd:
+                b = min(self.batch_size, design.n_samples)
+                L += datafit.max_curvature * max_row_norm2(design) / b
+            setup["step_size"] = 1.0 / L if L > 0 else 1.0
+        else:
+            setup["step_size"] = float(self.step_size)
+        return setup
+
+    def _covariance_form(self, design, datafit, n_total, iteration=None):
+        """Whether a new path's loop runs in the covariance form: full-batch
+        least squares without preconditioner where it costs less over the
+        path's horizon (:func:`~skacv.linalg._design.covariance_form_pays`). Before
+        the iteration exists (``None``: the step size is not known yet) the
+        solver's name says whether it is full batch."""
+        if type(datafit) is not LeastSquares or not covariance_form_pays(
+                design, max(n_total, getattr(self, "_horizon", 0))):
+            return False
+        if iteration is None:
+            return getattr(self, "solver", None) in FULL_BATCH_SOLVERS
+        return iteration.sampler is None and not isinstance(iteration, PreconditionedGD)
+
+    def _make_iteration(self, setup, design, penalty):
+        schedule = None
+        if "step_schedule" in self.get_params(deep=False):
+            schedule = check_schedule(self.step_schedule, self.max_iter)
+        sampler = setup.get("sampler")
+        if sampler is None and "batch_seed" in setup:
+            sampler = MinibatchSampler(design.n_samples, self.batch_size, setup["batch_seed"])
+        if isinstance(self.solver, Iteration):  # a user-defined algorithm
+            iteration = self.solver.bind(setup["step_size"], penalty, schedule, sampler)
+        else:
+            cls, kwargs = self._solvers(setup)[self.solver]
+            iteration = cls(setup["step_size"], penalty=penalty, schedule=schedule,
+                            sampler=sampler, **kwargs)
+        return iteration
+
+    def _run_path(self, X, y, sample_weight, warm, frozen):
+        n, p = X.shape
+        design = getattr(self, "_warm_design", None) if warm else None
+        if design is None:
+            design = self._make_design(X, sample_weight)
+        m = design.n_features  # coordinates of the fit (an intercept column included)
+        n_total = self.max_iter
+        check_memory(m * (n_total + 1) * X.dtype.itemsize,
+                     f"coef_path_ of shape ({p}, {n_total + 1})", "Lower max_iter. ")
+        datafit = self._make_datafit(design)
+        penalty = self._make_penalty(design)
+        offset, target = self._fit_target(design, y)
+        path = np.empty((m, n_total + 1), dtype=X.dtype, order="F")
+        if warm:
+            setup, n_done = self._setup, self.n_iter_
+            path[:, : n_done + 1] = self._fit_coef_path()
+            state = self._solver_state
+        else:
+            if frozen is None and self._covariance_form(design, datafit, n_total):
+                # the covariance form's X~^T X~ first: the step size reads it
+                # (Lanczos on p x p instead of passes over X~)
+                design.gram(side="features")
+            setup = dict(frozen) if frozen is not None else self._new_setup(
+                design, datafit, penalty)
+            n_done = 0
+            path[:, 0] = 0
+            state = None
+        iteration = self._make_iteration(setup, design, penalty)
+        # the loop's products with X~ (two a step) or, for full-batch least
+        # squares with few features, with X~^T X~ (one p x p product a step);
+        # a warm start continues in the form it started in
+        if state is None:
+            covariance = self._covariance_form(design, datafit, n_total, iteration)
+        else:
+            covariance = state.get("form") == "covariance"
+        loop = CovarianceForm(design) if covariance else design
+        if state is None:
+            state = init_state(loop)
+            state["form"] = "covariance" if covariance else "design"
+        fitted = None
+        if self._wants("estimate_risk") and not covariance:
+            # X~ x^t of every iterate, kept for the residuals of the risk estimate
+            check_memory(n * (n_total + 1) * X.dtype.itemsize,
+                         f"the fitted values of the path ({n}, {n_total + 1})",
+                         "Lower max_iter or set estimate_risk=False. ")
+            fitted = np.empty((n, n_total + 1), dtype=X.dtype, order="F")
+            old = getattr(self, "_fitted_path", None) if warm else None
+            if old is not None and old.shape[1] == n_done + 1:
+                fitted[:, : n_done + 1] = old
+            else:
+                fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
+        if covariance:  # the estimates read the residuals' products (no fitted values)
+            run_trajectory(loop, loop.target(target), iteration, n_total - n_done, state, path,
+                           verbose=self.verbose, datafit=NormalEquations())
+        else:
+            run_trajectory(design, target, iteration, n_total - n_done, state, path,
+                           verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True)
+        self._fitted_path = fitted
+        self._store_path(path, design, offset)
+        self.step_size_ = setup["step_size"]
+        self.n_iter_ = n_total
+        self._solver_state = state
+        self._setup = setup
+        self._set_setup_attributes(setup)
+        self._set_estimates(design, datafit, target, iteration, X, y, fitted)
+        # a warm refit continues on the same data (checked by the guard): it
+        # reuses the centred design and its decompositions
+        self._warm_design = design if self.warm_start else None
+
+    def _store_path(self, path, design, offset):
+        """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""
+        self.coef_path_ = path
+        if design.fit_intercept:
+            self.intercept_path_ = (offset - design.x_offset @ path).astype(path.dtype)
+        else:
+            self.intercept_path_ = np.zeros(path.shape[1], dtype=path.dtype)
+        self.coef_ = path[:, -1].copy()
+        self.intercept_ = self.intercept_path_[-1]
+
+    def _set_setup_attributes(self, setup):
+        """Public attributes of the set-up (e.g. ``preconditioner_``)."""
+
+    def _fit_coef_path(self):
+        """The path in the fit's coordinates (shape (n_coef, n_iter_ + 1))."""
+        return self.coef_path_
+
+    def _fit_rows(self, X):
+        """Unweighted rows of ``X`` in the fit's coordinates (dense, float64)."""
+        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+        return np.asarray(X, dtype=np.float64)
+
+    def _problem(self, X, y, sample_weight=None):
+        """This fit's problem on the data ``(X, y, sample_weight)``.
+
+        Returns a Bunch with the ``design``, ``datafit`` and ``iteration``
+        (this fit's step size and set-up), the unweighted ``rows`` and
+        ``target_rows`` in the fit's coordinates (centred for least squares
+        with an intercept) and the validated ``y``.
+        """
+        check_is_fitted(self)
+        X, y = self._validate_xy(X, y, reset=False)
+        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        y_fit, _ = self._encode_target(y, sample_weight)
+        design = self._make_design(X, sample_weight)
+        penalty = self._make_penalty(design)
+        offset, _ = self._fit_target(design, y_fit)
+        iteration = self._make_iteration(self._frozen_setup(), design, penalty)
+        rows = self._fit_rows(X) - design.x_offset.astype(np.float64)
+        target_rows = np.asarray(y_fit, dtype=np.float64) - float(offset)
+        return Bunch(design=design, datafit=self._make_datafit(design), iteration=iteration,
+                     rows=rows, target_rows=target_rows, y=y)
+
+    def _risk_available(self):
+        """Whether ``estimate_risk=True`` is possible with these parameters."""
+        return True
+
+    def _linear_iterations(self):
+        """Whether the iterates are a linear function of ``y`` whose risk is
+        computed spectrally (see ``TrajectoryEarlyStoppingCV(criterion="auto")``)."""
+        return False
+
+    def _wants(self, flag):
+        return bool(self.get_params(deep=False).get(flag, False))
+
+    def _path_predictions(self, X):
+        """Predictions of every iterate at rows ``X`` (probabilities for
+        classifiers): the full-data predictions of rows of zero weight."""
+        return np.asarray(X @ self.coef_path_, dtype=np.float64) + self.intercept_path_
+
+    # ------------------------------------------------------------ estimates
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted):
+        for name in _ESTIMATE_ATTRIBUTES:
+            if hasattr(self, name):
+                delattr(self, name)
+        self._uq_stats = None  # what the debiasing methods need (UncertaintyMixin)
+        self._risk_advice = None  # the first flagged iterate, why, and the fixes
+        if self._wants("estimate_risk"):
+            # a warm-started fit continues the Jacobian chains of the previous one
+            res = trajectory_risk(
+                design, target, iteration, self._fit_coef_path(), datafit=datafit,
+                n_probes=self.n_probes,
+                random_state=self.random_state, verbose=self.verbose, fitted=fitted,
+                _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start),
+                # after the covariance form: the residuals through their products
+                products=getattr(self, "_solver_state", {}).get("form") == "covariance")
+            self._risk_state = res.chain_state
+            self.risk_path_ = res.risk
+            self.risk_matrix_ = res.risk_matrix
+            self.memory_matrix_ = res.memory_matrix
+            self.risk_reliable_ = res.reliable
+            self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
+                                           amplification=res.amplification,
+                                           support=res.get("support"))
+            # full-batch least squares whose sources combine the outputs' residuals
+            self.__dict__.pop("_uq_pending", None)
+            if res.get("corrected_residuals") is not None or res.get("products") is not None:
+                if getattr(self, "_defer_uq", False):
+                    # a stage of an early-stopped search: only the last one's are kept
+                    self._uq_pending = (design, res, target)
+                else:
+                    self._set_uq(design, res, target)
+            self._risk_advice = unreliable_advice(self, res)
+            _warn_unreliable(self, res, self._risk_advice)
+        if self._wants("estimate_loo"):
+            store = self._wants("store_loo_predictions")
+            res = iacv_path(
+                design, target, iteration, self._fit_coef_path(), y, datafit=datafit,
+                batch_size=self.loo_batch_size, subsample=self.loo_subsample,
+                store_predictions=store, random_state=self.random_state, fitted=fitted,
+                verbose=self.verbose,
+                full_predictions=lambda idx: self._path_predictions(X[idx]),
+                # a warm-started fit continues the left-out runs of the previous one
+                _state=getattr(self, "_loo_state", None), _keep_state=bool(self.warm_start),
+            )
+            self._loo_state = res.state
+            self.loo_path_ = res.loss
+            if res.error is not None:
+                self.loo_error_path_ = res.error
+            if store:
+                self.loo_predictions_ = res.predictions
+                self.loo_indices_ = res.indices
+
+    def _set_uq(self, design, res, target):
+        """The debiasing statistics (:mod:`skacv.estimates._uq`) of a fit's risk
+        estimate ``res``, and the paths they give."""
+        if res.get("corrected_residuals") is not None:
+            self._uq_stats = debias_statistics(design, res.corrected_residuals,
+                                               res.residuals, res.risk_matrix, target)
+        else:  # after the covariance form
+            self._uq_stats = debias_statistics_from_products(design, res.products,
+                                                             res.risk_matrix, target)
+        if self._uq_stats is not None:
+            self.excess_risk_path_ = self.excess_risk_path()
+            self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
+
+    def _finish_deferred(self):
+        """The estimates a search's stages deferred (``_defer_uq``): those of
+        the last fit."""
+        pending = self.__dict__.pop("_uq_pending", None)
+        if pending is not None:
+            self._set_uq(*pending)
+
+    # ---------------------------------------------------------- warm state
+    def _frozen_setup(self, left_out=None):
+        """The set-up of this fit for a refit on the data without row
+        ``left_out`` (its mini-batches with the row deleted)."""
+        setup = dict(self._setup)
+        if "batch_seed" in setup:
+            sampler = MinibatchSampler(setup["n_samples"], self.batch_size, setup["batch_seed"])
+            setup["sampler"] = sampler if left_out is None else sampler.without(left_out)
+        return setup
+
+    def _release_warm_state(self):
+        """Free what a warm-started refit would continue from (the Jacobian
+        chains or Lanczos process, the centred design and its
+        decompositions)."""
+        self._risk_state = None
+        self._loo_state = None
+        self._warm_design = None
+
+    def __getstate__(self):
+        # the saved Jacobian chains only speed up a warm-started refit
+        state = dict(super().__getstate__())  # a copy: never mutate __dict__
+        state.pop("_risk_state", None)
+        state.pop("_loo_state", None)
+        state.pop("_warm_design", None)
+        state.pop("_uq_pending", None)
+        return state
+
+
+class InterceptColumnMixin:
+    """The intercept as the last, unpenalised coordinate of the parameter, on
+    the design ``[X, 1]`` (no centring), for losses whose intercept is not a
+    mean (logistic, Huber): the left-out fits are then the same algorithm on
+    fewer rows. Standardise the features for fast convergence."""
+
+    def _augment(self, X):
+        """``[X, 1]`` (``X`` alone without intercept)."""
+        if not self.fit_intercept:
+            return X
+        ones = np.ones((X.shape[0], 1), dtype=X.dtype)
+        if sp.issparse(X):
+            return sp.hstack([X, sp.csr_matrix(ones)], format="csr", dtype=X.dtype)
+        return np.hstack([X, ones])
+
+    def _make_design(self, X, sample_weight):
+        return Design(self._augment(X), sample_weight, fit_intercept=False)
+
+    def _fit_rows(self, X):
+        return super()._fit_rows(self._augment(X))
+
+    def _split_path(self, path):
+        """``(coef_path, intercept_path)`` from the path of ``(w, b)``."""
+        p = path.shape[0] - int(self.fit_intercept)
+        coef_path = np.asfortranarray(path[:p])
+        if self.fit_intercept:
+            return coef_path, path[p].copy()
+        return coef_path, np.zeros(path.shape[1], dtype=path.dtype)
+
+    def _fit_coef_path(self):
+        """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""
+        if self.fit_intercept:
+            return np.vstack([self.coef_path_, self.intercept_path_[None, :]])
+        return self.coef_path_
+
+
+class TrajectoryMixin(UncertaintyMixin, PathMixin):
+    """``fit``, the path methods and the uncertainty quantification
+    (:class:`skacv.estimates._uq.UncertaintyMixin`) of the regressors that store
+    ``coef_path_``."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Run the iterations from zero (or extend the path, ``warm_start``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data. float32 input is kept in float32.
+        y : array-like of shape (n_samples,)
+            Target values.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Frequency weights: an integer weight equals repeating the row.
+            The estimates (``risk_path_``, ``loo_path_``) use the same
+            weights, with ``n_eff = sum(sample_weight)`` samples.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
+
+    def predict_path(self, X):
+        """Predictions of every iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Y : ndarray of shape (n_samples, n_iter_ + 1)
+            Column ``t`` is the prediction of iterate ``t`` (column 0: the
+            starting point).
+        """
+        return self._decision_path(X)
+
+    def staged_predict(self, X):
+        """Yield the predictions of iterates ``0, 1, ..., n_iter_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Yields
+        ------
+        y : ndarray of shape (n_samples,)
+        """
+        X = self._check_X(X)
+        for t in range(self.coef_path_.shape[1]):
+            yield np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t]
+
+    def predict(self, X):
+        """Predict with the last iterate (the selected one in a search).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        X = self._check_X(X)
+        return np.asarray(X @ self.coef_).ravel() + self.intercept_

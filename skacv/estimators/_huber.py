@@ -1,0 +1,310 @@
+"""TrajectoryHuberRegressor: gradient paths of Huber regression with their risk."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import RegressorMixin
+
+from ..iterations._datafits import Huber
+from ..iterations._iterations import SGD, GradientDescent, Iteration
+from ..iterations._penalties import L2, Penalty
+from ..utils._compat import Interval, StrOptions
+from ._base import (
+    COMMON_CONSTRAINTS,
+    InterceptColumnMixin,
+    TrajectoryEstimator,
+    TrajectoryMixin,
+)
+
+#: consistency factor of the median absolute deviation at the Gaussian
+MAD_FACTOR = 1.482602218505602
+
+
+def weighted_median(values, weights=None):
+    """Median of ``values`` under frequency weights.
+
+    With integer weights this is ``np.median`` of the values repeated by
+    their weights (the mean of the two middle values for an even total).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if weights is None:
+        return float(np.median(values))
+    keep = np.asarray(weights) > 0
+    v, w = values[keep], np.asarray(weights, dtype=np.float64)[keep]
+    order = np.argsort(v, kind="stable")
+    v, c = v[order], np.cumsum(w[order])
+    half = c[-1] / 2.0
+    k = int(np.searchsorted(c, half, side="left"))
+    if np.isclose(c[k], half, rtol=1e-12, atol=0.0) and k + 1 < v.shape[0]:
+        return float(0.5 * (v[k] + v[k + 1]))
+    return float(v[k])
+
+
+def robust_scale(y, sample_weight=None, center=True):
+    """``1.4826 * MAD`` of ``y`` about its weighted median (about 0 when
+    ``center=False``); if that is 0, ``1.2533`` times the mean absolute
+    deviation; if that is 0 too, 1."""
+    y = np.asarray(y, dtype=np.float64)
+    c = weighted_median(y, sample_weight) if center else 0.0
+    dev = np.abs(y - c)
+    scale = MAD_FACTOR * weighted_median(dev, sample_weight)
+    if not scale > 0:
+        w = np.ones_like(dev) if sample_weight is None else np.asarray(sample_weight, float)
+        scale = np.sqrt(np.pi / 2.0) * float(w @ dev / w.sum()) if w.sum() > 0 else 0.0
+    return float(scale) if np.isfinite(scale) and scale > 0 else 1.0
+
+
+class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorMixin,
+                               TrajectoryEstimator):
+    """Huber regression fitted by a first-order method, keeping the whole path.
+
+    Minimises scikit-learn's :class:`~sklearn.linear_model.HuberRegressor`
+    objective with the scale ``sigma`` held fixed at ``scale_``,
+
+        sum_i w_i (sigma + H_eps((y_i - x_i^T w - b) / sigma) sigma) + alpha ||w||^2
+
+    (``H_eps(z) = z^2`` for ``|z| <= eps``, ``2 eps |z| - eps^2`` otherwise;
+    ``w_i`` the sample weights, ones by default), by exactly ``max_iter``
+    steps from zero. ``HuberRegressor`` minimises the same function jointly
+    over ``sigma``; at its solution ``(w*, b*, sigma*)`` the minimiser over
+    ``(w, b)`` with ``sigma = sigma*`` fixed is ``(w*, b*)`` (unique for
+    ``alpha > 0`` up to a flat intercept direction), so with
+    ``scale=HuberRegressor(...).fit(X, y).scale_`` the path converges to
+    ``HuberRegressor``'s ``coef_`` and ``intercept_``. For fixed ``sigma``
+    the objective is ``(2 n_eff / sigma)`` times the mean Huber loss
+    ``h_delta`` with ``delta = epsilon * sigma`` plus the mean-form ridge
+    ``(alpha sigma / n_eff) ||w||^2 / 2``, which the iterations minimise.
+    ``penalty="l1"`` replaces ``alpha ||w||^2`` by ``alpha ||w||_1`` in the
+    same objective (proximal gradient, soft-thresholding).
+
+    The intercept is an unpenalised coordinate on the design ``[X, 1]`` (no
+    centring: the intercept of the Huber loss is not a mean), so
+    standardise the features (e.g. with
+    :class:`~sklearn.preprocessing.StandardScaler`) for fast convergence.
+
+    ``risk_path_`` estimates the squared prediction error of every iterate
+    by Tan & Bellec (2024): the memory-matrix estimate of Bellec & Tan
+    (2024) weighted by the inliers ``D_t = diag(|y_i - x_i^T b^t| <= delta)``,
+    with Jacobian chains through the mini-batches for ``solver="sgd"``.
+    ``loo_path_`` is the leave-one-out squared error tracked by IACV (Luo,
+    Ren & Barber 2023), first-order accurate: the Huber loss is piecewise
+    quadratic. Both treat ``scale_`` as fixed (a left-out run keeps it, like
+    the step size).
+
+    Parameters
+    ----------
+    epsilon : float, default=1.35
+        ``HuberRegressor``'s ``epsilon``: residuals beyond ``epsilon * scale_``
+        are treated as outliers (linear loss).
+    alpha : float, default=0.0001
+        ``HuberRegressor``'s ``alpha`` (the penalty adds to the summed loss).
+    scale : "auto" or float, default="auto"
+        The fixed scale ``sigma``. ``"auto"``: ``1.4826`` times the median
+        absolute deviation of ``y`` about its (weighted) median (about 0
+        without intercept), the robust residual scale of the starting point;
+        it includes the signal, so when the signal is strong a noise scale
+        (e.g. ``HuberRegressor().fit(X, y).scale_``, or the scale of a pilot
+        fit's residuals) makes the loss more robust. Fixed before the path
+        and kept by the estimates; the fitted value is ``scale_``.
+    penalty : {"l2", "l1"}, default="l2"
+    solver : {"gd", "prox_gd", "sgd"} or Iteration, default="gd"
+        ``"gd"``: gradient descent (proximal gradient for ``"l1"``);
+        ``"prox_gd"``: the same iteration under its proximal name (the l1
+        penalty by soft-thresholding, the l2 penalty through its gradient);
+        ``"sgd"``: (proximal) mini-batch SGD, weighted mean gradient of
+        ``batch_size`` rows, one permutation per epoch seeded by
+        ``random_state``. An :class:`~skacv.Iteration` instance runs a
+        user-defined algorithm (``risk_path_`` needs one without momentum).
+    step_schedule : None, callable or array-like, default=None
+        Step ``k`` uses ``step_size_ * schedule(k)`` (or ``schedule[k - 1]``).
+    max_iter : int, default=100
+        Total number of iterations of the path.
+    step_size : "auto" or float, default="auto"
+        ``"auto"``: ``1 / L`` with ``L = lambda_max(X1^T W X1) / sum(w)``, plus
+        ``alpha scale_ / sum(w)`` for ``"l2"``, ``X1 = [X, 1]`` (the Huber loss
+        has curvature at most 1); ``"sgd"`` adds ``R^2 / batch_size``, ``R``
+        the largest row norm.
+    batch_size : int, default=32
+        Rows per step of ``solver="sgd"``. With sample weights a batch holds
+        whole rows: a weighted fit is SGD on the repeated rows whose batches
+        keep the copies of a row together.
+    fit_intercept : bool, default=True
+    warm_start : bool, default=False
+        ``max_iter`` is the total path length: a warm refit on the same data
+        extends the stored path (50 + 50 steps equal 100), and continues the
+        Jacobian chains of ``risk_path_``.
+    estimate_risk : bool, default=True
+        Compute ``risk_path_``.
+    estimate_loo : bool, default=False
+        Compute ``loo_path_``.
+    store_loo_predictions : bool, default=False
+    loo_batch_size : int or None, default=None
+    loo_subsample : int or None, default=None
+        See :class:`TrajectoryLasso`.
+    n_probes : int, "auto" or None, default="auto"
+        Hutchinson probes of the traces; ``None``: exact traces; ``"auto"``:
+        exact up to 40 samples, else 10 probes. The chains cost about
+        ``n_probes * max_iter / 2`` products with ``X`` (full batch) or with
+        the batch rows (SGD) per step.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the SGD batches, the probes and ``loo_subsample``.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    coef_path_ : ndarray of shape (n_features, n_iter_ + 1)
+        Every iterate of ``w``; column 0 is the start (zero).
+    intercept_path_ : ndarray of shape (n_iter_ + 1,)
+        Intercept of every iterate (0 without intercept).
+    coef_ : ndarray of shape (n_features,)
+        Last iterate, ``coef_path_[:, -1]``.
+    intercept_ : float
+        ``intercept_path_[-1]``.
+    scale_ : float
+        The fixed scale ``sigma`` of the objective.
+    n_iter_ : int
+    step_size_ : float
+    risk_path_ : ndarray of shape (n_iter_ + 1,)
+        Estimated squared prediction error ``E[(y_new - x_new^T coef_t -
+        intercept_t)^2]`` of every iterate (Tan & Bellec 2024). Only with
+        ``estimate_risk=True``.
+    risk_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
+        Estimated cross-iterate errors (diagonal: ``risk_path_``).
+    memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
+        The traces ``A[t, s] = tr(D_t X~ J_{t,s} X~^T)`` of the estimate.
+    risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
+        ``False`` from the first iterate whose weighted degrees-of-freedom
+        fraction ``sum_s K[t, s] / tr(D_t)`` leaves ``[0, 1)`` or whose
+        correction amplifies with cancellations (see
+        :class:`TrajectoryLasso`).
+    risk_diagnostics_ : Bunch
+        ``df_fraction`` and ``amplification`` (arrays of shape
+        ``(n_iter_ + 1,)``) behind ``risk_reliable_``.
+    loo_path_ : ndarray of shape (n_iter_ + 1,)
+        Leave-one-out squared error of every iterate (IACV). Only with
+        ``estimate_loo=True``.
+    loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
+        Only with ``store_loo_predictions=True``.
+    loo_indices_ : ndarray of shape (n_loo,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when ``X`` has feature names.
+
+    See Also
+    --------
+    sklearn.linear_model.HuberRegressor : the same objective, jointly in the scale.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skacv import TrajectoryHuberRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 20))
+    >>> y = X[:, 0] + rng.standard_t(2, 200)
+    >>> est = TrajectoryHuberRegressor(max_iter=50, random_state=0).fit(X, y)
+    >>> est.coef_path_.shape, est.risk_path_.shape
+    ((20, 51), (51,))
+    """
+
+    _parameter_constraints: dict = {
+        **COMMON_CONSTRAINTS,
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "scale": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "penalty": [StrOptions({"l2", "l1"})],
+        "solver": [StrOptions({"gd", "prox_gd", "sgd"}), Iteration],
+        "step_schedule": [None, callable, "array-like"],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        epsilon=1.35,
+        *,
+        alpha=0.0001,
+        scale="auto",
+        penalty="l2",
+        solver="gd",
+        step_schedule=None,
+        max_iter=100,
+        step_size="auto",
+        batch_size=32,
+        fit_intercept=True,
+        warm_start=False,
+        estimate_risk=True,
+        estimate_loo=False,
+        store_loo_predictions=False,
+        loo_batch_size=None,
+        loo_subsample=None,
+        n_probes="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.epsilon = epsilon
+        self.alpha = alpha
+        self.scale = scale
+        self.penalty = penalty
+        self.solver = solver
+        self.step_schedule = step_schedule
+        self.max_iter = max_iter
+        self.step_size = step_size
+        self.batch_size = batch_size
+        self.fit_intercept = fit_intercept
+        self.warm_start = warm_start
+        self.estimate_risk = estimate_risk
+        self.estimate_loo = estimate_loo
+        self.store_loo_predictions = store_loo_predictions
+        self.loo_batch_size = loo_batch_size
+        self.loo_subsample = loo_subsample
+        self.n_probes = n_probes
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------ problem pieces
+    def _path_scale(self):
+        """The scale of the path being fitted (or of the fitted path)."""
+        scale = getattr(self, "_scale", None)
+        if scale is not None:
+            return scale
+        return 1.0 if isinstance(self.scale, str) else float(self.scale)
+
+    def _run_path(self, X, y, sample_weight, warm, frozen):
+        if warm:
+            scale = self._setup["scale"]
+        elif frozen is not None:
+            scale = frozen["scale"]
+        elif isinstance(self.scale, str):
+            scale = robust_scale(y, sample_weight, center=self.fit_intercept)
+        else:
+            scale = float(self.scale)
+        self._scale = scale  # read by _make_datafit and _make_penalty
+        super()._run_path(X, y, sample_weight, warm, frozen)
+        self.scale_ = scale
+
+    def _new_setup(self, design, datafit, penalty):
+        setup = super()._new_setup(design, datafit, penalty)
+        setup["scale"] = self._path_scale()
+        return setup
+
+    def _make_datafit(self, design):
+        sw = design.sqrt_weight
+        return Huber(self.epsilon * self._path_scale(),
+                     None if sw is None else np.asarray(sw, dtype=np.float64))
+
+    def _make_penalty(self, design):
+        # HuberRegressor's objective divided by 2 n_eff / scale: the mean Huber
+        # loss plus (alpha scale / n_eff) ||w||^2 / 2 or (alpha scale / (2 n_eff)) ||w||_1
+        strength = self.alpha * self._path_scale()
+        unpenalized = int(self.fit_intercept)
+        if self.penalty == "l2":
+            return L2(strength, sum_form=True, n_eff=design.n_eff, n_unpenalized=unpenalized)
+        return Penalty(l1=strength / 2.0, sum_form=True, n_eff=design.n_eff,
+                       n_unpenalized=unpenalized)
+
+    def _solvers(self, setup):
+        return {"gd": (GradientDescent, {}), "prox_gd": (GradientDescent, {}), "sgd": (SGD, {})}
+
+    def _store_path(self, path, design, offset):
+        self.coef_path_, self.intercept_path_ = self._split_path(path)
+        self.coef_ = self.coef_path_[:, -1].copy()
+        self.intercept_ = self.intercept_path_[-1]

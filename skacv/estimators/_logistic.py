@@ -1,0 +1,350 @@
+"""TrajectoryLogisticRegression: gradient paths of penalised logistic regression."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.special import expit, log_expit
+from sklearn.base import ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import validate_data
+
+from ..iterations._datafits import Logistic
+from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
+from ..iterations._penalties import L1, L2
+from ..utils._compat import Interval, StrOptions, _fit_context
+from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, PathMixin, TrajectoryEstimator
+
+
+class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMixin,
+                                   TrajectoryEstimator):
+    """Binary logistic regression fitted by a first-order method, keeping the path.
+
+    Minimises the mean log-loss plus a penalty,
+
+        (1 / n) sum_i log(1 + exp(-s_i (x_i^T w + b))) + alpha * P(w)
+
+    with ``s_i = +-1``, ``P(w) = ||w||^2 / 2`` (``penalty="l2"``) or
+    ``||w||_1`` (``penalty="l1"``) and an unpenalised intercept ``b``; with
+    ``sample_weight`` the mean is ``sum_i w_i (...) / sum_i w_i``. This is
+    scikit-learn's :class:`~sklearn.linear_model.LogisticRegression` with
+    ``C = 1 / (alpha * sum(sample_weight))`` (``C = 1 / (alpha n)`` without
+    weights; ``l1_ratio=1`` for ``"l1"``), to which the path converges.
+
+    The intercept is the last coordinate of the parameter ``(w, b)`` on the
+    design ``[X, 1]`` (no centring, so that the left-out fits are the same
+    algorithm on fewer rows): standardise the features (e.g.
+    :class:`~sklearn.preprocessing.StandardScaler`) for fast convergence.
+
+    There is no ``risk_path_``: the memory-matrix risk estimate of
+    :class:`TrajectoryLasso` and :class:`IterativeRidge` is for least squares.
+    ``estimate_loo=True`` gives the leave-one-out log-loss and
+    misclassification of every iterate by iterative approximate
+    cross-validation (Luo, Ren & Barber 2023).
+
+    Parameters
+    ----------
+    alpha : float, default=0.01
+        Penalty level (mean form).
+    penalty : {"l2", "l1"}, default="l2"
+    solver : {"gd", "fista", "sgd"} or Iteration, default="gd"
+        ``"gd"``: gradient descent (``"l1"``: proximal gradient, ISTA);
+        ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009;
+        with ``"l1"`` the extrapolation is clipped, see :class:`~skacv.FISTA`);
+        ``"sgd"``: (proximal) mini-batch SGD, weighted mean gradient of
+        ``batch_size`` rows, one permutation per epoch seeded by
+        ``random_state``. An :class:`~skacv.Iteration` instance runs a
+        user-defined algorithm.
+    max_iter : int, default=100
+        Total number of iterations of the path.
+    step_size : "auto" or float, default="auto"
+        ``"auto"``: ``1 / L`` with ``L = lambda_max(X1^T W X1) / (4 sum(w)) +
+        alpha`` (l2), ``X1 = [X, 1]``; ``"sgd"`` adds ``R^2 / (4 batch_size)``,
+        ``R`` the largest row norm.
+    step_schedule : None, callable or array-like, default=None
+        Step ``k`` uses ``step_size_ * schedule(k)`` (or ``schedule[k - 1]``).
+    batch_size : int, default=32
+        Rows per step of ``solver="sgd"``.
+    fit_intercept : bool, default=True
+    warm_start : bool, default=False
+        ``max_iter`` is the total path length: a warm refit on the same data
+        extends the stored path (50 + 50 steps equal 100).
+    estimate_loo : bool, default=False
+        Compute ``loo_path_`` and ``loo_error_path_``.
+    store_loo_predictions : bool, default=False
+        Keep the leave-one-out probabilities (``loo_predictions_``).
+    loo_batch_size : int or None, default=None
+        Left-out runs advanced together (``None``: from
+        ``skacv.get_config()['working_memory']``).
+    loo_subsample : int or None, default=None
+        Track only this many samples (control-variate estimate, see
+        :class:`TrajectoryLasso`).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the SGD batches and ``loo_subsample``.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    coef_path_ : ndarray of shape (n_features, n_iter_ + 1)
+        Every iterate of ``w``; column 0 is the start (zero).
+    intercept_path_ : ndarray of shape (n_iter_ + 1,)
+    coef_ : ndarray of shape (1, n_features)
+        Last iterate (``coef_path_[:, -1]``).
+    intercept_ : ndarray of shape (1,)
+    n_iter_ : int
+    step_size_ : float
+    loo_path_ : ndarray of shape (n_iter_ + 1,)
+        Leave-one-out log-loss of every iterate (weighted mean over samples
+        of the loss at ``x_i`` of the run without sample ``i``, same steps),
+        tracked by IACV (first-order accurate, ``O(1/n^2)`` per iterate).
+        Only with ``estimate_loo=True``.
+    loo_error_path_ : ndarray of shape (n_iter_ + 1,)
+        Leave-one-out misclassification rate of every iterate.
+    loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
+        Leave-one-out probabilities of ``classes_[1]`` of the samples
+        ``loo_indices_`` (``store_loo_predictions=True``).
+    loo_indices_ : ndarray of shape (n_loo,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from skacv import TrajectoryLogisticRegression
+    >>> X, y = make_classification(n_samples=200, n_features=10, random_state=0)
+    >>> clf = TrajectoryLogisticRegression(alpha=0.01, max_iter=50, estimate_loo=True)
+    >>> clf.fit(X, y).loo_path_.shape
+    (51,)
+    """
+
+    _parameter_constraints: dict = {
+        **{k: COMMON_CONSTRAINTS[k] for k in (
+            "max_iter", "step_size", "fit_intercept", "warm_start", "estimate_loo",
+            "store_loo_predictions", "loo_batch_size", "loo_subsample", "random_state",
+            "verbose")},
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "penalty": [StrOptions({"l2", "l1"})],
+        "solver": [StrOptions({"gd", "fista", "sgd"}), Iteration],
+        "step_schedule": [None, callable, "array-like"],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        alpha=0.01,
+        *,
+        penalty="l2",
+        solver="gd",
+        max_iter=100,
+        step_size="auto",
+        step_schedule=None,
+        batch_size=32,
+        fit_intercept=True,
+        warm_start=False,
+        estimate_loo=False,
+        store_loo_predictions=False,
+        loo_batch_size=None,
+        loo_subsample=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.alpha = alpha
+        self.penalty = penalty
+        self.solver = solver
+        self.max_iter = max_iter
+        self.step_size = step_size
+        self.step_schedule = step_schedule
+        self.batch_size = batch_size
+        self.fit_intercept = fit_intercept
+        self.warm_start = warm_start
+        self.estimate_loo = estimate_loo
+        self.store_loo_predictions = store_loo_predictions
+        self.loo_batch_size = loo_batch_size
+        self.loo_subsample = loo_subsample
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Run the iterations from zero (or extend the path, ``warm_start``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Two classes.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Frequency weights (an integer weight equals repeating the row).
+
+        Returns
+        -------
+        self : object
+        """
+        return self._fit(X, y, sample_weight)
+
+    # ------------------------------------------------------ problem pieces
+    def _validate_xy(self, X, y, reset):
+        X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"),
+                             dtype=[np.float64, np.float32], reset=reset)
+        check_classification_targets(y)
+        y_type = type_of_target(y, input_name="y", raise_unknown=True)
+        if y_type != "binary":
+            raise ValueError(
+                "Only binary classification is supported. The type of the target "
+                f"is {y_type}. Use OneVsRestClassifier for more classes."
+            )
+        return X, y
+
+    def _encode_target(self, y, sample_weight):
+        classes = np.unique(y)
+        if classes.shape[0] != 2:
+            raise ValueError(
+                "TrajectoryLogisticRegression is a binary classifier: it needs "
+                f"samples of 2 classes, got {classes.shape[0]} class(es) "
+                f"({classes.tolist()})."
+            )
+        self._fit_classes = classes
+        return (y == classes[1]).astype(np.float64), classes
+
+    def _fit_target(self, design, y):
+        return 0.0, np.asarray(y, dtype=design.dtype)
+
+    def _make_datafit(self, design):
+        return Logistic(None if design.sqrt_weight is None
+                        else design.sqrt_weight.astype(np.float64))
+
+    def _make_penalty(self, design):
+        cls = L2 if self.penalty == "l2" else L1
+        return cls(self.alpha, n_unpenalized=int(self.fit_intercept))
+
+    def _solvers(self, setup):
+        return {"gd": (GradientDescent, {}), "fista": (FISTA, {}), "sgd": (SGD, {})}
+
+    def _store_path(self, path, design, offset):
+        self.classes_ = self._fit_classes
+        self.coef_path_, self.intercept_path_ = self._split_path(path)
+        self.coef_ = self.coef_path_[:, -1][None, :].copy()
+        self.intercept_ = self.intercept_path_[-1:].copy()
+
+    def _path_predictions(self, X):
+        return expit(super()._path_predictions(X))
+
+    # --------------------------------------------------------------- predict
+    def decision_function(self, X):
+        """Linear predictor of the last iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            Positive scores predict ``classes_[1]``.
+        """
+        X = self._check_X(X)
+        return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
+
+    def predict(self, X):
+        """Class labels of the last iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        scores = self.decision_function(X)
+        return self.classes_[(scores > 0).astype(int)]
+
+    def predict_proba(self, X):
+        """Class probabilities of the last iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, 2)
+            Columns in the order of ``classes_``.
+        """
+        p1 = expit(self.decision_function(X))
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba` (computed stably).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, 2)
+        """
+        d = self.decision_function(X)
+        return np.column_stack([log_expit(-d), log_expit(d)])
+
+    def decision_function_path(self, X):
+        """Linear predictor of every iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples, n_iter_ + 1)
+        """
+        return self._decision_path(X)
+
+    def predict_path(self, X):
+        """Class labels of every iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Y : ndarray of shape (n_samples, n_iter_ + 1)
+        """
+        scores = self.decision_function_path(X)
+        return self.classes_[(scores > 0).astype(int)]
+
+    def predict_proba_path(self, X):
+        """Probability of ``classes_[1]`` at every iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        P : ndarray of shape (n_samples, n_iter_ + 1)
+        """
+        return expit(self.decision_function_path(X))
+
+    def staged_predict_proba(self, X):
+        """Yield :meth:`predict_proba` of iterates ``0, 1, ..., n_iter_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Yields
+        ------
+        proba : ndarray of shape (n_samples, 2)
+        """
+        X = self._check_X(X)
+        for t in range(self.coef_path_.shape[1]):
+            p1 = expit(np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t])
+            yield np.column_stack([1.0 - p1, p1])

@@ -1,0 +1,347 @@
+"""The fit loop shared by every trajectory estimator.
+
+:func:`run_trajectory` advances the state of an :class:`~skacv.Iteration`
+on a :class:`~skacv.linalg._design.Design` with a datafit, full-batch or on the
+mini-batches of ``iteration.sampler``; it writes every iterate into the
+path, detects divergence (:data:`DIVERGENCE_FACTOR`) and a step above the
+stability limit. :func:`run_normal_block` advances a block of least-squares
+runs (the stacked folds of K-fold CV) on a design with a one-pass normal
+product, with the same iteration methods.
+"""
+
+import contextlib
+import time
+import warnings
+
+import numpy as np
+
+from ..exceptions import ConvergenceWarning, DivergenceError
+from ._datafits import LeastSquares
+
+#: a trajectory is declared divergent when its training objective monitor
+#: grows this many times larger than at the zero start
+DIVERGENCE_FACTOR = 1e3
+
+
+def init_state(design, coef_init=None, n_columns=None):
+    """Starting state ``x^0 = x^{-1} = v^0`` (zero by default; ``n_columns``:
+    a block of zero starts, one run per column)."""
+    cols = () if n_columns is None else (n_columns,)
+    x = (np.zeros((design.n_features, *cols), dtype=design.dtype) if coef_init is None
+         else coef_init.copy())
+    Xx = design.matvec(x) if coef_init is not None else np.zeros(
+        (design.n_samples, *cols), dtype=design.dtype
+    )
+    return {"k": 0, "x": x, "x_prev": x, "v": x, "Xx": Xx, "Xx_prev": Xx, "Xv": Xx}
+
+
+def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
+                   datafit=None, fitted_out=None, fuse=False):
+    """Advance ``state`` by ``n_steps`` steps of ``iteration``.
+
+    The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
+    updated in place, so that a later call continues bit-for-bit.
+
+    Parameters
+    ----------
+    design : Design
+    y_tilde : ndarray of shape (n_samples,)
+    iteration : Iteration
+    n_steps : int
+    state : dict
+        As returned by :func:`init_state`.
+    out : ndarray of shape (n_features, >= state['k'] + n_steps + 1)
+    verbose : int
+    datafit : object, default=None
+        A datafit of :mod:`skacv.iterations._datafits`; ``None`` is least squares.
+    fitted_out : ndarray of shape (n_samples, >= state['k'] + n_steps + 1), default=None
+        If given, ``X~ x^k`` is written to ``fitted_out[:, k]`` (it is computed
+        by the loop anyway; the risk estimator reuses it).
+    fuse : bool, default=False
+        On a large dense design (:attr:`~skacv.linalg._design.Design.fuses`), take
+        ``X~ x^k`` and the next gradient ``X~^T r(v^k)`` in one pass over
+        ``X~`` (:meth:`~skacv.linalg._design.Design.panel_products`); the next
+        gradient is kept in ``state`` so that a continued fit repeats the
+        same rounding. The iterates are those of the two-pass loop up to
+        rounding.
+    """
+    if datafit is None:
+        datafit = LeastSquares()
+    if iteration.sampler is not None:
+        return _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose,
+                              datafit, fitted_out)
+    dtype = design.dtype
+    inv_n = dtype.type(1.0 / design.n_eff)
+    y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
+    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    k0 = state["k"]
+    x, x_prev, v = state["x"], state["x_prev"], state["v"]
+    Xx, Xx_prev, Xv = state["Xx"], state["Xx_prev"], state["Xv"]
+    report = max(1, n_steps // 10)
+    tic = time.perf_counter()
+    # A constant-step gradient / proximal-gradient step without momentum is a
+    # nonexpansive map when step_size <= 2/L: ||x^k - x^{k-1}|| cannot grow.
+    # Growth certifies a step above the stability limit (divergence may still
+    # be too slow to reach the error threshold within max_iter).
+    watch = _nonexpansive(iteration, k0 + 1, k0 + n_steps)
+    step_norm = float(np.linalg.norm(x - x_prev)) if watch and k0 > 0 else None
+    floor = 10.0 * np.sqrt(np.finfo(dtype).eps)
+    grew_at = None
+    fuse = fuse and getattr(design, "fuses", False)
+    z_next = state.get("z_next") if fuse else None
+    with design.panel_workers() if fuse else contextlib.nullcontext():
+        for k in range(k0 + 1, k0 + n_steps + 1):
+            if z_next is None:
+                r = datafit.residual(Xv, y_tilde)
+                z = design.panel_rmatvec(r) if fuse else design.rmatvec(r)
+            else:
+                z = z_next.copy()
+            z *= inv_n
+            pre = iteration.combine(
+                k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
+            x_new = iteration.prox(k, pre)
+            coef = iteration.extrapolation_coefficients(k, x_new, x)  # None: plain
+            if fuse:  # X~ x^k, X~ v^k and the next gradient in one pass
+                Xx_new, Xv_new, z_next = _fused_products(design, y_tilde, iteration, datafit, k,
+                                                         x_new, x, Xx, coef)
+            else:
+                Xx_new = design.matvec(x_new)
+            res_norm = datafit.monitor(Xx_new, y_tilde)
+            if not np.isfinite(res_norm) or res_norm > limit:
+                raise _diverged(iteration, k, res_norm, y_norm,
+                                getattr(datafit, "monitor_name", "training residual norm"))
+            if watch:
+                d = float(np.linalg.norm(x_new - x))
+                if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
+                        and d > floor * float(np.linalg.norm(x_new))):
+                    grew_at = (k, step_norm, d)
+                step_norm = d
+            v = iteration.extrapolate(k, x_new, x, coef)
+            Xv = Xv_new if fuse else iteration.extrapolate_fitted(
+                k, x_new, x, Xx_new, Xx, design.columns_product, coef)
+            x_prev, x = x, x_new
+            Xx_prev, Xx = Xx, Xx_new
+            out[:, k] = x
+            if fitted_out is not None:
+                fitted_out[:, k] = Xx
+            if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
+                msg = datafit.report(res_norm, design.n_eff)
+                print(
+                    f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
+                    f"{time.perf_counter() - tic:.1f}s"
+                )
+    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
+    if fuse:
+        state["z_next"] = z_next
+    else:  # a later one-pass continuation takes its gradient afresh
+        state.pop("z_next", None)
+    if grew_at is not None:
+        k, before, after = grew_at
+        warnings.warn(
+            f"The {iteration.name} steps grow (||x^k - x^(k-1)|| from {before:.3g} to "
+            f"{after:.3g} at step {k}) with step_size={_step(iteration):.6g}: the step "
+            "is above the stability limit 2/L and the iterates will diverge. Use "
+            "step_size='auto' (1/L) or a smaller step.",
+            ConvergenceWarning, stacklevel=3,
+        )
+    return state
+
+
+def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
+    """``(X~ x^k, X~ v^k, X~^T r(v^k))`` in one pass over the row panels of
+    ``X~`` (:meth:`~skacv.linalg._design.Design.panel_products`), ``X~ v^k`` by the
+    iteration's :meth:`~skacv.Iteration.extrapolate_fitted` on each panel
+    (``X~ x^k`` itself when step ``k`` does not extrapolate)."""
+    if iteration.beta(k) == 0.0:  # v^k = x^k
+
+        def plain(rows, P):
+            return datafit.take(rows).residual(P, y_tilde[rows])
+
+        P, z = design.panel_products(x_new, plain)
+        return P, P, z
+    correction = iteration.extrapolation_columns(k, x_new, x, coef)
+    X = design.X
+    Xv = np.empty_like(Xx)
+
+    def residual(rows, P):
+        Xv[rows] = iteration.extrapolate_fitted(
+            k, None, None, P, Xx[rows], lambda J, c: X[rows][:, J] @ c, correction=correction)
+        return datafit.take(rows).residual(Xv[rows], y_tilde[rows])
+
+    P, z = design.panel_products(x_new, residual)
+    return P, Xv, z
+
+
+def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fitted=None):
+    """Advance a block of full-batch least-squares runs, one per column.
+
+    The textbook form of :func:`run_trajectory` for a design whose
+    ``fitted_and_gradient(V, target)`` takes, in one pass over ``X``, the
+    fitted values ``X~ V`` and the gradients ``X~_j^T (target_j - X~ v_j)``
+    of every column ``j``, and whose ``target(Y, V)`` is the response of
+    each column at ``V``: the stacked folds of :mod:`skacv.model_selection._kfold` (fitted
+    values held transposed, a row per column). Step ``k``'s pass is at
+    ``v^k`` and gives the gradient of step ``k + 1`` (kept in ``state``, so
+    that a continued run repeats the same rounding; the first step of a run
+    from scratch takes its gradient in a pass of its own) and, when ``v^k =
+    x^k`` (no extrapolation at step ``k``), the fitted values of the new
+    iterate. The divergence check reads the training residual at
+    ``v^{k-1}``. ``iteration`` has step sizes (and sum-form penalty
+    strengths) of shape (n_columns,); the step math is its own
+    (:meth:`~skacv.Iteration.combine`, ``prox``, ``extrapolate_iterate``).
+
+    Parameters
+    ----------
+    design : object
+        With ``fitted_and_gradient(V, target, held_out)`` (``held_out=False``:
+        only the gradients and the fitted values the gradients use are
+        needed), ``target``, ``n_eff`` of shape (n_columns,) and ``dtype``.
+    Y : ndarray of shape (n_columns, n_samples)
+    iteration : Iteration
+    n_steps : int
+    state : dict
+        :func:`init_state` with ``n_columns``; updated in place (a later
+        call continues bit for bit).
+    out : ndarray of shape (n_features, n_columns, >= n_steps) or None
+        The iterate of step ``state['k'] + i`` goes to ``out[..., i - 1]``
+        (``None``: the iterates are not kept).
+    on_fitted : callable, default=None
+        ``on_fitted(i, x, P, target)`` after the iterate ``x`` of step
+        ``state['k'] + i + 1`` with its fitted values ``P = (X~ x)^T`` and
+        ``target(Y, x)``, when the step's pass computes them (no
+        extrapolation at that step).
+    """
+    dtype = design.dtype
+    inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
+    y_norm = float(np.linalg.norm(Y))
+    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    k0 = state["k"]
+    x, x_prev, v = state["x"], state["x_prev"], state["v"]
+    z, rss = state.get("z_next"), state.get("rss_next")
+    if z is None:  # the gradient at v^{k0}
+        _, z, rss = design.fitted_and_gradient(v, design.target(Y, v), held_out=False)
+    report = max(1, n_steps // 10)
+    tic = time.perf_counter()
+    for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
+        if not np.isfinite(rss) or np.sqrt(rss) > limit:
+            raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm)
+        z = z * inv_n
+        pre = iteration.combine(
+            k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
+        x_new = iteration.prox(k, pre)
+        v = iteration.extrapolate_iterate(k, x_new, x)
+        target = design.target(Y, v)
+        fitted = on_fitted is not None and iteration.beta(k) == 0.0  # v^k = x^k: P = X~ x^k
+        P, z, rss = design.fitted_and_gradient(v, target, held_out=fitted)
+        x_prev, x = x, x_new
+        if out is not None:
+            out[..., i] = x
+        if fitted:
+            on_fitted(i, x, P, target)
+        if verbose and (i + 1) % report == 0:
+            print(f"[{iteration.name}] block of {x.shape[1]}: step {k}/{k0 + n_steps}  "
+                  f"{time.perf_counter() - tic:.1f}s")
+    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, z_next=z, rss_next=rss)
+    return state
+
+
+def _diverged(iteration, k, value, y_norm, measure="training residual norm"):
+    return DivergenceError(
+        f"The {iteration.name} iterates diverge at step {k} ({measure} "
+        f"{value:.3g} against {y_norm:.3g} at the start) "
+        f"with step_size={_step(iteration):.6g}. Use step_size='auto' "
+        "(1/L with L the largest eigenvalue of the Hessian) or a smaller "
+        "step; gradient methods need step_size < 2/L."
+    )
+
+
+def _step(iteration):
+    """The (largest) base step size, for messages."""
+    return float(np.max(iteration.step_size))
+
+
+def _nonexpansive(iteration, first, last):
+    """Whether steps ``first..last`` apply one fixed map without momentum."""
+    if iteration.schedule is not None or iteration.sampler is not None:
+        return False
+    return all(iteration.hb(k) == 0.0 and iteration.beta(k) == 0.0
+               for k in range(first, last + 1))
+
+
+# ----------------------------------------------------------------------------
+# rows of the design and the mini-batch loop (SGD)
+# ----------------------------------------------------------------------------
+
+
+def minibatch_gradient(rows, r_S, weight, like):
+    """``X~_S^T r_S / sum_{i in S} w_i``: the negative gradient of the mean data
+    fit over the batch ``rows`` (a :meth:`~skacv.linalg._design.Design.rows` design), zero
+    when the batch has no weight (then only the penalty acts)."""
+    S = rows.idx
+    w_S = float(len(S)) if weight is None else float(weight[S].sum(dtype=np.float64))
+    if w_S <= 0:
+        return np.zeros_like(like)
+    z = np.asarray(rows.rmatvec(r_S))
+    z *= z.dtype.type(1.0 / w_S)
+    return z
+
+
+def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, datafit,
+                   fitted_out):
+    """:func:`run_trajectory` for iterations with a ``sampler`` (SGD).
+
+    Step ``k`` uses ``z = X~_S^T r_S / sum_{i in S} w_i`` on the batch
+    ``S = iteration.sampler(k)`` (an empty batch weight gives ``z = 0``: only
+    the penalty acts). The training objective is checked once per epoch.
+    """
+    sampler = iteration.sampler
+    dtype = design.dtype
+    X_csr = design.X.tocsr() if design.sparse else None
+    weight = design.weight
+    y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
+    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    k0 = state["k"]
+    x, x_prev, v = state["x"], state["x_prev"], state["v"]
+    check_every = max(1, getattr(sampler, "n_batches", 1))
+    report = max(1, n_steps // 10)
+    tic = time.perf_counter()
+    for k in range(k0 + 1, k0 + n_steps + 1):
+        S = sampler(k)
+        rows = design.rows(S, X_csr)
+        z = minibatch_gradient(rows, datafit.take(S).residual(rows.matvec(v), y_tilde[S]),
+                               weight, x)
+        pre = iteration.combine(
+            k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
+        x_new = iteration.prox(k, pre)
+        last = k == k0 + n_steps
+        shown = verbose and ((k - k0) % report == 0 or last)
+        if fitted_out is not None or last or shown or (k - k0) % check_every == 0:
+            Xx_new = design.matvec(x_new)
+            value = datafit.monitor(Xx_new, y_tilde)
+            if fitted_out is not None:
+                fitted_out[:, k] = Xx_new
+        else:  # between checks of the objective: finiteness only
+            value = 0.0 if np.isfinite(np.abs(x_new).sum()) else np.inf
+        if not np.isfinite(value) or value > limit:
+            raise DivergenceError(
+                f"The {iteration.name} iterates diverge at step {k} (training "
+                f"objective monitor {value:.3g} against {y_norm:.3g} at the start) "
+                f"with step_size={iteration.step_size:.6g}. Use a smaller step_size "
+                "or a decreasing step_schedule (stochastic gradients need "
+                "step_size < 2/L_batch)."
+            )
+        v = iteration.extrapolate_iterate(k, x_new, x)
+        x_prev, x = x, x_new
+        out[:, k] = x
+        if shown:
+            msg = datafit.report(value, design.n_eff)
+            print(f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
+                  f"{time.perf_counter() - tic:.1f}s")
+    Xx, Xx_prev = design.matvec(x), design.matvec(x_prev)
+    Xv = (iteration.extrapolate_fitted(k0 + n_steps, x, x_prev, Xx, Xx_prev,
+                                       design.columns_product)
+          if n_steps else state["Xv"])
+    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
+    return state
+
+

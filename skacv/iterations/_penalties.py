@@ -1,0 +1,183 @@
+"""Penalty objects consumed by the iterations (skglm's datafit / penalty split).
+
+A penalty ``l1 ||w||_1 + l2 ||w||^2 / 2`` is added to the *mean* data fit
+(the objective every iteration works on, see :mod:`skacv.iterations._iterations`).
+The smooth part ``l2`` enters the gradient step as a decay ``1 - eta l2``;
+the non-smooth part ``l1`` is the proximal step (soft-thresholding at
+``eta l1``). Trailing ``n_unpenalized`` coordinates (an intercept stored as
+the last coordinate) are left alone.
+
+``sum_form=True`` declares a penalty that the user's objective adds to the
+*summed* loss (scikit-learn's ``Ridge``: ``||y - Xw||^2 + alpha ||w||^2``):
+in mean form its strength is divided by the total sample weight, so a
+leave-one-out objective, which has less weight, has a slightly larger
+mean-form penalty (:meth:`Penalty.at_weight`).
+"""
+
+import numpy as np
+
+
+def soft_threshold(x, tau, out=None):
+    """Soft-thresholding ``sign(x) max(|x| - tau, 0)`` (``out`` may be ``x``)."""
+    mag = np.abs(x)
+    mag -= tau
+    np.maximum(mag, 0, out=mag)
+    return np.copysign(mag, x, out=mag if out is None else out)
+
+
+class Penalty:
+    """Elastic-net penalty ``l1 ||w||_1 + l2 ||w||^2 / 2`` in mean form.
+
+    Parameters
+    ----------
+    l1 : float, default=0.0
+        Strength of the l1 part (the objective's units).
+    l2 : float, default=0.0
+        Strength of the ridge part (the objective's units).
+    sum_form : bool, default=False
+        The objective adds the penalty to the summed loss: the mean-form
+        strengths are ``l1 / n_eff`` and ``l2 / n_eff``.
+    n_eff : float, default=1.0
+        Total sample weight the mean form refers to (used with ``sum_form``).
+    n_unpenalized : int, default=0
+        Number of trailing coordinates without penalty.
+
+    Attributes
+    ----------
+    l1_, l2_ : float
+        Mean-form strengths used by the iterations.
+    """
+
+    name = "penalty"
+
+    def __init__(self, l1=0.0, l2=0.0, *, sum_form=False, n_eff=1.0, n_unpenalized=0):
+        self.l1, self.l2 = float(l1), float(l2)
+        self.sum_form = bool(sum_form)
+        self.n_eff = float(n_eff)
+        self.n_unpenalized = int(n_unpenalized)
+        scale = 1.0 / self.n_eff if self.sum_form else 1.0
+        self.l1_, self.l2_ = self.l1 * scale, self.l2 * scale
+
+    @property
+    def is_smooth(self):
+        """No proximal step (the map from the data to the iterates is linear)."""
+        l1 = self.l1_  # a float, or per column (stacked folds)
+        return not (l1.any() if isinstance(l1, np.ndarray) else l1)
+
+    def at_weight(self, n_eff):
+        """The same penalty for data of total weight ``n_eff``."""
+        if not self.sum_form:
+            return self
+        return type(self)._from(self, n_eff)
+
+    @classmethod
+    def _from(cls, other, n_eff):
+        new = cls.__new__(cls)
+        Penalty.__init__(new, other.l1, other.l2, sum_form=other.sum_form, n_eff=n_eff,
+                         n_unpenalized=other.n_unpenalized)
+        return new
+
+    def _at(self, strength, mean_form, n_eff):
+        """Mean-form strength for total weights ``n_eff`` (array-like): a
+        sum-form ``strength`` divided by them, a mean-form one as it is."""
+        n_eff = np.asarray(n_eff, dtype=np.float64)
+        if not self.sum_form:
+            return np.broadcast_to(mean_form, n_eff.shape)
+        with np.errstate(divide="ignore"):
+            return np.where(n_eff > 0, strength / np.where(n_eff > 0, n_eff, 1.0), 0.0)
+
+    def l2_at(self, n_eff):
+        """Mean-form ridge strength for total weights ``n_eff`` (array-like)."""
+        return self._at(self.l2, self.l2_, n_eff)
+
+    def penalized(self, n_coef):
+        """Boolean mask of the penalised coordinates."""
+        mask = np.ones(n_coef, dtype=bool)
+        if self.n_unpenalized:
+            mask[n_coef - self.n_unpenalized:] = False
+        return mask
+
+    def _head(self, x):
+        return x.shape[0] - self.n_unpenalized
+
+    def decay(self, v, step, out, n_free=None):
+        """``out -= step l2 v`` on the penalised coordinates (the gradient of
+        the ridge part); ``v`` has coordinates on its first axis, the last
+        ``n_free`` of them unpenalised (default ``n_unpenalized``; ``0``: every
+        row decays, for rows that are linear images of penalised coordinates)."""
+        l2 = self.l2_
+        if (l2 != 0.0) if isinstance(l2, float) else np.any(l2):
+            m = self._head(v) if n_free is None else v.shape[0] - n_free
+            out[:m] -= (step * self.l2_) * v[:m]
+        return out
+
+    def l1_at(self, n_eff):
+        """Mean-form l1 strength for total weights ``n_eff`` (array-like)."""
+        return self._at(self.l1, self.l1_, n_eff)
+
+    def prox(self, pre, step, scale=None):
+        """Proximal step at ``pre`` with step size ``step`` (a new array or ``pre``).
+
+        ``scale`` (shape ``(n_columns,)``, for a block of columns ``pre``)
+        multiplies the l1 strength column by column: the left-out objectives
+        of a sum-form penalty (:meth:`l1_at`).
+        """
+        if self.is_smooth:
+            return pre
+        tau = pre.dtype.type(step * self.l1_)
+        if scale is not None:
+            tau = (tau * np.asarray(scale)).astype(pre.dtype)
+        if not self.n_unpenalized:
+            return soft_threshold(pre, tau)
+        out = pre.copy()
+        m = self._head(pre)
+        soft_threshold(out[:m], tau, out=out[:m])
+        return out
+
+    def prox_jacobian(self, x):
+        """Diagonal of the prox Jacobian given its output ``x``: ``None`` for
+        the identity, else a boolean mask (free coordinates)."""
+        if self.is_smooth:
+            return None
+        mask = x != 0
+        if self.n_unpenalized:
+            mask[x.shape[0] - self.n_unpenalized:] = True
+        return mask
+
+    def value(self, coef):
+        """Mean-form penalty value at ``coef``."""
+        c = np.asarray(coef, dtype=np.float64)[: self._head(np.asarray(coef))]
+        return self.l1_ * float(np.abs(c).sum()) + 0.5 * self.l2_ * float(c @ c)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(l1={self.l1_:.4g}, l2={self.l2_:.4g}"
+                f"{', n_unpenalized=%d' % self.n_unpenalized if self.n_unpenalized else ''})")
+
+
+class L1(Penalty):
+    """Lasso penalty ``alpha ||w||_1`` (mean form, scikit-learn's ``Lasso``)."""
+
+    name = "l1"
+
+    def __init__(self, alpha, *, n_unpenalized=0):
+        super().__init__(l1=alpha, n_unpenalized=n_unpenalized)
+
+
+class L2(Penalty):
+    """Ridge penalty ``alpha ||w||^2 / 2``; ``sum_form=True`` for a penalty on
+    the summed loss (scikit-learn's ``Ridge``: ``alpha / n_eff`` in mean form)."""
+
+    name = "l2"
+
+    def __init__(self, alpha, *, sum_form=False, n_eff=1.0, n_unpenalized=0):
+        super().__init__(l2=alpha, sum_form=sum_form, n_eff=n_eff,
+                         n_unpenalized=n_unpenalized)
+
+
+class ElasticNet(Penalty):
+    """``l1 ||w||_1 + l2 ||w||^2 / 2`` (mean form)."""
+
+    name = "elastic_net"
+
+
+__all__ = ["Penalty", "L1", "L2", "ElasticNet", "soft_threshold"]

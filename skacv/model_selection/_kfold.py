@@ -1,0 +1,1040 @@
+"""K-fold CV along the path with every fold in one block.
+
+The K fold fits of ``TrajectoryEarlyStoppingCV(criterion="kfold")`` differ
+only by their rows: fold ``j`` is the fit on the weights ``w * m_j``
+(``m_j`` is one on its training rows, zero on its held-out fold), centred by
+its own weighted means. :class:`FoldDesigns` stacks the K designs column by
+column on one copy of ``X~`` (centred by the means of all rows), and
+:func:`~skacv.iterations._path.run_normal_block` advances the K paths as one block with
+the estimator's own :class:`~skacv.Iteration` (step sizes and sum-form
+penalty strengths per column). A step reads ``X`` once for all K folds: the
+products ``X~ V`` and ``X~^T R`` with K columns are taken panel of rows by
+panel of rows, the panel still in cache for the second one
+(:meth:`FoldDesigns.normal_product`), instead of 2K matrix-vector products on
+copies of the training rows. When the folds partition the rows (ordered by
+held-out fold), the block's row-wise arrays are rotated so that a panel
+needs no mask and its gradient product only the K - 1 training folds
+(:class:`FoldDesigns`, ``layout``). The held-out errors of an iterate come
+from the fitted values the pass computes on every row when its step does
+not extrapolate (ISTA, gradient descent: the pass is at the new iterate),
+else from one block product per fold with its test rows at the end of a
+stage.
+
+With few features and many samples the block runs in the covariance form
+instead (:class:`FoldCovariance`, :func:`fold_covariance_pays`): each
+fold's training Gram matrix, ``K`` products with p x p matrices a step.
+
+Each fold's step size is the one its own fit would use (the estimator's
+step rule, with the folds' top eigenvalues from one block of Lanczos
+processes on the stacked products), so a stacked fold path is the path of
+``clone(estimator).fit(X[train], y[train])`` up to the rounding of the block
+products (and of that eigenvalue, within ``LIPSCHITZ_TOL``). The block runs in
+``kfold_dtype`` (:func:`skacv.get_config`): float32 by default, whose
+rounding (~1e-6 relative) is far below the sampling noise of a held-out
+error (~1/sqrt(n_test)).
+"""
+
+import copy
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import _safe_indexing
+
+from .._config import check_memory, get_config
+from ..iterations._iterations import PreconditionedGD
+from ..iterations._path import init_state, run_normal_block
+from ..linalg import _design as design_module
+from ..linalg._blas import gemm_call
+from ..linalg._design import (
+    LIPSCHITZ_TOL,
+    NARROW_FEATURES,
+    NARROW_PANEL_ROWS,
+    Design,
+    _sum_in_order,
+    gather,
+)
+from ..linalg._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
+from ..utils._compat import _num_features, _num_samples
+from ..utils._parallel import cache_bytes, kept_workers, last_level_share
+
+#: a panel of the stacked folds' pass (:meth:`FoldDesigns._dense_pass`, one
+#: BLAS thread per group) takes about this share of the level-2 cache
+#: (:func:`~skacv.utils._parallel.cache_bytes`), so that it stays there between
+#: its two products; at most ``FOLD_PANEL_ROWS`` rows, up to
+#: ``NARROW_PANEL_ROWS`` for rows of at most ``NARROW_FEATURES`` values (150
+#: steps of 5 folds at 20000 x 8: 90 ms against 172 ms with 200 rows).
+#: Measured on a 2-core EPYC (1 MiB level-2 cache per core, 32 MiB level
+#: 3), a pass of 5 folds in float32: 1000 x 1500, 0.54 ms with 131 rows (768
+#: KiB) against 0.99 ms with 256 (1.5 MiB); 2000 x 3000, 2.2-3.6 ms with 64
+#: rows against 5.2 ms with 256; 10000 x 5000 in two groups, 18-21 ms with
+#: 39 rows against 27-30 ms with 256 (on an earlier machine with a smaller
+#: level-2 cache, 64 to 256 rows were within 10 % of each other). A panel's
+#: products have at most ``FOLD_PANEL_MAX_PRODUCT`` multiply-adds (``M N K``:
+#: rows x columns x features) whatever the level-2 cache: OpenBLAS's small-
+#: matrix kernels (AVX-512 CPUs) take products up to 1e6 without packing
+#: their operands. On a 2-CPU Xeon guest with AVX-512 (2 MiB level-2 cache
+#: per core), one float32 product of a panel with 5 columns of 5000
+#: features, from the cache: 24 us with 40 rows, 85 us with 41. The pass of
+#: 5 folds doubled its time past that (10000 x 5000, 24 ms with 32-40 rows
+#: against 44-68 ms with 48-78; 4000 x 6000, 10.4 ms with 32 rows against
+#: 20 ms with 40; 2000 x 3000, 2.0 ms with 64 rows against 4.1-4.8 ms with
+#: 128), and a pass without the held-out column (4 columns) took 6-8 % less
+#: time with the larger panels that allows (10000 x 5000, 50 rows against
+#: 39: 11.1-11.3 ms against 11.8-12.1; 10000 x 15000, 16 rows against 13:
+#: 39.7-41.4 ms against 43-46)
+FOLD_PANEL_CACHE_SHARE = 0.75
+FOLD_PANEL_MAX_PRODUCT = 10**6
+FOLD_PANEL_ROWS = 256
+#: the panels of a pass make this many groups of consecutive rows, each with
+#: its own sum of the gradient (run in as many threads; the sums, added in
+#: order, do not depend on the threads) ...
+PASS_GROUPS = 2
+#: ... when the block's copy of ``X`` has more than this many bytes; ``None``:
+#: more than the last-level cache holds (its share,
+#: :func:`~skacv.utils._parallel.last_level_share`: a 2-CPU Xeon guest reports
+#: 480 MiB for 2 CPUs, where a pass of 5 folds in float32 at 10000 x 5000
+#: took 13.0 ms in two groups against 22.4 ms in one; 4000 x 6000 and
+#: 2000 x 3000 even).
+#: Read from memory, the groups share its bandwidth well (two groups, the EPYC
+#: above: 4000 x 6000 in float32, 11 ms a pass against 18.5 ms in one;
+#: 10000 x 5000, 22 ms against 41 ms); read from the shared last-level
+#: cache, they do not (2000 x 3000: 3.3 ms against 2.2 ms; 1000 x 1500,
+#: 2000 x 1000 even), and a pass of a few milliseconds pays the threads'
+#: wake-up (1000 x 500: 0.62 ms against 0.45 ms)
+PASS_GROUPS_MIN_BYTES = None
+
+
+#: the pass's two products per panel are prepared once per block and called
+#: through SciPy's BLAS without the GIL (:func:`~skacv.linalg._blas.gemm_call`),
+#: the residuals formed by the first (``target - Xa V`` into a copy of the
+#: target) and the gradient accumulated in place by the second; else NumPy's
+#: ``dot``, whose GIL hand-overs between the two groups' threads cost more
+#: than the products on a 2-CPU virtual machine. A pass of 5 folds in
+#: float32 (two groups), NumPy against prepared: 10000 x 5000 14.8-15.5 ms
+#: against 12.7-13.7; 10000 x 15000 67-69 ms against 45.5-47 (two processes
+#: with NumPy, no GIL shared: 14.4 and 48.5 ms)
+PREPARED_PRODUCTS = True
+
+
+def _prepared_calls(views):
+    """The prepared products of a group's panels (:data:`PREPARED_PRODUCTS`):
+    ``(first, mask, second)`` per panel, ``first()`` forming ``Ra <- Ra - Xa
+    V^T`` (``Ra`` holding the target), ``mask`` the arguments of the
+    masking multiply (``"folds"`` layout) or ``None``, ``second()`` adding
+    ``Gt Xa`` to the gradient rows; ``None`` when a product cannot be
+    prepared (:func:`~skacv.linalg._blas.gemm_call`)."""
+    calls = []
+    for Bt, Xa, Ra, _, Ma, Gt, Zj in views:
+        first = gemm_call(Ra, Xa, Bt, alpha=-1.0, beta=1.0)
+        second = gemm_call(Zj, Gt, Xa, alpha=1.0, beta=1.0)
+        if first is None or second is None:
+            return None
+        calls.append((first, None if Ma is None else (Ra, Ma, Gt.T), second))
+    return calls
+
+
+def fold_panel_rows(n_features, itemsize=4, n_columns=5):
+    """Rows of a panel of the stacked folds' pass (:data:`FOLD_PANEL_CACHE_SHARE`
+    of the level-2 cache, products of ``n_columns`` columns of at most
+    :data:`FOLD_PANEL_MAX_PRODUCT` multiply-adds)."""
+    if n_features <= NARROW_FEATURES:
+        return NARROW_PANEL_ROWS
+    rows = min(int(FOLD_PANEL_CACHE_SHARE * cache_bytes(2)) // (n_features * itemsize),
+               FOLD_PANEL_MAX_PRODUCT // (max(1, n_columns) * n_features))
+    return max(8, min(FOLD_PANEL_ROWS, rows))
+
+
+#: the stacked folds run in the covariance form (:class:`FoldCovariance`)
+#: when the folds partition the rows of a dense ``X`` with at most
+#: ``COVARIANCE_MAX_FEATURES`` features, fewer than the samples, and it
+#: costs less (:func:`fold_covariance_pays`): the Gram matrices, ``4 n
+#: p^2`` flops at ``COVARIANCE_GEMM_ADVANTAGE`` times the speed of the
+#: pass, and ``2 K p^2`` a step, each flop of these memory-bound products
+#: counted ``FOLD_COVARIANCE_STEP_COST`` times (plus ``2 n p`` for the
+#: held-out errors, at gemm speed), against ``2 n p (2K - 1)`` a step for
+#: the pass (compute-bound). 150 steps of 5 folds in float32, Lasso FISTA /
+#: ISTA on a 2-core EPYC, covariance against the pass: 20000 x 8 6.2-7.7x
+#: faster, 20000 x 50 9.6-11x, 50000 x 20 8.5-9.5x, 20000 x 200 6.8-7.9x,
+#: 10000 x 1000 1.8-2.4x, 5000 x 500 2.8-2.9x, 1000 x 500 1.3x; 2000 x 1000
+#: 0.69-0.83x (the p x p products read 20 MB a step), left to the pass.
+#: Gram matrices that all fit in the level-2 cache are read from there: their
+#: flops count once. Whole searches (TrajectoryEarlyStoppingCV, T = 150) on a
+#: Xeon with 2 MiB of level 2, covariance against the pass: 500 x 250 34 ms
+#: against 49 (ISTA), 46 against 59 (FISTA); 400 x 200 25 / 37 and 34 / 46;
+#: 200 x 100 14 / 19 and 21 / 26; 640 x 320 41 / 48 and 57 / 60; 300 x 280
+#: 42 / 45 and 51 / 54 (1000 x 500, not resident: 93 / 85, 106 / 88)
+FOLD_COVARIANCE = True
+FOLD_COVARIANCE_STEP_COST = 4.0
+
+
+def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
+    """Whether ``n_steps`` steps of ``n_folds`` stacked folds cost less in
+    the covariance form (:data:`FOLD_COVARIANCE`); ``itemsize``: the
+    block's precision (the Gram matrices' size against the level-2 cache)."""
+    n, p, K = n_samples, n_features, n_folds
+    if not FOLD_COVARIANCE or n_steps < 1 or p > min(n, design_module.COVARIANCE_MAX_FEATURES):
+        return False
+    adv = design_module.COVARIANCE_GEMM_ADVANTAGE
+    resident = K * p * p * itemsize <= cache_bytes(2)
+    step = 2.0 * K * p * p * (1.0 if resident else FOLD_COVARIANCE_STEP_COST) + 2.0 * n * p / adv
+    return 4.0 * n * p * p / adv + n_steps * step < n_steps * 2.0 * n * p * (2 * K - 1)
+
+
+def pass_groups(nbytes):
+    """Groups of panels of a pass over a copy of ``X`` of ``nbytes``
+    (:data:`PASS_GROUPS_MIN_BYTES`)."""
+    limit = last_level_share() if PASS_GROUPS_MIN_BYTES is None else PASS_GROUPS_MIN_BYTES
+    return PASS_GROUPS if nbytes > limit else 1
+
+
+#: smallest dense copy of ``X`` (and fewest features) whose folds run in the
+#: ``"rotated"`` layout (:class:`FoldDesigns`): 150 steps of 5 folds in
+#: float32 take 2-14 % less time from 1000 x 500 (1.9 MiB) to 10000 x 15000,
+#: 3 % more at 500 x 250 (more panels: a pass is K blocks of rows); the same
+#: at 20000 x 100, 25-45 % more at 20000 x 8 and 50000 x 20 (the panels
+#: of short rows are many rows long, and stop at the folds' boundaries)
+ROTATED_MIN_BYTES = 2**20
+ROTATED_MIN_FEATURES = 64
+
+
+class FoldDesigns:
+    """K fold designs of one ``X`` stacked column by column.
+
+    Column ``j`` of a block is in fold ``j``'s coordinates: its products
+    are those of ``X~_j = sqrt(w) (X - 1 mu_j^T)`` with ``mu_j`` the mean of
+    the training rows of fold ``j`` (weighted; zero without intercept),
+    taken as the products of :attr:`base` and a shift of the response
+    (:meth:`target`). Fitted values are computed on *every* row (the
+    held-out rows get the fold's predictions, in the weighted coordinates);
+    the gradients sum over the training rows of each fold only. Row-wise
+    quantities of the block (responses, targets, fitted values) are held
+    transposed, shape (n_folds, n_samples), in the block's *layout*:
+
+    - ``"folds"``: row ``j`` is fold ``j``;
+    - ``"rotated"``, when the rows are ordered by held-out fold and each
+      fold trains on every other row (``partition``; a dense design of at
+      least ``ROTATED_MIN_BYTES`` and ``ROTATED_MIN_FEATURES`` columns): on
+      fold ``j``'s held-out rows, row ``i`` is fold ``(j + 1 + i) mod K``.
+      The ``K - 1`` training folds of a row come first and its held-out fold
+      last, so that a panel's residuals need no mask and its gradient
+      product has ``K - 1`` columns (:meth:`fitted_and_gradient`).
+      :attr:`fold_of` gives the fold of every entry; :meth:`by_fold`
+      converts to the ``"folds"`` layout.
+
+    Parameters
+    ----------
+    base : Design
+        The design of all rows (weights ``w``, centred by the mean of all rows).
+    train : ndarray of shape (n_samples, n_folds), bool
+        Training rows of each fold.
+    partition : list of slice, default=None
+        Fold ``j``'s held-out rows, when they are consecutive and its
+        training rows are all the others.
+
+    Attributes
+    ----------
+    n_eff : ndarray of shape (n_folds,)
+        Training weight of each fold.
+    delta : ndarray of shape (n_features, n_folds)
+        ``mu_j - mu``: the folds' offsets from the centring of ``base``.
+    layout : {"folds", "rotated"}
+    fold_of : ndarray of shape (n_folds, n_samples)
+        The fold of each entry of a row-wise quantity in the layout.
+    """
+
+    #: the pass gives the fitted values of every row
+    computes_fitted = True
+
+    def __init__(self, base, train, partition=None):
+        self.base = base
+        self.n_samples, self.n_features = base.n_samples, base.n_features
+        self.dtype, self.sparse = base.dtype, base.sparse
+        self.fit_intercept = base.fit_intercept
+        self.mask = np.asarray(train, dtype=base.dtype)
+        self.mask_t = np.ascontiguousarray(self.mask.T)  # (n_folds, n_samples)
+        w = np.ones(self.n_samples) if base.weight is None else base.weight.astype(np.float64)
+        self.sqrt_weight = np.sqrt(w).astype(base.dtype)
+        self.fold_weight = w[:, None] * self.mask  # (n, K), float64
+        self.n_eff = self.fold_weight.sum(axis=0)
+        if np.any(self.n_eff <= 0):
+            raise ValueError("A training fold has no sample weight; use fewer folds or "
+                             "give the samples positive weights.")
+        K = self.n_folds
+        self.fold_of = np.repeat(np.arange(K)[:, None], self.n_samples, axis=1)
+        self.partition = None
+        if (partition is not None and not self.sparse and K >= 2
+                and base.X.nbytes >= ROTATED_MIN_BYTES
+                and self.n_features >= ROTATED_MIN_FEATURES):
+            self.partition = [(sl.start, sl.stop) for sl in partition]
+            held_out = np.zeros_like(self.mask)
+            for j, (a, b) in enumerate(self.partition):
+                self.fold_of[:, a:b] = ((j + 1 + np.arange(K)) % K)[:, None]
+                held_out[a:b, j] = 1
+            if not np.array_equal(held_out, 1 - self.mask):
+                raise ValueError("partition must hold out each fold's non-training rows, "
+                                 "one slice per fold, every row in exactly one.")
+        self.layout = "folds" if self.partition is None else "rotated"
+        if not self.fit_intercept:
+            self.delta = np.zeros((self.n_features, K), dtype=base.dtype)
+        elif self.partition is not None:
+            # X~^T (sqrt(w) m_j) = n_j (mu_j - mu): the sums of the other folds'
+            # slices of rows (one vector product each, a read of X in all;
+            # the product with the K columns of the masks read X at the
+            # speed of a thin product, 89 against 25 ms at 10000 x 15000)
+            part = [np.asarray(self.sqrt_weight[a:b] @ base.X[a:b], dtype=np.float64)
+                    for a, b in self.partition]
+            self.delta = np.stack(
+                [_sum_in_order([np.zeros(self.n_features)] + part[:j] + part[j + 1:])
+                 / self.n_eff[j] for j in range(K)], axis=1).astype(base.dtype)
+        else:  # X~^T (sqrt(w) m_j) = n_j (mu_j - mu)
+            s = self.sqrt_weight[:, None] * self.mask
+            self.delta = (np.asarray(base.rmatvec(s), dtype=np.float64)
+                          / self.n_eff).astype(base.dtype)
+        # (rotated) the fold of row c of the training residuals on fold h's held-out rows
+        self._rotated_fold = (np.arange(K - 1)[:, None] + 1 + np.arange(K)[None, :]) % K
+        self._plan = None  # the dense pass's buffers and panels (_pass_plan)
+        self._run = None  # the pass's threads inside workers()
+
+    @property
+    def n_folds(self):
+        return self.mask.shape[1]
+
+    def by_fold(self, A):
+        """A row-wise quantity of shape (n_folds, n_samples) in the ``"folds"``
+        layout (row ``j`` is fold ``j``)."""
+        if self.partition is None:
+            return A
+        out = np.empty_like(A)
+        np.put_along_axis(out, self.fold_of, A, axis=0)
+        return out
+
+    def center_y(self, y):
+        """``(y_offset, Y~)``: the folds' training means (shape (n_folds,)) and
+        ``sqrt(w) (y - y_offset_j)`` on every row, held transposed (shape
+        (n_folds, n_samples), in the block's layout)."""
+        y = np.asarray(y, dtype=np.float64)
+        if self.fit_intercept:
+            offset = (self.fold_weight.T @ y) / self.n_eff
+        else:
+            offset = np.zeros(self.n_folds)
+        Y = self.sqrt_weight[None, :] * (y[None, :] - offset[self.fold_of])
+        return offset, np.ascontiguousarray(Y, dtype=self.dtype)
+
+    def target(self, Y, V):
+        """``Y~_j + sqrt(w) (mu_j - mu)^T v_j`` on every row, shape (n_folds,
+        n_samples) in the layout. As
+        ``X~_j v_j = X~ v_j - sqrt(w) (mu_j - mu)^T v_j``, the residual of
+        fold ``j`` at ``v_j`` is ``target_j - X~ v_j`` with the products of
+        :attr:`base` (centred by the mean of all rows). (On the training rows
+        the shift is orthogonal to the columns of ``X~_j``: it changes the
+        residual sum of squares and the held-out errors, not the gradient.)"""
+        if not self.fit_intercept:
+            return Y
+        shift = np.einsum("pk,pk->k", self.delta, V).astype(Y.dtype)
+        shift = shift[:, None] if self.partition is None else shift[self.fold_of]
+        if self.base.weight is not None:
+            shift = shift * self.sqrt_weight[None, :]
+        return Y + shift
+
+    def fitted_and_gradient(self, V, target, held_out=True):
+        """``(P, Z, rss)`` in one pass over ``X``: ``P = (X~ V)^T`` (shape
+        (n_folds, n_samples) in the layout, the products of :attr:`base`),
+        column ``j`` of ``Z`` is ``X~_j^T m_j (target_j - P_j)`` (training
+        rows; ``target`` in the layout), ``rss`` the training residual sum of
+        squares of all folds (in the block's precision: the divergence
+        monitor's input).
+
+        A dense ``X`` is read once, by panels of rows that stay in cache
+        between the two products (:meth:`_dense_pass`). The intercept shift
+        is in ``target``, the sums of its correction after the pass.
+
+        ``held_out=False``: the caller does not read the fitted values of the
+        held-out rows; in the ``"rotated"`` layout they are then not computed
+        (row ``K - 1`` of ``P`` holds NaN) and the fitted product has ``K -
+        1`` columns instead of ``K`` (:meth:`_dense_pass`)."""
+        if self.sparse:
+            P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
+            R = (target - P) * self.mask_t
+            Z = np.asarray(self.base.rmatvec(R.T))
+            s = (R @ self.sqrt_weight).astype(np.float64) if self.fit_intercept else None
+        else:
+            P, Z, R, s = self._dense_pass(V, target, held_out)
+        if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
+            Z -= self.delta * s.astype(Z.dtype)
+        return P, Z, float(np.vdot(R, R))
+
+    def workers(self):
+        """Keep the threads of the passes (:func:`~skacv.utils._parallel.kept_workers`)
+        for every pass inside the block (a pass outside one starts its own)."""
+        return kept_workers(self, PASS_GROUPS)
+
+    def _dense_pass(self, V, target, held_out=True):
+        """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
+        rows by panel of rows (:meth:`_pass_plan`): ``Xa V`` into the panel's
+        rows of a residual block held a row per sample (shape (n_samples,
+        c), the tall form: 20-40 % faster than ``V^T Xa^T`` in OpenBLAS's
+        single-precision kernels for 5 columns with NumPy's products; with
+        the prepared ones the two forms were within 4 % of each other at
+        n = 10000 on a 2-CPU Xeon guest), the residuals ``target -
+        Xa V`` in place, and ``R^T Xa`` added to the gradient. The two
+        products of every panel are prepared once (:data:`PREPARED_PRODUCTS`,
+        :func:`_prepared_calls`): ``R <- target - Xa V`` into a copy of the
+        target and ``Z <- Z + R^T Xa`` in place, two calls a panel (three
+        with the mask), each without the GIL. Otherwise NumPy's ``dot``,
+        four calls a panel, five with the mask (``dot`` and ``matmul`` hold
+        the GIL around parts of products of a panel's size: the groups'
+        threads wait on each other's hand-overs). The fitted values are
+        ``target - R`` after the pass.
+        Without ``held_out`` in the ``"rotated"`` layout, the product has
+        the ``K - 1`` training columns only (OpenBLAS's single-precision
+        kernel takes 4 columns in 70 % of the time of 5, 200 rows of 500 to
+        5000 columns) and row ``K - 1`` of the returned ``P`` is NaN.
+        The panels make ``PASS_GROUPS`` groups of consecutive rows, each
+        summing its own gradient (added in order after the pass), run in
+        threads with one BLAS thread each (:meth:`workers`).
+
+        In the ``"folds"`` layout the gradient reads the residuals times the
+        mask (a block of its own: the held-out residuals give the fitted
+        values). In the ``"rotated"`` layout, on fold ``j``'s held-out rows
+        the block's columns are taken in the order ``j + 1, ..., j + K - 1,
+        j`` (mod K) (rows of ``V^T`` held twice over: a contiguous block), so that
+        the training folds' residuals are the panel's first ``K - 1``
+        columns, need no mask, and its gradient product has ``K - 1`` rows,
+        added to rows ``j .. j + K - 2`` of a ``(2K - 2, p)`` sum whose row
+        ``c`` belongs to fold ``(c + 1) mod K``. Returns ``(P, Z, R, s)``:
+        ``P`` the fitted values (shape (n_folds, n_samples), in the layout),
+        ``R`` the training residuals (in the ``"rotated"`` layout shape (K -
+        1, n_samples), rows ``0 .. K - 2`` of the layout; a view), ``s`` each
+        fold's ``sum sqrt(w) r`` (intercept only)."""
+        K = self.n_folds
+        if self._plan is None:
+            self._plan = self._pass_plan()
+        Vt, R, T, masked, passes = self._plan
+        rotated = self.partition is not None
+        # the panels' columns: all K, or (rotated, no held-out values) its K - 1 training folds
+        part = 0 if held_out or not rotated else 1
+        sums, groups = passes[part]
+        np.copyto(Vt[:K], V.T)
+        if rotated:  # fold j's columns j + 1, ..., j + K (mod K): rows j + 1 .. of V^T twice
+            np.copyto(Vt[K:], Vt[:K])
+        width = R[part].shape[1]
+        prepared = groups[0][3] is not None
+        # the residuals are formed in place: target - Xa V into a copy of the
+        # target (prepared products), or Xa V then target - Xa V
+        np.copyto(R[part] if prepared else T[part], target[:width].T)
+        dot, subtract, multiply = np.dot, np.subtract, np.multiply
+
+        def work(views, total, tmp, calls):
+            total[...] = 0
+            if calls is not None:  # prepared products, without the GIL
+                for first, mask, second in calls:
+                    first()  # Ra <- Ra - Xa V (Ra holds the target)
+                    if mask is not None:
+                        multiply(*mask)
+                    second()  # Zj <- Zj + Gt Xa
+                return
+            for Bt, Xa, Ra, Ta, Ma, Gt, Zj in views:
+                dot(Xa, Bt, out=Ra)
+                subtract(Ta, Ra, out=Ra)
+                if Ma is not None:
+                    multiply(Ra, Ma, out=Gt.T)
+                dot(Gt, Xa, out=tmp)
+                Zj += tmp
+
+        with self.workers() as run:
+            if len(groups) == 1:
+                work(*groups[0])
+            else:
+                run(work, groups)
+        total = _sum_in_order(sums)
+        if self.partition is None:
+            Z = total.T.copy()
+        else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
+            Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
+            Zt[0] = 0
+            Zt[1:] = total[:K - 1]
+            Zt[:K - 1] += total[K - 1:]
+            Z = Zt.T
+        Rt = (R[part][:, :K - 1] if rotated else masked).T  # the training residuals
+        s = None
+        if self.fit_intercept:  # each fold's sum of sqrt(w) r over its training rows
+            RW = Rt if self.base.weight is None else Rt * self.sqrt_weight[None, :]
+            if self.partition is not None and all(b > a for a, b in self.partition):
+                # rotated: by held-out fold, row c of fold h is fold (h + 1 + c) mod K
+                M = np.add.reduceat(RW.T, [a for a, _ in self.partition], axis=0,
+                                    dtype=np.float64)
+                s = np.bincount(self._rotated_fold.ravel(), weights=M.T.ravel(), minlength=K)
+            else:
+                s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(),
+                                weights=RW.astype(np.float64).ravel(), minlength=K)
+        P = np.empty((K, self.n_samples), dtype=self.dtype)
+        np.subtract(target[:width], R[part].T, out=P[:width])
+        P[width:] = np.nan
+        return P, Z, Rt, s
+
+    def _pass_plan(self):
+        """Buffers of :meth:`_dense_pass`: ``V`` transposed (when rotated,
+        twice over); the residuals and the targets held a row per sample
+        (all K columns, and when rotated the K - 1 training ones), the
+        masked residuals (``"folds"`` layout) and, for each choice of
+        columns, ``(sums, groups)``: its panels (sized for products of that
+        many columns, :func:`fold_panel_rows`) in groups, each group with a
+        gradient sum, a scratch gradient and the views each panel's calls
+        read and write."""
+        X, K, dt = self.base.X, self.n_folds, self.dtype
+        n, p = X.shape
+        rotated = self.partition is not None
+        # V held transposed (the panels' products take the transposed operand,
+        # 3-10 % faster in OpenBLAS's float32 kernel for 4-5 columns), and when
+        # rotated twice over: fold j's columns j + 1, ..., j + K (mod K), all K
+        # or the K - 1 training ones, are then rows j + 1 .. of it, a
+        # contiguous block (a strided view of V made OpenBLAS's
+        # single-precision product of a panel about 50 % slower, 10000 x 5000
+        # with 4 columns of 10)
+        Vt = np.empty((2 * K if rotated else K, p), dtype=dt)
+        widths = (K, K - 1) if rotated else (K,)
+        R = tuple(np.empty((n, c), dtype=dt) for c in widths)
+        T = tuple(np.empty_like(r) for r in R)
+        masked = None if rotated else np.empty((n, K), dtype=dt)  # masked residuals
+        # per choice of columns: the panels (sized for their products,
+        # fold_panel_rows), their groups with a gradient sum each, and the views
+        # each panel's calls read and write
+        passes = []
+        for part, width in enumerate(widths):
+            rows = fold_panel_rows(p, X.itemsize, width)
+            # (first row, last row, fold whose held-out rows they are, gradient rows)
+            if rotated:
+                panels = [(r0, min(r0 + rows, b), j, slice(j, j + K - 1))
+                          for j, (a, b) in enumerate(self.partition)
+                          for r0 in range(a, b, rows)]
+            else:
+                panels = [(r0, min(r0 + rows, n), None, slice(0, K))
+                          for r0 in range(0, n, rows)]
+            n_groups = min(pass_groups(X.nbytes), len(panels))
+            bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
+            sums, groups = [], []
+            for g in range(n_groups):
+                total = np.zeros((2 * K - 2 if rotated else K, p), dtype=dt)
+                views = []
+                for a, b, j, zrows in panels[bounds[g]:bounds[g + 1]]:
+                    sl = slice(a, b)
+                    Ra = R[part][sl]
+                    if rotated:  # the gradient reads the training columns
+                        Bt, Ma, Gt = Vt[j + 1:j + 1 + width].T, None, Ra[:, :K - 1].T
+                    else:
+                        Bt, Ma, Gt = Vt.T, self.mask[sl], masked[sl].T
+                    views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
+                sums.append(total)
+                groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
+                               _prepared_calls(views) if PREPARED_PRODUCTS else None))
+            if any(g[3] is None for g in groups):  # all groups prepared, or none
+                groups = [g[:3] + (None,) for g in groups]
+            passes.append((sums, groups))
+        return Vt, R, T, masked, passes
+
+    def normal_product(self, V, Y):
+        """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``
+        (``Y`` as :meth:`center_y` gives it), ``rss`` the training residual
+        sum of squares of all folds (:meth:`fitted_and_gradient`; the
+        held-out rows' fitted values are not computed)."""
+        _, Z, rss = self.fitted_and_gradient(V, self.target(Y, V), held_out=False)
+        return Z, rss
+
+
+class FoldCovariance:
+    """The products of :class:`FoldDesigns` in the covariance form (few
+    features, many samples: scikit-learn's ``precompute``, as the full fit's
+    :class:`~skacv.linalg._design.CovarianceForm`). With ``C_j = X~_j^T M_j X~_j``
+    (p x p, each fold's centred, weighted training Gram matrix: that of all
+    rows minus its held-out rows' and its centring's) and ``c_j = X~^T (m_j
+    Y~_j)``, the gradient of fold ``j`` at ``v_j`` is ``c_j - C_j v_j`` and
+    its training residual sum of squares ``Y~_j^T M_j Y~_j - 2 v_j^T c_j +
+    v_j^T C_j v_j``: a step costs ``K`` products with p x p matrices
+    instead of a pass over ``X``. The fitted values are not computed: the
+    held-out errors come from the stored iterates
+    (:meth:`StackedFolds._held_out_errors_of`, one product per fold with
+    its test rows). Folds that partition the rows only (``partition``);
+    every other attribute is the wrapped :class:`FoldDesigns`'.
+
+    Parameters
+    ----------
+    designs : FoldDesigns
+    response : ndarray of shape (n_folds, n_samples)
+        :meth:`FoldDesigns.center_y`'s, in the block's layout.
+    partition : list of slice
+        Fold ``j``'s held-out rows (its training rows are all the others).
+    """
+
+    #: the pass gives no fitted values (see :func:`~skacv.iterations._path.run_normal_block`)
+    computes_fitted = False
+
+    def __init__(self, designs, response, partition):
+        self.designs = designs
+        A, K, dt = designs.base.X, designs.n_folds, designs.dtype
+        # the held-out rows' Gram matrices; the folds partition the rows, so
+        # that their sum (in order) is the Gram matrix of all rows
+        self.C = np.empty((K, A.shape[1], A.shape[1]), dtype=dt)
+        for j, rows in enumerate(partition):
+            Ao = A[rows]
+            np.matmul(Ao.T, Ao, out=self.C[j])
+        S = _sum_in_order([self.C[0].copy(), *self.C[1:]])
+        for j in range(K):
+            np.subtract(S, self.C[j], out=self.C[j])
+            if designs.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T on the training rows
+                delta = designs.delta[:, j]
+                self.C[j] -= (designs.n_eff[j] * np.outer(delta, delta)).astype(dt)
+        self._response = response
+        self.c, self.yy = self._linear_terms(response)
+
+    def __getattr__(self, name):
+        return getattr(self.designs, name)
+
+    def _linear_terms(self, Y):
+        """``(c, yy)``: ``c_j = X~^T (m_j Y_j)`` (shape (n_features, n_folds))
+        and ``Y_j^T M_j Y_j``, for ``Y`` in the block's layout."""
+        d = self.designs
+        MY = d.mask.T * d.by_fold(Y)
+        c = np.asarray(d.base.X.T @ MY.T, dtype=d.dtype)
+        return c, np.einsum("kn,kn->k", MY, MY, dtype=np.float64)
+
+    def target(self, Y, V):
+        return Y  # not read: the linear terms of the response are in c
+
+    def fitted_and_gradient(self, V, target, held_out=True):
+        """``(None, Z, rss)`` as :meth:`FoldDesigns.fitted_and_gradient`
+        gives ``Z`` and ``rss``, for the block's response."""
+        return (None, *self._normal(V, self.c, self.yy))
+
+    def normal_product(self, V, Y):
+        """:meth:`FoldDesigns.normal_product`, any response ``Y``."""
+        if Y is self._response:
+            c, yy = self.c, self.yy
+        elif not np.any(Y):  # the Lanczos processes of the step sizes
+            c, yy = np.zeros_like(self.c), np.zeros(self.n_folds)
+        else:
+            c, yy = self._linear_terms(Y)
+        return self._normal(V, c, yy)
+
+    def _normal(self, V, c, yy):
+        CV = np.matmul(self.C, np.ascontiguousarray(V.T)[:, :, None])[:, :, 0].T
+        Z = c - CV
+        # rounding can make the sum of squares of an exact fit negative
+        rss = float(yy.sum() - 2.0 * np.vdot(V, c) + np.vdot(V, CV))
+        return Z, max(rss, 0.0)
+
+
+def stacked_iteration(iterations, dtype):
+    """One iteration advancing a block of columns, column ``j`` as
+    ``iterations[j]`` would (its step size and penalty strengths), or
+    ``None`` when they differ in anything a block cannot express (class,
+    momentum, extrapolation, schedule) or precondition or sample batches."""
+    first = iterations[0]
+    if first.sampler is not None or isinstance(first, PreconditionedGD):
+        return None
+    for it in iterations[1:]:
+        if (type(it) is not type(first) or type(it.penalty) is not type(first.penalty)
+                or it.penalty.n_unpenalized != first.penalty.n_unpenalized
+                or getattr(it, "momentum", None) != getattr(first, "momentum", None)
+                or getattr(it, "extrapolation", None) != getattr(first, "extrapolation", None)
+                or not _same_schedule(it.schedule, first.schedule)):
+            return None
+    l1 = np.array([it.penalty.l1_ for it in iterations])
+    l2 = np.array([it.penalty.l2_ for it in iterations])
+    if np.any(l1 == 0) and np.any(l1 != 0):
+        return None  # smooth for some folds only
+    stacked = copy.copy(first)
+    stacked.step_size = np.array([it.step_size for it in iterations], dtype=dtype)
+    penalty = copy.copy(first.penalty)  # strengths per column where they differ
+    penalty.l1_ = l1[0] if np.all(l1 == l1[0]) else l1
+    penalty.l2_ = l2[0] if np.all(l2 == l2[0]) else l2
+    stacked.penalty = penalty
+    return stacked
+
+
+class _FoldView:
+    """What a fold's set-up reads of its design (``n_eff`` for sum-form
+    penalties, the sizes, :meth:`lipschitz`) without a copy of its rows."""
+
+    def __init__(self, n_samples, n_features, n_eff, lipschitz):
+        self.n_samples, self.n_features, self.n_eff = n_samples, n_features, n_eff
+        self._lipschitz = lipschitz
+
+    def lipschitz(self):
+        return self._lipschitz
+
+
+def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
+    """Largest eigenvalue of every fold's ``X~_j^T X~_j / n_j`` (training
+    rows), as :meth:`~skacv.linalg._design.Design.lipschitz` of the fold's own
+    design would give it: one Lanczos process per fold, run as a block on
+    the stacked products (:meth:`FoldDesigns.normal_product` with a zero
+    response: one pass over ``X`` per step for every fold), each stopped
+    at the first step where its top Ritz value ``theta`` has a residual at
+    most ``tol * theta`` (:func:`~skacv.linalg._linalg.lanczos_top_eigenvalues`,
+    the rule of the folds' own fits), inflated by ``1 + tol`` as the fold's
+    own fit inflates it: an upper bound, a step ``1 / L`` that is never too
+    long. The block stops when every process has; ``nan`` for a fold not
+    converged within 128 steps. Used where the folds' own designs would use
+    Lanczos too (see :func:`fold_views`).
+
+    Returns
+    -------
+    lipschitz : ndarray of shape (n_folds,)
+    """
+    n, p, K = designs.n_samples, designs.n_features, designs.n_folds
+    dt = designs.dtype
+    # X~_j^T m_j X~_j q_j for every fold in one pass over X (the folds' own
+    # step, with a zero response), on the side of the features whatever the
+    # shape: the passes over X dominate, not the length of the vectors
+    zero = np.zeros((K, n), dtype=dt)
+
+    def op(Q):
+        Z, _ = designs.normal_product(np.ascontiguousarray(Q, dtype=dt), zero)
+        return -np.asarray(Z, dtype=np.float64) / designs.n_eff
+    W0 = np.random.RandomState(0).standard_normal((p, K))
+    # no cap on the basis (at most 128 steps of p x K floats, a small part of
+    # the block's copy of X): the fallback, a copy of each fold's rows, would
+    # cost far more memory
+    with designs.workers():
+        return lanczos_top_eigenvalues(op, W0, tol, max_bytes=np.inf) * (1.0 + tol)
+
+
+def small_fold_lipschitz(designs):
+    """Every fold's :meth:`~skacv.linalg._design.Design.lipschitz` where the fold's
+    own design computes it exactly (LAPACK: its smaller side at most
+    ``DENSE_EIG_SIZE``), from the block's design instead of a copy of each
+    fold's rows: one Gram matrix of ``X~`` (centred by the mean of all rows,
+    weighted), each fold's that of all rows minus its other rows' (features'
+    side) or its training block (samples' side), with the correction of its
+    own centring (``delta``); in the covariance form
+    (:class:`FoldCovariance`) its Gram matrices themselves. In the block's
+    precision (float32 by default: within its rounding of the fold's own
+    value). ``None`` for a sparse ``X`` (each fold then builds its own
+    design).
+
+    Returns
+    -------
+    lipschitz : ndarray of shape (n_folds,) or None
+    """
+    if designs.sparse:
+        return None
+    C = getattr(designs, "C", None)
+    if C is not None:  # the covariance form holds every fold's Gram matrix already
+        return np.array([top_eigenvalue(np.asarray(C[j], dtype=np.float64)) / float(n_j)
+                         for j, n_j in enumerate(designs.n_eff)])
+    A = designs.base.X
+    n, p = A.shape
+    train = designs.mask.astype(bool)
+    sw = designs.sqrt_weight.astype(np.float64)
+    out = np.empty(designs.n_folds)
+    if p <= n:
+        S = np.asarray(A.T @ A, dtype=np.float64)
+        for j in range(designs.n_folds):
+            Ao = A[~train[:, j]]
+            G = S - Ao.T @ Ao
+            n_j = float(designs.n_eff[j])
+            if designs.fit_intercept:  # sum over training rows of w (x - mu_j)(x - mu_j)^T
+                delta = designs.delta[:, j].astype(np.float64)
+                G -= n_j * np.outer(delta, delta)
+            out[j] = top_eigenvalue(G) / n_j
+    else:
+        B = np.asarray(A @ A.T, dtype=np.float64)
+        for j in range(designs.n_folds):
+            tr = np.flatnonzero(train[:, j])
+            G = B[np.ix_(tr, tr)]
+            n_j = float(designs.n_eff[j])
+            if designs.fit_intercept:  # (a_i - s_i delta) . (a_k - s_k delta)
+                delta = designs.delta[:, j]
+                u, s = np.asarray(A[tr] @ delta, dtype=np.float64), sw[tr]
+                G = G - np.outer(u, s) - np.outer(s, u) + float(delta @ delta) * np.outer(s, s)
+            out[j] = top_eigenvalue(G) / n_j
+    return out
+
+
+def fold_views(designs, X, sample_weight, splits, fit_intercept):
+    """:class:`_FoldView` of every fold. The folds' top eigenvalues come
+    from :func:`small_fold_lipschitz` where their own designs would compute
+    them exactly, else from :func:`fold_lipschitz`; a fold left without one
+    (sparse and small, or a Lanczos process not converged) gets its own
+    design's :meth:`~skacv.linalg._design.Design.lipschitz` (a copy of its rows)."""
+    # exact (LAPACK) where each fold's own design would be: its smaller side
+    # (training rows or features) at most DENSE_EIG_SIZE
+    largest = max(len(tr) for tr, _ in splits)
+    if min(largest, designs.n_features) <= DENSE_EIG_SIZE:
+        lips = small_fold_lipschitz(designs)
+    else:
+        lips = fold_lipschitz(designs)
+    if lips is None:
+        lips = np.full(len(splits), np.nan)
+    views = []
+    for j, (tr, _) in enumerate(splits):
+        lip = lips[j]
+        if not np.isfinite(lip):
+            w_tr = None if sample_weight is None else sample_weight[tr]
+            lip = Design(_safe_indexing(X, tr), w_tr, fit_intercept).lipschitz()
+        views.append(_FoldView(len(tr), designs.n_features, float(designs.n_eff[j]), lip))
+    return views
+
+
+def _same_weights(design_weight, sample_weight):
+    """Whether a design's weights (in its precision) are ``sample_weight``."""
+    if design_weight is None or sample_weight is None:
+        return design_weight is None and sample_weight is None
+    return np.array_equal(design_weight,
+                          np.asarray(sample_weight).astype(design_weight.dtype))
+
+
+def _same_schedule(a, b):
+    if a is None or b is None or callable(a) or callable(b):
+        return a is b
+    return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+class StackedFolds:
+    """The K fold paths of an estimator, advanced together.
+
+    Parameters
+    ----------
+    estimator : trajectory estimator
+        Unfitted parameters (estimates are not computed for the folds).
+    X : array-like or sparse matrix of shape (n_samples, n_features)
+        Validated by the full fit.
+    y : ndarray of shape (n_samples,)
+    sample_weight : ndarray of shape (n_samples,) or None
+    splits : list of (train, test) index arrays
+    dtype : numpy dtype
+        Precision of the block.
+    full_design : Design, default=None
+        The full-data fit's design of ``X`` with the same weights and
+        intercept (its ``X~``, centred and weighted): the block's copy is
+        gathered from it, already centred, when the folds partition the rows.
+
+    Attributes
+    ----------
+    step_sizes : ndarray of shape (n_folds,)
+    losses : ndarray of shape (n_iter + 1, n_folds)
+        Held-out squared errors (weighted, summed over each fold's held-out
+        rows) of every iterate of every fold.
+    test_weight : float
+        Total weight of the held-out rows.
+    """
+
+    def __init__(self, estimator, X, y, sample_weight, splits, dtype, full_design=None):
+        n = X.shape[0]
+        train = np.zeros((n, len(splits)), dtype=bool)
+        test = np.zeros_like(train)
+        for j, (tr, te) in enumerate(splits):
+            train[tr, j] = True
+            test[te, j] = True
+        w = sample_weight
+        # the block's own copy of X (centred in place), with the rows ordered
+        # by held-out fold when the folds partition the rows of a dense X: a
+        # fold's test rows are then a slice of it, read without a copy by the
+        # held-out errors of extrapolated iterates (_held_out_errors_of)
+        order = _fold_order(X, test)
+        if order is not None:
+            train, test = train[order], test[order]
+            y = np.asarray(y)[order]
+            w = None if w is None else w[order]
+            full = full_design
+            if (type(full) is Design and not full.sparse and full.X.shape == X.shape
+                    and full.fit_intercept == estimator.fit_intercept
+                    and _same_weights(full.weight, sample_weight)):
+                # the rows of the full fit's X~ (centred, weighted): no pass
+                # to centre the copy (10000 x 15000: 80 ms)
+                base = Design.centred(gather(full.X, dtype, rows=order), full.x_offset, w,
+                                      estimator.fit_intercept)
+            else:
+                base = Design(gather(X, dtype, rows=order), w, estimator.fit_intercept,
+                              copy=False)
+            bounds = np.concatenate([[0], np.cumsum(test.sum(axis=0))])
+            self.tests = [slice(int(bounds[j]), int(bounds[j + 1])) for j in range(len(splits))]
+        else:
+            base = Design(X.astype(dtype) if X.dtype != dtype else X, w, estimator.fit_intercept)
+            self.tests = [np.flatnonzero(test[:, j]) for j in range(len(splits))]
+        # a partition whose folds train on every other row: the rotated layout
+        partition = self.tests if order is not None and np.array_equal(train, ~test) else None
+        self.designs = FoldDesigns(base, train, partition)
+        self.offset, self.response = self.designs.center_y(y)
+        if partition is not None and fold_covariance_pays(
+                base.n_samples, base.n_features, len(splits),
+                max(estimator.max_iter, getattr(estimator, "_horizon", 0)),
+                base.X.dtype.itemsize):
+            self.designs = FoldCovariance(self.designs, self.response, partition)
+        # each fold's step size by the estimator's own rule on its own problem,
+        # with the folds' top eigenvalues from one block of Lanczos processes
+        views = fold_views(self.designs, X, sample_weight, splits, estimator.fit_intercept)
+        iterations = []
+        for view in views:
+            datafit = estimator._make_datafit(view)
+            penalty = estimator._make_penalty(view)
+            setup = estimator._new_setup(view, datafit, penalty)
+            iterations.append(estimator._make_iteration(setup, view, penalty))
+        self.step_sizes = np.array([it.step_size for it in iterations])
+        self.iteration = stacked_iteration(iterations, dtype)
+        if self.iteration is None:
+            raise TypeError(f"The folds of {type(estimator).__name__} cannot run as one block "
+                            "(see skacv.model_selection._kfold.can_stack).")
+        # residuals on a held-out row, in the weighted coordinates, are
+        # sqrt(w_i) (y_i - prediction): their squares are the weighted errors
+        # (n_folds, n_samples), in the block's layout
+        self.test_t = np.take_along_axis(test.T, self.designs.fold_of, axis=0).astype(dtype)
+        self.test_weight = float(test.sum() if w is None else (w @ test).sum())
+        self.state = init_state(self.designs, n_columns=self.designs.n_folds)
+        # x^0 = 0: the residual is the response on every row
+        self.losses = self._held_out_errors(self.state["x"], np.zeros_like(self.response))[None]
+        self.verbose = estimator.verbose
+
+    def advance(self, n_iter):
+        """Continue every fold path to ``n_iter`` steps (if shorter); return
+        :attr:`losses` of iterates ``0..n_iter``."""
+        k0 = self.state["k"]
+        if n_iter > k0:
+            d, it = self.designs, self.iteration
+            new = np.full((n_iter - k0, d.n_folds), np.nan)
+
+            def on_fitted(i, x, P, target):  # a step without extrapolation: X~ x^k is known
+                new[i] = self._held_out_errors(x, P, target)
+
+            paths = None
+            fitted = d.computes_fitted
+            if not fitted or any(it.beta(k) != 0.0 for k in range(k0 + 1, n_iter + 1)):
+                # the other iterates are kept for one block product per fold
+                check_memory(d.n_features * d.n_folds * (n_iter - k0) * d.dtype.itemsize,
+                             f"the fold paths ({d.n_features} x {d.n_folds} x {n_iter - k0})",
+                             "Lower max_iter or use fewer folds. ")
+                paths = np.empty((d.n_features, d.n_folds, n_iter - k0), dtype=d.dtype)
+            with d.workers():
+                run_normal_block(d, self.response, it, n_iter - k0, self.state, paths,
+                                 verbose=self.verbose, on_fitted=on_fitted if fitted else None)
+            missing = np.flatnonzero(np.isnan(new[:, 0]))
+            if missing.size:
+                new[missing] = self._held_out_errors_of(paths[:, :, missing])
+            self.losses = np.concatenate([self.losses[: k0 + 1], new])
+        return self.losses[: n_iter + 1]
+
+    def _held_out_errors(self, x, P, target=None):
+        """Weighted held-out squared errors (shape (n_folds,)) of the iterates
+        ``x`` (shape (n_features, n_folds)) from their fitted values ``P =
+        (X~ x)^T`` on every row, which the fit loop's pass computes anyway
+        (``target``: :meth:`FoldDesigns.target` at ``x``, if known)."""
+        d = self.designs
+        if target is None:
+            target = d.target(self.response, x)
+        if d.layout == "rotated":  # the held-out fold is the last row
+            h = (target[-1] - P[-1]).astype(np.float64)
+            return np.bincount(d.fold_of[-1], weights=h * h, minlength=d.n_folds)
+        R = target - P
+        R *= self.test_t
+        R *= R
+        return np.add.reduce(R, axis=1, dtype=np.float64)
+
+    def _held_out_errors_of(self, paths):
+        """Weighted held-out squared errors of the iterates ``paths`` (shape
+        (n_features, n_folds, n_new)), shape (n_new, n_folds): one block
+        product per fold with its test rows."""
+        d = self.designs
+        response = d.by_fold(self.response)
+        total = np.zeros((paths.shape[2], d.n_folds))
+        for j, rows in enumerate(self.tests):
+            B = paths[:, j, :]
+            if isinstance(rows, slice):  # rows ordered by fold: a view
+                P = d.base.X[rows] @ B
+            else:
+                P = np.asarray(d.base.rows(rows).matvec(B))
+            if d.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
+                P -= d.sqrt_weight[rows, None] * (d.delta[:, j] @ B)[None, :]
+            R = response[j, rows][:, None] - P
+            total[:, j] = np.einsum("it,it->t", R, R, dtype=np.float64)
+        return total
+
+
+def fit_beside(X):
+    """Whether the full-data fit on ``X`` runs its stages beside the stacked
+    folds (:func:`~skacv.utils._parallel.overlapped`, one BLAS thread each: the
+    block's set-up beside the first stage, each later stage beside the
+    folds' passes): when ``X`` is dense, larger than the last-level cache
+    (the full fit's products read memory, and a second BLAS thread adds
+    little to them) and the block's copy is not (its pass runs in one group
+    of panels, :func:`pass_groups`). Measured on a 2-core EPYC (32 MiB
+    last-level cache), the default Lasso early stopping: 2000 x 3000,
+    17-23 % less time (7 paired runs); with ``X`` in the cache (1000 x 1500,
+    2000 x 1000) the full fit loses more than half its speed on one
+    thread: 16-30 % more; at 10000 x 5000 (two groups, then run in turn
+    beside the full fit) ISTA even, FISTA 4-9 % more (its full fit took
+    56 ms a step on one thread against 30 ms on two)."""
+    if sp.issparse(X):
+        return False
+    try:
+        size = _num_samples(X) * _num_features(X)
+    except (TypeError, ValueError):
+        return False  # the full fit's checks say why
+    # the full fit's X: float32 kept, anything else in float64
+    dtype = np.dtype(np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
+    block = size * kfold_dtype(np.empty(0, dtype)).itemsize
+    return size * dtype.itemsize > cache_bytes(3) and pass_groups(block) == 1
+
+
+def fold_steps(n_iter, ratios):
+    """Steps the fold paths need so that iterate ``n_iter`` of the full path
+    has a match in each (:func:`aligned_errors`): ``ceil(n_iter * r)`` for
+    the largest ratio ``r`` (at least ``n_iter``)."""
+    r = max(1.0, float(np.max(ratios))) if len(ratios) else 1.0
+    return int(np.ceil(n_iter * r * (1.0 - 1e-12)))
+
+
+def aligned_errors(curves, ratios, n_path, weight):
+    """K-fold CV along the path, read at the full path's iterates.
+
+    Parameters
+    ----------
+    curves : sequence of ndarray of shape (n_steps_j + 1,)
+        Held-out error of every iterate of fold ``j`` (weighted sum over its
+        held-out rows). A path that stopped early keeps its last value.
+    ratios : ndarray of shape (n_folds,)
+        ``r_j``: iterate ``t`` of the full path is compared with the point
+        ``t * r_j`` of fold ``j``'s path (linear interpolation between its
+        iterates). ``r_j = step_full / step_j`` matches the iterates at the
+        same gradient-flow time ``t * step`` ("time"); ``r_j = 1`` at the
+        same index ("iteration").
+    n_path : int
+        Number of iterates of the full path.
+    weight : float
+        Total weight of the held-out rows.
+
+    Returns
+    -------
+    path : ndarray of shape (n_path,)
+        Mean held-out error per iterate of the full path.
+    """
+    t = np.arange(n_path, dtype=np.float64)
+    total = np.zeros(n_path)
+    for curve, r in zip(curves, ratios, strict=True):
+        curve = np.asarray(curve, dtype=np.float64)
+        total += np.interp(t * r, np.arange(curve.shape[0], dtype=np.float64), curve)
+    return total / weight if weight > 0 else np.full(n_path, np.nan)
+
+
+def _fold_order(X, test):
+    """Rows ordered by held-out fold (stable), or ``None`` unless ``X`` is
+    dense and every row is held out by exactly one fold."""
+    if not isinstance(X, np.ndarray) or not np.all(test.sum(axis=1) == 1):
+        return None
+    return np.argsort(test.argmax(axis=1), kind="stable")
+
+
+def can_stack(estimator):
+    """Whether the folds of ``estimator`` can run as one block: full-batch
+    least squares on the plain design (not mini-batches, preconditioners,
+    robust or logistic losses)."""
+    has = getattr(estimator, "_stacks_folds", None)
+    return bool(has is not None and has())
+
+
+def kfold_dtype(X):
+    """Precision of the stacked folds: the configured ``kfold_dtype``
+    (``"auto"``: float32)."""
+    dtype = get_config().get("kfold_dtype", "auto")
+    if dtype == "auto":
+        return np.dtype(np.float32)
+    return np.dtype(dtype or X.dtype)

@@ -1,0 +1,326 @@
+"""joblib helpers: the caller's configurations and BLAS threads in workers.
+
+:func:`delayed` wraps a function so that it runs under the skacv and
+scikit-learn configurations captured in the calling thread (joblib workers
+are other threads or processes, which start from the defaults), and with at most
+``threads`` BLAS threads, so that ``n_jobs`` workers times BLAS threads
+never exceed the cores (oversubscription slows a 2-core machine down by an
+order of magnitude when another process is busy).
+"""
+
+import contextlib
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import joblib
+import numpy as np
+import scipy.linalg  # noqa: F401  (SciPy's BLAS is loaded before _BLAS looks for it)
+import sklearn
+from threadpoolctl import ThreadpoolController, threadpool_limits
+
+from .._config import config_context, get_config
+
+
+def effective_n_jobs(n_jobs):
+    """Number of workers joblib will use for ``n_jobs``."""
+    return max(1, joblib.effective_n_jobs(n_jobs))
+
+
+def blas_threads_per_worker(n_jobs):
+    """BLAS threads each of ``n_jobs`` workers may use: ``cores // workers``."""
+    cores = os.cpu_count() or 1
+    return max(1, cores // effective_n_jobs(n_jobs))
+
+
+class _Wrapped:
+    def __init__(self, function, config, threads, sklearn_config):
+        self.function, self.config, self.threads = function, config, threads
+        self.sklearn_config = sklearn_config
+
+    def __call__(self, *args, **kwargs):
+        with config_context(**self.config), sklearn.config_context(**self.sklearn_config):
+            if self.threads is None:
+                return self.function(*args, **kwargs)
+            with threadpool_limits(limits=self.threads, user_api="blas"):
+                return self.function(*args, **kwargs)
+
+
+def delayed(function, config=None, threads=None, sklearn_config=None):
+    """``joblib.delayed`` with the skacv and scikit-learn configurations
+    (metadata routing, ``assume_finite``, ...) and a BLAS thread limit.
+
+    Parameters
+    ----------
+    function : callable
+    config : dict, default=None
+        skacv configuration to run under (captured by the caller with
+        :func:`skacv.get_config` in its own thread); ``None`` captures it now.
+    threads : int or None, default=None
+        BLAS threads inside the call (``None``: unchanged).
+    sklearn_config : dict, default=None
+        scikit-learn's (:func:`sklearn.get_config` in the caller's thread: a
+        generator of calls may be consumed by joblib in another thread);
+        ``None`` captures it now.
+    """
+    wrapped = _Wrapped(function, get_config() if config is None else config, threads,
+                       sklearn.get_config() if sklearn_config is None else sklearn_config)
+    return joblib.delayed(wrapped)
+
+
+def parallel(n_jobs, verbose=0, generator=False):
+    """``joblib.Parallel``, as a generator of results in order when asked."""
+    if generator:
+        try:
+            return joblib.Parallel(n_jobs=n_jobs, verbose=verbose, return_as="generator")
+        except TypeError:  # joblib < 1.3
+            pass
+    return joblib.Parallel(n_jobs=n_jobs, verbose=verbose)
+
+
+# the BLAS libraries of this process, found once (at import, after NumPy and
+# SciPy have loaded theirs): finding them walks every loaded library, which
+# is slow and, interrupted by Ctrl-C, prints a traceback from a callback
+_BLAS = ThreadpoolController().select(user_api="blas")
+
+
+def blas_threads():
+    """BLAS threads the process may use now (the smallest limit of the
+    loaded BLAS libraries; 1 if none is found)."""
+    counts = [int(info.get("num_threads") or 1) for info in _BLAS.info()]
+    return max(1, min(counts)) if counts else 1
+
+
+@contextlib.contextmanager
+def column_workers(workers=None):
+    """Run independent groups of columns in threads instead of in BLAS.
+
+    Yields ``run(function, calls)``, which calls ``function(*args)`` for
+    every ``args`` in ``calls`` and waits for all of them (``run.workers``:
+    the number of threads). With ``w > 1``
+    workers (default: the BLAS threads, so that the machine is not
+    oversubscribed) BLAS is limited to one thread inside and the calls run
+    in ``w`` threads: the element-wise work between the products (NumPy
+    runs it in one thread) is then spread too.
+    """
+    workers = blas_threads() if workers is None else int(workers)
+    if workers <= 1:
+        yield _runner(None)
+        return
+    with _BLAS.limit(limits=1), ThreadPoolExecutor(max_workers=workers) as pool:
+        yield _runner(pool, workers)
+
+
+def overlapped(first, second):
+    """``(first(), second())`` with ``first`` in a thread of its own beside
+    ``second`` in the caller's thread, each on one BLAS thread (with two or
+    more BLAS threads to share; else one after the other), under the
+    caller's skacv and scikit-learn configurations (both thread-local). For
+    two computations of similar length that each gain less from a second
+    BLAS thread than from running beside the other (a full-data fit beside
+    the stacked folds' passes). An exception of ``second`` is raised once
+    ``first`` has finished; then ``first``'s own."""
+    if blas_threads() < 2:
+        return first(), second()
+    helper = _Wrapped(first, get_config(), None, sklearn.get_config())
+    with _BLAS.limit(limits=1), ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(helper)
+        try:
+            out = second()
+        finally:
+            wait([future])
+        return future.result(), out
+
+
+def _runner(pool, workers=1):
+    """``run(function, calls)``: every call, in ``pool`` (waiting for all of
+    them) or in turn when ``pool`` is ``None``; ``run.workers`` threads."""
+    if pool is None:
+        def run(function, calls):
+            for args in calls:
+                function(*args)
+
+        run.workers = 1
+        return run
+
+    def run(function, calls):
+        for future in [pool.submit(function, *args) for args in calls]:
+            future.result()
+
+    run.workers = workers
+    return run
+
+
+#: work of fewer flops than this (a few milliseconds) runs with one BLAS
+#: thread (:func:`small_blas`)
+SMALL_BLAS_FLOPS = 1e8
+
+
+@contextlib.contextmanager
+def small_blas(flops):
+    """BLAS limited to one thread for work of about ``flops`` flops when that
+    is below ``SMALL_BLAS_FLOPS``: a multithreaded BLAS wakes its threads at
+    every call, which costs more than small products save (the triangular
+    solves of a memory matrix of 151 x 151: 5 ms a call with two OpenBLAS
+    threads, under 1 ms with one)."""
+    if flops < SMALL_BLAS_FLOPS and blas_threads() > 1:
+        with _BLAS.limit(limits=1):
+            yield
+    else:
+        yield
+
+
+#: dense symmetric factorisations of at most this order run with one BLAS
+#: thread (:func:`factorization_blas`). Measured with OpenBLAS 0.3.31 on a
+#: 2-core machine, right after the small products of a fit, two threads
+#: against one: Cholesky of order 1000 48-76 ms against 12 ms, 2000 0.14 s
+#: against 0.08 s, 3000 even; eigenvalues only (``eigvalsh``) of order 500
+#: 18-26 ms against 15 ms, 700 35 ms against 30 ms, 1000 even (0.05-0.10 s
+#: against 0.07 s), 1400 0.12 s against 0.18 s; eigenpairs (``eigh``) of
+#: order 700 0.12 s against 0.07 s, 1000 0.20 s against 0.18 s, 1400 0.36 s
+#: against 0.46 s
+ONE_THREAD_ORDER = {"cholesky": 2500, "eigvalsh": 800, "eigh": 1000}
+
+
+@contextlib.contextmanager
+def factorization_blas(kind, order):
+    """BLAS limited to one thread for a dense symmetric factorisation
+    (``kind``: ``"cholesky"``, ``"eigvalsh"`` or ``"eigh"``) of order up to
+    ``ONE_THREAD_ORDER[kind]``: LAPACK's threaded versions wait on their
+    threads at every panel, which costs more than they save at these sizes."""
+    if order <= ONE_THREAD_ORDER[kind] and blas_threads() > 1:
+        with _BLAS.limit(limits=1):
+            yield
+    else:
+        yield
+
+
+@contextlib.contextmanager
+def pass_workers(n_groups):
+    """Run a pass made of many small products (panels of rows) in
+    ``n_groups`` independent groups, with BLAS limited to one thread.
+
+    A multithreaded BLAS is slower on small products than one thread (it
+    wakes and joins its threads at every call: 10-30x slower for the
+    stacked folds' panels at 2000 x 3000 to 10000 x 5000 with two OpenBLAS
+    threads on a 2-core machine); the groups run in ``min(n_groups,
+    blas_threads())`` threads of their own instead. Yields ``run(function,
+    calls)`` as :func:`column_workers` does. The groups are the caller's, so
+    the results do not depend on the number of threads.
+    """
+    threads = blas_threads()
+    workers = min(int(n_groups), threads)
+    with _BLAS.limit(limits=1) if threads > 1 else contextlib.nullcontext():
+        if workers <= 1:
+            yield _runner(None)
+            return
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            yield _runner(pool, workers)
+
+
+@contextlib.contextmanager
+def kept_workers(owner, n_groups, attr="_run"):
+    """:func:`pass_workers` kept on ``owner.<attr>`` while inside, so that
+    every pass within (nested uses included) runs on the same threads; a
+    use while they are kept yields them."""
+    run = getattr(owner, attr, None)
+    if run is not None:
+        yield run
+        return
+    with pass_workers(n_groups) as run:
+        setattr(owner, attr, run)
+        try:
+            yield run
+        finally:
+            setattr(owner, attr, None)
+
+
+#: the CPU's data caches where the system does not say (Linux sysfs):
+#: level 2 per core, last level shared
+DEFAULT_CACHE_BYTES = {1: 32 * 2**10, 2: 512 * 2**10, 3: 16 * 2**20}
+#: where Linux describes the first CPU's caches
+CACHE_ROOT = "/sys/devices/system/cpu/cpu0/cache"
+#: the last-level cache counted at most this much per CPU that shares it: a
+#: virtual machine reports the host's whole cache, shared with other
+#: guests (a 2-CPU guest on a Xeon reported 480 MiB; there a pass over a
+#: 200 MB float32 copy of ``X`` ran 1.7x faster in two groups, as from
+#: memory, while 24-96 MB ran even in one or two)
+LAST_LEVEL_PER_CPU_MAX = 32 * 2**20
+
+
+def _count_cpus(text):
+    """CPUs in a Linux CPU list such as ``"0-3,8"``."""
+    count = 0
+    for part in text.strip().split(","):
+        if part:
+            a, _, b = part.partition("-")
+            count += int(b or a) - int(a) + 1
+    return count
+
+
+@functools.lru_cache(maxsize=None)
+def cache_bytes(level):
+    """Size in bytes of the CPU's data (or unified) cache of ``level`` (1 to
+    3) as Linux reports it for the first CPU, else
+    :data:`DEFAULT_CACHE_BYTES`. Sizes the panels of passes over a dense
+    ``X`` that read each panel twice (it should stay in the level-2 cache
+    between the two products) and tells whether ``X`` is read from memory
+    or from the last-level cache (:func:`last_level_share`)."""
+    try:
+        path = _cache_entry(level)
+        if path is not None:
+            with open(os.path.join(path, "size")) as f:
+                text = f.read().strip().upper()
+            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+            size = int(text.rstrip("KMG")) * scale
+            if size > 0:
+                return size
+    except (OSError, ValueError):
+        pass
+    return DEFAULT_CACHE_BYTES.get(level, DEFAULT_CACHE_BYTES[3])
+
+
+def _cache_entry(level):
+    """The sysfs folder of the first CPU's data (or unified) cache of
+    ``level``, or ``None``."""
+    for entry in sorted(os.listdir(CACHE_ROOT)):
+        path = os.path.join(CACHE_ROOT, entry)
+        with open(os.path.join(path, "level")) as f:
+            if int(f.read()) != level:
+                continue
+        with open(os.path.join(path, "type")) as f:
+            if f.read().strip() == "Instruction":
+                continue
+        return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def last_level_share():
+    """The last-level cache (:func:`cache_bytes`) counted at most
+    :data:`LAST_LEVEL_PER_CPU_MAX` per CPU that shares it (Linux sysfs's
+    ``shared_cpu_list``; one CPU where it does not say)."""
+    size = cache_bytes(3)
+    shared = 1
+    try:
+        path = _cache_entry(3)
+        if path is not None:
+            with open(os.path.join(path, "shared_cpu_list")) as f:
+                shared = max(1, _count_cpus(f.read()))
+    except (OSError, ValueError):
+        pass
+    return min(size, shared * LAST_LEVEL_PER_CPU_MAX)
+
+
+def column_groups(n_columns, unit, max_columns, multiple=2):
+    """Slices of ``range(n_columns)`` in whole ``unit``s of at most about
+    ``max_columns`` columns, as even as possible, their number a multiple of
+    ``multiple`` when there are enough units (balanced threads). The groups
+    do not depend on the number of threads, so neither do the results."""
+    units = n_columns // unit
+    if units == 0:
+        return []
+    n_groups = -(-units * unit // max(max_columns, unit))
+    n_groups = min(units, -(-n_groups // multiple) * multiple)
+    bounds = np.linspace(0, units, n_groups + 1).round().astype(int) * unit
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
