@@ -2,13 +2,15 @@
 NumPy's on every layout of views the stacked folds' pass uses, in place,
 and refused (None) where a BLAS call cannot express them."""
 
+import ctypes
 import threading
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from skacv.linalg._blas import gemm_available, gemm_call
+import skacv.linalg._blas as blas_module
+from skacv.linalg._blas import gemm_available, gemm_call, lp64_signature
 
 
 def _view(M, order, pad):
@@ -99,3 +101,76 @@ def test_gemm_call_refuses_what_blas_cannot_take():
     assert gemm_call(np.zeros((3, 2), order="F"), A, B) is None
     assert gemm_call(np.zeros((3, 2)), np.ones((3, 0)), np.ones((0, 2))) is None
     assert gemm_call(np.zeros(3), A, B) is None
+
+
+def _capsule(address, signature):
+    """A PyCapsule holding ``address`` under the name ``signature``."""
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                   ctypes.c_void_p]
+    name = ctypes.create_string_buffer(signature)
+    capsule = new(address, name, None)
+    return capsule, name  # the name's buffer must outlive the capsule
+
+
+def test_only_the_32_bit_interface_is_bound(monkeypatch):
+    """A capsule whose declaration is not the 32-bit-integer ``?gemm`` (an
+    ILP64 SciPy: 64-bit integers) is refused: no binding, NumPy's product."""
+    from scipy.linalg import cython_blas
+
+    real = {name: cython_blas.__pyx_capi__[name] for name in ("sgemm", "dgemm")}
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    signatures = {name: get_name(capsule) for name, capsule in real.items()}
+    assert all(lp64_signature(sig, name) for name, sig in signatures.items())
+    assert lp64_signature(
+        b"void (char *, char *, int *, int *, int *, float *, float *, int *, float *, "
+        b"int *, float *, float *, int *)", "sgemm")
+    ilp64 = signatures["dgemm"].replace(b"int *", b"npy_int64 *")
+    assert not lp64_signature(ilp64, "dgemm")
+    assert not lp64_signature(signatures["dgemm"].replace(b"int *", b"long *", 1), "dgemm")
+    assert not lp64_signature(signatures["sgemm"], "dgemm")  # float where double is due
+    assert not lp64_signature(b"void (char *)", "sgemm")
+    assert not lp64_signature(b"", "sgemm")
+
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                                  ctypes.c_char_p]
+    address = get_pointer(real["dgemm"], signatures["dgemm"])
+    fake, keep = _capsule(address, ilp64)
+
+    class FakeBlas:
+        __pyx_capi__ = {"dgemm": fake, "sgemm": real["sgemm"]}
+
+    monkeypatch.setattr(blas_module, "_cython_blas", FakeBlas)
+    blas_module._gemm_function.cache_clear()
+    try:
+        assert not gemm_available(np.float64) and gemm_available(np.float32)
+        A, B, C = np.ones((3, 4)), np.ones((4, 2)), np.zeros((3, 2))
+        assert gemm_call(C, A, B) is None
+        assert gemm_call(*(M.astype(np.float32) for M in (C, A, B))) is not None
+    finally:
+        monkeypatch.undo()
+        blas_module._gemm_function.cache_clear()
+    del keep
+    assert gemm_available(np.float64)
+
+
+def test_sizes_a_32_bit_int_cannot_hold_are_refused():
+    """A dimension or leading dimension of 2**31 or more would wrap in the
+    ``int`` arguments: refused before any call (the views below are never
+    read)."""
+    base = np.zeros(8)
+    A, B = np.ones((3, 4)), np.ones((4, 2))
+    item = base.itemsize
+    # C with a leading dimension of 2**31 (two rows that far apart)
+    C_wide = np.lib.stride_tricks.as_strided(base, shape=(2, 2), strides=(2**31 * item, item))
+    assert gemm_call(C_wide, np.ones((2, 4)), B) is None
+    A_wide = np.lib.stride_tricks.as_strided(base, shape=(2, 4), strides=(2**31 * item, item),
+                                             writeable=False)
+    assert gemm_call(np.zeros((2, 2)), A_wide, B) is None
+    # one below the limit still binds (the call is prepared, never made)
+    C_edge = np.lib.stride_tricks.as_strided(base, shape=(2, 2),
+                                             strides=((2**31 - 1) * item, item))
+    assert gemm_call(C_edge, np.ones((2, 4)), B) is not None
+    assert gemm_call(np.zeros((3, 2)), A, B) is not None

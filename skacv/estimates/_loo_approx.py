@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._config import check_memory, working_memory_bytes
 from ..linalg._linalg import independent_columns
 from ..utils._parallel import factorization_blas
-from ._loo import removed_weights
+from ._loo_track import removed_weights
 
 _METHODS = ("alo", "ns", "ij")
 

@@ -11,6 +11,12 @@ binds ``C <- alpha A B + beta C`` for fixed arrays to SciPy's BLAS
 which releases the GIL for the whole call; shapes, strides and pointers
 are checked and converted once, so a call costs about a microsecond, and
 ``beta = 1`` accumulates in place (no temporary, no separate sum).
+
+The binding is refused (the caller falls back to NumPy's product) unless
+the capsule's C signature is the 32-bit-integer one this module passes
+(``int *`` for every dimension and leading dimension: an ILP64 build of
+SciPy's BLAS would read them as 64-bit integers), and for any dimension or
+leading dimension of ``2**31`` or more, which a 32-bit ``int`` cannot hold.
 """
 
 import ctypes
@@ -25,6 +31,35 @@ except ImportError:  # pragma: no cover - every supported SciPy has it
 
 _ROUTINES = {np.dtype(np.float32): "sgemm", np.dtype(np.float64): "dgemm"}
 _SCALARS = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
+#: what the ``ctypes.c_int`` arguments below can hold
+INT_LIMIT = 2**31
+
+
+def lp64_signature(signature, name):
+    """Whether ``signature`` (a capsule's C declaration, bytes or str) is the
+    ``?gemm`` of 32-bit integers that :func:`gemm_call` passes: ``void
+    (char *, char *, int *, int *, int *, s *, s *, int *, s *, int *, s *,
+    s *, int *)`` with ``s`` the routine's real type (``float``/``double``,
+    or Cython's typedefs of them ending in ``_s``/``_d``)."""
+    if isinstance(signature, bytes):
+        signature = signature.decode("ascii", "replace")
+    signature = " ".join(signature.split())
+    if not (signature.startswith("void (") and signature.endswith(")")):
+        return False
+    args = [a.strip() for a in signature[len("void ("):-1].split(",")]
+    if len(args) != 13 or ctypes.sizeof(ctypes.c_int) != 4:
+        return False
+    real = {"sgemm": ("float *", "_s *"), "dgemm": ("double *", "_d *")}[name]
+    for i, arg in enumerate(args):
+        if i in (0, 1):
+            ok = arg == "char *"
+        elif i in (2, 3, 4, 7, 9, 12):
+            ok = arg == "int *"
+        else:
+            ok = arg == real[0] or (arg.endswith(real[1]) and "int" not in arg)
+        if not ok:
+            return False
+    return True
 
 
 @functools.lru_cache(maxsize=None)
@@ -40,8 +75,11 @@ def _gemm_function(name):
         get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
         get_pointer.restype = ctypes.c_void_p
         get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-        address = get_pointer(capsule, get_name(capsule))
+        signature = get_name(capsule)
+        address = get_pointer(capsule, signature)
     except (AttributeError, ValueError, OSError):  # pragma: no cover - not CPython
+        return None
+    if not lp64_signature(signature or b"", name):
         return None
     if not address:  # pragma: no cover
         return None
@@ -80,7 +118,8 @@ def _form(M, itemsize):
 def gemm_call(C, A, B, alpha=1.0, beta=0.0):
     """Bind ``C <- alpha A B + beta C`` for these arrays (views included)
     to SciPy's BLAS, or return ``None`` when it cannot (another dtype, no
-    SciPy BLAS, a view without a unit stride).
+    SciPy BLAS or not its 32-bit-integer interface, a view without a unit
+    stride, a dimension or leading dimension of ``2**31`` or more).
 
     Parameters
     ----------
@@ -109,6 +148,8 @@ def gemm_call(C, A, B, alpha=1.0, beta=0.0):
     item = dtype.itemsize
     c_form, a_form, b_form = _form(C, item), _form(A, item), _form(B, item)
     if c_form is None or c_form[0] != "N" or a_form is None or b_form is None:
+        return None
+    if max(m, n, k, c_form[1], a_form[1], b_form[1]) >= INT_LIMIT:
         return None
     # row-major C = A B is the column-major C^T = B^T A^T
     keep = []
