@@ -127,6 +127,18 @@ def test_step_coefficients_and_flags():
     assert not FISTA(0.5, 1.0).is_stationary
     with pytest.raises(ValueError, match="3 entries but max_iter=4"):
         check_schedule([1.0, 0.5, 0.25], 4)
+    # the momentum predicates every consumer asks (fit loop, chains, IACV)
+    for it, extrapolates, heavy_ball in [(gd, False, False), (ISTA(0.5, 1.0), False, False),
+                                         (FISTA(0.5, 1.0), True, False),
+                                         (Nesterov(0.5, momentum=0.5), True, False),
+                                         (HeavyBall(0.5, momentum=0.6), False, True)]:
+        assert it.extrapolates(10) == extrapolates
+        assert it.uses_heavy_ball(10) == heavy_ball
+        assert it.has_momentum(10) == (extrapolates or heavy_ball)
+        assert not it.has_momentum(0)  # no step, no momentum
+    # FISTA's beta_1 = 0: the first step alone does not extrapolate
+    assert not FISTA(0.5, 1.0).extrapolates(1) and FISTA(0.5, 1.0).extrapolates(2)
+    assert FISTA(0.5, 1.0).extrapolates(5, first=2) and not FISTA(0.5, 1.0).extrapolates(1, 1)
     with pytest.raises(ValueError, match="finite non-negative"):
         check_schedule([1.0, -0.5], 2)
 

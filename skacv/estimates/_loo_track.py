@@ -69,7 +69,7 @@ class _Problem:
             self.l1_scale = np.broadcast_to(l1_minus, (self.n,)) / penalty.l1_
         self.pen = penalty.penalized(self.m) if penalty.n_unpenalized else None
         self.sampler = iteration.sampler
-        self.uses_hb = any(iteration.hb(k) != 0.0 for k in range(1, self.T + 1))
+        self.uses_hb = iteration.uses_heavy_ball(self.T)
         self.sw = np.sqrt(self.w)
         self.spectral = None
         self.gram = None

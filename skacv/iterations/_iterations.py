@@ -156,6 +156,22 @@ class Iteration:
         """Extrapolation ``v^k = x^k + beta_k (x^k - x^{k-1})``."""
         return 0.0
 
+    def extrapolates(self, n_steps, first=1):
+        """Whether any of steps ``first..n_steps`` extrapolates (``beta_k != 0``:
+        the gradient is taken at ``v^k != x^k``). The one test of this kind:
+        the fit loop, the memory-matrix chains and the leave-one-out tracker
+        all ask it here."""
+        return any(self.beta(k) != 0.0 for k in range(first, n_steps + 1))
+
+    def uses_heavy_ball(self, n_steps, first=1):
+        """Whether any of steps ``first..n_steps`` adds a heavy-ball term
+        (``hb_k != 0``: the step reads ``x^{k-2}`` too)."""
+        return any(self.hb(k) != 0.0 for k in range(first, n_steps + 1))
+
+    def has_momentum(self, n_steps, first=1):
+        """Extrapolation or heavy ball in any of steps ``first..n_steps``."""
+        return self.extrapolates(n_steps, first) or self.uses_heavy_ball(n_steps, first)
+
     #: clip the extrapolation of non-smooth problems (see
     #: :meth:`extrapolation_coefficients`); set by the momentum classes
     restrict_extrapolation = False

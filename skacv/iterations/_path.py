@@ -264,8 +264,7 @@ def _nonexpansive(iteration, first, last):
     """Whether steps ``first..last`` apply one fixed map without momentum."""
     if iteration.schedule is not None or iteration.sampler is not None:
         return False
-    return all(iteration.hb(k) == 0.0 and iteration.beta(k) == 0.0
-               for k in range(first, last + 1))
+    return not iteration.has_momentum(last, first)
 
 
 # ----------------------------------------------------------------------------
