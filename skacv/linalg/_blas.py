@@ -2,10 +2,10 @@
 
 The stacked folds' pass (:meth:`skacv.model_selection._kfold.FoldDesigns._dense_pass`) takes
 two small products per panel of rows in each of two threads. NumPy's
-``dot`` and ``matmul`` hold the GIL around parts of such calls: on a 2-CPU
-virtual machine, two threads of panels of 13 x 15000 in float32 ran 25 %
-slower than the same work in two processes, each thread waiting on the
-other's hand-over of the GIL several times a panel. :func:`gemm_call`
+``dot`` and ``matmul`` hold the GIL around parts of such calls, so each
+thread waits on the other's hand-over of the GIL several times a panel and
+the two threads run slower than the same work in two processes (figures in
+docs/benchmarks.rst). :func:`gemm_call`
 binds ``C <- alpha A B + beta C`` for fixed arrays to SciPy's BLAS
 (``scipy.linalg.cython_blas``, a public C interface) through ``ctypes``,
 which releases the GIL for the whole call; shapes, strides and pointers

@@ -41,18 +41,16 @@ GRAM_CACHE_SIZE = 2000
 #: and ``X~^T r`` in one pass (:func:`skacv.iterations._path.run_trajectory`)
 FUSE_MIN_BYTES = 64 * 2**20
 #: ... in this many groups of consecutive panels, each summing its own share
-#: of ``X~^T r`` (run in threads, one BLAS thread each: the panels of one
-#: thread read memory slower than two multithreaded products, 109 ms a step
-#: against 78 ms at 10000 x 15000 in float64 on a 2-core machine)
+#: of ``X~^T r`` (run in threads, one BLAS thread each: the panels of a
+#: single thread read memory more slowly than two multithreaded products;
+#: figures in docs/benchmarks.rst)
 FUSE_GROUPS = 2
 
 #: :meth:`Design.columns_product` gathers the columns when there are at most
 #: this share of them (or ``COLUMNS_GATHER_MIN``), else multiplies by the
 #: dense vector: gathering ``m`` columns of a row-major ``X`` reads about ``m``
-#: cache lines per row. Float64, 2 threads, against one full product:
-#: 10000 x 5000, 13 ms, gathering 64 / 128 / 256 / 1024 columns 9 / 13 / 23 /
-#: 73 ms; 2000 x 3000, 1.0 ms, 128 / 256 columns 0.5 / 1.4 ms; 1000 x 1500,
-#: 0.15 ms, 64 / 128 columns 0.08 / 0.15 ms
+#: cache lines per row, so beyond a few dozen columns the full product reads
+#: less (figures in docs/benchmarks.rst)
 COLUMNS_GATHER_SHARE = 1 / 40
 COLUMNS_GATHER_MIN = 32
 
@@ -64,34 +62,27 @@ COVARIANCE_MAX_FEATURES = 2000
 #: ... when it costs less (:func:`covariance_form_pays`): the Gram matrix,
 #: ``2 n p^2`` flops at this many times the speed of a matrix-vector
 #: product (nothing when the design holds it already), plus ``2 p^2`` a
-#: step, against ``4 n p`` a step. 150 steps in float64 on a 2-core EPYC
-#: (``benchmarks/bench_covariance.py``), covariance against ``X`` forced:
-#: 2000 x 1000 1.15-1.27x faster, 2000 x 1500 1.12-1.20x, 10000 x 2000
-#: 2.3-2.6x, 10000 x 1000 3.6-4.4x, 20000 x 200 8.6-9.9x (a factor of 4
-#: left 2000 x 1000 and 10000 x 2000 on the products with ``X``)
+#: step, against ``4 n p`` a step. The Gram matrix is a matrix product
+#: (compute-bound), the steps' products with ``X~`` are matrix-vector
+#: products (memory-bound); a smaller factor kept designs on the products
+#: with ``X`` where the covariance form was faster
+#: (``benchmarks/bench_covariance.py``, figures in docs/benchmarks.rst)
 COVARIANCE_GEMM_ADVANTAGE = 16.0
 
 #: rows of a panel of :meth:`Design.panel_products`: about this many bytes
 #: (beyond a level-2 cache, within the last level's share of a core: fewer,
-#: shorter calls, and the per-panel work of an extrapolating step amortised).
-#: 100 steps in float64, 2-core EPYC (1 MiB level 2 per core, 32 MiB level
-#: 3), Lasso FISTA / ISTA, against two multithreaded products a step:
-#: 10000 x 5000 2.07 / 1.90 s against 3.06 / 3.42 s (256 KiB panels: 4.83 /
-#: 2.56 s; 1 MiB 2.36 / 2.04; 4 MiB 2.14 / 2.03), 10000 x 15000 6.2 / 5.8 s
-#: against 10.0 / 8.6 s, 4000 x 6000 1.22 / 0.94 s against 1.71 / 1.33 s;
-#: on one BLAS thread 4000 x 6000 1.09 / 1.01 s against 1.65 / 1.35 s
-#: (256 KiB panels: 1.92 / 1.14 s)
+#: shorter calls, and the per-panel work of an extrapolating step amortised;
+#: smaller panels made the one-pass FISTA loop slower than two products a
+#: step; figures in docs/benchmarks.rst)
 PANEL_BYTES = 2 * 2**20
 
-#: at most this many rows in a panel of a block of columns (5 columns in
-#: float32, 200 x 100 to 2000 x 1000: 128-224 rows within 5 % of each
-#: other, fewer rows up to 30 % slower, 256 and more 1.5-3x slower; the
-#: same at 20000 x 100 and 20000 x 200) ...
+#: at most this many rows in a panel of a block of columns (the middle of
+#: a flat optimum for a few columns in float32: fewer rows make more calls,
+#: more rows leave the cache; figures in docs/benchmarks.rst) ...
 BLOCK_PANEL_ROWS = 200
 #: ... unless the rows are at most ``NARROW_FEATURES`` long: then up to
-#: ``NARROW_PANEL_ROWS`` (150 steps of 5 folds at 20000 x 8: 90 ms against
-#: 172 ms with 200 rows; at 50000 x 20: 326 against 513 ms; flat at
-#: 20000 x 50)
+#: ``NARROW_PANEL_ROWS`` (short rows make small panels, whose calls cost
+#: more than their products; figures in docs/benchmarks.rst)
 NARROW_FEATURES = 32
 NARROW_PANEL_ROWS = 4096
 
@@ -106,9 +97,8 @@ def block_panel_rows(n_features):
 GATHER_BYTES = 2**20
 #: ... in as many threads as there are BLAS threads from this size of the
 #: copy on: the first touch of fresh memory (page faults, in a virtual machine
-#: also the host's) and the copy itself both scale with the threads (200 MB
-#: of float32 from 10000 x 5000 float64 rows on a 2-core guest: 0.05-0.3 s
-#: in two threads against 0.1-0.56 s in one, from run to run)
+#: also the host's) and the copy itself both scale with the threads (figures
+#: in docs/benchmarks.rst)
 GATHER_THREADS_MIN_BYTES = 16 * 2**20
 
 
@@ -402,9 +392,9 @@ class Design:
         shape ``(K, len(rows))`` (``(X~ b)[rows]^T``) and returns ``r[rows]^T``
         of that shape, the first returned array is ``(X~ b)^T`` of shape
         ``(K, n_samples)``, and ``X~^T r`` is accumulated in place by the
-        BLAS ``gemm`` (``C += A B``): 15 % less time per step than row-major
-        ``(rows, K)`` panels with a separate sum, measured in float32 at
-        6000 x 15000 with 5 columns. Panels of a block have at most
+        BLAS ``gemm`` (``C += A B``: no temporary and no separate sum, less
+        time per step than row-major ``(rows, K)`` panels). Panels of a
+        block have at most
         :func:`block_panel_rows` rows.
         """
         X = self.X

@@ -4,8 +4,8 @@
 scikit-learn configurations captured in the calling thread (joblib workers
 are other threads or processes, which start from the defaults), and with at most
 ``threads`` BLAS threads, so that ``n_jobs`` workers times BLAS threads
-never exceed the cores (oversubscription slows a 2-core machine down by an
-order of magnitude when another process is busy).
+never exceed the cores (oversubscribed threads wait on each other, and
+much more so when another process is busy).
 """
 
 import contextlib
@@ -160,9 +160,8 @@ SMALL_BLAS_FLOPS = 1e8
 def small_blas(flops):
     """BLAS limited to one thread for work of about ``flops`` flops when that
     is below ``SMALL_BLAS_FLOPS``: a multithreaded BLAS wakes its threads at
-    every call, which costs more than small products save (the triangular
-    solves of a memory matrix of 151 x 151: 5 ms a call with two OpenBLAS
-    threads, under 1 ms with one)."""
+    every call, which costs more than small products save (figures in
+    docs/benchmarks.rst)."""
     if flops < SMALL_BLAS_FLOPS and blas_threads() > 1:
         with _BLAS.limit(limits=1):
             yield
@@ -171,14 +170,10 @@ def small_blas(flops):
 
 
 #: dense symmetric factorisations of at most this order run with one BLAS
-#: thread (:func:`factorization_blas`). Measured with OpenBLAS 0.3.31 on a
-#: 2-core machine, right after the small products of a fit, two threads
-#: against one: Cholesky of order 1000 48-76 ms against 12 ms, 2000 0.14 s
-#: against 0.08 s, 3000 even; eigenvalues only (``eigvalsh``) of order 500
-#: 18-26 ms against 15 ms, 700 35 ms against 30 ms, 1000 even (0.05-0.10 s
-#: against 0.07 s), 1400 0.12 s against 0.18 s; eigenpairs (``eigh``) of
-#: order 700 0.12 s against 0.07 s, 1000 0.20 s against 0.18 s, 1400 0.36 s
-#: against 0.46 s
+#: thread (:func:`factorization_blas`): up to these orders a second BLAS
+#: thread cost more than it saved, measured right after the small products
+#: of a fit (the orders depend on the machine; figures in
+#: docs/benchmarks.rst)
 ONE_THREAD_ORDER = {"cholesky": 2500, "eigvalsh": 800, "eigh": 1000}
 
 
@@ -201,10 +196,9 @@ def pass_workers(n_groups):
     ``n_groups`` independent groups, with BLAS limited to one thread.
 
     A multithreaded BLAS is slower on small products than one thread (it
-    wakes and joins its threads at every call: 10-30x slower for the
-    stacked folds' panels at 2000 x 3000 to 10000 x 5000 with two OpenBLAS
-    threads on a 2-core machine); the groups run in ``min(n_groups,
-    blas_threads())`` threads of their own instead. Yields ``run(function,
+    wakes and joins its threads at every call, which costs more than a
+    panel's product; figures in docs/benchmarks.rst); the groups run in
+    ``min(n_groups, blas_threads())`` threads of their own instead. Yields ``run(function,
     calls)`` as :func:`column_workers` does. The groups are the caller's, so
     the results do not depend on the number of threads.
     """
@@ -241,10 +235,9 @@ DEFAULT_CACHE_BYTES = {1: 32 * 2**10, 2: 512 * 2**10, 3: 16 * 2**20}
 #: where Linux describes the first CPU's caches
 CACHE_ROOT = "/sys/devices/system/cpu/cpu0/cache"
 #: the last-level cache counted at most this much per CPU that shares it: a
-#: virtual machine reports the host's whole cache, shared with other
-#: guests (a 2-CPU guest on a Xeon reported 480 MiB; there a pass over a
-#: 200 MB float32 copy of ``X`` ran 1.7x faster in two groups, as from
-#: memory, while 24-96 MB ran even in one or two)
+#: virtual machine reports the host's whole cache, shared with other guests,
+#: so that a copy of ``X`` far beyond this share behaves as if read from
+#: memory (figures in docs/benchmarks.rst)
 LAST_LEVEL_PER_CPU_MAX = 32 * 2**20
 
 
