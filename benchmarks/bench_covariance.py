@@ -6,7 +6,7 @@ product a step) when that costs less than two products with the n x p
 ``X~`` a step plus the Gram matrix (``skacv.linalg._design.covariance_form_pays``).
 This benchmark times, in the same run, each fit with the form the rule
 picks and with the products with ``X`` forced
-(``COVARIANCE_MAX_FEATURES = 0``), prints the ratio and the largest
+(``policy_context(covariance_max_features=0)``), prints the ratio and the largest
 difference of the two paths (relative to the largest coefficient).
 Equicorrelated Gaussian designs (rho = 0.5), ``s = p / 10`` nonzeros.
 
@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-import skacv.linalg._design as design_module
 from skacv import IterativeRidge, TrajectoryLasso
+from skacv._policy import policy_context
 
 ESTIMATORS = {
     "lasso fista": lambda T: TrajectoryLasso(alpha=0.01, max_iter=T, estimate_risk=False),
@@ -59,7 +59,6 @@ def main():
     ap.add_argument("--repeat", type=int, default=2, help="best of this many fits")
     ap.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
     args = ap.parse_args()
-    limit = design_module.COVARIANCE_MAX_FEATURES
     print(f"{'shape':12s} {'estimator':16s} {'form':10s} {'auto s':>8s} {'X s':>8s} "
           f"{'X/auto':>7s} {'path diff':>10s}")
     for shape in args.shapes:
@@ -67,13 +66,9 @@ def main():
         X, y = data(n, p)
         for name in args.estimators:
             make = lambda name=name: ESTIMATORS[name](args.T)  # noqa: E731
-            try:
-                design_module.COVARIANCE_MAX_FEATURES = limit
-                t_auto, auto = timed(make, X, y, args.repeat)
-                design_module.COVARIANCE_MAX_FEATURES = 0
+            t_auto, auto = timed(make, X, y, args.repeat)
+            with policy_context(covariance_max_features=0):
                 t_x, plain = timed(make, X, y, args.repeat)
-            finally:
-                design_module.COVARIANCE_MAX_FEATURES = limit
             diff = (np.abs(auto.coef_path_ - plain.coef_path_).max()
                     / max(np.abs(plain.coef_path_).max(), 1e-300))
             print(f"{shape:12s} {name:16s} {auto._solver_state['form']:10s} {t_auto:8.3f} "

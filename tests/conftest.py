@@ -62,3 +62,16 @@ def float64_folds():
 
     with config_context(kfold_dtype="float64"):
         yield
+
+
+@pytest.fixture
+def speed_policy():
+    """Change skacv's speed policy (:class:`skacv._policy.SpeedPolicy`) for
+    one test: ``speed_policy(covariance_max_features=0)``; every change is
+    undone after the test. The one way tests change a threshold."""
+    import contextlib
+
+    from skacv._policy import policy_context
+
+    with contextlib.ExitStack() as stack:
+        yield lambda **changes: stack.enter_context(policy_context(**changes))

@@ -141,12 +141,12 @@ def test_covariance_path_rule():
     assert not covariance_path_pays(Design(X.astype(np.float32), None, True), 1e-4, 30)
     assert not covariance_path_pays(Design(X[:, :30].T.copy(), None, True), 1e-4, 30)  # p > n
     # the Gram matrix, p / 16 products, against PATH_PRODUCTS_PER_ALPHA per penalty
-    from skacv.linalg._design import COVARIANCE_GEMM_ADVANTAGE
+    from skacv._policy import get_policy
     from skacv.model_selection import _alpha_path as alpha_module
 
     rng = np.random.default_rng(0)
     wide = Design(rng.standard_normal((2000, 1000)), None, True)
-    k = 1000 / COVARIANCE_GEMM_ADVANTAGE / alpha_module.PATH_PRODUCTS_PER_ALPHA  # 6.25
+    k = 1000 / get_policy().covariance_gemm_advantage / alpha_module.PATH_PRODUCTS_PER_ALPHA  # 6.25
     assert covariance_path_pays(wide, 1e-4, int(np.ceil(k)))
     assert not covariance_path_pays(wide, 1e-4, int(np.floor(k)))
     wide.gram(side="features")  # formed already: free

@@ -16,6 +16,7 @@ from skacv import (
     TrajectoryLasso,
     TrajectoryLogisticRegression,
 )
+from skacv._policy import get_policy
 from skacv.exceptions import DivergenceError
 
 LEAST_SQUARES = [
@@ -37,11 +38,11 @@ def _data(seed=0, n=300, p=40):
 
 
 @pytest.fixture
-def products_with_x(monkeypatch):
+def products_with_x(speed_policy, monkeypatch):
     """A switch to the products with X~ (the covariance form never pays)."""
 
     def switch():
-        monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+        speed_policy(covariance_max_features=0)
 
     return switch
 
@@ -83,7 +84,8 @@ def test_covariance_form_gives_the_iterates_and_estimates_of_the_products_with_x
 
 
 @pytest.mark.parametrize("est", LEAST_SQUARES[:3], ids=lambda e: e.solver)
-def test_warm_start_continues_in_its_form_bit_for_bit(est, products_with_x, monkeypatch):
+def test_warm_start_continues_in_its_form_bit_for_bit(speed_policy, est, products_with_x,
+                                                      monkeypatch):
     """A warm start continues the covariance form bit for bit (cold 60 =
     warm 17 + 43), and keeps the form it started in even where the rule
     would now pick the other (the path stays one computation)."""
@@ -99,7 +101,7 @@ def test_warm_start_continues_in_its_form_bit_for_bit(est, products_with_x, monk
     warm.set_params(max_iter=70).fit(X, y)
     assert _form(warm) == "covariance"
     longer = clone(est).set_params(max_iter=70)
-    monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 2000)
+    speed_policy(covariance_max_features=2000)
     assert_array_equal(warm.coef_path_, longer.fit(X, y).coef_path_)
 
 
@@ -109,7 +111,7 @@ def test_the_rule_weighs_the_gram_matrix_against_the_steps():
     steps for the Gram matrix: the products with X~; a design holding the
     Gram matrix already pays back sooner."""
     pays = design_module.covariance_form_pays
-    adv = design_module.COVARIANCE_GEMM_ADVANTAGE
+    adv = get_policy().covariance_gemm_advantage
     X, _, _ = _data(n=400, p=40)
     d = design_module.Design(X, None, True)
     # 2 n p^2 / adv + 2 p^2 T < 4 n p T  <=>  T > n p / (adv (2 n - p))
@@ -246,12 +248,12 @@ def test_risk_and_debiasing_from_the_residuals_products(est, fit_intercept):
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-def test_step_size_from_the_covariance_forms_gram(sparse, monkeypatch):
+def test_step_size_from_the_covariance_forms_gram(speed_policy, sparse, monkeypatch):
     """A fit that will run in the covariance form forms X~^T X~ first and
     takes the step size by Lanczos on it (p x p products, none with X~): an
     upper bound of the top eigenvalue within the Lanczos tolerance, as the
     step size of the X~ loop."""
-    X, y, sw = _data(seed=5, n=900, p=360)  # p above DENSE_EIG_SIZE: Lanczos
+    X, y, sw = _data(seed=5, n=900, p=360)  # p above dense_eig_size: Lanczos
     Xin = sp.csr_matrix(X) if sparse else X
     exact = np.linalg.eigvalsh(design_module.Design(X, sw, True).dense().T
                                @ design_module.Design(X, sw, True).dense())[-1] / sw.sum()
@@ -268,7 +270,7 @@ def test_step_size_from_the_covariance_forms_gram(sparse, monkeypatch):
     assert fit._solver_state["form"] == "covariance"
     assert calls.count("matvec") == 0  # c = X~^T y~ is the only product with X~
     assert exact <= 1 / fit.step_size_ <= exact * (1 + 2 * tol)
-    monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+    speed_policy(covariance_max_features=0)
     ref = clone(est).fit(Xin, y, sample_weight=sw)
     assert ref._solver_state["form"] == "design"
     assert_allclose(fit.step_size_, ref.step_size_, rtol=2 * tol)

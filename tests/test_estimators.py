@@ -285,13 +285,12 @@ def test_empty_and_mismatched_input_raises(Est):
 
 
 @pytest.fixture(params=["covariance", "design"])
-def loop_form(request, monkeypatch):
+def loop_form(speed_policy, request, monkeypatch):
     """The fit loop's products: X~^T X~ (which these small tall designs
     take) or X~ (the covariance form switched off)."""
-    import skacv.linalg._design as design_module
 
     if request.param == "design":
-        monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+        speed_policy(covariance_max_features=0)
     return request.param
 
 
@@ -464,23 +463,40 @@ def test_auto_step_is_inverse_top_eigenvalue(shape, fit_intercept, weighted):
 
 @pytest.mark.parametrize("fmt", ["dense", "csr"])
 @pytest.mark.parametrize("shape", [(300, 120), (120, 300)])
-def test_auto_step_lanczos_branch(monkeypatch, fmt, shape):
-    """Above the dense size, Lanczos (eigsh) on the implicit operator, without
-    forming the Gram matrix; forced here on a small problem."""
+def test_auto_step_lanczos_branch(speed_policy, monkeypatch, fmt, shape):
+    """Above the dense size (one threshold, the speed policy's
+    ``dense_eig_size``, for the design and for ``top_eigenvalue``): Lanczos
+    on the implicit operator, without forming the Gram matrix, its Ritz value
+    inflated into an upper bound; and ``top_eigenvalue`` of a formed matrix
+    above that size is ARPACK's (eigsh). Forced here on a small problem."""
+    import skacv.linalg._design as design_module
+
     X, y, sw = _problem(14, *shape, sparsity=0.3)
     L = _top_eigenvalue(X, sw, True)
-    calls = []
-    real_eigsh = linalg_module.eigsh
+    calls = {"eigsh": 0, "lanczos": 0}
+    real_eigsh, real_lanczos = linalg_module.eigsh, design_module.lanczos_top_eigenvalues
 
-    def spy(*args, **kwargs):
-        calls.append(1)
+    def spy_eigsh(*args, **kwargs):
+        calls["eigsh"] += 1
         return real_eigsh(*args, **kwargs)
 
-    monkeypatch.setattr(linalg_module, "DENSE_EIG_SIZE", 50)
-    monkeypatch.setattr(linalg_module, "eigsh", spy)
+    def spy_lanczos(*args, **kwargs):
+        calls["lanczos"] += 1
+        return real_lanczos(*args, **kwargs)
+
+    speed_policy(dense_eig_size=50)
+    monkeypatch.setattr(linalg_module, "eigsh", spy_eigsh)
+    monkeypatch.setattr(design_module, "lanczos_top_eigenvalues", spy_lanczos)
     est = TrajectoryLasso(max_iter=1, estimate_risk=False).fit(_as_format(X, fmt), y, sw)
-    assert calls, "the Lanczos branch was not used"
-    assert_allclose(1.0 / est.step_size_, L, rtol=1e-6)
+    assert calls["lanczos"] == 1, "the Lanczos branch was not used"
+    tol = design_module.LIPSCHITZ_TOL
+    assert L <= 1.0 / est.step_size_ <= L * (1 + 2 * tol)
+    # top_eigenvalue of a formed matrix above the dense size: ARPACK, exact to its tol
+    w = sw / sw.sum()
+    Xc = X - w @ X
+    G = Xc.T @ (w[:, None] * Xc)
+    assert_allclose(linalg_module.top_eigenvalue(G), L, rtol=1e-6)
+    assert calls["eigsh"] == 1
 
 
 @pytest.mark.usefixtures("float64_chains")
@@ -523,14 +539,16 @@ def test_step_just_above_the_stability_limit_warns(name, loop_form):
 
 
 def test_auto_step_by_lanczos_is_never_too_long():
-    # above DENSE_EIG_SIZE the top eigenvalue comes from Lanczos with a loose
+    # above dense_eig_size the top eigenvalue comes from Lanczos with a loose
     # tolerance, inflated by it: the step is at most 1 / L and within 2e-3 of it
+    from skacv._policy import get_policy
     from skacv.linalg._design import LIPSCHITZ_TOL
-    from skacv.linalg._linalg import DENSE_EIG_SIZE
+
+    dense_eig_size = get_policy().dense_eig_size
 
     rng = np.random.default_rng(0)
-    n = DENSE_EIG_SIZE + 50
-    for p in (n // 2 + DENSE_EIG_SIZE, n + 100):
+    n = dense_eig_size + 50
+    for p in (n // 2 + dense_eig_size, n + 100):
         X = rng.standard_normal((n, p))
         X[:, 1] = X[:, 0] + 0.01 * X[:, 1]  # a near-collinear pair: a separated top
         y = rng.standard_normal(n)
@@ -581,8 +599,8 @@ def test_top_eigenvalue_by_lanczos_stops_at_its_tolerance():
                     rtol=1e-10)
 
 
-def test_top_eigenvalue_by_lanczos_caps_its_basis(monkeypatch):
-    # the basis kept for re-orthogonalisation is capped (BASIS_BYTES): a
+def test_top_eigenvalue_by_lanczos_caps_its_basis(speed_policy, monkeypatch):
+    # the basis kept for re-orthogonalisation is capped (the policy's lanczos_basis_bytes): a
     # process that would need more steps than the cap allows returns nan (the
     # callers then fall back to ARPACK or the fold's own design)
     from skacv.linalg._linalg import lanczos_top_eigenvalues
@@ -599,7 +617,7 @@ def test_top_eigenvalue_by_lanczos_caps_its_basis(monkeypatch):
     theta = lanczos_top_eigenvalues(op, W0, 1e-3)
     needed = len(calls)
     assert 10 < needed < 128 and 2.0 <= theta[0] * (1 + 1e-3)
-    monkeypatch.setattr(linalg_module, "BASIS_BYTES", 8 * 500 * (needed - 1))
+    speed_policy(lanczos_basis_bytes=8 * 500 * (needed - 1))
     calls.clear()
     assert np.isnan(lanczos_top_eigenvalues(op, W0, 1e-3)).all()
     assert len(calls) == needed - 1
@@ -625,7 +643,8 @@ def test_lanczos_stopped_by_until_resumes_as_a_fresh_run():
 
 
 @pytest.mark.parametrize("fuse", [False, True])
-def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(monkeypatch, fuse):
+def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(speed_policy, monkeypatch,
+                                                                       fuse):
     # a common factor gives a well-separated top eigenvalue: the step size
     # takes a handful of passes over X (ARPACK's eigsh took 21), and is
     # still an upper bound within LIPSCHITZ_TOL. If Lanczos does not
@@ -634,7 +653,7 @@ def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(monkeypat
     from skacv.linalg._design import LIPSCHITZ_TOL
 
     if fuse:
-        monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
+        speed_policy(fuse_min_bytes=0)
     rng = np.random.default_rng(4)
     n, p = 420, 360
     X = rng.standard_normal((n, p)) + rng.standard_normal((n, 1))

@@ -16,6 +16,7 @@ from skacv import (
     TrajectoryLasso,
     TrajectoryLogisticRegression,
 )
+from skacv._policy import get_policy
 
 ESTIMATORS = [
     TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0),  # clipped FISTA
@@ -36,27 +37,27 @@ def _data(seed=0, n=150, p=60):
 
 
 @pytest.fixture(autouse=True)
-def products_with_x(monkeypatch):
+def products_with_x(speed_policy, monkeypatch):
     """The loops of this module read X~ (never the covariance form, which
     these small tall designs would otherwise take)."""
-    monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+    speed_policy(covariance_max_features=0)
 
 
 @pytest.fixture
-def fused(monkeypatch):
+def fused(speed_policy, monkeypatch):
     """Every dense design read by panels of 8 rows (an uneven last one)."""
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
-    monkeypatch.setattr(design_module, "PANEL_BYTES", 1)
+    speed_policy(fuse_min_bytes=0)
+    speed_policy(panel_bytes=1)
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
-def test_one_pass_loop_equals_two_pass_loop(est, monkeypatch):
+def test_one_pass_loop_equals_two_pass_loop(speed_policy, est, monkeypatch):
     X, y, sw = _data()
     if isinstance(est, TrajectoryLogisticRegression):
         y = (y > np.median(y)).astype(int)
     ref = clone(est).fit(X, y, sample_weight=sw)
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
-    monkeypatch.setattr(design_module, "PANEL_BYTES", 1)
+    speed_policy(fuse_min_bytes=0)
+    speed_policy(panel_bytes=1)
     one = clone(est).fit(X, y, sample_weight=sw)
     scale = np.abs(ref.coef_path_).max()
     assert_allclose(one.coef_path_, ref.coef_path_, rtol=0, atol=1e-10 * scale)
@@ -111,7 +112,7 @@ def test_block_panel_products(fused):
 
 
 @pytest.mark.parametrize("shape", [(420, 340), (330, 520)])
-def test_one_pass_lipschitz(shape, monkeypatch):
+def test_one_pass_lipschitz(speed_policy, shape, monkeypatch):
     """The step size of a panel-read design (one pass per product, on the
     features' side) is an upper bound of the top eigenvalue of X~^T X~ / n_eff
     within the Lanczos tolerance, as the two-pass operator's."""
@@ -121,7 +122,7 @@ def test_one_pass_lipschitz(shape, monkeypatch):
     sw = rng.uniform(0.2, 2.0, n)
     two_pass = design_module.Design(X, sw, True)
     exact = np.linalg.eigvalsh(two_pass.dense().T @ two_pass.dense())[-1] / two_pass.n_eff
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)
+    speed_policy(fuse_min_bytes=0)
     one_pass = design_module.Design(X, sw, True)
     assert one_pass.fuses
     lip = one_pass.lipschitz()
@@ -145,7 +146,7 @@ def test_design_in_place():
     assert_allclose(d.X, ref.X, rtol=1e-15, atol=1e-15)
 
 
-def test_one_pass_loop_does_not_depend_on_blas_threads(fused, monkeypatch):
+def test_one_pass_loop_does_not_depend_on_blas_threads(speed_policy, fused, monkeypatch):
     """The panels make FUSE_GROUPS fixed groups of rows: with two BLAS
     threads they run in two threads of their own (one BLAS thread each),
     with one in turn, and the iterates are the same bits either way."""
@@ -185,11 +186,11 @@ def test_one_pass_loop_does_not_depend_on_blas_threads(fused, monkeypatch):
     assert_array_equal(two.coef_path_, one.coef_path_)
     assert_array_equal(two.intercept_path_, one.intercept_path_)
     # more BLAS threads than groups: two multithreaded products a step
-    monkeypatch.setattr(design_module, "blas_threads", lambda: design_module.FUSE_GROUPS + 1)
+    monkeypatch.setattr(design_module, "blas_threads", lambda: get_policy().fuse_groups + 1)
     threads.clear()
     many = clone(est).fit(X, y, sample_weight=sw)
     assert not threads
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)
+    speed_policy(fuse_min_bytes=2**62)
     ref = clone(est).fit(X, y, sample_weight=sw)
     assert_array_equal(many.coef_path_, ref.coef_path_)
 
@@ -212,7 +213,7 @@ def test_columns_product(sparse):
         assert_allclose(d.columns_product(J, c), ref[:, J] @ c, rtol=1e-12, atol=1e-12)
 
 
-def test_clipped_fista_path_either_product(monkeypatch):
+def test_clipped_fista_path_either_product(speed_policy, monkeypatch):
     """The fit's fitted values at the extrapolated point, with the clipping
     correction by gathered columns or by a full product: the same path up
     to rounding (corrections of many coordinates occur in the first steps)."""
@@ -231,12 +232,12 @@ def test_clipped_fista_path_either_product(monkeypatch):
 
     monkeypatch.setattr(design_module.Design, "columns_product", spy)
     monkeypatch.setattr(design_module.Design, "matvec", count)
-    monkeypatch.setattr(design_module, "COLUMNS_GATHER_MIN", 10**9)
+    speed_policy(columns_gather_min=10**9)
     gathered = clone(est).fit(X, y, sample_weight=sw)
     n_gathered = len(products)
     assert max(sizes) > 8 and len(sizes) > 10
-    monkeypatch.setattr(design_module, "COLUMNS_GATHER_MIN", 0)
-    monkeypatch.setattr(design_module, "COLUMNS_GATHER_SHARE", 0.0)
+    speed_policy(columns_gather_min=0)
+    speed_policy(columns_gather_share=0.0)
     sizes.clear()
     products.clear()
     full = clone(est).fit(X, y, sample_weight=sw)
@@ -245,7 +246,7 @@ def test_clipped_fista_path_either_product(monkeypatch):
     assert_allclose(full.coef_path_, gathered.coef_path_, rtol=0, atol=1e-10 * scale)
 
 
-def test_one_pass_loop_in_threads_raises_divergence_and_recovers(fused, monkeypatch):
+def test_one_pass_loop_in_threads_raises_divergence_and_recovers(speed_policy, fused, monkeypatch):
     """A step above the stability limit in the two-thread one-pass loop:
     the divergence error leaves the loop (its threads released), and the
     next fit of the same design's data runs as a cold two-pass-equal fit."""
@@ -260,13 +261,13 @@ def test_one_pass_loop_in_threads_raises_divergence_and_recovers(fused, monkeypa
         with pytest.raises(DivergenceError, match="diverge"):
             clone(est).set_params(step_size=5.0 * step).fit(X, y, sample_weight=sw)
         again = clone(est).fit(X, y, sample_weight=sw)
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)
+    speed_policy(fuse_min_bytes=2**62)
     ref = clone(est).fit(X, y, sample_weight=sw)
     scale = np.abs(ref.coef_path_).max()
     assert_allclose(again.coef_path_, ref.coef_path_, rtol=0, atol=1e-10 * scale)
 
 
-def test_warm_starts_switching_between_the_loops(fused, monkeypatch):
+def test_warm_starts_switching_between_the_loops(speed_policy, fused, monkeypatch):
     """Warm starts that alternate the one-pass and the two-pass loop (the
     BLAS threads changed between fits): each continuation takes the gradient
     at its own start, the path that of a cold fit up to rounding (a one-pass
@@ -276,9 +277,9 @@ def test_warm_starts_switching_between_the_loops(fused, monkeypatch):
                           estimate_loo=False)
     cold = clone(est).fit(X, y, sample_weight=sw)
     warm = clone(est).set_params(max_iter=12, warm_start=True).fit(X, y, sample_weight=sw)
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 2**62)  # two products a step
+    speed_policy(fuse_min_bytes=2**62)  # two products a step
     warm.set_params(max_iter=25).fit(X, y, sample_weight=sw)
-    monkeypatch.setattr(design_module, "FUSE_MIN_BYTES", 0)  # one pass again
+    speed_policy(fuse_min_bytes=0)  # one pass again
     warm.set_params(max_iter=40).fit(X, y, sample_weight=sw)
     scale = np.abs(cold.coef_path_).max()
     assert_allclose(warm.coef_path_, cold.coef_path_, rtol=0, atol=1e-10 * scale)

@@ -19,6 +19,7 @@ from skacv import (
     TrajectoryLasso,
     config_context,
 )
+from skacv._policy import get_policy
 from skacv.exceptions import DivergenceError
 from skacv.linalg import _design
 from skacv.linalg._design import Design
@@ -154,10 +155,10 @@ def test_search_gathers_the_folds_from_the_full_design(monkeypatch):
 
 
 @pytest.mark.parametrize("est", ESTIMATORS[:3], ids=lambda e: f"{type(e).__name__}-{e.solver}")
-def test_stacked_folds_of_a_narrow_design(est, monkeypatch):
+def test_stacked_folds_of_a_narrow_design(speed_policy, est, monkeypatch):
     """Rows of at most NARROW_FEATURES values: panels of up to
     NARROW_PANEL_ROWS rows (here 64, so that a pass has several)."""
-    monkeypatch.setattr(_design, "NARROW_PANEL_ROWS", 64)
+    speed_policy(narrow_panel_rows=64)
     assert _design.block_panel_rows(12) == 64 and _design.block_panel_rows(60) == 200
     _form(monkeypatch, "pass")  # which such a design would not take
     X, y, sw = _data(n=300, p=12)
@@ -261,7 +262,7 @@ def test_stacked_folds_errors(monkeypatch):
 
 @pytest.mark.parametrize("n, p", [(420, 340), (440, 600)])
 def test_fold_step_sizes_from_one_block_of_lanczos_processes(n, p):
-    # above DENSE_EIG_SIZE the folds' top eigenvalues come from a block of
+    # above dense_eig_size the folds' top eigenvalues come from a block of
     # Lanczos processes on the stacked products: within the fold fits' own
     # tolerance (LIPSCHITZ_TOL = 1e-3) of their step sizes, and never longer
     # than 1 / lambda_max of the fold's Gram matrix
@@ -303,7 +304,7 @@ def test_kfold_criterion_runs_stacked_folds_in_float32_by_default():
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("fit_intercept", [False, True])
 def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercept):
-    # below DENSE_EIG_SIZE: each fold's top eigenvalue from the Gram matrix of
+    # below dense_eig_size: each fold's top eigenvalue from the Gram matrix of
     # all the rows minus its held-out rows' (features' side) or its training
     # block (samples' side), with its own centring: the fold's own design's
     from skacv.linalg._design import Design
@@ -347,7 +348,7 @@ def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(mon
 
 
 def test_folds_take_exact_step_sizes_where_their_own_designs_do():
-    # 330 x 520: the full design is above DENSE_EIG_SIZE but each fold's
+    # 330 x 520: the full design is above dense_eig_size but each fold's
     # training rows (247-248) are not: its own fit computes its step size
     # exactly (LAPACK), and so do the stacked folds
     rng = np.random.default_rng(5)
@@ -462,7 +463,8 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     assert _kfold.fold_panel_rows(1500, 8) == 65
     assert _kfold.fold_panel_rows(200, 4) == _kfold.FOLD_PANEL_ROWS
     assert _kfold.fold_panel_rows(10**6, 4) == 8
-    assert _kfold.fold_panel_rows(_design.NARROW_FEATURES, 4) == _design.NARROW_PANEL_ROWS
+    policy = get_policy()
+    assert _kfold.fold_panel_rows(policy.narrow_features, 4) == policy.narrow_panel_rows
     # a larger level-2 cache: the products stay within FOLD_PANEL_MAX_PRODUCT
     # (OpenBLAS's small-matrix kernels), 5 columns by default
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2 * 2**20, 3: 32 * 2**20}.get)
@@ -543,7 +545,7 @@ def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
         assert _parallel.cache_bytes(2) == 2**20
         assert _parallel.cache_bytes(3) == 32 * 2**20
         # the share of a guest's view of the host's cache: at most
-        # LAST_LEVEL_PER_CPU_MAX a CPU that shares it (none listed: one)
+        # the policy's last_level_per_cpu_max a CPU that shares it (none listed: one)
         (tmp_path / "index3" / "size").write_text("491520K\n")
         for cpus, count in [(None, 1), ("0-1", 2), ("0,2,4-5", 4), ("3", 1)]:
             if cpus is not None:
@@ -551,15 +553,15 @@ def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
             _parallel.cache_bytes.cache_clear()
             _parallel.last_level_share.cache_clear()
             assert _parallel.cache_bytes(3) == 480 * 2**20
-            assert _parallel.last_level_share() == count * _parallel.LAST_LEVEL_PER_CPU_MAX
+            assert _parallel.last_level_share() == count * get_policy().last_level_per_cpu_max
         (tmp_path / "index3" / "size").write_text("32M\n")
         _parallel.cache_bytes.cache_clear()
         _parallel.last_level_share.cache_clear()
         assert _parallel.last_level_share() == 32 * 2**20
         monkeypatch.setattr(_parallel, "CACHE_ROOT", str(tmp_path / "missing"))
         _parallel.cache_bytes.cache_clear()
-        assert _parallel.cache_bytes(2) == _parallel.DEFAULT_CACHE_BYTES[2]
-        assert _parallel.cache_bytes(3) == _parallel.DEFAULT_CACHE_BYTES[3]
+        assert _parallel.cache_bytes(2) == get_policy().default_cache_bytes[2]
+        assert _parallel.cache_bytes(3) == get_policy().default_cache_bytes[3]
     finally:
         monkeypatch.undo()
         _parallel.cache_bytes.cache_clear()

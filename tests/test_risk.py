@@ -504,11 +504,10 @@ def test_warm_start_resumes_lanczos(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["dense", "dense_weighted", "sparse_weighted"])
-def test_design_columns_of_the_chains(kind, monkeypatch):
+def test_design_columns_of_the_chains(speed_policy, kind, monkeypatch):
     """The restricted design of the chains is ``X~[:, idx]`` in the chains'
     precision, C order, gathered by blocks of rows (here several)."""
     import skacv.estimates._risk_chains as chains
-    import skacv.linalg._design as design_module
     from skacv.linalg._design import Design
 
     rng = np.random.RandomState(0)
@@ -517,7 +516,7 @@ def test_design_columns_of_the_chains(kind, monkeypatch):
     design = Design(sp.csr_matrix(X) if kind.startswith("sparse") else X, w,
                     fit_intercept=kind != "dense")
     idx = rng.permutation(17)[:11]
-    monkeypatch.setattr(design_module, "GATHER_BYTES", 3 * 11 * 8)  # blocks of 3 rows
+    speed_policy(gather_bytes=3 * 11 * 8)  # blocks of 3 rows
     Xs = chains.design_columns(design, idx, np.float32)
     assert Xs.dtype == np.float32 and Xs.flags.c_contiguous
     np.testing.assert_array_equal(Xs, np.asarray(design.columns(idx), dtype=np.float32))
@@ -525,7 +524,7 @@ def test_design_columns_of_the_chains(kind, monkeypatch):
 
 @pytest.mark.parametrize("workers", [2, 3])
 @pytest.mark.parametrize("rows", [None, "permuted"])
-def test_gather_in_threads(monkeypatch, workers, rows):
+def test_gather_in_threads(speed_policy, monkeypatch, workers, rows):
     """Large copies are split into ``workers`` ranges of rows, each copied by
     blocks in a thread of its own: the same array as NumPy's indexing."""
     import skacv.linalg._design as design_module
@@ -534,8 +533,8 @@ def test_gather_in_threads(monkeypatch, workers, rows):
     X = rng.randn(41, 13)
     idx = None if rows is None else rng.permutation(41)[:37]
     cols = rng.permutation(13)[:9]
-    monkeypatch.setattr(design_module, "GATHER_BYTES", 2 * 13 * 8)  # blocks of 2 rows
-    monkeypatch.setattr(design_module, "GATHER_THREADS_MIN_BYTES", 0)
+    speed_policy(gather_bytes=2 * 13 * 8)  # blocks of 2 rows
+    speed_policy(gather_threads_min_bytes=0)
     monkeypatch.setattr(design_module, "blas_threads", lambda: workers)
     used = []
     real = design_module.column_workers
@@ -579,7 +578,7 @@ def test_chains_do_not_depend_on_the_column_groups(solver, monkeypatch):
 
 
 @pytest.mark.parametrize("form", ["design", "covariance"])
-def test_small_corrections_run_on_one_blas_thread(form, monkeypatch):
+def test_small_corrections_run_on_one_blas_thread(speed_policy, form, monkeypatch):
     """The T x T corrections of a small path run on one BLAS thread (a
     multithreaded BLAS wakes its threads at every small call: the triangular
     solves of a 151 x 151 memory matrix took 5 ms with two OpenBLAS threads,
@@ -589,7 +588,6 @@ def test_small_corrections_run_on_one_blas_thread(form, monkeypatch):
     from threadpoolctl import threadpool_limits
 
     import skacv.estimates._risk as risk_module
-    import skacv.linalg._design as design_module
     import skacv.utils._parallel as parallel
 
     seen = []
@@ -601,7 +599,7 @@ def test_small_corrections_run_on_one_blas_thread(form, monkeypatch):
         return real(*args, **kwargs)
 
     if form == "design":
-        monkeypatch.setattr(design_module, "COVARIANCE_MAX_FEATURES", 0)
+        speed_policy(covariance_max_features=0)
     monkeypatch.setattr(risk_module, name, spy)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50, 30))
@@ -611,7 +609,7 @@ def test_small_corrections_run_on_one_blas_thread(form, monkeypatch):
         if parallel.blas_threads() < 2:
             pytest.skip("the BLAS runs one thread only")
         small = est.fit(X, y).risk_path_
-        monkeypatch.setattr(parallel, "SMALL_BLAS_FLOPS", 0)
+        speed_policy(small_blas_flops=0)
         large = clone(est).fit(X, y).risk_path_
     assert seen == [1, 2]
     np.testing.assert_allclose(small, large, rtol=1e-12)

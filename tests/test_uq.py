@@ -510,9 +510,9 @@ def test_a_search_keeps_what_the_intervals_need_with_the_risk_criterion():
     assert np.all(np.abs(searched - own) <= 1e-6 * width[:, None])
 
 
-def test_small_factorisations_run_on_one_blas_thread(monkeypatch):
+def test_small_factorisations_run_on_one_blas_thread(monkeypatch, speed_policy):
     """The Cholesky factor behind precision="empirical" runs on one BLAS
-    thread up to ``ONE_THREAD_ORDER["cholesky"]`` (LAPACK's threaded
+    thread up to the speed policy's ``one_thread_order["cholesky"]`` (LAPACK's threaded
     Cholesky of order 1000 took 48-76 ms with two OpenBLAS threads right
     after a fit, 12 ms with one), on every thread above; the intervals are
     the same."""
@@ -538,7 +538,7 @@ def test_small_factorisations_run_on_one_blas_thread(monkeypatch):
         if parallel.blas_threads() < 2:
             pytest.skip("the BLAS runs one thread only")
         small = est.fit(X, y).coef_confidence_interval(precision="empirical")
-        monkeypatch.setitem(parallel.ONE_THREAD_ORDER, "cholesky", 0)
+        speed_policy(one_thread_order={"cholesky": 0})
         large = clone(est).fit(X, y).coef_confidence_interval(precision="empirical")
     assert seen == [1, 2]
     assert_allclose(small, large, rtol=1e-12)

@@ -27,79 +27,19 @@ import scipy.sparse as sp
 from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
+from .._policy import get_policy
 from ..utils._parallel import blas_threads, column_workers, factorization_blas, kept_workers
-from ._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
+from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
 
 #: relative tolerance of the Lanczos estimate of the top eigenvalue behind
 #: ``step_size="auto"`` (the bound is inflated by it, see ``Design.lipschitz``)
 LIPSCHITZ_TOL = 1e-3
-#: Gram matrices up to this size (32 MiB) are kept in the design's cache once formed
-GRAM_CACHE_SIZE = 2000
-
-#: a dense ``X~`` of at least this many bytes (beyond the caches) is read by
-#: row panels in the fit loop: :meth:`Design.panel_products` takes ``X~ x``
-#: and ``X~^T r`` in one pass (:func:`skacv.iterations._path.run_trajectory`)
-FUSE_MIN_BYTES = 64 * 2**20
-#: ... in this many groups of consecutive panels, each summing its own share
-#: of ``X~^T r`` (run in threads, one BLAS thread each: the panels of a
-#: single thread read memory more slowly than two multithreaded products;
-#: figures in docs/benchmarks.rst)
-FUSE_GROUPS = 2
-
-#: :meth:`Design.columns_product` gathers the columns when there are at most
-#: this share of them (or ``COLUMNS_GATHER_MIN``), else multiplies by the
-#: dense vector: gathering ``m`` columns of a row-major ``X`` reads about ``m``
-#: cache lines per row, so beyond a few dozen columns the full product reads
-#: less (figures in docs/benchmarks.rst)
-COLUMNS_GATHER_SHARE = 1 / 40
-COLUMNS_GATHER_MIN = 32
-
-#: the fit loop of full-batch least squares runs in the covariance form
-#: (:class:`CovarianceForm`: one product with the p x p ``X~^T X~`` a step
-#: instead of two with the n x p ``X~``) for at most this many features,
-#: fewer than the samples ...
-COVARIANCE_MAX_FEATURES = 2000
-#: ... when it costs less (:func:`covariance_form_pays`): the Gram matrix,
-#: ``2 n p^2`` flops at this many times the speed of a matrix-vector
-#: product (nothing when the design holds it already), plus ``2 p^2`` a
-#: step, against ``4 n p`` a step. The Gram matrix is a matrix product
-#: (compute-bound), the steps' products with ``X~`` are matrix-vector
-#: products (memory-bound); a smaller factor kept designs on the products
-#: with ``X`` where the covariance form was faster
-#: (``benchmarks/bench_covariance.py``, figures in docs/benchmarks.rst)
-COVARIANCE_GEMM_ADVANTAGE = 16.0
-
-#: rows of a panel of :meth:`Design.panel_products`: about this many bytes
-#: (beyond a level-2 cache, within the last level's share of a core: fewer,
-#: shorter calls, and the per-panel work of an extrapolating step amortised;
-#: smaller panels made the one-pass FISTA loop slower than two products a
-#: step; figures in docs/benchmarks.rst)
-PANEL_BYTES = 2 * 2**20
-
-#: at most this many rows in a panel of a block of columns (the middle of
-#: a flat optimum for a few columns in float32: fewer rows make more calls,
-#: more rows leave the cache; figures in docs/benchmarks.rst) ...
-BLOCK_PANEL_ROWS = 200
-#: ... unless the rows are at most ``NARROW_FEATURES`` long: then up to
-#: ``NARROW_PANEL_ROWS`` (short rows make small panels, whose calls cost
-#: more than their products; figures in docs/benchmarks.rst)
-NARROW_FEATURES = 32
-NARROW_PANEL_ROWS = 4096
 
 
 def block_panel_rows(n_features):
-    """Most rows in a panel of a block of columns (:data:`BLOCK_PANEL_ROWS`,
-    :data:`NARROW_PANEL_ROWS` for rows of at most :data:`NARROW_FEATURES`)."""
-    return NARROW_PANEL_ROWS if n_features <= NARROW_FEATURES else BLOCK_PANEL_ROWS
-
-
-#: :func:`gather` copies by blocks of rows of about this many bytes of ``X``
-GATHER_BYTES = 2**20
-#: ... in as many threads as there are BLAS threads from this size of the
-#: copy on: the first touch of fresh memory (page faults, in a virtual machine
-#: also the host's) and the copy itself both scale with the threads (figures
-#: in docs/benchmarks.rst)
-GATHER_THREADS_MIN_BYTES = 16 * 2**20
+    """Most rows in a panel of a block of columns (the speed policy's
+    ``block_panel_rows``, ``narrow_panel_rows`` for short rows)."""
+    return get_policy().block_panel_rows_for(n_features)
 
 
 def _sum_in_order(sums):
@@ -123,7 +63,7 @@ def gather(X, dtype, rows=None, cols=None):
     n = X.shape[0] if rows is None else len(rows)
     p = X.shape[1] if cols is None else len(cols)
     out = np.empty((n, p), dtype=dtype)
-    block = max(1, GATHER_BYTES // max(1, p * X.itemsize))
+    block = max(1, get_policy().gather_bytes // max(1, p * X.itemsize))
 
     def copy(start, stop):
         for a in range(start, stop, block):
@@ -131,7 +71,7 @@ def gather(X, dtype, rows=None, cols=None):
             src = X[a:b] if rows is None else X[rows[a:b]]
             out[a:b] = src if cols is None else src.take(cols, axis=1)
 
-    workers = blas_threads() if out.nbytes >= GATHER_THREADS_MIN_BYTES else 1
+    workers = blas_threads() if out.nbytes >= get_policy().gather_threads_min_bytes else 1
     if workers <= 1:
         copy(0, n)
         return out
@@ -338,38 +278,39 @@ class Design:
     @property
     def fuses(self):
         """The fit loop reads ``X~`` by row panels (dense, C-ordered, at least
-        ``FUSE_MIN_BYTES``): two products for one pass over memory. The
-        panels make ``FUSE_GROUPS`` groups of consecutive rows, run in as
+        the speed policy's ``fuse_min_bytes``): two products for one pass over memory. The
+        panels make ``fuse_groups`` groups of consecutive rows, run in as
         many threads as there are BLAS threads, one BLAS thread each
         (:meth:`panel_workers`); the groups are fixed, so the iterates do not
         depend on the number of threads. With more BLAS threads than groups
         the loop takes two multithreaded products a step instead (more
         threads read memory faster than the groups would)."""
-        return (not self.sparse and self.X.nbytes >= FUSE_MIN_BYTES
-                and self.X.flags.c_contiguous and blas_threads() <= FUSE_GROUPS)
+        policy = get_policy()
+        return (not self.sparse and self.X.nbytes >= policy.fuse_min_bytes
+                and self.X.flags.c_contiguous and blas_threads() <= policy.fuse_groups)
 
     def panel_workers(self):
         """Keep the threads of the panel groups for every one-pass product
         inside (a fit loop); a product outside starts its own
         (:func:`~skacv.utils._parallel.kept_workers`, BLAS limited to one thread)."""
-        return kept_workers(self, FUSE_GROUPS, "_panel_run")
+        return kept_workers(self, get_policy().fuse_groups, "_panel_run")
 
     def _run_panel_groups(self, work, calls):
         with self.panel_workers() as run:
             run(work, calls)
 
     def _panel_groups(self, panel_bytes=None, max_rows=None):
-        """The panels (slices of rows) in ``FUSE_GROUPS`` groups of consecutive ones."""
+        """The panels (slices of rows) in ``fuse_groups`` groups of consecutive ones."""
         panels = self._panels(panel_bytes, max_rows)
-        g = max(1, min(FUSE_GROUPS, len(panels)))
+        g = max(1, min(get_policy().fuse_groups, len(panels)))
         bounds = np.linspace(0, len(panels), g + 1).round().astype(int)
         return [panels[bounds[i]:bounds[i + 1]] for i in range(g)]
 
     def panel_rows(self, panel_bytes=None, max_rows=None):
         """Rows of a panel of :meth:`panel_products` (``panel_bytes`` of
-        ``X~``, ``PANEL_BYTES`` by default; at least 8, at most ``max_rows``)."""
+        ``X~``, the policy's ``panel_bytes`` by default; at least 8, at most ``max_rows``)."""
         X = self.X
-        size = PANEL_BYTES if panel_bytes is None else panel_bytes
+        size = get_policy().panel_bytes if panel_bytes is None else panel_bytes
         rows = max(8, size // max(1, X.shape[1] * X.itemsize))
         return rows if max_rows is None else min(rows, max_rows)
 
@@ -385,7 +326,7 @@ class Design:
         their share of ``X~^T r``, added in order after the pass; the sums of
         a vector ``b`` follow :meth:`panel_rmatvec`'s order. ``residual`` is
         called from the groups' threads, on disjoint rows. ``panel_bytes``:
-        size of a panel (``PANEL_BYTES``).
+        size of a panel (the policy's ``panel_bytes``).
 
         ``b`` may be a block of ``K`` columns (shape (n_features, K)); then
         the block is held transposed: ``residual(rows, P)`` receives ``P`` of
@@ -466,9 +407,10 @@ class Design:
         """``X~[:, idx] @ c`` for a few columns ``idx`` (sorted, distinct)
         and ``c`` of shape (len(idx),): the dense columns times ``c``, or
         :meth:`matvec` of ``c`` scattered into a vector of zeros when there
-        are many (:data:`COLUMNS_GATHER_SHARE`)."""
+        are many (the policy's ``columns_gather_share``)."""
         idx = np.asarray(idx)
-        if idx.size > max(COLUMNS_GATHER_MIN, COLUMNS_GATHER_SHARE * self.n_features):
+        policy = get_policy()
+        if idx.size > max(policy.columns_gather_min, policy.columns_gather_share * self.n_features):
             full = np.zeros(self.n_features, dtype=np.result_type(self.dtype, c))
             full[idx] = c
             return self.matvec(full)
@@ -517,7 +459,7 @@ class Design:
         if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache:
             lam = self.gram_eigenvalues()
             return max(float(lam[-1]) if lam.size else 0.0, 0.0)
-        if min(n, p) <= DENSE_EIG_SIZE:  # LAPACK on the smaller Gram matrix (one product)
+        if min(n, p) <= get_policy().dense_eig_size:  # LAPACK on the smaller Gram matrix
             return top_eigenvalue(self.gram(side="auto"))
         G = self.cache.get(("gram", "features")) if p <= n else None
         if G is not None:  # formed already (the covariance form): Lanczos on it
@@ -597,7 +539,7 @@ class Design:
         if side == "auto":
             side = "features" if p <= n else "samples"
         dim = p if side == "features" else n
-        if dim > GRAM_CACHE_SIZE:
+        if dim > get_policy().gram_cache_size:
             return self._gram(side)
         key = ("gram", side)
         if key not in self.cache:  # the step size, exact traces and the debiasing share it
@@ -660,12 +602,13 @@ def max_row_norm2(design):
 def covariance_form_pays(design, n_steps):
     """Whether ``n_steps`` steps of full-batch least squares cost less in
     the :class:`CovarianceForm` of ``design`` (see
-    :data:`COVARIANCE_MAX_FEATURES`, :data:`COVARIANCE_GEMM_ADVANTAGE`)."""
+    the policy's ``covariance_max_features``, ``covariance_gemm_advantage``)."""
     n, p = design.n_samples, design.n_features
-    if n_steps < 1 or p > min(n, COVARIANCE_MAX_FEATURES):
+    policy = get_policy()
+    if n_steps < 1 or p > min(n, policy.covariance_max_features):
         return False
     gram = 0.0 if ("gram", "features") in design.cache else (
-        2.0 * n * p * p / COVARIANCE_GEMM_ADVANTAGE)
+        2.0 * n * p * p / policy.covariance_gemm_advantage)
     return gram + 2.0 * p * p * n_steps < 4.0 * n * p * n_steps
 
 

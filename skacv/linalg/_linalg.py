@@ -9,7 +9,7 @@ top eigenvalue of an operator, the top eigenpairs of a matrix.
   top eigenvalue and :func:`lanczos_top_eigenvalues` into top eigenvalues
   to a relative residual (the step sizes of large designs).
 * :func:`top_eigenvalue` is the largest eigenvalue of a symmetric PSD
-  matrix or operator: LAPACK below :data:`DENSE_EIG_SIZE`, scipy's ARPACK
+  matrix or operator: LAPACK below the speed policy's ``dense_eig_size``, scipy's ARPACK
   (``eigsh``) above.
 * :func:`top_eigh` gives the top eigenpairs (LAPACK subsets or a randomized
   range finder).
@@ -23,13 +23,8 @@ import scipy.linalg as linalg
 from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.utils.extmath import randomized_svd
 
+from .._policy import get_policy
 from ..utils._parallel import factorization_blas
-
-#: below this dimension dense symmetric eigenproblems go to LAPACK
-DENSE_EIG_SIZE = 300
-
-#: memory of the Lanczos basis of :func:`lanczos_top_eigenvalues`
-BASIS_BYTES = 256 * 2**20
 
 #: a column counts as independent of the columns taken before it (in
 #: :func:`independent_columns`) when more than this share of its squared norm
@@ -213,7 +208,7 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):
     Lanczos vectors before it checks).
 
     The Lanczos basis (kept for the re-orthogonalisation) is capped at
-    ``max_bytes`` (``None``: :data:`BASIS_BYTES`; ``np.inf``: no cap):
+    ``max_bytes`` (``None``: the speed policy's ``lanczos_basis_bytes``; ``np.inf``: no cap):
     fewer steps on very long vectors.
 
     Returns
@@ -225,7 +220,7 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):
     """
     dim, m = W0.shape
     out = np.full(m, np.nan)
-    cap = BASIS_BYTES if max_bytes is None else max_bytes
+    cap = get_policy().lanczos_basis_bytes if max_bytes is None else max_bytes
     if np.isfinite(cap):  # the basis kept for the re-orthogonalisation
         max_steps = int(min(max_steps, max(2, int(cap) // (8 * dim * m))))
 
@@ -266,7 +261,7 @@ def top_ritz(state, i):
 def top_eigenvalue(A=None, *, op=None, dim=None, tol=1e-6):
     """Largest eigenvalue of a symmetric PSD matrix ``A`` or operator ``op``.
 
-    Up to :data:`DENSE_EIG_SIZE` the matrix (formed from ``op`` applied to
+    Up to the speed policy's ``dense_eig_size`` the matrix (formed from ``op`` applied to
     the identity, ``op`` accepting blocks of columns) goes to LAPACK; above,
     ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``, relative tolerance
     ``tol``, deterministic start) on the matrix or the operator.
@@ -276,7 +271,7 @@ def top_eigenvalue(A=None, *, op=None, dim=None, tol=1e-6):
         op = A.dot
     if dim == 0:
         return 0.0
-    if dim <= DENSE_EIG_SIZE:
+    if dim <= get_policy().dense_eig_size:
         M = np.asarray(A if A is not None else op(np.eye(dim)), dtype=np.float64)
         M = (M + M.T) / 2
         with factorization_blas("eigvalsh", dim):

@@ -24,7 +24,7 @@ decreasing grid. The Lasso is solved alpha after alpha by FISTA, the skacv
 support, grown by the violators of the optimality conditions) until the
 duality gap of the *full* problem is below the tolerance: the working set
 changes the cost, not the solution. With fewer features than samples (at
-most ``COVARIANCE_MAX_FEATURES``, float64) the working sets run in the
+most the speed policy's ``covariance_max_features``, float64) the working sets run in the
 covariance form (scikit-learn's ``precompute``): products with ``C_WW`` of
 ``C = X~^T X~``, the residual through its quadratic forms, no product with
 the rows of ``X~`` after ``C``. Ridge is solved in closed form from one
@@ -41,12 +41,12 @@ from sklearn.utils import Bunch
 from sklearn.utils.validation import check_X_y
 
 from .._config import check_memory
+from .._policy import get_policy
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._datafits import NormalEquations
 from ..iterations._iterations import FISTA
 from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1
-from ..linalg import _design as design_module
 from ..linalg._design import CovarianceForm, Design, make_design
 from ..linalg._linalg import independent_columns, lanczos_top
 from ..utils._compat import HasMethods, Interval, validate_params
@@ -381,20 +381,20 @@ class _FeatureSpace:
 def covariance_path_pays(design, tol, n_alphas):
     """Whether the Lasso path of ``n_alphas`` penalties runs in the
     covariance form (:class:`_FeatureSpace`, :data:`COVARIANCE_PATH`):
-    float64, at most ``COVARIANCE_MAX_FEATURES`` features, fewer than the
+    float64, at most the speed policy's ``covariance_max_features`` features, fewer than the
     samples, a duality-gap tolerance of at least
     :data:`COVARIANCE_PATH_MIN_TOL` (the quadratic forms of ``||r||^2``
     cancel: their rounding, about ``1e-13 ||y~||^2``, would stall finer
     gaps), and the Gram matrix (``2 n p^2`` flops at
-    ``COVARIANCE_GEMM_ADVANTAGE`` times the speed of a product with ``X~``:
+    ``covariance_gemm_advantage`` times the speed of a product with ``X~``:
     ``p / 16`` products) below :data:`PATH_PRODUCTS_PER_ALPHA` products per
     penalty."""
     n, p = design.n_samples, design.n_features
     if not (COVARIANCE_PATH and design.dtype == np.float64 and tol >= COVARIANCE_PATH_MIN_TOL
-            and p <= min(n, design_module.COVARIANCE_MAX_FEATURES)):
+            and p <= min(n, get_policy().covariance_max_features)):
         return False
     gram = 0.0 if ("gram", "features") in design.cache else (
-        p / design_module.COVARIANCE_GEMM_ADVANTAGE)
+        p / get_policy().covariance_gemm_advantage)
     return gram <= PATH_PRODUCTS_PER_ALPHA * n_alphas
 
 

@@ -41,19 +41,12 @@ import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
 from .._config import check_memory, get_config
+from .._policy import get_policy
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
-from ..linalg import _design as design_module
 from ..linalg._blas import gemm_call
-from ..linalg._design import (
-    LIPSCHITZ_TOL,
-    NARROW_FEATURES,
-    NARROW_PANEL_ROWS,
-    Design,
-    _sum_in_order,
-    gather,
-)
-from ..linalg._linalg import DENSE_EIG_SIZE, lanczos_top_eigenvalues, top_eigenvalue
+from ..linalg._design import LIPSCHITZ_TOL, Design, _sum_in_order, gather
+from ..linalg._linalg import lanczos_top_eigenvalues, top_eigenvalue
 from ..utils._compat import _num_features, _num_samples
 from ..utils._parallel import cache_bytes, kept_workers, last_level_share
 
@@ -61,7 +54,7 @@ from ..utils._parallel import cache_bytes, kept_workers, last_level_share
 #: BLAS thread per group) takes about this share of the level-2 cache
 #: (:func:`~skacv.utils._parallel.cache_bytes`), so that it stays there between
 #: its two products; at most ``FOLD_PANEL_ROWS`` rows, up to
-#: ``NARROW_PANEL_ROWS`` for rows of at most ``NARROW_FEATURES`` values (150
+#: the speed policy's ``narrow_panel_rows`` for rows of at most ``narrow_features`` values (150
 #: steps of 5 folds at 20000 x 8: 90 ms against 172 ms with 200 rows).
 #: Measured on a 2-core EPYC (1 MiB level-2 cache per core, 32 MiB level
 #: 3), a pass of 5 folds in float32: 1000 x 1500, 0.54 ms with 131 rows (768
@@ -137,8 +130,9 @@ def fold_panel_rows(n_features, itemsize=4, n_columns=5):
     """Rows of a panel of the stacked folds' pass (:data:`FOLD_PANEL_CACHE_SHARE`
     of the level-2 cache, products of ``n_columns`` columns of at most
     :data:`FOLD_PANEL_MAX_PRODUCT` multiply-adds)."""
-    if n_features <= NARROW_FEATURES:
-        return NARROW_PANEL_ROWS
+    policy = get_policy()
+    if n_features <= policy.narrow_features:
+        return policy.narrow_panel_rows
     rows = min(int(FOLD_PANEL_CACHE_SHARE * cache_bytes(2)) // (n_features * itemsize),
                FOLD_PANEL_MAX_PRODUCT // (max(1, n_columns) * n_features))
     return max(8, min(FOLD_PANEL_ROWS, rows))
@@ -146,7 +140,7 @@ def fold_panel_rows(n_features, itemsize=4, n_columns=5):
 
 #: the stacked folds run in the covariance form (:class:`FoldCovariance`)
 #: when the folds partition the rows of a dense ``X`` with at most
-#: ``COVARIANCE_MAX_FEATURES`` features, fewer than the samples, and it
+#: the speed policy's ``covariance_max_features`` features, fewer than the samples, and it
 #: costs less (:func:`fold_covariance_pays`): the Gram matrices, ``4 n
 #: p^2`` flops at ``COVARIANCE_GEMM_ADVANTAGE`` times the speed of the
 #: pass, and ``2 K p^2`` a step, each flop of these memory-bound products
@@ -172,9 +166,10 @@ def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
     the covariance form (:data:`FOLD_COVARIANCE`); ``itemsize``: the
     block's precision (the Gram matrices' size against the level-2 cache)."""
     n, p, K = n_samples, n_features, n_folds
-    if not FOLD_COVARIANCE or n_steps < 1 or p > min(n, design_module.COVARIANCE_MAX_FEATURES):
+    policy = get_policy()
+    if not FOLD_COVARIANCE or n_steps < 1 or p > min(n, policy.covariance_max_features):
         return False
-    adv = design_module.COVARIANCE_GEMM_ADVANTAGE
+    adv = policy.covariance_gemm_advantage
     resident = K * p * p * itemsize <= cache_bytes(2)
     step = 2.0 * K * p * p * (1.0 if resident else FOLD_COVARIANCE_STEP_COST) + 2.0 * n * p / adv
     return 4.0 * n * p * p / adv + n_steps * step < n_steps * 2.0 * n * p * (2 * K - 1)
@@ -702,7 +697,7 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
 def small_fold_lipschitz(designs):
     """Every fold's :meth:`~skacv.linalg._design.Design.lipschitz` where the fold's
     own design computes it exactly (LAPACK: its smaller side at most
-    ``DENSE_EIG_SIZE``), from the block's design instead of a copy of each
+    ``dense_eig_size``), from the block's design instead of a copy of each
     fold's rows: one Gram matrix of ``X~`` (centred by the mean of all rows,
     weighted), each fold's that of all rows minus its other rows' (features'
     side) or its training block (samples' side), with the correction of its
@@ -758,9 +753,9 @@ def fold_views(designs, X, sample_weight, splits, fit_intercept):
     (sparse and small, or a Lanczos process not converged) gets its own
     design's :meth:`~skacv.linalg._design.Design.lipschitz` (a copy of its rows)."""
     # exact (LAPACK) where each fold's own design would be: its smaller side
-    # (training rows or features) at most DENSE_EIG_SIZE
+    # (training rows or features) at most the policy's dense_eig_size
     largest = max(len(tr) for tr, _ in splits)
-    if min(largest, designs.n_features) <= DENSE_EIG_SIZE:
+    if min(largest, designs.n_features) <= get_policy().dense_eig_size:
         lips = small_fold_lipschitz(designs)
     else:
         lips = fold_lipschitz(designs)

@@ -20,6 +20,7 @@ import sklearn
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .._config import config_context, get_config
+from .._policy import get_policy
 
 
 def effective_n_jobs(n_jobs):
@@ -151,39 +152,26 @@ def _runner(pool, workers=1):
     return run
 
 
-#: work of fewer flops than this (a few milliseconds) runs with one BLAS
-#: thread (:func:`small_blas`)
-SMALL_BLAS_FLOPS = 1e8
-
-
 @contextlib.contextmanager
 def small_blas(flops):
     """BLAS limited to one thread for work of about ``flops`` flops when that
-    is below ``SMALL_BLAS_FLOPS``: a multithreaded BLAS wakes its threads at
+    is below the speed policy's ``small_blas_flops``: a multithreaded BLAS wakes its threads at
     every call, which costs more than small products save (figures in
     docs/benchmarks.rst)."""
-    if flops < SMALL_BLAS_FLOPS and blas_threads() > 1:
+    if flops < get_policy().small_blas_flops and blas_threads() > 1:
         with _BLAS.limit(limits=1):
             yield
     else:
         yield
 
 
-#: dense symmetric factorisations of at most this order run with one BLAS
-#: thread (:func:`factorization_blas`): up to these orders a second BLAS
-#: thread cost more than it saved, measured right after the small products
-#: of a fit (the orders depend on the machine; figures in
-#: docs/benchmarks.rst)
-ONE_THREAD_ORDER = {"cholesky": 2500, "eigvalsh": 800, "eigh": 1000}
-
-
 @contextlib.contextmanager
 def factorization_blas(kind, order):
     """BLAS limited to one thread for a dense symmetric factorisation
     (``kind``: ``"cholesky"``, ``"eigvalsh"`` or ``"eigh"``) of order up to
-    ``ONE_THREAD_ORDER[kind]``: LAPACK's threaded versions wait on their
+    the speed policy's ``one_thread_order[kind]``: LAPACK's threaded versions wait on their
     threads at every panel, which costs more than they save at these sizes."""
-    if order <= ONE_THREAD_ORDER[kind] and blas_threads() > 1:
+    if order <= get_policy().one_thread_order[kind] and blas_threads() > 1:
         with _BLAS.limit(limits=1):
             yield
     else:
@@ -229,16 +217,8 @@ def kept_workers(owner, n_groups, attr="_run"):
             setattr(owner, attr, None)
 
 
-#: the CPU's data caches where the system does not say (Linux sysfs):
-#: level 2 per core, last level shared
-DEFAULT_CACHE_BYTES = {1: 32 * 2**10, 2: 512 * 2**10, 3: 16 * 2**20}
 #: where Linux describes the first CPU's caches
 CACHE_ROOT = "/sys/devices/system/cpu/cpu0/cache"
-#: the last-level cache counted at most this much per CPU that shares it: a
-#: virtual machine reports the host's whole cache, shared with other guests,
-#: so that a copy of ``X`` far beyond this share behaves as if read from
-#: memory (figures in docs/benchmarks.rst)
-LAST_LEVEL_PER_CPU_MAX = 32 * 2**20
 
 
 def _count_cpus(text):
@@ -255,7 +235,7 @@ def _count_cpus(text):
 def cache_bytes(level):
     """Size in bytes of the CPU's data (or unified) cache of ``level`` (1 to
     3) as Linux reports it for the first CPU, else
-    :data:`DEFAULT_CACHE_BYTES`. Sizes the panels of passes over a dense
+    the speed policy's ``default_cache_bytes``. Sizes the panels of passes over a dense
     ``X`` that read each panel twice (it should stay in the level-2 cache
     between the two products) and tells whether ``X`` is read from memory
     or from the last-level cache (:func:`last_level_share`)."""
@@ -270,7 +250,8 @@ def cache_bytes(level):
                 return size
     except (OSError, ValueError):
         pass
-    return DEFAULT_CACHE_BYTES.get(level, DEFAULT_CACHE_BYTES[3])
+    default = get_policy().default_cache_bytes
+    return default.get(level, default[3])
 
 
 def _cache_entry(level):
@@ -291,7 +272,7 @@ def _cache_entry(level):
 @functools.lru_cache(maxsize=None)
 def last_level_share():
     """The last-level cache (:func:`cache_bytes`) counted at most
-    :data:`LAST_LEVEL_PER_CPU_MAX` per CPU that shares it (Linux sysfs's
+    the speed policy's ``last_level_per_cpu_max`` per CPU that shares it (Linux sysfs's
     ``shared_cpu_list``; one CPU where it does not say)."""
     size = cache_bytes(3)
     shared = 1
@@ -302,7 +283,7 @@ def last_level_share():
                 shared = max(1, _count_cpus(f.read()))
     except (OSError, ValueError):
         pass
-    return min(size, shared * LAST_LEVEL_PER_CPU_MAX)
+    return min(size, shared * get_policy().last_level_per_cpu_max)
 
 
 def column_groups(n_columns, unit, max_columns, multiple=2):

@@ -1,0 +1,168 @@
+"""The speed policy: every cost model, threshold and machine constant that
+chooses *how* skacv computes something, in one frozen dataclass.
+
+Nothing here changes a result beyond rounding: each field picks between
+implementations that compute the same numbers (a covariance form or the
+products with ``X``, one pass over row panels or two products, LAPACK or
+Lanczos, one BLAS thread or several, panel and block sizes). The statistics
+themselves (probes, tolerances, criteria) are estimator parameters or live
+with their math.
+
+The engines read the policy in force with :func:`get_policy`; tests and
+benchmarks change it for a block with :func:`policy_context` (the test suite
+through its ``speed_policy`` fixture), never by patching module globals. The
+policy is process-wide, not thread-local, so that the threads a computation
+starts see the policy of the caller. The measurements behind the defaults
+are in ``docs/benchmarks.rst`` ("Measurements behind the speed policy").
+"""
+
+import contextlib
+import dataclasses
+import threading
+from types import MappingProxyType
+
+__all__ = ["SpeedPolicy", "get_policy", "policy_context"]
+
+
+def _frozen(mapping):
+    return dataclasses.field(default_factory=lambda: MappingProxyType(dict(mapping)))
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedPolicy:
+    """Thresholds and sizes that choose between equal computations.
+
+    Sizes are in bytes, work in flops.
+
+    Attributes
+    ----------
+    gram_cache_size : int
+        Gram matrices up to this order are kept in the design's cache once
+        formed (:meth:`skacv.linalg._design.Design.gram`).
+    fuse_min_bytes : int
+        A dense ``X~`` of at least this many bytes is read by row panels in
+        the fit loop: one pass over memory for ``X~ x`` and ``X~^T r``
+        (:meth:`~skacv.linalg._design.Design.panel_products`).
+    fuse_groups : int
+        ... in this many groups of consecutive panels, run in threads with
+        one BLAS thread each (one group reads memory more slowly than two
+        multithreaded products).
+    panel_bytes : int
+        Bytes of ``X~`` in a panel of those passes: beyond a level-2 cache,
+        within the last level's share of a core.
+    columns_gather_share, columns_gather_min : float, int
+        :meth:`~skacv.linalg._design.Design.columns_product` gathers the
+        columns when there are at most this share of them (or this many),
+        else multiplies by the dense vector: gathering ``m`` columns of a
+        row-major ``X`` reads about ``m`` cache lines per row.
+    covariance_max_features : int
+        The fit loop of full-batch least squares (and the folds and the
+        alpha path) may run in the covariance form, one product with the p x
+        p ``X~^T X~`` a step instead of two with the n x p ``X~``, for at
+        most this many features, fewer than the samples ...
+    covariance_gemm_advantage : float
+        ... when it costs less: the Gram matrix's ``2 n p^2`` flops count at
+        this many times the speed of a matrix-vector product (a matrix
+        product is compute-bound, the steps' products memory-bound).
+    block_panel_rows : int
+        At most this many rows in a panel of a block of a few columns ...
+    narrow_features, narrow_panel_rows : int
+        ... unless the rows are at most ``narrow_features`` long: then up to
+        ``narrow_panel_rows`` (short rows make small panels whose calls cost
+        more than their products).
+    gather_bytes : int
+        :func:`skacv.linalg._design.gather` copies by blocks of rows of about
+        this many bytes of ``X`` ...
+    gather_threads_min_bytes : int
+        ... in as many threads as there are BLAS threads from this size of
+        the copy on (first touch of fresh memory scales with the threads).
+    small_blas_flops : float
+        Work of fewer flops runs with one BLAS thread
+        (:func:`skacv.utils._parallel.small_blas`): waking the threads costs
+        more than small products save.
+    one_thread_order : mapping of str to int
+        Dense symmetric factorisations (``"cholesky"``, ``"eigvalsh"``,
+        ``"eigh"``) of at most this order run with one BLAS thread
+        (:func:`skacv.utils._parallel.factorization_blas`).
+    default_cache_bytes : mapping of int to int
+        The CPU's data cache of each level (1, 2 per core, 3 shared) where
+        the system does not say.
+    last_level_per_cpu_max : int
+        The last-level cache counted at most this much per CPU that shares
+        it (a virtual machine reports the host's whole cache).
+    dense_eig_size : int
+        Dense symmetric eigenproblems up to this dimension go to LAPACK,
+        larger ones to Lanczos (:func:`skacv.linalg._linalg.top_eigenvalue`
+        and every step-size and spectrum computation).
+    lanczos_basis_bytes : int
+        Memory of the Lanczos basis of
+        :func:`skacv.linalg._linalg.lanczos_top_eigenvalues`.
+    """
+
+    gram_cache_size: int = 2000
+    fuse_min_bytes: int = 64 * 2**20
+    fuse_groups: int = 2
+    panel_bytes: int = 2 * 2**20
+    columns_gather_share: float = 1 / 40
+    columns_gather_min: int = 32
+    covariance_max_features: int = 2000
+    covariance_gemm_advantage: float = 16.0
+    block_panel_rows: int = 200
+    narrow_features: int = 32
+    narrow_panel_rows: int = 4096
+    gather_bytes: int = 2**20
+    gather_threads_min_bytes: int = 16 * 2**20
+    small_blas_flops: float = 1e8
+    one_thread_order: MappingProxyType = _frozen({"cholesky": 2500, "eigvalsh": 800,
+                                                  "eigh": 1000})
+    default_cache_bytes: MappingProxyType = _frozen({1: 32 * 2**10, 2: 512 * 2**10,
+                                                     3: 16 * 2**20})
+    last_level_per_cpu_max: int = 32 * 2**20
+    dense_eig_size: int = 300
+    lanczos_basis_bytes: int = 256 * 2**20
+
+    def block_panel_rows_for(self, n_features):
+        """Most rows in a panel of a block of columns of rows ``n_features`` long."""
+        if n_features <= self.narrow_features:
+            return self.narrow_panel_rows
+        return self.block_panel_rows
+
+
+_lock = threading.Lock()
+_policy = SpeedPolicy()
+
+
+def get_policy():
+    """The :class:`SpeedPolicy` in force."""
+    return _policy
+
+
+@contextlib.contextmanager
+def policy_context(**changes):
+    """Change fields of the speed policy within a ``with`` block.
+
+    Mappings (``one_thread_order``, ``default_cache_bytes``) are merged into
+    the current ones. An unknown field raises ``TypeError``.
+
+    Examples
+    --------
+    >>> from skacv._policy import get_policy, policy_context
+    >>> with policy_context(covariance_max_features=0):
+    ...     get_policy().covariance_max_features
+    0
+    >>> get_policy().covariance_max_features
+    2000
+    """
+    global _policy
+    current = _policy
+    for name in ("one_thread_order", "default_cache_bytes"):
+        if name in changes:
+            changes[name] = MappingProxyType({**getattr(current, name), **changes[name]})
+    new = dataclasses.replace(current, **changes)
+    with _lock:
+        _policy = new
+    try:
+        yield new
+    finally:
+        with _lock:
+            _policy = current
