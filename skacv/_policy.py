@@ -97,6 +97,36 @@ class SpeedPolicy:
     lanczos_basis_bytes : int
         Memory of the Lanczos basis of
         :func:`skacv.linalg._linalg.lanczos_top_eigenvalues`.
+    fold_panel_cache_share, fold_panel_max_product, fold_panel_rows : float, int, int
+        Rows of a panel of the stacked folds' pass
+        (:func:`skacv.model_selection._kfold.fold_panel_rows`): this share of
+        the level-2 cache, products of at most this many multiply-adds
+        (BLAS's small-matrix kernels take them without packing their
+        operands), at most this many rows.
+    pass_groups : int
+        The panels of a pass make this many groups of consecutive rows, each
+        with its own sum of the gradient, run in threads ...
+    pass_groups_min_bytes : int or None
+        ... when the block's copy of ``X`` has more bytes than this; ``None``:
+        than the last-level cache's share holds (read from memory the groups
+        share the bandwidth well, from the cache they do not).
+    prepared_products : bool
+        The pass's products are prepared once per block for SciPy's BLAS and
+        called without the GIL (:func:`skacv.linalg._blas.gemm_call`);
+        ``False``: NumPy's products (the GIL's hand-overs between the
+        groups' threads cost more than small products).
+    fold_covariance : bool
+        The stacked folds may run in the covariance form
+        (:class:`skacv.model_selection._kfold.FoldCovariance`) where it costs
+        less (:func:`skacv.model_selection._kfold.fold_covariance_pays`) ...
+    fold_covariance_step_cost : float
+        ... each flop of its memory-bound p x p products counted this many
+        times unless the Gram matrices fit in the level-2 cache.
+    rotated_min_bytes, rotated_min_features : int
+        Smallest dense copy of ``X`` and fewest features whose folds run in
+        the ``"rotated"`` layout (:class:`skacv.model_selection._kfold.FoldDesigns`:
+        no mask, the gradient product over the training folds only; short
+        rows make long panels that stop at the folds' boundaries).
     """
 
     gram_cache_size: int = 2000
@@ -120,6 +150,16 @@ class SpeedPolicy:
     last_level_per_cpu_max: int = 32 * 2**20
     dense_eig_size: int = 300
     lanczos_basis_bytes: int = 256 * 2**20
+    fold_panel_cache_share: float = 0.75
+    fold_panel_max_product: int = 10**6
+    fold_panel_rows: int = 256
+    pass_groups: int = 2
+    pass_groups_min_bytes: int | None = None
+    prepared_products: bool = True
+    fold_covariance: bool = True
+    fold_covariance_step_cost: float = 4.0
+    rotated_min_bytes: int = 2**20
+    rotated_min_features: int = 64
 
     def block_panel_rows_for(self, n_features):
         """Most rows in a panel of a block of columns of rows ``n_features`` long."""

@@ -59,14 +59,14 @@ def _by_hand(est, X, y, sw, splits):
     return np.array(errors).T, np.array(steps)
 
 
-def _layout(monkeypatch, layout):
+def _layout(speed_policy, monkeypatch, layout):
     """Dense folds that partition the rows in the given layout of
     :class:`skacv.model_selection._kfold.FoldDesigns` ("rotated" is chosen from a size on)."""
-    monkeypatch.setattr(_kfold, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
-    monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
+    speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf)
+    speed_policy(rotated_min_features=0)
     # several panels of rows in two groups, as on a large design
-    monkeypatch.setattr(_kfold, "FOLD_PANEL_ROWS", 16)
-    monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)  # two groups from any size
+    speed_policy(fold_panel_rows=16)
+    speed_policy(pass_groups_min_bytes=0)  # two groups from any size
     _form(monkeypatch, "pass")  # (small Gram matrices would take the covariance form)
 
 
@@ -80,11 +80,12 @@ def _form(monkeypatch, form):
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("X_kind", ["folds", "rotated", "sparse"])
 @pytest.mark.parametrize("form", ["pass", "covariance"])
-def test_stacked_folds_equal_separate_fold_fits(est, weighted, X_kind, form, monkeypatch):
+def test_stacked_folds_equal_separate_fold_fits(speed_policy,
+                                                est, weighted, X_kind, form, monkeypatch):
     X, y, sw = _data()
     sw = sw if weighted else None
     sparse = X_kind == "sparse"
-    _layout(monkeypatch, X_kind)
+    _layout(speed_policy, monkeypatch, X_kind)
     _form(monkeypatch, form)
     Xs = sp.csr_matrix(X) if sparse else X
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
@@ -101,14 +102,14 @@ def test_stacked_folds_equal_separate_fold_fits(est, weighted, X_kind, form, mon
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_stacked_folds_from_the_full_fits_design(est, weighted, layout, monkeypatch):
+def test_stacked_folds_from_the_full_fits_design(speed_policy, est, weighted, layout, monkeypatch):
     """The block's copy of X gathered from the full fit's centred, weighted
     X~ (``full_design``, what TrajectoryEarlyStoppingCV passes after the
     full fit) is the block built from X: the same rows, centring and
     weights, and the fold paths of separate fold fits."""
     X, y, sw = _data(seed=3)
     sw = sw + 0.5 if weighted else None
-    _layout(monkeypatch, layout)
+    _layout(speed_policy, monkeypatch, layout)
     splits = list(KFold(4, shuffle=True, random_state=1).split(X))
     fit = {} if sw is None else {"sample_weight": sw}
     design = clone(est).set_params(warm_start=True).fit(X, y, **fit)._warm_design
@@ -186,9 +187,10 @@ def test_stacked_folds_any_splits(splitter):
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
 @pytest.mark.parametrize("form", ["pass", "covariance"])
-def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(layout, form,
+def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(speed_policy,
+                                                                           layout, form,
                                                                            monkeypatch):
-    _layout(monkeypatch, layout)
+    _layout(speed_policy, monkeypatch, layout)
     _form(monkeypatch, form)
     X, y, sw = _data()
     splits = list(KFold(5, shuffle=True, random_state=1).split(X))
@@ -237,8 +239,8 @@ def test_which_estimators_stack():
                              np.float64) is None
 
 
-def test_stacked_folds_errors(monkeypatch):
-    _layout(monkeypatch, "rotated")
+def test_stacked_folds_errors(speed_policy, monkeypatch):
+    _layout(speed_policy, monkeypatch, "rotated")
     X, y, sw = _data()
     splits = list(KFold(3).split(X))
     w = np.ones(len(y))
@@ -327,7 +329,8 @@ def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercep
     assert small_fold_lipschitz(designs(sp.csr_matrix(X))) is None
 
 
-def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(monkeypatch):
+def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(speed_policy,
+                                                                             monkeypatch):
     """In the covariance form the folds' Gram matrices are formed already:
     the step sizes come from them (the copy of X is not read again) and
     equal each fold's own design's."""
@@ -335,7 +338,7 @@ def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(mon
     from skacv.model_selection._kfold import small_fold_lipschitz
 
     X, y, sw = _data(seed=6)
-    _layout(monkeypatch, "rotated")
+    _layout(speed_policy, monkeypatch, "rotated")
     _form(monkeypatch, "covariance")
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
@@ -365,7 +368,8 @@ def test_folds_take_exact_step_sizes_where_their_own_designs_do():
 @pytest.mark.parametrize("fit_intercept", [False, True])
 @pytest.mark.parametrize("n_splits", [2, 4])
 @pytest.mark.parametrize("products", ["prepared", "numpy"])
-def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercept, n_splits,
+def test_block_pass_is_each_folds_own_residual_and_gradient(speed_policy, X_kind, fit_intercept,
+                                                            n_splits,
                                                             products, monkeypatch):
     """One pass of the block (held transposed, in either layout, from 2
     folds on, its products prepared for SciPy's BLAS or NumPy's): the fitted
@@ -379,8 +383,8 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercep
     splits = list(KFold(n_splits, shuffle=True, random_state=2).split(X))
     est = clone(ESTIMATORS[2]).set_params(fit_intercept=fit_intercept)
     sparse = X_kind == "sparse"
-    _layout(monkeypatch, X_kind)
-    monkeypatch.setattr(_kfold, "PREPARED_PRODUCTS", products == "prepared")
+    _layout(speed_policy, monkeypatch, X_kind)
+    speed_policy(prepared_products=products == "prepared")
     Xs = sp.csr_matrix(X) if sparse else X
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
     d = folds.designs
@@ -422,13 +426,13 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(X_kind, fit_intercep
     assert np.all(np.isnan(P2[train:]))
 
 
-def test_block_pass_prepares_every_group_or_none(monkeypatch):
+def test_block_pass_prepares_every_group_or_none(speed_policy, monkeypatch):
     """When the products of one group of panels cannot be prepared for
     SciPy's BLAS, every group takes NumPy's (the target is laid out once for
     all groups): the pass is the one with every group prepared."""
     X, y, _ = _data(seed=4)
     splits = list(KFold(3, shuffle=True, random_state=2).split(X))
-    _layout(monkeypatch, "rotated")
+    _layout(speed_policy, monkeypatch, "rotated")
     folds = StackedFolds(clone(ESTIMATORS[2]), X, y, None, splits, np.dtype(np.float64))
     d = folds.designs
     V = np.random.default_rng(0).standard_normal((X.shape[1], len(splits)))
@@ -451,7 +455,7 @@ def test_block_pass_prepares_every_group_or_none(monkeypatch):
     assert_allclose(rss, ref[2], rtol=1e-12)
 
 
-def test_fold_panels_fit_the_level_2_cache(monkeypatch):
+def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     """A panel of the pass holds about FOLD_PANEL_CACHE_SHARE of the level-2
     cache, its products at most FOLD_PANEL_MAX_PRODUCT multiply-adds (at
     least 8 rows, at most FOLD_PANEL_ROWS; many rows for narrow designs),
@@ -461,14 +465,14 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
     assert _kfold.fold_panel_rows(1500, 4) == int(0.75 * 2**20) // 6000 == 131
     assert _kfold.fold_panel_rows(1500, 8) == 65
-    assert _kfold.fold_panel_rows(200, 4) == _kfold.FOLD_PANEL_ROWS
+    assert _kfold.fold_panel_rows(200, 4) == get_policy().fold_panel_rows
     assert _kfold.fold_panel_rows(10**6, 4) == 8
     policy = get_policy()
     assert _kfold.fold_panel_rows(policy.narrow_features, 4) == policy.narrow_panel_rows
     # a larger level-2 cache: the products stay within FOLD_PANEL_MAX_PRODUCT
     # (OpenBLAS's small-matrix kernels), 5 columns by default
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2 * 2**20, 3: 32 * 2**20}.get)
-    assert _kfold.FOLD_PANEL_MAX_PRODUCT == 10**6
+    assert get_policy().fold_panel_max_product == 10**6
     assert _kfold.fold_panel_rows(5000, 4) == 10**6 // 25000 == 40
     assert _kfold.fold_panel_rows(5000, 4, n_columns=4) == 10**6 // 20000 == 50
     assert _kfold.fold_panel_rows(15000, 4, n_columns=5) == 13
@@ -480,10 +484,10 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
     monkeypatch.setattr(_kfold, "last_level_share", lambda: 32 * 2**20)
     assert _kfold.pass_groups(32 * 2**20) == 1
-    assert _kfold.pass_groups(32 * 2**20 + 1) == _kfold.PASS_GROUPS
-    monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", 0)
-    assert _kfold.pass_groups(1) == _kfold.PASS_GROUPS
-    monkeypatch.setattr(_kfold, "PASS_GROUPS_MIN_BYTES", None)
+    assert _kfold.pass_groups(32 * 2**20 + 1) == get_policy().pass_groups
+    speed_policy(pass_groups_min_bytes=0)
+    assert _kfold.pass_groups(1) == get_policy().pass_groups
+    speed_policy(pass_groups_min_bytes=None)
     # the full fit beside the folds: X beyond the last-level cache, the
     # block's copy (float32 by default) within it
     assert not _kfold.fit_beside(np.empty((1000, 1500)))  # 12 MB
@@ -494,11 +498,11 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
     with config_context(kfold_dtype="float64"):
         assert not _kfold.fit_beside(np.empty((2000, 3000)))
     # the planned panels have those rows
-    monkeypatch.setattr(_kfold, "ROTATED_MIN_BYTES", 0)
-    monkeypatch.setattr(_kfold, "ROTATED_MIN_FEATURES", 0)
+    speed_policy(rotated_min_bytes=0)
+    speed_policy(rotated_min_features=0)
     monkeypatch.setattr(_kfold, "cache_bytes", {2: 64 * 60 * 8 * 4 // 3, 3: 2**30}.get)
     monkeypatch.setattr(_kfold, "last_level_share", lambda: 2**30)
-    monkeypatch.setattr(_kfold, "FOLD_COVARIANCE", False)  # the pass, not the Gram matrices
+    speed_policy(fold_covariance=False)  # the pass, not the Gram matrices
     X, y, _ = _data(n=900)
     splits = list(KFold(3, shuffle=True, random_state=0).split(X))
     folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
@@ -510,7 +514,7 @@ def test_fold_panels_fit_the_level_2_cache(monkeypatch):
         panels = [v[1].shape[0] for group in groups for v in group[0]]
         assert max(panels) == 64 and sum(panels) == 900
     # products capped: the pass without the held-out column has larger panels
-    monkeypatch.setattr(_kfold, "FOLD_PANEL_MAX_PRODUCT", 60 * 3 * 20)
+    speed_policy(fold_panel_max_product=60 * 3 * 20)
     V = np.random.default_rng(1).standard_normal((X.shape[1], 3))
     target = folds.designs.target(folds.response, V)
     ref = [folds.designs.fitted_and_gradient(V, target, held_out=h) for h in (True, False)]
@@ -569,7 +573,7 @@ def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_block_pass_does_not_depend_on_the_blas_threads(layout, monkeypatch):
+def test_block_pass_does_not_depend_on_the_blas_threads(speed_policy, layout, monkeypatch):
     """The pass runs its groups of panels on one BLAS thread each (a
     multithreaded BLAS is 10-30x slower on the small products of the panels)
     and adds the groups' sums in order: the same bits whatever the threads."""
@@ -577,7 +581,7 @@ def test_block_pass_does_not_depend_on_the_blas_threads(layout, monkeypatch):
 
     from skacv.utils import _parallel
 
-    _layout(monkeypatch, layout)
+    _layout(speed_policy, monkeypatch, layout)
     X, y, _ = _data(seed=5)
     splits = list(KFold(3, shuffle=True, random_state=1).split(X))
     seen = []
@@ -688,7 +692,7 @@ def test_fold_covariance_rule(monkeypatch, level2):
     assert not pays(20000, 50, 5, 0)
 
 
-def test_kfold_search_on_a_tall_design_takes_the_covariance_form(monkeypatch):
+def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, monkeypatch):
     """TrajectoryEarlyStoppingCV(criterion="kfold") on n >> p: the folds in
     the covariance form give the pass's K-fold path within the float32
     rounding of the block, and the same iteration."""
@@ -708,7 +712,7 @@ def test_kfold_search_on_a_tall_design_takes_the_covariance_form(monkeypatch):
     search = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None)
     cov = clone(search).fit(X, y)
     assert built
-    monkeypatch.setattr(_kfold, "FOLD_COVARIANCE", False)
+    speed_policy(fold_covariance=False)
     built.clear()
     ref = clone(search).fit(X, y)
     assert not built

@@ -19,7 +19,6 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 from sklearn_versions import parametrize_with_checks
 
-import skacv.model_selection._kfold as kfold_module
 import skacv.model_selection._selection as selection_module
 from skacv import (
     IterativeRidge,
@@ -513,12 +512,13 @@ def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False, alignment="time
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_criterion_is_kfold_cv_along_the_path(float64_folds, layout, monkeypatch):
+def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds, layout,
+                                                    monkeypatch):
     from skacv import TrajectoryLogisticRegression
 
     # the stacked folds' rows in either layout (skacv.model_selection._kfold.FoldDesigns)
-    monkeypatch.setattr(kfold_module, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
-    monkeypatch.setattr(kfold_module, "ROTATED_MIN_FEATURES", 0)
+    speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf)
+    speed_policy(rotated_min_features=0)
     X, y = _data(n=100, p=60)
     sw = np.random.default_rng(1).integers(0, 3, 100).astype(float)
     est = TrajectoryLasso(alpha=0.05, max_iter=30)
@@ -655,7 +655,7 @@ def test_kfold_criterion_reports_bad_input_as_the_estimator_does(monkeypatch, be
 
 @pytest.mark.parametrize("beside", [False, True])
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout, beside):
+def test_kfold_paths_grow_in_stages(speed_policy, monkeypatch, float64_folds, layout, beside):
     # the full and fold paths grow together (warm starts) and stop by the
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one;
     # the full path's stages beside the folds' set-up and passes (a thread
@@ -670,8 +670,8 @@ def test_kfold_paths_grow_in_stages(monkeypatch, float64_folds, layout, beside):
         return overlapped(first, second)
 
     monkeypatch.setattr(selection_module, "overlapped", spy)
-    monkeypatch.setattr(kfold_module, "ROTATED_MIN_BYTES", 0 if layout == "rotated" else np.inf)
-    monkeypatch.setattr(kfold_module, "ROTATED_MIN_FEATURES", 0)
+    speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf)
+    speed_policy(rotated_min_features=0)
     X, y = _data(n=200, p=60)  # three stages: 10, 15, 22 iterations
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
     staged = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, n_iter_no_change=5,

@@ -50,67 +50,9 @@ from ..linalg._linalg import lanczos_top_eigenvalues, top_eigenvalue
 from ..utils._compat import _num_features, _num_samples
 from ..utils._parallel import cache_bytes, kept_workers, last_level_share
 
-#: a panel of the stacked folds' pass (:meth:`FoldDesigns._dense_pass`, one
-#: BLAS thread per group) takes about this share of the level-2 cache
-#: (:func:`~skacv.utils._parallel.cache_bytes`), so that it stays there between
-#: its two products; at most ``FOLD_PANEL_ROWS`` rows, up to
-#: the speed policy's ``narrow_panel_rows`` for rows of at most ``narrow_features`` values (150
-#: steps of 5 folds at 20000 x 8: 90 ms against 172 ms with 200 rows).
-#: Measured on a 2-core EPYC (1 MiB level-2 cache per core, 32 MiB level
-#: 3), a pass of 5 folds in float32: 1000 x 1500, 0.54 ms with 131 rows (768
-#: KiB) against 0.99 ms with 256 (1.5 MiB); 2000 x 3000, 2.2-3.6 ms with 64
-#: rows against 5.2 ms with 256; 10000 x 5000 in two groups, 18-21 ms with
-#: 39 rows against 27-30 ms with 256 (on an earlier machine with a smaller
-#: level-2 cache, 64 to 256 rows were within 10 % of each other). A panel's
-#: products have at most ``FOLD_PANEL_MAX_PRODUCT`` multiply-adds (``M N K``:
-#: rows x columns x features) whatever the level-2 cache: OpenBLAS's small-
-#: matrix kernels (AVX-512 CPUs) take products up to 1e6 without packing
-#: their operands. On a 2-CPU Xeon guest with AVX-512 (2 MiB level-2 cache
-#: per core), one float32 product of a panel with 5 columns of 5000
-#: features, from the cache: 24 us with 40 rows, 85 us with 41. The pass of
-#: 5 folds doubled its time past that (10000 x 5000, 24 ms with 32-40 rows
-#: against 44-68 ms with 48-78; 4000 x 6000, 10.4 ms with 32 rows against
-#: 20 ms with 40; 2000 x 3000, 2.0 ms with 64 rows against 4.1-4.8 ms with
-#: 128), and a pass without the held-out column (4 columns) took 6-8 % less
-#: time with the larger panels that allows (10000 x 5000, 50 rows against
-#: 39: 11.1-11.3 ms against 11.8-12.1; 10000 x 15000, 16 rows against 13:
-#: 39.7-41.4 ms against 43-46)
-FOLD_PANEL_CACHE_SHARE = 0.75
-FOLD_PANEL_MAX_PRODUCT = 10**6
-FOLD_PANEL_ROWS = 256
-#: the panels of a pass make this many groups of consecutive rows, each with
-#: its own sum of the gradient (run in as many threads; the sums, added in
-#: order, do not depend on the threads) ...
-PASS_GROUPS = 2
-#: ... when the block's copy of ``X`` has more than this many bytes; ``None``:
-#: more than the last-level cache holds (its share,
-#: :func:`~skacv.utils._parallel.last_level_share`: a 2-CPU Xeon guest reports
-#: 480 MiB for 2 CPUs, where a pass of 5 folds in float32 at 10000 x 5000
-#: took 13.0 ms in two groups against 22.4 ms in one; 4000 x 6000 and
-#: 2000 x 3000 even).
-#: Read from memory, the groups share its bandwidth well (two groups, the EPYC
-#: above: 4000 x 6000 in float32, 11 ms a pass against 18.5 ms in one;
-#: 10000 x 5000, 22 ms against 41 ms); read from the shared last-level
-#: cache, they do not (2000 x 3000: 3.3 ms against 2.2 ms; 1000 x 1500,
-#: 2000 x 1000 even), and a pass of a few milliseconds pays the threads'
-#: wake-up (1000 x 500: 0.62 ms against 0.45 ms)
-PASS_GROUPS_MIN_BYTES = None
-
-
-#: the pass's two products per panel are prepared once per block and called
-#: through SciPy's BLAS without the GIL (:func:`~skacv.linalg._blas.gemm_call`),
-#: the residuals formed by the first (``target - Xa V`` into a copy of the
-#: target) and the gradient accumulated in place by the second; else NumPy's
-#: ``dot``, whose GIL hand-overs between the two groups' threads cost more
-#: than the products on a 2-CPU virtual machine. A pass of 5 folds in
-#: float32 (two groups), NumPy against prepared: 10000 x 5000 14.8-15.5 ms
-#: against 12.7-13.7; 10000 x 15000 67-69 ms against 45.5-47 (two processes
-#: with NumPy, no GIL shared: 14.4 and 48.5 ms)
-PREPARED_PRODUCTS = True
-
 
 def _prepared_calls(views):
-    """The prepared products of a group's panels (:data:`PREPARED_PRODUCTS`):
+    """The prepared products of a group's panels (the speed policy's ``prepared_products``):
     ``(first, mask, second)`` per panel, ``first()`` forming ``Ra <- Ra - Xa
     V^T`` (``Ra`` holding the target), ``mask`` the arguments of the
     masking multiply (``"folds"`` layout) or ``None``, ``second()`` adding
@@ -127,69 +69,49 @@ def _prepared_calls(views):
 
 
 def fold_panel_rows(n_features, itemsize=4, n_columns=5):
-    """Rows of a panel of the stacked folds' pass (:data:`FOLD_PANEL_CACHE_SHARE`
-    of the level-2 cache, products of ``n_columns`` columns of at most
-    :data:`FOLD_PANEL_MAX_PRODUCT` multiply-adds)."""
+    """Rows of a panel of the stacked folds' pass (the speed policy's
+    ``fold_panel_cache_share`` of the level-2 cache, products of
+    ``n_columns`` columns of at most ``fold_panel_max_product``
+    multiply-adds, at most ``fold_panel_rows`` rows; short rows up to
+    ``narrow_panel_rows``)."""
     policy = get_policy()
     if n_features <= policy.narrow_features:
         return policy.narrow_panel_rows
-    rows = min(int(FOLD_PANEL_CACHE_SHARE * cache_bytes(2)) // (n_features * itemsize),
-               FOLD_PANEL_MAX_PRODUCT // (max(1, n_columns) * n_features))
-    return max(8, min(FOLD_PANEL_ROWS, rows))
-
-
-#: the stacked folds run in the covariance form (:class:`FoldCovariance`)
-#: when the folds partition the rows of a dense ``X`` with at most
-#: the speed policy's ``covariance_max_features`` features, fewer than the samples, and it
-#: costs less (:func:`fold_covariance_pays`): the Gram matrices, ``4 n
-#: p^2`` flops at ``COVARIANCE_GEMM_ADVANTAGE`` times the speed of the
-#: pass, and ``2 K p^2`` a step, each flop of these memory-bound products
-#: counted ``FOLD_COVARIANCE_STEP_COST`` times (plus ``2 n p`` for the
-#: held-out errors, at gemm speed), against ``2 n p (2K - 1)`` a step for
-#: the pass (compute-bound). 150 steps of 5 folds in float32, Lasso FISTA /
-#: ISTA on a 2-core EPYC, covariance against the pass: 20000 x 8 6.2-7.7x
-#: faster, 20000 x 50 9.6-11x, 50000 x 20 8.5-9.5x, 20000 x 200 6.8-7.9x,
-#: 10000 x 1000 1.8-2.4x, 5000 x 500 2.8-2.9x, 1000 x 500 1.3x; 2000 x 1000
-#: 0.69-0.83x (the p x p products read 20 MB a step), left to the pass.
-#: Gram matrices that all fit in the level-2 cache are read from there: their
-#: flops count once. Whole searches (TrajectoryEarlyStoppingCV, T = 150) on a
-#: Xeon with 2 MiB of level 2, covariance against the pass: 500 x 250 34 ms
-#: against 49 (ISTA), 46 against 59 (FISTA); 400 x 200 25 / 37 and 34 / 46;
-#: 200 x 100 14 / 19 and 21 / 26; 640 x 320 41 / 48 and 57 / 60; 300 x 280
-#: 42 / 45 and 51 / 54 (1000 x 500, not resident: 93 / 85, 106 / 88)
-FOLD_COVARIANCE = True
-FOLD_COVARIANCE_STEP_COST = 4.0
+    rows = min(int(policy.fold_panel_cache_share * cache_bytes(2)) // (n_features * itemsize),
+               policy.fold_panel_max_product // (max(1, n_columns) * n_features))
+    return max(8, min(policy.fold_panel_rows, rows))
 
 
 def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
     """Whether ``n_steps`` steps of ``n_folds`` stacked folds cost less in
-    the covariance form (:data:`FOLD_COVARIANCE`); ``itemsize``: the
-    block's precision (the Gram matrices' size against the level-2 cache)."""
+    the covariance form (:class:`FoldCovariance`, the speed policy's
+    ``fold_covariance``); ``itemsize``: the block's precision (the Gram
+    matrices' size against the level-2 cache).
+
+    The Gram matrices cost ``4 n p^2`` flops at ``covariance_gemm_advantage``
+    times the speed of the pass, and ``2 K p^2`` a step, each flop of these
+    memory-bound products counted ``fold_covariance_step_cost`` times
+    unless the K Gram matrices fit in the level-2 cache (plus ``2 n p`` for
+    the held-out errors, at gemm speed), against ``2 n p (2K - 1)`` a step
+    for the pass (compute-bound)."""
     n, p, K = n_samples, n_features, n_folds
     policy = get_policy()
-    if not FOLD_COVARIANCE or n_steps < 1 or p > min(n, policy.covariance_max_features):
+    if not policy.fold_covariance or n_steps < 1 or p > min(n, policy.covariance_max_features):
         return False
     adv = policy.covariance_gemm_advantage
     resident = K * p * p * itemsize <= cache_bytes(2)
-    step = 2.0 * K * p * p * (1.0 if resident else FOLD_COVARIANCE_STEP_COST) + 2.0 * n * p / adv
+    per_flop = 1.0 if resident else policy.fold_covariance_step_cost
+    step = 2.0 * K * p * p * per_flop + 2.0 * n * p / adv
     return 4.0 * n * p * p / adv + n_steps * step < n_steps * 2.0 * n * p * (2 * K - 1)
 
 
 def pass_groups(nbytes):
     """Groups of panels of a pass over a copy of ``X`` of ``nbytes``
-    (:data:`PASS_GROUPS_MIN_BYTES`)."""
-    limit = last_level_share() if PASS_GROUPS_MIN_BYTES is None else PASS_GROUPS_MIN_BYTES
-    return PASS_GROUPS if nbytes > limit else 1
-
-
-#: smallest dense copy of ``X`` (and fewest features) whose folds run in the
-#: ``"rotated"`` layout (:class:`FoldDesigns`): 150 steps of 5 folds in
-#: float32 take 2-14 % less time from 1000 x 500 (1.9 MiB) to 10000 x 15000,
-#: 3 % more at 500 x 250 (more panels: a pass is K blocks of rows); the same
-#: at 20000 x 100, 25-45 % more at 20000 x 8 and 50000 x 20 (the panels
-#: of short rows are many rows long, and stop at the folds' boundaries)
-ROTATED_MIN_BYTES = 2**20
-ROTATED_MIN_FEATURES = 64
+    (the speed policy's ``pass_groups`` beyond ``pass_groups_min_bytes``)."""
+    policy = get_policy()
+    limit = policy.pass_groups_min_bytes
+    limit = last_level_share() if limit is None else limit
+    return policy.pass_groups if nbytes > limit else 1
 
 
 class FoldDesigns:
@@ -208,7 +130,7 @@ class FoldDesigns:
     - ``"folds"``: row ``j`` is fold ``j``;
     - ``"rotated"``, when the rows are ordered by held-out fold and each
       fold trains on every other row (``partition``; a dense design of at
-      least ``ROTATED_MIN_BYTES`` and ``ROTATED_MIN_FEATURES`` columns): on
+      least the speed policy's ``rotated_min_bytes`` and ``rotated_min_features`` columns): on
       fold ``j``'s held-out rows, row ``i`` is fold ``(j + 1 + i) mod K``.
       The ``K - 1`` training folds of a row come first and its held-out fold
       last, so that a panel's residuals need no mask and its gradient
@@ -258,8 +180,8 @@ class FoldDesigns:
         self.fold_of = np.repeat(np.arange(K)[:, None], self.n_samples, axis=1)
         self.partition = None
         if (partition is not None and not self.sparse and K >= 2
-                and base.X.nbytes >= ROTATED_MIN_BYTES
-                and self.n_features >= ROTATED_MIN_FEATURES):
+                and base.X.nbytes >= get_policy().rotated_min_bytes
+                and self.n_features >= get_policy().rotated_min_features):
             self.partition = [(sl.start, sl.stop) for sl in partition]
             held_out = np.zeros_like(self.mask)
             for j, (a, b) in enumerate(self.partition):
@@ -361,7 +283,7 @@ class FoldDesigns:
     def workers(self):
         """Keep the threads of the passes (:func:`~skacv.utils._parallel.kept_workers`)
         for every pass inside the block (a pass outside one starts its own)."""
-        return kept_workers(self, PASS_GROUPS)
+        return kept_workers(self, get_policy().pass_groups)
 
     def _dense_pass(self, V, target, held_out=True):
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
@@ -372,7 +294,7 @@ class FoldDesigns:
         the prepared ones the two forms were within 4 % of each other at
         n = 10000 on a 2-CPU Xeon guest), the residuals ``target -
         Xa V`` in place, and ``R^T Xa`` added to the gradient. The two
-        products of every panel are prepared once (:data:`PREPARED_PRODUCTS`,
+        products of every panel are prepared once (the speed policy's ``prepared_products``,
         :func:`_prepared_calls`): ``R <- target - Xa V`` into a copy of the
         target and ``Z <- Z + R^T Xa`` in place, two calls a panel (three
         with the mask), each without the GIL. Otherwise NumPy's ``dot``,
@@ -384,7 +306,7 @@ class FoldDesigns:
         the ``K - 1`` training columns only (OpenBLAS's single-precision
         kernel takes 4 columns in 70 % of the time of 5, 200 rows of 500 to
         5000 columns) and row ``K - 1`` of the returned ``P`` is NaN.
-        The panels make ``PASS_GROUPS`` groups of consecutive rows, each
+        The panels make the policy's ``pass_groups`` groups of consecutive rows, each
         summing its own gradient (added in order after the pass), run in
         threads with one BLAS thread each (:meth:`workers`).
 
@@ -521,7 +443,7 @@ class FoldDesigns:
                     views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
                 sums.append(total)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
-                               _prepared_calls(views) if PREPARED_PRODUCTS else None))
+                               _prepared_calls(views) if get_policy().prepared_products else None))
             if any(g[3] is None for g in groups):  # all groups prepared, or none
                 groups = [g[:3] + (None,) for g in groups]
             passes.append((sums, groups))

@@ -1,0 +1,164 @@
+"""Every fast path computes what its plain reference computes.
+
+Each fast path of skacv is an implementation chosen by the speed policy
+(:class:`skacv._policy.SpeedPolicy`) in place of a plainer one that computes
+the same numbers. ``FAST_PATHS`` lists them: the policy that forces the fast
+path, the policy that forces the reference, a computation, the check that the
+fast path was taken, and the tolerance (rounding of a different order of
+operations). The test below is generated from the registry: a new fast path
+is one entry, and gets its equivalence test for free.
+"""
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+import skacv.linalg._design as design_module
+from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv._policy import policy_context
+from skacv.model_selection import _kfold
+from skacv.model_selection._kfold import FoldCovariance, StackedFolds
+
+
+def _data(n, p, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + 0.3
+    beta = np.zeros(p)
+    beta[: max(1, p // 5)] = rng.standard_normal(max(1, p // 5))
+    y = X @ beta + 0.5 * rng.standard_normal(n) + 1.0
+    sw = rng.integers(1, 4, n).astype(np.float64)
+    return X, y, sw
+
+
+class _Spy:
+    """Counts the calls of a function while delegating to it."""
+
+    def __init__(self, monkeypatch, owner, name):
+        self.calls, real = 0, getattr(owner, name)
+
+        def spy(*args, **kwargs):
+            self.calls += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, spy)
+
+
+def _fit(make, X, y, sw):
+    est = make().fit(X, y, sample_weight=sw)
+    return {"coef_path_": est.coef_path_, "intercept_path_": est.intercept_path_,
+            "risk_path_": getattr(est, "risk_path_", None)}, est
+
+
+def covariance_form(monkeypatch):
+    """The fit loop on X~^T X~ (one p x p product a step) against the
+    products with X~ (two a step): the same iterates and risk estimates."""
+    X, y, sw = _data(120, 12)
+    out, est = _fit(lambda: IterativeRidge(alpha=2.0, max_iter=30, random_state=0), X, y, sw)
+    return out, est._solver_state["form"] == "covariance"
+
+
+def one_pass_panels(monkeypatch):
+    """A dense X~ read once a step by row panels (X~ x and X~^T r in one
+    pass) against two products a step."""
+    X, y, sw = _data(90, 40)
+    spy = _Spy(monkeypatch, design_module.Design, "panel_products")
+    out, _ = _fit(lambda: TrajectoryLasso(alpha=0.05, solver="fista", max_iter=25,
+                                          random_state=0), X, y, sw)
+    return out, spy.calls > 0
+
+
+def gathered_columns(monkeypatch):
+    """A few columns of X~ gathered and multiplied against a product of the
+    whole X~ with a vector of zeros outside them (clipped FISTA's correction
+    of the extrapolated fitted values)."""
+    X, y, sw = _data(80, 60)
+    spy = _Spy(monkeypatch, design_module.Design, "columns")
+    out, _ = _fit(lambda: TrajectoryLasso(alpha=0.1, solver="fista", max_iter=25,
+                                          estimate_risk=False), X, y, sw)
+    out.pop("risk_path_")
+    return out, spy.calls > 0
+
+
+def _folds(estimator, X, y, sw, n_iter=20):
+    splits = [(np.setdiff1d(np.arange(X.shape[0]), te), te)
+              for te in np.array_split(np.arange(X.shape[0]), 4)]
+    with config_context(kfold_dtype="float64"):
+        folds = StackedFolds(estimator, X, y, sw, splits, np.dtype(np.float64))
+        folds.advance(n_iter)
+    return {"losses": folds.losses, "step_sizes": folds.step_sizes}, folds
+
+
+def fold_covariance(monkeypatch):
+    """The K stacked folds on their Gram matrices against the pass over X."""
+    X, y, sw = _data(200, 10)
+    out, folds = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
+    return out, isinstance(folds.designs, FoldCovariance)
+
+
+def rotated_folds(monkeypatch):
+    """The folds' rows rotated so that a panel needs no mask (and its
+    gradient product only the training folds) against the masked layout."""
+    X, y, sw = _data(96, 30)
+    out, folds = _folds(TrajectoryLasso(alpha=0.05, solver="fista", max_iter=20), X, y, sw)
+    return out, folds.designs.layout == "rotated"
+
+
+def prepared_products(monkeypatch):
+    """The folds' pass through products prepared for SciPy's BLAS (without
+    the GIL) against NumPy's products."""
+    X, y, sw = _data(96, 30)
+    spy = _Spy(monkeypatch, _kfold, "_prepared_calls")
+    out, _ = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
+    return out, spy.calls > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FastPath:
+    run: Callable
+    fast: dict
+    reference: dict
+    rtol: float = 1e-10
+
+
+_NO_COVARIANCE = {"covariance_max_features": 0}
+_PASS = {"fold_covariance": False, "fold_panel_rows": 16, "pass_groups_min_bytes": 0}
+
+FAST_PATHS = {
+    "covariance_form": FastPath(covariance_form, {"covariance_gemm_advantage": 1e9},
+                                _NO_COVARIANCE),
+    "one_pass_panels": FastPath(one_pass_panels,
+                                {**_NO_COVARIANCE, "fuse_min_bytes": 0, "panel_bytes": 1},
+                                {**_NO_COVARIANCE, "fuse_min_bytes": 2**62}),
+    "gathered_columns": FastPath(gathered_columns,
+                                 {**_NO_COVARIANCE, "columns_gather_min": 10**9},
+                                 {**_NO_COVARIANCE, "columns_gather_min": 0,
+                                  "columns_gather_share": 0.0}),
+    "fold_covariance": FastPath(fold_covariance,
+                                {"fold_covariance": True, "covariance_gemm_advantage": 1e9},
+                                {"fold_covariance": False}),
+    "rotated_folds": FastPath(rotated_folds,
+                              {**_PASS, "rotated_min_bytes": 0, "rotated_min_features": 0},
+                              {**_PASS, "rotated_min_bytes": 2**62}),
+    "prepared_products": FastPath(prepared_products, {**_PASS, "prepared_products": True},
+                                  {**_PASS, "prepared_products": False}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAST_PATHS))
+def test_fast_path_equals_its_reference(name, monkeypatch):
+    path = FAST_PATHS[name]
+    with policy_context(**path.reference):
+        reference, taken = path.run(monkeypatch)
+    assert not taken, f"{name}: the reference policy still takes the fast path"
+    monkeypatch.undo()
+    with policy_context(**path.fast):
+        fast, taken = path.run(monkeypatch)
+    assert taken, f"{name}: the fast path was not taken"
+    assert reference.keys() == fast.keys()
+    for key in reference:
+        scale = np.abs(reference[key]).max()
+        assert_allclose(fast[key], reference[key], rtol=path.rtol, atol=path.rtol * scale,
+                        err_msg=f"{name}: {key}")
