@@ -95,7 +95,7 @@ def fold_covariance(monkeypatch):
     """The K stacked folds on their Gram matrices against the pass over X."""
     X, y, sw = _data(200, 10)
     out, folds = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
-    return out, isinstance(folds.designs, FoldCovariance)
+    return out, isinstance(folds.products, FoldCovariance)
 
 
 def rotated_folds(monkeypatch):

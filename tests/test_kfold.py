@@ -92,7 +92,7 @@ def test_stacked_folds_equal_separate_fold_fits(speed_policy,
     expected, steps = _by_hand(est, Xs, y, sw, splits)
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
     assert folds.designs.layout == ("folds" if sparse else X_kind)
-    assert isinstance(folds.designs, _kfold.FoldCovariance) == (form == "covariance"
+    assert isinstance(folds.products, _kfold.FoldCovariance) == (form == "covariance"
                                                                 and not sparse)
     # each fold's step size is its own fit's (the estimator's rule on its rows)
     assert_allclose(folds.step_sizes, steps, rtol=1e-12)
@@ -343,9 +343,9 @@ def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(spe
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
     folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
-    assert isinstance(folds.designs, _kfold.FoldCovariance)
+    assert isinstance(folds.products, _kfold.FoldCovariance)
     folds.designs.base.X[:] = np.nan  # only the Gram matrices may be read
-    got = small_fold_lipschitz(folds.designs)
+    got = small_fold_lipschitz(folds.designs, folds.products.C)
     for (tr, _), lip in zip(splits, got, strict=True):
         assert_allclose(lip, Design(X[tr], sw[tr], True).lipschitz(), rtol=1e-11)
 
@@ -718,3 +718,28 @@ def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, m
     assert not built
     assert_allclose(cov.kfold_path_, ref.kfold_path_, rtol=3e-5)
     assert cov.best_iteration_ == ref.best_iteration_
+
+
+def test_designs_declare_their_products():
+    """The designs the loops read have the declared protocols
+    (skacv.linalg._design.LinearProducts and BlockProducts), with no
+    delegation: the folds' covariance form declares the block's products and
+    keeps the folds' rows, layout and centring with its FoldDesigns."""
+    from skacv.linalg._design import BlockProducts, CovarianceForm, LinearProducts
+
+    X, y, sw = _data(n=120, p=8)
+    design = Design(X, sw, True)
+    for d in (design, CovarianceForm(design)):
+        assert isinstance(d, LinearProducts)
+        assert d.fuses is False
+    assert not isinstance(np.ones(3), LinearProducts)
+    splits = [(np.setdiff1d(np.arange(120), te), te) for te in np.array_split(np.arange(120), 4)]
+    with config_context(kfold_dtype="float64"):
+        est = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=5)
+        folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    assert isinstance(folds.designs, FoldDesigns)
+    assert isinstance(folds.products, _kfold.FoldCovariance)  # 120 x 8: the Gram matrices
+    for block in (folds.designs, folds.products):
+        assert isinstance(block, BlockProducts)
+    assert not hasattr(folds.products, "layout")  # no delegation to the designs
+    assert not isinstance(design, BlockProducts)

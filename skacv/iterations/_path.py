@@ -87,7 +87,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     step_norm = float(np.linalg.norm(x - x_prev)) if watch and k0 > 0 else None
     floor = 10.0 * np.sqrt(np.finfo(dtype).eps)
     grew_at = None
-    fuse = fuse and getattr(design, "fuses", False)
+    fuse = fuse and design.fuses
     z_next = state.get("z_next") if fuse else None
     with design.panel_workers() if fuse else contextlib.nullcontext():
         for k in range(k0 + 1, k0 + n_steps + 1):

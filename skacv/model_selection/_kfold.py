@@ -470,8 +470,11 @@ class FoldCovariance:
     instead of a pass over ``X``. The fitted values are not computed: the
     held-out errors come from the stored iterates
     (:meth:`StackedFolds._held_out_errors_of`, one product per fold with
-    its test rows). Folds that partition the rows only (``partition``);
-    every other attribute is the wrapped :class:`FoldDesigns`'.
+    its test rows). Folds that partition the rows only (``partition``).
+    It has the block products of :class:`FoldDesigns` (what
+    :func:`~skacv.iterations._path.run_normal_block` reads,
+    :class:`~skacv.linalg._design.BlockProducts`); the folds' rows, layout
+    and centring stay with the :class:`FoldDesigns` it is built from.
 
     Parameters
     ----------
@@ -487,6 +490,8 @@ class FoldCovariance:
 
     def __init__(self, designs, response, partition):
         self.designs = designs
+        self.dtype, self.n_eff, self.n_folds = designs.dtype, designs.n_eff, designs.n_folds
+        self.n_samples, self.n_features = designs.n_samples, designs.n_features
         A, K, dt = designs.base.X, designs.n_folds, designs.dtype
         # the held-out rows' Gram matrices; the folds partition the rows, so
         # that their sum (in order) is the Gram matrix of all rows
@@ -503,8 +508,9 @@ class FoldCovariance:
         self._response = response
         self.c, self.yy = self._linear_terms(response)
 
-    def __getattr__(self, name):
-        return getattr(self.designs, name)
+    def workers(self):
+        """The threads of the block's passes (:meth:`FoldDesigns.workers`)."""
+        return self.designs.workers()
 
     def _linear_terms(self, Y):
         """``(c, yy)``: ``c_j = X~^T (m_j Y_j)`` (shape (n_features, n_folds))
@@ -616,7 +622,7 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
         return lanczos_top_eigenvalues(op, W0, tol, max_bytes=np.inf) * (1.0 + tol)
 
 
-def small_fold_lipschitz(designs):
+def small_fold_lipschitz(designs, gram=None):
     """Every fold's :meth:`~skacv.linalg._design.Design.lipschitz` where the fold's
     own design computes it exactly (LAPACK: its smaller side at most
     ``dense_eig_size``), from the block's design instead of a copy of each
@@ -624,7 +630,8 @@ def small_fold_lipschitz(designs):
     weighted), each fold's that of all rows minus its other rows' (features'
     side) or its training block (samples' side), with the correction of its
     own centring (``delta``); in the covariance form
-    (:class:`FoldCovariance`) its Gram matrices themselves. In the block's
+    (:class:`FoldCovariance`) its Gram matrices themselves (``gram``, shape
+    (n_folds, n_features, n_features)). In the block's
     precision (float32 by default: within its rounding of the fold's own
     value). ``None`` for a sparse ``X`` (each fold then builds its own
     design).
@@ -635,8 +642,8 @@ def small_fold_lipschitz(designs):
     """
     if designs.sparse:
         return None
-    C = getattr(designs, "C", None)
-    if C is not None:  # the covariance form holds every fold's Gram matrix already
+    if gram is not None:  # the covariance form holds every fold's Gram matrix already
+        C = gram
         return np.array([top_eigenvalue(np.asarray(C[j], dtype=np.float64)) / float(n_j)
                          for j, n_j in enumerate(designs.n_eff)])
     A = designs.base.X
@@ -668,19 +675,22 @@ def small_fold_lipschitz(designs):
     return out
 
 
-def fold_views(designs, X, sample_weight, splits, fit_intercept):
+def fold_views(designs, products, X, sample_weight, splits, fit_intercept):
     """:class:`_FoldView` of every fold. The folds' top eigenvalues come
     from :func:`small_fold_lipschitz` where their own designs would compute
     them exactly, else from :func:`fold_lipschitz`; a fold left without one
     (sparse and small, or a Lanczos process not converged) gets its own
-    design's :meth:`~skacv.linalg._design.Design.lipschitz` (a copy of its rows)."""
+    design's :meth:`~skacv.linalg._design.Design.lipschitz` (a copy of its rows).
+    ``products``: the block's products (``designs`` or its
+    :class:`FoldCovariance`)."""
     # exact (LAPACK) where each fold's own design would be: its smaller side
     # (training rows or features) at most the policy's dense_eig_size
     largest = max(len(tr) for tr, _ in splits)
     if min(largest, designs.n_features) <= get_policy().dense_eig_size:
-        lips = small_fold_lipschitz(designs)
+        lips = small_fold_lipschitz(
+            designs, products.C if isinstance(products, FoldCovariance) else None)
     else:
-        lips = fold_lipschitz(designs)
+        lips = fold_lipschitz(products)
     if lips is None:
         lips = np.full(len(splits), np.nan)
     views = []
@@ -728,6 +738,11 @@ class StackedFolds:
 
     Attributes
     ----------
+    designs : FoldDesigns
+        The folds' rows, layout and centring.
+    products : FoldDesigns or FoldCovariance
+        What the block's steps multiply by (the covariance form where it
+        pays, :func:`fold_covariance_pays`).
     step_sizes : ndarray of shape (n_folds,)
     losses : ndarray of shape (n_iter + 1, n_folds)
         Held-out squared errors (weighted, summed over each fold's held-out
@@ -777,10 +792,13 @@ class StackedFolds:
                 base.n_samples, base.n_features, len(splits),
                 max(estimator.max_iter, getattr(estimator, "_horizon", 0)),
                 base.X.dtype.itemsize):
-            self.designs = FoldCovariance(self.designs, self.response, partition)
+            self.products = FoldCovariance(self.designs, self.response, partition)
+        else:
+            self.products = self.designs
         # each fold's step size by the estimator's own rule on its own problem,
         # with the folds' top eigenvalues from one block of Lanczos processes
-        views = fold_views(self.designs, X, sample_weight, splits, estimator.fit_intercept)
+        views = fold_views(self.designs, self.products, X, sample_weight, splits,
+                           estimator.fit_intercept)
         iterations = []
         for view in views:
             datafit = estimator._make_datafit(view)
@@ -797,7 +815,7 @@ class StackedFolds:
         # (n_folds, n_samples), in the block's layout
         self.test_t = np.take_along_axis(test.T, self.designs.fold_of, axis=0).astype(dtype)
         self.test_weight = float(test.sum() if w is None else (w @ test).sum())
-        self.state = init_state(self.designs, n_columns=self.designs.n_folds)
+        self.state = init_state(self.products, n_columns=self.designs.n_folds)
         # x^0 = 0: the residual is the response on every row
         self.losses = self._held_out_errors(self.state["x"], np.zeros_like(self.response))[None]
         self.verbose = estimator.verbose
@@ -807,7 +825,7 @@ class StackedFolds:
         :attr:`losses` of iterates ``0..n_iter``."""
         k0 = self.state["k"]
         if n_iter > k0:
-            d, it = self.designs, self.iteration
+            d, it = self.products, self.iteration
             new = np.full((n_iter - k0, d.n_folds), np.nan)
 
             def on_fitted(i, x, P, target):  # a step without extrapolation: X~ x^k is known
@@ -837,7 +855,7 @@ class StackedFolds:
         (``target``: :meth:`FoldDesigns.target` at ``x``, if known)."""
         d = self.designs
         if target is None:
-            target = d.target(self.response, x)
+            target = self.products.target(self.response, x)
         if d.layout == "rotated":  # the held-out fold is the last row
             h = (target[-1] - P[-1]).astype(np.float64)
             return np.bincount(d.fold_of[-1], weights=h * h, minlength=d.n_folds)
