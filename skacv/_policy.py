@@ -99,7 +99,7 @@ class SpeedPolicy:
         :func:`skacv.linalg._linalg.lanczos_top_eigenvalues`.
     fold_panel_cache_share, fold_panel_max_product, fold_panel_rows : float, int, int
         Rows of a panel of the stacked folds' pass
-        (:func:`skacv.model_selection._kfold.fold_panel_rows`): this share of
+        (:func:`skacv.model_selection._fold_designs.fold_panel_rows`): this share of
         the level-2 cache, products of at most this many multiply-adds
         (BLAS's small-matrix kernels take them without packing their
         operands), at most this many rows.
@@ -117,14 +117,14 @@ class SpeedPolicy:
         groups' threads cost more than small products).
     fold_covariance : bool
         The stacked folds may run in the covariance form
-        (:class:`skacv.model_selection._kfold.FoldCovariance`) where it costs
-        less (:func:`skacv.model_selection._kfold.fold_covariance_pays`) ...
+        (:class:`skacv.model_selection._fold_designs.FoldCovariance`) where it costs
+        less (:func:`skacv.model_selection._fold_designs.fold_covariance_pays`) ...
     fold_covariance_step_cost : float
         ... each flop of its memory-bound p x p products counted this many
         times unless the Gram matrices fit in the level-2 cache.
     rotated_min_bytes, rotated_min_features : int
         Smallest dense copy of ``X`` and fewest features whose folds run in
-        the ``"rotated"`` layout (:class:`skacv.model_selection._kfold.FoldDesigns`:
+        the ``"rotated"`` layout (:class:`skacv.model_selection._fold_designs.FoldDesigns`:
         no mask, the gradient product over the training folds only; short
         rows make long panels that stop at the folds' boundaries).
     """

@@ -58,7 +58,7 @@ MODULE_LAYERS = {
     ],
     "estimators": [["_base"], ["_lasso", "_ridge", "_logistic", "_huber"]],
     "kernel_methods": [["_kernels"], ["_eigenpro"]],
-    "model_selection": [["_kfold", "_alpha_path"], ["_selection"]],
+    "model_selection": [["_fold_designs", "_alpha_path"], ["_kfold"], ["_selection"]],
     "display": [["_plot"]],
 }
 

@@ -19,8 +19,9 @@ from numpy.testing import assert_allclose
 import skacv.linalg._design as design_module
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._policy import policy_context
-from skacv.model_selection import _kfold
-from skacv.model_selection._kfold import FoldCovariance, StackedFolds
+from skacv.model_selection import _fold_designs
+from skacv.model_selection._fold_designs import FoldCovariance
+from skacv.model_selection._kfold import StackedFolds
 
 
 def _data(n, p, seed=0):
@@ -110,7 +111,7 @@ def prepared_products(monkeypatch):
     """The folds' pass through products prepared for SciPy's BLAS (without
     the GIL) against NumPy's products."""
     X, y, sw = _data(96, 30)
-    spy = _Spy(monkeypatch, _kfold, "_prepared_calls")
+    spy = _Spy(monkeypatch, _fold_designs, "_prepared_calls")
     out, _ = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
     return out, spy.calls > 0
 

@@ -23,8 +23,9 @@ from skacv._policy import get_policy
 from skacv.exceptions import DivergenceError
 from skacv.linalg import _design
 from skacv.linalg._design import Design
-from skacv.model_selection import _kfold
-from skacv.model_selection._kfold import FoldDesigns, StackedFolds, can_stack, stacked_iteration
+from skacv.model_selection import _fold_designs, _kfold
+from skacv.model_selection._fold_designs import FoldDesigns
+from skacv.model_selection._kfold import StackedFolds, can_stack, stacked_iteration
 
 
 def _data(n=90, p=60, seed=0):
@@ -61,7 +62,7 @@ def _by_hand(est, X, y, sw, splits):
 
 def _layout(speed_policy, monkeypatch, layout):
     """Dense folds that partition the rows in the given layout of
-    :class:`skacv.model_selection._kfold.FoldDesigns` ("rotated" is chosen from a size on)."""
+    :class:`~skacv.model_selection._fold_designs.FoldDesigns` ("rotated" from a size on)."""
     speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf)
     speed_policy(rotated_min_features=0)
     # several panels of rows in two groups, as on a large design
@@ -92,7 +93,7 @@ def test_stacked_folds_equal_separate_fold_fits(speed_policy,
     expected, steps = _by_hand(est, Xs, y, sw, splits)
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
     assert folds.designs.layout == ("folds" if sparse else X_kind)
-    assert isinstance(folds.products, _kfold.FoldCovariance) == (form == "covariance"
+    assert isinstance(folds.products, _fold_designs.FoldCovariance) == (form == "covariance"
                                                                 and not sparse)
     # each fold's step size is its own fit's (the estimator's rule on its rows)
     assert_allclose(folds.step_sizes, steps, rtol=1e-12)
@@ -310,7 +311,7 @@ def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercep
     # all the rows minus its held-out rows' (features' side) or its training
     # block (samples' side), with its own centring: the fold's own design's
     from skacv.linalg._design import Design
-    from skacv.model_selection._kfold import FoldDesigns, small_fold_lipschitz
+    from skacv.model_selection._kfold import small_fold_lipschitz
 
     X, y, sw = _data(n=n, p=p, seed=4)
     sw = sw + 0.5 if weighted else None
@@ -343,7 +344,7 @@ def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(spe
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
     folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
-    assert isinstance(folds.products, _kfold.FoldCovariance)
+    assert isinstance(folds.products, _fold_designs.FoldCovariance)
     folds.designs.base.X[:] = np.nan  # only the Gram matrices may be read
     got = small_fold_lipschitz(folds.designs, folds.products.C)
     for (tr, _), lip in zip(splits, got, strict=True):
@@ -439,13 +440,13 @@ def test_block_pass_prepares_every_group_or_none(speed_policy, monkeypatch):
     target = d.target(folds.response, V)
     ref = d.fitted_and_gradient(V, target)
     assert all(g[3] is not None for _, gs in d._plan[-1] for g in gs)
-    real, seen = _kfold._prepared_calls, []
+    real, seen = _fold_designs._prepared_calls, []
 
     def second_group_refused(views):
         seen.append(views)
         return None if len(seen) % 2 == 0 else real(views)
 
-    monkeypatch.setattr(_kfold, "_prepared_calls", second_group_refused)
+    monkeypatch.setattr(_fold_designs, "_prepared_calls", second_group_refused)
     d._plan = None
     P, Z, rss = d.fitted_and_gradient(V, target)
     assert len(seen) >= 2
@@ -462,31 +463,31 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     the panels of a pass without the held-out column sized for its K - 1
     columns; and the pass runs in two groups only for a copy of X larger
     than the last-level cache."""
-    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
-    assert _kfold.fold_panel_rows(1500, 4) == int(0.75 * 2**20) // 6000 == 131
-    assert _kfold.fold_panel_rows(1500, 8) == 65
-    assert _kfold.fold_panel_rows(200, 4) == get_policy().fold_panel_rows
-    assert _kfold.fold_panel_rows(10**6, 4) == 8
+    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
+    assert _fold_designs.fold_panel_rows(1500, 4) == int(0.75 * 2**20) // 6000 == 131
+    assert _fold_designs.fold_panel_rows(1500, 8) == 65
+    assert _fold_designs.fold_panel_rows(200, 4) == get_policy().fold_panel_rows
+    assert _fold_designs.fold_panel_rows(10**6, 4) == 8
     policy = get_policy()
-    assert _kfold.fold_panel_rows(policy.narrow_features, 4) == policy.narrow_panel_rows
+    assert _fold_designs.fold_panel_rows(policy.narrow_features, 4) == policy.narrow_panel_rows
     # a larger level-2 cache: the products stay within FOLD_PANEL_MAX_PRODUCT
     # (OpenBLAS's small-matrix kernels), 5 columns by default
-    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2 * 2**20, 3: 32 * 2**20}.get)
+    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 2 * 2**20, 3: 32 * 2**20}.get)
     assert get_policy().fold_panel_max_product == 10**6
-    assert _kfold.fold_panel_rows(5000, 4) == 10**6 // 25000 == 40
-    assert _kfold.fold_panel_rows(5000, 4, n_columns=4) == 10**6 // 20000 == 50
-    assert _kfold.fold_panel_rows(15000, 4, n_columns=5) == 13
-    assert _kfold.fold_panel_rows(15000, 4, n_columns=4) == 16
-    assert _kfold.fold_panel_rows(1500, 4) == 10**6 // 7500 == 133
-    assert _kfold.fold_panel_rows(3000, 4, n_columns=2) == 2 * 2**20 * 3 // 4 // 12000 == 131
-    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**19, 3: 32 * 2**20}.get)
-    assert _kfold.fold_panel_rows(1500, 4) == int(0.75 * 2**19) // 6000 == 65
-    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
-    monkeypatch.setattr(_kfold, "last_level_share", lambda: 32 * 2**20)
-    assert _kfold.pass_groups(32 * 2**20) == 1
-    assert _kfold.pass_groups(32 * 2**20 + 1) == get_policy().pass_groups
+    assert _fold_designs.fold_panel_rows(5000, 4) == 10**6 // 25000 == 40
+    assert _fold_designs.fold_panel_rows(5000, 4, n_columns=4) == 10**6 // 20000 == 50
+    assert _fold_designs.fold_panel_rows(15000, 4, n_columns=5) == 13
+    assert _fold_designs.fold_panel_rows(15000, 4, n_columns=4) == 16
+    assert _fold_designs.fold_panel_rows(1500, 4) == 10**6 // 7500 == 133
+    assert _fold_designs.fold_panel_rows(3000, 4, n_columns=2) == 2 * 2**20 * 3 // 4 // 12000 == 131
+    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 2**19, 3: 32 * 2**20}.get)
+    assert _fold_designs.fold_panel_rows(1500, 4) == int(0.75 * 2**19) // 6000 == 65
+    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
+    monkeypatch.setattr(_fold_designs, "last_level_share", lambda: 32 * 2**20)
+    assert _fold_designs.pass_groups(32 * 2**20) == 1
+    assert _fold_designs.pass_groups(32 * 2**20 + 1) == get_policy().pass_groups
     speed_policy(pass_groups_min_bytes=0)
-    assert _kfold.pass_groups(1) == get_policy().pass_groups
+    assert _fold_designs.pass_groups(1) == get_policy().pass_groups
     speed_policy(pass_groups_min_bytes=None)
     # the full fit beside the folds: X beyond the last-level cache, the
     # block's copy (float32 by default) within it
@@ -500,8 +501,8 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     # the planned panels have those rows
     speed_policy(rotated_min_bytes=0)
     speed_policy(rotated_min_features=0)
-    monkeypatch.setattr(_kfold, "cache_bytes", {2: 64 * 60 * 8 * 4 // 3, 3: 2**30}.get)
-    monkeypatch.setattr(_kfold, "last_level_share", lambda: 2**30)
+    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 64 * 60 * 8 * 4 // 3, 3: 2**30}.get)
+    monkeypatch.setattr(_fold_designs, "last_level_share", lambda: 2**30)
     speed_policy(fold_covariance=False)  # the pass, not the Gram matrices
     X, y, _ = _data(n=900)
     splits = list(KFold(3, shuffle=True, random_state=0).split(X))
@@ -679,7 +680,7 @@ def test_fold_covariance_rule(monkeypatch, level2):
     cache), the pass elsewhere (2000 x 1000: the p x p products read more
     than the pass), never with more features than samples or than
     COVARIANCE_MAX_FEATURES, nor when switched off."""
-    monkeypatch.setattr(_kfold, "cache_bytes", lambda level: level2)
+    monkeypatch.setattr(_fold_designs, "cache_bytes", lambda level: level2)
     pays = _kfold.fold_covariance_pays
     for n, p in [(20000, 8), (20000, 50), (50000, 20), (20000, 200), (5000, 500),
                  (10000, 1000)]:
@@ -701,13 +702,13 @@ def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, m
     y = X[:, :4] @ np.ones(4) + 2.0 * rng.standard_normal(3000)
     assert _kfold.fold_covariance_pays(3000, 20, 5, 60)
     built = []
-    real = _kfold.FoldCovariance.__init__
+    real = _fold_designs.FoldCovariance.__init__
 
     def spy(self, *args):
         built.append(1)
         real(self, *args)
 
-    monkeypatch.setattr(_kfold.FoldCovariance, "__init__", spy)
+    monkeypatch.setattr(_fold_designs.FoldCovariance, "__init__", spy)
     est = TrajectoryLasso(alpha=0.01, max_iter=60, estimate_risk=False)
     search = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None)
     cov = clone(search).fit(X, y)
@@ -738,7 +739,7 @@ def test_designs_declare_their_products():
         est = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=5)
         folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
     assert isinstance(folds.designs, FoldDesigns)
-    assert isinstance(folds.products, _kfold.FoldCovariance)  # 120 x 8: the Gram matrices
+    assert isinstance(folds.products, _fold_designs.FoldCovariance)  # 120 x 8: the Gram matrices
     for block in (folds.designs, folds.products):
         assert isinstance(block, BlockProducts)
     assert not hasattr(folds.products, "layout")  # no delegation to the designs

@@ -1,6 +1,6 @@
 """Matrix products prepared once and called many times without the GIL.
 
-The stacked folds' pass (:meth:`skacv.model_selection._kfold.FoldDesigns._dense_pass`) takes
+The stacked folds' pass (:meth:`skacv.model_selection._fold_designs.FoldDesigns._dense_pass`) takes
 two small products per panel of rows in each of two threads. NumPy's
 ``dot`` and ``matmul`` hold the GIL around parts of such calls, so each
 thread waits on the other's hand-over of the GIL several times a panel and

@@ -73,8 +73,8 @@ class BlockProducts(Protocol):
     sizes, precision, each column's weight ``n_eff`` (shape (K,)), the
     response's target at the iterates, one step's fitted values, gradients
     and residual sum of squares, and whether it computes fitted values.
-    :class:`~skacv.model_selection._kfold.FoldDesigns` (one pass over ``X~``)
-    and :class:`~skacv.model_selection._kfold.FoldCovariance` (the folds'
+    :class:`~skacv.model_selection._fold_designs.FoldDesigns` (one pass over ``X~``)
+    and :class:`~skacv.model_selection._fold_designs.FoldCovariance` (the folds'
     Gram matrices) have it."""
 
     n_samples: int

@@ -1,0 +1,527 @@
+"""The K fold designs of K-fold CV along the path, stacked as one block.
+
+The K fold fits of ``TrajectoryEarlyStoppingCV(criterion="kfold")`` differ
+only by their rows: fold ``j`` is the fit on the weights ``w * m_j``
+(``m_j`` is one on its training rows, zero on its held-out fold), centred by
+its own weighted means. :class:`FoldDesigns` stacks the K designs column by
+column on one copy of ``X~`` (centred by the means of all rows). A step
+reads ``X`` once for all K folds: the products ``X~ V`` and ``X~^T R`` with
+K columns are taken panel of rows by panel of rows, the panel still in cache
+for the second one (:meth:`FoldDesigns.normal_product`), instead of 2K
+matrix-vector products on copies of the training rows. When the folds
+partition the rows (ordered by held-out fold), the block's row-wise arrays
+are rotated so that a panel needs no mask and its gradient product only the
+K - 1 training folds (:class:`FoldDesigns`, ``layout``).
+
+With few features and many samples the block runs in the covariance form
+instead (:class:`FoldCovariance`, :func:`fold_covariance_pays`): each
+fold's training Gram matrix, ``K`` products with p x p matrices a step.
+
+Both have the block products that
+:func:`~skacv.iterations._path.run_normal_block` reads
+(:class:`~skacv.linalg._design.BlockProducts`); the fold paths themselves
+are advanced by :class:`~skacv.model_selection._kfold.StackedFolds`.
+"""
+
+
+import numpy as np
+
+from .._policy import get_policy
+from ..linalg._blas import gemm_call
+from ..linalg._design import _sum_in_order
+from ..utils._parallel import cache_bytes, kept_workers, last_level_share
+
+
+def _prepared_calls(views):
+    """The prepared products of a group's panels (the speed policy's ``prepared_products``):
+    ``(first, mask, second)`` per panel, ``first()`` forming ``Ra <- Ra - Xa
+    V^T`` (``Ra`` holding the target), ``mask`` the arguments of the
+    masking multiply (``"folds"`` layout) or ``None``, ``second()`` adding
+    ``Gt Xa`` to the gradient rows; ``None`` when a product cannot be
+    prepared (:func:`~skacv.linalg._blas.gemm_call`)."""
+    calls = []
+    for Bt, Xa, Ra, _, Ma, Gt, Zj in views:
+        first = gemm_call(Ra, Xa, Bt, alpha=-1.0, beta=1.0)
+        second = gemm_call(Zj, Gt, Xa, alpha=1.0, beta=1.0)
+        if first is None or second is None:
+            return None
+        calls.append((first, None if Ma is None else (Ra, Ma, Gt.T), second))
+    return calls
+
+
+def fold_panel_rows(n_features, itemsize=4, n_columns=5):
+    """Rows of a panel of the stacked folds' pass (the speed policy's
+    ``fold_panel_cache_share`` of the level-2 cache, products of
+    ``n_columns`` columns of at most ``fold_panel_max_product``
+    multiply-adds, at most ``fold_panel_rows`` rows; short rows up to
+    ``narrow_panel_rows``)."""
+    policy = get_policy()
+    if n_features <= policy.narrow_features:
+        return policy.narrow_panel_rows
+    rows = min(int(policy.fold_panel_cache_share * cache_bytes(2)) // (n_features * itemsize),
+               policy.fold_panel_max_product // (max(1, n_columns) * n_features))
+    return max(8, min(policy.fold_panel_rows, rows))
+
+
+def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
+    """Whether ``n_steps`` steps of ``n_folds`` stacked folds cost less in
+    the covariance form (:class:`FoldCovariance`, the speed policy's
+    ``fold_covariance``); ``itemsize``: the block's precision (the Gram
+    matrices' size against the level-2 cache).
+
+    The Gram matrices cost ``4 n p^2`` flops at ``covariance_gemm_advantage``
+    times the speed of the pass, and ``2 K p^2`` a step, each flop of these
+    memory-bound products counted ``fold_covariance_step_cost`` times
+    unless the K Gram matrices fit in the level-2 cache (plus ``2 n p`` for
+    the held-out errors, at gemm speed), against ``2 n p (2K - 1)`` a step
+    for the pass (compute-bound)."""
+    n, p, K = n_samples, n_features, n_folds
+    policy = get_policy()
+    if not policy.fold_covariance or n_steps < 1 or p > min(n, policy.covariance_max_features):
+        return False
+    adv = policy.covariance_gemm_advantage
+    resident = K * p * p * itemsize <= cache_bytes(2)
+    per_flop = 1.0 if resident else policy.fold_covariance_step_cost
+    step = 2.0 * K * p * p * per_flop + 2.0 * n * p / adv
+    return 4.0 * n * p * p / adv + n_steps * step < n_steps * 2.0 * n * p * (2 * K - 1)
+
+
+def pass_groups(nbytes):
+    """Groups of panels of a pass over a copy of ``X`` of ``nbytes``
+    (the speed policy's ``pass_groups`` beyond ``pass_groups_min_bytes``)."""
+    policy = get_policy()
+    limit = policy.pass_groups_min_bytes
+    limit = last_level_share() if limit is None else limit
+    return policy.pass_groups if nbytes > limit else 1
+
+
+class FoldDesigns:
+    """K fold designs of one ``X`` stacked column by column.
+
+    Column ``j`` of a block is in fold ``j``'s coordinates: its products
+    are those of ``X~_j = sqrt(w) (X - 1 mu_j^T)`` with ``mu_j`` the mean of
+    the training rows of fold ``j`` (weighted; zero without intercept),
+    taken as the products of :attr:`base` and a shift of the response
+    (:meth:`target`). Fitted values are computed on *every* row (the
+    held-out rows get the fold's predictions, in the weighted coordinates);
+    the gradients sum over the training rows of each fold only. Row-wise
+    quantities of the block (responses, targets, fitted values) are held
+    transposed, shape (n_folds, n_samples), in the block's *layout*:
+
+    - ``"folds"``: row ``j`` is fold ``j``;
+    - ``"rotated"``, when the rows are ordered by held-out fold and each
+      fold trains on every other row (``partition``; a dense design of at
+      least the speed policy's ``rotated_min_bytes`` and ``rotated_min_features`` columns): on
+      fold ``j``'s held-out rows, row ``i`` is fold ``(j + 1 + i) mod K``.
+      The ``K - 1`` training folds of a row come first and its held-out fold
+      last, so that a panel's residuals need no mask and its gradient
+      product has ``K - 1`` columns (:meth:`fitted_and_gradient`).
+      :attr:`fold_of` gives the fold of every entry; :meth:`by_fold`
+      converts to the ``"folds"`` layout.
+
+    Parameters
+    ----------
+    base : Design
+        The design of all rows (weights ``w``, centred by the mean of all rows).
+    train : ndarray of shape (n_samples, n_folds), bool
+        Training rows of each fold.
+    partition : list of slice, default=None
+        Fold ``j``'s held-out rows, when they are consecutive and its
+        training rows are all the others.
+
+    Attributes
+    ----------
+    n_eff : ndarray of shape (n_folds,)
+        Training weight of each fold.
+    delta : ndarray of shape (n_features, n_folds)
+        ``mu_j - mu``: the folds' offsets from the centring of ``base``.
+    layout : {"folds", "rotated"}
+    fold_of : ndarray of shape (n_folds, n_samples)
+        The fold of each entry of a row-wise quantity in the layout.
+    """
+
+    #: the pass gives the fitted values of every row
+    computes_fitted = True
+
+    def __init__(self, base, train, partition=None):
+        self.base = base
+        self.n_samples, self.n_features = base.n_samples, base.n_features
+        self.dtype, self.sparse = base.dtype, base.sparse
+        self.fit_intercept = base.fit_intercept
+        self.mask = np.asarray(train, dtype=base.dtype)
+        self.mask_t = np.ascontiguousarray(self.mask.T)  # (n_folds, n_samples)
+        w = np.ones(self.n_samples) if base.weight is None else base.weight.astype(np.float64)
+        self.sqrt_weight = np.sqrt(w).astype(base.dtype)
+        self.fold_weight = w[:, None] * self.mask  # (n, K), float64
+        self.n_eff = self.fold_weight.sum(axis=0)
+        if np.any(self.n_eff <= 0):
+            raise ValueError("A training fold has no sample weight; use fewer folds or "
+                             "give the samples positive weights.")
+        K = self.n_folds
+        self.fold_of = np.repeat(np.arange(K)[:, None], self.n_samples, axis=1)
+        self.partition = None
+        if (partition is not None and not self.sparse and K >= 2
+                and base.X.nbytes >= get_policy().rotated_min_bytes
+                and self.n_features >= get_policy().rotated_min_features):
+            self.partition = [(sl.start, sl.stop) for sl in partition]
+            held_out = np.zeros_like(self.mask)
+            for j, (a, b) in enumerate(self.partition):
+                self.fold_of[:, a:b] = ((j + 1 + np.arange(K)) % K)[:, None]
+                held_out[a:b, j] = 1
+            if not np.array_equal(held_out, 1 - self.mask):
+                raise ValueError("partition must hold out each fold's non-training rows, "
+                                 "one slice per fold, every row in exactly one.")
+        self.layout = "folds" if self.partition is None else "rotated"
+        if not self.fit_intercept:
+            self.delta = np.zeros((self.n_features, K), dtype=base.dtype)
+        elif self.partition is not None:
+            # X~^T (sqrt(w) m_j) = n_j (mu_j - mu): the sums of the other folds'
+            # slices of rows (one vector product each, a read of X in all;
+            # the product with the K columns of the masks read X at the
+            # speed of a thin product, 89 against 25 ms at 10000 x 15000)
+            part = [np.asarray(self.sqrt_weight[a:b] @ base.X[a:b], dtype=np.float64)
+                    for a, b in self.partition]
+            self.delta = np.stack(
+                [_sum_in_order([np.zeros(self.n_features)] + part[:j] + part[j + 1:])
+                 / self.n_eff[j] for j in range(K)], axis=1).astype(base.dtype)
+        else:  # X~^T (sqrt(w) m_j) = n_j (mu_j - mu)
+            s = self.sqrt_weight[:, None] * self.mask
+            self.delta = (np.asarray(base.rmatvec(s), dtype=np.float64)
+                          / self.n_eff).astype(base.dtype)
+        # (rotated) the fold of row c of the training residuals on fold h's held-out rows
+        self._rotated_fold = (np.arange(K - 1)[:, None] + 1 + np.arange(K)[None, :]) % K
+        self._plan = None  # the dense pass's buffers and panels (_pass_plan)
+        self._run = None  # the pass's threads inside workers()
+
+    @property
+    def n_folds(self):
+        return self.mask.shape[1]
+
+    def by_fold(self, A):
+        """A row-wise quantity of shape (n_folds, n_samples) in the ``"folds"``
+        layout (row ``j`` is fold ``j``)."""
+        if self.partition is None:
+            return A
+        out = np.empty_like(A)
+        np.put_along_axis(out, self.fold_of, A, axis=0)
+        return out
+
+    def center_y(self, y):
+        """``(y_offset, Y~)``: the folds' training means (shape (n_folds,)) and
+        ``sqrt(w) (y - y_offset_j)`` on every row, held transposed (shape
+        (n_folds, n_samples), in the block's layout)."""
+        y = np.asarray(y, dtype=np.float64)
+        if self.fit_intercept:
+            offset = (self.fold_weight.T @ y) / self.n_eff
+        else:
+            offset = np.zeros(self.n_folds)
+        Y = self.sqrt_weight[None, :] * (y[None, :] - offset[self.fold_of])
+        return offset, np.ascontiguousarray(Y, dtype=self.dtype)
+
+    def target(self, Y, V):
+        """``Y~_j + sqrt(w) (mu_j - mu)^T v_j`` on every row, shape (n_folds,
+        n_samples) in the layout. As
+        ``X~_j v_j = X~ v_j - sqrt(w) (mu_j - mu)^T v_j``, the residual of
+        fold ``j`` at ``v_j`` is ``target_j - X~ v_j`` with the products of
+        :attr:`base` (centred by the mean of all rows). (On the training rows
+        the shift is orthogonal to the columns of ``X~_j``: it changes the
+        residual sum of squares and the held-out errors, not the gradient.)"""
+        if not self.fit_intercept:
+            return Y
+        shift = np.einsum("pk,pk->k", self.delta, V).astype(Y.dtype)
+        shift = shift[:, None] if self.partition is None else shift[self.fold_of]
+        if self.base.weight is not None:
+            shift = shift * self.sqrt_weight[None, :]
+        return Y + shift
+
+    def fitted_and_gradient(self, V, target, held_out=True):
+        """``(P, Z, rss)`` in one pass over ``X``: ``P = (X~ V)^T`` (shape
+        (n_folds, n_samples) in the layout, the products of :attr:`base`),
+        column ``j`` of ``Z`` is ``X~_j^T m_j (target_j - P_j)`` (training
+        rows; ``target`` in the layout), ``rss`` the training residual sum of
+        squares of all folds (in the block's precision: the divergence
+        monitor's input).
+
+        A dense ``X`` is read once, by panels of rows that stay in cache
+        between the two products (:meth:`_dense_pass`). The intercept shift
+        is in ``target``, the sums of its correction after the pass.
+
+        ``held_out=False``: the caller does not read the fitted values of the
+        held-out rows; in the ``"rotated"`` layout they are then not computed
+        (row ``K - 1`` of ``P`` holds NaN) and the fitted product has ``K -
+        1`` columns instead of ``K`` (:meth:`_dense_pass`)."""
+        if self.sparse:
+            P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
+            R = (target - P) * self.mask_t
+            Z = np.asarray(self.base.rmatvec(R.T))
+            s = (R @ self.sqrt_weight).astype(np.float64) if self.fit_intercept else None
+        else:
+            P, Z, R, s = self._dense_pass(V, target, held_out)
+        if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
+            Z -= self.delta * s.astype(Z.dtype)
+        return P, Z, float(np.vdot(R, R))
+
+    def workers(self):
+        """Keep the threads of the passes (:func:`~skacv.utils._parallel.kept_workers`)
+        for every pass inside the block (a pass outside one starts its own)."""
+        return kept_workers(self, get_policy().pass_groups)
+
+    def _dense_pass(self, V, target, held_out=True):
+        """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
+        rows by panel of rows (:meth:`_pass_plan`): ``Xa V`` into the panel's
+        rows of a residual block held a row per sample (shape (n_samples,
+        c), the tall form: 20-40 % faster than ``V^T Xa^T`` in OpenBLAS's
+        single-precision kernels for 5 columns with NumPy's products; with
+        the prepared ones the two forms were within 4 % of each other at
+        n = 10000 on a 2-CPU Xeon guest), the residuals ``target -
+        Xa V`` in place, and ``R^T Xa`` added to the gradient. The two
+        products of every panel are prepared once (the speed policy's ``prepared_products``,
+        :func:`_prepared_calls`): ``R <- target - Xa V`` into a copy of the
+        target and ``Z <- Z + R^T Xa`` in place, two calls a panel (three
+        with the mask), each without the GIL. Otherwise NumPy's ``dot``,
+        four calls a panel, five with the mask (``dot`` and ``matmul`` hold
+        the GIL around parts of products of a panel's size: the groups'
+        threads wait on each other's hand-overs). The fitted values are
+        ``target - R`` after the pass.
+        Without ``held_out`` in the ``"rotated"`` layout, the product has
+        the ``K - 1`` training columns only (OpenBLAS's single-precision
+        kernel takes 4 columns in 70 % of the time of 5, 200 rows of 500 to
+        5000 columns) and row ``K - 1`` of the returned ``P`` is NaN.
+        The panels make the policy's ``pass_groups`` groups of consecutive rows, each
+        summing its own gradient (added in order after the pass), run in
+        threads with one BLAS thread each (:meth:`workers`).
+
+        In the ``"folds"`` layout the gradient reads the residuals times the
+        mask (a block of its own: the held-out residuals give the fitted
+        values). In the ``"rotated"`` layout, on fold ``j``'s held-out rows
+        the block's columns are taken in the order ``j + 1, ..., j + K - 1,
+        j`` (mod K) (rows of ``V^T`` held twice over: a contiguous block), so that
+        the training folds' residuals are the panel's first ``K - 1``
+        columns, need no mask, and its gradient product has ``K - 1`` rows,
+        added to rows ``j .. j + K - 2`` of a ``(2K - 2, p)`` sum whose row
+        ``c`` belongs to fold ``(c + 1) mod K``. Returns ``(P, Z, R, s)``:
+        ``P`` the fitted values (shape (n_folds, n_samples), in the layout),
+        ``R`` the training residuals (in the ``"rotated"`` layout shape (K -
+        1, n_samples), rows ``0 .. K - 2`` of the layout; a view), ``s`` each
+        fold's ``sum sqrt(w) r`` (intercept only)."""
+        K = self.n_folds
+        if self._plan is None:
+            self._plan = self._pass_plan()
+        Vt, R, T, masked, passes = self._plan
+        rotated = self.partition is not None
+        # the panels' columns: all K, or (rotated, no held-out values) its K - 1 training folds
+        part = 0 if held_out or not rotated else 1
+        sums, groups = passes[part]
+        np.copyto(Vt[:K], V.T)
+        if rotated:  # fold j's columns j + 1, ..., j + K (mod K): rows j + 1 .. of V^T twice
+            np.copyto(Vt[K:], Vt[:K])
+        width = R[part].shape[1]
+        prepared = groups[0][3] is not None
+        # the residuals are formed in place: target - Xa V into a copy of the
+        # target (prepared products), or Xa V then target - Xa V
+        np.copyto(R[part] if prepared else T[part], target[:width].T)
+        dot, subtract, multiply = np.dot, np.subtract, np.multiply
+
+        def work(views, total, tmp, calls):
+            total[...] = 0
+            if calls is not None:  # prepared products, without the GIL
+                for first, mask, second in calls:
+                    first()  # Ra <- Ra - Xa V (Ra holds the target)
+                    if mask is not None:
+                        multiply(*mask)
+                    second()  # Zj <- Zj + Gt Xa
+                return
+            for Bt, Xa, Ra, Ta, Ma, Gt, Zj in views:
+                dot(Xa, Bt, out=Ra)
+                subtract(Ta, Ra, out=Ra)
+                if Ma is not None:
+                    multiply(Ra, Ma, out=Gt.T)
+                dot(Gt, Xa, out=tmp)
+                Zj += tmp
+
+        with self.workers() as run:
+            if len(groups) == 1:
+                work(*groups[0])
+            else:
+                run(work, groups)
+        total = _sum_in_order(sums)
+        if self.partition is None:
+            Z = total.T.copy()
+        else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
+            Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
+            Zt[0] = 0
+            Zt[1:] = total[:K - 1]
+            Zt[:K - 1] += total[K - 1:]
+            Z = Zt.T
+        Rt = (R[part][:, :K - 1] if rotated else masked).T  # the training residuals
+        s = None
+        if self.fit_intercept:  # each fold's sum of sqrt(w) r over its training rows
+            RW = Rt if self.base.weight is None else Rt * self.sqrt_weight[None, :]
+            if self.partition is not None and all(b > a for a, b in self.partition):
+                # rotated: by held-out fold, row c of fold h is fold (h + 1 + c) mod K
+                M = np.add.reduceat(RW.T, [a for a, _ in self.partition], axis=0,
+                                    dtype=np.float64)
+                s = np.bincount(self._rotated_fold.ravel(), weights=M.T.ravel(), minlength=K)
+            else:
+                s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(),
+                                weights=RW.astype(np.float64).ravel(), minlength=K)
+        P = np.empty((K, self.n_samples), dtype=self.dtype)
+        np.subtract(target[:width], R[part].T, out=P[:width])
+        P[width:] = np.nan
+        return P, Z, Rt, s
+
+    def _pass_plan(self):
+        """Buffers of :meth:`_dense_pass`: ``V`` transposed (when rotated,
+        twice over); the residuals and the targets held a row per sample
+        (all K columns, and when rotated the K - 1 training ones), the
+        masked residuals (``"folds"`` layout) and, for each choice of
+        columns, ``(sums, groups)``: its panels (sized for products of that
+        many columns, :func:`fold_panel_rows`) in groups, each group with a
+        gradient sum, a scratch gradient and the views each panel's calls
+        read and write."""
+        X, K, dt = self.base.X, self.n_folds, self.dtype
+        n, p = X.shape
+        rotated = self.partition is not None
+        # V held transposed (the panels' products take the transposed operand,
+        # 3-10 % faster in OpenBLAS's float32 kernel for 4-5 columns), and when
+        # rotated twice over: fold j's columns j + 1, ..., j + K (mod K), all K
+        # or the K - 1 training ones, are then rows j + 1 .. of it, a
+        # contiguous block (a strided view of V made OpenBLAS's
+        # single-precision product of a panel about 50 % slower, 10000 x 5000
+        # with 4 columns of 10)
+        Vt = np.empty((2 * K if rotated else K, p), dtype=dt)
+        widths = (K, K - 1) if rotated else (K,)
+        R = tuple(np.empty((n, c), dtype=dt) for c in widths)
+        T = tuple(np.empty_like(r) for r in R)
+        masked = None if rotated else np.empty((n, K), dtype=dt)  # masked residuals
+        # per choice of columns: the panels (sized for their products,
+        # fold_panel_rows), their groups with a gradient sum each, and the views
+        # each panel's calls read and write
+        passes = []
+        for part, width in enumerate(widths):
+            rows = fold_panel_rows(p, X.itemsize, width)
+            # (first row, last row, fold whose held-out rows they are, gradient rows)
+            if rotated:
+                panels = [(r0, min(r0 + rows, b), j, slice(j, j + K - 1))
+                          for j, (a, b) in enumerate(self.partition)
+                          for r0 in range(a, b, rows)]
+            else:
+                panels = [(r0, min(r0 + rows, n), None, slice(0, K))
+                          for r0 in range(0, n, rows)]
+            n_groups = min(pass_groups(X.nbytes), len(panels))
+            bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
+            sums, groups = [], []
+            for g in range(n_groups):
+                total = np.zeros((2 * K - 2 if rotated else K, p), dtype=dt)
+                views = []
+                for a, b, j, zrows in panels[bounds[g]:bounds[g + 1]]:
+                    sl = slice(a, b)
+                    Ra = R[part][sl]
+                    if rotated:  # the gradient reads the training columns
+                        Bt, Ma, Gt = Vt[j + 1:j + 1 + width].T, None, Ra[:, :K - 1].T
+                    else:
+                        Bt, Ma, Gt = Vt.T, self.mask[sl], masked[sl].T
+                    views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
+                sums.append(total)
+                groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
+                               _prepared_calls(views) if get_policy().prepared_products else None))
+            if any(g[3] is None for g in groups):  # all groups prepared, or none
+                groups = [g[:3] + (None,) for g in groups]
+            passes.append((sums, groups))
+        return Vt, R, T, masked, passes
+
+    def normal_product(self, V, Y):
+        """``(Z, rss)``: column ``j`` of ``Z`` is ``X~_j^T m_j (Y_j - X~_j v_j)``
+        (``Y`` as :meth:`center_y` gives it), ``rss`` the training residual
+        sum of squares of all folds (:meth:`fitted_and_gradient`; the
+        held-out rows' fitted values are not computed)."""
+        _, Z, rss = self.fitted_and_gradient(V, self.target(Y, V), held_out=False)
+        return Z, rss
+
+
+class FoldCovariance:
+    """The products of :class:`FoldDesigns` in the covariance form (few
+    features, many samples: scikit-learn's ``precompute``, as the full fit's
+    :class:`~skacv.linalg._design.CovarianceForm`). With ``C_j = X~_j^T M_j X~_j``
+    (p x p, each fold's centred, weighted training Gram matrix: that of all
+    rows minus its held-out rows' and its centring's) and ``c_j = X~^T (m_j
+    Y~_j)``, the gradient of fold ``j`` at ``v_j`` is ``c_j - C_j v_j`` and
+    its training residual sum of squares ``Y~_j^T M_j Y~_j - 2 v_j^T c_j +
+    v_j^T C_j v_j``: a step costs ``K`` products with p x p matrices
+    instead of a pass over ``X``. The fitted values are not computed: the
+    held-out errors come from the stored iterates
+    (:meth:`StackedFolds._held_out_errors_of`, one product per fold with
+    its test rows). Folds that partition the rows only (``partition``).
+    It has the block products of :class:`FoldDesigns` (what
+    :func:`~skacv.iterations._path.run_normal_block` reads,
+    :class:`~skacv.linalg._design.BlockProducts`); the folds' rows, layout
+    and centring stay with the :class:`FoldDesigns` it is built from.
+
+    Parameters
+    ----------
+    designs : FoldDesigns
+    response : ndarray of shape (n_folds, n_samples)
+        :meth:`FoldDesigns.center_y`'s, in the block's layout.
+    partition : list of slice
+        Fold ``j``'s held-out rows (its training rows are all the others).
+    """
+
+    #: the pass gives no fitted values (see :func:`~skacv.iterations._path.run_normal_block`)
+    computes_fitted = False
+
+    def __init__(self, designs, response, partition):
+        self.designs = designs
+        self.dtype, self.n_eff, self.n_folds = designs.dtype, designs.n_eff, designs.n_folds
+        self.n_samples, self.n_features = designs.n_samples, designs.n_features
+        A, K, dt = designs.base.X, designs.n_folds, designs.dtype
+        # the held-out rows' Gram matrices; the folds partition the rows, so
+        # that their sum (in order) is the Gram matrix of all rows
+        self.C = np.empty((K, A.shape[1], A.shape[1]), dtype=dt)
+        for j, rows in enumerate(partition):
+            Ao = A[rows]
+            np.matmul(Ao.T, Ao, out=self.C[j])
+        S = _sum_in_order([self.C[0].copy(), *self.C[1:]])
+        for j in range(K):
+            np.subtract(S, self.C[j], out=self.C[j])
+            if designs.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T on the training rows
+                delta = designs.delta[:, j]
+                self.C[j] -= (designs.n_eff[j] * np.outer(delta, delta)).astype(dt)
+        self._response = response
+        self.c, self.yy = self._linear_terms(response)
+
+    def workers(self):
+        """The threads of the block's passes (:meth:`FoldDesigns.workers`)."""
+        return self.designs.workers()
+
+    def _linear_terms(self, Y):
+        """``(c, yy)``: ``c_j = X~^T (m_j Y_j)`` (shape (n_features, n_folds))
+        and ``Y_j^T M_j Y_j``, for ``Y`` in the block's layout."""
+        d = self.designs
+        MY = d.mask.T * d.by_fold(Y)
+        c = np.asarray(d.base.X.T @ MY.T, dtype=d.dtype)
+        return c, np.einsum("kn,kn->k", MY, MY, dtype=np.float64)
+
+    def target(self, Y, V):
+        return Y  # not read: the linear terms of the response are in c
+
+    def fitted_and_gradient(self, V, target, held_out=True):
+        """``(None, Z, rss)`` as :meth:`FoldDesigns.fitted_and_gradient`
+        gives ``Z`` and ``rss``, for the block's response."""
+        return (None, *self._normal(V, self.c, self.yy))
+
+    def normal_product(self, V, Y):
+        """:meth:`FoldDesigns.normal_product`, any response ``Y``."""
+        if Y is self._response:
+            c, yy = self.c, self.yy
+        elif not np.any(Y):  # the Lanczos processes of the step sizes
+            c, yy = np.zeros_like(self.c), np.zeros(self.n_folds)
+        else:
+            c, yy = self._linear_terms(Y)
+        return self._normal(V, c, yy)
+
+    def _normal(self, V, c, yy):
+        CV = np.matmul(self.C, np.ascontiguousarray(V.T)[:, :, None])[:, :, 0].T
+        Z = c - CV
+        # rounding can make the sum of squares of an exact fit negative
+        rss = float(yy.sum() - 2.0 * np.vdot(V, c) + np.vdot(V, CV))
+        return Z, max(rss, 0.0)
