@@ -47,7 +47,7 @@ SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for nam
 
 MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
-    "linalg": [["_linalg", "_blas", "_sampling", "_dask"], ["_design"]],
+    "linalg": [["_linalg", "_blas", "_sampling", "_dask", "_protocols"], ["_design"]],
     "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"], ["_path"]],
     "estimates": [
         ["_risk_core_space", "_risk_spectral", "_uq", "_loo_refit", "_loo_track"],

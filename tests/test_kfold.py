@@ -723,10 +723,11 @@ def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, m
 
 def test_designs_declare_their_products():
     """The designs the loops read have the declared protocols
-    (skacv.linalg._design.LinearProducts and BlockProducts), with no
+    (skacv.linalg._protocols.LinearProducts and BlockProducts), with no
     delegation: the folds' covariance form declares the block's products and
     keeps the folds' rows, layout and centring with its FoldDesigns."""
-    from skacv.linalg._design import BlockProducts, CovarianceForm, LinearProducts
+    from skacv.linalg._design import CovarianceForm
+    from skacv.linalg._protocols import BlockProducts, LinearProducts
 
     X, y, sw = _data(n=120, p=8)
     design = Design(X, sw, True)

@@ -19,7 +19,7 @@ fold's training Gram matrix, ``K`` products with p x p matrices a step.
 
 Both have the block products that
 :func:`~skacv.iterations._path.run_normal_block` reads
-(:class:`~skacv.linalg._design.BlockProducts`); the fold paths themselves
+(:class:`~skacv.linalg._protocols.BlockProducts`); the fold paths themselves
 are advanced by :class:`~skacv.model_selection._kfold.StackedFolds`.
 """
 
@@ -454,7 +454,7 @@ class FoldCovariance:
     its test rows). Folds that partition the rows only (``partition``).
     It has the block products of :class:`FoldDesigns` (what
     :func:`~skacv.iterations._path.run_normal_block` reads,
-    :class:`~skacv.linalg._design.BlockProducts`); the folds' rows, layout
+    :class:`~skacv.linalg._protocols.BlockProducts`); the folds' rows, layout
     and centring stay with the :class:`FoldDesigns` it is built from.
 
     Parameters
