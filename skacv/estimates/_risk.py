@@ -22,6 +22,11 @@ weighted problem, which equals repeating rows.
 Traces are computed spectrally for linear iterations
 (:mod:`skacv.estimates._risk_spectral`) and by propagating Jacobian actions through
 the masks of the prox for ISTA/FISTA (:mod:`skacv.estimates._risk_chains`).
+Long paths whose supports settle (and linear iterations) keep the memory
+matrices in a state-space form and correct the residuals by forward
+recursions, linear in ``T`` (:class:`~skacv.estimates._risk_core_space.SettledMemory`,
+:func:`trajectory_risk`); every other estimate checks its ``(T + 1) x (T +
+1)`` matrices against ``path_memory_limit`` before allocating them.
 """
 
 import time
@@ -30,13 +35,18 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from sklearn.utils import Bunch, check_random_state
 
-from .._config import check_memory
+from .._config import check_memory, format_bytes, get_config
+from .._policy import get_policy
+from ..exceptions import EstimateBudgetError
 from ..utils._parallel import small_blas
 from ._risk_chains import (
     curvature_memory_matrices,
+    design_columns,
     masked_memory_matrix,
     resolve_chain_dtype,
+    uses_heavy_ball,
 )
+from ._risk_core_space import linear_settled_memory, settled_memory, settled_step
 from ._risk_independent import independent_memory_matrix, probe_scheme
 from ._risk_spectral import (
     exact_nodes,
@@ -209,25 +219,39 @@ def residual_products(design, y_tilde, coef_path, sources=None):
     -------
     products : Bunch
         ``FF`` (T+1, T+1), ``XF`` (n_features, T+1); with ``sources`` also
-        ``FFv``, ``FvFv`` (T+1, T+1) and ``XFv`` (n_features, T+1).
+        ``FFv``, ``FvFv`` (T+1, T+1) and ``XFv`` (n_features, T+1). Also the
+        residuals in the basis ``[y~, X~]`` (:func:`residual_basis`): ``M``
+        and ``Phi`` (``Phiv`` with ``sources``), ``FF = Phi^T M Phi``.
     """
-    C = design.gram(side="features") * design.n_eff
-    y = np.asarray(y_tilde, dtype=np.float64)
-    c = np.asarray(design.rmatvec(y), dtype=np.float64).ravel()
-    yy = float(y @ y)
+    M = residual_basis(design, y_tilde)
+    C = M[1:, 1:]
+    c = M[1:, 0]
+    yy = float(M[0, 0])
 
     def cross(B1, CB1, B2, CB2):  # (y 1^T - X B1)^T (y 1^T - X B2)
         return (yy - (c @ B1)[:, None] - (c @ B2)[None, :]) + B1.T @ CB2
 
     B = np.asarray(coef_path, dtype=np.float64)
     CB = C @ B
-    out = Bunch(FF=cross(B, CB, B, CB), XF=c[:, None] - CB)
+    out = Bunch(FF=cross(B, CB, B, CB), XF=c[:, None] - CB, M=M,
+                Phi=np.vstack([np.ones((1, B.shape[1])), -B]))
     if sources is not None:
         Bv = np.asarray(sources, dtype=np.float64)
         CBv = C @ Bv
         out.update(FFv=cross(B, CB, Bv, CBv), FvFv=cross(Bv, CBv, Bv, CBv),
-                   XFv=c[:, None] - CBv)
+                   XFv=c[:, None] - CBv, Phiv=np.vstack([np.ones((1, Bv.shape[1])), -Bv]))
     return out
+
+
+def residual_basis(design, y_tilde):
+    """The Gram matrix ``M = [y~, X~]^T [y~, X~]`` of shape (p + 1, p + 1): a
+    residual ``y~ - X~ b`` has the coefficients ``[1; -b]`` in the basis
+    ``[y~, X~]``, and ``(y~ - X~ b)^T (y~ - X~ b') = [1; -b]^T M [1; -b']``
+    (from the design's ``X~^T X~``: no pass over the samples)."""
+    C = design.gram(side="features") * design.n_eff
+    y = np.asarray(y_tilde, dtype=np.float64)
+    c = np.asarray(design.rmatvec(y), dtype=np.float64).ravel()
+    return np.block([[np.array([[y @ y]]), c[None, :]], [c[:, None], C]])
 
 
 def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
@@ -242,11 +266,17 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
     P, Q : ndarray of shape (T + 1, T + 1) (``Q`` ``None`` without sources)
     correction : ndarray of shape (T + 1, T + 1) or None
         ``K`` (``P = K^T``), ``None`` with sources.
+
+    With the residuals' basis (``M``, ``Phi``, ``Phiv`` of
+    :func:`residual_products`) and fewer features than iterates, ``G =
+    Gam^T M Gam / n`` with ``Gam = Phi P + Phiv Q``: ``O(p T^2)`` flops
+    instead of the ``O(T^3)`` of ``P^T F^T F P``.
     """
     FF = products.FF
     T1 = FF.shape[0]
     _intercept_term(fit_intercept, n_eff)
     A = np.asarray(A, dtype=np.float64)[:T1, :T1]
+    low_rank = "Phi" in products and products.Phi.shape[0] < T1
     if "FvFv" in products:
         c = 1.0 if fit_intercept else 0.0
         L_inv = solve_triangular(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
@@ -255,12 +285,20 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
         P = np.eye(T1) / (1.0 - c / n_eff)
         Q = (L_inv.T @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)
         K = None
-        FR = FF @ P + products.FFv @ Q
-        G = (P.T @ FR + Q.T @ (products.FFv.T @ P + products.FvFv @ Q)) / n_eff
+        if low_rank:
+            Gam = products.Phi @ P + products.Phiv @ Q
+            G = Gam.T @ (products.M @ Gam) / n_eff
+        else:
+            FR = FF @ P + products.FFv @ Q
+            G = (P.T @ FR + Q.T @ (products.FFv.T @ P + products.FvFv @ Q)) / n_eff
     else:
         K = residual_correction(A, n_eff, fit_intercept, A_sources, iteration)
         P, Q = K.T, None
-        G = K @ FF @ K.T / n_eff
+        if low_rank:
+            Gam = products.Phi @ P
+            G = Gam.T @ (products.M @ Gam) / n_eff
+        else:
+            G = K @ FF @ K.T / n_eff
     G = (G + G.T) / 2.0  # symmetric up to rounding
     return np.diag(G).copy(), G, P, Q, K
 
@@ -337,7 +375,7 @@ AMPLIFICATION_LIMIT = 2.0
 
 
 def risk_reliability(A, A_sources, n_eff, fit_intercept=False, proximal=False,
-                     support=None, return_failures=False):
+                     support=None, return_failures=False, inverse=None):
     """Per-iterate diagnostics of the memory-matrix estimate.
 
     The degrees-of-freedom fraction of iterate ``t`` is
@@ -376,14 +414,24 @@ def risk_reliability(A, A_sources, n_eff, fit_intercept=False, proximal=False,
     failures : dict
         Only with ``return_failures=True``: which check each iterate fails
         (:func:`reliability_failures`).
+
+    ``inverse``: ``(I (1 - c/n) - A_sources/n)^{-1}`` if already computed
+    (:func:`residual_correction`'s ``K`` without extrapolation).
     """
     T1 = A.shape[0]
     c = 1.0 if fit_intercept else 0.0
     df = (np.tril(A, -1).sum(axis=1) + c) / n_eff
-    L = _correction(A_sources, n_eff, c)
     with np.errstate(all="ignore"):
-        Linv = solve_triangular(L, np.eye(T1), lower=True, check_finite=False)
+        Linv = inverse
+        if Linv is None:
+            Linv = solve_triangular(_correction(A_sources, n_eff, c), np.eye(T1), lower=True,
+                                    check_finite=False)
         amp = np.abs(Linv).sum(axis=1) * (1.0 - c / n_eff) * np.maximum(1.0 - df, 1e-12)
+    return _reliability(df, amp, n_eff, fit_intercept, proximal, support, return_failures)
+
+
+def _reliability(df, amp, n_eff, fit_intercept, proximal, support, return_failures):
+    """:func:`risk_reliability` from the degrees of freedom and the amplification."""
     failed = reliability_failures(df, amp, n_eff, fit_intercept, proximal, support)
     ok = ~np.logical_or.reduce(list(failed.values()))
     reliable = np.logical_and.accumulate(ok)
@@ -465,6 +513,84 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     return None if cheap else AUTO_PROBES
 
 
+#: (T + 1) x (T + 1) float64 matrices the dense estimate holds at its peak (the
+#: memory matrices, the correction and its inverse, the risk matrix, temporaries)
+DENSE_MATRICES = 8
+#: the settled form (:class:`~skacv.estimates._risk_core_space.SettledMemory`)
+#: is used when the support stays fixed for at least this many final steps:
+#: its recursions cost a few array operations a step in Python, which the
+#: dense form's O(T^3) flops pass at a few hundred steps
+SETTLED_MIN_TAIL = 512
+#: arrays of ``q x (T + 1)`` floats of the settled form (``q``: samples, or
+#: features + 1 in the covariance form: the residuals of the outputs and of
+#: the gradient points, and their corrections) and vectors of ``T + 1`` floats
+SETTLED_ARRAYS, SETTLED_VECTORS = 4, 32
+ESTIMATE_HINT = "Lower max_iter or set estimate_risk=False. "
+
+
+def check_dense_memory(n_iterates, n_matrices=DENSE_MATRICES):
+    """Refuse, before anything is allocated, a risk estimate whose ``n_matrices``
+    matrices of ``n_iterates x n_iterates`` floats are above ``path_memory_limit``
+    (the message names the bytes, the limit and the fixes)."""
+    T1 = int(n_iterates)
+    n_bytes = n_matrices * 8.0 * T1 * T1
+    check_memory(n_bytes, f"The risk estimate of {T1} iterates ({n_matrices} matrices of "
+                 f"{T1} x {T1} floats, {n_bytes:,.0f} bytes)", ESTIMATE_HINT)
+
+
+def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False):
+    """Which settled form a trajectory of ``n_iter`` steps may take
+    (:func:`trajectory_risk`): ``"linear"`` (gradient descent, ridge,
+    Nesterov: settled from the start), ``"proximal"`` (ISTA / FISTA with
+    Hutchinson probes shared by the sources: whether it does depends on the
+    supports) or ``None``. Full-batch least squares without heavy ball or
+    preconditioner, no warm-start state to keep, at least
+    ``SETTLED_MIN_TAIL`` steps."""
+    if (keep_state or iteration.sampler is not None
+            or not (datafit is None or datafit.quadratic) or n_iter < SETTLED_MIN_TAIL
+            or getattr(iteration, "preconditioner", None) is not None
+            or uses_heavy_ball(iteration, n_iter)):
+        return None
+    if iteration.is_linear:
+        return "linear"
+    n_probes = resolve_n_probes(n_probes, design, iteration, n_iter, datafit)
+    if n_probes is not None and probe_scheme(
+            iteration, n_probes, n_iter, design.n_samples) == "shared":
+        return "proximal"
+    return None
+
+
+def can_settle(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False):
+    """Whether :func:`settled_kind` is not ``None``."""
+    return settled_kind(design, iteration, n_iter, n_probes, datafit, keep_state) is not None
+
+
+def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
+                      products=False, keep_state=False):
+    """Refuse, before a fit, a risk estimate above ``path_memory_limit``.
+
+    A path that may settle (:func:`can_settle`) needs at least the settled
+    form's ``O(q T)`` floats (``q``: samples, or features + 1 with
+    ``products``); any other estimate needs its dense ``(T + 1) x (T + 1)``
+    matrices (:func:`check_dense_memory`).
+
+    Raises
+    ------
+    ValueError
+        With the bytes, the limit and the fixes.
+    """
+    T1 = int(n_iter) + 1
+    if not can_settle(design, iteration, n_iter, n_probes, datafit, keep_state):
+        check_dense_memory(T1)
+        return
+    q = design.n_features + 1 if products else design.n_samples
+    n_bytes = 8.0 * T1 * (SETTLED_ARRAYS * q + SETTLED_VECTORS)
+    dense = DENSE_MATRICES * 8.0 * T1 * T1
+    check_memory(n_bytes, f"The risk estimate of {T1} iterates (at least {n_bytes:,.0f} bytes "
+                 f"when the supports settle; {format_bytes(dense)} for {DENSE_MATRICES} "
+                 f"matrices of {T1} x {T1} floats when they do not)", ESTIMATE_HINT)
+
+
 def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=None,
                   chain_dtype=None, verbose=0):
     """Memory matrices of a trajectory (outputs and gradient points).
@@ -492,9 +618,73 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
         ``A[t, s] = tr(X~ d x^t / d y^(s))``.
     A_sources : ndarray of shape (T + 1, T + 1)
         Same for the gradient points ``v^t``.
+
+    Raises
+    ------
+    ValueError
+        When the matrices are above ``path_memory_limit`` (before they are
+        allocated).
     """
+    check_dense_memory(coef_path.shape[1], 4)
     return _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype,
                             verbose)[:2]
+
+
+def chain_cost_in_fits(design, coef_path, n_probes, scheme):
+    """Predicted time of the proximal chains of :func:`memory_matrix` in
+    units of the fit of the same path (``T`` steps of two products with
+    ``X~``, ``4 n p`` flops a step).
+
+    The chains are restricted to the features active so far (``s_k`` at
+    step ``k``): a step multiplies the support's Gram matrix by ``m``
+    columns per block of sources with independent probes (at most ``k // 2
+    + 1`` blocks, about 16 once merged), or by the shared probes' ``m``
+    columns per open source (meet in the middle: ``m T / 4`` on average);
+    ``2 s_k^2`` flops a column, at the speed policy's
+    ``chain_gemm_advantage`` times the fit's speed per flop.
+
+    Returns
+    -------
+    fits : float
+    flops : float
+        The chains' flops.
+    """
+    T = coef_path.shape[1] - 1
+    if T < 2 or n_probes is None:
+        return 0.0, 0.0
+    m = float(n_probes)
+    active = np.cumsum(np.any(coef_path != 0, axis=0)) > 0  # nothing active before the start
+    support = np.maximum.accumulate((coef_path != 0).sum(axis=0)).astype(float)
+    support = np.where(active, support, 0.0)
+    k = np.arange(T + 1, dtype=float)
+    if scheme == "independent":
+        columns = m * np.minimum(k // 2 + 1, 16.0)
+    else:
+        columns = np.full(T + 1, m * T / 4.0)
+    flops = float(np.sum(2.0 * support**2 * columns))
+    n, p = design.n_samples, design.n_features
+    policy = get_policy()
+    # the fit's products: two with X~ a step, or one with X~^T X~ (covariance form)
+    step = 2.0 * p * p if p < n and p <= policy.covariance_max_features else 4.0 * n * p
+    fit = step * T
+    return flops / policy.chain_gemm_advantage / max(fit, 1.0), flops
+
+
+def _check_budget(design, coef_path, n_probes, scheme):
+    """Refuse chains that would cost more than ``risk_time_budget`` fits."""
+    budget = get_config()["risk_time_budget"]
+    if budget is None or scheme != "independent":
+        # the shared probes' cost depends on their core space and on where
+        # the chains meet, which this model does not see (it overestimated
+        # them 5-10 times on small designs): not budgeted
+        return
+    cost, flops = chain_cost_in_fits(design, coef_path, n_probes, scheme)
+    if cost > budget and flops > get_policy().risk_cheap_flops:
+        s = int(np.count_nonzero(np.any(coef_path != 0, axis=1)))
+        raise EstimateBudgetError(
+            f"the risk estimate of this path would cost about {cost:.1f} fits (its Jacobian "
+            f"chains on a support of {s} of {design.n_features} features over "
+            f"{coef_path.shape[1] - 1} steps), more than risk_time_budget={budget:g} fits.")
 
 
 def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype,
@@ -533,7 +723,9 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
         A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
         return A, Av, new_state
     dtype = resolve_chain_dtype(design, n_probes, dtype)
-    if probe_scheme(iteration, n_probes, T, design.n_samples) == "independent":
+    scheme = probe_scheme(iteration, n_probes, T, design.n_samples)
+    _check_budget(design, coef_path, n_probes, scheme)
+    if scheme == "independent":
         return independent_memory_matrix(design, iteration, coef_path, n_probes, rng, dtype,
                                          verbose, state=state, keep_state=keep_state)
     return masked_memory_matrix(design, iteration, coef_path, n_probes, rng, dtype, verbose,
@@ -550,7 +742,7 @@ def residual_matrix(design, y_tilde, coef_path):
 
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
                     random_state=None, chain_dtype=None, fitted=None, verbose=0, _state=None,
-                    _keep_state=False, products=False):
+                    _keep_state=False, products=False, matrices=True):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     Full-batch least squares: the memory-matrix estimate of Bellec & Tan
@@ -571,6 +763,32 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         ``corrected_residuals`` and ``residuals`` are ``None`` and
         ``products`` holds ``FF``, ``XF`` (..., see
         :func:`residual_products`), ``P`` and ``Q``.
+    matrices : bool, default=True
+        Return the ``(T + 1) x (T + 1)`` matrices (``risk_matrix``,
+        ``memory_matrix``, ``memory_matrix_sources``) also when the
+        estimate does not need them (the settled form); ``False``: they are
+        ``None`` then.
+
+    The memory the estimate needs is checked against ``path_memory_limit``
+    before it is allocated (:func:`check_dense_memory`; a ``ValueError``
+    with the bytes, the limit and the fixes).
+
+    **Settled supports.** For ISTA / FISTA (no heavy ball, shared probes)
+    whose support and extrapolation stay fixed for the last
+    ``SETTLED_MIN_TAIL`` steps or more, the memory matrices after the step
+    ``k0`` where they settle are a state-space recursion on the
+    eigenbasis of the support's Gram matrix (``r = |S|`` directions;
+    :class:`~skacv.estimates._risk_core_space.SettledMemory`), and the
+    corrections are forward recursions: the chains in coordinates up to
+    ``k0``, then ``O(r q T)`` work (``q`` samples, or features + 1 in the
+    covariance form) and ``O(q T)`` memory, instead of ``O(T^3)`` and
+    ``(T + 1)^2`` floats; the amplification diagnostic adds ``O(r T)`` when
+    the memory matrix is non-negative (no momentum), ``O(r T^2 / 2)``
+    scalar operations otherwise. Gradient descent, ridge GD and Nesterov
+    (no heavy ball, no preconditioner) take the same form from the start
+    (``k0 = 0``, ``r`` spectral nodes) from ``SETTLED_MIN_TAIL`` steps on.
+    Not with a warm-start state to keep (the chains continue in
+    coordinates).
 
     Returns
     -------
@@ -587,7 +805,20 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         ``df_fraction``, ``amplification``).
     """
     tic = time.perf_counter()
+    T1 = coef_path.shape[1]
     robust = datafit is not None and not datafit.quadratic
+    kind = None if _state is not None else settled_kind(design, iteration, T1 - 1, n_probes,
+                                                            datafit, _keep_state)
+    if kind is not None:
+        k0 = 0 if kind == "linear" else settled_step(iteration, coef_path)
+        if k0 is not None and T1 - 1 - k0 >= SETTLED_MIN_TAIL:
+            res = _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes,
+                                random_state, chain_dtype, fitted, verbose, products, matrices)
+            if verbose:
+                print(f"[risk] settled after step {k0}: done in "
+                      f"{time.perf_counter() - tic:.1f}s")
+            return res
+    check_dense_memory(T1)
     if iteration.sampler is not None or robust:
         res = _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes,
                            random_state, chain_dtype, fitted, verbose, _state, _keep_state)
@@ -626,7 +857,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             support = np.count_nonzero(coef_path, axis=0)
         reliable, df, amp, failures = risk_reliability(
             A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
-            proximal=not iteration.is_linear, support=support, return_failures=True)
+            proximal=not iteration.is_linear, support=support, return_failures=True,
+            # without extrapolation the correction K is that inverse
+            inverse=K if A_sources is None else None)
     failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
     if verbose:
@@ -698,3 +931,94 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
                  chain_state=new_state, reliable=reliable, df_fraction=df, amplification=amp,
                  corrected_residuals=corrected, residuals=F if quadratic else None,
                  failures=failures, momentum=_has_momentum(iteration, T1 - 1))
+
+
+def _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes, random_state,
+                  chain_dtype, fitted, verbose, products, matrices):
+    """:func:`trajectory_risk` of a path whose support settles after step ``k0``:
+    the chains in coordinates up to ``k0`` (the same probes as the dense
+    route), then :class:`~skacv.estimates._risk_core_space.SettledMemory`;
+    a linear iteration (``k0 = 0``) from the spectral nodes of
+    :func:`_memory_matrices`."""
+    T1 = coef_path.shape[1]
+    T = T1 - 1
+    n, n_eff = design.n_samples, design.n_eff
+    c = _intercept_term(design.fit_intercept, n_eff)
+    if matrices:  # asked for: the (T + 1)^2 matrices A, A_sources, G and a temporary
+        check_dense_memory(T1, 4)
+    m = resolve_n_probes(n_probes, design, iteration, T)
+    rng = check_random_state(random_state)
+    if iteration.is_linear:  # the nodes (and the same probes) as _memory_matrices
+        if m is None:
+            lam, w = exact_nodes(design)
+        else:
+            lam, w = lanczos_nodes(design, m, rng, depth=T // 2 + 2, verbose=verbose,
+                                   check=lanczos_check(iteration, T))
+        model = linear_settled_memory(iteration, T, lam, w)
+    else:
+        dtype = resolve_chain_dtype(design, m, chain_dtype)
+        Z = rng.choice([-1.0, 1.0], size=(n, int(m))).astype(dtype)  # as masked_memory_matrix
+        head = masked_memory_matrix(design, iteration, coef_path[:, :k0 + 1], m, rng, dtype,
+                                    verbose, keep_state=True, probes=Z)[2]
+        model = settled_memory(lambda idx, dt: design_columns(design, idx, dt), iteration,
+                               coef_path, k0, Z, head, n_eff)
+    has_momentum = any(iteration.beta(k) != 0.0 for k in range(1, T1))
+    B = np.asarray(coef_path, dtype=np.float64)
+    F = R = prods = G = None
+    if products and design.n_features <= n:
+        # residuals in the basis [y~, X~]: F = y~ 1^T - X~ B has coefficients [1; -B]
+        M = residual_basis(design, y_tilde)
+        check_memory(8.0 * T1 * SETTLED_ARRAYS * M.shape[0],
+                     f"the settled risk estimate ({M.shape[0]} x {T1}, {SETTLED_ARRAYS} arrays)",
+                     ESTIMATE_HINT)
+        Phi = np.vstack([np.ones((1, T1)), -B])
+        if has_momentum:
+            Phiv = np.vstack([np.ones((1, T1)), -source_points(iteration, B)])
+            _, Gx = model.solve(Phiv, Phi, n_eff, c)
+        else:
+            Gx = model.solve(Phi, None, n_eff, c)[1]
+        MG = M @ Gx
+        risk = np.einsum("it,it->t", Gx, MG) / n_eff
+        # what the debiasing reads (skacv.estimates._uq): X~^T R and <F_t, R_t>
+        prods = Bunch(W=MG[1:], FR=np.einsum("it,it->t", Phi, MG))
+        if matrices:
+            G = Gx.T @ MG / n_eff
+    else:
+        check_memory(8.0 * T1 * SETTLED_ARRAYS * n,
+                     f"the settled risk estimate ({n} x {T1}, {SETTLED_ARRAYS} arrays)",
+                     ESTIMATE_HINT)
+        if fitted is None:
+            F = residual_matrix(design, y_tilde, coef_path)
+        else:
+            F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+        if has_momentum:
+            Fv = (source_residuals(design, iteration, F, coef_path) if iteration.clips
+                  else _extrapolate_columns(iteration, F))
+            R = model.solve(Fv, F, n_eff, c)[1]
+        else:
+            R = model.solve(F, None, n_eff, c)[1]
+        risk = np.einsum("it,it->t", R, R) / n_eff
+        if matrices:
+            G = R.T @ R / n_eff
+    if G is not None:
+        G = (G + G.T) / 2.0
+    # diagnostics: the row sums of A and the rows of (I (1 - c/n) - A_sources/n)^{-1}
+    df = (model.apply(np.ones((1, T1)))[0][0] + c) / n_eff
+    with np.errstate(all="ignore"):
+        amp = (model.inverse_row_norms(n_eff, c) * (1.0 - c / n_eff)
+               * np.maximum(1.0 - df, 1e-12))
+    support = None
+    if not iteration.is_linear and iteration.penalty.l1_ > 0:
+        support = np.count_nonzero(coef_path, axis=0)
+    reliable, df, amp, failures = _reliability(df, amp, n_eff, design.fit_intercept,
+                                               not iteration.is_linear, support, True)
+    failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
+    reliable &= np.isfinite(risk)
+    A = Av = None
+    if matrices:
+        A, Av = model.dense()
+    return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
+                 corrected_residuals=R, correction=None, residuals=F, products=prods,
+                 chain_state=None, reliable=reliable, df_fraction=df, amplification=amp,
+                 support=support, n_eff=n_eff, failures=failures,
+                 momentum=_has_momentum(iteration, T), settled_step=k0)

@@ -531,18 +531,17 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
     T = columns.shape[0] - 1
     if gram is not None or k != k_first or T < k_first + 1:
         return gram
-    best_w, best_save = 0, 0.0
-    for start in range(k_first, T + 1):
-        w = int(prefix[start - 1])
-        save = 0.0
-        for kk in range(start, T + 1):
-            r, u, c = int(prefix[kk]), int(prefix[kk - 1]), int(columns[kk])
-            save += 2 * n * (u + r) * c - 2 * r * u * c
-        save -= n * w * w
-        if save > best_save:
-            best_save, best_w = save, w
-    if best_w == 0:
+    # save[start] = sum over kk >= start of the per-step saving, minus the
+    # Gram matrix of the prefix w = prefix[start - 1] (integers: exact in int64)
+    kk = np.arange(k_first, T + 1)
+    r, u = prefix[kk].astype(np.int64), prefix[kk - 1].astype(np.int64)
+    c = np.asarray(columns, dtype=np.int64)[kk]
+    step_save = 2 * int(n) * (u + r) * c - 2 * r * u * c
+    save = np.cumsum(step_save[::-1])[::-1] - int(n) * u * u
+    best = int(np.argmax(save))  # the first of the largest savings
+    if save[best] <= 0:
         return None
+    best_w = int(u[best])
     if cached is not None:
         coords, cached_gram, cached_factor = cached
         position = np.full(max(int(coords.max(initial=-1)), int(order.max())) + 1, -1)

@@ -65,15 +65,16 @@ def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sour
             A[idx, idx - d] = a[d, 0]
             Av[idx, idx - d] = av[d, 0]
     else:
-        A, Av = _chain(iteration, lam, wl, T, n_sources=T)
+        A[:, :T], Av[:, :T] = _chain(iteration, lam, wl, T, n_sources=T)
     return (A, Av) if return_sources else A
 
 
 def _chain(iteration, lam, wl, T, n_sources):
-    """Scalar tangent recursions for sources ``0..n_sources-1`` (columns)."""
+    """Scalar tangent recursions for sources ``0..n_sources-1`` (columns):
+    ``A``, ``A_sources`` of shape (T + 1, n_sources)."""
     r = lam.shape[0]
-    A = np.zeros((T + 1, T + 1))
-    Av = np.zeros((T + 1, T + 1))
+    A = np.zeros((T + 1, n_sources))
+    Av = np.zeros((T + 1, n_sources))
     dv = np.zeros((r, n_sources))
     dx1 = np.zeros((r, n_sources))
     dx2 = np.zeros((r, n_sources))
@@ -110,7 +111,9 @@ def lanczos_check(iteration, T):
     ``d = 0..T``, which span the polynomials of degree <= T + 1 involved.
     """
     if iteration.is_stationary:
-        return lambda lam, w: spectral_memory_matrix(iteration, lam, T, weights=w)[1:, 0]
+        # the Toeplitz matrix's first column, one chain (no (T + 1)^2 matrix)
+        return lambda lam, w: _chain(iteration, np.asarray(lam, dtype=np.float64),
+                                     np.asarray(w, dtype=np.float64) * lam, T, 1)[0][1:, 0]
     d = np.arange(T + 1)
 
     def moments(lam, w):

@@ -83,8 +83,9 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
         ``R = F K^T`` (:func:`skacv.estimates._risk.risk_from_memory`).
     residuals : ndarray of shape (n_samples, T + 1)
         ``F``, the training residuals ``y~ - X~ x^t``.
-    risk_matrix : ndarray of shape (T + 1, T + 1)
-        ``G = R^T R / n``.
+    risk_matrix : ndarray of shape (T + 1, T + 1) or (T + 1,)
+        ``G = R^T R / n``, or its diagonal (the risk path): only the
+        diagonal is read.
     target : ndarray of shape (n_samples,) or None
         ``y~``, for ``precision="empirical"`` (:func:`least_squares_statistics`).
 
@@ -112,6 +113,8 @@ def debias_statistics_from_products(design, products, risk_matrix, target=None):
     ``W = (X~^T F P + X~^T F_v Q) / n`` and ``<F_t, R_t>`` the diagonal of
     ``F^T F P + F^T F_v Q``."""
     n = design.n_eff
+    if products.get("W") is not None:  # the settled form: X~^T R and <F_t, R_t> already
+        return _debias_statistics(design, products.W / n, products.FR, risk_matrix, target)
     P, Q = products.P, products.Q
     W = products.XF @ P
     FR = np.einsum("ts,st->t", products.FF, P)
@@ -125,10 +128,11 @@ def _debias_statistics(design, W, FR, risk_matrix, target):
     """``W`` (the scores) and ``FR`` (``<F_t, R_t>``) to the statistics."""
     n, p = design.n_eff, design.n_features
     G = np.asarray(risk_matrix, dtype=np.float64)
+    g = G if G.ndim == 1 else np.diag(G)  # the risk path, or the risk matrix's diagonal
     with np.errstate(all="ignore"):  # exploding (flagged) estimates give inf / nan
         # (A_eff G)_tt = n G_tt - <F_t, R_t> (module docstring)
-        AG = n * np.diag(G) - FR
-        offset = (2.0 * AG - p * np.diag(G)) / n
+        AG = n * g - FR
+        offset = (2.0 * AG - p * g) / n
     return Bunch(score=np.asfortranarray(W), offset=offset, n_eff=float(n), n_features=p,
                  least_squares=least_squares_statistics(design, target))
 

@@ -169,9 +169,12 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         intercept_t)^2]`` of every iterate (Tan & Bellec 2024). Only with
         ``estimate_risk=True``.
     risk_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
-        Estimated cross-iterate errors (diagonal: ``risk_path_``).
+        Estimated cross-iterate errors (diagonal: ``risk_path_``). Only
+        kept when it weighs at most ``risk_matrix_limit`` (1 MiB by default,
+        see :func:`skacv.get_config`).
     memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
-        The traces ``A[t, s] = tr(D_t X~ J_{t,s} X~^T)`` of the estimate.
+        The traces ``A[t, s] = tr(D_t X~ J_{t,s} X~^T)`` of the estimate
+        (kept as ``risk_matrix_``).
     risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
         ``False`` from the first iterate whose weighted degrees-of-freedom
         fraction ``sum_s K[t, s] / tr(D_t)`` leaves ``[0, 1)`` or whose

@@ -1,0 +1,200 @@
+"""The settled form of the ISTA/FISTA memory matrices (long paths).
+
+Once the support and the extrapolation stop changing, the chains are one
+fixed linear map on the support: :class:`SettledMemory` keeps the head's
+dense matrices and an ``O(r T)`` state-space tail, and the corrections run
+as forward recursions. Every quantity must equal the dense route's with the
+same probes (float64 chains: to rounding), whose own tests check it
+against exact traces and brute force.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv.estimates import _risk
+from skacv.estimates import _risk_core_space as core_space
+from skacv.exceptions import UnreliableEstimateWarning
+from skacv.iterations import FISTA, ISTA
+
+
+def _problem(n, p, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    X[:, 1] += 0.5 * X[:, 0]  # correlated columns: a non-trivial Gram matrix
+    y = X[:, :3] @ np.array([2.0, -1.5, 1.0]) + rng.standard_normal(n)
+    return X, y
+
+
+@pytest.fixture
+def settled(monkeypatch):
+    """``settled(min_tail, **kw)`` fits a Lasso with the settled form allowed
+    from ``min_tail`` tail steps; ``settled.calls`` lists the steps where it
+    settled, one per fit that took the settled form."""
+    real = _risk._settled_risk
+    calls = []
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(out.settled_step)
+        return out
+
+    monkeypatch.setattr(_risk, "_settled_risk", spy)
+
+    def fit(min_tail, X, y, sample_weight=None, **kw):
+        monkeypatch.setattr(_risk, "SETTLED_MIN_TAIL", min_tail)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnreliableEstimateWarning)
+            return TrajectoryLasso(**kw).fit(X, y, sample_weight=sample_weight)
+
+    fit.calls = calls
+    return fit
+
+
+CASES = [
+    # (n, p, solver, fit_intercept, weighted): p > n runs the loop on X~ (the
+    # residuals in samples' space), p < n in the covariance form (products)
+    (40, 30, "ista", True, False),
+    (40, 30, "fista", False, True),
+    (25, 30, "fista", True, False),
+    (25, 30, FISTA(extrapolation="plain"), False, False),
+    (25, 30, "ista", False, True),
+]
+
+
+@pytest.mark.parametrize("n, p, solver, fit_intercept, weighted", CASES)
+def test_settled_form_equals_the_dense_memory_matrices(settled, n, p, solver,
+                                                       fit_intercept, weighted):
+    X, y = _problem(n, p)
+    sw = np.random.default_rng(1).integers(1, 4, n).astype(float) if weighted else None
+    kw = dict(alpha=0.3, solver=solver, max_iter=150, fit_intercept=fit_intercept,
+              n_probes=4, random_state=0)
+    calls = settled.calls
+    with config_context(risk_chain_dtype="float64", risk_probe_scheme="shared"):
+        ref = settled(10**9, X, y, sw, **kw)
+        assert calls == []
+        est = settled(40, X, y, sw, **kw)
+    assert len(calls) == 1 and 2 <= calls[0] <= 150 - 40  # the settled form ran
+    masks = est.coef_path_ != 0
+    assert np.all(masks[:, calls[0]:] == masks[:, -1:])  # on one support from k0 on
+    scale = np.abs(ref.memory_matrix_).max()
+    np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=1e-9,
+                               atol=1e-12 * scale)
+    np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=1e-10)
+    np.testing.assert_allclose(est.risk_matrix_, ref.risk_matrix_, rtol=1e-9,
+                               atol=1e-12 * np.abs(ref.risk_matrix_).max())
+    for name in ("df_fraction", "amplification"):
+        np.testing.assert_allclose(est.risk_diagnostics_[name], ref.risk_diagnostics_[name],
+                                   rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(est.risk_diagnostics_.support, ref.risk_diagnostics_.support)
+    np.testing.assert_array_equal(est.risk_reliable_, ref.risk_reliable_)
+    # the debiasing reads the corrected residuals (or their products)
+    np.testing.assert_allclose(est.excess_risk_path_, ref.excess_risk_path_, rtol=1e-9,
+                               atol=1e-12 * np.abs(ref.excess_risk_path_).max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableEstimateWarning)
+        np.testing.assert_allclose(est.debiased_coef(), ref.debiased_coef(), rtol=1e-9,
+                                   atol=1e-12)
+    # both forms of the residuals: samples' space (p > n) and products (p < n)
+    assert est._solver_state["form"] == ("covariance" if p < n else "design")
+
+
+def test_settled_matrices_are_not_formed_unless_kept(settled):
+    """Above ``risk_matrix_limit`` the settled form never forms a (T + 1)^2
+    matrix: the estimate and its diagnostics are the same as when they are."""
+    X, y = _problem(25, 30, seed=3)
+    kw = dict(alpha=0.3, solver="fista", max_iter=150, n_probes=4, random_state=0)
+    with config_context(risk_chain_dtype="float64", risk_probe_scheme="shared"):
+        kept = settled(40, X, y, **kw)
+        with config_context(risk_matrix_limit=0):
+            lean = settled(40, X, y, **kw)
+    assert len(settled.calls) == 2
+    assert not hasattr(lean, "risk_matrix_") and not hasattr(lean, "memory_matrix_")
+    assert hasattr(kept, "risk_matrix_")
+    np.testing.assert_allclose(lean.risk_path_, kept.risk_path_, rtol=1e-13)
+    np.testing.assert_allclose(lean.excess_risk_path_, kept.excess_risk_path_, rtol=1e-12)
+    np.testing.assert_array_equal(lean.risk_reliable_, kept.risk_reliable_)
+
+
+def test_settled_step_finds_the_last_change():
+    """``k0``: the chains settle once the support, and with an extrapolation
+    the previous one too, stay fixed for every later step."""
+    T = 20
+    path = np.zeros((4, T + 1))
+    path[0, 1:] = 1.0
+    path[1, 3:9] = 1.0  # leaves the support after step 8
+    path[2, 6:] = 1.0  # enters at step 6
+    ista = ISTA(0.1, alpha=0.1)
+    assert core_space.settled_step(ista, path) == 9
+    fista = FISTA(0.1, alpha=0.1, extrapolation="plain")
+    # with an extrapolation x^{k0 - 1} is on the support too
+    assert core_space.settled_step(fista, path) == 10
+    path[3, T] = 1.0  # the last step changes the support: nothing settles
+    assert core_space.settled_step(ista, path) is None
+
+
+def test_settled_form_is_chosen_for_long_settled_paths_only():
+    """A path whose support settles early and runs on (diabetes-like: few
+    features, a large penalty) may take the settled form, linear in T, and so
+    may a linear method; a heavy ball or a warm start (chains to keep) may
+    not."""
+    X, y = _problem(60, 8, seed=4)
+    T = _risk.SETTLED_MIN_TAIL + 40
+    design_kw = dict(max_iter=T, alpha=0.5, random_state=0)
+    est = TrajectoryLasso(verbose=0, **design_kw)
+    iteration, design = _iteration_and_design(est, X, y)
+    assert _risk.can_settle(design, iteration, T, est.n_probes)
+    assert not _risk.can_settle(design, iteration, T, est.n_probes, keep_state=True)
+    assert not _risk.can_settle(design, iteration, 100, est.n_probes)  # too short
+    ridge = IterativeRidge(max_iter=T)
+    it_ridge, design_ridge = _iteration_and_design(ridge, X, y)
+    assert _risk.settled_kind(design_ridge, it_ridge, T, ridge.n_probes) == "linear"
+    assert _risk.settled_kind(design, iteration, T, est.n_probes) == "proximal"
+    ball = IterativeRidge(max_iter=T, solver="heavy_ball")
+    it_ball, design_ball = _iteration_and_design(ball, X, y)
+    assert not _risk.can_settle(design_ball, it_ball, T, ball.n_probes)
+
+
+def _iteration_and_design(est, X, y):
+    est.set_params(estimate_risk=False).fit(X, y)
+    prob = est._problem(X, y)
+    return prob.iteration, prob.design
+
+
+@pytest.mark.parametrize("solver, alpha, n_probes", [("gd", 1.0, None), ("nesterov", 0.5, None),
+                                                     ("gd", 0.0, 4), ("nesterov", 1.0, 4)])
+@pytest.mark.parametrize("n, p", [(40, 30), (25, 30)])
+def test_linear_settled_form_equals_the_spectral_memory_matrices(monkeypatch, solver, alpha,
+                                                                 n_probes, n, p):
+    """Gradient descent, ridge GD and Nesterov are settled from the start:
+    the state-space form of their spectral nodes (exact eigenvalues or the
+    Lanczos quadrature of the same probes) gives the dense route's matrices,
+    estimate and diagnostics."""
+    X, y = _problem(n, p, seed=5)
+    kw = dict(alpha=alpha, solver=solver, max_iter=120, n_probes=n_probes, random_state=0)
+    calls = []
+    real = _risk._settled_risk
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(out.settled_step)
+        return out
+
+    monkeypatch.setattr(_risk, "_settled_risk", spy)
+    monkeypatch.setattr(_risk, "SETTLED_MIN_TAIL", 10**9)
+    ref = IterativeRidge(**kw).fit(X, y)
+    monkeypatch.setattr(_risk, "SETTLED_MIN_TAIL", 40)
+    est = IterativeRidge(**kw).fit(X, y)
+    assert calls == [0]
+    scale = np.abs(ref.memory_matrix_).max()
+    np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=1e-9,
+                               atol=1e-12 * scale)
+    np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=1e-10)
+    for name in ("df_fraction", "amplification"):
+        np.testing.assert_allclose(est.risk_diagnostics_[name], ref.risk_diagnostics_[name],
+                                   rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(est.risk_reliable_, ref.risk_reliable_)
+    np.testing.assert_allclose(est.excess_risk_path_, ref.excess_risk_path_, rtol=1e-9,
+                               atol=1e-12 * np.abs(ref.excess_risk_path_).max())
