@@ -1,0 +1,250 @@
+"""Dask input: the fit on one pass of sufficient statistics equals the NumPy fit.
+
+On data that fit in memory, every estimate computed from a Dask array (the
+path, ``risk_path_`` with exact traces, the uncertainty quantification, the
+K-fold choice with the same folds, the alpha path) must equal the in-memory
+fit's up to rounding, under Dask's synchronous and threaded schedulers and
+a ``distributed.LocalCluster``; predictions on a Dask array stay lazy.
+"""
+
+import numpy as np
+import pytest
+from sklearn.model_selection import KFold
+
+import skacv
+from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+
+dask = pytest.importorskip("dask")
+da = pytest.importorskip("dask.array")
+
+from skacv.linalg import _dask  # noqa: E402
+
+N, P, CHUNK = 300, 30, 70  # five row chunks, the last one short
+
+
+def _data(seed=0, n=N, p=P):
+    rng = np.random.RandomState(seed)
+    X = rng.standard_normal((n, p)) + 0.5  # non-centred columns: the intercept matters
+    coef = np.zeros(p)
+    coef[:4] = [2.0, -1.5, 1.0, 0.5]
+    y = X @ coef + 2.5 * rng.standard_normal(n) + 3.0
+    w = rng.uniform(0.5, 2.0, n)
+    return X, y, w
+
+
+def _lazy(*arrays):
+    return [None if a is None else da.from_array(a, chunks=(CHUNK,) + a.shape[1:])
+            for a in arrays]
+
+
+def _rel(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
+
+
+ESTIMATORS = [
+    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=None),
+    TrajectoryLasso(alpha=0.05, solver="ista", max_iter=40, n_probes=None,
+                    fit_intercept=False),
+    IterativeRidge(alpha=10.0, solver="nesterov", max_iter=30, n_probes=None),
+]
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+@pytest.mark.parametrize("est", ESTIMATORS, ids=["fista", "ista-nointercept", "ridge"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_fit_equals_numpy(scheduler, est, weighted):
+    X, y, w = _data()
+    sw = w if weighted else None
+    ref = est.fit(X, y, sample_weight=sw)
+    expected = {name: np.copy(getattr(ref, name)) for name in (
+        "coef_path_", "intercept_path_", "risk_path_", "risk_matrix_", "memory_matrix_",
+        "noise_variance_path_", "excess_risk_path_")}
+    step = ref.step_size_
+    Xd, yd, wd = _lazy(X, y, sw)
+    with dask.config.set(scheduler=scheduler):
+        got = est.fit(Xd, yd, sample_weight=wd)
+    assert got.n_features_in_ == P
+    assert abs(got.step_size_ - step) <= 1e-12 * step
+    for name, value in expected.items():
+        # float64 paths computed the same way agree to rounding; an exact
+        # zero intercept (fit_intercept=False) stays zero
+        assert _rel(getattr(got, name), value) <= 1e-10 or np.all(value == 0), name
+    # the debiasing of the UQ reads the statistics too
+    np.testing.assert_allclose(got.debiased_coef(), ref.fit(X, y, sample_weight=sw)
+                               .debiased_coef(), rtol=1e-9, atol=1e-12)
+
+
+def test_dataframe_input_keeps_feature_names():
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y, _ = _data(1)
+    names = [f"f{j}" for j in range(P)]
+    frame = pd.DataFrame(X, columns=names)
+    ddf = dd.from_pandas(frame, npartitions=4)
+    dy = dd.from_pandas(pd.Series(y), npartitions=4)
+    est = TrajectoryLasso(alpha=0.05, max_iter=30, n_probes=None)
+    ref = np.copy(est.fit(frame, y).coef_path_)
+    with dask.config.set(scheduler="synchronous"):
+        est.fit(ddf, dy)
+    assert list(est.feature_names_in_) == names
+    assert _rel(est.coef_path_, ref) <= 1e-10
+    pred = est.predict(ddf)
+    assert isinstance(pred, da.Array)
+    np.testing.assert_allclose(pred.compute(), X @ est.coef_ + est.intercept_, rtol=1e-12)
+
+
+def test_compressed_sample_keeps_every_fold_moment():
+    # brute force: the weight, weighted mean and centred weighted Gram matrix
+    # of [X, y] over each fold and over each fold's training rows
+    X, y, w = _data(2)
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    labels = _dask.fold_labels(splits, N)
+    Xd, yd, wd = _lazy(X, y, w)
+    with dask.config.set(scheduler="synchronous"):
+        stats = _dask.row_statistics(Xd, yd, wd, labels, 4)
+    Xc, yc, wc, groups = _dask.compressed_sample(stats, fit_intercept=True)
+    assert Xc.shape == (4 * (P + 2), P)
+
+    def moments(Z, weight):
+        W = weight.sum()
+        mean = weight @ Z / W
+        D = Z - mean
+        return W, mean, (D * weight[:, None]).T @ D
+
+    Z, Zc = np.column_stack([X, y]), np.column_stack([Xc, yc])
+    for j, (train, test) in enumerate(splits):
+        train_c = np.concatenate([g for k, g in enumerate(groups) if k != j])
+        for rows, rows_c in ((test, groups[j]), (train, train_c)):
+            for a, b in zip(moments(Z[rows], w[rows]), moments(Zc[rows_c], wc[rows_c]),
+                            strict=True):
+                assert _rel(b, a) <= 1e-12
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+def test_kfold_search_equals_numpy(scheduler):
+    X, y, w = _data(3)
+    grid = {"alpha": [1.0, 0.3, 0.1, 0.03, 0.01]}
+    kwargs = dict(param_grid=grid, criterion="kfold", cv=4, random_state=0)
+    with skacv.config_context(kfold_dtype="float64"):  # the folds in float64: rounding only
+        ref = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=60), **kwargs).fit(
+            X, y, sample_weight=w)
+        Xd, yd, wd = _lazy(X, y, w)
+        with dask.config.set(scheduler=scheduler):
+            got = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=60), **kwargs).fit(
+                Xd, yd, sample_weight=wd)
+    assert got.n_splits_ == ref.n_splits_ == 4
+    assert 0.01 < got.best_params_["alpha"] < 1.0  # an interior choice
+    assert got.best_params_ == ref.best_params_
+    assert got.best_iteration_ == ref.best_iteration_
+    assert _rel(got.kfold_path_, ref.kfold_path_) <= 1e-9
+    assert _rel(got.estimator_.coef_path_, ref.estimator_.coef_path_) <= 1e-10
+    pred = got.predict(Xd)
+    assert isinstance(pred, da.Array)
+    np.testing.assert_allclose(pred.compute(), ref.predict(X), rtol=1e-9)
+
+
+def test_alpha_path_search_equals_numpy():
+    X, y, _ = _data(4)
+    grid = {"alpha": list(np.geomspace(0.003, 3.0, 10))}
+    est = TrajectoryLasso(max_iter=60, n_probes=None)
+    ref = TrajectoryEarlyStoppingCV(est, param_grid=grid, criterion="risk").fit(X, y)
+    Xd, yd = _lazy(X, y)
+    with dask.config.set(scheduler="threads"):
+        got = TrajectoryEarlyStoppingCV(est, param_grid=grid, criterion="risk").fit(Xd, yd)
+    assert ref.search_ == got.search_ == "path"
+    np.testing.assert_array_equal(got.alpha_path_.alphas, ref.alpha_path_.alphas)
+    np.testing.assert_allclose(got.cv_results_["path_risk"], ref.cv_results_["path_risk"],
+                               rtol=1e-10)  # NaN where the converged estimate is undefined
+    assert 0.003 < got.best_params_["alpha"] < 3.0  # an interior choice
+    assert got.best_params_ == ref.best_params_
+    assert got.best_iteration_ == ref.best_iteration_
+    assert _rel(got.risk_path_, ref.risk_path_) <= 1e-10
+
+
+def test_predict_path_is_lazy():
+    X, y, _ = _data(5)
+    est = IterativeRidge(alpha=1.0, max_iter=20).fit(X, y)
+    (Xd,) = _lazy(X)
+    path = est.predict_path(Xd)
+    assert isinstance(path, da.Array) and path.shape == (N, 21)
+    np.testing.assert_allclose(path.compute(), est.predict_path(X), rtol=1e-12)
+    pred = est.predict(Xd)
+    assert isinstance(pred, da.Array) and pred.shape == (N,)
+    np.testing.assert_allclose(pred.compute(), est.predict(X), rtol=1e-12)
+    with pytest.raises(ValueError, match="X has 3 features"):
+        est.predict(Xd[:, :3])
+
+
+def test_gram_limit_error():
+    X, y, _ = _data(6)
+    Xd, yd = _lazy(X, y)
+    with skacv.config_context(dask_max_features=P - 1):
+        with pytest.raises(ValueError, match=rf"{P} features.*dask_max_features={P - 1}.*"
+                                             r"set_config\(dask_max_features"):
+            TrajectoryLasso(max_iter=5).fit(Xd, yd)
+        with pytest.raises(ValueError, match=f"dask_max_features={P - 1}"):
+            TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=5), cv=3).fit(Xd, yd)
+
+
+def test_rows_the_statistics_cannot_serve_are_refused():
+    X, y, _ = _data(7)
+    Xd, yd = _lazy(X, y)
+    with pytest.raises(ValueError, match="full-batch least squares"):
+        TrajectoryLasso(solver="sgd", max_iter=5).fit(Xd, yd)
+    with pytest.raises(ValueError, match="leave-one-out"):
+        TrajectoryLasso(max_iter=5, estimate_loo=True).fit(Xd, yd)
+    for criterion, loo in (("loo", False), ("kfold", True)):
+        with pytest.raises(ValueError, match="leave-one-out"):
+            TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=5, estimate_loo=loo),
+                                      criterion=criterion).fit(Xd, yd)
+    bad = X.copy()
+    bad[5, 2] = np.nan
+    with pytest.raises(ValueError, match="1 rows with NaN"):
+        TrajectoryLasso(max_iter=5).fit(_lazy(bad)[0], yd)
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=":0") as cluster:
+        with distributed.Client(cluster) as c:
+            yield c
+
+
+def test_local_cluster_fit(client):
+    X, y, w = _data(8)
+    est = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=None)
+    ref = {k: np.copy(getattr(est.fit(X, y, sample_weight=w), k))
+           for k in ("coef_path_", "risk_path_")}
+    Xd, yd, wd = _lazy(X, y, w)
+    est.fit(Xd, yd, sample_weight=wd)  # on the client's cluster
+    for name, value in ref.items():
+        assert _rel(getattr(est, name), value) <= 1e-10
+
+
+def _joblib_version():
+    import joblib
+
+    return tuple(int(v) for v in joblib.__version__.split(".")[:2])
+
+
+@pytest.mark.skipif(_joblib_version() < (1, 4),
+                    reason="joblib's dask backend takes generators from joblib 1.4 (the "
+                           "dask extra requires it)")
+def test_joblib_dask_backend_gives_the_loky_choice(client):
+    import joblib
+
+    X, y, _ = _data(8)
+    # the grid points of a search on the cluster's workers: the same choice
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=40),
+                                       param_grid={"alpha": [1.0, 0.3, 0.1, 0.03]},
+                                       criterion="kfold", cv=3, random_state=0, n_jobs=-1)
+    with joblib.parallel_config(backend="loky"):
+        loky = search.fit(X, y)
+        choice = (loky.best_params_, loky.best_iteration_, np.copy(loky.kfold_path_))
+    with joblib.parallel_config(backend="dask"):
+        on_dask = search.fit(X, y)
+    assert (on_dask.best_params_, on_dask.best_iteration_) == choice[:2]
+    np.testing.assert_array_equal(on_dask.kfold_path_, choice[2])
