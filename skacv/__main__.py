@@ -1,8 +1,10 @@
 """Command line: ``python -m skacv demo [options]`` (also the ``skacv`` script).
 
-Every option is checked before any work starts: a user mistake ends with
-argparse's one-line ``error:`` message naming the option and the fix, exit
-status 2, nothing printed before it and no traceback.
+Every option is checked before any work starts (the memory the run needs,
+and the output file, opened for writing): a user mistake ends with one
+line, ``<prog> demo: error: <message>`` naming the option and the fix, exit
+status 2, nothing printed before it and no traceback. Stages longer than a
+few seconds report their progress on stderr.
 """
 
 import argparse
@@ -31,23 +33,46 @@ def _number(text):
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors are one line: the message and where the help is
+    (no usage block above it)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the "
+                  "options)\n")
+
+
+def _version():
+    """``skacv.__version__``. The package is always imported before its
+    ``__main__`` (``python -m skacv`` and the ``skacv`` script both import
+    it first), and ``__init__`` sits in the same layer as this module, so
+    it is read from ``sys.modules`` rather than imported."""
+    package = sys.modules.get(__package__ or "skacv")
+    return getattr(package, "__version__", "unknown")
+
+
 def _parser(prog="skacv"):
     """The command-line parser; returns ``(parser, demo_subparser)``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=prog,
         description="skacv: iterative linear estimators that estimate their own "
         "out-of-sample risk at every iteration.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     d, f = DEMO_DEFAULTS, SEED_SIZE
     demo = sub.add_parser(
         "demo",
-        help="the seed notebook's ISTA experiment: true risk vs its estimate",
+        help="the seed notebook's ISTA experiment, then early stopping: the estimate's "
+        "choice against the oracle and K-fold CV",
         description="Simulate the seed notebook's model (Gaussian X, s-sparse beta, "
         "noise sigma), fit the ISTA path of the Lasso with step (1+sqrt(p/n))^-2 and "
         "print, per iteration, the training MSE, the true out-of-sample risk "
         "||b_t - beta||^2 + sigma^2 and its estimate risk_path_ (Bellec & Tan 2024). "
+        "Then, on the same design with heavier noise and a smaller penalty (--stop-sigma, "
+        "--stop-alpha), where the true risk has a minimum along the path: the iteration "
+        "chosen by the estimate, the oracle and 5-fold CV along the path. "
         "Saves a PNG when matplotlib is installed (pip install matplotlib) and prints "
         "its path. T counts the iterates t = 0..T-1 (T - 1 steps), as in the seed.",
     )
@@ -65,6 +90,10 @@ def _parser(prog="skacv"):
     add("--seed", type=_whole_number,
         help=f"random seed of data and probes, 0 to 2**32-1 (default {d['seed']})")
     add("--m", type=_whole_number, help=f"Hutchinson probes n_probes (default {d['m']})")
+    add("--stop-sigma", type=_number,
+        help=f"noise level of the early-stopping part, >= 0 (default {d['stop_sigma']})")
+    add("--stop-alpha", type=_number,
+        help=f"Lasso penalty of the early-stopping part, >= 0 (default {d['stop_alpha']})")
     add("--solver", choices=("ista", "fista"), default="ista", help="default ista")
     add("--out", default="skacv_demo.png",
         help="image file of the figure, in an existing writable directory; the format "
@@ -72,7 +101,7 @@ def _parser(prog="skacv"):
     add("--no-plot", action="store_true", help="do not save a figure")
     add("--full", action="store_true",
         help="the seed notebook's size n=10000 p=15000 s=1000 T=100 m=10 "
-        "(about 1.2 GB for X, a minute or two); explicit options still win")
+        "(about 1.2 GB for X, a few minutes); explicit options still win")
     return parser, demo
 
 
@@ -91,8 +120,8 @@ def main(argv=None, *, prog="skacv"):
     -------
     status : int
         0 on success, 130 when interrupted (Ctrl-C, no traceback). A user
-        mistake exits with status 2 (``SystemExit``) and argparse's
-        one-line message, before any work starts.
+        mistake exits with status 2 (``SystemExit``) and a one-line message,
+        before any work starts.
     """
     parser, demo = _parser(prog)
     args = parser.parse_args(argv)
@@ -100,6 +129,7 @@ def main(argv=None, *, prog="skacv"):
         try:
             params = demo_params(n=args.n, p=args.p, s=args.s, T=args.T, sigma=args.sigma,
                                  alpha=args.alpha, seed=args.seed, m=args.m, full=args.full,
+                                 stop_sigma=args.stop_sigma, stop_alpha=args.stop_alpha,
                                  option=lambda k: f"--{k}")
             out = None if args.no_plot else str(check_output_path(args.out, name="--out"))
         except ValueError as exc:

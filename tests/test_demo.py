@@ -3,26 +3,31 @@
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
+import skacv._demo as demo_module
 from skacv._demo import (
     DEMO_DEFAULTS,
     SEED_SIZE,
     _format_table,
     check_output_path,
     demo_params,
+    draw_figure,
+    expected_gap,
     run_demo,
     seed_data,
 )
 
 
-def _seed_ista(X, y, lam, T):
+def _seed_ista(X, y, lam, T, eta=None):
     """The seed notebook's loop (T columns: the start and T - 1 steps)."""
     n, p = X.shape
-    eta = (1 + np.sqrt(p / n)) ** -2
+    if eta is None:
+        eta = (1 + np.sqrt(p / n)) ** -2
     b = np.zeros(p)
     out = [b]
     for _ in range(1, T):
@@ -104,7 +109,8 @@ def test_command_line_help_and_tiny_run(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "true risk" in run.stdout
-    assert [ln.split()[0] for ln in run.stdout.splitlines() if ln[:1] == "3"] == ["3"]
+    # the last row (t = 3) of both tables: the seed's and the early-stopping part's
+    assert [ln.split()[0] for ln in run.stdout.splitlines() if ln[:1] == "3"] == ["3", "3"]
     assert not list(tmp_path.iterdir())  # --no-plot wrote nothing
 
 
@@ -116,9 +122,9 @@ def test_command_line_errors(capsys):
     assert exc.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.splitlines()[-1] == (
+    assert captured.err.splitlines() == [
         "skacv demo: error: --T must be at least 2 (the iterates t = 0..T-1: the start "
-        "and at least one step), got 1.")
+        "and at least one step), got 1. (skacv demo --help lists the options)"]
     with pytest.raises(SystemExit):
         main([])  # a command is required
     with pytest.raises(SystemExit):
@@ -167,3 +173,125 @@ def test_check_output_path(tmp_path):
         check_output_path(tmp_path / "a")
     with pytest.raises(ValueError, match="empty"):
         check_output_path("")
+
+
+def _kfold_by_hand(X, y, lam, T, eta, seed, n_folds=5):
+    """K-fold CV along the path, written out: each fold's ISTA path with the
+    full data's step, every iterate scored on its held-out fold."""
+    from sklearn.model_selection import KFold
+
+    sse = np.zeros(T)
+    for train, test in KFold(n_folds, shuffle=True, random_state=seed).split(X):
+        path = _seed_ista(X[train], y[train], lam, T, eta=eta)
+        sse += ((y[test][:, None] - X[test] @ path) ** 2).sum(axis=0)
+    return sse / X.shape[0]
+
+
+def test_early_stopping_part_marks_the_three_choices():
+    n, p, s, T, m = 300, 450, 30, 25, 5
+    buf = io.StringIO()
+    res = run_demo(n=n, p=p, s=s, T=T, m=m, out=None, file=buf)
+    stop, sigma, lam = res.stop, DEMO_DEFAULTS["stop_sigma"], DEMO_DEFAULTS["stop_alpha"]
+    # the data: the seed's design and coefficients, new noise
+    X, _, beta = seed_data(n, p, s, DEMO_DEFAULTS["sigma"], 2025)
+    y = X @ beta + sigma * np.random.default_rng(2026).standard_normal(n)
+    eta = (1 + np.sqrt(p / n)) ** -2
+    path = _seed_ista(X, y, lam, T)
+    assert_allclose(stop.estimator.coef_path_, path, rtol=0, atol=1e-10)
+    truth = ((path - beta[:, None]) ** 2).sum(axis=0) + sigma**2
+    assert_allclose(stop.true_risk, truth, rtol=1e-10)
+    # the setting has a minimum inside the path: there is something to choose
+    assert 0 < stop.choices["oracle"] == np.argmin(truth) < T - 1
+    assert truth[-1] > 1.02 * truth.min()
+    assert stop.choices["estimate"] == np.argmin(stop.estimator.risk_path_)
+    # K-fold CV along the path, against the folds written out (float32 folds)
+    kfold = _kfold_by_hand(X, y, lam, T, eta, seed=2025)
+    assert_allclose(stop.kfold_path, kfold, rtol=1e-4)
+    assert stop.choices["kfold"] == np.argmin(kfold)
+    for key, t in stop.choices.items():
+        assert_allclose(stop.regret[key], truth[t] / truth.min() - 1, rtol=1e-12)
+    # the table of the choices, as printed
+    text = buf.getvalue()
+    for name, key in (("oracle (argmin of the true risk)", "oracle"),
+                      ("estimate (argmin of risk_path_)", "estimate"),
+                      ("5-fold CV along the path", "kfold")):
+        row = next(line for line in text.splitlines() if line.startswith(name))
+        assert row[len(name):].split()[:2] == [str(stop.choices[key]),
+                                               f"{truth[stop.choices[key]]:.2f}"]
+    assert f"expected gap at n={n}:" in text and "this run: estimate / truth - 1" in text
+
+
+def test_figure_marks_the_three_choices():
+    pytest.importorskip("matplotlib")
+    res = run_demo(n=300, p=450, s=30, T=25, m=5, out=None, file=io.StringIO())
+    fig = draw_figure(res.t, res.train_mse, res.true_risk, res.estimated_risk,
+                      {k: res[k] for k in DEMO_DEFAULTS}, "ista", res.stop)
+    seed_ax, ax = fig.axes
+    stop = res.stop
+    marks = {line.get_gid(): line for line in ax.lines if line.get_gid()}
+    assert set(marks) == {"choice_oracle", "choice_estimate", "choice_kfold"}
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    for key, words in (("oracle", "oracle"), ("estimate", "estimate's choice"),
+                       ("kfold", "5-fold's choice")):
+        t = stop.choices[key]
+        # each marker sits on the true risk at its choice
+        assert_allclose(marks[f"choice_{key}"].get_xdata(), [t])
+        assert_allclose(marks[f"choice_{key}"].get_ydata(), [stop.true_risk[t]])
+        assert any(text.startswith(f"{words}: t={t} ") for text in legend), legend
+    # the curves: true risk, estimate, K-fold, each over the whole path
+    curves = [line.get_ydata() for line in ax.lines if len(line.get_xdata()) == len(res.t)]
+    for values in (stop.true_risk, stop.estimated_risk, stop.kfold_path):
+        assert any(np.array_equal(c, values) for c in curves)
+    assert "expected gap at n=300" in fig._supxlabel.get_text()
+    assert len(seed_ax.lines) == 3  # the seed part: truth, estimate, training error
+
+
+def test_expected_gap_quotes_the_measurement():
+    text = expected_gap(2000, 10)
+    assert "2.0 % the estimator's own" in text and "0.7 % the noise of m=10 probes" in text
+    assert "measured over 8 seeds at n=2000, see" in text
+    # n^-1/2 from the nearest measured size, probes sqrt(10 / m)
+    text = expected_gap(8000, 40)
+    assert "1.0 % the estimator's own" in text and "0.2 % the noise of m=40" in text
+    assert "scaled by sqrt(2000/n)" in text
+
+
+def test_memory_of_the_run_is_checked(monkeypatch):
+    monkeypatch.setattr(demo_module, "_available_memory", lambda: 2**30)
+    # 12 T x T float64 arrays: 12 * 8 * 4000**2 bytes = 1.43 GiB, with the rest 1.5
+    with pytest.raises(ValueError, match=r"T 4000: the T x T .* about 1\.5 GiB .* lower T"):
+        demo_params(n=50, p=40, s=5, T=4000)
+    with pytest.raises(ValueError, match="m 1000000 probes .* lower m"):
+        demo_params(n=50, p=40, s=5, T=20, m=1000000)
+    need = demo_module.demo_memory(n=50, p=40, T=4000, m=10)
+    assert need.square == 12 * 8 * 4000**2
+    assert need.total == need.square + need.data + need.chains
+    demo_params(n=50, p=40, s=5, T=200)  # 4 MiB: fine
+
+
+def test_output_is_opened_before_the_work(tmp_path):
+    existing = tmp_path / "old.png"
+    existing.write_bytes(b"keep me")
+    assert check_output_path(existing) == existing
+    assert existing.read_bytes() == b"keep me"  # opened to append, not truncated
+    check_output_path(tmp_path / "new.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.png"]  # the probe removed
+    if Path("/proc").is_dir():  # the permission bits say writable to root, open says no
+        with pytest.raises(ValueError, match=r"/proc/x\.png: cannot write the file"):
+            check_output_path("/proc/x.png")
+
+
+def test_progress_reports_only_long_stages(monkeypatch):
+    import time
+
+    monkeypatch.setattr(demo_module, "PROGRESS_AFTER", 0.05)
+    stream = io.StringIO()
+    with demo_module._Progress("a long stage", stream):
+        time.sleep(0.3)
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("skacv demo: a long stage... ")
+    assert lines[-1].startswith("skacv demo: a long stage: done after ")
+    stream = io.StringIO()
+    with demo_module._Progress("a quick stage", stream):
+        pass
+    assert stream.getvalue() == ""

@@ -134,9 +134,20 @@ def test_getting_started_code_runs(monkeypatch, tmp_path):
     try:
         for k, code in enumerate(blocks):
             exec(compile(code, f"getting_started.rst (block {k})", "exec"), namespace)
-        disp = namespace["disp"]
-        assert set(disp.lines_) >= {"kfold", "test"}
+        disp, fitted = namespace["disp"], namespace["fitted"]
+        # the curve of the criterion used (whatever the default is) and the test error
+        assert set(disp.lines_) >= {fitted.criterion_, "test"}
         assert disp.ax_.get_title().startswith("TrajectoryLasso (alpha=")
         assert namespace["est"].coef_path_.shape == (300, 61)
+        # the page's path is the criterion's, read from the search
+        assert namespace["path"] is getattr(fitted, f"{fitted.criterion_}_path_")
+        # the display shows the curves' minimum region: the first iterates
+        # (hundreds of times higher) do not flatten it to a line at 0
+        low, high = disp.ax_.get_ylim()
+        minima = [line.get_ydata().min() for line in disp.lines_.values()]
+        first = max(line.get_ydata()[0] for line in disp.lines_.values())
+        assert first > 100 * min(minima)  # what made the old default unreadable
+        assert low <= min(minima) and max(minima) <= high
+        assert high - low < 3 * min(minima)
     finally:
         plt.close("all")

@@ -223,3 +223,57 @@ def test_classifier_loo_and_test_log_loss():
     assert_allclose(disp.lines_["test"].get_ydata(), manual, rtol=1e-8)
     assert_array_equal(disp.marker_.get_xdata(), [search.best_iteration_])
     assert disp.ax_.get_ylabel() == "log-loss"
+
+
+def _slow_start_path(T=80):
+    """A path from zero: the first iterates 1000 times above the minimum (100,
+    at t = 50), then a slow rise."""
+    t = np.arange(T, dtype=float)
+    return 1e5 * np.exp(-t / 5.0) + 100.0 + 0.05 * (t - 50.0) ** 2
+
+
+def test_default_y_range_shows_the_minimum_region():
+    risk = _slow_start_path()
+    test = risk * 1.1 + 5.0
+    disp = RiskPathDisplay(risk=risk, test_error=test).plot()
+    low, high = disp.ax_.get_ylim()
+    # both minima in view, the top at twice the larger one: not 0 to 100000
+    assert low < risk.min() < test.min() < high
+    assert_allclose(high, 2 * test.min())
+    assert high - low < 3 * risk.min()
+    assert low > 0.9 * risk.min()
+    assert disp.ax_.get_ylabel() == f"prediction error (top clipped at {high:.3g})"
+    # every value in view on request, and an explicit range wins
+    disp = RiskPathDisplay(risk=risk, test_error=test).plot(ylim=None)
+    assert disp.ax_.get_ylim()[1] >= test.max()
+    assert disp.ax_.get_ylabel() == "prediction error"
+    disp = RiskPathDisplay(risk=risk).plot(ylim=(50, 500))
+    assert disp.ax_.get_ylim() == (50, 500)
+    with pytest.raises(ValueError, match="ylim must be 'auto'"):
+        RiskPathDisplay(risk=risk).plot(ylim="tight")
+
+
+def test_default_y_range_keeps_matplotlib_range_when_nothing_is_clipped():
+    from skacv.display._plot import auto_ylim
+
+    flat = np.array([3.0, 2.0, 1.5, 1.6])
+    assert auto_ylim([flat]) is None  # 3 < 2 * 1.5: everything already in view
+    # the region up to 2 * 1.5 = 3 would fill more than a fifth of the height
+    assert auto_ylim([np.array([9.0, 2.0, 1.5, 1.6])]) is None
+    assert auto_ylim([np.array([9.5, 2.0, 1.5, 1.6])]) == (1.5 - 0.075, 3.0)
+    assert auto_ylim([np.array([5.0, -1.0, 0.5])]) is None  # not positive
+    assert auto_ylim([np.array([np.nan, np.nan])]) is None
+    disp = RiskPathDisplay(risk=flat).plot()
+    assert disp.ax_.get_ylim()[1] >= 3.0 and disp.ax_.get_ylabel() == "prediction error"
+
+
+def test_labels_fit_in_the_saved_figure(tmp_path):
+    disp = RiskPathDisplay(risk=_slow_start_path(), error_name="squared error").plot()
+    fig = disp.figure_
+    assert type(fig.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
+    fig.savefig(tmp_path / "f.png")
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    for text in (disp.ax_.yaxis.label, disp.ax_.xaxis.label):
+        box = text.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height

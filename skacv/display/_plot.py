@@ -34,6 +34,51 @@ def _as_path(values, name):
     return values
 
 
+#: ``ylim="auto"`` of :meth:`RiskPathDisplay.plot`: the y-range ends at this
+#: multiple of the largest of the curves' minima (the first iterates of a path
+#: from zero sit orders of magnitude above the region where one stops) ...
+_Y_TOP_FACTOR = 2.0
+#: ... when the whole range is more than this many times that range (the
+#: region would fill less than a fifth of the axes' height); else matplotlib's
+_FLATTENED = 5.0
+
+
+def auto_ylim(curves, factor=_Y_TOP_FACTOR):
+    """The y-range that shows the informative part of positive error curves.
+
+    The top is ``factor`` times the largest of the curves' minima (so every
+    minimum, and the region where the curves come within that factor of
+    it, is in view), at least 0.1 % of the whole range above the smallest
+    value; the bottom leaves a margin of 5 % of the range below the
+    smallest value. Only when the whole range is more than 5 times this
+    one (the informative region would fill less than a fifth of the height).
+
+    Parameters
+    ----------
+    curves : iterable of ndarray of shape (n_iter + 1,)
+    factor : float, default=2.0
+
+    Returns
+    -------
+    ylim : tuple of float or None
+        ``(bottom, top)``, or ``None`` when the whole range is within 5
+        times this one, or a curve has no finite value, or a value is not
+        positive (no multiple of a minimum then means anything):
+        matplotlib's own range.
+    """
+    finite = [c[np.isfinite(c)] for c in curves]
+    if not finite or any(c.size == 0 for c in finite):
+        return None
+    low = min(c.min() for c in finite)
+    high = max(c.max() for c in finite)
+    if low <= 0:
+        return None
+    top = max(factor * max(c.min() for c in finite), low + 0.001 * (high - low))
+    if high - low <= _FLATTENED * (top - low):
+        return None
+    return low - 0.05 * (top - low), top
+
+
 def path_test_error(estimator, X, y, sample_weight=None):
     """Test error of every iterate of a fitted trajectory estimator.
 
@@ -154,19 +199,29 @@ class RiskPathDisplay:
         return curves
 
     def plot(self, ax=None, *, name=None, risk_kw=None, loo_kw=None, test_kw=None,
-             marker_kw=None, kfold_kw=None):
+             marker_kw=None, kfold_kw=None, ylim="auto"):
         """Draw the paths.
 
         Parameters
         ----------
         ax : matplotlib Axes, default=None
-            Axes to draw on; ``None`` creates a figure.
+            Axes to draw on; ``None`` creates a figure with constrained
+            layout (the labels fit in a saved figure).
         name : str, default=None
             Title; ``None`` uses ``estimator_name``.
         risk_kw, loo_kw, test_kw, kfold_kw : dict, default=None
             Keyword arguments of ``ax.plot`` for each curve.
         marker_kw : dict, default=None
             Keyword arguments of ``ax.plot`` for the selected-iteration marker.
+        ylim : "auto", None or (bottom, top), default="auto"
+            Range of the y axis. ``"auto"``: up to twice the largest of the
+            curves' minima (:func:`auto_ylim`), so that the first iterates
+            of a path, often orders of magnitude above the rest, do not
+            flatten the region where one stops (they leave the top of the
+            axes, and the y label says where it is clipped); matplotlib's
+            range when the whole range is within 5 times that one or a value
+            is not positive.
+            ``None``: matplotlib's range (every value in view).
 
         Returns
         -------
@@ -182,7 +237,7 @@ class RiskPathDisplay:
         if criterion not in curves:
             raise ValueError(f"criterion={criterion!r} but no {criterion} path was given.")
         if ax is None:
-            _, ax = plt.subplots()
+            _, ax = plt.subplots(layout="constrained")
         styles = {
             "risk": ({"label": "estimated risk", "color": "C0"}, risk_kw),
             "loo": ({"label": "approximate leave-one-out", "color": "C1",
@@ -208,10 +263,19 @@ class RiskPathDisplay:
         (self.marker_,) = ax.plot([best], [path[best]], **kw)
         self.line_ = self.lines_[criterion]
         ax.set_xlabel("iteration")
-        ax.set_ylabel(self.error_name or "prediction error")
+        ylabel = self.error_name or "prediction error"
         title = name if name is not None else self.estimator_name
         if title:
             ax.set_title(title)
+        if isinstance(ylim, str):
+            if ylim != "auto":
+                raise ValueError(f"ylim must be 'auto', None or (bottom, top), got {ylim!r}.")
+            ylim = auto_ylim(curves.values())
+            if ylim is not None:  # say that the first iterates left the axes
+                ylabel = f"{ylabel} (top clipped at {ylim[1]:.3g})"
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        ax.set_ylabel(ylabel)
         ax.legend()
         self.ax_ = ax
         self.figure_ = ax.figure
@@ -250,7 +314,7 @@ class RiskPathDisplay:
             ``"TrajectoryLasso (alpha=0.1), selected iteration 23"``.
         **kwargs : dict
             Passed to :meth:`plot` (``risk_kw``, ``loo_kw``, ``kfold_kw``,
-            ``test_kw``, ``marker_kw``).
+            ``test_kw``, ``marker_kw``, ``ylim``).
 
         Returns
         -------
