@@ -12,13 +12,21 @@ size and estimator:
     ``max_iter`` with the estimates off, every stored iterate scored on the
     held-out fold, the argmin of the mean fold error; then one full fit
     (its path is the one whose iterate is selected);
-(c) 5-fold ``GridSearchCV`` over 6 values of ``max_iter`` (and its refit).
+(c) 5-fold ``GridSearchCV`` over 6 values of ``max_iter`` (and its refit);
+(d) ``TrajectoryEarlyStoppingCV(estimator, criterion="kfold")``: K-fold CV
+    along the path run by skacv (the folds as one block), the non-default
+    refit criterion that (a) is compared with.
+
+The columns print ``criterion_`` of (a) (``risk`` or ``loo``: no refit; a
+K-fold fallback is flagged by a warning), the times, the ratios (a)/(d),
+(b)/(a) and (c)/(a), and the regrets of (a), (b), (c), (d).
 
 Regret = true risk of the choice / smallest true risk on the full-data path
 of the same estimator - 1 (for (c), the refit at the chosen max_iter).
-Each of (a), (b), (c) that takes less than a second is timed up to three
+Each of (a), (b), (c), (d) that takes less than a second is timed up to three
 times and its best time kept (the host's noise is of the order of those
-times); longer ones once.
+times); longer ones once. A summary line gives the median and worst regrets
+of (a) and (d) over the rows.
 
     python benchmarks/bench_vs_cv.py --quick
     python benchmarks/bench_vs_cv.py --sizes 200 1000 5000 10000
@@ -36,6 +44,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
 from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv.exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 
 
 def data(n, p, seed, rho=0.5):
@@ -95,14 +104,19 @@ def run(name, est, X, y, beta, rho, grid_search=True):
         lambda: TrajectoryEarlyStoppingCV(clone(est), random_state=0).fit(X, y))
     t_a = search.best_iteration_
     reg_a = truth[t_a] / oracle - 1 if t_a < truth.size else np.nan
+    kfold, out["d"] = timed(
+        lambda: TrajectoryEarlyStoppingCV(clone(est), criterion="kfold",
+                                          random_state=0).fit(X, y))
+    t_d = kfold.best_iteration_
+    reg_d = truth[t_d] / oracle - 1 if t_d < truth.size else np.nan
     if not grid_search:
-        return out | {"c": np.nan}, (reg_a, reg_b, np.nan), search.criterion_
+        return out | {"c": np.nan}, (reg_a, reg_b, np.nan, reg_d), search.criterion_
     T = est.max_iter
     grid = sorted({max(1, int(round(T * f))) for f in (1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6, 1)})
     gs, out["c"] = timed(lambda: GridSearchCV(base, {"max_iter": grid}, cv=5,
                                               scoring="neg_mean_squared_error").fit(X, y))
     reg_c = truth[gs.best_params_["max_iter"]] / oracle - 1
-    return out, (reg_a, reg_b, reg_c), search.criterion_
+    return out, (reg_a, reg_b, reg_c, reg_d), search.criterion_
 
 
 def main():
@@ -120,8 +134,11 @@ def main():
     if args.quick:
         args.sizes, args.T = [200, 500], 100
     warnings.simplefilter("ignore", ConvergenceWarning)
+    warnings.simplefilter("ignore", SelectionBoundaryWarning)  # a choice at max_iter
     print(f"{'setting':34s} {'crit':4s} {'(a) s':>7s} {'(b) s':>7s} {'(c) s':>7s} "
-          f"{'b/a':>6s} {'c/a':>6s} {'regret a':>9s} {'b':>7s} {'c':>7s}")
+          f"{'(d) s':>7s} {'a/d':>5s} {'b/a':>6s} {'c/a':>6s} {'regret a':>9s} {'b':>7s} "
+          f"{'c':>7s} {'d':>7s}")
+    regrets = []
     shapes = [(n, int(round(r * n))) for n in args.sizes for r in args.ratios]
     if args.shapes:
         shapes = [tuple(int(v) for v in shape.lower().split("x")) for shape in args.shapes]
@@ -135,11 +152,19 @@ def main():
         ]:
             if name not in args.estimators:
                 continue
-            t, reg, crit = run(name, est, X, y, beta, rho, not args.skip_grid)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", UnreliableEstimateWarning)
+                t, reg, crit = run(name, est, X, y, beta, rho, not args.skip_grid)
+            fallback = any("instead of the risk estimate" in str(w.message) for w in caught)
+            regrets.append((reg[0], reg[3]))
             print(f"{name:12s} n={n:<6d} p={p:<6d}      {crit:4s} {t['a']:7.2f} "
-                  f"{t['b']:7.2f} {t['c']:7.2f} {t['b'] / t['a']:6.2f} "
-                  f"{t['c'] / t['a']:6.2f} {reg[0]:9.2%} {reg[1]:7.2%} {reg[2]:7.2%}",
-                  flush=True)
+                  f"{t['b']:7.2f} {t['c']:7.2f} {t['d']:7.2f} {t['a'] / t['d']:5.2f} "
+                  f"{t['b'] / t['a']:6.2f} {t['c'] / t['a']:6.2f} {reg[0]:9.2%} "
+                  f"{reg[1]:7.2%} {reg[2]:7.2%} {reg[3]:7.2%}"
+                  + ("  (K-fold fallback)" if fallback else ""), flush=True)
+    a, d = np.array(regrets).T
+    print(f"regret over {len(a)} rows: (a) median {np.nanmedian(a):.2%} worst "
+          f"{np.nanmax(a):.2%}; (d) median {np.nanmedian(d):.2%} worst {np.nanmax(d):.2%}")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,32 @@ Both parts print the time, the chosen alpha and the true out-of-sample risk
 features, no true intercept), and the ratios. Goals (issue 7): Lasso true
 risk <= 1.01 x LassoCV's and time <= 1/3 of LassoCV's; ridge: equal risk.
 
+``--design equi`` (or ``both``) runs the Lasso part on the equicorrelated variant of
+the seed generator: the same ``beta`` and noise, rows
+``x_i = sqrt(1 - rho) z_i + sqrt(rho) w_i 1`` (``--rho``, default 0.5), so that
+``Sigma = (1 - rho) I + rho 1 1^T`` and the true risk is
+``h^T Sigma h + intercept^2 + sigma^2`` with ``h = coef - beta``.
+
+With ``--natural``, glmnet's CV along its lambda path is a further baseline (issue 42),
+when the optional ``python-glmnet`` package (Fortran glmnet; not a dependency of
+skacv) is installed: ``glmnet.ElasticNet(alpha=1, n_splits=5, standardize=False)``,
+its defaults otherwise (100 lambdas down to 1e-4 x lambda_max, ``tol=1e-7``, R^2
+scoring). Its lambda is on scikit-learn's Lasso scale, ``(1 / (2 n)) ||y - X w - b||^2
++ lambda ||w||_1``, when ``standardize=False`` (the problem skacv solves by default; the
+script checks it: the objective of glmnet's solution against scikit-learn's ``Lasso`` at
+the same penalty, untimed). glmnet predicts at ``lambda_best_`` (the largest lambda within
+one standard error of the CV minimum, its default) and the same fit's ``lambda_max_`` (the
+CV minimum) is printed too. glmnet stops its own path once the training R^2 exceeds
+0.999 (printed); it runs a second time on the 12 alphas of skacv's natural call
+(``lambda_path``: then it fits them all). Times are wall-clock and CPU (``process_time``).
+glmnet is single-threaded: ``--blas-threads 1`` compares like with like.
+
     python benchmarks/bench_vs_lassocv.py                  # n=2000, p=3000 (~30 s)
     python benchmarks/bench_vs_lassocv.py --size big       # n=10000, p=15000 (minutes)
     python benchmarks/bench_vs_lassocv.py --n 1000 --p 1500 --seeds 10 --skip-ridge
     python benchmarks/bench_vs_lassocv.py --n 4000 --p 6000 --s 400 --trajectory 50
     python benchmarks/bench_vs_lassocv.py --natural --skip-ridge   # the grid call users write
+    python benchmarks/bench_vs_lassocv.py --natural --skip-ridge --design both --blas-threads 1
 """
 
 import argparse
@@ -34,25 +55,39 @@ import warnings
 
 import numpy as np
 import sklearn
-from sklearn.linear_model import LassoCV, RidgeCV
+from sklearn.linear_model import Lasso, LassoCV, RidgeCV
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso, risk_alpha_path
 
+try:  # optional baseline (issue 42): pip install python-glmnet
+    import glmnet
+except ImportError:
+    glmnet = None
+
 SIZES = {"small": (2000, 3000, 200), "big": (10000, 15000, 1000)}
 
 
-def seed_data(n, p, s, sigma, seed):
-    """The seed notebook's generator (seed_ista_reference.py)."""
+def seed_data(n, p, s, sigma, seed, rho=0.0):
+    """The seed notebook's generator (seed_ista_reference.py); ``rho > 0``: its
+    equicorrelated variant (one common factor per row, same ``beta``)."""
     beta = 15 * np.hstack([np.ones(s), np.zeros(p - s)]) / np.sqrt(n)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal(size=(n, p))
+    if rho:
+        X *= np.sqrt(1 - rho)
+        X += np.sqrt(rho) * rng.standard_normal(size=(n, 1))
     y = X @ beta + sigma * rng.standard_normal(size=(n,))
     return X, y, beta
 
 
-def true_risk(coef, intercept, beta, sigma):
-    return float(np.sum((coef - beta) ** 2) + intercept**2 + sigma**2)
+def true_risk(coef, intercept, beta, sigma, rho=0.0):
+    """``h^T Sigma h + intercept^2 + sigma^2``, ``h = coef - beta``,
+    ``Sigma = (1 - rho) I + rho 1 1^T``; ``coef`` (p,) or (p, k) (one risk per column)."""
+    h = coef - (beta if np.ndim(coef) == 1 else beta[:, None])
+    risk = ((1 - rho) * np.sum(h**2, axis=0) + rho * np.sum(h, axis=0) ** 2
+            + np.asarray(intercept) ** 2 + sigma**2)
+    return float(risk) if np.ndim(risk) == 0 else risk
 
 
 def lasso_cv(n_alphas):
@@ -66,15 +101,17 @@ def row(name, seconds, alpha, risk, extra=""):
     print(f"{name:<34} {seconds:9.2f} {alpha:12.5g} {risk:11.4f}  {extra}")
 
 
-def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=False):
-    X, y, beta = seed_data(n, p, s, sigma, seed)
-    print(f"\n== Lasso: n={n}, p={p}, s={s}, sigma={sigma}, seed={seed}, {n_alphas} alphas ==")
+def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=False, rho=0.0):
+    X, y, beta = seed_data(n, p, s, sigma, seed, rho)
+    design = f"equicorrelated rho={rho}" if rho else "isotropic"
+    print(f"\n== Lasso: n={n}, p={p}, s={s}, sigma={sigma}, seed={seed}, {n_alphas} alphas, "
+          f"{design} ==")
     print(f"{'method':<34} {'time (s)':>9} {'alpha':>12} {'true risk':>11}")
 
     tic = time.perf_counter()
     cv = lasso_cv(n_alphas).fit(X, y)
     t_cv = time.perf_counter() - tic
-    r_cv = true_risk(cv.coef_, cv.intercept_, beta, sigma)
+    r_cv = true_risk(cv.coef_, cv.intercept_, beta, sigma, rho)
     row("LassoCV(cv=5)", t_cv, cv.alpha_, r_cv, f"support {np.count_nonzero(cv.coef_)}")
 
     out = {"t_cv": t_cv, "r_cv": r_cv}
@@ -84,7 +121,7 @@ def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=Fa
                                n_alphas_no_change=stop)
         i = int(np.argmin(path.risk))
         seconds = time.perf_counter() - tic
-        risk = true_risk(path.coefs[:, i], path.intercepts[i], beta, sigma)
+        risk = true_risk(path.coefs[:, i], path.intercepts[i], beta, sigma, rho)
         label = ("risk_alpha_path, all alphas" if stop is None
                  else f"risk_alpha_path, stop after {stop}")
         row(label, seconds, path.alphas[i], risk,
@@ -94,8 +131,7 @@ def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=Fa
         if stop is None:
             same_grid = np.allclose(path.alphas, cv.alphas_, rtol=1e-10)
             # the true risk along the path: what an oracle would pick on this grid
-            h = path.coefs - beta[:, None]
-            truth = np.einsum("ij,ij->j", h, h) + path.intercepts**2 + sigma**2
+            truth = true_risk(path.coefs, path.intercepts, beta, sigma, rho)
             j = int(np.argmin(truth))
             alpha_chosen = path.alphas[i]
     print(f"{'(oracle on the grid)':<34} {'':>9} {path.alphas[j]:12.5g} {truth[j]:11.4f}")
@@ -106,7 +142,7 @@ def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=Fa
                               random_state=0).fit(X, y)
         t = int(np.argmin(est.risk_path_))
         t_traj = time.perf_counter() - tic
-        r_traj = true_risk(est.coef_path_[:, t], est.intercept_path_[t], beta, sigma)
+        r_traj = true_risk(est.coef_path_[:, t], est.intercept_path_[t], beta, sigma, rho)
         row(f"  + FISTA trajectory ({trajectory} steps)", t_traj, alpha_chosen, r_traj,
             f"iteration {t}, estimate {est.risk_path_[t]:.4f} (time of the trajectory)")
         out["t_traj"], out["r_traj"] = out["t_early"] + t_traj, r_traj
@@ -114,16 +150,22 @@ def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=Fa
     if natural:
         # what a user writes: 12 alphas on LassoCV's range, the defaults otherwise
         grid = np.geomspace(cv.alphas_.max(), cv.alphas_.min(), 12)
-        tic = time.perf_counter()
+        tic, cpu = time.perf_counter(), time.process_time()
         search = TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=200),
                                            param_grid={"alpha": grid},
                                            random_state=0).fit(X, y)
         t_nat = time.perf_counter() - tic
-        r_nat = true_risk(search.coef_, search.intercept_, beta, sigma)
+        out["cpu_nat"] = time.process_time() - cpu  # CPU time: less noisy on a busy host
+        r_nat = true_risk(search.coef_, search.intercept_, beta, sigma, rho)
         row("TrajectoryEarlyStoppingCV (12 alphas)", t_nat, search.best_params_["alpha"], r_nat,
             f"iteration {search.best_iteration_}, search_={search.search_!r}, "
             f"criterion_={search.criterion_!r}")
         out["t_nat"], out["r_nat"] = t_nat, r_nat
+        if glmnet is None:
+            print("glmnet CV along lambda: skipped (pip install python-glmnet to add it)")
+        else:
+            for key, lambdas in [("glmnet", None), ("glmnet_grid", grid)]:
+                out.update(bench_glmnet(X, y, beta, sigma, rho, key, lambdas))
 
     print(f"same alpha grid as LassoCV: {same_grid}")
     for name in ("full", "early"):
@@ -133,10 +175,63 @@ def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=Fa
         print(f"TrajectoryEarlyStoppingCV(12 alphas): time ratio / LassoCV = "
               f"{t_nat / t_cv:.3f} (goal <= 0.333), risk ratio = {r_nat / r_cv:.4f} "
               "(goal <= 1.01)")
+    for key, what in [("glmnet", "glmnet"), ("glmnet_grid", "glmnet on the 12 alphas")]:
+        if f"t_{key}" in out:
+            print(f"skacv (12 alphas) / {what}: time ratio = {t_nat / out[f't_{key}']:.3f} "
+                  f"(goal <= 1), risk ratio = {r_nat / out[f'r_{key}']:.4f} at lambda_best_ "
+                  f"(goal <= 1), {r_nat / out[f'r_{key}_min']:.4f} at lambda_max_; "
+                  f"CPU time ratio = {out['cpu_nat'] / out[f'cpu_{key}']:.3f} "
+                  f"({out['cpu_nat']:.2f} s / {out[f'cpu_{key}']:.2f} s); "
+                  f"{what} / LassoCV: time {out[f't_{key}'] / t_cv:.3f}, "
+                  f"risk {out[f'r_{key}'] / r_cv:.4f}")
     if trajectory:
         print(f"early + trajectory: time ratio {out['t_traj'] / t_cv:.3f}, "
               f"risk ratio {r_traj / r_cv:.4f}")
     return out
+
+
+def lasso_objective(X, y, coef, intercept, alpha):
+    """``(1 / (2 n)) ||y - X coef - intercept||^2 + alpha ||coef||_1``."""
+    residual = y - X @ coef - intercept
+    return float(residual @ residual / (2 * len(y)) + alpha * np.abs(coef).sum())
+
+
+def bench_glmnet(X, y, beta, sigma, rho, key="glmnet", lambda_path=None):
+    """glmnet's 5-fold CV along lambda (python-glmnet, Fortran): its own path of 100
+    lambdas (``lambda_path=None``; glmnet stops it early once the training R^2 exceeds
+    0.999) or the given lambdas (then glmnet fits them all)."""
+    est = glmnet.ElasticNet(alpha=1, n_splits=5, standardize=False, n_jobs=1, random_state=0,
+                            lambda_path=lambda_path)
+    tic, cpu = time.perf_counter(), time.process_time()
+    try:
+        est.fit(X, y)
+    except RuntimeError as exc:  # glmnet's error flags (jerr) are raised as RuntimeError
+        print(f"glmnet CV along lambda: failed ({exc})")
+        return {}
+    t_glm, cpu_glm = time.perf_counter() - tic, time.process_time() - cpu
+    lam_best = float(np.ravel(est.lambda_best_)[0])
+    r_best = true_risk(est.coef_, est.intercept_, beta, sigma, rho)
+    i_min = int(est.lambda_max_inx_)
+    r_min = true_risk(est.coef_path_[:, i_min], est.intercept_path_[i_min], beta, sigma, rho)
+    residual = y - X @ est.coef_path_[:, -1] - est.intercept_path_[-1]
+    r2_last = 1 - residual.var() / y.var()
+    label = ("glmnet ElasticNet(5-fold) 1-s.e." if lambda_path is None
+             else "  glmnet, same 12 alphas, 1-s.e.")
+    row(label, t_glm, lam_best, r_best,
+        f"lambda_best_ (its default), support {np.count_nonzero(est.coef_)}, "
+        f"{est.n_lambda_} lambdas down to {est.lambda_path_[-1]:.4g} "
+        f"(training R^2 {r2_last:.5f} there)")
+    print(f"{'  same fit at lambda_max_ (CV min)':<34} {'':>9} {est.lambda_max_:12.5g} "
+          f"{r_min:11.4f}  support {np.count_nonzero(est.coef_path_[:, i_min])}")
+    if lambda_path is None:
+        # untimed check of the scale: glmnet's lambda is scikit-learn's Lasso alpha
+        ref = Lasso(alpha=lam_best, tol=1e-8, max_iter=100_000).fit(X, y)
+        obj_glm = lasso_objective(X, y, est.coef_, est.intercept_, lam_best)
+        obj_ref = lasso_objective(X, y, ref.coef_, ref.intercept_, lam_best)
+        diff = np.linalg.norm(est.coef_ - ref.coef_) / max(np.linalg.norm(ref.coef_), 1e-300)
+        print(f"  scale check: Lasso objective at lambda_best_, glmnet / scikit-learn Lasso - 1 "
+              f"= {obj_glm / obj_ref - 1:.2e}, relative coef difference {diff:.2e}")
+    return {f"t_{key}": t_glm, f"cpu_{key}": cpu_glm, f"r_{key}": r_best, f"r_{key}_min": r_min}
 
 
 def bench_ridge(n, p, s, sigma, seed, n_alphas):
@@ -183,6 +278,11 @@ def main():
     parser.add_argument("--blas-threads", type=int, default=None,
                         help="limit BLAS threads for both methods (threadpoolctl); on a "
                              "busy machine 1 avoids OpenBLAS oversubscription")
+    parser.add_argument("--design", choices=["seed", "equi", "both"], default="seed",
+                        help="Lasso part on the isotropic seed generator, its equicorrelated "
+                             "variant (--rho), or both")
+    parser.add_argument("--rho", type=float, default=0.5,
+                        help="correlation of the equicorrelated design")
     parser.add_argument("--skip-ridge", action="store_true")
     parser.add_argument("--skip-lasso", action="store_true")
     args = parser.parse_args()
@@ -198,13 +298,16 @@ def main():
 
 
 def run(args, n, p, s):
-    if not args.skip_lasso:
+    rhos = {"seed": [0.0], "equi": [args.rho], "both": [0.0, args.rho]}[args.design]
+    for rho in [] if args.skip_lasso else rhos:
         runs = [bench_lasso(n, p, s, args.sigma, args.seed + k, args.n_alphas, args.patience,
-                            args.trajectory, args.natural) for k in range(args.seeds)]
+                            args.trajectory, args.natural, rho) for k in range(args.seeds)]
         if args.seeds > 1:
-            print(f"\n== Lasso, {args.seeds} seeds: mean ratios to LassoCV (time, true risk) ==")
+            print(f"\n== Lasso, {args.seeds} seeds, rho={rho}: mean ratios to LassoCV "
+                  "(time, true risk) ==")
             keys = (["full", "early"] + (["traj"] if args.trajectory else [])
-                    + (["nat"] if args.natural else []))
+                    + (["nat"] if args.natural else [])
+                    + [k for k in ("glmnet", "glmnet_grid") if all(f"t_{k}" in r for r in runs)])
             for key in keys:
                 tr = [r[f"t_{key}"] / r["t_cv"] for r in runs]
                 rr = [r[f"r_{key}"] / r["r_cv"] for r in runs]

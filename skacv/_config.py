@@ -8,6 +8,7 @@ scikit-learn's ``working_memory``.
 
 import threading
 from contextlib import contextmanager
+from numbers import Integral
 
 _DEFAULTS = {
     # largest array (MiB) a trajectory estimator allocates to store a path
@@ -20,6 +21,13 @@ _DEFAULTS = {
     "kfold_dtype": "auto",
     # probes of the Jacobian chains of proximal risk estimates
     "risk_probe_scheme": "auto",
+    # most features of a Dask input (its fit holds (p + 1)^2 Gram matrices)
+    "dask_max_features": 2000,
+    # largest (T + 1) x (T + 1) matrix (MiB) of the risk estimate a fitted
+    # estimator keeps (risk_matrix_, memory_matrix_)
+    "risk_matrix_limit": 1,
+    # most fits a proximal risk estimate may cost (None: no cap)
+    "risk_time_budget": None,
 }
 _global_config = dict(_DEFAULTS)
 _threadlocal = threading.local()
@@ -41,10 +49,13 @@ def get_config():
     config : dict
         ``path_memory_limit`` (MiB): largest array a trajectory estimator
         may allocate to store a path (``coef_path_``, fitted values,
-        leave-one-out predictions); larger requests are refused with the
-        size in the message. ``working_memory`` (MiB): size of the temporary
-        blocks of the risk and leave-one-out estimates, which chunk their
-        work beyond it (scikit-learn's ``working_memory`` has the same unit).
+        leave-one-out predictions), and the most the risk estimate may
+        hold in its ``(T + 1) x (T + 1)`` matrices (eight at its peak) or,
+        for a settled path, in its ``O(n T)`` arrays, each checked before
+        the fit and again before they are allocated; larger requests are
+        refused with the size in the message. ``working_memory`` (MiB): size
+        of the temporary blocks of the risk and leave-one-out estimates,
+        which chunk their work beyond it (scikit-learn's ``working_memory`` has the same unit).
         ``risk_chain_dtype`` (``"auto"``, None, ``"float32"`` or
         ``"float64"``): precision of the Jacobian chains of ISTA/FISTA risk
         estimates; ``"auto"`` (default) uses float32 with Hutchinson probes,
@@ -69,12 +80,36 @@ def get_config():
         independent noise, so the curve is not flat where the iterates have
         converged). ``"auto"`` (default): independent probes from 1000
         samples on, except with a heavy ball and for exact traces.
+        ``dask_max_features`` (int): the most features of a Dask input
+        (:mod:`skacv.linalg._dask`), whose fit holds a ``(p + 1) x (p + 1)``
+        Gram matrix per fold and chunk in flight; above it ``fit`` raises.
+        ``risk_matrix_limit`` (MiB, default 1): the largest ``(T + 1) x (T +
+        1)`` matrix of the risk estimate that a fitted estimator keeps as
+        ``risk_matrix_`` and ``memory_matrix_`` (``T = n_iter_``; 1 MiB is
+        ``T <= 361``); longer paths keep only the ``O(T)`` results
+        (``risk_path_``, ``risk_reliable_``, ``risk_diagnostics_``): a
+        fitted estimator then weighs two to three times its ``coef_path_``
+        (the debiasing's scores are as large). Raise it to keep
+        the matrices of a longer path (``0`` keeps none). The memory the
+        estimate itself needs (those matrices while it runs, the Jacobian
+        chains) is checked against ``path_memory_limit`` before it is
+        allocated.
+        ``risk_time_budget`` (fits, default ``None``: no cap): an ISTA/FISTA
+        risk estimate with independent probes (the default from 1000
+        samples on) whose Jacobian chains are predicted to cost more than
+        this many fits of the path
+        (:func:`skacv.estimates._risk.chain_cost_in_fits`) raises
+        :class:`~skacv.exceptions.EstimateBudgetError` before it runs;
+        :class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="auto"``
+        sets it (the speed policy's ``risk_budget_fits``) and falls back to
+        K-fold CV along the path.
     """
     return dict(_local())
 
 
 def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UNCHANGED,
-               kfold_dtype=_UNCHANGED, risk_probe_scheme=_UNCHANGED):
+               kfold_dtype=_UNCHANGED, risk_probe_scheme=_UNCHANGED, dask_max_features=None,
+               risk_matrix_limit=None, risk_time_budget=_UNCHANGED):
     """Set the skacv configuration (of the current thread).
 
     Parameters
@@ -92,8 +127,32 @@ def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UN
     risk_probe_scheme : {"auto", "shared", "independent"}, optional
         Hutchinson probes of the ISTA/FISTA risk estimates (see
         :func:`get_config`). Left unchanged when not given.
+    dask_max_features : int, default=None
+        Most features of a Dask input. ``None`` leaves it unchanged.
+    risk_matrix_limit : float, default=None
+        Largest risk-estimate matrix a fitted estimator keeps, in MiB (``0``:
+        none; see :func:`get_config`). ``None`` leaves it unchanged.
+    risk_time_budget : float or None, optional
+        Most fits an ISTA/FISTA risk estimate may cost (``None``: no cap; see
+        :func:`get_config`). Left unchanged when not given.
     """
     config = _local()
+    if risk_time_budget is not _UNCHANGED:
+        if risk_time_budget is not None and not risk_time_budget >= 0:
+            raise ValueError(f"risk_time_budget is in fits and must be >= 0 or None; got "
+                             f"{risk_time_budget!r}.")
+        config["risk_time_budget"] = (None if risk_time_budget is None
+                                      else float(risk_time_budget))
+    if risk_matrix_limit is not None:
+        if not risk_matrix_limit >= 0:
+            raise ValueError(f"risk_matrix_limit is in MiB and must be >= 0; got "
+                             f"{risk_matrix_limit!r}.")
+        config["risk_matrix_limit"] = float(risk_matrix_limit)
+    if dask_max_features is not None:
+        if not (isinstance(dask_max_features, Integral) and dask_max_features > 0):
+            raise ValueError(f"dask_max_features must be a positive int; got "
+                             f"{dask_max_features!r}.")
+        config["dask_max_features"] = int(dask_max_features)
     for name, value in (("risk_chain_dtype", risk_chain_dtype), ("kfold_dtype", kfold_dtype)):
         if value is _UNCHANGED:
             continue
@@ -149,6 +208,11 @@ def _mib(name):
 def path_memory_bytes():
     """``path_memory_limit`` in bytes."""
     return _mib("path_memory_limit")
+
+
+def risk_matrix_bytes():
+    """``risk_matrix_limit`` in bytes."""
+    return _mib("risk_matrix_limit")
 
 
 def working_memory_bytes():

@@ -122,6 +122,16 @@ class SpeedPolicy:
     fold_covariance_step_cost : float
         ... each flop of its memory-bound p x p products counted this many
         times unless the Gram matrices fit in the level-2 cache.
+    chain_gemm_advantage : float
+        The risk estimate's Jacobian chains (products with the support's
+        Gram matrix, many columns: compute-bound) run this many times
+        faster per flop than the fit's matrix-vector products
+        (memory-bound): the cost model of :func:`skacv.estimates._risk.chain_cost_in_fits`.
+    risk_budget_fits, risk_cheap_flops : float, float
+        ``TrajectoryEarlyStoppingCV(criterion="auto")`` chooses by the risk
+        estimate of ISTA/FISTA while its chains cost at most this many fits
+        (about what K-fold CV along the path with the folds run as one block
+        costs); beyond, by K-fold CV, with an ``EfficiencyWarning``.
     rotated_min_bytes, rotated_min_features : int
         Smallest dense copy of ``X`` and fewest features whose folds run in
         the ``"rotated"`` layout (:class:`skacv.model_selection._fold_designs.FoldDesigns`:
@@ -159,6 +169,9 @@ class SpeedPolicy:
     fold_covariance: bool = True
     fold_covariance_step_cost: float = 4.0
     rotated_min_bytes: int = 2**20
+    chain_gemm_advantage: float = 8.0
+    risk_budget_fits: float = 2.0
+    risk_cheap_flops: float = 4e9
     rotated_min_features: int = 64
 
     def block_panel_rows_for(self, n_features):

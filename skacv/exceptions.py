@@ -28,4 +28,24 @@ class UnreliableEstimateWarning(UserWarning):
     """
 
 
-__all__ = ["ConvergenceWarning", "DivergenceError", "UnreliableEstimateWarning"]
+class SelectionBoundaryWarning(UserWarning):
+    """:class:`~skacv.TrajectoryEarlyStoppingCV` chose a value on the edge of
+    what it searched: the first or last value of a grid, or the last
+    iteration ``max_iter``. The best value may lie beyond it; the message
+    names the fix (widen the grid, raise ``max_iter``).
+    """
+
+
+__all__ = ["ConvergenceWarning", "DivergenceError", "SelectionBoundaryWarning",
+           "UnreliableEstimateWarning"]
+
+
+class EstimateBudgetError(ValueError):
+    """An estimate would cost more than the budget it was given
+    (``risk_time_budget`` of :func:`skacv.get_config`): raised before the
+    cost is spent, so that the caller can choose another criterion.
+
+    :class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="auto"``
+    catches it and uses K-fold CV along the path, with a warning that gives
+    the predicted cost.
+    """

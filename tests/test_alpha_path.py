@@ -629,3 +629,51 @@ def test_working_set_columns_hold_one_buffer():
         return ((yc[:, None] - Xc @ B) ** 2).sum(0) / (2 * n) + res.alphas * np.abs(B).sum(0)
 
     assert np.all(objective(res.coefs) - objective(ref) <= res.gaps + 1e-12)
+
+
+# ------------------------------------------------------- leave-one-out along alpha
+def _brute_force_loo(make, X, y, sample_weight=None):
+    """Leave-one-out refits: the mean squared left-out residual and whether
+    every refit kept the full fit's support and signs."""
+    full = make().fit(X, y)
+    signs = np.sign(full.coef_)
+    res, same = [], True
+    for i in range(X.shape[0]):
+        keep = np.arange(X.shape[0]) != i
+        fit = make().fit(X[keep], y[keep])
+        same &= np.array_equal(np.sign(fit.coef_), signs)
+        res.append(y[i] - fit.predict(X[i: i + 1])[0])
+    return float(np.mean(np.square(res))), same
+
+
+def test_converged_loo_is_exact_leave_one_out_where_the_support_holds():
+    """criterion="loo" along alpha: the leverage formula on the support, exact
+    for ridge and, for the Lasso, wherever removing a sample keeps the
+    support and the signs (checked by the refits themselves); close elsewhere."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((36, 8))
+    y = X[:, :3] @ [3.0, -2.0, 2.5] + 0.5 * rng.standard_normal(36) + 1.0
+    alphas = [0.3, 0.1, 0.03]
+    path = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, tol=1e-14,
+                           max_iter=100000, criterion="loo")
+    exact = 0
+    for a, loo in zip(alphas, path.loo, strict=True):
+        ref, same = _brute_force_loo(lambda a=a: Lasso(alpha=a, tol=1e-14, max_iter=10**6),
+                                     X, y)
+        if same:
+            np.testing.assert_allclose(loo, ref, rtol=1e-8)
+            exact += 1
+        else:  # a refit changes the support: the formula is an approximation
+            assert abs(loo / ref - 1) < 0.05
+    assert exact >= 1
+    # ridge (Ridge's alpha on the summed loss): exact at every alpha
+    path = risk_alpha_path(IterativeRidge(), X, y, alphas=[30.0, 1.0], criterion="loo")
+    for a, loo in zip(path.alphas, path.loo, strict=True):
+        ref = _brute_force_loo(lambda a=a: Ridge(alpha=a), X, y)[0]
+        np.testing.assert_allclose(loo, ref, rtol=1e-9)
+    # the path stops on the criterion it computes
+    stopped = risk_alpha_path(TrajectoryLasso(), X, y, alphas=np.geomspace(3, 1e-3, 20),
+                              criterion="loo", n_alphas_no_change=2)
+    best = int(np.argmin(stopped.loo))
+    assert stopped.alphas.size == best + 3 and "loo" not in risk_alpha_path(
+        TrajectoryLasso(), X, y, alphas=alphas)

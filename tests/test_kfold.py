@@ -138,7 +138,7 @@ def test_stacked_folds_from_the_full_fits_design(speed_policy, est, weighted, la
 
 
 def test_search_gathers_the_folds_from_the_full_design(monkeypatch):
-    """The default search, in stages (warm starts: the full fit keeps its
+    """The K-fold search, in stages (warm starts: the full fit keeps its
     design), builds its block from the full fit's design."""
     from skacv.model_selection import _selection
 
@@ -152,7 +152,7 @@ def test_search_gathers_the_folds_from_the_full_design(monkeypatch):
 
     monkeypatch.setattr(_selection, "StackedFolds", spy)
     X, y, _ = _data(n=200)
-    TrajectoryEarlyStoppingCV(clone(ESTIMATORS[0]), random_state=0).fit(X, y)
+    TrajectoryEarlyStoppingCV(clone(ESTIMATORS[0]), criterion="kfold", random_state=0).fit(X, y)
     assert len(seen) == 1 and type(seen[0]) is Design and seen[0].X.shape == X.shape
 
 

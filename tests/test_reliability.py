@@ -299,7 +299,7 @@ def test_default_choice_regret_on_correlated_designs(kind, rho, n, p, seed):
     search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=200,
                                                        fit_intercept=False),
                                        random_state=0).fit(X, y)
-    assert search.criterion_ == "kfold"
+    assert search.criterion_ == "risk"  # the default: no refit (was K-fold)
     truth = _truth(search.estimator_, beta, Sigma, sigma)
     assert truth[search.best_iteration_] <= 1.05 * truth.min()
 
@@ -307,10 +307,10 @@ def test_default_choice_regret_on_correlated_designs(kind, rho, n, p, seed):
 def test_auto_criterion_rules(monkeypatch):
     X, y, *_ = _design("ar", 80, 60, 0.5, 0)
     lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30)).fit(X, y)
-    # ISTA / FISTA: K-fold with the folds as one block, and only that estimate
-    assert lasso.criterion_ == "kfold" and lasso.n_splits_ == 5
-    assert "risk_path" not in lasso.cv_results_ and "loo_path" not in lasso.cv_results_
-    assert_allclose(lasso.best_risk_, lasso.kfold_path_[lasso.best_iteration_])
+    # ISTA / FISTA: the risk estimate (no refit), and only that estimate
+    assert lasso.criterion_ == "risk" and not hasattr(lasso, "n_splits_")
+    assert "kfold_path" not in lasso.cv_results_ and "loo_path" not in lasso.cv_results_
+    assert_allclose(lasso.best_risk_, lasso.risk_path_[lasso.best_iteration_])
     # proximal SGD: leave-one-out of every sample; a small problem: both estimates
     prox_sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)
     small = TrajectoryEarlyStoppingCV(prox_sgd, random_state=0).fit(X, y)
@@ -323,12 +323,12 @@ def test_auto_criterion_rules(monkeypatch):
                                                    batch_size=10)).fit(X, y)
     assert sgd.criterion_ == "loo"
     # above the sample budget: a subsample of that size, the same as asking for
-    # it (SGD); the Lasso uses K-fold instead (its folds run as one block)
+    # it (SGD); ISTA / FISTA keep the risk estimate
     monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES", 50)
     monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES_MAX", 50)
     monkeypatch.setattr(selection, "AUTO_BOTH_SIZE", 0)
     lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30)).fit(X, y)
-    assert lasso.criterion_ == "kfold"
+    assert lasso.criterion_ == "risk"
     sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)
     auto = TrajectoryEarlyStoppingCV(sgd, random_state=3).fit(X, y)
     assert auto.estimator_.loo_subsample == 50 and "risk_path" not in auto.cv_results_
@@ -376,9 +376,10 @@ def test_random_state_reaches_the_clones_and_default_fits_are_deterministic():
     assert_array_equal(a.risk_path_, b.risk_path_)
     c = TrajectoryEarlyStoppingCV(base, criterion="risk", random_state=1).fit(X, y)
     assert not np.array_equal(a.risk_path_, c.risk_path_)  # the seed reached the probes
-    # defaults, no seed anywhere: K-fold on folds in order, deterministic
-    d = TrajectoryEarlyStoppingCV(base).fit(X, y)
-    e = TrajectoryEarlyStoppingCV(base).fit(X, y)
+    # no seed anywhere: K-fold on folds in order, deterministic (the default
+    # criterion, the risk, draws its probes from random_state: seeded above)
+    d = TrajectoryEarlyStoppingCV(base, criterion="kfold").fit(X, y)
+    e = TrajectoryEarlyStoppingCV(base, criterion="kfold").fit(X, y)
     assert d.criterion_ == "kfold" and d.best_iteration_ == e.best_iteration_
     assert_array_equal(d.kfold_path_, e.kfold_path_)
     # leave-one-out (every sample tracked) is deterministic too
@@ -403,7 +404,7 @@ def test_folds_matched_in_time_choose_near_the_oracle():
         for alignment, out in regrets.items():
             search = TrajectoryEarlyStoppingCV(
                 TrajectoryLasso(alpha=0.05, max_iter=200, fit_intercept=False),
-                fold_alignment=alignment).fit(X, y)
+                criterion="kfold", fold_alignment=alignment).fit(X, y)
             assert search.criterion_ == "kfold" and search.n_splits_ == 5
             truth = _truth(search.estimator_, beta, np.eye(600), 0.5)
             out.append(truth[search.best_iteration_] / truth.min() - 1)

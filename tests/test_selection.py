@@ -6,6 +6,8 @@ argmin of their paths taken by hand.
 """
 
 
+import warnings
+
 import joblib
 import numpy as np
 import pytest
@@ -155,6 +157,7 @@ def test_no_refit_and_full_path_kept():
 def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop,
                                                            monkeypatch):
     monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)  # stage even tiny paths
+    monkeypatch.setattr(selection_module, "RELATIVE_PATIENCE", 0)  # n_iter_no_change only
     X, y = _data()
     search = _pinned(
         _LooFromTruth(max_iter=60, target=target), criterion="loo",
@@ -171,9 +174,12 @@ def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expe
 
 
 @pytest.mark.usefixtures("float64_chains")
-def test_n_iter_no_change_on_a_real_risk_path():
+@pytest.mark.parametrize("relative", [0.0, 0.5])
+def test_n_iter_no_change_on_a_real_risk_path(relative, monkeypatch):
     """Early-stopped search == the rule applied by hand to the cold full path:
-    the staged paths (warm starts, continued chains) are prefixes of it."""
+    the staged paths (warm starts, continued chains) are prefixes of it; the
+    patience is at least ``RELATIVE_PATIENCE`` times the best iteration."""
+    monkeypatch.setattr(selection_module, "RELATIVE_PATIENCE", relative)
     X, y = _data(n=100, p=160)
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0)
     full = clone(base).fit(X, y).risk_path_
@@ -182,16 +188,18 @@ def test_n_iter_no_change_on_a_real_risk_path():
         n = 2 * patience  # the documented stage schedule, replayed
         while True:
             best = int(np.argmin(full[: n + 1]))
-            if n >= 80 or n - best >= patience:
+            wait = max(patience, int(relative * best))
+            if n >= 80 or n - best >= wait:
                 break
             if best == n:  # still improving: grow by half (at least patience)
                 n = min(80, n + max(patience, n // 2))
             else:  # first length where the rule can hold (at least n // 8 more)
-                n = min(80, max(best + patience, n + max(1, n // 8)))
+                n = min(80, max(best + wait, n + max(1, n // 8)))
         assert search.estimator_.n_iter_ == n
         assert search.best_iteration_ == best
         assert_allclose(search.risk_path_, full[: n + 1], rtol=1e-10)
-        assert n - best >= patience or n == 80
+        assert n - best >= wait or n == 80
+        assert n - best >= int(relative * best) or n == 80
     # the first rule that can hold stops short of the whole path here
     assert search.estimator_.n_iter_ < 80
 
@@ -435,7 +443,8 @@ def test_path_search_logic(monkeypatch, neighbors):
     search = _pinned(base, search="path", param_grid={"alpha": alphas},
                                        path_neighbors=neighbors, path_params={"tol": 1e-6})
     search.fit(X, y, sample_weight=w)
-    assert calls[0].kw == {"n_alphas_no_change": 3, "tol": 1e-6} and calls[0].sample_weight is w
+    assert calls[0].kw == {"n_alphas_no_change": 3, "tol": 1e-6, "criterion": "risk"}
+    assert calls[0].sample_weight is w
     assert_allclose(calls[0].alphas, alphas)
     rows = [2] if neighbors == 0 else [1, 2, 3]
     fits = {r: clone(base).set_params(alpha=alphas[r]).fit(X, y, sample_weight=w) for r in rows}
@@ -522,7 +531,9 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds,
     X, y = _data(n=100, p=60)
     sw = np.random.default_rng(1).integers(0, 3, 100).astype(float)
     est = TrajectoryLasso(alpha=0.05, max_iter=30)
-    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, random_state=0)
+    # whole paths (n_iter_no_change=None), compared with the folds by hand
+    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None, cv=4,
+                                       random_state=0)
     search.fit(X, y, sample_weight=sw)
     splits = list(KFold(4, shuffle=True, random_state=search._seed).split(X))
     expected = _kfold_by_hand(est, X, y, splits, sw)
@@ -536,8 +547,9 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds,
     assert not hasattr(search.estimator_, "risk_path_")
     assert_allclose(search.cv_results_["kfold_path"][0], expected, rtol=1e-12)
     # textbook K-fold CV along the path: the folds' iterates at the same index
-    by_index = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, random_state=0,
-                                         fold_alignment="iteration").fit(X, y, sample_weight=sw)
+    by_index = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None, cv=4,
+                                         random_state=0, fold_alignment="iteration")
+    by_index.fit(X, y, sample_weight=sw)
     assert_allclose(by_index.kfold_path_,
                     _kfold_by_hand(est, X, y, splits, sw, alignment="iteration"), rtol=1e-12)
     assert np.abs(by_index.kfold_path_ - expected).max() > 1e-3 * expected.max()
@@ -545,83 +557,121 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds,
     for other in (TrajectoryLasso(alpha=0.05, max_iter=15, solver="sgd", batch_size=20,
                                   random_state=0),
                   IterativeRidge(alpha=1.0, max_iter=15, step_schedule=1.0 / np.arange(1, 16))):
-        paths = [TrajectoryEarlyStoppingCV(other, criterion="kfold", cv=3, fold_alignment=a,
+        paths = [TrajectoryEarlyStoppingCV(other, criterion="kfold", n_iter_no_change=None,
+                                           cv=3, fold_alignment=a,
                                            random_state=0).fit(X, y).kfold_path_
                  for a in ("time", "iteration")]
         assert_array_equal(paths[0], paths[1])
     # a splitter object, and a classifier (log loss, stratified by check_cv)
     splitter = KFold(3)
-    s2 = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=splitter).fit(X, y)
+    s2 = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None,
+                                   cv=splitter).fit(X, y)
     assert_allclose(s2.kfold_path_, _kfold_by_hand(est, X, y, list(splitter.split(X))),
                     rtol=1e-12)
     yc = (y > np.median(y)).astype(int)
     clf = TrajectoryLogisticRegression(max_iter=20)
-    s3 = TrajectoryEarlyStoppingCV(clf, criterion="kfold", cv=splitter).fit(X, yc)
+    s3 = TrajectoryEarlyStoppingCV(clf, criterion="kfold", n_iter_no_change=None,
+                                   cv=splitter).fit(X, yc)
     assert_allclose(s3.kfold_path_,
                     _kfold_by_hand(clf, X, yc, list(splitter.split(X)), classifier=True),
                     rtol=1e-12)
 
 
-def test_auto_chooses_kfold_when_leave_one_out_costs_more(monkeypatch):
+def test_auto_chooses_an_estimate_without_refits():
+    from skacv import TrajectoryLogisticRegression
+
+    auto = selection_module.auto_criterion
     est = TrajectoryLasso(alpha=0.01, max_iter=150)
-    # ISTA / FISTA: their folds run as one block (about one fit), cheaper
-    # than leave-one-out at every size; too few samples for the folds: LOO
-    for n, p in ((60, 40), (300, 400), (1000, 500), (2000, 3000)):
-        assert selection_module.auto_criterion(est, n, p) == ("kfold", None)
-        assert selection_module.auto_criterion(est.set_params(solver="ista"), n, p)[0] == "kfold"
-    assert selection_module.auto_criterion(est, 9, 40) == ("loo", None)
-    # proximal SGD's folds do not stack: leave-one-out while cheap
-    sgd_lasso = TrajectoryLasso(alpha=0.01, max_iter=150, solver="sgd")
-    assert selection_module.auto_criterion(sgd_lasso, 60, 40) == ("loo", None)
-    # Huber's folds do not stack: as many tracked samples as the budget allows
-    sgd = TrajectoryHuberRegressor(max_iter=150)
-    crit, sub = selection_module.auto_criterion(sgd, 1000, 500)
-    assert crit == "loo" and 100 < sub < 500
-    for k, fits in ((sub, True), (sub + 2, False)):
-        flops = selection_module.loo_cost_in_fits(sgd, 1000, 500, k)[1]
-        assert (flops <= selection_module.AUTO_CHEAP_FLOPS) is fits
-    # a dense Gram product per tracked run and step: K-fold is cheaper
+    # ISTA / FISTA: the memory-matrix risk at every size (no folds, no refit)
+    for n, p in ((9, 40), (60, 40), (300, 400), (1000, 500), (2000, 3000)):
+        assert auto(est, n, p) == ("risk", None)
+        assert auto(clone(est).set_params(solver="ista"), n, p) == ("risk", None)
+    # their exact leave-one-out costs a Gram product per tracked run and step
     fits, _ = selection_module.loo_cost_in_fits(est, 2000, 3000, 100)
     assert fits > 4
-    # the linear least-squares solvers keep their spectral risk, unless its
-    # corrected residuals (n T^2) cost more than the folds run as one block
-    # (about 3 fits, n p T): a path longer than 1.5 p
-    auto = selection_module.auto_criterion
-    assert auto(IterativeRidge(), 2000, 3000)[0] == "risk"
-    long_path = IterativeRidge(max_iter=150)
-    assert auto(long_path, 20000, 8) == ("kfold", None)
-    assert auto(long_path, 20000, 99) == ("kfold", None)
-    assert auto(long_path, 20000, 100)[0] == "risk"
-    assert auto(long_path.set_params(solver="heavy_ball"), 20000, 8)[0] == "kfold"
-    assert auto(IterativeRidge(solver="eigenpro", max_iter=150), 20000, 8)[0] == "risk"
-    assert auto(long_path, 9, 8)[0] == "risk"  # too few samples for 5 folds
+    # proximal SGD: leave-one-out, every sample while few
+    sgd_lasso = TrajectoryLasso(alpha=0.01, max_iter=150, solver="sgd")
+    assert auto(sgd_lasso, 60, 40) == ("loo", None)
+    # Huber: as many tracked samples as the budget allows, never the folds
+    huber = TrajectoryHuberRegressor(max_iter=150)
+    crit, sub = auto(huber, 1000, 500)
+    assert crit == "loo" and 100 < sub < 500
+    for k, fits in ((sub, True), (sub + 2, False)):
+        flops = selection_module.loo_cost_in_fits(huber, 1000, 500, k)[1]
+        assert (flops <= selection_module.AUTO_CHEAP_FLOPS) is fits
+    assert auto(huber, 50000, 2000)[0] == "loo"
+    # logistic regression (leave-one-out only): a subsample sized by the same
+    # budget, not every sample (digits 3-vs-rest, 1797 x 64, 1000 steps)
+    crit, sub = auto(TrajectoryLogisticRegression(max_iter=1000), 1797, 64)
+    assert crit == "loo" and sub == selection_module.AUTO_LOO_SAMPLES
+    assert auto(TrajectoryLogisticRegression(max_iter=1000), 90, 64) == ("loo", None)
+    # the linear least-squares solvers: their spectral risk, long paths included
+    for ridge in (IterativeRidge(), IterativeRidge(max_iter=150, solver="heavy_ball"),
+                  IterativeRidge(solver="eigenpro", max_iter=150)):
+        for n, p in ((2000, 3000), (20000, 8), (9, 8)):
+            assert auto(ridge, n, p) == ("risk", None)
     X, y = _data(n=300, p=400)
     search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40),
                                        random_state=0).fit(X, y)
-    assert search.criterion_ == "kfold"
-    assert hasattr(search, "kfold_path_") and not hasattr(search, "loo_path_")
-    assert search.n_splits_ == 5
-    assert TrajectoryEarlyStoppingCV(search.estimator, cv=4).fit(X, y).n_splits_ == 4
-    # an estimate the estimator asks for (against its default) is kept beside the folds
+    assert search.criterion_ == "risk" and search.search_ == "grid"
+    assert hasattr(search, "risk_path_") and not hasattr(search, "kfold_path_")
+    assert not hasattr(search, "loo_path_") and not hasattr(search, "n_splits_")
+    assert search.best_risk_ == search.risk_path_[search.best_iteration_]
+    kfold = TrajectoryEarlyStoppingCV(search.estimator, criterion="kfold").fit(X, y)
+    assert kfold.n_splits_ == 5
+    assert TrajectoryEarlyStoppingCV(search.estimator, criterion="kfold",
+                                     cv=4).fit(X, y).n_splits_ == 4
+    # an estimate the estimator asks for (against its default) is kept beside
     asked = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40,
                                                       estimate_loo=True)).fit(X, y)
-    assert asked.criterion_ == "kfold" and "loo_path" in asked.cv_results_
-    assert "risk_path" not in asked.cv_results_
+    assert asked.criterion_ == "risk" and "loo_path" in asked.cv_results_
     assert_allclose(asked.loo_path_, TrajectoryLasso(alpha=0.05, max_iter=asked.estimator_.n_iter_,
                                                      estimate_loo=True).fit(X, y).loo_path_)
-    assert not hasattr(TrajectoryEarlyStoppingCV(search.estimator, criterion="loo").fit(X, y),
-                       "n_splits_")
+
+
+def test_auto_falls_back_to_kfold_with_a_warning_when_the_risk_is_flagged(monkeypatch):
+    """K-fold CV only where the no-refit estimate says it is unreliable
+    (risk_reliable_ flags an iterate the choice looked at), with the reason."""
+    X, y = _data(n=200, p=60)
+    est = TrajectoryLasso(alpha=0.02, max_iter=60, random_state=0)
+    real = TrajectoryLasso.fit
+
+    def flagged_fit(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        if hasattr(self, "risk_reliable_"):
+            self.risk_reliable_ = np.arange(self.risk_reliable_.size) < 5
+        return self
+
+    monkeypatch.setattr(TrajectoryLasso, "fit", flagged_fit)
+    with pytest.warns(selection_module.UnreliableEstimateWarning,
+                      match="instead of the risk estimate: risk_reliable_ flags"):
+        search = TrajectoryEarlyStoppingCV(est, random_state=0).fit(X, y)
+    assert search.criterion_ == "kfold" and hasattr(search, "kfold_path_")
+    ref = TrajectoryEarlyStoppingCV(est, criterion="kfold", random_state=0).fit(X, y)
+    assert_allclose(search.kfold_path_, ref.kfold_path_, rtol=1e-12)
+    assert search.best_iteration_ == ref.best_iteration_
+    monkeypatch.setattr(TrajectoryLasso, "fit", real)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", selection_module.UnreliableEstimateWarning)
+        assert TrajectoryEarlyStoppingCV(est, random_state=0).fit(X, y).criterion_ == "risk"
 
 
 def test_cheap_paths_are_fitted_in_one_go():
     # a fit and estimates of a few milliseconds: no stages (their fixed cost
     # would exceed what stopping saves); the choice is the argmin of the path
+    # and cut where the stages would have stopped (a refit to that length:
+    # estimator_.n_iter_ is what the search needed, not max_iter)
     X, y = _data(n=60, p=20)
     est = IterativeRidge(alpha=1e-3, max_iter=150, random_state=0)
-    for criterion, attr in (("risk", "risk_path_"), ("auto", "kfold_path_")):
+    for criterion, attr in (("risk", "risk_path_"), ("kfold", "kfold_path_")):
+        whole = TrajectoryEarlyStoppingCV(est, criterion=criterion, n_iter_no_change=None)
+        whole = getattr(whole.fit(X, y), attr)
+        assert whole.shape == (151,)
         search = TrajectoryEarlyStoppingCV(est, criterion=criterion).fit(X, y)
-        assert search.estimator_.n_iter_ == 150
-        assert search.best_iteration_ == int(np.argmin(getattr(search, attr)))
+        stop = selection_module._stop_length(whole, 10)
+        assert stop < 150 and search.estimator_.n_iter_ == stop
+        assert_allclose(getattr(search, attr), whole[: stop + 1], rtol=1e-10)
+        assert search.best_iteration_ == int(np.argmin(whole[: stop + 1]))
     big = TrajectoryLasso(alpha=0.05, max_iter=150, estimate_risk=True)
     assert selection_module._can_stage(big, np.zeros((400, 300)))
     assert not selection_module._can_stage(est, np.zeros((60, 20)))
@@ -661,6 +711,7 @@ def test_kfold_paths_grow_in_stages(speed_policy, monkeypatch, float64_folds, la
     # the full path's stages beside the folds' set-up and passes (a thread
     # of their own, skacv.model_selection._kfold.fit_beside) or after them: the same paths
     monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
+    monkeypatch.setattr(selection_module, "RELATIVE_PATIENCE", 0)  # n_iter_no_change only
     monkeypatch.setattr(selection_module, "fit_beside", lambda X: beside)
     calls = []
     overlapped = selection_module.overlapped
@@ -717,3 +768,137 @@ def test_staged_search_debiases_the_last_stage_only(monkeypatch):
     assert_allclose(fitted.noise_variance_path_, single.noise_variance_path_, rtol=1e-8)
     t = search.best_iteration_
     assert_allclose(fitted.debiased_coef(t), single.debiased_coef(t), rtol=1e-8)
+
+
+# ------------------------------------------- one criterion for alpha and iteration
+def _disagreeing_design():
+    """40 x 30 with a common factor: the converged risk, leave-one-out and
+    4-fold CV choose three different alphas of the grid below."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((40, 30)) + 0.5 * rng.standard_normal((40, 1))
+    beta = np.zeros(30)
+    beta[:6] = rng.standard_normal(6)
+    y = X @ beta + 1.5 * rng.standard_normal(40)
+    alphas = [float(a) for a in np.geomspace(0.5, 0.01, 15)[[1, 3, 5, 7, 9, 11]]]
+    return X, y, alphas
+
+
+def test_each_criterion_chooses_alpha_and_iteration_by_its_own_quantity():
+    from sklearn.linear_model import Lasso
+
+    X, y, alphas = _disagreeing_design()
+    n = X.shape[0]
+    cv = KFold(4)
+    exact = {"n_alphas_no_change": None, "tol": 1e-10, "max_iter": 100000}
+    # each quantity by brute force with scikit-learn's Lasso: the converged
+    # risk (Bellec 2020, df = support + intercept), leave-one-out refits,
+    # 4-fold refits scored on their held-out rows
+    risk, loo, kfold = [], [], []
+    for a in alphas:
+        def lasso(a=a):
+            return Lasso(alpha=a, tol=1e-12, max_iter=100000)
+        f = lasso().fit(X, y)
+        df = np.count_nonzero(f.coef_) + 1
+        risk.append(np.mean((y - f.predict(X)) ** 2) / (1 - df / n) ** 2)
+        loo.append(np.mean([(y[i] - lasso().fit(np.delete(X, i, 0), np.delete(y, i))
+                             .predict(X[i: i + 1])[0]) ** 2 for i in range(n)]))
+        kfold.append(sum(np.sum((y[te] - lasso().fit(X[tr], y[tr]).predict(X[te])) ** 2)
+                         for tr, te in cv.split(X)) / n)
+    chosen = {}
+    for crit, truth in (("risk", risk), ("loo", loo), ("kfold", kfold)):
+        search = TrajectoryEarlyStoppingCV(
+            TrajectoryLasso(max_iter=300, random_state=0), criterion=crit, cv=cv,
+            param_grid={"alpha": alphas}, path_params=exact).fit(X, y)
+        assert search.search_ == "path" and search.criterion_ == crit
+        res = search.cv_results_
+        # the alpha: the argmin of the criterion's own quantity along the grid
+        if crit != "loo":  # the same quantity: equal values
+            assert_allclose(res[f"path_{crit}"], truth, rtol=1e-4)
+        assert search.best_params_ == {"alpha": alphas[int(np.argmin(truth))]}
+        chosen[crit] = search.best_params_["alpha"]
+        # the iteration: the argmin of the same criterion along the trajectory
+        path = getattr(search, f"{crit}_path_")
+        assert search.best_iteration_ == int(np.argmin(path))
+        assert search.best_risk_ == path[search.best_iteration_]
+        assert len(res["params"]) == len(alphas)
+        for other in {"risk", "loo", "kfold"} - {crit}:
+            assert f"path_{other}" not in res or other == "risk"
+    assert len(set(chosen.values())) == 3  # the three criteria disagree here
+
+
+@pytest.mark.parametrize("search", ["grid", "path"])
+def test_cv_results_has_a_row_per_grid_point_and_best_params_keep_their_type(search):
+    X, y = _data(n=60, p=30)
+    as_floats = [float(a) for a in np.geomspace(1.0, 1e-3, 12)]
+    for grid in (as_floats, [np.float64(a) for a in as_floats]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", selection_module.SelectionBoundaryWarning)
+            found = TrajectoryEarlyStoppingCV(
+                TrajectoryLasso(max_iter=30, random_state=0), criterion="risk", search=search,
+                param_grid={"alpha": grid}).fit(X, y)
+        res = found.cv_results_
+        assert len(res["params"]) == 12 and sorted(p["alpha"] for p in res["params"]) == \
+            sorted(grid)
+        assert type(found.best_params_["alpha"]) is type(grid[0])
+        assert res["params"][found.best_index_] == found.best_params_
+        if search == "path":  # the path stopped early: unscored rows say why
+            unscored = np.isnan(res["path_risk"])
+            assert unscored.any() and not unscored.all()
+            assert all(r.startswith("not solved") for r in res["reason"][unscored])
+            assert all(r == "" for r in res["reason"][~unscored])
+            assert res["best_iteration"].mask[unscored].all()
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"param_grid": {"alpha": [0.3, 0.1, 0.03]}, "search": "grid"},
+    {"param_grid": {"alpha": [0.3, 0.1, 0.03]}, "search": "path"},
+    {"param_grid": {"alpha": [0.3, 0.1, 0.03]}, "search": "path", "criterion": "kfold"},
+])
+def test_dataframe_feature_names_survive_every_search(kwargs):
+    pd = pytest.importorskip("pandas")
+    X, y = _data(n=80, p=20)
+    df = pd.DataFrame(X, columns=[f"x{j}" for j in range(20)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", selection_module.SelectionBoundaryWarning)
+        search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.1, max_iter=40,
+                                                           random_state=0),
+                                           **kwargs).fit(df, y)
+    assert_array_equal(search.feature_names_in_, df.columns)
+    assert_array_equal(search.estimator_.feature_names_in_, df.columns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "X has feature names, but ..." warning
+        pred = search.predict(df)
+    assert_allclose(pred, X @ search.coef_ + search.intercept_, rtol=1e-10)
+
+
+def test_a_choice_on_the_edge_of_the_search_warns_with_the_fix():
+    X, y = _data(n=100, p=60)
+    base = TrajectoryLasso(max_iter=300, random_state=0)
+    for search in ("grid", "path"):
+        # penalties all too large: the smallest one wins
+        with pytest.warns(selection_module.SelectionBoundaryWarning,
+                          match=r"alpha=0.5 is the smallest value of the grid.*Widen"):
+            TrajectoryEarlyStoppingCV(base, criterion="risk", search=search,
+                                      param_grid={"alpha": [2.0, 1.0, 0.5]}).fit(X, y)
+    # a path too short: its last iterate wins
+    with pytest.warns(selection_module.SelectionBoundaryWarning,
+                      match=r"last one, max_iter=5.*Raise max_iter"):
+        found = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=5),
+                                          criterion="risk").fit(X, y)
+    assert found.best_iteration_ == 5
+    # an interior choice: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", selection_module.SelectionBoundaryWarning)
+        found = TrajectoryEarlyStoppingCV(base, criterion="risk", search="path",
+                                          param_grid={"alpha": [1.0, 0.1, 0.01, 0.001]}).fit(X, y)
+    assert found.best_params_["alpha"] in (0.1, 0.01) and found.best_iteration_ < 300
+
+
+def test_too_few_samples_say_how_many_are_needed():
+    X, y = _data(n=60, p=300)
+    with pytest.raises(ValueError, match=r"n_samples=4 is too few .* At least \d+ samples"):
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="risk",
+                                  param_grid={"alpha": [0.01, 0.001]}).fit(X[:4], y[:4])
+    with pytest.raises(ValueError, match=r"n_samples=4 is too few for K-fold CV with cv=5"):
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="kfold").fit(X[:4], y[:4])

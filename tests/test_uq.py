@@ -483,13 +483,13 @@ def test_flagged_iterate_warns(fitted):
 
 
 def test_a_search_keeps_what_the_intervals_need_with_the_risk_criterion():
-    # K-fold (the default criterion for ISTA / FISTA) switches the risk
-    # estimate off in the selected estimator: the message says how to keep it
+    # K-fold switches the risk estimate off in the selected estimator: the
+    # message says how to keep it
     rng = np.random.default_rng(0)
     X = rng.standard_normal((120, 60))
     y = X[:, :5] @ np.ones(5) + rng.standard_normal(120)
     lasso = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=40)
-    default = TrajectoryEarlyStoppingCV(lasso).fit(X, y)
+    default = TrajectoryEarlyStoppingCV(lasso, criterion="kfold").fit(X, y)
     assert default.criterion_ == "kfold"
     with pytest.raises(NotFittedError, match="criterion='risk'"):
         default.estimator_.coef_confidence_interval()

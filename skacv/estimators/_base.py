@@ -26,14 +26,15 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._config import check_memory
+from .._config import check_memory, format_bytes, risk_matrix_bytes
 from ..estimates._loo import iacv_path
-from ..estimates._risk import SUPPORT_DF_LIMIT, trajectory_risk
+from ..estimates._risk import SUPPORT_DF_LIMIT, check_risk_memory, trajectory_risk
 from ..estimates._uq import UncertaintyMixin, debias_statistics, debias_statistics_from_products
 from ..exceptions import UnreliableEstimateWarning
 from ..iterations._datafits import LeastSquares, NormalEquations
 from ..iterations._iterations import Iteration, PreconditionedGD, check_schedule
 from ..iterations._path import init_state, run_trajectory
+from ..linalg._dask import is_dask, lazy_predictor, sufficient_rows
 from ..linalg._design import (
     CovarianceForm,
     Design,
@@ -70,8 +71,11 @@ DOC_ATTRIBUTES = """
         (Bellec & Tan 2024). Only set when ``estimate_risk=True``.
     risk_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
         Estimated cross-iterate risks (its diagonal is ``risk_path_``).
+        Only kept when it weighs at most ``risk_matrix_limit`` (1 MiB by
+        default, ``n_iter_ <= 361``; :func:`skacv.set_config` raises it):
+        a longer path keeps only the ``O(n_iter_)`` results.
     memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
-        The memory matrix ``A`` used by the estimate.
+        The memory matrix ``A`` used by the estimate (kept as ``risk_matrix_``).
     risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
         ``False`` at the iterates where ``risk_path_`` cannot be trusted:
         from the first iterate whose degrees-of-freedom fraction leaves
@@ -209,6 +213,8 @@ class PathMixin:
 
     def _decision_path(self, X, start=0):
         """Linear predictor of the iterates ``start, ..., n_iter_``."""
+        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
+            return lazy_predictor(self, X, self.coef_path_[:, start:], self.intercept_path_[start:])
         X = self._check_X(X)
         return np.asarray(X @ self.coef_path_[:, start:]) + self.intercept_path_[start:]
 
@@ -292,6 +298,8 @@ class TrajectoryEstimator(BaseEstimator):
         brute-force leave-one-out refits must.
         """
         warm = self._continues()
+        if is_dask(X, y, sample_weight):  # one pass over the rows (skacv.linalg._dask)
+            X, y, sample_weight = sufficient_rows(self, X, y, sample_weight)
         X, y = self._validate_xy(X, y, reset=not warm)
         sample_weight = check_sample_weight(sample_weight, X, X.dtype)
         y_fit, extra = self._encode_target(y, sample_weight)
@@ -392,6 +400,11 @@ class TrajectoryEstimator(BaseEstimator):
             state = init_state(loop)
             state["form"] = "covariance" if covariance else "design"
         fitted = None
+        if self._wants("estimate_risk") and self._risk_available():
+            # the estimate's memory before the path is run (a long path may need
+            # (T + 1) x (T + 1) matrices, skacv.estimates._risk.check_risk_memory)
+            check_risk_memory(design, iteration, n_total, getattr(self, "n_probes", "auto"),
+                              datafit, products=covariance, keep_state=bool(self.warm_start))
         if self._wants("estimate_risk") and not covariance:
             # X~ x^t of every iterate, kept for the residuals of the risk estimate
             check_memory(n * (n_total + 1) * X.dtype.itemsize,
@@ -486,6 +499,7 @@ class TrajectoryEstimator(BaseEstimator):
         for name in _ESTIMATE_ATTRIBUTES:
             if hasattr(self, name):
                 delattr(self, name)
+        self.__dict__.pop("_dropped_risk_matrices", None)
         self._uq_stats = None  # what the debiasing methods need (UncertaintyMixin)
         self._risk_advice = None  # the first flagged iterate, why, and the fixes
         if self._wants("estimate_risk"):
@@ -496,11 +510,16 @@ class TrajectoryEstimator(BaseEstimator):
                 random_state=self.random_state, verbose=self.verbose, fitted=fitted,
                 _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start),
                 # after the covariance form: the residuals through their products
-                products=getattr(self, "_solver_state", {}).get("form") == "covariance")
+                products=getattr(self, "_solver_state", {}).get("form") == "covariance",
+                matrices=self._keeps_risk_matrices())
             self._risk_state = res.chain_state
             self.risk_path_ = res.risk
-            self.risk_matrix_ = res.risk_matrix
-            self.memory_matrix_ = res.memory_matrix
+            if not self._keeps_risk_matrices():  # what __getattr__ reports
+                self._dropped_risk_matrices = self.n_iter_ + 1
+            if self._keeps_risk_matrices() and res.risk_matrix is not None:
+                self.risk_matrix_ = res.risk_matrix
+            if self._keeps_risk_matrices() and res.memory_matrix is not None:
+                self.memory_matrix_ = res.memory_matrix
             self.risk_reliable_ = res.reliable
             self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
                                            amplification=res.amplification,
@@ -534,15 +553,35 @@ class TrajectoryEstimator(BaseEstimator):
                 self.loo_predictions_ = res.predictions
                 self.loo_indices_ = res.indices
 
+    def _keeps_risk_matrices(self):
+        """Whether this fit keeps ``risk_matrix_`` and ``memory_matrix_``: their
+        ``(n_iter_ + 1)^2`` floats within ``risk_matrix_limit``
+        (:func:`skacv.get_config`)."""
+        T1 = self.n_iter_ + 1
+        return 8.0 * T1 * T1 <= risk_matrix_bytes()
+
+    def __getattr__(self, name):
+        # called only for a missing attribute: say why the matrices are absent
+        T1 = self.__dict__.get("_dropped_risk_matrices")
+        if name in ("risk_matrix_", "memory_matrix_") and T1 is not None:
+            raise AttributeError(
+                f"{type(self).__name__} keeps {name} only up to risk_matrix_limit="
+                f"{format_bytes(risk_matrix_bytes())}; this fit's {T1} x {T1} matrix needs "
+                f"{format_bytes(8.0 * T1 * T1)}. Refit within "
+                f"skacv.config_context(risk_matrix_limit={8.0 * T1 * T1 / 2**20:.4g}) to keep it."
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def _set_uq(self, design, res, target):
         """The debiasing statistics (:mod:`skacv.estimates._uq`) of a fit's risk
-        estimate ``res``, and the paths they give."""
+        estimate ``res``, and the paths they give (only the diagonal of the
+        risk matrix is read: the risk path when the matrix was not formed)."""
+        G = res.risk_matrix if res.risk_matrix is not None else res.risk
         if res.get("corrected_residuals") is not None:
             self._uq_stats = debias_statistics(design, res.corrected_residuals,
-                                               res.residuals, res.risk_matrix, target)
+                                               res.residuals, G, target)
         else:  # after the covariance form
-            self._uq_stats = debias_statistics_from_products(design, res.products,
-                                                             res.risk_matrix, target)
+            self._uq_stats = debias_statistics_from_products(design, res.products, G, target)
         if self._uq_stats is not None:
             self.excess_risk_path_ = self.excess_risk_path()
             self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
@@ -579,6 +618,8 @@ class TrajectoryEstimator(BaseEstimator):
         state.pop("_loo_state", None)
         state.pop("_warm_design", None)
         state.pop("_uq_pending", None)
+        # X~ x^t of the path (n_samples x (n_iter_ + 1)): a warm refit recomputes it
+        state.pop("_fitted_path", None)
         return state
 
 
@@ -686,5 +727,7 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         -------
         y : ndarray of shape (n_samples,)
         """
+        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
+            return lazy_predictor(self, X, self.coef_, self.intercept_)
         X = self._check_X(X)
         return np.asarray(X @ self.coef_).ravel() + self.intercept_

@@ -66,14 +66,14 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         ``n_probes * max_iter**2 / 4`` restricted products for ISTA, ``/ 3``
         for FISTA, fewer where the supports settle; with independent probes
         (the default from 1000 samples on) about ``n_probes * max_iter *
-        B`` for ``B`` blocks of sources (10 to 20 here). On a 2000 x 3000
-        design with 10 probes, FISTA's estimate took 2.3 times the fit at
-        ``max_iter=100`` and 3.2 times at 200 (shared probes: 2.9 and 5.3
-        times), close to K-fold CV along the path (about K fits). To choose
-        the iteration, :class:`~skacv.TrajectoryEarlyStoppingCV` uses K-fold
-        CV along the path for ISTA and FISTA by default and turns this
-        estimate off; set ``estimate_risk=False`` when ``risk_path_`` is not
-        read.
+        B`` for ``B`` blocks of sources (typically 10 to 20). With 10 probes
+        the estimate costs a few fits, less with independent probes than
+        with shared ones on long paths: close to K-fold CV along the path
+        (about K fits; measured ratios in the documentation's benchmarks
+        page). :class:`~skacv.TrajectoryEarlyStoppingCV` chooses by this
+        estimate by default, and by K-fold CV along the path where its
+        chains would cost more than the folds; set ``estimate_risk=False``
+        when ``risk_path_`` is not read.
     estimate_loo : bool, default=False
         Compute ``loo_path_``.
     store_loo_predictions : bool, default=False

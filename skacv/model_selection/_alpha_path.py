@@ -42,14 +42,15 @@ from sklearn.utils.validation import check_X_y
 
 from .._config import check_memory
 from .._policy import get_policy
+from ..estimates._loo_approx import approximate_loo_at
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._datafits import NormalEquations
 from ..iterations._iterations import FISTA
 from ..iterations._path import init_state, run_trajectory
-from ..iterations._penalties import L1
+from ..iterations._penalties import L1, L2
 from ..linalg._design import CovarianceForm, Design, make_design
 from ..linalg._linalg import independent_columns, lanczos_top
-from ..utils._compat import HasMethods, Interval, validate_params
+from ..utils._compat import HasMethods, Interval, StrOptions, validate_params
 from ..utils._validation import check_sample_weight
 
 # FISTA steps between two duality-gap checks on the working set (a check costs
@@ -77,6 +78,14 @@ COVARIANCE_PATH = True
 PATH_PRODUCTS_PER_ALPHA = 10.0
 #: ... and the duality-gap tolerance is at least this
 COVARIANCE_PATH_MIN_TOL = 1e-10
+#: the duality gap of an alpha is also at most ``PATH_OBJECTIVE_TOL * tol``
+#: times twice its objective (at the warm start): scikit-learn's
+#: ``tol * ||y~||^2 / n_eff`` alone can exceed the objective of a small
+#: penalty when the fit explains most of ``y`` (``make_regression`` with
+#: noise 5: the previous alpha's solution passed at the next two alphas,
+#: whose risks came out identical); a factor of 100 leaves the gap of the
+#: usual designs, whose objective stays above 1 % of ``||y~||^2 / (2 n_eff)``
+PATH_OBJECTIVE_TOL = 100.0
 
 
 @validate_params(
@@ -91,12 +100,14 @@ COVARIANCE_PATH_MIN_TOL = 1e-10
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "sample_weight": ["array-like", None],
         "n_alphas_no_change": [Interval(Integral, 1, None, closed="left"), None],
+        "criterion": [StrOptions({"risk", "loo"})],
         "verbose": ["verbose"],
     },
     prefer_skip_nested_validation=True,
 )
 def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=1e-4,
-                    max_iter=1000, sample_weight=None, n_alphas_no_change=None, verbose=0):
+                    max_iter=1000, sample_weight=None, n_alphas_no_change=None,
+                    criterion="risk", verbose=0):
     """Converged fits and their out-of-sample risk estimate along a penalty path.
 
     For every ``alpha`` of a decreasing grid, computes the solution of the
@@ -143,11 +154,15 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         Length of the default grid (see ``alphas``).
     tol : float, default=1e-4
         Lasso: each ``alpha`` is solved until the duality gap of the objective
-        ``||y~ - X~ b||^2 / (2 n_eff) + alpha ||b||_1`` is at most
+        ``P(b) = ||y~ - X~ b||^2 / (2 n_eff) + alpha ||b||_1`` is at most
         ``tol * ||y~||^2 / n_eff``, scikit-learn's ``Lasso`` criterion
         (its gap ``tol * ||y||^2`` is on the objective multiplied by
-        ``n_samples``). The dual point is the residual rescaled to be
-        feasible. Unused for ridge (exact).
+        ``n_samples``), and at most ``200 tol P`` at the warm start from the
+        previous alpha (``PATH_OBJECTIVE_TOL``: when the fit explains most of
+        ``y`` the first bound can exceed the objective itself, and the
+        previous solution would pass; this second bound not below
+        ``1e-10 ||y~||^2 / n_eff``). The dual point is the residual
+        rescaled to be feasible. Unused for ridge (exact).
     max_iter : int, default=1000
         Largest number of FISTA steps per ``alpha`` (a
         :class:`~sklearn.exceptions.ConvergenceWarning` is raised when an
@@ -161,6 +176,12 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         is clearly past its minimum). The outputs then cover the solved
         alphas only. ``None`` solves every alpha. Ignored for ridge (every
         alpha costs the same there).
+    criterion : {"risk", "loo"}, default="risk"
+        The quantity ``n_alphas_no_change`` watches. ``"loo"`` also computes
+        ``loo``, the leave-one-out error of every solution
+        (:func:`converged_loo`: exact for ridge, exact on the support for
+        the Lasso), ``O(n s^2)`` per alpha for a support of ``s`` columns
+        (ridge: ``s = n_features``).
     verbose : int, default=0
         Print one line per ``alpha``.
 
@@ -185,6 +206,10 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         risk : ndarray of shape (n_alphas,)
             Estimated out-of-sample risk (``inf`` where ``df >= n_eff``: the
             estimate is undefined at interpolation).
+        loo : ndarray of shape (n_alphas,)
+            ``criterion="loo"`` only: the leave-one-out error of each
+            solution (weighted mean squared left-out residual; ``inf`` where
+            a sample has leverage 1).
         train_mse : ndarray of shape (n_alphas,)
             ``||y~ - X~ coef||^2 / n_eff``.
         n_iter : ndarray of shape (n_alphas,)
@@ -237,13 +262,22 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     lasso, ridge_scale = _penalty_family(estimator, design)
     y_offset, y_tilde = design.center_y(y)
     df_offset = 1.0 if estimator.fit_intercept else 0.0
+    loo_of = None
+    if criterion == "loo":
+        target = np.asarray(y, dtype=np.float64) - float(y_offset)
+
+        def loo_of(coef, alpha):
+            return converged_loo(estimator, design, X, target, coef, alpha)
+
     if lasso:
         res = _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps,
                           estimator.step_size, tol, max_iter, n_alphas_no_change, df_offset,
-                          verbose)
+                          verbose, loo_of)
     else:
         res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale)
         res.df = res.df + df_offset
+        if loo_of is not None:
+            res.loo = np.array([loo_of(res.coefs[:, i], a) for i, a in enumerate(res.alphas)])
     res.risk = _risk(res.train_mse, res.df, design.n_eff)
     if estimator.fit_intercept:
         res.intercepts = (y_offset - design.x_offset @ res.coefs).astype(X.dtype)
@@ -265,6 +299,61 @@ def supports_alpha_path(estimator, n_samples=2):
     except (ValueError, TypeError, AttributeError):
         return False
     return True
+
+
+def converged_loo(estimator, design, X, target, coef, alpha):
+    """Leave-one-out error of the solution ``coef`` at ``alpha``.
+
+    The leverage formula at a solution (:func:`skacv.approximate_loo`'s
+    ``"alo"``, Rad & Maleki 2020, which is exact leave-one-out for a
+    quadratic objective) on the support of ``coef`` (every coordinate for
+    ridge): for the Lasso, exact leave-one-out when removing a sample keeps
+    the support and the signs (Stephenson & Broderick 2020), the limit of the
+    trajectories' ``loo_path_`` (Luo, Ren & Barber 2023) at convergence.
+    Costs ``O(n s^2 + s^3)`` for a support of ``s`` columns.
+
+    Parameters
+    ----------
+    estimator : TrajectoryLasso or IterativeRidge
+        Prototype: its penalty at ``alpha`` defines the left-out objectives.
+    design : Design
+        The path's centred, weighted design.
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The data of ``design``.
+    target : ndarray of shape (n_samples,)
+        Centred, unweighted ``y`` (``y - y_offset``).
+    coef : ndarray of shape (n_features,)
+        The solution at ``alpha``.
+    alpha : float
+
+    Returns
+    -------
+    loo : float
+        Weighted mean squared left-out residual (``inf`` at leverage 1).
+    """
+    coef = np.asarray(coef, dtype=np.float64)
+    penalty = clone(estimator).set_params(alpha=float(alpha))._make_penalty(design)
+    support = np.flatnonzero(coef) if penalty.l1_ > 0 else np.arange(coef.shape[0])
+    check_memory(8 * design.n_samples * max(support.size, 1),
+                 f"the support's rows for leave-one-out ({design.n_samples} x {support.size})")
+    cols = X[:, support]
+    U = (cols.toarray() if sp.issparse(cols) else np.asarray(cols)).astype(np.float64)
+    U -= design.x_offset[support].astype(np.float64)
+    if support.size == 0:  # no coordinate: a column of zeros keeps the formula's shapes
+        U, theta, penalty = np.zeros((design.n_samples, 1)), np.zeros(1), L2(1.0)
+    else:
+        theta = coef[support]
+    datafit = estimator._make_datafit(design)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # leverage 1: an infinite error
+        eta_loo, scale, _ = approximate_loo_at(design, datafit, FISTA(1.0, penalty=penalty),
+                                               theta, U, target, "alo")
+    w = np.ones(design.n_samples) if design.weight is None else np.asarray(
+        design.weight, dtype=np.float64)
+    res = scale * (target - eta_loo)
+    with np.errstate(invalid="ignore", over="ignore"):
+        value = float(w @ (res * res) / design.n_eff)
+    return value if np.isfinite(value) else np.inf
 
 
 def _penalty_family(estimator, design):
@@ -439,7 +528,7 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget)
 
 
 def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_size, tol,
-                max_iter, n_alphas_no_change, df_offset, verbose):
+                max_iter, n_alphas_no_change, df_offset, verbose, loo_of=None):
     n_eff = design.n_eff
     p = design.n_features
     dtype = design.dtype
@@ -464,6 +553,7 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
     gaps = np.empty(n_alphas)
     n_iters = np.zeros(n_alphas, dtype=np.int64)
     df = np.empty(n_alphas)
+    loo = np.empty(n_alphas) if loo_of is not None else None
     support_df = _SupportDF(design, space, X)
     coef = np.zeros(p, dtype=dtype)
     alpha_prev = max(alpha_max, alphas[0])
@@ -472,14 +562,20 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
     n_solved = n_alphas
     for i, alpha in enumerate(alphas):
         # the warm start may already be optimal (always at alpha >= alpha_max)
-        gap = _duality_gap(rr, ry, corr, float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
+        l1_norm = float(np.abs(coef).sum(dtype=np.float64))
+        gap = _duality_gap(rr, ry, corr, l1_norm, alpha, n_eff)
+        # scikit-learn's gap, but also relative to the objective: at small
+        # penalties tol * ||y~||^2 / n_eff can exceed the objective itself
+        # (a large y: the warm start from the previous alpha would pass)
+        goal = min(target, max(PATH_OBJECTIVE_TOL * tol * (rr / n_eff + 2.0 * alpha * l1_norm),
+                               COVARIANCE_PATH_MIN_TOL * yy / n_eff))
         steps = 0
         work = np.flatnonzero(coef)
-        if gap > target:
+        if gap > goal:
             # working set: (relaxed) sequential strong rule + previous support
             thresh = alpha - _STRONG_RULE_SLACK * (alpha_prev - alpha)
             work = np.flatnonzero((np.abs(corr) >= thresh) | (coef != 0))
-        while gap > target and steps < max_iter:
+        while gap > goal and steps < max_iter:
             # the previous working set's columns go before a larger buffer comes
             sub = None
             sub = space.sub(work)
@@ -490,7 +586,7 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
                 step = float(step_size)
             try:
                 coef_w, fitted, k = _solve_working_set(
-                    space, sub, work, alpha, coef[work], step, target, max_iter - steps
+                    space, sub, work, alpha, coef[work], step, goal, max_iter - steps
                 )
             except DivergenceError:
                 if not isinstance(step_size, str):
@@ -498,7 +594,7 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
                 # the Lanczos estimate was too low: exact top eigenvalue, again
                 step = 1.0 / sub.lipschitz()
                 coef_w, fitted, k = _solve_working_set(
-                    space, sub, work, alpha, coef[work], step, target, max_iter - steps
+                    space, sub, work, alpha, coef[work], step, goal, max_iter - steps
                 )
             steps += k
             coef = np.zeros(p, dtype=dtype)
@@ -513,8 +609,8 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
             if violators.size == 0:  # right working set (or its solve ran out of steps)
                 break
             work = np.union1d(work, violators)
-        if gap > target:
-            not_converged.append((alpha, gap))
+        if gap > goal:
+            not_converged.append((alpha, gap, goal))
         coefs[:, i] = coef
         train_mse[i] = rr / n_eff
         gaps[i] = gap
@@ -524,8 +620,11 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
         if verbose > 1:
             print(f"[risk_alpha_path] alpha {alpha:.4g}: working set {work.size}, "
                   f"{steps} steps, gap {gap:.3e} (target {target:.3e})")
+        if loo is not None:
+            loo[i] = loo_of(coef, alpha)
         if n_alphas_no_change is not None:
-            risk = _risk(train_mse[i], df[i], n_eff)
+            # the criterion watched: the leave-one-out error when computed
+            risk = loo[i] if loo is not None else _risk(train_mse[i], df[i], n_eff)
             if risk < best:
                 best, since_best = risk, 0
             else:
@@ -534,18 +633,21 @@ def _lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_s
                     n_solved = i + 1
                     break
     if not_converged:
-        a, g = not_converged[0]
+        a, g, goal = not_converged[0]
         warnings.warn(
-            f"FISTA did not reach the duality gap {target:.3e} within max_iter={max_iter} "
+            f"FISTA did not reach the duality-gap tolerance within max_iter={max_iter} "
             f"steps for {len(not_converged)} of {n_solved} alphas (e.g. alpha={a:.4g}: "
-            f"gap {g:.3e}). Increase max_iter or tol; small alphas with p > n are the "
-            "slowest.",
+            f"gap {g:.3e} > {goal:.3e}). Increase max_iter or tol; small alphas with "
+            "p > n are the slowest.",
             ConvergenceWarning,
             stacklevel=4,  # the caller of risk_alpha_path (behind validate_params)
         )
     m = n_solved
-    return Bunch(alphas=alphas[:m], coefs=coefs[:, :m], df=df[:m], train_mse=train_mse[:m],
-                 n_iter=n_iters[:m], gaps=gaps[:m])
+    out = Bunch(alphas=alphas[:m], coefs=coefs[:, :m], df=df[:m], train_mse=train_mse[:m],
+                n_iter=n_iters[:m], gaps=gaps[:m])
+    if loo is not None:
+        out.loo = loo[:m]
+    return out
 
 
 #: columns of ``X~`` within this relative distance of each other (up to sign,

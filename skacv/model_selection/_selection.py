@@ -13,15 +13,18 @@ import scipy.sparse as sp
 import sklearn
 from scipy.special import logit
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.exceptions import EfficiencyWarning
 from sklearn.model_selection import KFold, ParameterGrid, StratifiedKFold, check_cv
 from sklearn.utils import _safe_indexing, check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .._config import get_config, working_memory_bytes
-from ..exceptions import UnreliableEstimateWarning
+from .._config import config_context, get_config, working_memory_bytes
+from .._policy import get_policy
+from ..exceptions import EstimateBudgetError, SelectionBoundaryWarning, UnreliableEstimateWarning
 from ..iterations._datafits import log_loss_terms
+from ..linalg._dask import is_dask, sufficient_search
 from ..linalg._design import shared_designs
 from ..utils._compat import (
     HasMethods,
@@ -57,26 +60,26 @@ _PATH_ATTRS = ("risk_path_", "loo_path_", "risk_reliable_")
 #: 5000 x 7500; the smallest value is used).
 AUTO_BLAS3_SPEEDUP = 5.0
 
-#: criterion="auto" for the linear least-squares solvers whose folds run as
-#: one block (gradient descent, Nesterov, heavy ball): the risk estimate
-#: forms the corrected residuals of every iterate, ``~4 n T^2`` flops for a
-#: path of ``T`` steps and about twice that over the stages of the early
-#: stopping, against about 3 fits (``4 n p T`` flops each) for the full fit
-#: and the block of folds: K-fold CV along the path when ``T`` exceeds this
-#: many times ``n_features``. (Measured, 150 steps: at 20000 x 8 the risk
-#: took 0.22 s against 0.11 s for 5-fold CV written by hand, at 50000 x 20
-#: 0.85 against 0.64 s; at 2000 x 1000 0.45 against 0.97 s.)
-AUTO_RISK_MAX_STEPS_PER_FEATURE = 1.5
+# criterion="auto" for the linear least-squares solvers (gradient descent,
+# Nesterov, heavy ball): the risk estimate forms the corrected residuals of
+# every iterate, ``~4 n T^2`` flops for a path of ``T`` steps and about
+# twice that over the stages of the early stopping, against about 3 fits
+# (``4 n p T`` flops each) for the full fit and the block of folds: more
+# than the folds when ``T`` exceeds about 1.5 times ``n_features``
+# (measured, 150 steps: at 20000 x 8 the risk took 0.22 s against 0.11 s
+# for 5-fold CV written by hand, at 50000 x 20 0.85 against 0.64 s; at
+# 2000 x 1000 0.45 against 0.97 s). It is kept there: no refit.
 
-#: criterion="auto" keeps leave-one-out for estimators whose folds do not
-#: run as one block (mini-batch SGD, robust and logistic losses: their K
-#: folds are K separate fits) when its estimated cost is below this many
-#: flops (in the units of the model above: about 0.7 s on one core),
-#: whatever K-fold costs: it uses every sample, no fold is held out.
+#: criterion="auto" sizes the leave-one-out subsample of estimators whose
+#: folds do not run as one block (mini-batch SGD, robust and logistic
+#: losses: their K folds are K separate fits) to this many flops (in the
+#: units of the model above: about 0.7 s on one core) when K-fold would
+#: cost less: it uses every sample, no fold is held out.
 AUTO_CHEAP_FLOPS = 5e9
 
-# criterion="auto" for estimators whose folds run as one block (ISTA,
-# FISTA; :mod:`skacv.model_selection._kfold`): K-fold CV along the path, matched in time
+# criterion="kfold" for estimators whose folds run as one block (ISTA,
+# FISTA; :mod:`skacv.model_selection._kfold`; criterion="auto" before issue
+# 42): K-fold CV along the path, matched in time
 # (``fold_alignment="time"``). The folds train on ``(K - 1) / K`` of the
 # data, which shifts their best iteration. Measured on 26 small problems
 # (FISTA, alpha 0.05, 200 steps; equicorrelated 0.5 / 0.8 and AR(1) 0.9 at
@@ -136,53 +139,40 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
 
 
 def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
-    """``(criterion, loo_subsample)`` chosen by ``criterion="auto"``.
+    """``(criterion, loo_subsample)`` chosen by ``criterion="auto"`` before
+    the fit: an estimate that needs no refit, ``"risk"`` or ``"loo"``, never
+    ``"kfold"`` (K-fold CV replaces it only when the fitted estimate says it
+    is unreliable, or when the ISTA/FISTA chains would cost more than the
+    folds: see :class:`TrajectoryEarlyStoppingCV`).
 
+    * Estimators with only one of the two estimates: that one
+      (``TrajectoryLogisticRegression``: leave-one-out, sized as below).
     * Linear iterations of least squares (``IterativeRidge`` with "gd",
       "nesterov", "heavy_ball", "eigenpro"): ``"risk"``, computed spectrally
-      (exact traces when cheap, ``n_probes="auto"``), reliable and cheaper
-      than any leave-one-out; but ``"kfold"`` (the folds as one block) when
-      the path is more than ``AUTO_RISK_MAX_STEPS_PER_FEATURE`` times as
-      long as there are features and the folds can run as one block (not
-      EigenPro): the risk's corrected residuals then cost more than the
-      folds.
-    * Estimators whose folds run as one block (ISTA and FISTA of the
-      Lasso; :func:`skacv.model_selection._kfold.can_stack`): ``"kfold"``, K-fold CV along
-      the path with the folds matched in time (about one fit more than the
-      fit itself), on at least ``2 * n_folds`` samples. Their leave-one-out
-      costs a restricted Gram product per sample and step (6x the time of 5
-      folds on the problems measured in the notes above, for a regret
-      close to that of 10 folds), and the memory matrix of a proximal
-      momentum method breaks down on correlated designs.
-    * Everything else that tracks leave-one-out (SGD, robust and logistic
-      losses): ``"loo"``. Iterative approximate leave-one-out costs time
-      linear in the path length, and it is deterministic when every sample
-      is tracked (``n_samples <= AUTO_LOO_SAMPLES``); above, a subsample of
-      as many samples as fit in the larger of the K-fold budget and
-      ``AUTO_CHEAP_FLOPS``, between ``AUTO_LOO_SAMPLES`` and
-      ``AUTO_LOO_SAMPLES_MAX`` (unless the estimator sets
-      ``loo_subsample`` itself) ...
-    * ... unless leave-one-out would cost more than K-fold CV along the
-      path (:func:`loo_cost_in_fits`; ``n_folds`` fits on ``(K - 1) / K``
-      of the data, about ``K - 1`` fits) and more than ``AUTO_CHEAP_FLOPS``
-      (under a second): then ``"kfold"``.
-    * Estimators with only one of the two estimates: that one.
+      (exact traces when cheap, ``n_probes="auto"``), deterministic and
+      cheaper than any leave-one-out. (With a path longer than about 1.5
+      times the features its corrected residuals, ``n T^2``, cost more
+      than the folds run as one block: it is kept, the folds are a refit.)
+    * ISTA and FISTA of the Lasso: ``"risk"``, the memory-matrix estimate
+      (Bellec & Tan 2024): their exact leave-one-out costs a restricted Gram
+      product per sample and step (10 to 100 fits).
+    * Everything else that tracks leave-one-out (proximal SGD, robust and
+      logistic losses): ``"loo"``. Iterative approximate leave-one-out costs
+      time linear in the path length and in the tracked samples
+      (:func:`loo_cost_in_fits`); every sample is tracked up to
+      ``AUTO_LOO_SAMPLES``, above a random subsample (a control-variate
+      estimate) of as many samples as fit in the larger of the K-fold
+      budget (``n_folds - 1`` fits) and ``AUTO_CHEAP_FLOPS``, between
+      ``AUTO_LOO_SAMPLES`` and ``AUTO_LOO_SAMPLES_MAX`` (unless the
+      estimator sets ``loo_subsample`` itself).
     """
     params = estimator.get_params(deep=False)
     has_risk, has_loo = "estimate_risk" in params, "estimate_loo" in params
     if not has_loo:
         return "risk", None
-    if not has_risk:
-        return "loo", None
     linear = getattr(estimator, "_linear_iterations", None)
-    if linear is not None and linear():
-        T = int(params.get("max_iter", 100) or 100)
-        if (can_stack(estimator) and n_features is not None and n_samples >= 2 * n_folds
-                and T > AUTO_RISK_MAX_STEPS_PER_FEATURE * n_features):
-            return "kfold", None  # the risk's O(n T^2) would cost more than the folds
+    if has_risk and ((linear is not None and linear()) or can_stack(estimator)):
         return "risk", None
-    if can_stack(estimator) and n_features is not None and n_samples >= 2 * n_folds:
-        return "kfold", None
     sub = params.get("loo_subsample")
     if sub is None and n_samples > AUTO_LOO_SAMPLES:
         sub = AUTO_LOO_SAMPLES
@@ -192,13 +182,8 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
             budget = max(AUTO_CHEAP_FLOPS, (n_folds - 1) * flops1 / fits1)
             affordable = int((budget - setup) // max(flops1 - setup, 1.0))
             sub = int(np.clip(affordable, AUTO_LOO_SAMPLES, AUTO_LOO_SAMPLES_MAX))
-            if sub >= n_samples:
-                sub = None
-    if n_features is not None and n_samples >= 2 * n_folds:
-        fits, flops = loo_cost_in_fits(estimator, n_samples, n_features,
-                                       min(n_samples, sub or n_samples))
-        if flops > AUTO_CHEAP_FLOPS and fits > n_folds - 1:
-            return "kfold", None
+        if sub >= n_samples:
+            sub = None
     return "loo", sub
 
 
@@ -288,6 +273,20 @@ def _can_stage(estimator, X=None):
     return flops > STAGE_MIN_FLOPS
 
 
+#: the early stopping waits at least this fraction of the best iteration
+#: without improvement (and at least ``n_iter_no_change`` iterations): an
+#: estimate's bumps last longer on longer paths. With 10 iterations only, on
+#: equicorrelated designs (FISTA, 150-200 steps, 200 x 400 and 500 x 750) the
+#: risk estimate stopped at a bump at iteration 88 or 158 where the truth kept
+#: decreasing to the last iterate (regret 11-15 %; the whole path: 0 %).
+RELATIVE_PATIENCE = 0.5
+
+
+def _patience(best, n_iter_no_change):
+    """Iterations without improvement after ``best`` that stop the path."""
+    return max(n_iter_no_change, int(RELATIVE_PATIENCE * best))
+
+
 def _next_stage(n_iter, best, n_iter_no_change):
     """Length of the next stage of an early-stopped path.
 
@@ -297,11 +296,12 @@ def _next_stage(n_iter, best, n_iter_no_change):
     a stage costs its new steps plus a fixed overhead, which geometric
     growth keeps to a few stages; the overshoot is at most half the path.
     Once the minimum lies behind, go to the first length where the rule can
-    hold, ``best + n_iter_no_change``, but by at least ``n_iter // 8``.
+    hold, ``best + _patience(best, n_iter_no_change)``, but by at least
+    ``n_iter // 8``.
     """
     if best is None or best >= n_iter:
         return n_iter + max(n_iter_no_change, n_iter // 2)
-    return max(best + n_iter_no_change, n_iter + max(1, n_iter // 8))
+    return max(best + _patience(best, n_iter_no_change), n_iter + max(1, n_iter // 8))
 
 
 def _fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None,
@@ -497,6 +497,12 @@ def _fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None
     if n_iter_no_change is None or not _can_stage(estimator, X):
         if stage() is None:
             return estimator, {}, time.perf_counter() - tic
+        if n_iter_no_change is not None and _can_stage(estimator):
+            # a cheap path fitted in one go ends where the stages would have stopped
+            n = np.shape(estimator.coef_path_)[-1] - 1
+            m = _stop_length(kfold_path(n + 1), n_iter_no_change)
+            if m < n:
+                _refit_shorter(estimator, X, y, fit_params, m)
     else:
         if _grow_in_stages(estimator, lambda: [f[0] for f in folds], stage,
                            n_iter_no_change) is None:
@@ -524,7 +530,7 @@ def _grow_in_stages(estimator, fitted, stage, n_iter_no_change):
     """Grow ``estimator``'s path in stages (:func:`_next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why). Stops
-    once the criterion has not improved during the last ``n_iter_no_change``
+    once the criterion has not improved during the last ``_patience``
     iterations or at ``max_iter``; then restores ``warm_start`` and frees the
     warm state of every estimator of ``fitted()``. Returns the last path."""
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
@@ -540,7 +546,8 @@ def _grow_in_stages(estimator, fitted, stage, n_iter_no_change):
             if path is None:
                 return None
             best = _argmin_first(path)
-            if n_iter >= max_iter or (best is not None and n_iter - best >= n_iter_no_change):
+            if n_iter >= max_iter or (best is not None
+                                      and n_iter - best >= _patience(best, n_iter_no_change)):
                 del estimator._defer_uq
                 finish = getattr(estimator, "_finish_deferred", None)
                 if finish is not None:
@@ -558,10 +565,39 @@ def _grow_in_stages(estimator, fitted, stage, n_iter_no_change):
                 release()
 
 
+def _stop_length(path, n_iter_no_change):
+    """Where the stages of :func:`_grow_in_stages` stop on a criterion path
+    computed in one go (its last index when the rule never holds)."""
+    T = len(path) - 1
+    n = min(T, 2 * n_iter_no_change)
+    while True:
+        best = _argmin_first(path[: n + 1])
+        if n >= T or (best is not None and n - best >= _patience(best, n_iter_no_change)):
+            return n
+        n = min(T, _next_stage(n, best, n_iter_no_change))
+
+
+def _refit_shorter(estimator, X, y, fit_params, n_iter):
+    """Refit ``estimator`` from zero to ``n_iter`` iterations (a prefix of its
+    path: a path fitted in one go, cut where the early stopping stops)."""
+    warm_start = estimator.warm_start
+    try:
+        estimator.set_params(max_iter=n_iter, warm_start=False).fit(X, y, **fit_params)
+    finally:
+        estimator.set_params(warm_start=warm_start)
+
+
 def _fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
     tic = time.perf_counter()
     if n_iter_no_change is None or not _can_stage(estimator, X):
         estimator.fit(X, y, **fit_params)
+        if n_iter_no_change is not None and _can_stage(estimator) and hasattr(estimator, attr):
+            # a cheap path fitted in one go ends where the stages would have
+            # stopped (estimator_.n_iter_ is what the search needed)
+            m = _stop_length(_selectable(_estimate_paths(estimator, attrs), attr),
+                             n_iter_no_change)
+            if m < estimator.n_iter_:
+                _refit_shorter(estimator, X, y, fit_params, m)
     else:
         def stage(**params):
             estimator.set_params(**params).fit(X, y, **fit_params)
@@ -593,6 +629,45 @@ def _selectable(paths, attr):
     return path
 
 
+class _UndefinedEstimate(ValueError):
+    """The criterion is undefined at every iterate of the grid."""
+
+
+def _kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options):
+    """K-fold CV along the alpha path: the converged fits of every alpha on
+    each fold's training rows (:func:`skacv.risk_alpha_path`, warm-started
+    along ``alphas``, the ``tol`` and ``max_iter`` of ``options``) scored on
+    its held-out rows; the weighted mean squared error over all held-out
+    samples, one value per alpha (``alphas`` decreasing)."""
+    kw = {k: v for k, v in options.items() if k in ("tol", "max_iter", "eps")}
+    Xr = X.tocsr() if sp.issparse(X) else np.asarray(X)
+    y = np.asarray(y, dtype=np.float64)
+    sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    total, weight = np.zeros(len(alphas)), 0.0
+    for train, test in splits:
+        fold = risk_alpha_path(clone(estimator), Xr[train], y[train], alphas=alphas,
+                               sample_weight=None if sw is None else sw[train],
+                               n_alphas_no_change=None, **kw)
+        pred = np.asarray(Xr[test] @ fold.coefs, dtype=np.float64) + fold.intercepts
+        w = np.ones(len(test)) if sw is None else sw[test]
+        total += w @ (y[test, None] - pred) ** 2
+        weight += float(w.sum())
+    return total / weight
+
+
+def _too_few_message(n_samples, criterion, df):
+    """The error of an alpha path on which ``criterion`` is undefined at every alpha."""
+    df = np.asarray(df, dtype=np.float64)
+    df = df[np.isfinite(df)]
+    need = int(np.ceil(df.min())) + 2 if df.size else 3
+    what = {"risk": "the converged risk estimate", "loo": "the converged leave-one-out",
+            "kfold": "K-fold CV"}[criterion]
+    return (f"n_samples={n_samples} is too few for {what} along this alpha grid: every "
+            f"alpha's solution fits the data exactly (degrees of freedom >= n_samples), "
+            f"where the estimate is undefined. At least {max(need, n_samples + 1)} samples "
+            "are needed for these penalties; give more samples or larger alphas.")
+
+
 class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     """Choose the iteration and the parameters of a trajectory estimator along
     its path, by an estimate of its out-of-sample error: no refit.
@@ -606,7 +681,10 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     fitted once each, for ISTA and FISTA as one block that costs about one
     fit). The pair (grid point, iteration) with the smallest estimate is
     selected, and the fitted estimator of that grid point is kept with its
-    ``coef_`` / ``intercept_`` set to the selected iterate.
+    ``coef_`` / ``intercept_`` set to the selected iterate. One criterion
+    decides everything: with ``search="path"`` the penalty is chosen by the
+    same quantity at convergence (the converged risk, the converged
+    leave-one-out or K-fold CV along the alpha path), then the iteration.
 
     Compared with ``GridSearchCV`` over ``max_iter`` (k folds times the number
     of candidate lengths, then a refit), this costs one path per grid point
@@ -622,35 +700,46 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         is computed only if the estimator asks for it. Put preprocessing in a
         :class:`~sklearn.pipeline.Pipeline` *around* this meta-estimator.
     criterion : {"auto", "risk", "loo", "kfold"}, default="auto"
-        ``"risk"`` minimises ``risk_path_`` (iterates flagged by
-        ``risk_reliable_`` excluded), ``"loo"`` minimises ``loo_path_``,
+        The quantity that chooses the iteration and, with ``search="path"``,
+        the penalty. ``"risk"`` minimises ``risk_path_`` (iterates flagged
+        by ``risk_reliable_`` excluded) and, along alpha, its limit at
+        convergence (:func:`skacv.risk_alpha_path`); ``"loo"`` minimises
+        ``loo_path_`` and, along alpha, the leave-one-out error at
+        convergence (exact for ridge; the leverage formula on the support
+        for the Lasso, exact when removing a sample keeps the support);
         ``"kfold"`` minimises K-fold CV along the path (``kfold_path_``:
         each of the ``cv`` folds fitted once with the estimates off, every
         iterate scored on its held-out fold; then one fit on all the data,
-        whose iterate is selected). For ISTA, FISTA and the full-batch
+        whose iterate is selected) and, along alpha, K-fold CV of the
+        converged fits (as ``LassoCV``). For ISTA, FISTA and the full-batch
         ``IterativeRidge`` solvers the folds run as one block (one pass over
         ``X`` per product for all folds, in ``kfold_dtype``, float32 by
         default: see :func:`skacv.get_config`).
-        ``"auto"``: ``"risk"`` for the linear
-        least-squares solvers (gradient descent, Nesterov, heavy ball,
-        EigenPro: spectral, exact traces when cheap; ``"kfold"`` instead,
-        except for EigenPro, when ``max_iter > 1.5 * n_features``: the
-        risk's cost grows as ``n_samples * max_iter**2``); ``"kfold"`` for ISTA
-        and FISTA (their folds run as one block, about one fit, matched in
-        time: see ``fold_alignment``; their exact leave-one-out costs a Gram
-        product per sample and step); ``"loo"`` for the others (proximal
-        SGD, robust and logistic losses), tracking every sample up to
-        ``AUTO_LOO_SAMPLES = 100`` and above a random subsample of 100 to
-        500 samples (as many as the cost budget below allows; a
+        ``"auto"`` is an estimate without refits: ``"risk"`` for the
+        least-squares solvers with full batches (gradient descent, Nesterov,
+        heavy ball, EigenPro: spectral, exact traces when cheap; ISTA and
+        FISTA: the memory-matrix estimate); ``"loo"`` for the others
+        (proximal SGD, robust and logistic losses), tracking every sample
+        up to ``AUTO_LOO_SAMPLES = 100`` and above a random subsample of 100
+        to 500 samples (as many as the larger of the K-fold budget and
+        about a second allow, estimated from ``n_samples``,
+        ``n_features``, ``max_iter`` and the tracked samples; a
         control-variate estimate, see ``loo_subsample`` in
-        :class:`TrajectoryLasso`), unless that leave-one-out would cost more
-        than K-fold CV along the path and more than about a second
-        (estimated from ``n_samples``, ``n_features``, ``max_iter`` and the
-        tracked samples): then ``"kfold"``. Only that estimate is computed
-        (and any the estimator switches on against its default), unless
-        ``"loo"`` is chosen and ``n_samples * n_features <= 200_000``: then
-        the risk too, and both appear in ``cv_results_``. The criterion
-        used is ``criterion_``.
+        :class:`TrajectoryLasso`). K-fold CV replaces the risk only where
+        the fitted estimate says it is unreliable (``risk_reliable_`` flags
+        an iterate at or before the chosen one plus ``n_iter_no_change``):
+        an :class:`~skacv.exceptions.UnreliableEstimateWarning` says why;
+        and, for ISTA and FISTA with independent probes (1000 samples and
+        more), where the estimate's Jacobian chains would cost more than
+        the folds (the speed policy's ``risk_budget_fits``, 2 fits, and
+        ``risk_cheap_flops``; predicted from the supports before the chains
+        run, :func:`skacv.estimates._risk.chain_cost_in_fits`): a
+        :class:`~sklearn.exceptions.EfficiencyWarning` gives the predicted
+        cost. Wide supports (a small alpha on a correlated design) cost
+        10 fits and more today. Only that estimate is computed (and any the estimator switches on
+        against its default), unless ``"loo"`` is chosen and ``n_samples *
+        n_features <= 200_000``: then the risk too, and both appear in
+        ``cv_results_``. The criterion used is ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
         it). An int is the number of folds (``StratifiedKFold`` for
@@ -686,9 +775,11 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         ``"grid"`` otherwise; the strategy used is ``search_``.
         ``"grid"`` fits one trajectory per grid point. ``"path"`` (penalty
         only: ``param_grid`` is ``None`` or ``{"alpha": [...]}``) first
-        solves the whole alpha path to convergence with warm starts and the
-        converged risk estimate (:func:`skacv.risk_alpha_path`), picks alpha
-        there, then fits the from-zero trajectory at that alpha (and
+        solves the whole alpha path to convergence with warm starts
+        (:func:`skacv.risk_alpha_path`) and scores it with the criterion
+        at convergence (the converged risk; the converged leave-one-out;
+        K-fold CV of the converged fits of each fold), picks alpha there,
+        then fits the from-zero trajectory at that alpha (and
         ``path_neighbors`` alphas on each side) to pick the iteration.
     path_neighbors : int, default=0
         ``search="path"`` only: number of alphas on each side of the path's
@@ -706,7 +797,9 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         chains of ``risk_path_`` and the left-out runs of ``loo_path_`` are
         continued, not recomputed) and stops once
         the estimate has not improved during the last ``n_iter_no_change``
-        iterations, or at the estimator's ``max_iter``. The selection is then
+        iterations and half the best iteration (``RELATIVE_PATIENCE``: the
+        bumps of an estimate last longer on longer paths), or at the
+        estimator's ``max_iter``. The selection is then
         the argmin over the path computed so far, and ``estimator_.n_iter_``
         (and its ``max_iter``) is where the path stopped. The rule is checked
         at the end of stages (the first is ``2 * n_iter_no_change`` long; a
@@ -715,12 +808,14 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         the path may run a little past the first iteration where it holds.
         ``None`` fits every path to ``max_iter`` (the argmin over whole
         paths). Estimators without ``max_iter`` and ``warm_start`` are always
-        fitted to the end, and so are paths whose fit and estimates are
+        fitted to the end. So are paths whose fit and estimates are
         estimated to cost less than ``STAGE_MIN_FLOPS`` (a few
         milliseconds: the fixed cost of a stage would exceed the saving), or,
         for linear methods with the spectral risk (ridge GD), whose fit costs
         less than ``STAGE_MIN_FLOPS_LINEAR`` (a few tenths of a second: their
-        estimates cost the same at any length, stopping saves only steps).
+        estimates cost the same at any length, stopping saves only steps);
+        such a path is then refitted to where the stages would have stopped,
+        so that ``estimator_.n_iter_`` is the same either way.
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
@@ -759,9 +854,10 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     best_index_ : int
         Row of ``cv_results_`` of the selected grid point.
     best_risk_ : float
-        Estimated out-of-sample risk (the ``risk_path_`` or ``loo_path_``
-        value) of the selection: ``E[(y_new - f(x_new))^2]`` for regressors,
-        the log-loss for classifiers. Lower is better.
+        The criterion at the selection (the ``risk_path_``, ``loo_path_``
+        or ``kfold_path_`` value of ``criterion_`` at ``best_iteration_``),
+        an estimate of ``E[(y_new - f(x_new))^2]`` for regressors, the
+        log-loss for classifiers. Lower is better.
     best_score_ : float
         ``-best_risk_``: higher is better, as ``GridSearchCV.best_score_``
         (whose regression scorers are negated errors too).
@@ -785,8 +881,12 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         ``risk_reliable`` with ``risk_path``),
         ``n_iter`` (length of the fitted path: where it stopped with
         ``n_iter_no_change``) and ``fit_time`` (all stages). With ``search="path"``
-        also ``path_risk`` (converged estimate), ``path_df``, ``path_n_iter``
-        and ``trajectory_fitted``; trajectory columns are masked (or ``None``)
+        one row per alpha of the grid (decreasing), also ``path_<criterion>``
+        (the criterion at convergence, which chose alpha), ``path_risk``
+        (converged risk estimate), ``path_df``, ``path_n_iter``,
+        ``trajectory_fitted`` and ``reason`` (empty for a scored alpha;
+        else why it has no score, e.g. the alpha path stopped before it:
+        its scores are NaN); trajectory columns are masked (or ``None``)
         for alphas without a trajectory.
     alpha_path_ : Bunch
         ``search="path"`` only: the result of :func:`skacv.risk_alpha_path`.
@@ -809,8 +909,11 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     ``n_probes="auto"`` computes exact traces when they are cheap. The
     memory-matrix estimate of proximal momentum methods (FISTA) can break
     down on correlated designs: its flagged iterates (``risk_reliable_``) are
-    never selected, and ``criterion="auto"`` uses K-fold CV along the path
-    for ISTA and FISTA.
+    never selected, and ``criterion="auto"`` falls back to K-fold CV along
+    the path, with a warning, when they concern the choice. A choice on the
+    edge of the search (the first or last value of a numeric grid of at
+    least 3 values, or the iteration ``max_iter``) raises a
+    :class:`~skacv.exceptions.SelectionBoundaryWarning` with the fix.
     Estimates closer than a relative ``1e-9`` are ties: the first grid point
     and the earliest iteration win.
 
@@ -822,13 +925,13 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
     ...                        noise=5.0, random_state=0)
     >>> search = TrajectoryEarlyStoppingCV(
     ...     TrajectoryLasso(max_iter=100, random_state=0),
-    ...     param_grid={"alpha": [3.0, 1.0, 0.3]},
+    ...     param_grid={"alpha": [3.0, 1.0, 0.3, 0.1]},
     ... ).fit(X, y)
     >>> sorted(search.cv_results_["params"], key=lambda d: d["alpha"])[0]
-    {'alpha': 0.3}
-    >>> search.search_, search.criterion_  # the alpha path, then 5-fold CV along it
-    ('path', 'kfold')
-    >>> bool(search.best_risk_ == search.kfold_path_[search.best_iteration_])
+    {'alpha': 0.1}
+    >>> search.search_, search.criterion_  # alpha and iteration by the risk
+    ('path', 'risk')
+    >>> bool(search.best_risk_ == search.risk_path_[search.best_iteration_])
     True
     """
 
@@ -894,6 +997,12 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             return None
         classifier = is_classifier(self.estimator)
         if isinstance(self.cv, Integral):
+            n = _num_samples(X)
+            if n < self.cv:
+                raise ValueError(
+                    f"n_samples={n} is too few for K-fold CV with cv={self.cv} folds: at "
+                    f"least {self.cv} samples are needed (one per held-out fold). Lower cv "
+                    "or use criterion='risk' or 'loo'.")
             kind = StratifiedKFold if classifier else KFold
             cv = (kind(n_splits=self.cv) if self.random_state is None
                   else kind(n_splits=self.cv, shuffle=True, random_state=self._seed))
@@ -963,7 +1072,9 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             # memory-matrix risk with mini-batches)
             other = "estimate_loo" if self.criterion_ == "risk" else "estimate_risk"
             available = getattr(est, "_risk_available", lambda: True)()
-            est.set_params(**{other: bool(self._both and available)})
+            default = inspect.signature(type(est).__init__).parameters[other].default
+            asked = bool(own[other]) and default is False  # against the class default
+            est.set_params(**{other: bool((self._both and available) or asked)})
         return est
 
     def _fit_candidates(self, candidates, X, y, fit_params):
@@ -1013,7 +1124,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         mins = np.array([_finite_min(p) for p in selectable])
         m = mins.min()
         if not np.isfinite(m):
-            raise ValueError(
+            raise _UndefinedEstimate(
                 f"Every {attr} of the grid is NaN, infinite or flagged as unreliable "
                 "(risk_reliable_): the estimate is undefined (e.g. a diverging path or "
                 "degenerate data). Try criterion='loo'."
@@ -1051,15 +1162,52 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             Fitted meta-estimator.
         """
         routed = self._route_fit(sample_weight, fit_params)
-        self._resolve(X)
-        self._splits = self._folds(X, y)
-        # the alpha path and the candidates fitted in this thread share the
-        # design of X (one centred copy, one Gram matrix; skacv.linalg._design)
-        with shared_designs():
-            if self.search_ == "path":
-                self._fit_path_search(X, y, routed)
-            else:
-                self._fit_grid_search(X, y, routed)
+        dask = is_dask(X, y, routed.get("sample_weight"))
+        if dask:  # one pass (skacv.linalg._dask)
+            X, y, routed, self._splits = sufficient_search(self, X, y, routed)
+        else:
+            self._resolve(X)
+            self._splits = self._folds(X, y)
+        auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
+        # "auto" keeps the no-refit estimate while it costs no more than the
+        # folds would (the speed policy's risk_budget_fits)
+        budget = get_policy().risk_budget_fits if auto_risk else get_config()["risk_time_budget"]
+        why = costly = None
+        try:
+            with config_context(risk_time_budget=budget):
+                self._search(X, y, routed)
+            why = None if dask else self._unreliable_risk()
+        except _UndefinedEstimate as exc:
+            if not auto_risk:
+                raise
+            why = str(exc)
+        except EstimateBudgetError as exc:
+            if not auto_risk:
+                raise
+            costly = str(exc)
+        if costly is not None:
+            warnings.warn(
+                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
+                f"the risk estimate: {costly} Set criterion='risk' to compute it anyway, or "
+                "criterion='kfold' to skip this check.", EfficiencyWarning, stacklevel=2)
+            why = costly
+        elif why is not None:
+            # no no-refit estimate is reliable here: K-fold CV, and say why
+            warnings.warn(
+                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
+                f"the risk estimate: {why} Set criterion='kfold' to skip the estimate, or "
+                "criterion='loo' (exact leave-one-out, slower) to keep a no-refit choice.",
+                UnreliableEstimateWarning, stacklevel=2)
+        if why is not None:
+            self.criterion_, self._loo_subsample, self._both = "kfold", None, False
+            try:
+                self._splits = self._folds(X, y)
+            except ValueError as exc:
+                raise ValueError(
+                    f"n_samples={_num_samples(X)} is too few for criterion='auto': {why} "
+                    f"And {exc}") from exc
+            self._search(X, y, routed)
+        self._warn_boundary()
         est = self.estimator_
         selected = self._selected_paths
         self.best_risk_ = float(selected[_CRITERIA[self.criterion_][0]][self.best_iteration_])
@@ -1082,6 +1230,66 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
                   f"{self.best_iteration_}: estimated {self.criterion_} {self.best_risk_:.6g}")
         return self
+
+    def _search(self, X, y, routed):
+        # the alpha path and the candidates fitted in this thread share the
+        # design of X (one centred copy, one Gram matrix; skacv.linalg._design)
+        with shared_designs():
+            if self.search_ == "path":
+                self._fit_path_search(X, y, routed)
+            else:
+                self._fit_grid_search(X, y, routed)
+
+    def _unreliable_risk(self):
+        """Why the risk estimate of an ``"auto"`` choice cannot be trusted
+        (``None`` when it can): ``risk_reliable_`` flags an iterate of the
+        chosen path at or before the last one the early stopping looked at
+        (``best_iteration_ + n_iter_no_change``): the minimum may lie among
+        the flagged iterates."""
+        if not (self.criterion == "auto" and self.criterion_ == "risk"):
+            return None
+        flags = self._selected_paths.get("risk_reliable_")
+        if flags is None:
+            return None
+        window = self.best_iteration_ + (self.n_iter_no_change or len(flags))
+        flagged = np.flatnonzero(~(np.asarray(flags[: window + 1]) > 0))
+        if flagged.size == 0:
+            return None
+        return (f"risk_reliable_ flags {flagged.size} iterates of the chosen path from "
+                f"iteration {flagged[0]} on (the chosen iteration is "
+                f"{self.best_iteration_}), so its minimum is not trustworthy.")
+
+    def _warn_boundary(self):
+        """A choice on the edge of what was searched: the grid's first or
+        last value of a numeric parameter with at least 3 values, or the last
+        iteration ``max_iter``."""
+        grids = self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]
+        if self.search_ == "path":
+            values = {"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
+            grids = [values]
+        for name, chosen in self.best_params_.items():
+            for grid in grids:
+                vals = (grid or {}).get(name)
+                numeric = vals is not None and len(vals) >= 3 and all(
+                    isinstance(v, (Real, np.number)) and not isinstance(v, (bool, np.bool_))
+                    for v in vals)
+                if not numeric or chosen not in vals:
+                    continue
+                if chosen in (min(vals), max(vals)):
+                    side = "smallest" if chosen == min(vals) else "largest"
+                    warnings.warn(
+                        f"The chosen {name}={chosen!r} is the {side} value of the grid: the "
+                        f"best {name} may lie outside it. Widen the grid of {name!r} "
+                        f"(param_grid) beyond {chosen!r}.", SelectionBoundaryWarning,
+                        stacklevel=4)
+                break
+        params = {**self.estimator.get_params(deep=False), **self.best_params_}
+        max_iter = params.get("max_iter")
+        if isinstance(max_iter, Integral) and self.best_iteration_ >= max_iter:
+            warnings.warn(
+                f"The chosen iteration is the last one, max_iter={max_iter}: the "
+                f"{self.criterion_} estimate was still decreasing there. Raise max_iter "
+                f"(e.g. to {2 * max_iter}).", SelectionBoundaryWarning, stacklevel=4)
 
     def _candidates(self):
         if self.param_grid is None:
@@ -1148,34 +1356,68 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         extra = set(fit_params) - {"sample_weight"}
         if extra:
             raise ValueError(f"search='path' supports sample_weight only, got {sorted(extra)}.")
-        alphas = None if grid is None else np.asarray(grid["alpha"], dtype=np.float64)
-        # the estimator's own input checks and messages (y=None, NaN, empty data)
+        given = None if grid is None else list(grid["alpha"])
+        alphas = None if given is None else np.asarray(given, dtype=np.float64)
+        # the estimator's own input checks and messages (y=None, NaN, empty
+        # data); the trajectories are fitted on X as given (feature names)
+        Xv, yv = X, y
         validate = getattr(clone(self.estimator), "_validate_xy", None)
         if validate is not None:
-            X, y = validate(X, y, reset=True)
-        if _num_samples(X) < 2:
-            raise ValueError(f"search='path' needs at least 2 samples, got {_num_samples(X)} "
+            Xv, yv = validate(X, y, reset=True)
+        n = _num_samples(Xv)
+        if n < 2:
+            raise ValueError(f"search='path' needs at least 2 samples, got {n} "
                              "sample (n_samples = 1).")
+        crit = self.criterion_
+        sw = fit_params.get("sample_weight")
+        options = {"n_alphas_no_change": 3, **(self.path_params or {})}
         tic = time.perf_counter()
-        path = risk_alpha_path(clone(self.estimator), X, y, alphas=alphas,
-                               sample_weight=fit_params.get("sample_weight"),
-                               **{"n_alphas_no_change": 3, **(self.path_params or {})})
+        path = risk_alpha_path(clone(self.estimator), Xv, yv, alphas=alphas, sample_weight=sw,
+                               criterion="loo" if crit == "loo" else "risk", **options)
+        # every alpha of the grid, decreasing (the path's order), as given
+        if given is None:
+            n_alphas = options.get("n_alphas", 30)
+            full = (path.alphas if path.alphas.shape[0] == n_alphas else np.geomspace(
+                path.alphas[0], path.alphas[0] * options.get("eps", 1e-3), num=n_alphas))
+            values = [float(a) for a in full]
+        else:
+            order = np.argsort(-alphas, kind="stable")
+            full, values = alphas[order], [given[i] for i in order]
+        m, n_grid = path.alphas.shape[0], len(values)
+        path_risk = np.full(n_grid, np.nan)
+        path_risk[:m] = path.risk
+        if crit == "kfold":
+            score = _kfold_alpha_path(self.estimator, Xv, yv, sw, self._splits, full, options)
+        else:
+            score = np.full(n_grid, np.nan)
+            score[:m] = path.loo if crit == "loo" else path.risk
         path_time = time.perf_counter() - tic
-        path_risk = np.asarray(path.risk, dtype=np.float64)
-        if not np.any(np.isfinite(path_risk)):
-            raise ValueError("The converged risk estimate is undefined along the alpha path.")
-        a = int(np.argmin(np.where(np.isfinite(path_risk), path_risk, np.inf)))
+        finite = np.isfinite(score)
+        reason = np.array(["" if ok else "undefined: the fit interpolates (df >= n_samples) or "
+                           "a sample has leverage 1" for ok in finite], dtype=object)
+        if crit != "kfold":
+            reason[m:] = (f"not solved: the alpha path stopped after n_alphas_no_change="
+                          f"{options['n_alphas_no_change']} alphas without a new minimum of "
+                          f"the {crit} estimate")
+        if not finite.any():
+            raise ValueError(_too_few_message(n, crit, path.df))
+        a = int(np.argmin(np.where(finite, score, np.inf)))
         k = self.path_neighbors
-        rows = list(range(max(0, a - k), min(len(path.alphas), a + k + 1)))
-        candidates = [{"alpha": float(path.alphas[r])} for r in rows]
+        rows = [r for r in range(max(0, a - k), min(n_grid, a + k + 1)) if finite[r]]
+        candidates = [{"alpha": values[r]} for r in rows]
         paths, times, kept = self._fit_candidates(candidates, X, y, fit_params)
         i, t, mins, best_iters = self._select(paths)
-        all_candidates = [{"alpha": float(al)} for al in path.alphas]
+        all_candidates = [{"alpha": v} for v in values]
         results = self._results(all_candidates, paths, mins, best_iters, times, rows=rows,
-                                n_rows=len(all_candidates))
+                                n_rows=n_grid)
+        results[f"path_{crit}"] = np.where(finite, score, np.nan)
         results["path_risk"] = path_risk
-        results["path_df"] = np.asarray(path.df, dtype=np.float64)
-        results["path_n_iter"] = np.asarray(path.n_iter)
+        results["path_df"] = np.concatenate([np.asarray(path.df, dtype=np.float64),
+                                             np.full(n_grid - m, np.nan)])
+        results["path_n_iter"] = np.ma.MaskedArray(
+            np.concatenate([np.asarray(path.n_iter), np.zeros(n_grid - m, dtype=int)]),
+            mask=np.arange(n_grid) >= m)
+        results["reason"] = reason
         results["path_time"] = path_time
         self.alpha_path_ = path
         self._selected_paths = paths[i]
