@@ -128,7 +128,7 @@ class SpeedPolicy:
         faster per flop than the fit's matrix-vector products
         (memory-bound): the cost model of :func:`skacv.estimates._risk.chain_cost_in_fits`.
     risk_budget_fits, risk_cheap_flops : float, float
-        ``TrajectoryEarlyStoppingCV(criterion="auto")`` chooses by the risk
+        ``TrajectoryEarlyStoppingCV(criterion="auto")`` in a grid search chooses by the risk
         estimate of ISTA/FISTA while its chains cost at most this many fits
         (about what K-fold CV along the path with the folds run as one block
         costs); beyond, by K-fold CV, with an ``EfficiencyWarning``.

@@ -730,7 +730,7 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         an iterate at or before the chosen one plus ``n_iter_no_change``):
         an :class:`~skacv.exceptions.UnreliableEstimateWarning` says why;
         and, for ISTA and FISTA with independent probes (1000 samples and
-        more), where the estimate's Jacobian chains would cost more than
+        more) in a grid search, where the estimate's Jacobian chains would cost more than
         the folds (the speed policy's ``risk_budget_fits``, 2 fits, and
         ``risk_cheap_flops``; predicted from the supports before the chains
         run, :func:`skacv.estimates._risk.chain_cost_in_fits`): a
@@ -1170,8 +1170,11 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             self._splits = self._folds(X, y)
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
         # "auto" keeps the no-refit estimate while it costs no more than the
-        # folds would (the speed policy's risk_budget_fits)
-        budget = get_policy().risk_budget_fits if auto_risk else get_config()["risk_time_budget"]
+        # folds would (the speed policy's risk_budget_fits); not along the
+        # alpha path, whose K-fold replacement refits every fold's converged
+        # path (several times the estimate's cost)
+        budget = (get_policy().risk_budget_fits if auto_risk and self.search_ == "grid"
+                  else get_config()["risk_time_budget"])
         why = costly = None
         try:
             with config_context(risk_time_budget=budget):
