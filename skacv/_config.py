@@ -101,8 +101,9 @@ def get_config():
         (:func:`skacv.estimates._risk.chain_cost_in_fits`) raises
         :class:`~skacv.exceptions.EstimateBudgetError` before it runs;
         :class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="auto"``
-        sets it (the speed policy's ``risk_budget_fits``) and falls back to
-        K-fold CV along the path.
+        then falls back to K-fold CV along the path in a grid search, with
+        an ``EfficiencyWarning`` (e.g. ``risk_time_budget=2``: no dearer
+        than about the stacked folds).
     """
     return dict(_local())
 

@@ -127,11 +127,9 @@ class SpeedPolicy:
         Gram matrix, many columns: compute-bound) run this many times
         faster per flop than the fit's matrix-vector products
         (memory-bound): the cost model of :func:`skacv.estimates._risk.chain_cost_in_fits`.
-    risk_budget_fits, risk_cheap_flops : float, float
-        ``TrajectoryEarlyStoppingCV(criterion="auto")`` in a grid search chooses by the risk
-        estimate of ISTA/FISTA while its chains cost at most this many fits
-        (about what K-fold CV along the path with the folds run as one block
-        costs); beyond, by K-fold CV, with an ``EfficiencyWarning``.
+    risk_cheap_flops : float
+        Chains of at most this many flops (a fraction of a second) are never
+        refused by a ``risk_time_budget`` (:func:`skacv.get_config`).
     rotated_min_bytes, rotated_min_features : int
         Smallest dense copy of ``X`` and fewest features whose folds run in
         the ``"rotated"`` layout (:class:`skacv.model_selection._fold_designs.FoldDesigns`:
@@ -170,7 +168,6 @@ class SpeedPolicy:
     fold_covariance_step_cost: float = 4.0
     rotated_min_bytes: int = 2**20
     chain_gemm_advantage: float = 8.0
-    risk_budget_fits: float = 2.0
     risk_cheap_flops: float = 4e9
     rotated_min_features: int = 64
 

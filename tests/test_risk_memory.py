@@ -156,9 +156,10 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
 
 
 def test_auto_search_uses_the_folds_when_the_estimate_costs_more(speed_policy):
-    """criterion="auto" keeps the risk estimate within the speed policy's
-    budget; beyond it, K-fold CV along the path with an EfficiencyWarning
-    that gives the predicted cost, and the choice of criterion="kfold"."""
+    """criterion="auto" keeps the risk estimate by default (no budget); under
+    a risk_time_budget it is exceeded, K-fold CV along the path with an
+    EfficiencyWarning that gives the predicted cost, and the choice of
+    criterion="kfold"."""
     from sklearn.exceptions import EfficiencyWarning
 
     from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
@@ -168,12 +169,20 @@ def test_auto_search_uses_the_folds_when_the_estimate_costs_more(speed_policy):
     y = X[:, :5].sum(axis=1) + rng.standard_normal(1000)
     lasso = TrajectoryLasso(alpha=1e-3, max_iter=30)
     assert TrajectoryEarlyStoppingCV(lasso, random_state=0).fit(X, y).criterion_ == "risk"
-    speed_policy(risk_budget_fits=0.0, risk_cheap_flops=0.0)
-    with pytest.warns(EfficiencyWarning, match="would cost about"):
+    speed_policy(risk_cheap_flops=0.0)
+    with (config_context(risk_time_budget=0.0),
+          pytest.warns(EfficiencyWarning, match="would cost about")):
         auto = TrajectoryEarlyStoppingCV(lasso, random_state=0).fit(X, y)
     kfold = TrajectoryEarlyStoppingCV(lasso, criterion="kfold", random_state=0).fit(X, y)
     assert auto.criterion_ == "kfold"
     assert auto.best_iteration_ == kfold.best_iteration_
     np.testing.assert_allclose(auto.kfold_path_, kfold.kfold_path_)
-    # asked for explicitly, the estimate is computed whatever its cost
-    assert TrajectoryEarlyStoppingCV(lasso, criterion="risk").fit(X, y).criterion_ == "risk"
+    # criterion="risk" asked for explicitly: the budget's refusal reaches the
+    # user (no silent switch); without a budget the estimate is computed
+    from skacv.exceptions import EstimateBudgetError
+
+    with config_context(risk_time_budget=0.0):
+        explicit = TrajectoryEarlyStoppingCV(lasso, criterion="risk")
+        with pytest.raises(EstimateBudgetError, match="would cost about"):
+            explicit.fit(X, y)
+    assert explicit.fit(X, y).criterion_ == "risk"

@@ -21,7 +21,6 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from .._config import config_context, get_config, working_memory_bytes
-from .._policy import get_policy
 from ..exceptions import EstimateBudgetError, SelectionBoundaryWarning, UnreliableEstimateWarning
 from ..iterations._datafits import log_loss_terms
 from ..linalg._dask import is_dask, sufficient_search
@@ -729,14 +728,15 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
         the fitted estimate says it is unreliable (``risk_reliable_`` flags
         an iterate at or before the chosen one plus ``n_iter_no_change``):
         an :class:`~skacv.exceptions.UnreliableEstimateWarning` says why;
-        and, for ISTA and FISTA with independent probes (1000 samples and
-        more) in a grid search, where the estimate's Jacobian chains would cost more than
-        the folds (the speed policy's ``risk_budget_fits``, 2 fits, and
-        ``risk_cheap_flops``; predicted from the supports before the chains
-        run, :func:`skacv.estimates._risk.chain_cost_in_fits`): a
+        and, only when asked for with a ``risk_time_budget`` (see
+        :func:`skacv.get_config`; none by default), for ISTA and FISTA with
+        independent probes (1000 samples and more) in a grid search, where
+        the estimate's Jacobian chains would cost more than that many fits
+        (predicted from the supports before the chains run,
+        :func:`skacv.estimates._risk.chain_cost_in_fits`): a
         :class:`~sklearn.exceptions.EfficiencyWarning` gives the predicted
-        cost. Wide supports (a small alpha on a correlated design) cost
-        10 fits and more today. Only that estimate is computed (and any the estimator switches on
+        cost. Wide supports (a small alpha on a correlated design) cost 10
+        fits and more today. Only that estimate is computed (and any the estimator switches on
         against its default), unless ``"loo"`` is chosen and ``n_samples *
         n_features <= 200_000``: then the risk too, and both appear in
         ``cv_results_``. The criterion used is ``criterion_``.
@@ -1169,12 +1169,14 @@ class TrajectoryEarlyStoppingCV(MetaEstimatorMixin, BaseEstimator):
             self._resolve(X)
             self._splits = self._folds(X, y)
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
-        # "auto" keeps the no-refit estimate while it costs no more than the
-        # folds would (the speed policy's risk_budget_fits); not along the
-        # alpha path, whose K-fold replacement refits every fold's converged
-        # path (several times the estimate's cost)
-        budget = (get_policy().risk_budget_fits if auto_risk and self.search_ == "grid"
-                  else get_config()["risk_time_budget"])
+        # with a risk_time_budget (skacv.config_context; none by default, so
+        # that "auto" keeps the no-refit estimate whatever it costs) "auto"
+        # uses K-fold where the ISTA/FISTA chains would cost more; not along
+        # the alpha path, whose K-fold replacement refits every fold's
+        # converged path (several times the estimate's cost)
+        budget = get_config()["risk_time_budget"]
+        if auto_risk and self.search_ != "grid":
+            budget = None
         why = costly = None
         try:
             with config_context(risk_time_budget=budget):
