@@ -71,7 +71,7 @@ def main():
                 t_x, plain = timed(make, X, y, args.repeat)
             diff = (np.abs(auto.coef_path_ - plain.coef_path_).max()
                     / max(np.abs(plain.coef_path_).max(), 1e-300))
-            print(f"{shape:12s} {name:16s} {auto._solver_state['form']:10s} {t_auto:8.3f} "
+            print(f"{shape:12s} {name:16s} {auto._solver_state.form:10s} {t_auto:8.3f} "
                   f"{t_x:8.3f} {t_x / t_auto:7.2f} {diff:10.1e}", flush=True)
 
 

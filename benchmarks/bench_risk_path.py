@@ -5,7 +5,7 @@ Part 1 (ISTA, the seed's experiment): the seed generator with seed 2025,
 Rademacher probes. The baseline is a straightforward implementation of the
 seed notebook's algorithm (dense ``R_t`` with every source, products with the
 whole X); skacv runs ``TrajectoryLasso(...).fit`` with ``estimate_risk=True``
-and its default probes (``risk_probe_scheme="auto"``: from 1000 samples on,
+and its default probes (``probe_scheme="auto"``: from 1000 samples on,
 independent probes for every source, whose estimate is not the seed's
 algorithm's with the same probes but has less probe noise). Prints both
 times and the ratio; then, at the seed's printed rows, the true risk, both
@@ -27,12 +27,25 @@ the extra time to the fit time (goal <= 0.5).
 """
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
 from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
+
+
+def chain_settings(est, **params):
+    """``(estimator, context)`` fitting ``clone(est)`` with the chains'
+    ``probe_scheme`` / ``chain_dtype`` (estimator parameters), or, on a
+    version where they were configuration keys (a side-by-side run against
+    an older checkout), the same values through ``config_context``."""
+    est = clone(est)
+    if "probe_scheme" in est.get_params():
+        return est.set_params(**params), contextlib.nullcontext()
+    keys = {"probe_scheme": "risk_probe_scheme", "chain_dtype": "risk_chain_dtype"}
+    return est, config_context(**{keys[k]: v for k, v in params.items()})
 
 
 def seed_data(n, p, s, sigma, seed):
@@ -83,7 +96,7 @@ def part_ista(args):
     est = TrajectoryLasso(args.lam, solver="ista", max_iter=T - 1, step_size=eta,
                           fit_intercept=False, n_probes=m, random_state=args.probe_seed,
                           verbose=args.verbose)
-    chains = None if args.chains == "x" else args.chains
+    chains = Xs.dtype.name if args.chains == "x" else args.chains
     print(f"n={n} p={p} s={s} T={T} m={m} lam={args.lam} dtype={Xs.dtype} "
           f"chains={args.chains} probes={args.scheme}")
     # the two sides alternate; with --repeat R > 1 each ratio is printed and
@@ -91,8 +104,9 @@ def part_ista(args):
     # the first touch of fresh memory inflate single runs)
     times_skacv, times_seed, est_seed = [], [], None
     for _ in range(args.repeat):
+        est, context = chain_settings(est, chain_dtype=chains, probe_scheme=args.scheme)
         tic = time.perf_counter()
-        with config_context(risk_chain_dtype=chains, risk_probe_scheme=args.scheme):
+        with context:
             est.fit(Xs, y)
         times_skacv.append(time.perf_counter() - tic)
         print(f"skacv fit + risk_path_: {times_skacv[-1]:.2f}s   "
@@ -114,25 +128,27 @@ def part_ista(args):
     shared = risk
     if args.scheme != "shared":
         tic = time.perf_counter()
-        with config_context(risk_chain_dtype=chains, risk_probe_scheme="shared"):
-            shared = clone(est).fit(Xs, y).risk_path_
-        print(f"skacv with the seed's probes (risk_probe_scheme='shared'): "
+        seed_probes, context = chain_settings(est, chain_dtype=chains, probe_scheme="shared")
+        with context:
+            shared = seed_probes.fit(Xs, y).risk_path_
+        print(f"skacv with the seed's probes (probe_scheme='shared'): "
               f"{time.perf_counter() - tic:.2f}s")
     # the reference: exact traces, or the shared probes' estimate with many
     # other probes (its own error ~ the 10-probe error times sqrt(10 / M))
     ref, ref_name = None, None
     if args.reference == "exact":
         tic = time.perf_counter()
-        with config_context(risk_probe_scheme="shared", risk_chain_dtype="float32"):
-            ref = clone(est).set_params(n_probes=None).fit(Xs, y).risk_path_
+        exact, context = chain_settings(est, probe_scheme="shared", chain_dtype="float32")
+        with context:
+            ref = exact.set_params(n_probes=None).fit(Xs, y).risk_path_
         ref_name = "exact"
         print(f"exact traces: {time.perf_counter() - tic:.1f}s")
     elif args.reference == "probes":
         M = args.reference_probes
         tic = time.perf_counter()
-        with config_context(risk_probe_scheme="shared", path_memory_limit=65536,
-                            working_memory=4096):
-            ref = clone(est).set_params(n_probes=M, random_state=args.probe_seed + 1).fit(
+        many, context = chain_settings(est, probe_scheme="shared")
+        with context, config_context(path_memory_limit=65536, working_memory=4096):
+            ref = many.set_params(n_probes=M, random_state=args.probe_seed + 1).fit(
                 Xs, y).risk_path_
         ref_name = f"{M} probes"
         print(f"reference ({M} other probes, shared): {time.perf_counter() - tic:.1f}s")
@@ -203,9 +219,9 @@ def main():
     ap.add_argument("--probe-seed", type=int, default=0)
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--chains", choices=["auto", "x", "float32", "float64"], default="auto",
-                    help="risk_chain_dtype: auto (default: float32 with probes), x (X's dtype)")
+                    help="chain_dtype: auto (default: float32 with probes), x (X's dtype)")
     ap.add_argument("--scheme", choices=["auto", "shared", "independent"], default="auto",
-                    help="risk_probe_scheme (default auto: independent probes from 1000 "
+                    help="probe_scheme (default auto: independent probes from 1000 "
                          "samples on)")
     ap.add_argument("--reference", choices=["probes", "exact", "none"], default="probes",
                     help="what the estimates are compared with: the shared probes' estimate "

@@ -6,8 +6,10 @@ When the rows of ``X`` live in a Dask array (chunked by rows, possibly larger
 than one machine's memory), ``fit`` reads them once: one pass over the
 chunks computes the weighted means and the Gram matrix of ``[X, y]`` (per
 held-out fold for K-fold CV), and the path, ``risk_path_`` and the search
-run on ``p x p`` in memory. The results equal those of a fit on the same
-rows in memory. Predictions on a Dask array stay lazy.
+run on ``p x p`` in memory; ``loo_path_`` tracks a subsample of rows fetched
+in the same pass. The results equal those of a fit on the same rows in
+memory. Predictions on a Dask array stay lazy and ``score`` is reduced over
+the chunks.
 
 The array here is generated lazily, chunk by chunk from a fixed seed, with
 independent standard normal features: the true out-of-sample risk of every
@@ -55,14 +57,18 @@ print(f"X: {X.shape}, {X.numblocks[0]} chunks of {chunk} rows, {X.nbytes / 2**20
 # One pass, then the path and its risk estimate
 # ---------------------------------------------
 with dask.config.set(scheduler="threads"):
-    est = TrajectoryLasso(alpha=0.05, max_iter=T, n_probes=None).fit(X, y)
+    est = TrajectoryLasso(alpha=0.05, max_iter=T, n_probes=None, estimate_loo=True,
+                          loo_subsample=500, random_state=0).fit(X, y)
     truth = ((est.coef_path_ - beta[:, None]) ** 2).sum(axis=0) + sigma**2
     pred = est.predict_path(X_test)  # a lazy Dask array of shape (n_test, T + 1)
     test_mse = ((y_test[:, None] - pred) ** 2).mean(axis=0).compute()
 print(type(pred).__name__, pred.shape)
 t_risk = int(np.argmin(est.risk_path_))
 print(f"risk_path_ chooses iteration {t_risk}: estimated {est.risk_path_[t_risk]:.3f}, "
-      f"true {truth[t_risk]:.3f}, held-out {test_mse[t_risk]:.3f}")
+      f"true {truth[t_risk]:.3f}, held-out {test_mse[t_risk]:.3f}; loo_path_ (500 rows) "
+      f"{est.loo_path_[t_risk]:.3f}")
+with dask.config.set(scheduler="threads"):
+    print(f"held-out R^2 of the last iterate: {est.score(X_test, y_test):.3f}")
 
 # %%
 # K-fold CV along the path over a grid of alpha: one pass for every fold
@@ -81,6 +87,7 @@ fig, ax = plt.subplots(figsize=(7, 4))
 it = np.arange(T + 1)
 ax.plot(it, truth, color="black", label="true risk (alpha=0.05)")
 ax.plot(it, est.risk_path_, color="tab:green", ls="--", label="risk_path_ (alpha=0.05)")
+ax.plot(it, est.loo_path_, color="tab:red", lw=0.8, label="loo_path_ (500 rows)")
 ax.plot(it, test_mse, color="tab:orange", ls=":", label="held-out error (lazy predict_path)")
 ax.plot(np.arange(len(search.kfold_path_)), search.kfold_path_, color="tab:blue", lw=0.8,
         label=f"kfold_path_ (alpha={search.best_params_['alpha']})")

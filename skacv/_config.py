@@ -1,4 +1,9 @@
-"""Configuration of skacv: memory limits and the precision of risk chains.
+"""Configuration of skacv: resources only (memory limits, a time budget).
+
+Nothing here changes the numbers an estimator computes: the knobs that do
+(the probes and precision of the Jacobian chains, the precision of the
+stacked folds) are estimator parameters (``probe_scheme``, ``chain_dtype``,
+``fold_dtype``), carried by ``get_params`` and ``clone``.
 
 Like scikit-learn's configuration, the values are thread-local (a
 :func:`config_context` in one thread does not leak into another) and are
@@ -15,12 +20,6 @@ _DEFAULTS = {
     "path_memory_limit": 4096,
     # size (MiB) of the temporary blocks of the estimates before they chunk
     "working_memory": 1024,
-    # precision of the Jacobian chains of proximal risk estimates
-    "risk_chain_dtype": "auto",
-    # precision of the stacked fold paths of K-fold CV along the path
-    "kfold_dtype": "auto",
-    # probes of the Jacobian chains of proximal risk estimates
-    "risk_probe_scheme": "auto",
     # most features of a Dask input (its fit holds (p + 1)^2 Gram matrices)
     "dask_max_features": 2000,
     # largest (T + 1) x (T + 1) matrix (MiB) of the risk estimate a fitted
@@ -28,6 +27,14 @@ _DEFAULTS = {
     "risk_matrix_limit": 1,
     # most fits a proximal risk estimate may cost (None: no cap)
     "risk_time_budget": None,
+}
+#: former keys that changed the numbers, now estimator parameters (carried by
+#: ``get_params`` and ``clone``): where each went
+_MOVED = {
+    "risk_probe_scheme": "the parameter probe_scheme of TrajectoryLasso",
+    "risk_chain_dtype": "the parameter chain_dtype of TrajectoryLasso, "
+                        "TrajectoryHuberRegressor and IterativeRidge",
+    "kfold_dtype": "the parameter fold_dtype of TrajectoryEarlyStoppingCV",
 }
 _global_config = dict(_DEFAULTS)
 _threadlocal = threading.local()
@@ -56,30 +63,6 @@ def get_config():
         refused with the size in the message. ``working_memory`` (MiB): size
         of the temporary blocks of the risk and leave-one-out estimates,
         which chunk their work beyond it (scikit-learn's ``working_memory`` has the same unit).
-        ``risk_chain_dtype`` (``"auto"``, None, ``"float32"`` or
-        ``"float64"``): precision of the Jacobian chains of ISTA/FISTA risk
-        estimates; ``"auto"`` (default) uses float32 with Hutchinson probes,
-        whose own relative error (~1e-2) dwarfs float32 rounding (~1e-6),
-        and the dtype of ``X`` with exact traces; ``None`` follows ``X``.
-        ``kfold_dtype`` (``"auto"``, None, ``"float32"`` or ``"float64"``):
-        precision of the fold paths of K-fold CV along the path when the
-        folds run as one block (least squares, full batch); ``"auto"``
-        (default) is float32, whose rounding (~1e-6 relative) is far below
-        the sampling noise of a held-out error; ``None`` follows ``X``. The
-        selected model is always the fit on all the data in ``X``'s precision.
-        ``risk_probe_scheme`` (``"auto"``, ``"shared"`` or ``"independent"``):
-        the Hutchinson probes of the ISTA/FISTA risk estimates.
-        ``"shared"``: the same ``n_probes`` probes for every source (the
-        seed notebook's estimator; the chains meet in the middle, ``m T^2 /
-        4`` chain-steps). ``"independent"``: ``n_probes`` fresh probes for
-        every source, whose chains are summed into one block once their
-        remaining contribution to the estimate's variance is small
-        (:mod:`skacv.estimates._risk_independent`: a quarter to a half of the
-        chain-steps, and less probe noise: the errors of different sources
-        are independent; but the estimates of different iterates carry
-        independent noise, so the curve is not flat where the iterates have
-        converged). ``"auto"`` (default): independent probes from 1000
-        samples on, except with a heavy ball and for exact traces.
         ``dask_max_features`` (int): the most features of a Dask input
         (:mod:`skacv.linalg._dask`), whose fit holds a ``(p + 1) x (p + 1)``
         Gram matrix per fold and chunk in flight; above it ``fit`` raises.
@@ -108,9 +91,8 @@ def get_config():
     return dict(_local())
 
 
-def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UNCHANGED,
-               kfold_dtype=_UNCHANGED, risk_probe_scheme=_UNCHANGED, dask_max_features=None,
-               risk_matrix_limit=None, risk_time_budget=_UNCHANGED):
+def set_config(path_memory_limit=None, working_memory=None, dask_max_features=None,
+               risk_matrix_limit=None, risk_time_budget=_UNCHANGED, **moved):
     """Set the skacv configuration (of the current thread).
 
     Parameters
@@ -119,15 +101,6 @@ def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UN
         Largest path array in MiB. ``None`` leaves it unchanged.
     working_memory : float, default=None
         Size of temporary blocks in MiB. ``None`` leaves it unchanged.
-    risk_chain_dtype : {"auto", None, "float32", "float64"}, optional
-        Precision of the ISTA/FISTA Jacobian chains. Left unchanged when not
-        given.
-    kfold_dtype : {"auto", None, "float32", "float64"}, optional
-        Precision of the stacked fold paths of K-fold CV along the path. Left
-        unchanged when not given.
-    risk_probe_scheme : {"auto", "shared", "independent"}, optional
-        Hutchinson probes of the ISTA/FISTA risk estimates (see
-        :func:`get_config`). Left unchanged when not given.
     dask_max_features : int, default=None
         Most features of a Dask input. ``None`` leaves it unchanged.
     risk_matrix_limit : float, default=None
@@ -136,7 +109,18 @@ def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UN
     risk_time_budget : float or None, optional
         Most fits an ISTA/FISTA risk estimate may cost (``None``: no cap; see
         :func:`get_config`). Left unchanged when not given.
+    **moved
+        Refused with a ``TypeError`` that names where the key went: the
+        probes and precision of the risk chains and of the stacked folds
+        change the estimates, so they are estimator parameters
+        (``probe_scheme``, ``chain_dtype``, ``fold_dtype``).
     """
+    for key in moved:
+        if key in _MOVED:
+            raise TypeError(f"set_config() no longer takes {key!r}: it changes the "
+                            f"estimates, so it is {_MOVED[key]} (carried by get_params "
+                            "and clone).")
+        raise TypeError(f"set_config() got an unexpected keyword argument {key!r}.")
     config = _local()
     if risk_time_budget is not _UNCHANGED:
         if risk_time_budget is not None and not risk_time_budget >= 0:
@@ -154,21 +138,6 @@ def set_config(path_memory_limit=None, working_memory=None, risk_chain_dtype=_UN
             raise ValueError(f"dask_max_features must be a positive int; got "
                              f"{dask_max_features!r}.")
         config["dask_max_features"] = int(dask_max_features)
-    for name, value in (("risk_chain_dtype", risk_chain_dtype), ("kfold_dtype", kfold_dtype)):
-        if value is _UNCHANGED:
-            continue
-        if value not in ("auto", None, "float32", "float64"):
-            raise ValueError(
-                f"{name} must be 'auto', None, 'float32' or 'float64'; got {value!r}."
-            )
-        config[name] = value
-    if risk_probe_scheme is not _UNCHANGED:
-        if risk_probe_scheme not in ("auto", "shared", "independent"):
-            raise ValueError(
-                "risk_probe_scheme must be 'auto', 'shared' or 'independent'; got "
-                f"{risk_probe_scheme!r}."
-            )
-        config["risk_probe_scheme"] = risk_probe_scheme
     for name, value in (("path_memory_limit", path_memory_limit),
                         ("working_memory", working_memory)):
         if value is None:

@@ -64,6 +64,13 @@ class SpeedPolicy:
         ... when it costs less: the Gram matrix's ``2 n p^2`` flops count at
         this many times the speed of a matrix-vector product (a matrix
         product is compute-bound, the steps' products memory-bound).
+    covariance_path : bool
+        The Lasso path of :func:`skacv.risk_alpha_path` may run in the
+        covariance form (:func:`skacv.model_selection._lasso_path.covariance_path_pays`) ...
+    path_products_per_alpha : float
+        ... when the Gram matrix costs at most this many products with ``X~``
+        per penalty (the path on the working sets' columns takes 40-140 per
+        penalty: the optimality check, the step sizes, the FISTA steps).
     block_panel_rows : int
         At most this many rows in a panel of a block of a few columns ...
     narrow_features, narrow_panel_rows : int
@@ -76,6 +83,11 @@ class SpeedPolicy:
     gather_threads_min_bytes : int
         ... in as many threads as there are BLAS threads from this size of
         the copy on (first touch of fresh memory scales with the threads).
+    gram_block_bytes : int
+        Rows of ``X~`` in a block of about this many bytes when a Gram matrix
+        of a few columns is formed by blocks of rows
+        (:func:`skacv.model_selection._converged_risk.binary_columns` and the
+        indicators' Gram matrix of the Lasso path's df).
     small_blas_flops : float
         Work of fewer flops runs with one BLAS thread
         (:func:`skacv.utils._parallel.small_blas`): waking the threads costs
@@ -130,11 +142,65 @@ class SpeedPolicy:
     risk_cheap_flops : float
         Chains of at most this many flops (a fraction of a second) are never
         refused by a ``risk_time_budget`` (:func:`skacv.get_config`).
+    chain_chunk_bytes : int
+        The risk estimate's Jacobian chains are advanced by groups of
+        columns of about this many bytes, in cache (tangent, traces and
+        store in one pass; :func:`skacv.estimates._risk_propagate.chunk_columns`).
+    chain_gram_cache_bytes : int
+        Largest restricted Gram matrix kept with the chains' warm-start
+        state for a longer refit.
+    chain_split_min_gain : float
+        The chains split into forward and backward halves only when the
+        flop model says the split saves this factor (the backward steps
+        mask, combine and read the block in separate passes;
+        :func:`skacv.estimates._risk_chains.split_step`).
+    core_eigh_cost, core_elementwise_cost : float
+        The core-space flop model
+        (:func:`skacv.estimates._risk_core_space.core_space_plan`): a ``d x
+        d`` eigendecomposition counts this many ``d^3`` GEMM flops (LAPACK's
+        divide and conquer runs at a fraction of the GEMM rate), the
+        per-chain element-wise work this many times ``d``.
+    core_min_gain, core_min_gain_split : float
+        The core is diagonalised when the model predicts it this much
+        cheaper than the chains in coordinates (forward only, or meeting
+        in the middle: the model over-predicted its gains most there).
+    core_wide_setup_cost : float
+        The coefficient form's float64 set-up counts this many times its
+        flops against float32 chains.
+    settled_min_tail : int
+        The settled form of the risk estimate
+        (:class:`skacv.estimates._risk_settled.SettledMemory`) is used
+        when the support stays fixed for at least this many final steps: its
+        recursions cost a few array operations a step in Python, which the
+        dense form's ``O(T^3)`` flops pass at a few hundred steps.
+    loo_float32_min_features : int
+        The left-out runs of leave-one-out (``loo_path_``) multiply their
+        differences by the Gram matrix in float32 from this many
+        coefficients on (float64 below): the differences are of order
+        ``1 / n`` of the iterates, and the rounding moved ``loo_path_`` by
+        at most 1e-7 relatively (against brute-force refits in
+        ``tests/test_loo_fast.py``; 3e-8 at 1000 x 1500 with 300 steps).
     rotated_min_bytes, rotated_min_features : int
         Smallest dense copy of ``X`` and fewest features whose folds run in
         the ``"rotated"`` layout (:class:`skacv.model_selection._fold_designs.FoldDesigns`:
         no mask, the gradient product over the training folds only; short
         rows make long panels that stop at the folds' boundaries).
+    stage_min_flops : float
+        :class:`~skacv.TrajectoryEarlyStoppingCV` fits a path whose fit and
+        estimates cost less than this in one go instead of in stages (then
+        cut where the stages would stop: the same path): the fixed cost of a
+        stage would exceed what stopping saves
+        (:func:`skacv.model_selection._stages.can_stage`).
+    stage_min_flops_linear : float
+        The same for a linear method with the spectral risk, whose estimates
+        cost the same at any length (stopping saves only fit steps).
+    auto_blas3_speedup : float
+        ``criterion="auto"``'s cost model of leave-one-out counts block
+        products this many times faster per flop than matrix-vector products
+        (:func:`skacv.model_selection._criteria.loo_cost_in_fits`) ...
+    auto_cheap_flops : float
+        ... and sizes the leave-one-out subsample up to this many flops when
+        K-fold would cost less (:func:`skacv.model_selection._criteria.auto_criterion`).
     """
 
     gram_cache_size: int = 2000
@@ -145,11 +211,14 @@ class SpeedPolicy:
     columns_gather_min: int = 32
     covariance_max_features: int = 2000
     covariance_gemm_advantage: float = 16.0
+    covariance_path: bool = True
+    path_products_per_alpha: float = 10.0
     block_panel_rows: int = 200
     narrow_features: int = 32
     narrow_panel_rows: int = 4096
     gather_bytes: int = 2**20
     gather_threads_min_bytes: int = 16 * 2**20
+    gram_block_bytes: int = 64 * 2**20
     small_blas_flops: float = 1e8
     one_thread_order: MappingProxyType = _frozen({"cholesky": 2500, "eigvalsh": 800,
                                                   "eigh": 1000})
@@ -169,7 +238,21 @@ class SpeedPolicy:
     rotated_min_bytes: int = 2**20
     chain_gemm_advantage: float = 8.0
     risk_cheap_flops: float = 4e9
+    chain_chunk_bytes: int = 2**20
+    chain_gram_cache_bytes: int = 256 * 2**20
+    chain_split_min_gain: float = 1.2
+    core_eigh_cost: float = 24.0
+    core_elementwise_cost: float = 30.0
+    core_min_gain: float = 1.5
+    core_min_gain_split: float = 3.0
+    core_wide_setup_cost: float = 2.0
+    settled_min_tail: int = 512
+    loo_float32_min_features: int = 256
     rotated_min_features: int = 64
+    stage_min_flops: float = 5e8
+    stage_min_flops_linear: float = 5e9
+    auto_blas3_speedup: float = 5.0
+    auto_cheap_flops: float = 5e9
 
     def block_panel_rows_for(self, n_features):
         """Most rows in a panel of a block of columns of rows ``n_features`` long."""

@@ -33,38 +33,6 @@ def _one_blas_thread():
 
 
 @pytest.fixture
-def float64_chains():
-    """Jacobian chains in float64 (the default ``"auto"`` runs Hutchinson
-    chains in float32): for tests of identities at rounding level."""
-    from skacv import config_context
-
-    with config_context(risk_chain_dtype="float64"):
-        yield
-
-
-@pytest.fixture
-def shared_probes():
-    """The seed notebook's probes, the same for every source, whatever the
-    size (``risk_probe_scheme="auto"`` takes independent probes from 1000
-    samples on): for tests of the shared probes' chains."""
-    from skacv import config_context
-
-    with config_context(risk_probe_scheme="shared"):
-        yield
-
-
-@pytest.fixture
-def float64_folds():
-    """Stacked fold paths in float64 (the default ``kfold_dtype="auto"`` runs
-    them in float32): K-fold CV along the path equal to separate fold fits
-    at rounding level."""
-    from skacv import config_context
-
-    with config_context(kfold_dtype="float64"):
-        yield
-
-
-@pytest.fixture
 def speed_policy():
     """Change skacv's speed policy (:class:`skacv._policy.SpeedPolicy`) for
     one test: ``speed_policy(covariance_max_features=0)``; every change is

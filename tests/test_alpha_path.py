@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
 from skacv.linalg._design import Design
-from skacv.model_selection._alpha_path import _top_eigenvalue
+from skacv.model_selection._lasso_path import _top_eigenvalue
 
 
 @pytest.fixture(autouse=True)
@@ -89,12 +89,13 @@ def test_lasso_path_equals_sklearn(shape, fit_intercept, weighted):
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypatch):
+def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypatch,
+                                       speed_policy):
     """n > p: the path runs on C = X~^T X~ (the residual through its
     quadratic forms). Solutions within the gap's bound of scikit-learn's,
     gaps below the target and equal to an independent gap, and the same
     penalties, supports and risks as the path on the columns of X~."""
-    import skacv.model_selection._alpha_path as alpha_module
+    import skacv.model_selection._lasso_path as lasso_module
 
     n, p, tol = 240, 30, 1e-10
     X, y = _data(n, p)
@@ -102,8 +103,8 @@ def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypa
     Xin = sp.csr_matrix(X) if sparse else X
     forms = []
     for name in ("_FeatureSpace", "_SampleSpace"):
-        real = getattr(alpha_module, name)
-        monkeypatch.setattr(alpha_module, name,
+        real = getattr(lasso_module, name)
+        monkeypatch.setattr(lasso_module, name,
                             lambda *a, _real=real, _name=name: forms.append(_name) or _real(*a))
     est = TrajectoryLasso(fit_intercept=fit_intercept)
     path = risk_alpha_path(est, Xin, y, n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000,
@@ -119,7 +120,7 @@ def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypa
         np.testing.assert_allclose(path.gaps[i], gap, atol=1e-12 * scale)
         mse = np.average((y - X @ path.coefs[:, i] - path.intercepts[i]) ** 2, weights=w)
         np.testing.assert_allclose(path.train_mse[i], mse, rtol=1e-9)
-    monkeypatch.setattr(alpha_module, "COVARIANCE_PATH", False)
+    speed_policy(covariance_path=False)
     columns = risk_alpha_path(est, Xin, y, n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000,
                               sample_weight=w)
     assert forms == ["_FeatureSpace", "_SampleSpace"]
@@ -131,7 +132,7 @@ def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypa
 def test_covariance_path_rule():
     """The covariance form needs float64, n > p, p <= COVARIANCE_MAX_FEATURES
     and a gap tolerance its quadratic forms can certify."""
-    from skacv.model_selection._alpha_path import COVARIANCE_PATH_MIN_TOL, covariance_path_pays
+    from skacv.model_selection._lasso_path import COVARIANCE_PATH_MIN_TOL, covariance_path_pays
 
     X, _ = _data(300, 40)
     d = Design(X, None, True)
@@ -140,13 +141,13 @@ def test_covariance_path_rule():
     assert not covariance_path_pays(d, COVARIANCE_PATH_MIN_TOL / 10, 30)
     assert not covariance_path_pays(Design(X.astype(np.float32), None, True), 1e-4, 30)
     assert not covariance_path_pays(Design(X[:, :30].T.copy(), None, True), 1e-4, 30)  # p > n
-    # the Gram matrix, p / 16 products, against PATH_PRODUCTS_PER_ALPHA per penalty
+    # the Gram matrix, p / 16 products, against path_products_per_alpha per penalty
     from skacv._policy import get_policy
-    from skacv.model_selection import _alpha_path as alpha_module
 
     rng = np.random.default_rng(0)
     wide = Design(rng.standard_normal((2000, 1000)), None, True)
-    k = 1000 / get_policy().covariance_gemm_advantage / alpha_module.PATH_PRODUCTS_PER_ALPHA  # 6.25
+    policy = get_policy()
+    k = 1000 / policy.covariance_gemm_advantage / policy.path_products_per_alpha  # 6.25
     assert covariance_path_pays(wide, 1e-4, int(np.ceil(k)))
     assert not covariance_path_pays(wide, 1e-4, int(np.floor(k)))
     wide.gram(side="features")  # formed already: free
@@ -262,7 +263,7 @@ def test_step_size_estimate_is_close_to_the_top_eigenvalue():
 
 
 def test_too_large_step_estimate_falls_back_to_the_exact_one(monkeypatch):
-    import skacv.model_selection._alpha_path as module
+    import skacv.model_selection._lasso_path as module
 
     X, y = _data(40, 60)
     kw = dict(n_alphas=6, eps=1e-2, tol=1e-12, max_iter=20_000)
@@ -457,13 +458,13 @@ def _with_duplicates(X):
                          [(True, False, False), (False, True, False), (True, True, True)])
 @pytest.mark.parametrize("covariance", [True, False])
 def test_duplicate_columns_count_once_in_df(fit_intercept, weighted, sparse, covariance,
-                                            monkeypatch):
+                                            speed_policy):
     """A Lasso solution may split a coefficient between duplicate columns;
     its fitted values are those of the path without the duplicates, and so
     must be its df (the rank of the support, Tibshirani & Taylor 2012) and
     its risk, in the covariance form (ranks of ``C_SS``) and on the columns
     (duplicate labels). Before, df counted both copies (up to 12 more here)."""
-    monkeypatch.setattr("skacv.model_selection._alpha_path.COVARIANCE_PATH", covariance)
+    speed_policy(covariance_path=covariance)
     n, p = 120, 40
     X, y = _data(n, p, s=12, seed=3)
     Xd = _with_duplicates(X)
@@ -493,7 +494,7 @@ def test_duplicate_labels_exact_only():
     another (relative distance 1e-6, far above the float64 tolerance 3.2e-8) and
     a multiple of it (2x: its own column, the Lasso never splits between
     them) keep their own."""
-    from skacv.model_selection._alpha_path import duplicate_labels
+    from skacv.model_selection._converged_risk import duplicate_labels
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50, 6))
@@ -521,7 +522,7 @@ def _one_hot_design(n, n_cat, levels, n_cont, seed):
 
 
 @pytest.mark.parametrize("covariance, sparse", [(True, False), (False, False), (False, True)])
-def test_one_hot_levels_count_their_rank(covariance, sparse, monkeypatch):
+def test_one_hot_levels_count_their_rank(covariance, sparse, speed_policy):
     """Every level of categorical features one-hot encoded, with an
     intercept: the centred dummies of a feature sum to zero, and the
     solutions keep all levels of some features (the L1 norm is flat along
@@ -529,7 +530,7 @@ def test_one_hot_levels_count_their_rank(covariance, sparse, monkeypatch):
     side). df is the rank of the support (it was the support size: up to 5
     more here), in the covariance form (ranks of C_SS) and on the columns
     (ranks of the indicators' Gram matrix), dense and sparse."""
-    monkeypatch.setattr("skacv.model_selection._alpha_path.COVARIANCE_PATH", covariance)
+    speed_policy(covariance_path=covariance)
     X, y = _one_hot_design(400, 6, 4, 20, seed=1)
     path = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X) if sparse else X, y,
                            n_alphas=12, tol=1e-8, max_iter=20000)
@@ -558,7 +559,7 @@ def test_one_hot_with_more_features_than_samples():
 
 
 def test_binary_columns():
-    from skacv.model_selection._alpha_path import binary_columns
+    from skacv.model_selection._converged_risk import binary_columns
 
     rng = np.random.default_rng(0)
     n = 500

@@ -48,7 +48,7 @@ def products_with_x(speed_policy, monkeypatch):
 
 
 def _form(est):
-    return est._solver_state["form"]
+    return est._solver_state.form
 
 
 @pytest.mark.parametrize("est", LEAST_SQUARES, ids=lambda e: f"{type(e).__name__}-{e.solver}")
@@ -188,15 +188,14 @@ def test_other_losses_and_minibatches_keep_the_products_with_x(est):
 
 
 @pytest.mark.parametrize("criterion", ["risk", "kfold"])
-def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, monkeypatch):
+def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, speed_policy,
+                                                                  monkeypatch):
     """The first stage of an early-stopped path (10 steps here) chooses the
     loop's form for the whole path: it weighs the Gram matrix against the
     path's horizon (max_iter), not against the stage."""
-    import skacv.model_selection._selection as selection
     from skacv import TrajectoryEarlyStoppingCV
 
-    monkeypatch.setattr(selection, "STAGE_MIN_FLOPS", 0)  # stages at any size
-    monkeypatch.setattr(selection, "STAGE_MIN_FLOPS_LINEAR", 0)
+    speed_policy(stage_min_flops=0, stage_min_flops_linear=0)  # stages at any size
     X, y, _ = _data(seed=4, n=400, p=390)  # min(n, p) > 300: no Gram for the step
     d = design_module.Design(X, None, True)
     assert not design_module.covariance_form_pays(d, 10)
@@ -267,12 +266,12 @@ def test_step_size_from_the_covariance_forms_gram(speed_policy, sparse, monkeypa
                             lambda self, v, _real=real, _name=name: calls.append(_name)
                             or _real(self, v))
     fit = clone(est).fit(Xin, y, sample_weight=sw)
-    assert fit._solver_state["form"] == "covariance"
+    assert fit._solver_state.form == "covariance"
     assert calls.count("matvec") == 0  # c = X~^T y~ is the only product with X~
     assert exact <= 1 / fit.step_size_ <= exact * (1 + 2 * tol)
     speed_policy(covariance_max_features=0)
     ref = clone(est).fit(Xin, y, sample_weight=sw)
-    assert ref._solver_state["form"] == "design"
+    assert ref._solver_state.form == "design"
     assert_allclose(fit.step_size_, ref.step_size_, rtol=2 * tol)
 
 

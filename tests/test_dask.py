@@ -1,10 +1,12 @@
 """Dask input: the fit on one pass of sufficient statistics equals the NumPy fit.
 
 On data that fit in memory, every estimate computed from a Dask array (the
-path, ``risk_path_`` with exact traces, the uncertainty quantification, the
+path, ``risk_path_`` with exact traces and with the same Hutchinson probes,
+``loo_path_`` with the same subsample, the uncertainty quantification, the
 K-fold choice with the same folds, the alpha path) must equal the in-memory
 fit's up to rounding, under Dask's synchronous and threaded schedulers and
-a ``distributed.LocalCluster``; predictions on a Dask array stay lazy.
+a ``distributed.LocalCluster``; predictions on a Dask array stay lazy and
+``score`` never gathers a Dask array.
 """
 
 import numpy as np
@@ -133,14 +135,14 @@ def test_compressed_sample_keeps_every_fold_moment():
 def test_kfold_search_equals_numpy(scheduler):
     X, y, w = _data(3)
     grid = {"alpha": [1.0, 0.3, 0.1, 0.03, 0.01]}
-    kwargs = dict(param_grid=grid, criterion="kfold", cv=4, random_state=0)
-    with skacv.config_context(kfold_dtype="float64"):  # the folds in float64: rounding only
-        ref = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=60), **kwargs).fit(
-            X, y, sample_weight=w)
-        Xd, yd, wd = _lazy(X, y, w)
-        with dask.config.set(scheduler=scheduler):
-            got = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=60), **kwargs).fit(
-                Xd, yd, sample_weight=wd)
+    # the folds in float64: rounding only
+    kwargs = dict(param_grid=grid, criterion="kfold", cv=4, random_state=0, fold_dtype="float64")
+    ref = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=60), **kwargs).fit(
+        X, y, sample_weight=w)
+    Xd, yd, wd = _lazy(X, y, w)
+    with dask.config.set(scheduler=scheduler):
+        got = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=60), **kwargs).fit(
+            Xd, yd, sample_weight=wd)
     assert got.n_splits_ == ref.n_splits_ == 4
     assert 0.01 < got.best_params_["alpha"] < 1.0  # an interior choice
     assert got.best_params_ == ref.best_params_
@@ -200,7 +202,7 @@ def test_rows_the_statistics_cannot_serve_are_refused():
     Xd, yd = _lazy(X, y)
     with pytest.raises(ValueError, match="full-batch least squares"):
         TrajectoryLasso(solver="sgd", max_iter=5).fit(Xd, yd)
-    with pytest.raises(ValueError, match="leave-one-out"):
+    with pytest.raises(ValueError, match=r"leave-one-out.*set loo_subsample=<int>"):
         TrajectoryLasso(max_iter=5, estimate_loo=True).fit(Xd, yd)
     for criterion, loo in (("loo", False), ("kfold", True)):
         with pytest.raises(ValueError, match="leave-one-out"):
@@ -210,6 +212,95 @@ def test_rows_the_statistics_cannot_serve_are_refused():
     bad[5, 2] = np.nan
     with pytest.raises(ValueError, match="1 rows with NaN"):
         TrajectoryLasso(max_iter=5).fit(_lazy(bad)[0], yd)
+
+
+PROBED = [  # Hutchinson probes: float64 chains (rounding only) and the default float32
+    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64"),
+    TrajectoryLasso(alpha=0.05, solver="ista", max_iter=40, n_probes=6, fit_intercept=False,
+                    chain_dtype="float64"),
+    IterativeRidge(alpha=10.0, solver="nesterov", max_iter=30, n_probes=8,
+                   chain_dtype="float64"),
+    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10),
+]
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+@pytest.mark.parametrize("est", PROBED, ids=["fista", "ista-nointercept", "ridge", "float32"])
+def test_probes_equal_numpy(scheduler, est):
+    # the probes an in-memory fit draws on the n rows, mapped onto the
+    # compressed sample by their images X~^T Z: the same risk_path_, and the
+    # generator left in the same state
+    X, y, w = _data(9)
+    rs_ref, rs_dask = np.random.RandomState(11), np.random.RandomState(11)
+    ref = np.copy(est.set_params(random_state=rs_ref).fit(X, y, sample_weight=w).risk_path_)
+    other = np.copy(est.set_params(random_state=12).fit(X, y, sample_weight=w).risk_path_)
+    Xd, yd, wd = _lazy(X, y, w)
+    with dask.config.set(scheduler=scheduler):
+        got = est.set_params(random_state=rs_dask).fit(Xd, yd, sample_weight=wd).risk_path_
+    float32 = est.get_params()["chain_dtype"] == "auto"
+    # float32 chains: the probes' images rounded to float32 (unit 6e-8) and
+    # summed in another order; float64: rounding only
+    assert _rel(got, ref) <= (1e-6 if float32 else 1e-10)
+    # other probes move the estimate far more: the check sees the probes
+    assert _rel(other, ref) > 1e-4
+    np.testing.assert_array_equal(rs_dask.get_state()[1], rs_ref.get_state()[1])
+    assert rs_dask.get_state()[2] == rs_ref.get_state()[2]
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_loo_subsample_equals_numpy(scheduler, weighted):
+    # the subsample an in-memory fit tracks, fetched in the pass of the
+    # moments; the other rows compressed (the control variate's full-sample
+    # term exact)
+    X, y, w = _data(10)
+    sw = w if weighted else None
+    ests = [TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=None, estimate_loo=True,
+                            loo_subsample=60, store_loo_predictions=True, random_state=4),
+            IterativeRidge(alpha=10.0, solver="nesterov", max_iter=30, n_probes=None,
+                           estimate_loo=True, loo_subsample=45, random_state=5)]
+    Xd, yd, wd = _lazy(X, y, sw)
+    for est in ests:
+        ref = est.fit(X, y, sample_weight=sw)
+        expected = {k: np.copy(getattr(ref, k)) for k in ("loo_path_", "loo_indices_",
+                                                           "loo_predictions_")
+                    if hasattr(ref, k)}
+        with dask.config.set(scheduler=scheduler):
+            got = est.fit(Xd, yd, sample_weight=wd)
+        assert _rel(got.loo_path_, expected["loo_path_"]) <= 1e-10
+        if "loo_indices_" in expected:  # the rows of X, sorted
+            np.testing.assert_array_equal(got.loo_indices_, expected["loo_indices_"])
+            assert _rel(got.loo_predictions_, expected["loo_predictions_"]) <= 1e-10
+    # the subsample's estimate differs from the exact leave-one-out: the
+    # comparison above is of the subsampled estimate
+    subsampled = np.copy(got.loo_path_)
+    full = ests[1].set_params(loo_subsample=None).fit(X, y, sample_weight=sw).loo_path_
+    assert _rel(full, subsampled) > 1e-6
+
+
+def test_lazy_stages_and_score(monkeypatch):
+    X, y, w = _data(11)
+    est = TrajectoryLasso(alpha=0.05, max_iter=15, n_probes=None).fit(X, y)
+    Xd, yd, wd = _lazy(X, y, w)
+    stages = list(est.staged_predict(Xd))
+    assert len(stages) == 16 and all(isinstance(s, da.Array) for s in stages)
+    np.testing.assert_allclose(np.column_stack(dask.compute(*stages)), est.predict_path(X),
+                               rtol=1e-12, atol=1e-12)
+    ref = [est.score(X, y), est.score(X, y, sample_weight=w)]
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=15), cv=3,
+                                       criterion="kfold").fit(X, y)
+    ref_search = search.score(X, y)
+
+    def gathered(self, *args, **kwargs):
+        raise AssertionError("score gathered a Dask array")
+
+    monkeypatch.setattr(da.Array, "__array__", gathered)  # reductions only
+    with dask.config.set(scheduler="threads"):
+        got = [est.score(Xd, yd), est.score(Xd, yd, sample_weight=wd)]
+        got_search = search.score(Xd, yd)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    assert abs(got_search - ref_search) <= 1e-12 * abs(ref_search)
+    assert 0.3 < ref[0] < 1.0  # a fit that explains part of y
 
 
 @pytest.fixture(scope="module")
@@ -223,13 +314,17 @@ def client():
 
 def test_local_cluster_fit(client):
     X, y, w = _data(8)
-    est = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=None)
-    ref = {k: np.copy(getattr(est.fit(X, y, sample_weight=w), k))
-           for k in ("coef_path_", "risk_path_")}
+    # exact traces; then the probes' pass and the fetched rows on the cluster
+    exact = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=None)
+    probed = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64",
+                             estimate_loo=True, loo_subsample=50, random_state=3)
     Xd, yd, wd = _lazy(X, y, w)
-    est.fit(Xd, yd, sample_weight=wd)  # on the client's cluster
-    for name, value in ref.items():
-        assert _rel(getattr(est, name), value) <= 1e-10
+    for est, names in ((exact, ("coef_path_", "risk_path_")),
+                       (probed, ("coef_path_", "risk_path_", "loo_path_"))):
+        ref = {k: np.copy(getattr(est.fit(X, y, sample_weight=w), k)) for k in names}
+        est.fit(Xd, yd, sample_weight=wd)  # on the client's cluster
+        for name, value in ref.items():
+            assert _rel(getattr(est, name), value) <= 1e-10, name
 
 
 def _joblib_version():

@@ -208,10 +208,10 @@ def test_chunked_kernel_blocks_give_the_same_fit():
     X, y, Xt = smooth_problem(500)
     kw = dict(bandwidth=0.5, subsample_size=200, max_iter=3, random_state=0)
     ref = EigenProRegressor(**kw).fit(X, y)
-    assert ref._state["op"].use_full
+    assert ref._state.op.use_full
     with config_context(working_memory=200_000 / 2**20):  # blocks of ~12 rows, no n x n
         small = EigenProRegressor(**kw).fit(X, y)
-        assert not small._state["op"].use_full
+        assert not small._state.op.use_full
         pred = small.predict(Xt)
     assert np.allclose(pred, ref.predict(Xt), rtol=1e-10, atol=1e-12)
 

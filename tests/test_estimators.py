@@ -300,7 +300,7 @@ def test_too_large_step_raises_with_the_fix(name, dtype, loop_form):
     X, y, _ = _problem(5, n=40, p=20)
     est = SOLVERS[name]().set_params(max_iter=200, estimate_risk=False)
     L = 1.0 / est.fit(X, y).step_size_  # the auto step 1/L
-    assert est._solver_state["form"] == loop_form
+    assert est._solver_state.form == loop_form
     # beyond every method's stability limit (heavy ball: 2 (1 + momentum) / L)
     est.set_params(step_size=5.0 / L)
     with pytest.raises(DivergenceError, match="step_size='auto'") as info:
@@ -499,12 +499,11 @@ def test_auto_step_lanczos_branch(speed_policy, monkeypatch, fmt, shape):
     assert calls["eigsh"] == 1
 
 
-@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("name", ["fista", "nesterov_auto"])
 def test_warm_start_risk_path_equals_cold(name):
     """The estimates of a warm-started path are those of the cold path."""
     X, y, _ = _problem(2, n=40, p=30, offset=0.5)
-    kw = dict(random_state=0, n_probes=5)
+    kw = dict(random_state=0, n_probes=5, chain_dtype="float64")
     cold = SOLVERS[name]().set_params(max_iter=40, **kw).fit(X, y)
     warm = SOLVERS[name]().set_params(max_iter=20, warm_start=True, **kw).fit(X, y)
     warm.set_params(max_iter=40).fit(X, y)
@@ -527,7 +526,7 @@ def test_step_just_above_the_stability_limit_warns(name, loop_form):
             "ista": lambda: TrajectoryLasso(alpha=0.01, solver="ista")}[name]
     est = make().set_params(max_iter=100, estimate_risk=False)
     L = 1.0 / est.fit(X, y).step_size_
-    assert est._solver_state["form"] == loop_form
+    assert est._solver_state.form == loop_form
     with pytest.warns(ConvergenceWarning, match="stability limit 2/L"):
         est.set_params(step_size=2.05 / L).fit(X, y)
     assert np.all(np.isfinite(est.coef_path_))  # not caught by the divergence error
@@ -634,12 +633,12 @@ def test_lanczos_stopped_by_until_resumes_as_a_fresh_run():
     B = rng.standard_normal((80, 120))
     K = B @ B.T / 120
     W0 = rng.standard_normal((80, 2))
-    stopped = lanczos(lambda V: K @ V, W0, 30, until=lambda state: state["j"] >= 5)
-    assert stopped["j"] == 5 and stopped["alphas"].shape[0] == 5
+    stopped = lanczos(lambda V: K @ V, W0, 30, until=lambda state: state.j >= 5)
+    assert stopped.j == 5 and stopped.alphas.shape[0] == 5
     resumed = lanczos(lambda V: K @ V, W0, 12, resume=stopped)
     fresh = lanczos(lambda V: K @ V, W0, 12)
-    assert_allclose(resumed["alphas"], fresh["alphas"], rtol=1e-12)
-    assert_allclose(resumed["betas"], fresh["betas"], rtol=1e-12)
+    assert_allclose(resumed.alphas, fresh.alphas, rtol=1e-12)
+    assert_allclose(resumed.betas, fresh.betas, rtol=1e-12)
 
 
 @pytest.mark.parametrize("fuse", [False, True])

@@ -17,9 +17,10 @@ import pytest
 from numpy.testing import assert_allclose
 
 import skacv.linalg._design as design_module
-from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
 from skacv._policy import policy_context
-from skacv.model_selection import _fold_designs
+from skacv.estimates import _loo
+from skacv.model_selection import _fold_designs, _lasso_path
 from skacv.model_selection._fold_designs import FoldCovariance
 from skacv.model_selection._kfold import StackedFolds
 
@@ -58,7 +59,7 @@ def covariance_form(monkeypatch):
     products with X~ (two a step): the same iterates and risk estimates."""
     X, y, sw = _data(120, 12)
     out, est = _fit(lambda: IterativeRidge(alpha=2.0, max_iter=30, random_state=0), X, y, sw)
-    return out, est._solver_state["form"] == "covariance"
+    return out, est._solver_state.form == "covariance"
 
 
 def one_pass_panels(monkeypatch):
@@ -86,9 +87,8 @@ def gathered_columns(monkeypatch):
 def _folds(estimator, X, y, sw, n_iter=20):
     splits = [(np.setdiff1d(np.arange(X.shape[0]), te), te)
               for te in np.array_split(np.arange(X.shape[0]), 4)]
-    with config_context(kfold_dtype="float64"):
-        folds = StackedFolds(estimator, X, y, sw, splits, np.dtype(np.float64))
-        folds.advance(n_iter)
+    folds = StackedFolds(estimator, X, y, sw, splits, np.dtype(np.float64))
+    folds.advance(n_iter)
     return {"losses": folds.losses, "step_sizes": folds.step_sizes}, folds
 
 
@@ -114,6 +114,29 @@ def prepared_products(monkeypatch):
     spy = _Spy(monkeypatch, _fold_designs, "_prepared_calls")
     out, _ = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
     return out, spy.calls > 0
+
+
+def covariance_path(monkeypatch):
+    """The Lasso's alpha path on ``C = X~^T X~`` (products with ``C_WW``)
+    against the working sets' columns of X~: the same penalties and df, the
+    risks within what the duality gaps certify (tol 1e-10; FISTA stops at
+    other iterates on the two forms)."""
+    X, y, sw = _data(240, 30)
+    spy = _Spy(monkeypatch, _lasso_path, "_FeatureSpace")
+    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=1e-2, tol=1e-10,
+                           max_iter=50_000, sample_weight=sw)
+    return {"alphas": path.alphas, "df": path.df, "risk": path.risk}, spy.calls > 0
+
+
+def loo_float32_gram(monkeypatch):
+    """The left-out runs' products with the Gram matrix in float32 against
+    float64 (the differences are small: rounding of order 1e-8 relatively)."""
+    X, y, sw = _data(60, 40)
+    dtypes, real = [], _loo._gram_dtype
+    monkeypatch.setattr(_loo, "_gram_dtype", lambda m: dtypes.append(real(m)) or dtypes[-1])
+    est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=30, estimate_risk=False,
+                          estimate_loo=True).fit(X, y, sample_weight=sw)
+    return {"loo_path_": est.loo_path_}, np.float32 in dtypes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +168,10 @@ FAST_PATHS = {
                               {**_PASS, "rotated_min_bytes": 2**62}),
     "prepared_products": FastPath(prepared_products, {**_PASS, "prepared_products": True},
                                   {**_PASS, "prepared_products": False}),
+    "covariance_path": FastPath(covariance_path, {"covariance_path": True},
+                                {"covariance_path": False}, rtol=1e-7),
+    "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},
+                                 {"loo_float32_min_features": 10**9}, rtol=1e-6),
 }
 
 

@@ -318,8 +318,8 @@ def test_clipped_fit_loop_keeps_the_fitted_values():
     state = init_state(d)
     out = np.zeros((80, 31), order="F")
     run_trajectory(d, yt, it, 30, state, out)
-    assert_allclose(state["Xv"], d.matvec(state["v"]), rtol=1e-10, atol=1e-12)
-    assert_allclose(state["v"], it.extrapolate_iterate(30, out[:, 30], out[:, 29]))
+    assert_allclose(state.Xv, d.matvec(state.v), rtol=1e-10, atol=1e-12)
+    assert_allclose(state.v, it.extrapolate_iterate(30, out[:, 30], out[:, 29]))
     assert it.extrapolation_correction(30, out[:, 30], out[:, 29]) is not None
 
 
@@ -420,7 +420,7 @@ def test_float32_state_stays_float32(name):
     out = np.zeros((d.n_features, 11), dtype=np.float32, order="F")
     run_trajectory(d, yt, ITERATIONS[name](_step(d)), 10, state, out)
     for key in ("x", "x_prev", "v", "Xx", "Xx_prev", "Xv"):
-        assert state[key].dtype == np.float32, key
+        assert getattr(state, key).dtype == np.float32, key
     path64 = _run(Design(X, None, True), Design(X, None, True).center_y(y)[1],
                   ITERATIONS[name](_step(d)), 10)
     assert_allclose(out, path64, rtol=0, atol=1e-4 * np.abs(path64).max())

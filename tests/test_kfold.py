@@ -137,20 +137,20 @@ def test_stacked_folds_from_the_full_fits_design(speed_policy, est, weighted, la
     assert_allclose(odd.designs.base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
 
 
-def test_search_gathers_the_folds_from_the_full_design(monkeypatch):
+def test_search_gathers_the_folds_from_the_full_design(speed_policy, monkeypatch):
     """The K-fold search, in stages (warm starts: the full fit keeps its
     design), builds its block from the full fit's design."""
-    from skacv.model_selection import _selection
+    from skacv.model_selection import _kfold_search
 
-    monkeypatch.setattr(_selection, "STAGE_MIN_FLOPS", 0)  # stages at any size
+    speed_policy(stage_min_flops=0)  # stages at any size
     seen = []
-    real = _selection.StackedFolds
+    real = _kfold_search.StackedFolds
 
     def spy(*args, **kwargs):
         seen.append(args[6] if len(args) > 6 else kwargs.get("full_design"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_selection, "StackedFolds", spy)
+    monkeypatch.setattr(_kfold_search, "StackedFolds", spy)
     X, y, _ = _data(n=200)
     TrajectoryEarlyStoppingCV(clone(ESTIMATORS[0]), criterion="kfold", random_state=0).fit(X, y)
     assert len(seen) == 1 and type(seen[0]) is Design and seen[0].X.shape == X.shape
@@ -204,8 +204,8 @@ def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(speed
     # the paths continue bit for bit; the errors of a stage are one block
     # product (its summation order depends on the stage's width)
     assert_allclose(staged.advance(40), one, rtol=1e-13)
-    assert_array_equal(staged.state["x"], whole.state["x"])
-    assert_array_equal(staged.state["v"], whole.state["v"])
+    assert_array_equal(staged.state.x, whole.state.x)
+    assert_array_equal(staged.state.v, whole.state.v)
     assert_array_equal(staged.advance(12), staged.advance(40)[:13])  # the stored prefix
     # float32 (the default): measured at most 3e-6 relative on these and
     # larger designs (40-150 steps of FISTA, ISTA, GD, Nesterov, heavy ball)
@@ -251,9 +251,8 @@ def test_stacked_folds_errors(speed_policy, monkeypatch):
     big = IterativeRidge(alpha=1.0, max_iter=40, step_size=50.0, estimate_risk=False)
     with pytest.raises(DivergenceError, match="diverge"):
         StackedFolds(big, X, y, None, splits, np.dtype(np.float64)).advance(40)
-    with pytest.raises(ValueError, match="kfold_dtype must be"):
-        with config_context(kfold_dtype="float16"):
-            pass
+    with pytest.raises(ValueError, match="fold_dtype must be"):
+        _kfold.kfold_dtype("float16")
     # the rotated layout needs each fold to hold out exactly its slice of rows
     train = np.ones((len(y), 2), dtype=bool)
     train[:45, 0] = train[45:, 1] = False
@@ -496,8 +495,7 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     assert not _kfold.fit_beside(np.empty((3000, 3000)))  # block 36 MB: two groups
     assert not _kfold.fit_beside(np.empty((2000, 3000), dtype=np.float32))
     assert not _kfold.fit_beside(sp.csr_matrix((2000, 3000)))
-    with config_context(kfold_dtype="float64"):
-        assert not _kfold.fit_beside(np.empty((2000, 3000)))
+    assert not _kfold.fit_beside(np.empty((2000, 3000)), "float64")
     # the planned panels have those rows
     speed_policy(rotated_min_bytes=0)
     speed_policy(rotated_min_features=0)
@@ -641,20 +639,20 @@ def test_overlapped_runs_beside_on_one_blas_thread_each_with_the_callers_configu
 
     def first():
         seen["first"] = (threading.get_ident(), _parallel.blas_threads(),
-                         get_config()["kfold_dtype"], sklearn.get_config()["assume_finite"])
+                         get_config()["path_memory_limit"], sklearn.get_config()["assume_finite"])
         return 1
 
     def second():
         seen["second"] = (threading.get_ident(), _parallel.blas_threads())
         return 2
 
-    with (threadpool_limits(2, user_api="blas"), config_context(kfold_dtype="float64"),
+    with (threadpool_limits(2, user_api="blas"), config_context(path_memory_limit=77),
           sklearn.config_context(assume_finite=True)):
         assert _parallel.blas_threads() == 2
         assert _parallel.overlapped(first, second) == (1, 2)
         assert _parallel.blas_threads() == 2
     assert seen["first"][0] != seen["second"][0] == threading.get_ident()
-    assert seen["first"][1:] == (1, "float64", True)
+    assert seen["first"][1:] == (1, 77.0, True)
     assert seen["second"][1] == 1
     with threadpool_limits(1, user_api="blas"):
         assert _parallel.overlapped(first, second) == (1, 2)
@@ -736,9 +734,8 @@ def test_designs_declare_their_products():
         assert d.fuses is False
     assert not isinstance(np.ones(3), LinearProducts)
     splits = [(np.setdiff1d(np.arange(120), te), te) for te in np.array_split(np.arange(120), 4)]
-    with config_context(kfold_dtype="float64"):
-        est = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=5)
-        folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    est = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=5)
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
     assert isinstance(folds.designs, FoldDesigns)
     assert isinstance(folds.products, _fold_designs.FoldCovariance)  # 120 x 8: the Gram matrices
     for block in (folds.designs, folds.products):

@@ -17,7 +17,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skacv.model_selection._selection as selection
+import skacv.model_selection._criteria as criteria
 from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
 from skacv.estimates._risk import risk_reliability
 from skacv.exceptions import UnreliableEstimateWarning
@@ -256,7 +256,7 @@ def test_intervals_at_a_flagged_iterate_say_why_it_is_flagged():
 def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
     from sklearn.utils import Bunch
 
-    from skacv.estimators._base import _warn_unreliable, unreliable_advice
+    from skacv.estimators._advice import unreliable_advice, warn_unreliable
 
     reliable = np.array([True, True, False, False])
     res = Bunch(reliable=reliable, df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),
@@ -265,10 +265,10 @@ def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
     for est, solver in ((TrajectoryLasso(), "'ista'"), (IterativeRidge(), "'gd'")):
         with pytest.warns(UnreliableEstimateWarning,
                           match=rf"iteration 2 on .*momentum method.*solver={solver}"):
-            _warn_unreliable(est, res, unreliable_advice(est, res))
+            warn_unreliable(est, res, unreliable_advice(est, res))
     res.momentum = False  # the same flag without momentum names no solver
     with pytest.warns(UnreliableEstimateWarning) as record:
-        _warn_unreliable(TrajectoryLasso(), res, unreliable_advice(TrajectoryLasso(), res))
+        warn_unreliable(TrajectoryLasso(), res, unreliable_advice(TrajectoryLasso(), res))
     assert "solver=" not in str(record[0].message)
     assert "momentum" not in str(record[0].message)
 
@@ -324,9 +324,9 @@ def test_auto_criterion_rules(monkeypatch):
     assert sgd.criterion_ == "loo"
     # above the sample budget: a subsample of that size, the same as asking for
     # it (SGD); ISTA / FISTA keep the risk estimate
-    monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES", 50)
-    monkeypatch.setattr(selection, "AUTO_LOO_SAMPLES_MAX", 50)
-    monkeypatch.setattr(selection, "AUTO_BOTH_SIZE", 0)
+    monkeypatch.setattr(criteria, "AUTO_LOO_SAMPLES", 50)
+    monkeypatch.setattr(criteria, "AUTO_LOO_SAMPLES_MAX", 50)
+    monkeypatch.setattr(criteria, "AUTO_BOTH_SIZE", 0)
     lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30)).fit(X, y)
     assert lasso.criterion_ == "risk"
     sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)

@@ -170,7 +170,6 @@ def test_lanczos_quadrature_is_hutchinson_with_the_same_probes():
         np.testing.assert_allclose(est.memory_matrix_[d, 0], hutch, rtol=1e-9)
 
 
-@pytest.mark.usefixtures("float64_chains")
 def test_masked_chains_equal_the_seed_algorithm_with_the_same_probes():
     """ISTA: skacv's restricted chains == the seed notebook's dense R_t loop."""
     rng = np.random.default_rng(2025)
@@ -180,7 +179,8 @@ def test_masked_chains_equal_the_seed_algorithm_with_the_same_probes():
     y = X @ beta + sigma * rng.standard_normal(n)
     eta = (1 + np.sqrt(p / n)) ** -2
     est = TrajectoryLasso(lam, solver="ista", max_iter=T - 1, step_size=eta,
-                          fit_intercept=False, n_probes=m, random_state=3).fit(X, y)
+                          fit_intercept=False, n_probes=m, random_state=3,
+                          chain_dtype="float64").fit(X, y)
     r = np.random.RandomState(3).choice([-1.0, 1.0], size=(n, m)) / np.sqrt(m)
     XTr = X.T @ r
     bt = np.zeros(p)
@@ -282,29 +282,28 @@ def test_sample_weight_equals_repeated_rows():
         np.testing.assert_allclose(a, b, rtol=1e-8)
 
 
-@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("make", [lambda: TrajectoryLasso(0.05, solver="fista"),
                                   lambda: IterativeRidge(1.0, solver="heavy_ball")])
 def test_warm_start_extends_risk_path(make):
     X, y = _small_problem(5, n=50, p=70)
-    cold = make().set_params(max_iter=30, random_state=1).fit(X, y)
-    warm = make().set_params(max_iter=15, random_state=1, warm_start=True).fit(X, y)
+    kw = dict(random_state=1, chain_dtype="float64")
+    cold = make().set_params(max_iter=30, **kw).fit(X, y)
+    warm = make().set_params(max_iter=15, warm_start=True, **kw).fit(X, y)
     warm.set_params(max_iter=30).fit(X, y)
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-12)
 
 
-@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("scheme", ["shared", "independent"])
 @pytest.mark.parametrize("solver", ["ista", "fista"])
 @pytest.mark.parametrize("kind", ["dense", "sparse_weighted", "float32"])
-def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch, request):
+def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
     """A warm-started refit continues the saved Jacobian chains (with
     independent probes: the blocks, the probes and their random stream):
     only the new steps are propagated, and the result equals the cold fit of
     the whole path (same probes)."""
     import pickle
 
-    import skacv.estimates._risk as risk_module
+    import skacv.estimates._risk_engine as engine
 
     X, y = _small_problem(7, n=60, p=90)
     w = None
@@ -313,22 +312,20 @@ def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch, requ
         w = np.random.RandomState(1).uniform(0.2, 3.0, X.shape[0])
     elif kind == "float32":
         X = X.astype(np.float32)
-    est = TrajectoryLasso(0.03, solver=solver, random_state=3)
-    context = config_context(risk_probe_scheme=scheme)
-    context.__enter__()
-    request.addfinalizer(lambda: context.__exit__(None, None, None))
+    est = TrajectoryLasso(0.03, solver=solver, random_state=3, probe_scheme=scheme,
+                          chain_dtype="float64")
     cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
 
     steps = []
     name = "masked_memory_matrix" if scheme == "shared" else "independent_memory_matrix"
-    real = getattr(risk_module, name)
+    real = getattr(engine, name)
 
     def spy(design, iteration, coef_path, *args, **kwargs):
         state = kwargs.get("state")
-        steps.append(coef_path.shape[1] - 1 - (0 if state is None else state["k"]))
+        steps.append(coef_path.shape[1] - 1 - (0 if state is None else state.k))
         return real(design, iteration, coef_path, *args, **kwargs)
 
-    monkeypatch.setattr(risk_module, name, spy)
+    monkeypatch.setattr(engine, name, spy)
     warm = clone(est).set_params(max_iter=11, warm_start=True).fit(X, y, sample_weight=w)
     for total in (12, 25, 40):
         warm.set_params(max_iter=total).fit(X, y, sample_weight=w)
@@ -390,26 +387,24 @@ def test_memory_matrix_public_function_on_design():
 
 
 def test_auto_chain_precision():
-    """Default ``risk_chain_dtype="auto"``: float32 chains with Hutchinson
+    """Default ``chain_dtype="auto"``: float32 chains with Hutchinson
     probes (rounding far below the probe noise), X's precision with exact
     traces (bit for bit the float64 result)."""
     X, y = _small_problem(8, n=80, p=120)
     for solver in ("ista", "fista"):
         est = TrajectoryLasso(0.03, solver=solver, max_iter=30, random_state=0)
         auto = clone(est).fit(X, y).risk_path_
-        with config_context(risk_chain_dtype="float64"):
-            f64 = clone(est).fit(X, y).risk_path_
-            f64_other_probes = clone(est).set_params(random_state=1).fit(X, y).risk_path_
+        f64 = clone(est).set_params(chain_dtype="float64").fit(X, y).risk_path_
+        f64_other_probes = clone(est).set_params(chain_dtype="float64", random_state=1).fit(
+            X, y).risk_path_
         rel = np.abs(auto / f64 - 1).max()
         assert 0 < rel < 1e-5  # float32 was used, and its error is tiny ...
         assert np.abs(f64_other_probes / f64 - 1).max() > 100 * rel  # ... next to the probes'
         exact = clone(est).set_params(n_probes=None)
-        with config_context(risk_chain_dtype="float64"):
-            exact64 = clone(exact).fit(X, y).risk_path_
+        exact64 = clone(exact).set_params(chain_dtype="float64").fit(X, y).risk_path_
         np.testing.assert_array_equal(clone(exact).fit(X, y).risk_path_, exact64)
-    with pytest.raises(ValueError, match="risk_chain_dtype must be"):
-        with config_context(risk_chain_dtype="float16"):
-            pass
+    with pytest.raises(ValueError, match="'chain_dtype' parameter of TrajectoryLasso must be"):
+        clone(est).set_params(chain_dtype="float16").fit(X, y)
 
 
 def test_lanczos_resume_equals_a_fresh_run():
@@ -465,16 +460,16 @@ def test_resumed_lanczos_stops_where_a_fresh_run_stops(first_depth):
         return lambda lam, w: (w * lam) @ (1.0 - lam[:, None] / top) ** d[None, :]
 
     fresh = lanczos(op, W0, 60, check=check(40), rtol=1e-9)
-    assert fresh["j"] == 17
+    assert fresh.j == 17
     if first_depth is None:
         first = lanczos(op, W0, 60, check=check(10), rtol=1e-9)
     else:
         first = lanczos(op, W0, first_depth)
     calls.clear()
     resumed = lanczos(op, W0, 60, check=check(40), rtol=1e-9, resume=first)
-    assert resumed["j"] == 17 and len(calls) == 17 - first["j"]
-    np.testing.assert_allclose(resumed["alphas"], fresh["alphas"], rtol=1e-10)
-    np.testing.assert_allclose(resumed["betas"], fresh["betas"], rtol=1e-10)
+    assert resumed.j == 17 and len(calls) == 17 - first.j
+    np.testing.assert_allclose(resumed.alphas, fresh.alphas, rtol=1e-10)
+    np.testing.assert_allclose(resumed.betas, fresh.betas, rtol=1e-10)
 
 
 def test_warm_start_resumes_lanczos(monkeypatch):
@@ -491,7 +486,7 @@ def test_warm_start_resumes_lanczos(monkeypatch):
     def spy(op, W0, depth, **kwargs):
         out = real(op, W0, depth, **kwargs)
         resume = kwargs.get("resume")
-        depths.append((resume is not None, out[1] - (0 if resume is None else resume["j"])))
+        depths.append((resume is not None, out[1] - (0 if resume is None else resume.j)))
         return out
 
     monkeypatch.setattr(risk_module, "lanczos_quadrature", spy)
@@ -563,15 +558,13 @@ def test_block_trace_of_column_blocks(order):
 
 
 @pytest.mark.parametrize("solver", ["ista", "fista", "heavy_ball"])
-def test_chains_do_not_depend_on_the_column_groups(solver, monkeypatch):
+def test_chains_do_not_depend_on_the_column_groups(solver, speed_policy):
     """The chains are advanced by groups of sources: one source per group
     gives the memory matrices of the default groups."""
-    import skacv.estimates._risk_chains as chains
-
     X, y = _small_problem(10, n=50, p=70)
     it = HeavyBall(momentum=0.5) if solver == "heavy_ball" else solver
     est = TrajectoryLasso(0.05, solver=it, max_iter=25, random_state=0).fit(X, y)
-    monkeypatch.setattr(chains, "CHUNK_BYTES", 1)
+    speed_policy(chain_chunk_bytes=1)
     small = clone(est).fit(X, y)
     np.testing.assert_allclose(small.memory_matrix_, est.memory_matrix_, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(small.risk_path_, est.risk_path_, rtol=1e-6)

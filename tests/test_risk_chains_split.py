@@ -15,7 +15,8 @@ from test_risk import reference_memory, reference_path
 
 import skacv.estimates._risk_chains as chains
 import skacv.estimates._risk_core_space as core_space
-from skacv import FISTA, ISTA, ElasticNet, TrajectoryLasso, config_context
+from skacv import FISTA, ISTA, ElasticNet, TrajectoryLasso
+from skacv._policy import get_policy
 from skacv.estimates._risk import memory_matrix
 from skacv.linalg._design import make_design
 
@@ -111,9 +112,9 @@ def test_split_chains_equal_forward_chains_with_the_same_probes(monkeypatch, spl
     matrix and risk path as the forward-only chains (float64 chains: to
     rounding; float32: to its rounding, far below the probes' noise)."""
     X, y, w = _problem(60, 90, seed=3)
-    kw = dict(solver="ista", max_iter=20, n_probes=6, random_state=0)
     for dtype, rtol in (("float64", 1e-10), ("float32", 1e-4)):
-        with config_context(risk_chain_dtype=dtype), monkeypatch.context() as mp:
+        kw = dict(solver="ista", max_iter=20, n_probes=6, random_state=0, chain_dtype=dtype)
+        with monkeypatch.context() as mp:
             _forced(mp, 20)  # split = T: forward only
             ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
             _forced(mp, split)
@@ -163,9 +164,9 @@ def test_split_fista_with_probes_and_weights(monkeypatch, split):
     """Hutchinson probes, sample weights, an intercept, float32 chains: the
     same risk path as the forward-only chains (to float32 rounding)."""
     X, y, w = _problem(60, 90, seed=5)
-    kw = dict(solver="fista", max_iter=30, n_probes=6, random_state=0)
     for dtype, rtol in (("float64", 1e-10), ("float32", 1e-4)):
-        with config_context(risk_chain_dtype=dtype), monkeypatch.context() as mp:
+        kw = dict(solver="fista", max_iter=30, n_probes=6, random_state=0, chain_dtype=dtype)
+        with monkeypatch.context() as mp:
             mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
             _forced(mp, 30)
             ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
@@ -178,9 +179,9 @@ def test_split_fista_with_probes_and_weights(monkeypatch, split):
 
 def test_core_must_beat_the_split_by_more():
     """The diagonalised core is chosen over chains that meet in the middle
-    only when the flop model predicts ``_MIN_GAIN_SPLIT`` (its gains were
-    over-predicted most against them), against forward chains
-    ``_MIN_GAIN``."""
+    only when the flop model predicts the policy's ``core_min_gain_split``
+    (its gains were over-predicted most against them), against forward
+    chains ``core_min_gain``."""
     rng = np.random.RandomState(0)
     n, p, T, m = 200, 40, 60, 4
     path = np.zeros((p, T + 1))
@@ -191,7 +192,8 @@ def test_core_must_beat_the_split_by_more():
     plan = core_space.core_space_plan(iteration, path, n, m, cost, 8, start=None, total=1.0)
     assert plan is None  # the chains cost nothing: never worth it
     best = core_space.core_space_plan(iteration, path, n, m, cost, 8, total=1e30).cost
-    for split, gain in ((False, core_space._MIN_GAIN), (True, core_space._MIN_GAIN_SPLIT)):
+    policy = get_policy()
+    for split, gain in ((False, policy.core_min_gain), (True, policy.core_min_gain_split)):
         chosen = [core_space.core_space_plan(iteration, path, n, m, cost, 8, total=total,
                                              split=split) is not None
                   for total in (0.99 * gain * best, 1.01 * gain * best)]

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 import skacv.estimates._risk_chains as chains
 import skacv.estimates._risk_core_space as core_space
-from skacv import FISTA, HeavyBall, TrajectoryLasso, config_context
+from skacv import FISTA, HeavyBall, TrajectoryLasso
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations._iterations import ISTA
 from skacv.iterations._penalties import Penalty
@@ -77,9 +77,8 @@ def _fit(X, y, solver, plan, workers=None, alpha=0.02, **kw):
         mp.setattr(core_space, "column_workers",
                    functools.partial(core_space.column_workers, workers))
     try:
-        with config_context(risk_chain_dtype="float64"):
-            est = TrajectoryLasso(alpha, solver=SOLVERS[solver](), max_iter=30, n_probes=4,
-                                  random_state=0, **kw).fit(X, y, **fit)
+        est = TrajectoryLasso(alpha, solver=SOLVERS[solver](), max_iter=30, n_probes=4,
+                              random_state=0, chain_dtype="float64", **kw).fit(X, y, **fit)
     finally:
         mp.undo()
     return est, used
@@ -124,8 +123,9 @@ def test_probes_are_summed_once_the_supports_have_settled(solver):
     plans = []
     spy = _forced_plan(18, plans)
 
-    kw = dict(solver=SOLVERS[solver](), max_iter=80, n_probes=4, random_state=0)
-    with pytest.MonkeyPatch.context() as mp, config_context(risk_chain_dtype="float64"):
+    kw = dict(solver=SOLVERS[solver](), max_iter=80, n_probes=4, random_state=0,
+              chain_dtype="float64")
+    with pytest.MonkeyPatch.context() as mp:
         mp.setattr(chains, "core_space_plan", spy)
         est = TrajectoryLasso(0.2, **kw).fit(X, y)
         mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
@@ -151,10 +151,10 @@ def test_core_chains_with_weights_sparse_and_intercept(kind):
                                atol=1e-11 * np.abs(ref.memory_matrix_).max())
 
 
-def test_core_chains_in_parallel_column_groups(monkeypatch):
+def test_core_chains_in_parallel_column_groups(speed_policy):
     """Groups of one source in two threads: the same matrices as one thread."""
     X, y = _wide_problem(3)
-    monkeypatch.setattr(core_space, "_CHUNK_BYTES", 1)
+    speed_policy(chain_chunk_bytes=1)
     one, _ = _fit(X, y, "heavy_ball", 4, workers=1)
     two, _ = _fit(X, y, "heavy_ball", 4, workers=2)
     np.testing.assert_allclose(two.memory_matrix_, one.memory_matrix_, rtol=1e-12,
@@ -241,7 +241,6 @@ def test_free_steps_exclude_clipped_unpenalised_and_inactive_coordinates():
     assert core_space.free_steps(it, path)[4].all()
 
 
-@pytest.mark.usefixtures("shared_probes")
 def test_coefficient_form_in_float32_chains_keeps_the_estimate():
     """The default float32 chains on the coefficient form: its set-up
     (eigenbasis, ``G_perp = X~_E^T (I - U U^T) X~_E``, a difference of Gram
@@ -259,14 +258,13 @@ def test_coefficient_form_in_float32_chains_keeps_the_estimate():
     plans = []
     spy = _forced_plan(10, plans)
 
-    kw = dict(solver="fista", max_iter=30, n_probes=2, random_state=0)
+    kw = dict(solver="fista", max_iter=30, n_probes=2, random_state=0, probe_scheme="shared")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(chains, "core_space_plan", spy)
         est = TrajectoryLasso(alpha, **kw).fit(X, y)
         mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
         ref = TrajectoryLasso(alpha, **kw).fit(X, y)
-        with config_context(risk_chain_dtype="float64"):
-            ref64 = TrajectoryLasso(alpha, **kw).fit(X, y)
+        ref64 = TrajectoryLasso(alpha, chain_dtype="float64", **kw).fit(X, y)
     assert plans[0].form == "coefficients" and plans[0].start == 10
     np.testing.assert_array_equal(est.coef_path_, ref.coef_path_)
     np.testing.assert_allclose(ref.risk_path_, ref64.risk_path_, rtol=1e-4)

@@ -9,7 +9,7 @@ into blocks (:mod:`skacv.estimates._risk_independent`).
 * the estimate is unbiased: with many probes it converges to exact traces;
 * a prefix of a path has the estimates of the whole path (a warm start
   continues the chains and the draw of the probes: ``test_risk.py``);
-* ``risk_probe_scheme``: the choice of ``"auto"``, and its validation.
+* ``probe_scheme``: the choice of ``"auto"``, and its validation.
 """
 
 import numpy as np
@@ -17,8 +17,9 @@ import pytest
 from sklearn.base import clone
 
 import skacv.estimates._risk as risk_module
+import skacv.estimates._risk_engine as engine
 import skacv.estimates._risk_independent as independent
-from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv import IterativeRidge, TrajectoryLasso
 from skacv.iterations._iterations import FISTA
 
 
@@ -87,7 +88,6 @@ SOLVERS = {
 }
 
 
-@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("merging", ["none", "all"])
 @pytest.mark.parametrize("solver", list(SOLVERS))
 def test_blocks_equal_dense_jacobians_with_the_same_probes(solver, merging, monkeypatch):
@@ -107,13 +107,13 @@ def test_blocks_equal_dense_jacobians_with_the_same_probes(solver, merging, monk
 
         def members(k, s):
             return range(k - 2) if s <= k - 3 else [s]
-    with config_context(risk_probe_scheme="independent"):
-        est = TrajectoryLasso(0.03, solver=SOLVERS[solver](), max_iter=T, fit_intercept=False,
-                              n_probes=m, random_state=seed).fit(X, y)
-        prob = est._problem(X, y)
-        res = risk_module.trajectory_risk(prob.design, prob.target_rows, prob.iteration,
-                                          est.coef_path_, n_probes=m, random_state=seed,
-                                          chain_dtype=np.float64)
+    est = TrajectoryLasso(0.03, solver=SOLVERS[solver](), max_iter=T, fit_intercept=False,
+                          n_probes=m, random_state=seed, probe_scheme="independent",
+                          chain_dtype="float64").fit(X, y)
+    prob = est._problem(X, y)
+    res = risk_module.trajectory_risk(prob.design, prob.target_rows, prob.iteration,
+                                      est.coef_path_, n_probes=m, random_state=seed,
+                                      chain_dtype=np.float64, probe_scheme="independent")
     Jx, Jv = _dense_jacobians(est, X, y)
     A, Av = _oracle(Jx, Jv, X, _probes(seed, X.shape[0], m, T), members)
     np.testing.assert_allclose(est.memory_matrix_, A, rtol=1e-9, atol=1e-11 * np.abs(A).max())
@@ -132,15 +132,15 @@ def test_independent_probes_converge_to_exact_traces(solver):
     n, p, T = 50, 80, 30
     X = rng.standard_normal((n, p))
     y = X[:, :8] @ np.ones(8) + rng.standard_normal(n)
-    kw = dict(alpha=0.05, solver=solver, max_iter=T, fit_intercept=False)
+    kw = dict(alpha=0.05, solver=solver, max_iter=T, fit_intercept=False,
+              chain_dtype="float64")
     lower = np.tril_indices(T + 1, -1)
-    with config_context(risk_chain_dtype="float64"):
-        exact = TrajectoryLasso(n_probes=None, **kw).fit(X, y).memory_matrix_
-        errs = {}
-        for m in (50, 2000):
-            with config_context(risk_probe_scheme="independent"):
-                A = TrajectoryLasso(n_probes=m, random_state=0, **kw).fit(X, y).memory_matrix_
-            errs[m] = np.abs(A - exact)[lower].max() / np.abs(exact).max()
+    exact = TrajectoryLasso(n_probes=None, **kw).fit(X, y).memory_matrix_
+    errs = {}
+    for m in (50, 2000):
+        A = TrajectoryLasso(n_probes=m, random_state=0, probe_scheme="independent",
+                            **kw).fit(X, y).memory_matrix_
+        errs[m] = np.abs(A - exact)[lower].max() / np.abs(exact).max()
     assert errs[2000] < 0.02
     assert errs[2000] < errs[50] / 3  # sqrt(40) = 6.3 expected
 
@@ -149,31 +149,31 @@ def test_blocks_stay_within_the_cap():
     """However small the budget, the blocks after step ``k`` are at most
     ``k // 2 + 1`` (the chain-steps of the shared probes' meet in the middle)."""
     X, y = _problem(2)
-    with config_context(risk_probe_scheme="independent"):
-        for budget in (0.0, 0.1):
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(independent, "CROSS_NOISE_BUDGET", budget)
-                counts = []
-                real = independent._merge_blocks
+    for budget in (0.0, 0.1):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(independent, "CROSS_NOISE_BUDGET", budget)
+            counts = []
+            real = independent._merge_blocks
 
-                def spy(blocks, nu, k, m, chains, counts=counts, real=real):
-                    real(blocks, nu, k, m, chains)
-                    counts.append((k, len(blocks), sum(b[1] for b in blocks)))
+            def spy(blocks, nu, k, m, chains, counts=counts, real=real):
+                real(blocks, nu, k, m, chains)
+                counts.append((k, len(blocks), sum(b[1] for b in blocks)))
 
-                mp.setattr(independent, "_merge_blocks", spy)
-                TrajectoryLasso(0.03, solver="ista", max_iter=40, random_state=0).fit(X, y)
-            assert all(c <= k // 2 + 1 and total == k for k, c, total in counts)
-            if budget == 0.0:  # only the cap merges
-                assert all(c == k // 2 + 1 for k, c, _ in counts if k >= 2)
+            mp.setattr(independent, "_merge_blocks", spy)
+            TrajectoryLasso(0.03, solver="ista", max_iter=40, random_state=0,
+                            probe_scheme="independent").fit(X, y)
+        assert all(c <= k // 2 + 1 and total == k for k, c, total in counts)
+        if budget == 0.0:  # only the cap merges
+            assert all(c == k // 2 + 1 for k, c, _ in counts if k >= 2)
 
 
 def test_a_prefix_has_the_estimates_of_the_whole_path():
     """The probes of source ``s`` do not depend on the path's length, nor do
     the mergers: a shorter cold path is a prefix of a longer one."""
     X, y = _problem(4, n=80, p=120)
-    with config_context(risk_probe_scheme="independent", risk_chain_dtype="float64"):
-        short = TrajectoryLasso(0.02, max_iter=25, random_state=1).fit(X, y)
-        long = TrajectoryLasso(0.02, max_iter=60, random_state=1).fit(X, y)
+    kw = dict(random_state=1, probe_scheme="independent", chain_dtype="float64")
+    short = TrajectoryLasso(0.02, max_iter=25, **kw).fit(X, y)
+    long = TrajectoryLasso(0.02, max_iter=60, **kw).fit(X, y)
     np.testing.assert_allclose(short.risk_path_, long.risk_path_[:26], rtol=1e-10)
 
 
@@ -183,13 +183,13 @@ def test_auto_scheme(monkeypatch):
     and ``"independent"`` force the choice; anything else is refused."""
     calls = []
     for name in ("masked_memory_matrix", "independent_memory_matrix"):
-        real = getattr(risk_module, name)
+        real = getattr(engine, name)
 
         def spy(*args, real=real, name=name, **kwargs):
             calls.append(name.split("_")[0])
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(risk_module, name, spy)
+        monkeypatch.setattr(engine, name, spy)
     monkeypatch.setattr(independent, "AUTO_MIN_SAMPLES", 50)
     X_small, y_small = _problem(0, n=45, p=60)
     X_large, y_large = _problem(0, n=60, p=60)
@@ -198,25 +198,29 @@ def test_auto_scheme(monkeypatch):
         (X_small, y_small, lasso, {}, "masked"),
         (X_large, y_large, lasso, {}, "independent"),
         (X_large, y_large, clone(lasso).set_params(n_probes=None), {}, "masked"),
-        (X_large, y_large, lasso, {"risk_probe_scheme": "shared"}, "masked"),
-        (X_small, y_small, lasso, {"risk_probe_scheme": "independent"}, "independent"),
+        (X_large, y_large, lasso, {"probe_scheme": "shared"}, "masked"),
+        (X_small, y_small, lasso, {"probe_scheme": "independent"}, "independent"),
     ]
-    for X, y, est, config, expected in cases:
+    for X, y, est, params, expected in cases:
         calls.clear()
-        with config_context(**config):
-            clone(est).fit(X, y)
-        assert calls == [expected], (config, X.shape)
+        clone(est).set_params(**params).fit(X, y)
+        assert calls == [expected], (params, X.shape)
     # a heavy ball (no Lasso solver has one) keeps the shared probes
     assert independent.probe_scheme(_HeavyBallLike(), 10, 8, 10**6) == "shared"
     assert independent.probe_scheme(_HeavyBallLike(hb=0.0), 10, 8, 10**6) == "independent"
-    with pytest.raises(ValueError, match="risk_probe_scheme must be"):
-        with config_context(risk_probe_scheme="per_source"):
-            pass
-    # linear iterations do not use chains: the setting does not change them
-    with config_context(risk_probe_scheme="independent"):
-        a = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X_large, y_large).risk_path_
-    b = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X_large, y_large).risk_path_
+    with pytest.raises(ValueError, match="'probe_scheme' parameter of TrajectoryLasso must be"):
+        clone(lasso).set_params(probe_scheme="per_source").fit(X_small, y_small)
+    # linear iterations do not use chains: the scheme does not change them (and
+    # IterativeRidge has no such parameter)
+    ridge = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X_large, y_large)
+    assert "probe_scheme" not in ridge.get_params()
+    prob = ridge._problem(X_large, y_large)
+    a, b = (risk_module.trajectory_risk(prob.design, prob.target_rows, prob.iteration,
+                                        ridge.coef_path_, n_probes=ridge.n_probes,
+                                        random_state=0, probe_scheme=scheme).risk
+            for scheme in ("independent", "shared"))
     np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a, ridge.risk_path_, rtol=1e-10)
 
 
 class _HeavyBallLike:
@@ -225,6 +229,9 @@ class _HeavyBallLike:
 
     def hb(self, k):
         return self._hb
+
+    def uses_heavy_ball(self, n_steps, first=1):  # as Iteration.uses_heavy_ball
+        return any(self.hb(k) != 0.0 for k in range(first, n_steps + 1))
 
 
 def test_independent_probes_refuse_a_heavy_ball():
@@ -258,9 +265,9 @@ def test_independent_probes_have_less_error_than_shared_ones(solver):
     exact = TrajectoryLasso(n_probes=None, **kw).fit(X, y).risk_path_
     rms = {}
     for scheme in ("shared", "independent"):
-        with config_context(risk_probe_scheme=scheme):
-            err = np.array([TrajectoryLasso(n_probes=10, random_state=s, **kw).fit(X, y)
-                            .risk_path_ / exact - 1 for s in range(16)])
+        err = np.array([TrajectoryLasso(n_probes=10, random_state=s, probe_scheme=scheme,
+                                        **kw).fit(X, y).risk_path_ / exact - 1
+                        for s in range(16)])
         rms[scheme] = np.sqrt(np.mean(err**2))
         if scheme == "independent":
             assert abs(err.mean()) < 0.005

@@ -122,7 +122,7 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     whose chains are predicted to cost more fits than the budget raises
     EstimateBudgetError before any chain runs; the prediction grows with the
     support and is zero without probes."""
-    import skacv.estimates._risk as risk_module
+    import skacv.estimates._risk_engine as engine
     from skacv import TrajectoryLasso, config_context
     from skacv.estimates._risk import chain_cost_in_fits
     from skacv.exceptions import EstimateBudgetError
@@ -142,8 +142,8 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     assert chain_cost_in_fits(Sizes, est.coef_path_, None, "independent") == (0.0, 0.0)
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
     calls = []
-    real = risk_module.independent_memory_matrix
-    monkeypatch.setattr(risk_module, "independent_memory_matrix",
+    real = engine.independent_memory_matrix
+    monkeypatch.setattr(engine, "independent_memory_matrix",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     with (config_context(risk_time_budget=wide / 2),
           pytest.raises(EstimateBudgetError, match="would cost about")):

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv._policy import get_policy
 from skacv.estimates import _risk
-from skacv.estimates import _risk_core_space as core_space
+from skacv.estimates import _risk_settled as settled_form
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations import FISTA, ISTA
 
@@ -29,7 +30,7 @@ def _problem(n, p, seed=0):
 
 
 @pytest.fixture
-def settled(monkeypatch):
+def settled(monkeypatch, speed_policy):
     """``settled(min_tail, **kw)`` fits a Lasso with the settled form allowed
     from ``min_tail`` tail steps; ``settled.calls`` lists the steps where it
     settled, one per fit that took the settled form."""
@@ -44,7 +45,7 @@ def settled(monkeypatch):
     monkeypatch.setattr(_risk, "_settled_risk", spy)
 
     def fit(min_tail, X, y, sample_weight=None, **kw):
-        monkeypatch.setattr(_risk, "SETTLED_MIN_TAIL", min_tail)
+        speed_policy(settled_min_tail=min_tail)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnreliableEstimateWarning)
             return TrajectoryLasso(**kw).fit(X, y, sample_weight=sample_weight)
@@ -70,12 +71,11 @@ def test_settled_form_equals_the_dense_memory_matrices(settled, n, p, solver,
     X, y = _problem(n, p)
     sw = np.random.default_rng(1).integers(1, 4, n).astype(float) if weighted else None
     kw = dict(alpha=0.3, solver=solver, max_iter=150, fit_intercept=fit_intercept,
-              n_probes=4, random_state=0)
+              n_probes=4, random_state=0, chain_dtype="float64", probe_scheme="shared")
     calls = settled.calls
-    with config_context(risk_chain_dtype="float64", risk_probe_scheme="shared"):
-        ref = settled(10**9, X, y, sw, **kw)
-        assert calls == []
-        est = settled(40, X, y, sw, **kw)
+    ref = settled(10**9, X, y, sw, **kw)
+    assert calls == []
+    est = settled(40, X, y, sw, **kw)
     assert len(calls) == 1 and 2 <= calls[0] <= 150 - 40  # the settled form ran
     masks = est.coef_path_ != 0
     assert np.all(masks[:, calls[0]:] == masks[:, -1:])  # on one support from k0 on
@@ -98,18 +98,18 @@ def test_settled_form_equals_the_dense_memory_matrices(settled, n, p, solver,
         np.testing.assert_allclose(est.debiased_coef(), ref.debiased_coef(), rtol=1e-9,
                                    atol=1e-12)
     # both forms of the residuals: samples' space (p > n) and products (p < n)
-    assert est._solver_state["form"] == ("covariance" if p < n else "design")
+    assert est._solver_state.form == ("covariance" if p < n else "design")
 
 
 def test_settled_matrices_are_not_formed_unless_kept(settled):
     """Above ``risk_matrix_limit`` the settled form never forms a (T + 1)^2
     matrix: the estimate and its diagnostics are the same as when they are."""
     X, y = _problem(25, 30, seed=3)
-    kw = dict(alpha=0.3, solver="fista", max_iter=150, n_probes=4, random_state=0)
-    with config_context(risk_chain_dtype="float64", risk_probe_scheme="shared"):
-        kept = settled(40, X, y, **kw)
-        with config_context(risk_matrix_limit=0):
-            lean = settled(40, X, y, **kw)
+    kw = dict(alpha=0.3, solver="fista", max_iter=150, n_probes=4, random_state=0,
+              chain_dtype="float64", probe_scheme="shared")
+    kept = settled(40, X, y, **kw)
+    with config_context(risk_matrix_limit=0):
+        lean = settled(40, X, y, **kw)
     assert len(settled.calls) == 2
     assert not hasattr(lean, "risk_matrix_") and not hasattr(lean, "memory_matrix_")
     assert hasattr(kept, "risk_matrix_")
@@ -127,12 +127,12 @@ def test_settled_step_finds_the_last_change():
     path[1, 3:9] = 1.0  # leaves the support after step 8
     path[2, 6:] = 1.0  # enters at step 6
     ista = ISTA(0.1, alpha=0.1)
-    assert core_space.settled_step(ista, path) == 9
+    assert settled_form.settled_step(ista, path) == 9
     fista = FISTA(0.1, alpha=0.1, extrapolation="plain")
     # with an extrapolation x^{k0 - 1} is on the support too
-    assert core_space.settled_step(fista, path) == 10
+    assert settled_form.settled_step(fista, path) == 10
     path[3, T] = 1.0  # the last step changes the support: nothing settles
-    assert core_space.settled_step(ista, path) is None
+    assert settled_form.settled_step(ista, path) is None
 
 
 def test_settled_form_is_chosen_for_long_settled_paths_only():
@@ -141,7 +141,7 @@ def test_settled_form_is_chosen_for_long_settled_paths_only():
     may a linear method; a heavy ball or a warm start (chains to keep) may
     not."""
     X, y = _problem(60, 8, seed=4)
-    T = _risk.SETTLED_MIN_TAIL + 40
+    T = get_policy().settled_min_tail + 40
     design_kw = dict(max_iter=T, alpha=0.5, random_state=0)
     est = TrajectoryLasso(verbose=0, **design_kw)
     iteration, design = _iteration_and_design(est, X, y)
@@ -166,8 +166,8 @@ def _iteration_and_design(est, X, y):
 @pytest.mark.parametrize("solver, alpha, n_probes", [("gd", 1.0, None), ("nesterov", 0.5, None),
                                                      ("gd", 0.0, 4), ("nesterov", 1.0, 4)])
 @pytest.mark.parametrize("n, p", [(40, 30), (25, 30)])
-def test_linear_settled_form_equals_the_spectral_memory_matrices(monkeypatch, solver, alpha,
-                                                                 n_probes, n, p):
+def test_linear_settled_form_equals_the_spectral_memory_matrices(monkeypatch, speed_policy,
+                                                                 solver, alpha, n_probes, n, p):
     """Gradient descent, ridge GD and Nesterov are settled from the start:
     the state-space form of their spectral nodes (exact eigenvalues or the
     Lanczos quadrature of the same probes) gives the dense route's matrices,
@@ -183,9 +183,9 @@ def test_linear_settled_form_equals_the_spectral_memory_matrices(monkeypatch, so
         return out
 
     monkeypatch.setattr(_risk, "_settled_risk", spy)
-    monkeypatch.setattr(_risk, "SETTLED_MIN_TAIL", 10**9)
+    speed_policy(settled_min_tail=10**9)
     ref = IterativeRidge(**kw).fit(X, y)
-    monkeypatch.setattr(_risk, "SETTLED_MIN_TAIL", 40)
+    speed_policy(settled_min_tail=40)
     est = IterativeRidge(**kw).fit(X, y)
     assert calls == [0]
     scale = np.abs(ref.memory_matrix_).max()

@@ -21,14 +21,21 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils import Bunch
 from sklearn_versions import parametrize_with_checks
 
+import skacv.model_selection._criteria as criteria_module
+import skacv.model_selection._kfold_search as kfold_search_module
+import skacv.model_selection._path_search as path_search_module
 import skacv.model_selection._selection as selection_module
+import skacv.model_selection._stages as stages_module
 from skacv import (
     IterativeRidge,
     TrajectoryEarlyStoppingCV,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
 )
+from skacv._policy import get_policy
+from skacv.exceptions import SelectionBoundaryWarning
 from skacv.model_selection._selection import set_iterate
+from skacv.utils._validation import same_param
 
 
 def _pinned(estimator, **kwargs):
@@ -155,9 +162,9 @@ def test_no_refit_and_full_path_kept():
     (3, 1, 4),      # 2 (improving) -> 3 (improving) -> 4: the minimum at 3 is 1 back
 ])
 def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop,
-                                                           monkeypatch):
-    monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)  # stage even tiny paths
-    monkeypatch.setattr(selection_module, "RELATIVE_PATIENCE", 0)  # n_iter_no_change only
+                                                           speed_policy, monkeypatch):
+    speed_policy(stage_min_flops=0)  # stage even tiny paths
+    monkeypatch.setattr(stages_module, "RELATIVE_PATIENCE", 0)  # n_iter_no_change only
     X, y = _data()
     search = _pinned(
         _LooFromTruth(max_iter=60, target=target), criterion="loo",
@@ -173,15 +180,15 @@ def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expe
     assert est.warm_start is False
 
 
-@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("relative", [0.0, 0.5])
 def test_n_iter_no_change_on_a_real_risk_path(relative, monkeypatch):
     """Early-stopped search == the rule applied by hand to the cold full path:
     the staged paths (warm starts, continued chains) are prefixes of it; the
     patience is at least ``RELATIVE_PATIENCE`` times the best iteration."""
-    monkeypatch.setattr(selection_module, "RELATIVE_PATIENCE", relative)
+    monkeypatch.setattr(stages_module, "RELATIVE_PATIENCE", relative)
     X, y = _data(n=100, p=160)
-    base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0)
+    base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0,
+                           chain_dtype="float64")
     full = clone(base).fit(X, y).risk_path_
     for patience in (3, 10):
         search = _pinned(base, n_iter_no_change=patience).fit(X, y)
@@ -300,11 +307,10 @@ def test_metadata_routing():
         _pinned(base).fit(X, y, other=w)
 
 
-@pytest.mark.usefixtures("float64_chains")
 @pytest.mark.parametrize("backend", ["loky", "threading"])
 def test_parallel_backends_give_the_sequential_result(backend):
     X, y = _data()
-    base = TrajectoryLasso(max_iter=30, random_state=0)
+    base = TrajectoryLasso(max_iter=30, random_state=0, chain_dtype="float64")
     grid = {"alpha": [0.3, 0.1, 0.03]}
     seq = _pinned(base, param_grid=grid).fit(X, y)
     with joblib.parallel_backend(backend, n_jobs=2):
@@ -324,7 +330,7 @@ def _configurations(_):
     import sklearn
 
     from skacv import get_config
-    return sklearn.get_config()["working_memory"], get_config()["kfold_dtype"]
+    return sklearn.get_config()["working_memory"], get_config()["path_memory_limit"]
 
 
 @pytest.mark.parametrize("backend", ["loky", "threading"])
@@ -338,15 +344,15 @@ def test_workers_run_under_the_callers_configurations(backend):
     from skacv import config_context
     from skacv.utils import _parallel
 
-    with (sklearn.config_context(working_memory=123), config_context(kfold_dtype="float64"),
+    with (sklearn.config_context(working_memory=123), config_context(path_memory_limit=77),
           joblib.parallel_backend(backend, n_jobs=2)):
         config, theirs = _parallel.get_config(), sklearn.get_config()
         jobs = [_parallel.delayed(_configurations, config, None, theirs)(i) for i in range(4)]
         implicit = [_parallel.delayed(_configurations)(i) for i in range(4)]
     # run outside the contexts: only what the calls carry counts
     with joblib.parallel_backend(backend, n_jobs=2):
-        assert _parallel.parallel(2)(jobs) == [(123, "float64")] * 4
-        assert _parallel.parallel(2)(implicit) == [(123, "float64")] * 4
+        assert _parallel.parallel(2)(jobs) == [(123, 77.0)] * 4
+        assert _parallel.parallel(2)(implicit) == [(123, 77.0)] * 4
     assert sklearn.get_config()["working_memory"] != 123
 
 
@@ -428,7 +434,7 @@ def _fake_alpha_path(monkeypatch, risk_of_alpha):
                      df=np.arange(a.size, dtype=float), risk=risk_of_alpha(a),
                      n_iter=np.full(a.size, 3))
 
-    monkeypatch.setattr(selection_module, "risk_alpha_path", risk_alpha_path)
+    monkeypatch.setattr(path_search_module, "risk_alpha_path", risk_alpha_path)
     return calls
 
 
@@ -521,8 +527,7 @@ def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False, alignment="time
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds, layout,
-                                                    monkeypatch):
+def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout, monkeypatch):
     from skacv import TrajectoryLogisticRegression
 
     # the stacked folds' rows in either layout (skacv.model_selection._kfold.FoldDesigns)
@@ -533,7 +538,7 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds,
     est = TrajectoryLasso(alpha=0.05, max_iter=30)
     # whole paths (n_iter_no_change=None), compared with the folds by hand
     search = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None, cv=4,
-                                       random_state=0)
+                                       random_state=0, fold_dtype="float64")
     search.fit(X, y, sample_weight=sw)
     splits = list(KFold(4, shuffle=True, random_state=search._seed).split(X))
     expected = _kfold_by_hand(est, X, y, splits, sw)
@@ -548,7 +553,8 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds,
     assert_allclose(search.cv_results_["kfold_path"][0], expected, rtol=1e-12)
     # textbook K-fold CV along the path: the folds' iterates at the same index
     by_index = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None, cv=4,
-                                         random_state=0, fold_alignment="iteration")
+                                         random_state=0, fold_alignment="iteration",
+                                         fold_dtype="float64")
     by_index.fit(X, y, sample_weight=sw)
     assert_allclose(by_index.kfold_path_,
                     _kfold_by_hand(est, X, y, splits, sw, alignment="iteration"), rtol=1e-12)
@@ -558,14 +564,14 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds,
                                   random_state=0),
                   IterativeRidge(alpha=1.0, max_iter=15, step_schedule=1.0 / np.arange(1, 16))):
         paths = [TrajectoryEarlyStoppingCV(other, criterion="kfold", n_iter_no_change=None,
-                                           cv=3, fold_alignment=a,
+                                           cv=3, fold_alignment=a, fold_dtype="float64",
                                            random_state=0).fit(X, y).kfold_path_
                  for a in ("time", "iteration")]
         assert_array_equal(paths[0], paths[1])
     # a splitter object, and a classifier (log loss, stratified by check_cv)
     splitter = KFold(3)
     s2 = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None,
-                                   cv=splitter).fit(X, y)
+                                   cv=splitter, fold_dtype="float64").fit(X, y)
     assert_allclose(s2.kfold_path_, _kfold_by_hand(est, X, y, list(splitter.split(X))),
                     rtol=1e-12)
     yc = (y > np.median(y)).astype(int)
@@ -580,14 +586,14 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, float64_folds,
 def test_auto_chooses_an_estimate_without_refits():
     from skacv import TrajectoryLogisticRegression
 
-    auto = selection_module.auto_criterion
+    auto = criteria_module.auto_criterion
     est = TrajectoryLasso(alpha=0.01, max_iter=150)
     # ISTA / FISTA: the memory-matrix risk at every size (no folds, no refit)
     for n, p in ((9, 40), (60, 40), (300, 400), (1000, 500), (2000, 3000)):
         assert auto(est, n, p) == ("risk", None)
         assert auto(clone(est).set_params(solver="ista"), n, p) == ("risk", None)
     # their exact leave-one-out costs a Gram product per tracked run and step
-    fits, _ = selection_module.loo_cost_in_fits(est, 2000, 3000, 100)
+    fits, _ = criteria_module.loo_cost_in_fits(est, 2000, 3000, 100)
     assert fits > 4
     # proximal SGD: leave-one-out, every sample while few
     sgd_lasso = TrajectoryLasso(alpha=0.01, max_iter=150, solver="sgd")
@@ -597,13 +603,13 @@ def test_auto_chooses_an_estimate_without_refits():
     crit, sub = auto(huber, 1000, 500)
     assert crit == "loo" and 100 < sub < 500
     for k, fits in ((sub, True), (sub + 2, False)):
-        flops = selection_module.loo_cost_in_fits(huber, 1000, 500, k)[1]
-        assert (flops <= selection_module.AUTO_CHEAP_FLOPS) is fits
+        flops = criteria_module.loo_cost_in_fits(huber, 1000, 500, k)[1]
+        assert (flops <= get_policy().auto_cheap_flops) is fits
     assert auto(huber, 50000, 2000)[0] == "loo"
     # logistic regression (leave-one-out only): a subsample sized by the same
     # budget, not every sample (digits 3-vs-rest, 1797 x 64, 1000 steps)
     crit, sub = auto(TrajectoryLogisticRegression(max_iter=1000), 1797, 64)
-    assert crit == "loo" and sub == selection_module.AUTO_LOO_SAMPLES
+    assert crit == "loo" and sub == criteria_module.AUTO_LOO_SAMPLES
     assert auto(TrajectoryLogisticRegression(max_iter=1000), 90, 64) == ("loo", None)
     # the linear least-squares solvers: their spectral risk, long paths included
     for ridge in (IterativeRidge(), IterativeRidge(max_iter=150, solver="heavy_ball"),
@@ -668,30 +674,31 @@ def test_cheap_paths_are_fitted_in_one_go():
         whole = getattr(whole.fit(X, y), attr)
         assert whole.shape == (151,)
         search = TrajectoryEarlyStoppingCV(est, criterion=criterion).fit(X, y)
-        stop = selection_module._stop_length(whole, 10)
+        stop = stages_module.stop_length(whole, 10)
         assert stop < 150 and search.estimator_.n_iter_ == stop
         assert_allclose(getattr(search, attr), whole[: stop + 1], rtol=1e-10)
         assert search.best_iteration_ == int(np.argmin(whole[: stop + 1]))
     big = TrajectoryLasso(alpha=0.05, max_iter=150, estimate_risk=True)
-    assert selection_module._can_stage(big, np.zeros((400, 300)))
-    assert not selection_module._can_stage(est, np.zeros((60, 20)))
+    assert stages_module.can_stage(big, np.zeros((400, 300)))
+    assert not stages_module.can_stage(est, np.zeros((60, 20)))
     # a linear method's spectral risk costs the same at any length: stages
     # only save fit steps, so they start at STAGE_MIN_FLOPS_LINEAR (ridge GD,
     # 150 steps at 2000 x 1000: 0.33 s in one go, 0.49 s in stages)
     shape = (2000, 1000)  # 4 n p T = 1.2e9 flops
     assert est.get_params()["estimate_risk"]
-    assert not selection_module._can_stage(est, np.empty(shape))
-    assert selection_module._can_stage(est.set_params(max_iter=1000), np.empty(shape))
-    assert selection_module._can_stage(TrajectoryLasso(max_iter=150, estimate_risk=True),
-                                       np.empty(shape))
+    assert not stages_module.can_stage(est, np.empty(shape))
+    assert stages_module.can_stage(est.set_params(max_iter=1000), np.empty(shape))
+    assert stages_module.can_stage(TrajectoryLasso(max_iter=150, estimate_risk=True),
+                                   np.empty(shape))
 
 
 @pytest.mark.parametrize("beside", [False, True])
-def test_kfold_criterion_reports_bad_input_as_the_estimator_does(monkeypatch, beside):
+def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, monkeypatch,
+                                                                  beside):
     # the full fit validates X first, also when the folds' block is set up
     # beside it (the block's own checks do not speak first)
-    monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
-    monkeypatch.setattr(selection_module, "fit_beside", lambda X: beside)
+    speed_policy(stage_min_flops=0)
+    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, fold_dtype: beside)
     X, y = _data(n=200, p=60)
     X[3, 7] = np.nan
     est = TrajectoryLasso(alpha=0.02, max_iter=50)
@@ -705,28 +712,28 @@ def test_kfold_criterion_reports_bad_input_as_the_estimator_does(monkeypatch, be
 
 @pytest.mark.parametrize("beside", [False, True])
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_paths_grow_in_stages(speed_policy, monkeypatch, float64_folds, layout, beside):
+def test_kfold_paths_grow_in_stages(speed_policy, monkeypatch, layout, beside):
     # the full and fold paths grow together (warm starts) and stop by the
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one;
     # the full path's stages beside the folds' set-up and passes (a thread
     # of their own, skacv.model_selection._kfold.fit_beside) or after them: the same paths
-    monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS", 0)
-    monkeypatch.setattr(selection_module, "RELATIVE_PATIENCE", 0)  # n_iter_no_change only
-    monkeypatch.setattr(selection_module, "fit_beside", lambda X: beside)
+    speed_policy(stage_min_flops=0)
+    monkeypatch.setattr(stages_module, "RELATIVE_PATIENCE", 0)  # n_iter_no_change only
+    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, fold_dtype: beside)
     calls = []
-    overlapped = selection_module.overlapped
+    overlapped = kfold_search_module.overlapped
 
     def spy(first, second):
         calls.append(1)
         return overlapped(first, second)
 
-    monkeypatch.setattr(selection_module, "overlapped", spy)
+    monkeypatch.setattr(kfold_search_module, "overlapped", spy)
     speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf)
     speed_policy(rotated_min_features=0)
     X, y = _data(n=200, p=60)  # three stages: 10, 15, 22 iterations
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
     staged = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, n_iter_no_change=5,
-                                       random_state=0).fit(X, y)
+                                       random_state=0, fold_dtype="float64").fit(X, y)
     splits = list(KFold(4, shuffle=True, random_state=staged._seed).split(X))
     full = _kfold_by_hand(est, X, y, splits)
     n = staged.estimator_.n_iter_
@@ -742,7 +749,7 @@ def test_kfold_paths_grow_in_stages(speed_policy, monkeypatch, float64_folds, la
     assert_allclose(staged.estimator_.coef_path_, alone.coef_path_, rtol=1e-12, atol=1e-14)
 
 
-def test_staged_search_debiases_the_last_stage_only(monkeypatch):
+def test_staged_search_debiases_the_last_stage_only(speed_policy, monkeypatch):
     """The stages of an early-stopped search each refit the estimates; the
     debiasing statistics (products with X~^T of the whole path) are those of
     the last stage only: computed once, equal to a single fit's to that
@@ -755,7 +762,7 @@ def test_staged_search_debiases_the_last_stage_only(monkeypatch):
         monkeypatch.setattr(base_module, name,
                             lambda *a, _real=getattr(base_module, name), **k:
                             calls.append(1) or _real(*a, **k))
-    monkeypatch.setattr(selection_module, "STAGE_MIN_FLOPS_LINEAR", 0)  # stage this size
+    speed_policy(stage_min_flops_linear=0)  # stage this size
     est = IterativeRidge(alpha=1e-3, max_iter=400, random_state=0)
     search = _pinned(est, n_iter_no_change=10).fit(X, y)
     fitted = search.estimator_
@@ -768,6 +775,45 @@ def test_staged_search_debiases_the_last_stage_only(monkeypatch):
     assert_allclose(fitted.noise_variance_path_, single.noise_variance_path_, rtol=1e-8)
     t = search.best_iteration_
     assert_allclose(fitted.debiased_coef(t), single.debiased_coef(t), rtol=1e-8)
+
+
+@pytest.mark.parametrize("criterion", ["risk", "kfold"])
+def test_a_staged_search_leaves_no_channel_on_the_estimators(speed_policy, criterion):
+    """The stages pass what the fits need by argument (a FitPlan, held by the
+    estimator's own ``_planned`` block): after an early-stopped search the
+    selected estimator has the attributes of a plain fit to the same length
+    and the record of its selected iterate, nothing else; the user's
+    estimator is untouched, and clone / get_params see parameters only."""
+    speed_policy(stage_min_flops=0, stage_min_flops_linear=0)  # stages at this size
+    X, y = _data(n=150, p=140, sigma=0.5)
+    est = IterativeRidge(alpha=1e-3, max_iter=400, random_state=0)
+    params, names = est.get_params(), set(est.__dict__)
+    search = _pinned(est, criterion=criterion, n_iter_no_change=10).fit(X, y)
+    fitted = search.estimator_
+    assert fitted.n_iter_ < 400  # stopped early, in stages
+    for channel in ("_horizon", "_defer_uq", "_selected_iterate", "_uq_pending", "_plan"):
+        assert channel not in fitted.__dict__
+    plain = clone(fitted).fit(X, y)
+    assert plain.n_iter_ == fitted.n_iter_
+    assert set(fitted.__dict__) - set(plain.__dict__) == {"_coef_iterate"}
+    assert set(plain.__dict__) <= set(fitted.__dict__)
+    # the user's estimator: the same parameters and nothing more
+    assert set(est.__dict__) == names
+    assert all(same_param(v, params[k]) for k, v in est.get_params().items())
+    # clone and get_params carry the parameters only (max_iter: where it stopped)
+    again = clone(fitted)
+    assert set(again.__dict__) == set(fitted.get_params(deep=False))
+    assert again.get_params() == {**params, **{k: v for k, v in fitted.get_params().items()
+                                               if k in ("max_iter", "estimate_risk",
+                                                        "estimate_loo")}}
+    assert again.get_params()["max_iter"] == fitted.n_iter_
+    # the selected iterate is the default of the debiasing (risk: its estimate kept)
+    if criterion == "risk":
+        t = search.best_iteration_
+        assert t < fitted.n_iter_
+        assert_allclose(fitted.debiased_coef(), fitted.debiased_coef(t), rtol=1e-15)
+        assert_allclose(again.fit(X, y).debiased_coef(), fitted.debiased_coef(-1),
+                        rtol=1e-10)
 
 
 # ------------------------------------------- one criterion for alpha and iteration
@@ -832,7 +878,7 @@ def test_cv_results_has_a_row_per_grid_point_and_best_params_keep_their_type(sea
     as_floats = [float(a) for a in np.geomspace(1.0, 1e-3, 12)]
     for grid in (as_floats, [np.float64(a) for a in as_floats]):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", selection_module.SelectionBoundaryWarning)
+            warnings.simplefilter("ignore", SelectionBoundaryWarning)
             found = TrajectoryEarlyStoppingCV(
                 TrajectoryLasso(max_iter=30, random_state=0), criterion="risk", search=search,
                 param_grid={"alpha": grid}).fit(X, y)
@@ -860,7 +906,7 @@ def test_dataframe_feature_names_survive_every_search(kwargs):
     X, y = _data(n=80, p=20)
     df = pd.DataFrame(X, columns=[f"x{j}" for j in range(20)])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", selection_module.SelectionBoundaryWarning)
+        warnings.simplefilter("ignore", SelectionBoundaryWarning)
         search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.1, max_iter=40,
                                                            random_state=0),
                                            **kwargs).fit(df, y)
@@ -877,12 +923,12 @@ def test_a_choice_on_the_edge_of_the_search_warns_with_the_fix():
     base = TrajectoryLasso(max_iter=300, random_state=0)
     for search in ("grid", "path"):
         # penalties all too large: the smallest one wins
-        with pytest.warns(selection_module.SelectionBoundaryWarning,
+        with pytest.warns(SelectionBoundaryWarning,
                           match=r"alpha=0.5 is the smallest value of the grid.*Widen"):
             TrajectoryEarlyStoppingCV(base, criterion="risk", search=search,
                                       param_grid={"alpha": [2.0, 1.0, 0.5]}).fit(X, y)
     # a path too short: its last iterate wins
-    with pytest.warns(selection_module.SelectionBoundaryWarning,
+    with pytest.warns(SelectionBoundaryWarning,
                       match=r"last one, max_iter=5.*Raise max_iter"):
         # (exact traces: no probe noise can move the minimum off the last step)
         found = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=5, n_probes=None),
@@ -890,7 +936,7 @@ def test_a_choice_on_the_edge_of_the_search_warns_with_the_fix():
     assert found.best_iteration_ == 5
     # an interior choice: no warning
     with warnings.catch_warnings():
-        warnings.simplefilter("error", selection_module.SelectionBoundaryWarning)
+        warnings.simplefilter("error", SelectionBoundaryWarning)
         found = TrajectoryEarlyStoppingCV(base, criterion="risk", search="path",
                                           param_grid={"alpha": [1.0, 0.1, 0.01, 0.001]}).fit(X, y)
     assert found.best_params_["alpha"] in (0.1, 0.01) and found.best_iteration_ < 300

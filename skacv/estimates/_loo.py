@@ -51,10 +51,12 @@ left-out residual of ``y_i`` is ``W / (W - rho_i)`` times the centred one.
 import time
 
 import numpy as np
-from sklearn.utils import Bunch, check_random_state
+from sklearn.utils import Bunch
 
 from .._config import check_memory, path_memory_bytes, working_memory_bytes
+from .._policy import get_policy
 from ..iterations._datafits import log_loss_terms
+from ..linalg._sampling import subsample_rows
 from ._loo_track import _Problem, _Spectral, _track, _track_toeplitz
 
 # arrays of size n_coef per tracked sample (state, temporaries) for the chunk size
@@ -121,6 +123,23 @@ def _regression_estimate(prob, per, tracked, fitted, scale, state=None):
     ``scale * sum_sub a_i / W`` (``beta_t = 0``), and never much more: where
     the in-sample losses carry little information (near interpolation) the
     slope goes to zero. Its bias is of order ``1 / n_sub``.
+
+    Its standard error is the delete-one jackknife over the ``n_sub`` drawn
+    samples (rows of zero weight drawn count as draws with ``a_i = b_i = 0``)
+    with the finite-population factor of a draw without replacement,
+
+        se_t^2 = (1 - n_sub / n) (n_sub - 1) / n_sub * sum_j (loo_t^(-j) - mean_j loo_t^(-j))^2,
+
+    ``loo_t^(-j)`` the estimate without the draw ``j`` (its slope refitted):
+    the linearised variance ``(1 - n_sub / n) s^2(a - beta b) / n_sub``
+    ignores the slope's estimation and the heavy tails of the left-out
+    losses: with 40 of 500 samples (Lasso ISTA/FISTA, 300 steps, 6 designs,
+    400 draws) it was 7-22 % below the spread of the draws, the jackknife
+    within 8 % of it.
+
+    Returns
+    -------
+    loss, std_error : ndarray of shape (T + 1,)
     """
     total, rows = _in_sample_losses(prob, fitted, tracked,
                                     None if state is None else state.get("in_sample"))
@@ -132,7 +151,49 @@ def _regression_estimate(prob, per, tracked, fitted, scale, state=None):
     cov = np.einsum("ij,ij->j", a_c, b_c)
     with np.errstate(divide="ignore", invalid="ignore"):
         beta = np.where(var > 0, cov / np.where(var > 0, var, 1.0), 0.0)
-    return (scale * (per.sum(axis=0) - beta * rows.sum(axis=0)) + beta * total) / prob.W
+    loss = (scale * (per.sum(axis=0) - beta * rows.sum(axis=0)) + beta * total) / prob.W
+    std_error = _jackknife_error(per, rows, total, prob.n, scale, prob.W)
+    return loss, std_error
+
+
+def _jackknife_error(a, b, total, n, scale, W):
+    """Jackknife standard error of :func:`_regression_estimate` (closed
+    form: every delete-one estimate from the sums, ``O(n_sub T)``).
+
+    ``a``, ``b`` (m, T + 1): left-out and in-sample weighted losses of the
+    ``m`` tracked draws; ``total`` (T + 1,) the in-sample sum over every
+    sample; ``n_sub = n / scale`` draws in all (``n_sub - m`` of zero weight).
+    """
+    m = a.shape[0]
+    n_sub = int(round(n / scale))
+    Sa, Sb = a.sum(axis=0), b.sum(axis=0)
+    Sab, Sbb = np.einsum("ij,ij->j", a, b), np.einsum("ij,ij->j", b, b)
+
+    def estimate(sa, sb, sab, sbb, k, c):
+        # slope over k tracked draws from the sums; c draws in all
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cov = sab - sa * sb / k
+            var = sbb - sb * sb / k
+            beta = np.where(var > 1e-12 * np.maximum(sbb, 1e-300), cov / var, 0.0)
+        return (n / c * (sa - beta * sb) + beta * total) / W
+
+    if n_sub < 2 or m < 2:
+        return np.zeros_like(total)
+    # without a tracked draw j
+    thetas = [estimate(Sa - a, Sb - b, Sab - a * b, Sbb - b * b, m - 1, n_sub - 1)]
+    if n_sub > m:  # without a drawn row of zero weight (all give the same value)
+        thetas.append(np.repeat(estimate(Sa, Sb, Sab, Sbb, m, n_sub - 1)[None],
+                                n_sub - m, axis=0))
+    theta = np.concatenate(thetas)
+    dev = theta - theta.mean(axis=0)
+    var = max(1.0 - n_sub / n, 0.0) * (n_sub - 1) / n_sub * np.einsum("ij,ij->j", dev, dev)
+    return np.sqrt(var)
+
+
+def _gram_dtype(n_coef):
+    """Precision of the left-out runs' Gram products (see
+    ``SpeedPolicy.loo_float32_min_features``)."""
+    return np.float32 if n_coef >= get_policy().loo_float32_min_features else np.float64
 
 
 def _block_size(prob, batch_size, n_steps=0):
@@ -196,7 +257,9 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
     Returns
     -------
     result : Bunch
-        ``loss`` (T + 1,), ``error`` (T + 1,) or None, ``predictions``
+        ``loss`` (T + 1,), ``std_error`` (T + 1,) (the standard error of a
+        subsampled ``loss``, see :func:`_regression_estimate`; None when every
+        sample is tracked), ``error`` (T + 1,) or None, ``predictions``
         (n_loo, T + 1) or None, ``indices`` (n_loo,), ``coef``
         (len(coef_at), n_tracked, n_coef) or None with ``coef_indices``,
         ``state`` (dict or None).
@@ -215,6 +278,7 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
         state = None
     if state is not None:  # the same subsample, blocks and basis as before
         prob.gram = state["gram"]
+        prob.gram_dtype = _gram_dtype(prob.m)
         if state["spectral"] is not None:
             prob.spectral = state["spectral"].project(prob, fitted)
         return _continue(prob, state, T, fitted, store_predictions, full_predictions,
@@ -223,9 +287,7 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
         check_memory(8 * n * (T + 1), f"loo_predictions_ of shape ({n}, {T + 1})",
                      "Set store_loo_predictions=False or use loo_subsample. ")
     if subsample is not None and subsample < n:
-        rng = check_random_state(random_state)
-        indices = np.sort(rng.choice(n, int(subsample), replace=False))
-        scale = n / indices.shape[0]
+        indices, scale = subsample_rows(n, subsample, random_state)
     else:
         indices, scale = np.arange(n), 1.0
     tracked = indices[prob.rho[indices] > 0]
@@ -239,7 +301,10 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
             prob.spectral = _Spectral(prob, fitted)
     if prob.spectral is None and prob.quadratic and prob.sampler is None:
         if 8 * prob.m * prob.m <= working_memory_bytes():
-            prob.gram = np.asarray(design.gram(side="features"), dtype=np.float64) * prob.W
+            # kept in the precision of its products (float32: half the memory)
+            prob.gram_dtype = _gram_dtype(prob.m)
+            prob.gram = (np.asarray(design.gram(side="features"), dtype=np.float64)
+                         * prob.W).astype(prob.gram_dtype, copy=False)
     track, groups = _track, [tracked]
     if prob.spectral is not None and iteration.is_stationary \
             and T <= 4 * prob.spectral.lam.shape[0]:
@@ -322,8 +387,9 @@ def _finish(prob, losses, err, preds, indices, scale, fitted, full_predictions,
     T = prob.T
     tracked = np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.intp)
     per = np.concatenate(losses) if losses else np.zeros((0, T + 1))
+    std_error = None
     if scale != 1.0 and tracked.size:
-        loss = _regression_estimate(prob, per, tracked, fitted, scale, state)
+        loss, std_error = _regression_estimate(prob, per, tracked, fitted, scale, state)
     else:
         loss = per.sum(axis=0) / prob.W
     if err is not None:
@@ -338,6 +404,7 @@ def _finish(prob, losses, err, preds, indices, scale, fitted, full_predictions,
         for row, i in enumerate(indices.tolist()):
             if i in preds:
                 predictions[row] = preds[i]
-    return Bunch(loss=loss, error=err, predictions=predictions, indices=indices,
+    return Bunch(loss=loss, std_error=std_error, error=err, predictions=predictions,
+                 indices=indices,
                  coef=np.concatenate(coefs, axis=1) if coefs else None,
                  coef_indices=tracked, state=state)

@@ -73,7 +73,21 @@ class _Problem:
         self.sw = np.sqrt(self.w)
         self.spectral = None
         self.gram = None
+        self.gram_dtype = np.float64
+        self._gram_cols = (None, None)
         self._X_csr = None
+
+    def gram_columns(self, nz):
+        """The columns ``nz`` (``None``: all) of ``gram`` in ``gram_dtype``;
+        kept while the left-out runs' support stays the same (it settles)."""
+        key, cols = self._gram_cols
+        same = (nz is None and key is None) if (nz is None or key is None) else (
+            key.shape == nz.shape and np.array_equal(key, nz))
+        if cols is None or not same:
+            cols = self.gram if nz is None else self.gram[:, nz]
+            cols = np.asarray(cols, dtype=self.gram_dtype)
+            self._gram_cols = (nz, cols)
+        return cols
 
     def x_csr(self):
         if self._X_csr is None and self.design.sparse:
@@ -148,13 +162,23 @@ class _Spectral:
 
 
 def _apply_hessian(prob, dV, curv):
-    """``X~^T diag(curv) X~ @ dV`` (sum form; ``curv=None``: least squares)."""
+    """``X~^T diag(curv) X~ @ dV`` (sum form; ``curv=None``: least squares).
+
+    With the Gram matrix (least squares) the product takes only its columns
+    where some difference is nonzero, in ``prob.gram_dtype`` (float32 from
+    ``SpeedPolicy.loo_float32_min_features`` coefficients on), the result in
+    float64.
+    """
     d = prob.design
     if curv is None and prob.gram is not None:
         nz = np.flatnonzero(np.any(dV != 0, axis=1))
-        if nz.size < 0.8 * dV.shape[0]:
-            return prob.gram[:, nz] @ dV[nz]
-        return prob.gram @ dV
+        if nz.size >= 0.8 * dV.shape[0]:
+            nz = None
+        G = prob.gram_columns(nz)
+        D = dV if nz is None else dV[nz]
+        if G.dtype == np.float64:
+            return G @ D
+        return np.asarray(G @ D.astype(G.dtype), dtype=np.float64)
     n, p = d.n_samples, prob.m
     c = dV.shape[1]
     if not d.sparse and n * p * p + p * p * c < 2 * n * p * c:

@@ -1,308 +1,230 @@
-"""Memory matrices of proximal iterations by propagating Jacobian actions.
+"""Memory matrices of proximal iterations with the probes shared by every source.
 
-For ISTA/FISTA (any iteration whose prox Jacobian is a 0/1 mask) the tangent
-of ``x^k`` with respect to the copy ``y^(s)`` of the response that enters
-the gradient at ``v^s`` lives on the support of ``x^k``. All sources are
-propagated together as one block (BLAS-3), with the products by ``X~``
-restricted to the columns of the supports (prefix views of a copy of ``X~``
-whose columns are sorted by the last step they are active) and Gram-restricted
-products where a flop model says they are cheaper. Traces use Hutchinson
-probes, or identity probes for exact traces (``n_probes=None``). Without
-a heavy ball the sources before a step ``r`` go forward to it and the
-outputs after it go backward by the transposed steps
-(:func:`_backward_chains`, :func:`_backward_chains_extrapolated`):
+For ISTA/FISTA (any iteration whose prox Jacobian is a 0/1 mask) every
+source ``s`` (the response entering the gradient at ``v^s``) is propagated
+with the same ``m`` probes: the forward chains of
+:class:`~skacv.estimates._risk_propagate.ForwardChains` (one block, the
+products restricted to the supports), read out by :class:`SharedProbes`.
+Traces use Hutchinson probes, or identity probes for exact traces
+(``n_probes=None``). Without a heavy ball the sources before a step ``r``
+go forward to it and the outputs after it go backward by the transposed
+steps (:func:`_backward_chains`, :func:`_backward_chains_extrapolated`):
 ``m T^2 / 4`` chain-steps (``m T^2 / 3`` with extrapolation) instead of
-``m T^2 / 2``.
+``m T^2 / 2``. :func:`shared_plan` chooses the split and whether the chains
+switch to a diagonalised core (:mod:`skacv.estimates._risk_core_space`).
 """
-
-import time
 
 import numpy as np
 
-from .._config import check_memory, get_config
-from ..iterations._iterations import Iteration
-from ..linalg._design import gather
+from .._config import check_memory
+from .._policy import get_policy
 from ..linalg._linalg import block_trace as _block_trace
+from ..linalg._sampling import rademacher
 from ._risk_core_space import core_space_memory_matrix, core_space_plan
+from ._risk_propagate import (
+    ChainProbes,
+    ForwardChains,
+    chain_order,
+    chunk_columns,
+    design_columns,
+    gram_product,
+    gram_to_keep,
+    maybe_gram,
+)
+from ._risk_state import ChainState, SavedChains
+
+
+class SharedProbes(ChainProbes):
+    """The hooks of the shared probes: source ``s`` holds columns ``s m ..
+    (s + 1) m``; it injects ``probes`` (``X~^T Z``, or the identity probes),
+    and the traces read ``trace_wt`` (``(X~^T Z)^T``) chunk by chunk."""
+
+    def __init__(self, m, probes, trace_wt, scale, A, Av):
+        self.m, self.probes, self.trace_wt, self.scale = m, probes, trace_wt, scale
+        self.A, self.Av = A, Av
+
+    def open_columns(self, k):
+        return self.m * (k - 1), self.m * k
+
+    def injection(self, k, rows):
+        return self.probes[:rows]
+
+    def read_chunk(self, k, cols, dx, dv):
+        m = self.m
+        sources = slice(cols.start // m, cols.stop // m)
+        w_k = self.trace_wt[:, :dx.shape[0]]
+        self.A[k, sources] = self.scale * _block_trace(w_k, dx, m)
+        self.Av[k, sources] = (self.A[k, sources] if dv is dx
+                               else self.scale * _block_trace(w_k, dv, m))
+
+    def read_tail(self, k, rows, rows_prev, tail_v):
+        self.Av[k, :k] += self.scale * _block_trace(self.trace_wt[:, rows:rows_prev], tail_v,
+                                                    self.m)
+
+
+def usable_state(state, n_probes, dtype, T, n):
+    """``state`` if a :class:`ChainState` these chains continue (same probes,
+    precision, a prefix of the path), else ``None``."""
+    if (isinstance(state, ChainState) and n_probes is not None and state.m == int(n_probes)
+            and state.dtype == dtype and state.k <= T and state.Z.shape[0] == n):
+        return state
+    return None
+
+
+def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_state=False):
+    """``(split, core)``: the step where forward and backward chains meet
+    (:func:`split_step`; ``T``: forward only, with a heavy ball or a state
+    to keep or continue) and the diagonalised core's
+    :class:`~skacv.estimates._risk_core_space.CorePlan` when the flop model
+    prefers it (Hutchinson probes, no state; else ``None``)."""
+    n = design.n_samples
+    T = coef_path.shape[1] - 1
+    keep_state = keep_state and n_probes is not None
+    state = usable_state(state, n_probes, np.dtype(dtype), T, n)
+    _, _, prefix = chain_order(coef_path)
+    if T < 1 or state is not None or keep_state or int(prefix[1]) == 0:
+        return T, None
+    per_output = 2 if iteration.extrapolates(T) else 1
+    split = T if iteration.uses_heavy_ball(T) else split_step(n, prefix, T, per_output)
+    if n_probes is None:
+        return split, None
+    m = int(n_probes)
+    plan = core_space_plan(iteration, coef_path, n, m, chain_step_cost(n, prefix, m, T),
+                           np.dtype(dtype).itemsize,
+                           total=chain_step_cost(n, prefix, m, T, split, per_output).sum(),
+                           split=split < T)
+    return split, plan
+
+
+def _trace_probes(Xs, Z, n, dtype):
+    """``(probes, trace_wt, m, scale)``: the injections ``X~^T Z`` (width, m)
+    and the readout's ``(X~^T Z)^T``; exact traces (``Z`` None): identity
+    probes on the smaller side."""
+    width = Xs.shape[1]
+    if Z is not None:
+        trace_wt = Z.T @ Xs  # (X~^T Z)^T, read by the traces
+        return trace_wt.T, trace_wt, Z.shape[1], 1.0 / Z.shape[1]
+    if n <= width:
+        return Xs.T, Xs, n, 1.0  # X~^T Z with Z = I_n
+    # inject e_j, trace with X~^T X~
+    return np.eye(width, dtype=dtype), (Xs.T @ Xs).astype(dtype), width, 1.0
 
 
 def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                         state=None, keep_state=False, probes=None):
+                         state=None, keep_state=False, probes=None, split=None):
     """Hutchinson (or exact) memory matrices of a proximal trajectory.
 
     For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
-    All sources are propagated together as one block, with products by
-    ``X~`` restricted to the columns of the supports (prefix views of a copy
-    of ``X~`` whose columns are sorted by the last step they are active).
+    All sources are propagated together as one block
+    (:class:`~skacv.estimates._risk_propagate.ForwardChains`), with products
+    by ``X~`` restricted to the columns of the supports.
 
-    ``state`` (returned with ``keep_state=True``, Hutchinson probes only)
-    holds the chains after the last step of a shorter prefix of the same
-    trajectory: the computation continues from there, so that extending a
-    path by warm start costs only the new rows of the memory matrices.
-
-    Without a state to keep or continue, Hutchinson chains switch to a
-    diagonalised core (:mod:`skacv.estimates._risk_core_space`) at the step where a
-    flop model says so: supports that are wide or settle. ``probes``: the
-    Rademacher probes to use (default: drawn from ``rng``).
+    ``state`` (returned with ``keep_state=True``, Hutchinson probes only, a
+    :class:`~skacv.estimates._risk_state.ChainState`) holds the chains after
+    the last step of a shorter prefix of the same trajectory: the
+    computation continues from there, so that extending a path by warm
+    start costs only the new rows of the memory matrices. ``probes``: the
+    Rademacher probes to use (default: drawn from ``rng``). ``split``: the
+    step where backward chains take over (:func:`shared_plan`; default
+    ``T``, forward only).
 
     Returns
     -------
     A, A_sources : ndarrays of shape (T + 1, T + 1)
-    state : dict or None
+    state : ChainState or None
     """
     n = design.n_samples
     T = coef_path.shape[1] - 1
-    inv_n = 1.0 / design.n_eff
-    # a constant step is folded into the products (the Gram matrix holds
-    # -eta / n, the injections eta / n): a step's combination then only adds
-    # (Iteration.combine's z_scaled), one pass over the chains fewer
-    fold = iteration.schedule is None and type(iteration).combine is Iteration.combine
-    g = inv_n * iteration.step_size if fold else inv_n
     dtype = np.dtype(chain_dtype)
     keep_state = keep_state and n_probes is not None
-    if state is not None and not (
-        state.get("kind") == "chains" and n_probes is not None
-        and state["m"] == int(n_probes) and state["dtype"] == dtype and state["k"] <= T
-        and state["Z"].shape[0] == n
-    ):
-        state = None
-    k0 = 0 if state is None else state["k"]
+    state = usable_state(state, n_probes, dtype, T, n)
+    k0 = 0 if state is None else state.k
     masks, order, prefix = chain_order(coef_path)
     width = int(prefix[max(k0 - 1, 1)]) if T >= 1 else 0
     A = np.zeros((T + 1, T + 1))
     Av = np.zeros((T + 1, T + 1))
     if state is not None:
-        A[: k0 + 1, : k0 + 1] = state["A"]
-        Av[: k0 + 1, : k0 + 1] = state["Av"]
+        A[: k0 + 1, : k0 + 1] = state.A
+        Av[: k0 + 1, : k0 + 1] = state.Av
     Z = None  # Rademacher probes (the saved ones when continuing)
     if n_probes is not None:
-        Z = state["Z"] if state is not None else probes if probes is not None else (
-            rng.choice([-1.0, 1.0], size=(n, int(n_probes))).astype(dtype))
+        Z = state.Z if state is not None else probes if probes is not None else (
+            rademacher(rng, (n, int(n_probes)), dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
-        return A, Av, (_chain_state(T, Z, dtype, A, Av, {}) if keep_state else None)
-    # the tangents of x^{k-1} and v^{k-1} are one block without extrapolation
-    extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
-    hb = uses_heavy_ball(iteration, T)
-    # without a heavy ball, sources 0..r-1 go forward to step r and the
-    # outputs r+1..T go backward to it (the transposed steps), met by inner
-    # products (a warm start continues the forward chains instead)
-    split = T
-    if state is None and not keep_state and not hb:
-        split = split_step(n, prefix, T, 2 if extrapolates else 1)
-    if n_probes is not None and state is None and not keep_state:
-        step_cost = chain_step_cost(n, prefix, int(n_probes), T)
-        plan = core_space_plan(iteration, coef_path, n, int(n_probes), step_cost,
-                               dtype.itemsize,
-                               total=chain_step_cost(n, prefix, int(n_probes), T, split,
-                                                       2 if extrapolates else 1).sum(),
-                               split=split < T)
-        if plan is not None:
-            head = None
-            if plan.start > 1:  # the first steps in coordinates
-                head = masked_memory_matrix(design, iteration, coef_path[:, :plan.start],
-                                            n_probes, rng, dtype, verbose, keep_state=True,
-                                            probes=Z)[2]
-            A, Av = core_space_memory_matrix(
-                lambda idx, dt: design_columns(design, idx, dt), iteration, coef_path, Z,
-                inv_n, plan, dtype, head=head, verbose=verbose)
-            return A, Av, None
+        return A, Av, (_chain_state(T, Z, dtype, A, Av, None) if keep_state else None)
+    split = T if split is None or state is not None or keep_state else split
+    extrapolates = iteration.extrapolates(T)
+    hb = iteration.uses_heavy_ball(T)
     Xs = design_columns(design, order[:width], dtype)
-    if n_probes is None:  # exact traces: identity probes on the smaller side
-        if n <= width:
-            probes = Xs.T  # X~^T Z with Z = I_n
-            trace_wt = Xs
-            m, scale = n, 1.0
-        else:
-            probes = np.eye(width, dtype=dtype)  # inject e_j, trace with X~^T X~
-            trace_wt = (Xs.T @ Xs).astype(dtype)
-            m, scale = width, 1.0
-    else:
-        m = int(n_probes)
-        trace_wt = Z.T @ Xs  # (X~^T Z)^T, read by the traces
-        probes = trace_wt.T
-        scale = 1.0 / m
-    k_end = split
-    cols_max = m * k_end
+    probes, trace_wt, m, scale = _trace_probes(Xs, Z, n, dtype)
     n_blocks = 2 + extrapolates + hb
     check_memory(
-        n_blocks * width * cols_max * dtype.itemsize,
-        f"the Jacobian chains ({width} x {cols_max}, {n_blocks} blocks)",
+        n_blocks * width * m * split * dtype.itemsize,
+        f"the Jacobian chains ({width} x {m * split}, {n_blocks} blocks)",
         "Use fewer probes (n_probes) or fewer iterations. ",
     )
-    # Fortran order: the chains of one step are a prefix of columns, and the
-    # transposed blocks are row-major operands of the products
-    dv = np.zeros((width, cols_max), dtype=dtype, order="F")
-    # gradient tangents of the current step; without a heavy ball the new
-    # tangents dx are written into this block, which then swaps with dx1 (and
-    # dv is written in place): zeros, so that a column is zero until a step
-    # writes it (the next source's columns of dx1 and dv)
-    dz = np.zeros_like(dv)
-    dx1 = np.zeros_like(dv) if extrapolates else dv
-    dx2 = np.zeros_like(dv) if hb else None
-    dv_rows = 0  # rows of dv that may be non-zero
-    if state is not None:  # scatter the saved chains into this column order
-        position = np.empty(coef_path.shape[0], dtype=np.intp)
-        position[order] = np.arange(order.size)
-        c0 = m * k0
-        for name, block in (("dv", dv), ("dx1", dx1), ("dx2", dx2)):
-            coords, values = state["chains"].get(name, (None, None))
-            if block is None or coords is None or coords.size == 0:
-                continue
-            rows = position[coords]
-            block[rows, :c0] = values
-            if name == "dv":
-                dv_rows = int(rows.max()) + 1
     # the masks in the chains' precision, a column per step (a boolean factor
     # would be cast element by element)
     masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
-    gram = None
-    k_first = max(2, k0 + 1)  # first step with chains to propagate
-    tic = time.perf_counter()
-    rows_k = rows_prev = 0
+    chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, m * split,
+                           heavy_ball=hb)
+    if state is not None:  # scatter the saved chains into this column order
+        chains.restore(state.chains)
     columns = _chain_columns(m, T, split, 2 if extrapolates else 1)
-    swap = dx2 is None
-    for k in range(k0 + 1, k_end + 1):
-        c_old = m * (k - 1)  # chains of sources 0..k-2 (source k-1 is new)
-        c_new = m * k
-        rows_k = int(prefix[k])  # supports of steps >= k live in this prefix
-        rows_prev = min(int(prefix[k - 1]), width) if k >= 2 else 0
-        mask_k = masks_s[:rows_k, k]
-        dz_k = dz[:rows_k, :c_new]
-        if c_old and dv_rows:
-            u = dv_rows
-            gram = maybe_gram(Xs, gram, k, k_first, prefix, columns, n, -g,
-                               cached=None if state is None else state.get("gram"),
-                               order=order)
-            gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old], -g)
-        elif c_old:
-            dz_k[:, :c_old] = 0
-        np.multiply(probes[:rows_k], g, out=dz_k[:, c_old:c_new])
-        if dv_rows < rows_k:
-            dv[dv_rows:rows_k, :c_new] = 0
-        coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
-        if coef is not None:  # clipped: in the chains' row order
-            rows = order[:rows_k]
-            coef = (coef[0][rows], coef[1][rows])
-        mcoef = None
-        if dx2 is not None and k >= 2:
-            mcoef = iteration.momentum_coefficients(k, coef_path[:, k - 1], coef_path[:, k - 2])
-            if mcoef is not None:  # clipped heavy ball: in the chains' row order
-                rows = order[:rows_k]
-                mcoef = (mcoef[0][rows], mcoef[1][rows])
-        # the chains are independent columns: advance them by cache-sized
-        # groups of sources (tangent, traces and store in one pass)
-        step = m * max(1, CHUNK_BYTES // (max(rows_k, 1) * m * dtype.itemsize))
-        w_k = trace_wt[:, :rows_k]
-        for j0 in range(0, c_new, step):
-            cols = slice(j0, min(j0 + step, c_new))
-            sources = slice(j0 // m, cols.stop // m)
-            dx, dvn = iteration.tangent(
-                k, dv[:rows_k, cols], dx1[:rows_k, cols],
-                None if dx2 is None else dx2[:rows_k, cols], dz_k[:, cols], mask_k, coef, mcoef,
-                overwrite_dz=True,
-                out_v=dv[:rows_k, cols] if swap and dv is not dx1 else None, dz_scaled=fold,
-            )
-            A[k, sources] = scale * _block_trace(w_k, dx, m)
-            Av[k, sources] = A[k, sources] if dvn is dx else scale * _block_trace(w_k, dvn, m)
-            if swap:
-                continue  # dx is in dz, dv in place
-            dx2[:rows_prev, cols] = dx1[:rows_prev, cols]
-            dx1[:rows_k, cols] = dx
-            if dv is not dx1:
-                dv[:rows_k, cols] = dvn
-        dv_rows = rows_k
-        # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1) (zero
-        # when clipped: those coordinates are zero at x^k), from x^{k-1}'s
-        # tangents on these rows (still in dx1)
-        if iteration.beta(k) != 0.0 and rows_prev > rows_k and coef is None:
-            tail_v = dv[rows_k:rows_prev, :c_new]
-            np.multiply(dx1[rows_k:rows_prev, :c_new],
-                        iteration.extrapolation_factors(k, None, 2, dtype)[1], out=tail_v)
-            Av[k, :k] += scale * _block_trace(trace_wt[:, rows_k:rows_prev], tail_v, m)
-            dv_rows = rows_prev
-        if swap:  # the new tangents dx are rows :rows_k of dz
-            if dv is dx1:
-                dv, dz = dz, dv
-                dx1 = dv
-            else:
-                dx1, dz = dz, dx1
-        if verbose and (k % max(1, T // 10) == 0 or k == T):
-            print(f"[risk] {iteration.name} traces: step {k}/{T}, support prefix "
-                  f"{rows_k}, {time.perf_counter() - tic:.1f}s")
+    chains.run(SharedProbes(m, probes, trace_wt, scale, A, Av), k0, split, columns,
+               cached=None if state is None else state.gram, verbose=verbose)
     if split < T:
-        if gram is None:  # the backward steps may still pay for a Gram matrix
-            gram = maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, n, -g)
-        if extrapolates:
-            _backward_chains_extrapolated(
-                iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
-                dx1[:rows_k, :m * split], dv[:dv_rows, :m * split], m, scale, g, A, Av,
-                coef_path, order, fold)
-        else:
-            _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
-                             dx1[:rows_k, :m * split], m, scale, g, A, fold)
-            Av[:] = A
-        if verbose:
-            print(f"[risk] {iteration.name} traces: outputs {split + 1}..{T} backward to "
-                  f"step {split}, {time.perf_counter() - tic:.1f}s")
-    new_state = None
-    if keep_state:
-        c = m * T
-        if k0 < T:  # chains after step T, in coordinates (see the loop's invariants)
-            chains = {"dv": (order[:dv_rows], dv[:dv_rows, :c].copy()),
-                      "dx1": (order[:rows_k], dx1[:rows_k, :c].copy())}
-            if dx2 is not None:
-                chains["dx2"] = (order[:rows_prev], dx2[:rows_prev, :c].copy())
-        else:
-            chains = state["chains"]
-        new_state = _chain_state(T, Z, dtype, A, Av, chains)
-        if gram is not None and gram.nbytes <= GRAM_CACHE_BYTES:
-            new_state["gram"] = (order[: gram.shape[0]], gram, -g)
-        elif state is not None and "gram" in state:
-            new_state["gram"] = state["gram"]
-    return A, Av, new_state
+        _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, Av,
+                  verbose)
+    if not keep_state:
+        return A, Av, None
+    # chains after step T, in coordinates (see the loop's invariants)
+    saved = chains.saved(m * T) if k0 < T else state.chains
+    gram = gram_to_keep(chains.gram, order, -chains.g,
+                        None if state is None else state.gram)
+    return A, Av, _chain_state(T, Z, dtype, A, Av, saved, gram)
 
 
-# largest restricted Gram matrix kept with the chains for a warm-started refit
-GRAM_CACHE_BYTES = 256 * 2**20
-# the chains are advanced by groups of columns of about this size (in cache)
-CHUNK_BYTES = 2**20
+def _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, Av, verbose):
+    """The outputs after ``split`` by transposed chains, met by the forward
+    ``chains`` after step ``split``."""
+    T = chains.coef_path.shape[1] - 1
+    g, Xs, prefix = chains.g, chains.Xs, chains.prefix
+    gram = chains.gram
+    if gram is None:  # the backward steps may still pay for a Gram matrix
+        gram = maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, chains.n, -g)
+    rows_k, dv_rows = chains.rows_k, chains.dv_rows
+    if chains.extrapolates:
+        _backward_chains_extrapolated(
+            iteration, Xs, gram, probes, trace_wt, chains.masks_s, prefix, split,
+            chains.dx1[:rows_k, :m * split], chains.dv[:dv_rows, :m * split], m, scale, g, A,
+            Av, chains.coef_path, chains.order, chains.fold)
+    else:
+        _backward_chains(iteration, Xs, gram, probes, trace_wt, chains.masks_s, prefix, split,
+                         chains.dx1[:rows_k, :m * split], m, scale, g, A, chains.fold)
+        Av[:] = A
+    if verbose:
+        print(f"[risk] {iteration.name} traces: outputs {split + 1}..{T} backward to "
+              f"step {split}")
 
 
-def design_columns(design, idx, dtype):
-    """``X~[:, idx]`` in ``dtype``, C order (the restricted products read
-    prefixes of its columns as BLAS views); a dense design is gathered by
-    blocks of rows, without a full-size copy in its own precision."""
-    if design.sparse:
-        return np.asarray(design.columns(idx), dtype=dtype)
-    return gather(design.dense(), dtype, cols=idx)
+def core_space_chains(design, iteration, coef_path, n_probes, rng, dtype, plan, verbose=0):
+    """Memory matrices of the shared probes with the chains on the
+    diagonalised core from step ``plan.start`` on (the first steps in
+    coordinates by :func:`masked_memory_matrix`, with the same probes)."""
+    Z = rademacher(rng, (design.n_samples, int(n_probes)), dtype)
+    head = None
+    if plan.start > 1:  # the first steps in coordinates
+        head = masked_memory_matrix(design, iteration, coef_path[:, :plan.start], n_probes,
+                                    rng, dtype, verbose, keep_state=True, probes=Z)[2]
+    return core_space_memory_matrix(
+        lambda idx, dt: design_columns(design, idx, dt), iteration, coef_path, Z,
+        1.0 / design.n_eff, plan, dtype, head=head, verbose=verbose)
 
 
-def chain_order(coef_path):
-    """The row order of the chains: ``(masks, order, prefix)``.
-
-    ``masks`` (p, T + 1): the support of every iterate; ``order``: the
-    coordinates sorted by the last step at which they are in a support, so
-    that every support (and every union of consecutive ones) is a prefix;
-    ``prefix[k]`` (``k = 0..T + 1``): the length of the prefix that covers
-    every coordinate active at a step ``>= k``.
-    """
-    masks = coef_path != 0
-    T = coef_path.shape[1] - 1
-    steps = np.arange(T + 1)
-    last = np.where(masks.any(axis=1), np.max(np.where(masks, steps, -1), axis=1), -1)
-    order = np.argsort(-last, kind="stable")
-    prefix = np.searchsorted(-last[order], -np.arange(T + 2), side="right")
-    return masks, order, prefix
-
-
-def _chain_state(k, Z, dtype, A, Av, chains):
-    return {"kind": "chains", "k": k, "m": Z.shape[1], "Z": Z, "dtype": dtype, "A": A.copy(),
-            "Av": Av.copy(), "chains": chains}
-
-
-def uses_heavy_ball(iteration, T):
-    """Some step of the first ``T`` has a heavy ball."""
-    return any(iteration.hb(k) != 0.0 for k in range(1, T + 1))
+def _chain_state(k, Z, dtype, A, Av, chains, gram=None):
+    return ChainState(k=k, Z=Z, dtype=dtype, A=A.copy(), Av=Av.copy(),
+                      chains=chains if chains is not None else SavedChains(), gram=gram)
 
 
 def chain_step_cost(n, prefix, m, T, split=None, per_output=1):
@@ -334,8 +256,9 @@ def split_step(n, prefix, T, per_output=1):
     per column (:func:`maybe_gram`'s model, ``r``, ``u`` the prefixes of
     steps ``k``, ``k - 1``), times ``k - 1`` columns forward and ``T - k + 1``
     backward, so ``r`` is about ``T / 2`` whatever the supports. ``T`` (no
-    backward chains) unless the split is cheaper by ``_MIN_SPLIT_GAIN``: the
-    transposed steps read the chains twice more. The forward-only cost is
+    backward chains) unless the split is cheaper by the speed policy's
+    ``chain_split_min_gain`` (the transposed steps read the chains twice
+    more, mask, combine and read out in separate passes). The forward-only cost is
     ``m T^2 / 2`` chain-steps, the split's ``m T^2 / 4``: pairs ``(s, t)``
     on either side of ``r`` meet there by one inner product. With
     ``per_output = 2`` (extrapolation: an output reads both ``x^t`` and
@@ -353,14 +276,9 @@ def split_step(n, prefix, T, per_output=1):
     backward = np.cumsum((unit * per_output * (T - steps + 1))[::-1])[::-1]  # steps r..T
     total = forward[1:T] + backward[2:T + 1]  # split at r = 1..T-1
     r_best = int(np.argmin(total)) + 1
-    if _MIN_SPLIT_GAIN * total[r_best - 1] >= forward[T]:
+    if get_policy().chain_split_min_gain * total[r_best - 1] >= forward[T]:
         return T
     return r_best
-
-
-# a split must save this factor of the chains' flops (the backward steps mask,
-# combine and read the block out in separate passes)
-_MIN_SPLIT_GAIN = 1.2
 
 
 def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split, forward,
@@ -405,7 +323,7 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
         et = iteration.tangent(k, np.zeros_like(inject[:rk]), None, None, inject[:rk],
                                mask[:rk, 0], dz_scaled=folded)[0].T
         # element-wise work by cache-sized groups of outputs
-        step = m * max(1, CHUNK_BYTES // (rp * m * dtype.itemsize))
+        step = chunk_columns(rp, m, dtype.itemsize)
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
         for cols in groups:
             u = b[:rp, cols]
@@ -469,7 +387,7 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         np.multiply(probes[:rk], g, out=inject[:rk])
         et = iteration.tangent(k, zeros[:rk], zeros[:rk], None, inject[:rk], mask[:rk, 0],
                                dz_scaled=folded)[0].T
-        step = 2 * m * max(1, CHUNK_BYTES // (r1 * 2 * m * dtype.itemsize))
+        step = chunk_columns(r1, 2 * m, dtype.itemsize)
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
         a, b = iteration.extrapolation_factors(k, coef, 2, dtype)
         for cols in groups:
@@ -493,17 +411,6 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
     Av[split + 1:, :split] = cross[:, 1]
 
 
-def gram_product(Xs, gram, rows, cols, block, out, factor):
-    """``out = factor X~[:, :rows]^T X~[:, :cols] block`` (``block`` of
-    ``cols`` rows): from the restricted Gram matrix (:func:`maybe_gram`,
-    which holds the factor) when it covers both prefixes, else by the two
-    primal products."""
-    if gram is not None and gram.shape[0] >= max(rows, cols):
-        np.matmul(gram[:rows, :cols], block, out=out)
-    else:
-        fitted = Xs[:, :cols] @ block
-        fitted *= factor
-        np.matmul(Xs[:, :rows].T, fitted, out=out)
 
 
 def _meet(back, forward, m):
@@ -519,233 +426,3 @@ def _meet(back, forward, m):
         out += back[:, j::m].T @ forward[:, j::m]
     return out
 
-
-def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None):
-    """Decide once (at the first step with chains, ``k_first``) whether to
-    precompute the Gram matrix of a late prefix of columns, using the flop
-    model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``
-    (``c = columns[k]``, see :func:`_chain_columns`); it is returned times
-    ``factor`` (``-1/n`` for the chains: the products are then the gradient
-    tangents). ``cached = (coordinates, gram, factor)`` from a previous
-    stage is reused when it covers the prefix (columns ``order[:w]``)."""
-    T = columns.shape[0] - 1
-    if gram is not None or k != k_first or T < k_first + 1:
-        return gram
-    # save[start] = sum over kk >= start of the per-step saving, minus the
-    # Gram matrix of the prefix w = prefix[start - 1] (integers: exact in int64)
-    kk = np.arange(k_first, T + 1)
-    r, u = prefix[kk].astype(np.int64), prefix[kk - 1].astype(np.int64)
-    c = np.asarray(columns, dtype=np.int64)[kk]
-    step_save = 2 * int(n) * (u + r) * c - 2 * r * u * c
-    save = np.cumsum(step_save[::-1])[::-1] - int(n) * u * u
-    best = int(np.argmax(save))  # the first of the largest savings
-    if save[best] <= 0:
-        return None
-    best_w = int(u[best])
-    if cached is not None:
-        coords, cached_gram, cached_factor = cached
-        position = np.full(max(int(coords.max(initial=-1)), int(order.max())) + 1, -1)
-        position[coords] = np.arange(coords.size)
-        idx = position[order[:best_w]]
-        if np.all(idx >= 0) and cached_gram.dtype == Xs.dtype and cached_factor == factor:
-            return cached_gram[np.ix_(idx, idx)]
-    check_memory(best_w * best_w * Xs.dtype.itemsize, "the restricted Gram matrix")
-    Xw = Xs[:, :best_w]
-    gram = Xw.T @ Xw
-    gram *= Xs.dtype.type(factor)
-    return gram
-
-
-def resolve_chain_dtype(design, n_probes, dtype=None):
-    """Precision of the Jacobian chains: ``dtype``, else the configured
-    ``risk_chain_dtype``; ``"auto"`` is float32 with Hutchinson probes (whose
-    own relative error, ~1e-2, dwarfs float32 rounding, ~1e-6) and the dtype
-    of ``X`` for exact traces; ``None`` is the dtype of ``X``."""
-    if dtype is None:
-        dtype = get_config().get("risk_chain_dtype")
-    if dtype == "auto":
-        dtype = np.float32 if n_probes is not None else None
-    return np.dtype(dtype or design.dtype)
-
-
-# ----------------------------------------------------------------------------
-# robust losses and mini-batches (Tan & Bellec 2024)
-# ----------------------------------------------------------------------------
-
-
-def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes, rng,
-                              chain_dtype, verbose=0, state=None, keep_state=False):
-    """Traces of the robust / mini-batch risk estimate (Tan & Bellec 2024).
-
-    Step ``k`` uses the gradient input ``z = X~_S^T r_S / N_k`` on the batch
-    ``S = S_k`` (``iteration.sampler(k)``; every row for full-batch methods)
-    of weight ``N_k``, with ``r = sqrt(w) psi(y - eta)``. The Jacobian chain
-    ``J_{t,s}`` of ``x^t`` with respect to a vector added to ``X~^T S psi``
-    in step ``s + 1`` (source ``s``) is advanced by the iteration's own
-    :meth:`~skacv.Iteration.tangent` with the gradient tangent
-    ``dz = (injection - X~_S^T diag(c) X~_S dx) / N_k``, ``c`` the
-    curvature ``psi'`` at ``x^{k-1}``. The traces are
-
-        A[t, s] = tr(D_t X~ J_{t,s} X~^T),
-        K[t, s] = tr(D_t X~ J_{t,s} X~^T S_s D_s),
-
-    ``D_t = diag(curvature[:, t])`` and ``S_s`` the batch of step ``s + 1``
-    (both diagonal, so that one chain per source gives both traces: the
-    second reads the same products on the rows of ``S_s`` only). With sample
-    weights, ``X~`` carries ``sqrt(w)``: these are the traces over repeated
-    rows when a batch holds every copy of its rows.
-
-    Parameters
-    ----------
-    design : Design
-    iteration : Iteration
-        Without momentum (``hb = beta = 0``).
-    coef_path : ndarray of shape (n_coef, T + 1)
-    curvature : ndarray of shape (n_samples, T + 1) or None
-        ``psi'`` of every sample at every iterate (unweighted); ``None``: ones
-        (least squares).
-    n_probes : int or None
-        Rademacher probes; ``None``: exact traces (identity probes).
-    rng : RandomState
-    chain_dtype : dtype
-    state : dict, default=None
-        Returned with ``keep_state=True`` (probes only): the chains after the
-        last step of a shorter prefix of the same trajectory.
-
-    Returns
-    -------
-    A, K : ndarrays of shape (T + 1, T + 1), strictly lower triangular
-    state : dict or None
-    """
-    n = design.n_samples
-    T = coef_path.shape[1] - 1
-    dtype = np.dtype(chain_dtype)
-    keep_state = keep_state and n_probes is not None
-    if any(iteration.hb(k) != 0.0 or iteration.beta(k) != 0.0 for k in range(1, T + 1)):
-        raise ValueError(
-            f"The robust / mini-batch risk estimate needs an iteration without momentum; "
-            f"{iteration.name} extrapolates. Use solver='gd' or 'sgd', or "
-            "estimate_risk=False and estimate_loo=True."
-        )
-    if state is not None and not (
-        state.get("kind") == "curvature_chains" and n_probes is not None
-        and state["m"] == int(n_probes) and state["dtype"] == dtype and state["k"] <= T
-        and state["Z"].shape[0] == n
-    ):
-        state = None
-    k0 = 0 if state is None else state["k"]
-    A = np.zeros((T + 1, T + 1))
-    K = np.zeros((T + 1, T + 1))
-    if state is not None:
-        A[: k0 + 1, : k0 + 1] = state["A"]
-        K[: k0 + 1, : k0 + 1] = state["K"]
-    if T == 0:
-        return A, K, None
-    p = coef_path.shape[0]
-    check_memory(n * p * dtype.itemsize, f"the dense design for the risk chains ({n} x {p})")
-    Xd = np.asarray(design.dense(), dtype=dtype, order="C")
-    if n_probes is None:
-        Z = np.eye(n, dtype=dtype)
-        m, scale = n, 1.0
-    else:
-        m = int(n_probes)
-        Z = state["Z"] if state is not None else (
-            rng.choice([-1.0, 1.0], size=(n, m)).astype(dtype))
-        scale = 1.0 / m
-    check_memory(2 * p * m * T * dtype.itemsize, f"the Jacobian chains ({p} x {m * T}, 2 blocks)",
-                 "Use fewer probes (n_probes) or fewer iterations. ")
-    weight = None if design.weight is None else np.asarray(design.weight, dtype=np.float64)
-    curv = None if curvature is None else np.asarray(curvature, dtype=dtype)
-    injection = Xd.T @ Z  # X~^T Z, (p, m)
-    sampler = iteration.sampler
-    chains = np.zeros((p, m * T), dtype=dtype, order="F")
-    if state is not None:
-        chains[:, : m * k0] = state["chains"]
-    batches = [None] * (T + 1)  # batches[s]: rows of step s + 1 (None: all)
-    if sampler is not None:
-        for s in range(T):
-            batches[s] = np.asarray(sampler(s + 1))
-
-    def batch_weight(S):
-        if S is None:
-            return float(design.n_eff)
-        return float(S.shape[0]) if weight is None else float(weight[S].sum())
-
-    batch_probes = None
-    if sampler is not None:
-        # B_s = X~_S^T (Z D_s)_S for the batch S of every source s: then
-        # K[t, s] = <B_s, J_{t,s}> + sum_{i in S} (d^t_i - 1) z_i d^s_i x~_i^T J_{t,s},
-        # the sum over the few rows whose curvature at x^t is not 1 (none for
-        # least squares, the outliers of the Huber loss)
-        batch_probes = np.empty((p, m * T), dtype=dtype, order="F")
-        for s in range(T):
-            S = batches[s]
-            ZS = Z[S] if curv is None else Z[S] * curv[S, s][:, None]
-            batch_probes[:, s * m:(s + 1) * m] = Xd[S].T @ ZS
-    tic = time.perf_counter()
-    fitted_chains = None  # X~ @ chains after the last step (full batch: reused)
-    for k in range(k0 + 1, T + 1):
-        c_old, c_new = m * (k - 1), m * k
-        S = batches[k - 1]
-        N = batch_weight(S)
-        inv_N = dtype.type(1.0 / N) if N > 0 else dtype.type(0.0)
-        dz = np.empty((p, c_new), dtype=dtype, order="F")
-        if c_old:
-            XS = Xd if S is None else Xd[S]
-            if S is None and fitted_chains is not None:
-                Y = fitted_chains
-            else:
-                Y = XS @ chains[:, :c_old]
-            if curv is not None:
-                Y = Y * (curv[:, k - 1][:, None] if S is None else curv[S, k - 1][:, None])
-            np.multiply(XS.T @ Y, -inv_N, out=dz[:, :c_old])
-        np.multiply(injection, inv_N, out=dz[:, c_old:c_new])
-        dv = chains[:, :c_new]
-        if c_old < c_new:
-            dv[:, c_old:c_new] = 0
-        mask = iteration.prox_jacobian(k, coef_path[:, k])
-        dx, _ = iteration.tangent(k, dv, dv, None, dz, mask)
-        chains[:, :c_new] = dx
-        # readout: A with D_k on every row, K with D_k D_s on the rows of S_s
-        dk = None if curv is None else curv[:, k]
-        if sampler is None:
-            Y = Xd @ dx  # (n, m k)
-            fitted_chains = Y
-            W = Z if dk is None else Z * dk[:, None]
-            A[k, :k] = scale * _shared_block_trace(W, Y, m)
-            if curv is None:
-                K[k, :k] = A[k, :k]
-            else:
-                K[k, :k] = scale * np.einsum("nm,ns,nsm->s", W, curv[:, :k],
-                                             Y.reshape(n, k, m), dtype=np.float64,
-                                             optimize=True)
-        else:
-            P = Xd.T @ (Z if dk is None else Z * dk[:, None])
-            A[k, :k] = scale * _shared_block_trace(P, dx, m)
-            K[k, :k] = scale * np.einsum("ij,ij->j", batch_probes[:, :c_new], dx,
-                                         dtype=np.float64).reshape(k, m).sum(axis=1)
-            if curv is not None:
-                for s in range(k):
-                    Ss = batches[s]
-                    coef = (dk[Ss] - 1) * curv[Ss, s]
-                    Ss, coef = Ss[coef != 0], coef[coef != 0]
-                    if Ss.size:
-                        Ys = Xd[Ss] @ dx[:, s * m:(s + 1) * m]
-                        K[k, s] += scale * float(np.einsum("nm,nm->", Z[Ss] * coef[:, None],
-                                                           Ys, dtype=np.float64))
-        if verbose and (k % max(1, T // 10) == 0 or k == T):
-            print(f"[risk] {iteration.name} robust traces: step {k}/{T}, "
-                  f"{time.perf_counter() - tic:.1f}s")
-    new_state = None
-    if keep_state:
-        new_state = {"kind": "curvature_chains", "k": T, "m": m, "Z": Z, "dtype": dtype,
-                     "A": A.copy(), "K": K.copy(), "chains": chains[:, : m * T].copy()}
-    return A, K, new_state
-
-
-def _shared_block_trace(W, D, m):
-    """``[sum(W * D[:, s*m:(s+1)*m]) for s]`` for W (r, m), D (r, m*k), as the
-    diagonal blocks of one product ``W^T D`` (BLAS-3)."""
-    k = D.shape[1] // m
-    G = (W.T @ D).reshape(m, k, m)
-    return np.einsum("iki->k", G).astype(np.float64)

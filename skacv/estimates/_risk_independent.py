@@ -59,22 +59,21 @@ the estimates of the whole path: a warm start continues the same draw and
 equals the cold fit of the whole path.
 """
 
+
 import copy
-import time
 
 import numpy as np
 
-from .._config import check_memory, get_config
-from ..iterations._iterations import Iteration
-from ._risk_chains import (
-    CHUNK_BYTES,
-    GRAM_CACHE_BYTES,
+from .._config import check_memory
+from ..linalg._sampling import rademacher
+from ._risk_propagate import (
+    ChainProbes,
+    ForwardChains,
     chain_order,
     design_columns,
-    gram_product,
-    maybe_gram,
-    uses_heavy_ball,
+    gram_to_keep,
 )
+from ._risk_state import IndependentState, SavedChains
 
 #: adjacent blocks merge while the cross terms of the row stay within this
 #: fraction of its Hutchinson variance (0.25 gave 10-25 % more error than the
@@ -90,7 +89,7 @@ CROSS_NOISE_BUDGET = 0.1
 #: % against the truth at these sizes, as large as the independent probes');
 #: below this size the chains are cheap and the flat curve is kept
 AUTO_MIN_SAMPLES = 1000
-#: the blocks :func:`~skacv.estimates._risk_chains.maybe_gram`'s flop model assumes
+#: the blocks :func:`~skacv.estimates._risk_propagate.maybe_gram`'s flop model assumes
 #: (at most ``k // 2 + 1`` after step ``k``)
 WINDOW_GUESS = 16
 
@@ -103,10 +102,13 @@ def window_columns(m, T):
     return m * np.minimum(np.maximum(k - 1, 0), np.minimum(WINDOW_GUESS, k // 2 + 1))
 
 
-def probe_scheme(iteration, n_probes, T, n_samples):
-    """``"independent"`` or ``"shared"`` probes for the chains of a path of
-    ``T`` steps (``risk_probe_scheme`` of :func:`skacv.get_config`).
+def probe_scheme(iteration, n_probes, T, n_samples, scheme="auto"):
+    """``"independent"``, ``"grouped"`` or ``"shared"`` probes for the chains
+    of a path of ``T`` steps.
 
+    ``scheme``: ``"auto"``, ``"shared"``, ``"independent"`` or ``"grouped"``
+    (the estimator's ``probe_scheme``; ``"grouped"``, opt-in only:
+    :mod:`skacv.estimates._risk_grouped`).
     ``"auto"``: independent probes with Hutchinson probes, no heavy ball and
     at least :data:`AUTO_MIN_SAMPLES` samples; else the shared probes (exact
     traces, ``n_probes=None``, are always shared). The choice does not
@@ -114,12 +116,117 @@ def probe_scheme(iteration, n_probes, T, n_samples):
     warm start, a stage of the early stopping) has the estimates of the
     whole path.
     """
-    scheme = get_config()["risk_probe_scheme"]
-    if n_probes is None or T < 1 or scheme == "shared" or uses_heavy_ball(iteration, T):
+    scheme = resolve_scheme(scheme)
+    if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
         return "shared"
+    if scheme == "grouped":
+        return "grouped"
     if scheme == "independent" or n_samples >= AUTO_MIN_SAMPLES:
         return "independent"
     return "shared"
+
+
+def resolve_scheme(scheme="auto"):
+    """The probe scheme asked for, checked (``None`` is ``"auto"``)."""
+    if scheme is None:
+        scheme = "auto"
+    if scheme not in ("auto", "shared", "independent", "grouped"):
+        raise ValueError("probe_scheme must be 'auto', 'shared', 'independent' or 'grouped'; "
+                         f"got {scheme!r}.")
+    return scheme
+
+
+
+class IndependentBlocks(ChainProbes):
+    """The hooks of the independent probes: block ``i`` of ``blocks`` holds
+    columns ``i m .. (i + 1) m`` (the oldest sources first); a new source
+    injects its own probes' images ``W[:, s m:(s + 1) m]`` as a block of its
+    own; the traces read every source from its block (:func:`_readout`);
+    after a step the adjacent blocks merge (:func:`_merge_blocks`)."""
+
+    label = "traces (independent probes)"
+
+    def __init__(self, m, W, blocks, nu, A, Av):
+        self.m, self.W, self.blocks, self.nu, self.A, self.Av = m, W, blocks, nu, A, Av
+        self.scale = 1.0 / m
+
+    def open_columns(self, k):
+        c_old = self.m * len(self.blocks)  # the blocks of sources 0..k-2
+        return c_old, c_old + self.m  # ... and source k - 1, a block of its own
+
+    def after_gradient(self, k, chains, u, rows, c_old):
+        if not u:  # the chains are zero
+            self.nu[:] = [0.0] * len(self.blocks)
+            return
+        # (D_k dv)^T X~^T X~ dv of every chain: the blocks' ||B||_F^2 up to a
+        # common factor, for the mergers (on the support of step k, which does
+        # not depend on the path's length: a prefix of a path merges as the
+        # whole path does)
+        r = min(u, rows)
+        q = np.einsum("r,rc,rc->c", chains.masks_s[:r, k], chains.dv[:r, :c_old],
+                      chains.dz[:r, :c_old])
+        self.nu[:] = list(np.maximum(-q.astype(float) / chains.g, 0.0)
+                          .reshape(-1, self.m).mean(axis=1))
+
+    def injection(self, k, rows):
+        return self.W[:rows, (k - 1) * self.m:k * self.m]
+
+    def before_tangent(self, k, chains, rows, c_old, c_new):
+        self.blocks.append([k - 1, 1])
+        dv, dx1 = chains.dv, chains.dx1
+        if chains.dv_rows < rows and dx1 is not dv:
+            dx1[chains.dv_rows:rows, :c_new] = 0
+        # the new source starts from zero tangents (a merger may have left a
+        # shifted column there; the extrapolation reads rows up to prefix[k - 1])
+        dv[:, c_old:c_new] = 0
+        if dx1 is not dv:
+            dx1[:, c_old:c_new] = 0
+
+    def read_step(self, k, chains, rows, c_new):
+        # the new tangents dx are in dz, the gradient points' in dv
+        W = self.W[:rows]
+        self.A[k, :k] = self.scale * _readout(W, chains.dz[:rows, :c_new], self.blocks, k,
+                                              self.m)
+        if chains.extrapolates:
+            self.Av[k, :k] = self.scale * _readout(W, chains.dv[:rows, :c_new], self.blocks, k,
+                                                   self.m)
+        else:
+            self.Av[k, :k] = self.A[k, :k]
+
+    def read_tail(self, k, rows, rows_prev, tail_v):
+        self.Av[k, :k] += self.scale * _readout(self.W[rows:rows_prev], tail_v, self.blocks, k,
+                                                self.m)
+
+    def after_step(self, k, chains):
+        dv, dx1 = chains.dv, chains.dx1
+        _merge_blocks(self.blocks, self.nu, k, self.m,
+                      ((dv, chains.dv_rows),) if dx1 is dv
+                      else ((dv, chains.dv_rows), (dx1, chains.rows_k)))
+
+    def progress(self):
+        return f", {len(self.blocks)} blocks"
+
+
+def usable_state(state, m, dtype, T, n):
+    """``state`` if an :class:`IndependentState` these chains continue."""
+    if (isinstance(state, IndependentState) and state.m == m and state.dtype == dtype
+            and state.k <= T and state.Z.shape[0] == n):
+        return state
+    return None
+
+
+def _draw_probes(state, rng, n, m, T, k0):
+    """The signs of every source's probes (int8, ``(n, m T)``), source by
+    source from one stream, continuing the state's; and the stream after."""
+    check_memory(n * m * T, f"the probes ({n} x {m * T} signs)")
+    Z = np.empty((n, m * T), dtype=np.int8)
+    draw = rng
+    if state is not None:
+        Z[:, : m * k0] = state.Z
+        draw = copy.deepcopy(state.rng)
+    for s in range(k0, T):
+        Z[:, s * m:(s + 1) * m] = rademacher(draw, (n, m), np.int8)
+    return Z, draw
 
 
 def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype,
@@ -128,177 +235,72 @@ def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain
     independent probes per source, the chains of consecutive sources summed
     into blocks (see the module's docstring).
 
-    The chains are those of :func:`~skacv.estimates._risk_chains.masked_memory_matrix`
-    (rows in :func:`~skacv.estimates._risk_chains.chain_order`, the iteration's own
-    :meth:`~skacv.Iteration.tangent`, restricted Gram products); block ``i``
-    holds columns ``i m .. (i + 1) m``, the oldest sources first.
+    The chains are the forward chains of
+    :class:`~skacv.estimates._risk_propagate.ForwardChains` (rows in
+    :func:`~skacv.estimates._risk_propagate.chain_order`, the iteration's own
+    :meth:`~skacv.Iteration.tangent`, restricted Gram products), driven by
+    :class:`IndependentBlocks`.
 
-    ``state`` (returned with ``keep_state=True``) holds the chains after the
-    last step of a shorter prefix of the same trajectory, the probes drawn
-    so far and the random generator after them: the computation continues
-    from there.
+    ``state`` (returned with ``keep_state=True``, an
+    :class:`~skacv.estimates._risk_state.IndependentState`) holds the chains
+    after the last step of a shorter prefix of the same trajectory, the
+    probes drawn so far and the random generator after them: the
+    computation continues from there.
 
     Returns
     -------
     A, A_sources : ndarrays of shape (T + 1, T + 1)
-    state : dict or None
+    state : IndependentState or None
     """
     n = design.n_samples
     T = coef_path.shape[1] - 1
     m = int(n_probes)
     dtype = np.dtype(chain_dtype)
-    if uses_heavy_ball(iteration, T):
+    if iteration.uses_heavy_ball(T):
         raise ValueError(
             f"Independent probes need an iteration without a heavy ball ({iteration.name}); "
-            "use skacv.config_context(risk_probe_scheme='shared')."
+            "use probe_scheme='shared'."
         )
-    fold = iteration.schedule is None and type(iteration).combine is Iteration.combine
-    g = (1.0 / design.n_eff) * (iteration.step_size if fold else 1.0)
-    if state is not None and not (
-        state.get("kind") == "independent" and state["m"] == m and state["dtype"] == dtype
-        and state["k"] <= T and state["Z"].shape[0] == n
-    ):
-        state = None
-    k0 = 0 if state is None else state["k"]
+    state = usable_state(state, m, dtype, T, n)
+    k0 = 0 if state is None else state.k
     masks, order, prefix = chain_order(coef_path)
     width = int(prefix[max(k0 - 1, 1)])
     A = np.zeros((T + 1, T + 1))
     Av = np.zeros((T + 1, T + 1))
-    # the probes, source by source from one stream (signs in int8)
-    check_memory(n * m * T, f"the probes ({n} x {m * T} signs)")
-    Z = np.empty((n, m * T), dtype=np.int8)
-    draw = rng
     blocks, nu = [], []  # [first source, number of sources] of every block; proxies
     if state is not None:
-        A[: k0 + 1, : k0 + 1] = state["A"]
-        Av[: k0 + 1, : k0 + 1] = state["Av"]
-        Z[:, : m * k0] = state["Z"]
-        draw = copy.deepcopy(state["rng"])
-        blocks = [list(b) for b in state["blocks"]]
-        nu = list(state["nu"])
-    signs = np.array([-1, 1], dtype=np.int8)
-    for s in range(k0, T):
-        Z[:, s * m:(s + 1) * m] = draw.choice(signs, size=(n, m))
+        A[: k0 + 1, : k0 + 1] = state.A
+        Av[: k0 + 1, : k0 + 1] = state.Av
+        blocks = [list(b) for b in state.blocks]
+        nu = list(state.nu)
+    Z, draw = _draw_probes(state, rng, n, m, T, k0)
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         new = None
         if keep_state:
-            new = _state(T, m, dtype, Z, draw, A, Av, [], [], {}, None)
+            new = _state(T, m, dtype, Z, draw, A, Av, [], [], SavedChains(), None)
         return A, Av, new
     Xs = design_columns(design, order[:width], dtype)
     check_memory(width * m * T * dtype.itemsize, f"the probes' images ({width} x {m * T})",
                  "Use fewer probes (n_probes) or fewer iterations. ")
     W = _probe_images(Xs, Z, m, prefix, dtype)  # X~^T Z_s in the chains' rows, (width, m T)
-    extrapolates = any(iteration.beta(k) != 0.0 for k in range(1, T + 1))
     # at most max_blocks(k) blocks after step k, and a new source
     n_cols = m * (min(max_blocks(T), T) + 1)
-    n_blocks = 2 + extrapolates
+    n_blocks = 2 + iteration.extrapolates(T)
     check_memory(n_blocks * width * n_cols * dtype.itemsize,
                  f"the Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
-    dv = np.zeros((width, n_cols), dtype=dtype, order="F")
-    dz = np.zeros_like(dv)  # the gradient tangents; the new dx are written here
-    dx1 = np.zeros_like(dv) if extrapolates else dv
-    dv_rows = 0  # rows of dv that may be non-zero
-    if state is not None:  # scatter the saved chains into this row order
-        position = np.empty(coef_path.shape[0], dtype=np.intp)
-        position[order] = np.arange(order.size)
-        for name, block in (("dv", dv), ("dx1", dx1)):
-            coords, values = state["chains"].get(name, (None, None))
-            if coords is None or coords.size == 0 or (name == "dx1" and block is dv):
-                continue
-            rows = position[coords]
-            block[rows, : values.shape[1]] = values
-            if name == "dv":
-                dv_rows = int(rows.max()) + 1
     masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
-    columns = window_columns(m, T)
-    gram, scale = None, 1.0 / m
-    k_first = max(2, k0 + 1)
-    rows_k = 0
-    tic = time.perf_counter()
-    for k in range(k0 + 1, T + 1):
-        rows_k = int(prefix[k])  # supports of steps >= k live in this prefix
-        rows_prev = min(int(prefix[k - 1]), width) if k >= 2 else 0
-        c_old = m * len(blocks)  # the blocks of sources 0..k-2
-        c_new = c_old + m  # ... and source k - 1, a block of its own
-        dz_k = dz[:rows_k, :c_new]
-        if c_old and dv_rows:
-            u = dv_rows
-            gram = maybe_gram(Xs, gram, k, k_first, prefix, columns, n, -g,
-                              cached=None if state is None else state.get("gram"), order=order)
-            gram_product(Xs, gram, rows_k, u, dv[:u, :c_old], dz_k[:, :c_old], -g)
-            # (D_k dv)^T X~^T X~ dv of every chain: the blocks' ||B||_F^2 up
-            # to a common factor, for the mergers (on the support of step k,
-            # which does not depend on the path's length: a prefix of a path
-            # merges as the whole path does)
-            r = min(u, rows_k)
-            q = np.einsum("r,rc,rc->c", masks_s[:r, k], dv[:r, :c_old], dz_k[:r, :c_old])
-            nu = list(np.maximum(-q.astype(float) / g, 0.0).reshape(-1, m).mean(axis=1))
-        elif c_old:  # the chains are zero
-            dz_k[:, :c_old] = 0
-            nu = [0.0] * len(blocks)
-        np.multiply(W[:rows_k, (k - 1) * m:k * m], g, out=dz_k[:, c_old:c_new])
-        blocks.append([k - 1, 1])
-        if dv_rows < rows_k:
-            dv[dv_rows:rows_k, :c_new] = 0
-            if dx1 is not dv:
-                dx1[dv_rows:rows_k, :c_new] = 0
-        # the new source starts from zero tangents (a merger may have left a
-        # shifted column there; the extrapolation below reads rows up to
-        # prefix[k - 1])
-        dv[:, c_old:c_new] = 0
-        if dx1 is not dv:
-            dx1[:, c_old:c_new] = 0
-        coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
-        if coef is not None:  # clipped: in the chains' row order
-            coef = (coef[0][order[:rows_k]], coef[1][order[:rows_k]])
-        mask_k = masks_s[:rows_k, k]
-        step = m * max(1, CHUNK_BYTES // (max(rows_k, 1) * m * dtype.itemsize))
-        for j0 in range(0, c_new, step):
-            cols = slice(j0, min(j0 + step, c_new))
-            iteration.tangent(k, dv[:rows_k, cols], dx1[:rows_k, cols], None, dz_k[:, cols],
-                              mask_k, coef, None, overwrite_dz=True,
-                              out_v=dv[:rows_k, cols] if dv is not dx1 else None,
-                              dz_scaled=fold)
-        # the new tangents dx are in dz, the gradient points' in dv
-        A[k, :k] = scale * _readout(W[:rows_k], dz_k, blocks, k, m)
-        if extrapolates:
-            Av[k, :k] = scale * _readout(W[:rows_k], dv[:rows_k, :c_new], blocks, k, m)
-        else:
-            Av[k, :k] = A[k, :k]
-        dv_rows = rows_k
-        # rows beyond the prefix: dx = 0 there, dv = extrapolate(0, dx1) (zero
-        # when clipped: those coordinates are zero at x^k)
-        if iteration.beta(k) != 0.0 and rows_prev > rows_k and coef is None:
-            tail_v = dv[rows_k:rows_prev, :c_new]
-            np.multiply(dx1[rows_k:rows_prev, :c_new],
-                        iteration.extrapolation_factors(k, None, 2, dtype)[1], out=tail_v)
-            Av[k, :k] += scale * _readout(W[rows_k:rows_prev], tail_v, blocks, k, m)
-            dv_rows = rows_prev
-        if dv is dx1:
-            dv, dz = dz, dv
-            dx1 = dv
-        else:
-            dx1, dz = dz, dx1
-        _merge_blocks(blocks, nu, k, m, ((dv, dv_rows),) if dx1 is dv
-                      else ((dv, dv_rows), (dx1, rows_k)))
-        if verbose and (k % max(1, T // 10) == 0 or k == T):
-            print(f"[risk] {iteration.name} traces (independent probes): step {k}/{T}, "
-                  f"support prefix {rows_k}, {len(blocks)} blocks, "
-                  f"{time.perf_counter() - tic:.1f}s")
-    new_state = None
-    if keep_state:
-        c = m * len(blocks)
-        chains = {"dv": (order[:dv_rows], dv[:dv_rows, :c].copy())}
-        if dx1 is not dv:
-            chains["dx1"] = (order[:rows_k], dx1[:rows_k, :c].copy())
-        cached = None
-        if gram is not None and gram.nbytes <= GRAM_CACHE_BYTES:
-            cached = (order[: gram.shape[0]], gram, -g)
-        elif state is not None:
-            cached = state.get("gram")
-        new_state = _state(T, m, dtype, Z, draw, A, Av, blocks, nu, chains, cached)
-    return A, Av, new_state
+    chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols)
+    if state is not None:  # scatter the saved chains into this row order
+        chains.restore(state.chains)
+    probes = IndependentBlocks(m, W, blocks, nu, A, Av)
+    chains.run(probes, k0, T, window_columns(m, T),
+               cached=None if state is None else state.gram, verbose=verbose)
+    if not keep_state:
+        return A, Av, None
+    cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
+    return A, Av, _state(T, m, dtype, Z, draw, A, Av, blocks, nu,
+                         chains.saved(m * len(blocks), iterates=False), cached)
 
 
 def max_blocks(k):
@@ -380,10 +382,10 @@ def _readout(W, chains, blocks, k, m):
     return out
 
 
+
+
 def _state(k, m, dtype, Z, rng, A, Av, blocks, nu, chains, gram):
-    state = {"kind": "independent", "k": k, "m": m, "dtype": dtype, "Z": Z[:, :m * k].copy(),
-             "rng": copy.deepcopy(rng), "A": A.copy(), "Av": Av.copy(),
-             "blocks": [list(b) for b in blocks], "nu": list(nu), "chains": chains}
-    if gram is not None:
-        state["gram"] = gram
-    return state
+    return IndependentState(k=k, m=m, dtype=dtype, Z=Z[:, :m * k].copy(),
+                            rng=copy.deepcopy(rng), A=A.copy(), Av=Av.copy(),
+                            blocks=[list(b) for b in blocks], nu=list(nu), chains=chains,
+                            gram=gram)

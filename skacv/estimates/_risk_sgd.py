@@ -5,13 +5,14 @@ to mini-batch SGD: the traces carry the batch masks. :class:`SGDRiskTracker`
 builds it online along kernel (EigenPro) SGD, whose traces use the batch
 columns of the EigenPro kernel that training computes anyway; linear models
 in feature space get it from :func:`skacv.estimates._risk.trajectory_risk` (Jacobian
-chains of :func:`skacv.estimates._risk_chains.curvature_memory_matrices`). Both end in
-:func:`skacv.estimates._risk.risk_from_sources`.
+chains of :func:`skacv.estimates._risk_curvature.curvature_memory_matrices`). Both end in
+:func:`skacv.estimates._risk_readout.risk_from_sources`.
 """
 
 import numpy as np
 
 from .._config import check_memory
+from ..linalg._sampling import rademacher
 from ._risk import risk_from_memory, risk_from_sources
 
 
@@ -31,7 +32,7 @@ class SGDRiskTracker:
 
     ``F_s = sqrt(w) (y - f_s)`` and ``W = diag(w)`` (traces over the repeated
     rows, written on distinct rows). Full batch (``C = W``): ``K' = A`` and
-    this is Bellec & Tan's estimate :func:`skacv.estimates._risk.risk_from_memory`
+    this is Bellec & Tan's estimate :func:`skacv.estimates._risk_readout.risk_from_memory`
     with a Toeplitz ``A``. The traces are Hutchinson estimates with probes
     ``u = sqrt(w) z``: one chain ``M_{t,s} u`` per source, all advanced by the
     batch columns of ``K_P`` that the training step computes anyway (one GEMM
@@ -47,7 +48,7 @@ class SGDRiskTracker:
             Z, self.k, self.div = np.eye(n), n, 1.0
         else:
             self.k = int(n_probes)
-            Z = rng.choice([-1.0, 1.0], size=(n, self.k))
+            Z = rademacher(rng, (n, self.k))
             self.div = float(self.k)
         self.U = Z if weight is None else np.sqrt(weight)[:, None] * Z
         self.injection = None  # K_P U, set by the model

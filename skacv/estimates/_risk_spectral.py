@@ -20,6 +20,8 @@ import numpy as np
 from .._config import check_memory
 from ..iterations._preconditioning import preconditioned_nodes
 from ..linalg._linalg import lanczos_quadrature
+from ..linalg._sampling import rademacher
+from ._risk_state import QuadratureState
 
 
 def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sources=False):
@@ -130,7 +132,8 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
     Returns nodes and weights such that ``sum_j w_j f(theta_j)`` equals the
     Hutchinson estimate ``(1/m) sum_i z_i^T f(K) z_i`` for every polynomial
     ``f`` of degree ``< 2 * depth``; with ``keep_state``, also the Lanczos
-    state, which ``state`` resumes (same design and probes).
+    state (a :class:`~skacv.estimates._risk_state.QuadratureState`), which
+    ``state`` resumes (same design and probes).
     """
     n, p = design.n_samples, design.n_features
     dim = min(n, p)
@@ -146,10 +149,10 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
 
     m = n_probes
     if state is not None:
-        Z = state["Z"]
-        resume = state["lanczos"]
+        Z = state.Z
+        resume = state.lanczos
     else:
-        Z = rng.choice([-1.0, 1.0], size=(dim, m))
+        Z = rademacher(rng, (dim, m))
         resume = None
     with design.operator_workers() if n > p else contextlib.nullcontext():
         out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
@@ -158,7 +161,7 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
     if verbose:
         print(f"[risk] Lanczos quadrature: {m} probes x {k_used} steps")
     if keep_state:
-        return nodes, weights / m, {"kind": "lanczos", "Z": Z, "lanczos": out[2]}
+        return nodes, weights / m, QuadratureState(Z=Z, lanczos=out[2])
     return nodes, weights / m
 
 

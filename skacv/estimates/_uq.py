@@ -50,6 +50,7 @@ for any design, and ``s^2`` is every iterate's noise variance
 (:func:`least_squares_statistics`).
 """
 
+import dataclasses
 import numbers
 import warnings
 
@@ -59,7 +60,6 @@ from scipy import linalg
 from scipy.stats import norm
 from scipy.stats import t as student_t
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import check_memory
@@ -91,9 +91,7 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
 
     Returns
     -------
-    stats : Bunch
-        ``score`` (``W``, shape (n_features, T + 1)), ``offset`` (``s``, shape
-        (T + 1,)), ``n_eff``, ``n_features`` and ``least_squares``.
+    stats : DebiasStatistics
     """
     n, p = design.n_eff, design.n_features
     T1 = corrected_residuals.shape[1]
@@ -133,8 +131,60 @@ def _debias_statistics(design, W, FR, risk_matrix, target):
         # (A_eff G)_tt = n G_tt - <F_t, R_t> (module docstring)
         AG = n * g - FR
         offset = (2.0 * AG - p * g) / n
-    return Bunch(score=np.asfortranarray(W), offset=offset, n_eff=float(n), n_features=p,
-                 least_squares=least_squares_statistics(design, target))
+    return DebiasStatistics(score=np.asfortranarray(W), offset=offset, n_eff=float(n),
+                            n_features=p,
+                            least_squares=least_squares_statistics(design, target))
+
+
+@dataclasses.dataclass(frozen=True)
+class LeastSquaresFit:
+    """The classical least-squares fit behind ``precision="empirical"``.
+
+    Attributes
+    ----------
+    reason : str or None
+        Why the fit is not available (a sentence for the error), else ``None``
+        and the fields below are set.
+    coef : ndarray of shape (n_features,)
+        ``b_ls``.
+    precision_diagonal : ndarray of shape (n_features,)
+        The diagonal of ``(X~^T X~ / n)^{-1}``.
+    noise_variance : float
+        ``s^2``.
+    dof : float
+        ``n - p - c`` (``n = sum(sample_weight)``, ``c = 1`` with an
+        intercept: sample weights count as repetitions).
+    """
+
+    reason: str | None = None
+    coef: np.ndarray | None = None
+    precision_diagonal: np.ndarray | None = None
+    noise_variance: float | None = None
+    dof: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DebiasStatistics:
+    """What the debiasing methods of a fit need (module docstring).
+
+    Attributes
+    ----------
+    score : ndarray of shape (n_features, T + 1)
+        ``W = X~^T R / n`` (Fortran order).
+    offset : ndarray of shape (T + 1,)
+        ``s_t = (2 (A_eff G)_tt - p G_tt) / n``.
+    n_eff : float
+        ``sum(sample_weight)``.
+    n_features : int
+    least_squares : LeastSquaresFit
+        For ``precision="empirical"``.
+    """
+
+    score: np.ndarray
+    offset: np.ndarray
+    n_eff: float
+    n_features: int
+    least_squares: LeastSquaresFit
 
 
 #: ``precision="empirical"`` is prepared at fit time up to this many features
@@ -154,26 +204,22 @@ def least_squares_statistics(design, target):
 
     Returns
     -------
-    stats : Bunch or None
-        ``coef`` (``b_ls``, shape (n_features,)), ``precision_diagonal``
-        (the diagonal of ``(X~^T X~ / n)^{-1}``), ``noise_variance``
-        (``s^2``), ``dof`` (``n - p - c``, ``n = sum(sample_weight)``, ``c = 1``
-        with an intercept: sample weights count as repetitions) and
-        ``reason`` (``None``). When the fit is not available (``n - p - c <=
-        0``, more than :data:`EMPIRICAL_MAX_FEATURES` features, a singular
-        Gram matrix) only ``reason`` is set, a sentence for the error.
+    stats : LeastSquaresFit
+        When the fit is not available (``n - p - c <= 0``, more than
+        :data:`EMPIRICAL_MAX_FEATURES` features, a singular Gram matrix)
+        only its ``reason`` is set, a sentence for the error.
     """
     n, p = design.n_eff, design.n_features
     dof = n - p - (1 if design.fit_intercept else 0)
     if target is None:
-        return Bunch(reason="the fit kept no response")
+        return LeastSquaresFit(reason="the fit kept no response")
     if dof <= 0:
-        return Bunch(reason=(
+        return LeastSquaresFit(reason=(
             f"it needs more samples than features (sum(sample_weight) = {n:g}, "
             f"n_features = {p}{' + 1 for the intercept' if design.fit_intercept else ''}): "
             "the sample covariance is singular"))
     if p > EMPIRICAL_MAX_FEATURES:
-        return Bunch(reason=(
+        return LeastSquaresFit(reason=(
             f"it is prepared at fit time only up to {EMPIRICAL_MAX_FEATURES} features "
             f"(a {p} x {p} Gram matrix here)"))
     # a warm-started refit on the same data (same X, y, weights) reuses it,
@@ -195,7 +241,7 @@ def _least_squares_fit(design, target, dof):
     if eigh is not None:  # the spectral risk already decomposed X~^T X~ / n
         lam, V = eigh
         if lam.size and lam[0] <= 1e-12 * max(lam[-1], 1e-300):
-            return Bunch(reason="the sample covariance of the design is singular")
+            return LeastSquaresFit(reason="the sample covariance of the design is singular")
         coef = V @ ((V.T @ rhs) / lam)
         diag = np.einsum("jk,jk->j", V / lam, V)
     else:
@@ -204,17 +250,17 @@ def _least_squares_fit(design, target, dof):
             try:
                 c = linalg.cho_factor(G, lower=True, check_finite=False)
             except linalg.LinAlgError:
-                return Bunch(reason="the sample covariance of the design is singular")
+                return LeastSquaresFit(reason="the sample covariance of the design is singular")
             coef = linalg.cho_solve(c, rhs, check_finite=False)
             # diag(G^-1): column sums of squares of L^-1 (LAPACK trtri, p^3 / 3 flops)
             L_inv, info = linalg.lapack.dtrtri(np.tril(c[0]), lower=1)
         if info != 0:
-            return Bunch(reason="the sample covariance of the design is singular")
+            return LeastSquaresFit(reason="the sample covariance of the design is singular")
         diag = np.einsum("kj,kj->j", L_inv, L_inv)
     fitted = np.asarray(design.matvec(coef.astype(design.dtype)), dtype=np.float64).ravel()
     rss = float(np.sum((y - fitted) ** 2))
-    return Bunch(coef=coef, precision_diagonal=diag, noise_variance=rss / dof, dof=float(dof),
-                 reason=None)
+    return LeastSquaresFit(coef=coef, precision_diagonal=diag, noise_variance=rss / dof,
+                           dof=float(dof))
 
 
 def check_precision(precision, n_features):
@@ -356,10 +402,17 @@ class UncertaintyMixin:
             )
         return stats
 
+    def _coef_is_iterate(self, iteration):
+        """Record that ``coef_`` is now the stored path's iterate ``iteration``
+        (:func:`~skacv.model_selection._results.set_iterate`: the choice of
+        :class:`~skacv.TrajectoryEarlyStoppingCV`), the default of the methods
+        below while ``coef_`` stays that array."""
+        self._coef_iterate = (int(iteration), self.coef_)
+
     def _current_iterate(self):
-        """The iterate of ``coef_``: the one set by
-        :class:`~skacv.TrajectoryEarlyStoppingCV`, else the last."""
-        record = getattr(self, "_selected_iterate", None)
+        """The iterate of ``coef_``: the one recorded by
+        :meth:`_coef_is_iterate`, else the last."""
+        record = getattr(self, "_coef_iterate", None)
         if record is not None and record[1] is self.coef_:
             return int(record[0])
         return self.coef_path_.shape[1] - 1
@@ -396,7 +449,7 @@ class UncertaintyMixin:
 
     def _least_squares(self, stats):
         """The classical fit behind ``precision="empirical"`` (or a clear error)."""
-        ls = stats.get("least_squares")
+        ls = stats.least_squares
         if ls is None or ls.reason is not None:
             why = "it was not prepared" if ls is None else ls.reason
             raise ValueError(

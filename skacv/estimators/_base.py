@@ -15,9 +15,14 @@ is protected unless the class declares it free), memory checks, the fit loop
 
 Kernel machines (EigenPro) override ``_run_path`` only: their state is a
 dual vector and their loop runs epochs over kernel columns.
+
+A search that grows a path in stages tells its fits what they need by a
+:class:`~skacv.estimators._setup.FitPlan` held in
+:meth:`TrajectoryEstimator._planned` (nothing of it outlives the block).
 """
 
-import warnings
+import contextlib
+import dataclasses
 from numbers import Integral, Real
 
 import numpy as np
@@ -28,13 +33,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory, format_bytes, risk_matrix_bytes
 from ..estimates._loo import iacv_path
-from ..estimates._risk import SUPPORT_DF_LIMIT, check_risk_memory, trajectory_risk
+from ..estimates._risk import check_risk_memory, trajectory_risk
 from ..estimates._uq import UncertaintyMixin, debias_statistics, debias_statistics_from_products
-from ..exceptions import UnreliableEstimateWarning
 from ..iterations._datafits import LeastSquares, NormalEquations
 from ..iterations._iterations import Iteration, PreconditionedGD, check_schedule
 from ..iterations._path import init_state, run_trajectory
-from ..linalg._dask import is_dask, lazy_predictor, sufficient_rows
+from ..linalg._dask import dask_fit, is_dask, lazy_predictor, lazy_score, lazy_stages
 from ..linalg._design import (
     CovarianceForm,
     Design,
@@ -44,160 +48,19 @@ from ..linalg._design import (
 )
 from ..linalg._sampling import MinibatchSampler
 from ..utils._compat import Interval, StrOptions, _fit_context
-from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint, join_options
-
-#: numpydoc attributes of the least-squares trajectory regressors
-DOC_ATTRIBUTES = """
-    Attributes
-    ----------
-    coef_path_ : ndarray of shape (n_features, n_iter_ + 1)
-        Every iterate, features first; column 0 is the starting point (zero).
-        Memory: ``n_features * (max_iter + 1)`` floats; a path above
-        ``skacv.get_config()['path_memory_limit']`` is refused.
-    intercept_path_ : ndarray of shape (n_iter_ + 1,)
-        Intercept of every iterate (``y_mean - x_mean @ coef``, weighted).
-    coef_ : ndarray of shape (n_features,)
-        Last iterate, ``coef_path_[:, -1]``.
-    intercept_ : float
-        ``intercept_path_[-1]``.
-    n_iter_ : int
-        Total number of iterations of the stored path (with ``warm_start`` it
-        counts every call, like HistGradientBoosting's ``max_iter``).
-    step_size_ : float
-        Step size used (``1 / L`` for ``step_size='auto'``).
-    risk_path_ : ndarray of shape (n_iter_ + 1,)
-        Estimated out-of-sample prediction risk
-        ``E[(y_new - x_new^T coef_t - intercept_t)^2]`` of every iterate
-        (Bellec & Tan 2024). Only set when ``estimate_risk=True``.
-    risk_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
-        Estimated cross-iterate risks (its diagonal is ``risk_path_``).
-        Only kept when it weighs at most ``risk_matrix_limit`` (1 MiB by
-        default, ``n_iter_ <= 361``; :func:`skacv.set_config` raises it):
-        a longer path keeps only the ``O(n_iter_)`` results.
-    memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
-        The memory matrix ``A`` used by the estimate (kept as ``risk_matrix_``).
-    risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
-        ``False`` at the iterates where ``risk_path_`` cannot be trusted:
-        from the first iterate whose degrees-of-freedom fraction leaves
-        ``[0, 1)`` or whose correction ``(I - A/n)^{-1}`` amplifies with
-        cancellations (proximal momentum methods on ill-conditioned designs;
-        see the user guide, "When the estimate cannot be trusted"). A fit
-        with flagged iterates warns (:class:`~skacv.exceptions.UnreliableEstimateWarning`)
-        and :class:`TrajectoryEarlyStoppingCV` never selects them.
-    risk_diagnostics_ : Bunch
-        ``df_fraction``, ``amplification`` and ``support`` (arrays of shape
-        ``(n_iter_ + 1,)``; ``support`` is ``None`` without an l1 penalty)
-        behind ``risk_reliable_``.
-    noise_variance_path_ : ndarray of shape (n_iter_ + 1,)
-        Every iterate's estimate of the noise variance ``sigma^2``
-        (``risk_path_`` minus the excess risk; Bellec & Tan 2024), **computed
-        with the identity precision: right for standardised, uncorrelated
-        features only.** For correlated features call
-        ``noise_variance_path(precision)`` with their precision matrix, or
-        ``"empirical"`` when ``n_samples > n_features``. Only set by
-        least-squares fits with ``estimate_risk=True`` (full batch or SGD).
-    excess_risk_path_ : ndarray of shape (n_iter_ + 1,)
-        The noise-free error ``(coef_t - beta)^T Sigma (coef_t - beta)`` of
-        every iterate, with the same identity assumption
-        (``excess_risk_path(precision)`` otherwise).
-    loo_path_ : ndarray of shape (n_iter_ + 1,)
-        Leave-one-out squared error of every iterate, tracked by iterative
-        approximate cross-validation (IACV, Luo, Ren & Barber 2023): the
-        weighted mean over ``i`` of ``(y_i - yhat_{-i}^t)^2`` where
-        ``yhat_{-i}^t`` predicts ``y_i`` with iterate ``t`` of the same
-        algorithm (same start, steps and step size) run without sample ``i``
-        (re-centred when ``fit_intercept=True``). Exact for the smooth
-        solvers, a first-order approximation through the prox for ISTA/FISTA.
-        See :func:`skacv.exact_loo_path` for the definition with weights.
-        Only set when ``estimate_loo=True``.
-    loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
-        Leave-one-out predictions of the samples ``loo_indices_``; only set
-        when ``store_loo_predictions=True``.
-    loo_indices_ : ndarray of shape (n_loo,)
-        Samples tracked by the leave-one-out estimate (all of them, or
-        ``loo_subsample`` drawn at random). Only with ``store_loo_predictions``.
-    n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
-        Only when ``X`` has feature names.
-"""
+from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
+from ._advice import unreliable_advice, warn_unreliable
+from ._setup import NO_PLAN, PathSetup
 
 #: solvers whose least-squares loop may run in the covariance form (one
 #: full batch, no preconditioner): its X~^T X~ is formed before the step size
 FULL_BATCH_SOLVERS = ("fista", "ista", "gd", "nesterov", "heavy_ball")
 
+
 _ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_reliable_",
                         "risk_diagnostics_", "noise_variance_path_", "excess_risk_path_",
-                        "loo_path_",
+                        "loo_path_", "loo_std_error_path_",
                         "loo_error_path_", "loo_predictions_", "loo_indices_")
-
-
-#: a flagged iterate of a method without momentum whose degrees-of-freedom
-#: fraction is at least this is reported as (nearly) interpolating
-INTERPOLATION_DF = 0.9
-
-
-def unreliable_advice(estimator, res):
-    """``(first, cause, fixes)`` for the first iterate flagged in
-    ``res.reliable`` (``None`` when none is): the check it fails, in a
-    sentence, and the list of fixes that apply to this estimator."""
-    if res.reliable.all():
-        return None
-    t = int(np.argmin(res.reliable))
-    df = res.df_fraction[t]
-    failed = {name for name, flags in res.get("failures", {}).items() if flags[t]}
-    params = estimator.get_params(deep=False)
-    fixes = []
-    momentum = bool(res.get("momentum", False))
-    if "not_finite" in failed:
-        cause = "The memory matrix or the estimate is not finite there."
-    elif "df_high" in failed or (not momentum and df >= INTERPOLATION_DF):
-        # without momentum the correction amplifies only as 1 - df vanishes
-        cause = ("The degrees of freedom approach the sample size: the iterate (nearly) "
-                 "interpolates the training data, where the estimate divides vanishing "
-                 "residuals by a vanishing 1 - df.")
-        fixes.append("fewer iterations or a larger penalty" if "alpha" in params
-                     else "fewer iterations")
-    elif momentum:
-        cause = "The Jacobian of a momentum method amplifies on this design."
-        options = _solver_options(estimator)
-        plain = next((s for s in ("ista", "gd") if s in options), None)
-        if plain is not None:
-            fixes.append(f"solver={plain!r} (no momentum)")
-    else:
-        cause = "The Jacobian amplifies on this design."
-    if "estimate_loo" in params:
-        fixes.insert(0, "estimate_loo=True (leave-one-out, tracked along the same path)")
-    fixes.append("TrajectoryEarlyStoppingCV(criterion='auto')")
-    return t, cause, fixes
-
-
-def _warn_unreliable(estimator, res, advice):
-    """UnreliableEstimateWarning naming the first flagged iterate, the check
-    it fails and the fixes that apply to this estimator (``advice`` of
-    :func:`unreliable_advice`; ``None``: nothing flagged, no warning)."""
-    if advice is None:
-        return
-    t, cause, fixes = advice
-    df, amp = res.df_fraction[t], res.amplification[t]
-    support = res.get("support")
-    extra = ("" if support is None else
-             f"; degrees of freedom {df * res.n_eff:.3g} against a support of "
-             f"{int(support[t])}, limit {SUPPORT_DF_LIMIT:g} times")
-    warnings.warn(
-        f"{type(estimator).__name__}: risk_path_ is unreliable from iteration {t} on "
-        f"({int((~res.reliable).sum())} of {res.reliable.size} iterates flagged in "
-        f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in [0, 1); "
-        f"amplification {amp:.3g}, limit 2{extra}). {cause} Use {join_options(fixes)}.",
-        UnreliableEstimateWarning, stacklevel=4)
-
-
-def _solver_options(estimator):
-    """The string values of the estimator's ``solver`` parameter."""
-    for constraint in getattr(estimator, "_parameter_constraints", {}).get("solver", []):
-        options = getattr(constraint, "options", None)
-        if options is not None:
-            return set(options)
-    return set()
 
 
 class PathMixin:
@@ -292,14 +155,14 @@ class TrajectoryEstimator(BaseEstimator):
     def _fit(self, X, y, sample_weight=None, frozen=None):
         """Validate, guard the warm start, run the path, set the estimates.
 
-        ``frozen`` (a dict of a previous fit's set-up: step size,
-        preconditioner, mini-batch sampler) makes a new path reuse those
+        ``frozen`` (a :class:`~skacv.estimators._setup.PathSetup`, a previous
+        fit's set-up: step size, preconditioner, mini-batch sampler) makes a new path reuse those
         data-dependent parts of the algorithm instead of computing them, as
         brute-force leave-one-out refits must.
         """
         warm = self._continues()
         if is_dask(X, y, sample_weight):  # one pass over the rows (skacv.linalg._dask)
-            X, y, sample_weight = sufficient_rows(self, X, y, sample_weight)
+            return dask_fit(self, X, y, sample_weight, frozen)
         X, y = self._validate_xy(X, y, reset=not warm)
         sample_weight = check_sample_weight(sample_weight, X, X.dtype)
         y_fit, extra = self._encode_target(y, sample_weight)
@@ -316,20 +179,20 @@ class TrajectoryEstimator(BaseEstimator):
         """Data-dependent parts of a new path: the step size (``1 / L``, ``L``
         the curvature bound of the mean objective; mini-batches add the
         largest row norm over the batch size) and the mini-batch seed."""
-        setup = {}
+        setup = PathSetup(step_size=1.0)
         solver = getattr(self, "solver", None)
         sgd = solver == "sgd"
         if sgd:
-            setup["batch_seed"] = int(check_random_state(self.random_state).randint(2**31 - 1))
-            setup["n_samples"] = design.n_samples
+            setup.batch_seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+            setup.n_samples = design.n_samples
         if isinstance(self.step_size, str):
             L = datafit.max_curvature * design.lipschitz() + penalty.l2_
             if sgd:
                 b = min(self.batch_size, design.n_samples)
                 L += datafit.max_curvature * max_row_norm2(design) / b
-            setup["step_size"] = 1.0 / L if L > 0 else 1.0
+            setup.step_size = 1.0 / L if L > 0 else 1.0
         else:
-            setup["step_size"] = float(self.step_size)
+            setup.step_size = float(self.step_size)
         return setup
 
     def _covariance_form(self, design, datafit, n_total, iteration=None):
@@ -339,7 +202,7 @@ class TrajectoryEstimator(BaseEstimator):
         the iteration exists (``None``: the step size is not known yet) the
         solver's name says whether it is full batch."""
         if type(datafit) is not LeastSquares or not covariance_form_pays(
-                design, max(n_total, getattr(self, "_horizon", 0))):
+                design, max(n_total, self._plan_in_force().horizon)):
             return False
         if iteration is None:
             return getattr(self, "solver", None) in FULL_BATCH_SOLVERS
@@ -349,14 +212,14 @@ class TrajectoryEstimator(BaseEstimator):
         schedule = None
         if "step_schedule" in self.get_params(deep=False):
             schedule = check_schedule(self.step_schedule, self.max_iter)
-        sampler = setup.get("sampler")
-        if sampler is None and "batch_seed" in setup:
-            sampler = MinibatchSampler(design.n_samples, self.batch_size, setup["batch_seed"])
+        sampler = setup.sampler
+        if sampler is None and setup.batch_seed is not None:
+            sampler = MinibatchSampler(design.n_samples, self.batch_size, setup.batch_seed)
         if isinstance(self.solver, Iteration):  # a user-defined algorithm
-            iteration = self.solver.bind(setup["step_size"], penalty, schedule, sampler)
+            iteration = self.solver.bind(setup.step_size, penalty, schedule, sampler)
         else:
             cls, kwargs = self._solvers(setup)[self.solver]
-            iteration = cls(setup["step_size"], penalty=penalty, schedule=schedule,
+            iteration = cls(setup.step_size, penalty=penalty, schedule=schedule,
                             sampler=sampler, **kwargs)
         return iteration
 
@@ -382,7 +245,7 @@ class TrajectoryEstimator(BaseEstimator):
                 # the covariance form's X~^T X~ first: the step size reads it
                 # (Lanczos on p x p instead of passes over X~)
                 design.gram(side="features")
-            setup = dict(frozen) if frozen is not None else self._new_setup(
+            setup = dataclasses.replace(frozen) if frozen is not None else self._new_setup(
                 design, datafit, penalty)
             n_done = 0
             path[:, 0] = 0
@@ -394,17 +257,17 @@ class TrajectoryEstimator(BaseEstimator):
         if state is None:
             covariance = self._covariance_form(design, datafit, n_total, iteration)
         else:
-            covariance = state.get("form") == "covariance"
+            covariance = state.form == "covariance"
         loop = CovarianceForm(design) if covariance else design
         if state is None:
-            state = init_state(loop)
-            state["form"] = "covariance" if covariance else "design"
+            state = init_state(loop, form="covariance" if covariance else "design")
         fitted = None
         if self._wants("estimate_risk") and self._risk_available():
             # the estimate's memory before the path is run (a long path may need
             # (T + 1) x (T + 1) matrices, skacv.estimates._risk.check_risk_memory)
             check_risk_memory(design, iteration, n_total, getattr(self, "n_probes", "auto"),
-                              datafit, products=covariance, keep_state=bool(self.warm_start))
+                              datafit, products=covariance, keep_state=bool(self.warm_start),
+                              probe_scheme=self._chain_options().get("probe_scheme", "auto"))
         if self._wants("estimate_risk") and not covariance:
             # X~ x^t of every iterate, kept for the residuals of the risk estimate
             check_memory(n * (n_total + 1) * X.dtype.itemsize,
@@ -424,7 +287,7 @@ class TrajectoryEstimator(BaseEstimator):
                            verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True)
         self._fitted_path = fitted
         self._store_path(path, design, offset)
-        self.step_size_ = setup["step_size"]
+        self.step_size_ = setup.step_size
         self.n_iter_ = n_total
         self._solver_state = state
         self._setup = setup
@@ -489,6 +352,13 @@ class TrajectoryEstimator(BaseEstimator):
     def _wants(self, flag):
         return bool(self.get_params(deep=False).get(flag, False))
 
+    def _chain_options(self):
+        """The parameters of the risk estimate's Jacobian chains this
+        estimator declares (``probe_scheme``, ``chain_dtype``), as keyword
+        arguments of :func:`~skacv.estimates._risk.trajectory_risk`."""
+        params = self.get_params(deep=False)
+        return {k: params[k] for k in ("probe_scheme", "chain_dtype") if k in params}
+
     def _path_predictions(self, X):
         """Predictions of every iterate at rows ``X`` (probabilities for
         classifiers): the full-data predictions of rows of zero weight."""
@@ -506,11 +376,12 @@ class TrajectoryEstimator(BaseEstimator):
             # a warm-started fit continues the Jacobian chains of the previous one
             res = trajectory_risk(
                 design, target, iteration, self._fit_coef_path(), datafit=datafit,
-                n_probes=self.n_probes,
+                n_probes=self.n_probes, **self._chain_options(),
                 random_state=self.random_state, verbose=self.verbose, fitted=fitted,
                 _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start),
                 # after the covariance form: the residuals through their products
-                products=getattr(self, "_solver_state", {}).get("form") == "covariance",
+                products=getattr(getattr(self, "_solver_state", None), "form", None)
+                == "covariance",
                 matrices=self._keeps_risk_matrices())
             self._risk_state = res.chain_state
             self.risk_path_ = res.risk
@@ -527,13 +398,13 @@ class TrajectoryEstimator(BaseEstimator):
             # full-batch least squares whose sources combine the outputs' residuals
             self.__dict__.pop("_uq_pending", None)
             if res.get("corrected_residuals") is not None or res.get("products") is not None:
-                if getattr(self, "_defer_uq", False):
+                if self._plan_in_force().defer_uq:
                     # a stage of an early-stopped search: only the last one's are kept
                     self._uq_pending = (design, res, target)
                 else:
                     self._set_uq(design, res, target)
             self._risk_advice = unreliable_advice(self, res)
-            _warn_unreliable(self, res, self._risk_advice)
+            warn_unreliable(self, res, self._risk_advice)
         if self._wants("estimate_loo"):
             store = self._wants("store_loo_predictions")
             res = iacv_path(
@@ -547,6 +418,8 @@ class TrajectoryEstimator(BaseEstimator):
             )
             self._loo_state = res.state
             self.loo_path_ = res.loss
+            if res.std_error is not None:  # loo_subsample: its standard error
+                self.loo_std_error_path_ = res.std_error
             if res.error is not None:
                 self.loo_error_path_ = res.error
             if store:
@@ -586,9 +459,24 @@ class TrajectoryEstimator(BaseEstimator):
             self.excess_risk_path_ = self.excess_risk_path()
             self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
 
+    @contextlib.contextmanager
+    def _planned(self, plan):
+        """The fits inside this block follow ``plan`` (a :class:`~skacv.estimators._setup.FitPlan`);
+        what they deferred and did not finish is dropped at its end."""
+        self._plan = plan
+        try:
+            yield self
+        finally:
+            del self._plan
+            self.__dict__.pop("_uq_pending", None)
+
+    def _plan_in_force(self):
+        """The :class:`~skacv.estimators._setup.FitPlan` of the enclosing :meth:`_planned` block."""
+        return self.__dict__.get("_plan", NO_PLAN)
+
     def _finish_deferred(self):
-        """The estimates a search's stages deferred (``_defer_uq``): those of
-        the last fit."""
+        """The estimates the fits of a plan deferred (``FitPlan.defer_uq``):
+        those of the last fit."""
         pending = self.__dict__.pop("_uq_pending", None)
         if pending is not None:
             self._set_uq(*pending)
@@ -597,10 +485,10 @@ class TrajectoryEstimator(BaseEstimator):
     def _frozen_setup(self, left_out=None):
         """The set-up of this fit for a refit on the data without row
         ``left_out`` (its mini-batches with the row deleted)."""
-        setup = dict(self._setup)
-        if "batch_seed" in setup:
-            sampler = MinibatchSampler(setup["n_samples"], self.batch_size, setup["batch_seed"])
-            setup["sampler"] = sampler if left_out is None else sampler.without(left_out)
+        setup = dataclasses.replace(self._setup)
+        if setup.batch_seed is not None:
+            sampler = MinibatchSampler(setup.n_samples, self.batch_size, setup.batch_seed)
+            setup.sampler = sampler if left_out is None else sampler.without(left_out)
         return setup
 
     def _release_warm_state(self):
@@ -712,6 +600,9 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         ------
         y : ndarray of shape (n_samples,)
         """
+        if is_dask(X):  # lazy Dask arrays (skacv.linalg._dask)
+            yield from lazy_stages(self, X)
+            return
         X = self._check_X(X)
         for t in range(self.coef_path_.shape[1]):
             yield np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t]
@@ -731,3 +622,22 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
             return lazy_predictor(self, X, self.coef_, self.intercept_)
         X = self._check_X(X)
         return np.asarray(X @ self.coef_).ravel() + self.intercept_
+
+    def score(self, X, y, sample_weight=None):
+        """Coefficient of determination ``R^2`` of ``predict`` (scikit-learn's
+        ``RegressorMixin.score``; on a Dask input reduced over the row chunks,
+        :func:`skacv.linalg._dask.lazy_score`).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        if is_dask(X, y, sample_weight):
+            return lazy_score(self, X, y, sample_weight)
+        return super().score(X, y, sample_weight=sample_weight)

@@ -146,6 +146,12 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         exact up to 40 samples, else 10 probes. The chains cost about
         ``n_probes * max_iter / 2`` products with ``X`` (full batch) or with
         the batch rows (SGD) per step.
+    chain_dtype : {"auto", "float32", "float64"}, default="auto"
+        Precision of the Jacobian chains of ``risk_path_`` (Tan & Bellec
+        2024). ``"auto"``: float32 with Hutchinson probes, whose own
+        relative error (of order ``1 / sqrt(n_probes)``) dwarfs float32
+        rounding (about 1e-6), and the dtype of ``X`` with exact traces;
+        ``"float64"``: the traces to rounding level in double precision.
     random_state : int, RandomState instance or None, default=None
         Seeds the SGD batches, the probes and ``loo_subsample``.
     verbose : int, default=0
@@ -218,6 +224,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         "solver": [StrOptions({"gd", "prox_gd", "sgd"}), Iteration],
         "step_schedule": [None, callable, "array-like"],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
     }
 
     def __init__(
@@ -240,6 +247,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         loo_batch_size=None,
         loo_subsample=None,
         n_probes="auto",
+        chain_dtype="auto",
         random_state=None,
         verbose=0,
     ):
@@ -260,6 +268,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         self.loo_batch_size = loo_batch_size
         self.loo_subsample = loo_subsample
         self.n_probes = n_probes
+        self.chain_dtype = chain_dtype
         self.random_state = random_state
         self.verbose = verbose
 
@@ -273,9 +282,9 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
 
     def _run_path(self, X, y, sample_weight, warm, frozen):
         if warm:
-            scale = self._setup["scale"]
+            scale = self._setup.scale
         elif frozen is not None:
-            scale = frozen["scale"]
+            scale = frozen.scale
         elif isinstance(self.scale, str):
             scale = robust_scale(y, sample_weight, center=self.fit_intercept)
         else:
@@ -286,7 +295,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
 
     def _new_setup(self, design, datafit, penalty):
         setup = super()._new_setup(design, datafit, penalty)
-        setup["scale"] = self._path_scale()
+        setup.scale = self._path_scale()
         return setup
 
     def _make_datafit(self, design):

@@ -8,7 +8,8 @@ from ..iterations._datafits import LeastSquares
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1
 from ..utils._compat import Interval, StrOptions
-from ._base import COMMON_CONSTRAINTS, DOC_ATTRIBUTES, TrajectoryEstimator, TrajectoryMixin
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._docs import DOC_ATTRIBUTES
 
 
 class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
@@ -62,11 +63,11 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     estimate_risk : bool, default=True
         Compute ``risk_path_``. Its cost grows faster than the path's length:
         with the shared probes of the seed notebook (fewer than 1000 samples,
-        see ``skacv.config_context(risk_probe_scheme=...)``)
-        ``n_probes * max_iter**2 / 4`` restricted products for ISTA, ``/ 3``
-        for FISTA, fewer where the supports settle; with independent probes
-        (the default from 1000 samples on) about ``n_probes * max_iter *
-        B`` for ``B`` blocks of sources (typically 10 to 20). With 10 probes
+        see ``probe_scheme``) ``n_probes * max_iter**2 / 4`` restricted
+        products for ISTA, ``/ 3`` for FISTA, fewer where the supports
+        settle; with independent probes (the default from 1000 samples on)
+        about ``n_probes * max_iter * B`` for ``B`` blocks of sources
+        (typically 10 to 20). With 10 probes
         the estimate costs a few fits, less with independent probes than
         with shared ones on long paths: close to K-fold CV along the path
         (about K fits; measured ratios in the documentation's benchmarks
@@ -99,9 +100,38 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
         samples), else uses 10 probes. Exact traces make the estimate
         deterministic. ISTA and FISTA draw them anew for every source from
-        1000 samples on (``risk_probe_scheme`` of :func:`skacv.get_config`):
-        less error than the seed's shared probes, but independent from one
-        iterate to the next.
+        1000 samples on (``probe_scheme``): less error than the seed's
+        shared probes, but independent from one iterate to the next.
+    probe_scheme : {"auto", "shared", "independent", "grouped"}, default="auto"
+        The Hutchinson probes of the Jacobian chains of ``solver="fista"``
+        and ``"ista"`` (ignored by ``"sgd"`` and by exact traces,
+        ``n_probes=None``). ``"shared"``: the same ``n_probes`` probes for
+        every source (the seed notebook's estimator, Bellec & Tan 2024; the
+        chains meet in the middle, ``n_probes * max_iter**2 / 4``
+        chain-steps; the estimates of all iterates share their probe noise,
+        so the curve is flat where the iterates have converged, and a path
+        whose support settles costs time linear in its length from there on).
+        ``"independent"``: ``n_probes`` fresh probes for every source, the
+        chains of consecutive sources summed into blocks once their
+        remaining contribution to the variance is small (a quarter to a
+        half of the chain-steps and less probe error, but independent noise
+        from one iterate to the next). ``"auto"``: independent from 1000
+        samples on, shared below and for an iteration with a heavy ball
+        (which always takes the shared probes). ``"grouped"`` (opt-in):
+        ``n_probes`` probes shared by each group of 16 consecutive sources,
+        one chain a group, the exact lag 0 and the block sums split
+        evenly (fewer chains than ``"independent"``; the even split is a
+        bias on paths with a short memory; no warm-start state: a warm
+        start recomputes the path). All estimate the
+        same traces: with the same ``random_state`` they give different
+        ``risk_path_``, equal in expectation.
+    chain_dtype : {"auto", "float32", "float64"}, default="auto"
+        Precision of the Jacobian chains of the risk estimate (ISTA, FISTA
+        and SGD). ``"auto"``: float32 with Hutchinson probes, whose own
+        relative error (of order ``1 / sqrt(n_probes)``) dwarfs float32
+        rounding (about 1e-6), and the dtype of ``X`` with exact traces;
+        ``"float64"``: the traces to rounding level in double precision, at
+        about twice the time of float32 chains.
     random_state : int, RandomState instance or None, default=None
         Seeds the Hutchinson probes.
     verbose : int, default=0
@@ -122,6 +152,8 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         "alpha": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "probe_scheme": [StrOptions({"auto", "shared", "independent", "grouped"})],
+        "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
     }
 
     def __init__(
@@ -140,6 +172,8 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         loo_batch_size=None,
         loo_subsample=None,
         n_probes="auto",
+        probe_scheme="auto",
+        chain_dtype="auto",
         random_state=None,
         verbose=0,
     ):
@@ -156,6 +190,8 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         self.loo_batch_size = loo_batch_size
         self.loo_subsample = loo_subsample
         self.n_probes = n_probes
+        self.probe_scheme = probe_scheme
+        self.chain_dtype = chain_dtype
         self.random_state = random_state
         self.verbose = verbose
 

@@ -16,7 +16,9 @@ from ..iterations._iterations import (
 from ..iterations._penalties import L2
 from ..iterations._preconditioning import feature_preconditioner, preconditioned_lipschitz
 from ..utils._compat import Interval, StrOptions
-from ._base import COMMON_CONSTRAINTS, DOC_ATTRIBUTES, TrajectoryEstimator, TrajectoryMixin
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._docs import DOC_ATTRIBUTES
+from ._setup import PathSetup
 
 
 class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
@@ -92,6 +94,14 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     n_probes : int, "auto" or None, default="auto"
         See :class:`TrajectoryLasso` (``"auto"``: exact traces when they cost at
         most 4 times 10 probes).
+    chain_dtype : {"auto", "float32", "float64"}, default="auto"
+        Precision of the Jacobian chains through the batches of
+        ``solver="sgd"`` (Tan & Bellec 2024; the other solvers' traces are
+        spectral and have no chains). ``"auto"``: float32 with Hutchinson
+        probes, whose own relative error (of order ``1 / sqrt(n_probes)``)
+        dwarfs float32 rounding (about 1e-6), and the dtype of ``X`` with
+        exact traces; ``"float64"``: the traces to rounding level in double
+        precision.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
     """ + DOC_ATTRIBUTES + """
@@ -110,6 +120,7 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         "alpha": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions({"gd", "nesterov", "heavy_ball", "sgd", "eigenpro"}), Iteration],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
         "n_components": [Interval(Integral, 0, None, closed="left")],
         "subsample_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"),
                            "array-like"],
@@ -137,6 +148,7 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         loo_batch_size=None,
         loo_subsample=None,
         n_probes="auto",
+        chain_dtype="auto",
         random_state=None,
         verbose=0,
     ):
@@ -157,6 +169,7 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         self.loo_batch_size = loo_batch_size
         self.loo_subsample = loo_subsample
         self.n_probes = n_probes
+        self.chain_dtype = chain_dtype
         self.random_state = random_state
         self.verbose = verbose
 
@@ -177,11 +190,11 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
             step = 1.0 / L if L > 0 else 1.0
         else:
             step = float(self.step_size)
-        return {"step_size": step, "preconditioner": P}
+        return PathSetup(step_size=step, preconditioner=P)
 
     def _set_setup_attributes(self, setup):
-        if "preconditioner" in setup:
-            self.preconditioner_ = setup["preconditioner"]
+        if setup.preconditioner is not None:
+            self.preconditioner_ = setup.preconditioner
         elif hasattr(self, "preconditioner_"):
             del self.preconditioner_
 
@@ -204,5 +217,5 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
             "heavy_ball": (HeavyBall, {"momentum": 0.9 if self.momentum == "auto"
                                        else self.momentum}),
             "sgd": (SGD, {}),
-            "eigenpro": (PreconditionedGD, {"preconditioner": setup.get("preconditioner")}),
+            "eigenpro": (PreconditionedGD, {"preconditioner": setup.preconditioner}),
         }

@@ -10,6 +10,7 @@ product, with the same iteration methods.
 """
 
 import contextlib
+import dataclasses
 import time
 import warnings
 
@@ -23,16 +24,60 @@ from ._datafits import LeastSquares
 DIVERGENCE_FACTOR = 1e3
 
 
-def init_state(design, coef_init=None, n_columns=None):
+@dataclasses.dataclass(eq=False)
+class TrajectoryState:
+    """Where a trajectory stands between two calls of the fit loop.
+
+    :func:`run_trajectory` and :func:`run_normal_block` update it in place,
+    so that a later call (a warm-started refit) continues bit for bit; an
+    estimator keeps it (``_solver_state``, pickled with it). Arrays have
+    shape (n_features,) and (n_samples,), or (n_features, n_columns) and
+    (n_samples, n_columns) for a block of runs.
+
+    Attributes
+    ----------
+    k : int
+        Steps taken.
+    x, x_prev, v : ndarray
+        The iterates ``x^k``, ``x^{k-1}`` and the extrapolated point ``v^k``.
+    Xx, Xx_prev, Xv : ndarray
+        Their products with the design, ``X~ x^k``, ``X~ x^{k-1}`` and
+        ``X~ v^k`` (:func:`run_trajectory`).
+    z_next : ndarray or None
+        The gradient of step ``k + 1`` when the last pass computed it (the
+        one-pass loops; ``None``: taken afresh).
+    rss_next : float or None
+        :func:`run_normal_block`: the training residual's squared norm at
+        ``v^k``, from the same pass.
+    form : {"design", "covariance"}
+        The products the loop runs on: ``X~`` or the covariance form ``X~^T
+        X~`` (:class:`~skacv.linalg._design.CovarianceForm`); a warm start
+        continues in the form it started in.
+    """
+
+    k: int
+    x: np.ndarray
+    x_prev: np.ndarray
+    v: np.ndarray
+    Xx: np.ndarray
+    Xx_prev: np.ndarray
+    Xv: np.ndarray
+    z_next: np.ndarray | None = None
+    rss_next: float | None = None
+    form: str = "design"
+
+
+def init_state(design, coef_init=None, n_columns=None, form="design"):
     """Starting state ``x^0 = x^{-1} = v^0`` (zero by default; ``n_columns``:
-    a block of zero starts, one run per column)."""
+    a block of zero starts, one run per column), a :class:`TrajectoryState`
+    on the products ``form``."""
     cols = () if n_columns is None else (n_columns,)
     x = (np.zeros((design.n_features, *cols), dtype=design.dtype) if coef_init is None
          else coef_init.copy())
     Xx = design.matvec(x) if coef_init is not None else np.zeros(
         (design.n_samples, *cols), dtype=design.dtype
     )
-    return {"k": 0, "x": x, "x_prev": x, "v": x, "Xx": Xx, "Xx_prev": Xx, "Xv": Xx}
+    return TrajectoryState(k=0, x=x, x_prev=x, v=x, Xx=Xx, Xx_prev=Xx, Xv=Xx, form=form)
 
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
@@ -48,13 +93,13 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     y_tilde : ndarray of shape (n_samples,)
     iteration : Iteration
     n_steps : int
-    state : dict
+    state : TrajectoryState
         As returned by :func:`init_state`.
-    out : ndarray of shape (n_features, >= state['k'] + n_steps + 1)
+    out : ndarray of shape (n_features, >= state.k + n_steps + 1)
     verbose : int
     datafit : object, default=None
         A datafit of :mod:`skacv.iterations._datafits`; ``None`` is least squares.
-    fitted_out : ndarray of shape (n_samples, >= state['k'] + n_steps + 1), default=None
+    fitted_out : ndarray of shape (n_samples, >= state.k + n_steps + 1), default=None
         If given, ``X~ x^k`` is written to ``fitted_out[:, k]`` (it is computed
         by the loop anyway; the risk estimator reuses it).
     fuse : bool, default=False
@@ -74,9 +119,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     inv_n = dtype.type(1.0 / design.n_eff)
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
     limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
-    k0 = state["k"]
-    x, x_prev, v = state["x"], state["x_prev"], state["v"]
-    Xx, Xx_prev, Xv = state["Xx"], state["Xx_prev"], state["Xv"]
+    k0 = state.k
+    x, x_prev, v = state.x, state.x_prev, state.v
+    Xx, Xx_prev, Xv = state.Xx, state.Xx_prev, state.Xv
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
     # A constant-step gradient / proximal-gradient step without momentum is a
@@ -88,7 +133,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     floor = 10.0 * np.sqrt(np.finfo(dtype).eps)
     grew_at = None
     fuse = fuse and design.fuses
-    z_next = state.get("z_next") if fuse else None
+    z_next = state.z_next if fuse else None
     with design.panel_workers() if fuse else contextlib.nullcontext():
         for k in range(k0 + 1, k0 + n_steps + 1):
             if z_next is None:
@@ -130,11 +175,10 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                     f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
                     f"{time.perf_counter() - tic:.1f}s"
                 )
-    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
-    if fuse:
-        state["z_next"] = z_next
-    else:  # a later one-pass continuation takes its gradient afresh
-        state.pop("z_next", None)
+    state.k, state.x, state.x_prev, state.v = k0 + n_steps, x, x_prev, v
+    state.Xx, state.Xx_prev, state.Xv = Xx, Xx_prev, Xv
+    # without the one pass, a later one-pass continuation takes its gradient afresh
+    state.z_next = z_next if fuse else None
     if grew_at is not None:
         k, before, after = grew_at
         warnings.warn(
@@ -199,15 +243,15 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     Y : ndarray of shape (n_columns, n_samples)
     iteration : Iteration
     n_steps : int
-    state : dict
+    state : TrajectoryState
         :func:`init_state` with ``n_columns``; updated in place (a later
         call continues bit for bit).
     out : ndarray of shape (n_features, n_columns, >= n_steps) or None
-        The iterate of step ``state['k'] + i`` goes to ``out[..., i - 1]``
+        The iterate of step ``state.k + i`` goes to ``out[..., i - 1]``
         (``None``: the iterates are not kept).
     on_fitted : callable, default=None
         ``on_fitted(i, x, P, target)`` after the iterate ``x`` of step
-        ``state['k'] + i + 1`` with its fitted values ``P = (X~ x)^T`` and
+        ``state.k + i + 1`` with its fitted values ``P = (X~ x)^T`` and
         ``target(Y, x)``, when the step's pass computes them (no
         extrapolation at that step).
     """
@@ -215,9 +259,9 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
     y_norm = float(np.linalg.norm(Y))
     limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
-    k0 = state["k"]
-    x, x_prev, v = state["x"], state["x_prev"], state["v"]
-    z, rss = state.get("z_next"), state.get("rss_next")
+    k0 = state.k
+    x, x_prev, v = state.x, state.x_prev, state.v
+    z, rss = state.z_next, state.rss_next
     if z is None:  # the gradient at v^{k0}
         _, z, rss = design.fitted_and_gradient(v, design.target(Y, v), held_out=False)
     report = max(1, n_steps // 10)
@@ -241,7 +285,8 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         if verbose and (i + 1) % report == 0:
             print(f"[{iteration.name}] block of {x.shape[1]}: step {k}/{k0 + n_steps}  "
                   f"{time.perf_counter() - tic:.1f}s")
-    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, z_next=z, rss_next=rss)
+    state.k, state.x, state.x_prev, state.v = k0 + n_steps, x, x_prev, v
+    state.z_next, state.rss_next = z, rss
     return state
 
 
@@ -299,8 +344,8 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     weight = design.weight
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
     limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
-    k0 = state["k"]
-    x, x_prev, v = state["x"], state["x_prev"], state["v"]
+    k0 = state.k
+    x, x_prev, v = state.x, state.x_prev, state.v
     check_every = max(1, getattr(sampler, "n_batches", 1))
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
@@ -339,8 +384,9 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     Xx, Xx_prev = design.matvec(x), design.matvec(x_prev)
     Xv = (iteration.extrapolate_fitted(k0 + n_steps, x, x_prev, Xx, Xx_prev,
                                        design.columns_product)
-          if n_steps else state["Xv"])
-    state.update(k=k0 + n_steps, x=x, x_prev=x_prev, v=v, Xx=Xx, Xx_prev=Xx_prev, Xv=Xv)
+          if n_steps else state.Xv)
+    state.k, state.x, state.x_prev, state.v = k0 + n_steps, x, x_prev, v
+    state.Xx, state.Xx_prev, state.Xv = Xx, Xx_prev, Xv
     return state
 
 

@@ -36,7 +36,7 @@ from sklearn.utils import check_random_state
 from .._config import check_memory
 from ..linalg._design import design_rows
 from ..linalg._linalg import lanczos_quadrature, top_eigenvalue, top_eigh
-from ..linalg._sampling import draw_rows
+from ..linalg._sampling import draw_rows, rademacher
 
 #: damping exponent ``a`` of EigenPro 2
 DAMPING = 0.95
@@ -300,7 +300,7 @@ def preconditioned_nodes(design, P, l2=0.0, n_probes=None, random_state=None, de
     inv_n = 1.0 / design.n_eff
     if n_probes is not None:
         rng = check_random_state(random_state)
-        U = rng.choice([-1.0, 1.0], size=(n, int(n_probes)))
+        U = rademacher(rng, (n, int(n_probes)))
         W0 = Zt(U) * np.sqrt(inv_n)
         depth = min(int(depth or 30), p)
         theta, omega = lanczos_quadrature(M, W0, depth)[0]

@@ -37,6 +37,7 @@ matrix is used during the fit only when it needs less than a quarter of it,
 and never kept by the fitted model.
 """
 
+import dataclasses
 import time
 from numbers import Integral, Real
 
@@ -91,6 +92,49 @@ class _KernelOperator:
         for s in range(0, n, chunk):
             out[s: s + chunk] = self.kernel(X[s: s + chunk], XB, Y_norm_squared=sqB) @ G
         return out
+
+
+@dataclasses.dataclass(eq=False)
+class _KernelFitState:
+    """What the epochs of an EigenPro fit advance (a warm start continues it).
+
+    ``n`` is the number of training rows of positive weight, ``c`` of outputs.
+
+    Attributes
+    ----------
+    Y : ndarray of shape (n, c)
+        Targets.
+    w : ndarray of shape (n,) or None
+        Sample weights (``None``: all one).
+    n_eff : float
+        Sum of the weights.
+    op : _KernelOperator
+        Products with the kernel matrix.
+    rows_S : ndarray of shape (s,)
+        The Nystrom subsample's rows.
+    phi : ndarray of shape (n, q)
+        ``K(X, X_S)`` times the preconditioner's eigenvectors.
+    sampler : EpochSampler
+        The mini-batches of an epoch.
+    alpha, f : ndarray of shape (n, c)
+        Dual coefficients and the fitted values ``K alpha``.
+    h : float
+        Step per unit of batch weight (``eta / m``).
+    mse0 : float
+        Training mean squared error at zero (the divergence test's scale).
+    """
+
+    Y: np.ndarray
+    w: np.ndarray | None
+    n_eff: float
+    op: _KernelOperator
+    rows_S: np.ndarray
+    phi: np.ndarray
+    sampler: EpochSampler
+    alpha: np.ndarray
+    f: np.ndarray
+    h: float
+    mse0: float = np.nan
 
 
 class _BaseEigenPro(TrajectoryEstimator):
@@ -224,13 +268,13 @@ class _BaseEigenPro(TrajectoryEstimator):
         self.n_iter_ = 0
         self.n_steps_ = 0
         self._epoch_steps = [0]
-        self._state = dict(
+        self._state = _KernelFitState(
             Y=Yc, w=w, n_eff=n_eff, op=op, rows_S=rows_S, phi=phi,
             sampler=EpochSampler(w, n, m, full), alpha=np.zeros((n, Yc.shape[1])),
             f=np.zeros((n, Yc.shape[1])), h=eta / m,
         )
-        self._state["mse0"] = self._train_mse(self._state["f"])
-        self.train_mse_path_ = np.array([self._state["mse0"]])
+        self._state.mse0 = self._train_mse(self._state.f)
+        self.train_mse_path_ = np.array([self._state.mse0])
         self._tracker = None
         if self.estimate_risk:
             self._tracker = SGDRiskTracker(n, Yc.shape[1], w, full, self.n_probes, probe_rng)
@@ -239,7 +283,7 @@ class _BaseEigenPro(TrajectoryEstimator):
             if q:
                 KU -= phi @ (P.scale_[:, None] * (phi.T @ U))
             self._tracker.injection = KU
-            self._tracker.record(self._state["f"], Yc)
+            self._tracker.record(self._state.f, Yc)
         self._setup_time = time.perf_counter() - tic
         if self.verbose:
             print(f"[EigenPro] n={n}, subsample {self.subsample_size_}, q={q}, "
@@ -273,24 +317,24 @@ class _BaseEigenPro(TrajectoryEstimator):
 
     def _train_mse(self, f):
         st = self._state
-        r = f - st["Y"]
+        r = f - st.Y
         r2 = np.einsum("ij,ij->i", r, r)
-        return float((r2.sum() if st["w"] is None else st["w"] @ r2) / st["n_eff"]
+        return float((r2.sum() if st.w is None else st.w @ r2) / st.n_eff
                      / r.shape[1])
 
     def _run_epochs(self, n_epochs):
         st, P = self._state, self.preconditioner_
-        op, phi, rows_S, h = st["op"], st["phi"], st["rows_S"], st["h"]
+        op, phi, rows_S, h = st.op, st.phi, st.rows_S, st.h
         op.ensure()
-        alpha, f, Y = st["alpha"], st["f"], st["Y"]
+        alpha, f, Y = st.alpha, st.f, st.Y
         c = Y.shape[1]
-        limit = DIVERGENCE_FACTOR * max(st["mse0"], np.finfo(np.float64).tiny)
+        limit = DIVERGENCE_FACTOR * max(st.mse0, np.finfo(np.float64).tiny)
         mse_path = list(self.train_mse_path_)
         tracker = self._tracker
         tic = time.perf_counter()
         for _ in range(n_epochs):
             with np.errstate(over="ignore", invalid="ignore"):
-                for rows, counts, positions in st["sampler"].epoch(self._rng):
+                for rows, counts, positions in st.sampler.epoch(self._rng):
                     g = counts[:, None] * (f[rows] - Y[rows])
                     corr = P.scale_[:, None] * (phi[rows].T @ g)  # (q, c)
                     alpha[rows] -= h * g  # rows are distinct (counts carry repeats)
@@ -312,7 +356,7 @@ class _BaseEigenPro(TrajectoryEstimator):
                 m, lam_p = self.batch_size_, self.top_eigenvalue_
                 raise DivergenceError(
                     f"EigenPro diverges at epoch {self.n_iter_} (training mse {mse:.3g} "
-                    f"against {st['mse0']:.3g} at the start) with step_size="
+                    f"against {st.mse0:.3g} at the start) with step_size="
                     f"{self.step_size_:.6g} and batch_size={m}. Use step_size='auto' or a "
                     "smaller step: SGD is stable below 2 m / (beta + (m - 1) lambda_P) = "
                     f"{2 * m / (self.beta_ + (m - 1) * lam_p):.4g}."

@@ -19,15 +19,18 @@ rows, so the estimators, ``risk_path_`` with exact traces, the uncertainty
 quantification, K-fold CV along the path and the alpha path run unchanged on
 the compressed sample and give the in-memory results up to rounding.
 
-What depends on single rows is refused with a clear error: leave-one-out
-(``loo_path_``), mini-batches (SGD) and losses that are not quadratic
-(Huber, logistic). Hutchinson probes of ``risk_path_`` (``n_probes`` an
-integer) are drawn in the compressed sample's ``p + 2`` coordinates: an
-unbiased estimate of the same traces, with other random draws than an
-in-memory fit (exact traces, ``n_probes=None``, are identical).
+What the moments do not give is read from the rows themselves: the
+Hutchinson probes of ``risk_path_`` (``n_probes`` an integer) are the ones
+the in-memory fit draws on the ``n`` rows, mapped onto the compressed sample
+by their images ``X~^T Z`` (:class:`RowSource`, a second pass), and
+``loo_path_`` tracks a subsample of rows fetched in the same pass as the
+moments (the other rows compressed, so that the control variate's
+full-sample term is exact). Mini-batches (SGD) and losses that are not
+quadratic (Huber, logistic) are refused with a clear error.
 """
 
 import sys
+import threading
 
 import numpy as np
 from scipy import linalg
@@ -35,6 +38,7 @@ from sklearn.base import is_regressor
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
+from ._sampling import ROW_SOURCE, subsample_rows
 
 #: the solvers whose fit runs on the sufficient statistics (one full batch
 #: of least squares, no preconditioner)
@@ -91,12 +95,21 @@ def check_dask_estimator(estimator, criterion=None):
             "or 'fista', IterativeRidge with 'gd', 'nesterov' or 'heavy_ball'). Use one of "
             "those or fit on an in-memory array (X.compute())."
         )
-    if criterion == "loo" or params.get("estimate_loo"):
+    if criterion is not None and (criterion == "loo" or params.get("estimate_loo")):
         raise ValueError(
-            f"{name}: leave-one-out (loo_path_, criterion='loo') needs single rows and is "
-            "not available on a Dask input. Use estimate_loo=False with risk_path_ "
-            "(criterion='risk') or K-fold CV along the path (criterion='kfold'), or fit on "
-            "an in-memory array (X.compute())."
+            f"TrajectoryEarlyStoppingCV({name}): leave-one-out (criterion='loo', "
+            "estimate_loo=True) is not available in a search on a Dask input. Use "
+            "criterion='risk' or 'kfold' with estimate_loo=False, fit the estimator alone "
+            "with estimate_loo=True and loo_subsample=<int>, or fit on an in-memory array "
+            "(X.compute())."
+        )
+    if criterion is None and params.get("estimate_loo") and params.get("loo_subsample") is None:
+        raise ValueError(
+            f"{name}: leave-one-out (estimate_loo=True) on a Dask input tracks a subsample "
+            "of rows fetched to this machine: set loo_subsample=<int> (e.g. 1000; loo_path_ "
+            "is then the "
+            "control-variate estimate of the subsample), or fit on an in-memory array "
+            "(X.compute())."
         )
 
 
@@ -175,10 +188,12 @@ def fold_labels(splits, n_samples):
     return labels
 
 
-def _chunk_moments(Xb, yb, wb, lb, n_groups):
+def _chunk_moments(Xb, yb, wb, lb, n_groups, take=None):
     """Weight, weighted mean and centred Gram matrix of ``[X, y]`` per group
     of the rows of one chunk (float64), with the chunk's count of rows and of
-    bad values (not finite, negative weights)."""
+    bad values (not finite, negative weights); ``take`` (local row indices):
+    those rows are returned as they are (``rows``, ``row_weight``) and left
+    out of every group."""
     n, p = Xb.shape
     Z = np.empty((n, p + 1))
     Z[:, :p] = Xb
@@ -187,11 +202,15 @@ def _chunk_moments(Xb, yb, wb, lb, n_groups):
     bad = int(n - np.isfinite(Z).all(axis=1).sum())
     if wb is not None:
         bad += int(np.sum(~np.isfinite(w) | (w < 0)))
-    W = np.zeros(n_groups)
-    mean = np.zeros((n_groups, p + 1))
-    M = np.zeros((n_groups, p + 1, p + 1))
+    out = dict(W=np.zeros(n_groups), mean=np.zeros((n_groups, p + 1)),
+               M=np.zeros((n_groups, p + 1, p + 1)), n=n, bad=bad)
+    if take is not None:
+        out["rows"], out["row_weight"] = Z[take], w[take]
+        lb = np.zeros(n, dtype=np.int16) if lb is None else np.array(lb, dtype=np.int16)
+        lb[take] = -1  # in no group
     if bad:
-        return dict(W=W, mean=mean, M=M, n=n, bad=bad)
+        return out
+    W, mean, M = out["W"], out["mean"], out["M"]
     for g in range(n_groups):
         # one group: the chunk's copy Z centred in place (no other n x p temporary)
         Zg, wg = (Z, w) if lb is None else (Z[np.asarray(lb) == g], w[np.asarray(lb) == g])
@@ -200,23 +219,38 @@ def _chunk_moments(Xb, yb, wb, lb, n_groups):
             mean[g] = wg @ Zg / W[g]
             Zg -= mean[g]
             M[g] = Zg.T @ (Zg if wb is None else Zg * wg[:, None])
-    return dict(W=W, mean=mean, M=M, n=n, bad=bad)
+    return out
 
 
 def _merge(a, b):
     """The moments of the union of two sets of rows (Chan, Golub & LeVeque
     1979): means moved by the weighted difference, Gram matrices summed
-    with ``W_a W_b / W`` times the outer product of the difference."""
+    with ``W_a W_b / W`` times the outer product of the difference; the
+    rows taken as they are, in order."""
     W = a["W"] + b["W"]
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(W > 0, b["W"] / np.where(W > 0, W, 1.0), 0.0)
     delta = b["mean"] - a["mean"]
     mean = a["mean"] + f[:, None] * delta
     M = a["M"] + b["M"] + (a["W"] * f)[:, None, None] * (delta[:, :, None] * delta[:, None, :])
-    return dict(W=W, mean=mean, M=M, n=a["n"] + b["n"], bad=a["bad"] + b["bad"])
+    out = dict(W=W, mean=mean, M=M, n=a["n"] + b["n"], bad=a["bad"] + b["bad"])
+    if "rows" in a:
+        out["rows"] = np.vstack([a["rows"], b["rows"]])
+        out["row_weight"] = np.concatenate([a["row_weight"], b["row_weight"]])
+    return out
 
 
-def row_statistics(X, y, sample_weight=None, labels=None, n_groups=1):
+def _tree(parts, merge):
+    """The delayed ``merge`` of ``parts`` along a balanced binary tree."""
+    import dask
+
+    while len(parts) > 1:
+        parts = [dask.delayed(merge, pure=True)(parts[i], parts[i + 1]) if i + 1 < len(parts)
+                 else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def row_statistics(X, y, sample_weight=None, labels=None, n_groups=1, take=None):
     """One pass over the row chunks: the moments of ``[X, y]`` per group.
 
     Parameters
@@ -226,6 +260,9 @@ def row_statistics(X, y, sample_weight=None, labels=None, n_groups=1):
     labels : ndarray of int of shape (n_samples,), default=None
         The group (held-out fold) of every row; ``None``: one group.
     n_groups : int
+    take : ndarray of int of shape (k,), default=None
+        Sorted rows fetched as they are in the same pass (``rows``,
+        ``row_weight``) and left out of the groups.
 
     Returns
     -------
@@ -233,8 +270,10 @@ def row_statistics(X, y, sample_weight=None, labels=None, n_groups=1):
         ``W`` (n_groups,) the groups' weights, ``mean`` (n_groups,
         n_features + 1) their weighted means of ``[X, y]``, ``M`` (n_groups,
         n_features + 1, n_features + 1) their centred weighted Gram matrices,
-        ``n`` the number of rows, all in float64. Computed with Dask's current
-        scheduler (a ``distributed.Client`` if one is active).
+        ``n`` the number of rows, all in float64; with ``take``, ``rows``
+        (k, n_features + 1) the rows ``[X, y]`` and ``row_weight`` (k,) their
+        weights. Computed with Dask's current scheduler (a
+        ``distributed.Client`` if one is active).
 
     Raises
     ------
@@ -252,12 +291,14 @@ def row_statistics(X, y, sample_weight=None, labels=None, n_groups=1):
           else sample_weight.to_delayed(optimize_graph=False).ravel())
     lb = ([None] * len(xb) if labels is None
           else da.from_array(labels, chunks=(rows,)).to_delayed().ravel())
-    parts = [dask.delayed(_chunk_moments, pure=True)(*args, n_groups)
-             for args in zip(xb, yb, wb, lb, strict=True)]
-    while len(parts) > 1:  # a balanced tree of pairwise merges
-        parts = [dask.delayed(_merge, pure=True)(parts[i], parts[i + 1]) if i + 1 < len(parts)
-                 else parts[i] for i in range(0, len(parts), 2)]
-    (stats,) = dask.compute(parts[0])
+    tb = [None] * len(xb)
+    if take is not None:
+        bounds = np.concatenate([[0], np.cumsum(rows)])
+        cut = np.searchsorted(take, bounds)
+        tb = [take[cut[i]:cut[i + 1]] - bounds[i] for i in range(len(xb))]
+    parts = [dask.delayed(_chunk_moments, pure=True)(xc, yc, wc, lc, n_groups, tc)
+             for xc, yc, wc, lc, tc in zip(xb, yb, wb, lb, tb, strict=True)]
+    (stats,) = dask.compute(_tree(parts, _merge))
     if stats["bad"]:
         raise ValueError(
             f"The Dask input holds {stats['bad']} rows with NaN or infinite values in X or y "
@@ -325,8 +366,94 @@ def _as_frame(Xc, names):
     return pd.DataFrame(Xc, columns=names)
 
 
-def sufficient_rows(estimator, X, y, sample_weight=None):
-    """The compressed sample of a Dask input for ``estimator.fit``.
+def _chunk_probe_products(Xb, wb, state, m, offset):
+    """``X~_b^T Z_b`` (n_features, m) of one chunk: ``Z_b`` its rows of the
+    probes, from the generator's ``state`` at the chunk's first row."""
+    rng = np.random.RandomState()
+    rng.set_state(state)
+    Z = rng.choice(np.array([-1.0, 1.0]), size=(Xb.shape[0], m))
+    D = np.asarray(Xb, dtype=np.float64) - offset
+    if wb is not None:
+        D *= np.sqrt(np.asarray(wb, dtype=np.float64))[:, None]
+    return D.T @ Z
+
+
+class RowSource:
+    """The Dask rows behind the in-memory sample of :func:`dask_fit`, for the
+    draws its moments do not give (:data:`~skacv.linalg._sampling.ROW_SOURCE`
+    while the sample is fitted, in this thread).
+
+    Parameters
+    ----------
+    X : dask array of shape (n_samples, n_features)
+    sample_weight : dask array of shape (n_samples,) or None
+    Xs, ws : ndarrays of shape (n_rows, n_features) and (n_rows,)
+        The in-memory sample and its weights.
+    fit_intercept : bool
+    loo : tuple or None
+        ``(positions, scale)``: the rows of the sample that ``loo_path_``
+        tracks and ``n_samples / len(positions)``.
+    """
+
+    def __init__(self, X, sample_weight, Xs, ws, fit_intercept, loo=None):
+        self.X, self.w, self.loo = X, sample_weight, loo
+        self.n_rows = Xs.shape[0]
+        ws = np.asarray(ws, dtype=np.float64)
+        Xs = np.asarray(Xs, dtype=np.float64)
+        # X~ of the sample (as skacv.linalg._design.Design centres and weights it)
+        self.offset = ws @ Xs / ws.sum() if fit_intercept else np.zeros(Xs.shape[1])
+        self.design = (Xs - self.offset) * np.sqrt(ws)[:, None]
+        self.thread = threading.get_ident()
+
+    def _ours(self, n_rows):
+        return threading.get_ident() == self.thread and n_rows == self.n_rows
+
+    def probes(self, rng, shape, dtype):
+        """Probes ``Z_c`` (n_rows, m) of the sample with ``X~_c^T Z_c = X~^T Z``,
+        or ``None`` for a draw of another shape or integer signs.
+
+        ``Z`` (n_samples, m) are the Rademacher probes an in-memory fit of the
+        rows draws, ``rademacher(rng, (n_samples, m))``: drawn here chunk by
+        chunk (the same stream; ``rng`` is left where that draw leaves it),
+        their images ``X~^T Z`` computed in one pass over the rows, then
+        ``Z_c`` the least-norm solution on the sample's ``X~_c`` (exact:
+        ``X~^T Z`` lies in the range of ``X~^T``, that of ``X~_c^T``, the two
+        having the Gram matrix ``X~^T X~``). The traces of the memory matrix
+        read the probes only through ``X~^T Z``: they are the in-memory fit's.
+        (``None`` too for a ``Generator``, whose state a chunk cannot resume.)
+        """
+        if (len(shape) != 2 or not self._ours(shape[0]) or np.dtype(dtype).kind != "f"
+                or not isinstance(rng, np.random.RandomState)):
+            return None
+        import dask
+
+        m = int(shape[1])
+        states = []
+        for rows in self.X.chunks[0]:
+            states.append(rng.get_state())
+            rng.choice(np.array([-1.0, 1.0]), size=(rows, m))  # the in-memory draw
+        xb = self.X.to_delayed(optimize_graph=False).ravel()
+        wb = ([None] * len(xb) if self.w is None
+              else self.w.to_delayed(optimize_graph=False).ravel())
+        parts = [dask.delayed(_chunk_probe_products, pure=True)(xc, wc, st, m, self.offset)
+                 for xc, wc, st in zip(xb, wb, states, strict=True)]
+        (images,) = dask.compute(_tree(parts, np.add))
+        return linalg.lstsq(self.design.T, images)[0].astype(dtype)
+
+    def subsample(self, n_rows, size):
+        """``(positions, scale)`` of the fetched rows in the sample, or ``None``."""
+        return self.loo if self.loo is not None and self._ours(n_rows) else None
+
+
+def dask_fit(estimator, X, y, sample_weight=None, frozen=None):
+    """``estimator._fit`` on a Dask input: one pass, then the in-memory fit.
+
+    The pass computes the moments of ``[X, y]`` (:func:`row_statistics`) and,
+    with ``estimate_loo=True``, fetches the ``loo_subsample`` rows the
+    in-memory fit would track (the same draw of ``random_state``); the
+    estimator is fitted on the compressed sample of the other rows followed
+    by those rows, with the :class:`RowSource` active (the Hutchinson probes
+    of the rows, a second pass when drawn).
 
     Parameters
     ----------
@@ -335,22 +462,47 @@ def sufficient_rows(estimator, X, y, sample_weight=None):
     X : dask array or DataFrame of shape (n_samples, n_features)
     y : dask array or Series of shape (n_samples,)
     sample_weight : dask array of shape (n_samples,), default=None
+    frozen : PathSetup, default=None
+        Passed on to ``estimator._fit``.
 
     Returns
     -------
-    X : ndarray (a pandas DataFrame for a Dask DataFrame) of shape (n_features + 2, n_features)
-    y, sample_weight : ndarrays of shape (n_features + 2,)
-        In-memory data with the same weighted moments of ``[X, y]``.
+    estimator
     """
     check_dask_estimator(estimator)
+    name = type(estimator).__name__
     if y is None:
-        raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target "
-                         "y is None.")
+        raise ValueError(f"{name} requires y to be passed, but the target y is None.")
     X, y, w, names = dask_rows(X, y, sample_weight)
     check_gram_limit(X.shape[1])
-    stats = row_statistics(X, y, w)
-    Xc, yc, wc, _ = compressed_sample(stats, estimator.get_params()["fit_intercept"], X.dtype)
-    return _as_frame(Xc, names), yc, wc
+    params = estimator.get_params(deep=False)
+    n = X.shape[0]
+    take = loo = None
+    if params.get("estimate_loo"):
+        size = int(params["loo_subsample"])
+        # the rows an in-memory fit tracks (the same draw)
+        take = np.arange(n) if size >= n else subsample_rows(n, size, params["random_state"])[0]
+    stats = row_statistics(X, y, w, take=take)
+    blocks = []
+    if take is None or stats["W"][0] > 0:  # the other rows (all without leave-one-out)
+        blocks.append(compressed_sample(stats, params["fit_intercept"], np.float64)[:3])
+    elif take.shape[0] < n:  # other rows of zero weight: one such row keeps their count
+        blocks.append((np.zeros((1, X.shape[1])), np.zeros(1), np.zeros(1)))
+    if take is not None:
+        rows = stats["rows"]
+        blocks.append((rows[:, :-1], rows[:, -1], stats["row_weight"]))
+        first = sum(b[0].shape[0] for b in blocks[:-1])
+        loo = (first + np.arange(take.shape[0]), n / take.shape[0])
+    Xs, ys, ws = (np.concatenate(parts).astype(X.dtype, copy=False)
+                  for parts in zip(*blocks, strict=True))
+    token = ROW_SOURCE.set(RowSource(X, w, Xs, ws, params["fit_intercept"], loo))
+    try:
+        estimator._fit(_as_frame(Xs, names), ys, ws, frozen)
+    finally:
+        ROW_SOURCE.reset(token)
+    if take is not None and hasattr(estimator, "loo_indices_"):
+        estimator.loo_indices_ = take  # the rows of X, not of the in-memory sample
+    return estimator
 
 
 def sufficient_search(search, X, y, params):
@@ -383,6 +535,23 @@ def sufficient_search(search, X, y, params):
     return _as_frame(Xc, names), yc, {**params, "sample_weight": wc}, splits
 
 
+def _lazy_rows(estimator, X):
+    """A Dask ``X`` for the predictions of a fitted ``estimator``: chunked by
+    rows, its number of features and names checked against the fit's."""
+    check_is_fitted(estimator)
+    X, _, _, names = dask_rows(X, lengths=False)
+    expected = estimator.n_features_in_
+    if X.shape[1] != expected:
+        raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
+                         f"expecting {expected} features as input.")
+    fitted_names = getattr(estimator, "feature_names_in_", None)
+    if names is not None and fitted_names is not None and not np.array_equal(
+            names, fitted_names):
+        raise ValueError("The feature names of X should match those that were passed during "
+                         f"fit: got {list(names)}, fitted on {list(fitted_names)}.")
+    return X
+
+
 def lazy_predictor(estimator, X, coef, intercept):
     """``X @ coef + intercept`` on a Dask input, lazily (a Dask array).
 
@@ -397,15 +566,46 @@ def lazy_predictor(estimator, X, coef, intercept):
     -------
     y : dask array of shape (n_samples,) or (n_samples, k)
     """
-    check_is_fitted(estimator)
-    X, _, _, names = dask_rows(X, lengths=False)
-    expected = estimator.n_features_in_
-    if X.shape[1] != expected:
-        raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
-                         f"expecting {expected} features as input.")
-    fitted_names = getattr(estimator, "feature_names_in_", None)
-    if names is not None and fitted_names is not None and not np.array_equal(
-            names, fitted_names):
-        raise ValueError("The feature names of X should match those that were passed during "
-                         f"fit: got {list(names)}, fitted on {list(fitted_names)}.")
+    X = _lazy_rows(estimator, X)
     return X @ np.asarray(coef, dtype=X.dtype) + np.asarray(intercept, dtype=X.dtype)
+
+
+def lazy_stages(estimator, X):
+    """Yield the predictions of iterates ``0, ..., n_iter_`` on a Dask input:
+    lazy Dask arrays of shape (n_samples,), each its own product."""
+    X = _lazy_rows(estimator, X)
+    coef = np.asarray(estimator.coef_path_, dtype=X.dtype)
+    intercept = np.asarray(estimator.intercept_path_, dtype=X.dtype)
+    for t in range(coef.shape[1]):
+        yield X @ coef[:, t] + intercept[t]
+
+
+def lazy_score(estimator, X, y, sample_weight=None):
+    """``R^2`` of ``estimator.predict`` on Dask rows, as scikit-learn's
+    ``r2_score`` (``1 - SS_res / SS_tot``, weighted; 1.0 for a perfect fit
+    of a constant target, 0.0 for an imperfect one), from sums reduced over
+    the row chunks in one computation: ``X`` is never gathered.
+
+    Parameters
+    ----------
+    estimator : fitted regressor
+    X : dask array or DataFrame of shape (n_samples, n_features)
+    y : dask array, Series or array-like of shape (n_samples,)
+    sample_weight : dask array or array-like of shape (n_samples,), default=None
+
+    Returns
+    -------
+    score : float
+    """
+    import dask
+
+    X, y, w, _ = dask_rows(X, y, sample_weight)
+    pred = lazy_predictor(estimator, X, estimator.coef_, estimator.intercept_)
+    y = y.astype(np.float64)
+    wt = 1.0 if w is None else w.astype(np.float64)
+    total = X.shape[0] * 1.0 if w is None else wt.sum()
+    mean = (wt * y).sum() / total
+    ss_res, ss_tot = dask.compute((wt * (y - pred) ** 2).sum(), (wt * (y - mean) ** 2).sum())
+    if ss_tot == 0:
+        return 1.0 if ss_res == 0 else 0.0
+    return float(1.0 - ss_res / ss_tot)

@@ -18,6 +18,8 @@ top eigenvalue of an operator, the top eigenpairs of a matrix.
   leverage computation whose columns are dependent.
 """
 
+import dataclasses
+
 import numpy as np
 import scipy.linalg as linalg
 from scipy.sparse.linalg import LinearOperator, eigsh
@@ -55,6 +57,52 @@ def _quadrature(alphas, betas, k, scale):
     return np.clip(np.concatenate(nodes), 0, None), np.concatenate(weights)
 
 
+@dataclasses.dataclass(eq=False)
+class LanczosState:
+    """Lanczos processes after ``j`` steps, one per column of the starting
+    block (:func:`lanczos`); ``resume`` continues them.
+
+    Attributes
+    ----------
+    j : int
+        Steps taken.
+    alphas, betas : ndarray of shape (j, m)
+        Diagonals and off-diagonals of the tridiagonals (``betas[j - 1]``:
+        the norms of the residuals after the last step).
+    basis : ndarray of shape (j, dim, m)
+        The Lanczos vectors (kept for the re-orthogonalisation).
+    raw : ndarray of shape (m,)
+        Squared norms of the starting vectors (the quadrature's scale).
+    q, q_prev : ndarray of shape (dim, m)
+        The next and the last Lanczos vectors.
+    beta_prev : ndarray of shape (m,)
+        The last off-diagonal entries.
+    exhausted : bool
+        A column found an invariant subspace (or the whole space): no more
+        steps.
+    """
+
+    j: int
+    alphas: np.ndarray
+    betas: np.ndarray
+    basis: np.ndarray
+    raw: np.ndarray
+    q: np.ndarray
+    q_prev: np.ndarray
+    beta_prev: np.ndarray
+    exhausted: bool
+
+    @property
+    def dim(self):
+        """Dimension of the operator."""
+        return self.q.shape[0]
+
+    @property
+    def m(self):
+        """Number of processes (columns)."""
+        return self.q.shape[1]
+
+
 def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None, until=None):
     """Lanczos processes from the columns of ``W0``, one per column.
 
@@ -71,36 +119,35 @@ def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None, until=None):
         ``check(nodes, weights)`` is evaluated every other step (from the
         7th) and the process stops once its value changes by less than
         ``rtol`` (relative).
-    resume : dict, default=None
+    resume : LanczosState, default=None
         The state of a previous run on the same ``op`` and ``W0``, continued
         up to the new ``depth``.
     until : callable, default=None
-        ``until(state)`` is evaluated after every step on the state so far
-        (``j`` steps, ``alphas``, ``betas``); the process stops when it
-        returns True (and can be resumed from there).
+        ``until(state)`` is evaluated after every step on the
+        :class:`LanczosState` so far; the process stops when it returns True
+        (and can be resumed from there).
 
     Returns
     -------
-    state : dict
-        ``alphas``, ``betas`` (depth, m) of the tridiagonals, ``basis``
-        (k, dim, m), ``raw`` the squared norms of the starting vectors, ``j``
-        the number of steps taken, ``exhausted`` when an invariant subspace
-        was found, and what :func:`lanczos` needs to resume.
+    state : LanczosState
+        The tridiagonals of the ``j`` steps taken (``exhausted`` when an
+        invariant subspace was found) and what :func:`lanczos` needs to
+        resume.
     """
     dim, m = W0.shape
     depth = int(min(depth, dim))
-    if resume is not None and (resume["dim"], resume["m"]) != (dim, m):
+    if resume is not None and (resume.dim, resume.m) != (dim, m):
         resume = None
-    j0 = 0 if resume is None else resume["j"]
+    j0 = 0 if resume is None else resume.j
     depth = max(depth, j0)
     basis = np.zeros((depth, dim, m))
     alphas = np.zeros((depth, m))
     betas = np.zeros((depth, m))
     if resume is not None:
-        raw = resume["raw"]
-        basis[:j0], alphas[:j0], betas[:j0] = resume["basis"], resume["alphas"], resume["betas"]
-        q, q_prev, beta_prev = resume["q"], resume["q_prev"], resume["beta_prev"]
-        exhausted = resume["exhausted"]
+        raw = resume.raw
+        basis[:j0], alphas[:j0], betas[:j0] = resume.basis, resume.alphas, resume.betas
+        q, q_prev, beta_prev = resume.q, resume.q_prev, resume.beta_prev
+        exhausted = resume.exhausted
     else:
         raw = np.linalg.norm(W0, axis=0) ** 2
         norms = np.sqrt(raw)
@@ -138,7 +185,9 @@ def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None, until=None):
             break
         q_prev, q = q, w / b
         beta_prev = b
-        if until is not None and until({"j": j + 1, "alphas": alphas, "betas": betas}):
+        if until is not None and until(LanczosState(
+                j + 1, alphas[: j + 1], betas[: j + 1], basis[: j + 1], raw, q, q_prev,
+                beta_prev, False)):
             k_used = j + 1
             break
         if check is not None and j >= 6 and j % 2 == 0 and j + 1 < depth:
@@ -149,9 +198,9 @@ def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None, until=None):
                     k_used = j + 1
                     break
             prev = val
-    return {"dim": dim, "m": m, "j": k_used, "raw": raw, "basis": basis[:k_used],
-            "alphas": alphas[:k_used], "betas": betas[:k_used], "q": q, "q_prev": q_prev,
-            "beta_prev": beta_prev, "exhausted": exhausted or k_used >= dim}
+    return LanczosState(j=k_used, alphas=alphas[:k_used], betas=betas[:k_used],
+                        basis=basis[:k_used], raw=raw, q=q, q_prev=q_prev,
+                        beta_prev=beta_prev, exhausted=exhausted or k_used >= dim)
 
 
 def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,
@@ -168,12 +217,12 @@ def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,
     (nodes, weights) : tuple of ndarrays
     k_used : int
         Lanczos steps taken.
-    state : dict
+    state : LanczosState
         Only with ``return_state=True``: what ``resume`` continues.
     """
     state = lanczos(op, W0, depth, check=check, rtol=rtol, resume=resume)
-    k = state["j"]
-    result = _quadrature(state["alphas"], state["betas"], k, state["raw"]), k
+    k = state.j
+    result = _quadrature(state.alphas, state.betas, k, state.raw), k
     return result + (state,) if return_state else result
 
 
@@ -193,7 +242,7 @@ def lanczos_top(op, dim, v0=None, n_steps=4):
         n_steps = 2 * n_steps
     state = lanczos(lambda Q: op(Q[:, 0])[:, None], v[:, None], n_steps)
     theta, residual, u = top_ritz(state, 0)
-    top = state["basis"][:, :, 0].T @ u
+    top = state.basis[:, :, 0].T @ u
     return max(theta + residual, 0.0), top
 
 
@@ -225,7 +274,7 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):
         max_steps = int(min(max_steps, max(2, int(cap) // (8 * dim * m))))
 
     def until(state):
-        if state["j"] < 2:
+        if state.j < 2:
             return False
         for i in np.flatnonzero(np.isnan(out)):
             theta, residual, _ = top_ritz(state, i)
@@ -236,7 +285,7 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):
     state = lanczos(op, W0, max_steps, until=until)
     # a process that found an invariant subspace (or the whole space) stops
     # before the check: its Ritz values are exact, its residual zero
-    full = state["j"] >= W0.shape[0]
+    full = state.j >= W0.shape[0]
     for i in np.flatnonzero(np.isnan(out)):
         theta, residual, _ = top_ritz(state, i)
         if full or residual <= tol * max(theta, 0.0):
@@ -248,9 +297,9 @@ def top_ritz(state, i):
     """``(theta, residual, u)``: the top Ritz value of column ``i`` of a
     :func:`lanczos` state, its residual norm (an eigenvalue of the operator
     lies within it of ``theta``) and its eigenvector of the tridiagonal."""
-    k = state["j"]
-    theta, U = np.linalg.eigh(_tridiagonal(state["alphas"], state["betas"], k, i))
-    return float(theta[-1]), float(abs(state["betas"][k - 1, i] * U[-1, -1])), U[:, -1]
+    k = state.j
+    theta, U = np.linalg.eigh(_tridiagonal(state.alphas, state.betas, k, i))
+    return float(theta[-1]), float(abs(state.betas[k - 1, i] * U[-1, -1])), U[:, -1]
 
 
 # ----------------------------------------------------------------------------

@@ -11,10 +11,25 @@ weights, so that a weighted fit equals the fit on repeated rows.
 * :class:`EpochSampler` (kernel SGD): an epoch is a permutation of the
   draws of the weighted multiset, cut into batches ``(rows, counts)``.
 * :func:`draw_rows`: a subsample of the weighted data (Nystrom rows).
+* :func:`rademacher`: the random signs of every Hutchinson probe (the risk
+  estimate's chains and Lanczos quadrature, the preconditioner's nodes, the
+  SGD estimate's sketch).
+* :func:`subsample_rows`: the rows a subsampled leave-one-out estimate tracks.
+* :data:`ROW_SOURCE`: the rows behind an in-memory sample that stands for
+  data out of memory (a Dask input, :mod:`skacv.linalg._dask`), whose draws
+  replace those two for that sample.
 """
+
+import contextvars
 
 import numpy as np
 from sklearn.utils import check_random_state
+
+#: ``None``, or while an in-memory sample standing for other rows is fitted
+#: (:func:`skacv.linalg._dask.dask_fit`) an object whose ``probes(rng, shape,
+#: dtype)`` and ``subsample(n, size)`` give the draws of those rows for
+#: :func:`rademacher` and :func:`subsample_rows` (``None``: not that sample's)
+ROW_SOURCE = contextvars.ContextVar("skacv_row_source", default=None)
 
 #: expanded index lists of integer weights are used up to this length
 _MAX_EXPANDED = 10**8
@@ -32,6 +47,30 @@ def counts_of(draws, n_rows):
     counts = np.bincount(draws, minlength=n_rows)
     rows = np.flatnonzero(counts)
     return rows, counts[rows].astype(np.float64)
+
+
+def rademacher(rng, shape, dtype=np.float64):
+    """Rademacher probes: independent signs ``+-1`` of ``shape`` in ``dtype``,
+    drawn from ``rng`` (a RandomState or Generator) by ``rng.choice`` on
+    ``[-1, 1]``: the same numbers in every dtype, and the same draw for the
+    same ``rng`` state, so that seeded estimates do not depend on the
+    precision of the probes."""
+    source = ROW_SOURCE.get()
+    Z = None if source is None else source.probes(rng, shape, dtype)
+    return rng.choice(np.array([-1, 1], dtype=dtype), size=shape) if Z is None else Z
+
+
+def subsample_rows(n_rows, size, random_state):
+    """``(rows, scale)``: ``size`` of ``n_rows`` rows drawn without replacement
+    from ``check_random_state(random_state)``, sorted, and ``n_rows / size``
+    (the rows :data:`ROW_SOURCE` fetched for its sample)."""
+    source = ROW_SOURCE.get()
+    found = None if source is None else source.subsample(n_rows, size)
+    if found is not None:
+        return found
+    rng = check_random_state(random_state)
+    rows = np.sort(rng.choice(n_rows, int(size), replace=False))
+    return rows, n_rows / rows.shape[0]
 
 
 def _expanded(weight):

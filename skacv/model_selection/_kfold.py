@@ -32,7 +32,7 @@ step rule, with the folds' top eigenvalues from one block of Lanczos
 processes on the stacked products), so a stacked fold path is the path of
 ``clone(estimator).fit(X[train], y[train])`` up to the rounding of the block
 products (and of that eigenvalue, within ``LIPSCHITZ_TOL``). The block runs in
-``kfold_dtype`` (:func:`skacv.get_config`): float32 by default, whose
+the search's ``fold_dtype`` (:func:`kfold_dtype`): float32 by default, whose
 rounding (~1e-6 relative) is far below the sampling noise of a held-out
 error (~1/sqrt(n_test)).
 """
@@ -43,7 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
-from .._config import check_memory, get_config
+from .._config import check_memory
 from .._policy import get_policy
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
@@ -243,6 +243,10 @@ class StackedFolds:
         The full-data fit's design of ``X`` with the same weights and
         intercept (its ``X~``, centred and weighted): the block's copy is
         gathered from it, already centred, when the folds partition the rows.
+    horizon : int, default=0
+        The length the path may reach when it grows in stages (the first
+        stage's ``max_iter`` is shorter): the covariance form is weighed
+        against ``max(estimator.max_iter, horizon)`` steps.
 
     Attributes
     ----------
@@ -259,7 +263,8 @@ class StackedFolds:
         Total weight of the held-out rows.
     """
 
-    def __init__(self, estimator, X, y, sample_weight, splits, dtype, full_design=None):
+    def __init__(self, estimator, X, y, sample_weight, splits, dtype, full_design=None,
+                 horizon=0):
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
         test = np.zeros_like(train)
@@ -298,7 +303,7 @@ class StackedFolds:
         self.offset, self.response = self.designs.center_y(y)
         if partition is not None and fold_covariance_pays(
                 base.n_samples, base.n_features, len(splits),
-                max(estimator.max_iter, getattr(estimator, "_horizon", 0)),
+                max(estimator.max_iter, horizon),
                 base.X.dtype.itemsize):
             self.products = FoldCovariance(self.designs, self.response, partition)
         else:
@@ -325,13 +330,13 @@ class StackedFolds:
         self.test_weight = float(test.sum() if w is None else (w @ test).sum())
         self.state = init_state(self.products, n_columns=self.designs.n_folds)
         # x^0 = 0: the residual is the response on every row
-        self.losses = self._held_out_errors(self.state["x"], np.zeros_like(self.response))[None]
+        self.losses = self._held_out_errors(self.state.x, np.zeros_like(self.response))[None]
         self.verbose = estimator.verbose
 
     def advance(self, n_iter):
         """Continue every fold path to ``n_iter`` steps (if shorter); return
         :attr:`losses` of iterates ``0..n_iter``."""
-        k0 = self.state["k"]
+        k0 = self.state.k
         if n_iter > k0:
             d, it = self.products, self.iteration
             new = np.full((n_iter - k0, d.n_folds), np.nan)
@@ -392,20 +397,18 @@ class StackedFolds:
         return total
 
 
-def fit_beside(X):
+def fit_beside(X, fold_dtype="auto"):
     """Whether the full-data fit on ``X`` runs its stages beside the stacked
     folds (:func:`~skacv.utils._parallel.overlapped`, one BLAS thread each: the
     block's set-up beside the first stage, each later stage beside the
     folds' passes): when ``X`` is dense, larger than the last-level cache
     (the full fit's products read memory, and a second BLAS thread adds
     little to them) and the block's copy is not (its pass runs in one group
-    of panels, :func:`pass_groups`). Measured on a 2-core EPYC (32 MiB
-    last-level cache), the default Lasso early stopping: 2000 x 3000,
-    17-23 % less time (7 paired runs); with ``X`` in the cache (1000 x 1500,
-    2000 x 1000) the full fit loses more than half its speed on one
-    thread: 16-30 % more; at 10000 x 5000 (two groups, then run in turn
-    beside the full fit) ISTA even, FISTA 4-9 % more (its full fit took
-    56 ms a step on one thread against 30 ms on two)."""
+    of panels, :func:`pass_groups`, in the precision ``fold_dtype`` of
+    :func:`kfold_dtype`). With ``X`` in the cache the full fit loses more
+    than it gains on one BLAS thread, and with two groups of panels the
+    block runs its groups in turn beside the full fit; measured figures in
+    ``docs/benchmarks.rst`` (``fit_beside``)."""
     if sp.issparse(X):
         return False
     try:
@@ -414,7 +417,7 @@ def fit_beside(X):
         return False  # the full fit's checks say why
     # the full fit's X: float32 kept, anything else in float64
     dtype = np.dtype(np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
-    block = size * kfold_dtype(np.empty(0, dtype)).itemsize
+    block = size * kfold_dtype(fold_dtype).itemsize
     return size * dtype.itemsize > cache_bytes(3) and pass_groups(block) == 1
 
 
@@ -474,10 +477,21 @@ def can_stack(estimator):
     return bool(has is not None and has())
 
 
-def kfold_dtype(X):
-    """Precision of the stacked folds: the configured ``kfold_dtype``
-    (``"auto"``: float32)."""
-    dtype = get_config().get("kfold_dtype", "auto")
-    if dtype == "auto":
-        return np.dtype(np.float32)
-    return np.dtype(dtype or X.dtype)
+def kfold_dtype(fold_dtype="auto"):
+    """Precision of the stacked folds.
+
+    Parameters
+    ----------
+    fold_dtype : {"auto", "float32", "float64"}, default="auto"
+        ``fold_dtype`` of :class:`~skacv.TrajectoryEarlyStoppingCV`:
+        ``"auto"`` is float32, whose rounding (~1e-6 relative) is far below
+        the sampling noise of a held-out error.
+
+    Returns
+    -------
+    dtype : numpy.dtype
+    """
+    if fold_dtype not in ("auto", "float32", "float64"):
+        raise ValueError(f"fold_dtype must be 'auto', 'float32' or 'float64'; got "
+                         f"{fold_dtype!r}.")
+    return np.dtype(np.float32 if fold_dtype == "auto" else fold_dtype)

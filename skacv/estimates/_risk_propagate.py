@@ -1,0 +1,373 @@
+"""The forward Jacobian chains of a proximal iteration: one propagator.
+
+The memory matrix of Bellec & Tan (2024) reads traces of the Jacobians of
+the iterates with respect to the response entering every step's gradient
+(the *sources*). For an iteration whose prox Jacobian is a 0/1 mask (ISTA,
+FISTA, heavy ball with a prox) the tangents of ``x^k`` live on the support
+of ``x^k``; the chains of all sources advance together as one block
+(BLAS-3), rows in :func:`chain_order` (every support is a prefix) and the
+products by ``X~`` restricted to those prefixes (:func:`gram_product`).
+
+A step of the chains (:meth:`ForwardChains.run`) is always the same:
+
+1. the gradient tangents ``dz = -g X~^T X~ dv`` of the open chains
+   (restricted Gram product, :func:`maybe_gram` deciding once whether a
+   Gram matrix pays);
+2. the injection of the new source, ``g`` times its probes' images
+   ``X~^T z``;
+3. the iteration's own :meth:`~skacv.Iteration.tangent` (mask, clipped
+   extrapolation and heavy-ball coefficients), by cache-sized groups of
+   columns;
+4. the traces, read by the probe strategy;
+5. the extrapolation's rows beyond the step's prefix.
+
+What differs between the probe schemes (which columns a step advances,
+which probes a source injects, how the traces are read, the mergers of the
+independent blocks) is the *probe* object the propagator is driven by
+(:class:`ChainProbes`): the shared probes of
+:mod:`skacv.estimates._risk_chains` and the independent blocks of
+:mod:`skacv.estimates._risk_independent`.
+"""
+
+import time
+
+import numpy as np
+
+from .._config import check_memory
+from .._policy import get_policy
+from ..iterations._iterations import Iteration
+from ..linalg._design import gather
+from ._risk_state import GramCache, SavedChains
+
+
+def folds_step(iteration):
+    """A constant step is folded into the chains' products (the Gram matrix
+    holds ``-eta / n``, the injections ``eta / n``): a step's combination
+    then only adds (:meth:`~skacv.Iteration.combine`'s ``z_scaled``), one
+    pass over the chains fewer. Not with a schedule or a combine of its
+    own (a preconditioner)."""
+    return iteration.schedule is None and type(iteration).combine is Iteration.combine
+
+
+def chain_factor(design, iteration):
+    """``(g, fold)``: the factor of the chains' products (``eta / n`` when
+    the step is folded, :func:`folds_step`, else ``1 / n``) and the fold."""
+    fold = folds_step(iteration)
+    inv_n = 1.0 / design.n_eff
+    return (inv_n * iteration.step_size if fold else inv_n), fold
+
+
+def resolve_chain_dtype(design, n_probes, dtype=None):
+    """Precision of the Jacobian chains: ``dtype`` (a dtype, ``"float32"``
+    or ``"float64"``); ``"auto"`` or ``None`` is float32 with Hutchinson
+    probes (whose own relative error, ~1e-2, dwarfs float32 rounding, ~1e-6)
+    and the dtype of ``X`` for exact traces (the estimator's
+    ``chain_dtype``)."""
+    if dtype is None or (isinstance(dtype, str) and dtype == "auto"):
+        dtype = np.float32 if n_probes is not None else None
+    return np.dtype(dtype or design.dtype)
+
+
+def design_columns(design, idx, dtype):
+    """``X~[:, idx]`` in ``dtype``, C order (the restricted products read
+    prefixes of its columns as BLAS views); a dense design is gathered by
+    blocks of rows, without a full-size copy in its own precision."""
+    if design.sparse:
+        return np.asarray(design.columns(idx), dtype=dtype)
+    return gather(design.dense(), dtype, cols=idx)
+
+
+def chain_order(coef_path):
+    """The row order of the chains: ``(masks, order, prefix)``.
+
+    ``masks`` (p, T + 1): the support of every iterate; ``order``: the
+    coordinates sorted by the last step at which they are in a support, so
+    that every support (and every union of consecutive ones) is a prefix;
+    ``prefix[k]`` (``k = 0..T + 1``): the length of the prefix that covers
+    every coordinate active at a step ``>= k``.
+    """
+    masks = coef_path != 0
+    T = coef_path.shape[1] - 1
+    steps = np.arange(T + 1)
+    last = np.where(masks.any(axis=1), np.max(np.where(masks, steps, -1), axis=1), -1)
+    order = np.argsort(-last, kind="stable")
+    prefix = np.searchsorted(-last[order], -np.arange(T + 2), side="right")
+    return masks, order, prefix
+
+
+def chunk_columns(rows, m, itemsize):
+    """Columns (a multiple of ``m``) of a cache-sized group of chains of
+    ``rows`` rows (the policy's ``chain_chunk_bytes``)."""
+    return m * max(1, get_policy().chain_chunk_bytes // (max(rows, 1) * m * itemsize))
+
+
+def gram_product(Xs, gram, rows, cols, block, out, factor):
+    """``out = factor X~[:, :rows]^T X~[:, :cols] block`` (``block`` of
+    ``cols`` rows): from the restricted Gram matrix (:func:`maybe_gram`,
+    which holds the factor) when it covers both prefixes, else by the two
+    primal products."""
+    if gram is not None and gram.shape[0] >= max(rows, cols):
+        np.matmul(gram[:rows, :cols], block, out=out)
+    else:
+        fitted = Xs[:, :cols] @ block
+        fitted *= factor
+        np.matmul(Xs[:, :rows].T, fitted, out=out)
+
+
+def _cached_gram(cached, order, best_w, Xs, factor):
+    """The prefix ``order[:best_w]`` of a :class:`GramCache` (``None`` when
+    it does not cover it or has another precision or factor)."""
+    coords = cached.coords
+    position = np.full(max(int(coords.max(initial=-1)), int(order.max())) + 1, -1)
+    position[coords] = np.arange(coords.size)
+    idx = position[order[:best_w]]
+    if (np.all(idx >= 0) and cached.gram.dtype == Xs.dtype
+            and cached.factor == factor):
+        return cached.gram[np.ix_(idx, idx)]
+    return None
+
+
+def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None):
+    """Decide once (at the first step with chains, ``k_first``) whether to
+    precompute the Gram matrix of a late prefix of columns, using the flop
+    model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``
+    (``c = columns[k]``, the columns advanced by step ``k``); it is returned
+    times ``factor`` (``-g`` for the chains: the products are then the
+    gradient tangents). ``cached`` (a :class:`GramCache` of a previous
+    stage) is reused when it covers the prefix (columns ``order[:w]``)."""
+    T = columns.shape[0] - 1
+    if gram is not None or k != k_first or T < k_first + 1:
+        return gram
+    # save[start] = sum over kk >= start of the per-step saving, minus the
+    # Gram matrix of the prefix w = prefix[start - 1] (integers: exact in int64)
+    kk = np.arange(k_first, T + 1)
+    r, u = prefix[kk].astype(np.int64), prefix[kk - 1].astype(np.int64)
+    c = np.asarray(columns, dtype=np.int64)[kk]
+    step_save = 2 * int(n) * (u + r) * c - 2 * r * u * c
+    save = np.cumsum(step_save[::-1])[::-1] - int(n) * u * u
+    best = int(np.argmax(save))  # the first of the largest savings
+    if save[best] <= 0:
+        return None
+    best_w = int(u[best])
+    if cached is not None:
+        out = _cached_gram(cached, order, best_w, Xs, factor)
+        if out is not None:
+            return out
+    check_memory(best_w * best_w * Xs.dtype.itemsize, "the restricted Gram matrix")
+    Xw = Xs[:, :best_w]
+    gram = Xw.T @ Xw
+    gram *= Xs.dtype.type(factor)
+    return gram
+
+
+def gram_to_keep(gram, order, factor, previous=None):
+    """The :class:`GramCache` a state keeps: ``gram`` if within the policy's
+    ``chain_gram_cache_bytes``, else the ``previous`` stage's."""
+    if gram is not None and gram.nbytes <= get_policy().chain_gram_cache_bytes:
+        return GramCache(order[: gram.shape[0]], gram, factor)
+    return previous
+
+
+class ChainProbes:
+    """What a probe scheme tells :class:`ForwardChains` (the hooks of a step).
+
+    ``m``: columns of a probe block (a source's, or a block of sources').
+    Subclasses give the columns of step ``k`` and the injection of its new
+    source, and read the traces by chunks (:meth:`read_chunk`) or once a
+    step (:meth:`read_step`); ``label`` names them in verbose output.
+    """
+
+    label = "traces"
+    m = 1
+
+    def open_columns(self, k):
+        """``(c_old, c_new)``: columns of the open chains before step ``k``
+        and with the new source."""
+        raise NotImplementedError
+
+    def injection(self, k, rows):
+        """The new source's probes' images ``X~^T z`` on ``rows`` rows."""
+        raise NotImplementedError
+
+    def after_gradient(self, k, chains, u, rows, c_old):
+        """After the gradient tangents (``u`` rows of ``dv`` were non-zero;
+        ``u = 0``: the open chains are zero)."""
+
+    def before_tangent(self, k, chains, rows, c_old, c_new):
+        """After the injection, before the tangent."""
+
+    def read_chunk(self, k, cols, dx, dv):
+        """Traces of the columns ``cols`` (``dx``, ``dv``: their new tangents)."""
+
+    def read_step(self, k, chains, rows, c_new):
+        """Traces after the whole step (the new ``dx`` in ``chains.dz``)."""
+
+    def read_tail(self, k, rows, rows_prev, tail_v):
+        """Traces of the gradient points' rows beyond the step's prefix."""
+
+    def after_step(self, k, chains):
+        """After the buffers' rotation."""
+
+    def progress(self):
+        """Extra words of the verbose line."""
+        return ""
+
+
+class ForwardChains:
+    """The forward tangents of every open chain, advanced step by step.
+
+    Blocks (Fortran order, rows in :func:`chain_order`, ``n_cols`` columns):
+    ``dv`` (gradient points), ``dz`` (gradient tangents; the new ``dx`` are
+    written here), ``dx1`` (iterates; ``dv`` itself without extrapolation),
+    ``dx2`` (the iterates of the step before, heavy ball only). Without a
+    heavy ball the tangent writes in place and the blocks rotate after a
+    step; with one they are copied. ``dv_rows``: rows of ``dv`` that may be
+    non-zero.
+    """
+
+    def __init__(self, design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols,
+                 heavy_ball=False):
+        T = coef_path.shape[1] - 1
+        self.iteration, self.coef_path, self.Xs = iteration, coef_path, Xs
+        self.order, self.prefix, self.masks_s = order, prefix, masks_s
+        self.n = design.n_samples
+        self.g, self.fold = chain_factor(design, iteration)
+        self.dtype = Xs.dtype
+        self.extrapolates = iteration.extrapolates(T)
+        width = Xs.shape[1]
+        self.dv = np.zeros((width, n_cols), dtype=self.dtype, order="F")
+        self.dz = np.zeros_like(self.dv)
+        self.dx1 = np.zeros_like(self.dv) if self.extrapolates else self.dv
+        self.dx2 = np.zeros_like(self.dv) if heavy_ball else None
+        self.dv_rows = self.rows_k = self.rows_prev = 0
+        self.gram = None
+
+    def restore(self, saved, n_cols=None):
+        """Scatter :class:`SavedChains` into this row order (``n_cols``: their
+        columns; default all of theirs)."""
+        position = np.empty(self.coef_path.shape[0], dtype=np.intp)
+        position[self.order] = np.arange(self.order.size)
+        for name in ("dv", "dx1", "dx2"):
+            block = getattr(self, name)
+            coords, values = saved.get(name)
+            if block is None or coords is None or coords.size == 0 or (
+                    name == "dx1" and block is self.dv):
+                continue
+            rows = position[coords]
+            block[rows, :values.shape[1] if n_cols is None else n_cols] = values
+            if name == "dv":
+                self.dv_rows = int(rows.max()) + 1
+
+    def saved(self, c, iterates=True):
+        """The chains' first ``c`` columns in coordinates (:class:`SavedChains`;
+        ``iterates=False``: without ``dx1`` when it is ``dv``)."""
+        order = self.order
+        out = SavedChains(dv=(order[:self.dv_rows], self.dv[:self.dv_rows, :c].copy()))
+        if iterates or self.dx1 is not self.dv:
+            out.dx1 = (order[:self.rows_k], self.dx1[:self.rows_k, :c].copy())
+        if self.dx2 is not None:
+            out.dx2 = (order[:self.rows_prev], self.dx2[:self.rows_prev, :c].copy())
+        return out
+
+    def _coefficients(self, k, rows):
+        """The clipped extrapolation's and heavy ball's coefficients of step
+        ``k`` on the chains' first ``rows`` rows (``None``: not clipped)."""
+        it, path, idx = self.iteration, self.coef_path, self.order[:rows]
+        coef = it.extrapolation_coefficients(k, path[:, k], path[:, k - 1])
+        if coef is not None:
+            coef = (coef[0][idx], coef[1][idx])
+        mcoef = None
+        if self.dx2 is not None and k >= 2:
+            mcoef = it.momentum_coefficients(k, path[:, k - 1], path[:, k - 2])
+            if mcoef is not None:
+                mcoef = (mcoef[0][idx], mcoef[1][idx])
+        return coef, mcoef
+
+    def _gradient(self, k, probes, c_old, c_new, k_first, columns, cached):
+        """Steps 1 and 2: ``dz`` of the open chains and the new source's injection."""
+        rows, g = self.rows_k, self.g
+        dz_k = self.dz[:rows, :c_new]
+        if c_old and self.dv_rows:
+            u = self.dv_rows
+            self.gram = maybe_gram(self.Xs, self.gram, k, k_first, self.prefix, columns,
+                                   self.n, -g, cached=cached, order=self.order)
+            gram_product(self.Xs, self.gram, rows, u, self.dv[:u, :c_old], dz_k[:, :c_old], -g)
+            probes.after_gradient(k, self, u, rows, c_old)
+        elif c_old:  # the chains are zero
+            dz_k[:, :c_old] = 0
+            probes.after_gradient(k, self, 0, rows, c_old)
+        np.multiply(probes.injection(k, rows), g, out=dz_k[:, c_old:c_new])
+        if self.dv_rows < rows:
+            self.dv[self.dv_rows:rows, :c_new] = 0
+        return dz_k
+
+    def _tangents(self, k, probes, dz_k, c_new, coef, mcoef):
+        """Step 3: the iteration's tangent by cache-sized groups of columns."""
+        rows, rows_prev = self.rows_k, self.rows_prev
+        dv, dx1, dx2 = self.dv, self.dx1, self.dx2
+        swap = dx2 is None
+        mask_k = self.masks_s[:rows, k]
+        step = chunk_columns(rows, probes.m, self.dtype.itemsize)
+        for j0 in range(0, c_new, step):
+            cols = slice(j0, min(j0 + step, c_new))
+            dx, dvn = self.iteration.tangent(
+                k, dv[:rows, cols], dx1[:rows, cols],
+                None if dx2 is None else dx2[:rows, cols], dz_k[:, cols], mask_k, coef, mcoef,
+                overwrite_dz=True, out_v=dv[:rows, cols] if swap and dv is not dx1 else None,
+                dz_scaled=self.fold)
+            probes.read_chunk(k, cols, dx, dvn)
+            if swap:
+                continue  # dx is in dz, dv in place
+            dx2[:rows_prev, cols] = dx1[:rows_prev, cols]
+            dx1[:rows, cols] = dx
+            if dv is not dx1:
+                dv[:rows, cols] = dvn
+
+    def _tail(self, k, probes, c_new, coef):
+        """Step 5: rows beyond the prefix: ``dx = 0`` there, ``dv =
+        extrapolate(0, dx1)`` (zero when clipped: those coordinates are zero
+        at ``x^k``), from ``x^{k-1}``'s tangents on these rows (in ``dx1``)."""
+        rows, rows_prev = self.rows_k, self.rows_prev
+        if self.iteration.extrapolates(k, first=k) and rows_prev > rows and coef is None:
+            tail_v = self.dv[rows:rows_prev, :c_new]
+            np.multiply(self.dx1[rows:rows_prev, :c_new],
+                        self.iteration.extrapolation_factors(k, None, 2, self.dtype)[1],
+                        out=tail_v)
+            probes.read_tail(k, rows, rows_prev, tail_v)
+            self.dv_rows = rows_prev
+
+    def _rotate(self):
+        """The new tangents ``dx`` are rows ``:rows_k`` of ``dz``."""
+        if self.dx2 is not None:
+            return
+        if self.dv is self.dx1:
+            self.dv, self.dz = self.dz, self.dv
+            self.dx1 = self.dv
+        else:
+            self.dx1, self.dz = self.dz, self.dx1
+
+    def run(self, probes, k0, k_end, columns, cached=None, verbose=0):
+        """Steps ``k0 + 1 .. k_end`` of every chain, driven by ``probes``
+        (:class:`ChainProbes`); ``columns`` and ``cached`` for
+        :func:`maybe_gram`."""
+        T = self.coef_path.shape[1] - 1
+        width = self.Xs.shape[1]
+        k_first = max(2, k0 + 1)  # first step with chains to propagate
+        tic = time.perf_counter()
+        for k in range(k0 + 1, k_end + 1):
+            c_old, c_new = probes.open_columns(k)
+            self.rows_k = int(self.prefix[k])  # supports of steps >= k live in this prefix
+            self.rows_prev = min(int(self.prefix[k - 1]), width) if k >= 2 else 0
+            dz_k = self._gradient(k, probes, c_old, c_new, k_first, columns, cached)
+            probes.before_tangent(k, self, self.rows_k, c_old, c_new)
+            coef, mcoef = self._coefficients(k, self.rows_k)
+            self._tangents(k, probes, dz_k, c_new, coef, mcoef)
+            probes.read_step(k, self, self.rows_k, c_new)
+            self.dv_rows = self.rows_k
+            self._tail(k, probes, c_new, coef)
+            self._rotate()
+            probes.after_step(k, self)
+            if verbose and (k % max(1, T // 10) == 0 or k == T):
+                print(f"[risk] {self.iteration.name} {probes.label}: step {k}/{T}, support "
+                      f"prefix {self.rows_k}{probes.progress()}, "
+                      f"{time.perf_counter() - tic:.1f}s")

@@ -1,0 +1,336 @@
+"""The readout of the memory-matrix estimates: from traces to the risk.
+
+Bellec & Tan (2024). For iterates ``x^0..x^T`` (``coef_path``) produced by an
+:class:`~skacv.Iteration` from gradient points ("sources") ``v^0..v^{T-1}``,
+
+* ``F`` (n, T+1): training residuals ``y~ - X~ x^t``;
+* ``A`` (T+1, T+1), strictly lower triangular: ``A[t, s] = tr(X~ dx^t/dy^(s))``
+  where the copy ``y^(s)`` of the response enters only through the gradient
+  evaluated at ``v^s`` (used by step ``s + 1``). ``A_src`` is the same for the
+  sources ``v^t`` (they differ only for extrapolating methods);
+* corrected residuals of the sources ``R_v = F_v (I - A_src/n - c I/n)^{-T}``
+  and of the outputs ``R_x = (F_x + R_v (A/n)^T) / (1 - c/n)``, with ``c = 1``
+  when an intercept is fitted (the intercept of every iterate is the mean of
+  its own residual, a diagonal entry of the memory matrix) and ``c = 0``
+  otherwise;
+* the estimate ``R_x^T R_x / n`` of ``E[(y_new - x_new^T x^t - b0^t)(...s)]``.
+
+With sample weights (frequency weights) every ``n`` is ``n_eff = sum(w)``,
+``X~`` and ``y~`` carry ``sqrt(w)`` and the traces are the traces of the
+weighted problem, which equals repeating rows. The robust / mini-batch
+estimate of Tan & Bellec (2024) is :func:`risk_from_sources`. The memory
+matrices themselves come from :mod:`skacv.estimates._risk_engine`.
+"""
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from sklearn.utils import Bunch
+
+from .._config import check_memory
+
+
+def _intercept_term(fit_intercept, n_eff):
+    """``1`` with an intercept (its degree of freedom), else ``0``."""
+    if fit_intercept and n_eff <= 1:
+        raise ValueError(
+            "Estimating the risk with fit_intercept=True needs more than one "
+            f"sample; got n_samples = {n_eff:g}."
+        )
+    return 1.0 if fit_intercept else 0.0
+
+
+def _extrapolate_columns(iteration, M):
+    """Columns of the sources from columns of the outputs (last axis = t)."""
+    out = np.array(M, dtype=np.float64, copy=True)
+    for k in range(1, M.shape[-1]):
+        if iteration.extrapolates(k, first=k):
+            out[..., k] = iteration.extrapolate(k, M[..., k], M[..., k - 1])
+    return out
+
+
+def source_residuals(design, iteration, F, coef_path):
+    """Training residuals ``y~ - X~ v^t`` of the gradient points, shape (n, T + 1).
+
+    ``v^t = x^t + beta_t (x^t - x^{t-1})`` is a combination of the outputs, so
+    its residual combines ``F``'s columns; a clipped extrapolation
+    (:meth:`~skacv.iterations._iterations.Iteration.extrapolation_coefficients`) adds a
+    correction ``C[:, t]`` whose few non-zero rows cost one product.
+    """
+    Fv = _extrapolate_columns(iteration, F)
+    T1 = coef_path.shape[1]
+    C = np.zeros(coef_path.shape)
+    for t in range(1, T1):
+        c = iteration.extrapolation_correction(t, coef_path[:, t], coef_path[:, t - 1])
+        if c is not None:
+            C[:, t] = c
+    rows = np.flatnonzero(np.any(C != 0, axis=1))
+    if rows.size:
+        cols = np.asarray(design.columns(rows), dtype=np.float64)
+        Fv -= cols @ C[rows]
+    return Fv
+
+
+def source_points(iteration, coef_path):
+    """The gradient points ``v^t`` of the path (shape of ``coef_path``):
+    column ``t`` is the extrapolation of step ``t`` from ``x^t`` and
+    ``x^{t-1}`` (clipped if so set), column 0 the start; the points whose
+    residuals :func:`source_residuals` gives."""
+    B = np.asarray(coef_path, dtype=np.float64)
+    V = B.copy()
+    for t in range(1, B.shape[1]):
+        V[:, t] = iteration.extrapolate_iterate(t, B[:, t], B[:, t - 1])
+    return V
+
+
+def _correction(A_sources, n_eff, c):
+    """``(1 - c/n) I - tril(A_src, -1) / n``: the lower-triangular matrix whose
+    inverse corrects the residuals (used by the estimate and its diagnostics)."""
+    T1 = A_sources.shape[0]
+    return np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
+
+
+def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
+    """The lower-triangular matrix ``K`` whose product corrects the residuals.
+
+    The corrected residuals of the outputs are ``R_x = F K^T`` (``F`` the
+    training residuals of the outputs): ``K = (I (1 - c/n) - A/n)^{-1}``
+    without extrapolation, and with extrapolation (sources ``v^t`` differing
+    from the outputs ``x^t``) ``K^T = (I + E L^{-T} (A/n)^T) / (1 - c/n)``,
+    where ``F E`` are the residuals of the sources and ``L`` the correction
+    of the sources' memory matrix. Parameters as in :func:`risk_from_memory`.
+
+    Returns
+    -------
+    K : ndarray of shape (T + 1, T + 1)
+    """
+    A = np.asarray(A, dtype=np.float64)
+    T1 = A.shape[0]
+    c = 1.0 if fit_intercept else 0.0
+    eye = np.eye(T1)
+    if A_sources is None:
+        return solve_triangular(_correction(A, n_eff, c), eye, lower=True, check_finite=False)
+    A_sources = np.asarray(A_sources, dtype=np.float64)[:T1, :T1]
+    L_inv = solve_triangular(_correction(A_sources, n_eff, c), eye, lower=True,
+                             check_finite=False)
+    E = _extrapolate_columns(iteration, eye)  # residuals of the sources: F @ E
+    return ((eye + E @ L_inv.T @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)).T
+
+
+def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None,
+                     return_residuals=False, F_sources=None):
+    """Memory-matrix risk estimate from residuals and traces.
+
+    Parameters
+    ----------
+    F : ndarray of shape (n_samples, T + 1)
+        Training residuals of the outputs ``x^t`` (weighted by ``sqrt(w)``).
+    A : ndarray of shape (T + 1, T + 1)
+        Memory matrix of the outputs (strictly lower triangular).
+    n_eff : float
+        Number of samples (``sum(sample_weight)``).
+    fit_intercept : bool, default=False
+        Adds the intercept's diagonal term.
+    A_sources : ndarray of shape (T + 1, T + 1), default=None
+        Memory matrix of the gradient points; ``None`` when they are the
+        outputs (no extrapolation).
+    iteration : Iteration, default=None
+        Needed with ``A_sources`` to form the residuals of the sources.
+    return_residuals : bool, default=False
+        Also return the corrected residuals and the correction.
+    F_sources : ndarray of shape (n_samples, T + 1), default=None
+        Residuals of the gradient points when they are not combinations of
+        the outputs' (:func:`source_residuals`, clipped extrapolation):
+        ``R_x = (F + F_sources L^{-T} (A/n)^T) / (1 - c/n)``, and the
+        returned correction is ``None``.
+
+    Returns
+    -------
+    risk : ndarray of shape (T + 1,)
+        Estimated out-of-sample risk of every output.
+    risk_matrix : ndarray of shape (T + 1, T + 1)
+        Estimated cross terms ``E[(y - yhat_t)(y - yhat_s)]``.
+    corrected_residuals : ndarray of shape (n_samples, T + 1)
+        ``R_x = F K^T`` (only with ``return_residuals``).
+    correction : ndarray of shape (T + 1, T + 1)
+        ``K`` of :func:`residual_correction` (only with ``return_residuals``).
+    """
+    F = np.asarray(F, dtype=np.float64)
+    T1 = F.shape[1]
+    _intercept_term(fit_intercept, n_eff)  # refuses one sample with an intercept
+    A = np.asarray(A, dtype=np.float64)[:T1, :T1]
+    if F_sources is not None:
+        c = 1.0 if fit_intercept else 0.0
+        eye = np.eye(T1)
+        L_inv = solve_triangular(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
+                                             n_eff, c), eye, lower=True, check_finite=False)
+        K = None
+        R_x = (F + np.asarray(F_sources, dtype=np.float64) @ (
+            L_inv.T @ (np.tril(A, -1) / n_eff).T)) / (1.0 - c / n_eff)
+    else:
+        K = residual_correction(A, n_eff, fit_intercept, A_sources, iteration)
+        R_x = F @ K.T
+    G = R_x.T @ R_x / n_eff
+    if return_residuals:
+        return np.diag(G).copy(), G, R_x, K
+    return np.diag(G).copy(), G
+
+
+def residual_products(design, y_tilde, coef_path, sources=None):
+    """Inner products of the residual matrices ``F = y~ 1^T - X~ B`` (``B``
+    the path) and ``F_v = y~ 1^T - X~ B_v`` (``B_v`` the gradient points,
+    ``sources``) in the features' space, from ``C = X~^T X~`` (the design's
+    Gram matrix) and ``c = X~^T y~``: ``F^T F``, ``X~^T F`` (and
+    ``F^T F_v``, ``F_v^T F_v``, ``X~^T F_v``), ``O(p^2 T + p T^2)`` flops
+    instead of ``O(n T^2)`` for many samples and few features.
+
+    Returns
+    -------
+    products : Bunch
+        ``FF`` (T+1, T+1), ``XF`` (n_features, T+1); with ``sources`` also
+        ``FFv``, ``FvFv`` (T+1, T+1) and ``XFv`` (n_features, T+1). Also the
+        residuals in the basis ``[y~, X~]`` (:func:`residual_basis`): ``M``
+        and ``Phi`` (``Phiv`` with ``sources``), ``FF = Phi^T M Phi``.
+    """
+    M = residual_basis(design, y_tilde)
+    C = M[1:, 1:]
+    c = M[1:, 0]
+    yy = float(M[0, 0])
+
+    def cross(B1, CB1, B2, CB2):  # (y 1^T - X B1)^T (y 1^T - X B2)
+        return (yy - (c @ B1)[:, None] - (c @ B2)[None, :]) + B1.T @ CB2
+
+    B = np.asarray(coef_path, dtype=np.float64)
+    CB = C @ B
+    out = Bunch(FF=cross(B, CB, B, CB), XF=c[:, None] - CB, M=M,
+                Phi=np.vstack([np.ones((1, B.shape[1])), -B]))
+    if sources is not None:
+        Bv = np.asarray(sources, dtype=np.float64)
+        CBv = C @ Bv
+        out.update(FFv=cross(B, CB, Bv, CBv), FvFv=cross(Bv, CBv, Bv, CBv),
+                   XFv=c[:, None] - CBv, Phiv=np.vstack([np.ones((1, Bv.shape[1])), -Bv]))
+    return out
+
+
+def residual_basis(design, y_tilde):
+    """The Gram matrix ``M = [y~, X~]^T [y~, X~]`` of shape (p + 1, p + 1): a
+    residual ``y~ - X~ b`` has the coefficients ``[1; -b]`` in the basis
+    ``[y~, X~]``, and ``(y~ - X~ b)^T (y~ - X~ b') = [1; -b]^T M [1; -b']``
+    (from the design's ``X~^T X~``: no pass over the samples)."""
+    C = design.gram(side="features") * design.n_eff
+    y = np.asarray(y_tilde, dtype=np.float64)
+    c = np.asarray(design.rmatvec(y), dtype=np.float64).ravel()
+    return np.block([[np.array([[y @ y]]), c[None, :]], [c[:, None], C]])
+
+
+def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
+                       iteration=None):
+    """:func:`risk_from_memory` from :func:`residual_products` instead of the
+    residual matrices: ``R = F P + F_v Q`` (``Q`` with the gradient points'
+    products, a clipped extrapolation), ``G = R^T R / n``.
+
+    Returns
+    -------
+    risk, risk_matrix : as :func:`risk_from_memory`
+    P, Q : ndarray of shape (T + 1, T + 1) (``Q`` ``None`` without sources)
+    correction : ndarray of shape (T + 1, T + 1) or None
+        ``K`` (``P = K^T``), ``None`` with sources.
+
+    With the residuals' basis (``M``, ``Phi``, ``Phiv`` of
+    :func:`residual_products`) and fewer features than iterates, ``G =
+    Gam^T M Gam / n`` with ``Gam = Phi P + Phiv Q``: ``O(p T^2)`` flops
+    instead of the ``O(T^3)`` of ``P^T F^T F P``.
+    """
+    FF = products.FF
+    T1 = FF.shape[0]
+    _intercept_term(fit_intercept, n_eff)
+    A = np.asarray(A, dtype=np.float64)[:T1, :T1]
+    low_rank = "Phi" in products and products.Phi.shape[0] < T1
+    if "FvFv" in products:
+        c = 1.0 if fit_intercept else 0.0
+        L_inv = solve_triangular(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
+                                             n_eff, c), np.eye(T1), lower=True,
+                                 check_finite=False)
+        P = np.eye(T1) / (1.0 - c / n_eff)
+        Q = (L_inv.T @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)
+        K = None
+        if low_rank:
+            Gam = products.Phi @ P + products.Phiv @ Q
+            G = Gam.T @ (products.M @ Gam) / n_eff
+        else:
+            FR = FF @ P + products.FFv @ Q
+            G = (P.T @ FR + Q.T @ (products.FFv.T @ P + products.FvFv @ Q)) / n_eff
+    else:
+        K = residual_correction(A, n_eff, fit_intercept, A_sources, iteration)
+        P, Q = K.T, None
+        if low_rank:
+            Gam = products.Phi @ P
+            G = Gam.T @ (products.M @ Gam) / n_eff
+        else:
+            G = K @ FF @ K.T / n_eff
+    G = (G + G.T) / 2.0  # symmetric up to rounding
+    return np.diag(G).copy(), G, P, Q, K
+
+
+def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
+    """Robust / mini-batch risk estimate from residuals, sources and traces.
+
+    Tan & Bellec (2024): with ``K^ = diag(tr D_t) - K`` and ``W = K^{-1} A``
+    (a lower-triangular solve),
+
+        R_t = F_t + sum_{s<t} W[t, s] Psi_s,    risk_t = ||R_t||^2 / n_eff,
+
+    which estimates ``||Sigma^{1/2}(b^t - beta)||^2 + ||eps||^2 / n``. For
+    the square loss with full-batch gradients (``Psi = F``, ``K = A``,
+    ``tr D_t = n``) this is :func:`risk_from_memory`. An intercept fitted by
+    centring (least squares) is the diagonal source ``F_t`` with
+    ``A[t, t] = K[t, t] = 1`` (``fit_intercept=True``).
+
+    Parameters
+    ----------
+    F : ndarray of shape (n_samples, T + 1)
+        Training residuals ``y~ - X~ x^t`` (weighted by ``sqrt(w)``).
+    Psi : ndarray of shape (n_samples, T + 1)
+        Sources: column ``s`` is the gradient residual ``sqrt(w) psi(r^s)``
+        on the rows of the batch of step ``s + 1`` (zero elsewhere; the last
+        column is unused).
+    A, K : ndarray of shape (T + 1, T + 1)
+        Traces of :func:`skacv.estimates._risk_curvature.curvature_memory_matrices`
+        (strictly lower triangular).
+    n_eff : float
+    trace_d : ndarray of shape (T + 1,), default=None
+        ``tr D_t = sum_i w_i psi'(r_i^t)``; ``None``: ``n_eff`` (square loss).
+    fit_intercept : bool, default=False
+        Least squares with an intercept by centring.
+
+    Returns
+    -------
+    risk : ndarray of shape (T + 1,)
+    risk_matrix : ndarray of shape (T + 1, T + 1)
+    W : ndarray of shape (T + 1, T + 1)
+        The lower-triangular mixing weights (diagonal: the intercept).
+    """
+    F = np.asarray(F, dtype=np.float64)
+    T1 = F.shape[1]
+    c = _intercept_term(fit_intercept, n_eff)
+    trace_d = np.full(T1, float(n_eff)) if trace_d is None else np.asarray(trace_d, float)
+    diag = trace_d[:T1] - c
+    # no inlier at iterate t (tr D_t = 0): nothing to correct there
+    safe = np.where(diag > 0, diag, 1.0)
+    Khat = np.diag(safe) - np.tril(np.asarray(K, dtype=np.float64)[:T1, :T1], -1)
+    rhs = np.tril(np.asarray(A, dtype=np.float64)[:T1, :T1], -1) + c * np.eye(T1)
+    rhs[diag <= 0] = 0.0
+    W = solve_triangular(Khat, rhs, lower=True, check_finite=False)
+    R = F + np.asarray(Psi, dtype=np.float64) @ np.tril(W, -1).T
+    if c:
+        R += F * np.diag(W)
+    G = R.T @ R / n_eff
+    return np.diag(G).copy(), G, W
+
+
+def residual_matrix(design, y_tilde, coef_path):
+    """Training residuals ``y~ - X~ x^t`` of every iterate, shape (n, T + 1)."""
+    T1 = coef_path.shape[1]
+    check_memory(8 * design.n_samples * T1, f"the residual matrix ({design.n_samples} x {T1})")
+    F = design.matvec(np.asarray(coef_path, dtype=design.dtype))
+    return np.asarray(y_tilde, dtype=np.float64)[:, None] - F
+

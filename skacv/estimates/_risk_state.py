@@ -1,0 +1,114 @@
+"""What a warm-started risk estimate continues from: the engine's state.
+
+A fit with ``warm_start=True`` keeps the state of its risk estimate
+(``estimator._risk_state``); the next, longer fit of the same trajectory
+continues from it, so that extending a path costs only the new rows of the
+memory matrices. Each probe strategy of :mod:`skacv.estimates._risk_engine`
+keeps its own kind of state and continues only from a state of its own kind,
+the same probes and precision (anything else starts afresh):
+
+* :class:`ChainState`: the forward Jacobian chains with the probes shared by
+  every source (:mod:`skacv.estimates._risk_chains`), also the head of the
+  core-space and settled forms;
+* :class:`IndependentState`: the chains of blocks of sources with probes of
+  their own (:mod:`skacv.estimates._risk_independent`), the probes drawn so
+  far and the random generator after them;
+* :class:`CurvatureState`: the chains of the robust / mini-batch estimate
+  (:mod:`skacv.estimates._risk_curvature`);
+* :class:`QuadratureState`: the Lanczos process of a linear iteration
+  (:mod:`skacv.estimates._risk_spectral`).
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class SavedChains:
+    """Chains after a step, in coordinates: each ``(coords, values)`` (the
+    rows' coordinates and the values, ``len(coords) x columns``) or ``None``.
+
+    ``dv``: tangents of the gradient point ``v^k``; ``dx1``: of the iterate
+    ``x^k``; ``dx2``: of ``x^{k-1}`` (heavy ball only)."""
+
+    dv: tuple | None = None
+    dx1: tuple | None = None
+    dx2: tuple | None = None
+
+    def get(self, name):
+        """``(coords, values)`` of the chain ``name`` or ``(None, None)``."""
+        value = getattr(self, name)
+        return (None, None) if value is None else value
+
+
+@dataclass
+class GramCache:
+    """A restricted Gram matrix kept for the next stage: ``gram`` is
+    ``factor X~[:, coords]^T X~[:, coords]``."""
+
+    coords: np.ndarray
+    gram: np.ndarray
+    factor: float
+
+
+@dataclass
+class ChainState:
+    """Shared-probe chains after step ``k`` (:mod:`skacv.estimates._risk_chains`)."""
+
+    k: int
+    Z: np.ndarray  # (n, m) probes
+    dtype: np.dtype
+    A: np.ndarray  # (k + 1, k + 1)
+    Av: np.ndarray
+    chains: SavedChains
+    gram: GramCache | None = None
+
+    @property
+    def m(self):
+        """Number of probes."""
+        return self.Z.shape[1]
+
+
+@dataclass
+class IndependentState:
+    """Independent-probe chains after step ``k`` (:mod:`skacv.estimates._risk_independent`)."""
+
+    k: int
+    m: int
+    dtype: np.dtype
+    Z: np.ndarray  # (n, m k) int8 signs, source s in columns s m .. (s + 1) m
+    rng: object  # the random generator after the draws of Z
+    A: np.ndarray
+    Av: np.ndarray
+    blocks: list = field(default_factory=list)  # [first source, number of sources]
+    nu: list = field(default_factory=list)
+    chains: SavedChains = field(default_factory=SavedChains)
+    gram: GramCache | None = None
+
+
+@dataclass
+class CurvatureState:
+    """Chains of the robust / mini-batch estimate after step ``k``
+    (:mod:`skacv.estimates._risk_curvature`)."""
+
+    k: int
+    Z: np.ndarray  # (n, m) probes
+    dtype: np.dtype
+    A: np.ndarray
+    K: np.ndarray
+    chains: np.ndarray  # (p, m k)
+
+    @property
+    def m(self):
+        """Number of probes."""
+        return self.Z.shape[1]
+
+
+@dataclass
+class QuadratureState:
+    """The probes and Lanczos process of a linear iteration's quadrature
+    (:func:`skacv.estimates._risk_spectral.lanczos_nodes`)."""
+
+    Z: np.ndarray  # (min(n, p), m)
+    lanczos: object  # skacv.linalg._linalg.LanczosState

@@ -1,0 +1,81 @@
+"""The numpydoc sections the least-squares trajectory regressors share
+(:class:`~skacv.TrajectoryLasso`, :class:`~skacv.IterativeRidge`)."""
+
+#: numpydoc attributes of the least-squares trajectory regressors
+DOC_ATTRIBUTES = """
+    Attributes
+    ----------
+    coef_path_ : ndarray of shape (n_features, n_iter_ + 1)
+        Every iterate, features first; column 0 is the starting point (zero).
+        Memory: ``n_features * (max_iter + 1)`` floats; a path above
+        ``skacv.get_config()['path_memory_limit']`` is refused.
+    intercept_path_ : ndarray of shape (n_iter_ + 1,)
+        Intercept of every iterate (``y_mean - x_mean @ coef``, weighted).
+    coef_ : ndarray of shape (n_features,)
+        Last iterate, ``coef_path_[:, -1]``.
+    intercept_ : float
+        ``intercept_path_[-1]``.
+    n_iter_ : int
+        Total number of iterations of the stored path (with ``warm_start`` it
+        counts every call, like HistGradientBoosting's ``max_iter``).
+    step_size_ : float
+        Step size used (``1 / L`` for ``step_size='auto'``).
+    risk_path_ : ndarray of shape (n_iter_ + 1,)
+        Estimated out-of-sample prediction risk
+        ``E[(y_new - x_new^T coef_t - intercept_t)^2]`` of every iterate
+        (Bellec & Tan 2024). Only set when ``estimate_risk=True``.
+    risk_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
+        Estimated cross-iterate risks (its diagonal is ``risk_path_``).
+        Only kept when it weighs at most ``risk_matrix_limit`` (1 MiB by
+        default, ``n_iter_ <= 361``; :func:`skacv.set_config` raises it):
+        a longer path keeps only the ``O(n_iter_)`` results.
+    memory_matrix_ : ndarray of shape (n_iter_ + 1, n_iter_ + 1)
+        The memory matrix ``A`` used by the estimate (kept as ``risk_matrix_``).
+    risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
+        ``False`` at the iterates where ``risk_path_`` cannot be trusted:
+        from the first iterate whose degrees-of-freedom fraction leaves
+        ``[0, 1)`` or whose correction ``(I - A/n)^{-1}`` amplifies with
+        cancellations (proximal momentum methods on ill-conditioned designs;
+        see the user guide, "When the estimate cannot be trusted"). A fit
+        with flagged iterates warns (:class:`~skacv.exceptions.UnreliableEstimateWarning`)
+        and :class:`TrajectoryEarlyStoppingCV` never selects them.
+    risk_diagnostics_ : Bunch
+        ``df_fraction``, ``amplification`` and ``support`` (arrays of shape
+        ``(n_iter_ + 1,)``; ``support`` is ``None`` without an l1 penalty)
+        behind ``risk_reliable_``.
+    noise_variance_path_ : ndarray of shape (n_iter_ + 1,)
+        Every iterate's estimate of the noise variance ``sigma^2``
+        (``risk_path_`` minus the excess risk; Bellec & Tan 2024), **computed
+        with the identity precision: right for standardised, uncorrelated
+        features only.** For correlated features call
+        ``noise_variance_path(precision)`` with their precision matrix, or
+        ``"empirical"`` when ``n_samples > n_features``. Only set by
+        least-squares fits with ``estimate_risk=True`` (full batch or SGD).
+    excess_risk_path_ : ndarray of shape (n_iter_ + 1,)
+        The noise-free error ``(coef_t - beta)^T Sigma (coef_t - beta)`` of
+        every iterate, with the same identity assumption
+        (``excess_risk_path(precision)`` otherwise).
+    loo_path_ : ndarray of shape (n_iter_ + 1,)
+        Leave-one-out squared error of every iterate, tracked by iterative
+        approximate cross-validation (IACV, Luo, Ren & Barber 2023): the
+        weighted mean over ``i`` of ``(y_i - yhat_{-i}^t)^2`` where
+        ``yhat_{-i}^t`` predicts ``y_i`` with iterate ``t`` of the same
+        algorithm (same start, steps and step size) run without sample ``i``
+        (re-centred when ``fit_intercept=True``). Exact for the smooth
+        solvers, a first-order approximation through the prox for ISTA/FISTA.
+        See :func:`skacv.exact_loo_path` for the definition with weights.
+        Only set when ``estimate_loo=True``.
+    loo_std_error_path_ : ndarray of shape (n_iter_ + 1,)
+        Standard error of ``loo_path_`` when it is estimated from a random
+        subsample (``loo_subsample`` below ``n_samples``: the control-variate
+        estimate); its sampling error, not the error of IACV. Only set then.
+    loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
+        Leave-one-out predictions of the samples ``loo_indices_``; only set
+        when ``store_loo_predictions=True``.
+    loo_indices_ : ndarray of shape (n_loo,)
+        Samples tracked by the leave-one-out estimate (all of them, or
+        ``loo_subsample`` drawn at random). Only with ``store_loo_predictions``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when ``X`` has feature names.
+"""

@@ -1,0 +1,248 @@
+"""The out-of-sample risk estimate at a converged fit: Bellec's (2020) formula
+and the degrees of freedom of a Lasso solution.
+
+At a solution ``b`` of a penalised least-squares problem the estimate of
+``E[(y_new - x_new^T b - b_0)^2]`` is (Bellec 2020)
+
+    R = (||y~ - X~ b||^2 / n_eff) / (1 - df / n_eff)^2
+
+(:func:`converged_risk`), the limit of the memory-matrix estimate of a
+converging trajectory (Bellec & Tan 2024). For the Lasso ``df`` is the rank of
+the support's columns (Tibshirani & Taylor 2012), which :class:`SupportDF`
+takes along a path of solutions: the support size unless the support holds
+linearly dependent columns (duplicates up to sign, :func:`duplicate_labels`;
+every level of a one-hot encoded feature beside an intercept, found among the
+indicator columns, :func:`binary_columns`).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._policy import get_policy
+from ..linalg._linalg import independent_columns
+
+
+def converged_risk(train_mse, df, n_eff):
+    """``train_mse / (1 - df / n_eff)^2``, ``inf`` where ``df >= n_eff``.
+
+    Parameters
+    ----------
+    train_mse, df : float or ndarray of shape (n_alphas,)
+        ``||y~ - X~ b||^2 / n_eff`` and the degrees of freedom of each fit.
+    n_eff : float
+
+    Returns
+    -------
+    risk : ndarray of the shape of ``train_mse``
+    """
+    train_mse, df = np.asarray(train_mse, dtype=np.float64), np.asarray(df, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(df < n_eff, train_mse / (1.0 - df / n_eff) ** 2, np.inf)
+
+
+#: columns of ``X~`` within this relative distance of each other (up to sign,
+#: in the norm) are duplicates (:func:`duplicate_labels`); the square root of
+#: the dtype's resolution, at most ``1e-5`` (``3.2e-8`` in float64, ``1e-5``
+#: in float32) when ``None``
+DUPLICATE_TOL = None
+
+
+def duplicate_labels(design):
+    """Labels of the columns of ``X~``: columns equal up to sign share one
+    (the smallest index of the group), every other column has its own index.
+
+    A Lasso solution may split a coefficient between duplicate columns
+    (``x`` twice, or ``x`` and ``-x``: one column with a centred binary
+    feature and its complement): its support then holds both, but its
+    fitted values have the divergence of one, ``rank(X~_S)`` (Tibshirani &
+    Taylor 2012). Candidates are the columns with equal projections on two
+    random directions (one product with ``X~^T``), checked column against
+    column (:data:`DUPLICATE_TOL`). Other exact linear relations between
+    columns (every level of a one-hot encoded feature beside an intercept)
+    are found only where ``X~^T X~`` is at hand (:class:`SupportDF`).
+
+    Returns
+    -------
+    labels : ndarray of shape (n_features,), int
+    """
+    p = design.n_features
+    labels = np.arange(p)
+    if p < 2 or design.n_samples < 1:
+        return labels
+    tol = DUPLICATE_TOL if DUPLICATE_TOL is not None else min(
+        1e-5, float(np.sqrt(np.finfo(design.dtype).resolution)))
+    Z = np.random.default_rng(0).standard_normal((design.n_samples, 2)).astype(design.dtype)
+    S = np.asarray(design.rmatvec(Z), dtype=np.float64)
+    sign = np.where(S[:, 0] < 0, -1.0, 1.0)
+    S *= sign[:, None]
+    order = np.lexsort((S[:, 1], S[:, 0]))
+    a = S[order]
+    # the projections of duplicates agree to the rounding of the product: far
+    # below tol; a candidate run is checked column against column below
+    close = np.all(np.abs(np.diff(a, axis=0))
+                   <= tol * (np.abs(a[1:]) + np.abs(a[:-1]) + np.finfo(np.float64).tiny),
+                   axis=1)
+    if not close.any():
+        return labels
+    starts = np.flatnonzero(np.diff(np.concatenate([[False], close, [False]]).astype(np.int8)))
+    for lo, hi in zip(starts[::2], starts[1::2], strict=True):  # run order[lo .. hi]
+        run = np.sort(order[lo:hi + 1])
+        cols = np.asarray(design.columns(run), dtype=np.float64) * sign[run]
+        free = np.ones(run.size, dtype=bool)
+        for k in range(run.size):  # group the run's columns (a run is a few columns)
+            if not free[k]:
+                continue
+            ref = cols[:, k]
+            dist = np.linalg.norm(cols[:, k:] - ref[:, None], axis=0)
+            same = free[k:] & (dist <= tol * max(float(np.linalg.norm(ref)),
+                                                 np.finfo(np.float64).tiny))
+            labels[run[k:][same]] = run[k]
+            free[k:] &= ~same
+    return labels
+
+
+#: at most this many indicator columns (two distinct values) have their
+#: relations checked on the columns of ``X~`` (:class:`SupportDF`): their
+#: Gram matrix costs ``2 n b^2`` flops
+BINARY_RELATIONS_MAX = 2000
+
+
+def binary_columns(X):
+    """Indices of the columns of ``X`` (dense or sparse) that take exactly
+    two distinct values: indicators, such as the levels of a one-hot
+    encoded feature (an implicit zero of a sparse column is a value)."""
+    n, p = X.shape
+    if n == 0 or p == 0:
+        return np.zeros(0, dtype=np.intp)
+    if sp.issparse(X):
+        Xc = sp.csc_matrix(X)
+        Xc.sum_duplicates()
+        nnz = np.diff(Xc.indptr)
+        has = nnz > 0
+        starts = Xc.indptr[:-1][has]
+        lo = np.zeros(p)
+        hi = np.zeros(p)
+        lo[has] = np.minimum.reduceat(Xc.data, starts)
+        hi[has] = np.maximum.reduceat(Xc.data, starts)
+        implicit = nnz < n
+        lo = np.where(implicit, np.minimum(lo, 0.0), lo)
+        hi = np.where(implicit, np.maximum(hi, 0.0), hi)
+        col = np.repeat(np.arange(p), nnz)
+        other = (Xc.data != lo[col]) & (Xc.data != hi[col])
+        bad = np.bincount(col[other], minlength=p) > 0
+        return np.flatnonzero((lo < hi) & ~bad)
+    X = np.asarray(X)
+    # candidates: two distinct values among the first rows, then checked on
+    # the others by blocks (continuous columns drop out at the first block)
+    first = X[:min(n, 64)]
+    lo, hi = first.min(axis=0), first.max(axis=0)
+    cand = np.flatnonzero(np.all((first == lo) | (first == hi), axis=0))
+    r0 = first.shape[0]
+    block_bytes = get_policy().gram_block_bytes
+    while cand.size and r0 < n:
+        step = max(1, block_bytes // (cand.size * X.itemsize))
+        block = X[r0:r0 + step, cand]
+        c_lo, c_hi = lo[cand], hi[cand]
+        # a column constant so far takes its second value in this block
+        b_lo, b_hi = block.min(axis=0), block.max(axis=0)
+        same = c_lo == c_hi
+        c_lo = np.where(same, np.minimum(c_lo, b_lo), c_lo)
+        c_hi = np.where(same, np.maximum(c_hi, b_hi), c_hi)
+        lo[cand], hi[cand] = c_lo, c_hi
+        cand = cand[np.all((block == c_lo) | (block == c_hi), axis=0)]
+        r0 += step
+    return cand[lo[cand] < hi[cand]]
+
+
+def _columns_gram(design, cols):
+    """``X~_cols^T X~_cols`` in float64, by blocks of rows."""
+    n = design.n_samples
+    G = np.zeros((cols.size, cols.size))
+    step = max(1, get_policy().gram_block_bytes // max(1, 8 * cols.size))
+    for r0 in range(0, n, step):
+        rows = slice(r0, min(n, r0 + step))
+        block = (design.rows(np.arange(rows.start, rows.stop)).columns(cols) if design.sparse
+                 else design.X[rows, cols])  # a dense X~ is held centred and weighted
+        block = np.asarray(block, dtype=np.float64)
+        G += block.T @ block
+    return G
+
+
+class SupportDF:
+    """The Lasso path's df: ``rank(X~_S)`` of each support ``S`` (Tibshirani
+    & Taylor 2012). A solution may keep linearly dependent columns: a
+    coefficient split between duplicates, or every level of a one-hot
+    encoded feature beside the intercept (their centred columns sum to
+    zero; the L1 norm is flat along that shift when half of the levels'
+    coefficients lie on each side).
+
+    In the covariance form (``C = X~^T X~`` known) ``C`` is factorised once
+    (:func:`~skacv.linalg._linalg.independent_columns`): when ``X~`` has full
+    column rank so has every ``X~_S`` (``df = |S|``); else the rank of
+    ``C_SS`` is taken for every new support. On the columns of ``X~``
+    (``p > n``: ``X~`` is rank-deficient, and a factorisation per support
+    would cost more than the path) the relations looked for are those of
+    real designs: among the indicator columns (:func:`binary_columns`, at
+    most :data:`BINARY_RELATIONS_MAX`; their Gram matrix is factorised once,
+    and, when singular, the rank of the support's indicators is taken) and
+    duplicates up to sign among the others (:func:`duplicate_labels`). An
+    exact relation among other columns (a total beside its parts) is not
+    detected there. df is at most the rows of ``X~`` of positive weight,
+    less one with an intercept.
+
+    Parameters
+    ----------
+    design : Design
+        The path's centred, weighted ``X~``.
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The data of ``design`` (its indicator columns are read there).
+    covariance : ndarray of shape (n_features, n_features), default=None
+        ``C = X~^T X~`` when the path runs in the covariance form.
+
+    Calling it on a solution ``coef`` of shape (n_features,) gives its df
+    (an int, without the intercept).
+    """
+
+    def __init__(self, design, X, covariance=None):
+        self.gram = None  # Gram matrix whose restriction to a support gives its rank
+        self.cols = None  # its columns (None: all of X~)
+        self.labels = None  # duplicate labels of the other columns
+        if covariance is not None:
+            if independent_columns(covariance).size < covariance.shape[0]:
+                self.gram = covariance
+        else:
+            B = binary_columns(X)
+            if 1 < B.size <= BINARY_RELATIONS_MAX:
+                G = _columns_gram(design, B)
+                if independent_columns(G).size < B.size:
+                    self.gram, self.cols = G, B
+            labels = duplicate_labels(design)
+            if not np.array_equal(labels, np.arange(labels.size)):
+                self.labels = labels
+        self.key, self.value = None, 0
+        # no support has a larger rank than the rows of X~ (centred: one less)
+        rows = design.n_samples if design.weight is None else int(np.count_nonzero(design.weight))
+        self.max_rank = max(0, rows - int(design.fit_intercept))
+
+    def _rank(self, idx):
+        """Rank of the columns ``idx`` of :attr:`gram` (cached for the last
+        ``idx``: the support often stays from one penalty to the next)."""
+        if self.key is None or not np.array_equal(idx, self.key):
+            self.key = idx
+            self.value = int(independent_columns(self.gram[np.ix_(idx, idx)]).size)
+        return self.value
+
+    def __call__(self, coef):
+        active = np.flatnonzero(coef)
+        if self.gram is not None and self.cols is None:
+            return self._rank(active)
+        rank = 0
+        if self.gram is not None:  # the support's indicators, then the others
+            inside = np.isin(active, self.cols)
+            rank = self._rank(np.searchsorted(self.cols, active[inside]))
+            active = active[~inside]
+        if self.labels is not None:
+            active = np.unique(self.labels[active])
+        return min(self.max_rank, rank + int(active.size))
+
+

@@ -1,0 +1,126 @@
+"""Prediction with the iterate a search selected: the methods of
+:class:`~skacv.TrajectoryEarlyStoppingCV` that delegate to its fitted
+``estimator_`` (whose ``coef_`` / ``intercept_`` are the selected iterate)."""
+
+from sklearn.utils.metadata_routing import process_routing
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from ..utils._compat import _raise_for_params, _routing_enabled
+
+
+def _estimator_has(attr):
+    """The fitted ``estimator_`` (else the unfitted ``estimator``) has ``attr``."""
+
+    def check(self):
+        getattr(self.estimator_ if hasattr(self, "estimator_") else self.estimator, attr)
+        return True
+
+    return check
+
+
+class SelectedIterateMixin:
+    """``coef_``, ``intercept_``, ``classes_``, the predictions and ``score``
+    of the selected iterate (``estimator_``'s)."""
+
+    @property
+    def coef_(self):
+        """Coefficients of the selected iterate (``estimator_.coef_``)."""
+        check_is_fitted(self)
+        return self.estimator_.coef_
+
+    @property
+    def intercept_(self):
+        """Intercept of the selected iterate (``estimator_.intercept_``)."""
+        check_is_fitted(self)
+        return self.estimator_.intercept_
+
+    @property
+    def classes_(self):
+        """Class labels (classifiers only)."""
+        check_is_fitted(self)
+        return self.estimator_.classes_
+
+    def predict(self, X):
+        """Predict with the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict(X)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities of the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict_proba(X)
+
+    @available_if(_estimator_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        """Log of the class probabilities of the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.estimator_.predict_log_proba(X)
+
+    @available_if(_estimator_has("decision_function"))
+    def decision_function(self, X):
+        """Decision function of the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+        """
+        check_is_fitted(self)
+        return self.estimator_.decision_function(X)
+
+    def score(self, X, y, sample_weight=None, **score_params):
+        """The estimator's ``score`` (R^2, accuracy) at the selected iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+        **score_params : dict
+            Other metadata for the estimator's ``score`` (metadata routing only).
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        if _routing_enabled():
+            if sample_weight is not None:
+                score_params = {**score_params, "sample_weight": sample_weight}
+            kwargs = process_routing(self, "score", **score_params).estimator.score
+        else:
+            _raise_for_params(score_params, self, "score")
+            kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
+        return self.estimator_.score(X, y, **kwargs)

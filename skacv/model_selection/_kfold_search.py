@@ -1,0 +1,345 @@
+"""K-fold CV along the path of one grid point (``criterion="kfold"``): the
+full path and its folds' paths, grown together in the stages of
+:func:`skacv.model_selection._stages.grow_in_stages`, every iterate of the
+full path scored by the folds' held-out errors matched with it.
+
+For ISTA, FISTA and the full-batch ``IterativeRidge`` solvers the folds run
+as one block (:class:`skacv.model_selection._kfold.StackedFolds`), else as
+separate fits of clones of the estimator.
+"""
+
+import dataclasses
+import time
+from numbers import Integral
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import logit
+from sklearn.base import clone, is_classifier
+from sklearn.model_selection import KFold, StratifiedKFold, check_cv
+from sklearn.utils import _safe_indexing
+from sklearn.utils.validation import check_array
+
+from ..iterations._datafits import log_loss_terms
+from ..utils._compat import _num_samples
+from ..utils._parallel import overlapped
+from ._kfold import StackedFolds, aligned_errors, can_stack, fit_beside, fold_steps, kfold_dtype
+from ._stages import (
+    can_stage,
+    estimate_paths,
+    grow_in_stages,
+    refit_shorter,
+    release_warm_state,
+    stop_length,
+)
+
+
+@dataclasses.dataclass
+class _Fold:
+    """One fold fitted as a separate estimator, and the held-out errors of
+    its iterates so far (weighted sums over its held-out rows)."""
+
+    estimator: object
+    X_train: object
+    y_train: np.ndarray
+    fit_params: dict
+    X_test: object
+    y_test: np.ndarray
+    weight: np.ndarray
+    curve: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+
+
+def _fold_scores(fold, classifier, start):
+    """Predictions (classifiers: linear predictors) at the fold's held-out
+    rows of its iterates from ``start`` on."""
+    est = fold.estimator
+    direct = getattr(est, "_decision_path", None)
+    if direct is not None:
+        return direct(fold.X_test, start)
+    if classifier:
+        return logit(np.clip(est.predict_proba_path(fold.X_test)[:, start:], 1e-15, 1 - 1e-15))
+    return est.predict_path(fold.X_test)[:, start:]
+
+
+def _score_fold(fold, classifier):
+    """Append the held-out losses of the iterates added since the last stage."""
+    k0 = fold.curve.shape[0]
+    if k0 >= np.shape(fold.estimator.coef_path_)[-1]:
+        return
+    P = _fold_scores(fold, classifier, k0)
+    if classifier:  # the datafit's log loss of the linear predictor
+        loss = log_loss_terms(P, (fold.y_test == fold.estimator.classes_[1])[:, None])
+    else:
+        loss = (np.asarray(fold.y_test, dtype=np.float64)[:, None] - P) ** 2
+    fold.curve = np.concatenate([fold.curve, fold.weight @ loss])
+
+
+def _time_ratios(estimator, alignment, fold_step_sizes):
+    """``step_full / step_j`` of every fold for ``alignment="time"`` with a
+    known, positive, constant full-batch step size (else ones: by index)."""
+    full = getattr(estimator, "step_size_", None)
+    steps = np.asarray(fold_step_sizes, dtype=np.float64)
+    params = estimator.get_params(deep=False)
+    full_batch = params.get("solver") not in (None, "sgd", "eigenpro")
+    known = (full is not None and np.ndim(full) == 0 and np.isfinite(full) and full > 0
+             and np.all(np.isfinite(steps)) and np.all(steps > 0))
+    if alignment == "time" and full_batch and params.get("step_schedule") is None and known:
+        return float(full) / steps
+    return np.ones(steps.shape[0])
+
+
+class KFoldPath:
+    """K-fold CV along the path of ``estimator`` on ``(X, y)``.
+
+    Parameters
+    ----------
+    estimator : trajectory estimator
+        The full fit (fitted here), whose clones with the estimates off fit
+        the folds unless the folds run as one block.
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+    fit_params : dict
+        The full fit's metadata (``sample_weight``: the folds' rows of it).
+    splits : list of (train, test) index arrays
+    alignment : {"time", "iteration"}
+        How the folds' iterates are matched with the full path's
+        (:func:`skacv.model_selection._kfold.aligned_errors`).
+    fold_dtype : {"auto", "float32", "float64"}
+        Precision of the block of folds
+        (:func:`skacv.model_selection._kfold.kfold_dtype`).
+    """
+
+    def __init__(self, estimator, X, y, fit_params, splits, alignment="time",
+                 fold_dtype="auto"):
+        self.estimator, self.X, self.y = estimator, X, y
+        self.fit_params, self.splits = fit_params, splits
+        self.alignment, self.fold_dtype = alignment, fold_dtype
+        sw = fit_params.get("sample_weight")
+        self.sample_weight = None if sw is None else np.asarray(sw, dtype=np.float64)
+        self.classifier = is_classifier(estimator)
+        self.use_stack = not self.classifier and can_stack(estimator)
+        # the length the path may reach (a staged path's first stage is shorter)
+        self.horizon = estimator.get_params(deep=False).get("max_iter", 0) or 0
+        self.block = None  # the folds as one block (StackedFolds)
+        self.folds = []  # or as separate fits (_Fold)
+        self.beside = False  # the full path's stages run beside the block's passes
+        self.ratios = np.ones(len(splits))
+        self.n_iter = 0  # length of the fold paths
+
+    # ------------------------------------------------------------- the folds
+    def _make_folds(self):
+        # rows are taken by position: CSR for any sparse format, arrays for
+        # array-likes (DataFrames keep their columns)
+        X = self.X
+        Xa = X.tocsr() if sp.issparse(X) else (X if hasattr(X, "iloc") else np.asarray(X))
+        y = np.asarray(self.y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()  # the full fit has warned
+        sw = self.sample_weight
+        off = {k: False for k in ("estimate_risk", "estimate_loo", "store_loo_predictions")
+               if k in self.estimator.get_params(deep=False)}
+        for train, test in self.splits:
+            params = dict(self.fit_params)
+            if sw is not None:
+                params["sample_weight"] = sw[train]
+            self.folds.append(_Fold(
+                clone(self.estimator).set_params(**off), _safe_indexing(Xa, train), y[train],
+                params, _safe_indexing(Xa, test), y[test],
+                np.ones(len(test)) if sw is None else sw[test]))
+
+    def _make_block(self, validated):
+        """The block of folds; beside the full fit's first stage
+        (``validated=False``) its errors are returned, not raised, so that
+        the full fit's own input checks speak first."""
+        # after the full fit, which has validated X (finite values included),
+        # only its form; beside it, the same checks
+        try:
+            Xv = check_array(self.X, accept_sparse=("csr", "csc"),
+                             dtype=[np.float64, np.float32], ensure_all_finite=not validated)
+            y = np.asarray(self.y, dtype=np.float64).reshape(Xv.shape[0])
+            # after the full fit, its centred X (kept for the warm-started stages)
+            full = getattr(self.estimator, "_warm_design", None) if validated else None
+            return StackedFolds(self.estimator, Xv, y, self.sample_weight, self.splits,
+                                kfold_dtype(self.fold_dtype), full, horizon=self.horizon)
+        except Exception as exc:
+            if validated:
+                raise
+            return exc
+
+    def _fit_full(self):
+        self.estimator.fit(self.X, self.y, **self.fit_params)
+
+    def _start(self, params):
+        """The first stage of the full path, then the folds' set-up; ``False``
+        when the full fit stores no path (the caller says why)."""
+        self.estimator.set_params(**params)
+        self.beside = self.use_stack and fit_beside(self.X, self.fold_dtype)
+        if self.beside:  # the block's set-up beside the full path's first stage
+            built = overlapped(self._fit_full, lambda: self._make_block(False))[1]
+            if isinstance(built, Exception):
+                raise built
+        else:
+            self._fit_full()
+        if not hasattr(self.estimator, "coef_path_"):
+            return False
+        if self.use_stack:
+            self.block = built if self.beside else self._make_block(True)
+            self.ratios = _time_ratios(self.estimator, self.alignment, self.block.step_sizes)
+        else:
+            self._make_folds()
+        return True
+
+    def _fit_separate(self, n_iter, params):
+        """Separate fold paths long enough for ``n_iter`` steps of the full path."""
+        first = not hasattr(self.folds[0].estimator, "coef_path_")
+        for fold in self.folds:
+            done = 0 if first else np.shape(fold.estimator.coef_path_)[-1] - 1
+            steps = n_iter if first else max(fold_steps(n_iter, self.ratios), done)
+            fold.estimator.set_params(**dict(params, max_iter=steps)).fit(
+                fold.X_train, fold.y_train, **fold.fit_params)
+        if first:  # the fold step sizes are known now
+            self.ratios = _time_ratios(
+                self.estimator, self.alignment,
+                [getattr(f.estimator, "step_size_", np.nan) for f in self.folds])
+            need = fold_steps(n_iter, self.ratios)
+            if need > n_iter:  # continue the fold paths (warm start: bit for bit)
+                for fold in self.folds:
+                    warm = fold.estimator.warm_start
+                    try:
+                        fold.estimator.set_params(max_iter=need, warm_start=True).fit(
+                            fold.X_train, fold.y_train, **fold.fit_params)
+                    finally:
+                        fold.estimator.set_params(warm_start=warm)
+        for fold in self.folds:
+            _score_fold(fold, self.classifier)
+
+    def _fit_folds(self, n_iter, params):
+        """Fold paths long enough for ``n_iter`` steps of the full path."""
+        if self.use_stack:
+            self.block.advance(fold_steps(n_iter, self.ratios))
+        else:
+            self._fit_separate(n_iter, params)
+
+    def _continue_full(self, n_iter):
+        self.estimator.set_params(max_iter=n_iter, warm_start=True).fit(
+            self.X, self.y, **self.fit_params)
+
+    # --------------------------------------------------------- the criterion
+    def kfold_path(self, n_path):
+        """``kfold_path_`` of the first ``n_path`` iterates of the full path."""
+        if self.use_stack:
+            return aligned_errors(list(self.block.losses.T), self.ratios, n_path,
+                                  self.block.test_weight)
+        weight = float(sum(f.weight.sum() for f in self.folds))
+        return aligned_errors([f.curve for f in self.folds], self.ratios, n_path, weight)
+
+    def stage(self, **params):
+        """Fit the full path with ``params`` (its first stage starts the
+        folds; later ones continue it) and the folds as far; return the
+        criterion path (``None``: the full fit stores no path)."""
+        first = self.block is None and not self.folds
+        if first and not self._start(params):
+            return None
+        self.n_iter = n_iter = params.get("max_iter", self.estimator.max_iter)
+        if not first and self.beside:
+            # the full path continued beside the folds' pass (one thread each)
+            overlapped(lambda: self._continue_full(n_iter),
+                       lambda: self._fit_folds(n_iter, params))
+        else:
+            self._fit_folds(n_iter, params)
+        return self.kfold_path(n_iter + 1)
+
+    def _fit_in_one_go(self, n_iter_no_change):
+        if self.stage() is None:
+            return False
+        if n_iter_no_change is not None and can_stage(self.estimator):
+            # a cheap path fitted in one go ends where the stages would have stopped
+            n = np.shape(self.estimator.coef_path_)[-1] - 1
+            m = stop_length(self.kfold_path(n + 1), n_iter_no_change)
+            if m < n:
+                refit_shorter(self.estimator, self.X, self.y, self.fit_params, m)
+        return True
+
+    def _fit_in_stages(self, n_iter_no_change):
+        fitted = grow_in_stages(self.estimator, lambda: [f.estimator for f in self.folds],
+                                self.stage, n_iter_no_change)
+        if fitted is None:
+            return False
+        # the full path, from where it is to where the folds stopped
+        warm_start = self.estimator.warm_start
+        try:
+            if np.shape(self.estimator.coef_path_)[-1] != self.n_iter + 1:
+                self._continue_full(self.n_iter)
+        finally:
+            self.estimator.set_params(warm_start=warm_start)
+            release_warm_state([self.estimator])
+        return True
+
+    def fit(self, attrs, n_iter_no_change=None):
+        """Fit the full path and the folds; return ``(paths, fit_time)``:
+        the estimate paths ``attrs`` of the full fit and ``kfold_path_``
+        (``{}``: the full fit stores no path).
+
+        With ``n_iter_no_change``, the full path and the fold paths grow
+        together in stages stopped on ``kfold_path_``; the full path's stages
+        run beside the folds' passes where that is faster
+        (:func:`skacv.model_selection._kfold.fit_beside`).
+        """
+        tic = time.perf_counter()
+        if n_iter_no_change is None or not can_stage(self.estimator, self.X):
+            done = self._fit_in_one_go(n_iter_no_change)
+        else:
+            done = self._fit_in_stages(n_iter_no_change)
+        if not done:
+            return {}, time.perf_counter() - tic
+        n_path = np.shape(self.estimator.coef_path_)[-1]
+        if self.use_stack:
+            self.block.advance(fold_steps(n_path - 1, self.ratios))
+        paths = estimate_paths(self.estimator, attrs)
+        paths["kfold_path_"] = self.kfold_path(n_path)
+        return paths, time.perf_counter() - tic
+
+
+def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None,
+              alignment="time", fold_dtype="auto"):
+    """The full path, and K-fold CV along it: each fold fitted once (same
+    parameters, estimates off), every iterate scored on its held-out fold
+    (squared error, or log loss for classifiers, weighted by
+    ``sample_weight``); ``kfold_path_[t]`` is the weighted mean over all
+    held-out samples of the folds' errors matched with iterate ``t`` of the
+    full path (:func:`skacv.model_selection._kfold.aligned_errors`): with
+    ``alignment="time"``, fold ``j``'s point ``t * step_full / step_j`` (the
+    same gradient-flow time ``t * step``; the folds run as many more steps
+    as that needs), with ``"iteration"`` its iterate ``t``. A fold path
+    shorter than the full one (a solver that stops at convergence) keeps
+    its last iterate. See :class:`KFoldPath`.
+
+    Returns
+    -------
+    estimator, paths, fit_time
+        The fitted full estimator, its estimate paths ``attrs`` with
+        ``kfold_path_`` (``{}`` when it stores no path) and the time taken.
+    """
+    search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype)
+    paths, fit_time = search.fit(attrs, n_iter_no_change)
+    return estimator, paths, fit_time
+
+
+def kfold_splits(cv, X, y, classifier, seed=None):
+    """The folds of K-fold CV, ``[(train, test), ...]``: for an int ``cv``,
+    ``StratifiedKFold`` (classifiers) or ``KFold``, in order without a
+    ``seed``, shuffled with it; anything else through
+    :func:`~sklearn.model_selection.check_cv`."""
+    if isinstance(cv, Integral):
+        n = _num_samples(X)
+        if n < cv:
+            raise ValueError(
+                f"n_samples={n} is too few for K-fold CV with cv={cv} folds: at "
+                f"least {cv} samples are needed (one per held-out fold). Lower cv "
+                "or use criterion='risk' or 'loo'.")
+        kind = StratifiedKFold if classifier else KFold
+        cv = (kind(n_splits=cv) if seed is None
+              else kind(n_splits=cv, shuffle=True, random_state=seed))
+    else:
+        cv = check_cv(cv, y, classifier=classifier)
+    return list(cv.split(X, y))

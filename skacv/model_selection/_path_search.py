@@ -1,0 +1,173 @@
+"""``search="path"``: the penalty chosen at convergence by the criterion.
+
+The whole alpha path is solved to convergence with warm starts
+(:func:`skacv.risk_alpha_path`) and scored there (the converged risk, the
+converged leave-one-out, or K-fold CV of each fold's converged path);
+:class:`~skacv.TrajectoryEarlyStoppingCV` then fits the trajectories of the
+chosen alpha and its neighbours to choose the iteration.
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.utils import Bunch
+
+from ..utils._compat import _num_samples
+from ._alpha_path import risk_alpha_path
+
+
+@dataclasses.dataclass
+class AlphaScores:
+    """The criterion at convergence along the alpha grid.
+
+    Attributes
+    ----------
+    path : Bunch
+        The result of :func:`skacv.risk_alpha_path` (its first ``m`` alphas).
+    values : list
+        Every alpha of the grid, decreasing (the path's order), as given.
+    score : ndarray of shape (n_grid,)
+        The criterion at convergence (NaN: not scored).
+    path_risk : ndarray of shape (n_grid,)
+        The converged risk estimate (NaN beyond the path).
+    reason : ndarray of object, shape (n_grid,)
+        Why an alpha has no score (``""`` for a scored one).
+    time : float
+        Seconds taken.
+    """
+
+    path: Bunch
+    values: list
+    score: np.ndarray
+    path_risk: np.ndarray
+    reason: np.ndarray
+    time: float
+
+    def columns(self, criterion):
+        """The ``cv_results_`` columns of the alpha path."""
+        n_grid, m = len(self.values), self.path.alphas.shape[0]
+        return {
+            f"path_{criterion}": np.where(np.isfinite(self.score), self.score, np.nan),
+            "path_risk": self.path_risk,
+            "path_df": np.concatenate([np.asarray(self.path.df, dtype=np.float64),
+                                       np.full(n_grid - m, np.nan)]),
+            "path_n_iter": np.ma.MaskedArray(
+                np.concatenate([np.asarray(self.path.n_iter), np.zeros(n_grid - m, dtype=int)]),
+                mask=np.arange(n_grid) >= m),
+            "reason": self.reason,
+            "path_time": self.time,
+        }
+
+
+def check_path_search(param_grid, fit_params):
+    """The grid's alphas as given (``None``: the path's own grid), or a
+    ValueError for what ``search="path"`` cannot search."""
+    if param_grid is not None and (not isinstance(param_grid, dict)
+                                   or set(param_grid) != {"alpha"}):
+        raise ValueError(
+            "search='path' searches the penalty only: param_grid must be None or "
+            f"{{'alpha': [...]}}, got {param_grid!r}. Use search='grid' for other parameters."
+        )
+    extra = set(fit_params) - {"sample_weight"}
+    if extra:
+        raise ValueError(f"search='path' supports sample_weight only, got {sorted(extra)}.")
+    return None if param_grid is None else list(param_grid["alpha"])
+
+
+def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_params, splits):
+    """Solve and score the alpha path (:class:`AlphaScores`).
+
+    Parameters
+    ----------
+    estimator : trajectory estimator
+        Cloned here.
+    X, y, fit_params : the data and ``sample_weight``
+    criterion : {"risk", "loo", "kfold"}
+    param_grid : dict or None
+        ``{"alpha": [...]}`` or ``None`` (the path's own grid).
+    path_params : dict or None
+        Keyword arguments of :func:`skacv.risk_alpha_path`.
+    splits : list of (train, test) or None
+        The folds of ``criterion="kfold"``.
+    """
+    given = check_path_search(param_grid, fit_params)
+    alphas = None if given is None else np.asarray(given, dtype=np.float64)
+    # the estimator's own input checks and messages (y=None, NaN, empty data)
+    validate = getattr(clone(estimator), "_validate_xy", None)
+    if validate is not None:
+        X, y = validate(X, y, reset=True)
+    n = _num_samples(X)
+    if n < 2:
+        raise ValueError(f"search='path' needs at least 2 samples, got {n} "
+                         "sample (n_samples = 1).")
+    sw = fit_params.get("sample_weight")
+    options = {"n_alphas_no_change": 3, **(path_params or {})}
+    tic = time.perf_counter()
+    path = risk_alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
+                           criterion="loo" if criterion == "loo" else "risk", **options)
+    # every alpha of the grid, decreasing (the path's order), as given
+    if given is None:
+        n_alphas = options.get("n_alphas", 30)
+        full = (path.alphas if path.alphas.shape[0] == n_alphas else np.geomspace(
+            path.alphas[0], path.alphas[0] * options.get("eps", 1e-3), num=n_alphas))
+        values = [float(a) for a in full]
+    else:
+        order = np.argsort(-alphas, kind="stable")
+        full, values = alphas[order], [given[i] for i in order]
+    m, n_grid = path.alphas.shape[0], len(values)
+    path_risk = np.full(n_grid, np.nan)
+    path_risk[:m] = path.risk
+    if criterion == "kfold":
+        score = kfold_alpha_path(estimator, X, y, sw, splits, full, options)
+    else:
+        score = np.full(n_grid, np.nan)
+        score[:m] = path.loo if criterion == "loo" else path.risk
+    path_time = time.perf_counter() - tic
+    finite = np.isfinite(score)
+    reason = np.array(["" if ok else "undefined: the fit interpolates (df >= n_samples) or "
+                       "a sample has leverage 1" for ok in finite], dtype=object)
+    if criterion != "kfold":
+        reason[m:] = (f"not solved: the alpha path stopped after n_alphas_no_change="
+                      f"{options['n_alphas_no_change']} alphas without a new minimum of "
+                      f"the {criterion} estimate")
+    if not finite.any():
+        raise ValueError(too_few_message(n, criterion, path.df))
+    return AlphaScores(path, values, score, path_risk, reason, path_time)
+
+
+def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options):
+    """K-fold CV along the alpha path: the converged fits of every alpha on
+    each fold's training rows (:func:`skacv.risk_alpha_path`, warm-started
+    along ``alphas``, the ``tol`` and ``max_iter`` of ``options``) scored on
+    its held-out rows; the weighted mean squared error over all held-out
+    samples, one value per alpha (``alphas`` decreasing)."""
+    kw = {k: v for k, v in options.items() if k in ("tol", "max_iter", "eps")}
+    Xr = X.tocsr() if sp.issparse(X) else np.asarray(X)
+    y = np.asarray(y, dtype=np.float64)
+    sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    total, weight = np.zeros(len(alphas)), 0.0
+    for train, test in splits:
+        fold = risk_alpha_path(clone(estimator), Xr[train], y[train], alphas=alphas,
+                               sample_weight=None if sw is None else sw[train],
+                               n_alphas_no_change=None, **kw)
+        pred = np.asarray(Xr[test] @ fold.coefs, dtype=np.float64) + fold.intercepts
+        w = np.ones(len(test)) if sw is None else sw[test]
+        total += w @ (y[test, None] - pred) ** 2
+        weight += float(w.sum())
+    return total / weight
+
+
+def too_few_message(n_samples, criterion, df):
+    """The error of an alpha path on which ``criterion`` is undefined at every alpha."""
+    df = np.asarray(df, dtype=np.float64)
+    df = df[np.isfinite(df)]
+    need = int(np.ceil(df.min())) + 2 if df.size else 3
+    what = {"risk": "the converged risk estimate", "loo": "the converged leave-one-out",
+            "kfold": "K-fold CV"}[criterion]
+    return (f"n_samples={n_samples} is too few for {what} along this alpha grid: every "
+            f"alpha's solution fits the data exactly (degrees of freedom >= n_samples), "
+            f"where the estimate is undefined. At least {max(need, n_samples + 1)} samples "
+            "are needed for these penalties; give more samples or larger alphas.")

@@ -1,0 +1,209 @@
+"""What a search of :class:`~skacv.TrajectoryEarlyStoppingCV` reports: the
+joint argmin over (grid point, iteration), the ``cv_results_`` table, and
+the warnings on the choice (on the grid's edge or at ``max_iter``; a risk
+estimate flagged where the choice lies)."""
+
+import warnings
+from collections import defaultdict
+from numbers import Integral, Real
+
+import numpy as np
+
+from ..exceptions import SelectionBoundaryWarning
+from ._criteria import CRITERIA, PATH_ATTRS
+from ._stages import TIE_RTOL, finite_min, selectable
+
+
+class UndefinedEstimate(ValueError):
+    """The criterion is undefined at every iterate of the grid."""
+
+
+def select(paths, criterion):
+    """Joint argmin over (grid point, iteration) of the ``criterion``'s
+    paths (iterates flagged by ``risk_reliable_`` excluded), ties to the
+    first grid point, then the earliest iteration.
+
+    Parameters
+    ----------
+    paths : list of dict
+        The estimate paths of every fitted grid point.
+    criterion : {"risk", "loo", "kfold"}
+
+    Returns
+    -------
+    index, iteration : int
+        The chosen grid point and iteration.
+    mins : ndarray of shape (n_points,)
+        The smallest estimate of every path.
+    best_iterations : ndarray of shape (n_points,)
+        The argmin of every path.
+    """
+    attr = CRITERIA[criterion][0]
+    paths = [selectable(p, attr) for p in paths]
+    mins = np.array([finite_min(p) for p in paths])
+    m = mins.min()
+    if not np.isfinite(m):
+        raise UndefinedEstimate(
+            f"Every {attr} of the grid is NaN, infinite or flagged as unreliable "
+            "(risk_reliable_): the estimate is undefined (e.g. a diverging path or "
+            "degenerate data). Try criterion='loo'."
+        )
+    threshold = m + TIE_RTOL * abs(m)
+    i = int(np.flatnonzero(mins <= threshold)[0])
+    path = np.where(np.isfinite(paths[i]), paths[i], np.inf)
+    best_iters = [int(np.argmin(np.where(np.isfinite(p), p, np.inf))) for p in paths]
+    best_iters[i] = int(np.flatnonzero(path <= threshold)[0])
+    return i, best_iters[i], mins, np.array(best_iters)
+
+
+def _masked(n, rows, values, fill, dtype):
+    """A masked column of ``n`` rows with ``values`` at ``rows`` (the others masked)."""
+    col = np.ma.MaskedArray(np.full(n, fill, dtype=dtype), mask=np.ones(n, dtype=bool))
+    col[rows] = values
+    return col
+
+
+def cv_results(candidates, criterion, paths, mins, best_iters, times, rows=None, n_rows=None):
+    """``cv_results_``: one row per candidate, the fitted ones at ``rows``
+    (all of them by default) of ``n_rows``.
+
+    Parameters
+    ----------
+    candidates : list of dict
+        The grid points, one per row.
+    criterion : {"risk", "loo", "kfold"}
+    paths, mins, best_iters, times : lists of the fitted candidates
+        Their estimate paths, smallest estimates, argmins and fit times.
+    rows : array-like of int, default=None
+        The rows of the fitted candidates.
+    n_rows : int, default=None
+        Number of rows; given, a ``trajectory_fitted`` column says which
+        rows were fitted.
+    """
+    n = len(candidates) if n_rows is None else n_rows
+    rows = np.arange(n) if rows is None else np.asarray(rows)
+    results = {"params": list(candidates)}
+    results.update(param_columns(candidates))
+    fitted = np.zeros(n, dtype=bool)
+    fitted[rows] = True
+    results["best_iteration"] = _masked(n, rows, best_iters, 0, int)
+    results[f"min_{criterion}"] = _masked(n, rows, mins, np.nan, np.float64)
+    # rank like scipy's "min" method (ties share the smallest rank)
+    order = np.asarray(mins)
+    results[f"rank_{criterion}"] = _masked(
+        n, rows, 1 + np.searchsorted(np.sort(order), order, side="left"), 0, np.int32)
+    for attr in (*PATH_ATTRS, "kfold_path_"):
+        if any(attr in p for p in paths):
+            col = np.empty(n, dtype=object)
+            for r, p in zip(rows, paths, strict=True):
+                col[r] = p.get(attr)
+            results[attr[:-1]] = col
+    results["n_iter"] = _masked(n, rows, [len(p[CRITERIA[criterion][0]]) - 1 for p in paths],
+                                0, int)
+    results["fit_time"] = _masked(n, rows, times, np.nan, np.float64)
+    if n_rows is not None:
+        results["trajectory_fitted"] = fitted
+    return results
+
+
+def param_columns(candidates):
+    """``param_<name>`` masked arrays (numeric dtype when every value is)."""
+    n = len(candidates)
+    values = defaultdict(dict)
+    for i, params in enumerate(candidates):
+        for name, value in params.items():
+            values[name][i] = value
+    out = {}
+    for name, col in values.items():
+        mask = np.ones(n, dtype=bool)
+        mask[list(col)] = False
+        numeric = all(isinstance(v, (Real, np.number)) and not isinstance(v, (bool, np.bool_))
+                      for v in col.values())
+        if numeric:
+            data = np.array([col.get(i, 0) for i in range(n)])
+        else:
+            data = np.empty(n, dtype=object)
+            for i, v in col.items():
+                data[i] = v
+        out[f"param_{name}"] = np.ma.MaskedArray(data, mask=mask)
+    return out
+
+
+def unreliable_risk(flags, best_iteration, n_iter_no_change):
+    """Why a risk estimate chosen by ``"auto"`` cannot be trusted (``None``
+    when it can): ``flags`` (``risk_reliable_`` of the chosen path) flags an
+    iterate at or before the last one the early stopping looked at
+    (``best_iteration + n_iter_no_change``): the minimum may lie among the
+    flagged iterates."""
+    if flags is None:
+        return None
+    window = best_iteration + (n_iter_no_change or len(flags))
+    flagged = np.flatnonzero(~(np.asarray(flags[: window + 1]) > 0))
+    if flagged.size == 0:
+        return None
+    return (f"risk_reliable_ flags {flagged.size} iterates of the chosen path from "
+            f"iteration {flagged[0]} on (the chosen iteration is "
+            f"{best_iteration}), so its minimum is not trustworthy.")
+
+
+def _numeric_grid(values):
+    return values is not None and len(values) >= 3 and all(
+        isinstance(v, (Real, np.number)) and not isinstance(v, (bool, np.bool_))
+        for v in values)
+
+
+def warn_boundary(grids, best_params, best_iteration, max_iter, criterion):
+    """A :class:`~skacv.exceptions.SelectionBoundaryWarning` for a choice on
+    the edge of what was searched: the first or last value of a numeric
+    parameter with at least 3 values in one of ``grids`` (a list of dicts),
+    or the last iteration ``max_iter``."""
+    for name, chosen in best_params.items():
+        for grid in grids:
+            vals = (grid or {}).get(name)
+            if not _numeric_grid(vals) or chosen not in vals:
+                continue
+            if chosen in (min(vals), max(vals)):
+                side = "smallest" if chosen == min(vals) else "largest"
+                warnings.warn(
+                    f"The chosen {name}={chosen!r} is the {side} value of the grid: the "
+                    f"best {name} may lie outside it. Widen the grid of {name!r} "
+                    f"(param_grid) beyond {chosen!r}.", SelectionBoundaryWarning,
+                    stacklevel=5)
+            break
+    if isinstance(max_iter, Integral) and best_iteration >= max_iter:
+        warnings.warn(
+            f"The chosen iteration is the last one, max_iter={max_iter}: the "
+            f"{criterion} estimate was still decreasing there. Raise max_iter "
+            f"(e.g. to {2 * max_iter}).", SelectionBoundaryWarning, stacklevel=5)
+
+
+def set_iterate(estimator, iteration):
+    """Make ``coef_`` / ``intercept_`` of a fitted trajectory estimator the
+    iterate ``iteration`` of its stored path (in place; the path is kept).
+
+    Parameters
+    ----------
+    estimator : fitted trajectory estimator
+        Has ``coef_path_`` (iterations on the last axis) and ``intercept_path_``.
+    iteration : int
+        Index into the path, ``0 <= iteration <= n_iter_``.
+
+    Returns
+    -------
+    estimator : object
+        The same estimator.
+    """
+    n_path = estimator.coef_path_.shape[-1]
+    if not 0 <= iteration < n_path:
+        raise ValueError(f"iteration must be in [0, {n_path - 1}], got {iteration}.")
+    coef_shape = np.shape(estimator.coef_)
+    estimator.coef_ = np.array(estimator.coef_path_[..., iteration]).reshape(coef_shape)
+    intercept = estimator.intercept_path_[..., iteration]
+    if np.ndim(estimator.intercept_):
+        intercept = np.array(intercept).reshape(np.shape(estimator.intercept_))
+    estimator.intercept_ = intercept
+    # the methods that default to the iterate of coef_ (debiased_coef, ...)
+    record = getattr(estimator, "_coef_is_iterate", None)
+    if record is not None:
+        record(int(iteration))
+    return estimator
