@@ -220,7 +220,8 @@ def main():
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--chains", choices=["auto", "x", "float32", "float64"], default="auto",
                     help="chain_dtype: auto (default: float32 with probes), x (X's dtype)")
-    ap.add_argument("--scheme", choices=["auto", "shared", "independent"], default="auto",
+    ap.add_argument("--scheme", choices=["auto", "shared", "independent", "grouped"],
+                    default="auto",
                     help="probe_scheme (default auto: independent probes from 1000 "
                          "samples on)")
     ap.add_argument("--reference", choices=["probes", "exact", "none"], default="probes",

@@ -351,3 +351,89 @@ def test_joblib_dask_backend_gives_the_loky_choice(client):
         on_dask = search.fit(X, y)
     assert (on_dask.best_params_, on_dask.best_iteration_) == choice[:2]
     np.testing.assert_array_equal(on_dask.kfold_path_, choice[2])
+
+
+def _spy_strategies(monkeypatch):
+    """The strategies the risk estimate chooses, each with whether a
+    ROW_SOURCE was active (a Dask fit)."""
+    from skacv.estimates import _risk
+    from skacv.linalg._sampling import stands_for_rows
+
+    chosen, real = [], _risk.choose_strategy
+
+    def spy(*args, **kwargs):
+        strategy = real(*args, **kwargs)
+        chosen.append((stands_for_rows(), type(strategy).__name__))
+        return strategy
+
+    monkeypatch.setattr(_risk, "choose_strategy", spy)
+    return chosen
+
+
+def test_auto_probe_scheme_is_shared_on_dask(monkeypatch):
+    # probe_scheme="auto" takes independent probes from AUTO_MIN_SAMPLES rows
+    # on; lowered below the compressed sample's P + 2 rows so that a rule that
+    # read the sample's rows would take independent probes on it: a Dask fit
+    # must take the shared ones, the rows' own, whatever p
+    from skacv.estimates import _risk_independent
+
+    monkeypatch.setattr(_risk_independent, "AUTO_MIN_SAMPLES", 10)
+    chosen = _spy_strategies(monkeypatch)
+    X, y, w = _data(12)
+    est = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64",
+                          random_state=7)
+    auto = np.copy(est.fit(X, y, sample_weight=w).risk_path_)
+    in_memory_auto = chosen[:]
+    del chosen[:]
+    shared = np.copy(est.set_params(probe_scheme="shared").fit(X, y, sample_weight=w)
+                     .risk_path_)
+    in_memory_shared = chosen[:]
+    del chosen[:]
+    Xd, yd, wd = _lazy(X, y, w)
+    with dask.config.set(scheduler="synchronous"):
+        got = est.set_params(probe_scheme="auto").fit(Xd, yd, sample_weight=wd).risk_path_
+    assert in_memory_auto and {c for _, c in in_memory_auto} == {"IndependentChains"}
+    assert not any(active for active, _ in in_memory_auto + in_memory_shared)
+    assert chosen and all(active for active, _ in chosen)
+    assert [c for _, c in chosen] == [c for _, c in in_memory_shared]
+    assert "IndependentChains" not in {c for _, c in chosen}
+    # the in-memory fit with probe_scheme="shared" and the same seed
+    assert _rel(got, shared) <= 1e-10
+    assert _rel(auto, shared) > 1e-4  # the independent probes: another estimate
+
+
+@pytest.mark.parametrize("scheme, search", [("shared", "grid"), ("auto", "grid"),
+                                            ("shared", "path")])
+def test_risk_search_probes_equal_numpy(monkeypatch, scheme, search):
+    # the candidates of a search on the compressed sample draw the rows'
+    # probes (the ROW_SOURCE around the search): the NumPy search's choice;
+    # one pass for the probes of the whole grid (the same seed everywhere)
+    X, y, w = _data(13)
+    kwargs = dict(param_grid={"alpha": [0.3, 0.1, 0.03]}, criterion="risk", search=search)
+
+    def make(seed, probe_scheme="shared"):
+        return TrajectoryEarlyStoppingCV(
+            TrajectoryLasso(max_iter=60, n_probes=10, chain_dtype="float64",
+                            probe_scheme=probe_scheme, random_state=seed), **kwargs)
+
+    ref = make(5).fit(X, y, sample_weight=w)
+    other = make(6).fit(X, y, sample_weight=w)
+    passes = []
+    real = _dask.RowSource._map
+
+    def counted(self, rng, m):
+        passes.append(m)
+        return real(self, rng, m)
+
+    monkeypatch.setattr(_dask.RowSource, "_map", counted)
+    Xd, yd, wd = _lazy(X, y, w)
+    with dask.config.set(scheduler="synchronous"):
+        got = make(5, scheme).fit(Xd, yd, sample_weight=wd)
+    assert ref.search_ == got.search_ == search
+    assert passes == [10]
+    assert got.best_params_ == ref.best_params_
+    assert got.best_iteration_ == ref.best_iteration_
+    np.testing.assert_allclose(got.best_risk_, ref.best_risk_, rtol=1e-8)
+    assert _rel(got.risk_path_, ref.risk_path_) <= 1e-8
+    # other probes move the estimate far more: the check sees the probes
+    assert abs(other.best_risk_ - ref.best_risk_) > 1e-4 * ref.best_risk_

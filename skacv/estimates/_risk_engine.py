@@ -48,6 +48,7 @@ import numpy as np
 from .._config import get_config
 from .._policy import get_policy
 from ..exceptions import EstimateBudgetError
+from ..linalg._sampling import stands_for_rows
 from ._risk_chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._risk_core_space import CorePlan
 from ._risk_curvature import curvature_memory_matrices
@@ -304,7 +305,12 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
         Hutchinson probes; ``None``: exact traces; ``"auto"``:
         :func:`resolve_n_probes`.
     probe_scheme : {"auto", "shared", "independent", "grouped"}
-        :func:`~skacv.estimates._risk_independent.probe_scheme`.
+        :func:`~skacv.estimates._risk_independent.probe_scheme`; ``"auto"``
+        is ``"shared"`` while the sample stands for rows out of memory (a
+        Dask input, :func:`~skacv.linalg._sampling.stands_for_rows`): its
+        shared probes are the rows' own, mapped onto the sample, where the
+        independent ones would be ``n x m x T`` signs regenerated from the
+        rows.
     chain_dtype : dtype, "auto" or None
         :func:`~skacv.estimates._risk_propagate.resolve_chain_dtype`.
     state, keep_state
@@ -339,6 +345,8 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     if iteration.is_linear:
         return SpectralNodes(n_probes)
     dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
+    if probe_scheme in (None, "auto") and stands_for_rows():
+        probe_scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
     scheme = scheme_of(iteration, n_probes, T, design.n_samples, probe_scheme)
     _check_budget(design, coef_path, n_probes, scheme)
     if scheme == "independent":

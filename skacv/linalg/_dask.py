@@ -38,7 +38,7 @@ from sklearn.base import is_regressor
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
-from ._sampling import ROW_SOURCE, subsample_rows
+from ._sampling import rows_behind, subsample_rows
 
 #: the solvers whose fit runs on the sufficient statistics (one full batch
 #: of least squares, no preconditioner)
@@ -393,6 +393,12 @@ class RowSource:
     loo : tuple or None
         ``(positions, scale)``: the rows of the sample that ``loo_path_``
         tracks and ``n_samples / len(positions)``.
+
+    Notes
+    -----
+    The probes mapped onto the sample are kept per state of the generator
+    and number of probes: fits that draw them from the same state (the grid
+    points and the stages of a search, seeded alike) make one pass.
     """
 
     def __init__(self, X, sample_weight, Xs, ws, fit_intercept, loo=None):
@@ -404,9 +410,15 @@ class RowSource:
         self.offset = ws @ Xs / ws.sum() if fit_intercept else np.zeros(Xs.shape[1])
         self.design = (Xs - self.offset) * np.sqrt(ws)[:, None]
         self.thread = threading.get_ident()
+        self._mapped = {}  # (generator state, m) -> (Z_c float64, state after the draw)
 
     def _ours(self, n_rows):
         return threading.get_ident() == self.thread and n_rows == self.n_rows
+
+    @staticmethod
+    def _key(state, m):
+        name, keys, pos, has_gauss, gauss = state
+        return name, np.asarray(keys).tobytes(), int(pos), int(has_gauss), float(gauss), m
 
     def probes(self, rng, shape, dtype):
         """Probes ``Z_c`` (n_rows, m) of the sample with ``X~_c^T Z_c = X~^T Z``,
@@ -421,13 +433,25 @@ class RowSource:
         having the Gram matrix ``X~^T X~``). The traces of the memory matrix
         read the probes only through ``X~^T Z``: they are the in-memory fit's.
         (``None`` too for a ``Generator``, whose state a chunk cannot resume.)
+        A draw from a state already mapped (the same seed, the same ``m``)
+        reuses that map, with no pass.
         """
         if (len(shape) != 2 or not self._ours(shape[0]) or np.dtype(dtype).kind != "f"
                 or not isinstance(rng, np.random.RandomState)):
             return None
+        m = int(shape[1])
+        key = self._key(rng.get_state(), m)
+        if key not in self._mapped:
+            Zc = self._map(rng, m)
+            self._mapped[key] = (Zc, rng.get_state())
+        Zc, after = self._mapped[key]
+        rng.set_state(after)
+        return Zc.astype(dtype)
+
+    def _map(self, rng, m):
+        """``Z_c`` (float64) of the draw of ``rng`` (advanced past it): one pass."""
         import dask
 
-        m = int(shape[1])
         states = []
         for rows in self.X.chunks[0]:
             states.append(rng.get_state())
@@ -438,7 +462,7 @@ class RowSource:
         parts = [dask.delayed(_chunk_probe_products, pure=True)(xc, wc, st, m, self.offset)
                  for xc, wc, st in zip(xb, wb, states, strict=True)]
         (images,) = dask.compute(_tree(parts, np.add))
-        return linalg.lstsq(self.design.T, images)[0].astype(dtype)
+        return linalg.lstsq(self.design.T, images)[0]
 
     def subsample(self, n_rows, size):
         """``(positions, scale)`` of the fetched rows in the sample, or ``None``."""
@@ -453,7 +477,10 @@ def dask_fit(estimator, X, y, sample_weight=None, frozen=None):
     in-memory fit would track (the same draw of ``random_state``); the
     estimator is fitted on the compressed sample of the other rows followed
     by those rows, with the :class:`RowSource` active (the Hutchinson probes
-    of the rows, a second pass when drawn).
+    of the rows, a second pass when drawn). ``probe_scheme="auto"`` then
+    takes the shared probes (the rows' own, mapped): the independent ones
+    would be ``n x m x T`` signs regenerated from the rows, so the fit equals
+    the in-memory fit with ``probe_scheme="shared"``.
 
     Parameters
     ----------
@@ -495,11 +522,8 @@ def dask_fit(estimator, X, y, sample_weight=None, frozen=None):
         loo = (first + np.arange(take.shape[0]), n / take.shape[0])
     Xs, ys, ws = (np.concatenate(parts).astype(X.dtype, copy=False)
                   for parts in zip(*blocks, strict=True))
-    token = ROW_SOURCE.set(RowSource(X, w, Xs, ws, params["fit_intercept"], loo))
-    try:
+    with rows_behind(RowSource(X, w, Xs, ws, params["fit_intercept"], loo)):
         estimator._fit(_as_frame(Xs, names), ys, ws, frozen)
-    finally:
-        ROW_SOURCE.reset(token)
     if take is not None and hasattr(estimator, "loo_indices_"):
         estimator.loo_indices_ = take  # the rows of X, not of the in-memory sample
     return estimator
@@ -516,6 +540,11 @@ def sufficient_search(search, X, y, params):
     X, y, params, splits
         The compressed sample (``params["sample_weight"]`` its weights) and
         the folds on its rows (``None`` without K-fold).
+    source : RowSource
+        The rows behind the sample, to set as
+        :data:`~skacv.linalg._sampling.ROW_SOURCE` while the candidates are
+        fitted (``rows_behind(source)``): their Hutchinson probes are then
+        those of the rows, one pass per seed for the whole search.
     """
     X, y, w, names = dask_rows(X, y, params.get("sample_weight"))
     search._resolve(X)
@@ -532,7 +561,8 @@ def sufficient_search(search, X, y, params):
     if splits is not None:
         splits = [(np.concatenate([g for k, g in enumerate(groups) if k != j]), groups[j])
                   for j in range(len(groups))]
-    return _as_frame(Xc, names), yc, {**params, "sample_weight": wc}, splits
+    source = RowSource(X, w, Xc, wc, fit_intercept)
+    return _as_frame(Xc, names), yc, {**params, "sample_weight": wc}, splits, source
 
 
 def _lazy_rows(estimator, X):

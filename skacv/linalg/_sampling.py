@@ -20,6 +20,7 @@ weights, so that a weighted fit equals the fit on repeated rows.
   replace those two for that sample.
 """
 
+import contextlib
 import contextvars
 
 import numpy as np
@@ -30,6 +31,26 @@ from sklearn.utils import check_random_state
 #: dtype)`` and ``subsample(n, size)`` give the draws of those rows for
 #: :func:`rademacher` and :func:`subsample_rows` (``None``: not that sample's)
 ROW_SOURCE = contextvars.ContextVar("skacv_row_source", default=None)
+
+
+def stands_for_rows():
+    """Whether an in-memory sample standing for other rows is being fitted
+    (:data:`ROW_SOURCE` set, in this context): ``probe_scheme="auto"`` then
+    takes the shared probes, the ones that source maps onto the sample."""
+    return ROW_SOURCE.get() is not None
+
+
+@contextlib.contextmanager
+def rows_behind(source):
+    """:data:`ROW_SOURCE` set to ``source`` in the block (nothing if ``None``)."""
+    if source is None:
+        yield
+        return
+    token = ROW_SOURCE.set(source)
+    try:
+        yield
+    finally:
+        ROW_SOURCE.reset(token)
 
 #: expanded index lists of integer weights are used up to this length
 _MAX_EXPANDED = 10**8

@@ -23,6 +23,7 @@ from .._config import config_context, get_config
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
 from ..linalg._dask import is_dask, sufficient_search
 from ..linalg._design import shared_designs
+from ..linalg._sampling import rows_behind
 from ..utils._compat import (
     HasMethods,
     Interval,
@@ -526,8 +527,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         """
         routed = self._route_fit(sample_weight, fit_params)
         dask = is_dask(X, y, routed.get("sample_weight"))
+        source = None  # on a Dask input, the rows behind the compressed sample
         if dask:  # one pass (skacv.linalg._dask)
-            X, y, routed, self._splits = sufficient_search(self, X, y, routed)
+            X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
         else:
             self._resolve(X)
             self._splits = self._folds(X, y)
@@ -542,7 +544,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             budget = None
         why = costly = None
         try:
-            with config_context(risk_time_budget=budget):
+            with config_context(risk_time_budget=budget), rows_behind(source):
                 self._search(X, y, routed)
             why = None if dask else self._unreliable_risk()
         except UndefinedEstimate as exc:
