@@ -38,7 +38,7 @@ from sklearn.base import is_regressor
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
-from ._sampling import rows_behind, subsample_rows
+from ._sampling import rows_behind, signs, subsample_rows
 
 #: the solvers whose fit runs on the sufficient statistics (one full batch
 #: of least squares, no preconditioner)
@@ -371,7 +371,7 @@ def _chunk_probe_products(Xb, wb, state, m, offset):
     probes, from the generator's ``state`` at the chunk's first row."""
     rng = np.random.RandomState()
     rng.set_state(state)
-    Z = rng.choice(np.array([-1.0, 1.0]), size=(Xb.shape[0], m))
+    Z = signs(rng, (Xb.shape[0], m))
     D = np.asarray(Xb, dtype=np.float64) - offset
     if wb is not None:
         D *= np.sqrt(np.asarray(wb, dtype=np.float64))[:, None]
@@ -455,7 +455,7 @@ class RowSource:
         states = []
         for rows in self.X.chunks[0]:
             states.append(rng.get_state())
-            rng.choice(np.array([-1.0, 1.0]), size=(rows, m))  # the in-memory draw
+            signs(rng, (rows, m))  # the in-memory draw (advances rng)
         xb = self.X.to_delayed(optimize_graph=False).ravel()
         wb = ([None] * len(xb) if self.w is None
               else self.w.to_delayed(optimize_graph=False).ravel())

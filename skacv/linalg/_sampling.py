@@ -11,7 +11,7 @@ weights, so that a weighted fit equals the fit on repeated rows.
 * :class:`EpochSampler` (kernel SGD): an epoch is a permutation of the
   draws of the weighted multiset, cut into batches ``(rows, counts)``.
 * :func:`draw_rows`: a subsample of the weighted data (Nystrom rows).
-* :func:`rademacher`: the random signs of every Hutchinson probe (the risk
+* :func:`rademacher` (:func:`signs`): the random signs of every Hutchinson probe (the risk
   estimate's chains and Lanczos quadrature, the preconditioner's nodes, the
   SGD estimate's sketch).
 * :func:`subsample_rows`: the rows a subsampled leave-one-out estimate tracks.
@@ -70,15 +70,21 @@ def counts_of(draws, n_rows):
     return rows, counts[rows].astype(np.float64)
 
 
+def signs(rng, shape, dtype=np.float64):
+    """Independent signs ``+-1`` of ``shape`` in ``dtype``, drawn from ``rng``
+    (a RandomState or Generator) by ``rng.choice`` on ``[-1, 1]``: the same
+    numbers in every dtype, and the same draw for the same ``rng`` state."""
+    return rng.choice(np.array([-1, 1], dtype=dtype), size=shape)
+
+
 def rademacher(rng, shape, dtype=np.float64):
-    """Rademacher probes: independent signs ``+-1`` of ``shape`` in ``dtype``,
-    drawn from ``rng`` (a RandomState or Generator) by ``rng.choice`` on
-    ``[-1, 1]``: the same numbers in every dtype, and the same draw for the
-    same ``rng`` state, so that seeded estimates do not depend on the
-    precision of the probes."""
+    """Rademacher probes (:func:`signs`), or while a :data:`ROW_SOURCE` is
+    set the probes of its rows mapped onto the sample: seeded estimates do
+    not depend on the precision of the probes, nor on whether the rows were
+    in memory."""
     source = ROW_SOURCE.get()
     Z = None if source is None else source.probes(rng, shape, dtype)
-    return rng.choice(np.array([-1, 1], dtype=dtype), size=shape) if Z is None else Z
+    return signs(rng, shape, dtype) if Z is None else Z
 
 
 def subsample_rows(n_rows, size, random_state):
