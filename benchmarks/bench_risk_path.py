@@ -5,9 +5,11 @@ Part 1 (ISTA, the seed's experiment): the seed generator with seed 2025,
 Rademacher probes. The baseline is a straightforward implementation of the
 seed notebook's algorithm (dense ``R_t`` with every source, products with the
 whole X); skacv runs ``TrajectoryLasso(...).fit`` with ``estimate_risk=True``
-and its default probes (``probe_scheme="auto"``: from 1000 samples on,
-independent probes for every source, whose estimate is not the seed's
-algorithm's with the same probes but has less probe noise). Prints both
+and its default probe scheme with the seed's number of probes ``m``
+(``probe_scheme="auto"``: the pooled probes, one chain of ``m`` probes for
+every source whose rows' sums are split by the solver's linear
+counterpart; not the seed's algorithm's estimate with the same probes;
+``--scheme`` for another). Prints both
 times and the ratio; then, at the seed's printed rows, the true risk, both
 estimates, skacv's estimate with the seed's own probes (the shared probes:
 equal to the seed's algorithm, the last column but one), and both estimates
@@ -220,7 +222,7 @@ def main():
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--chains", choices=["auto", "x", "float32", "float64"], default="auto",
                     help="chain_dtype: auto (default: float32 with probes), x (X's dtype)")
-    ap.add_argument("--scheme", choices=["auto", "shared", "independent", "grouped"],
+    ap.add_argument("--scheme", choices=["auto", "pooled", "shared", "independent", "grouped"],
                     default="auto",
                     help="probe_scheme (default auto: independent probes from 1000 "
                          "samples on)")

@@ -78,8 +78,9 @@ def get_config():
         chains) is checked against ``path_memory_limit`` before it is
         allocated.
         ``risk_time_budget`` (fits, default ``None``: no cap): an ISTA/FISTA
-        risk estimate with independent probes (the default from 1000
-        samples on) whose Jacobian chains are predicted to cost more than
+        risk estimate with pooled, grouped or independent probes (not the
+        shared ones, whose core space the model does not see) whose
+        Jacobian chains are predicted to cost more than
         this many fits of the path
         (:func:`skacv.estimates._risk.chain_cost_in_fits`) raises
         :class:`~skacv.exceptions.EstimateBudgetError` before it runs;

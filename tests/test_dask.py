@@ -214,13 +214,15 @@ def test_rows_the_statistics_cannot_serve_are_refused():
         TrajectoryLasso(max_iter=5).fit(_lazy(bad)[0], yd)
 
 
-PROBED = [  # Hutchinson probes: float64 chains (rounding only) and the default float32
-    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64"),
+PROBED = [  # Hutchinson probes: float64 chains (rounding only) and the default float32;
+    # the shared probes, what a Dask fit takes ("auto" in memory takes the pooled ones)
+    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64",
+                    probe_scheme="shared"),
     TrajectoryLasso(alpha=0.05, solver="ista", max_iter=40, n_probes=6, fit_intercept=False,
-                    chain_dtype="float64"),
+                    chain_dtype="float64", probe_scheme="shared"),
     IterativeRidge(alpha=10.0, solver="nesterov", max_iter=30, n_probes=8,
                    chain_dtype="float64"),
-    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10),
+    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, probe_scheme="shared"),
 ]
 
 
@@ -317,7 +319,8 @@ def test_local_cluster_fit(client):
     # exact traces; then the probes' pass and the fetched rows on the cluster
     exact = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=None)
     probed = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64",
-                             estimate_loo=True, loo_subsample=50, random_state=3)
+                             estimate_loo=True, loo_subsample=50, random_state=3,
+                             probe_scheme="shared")
     Xd, yd, wd = _lazy(X, y, w)
     for est, names in ((exact, ("coef_path_", "risk_path_")),
                        (probed, ("coef_path_", "risk_path_", "loo_path_"))):
@@ -371,13 +374,9 @@ def _spy_strategies(monkeypatch):
 
 
 def test_auto_probe_scheme_is_shared_on_dask(monkeypatch):
-    # probe_scheme="auto" takes independent probes from AUTO_MIN_SAMPLES rows
-    # on; lowered below the compressed sample's P + 2 rows so that a rule that
-    # read the sample's rows would take independent probes on it: a Dask fit
-    # must take the shared ones, the rows' own, whatever p
-    from skacv.estimates import _risk_independent
-
-    monkeypatch.setattr(_risk_independent, "AUTO_MIN_SAMPLES", 10)
+    # probe_scheme="auto" takes the pooled probes in memory (one chain, its
+    # rows' sums split by a template); a Dask fit must take the shared ones,
+    # the rows' own, mapped onto the compressed sample
     chosen = _spy_strategies(monkeypatch)
     X, y, w = _data(12)
     est = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64",
@@ -392,14 +391,14 @@ def test_auto_probe_scheme_is_shared_on_dask(monkeypatch):
     Xd, yd, wd = _lazy(X, y, w)
     with dask.config.set(scheduler="synchronous"):
         got = est.set_params(probe_scheme="auto").fit(Xd, yd, sample_weight=wd).risk_path_
-    assert in_memory_auto and {c for _, c in in_memory_auto} == {"IndependentChains"}
+    assert in_memory_auto and {c for _, c in in_memory_auto} == {"GroupedChains"}
     assert not any(active for active, _ in in_memory_auto + in_memory_shared)
     assert chosen and all(active for active, _ in chosen)
     assert [c for _, c in chosen] == [c for _, c in in_memory_shared]
-    assert "IndependentChains" not in {c for _, c in chosen}
+    assert "GroupedChains" not in {c for _, c in chosen}
     # the in-memory fit with probe_scheme="shared" and the same seed
     assert _rel(got, shared) <= 1e-10
-    assert _rel(auto, shared) > 1e-4  # the independent probes: another estimate
+    assert _rel(auto, shared) > 1e-4  # the pooled probes: another estimate
 
 
 @pytest.mark.parametrize("scheme, search", [("shared", "grid"), ("auto", "grid"),

@@ -180,7 +180,7 @@ def test_masked_chains_equal_the_seed_algorithm_with_the_same_probes():
     eta = (1 + np.sqrt(p / n)) ** -2
     est = TrajectoryLasso(lam, solver="ista", max_iter=T - 1, step_size=eta,
                           fit_intercept=False, n_probes=m, random_state=3,
-                          chain_dtype="float64").fit(X, y)
+                          chain_dtype="float64", probe_scheme="shared").fit(X, y)
     r = np.random.RandomState(3).choice([-1.0, 1.0], size=(n, m)) / np.sqrt(m)
     XTr = X.T @ r
     bt = np.zeros(p)

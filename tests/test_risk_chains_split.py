@@ -231,11 +231,11 @@ def test_warm_start_and_heavy_ball_run_forward_only(monkeypatch):
     monkeypatch.setattr(chains, "split_step", lambda *a: calls.append(a[3:]) or real(*a))
     TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5), max_iter=30, n_probes=4,
                     random_state=0).fit(X, y)
-    TrajectoryLasso(0.05, solver="ista", max_iter=30, n_probes=4, random_state=0,
-                    warm_start=True).fit(X, y)
+    shared = dict(max_iter=30, n_probes=4, random_state=0, probe_scheme="shared")
+    TrajectoryLasso(0.05, solver="ista", warm_start=True, **shared).fit(X, y)
     assert calls == []
-    TrajectoryLasso(0.05, solver="ista", max_iter=30, n_probes=4, random_state=0).fit(X, y)
-    TrajectoryLasso(0.05, solver="fista", max_iter=30, n_probes=4, random_state=0).fit(X, y)
+    TrajectoryLasso(0.05, solver="ista", **shared).fit(X, y)
+    TrajectoryLasso(0.05, solver="fista", **shared).fit(X, y)
     assert calls == [(1,), (2,)]
     T, prefix = 90, np.full(92, 100)
     assert abs(chains.split_step(50, prefix, T, 2) - 2 * T / 3) <= 1

@@ -177,44 +177,53 @@ def test_a_prefix_has_the_estimates_of_the_whole_path():
     np.testing.assert_allclose(short.risk_path_, long.risk_path_[:26], rtol=1e-10)
 
 
-def test_auto_scheme(monkeypatch):
-    """``"auto"``: independent probes from ``AUTO_MIN_SAMPLES`` samples on,
-    shared ones below, with a heavy ball and for exact traces; ``"shared"``
-    and ``"independent"`` force the choice; anything else is refused."""
+def test_auto_scheme(monkeypatch, speed_policy):
+    """``"auto"``: the pooled probes (one chain), the shared ones with a heavy
+    ball, for exact traces and on paths of ``settled_min_tail`` steps or more
+    (whose supports may settle); ``"shared"``, ``"independent"``,
+    ``"grouped"`` and ``"pooled"`` force the choice; anything else is
+    refused."""
     calls = []
-    for name in ("masked_memory_matrix", "independent_memory_matrix"):
+    for name in ("masked_memory_matrix", "independent_memory_matrix",
+                 "grouped_memory_matrix"):
         real = getattr(engine, name)
 
         def spy(*args, real=real, name=name, **kwargs):
-            calls.append(name.split("_")[0])
+            label = name.split("_")[0]
+            if label == "grouped" and kwargs.get("group_sources", 0) is None:
+                label = "pooled"
+            calls.append(label)
             return real(*args, **kwargs)
 
         monkeypatch.setattr(engine, name, spy)
-    monkeypatch.setattr(independent, "AUTO_MIN_SAMPLES", 50)
-    X_small, y_small = _problem(0, n=45, p=60)
-    X_large, y_large = _problem(0, n=60, p=60)
+    X, y = _problem(0, n=60, p=60)
     lasso = TrajectoryLasso(0.05, max_iter=8, random_state=0)
     cases = [
-        (X_small, y_small, lasso, {}, "masked"),
-        (X_large, y_large, lasso, {}, "independent"),
-        (X_large, y_large, clone(lasso).set_params(n_probes=None), {}, "masked"),
-        (X_large, y_large, lasso, {"probe_scheme": "shared"}, "masked"),
-        (X_small, y_small, lasso, {"probe_scheme": "independent"}, "independent"),
+        ({}, "pooled"),
+        ({"n_probes": None}, "masked"),
+        ({"probe_scheme": "shared"}, "masked"),
+        ({"probe_scheme": "independent"}, "independent"),
+        ({"probe_scheme": "grouped"}, "grouped"),
+        ({"probe_scheme": "pooled"}, "pooled"),
     ]
-    for X, y, est, params, expected in cases:
+    for params, expected in cases:
         calls.clear()
-        clone(est).set_params(**params).fit(X, y)
-        assert calls == [expected], (params, X.shape)
+        clone(lasso).set_params(**params).fit(X, y)
+        assert calls == [expected], params
     # a heavy ball (no Lasso solver has one) keeps the shared probes
-    assert independent.probe_scheme(_HeavyBallLike(), 10, 8, 10**6) == "shared"
-    assert independent.probe_scheme(_HeavyBallLike(hb=0.0), 10, 8, 10**6) == "independent"
+    assert engine.choose_scheme(_HeavyBallLike(), 10, 8, 10**6) == "shared"
+    assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 8, 10**6) == "pooled"
+    speed_policy(settled_min_tail=8)  # a "long" path: the shared probes
+    calls.clear()
+    clone(lasso).fit(X, y)
+    assert calls == ["masked"]
     with pytest.raises(ValueError, match="'probe_scheme' parameter of TrajectoryLasso must be"):
-        clone(lasso).set_params(probe_scheme="per_source").fit(X_small, y_small)
+        clone(lasso).set_params(probe_scheme="per_source").fit(X, y)
     # linear iterations do not use chains: the scheme does not change them (and
     # IterativeRidge has no such parameter)
-    ridge = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X_large, y_large)
+    ridge = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X, y)
     assert "probe_scheme" not in ridge.get_params()
-    prob = ridge._problem(X_large, y_large)
+    prob = ridge._problem(X, y)
     a, b = (risk_module.trajectory_risk(prob.design, prob.target_rows, prob.iteration,
                                         ridge.coef_path_, n_probes=ridge.n_probes,
                                         random_state=0, probe_scheme=scheme).risk

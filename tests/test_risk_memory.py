@@ -118,10 +118,11 @@ def test_warm_start_is_exact_without_the_kept_matrices():
 
 
 def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, speed_policy):
-    """Under ``risk_time_budget`` an ISTA/FISTA estimate (independent probes)
-    whose chains are predicted to cost more fits than the budget raises
-    EstimateBudgetError before any chain runs; the prediction grows with the
-    support and is zero without probes."""
+    """Under ``risk_time_budget`` an ISTA/FISTA estimate (the pooled probes
+    of ``"auto"``, the independent ones) whose chains are predicted to cost
+    more fits than the budget raises EstimateBudgetError before any chain
+    runs; the prediction grows with the support and with the columns the
+    scheme advances, and is zero without probes."""
     import skacv.estimates._risk_engine as engine
     from skacv import TrajectoryLasso, config_context
     from skacv.estimates._risk import chain_cost_in_fits
@@ -136,14 +137,19 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     class Sizes:
         n_samples, n_features = 1000, 60
 
-    wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, 10, "independent")
-    narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, 10, "independent")
+    from skacv.estimates._risk_grouped import POOLED_PROBES
+
+    wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "pooled")
+    narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, POOLED_PROBES, "pooled")
     assert wide > narrow > 0 and flops > 0
-    assert chain_cost_in_fits(Sizes, est.coef_path_, None, "independent") == (0.0, 0.0)
+    assert chain_cost_in_fits(Sizes, est.coef_path_, None, "pooled") == (0.0, 0.0)
+    # independent probes advance up to 16 blocks of 10 columns, the pooled 32
+    independent = chain_cost_in_fits(Sizes, est.coef_path_, 10, "independent")[0]
+    assert wide < independent < 5 * wide
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
     calls = []
-    real = engine.independent_memory_matrix
-    monkeypatch.setattr(engine, "independent_memory_matrix",
+    real = engine.grouped_memory_matrix
+    monkeypatch.setattr(engine, "grouped_memory_matrix",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     with (config_context(risk_time_budget=wide / 2),
           pytest.raises(EstimateBudgetError, match="would cost about")):

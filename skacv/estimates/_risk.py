@@ -37,11 +37,11 @@ from ..utils._parallel import small_blas
 from ._risk_chains import masked_memory_matrix
 from ._risk_engine import (
     chain_cost_in_fits,  # noqa: F401 (re-exported)
+    choose_scheme,
     choose_strategy,
     memory_matrices,
     resolve_n_probes,
 )
-from ._risk_independent import probe_scheme as choose_scheme
 from ._risk_propagate import design_columns, resolve_chain_dtype
 from ._risk_readout import (  # noqa: F401 (the readout's names, re-exported)
     _extrapolate_columns,
@@ -165,9 +165,9 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
         ``None``: float32 with Hutchinson probes, the dtype of ``X`` with
         exact traces; :func:`~skacv.estimates._risk_propagate.resolve_chain_dtype`).
     verbose : int
-    probe_scheme : {"auto", "shared", "independent", "grouped"}, default="auto"
-        Hutchinson probes shared by every source or independent per source
-        (:func:`~skacv.estimates._risk_independent.probe_scheme`).
+    probe_scheme : {"auto", "pooled", "shared", "independent", "grouped"}, default="auto"
+        How the Hutchinson probes are shared between the sources
+        (:func:`~skacv.estimates._risk_engine.choose_scheme`).
 
     Returns
     -------

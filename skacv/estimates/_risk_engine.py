@@ -22,15 +22,16 @@ strategy object, chosen in one place (:func:`choose_strategy`):
                                 every source, summed in blocks
                                 (:mod:`skacv.estimates._risk_independent`)
 :class:`GroupedChains`          proximal iterations, probes shared by groups of
-                                consecutive sources, one chain a group (opt-in,
-                                :mod:`skacv.estimates._risk_grouped`)
+                                consecutive sources, one chain a group, or by
+                                all of them in one chain (the pooled probes,
+                                ``"auto"``'s; :mod:`skacv.estimates._risk_grouped`)
 :class:`CurvatureChains`        robust losses and mini-batches: the traces ``A``
                                 and ``K`` of Tan & Bellec (2024)
                                 (:mod:`skacv.estimates._risk_curvature`)
 ==============================  ==============================================
 
-The statistical choices (exact traces or probes, ``n_probes="auto"``; shared
-or independent probes, :func:`~skacv.estimates._risk_independent.probe_scheme`;
+The statistical choices (exact traces or probes, ``n_probes="auto"``; the
+probe scheme, :func:`choose_scheme`;
 the chains' precision) are arguments; the choices between equal computations
 (split, core space, Gram matrices, chunk sizes) read the speed policy
 (:func:`skacv._policy.get_policy`). The two proximal chain strategies drive
@@ -52,9 +53,8 @@ from ..linalg._sampling import stands_for_rows
 from ._risk_chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._risk_core_space import CorePlan
 from ._risk_curvature import curvature_memory_matrices
-from ._risk_grouped import grouped_memory_matrix
+from ._risk_grouped import GROUP_SOURCES, POOLED_PROBES, grouped_memory_matrix
 from ._risk_independent import independent_memory_matrix
-from ._risk_independent import probe_scheme as scheme_of
 from ._risk_propagate import resolve_chain_dtype
 from ._risk_spectral import (
     exact_nodes,
@@ -112,6 +112,41 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     return None if cheap else AUTO_PROBES
 
 
+SCHEMES = ("auto", "pooled", "shared", "independent", "grouped")
+
+
+def resolve_scheme(scheme="auto"):
+    """The probe scheme asked for, checked (``None`` is ``"auto"``)."""
+    if scheme is None:
+        scheme = "auto"
+    if scheme not in SCHEMES:
+        raise ValueError("probe_scheme must be 'auto', 'pooled', 'shared', 'independent' or "
+                         f"'grouped'; got {scheme!r}.")
+    return scheme
+
+
+def choose_scheme(iteration, n_probes, T, n_samples=None, scheme="auto"):
+    """The probe scheme of the proximal chains of a path of ``T`` steps:
+    ``"pooled"``, ``"grouped"``, ``"independent"`` or ``"shared"``.
+
+    ``scheme`` is the estimator's ``probe_scheme``. Exact traces
+    (``n_probes=None``) and an iteration with a heavy ball always take the
+    shared probes. ``"auto"``: the pooled probes
+    (:mod:`skacv.estimates._risk_grouped`: one chain of ``POOLED_PROBES``
+    probes for all the sources, the rows' sums split by the template), or
+    the shared probes on a path of the speed policy's ``settled_min_tail``
+    steps or more, whose cost turns linear in its length where the supports
+    settle (:func:`~skacv.estimates._risk.trajectory_risk`'s settled form).
+    ``n_samples`` is not used (kept for the callers' signature).
+    """
+    scheme = resolve_scheme(scheme)
+    if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
+        return "shared"
+    if scheme != "auto":
+        return scheme
+    return "pooled" if T < get_policy().settled_min_tail else "shared"
+
+
 def chain_cost_in_fits(design, coef_path, n_probes, scheme):
     """Predicted time of the proximal chains of :func:`memory_matrix` in
     units of the fit of the same path (``T`` steps of two products with
@@ -141,6 +176,10 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
     k = np.arange(T + 1, dtype=float)
     if scheme == "independent":
         columns = m * np.minimum(k // 2 + 1, 16.0)
+    elif scheme == "pooled":
+        columns = np.full(T + 1, m)
+    elif scheme == "grouped":
+        columns = m * (np.maximum(k - 1, 0) // GROUP_SOURCES + 1)
     else:
         columns = np.full(T + 1, m * T / 4.0)
     flops = float(np.sum(2.0 * support**2 * columns))
@@ -155,7 +194,7 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
 def _check_budget(design, coef_path, n_probes, scheme):
     """Refuse chains that would cost more than ``risk_time_budget`` fits."""
     budget = get_config()["risk_time_budget"]
-    if budget is None or scheme != "independent":
+    if budget is None or scheme == "shared":
         # the shared probes' cost depends on their core space and on where
         # the chains meet, which this model does not see (it overestimated
         # them 5-10 times on small designs): not budgeted
@@ -261,16 +300,19 @@ class IndependentChains:
 @dataclass(frozen=True)
 class GroupedChains:
     """Proximal iterations, ``n_probes`` probes shared by each group of
-    consecutive sources, one chain a group (opt-in; no state kept: a warm
-    start recomputes the whole path)."""
+    ``group_sources`` consecutive sources, one chain a group (``None``: one
+    chain for all the sources, the pooled probes, whose state continues a
+    warm start; groups keep no state: a warm start recomputes the path)."""
 
     n_probes: int
     dtype: np.dtype
+    group_sources: int | None = GROUP_SOURCES
 
     def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
                         keep_state=False):
         return grouped_memory_matrix(design, iteration, coef_path, self.n_probes, rng,
-                                     self.dtype, verbose)
+                                     self.dtype, verbose, state=state, keep_state=keep_state,
+                                     group_sources=self.group_sources)
 
 
 @dataclass(frozen=True)
@@ -304,13 +346,11 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     n_probes : int, None or "auto"
         Hutchinson probes; ``None``: exact traces; ``"auto"``:
         :func:`resolve_n_probes`.
-    probe_scheme : {"auto", "shared", "independent", "grouped"}
-        :func:`~skacv.estimates._risk_independent.probe_scheme`; ``"auto"``
-        is ``"shared"`` while the sample stands for rows out of memory (a
-        Dask input, :func:`~skacv.linalg._sampling.stands_for_rows`): its
-        shared probes are the rows' own, mapped onto the sample, where the
-        independent ones would be ``n x m x T`` signs regenerated from the
-        rows.
+    probe_scheme : {"auto", "pooled", "shared", "independent", "grouped"}
+        :func:`choose_scheme`; ``"auto"`` is ``"shared"`` while the sample
+        stands for rows out of memory (a Dask input,
+        :func:`~skacv.linalg._sampling.stands_for_rows`): its shared probes
+        are the rows' own, mapped onto the sample.
     chain_dtype : dtype, "auto" or None
         :func:`~skacv.estimates._risk_propagate.resolve_chain_dtype`.
     state, keep_state
@@ -331,6 +371,7 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
         Mini-batches without a robust estimate (no memory matrix).
     """
     T = coef_path.shape[1] - 1
+    auto_probes = isinstance(n_probes, str)
     n_probes = resolve_n_probes(n_probes, design, iteration, T, datafit)
     if robust:
         return CurvatureChains(n_probes, resolve_chain_dtype(design, n_probes, chain_dtype),
@@ -347,12 +388,14 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
     if probe_scheme in (None, "auto") and stands_for_rows():
         probe_scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
-    scheme = scheme_of(iteration, n_probes, T, design.n_samples, probe_scheme)
+    scheme = choose_scheme(iteration, n_probes, T, design.n_samples, probe_scheme)
+    if scheme == "pooled" and auto_probes:
+        n_probes = POOLED_PROBES
     _check_budget(design, coef_path, n_probes, scheme)
     if scheme == "independent":
         return IndependentChains(int(n_probes), dtype)
-    if scheme == "grouped":
-        return GroupedChains(int(n_probes), dtype)
+    if scheme in ("grouped", "pooled"):
+        return GroupedChains(int(n_probes), dtype, GROUP_SOURCES if scheme == "grouped" else None)
     split, plan = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
     if plan is not None:
         return CoreSpaceChains(int(n_probes), dtype, plan)

@@ -1,53 +1,87 @@
-"""Block-shared ("grouped") Hutchinson probes for the proximal chains.
+"""Probes shared by groups of consecutive sources: the grouped and the
+pooled probes.
 
 The memory matrix of Bellec & Tan (2024), ``A[t, s] = tr(X~ dx^t / dy^(s))``,
-is estimated here by probes shared within groups of :data:`GROUP_SOURCES`
-consecutive sources (``probe_scheme="grouped"``, opt-in). Source ``s``
-belongs to group ``b = s // G``; the group draws its own probes ``Z_b`` (``n
-x m`` Rademacher signs) when it opens, and every source of the group
-injects the same images ``g X~^T Z_b`` into the group's single chain of
-``m`` columns, so that the chain holds ``F_{t,b} = sum_{s in b} J_{t,s}
+is estimated here by probes shared within groups of consecutive sources.
+Source ``s`` belongs to group ``b = s // G``; the group draws its own probes
+``Z_b`` (``n x m`` Rademacher signs) when it opens, and every source of the
+group injects the same images ``g X~^T Z_b`` into the group's single chain
+of ``m`` columns, so that the chain holds ``F_{t,b} = sum_{s in b} J_{t,s}
 X~^T Z_b``. Its readout ``(1/m) tr(Z_b^T X~ F_{t,b})`` (and the same with the
 gradient points' tangents for ``A_sources``) is Hutchinson's unbiased
-estimate of the block's row sum ``sum_{s in b} A[t, s]``, with no cross
-terms between sources of different groups (independent probes).
+estimate of the block's row sum ``sum_{s in b} A[t, s]``.
 
+* ``probe_scheme="pooled"`` (``"auto"``'s): one group for every source, one
+  chain of :data:`POOLED_PROBES` probes: ``m`` columns a step whatever the
+  path's length, and a warm start (a stage of the early stopping) continues
+  the chain. ``probe_scheme="grouped"``: groups of :data:`GROUP_SOURCES`,
+  ``m ceil(k / G)`` columns at step ``k``, no state (a warm start recomputes).
 * Lag 0 is exact: the readout of the injection of step ``t`` through the
   step's own tangent is subtracted, and ``A[t, t - 1] = g sum_{j in S_t}
   ||x~_j||^2`` (through the same tangent: the mask and the extrapolation's
   coefficients) takes its place.
-* The other entries of a row are its block sums split by the block average
-  (each source of the block older than lag 0 gets the block's mean): with
-  ``G <= 16`` this changes the risk estimate by at most 0.3 % (rms 0.1-0.3 %
-  on six equicorrelated FISTA and ISTA problems, 300 x 450 to 600 x 900,
-  ``lam = 0.1 sqrt(log p / n)``, with exact block sums), far less than the
-  probes' own noise. It is a bias where a row is sharply peaked in the lag
-  (short memory: a strong penalty, a short path): on an isotropic 120 x 180
-  design with ``alpha = 0.05`` and 40 steps the split alone moved FISTA's
-  ``risk_path_`` by 13 % rms (ISTA 4.6 %; groups of 8: 4.3 % and 1.8 %),
-  hence an opt-in scheme, not ``"auto"``'s choice.
-* Cost: at step ``k`` the chains have ``m ceil(k / G)`` columns (no mergers,
-  no proxies); one probe image ``X~^T Z_b`` per group.
-* The probes of group ``b`` are drawn from ``random_state`` in the order of
-  the groups and a row uses only its own step's readout: a ``k``-step prefix
-  of a path gives the first ``k + 1`` rows of the whole path's matrices.
-  No warm-start state is kept (a warm start recomputes the estimate cold).
+* The other entries of a row split its block sums by a *template*
+  (:func:`rows_from_block_sums`): the memory matrix of the iteration's linear
+  counterpart (its prox replaced by the identity: the same steps and
+  momentum) on the spectrum of the union of the path's supports
+  (:func:`template_matrices`), scaled to the row's block sums. With the
+  exact block sums, one block for a whole row (the pooled probes), the
+  template's split moved ``risk_path_`` by 0.08-0.43 % rms on FISTA
+  (equicorrelated 600 x 900, isotropic 1000 x 1500 and 120 x 180) and
+  0.26 % on ISTA (the seed generator, 1000 x 1500), where the block
+  average moved it by 1-45 %; in groups of 16, by at most 0.2 %. It is a
+  bias where the supports shrink far below their union (FISTA's first
+  steps on a wide design): 3 % rms on an equicorrelated 200 x 400, 200
+  steps (``tests/test_reliability.py``), where independent probes are the
+  more accurate scheme.
+* The probes (and the template's Lanczos probes, on supports above the
+  speed policy's ``template_exact_support``) are drawn from
+  ``random_state`` in the order of the groups, and a row reads only its own
+  step: the block sums of a ``k``-step prefix are those of the whole path's
+  first ``k + 1`` rows (the template, of the whole path's supports, moves
+  the split a little).
 
-Why it pays (FISTA): the per-source traces oscillate with the lag and partly
-cancel in a block sum, so a block sum's Hutchinson noise grows far slower
-than the block; at equal chain time it had 1.6-2.6 times less error than
-independent blocks of four probes capped at four blocks.
+Why it pays: the per-source traces oscillate with the lag (FISTA) or decay
+smoothly with it (ISTA), so a block sum's Hutchinson noise grows far slower
+than the block. Root-mean-square relative error of ``risk_path_`` against
+exact traces over 6-12 probe draws, pooled (32 probes) against independent
+(10 probes a source), chain time in seconds, one BLAS thread: isotropic
+1000 x 1500 FISTA, T = 150: 1.75 % against 3.0 %, 0.20 s against 0.77 s;
+the seed generator 1000 x 1500 ISTA, T = 100 (16 probes): 1.33 % against
+1.32 %, 0.14 s against 0.54 s; equicorrelated 600 x 900 FISTA, T = 150:
+0.98 % against 0.38 %, 0.15 s against 1.03 s; equicorrelated 300 x 450
+FISTA: 1.77 % against 0.93 % (the shared probes, 10: 3.95 %, 0.31 s).
 """
+
+import copy
 
 import numpy as np
 
 from .._config import check_memory
+from .._policy import get_policy
+from ..linalg._linalg import lanczos_quadrature
 from ..linalg._sampling import rademacher
-from ._risk_propagate import ChainProbes, ForwardChains, chain_order, design_columns
+from ._risk_propagate import (
+    ChainProbes,
+    ForwardChains,
+    chain_order,
+    design_columns,
+    gram_to_keep,
+)
+from ._risk_spectral import counterpart_memory_matrix
+from ._risk_state import PooledState, SavedChains
 
-#: sources sharing one chain of probes (the block-average split of a row's
-#: block sums is within 0.3 % of the exact split's risk up to 16 sources)
+#: sources sharing one chain of probes with ``probe_scheme="grouped"``
 GROUP_SOURCES = 16
+#: probes and depth of the template's Lanczos quadrature on a large support
+#: (its shape only: the block sums fix the rows' mass)
+TEMPLATE_PROBES = 2
+TEMPLATE_DEPTH = 20
+#: probes of the pooled chain (``probe_scheme="auto"`` with
+#: ``n_probes="auto"``); see the module's docstring for the measurements
+POOLED_PROBES = 32
+#: the pooled probes' group: every source of any path
+POOLED_GROUP = 1 << 40
 
 
 def group_columns(m, T, G=GROUP_SOURCES):
@@ -137,28 +171,45 @@ class GroupedProbes(ChainProbes):
         self.SV[k, :c_new // self.m] += self._sums(self.W[rows:rows_prev], tail_v, c_new)
 
 
-def _probe_images(Xs, n, m, n_groups, prefix, G, rng, draw):
+def _probe_images(Xs, n, m, n_groups, prefix, G, rng, draw, Z=None):
     """``X~^T Z_b`` of every group in the chains' rows, shape (width, m
     groups), Fortran order; ``Z_b`` drawn group by group from ``rng`` (or by
-    ``draw(n, m)``), on the rows the group's sources may read
-    (``prefix[b G]``; the rest zero)."""
+    ``draw(n, m)``; ``Z``: the one group's signs, already drawn), on the
+    rows the group's sources may read (``prefix[b G]``; the rest zero).
+    Returns the images and the last group's signs."""
     width = Xs.shape[1]
     W = np.zeros((width, m * n_groups), dtype=Xs.dtype, order="F")
     for b in range(n_groups):
-        Z = rademacher(rng, (n, m), np.int8) if draw is None else draw(n, m)
-        rows = min(int(prefix[b * G]), width)
+        if Z is None or b > 0:
+            Z = rademacher(rng, (n, m), np.int8) if draw is None else draw(n, m)
+        rows = min(int(prefix[min(b * G, prefix.size - 1)]), width)
         W[:rows, b * m:(b + 1) * m] = Xs[:, :rows].T @ np.asarray(Z, dtype=Xs.dtype)
-    return W
+    return W, Z
+
+
+def usable_state(state, m, dtype, T, n):
+    """``state`` if a :class:`~skacv.estimates._risk_state.PooledState`
+    these chains continue (the pooled probes only)."""
+    if (isinstance(state, PooledState) and state.m == m and state.dtype == dtype
+            and state.k <= T and state.Z.shape[0] == n):
+        return state
+    return None
 
 
 def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                       group_sources=GROUP_SOURCES, draw=None):
+                       group_sources=GROUP_SOURCES, draw=None, with_columns=False, state=None,
+                       keep_state=False):
     """The per-probe block sums of the grouped chains (see the module's
-    docstring).
+    docstring); ``group_sources=None``: the pooled probes (one chain).
 
     ``draw``: private, ``draw(n, m) -> Z`` replaces the Rademacher draw (the
     tests pass the identity, ``m = n``: the sums over the probes are then
-    the exact block sums).
+    the exact block sums). ``with_columns``: also return the columns of
+    ``X~`` of the union of the supports (the chains' rows; ``None`` when it
+    is empty). ``state`` / ``keep_state`` (pooled probes only): continue
+    the chain of a shorter prefix of the same trajectory (a
+    :class:`~skacv.estimates._risk_state.PooledState`), and return the
+    state after the last step (last).
 
     Returns
     -------
@@ -170,70 +221,163 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
     """
     n = design.n_samples
     T = coef_path.shape[1] - 1
-    m, G = int(n_probes), int(group_sources)
+    pooled = group_sources is None
+    m, G = int(n_probes), (POOLED_GROUP if pooled else int(group_sources))
     dtype = np.dtype(chain_dtype)
     if iteration.uses_heavy_ball(T):
         raise ValueError(
             f"Grouped probes need an iteration without a heavy ball ({iteration.name}); "
             "use probe_scheme='shared'.")
+    state = usable_state(state, m, dtype, T, n) if pooled else None
+    k0 = 0 if state is None else state.k
     n_groups = max(1, -(-T // G))
     SA = np.zeros((T + 1, n_groups, m))
     SV = np.zeros_like(SA)
     lag0 = np.zeros((T + 1, 2))
+    Z, after = None, rng
+    if state is not None:
+        SA[:k0 + 1], SV[:k0 + 1], lag0[:k0 + 1] = state.SA, state.SV, state.lag0
+        Z, after = state.Z, copy.deepcopy(state.rng)
     masks, order, prefix = chain_order(coef_path)
     width = int(prefix[1])
+    out = [SA, SV, lag0]
+    if with_columns:
+        out.append(None)
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
-        return SA, SV, lag0
+        if Z is None:
+            Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
+        if keep_state:
+            out.append(_pooled_state(T, m, dtype, Z, after, SA, SV, lag0, SavedChains(), None))
+        return tuple(out)
     Xs = design_columns(design, order[:width], dtype)
     n_cols = m * n_groups
     n_blocks = 3 + iteration.extrapolates(T)
     check_memory(n_blocks * width * n_cols * dtype.itemsize,
                  f"the grouped Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
-    W = _probe_images(Xs, n, m, n_groups, prefix, G, rng, draw)
+    W, Z = _probe_images(Xs, n, m, n_groups, prefix, G, after, draw, Z)
     masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
     chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols)
+    if state is not None:
+        chains.restore(state.chains)
     colnorm = np.einsum("ij,ij->j", Xs, Xs)  # ||x~_j||^2: the exact lag 0
-    chains.run(GroupedProbes(m, G, W, SA, SV, lag0, colnorm), 0, T, group_columns(m, T, G),
-               verbose=verbose)
-    return SA, SV, lag0
+    chains.run(GroupedProbes(m, G, W, SA, SV, lag0, colnorm), k0, T, group_columns(m, T, G),
+               cached=None if state is None else state.gram, verbose=verbose)
+    if with_columns:
+        out[3] = Xs
+    if keep_state and pooled:
+        cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
+        out.append(_pooled_state(T, m, dtype, Z, after, SA, SV, lag0, chains.saved(m), cached))
+    return tuple(out)
 
 
-def rows_from_block_sums(SA, SV, lag0, G=GROUP_SOURCES):
+def _pooled_state(k, m, dtype, Z, rng, SA, SV, lag0, chains, gram):
+    return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=copy.deepcopy(rng), SA=SA.copy(),
+                       SV=SV.copy(), lag0=lag0.copy(), chains=chains, gram=gram)
+
+
+def rows_from_block_sums(SA, SV, lag0, G=GROUP_SOURCES, template=None):
     """The memory matrices from block sums (``SA``, ``SV``: (T + 1, groups),
-    already averaged over the probes): entry ``(t, s)``, ``s <= t - 2``, is
-    the block sum of ``s``'s group over the number of its sources older than
-    lag 0 in row ``t``; ``(t, t - 1)`` the exact lag 0."""
+    already averaged over the probes); ``(t, t - 1)`` is the exact lag 0.
+
+    Entry ``(t, s)``, ``s <= t - 2``, splits the block sum of ``s``'s group
+    (its sources older than lag 0 in row ``t``):
+
+    * ``template=None``: evenly (the block average);
+    * ``template=(T_A, T_sources)``, the memory matrices of the iteration's
+      linear counterpart (:func:`template_matrices`): row ``t`` is the
+      template's row scaled by ``c_t`` (least squares of the row's block
+      sums on the template's) plus, in each block, the block's remainder
+      ``S_b - c_t sum_b T[t, .]`` spread evenly. The block sums are kept
+      exactly; where a row is sharply peaked in the lag the template
+      carries the peak that the block average would flatten.
+    """
     T1 = SA.shape[0]
     t = np.arange(T1)[:, None]
     s = np.arange(T1)[None, :]
-    b = np.broadcast_to(np.minimum(s // G, SA.shape[1] - 1), (T1, T1))
+    nb = SA.shape[1]
+    b = np.broadcast_to(np.minimum(s // G, nb - 1), (T1, T1))
     n_in = np.clip(np.minimum((s // G + 1) * G, t - 1) - (s // G) * G, 1, None)
     inside = s < t - 1
-    A = np.where(inside, np.take_along_axis(SA, b, 1) / n_in, 0.0)
-    Av = np.where(inside, np.take_along_axis(SV, b, 1) / n_in, 0.0)
-    k = np.arange(1, T1)
-    A[k, k - 1] = lag0[1:, 0]
-    Av[k, k - 1] = lag0[1:, 1]
-    return A, Av
+    out = []
+    for i, S in enumerate((SA, SV)):
+        if template is None:
+            M = np.where(inside, np.take_along_axis(S, b, 1) / n_in, 0.0)
+        else:
+            tpl = np.where(inside, template[i], 0.0)
+            TB = np.add.reduceat(tpl, np.arange(0, T1, G), axis=1)[:, :nb]
+            TB = np.pad(TB, ((0, 0), (0, nb - TB.shape[1])))
+            den = np.einsum("tb,tb->t", TB, TB)
+            c = np.einsum("tb,tb->t", TB, S) / np.where(den > 0, den, 1.0)
+            rest = np.take_along_axis(S - c[:, None] * TB, b, 1) / n_in
+            M = np.where(inside, c[:, None] * tpl + rest, 0.0)
+        k = np.arange(1, T1)
+        M[k, k - 1] = lag0[1:, i]
+        out.append(M)
+    return out[0], out[1]
+
+
+def template_matrices(design, iteration, coef_path, rng, Xs=None):
+    """The split's template (:func:`rows_from_block_sums`): the memory
+    matrices ``(T_A, T_sources)`` of ``iteration`` with its prox replaced
+    by the identity, on the spectrum of the Gram matrix ``X~_U^T X~_U /
+    n_eff`` of the union ``U`` of the path's supports (``Xs``: those
+    columns, if already gathered): its eigenvalues up to the speed policy's
+    ``template_exact_support`` features, else the Gauss quadrature of
+    Lanczos from ``TEMPLATE_PROBES`` probes, ``TEMPLATE_DEPTH`` steps.
+
+    The union's spectrum, not the final support's: with the exact block
+    sums, one block for a whole row (the hardest split), the union's
+    template moved ``risk_path_`` by 0.26 % rms (ISTA, the seed generator
+    at 1000 x 1500, T = 100) and 0.08 % (FISTA, equicorrelated 600 x 900,
+    T = 150), the final support's by 4.0 % and 0.33 %."""
+    T = coef_path.shape[1] - 1
+    if Xs is None:
+        support = np.flatnonzero(np.any(coef_path != 0, axis=1))
+        Xs = design_columns(design, support, np.float64)
+    width = Xs.shape[1]
+    if width == 0:
+        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
+    inv_n = 1.0 / design.n_eff
+    if width <= get_policy().template_exact_support:
+        Xd = np.asarray(Xs, dtype=np.float64)
+        lam = np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None)
+        w = None
+    else:
+        Z = rademacher(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
+        (lam, w), _ = lanczos_quadrature(lambda Q: (Xs.T @ (Xs @ Q.astype(Xs.dtype))) * inv_n,
+                                         Z, min(TEMPLATE_DEPTH, width))
+        w = w / TEMPLATE_PROBES
+    return counterpart_memory_matrix(iteration, lam, T, weights=w)
 
 
 def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                           state=None, keep_state=False, group_sources=GROUP_SOURCES):
     """Hutchinson memory matrices of a proximal trajectory with ``n_probes``
     probes shared by each group of ``group_sources`` consecutive sources
-    (:func:`grouped_block_sums`, split by :func:`rows_from_block_sums`).
+    (``None``: all of them, the pooled probes), from
+    :func:`grouped_block_sums` split by :func:`rows_from_block_sums` with the
+    template of :func:`template_matrices`.
 
-    ``state`` and ``keep_state`` are accepted for the engine's interface but
-    no state is kept or continued: a warm start recomputes the estimate of
-    the whole path (the same numbers: the prefix property).
+    ``state`` / ``keep_state``: the pooled probes continue the chain of a
+    shorter prefix of the same trajectory (the rows' sums are a prefix's; the
+    template, of the whole path's supports, is recomputed). Groups of
+    sources keep no state: a warm start recomputes the whole path.
 
     Returns
     -------
     A, A_sources : ndarrays of shape (T + 1, T + 1)
-    state : None
+    state : PooledState or None
     """
-    SA, SV, lag0 = grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
-                                      verbose, group_sources)
-    A, Av = rows_from_block_sums(SA.mean(axis=2), SV.mean(axis=2), lag0, group_sources)
-    return A, Av, None
+    T = coef_path.shape[1] - 1
+    out = grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
+                             group_sources, with_columns=True, state=state,
+                             keep_state=keep_state)
+    SA, SV, lag0, Xs = out[:4]
+    new_state = out[4] if len(out) > 4 else None
+    if Xs is None:
+        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), new_state
+    G = POOLED_GROUP if group_sources is None else group_sources
+    template = template_matrices(design, iteration, coef_path, rng, Xs)
+    A, Av = rows_from_block_sums(SA.mean(axis=2), SV.mean(axis=2), lag0, G, template)
+    return A, Av, new_state

@@ -49,9 +49,11 @@ against 5.2 %, FISTA 3.3 % against 6.9 %; isotropic 1000 x 1500 FISTA T =
 (isotropic), 1.5 % against 3.6 % (AR(1), rho = 0.9); isotropic 500 x 750
 ISTA T = 100: 2.9 % both. The price: the estimates of different iterates
 carry independent noise, so where the iterates have converged the curve is
-not flat but moves by a fraction of a percent from step to step (see
-:data:`AUTO_MIN_SAMPLES`), where the shared probes' is flat with a larger
-common error.
+not flat but moves by a fraction of a percent from step to step (about 1 %
+of the risk at n = 200, 0.5 % at 500, 0.3 % at 1000 and 0.2 % at 2000,
+Lasso, p = 1.5 n), where the shared probes' is flat with a larger common
+error. Opt-in (``probe_scheme="independent"``): ``"auto"`` takes the pooled
+probes of :mod:`skacv.estimates._risk_grouped`.
 
 The probes are drawn source by source from ``random_state`` and the mergers
 read the chains on the support of each step only, so a prefix of a path has
@@ -81,14 +83,6 @@ from ._risk_state import IndependentState, SavedChains
 #: every design tried: isotropic, AR(1) and equicorrelated, 500 x 750 to
 #: 2000 x 3000, T = 100 and 300, ISTA and FISTA)
 CROSS_NOISE_BUDGET = 0.1
-#: ``"auto"`` takes independent probes from this many samples on. Their
-#: estimates of different iterates carry independent noise: on a converged
-#: plateau the estimate moves from step to step by about 1 % of the risk at
-#: n = 200, 0.5 % at 500, 0.3 % at 1000 and 0.2 % at 2000 (Lasso, p = 1.5 n;
-#: the shared probes' estimate is flat there, with a common error of 5 to 10
-#: % against the truth at these sizes, as large as the independent probes');
-#: below this size the chains are cheap and the flat curve is kept
-AUTO_MIN_SAMPLES = 1000
 #: the blocks :func:`~skacv.estimates._risk_propagate.maybe_gram`'s flop model assumes
 #: (at most ``k // 2 + 1`` after step ``k``)
 WINDOW_GUESS = 16
@@ -100,41 +94,6 @@ def window_columns(m, T):
     1``)."""
     k = np.arange(T + 1)
     return m * np.minimum(np.maximum(k - 1, 0), np.minimum(WINDOW_GUESS, k // 2 + 1))
-
-
-def probe_scheme(iteration, n_probes, T, n_samples, scheme="auto"):
-    """``"independent"``, ``"grouped"`` or ``"shared"`` probes for the chains
-    of a path of ``T`` steps.
-
-    ``scheme``: ``"auto"``, ``"shared"``, ``"independent"`` or ``"grouped"``
-    (the estimator's ``probe_scheme``; ``"grouped"``, opt-in only:
-    :mod:`skacv.estimates._risk_grouped`).
-    ``"auto"``: independent probes with Hutchinson probes, no heavy ball and
-    at least :data:`AUTO_MIN_SAMPLES` samples; else the shared probes (exact
-    traces, ``n_probes=None``, are always shared). The choice does not
-    depend on the path or its length, so that every prefix of a path (a
-    warm start, a stage of the early stopping) has the estimates of the
-    whole path.
-    """
-    scheme = resolve_scheme(scheme)
-    if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
-        return "shared"
-    if scheme == "grouped":
-        return "grouped"
-    if scheme == "independent" or n_samples >= AUTO_MIN_SAMPLES:
-        return "independent"
-    return "shared"
-
-
-def resolve_scheme(scheme="auto"):
-    """The probe scheme asked for, checked (``None`` is ``"auto"``)."""
-    if scheme is None:
-        scheme = "auto"
-    if scheme not in ("auto", "shared", "independent", "grouped"):
-        raise ValueError("probe_scheme must be 'auto', 'shared', 'independent' or 'grouped'; "
-                         f"got {scheme!r}.")
-    return scheme
-
 
 
 class IndependentBlocks(ChainProbes):

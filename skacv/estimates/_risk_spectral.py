@@ -53,13 +53,29 @@ def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sour
     """
     if not iteration.is_linear:
         raise ValueError(f"{iteration.name} is not linear: no spectral form.")
+    A, Av = _nodes_memory(iteration, eigvals, n_iter, weights, iteration.is_stationary)
+    return (A, Av) if return_sources else A
+
+
+def counterpart_memory_matrix(iteration, eigvals, n_iter, weights=None):
+    """Memory matrices ``(A, A_sources)`` of ``iteration``'s *linear
+    counterpart* (its prox replaced by the identity, the same steps and
+    momentum schedule) on spectral nodes: for a proximal iteration, the
+    shape in the lag of its rows on a support whose Gram matrix has these
+    eigenvalues (the split of the grouped probes' block sums,
+    :mod:`skacv.estimates._risk_grouped`). For a linear iteration this is
+    :func:`spectral_memory_matrix`."""
+    return _nodes_memory(iteration, eigvals, n_iter, weights, iteration.constant_steps)
+
+
+def _nodes_memory(iteration, eigvals, n_iter, weights, stationary):
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
     wl = w * lam
     T = int(n_iter)
     A = np.zeros((T + 1, T + 1))
     Av = np.zeros((T + 1, T + 1))
-    if iteration.is_stationary:
+    if stationary:
         # Toeplitz: one chain from source 0 gives every diagonal
         a, av = _chain(iteration, lam, wl, T, n_sources=1)
         for d in range(1, T + 1):
@@ -68,7 +84,7 @@ def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sour
             Av[idx, idx - d] = av[d, 0]
     else:
         A[:, :T], Av[:, :T] = _chain(iteration, lam, wl, T, n_sources=T)
-    return (A, Av) if return_sources else A
+    return A, Av
 
 
 def _chain(iteration, lam, wl, T, n_sources):

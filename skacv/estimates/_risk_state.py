@@ -13,6 +13,9 @@ the same probes and precision (anything else starts afresh):
 * :class:`IndependentState`: the chains of blocks of sources with probes of
   their own (:mod:`skacv.estimates._risk_independent`), the probes drawn so
   far and the random generator after them;
+* :class:`PooledState`: the one chain of the pooled probes
+  (:mod:`skacv.estimates._risk_grouped`), its probes and its rows' sums so
+  far;
 * :class:`CurvatureState`: the chains of the robust / mini-batch estimate
   (:mod:`skacv.estimates._risk_curvature`);
 * :class:`QuadratureState`: the Lanczos process of a linear iteration
@@ -85,6 +88,25 @@ class IndependentState:
     nu: list = field(default_factory=list)
     chains: SavedChains = field(default_factory=SavedChains)
     gram: GramCache | None = None
+
+
+@dataclass
+class PooledState:
+    """The pooled probes' chain after step ``k``
+    (:mod:`skacv.estimates._risk_grouped`)."""
+
+    k: int
+    m: int
+    dtype: np.dtype
+    Z: np.ndarray  # (n, m) int8 signs
+    rng: object  # the random generator after the draw of Z
+    SA: np.ndarray  # (k + 1, 1, m) the rows' sums per probe, lag 0 excluded
+    SV: np.ndarray
+    lag0: np.ndarray  # (k + 1, 2)
+    chains: SavedChains = field(default_factory=SavedChains)
+    gram: GramCache | None = None
+    nodes: tuple | None = None  # the template's spectral nodes and weights
+    nodes_width: int = -1  # of the union of this many supports' columns
 
 
 @dataclass

@@ -61,20 +61,15 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         refit propagates only the new steps; so is the centred design (a copy
         of ``X`` when there is an intercept or sample weights).
     estimate_risk : bool, default=True
-        Compute ``risk_path_``. Its cost grows faster than the path's length:
-        with the shared probes of the seed notebook (fewer than 1000 samples,
-        see ``probe_scheme``) ``n_probes * max_iter**2 / 4`` restricted
-        products for ISTA, ``/ 3`` for FISTA, fewer where the supports
-        settle; with independent probes (the default from 1000 samples on)
-        about ``n_probes * max_iter * B`` for ``B`` blocks of sources
-        (typically 10 to 20). With 10 probes
-        the estimate costs a few fits, less with independent probes than
-        with shared ones on long paths: close to K-fold CV along the path
-        (about K fits; measured ratios in the documentation's benchmarks
-        page). :class:`~skacv.TrajectoryEarlyStoppingCV` chooses by this
-        estimate by default, and by K-fold CV along the path where its
-        chains would cost more than the folds; set ``estimate_risk=False``
-        when ``risk_path_`` is not read.
+        Compute ``risk_path_``. With the default probes (``probe_scheme``)
+        its Jacobian chains advance 32 columns a step restricted to the
+        support: about ``32 s^2`` flops a step against the fit's ``2 n p``
+        (``s`` the union of the supports), a few fits on wide supports,
+        far less on sparse ones; a path whose support settles after 512
+        steps or more costs time linear in its length from there on.
+        :class:`~skacv.TrajectoryEarlyStoppingCV` chooses by this estimate
+        by default; set ``estimate_risk=False`` when ``risk_path_`` is not
+        read (measured ratios in the documentation's benchmarks page).
     estimate_loo : bool, default=False
         Compute ``loo_path_``.
     store_loo_predictions : bool, default=False
@@ -98,33 +93,42 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         computes them exactly; ``"auto"`` computes them exactly when that
         costs at most 4 times 10 probes (linear solvers: an eigendecomposition
         of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
-        samples), else uses 10 probes. Exact traces make the estimate
-        deterministic. ISTA and FISTA draw them anew for every source from
-        1000 samples on (``probe_scheme``): less error than the seed's
-        shared probes, but independent from one iterate to the next.
-    probe_scheme : {"auto", "shared", "independent", "grouped"}, default="auto"
+        samples), else uses 32 probes in the pooled probes' one chain (10
+        with any other ``probe_scheme``). Exact traces make the estimate
+        deterministic.
+    probe_scheme : {"auto", "pooled", "shared", "independent", "grouped"}, default="auto"
         The Hutchinson probes of the Jacobian chains of ``solver="fista"``
         and ``"ista"`` (ignored by ``"sgd"`` and by exact traces,
-        ``n_probes=None``). ``"shared"``: the same ``n_probes`` probes for
-        every source (the seed notebook's estimator, Bellec & Tan 2024; the
-        chains meet in the middle, ``n_probes * max_iter**2 / 4``
-        chain-steps; the estimates of all iterates share their probe noise,
-        so the curve is flat where the iterates have converged, and a path
-        whose support settles costs time linear in its length from there on).
-        ``"independent"``: ``n_probes`` fresh probes for every source, the
-        chains of consecutive sources summed into blocks once their
-        remaining contribution to the variance is small (a quarter to a
-        half of the chain-steps and less probe error, but independent noise
-        from one iterate to the next). ``"auto"``: independent from 1000
-        samples on, shared below and for an iteration with a heavy ball
-        (which always takes the shared probes). ``"grouped"`` (opt-in):
-        ``n_probes`` probes shared by each group of 16 consecutive sources,
-        one chain a group, the exact lag 0 and the block sums split
-        evenly (fewer chains than ``"independent"``; the even split is a
-        bias on paths with a short memory; no warm-start state: a warm
-        start recomputes the path). All estimate the
-        same traces: with the same ``random_state`` they give different
-        ``risk_path_``, equal in expectation.
+        ``n_probes=None``). All estimate the same traces: with the same
+        ``random_state`` they give different ``risk_path_``, equal in
+        expectation.
+
+        - ``"pooled"``: every source injects the same ``n_probes`` probes
+          into one chain; each row of the memory matrix is read as one sum
+          (its lag 0 exact), split between the sources by the memory
+          matrix of the solver without its prox on the spectrum of the
+          union of the supports (Bellec & Tan's matrix of the linear
+          counterpart). ``n_probes`` columns a step; the estimates of all
+          iterates share their probes (a smooth curve); the split is a
+          bias of up to a few percent where the supports shrink far below
+          their union.
+        - ``"shared"``: the same ``n_probes`` probes, a chain for every
+          source (the seed notebook's estimator; the chains meet in the
+          middle, ``n_probes * max_iter**2 / 4`` chain-steps; a path whose
+          support settles costs time linear in its length from there on).
+        - ``"independent"``: ``n_probes`` fresh probes for every source, the
+          chains of consecutive sources summed into blocks (a quarter to a
+          half of the shared chain-steps; the least probe error on
+          correlated designs, but independent noise from one iterate to the
+          next).
+        - ``"grouped"``: ``n_probes`` probes for each group of 16 consecutive
+          sources, one chain a group, split as the pooled ones.
+        - ``"auto"``: ``"pooled"``; ``"shared"`` on paths of 512 steps or
+          more (the settled form), with a heavy ball, and on a Dask input
+          (the rows' own probes).
+
+        ``"pooled"`` continues its chain on a warm start; ``"grouped"``
+        recomputes the whole path.
     chain_dtype : {"auto", "float32", "float64"}, default="auto"
         Precision of the Jacobian chains of the risk estimate (ISTA, FISTA
         and SGD). ``"auto"``: float32 with Hutchinson probes, whose own
@@ -152,7 +156,7 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         "alpha": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "probe_scheme": [StrOptions({"auto", "shared", "independent", "grouped"})],
+        "probe_scheme": [StrOptions({"auto", "pooled", "shared", "independent", "grouped"})],
         "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
     }
 

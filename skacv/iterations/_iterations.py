@@ -131,8 +131,13 @@ class Iteration:
     @property
     def is_stationary(self):
         """Every step applies the same linear map (a Toeplitz memory matrix)."""
-        return (self.is_linear and self.schedule is None and self.sampler is None
-                and self._stationary_momentum)
+        return self.is_linear and self.constant_steps
+
+    @property
+    def constant_steps(self):
+        """Every step has the same linear part (step size and momentum; the
+        prox aside)."""
+        return self.schedule is None and self.sampler is None and self._stationary_momentum
 
     # ----------------------------------------------------------- coefficients
     def eta(self, k):

@@ -133,14 +133,13 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         an iterate at or before the chosen one plus ``n_iter_no_change``):
         an :class:`~skacv.exceptions.UnreliableEstimateWarning` says why;
         and, only when asked for with a ``risk_time_budget`` (see
-        :func:`skacv.get_config`; none by default), for ISTA and FISTA with
-        independent probes (1000 samples and more) in a grid search, where
-        the estimate's Jacobian chains would cost more than that many fits
-        (predicted from the supports before the chains run,
-        :func:`skacv.estimates._risk.chain_cost_in_fits`): a
+        :func:`skacv.get_config`; none by default), for ISTA and FISTA in a
+        grid search, where the estimate's Jacobian chains would cost more
+        than that many fits (predicted from the supports before the chains
+        run, :func:`skacv.estimates._risk.chain_cost_in_fits`): a
         :class:`~sklearn.exceptions.EfficiencyWarning` gives the predicted
-        cost. Wide supports (a small alpha on a correlated design) cost 10
-        fits and more today. Only that estimate is computed (and any the estimator switches on
+        cost. Wide supports (a small alpha on a correlated design) cost a
+        few fits. Only that estimate is computed (and any the estimator switches on
         against its default), unless ``"loo"`` is chosen and ``n_samples *
         n_features <= 200_000``: then the risk too, and both appear in
         ``cv_results_``. The criterion used is ``criterion_``.
