@@ -213,10 +213,22 @@ def test_auto_scheme(monkeypatch, speed_policy):
     # a heavy ball (no Lasso solver has one) keeps the shared probes
     assert engine.choose_scheme(_HeavyBallLike(), 10, 8, 10**6) == "shared"
     assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 8, 10**6) == "pooled"
-    speed_policy(settled_min_tail=8)  # a "long" path: the shared probes
+    # a long path whose supports settle takes the settled form (the shared
+    # probes), "auto" or "shared"; one that does not, the pooled probes
+    assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 10**4, 10**6) == "pooled"
+    speed_policy(settled_min_tail=8)
+    settled = []
+    real_settled = risk_module._settled_risk
+    monkeypatch.setattr(risk_module, "_settled_risk",
+                        lambda *a, **k: settled.append(1) or real_settled(*a, **k))
     calls.clear()
-    clone(lasso).fit(X, y)
-    assert calls == ["masked"]
+    long = clone(lasso).set_params(alpha=0.3, max_iter=60).fit(X, y)
+    assert settled == [1] and "pooled" not in calls
+    assert risk_module.settled_step(long._problem(X, y).iteration, long.coef_path_) <= 52
+    for scheme in ("independent", "pooled"):
+        settled.clear()
+        clone(long).set_params(probe_scheme=scheme).fit(X, y)
+        assert settled == []
     with pytest.raises(ValueError, match="'probe_scheme' parameter of TrajectoryLasso must be"):
         clone(lasso).set_params(probe_scheme="per_source").fit(X, y)
     # linear iterations do not use chains: the scheme does not change them (and

@@ -37,10 +37,10 @@ from ..utils._parallel import small_blas
 from ._risk_chains import masked_memory_matrix
 from ._risk_engine import (
     chain_cost_in_fits,  # noqa: F401 (re-exported)
-    choose_scheme,
     choose_strategy,
     memory_matrices,
     resolve_n_probes,
+    resolve_scheme,
 )
 from ._risk_propagate import design_columns, resolve_chain_dtype
 from ._risk_readout import (  # noqa: F401 (the readout's names, re-exported)
@@ -92,7 +92,8 @@ def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_
     """Which settled form a trajectory of ``n_iter`` steps may take
     (:func:`trajectory_risk`): ``"linear"`` (gradient descent, ridge,
     Nesterov: settled from the start), ``"proximal"`` (ISTA / FISTA with
-    Hutchinson probes shared by the sources: whether it does depends on the
+    Hutchinson probes, ``probe_scheme`` ``"auto"`` or ``"shared"``: the
+    settled form runs the shared probes; whether it applies depends on the
     supports) or ``None``. Full-batch least squares without heavy ball or
     preconditioner, no warm-start state to keep, at least the speed
     policy's ``settled_min_tail`` steps."""
@@ -105,8 +106,9 @@ def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_
     if iteration.is_linear:
         return "linear"
     n_probes = resolve_n_probes(n_probes, design, iteration, n_iter, datafit)
-    if n_probes is not None and choose_scheme(
-            iteration, n_probes, n_iter, design.n_samples, probe_scheme) == "shared":
+    # the settled form runs the shared probes: with "auto" too (which takes
+    # the pooled ones on a path that does not settle)
+    if n_probes is not None and resolve_scheme(probe_scheme) in ("auto", "shared"):
         return "proximal"
     return None
 

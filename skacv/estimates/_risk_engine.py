@@ -133,18 +133,16 @@ def choose_scheme(iteration, n_probes, T, n_samples=None, scheme="auto"):
     (``n_probes=None``) and an iteration with a heavy ball always take the
     shared probes. ``"auto"``: the pooled probes
     (:mod:`skacv.estimates._risk_grouped`: one chain of ``POOLED_PROBES``
-    probes for all the sources, the rows' sums split by the template), or
-    the shared probes on a path of the speed policy's ``settled_min_tail``
-    steps or more, whose cost turns linear in its length where the supports
-    settle (:func:`~skacv.estimates._risk.trajectory_risk`'s settled form).
+    probes for all the sources, the rows' sums split by the template). (A
+    path whose supports settle for the speed policy's ``settled_min_tail``
+    steps or more takes the settled form before this choice, with ``"auto"``
+    or ``"shared"``: :func:`~skacv.estimates._risk.settled_kind`.)
     ``n_samples`` is not used (kept for the callers' signature).
     """
     scheme = resolve_scheme(scheme)
     if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
         return "shared"
-    if scheme != "auto":
-        return scheme
-    return "pooled" if T < get_policy().settled_min_tail else "shared"
+    return "pooled" if scheme == "auto" else scheme
 
 
 def chain_cost_in_fits(design, coef_path, n_probes, scheme):

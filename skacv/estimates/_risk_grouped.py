@@ -26,12 +26,12 @@ estimate of the block's row sum ``sum_{s in b} A[t, s]``.
   momentum) on the spectrum of the union of the path's supports
   (:func:`template_matrices`), scaled to the row's block sums. With the
   exact block sums, one block for a whole row (the pooled probes), the
-  template's split moved ``risk_path_`` by 0.08-0.43 % rms on FISTA
+  template's split moved ``risk_path_`` by 0.12-0.50 % rms on FISTA
   (equicorrelated 600 x 900, isotropic 1000 x 1500 and 120 x 180) and
-  0.26 % on ISTA (the seed generator, 1000 x 1500), where the block
-  average moved it by 1-45 %; in groups of 16, by at most 0.2 %. It is a
+  0.59 % on ISTA (the seed generator, 1000 x 1500), where the block
+  average moved it by 1-45 %; in groups of 16, by at most 0.24 %. It is a
   bias where the supports shrink far below their union (FISTA's first
-  steps on a wide design): 3 % rms on an equicorrelated 200 x 400, 200
+  steps on a wide design): 2.9 % rms on an equicorrelated 200 x 400, 200
   steps (``tests/test_reliability.py``), where independent probes are the
   more accurate scheme.
 * The probes (and the template's Lanczos probes, on supports above the
@@ -206,7 +206,9 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
     tests pass the identity, ``m = n``: the sums over the probes are then
     the exact block sums). ``with_columns``: also return the columns of
     ``X~`` of the union of the supports (the chains' rows; ``None`` when it
-    is empty). ``state`` / ``keep_state`` (pooled probes only): continue
+    is empty) and the seed of the template's probes (drawn after the
+    chains' probes; a state keeps it). ``state`` / ``keep_state`` (pooled
+    probes only): continue
     the chain of a shorter prefix of the same trajectory (a
     :class:`~skacv.estimates._risk_state.PooledState`), and return the
     state after the last step (last).
@@ -242,12 +244,13 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
     width = int(prefix[1])
     out = [SA, SV, lag0]
     if with_columns:
-        out.append(None)
+        out += [None, None, None]
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         if Z is None:
             Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
         if keep_state:
-            out.append(_pooled_state(T, m, dtype, Z, after, SA, SV, lag0, SavedChains(), None))
+            out.append(_pooled_state(T, m, dtype, Z, after, SA, SV, lag0, SavedChains(), None,
+                                     None if state is None else state.template_seed))
         return tuple(out)
     Xs = design_columns(design, order[:width], dtype)
     n_cols = m * n_groups
@@ -256,6 +259,8 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
                  f"the grouped Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
     W, Z = _probe_images(Xs, n, m, n_groups, prefix, G, after, draw, Z)
+    seed = state.template_seed if state is not None and state.template_seed is not None else (
+        int(after.randint(2**31 - 1)) if after is not None else 0)
     masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
     chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols)
     if state is not None:
@@ -264,16 +269,18 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
     chains.run(GroupedProbes(m, G, W, SA, SV, lag0, colnorm), k0, T, group_columns(m, T, G),
                cached=None if state is None else state.gram, verbose=verbose)
     if with_columns:
-        out[3] = Xs
+        out[3:6] = Xs, seed, order[:width]
     if keep_state and pooled:
         cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
-        out.append(_pooled_state(T, m, dtype, Z, after, SA, SV, lag0, chains.saved(m), cached))
+        out.append(_pooled_state(T, m, dtype, Z, after, SA, SV, lag0, chains.saved(m), cached,
+                                 seed))
     return tuple(out)
 
 
-def _pooled_state(k, m, dtype, Z, rng, SA, SV, lag0, chains, gram):
+def _pooled_state(k, m, dtype, Z, rng, SA, SV, lag0, chains, gram, seed):
     return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=copy.deepcopy(rng), SA=SA.copy(),
-                       SV=SV.copy(), lag0=lag0.copy(), chains=chains, gram=gram)
+                       SV=SV.copy(), lag0=lag0.copy(), chains=chains, gram=gram,
+                       template_seed=seed)
 
 
 def rows_from_block_sums(SA, SV, lag0, G=GROUP_SOURCES, template=None):
@@ -317,38 +324,51 @@ def rows_from_block_sums(SA, SV, lag0, G=GROUP_SOURCES, template=None):
     return out[0], out[1]
 
 
-def template_matrices(design, iteration, coef_path, rng, Xs=None):
+def template_matrices(design, iteration, coef_path, rng, Xs=None, nodes=None):
     """The split's template (:func:`rows_from_block_sums`): the memory
     matrices ``(T_A, T_sources)`` of ``iteration`` with its prox replaced
     by the identity, on the spectrum of the Gram matrix ``X~_U^T X~_U /
-    n_eff`` of the union ``U`` of the path's supports (``Xs``: those
-    columns, if already gathered): its eigenvalues up to the speed policy's
-    ``template_exact_support`` features, else the Gauss quadrature of
-    Lanczos from ``TEMPLATE_PROBES`` probes, ``TEMPLATE_DEPTH`` steps.
+    n_eff`` of the union ``U`` of the path's supports (:func:`template_nodes`
+    with ``rng``; ``Xs``: those columns if already gathered; ``nodes``:
+    their nodes and weights if already known).
 
     The union's spectrum, not the final support's: with the exact block
-    sums, one block for a whole row (the hardest split), the union's
+    sums, one block for a whole row (the hardest split), exact eigenvalues,
+    the union's
     template moved ``risk_path_`` by 0.26 % rms (ISTA, the seed generator
     at 1000 x 1500, T = 100) and 0.08 % (FISTA, equicorrelated 600 x 900,
     T = 150), the final support's by 4.0 % and 0.33 %."""
     T = coef_path.shape[1] - 1
-    if Xs is None:
-        support = np.flatnonzero(np.any(coef_path != 0, axis=1))
-        Xs = design_columns(design, support, np.float64)
+    if nodes is None:
+        if Xs is None:
+            support = np.flatnonzero(np.any(coef_path != 0, axis=1))
+            Xs = design_columns(design, support, np.float64)
+        nodes = template_nodes(design, Xs, rng)
+    if nodes[0].size == 0:
+        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
+    return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1])
+
+
+def template_nodes(design, Xs, rng, coords=None):
+    """Spectral nodes and weights (``None``: unit weights) of ``Xs^T Xs /
+    n_eff``: its eigenvalues up to the speed policy's
+    ``template_exact_support`` columns, else the Gauss quadrature of
+    Lanczos from ``TEMPLATE_PROBES`` probes drawn from ``rng``,
+    ``TEMPLATE_DEPTH`` steps; ``coords``: the columns' features, whose
+    order the probes follow (the same nodes in any column order)."""
     width = Xs.shape[1]
     if width == 0:
-        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
+        return np.zeros(0), None
     inv_n = 1.0 / design.n_eff
     if width <= get_policy().template_exact_support:
         Xd = np.asarray(Xs, dtype=np.float64)
-        lam = np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None)
-        w = None
-    else:
-        Z = rademacher(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
-        (lam, w), _ = lanczos_quadrature(lambda Q: (Xs.T @ (Xs @ Q.astype(Xs.dtype))) * inv_n,
-                                         Z, min(TEMPLATE_DEPTH, width))
-        w = w / TEMPLATE_PROBES
-    return counterpart_memory_matrix(iteration, lam, T, weights=w)
+        return np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None), None
+    Z = rademacher(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
+    if coords is not None:  # row i of Z goes to the i-th smallest feature
+        Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
+    (lam, w), _ = lanczos_quadrature(lambda Q: (Xs.T @ (Xs @ Q.astype(Xs.dtype))) * inv_n, Z,
+                                     min(TEMPLATE_DEPTH, width))
+    return lam, w / TEMPLATE_PROBES
 
 
 def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
@@ -360,9 +380,11 @@ def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dty
     template of :func:`template_matrices`.
 
     ``state`` / ``keep_state``: the pooled probes continue the chain of a
-    shorter prefix of the same trajectory (the rows' sums are a prefix's; the
-    template, of the whole path's supports, is recomputed). Groups of
-    sources keep no state: a warm start recomputes the whole path.
+    shorter prefix of the same trajectory (the rows' sums are a prefix's;
+    the template, of the whole path's supports, is recomputed unless the
+    union of the supports is as wide as the state's, from probes drawn
+    after the chain's in both cases). Groups of sources keep no state: a
+    warm start recomputes the whole path.
 
     Returns
     -------
@@ -373,11 +395,20 @@ def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dty
     out = grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
                              group_sources, with_columns=True, state=state,
                              keep_state=keep_state)
-    SA, SV, lag0, Xs = out[:4]
-    new_state = out[4] if len(out) > 4 else None
+    SA, SV, lag0, Xs, seed, coords = out[:6]
+    new_state = out[6] if len(out) > 6 else None
     if Xs is None:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), new_state
+    # the union of the supports, hence the template's nodes, often stops
+    # growing early: a continued chain reuses them while it is as wide
+    nodes = None
+    if isinstance(state, PooledState) and state.nodes_width == Xs.shape[1]:
+        nodes = state.nodes
+    if nodes is None:
+        nodes = template_nodes(design, Xs, np.random.RandomState(seed), coords)
+    if new_state is not None:
+        new_state.nodes, new_state.nodes_width = nodes, Xs.shape[1]
     G = POOLED_GROUP if group_sources is None else group_sources
-    template = template_matrices(design, iteration, coef_path, rng, Xs)
+    template = template_matrices(design, iteration, coef_path, None, nodes=nodes)
     A, Av = rows_from_block_sums(SA.mean(axis=2), SV.mean(axis=2), lag0, G, template)
     return A, Av, new_state

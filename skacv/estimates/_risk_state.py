@@ -107,6 +107,7 @@ class PooledState:
     gram: GramCache | None = None
     nodes: tuple | None = None  # the template's spectral nodes and weights
     nodes_width: int = -1  # of the union of this many supports' columns
+    template_seed: int | None = None  # the template's probes (drawn after Z)
 
 
 @dataclass

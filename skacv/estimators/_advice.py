@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from ..estimates._risk import SUPPORT_DF_LIMIT
+from ..estimates._risk_reliability import DF_HIGH, DF_LOW, SUPPORT_DF_LIMIT
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._validation import join_options
 
@@ -66,7 +66,8 @@ def warn_unreliable(estimator, res, advice):
     warnings.warn(
         f"{type(estimator).__name__}: risk_path_ is unreliable from iteration {t} on "
         f"({int((~res.reliable).sum())} of {res.reliable.size} iterates flagged in "
-        f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in [0, 1); "
+        f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in "
+        f"[{DF_LOW:g}, {DF_HIGH:g}); "
         f"amplification {amp:.3g}, limit 2{extra}). {cause} Use {join_options(fixes)}.",
         UnreliableEstimateWarning, stacklevel=4)
 

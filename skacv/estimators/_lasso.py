@@ -123,9 +123,11 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
           next).
         - ``"grouped"``: ``n_probes`` probes for each group of 16 consecutive
           sources, one chain a group, split as the pooled ones.
-        - ``"auto"``: ``"pooled"``; ``"shared"`` on paths of 512 steps or
-          more (the settled form), with a heavy ball, and on a Dask input
-          (the rows' own probes).
+        - ``"auto"``: ``"pooled"``; ``"shared"`` with a heavy ball and on a
+          Dask input (the rows' own probes). With ``"auto"`` or
+          ``"shared"`` a path whose supports stay fixed for its last 512
+          steps or more takes the settled form (the shared probes, time
+          linear in the path's length).
 
         ``"pooled"`` continues its chain on a warm start; ``"grouped"``
         recomputes the whole path.
