@@ -211,11 +211,11 @@ def test_auto_scheme(monkeypatch, speed_policy):
         clone(lasso).set_params(**params).fit(X, y)
         assert calls == [expected], params
     # a heavy ball (no Lasso solver has one) keeps the shared probes
-    assert engine.choose_scheme(_HeavyBallLike(), 10, 8, 10**6) == "shared"
-    assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 8, 10**6) == "pooled"
+    assert engine.choose_scheme(_HeavyBallLike(), 10, 8) == "shared"
+    assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 8) == "pooled"
     # a long path whose supports settle takes the settled form (the shared
     # probes), "auto" or "shared"; one that does not, the pooled probes
-    assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 10**4, 10**6) == "pooled"
+    assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 10**4) == "pooled"
     speed_policy(settled_min_tail=8)
     settled = []
     real_settled = risk_module._settled_risk

@@ -53,7 +53,13 @@ from ..linalg._sampling import stands_for_rows
 from ._risk_chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._risk_core_space import CorePlan
 from ._risk_curvature import curvature_memory_matrices
-from ._risk_grouped import GROUP_SOURCES, POOLED_PROBES, grouped_memory_matrix
+from ._risk_grouped import (
+    GROUP_SOURCES,
+    POOLED_GROUP,
+    POOLED_PROBES,
+    group_columns,
+    grouped_memory_matrix,
+)
 from ._risk_independent import independent_memory_matrix
 from ._risk_propagate import resolve_chain_dtype
 from ._risk_spectral import (
@@ -125,7 +131,7 @@ def resolve_scheme(scheme="auto"):
     return scheme
 
 
-def choose_scheme(iteration, n_probes, T, n_samples=None, scheme="auto"):
+def choose_scheme(iteration, n_probes, T, scheme="auto"):
     """The probe scheme of the proximal chains of a path of ``T`` steps:
     ``"pooled"``, ``"grouped"``, ``"independent"`` or ``"shared"``.
 
@@ -137,7 +143,6 @@ def choose_scheme(iteration, n_probes, T, n_samples=None, scheme="auto"):
     path whose supports settle for the speed policy's ``settled_min_tail``
     steps or more takes the settled form before this choice, with ``"auto"``
     or ``"shared"``: :func:`~skacv.estimates._risk.settled_kind`.)
-    ``n_samples`` is not used (kept for the callers' signature).
     """
     scheme = resolve_scheme(scheme)
     if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
@@ -174,10 +179,8 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
     k = np.arange(T + 1, dtype=float)
     if scheme == "independent":
         columns = m * np.minimum(k // 2 + 1, 16.0)
-    elif scheme == "pooled":
-        columns = np.full(T + 1, m)
-    elif scheme == "grouped":
-        columns = m * (np.maximum(k - 1, 0) // GROUP_SOURCES + 1)
+    elif scheme in ("pooled", "grouped"):
+        columns = group_columns(m, T, POOLED_GROUP if scheme == "pooled" else GROUP_SOURCES)
     else:
         columns = np.full(T + 1, m * T / 4.0)
     flops = float(np.sum(2.0 * support**2 * columns))
@@ -386,7 +389,7 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
     if probe_scheme in (None, "auto") and stands_for_rows():
         probe_scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
-    scheme = choose_scheme(iteration, n_probes, T, design.n_samples, probe_scheme)
+    scheme = choose_scheme(iteration, n_probes, T, probe_scheme)
     if scheme == "pooled" and auto_probes:
         n_probes = POOLED_PROBES
     _check_budget(design, coef_path, n_probes, scheme)

@@ -54,6 +54,7 @@ FISTA: 1.77 % against 0.93 % (the shared probes, 10: 3.95 %, 0.31 s).
 """
 
 import copy
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -196,22 +197,36 @@ def usable_state(state, m, dtype, T, n):
     return None
 
 
+@dataclass
+class GroupedRun:
+    """What the grouped chains computed (:func:`run_grouped_chains`):
+    ``SA``, ``SV``, ``lag0`` as :func:`grouped_block_sums` returns them;
+    ``columns`` the columns of ``X~`` of the union of the supports (the
+    chains' rows; ``None`` when it is empty) and ``coords`` their
+    features; ``template_seed`` the seed of the template's probes (drawn
+    after the chains' probes, kept by a state); ``state`` the
+    :class:`~skacv.estimates._risk_state.PooledState` after the last step
+    (``keep_state``, pooled probes only) and ``continued`` the state the
+    chains continued, if any."""
+
+    SA: np.ndarray
+    SV: np.ndarray
+    lag0: np.ndarray
+    columns: np.ndarray | None = None
+    coords: np.ndarray | None = None
+    template_seed: int | None = None
+    state: PooledState | None = None
+    continued: PooledState | None = None
+
+
 def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                       group_sources=GROUP_SOURCES, draw=None, with_columns=False, state=None,
-                       keep_state=False):
+                       group_sources=GROUP_SOURCES, draw=None):
     """The per-probe block sums of the grouped chains (see the module's
     docstring); ``group_sources=None``: the pooled probes (one chain).
 
     ``draw``: private, ``draw(n, m) -> Z`` replaces the Rademacher draw (the
     tests pass the identity, ``m = n``: the sums over the probes are then
-    the exact block sums). ``with_columns``: also return the columns of
-    ``X~`` of the union of the supports (the chains' rows; ``None`` when it
-    is empty) and the seed of the template's probes (drawn after the
-    chains' probes; a state keeps it). ``state`` / ``keep_state`` (pooled
-    probes only): continue
-    the chain of a shorter prefix of the same trajectory (a
-    :class:`~skacv.estimates._risk_state.PooledState`), and return the
-    state after the last step (last).
+    the exact block sums).
 
     Returns
     -------
@@ -221,6 +236,18 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
     lag0 : ndarray of shape (T + 1, 2)
         The exact ``A[t, t - 1]`` and ``A_sources[t, t - 1]``.
     """
+    run = run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
+                             group_sources, draw)
+    return run.SA, run.SV, run.lag0
+
+
+def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
+                       group_sources=GROUP_SOURCES, draw=None, state=None, keep_state=False):
+    """The grouped chains (:func:`grouped_block_sums`) and what the rows'
+    split needs, a :class:`GroupedRun`. ``state`` / ``keep_state`` (pooled
+    probes only): continue the chain of a shorter prefix of the same
+    trajectory (a :class:`~skacv.estimates._risk_state.PooledState`), and
+    keep the state after the last step."""
     n = design.n_samples
     T = coef_path.shape[1] - 1
     pooled = group_sources is None
@@ -233,25 +260,22 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
     state = usable_state(state, m, dtype, T, n) if pooled else None
     k0 = 0 if state is None else state.k
     n_groups = max(1, -(-T // G))
-    SA = np.zeros((T + 1, n_groups, m))
-    SV = np.zeros_like(SA)
-    lag0 = np.zeros((T + 1, 2))
+    run = GroupedRun(np.zeros((T + 1, n_groups, m)), np.zeros((T + 1, n_groups, m)),
+                     np.zeros((T + 1, 2)), continued=state)
+    SA, SV, lag0 = run.SA, run.SV, run.lag0
     Z, after = None, rng
     if state is not None:
         SA[:k0 + 1], SV[:k0 + 1], lag0[:k0 + 1] = state.SA, state.SV, state.lag0
         Z, after = state.Z, copy.deepcopy(state.rng)
+        run.template_seed = state.template_seed
     masks, order, prefix = chain_order(coef_path)
     width = int(prefix[1])
-    out = [SA, SV, lag0]
-    if with_columns:
-        out += [None, None, None]
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
-        if Z is None:
-            Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
-        if keep_state:
-            out.append(_pooled_state(T, m, dtype, Z, after, SA, SV, lag0, SavedChains(), None,
-                                     None if state is None else state.template_seed))
-        return tuple(out)
+        if keep_state and pooled:
+            if Z is None:
+                Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
+            run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None)
+        return run
     Xs = design_columns(design, order[:width], dtype)
     n_cols = m * n_groups
     n_blocks = 3 + iteration.extrapolates(T)
@@ -259,8 +283,8 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
                  f"the grouped Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
     W, Z = _probe_images(Xs, n, m, n_groups, prefix, G, after, draw, Z)
-    seed = state.template_seed if state is not None and state.template_seed is not None else (
-        int(after.randint(2**31 - 1)) if after is not None else 0)
+    if run.template_seed is None and after is not None:  # drawn once, after Z
+        run.template_seed = int(after.randint(2**31 - 1))
     masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
     chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols)
     if state is not None:
@@ -268,19 +292,17 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
     colnorm = np.einsum("ij,ij->j", Xs, Xs)  # ||x~_j||^2: the exact lag 0
     chains.run(GroupedProbes(m, G, W, SA, SV, lag0, colnorm), k0, T, group_columns(m, T, G),
                cached=None if state is None else state.gram, verbose=verbose)
-    if with_columns:
-        out[3:6] = Xs, seed, order[:width]
+    run.columns, run.coords = Xs, order[:width]
     if keep_state and pooled:
         cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
-        out.append(_pooled_state(T, m, dtype, Z, after, SA, SV, lag0, chains.saved(m), cached,
-                                 seed))
-    return tuple(out)
+        run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached)
+    return run
 
 
-def _pooled_state(k, m, dtype, Z, rng, SA, SV, lag0, chains, gram, seed):
-    return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=copy.deepcopy(rng), SA=SA.copy(),
-                       SV=SV.copy(), lag0=lag0.copy(), chains=chains, gram=gram,
-                       template_seed=seed)
+def _pooled_state(k, m, dtype, Z, rng, run, chains, gram):
+    return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=copy.deepcopy(rng), SA=run.SA.copy(),
+                       SV=run.SV.copy(), lag0=run.lag0.copy(), chains=chains, gram=gram,
+                       template_seed=run.template_seed)
 
 
 def rows_from_block_sums(SA, SV, lag0, G=GROUP_SOURCES, template=None):
@@ -392,23 +414,24 @@ def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dty
     state : PooledState or None
     """
     T = coef_path.shape[1] - 1
-    out = grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
-                             group_sources, with_columns=True, state=state,
-                             keep_state=keep_state)
-    SA, SV, lag0, Xs, seed, coords = out[:6]
-    new_state = out[6] if len(out) > 6 else None
-    if Xs is None:
-        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), new_state
+    run = run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
+                             group_sources, state=state, keep_state=keep_state)
+    if run.columns is None:
+        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), run.state
     # the union of the supports, hence the template's nodes, often stops
-    # growing early: a continued chain reuses them while it is as wide
+    # growing early: a continued chain reuses them while it is as wide (a
+    # longer path's union contains the shorter one's: the same features)
+    width = run.columns.shape[1]
     nodes = None
-    if isinstance(state, PooledState) and state.nodes_width == Xs.shape[1]:
-        nodes = state.nodes
+    if run.continued is not None and run.continued.nodes_width == width:
+        nodes = run.continued.nodes
     if nodes is None:
-        nodes = template_nodes(design, Xs, np.random.RandomState(seed), coords)
-    if new_state is not None:
-        new_state.nodes, new_state.nodes_width = nodes, Xs.shape[1]
+        nodes = template_nodes(design, run.columns,
+                               np.random.RandomState(run.template_seed or 0), run.coords)
+    if run.state is not None:
+        run.state.nodes, run.state.nodes_width = nodes, width
     G = POOLED_GROUP if group_sources is None else group_sources
     template = template_matrices(design, iteration, coef_path, None, nodes=nodes)
-    A, Av = rows_from_block_sums(SA.mean(axis=2), SV.mean(axis=2), lag0, G, template)
-    return A, Av, new_state
+    A, Av = rows_from_block_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, G,
+                                 template)
+    return A, Av, run.state
