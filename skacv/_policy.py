@@ -173,11 +173,6 @@ class SpeedPolicy:
         when the support stays fixed for at least this many final steps: its
         recursions cost a few array operations a step in Python, which the
         dense form's ``O(T^3)`` flops pass at a few hundred steps.
-    template_exact_support : int
-        The grouped probes' template (the split of their block sums,
-        :func:`skacv.estimates._risk_grouped.template_matrices`) takes the
-        eigenvalues of the final support's Gram matrix up to this many
-        features (``n s^2 + 10 s^3`` flops), Lanczos quadrature beyond.
     loo_float32_min_features : int
         The left-out runs of leave-one-out (``loo_path_``) multiply their
         differences by the Gram matrix in float32 from this many
@@ -252,7 +247,6 @@ class SpeedPolicy:
     core_min_gain_split: float = 3.0
     core_wide_setup_cost: float = 2.0
     settled_min_tail: int = 512
-    template_exact_support: int = 300
     loo_float32_min_features: int = 256
     rotated_min_features: int = 64
     stage_min_flops: float = 5e8

@@ -285,15 +285,15 @@ def test_the_estimator_takes_grouped_probes(monkeypatch):
 
 @pytest.mark.parametrize("exact_support", [300, 10])
 def test_pooled_probes_give_the_exact_row_sums_and_continue_a_warm_start(
-        monkeypatch, speed_policy, exact_support):
+        monkeypatch, exact_support):
     """The pooled probes (``group_sources=None``, ``"auto"``'s): with identity
     probes the one chain reads every row's exact sum over the sources older
     than lag 0; a warm start continues the chain from the shorter path's last
     step (the steps run: 25, then 26..60) and gives the cold fit's numbers,
-    also with the template's Lanczos nodes (``template_exact_support=10``:
+    also with the template's Lanczos nodes (``TEMPLATE_EXACT_SUPPORT=10``:
     its probes follow the features, not the chains' row order, which
     changes with the path)."""
-    speed_policy(template_exact_support=exact_support)
+    monkeypatch.setattr(grouped, "TEMPLATE_EXACT_SUPPORT", exact_support)
     rng = np.random.default_rng(3)
     X = rng.standard_normal((70, 100))
     y = X[:, :6] @ np.ones(6) + rng.standard_normal(70)
