@@ -71,6 +71,10 @@ class SpeedPolicy:
         ... when the Gram matrix costs at most this many products with ``X~``
         per penalty (the path on the working sets' columns takes 40-140 per
         penalty: the optimality check, the step sizes, the FISTA steps).
+    path_support_finish : bool
+        The Lasso path finishes a working set's FISTA on the support it has
+        identified by conjugate gradients (an active-set Newton step,
+        :class:`skacv.model_selection._lasso_path._SupportFinish`).
     block_panel_rows : int
         At most this many rows in a panel of a block of a few columns ...
     narrow_features, narrow_panel_rows : int
@@ -139,6 +143,12 @@ class SpeedPolicy:
         Gram matrix, many columns: compute-bound) run this many times
         faster per flop than the fit's matrix-vector products
         (memory-bound): the cost model of :func:`skacv.estimates._risk.chain_cost_in_fits`.
+    chain_min_columns : int
+        A product of the chains with fewer columns than this costs about
+        as much as one with this many (a skinny matrix product is bound by
+        reading the matrix, not by its flops): the columns the restricted
+        Gram matrix's cost model (:func:`skacv.estimates._risk_propagate.maybe_gram`)
+        counts at least.
     risk_cheap_flops : float
         Chains of at most this many flops (a fraction of a second) are never
         refused by a ``risk_time_budget`` (:func:`skacv.get_config`).
@@ -213,6 +223,7 @@ class SpeedPolicy:
     covariance_gemm_advantage: float = 16.0
     covariance_path: bool = True
     path_products_per_alpha: float = 10.0
+    path_support_finish: bool = True
     block_panel_rows: int = 200
     narrow_features: int = 32
     narrow_panel_rows: int = 4096
@@ -237,6 +248,7 @@ class SpeedPolicy:
     fold_covariance_step_cost: float = 4.0
     rotated_min_bytes: int = 2**20
     chain_gemm_advantage: float = 8.0
+    chain_min_columns: int = 16
     risk_cheap_flops: float = 4e9
     chain_chunk_bytes: int = 2**20
     chain_gram_cache_bytes: int = 256 * 2**20

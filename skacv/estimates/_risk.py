@@ -42,6 +42,15 @@ from ._risk_engine import (
     resolve_n_probes,
     resolve_scheme,
 )
+from ._risk_grouped import (
+    POOLED_PROBES,
+    extend_pooled,
+    jackknife_probes,
+    pooled_matrices,
+    probe_noise,
+    probes_for_noise,
+    template_matrices,
+)
 from ._risk_propagate import design_columns, resolve_chain_dtype
 from ._risk_readout import (  # noqa: F401 (the readout's names, re-exported)
     _extrapolate_columns,
@@ -293,14 +302,16 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         if verbose:
             print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
         return res
-    A, Av, state = _memory_matrices(design, iteration, coef_path, n_probes, random_state,
-                                    chain_dtype, verbose, state=_state, keep_state=_keep_state,
-                                    scheme=probe_scheme)
+    strategy = choose_strategy(design, iteration, coef_path, n_probes, probe_scheme,
+                               chain_dtype, state=_state, keep_state=_keep_state, adaptive=True)
+    adaptive = getattr(strategy, "adaptive", False)  # the pooled probes grow while noisy
+    A, Av, state = memory_matrices(design, iteration, coef_path, strategy,
+                                   check_random_state(random_state), verbose, state=_state,
+                                   keep_state=_keep_state or adaptive)
     has_momentum = iteration.extrapolates(coef_path.shape[1] - 1)
-    A_sources = Av if has_momentum else None
     # a clipped extrapolation: the gradient points are not combinations of the outputs
     clipped = has_momentum and iteration.clips
-    F = R = prods = None
+    F = Fv = prods = None
     if products and design.n_features <= design.n_samples:
         prods = residual_products(design, y_tilde, coef_path,
                                   source_points(iteration, coef_path) if clipped else None)
@@ -312,15 +323,44 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
         Fv = source_residuals(design, iteration, F, coef_path) if clipped else None
         flops = F.shape[0] * F.shape[1] ** 2
-    with small_blas(flops):  # the corrections of T x T matrices
+
+    def readout(A, Av):
+        """``(risk, G, R, K, P, Q)`` of the memory matrices ``A``, ``Av``."""
+        A_sources = Av if has_momentum else None
         if prods is not None:
             risk, G, P, Q, K = risk_from_products(prods, A, design.n_eff, design.fit_intercept,
                                                   A_sources=A_sources, iteration=iteration)
-            prods.update(P=P, Q=Q)
+            return risk, G, None, K, P, Q
+        risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
+                                         A_sources=A_sources, iteration=iteration,
+                                         return_residuals=True, F_sources=Fv)
+        return risk, G, R, K, None, None
+
+    inner = []
+
+    def replicate_risk(A, Av):
+        """The risk alone (the jackknife's replicates): from the residuals'
+        inner products (:func:`risk_from_products`, ``O(T^3)`` flops each
+        after one ``O(n T^2)``), formed at the first call."""
+        if not inner:
+            inner.append(prods if prods is not None else Bunch(FF=F.T @ F) if Fv is None
+                         else Bunch(FF=F.T @ F, FFv=F.T @ Fv, FvFv=Fv.T @ Fv))
+        return risk_from_products(inner[0], A, design.n_eff, design.fit_intercept,
+                                  A_sources=Av if has_momentum else None,
+                                  iteration=iteration)[0]
+
+    with small_blas(flops):  # the corrections of T x T matrices
+        noise, used = None, getattr(state, "m", getattr(strategy, "n_probes", None))
+        if adaptive:
+            A, Av, state, out, noise = _grow_pooled(design, iteration, coef_path, state,
+                                                    readout, replicate_risk, verbose)
+            used = state.m
+            state = state if _keep_state else None
         else:
-            risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
-                                             A_sources=A_sources, iteration=iteration,
-                                             return_residuals=True, F_sources=Fv)
+            out = readout(A, Av)
+        risk, G, R, K, P, Q = out
+        if prods is not None:
+            prods.update(P=P, Q=Q)
         support = None
         if not iteration.is_linear and iteration.penalty.l1_ > 0:
             support = np.count_nonzero(coef_path, axis=0)
@@ -328,7 +368,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
             proximal=not iteration.is_linear, support=support, return_failures=True,
             # without extrapolation the correction K is that inverse
-            inverse=K if A_sources is None else None)
+            inverse=K if not has_momentum else None)
     failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
     if verbose:
@@ -337,7 +377,40 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                  corrected_residuals=R, correction=K, residuals=F, products=prods,
                  chain_state=state, reliable=reliable, df_fraction=df, amplification=amp,
                  support=support, n_eff=design.n_eff, failures=failures,
-                 momentum=iteration.has_momentum(coef_path.shape[1] - 1))
+                 momentum=iteration.has_momentum(coef_path.shape[1] - 1),
+                 n_probes=used, probe_noise=noise)
+
+
+def _grow_pooled(design, iteration, coef_path, state, readout, replicate_risk, verbose=0):
+    """``n_probes="auto"`` with the pooled probes: the readout of the
+    pooled chain's ``state`` (``readout(A, A_sources)``, its first item the
+    risk), and more probes (:func:`~skacv.estimates._risk_grouped.extend_pooled`)
+    while the probe noise of the risk, estimated by a jackknife over groups
+    of probes (:func:`~skacv.estimates._risk_grouped.probe_noise`; the
+    replicates by ``replicate_risk(A, A_sources)``), asks for them
+    (:func:`~skacv.estimates._risk_grouped.probes_for_noise`).
+
+    Returns ``(A, A_sources, state, readout's output, noise)`` (``noise``:
+    ``None`` once the chain has ``POOLED_PROBES``, when it is not
+    measured).
+    """
+    template = (None if state.nodes is None else
+                template_matrices(design, iteration, coef_path, None, nodes=state.nodes))
+    while True:
+        A, Av = pooled_matrices(state, template)
+        out = readout(A, Av)
+        if state.m >= POOLED_PROBES:  # nothing to decide
+            return A, Av, state, out, None
+        replicates = [replicate_risk(*pooled_matrices(state, template, kept))
+                      for kept in jackknife_probes(state.m)]
+        noise = probe_noise(out[0], replicates)
+        m = probes_for_noise(state.m, noise)
+        if verbose:
+            print(f"[risk] pooled probes: {state.m}, probe noise {noise:.2%} (rms relative "
+                  f"standard error){'' if m == state.m else f': {m} probes'}")
+        if m == state.m:
+            return A, Av, state, out, noise
+        state = extend_pooled(design, iteration, coef_path, state, m - state.m, verbose)
 
 
 def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, random_state,

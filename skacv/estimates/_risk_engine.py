@@ -55,7 +55,9 @@ from ._risk_core_space import CorePlan
 from ._risk_curvature import curvature_memory_matrices
 from ._risk_grouped import (
     GROUP_SOURCES,
+    POOLED_FEW_PROBES_SAMPLES,
     POOLED_GROUP,
+    POOLED_MIN_PROBES,
     POOLED_PROBES,
     group_columns,
     grouped_memory_matrix,
@@ -69,7 +71,7 @@ from ._risk_spectral import (
     preconditioned_memory_matrix,
     spectral_memory_matrix,
 )
-from ._risk_state import QuadratureState
+from ._risk_state import PooledState, QuadratureState
 
 #: Hutchinson probes used by ``n_probes="auto"`` when exact traces are not cheap
 AUTO_PROBES = 10
@@ -308,6 +310,7 @@ class GroupedChains:
     n_probes: int
     dtype: np.dtype
     group_sources: int | None = GROUP_SOURCES
+    adaptive: bool = False  # pooled, n_probes="auto": more probes while noisy (trajectory_risk)
 
     def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
                         keep_state=False):
@@ -335,7 +338,7 @@ class CurvatureChains:
 
 def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme="auto",
                     chain_dtype="auto", state=None, keep_state=False, datafit=None,
-                    robust=False, curvature=None):
+                    robust=False, curvature=None, adaptive=False):
     """The strategy of :func:`memory_matrices` for a trajectory: the one place
     where the memory matrices' computation is chosen.
 
@@ -362,6 +365,13 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     robust : bool, default=False
         The robust / mini-batch estimate (a non-quadratic datafit or
         mini-batches): :class:`CurvatureChains` with ``curvature``.
+    adaptive : bool, default=False
+        The pooled probes with ``n_probes="auto"`` start with
+        ``POOLED_MIN_PROBES`` from ``POOLED_FEW_PROBES_SAMPLES`` samples on,
+        else ``POOLED_PROBES`` (or the state's probes), and the caller grows
+        them while the estimate is noisy (``GroupedChains.adaptive``;
+        :func:`~skacv.estimates._risk.trajectory_risk`); else
+        ``POOLED_PROBES``.
 
     Raises
     ------
@@ -390,13 +400,18 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     if probe_scheme in (None, "auto") and stands_for_rows():
         probe_scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
     scheme = choose_scheme(iteration, n_probes, T, probe_scheme)
+    adaptive = adaptive and scheme == "pooled" and auto_probes
     if scheme == "pooled" and auto_probes:
         n_probes = POOLED_PROBES
+        if adaptive:
+            n_probes = (state.m if isinstance(state, PooledState) else POOLED_MIN_PROBES
+                        if design.n_samples >= POOLED_FEW_PROBES_SAMPLES else POOLED_PROBES)
     _check_budget(design, coef_path, n_probes, scheme)
     if scheme == "independent":
         return IndependentChains(int(n_probes), dtype)
     if scheme in ("grouped", "pooled"):
-        return GroupedChains(int(n_probes), dtype, GROUP_SOURCES if scheme == "grouped" else None)
+        return GroupedChains(int(n_probes), dtype, GROUP_SOURCES if scheme == "grouped" else None,
+                             adaptive)
     split, plan = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
     if plan is not None:
         return CoreSpaceChains(int(n_probes), dtype, plan)

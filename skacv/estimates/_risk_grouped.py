@@ -84,9 +84,28 @@ TEMPLATE_DEPTH = 20
 #: moved the risk by 0.02-0.33 points of rms more than the eigenvalues', 600 x
 #: 900 to 1000 x 1500)
 TEMPLATE_EXACT_SUPPORT = 300
-#: probes of the pooled chain (``probe_scheme="auto"`` with
-#: ``n_probes="auto"``); see the module's docstring for the measurements
+#: probes of the pooled chain (``probe_scheme="pooled"`` with
+#: ``n_probes="auto"``): at most this many; see the module's docstring for
+#: the measurements
 POOLED_PROBES = 32
+#: ``n_probes="auto"`` in :func:`~skacv.estimates._risk.trajectory_risk`:
+#: the pooled chain starts with this many probes from
+#: :data:`POOLED_FEW_PROBES_SAMPLES` samples on (else with
+#: :data:`POOLED_PROBES`) and grows (to at most :data:`POOLED_PROBES`)
+#: while the probe noise of ``risk_path_`` (:func:`probe_noise`) is above
+#: :data:`POOLED_NOISE_TARGET`
+POOLED_MIN_PROBES = 8
+#: the noise falls fast with the samples: 8 probes gave 1.9 %, 0.9 % and
+#: 0.2 % rms relative standard error at 1000 x 1500, 2000 x 3000 and 4000 x
+#: 6000 (``bench_vs_cv.py``'s equicorrelated FISTA paths, T = 150, 6 draws);
+#: below this many samples the chain starts with all the probes (a growth
+#: is a second pass over the path)
+POOLED_FEW_PROBES_SAMPLES = 2000
+#: the root-mean-square relative standard error of ``risk_path_`` over the
+#: iterates that the adaptive pooled chain aims at: what 32 probes gave on
+#: the equicorrelated 1000 x 1500 FISTA path of ``bench_vs_cv.py`` (0.77 %
+#: over 6 draws), where the default was validated
+POOLED_NOISE_TARGET = 0.008
 #: the pooled probes' group: every source of any path
 POOLED_GROUP = 1 << 40
 
@@ -248,12 +267,15 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
 
 
 def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                       group_sources=GROUP_SOURCES, draw=None, state=None, keep_state=False):
+                       group_sources=GROUP_SOURCES, draw=None, state=None, keep_state=False,
+                       gram=None):
     """The grouped chains (:func:`grouped_block_sums`) and what the rows'
     split needs, a :class:`GroupedRun`. ``state`` / ``keep_state`` (pooled
     probes only): continue the chain of a shorter prefix of the same
     trajectory (a :class:`~skacv.estimates._risk_state.PooledState`), and
-    keep the state after the last step."""
+    keep the state after the last step; ``gram``: a
+    :class:`~skacv.estimates._risk_state.GramCache` to reuse without a
+    state."""
     n = design.n_samples
     T = coef_path.shape[1] - 1
     pooled = group_sources is None
@@ -297,7 +319,7 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
         chains.restore(state.chains)
     colnorm = np.einsum("ij,ij->j", Xs, Xs)  # ||x~_j||^2: the exact lag 0
     chains.run(GroupedProbes(m, G, W, SA, SV, lag0, colnorm), k0, T, group_columns(m, T, G),
-               cached=None if state is None else state.gram, verbose=verbose)
+               cached=gram if state is None else state.gram, verbose=verbose)
     run.columns, run.coords = Xs, order[:width]
     if keep_state and pooled:
         cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
@@ -441,3 +463,87 @@ def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dty
     A, Av = rows_from_block_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, G,
                                  template)
     return A, Av, run.state
+
+
+def pooled_matrices(state, template, probes=slice(None)):
+    """The memory matrices ``(A, A_sources)`` of a
+    :class:`~skacv.estimates._risk_state.PooledState` (the rows' sums of
+    its probes ``probes``, split by ``template``)."""
+    return rows_from_block_sums(state.SA[..., probes].mean(axis=2),
+                                state.SV[..., probes].mean(axis=2), state.lag0, POOLED_GROUP,
+                                template)
+
+
+#: groups of probes deleted in turn by the jackknife of :func:`probe_noise`
+NOISE_GROUPS = 8
+
+
+def jackknife_probes(m):
+    """The probes kept by each delete-one-group replicate of
+    :func:`probe_noise`: ``min(m, NOISE_GROUPS)`` groups of consecutive
+    probes, one deleted at a time."""
+    groups = np.array_split(np.arange(m), min(m, NOISE_GROUPS))
+    return [np.setdiff1d(np.arange(m), g) for g in groups]
+
+
+def probe_noise(risk, replicates):
+    """Root-mean-square, over the iterates ``t >= 1`` with a positive finite
+    estimate, of the relative standard error of ``risk`` (the estimate of
+    all the probes): the delete-one-group jackknife (Efron & Stein 1981)
+    over ``replicates``, the estimates without each group of probes
+    (:func:`jackknife_probes`); it follows the estimate's nonlinearity in
+    the memory matrix, which a formula for the traces' variance would not.
+    ``0.0`` when no iterate qualifies."""
+    r = np.asarray(risk)[1:]
+    R = np.array([np.asarray(x)[1:] for x in replicates])
+    K = R.shape[0]
+    ok = np.isfinite(r) & (r > 0) & np.all(np.isfinite(R), axis=0)
+    if K < 2 or not ok.any():
+        return 0.0
+    R = R[:, ok]
+    var = (K - 1) / K * np.sum((R - R.mean(axis=0)) ** 2, axis=0)
+    return float(np.sqrt(np.mean(var / r[ok] ** 2)))
+
+
+def probes_for_noise(m, noise):
+    """The probes the pooled chain should have: ``m`` when ``noise`` is at
+    most :data:`POOLED_NOISE_TARGET` (or ``m`` is already
+    :data:`POOLED_PROBES`), else the noise's ``1 / sqrt(m)`` law's answer
+    and at least twice ``m`` (each growth is a pass of the chain over the
+    whole path), in multiples of :data:`POOLED_MIN_PROBES`, at most
+    :data:`POOLED_PROBES`."""
+    if noise <= POOLED_NOISE_TARGET or m >= POOLED_PROBES:
+        return m
+    need = m * (noise / POOLED_NOISE_TARGET) ** 2
+    step = POOLED_MIN_PROBES
+    return int(min(POOLED_PROBES, max(2 * m, step * np.ceil(need / step))))
+
+
+def _merge_saved(a, b):
+    """The columns of two :class:`SavedChains` of the same path side by side."""
+    out = SavedChains()
+    for name in ("dv", "dx1", "dx2"):
+        ca, va = a.get(name)
+        cb, vb = b.get(name)
+        if ca is not None and cb is not None:
+            setattr(out, name, (ca, np.hstack([va, vb])))
+    return out
+
+
+def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
+    """``state`` (a :class:`~skacv.estimates._risk_state.PooledState`
+    after the last step of ``coef_path``) with ``extra`` more probes: a
+    chain of new probes, drawn from the state's generator, over the whole
+    path, its columns appended to the state's. The chain is linear in its
+    probes: the result is the state of a chain that had all the probes from
+    the start (the template keeps the state's nodes)."""
+    rng = copy.deepcopy(state.rng)
+    run = run_grouped_chains(design, iteration, coef_path, extra, rng, state.dtype, verbose,
+                             None, keep_state=True, gram=state.gram)
+    new = run.state
+    return PooledState(
+        k=state.k, m=state.m + extra, dtype=state.dtype, Z=np.hstack([state.Z, new.Z]),
+        rng=new.rng, SA=np.concatenate([state.SA, new.SA], axis=2),
+        SV=np.concatenate([state.SV, new.SV], axis=2), lag0=state.lag0,
+        chains=_merge_saved(state.chains, new.chains), gram=state.gram or new.gram,
+        nodes=state.nodes, nodes_width=state.nodes_width, template_seed=state.template_seed)

@@ -131,7 +131,8 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
     """Decide once (at the first step with chains, ``k_first``) whether to
     precompute the Gram matrix of a late prefix of columns, using the flop
     model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``
-    (``c = columns[k]``, the columns advanced by step ``k``); it is returned
+    (``c = columns[k]``, the columns advanced by step ``k``, at least the
+    policy's ``chain_min_columns``); it is returned
     times ``factor`` (``-g`` for the chains: the products are then the
     gradient tangents). ``cached`` (a :class:`GramCache` of a previous
     stage) is reused when it covers the prefix (columns ``order[:w]``)."""
@@ -142,7 +143,8 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
     # Gram matrix of the prefix w = prefix[start - 1] (integers: exact in int64)
     kk = np.arange(k_first, T + 1)
     r, u = prefix[kk].astype(np.int64), prefix[kk - 1].astype(np.int64)
-    c = np.asarray(columns, dtype=np.int64)[kk]
+    # a skinny product costs what one of chain_min_columns columns does
+    c = np.maximum(np.asarray(columns, dtype=np.int64)[kk], get_policy().chain_min_columns)
     step_save = 2 * int(n) * (u + r) * c - 2 * r * u * c
     save = np.cumsum(step_save[::-1])[::-1] - int(n) * u * u
     best = int(np.argmax(save))  # the first of the largest savings

@@ -65,8 +65,7 @@ def source_residuals(design, iteration, F, coef_path):
             C[:, t] = c
     rows = np.flatnonzero(np.any(C != 0, axis=1))
     if rows.size:
-        cols = np.asarray(design.columns(rows), dtype=np.float64)
-        Fv -= cols @ C[rows]
+        Fv -= np.asarray(design.columns_product(rows, C[rows]), dtype=np.float64)
     return Fv
 
 

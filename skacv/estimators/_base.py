@@ -394,7 +394,9 @@ class TrajectoryEstimator(BaseEstimator):
             self.risk_reliable_ = res.reliable
             self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
                                            amplification=res.amplification,
-                                           support=res.get("support"))
+                                           support=res.get("support"),
+                                           n_probes=res.get("n_probes"),
+                                           probe_noise=res.get("probe_noise"))
             # full-batch least squares whose sources combine the outputs' residuals
             self.__dict__.pop("_uq_pending", None)
             if res.get("corrected_residuals") is not None or res.get("products") is not None:

@@ -42,7 +42,12 @@ DOC_ATTRIBUTES = """
     risk_diagnostics_ : Bunch
         ``df_fraction``, ``amplification`` and ``support`` (arrays of shape
         ``(n_iter_ + 1,)``; ``support`` is ``None`` without an l1 penalty)
-        behind ``risk_reliable_``.
+        behind ``risk_reliable_``; ``n_probes`` (int, the Hutchinson probes
+        used, ``None`` for exact traces) and ``probe_noise`` (float, the
+        root-mean-square over the iterates of the relative standard error of
+        ``risk_path_`` due to the probes, by a jackknife over groups of
+        probes; measured only where ``n_probes="auto"`` chooses the pooled
+        probes' number, else ``None``).
     noise_variance_path_ : ndarray of shape (n_iter_ + 1,)
         Every iterate's estimate of the noise variance ``sigma^2``
         (``risk_path_`` minus the excess risk; Bellec & Tan 2024), **computed
