@@ -678,3 +678,99 @@ def test_converged_loo_is_exact_leave_one_out_where_the_support_holds():
     best = int(np.argmin(stopped.loo))
     assert stopped.alphas.size == best + 3 and "loo" not in risk_alpha_path(
         TrajectoryLasso(), X, y, alphas=alphas)
+
+
+# ---------------------------------------------- the Lasso path's exact finish
+def _equicorrelated(n, p, rho=0.5, s=10, seed=0):
+    """Rows ``sqrt(1 - rho) z_i + sqrt(rho) w_i 1``: one outlier eigenvalue
+    of ``X^T X / n`` (about ``rho p``), FISTA's slow case."""
+    rng = np.random.default_rng(seed)
+    X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + np.sqrt(rho) * rng.standard_normal((n, 1))
+    beta = np.zeros(p)
+    beta[:s] = 1.0
+    return X, X @ beta + rng.standard_normal(n) + 1.0
+
+
+@pytest.fixture
+def finishes(monkeypatch):
+    """The :class:`_SupportFinish` objects the paths make (their counters)."""
+    import skacv.model_selection._lasso_path as lasso_module
+
+    made = []
+
+    class Spy(lasso_module._SupportFinish):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append(self)
+
+    monkeypatch.setattr(lasso_module, "_SupportFinish", Spy)
+    return made
+
+
+def _assert_sklearn_path(path, X, y, w=None, atol=1e-8):
+    """Every solution equals scikit-learn's ``Lasso`` (tol 1e-14): the gaps,
+    below ``1e-12 ||y~||^2 / n``, bound ``||b - b*||`` by ``1e-9`` or so on
+    these supports (restricted eigenvalues above 0.1)."""
+    for i, alpha in enumerate(path.alphas):
+        ref = Lasso(alpha=alpha, tol=1e-14, max_iter=10**6).fit(X, y, sample_weight=w)
+        np.testing.assert_allclose(path.coefs[:, i], ref.coef_, atol=atol)
+        np.testing.assert_allclose(path.intercepts[i], ref.intercept_, atol=atol)
+        gap, scale = _dual_gap(X, y, path.coefs[:, i], alpha, w)
+        assert gap <= 1e-12 * scale * (1 + 1e-6)
+
+
+def test_support_finish_equals_fista_alone_and_sklearn(finishes):
+    """Equicorrelated columns (rho 0.5, p > n): the path with the finish
+    (conjugate gradients on the identified support, sign crossings dropped)
+    takes it at most alphas, in far fewer steps, and gives the same
+    solutions as FISTA alone and as scikit-learn's Lasso."""
+    from skacv._policy import policy_context
+
+    X, y = _equicorrelated(100, 150)
+    kw = dict(n_alphas=10, eps=0.05, tol=1e-12, max_iter=50_000)
+    path = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    (finish,) = finishes
+    assert finish.n_accepted >= 5 and finish.n_flips >= 1  # it ran, and crossed signs
+    with policy_context(path_support_finish=False):
+        alone = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    assert len(finishes) == 1  # none made with the policy off
+    np.testing.assert_allclose(path.coefs, alone.coefs, atol=1e-8)
+    np.testing.assert_array_equal(path.df, alone.df)
+    np.testing.assert_allclose(path.risk, alone.risk, rtol=1e-8)
+    assert path.n_iter.sum() < alone.n_iter.sum() / 2
+    _assert_sklearn_path(path, X, y)
+
+
+@pytest.mark.parametrize("sabotage", ["flip", "worse"])
+def test_rejected_finish_still_converges(sabotage, finishes, monkeypatch):
+    """A finish whose solve is wrong is not kept: ``flip`` (every sign
+    crosses: the active-set step drops all the columns, to zero, worse than
+    FISTA's iterate) and ``worse`` (same signs, three times the iterate: a
+    larger objective) are both rejected by the objective test, and FISTA
+    still reaches scikit-learn's solutions."""
+    import skacv.model_selection._lasso_path as lasso_module
+
+    def wrong(A, b, x0, rtol, atol, maxiter):
+        return (-2.0 * x0 if sabotage == "flip" else 3.0 * x0), 1
+
+    monkeypatch.setattr(lasso_module, "conjugate_gradient", wrong)
+    X, y = _equicorrelated(100, 150)
+    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=6, eps=0.1, tol=1e-12,
+                           max_iter=50_000)
+    (finish,) = finishes
+    assert finish.n_tried >= 3 and finish.n_accepted == 0
+    assert (finish.n_flips > 0) == (sabotage == "flip")
+    _assert_sklearn_path(path, X, y)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_support_finish_with_weights_and_sparse_equals_sklearn(weighted, sparse, finishes):
+    """The finish on the weighted, centred columns of a sparse X (and a dense
+    one): scikit-learn's solutions (zero weights included)."""
+    X, y = _equicorrelated(100, 150, seed=1)
+    w = _weights(100) if weighted else None
+    path = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X) if sparse else X, y,
+                           n_alphas=8, eps=0.05, tol=1e-12, max_iter=50_000, sample_weight=w)
+    assert finishes[0].n_accepted >= 3
+    _assert_sklearn_path(path, X, y, w)

@@ -128,6 +128,23 @@ def covariance_path(monkeypatch):
     return {"alphas": path.alphas, "df": path.df, "risk": path.risk}, spy.calls > 0
 
 
+def path_support_finish(monkeypatch):
+    """The Lasso path's exact finish on FISTA's identified support
+    (conjugate gradients, an active-set Newton step) against FISTA alone, on
+    equicorrelated columns (rho 0.5, p > n): the same solutions, df and
+    risks within what the duality gaps certify (tol 1e-12)."""
+    rng = np.random.default_rng(0)
+    X = 0.7 * rng.standard_normal((80, 120)) + 0.7 * rng.standard_normal((80, 1))
+    y = X[:, :8] @ np.ones(8) + rng.standard_normal(80)
+    made = []
+    real = _lasso_path._SupportFinish
+    monkeypatch.setattr(_lasso_path, "_SupportFinish", lambda *a: made.append(real(*a)) or made[-1])
+    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
+                           max_iter=50_000)
+    out = {"coefs": path.coefs, "df": path.df, "risk": path.risk}
+    return out, bool(made) and made[0].n_accepted > 0
+
+
 def loo_float32_gram(monkeypatch):
     """The left-out runs' products with the Gram matrix in float32 against
     float64 (the differences are small: rounding of order 1e-8 relatively)."""
@@ -170,6 +187,8 @@ FAST_PATHS = {
                                   {**_PASS, "prepared_products": False}),
     "covariance_path": FastPath(covariance_path, {"covariance_path": True},
                                 {"covariance_path": False}, rtol=1e-7),
+    "path_support_finish": FastPath(path_support_finish, {"path_support_finish": True},
+                                    {"path_support_finish": False}, rtol=1e-7),
     "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},
                                  {"loo_float32_min_features": 10**9}, rtol=1e-6),
 }

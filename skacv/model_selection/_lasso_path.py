@@ -5,9 +5,15 @@ alpha after alpha by FISTA, the skacv :class:`~skacv.FISTA` iteration run by
 :func:`skacv.iterations._path.run_trajectory` (the only fit loop),
 warm-started from the previous solution, on a working set (a relaxed
 sequential strong rule, Tibshirani et al. 2012, plus the previous support,
-grown by the violators of the optimality conditions) until the duality gap of
-the *full* problem is below the tolerance: the working set changes the cost,
-not the solution. The working sets run on copies of their columns of ``X~``
+grown by the violators of the optimality conditions; at most
+``max(100, 4 |support|)`` columns to start with, grown by at most its size,
+the columns of largest correlation first) until the duality gap of the
+*full* problem is below the tolerance: the working set changes the cost,
+not the solution. Once FISTA has identified a support and its signs, conjugate
+gradients solve the Lasso restricted to them (:class:`_SupportFinish`, an
+active-set Newton step), which FISTA's step, set by the top eigenvalue of
+correlated columns, approaches slowly; the duality gap certifies it as it
+does FISTA's iterates. The working sets run on copies of their columns of ``X~``
 (:class:`_SampleSpace`) or, with fewer features than samples where it pays
 (:func:`covariance_path_pays`, float64), in the covariance form
 (:class:`_FeatureSpace`, scikit-learn's ``precompute``): products with
@@ -19,6 +25,7 @@ from :mod:`skacv.model_selection._converged_risk`.
 import warnings
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator
 from sklearn.utils import Bunch
 
 from .._config import check_memory
@@ -30,6 +37,7 @@ from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1
 from ..linalg._design import CovarianceForm, Design
 from ..linalg._linalg import lanczos_top
+from ..utils._compat import conjugate_gradient
 from ._converged_risk import SupportDF, converged_risk
 
 # FISTA steps between two duality-gap checks on the working set (a check costs
@@ -42,6 +50,21 @@ _LANCZOS_STEPS = 4
 # et al. 2012). 0.5 keeps fewer columns for a few more optimality checks (measured
 # on the seed design: 20% fewer products in all)
 _STRONG_RULE_SLACK = 0.5
+# at most max(this, 4 times the warm start's support) columns in a first
+# working set, and a working set grows by at most its size (the largest
+# violators): equicorrelated columns all pass the strong rule, and FISTA's
+# step on them, 1 / (rho |W|), would be tiny
+_WORK_MIN = 100
+# the exact finish (_SupportFinish): supports of at most this share of the
+# samples (the bulk of the spectrum of X~_S^T X~_S spans (1 +- sqrt(|S| / n))^2,
+# Marchenko-Pastur: condition 34 at one half, 320 at 0.8, and conjugate
+# gradients slow down as the support nears n); the products of the finishes
+# that did not end their solve below this share of its FISTA steps; and
+# conjugate-gradient iterations of one finish at most, its active-set steps
+# included (each costs about a FISTA step)
+_FINISH_MAX_RATIO = 0.5
+_FINISH_SHARE = 0.25
+_FINISH_MAXITER = 100
 #: the covariance form's quadratic forms of ``||r||^2`` cancel (their
 #: rounding, about ``1e-13 ||y~||^2``): it certifies duality gaps down to this
 #: tolerance only (:func:`covariance_path_pays`)
@@ -142,6 +165,7 @@ class _SampleSpace:
 
     datafit = None  # least squares
     gram = None  # X~^T X~ is not formed
+    finish = None  # the path's _SupportFinish, set by lasso_path
 
     def __init__(self, design, X, sample_weight, y_tilde):
         self.design, self.y = design, y_tilde
@@ -167,6 +191,22 @@ class _SampleSpace:
         L, self.u = _top_eigenvalue(sub, self.u)
         return L
 
+    def support_system(self, sub, work, S):
+        """``(v -> X~_S^T X~_S v, X~_S^T y~)`` of the columns ``S`` of the
+        working set (positions in ``work``), in float64."""
+        if S.size == work.size:
+            part = sub
+        elif sub.sparse:
+            part = self.columns(work[S])
+        else:  # a copy of the columns: sub's buffer stays the working set's
+            part = Design(sub.X[:, S], None, False)
+        dt = part.dtype
+
+        def normal(v):
+            return np.asarray(part.rmatvec(part.matvec(v.astype(dt))), dtype=np.float64)
+
+        return normal, np.asarray(part.rmatvec(self.y), dtype=np.float64)
+
 
 class _FeatureSpace:
     """The Lasso path in the covariance form (scikit-learn's ``precompute``,
@@ -179,6 +219,7 @@ class _FeatureSpace:
     the digits the duality gap needs)."""
 
     datafit = NormalEquations()
+    finish = None  # the path's _SupportFinish, set by lasso_path
 
     def __init__(self, design, c, yy):
         """``c = X~^T y~`` (float64) and ``yy = y~^T y~``."""
@@ -215,6 +256,12 @@ class _FeatureSpace:
         self.u[work] = top
         return L
 
+    def support_system(self, sub, work, S):
+        """``(v -> C_SS v, c_S)`` of the columns ``S`` of the working set
+        (positions in ``work``), in float64."""
+        C = np.asarray(sub.C[np.ix_(S, S)], dtype=np.float64)
+        return C.__matmul__, self.c[work[S]]
+
 
 def covariance_path_pays(design, tol, n_alphas):
     """Whether the Lasso path of ``n_alphas`` penalties runs in the
@@ -246,35 +293,185 @@ def _zero_stride(m, width, dtype):
                                            writeable=True)
 
 
+class _SupportFinish:
+    """The exact finish of a working set's solve on the support FISTA has
+    identified (an active-set Newton step).
+
+    Once the support ``S`` and signs ``s`` of FISTA's iterate are the same
+    at two consecutive gap checks, the Lasso restricted to them is least
+    squares: ``X~_S^T X~_S b_S = X~_S^T y~ - n_eff alpha s`` (``C_SS b_S =
+    c_S - n_eff alpha s`` in the covariance form), solved by conjugate
+    gradients warm-started from the iterate. Equicorrelated columns give
+    ``X~_S^T X~_S`` one outlier eigenvalue that sets FISTA's step for the
+    whole spectrum; conjugate gradients remove it in one iteration.
+
+    A solution that flips signs is not taken: the segment from the iterate
+    to it stays in the orthant of ``s`` up to its first crossing, where the
+    objective (the restricted least squares, convex, decreasing towards its
+    minimum) is below the iterate's; the crossing columns leave ``S`` and
+    the system is solved again (an active-set step), within
+    :data:`_FINISH_MAXITER` conjugate-gradient iterations in all. The
+    caller keeps the point if it lowers the objective; the duality gap
+    certifies it as it does FISTA's iterates. A pattern is tried once; none
+    with ``S`` empty, the whole working set (FISTA's first steps from the
+    warm start, before it drops any column), above
+    :data:`_FINISH_MAX_RATIO` of the samples
+    (ill-conditioned, singular at ``n_samples``), none when FISTA's pace
+    would reach the target within two checks, and none while the products
+    of the finishes that did not end the working set's solve exceed
+    :data:`_FINISH_SHARE` of its FISTA steps (the first one is free: many
+    sign crossings, a support not yet identified, stop the next ones).
+
+    Conjugate gradients stop at the residual ``rho = X~_S^T r - n_eff alpha
+    s`` whose duality gap, about ``2 ||b||_1 ||rho||_inf / n_eff`` (the
+    dual point ``r`` scaled by ``alpha / ||X~^T r / n_eff||_inf``), is a
+    quarter of the target.
+    """
+
+    def __init__(self, space):
+        self.space = space
+        # finishes tried, kept by the caller, and columns dropped at sign
+        # crossings (diagnostics: the tests read them)
+        self.n_tried = self.n_accepted = self.n_flips = 0
+
+    def start(self, sub, work, alpha, target):
+        """A new working set's solve."""
+        self.sub, self.work, self.alpha, self.target = sub, work, alpha, target
+        self.previous, self.tried = None, set()
+        # FISTA steps of this solve and products of its finishes that did not
+        # end it: the finishes stop while these exceed _FINISH_SHARE of those
+        self.fista_steps = self.wasted = 0
+
+    def __call__(self, x, l1, fista_left):
+        """``(x_new, n_products)``: the finish's point on the working set
+        (``None`` if not tried) and the conjugate-gradient iterations spent;
+        ``l1`` is the l1 norm of FISTA's iterate ``x`` (the caller compares
+        the objectives), ``fista_left`` the steps FISTA would still take at
+        its pace (at most the steps left in the budget): the finish is
+        skipped below ``2 * _CHECK_EVERY`` and spends at most that many
+        products."""
+        signs = np.sign(x).astype(np.int8)
+        key = signs.tobytes()
+        stable, self.previous = key == self.previous, key
+        S = np.flatnonzero(signs)
+        if (not stable or key in self.tried or S.size in (0, x.size)
+                or S.size > _FINISH_MAX_RATIO * self.space.design.n_samples
+                or fista_left < 2 * _CHECK_EVERY or self.wasted > _FINISH_SHARE * self.fista_steps):
+            return None, 0
+        self.tried.add(key)
+        self.n_tried += 1
+        b, n_products = self._active_set(S, signs[S].astype(np.float64),
+                                         np.asarray(x[S], dtype=np.float64), l1,
+                                         int(min(fista_left, _FINISH_MAXITER)))
+        out = np.zeros_like(x)
+        out[S] = b
+        return out, n_products
+
+    def _active_set(self, S, s, b, l1, maxiter):
+        """Conjugate gradients on the columns ``S`` (signs ``s``) from
+        ``b``, dropping the columns whose sign crosses (zero in the result).
+        Each solve after a crossing starts from the previous solution (its
+        dropped columns out): a column less changes it little."""
+        n_eff = self.space.design.n_eff
+        normal, c = self.space.support_system(self.sub, self.work, S)
+        rhs = c - n_eff * self.alpha * s
+        atol = 0.25 * n_eff * self.target / max(l1, np.finfo(np.float64).tiny)
+        keep = np.ones(S.size, dtype=bool)
+        start = b.copy()
+        n_products = 0
+        while keep.any() and n_products + 1 < maxiter:  # (one product: the residual)
+            m = int(keep.sum())
+
+            def op(v, keep=keep):
+                full = np.zeros(S.size)
+                full[keep] = v
+                return normal(full)[keep]
+
+            new, k = conjugate_gradient(LinearOperator((m, m), matvec=op, dtype=np.float64),
+                                        rhs[keep], start[keep], 0.0, atol,
+                                        maxiter - n_products - 1)
+            n_products += k + 1
+            crossed = new * s[keep] <= 0.0
+            if not np.all(np.isfinite(new)):
+                break
+            if not crossed.any():
+                b[keep] = new
+                break
+            # first crossing of the segment old -> new (old has the signs s)
+            old = b[keep]
+            t = old[crossed] / (old[crossed] - new[crossed])
+            step = old + float(t.min()) * (new - old)
+            step[np.flatnonzero(crossed)[t <= t.min()]] = 0.0
+            step[step * s[keep] <= 0.0] = 0.0
+            b[keep], start[keep] = step, new
+            keep &= b != 0.0
+            self.n_flips += int(m - keep.sum())
+        return b, n_products
+
+
+def _steps_left(gap_prev, gap, target):
+    """The FISTA steps to the gap ``target`` at the pace of the last check
+    (from ``gap_prev`` to ``gap``, linear convergence); ``inf`` if the gap
+    did not decrease."""
+    if not gap < gap_prev < np.inf:
+        return np.inf
+    return _CHECK_EVERY * np.log(gap / target) / np.log(gap_prev / gap)
+
+
+def _objective_gap(space, sub, work, x, fitted, alpha):
+    """``(objective, duality gap, l1 norm)`` of ``x`` on the working set."""
+    rr, ry, corr = space.stats(sub, work, x, fitted)
+    l1 = float(np.abs(x).sum(dtype=np.float64))
+    return rr / (2 * sub.n_eff) + alpha * l1, _duality_gap(rr, ry, corr, l1, alpha,
+                                                           sub.n_eff), l1
+
+
 def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget):
     """FISTA on the columns ``work`` (``sub``, in ``space``) until its duality
-    gap is ``<= target``.
+    gap is ``<= target``, with the exact finish of :class:`_SupportFinish`
+    (``space.finish``; the speed policy's ``path_support_finish``).
 
     Returns the solution, its fitted values in ``space`` and the number of
-    steps. The momentum is restarted when the objective increases between
-    two checks (function restart, O'Donoghue & Candes 2015).
+    steps (conjugate-gradient iterations included). The momentum is
+    restarted when the objective increases between two checks (function
+    restart, O'Donoghue & Candes 2015) and after an accepted finish.
     """
-    n_eff = sub.n_eff
+    # FISTA's momentum follows state.k: a state at k = 0 restarts it
     iteration = FISTA(step_size, penalty=L1(alpha))
     y = space.target(work)
     state = init_state(sub, coef)
-    scratch = _zero_stride(sub.n_features, budget + 1, sub.dtype)  # state.k <= budget
-    done, gap = 0, np.inf
-    obj_prev = np.inf
+    scratch = _zero_stride(sub.n_features, budget + 1, sub.dtype)  # state.k <= done <= budget
+    finish = space.finish
+    if finish is not None:
+        finish.start(sub, work, alpha, target)
+    done = 0
+    obj_prev = gap_prev = np.inf
     while done < budget:
         k = min(_CHECK_EVERY, budget - done)
         run_trajectory(sub, y, iteration, k, state, scratch, datafit=space.datafit)
         done += k
-        rr, ry, corr = space.stats(sub, work, state.x, state.Xx)
-        l1 = float(np.abs(state.x).sum(dtype=np.float64))
-        gap = _duality_gap(rr, ry, corr, l1, alpha, n_eff)
+        if finish is not None:
+            finish.fista_steps += k
+        obj, gap, l1 = _objective_gap(space, sub, work, state.x, state.Xx, alpha)
         if gap <= target:
             break
-        obj = rr / (2 * n_eff) + alpha * l1
-        if obj > obj_prev:
-            iteration = FISTA(step_size, penalty=L1(alpha))
+        restart = obj > obj_prev
+        if finish is not None:
+            x, n_iter = finish(state.x, l1,
+                               min(_steps_left(gap_prev, gap, target), budget - done))
+            done += n_iter
+            if x is not None:
+                trial = init_state(sub, x)
+                obj_x, gap_x, _ = _objective_gap(space, sub, work, x, trial.Xx, alpha)
+                if obj_x < obj:  # accepted: FISTA goes on from it, momentum restarted
+                    finish.n_accepted += 1
+                    state, obj, gap, restart = trial, obj_x, gap_x, True
+                    if gap <= target:
+                        break
+                finish.wasted += n_iter
+        if restart and state.k:  # (an accepted finish starts at k = 0)
             state = init_state(sub, state.x)
-        obj_prev = obj
+        obj_prev, gap_prev = obj, gap
     return state.x, state.Xx, done
 
 
@@ -302,8 +499,11 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     n_eff)``) until the gap of the full problem is at most ``goal``.
 
     The working set is the previous support and the columns passing the
-    relaxed sequential strong rule, grown by the violators of the optimality
-    conditions until there are none (or ``max_iter`` FISTA steps are spent).
+    relaxed sequential strong rule (at most ``max(_WORK_MIN, 4 |support|)``
+    of them, the largest correlations first: equicorrelated columns all pass
+    the rule), grown by the violators of the optimality conditions (at most
+    as many as it holds, the largest first) until there are none (or
+    ``max_iter`` FISTA steps are spent).
 
     Returns
     -------
@@ -324,6 +524,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         # working set: (relaxed) sequential strong rule + previous support
         thresh = alpha - _STRONG_RULE_SLACK * (alpha_prev - alpha)
         work = np.flatnonzero((np.abs(corr) >= thresh) | (coef != 0))
+        work = _largest(work, corr, coef != 0, max(_WORK_MIN, 4 * np.count_nonzero(coef)))
     while gap > goal and steps < max_iter:
         # the previous working set's columns go before a larger buffer comes
         sub = None
@@ -341,8 +542,20 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         violators = np.flatnonzero(outside & (np.abs(corr) > alpha))
         if violators.size == 0:  # right working set (or its solve ran out of steps)
             break
-        work = np.union1d(work, violators)
+        work = np.union1d(work, _largest(violators, corr, None, max(_WORK_MIN, work.size)))
     return coef, (rr, ry, corr), gap, steps, work
+
+
+def _largest(cols, corr, keep, size):
+    """At most ``size`` of the columns ``cols``: those of ``keep`` (mask over
+    all columns) and the largest ``|corr|``."""
+    if cols.size <= size:
+        return cols
+    kept = cols[keep[cols]] if keep is not None else cols[:0]
+    rest = cols[~keep[cols]] if keep is not None else cols
+    n_more = max(size - kept.size, 0)
+    top = rest[np.argpartition(-np.abs(corr[rest]), n_more - 1)[:n_more]] if n_more else rest[:0]
+    return np.union1d(kept, top)
 
 
 def _lasso_grid(alphas, alpha_max, n_alphas, eps):
@@ -396,6 +609,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     space = (_FeatureSpace(design, c, yy)
              if covariance_path_pays(design, tol, n_alphas if alphas is None else alphas.shape[0])
              else _SampleSpace(design, X, sample_weight, y_tilde))
+    space.finish = _SupportFinish(space) if get_policy().path_support_finish else None
     alpha_max = float(np.max(np.abs(stats[2]))) if p else 0.0
     alphas = _lasso_grid(alphas, alpha_max, n_alphas, eps)
     n_alphas = alphas.shape[0]

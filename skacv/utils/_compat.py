@@ -2,9 +2,14 @@
 
 scikit-learn keeps these names stable within the versions skacv supports
 (``scikit-learn>=1.6``, tested against the oldest and the newest in CI);
-when one moves, this module is the only one to change.
+when one moves, this module is the only one to change. It also holds
+:func:`conjugate_gradient`, scipy's ``cg`` across the renaming of its
+tolerance (``tol`` became ``rtol`` in scipy 1.12, ``tol`` was removed later).
 """
 
+import inspect
+
+from scipy.sparse.linalg import cg
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import (
     HasMethods,
@@ -25,5 +30,39 @@ __all__ = [
     "_num_samples",
     "_raise_for_params",
     "_routing_enabled",
+    "conjugate_gradient",
     "validate_params",
 ]
+
+# the name of cg's relative tolerance in the installed scipy
+_CG_RTOL = "rtol" if "rtol" in inspect.signature(cg).parameters else "tol"
+
+
+def conjugate_gradient(A, b, x0, rtol, atol, maxiter):
+    """``scipy.sparse.linalg.cg(A, b, x0=x0, rtol=rtol, atol=atol,
+    maxiter=maxiter)`` on every supported scipy (>= 1.10).
+
+    Parameters
+    ----------
+    A : LinearOperator of shape (n, n)
+        Symmetric positive (semi-)definite.
+    b, x0 : ndarray of shape (n,)
+        Right-hand side and starting point.
+    rtol, atol : float
+        Stop at ``||b - A x|| <= max(rtol ||b||, atol)``.
+    maxiter : int
+
+    Returns
+    -------
+    x : ndarray of shape (n,)
+    n_iter : int
+        Conjugate-gradient iterations taken (products with ``A``, besides
+        the one of the initial residual).
+    """
+    n_iter = [0]
+
+    def count(xk):
+        n_iter[0] += 1
+
+    x, _ = cg(A, b, x0=x0, atol=atol, maxiter=maxiter, callback=count, **{_CG_RTOL: rtol})
+    return x, n_iter[0]
