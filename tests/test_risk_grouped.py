@@ -396,7 +396,7 @@ def test_probe_noise_is_the_jackknife_of_the_probes(m):
 
 def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch):
     """``n_probes="auto"`` with the pooled probes: the chain starts with
-    ``POOLED_MIN_PROBES`` (here on 300 samples: ``POOLED_FEW_PROBES_SAMPLES``
+    ``POOLED_MIN_PROBES`` (here 8, on 300 samples: ``POOLED_FEW_PROBES_SAMPLES``
     set to 0) and grows while the jackknife's probe noise is above the
     target. Equicorrelated 300 x 450, FISTA, 60 steps, 12 probe draws:
 
@@ -408,6 +408,7 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch
       exact traces falls (measured: mean 0.82 % against 1.27 % with 8
       probes, smaller in 9 of 12 draws): asserted at most 0.8 times."""
     monkeypatch.setattr(engine, "POOLED_FEW_PROBES_SAMPLES", 0)
+    monkeypatch.setattr(engine, "POOLED_MIN_PROBES", 8)
     n, p, T = 300, 450, 60
     X, y = _equicorrelated(n, p)
     kw = dict(alpha=0.1 * np.sqrt(np.log(p) / n), max_iter=T)
@@ -418,7 +419,7 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch
 
     monkeypatch.setattr(grouped, "POOLED_NOISE_TARGET", 1.0)
     few = [TrajectoryLasso(random_state=s, **kw).fit(X, y) for s in range(12)]
-    assert all(e.risk_diagnostics_.n_probes == grouped.POOLED_MIN_PROBES for e in few)
+    assert all(e.risk_diagnostics_.n_probes == 8 for e in few)
     same = TrajectoryLasso(random_state=0, n_probes=8, probe_scheme="pooled", **kw).fit(X, y)
     np.testing.assert_array_equal(few[0].risk_path_, same.risk_path_)
     assert same.risk_diagnostics_.probe_noise is None  # measured with "auto" only

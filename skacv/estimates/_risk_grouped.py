@@ -94,12 +94,15 @@ POOLED_PROBES = 32
 #: :data:`POOLED_PROBES`) and grows (to at most :data:`POOLED_PROBES`)
 #: while the probe noise of ``risk_path_`` (:func:`probe_noise`) is above
 #: :data:`POOLED_NOISE_TARGET`
-POOLED_MIN_PROBES = 8
+POOLED_MIN_PROBES = 16
 #: the noise falls fast with the samples: 8 probes gave 1.9 %, 0.9 % and
 #: 0.2 % rms relative standard error at 1000 x 1500, 2000 x 3000 and 4000 x
 #: 6000 (``bench_vs_cv.py``'s equicorrelated FISTA paths, T = 150, 6 draws);
 #: below this many samples the chain starts with all the probes (a growth
-#: is a second pass over the path)
+#: is a second pass over the path). 16 probes to start with, not 8: at 2000
+#: samples 8 grew to 24-32 on T = 300 paths (a second pass: 4.2 fits against
+#: 3.5 starting with 16), and a product with 16 columns costs little more
+#: than one with 8 (``chain_min_columns`` of the speed policy)
 POOLED_FEW_PROBES_SAMPLES = 2000
 #: the root-mean-square relative standard error of ``risk_path_`` over the
 #: iterates that the adaptive pooled chain aims at: what 32 probes gave on

@@ -94,7 +94,7 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         costs at most 4 times 10 probes (linear solvers: an eigendecomposition
         of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
         samples), else the pooled probes' one chain: 32 probes below 2000
-        samples; from 2000 samples on, 8 probes, grown (to 16 or 32, in
+        samples; from 2000 samples on, 16 probes, grown (to 32, in
         another pass of the chain) while a jackknife over the probes finds
         the relative standard error of ``risk_path_`` above 0.8 %
         (``risk_diagnostics_``); 10 probes with any other ``probe_scheme``.
