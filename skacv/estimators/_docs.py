@@ -43,7 +43,8 @@ DOC_ATTRIBUTES = """
         ``df_fraction``, ``amplification`` and ``support`` (arrays of shape
         ``(n_iter_ + 1,)``; ``support`` is ``None`` without an l1 penalty)
         behind ``risk_reliable_``; ``n_probes`` (int, the Hutchinson probes
-        used, ``None`` for exact traces) and ``probe_noise`` (float, the
+        used; ``None`` for exact traces, the settled form of long paths and
+        robust or mini-batch estimates, which do not record it) and ``probe_noise`` (float, the
         root-mean-square over the iterates of the relative standard error of
         ``risk_path_`` due to the probes, by a jackknife over groups of
         probes; measured only where ``n_probes="auto"`` chooses the pooled
