@@ -444,8 +444,8 @@ def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch,
     seen = []
     real = risk_module._grow_pooled
 
-    def spy(design, iteration, coef_path, state, readout, replicate_risk, verbose=0):
-        out = real(design, iteration, coef_path, state, readout, replicate_risk, verbose)
+    def spy(design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose=0):
+        out = real(design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose)
         A, Av = out[0], out[1]
         seen.append((readout(A, Av)[0], replicate_risk(A, Av)))
         return out

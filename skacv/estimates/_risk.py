@@ -25,6 +25,7 @@ estimate checks its ``(T + 1) x (T + 1)`` matrices against
 ``path_memory_limit`` before allocating them.
 """
 
+import functools
 import time
 
 import numpy as np
@@ -336,23 +337,28 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                                          return_residuals=True, F_sources=Fv)
         return risk, G, R, K, None, None
 
-    inner = []
+    @functools.cache
+    def inner_products():
+        """The residuals' inner products (``F^T F``; with a clipped
+        extrapolation also ``F^T F_v`` and ``F_v^T F_v``), formed once."""
+        if prods is not None:
+            return prods
+        if Fv is None:
+            return Bunch(FF=F.T @ F)
+        return Bunch(FF=F.T @ F, FFv=F.T @ Fv, FvFv=Fv.T @ Fv)
 
     def replicate_risk(A, Av):
         """The risk alone (the jackknife's replicates): from the residuals'
         inner products (:func:`risk_from_products`, ``O(T^3)`` flops each
-        after one ``O(n T^2)``), formed at the first call."""
-        if not inner:
-            inner.append(prods if prods is not None else Bunch(FF=F.T @ F) if Fv is None
-                         else Bunch(FF=F.T @ F, FFv=F.T @ Fv, FvFv=Fv.T @ Fv))
-        return risk_from_products(inner[0], A, design.n_eff, design.fit_intercept,
+        after one ``O(n T^2)``)."""
+        return risk_from_products(inner_products(), A, design.n_eff, design.fit_intercept,
                                   A_sources=Av if has_momentum else None,
                                   iteration=iteration)[0]
 
     with small_blas(flops):  # the corrections of T x T matrices
         noise, used = None, getattr(state, "m", getattr(strategy, "n_probes", None))
         if adaptive:
-            A, Av, state, out, noise = _grow_pooled(design, iteration, coef_path, state,
+            A, Av, state, out, noise = _grow_pooled(design, iteration, coef_path, state, A, Av,
                                                     readout, replicate_risk, verbose)
             used = state.m
             state = state if _keep_state else None
@@ -381,10 +387,12 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                  n_probes=used, probe_noise=noise)
 
 
-def _grow_pooled(design, iteration, coef_path, state, readout, replicate_risk, verbose=0):
+def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_risk,
+                 verbose=0):
     """``n_probes="auto"`` with the pooled probes: the readout of the
-    pooled chain's ``state`` (``readout(A, A_sources)``, its first item the
-    risk), and more probes (:func:`~skacv.estimates._risk_grouped.extend_pooled`)
+    pooled chain's ``state`` (whose memory matrices are ``A``, ``Av``;
+    ``readout(A, A_sources)``, its first item the risk), and more probes
+    (:func:`~skacv.estimates._risk_grouped.extend_pooled`)
     while the probe noise of the risk, estimated by a jackknife over groups
     of probes (:func:`~skacv.estimates._risk_grouped.probe_noise`; the
     replicates by ``replicate_risk(A, A_sources)``), asks for them
@@ -397,9 +405,8 @@ def _grow_pooled(design, iteration, coef_path, state, readout, replicate_risk, v
     template = (None if state.nodes is None else
                 template_matrices(design, iteration, coef_path, None, nodes=state.nodes))
     while True:
-        A, Av = pooled_matrices(state, template)
         out = readout(A, Av)
-        if state.m >= POOLED_PROBES:  # nothing to decide
+        if state.m >= POOLED_PROBES:  # grown to all the probes: nothing to decide
             return A, Av, state, out, None
         replicates = [replicate_risk(*pooled_matrices(state, template, kept))
                       for kept in jackknife_probes(state.m)]
@@ -411,6 +418,7 @@ def _grow_pooled(design, iteration, coef_path, state, readout, replicate_risk, v
         if m == state.m:
             return A, Av, state, out, noise
         state = extend_pooled(design, iteration, coef_path, state, m - state.m, verbose)
+        A, Av = pooled_matrices(state, template)
 
 
 def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, random_state,

@@ -400,12 +400,14 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     if probe_scheme in (None, "auto") and stands_for_rows():
         probe_scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
     scheme = choose_scheme(iteration, n_probes, T, probe_scheme)
-    adaptive = adaptive and scheme == "pooled" and auto_probes
     if scheme == "pooled" and auto_probes:
         n_probes = POOLED_PROBES
-        if adaptive:
-            n_probes = (state.m if isinstance(state, PooledState) else POOLED_MIN_PROBES
-                        if design.n_samples >= POOLED_FEW_PROBES_SAMPLES else POOLED_PROBES)
+        if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
+            n_probes = state.m
+        elif adaptive and design.n_samples >= POOLED_FEW_PROBES_SAMPLES:
+            n_probes = POOLED_MIN_PROBES
+    # a chain that starts with all the probes has nothing to grow
+    adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
     _check_budget(design, coef_path, n_probes, scheme)
     if scheme == "independent":
         return IndependentChains(int(n_probes), dtype)

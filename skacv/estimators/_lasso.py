@@ -62,9 +62,10 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         of ``X`` when there is an intercept or sample weights).
     estimate_risk : bool, default=True
         Compute ``risk_path_``. With the default probes (``probe_scheme``)
-        its Jacobian chains advance 32 columns a step restricted to the
-        support: about ``32 s^2`` flops a step against the fit's ``2 n p``
-        (``s`` the union of the supports), a few fits on wide supports,
+        its Jacobian chains advance ``m`` columns a step restricted to the
+        support (``m`` = 16 or 32 probes, ``n_probes``): about ``2 m s^2``
+        flops a step against the fit's ``4 n p`` (``s`` the union of the
+        supports), a few fits on wide supports,
         far less on sparse ones; a path whose support settles after 512
         steps or more costs time linear in its length from there on.
         :class:`~skacv.TrajectoryEarlyStoppingCV` chooses by this estimate
