@@ -15,6 +15,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context as sk_config_context
 from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.exceptions import UnsetMetadataPassedError
+from sklearn.linear_model import Lasso
 from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -442,8 +443,9 @@ def _fake_alpha_path(monkeypatch, risk_of_alpha):
 def test_path_search_logic(monkeypatch, neighbors):
     X, y = _data()
     alphas = [0.4, 0.2, 0.1, 0.05, 0.025]
-    # the fake converged risk is smallest at alpha = 0.1 (row 2)
-    calls = _fake_alpha_path(monkeypatch, lambda a: (np.log(a) - np.log(0.1)) ** 2)
+    # the fake converged risk is smallest at alpha = 0.1 (row 2), and above
+    # every iterate's risk (the trajectory's limit does not compete)
+    calls = _fake_alpha_path(monkeypatch, lambda a: 1e6 + (np.log(a) - np.log(0.1)) ** 2)
     w = np.ones(X.shape[0])
     base = TrajectoryLasso(max_iter=30, random_state=0)
     search = _pinned(base, search="path", param_grid={"alpha": alphas},
@@ -460,9 +462,75 @@ def test_path_search_logic(monkeypatch, neighbors):
     assert search.best_iteration_ == int(np.argmin(fits[r_best].risk_path_))
     res = search.cv_results_
     assert_array_equal(res["trajectory_fitted"], [r in rows for r in range(5)])
-    assert_allclose(res["path_risk"], (np.log(alphas) - np.log(0.1)) ** 2)
+    assert_allclose(res["path_risk"], 1e6 + (np.log(alphas) - np.log(0.1)) ** 2)
     assert res["best_iteration"].mask.tolist() == [r not in rows for r in range(5)]
     assert [r for r in range(5) if res["risk_path"][r] is not None] == rows
+
+
+def test_path_search_selects_the_converged_fit_when_it_scores_lower(monkeypatch):
+    X, y = _data()
+    alphas = [0.4, 0.2, 0.1, 0.05]
+    # converged risks far below any iterate's: the trajectory's limit wins
+    _fake_alpha_path(monkeypatch, lambda a: 1e-3 * (1 + (np.log(a) - np.log(0.2)) ** 2))
+    base = TrajectoryLasso(max_iter=20, random_state=0)
+    search = _pinned(base, search="path", param_grid={"alpha": alphas}).fit(X, y)
+    traj = clone(base).set_params(alpha=0.2).fit(X, y)
+    assert search.best_params_ == {"alpha": 0.2}
+    assert search.best_iteration_ is None
+    assert search.best_risk_ == pytest.approx(1e-3)
+    assert search.best_score_ == -search.best_risk_
+    # the fake path's solution (zeros) is the model; the trajectory is kept
+    assert_array_equal(search.coef_, np.zeros(X.shape[1]))
+    assert_allclose(search.predict(X), np.zeros(X.shape[0]))
+    assert_allclose(search.risk_path_, traj.risk_path_)
+    assert search.cv_results_["best_iteration"][1] == int(np.argmin(traj.risk_path_))
+    # methods that read "the selected iterate" refuse to guess one
+    with pytest.raises(ValueError, match="converged fit"):
+        search.estimator_.debiased_coef()
+    assert_allclose(search.estimator_.debiased_coef(iteration=-1),
+                    traj.debiased_coef(iteration=-1))
+
+
+def _equicorrelated(n, p, rho, s=10, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + np.sqrt(rho) * rng.standard_normal((n, 1))
+    beta = np.zeros(p)
+    beta[:s] = 1.0
+    return X, X @ beta + rng.standard_normal(n) + 2.0, beta
+
+
+def test_converged_fit_competes_with_the_iterates_by_the_same_criterion():
+    """A trajectory cut off at max_iter loses to its limit, the converged
+    fit: its true risk is lower than every iterate's (closed form, Sigma
+    known); with room to run, the early-stopped iterate wins."""
+    rho = 0.5
+    X, y, beta = _equicorrelated(200, 300, rho)
+    alpha_max = np.abs((X - X.mean(0)).T @ (y - y.mean())).max() / X.shape[0]
+    grid = {"alpha": np.geomspace(alpha_max, alpha_max * 1e-2, 8)}
+
+    def true_risk(coef, intercept):
+        h = coef - beta.reshape(-1, *[1] * (np.ndim(coef) - 1))
+        return (1 - rho) * (h**2).sum(0) + rho * h.sum(0) ** 2 + (intercept - 2.0) ** 2 + 1
+
+    short = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=10), param_grid=grid,
+                                      random_state=0, path_params={"tol": 1e-10})
+    with pytest.warns(SelectionBoundaryWarning, match="still improving at max_iter=10"):
+        short.fit(X, y)
+    assert short.criterion_ == "risk" and short.best_iteration_ is None
+    row = short.best_index_
+    assert short.best_risk_ == short.cv_results_["path_risk"][row]
+    assert short.best_risk_ < np.min(short.risk_path_)
+    lasso = Lasso(alpha=short.best_params_["alpha"], tol=1e-12, max_iter=100_000).fit(X, y)
+    assert_allclose(short.coef_, lasso.coef_, atol=1e-8)
+    assert_allclose(short.intercept_, lasso.intercept_, atol=1e-8)
+    est = short.estimator_
+    path_truth = true_risk(est.coef_path_, est.intercept_path_)
+    assert true_risk(short.coef_, short.intercept_) < 0.5 * path_truth.min()
+    long = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=1000), param_grid=grid,
+                                     random_state=0, path_params={"tol": 1e-10}).fit(X, y)
+    assert isinstance(long.best_iteration_, int)
+    assert long.best_risk_ < long.cv_results_["path_risk"][long.best_index_]
+    assert_allclose(long.coef_, long.estimator_.coef_path_[:, long.best_iteration_])
 
 
 def test_path_search_with_the_real_alpha_path():
@@ -482,8 +550,11 @@ def test_path_search_with_the_real_alpha_path():
 @parametrize_with_checks([
     TrajectoryEarlyStoppingCV(IterativeRidge(max_iter=30, n_probes=None),
                               param_grid={"alpha": [0.1, 10.0]}),
+    # path_params: the converged fit, when selected, solved far below the
+    # weight checks' rtol (the default gap tolerance, 1e-4, is a solver's)
     TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01, max_iter=30, n_probes=None),
-                              param_grid={"alpha": [0.01, 0.001]}),
+                              param_grid={"alpha": [0.01, 0.001]},
+                              path_params={"tol": 1e-12}),
     TrajectoryEarlyStoppingCV(IterativeRidge(solver="nesterov", max_iter=30, random_state=0)),
     # every default, as a new user writes it (criterion, search and n_probes "auto")
     TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01)),
@@ -862,10 +933,17 @@ def test_each_criterion_chooses_alpha_and_iteration_by_its_own_quantity():
             assert_allclose(res[f"path_{crit}"], truth, rtol=1e-4)
         assert search.best_params_ == {"alpha": alphas[int(np.argmin(truth))]}
         chosen[crit] = search.best_params_["alpha"]
-        # the iteration: the argmin of the same criterion along the trajectory
+        # the iteration: the argmin of the same criterion along the trajectory,
+        # or its limit, the converged fit, where that scores lower
         path = getattr(search, f"{crit}_path_")
-        assert search.best_iteration_ == int(np.argmin(path))
-        assert search.best_risk_ == path[search.best_iteration_]
+        converged = res[f"path_{crit}"][search.best_index_]
+        if converged < path.min():
+            assert search.best_iteration_ is None and search.best_risk_ == converged
+            lasso = Lasso(alpha=search.best_params_["alpha"], tol=1e-12, max_iter=100000)
+            assert_allclose(search.coef_, lasso.fit(X, y).coef_, atol=1e-7)
+        else:
+            assert search.best_iteration_ == int(np.argmin(path))
+            assert search.best_risk_ == path[search.best_iteration_]
         assert len(res["params"]) == len(alphas)
         for other in {"risk", "loo", "kfold"} - {crit}:
             assert f"path_{other}" not in res or other == "risk"

@@ -406,14 +406,20 @@ class UncertaintyMixin:
         """Record that ``coef_`` is now the stored path's iterate ``iteration``
         (:func:`~skacv.model_selection._results.set_iterate`: the choice of
         :class:`~skacv.TrajectoryEarlyStoppingCV`), the default of the methods
-        below while ``coef_`` stays that array."""
-        self._coef_iterate = (int(iteration), self.coef_)
+        below while ``coef_`` stays that array; ``None``: ``coef_`` is a
+        converged fit, no iterate (``search="path"``)."""
+        self._coef_iterate = (None if iteration is None else int(iteration), self.coef_)
 
     def _current_iterate(self):
         """The iterate of ``coef_``: the one recorded by
         :meth:`_coef_is_iterate`, else the last."""
         record = getattr(self, "_coef_iterate", None)
         if record is not None and record[1] is self.coef_:
+            if record[0] is None:
+                raise ValueError(
+                    "coef_ is the converged fit that TrajectoryEarlyStoppingCV selected "
+                    "(search='path'), not an iterate of the stored path: pass iteration= "
+                    "explicitly (e.g. iteration=-1, the last iterate).")
             return int(record[0])
         return self.coef_path_.shape[1] - 1
 

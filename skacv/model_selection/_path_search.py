@@ -4,19 +4,26 @@ The whole alpha path is solved to convergence with warm starts
 (:func:`skacv.risk_alpha_path`) and scored there (the converged risk, the
 converged leave-one-out, or K-fold CV of each fold's converged path);
 :class:`~skacv.TrajectoryEarlyStoppingCV` then fits the trajectories of the
-chosen alpha and its neighbours to choose the iteration.
+chosen alpha and its neighbours to choose the iteration. The converged fit
+of the chosen alpha is the limit of its trajectory and competes with the
+iterates by the same criterion (:func:`converged_choice`): it is selected when
+it scores lower than all of them, as where the trajectory stops at
+``max_iter`` while its estimate still falls.
 """
 
 import dataclasses
 import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import Bunch
 
+from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
+from ._stages import TIE_RTOL
 
 
 @dataclasses.dataclass
@@ -158,6 +165,68 @@ def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options):
         total += w @ (y[test, None] - pred) ** 2
         weight += float(w.sum())
     return total / weight
+
+
+@dataclasses.dataclass
+class ConvergedChoice:
+    """The converged fit of the chosen alpha, selected over the iterates of
+    its trajectory (:func:`converged_choice`).
+
+    Attributes
+    ----------
+    coef : ndarray of shape (n_features,)
+        The alpha path's solution.
+    intercept : float
+        Its intercept.
+    score : float
+        The criterion at convergence (``best_risk_``).
+    trajectory_min : float
+        The smallest value of the criterion along the trajectory.
+    trajectory_iteration : int
+        Where the trajectory reached it.
+    """
+
+    coef: np.ndarray
+    intercept: float
+    score: float
+    trajectory_min: float
+    trajectory_iteration: int
+
+
+def converged_choice(scores, row, trajectory_min, trajectory_iteration):
+    """The converged fit of the grid's row ``row`` (:class:`ConvergedChoice`)
+    when it scores lower than every iterate of that alpha's trajectory, else
+    ``None``.
+
+    The criterion at convergence (the converged risk, the converged
+    leave-one-out, K-fold CV of the folds' converged fits) is the limit of
+    the criterion along the trajectory (``risk_path_``, ``loo_path_``,
+    ``kfold_path_``), so the converged fit is one more candidate of the same
+    criterion: the trajectory's limit. It wins where the trajectory stops
+    (at ``max_iter``) before its estimate reaches that limit; ties go to the
+    iterate (the early-stopped model).
+    """
+    score = float(scores.score[row])
+    if (row >= scores.path.alphas.shape[0] or not np.isfinite(score)
+            or not score < trajectory_min - TIE_RTOL * abs(trajectory_min)):
+        return None
+    return ConvergedChoice(np.array(scores.path.coefs[:, row]),
+                           float(scores.path.intercepts[row]), score, float(trajectory_min),
+                           int(trajectory_iteration))
+
+
+def warn_converged(choice, alpha, max_iter, criterion):
+    """Say that the converged fit was selected over an iterate cut off at
+    ``max_iter`` (the fix: raise it); nothing when the trajectory reached
+    its own minimum before."""
+    if choice is None or max_iter is None or choice.trajectory_iteration < max_iter:
+        return
+    warnings.warn(
+        f"The trajectory of alpha={alpha!r} was still improving at max_iter={max_iter} "
+        f"(estimated {criterion} {choice.trajectory_min:.6g}), above the converged fit of "
+        f"that alpha ({choice.score:.6g}): the converged fit is selected (best_iteration_ "
+        f"is None). Raise max_iter (e.g. to {2 * max_iter}) to select an early-stopped "
+        "iterate.", SelectionBoundaryWarning, stacklevel=5)
 
 
 def too_few_message(n_samples, criterion, df):

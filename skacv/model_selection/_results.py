@@ -170,40 +170,51 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion):
                     f"(param_grid) beyond {chosen!r}.", SelectionBoundaryWarning,
                     stacklevel=5)
             break
-    if isinstance(max_iter, Integral) and best_iteration >= max_iter:
+    if isinstance(max_iter, Integral) and best_iteration is not None \
+            and best_iteration >= max_iter:
         warnings.warn(
             f"The chosen iteration is the last one, max_iter={max_iter}: the "
             f"{criterion} estimate was still decreasing there. Raise max_iter "
             f"(e.g. to {2 * max_iter}).", SelectionBoundaryWarning, stacklevel=5)
 
 
-def set_iterate(estimator, iteration):
+def set_iterate(estimator, iteration, coef=None, intercept=None):
     """Make ``coef_`` / ``intercept_`` of a fitted trajectory estimator the
-    iterate ``iteration`` of its stored path (in place; the path is kept).
+    iterate ``iteration`` of its stored path (in place; the path is kept),
+    or, with ``iteration=None``, the given ``coef`` and ``intercept`` (the
+    converged fit that ``search="path"`` selected over the iterates).
 
     Parameters
     ----------
     estimator : fitted trajectory estimator
         Has ``coef_path_`` (iterations on the last axis) and ``intercept_path_``.
-    iteration : int
+    iteration : int or None
         Index into the path, ``0 <= iteration <= n_iter_``.
+    coef : ndarray of shape (n_features,), optional
+        With ``iteration=None``: the coefficients.
+    intercept : float, optional
+        With ``iteration=None``: the intercept.
 
     Returns
     -------
     estimator : object
         The same estimator.
     """
-    n_path = estimator.coef_path_.shape[-1]
-    if not 0 <= iteration < n_path:
-        raise ValueError(f"iteration must be in [0, {n_path - 1}], got {iteration}.")
     coef_shape = np.shape(estimator.coef_)
-    estimator.coef_ = np.array(estimator.coef_path_[..., iteration]).reshape(coef_shape)
-    intercept = estimator.intercept_path_[..., iteration]
-    if np.ndim(estimator.intercept_):
-        intercept = np.array(intercept).reshape(np.shape(estimator.intercept_))
-    estimator.intercept_ = intercept
+    if iteration is None:
+        estimator.coef_ = np.asarray(coef, dtype=estimator.coef_path_.dtype).reshape(coef_shape)
+        estimator.intercept_ = intercept
+    else:
+        n_path = estimator.coef_path_.shape[-1]
+        if not 0 <= iteration < n_path:
+            raise ValueError(f"iteration must be in [0, {n_path - 1}], got {iteration}.")
+        estimator.coef_ = np.array(estimator.coef_path_[..., iteration]).reshape(coef_shape)
+        intercept = estimator.intercept_path_[..., iteration]
+        if np.ndim(estimator.intercept_):
+            intercept = np.array(intercept).reshape(np.shape(estimator.intercept_))
+        estimator.intercept_ = intercept
     # the methods that default to the iterate of coef_ (debiased_coef, ...)
     record = getattr(estimator, "_coef_is_iterate", None)
     if record is not None:
-        record(int(iteration))
+        record(iteration)
     return estimator

@@ -39,7 +39,7 @@ from ._alpha_path import supports_alpha_path
 from ._criteria import CRITERIA, PATH_ATTRS, auto_criterion, reports_both, switch_estimates
 from ._delegate import SelectedIterateMixin
 from ._kfold_search import fit_kfold, kfold_splits
-from ._path_search import score_alpha_path
+from ._path_search import converged_choice, score_alpha_path, warn_converged
 from ._results import (
     UndefinedEstimate,
     cv_results,
@@ -191,7 +191,11 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         at convergence (the converged risk; the converged leave-one-out;
         K-fold CV of the converged fits of each fold), picks alpha there,
         then fits the from-zero trajectory at that alpha (and
-        ``path_neighbors`` alphas on each side) to pick the iteration.
+        ``path_neighbors`` alphas on each side) to pick the iteration. The
+        converged fit, the trajectory's limit, is a candidate of the same
+        criterion: it is selected (``best_iteration_ = None``) when it scores
+        lower than every iterate, e.g. a trajectory still improving at
+        ``max_iter`` (a SelectionBoundaryWarning then says so).
     path_neighbors : int, default=0
         ``search="path"`` only: number of alphas on each side of the path's
         choice whose trajectories are fitted too; the joint argmin over those
@@ -257,19 +261,21 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     estimator_ : estimator object
         The fitted clone of the selected grid point. Its whole path
         (``coef_path_``, ``risk_path_``, ...) is kept; its ``coef_`` and
-        ``intercept_`` are the selected iterate, so ``estimator_.predict``
-        predicts with it.
-    best_iteration_ : int
-        Selected iteration (``0`` is the starting point).
+        ``intercept_`` are the selected iterate (or converged fit), so
+        ``estimator_.predict`` predicts with it.
+    best_iteration_ : int or None
+        Selected iteration (``0`` is the starting point); ``None`` when
+        ``search="path"`` selected the converged fit of the chosen alpha.
     best_params_ : dict
         Selected grid point (``{}`` without ``param_grid``).
     best_index_ : int
         Row of ``cv_results_`` of the selected grid point.
     best_risk_ : float
         The criterion at the selection (the ``risk_path_``, ``loo_path_``
-        or ``kfold_path_`` value of ``criterion_`` at ``best_iteration_``),
-        an estimate of ``E[(y_new - f(x_new))^2]`` for regressors, the
-        log-loss for classifiers. Lower is better.
+        or ``kfold_path_`` value of ``criterion_`` at ``best_iteration_``, or
+        ``cv_results_["path_<criterion>"]`` of a converged fit), an estimate
+        of ``E[(y_new - f(x_new))^2]`` for regressors, the log-loss for
+        classifiers. Lower is better.
     best_score_ : float
         ``-best_risk_``: higher is better, as ``GridSearchCV.best_score_``
         (whose regression scorers are negated errors too).
@@ -579,9 +585,15 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         self._warn_boundary()
         est = self.estimator_
         selected = self._selected_paths
-        self.best_risk_ = float(selected[CRITERIA[self.criterion_][0]][self.best_iteration_])
-        self.best_score_ = -self.best_risk_
-        set_iterate(est, self.best_iteration_)
+        if self._converged is None:
+            self.best_risk_ = float(selected[CRITERIA[self.criterion_][0]][self.best_iteration_])
+            self.best_score_ = -self.best_risk_
+        if self._converged is None:
+            set_iterate(est, self.best_iteration_)
+        else:  # search="path": the trajectory's limit, the converged fit
+            self.best_risk_ = self._converged.score
+            self.best_score_ = -self.best_risk_
+            set_iterate(est, None, self._converged.coef, self._converged.intercept)
         for name in ("risk_path_", "loo_path_", "kfold_path_", "feature_names_in_"):
             if hasattr(self, name):
                 delattr(self, name)
@@ -593,7 +605,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             self.n_splits_ = len(self._splits)
         elif hasattr(self, "n_splits_"):
             del self.n_splits_
-        del self._selected_paths, self._splits
+        del self._selected_paths, self._splits, self._converged
         self.n_features_in_ = est.n_features_in_
         if self.verbose:
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
@@ -603,6 +615,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     def _search(self, X, y, routed):
         # the alpha path and the candidates fitted in this thread share the
         # design of X (one centred copy, one Gram matrix; skacv.linalg._design)
+        self._converged = None  # search="path" may select the converged fit
         with shared_designs():
             if self.search_ == "path":
                 self._fit_path_search(X, y, routed)
@@ -612,7 +625,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     def _unreliable_risk(self):
         """Why the risk estimate of an ``"auto"`` choice cannot be trusted
         (``None`` when it can; :func:`~skacv.model_selection._results.unreliable_risk`)."""
-        if not (self.criterion == "auto" and self.criterion_ == "risk"):
+        if not (self.criterion == "auto" and self.criterion_ == "risk") or self._converged:
             return None
         return unreliable_risk(self._selected_paths.get("risk_reliable_"),
                                self.best_iteration_, self.n_iter_no_change)
@@ -656,6 +669,10 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         candidates = [{"alpha": scores.values[r]} for r in rows]
         paths, times, kept = self._fit_candidates(candidates, X, y, fit_params)
         mins, best_iters = self._keep(candidates, paths, kept, rows)
+        i = rows.index(self.best_index_)
+        self._converged = converged_choice(scores, self.best_index_, mins[i], best_iters[i])
+        if self._converged is not None:
+            self.best_iteration_ = None
         results = cv_results([{"alpha": v} for v in scores.values], crit, paths, mins,
                              best_iters, times, rows=rows, n_rows=n_grid)
         results.update(scores.columns(crit))
@@ -669,5 +686,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         if self.search_ == "path":
             grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}]
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
+        warn_converged(self._converged, self.best_params_.get("alpha"),
+                       params.get("max_iter"), self.criterion_)
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
                       self.criterion_)
