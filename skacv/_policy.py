@@ -55,6 +55,10 @@ class SpeedPolicy:
         columns when there are at most this share of them (or this many),
         else multiplies by the dense vector: gathering ``m`` columns of a
         row-major ``X`` reads about ``m`` cache lines per row.
+    correction_block_bytes : int
+        The clipped extrapolation's sparse correction of the gradient points'
+        residuals (:func:`skacv.estimates._risk_readout.subtract_correction`)
+        gathers the columns it reads by blocks of about this many bytes.
     covariance_max_features : int
         The fit loop of full-batch least squares (and the folds and the
         alpha path) may run in the covariance form, one product with the p x
@@ -152,6 +156,11 @@ class SpeedPolicy:
     risk_cheap_flops : float
         Chains of at most this many flops (a fraction of a second) are never
         refused by a ``risk_time_budget`` (:func:`skacv.get_config`).
+    chain_fused_rows : int or None
+        The Jacobian chains' primal products ``X~_S^T (X~_S V)`` run by
+        blocks of this many rows of ``X~``, both products of a block while
+        it is in cache (:func:`skacv.estimates._risk_propagate.primal_product`;
+        ``None``: two products over all the rows, reading ``X~`` twice).
     chain_chunk_bytes : int
         The risk estimate's Jacobian chains are advanced by groups of
         columns of about this many bytes, in cache (tangent, traces and
@@ -219,6 +228,7 @@ class SpeedPolicy:
     panel_bytes: int = 2 * 2**20
     columns_gather_share: float = 1 / 40
     columns_gather_min: int = 32
+    correction_block_bytes: int = 64 * 2**20
     covariance_max_features: int = 2000
     covariance_gemm_advantage: float = 16.0
     covariance_path: bool = True
@@ -250,6 +260,7 @@ class SpeedPolicy:
     chain_gemm_advantage: float = 8.0
     chain_min_columns: int = 16
     risk_cheap_flops: float = 4e9
+    chain_fused_rows: int | None = 64
     chain_chunk_bytes: int = 2**20
     chain_gram_cache_bytes: int = 256 * 2**20
     chain_split_min_gain: float = 1.2

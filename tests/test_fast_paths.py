@@ -18,8 +18,8 @@ from numpy.testing import assert_allclose
 
 import skacv.linalg._design as design_module
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
-from skacv._policy import policy_context
-from skacv.estimates import _loo
+from skacv._policy import get_policy, policy_context
+from skacv.estimates import _loo, _risk_propagate
 from skacv.model_selection import _fold_designs, _lasso_path
 from skacv.model_selection._fold_designs import FoldCovariance
 from skacv.model_selection._kfold import StackedFolds
@@ -156,6 +156,21 @@ def loo_float32_gram(monkeypatch):
     return {"loo_path_": est.loo_path_}, np.float32 in dtypes
 
 
+def chain_fused_rows(monkeypatch):
+    """The Jacobian chains' primal products by blocks of rows of X~ (both
+    products of a block in cache) against two products over all the rows:
+    the same risk estimate (float64 chains: rounding of another order of
+    sums). The restricted Gram matrix is refused, so that every product of
+    the chains is a primal one."""
+    X, y, sw = _data(150, 300)
+    monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
+    spy = _Spy(monkeypatch, _risk_propagate, "primal_product")
+    est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=8,
+                          chain_dtype="float64", random_state=0).fit(X, y, sample_weight=sw)
+    blocked = get_policy().chain_fused_rows is not None
+    return {"risk_path_": est.risk_path_}, spy.calls > 0 and blocked
+
+
 @dataclasses.dataclass(frozen=True)
 class FastPath:
     run: Callable
@@ -189,6 +204,8 @@ FAST_PATHS = {
                                 {"covariance_path": False}, rtol=1e-7),
     "path_support_finish": FastPath(path_support_finish, {"path_support_finish": True},
                                     {"path_support_finish": False}, rtol=1e-7),
+    "chain_fused_rows": FastPath(chain_fused_rows, {"chain_fused_rows": 16},
+                                 {"chain_fused_rows": None}),
     "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},
                                  {"loo_float32_min_features": 10**9}, rtol=1e-6),
 }

@@ -79,6 +79,22 @@ def test_from_search_marks_best_iteration_and_uses_given_axes():
                               f"selected iteration {search.best_iteration_}")
 
 
+def test_a_selected_converged_fit_is_a_line_not_an_iteration():
+    X, y, Xt, yt = _data()
+    # 3 iterations: the converged fit of the chosen alpha scores lower
+    search = _pinned(TrajectoryLasso(max_iter=3, random_state=0), search="path",
+                     param_grid={"alpha": [0.3, 0.1, 0.03]})
+    with pytest.warns(UserWarning, match="converged fit is selected"):
+        search.fit(X, y)
+    assert search.best_iteration_ is None
+    disp = RiskPathDisplay.from_estimator(search, Xt, yt)
+    assert_allclose(disp.line_.get_ydata(), search.risk_path_)
+    assert_allclose(disp.marker_.get_ydata(), [search.best_risk_] * 2)
+    assert f"selected: converged fit ({search.best_risk_:.4g})" in _legend_texts(disp.ax_)
+    assert disp.ax_.get_title().endswith(", selected the converged fit")
+    assert "selected iteration" not in disp.ax_.get_title()
+
+
 def _scaled_data():
     """Columns on very different scales: a pipeline's scaler matters."""
     X, y, Xt, yt = _data()

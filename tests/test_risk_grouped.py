@@ -438,9 +438,10 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch
 @pytest.mark.parametrize("solver", ["ista", "fista", "fista_plain"])
 def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch, solver):
     """The jackknife's replicates take the risk from the residuals' inner
-    products (``risk_from_products`` with ``F^T F``, and ``F^T F_v``,
+    products (``risk_at_iterates`` with ``F^T F``, and ``F^T F_v``,
     ``F_v^T F_v`` for a clipped extrapolation): the same numbers as the
-    residuals' readout (``risk_from_memory``) for the same memory matrices."""
+    residuals' readout (``risk_from_memory``) for the same memory matrices,
+    at every iterate and at a few."""
     seen = []
     real = risk_module._grow_pooled
 
@@ -448,6 +449,8 @@ def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch,
         out = real(design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose)
         A, Av = out[0], out[1]
         seen.append((readout(A, Av)[0], replicate_risk(A, Av)))
+        few = np.array([1, 7, 23, 40])
+        np.testing.assert_allclose(replicate_risk(A, Av, few), seen[-1][0][few], rtol=1e-9)
         return out
 
     monkeypatch.setattr(risk_module, "_grow_pooled", spy)

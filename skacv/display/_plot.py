@@ -147,6 +147,11 @@ class RiskPathDisplay:
         Used in the title.
     error_name : str, default=None
         Label of the y axis (``None``: ``"prediction error"``).
+    converged : float, default=None
+        The criterion's value of a converged fit selected instead of an
+        iterate (:class:`~skacv.TrajectoryEarlyStoppingCV` with
+        ``search="path"`` and ``best_iteration_ = None``): drawn as a
+        horizontal line in place of the marker.
 
     Attributes
     ----------
@@ -155,7 +160,8 @@ class RiskPathDisplay:
     line_ : matplotlib Line2D
         The curve of the criterion (``lines_[criterion]``).
     marker_ : matplotlib Line2D
-        The marker of the selected iteration.
+        The marker of the selected iteration (the line of the converged
+        fit's value with ``converged``).
     ax_ : matplotlib Axes
     figure_ : matplotlib Figure
 
@@ -173,7 +179,8 @@ class RiskPathDisplay:
     """
 
     def __init__(self, *, risk=None, loo=None, test_error=None, best_iteration=None,
-                 criterion=None, estimator_name=None, error_name=None, kfold=None):
+                 criterion=None, estimator_name=None, error_name=None, kfold=None,
+                 converged=None):
         self.risk = risk
         self.loo = loo
         self.kfold = kfold
@@ -182,6 +189,7 @@ class RiskPathDisplay:
         self.criterion = criterion
         self.estimator_name = estimator_name
         self.error_name = error_name
+        self.converged = converged
 
     def _curves(self):
         curves = {
@@ -197,6 +205,21 @@ class RiskPathDisplay:
         if len(set(lengths.values())) > 1:
             raise ValueError(f"The paths have different lengths: {lengths}.")
         return curves
+
+    def _mark(self, ax, path, marker_kw):
+        """The selection: the converged fit's value as a horizontal line,
+        else a marker on the selected iteration of ``path``."""
+        if self.converged is not None:  # the selection is no iterate
+            kw = {"color": "k", "linestyle": "--", "linewidth": 1,
+                  "label": f"selected: converged fit ({self.converged:.4g})", **(marker_kw or {})}
+            return ax.axhline(self.converged, **kw)
+        best = self.best_iteration
+        best = int(np.nanargmin(path)) if best is None else int(best)
+        if not 0 <= best < path.shape[0]:
+            raise ValueError(f"best_iteration={best} is outside [0, {path.shape[0] - 1}].")
+        kw = {"marker": "o", "markersize": 8, "color": "k", "linestyle": "none",
+              "label": f"selected iteration ({best})", **(marker_kw or {})}
+        return ax.plot([best], [path[best]], **kw)[0]
 
     def plot(self, ax=None, *, name=None, risk_kw=None, loo_kw=None, test_kw=None,
              marker_kw=None, kfold_kw=None, ylim="auto"):
@@ -251,16 +274,7 @@ class RiskPathDisplay:
             default, user = styles[key]
             kw = {**default, **(user or {})}
             (self.lines_[key],) = ax.plot(np.arange(values.shape[0]), values, **kw)
-        path = curves[criterion]
-        best = self.best_iteration
-        if best is None:
-            best = int(np.nanargmin(path))
-        best = int(best)
-        if not 0 <= best < path.shape[0]:
-            raise ValueError(f"best_iteration={best} is outside [0, {path.shape[0] - 1}].")
-        kw = {"marker": "o", "markersize": 8, "color": "k", "linestyle": "none",
-              "label": f"selected iteration ({best})", **(marker_kw or {})}
-        (self.marker_,) = ax.plot([best], [path[best]], **kw)
+        self.marker_ = self._mark(ax, curves[criterion], marker_kw)
         self.line_ = self.lines_[criterion]
         ax.set_xlabel("iteration")
         ylabel = self.error_name or "prediction error"
@@ -334,8 +348,10 @@ class RiskPathDisplay:
             if X_test is not None and len(estimator.steps) > 1:
                 X_test = estimator[:-1].transform(X_test)
         inner, best, criterion, selected, kfold = final, None, None, {}, None
+        converged = None
         if hasattr(final, "best_iteration_") and hasattr(final, "estimator_"):
             inner, best, criterion = final.estimator_, final.best_iteration_, final.criterion_
+            converged = final.best_risk_ if best is None else None
             selected = dict(final.best_params_)
             kfold = getattr(final, "kfold_path_", None)
         risk = getattr(inner, "risk_path_", None)
@@ -351,12 +367,13 @@ class RiskPathDisplay:
             test = path_test_error(inner, X_test, y_test, sample_weight=sample_weight)
         error_name = "log-loss" if is_classifier(inner) else "squared error"
         disp = cls(risk=risk, loo=loo, kfold=kfold, test_error=test, best_iteration=best,
-                   criterion=criterion, estimator_name=_title(inner, selected, best),
-                   error_name=error_name)
+                   criterion=criterion, estimator_name=_title(inner, selected, best,
+                                                        converged is not None),
+                   error_name=error_name, converged=converged)
         return disp.plot(ax=ax, name=name, **kwargs)
 
 
-def _title(estimator, selected, best_iteration):
+def _title(estimator, selected, best_iteration, converged=False):
     """``"TrajectoryLasso (alpha=0.1), selected iteration 23"``: the class name,
     the penalty and the selected parameters, the selected iteration."""
     shown = {}
@@ -369,4 +386,4 @@ def _title(estimator, selected, best_iteration):
         title += " (" + ", ".join(f"{k}={_format_value(v)}" for k, v in shown.items()) + ")"
     if best_iteration is not None:
         title += f", selected iteration {int(best_iteration)}"
-    return title
+    return title + (", selected the converged fit" if converged else "")

@@ -47,6 +47,7 @@ from ._risk_grouped import (
     POOLED_PROBES,
     extend_pooled,
     jackknife_probes,
+    noise_iterates,
     pooled_matrices,
     probe_noise,
     probes_for_noise,
@@ -60,6 +61,7 @@ from ._risk_readout import (  # noqa: F401 (the readout's names, re-exported)
     residual_correction,
     residual_matrix,
     residual_products,
+    risk_at_iterates,
     risk_from_memory,
     risk_from_products,
     risk_from_sources,
@@ -347,13 +349,14 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             return Bunch(FF=F.T @ F)
         return Bunch(FF=F.T @ F, FFv=F.T @ Fv, FvFv=Fv.T @ Fv)
 
-    def replicate_risk(A, Av):
-        """The risk alone (the jackknife's replicates): from the residuals'
-        inner products (:func:`risk_from_products`, ``O(T^3)`` flops each
-        after one ``O(n T^2)``)."""
-        return risk_from_products(inner_products(), A, design.n_eff, design.fit_intercept,
-                                  A_sources=Av if has_momentum else None,
-                                  iteration=iteration)[0]
+    def replicate_risk(A, Av, iterates=None):
+        """The risk alone at ``iterates`` (``None``: all; the jackknife's
+        replicates): from the residuals' inner products
+        (:func:`risk_at_iterates`, ``O(T^2)`` flops an iterate after one
+        ``O(n T^2)``)."""
+        return risk_at_iterates(inner_products(), A, design.n_eff, design.fit_intercept,
+                                A_sources=Av if has_momentum else None, iteration=iteration,
+                                iterates=iterates)
 
     with small_blas(flops):  # the corrections of T x T matrices
         noise, used = None, getattr(state, "m", getattr(strategy, "n_probes", None))
@@ -395,7 +398,8 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     (:func:`~skacv.estimates._risk_grouped.extend_pooled`)
     while the probe noise of the risk, estimated by a jackknife over groups
     of probes (:func:`~skacv.estimates._risk_grouped.probe_noise`; the
-    replicates by ``replicate_risk(A, A_sources)``), asks for them
+    replicates by ``replicate_risk(A, A_sources, iterates)`` at the iterates
+    of :func:`~skacv.estimates._risk_grouped.noise_iterates`), asks for them
     (:func:`~skacv.estimates._risk_grouped.probes_for_noise`).
 
     Returns ``(A, A_sources, state, readout's output, noise)`` (``noise``:
@@ -408,9 +412,10 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
         out = readout(A, Av)
         if state.m >= POOLED_PROBES:  # grown to all the probes: nothing to decide
             return A, Av, state, out, None
-        replicates = [replicate_risk(*pooled_matrices(state, template, kept))
+        iterates = noise_iterates(coef_path.shape[1])
+        replicates = [replicate_risk(*pooled_matrices(state, template, kept), iterates)
                       for kept in jackknife_probes(state.m)]
-        noise = probe_noise(out[0], replicates)
+        noise = probe_noise(out[0], replicates, iterates)
         m = probes_for_noise(state.m, noise)
         if verbose:
             print(f"[risk] pooled probes: {state.m}, probe noise {noise:.2%} (rms relative "

@@ -105,13 +105,35 @@ def gram_product(Xs, gram, rows, cols, block, out, factor):
     """``out = factor X~[:, :rows]^T X~[:, :cols] block`` (``block`` of
     ``cols`` rows): from the restricted Gram matrix (:func:`maybe_gram`,
     which holds the factor) when it covers both prefixes, else by the two
-    primal products."""
+    primal products (:func:`primal_product`)."""
     if gram is not None and gram.shape[0] >= max(rows, cols):
         np.matmul(gram[:rows, :cols], block, out=out)
     else:
+        primal_product(Xs, rows, cols, block, out, factor)
+
+
+def primal_product(Xs, rows, cols, block, out, factor):
+    """``out = factor X~[:, :rows]^T (X~[:, :cols] block)`` by blocks of
+    the policy's ``chain_fused_rows`` rows of ``X~``: a block's two products
+    follow each other while it is in cache, so ``X~`` is read from memory
+    once instead of twice (a skinny product is bound by that reading); one
+    pair of products over all the rows when the policy's block is ``None``
+    or covers them."""
+    b = get_policy().chain_fused_rows
+    n = Xs.shape[0]
+    if b is None or n <= b:
         fitted = Xs[:, :cols] @ block
         fitted *= factor
         np.matmul(Xs[:, :rows].T, fitted, out=out)
+        return
+    fitted = np.empty((b, block.shape[1]), dtype=np.result_type(Xs, block))
+    part = np.empty(out.shape, dtype=out.dtype)
+    out[...] = 0
+    for i in range(0, n, b):
+        Xb = Xs[i:i + b]
+        f = np.matmul(Xb[:, :cols], block, out=fitted[:Xb.shape[0]])
+        f *= factor
+        out += np.matmul(Xb[:, :rows].T, f, out=part)
 
 
 def _cached_gram(cached, order, best_w, Xs, factor):

@@ -23,10 +23,12 @@ matrices themselves come from :mod:`skacv.estimates._risk_engine`.
 """
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 from sklearn.utils import Bunch
 
 from .._config import check_memory
+from .._policy import get_policy
 
 
 def _intercept_term(fit_intercept, n_eff):
@@ -54,19 +56,49 @@ def source_residuals(design, iteration, F, coef_path):
     ``v^t = x^t + beta_t (x^t - x^{t-1})`` is a combination of the outputs, so
     its residual combines ``F``'s columns; a clipped extrapolation
     (:meth:`~skacv.iterations._iterations.Iteration.extrapolation_coefficients`) adds a
-    correction ``C[:, t]`` whose few non-zero rows cost one product.
+    correction ``C[:, t]`` with a few non-zero coordinates (those clipped at
+    step ``t``), whose product with ``X~`` costs what its non-zeros cost
+    (:func:`subtract_correction`).
     """
     Fv = _extrapolate_columns(iteration, F)
-    T1 = coef_path.shape[1]
-    C = np.zeros(coef_path.shape)
-    for t in range(1, T1):
-        c = iteration.extrapolation_correction(t, coef_path[:, t], coef_path[:, t - 1])
-        if c is not None:
-            C[:, t] = c
-    rows = np.flatnonzero(np.any(C != 0, axis=1))
-    if rows.size:
-        Fv -= np.asarray(design.columns_product(rows, C[rows]), dtype=np.float64)
+    coords, steps, values = [], [], []
+    for t in range(1, coef_path.shape[1]):
+        cols = iteration.extrapolation_columns(t, coef_path[:, t], coef_path[:, t - 1])
+        if cols is not None and cols[0].size:
+            coords.append(cols[0])
+            steps.append(np.full(cols[0].size, t))
+            values.append(cols[1])
+    if coords:
+        subtract_correction(design, Fv, np.concatenate(coords), np.concatenate(steps),
+                            np.concatenate(values))
     return Fv
+
+
+def subtract_correction(design, out, coords, steps, values):
+    """``out -= X~ C`` for a sparse ``C`` of shape (n_features, out.shape[1])
+    with the entries ``values`` at ``(coords, steps)`` (no pair twice);
+    ``out``: float64, shape (n_samples, k).
+
+    ``n nnz(C)`` flops and one gather of the columns of ``X~`` that ``C``
+    reads (:meth:`~skacv.linalg._design.Design.columns`: its centring and
+    weights; a sparse ``X`` densified, as the chains gather at least these
+    columns, the union of the supports), by blocks of about the speed
+    policy's ``correction_block_bytes``. The dense ``X~[:, J] C[J]`` over
+    the columns ``J`` that any step clips costs ``n |J| k`` flops, and ``|J|``
+    nears the support on a long path while each step clips a few."""
+    n = design.n_samples
+    features, inv = np.unique(coords, return_inverse=True)
+    values = np.asarray(values, dtype=np.float64)
+    block = max(1, get_policy().correction_block_bytes // (8 * max(n, 1)))
+    for b0 in range(0, features.size, block):
+        width = min(block, features.size - b0)
+        in_block = (inv >= b0) & (inv < b0 + width)
+        cols, local = np.unique(steps[in_block], return_inverse=True)
+        C = sp.csr_array((values[in_block], (local, inv[in_block] - b0)),
+                         shape=(cols.size, width))
+        # the block's columns as contiguous rows of X~^T, what the CSR product reads
+        Xt = np.asarray(design.columns(features[b0:b0 + width]).T, dtype=np.float64, order="C")
+        out[:, cols] -= (C @ Xt).T
 
 
 def source_points(iteration, coef_path):
@@ -268,6 +300,58 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
             G = K @ FF @ K.T / n_eff
     G = (G + G.T) / 2.0  # symmetric up to rounding
     return np.diag(G).copy(), G, P, Q, K
+
+
+def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
+                      iteration=None, iterates=None):
+    """The risk of :func:`risk_from_products` at the iterates ``iterates``
+    only (``None``: all of them), exactly: the columns ``S`` of ``P`` and
+    ``Q`` (``R = F P + F_v Q``) by triangular solves with ``|S|`` right-hand
+    sides, ``O(T^2 |S|)`` flops instead of the ``O(T^3)`` of the whole
+    correction (its inverse and its products with the ``T x T`` inner
+    products). With ``L`` the correction (:func:`_correction`) of the
+    gradient points' memory matrix ``A_sources``, column ``t`` of ``Q`` is
+    ``L^{-T} (A/n)^T e_t / (1 - c/n)`` (a clipped extrapolation, ``P = I /
+    (1 - c/n)``), and with a plain extrapolation ``P``'s is ``(e_t + E
+    L^{-T} (A/n)^T e_t) / (1 - c/n)`` (:func:`residual_correction`);
+    without momentum (``A_sources=None``) ``P``'s column ``t`` is ``L_A^{-T}
+    e_t``, ``L_A`` the correction of ``A`` (``K = L_A^{-1}``).
+
+    Returns
+    -------
+    risk : ndarray of shape (|S|,)
+        What ``risk_from_products(...)[0][S]`` is, up to rounding.
+    """
+    FF = products.FF
+    T1 = FF.shape[0]
+    c = _intercept_term(fit_intercept, n_eff)
+    S = np.arange(T1) if iterates is None else np.asarray(iterates)
+    scale = 1.0 - c / n_eff
+    unit = np.zeros((T1, S.size))
+    unit[S, np.arange(S.size)] = 1.0
+    A_low = np.tril(np.asarray(A, dtype=np.float64)[:T1, :T1], -1)
+    sources = "FvFv" in products
+    Q = None
+    if A_sources is None:
+        P = solve_triangular(_correction(A_low, n_eff, c), unit, lower=True, trans="T",
+                             check_finite=False)
+    else:
+        L = _correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1], n_eff, c)
+        W = solve_triangular(L, A_low[S].T / n_eff, lower=True, trans="T",
+                             check_finite=False) / scale
+        if sources:
+            P, Q = unit / scale, W
+        else:
+            P = unit / scale + _extrapolate_columns(iteration, np.eye(T1)) @ W
+    if "Phi" in products and products.Phi.shape[0] < T1:  # the residuals' basis
+        Gam = products.Phi @ P if Q is None else products.Phi @ P + products.Phiv @ Q
+        quad = np.einsum("iS,iS->S", Gam, products.M @ Gam)
+    else:
+        quad = np.einsum("tS,tS->S", P, FF @ P)
+        if Q is not None:
+            quad += np.einsum("tS,tS->S", P, products.FFv @ Q) * 2.0
+            quad += np.einsum("tS,tS->S", Q, products.FvFv @ Q)
+    return quad / n_eff
 
 
 def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):

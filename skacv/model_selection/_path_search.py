@@ -23,7 +23,6 @@ from sklearn.utils import Bunch
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
-from ._stages import TIE_RTOL
 
 
 @dataclasses.dataclass
@@ -193,7 +192,7 @@ class ConvergedChoice:
     trajectory_iteration: int
 
 
-def converged_choice(scores, row, trajectory_min, trajectory_iteration):
+def converged_choice(scores, row, trajectory_min, trajectory_iteration, rtol):
     """The converged fit of the grid's row ``row`` (:class:`ConvergedChoice`)
     when it scores lower than every iterate of that alpha's trajectory, else
     ``None``.
@@ -203,12 +202,12 @@ def converged_choice(scores, row, trajectory_min, trajectory_iteration):
     the criterion along the trajectory (``risk_path_``, ``loo_path_``,
     ``kfold_path_``), so the converged fit is one more candidate of the same
     criterion: the trajectory's limit. It wins where the trajectory stops
-    (at ``max_iter``) before its estimate reaches that limit; ties go to the
-    iterate (the early-stopped model).
+    (at ``max_iter``) before its estimate reaches that limit; ties (within
+    ``rtol`` relatively) go to the iterate (the early-stopped model).
     """
     score = float(scores.score[row])
     if (row >= scores.path.alphas.shape[0] or not np.isfinite(score)
-            or not score < trajectory_min - TIE_RTOL * abs(trajectory_min)):
+            or not score < trajectory_min - rtol * abs(trajectory_min)):
         return None
     return ConvergedChoice(np.array(scores.path.coefs[:, row]),
                            float(scores.path.intercepts[row]), score, float(trajectory_min),

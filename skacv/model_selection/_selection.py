@@ -670,7 +670,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         paths, times, kept = self._fit_candidates(candidates, X, y, fit_params)
         mins, best_iters = self._keep(candidates, paths, kept, rows)
         i = rows.index(self.best_index_)
-        self._converged = converged_choice(scores, self.best_index_, mins[i], best_iters[i])
+        self._converged = converged_choice(scores, self.best_index_, mins[i], best_iters[i],
+                                           TIE_RTOL)
         if self._converged is not None:
             self.best_iteration_ = None
         results = cv_results([{"alpha": v} for v in scores.values], crit, paths, mins,
