@@ -156,11 +156,12 @@ class SpeedPolicy:
     risk_cheap_flops : float
         Chains of at most this many flops (a fraction of a second) are never
         refused by a ``risk_time_budget`` (:func:`skacv.get_config`).
-    chain_fused_rows : int or None
+    chain_fused_bytes : int or None
         The Jacobian chains' primal products ``X~_S^T (X~_S V)`` run by
-        blocks of this many rows of ``X~``, both products of a block while
-        it is in cache (:func:`skacv.estimates._risk_propagate.primal_product`;
-        ``None``: two products over all the rows, reading ``X~`` twice).
+        blocks of rows of ``X~`` of about this many bytes (at least 8 rows),
+        both products of a block while it is in cache
+        (:func:`skacv.estimates._risk_propagate.primal_product`; ``None``:
+        two products over all the rows, reading ``X~`` twice).
     chain_chunk_bytes : int
         The risk estimate's Jacobian chains are advanced by groups of
         columns of about this many bytes, in cache (tangent, traces and
@@ -260,7 +261,7 @@ class SpeedPolicy:
     chain_gemm_advantage: float = 8.0
     chain_min_columns: int = 16
     risk_cheap_flops: float = 4e9
-    chain_fused_rows: int | None = 64
+    chain_fused_bytes: int | None = 2 * 2**20
     chain_chunk_bytes: int = 2**20
     chain_gram_cache_bytes: int = 256 * 2**20
     chain_split_min_gain: float = 1.2

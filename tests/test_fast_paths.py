@@ -156,7 +156,7 @@ def loo_float32_gram(monkeypatch):
     return {"loo_path_": est.loo_path_}, np.float32 in dtypes
 
 
-def chain_fused_rows(monkeypatch):
+def chain_fused_bytes(monkeypatch):
     """The Jacobian chains' primal products by blocks of rows of X~ (both
     products of a block in cache) against two products over all the rows:
     the same risk estimate (float64 chains: rounding of another order of
@@ -167,7 +167,7 @@ def chain_fused_rows(monkeypatch):
     spy = _Spy(monkeypatch, _risk_propagate, "primal_product")
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=8,
                           chain_dtype="float64", random_state=0).fit(X, y, sample_weight=sw)
-    blocked = get_policy().chain_fused_rows is not None
+    blocked = get_policy().chain_fused_bytes is not None
     return {"risk_path_": est.risk_path_}, spy.calls > 0 and blocked
 
 
@@ -204,8 +204,8 @@ FAST_PATHS = {
                                 {"covariance_path": False}, rtol=1e-7),
     "path_support_finish": FastPath(path_support_finish, {"path_support_finish": True},
                                     {"path_support_finish": False}, rtol=1e-7),
-    "chain_fused_rows": FastPath(chain_fused_rows, {"chain_fused_rows": 16},
-                                 {"chain_fused_rows": None}),
+    "chain_fused_bytes": FastPath(chain_fused_bytes, {"chain_fused_bytes": 1},
+                                  {"chain_fused_bytes": None}),
     "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},
                                  {"loo_float32_min_features": 10**9}, rtol=1e-6),
 }

@@ -114,26 +114,31 @@ def gram_product(Xs, gram, rows, cols, block, out, factor):
 
 def primal_product(Xs, rows, cols, block, out, factor):
     """``out = factor X~[:, :rows]^T (X~[:, :cols] block)`` by blocks of
-    the policy's ``chain_fused_rows`` rows of ``X~``: a block's two products
-    follow each other while it is in cache, so ``X~`` is read from memory
-    once instead of twice (a skinny product is bound by that reading); one
-    pair of products over all the rows when the policy's block is ``None``
-    or covers them."""
-    b = get_policy().chain_fused_rows
+    rows of ``X~`` of about the policy's ``chain_fused_bytes`` (at least 8
+    rows): a block's two products follow each other while it is in cache,
+    so ``X~`` is read from memory once instead of twice (a skinny product is
+    bound by that reading); one pair of products over all the rows when the
+    policy's size is ``None`` or the blocks would cover them."""
+    budget = get_policy().chain_fused_bytes
     n = Xs.shape[0]
-    if b is None or n <= b:
+    b = n if budget is None else max(8, budget // (Xs.itemsize * max(rows, cols, 1)))
+    if b >= n:
         fitted = Xs[:, :cols] @ block
         fitted *= factor
         np.matmul(Xs[:, :rows].T, fitted, out=out)
         return
+    # C-ordered operands and sums (``block`` and ``out`` are often column
+    # views of the chains: strided sums a block of rows would cost as much
+    # as the products)
+    block = np.ascontiguousarray(block)
     fitted = np.empty((b, block.shape[1]), dtype=np.result_type(Xs, block))
-    part = np.empty(out.shape, dtype=out.dtype)
-    out[...] = 0
+    total, part = np.zeros(out.shape, dtype=out.dtype), np.empty(out.shape, dtype=out.dtype)
     for i in range(0, n, b):
         Xb = Xs[i:i + b]
         f = np.matmul(Xb[:, :cols], block, out=fitted[:Xb.shape[0]])
         f *= factor
-        out += np.matmul(Xb[:, :rows].T, f, out=part)
+        total += np.matmul(Xb[:, :rows].T, f, out=part)
+    out[...] = total
 
 
 def _cached_gram(cached, order, best_w, Xs, factor):

@@ -1,0 +1,90 @@
+"""The Jacobian chains' primal products by blocks of rows (``chain_fused_bytes``)
+against two products over all the rows, in the same run.
+
+Part 1 times the product ``X~_S^T (X~_S V)`` itself (float32, ``m`` columns,
+the best of 7 interleaved runs); part 2 the fit + ``risk_path_`` of a default
+``TrajectoryLasso`` on ``bench_vs_cv.py``'s equicorrelated design (the best of
+3 interleaved runs each), in fits. Both print the ratio blocked / plain.
+
+    python benchmarks/bench_chain_fused.py
+    python benchmarks/bench_chain_fused.py --shapes 4000x6000 10000x8000 --T 300
+"""
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from bench_vs_cv import data
+from threadpoolctl import threadpool_limits
+
+from skacv import TrajectoryLasso
+from skacv._policy import get_policy, policy_context
+from skacv.estimates._risk_propagate import primal_product
+
+
+def best_of(fn, runs):
+    out = float("inf")
+    for _ in range(runs):
+        tic = time.perf_counter()
+        fn()
+        out = min(out, time.perf_counter() - tic)
+    return out
+
+
+def product_times(n, p, m, budget, runs=7):
+    rng = np.random.default_rng(0)
+    Xs = rng.standard_normal((n, p)).astype(np.float32)
+    V = rng.standard_normal((p, m)).astype(np.float32)
+    out = np.empty((p, m), dtype=np.float32)
+    times = {}
+    for _ in range(runs):  # interleaved
+        for policy in (None, budget):
+            with policy_context(chain_fused_bytes=policy):
+                t = best_of(lambda: primal_product(Xs, p, p, V, out, -1.0), 1)
+            times[policy] = min(times.get(policy, t), t)
+    return times[None], times[budget]
+
+
+def fit_times(n, p, T, solver, budget, runs=3):
+    X, y, _, _ = data(n, p, n + p)
+    kw = dict(alpha=0.1 * np.sqrt(np.log(p) / n), max_iter=T, solver=solver, random_state=0)
+    fit = best_of(lambda: TrajectoryLasso(estimate_risk=False, **kw).fit(X, y), 2)
+    times = {}
+    for _ in range(runs):
+        for policy in (None, budget):
+            with policy_context(chain_fused_bytes=policy):
+                t = best_of(lambda: TrajectoryLasso(**kw).fit(X, y), 1)
+            times[policy] = min(times.get(policy, t), t)
+    return fit, times[None], times[budget]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", nargs="+", default=["2000x3000", "4000x6000"])
+    ap.add_argument("--T", type=int, default=300)
+    ap.add_argument("--columns", type=int, nargs="+", default=[8, 16, 32])
+    ap.add_argument("--solvers", nargs="+", default=["ista", "fista"])
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    budget = get_policy().chain_fused_bytes or 2 * 2**20
+    with threadpool_limits(1, user_api="blas"):
+        print(f"part 1: X~_S^T (X~_S V), float32, blocks of {budget} bytes of rows against plain")
+        for shape in args.shapes:
+            n, p = (int(v) for v in shape.split("x"))
+            for m in args.columns:
+                plain, blocked = product_times(n, p, m, budget)
+                print(f"  {n:6d} x {p:<6d} m={m:<3d} plain {plain * 1e3:7.1f} ms  blocked "
+                      f"{blocked * 1e3:7.1f} ms  ratio {blocked / plain:.2f}", flush=True)
+        print(f"part 2: fit + risk_path_ (T = {args.T}) in fits")
+        for shape in args.shapes:
+            n, p = (int(v) for v in shape.split("x"))
+            for solver in args.solvers:
+                fit, plain, blocked = fit_times(n, p, args.T, solver, budget)
+                print(f"  {n:6d} x {p:<6d} {solver:5s} fit {fit:6.2f} s  plain {plain / fit:5.2f} "
+                      f"fits  blocked {blocked / fit:5.2f} fits  ratio {blocked / plain:.2f}",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
