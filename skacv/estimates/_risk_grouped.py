@@ -67,6 +67,7 @@ from ._risk_propagate import (
     chain_order,
     design_columns,
     gram_to_keep,
+    primal_product,
 )
 from ._risk_spectral import counterpart_memory_matrix
 from ._risk_state import PooledState, SavedChains
@@ -419,8 +420,12 @@ def template_nodes(design, Xs, rng, coords=None):
     Z = rademacher(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
-    (lam, w), _ = lanczos_quadrature(lambda Q: (Xs.T @ (Xs @ Q.astype(Xs.dtype))) * inv_n, Z,
-                                     min(TEMPLATE_DEPTH, width))
+    def gram_times(Q):  # Xs^T Xs Q / n_eff, one read of Xs (blocks of rows)
+        out = np.empty((width, Q.shape[1]), dtype=Xs.dtype)
+        primal_product(Xs, width, width, Q.astype(Xs.dtype), out, Xs.dtype.type(inv_n))
+        return out
+
+    (lam, w), _ = lanczos_quadrature(gram_times, Z, min(TEMPLATE_DEPTH, width))
     return lam, w / TEMPLATE_PROBES
 
 
