@@ -271,87 +271,82 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
     Gam^T M Gam / n`` with ``Gam = Phi P + Phiv Q``: ``O(p T^2)`` flops
     instead of the ``O(T^3)`` of ``P^T F^T F P``.
     """
-    FF = products.FF
-    T1 = FF.shape[0]
-    _intercept_term(fit_intercept, n_eff)
-    A = np.asarray(A, dtype=np.float64)[:T1, :T1]
-    low_rank = "Phi" in products and products.Phi.shape[0] < T1
-    if "FvFv" in products:
-        c = 1.0 if fit_intercept else 0.0
-        L_inv = solve_triangular(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
-                                             n_eff, c), np.eye(T1), lower=True,
-                                 check_finite=False)
-        P = np.eye(T1) / (1.0 - c / n_eff)
-        Q = (L_inv.T @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)
-        K = None
-        if low_rank:
-            Gam = products.Phi @ P + products.Phiv @ Q
-            G = Gam.T @ (products.M @ Gam) / n_eff
-        else:
-            FR = FF @ P + products.FFv @ Q
-            G = (P.T @ FR + Q.T @ (products.FFv.T @ P + products.FvFv @ Q)) / n_eff
-    else:
-        K = residual_correction(A, n_eff, fit_intercept, A_sources, iteration)
-        P, Q = K.T, None
-        if low_rank:
-            Gam = products.Phi @ P
-            G = Gam.T @ (products.M @ Gam) / n_eff
-        else:
-            G = K @ FF @ K.T / n_eff
+    P, Q = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration)
+    G = _residual_gram(products, P, Q) / n_eff
     G = (G + G.T) / 2.0  # symmetric up to rounding
-    return np.diag(G).copy(), G, P, Q, K
+    return np.diag(G).copy(), G, P, Q, (P.T if Q is None else None)
 
 
 def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
-                      iteration=None, iterates=None):
+                     iteration=None, iterates=None):
     """The risk of :func:`risk_from_products` at the iterates ``iterates``
     only (``None``: all of them), exactly: the columns ``S`` of ``P`` and
-    ``Q`` (``R = F P + F_v Q``) by triangular solves with ``|S|`` right-hand
-    sides, ``O(T^2 |S|)`` flops instead of the ``O(T^3)`` of the whole
-    correction (its inverse and its products with the ``T x T`` inner
-    products). With ``L`` the correction (:func:`_correction`) of the
-    gradient points' memory matrix ``A_sources``, column ``t`` of ``Q`` is
-    ``L^{-T} (A/n)^T e_t / (1 - c/n)`` (a clipped extrapolation, ``P = I /
-    (1 - c/n)``), and with a plain extrapolation ``P``'s is ``(e_t + E
-    L^{-T} (A/n)^T e_t) / (1 - c/n)`` (:func:`residual_correction`);
-    without momentum (``A_sources=None``) ``P``'s column ``t`` is ``L_A^{-T}
-    e_t``, ``L_A`` the correction of ``A`` (``K = L_A^{-1}``).
+    ``Q`` by triangular solves with ``|S|`` right-hand sides
+    (:func:`_correction_columns`), ``O(T^2 |S|)`` flops instead of the
+    ``O(T^3)`` of the whole correction, and the diagonal of ``R^T R`` only.
 
     Returns
     -------
     risk : ndarray of shape (|S|,)
         What ``risk_from_products(...)[0][S]`` is, up to rounding.
     """
-    FF = products.FF
-    T1 = FF.shape[0]
+    P, Q = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
+                               iterates)
+    return _residual_gram(products, P, Q, diagonal=True) / n_eff
+
+
+def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
+                        iterates=None):
+    """The columns ``iterates`` (``None``: all) of ``P`` and ``Q``, the
+    corrected residuals being ``R = F P + F_v Q`` (``Q`` is ``None`` unless
+    ``products`` holds the gradient points' ``F_v``, a clipped
+    extrapolation).
+
+    With ``L`` the correction (:func:`_correction`) of the gradient points'
+    memory matrix ``A_sources`` and ``s = 1 - c/n``, column ``t`` of ``Q`` is
+    ``L^{-T} (A/n)^T e_t / s`` (a clipped extrapolation, ``P = I / s``), and
+    with a plain extrapolation ``P``'s is ``(e_t + E L^{-T} (A/n)^T e_t) /
+    s`` (``F E`` the sources' residuals; ``P = K^T`` of
+    :func:`residual_correction`); without momentum (``A_sources=None``)
+    ``P``'s column ``t`` is ``L_A^{-T} e_t``, ``L_A`` the correction of
+    ``A`` (``K = L_A^{-1}``). Triangular solves for the columns asked.
+    """
+    T1 = products.FF.shape[0]
     c = _intercept_term(fit_intercept, n_eff)
     S = np.arange(T1) if iterates is None else np.asarray(iterates)
     scale = 1.0 - c / n_eff
     unit = np.zeros((T1, S.size))
     unit[S, np.arange(S.size)] = 1.0
     A_low = np.tril(np.asarray(A, dtype=np.float64)[:T1, :T1], -1)
-    sources = "FvFv" in products
-    Q = None
     if A_sources is None:
         P = solve_triangular(_correction(A_low, n_eff, c), unit, lower=True, trans="T",
                              check_finite=False)
-    else:
-        L = _correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1], n_eff, c)
-        W = solve_triangular(L, A_low[S].T / n_eff, lower=True, trans="T",
-                             check_finite=False) / scale
-        if sources:
-            P, Q = unit / scale, W
-        else:
-            P = unit / scale + _extrapolate_columns(iteration, np.eye(T1)) @ W
-    if "Phi" in products and products.Phi.shape[0] < T1:  # the residuals' basis
+        return P, None
+    L = _correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1], n_eff, c)
+    W = solve_triangular(L, A_low[S].T / n_eff, lower=True, trans="T",
+                         check_finite=False) / scale
+    if "FvFv" in products:
+        return unit / scale, W
+    return unit / scale + _extrapolate_columns(iteration, np.eye(T1)) @ W, None
+
+
+def _residual_gram(products, P, Q, diagonal=False):
+    """``R^T R`` for ``R = F P + F_v Q`` (``Q`` may be ``None``) from the
+    residuals' inner products (``FF``, ``FFv``, ``FvFv``), or from their
+    basis (``M``, ``Phi``, ``Phiv``) when it is smaller than the path;
+    ``diagonal``: its diagonal only."""
+    if "Phi" in products and products.Phi.shape[0] < products.FF.shape[0]:
         Gam = products.Phi @ P if Q is None else products.Phi @ P + products.Phiv @ Q
-        quad = np.einsum("iS,iS->S", Gam, products.M @ Gam)
+        left, right = [Gam], [products.M @ Gam]
     else:
-        quad = np.einsum("tS,tS->S", P, FF @ P)
+        left, right = [P], [products.FF @ P]
         if Q is not None:
-            quad += np.einsum("tS,tS->S", P, products.FFv @ Q) * 2.0
-            quad += np.einsum("tS,tS->S", Q, products.FvFv @ Q)
-    return quad / n_eff
+            right[0] = right[0] + products.FFv @ Q
+            left.append(Q)
+            right.append(products.FFv.T @ P + products.FvFv @ Q)
+    if diagonal:
+        return sum(np.einsum("tS,tS->S", a, b) for a, b in zip(left, right, strict=True))
+    return sum(a.T @ b for a, b in zip(left, right, strict=True))
 
 
 def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):

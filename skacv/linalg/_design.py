@@ -405,14 +405,13 @@ class Design:
 
     def columns_product(self, idx, c):
         """``X~[:, idx] @ c`` for a few columns ``idx`` (sorted, distinct)
-        and ``c`` of shape (len(idx),) or (len(idx), k): the dense columns
-        times ``c``, or :meth:`matvec` of ``c`` scattered into zeros when
-        there are many (the policy's ``columns_gather_share``)."""
+        and ``c`` of shape (len(idx),): the dense columns times ``c``, or
+        :meth:`matvec` of ``c`` scattered into a vector of zeros when there
+        are many (the policy's ``columns_gather_share``)."""
         idx = np.asarray(idx)
         policy = get_policy()
         if idx.size > max(policy.columns_gather_min, policy.columns_gather_share * self.n_features):
-            full = np.zeros((self.n_features, *np.shape(c)[1:]),
-                            dtype=np.result_type(self.dtype, c))
+            full = np.zeros(self.n_features, dtype=np.result_type(self.dtype, c))
             full[idx] = c
             return self.matvec(full)
         return self.columns(idx) @ c

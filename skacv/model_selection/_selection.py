@@ -587,13 +587,11 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         selected = self._selected_paths
         if self._converged is None:
             self.best_risk_ = float(selected[CRITERIA[self.criterion_][0]][self.best_iteration_])
-            self.best_score_ = -self.best_risk_
-        if self._converged is None:
             set_iterate(est, self.best_iteration_)
         else:  # search="path": the trajectory's limit, the converged fit
             self.best_risk_ = self._converged.score
-            self.best_score_ = -self.best_risk_
             set_iterate(est, None, self._converged.coef, self._converged.intercept)
+        self.best_score_ = -self.best_risk_
         for name in ("risk_path_", "loo_path_", "kfold_path_", "feature_names_in_"):
             if hasattr(self, name):
                 delattr(self, name)
