@@ -5,6 +5,10 @@ Part 1 times the product ``X~_S^T (X~_S V)`` itself (float32, ``m`` columns,
 the best of 7 interleaved runs); part 2 the fit + ``risk_path_`` of a default
 ``TrajectoryLasso`` on ``bench_vs_cv.py``'s equicorrelated design (the best of
 3 interleaved runs each), in fits. Both print the ratio blocked / plain.
+Part 3 times the product of a few columns (``--vector-columns``, at most the
+policy's ``chain_gemv_max_columns``) by matrix-vector products on blocks of
+rows in cache against blocked matrix products (``chain_gemv_max_columns=0``),
+and against one column (the memory-bound floor).
 
     python benchmarks/bench_chain_fused.py
     python benchmarks/bench_chain_fused.py --shapes 4000x6000 10000x8000 --T 300
@@ -32,18 +36,20 @@ def best_of(fn, runs):
     return out
 
 
-def product_times(n, p, m, budget, runs=7):
+def product_times(n, p, m, key, values, runs=7):
+    """The best time of ``primal_product`` with the policy's ``key`` at each
+    of ``values`` (interleaved runs)."""
     rng = np.random.default_rng(0)
     Xs = rng.standard_normal((n, p)).astype(np.float32)
     V = rng.standard_normal((p, m)).astype(np.float32)
     out = np.empty((p, m), dtype=np.float32)
     times = {}
     for _ in range(runs):  # interleaved
-        for policy in (None, budget):
-            with policy_context(chain_fused_bytes=policy):
+        for policy in values:
+            with policy_context(**{key: policy}):
                 t = best_of(lambda: primal_product(Xs, p, p, V, out, -1.0), 1)
             times[policy] = min(times.get(policy, t), t)
-    return times[None], times[budget]
+    return [times[v] for v in values]
 
 
 def fit_times(n, p, T, solver, budget, runs=3):
@@ -65,6 +71,8 @@ def main():
     ap.add_argument("--T", type=int, default=300)
     ap.add_argument("--columns", type=int, nargs="+", default=[8, 16, 32])
     ap.add_argument("--solvers", nargs="+", default=["ista", "fista"])
+    ap.add_argument("--vector-shapes", nargs="+", default=["2000x2500", "10000x9000"])
+    ap.add_argument("--vector-columns", type=int, nargs="+", default=[2, 4])
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     budget = get_policy().chain_fused_bytes or 2 * 2**20
@@ -73,7 +81,7 @@ def main():
         for shape in args.shapes:
             n, p = (int(v) for v in shape.split("x"))
             for m in args.columns:
-                plain, blocked = product_times(n, p, m, budget)
+                plain, blocked = product_times(n, p, m, "chain_fused_bytes", (None, budget))
                 print(f"  {n:6d} x {p:<6d} m={m:<3d} plain {plain * 1e3:7.1f} ms  blocked "
                       f"{blocked * 1e3:7.1f} ms  ratio {blocked / plain:.2f}", flush=True)
         print(f"part 2: fit + risk_path_ (T = {args.T}) in fits")
@@ -84,6 +92,17 @@ def main():
                 print(f"  {n:6d} x {p:<6d} {solver:5s} fit {fit:6.2f} s  plain {plain / fit:5.2f} "
                       f"fits  blocked {blocked / fit:5.2f} fits  ratio {blocked / plain:.2f}",
                       flush=True)
+        gemv = max(args.vector_columns)
+        print(f"part 3: a few columns by matrix-vector products (chain_gemv_max_columns={gemv}) "
+              "against matrix products (0), blocked")
+        for shape in args.vector_shapes:
+            n, p = (int(v) for v in shape.split("x"))
+            one = product_times(n, p, 1, "chain_gemv_max_columns", (gemv,))[0]
+            for m in args.vector_columns:
+                matrix, vector = product_times(n, p, m, "chain_gemv_max_columns", (0, gemv))
+                print(f"  {n:6d} x {p:<6d} m={m:<3d} matrix {matrix * 1e3:7.1f} ms  vectors "
+                      f"{vector * 1e3:7.1f} ms  ratio {vector / matrix:.2f}  (one column "
+                      f"{one * 1e3:.1f} ms)", flush=True)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ class SpeedPolicy:
         ``narrow_panel_rows`` (short rows make small panels whose calls cost
         more than their products).
     gather_bytes : int
-        :func:`skacv.linalg._design.gather` copies by blocks of rows of about
+        :func:`skacv.linalg._copies.gather` copies by blocks of rows of about
         this many bytes of ``X`` ...
     gather_threads_min_bytes : int
         ... in as many threads as there are BLAS threads from this size of
@@ -148,11 +148,16 @@ class SpeedPolicy:
         faster per flop than the fit's matrix-vector products
         (memory-bound): the cost model of :func:`skacv.estimates._risk.chain_cost_in_fits`.
     chain_min_columns : int
-        A product of the chains with fewer columns than this costs about
-        as much as one with this many (a skinny matrix product is bound by
-        reading the matrix, not by its flops): the columns the restricted
-        Gram matrix's cost model (:func:`skacv.estimates._risk_propagate.maybe_gram`)
-        counts at least.
+        A matrix product of the chains with fewer columns than this costs
+        about as much as one with this many (a skinny matrix product is
+        bound by reading the matrix, not by its flops): the columns the
+        restricted Gram matrix's cost model
+        (:func:`skacv.estimates._risk_propagate.maybe_gram`) counts at least ...
+    chain_gemv_max_columns : int
+        ... except a product of at most this many columns, which runs as
+        matrix-vector products on blocks of rows in cache
+        (:func:`skacv.estimates._risk_propagate.primal_product`) and is
+        counted as twice its columns (``0``: always matrix products).
     risk_cheap_flops : float
         Chains of at most this many flops (a fraction of a second) are never
         refused by a ``risk_time_budget`` (:func:`skacv.get_config`).
@@ -260,6 +265,7 @@ class SpeedPolicy:
     rotated_min_bytes: int = 2**20
     chain_gemm_advantage: float = 8.0
     chain_min_columns: int = 16
+    chain_gemv_max_columns: int = 4
     risk_cheap_flops: float = 4e9
     chain_fused_bytes: int | None = 2 * 2**20
     chain_chunk_bytes: int = 2**20

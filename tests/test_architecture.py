@@ -47,7 +47,7 @@ SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for nam
 
 MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
-    "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"]],
+    "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"], ["_copies"]],
     "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"], ["_path"]],
     "estimates": [
         ["_risk_state", "_risk_core_space", "_risk_readout", "_uq", "_loo_refit",

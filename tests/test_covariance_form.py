@@ -331,6 +331,49 @@ def test_make_design_shares_only_the_same_data():
         assert design_module.make_design(X, sw, True) is not d  # dropped on exit
 
 
+def _address(a):
+    return a.__array_interface__["data"][0]
+
+
+def test_scratch_memory_is_reused_only_when_nothing_uses_it():
+    """``scratch`` inside ``shared_designs``: the memory of an earlier
+    scratch array once every view of it is gone (the same address, so no
+    fresh pages), never while one lives (no two live arrays share memory),
+    a larger request replaces a smaller buffer, another name or dtype has a
+    buffer of its own; outside the context a new array each time; dropped
+    on exit (outside, two live arrays never share memory)."""
+    from skacv.linalg._copies import scratch
+    outside = scratch((40, 30), np.float32)
+    assert outside.shape == (40, 30) and outside.flags.c_contiguous
+    with design_module.shared_designs():
+        a = scratch((40, 30), np.float32)
+        first = _address(a)
+        view = a[:, :10]
+        del a
+        b = scratch((40, 20), np.float32)  # the view keeps the first in use
+        assert not np.shares_memory(b, view)
+        del view
+        c = scratch((30, 40), np.float32)  # now free: the same memory
+        assert _address(c) == first and c.shape == (30, 40) and c.flags.c_contiguous
+        d = scratch((30, 40), np.float64)
+        e = scratch((30, 40), np.float32, "other")
+        assert not np.shares_memory(d, c) and not np.shares_memory(e, c)
+        del c
+        big = scratch((100, 100), np.float32)  # larger: replaces the first
+        grown = _address(big)
+        del big
+        again = scratch((100, 100), np.float32)
+        assert _address(again) == grown
+        again[:] = 1.0  # writable, the whole of it
+        del again
+        with design_module.shared_designs():  # nested: the outer's pool
+            small = scratch((10, 10), np.float32)
+            assert _address(small) == grown
+            assert not np.shares_memory(scratch((10, 10), np.float32), small)
+    fresh = [scratch((40, 30), np.float32) for _ in range(2)]
+    assert not np.shares_memory(*fresh)
+
+
 def test_shared_design_keeps_each_responses_least_squares_fit():
     """The design's cached least-squares fit (precision="empirical") is the
     fit of its own response: two fits of one shared design with different

@@ -171,6 +171,26 @@ def chain_fused_bytes(monkeypatch):
     return {"risk_path_": est.risk_path_}, spy.calls > 0 and blocked
 
 
+def chain_vector_products(monkeypatch):
+    """The chains' products of a few columns (4 pooled probes) by
+    matrix-vector products on blocks of rows in cache, against matrix
+    products: the same risk estimate (float64 chains). Two fits: the
+    restricted Gram matrix refused (primal products) and forced over the
+    whole union from the first step (the Gram matrix's products)."""
+    X, y, sw = _data(150, 300)
+    spy = _Spy(monkeypatch, _risk_propagate, "_vector_products")
+    kw = dict(alpha=0.02, solver="fista", max_iter=40, n_probes=4, probe_scheme="pooled",
+              chain_dtype="float64", random_state=0)
+    out = {}
+    for name, gram in (("primal", lambda *a, **k: None),
+                       ("gram", lambda Xs, gram, *a, **k: gram if gram is not None else
+                        a[5] * (Xs.T @ Xs))):
+        monkeypatch.setattr(_risk_propagate, "maybe_gram", gram)
+        est = TrajectoryLasso(**kw).fit(X, y, sample_weight=sw)
+        out[f"risk_path_{name}"] = est.risk_path_
+    return out, spy.calls > 0
+
+
 @dataclasses.dataclass(frozen=True)
 class FastPath:
     run: Callable
@@ -206,6 +226,8 @@ FAST_PATHS = {
                                     {"path_support_finish": False}, rtol=1e-7),
     "chain_fused_bytes": FastPath(chain_fused_bytes, {"chain_fused_bytes": 1},
                                   {"chain_fused_bytes": None}),
+    "chain_vector_products": FastPath(chain_vector_products, {"chain_gemv_max_columns": 4},
+                                      {"chain_gemv_max_columns": 0}),
     "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},
                                  {"loo_float32_min_features": 10**9}, rtol=1e-6),
 }

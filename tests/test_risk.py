@@ -522,7 +522,7 @@ def test_design_columns_of_the_chains(speed_policy, kind, monkeypatch):
 def test_gather_in_threads(speed_policy, monkeypatch, workers, rows):
     """Large copies are split into ``workers`` ranges of rows, each copied by
     blocks in a thread of its own: the same array as NumPy's indexing."""
-    import skacv.linalg._design as design_module
+    import skacv.linalg._copies as copies_module
 
     rng = np.random.RandomState(1)
     X = rng.randn(41, 13)
@@ -530,12 +530,12 @@ def test_gather_in_threads(speed_policy, monkeypatch, workers, rows):
     cols = rng.permutation(13)[:9]
     speed_policy(gather_bytes=2 * 13 * 8)  # blocks of 2 rows
     speed_policy(gather_threads_min_bytes=0)
-    monkeypatch.setattr(design_module, "blas_threads", lambda: workers)
+    monkeypatch.setattr(copies_module, "blas_threads", lambda: workers)
     used = []
-    real = design_module.column_workers
-    monkeypatch.setattr(design_module, "column_workers",
+    real = copies_module.column_workers
+    monkeypatch.setattr(copies_module, "column_workers",
                         lambda w: used.append(w) or real(w))
-    out = design_module.gather(X, np.float32, rows=idx, cols=cols)
+    out = copies_module.gather(X, np.float32, rows=idx, cols=cols)
     ref = (X if idx is None else X[idx])[:, cols].astype(np.float32)
     assert used == [workers] and out.flags.c_contiguous
     np.testing.assert_array_equal(out, ref)

@@ -24,7 +24,6 @@ import scipy.sparse as sp
 from sklearn.utils import Bunch
 
 import skacv.estimates._risk as risk_module
-import skacv.estimates._risk_engine as engine
 import skacv.estimates._risk_grouped as grouped
 from skacv import TrajectoryLasso
 from skacv.estimates._risk_readout import (
@@ -122,6 +121,32 @@ def test_source_residuals_are_the_residuals_of_the_clipped_gradient_points(
         speed_policy(correction_block_bytes=block_bytes)
         np.testing.assert_allclose(source_residuals(design, iteration, F, path), expected,
                                    rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+    # a longer path continues the residuals of its first k + 1 points (a
+    # state's): its own columns kept, the later ones the same as cold
+    for k in (0, 1, 33, 80):
+        head = source_residuals(design, iteration, F[:, :k + 1], path[:, :k + 1])
+        np.testing.assert_allclose(source_residuals(design, iteration, F, path, head),
+                                   expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
+    marked = np.full((n, 34), 7.0)
+    assert np.array_equal(source_residuals(design, iteration, F, path, marked)[:, :34], marked)
+
+
+def test_a_staged_fit_continues_the_source_residuals(monkeypatch):
+    """A warm-started continuation (the staged search's stages) computes
+    the gradient points' residuals of its new steps only (the state keeps
+    the others), and its ``risk_path_`` is the cold fit's."""
+    X, y, _ = _data(120, 180, seed=3)
+    calls = []
+    real = risk_module.source_residuals
+    monkeypatch.setattr(risk_module, "source_residuals", lambda d, it, F, path, head=None:
+                        calls.append(None if head is None else head.shape[1])
+                        or real(d, it, F, path, head))
+    kw = dict(alpha=0.02, max_iter=30, random_state=0)
+    warm = TrajectoryLasso(warm_start=True, **kw).fit(X, y)
+    warm.set_params(max_iter=60).fit(X, y)
+    cold = TrajectoryLasso(**{**kw, "max_iter": 60}).fit(X, y)
+    assert calls[:2] == [None, 31]
+    np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-6)
 
 
 SOLVERS = {"ista": "ista", "fista": "fista", "fista_plain": FISTA(extrapolation="plain")}
@@ -222,7 +247,7 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
         return real(design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose)
 
     monkeypatch.setattr(risk_module, "_grow_pooled", spy)
-    monkeypatch.setattr(engine, "POOLED_FEW_PROBES_SAMPLES", 0)
+    monkeypatch.setattr(grouped, "POOLED_START_PROBES", ((0, 16),))
     n, p = 300, 450
     X, y, _ = _data(n, p)
     for seed in range(2):

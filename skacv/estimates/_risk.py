@@ -324,7 +324,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             F = residual_matrix(design, y_tilde, coef_path)
         else:  # X~ x^t recorded by the fit loop
             F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
-        Fv = source_residuals(design, iteration, F, coef_path) if clipped else None
+        Fv = _continued_source_residuals(design, iteration, F, coef_path, _state) if clipped \
+            else None
         flops = F.shape[0] * F.shape[1] ** 2
 
     def readout(A, Av):
@@ -368,6 +369,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         else:
             out = readout(A, Av)
         risk, G, R, K, P, Q = out
+        if state is not None and Fv is not None and hasattr(state, "source_residuals"):
+            state.source_residuals = Fv
         if prods is not None:
             prods.update(P=P, Q=Q)
         support = None
@@ -388,6 +391,16 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                  support=support, n_eff=design.n_eff, failures=failures,
                  momentum=iteration.has_momentum(coef_path.shape[1] - 1),
                  n_probes=used, probe_noise=noise)
+
+
+def _continued_source_residuals(design, iteration, F, coef_path, state):
+    """:func:`~skacv.estimates._risk_readout.source_residuals` of the path,
+    continuing those of the first steps that ``state`` (a continued
+    chain's) keeps."""
+    head = getattr(state, "source_residuals", None)
+    if head is not None and (head.shape[0] != F.shape[0] or head.shape[1] > F.shape[1]):
+        head = None
+    return source_residuals(design, iteration, F, coef_path, head)
 
 
 def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_risk,

@@ -55,12 +55,11 @@ from ._risk_core_space import CorePlan
 from ._risk_curvature import curvature_memory_matrices
 from ._risk_grouped import (
     GROUP_SOURCES,
-    POOLED_FEW_PROBES_SAMPLES,
     POOLED_GROUP,
-    POOLED_MIN_PROBES,
     POOLED_PROBES,
     group_columns,
     grouped_memory_matrix,
+    pooled_start_probes,
 )
 from ._risk_independent import independent_memory_matrix
 from ._risk_propagate import resolve_chain_dtype
@@ -367,8 +366,8 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
         mini-batches): :class:`CurvatureChains` with ``curvature``.
     adaptive : bool, default=False
         The pooled probes with ``n_probes="auto"`` start with
-        ``POOLED_MIN_PROBES`` from ``POOLED_FEW_PROBES_SAMPLES`` samples on,
-        else ``POOLED_PROBES`` (or the state's probes), and the caller grows
+        :func:`~skacv.estimates._risk_grouped.pooled_start_probes` (or the
+        state's probes), and the caller grows
         them while the estimate is noisy (``GroupedChains.adaptive``;
         :func:`~skacv.estimates._risk.trajectory_risk`); else
         ``POOLED_PROBES``.
@@ -404,8 +403,8 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
         n_probes = POOLED_PROBES
         if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
             n_probes = state.m
-        elif adaptive and design.n_samples >= POOLED_FEW_PROBES_SAMPLES:
-            n_probes = POOLED_MIN_PROBES
+        elif adaptive:
+            n_probes = pooled_start_probes(design.n_samples)
     # a chain that starts with all the probes has nothing to grow
     adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
     _check_budget(design, coef_path, n_probes, scheme)

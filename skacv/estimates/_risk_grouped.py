@@ -90,21 +90,33 @@ TEMPLATE_EXACT_SUPPORT = 300
 #: the measurements
 POOLED_PROBES = 32
 #: ``n_probes="auto"`` in :func:`~skacv.estimates._risk.trajectory_risk`:
-#: the pooled chain starts with this many probes from
-#: :data:`POOLED_FEW_PROBES_SAMPLES` samples on (else with
+#: the pooled chain starts with the probes of the first ``(samples,
+#: probes)`` pair whose sample count the data reach (else with
 #: :data:`POOLED_PROBES`) and grows (to at most :data:`POOLED_PROBES`)
 #: while the probe noise of ``risk_path_`` (:func:`probe_noise`) is above
-#: :data:`POOLED_NOISE_TARGET`
-POOLED_MIN_PROBES = 16
-#: the noise falls fast with the samples: 8 probes gave 1.9 %, 0.9 % and
-#: 0.2 % rms relative standard error at 1000 x 1500, 2000 x 3000 and 4000 x
-#: 6000 (``bench_vs_cv.py``'s equicorrelated FISTA paths, T = 150, 6 draws);
-#: below this many samples the chain starts with all the probes (a growth
-#: is a second pass over the path). 16 probes to start with, not 8: at 2000
-#: samples 8 grew to 24-32 on T = 300 paths (a second pass: 4.2 fits against
-#: 3.5 starting with 16), and a product with 16 columns costs little more
-#: than one with 8 (``chain_min_columns`` of the speed policy)
-POOLED_FEW_PROBES_SAMPLES = 2000
+#: :data:`POOLED_NOISE_TARGET`. The noise falls faster than ``1 / n``
+#: with the samples and as ``1 / sqrt(m)`` with the probes: 8 probes gave
+#: 1.9 %, 0.9 % and 0.2 % rms relative standard error at 1000 x 1500, 2000
+#: x 3000 and 4000 x 6000 (``bench_vs_cv.py``'s equicorrelated FISTA
+#: paths, T = 150, 6 draws); 16 probes 0.27 % at 4000 x 6000 and 0.09 %
+#: at 10000 x 15000 (the jackknife, one draw). Each start is chosen so that
+#: the noise its law predicts is at most half the target (a growth is a
+#: second pass of the chain over the path): 8 probes from 4000 samples
+#: (0.2-0.4 %), 4 from 8000 (about 0.25 %). At 2000 samples 8 probes grew
+#: to 24-32 on T = 300 paths (4.2 fits against 3.5 starting with 16). A
+#: product of at most 4 columns costs about half one of 16
+#: (matrix-vector products, the speed policy's ``chain_gemv_max_columns``);
+#: one of 8 costs about what one of 16 does
+POOLED_START_PROBES = ((8000, 4), (4000, 8), (2000, 16))
+
+
+def pooled_start_probes(n_samples):
+    """The probes the adaptive pooled chain starts with on ``n_samples``
+    samples (:data:`POOLED_START_PROBES`)."""
+    for samples, probes in POOLED_START_PROBES:
+        if n_samples >= samples:
+            return probes
+    return POOLED_PROBES
 #: the root-mean-square relative standard error of ``risk_path_`` over the
 #: iterates that the adaptive pooled chain aims at: what 32 probes gave on
 #: the equicorrelated 1000 x 1500 FISTA path of ``bench_vs_cv.py`` (0.77 %
@@ -555,13 +567,11 @@ def probes_for_noise(m, noise):
     most :data:`POOLED_NOISE_TARGET` (or ``m`` is already
     :data:`POOLED_PROBES`), else the noise's ``1 / sqrt(m)`` law's answer
     and at least twice ``m`` (each growth is a pass of the chain over the
-    whole path), in multiples of :data:`POOLED_MIN_PROBES`, at most
-    :data:`POOLED_PROBES`."""
+    whole path), in multiples of ``m``, at most :data:`POOLED_PROBES`."""
     if noise <= POOLED_NOISE_TARGET or m >= POOLED_PROBES:
         return m
     need = m * (noise / POOLED_NOISE_TARGET) ** 2
-    step = POOLED_MIN_PROBES
-    return int(min(POOLED_PROBES, max(2 * m, step * np.ceil(need / step))))
+    return int(min(POOLED_PROBES, max(2 * m, m * np.ceil(need / m))))
 
 
 def _merge_saved(a, b):

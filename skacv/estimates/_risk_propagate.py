@@ -36,7 +36,7 @@ import numpy as np
 from .._config import check_memory
 from .._policy import get_policy
 from ..iterations._iterations import Iteration
-from ..linalg._design import gather
+from ..linalg._copies import gather, scratch
 from ._risk_state import GramCache, SavedChains
 
 
@@ -74,7 +74,7 @@ def design_columns(design, idx, dtype):
     blocks of rows, without a full-size copy in its own precision."""
     if design.sparse:
         return np.asarray(design.columns(idx), dtype=dtype)
-    return gather(design.dense(), dtype, cols=idx)
+    return gather(design.dense(), dtype, cols=idx, out=scratch((design.n_samples, len(idx)), dtype))
 
 
 def chain_order(coef_path):
@@ -107,9 +107,56 @@ def gram_product(Xs, gram, rows, cols, block, out, factor):
     which holds the factor) when it covers both prefixes, else by the two
     primal products (:func:`primal_product`)."""
     if gram is not None and gram.shape[0] >= max(rows, cols):
-        np.matmul(gram[:rows, :cols], block, out=out)
+        if block.shape[1] <= get_policy().chain_gemv_max_columns:
+            # G symmetric: G[:rows, :cols] block = (block^T G[:cols, :rows])^T
+            _vector_products(gram[:cols, :rows], None, block, out, 1.0)
+        else:
+            np.matmul(gram[:rows, :cols], block, out=out)
     else:
         primal_product(Xs, rows, cols, block, out, factor)
+
+
+def _row_block(A, width):
+    """Rows of ``A`` in a block of about the policy's ``chain_fused_bytes``
+    (at least 8; all of them when the policy's size is ``None``)."""
+    budget = get_policy().chain_fused_bytes
+    n = A.shape[0]
+    return n if budget is None else max(8, budget // (A.itemsize * max(width, 1)))
+
+
+def _vector_products(Xs, cols, block, out, factor):
+    """:func:`primal_product` for a ``block`` of a few columns (at most the
+    policy's ``chain_gemv_max_columns``): matrix-vector products, both of
+    each column on a block of rows of ``X~`` while it is in cache. A matrix
+    product with so few columns runs far below the BLAS's peak (measured:
+    2 columns cost 3 times, 4 columns 3.5 times what one does) while the
+    second and later matrix-vector products of a block read it from the
+    cache. ``cols=None``: ``out = Xs^T block`` alone (``Xs`` then the
+    restricted Gram matrix's rows ``:cols``, one product)."""
+    rows = out.shape[0]
+    k = block.shape[1]
+    Vt = np.ascontiguousarray(block.T, dtype=Xs.dtype)
+    total = np.zeros((k, rows), dtype=out.dtype)
+    part = np.empty(rows, dtype=out.dtype)
+    n = Xs.shape[0]
+    b = _row_block(Xs, Xs.shape[1])
+    if cols is None:  # out = Xs^T block, Xs of block.shape[0] rows
+        for i in range(0, n, b):
+            Xb = Xs[i:i + b]
+            for j in range(k):
+                total[j] += np.matmul(Vt[j, i:i + b], Xb, out=part)
+        out[...] = total.T
+        return
+    fitted = np.empty(min(b, n), dtype=np.result_type(Xs, Vt))
+    for i in range(0, n, b):
+        Xb = Xs[i:i + b]
+        f = fitted[:Xb.shape[0]]
+        for j in range(k):
+            # matmul, not dot: dot copies a block's column prefix (a strided view)
+            np.matmul(Xb[:, :cols], Vt[j], out=f)
+            f *= factor
+            total[j] += np.matmul(f, Xb[:, :rows], out=part)
+    out[...] = total.T
 
 
 def primal_product(Xs, rows, cols, block, out, factor):
@@ -118,10 +165,14 @@ def primal_product(Xs, rows, cols, block, out, factor):
     rows): a block's two products follow each other while it is in cache,
     so ``X~`` is read from memory once instead of twice (a skinny product is
     bound by that reading); one pair of products over all the rows when the
-    policy's size is ``None`` or the blocks would cover them."""
-    budget = get_policy().chain_fused_bytes
+    policy's size is ``None`` or the blocks would cover them. A ``block`` of
+    at most the policy's ``chain_gemv_max_columns`` columns: by
+    matrix-vector products (:func:`_vector_products`)."""
+    if block.shape[1] <= get_policy().chain_gemv_max_columns:
+        _vector_products(Xs, cols, block, out, factor)
+        return
     n = Xs.shape[0]
-    b = n if budget is None else max(8, budget // (Xs.itemsize * max(rows, cols, 1)))
+    b = _row_block(Xs, max(rows, cols))
     if b >= n:
         fitted = Xs[:, :cols] @ block
         fitted *= factor
@@ -154,12 +205,24 @@ def _cached_gram(cached, order, best_w, Xs, factor):
     return None
 
 
+def product_columns(c):
+    """The columns a product of the chains with ``c`` columns costs like
+    (the speed policy): twice ``c`` up to ``chain_gemv_max_columns``
+    (matrix-vector products, :func:`primal_product`), else at least
+    ``chain_min_columns`` (a skinny matrix product costs what one of that
+    many columns does)."""
+    policy = get_policy()
+    c = np.asarray(c, dtype=np.int64)
+    return np.where(c <= policy.chain_gemv_max_columns, 2 * c,
+                    np.maximum(c, policy.chain_min_columns))
+
+
 def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None):
     """Decide once (at the first step with chains, ``k_first``) whether to
     precompute the Gram matrix of a late prefix of columns, using the flop
     model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``
-    (``c = columns[k]``, the columns advanced by step ``k``, at least the
-    policy's ``chain_min_columns``); it is returned
+    (``c``: :func:`product_columns` of ``columns[k]``, the columns
+    advanced by step ``k``); it is returned
     times ``factor`` (``-g`` for the chains: the products are then the
     gradient tangents). ``cached`` (a :class:`GramCache` of a previous
     stage) is reused when it covers the prefix (columns ``order[:w]``)."""
@@ -170,8 +233,7 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
     # Gram matrix of the prefix w = prefix[start - 1] (integers: exact in int64)
     kk = np.arange(k_first, T + 1)
     r, u = prefix[kk].astype(np.int64), prefix[kk - 1].astype(np.int64)
-    # a skinny product costs what one of chain_min_columns columns does
-    c = np.maximum(np.asarray(columns, dtype=np.int64)[kk], get_policy().chain_min_columns)
+    c = product_columns(np.asarray(columns, dtype=np.int64)[kk])
     step_save = 2 * int(n) * (u + r) * c - 2 * r * u * c
     save = np.cumsum(step_save[::-1])[::-1] - int(n) * u * u
     best = int(np.argmax(save))  # the first of the largest savings

@@ -29,6 +29,7 @@ from sklearn.utils import Bunch
 
 from .._config import check_memory
 from .._policy import get_policy
+from ..linalg._copies import scratch
 
 
 def _intercept_term(fit_intercept, n_eff):
@@ -41,16 +42,17 @@ def _intercept_term(fit_intercept, n_eff):
     return 1.0 if fit_intercept else 0.0
 
 
-def _extrapolate_columns(iteration, M):
-    """Columns of the sources from columns of the outputs (last axis = t)."""
+def _extrapolate_columns(iteration, M, start=1):
+    """Columns of the sources from columns of the outputs (last axis = t),
+    from column ``start`` on (the earlier ones copied)."""
     out = np.array(M, dtype=np.float64, copy=True)
-    for k in range(1, M.shape[-1]):
+    for k in range(max(1, start), M.shape[-1]):
         if iteration.extrapolates(k, first=k):
             out[..., k] = iteration.extrapolate(k, M[..., k], M[..., k - 1])
     return out
 
 
-def source_residuals(design, iteration, F, coef_path):
+def source_residuals(design, iteration, F, coef_path, head=None):
     """Training residuals ``y~ - X~ v^t`` of the gradient points, shape (n, T + 1).
 
     ``v^t = x^t + beta_t (x^t - x^{t-1})`` is a combination of the outputs, so
@@ -59,10 +61,18 @@ def source_residuals(design, iteration, F, coef_path):
     correction ``C[:, t]`` with a few non-zero coordinates (those clipped at
     step ``t``), whose product with ``X~`` costs what its non-zeros cost
     (:func:`subtract_correction`).
+
+    ``head``: these residuals of the first ``k + 1`` gradient points of the
+    same path (a state's, :attr:`~skacv.estimates._risk_state.PooledState.source_residuals`):
+    its columns are kept, the later ones computed (a column depends on its
+    step and the one before only).
     """
-    Fv = _extrapolate_columns(iteration, F)
+    start = 1 if head is None else head.shape[1]
+    Fv = _extrapolate_columns(iteration, F, start)
+    if head is not None:
+        Fv[:, :start] = head
     coords, steps, values = [], [], []
-    for t in range(1, coef_path.shape[1]):
+    for t in range(start, coef_path.shape[1]):
         cols = iteration.extrapolation_columns(t, coef_path[:, t], coef_path[:, t - 1])
         if cols is not None and cols[0].size:
             coords.append(cols[0])
@@ -96,9 +106,16 @@ def subtract_correction(design, out, coords, steps, values):
         cols, local = np.unique(steps[in_block], return_inverse=True)
         C = sp.csr_array((values[in_block], (local, inv[in_block] - b0)),
                          shape=(cols.size, width))
-        # the block's columns as contiguous rows of X~^T, what the CSR product reads
-        Xt = np.asarray(design.columns(features[b0:b0 + width]).T, dtype=np.float64, order="C")
+        # the block's columns as contiguous rows of X~^T, what the CSR product
+        # reads (in scratch memory: a block is gathered at every stage)
+        idx = features[b0:b0 + width]
+        Xc = design.columns(idx, out=None if design.sparse or design.dtype != np.float64
+                            else scratch((n, width), np.float64, "correction"))
+        Xt = scratch((width, n), np.float64, "correction_t")
+        np.copyto(Xt, Xc.T)
+        del Xc
         out[:, cols] -= (C @ Xt).T
+        del Xt  # the scratch free for the next block
 
 
 def source_points(iteration, coef_path):

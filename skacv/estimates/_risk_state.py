@@ -108,6 +108,10 @@ class PooledState:
     nodes: tuple | None = None  # the template's spectral nodes and weights
     nodes_width: int = -1  # of the union of this many supports' columns
     template_seed: int | None = None  # the template's probes (drawn after Z)
+    # (n, k + 1) the residuals of the gradient points of a clipped
+    # extrapolation (skacv.estimates._risk_readout.source_residuals), set by
+    # the readout: a longer path computes only its new columns
+    source_residuals: np.ndarray | None = None
 
 
 @dataclass

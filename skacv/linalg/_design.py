@@ -28,7 +28,7 @@ from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
 from .._policy import get_policy
-from ..utils._parallel import blas_threads, column_workers, factorization_blas, kept_workers
+from ..utils._parallel import blas_threads, factorization_blas, kept_workers
 from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
 
 #: relative tolerance of the Lanczos estimate of the top eigenvalue behind
@@ -53,32 +53,6 @@ def _sum_in_order(sums):
 def _identity(rows, P):
     """The residual callback of :meth:`Design.panel_products` for ``X~^T X~ b``."""
     return P
-
-
-def gather(X, dtype, rows=None, cols=None):
-    """``X[rows][:, cols]`` of a dense ``X`` in ``dtype``, C order (``None``:
-    all rows or columns), copied by blocks of rows: no full-size temporary in
-    ``X``'s precision. The chains' restricted design and the stacked folds'
-    copy of ``X`` (rows ordered by fold) are made by it."""
-    n = X.shape[0] if rows is None else len(rows)
-    p = X.shape[1] if cols is None else len(cols)
-    out = np.empty((n, p), dtype=dtype)
-    block = max(1, get_policy().gather_bytes // max(1, p * X.itemsize))
-
-    def copy(start, stop):
-        for a in range(start, stop, block):
-            b = min(a + block, stop)
-            src = X[a:b] if rows is None else X[rows[a:b]]
-            out[a:b] = src if cols is None else src.take(cols, axis=1)
-
-    workers = blas_threads() if out.nbytes >= get_policy().gather_threads_min_bytes else 1
-    if workers <= 1:
-        copy(0, n)
-        return out
-    bounds = np.linspace(0, n, workers + 1).astype(int)
-    with column_workers(workers) as run:
-        run(copy, list(zip(bounds[:-1], bounds[1:], strict=True)))
-    return out
 
 
 # the designs shared inside shared_designs() (None outside): per context, so
@@ -416,10 +390,12 @@ class Design:
             return self.matvec(full)
         return self.columns(idx) @ c
 
-    def columns(self, idx):
-        """Dense ``X~[:, idx]`` (used by the risk estimator on supports)."""
+    def columns(self, idx, out=None):
+        """Dense ``X~[:, idx]`` (used by the risk estimator on supports);
+        ``out``: where a dense ``X~``'s columns go (shape (n_samples,
+        len(idx)), its dtype)."""
         if not self.sparse:
-            return self.X[:, idx]
+            return self.X[:, idx] if out is None else np.take(self.X, idx, axis=1, out=out)
         sub = self.X[:, idx].toarray()
         if self.fit_intercept:
             sub -= self.x_offset[idx]

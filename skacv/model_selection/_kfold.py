@@ -47,7 +47,8 @@ from .._config import check_memory
 from .._policy import get_policy
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
-from ..linalg._design import LIPSCHITZ_TOL, Design, gather
+from ..linalg._copies import gather
+from ..linalg._design import LIPSCHITZ_TOL, Design
 from ..linalg._linalg import lanczos_top_eigenvalues, top_eigenvalue
 from ..utils._compat import _num_features, _num_samples
 from ..utils._parallel import cache_bytes

@@ -1,0 +1,74 @@
+"""Copies of a dense design's rows and columns, and scratch memory.
+
+:func:`gather` copies ``X[rows][:, cols]`` by blocks of rows, in another
+precision (the risk estimate's restricted float32 copy of ``X~``, the
+stacked folds' copy of ``X`` with rows ordered by fold); :func:`scratch`
+gives memory for such copies that a search makes again and again, reused
+inside :func:`~skacv.linalg._design.shared_designs`.
+"""
+
+import sys
+import threading
+
+import numpy as np
+
+from .._policy import get_policy
+from ..utils._parallel import blas_threads, column_workers
+from ._design import _SHARED
+
+
+def gather(X, dtype, rows=None, cols=None, out=None):
+    """``X[rows][:, cols]`` of a dense ``X`` in ``dtype``, C order (``None``:
+    all rows or columns), copied by blocks of rows: no full-size temporary in
+    ``X``'s precision. The chains' restricted design and the stacked folds'
+    copy of ``X`` (rows ordered by fold) are made by it. ``out``: the
+    array to fill (C-ordered, of that shape and dtype; else a new one)."""
+    n = X.shape[0] if rows is None else len(rows)
+    p = X.shape[1] if cols is None else len(cols)
+    if out is None:
+        out = np.empty((n, p), dtype=dtype)
+    block = max(1, get_policy().gather_bytes // max(1, p * X.itemsize))
+
+    def copy(start, stop):
+        for a in range(start, stop, block):
+            b = min(a + block, stop)
+            src = X[a:b] if rows is None else X[rows[a:b]]
+            out[a:b] = src if cols is None else src.take(cols, axis=1)
+
+    workers = blas_threads() if out.nbytes >= get_policy().gather_threads_min_bytes else 1
+    if workers <= 1:
+        copy(0, n)
+        return out
+    bounds = np.linspace(0, n, workers + 1).astype(int)
+    with column_workers(workers) as run:
+        run(copy, list(zip(bounds[:-1], bounds[1:], strict=True)))
+    return out
+
+
+def scratch(shape, dtype, name="columns"):
+    """An uninitialised C-ordered array of ``shape`` and ``dtype``. Inside
+    :func:`shared_designs`, the memory of an earlier scratch array of the
+    same context that nothing uses any more (the risk estimate's restricted
+    copy of ``X~``, gathered again at every stage of a staged search): fresh
+    memory of that size costs its page faults, as much as the copy itself
+    on a large design and erratic (0.4-2 s for 600 MB, the kernel
+    compacting memory for huge pages). Outside, a new array. The context
+    keeps one buffer a ``name`` and dtype, dropped on exit."""
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape, dtype=np.int64))
+    shared = _SHARED.get()
+    if shared is None or shared["thread"] != threading.get_ident():
+        return np.empty(shape, dtype=dtype)
+    pool = shared.setdefault("scratch", {})
+    key = (name, dtype.str)
+    buf = pool.get(key)
+    # in use while a view of it lives (each holds a reference to it):
+    # beyond the pool's, this name's and getrefcount's own
+    if buf is not None and sys.getrefcount(buf) <= 3:
+        if buf.size >= size:
+            return buf[:size].reshape(shape)
+        del pool[key]  # too small: freed before the larger one is made
+    buf = np.empty(size, dtype=dtype)
+    if key not in pool:
+        pool[key] = buf
+    return buf.reshape(shape)
