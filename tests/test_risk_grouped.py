@@ -414,6 +414,7 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch
       probes, smaller in 9 of 12 draws; 2.77 % with 4): asserted at most 0.8
       times."""
     monkeypatch.setattr(grouped, "POOLED_START_PROBES", ((0, start),))
+    monkeypatch.setattr(grouped, "POOLED_START_PROBES_NO_MOMENTUM", ((0, start),))
     n, p, T = 300, 450, 60
     X, y = _equicorrelated(n, p)
     kw = dict(alpha=0.1 * np.sqrt(np.log(p) / n), max_iter=T)
@@ -460,6 +461,7 @@ def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch,
 
     monkeypatch.setattr(risk_module, "_grow_pooled", spy)
     monkeypatch.setattr(grouped, "POOLED_START_PROBES", ((0, 16),))
+    monkeypatch.setattr(grouped, "POOLED_START_PROBES_NO_MOMENTUM", ((0, 16),))
     X, y = _equicorrelated(120, 180, seed=6)
     TrajectoryLasso(0.02, solver=SOLVERS[solver](), max_iter=40, random_state=0).fit(X, y)
     (full, replicate), = seen
@@ -471,13 +473,19 @@ def test_the_pooled_chain_starts_with_fewer_probes_on_more_samples():
     (the probe noise falls with the samples), starts below the smallest
     sample count with all of them, and ``probes_for_noise`` grows a chain
     by multiples of its probes, at least doubling, never past the cap."""
-    counts = [10, 500, 1999, 2000, 3999, 4000, 7999, 8000, 10**6]
-    starts = [grouped.pooled_start_probes(n) for n in counts]
-    assert starts[0] == grouped.POOLED_PROBES
-    assert all(a >= b for a, b in zip(starts[:-1], starts[1:], strict=True))
-    assert starts[-1] < starts[0]
+    counts = [10, 500, 999, 1000, 1999, 2000, 3999, 4000, 7999, 8000, 10**6]
+    seen = set()
+    for momentum in (True, False):
+        starts = [grouped.pooled_start_probes(n, momentum) for n in counts]
+        assert starts[0] == grouped.POOLED_PROBES
+        assert all(a >= b for a, b in zip(starts[:-1], starts[1:], strict=True))
+        assert starts[-1] < starts[0]
+        seen.update(starts)
+    # no momentum (shorter memory, less noise): never more probes
+    assert all(grouped.pooled_start_probes(n, False) <= grouped.pooled_start_probes(n, True)
+               for n in counts)
     target = grouped.POOLED_NOISE_TARGET
-    for m in sorted(set(starts)):
+    for m in sorted(seen):
         assert grouped.probes_for_noise(m, target) == m
         for noise in (1.01 * target, 1.5 * target, 3 * target, 100 * target):
             grown = grouped.probes_for_noise(m, noise)
@@ -485,3 +493,20 @@ def test_the_pooled_chain_starts_with_fewer_probes_on_more_samples():
             assert m <= grown <= grouped.POOLED_PROBES
             if m < grouped.POOLED_PROBES:
                 assert grown >= min(grouped.POOLED_PROBES, m * (noise / target) ** 2)
+
+
+@pytest.mark.parametrize("solver,momentum", [("ista", False), ("fista", True)])
+def test_the_adaptive_chain_starts_by_its_momentum_and_samples(solver, momentum):
+    """``n_probes="auto"`` in the risk estimate: the pooled chain starts
+    with ``pooled_start_probes(n, momentum)`` probes, adaptive (it may grow)
+    below the cap; ISTA (no momentum) with fewer than FISTA on 1000 samples."""
+    X, y = _equicorrelated(1000, 120)
+    est = TrajectoryLasso(0.05, solver=solver, max_iter=20, estimate_risk=False).fit(X, y)
+    prob, path = est._problem(X, y), est.coef_path_
+    assert prob.iteration.extrapolates(20) is momentum
+    strategy = engine.choose_strategy(prob.design, prob.iteration, path, "auto", adaptive=True)
+    assert isinstance(strategy, engine.GroupedChains) and strategy.group_sources is None
+    assert strategy.n_probes == grouped.pooled_start_probes(1000, momentum)
+    assert strategy.adaptive is (strategy.n_probes < grouped.POOLED_PROBES)  # room to grow
+    if not momentum:
+        assert strategy.n_probes < grouped.pooled_start_probes(1000, True)

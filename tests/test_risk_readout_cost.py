@@ -248,6 +248,7 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
 
     monkeypatch.setattr(risk_module, "_grow_pooled", spy)
     monkeypatch.setattr(grouped, "POOLED_START_PROBES", ((0, 16),))
+    monkeypatch.setattr(grouped, "POOLED_START_PROBES_NO_MOMENTUM", ((0, 16),))
     n, p = 300, 450
     X, y, _ = _data(n, p)
     for seed in range(2):

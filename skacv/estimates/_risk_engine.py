@@ -404,7 +404,7 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
         if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
             n_probes = state.m
         elif adaptive:
-            n_probes = pooled_start_probes(design.n_samples)
+            n_probes = pooled_start_probes(design.n_samples, iteration.extrapolates(T))
     # a chain that starts with all the probes has nothing to grow
     adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
     _check_budget(design, coef_path, n_probes, scheme)
