@@ -63,7 +63,7 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     estimate_risk : bool, default=True
         Compute ``risk_path_``. With the default probes (``probe_scheme``)
         its Jacobian chains advance ``m`` columns a step restricted to the
-        support (``m`` = 4 to 32 probes, ``n_probes``): about ``2 m s^2``
+        support (``m`` = 2 to 32 probes, ``n_probes``): about ``2 m s^2``
         flops a step against the fit's ``4 n p`` (``s`` the union of the
         supports), a few fits on wide supports,
         far less on sparse ones; a path whose support settles after 512
@@ -95,8 +95,8 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         costs at most 4 times 10 probes (linear solvers: an eigendecomposition
         of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
         samples), else the pooled probes' one chain: 32 probes below 2000
-        samples; 16 from 2000 samples on, 8 from 4000, 4 from 8000 (ISTA:
-        32 below 1000 samples, 4 from 1000), grown
+        samples; 16 from 2000 samples on, 8 from 4000, 2 from 8000 (ISTA:
+        32 below 1000 samples, 4 from 1000, 2 from 8000), grown
         (at least doubling, to at most 32, in another pass of the chain)
         while a jackknife over the probes finds the relative standard
         error of ``risk_path_`` above 0.8 %
