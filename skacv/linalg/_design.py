@@ -395,7 +395,10 @@ class Design:
         ``out``: where a dense ``X~``'s columns go (shape (n_samples,
         len(idx)), its dtype)."""
         if not self.sparse:
-            return self.X[:, idx] if out is None else np.take(self.X, idx, axis=1, out=out)
+            if out is None:
+                return self.X[:, idx]
+            # mode="clip" (valid indices): "raise" buffers out in a temporary
+            return np.take(self.X, idx, axis=1, out=out, mode="clip")
         sub = self.X[:, idx].toarray()
         if self.fit_intercept:
             sub -= self.x_offset[idx]
