@@ -103,24 +103,30 @@ POOLED_PROBES = 32
 #: the noise its law predicts is at most half the target (a growth is a
 #: second pass of the chain over the path): 8 probes from 4000 samples
 #: (0.2-0.4 %), 2 from 8000 (about 0.25-0.35 %; the jackknife gave 0.19 %
-#: with 2 probes and 0.17 % with 4 at 10000 x 15000, T = 150: a search 33 s
-#: against 36 s; its two groups make the noise's own estimate rough, and
-#: a growth from 2 costs little). At 2000 samples 8 probes grew
-#: to 24-32 on T = 300 paths (4.2 fits against 3.5 starting with 16). A
-#: product of at most 4 columns costs about half one of 16, one of 2 about
-#: a third (matrix-vector products, the speed policy's
-#: ``chain_gemv_max_columns``); one of 8 costs about what one of 16 does
+#: with 2 probes and 0.17 % with 4 at 10000 x 15000, T = 150; its two
+#: groups make the noise's own estimate rough, and a growth from 2 costs
+#: little). At 2000 samples 8 probes grew to 24-32 on T = 300 paths, a
+#: second pass; at 4000 x 6000 (T = 300) 4 probes grew to 8-16 in two draws
+#: of three (8 probes: 0.42-0.63 %). The costs of the chains by their
+#: columns (products of at most 4 columns by matrix-vector products, the
+#: speed policy's ``chain_gemv_max_columns``): ``docs/benchmarks.rst``
 POOLED_START_PROBES = ((8000, 2), (4000, 8), (2000, 16))
 #: :data:`POOLED_START_PROBES` of an iteration without momentum (ISTA),
 #: whose memory is short and noise lower, but by far more design-dependent:
 #: 4 probes gave 0.15 % (equicorrelated 2000 x 3000, T = 150), 0.66 % and
 #: 0.78 % (equicorrelated 1000 x 1500 and 1000 x 500, T = 300) and 3.5 %
 #: (isotropic 2000 x 3000, where 16 probes gave 1.3 % and the chain grows
-#: to 32 from either start); 2 probes 0.003 % at 10000 x 15000 (a search
-#: 28 s against 35 s with 4). Starting with 4 costs about half a chain of 16
-#: (matrix-vector products), so a growth from 4 costs about what one from
-#: 16 does, and where 4 suffice the chain is 2-8 times cheaper
+#: to 32 from either start); 2 probes 0.003 % at 10000 x 15000. A chain of
+#: 4 probes costs about half one of 16, so a growth from 4 costs about what
+#: one from 16 does
 POOLED_START_PROBES_NO_MOMENTUM = ((8000, 2), (1000, 4))
+#: the root-mean-square relative standard error of ``risk_path_`` over the
+#: iterates that the adaptive pooled chain aims at: what 32 probes gave on
+#: the equicorrelated 1000 x 1500 FISTA path of ``bench_vs_cv.py`` (0.77 %
+#: over 6 draws), where the default was validated
+POOLED_NOISE_TARGET = 0.008
+#: the pooled probes' group: every source of any path
+POOLED_GROUP = 1 << 40
 
 
 def pooled_start_probes(n_samples, momentum=True):
@@ -133,13 +139,6 @@ def pooled_start_probes(n_samples, momentum=True):
         if n_samples >= samples:
             return probes
     return POOLED_PROBES
-#: the root-mean-square relative standard error of ``risk_path_`` over the
-#: iterates that the adaptive pooled chain aims at: what 32 probes gave on
-#: the equicorrelated 1000 x 1500 FISTA path of ``bench_vs_cv.py`` (0.77 %
-#: over 6 draws), where the default was validated
-POOLED_NOISE_TARGET = 0.008
-#: the pooled probes' group: every source of any path
-POOLED_GROUP = 1 << 40
 
 
 def group_columns(m, T, G=GROUP_SOURCES):
@@ -586,8 +585,9 @@ def probes_for_noise(m, noise):
     whole path), in multiples of ``m``, at most :data:`POOLED_PROBES`."""
     if noise <= POOLED_NOISE_TARGET or m >= POOLED_PROBES:
         return m
-    need = m * (noise / POOLED_NOISE_TARGET) ** 2
-    return int(min(POOLED_PROBES, max(2 * m, m * np.ceil(need / m))))
+    # the law's m (noise / target)^2 > m, rounded up to a multiple of m: >= 2 m
+    factor = int(np.ceil((noise / POOLED_NOISE_TARGET) ** 2))
+    return int(min(POOLED_PROBES, m * factor))
 
 
 def _merge_saved(a, b):

@@ -128,10 +128,10 @@ def _vector_products(Xs, cols, block, out, factor):
     """:func:`primal_product` for a ``block`` of a few columns (at most the
     policy's ``chain_gemv_max_columns``): matrix-vector products, both of
     each column on a block of rows of ``X~`` while it is in cache. A matrix
-    product with so few columns runs far below the BLAS's peak (measured:
-    2 columns cost 3 times, 4 columns 3.5 times what one does) while the
-    second and later matrix-vector products of a block read it from the
-    cache. ``cols=None``: ``out = Xs^T block`` alone (``Xs`` then the
+    product with so few columns runs far below the BLAS's peak (several
+    times one column's cost; ``benchmarks/bench_chain_fused.py``, part 3)
+    while the second and later matrix-vector products of a block read it
+    from the cache. ``cols=None``: ``out = Xs^T block`` alone (``Xs`` then the
     restricted Gram matrix's rows ``:cols``, one product)."""
     rows = out.shape[0]
     k = block.shape[1]

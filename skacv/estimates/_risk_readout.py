@@ -109,8 +109,8 @@ def subtract_correction(design, out, coords, steps, values):
         # the block's columns as contiguous rows of X~^T, what the CSR product
         # reads (in scratch memory: a block is gathered at every stage)
         idx = features[b0:b0 + width]
-        Xc = design.columns(idx, out=None if design.sparse or design.dtype != np.float64
-                            else scratch((n, width), np.float64, "correction"))
+        Xc = design.columns(idx, out=None if design.sparse
+                            else scratch((n, width), design.dtype, "correction"))
         Xt = scratch((width, n), np.float64, "correction_t")
         np.copyto(Xt, Xc.T)
         del Xc

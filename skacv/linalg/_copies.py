@@ -50,9 +50,9 @@ def scratch(shape, dtype, name="columns"):
     :func:`shared_designs`, the memory of an earlier scratch array of the
     same context that nothing uses any more (the risk estimate's restricted
     copy of ``X~``, gathered again at every stage of a staged search): fresh
-    memory of that size costs its page faults, as much as the copy itself
-    on a large design and erratic (0.4-2 s for 600 MB, the kernel
-    compacting memory for huge pages). Outside, a new array. The context
+    memory of that size costs its page faults, on a large design as much as
+    the copy itself and erratic (the kernel compacting memory for huge
+    pages; ``docs/benchmarks.rst``). Outside, a new array. The context
     keeps one buffer a ``name`` and dtype, dropped on exit."""
     dtype = np.dtype(dtype)
     size = int(np.prod(shape, dtype=np.int64))
