@@ -5,10 +5,11 @@ Part 1 times the product ``X~_S^T (X~_S V)`` itself (float32, ``m`` columns,
 the best of 7 interleaved runs); part 2 the fit + ``risk_path_`` of a default
 ``TrajectoryLasso`` on ``bench_vs_cv.py``'s equicorrelated design (the best of
 3 interleaved runs each), in fits. Both print the ratio blocked / plain.
+Part 1 runs without the thin panels of part 3 (``chain_panel_max_columns=0``).
 Part 3 times the product of a few columns (``--vector-columns``, at most the
-policy's ``chain_gemv_max_columns``) by matrix-vector products on blocks of
-rows in cache against blocked matrix products (``chain_gemv_max_columns=0``),
-and against one column (the memory-bound floor).
+policy's ``chain_panel_max_columns``) by thin panels of rows in the transposed
+layout against blocked matrix products (``chain_panel_max_columns=0``), and
+against one column by thin panels (the memory-bound floor).
 
     python benchmarks/bench_chain_fused.py
     python benchmarks/bench_chain_fused.py --shapes 4000x6000 10000x8000 --T 300
@@ -36,9 +37,9 @@ def best_of(fn, runs):
     return out
 
 
-def product_times(n, p, m, key, values, runs=7):
+def product_times(n, p, m, key, values, runs=7, **fixed):
     """The best time of ``primal_product`` with the policy's ``key`` at each
-    of ``values`` (interleaved runs)."""
+    of ``values`` (interleaved runs; ``fixed``: other policy values)."""
     rng = np.random.default_rng(0)
     Xs = rng.standard_normal((n, p)).astype(np.float32)
     V = rng.standard_normal((p, m)).astype(np.float32)
@@ -46,7 +47,7 @@ def product_times(n, p, m, key, values, runs=7):
     times = {}
     for _ in range(runs):  # interleaved
         for policy in values:
-            with policy_context(**{key: policy}):
+            with policy_context(**fixed, **{key: policy}):
                 t = best_of(lambda: primal_product(Xs, p, p, V, out, -1.0), 1)
             times[policy] = min(times.get(policy, t), t)
     return [times[v] for v in values]
@@ -72,7 +73,7 @@ def main():
     ap.add_argument("--columns", type=int, nargs="+", default=[8, 16, 32])
     ap.add_argument("--solvers", nargs="+", default=["ista", "fista"])
     ap.add_argument("--vector-shapes", nargs="+", default=["2000x2500", "10000x9000"])
-    ap.add_argument("--vector-columns", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--vector-columns", type=int, nargs="+", default=[2, 4, 8])
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     budget = get_policy().chain_fused_bytes or 2 * 2**20
@@ -81,7 +82,8 @@ def main():
         for shape in args.shapes:
             n, p = (int(v) for v in shape.split("x"))
             for m in args.columns:
-                plain, blocked = product_times(n, p, m, "chain_fused_bytes", (None, budget))
+                plain, blocked = product_times(n, p, m, "chain_fused_bytes", (None, budget),
+                                               chain_panel_max_columns=0)
                 print(f"  {n:6d} x {p:<6d} m={m:<3d} plain {plain * 1e3:7.1f} ms  blocked "
                       f"{blocked * 1e3:7.1f} ms  ratio {blocked / plain:.2f}", flush=True)
         print(f"part 2: fit + risk_path_ (T = {args.T}) in fits")
@@ -92,16 +94,16 @@ def main():
                 print(f"  {n:6d} x {p:<6d} {solver:5s} fit {fit:6.2f} s  plain {plain / fit:5.2f} "
                       f"fits  blocked {blocked / fit:5.2f} fits  ratio {blocked / plain:.2f}",
                       flush=True)
-        gemv = max(args.vector_columns)
-        print(f"part 3: a few columns by matrix-vector products (chain_gemv_max_columns={gemv}) "
+        thin = max(args.vector_columns)
+        print(f"part 3: a few columns by thin panels (chain_panel_max_columns={thin}) "
               "against matrix products (0), blocked")
         for shape in args.vector_shapes:
             n, p = (int(v) for v in shape.split("x"))
-            one = product_times(n, p, 1, "chain_gemv_max_columns", (gemv,))[0]
+            one = product_times(n, p, 1, "chain_panel_max_columns", (thin,))[0]
             for m in args.vector_columns:
-                matrix, vector = product_times(n, p, m, "chain_gemv_max_columns", (0, gemv))
-                print(f"  {n:6d} x {p:<6d} m={m:<3d} matrix {matrix * 1e3:7.1f} ms  vectors "
-                      f"{vector * 1e3:7.1f} ms  ratio {vector / matrix:.2f}  (one column "
+                matrix, panels = product_times(n, p, m, "chain_panel_max_columns", (0, thin))
+                print(f"  {n:6d} x {p:<6d} m={m:<3d} matrix {matrix * 1e3:7.1f} ms  panels "
+                      f"{panels * 1e3:7.1f} ms  ratio {panels / matrix:.2f}  (one column "
                       f"{one * 1e3:.1f} ms)", flush=True)
 
 

@@ -155,9 +155,22 @@ class SpeedPolicy:
         (:func:`skacv.estimates._risk_propagate.maybe_gram`) counts at least ...
     chain_gemv_max_columns : int
         ... except a product of at most this many columns, which runs as
-        matrix-vector products on blocks of rows in cache
-        (:func:`skacv.estimates._risk_propagate.primal_product`) and is
-        counted as twice its columns (``0``: always matrix products).
+        matrix-vector products on blocks of rows in cache (the restricted
+        Gram matrix's, :func:`skacv.estimates._risk_propagate.gram_product`)
+        and is counted as twice its columns (``0``: always matrix products).
+    chain_panel_max_columns : int
+        The chains' primal products ``X~_S^T (X~_S V)`` with at most this
+        many columns run by thin panels of rows of ``X~``, both products of
+        a panel in the transposed layout while it is in cache
+        (:func:`skacv.estimates._risk_propagate.primal_product`; ``0``:
+        never).
+    chain_panel_bytes : int
+        ... a panel of this many bytes divided by the product's columns
+        (larger ones leave the BLAS's small-matrix kernels) ...
+    chain_panel_threads_min_bytes : int
+        ... and with several BLAS threads only on a restricted design of at
+        least this many bytes (below, the threads of one matrix product
+        win).
     risk_cheap_flops : float
         Chains of at most this many flops (a fraction of a second) are never
         refused by a ``risk_time_budget`` (:func:`skacv.get_config`).
@@ -219,6 +232,13 @@ class SpeedPolicy:
     stage_min_flops_linear : float
         The same for a linear method with the spectral risk, whose estimates
         cost the same at any length (stopping saves only fit steps).
+    stage_growth : float
+        A staged path still improving at its end grows by this fraction of
+        its length (:func:`skacv.model_selection._stages.next_stage`) ...
+    stage_growth_chains : float
+        ... and by this fraction when its criterion is ``risk_path_`` of
+        the Jacobian chains, whose every stage restarts them (a copy of the
+        support's columns, the probes' images, the readout).
     auto_blas3_speedup : float
         ``criterion="auto"``'s cost model of leave-one-out counts block
         products this many times faster per flop than matrix-vector products
@@ -266,6 +286,9 @@ class SpeedPolicy:
     chain_gemm_advantage: float = 8.0
     chain_min_columns: int = 16
     chain_gemv_max_columns: int = 4
+    chain_panel_max_columns: int = 8
+    chain_panel_bytes: int = 2 * 2**20
+    chain_panel_threads_min_bytes: int = 16 * 2**20
     risk_cheap_flops: float = 4e9
     chain_fused_bytes: int | None = 2 * 2**20
     chain_chunk_bytes: int = 2**20
@@ -281,6 +304,8 @@ class SpeedPolicy:
     rotated_min_features: int = 64
     stage_min_flops: float = 5e8
     stage_min_flops_linear: float = 5e9
+    stage_growth: float = 0.5
+    stage_growth_chains: float = 1.0
     auto_blas3_speedup: float = 5.0
     auto_cheap_flops: float = 5e9
 

@@ -172,22 +172,35 @@ def chain_fused_bytes(monkeypatch):
 
 
 def chain_vector_products(monkeypatch):
-    """The chains' products of a few columns (4 pooled probes) by
-    matrix-vector products on blocks of rows in cache, against matrix
-    products: the same risk estimate (float64 chains). Two fits: the
-    restricted Gram matrix refused (primal products) and forced over the
-    whole union from the first step (the Gram matrix's products)."""
+    """The restricted Gram matrix's products of a few columns (4 pooled
+    probes) by matrix-vector products on blocks of its rows in cache,
+    against a matrix product: the same risk estimate (float64 chains; the
+    Gram matrix forced over the whole union from the first step)."""
     X, y, sw = _data(150, 300)
     spy = _Spy(monkeypatch, _risk_propagate, "_vector_products")
-    kw = dict(alpha=0.02, solver="fista", max_iter=40, n_probes=4, probe_scheme="pooled",
-              chain_dtype="float64", random_state=0)
+    monkeypatch.setattr(_risk_propagate, "maybe_gram",
+                        lambda Xs, gram, *a, **k: gram if gram is not None else a[5] * (Xs.T @ Xs))
+    est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=4,
+                          probe_scheme="pooled", chain_dtype="float64",
+                          random_state=0).fit(X, y, sample_weight=sw)
+    return {"risk_path_": est.risk_path_}, spy.calls > 0
+
+
+def chain_thin_panels(monkeypatch):
+    """The chains' primal products of a few columns (2 and 8 pooled probes)
+    by thin panels of rows in the transposed layout, against two products
+    over all the rows: the same risk estimate (float64 chains, panels of a
+    few rows so that the sums run over many). The restricted Gram matrix is
+    refused (every product is a primal one)."""
+    X, y, sw = _data(150, 300)
+    monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
+    spy = _Spy(monkeypatch, _risk_propagate, "_thin_panel_products")
     out = {}
-    for name, gram in (("primal", lambda *a, **k: None),
-                       ("gram", lambda Xs, gram, *a, **k: gram if gram is not None else
-                        a[5] * (Xs.T @ Xs))):
-        monkeypatch.setattr(_risk_propagate, "maybe_gram", gram)
-        est = TrajectoryLasso(**kw).fit(X, y, sample_weight=sw)
-        out[f"risk_path_{name}"] = est.risk_path_
+    for m in (2, 8):
+        est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
+                              probe_scheme="pooled", chain_dtype="float64",
+                              random_state=0).fit(X, y, sample_weight=sw)
+        out[f"risk_path_{m}"] = est.risk_path_
     return out, spy.calls > 0
 
 
@@ -224,10 +237,15 @@ FAST_PATHS = {
                                 {"covariance_path": False}, rtol=1e-7),
     "path_support_finish": FastPath(path_support_finish, {"path_support_finish": True},
                                     {"path_support_finish": False}, rtol=1e-7),
-    "chain_fused_bytes": FastPath(chain_fused_bytes, {"chain_fused_bytes": 1},
+    "chain_fused_bytes": FastPath(chain_fused_bytes,
+                                  {"chain_fused_bytes": 1, "chain_panel_max_columns": 0},
                                   {"chain_fused_bytes": None}),
     "chain_vector_products": FastPath(chain_vector_products, {"chain_gemv_max_columns": 4},
                                       {"chain_gemv_max_columns": 0}),
+    "chain_thin_panels": FastPath(chain_thin_panels,
+                                  {"chain_panel_max_columns": 8, "chain_panel_bytes": 100_000,
+                                   "chain_panel_threads_min_bytes": 0},
+                                  {"chain_panel_max_columns": 0, "chain_fused_bytes": None}),
     "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},
                                  {"loo_float32_min_features": 10**9}, rtol=1e-6),
 }

@@ -283,3 +283,33 @@ def test_warm_starts_switching_between_the_loops(speed_policy, fused, monkeypatc
     warm.set_params(max_iter=40).fit(X, y, sample_weight=sw)
     scale = np.abs(cold.coef_path_).max()
     assert_allclose(warm.coef_path_, cold.coef_path_, rtol=0, atol=1e-10 * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 2, 4, 8, 12])
+def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, dtype, k):
+    # X~[:, :rows]^T (factor X~[:, :cols] V) by thin panels (k <= 8), blocks
+    # of rows, or two products over all rows: the plain product up to
+    # rounding, on column prefixes (strided views), with a last partial
+    # panel, and the block (a column view of the chains) left as it is
+    from skacv.estimates._risk_propagate import _thin_panel_rows, primal_product
+
+    rng = np.random.default_rng(k)
+    Xs = rng.standard_normal((203, 90)).astype(dtype)
+    chains = np.asfortranarray(rng.standard_normal((90, 2 * k)).astype(dtype))
+    block = chains[:70, k:]  # a strided view, as the chains pass it
+    kept = block.copy()
+    rows, cols, factor = 80, 70, -0.37
+    Xd = Xs.astype(np.float64)
+    expected = Xd[:, :rows].T @ (factor * (Xd[:, :cols] @ block.astype(np.float64)))
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for policy, thin in (({"chain_panel_bytes": 9 * k * 90 * np.dtype(dtype).itemsize,
+                           "chain_panel_threads_min_bytes": 0}, k <= 8),
+                         ({"chain_panel_max_columns": 0, "chain_fused_bytes": 1}, False),
+                         ({"chain_fused_bytes": None}, False)):
+        speed_policy(**policy)
+        assert (_thin_panel_rows(Xs, k) == 9) == thin
+        out = np.full((rows, k), np.nan, dtype=dtype)
+        primal_product(Xs, rows, cols, block, out, factor)
+        np.testing.assert_allclose(out, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
+        assert_array_equal(block, kept)

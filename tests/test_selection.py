@@ -191,6 +191,8 @@ def test_n_iter_no_change_on_a_real_risk_path(relative, monkeypatch):
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0,
                            chain_dtype="float64")
     full = clone(base).fit(X, y).risk_path_
+    growth = get_policy().stage_growth_chains
+    assert stages_module.stage_growth(base, "risk_path_") == growth
     for patience in (3, 10):
         search = _pinned(base, n_iter_no_change=patience).fit(X, y)
         n = 2 * patience  # the documented stage schedule, replayed
@@ -199,8 +201,8 @@ def test_n_iter_no_change_on_a_real_risk_path(relative, monkeypatch):
             wait = max(patience, int(relative * best))
             if n >= 80 or n - best >= wait:
                 break
-            if best == n:  # still improving: grow by half (at least patience)
-                n = min(80, n + max(patience, n // 2))
+            if best == n:  # still improving: grow by the chains' growth (at least patience)
+                n = min(80, n + max(patience, int(growth * n)))
             else:  # first length where the rule can hold (at least n // 8 more)
                 n = min(80, max(best + wait, n + max(1, n // 8)))
         assert search.estimator_.n_iter_ == n
@@ -210,6 +212,26 @@ def test_n_iter_no_change_on_a_real_risk_path(relative, monkeypatch):
         assert n - best >= int(relative * best) or n == 80
     # the first rule that can hold stops short of the whole path here
     assert search.estimator_.n_iter_ < 80
+
+
+def test_stages_of_the_chains_grow_faster(speed_policy):
+    # a stage of risk_path_ restarts the Jacobian chains (a fixed cost of
+    # several steps): those paths grow by stage_growth_chains while they
+    # improve, the others (folds, leave-one-out, a linear method's spectral
+    # risk, continued at no fixed cost) by stage_growth; once the minimum
+    # lies behind, both go to where the rule can hold
+    speed_policy(stage_growth=0.5, stage_growth_chains=1.0)
+    lasso, ridge = TrajectoryLasso(alpha=0.1), IterativeRidge(alpha=1.0)
+    assert stages_module.stage_growth(lasso, "risk_path_") == 1.0
+    assert stages_module.stage_growth(lasso, "loo_path_") == 0.5
+    assert stages_module.stage_growth(ridge, "risk_path_") == 0.5
+    assert [stages_module.next_stage(40, 40, 10, g) for g in (0.5, 1.0)] == [60, 80]
+    assert [stages_module.next_stage(12, 12, 10, g) for g in (0.5, 1.0)] == [22, 24]
+    assert [stages_module.next_stage(80, 50, 10, g) for g in (0.5, 1.0)] == [90, 90]
+    # the one-go path is cut where the same stages would stop
+    path = np.r_[np.linspace(2.0, 1.0, 51), np.linspace(1.0, 1.5, 150)[1:]]
+    assert stages_module.stop_length(path, 10, 0.5) == 75  # 20, 30, 45, 67, 75
+    assert stages_module.stop_length(path, 10, 1.0) == 80  # 20, 40, 80
 
 
 def test_set_iterate_writes_the_path_column():

@@ -37,6 +37,7 @@ from .._config import check_memory
 from .._policy import get_policy
 from ..iterations._iterations import Iteration
 from ..linalg._copies import gather, scratch
+from ..utils._parallel import blas_threads
 from ._risk_state import GramCache, SavedChains
 
 
@@ -109,7 +110,7 @@ def gram_product(Xs, gram, rows, cols, block, out, factor):
     if gram is not None and gram.shape[0] >= max(rows, cols):
         if block.shape[1] <= get_policy().chain_gemv_max_columns:
             # G symmetric: G[:rows, :cols] block = (block^T G[:cols, :rows])^T
-            _vector_products(gram[:cols, :rows], None, block, out, 1.0)
+            _vector_products(gram[:cols, :rows], block, out)
         else:
             np.matmul(gram[:rows, :cols], block, out=out)
     else:
@@ -124,38 +125,63 @@ def _row_block(A, width):
     return n if budget is None else max(8, budget // (A.itemsize * max(width, 1)))
 
 
-def _vector_products(Xs, cols, block, out, factor):
-    """:func:`primal_product` for a ``block`` of a few columns (at most the
-    policy's ``chain_gemv_max_columns``): matrix-vector products, both of
-    each column on a block of rows of ``X~`` while it is in cache. A matrix
+def _vector_products(gram_rows, block, out):
+    """``out = gram_rows^T block`` for a ``block`` of a few columns (at most
+    the policy's ``chain_gemv_max_columns``; ``gram_rows``: the rows
+    ``:cols`` of the restricted Gram matrix, symmetric) by matrix-vector
+    products on blocks of its rows while they are in cache. A matrix
     product with so few columns runs far below the BLAS's peak (several
-    times one column's cost; ``benchmarks/bench_chain_fused.py``, part 3)
-    while the second and later matrix-vector products of a block read it
-    from the cache. ``cols=None``: ``out = Xs^T block`` alone (``Xs`` then the
-    restricted Gram matrix's rows ``:cols``, one product)."""
+    times one column's cost; ``benchmarks/bench_chain_fused.py``, part 3)."""
     rows = out.shape[0]
     k = block.shape[1]
-    Vt = np.ascontiguousarray(block.T, dtype=Xs.dtype)
+    Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
     total = np.zeros((k, rows), dtype=out.dtype)
     part = np.empty(rows, dtype=out.dtype)
-    n = Xs.shape[0]
-    b = _row_block(Xs, Xs.shape[1])
-    if cols is None:  # out = Xs^T block, Xs of block.shape[0] rows
-        for i in range(0, n, b):
-            Xb = Xs[i:i + b]
-            for j in range(k):
-                total[j] += np.matmul(Vt[j, i:i + b], Xb, out=part)
-        out[...] = total.T
-        return
-    fitted = np.empty(min(b, n), dtype=np.result_type(Xs, Vt))
+    n = gram_rows.shape[0]
+    b = _row_block(gram_rows, gram_rows.shape[1])
     for i in range(0, n, b):
-        Xb = Xs[i:i + b]
-        f = fitted[:Xb.shape[0]]
+        Xb = gram_rows[i:i + b]
         for j in range(k):
-            # matmul, not dot: dot copies a block's column prefix (a strided view)
-            np.matmul(Xb[:, :cols], Vt[j], out=f)
-            f *= factor
-            total[j] += np.matmul(f, Xb[:, :rows], out=part)
+            total[j] += np.matmul(Vt[j, i:i + b], Xb, out=part)
+    out[...] = total.T
+
+
+def _thin_panel_rows(Xs, k):
+    """Rows of a thin panel of ``Xs`` for a product with ``k`` columns (the
+    policy's ``chain_panel_bytes`` over the columns), or 0 where thin panels
+    do not pay (more than ``chain_panel_max_columns`` columns, no blocks,
+    panels of fewer than 4 rows, or several BLAS threads on a design below
+    ``chain_panel_threads_min_bytes``: one thread runs a thin panel's small
+    products, the threads share a matrix product)."""
+    policy = get_policy()
+    if k > policy.chain_panel_max_columns or policy.chain_fused_bytes is None:
+        return 0
+    rows = policy.chain_panel_bytes // (k * Xs.itemsize * max(Xs.shape[1], 1))
+    if rows < 4 or (Xs.nbytes < policy.chain_panel_threads_min_bytes and blas_threads() > 1):
+        return 0
+    return int(rows)
+
+
+def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
+    """:func:`primal_product` by thin panels of ``panel`` rows of ``X~``
+    (:func:`_thin_panel_rows`), each panel's two products ``P = V^T
+    X~_panel^T`` and ``P X~_panel`` one after the other while it is in
+    cache, in the transposed layout whose inner dimension is the panel's
+    rows: a matrix product with a few columns in the usual layout runs at
+    several times one column's cost, and matrix-vector products read the
+    panel once per column (``benchmarks/bench_chain_fused.py``, part 3)."""
+    k = block.shape[1]
+    n = Xs.shape[0]
+    dtype = Xs.dtype
+    Vt = np.multiply(block.T, factor, dtype=dtype)  # a new array: block is left as it is
+    total = np.zeros((k, rows), dtype=dtype)
+    part = np.empty((k, rows), dtype=dtype)
+    fitted = np.empty((k, min(panel, n)), dtype=dtype)
+    for i in range(0, n, panel):
+        Xp = Xs[i:i + panel]
+        # matmul, not dot: dot copies a panel's column prefix (a strided view)
+        P = np.matmul(Vt, Xp[:, :cols].T, out=fitted[:, :Xp.shape[0]])
+        total += np.matmul(P, Xp[:, :rows], out=part)
     out[...] = total.T
 
 
@@ -166,10 +192,11 @@ def primal_product(Xs, rows, cols, block, out, factor):
     so ``X~`` is read from memory once instead of twice (a skinny product is
     bound by that reading); one pair of products over all the rows when the
     policy's size is ``None`` or the blocks would cover them. A ``block`` of
-    at most the policy's ``chain_gemv_max_columns`` columns: by
-    matrix-vector products (:func:`_vector_products`)."""
-    if block.shape[1] <= get_policy().chain_gemv_max_columns:
-        _vector_products(Xs, cols, block, out, factor)
+    at most the policy's ``chain_panel_max_columns`` columns: by thin
+    panels where they pay (:func:`_thin_panel_rows`)."""
+    panel = _thin_panel_rows(Xs, block.shape[1])
+    if panel:
+        _thin_panel_products(Xs, rows, cols, block, out, factor, panel)
         return
     n = Xs.shape[0]
     b = _row_block(Xs, max(rows, cols))

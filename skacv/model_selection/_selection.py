@@ -219,8 +219,10 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         (and its ``max_iter``) is where the path stopped. The rule is checked
         at the end of stages (the first is ``2 * n_iter_no_change`` long; a
         stage grows the path by half while the estimate still improves
-        at its end, else up to the first length where the rule can hold), so
-        the path may run a little past the first iteration where it holds.
+        at its end, and doubles a ``risk_path_`` of Jacobian chains, which
+        every stage restarts; else it goes up to the first length where the
+        rule can hold), so the path may run past the first iteration where
+        it holds.
         ``None`` fits every path to ``max_iter`` (the argmin over whole
         paths). Estimators without ``max_iter`` and ``warm_start`` are always
         fitted to the end. So are paths whose fit and estimates are

@@ -97,21 +97,35 @@ def patience(best, n_iter_no_change):
     return max(n_iter_no_change, int(RELATIVE_PATIENCE * best))
 
 
-def next_stage(n_iter, best, n_iter_no_change):
+def next_stage(n_iter, best, n_iter_no_change, growth=0.5):
     """Length of the next stage of an early-stopped path.
 
     While the estimate still improves at the end of the path (``best ==
-    n_iter``), grow by ``max(n_iter_no_change, n_iter // 2)``: the estimates
-    continue from one stage to the next (Jacobian chains, left-out runs), so
-    a stage costs its new steps plus a fixed overhead, which geometric
-    growth keeps to a few stages; the overshoot is at most half the path.
-    Once the minimum lies behind, go to the first length where the rule can
-    hold, ``best + patience(best, n_iter_no_change)``, but by at least
-    ``n_iter // 8``.
+    n_iter``), grow by ``max(n_iter_no_change, growth * n_iter)`` (the
+    speed policy's ``stage_growth`` or ``stage_growth_chains``,
+    :func:`stage_growth`): the estimates continue from one stage to the
+    next (Jacobian chains, left-out runs), so a stage costs its new steps
+    plus a fixed overhead, which geometric growth keeps to a few stages;
+    the overshoot is at most ``growth`` times the path. Once the minimum
+    lies behind, go to the first length where the rule can hold, ``best +
+    patience(best, n_iter_no_change)``, but by at least ``n_iter // 8``.
     """
     if best is None or best >= n_iter:
-        return n_iter + max(n_iter_no_change, n_iter // 2)
+        return n_iter + max(n_iter_no_change, int(growth * n_iter))
     return max(best + patience(best, n_iter_no_change), n_iter + max(1, n_iter // 8))
+
+
+def stage_growth(estimator, attr):
+    """The growth of :func:`next_stage` for a path stopped on ``attr``: the
+    speed policy's ``stage_growth_chains`` for ``risk_path_`` of an
+    estimator whose risk runs Jacobian chains (every stage restarts them,
+    a fixed cost of several steps of the fit and chains on large designs:
+    ``docs/benchmarks.rst``), else ``stage_growth``."""
+    policy = get_policy()
+    linear = getattr(estimator, "_linear_iterations", lambda: False)()
+    if attr == "risk_path_" and not linear:
+        return policy.stage_growth_chains
+    return policy.stage_growth
 
 
 def stops(path, n_iter, n_iter_no_change):
@@ -137,10 +151,12 @@ def release_warm_state(estimators):
             release()
 
 
-def grow_in_stages(estimator, fitted, stage, n_iter_no_change):
+def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
-    returns the criterion path (``None``: stop, the caller says why). Stops
+    returns the criterion path (``None``: stop, the caller says why);
+    ``growth``: :func:`next_stage`'s (the policy's ``stage_growth`` when
+    ``None``). Stops
     once the criterion has not improved during the last :func:`patience`
     iterations or at ``max_iter``; then restores ``warm_start`` and frees the
     warm state of every estimator of ``fitted()``. Returns the last path.
@@ -151,6 +167,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change):
     statistics (:mod:`skacv.estimates._uq`) are those of the last stage only.
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
+    growth = get_policy().stage_growth if growth is None else growth
     n_iter = min(max_iter, 2 * n_iter_no_change)
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True)):
@@ -164,22 +181,24 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change):
                     if finish is not None:
                         finish()
                     return path
-                n_iter = min(max_iter, next_stage(n_iter, best, n_iter_no_change))
+                n_iter = min(max_iter, next_stage(n_iter, best, n_iter_no_change, growth))
     finally:
         estimator.set_params(warm_start=warm_start)
         release_warm_state(fitted())
 
 
-def stop_length(path, n_iter_no_change):
-    """Where the stages of :func:`grow_in_stages` stop on a criterion path
-    computed in one go (its last index when the rule never holds)."""
+def stop_length(path, n_iter_no_change, growth=None):
+    """Where the stages of :func:`grow_in_stages` (with ``growth``) stop on
+    a criterion path computed in one go (its last index when the rule never
+    holds)."""
+    growth = get_policy().stage_growth if growth is None else growth
     T = len(path) - 1
     n = min(T, 2 * n_iter_no_change)
     while True:
         stop, best = stops(path[: n + 1], n, n_iter_no_change)
         if n >= T or stop:
             return n
-        n = min(T, next_stage(n, best, n_iter_no_change))
+        n = min(T, next_stage(n, best, n_iter_no_change, growth))
 
 
 def refit_shorter(estimator, X, y, fit_params, n_iter):
@@ -198,13 +217,14 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
     pays (:func:`can_stage`), in stages stopped on ``attr``. Returns the
     estimator, its estimate paths ``attrs`` and the fit time."""
     tic = time.perf_counter()
+    growth = stage_growth(estimator, attr)
     if n_iter_no_change is None or not can_stage(estimator, X):
         estimator.fit(X, y, **fit_params)
         if n_iter_no_change is not None and can_stage(estimator) and hasattr(estimator, attr):
             # a cheap path fitted in one go ends where the stages would have
             # stopped (estimator_.n_iter_ is what the search needed)
             m = stop_length(selectable(estimate_paths(estimator, attrs), attr),
-                            n_iter_no_change)
+                            n_iter_no_change, growth)
             if m < estimator.n_iter_:
                 refit_shorter(estimator, X, y, fit_params, m)
     else:
@@ -214,6 +234,6 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
                 return None  # the caller says what is missing
             return selectable(estimate_paths(estimator, attrs), attr)
 
-        grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change)
+        grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
