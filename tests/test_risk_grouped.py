@@ -375,6 +375,49 @@ def test_more_pooled_probes_are_one_chain_of_all_of_them():
         np.testing.assert_allclose(v1, v2, atol=1e-12 * np.abs(v2).max())
 
 
+def test_a_continued_pooled_chain_computes_only_its_new_columns_images():
+    """``_pooled_images`` reads the probes' images and column norms of the
+    columns a continued state has and computes the others: equal to
+    computing all of them, and the known columns are not read (NaN there in
+    the design changes nothing). A warm start's state keeps them for every
+    column, as a cold fit's, and ``extend_pooled`` appends the new probes'."""
+    rng = np.random.default_rng(7)
+    Xs = rng.standard_normal((50, 9))
+    Z = rng.choice([-1, 1], size=(50, 3)).astype(np.int8)
+    coords = np.array([12, 3, 40, 7, 5, 22, 0, 31, 9])
+    W, colnorm, images = grouped._pooled_images(Xs, coords, Z)
+    np.testing.assert_allclose(W, Xs.T @ Z, rtol=1e-12)
+    np.testing.assert_allclose(colnorm, (Xs ** 2).sum(axis=0), rtol=1e-12)
+    assert np.array_equal(images[0], np.sort(coords))
+    # a later stage: new columns 18 and 2, column 40 gone, another order
+    later = np.array([7, 18, 0, 3, 31, 2, 12, 22, 5, 9])
+    Xl = rng.standard_normal((50, 10))
+    Xl[:, np.isin(later, coords)] = Xs[:, [list(coords).index(c) for c in later
+                                           if c in coords]]
+    full, full_norm, _ = grouped._pooled_images(Xl, later, Z)
+    hidden = Xl.copy()
+    hidden[:, np.isin(later, coords)] = np.nan
+    part, part_norm, kept = grouped._pooled_images(hidden, later, Z, images)
+    np.testing.assert_allclose(part, full, rtol=1e-12)
+    np.testing.assert_allclose(part_norm, full_norm, rtol=1e-12)
+    assert np.array_equal(kept[0], np.sort(later))
+    X, y = _equicorrelated(80, 120, seed=5)
+    kw = dict(random_state=1, chain_dtype="float64", n_probes=4)
+    cold = TrajectoryLasso(0.02, max_iter=60, warm_start=True, **kw).fit(X, y)  # keeps its state
+    warm = TrajectoryLasso(0.02, max_iter=25, warm_start=True, **kw).fit(X, y)
+    warm.set_params(max_iter=60).fit(X, y)
+    a, b = cold._risk_state.images, warm._risk_state.images
+    assert np.array_equal(a[0], b[0])
+    np.testing.assert_allclose(b[1], a[1], rtol=1e-10)
+    prob = cold._problem(X, y)
+    more = grouped.extend_pooled(prob.design, prob.iteration, cold.coef_path_,
+                                 cold._risk_state, 2)
+    assert more.images[1].shape == (a[0].size, 6)
+    np.testing.assert_array_equal(more.images[1][:, :4], a[1])
+    prefix = grouped._pooled_images(np.asarray(prob.design.columns(a[0])), a[0], more.Z)[2]
+    np.testing.assert_allclose(more.images[1], prefix[1], rtol=1e-10)
+
+
 @pytest.mark.parametrize("m", [8, 32])
 def test_probe_noise_is_the_jackknife_of_the_probes(m):
     """For a statistic linear in the probes (their mean), the

@@ -108,8 +108,8 @@ POOLED_PROBES = 32
 #: little). At 2000 samples 8 probes grew to 24-32 on T = 300 paths, a
 #: second pass; at 4000 x 6000 (T = 300) 4 probes grew to 8-16 in two draws
 #: of three (8 probes: 0.42-0.63 %). The costs of the chains by their
-#: columns (products of at most 4 columns by matrix-vector products, the
-#: speed policy's ``chain_gemv_max_columns``): ``docs/benchmarks.rst``
+#: columns (products of at most 8 columns by thin panels of rows, the
+#: speed policy's ``chain_panel_max_columns``): ``docs/benchmarks.rst``
 POOLED_START_PROBES = ((8000, 2), (4000, 8), (2000, 16))
 #: :data:`POOLED_START_PROBES` of an iteration without momentum (ISTA),
 #: whose memory is short and noise lower, but by far more design-dependent:
@@ -244,6 +244,31 @@ def _probe_images(Xs, n, m, n_groups, prefix, G, rng, draw, Z=None):
     return W, Z
 
 
+def _pooled_images(Xs, coords, Z, cached=None):
+    """``(W, colnorm, images)``: the pooled probes' images ``X~^T Z`` of the
+    chains' columns ``coords`` (``Xs``; shape (width, m), Fortran order) and
+    their squared norms (the exact lag 0), reading those of the columns a
+    continued state has (``cached``, its ``images``) and computing the
+    others; ``images`` keeps them for the next continuation (coordinates
+    sorted)."""
+    width, m = Xs.shape[1], Z.shape[1]
+    W = np.empty((width, m), dtype=Xs.dtype, order="F")
+    colnorm = np.empty(width, dtype=Xs.dtype)
+    new = np.arange(width)
+    if cached is not None and cached[1].shape[1] == m and cached[1].dtype == Xs.dtype:
+        known, known_W, known_norm = cached
+        at = np.minimum(np.searchsorted(known, coords), max(known.size - 1, 0))
+        found = (known[at] == coords) if known.size else np.zeros(width, dtype=bool)
+        W[found], colnorm[found] = known_W[at[found]], known_norm[at[found]]
+        new = np.flatnonzero(~found)
+    if new.size:
+        Xn = Xs if new.size == width else Xs[:, new]
+        W[new] = Xn.T @ np.asarray(Z, dtype=Xs.dtype)
+        colnorm[new] = np.einsum("ij,ij->j", Xn, Xn)
+    by_coord = np.argsort(coords, kind="stable")
+    return W, colnorm, (coords[by_coord], W[by_coord], colnorm[by_coord])
+
+
 def usable_state(state, m, dtype, T, n):
     """``state`` if a :class:`~skacv.estimates._risk_state.PooledState`
     these chains continue (the pooled probes only)."""
@@ -341,27 +366,34 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
     check_memory(n_blocks * width * n_cols * dtype.itemsize,
                  f"the grouped Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
-    W, Z = _probe_images(Xs, n, m, n_groups, prefix, G, after, draw, Z)
+    images = None
+    if pooled:  # one group: every source reads the union's columns
+        if Z is None:
+            Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
+        W, colnorm, images = _pooled_images(Xs, order[:width], Z,
+                                            None if state is None else state.images)
+    else:
+        W, Z = _probe_images(Xs, n, m, n_groups, prefix, G, after, draw, Z)
+        colnorm = np.einsum("ij,ij->j", Xs, Xs)  # ||x~_j||^2: the exact lag 0
     if run.template_seed is None and after is not None:  # drawn once, after Z
         run.template_seed = int(after.randint(2**31 - 1))
     masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
     chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols)
     if state is not None:
         chains.restore(state.chains)
-    colnorm = np.einsum("ij,ij->j", Xs, Xs)  # ||x~_j||^2: the exact lag 0
     chains.run(GroupedProbes(m, G, W, SA, SV, lag0, colnorm), k0, T, group_columns(m, T, G),
                cached=gram if state is None else state.gram, verbose=verbose)
     run.columns, run.coords = Xs, order[:width]
     if keep_state and pooled:
         cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
-        run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached)
+        run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images)
     return run
 
 
-def _pooled_state(k, m, dtype, Z, rng, run, chains, gram):
+def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None):
     return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=copy.deepcopy(rng), SA=run.SA.copy(),
                        SV=run.SV.copy(), lag0=run.lag0.copy(), chains=chains, gram=gram,
-                       template_seed=run.template_seed)
+                       template_seed=run.template_seed, images=images)
 
 
 def rows_from_block_sums(SA, SV, lag0, G=GROUP_SOURCES, template=None):
@@ -617,4 +649,13 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
         rng=new.rng, SA=np.concatenate([state.SA, new.SA], axis=2),
         SV=np.concatenate([state.SV, new.SV], axis=2), lag0=state.lag0,
         chains=_merge_saved(state.chains, new.chains), gram=state.gram or new.gram,
-        nodes=state.nodes, nodes_width=state.nodes_width, template_seed=state.template_seed)
+        nodes=state.nodes, nodes_width=state.nodes_width, template_seed=state.template_seed,
+        images=_merge_images(state.images, new.images))
+
+
+def _merge_images(a, b):
+    """The ``images`` of two states of the same path's columns, their probes
+    side by side (``None`` unless both have them on the same columns)."""
+    if a is None or b is None or not np.array_equal(a[0], b[0]):
+        return None
+    return a[0], np.hstack([a[1], b[1]]), a[2]

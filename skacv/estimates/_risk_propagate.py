@@ -234,10 +234,12 @@ def _cached_gram(cached, order, best_w, Xs, factor):
 
 def product_columns(c):
     """The columns a product of the chains with ``c`` columns costs like
-    (the speed policy): twice ``c`` up to ``chain_gemv_max_columns``
-    (matrix-vector products, :func:`primal_product`), else at least
-    ``chain_min_columns`` (a skinny matrix product costs what one of that
-    many columns does)."""
+    (the speed policy), for the primal products and the restricted Gram
+    matrix's alike: twice ``c`` up to ``chain_gemv_max_columns`` (the Gram
+    matrix's matrix-vector products, :func:`gram_product`; the primal thin
+    panels of :func:`primal_product` cost about as much or less), else at
+    least ``chain_min_columns`` (a skinny matrix product costs what one of
+    that many columns does)."""
     policy = get_policy()
     c = np.asarray(c, dtype=np.int64)
     return np.where(c <= policy.chain_gemv_max_columns, 2 * c,

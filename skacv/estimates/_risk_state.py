@@ -108,6 +108,10 @@ class PooledState:
     nodes: tuple | None = None  # the template's spectral nodes and weights
     nodes_width: int = -1  # of the union of this many supports' columns
     template_seed: int | None = None  # the template's probes (drawn after Z)
+    # (coords, W, colnorm): the probes' images X~^T Z (len x m) and the
+    # columns' squared norms of the chains' columns ``coords`` (sorted): a
+    # continued chain computes only those of its new columns
+    images: tuple | None = None
     # (n, k + 1) the residuals of the gradient points of a clipped
     # extrapolation (skacv.estimates._risk_readout.source_residuals), set by
     # the readout: a longer path computes only its new columns
