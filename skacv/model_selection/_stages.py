@@ -97,7 +97,7 @@ def patience(best, n_iter_no_change):
     return max(n_iter_no_change, int(RELATIVE_PATIENCE * best))
 
 
-def next_stage(n_iter, best, n_iter_no_change, growth=0.5):
+def next_stage(n_iter, best, n_iter_no_change, growth=None):
     """Length of the next stage of an early-stopped path.
 
     While the estimate still improves at the end of the path (``best ==
@@ -109,7 +109,10 @@ def next_stage(n_iter, best, n_iter_no_change, growth=0.5):
     the overshoot is at most ``growth`` times the path. Once the minimum
     lies behind, go to the first length where the rule can hold, ``best +
     patience(best, n_iter_no_change)``, but by at least ``n_iter // 8``.
+    ``growth=None``: the policy's ``stage_growth``.
     """
+    if growth is None:
+        growth = get_policy().stage_growth
     if best is None or best >= n_iter:
         return n_iter + max(n_iter_no_change, int(growth * n_iter))
     return max(best + patience(best, n_iter_no_change), n_iter + max(1, n_iter // 8))
@@ -167,7 +170,6 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None):
     statistics (:mod:`skacv.estimates._uq`) are those of the last stage only.
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
-    growth = get_policy().stage_growth if growth is None else growth
     n_iter = min(max_iter, 2 * n_iter_no_change)
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True)):
@@ -191,7 +193,6 @@ def stop_length(path, n_iter_no_change, growth=None):
     """Where the stages of :func:`grow_in_stages` (with ``growth``) stop on
     a criterion path computed in one go (its last index when the rule never
     holds)."""
-    growth = get_policy().stage_growth if growth is None else growth
     T = len(path) - 1
     n = min(T, 2 * n_iter_no_change)
     while True:
