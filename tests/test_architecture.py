@@ -51,7 +51,7 @@ MODULE_LAYERS = {
     "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"], ["_path"]],
     "estimates": [
         ["_risk_state", "_risk_core_space", "_risk_readout", "_uq", "_loo_refit",
-         "_loo_track"],
+         "_loo_track", "_risk_probes"],
         ["_risk_spectral", "_risk_propagate", "_risk_curvature", "_risk_reliability",
          "_risk_settled", "_loo", "_loo_approx"],
         ["_risk_chains", "_risk_independent", "_risk_grouped"],

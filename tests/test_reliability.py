@@ -378,7 +378,7 @@ def test_n_probes_auto_is_exact_when_cheap_and_probes_otherwise():
     X, y, *_ = _design("ar", 100, 50, 0.5, 0)
     auto = TrajectoryLasso(alpha=0.05, max_iter=20, random_state=1).fit(X, y)
     # the pooled probes' one chain takes POOLED_PROBES (the other schemes 10)
-    from skacv.estimates._risk_grouped import POOLED_PROBES
+    from skacv.estimates._risk_probes import POOLED_PROBES
 
     probes = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=POOLED_PROBES,
                              random_state=1).fit(X, y)

@@ -137,7 +137,7 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     class Sizes:
         n_samples, n_features = 1000, 60
 
-    from skacv.estimates._risk_grouped import POOLED_PROBES
+    from skacv.estimates._risk_probes import POOLED_PROBES
 
     wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "pooled")
     narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, POOLED_PROBES, "pooled")

@@ -25,6 +25,7 @@ from sklearn.utils import Bunch
 
 import skacv.estimates._risk as risk_module
 import skacv.estimates._risk_grouped as grouped
+import skacv.estimates._risk_probes as probes
 from skacv import TrajectoryLasso
 from skacv.estimates._risk_readout import (
     residual_matrix,
@@ -190,11 +191,11 @@ def test_the_risk_at_a_few_iterates_is_the_whole_readouts(solver, fit_intercept,
 def test_noise_iterates_spread_evenly_from_the_first_to_the_last():
     """Every iterate ``t >= 1`` up to ``NOISE_ITERATES``; beyond, that many,
     increasing, from 1 to ``T``, with gaps that differ by at most one."""
-    K = grouped.NOISE_ITERATES
-    np.testing.assert_array_equal(grouped.noise_iterates(K + 1), np.arange(1, K + 1))
-    np.testing.assert_array_equal(grouped.noise_iterates(11), np.arange(1, 11))
+    K = probes.NOISE_ITERATES
+    np.testing.assert_array_equal(probes.noise_iterates(K + 1), np.arange(1, K + 1))
+    np.testing.assert_array_equal(probes.noise_iterates(11), np.arange(1, 11))
     for T in (K + 1, 150, 817, 5000):
-        S = grouped.noise_iterates(T + 1)
+        S = probes.noise_iterates(T + 1)
         gaps = np.diff(S)
         assert S.size == K and S[0] == 1 and S[-1] == T
         assert gaps.min() >= 1 and gaps.max() - gaps.min() <= 1
@@ -206,18 +207,18 @@ def test_probe_noise_at_iterates_reads_the_risk_there():
     every iterate ``t >= 1`` the noise of the full replicates."""
     rng = np.random.default_rng(0)
     x = 1.0 + 0.1 * rng.standard_normal((16, 200))
-    replicates = [x[kept].mean(axis=0) for kept in grouped.jackknife_probes(16)]
+    replicates = [x[kept].mean(axis=0) for kept in probes.jackknife_probes(16)]
     r = x.mean(axis=0)
-    S = grouped.noise_iterates(200)
+    S = probes.noise_iterates(200)
     K = len(replicates)
     R = np.array(replicates)[:, S]
     var = (K - 1) / K * np.sum((R - R.mean(axis=0)) ** 2, axis=0)
     expected = np.sqrt(np.mean(var / r[S] ** 2))
-    sub = grouped.probe_noise(r, [rep[S] for rep in replicates], S)
+    sub = probes.probe_noise(r, [rep[S] for rep in replicates], S)
     assert sub == pytest.approx(expected, rel=1e-12)
     every = np.arange(1, 200)
-    assert grouped.probe_noise(r, [rep[every] for rep in replicates], every) == pytest.approx(
-        grouped.probe_noise(r, replicates), rel=1e-12)
+    assert probes.probe_noise(r, [rep[every] for rep in replicates], every) == pytest.approx(
+        probes.probe_noise(r, replicates), rel=1e-12)
 
 
 @pytest.mark.parametrize("solver,T", [("fista", 150), ("ista", 300)])
@@ -230,30 +231,30 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
     seen = []
     real = risk_module._grow_pooled
 
-    def spy(design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose=0):
+    def spy(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args):
         T1 = coef_path.shape[1]
-        S = grouped.noise_iterates(T1)
+        S = probes.noise_iterates(T1)
         template = (None if state.nodes is None else grouped.template_matrices(
             design, iteration, coef_path, None, nodes=state.nodes))
         risk = readout(A, Av)[0]
         sub, full = [], []
-        for kept in grouped.jackknife_probes(state.m):
+        for kept in probes.jackknife_probes(state.m):
             Ak, Avk = grouped.pooled_matrices(state, template, kept)
             sub.append(replicate_risk(Ak, Avk, S))
             full.append(replicate_risk(Ak, Avk))
             np.testing.assert_allclose(sub[-1], full[-1][S], rtol=1e-10)
             np.testing.assert_allclose(full[-1], readout(Ak, Avk)[0], rtol=1e-9)
-        seen.append((grouped.probe_noise(risk, sub, S), grouped.probe_noise(risk, full)))
-        return real(design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose)
+        seen.append((probes.probe_noise(risk, sub, S), probes.probe_noise(risk, full)))
+        return real(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args)
 
     monkeypatch.setattr(risk_module, "_grow_pooled", spy)
-    monkeypatch.setattr(grouped, "POOLED_START_PROBES", ((0, 16),))
-    monkeypatch.setattr(grouped, "POOLED_START_PROBES_NO_MOMENTUM", ((0, 16),))
+    monkeypatch.setattr(probes, "POOLED_START_PROBES", ((0, 16),))
+    monkeypatch.setattr(probes, "POOLED_START_PROBES_NO_MOMENTUM", ((0, 16),))
     n, p = 300, 450
     X, y, _ = _data(n, p)
     for seed in range(2):
         TrajectoryLasso(0.1 * np.sqrt(np.log(p) / n), solver=solver, max_iter=T,
                         random_state=seed).fit(X, y)
-    assert len(seen) == 2 and T + 1 > grouped.NOISE_ITERATES
+    assert len(seen) == 2 and T + 1 > probes.NOISE_ITERATES
     for sub, full in seen:
         assert full > 0 and abs(sub / full - 1) <= 0.02

@@ -43,15 +43,15 @@ from ._risk_engine import (
     resolve_n_probes,
     resolve_scheme,
 )
-from ._risk_grouped import (
+from ._risk_grouped import extend_pooled, pooled_matrices, template_matrices
+from ._risk_probes import (
     POOLED_PROBES,
-    extend_pooled,
+    choice_iterates,
+    choice_noise,
     jackknife_probes,
     noise_iterates,
-    pooled_matrices,
     probe_noise,
     probes_for_noise,
-    template_matrices,
 )
 from ._risk_propagate import design_columns, resolve_chain_dtype
 from ._risk_readout import (  # noqa: F401 (the readout's names, re-exported)
@@ -218,7 +218,8 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
 
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
                     random_state=None, chain_dtype="auto", fitted=None, verbose=0, _state=None,
-                    _keep_state=False, products=False, matrices=True, probe_scheme="auto"):
+                    _keep_state=False, products=False, matrices=True, probe_scheme="auto",
+                    probe_goal="level"):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     Full-batch least squares: the memory-matrix estimate of Bellec & Tan
@@ -233,6 +234,11 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         As :func:`memory_matrix` (``probe_scheme``: ``"auto"``, ``"shared"``
         or ``"independent"``; ``chain_dtype``: ``"auto"``, ``None`` or a
         dtype).
+    probe_goal : {"level", "choice"}, default="level"
+        What the adaptive pooled probes (``n_probes="auto"``) are grown for:
+        the level of the estimate at every iterate, or the order of the
+        iterates near its minimum (a search that compares the path with
+        itself only; :func:`_grow_pooled`). ``choice_noise`` in the result.
     fitted : ndarray of shape (n_samples, T + 1), default=None
         ``X~ x^t`` if already known (saves one product with the whole path).
     products : bool, default=False
@@ -306,7 +312,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
         return res
     strategy = choose_strategy(design, iteration, coef_path, n_probes, probe_scheme,
-                               chain_dtype, state=_state, keep_state=_keep_state, adaptive=True)
+                               chain_dtype, state=_state, keep_state=_keep_state, adaptive=True,
+                               probe_goal=probe_goal)
     adaptive = getattr(strategy, "adaptive", False)  # the pooled probes grow while noisy
     A, Av, state = memory_matrices(design, iteration, coef_path, strategy,
                                    check_random_state(random_state), verbose, state=_state,
@@ -360,10 +367,12 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                                 iterates=iterates)
 
     with small_blas(flops):  # the corrections of T x T matrices
-        noise, used = None, getattr(state, "m", getattr(strategy, "n_probes", None))
+        noise = choice = None
+        used = getattr(state, "m", getattr(strategy, "n_probes", None))
         if adaptive:
-            A, Av, state, out, noise = _grow_pooled(design, iteration, coef_path, state, A, Av,
-                                                    readout, replicate_risk, verbose)
+            A, Av, state, out, noise, choice = _grow_pooled(
+                design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose,
+                probe_goal)
             used = state.m
             state = state if _keep_state else None
         else:
@@ -390,7 +399,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                  chain_state=state, reliable=reliable, df_fraction=df, amplification=amp,
                  support=support, n_eff=design.n_eff, failures=failures,
                  momentum=iteration.has_momentum(coef_path.shape[1] - 1),
-                 n_probes=used, probe_noise=noise)
+                 n_probes=used, probe_noise=noise, choice_noise=choice)
 
 
 def _continued_source_residuals(design, iteration, F, coef_path, state):
@@ -404,37 +413,55 @@ def _continued_source_residuals(design, iteration, F, coef_path, state):
 
 
 def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_risk,
-                 verbose=0):
+                 verbose=0, goal="level"):
     """``n_probes="auto"`` with the pooled probes: the readout of the
     pooled chain's ``state`` (whose memory matrices are ``A``, ``Av``;
     ``readout(A, A_sources)``, its first item the risk), and more probes
     (:func:`~skacv.estimates._risk_grouped.extend_pooled`)
     while the probe noise of the risk, estimated by a jackknife over groups
-    of probes (:func:`~skacv.estimates._risk_grouped.probe_noise`; the
+    of probes (:func:`~skacv.estimates._risk_probes.probe_noise`; the
     replicates by ``replicate_risk(A, A_sources, iterates)`` at the iterates
-    of :func:`~skacv.estimates._risk_grouped.noise_iterates`), asks for them
-    (:func:`~skacv.estimates._risk_grouped.probes_for_noise`).
+    of :func:`~skacv.estimates._risk_probes.noise_iterates`), asks for them
+    (:func:`~skacv.estimates._risk_probes.probes_for_noise`).
 
-    Returns ``(A, A_sources, state, readout's output, noise)`` (``noise``:
-    ``None`` once the chain has ``POOLED_PROBES``, when it is not
-    measured).
+    ``goal="choice"`` (a search that compares the path with itself only;
+    :class:`~skacv.estimators._setup.FitPlan`): the probes grow while the
+    noise of the order of the iterates near the minimum
+    (:func:`~skacv.estimates._risk_probes.choice_noise`, at the iterates
+    of :func:`~skacv.estimates._risk_probes.choice_iterates`) is above
+    :data:`~skacv.estimates._risk_probes.CHOICE_NOISE_TARGET`, instead of
+    the level's.
+
+    Returns ``(A, A_sources, state, readout's output, noise, choice)``
+    (``noise``: the level's, ``choice``: the choice's (``None`` unless
+    ``goal="choice"``); both ``None`` once the chain has ``POOLED_PROBES``,
+    when they are not measured).
     """
     template = (None if state.nodes is None else
                 template_matrices(design, iteration, coef_path, None, nodes=state.nodes))
     while True:
         out = readout(A, Av)
         if state.m >= POOLED_PROBES:  # grown to all the probes: nothing to decide
-            return A, Av, state, out, None
-        iterates = noise_iterates(coef_path.shape[1])
-        replicates = [replicate_risk(*pooled_matrices(state, template, kept), iterates)
-                      for kept in jackknife_probes(state.m)]
-        noise = probe_noise(out[0], replicates, iterates)
-        m = probes_for_noise(state.m, noise)
+            return A, Av, state, out, None, None
+        level = noise_iterates(coef_path.shape[1])
+        rivals = choice_iterates(out[0]) if goal == "choice" else np.arange(0)
+        iterates = np.union1d(level, rivals)
+        replicates = np.array([replicate_risk(*pooled_matrices(state, template, kept), iterates)
+                               for kept in jackknife_probes(state.m)])
+        noise = probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
+        choice = None
+        if goal == "choice":
+            choice = choice_noise(out[0], replicates[:, np.isin(iterates, rivals)], rivals)
+            m = probes_for_noise(state.m, choice, "choice")
+        else:
+            m = probes_for_noise(state.m, noise)
         if verbose:
             print(f"[risk] pooled probes: {state.m}, probe noise {noise:.2%} (rms relative "
-                  f"standard error){'' if m == state.m else f': {m} probes'}")
+                  "standard error)" + ("" if choice is None else
+                                       f", of the choice {choice:.2%}")
+                  + ("" if m == state.m else f": {m} probes"))
         if m == state.m:
-            return A, Av, state, out, noise
+            return A, Av, state, out, noise, choice
         state = extend_pooled(design, iteration, coef_path, state, m - state.m, verbose)
         A, Av = pooled_matrices(state, template)
 

@@ -53,15 +53,9 @@ from ..linalg._sampling import stands_for_rows
 from ._risk_chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._risk_core_space import CorePlan
 from ._risk_curvature import curvature_memory_matrices
-from ._risk_grouped import (
-    GROUP_SOURCES,
-    POOLED_GROUP,
-    POOLED_PROBES,
-    group_columns,
-    grouped_memory_matrix,
-    pooled_start_probes,
-)
+from ._risk_grouped import GROUP_SOURCES, POOLED_GROUP, group_columns, grouped_memory_matrix
 from ._risk_independent import independent_memory_matrix
+from ._risk_probes import POOLED_PROBES, pooled_start_probes
 from ._risk_propagate import resolve_chain_dtype
 from ._risk_spectral import (
     exact_nodes,
@@ -337,7 +331,7 @@ class CurvatureChains:
 
 def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme="auto",
                     chain_dtype="auto", state=None, keep_state=False, datafit=None,
-                    robust=False, curvature=None, adaptive=False):
+                    robust=False, curvature=None, adaptive=False, probe_goal="level"):
     """The strategy of :func:`memory_matrices` for a trajectory: the one place
     where the memory matrices' computation is chosen.
 
@@ -366,11 +360,14 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
         mini-batches): :class:`CurvatureChains` with ``curvature``.
     adaptive : bool, default=False
         The pooled probes with ``n_probes="auto"`` start with
-        :func:`~skacv.estimates._risk_grouped.pooled_start_probes` (or the
+        :func:`~skacv.estimates._risk_probes.pooled_start_probes` (or the
         state's probes), and the caller grows
         them while the estimate is noisy (``GroupedChains.adaptive``;
         :func:`~skacv.estimates._risk.trajectory_risk`); else
         ``POOLED_PROBES``.
+    probe_goal : {"level", "choice"}, default="level"
+        What the adaptive probes are grown for (``pooled_start_probes``'s
+        ``goal``; :class:`~skacv.estimators._setup.FitPlan`).
 
     Raises
     ------
@@ -404,7 +401,8 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
         if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
             n_probes = state.m
         elif adaptive:
-            n_probes = pooled_start_probes(design.n_samples, iteration.extrapolates(T))
+            n_probes = pooled_start_probes(design.n_samples, iteration.extrapolates(T),
+                                           probe_goal)
     # a chain that starts with all the probes has nothing to grow
     adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
     _check_budget(design, coef_path, n_probes, scheme)

@@ -12,7 +12,8 @@ gradient points' tangents for ``A_sources``) is Hutchinson's unbiased
 estimate of the block's row sum ``sum_{s in b} A[t, s]``.
 
 * ``probe_scheme="pooled"`` (``"auto"``'s): one group for every source, one
-  chain of :data:`POOLED_PROBES` probes: ``m`` columns a step whatever the
+  chain of :data:`~skacv.estimates._risk_probes.POOLED_PROBES` probes
+  (:mod:`skacv.estimates._risk_probes`: how many): ``m`` columns a step whatever the
   path's length, and a warm start (a stage of the early stopping) continues
   the chain. ``probe_scheme="grouped"``: groups of :data:`GROUP_SOURCES`,
   ``m ceil(k / G)`` columns at step ``k``, no state (a warm start recomputes).
@@ -85,60 +86,9 @@ TEMPLATE_DEPTH = 20
 #: moved the risk by 0.02-0.33 points of rms more than the eigenvalues', 600 x
 #: 900 to 1000 x 1500)
 TEMPLATE_EXACT_SUPPORT = 300
-#: probes of the pooled chain (``probe_scheme="pooled"`` with
-#: ``n_probes="auto"``): at most this many; see the module's docstring for
-#: the measurements
-POOLED_PROBES = 32
-#: ``n_probes="auto"`` in :func:`~skacv.estimates._risk.trajectory_risk`:
-#: the pooled chain starts with the probes of the first ``(samples,
-#: probes)`` pair whose sample count the data reach (else with
-#: :data:`POOLED_PROBES`) and grows (to at most :data:`POOLED_PROBES`)
-#: while the probe noise of ``risk_path_`` (:func:`probe_noise`) is above
-#: :data:`POOLED_NOISE_TARGET`. The noise falls faster than ``1 / n``
-#: with the samples and as ``1 / sqrt(m)`` with the probes: 8 probes gave
-#: 1.9 %, 0.9 % and 0.2 % rms relative standard error at 1000 x 1500, 2000
-#: x 3000 and 4000 x 6000 (``bench_vs_cv.py``'s equicorrelated FISTA
-#: paths, T = 150, 6 draws); 16 probes 0.27 % at 4000 x 6000 and 0.09 %
-#: at 10000 x 15000 (the jackknife, one draw). Each start is chosen so that
-#: the noise its law predicts is at most half the target (a growth is a
-#: second pass of the chain over the path): 8 probes from 4000 samples
-#: (0.2-0.4 %), 2 from 8000 (about 0.25-0.35 %; the jackknife gave 0.19 %
-#: with 2 probes and 0.17 % with 4 at 10000 x 15000, T = 150; its two
-#: groups make the noise's own estimate rough, and a growth from 2 costs
-#: little). At 2000 samples 8 probes grew to 24-32 on T = 300 paths, a
-#: second pass; at 4000 x 6000 (T = 300) 4 probes grew to 8-16 in two draws
-#: of three (8 probes: 0.42-0.63 %). The costs of the chains by their
-#: columns (products of at most 8 columns by thin panels of rows, the
-#: speed policy's ``chain_panel_max_columns``): ``docs/benchmarks.rst``
-POOLED_START_PROBES = ((8000, 2), (4000, 8), (2000, 16))
-#: :data:`POOLED_START_PROBES` of an iteration without momentum (ISTA),
-#: whose memory is short and noise lower, but by far more design-dependent:
-#: 4 probes gave 0.15 % (equicorrelated 2000 x 3000, T = 150), 0.66 % and
-#: 0.78 % (equicorrelated 1000 x 1500 and 1000 x 500, T = 300) and 3.5 %
-#: (isotropic 2000 x 3000, where 16 probes gave 1.3 % and the chain grows
-#: to 32 from either start); 2 probes 0.003 % at 10000 x 15000. A chain of
-#: 4 probes costs about half one of 16, so a growth from 4 costs about what
-#: one from 16 does
-POOLED_START_PROBES_NO_MOMENTUM = ((8000, 2), (1000, 4))
-#: the root-mean-square relative standard error of ``risk_path_`` over the
-#: iterates that the adaptive pooled chain aims at: what 32 probes gave on
-#: the equicorrelated 1000 x 1500 FISTA path of ``bench_vs_cv.py`` (0.77 %
-#: over 6 draws), where the default was validated
-POOLED_NOISE_TARGET = 0.008
 #: the pooled probes' group: every source of any path
 POOLED_GROUP = 1 << 40
 
-
-def pooled_start_probes(n_samples, momentum=True):
-    """The probes the adaptive pooled chain starts with on ``n_samples``
-    samples (:data:`POOLED_START_PROBES`, or
-    :data:`POOLED_START_PROBES_NO_MOMENTUM` for an iteration without
-    momentum)."""
-    table = POOLED_START_PROBES if momentum else POOLED_START_PROBES_NO_MOMENTUM
-    for samples, probes in table:
-        if n_samples >= samples:
-            return probes
-    return POOLED_PROBES
 
 
 def group_columns(m, T, G=GROUP_SOURCES):
@@ -539,87 +489,6 @@ def pooled_matrices(state, template, probes=slice(None)):
     return rows_from_block_sums(state.SA[..., probes].mean(axis=2),
                                 state.SV[..., probes].mean(axis=2), state.lag0, POOLED_GROUP,
                                 template)
-
-
-#: groups of probes deleted in turn by the jackknife of :func:`probe_noise`
-NOISE_GROUPS = 8
-
-
-def jackknife_probes(m):
-    """The probes kept by each delete-one-group replicate of
-    :func:`probe_noise`: ``min(m, NOISE_GROUPS)`` groups of consecutive
-    probes, one deleted at a time."""
-    groups = np.array_split(np.arange(m), min(m, NOISE_GROUPS))
-    return [np.setdiff1d(np.arange(m), g) for g in groups]
-
-
-#: iterates at which :func:`probe_noise` reads the replicates on a longer path
-NOISE_ITERATES = 64
-
-
-def noise_iterates(n_iterates):
-    """The iterates ``t >= 1`` of a path of ``n_iterates`` at which
-    :func:`probe_noise` reads the jackknife's replicates: all of them up to
-    :data:`NOISE_ITERATES`, else that many evenly spaced from the first to
-    the last. The noise is a root-mean-square over the iterates of a
-    relative standard error that changes slowly along the path (the
-    replicates share their probes from one iterate to the next), so evenly
-    spaced iterates give the rms of all of them up to a small sampling
-    error, and the replicates cost ``O(T^2)`` flops an iterate
-    (:func:`~skacv.estimates._risk_readout.risk_at_iterates`) instead of
-    ``O(T^3)`` for the whole path. Measured against the rms over every
-    iterate (the same replicates), at every decision of the growth: on the
-    equicorrelated designs of ``benchmarks/bench_vs_cv.py`` (2000 x 1000
-    and 2000 x 3000, FISTA and ISTA, T = 150 and 300, 3 probe draws each)
-    the noise moved by at most 0.9 % of itself, on the stages of the
-    staged search up to T = 727 (FISTA, the seed generator's
-    equicorrelated 2000 x 3000, 3 draws) by at most 1.1 %, against a spread
-    of about 20 % between probe draws; no decision of
-    :func:`probes_for_noise` changed."""
-    T = int(n_iterates) - 1
-    if T <= NOISE_ITERATES:
-        return np.arange(1, T + 1)
-    return np.unique(np.linspace(1, T, NOISE_ITERATES).round().astype(int))
-
-
-def probe_noise(risk, replicates, iterates=None):
-    """Root-mean-square, over the iterates ``t >= 1`` with a positive finite
-    estimate, of the relative standard error of ``risk`` (the estimate of
-    all the probes): the delete-one-group jackknife (Efron & Stein 1981)
-    over ``replicates``, the estimates without each group of probes
-    (:func:`jackknife_probes`); it follows the estimate's nonlinearity in
-    the memory matrix, which a formula for the traces' variance would not.
-    ``iterates``: the replicates are at these iterates only (``t >= 1``,
-    :func:`noise_iterates`), the rms over them; ``None``: at every iterate.
-    ``0.0`` when no iterate qualifies."""
-    if iterates is None:
-        r = np.asarray(risk)[1:]
-        R = np.array([np.asarray(x)[1:] for x in replicates])
-    else:
-        r = np.asarray(risk)[np.asarray(iterates)]
-        R = np.array([np.asarray(x) for x in replicates])
-    K = R.shape[0]
-    if K < 2 or r.size == 0:
-        return 0.0
-    ok = np.isfinite(r) & (r > 0) & np.all(np.isfinite(R), axis=0)
-    if not ok.any():
-        return 0.0
-    R = R[:, ok]
-    var = (K - 1) / K * np.sum((R - R.mean(axis=0)) ** 2, axis=0)
-    return float(np.sqrt(np.mean(var / r[ok] ** 2)))
-
-
-def probes_for_noise(m, noise):
-    """The probes the pooled chain should have: ``m`` when ``noise`` is at
-    most :data:`POOLED_NOISE_TARGET` (or ``m`` is already
-    :data:`POOLED_PROBES`), else the noise's ``1 / sqrt(m)`` law's answer
-    and at least twice ``m`` (each growth is a pass of the chain over the
-    whole path), in multiples of ``m``, at most :data:`POOLED_PROBES`."""
-    if noise <= POOLED_NOISE_TARGET or m >= POOLED_PROBES:
-        return m
-    # the law's m (noise / target)^2 > m, rounded up to a multiple of m: >= 2 m
-    factor = int(np.ceil((noise / POOLED_NOISE_TARGET) ** 2))
-    return int(min(POOLED_PROBES, m * factor))
 
 
 def _merge_saved(a, b):

@@ -382,7 +382,8 @@ class TrajectoryEstimator(BaseEstimator):
                 # after the covariance form: the residuals through their products
                 products=getattr(getattr(self, "_solver_state", None), "form", None)
                 == "covariance",
-                matrices=self._keeps_risk_matrices())
+                matrices=self._keeps_risk_matrices(),
+                probe_goal=self._plan_in_force().probe_goal)
             self._risk_state = res.chain_state
             self.risk_path_ = res.risk
             if not self._keeps_risk_matrices():  # what __getattr__ reports
@@ -396,7 +397,8 @@ class TrajectoryEstimator(BaseEstimator):
                                            amplification=res.amplification,
                                            support=res.get("support"),
                                            n_probes=res.get("n_probes"),
-                                           probe_noise=res.get("probe_noise"))
+                                           probe_noise=res.get("probe_noise"),
+                                           choice_noise=res.get("choice_noise"))
             # full-batch least squares whose sources combine the outputs' residuals
             self.__dict__.pop("_uq_pending", None)
             if res.get("corrected_residuals") is not None or res.get("products") is not None:

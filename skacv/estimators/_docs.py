@@ -48,7 +48,10 @@ DOC_ATTRIBUTES = """
         root-mean-square over the iterates of the relative standard error of
         ``risk_path_`` due to the probes, by a jackknife over groups of
         probes; measured only where ``n_probes="auto"`` chooses the pooled
-        probes' number, else ``None``).
+        probes' number, else ``None``) and ``choice_noise`` (float or
+        ``None``: the same for the differences between the iterates near the
+        minimum, measured in a :class:`TrajectoryEarlyStoppingCV` of one grid
+        point, whose probes grow for the choice of the iterate only).
     noise_variance_path_ : ndarray of shape (n_iter_ + 1,)
         Every iterate's estimate of the noise variance ``sigma^2``
         (``risk_path_`` minus the excess risk; Bellec & Tan 2024), **computed

@@ -188,8 +188,9 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         :class:`TrajectoryLasso`).
     risk_diagnostics_ : Bunch
         ``df_fraction`` and ``amplification`` (arrays of shape
-        ``(n_iter_ + 1,)``) behind ``risk_reliable_``; ``n_probes`` and
-        ``probe_noise`` as :class:`TrajectoryLasso`'s (``None`` here).
+        ``(n_iter_ + 1,)``) behind ``risk_reliable_``; ``n_probes``,
+        ``probe_noise`` and ``choice_noise`` as :class:`TrajectoryLasso`'s
+        (``None`` here).
     loo_path_ : ndarray of shape (n_iter_ + 1,)
         Leave-one-out squared error of every iterate (IACV). Only with
         ``estimate_loo=True``.

@@ -9,7 +9,8 @@ import dataclasses
 @dataclasses.dataclass(frozen=True)
 class FitPlan:
     """What a search tells the fits of a path it grows in stages
-    (:func:`skacv.model_selection._stages.grow_in_stages`), held for them by
+    (:func:`skacv.model_selection._stages.grow_in_stages`) or fits in one
+    go, held for them by
     :meth:`~skacv.estimators._base.TrajectoryEstimator._planned`.
 
     Attributes
@@ -22,10 +23,17 @@ class FitPlan:
         The debiasing statistics (:mod:`skacv.estimates._uq`) wait for
         :meth:`~skacv.estimators._base.TrajectoryEstimator._finish_deferred`:
         those of the last stage only.
+    probe_goal : {"level", "choice"}
+        What the adaptive probes of ``risk_path_`` are grown for
+        (:func:`~skacv.estimates._risk.trajectory_risk`): its level at every
+        iterate, or (``"choice"``: a search that compares the path with
+        itself only, one grid point) the order of the iterates near its
+        minimum.
     """
 
     horizon: int = 0
     defer_uq: bool = False
+    probe_goal: str = "level"
 
 
 #: the plan of a fit outside a search

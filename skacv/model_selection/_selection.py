@@ -52,8 +52,9 @@ from ._stages import TIE_RTOL, finite_min, fit_stages, selectable
 
 
 def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None,
-                  splits=None, fold_alignment="time", fold_dtype="auto"):
-    """Fit one grid point; return it with its estimate paths and fit time.
+                  splits=None, fold_alignment="time", fold_dtype="auto", probe_goal="level"):
+    """Fit one grid point; return it with its estimate paths and fit time
+    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s).
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
     refits (which continue the path bit for bit, and the Jacobian chains of
@@ -69,7 +70,8 @@ def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chang
         if attr == "kfold_path_":
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
                              fold_alignment, fold_dtype)
-        return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change)
+        return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
+                          probe_goal)
 
 
 class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEstimator):
@@ -282,7 +284,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         ``-best_risk_``: higher is better, as ``GridSearchCV.best_score_``
         (whose regression scorers are negated errors too).
     risk_path_ : ndarray of shape (estimator_.n_iter_ + 1,)
-        ``estimator_.risk_path_``, when the estimator computed it.
+        ``estimator_.risk_path_``, when the estimator computed it (one grid
+        point: probes grown for the choice, not the level; see the user guide).
     loo_path_ : ndarray of shape (estimator_.n_iter_ + 1,)
         ``estimator_.loo_path_``, when the estimator computed it.
     coef_ : ndarray of shape (n_features,) or (n_classes, n_features)
@@ -476,9 +479,11 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         # worker (captured here, in the caller's thread)
         config, sklearn_config = get_config(), sklearn.get_config()
         threads = blas_threads_per_worker(self.n_jobs) if len(candidates) > 1 else None
+        # one path compared with itself only: probes to order its iterates
+        goal = "choice" if len(candidates) == 1 and self.search_ == "grid" else "level"
         jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
             self._prepared(params), X, y, fit_params, attrs, attr, self.n_iter_no_change,
-            self._splits, self.fold_alignment, self.fold_dtype)
+            self._splits, self.fold_alignment, self.fold_dtype, goal)
             for params in candidates)
         paths, times, mins, kept = [], [], [], {}
         best = np.inf

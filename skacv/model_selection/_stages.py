@@ -154,7 +154,8 @@ def release_warm_state(estimators):
             release()
 
 
-def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None):
+def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
+                   probe_goal="level"):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why);
@@ -167,12 +168,14 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None):
     The fits of the stages follow a :class:`~skacv.estimators._setup.FitPlan`:
     the first stage chooses the loop's form for the whole ``max_iter``
     (:func:`skacv.linalg._design.covariance_form_pays`), and the debiasing
-    statistics (:mod:`skacv.estimates._uq`) are those of the last stage only.
+    statistics (:mod:`skacv.estimates._uq`) are those of the last stage only;
+    ``probe_goal``: the plan's (what the probes of ``risk_path_`` are grown for).
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
     n_iter = min(max_iter, 2 * n_iter_no_change)
     try:
-        with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True)):
+        with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True,
+                                        probe_goal=probe_goal)):
             while True:
                 path = stage(max_iter=n_iter, warm_start=True)
                 if path is None:
@@ -212,22 +215,27 @@ def refit_shorter(estimator, X, y, fit_params, n_iter):
         estimator.set_params(warm_start=warm_start)
 
 
-def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
+def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
+               probe_goal="level"):
     """Fit one grid point for the criterion path ``attr`` (``risk_path_`` or
     ``loo_path_``): in one go, or, with ``n_iter_no_change`` and where it
-    pays (:func:`can_stage`), in stages stopped on ``attr``. Returns the
+    pays (:func:`can_stage`), in stages stopped on ``attr``; ``probe_goal``:
+    what the probes of ``risk_path_`` are grown for
+    (:class:`~skacv.estimators._setup.FitPlan`). Returns the
     estimator, its estimate paths ``attrs`` and the fit time."""
     tic = time.perf_counter()
     growth = stage_growth(estimator, attr)
     if n_iter_no_change is None or not can_stage(estimator, X):
-        estimator.fit(X, y, **fit_params)
-        if n_iter_no_change is not None and can_stage(estimator) and hasattr(estimator, attr):
-            # a cheap path fitted in one go ends where the stages would have
-            # stopped (estimator_.n_iter_ is what the search needed)
-            m = stop_length(selectable(estimate_paths(estimator, attrs), attr),
-                            n_iter_no_change, growth)
-            if m < estimator.n_iter_:
-                refit_shorter(estimator, X, y, fit_params, m)
+        with planned(estimator, FitPlan(probe_goal=probe_goal)):
+            estimator.fit(X, y, **fit_params)
+            if (n_iter_no_change is not None and can_stage(estimator)
+                    and hasattr(estimator, attr)):
+                # a cheap path fitted in one go ends where the stages would have
+                # stopped (estimator_.n_iter_ is what the search needed)
+                m = stop_length(selectable(estimate_paths(estimator, attrs), attr),
+                                n_iter_no_change, growth)
+                if m < estimator.n_iter_:
+                    refit_shorter(estimator, X, y, fit_params, m)
     else:
         def stage(**params):
             estimator.set_params(**params).fit(X, y, **fit_params)
@@ -235,6 +243,7 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change):
                 return None  # the caller says what is missing
             return selectable(estimate_paths(estimator, attrs), attr)
 
-        grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth)
+        grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
+                       probe_goal)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
