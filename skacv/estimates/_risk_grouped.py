@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._config import check_memory
-from ..linalg._linalg import lanczos_quadrature
+from ..linalg._linalg import lanczos, lanczos_quadrature, quadrature
 from ..linalg._sampling import rademacher
 from ._risk_propagate import (
     ChainProbes,
@@ -70,15 +70,29 @@ from ._risk_propagate import (
     gram_to_keep,
     primal_product,
 )
-from ._risk_spectral import counterpart_memory_matrix
+from ._risk_spectral import counterpart_memory_matrix, counterpart_response
 from ._risk_state import PooledState, SavedChains
 
 #: sources sharing one chain of probes with ``probe_scheme="grouped"``
 GROUP_SOURCES = 16
 #: probes and depth of the template's Lanczos quadrature on a large support
-#: (its shape only: the block sums fix the rows' mass)
+#: (its shape only: the block sums fix the rows' mass). ``TEMPLATE_DEPTH``
+#: steps when nothing tells the quadrature what to resolve; with the path's
+#: iteration, the depth where the linear counterpart's response
+#: (:func:`~skacv.estimates._risk_spectral.counterpart_response`, over
+#: ``max(T, TEMPLATE_CHECK_LAGS)`` lags) changes by at most
+#: ``TEMPLATE_RTOL`` of its largest value between two consecutive depths of
+#: ``TEMPLATE_CHECK_DEPTHS`` (at most the last). A fixed 20 was not enough
+#: where the spectrum reaches far down: on an AR(1) design with rho = 0.95
+#: (1000 x 1500, FISTA, alpha = 0.002, T = 150) ``risk_path_`` sat 5.4 %
+#: rms (10.6 % at most) from exact traces with 20 steps, 2.1 % (3.4 %) with
+#: 60 or 120; on the equicorrelated designs of ``bench_vs_cv.py`` 10 steps
+#: gave the 20 steps' ``risk_path_`` to 1e-8
 TEMPLATE_PROBES = 2
 TEMPLATE_DEPTH = 20
+TEMPLATE_CHECK_DEPTHS = (10, 14, 20, 28, 40, 56, 80)
+TEMPLATE_RTOL = 1e-3
+TEMPLATE_CHECK_LAGS = 200
 #: the template takes the exact eigenvalues of the union's Gram matrix up to
 #: this many features (``n s^2 + 10 s^3`` flops), the quadrature beyond: the
 #: two give slightly different templates (a statistical choice, not a speed
@@ -406,17 +420,28 @@ def template_matrices(design, iteration, coef_path, rng, Xs=None, nodes=None):
         if Xs is None:
             support = np.flatnonzero(np.any(coef_path != 0, axis=1))
             Xs = design_columns(design, support, np.float64)
-        nodes = template_nodes(design, Xs, rng)
+        nodes = template_nodes(design, Xs, rng, iteration=iteration, n_iter=T)
     if nodes[0].size == 0:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
     return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1])
 
 
-def template_nodes(design, Xs, rng, coords=None):
+def template_lags(n_iter):
+    """The lags the template's quadrature is checked on for a path of
+    ``n_iter`` steps (:data:`TEMPLATE_CHECK_LAGS` at least: the nodes serve
+    the later stages of a search while the union of the supports keeps its
+    width)."""
+    return max(int(n_iter), TEMPLATE_CHECK_LAGS)
+
+
+def template_nodes(design, Xs, rng, coords=None, iteration=None, n_iter=None):
     """Spectral nodes and weights (``None``: unit weights) of ``Xs^T Xs /
     n_eff``: its eigenvalues up to :data:`TEMPLATE_EXACT_SUPPORT`
     columns, else the Gauss quadrature of
-    Lanczos from ``TEMPLATE_PROBES`` probes drawn from ``rng``,
+    Lanczos from ``TEMPLATE_PROBES`` probes drawn from ``rng``: with
+    ``iteration`` and ``n_iter``, to the first depth of
+    :data:`TEMPLATE_CHECK_DEPTHS` where the counterpart's response over
+    :func:`template_lags` has converged (:data:`TEMPLATE_RTOL`), else
     ``TEMPLATE_DEPTH`` steps; ``coords``: the columns' features, whose
     order the probes follow (the same nodes in any column order)."""
     width = Xs.shape[1]
@@ -429,12 +454,29 @@ def template_nodes(design, Xs, rng, coords=None):
     Z = rademacher(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
+
     def gram_times(Q):  # Xs^T Xs Q / n_eff, one read of Xs (blocks of rows)
         out = np.empty((width, Q.shape[1]), dtype=Xs.dtype)
         primal_product(Xs, width, width, Q.astype(Xs.dtype), out, Xs.dtype.type(inv_n))
         return out
 
-    (lam, w), _ = lanczos_quadrature(gram_times, Z, min(TEMPLATE_DEPTH, width))
+    if iteration is None:
+        (lam, w), _ = lanczos_quadrature(gram_times, Z, min(TEMPLATE_DEPTH, width))
+        return lam, w / TEMPLATE_PROBES
+    lags, seen = template_lags(n_iter), []
+
+    def converged(state):
+        if state.j not in TEMPLATE_CHECK_DEPTHS:
+            return False
+        lam, w = quadrature(state)
+        seen.append(counterpart_response(iteration, lam, lags, w))
+        if len(seen) < 2:
+            return False
+        new, old = seen[-1], seen[-2]
+        return np.abs(new - old).max() <= TEMPLATE_RTOL * max(np.abs(new).max(), 1e-300)
+
+    state = lanczos(gram_times, Z, min(TEMPLATE_CHECK_DEPTHS[-1], width), until=converged)
+    lam, w = quadrature(state)
     return lam, w / TEMPLATE_PROBES
 
 
@@ -468,13 +510,16 @@ def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dty
     # longer path's union contains the shorter one's: the same features)
     width = run.columns.shape[1]
     nodes = None
-    if run.continued is not None and run.continued.nodes_width == width:
+    if (run.continued is not None and run.continued.nodes_width == width
+            and run.continued.nodes_lags >= T):
         nodes = run.continued.nodes
     if nodes is None:
         nodes = template_nodes(design, run.columns,
-                               np.random.RandomState(run.template_seed or 0), run.coords)
+                               np.random.RandomState(run.template_seed or 0), run.coords,
+                               iteration, T)
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, width
+        run.state.nodes_lags = template_lags(T)
     G = POOLED_GROUP if group_sources is None else group_sources
     template = template_matrices(design, iteration, coef_path, None, nodes=nodes)
     A, Av = rows_from_block_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, G,
@@ -518,7 +563,8 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
         rng=new.rng, SA=np.concatenate([state.SA, new.SA], axis=2),
         SV=np.concatenate([state.SV, new.SV], axis=2), lag0=state.lag0,
         chains=_merge_saved(state.chains, new.chains), gram=state.gram or new.gram,
-        nodes=state.nodes, nodes_width=state.nodes_width, template_seed=state.template_seed,
+        nodes=state.nodes, nodes_width=state.nodes_width, nodes_lags=state.nodes_lags,
+        template_seed=state.template_seed,
         images=_merge_images(state.images, new.images))
 
 

@@ -68,6 +68,20 @@ def counterpart_memory_matrix(iteration, eigvals, n_iter, weights=None):
     return _nodes_memory(iteration, eigvals, n_iter, weights, iteration.constant_steps)
 
 
+def counterpart_response(iteration, eigvals, n_iter, weights=None):
+    """The first column of :func:`counterpart_memory_matrix`'s ``A`` and
+    ``A_sources`` side by side (shape ``(2 (n_iter + 1),)``): the response
+    of the linear counterpart to the first step's injection at every lag,
+    ``O(r n_iter)`` (one source instead of ``n_iter``). What the template's
+    Lanczos quadrature must resolve
+    (:func:`~skacv.estimates._risk_grouped.template_nodes`): its long lags
+    weigh the small eigenvalues."""
+    lam = np.asarray(eigvals, dtype=np.float64).ravel()
+    w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
+    a, av = _chain(iteration, lam, w * lam, int(n_iter), n_sources=1)
+    return np.concatenate([a[:, 0], av[:, 0]])
+
+
 def _nodes_memory(iteration, eigvals, n_iter, weights, stationary):
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)

@@ -107,6 +107,7 @@ class PooledState:
     gram: GramCache | None = None
     nodes: tuple | None = None  # the template's spectral nodes and weights
     nodes_width: int = -1  # of the union of this many supports' columns
+    nodes_lags: int = -1  # the lags their quadrature was checked on
     template_seed: int | None = None  # the template's probes (drawn after Z)
     # (coords, W, colnorm): the probes' images X~^T Z (len x m) and the
     # columns' squared norms of the chains' columns ``coords`` (sorted): a

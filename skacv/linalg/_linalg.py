@@ -203,6 +203,12 @@ def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None, until=None):
                         beta_prev=beta_prev, exhausted=exhausted or k_used >= dim)
 
 
+def quadrature(state):
+    """Nodes and weights of the Gauss quadrature of a :class:`LanczosState`
+    (:func:`lanczos_quadrature`'s, at the state's depth)."""
+    return _quadrature(state.alphas, state.betas, state.j, state.raw)
+
+
 def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,
                        return_state=False):
     """Gauss quadrature of ``w^T f(op) w`` for the columns ``w`` of ``W0``.
