@@ -38,7 +38,8 @@ def ar1(n, p, seed, rho=0.95):
         X[:, j] = rho * X[:, j - 1] + np.sqrt(1 - rho**2) * Z[:, j]
     beta = np.zeros(p)
     s = max(1, min(n // 10, p // 5))
-    beta[rng.choice(p, s, replace=False)] = rng.standard_normal(s) / np.sqrt(s) * 2
+    idx = rng.choice(p, s, replace=False)  # drawn before the values
+    beta[idx] = rng.standard_normal(s) / np.sqrt(s) * 2
     j = np.arange(p)
     return X, X @ beta + rng.standard_normal(n), beta, rho ** np.abs(j[:, None] - j[None, :])
 
