@@ -60,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._config import check_memory
-from ..linalg._linalg import lanczos, lanczos_quadrature, quadrature
+from ..linalg._linalg import lanczos, quadrature
 from ..linalg._sampling import rademacher
 from ._risk_propagate import (
     ChainProbes,
@@ -76,9 +76,8 @@ from ._risk_state import PooledState, SavedChains
 #: sources sharing one chain of probes with ``probe_scheme="grouped"``
 GROUP_SOURCES = 16
 #: probes and depth of the template's Lanczos quadrature on a large support
-#: (its shape only: the block sums fix the rows' mass). ``TEMPLATE_DEPTH``
-#: steps when nothing tells the quadrature what to resolve; with the path's
-#: iteration, the depth where the linear counterpart's response
+#: (its shape only: the block sums fix the rows' mass): the depth where the
+#: linear counterpart's response
 #: (:func:`~skacv.estimates._risk_spectral.counterpart_response`, over
 #: ``max(T, TEMPLATE_CHECK_LAGS)`` lags) changes by at most
 #: ``TEMPLATE_RTOL`` of its largest value between two consecutive depths of
@@ -89,7 +88,6 @@ GROUP_SOURCES = 16
 #: 60 or 120; on the equicorrelated designs of ``bench_vs_cv.py`` 10 steps
 #: gave the 20 steps' ``risk_path_`` to 1e-8
 TEMPLATE_PROBES = 2
-TEMPLATE_DEPTH = 20
 TEMPLATE_CHECK_DEPTHS = (10, 14, 20, 28, 40, 56, 80)
 TEMPLATE_RTOL = 1e-3
 TEMPLATE_CHECK_LAGS = 200
@@ -420,7 +418,7 @@ def template_matrices(design, iteration, coef_path, rng, Xs=None, nodes=None):
         if Xs is None:
             support = np.flatnonzero(np.any(coef_path != 0, axis=1))
             Xs = design_columns(design, support, np.float64)
-        nodes = template_nodes(design, Xs, rng, iteration=iteration, n_iter=T)
+        nodes = template_nodes(design, Xs, rng, iteration, T)
     if nodes[0].size == 0:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
     return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1])
@@ -434,16 +432,16 @@ def template_lags(n_iter):
     return max(int(n_iter), TEMPLATE_CHECK_LAGS)
 
 
-def template_nodes(design, Xs, rng, coords=None, iteration=None, n_iter=None):
+def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     """Spectral nodes and weights (``None``: unit weights) of ``Xs^T Xs /
     n_eff``: its eigenvalues up to :data:`TEMPLATE_EXACT_SUPPORT`
-    columns, else the Gauss quadrature of
-    Lanczos from ``TEMPLATE_PROBES`` probes drawn from ``rng``: with
-    ``iteration`` and ``n_iter``, to the first depth of
-    :data:`TEMPLATE_CHECK_DEPTHS` where the counterpart's response over
-    :func:`template_lags` has converged (:data:`TEMPLATE_RTOL`), else
-    ``TEMPLATE_DEPTH`` steps; ``coords``: the columns' features, whose
-    order the probes follow (the same nodes in any column order)."""
+    columns, else the Gauss quadrature of Lanczos from ``TEMPLATE_PROBES``
+    probes drawn from ``rng``, to the first depth of
+    :data:`TEMPLATE_CHECK_DEPTHS` where the response of ``iteration``'s
+    linear counterpart over :func:`template_lags` of ``n_iter`` has
+    converged (:data:`TEMPLATE_RTOL`; else the last depth); ``coords``: the
+    columns' features, whose order the probes follow (the same nodes in any
+    column order)."""
     width = Xs.shape[1]
     if width == 0:
         return np.zeros(0), None
@@ -460,23 +458,20 @@ def template_nodes(design, Xs, rng, coords=None, iteration=None, n_iter=None):
         primal_product(Xs, width, width, Q.astype(Xs.dtype), out, Xs.dtype.type(inv_n))
         return out
 
-    if iteration is None:
-        (lam, w), _ = lanczos_quadrature(gram_times, Z, min(TEMPLATE_DEPTH, width))
-        return lam, w / TEMPLATE_PROBES
-    lags, seen = template_lags(n_iter), []
+    lags, seen = template_lags(n_iter), []  # (depth, nodes, response) at the checks
 
     def converged(state):
         if state.j not in TEMPLATE_CHECK_DEPTHS:
             return False
         lam, w = quadrature(state)
-        seen.append(counterpart_response(iteration, lam, lags, w))
+        seen.append((state.j, (lam, w), counterpart_response(iteration, lam, lags, w)))
         if len(seen) < 2:
             return False
-        new, old = seen[-1], seen[-2]
+        new, old = seen[-1][2], seen[-2][2]
         return np.abs(new - old).max() <= TEMPLATE_RTOL * max(np.abs(new).max(), 1e-300)
 
     state = lanczos(gram_times, Z, min(TEMPLATE_CHECK_DEPTHS[-1], width), until=converged)
-    lam, w = quadrature(state)
+    lam, w = seen[-1][1] if seen and seen[-1][0] == state.j else quadrature(state)
     return lam, w / TEMPLATE_PROBES
 
 
@@ -515,8 +510,8 @@ def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dty
         nodes = run.continued.nodes
     if nodes is None:
         nodes = template_nodes(design, run.columns,
-                               np.random.RandomState(run.template_seed or 0), run.coords,
-                               iteration, T)
+                               np.random.RandomState(run.template_seed or 0), iteration, T,
+                               run.coords)
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, width
         run.state.nodes_lags = template_lags(T)

@@ -15,8 +15,8 @@ a path with itself only, of the order of the iterates near its minimum
 import numpy as np
 
 #: probes of the pooled chain (``probe_scheme="pooled"`` with
-#: ``n_probes="auto"``): at most this many; see the module's docstring for
-#: the measurements
+#: ``n_probes="auto"``): at most this many; see
+#: :mod:`skacv.estimates._risk_grouped`'s docstring for the measurements
 POOLED_PROBES = 32
 #: ``n_probes="auto"`` in :func:`~skacv.estimates._risk.trajectory_risk`:
 #: the pooled chain starts with the probes of the first ``(samples,

@@ -227,8 +227,7 @@ def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,
         Only with ``return_state=True``: what ``resume`` continues.
     """
     state = lanczos(op, W0, depth, check=check, rtol=rtol, resume=resume)
-    k = state.j
-    result = _quadrature(state.alphas, state.betas, k, state.raw), k
+    result = quadrature(state), state.j
     return result + (state,) if return_state else result
 
 
