@@ -1,14 +1,19 @@
-"""The Lasso path's exact finish on the identified support, on and off.
+"""The Lasso path's exact finish on the identified support (or its rank-one
+metric), on and off.
 
 ``risk_alpha_path(TrajectoryLasso(), X, y, alphas=grid)`` with the speed
 policy's ``path_support_finish`` on (conjugate gradients on the support FISTA
-has identified, an active-set Newton step) and off (FISTA alone), timed in
+has identified, an active-set Newton step) and off (FISTA alone), or with
+``--switch path_metric`` its ``path_metric`` on (FISTA in a rank-one metric
+where a common factor dominates a working set's spectrum,
+``skacv.iterations._metric``) and off (FISTA's step ``1 / L``), timed in
 the same run, interleaved (the best of ``--repeat``), on the seed notebook's
 generator (``benchmarks/bench_vs_lassocv.py``: ``s = 10`` nonzeros equal to
 ``15 / sqrt(n)``, noise 1.5, seed 2025), isotropic and equicorrelated
 (``rho = 0.5``), a grid of ``--n-alphas`` penalties from ``alpha_max`` down to
-``1e-3 alpha_max``; plus a p < n case and a sparse ``X``. Prints the times,
-their ratio (off / on: above 1 the finish pays), the FISTA steps (conjugate
+``1e-3 alpha_max``; plus p < n cases, AR(1) features (rho = 0.9, the same
+``beta``) and a sparse ``X``. Prints the times,
+their ratio (off / on: above 1 the fast path pays), the FISTA steps (conjugate
 gradient iterations included), the largest difference of the coefficients
 between the two paths, the supports that differ and the largest gap over its
 goal (both paths certify their gaps: the coefficients agree to what the
@@ -18,6 +23,8 @@ Run (one BLAS thread)::
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_lasso_path_finish.py
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_lasso_path_finish.py --quick
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/bench_lasso_path_finish.py \
+        --switch path_metric
 """
 
 import argparse
@@ -47,8 +54,21 @@ def _sparse_data(n, p, seed=1):
     return X, y
 
 
-def _run(X, y, grid, finish):
-    with policy_context(path_support_finish=finish), warnings.catch_warnings(record=True) as w:
+def _ar1_data(n, p, rho=0.9, seed=3):
+    """AR(1) columns (``corr(x_j, x_k) = rho^|j - k|``) with the seed generator's ``beta``."""
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, p))
+    X = np.empty_like(Z)
+    X[:, 0] = Z[:, 0]
+    for j in range(1, p):
+        X[:, j] = rho * X[:, j - 1] + np.sqrt(1 - rho * rho) * Z[:, j]
+    beta = np.zeros(p)
+    beta[:10] = 15 / np.sqrt(n)
+    return X, X @ beta + 1.5 * rng.standard_normal(n)
+
+
+def _run(X, y, grid, switch, on):
+    with policy_context(**{switch: on}), warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         tic = time.perf_counter()
         path = risk_alpha_path(TrajectoryLasso(), X, y, alphas=grid)
@@ -56,12 +76,12 @@ def _run(X, y, grid, finish):
     return seconds, path, len(w)
 
 
-def bench(name, X, y, n_alphas, repeat):
+def bench(name, X, y, n_alphas, repeat, switch):
     grid = _grid(X.toarray() if sp.issparse(X) else X, y, n_alphas)
     times = {True: [], False: []}
     for _ in range(repeat):
         for finish in (False, True):  # interleaved
-            seconds, path, n_warn = _run(X, y, grid, finish)
+            seconds, path, n_warn = _run(X, y, grid, switch, finish)
             times[finish].append(seconds)
             if finish:
                 on, warn_on = path, n_warn
@@ -81,6 +101,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--n-alphas", type=int, default=12)
+    parser.add_argument("--switch", choices=["path_support_finish", "path_metric"],
+                        default="path_support_finish", help="the speed policy's switch")
     args = parser.parse_args()
     k = 2 if args.quick else 1
     cases = [
@@ -91,15 +113,16 @@ def main():
         ("equicorrelated 0.5, 3000 x 1000", lambda: seed_data(3000 // k, 1000 // k, 10, 1.5,
                                                                2025, 0.5)[:2]),
         ("isotropic, 3000 x 1000", lambda: seed_data(3000 // k, 1000 // k, 10, 1.5, 2025)[:2]),
+        ("AR(1) 0.9, 2000 x 3000", lambda: _ar1_data(2000 // k, 3000 // k)),
         ("sparse 2%, 2000 x 3000", lambda: _sparse_data(2000 // k, 3000 // k)),
     ]
-    print(f"{args.n_alphas} alphas, alpha_max to 1e-3 alpha_max, best of {args.repeat}; "
-          "steps include conjugate-gradient iterations")
+    print(f"{args.switch} off and on; {args.n_alphas} alphas, alpha_max to 1e-3 alpha_max, "
+          f"best of {args.repeat}; steps include conjugate-gradient iterations")
     print(f"{'case':<34} {'off (s)':>8} {'on (s)':>8} {'ratio':>6} {'st off':>7} "
           f"{'st on':>7} {'max|dcoef|':>10} {'max|coef|':>8} {'df!=':>5} warn")
     for name, make in cases:
         X, y = make()
-        bench(name, X, y, args.n_alphas, args.repeat)
+        bench(name, X, y, args.n_alphas, args.repeat, args.switch)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ class SpeedPolicy:
         product is compute-bound, the steps' products memory-bound).
     covariance_path : bool
         The Lasso path of :func:`skacv.risk_alpha_path` may run in the
-        covariance form (:func:`skacv.model_selection._lasso_path.covariance_path_pays`) ...
+        covariance form (:func:`skacv.model_selection._lasso_spaces.covariance_path_pays`) ...
     path_products_per_alpha : float
         ... when the Gram matrix costs at most this many products with ``X~``
         per penalty (the path on the working sets' columns takes 40-140 per
@@ -79,6 +79,14 @@ class SpeedPolicy:
         The Lasso path finishes a working set's FISTA on the support it has
         identified by conjugate gradients (an active-set Newton step,
         :class:`skacv.model_selection._lasso_path._SupportFinish`).
+    path_metric : bool
+        The Lasso path runs FISTA in a rank-one metric on working sets whose
+        top eigenvalue stands far above the rest (a common factor of the
+        features, :mod:`skacv.iterations._metric`) ...
+    path_metric_min_ratio : float
+        ... when its top eigenvalue is at least this many times the top of
+        the rest (the metric's bound of it): below, plain FISTA's step
+        ``1 / L`` loses little and the metric's Lanczos steps are saved.
     block_panel_rows : int
         At most this many rows in a panel of a block of a few columns ...
     narrow_features, narrow_panel_rows : int
@@ -260,6 +268,8 @@ class SpeedPolicy:
     covariance_path: bool = True
     path_products_per_alpha: float = 10.0
     path_support_finish: bool = True
+    path_metric: bool = True
+    path_metric_min_ratio: float = 4.0
     block_panel_rows: int = 200
     narrow_features: int = 32
     narrow_panel_rows: int = 4096

@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
 from skacv.linalg._design import Design
-from skacv.model_selection._lasso_path import _top_eigenvalue
+from skacv.model_selection._lasso_spaces import _top_eigenvalue
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +132,7 @@ def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypa
 def test_covariance_path_rule():
     """The covariance form needs float64, n > p, p <= COVARIANCE_MAX_FEATURES
     and a gap tolerance its quadratic forms can certify."""
-    from skacv.model_selection._lasso_path import COVARIANCE_PATH_MIN_TOL, covariance_path_pays
+    from skacv.model_selection._lasso_spaces import COVARIANCE_PATH_MIN_TOL, covariance_path_pays
 
     X, _ = _data(300, 40)
     d = Design(X, None, True)
@@ -246,16 +246,20 @@ def test_step_size_estimate_is_close_to_the_top_eigenvalue():
     """The FISTA step 1/L of each working set: L from a few Lanczos steps
     within a few percent of the exact top eigenvalue of X~^T X~ / n_eff (FISTA
     is stable up to L / 0.75 on quadratics, and the duality gap certifies; an
-    overestimate, from the residual bound, only costs speed)."""
+    overestimate, from the residual bound, only costs speed), and the second
+    Ritz value the rank-one metric's test reads."""
     rng = np.random.default_rng(0)
     for n, p in [(50, 30), (200, 300), (300, 2000)]:
         X = rng.standard_normal((n, p)) + 1.0
         w = _weights(n)
         for Xin, fit_intercept in [(X, True), (X, False), (sp.csr_matrix(X), True)]:
             design = Design(Xin, w, fit_intercept)
-            exact = np.linalg.eigvalsh(design.gram())[-1]
-            L, u = _top_eigenvalue(design)
+            eig = np.linalg.eigvalsh(design.gram())
+            exact = eig[-1]
+            L, u, second = _top_eigenvalue(design)
             assert 0.98 < L / exact < 1.1
+            # the second Ritz value bounds the second eigenvalue from below
+            assert 0 <= second <= eig[-2] * (1 + 1e-9)
             # warm start on a smaller working set, as along the path
             sub = Design(Xin[:, : p // 2], w, fit_intercept)
             exact = np.linalg.eigvalsh(sub.gram())[-1]
@@ -263,14 +267,14 @@ def test_step_size_estimate_is_close_to_the_top_eigenvalue():
 
 
 def test_too_large_step_estimate_falls_back_to_the_exact_one(monkeypatch):
-    import skacv.model_selection._lasso_path as module
+    import skacv.model_selection._lasso_spaces as module
 
     X, y = _data(40, 60)
     kw = dict(n_alphas=6, eps=1e-2, tol=1e-12, max_iter=20_000)
     ref = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
     true_top = module._top_eigenvalue
     monkeypatch.setattr(module, "_top_eigenvalue",
-                        lambda d, u=None: (0.2 * true_top(d, u)[0], true_top(d, u)[1]))
+                        lambda d, u=None: (0.2 * true_top(d, u)[0], *true_top(d, u)[1:]))
     path = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
     np.testing.assert_allclose(path.coefs, ref.coefs, atol=1e-8)
     # a user step that diverges is the user's: the error says what to do

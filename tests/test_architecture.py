@@ -48,7 +48,8 @@ SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for nam
 MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
     "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"], ["_copies"]],
-    "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"], ["_path"]],
+    "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"],
+                   ["_path", "_metric"]],
     "estimates": [
         ["_risk_state", "_risk_core_space", "_risk_readout", "_uq", "_loo_refit",
          "_loo_track", "_risk_probes"],
@@ -63,7 +64,7 @@ MODULE_LAYERS = {
                    ["_lasso", "_ridge", "_logistic", "_huber"]],
     "kernel_methods": [["_kernels"], ["_eigenpro"]],
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
-                        ["_kfold", "_lasso_path"], ["_alpha_path", "_criteria"],
+                        ["_kfold", "_lasso_spaces"], ["_lasso_path"], ["_alpha_path", "_criteria"],
                         ["_stages", "_path_search"], ["_kfold_search", "_results"],
                         ["_selection"]],
     "display": [["_plot"]],

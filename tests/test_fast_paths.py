@@ -145,6 +145,26 @@ def path_support_finish(monkeypatch):
     return out, bool(made) and made[0].n_accepted > 0
 
 
+def path_metric(monkeypatch):
+    """The Lasso path's FISTA in the rank-one metric of a common factor
+    against FISTA's plain step, on equicorrelated columns with p > n (the
+    columns of X~) and p < n (the covariance form): the same solutions, df
+    and risks within what the duality gaps certify (tol 1e-12; 1e-10, the
+    covariance form's finest)."""
+    rng = np.random.default_rng(1)
+    metric = _Spy(monkeypatch, _lasso_path, "MetricFISTA")
+    covariance = _Spy(monkeypatch, _lasso_path, "_FeatureSpace")
+    out = {}
+    for n, p, tol in [(80, 120, 1e-12), (150, 40, 1e-10)]:
+        X = 0.7 * rng.standard_normal((n, p)) + 0.7 * rng.standard_normal((n, 1))
+        y = X[:, :8] @ np.ones(8) + rng.standard_normal(n)
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=tol,
+                               max_iter=50_000)
+        out.update({f"coefs_{p}": path.coefs, f"df_{p}": path.df, f"risk_{p}": path.risk})
+    assert covariance.calls == 1  # the second design ran in the covariance form
+    return out, metric.calls > 0
+
+
 def loo_float32_gram(monkeypatch):
     """The left-out runs' products with the Gram matrix in float32 against
     float64 (the differences are small: rounding of order 1e-8 relatively)."""
@@ -237,6 +257,8 @@ FAST_PATHS = {
                                 {"covariance_path": False}, rtol=1e-7),
     "path_support_finish": FastPath(path_support_finish, {"path_support_finish": True},
                                     {"path_support_finish": False}, rtol=1e-7),
+    "path_metric": FastPath(path_metric, {"path_metric": True, "path_metric_min_ratio": 2.0},
+                            {"path_metric": False}, rtol=1e-7),
     "chain_fused_bytes": FastPath(chain_fused_bytes,
                                   {"chain_fused_bytes": 1, "chain_panel_max_columns": 0},
                                   {"chain_fused_bytes": None}),

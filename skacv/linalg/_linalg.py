@@ -237,8 +237,9 @@ def lanczos_top(op, dim, v0=None, n_steps=4):
     ``n_steps`` Lanczos steps started from ``v0`` plus a small random part
     (a random start, with twice the steps, when ``v0`` is None). Returns the
     top Ritz value plus its residual norm (an eigenvalue lies within the
-    residual of the Ritz value) and the top Ritz vector, the warm start of
-    the next call on a nearby operator.
+    residual of the Ritz value), the top Ritz vector, the warm start of
+    the next call on a nearby operator, and the second Ritz value (a lower
+    bound of the second eigenvalue; 0 after one step).
     """
     v = np.random.RandomState(0).standard_normal(dim)
     if v0 is not None and np.linalg.norm(v0) > 0:
@@ -248,7 +249,9 @@ def lanczos_top(op, dim, v0=None, n_steps=4):
     state = lanczos(lambda Q: op(Q[:, 0])[:, None], v[:, None], n_steps)
     theta, residual, u = top_ritz(state, 0)
     top = state.basis[:, :, 0].T @ u
-    return max(theta + residual, 0.0), top
+    ritz = np.linalg.eigvalsh(_tridiagonal(state.alphas, state.betas, state.j, 0))
+    second = max(float(ritz[-2]), 0.0) if ritz.size > 1 else 0.0
+    return max(theta + residual, 0.0), top, second
 
 
 def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):

@@ -9,16 +9,18 @@ grown by the violators of the optimality conditions; at most
 ``max(100, 4 |support|)`` columns to start with, grown by at most its size,
 the columns of largest correlation first) until the duality gap of the
 *full* problem is below the tolerance: the working set changes the cost,
-not the solution. Once FISTA has identified a support and its signs, conjugate
+not the solution. On a working set whose top eigenvalue stands far above
+the rest (a common factor of the features), FISTA runs in a rank-one
+metric that takes that direction apart (:mod:`skacv.iterations._metric`):
+FISTA's step ``1 / L`` would move every other direction ``L / lambda``
+times too slowly. Once FISTA has identified a support and its signs, conjugate
 gradients solve the Lasso restricted to them (:class:`_SupportFinish`, an
 active-set Newton step), which FISTA's step, set by the top eigenvalue of
 correlated columns, approaches slowly; the duality gap certifies it as it
-does FISTA's iterates. The working sets run on copies of their columns of ``X~``
-(:class:`_SampleSpace`) or, with fewer features than samples where it pays
-(:func:`covariance_path_pays`, float64), in the covariance form
-(:class:`_FeatureSpace`, scikit-learn's ``precompute``): products with
-``C_WW`` of ``C = X~^T X~``, the residual through its quadratic forms, no
-product with the rows of ``X~`` after ``C``. Each solution's df and risk come
+does FISTA's iterates. The working sets' products are those of
+:mod:`skacv.model_selection._lasso_spaces`: copies of their columns of
+``X~`` or, with fewer features than samples where it pays, the covariance
+form. Each solution's df and risk come
 from :mod:`skacv.model_selection._converged_risk`.
 """
 
@@ -28,23 +30,24 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 from sklearn.utils import Bunch
 
-from .._config import check_memory
 from .._policy import get_policy
 from ..exceptions import ConvergenceWarning, DivergenceError
-from ..iterations._datafits import NormalEquations
 from ..iterations._iterations import FISTA
+from ..iterations._metric import MetricFISTA
 from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1
-from ..linalg._design import CovarianceForm, Design
-from ..linalg._linalg import lanczos_top
 from ..utils._compat import conjugate_gradient
 from ._converged_risk import SupportDF, converged_risk
+from ._lasso_spaces import (
+    COVARIANCE_PATH_MIN_TOL,
+    _FeatureSpace,
+    _SampleSpace,
+    covariance_path_pays,
+)
 
 # FISTA steps between two duality-gap checks on the working set (a check costs
 # one product with X~_W^T, half a step)
 _CHECK_EVERY = 5
-# Lanczos steps of the step-size estimate of each working set (warm-started)
-_LANCZOS_STEPS = 4
 # working set of alpha_k: |X~_j^T r(alpha_{k-1})| / n >= alpha_k - SLACK (alpha_{k-1} - alpha_k),
 # plus the previous support; SLACK = 1 is the sequential strong rule (Tibshirani
 # et al. 2012). 0.5 keeps fewer columns for a few more optimality checks (measured
@@ -65,10 +68,6 @@ _WORK_MIN = 100
 _FINISH_MAX_RATIO = 0.5
 _FINISH_SHARE = 0.25
 _FINISH_MAXITER = 100
-#: the covariance form's quadratic forms of ``||r||^2`` cancel (their
-#: rounding, about ``1e-13 ||y~||^2``): it certifies duality gaps down to this
-#: tolerance only (:func:`covariance_path_pays`)
-COVARIANCE_PATH_MIN_TOL = 1e-10
 #: the duality gap of an alpha is also at most ``PATH_OBJECTIVE_TOL * tol``
 #: times twice its objective (at the warm start): scikit-learn's
 #: ``tol * ||y~||^2 / n_eff`` alone can exceed the objective of a small
@@ -79,69 +78,6 @@ COVARIANCE_PATH_MIN_TOL = 1e-10
 PATH_OBJECTIVE_TOL = 100.0
 
 
-class _WorkingColumns:
-    """Designs of working sets of columns (same centring, weights, ``n_eff``).
-
-    Dense: the columns of ``X~`` (already centred and weighted) are copied
-    into one reused buffer (grown by half when too small; its leading
-    ``n_samples * |W|`` entries as a C-ordered array) and wrapped in a
-    ``Design`` without intercept and weights, which uses them as they are: a
-    fresh array per working set would pay its page faults every time. The
-    previous working set's design is dropped by the caller before a larger
-    buffer is made, so that at most one buffer lives. Sparse: the column
-    slice of ``X`` with the same weights and centring.
-    """
-
-    def __init__(self, design, X, sample_weight):
-        self.design, self.X, self.sample_weight = design, X, sample_weight
-        self.buffer = None
-
-    def __call__(self, idx):
-        d = self.design
-        if d.sparse:
-            return Design(self.X[:, idx], self.sample_weight, d.fit_intercept)
-        n, m = d.n_samples, idx.shape[0]
-        if self.buffer is None or self.buffer.size < n * m:
-            self.buffer = None
-            cap = min(d.n_features, m + m // 2 + 64)
-            check_memory(n * cap * d.dtype.itemsize, f"the working-set columns ({n} x {cap})")
-            self.buffer = np.empty(n * cap, dtype=d.dtype)
-        # the leading n * m entries as a C-ordered (n, m) array: np.take writes
-        # into it directly (into a strided view it took a temporary of that size)
-        cols = self.buffer[: n * m].reshape(n, m)
-        np.take(d.X, idx, axis=1, out=cols, mode="clip")
-        sub = Design(cols, None, False)
-        sub.n_eff = d.n_eff
-        return sub
-
-
-def _top_eigenvalue(design, u0=None, n_steps=_LANCZOS_STEPS):
-    """Upper estimate of the largest eigenvalue of ``X~^T X~ / n_eff`` and the
-    top direction in sample space, by :func:`skacv.linalg._linalg.lanczos_top` on
-    the smaller of ``X~^T X~ / n_eff`` and ``X~ X~^T / n_eff``, warm-started
-    from the direction ``u0`` (sample space) of the previous working set. The
-    step ``1 / L`` only sets the speed of FISTA: the duality gap certifies
-    the solutions.
-    """
-    n, p = design.n_samples, design.n_features
-    inv_n = 1.0 / design.n_eff
-    dt = design.dtype
-    if p < n:  # feature side
-        def op(v):
-            return np.asarray(design.rmatvec(design.matvec(v.astype(dt))),
-                              dtype=np.float64) * inv_n
-        start = None if u0 is None else np.asarray(design.rmatvec(u0.astype(dt)), np.float64)
-        L, top = lanczos_top(op, p, start, n_steps)
-        return L, np.asarray(design.matvec(top.astype(dt)), dtype=np.float64)
-
-    def op(v):
-        return np.asarray(design.matvec(design.rmatvec(v.astype(dt))), dtype=np.float64) * inv_n
-
-    return lanczos_top(op, n, u0, n_steps)
-
-
-
-
 def _duality_gap(rr, ry, corr, l1, alpha, n_eff):
     """Lasso duality gap (objective ``||r||^2 / (2 n_eff) + alpha ||b||_1``)
     from ``rr = ||r||^2``, ``ry = r^T y~`` and ``corr = X~^T r / n_eff``; the
@@ -149,140 +85,6 @@ def _duality_gap(rr, ry, corr, l1, alpha, n_eff):
     dn = float(np.max(np.abs(corr))) if corr.size else 0.0
     c = alpha / dn if dn > alpha else 1.0
     return (0.5 * rr * (1.0 + c * c) - c * ry) / n_eff + alpha * l1
-
-
-class _SampleSpace:
-    """The Lasso path's products with the columns of ``X~`` (copies of the
-    working set's columns, :class:`_WorkingColumns`): the residual
-    ``r = y~ - X~_W b_W`` itself.
-
-    It and :class:`_FeatureSpace` give a working set ``W`` its design
-    (``sub(W)``), the fit loop's target and datafit, the residual's
-    statistics ``(||r||^2, r^T y~, X~^T r / n_eff)`` (``stats``), an upper
-    bound of the top eigenvalue (``step_bound``, warm-started) and ``gram``,
-    the Gram matrix of ``X~`` where it is formed (the supports' ranks).
-    """
-
-    datafit = None  # least squares
-    gram = None  # X~^T X~ is not formed
-    finish = None  # the path's _SupportFinish, set by lasso_path
-
-    def __init__(self, design, X, sample_weight, y_tilde):
-        self.design, self.y = design, y_tilde
-        self.y64 = np.asarray(y_tilde, dtype=np.float64)
-        self.columns = _WorkingColumns(design, X, sample_weight)
-        self.u = None  # top singular direction (samples), warm start of the step sizes
-
-    def sub(self, work):
-        return self.columns(work)
-
-    def target(self, work):
-        return self.y
-
-    def stats(self, sub, work, coef_w, fitted, full=False):
-        """``(||r||^2, r^T y~, X~^T r / n_eff)`` of ``r = y~ - fitted``
-        (``X~_W^T r`` unless ``full``)."""
-        r = self.y - fitted
-        r64 = np.asarray(r, dtype=np.float64)
-        corr = (self.design if full else sub).rmatvec(r)
-        return float(r64 @ r64), float(r64 @ self.y64), corr / self.design.n_eff
-
-    def step_bound(self, sub, work):
-        L, self.u = _top_eigenvalue(sub, self.u)
-        return L
-
-    def support_system(self, sub, work, S):
-        """``(v -> X~_S^T X~_S v, X~_S^T y~)`` of the columns ``S`` of the
-        working set (positions in ``work``), in float64."""
-        if S.size == work.size:
-            part = sub
-        elif sub.sparse:
-            part = self.columns(work[S])
-        else:  # a copy of the columns: sub's buffer stays the working set's
-            part = Design(sub.X[:, S], None, False)
-        dt = part.dtype
-
-        def normal(v):
-            return np.asarray(part.rmatvec(part.matvec(v.astype(dt))), dtype=np.float64)
-
-        return normal, np.asarray(part.rmatvec(self.y), dtype=np.float64)
-
-
-class _FeatureSpace:
-    """The Lasso path in the covariance form (scikit-learn's ``precompute``,
-    :class:`~skacv.linalg._design.CovarianceForm`): with ``C = X~^T X~`` and
-    ``c = X~^T y~``, the working set's loop multiplies by ``C_WW`` and its
-    "fitted values" are ``g = C_WW b_W``; the residual enters through
-    ``||r||^2 = y~^T y~ - 2 c_W^T b_W + b_W^T g``, ``r^T y~ = y~^T y~ - c_W^T
-    b_W`` and ``X~^T r = c - C_{:,W} b_W``: no product with the n rows of
-    ``X~`` after ``C`` (float64 designs: in float32 the quadratic forms lose
-    the digits the duality gap needs)."""
-
-    datafit = NormalEquations()
-    finish = None  # the path's _SupportFinish, set by lasso_path
-
-    def __init__(self, design, c, yy):
-        """``c = X~^T y~`` (float64) and ``yy = y~^T y~``."""
-        self.design, self.c, self.yy = design, c, yy
-        self.full = CovarianceForm(design)
-        self.u = np.zeros(design.n_features)  # top eigenvector, warm start of the step sizes
-
-    @property
-    def gram(self):
-        """``C = X~^T X~`` (the ranks of the supports are read from it)."""
-        return self.full.C
-
-    def sub(self, work):
-        return CovarianceForm(self.design, work)
-
-    def target(self, work):
-        return self.c[work].astype(self.design.dtype)
-
-    def stats(self, sub, work, coef_w, fitted, full=False):
-        b = np.asarray(coef_w, dtype=np.float64)
-        cb = float(self.c[work] @ b)
-        rr = self.yy - 2.0 * cb + float(b @ np.asarray(fitted, dtype=np.float64))
-        if full:
-            corr = self.c - (b @ self.full.C[work] if work.size else 0.0)
-        else:
-            corr = self.c[work] - fitted
-        return max(rr, 0.0), self.yy - cb, corr / self.design.n_eff
-
-    def step_bound(self, sub, work):
-        inv_n = 1.0 / self.design.n_eff
-        L, top = lanczos_top(lambda v: (sub.C @ v) * inv_n, work.size, self.u[work],
-                             _LANCZOS_STEPS)
-        self.u[:] = 0.0
-        self.u[work] = top
-        return L
-
-    def support_system(self, sub, work, S):
-        """``(v -> C_SS v, c_S)`` of the columns ``S`` of the working set
-        (positions in ``work``), in float64."""
-        C = np.asarray(sub.C[np.ix_(S, S)], dtype=np.float64)
-        return C.__matmul__, self.c[work[S]]
-
-
-def covariance_path_pays(design, tol, n_alphas):
-    """Whether the Lasso path of ``n_alphas`` penalties runs in the
-    covariance form (:class:`_FeatureSpace`, the speed policy's
-    ``covariance_path``): float64, at most the policy's
-    ``covariance_max_features`` features, fewer than the samples, a
-    duality-gap tolerance of at least
-    :data:`COVARIANCE_PATH_MIN_TOL` (the quadratic forms of ``||r||^2``
-    cancel: their rounding, about ``1e-13 ||y~||^2``, would stall finer
-    gaps), and the Gram matrix (``2 n p^2`` flops at
-    ``covariance_gemm_advantage`` times the speed of a product with ``X~``:
-    ``p / 16`` products) below the policy's ``path_products_per_alpha``
-    products per penalty."""
-    n, p = design.n_samples, design.n_features
-    policy = get_policy()
-    if not (policy.covariance_path and design.dtype == np.float64
-            and tol >= COVARIANCE_PATH_MIN_TOL and p <= min(n, policy.covariance_max_features)):
-        return False
-    gram = 0.0 if ("gram", "features") in design.cache else (
-        p / policy.covariance_gemm_advantage)
-    return gram <= policy.path_products_per_alpha * n_alphas
 
 
 def _zero_stride(m, width, dtype):
@@ -426,10 +228,30 @@ def _objective_gap(space, sub, work, x, fitted, alpha):
                                                            sub.n_eff), l1
 
 
-def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget):
+class _MetricStalled(Exception):
+    """The rank-one metric's solve stopped decreasing the objective (its
+    estimate of the spectrum missed): carries the last iterate and the
+    steps taken."""
+
+    def __init__(self, x, steps):
+        super().__init__()
+        self.x, self.steps = x, steps
+
+
+#: objective increases between checks that end a solve in the rank-one
+#: metric (each restarts the momentum; a metric that does not majorise the
+#: working set's Hessian keeps increasing it)
+_METRIC_MAX_RESTARTS = 3
+
+
+def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget, metric=None):
     """FISTA on the columns ``work`` (``sub``, in ``space``) until its duality
     gap is ``<= target``, with the exact finish of :class:`_SupportFinish`
-    (``space.finish``; the speed policy's ``path_support_finish``).
+    (``space.finish``; the speed policy's ``path_support_finish``). With a
+    ``metric`` (:class:`~skacv.iterations._metric.RankOneMetric`), FISTA in
+    that metric (:class:`~skacv.iterations._metric.MetricFISTA`, ``step_size``
+    unused); it raises :class:`_MetricStalled` after
+    :data:`_METRIC_MAX_RESTARTS` objective increases.
 
     Returns the solution, its fitted values in ``space`` and the number of
     steps (conjugate-gradient iterations included). The momentum is
@@ -437,14 +259,17 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget)
     restart, O'Donoghue & Candes 2015) and after an accepted finish.
     """
     # FISTA's momentum follows state.k: a state at k = 0 restarts it
-    iteration = FISTA(step_size, penalty=L1(alpha))
+    if metric is None:
+        iteration = FISTA(step_size, penalty=L1(alpha))
+    else:
+        iteration = MetricFISTA(metric, alpha)
     y = space.target(work)
     state = init_state(sub, coef)
     scratch = _zero_stride(sub.n_features, budget + 1, sub.dtype)  # state.k <= done <= budget
     finish = space.finish
     if finish is not None:
         finish.start(sub, work, alpha, target)
-    done = 0
+    done = increases = 0
     obj_prev = gap_prev = np.inf
     while done < budget:
         k = min(_CHECK_EVERY, budget - done)
@@ -456,6 +281,10 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget)
         if gap <= target:
             break
         restart = obj > obj_prev
+        if restart and metric is not None:
+            increases += 1
+            if increases >= _METRIC_MAX_RESTARTS:
+                raise _MetricStalled(state.x, done)
         if finish is not None:
             x, n_iter = finish(state.x, l1,
                                min(_steps_left(gap_prev, gap, target), budget - done))
@@ -477,20 +306,35 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget)
 
 def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
     """:func:`_solve_working_set` with the estimator's ``step_size``:
-    ``"auto"`` is ``1 / L`` of the working set (warm-started Lanczos,
-    ``space.step_bound``) and, should that estimate be too low and the steps
-    diverge, the exact top eigenvalue; a float is used as given."""
+    ``"auto"`` is FISTA in the working set's rank-one metric where its top
+    eigenvalue stands far above the rest (``space.metric``; the speed
+    policy's ``path_metric``), else ``1 / L`` of the working set
+    (warm-started Lanczos, ``space.step_bound``) and, should that estimate be
+    too low and the steps diverge, the exact top eigenvalue; a float is
+    used as given. A metric whose solve diverges or stalls hands its last
+    iterate to the plain step (its steps are counted)."""
     if not isinstance(step_size, str):
         return _solve_working_set(space, sub, work, alpha, coef_w, float(step_size), goal,
                                   budget)
     L = space.step_bound(sub, work)
+    metric = space.metric(sub, work) if get_policy().path_metric else None
+    spent = 0
+    if metric is not None:
+        try:
+            return _solve_working_set(space, sub, work, alpha, coef_w, None, goal, budget,
+                                      metric=metric)
+        except _MetricStalled as stalled:
+            coef_w, spent = stalled.x, stalled.steps
+        except DivergenceError:
+            pass
     try:
-        return _solve_working_set(space, sub, work, alpha, coef_w, 1.0 / L if L > 0 else 1.0,
-                                  goal, budget)
+        x, fitted, done = _solve_working_set(space, sub, work, alpha, coef_w,
+                                             1.0 / L if L > 0 else 1.0, goal, budget - spent)
     except DivergenceError:
         # the Lanczos estimate was too low: exact top eigenvalue, again
-        return _solve_working_set(space, sub, work, alpha, coef_w, 1.0 / sub.lipschitz(), goal,
-                                  budget)
+        x, fitted, done = _solve_working_set(space, sub, work, alpha, coef_w,
+                                             1.0 / sub.lipschitz(), goal, budget - spent)
+    return x, fitted, done + spent
 
 
 def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, max_iter):

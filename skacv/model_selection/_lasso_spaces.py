@@ -1,0 +1,272 @@
+"""The products of the Lasso path's working sets (:mod:`skacv.model_selection._lasso_path`).
+
+A working set ``W`` of columns is solved either on copies of its columns of
+``X~`` (:class:`_SampleSpace`) or, with fewer features than samples where it
+pays (:func:`covariance_path_pays`, float64), in the covariance form
+(:class:`_FeatureSpace`, scikit-learn's ``precompute``): products with
+``C_WW`` of ``C = X~^T X~``. Each space gives a working set its design, the
+fit loop's target and datafit, the residual's statistics, the top
+eigenvalue of its Hessian (the step ``1 / L``) and the rank-one metric of
+:mod:`skacv.iterations._metric` where one direction dominates.
+"""
+
+import numpy as np
+
+from .._config import check_memory
+from .._policy import get_policy
+from ..iterations._datafits import NormalEquations
+from ..iterations._metric import METRIC_MARGIN, rank_one_metric
+from ..linalg._design import CovarianceForm, Design
+from ..linalg._linalg import lanczos_top
+
+# Lanczos steps of the step-size estimate of each working set (warm-started)
+_LANCZOS_STEPS = 4
+
+#: the covariance form's quadratic forms of ``||r||^2`` cancel (their
+#: rounding, about ``1e-13 ||y~||^2``): it certifies duality gaps down to this
+#: tolerance only (:func:`covariance_path_pays`)
+COVARIANCE_PATH_MIN_TOL = 1e-10
+
+
+class _WorkingColumns:
+    """Designs of working sets of columns (same centring, weights, ``n_eff``).
+
+    Dense: the columns of ``X~`` (already centred and weighted) are copied
+    into one reused buffer (grown by half when too small; its leading
+    ``n_samples * |W|`` entries as a C-ordered array) and wrapped in a
+    ``Design`` without intercept and weights, which uses them as they are: a
+    fresh array per working set would pay its page faults every time. The
+    previous working set's design is dropped by the caller before a larger
+    buffer is made, so that at most one buffer lives. Sparse: the column
+    slice of ``X`` with the same weights and centring.
+    """
+
+    def __init__(self, design, X, sample_weight):
+        self.design, self.X, self.sample_weight = design, X, sample_weight
+        self.buffer = None
+
+    def __call__(self, idx):
+        d = self.design
+        if d.sparse:
+            return Design(self.X[:, idx], self.sample_weight, d.fit_intercept)
+        n, m = d.n_samples, idx.shape[0]
+        if self.buffer is None or self.buffer.size < n * m:
+            self.buffer = None
+            cap = min(d.n_features, m + m // 2 + 64)
+            check_memory(n * cap * d.dtype.itemsize, f"the working-set columns ({n} x {cap})")
+            self.buffer = np.empty(n * cap, dtype=d.dtype)
+        # the leading n * m entries as a C-ordered (n, m) array: np.take writes
+        # into it directly (into a strided view it took a temporary of that size)
+        cols = self.buffer[: n * m].reshape(n, m)
+        np.take(d.X, idx, axis=1, out=cols, mode="clip")
+        sub = Design(cols, None, False)
+        sub.n_eff = d.n_eff
+        return sub
+
+
+def _top_eigenvalue(design, u0=None, n_steps=_LANCZOS_STEPS):
+    """Upper estimate of the largest eigenvalue of ``X~^T X~ / n_eff`` and the
+    top direction in sample space, by :func:`skacv.linalg._linalg.lanczos_top` on
+    the smaller of ``X~^T X~ / n_eff`` and ``X~ X~^T / n_eff``, warm-started
+    from the direction ``u0`` (sample space) of the previous working set,
+    and the second Ritz value (:func:`~skacv.iterations._metric.rank_one_metric`
+    reads it). The step ``1 / L`` only sets the speed of FISTA: the duality
+    gap certifies the solutions.
+    """
+    n, p = design.n_samples, design.n_features
+    inv_n = 1.0 / design.n_eff
+    dt = design.dtype
+    if p < n:  # feature side
+        def op(v):
+            return np.asarray(design.rmatvec(design.matvec(v.astype(dt))),
+                              dtype=np.float64) * inv_n
+        start = None if u0 is None else np.asarray(design.rmatvec(u0.astype(dt)), np.float64)
+        L, top, second = lanczos_top(op, p, start, n_steps)
+        return L, np.asarray(design.matvec(top.astype(dt)), dtype=np.float64), second
+
+    def op(v):
+        return np.asarray(design.matvec(design.rmatvec(v.astype(dt))), dtype=np.float64) * inv_n
+
+    return lanczos_top(op, n, u0, n_steps)
+
+
+
+
+class _SampleSpace:
+    """The Lasso path's products with the columns of ``X~`` (copies of the
+    working set's columns, :class:`_WorkingColumns`): the residual
+    ``r = y~ - X~_W b_W`` itself.
+
+    It and :class:`_FeatureSpace` give a working set ``W`` its design
+    (``sub(W)``), the fit loop's target and datafit, the residual's
+    statistics ``(||r||^2, r^T y~, X~^T r / n_eff)`` (``stats``), an upper
+    bound of the top eigenvalue (``step_bound``, warm-started) and ``gram``,
+    the Gram matrix of ``X~`` where it is formed (the supports' ranks).
+    """
+
+    datafit = None  # least squares
+    gram = None  # X~^T X~ is not formed
+    finish = None  # the path's _SupportFinish, set by lasso_path
+
+    def __init__(self, design, X, sample_weight, y_tilde):
+        self.design, self.y = design, y_tilde
+        self.y64 = np.asarray(y_tilde, dtype=np.float64)
+        self.columns = _WorkingColumns(design, X, sample_weight)
+        self.u = None  # top singular direction (samples), warm start of the step sizes
+        self.rest = None  # the metric's second direction (features), its warm start
+        self.top = self.second = None  # step_bound's top and second Ritz values
+
+    def sub(self, work):
+        return self.columns(work)
+
+    def target(self, work):
+        return self.y
+
+    def stats(self, sub, work, coef_w, fitted, full=False):
+        """``(||r||^2, r^T y~, X~^T r / n_eff)`` of ``r = y~ - fitted``
+        (``X~_W^T r`` unless ``full``)."""
+        r = self.y - fitted
+        r64 = np.asarray(r, dtype=np.float64)
+        corr = (self.design if full else sub).rmatvec(r)
+        return float(r64 @ r64), float(r64 @ self.y64), corr / self.design.n_eff
+
+    def step_bound(self, sub, work):
+        L, self.u, self.second = _top_eigenvalue(sub, self.u)
+        self.top = L
+        return L
+
+    def metric(self, sub, work):
+        """The :class:`~skacv.iterations._metric.RankOneMetric` of the working
+        set from the top direction of :meth:`step_bound`, or ``None``."""
+        if self.top < get_policy().path_metric_min_ratio * METRIC_MARGIN * self.second:
+            return None  # no spike (rank_one_metric's test, before any product)
+        dt = sub.dtype
+        inv_n = 1.0 / self.design.n_eff
+
+        def op(v):
+            return np.asarray(sub.rmatvec(sub.matvec(v.astype(dt))), dtype=np.float64) * inv_n
+
+        top = np.asarray(sub.rmatvec(self.u.astype(dt)), dtype=np.float64)
+        metric, self.rest = rank_one_metric(op, work.size, top, _restricted(self.rest, work),
+                                            self.top, self.second)
+        self.rest = _spread(self.rest, work, self.design.n_features)
+        return metric
+
+    def support_system(self, sub, work, S):
+        """``(v -> X~_S^T X~_S v, X~_S^T y~)`` of the columns ``S`` of the
+        working set (positions in ``work``), in float64."""
+        if S.size == work.size:
+            part = sub
+        elif sub.sparse:
+            part = self.columns(work[S])
+        else:  # a copy of the columns: sub's buffer stays the working set's
+            part = Design(sub.X[:, S], None, False)
+        dt = part.dtype
+
+        def normal(v):
+            return np.asarray(part.rmatvec(part.matvec(v.astype(dt))), dtype=np.float64)
+
+        return normal, np.asarray(part.rmatvec(self.y), dtype=np.float64)
+
+
+class _FeatureSpace:
+    """The Lasso path in the covariance form (scikit-learn's ``precompute``,
+    :class:`~skacv.linalg._design.CovarianceForm`): with ``C = X~^T X~`` and
+    ``c = X~^T y~``, the working set's loop multiplies by ``C_WW`` and its
+    "fitted values" are ``g = C_WW b_W``; the residual enters through
+    ``||r||^2 = y~^T y~ - 2 c_W^T b_W + b_W^T g``, ``r^T y~ = y~^T y~ - c_W^T
+    b_W`` and ``X~^T r = c - C_{:,W} b_W``: no product with the n rows of
+    ``X~`` after ``C`` (float64 designs: in float32 the quadratic forms lose
+    the digits the duality gap needs)."""
+
+    datafit = NormalEquations()
+    finish = None  # the path's _SupportFinish, set by lasso_path
+
+    def __init__(self, design, c, yy):
+        """``c = X~^T y~`` (float64) and ``yy = y~^T y~``."""
+        self.design, self.c, self.yy = design, c, yy
+        self.full = CovarianceForm(design)
+        self.u = np.zeros(design.n_features)  # top eigenvector, warm start of the step sizes
+        self.rest = None  # the metric's second direction, its warm start
+        self.top = self.second = None  # step_bound's top and second Ritz values
+
+    @property
+    def gram(self):
+        """``C = X~^T X~`` (the ranks of the supports are read from it)."""
+        return self.full.C
+
+    def sub(self, work):
+        return CovarianceForm(self.design, work)
+
+    def target(self, work):
+        return self.c[work].astype(self.design.dtype)
+
+    def stats(self, sub, work, coef_w, fitted, full=False):
+        b = np.asarray(coef_w, dtype=np.float64)
+        cb = float(self.c[work] @ b)
+        rr = self.yy - 2.0 * cb + float(b @ np.asarray(fitted, dtype=np.float64))
+        if full:
+            corr = self.c - (b @ self.full.C[work] if work.size else 0.0)
+        else:
+            corr = self.c[work] - fitted
+        return max(rr, 0.0), self.yy - cb, corr / self.design.n_eff
+
+    def step_bound(self, sub, work):
+        inv_n = 1.0 / self.design.n_eff
+        L, top, self.second = lanczos_top(lambda v: (sub.C @ v) * inv_n, work.size,
+                                           self.u[work], _LANCZOS_STEPS)
+        self.top = L
+        self.u[:] = 0.0
+        self.u[work] = top
+        return L
+
+    def metric(self, sub, work):
+        """As :meth:`_SampleSpace.metric`, with products by ``C_WW``."""
+        inv_n = 1.0 / self.design.n_eff
+        metric, self.rest = rank_one_metric(
+            lambda v: np.asarray(sub.C @ v.astype(sub.C.dtype), dtype=np.float64) * inv_n,
+            work.size, self.u[work], _restricted(self.rest, work), self.top, self.second)
+        self.rest = _spread(self.rest, work, self.design.n_features)
+        return metric
+
+    def support_system(self, sub, work, S):
+        """``(v -> C_SS v, c_S)`` of the columns ``S`` of the working set
+        (positions in ``work``), in float64."""
+        C = np.asarray(sub.C[np.ix_(S, S)], dtype=np.float64)
+        return C.__matmul__, self.c[work[S]]
+
+
+def _restricted(v, work):
+    """``v[work]`` (``None`` stays ``None``)."""
+    return None if v is None else v[work]
+
+
+def _spread(v, work, p):
+    """A vector of the working set's coordinates on all ``p`` features."""
+    if v is None:
+        return None
+    out = np.zeros(p)
+    out[work] = v
+    return out
+
+
+def covariance_path_pays(design, tol, n_alphas):
+    """Whether the Lasso path of ``n_alphas`` penalties runs in the
+    covariance form (:class:`_FeatureSpace`, the speed policy's
+    ``covariance_path``): float64, at most the policy's
+    ``covariance_max_features`` features, fewer than the samples, a
+    duality-gap tolerance of at least
+    :data:`COVARIANCE_PATH_MIN_TOL` (the quadratic forms of ``||r||^2``
+    cancel: their rounding, about ``1e-13 ||y~||^2``, would stall finer
+    gaps), and the Gram matrix (``2 n p^2`` flops at
+    ``covariance_gemm_advantage`` times the speed of a product with ``X~``:
+    ``p / 16`` products) below the policy's ``path_products_per_alpha``
+    products per penalty."""
+    n, p = design.n_samples, design.n_features
+    policy = get_policy()
+    if not (policy.covariance_path and design.dtype == np.float64
+            and tol >= COVARIANCE_PATH_MIN_TOL and p <= min(n, policy.covariance_max_features)):
+        return False
+    gram = 0.0 if ("gram", "features") in design.cache else (
+        p / policy.covariance_gemm_advantage)
+    return gram <= policy.path_products_per_alpha * n_alphas
