@@ -118,6 +118,11 @@ class SpeedPolicy:
     last_level_per_cpu_max : int
         The last-level cache counted at most this much per CPU that shares
         it (a virtual machine reports the host's whole cache).
+    eigvalsh_float32_min_order : int
+        The eigenvalues of a Gram matrix of at least this order (exact traces,
+        the step size) in single precision
+        (:meth:`skacv.linalg._design.Design.gram_eigenvalues`): half the time
+        from 1000 on, within about ``1e-7`` of the largest.
     dense_eig_size : int
         Dense symmetric eigenproblems up to this dimension go to LAPACK,
         larger ones to Lanczos (:func:`skacv.linalg._linalg.top_eigenvalue`
@@ -257,7 +262,7 @@ class SpeedPolicy:
     """
 
     gram_cache_size: int = 2000
-    fuse_min_bytes: int = 64 * 2**20
+    fuse_min_bytes: int = 32 * 2**20
     fuse_groups: int = 2
     panel_bytes: int = 2 * 2**20
     columns_gather_share: float = 1 / 40
@@ -283,6 +288,7 @@ class SpeedPolicy:
                                                      3: 16 * 2**20})
     last_level_per_cpu_max: int = 32 * 2**20
     dense_eig_size: int = 300
+    eigvalsh_float32_min_order: int = 1000
     lanczos_basis_bytes: int = 256 * 2**20
     fold_panel_cache_share: float = 0.75
     fold_panel_max_product: int = 10**6

@@ -165,6 +165,24 @@ def path_metric(monkeypatch):
     return out, metric.calls > 0
 
 
+def eigvalsh_float32(monkeypatch):
+    """The Gram matrix's eigenvalues in single precision (a float32 Gram
+    matrix, LAPACK's ssyev) against double: ridge GD's exact traces (its
+    risk path) and the step size from them, within float32's rounding."""
+    X, y, sw = _data(150, 120)
+    made = []
+    real = design_module.linalg.eigh
+    monkeypatch.setattr(design_module.linalg, "eigh",
+                        lambda a, *args, **kw: made.append(a.dtype) or real(a, *args, **kw))
+    est = IterativeRidge(alpha=1e-2, max_iter=60).fit(X, y, sample_weight=sw)
+    assert est.risk_diagnostics_["n_probes"] is None  # exact traces
+    # a design without a cached Gram matrix: the float32 one from X~ itself
+    lam = design_module.Design(X, sw, True).gram_eigenvalues()
+    out = {"risk_path_": est.risk_path_, "coef_path_": est.coef_path_,
+           "step_size_": np.array([est.step_size_]), "eigenvalues": lam / lam[-1]}
+    return out, np.float32 in made
+
+
 def loo_float32_gram(monkeypatch):
     """The left-out runs' products with the Gram matrix in float32 against
     float64 (the differences are small: rounding of order 1e-8 relatively)."""
@@ -268,6 +286,8 @@ FAST_PATHS = {
                                   {"chain_panel_max_columns": 8, "chain_panel_bytes": 100_000,
                                    "chain_panel_threads_min_bytes": 0},
                                   {"chain_panel_max_columns": 0, "chain_fused_bytes": None}),
+    "eigvalsh_float32": FastPath(eigvalsh_float32, {"eigvalsh_float32_min_order": 0},
+                                 {"eigvalsh_float32_min_order": 10**9}, rtol=1e-5),
     "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},
                                  {"loo_float32_min_features": 10**9}, rtol=1e-6),
 }

@@ -488,12 +488,26 @@ class Design:
 
     def gram_eigenvalues(self):
         """Ascending eigenvalues of the smaller Gram matrix (``gram("auto")``),
-        computed once per design (the step size and exact traces share them)."""
+        computed once per design (the step size and exact traces share them).
+
+        From the speed policy's ``eigvalsh_float32_min_order`` on, in single
+        precision (the Gram matrix of a float32 copy of ``X~``, or the cached
+        one rounded, and LAPACK's ``ssyev``): half the time, the eigenvalues
+        within about ``1e-7`` of the largest."""
         cache = self.cache
         if "eigvalsh" not in cache:
             eigh = cache.get(("eigh", self._auto_side()))
+            side = self._auto_side()
+            m = self.n_features if side == "features" else self.n_samples
             if eigh is not None:
                 cache["eigvalsh"] = eigh[0]
+            elif m >= get_policy().eigvalsh_float32_min_order:
+                G = cache.get(("gram", side))
+                G = self._gram(side, np.float32) if G is None else G.astype(np.float32)
+                with factorization_blas("eigvalsh", m):
+                    lam = linalg.eigh(G, eigvals_only=True, driver="ev", overwrite_a=True,
+                                      check_finite=False)
+                cache["eigvalsh"] = lam.astype(np.float64)
             else:
                 G = self.gram(side="auto")
                 with factorization_blas("eigvalsh", G.shape[0]):
@@ -526,11 +540,13 @@ class Design:
             self.cache[key].flags.writeable = False
         return self.cache[key]
 
-    def _gram(self, side):
+    def _gram(self, side, dtype=np.float64):
+        """The Gram matrix of ``side`` (float64; a dense ``X~`` also in ``dtype``)."""
         if not self.sparse:
-            Xd = self.X.astype(np.float64, copy=False)
+            Xd = self.X.astype(dtype, copy=False)
             G = Xd.T @ Xd if side == "features" else Xd @ Xd.T
-            return G / self.n_eff
+            G /= G.dtype.type(self.n_eff)
+            return G
         # sparse: expand the centring instead of densifying X
         X = self.X.astype(np.float64)
         xo = self.x_offset.astype(np.float64)
