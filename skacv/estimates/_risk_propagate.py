@@ -246,7 +246,8 @@ def product_columns(c):
                     np.maximum(c, policy.chain_min_columns))
 
 
-def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None):
+def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None,
+               full=None):
     """Decide once (at the first step with chains, ``k_first``) whether to
     precompute the Gram matrix of a late prefix of columns, using the flop
     model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``
@@ -254,7 +255,11 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
     advanced by step ``k``); it is returned
     times ``factor`` (``-g`` for the chains: the products are then the
     gradient tangents). ``cached`` (a :class:`GramCache` of a previous
-    stage) is reused when it covers the prefix (columns ``order[:w]``)."""
+    stage) is reused when it covers the prefix (columns ``order[:w]``).
+    ``full``: ``(C, n_eff)`` with the design's Gram matrix ``C = X~^T X~ /
+    n_eff`` when it is formed (the fit loop's covariance form): the prefix's
+    Gram matrix is then its block, ``w^2`` copies instead of ``n w^2``
+    flops."""
     T = columns.shape[0] - 1
     if gram is not None or k != k_first or T < k_first + 1:
         return gram
@@ -264,7 +269,7 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
     r, u = prefix[kk].astype(np.int64), prefix[kk - 1].astype(np.int64)
     c = product_columns(np.asarray(columns, dtype=np.int64)[kk])
     step_save = 2 * int(n) * (u + r) * c - 2 * r * u * c
-    save = np.cumsum(step_save[::-1])[::-1] - int(n) * u * u
+    save = np.cumsum(step_save[::-1])[::-1] - (int(n) if full is None else 1) * u * u
     best = int(np.argmax(save))  # the first of the largest savings
     if save[best] <= 0:
         return None
@@ -274,6 +279,12 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
         if out is not None:
             return out
     check_memory(best_w * best_w * Xs.dtype.itemsize, "the restricted Gram matrix")
+    if full is not None:
+        C, n_eff = full
+        idx = order[:best_w]
+        gram = np.asarray(C[np.ix_(idx, idx)], dtype=Xs.dtype)
+        gram *= Xs.dtype.type(n_eff * factor)
+        return gram
     Xw = Xs[:, :best_w]
     gram = Xw.T @ Xw
     gram *= Xs.dtype.type(factor)
@@ -361,6 +372,10 @@ class ForwardChains:
         self.dx2 = np.zeros_like(self.dv) if heavy_ball else None
         self.dv_rows = self.rows_k = self.rows_prev = 0
         self.gram = None
+        # the design's X~^T X~ / n_eff when formed (the covariance form):
+        # the restricted Gram matrix is its block (maybe_gram)
+        C = getattr(design, "cache", {}).get(("gram", "features"))
+        self.design_gram = None if C is None else (C, design.n_eff)
 
     def restore(self, saved, n_cols=None):
         """Scatter :class:`SavedChains` into this row order (``n_cols``: their
@@ -410,7 +425,8 @@ class ForwardChains:
         if c_old and self.dv_rows:
             u = self.dv_rows
             self.gram = maybe_gram(self.Xs, self.gram, k, k_first, self.prefix, columns,
-                                   self.n, -g, cached=cached, order=self.order)
+                                   self.n, -g, cached=cached, order=self.order,
+                                   full=self.design_gram)
             gram_product(self.Xs, self.gram, rows, u, self.dv[:u, :c_old], dz_k[:, :c_old], -g)
             probes.after_gradient(k, self, u, rows, c_old)
         elif c_old:  # the chains are zero
