@@ -771,8 +771,6 @@ def test_cheap_paths_are_fitted_in_one_go():
         assert stop < 150 and search.estimator_.n_iter_ == stop
         assert_allclose(getattr(search, attr), whole[: stop + 1], rtol=1e-10)
         assert search.best_iteration_ == int(np.argmin(whole[: stop + 1]))
-    big = TrajectoryLasso(alpha=0.05, max_iter=150, estimate_risk=True)
-    assert stages_module.can_stage(big, np.zeros((400, 300)))
     assert not stages_module.can_stage(est, np.zeros((60, 20)))
     # a linear method's spectral risk costs the same at any length: stages
     # only save fit steps, so they start at STAGE_MIN_FLOPS_LINEAR (ridge GD,
@@ -781,8 +779,29 @@ def test_cheap_paths_are_fitted_in_one_go():
     assert est.get_params()["estimate_risk"]
     assert not stages_module.can_stage(est, np.empty(shape))
     assert stages_module.can_stage(est.set_params(max_iter=1000), np.empty(shape))
-    assert stages_module.can_stage(TrajectoryLasso(max_iter=150, estimate_risk=True),
-                                   np.empty(shape))
+    # the Jacobian chains' risk: stages from stage_min_flops_chains of fit on
+    # (each restarts the chains' set-up; 150 steps at 2000 x 1000 took 0.23 s
+    # in one go, 0.31 s in four stages)
+    lasso = TrajectoryLasso(max_iter=150, estimate_risk=True)
+    assert not stages_module.can_stage(lasso, np.empty(shape))
+    assert stages_module.can_stage(lasso.set_params(max_iter=1000), np.empty(shape))
+    assert stages_module.can_stage(lasso.set_params(max_iter=150), np.empty((2000, 3000)))
+
+
+@pytest.mark.parametrize("n, p, alpha, max_iter", [(200, 300, 0.05, 300), (300, 200, 0.02, 400)])
+def test_a_lasso_path_in_one_go_chooses_as_its_stages(n, p, alpha, max_iter, speed_policy):
+    """A Lasso path cheap enough to be fitted in one go (then cut where the
+    stages stop) gives the staged search's choice, length and risk path (the
+    same probes; the chains' float32 rounding)."""
+    X, y = _data(n=n, p=p)
+    est = TrajectoryLasso(alpha=alpha, max_iter=max_iter, random_state=0)
+    assert not stages_module.can_stage(est, X)
+    one = TrajectoryEarlyStoppingCV(est).fit(X, y)
+    speed_policy(stage_min_flops_chains=0)
+    staged = TrajectoryEarlyStoppingCV(est).fit(X, y)
+    assert one.estimator_.n_iter_ == staged.estimator_.n_iter_ < max_iter
+    assert one.best_iteration_ == staged.best_iteration_
+    assert_allclose(one.risk_path_, staged.risk_path_, rtol=1e-6)
 
 
 @pytest.mark.parametrize("beside", [False, True])

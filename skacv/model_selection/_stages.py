@@ -68,7 +68,9 @@ def can_stage(estimator, X=None):
     ``warm_start``) and, given ``X``, whether stopping early pays: a path
     whose fit and estimates cost less than ``SpeedPolicy.stage_min_flops``
     (``stage_min_flops_linear`` for a linear method with the spectral risk,
-    whose estimates cost the same at any length) is fitted in one go."""
+    whose estimates cost the same at any length; ``stage_min_flops_chains``,
+    counted on the fit, with the Jacobian chains' risk) is fitted in one
+    go."""
     params = estimator.get_params(deep=False)
     if not ("max_iter" in params and "warm_start" in params):
         return False
@@ -83,7 +85,9 @@ def can_stage(estimator, X=None):
     flops = 4.0 * n * p * T  # the fit
     linear = getattr(estimator, "_linear_iterations", lambda: False)()
     if params.get("estimate_risk") and not linear:
-        return True  # probe chains: quadratic in the path length
+        # probe chains: stages pay beyond a path whose fit costs
+        # stage_min_flops_chains (each stage restarts the chains' set-up)
+        return flops > policy.stage_min_flops_chains
     if params.get("estimate_loo"):
         sub = params.get("loo_subsample")
         flops += loo_cost_in_fits(estimator, n, p, min(n, sub or n))[1]
