@@ -43,3 +43,23 @@ def speed_policy():
 
     with contextlib.ExitStack() as stack:
         yield lambda **changes: stack.enter_context(policy_context(**changes))
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Watch a function for one test: ``spy(owner, name, record)`` replaces
+    ``owner.name`` by a wrapper that calls it and appends ``record(result,
+    args, kwargs)`` (default: the result) to the list it returns."""
+
+    def watch(owner, name, record=None):
+        real, seen = getattr(owner, name), []
+
+        def wrapper(*args, **kwargs):
+            out = real(*args, **kwargs)
+            seen.append(out if record is None else record(out, args, kwargs))
+            return out
+
+        monkeypatch.setattr(owner, name, wrapper)
+        return seen
+
+    return watch

@@ -390,7 +390,7 @@ def test_shared_design_keeps_each_responses_least_squares_fit():
                     ref.noise_variance_path(precision="empirical"), rtol=1e-12)
 
 
-def test_chains_take_the_restricted_gram_from_the_covariance_forms(monkeypatch):
+def test_chains_take_the_restricted_gram_from_the_covariance_forms(monkeypatch, spy):
     """After a fit in the covariance form the Jacobian chains' restricted
     Gram matrix is a block of the design's X~^T X~ (no product with the n
     rows): the same risk path as with the Gram matrix formed from the
@@ -399,14 +399,9 @@ def test_chains_take_the_restricted_gram_from_the_covariance_forms(monkeypatch):
 
     X, y, sw = _data()
     est = TrajectoryLasso(alpha=0.02, max_iter=60, n_probes=4, random_state=0)
-    real, seen = propagate.maybe_gram, []
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        seen.append((kwargs.get("full") is not None, out is not None))
-        return out
-
-    monkeypatch.setattr(propagate, "maybe_gram", spy)
+    real = propagate.maybe_gram
+    seen = spy(propagate, "maybe_gram",
+               lambda out, args, kwargs: (kwargs.get("full") is not None, out is not None))
     cov = clone(est).fit(X, y, sample_weight=sw)
     assert _form(cov) == "covariance"
     assert (True, True) in seen  # a block of the design's Gram matrix was used

@@ -556,7 +556,7 @@ def test_the_counterpart_response_is_the_first_source_of_its_memory_matrix():
                                np.r_[A[:, 0], Av[:, 0]], rtol=1e-12, atol=1e-15)
 
 
-def test_the_template_quadrature_runs_until_the_response_converges(monkeypatch):
+def test_the_template_quadrature_runs_until_the_response_converges(monkeypatch, spy):
     """On a spectrum that reaches far down (AR(1) features with rho = 0.95,
     300 x 450, 30 non-zero coefficients, FISTA, alpha = 0.001, 150 steps, the
     union of the supports all 450 features) the template's Lanczos
@@ -567,15 +567,7 @@ def test_the_template_quadrature_runs_until_the_response_converges(monkeypatch):
     steps; asserted at most 1.2 % and at least 2 %. On the equicorrelated
     design the quadrature stops early."""
     X, y, *_ = _design("ar1", 300, 450, 0.95, 7, s=30, sigma=1.0, random_support=True)
-    depths = []
-    real = grouped.lanczos
-
-    def spy(*args, **kwargs):
-        state = real(*args, **kwargs)
-        depths.append(state.j)
-        return state
-
-    monkeypatch.setattr(grouped, "lanczos", spy)
+    depths = spy(grouped, "lanczos", lambda state, *_: state.j)
 
     def risk():
         est = TrajectoryLasso(alpha=0.001, max_iter=150, random_state=0).fit(X, y)

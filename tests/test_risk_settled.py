@@ -166,23 +166,15 @@ def _iteration_and_design(est, X, y):
 @pytest.mark.parametrize("solver, alpha, n_probes", [("gd", 1.0, None), ("nesterov", 0.5, None),
                                                      ("gd", 0.0, 4), ("nesterov", 1.0, 4)])
 @pytest.mark.parametrize("n, p", [(40, 30), (25, 30)])
-def test_linear_settled_form_equals_the_spectral_memory_matrices(monkeypatch, speed_policy,
-                                                                 solver, alpha, n_probes, n, p):
+def test_linear_settled_form_equals_the_spectral_memory_matrices(spy, speed_policy, solver,
+                                                                 alpha, n_probes, n, p):
     """Gradient descent, ridge GD and Nesterov are settled from the start:
     the state-space form of their spectral nodes (exact eigenvalues or the
     Lanczos quadrature of the same probes) gives the dense route's matrices,
     estimate and diagnostics."""
     X, y = _problem(n, p, seed=5)
     kw = dict(alpha=alpha, solver=solver, max_iter=120, n_probes=n_probes, random_state=0)
-    calls = []
-    real = _risk._settled_risk
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        calls.append(out.settled_step)
-        return out
-
-    monkeypatch.setattr(_risk, "_settled_risk", spy)
+    calls = spy(_risk, "_settled_risk", lambda out, *_: out.settled_step)
     speed_policy(settled_min_tail=10**9)
     ref = IterativeRidge(**kw).fit(X, y)
     speed_policy(settled_min_tail=40)

@@ -127,17 +127,22 @@ class MetricFISTA(FISTA):
         raise NotImplementedError("MetricFISTA solves converged paths; it has no tangent.")
 
 
-def rank_one_metric(op, dim, u, rest=None, top=None, second=None):
+def spike_possible(top, second):
+    """Whether a spectrum can have a top eigenvalue the speed policy's
+    ``path_metric_min_ratio`` times above the rest, from the Lanczos run
+    that set the step: its upper estimate ``top`` of the top eigenvalue and
+    its second Ritz value ``second``, a lower bound of the second eigenvalue.
+    ``False`` (the isotropic designs) decides without a product; ``True``
+    leaves it to :func:`rank_one_metric`."""
+    return top >= get_policy().path_metric_min_ratio * METRIC_MARGIN * second
+
+
+def rank_one_metric(op, dim, u, rest=None):
     """The metric of :class:`MetricFISTA` for the PSD operator ``op`` (of
     dimension ``dim``) with the top direction ``u`` (a Lanczos Ritz vector),
     or ``None`` when its top eigenvalue does not stand the speed policy's
-    ``path_metric_min_ratio`` times above the rest.
-
-    ``top`` and ``second`` (the Lanczos run that gave ``u``: its upper
-    estimate of the top eigenvalue and its second Ritz value, a lower bound
-    of the second eigenvalue) decide without a product when the spectrum has
-    no such spike (``top < ratio * METRIC_MARGIN * second``: the isotropic
-    designs).
+    ``path_metric_min_ratio`` times above the rest (callers test
+    :func:`spike_possible` first).
 
     ``b`` is :data:`METRIC_MARGIN` times the Lanczos estimate (its Ritz value
     plus residual norm) of the top of ``P op P``, ``P = I - u u^T``, from
@@ -149,9 +154,6 @@ def rank_one_metric(op, dim, u, rest=None, top=None, second=None):
 
     Returns ``(metric, rest_direction)``.
     """
-    ratio = get_policy().path_metric_min_ratio
-    if top is not None and second is not None and top < ratio * METRIC_MARGIN * second:
-        return None, rest
     u = np.asarray(u, dtype=np.float64)
     norm = np.linalg.norm(u)
     if dim < 2 or not norm > 0:
@@ -172,6 +174,6 @@ def rank_one_metric(op, dim, u, rest=None, top=None, second=None):
     if not b > 0:
         return None, None
     a = mu + r2 / (b - b0)
-    if a < ratio * b:
+    if a < get_policy().path_metric_min_ratio * b:
         return None, top
     return RankOneMetric(u, a, b), top

@@ -496,8 +496,8 @@ class Design:
         within about ``1e-7`` of the largest."""
         cache = self.cache
         if "eigvalsh" not in cache:
-            eigh = cache.get(("eigh", self._auto_side()))
             side = self._auto_side()
+            eigh = cache.get(("eigh", side))
             m = self.n_features if side == "features" else self.n_samples
             if eigh is not None:
                 cache["eigvalsh"] = eigh[0]

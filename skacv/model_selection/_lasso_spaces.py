@@ -15,7 +15,7 @@ import numpy as np
 from .._config import check_memory
 from .._policy import get_policy
 from ..iterations._datafits import NormalEquations
-from ..iterations._metric import METRIC_MARGIN, rank_one_metric
+from ..iterations._metric import rank_one_metric, spike_possible
 from ..linalg._design import CovarianceForm, Design
 from ..linalg._linalg import lanczos_top
 
@@ -138,8 +138,8 @@ class _SampleSpace:
     def metric(self, sub, work):
         """The :class:`~skacv.iterations._metric.RankOneMetric` of the working
         set from the top direction of :meth:`step_bound`, or ``None``."""
-        if self.top < get_policy().path_metric_min_ratio * METRIC_MARGIN * self.second:
-            return None  # no spike (rank_one_metric's test, before any product)
+        if not spike_possible(self.top, self.second):
+            return None
         dt = sub.dtype
         inv_n = 1.0 / self.design.n_eff
 
@@ -147,8 +147,7 @@ class _SampleSpace:
             return np.asarray(sub.rmatvec(sub.matvec(v.astype(dt))), dtype=np.float64) * inv_n
 
         top = np.asarray(sub.rmatvec(self.u.astype(dt)), dtype=np.float64)
-        metric, self.rest = rank_one_metric(op, work.size, top, _restricted(self.rest, work),
-                                            self.top, self.second)
+        metric, self.rest = rank_one_metric(op, work.size, top, _restricted(self.rest, work))
         self.rest = _spread(self.rest, work, self.design.n_features)
         return metric
 
@@ -222,10 +221,12 @@ class _FeatureSpace:
 
     def metric(self, sub, work):
         """As :meth:`_SampleSpace.metric`, with products by ``C_WW``."""
+        if not spike_possible(self.top, self.second):
+            return None
         inv_n = 1.0 / self.design.n_eff
         metric, self.rest = rank_one_metric(
             lambda v: np.asarray(sub.C @ v.astype(sub.C.dtype), dtype=np.float64) * inv_n,
-            work.size, self.u[work], _restricted(self.rest, work), self.top, self.second)
+            work.size, self.u[work], _restricted(self.rest, work))
         self.rest = _spread(self.rest, work, self.design.n_features)
         return metric
 
