@@ -200,6 +200,14 @@ class SpeedPolicy:
     chain_gram_cache_bytes : int
         Largest restricted Gram matrix kept with the chains' warm-start
         state for a longer refit.
+    chain_columns_reuse_steps : float
+        A continued chain (a longer warm-started refit, a search's next
+        stage) reads the restricted copy of ``X~`` the previous fit kept
+        instead of gathering its own when the copy holds every column
+        active after ``x^0`` and its row order costs the new steps at most
+        this many times the copy's columns in extra rows read
+        (:func:`skacv.estimates._risk_propagate.kept_order`; a gather by
+        columns costs several steps' products).
     chain_split_min_gain : float
         The chains split into forward and backward halves only when the
         flop model says the split saves this factor (the backward steps
@@ -315,6 +323,7 @@ class SpeedPolicy:
     chain_fused_bytes: int | None = 2 * 2**20
     chain_chunk_bytes: int = 2**20
     chain_gram_cache_bytes: int = 256 * 2**20
+    chain_columns_reuse_steps: float = 4.0
     chain_split_min_gain: float = 1.2
     core_eigh_cost: float = 24.0
     core_elementwise_cost: float = 30.0

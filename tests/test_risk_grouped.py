@@ -711,3 +711,57 @@ def test_the_adaptive_chain_starts_by_its_momentum_and_samples(solver, momentum)
     assert strategy.adaptive is (strategy.n_probes < probes.POOLED_PROBES)  # room to grow
     if not momentum:
         assert strategy.n_probes < probes.pooled_start_probes(1000, True)
+
+
+@pytest.mark.parametrize("solver", ["ista", "fista"])
+def test_a_continued_chain_reads_the_columns_the_shorter_fit_kept(solver, spy, speed_policy):
+    """A warm-started refit's pooled chain reads the restricted copy of
+    ``X~`` the shorter fit kept (:func:`kept_order`) instead of gathering
+    its own: one gather for three fits (three without the reuse), and the
+    estimates of fresh gathers (float64 chains; the row order changes only
+    the order of the sums)."""
+    X, y = _equicorrelated(120, 60, seed=5)  # every coordinate active early on
+    kw = dict(solver=solver, random_state=0, chain_dtype="float64", n_probes=4)
+    gathers = spy(grouped, "design_columns")
+    runs = {}
+    for steps in (4.0, -1.0):  # -1: never reuse
+        speed_policy(chain_columns_reuse_steps=steps)
+        gathers.clear()
+        est = TrajectoryLasso(0.002, max_iter=20, warm_start=True, **kw)
+        for T in (20, 40, 70):
+            est.set_params(max_iter=T).fit(X, y)
+        runs[steps] = (len(gathers), est.risk_path_.copy())
+    assert runs[4.0][0] == 1 and runs[-1.0][0] == 3
+    np.testing.assert_allclose(runs[4.0][1], runs[-1.0][1], rtol=1e-10)
+
+
+def test_kept_order_covers_every_later_support():
+    """:func:`kept_order`'s prefixes cover every coordinate active at a step
+    ``>= k`` and end on one (no row more than needed in the kept order); it
+    refuses columns that miss one, and an order costing the new steps more
+    than ``chain_columns_reuse_steps`` times the columns in extra rows."""
+    from skacv._policy import policy_context
+    from skacv.estimates._risk_propagate import chain_order, kept_order
+
+    rng = np.random.default_rng(0)
+    p, T = 40, 30
+    path = np.where(rng.random((p, T + 1)) < 0.2, 1.0, 0.0)
+    path[:, 0] = 0.0
+    path[:5] = 0.0  # never active
+    masks, order, prefix = chain_order(path)
+    coords = rng.permutation(np.arange(5, p))  # every active one, in another order
+    new, new_prefix = kept_order(masks, order, prefix, coords, 0)
+    np.testing.assert_array_equal(np.sort(new), np.arange(p))
+    np.testing.assert_array_equal(new[:coords.size], coords)
+    position = np.empty(p, dtype=int)
+    position[new] = np.arange(p)
+    for k in range(1, T + 2):
+        later = masks[:, k:].any(axis=1)
+        assert new_prefix[k] == (position[later].max() + 1 if later.any() else 0)
+    assert np.all(new_prefix >= prefix)
+    assert kept_order(masks, order, prefix, coords[1:], 0) is None  # one active missing
+    extra = int(np.sum(new_prefix[1:-1] - prefix[1:-1]))
+    with policy_context(chain_columns_reuse_steps=(extra - 1) / coords.size):
+        assert kept_order(masks, order, prefix, coords, 0) is None
+    with policy_context(chain_columns_reuse_steps=extra / coords.size):
+        assert kept_order(masks, order, prefix, coords, 0) is not None

@@ -68,6 +68,7 @@ from ._risk_propagate import (
     chain_order,
     design_columns,
     gram_to_keep,
+    kept_order,
     primal_product,
 )
 from ._risk_spectral import counterpart_memory_matrix, counterpart_response
@@ -322,7 +323,8 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
                 Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
             run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None)
         return run
-    Xs = design_columns(design, order[:width], dtype)
+    order, prefix, Xs = _chain_columns(design, masks, order, prefix, dtype, state, k0)
+    width = Xs.shape[1]
     n_cols = m * n_groups
     n_blocks = 3 + iteration.extrapolates(T)
     check_memory(n_blocks * width * n_cols * dtype.itemsize,
@@ -349,7 +351,26 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
     if keep_state and pooled:
         cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
         run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images)
+        run.state.columns = (order[:width], Xs)
     return run
+
+
+def _chain_columns(design, masks, order, prefix, dtype, state, k0):
+    """``(order, prefix, Xs)``: the chains' row order and restricted copy of
+    ``X~``, the one ``state`` kept where it covers the supports
+    (:func:`~skacv.estimates._risk_propagate.kept_order`), else
+    :func:`~skacv.estimates._risk_propagate.chain_order`'s and a new gather
+    (the kept copy dropped first, so that its memory can be reused)."""
+    kept = None if state is None else state.columns
+    if kept is not None:
+        coords, Xs = kept
+        layout = kept_order(masks, order, prefix, coords, k0) if Xs.dtype == dtype else None
+        if layout is not None:
+            order, prefix = layout
+            return order, prefix, Xs[:, :int(prefix[1])]
+        state.columns = kept = coords = Xs = None
+    width = int(prefix[1])
+    return order, prefix, design_columns(design, order[:width], dtype)
 
 
 def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None):

@@ -113,6 +113,11 @@ class PooledState:
     # columns' squared norms of the chains' columns ``coords`` (sorted): a
     # continued chain computes only those of its new columns
     images: tuple | None = None
+    # (coords, Xs): the chains' restricted copy of X~ (n x len(coords), the
+    # chain dtype, columns ``coords`` in the chains' row order), read again
+    # by a continued chain whose supports it covers
+    # (skacv.estimates._risk_propagate.kept_order) instead of a new gather
+    columns: tuple | None = None
     # (n, k + 1) the residuals of the gradient points of a clipped
     # extrapolation (skacv.estimates._risk_readout.source_residuals), set by
     # the readout: a longer path computes only its new columns
