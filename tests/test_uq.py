@@ -116,11 +116,17 @@ def _brute_force(X, y, path, step, kind, l2=0.0):
     return Rx, Ax
 
 
+@pytest.mark.parametrize("one_pass", [False, True])
 @pytest.mark.parametrize("kind", ["ista", "fista", "fista_plain", "gd"])
-def test_debiased_coef_and_excess_risk_against_brute_force(kind):
+def test_debiased_coef_and_excess_risk_against_brute_force(kind, one_pass, speed_policy):
+    """Also with the fit loop's one pass (``fuse_min_bytes=0``), where ISTA's
+    and gradient descent's ``X~^T R`` is ``(X~^T F) K^T`` from the loop's
+    gradients (checked to be used)."""
     X, y, _, Sigma = _data(30, 40, 5, 1, rho=0.4)
     n, p = X.shape
     Omega = np.linalg.inv(Sigma)
+    if one_pass:
+        speed_policy(fuse_min_bytes=0)
     if kind == "gd":
         est = IterativeRidge(alpha=3.0, max_iter=8, fit_intercept=False, n_probes=None)
     else:
@@ -128,6 +134,8 @@ def test_debiased_coef_and_excess_risk_against_brute_force(kind):
         est = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=8, fit_intercept=False,
                               n_probes=None)
     est.fit(X, y)
+    # the loop's gradients are the iterates' only without extrapolation
+    assert (est._gradient_path is not None) == (one_pass and kind in ("ista", "gd"))
     l2 = est.alpha / n if kind == "gd" else 0.0
     Rx, Ax = _brute_force(X, y, est.coef_path_, est.step_size_, kind, l2)
     G = Rx.T @ Rx / n
@@ -207,13 +215,26 @@ def test_integer_weights_equal_repeated_rows(make):
                     rtol=1e-8)
 
 
-def test_warm_start_and_pickle():
+@pytest.mark.parametrize("one_pass", [False, True])
+def test_warm_start_and_pickle(one_pass, speed_policy):
+    """Also with the loop's gradients (``one_pass``): a warm start continues
+    them, and a warm start from a pickled fit (which drops them) falls back
+    to the product with ``X~``."""
+    if one_pass:
+        speed_policy(fuse_min_bytes=0)
     X, y, _, _ = _data(50, 70, 5, 5)
     full = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=30, n_probes=None).fit(X, y)
     warm = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=15, n_probes=None,
                            warm_start=True).fit(X, y)
     warm.set_params(max_iter=30).fit(X, y)
+    assert (warm._gradient_path is not None) == one_pass
     assert_allclose(warm.coef_confidence_interval(), full.coef_confidence_interval(),
+                    rtol=1e-9, atol=1e-12)
+    half = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=15, n_probes=None,
+                           warm_start=True).fit(X, y)
+    half = pickle.loads(pickle.dumps(half)).set_params(max_iter=30).fit(X, y)
+    assert half._gradient_path is None
+    assert_allclose(half.coef_confidence_interval(), full.coef_confidence_interval(),
                     rtol=1e-9, atol=1e-12)
     copy = pickle.loads(pickle.dumps(full))
     assert_allclose(copy.debiased_coef(7), full.debiased_coef(7))

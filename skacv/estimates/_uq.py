@@ -72,7 +72,8 @@ from ..utils._validation import join_options
 # ----------------------------------------------------------------------------
 
 
-def debias_statistics(design, corrected_residuals, residuals, risk_matrix, target=None):
+def debias_statistics(design, corrected_residuals, residuals, risk_matrix, target=None,
+                      images=None):
     """What the fit keeps for the debiasing: ``W`` and ``s`` (module docstring).
 
     Parameters
@@ -88,6 +89,11 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
         diagonal is read.
     target : ndarray of shape (n_samples,) or None
         ``y~``, for ``precision="empirical"`` (:func:`least_squares_statistics`).
+    images : tuple or None
+        ``(X~^T F, K)`` when ``R = F K^T`` and the fit loop computed the
+        residuals' images ``X~^T F`` (shape (n_features, >= T + 1)): then
+        ``X~^T R = (X~^T F) K^T``, ``p T^2`` operations instead of the
+        product with ``X~`` (``n p T``).
 
     Returns
     -------
@@ -97,8 +103,12 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
     T1 = corrected_residuals.shape[1]
     check_memory(8 * p * T1, f"the debiasing scores ({p} x {T1})",
                  "Lower max_iter or set estimate_risk=False. ")
-    R = np.asarray(corrected_residuals).astype(design.dtype, copy=False)
-    W = np.asarray(design.rmatvec(R), dtype=np.float64) / n
+    if images is not None:
+        XF, K = images
+        W = np.asarray(XF[:, :T1], dtype=np.float64) @ np.asarray(K, dtype=np.float64).T / n
+    else:
+        R = np.asarray(corrected_residuals).astype(design.dtype, copy=False)
+        W = np.asarray(design.rmatvec(R), dtype=np.float64) / n
     FR = np.einsum("it,it->t", np.asarray(residuals, dtype=np.float64),
                    np.asarray(corrected_residuals, dtype=np.float64))
     return _debias_statistics(design, W, FR, risk_matrix, target)

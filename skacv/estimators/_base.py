@@ -279,13 +279,16 @@ class TrajectoryEstimator(BaseEstimator):
                 fitted[:, : n_done + 1] = old
             else:
                 fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
+        gradients = self._gradient_buffer(design, datafit, iteration, fitted, warm, n_done)
         if covariance:  # the estimates read the residuals' products (no fitted values)
             run_trajectory(loop, loop.target(target), iteration, n_total - n_done, state, path,
                            verbose=self.verbose, datafit=NormalEquations())
         else:
             run_trajectory(design, target, iteration, n_total - n_done, state, path,
-                           verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True)
+                           verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True,
+                           gradients_out=gradients)
         self._fitted_path = fitted
+        self._gradient_path = gradients
         self._store_path(path, design, offset)
         self.step_size_ = setup.step_size
         self.n_iter_ = n_total
@@ -296,6 +299,25 @@ class TrajectoryEstimator(BaseEstimator):
         # a warm refit continues on the same data (checked by the guard): it
         # reuses the centred design and its decompositions
         self._warm_design = design if self.warm_start else None
+
+    def _gradient_buffer(self, design, datafit, iteration, fitted, warm, n_done):
+        """Where the one-pass loop writes ``X~^T F`` (the residuals' images,
+        shape (n_features, max_iter + 1)) for the debiasing, or ``None``:
+        least squares with the risk estimate's fitted values (``fitted``),
+        no extrapolation (the loop's gradient points are the iterates) and
+        a design the loop reads in one pass; a warm start continues the
+        previous fit's columns (``None`` when it has none)."""
+        if (fitted is None or not design.fuses or not datafit.quadratic
+                or iteration.sampler is not None or iteration.extrapolates(self.max_iter)):
+            return None
+        old = getattr(self, "_gradient_path", None) if warm else None
+        if warm and (old is None or old.shape[1] != n_done + 1):
+            return None
+        gradients = np.empty((design.n_features, self.max_iter + 1), dtype=design.dtype,
+                             order="F")
+        if warm:
+            gradients[:, : n_done + 1] = old
+        return gradients
 
     def _store_path(self, path, design, offset):
         """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""
@@ -455,8 +477,13 @@ class TrajectoryEstimator(BaseEstimator):
         risk matrix is read: the risk path when the matrix was not formed)."""
         G = res.risk_matrix if res.risk_matrix is not None else res.risk
         if res.get("corrected_residuals") is not None:
+            images = getattr(self, "_gradient_path", None)
+            if res.get("correction") is None or images is None:
+                images = None
+            else:  # X~^T R = (X~^T F) K^T with R = F K^T
+                images = (images, res.correction)
             self._uq_stats = debias_statistics(design, res.corrected_residuals,
-                                               res.residuals, G, target)
+                                               res.residuals, G, target, images=images)
         else:  # after the covariance form
             self._uq_stats = debias_statistics_from_products(design, res.products, G, target)
         if self._uq_stats is not None:
@@ -512,6 +539,7 @@ class TrajectoryEstimator(BaseEstimator):
         state.pop("_uq_pending", None)
         # X~ x^t of the path (n_samples x (n_iter_ + 1)): a warm refit recomputes it
         state.pop("_fitted_path", None)
+        state.pop("_gradient_path", None)  # X~^T F of the path: a warm refit recomputes it
         return state
 
 

@@ -81,7 +81,7 @@ def init_state(design, coef_init=None, n_columns=None, form="design"):
 
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
-                   datafit=None, fitted_out=None, fuse=False):
+                   datafit=None, fitted_out=None, fuse=False, gradients_out=None):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -109,6 +109,13 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         gradient is kept in ``state`` so that a continued fit repeats the
         same rounding. The iterates are those of the two-pass loop up to
         rounding.
+    gradients_out : ndarray of shape (n_features, >= state.k + n_steps + 1), default=None
+        With the one pass only (``fuse`` on a design that
+        :attr:`~skacv.linalg._design.Design.fuses`): ``X~^T r(v^k)`` (``n``
+        times the negative gradient of the data fit at ``v^k``), computed by
+        the loop anyway, is written to ``gradients_out[:, k]`` for ``k =
+        state.k .. state.k + n_steps`` (the debiasing's ``X~^T F`` of an
+        iteration without extrapolation, :mod:`skacv.estimates._uq`).
     """
     if datafit is None:
         datafit = LeastSquares()
@@ -134,6 +141,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     grew_at = None
     fuse = fuse and design.fuses
     z_next = state.z_next if fuse else None
+    if not fuse:
+        gradients_out = None
     with design.panel_workers() if fuse else contextlib.nullcontext():
         for k in range(k0 + 1, k0 + n_steps + 1):
             if z_next is None:
@@ -141,6 +150,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                 z = design.panel_rmatvec(r) if fuse else design.rmatvec(r)
             else:
                 z = z_next.copy()
+            if gradients_out is not None and k == k0 + 1:
+                gradients_out[:, k0] = z
             z *= inv_n
             pre = iteration.combine(
                 k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
@@ -149,6 +160,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             if fuse:  # X~ x^k, X~ v^k and the next gradient in one pass
                 Xx_new, Xv_new, z_next = _fused_products(design, y_tilde, iteration, datafit, k,
                                                          x_new, x, Xx, coef)
+                if gradients_out is not None:
+                    gradients_out[:, k] = z_next
             else:
                 Xx_new = design.matvec(x_new)
             res_norm = datafit.monitor(Xx_new, y_tilde)
