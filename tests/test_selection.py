@@ -11,6 +11,7 @@ import warnings
 import joblib
 import numpy as np
 import pytest
+import sklearn
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context as sk_config_context
 from sklearn.base import clone, is_classifier, is_regressor
@@ -887,6 +888,33 @@ def test_staged_search_debiases_the_last_stage_only(speed_policy, monkeypatch):
     assert_allclose(fitted.noise_variance_path_, single.noise_variance_path_, rtol=1e-8)
     t = search.best_iteration_
     assert_allclose(fitted.debiased_coef(t), single.debiased_coef(t), rtol=1e-8)
+
+
+def test_the_stages_check_the_data_once(speed_policy, spy, monkeypatch):
+    """The stages of a search refit the data of the first (the plan's
+    ``same_data``): one data fingerprint and one finiteness check for the
+    whole search (one a stage before), and the fingerprint kept is the data's, so that a later
+    warm refit of ``estimator_`` on other data is still refused."""
+    import sklearn.utils.validation as sk_validation
+
+    import skacv.estimators._base as base_module
+
+    X, y = _data(n=150, p=140, sigma=0.5)
+    speed_policy(stage_min_flops_linear=0)  # stage this size
+    prints = spy(base_module, "data_fingerprint")
+    finite = spy(sk_validation, "_assert_all_finite",
+                 lambda out, a, k: (a[0].shape, sklearn.get_config()["assume_finite"]))
+    search = _pinned(IterativeRidge(alpha=1e-3, max_iter=400, random_state=0),
+                     n_iter_no_change=10).fit(X, y)
+    fitted = search.estimator_
+    assert fitted.n_iter_ < 400 and len(prints) == 1
+    # checked by the first stage's validation, trusted by the others'
+    assert finite.count((X.shape, False)) == 1 and finite.count((X.shape, True)) >= 2
+    single = IterativeRidge(alpha=1e-3, max_iter=fitted.n_iter_, random_state=0).fit(X, y)
+    assert_allclose(fitted.risk_path_, single.risk_path_, rtol=1e-10)
+    fitted.set_params(warm_start=True, max_iter=fitted.n_iter_ + 5)
+    with pytest.raises(ValueError, match="other training data"):
+        fitted.fit(X, y + 1.0)
 
 
 @pytest.mark.parametrize("criterion", ["risk", "kfold"])

@@ -27,6 +27,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+import sklearn
 from sklearn.base import BaseEstimator
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -163,10 +164,14 @@ class TrajectoryEstimator(BaseEstimator):
         warm = self._continues()
         if is_dask(X, y, sample_weight):  # one pass over the rows (skacv.linalg._dask)
             return dask_fit(self, X, y, sample_weight, frozen)
-        X, y = self._validate_xy(X, y, reset=not warm)
-        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        # the next stage of a search refits the data its first stage checked
+        trusted = warm and self._plan_in_force().same_data
+        with sklearn.config_context(assume_finite=True) if trusted else contextlib.nullcontext():
+            X, y = self._validate_xy(X, y, reset=not warm)
+            sample_weight = check_sample_weight(sample_weight, X, X.dtype)
         y_fit, extra = self._encode_target(y, sample_weight)
-        fingerprint = data_fingerprint(X, y_fit, sample_weight)
+        fingerprint = (self._warm_guard.fingerprint if trusted
+                       else data_fingerprint(X, y_fit, sample_weight))
         if warm:
             self._warm_guard.check(self, fingerprint, self.n_iter_, extra)
         else:

@@ -29,11 +29,17 @@ class FitPlan:
         iterate, or (``"choice"``: a search that compares the path with
         itself only, one grid point) the order of the iterates near its
         minimum.
+    same_data : bool
+        Every fit of the plan is on the data of its first (the stages of a
+        search): a continued fit skips the finiteness check of its
+        validation and keeps the first fit's data fingerprint (one pass over
+        ``X`` each).
     """
 
     horizon: int = 0
     defer_uq: bool = False
     probe_goal: str = "level"
+    same_data: bool = False
 
 
 #: the plan of a fit outside a search

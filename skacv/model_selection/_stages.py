@@ -162,7 +162,8 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
                    probe_goal="level"):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
-    returns the criterion path (``None``: stop, the caller says why);
+    returns the criterion path (``None``: stop, the caller says why), on the
+    same data at every stage (the plan's ``same_data``);
     ``growth``: :func:`next_stage`'s (the policy's ``stage_growth`` when
     ``None``). Stops
     once the criterion has not improved during the last :func:`patience`
@@ -179,7 +180,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
     n_iter = min(max_iter, 2 * n_iter_no_change)
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True,
-                                        probe_goal=probe_goal)):
+                                        probe_goal=probe_goal, same_data=True)):
             while True:
                 path = stage(max_iter=n_iter, warm_start=True)
                 if path is None:
