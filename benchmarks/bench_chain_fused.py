@@ -9,10 +9,15 @@ Part 1 runs without the thin panels of part 3 (``chain_panel_max_columns=0``).
 Part 3 times the product of a few columns (``--vector-columns``, at most the
 policy's ``chain_panel_max_columns``) by thin panels of rows in the transposed
 layout against blocked matrix products (``chain_panel_max_columns=0``), and
-against one column by thin panels (the memory-bound floor).
+against one column by thin panels (the memory-bound floor). Part 4 times the
+restricted Gram matrix's product with a few columns (``G[:s, :s] V``, float32)
+by panels of its rows (``chain_gram_panel_min_columns``) against matrix-vector
+products on blocks of rows (the policy's value 99: never panels), and the fit
++ ``risk_path_`` of ``--gram-fits`` both ways, in fits.
 
     python benchmarks/bench_chain_fused.py
     python benchmarks/bench_chain_fused.py --shapes 4000x6000 10000x8000 --T 300
+    python benchmarks/bench_chain_fused.py --parts 4
 """
 
 import argparse
@@ -25,7 +30,7 @@ from threadpoolctl import threadpool_limits
 
 from skacv import TrajectoryLasso
 from skacv._policy import get_policy, policy_context
-from skacv.estimates._risk_propagate import primal_product
+from skacv.estimates._risk_propagate import gram_product, primal_product
 
 
 def best_of(fn, runs):
@@ -53,6 +58,38 @@ def product_times(n, p, m, key, values, runs=7, **fixed):
     return [times[v] for v in values]
 
 
+def gram_times(s, m, values, runs=15):
+    """The best time of ``gram_product`` on a restricted Gram matrix of order
+    ``s`` with ``m`` columns at each ``chain_gram_panel_min_columns`` of
+    ``values`` (interleaved runs)."""
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((s + 50, s + 50)).astype(np.float32)
+    G = (A + A.T) / 2  # the chains read a prefix of a larger cached matrix
+    V = np.asfortranarray(rng.standard_normal((s, m)).astype(np.float32))
+    out = np.empty((s, m), dtype=np.float32)
+    times = {}
+    for _ in range(runs):
+        for value in values:
+            with policy_context(chain_gram_panel_min_columns=value):
+                t = best_of(lambda: gram_product(None, G, s, s, V, out, -1.0), 3)
+            times[value] = min(times.get(value, t), t)
+    return [times[v] for v in values]
+
+
+def fit_times_policy(n, p, T, solver, key, values, runs=3):
+    """Fit + ``risk_path_`` in fits with the policy's ``key`` at each of ``values``."""
+    X, y, _, _ = data(n, p, n + p)
+    kw = dict(alpha=0.1 * np.sqrt(np.log(p) / n), max_iter=T, solver=solver, random_state=0)
+    fit = best_of(lambda: TrajectoryLasso(estimate_risk=False, **kw).fit(X, y), 3)
+    times = {}
+    for _ in range(runs):
+        for value in values:
+            with policy_context(**{key: value}):
+                t = best_of(lambda: TrajectoryLasso(**kw).fit(X, y), 1)
+            times[value] = min(times.get(value, t), t)
+    return [times[v] / fit for v in values]
+
+
 def fit_times(n, p, T, solver, budget, runs=3):
     X, y, _, _ = data(n, p, n + p)
     kw = dict(alpha=0.1 * np.sqrt(np.log(p) / n), max_iter=T, solver=solver, random_state=0)
@@ -74,10 +111,18 @@ def main():
     ap.add_argument("--solvers", nargs="+", default=["ista", "fista"])
     ap.add_argument("--vector-shapes", nargs="+", default=["2000x2500", "10000x9000"])
     ap.add_argument("--vector-columns", type=int, nargs="+", default=[2, 4, 8])
+    ap.add_argument("--gram-orders", type=int, nargs="+", default=[500, 1000, 1500, 2000, 2500])
+    ap.add_argument("--gram-columns", type=int, nargs="+", default=[2, 3, 4])
+    ap.add_argument("--gram-fits", nargs="+", default=["1000x1500:ista", "2000x1000:fista"])
+    ap.add_argument("--parts", type=int, nargs="+", default=[1, 2, 3, 4])
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     budget = get_policy().chain_fused_bytes or 2 * 2**20
     with threadpool_limits(1, user_api="blas"):
+        if 4 in args.parts:
+            gram_part(args)
+        if args.parts == [4]:
+            return
         print(f"part 1: X~_S^T (X~_S V), float32, blocks of {budget} bytes of rows against plain")
         for shape in args.shapes:
             n, p = (int(v) for v in shape.split("x"))
@@ -105,6 +150,26 @@ def main():
                 print(f"  {n:6d} x {p:<6d} m={m:<3d} matrix {matrix * 1e3:7.1f} ms  panels "
                       f"{panels * 1e3:7.1f} ms  ratio {panels / matrix:.2f}  (one column "
                       f"{one * 1e3:.1f} ms)", flush=True)
+
+
+
+def gram_part(args):
+    """Part 4 (printed first): the restricted Gram matrix's panels."""
+    on = get_policy().chain_gram_panel_min_columns
+    print(f"part 4: G[:s, :s] V by panels of rows (chain_gram_panel_min_columns={on}) "
+          "against matrix-vector products (99)")
+    for s in args.gram_orders:
+        for m in args.gram_columns:
+            vector, panels = gram_times(s, m, (99, on))
+            print(f"  s={s:<5d} m={m}  vectors {vector * 1e3:6.3f} ms  panels "
+                  f"{panels * 1e3:6.3f} ms  ratio {panels / vector:.2f}", flush=True)
+    for item in args.gram_fits:
+        shape, solver = item.split(":")
+        n, p = (int(v) for v in shape.split("x"))
+        vector, panels = fit_times_policy(n, p, args.T, solver, "chain_gram_panel_min_columns",
+                                          (99, on))
+        print(f"  fit + risk_path_ {n} x {p} {solver} T={args.T}: vectors {vector:.2f} fits, "
+              f"panels {panels:.2f} fits", flush=True)
 
 
 if __name__ == "__main__":

@@ -171,6 +171,17 @@ class SpeedPolicy:
         matrix-vector products on blocks of rows in cache (the restricted
         Gram matrix's, :func:`skacv.estimates._risk_propagate.gram_product`)
         and is counted as twice its columns (``0``: always matrix products).
+    chain_gram_panel_min_columns : int
+        The restricted Gram matrix's products with at least this many
+        columns (and at most ``chain_gemv_max_columns``) run by panels of
+        its rows, one small matrix product a panel
+        (:func:`skacv.estimates._risk_propagate.gram_product`) ...
+    chain_gram_panel_cache_share : float
+        ... of this share of the level-2 cache ...
+    chain_gram_panel_llc_share : float
+        ... where the product's block of the Gram matrix is at most this
+        share of the last-level cache (beyond, read from memory, the
+        matrix-vector products on blocks in cache win).
     chain_panel_max_columns : int
         The chains' primal products ``X~_S^T (X~_S V)`` with at most this
         many columns run by thin panels of rows of ``X~``, both products of
@@ -316,6 +327,9 @@ class SpeedPolicy:
     chain_gemm_advantage: float = 8.0
     chain_min_columns: int = 16
     chain_gemv_max_columns: int = 4
+    chain_gram_panel_min_columns: int = 4
+    chain_gram_panel_cache_share: float = 0.5
+    chain_gram_panel_llc_share: float = 0.5
     chain_panel_max_columns: int = 8
     chain_panel_bytes: int = 2 * 2**20
     chain_panel_threads_min_bytes: int = 16 * 2**20

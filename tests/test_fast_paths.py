@@ -224,6 +224,22 @@ def chain_vector_products(monkeypatch):
     return {"risk_path_": est.risk_path_}, spy.calls > 0
 
 
+def chain_gram_panels(monkeypatch):
+    """The restricted Gram matrix's products of a few columns (4 pooled
+    probes) by panels of its rows, one small matrix product a panel (panels
+    of 8 rows, so that the sums run over many), against a matrix product:
+    the same risk estimate (float64 chains; the Gram matrix forced over the
+    whole union from the first step)."""
+    X, y, sw = _data(150, 300)
+    spy = _Spy(monkeypatch, _risk_propagate, "_gram_panel_products")
+    monkeypatch.setattr(_risk_propagate, "maybe_gram",
+                        lambda Xs, gram, *a, **k: gram if gram is not None else a[5] * (Xs.T @ Xs))
+    est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=4,
+                          probe_scheme="pooled", chain_dtype="float64",
+                          random_state=0).fit(X, y, sample_weight=sw)
+    return {"risk_path_": est.risk_path_}, spy.calls > 0
+
+
 def chain_thin_panels(monkeypatch):
     """The chains' primal products of a few columns (2 and 8 pooled probes)
     by thin panels of rows in the transposed layout, against two products
@@ -280,8 +296,15 @@ FAST_PATHS = {
     "chain_fused_bytes": FastPath(chain_fused_bytes,
                                   {"chain_fused_bytes": 1, "chain_panel_max_columns": 0},
                                   {"chain_fused_bytes": None}),
-    "chain_vector_products": FastPath(chain_vector_products, {"chain_gemv_max_columns": 4},
+    "chain_vector_products": FastPath(chain_vector_products,
+                                      {"chain_gemv_max_columns": 4,
+                                       "chain_gram_panel_min_columns": 99},
                                       {"chain_gemv_max_columns": 0}),
+    "chain_gram_panels": FastPath(chain_gram_panels,
+                                  {"chain_gemv_max_columns": 4, "chain_gram_panel_min_columns": 4,
+                                   "chain_gram_panel_cache_share": 1e-6,
+                                   "chain_gram_panel_llc_share": 1.0},
+                                  {"chain_gemv_max_columns": 0}),
     "chain_thin_panels": FastPath(chain_thin_panels,
                                   {"chain_panel_max_columns": 8, "chain_panel_bytes": 100_000,
                                    "chain_panel_threads_min_bytes": 0},

@@ -37,7 +37,7 @@ from .._config import check_memory
 from .._policy import get_policy
 from ..iterations._iterations import Iteration
 from ..linalg._copies import gather, scratch
-from ..utils._parallel import blas_threads
+from ..utils._parallel import blas_threads, cache_bytes, last_level_share
 from ._risk_state import GramCache, SavedChains
 
 
@@ -145,15 +145,54 @@ def gram_product(Xs, gram, rows, cols, block, out, factor):
     """``out = factor X~[:, :rows]^T X~[:, :cols] block`` (``block`` of
     ``cols`` rows): from the restricted Gram matrix (:func:`maybe_gram`,
     which holds the factor) when it covers both prefixes, else by the two
-    primal products (:func:`primal_product`)."""
+    primal products (:func:`primal_product`). A block of a few columns
+    (at most the policy's ``chain_gemv_max_columns``) runs by panels of the
+    Gram matrix's rows (:func:`_gram_panel_rows`) or matrix-vector products
+    (:func:`_vector_products`)."""
     if gram is not None and gram.shape[0] >= max(rows, cols):
         if block.shape[1] <= get_policy().chain_gemv_max_columns:
             # G symmetric: G[:rows, :cols] block = (block^T G[:cols, :rows])^T
-            _vector_products(gram[:cols, :rows], block, out)
+            panel = _gram_panel_rows(gram, rows, cols, block.shape[1])
+            if panel:
+                _gram_panel_products(gram[:cols, :rows], block, out, panel)
+            else:
+                _vector_products(gram[:cols, :rows], block, out)
         else:
             np.matmul(gram[:rows, :cols], block, out=out)
     else:
         primal_product(Xs, rows, cols, block, out, factor)
+
+
+def _gram_panel_rows(gram, rows, cols, k):
+    """Rows of a panel of :func:`_gram_panel_products` (the policy's
+    ``chain_gram_panel_cache_share`` of the level-2 cache), or 0 where the
+    matrix-vector products win: fewer than ``chain_gram_panel_min_columns``
+    columns, or a block ``G[:cols, :rows]`` above the policy's
+    ``chain_gram_panel_llc_share`` of the last-level cache (read from
+    memory, the products' blocks in cache cost less)."""
+    policy = get_policy()
+    if (k < policy.chain_gram_panel_min_columns
+            or rows * cols * gram.itemsize > policy.chain_gram_panel_llc_share
+            * last_level_share()):
+        return 0
+    return max(8, int(policy.chain_gram_panel_cache_share * cache_bytes(2))
+               // (gram.itemsize * max(rows, 1)))
+
+
+def _gram_panel_products(gram_rows, block, out, panel):
+    """``out = gram_rows^T block`` (as :func:`_vector_products`) by panels of
+    ``panel`` rows of ``gram_rows``, each panel's product with the block's
+    ``k`` columns one small matrix product ``(k x panel) (panel x rows)``
+    while the panel is in the level-2 cache: ``G`` is read once for the
+    ``k`` columns instead of once a column (``benchmarks/bench_chain_fused.py``,
+    part 4)."""
+    rows = out.shape[0]
+    Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
+    total = np.zeros((Vt.shape[0], rows), dtype=out.dtype)
+    part = np.empty_like(total)
+    for i in range(0, gram_rows.shape[0], panel):
+        total += np.matmul(Vt[:, i:i + panel], gram_rows[i:i + panel], out=part)
+    out[...] = total.T
 
 
 def _row_block(A, width):
