@@ -251,7 +251,9 @@ def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
     k = block.shape[1]
     n = Xs.shape[0]
     dtype = Xs.dtype
-    Vt = np.multiply(block.T, factor, dtype=dtype)  # a new array: block is left as it is
+    # a new C-ordered array (block is left as it is): a transposed Vt (block in C
+    # order, the template's Lanczos basis) costs the products 1.6 times more
+    Vt = np.multiply(block.T, factor, dtype=dtype, order="C")
     total = np.zeros((k, rows), dtype=dtype)
     part = np.empty((k, rows), dtype=dtype)
     fitted = np.empty((k, min(panel, n)), dtype=dtype)
