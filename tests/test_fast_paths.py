@@ -209,35 +209,33 @@ def chain_fused_bytes(monkeypatch):
     return {"risk_path_": est.risk_path_}, spy.calls > 0 and blocked
 
 
-def chain_vector_products(monkeypatch):
-    """The restricted Gram matrix's products of a few columns (4 pooled
-    probes) by matrix-vector products on blocks of its rows in cache,
-    against a matrix product: the same risk estimate (float64 chains; the
-    Gram matrix forced over the whole union from the first step)."""
+def _gram_chain_risk(monkeypatch, spied):
+    """The risk path of 4 pooled probes (float64 chains) with the restricted
+    Gram matrix forced over the whole union from the first step, and whether
+    ``_risk_propagate.<spied>`` ran."""
     X, y, sw = _data(150, 300)
-    spy = _Spy(monkeypatch, _risk_propagate, "_vector_products")
+    spy = _Spy(monkeypatch, _risk_propagate, spied)
     monkeypatch.setattr(_risk_propagate, "maybe_gram",
                         lambda Xs, gram, *a, **k: gram if gram is not None else a[5] * (Xs.T @ Xs))
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=4,
                           probe_scheme="pooled", chain_dtype="float64",
                           random_state=0).fit(X, y, sample_weight=sw)
     return {"risk_path_": est.risk_path_}, spy.calls > 0
+
+
+def chain_vector_products(monkeypatch):
+    """The restricted Gram matrix's products of a few columns (4 pooled
+    probes) by matrix-vector products on blocks of its rows in cache,
+    against a matrix product: the same risk estimate."""
+    return _gram_chain_risk(monkeypatch, "_vector_products")
 
 
 def chain_gram_panels(monkeypatch):
     """The restricted Gram matrix's products of a few columns (4 pooled
     probes) by panels of its rows, one small matrix product a panel (panels
     of 8 rows, so that the sums run over many), against a matrix product:
-    the same risk estimate (float64 chains; the Gram matrix forced over the
-    whole union from the first step)."""
-    X, y, sw = _data(150, 300)
-    spy = _Spy(monkeypatch, _risk_propagate, "_gram_panel_products")
-    monkeypatch.setattr(_risk_propagate, "maybe_gram",
-                        lambda Xs, gram, *a, **k: gram if gram is not None else a[5] * (Xs.T @ Xs))
-    est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=4,
-                          probe_scheme="pooled", chain_dtype="float64",
-                          random_state=0).fit(X, y, sample_weight=sw)
-    return {"risk_path_": est.risk_path_}, spy.calls > 0
+    the same risk estimate."""
+    return _gram_chain_risk(monkeypatch, "_gram_panel_products")
 
 
 def chain_thin_panels(monkeypatch):
