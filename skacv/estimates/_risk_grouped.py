@@ -360,7 +360,10 @@ def _chain_columns(design, masks, order, prefix, dtype, state, k0):
     ``X~``, the one ``state`` kept where it covers the supports
     (:func:`~skacv.estimates._risk_propagate.kept_order`), else
     :func:`~skacv.estimates._risk_propagate.chain_order`'s and a new gather
-    (the kept copy dropped first, so that its memory can be reused)."""
+    (the kept copy dropped first, so that its memory can be reused). The
+    kept columns are the shorter path's union of supports, which the longer
+    path's contains: a reused copy holds exactly the union (what the
+    template's spectrum reads, :func:`template_nodes`), in another order."""
     kept = None if state is None else state.columns
     if kept is not None:
         coords, Xs = kept
