@@ -99,6 +99,11 @@ class SpeedPolicy:
     gather_threads_min_bytes : int
         ... in as many threads as there are BLAS threads from this size of
         the copy on (first touch of fresh memory scales with the threads).
+    scratch_mmap_min_bytes : int or None
+        Scratch memory of at least this many bytes (the chains' float32
+        copy of ``X~``, the correction's columns) is a private anonymous
+        mapping on Linux, without NumPy's huge-page advice
+        (:func:`skacv.linalg._copies.fresh`; ``None``: always NumPy's).
     gram_block_bytes : int
         Rows of ``X~`` in a block of about this many bytes when a Gram matrix
         of a few columns is formed by blocks of rows
@@ -305,6 +310,7 @@ class SpeedPolicy:
     narrow_panel_rows: int = 4096
     gather_bytes: int = 2**20
     gather_threads_min_bytes: int = 16 * 2**20
+    scratch_mmap_min_bytes: int | None = 64 * 2**20
     gram_block_bytes: int = 64 * 2**20
     small_blas_flops: float = 1e8
     one_thread_order: MappingProxyType = _frozen({"cholesky": 2500, "eigvalsh": 800,

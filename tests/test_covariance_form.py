@@ -335,18 +335,40 @@ def _address(a):
     return a.__array_interface__["data"][0]
 
 
-def test_scratch_memory_is_reused_only_when_nothing_uses_it():
+def _mapped(a):
+    """Whether ``a``'s memory is an anonymous mapping (:func:`skacv.linalg._copies.fresh`)."""
+    import mmap
+
+    while isinstance(a, np.ndarray):
+        a = a.base
+    return isinstance(a, memoryview) and isinstance(a.obj, mmap.mmap)
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_scratch_memory_is_reused_only_when_nothing_uses_it(mapped, speed_policy):
     """``scratch`` inside ``shared_designs``: the memory of an earlier
     scratch array once every view of it is gone (the same address, so no
     fresh pages), never while one lives (no two live arrays share memory),
     a larger request replaces a smaller buffer, another name or dtype has a
     buffer of its own; outside the context a new array each time; dropped
-    on exit (outside, two live arrays never share memory)."""
-    from skacv.linalg._copies import scratch
+    on exit (outside, two live arrays never share memory). The same with
+    new memory from anonymous mappings (``mapped``: on Linux, from the
+    policy's ``scratch_mmap_min_bytes``)."""
+    import sys
+
+    from skacv.linalg._copies import gather, scratch
+    speed_policy(scratch_mmap_min_bytes=1 if mapped else None)
+    maps = mapped and sys.platform.startswith("linux")
     outside = scratch((40, 30), np.float32)
     assert outside.shape == (40, 30) and outside.flags.c_contiguous
+    assert _mapped(outside) == maps and outside.flags.writeable
+    X = np.arange(12.0).reshape(3, 4)
+    copy = gather(X, np.float32, cols=[3, 1])
+    assert _mapped(copy) == maps
+    assert_allclose(copy, X[:, [3, 1]])
     with design_module.shared_designs():
         a = scratch((40, 30), np.float32)
+        assert _mapped(a) == maps
         first = _address(a)
         view = a[:, :10]
         del a

@@ -7,6 +7,7 @@ gives memory for such copies that a search makes again and again, reused
 inside :func:`~skacv.linalg._design.shared_designs`.
 """
 
+import mmap
 import sys
 import threading
 
@@ -26,7 +27,7 @@ def gather(X, dtype, rows=None, cols=None, out=None):
     n = X.shape[0] if rows is None else len(rows)
     p = X.shape[1] if cols is None else len(cols)
     if out is None:
-        out = np.empty((n, p), dtype=dtype)
+        out = fresh(n * p, np.dtype(dtype)).reshape(n, p)
     block = max(1, get_policy().gather_bytes // max(1, p * X.itemsize))
 
     def copy(start, stop):
@@ -53,12 +54,13 @@ def scratch(shape, dtype, name="columns"):
     memory of that size costs its page faults, on a large design as much as
     the copy itself and erratic (the kernel compacting memory for huge
     pages; ``docs/benchmarks.rst``). Outside, a new array. The context
-    keeps one buffer a ``name`` and dtype, dropped on exit."""
+    keeps one buffer a ``name`` and dtype, dropped on exit. New memory
+    comes from :func:`fresh`."""
     dtype = np.dtype(dtype)
     size = int(np.prod(shape, dtype=np.int64))
     shared = _SHARED.get()
     if shared is None or shared["thread"] != threading.get_ident():
-        return np.empty(shape, dtype=dtype)
+        return fresh(size, dtype).reshape(shape)
     pool = shared.setdefault("scratch", {})
     key = (name, dtype.str)
     buf = pool.get(key)
@@ -68,7 +70,24 @@ def scratch(shape, dtype, name="columns"):
         if buf.size >= size:
             return buf[:size].reshape(shape)
         del pool[key]  # too small: freed before the larger one is made
-    buf = np.empty(size, dtype=dtype)
+    buf = fresh(size, dtype)
     if key not in pool:
         pool[key] = buf
     return buf.reshape(shape)
+
+
+def fresh(size, dtype):
+    """Uninitialised memory for ``size`` items of ``dtype`` (1-D). On Linux,
+    from the speed policy's ``scratch_mmap_min_bytes`` on, a private
+    anonymous mapping instead of NumPy's allocation: NumPy advises the
+    kernel to back large arrays by huge pages, and where the kernel honours
+    that advice by compacting memory on the spot (transparent huge pages in
+    ``madvise`` mode) the first touch of a large fresh copy cost up to 2.6
+    times as much, and erratically, as without the advice; the products that
+    read the copy ran at the same speed (``docs/benchmarks.rst``). The
+    mapping is freed with the last array that uses it."""
+    nbytes = size * dtype.itemsize
+    limit = get_policy().scratch_mmap_min_bytes
+    if limit is None or nbytes < max(limit, 1) or not sys.platform.startswith("linux"):
+        return np.empty(size, dtype=dtype)
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=dtype)
