@@ -100,11 +100,10 @@ class SpeedPolicy:
         ... in as many threads as there are BLAS threads from this size of
         the copy on (first touch of fresh memory scales with the threads).
     scratch_mmap_min_bytes : int or None
-        New memory of at least this many bytes for the centred design
-        ``X~``, its copies and scratch memory (the chains' float32 copy of
-        ``X~``, the correction's columns, the stacked folds' copy) is a
-        private anonymous mapping on Linux, without NumPy's huge-page advice
-        (:func:`skacv.linalg._memory.fresh`; ``None``: always NumPy's).
+        Scratch memory of at least this many bytes (the chains' float32
+        copy of ``X~``, the correction's columns) is a private anonymous
+        mapping on Linux, without NumPy's huge-page advice
+        (:func:`skacv.linalg._copies.fresh`; ``None``: always NumPy's).
     gram_block_bytes : int
         Rows of ``X~`` in a block of about this many bytes when a Gram matrix
         of a few columns is formed by blocks of rows

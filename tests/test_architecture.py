@@ -47,8 +47,7 @@ SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for nam
 
 MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
-    "linalg": [["_linalg", "_blas", "_sampling", "_protocols", "_memory"], ["_dask", "_design"],
-               ["_copies"]],
+    "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"], ["_copies"]],
     "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [

@@ -431,30 +431,3 @@ def test_chains_take_the_restricted_gram_from_the_covariance_forms(monkeypatch, 
                         lambda *args, **kwargs: real(*args, **{**kwargs, "full": None}))
     ref = clone(est).fit(X, y, sample_weight=sw)
     assert_allclose(cov.risk_path_, ref.risk_path_, rtol=1e-5)
-
-
-@pytest.mark.parametrize("intercept, weighted", [(True, False), (True, True), (False, True)])
-@pytest.mark.parametrize("order", ["C", "F"])
-def test_centred_design_in_mapped_memory_is_numpys(intercept, weighted, order, speed_policy):
-    """The centred, weighted ``X~`` made in fresh mapped memory (the policy's
-    ``scratch_mmap_min_bytes``; a C-ordered ``X`` on Linux, one pass) is
-    bit for bit the one made in NumPy's memory, in ``X``'s layout, equals
-    ``sqrt(w) (X - weighted mean)`` and leaves ``X`` as it was."""
-    import sys
-
-    rng = np.random.default_rng(0)
-    X = np.asarray(rng.standard_normal((30, 20)) + 2.0, order=order)
-    before = X.copy()
-    sw = rng.integers(1, 4, 30).astype(np.float64) if weighted else None
-    speed_policy(scratch_mmap_min_bytes=None)
-    plain = design_module.make_design(X, sw, intercept)
-    speed_policy(scratch_mmap_min_bytes=1)
-    mapped = design_module.make_design(X, sw, intercept)
-    assert_array_equal(mapped.X, plain.X)
-    w = np.ones(30) if sw is None else sw
-    expected = X - np.average(X, axis=0, weights=w) if intercept else X.copy()
-    assert_allclose(mapped.X, expected * np.sqrt(w)[:, None], rtol=1e-12, atol=1e-12)
-    assert mapped.X.flags.c_contiguous == (order == "C")
-    assert _mapped(mapped.X) == (order == "C" and sys.platform.startswith("linux"))
-    assert not _mapped(plain.X)
-    assert_array_equal(X, before)

@@ -30,7 +30,6 @@ from scipy.sparse.linalg import LinearOperator
 from .._policy import get_policy
 from ..utils._parallel import blas_threads, factorization_blas, kept_workers
 from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
-from ._memory import fresh
 
 #: relative tolerance of the Lanczos estimate of the top eigenvalue behind
 #: ``step_size="auto"`` (the bound is inflated by it, see ``Design.lipschitz``)
@@ -102,24 +101,6 @@ def make_design(X, sample_weight=None, fit_intercept=True):
     return design
 
 
-def _centred_copy(X, offset):
-    """``X - offset`` (``X`` itself without ``offset``) in new memory: a C-ordered
-    ``X`` in one pass into :func:`~skacv.linalg._memory.fresh` memory (without
-    the huge-page advice whose compaction made large copies slow and erratic:
-    ``docs/benchmarks.rst``), else NumPy's copy in ``X``'s layout."""
-    if not X.flags.c_contiguous:
-        Xt = np.array(X, dtype=X.dtype, order="K", copy=True)
-        if offset is not None:
-            Xt -= offset
-        return Xt
-    Xt = fresh(X.size, X.dtype).reshape(X.shape)
-    if offset is None:
-        np.copyto(Xt, X)
-    else:
-        np.subtract(X, offset, out=Xt)
-    return Xt
-
-
 class Design:
     """Centred and weighted design ``X~`` with fast products.
 
@@ -163,13 +144,9 @@ class Design:
         else:
             if fit_intercept or self.weight is not None:
                 in_place = not copy and X.flags.c_contiguous and X.flags.writeable
-                offset = self.x_offset if fit_intercept else None
-                if in_place:
-                    Xt = X
-                    if offset is not None:
-                        Xt -= offset
-                else:
-                    Xt = _centred_copy(X, offset)
+                Xt = X if in_place else np.array(X, dtype=X.dtype, order="K", copy=True)
+                if fit_intercept:
+                    Xt -= self.x_offset
                 if self.sqrt_weight is not None:
                     Xt *= self.sqrt_weight[:, None]
             else:
