@@ -750,7 +750,7 @@ def test_kept_order_covers_every_later_support():
     path[:5] = 0.0  # never active
     masks, order, prefix = chain_order(path)
     coords = rng.permutation(np.arange(5, p))  # every active one, in another order
-    new, new_prefix = kept_order(masks, order, prefix, coords, 0)
+    new, new_prefix = kept_order(order, prefix, coords, 0)
     np.testing.assert_array_equal(np.sort(new), np.arange(p))
     np.testing.assert_array_equal(new[:coords.size], coords)
     position = np.empty(p, dtype=int)
@@ -759,9 +759,9 @@ def test_kept_order_covers_every_later_support():
         later = masks[:, k:].any(axis=1)
         assert new_prefix[k] == (position[later].max() + 1 if later.any() else 0)
     assert np.all(new_prefix >= prefix)
-    assert kept_order(masks, order, prefix, coords[1:], 0) is None  # one active missing
+    assert kept_order(order, prefix, coords[1:], 0) is None  # one active missing
     extra = int(np.sum(new_prefix[1:-1] - prefix[1:-1]))
     with policy_context(chain_columns_reuse_steps=(extra - 1) / coords.size):
-        assert kept_order(masks, order, prefix, coords, 0) is None
+        assert kept_order(order, prefix, coords, 0) is None
     with policy_context(chain_columns_reuse_steps=extra / coords.size):
-        assert kept_order(masks, order, prefix, coords, 0) is not None
+        assert kept_order(order, prefix, coords, 0) is not None

@@ -323,7 +323,7 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
                 Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
             run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None)
         return run
-    order, prefix, Xs = _chain_columns(design, masks, order, prefix, dtype, state, k0)
+    order, prefix, Xs = _chain_columns(design, order, prefix, dtype, state, k0)
     width = Xs.shape[1]
     n_cols = m * n_groups
     n_blocks = 3 + iteration.extrapolates(T)
@@ -355,7 +355,7 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
     return run
 
 
-def _chain_columns(design, masks, order, prefix, dtype, state, k0):
+def _chain_columns(design, order, prefix, dtype, state, k0):
     """``(order, prefix, Xs)``: the chains' row order and restricted copy of
     ``X~``, the one ``state`` kept where it covers the supports
     (:func:`~skacv.estimates._risk_propagate.kept_order`), else
@@ -367,11 +367,12 @@ def _chain_columns(design, masks, order, prefix, dtype, state, k0):
     kept = None if state is None else state.columns
     if kept is not None:
         coords, Xs = kept
-        layout = kept_order(masks, order, prefix, coords, k0) if Xs.dtype == dtype else None
+        layout = kept_order(order, prefix, coords, k0) if Xs.dtype == dtype else None
         if layout is not None:
             order, prefix = layout
             return order, prefix, Xs[:, :int(prefix[1])]
-        state.columns = kept = coords = Xs = None
+        state.columns = None  # dropped before the gather: its memory can be reused
+        del kept, coords, Xs
     width = int(prefix[1])
     return order, prefix, design_columns(design, order[:width], dtype)
 

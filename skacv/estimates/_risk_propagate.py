@@ -88,35 +88,33 @@ def chain_order(coef_path):
     every coordinate active at a step ``>= k``.
     """
     masks = coef_path != 0
-    last = _last_active(masks)
+    T = coef_path.shape[1] - 1
+    steps = np.arange(T + 1)
+    last = np.where(masks.any(axis=1), np.max(np.where(masks, steps, -1), axis=1), -1)
     order = np.argsort(-last, kind="stable")
-    prefix = np.searchsorted(-last[order], -np.arange(masks.shape[1] + 1), side="right")
+    prefix = np.searchsorted(-last[order], -np.arange(T + 2), side="right")
     return masks, order, prefix
 
 
-def _last_active(masks):
-    """The last step at which each coordinate is in a support (-1: never)."""
-    steps = np.arange(masks.shape[1])
-    return np.where(masks.any(axis=1), np.max(np.where(masks, steps, -1), axis=1), -1)
-
-
-def kept_order(masks, order, prefix, coords, k0):
+def kept_order(order, prefix, coords, k0):
     """The chains' row order with ``coords`` first: the columns of a
     restricted copy of ``X~`` kept from a shorter prefix of the same
     trajectory (:class:`~skacv.estimates._risk_state.PooledState`), so that
     a continued chain reads that copy instead of gathering its own
-    (:func:`design_columns`). Returns ``(order, prefix)`` like
-    :func:`chain_order` (``prefix[k]``: the rows that cover every
-    coordinate active at a step ``>= k``, now the last one's position plus
-    one), or ``None`` when ``coords`` misses a coordinate active after
-    ``x^0`` or when the steps ``k0 + 1 ..`` would read more rows than in
-    :func:`chain_order`'s own order by over the speed policy's
-    ``chain_columns_reuse_steps`` times the copy's columns (a gather by
-    columns costs about that many steps' products)."""
+    (:func:`design_columns`). From :func:`chain_order`'s ``order`` and
+    ``prefix`` (the last step at which ``order[i]`` is active is the largest
+    ``k`` with ``prefix[k] > i``), returns ``(order, prefix)`` like it
+    (``prefix[k]``: the rows that cover every coordinate active at a step
+    ``>= k``, now the last one's position plus one), or ``None`` when
+    ``coords`` misses a coordinate active after ``x^0`` or when the steps
+    ``k0 + 1 ..`` would read more rows than in :func:`chain_order`'s own
+    order by over the speed policy's ``chain_columns_reuse_steps`` times the
+    copy's columns (a gather by columns costs about that many steps'
+    products)."""
     width = int(prefix[1])
     if coords is None or width == 0:
         return None
-    p = masks.shape[0]
+    p = order.size
     kept = np.zeros(p, dtype=bool)
     kept[coords] = True
     if not kept[order[:width]].all():
@@ -124,10 +122,10 @@ def kept_order(masks, order, prefix, coords, k0):
     new = np.concatenate([coords, order[~kept[order]]])
     position = np.empty(p, dtype=np.intp)
     position[new] = np.arange(p)
-    last = _last_active(masks)
-    active = last >= 0
-    top = np.full(masks.shape[1] + 1, -1, dtype=np.intp)
-    np.maximum.at(top, last[active], position[active])
+    ever = np.arange(int(prefix[0]))  # chain_order's positions of the coordinates ever active
+    last = np.searchsorted(-prefix, -ever, side="left") - 1
+    top = np.full(prefix.size, -1, dtype=np.intp)
+    np.maximum.at(top, last, position[order[ever]])
     new_prefix = np.maximum.accumulate(top[::-1])[::-1] + 1
     extra = int(np.sum(new_prefix[k0 + 1:-1] - prefix[k0 + 1:-1]))
     if extra > get_policy().chain_columns_reuse_steps * len(coords):

@@ -482,11 +482,8 @@ class TrajectoryEstimator(BaseEstimator):
         risk matrix is read: the risk path when the matrix was not formed)."""
         G = res.risk_matrix if res.risk_matrix is not None else res.risk
         if res.get("corrected_residuals") is not None:
-            images = getattr(self, "_gradient_path", None)
-            if res.get("correction") is None or images is None:
-                images = None
-            else:  # X~^T R = (X~^T F) K^T with R = F K^T
-                images = (images, res.correction)
+            XF = getattr(self, "_gradient_path", None)  # X~^T R = (X~^T F) K^T when R = F K^T
+            images = None if XF is None or res.get("correction") is None else (XF, res.correction)
             self._uq_stats = debias_statistics(design, res.corrected_residuals,
                                                res.residuals, G, target, images=images)
         else:  # after the covariance form

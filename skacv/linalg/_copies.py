@@ -82,7 +82,7 @@ def fresh(size, dtype):
     anonymous mapping instead of NumPy's allocation: NumPy advises the
     kernel to back large arrays by huge pages, and where the kernel honours
     that advice by compacting memory on the spot (transparent huge pages in
-    ``madvise`` mode) the first touch of a large fresh copy cost up to 2.6
+    ``madvise`` mode) the first touch of a large fresh copy cost several
     times as much, and erratically, as without the advice; the products that
     read the copy ran at the same speed (``docs/benchmarks.rst``). The
     mapping is freed with the last array that uses it."""
