@@ -193,6 +193,11 @@ class SpeedPolicy:
         a panel in the transposed layout while it is in cache
         (:func:`skacv.estimates._risk_propagate.primal_product`; ``0``:
         never).
+    chain_panel_min_columns : int
+        ... and at least this many: a product of fewer columns runs as
+        matrix-vector products on the same panels, a panel's two products
+        a column while it is in cache (the BLAS's small-matrix kernel for
+        two columns can cost more than twice one column's products) ...
     chain_panel_bytes : int
         ... a panel of this many bytes divided by the product's columns
         (larger ones leave the BLAS's small-matrix kernels) ...
@@ -337,6 +342,7 @@ class SpeedPolicy:
     chain_gram_panel_cache_share: float = 0.5
     chain_gram_panel_llc_share: float = 0.5
     chain_panel_max_columns: int = 8
+    chain_panel_min_columns: int = 3
     chain_panel_bytes: int = 2 * 2**20
     chain_panel_threads_min_bytes: int = 16 * 2**20
     risk_cheap_flops: float = 4e9

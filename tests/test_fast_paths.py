@@ -256,6 +256,22 @@ def chain_thin_panels(monkeypatch):
     return out, spy.calls > 0
 
 
+def chain_vector_panels(monkeypatch):
+    """The chains' primal products of one and two columns (pooled probes)
+    by matrix-vector products on thin panels of rows, against two products
+    over all the rows: the same risk estimate (as :func:`chain_thin_panels`)."""
+    X, y, sw = _data(150, 300)
+    monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
+    spy = _Spy(monkeypatch, _risk_propagate, "_vector_panel_products")
+    out = {}
+    for m in (1, 2):
+        est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
+                              probe_scheme="pooled", chain_dtype="float64",
+                              random_state=0).fit(X, y, sample_weight=sw)
+        out[f"risk_path_{m}"] = est.risk_path_
+    return out, spy.calls > 0
+
+
 @dataclasses.dataclass(frozen=True)
 class FastPath:
     run: Callable
@@ -304,9 +320,15 @@ FAST_PATHS = {
                                    "chain_gram_panel_llc_share": 1.0},
                                   {"chain_gemv_max_columns": 0}),
     "chain_thin_panels": FastPath(chain_thin_panels,
-                                  {"chain_panel_max_columns": 8, "chain_panel_bytes": 100_000,
+                                  {"chain_panel_max_columns": 8, "chain_panel_min_columns": 0,
+                                   "chain_panel_bytes": 100_000,
                                    "chain_panel_threads_min_bytes": 0},
                                   {"chain_panel_max_columns": 0, "chain_fused_bytes": None}),
+    "chain_vector_panels": FastPath(chain_vector_panels,
+                                    {"chain_panel_max_columns": 8, "chain_panel_min_columns": 3,
+                                     "chain_panel_bytes": 100_000,
+                                     "chain_panel_threads_min_bytes": 0},
+                                    {"chain_panel_max_columns": 0, "chain_fused_bytes": None}),
     "eigvalsh_float32": FastPath(eigvalsh_float32, {"eigvalsh_float32_min_order": 0},
                                  {"eigvalsh_float32_min_order": 10**9}, rtol=1e-5),
     "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},

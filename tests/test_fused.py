@@ -287,11 +287,12 @@ def test_warm_starts_switching_between_the_loops(speed_policy, fused, monkeypatc
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("k", [1, 2, 4, 8, 12])
-def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, dtype, k):
+def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, spy, dtype, k):
     # X~[:, :rows]^T (factor X~[:, :cols] V) by thin panels (k <= 8), blocks
     # of rows, or two products over all rows: the plain product up to
     # rounding, on column prefixes (strided views), with a last partial
     # panel, and the block (a column view of the chains) left as it is
+    from skacv.estimates import _risk_propagate
     from skacv.estimates._risk_propagate import _thin_panel_rows, primal_product
 
     rng = np.random.default_rng(k)
@@ -303,6 +304,7 @@ def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, dtyp
     Xd = Xs.astype(np.float64)
     expected = Xd[:, :rows].T @ (factor * (Xd[:, :cols] @ block.astype(np.float64)))
     rtol = 1e-5 if dtype == np.float32 else 1e-12
+    vectors = spy(_risk_propagate, "_vector_panel_products")
     for policy, thin in (({"chain_panel_bytes": 9 * k * 90 * np.dtype(dtype).itemsize,
                            "chain_panel_threads_min_bytes": 0}, k <= 8),
                          ({"chain_panel_max_columns": 0, "chain_fused_bytes": 1}, False),
@@ -310,6 +312,9 @@ def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, dtyp
         speed_policy(**policy)
         assert (_thin_panel_rows(Xs, k) == 9) == thin
         out = np.full((rows, k), np.nan, dtype=dtype)
+        before = len(vectors)
         primal_product(Xs, rows, cols, block, out, factor)
+        # fewer columns than chain_panel_min_columns (3): matrix-vector products
+        assert (len(vectors) > before) == (thin and k < 3)
         np.testing.assert_allclose(out, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
         assert_array_equal(block, kept)

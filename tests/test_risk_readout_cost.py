@@ -122,32 +122,39 @@ def test_source_residuals_are_the_residuals_of_the_clipped_gradient_points(
         speed_policy(correction_block_bytes=block_bytes)
         np.testing.assert_allclose(source_residuals(design, iteration, F, path), expected,
                                    rtol=1e-10, atol=1e-10 * np.abs(expected).max())
-    # a longer path continues the residuals of its first k + 1 points (a
-    # state's): its own columns kept, the later ones the same as cold
-    for k in (0, 1, 33, 80):
-        head = source_residuals(design, iteration, F[:, :k + 1], path[:, :k + 1])
-        np.testing.assert_allclose(source_residuals(design, iteration, F, path, head),
-                                   expected, rtol=1e-10, atol=1e-10 * np.abs(expected).max())
-    marked = np.full((n, 34), 7.0)
-    assert np.array_equal(source_residuals(design, iteration, F, path, marked)[:, :34], marked)
+    # the estimators' fit loop records X~ v^t instead: both loops (two
+    # products a step, one pass over row panels) give the same residuals
+    for fuse_min_bytes in (2**62, 0):
+        speed_policy(fuse_min_bytes=fuse_min_bytes)
+        fit = TrajectoryLasso(0.02, max_iter=80, fit_intercept=fit_intercept,
+                              n_probes=2).fit(Xin, y, sample_weight=w)
+        np.testing.assert_allclose(fit.coef_path_, path, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(y_tilde[:, None] - fit._source_path, expected, rtol=1e-10,
+                                   atol=1e-10 * np.abs(expected).max())
 
 
-def test_a_staged_fit_continues_the_source_residuals(monkeypatch):
-    """A warm-started continuation (the staged search's stages) computes
-    the gradient points' residuals of its new steps only (the state keeps
-    the others), and its ``risk_path_`` is the cold fit's."""
+def test_a_staged_fit_reads_the_loops_gradient_points(monkeypatch):
+    """A fit and its warm-started continuations (the staged search's
+    stages) read the gradient points' residuals from the loop's record, and
+    their ``risk_path_`` is the one from :func:`source_residuals`'s
+    products (the record withheld)."""
     X, y, _ = _data(120, 180, seed=3)
+    kw = dict(alpha=0.02, max_iter=30, random_state=0)
+    warm = TrajectoryLasso(warm_start=True, **kw)
     calls = []
     real = risk_module.source_residuals
-    monkeypatch.setattr(risk_module, "source_residuals", lambda d, it, F, path, head=None:
-                        calls.append(None if head is None else head.shape[1])
-                        or real(d, it, F, path, head))
-    kw = dict(alpha=0.02, max_iter=30, random_state=0)
-    warm = TrajectoryLasso(warm_start=True, **kw).fit(X, y)
+    monkeypatch.setattr(risk_module, "source_residuals",
+                        lambda *a: calls.append(1) or real(*a))
+    warm.fit(X, y)
     warm.set_params(max_iter=60).fit(X, y)
     cold = TrajectoryLasso(**{**kw, "max_iter": 60}).fit(X, y)
-    assert calls[:2] == [None, 31]
+    assert not calls and warm._source_path.shape == (120, 61)
+    # the continued chain's template moves the split a little (as before the record)
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-6)
+    monkeypatch.setattr(TrajectoryLasso, "_loop_buffers", lambda self, *a: (None, None))
+    products = TrajectoryLasso(**{**kw, "max_iter": 60}).fit(X, y)
+    assert calls
+    np.testing.assert_allclose(cold.risk_path_, products.risk_path_, rtol=1e-10)
 
 
 SOLVERS = {"ista": "ista", "fista": "fista", "fista_plain": FISTA(extrapolation="plain")}

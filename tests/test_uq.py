@@ -134,8 +134,10 @@ def test_debiased_coef_and_excess_risk_against_brute_force(kind, one_pass, speed
         est = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=8, fit_intercept=False,
                               n_probes=None)
     est.fit(X, y)
-    # the loop's gradients are the iterates' only without extrapolation
+    # the loop's gradients are the iterates' only without extrapolation; the
+    # loop's fitted gradient points give the clipped extrapolation's residuals
     assert (est._gradient_path is not None) == (one_pass and kind in ("ista", "gd"))
+    assert (est._source_path is not None) == (kind == "fista")
     l2 = est.alpha / n if kind == "gd" else 0.0
     Rx, Ax = _brute_force(X, y, est.coef_path_, est.step_size_, kind, l2)
     G = Rx.T @ Rx / n
@@ -215,25 +217,30 @@ def test_integer_weights_equal_repeated_rows(make):
                     rtol=1e-8)
 
 
+@pytest.mark.parametrize("solver", ["ista", "fista"])
 @pytest.mark.parametrize("one_pass", [False, True])
-def test_warm_start_and_pickle(one_pass, speed_policy):
-    """Also with the loop's gradients (``one_pass``): a warm start continues
-    them, and a warm start from a pickled fit (which drops them) falls back
-    to the product with ``X~``."""
+def test_warm_start_and_pickle(one_pass, solver, speed_policy):
+    """Also with the loop's gradients (``one_pass``, ISTA) and the loop's
+    fitted gradient points (FISTA's clipped extrapolation): a warm start
+    continues them, and a warm start from a pickled fit (which drops them)
+    falls back to the products with ``X~``."""
     if one_pass:
         speed_policy(fuse_min_bytes=0)
     X, y, _, _ = _data(50, 70, 5, 5)
-    full = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=30, n_probes=None).fit(X, y)
-    warm = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=15, n_probes=None,
+    full = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=30, n_probes=None).fit(X, y)
+    warm = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=15, n_probes=None,
                            warm_start=True).fit(X, y)
     warm.set_params(max_iter=30).fit(X, y)
-    assert (warm._gradient_path is not None) == one_pass
+    assert (warm._gradient_path is not None) == (one_pass and solver == "ista")
+    assert (warm._source_path is not None) == (solver == "fista")
+    assert_allclose(warm.risk_path_, full.risk_path_, rtol=1e-9)
     assert_allclose(warm.coef_confidence_interval(), full.coef_confidence_interval(),
                     rtol=1e-9, atol=1e-12)
-    half = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=15, n_probes=None,
+    half = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=15, n_probes=None,
                            warm_start=True).fit(X, y)
     half = pickle.loads(pickle.dumps(half)).set_params(max_iter=30).fit(X, y)
-    assert half._gradient_path is None
+    assert half._gradient_path is None and half._source_path is None
+    assert_allclose(half.risk_path_, full.risk_path_, rtol=1e-9)
     assert_allclose(half.coef_confidence_interval(), full.coef_confidence_interval(),
                     rtol=1e-9, atol=1e-12)
     copy = pickle.loads(pickle.dumps(full))

@@ -219,7 +219,7 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
                     random_state=None, chain_dtype="auto", fitted=None, verbose=0, _state=None,
                     _keep_state=False, products=False, matrices=True, probe_scheme="auto",
-                    probe_goal="level"):
+                    probe_goal="level", fitted_sources=None):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     Full-batch least squares: the memory-matrix estimate of Bellec & Tan
@@ -241,6 +241,10 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         itself only; :func:`_grow_pooled`). ``choice_noise`` in the result.
     fitted : ndarray of shape (n_samples, T + 1), default=None
         ``X~ x^t`` if already known (saves one product with the whole path).
+    fitted_sources : ndarray of shape (n_samples, >= T + 1), default=None
+        ``X~ v^t`` of the gradient points if already known (the fit loop's):
+        the residuals of a clipped extrapolation's gradient points without
+        :func:`source_residuals`'s products.
     products : bool, default=False
         Full-batch least squares with fewer features than samples: the
         residuals enter through their inner products in the features' space
@@ -299,7 +303,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         k0 = 0 if kind == "linear" else settled_step(iteration, coef_path)
         if k0 is not None and T1 - 1 - k0 >= get_policy().settled_min_tail:
             res = _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes,
-                                random_state, chain_dtype, fitted, verbose, products, matrices)
+                                random_state, chain_dtype, fitted, verbose, products, matrices,
+                                fitted_sources)
             if verbose:
                 print(f"[risk] settled after step {k0}: done in "
                       f"{time.perf_counter() - tic:.1f}s")
@@ -331,8 +336,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             F = residual_matrix(design, y_tilde, coef_path)
         else:  # X~ x^t recorded by the fit loop
             F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
-        Fv = _continued_source_residuals(design, iteration, F, coef_path, _state) if clipped \
-            else None
+        Fv = (_source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources)
+              if clipped else None)
         flops = F.shape[0] * F.shape[1] ** 2
 
     def readout(A, Av):
@@ -378,8 +383,6 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         else:
             out = readout(A, Av)
         risk, G, R, K, P, Q = out
-        if state is not None and Fv is not None and hasattr(state, "source_residuals"):
-            state.source_residuals = Fv
         if prods is not None:
             prods.update(P=P, Q=Q)
         support = None
@@ -402,14 +405,13 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                  n_probes=used, probe_noise=noise, choice_noise=choice)
 
 
-def _continued_source_residuals(design, iteration, F, coef_path, state):
-    """:func:`~skacv.estimates._risk_readout.source_residuals` of the path,
-    continuing those of the first steps that ``state`` (a continued
-    chain's) keeps."""
-    head = getattr(state, "source_residuals", None)
-    if head is not None and (head.shape[0] != F.shape[0] or head.shape[1] > F.shape[1]):
-        head = None
-    return source_residuals(design, iteration, F, coef_path, head)
+def _source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources):
+    """The residuals of a clipped extrapolation's gradient points: from the
+    fit loop's ``X~ v^t`` (``fitted_sources``) when given, else
+    :func:`~skacv.estimates._risk_readout.source_residuals`."""
+    if fitted_sources is not None:
+        return np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted_sources[:, :F.shape[1]]
+    return source_residuals(design, iteration, F, coef_path)
 
 
 def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_risk,
@@ -529,7 +531,7 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
 
 
 def _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes, random_state,
-                  chain_dtype, fitted, verbose, products, matrices):
+                  chain_dtype, fitted, verbose, products, matrices, fitted_sources=None):
     """:func:`trajectory_risk` of a path whose support settles after step ``k0``:
     the chains in coordinates up to ``k0`` (the same probes as the dense
     route), then :class:`~skacv.estimates._risk_settled.SettledMemory`;
@@ -587,8 +589,8 @@ def _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes, random_st
         else:
             F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
         if has_momentum:
-            Fv = (source_residuals(design, iteration, F, coef_path) if iteration.clips
-                  else _extrapolate_columns(iteration, F))
+            Fv = (_source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources)
+                  if iteration.clips else _extrapolate_columns(iteration, F))
             R = model.solve(Fv, F, n_eff, c)[1]
         else:
             R = model.solve(F, None, n_eff, c)[1]

@@ -238,6 +238,31 @@ def _thin_panel_rows(Xs, k):
     return int(rows)
 
 
+def _vector_panel_products(Xs, rows, cols, block, out, factor, panel):
+    """:func:`primal_product` of a block of fewer columns than the policy's
+    ``chain_panel_min_columns`` by panels of ``panel`` rows of ``X~``
+    (:func:`_thin_panel_rows` of one column), each panel's two
+    matrix-vector products a column one after the other while it is in
+    cache: the BLAS's small-matrix kernel for two columns can cost more
+    than twice one column's products (``benchmarks/bench_chain_fused.py``,
+    part 3)."""
+    k = block.shape[1]
+    n = Xs.shape[0]
+    dtype = Xs.dtype
+    Vt = np.multiply(block.T, factor, dtype=dtype, order="C")
+    total = np.zeros((k, rows), dtype=dtype)
+    part = np.empty(rows, dtype=dtype)
+    fitted = np.empty(min(panel, n), dtype=dtype)
+    for i in range(0, n, panel):
+        Xp = Xs[i:i + panel]
+        f = fitted[:Xp.shape[0]]
+        for j in range(k):
+            # matmul, not dot: dot copies a panel's column prefix (a strided view)
+            np.matmul(Xp[:, :cols], Vt[j], out=f)
+            total[j] += np.matmul(f, Xp[:, :rows], out=part)
+    out[...] = total.T
+
+
 def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
     """:func:`primal_product` by thin panels of ``panel`` rows of ``X~``
     (:func:`_thin_panel_rows`), each panel's two products ``P = V^T
@@ -271,8 +296,13 @@ def primal_product(Xs, rows, cols, block, out, factor):
     bound by that reading); one pair of products over all the rows when the
     policy's size is ``None`` or the blocks would cover them. A ``block`` of
     at most the policy's ``chain_panel_max_columns`` columns: by thin
-    panels where they pay (:func:`_thin_panel_rows`)."""
+    panels where they pay (:func:`_thin_panel_rows`), with fewer than its
+    ``chain_panel_min_columns`` by matrix-vector products on those panels
+    (:func:`_vector_panel_products`)."""
     panel = _thin_panel_rows(Xs, block.shape[1])
+    if panel and block.shape[1] < get_policy().chain_panel_min_columns:
+        _vector_panel_products(Xs, rows, cols, block, out, factor, _thin_panel_rows(Xs, 1))
+        return
     if panel:
         _thin_panel_products(Xs, rows, cols, block, out, factor, panel)
         return

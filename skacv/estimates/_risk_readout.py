@@ -52,7 +52,7 @@ def _extrapolate_columns(iteration, M, start=1):
     return out
 
 
-def source_residuals(design, iteration, F, coef_path, head=None):
+def source_residuals(design, iteration, F, coef_path):
     """Training residuals ``y~ - X~ v^t`` of the gradient points, shape (n, T + 1).
 
     ``v^t = x^t + beta_t (x^t - x^{t-1})`` is a combination of the outputs, so
@@ -60,19 +60,13 @@ def source_residuals(design, iteration, F, coef_path, head=None):
     (:meth:`~skacv.iterations._iterations.Iteration.extrapolation_coefficients`) adds a
     correction ``C[:, t]`` with a few non-zero coordinates (those clipped at
     step ``t``), whose product with ``X~`` costs what its non-zeros cost
-    (:func:`subtract_correction`).
-
-    ``head``: these residuals of the first ``k + 1`` gradient points of the
-    same path (a state's, :attr:`~skacv.estimates._risk_state.PooledState.source_residuals`):
-    its columns are kept, the later ones computed (a column depends on its
-    step and the one before only).
+    (:func:`subtract_correction`). The fit loop of an estimator records
+    ``X~ v^t`` instead (``sources_out`` of
+    :func:`~skacv.iterations._path.run_trajectory`).
     """
-    start = 1 if head is None else head.shape[1]
-    Fv = _extrapolate_columns(iteration, F, start)
-    if head is not None:
-        Fv[:, :start] = head
+    Fv = _extrapolate_columns(iteration, F)
     coords, steps, values = [], [], []
-    for t in range(start, coef_path.shape[1]):
+    for t in range(1, coef_path.shape[1]):
         cols = iteration.extrapolation_columns(t, coef_path[:, t], coef_path[:, t - 1])
         if cols is not None and cols[0].size:
             coords.append(cols[0])

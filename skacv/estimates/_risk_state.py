@@ -118,10 +118,6 @@ class PooledState:
     # by a continued chain whose supports it covers
     # (skacv.estimates._risk_propagate.kept_order) instead of a new gather
     columns: tuple | None = None
-    # (n, k + 1) the residuals of the gradient points of a clipped
-    # extrapolation (skacv.estimates._risk_readout.source_residuals), set by
-    # the readout: a longer path computes only its new columns
-    source_residuals: np.ndarray | None = None
 
 
 @dataclass

@@ -284,16 +284,17 @@ class TrajectoryEstimator(BaseEstimator):
                 fitted[:, : n_done + 1] = old
             else:
                 fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
-        gradients = self._gradient_buffer(design, datafit, iteration, fitted, warm, n_done)
+        gradients, sources = self._loop_buffers(design, datafit, iteration, fitted, warm, n_done)
         if covariance:  # the estimates read the residuals' products (no fitted values)
             run_trajectory(loop, loop.target(target), iteration, n_total - n_done, state, path,
                            verbose=self.verbose, datafit=NormalEquations())
         else:
             run_trajectory(design, target, iteration, n_total - n_done, state, path,
                            verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True,
-                           gradients_out=gradients)
+                           gradients_out=gradients, sources_out=sources)
         self._fitted_path = fitted
         self._gradient_path = gradients
+        self._source_path = sources
         self._store_path(path, design, offset)
         self.step_size_ = setup.step_size
         self.n_iter_ = n_total
@@ -305,24 +306,38 @@ class TrajectoryEstimator(BaseEstimator):
         # reuses the centred design and its decompositions
         self._warm_design = design if self.warm_start else None
 
-    def _gradient_buffer(self, design, datafit, iteration, fitted, warm, n_done):
-        """Where the one-pass loop writes ``X~^T F`` (the residuals' images,
-        shape (n_features, max_iter + 1)) for the debiasing, or ``None``:
-        least squares with the risk estimate's fitted values (``fitted``),
-        no extrapolation (the loop's gradient points are the iterates) and
-        a design the loop reads in one pass; a warm start continues the
-        previous fit's columns (``None`` when it has none)."""
-        if (fitted is None or not design.fuses or not datafit.quadratic
-                or iteration.sampler is not None or iteration.extrapolates(self.max_iter)):
-            return None
-        old = getattr(self, "_gradient_path", None) if warm else None
+    def _loop_buffers(self, design, datafit, iteration, fitted, warm, n_done):
+        """Where the full-batch loop writes what the estimates would otherwise
+        compute again, beside ``fitted`` (the risk estimate's ``X~ x^t``),
+        each ``None`` where it is not read: ``X~^T F`` (the residuals'
+        images, the next gradients of the one pass) for the debiasing of
+        least squares without extrapolation on a design the loop reads in
+        one pass, and ``X~ v^t`` (the gradient points' fitted values) for a
+        clipped extrapolation, whose gradient points' residuals the risk
+        estimate reads (:func:`~skacv.estimates._risk_readout.source_residuals`)."""
+        full = fitted is not None and iteration.sampler is None
+        extrapolates = iteration.extrapolates(self.max_iter)
+        images = full and design.fuses and datafit.quadratic and not extrapolates
+        points = full and extrapolates and iteration.clips
+        return (self._loop_buffer("_gradient_path", design.n_features, design.dtype, warm, n_done)
+                if images else None,
+                self._loop_buffer("_source_path", design.n_samples, fitted.dtype, warm, n_done)
+                if points else None)
+
+    def _loop_buffer(self, name, rows, dtype, warm, n_done):
+        """A ``rows x (max_iter + 1)`` buffer of the loop's columns that
+        continues the previous fit's (``name``) on a warm start, or ``None``
+        when that fit has none."""
+        old = getattr(self, name, None) if warm else None
         if warm and (old is None or old.shape[1] != n_done + 1):
             return None
-        gradients = np.empty((design.n_features, self.max_iter + 1), dtype=design.dtype,
-                             order="F")
+        check_memory(rows * (self.max_iter + 1) * np.dtype(dtype).itemsize,
+                     f"the loop's {name.strip('_').replace('_', ' ')} ({rows}, "
+                     f"{self.max_iter + 1})", "Lower max_iter or set estimate_risk=False. ")
+        buffer = np.empty((rows, self.max_iter + 1), dtype=dtype, order="F")
         if warm:
-            gradients[:, : n_done + 1] = old
-        return gradients
+            buffer[:, : n_done + 1] = old
+        return buffer
 
     def _store_path(self, path, design, offset):
         """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""
@@ -405,6 +420,7 @@ class TrajectoryEstimator(BaseEstimator):
                 design, target, iteration, self._fit_coef_path(), datafit=datafit,
                 n_probes=self.n_probes, **self._chain_options(),
                 random_state=self.random_state, verbose=self.verbose, fitted=fitted,
+                fitted_sources=getattr(self, "_source_path", None),
                 _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start),
                 # after the covariance form: the residuals through their products
                 products=getattr(getattr(self, "_solver_state", None), "form", None)
@@ -542,6 +558,7 @@ class TrajectoryEstimator(BaseEstimator):
         # X~ x^t of the path (n_samples x (n_iter_ + 1)): a warm refit recomputes it
         state.pop("_fitted_path", None)
         state.pop("_gradient_path", None)  # X~^T F of the path: a warm refit recomputes it
+        state.pop("_source_path", None)  # X~ v^t of the path: as _fitted_path
         return state
 
 

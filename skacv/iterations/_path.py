@@ -81,7 +81,8 @@ def init_state(design, coef_init=None, n_columns=None, form="design"):
 
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
-                   datafit=None, fitted_out=None, fuse=False, gradients_out=None):
+                   datafit=None, fitted_out=None, fuse=False, gradients_out=None,
+                   sources_out=None):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -116,6 +117,13 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         the loop anyway, is written to ``gradients_out[:, k]`` for ``k =
         state.k .. state.k + n_steps`` (the debiasing's ``X~^T F`` of an
         iteration without extrapolation, :mod:`skacv.estimates._uq`).
+    sources_out : ndarray of shape (n_samples, >= state.k + n_steps + 1), default=None
+        If given (full batch only), ``X~ v^k`` of the gradient points,
+        computed by the loop anyway, is written to ``sources_out[:, k]``
+        for ``k = state.k .. state.k + n_steps`` (the residuals of a
+        clipped extrapolation's gradient points, which the risk estimate
+        would otherwise form again:
+        :func:`skacv.estimates._risk_readout.source_residuals`).
     """
     if datafit is None:
         datafit = LeastSquares()
@@ -143,6 +151,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     z_next = state.z_next if fuse else None
     if not fuse:
         gradients_out = None
+    if sources_out is not None:
+        sources_out[:, k0] = Xv
     with design.panel_workers() if fuse else contextlib.nullcontext():
         for k in range(k0 + 1, k0 + n_steps + 1):
             if z_next is None:
@@ -182,6 +192,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             out[:, k] = x
             if fitted_out is not None:
                 fitted_out[:, k] = Xx
+            if sources_out is not None:
+                sources_out[:, k] = Xv
             if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
                 msg = datafit.report(res_norm, design.n_eff)
                 print(

@@ -90,4 +90,7 @@ def fresh(size, dtype):
     limit = get_policy().scratch_mmap_min_bytes
     if limit is None or nbytes < max(limit, 1) or not sys.platform.startswith("linux"):
         return np.empty(size, dtype=dtype)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE), dtype=dtype)
+    # populated by the kernel at once: faster than a page fault at every
+    # first touch (the copies that take this memory write all of it)
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+    return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags), dtype=dtype)
