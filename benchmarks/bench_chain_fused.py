@@ -9,7 +9,9 @@ Part 1 runs without the thin panels of part 3 (``chain_panel_max_columns=0``).
 Part 3 times the product of a few columns (``--vector-columns``, at most the
 policy's ``chain_panel_max_columns``) by thin panels of rows in the transposed
 layout against blocked matrix products (``chain_panel_max_columns=0``), and
-against one column by thin panels (the memory-bound floor). Part 4 times the
+against one column by thin panels (the memory-bound floor); with fewer columns
+than the policy's ``chain_panel_min_columns``, also by matrix-vector products
+on the thin panels (the default there). Part 4 times the
 restricted Gram matrix's product with a few columns (``G[:s, :s] V``, float32)
 by panels of its rows (``chain_gram_panel_min_columns``) against matrix-vector
 products on blocks of rows (the policy's value 99: never panels), and the fit
@@ -140,17 +142,22 @@ def main():
                       f"fits  blocked {blocked / fit:5.2f} fits  ratio {blocked / plain:.2f}",
                       flush=True)
         thin = max(args.vector_columns)
-        print(f"part 3: a few columns by thin panels (chain_panel_max_columns={thin}) "
-              "against matrix products (0), blocked")
+        low = get_policy().chain_panel_min_columns
+        print(f"part 3: a few columns by thin panels (chain_panel_max_columns={thin}) against "
+              "matrix products (0), blocked; 'vectors': fewer columns than "
+              f"chain_panel_min_columns={low} by matrix-vector products on the thin panels")
         for shape in args.vector_shapes:
             n, p = (int(v) for v in shape.split("x"))
             one = product_times(n, p, 1, "chain_panel_max_columns", (thin,))[0]
             for m in args.vector_columns:
-                matrix, panels = product_times(n, p, m, "chain_panel_max_columns", (0, thin))
-                print(f"  {n:6d} x {p:<6d} m={m:<3d} matrix {matrix * 1e3:7.1f} ms  panels "
-                      f"{panels * 1e3:7.1f} ms  ratio {panels / matrix:.2f}  (one column "
-                      f"{one * 1e3:.1f} ms)", flush=True)
-
+                matrix = product_times(n, p, m, "chain_panel_max_columns", (0,))[0]
+                panels, vectors = product_times(n, p, m, "chain_panel_min_columns", (0, low),
+                                                chain_panel_max_columns=thin)
+                line = (f"  {n:6d} x {p:<6d} m={m:<3d} matrix {matrix * 1e3:7.1f} ms  panels "
+                        f"{panels * 1e3:7.1f} ms  ratio {panels / matrix:.2f}")
+                if m < low:
+                    line += f"  vectors {vectors * 1e3:7.1f} ms  ratio {vectors / matrix:.2f}"
+                print(line + f"  (one column {one * 1e3:.1f} ms)", flush=True)
 
 
 def gram_part(args):

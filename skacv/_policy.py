@@ -341,7 +341,7 @@ class SpeedPolicy:
     chain_gram_panel_min_columns: int = 4
     chain_gram_panel_cache_share: float = 0.5
     chain_gram_panel_llc_share: float = 0.5
-    chain_panel_max_columns: int = 8
+    chain_panel_max_columns: int = 4
     chain_panel_min_columns: int = 3
     chain_panel_bytes: int = 2 * 2**20
     chain_panel_threads_min_bytes: int = 16 * 2**20

@@ -288,7 +288,7 @@ def test_warm_starts_switching_between_the_loops(speed_policy, fused, monkeypatc
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("k", [1, 2, 4, 8, 12])
 def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, spy, dtype, k):
-    # X~[:, :rows]^T (factor X~[:, :cols] V) by thin panels (k <= 8), blocks
+    # X~[:, :rows]^T (factor X~[:, :cols] V) by thin panels (a few columns), blocks
     # of rows, or two products over all rows: the plain product up to
     # rounding, on column prefixes (strided views), with a last partial
     # panel, and the block (a column view of the chains) left as it is
@@ -306,7 +306,8 @@ def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, spy,
     rtol = 1e-5 if dtype == np.float32 else 1e-12
     vectors = spy(_risk_propagate, "_vector_panel_products")
     for policy, thin in (({"chain_panel_bytes": 9 * k * 90 * np.dtype(dtype).itemsize,
-                           "chain_panel_threads_min_bytes": 0}, k <= 8),
+                           "chain_panel_threads_min_bytes": 0},
+                          k <= get_policy().chain_panel_max_columns),
                          ({"chain_panel_max_columns": 0, "chain_fused_bytes": 1}, False),
                          ({"chain_fused_bytes": None}, False)):
         speed_policy(**policy)

@@ -37,7 +37,7 @@ POOLED_PROBES = 32
 #: little). At 2000 samples 8 probes grew to 24-32 on T = 300 paths, a
 #: second pass; at 4000 x 6000 (T = 300) 4 probes grew to 8-16 in two draws
 #: of three (8 probes: 0.42-0.63 %). The costs of the chains by their
-#: columns (products of at most 8 columns by thin panels of rows, the
+#: columns (products of a few columns by thin panels of rows, the
 #: speed policy's ``chain_panel_max_columns``): ``docs/benchmarks.rst``
 POOLED_START_PROBES = ((8000, 2), (4000, 8), (2000, 16))
 #: :data:`POOLED_START_PROBES` of an iteration without momentum (ISTA),
