@@ -21,7 +21,10 @@ import dataclasses
 import threading
 from types import MappingProxyType
 
-__all__ = ["SpeedPolicy", "get_policy", "policy_context"]
+import numpy  # noqa: F401  (NumPy's BLAS loaded before threadpoolctl looks for it)
+from threadpoolctl import threadpool_info
+
+__all__ = ["SpeedPolicy", "blas_kernels", "get_policy", "policy_context"]
 
 
 def _frozen(mapping):
@@ -192,12 +195,22 @@ class SpeedPolicy:
         many columns run by thin panels of rows of ``X~``, both products of
         a panel in the transposed layout while it is in cache
         (:func:`skacv.estimates._risk_propagate.primal_product`; ``0``:
-        never).
+        never) ...
     chain_panel_min_columns : int
         ... and at least this many: a product of fewer columns runs as
         matrix-vector products on the same panels, a panel's two products
-        a column while it is in cache (the BLAS's small-matrix kernel for
-        two columns can cost more than twice one column's products) ...
+        a column while it is in cache ...
+    narrow_blas_panels : mapping
+        ... with these values of the two fields above where NumPy's BLAS is
+        an OpenBLAS running kernels outside ``wide_blas_kernels``
+        (:func:`blas_kernels`; read once, when skacv is imported): there
+        the small matrix products of 2 columns cost about 2.6 times one
+        column's and those of 5-8 columns more than blocked matrix
+        products, while the AVX-512 kernels run them at about one column's
+        cost.
+    wide_blas_kernels : tuple of str
+        OpenBLAS's kernel sets (its ``architecture``, as threadpoolctl
+        reports it) whose small matrix products keep the thin panels' defaults.
     chain_panel_bytes : int
         ... a panel of this many bytes divided by the product's columns
         (larger ones leave the BLAS's small-matrix kernels) ...
@@ -341,8 +354,11 @@ class SpeedPolicy:
     chain_gram_panel_min_columns: int = 4
     chain_gram_panel_cache_share: float = 0.5
     chain_gram_panel_llc_share: float = 0.5
-    chain_panel_max_columns: int = 4
-    chain_panel_min_columns: int = 3
+    chain_panel_max_columns: int = 8
+    chain_panel_min_columns: int = 0
+    narrow_blas_panels: MappingProxyType = _frozen({"chain_panel_max_columns": 4,
+                                                    "chain_panel_min_columns": 3})
+    wide_blas_kernels: tuple = ("SkylakeX", "Cooperlake", "SapphireRapids")
     chain_panel_bytes: int = 2 * 2**20
     chain_panel_threads_min_bytes: int = 16 * 2**20
     risk_cheap_flops: float = 4e9
@@ -375,7 +391,27 @@ class SpeedPolicy:
 
 
 _lock = threading.Lock()
-_policy = SpeedPolicy()
+def blas_kernels():
+    """The kernel set (``architecture``) of the OpenBLAS that NumPy runs, as
+    threadpoolctl reports it, or ``None`` for another BLAS or none found."""
+    found = [info for info in threadpool_info()
+             if info.get("user_api") == "blas" and info.get("internal_api") == "openblas"]
+    ours = [info for info in found if "numpy" in str(info.get("filepath", ""))] or found
+    return ours[0].get("architecture") if ours else None
+
+
+def _machine_policy():
+    """The default :class:`SpeedPolicy` of this machine: the dataclass's
+    values, with ``narrow_blas_panels`` where NumPy's OpenBLAS runs kernels
+    outside ``wide_blas_kernels``."""
+    policy = SpeedPolicy()
+    kernels = blas_kernels()
+    if kernels is not None and kernels not in policy.wide_blas_kernels:
+        policy = dataclasses.replace(policy, **policy.narrow_blas_panels)
+    return policy
+
+
+_policy = _machine_policy()
 
 
 def get_policy():

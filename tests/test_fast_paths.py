@@ -351,3 +351,25 @@ def test_fast_path_equals_its_reference(name, monkeypatch):
         scale = np.abs(reference[key]).max()
         assert_allclose(fast[key], reference[key], rtol=path.rtol, atol=path.rtol * scale,
                         err_msg=f"{name}: {key}")
+
+
+@pytest.mark.parametrize("kernels, narrow", [("Haswell", True), ("Zen", True),
+                                             ("SkylakeX", False), (None, False)])
+def test_the_machine_policy_follows_the_blas_kernels(monkeypatch, kernels, narrow):
+    """The default policy takes ``narrow_blas_panels`` where NumPy's
+    OpenBLAS runs kernels outside ``wide_blas_kernels`` (another BLAS:
+    ``None``, the dataclass's values), and ``blas_kernels`` reads what
+    threadpoolctl reports of an OpenBLAS."""
+    from threadpoolctl import threadpool_info
+
+    from skacv import _policy
+
+    found = {info.get("architecture") for info in threadpool_info()
+             if info.get("internal_api") == "openblas"}
+    assert _policy.blas_kernels() in (found or {None})
+    monkeypatch.setattr(_policy, "blas_kernels", lambda: kernels)
+    policy, base = _policy._machine_policy(), _policy.SpeedPolicy()
+    expected = dict(base.narrow_blas_panels) if narrow else {
+        key: getattr(base, key) for key in base.narrow_blas_panels}
+    assert {key: getattr(policy, key) for key in expected} == expected
+    assert dataclasses.replace(policy, **{key: getattr(base, key) for key in expected}) == base
