@@ -238,38 +238,35 @@ def chain_gram_panels(monkeypatch):
     return _gram_chain_risk(monkeypatch, "_gram_panel_products")
 
 
+def _primal_chain_risk(monkeypatch, name, probes):
+    """``risk_path_`` of FISTA's pooled chains of each of ``probes`` (float64
+    chains) with every product a primal one (the restricted Gram matrix
+    refused), and whether ``_risk_propagate.<name>`` ran."""
+    X, y, sw = _data(150, 300)
+    monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
+    spy = _Spy(monkeypatch, _risk_propagate, name)
+    out = {}
+    for m in probes:
+        est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
+                              probe_scheme="pooled", chain_dtype="float64",
+                              random_state=0).fit(X, y, sample_weight=sw)
+        out[f"risk_path_{m}"] = est.risk_path_
+    return out, spy.calls > 0
+
+
 def chain_thin_panels(monkeypatch):
     """The chains' primal products of a few columns (2 and 8 pooled probes)
     by thin panels of rows in the transposed layout, against two products
-    over all the rows: the same risk estimate (float64 chains, panels of a
-    few rows so that the sums run over many). The restricted Gram matrix is
-    refused (every product is a primal one)."""
-    X, y, sw = _data(150, 300)
-    monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
-    spy = _Spy(monkeypatch, _risk_propagate, "_thin_panel_products")
-    out = {}
-    for m in (2, 8):
-        est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
-                              probe_scheme="pooled", chain_dtype="float64",
-                              random_state=0).fit(X, y, sample_weight=sw)
-        out[f"risk_path_{m}"] = est.risk_path_
-    return out, spy.calls > 0
+    over all the rows: the same risk estimate (panels of a few rows so that
+    the sums run over many)."""
+    return _primal_chain_risk(monkeypatch, "_thin_panel_products", (2, 8))
 
 
 def chain_vector_panels(monkeypatch):
-    """The chains' primal products of one and two columns (pooled probes)
-    by matrix-vector products on thin panels of rows, against two products
-    over all the rows: the same risk estimate (as :func:`chain_thin_panels`)."""
-    X, y, sw = _data(150, 300)
-    monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
-    spy = _Spy(monkeypatch, _risk_propagate, "_vector_panel_products")
-    out = {}
-    for m in (1, 2):
-        est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
-                              probe_scheme="pooled", chain_dtype="float64",
-                              random_state=0).fit(X, y, sample_weight=sw)
-        out[f"risk_path_{m}"] = est.risk_path_
-    return out, spy.calls > 0
+    """The chains' primal products of one and two columns by matrix-vector
+    products on thin panels of rows, against two products over all the
+    rows: the same risk estimate."""
+    return _primal_chain_risk(monkeypatch, "_vector_panel_products", (1, 2))
 
 
 @dataclasses.dataclass(frozen=True)
