@@ -319,21 +319,23 @@ class TrajectoryEstimator(BaseEstimator):
         extrapolates = iteration.extrapolates(self.max_iter)
         images = full and design.fuses and datafit.quadratic and not extrapolates
         points = full and extrapolates and iteration.clips
-        return (self._loop_buffer("_gradient_path", design.n_features, design.dtype, warm, n_done)
+        return (self._loop_buffer("_gradient_path", design.n_features, design.dtype, warm, n_done,
+                                  "the residuals' images X~^T F")
                 if images else None,
-                self._loop_buffer("_source_path", design.n_samples, fitted.dtype, warm, n_done)
+                self._loop_buffer("_source_path", design.n_samples, fitted.dtype, warm, n_done,
+                                  "the gradient points' fitted values X~ v^t")
                 if points else None)
 
-    def _loop_buffer(self, name, rows, dtype, warm, n_done):
-        """A ``rows x (max_iter + 1)`` buffer of the loop's columns that
-        continues the previous fit's (``name``) on a warm start, or ``None``
-        when that fit has none."""
+    def _loop_buffer(self, name, rows, dtype, warm, n_done, what):
+        """A ``rows x (max_iter + 1)`` buffer of the loop's columns (``what``)
+        that continues the previous fit's (``name``) on a warm start, or
+        ``None`` when that fit has none."""
         old = getattr(self, name, None) if warm else None
         if warm and (old is None or old.shape[1] != n_done + 1):
             return None
         check_memory(rows * (self.max_iter + 1) * np.dtype(dtype).itemsize,
-                     f"the loop's {name.strip('_').replace('_', ' ')} ({rows}, "
-                     f"{self.max_iter + 1})", "Lower max_iter or set estimate_risk=False. ")
+                     f"{what} ({rows}, {self.max_iter + 1})",
+                     "Lower max_iter or set estimate_risk=False. ")
         buffer = np.empty((rows, self.max_iter + 1), dtype=dtype, order="F")
         if warm:
             buffer[:, : n_done + 1] = old
