@@ -119,9 +119,9 @@ def _brute_force(X, y, path, step, kind, l2=0.0):
 @pytest.mark.parametrize("one_pass", [False, True])
 @pytest.mark.parametrize("kind", ["ista", "fista", "fista_plain", "gd"])
 def test_debiased_coef_and_excess_risk_against_brute_force(kind, one_pass, speed_policy):
-    """Also with the fit loop's one pass (``fuse_min_bytes=0``), where ISTA's
-    and gradient descent's ``X~^T R`` is ``(X~^T F) K^T`` from the loop's
-    gradients (checked to be used)."""
+    """With the fit loop's two products a step and its one pass
+    (``fuse_min_bytes=0``); ISTA's and gradient descent's ``X~^T R`` is
+    ``(X~^T F) K^T`` from the loop's gradients (checked to be used)."""
     X, y, _, Sigma = _data(30, 40, 5, 1, rho=0.4)
     n, p = X.shape
     Omega = np.linalg.inv(Sigma)
@@ -136,7 +136,7 @@ def test_debiased_coef_and_excess_risk_against_brute_force(kind, one_pass, speed
     est.fit(X, y)
     # the loop's gradients are the iterates' only without extrapolation; the
     # loop's fitted gradient points give the clipped extrapolation's residuals
-    assert (est._gradient_path is not None) == (one_pass and kind in ("ista", "gd"))
+    assert (est._gradient_path is not None) == (kind in ("ista", "gd"))
     assert (est._source_path is not None) == (kind == "fista")
     l2 = est.alpha / n if kind == "gd" else 0.0
     Rx, Ax = _brute_force(X, y, est.coef_path_, est.step_size_, kind, l2)
@@ -220,7 +220,7 @@ def test_integer_weights_equal_repeated_rows(make):
 @pytest.mark.parametrize("solver", ["ista", "fista"])
 @pytest.mark.parametrize("one_pass", [False, True])
 def test_warm_start_and_pickle(one_pass, solver, speed_policy):
-    """Also with the loop's gradients (``one_pass``, ISTA) and the loop's
+    """Both loops (``one_pass``), with the loop's gradients (ISTA) and its
     fitted gradient points (FISTA's clipped extrapolation): a warm start
     continues them, and a warm start from a pickled fit (which drops them)
     falls back to the products with ``X~``."""
@@ -231,7 +231,7 @@ def test_warm_start_and_pickle(one_pass, solver, speed_policy):
     warm = TrajectoryLasso(alpha=0.05, solver=solver, max_iter=15, n_probes=None,
                            warm_start=True).fit(X, y)
     warm.set_params(max_iter=30).fit(X, y)
-    assert (warm._gradient_path is not None) == (one_pass and solver == "ista")
+    assert (warm._gradient_path is not None) == (solver == "ista")
     assert (warm._source_path is not None) == (solver == "fista")
     assert_allclose(warm.risk_path_, full.risk_path_, rtol=1e-9)
     assert_allclose(warm.coef_confidence_interval(), full.coef_confidence_interval(),

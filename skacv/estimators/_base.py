@@ -310,14 +310,13 @@ class TrajectoryEstimator(BaseEstimator):
         """Where the full-batch loop writes what the estimates would otherwise
         compute again, beside ``fitted`` (the risk estimate's ``X~ x^t``),
         each ``None`` where it is not read: ``X~^T F`` (the residuals'
-        images, the next gradients of the one pass) for the debiasing of
-        least squares without extrapolation on a design the loop reads in
-        one pass, and ``X~ v^t`` (the gradient points' fitted values) for a
+        images, the loop's gradients) for the debiasing of least squares
+        without extrapolation, and ``X~ v^t`` (the gradient points' fitted values) for a
         clipped extrapolation, whose gradient points' residuals the risk
         estimate reads (:func:`~skacv.estimates._risk_readout.source_residuals`)."""
         full = fitted is not None and iteration.sampler is None
         extrapolates = iteration.extrapolates(self.max_iter)
-        images = full and design.fuses and datafit.quadratic and not extrapolates
+        images = full and datafit.quadratic and not extrapolates
         points = full and extrapolates and iteration.clips
         return (self._loop_buffer("_gradient_path", design.n_features, design.dtype, warm, n_done,
                                   "the residuals' images X~^T F")

@@ -111,12 +111,13 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         same rounding. The iterates are those of the two-pass loop up to
         rounding.
     gradients_out : ndarray of shape (n_features, >= state.k + n_steps + 1), default=None
-        With the one pass only (``fuse`` on a design that
-        :attr:`~skacv.linalg._design.Design.fuses`): ``X~^T r(v^k)`` (``n``
-        times the negative gradient of the data fit at ``v^k``), computed by
-        the loop anyway, is written to ``gradients_out[:, k]`` for ``k =
-        state.k .. state.k + n_steps`` (the debiasing's ``X~^T F`` of an
-        iteration without extrapolation, :mod:`skacv.estimates._uq`).
+        Full batch only: ``X~^T r(v^k)`` (``n`` times the negative gradient
+        of the data fit at ``v^k``), computed by the loop anyway, is written
+        to ``gradients_out[:, k]`` for ``k = state.k .. state.k + n_steps``
+        (the debiasing's ``X~^T F`` of an iteration without extrapolation,
+        :mod:`skacv.estimates._uq`); the two-pass loop, which takes the
+        gradient at the start of a step, takes the last one in a product of
+        its own.
     sources_out : ndarray of shape (n_samples, >= state.k + n_steps + 1), default=None
         If given (full batch only), ``X~ v^k`` of the gradient points,
         computed by the loop anyway, is written to ``sources_out[:, k]``
@@ -149,8 +150,6 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     grew_at = None
     fuse = fuse and design.fuses
     z_next = state.z_next if fuse else None
-    if not fuse:
-        gradients_out = None
     if sources_out is not None:
         sources_out[:, k0] = Xv
     with design.panel_workers() if fuse else contextlib.nullcontext():
@@ -160,8 +159,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                 z = design.panel_rmatvec(r) if fuse else design.rmatvec(r)
             else:
                 z = z_next.copy()
-            if gradients_out is not None and k == k0 + 1:
-                gradients_out[:, k0] = z
+            if gradients_out is not None and (k == k0 + 1 or not fuse):
+                gradients_out[:, k - 1] = z
             z *= inv_n
             pre = iteration.combine(
                 k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
@@ -200,6 +199,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                     f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
                     f"{time.perf_counter() - tic:.1f}s"
                 )
+    if gradients_out is not None and not fuse and n_steps > 0:  # the last step's gradient
+        gradients_out[:, k0 + n_steps] = design.rmatvec(datafit.residual(Xv, y_tilde))
     state.k, state.x, state.x_prev, state.v = k0 + n_steps, x, x_prev, v
     state.Xx, state.Xx_prev, state.Xv = Xx, Xx_prev, Xv
     # without the one pass, a later one-pass continuation takes its gradient afresh
