@@ -393,8 +393,13 @@ class SpeedPolicy:
 _lock = threading.Lock()
 def blas_kernels():
     """The kernel set (``architecture``) of the OpenBLAS that NumPy runs, as
-    threadpoolctl reports it, or ``None`` for another BLAS or none found."""
-    found = [info for info in threadpool_info()
+    threadpoolctl reports it, or ``None`` for another BLAS, none found, or
+    libraries threadpoolctl cannot inspect."""
+    try:
+        loaded = threadpool_info()
+    except Exception:  # a library it cannot inspect: the defaults
+        return None
+    found = [info for info in loaded
              if info.get("user_api") == "blas" and info.get("internal_api") == "openblas"]
     ours = [info for info in found if "numpy" in str(info.get("filepath", ""))] or found
     return ours[0].get("architecture") if ours else None

@@ -364,6 +364,9 @@ def test_the_machine_policy_follows_the_blas_kernels(monkeypatch, kernels, narro
     found = {info.get("architecture") for info in threadpool_info()
              if info.get("internal_api") == "openblas"}
     assert _policy.blas_kernels() in (found or {None})
+    with monkeypatch.context() as m:  # libraries it cannot inspect: the defaults
+        m.setattr(_policy, "threadpool_info", lambda: 1 / 0)
+        assert _policy.blas_kernels() is None
     monkeypatch.setattr(_policy, "blas_kernels", lambda: kernels)
     policy, base = _policy._machine_policy(), _policy.SpeedPolicy()
     expected = dict(base.narrow_blas_panels) if narrow else {
