@@ -390,7 +390,6 @@ class SpeedPolicy:
         return self.block_panel_rows
 
 
-_lock = threading.Lock()
 def blas_kernels():
     """The kernel set (``architecture``) of the OpenBLAS that NumPy runs, as
     threadpoolctl reports it, or ``None`` for another BLAS, none found, or
@@ -416,6 +415,7 @@ def _machine_policy():
     return policy
 
 
+_lock = threading.Lock()
 _policy = _machine_policy()
 
 

@@ -42,11 +42,10 @@ def _intercept_term(fit_intercept, n_eff):
     return 1.0 if fit_intercept else 0.0
 
 
-def _extrapolate_columns(iteration, M, start=1):
-    """Columns of the sources from columns of the outputs (last axis = t),
-    from column ``start`` on (the earlier ones copied)."""
+def _extrapolate_columns(iteration, M):
+    """Columns of the sources from columns of the outputs (last axis = t)."""
     out = np.array(M, dtype=np.float64, copy=True)
-    for k in range(max(1, start), M.shape[-1]):
+    for k in range(1, M.shape[-1]):
         if iteration.extrapolates(k, first=k):
             out[..., k] = iteration.extrapolate(k, M[..., k], M[..., k - 1])
     return out
