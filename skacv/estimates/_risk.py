@@ -43,12 +43,16 @@ from ._risk_engine import (
     resolve_n_probes,
     resolve_scheme,
 )
-from ._risk_grouped import extend_pooled, pooled_matrices, template_matrices
+from ._risk_grouped import (
+    extend_pooled,
+    jackknife_matrices,
+    pooled_matrices,
+    template_matrices,
+)
 from ._risk_probes import (
     POOLED_PROBES,
     choice_iterates,
     choice_noise,
-    jackknife_probes,
     noise_iterates,
     probe_noise,
     probes_for_noise,
@@ -448,12 +452,13 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
         level = noise_iterates(coef_path.shape[1])
         rivals = choice_iterates(out[0]) if goal == "choice" else np.arange(0)
         iterates = np.union1d(level, rivals)
-        replicates = np.array([replicate_risk(*pooled_matrices(state, template, kept), iterates)
-                               for kept in jackknife_probes(state.m)])
-        noise = probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
+        matrices, factor = jackknife_matrices(state, template)
+        replicates = np.array([replicate_risk(*AAv, iterates) for AAv in matrices])
+        noise = factor * probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
         choice = None
         if goal == "choice":
-            choice = choice_noise(out[0], replicates[:, np.isin(iterates, rivals)], rivals)
+            choice = factor * choice_noise(out[0], replicates[:, np.isin(iterates, rivals)],
+                                           rivals)
             m = probes_for_noise(state.m, choice, "choice")
         else:
             m = probes_for_noise(state.m, noise)

@@ -62,6 +62,12 @@ import numpy as np
 from .._config import check_memory
 from ..linalg._linalg import lanczos, quadrature
 from ..linalg._sampling import rademacher
+from ._risk_probes import (
+    SAMPLE_GROUPS,
+    SAMPLE_GROUPS_NOISE_FACTOR,
+    jackknife_probes,
+    sample_groups,
+)
 from ._risk_propagate import (
     ChainProbes,
     ForwardChains,
@@ -122,10 +128,12 @@ class GroupedProbes(ChainProbes):
 
     label = "traces (grouped probes)"
 
-    def __init__(self, m, G, W, SA, SV, lag0, colnorm):
+    def __init__(self, m, G, W, SA, SV, lag0, colnorm, by_samples=None):
         self.m, self.G, self.W, self.colnorm = m, G, W, colnorm
         self.SA, self.SV, self.lag0 = SA, SV, lag0
-        self._l0 = None
+        # (W_samples, SA_samples, SV_samples): one probe's readouts by groups of samples
+        self.by_samples = by_samples
+        self._l0 = self._l0_samples = None
 
     def _group(self, k):
         b = (k - 1) // self.G
@@ -169,6 +177,9 @@ class GroupedProbes(ChainProbes):
         _, blk, _ = self._group(k)
         W = self.W[:rows, blk]
         self.lag0[k] = float(dx0[:, m].sum()), float(dv0[:, m].sum())
+        if self.by_samples is not None:
+            Ws = self.by_samples[0][:rows]
+            self._l0_samples = Ws.T @ dx0[:, 0], Ws.T @ dv0[:, 0]
         return np.einsum("rc,rc->c", W, dx0[:, :m]), np.einsum("rc,rc->c", W, dv0[:, :m])
 
     def _sums(self, W, block, c_new):
@@ -185,10 +196,19 @@ class GroupedProbes(ChainProbes):
             self.SV[k, b] -= self._l0[1]
         else:
             self.SV[k] = self.SA[k]
+        if self.by_samples is not None:
+            Ws, SA_samples, SV_samples = self.by_samples
+            SA_samples[k] = Ws[:rows].T @ chains.dz[:rows, 0] - self._l0_samples[0]
+            if chains.extrapolates:
+                SV_samples[k] = Ws[:rows].T @ chains.dv[:rows, 0] - self._l0_samples[1]
+            else:
+                SV_samples[k] = SA_samples[k]
 
     def read_tail(self, k, rows, rows_prev, tail_v):
         c_new = tail_v.shape[1]
         self.SV[k, :c_new // self.m] += self._sums(self.W[rows:rows_prev], tail_v, c_new)
+        if self.by_samples is not None:
+            self.by_samples[2][k] += self.by_samples[0][rows:rows_prev].T @ tail_v[:, 0]
 
 
 def _probe_images(Xs, n, m, n_groups, prefix, G, rng, draw, Z=None):
@@ -232,6 +252,40 @@ def _pooled_images(Xs, coords, Z, cached=None):
     return W, colnorm, (coords[by_coord], W[by_coord], colnorm[by_coord])
 
 
+def sample_group_probes(Z):
+    """A probe ``Z`` of one column (shape (n, 1)) beside its groups of
+    samples (:func:`~skacv.estimates._risk_probes.sample_groups`): shape
+    (n, 1 + SAMPLE_GROUPS), column ``1 + g`` the signs of ``Z`` on group
+    ``g``, zero elsewhere."""
+    n = Z.shape[0]
+    out = np.zeros((n, 1 + SAMPLE_GROUPS), dtype=Z.dtype)
+    out[:, 0] = Z[:, 0]
+    out[np.arange(n), 1 + sample_groups(n)] = Z[:, 0]
+    return out
+
+
+def jackknife_matrices(state, template):
+    """The memory matrices ``(A, A_sources)`` of the replicates of the
+    pooled chain's delete-one-group jackknife
+    (:func:`~skacv.estimates._risk_probes.probe_noise`) and the factor on
+    its standard error: without each group of probes
+    (:func:`~skacv.estimates._risk_probes.jackknife_probes`), factor 1; a
+    chain of one probe read by groups of samples (``state.by_samples``),
+    without each group of samples (the probe's readouts on the others,
+    scaled to all the samples), factor
+    :data:`~skacv.estimates._risk_probes.SAMPLE_GROUPS_NOISE_FACTOR`."""
+    if state.by_samples is None:
+        return ([pooled_matrices(state, template, kept) for kept in jackknife_probes(state.m)],
+                1.0)
+    SA, SV = state.SA[:, :, 0], state.SV[:, :, 0]  # (T + 1, 1): one probe, one group
+    by_A, by_V = state.by_samples
+    H = by_A.shape[1]
+    return ([rows_from_block_sums((SA - by_A[:, [g]]) * (H / (H - 1)),
+                                  (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0,
+                                  POOLED_GROUP, template)
+             for g in range(H)], SAMPLE_GROUPS_NOISE_FACTOR)
+
+
 def usable_state(state, m, dtype, T, n):
     """``state`` if a :class:`~skacv.estimates._risk_state.PooledState`
     these chains continue (the pooled probes only)."""
@@ -261,6 +315,7 @@ class GroupedRun:
     template_seed: int | None = None
     state: PooledState | None = None
     continued: PooledState | None = None
+    by_samples: tuple | None = None
 
 
 def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
@@ -287,14 +342,16 @@ def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype,
 
 def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                        group_sources=GROUP_SOURCES, draw=None, state=None, keep_state=False,
-                       gram=None):
+                       gram=None, by_samples=True):
     """The grouped chains (:func:`grouped_block_sums`) and what the rows'
     split needs, a :class:`GroupedRun`. ``state`` / ``keep_state`` (pooled
     probes only): continue the chain of a shorter prefix of the same
     trajectory (a :class:`~skacv.estimates._risk_state.PooledState`), and
     keep the state after the last step; ``gram``: a
     :class:`~skacv.estimates._risk_state.GramCache` to reuse without a
-    state."""
+    state; ``by_samples``: a pooled chain of one probe also reads its traces by
+    the groups of samples of :func:`sample_group_probes` (``GroupedRun.by_samples``,
+    what :func:`jackknife_matrices` measures the probe's noise with)."""
     n = design.n_samples
     T = coef_path.shape[1] - 1
     pooled = group_sources is None
@@ -310,9 +367,15 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
     run = GroupedRun(np.zeros((T + 1, n_groups, m)), np.zeros((T + 1, n_groups, m)),
                      np.zeros((T + 1, 2)), continued=state)
     SA, SV, lag0 = run.SA, run.SV, run.lag0
+    by_samples = (by_samples and pooled and m == 1
+                  and (state is None or state.by_samples is not None))
+    if by_samples:
+        run.by_samples = (np.zeros((T + 1, SAMPLE_GROUPS)), np.zeros((T + 1, SAMPLE_GROUPS)))
     Z, after = None, rng
     if state is not None:
         SA[:k0 + 1], SV[:k0 + 1], lag0[:k0 + 1] = state.SA, state.SV, state.lag0
+        if by_samples:
+            run.by_samples[0][:k0 + 1], run.by_samples[1][:k0 + 1] = state.by_samples
         Z, after = state.Z, copy.deepcopy(state.rng)
         run.template_seed = state.template_seed
     masks, order, prefix = chain_order(coef_path)
@@ -330,12 +393,15 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
     check_memory(n_blocks * width * n_cols * dtype.itemsize,
                  f"the grouped Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
-    images = None
+    images = W_samples = None
     if pooled:  # one group: every source reads the union's columns
         if Z is None:
             Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
-        W, colnorm, images = _pooled_images(Xs, order[:width], Z,
+        # the images of the probe's groups of samples beside its own: (width, 1 + SAMPLE_GROUPS)
+        W, colnorm, images = _pooled_images(Xs, order[:width],
+                                            sample_group_probes(Z) if by_samples else Z,
                                             None if state is None else state.images)
+        W, W_samples = (W[:, :m], W[:, m:]) if by_samples else (W, None)
     else:
         W, Z = _probe_images(Xs, n, m, n_groups, prefix, G, after, draw, Z)
         colnorm = np.einsum("ij,ij->j", Xs, Xs)  # ||x~_j||^2: the exact lag 0
@@ -345,7 +411,9 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
     chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols)
     if state is not None:
         chains.restore(state.chains)
-    chains.run(GroupedProbes(m, G, W, SA, SV, lag0, colnorm), k0, T, group_columns(m, T, G),
+    reads = GroupedProbes(m, G, W, SA, SV, lag0, colnorm,
+                          None if W_samples is None else (W_samples, *run.by_samples))
+    chains.run(reads, k0, T, group_columns(m, T, G),
                cached=gram if state is None else state.gram, verbose=verbose)
     run.columns, run.coords = Xs, order[:width]
     if keep_state and pooled:
@@ -378,9 +446,10 @@ def _chain_columns(design, order, prefix, dtype, state, k0):
 
 
 def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None):
+    by_samples = None if run.by_samples is None else tuple(a.copy() for a in run.by_samples)
     return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=copy.deepcopy(rng), SA=run.SA.copy(),
                        SV=run.SV.copy(), lag0=run.lag0.copy(), chains=chains, gram=gram,
-                       template_seed=run.template_seed, images=images)
+                       template_seed=run.template_seed, images=images, by_samples=by_samples)
 
 
 def rows_from_block_sums(SA, SV, lag0, G=GROUP_SOURCES, template=None):
@@ -576,8 +645,11 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
     the start (the template keeps the state's nodes)."""
     rng = copy.deepcopy(state.rng)
     run = run_grouped_chains(design, iteration, coef_path, extra, rng, state.dtype, verbose,
-                             None, keep_state=True, gram=state.gram)
+                             None, keep_state=True, gram=state.gram, by_samples=False)
     new = run.state
+    images = state.images
+    if images is not None and state.by_samples is not None:  # without its groups of samples
+        images = images[0], images[1][:, :state.m], images[2]
     return PooledState(
         k=state.k, m=state.m + extra, dtype=state.dtype, Z=np.hstack([state.Z, new.Z]),
         rng=new.rng, SA=np.concatenate([state.SA, new.SA], axis=2),
@@ -585,7 +657,7 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
         chains=_merge_saved(state.chains, new.chains), gram=state.gram or new.gram,
         nodes=state.nodes, nodes_width=state.nodes_width, nodes_lags=state.nodes_lags,
         template_seed=state.template_seed,
-        images=_merge_images(state.images, new.images))
+        images=_merge_images(images, new.images))
 
 
 def _merge_images(a, b):

@@ -6,7 +6,8 @@ The pooled chain (:mod:`skacv.estimates._risk_grouped`) starts with
 (:func:`~skacv.estimates._risk._grow_pooled`, by a second pass over the
 path with new probes) while the probes' noise asks for more
 (:func:`probes_for_noise`). The noise is measured by a delete-one-group
-jackknife over the probes (:func:`jackknife_probes`): of the estimate's
+jackknife over the probes (:func:`jackknife_probes`; a chain of one probe:
+over groups of samples, :data:`SAMPLE_GROUPS`): of the estimate's
 level at every iterate (:func:`probe_noise`), or, for a search that compares
 a path with itself only, of the order of the iterates near its minimum
 (:func:`choice_iterates`, :func:`choice_noise`).
@@ -31,24 +32,26 @@ POOLED_PROBES = 32
 #: at 10000 x 15000 (the jackknife, one draw). Each start is chosen so that
 #: the noise its law predicts is at most half the target (a growth is a
 #: second pass of the chain over the path): 8 probes from 4000 samples
-#: (0.2-0.4 %), 2 from 8000 (about 0.25-0.35 %; the jackknife gave 0.19 %
-#: with 2 probes and 0.17 % with 4 at 10000 x 15000, T = 150; its two
-#: groups make the noise's own estimate rough, and a growth from 2 costs
-#: little). At 2000 samples 8 probes grew to 24-32 on T = 300 paths, a
+#: (0.2-0.4 %), 1 from 8000, its noise measured over groups of samples
+#: (:data:`SAMPLE_GROUPS`; with 2 probes the jackknife's two groups made
+#: it rough): 0.22-0.29 % at 10000 x 15000, 0.22-0.43 % at 8000 x 12000
+#: and 0.47-0.75 % at 8000 x 4000 (T = 150, two draws each), where a
+#: growth is a pass of one column. At 2000 samples 8 probes grew to 24-32 on T = 300 paths, a
 #: second pass; at 4000 x 6000 (T = 300) 4 probes grew to 8-16 in two draws
 #: of three (8 probes: 0.42-0.63 %). The costs of the chains by their
 #: columns (products of a few columns by thin panels of rows, the
 #: speed policy's ``chain_panel_max_columns``): ``docs/benchmarks.rst``
-POOLED_START_PROBES = ((8000, 2), (4000, 8), (2000, 16))
+POOLED_START_PROBES = ((8000, 1), (4000, 8), (2000, 16))
 #: :data:`POOLED_START_PROBES` of an iteration without momentum (ISTA),
 #: whose memory is short and noise lower, but by far more design-dependent:
 #: 4 probes gave 0.15 % (equicorrelated 2000 x 3000, T = 150), 0.66 % and
 #: 0.78 % (equicorrelated 1000 x 1500 and 1000 x 500, T = 300) and 3.5 %
 #: (isotropic 2000 x 3000, where 16 probes gave 1.3 % and the chain grows
-#: to 32 from either start); 2 probes 0.003 % at 10000 x 15000. A chain of
+#: to 32 from either start); 1 probe 0.015-0.022 % at 10000 x 15000 and
+#: 0.04-0.06 % at 8000 x 4000 (equicorrelated, T = 150). A chain of
 #: 4 probes costs about half one of 16, so a growth from 4 costs about what
 #: one from 16 does
-POOLED_START_PROBES_NO_MOMENTUM = ((8000, 2), (1000, 4))
+POOLED_START_PROBES_NO_MOMENTUM = ((8000, 1), (1000, 4))
 #: the root-mean-square relative standard error of ``risk_path_`` over the
 #: iterates that the adaptive pooled chain aims at: what 32 probes gave on
 #: the equicorrelated 1000 x 1500 FISTA path of ``bench_vs_cv.py`` (0.77 %
@@ -87,6 +90,35 @@ def pooled_start_probes(n_samples, momentum=True, goal="level"):
 
 #: groups of probes deleted in turn by the jackknife of :func:`probe_noise`
 NOISE_GROUPS = 8
+
+
+#: a pooled chain of one probe (:data:`POOLED_START_PROBES`) measures its
+#: noise by the delete-one-group jackknife over this many groups of samples
+#: instead of probes (:func:`sample_groups`,
+#: :func:`~skacv.estimates._risk_grouped.jackknife_matrices`): the probe
+#: ``z``'s readout ``z^T A z`` of a trace is the sum of its groups' ``z_g^T
+#: A z``, and ``H z_g^T A z`` is itself an unbiased estimate of ``tr A``
+#: (``H`` groups)
+SAMPLE_GROUPS = NOISE_GROUPS
+#: the factor on the standard error of :data:`SAMPLE_GROUPS`'s jackknife.
+#: For a linear statistic ``z^T A z`` (Rademacher ``z``), the jackknife's
+#: variance has expectation ``sum_{i != j} A_ij^2`` plus the spread of the
+#: groups' diagonal sums, plus ``(H c_in - c) / (H - 1)`` where ``c =
+#: sum_{i != j} A_ij A_ji`` and ``c_in`` its pairs within a group (about
+#: ``c / H`` for groups the matrix does not single out: the samples by
+#: their index modulo ``H``); the variance of ``z^T A z`` is ``sum_{i !=
+#: j} (A_ij^2 + A_ij A_ji) <= 2 sum_{i != j} A_ij^2`` (Cauchy-Schwarz).
+#: So twice the jackknife's variance bounds it, reached for a symmetric
+#: ``A`` (``tests/test_risk_grouped.py`` checks both against the spread
+#: of probe draws)
+SAMPLE_GROUPS_NOISE_FACTOR = float(np.sqrt(2.0))
+
+
+def sample_groups(n_samples):
+    """The group of each sample in :data:`SAMPLE_GROUPS`'s jackknife: its
+    index modulo the number of groups (fixed, drawn from nothing: the
+    probe's signs alone are random)."""
+    return np.arange(n_samples) % SAMPLE_GROUPS
 
 
 def jackknife_probes(m):

@@ -118,6 +118,9 @@ class PooledState:
     # by a continued chain whose supports it covers
     # (skacv.estimates._risk_propagate.kept_order) instead of a new gather
     columns: tuple | None = None
+    # (SA, SV) of shape (k + 1, SAMPLE_GROUPS): a chain of one probe's
+    # readouts by groups of samples (skacv.estimates._risk_grouped.jackknife_matrices)
+    by_samples: tuple | None = None
 
 
 @dataclass

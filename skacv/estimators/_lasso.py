@@ -95,11 +95,12 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
         costs at most 4 times 10 probes (linear solvers: an eigendecomposition
         of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
         samples), else the pooled probes' one chain: 32 probes below 2000
-        samples; 16 from 2000 samples on, 8 from 4000, 2 from 8000 (ISTA:
-        32 below 1000 samples, 4 from 1000, 2 from 8000), grown
+        samples; 16 from 2000 samples on, 8 from 4000, 1 from 8000 (ISTA:
+        32 below 1000 samples, 4 from 1000, 1 from 8000), grown
         (at least doubling, to at most 32, in another pass of the chain)
-        while a jackknife over the probes finds the relative standard
-        error of ``risk_path_`` above 0.8 %
+        while a jackknife over the probes (over groups of samples for one
+        probe) finds the relative standard error of ``risk_path_`` above
+        0.8 %
         (``risk_diagnostics_``); 10 probes with any other ``probe_scheme``.
         Exact traces make the estimate deterministic.
     probe_scheme : {"auto", "pooled", "shared", "independent", "grouped"}, default="auto"

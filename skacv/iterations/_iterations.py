@@ -301,13 +301,37 @@ class Iteration:
         :meth:`extrapolation_correction`).
         ``correction``: :meth:`extrapolation_columns` if already computed
         (then ``x``, ``x_prev`` are not read; rows of ``X~`` work too)."""
-        out = self.extrapolate(k, Xx, Xx_prev)
         if correction is None:
             correction = self.extrapolation_columns(k, x, x_prev, coef)
-        if correction is not None and correction[0].size:
-            J, cJ = correction
-            out = out + np.asarray(columns_product(J, cJ)).astype(out.dtype, copy=False)
-        return out
+        return self.fitted_extrapolation(k, correction)(Xx, Xx_prev, columns_product)
+
+    def fitted_extrapolation(self, k, correction):
+        """:meth:`extrapolate_fitted` of step ``k`` with its ``correction``
+        (:meth:`extrapolation_columns`) as a function ``f(Xx, Xx_prev,
+        columns_product, out=None)``, its factors worked out once: the fit
+        loop applies it to each row panel of a pass (``out``: written there)."""
+        if float(self.beta(k)) == 0.0:
+            a = b = None
+        else:
+            a, b = self.extrapolation_factors(k, None, 1, None)
+        J, cJ = correction if correction is not None and correction[0].size else (None, None)
+
+        def apply(Xx, Xx_prev, columns_product, out=None):
+            if a is None:  # v^k = x^k
+                if out is not None:
+                    out[...] = Xx
+                elif J is None:
+                    return Xx
+                else:
+                    out = Xx.copy()
+            else:
+                out = np.multiply(Xx, a, out=out)
+                out += b * Xx_prev
+            if J is not None:
+                out += np.asarray(columns_product(J, cJ)).astype(out.dtype, copy=False)
+            return out
+
+        return apply
 
     def extrapolate_difference(self, k, x, x_prev, dx, dx1):
         """Extrapolation of perturbed runs ``x + dx`` (one per column of

@@ -220,7 +220,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
 def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
     """``(X~ x^k, X~ v^k, X~^T r(v^k))`` in one pass over the row panels of
     ``X~`` (:meth:`~skacv.linalg._design.Design.panel_products`), ``X~ v^k`` by the
-    iteration's :meth:`~skacv.Iteration.extrapolate_fitted` on each panel
+    iteration's :meth:`~skacv.Iteration.fitted_extrapolation` on each panel
     (``X~ x^k`` itself when step ``k`` does not extrapolate)."""
     if iteration.beta(k) == 0.0:  # v^k = x^k
 
@@ -229,14 +229,14 @@ def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
 
         P, z = design.panel_products(x_new, plain)
         return P, P, z
-    correction = iteration.extrapolation_columns(k, x_new, x, coef)
+    extrapolate = iteration.fitted_extrapolation(
+        k, iteration.extrapolation_columns(k, x_new, x, coef))
     X = design.X
     Xv = np.empty_like(Xx)
 
     def residual(rows, P):
-        Xv[rows] = iteration.extrapolate_fitted(
-            k, None, None, P, Xx[rows], lambda J, c: X[rows][:, J] @ c, correction=correction)
-        return datafit.take(rows).residual(Xv[rows], y_tilde[rows])
+        out = extrapolate(P, Xx[rows], lambda J, c: X[rows][:, J] @ c, out=Xv[rows])
+        return datafit.take(rows).residual(out, y_tilde[rows])
 
     P, z = design.panel_products(x_new, residual)
     return P, Xv, z
