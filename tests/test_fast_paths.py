@@ -128,6 +128,26 @@ def covariance_path(monkeypatch):
     return {"alphas": path.alphas, "df": path.df, "risk": path.risk}, spy.calls > 0
 
 
+def path_one_pass(monkeypatch):
+    """The Lasso path's working sets read by row panels (``X~_W b`` and
+    ``X~_W^T r`` in one pass a step) against two products a step, with
+    and without the rank-one metric (equicorrelated columns, p > n): the
+    same solutions, df and risks within what the duality gaps certify
+    (tol 1e-12)."""
+    rng = np.random.default_rng(1)
+    X = 0.7 * rng.standard_normal((80, 120)) + 0.7 * rng.standard_normal((80, 1))
+    y = X[:, :8] @ np.ones(8) + rng.standard_normal(80)
+    spy = _Spy(monkeypatch, design_module.Design, "panel_products")
+    out = {}
+    for metric in (False, True):
+        with policy_context(path_metric=metric, path_metric_min_ratio=2.0):
+            path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
+                                   max_iter=50_000)
+        out.update({f"coefs {metric}": path.coefs, f"df {metric}": path.df,
+                    f"risk {metric}": path.risk})
+    return out, spy.calls > 0
+
+
 def path_support_finish(monkeypatch):
     """The Lasso path's exact finish on FISTA's identified support
     (conjugate gradients, an active-set Newton step) against FISTA alone, on
@@ -300,6 +320,9 @@ FAST_PATHS = {
                                   {**_PASS, "prepared_products": False}),
     "covariance_path": FastPath(covariance_path, {"covariance_path": True},
                                 {"covariance_path": False}, rtol=1e-7),
+    "path_one_pass": FastPath(path_one_pass,
+                              {"covariance_path": False, "fuse_min_bytes": 0, "panel_bytes": 1},
+                              {"covariance_path": False, "fuse_min_bytes": 2**62}, rtol=1e-7),
     "path_support_finish": FastPath(path_support_finish, {"path_support_finish": True},
                                     {"path_support_finish": False}, rtol=1e-7),
     "path_metric": FastPath(path_metric, {"path_metric": True, "path_metric_min_ratio": 2.0},

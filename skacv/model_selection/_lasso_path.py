@@ -273,7 +273,7 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
     obj_prev = gap_prev = np.inf
     while done < budget:
         k = min(_CHECK_EVERY, budget - done)
-        run_trajectory(sub, y, iteration, k, state, scratch, datafit=space.datafit)
+        run_trajectory(sub, y, iteration, k, state, scratch, datafit=space.datafit, fuse=True)
         done += k
         if finish is not None:
             finish.fista_steps += k
