@@ -425,7 +425,9 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     ``readout(A, A_sources)``, its first item the risk), and more probes
     (:func:`~skacv.estimates._risk_grouped.extend_pooled`)
     while the probe noise of the risk, estimated by a jackknife over groups
-    of probes (:func:`~skacv.estimates._risk_probes.probe_noise`; the
+    of probes, or of samples for a chain of one probe
+    (:func:`~skacv.estimates._risk_grouped.jackknife_matrices`,
+    :func:`~skacv.estimates._risk_probes.probe_noise`; the
     replicates by ``replicate_risk(A, A_sources, iterates)`` at the iterates
     of :func:`~skacv.estimates._risk_probes.noise_iterates`), asks for them
     (:func:`~skacv.estimates._risk_probes.probes_for_noise`).
