@@ -77,6 +77,25 @@ def _clipped_difference(x, x_prev, n_free=0):
     return c, e
 
 
+def _combine(factors, x, x_prev, out=None):
+    """``a * x + b * x_prev`` for ``factors = (a, b)``, or ``x`` itself for
+    ``None`` (no extrapolation); ``out``: written there (it may be
+    ``x_prev``'s block, not ``x``'s: ``x_prev`` is read first)."""
+    if factors is None:
+        if out is None:
+            return x
+        out[...] = x
+        return out
+    a, b = factors
+    if out is None:
+        out = a * x
+        out += b * x_prev
+        return out
+    np.multiply(x_prev, b, out=out)
+    out += a * x
+    return out
+
+
 class Iteration:
     """Base class of the iteration objects (plain gradient descent).
 
@@ -237,18 +256,8 @@ class Iteration:
         ``out``: written there (else a new array, or ``x`` when ``beta_k = 0``);
         it may be ``x_prev``'s block, not ``x``'s."""
         if float(self.beta(k)) == 0.0:
-            if out is None:
-                return x
-            out[...] = x
-            return out
-        a, b = self.extrapolation_factors(k, coef, x.ndim, x.dtype)
-        if out is None:
-            out = a * x
-            out += b * x_prev
-            return out
-        np.multiply(x_prev, b, out=out)
-        out += a * x
-        return out
+            return _combine(None, x, x_prev, out)
+        return _combine(self.extrapolation_factors(k, coef, x.ndim, x.dtype), x, x_prev, out)
 
     def extrapolation_factors(self, k, coef, ndim, dtype):
         """``(a, b)`` with ``v^k = a * x^k + b * x^{k-1}``: the scalars ``1 +
@@ -310,26 +319,19 @@ class Iteration:
         (:meth:`extrapolation_columns`) as a function ``f(Xx, Xx_prev,
         columns_product, out=None)``, its factors worked out once: the fit
         loop applies it to each row panel of a pass (``out``: written there)."""
-        if float(self.beta(k)) == 0.0:
-            a = b = None
-        else:
-            a, b = self.extrapolation_factors(k, None, 1, None)
+        factors = (None if float(self.beta(k)) == 0.0
+                   else self.extrapolation_factors(k, None, 1, None))
         J, cJ = correction if correction is not None and correction[0].size else (None, None)
 
         def apply(Xx, Xx_prev, columns_product, out=None):
-            if a is None:  # v^k = x^k
-                if out is not None:
-                    out[...] = Xx
-                elif J is None:
-                    return Xx
-                else:
-                    out = Xx.copy()
-            else:
-                out = np.multiply(Xx, a, out=out)
-                out += b * Xx_prev
-            if J is not None:
-                out += np.asarray(columns_product(J, cJ)).astype(out.dtype, copy=False)
-            return out
+            v = _combine(factors, Xx, Xx_prev, out)
+            if J is None:
+                return v
+            c = np.asarray(columns_product(J, cJ)).astype(v.dtype, copy=False)
+            if v is Xx:  # v^k = x^k: not written in place
+                return v + c
+            v += c
+            return v
 
         return apply
 
