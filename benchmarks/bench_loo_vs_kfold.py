@@ -95,7 +95,7 @@ def main():
                     help="offsets added to the generator's seed n + p")
     ap.add_argument("--no-risk", action="store_true", help="skip criterion='risk'")
     ap.add_argument("--no-full-loo", action="store_true",
-                    help="skip criterion='loo' over every sample (with --subsample)")
+                    help="skip criterion='loo' over every sample (e.g. with --subsample)")
     ap.add_argument("--subsample", type=int, nargs="*", default=[],
                     help="also criterion='loo' with loo_subsample=K (column loo-K)")
     args = ap.parse_args()
@@ -104,7 +104,8 @@ def main():
     warnings.simplefilter("ignore", UnreliableEstimateWarning)
     cols = (([] if args.no_full_loo else ["loo"]) + ["kfold"]
             + ([] if args.no_risk else ["risk"]) + [f"loo-{k}" for k in args.subsample])
-    first = next(c for c in cols if c.startswith("loo"))  # the ratio column
+    # the ratio column: the first leave-one-out column, else the first other
+    first = next((c for c in cols if c.startswith("loo")), cols[-1])
     print(f"{'setting':30s} " + " ".join(f"{c + ' s':>9s}" for c in cols)
           + f" {first + '/kf':>9s} " + " ".join(f"{'reg ' + c:>11s}" for c in cols)
           + "".join(f" {'se ' + c:>9s}" for c in cols if c.startswith("loo-"))

@@ -190,3 +190,52 @@ def test_linear_settled_form_equals_the_spectral_memory_matrices(spy, speed_poli
     np.testing.assert_array_equal(est.risk_reliable_, ref.risk_reliable_)
     np.testing.assert_allclose(est.excess_risk_path_, ref.excess_risk_path_, rtol=1e-9,
                                atol=1e-12 * np.abs(ref.excess_risk_path_).max())
+
+
+def test_settled_row_norms_stop_advancing_decayed_sources(settled, spy, monkeypatch):
+    """The row norms behind ``amplification`` stop advancing a source's
+    column once its state has decayed (:data:`NEGLIGIBLE_STATE`), so that a
+    long settled path costs ``O(r T w)``: here the live columns end far
+    shorter than the path, and the norms equal both the dense route's and
+    those of advancing every column."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 5))
+    y = X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.5 * rng.standard_normal(60)
+    kw = dict(alpha=0.05, solver="fista", max_iter=1200, n_probes=4, random_state=0,
+              chain_dtype="float64", probe_scheme="shared")
+    windows = spy(settled_form, "_first_live", lambda out, args, _: (out[0], args[0]
+                                                                      + args[1].shape[1]))
+    est = settled(40, X, y, **kw)
+    assert len(settled.calls) == 1
+    lo, k = windows[-1]
+    assert k > 1100 and k - lo < 300  # the sources still advanced at the end
+    ref = settled(10**9, X, y, **kw)  # the dense matrices
+    monkeypatch.setattr(settled_form, "NEGLIGIBLE_STATE", 0.0)
+    every = settled(40, X, y, **kw)  # every column advanced to the end
+    assert windows[-1][0] == 0
+    for other, rtol in ((ref, 1e-9), (every, 1e-13)):
+        np.testing.assert_allclose(est.risk_diagnostics_.amplification,
+                                   other.risk_diagnostics_.amplification, rtol=rtol)
+        np.testing.assert_array_equal(est.risk_reliable_, other.risk_reliable_)
+
+
+def test_settled_form_drops_the_supports_null_space(settled, spy):
+    """Collinear columns on the settled support: the null space of their
+    Gram matrix carries nothing (``X~_S v = 0``), is left out of the
+    state-space form, and the estimate is the dense route's."""
+    X, y = _problem(60, 6, seed=6)
+    X[:, 5] = X[:, 0]  # a duplicate: both copies share the coefficient
+    kw = dict(alpha=0.1, solver="fista", max_iter=400, n_probes=4, random_state=0,
+              chain_dtype="float64", probe_scheme="shared")
+    models = spy(_risk, "settled_memory")
+    est = settled(40, X, y, **kw)
+    assert len(models) == 1
+    support = np.count_nonzero(est.coef_)
+    assert est.coef_[0] != 0 and est.coef_[5] != 0
+    assert models[0].rank == support - 1
+    ref = settled(10**9, X, y, **kw)
+    np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=1e-9)
+    np.testing.assert_allclose(est.risk_diagnostics_.amplification,
+                               ref.risk_diagnostics_.amplification, rtol=1e-9)
+    np.testing.assert_allclose(est.risk_diagnostics_.df_fraction,
+                               ref.risk_diagnostics_.df_fraction, rtol=1e-9, atol=1e-12)
