@@ -1,6 +1,6 @@
 """Long paths: fit + risk_path_ against the fit alone, and the fitted size.
 
-``TrajectoryLasso(max_iter=T)`` (defaults otherwise: FISTA, alpha=1) on the
+``TrajectoryLasso(max_iter=T)`` (defaults otherwise: FISTA, alpha=1; ``--alpha``) on the
 diabetes data with degree-2 features (442 x 65, ``PolynomialFeatures(2,
 include_bias=False)``): the fit with ``estimate_risk=False`` and with the
 estimate (the default), timed in the same run (best of ``--repeat``), their
@@ -13,6 +13,7 @@ supports settle the estimate runs in the settled form
     python benchmarks/bench_long_path.py --T 1000 3000 10000
     python benchmarks/bench_long_path.py --small          # 60 x 5 synthetic, T = 20000
     python benchmarks/bench_long_path.py --ridge          # IterativeRidge, GD and Nesterov
+    python benchmarks/bench_long_path.py --alpha 0.001    # a path that does not settle
 
 ``--ridge`` times ``IterativeRidge`` (alpha=1) the same way: linear
 iterations take the settled form from the start.
@@ -60,6 +61,9 @@ def main():
     parser.add_argument("--small", action="store_true",
                         help="60 x 5 synthetic data instead of diabetes degree 2")
     parser.add_argument("--ridge", action="store_true", help="IterativeRidge instead")
+    parser.add_argument("--alpha", type=float, default=1.0,
+                        help="the penalty (0.001 on diabetes: a support that changes "
+                             "until near the end, the dense route)")
     args = parser.parse_args()
     cls = IterativeRidge if args.ridge else TrajectoryLasso
     solvers = args.solvers or (["gd", "nesterov"] if args.ridge else ["fista", "ista"])
@@ -70,7 +74,7 @@ def main():
     warnings.simplefilter("ignore", UnreliableEstimateWarning)
     for solver in solvers:
         for T in args.T:
-            params = dict(max_iter=T, solver=solver, random_state=0)
+            params = dict(max_iter=T, solver=solver, alpha=args.alpha, random_state=0)
             t_fit, _ = best_time(cls, dict(params, estimate_risk=False), X, y, args.repeat)
             t_risk, est = best_time(cls, params, X, y, args.repeat)
             masks = est.coef_path_ != 0

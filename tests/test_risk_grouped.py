@@ -103,6 +103,27 @@ def test_identity_probes_give_the_exact_block_sums(solver):
         assert Ab[t, t - 1] == lag0[t, 0] and not Ab[t, t:].any()
 
 
+def test_the_pooled_split_is_the_blocks_split_to_the_bit():
+    """One block a row (the pooled probes): ``rows_from_block_sums``'
+    passes over the rows give the general blocks' code's numbers exactly,
+    rows the template leaves empty (their sum spread evenly) included."""
+    rng = np.random.default_rng(3)
+    for T1 in (2, 3, 40, 301):
+        template = [np.tril(rng.standard_normal((T1, T1)), -1) for _ in range(2)]
+        template[0][min(5, T1 - 1)] = 0.0
+        template[1][T1 // 2, : max(T1 // 2 - 1, 0)] = 0.0
+        sums = rng.standard_normal((T1, 1)), rng.standard_normal((T1, 1))
+        lag0 = rng.standard_normal((T1, 2))
+        fast = grouped.rows_from_block_sums(*sums, lag0, grouped.POOLED_GROUP, template)
+        plain = grouped._rows_from_blocks(*sums, lag0, grouped.POOLED_GROUP, template)
+        for a, b in zip(fast, plain, strict=True):
+            np.testing.assert_array_equal(a, b)
+        # each row's entries older than lag 0 sum to its block sum
+        for M, S in zip(fast, sums, strict=True):
+            older = np.tril(M, -2).sum(axis=1)
+            np.testing.assert_allclose(older[2:], S[2:, 0], rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("solver", ["ista", "fista_plain"])
 def test_the_template_is_exact_on_full_supports(solver):
     """With a penalty so small that every coefficient is non-zero from the
@@ -124,6 +145,11 @@ def test_the_template_is_exact_on_full_supports(solver):
     # and the block average is not exact here (the rows decay with the lag)
     Au, _ = grouped.rows_from_block_sums(*_identity_sums(prob, est.coef_path_, G), G)
     assert np.abs(Au - A).max() > 1e-3 * scale
+    # one block a row (the pooled probes' split): exact too
+    P = grouped.POOLED_GROUP
+    Ap, Avp = grouped.rows_from_block_sums(*_identity_sums(prob, est.coef_path_, P), P, template)
+    np.testing.assert_allclose(Ap, A, atol=1e-9 * scale)
+    np.testing.assert_allclose(Avp, Av, atol=1e-9 * scale)
 
 
 def test_the_template_of_a_linear_iteration_is_its_spectral_form():
