@@ -239,3 +239,23 @@ def test_settled_form_drops_the_supports_null_space(settled, spy):
                                ref.risk_diagnostics_.amplification, rtol=1e-9)
     np.testing.assert_allclose(est.risk_diagnostics_.df_fraction,
                                ref.risk_diagnostics_.df_fraction, rtol=1e-9, atol=1e-12)
+
+
+def test_first_live_column_of_the_row_norms():
+    """``_first_live``: the leading columns whose states are all below
+    ``NEGLIGIBLE_STATE`` of the largest seen are dropped (a live column
+    stops the scan: the window stays contiguous); a state that is not
+    finite (a diverging recursion) drops nothing."""
+    tiny = settled_form.NEGLIGIBLE_STATE / 10
+    hx = np.array([[tiny * 50, 0.0, 1.0, tiny, 50.0], [0.0, tiny, 0.0, 0.0, 0.0]])
+    hv = np.zeros_like(hx)
+    assert settled_form._first_live(7, hx, hv, 0.0) == (9, 50.0)
+    # a larger peak seen before makes the third column negligible too
+    assert settled_form._first_live(7, hx, hv, 1e14) == (11, 1e14)
+    hv[1, 4] = 100.0  # either state counts, and raises the peak
+    assert settled_form._first_live(0, hx, hv, 0.0) == (2, 100.0)
+    assert settled_form._first_live(0, hx * 0, hv * 0, 0.0) == (5, 0.0)  # all zero: all gone
+    for bad in (np.nan, np.inf):
+        broken = hx.copy()
+        broken[0, 3] = bad
+        assert settled_form._first_live(7, broken, hv, 1.0) == (7, 1.0)

@@ -272,6 +272,8 @@ def _first_live(lo, hx, hv, peak):
     updated): ``(lo, peak)``."""
     size = hx.max(axis=0, initial=0.0)
     np.maximum(size, hv.max(axis=0, initial=0.0), out=size)
+    if not np.all(np.isfinite(size)):  # a diverging recursion: nothing is negligible
+        return lo, peak
     peak = max(peak, float(size.max(initial=0.0)))
     above = np.flatnonzero(size > NEGLIGIBLE_STATE * peak)
     return lo + (int(above[0]) if above.size else size.size), peak
