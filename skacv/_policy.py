@@ -266,11 +266,12 @@ class SpeedPolicy:
         when the support stays fixed for at least this many final steps: its
         recursions cost a few array operations a step in Python, which the
         dense form's ``O(T^3)`` flops pass at a few hundred steps.
-    settled_drop_check : int
+    settled_drop_check : int or None
         The settled form's row norms of the correction
         (:meth:`skacv.estimates._risk_settled.SettledMemory.inverse_row_norms`)
         look for decayed sources' columns to stop advancing every this many
-        steps (a look costs about one step).
+        steps (a look costs about one step); ``None``: every column is
+        advanced to the end (the plain reference, ``O(r T^2)``).
     loo_float32_min_features : int
         The left-out runs of leave-one-out (``loo_path_``) multiply their
         differences by the Gram matrix in float32 from this many
@@ -378,7 +379,7 @@ class SpeedPolicy:
     core_min_gain_split: float = 3.0
     core_wide_setup_cost: float = 2.0
     settled_min_tail: int = 512
-    settled_drop_check: int = 32
+    settled_drop_check: int | None = 32
     loo_float32_min_features: int = 256
     rotated_min_features: int = 64
     stage_min_flops: float = 5e8

@@ -297,6 +297,31 @@ class FastPath:
     rtol: float = 1e-10
 
 
+def settled_row_window(monkeypatch):
+    """The settled form's row norms (the amplification diagnostic of a
+    momentum method) advancing the live sources only, against every source
+    to the end of a long path."""
+    from skacv.estimates import _risk_settled
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 5))
+    y = X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.5 * rng.standard_normal(60)
+    windows = []
+    real = _risk_settled._first_live
+
+    def spy(lo, *args):
+        out = real(lo, *args)
+        windows.append(out[0])
+        return out
+
+    monkeypatch.setattr(_risk_settled, "_first_live", spy)
+    est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=1200, n_probes=4,
+                          random_state=0, chain_dtype="float64").fit(X, y)
+    out = {"risk_path_": est.risk_path_,
+           "amplification": est.risk_diagnostics_.amplification}
+    return out, bool(windows) and windows[-1] > 0
+
+
 _NO_COVARIANCE = {"covariance_max_features": 0}
 _PASS = {"fold_covariance": False, "fold_panel_rows": 16, "pass_groups_min_bytes": 0}
 
@@ -349,6 +374,10 @@ FAST_PATHS = {
                                      "chain_panel_bytes": 100_000,
                                      "chain_panel_threads_min_bytes": 0},
                                     {"chain_panel_max_columns": 0, "chain_fused_bytes": None}),
+    "settled_row_window": FastPath(settled_row_window,
+                                   {"settled_min_tail": 40, "settled_drop_check": 32},
+                                   {"settled_min_tail": 40, "settled_drop_check": None},
+                                   rtol=1e-12),
     "eigvalsh_float32": FastPath(eigvalsh_float32, {"eigvalsh_float32_min_order": 0},
                                  {"eigvalsh_float32_min_order": 10**9}, rtol=1e-5),
     "loo_float32_gram": FastPath(loo_float32_gram, {"loo_float32_min_features": 0},

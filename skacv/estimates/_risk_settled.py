@@ -261,7 +261,7 @@ class SettledMemory:
             norms[k] = np.abs(row).sum() + 1.0 / d
             prev[live] = row
             prev[k] = 1.0 / d
-            if (k - k0) % every == 0:
+            if every and (k - k0) % every == 0:
                 lo, peak = _first_live(lo, np.abs(hx), np.abs(hv), peak)
         return norms
 
