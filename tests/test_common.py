@@ -75,7 +75,8 @@ def _instances():
 ESTIMATORS = _instances()
 # K-fold CV along the path (what criterion="auto" chooses on large problems)
 ESTIMATORS.append(skacv.TrajectoryEarlyStoppingCV(
-    skacv.TrajectoryLasso(alpha=0.01, max_iter=20, random_state=0), criterion="kfold", cv=3,
+    skacv.TrajectoryLasso(alpha=0.01, max_iter=20, random_state=0),
+    search="grid", criterion="kfold", cv=3,
     random_state=0))
 
 

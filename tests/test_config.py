@@ -70,7 +70,7 @@ def test_unknown_configuration_keys_are_refused():
     (TrajectoryLasso(), {"probe_scheme": "shared", "chain_dtype": "float64"}),
     (TrajectoryHuberRegressor(), {"chain_dtype": "float32"}),
     (IterativeRidge(), {"chain_dtype": "float64"}),
-    (TrajectoryEarlyStoppingCV(TrajectoryLasso()), {"fold_dtype": "float64"}),
+    (TrajectoryEarlyStoppingCV(TrajectoryLasso(), search="grid"), {"fold_dtype": "float64"}),
 ])
 def test_knobs_are_parameters_that_clone_carries(est, params):
     for name in params:
@@ -234,7 +234,9 @@ def test_fold_dtype_sets_the_precision_of_the_stacked_folds():
     far below the sampling noise of a held-out error."""
     X, y = _sparse_problem(120, 60, s=5)
     est = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=30)
-    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, n_iter_no_change=None,
+    search = TrajectoryEarlyStoppingCV(est,
+                                       search="grid",
+                                       criterion="kfold", cv=4, n_iter_no_change=None,
                                        fold_alignment="iteration", random_state=0)
     paths = {dt: clone(search).set_params(fold_dtype=dt).fit(X, y).kfold_path_
              for dt in ("float64", "float32", "auto")}
@@ -259,12 +261,14 @@ def test_search_keeps_the_chain_parameters_in_its_stages():
     X, y = _sparse_problem(100, 160, s=8)
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0,
                            probe_scheme="independent", chain_dtype="float64")
-    search = TrajectoryEarlyStoppingCV(base, criterion="risk", n_iter_no_change=5).fit(X, y)
+    search = TrajectoryEarlyStoppingCV(base,
+                                       search="grid",
+                                       criterion="risk", n_iter_no_change=5).fit(X, y)
     params = search.estimator_.get_params()
     assert (params["probe_scheme"], params["chain_dtype"]) == ("independent", "float64")
     n = search.estimator_.n_iter_
     cold = clone(base).set_params(max_iter=n).fit(X, y)
     assert_allclose(search.risk_path_, cold.risk_path_, rtol=1e-10)
-    shared = TrajectoryEarlyStoppingCV(clone(base).set_params(probe_scheme="shared"),
+    shared = TrajectoryEarlyStoppingCV(clone(base).set_params(probe_scheme="shared"), search="grid",
                                        criterion="risk", n_iter_no_change=None).fit(X, y)
     assert np.abs(shared.risk_path_[: n + 1] / cold.risk_path_ - 1).max() > 1e-3

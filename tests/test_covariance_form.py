@@ -209,7 +209,9 @@ def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, spee
 
     monkeypatch.setattr(IterativeRidge, "fit", spy)
     est = IterativeRidge(alpha=0.5, max_iter=100, estimate_risk=criterion == "risk")
-    search = TrajectoryEarlyStoppingCV(est, criterion=criterion, n_iter_no_change=5).fit(X, y)
+    search = TrajectoryEarlyStoppingCV(est,
+                                       search="grid",
+                                       criterion=criterion, n_iter_no_change=5).fit(X, y)
     assert lengths[0] == 10 and len(lengths) > 1  # in stages
     assert _form(search.estimator_) == "covariance"
     assert not hasattr(search.estimator_, "_horizon")

@@ -194,7 +194,7 @@ def test_gram_limit_error():
                                              r"set_config\(dask_max_features"):
             TrajectoryLasso(max_iter=5).fit(Xd, yd)
         with pytest.raises(ValueError, match=f"dask_max_features={P - 1}"):
-            TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=5), cv=3).fit(Xd, yd)
+            TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=5), search="grid", cv=3).fit(Xd, yd)
 
 
 def test_rows_the_statistics_cannot_serve_are_refused():
@@ -206,7 +206,7 @@ def test_rows_the_statistics_cannot_serve_are_refused():
         TrajectoryLasso(max_iter=5, estimate_loo=True).fit(Xd, yd)
     for criterion, loo in (("loo", False), ("kfold", True)):
         with pytest.raises(ValueError, match="leave-one-out"):
-            TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=5, estimate_loo=loo),
+            TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=5, estimate_loo=loo), search="grid",
                                       criterion=criterion).fit(Xd, yd)
     bad = X.copy()
     bad[5, 2] = np.nan
@@ -289,7 +289,7 @@ def test_lazy_stages_and_score(monkeypatch):
     np.testing.assert_allclose(np.column_stack(dask.compute(*stages)), est.predict_path(X),
                                rtol=1e-12, atol=1e-12)
     ref = [est.score(X, y), est.score(X, y, sample_weight=w)]
-    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=15), cv=3,
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=15), search="grid", cv=3,
                                        criterion="kfold").fit(X, y)
     ref_search = search.score(X, y)
 

@@ -201,11 +201,11 @@ def test_early_stopping_huber_beats_least_squares_with_outliers():
     rng = np.random.default_rng(100)
     X_test = rng.standard_normal((2000, X.shape[1]))
     y_test = X_test @ beta
-    huber = TrajectoryEarlyStoppingCV(TrajectoryHuberRegressor(max_iter=300),
+    huber = TrajectoryEarlyStoppingCV(TrajectoryHuberRegressor(max_iter=300), search="grid",
                                       random_state=0).fit(X, y)
     assert huber.criterion_ == "loo"  # IACV for a robust loss (criterion="auto")
     assert "risk_path" in huber.cv_results_  # small problem: both estimates
-    ls = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=0.0, max_iter=300),
+    ls = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=0.0, max_iter=300), search="grid",
                                    random_state=0).fit(X, y)
     err_h = np.mean((huber.predict(X_test) - y_test) ** 2)
     err_ls = np.mean((ls.predict(X_test) - y_test) ** 2)

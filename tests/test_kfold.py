@@ -152,7 +152,8 @@ def test_search_gathers_the_folds_from_the_full_design(speed_policy, monkeypatch
 
     monkeypatch.setattr(_kfold_search, "StackedFolds", spy)
     X, y, _ = _data(n=200)
-    TrajectoryEarlyStoppingCV(clone(ESTIMATORS[0]), criterion="kfold", random_state=0).fit(X, y)
+    TrajectoryEarlyStoppingCV(clone(ESTIMATORS[0]),
+                              search="grid", criterion="kfold", random_state=0).fit(X, y)
     assert len(seen) == 1 and type(seen[0]) is Design and seen[0].X.shape == X.shape
 
 
@@ -292,7 +293,7 @@ def test_kfold_criterion_runs_stacked_folds_in_float32_by_default():
 
     X, y, sw = _data(n=120, p=70, seed=2)
     est = TrajectoryLasso(alpha=0.03, max_iter=60)
-    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=5, random_state=0,
+    search = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", cv=5, random_state=0,
                                        fold_alignment="iteration")
     search.fit(X, y, sample_weight=sw)
     splits = list(KFold(5, shuffle=True, random_state=search._seed).split(X))
@@ -708,7 +709,7 @@ def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, m
 
     monkeypatch.setattr(_fold_designs.FoldCovariance, "__init__", spy)
     est = TrajectoryLasso(alpha=0.01, max_iter=60, estimate_risk=False)
-    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None)
+    search = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", n_iter_no_change=None)
     cov = clone(search).fit(X, y)
     assert built
     speed_policy(fold_covariance=False)

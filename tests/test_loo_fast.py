@@ -85,7 +85,7 @@ def test_subsample_estimate_unbiased_and_standard_error_calibrated():
 
 def test_explicit_loo_computes_leave_one_out_only():
     X, y = _lasso_data(60, 20, seed=4)
-    s = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40),
+    s = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40), search="grid",
                                   criterion="loo").fit(X, y)
     assert s.criterion_ == "loo"
     assert hasattr(s.estimator_, "loo_path_") and not hasattr(s.estimator_, "risk_path_")

@@ -287,7 +287,7 @@ class _FlaggedMinimum(TrajectoryLasso):
 
 def test_flagged_iterates_are_never_selected():
     X, y, *_ = _design("equi", 60, 40, 0.5, 0)
-    search = TrajectoryEarlyStoppingCV(_FlaggedMinimum(max_iter=40, random_state=0),
+    search = TrajectoryEarlyStoppingCV(_FlaggedMinimum(max_iter=40, random_state=0), search="grid",
                                        criterion="risk", n_iter_no_change=None).fit(X, y)
     assert search.best_iteration_ == 20
     assert_array_equal(search.cv_results_["risk_reliable"][0][25:], 0.0)
@@ -303,7 +303,7 @@ def test_default_choice_regret_on_correlated_designs(kind, rho, n, p, seed):
     for state in range(5):
         lasso = TrajectoryLasso(alpha=0.05, max_iter=200, fit_intercept=False,
                                 random_state=state)
-        search = TrajectoryEarlyStoppingCV(lasso, random_state=0).fit(X, y)
+        search = TrajectoryEarlyStoppingCV(lasso, search="grid", random_state=0).fit(X, y)
         assert search.criterion_ == "risk"  # the default: no refit (was K-fold)
         truth = _truth(search.estimator_, beta, Sigma, sigma)
         regrets.append(truth[search.best_iteration_] / truth.min() - 1)
@@ -337,31 +337,34 @@ def test_a_flat_estimate_decides_by_its_noise():
 
 def test_auto_criterion_rules(monkeypatch):
     X, y, *_ = _design("ar", 80, 60, 0.5, 0)
-    lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30)).fit(X, y)
+    lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
+                                      search="grid").fit(X, y)
     # ISTA / FISTA: the risk estimate (no refit), and only that estimate
     assert lasso.criterion_ == "risk" and not hasattr(lasso, "n_splits_")
     assert "kfold_path" not in lasso.cv_results_ and "loo_path" not in lasso.cv_results_
     assert_allclose(lasso.best_risk_, lasso.risk_path_[lasso.best_iteration_])
     # proximal SGD: leave-one-out of every sample; a small problem: both estimates
     prox_sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)
-    small = TrajectoryEarlyStoppingCV(prox_sgd, random_state=0).fit(X, y)
+    small = TrajectoryEarlyStoppingCV(prox_sgd, search="grid", random_state=0).fit(X, y)
     assert small.criterion_ == "loo" and small.estimator_.loo_subsample is None
     assert "risk_path" in small.cv_results_ and "loo_path" in small.cv_results_
     assert_allclose(small.best_risk_, small.loo_path_[small.best_iteration_])
-    ridge = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=1.0, max_iter=30)).fit(X, y)
+    ridge = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=1.0, max_iter=30),
+                                      search="grid").fit(X, y)
     assert ridge.criterion_ == "risk"
     sgd = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=1.0, solver="sgd", max_iter=30,
-                                                   batch_size=10)).fit(X, y)
+                                                   batch_size=10), search="grid").fit(X, y)
     assert sgd.criterion_ == "loo"
     # above the sample budget: a subsample of that size, the same as asking for
     # it (SGD); ISTA / FISTA keep the risk estimate
     monkeypatch.setattr(criteria, "AUTO_LOO_SAMPLES", 50)
     monkeypatch.setattr(criteria, "AUTO_LOO_SAMPLES_MAX", 50)
     monkeypatch.setattr(criteria, "AUTO_BOTH_SIZE", 0)
-    lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30)).fit(X, y)
+    lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
+                                      search="grid").fit(X, y)
     assert lasso.criterion_ == "risk"
     sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)
-    auto = TrajectoryEarlyStoppingCV(sgd, random_state=3).fit(X, y)
+    auto = TrajectoryEarlyStoppingCV(sgd, search="grid", random_state=3).fit(X, y)
     assert auto.estimator_.loo_subsample == 50 and "risk_path" not in auto.cv_results_
     seed = auto.estimator_.random_state
     explicit = clone(sgd).set_params(max_iter=auto.estimator_.n_iter_, estimate_loo=True,
@@ -410,21 +413,21 @@ def test_search_auto_follows_the_alpha_path_only_for_an_alpha_grid():
 def test_random_state_reaches_the_clones_and_default_fits_are_deterministic():
     X, y, *_ = _design("equi", 80, 120, 0.5, 0)
     base = TrajectoryLasso(alpha=0.05, max_iter=40)
-    a = TrajectoryEarlyStoppingCV(base, criterion="risk", random_state=0).fit(X, y)
-    b = TrajectoryEarlyStoppingCV(base, criterion="risk", random_state=0).fit(X, y)
+    a = TrajectoryEarlyStoppingCV(base, search="grid", criterion="risk", random_state=0).fit(X, y)
+    b = TrajectoryEarlyStoppingCV(base, search="grid", criterion="risk", random_state=0).fit(X, y)
     assert isinstance(a.estimator_.random_state, int)
     assert_array_equal(a.risk_path_, b.risk_path_)
-    c = TrajectoryEarlyStoppingCV(base, criterion="risk", random_state=1).fit(X, y)
+    c = TrajectoryEarlyStoppingCV(base, search="grid", criterion="risk", random_state=1).fit(X, y)
     assert not np.array_equal(a.risk_path_, c.risk_path_)  # the seed reached the probes
     # no seed anywhere: K-fold on folds in order, deterministic (the default
     # criterion, the risk, draws its probes from random_state: seeded above)
-    d = TrajectoryEarlyStoppingCV(base, criterion="kfold").fit(X, y)
-    e = TrajectoryEarlyStoppingCV(base, criterion="kfold").fit(X, y)
+    d = TrajectoryEarlyStoppingCV(base, search="grid", criterion="kfold").fit(X, y)
+    e = TrajectoryEarlyStoppingCV(base, search="grid", criterion="kfold").fit(X, y)
     assert d.criterion_ == "kfold" and d.best_iteration_ == e.best_iteration_
     assert_array_equal(d.kfold_path_, e.kfold_path_)
     # leave-one-out (every sample tracked) is deterministic too
-    f = TrajectoryEarlyStoppingCV(base, criterion="loo").fit(X, y)
-    g = TrajectoryEarlyStoppingCV(base, criterion="loo").fit(X, y)
+    f = TrajectoryEarlyStoppingCV(base, search="grid", criterion="loo").fit(X, y)
+    g = TrajectoryEarlyStoppingCV(base, search="grid", criterion="loo").fit(X, y)
     assert_array_equal(f.loo_path_, g.loo_path_)
 
 
@@ -443,7 +446,7 @@ def test_folds_matched_in_time_choose_near_the_oracle():
         y = X @ beta + 0.5 * rng.standard_normal(300)
         for alignment, out in regrets.items():
             search = TrajectoryEarlyStoppingCV(
-                TrajectoryLasso(alpha=0.05, max_iter=200, fit_intercept=False),
+                TrajectoryLasso(alpha=0.05, max_iter=200, fit_intercept=False), search="grid",
                 criterion="kfold", fold_alignment=alignment).fit(X, y)
             assert search.criterion_ == "kfold" and search.n_splits_ == 5
             truth = _truth(search.estimator_, beta, np.eye(600), 0.5)

@@ -174,12 +174,14 @@ def test_auto_search_uses_the_folds_when_the_estimate_costs_more(speed_policy):
     X = rng.standard_normal((1000, 60))
     y = X[:, :5].sum(axis=1) + rng.standard_normal(1000)
     lasso = TrajectoryLasso(alpha=1e-3, max_iter=30)
-    assert TrajectoryEarlyStoppingCV(lasso, random_state=0).fit(X, y).criterion_ == "risk"
+    assert TrajectoryEarlyStoppingCV(lasso,
+                                     search="grid", random_state=0).fit(X, y).criterion_ == "risk"
     speed_policy(risk_cheap_flops=0.0)
     with (config_context(risk_time_budget=0.0),
           pytest.warns(EfficiencyWarning, match="would cost about")):
-        auto = TrajectoryEarlyStoppingCV(lasso, random_state=0).fit(X, y)
-    kfold = TrajectoryEarlyStoppingCV(lasso, criterion="kfold", random_state=0).fit(X, y)
+        auto = TrajectoryEarlyStoppingCV(lasso, search="grid", random_state=0).fit(X, y)
+    kfold = TrajectoryEarlyStoppingCV(lasso,
+                                      search="grid", criterion="kfold", random_state=0).fit(X, y)
     assert auto.criterion_ == "kfold"
     assert auto.best_iteration_ == kfold.best_iteration_
     np.testing.assert_allclose(auto.kfold_path_, kfold.kfold_path_)
@@ -188,7 +190,7 @@ def test_auto_search_uses_the_folds_when_the_estimate_costs_more(speed_policy):
     from skacv.exceptions import EstimateBudgetError
 
     with config_context(risk_time_budget=0.0):
-        explicit = TrajectoryEarlyStoppingCV(lasso, criterion="risk")
+        explicit = TrajectoryEarlyStoppingCV(lasso, search="grid", criterion="risk")
         with pytest.raises(EstimateBudgetError, match="would cost about"):
             explicit.fit(X, y)
     assert explicit.fit(X, y).criterion_ == "risk"

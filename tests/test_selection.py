@@ -302,8 +302,10 @@ def test_sample_weight_reaches_the_fit_and_the_estimates():
     assert weighted.best_params_ == repeated.best_params_
     assert weighted.best_iteration_ == repeated.best_iteration_
     assert_allclose(weighted.predict(X), repeated.predict(X), rtol=1e-8)
-    # and the weights did change the estimates
-    assert np.max(np.abs(weighted.risk_path_ / unweighted.risk_path_ - 1)) > 0.05
+    # and the weights did change the estimates (on the iterates both paths have:
+    # a path still falling at max_iter grows past it)
+    m = min(weighted.risk_path_.size, unweighted.risk_path_.size)
+    assert np.max(np.abs(weighted.risk_path_[:m] / unweighted.risk_path_[:m] - 1)) > 0.05
 
 
 def test_metadata_routing():
@@ -490,6 +492,92 @@ def test_path_search_logic(monkeypatch, neighbors):
     assert [r for r in range(5) if res["risk_path"][r] is not None] == rows
 
 
+class _BumpRidge(IterativeRidge):
+    """Test double: ``risk_path_`` with an early local minimum (5.9 at
+    iteration 15), a bump, then a deeper minimum (0.9 from iteration
+    ``deep`` on, 0.89 at ``deep`` itself): the shape of the estimate of FISTA on
+    p >> n gene-expression designs."""
+
+    def __init__(self, alpha=1.0, *, max_iter=400, warm_start=False, estimate_risk=True,
+                 deep=298):
+        super().__init__(alpha, max_iter=max_iter, warm_start=warm_start,
+                         estimate_risk=estimate_risk)
+        self.deep = deep
+
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted):
+        t = np.arange(self.n_iter_ + 1, dtype=float)
+        early = 5.9 + 0.01 * (t - 15) ** 2
+        late = 0.9 + 7.0 * np.clip((self.deep - t) / (self.deep - 40), 0, 1)
+        self.risk_path_ = np.minimum(early, late)
+        if self.deep <= self.n_iter_:
+            self.risk_path_[int(self.deep)] = 0.89
+
+
+def test_stops_waits_for_a_limit_below_the_minimum():
+    path = np.array([5.0, 3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
+    assert stages_module.stops(path, 6, 2) == (True, 2)  # no limit: patience only
+    assert stages_module.stops(path, 6, 2, limit=2.5) == (True, 2)  # limit above
+    # the limit within LIMIT_RTOL of the minimum: nothing more to gain
+    assert stages_module.stops(path, 6, 2, limit=2.0 * (1 - 0.5 * stages_module.LIMIT_RTOL))[0]
+    # a limit below the minimum: the estimate must still come down to it
+    assert stages_module.stops(path, 6, 2, limit=1.0) == (False, 2)
+    assert stages_module.stops(path, 3, 2, limit=None) == (False, 2)  # patience first
+
+
+@pytest.mark.parametrize("staged", [True, False])
+def test_the_search_does_not_stop_at_an_early_bump(monkeypatch, speed_policy, staged):
+    """A path with an early bump and a deeper minimum later: the path search
+    knows the trajectory's limit (its alpha's converged score) and does not
+    stop at the bump; the grid search (no limit known) stops there."""
+    speed_policy(stage_min_flops=0 if staged else np.inf)
+    X, y = _data(n=60, p=30)
+    # the converged scores (the trajectories' limits): 0.9 at the first alpha
+    _fake_alpha_path(monkeypatch, lambda a: np.where(a == a.max(), 0.9, 5.0))
+    grid = {"alpha": [1.0, 0.1]}
+    search = TrajectoryEarlyStoppingCV(_BumpRidge(), criterion="risk", param_grid=grid,
+                                       random_state=0).fit(X, y)
+    assert search.search_ == "path"
+    assert search.best_params_ == {"alpha": 1.0}
+    assert search.best_iteration_ == 298 and search.best_risk_ == pytest.approx(0.89)
+    whole = _BumpRidge(alpha=1.0).fit(X, y).risk_path_
+    assert search.best_iteration_ == int(np.argmin(whole))
+    # without the limit, the patience alone ends the path at the bump
+    bumped = TrajectoryEarlyStoppingCV(_BumpRidge(alpha=1.0), criterion="risk", search="grid",
+                                       random_state=0).fit(X, y)
+    assert bumped.best_iteration_ == 15 and bumped.estimator_.n_iter_ < 40
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_default_path_search_is_the_joint_argmin(monkeypatch, staged):
+    """The converged fits choose the smallest alpha, far from the alpha of
+    the best trajectory: the default search walks the grid to the joint
+    argmin over every alpha's whole trajectory (brute force), where the
+    converged-alpha choice (path_neighbors=0) stays at the smallest alpha."""
+    X, y = _data()
+    alphas = list(np.geomspace(0.5, 0.005, 7))
+    # converged scores above every iterate, smallest at the smallest alpha
+    _fake_alpha_path(monkeypatch, lambda a: 1e6 * (1 + np.log(a / a.min()) ** 2))
+    base = TrajectoryLasso(max_iter=60, random_state=0)
+    stop = {} if staged else {"n_iter_no_change": None}
+    search = _pinned(base, search="path", param_grid={"alpha": alphas}, **stop).fit(X, y)
+    fits = [clone(base).set_params(alpha=a).fit(X, y) for a in alphas]
+    mins = [f.risk_path_.min() for f in fits]
+    r = int(np.argmin(mins))
+    assert r < len(alphas) - 2  # outside the first window: the walk had to widen
+    assert search.best_params_ == {"alpha": alphas[r]} and search.best_index_ == r
+    if staged:  # stopped paths: the same choice, within the estimate's 1 %
+        assert search.best_risk_ <= 1.01 * mins[r]
+    else:
+        assert search.best_iteration_ == int(np.argmin(fits[r].risk_path_))
+        assert search.best_risk_ == pytest.approx(mins[r], rel=1e-12)
+    fitted = search.cv_results_["trajectory_fitted"]
+    assert fitted[r] and fitted[r - 1] and fitted[r + 1] and not fitted[:r - 1].any()
+    shortcut = _pinned(base, search="path", param_grid={"alpha": alphas}, path_neighbors=0,
+                       **stop).fit(X, y)
+    assert shortcut.best_index_ == len(alphas) - 1
+    assert shortcut.best_risk_ > 1.05 * search.best_risk_
+
+
 def test_path_search_selects_the_converged_fit_when_it_scores_lower(monkeypatch):
     X, y = _data()
     alphas = [0.4, 0.2, 0.1, 0.05]
@@ -578,9 +666,10 @@ def test_path_search_with_the_real_alpha_path():
     TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01, max_iter=30, n_probes=None),
                               param_grid={"alpha": [0.01, 0.001]},
                               path_params={"tol": 1e-12}),
-    TrajectoryEarlyStoppingCV(IterativeRidge(solver="nesterov", max_iter=30, random_state=0)),
+    TrajectoryEarlyStoppingCV(IterativeRidge(solver="nesterov", max_iter=30, random_state=0),
+                              search="grid"),
     # every default, as a new user writes it (criterion, search and n_probes "auto")
-    TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01)),
+    TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01), search="grid"),
 ])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
@@ -631,7 +720,9 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout, monkey
     sw = np.random.default_rng(1).integers(0, 3, 100).astype(float)
     est = TrajectoryLasso(alpha=0.05, max_iter=30)
     # whole paths (n_iter_no_change=None), compared with the folds by hand
-    search = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None, cv=4,
+    search = TrajectoryEarlyStoppingCV(est,
+                                       search="grid",
+                                       criterion="kfold", n_iter_no_change=None, cv=4,
                                        random_state=0, fold_dtype="float64")
     search.fit(X, y, sample_weight=sw)
     splits = list(KFold(4, shuffle=True, random_state=search._seed).split(X))
@@ -646,7 +737,9 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout, monkey
     assert not hasattr(search.estimator_, "risk_path_")
     assert_allclose(search.cv_results_["kfold_path"][0], expected, rtol=1e-12)
     # textbook K-fold CV along the path: the folds' iterates at the same index
-    by_index = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None, cv=4,
+    by_index = TrajectoryEarlyStoppingCV(est,
+                                         search="grid",
+                                         criterion="kfold", n_iter_no_change=None, cv=4,
                                          random_state=0, fold_alignment="iteration",
                                          fold_dtype="float64")
     by_index.fit(X, y, sample_weight=sw)
@@ -657,20 +750,21 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout, monkey
     for other in (TrajectoryLasso(alpha=0.05, max_iter=15, solver="sgd", batch_size=20,
                                   random_state=0),
                   IterativeRidge(alpha=1.0, max_iter=15, step_schedule=1.0 / np.arange(1, 16))):
-        paths = [TrajectoryEarlyStoppingCV(other, criterion="kfold", n_iter_no_change=None,
+        paths = [TrajectoryEarlyStoppingCV(other,
+                                           search="grid", criterion="kfold", n_iter_no_change=None,
                                            cv=3, fold_alignment=a, fold_dtype="float64",
                                            random_state=0).fit(X, y).kfold_path_
                  for a in ("time", "iteration")]
         assert_array_equal(paths[0], paths[1])
     # a splitter object, and a classifier (log loss, stratified by check_cv)
     splitter = KFold(3)
-    s2 = TrajectoryEarlyStoppingCV(est, criterion="kfold", n_iter_no_change=None,
+    s2 = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", n_iter_no_change=None,
                                    cv=splitter, fold_dtype="float64").fit(X, y)
     assert_allclose(s2.kfold_path_, _kfold_by_hand(est, X, y, list(splitter.split(X))),
                     rtol=1e-12)
     yc = (y > np.median(y)).astype(int)
     clf = TrajectoryLogisticRegression(max_iter=20)
-    s3 = TrajectoryEarlyStoppingCV(clf, criterion="kfold", n_iter_no_change=None,
+    s3 = TrajectoryEarlyStoppingCV(clf, search="grid", criterion="kfold", n_iter_no_change=None,
                                    cv=splitter).fit(X, yc)
     assert_allclose(s3.kfold_path_,
                     _kfold_by_hand(clf, X, yc, list(splitter.split(X)), classifier=True),
@@ -711,19 +805,19 @@ def test_auto_chooses_an_estimate_without_refits():
         for n, p in ((2000, 3000), (20000, 8), (9, 8)):
             assert auto(ridge, n, p) == ("risk", None)
     X, y = _data(n=300, p=400)
-    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40),
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40), search="grid",
                                        random_state=0).fit(X, y)
     assert search.criterion_ == "risk" and search.search_ == "grid"
     assert hasattr(search, "risk_path_") and not hasattr(search, "kfold_path_")
     assert not hasattr(search, "loo_path_") and not hasattr(search, "n_splits_")
     assert search.best_risk_ == search.risk_path_[search.best_iteration_]
-    kfold = TrajectoryEarlyStoppingCV(search.estimator, criterion="kfold").fit(X, y)
+    kfold = TrajectoryEarlyStoppingCV(search.estimator, search="grid", criterion="kfold").fit(X, y)
     assert kfold.n_splits_ == 5
-    assert TrajectoryEarlyStoppingCV(search.estimator, criterion="kfold",
+    assert TrajectoryEarlyStoppingCV(search.estimator, search="grid", criterion="kfold",
                                      cv=4).fit(X, y).n_splits_ == 4
     # an estimate the estimator asks for (against its default) is kept beside
     asked = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=40,
-                                                      estimate_loo=True)).fit(X, y)
+                                                      estimate_loo=True), search="grid").fit(X, y)
     assert asked.criterion_ == "risk" and "loo_path" in asked.cv_results_
     assert_allclose(asked.loo_path_, TrajectoryLasso(alpha=0.05, max_iter=asked.estimator_.n_iter_,
                                                      estimate_loo=True).fit(X, y).loo_path_)
@@ -745,15 +839,17 @@ def test_auto_falls_back_to_kfold_with_a_warning_when_the_risk_is_flagged(monkey
     monkeypatch.setattr(TrajectoryLasso, "fit", flagged_fit)
     with pytest.warns(selection_module.UnreliableEstimateWarning,
                       match="instead of the risk estimate: risk_reliable_ flags"):
-        search = TrajectoryEarlyStoppingCV(est, random_state=0).fit(X, y)
+        search = TrajectoryEarlyStoppingCV(est, search="grid", random_state=0).fit(X, y)
     assert search.criterion_ == "kfold" and hasattr(search, "kfold_path_")
-    ref = TrajectoryEarlyStoppingCV(est, criterion="kfold", random_state=0).fit(X, y)
+    ref = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", random_state=0).fit(X, y)
     assert_allclose(search.kfold_path_, ref.kfold_path_, rtol=1e-12)
     assert search.best_iteration_ == ref.best_iteration_
     monkeypatch.setattr(TrajectoryLasso, "fit", real)
     with warnings.catch_warnings():
         warnings.simplefilter("error", selection_module.UnreliableEstimateWarning)
-        assert TrajectoryEarlyStoppingCV(est, random_state=0).fit(X, y).criterion_ == "risk"
+        assert TrajectoryEarlyStoppingCV(est,
+                                         search="grid",
+                                         random_state=0).fit(X, y).criterion_ == "risk"
 
 
 def test_cheap_paths_are_fitted_in_one_go():
@@ -764,10 +860,11 @@ def test_cheap_paths_are_fitted_in_one_go():
     X, y = _data(n=60, p=20)
     est = IterativeRidge(alpha=1e-3, max_iter=150, random_state=0)
     for criterion, attr in (("risk", "risk_path_"), ("kfold", "kfold_path_")):
-        whole = TrajectoryEarlyStoppingCV(est, criterion=criterion, n_iter_no_change=None)
+        whole = TrajectoryEarlyStoppingCV(est,
+                                          search="grid", criterion=criterion, n_iter_no_change=None)
         whole = getattr(whole.fit(X, y), attr)
         assert whole.shape == (151,)
-        search = TrajectoryEarlyStoppingCV(est, criterion=criterion).fit(X, y)
+        search = TrajectoryEarlyStoppingCV(est, search="grid", criterion=criterion).fit(X, y)
         stop = stages_module.stop_length(whole, 10)
         assert stop < 150 and search.estimator_.n_iter_ == stop
         assert_allclose(getattr(search, attr), whole[: stop + 1], rtol=1e-10)
@@ -797,9 +894,9 @@ def test_a_lasso_path_in_one_go_chooses_as_its_stages(n, p, alpha, max_iter, spe
     X, y = _data(n=n, p=p)
     est = TrajectoryLasso(alpha=alpha, max_iter=max_iter, random_state=0)
     assert not stages_module.can_stage(est, X)
-    one = TrajectoryEarlyStoppingCV(est).fit(X, y)
+    one = TrajectoryEarlyStoppingCV(est, search="grid").fit(X, y)
     speed_policy(stage_min_flops_chains=0)
-    staged = TrajectoryEarlyStoppingCV(est).fit(X, y)
+    staged = TrajectoryEarlyStoppingCV(est, search="grid").fit(X, y)
     assert one.estimator_.n_iter_ == staged.estimator_.n_iter_ < max_iter
     assert one.best_iteration_ == staged.best_iteration_
     assert_allclose(one.risk_path_, staged.risk_path_, rtol=1e-6)
@@ -818,7 +915,7 @@ def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, m
     with pytest.raises(ValueError) as own:
         clone(est).fit(X, y)
     with pytest.raises(ValueError) as searched:
-        TrajectoryEarlyStoppingCV(est, criterion="kfold", random_state=0).fit(X, y)
+        TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", random_state=0).fit(X, y)
     assert str(searched.value) == str(own.value)
     assert "TrajectoryLasso" in str(own.value)
 
@@ -845,7 +942,8 @@ def test_kfold_paths_grow_in_stages(speed_policy, monkeypatch, layout, beside):
     speed_policy(rotated_min_features=0)
     X, y = _data(n=200, p=60)  # three stages: 10, 15, 22 iterations
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
-    staged = TrajectoryEarlyStoppingCV(est, criterion="kfold", cv=4, n_iter_no_change=5,
+    staged = TrajectoryEarlyStoppingCV(est,
+                                       search="grid", criterion="kfold", cv=4, n_iter_no_change=5,
                                        random_state=0, fold_dtype="float64").fit(X, y)
     splits = list(KFold(4, shuffle=True, random_state=staged._seed).split(X))
     full = _kfold_by_hand(est, X, y, splits)
@@ -992,9 +1090,10 @@ def test_each_criterion_chooses_alpha_and_iteration_by_its_own_quantity():
                          for tr, te in cv.split(X)) / n)
     chosen = {}
     for crit, truth in (("risk", risk), ("loo", loo), ("kfold", kfold)):
+        # path_neighbors=0: the alpha of the converged fits, then its iteration
         search = TrajectoryEarlyStoppingCV(
             TrajectoryLasso(max_iter=300, random_state=0), criterion=crit, cv=cv,
-            param_grid={"alpha": alphas}, path_params=exact).fit(X, y)
+            param_grid={"alpha": alphas}, path_params=exact, path_neighbors=0).fit(X, y)
         assert search.search_ == "path" and search.criterion_ == crit
         res = search.cv_results_
         # the alpha: the argmin of the criterion's own quantity along the grid
@@ -1074,13 +1173,25 @@ def test_a_choice_on_the_edge_of_the_search_warns_with_the_fix():
                           match=r"alpha=0.5 is the smallest value of the grid.*Widen"):
             TrajectoryEarlyStoppingCV(base, criterion="risk", search=search,
                                       param_grid={"alpha": [2.0, 1.0, 0.5]}).fit(X, y)
-    # a path too short: its last iterate wins
+    # a path too short: it grows past max_iter while its estimate falls, up to
+    # MAX_ITER_GROWTH times max_iter; its last iterate wins at that budget
+    # (exact traces: no probe noise can move the minimum off the last step)
+    short = TrajectoryLasso(alpha=0.05, max_iter=1, n_probes=None)
     with pytest.warns(SelectionBoundaryWarning,
-                      match=r"last one, max_iter=5.*Raise max_iter"):
-        # (exact traces: no probe noise can move the minimum off the last step)
-        found = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=5, n_probes=None),
+                      match=r"last one, 10 \(the search grew the path past max_iter=1.*"
+                            r"Raise max_iter"):
+        found = TrajectoryEarlyStoppingCV(short, search="grid", criterion="risk",
+                                          random_state=0).fit(X, y)
+    assert found.best_iteration_ == found.estimator_.n_iter_ == 10
+    # with room to grow, the path reaches its minimum past max_iter: no warning,
+    # and the choice is that of the whole path fitted to the budget
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SelectionBoundaryWarning)
+        found = TrajectoryEarlyStoppingCV(short.set_params(max_iter=5), search="grid",
                                           criterion="risk", random_state=0).fit(X, y)
-    assert found.best_iteration_ == 5
+    whole = clone(short).set_params(max_iter=50).fit(X, y)
+    assert found.best_iteration_ > 5
+    assert found.best_iteration_ == int(np.argmin(whole.risk_path_[: found.estimator_.n_iter_ + 1]))
     # an interior choice: no warning
     with warnings.catch_warnings():
         warnings.simplefilter("error", SelectionBoundaryWarning)
@@ -1095,4 +1206,5 @@ def test_too_few_samples_say_how_many_are_needed():
         TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="risk",
                                   param_grid={"alpha": [0.01, 0.001]}).fit(X[:4], y[:4])
     with pytest.raises(ValueError, match=r"n_samples=4 is too few for K-fold CV with cv=5"):
-        TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="kfold").fit(X[:4], y[:4])
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(),
+                                  search="grid", criterion="kfold").fit(X[:4], y[:4])

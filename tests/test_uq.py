@@ -251,7 +251,7 @@ def test_warm_start_and_pickle(one_pass, solver, speed_policy):
 def test_default_iterate_is_the_one_selected_by_the_search():
     # gradient descent with p > n overfits: the estimated risk is U-shaped
     X, y, _, _ = _data(60, 90, 10, 6, sigma=2.0)
-    search = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=0.0, max_iter=200),
+    search = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=0.0, max_iter=200), search="grid",
                                        criterion="risk", n_iter_no_change=None).fit(X, y)
     est, t = search.estimator_, search.best_iteration_
     assert 0 < t < est.n_iter_
@@ -517,11 +517,11 @@ def test_a_search_keeps_what_the_intervals_need_with_the_risk_criterion():
     X = rng.standard_normal((120, 60))
     y = X[:, :5] @ np.ones(5) + rng.standard_normal(120)
     lasso = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=40)
-    default = TrajectoryEarlyStoppingCV(lasso, criterion="kfold").fit(X, y)
+    default = TrajectoryEarlyStoppingCV(lasso, search="grid", criterion="kfold").fit(X, y)
     assert default.criterion_ == "kfold"
     with pytest.raises(NotFittedError, match="criterion='risk'"):
         default.estimator_.coef_confidence_interval()
-    risk = TrajectoryEarlyStoppingCV(lasso, criterion="risk").fit(X, y)
+    risk = TrajectoryEarlyStoppingCV(lasso, search="grid", criterion="risk").fit(X, y)
     t = risk.best_iteration_
     alone = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=risk.estimator_.n_iter_,
                             random_state=risk.estimator_.random_state).fit(X, y)

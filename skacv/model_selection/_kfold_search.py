@@ -262,7 +262,7 @@ class KFoldPath:
 
     def _fit_in_stages(self, n_iter_no_change):
         fitted = grow_in_stages(self.estimator, lambda: [f.estimator for f in self.folds],
-                                self.stage, n_iter_no_change)
+                                self.stage, n_iter_no_change, grow_past=False)
         if fitted is None:
             return False
         # the full path, from where it is to where the folds stopped

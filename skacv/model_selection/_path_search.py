@@ -1,13 +1,19 @@
-"""``search="path"``: the penalty chosen at convergence by the criterion.
+"""``search="path"``: the joint argmin of the criterion over (alpha,
+iteration), the converged fits included.
 
 The whole alpha path is solved to convergence with warm starts
 (:func:`skacv.risk_alpha_path`) and scored there (the converged risk, the
-converged leave-one-out, or K-fold CV of each fold's converged path);
-:class:`~skacv.TrajectoryEarlyStoppingCV` then fits the trajectories of the
-chosen alpha and its neighbours to choose the iteration. The converged fit
-of the chosen alpha is the limit of its trajectory and competes with the
-iterates by the same criterion (:func:`converged_choice`): it is selected when
-it scores lower than all of them, as where the trajectory stops at
+converged leave-one-out, or K-fold CV of each fold's converged path).
+:class:`~skacv.TrajectoryEarlyStoppingCV` then fits the from-zero
+trajectories of the alpha that the converged fits choose and of its
+neighbours, and widens that window (:func:`widen_rows`) until the alpha of
+the best trajectory has ``path_neighbors`` fitted alphas on each side whose
+trajectories score higher. Each trajectory is stopped knowing its limit, the
+criterion of its alpha's converged fit
+(:func:`~skacv.model_selection._stages.stops`). The converged fit of the
+converged choice is the limit of its trajectory and competes with every
+iterate by the same criterion (:func:`converged_choice`): it is selected when
+it scores lower than all of them, as where a trajectory stops at
 ``max_iter`` while its estimate still falls.
 """
 
@@ -23,6 +29,8 @@ from sklearn.utils import Bunch
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
+from ._criteria import CRITERIA
+from ._stages import finite_min, selectable
 
 
 @dataclasses.dataclass
@@ -192,26 +200,56 @@ class ConvergedChoice:
     trajectory_iteration: int
 
 
-def converged_choice(scores, row, trajectory_min, trajectory_iteration, rtol):
+def converged_choice(scores, row, joint_min, trajectory_min, trajectory_iteration, rtol):
     """The converged fit of the grid's row ``row`` (:class:`ConvergedChoice`)
-    when it scores lower than every iterate of that alpha's trajectory, else
-    ``None``.
+    when it scores lower than every fitted iterate (``joint_min``: the
+    smallest criterion over every trajectory; ``trajectory_min`` and
+    ``trajectory_iteration``: row ``row``'s own), else ``None``.
 
     The criterion at convergence (the converged risk, the converged
     leave-one-out, K-fold CV of the folds' converged fits) is the limit of
     the criterion along the trajectory (``risk_path_``, ``loo_path_``,
     ``kfold_path_``), so the converged fit is one more candidate of the same
-    criterion: the trajectory's limit. It wins where the trajectory stops
-    (at ``max_iter``) before its estimate reaches that limit; ties (within
+    criterion: the trajectory's limit. It wins where the trajectories stop
+    (at ``max_iter``) before their estimate reaches that limit; ties (within
     ``rtol`` relatively) go to the iterate (the early-stopped model).
     """
     score = float(scores.score[row])
     if (row >= scores.path.alphas.shape[0] or not np.isfinite(score)
-            or not score < trajectory_min - rtol * abs(trajectory_min)):
+            or not score < joint_min - rtol * abs(joint_min)):
         return None
     return ConvergedChoice(np.array(scores.path.coefs[:, row]),
                            float(scores.path.intercepts[row]), score, float(trajectory_min),
                            int(trajectory_iteration))
+
+
+def trajectory_mins(fitted, criterion):
+    """``{row: the smallest selectable criterion of its trajectory}`` of the
+    fitted rows (``fitted``: ``{row: [paths, ...]}``)."""
+    attr = CRITERIA[criterion][0]
+    return {r: finite_min(selectable(entry[0], attr)) for r, entry in fitted.items()}
+
+
+def widen_rows(mins, start, n_grid, neighbors):
+    """The rows of the alpha grid whose trajectories are still to be fitted.
+
+    The search starts at ``start`` (the converged fits' choice) and its
+    ``neighbors`` rows on each side; then, with ``mins`` the smallest
+    criterion of every fitted trajectory (``{row: value}``), the rows within
+    ``neighbors`` of the best trajectory's that are not fitted yet. The
+    window stays contiguous, and the search ends when the best trajectory
+    has ``neighbors`` fitted rows on each side (or the grid's end) that
+    score higher: a local minimum over the grid of the trajectories'
+    minima, found by a walk that widens towards any edge that improves.
+    ``neighbors=0`` fits the converged choice's trajectory only.
+    """
+    if mins:
+        finite = {r: v for r, v in mins.items() if np.isfinite(v)}
+        center = min(finite, key=lambda r: (finite[r], r)) if finite else start
+    else:
+        center = start
+    lo, hi = max(0, center - neighbors), min(n_grid - 1, center + neighbors)
+    return [r for r in range(lo, hi + 1) if r not in mins]
 
 
 def warn_converged(choice, alpha, max_iter, criterion):

@@ -152,11 +152,12 @@ def _numeric_grid(values):
         for v in values)
 
 
-def warn_boundary(grids, best_params, best_iteration, max_iter, criterion):
+def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_iter=None):
     """A :class:`~skacv.exceptions.SelectionBoundaryWarning` for a choice on
     the edge of what was searched: the first or last value of a numeric
     parameter with at least 3 values in one of ``grids`` (a list of dicts),
-    or the last iteration ``max_iter``."""
+    or the last iteration of a path that reached ``max_iter`` (``n_iter``:
+    its length, ``max_iter`` or more where the search grew it)."""
     for name, chosen in best_params.items():
         for grid in grids:
             vals = (grid or {}).get(name)
@@ -170,12 +171,16 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion):
                     f"(param_grid) beyond {chosen!r}.", SelectionBoundaryWarning,
                     stacklevel=5)
             break
-    if isinstance(max_iter, Integral) and best_iteration is not None \
-            and best_iteration >= max_iter:
+    if not isinstance(max_iter, Integral) or best_iteration is None:
+        return
+    end = max_iter if n_iter is None else n_iter
+    if best_iteration >= max(end, max_iter):
+        grown = (f" (the search grew the path past max_iter={max_iter}, up to its budget "
+                 f"of {end} steps)" if end > max_iter else "")
         warnings.warn(
-            f"The chosen iteration is the last one, max_iter={max_iter}: the "
-            f"{criterion} estimate was still decreasing there. Raise max_iter "
-            f"(e.g. to {2 * max_iter}).", SelectionBoundaryWarning, stacklevel=5)
+            f"The chosen iteration is the last one, {end}{grown}: the {criterion} "
+            f"estimate was still decreasing there. Raise max_iter (e.g. to {2 * end}).",
+            SelectionBoundaryWarning, stacklevel=5)
 
 
 def set_iterate(estimator, iteration, coef=None, intercept=None):

@@ -39,7 +39,13 @@ from ._alpha_path import supports_alpha_path
 from ._criteria import CRITERIA, PATH_ATTRS, auto_criterion, reports_both, switch_estimates
 from ._delegate import SelectedIterateMixin
 from ._kfold_search import fit_kfold, kfold_splits
-from ._path_search import converged_choice, score_alpha_path, warn_converged
+from ._path_search import (
+    converged_choice,
+    score_alpha_path,
+    trajectory_mins,
+    warn_converged,
+    widen_rows,
+)
 from ._results import (
     UndefinedEstimate,
     cv_results,
@@ -52,15 +58,18 @@ from ._stages import TIE_RTOL, finite_min, fit_stages, selectable
 
 
 def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None,
-                  splits=None, fold_alignment="time", fold_dtype="auto", probe_goal="level"):
+                  splits=None, fold_alignment="time", fold_dtype="auto", probe_goal="level",
+                  limit=None):
     """Fit one grid point; return it with its estimate paths and fit time
     (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s).
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
     refits (which continue the path bit for bit, and the Jacobian chains of
-    the risk estimate) until the estimate ``attr`` has not improved during
-    the last ``n_iter_no_change`` iterations, or ``max_iter`` is reached
-    (:mod:`skacv.model_selection._stages`).
+    the risk estimate) until the estimate ``attr`` cannot plausibly fall
+    below its minimum any more (:func:`~skacv.model_selection._stages.stops`:
+    no improvement during the patience, and ``limit``, the criterion of the
+    converged fit where it is known, not below the minimum), or ``max_iter``
+    is reached (:mod:`skacv.model_selection._stages`).
     """
     with warnings.catch_warnings():
         if attr != "risk_path_":
@@ -71,7 +80,7 @@ def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chang
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
                              fold_alignment, fold_dtype)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-                          probe_goal)
+                          probe_goal, limit)
 
 
 class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEstimator):
@@ -180,28 +189,42 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     param_grid : dict, list of dicts or None, default=None
         Parameters of ``estimator`` to search, as in
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
-        ``{"alpha": [0.1, 0.03, 0.01]}``). ``None``: a single fit.
+        ``{"alpha": [0.1, 0.03, 0.01]}``). ``None``: the penalty is chosen
+        on an automatic grid where the estimator's penalty has an alpha path
+        (``TrajectoryLasso``, ``IterativeRidge``: ``search="path"`` on the
+        grid of :func:`skacv.risk_alpha_path`, from the data's ``alpha_max``,
+        as ``LassoCV()`` does), else a single fit. To keep the estimator's
+        own ``alpha``, pass ``search="grid"``.
     search : {"auto", "grid", "path"}, default="auto"
-        ``"auto"``: ``"path"`` when ``param_grid`` is ``{"alpha": [...]}``
-        with at least two values and the estimator is a least-squares one
-        with an l1 or l2 penalty (:func:`skacv.risk_alpha_path` follows it),
-        ``"grid"`` otherwise; the strategy used is ``search_``.
-        ``"grid"`` fits one trajectory per grid point. ``"path"`` (penalty
-        only: ``param_grid`` is ``None`` or ``{"alpha": [...]}``) first
-        solves the whole alpha path to convergence with warm starts
-        (:func:`skacv.risk_alpha_path`) and scores it with the criterion
-        at convergence (the converged risk; the converged leave-one-out;
-        K-fold CV of the converged fits of each fold), picks alpha there,
-        then fits the from-zero trajectory at that alpha (and
-        ``path_neighbors`` alphas on each side) to pick the iteration. The
-        converged fit, the trajectory's limit, is a candidate of the same
-        criterion: it is selected (``best_iteration_ = None``) when it scores
-        lower than every iterate, e.g. a trajectory still improving at
-        ``max_iter`` (a SelectionBoundaryWarning then says so).
-    path_neighbors : int, default=0
-        ``search="path"`` only: number of alphas on each side of the path's
-        choice whose trajectories are fitted too; the joint argmin over those
-        trajectories is selected.
+        ``"auto"``: ``"path"`` when ``param_grid`` is ``None`` or ``{"alpha":
+        [...]}`` with at least two values and the estimator is a
+        least-squares one with an l1 or l2 penalty
+        (:func:`skacv.risk_alpha_path` follows it), ``"grid"`` otherwise;
+        the strategy used is ``search_``. ``"grid"`` fits one trajectory per
+        grid point (with ``param_grid=None``: the estimator as given).
+        ``"path"`` (penalty only: ``param_grid`` is ``None`` or ``{"alpha":
+        [...]}``) returns the joint argmin of the criterion over (alpha,
+        iteration), the converged fit of every alpha included: it solves the
+        whole alpha path to convergence with warm starts
+        (:func:`skacv.risk_alpha_path`) and scores it with the criterion at
+        convergence (the converged risk; the converged leave-one-out;
+        K-fold CV of the converged fits of each fold), then fits the
+        from-zero trajectories of the alpha chosen there and of the alphas
+        around it, widening the window towards smaller or larger alphas
+        while a trajectory there scores lower (see ``path_neighbors``). Each
+        trajectory knows its limit, its alpha's converged score, and does
+        not stop while its estimate must still fall to it. The converged fit
+        competes with every iterate: it is selected (``best_iteration_ =
+        None``) when it scores lower than all of them, e.g. a trajectory
+        still improving at ``max_iter`` (a SelectionBoundaryWarning then
+        says so).
+    path_neighbors : int, default=1
+        ``search="path"`` only: the window of trajectories is widened until
+        the alpha of the best trajectory has this many fitted alphas on each
+        side (or the grid's end), all scoring higher: the search then stops
+        at a minimum over alpha of the trajectories' minima. ``0`` fits the
+        trajectory of the converged fits' choice only (faster, but not the
+        joint argmin where early stopping pays at another alpha).
     path_params : dict or None, default=None
         ``search="path"`` only: extra keyword arguments of
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
@@ -375,7 +398,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     }
 
     def __init__(self, estimator, *, criterion="auto", cv=5, fold_alignment="time",
-                 fold_dtype="auto", param_grid=None, search="auto", path_neighbors=0,
+                 fold_dtype="auto", param_grid=None, search="auto", path_neighbors=1,
                  path_params=None, n_iter_no_change=10, n_jobs=None, random_state=None,
                  verbose=0):
         self.estimator = estimator
@@ -407,8 +430,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
         grid = self.param_grid
         if self.search == "auto":
-            alpha_only = (isinstance(grid, dict) and set(grid) == {"alpha"}
-                          and len(grid["alpha"]) > 1)
+            alpha_only = grid is None or (isinstance(grid, dict) and set(grid) == {"alpha"}
+                                          and len(grid["alpha"]) > 1)
             self.search_ = ("path" if alpha_only
                             and supports_alpha_path(self.estimator, n_samples) else "grid")
         else:
@@ -471,10 +494,13 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         return switch_estimates(est, own, self.criterion_, self.criterion == "auto",
                                 self._loo_subsample, self._both)
 
-    def _fit_candidates(self, candidates, X, y, fit_params):
-        """Fit every candidate; keep only the fitted estimators that can win."""
+    def _fit_candidates(self, candidates, X, y, fit_params, limits=None, prune=True):
+        """Fit every candidate (``limits``: the criterion of each one's
+        converged fit, or ``None``); with ``prune``, keep only the fitted
+        estimators that can win (the others are ``None``)."""
         attr = CRITERIA[self.criterion_][0]
         attrs = PATH_ATTRS
+        limits = [None] * len(candidates) if limits is None else limits
         # the caller's configuration and a share of the BLAS threads in every
         # worker (captured here, in the caller's thread)
         config, sklearn_config = get_config(), sklearn.get_config()
@@ -483,8 +509,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         goal = "choice" if len(candidates) == 1 and self.search_ == "grid" else "level"
         jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
             self._prepared(params), X, y, fit_params, attrs, attr, self.n_iter_no_change,
-            self._splits, self.fold_alignment, self.fold_dtype, goal)
-            for params in candidates)
+            self._splits, self.fold_alignment, self.fold_dtype, goal, limit)
+            for params, limit in zip(candidates, limits, strict=True))
         paths, times, mins, kept = [], [], [], {}
         best = np.inf
         # results in order, as a generator so that discarded fits are freed early
@@ -510,7 +536,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             # keep only the fits that can still win (ties included); the others
             # are freed as soon as they arrive
             kept[i] = est
-            kept = {j: e for j, e in kept.items() if mins[j] <= best + TIE_RTOL * abs(best)}
+            if prune:
+                kept = {j: e for j, e in kept.items()
+                        if mins[j] <= best + TIE_RTOL * abs(best)}
         return paths, np.array(times), kept
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -663,24 +691,53 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
 
     def _fit_path_search(self, X, y, fit_params):
         crit = self.criterion_
-        # the alpha chosen at convergence; the trajectories are fitted on X as
-        # given (feature names)
+        # every alpha's converged fit scored by the criterion; the trajectories
+        # are fitted on X as given (feature names)
         scores = score_alpha_path(self.estimator, X, y, fit_params, crit, self.param_grid,
                                   self.path_params, self._splits)
-        finite = np.isfinite(scores.score)
-        n_grid, k = len(scores.values), self.path_neighbors
-        a = int(np.argmin(np.where(finite, scores.score, np.inf)))
-        rows = [r for r in range(max(0, a - k), min(n_grid, a + k + 1)) if finite[r]]
-        candidates = [{"alpha": scores.values[r]} for r in rows]
-        paths, times, kept = self._fit_candidates(candidates, X, y, fit_params)
-        mins, best_iters = self._keep(candidates, paths, kept, rows)
-        i = rows.index(self.best_index_)
-        self._converged = converged_choice(scores, self.best_index_, mins[i], best_iters[i],
+        limits = np.where(np.isfinite(scores.score), scores.score, np.inf)
+        a = int(np.argmin(limits))  # the converged fits' choice
+
+        fitted = {}  # row -> [paths, fit time, estimator or None]
+
+        def fit(rows):
+            cands = [{"alpha": scores.values[r]} for r in rows]
+            lims = [float(limits[r]) if np.isfinite(limits[r]) else None for r in rows]
+            paths, times, kept = self._fit_candidates(cands, X, y, fit_params, lims, False)
+            for j, r in enumerate(rows):
+                fitted[r] = [paths[j], times[j], kept[j]]
+            # free the fits that can no longer be chosen (row a's converged
+            # fit competes and keeps its estimator)
+            mins = trajectory_mins(fitted, crit)
+            best = min(mins.values())
+            for r, entry in fitted.items():
+                if r != a and mins[r] > best + TIE_RTOL * abs(best):
+                    entry[2] = None
+
+        # the joint argmin over (alpha, iteration), converged fits included:
+        # trajectories around the converged choice, widened until the best one
+        # has path_neighbors fitted alphas on each side (_path_search)
+        rows = widen_rows({}, a, len(scores.values), self.path_neighbors)
+        while rows:
+            fit(rows)
+            rows = widen_rows(trajectory_mins(fitted, crit), a, len(scores.values),
+                              self.path_neighbors)
+        rows = sorted(fitted)
+        paths = [fitted[r][0] for r in rows]
+        i, t, mins, best_iters = select(paths, crit)
+        j = rows.index(a)
+        self._converged = converged_choice(scores, a, mins[i], mins[j], best_iters[j],
                                            TIE_RTOL)
         if self._converged is not None:
-            self.best_iteration_ = None
+            i, t = j, None
+        self._selected_paths = paths[i]
+        self.estimator_ = fitted[rows[i]][2]
+        self.best_index_ = rows[i]
+        self.best_iteration_ = t
+        self.best_params_ = {"alpha": scores.values[rows[i]]}
         results = cv_results([{"alpha": v} for v in scores.values], crit, paths, mins,
-                             best_iters, times, rows=rows, n_rows=n_grid)
+                             best_iters, [fitted[r][1] for r in rows], rows=rows,
+                             n_rows=len(scores.values))
         results.update(scores.columns(crit))
         self.alpha_path_ = scores.path
         self.cv_results_ = results
@@ -695,4 +752,4 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         warn_converged(self._converged, self.best_params_.get("alpha"),
                        params.get("max_iter"), self.criterion_)
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
-                      self.criterion_)
+                      self.criterion_, getattr(self.estimator_, "n_iter_", None))

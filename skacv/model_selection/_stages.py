@@ -31,6 +31,19 @@ TIE_RTOL = 1e-9
 #: decreasing to the last iterate (regret 11-15 %; the whole path: 0 %).
 RELATIVE_PATIENCE = 0.5
 
+#: a path whose limit (the criterion of the converged fit, known along the
+#: alpha path) lies more than this fraction below its minimum has not ended:
+#: its estimate must still come down to the limit, past the minimum (an early
+#: bump of the estimate, as on p >> n designs). Within it, the converged fit
+#: scores within this fraction of whatever the path could still reach.
+LIMIT_RTOL = 0.01
+
+#: a path with no known limit whose criterion still falls at ``max_iter``
+#: grows past it, by warm-started stages, up to this many times ``max_iter``
+#: (the budget of a choice on the boundary; past it a
+#: SelectionBoundaryWarning says so).
+MAX_ITER_GROWTH = 10
+
 
 def argmin_first(path):
     """First iterate within the tie tolerance of the smallest finite value
@@ -135,11 +148,24 @@ def stage_growth(estimator, attr):
     return policy.stage_growth
 
 
-def stops(path, n_iter, n_iter_no_change):
+def stops(path, n_iter, n_iter_no_change, limit=None):
     """The rule of the stages: ``(stop, best)`` on the criterion ``path`` of a
-    path ``n_iter`` long (stop once the first minimum lies ``patience`` back)."""
+    path ``n_iter`` long: stop once the first minimum lies ``patience`` back,
+    unless ``limit`` (the criterion of the path's converged fit, where it is
+    known) lies more than ``LIMIT_RTOL`` below that minimum: the estimate
+    then has to fall below its minimum again before the path converges."""
     best = argmin_first(path)
-    return best is not None and n_iter - best >= patience(best, n_iter_no_change), best
+    if best is None or n_iter - best < patience(best, n_iter_no_change):
+        return False, best
+    if limit is not None and np.isfinite(limit):
+        return bool(limit >= path[best] - LIMIT_RTOL * abs(path[best])), best
+    return True, best
+
+
+def at_boundary(path, n_iter, max_iter):
+    """Whether the criterion ``path`` (``n_iter`` long) still falls at its last
+    iterate, on or past ``max_iter``: the choice would be on the boundary."""
+    return n_iter >= max_iter and argmin_first(path) == n_iter
 
 
 def planned(estimator, plan):
@@ -159,25 +185,31 @@ def release_warm_state(estimators):
 
 
 def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
-                   probe_goal="level"):
+                   probe_goal="level", limit=None, first=None, grow_past=True):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why), on the
     same data at every stage (the plan's ``same_data``);
     ``growth``: :func:`next_stage`'s (the policy's ``stage_growth`` when
-    ``None``). Stops
-    once the criterion has not improved during the last :func:`patience`
-    iterations or at ``max_iter``; then restores ``warm_start`` and frees the
-    warm state of every estimator of ``fitted()``. Returns the last path.
+    ``None``). Stops once :func:`stops` holds (``limit``: the criterion of
+    the converged fit, where known) or at ``max_iter``; a path with no known
+    limit whose criterion still falls at ``max_iter`` grows on, up to
+    ``MAX_ITER_GROWTH`` times ``max_iter`` (unless ``grow_past`` is false).
+    Then restores ``warm_start``
+    and frees the warm state of every estimator of ``fitted()``. Returns
+    the last path.
 
     The fits of the stages follow a :class:`~skacv.estimators._setup.FitPlan`:
     the first stage chooses the loop's form for the whole ``max_iter``
     (:func:`skacv.linalg._design.covariance_form_pays`), and the debiasing
     statistics (:mod:`skacv.estimates._uq`) are those of the last stage only;
     ``probe_goal``: the plan's (what the probes of ``risk_path_`` are grown for).
+    ``first``: the length of the first stage (``2 * n_iter_no_change`` by
+    default; a path fitted in one go continues from its end).
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
-    n_iter = min(max_iter, 2 * n_iter_no_change)
+    cap = max_iter if limit is not None or not grow_past else MAX_ITER_GROWTH * max_iter
+    n_iter = min(max_iter, 2 * n_iter_no_change) if first is None else first
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True,
                                         probe_goal=probe_goal, same_data=True)):
@@ -185,26 +217,28 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
                 path = stage(max_iter=n_iter, warm_start=True)
                 if path is None:
                     return None
-                stop, best = stops(path, n_iter, n_iter_no_change)
-                if n_iter >= max_iter or stop:
+                stop, best = stops(path, n_iter, n_iter_no_change, limit)
+                ended = n_iter >= max_iter and not at_boundary(path, n_iter, max_iter)
+                if stop or ended or n_iter >= cap:
                     finish = getattr(estimator, "_finish_deferred", None)
                     if finish is not None:
                         finish()
                     return path
-                n_iter = min(max_iter, next_stage(n_iter, best, n_iter_no_change, growth))
+                grown = next_stage(n_iter, best, n_iter_no_change, growth)
+                n_iter = min(cap, grown if n_iter >= max_iter else min(max_iter, grown))
     finally:
         estimator.set_params(warm_start=warm_start)
         release_warm_state(fitted())
 
 
-def stop_length(path, n_iter_no_change, growth=None):
-    """Where the stages of :func:`grow_in_stages` (with ``growth``) stop on
-    a criterion path computed in one go (its last index when the rule never
-    holds)."""
+def stop_length(path, n_iter_no_change, growth=None, limit=None):
+    """Where the stages of :func:`grow_in_stages` (with ``growth`` and
+    ``limit``) stop on a criterion path computed in one go (its last index
+    when the rule never holds)."""
     T = len(path) - 1
     n = min(T, 2 * n_iter_no_change)
     while True:
-        stop, best = stops(path[: n + 1], n, n_iter_no_change)
+        stop, best = stops(path[: n + 1], n, n_iter_no_change, limit)
         if n >= T or stop:
             return n
         n = min(T, next_stage(n, best, n_iter_no_change, growth))
@@ -221,34 +255,44 @@ def refit_shorter(estimator, X, y, fit_params, n_iter):
 
 
 def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-               probe_goal="level"):
+               probe_goal="level", limit=None):
     """Fit one grid point for the criterion path ``attr`` (``risk_path_`` or
     ``loo_path_``): in one go, or, with ``n_iter_no_change`` and where it
-    pays (:func:`can_stage`), in stages stopped on ``attr``; ``probe_goal``:
+    pays (:func:`can_stage`), in stages stopped on ``attr`` (``limit``: the
+    criterion of the converged fit, where known; :func:`stops`); ``probe_goal``:
     what the probes of ``risk_path_`` are grown for
     (:class:`~skacv.estimators._setup.FitPlan`). Returns the
     estimator, its estimate paths ``attrs`` and the fit time."""
     tic = time.perf_counter()
     growth = stage_growth(estimator, attr)
+
+    def stage(**params):
+        estimator.set_params(**params).fit(X, y, **fit_params)
+        if not hasattr(estimator, attr):
+            return None  # the caller says what is missing
+        return selectable(estimate_paths(estimator, attrs), attr)
+
     if n_iter_no_change is None or not can_stage(estimator, X):
+        grow = False
         with planned(estimator, FitPlan(probe_goal=probe_goal)):
             estimator.fit(X, y, **fit_params)
             if (n_iter_no_change is not None and can_stage(estimator)
                     and hasattr(estimator, attr)):
-                # a cheap path fitted in one go ends where the stages would have
-                # stopped (estimator_.n_iter_ is what the search needed)
-                m = stop_length(selectable(estimate_paths(estimator, attrs), attr),
-                                n_iter_no_change, growth)
-                if m < estimator.n_iter_:
+                path = selectable(estimate_paths(estimator, attrs), attr)
+                n = estimator.n_iter_
+                # still falling at max_iter, with no known limit: on in stages
+                grow = limit is None and at_boundary(path, n, estimator.max_iter)
+                # else a cheap path fitted in one go ends where the stages would
+                # have stopped (estimator_.n_iter_ is what the search needed)
+                m = n if grow else stop_length(path, n_iter_no_change, growth, limit)
+                if m < n:
                     refit_shorter(estimator, X, y, fit_params, m)
+        if grow:
+            first = min(MAX_ITER_GROWTH * n, next_stage(n, n, n_iter_no_change, growth))
+            grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
+                           probe_goal, limit, first)
     else:
-        def stage(**params):
-            estimator.set_params(**params).fit(X, y, **fit_params)
-            if not hasattr(estimator, attr):
-                return None  # the caller says what is missing
-            return selectable(estimate_paths(estimator, attrs), attr)
-
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
-                       probe_goal)
+                       probe_goal, limit)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
