@@ -90,6 +90,23 @@ def test_every_public_estimator_is_checked():
             assert is_classifier(est) == is_classifier(est.estimator)
 
 
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+def _expected_failed_checks(estimator):
+    """The installed scikit-learn's defects (``sklearn_versions``) and the
+    search's 2-D ``y``: ``TrajectoryEarlyStoppingCV`` takes the target tags of
+    its estimator (multi-output for ``TrajectoryLasso`` and ``IterativeRidge``,
+    whose 2-D ``y``, one column included, stacks a path per target) but
+    selects along one criterion path per grid point, not yet one per target
+    (``skacv.model_selection``)."""
+    failed = dict(expected_failed_checks(estimator))
+    if isinstance(estimator, skacv.TrajectoryEarlyStoppingCV) and not is_classifier(estimator):
+        why = ("TrajectoryEarlyStoppingCV selects along 1-D criterion paths: a 2-D y is not "
+               "supported by the search yet")
+        failed["check_regressor_multioutput"] = why
+        if estimator.criterion != "kfold":  # (K-fold reshapes a column y to 1-D)
+            failed["check_supervised_y_2d"] = why
+    return failed
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

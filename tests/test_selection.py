@@ -570,6 +570,15 @@ def test_path_search_with_the_real_alpha_path():
     assert search.best_iteration_ == int(np.argmin(traj.risk_path_))
 
 
+def _no_2d_y_yet(estimator):
+    """The search takes its estimator's target tags (multi-output for
+    ``TrajectoryLasso`` and ``IterativeRidge``, whose 2-D ``y`` stacks a path
+    per target) but selects along one criterion path per grid point: a 2-D
+    ``y`` (one column included) is not supported by the search yet."""
+    why = "TrajectoryEarlyStoppingCV selects along 1-D criterion paths"
+    return {"check_regressor_multioutput": why, "check_supervised_y_2d": why}
+
+
 @parametrize_with_checks([
     TrajectoryEarlyStoppingCV(IterativeRidge(max_iter=30, n_probes=None),
                               param_grid={"alpha": [0.1, 10.0]}),
@@ -581,7 +590,7 @@ def test_path_search_with_the_real_alpha_path():
     TrajectoryEarlyStoppingCV(IterativeRidge(solver="nesterov", max_iter=30, random_state=0)),
     # every default, as a new user writes it (criterion, search and n_probes "auto")
     TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01)),
-])
+], expected_failed_checks=_no_2d_y_yet)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
