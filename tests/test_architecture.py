@@ -60,7 +60,7 @@ MODULE_LAYERS = {
         ["_risk"],
         ["_risk_sgd"],
     ],
-    "estimators": [["_advice", "_docs", "_setup"], ["_base"],
+    "estimators": [["_advice", "_docs", "_setup"], ["_base"], ["_multitarget"],
                    ["_lasso", "_ridge", "_logistic", "_huber"]],
     "kernel_methods": [["_kernels"], ["_eigenpro"]],
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],

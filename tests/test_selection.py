@@ -670,6 +670,8 @@ def test_path_search_with_the_real_alpha_path():
                               search="grid"),
     # every default, as a new user writes it (criterion, search and n_probes "auto")
     TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.01), search="grid"),
+    # the literal default: alpha chosen on its automatic grid
+    TrajectoryEarlyStoppingCV(TrajectoryLasso()),
 ])
 def test_sklearn_compatible(estimator, check):
     check(estimator)

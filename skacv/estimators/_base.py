@@ -120,9 +120,10 @@ class TrajectoryEstimator(BaseEstimator):
         return tags
 
     # ------------------------------------------------------------------ hooks
-    def _validate_xy(self, X, y, reset):
+    def _validate_xy(self, X, y, reset, multi_output=False):
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"),
-                             dtype=[np.float64, np.float32], y_numeric=True, reset=reset)
+                             dtype=[np.float64, np.float32], y_numeric=True,
+                             multi_output=multi_output, reset=reset)
         return X, np.asarray(y, dtype=X.dtype)
 
     def _encode_target(self, y, sample_weight):

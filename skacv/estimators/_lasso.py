@@ -10,9 +10,10 @@ from ..iterations._penalties import L1
 from ..utils._compat import Interval, StrOptions
 from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
 from ._docs import DOC_ATTRIBUTES
+from ._multitarget import MultiTargetMixin
 
 
-class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
+class TrajectoryLasso(MultiTargetMixin, TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     __doc__ = """Lasso fitted by ISTA or FISTA, keeping the whole path.
 
     Minimises scikit-learn's Lasso objective
@@ -21,7 +22,10 @@ class TrajectoryLasso(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
 
     (with ``sample_weight``: ``sum_i w_i (...)^2 / (2 sum_i w_i)``) by exactly
     ``max_iter`` proximal-gradient steps from zero, and stores every iterate
-    together with an estimate of its out-of-sample risk.
+    together with an estimate of its out-of-sample risk. A 2-D ``y`` of shape
+    (n_samples, n_targets) fits one path per target, as ``Lasso`` fits one
+    coefficient row per target (the attributes gain a leading target axis,
+    see ``coef_path_``).
 
     Parameters
     ----------

@@ -18,10 +18,11 @@ from ..iterations._preconditioning import feature_preconditioner, preconditioned
 from ..utils._compat import Interval, StrOptions
 from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
 from ._docs import DOC_ATTRIBUTES
+from ._multitarget import MultiTargetMixin
 from ._setup import PathSetup
 
 
-class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
+class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     __doc__ = """Ridge regression fitted by a first-order method, keeping the whole path.
 
     Minimises scikit-learn's Ridge objective ``||y - X w - b||^2 + alpha ||w||^2``
@@ -29,7 +30,9 @@ class IterativeRidge(TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
     ``max_iter`` steps from zero. Internally the objective is divided by
     ``2 n_eff`` (``n_eff = sum(sample_weight)``), so the penalty in mean form is
     ``mu = alpha / n_eff``. ``alpha=0`` gives plain (early-stopped) least
-    squares gradient descent.
+    squares gradient descent. A 2-D ``y`` of shape (n_samples, n_targets)
+    fits one path per target, as ``Ridge`` fits one coefficient row per
+    target (the attributes gain a leading target axis, see ``coef_path_``).
 
     Parameters
     ----------

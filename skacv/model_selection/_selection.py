@@ -8,6 +8,7 @@ the path (``_kfold_search``), the alpha path of ``search="path"``
 (``_path_search``) and what the search reports (``_results``).
 """
 
+import dataclasses
 import warnings
 from numbers import Integral
 
@@ -17,6 +18,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.exceptions import EfficiencyWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state, get_tags
+from sklearn.utils.validation import column_or_1d
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
 from .._config import config_context, get_config
@@ -450,7 +452,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         sub = get_tags(self.estimator)
         tags.estimator_type = sub.estimator_type
         tags.input_tags = sub.input_tags
-        tags.target_tags = sub.target_tags
+        # one criterion path per grid point: a 1-D target (a column y is
+        # raveled; several targets: one search each, MultiOutputRegressor)
+        tags.target_tags = dataclasses.replace(sub.target_tags, multi_output=False)
         tags.regressor_tags = sub.regressor_tags
         tags.classifier_tags = sub.classifier_tags
         return tags
@@ -567,6 +571,14 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         """
         routed = self._route_fit(sample_weight, fit_params)
         dask = is_dask(X, y, routed.get("sample_weight"))
+        if not dask and y is not None and np.ndim(y) == 2:
+            if np.shape(y)[1] != 1:
+                raise ValueError(
+                    f"y has {np.shape(y)[1]} columns: TrajectoryEarlyStoppingCV selects one "
+                    "iterate for one target. Search each target on its own, e.g. "
+                    "sklearn.multioutput.MultiOutputRegressor(TrajectoryEarlyStoppingCV(...)); "
+                    "the estimators themselves fit a path per column of a 2-D y.")
+            y = column_or_1d(y, warn=True)
         source = None  # on a Dask input, the rows behind the compressed sample
         if dask:  # one pass (skacv.linalg._dask)
             X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)

@@ -1,0 +1,308 @@
+"""Several targets for the least-squares trajectory regressors.
+
+``TrajectoryLasso().fit(X, Y)`` with ``Y`` of shape (n_samples, n_targets)
+fits one path per column of ``Y``, as scikit-learn's ``Lasso`` fits one
+coefficient row per target. :class:`MultiTargetMixin` does it with one clone
+of the estimator per column (``estimators_``), each an ordinary 1-D fit of
+the shell (:meth:`~skacv.estimators._base.TrajectoryEstimator._fit`) on the
+``X`` and sample weights validated once, inside
+:func:`~skacv.linalg._design.shared_designs` (one centred design and Gram
+matrix for all the targets), the first target's set-up of the path (step
+size, mini-batch seed, EigenPro's preconditioner: ``X`` and the weights
+only) passed to the others as ``frozen``. The fitted attributes are the
+clones' stacked along a leading target axis; every step, estimate and
+warm-start check is the 1-D fit's, nothing of it is written again here.
+"""
+
+import copy
+import dataclasses
+
+import numpy as np
+import scipy.sparse as sp
+import sklearn
+from sklearn.base import clone
+from sklearn.utils import Bunch
+
+from ..linalg._dask import is_dask, lazy_predictor
+from ..linalg._design import shared_designs
+from ..utils._compat import _fit_context
+from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
+
+#: attributes of a 1-D fit stacked along a leading target axis for a 2-D ``y``
+STACKED_ATTRIBUTES = ("coef_path_", "intercept_path_", "coef_", "intercept_", "step_size_",
+                      "risk_path_", "risk_matrix_", "memory_matrix_", "risk_reliable_",
+                      "noise_variance_path_", "excess_risk_path_", "loo_path_",
+                      "loo_std_error_path_", "loo_error_path_", "loo_predictions_",
+                      "loo_indices_")
+
+#: what a 1-D fit leaves beside the stacked attributes (dropped by a new 2-D fit)
+_ONE_TARGET_STATE = ("_solver_state", "_setup", "_fitted_path", "_gradient_path",
+                     "_source_path", "_uq_stats", "_risk_advice", "_dropped_risk_matrices",
+                     "_coef_iterate", "_warm_guard", "preconditioner_", "risk_diagnostics_")
+
+
+def is_multi_target(y):
+    """Whether ``y`` is 2-D, a column per target (a sparse or ragged ``y`` is
+    left to the 1-D validation and its message)."""
+    if y is None or sp.issparse(y):
+        return False
+    try:
+        return np.ndim(y) == 2
+    except (ValueError, TypeError):
+        return False
+
+
+def stack_diagnostics(bunches):
+    """One ``risk_diagnostics_`` from the targets': each entry stacked along a
+    leading target axis, ``None`` where no target has it (an object array
+    where only some have it)."""
+    out = Bunch()
+    for key in bunches[0]:
+        values = [b[key] for b in bunches]
+        if all(v is None for v in values):
+            out[key] = None
+        elif any(v is None for v in values):
+            out[key] = np.empty(len(values), dtype=object)
+            for k, v in enumerate(values):
+                out[key][k] = v
+        else:
+            out[key] = np.stack([np.asarray(v) for v in values])
+    return out
+
+
+class MultiTargetMixin:
+    """``fit`` with ``y`` of shape (n_samples, n_targets): one path per target.
+
+    A 1-D ``y`` is the shell's fit, unchanged. A 2-D ``y`` (one column
+    included, as scikit-learn's ``Lasso``) fits ``estimators_``, one clone per
+    target fitted on its column with the same ``X`` and sample weights, and
+    stacks their attributes (:data:`STACKED_ATTRIBUTES`, ``risk_diagnostics_``)
+    along a leading target axis; ``n_iter_`` is the one int of every path
+    (each runs exactly ``max_iter`` steps, so the stacked paths need no
+    padding). A warm refit continues every target's path (the same number of
+    targets; the whole data and the protected parameters are checked by this
+    estimator's own guard). The debiasing methods (``debiased_coef``,
+    ``coef_confidence_interval``, ``noise_variance_path``,
+    ``excess_risk_path``) are for one target: they raise and name
+    ``estimators_[k]``.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Run the iterations from zero (or extend the path, ``warm_start``).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data. float32 input is kept in float32.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Target values. A 2-D ``y`` (one column included) fits one path
+            per column (``estimators_``) and stacks the attributes along a
+            leading target axis (see Attributes).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Frequency weights (of every target): an integer weight equals
+            repeating the row. The estimates (``risk_path_``, ``loo_path_``)
+            use the same weights, with ``n_eff = sum(sample_weight)`` samples.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        return self._fit(X, y, sample_weight)
+
+    def _fit(self, X, y, sample_weight=None, frozen=None):
+        multi = is_multi_target(y)
+        fitted = self.__dict__.get("estimators_")
+        # a warm start continues a path of the same kind (1-D or 2-D y)
+        if self.warm_start and multi != (fitted is not None) and (
+                fitted is not None or self._continues()):
+            was = "a 1-D y" if fitted is None else f"a 2-D y ({len(fitted)} targets)"
+            raise ValueError(
+                f"warm_start=True continues the path fitted on {was}, but y is "
+                f"{'2-D' if multi else '1-D'} now. Set warm_start=False to fit new data.")
+        if not multi:
+            self.__dict__.pop("estimators_", None)
+            return super()._fit(X, y, sample_weight, frozen)
+        return self._fit_targets(X, y, sample_weight, frozen)
+
+    def _fit_targets(self, X, Y, sample_weight, frozen):
+        """One clone per column of ``Y``, then the stacked attributes."""
+        name = type(self).__name__
+        if is_dask(X, Y, sample_weight):
+            raise ValueError(
+                f"{name} fits a 2-D y (several targets) on in-memory data only. Fit one "
+                "estimator per column of y on the Dask input, or call .compute().")
+        warm = bool(self.warm_start) and self.__dict__.get("estimators_") is not None
+        X, Y = self._validate_xy(X, Y, reset=not warm, multi_output=True)
+        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        Y = np.asfortranarray(Y)  # each target a contiguous column
+        fingerprint = data_fingerprint(X, Y, sample_weight)
+        if warm:
+            if len(self.estimators_) != Y.shape[1]:
+                raise ValueError(
+                    f"warm_start=True continues the paths of {len(self.estimators_)} "
+                    f"targets, but y has {Y.shape[1]} columns. Set warm_start=False to fit "
+                    "new data.")
+            self._warm_guard.check(self, fingerprint, self.n_iter_)
+            # the protected parameters are this guard's: the targets take the free ones
+            params = self.get_params(deep=False)
+            estimators = [e.set_params(**{k: params[k] for k in self._free_params})
+                          for e in self.estimators_]
+        else:
+            self._release_warm_state()
+            for attr in _ONE_TARGET_STATE:
+                self.__dict__.pop(attr, None)
+            estimators = [clone(self) for _ in range(Y.shape[1])]
+        # the data were checked here: the targets' fits skip the finiteness
+        # checks and, continued, their fingerprints (FitPlan.same_data); the
+        # debiasing statistics are each fit's own (no deferral)
+        plan = dataclasses.replace(self._plan_in_force(), defer_uq=False, same_data=True)
+        with shared_designs(), sklearn.config_context(assume_finite=True):
+            for k, est in enumerate(estimators):
+                est.__dict__.pop("feature_names_in_", None)  # (the validated X has none)
+                with est._planned(plan):
+                    est._fit(X, Y[:, k], sample_weight, frozen)
+                # the set-up of a new path (step size, mini-batch seed,
+                # preconditioner) depends on X and the weights only: the first
+                # target's serves the others, the number its 1-D fit computes
+                if frozen is None:
+                    frozen = est._setup
+        self._stack(estimators)
+        self._warm_guard = WarmStartGuard(self, fingerprint)
+        return self
+
+    def _stack(self, estimators):
+        """This fit's attributes from the targets': stacked copies, of which
+        the targets keep views (one copy in memory, and in a pickle)."""
+        self.estimators_ = estimators
+        self.n_iter_ = int(estimators[0].n_iter_)  # every path runs max_iter steps
+        if hasattr(self, "feature_names_in_"):
+            for est in estimators:
+                est.feature_names_in_ = self.feature_names_in_
+        for attr in STACKED_ATTRIBUTES + ("risk_diagnostics_", "_dropped_risk_matrices"):
+            self.__dict__.pop(attr, None)
+        for attr in STACKED_ATTRIBUTES:
+            if hasattr(estimators[0], attr):
+                setattr(self, attr, np.stack([getattr(e, attr) for e in estimators]))
+        self._link_targets()
+        if hasattr(estimators[0], "risk_diagnostics_"):
+            self.risk_diagnostics_ = stack_diagnostics(
+                [e.risk_diagnostics_ for e in estimators])
+        dropped = estimators[0].__dict__.get("_dropped_risk_matrices")
+        if dropped is not None:  # what __getattr__ reports
+            self._dropped_risk_matrices = dropped
+
+    def _stacked(self):
+        return [attr for attr in STACKED_ATTRIBUTES if attr in self.__dict__]
+
+    def _link_targets(self):
+        for k, est in enumerate(self.estimators_):
+            for attr in self._stacked():
+                setattr(est, attr, getattr(self, attr)[k])
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("estimators_") is not None:
+            # the targets' views of the stacked attributes are pickled once, here
+            stacked = self._stacked()
+            targets = [copy.copy(est) for est in state["estimators_"]]
+            for est in targets:
+                for attr in stacked:
+                    est.__dict__.pop(attr, None)
+            state["estimators_"] = targets
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if self.__dict__.get("estimators_") is not None:
+            self._link_targets()
+
+    def _debias_stats(self):
+        estimators = self.__dict__.get("estimators_")
+        if estimators is not None:
+            raise ValueError(
+                f"This {type(self).__name__} was fitted on a 2-D y ({len(estimators)} "
+                "targets): the debiased iterates, confidence intervals, noise variance and "
+                "excess risk are computed for one target. Call the method on "
+                "estimators_[k], the fit of target k.")
+        return super()._debias_stats()
+
+    # ------------------------------------------------------------- prediction
+    def _multi(self):
+        return self.__dict__.get("estimators_") is not None
+
+    def _decision_path(self, X, start=0):
+        if not self._multi():
+            return super()._decision_path(X, start)
+        # one product with X for every target and iterate: (p, n_targets * S)
+        C = self.coef_path_[:, :, start:]
+        n_targets, p, S = C.shape
+        flat = C.transpose(1, 0, 2).reshape(p, n_targets * S)
+        intercept = self.intercept_path_[:, start:].reshape(-1)
+        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
+            out = lazy_predictor(self, X, flat, intercept)
+        else:
+            out = np.asarray(self._check_X(X) @ flat) + intercept
+        return out.reshape(out.shape[0], n_targets, S)
+
+    def predict_path(self, X):
+        """Predictions of every iterate.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        Y : ndarray of shape (n_samples, n_iter_ + 1) or (n_samples, n_targets, n_iter_ + 1)
+            ``Y[..., t]`` is the prediction of iterate ``t`` (0: the starting
+            point); the target axis after the samples' when ``y`` was 2-D.
+        """
+        return self._decision_path(X)
+
+    def staged_predict(self, X):
+        """Yield the predictions of iterates ``0, 1, ..., n_iter_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Yields
+        ------
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            Shaped as ``predict``'s.
+        """
+        if not self._multi():
+            yield from super().staged_predict(X)
+            return
+        dask = is_dask(X)
+        if not dask:
+            X = self._check_X(X)
+        for t in range(self.coef_path_.shape[2]):
+            coef, intercept = self.coef_path_[:, :, t].T, self.intercept_path_[:, t]
+            yield (lazy_predictor(self, X, coef, intercept) if dask
+                   else np.asarray(X @ coef) + intercept)
+
+    def predict(self, X):
+        """Predict with the last iterate (the selected one in a search).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            2-D when ``y`` was 2-D (one column included).
+        """
+        if not self._multi():
+            return super().predict(X)
+        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
+            return lazy_predictor(self, X, self.coef_.T, self.intercept_)
+        return np.asarray(self._check_X(X) @ self.coef_.T) + self.intercept_
