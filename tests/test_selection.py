@@ -15,7 +15,7 @@ import sklearn
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context as sk_config_context
 from sklearn.base import clone, is_classifier, is_regressor
-from sklearn.exceptions import UnsetMetadataPassedError
+from sklearn.exceptions import DataConversionWarning, UnsetMetadataPassedError
 from sklearn.linear_model import Lasso
 from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -1210,3 +1210,16 @@ def test_too_few_samples_say_how_many_are_needed():
     with pytest.raises(ValueError, match=r"n_samples=4 is too few for K-fold CV with cv=5"):
         TrajectoryEarlyStoppingCV(TrajectoryLasso(),
                                   search="grid", criterion="kfold").fit(X[:4], y[:4])
+
+
+def test_the_search_takes_one_target():
+    X, y = _data(n=60, p=20)
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
+                                       search="grid", random_state=0)
+    flat = clone(search).fit(X, y)
+    with pytest.warns(DataConversionWarning):
+        column = clone(search).fit(X, y[:, None])
+    assert_allclose(column.coef_, flat.coef_)
+    assert column.best_iteration_ == flat.best_iteration_
+    with pytest.raises(ValueError, match="y has 2 columns.*MultiOutputRegressor"):
+        clone(search).fit(X, np.c_[y, y])

@@ -18,8 +18,8 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.exceptions import EfficiencyWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.validation import column_or_1d
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
+from sklearn.utils.validation import column_or_1d
 
 from .._config import config_context, get_config
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
@@ -83,6 +83,24 @@ def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chang
                              fold_alignment, fold_dtype)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
                           probe_goal, limit)
+
+
+def one_target(y):
+    """``y`` as one target: a column raveled (with scikit-learn's
+    DataConversionWarning); several columns refused."""
+    if y is None:
+        return y
+    shape = getattr(y, "shape", None)
+    shape = np.asarray(y).shape if shape is None else shape
+    if len(shape) != 2:
+        return y
+    if shape[1] != 1:
+        raise ValueError(
+            f"y has {shape[1]} columns: TrajectoryEarlyStoppingCV selects one iterate "
+            "for one target. Search each target on its own, e.g. "
+            "sklearn.multioutput.MultiOutputRegressor(TrajectoryEarlyStoppingCV(...)); the "
+            "estimators themselves fit a path per column of a 2-D y.")
+    return column_or_1d(y, warn=True)
 
 
 class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEstimator):
@@ -571,14 +589,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         """
         routed = self._route_fit(sample_weight, fit_params)
         dask = is_dask(X, y, routed.get("sample_weight"))
-        if not dask and y is not None and np.ndim(y) == 2:
-            if np.shape(y)[1] != 1:
-                raise ValueError(
-                    f"y has {np.shape(y)[1]} columns: TrajectoryEarlyStoppingCV selects one "
-                    "iterate for one target. Search each target on its own, e.g. "
-                    "sklearn.multioutput.MultiOutputRegressor(TrajectoryEarlyStoppingCV(...)); "
-                    "the estimators themselves fit a path per column of a 2-D y.")
-            y = column_or_1d(y, warn=True)
+        if not dask:
+            y = one_target(y)
         source = None  # on a Dask input, the rows behind the compressed sample
         if dask:  # one pass (skacv.linalg._dask)
             X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
