@@ -24,7 +24,7 @@ from types import MappingProxyType
 import numpy  # noqa: F401  (NumPy's BLAS loaded before threadpoolctl looks for it)
 from threadpoolctl import threadpool_info
 
-__all__ = ["SpeedPolicy", "blas_kernels", "get_policy", "policy_context"]
+__all__ = ["SpeedPolicy", "blas_kernels", "get_policy", "kernels_policy", "policy_context"]
 
 
 def _frozen(mapping):
@@ -411,15 +411,22 @@ def blas_kernels():
     return ours[0].get("architecture") if ours else None
 
 
-def _machine_policy():
-    """The default :class:`SpeedPolicy` of this machine: the dataclass's
-    values, with ``narrow_blas_panels`` where NumPy's OpenBLAS runs kernels
-    outside ``wide_blas_kernels``."""
+def kernels_policy(kernels):
+    """The default :class:`SpeedPolicy` where NumPy's BLAS is an OpenBLAS
+    running the kernel set ``kernels`` (``None``: another BLAS, or none
+    found): the dataclass's values, with ``narrow_blas_panels`` for kernels
+    outside ``wide_blas_kernels``. Tests pin the kernels' fields with it
+    (``tests/conftest.py``, the ``kernels_policy`` fixture)."""
     policy = SpeedPolicy()
-    kernels = blas_kernels()
     if kernels is not None and kernels not in policy.wide_blas_kernels:
         policy = dataclasses.replace(policy, **policy.narrow_blas_panels)
     return policy
+
+
+def _machine_policy():
+    """The default :class:`SpeedPolicy` of this machine: that of the kernels
+    NumPy's OpenBLAS runs (:func:`kernels_policy` of :func:`blas_kernels`)."""
+    return kernels_policy(blas_kernels())
 
 
 _lock = threading.Lock()

@@ -46,6 +46,25 @@ def speed_policy():
 
 
 @pytest.fixture
+def kernels_policy(speed_policy):
+    """Pin the fields of the speed policy that skacv sets from NumPy's BLAS
+    kernels at import (``SpeedPolicy.narrow_blas_panels``) to their defaults
+    for an OpenBLAS running the kernel set ``kernels`` (``"Haswell"``:
+    narrow, ``"SkylakeX"``: wide; :func:`skacv._policy.kernels_policy`),
+    whatever this machine runs: ``kernels_policy("Haswell")`` returns the
+    policy in force. A test of a path those fields choose pins them."""
+    from skacv._policy import SpeedPolicy
+    from skacv._policy import kernels_policy as defaults
+
+    def pin(kernels):
+        policy = defaults(kernels)
+        return speed_policy(**{key: getattr(policy, key)
+                               for key in SpeedPolicy().narrow_blas_panels})
+
+    return pin
+
+
+@pytest.fixture
 def spy(monkeypatch):
     """Watch a function for one test: ``spy(owner, name, record)`` replaces
     ``owner.name`` by a wrapper that calls it and appends ``record(result,

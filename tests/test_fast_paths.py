@@ -419,8 +419,10 @@ def test_the_machine_policy_follows_the_blas_kernels(monkeypatch, kernels, narro
     with monkeypatch.context() as m:  # libraries it cannot inspect: the defaults
         m.setattr(_policy, "threadpool_info", lambda: 1 / 0)
         assert _policy.blas_kernels() is None
-    monkeypatch.setattr(_policy, "blas_kernels", lambda: kernels)
-    policy, base = _policy._machine_policy(), _policy.SpeedPolicy()
+    # the policy in force: the one read at import (no test left a change behind)
+    assert _policy.get_policy() == _policy._machine_policy()
+    assert _policy._machine_policy() == _policy.kernels_policy(_policy.blas_kernels())
+    policy, base = _policy.kernels_policy(kernels), _policy.SpeedPolicy()
     expected = dict(base.narrow_blas_panels) if narrow else {
         key: getattr(base, key) for key in base.narrow_blas_panels}
     assert {key: getattr(policy, key) for key in expected} == expected

@@ -285,13 +285,17 @@ def test_warm_starts_switching_between_the_loops(speed_policy, fused, monkeypatc
     assert_allclose(warm.coef_path_, cold.coef_path_, rtol=0, atol=1e-10 * scale)
 
 
+@pytest.mark.parametrize("kernels", ["Haswell", "SkylakeX"])  # narrow and wide thin panels
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("k", [1, 2, 4, 8, 12])
-def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, spy, dtype, k):
-    # X~[:, :rows]^T (factor X~[:, :cols] V) by thin panels (a few columns), blocks
-    # of rows, or two products over all rows: the plain product up to
-    # rounding, on column prefixes (strided views), with a last partial
-    # panel, and the block (a column view of the chains) left as it is
+def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, speed_policy, spy,
+                                                              kernels, dtype, k):
+    # X~[:, :rows]^T (factor X~[:, :cols] V) by matrix-vector products or
+    # thin panels (a few columns: how few, the defaults of the BLAS kernels,
+    # pinned whatever this machine runs), blocks of rows, or two products over
+    # all rows: the plain product up to rounding, on column prefixes (strided
+    # views), with a last partial panel, and the block (a column view of the
+    # chains) left as it is; each policy takes the form it says
     from skacv.estimates import _risk_propagate
     from skacv.estimates._risk_propagate import _thin_panel_rows, primal_product
 
@@ -304,18 +308,32 @@ def test_chain_primal_product_every_form_is_the_plain_product(speed_policy, spy,
     Xd = Xs.astype(np.float64)
     expected = Xd[:, :rows].T @ (factor * (Xd[:, :cols] @ block.astype(np.float64)))
     rtol = 1e-5 if dtype == np.float32 else 1e-12
-    vectors = spy(_risk_propagate, "_vector_panel_products")
-    for policy, thin in (({"chain_panel_bytes": 9 * k * 90 * np.dtype(dtype).itemsize,
-                           "chain_panel_threads_min_bytes": 0},
-                          k <= get_policy().chain_panel_max_columns),
-                         ({"chain_panel_max_columns": 0, "chain_fused_bytes": 1}, False),
-                         ({"chain_fused_bytes": None}, False)):
+    panels = kernels_policy(kernels)
+    if k > panels.chain_panel_max_columns:
+        default = "plain"  # one block of 2 MiB: all the rows
+    else:
+        default = "vectors" if k < panels.chain_panel_min_columns else "thin"
+    seen = {"vectors": spy(_risk_propagate, "_vector_panel_products"),
+            "thin": spy(_risk_propagate, "_thin_panel_products"),
+            "blocks": spy(_risk_propagate, "_row_block")}
+    small = {"chain_panel_bytes": 9 * k * 90 * np.dtype(dtype).itemsize,
+             "chain_panel_threads_min_bytes": 0, "chain_fused_bytes": 2 * 2**20}
+    for policy, form in ((small, default),  # the kernels' columns
+                         ({**small, "chain_panel_max_columns": k,
+                           "chain_panel_min_columns": k + 1}, "vectors"),
+                         ({**small, "chain_panel_min_columns": k}, "thin"),
+                         ({**small, "chain_panel_max_columns": k - 1}, "plain"),
+                         ({"chain_panel_max_columns": 0, "chain_fused_bytes": 1}, "blocks"),
+                         ({"chain_fused_bytes": None}, "plain")):
         speed_policy(**policy)
-        assert (_thin_panel_rows(Xs, k) == 9) == thin
+        assert (_thin_panel_rows(Xs, k) == 9) == (form in ("vectors", "thin"))
         out = np.full((rows, k), np.nan, dtype=dtype)
-        before = len(vectors)
+        for calls in seen.values():
+            calls.clear()
         primal_product(Xs, rows, cols, block, out, factor)
-        # fewer columns than chain_panel_min_columns (3): matrix-vector products
-        assert (len(vectors) > before) == (thin and k < 3)
+        taken = ("vectors" if seen["vectors"] else "thin" if seen["thin"]
+                 else "blocks" if seen["blocks"] and seen["blocks"][-1] < len(Xs) else "plain")
+        assert taken == form
         np.testing.assert_allclose(out, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
         assert_array_equal(block, kept)
+

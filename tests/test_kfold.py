@@ -489,8 +489,9 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     speed_policy(pass_groups_min_bytes=0)
     assert _fold_designs.pass_groups(1) == get_policy().pass_groups
     speed_policy(pass_groups_min_bytes=None)
-    # the full fit beside the folds: X beyond the last-level cache, the
-    # block's copy (float32 by default) within it
+    # the full fit beside the folds: X beyond the last-level cache (32 MiB, not
+    # this machine's), the block's copy (float32 by default) within it
+    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
     assert not _kfold.fit_beside(np.empty((1000, 1500)))  # 12 MB
     assert _kfold.fit_beside(np.empty((2000, 3000)))  # 48 MB, its block 24 MB
     assert not _kfold.fit_beside(np.empty((3000, 3000)))  # block 36 MB: two groups
