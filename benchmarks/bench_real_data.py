@@ -1,0 +1,580 @@
+"""Real-data benchmark: TrajectoryEarlyStoppingCV against scikit-learn's CV estimators.
+
+Public regression designs (all bundled, no download at run time):
+
+* scikit-learn's ``load_diabetes`` (442 x 10);
+* from the ``ISLP`` package's data sets (``from ISLP import load_data``):
+  ``hitters`` (NA rows dropped, target ``log(Salary)``, League / Division /
+  NewLeague one-hot: 263 x 19), ``carseats`` (target Sales, ShelveLoc / Urban /
+  US one-hot: 400 x 11), ``credit`` (target Balance, ID dropped, Gender /
+  Student / Married / Ethnicity one-hot: 400 x 11), ``college`` (target
+  Grad.Rate, Private one-hot: 777 x 17), ``boston`` (target medv: 506 x 12),
+  ``auto`` (target mpg, origin one-hot: 392 x 8), ``wage`` (target logwage,
+  wage and the one-level region dropped, the categoricals one-hot: 3000 x 16),
+  ``bikeshare`` (target log(1 + bikers), casual / registered dropped, mnth /
+  hr / weathersit one-hot: 8645 x 46), and two gene-expression designs with
+  ``p >> n`` and ``n < 100``: ``nci60`` (64 x 6830) and ``khan`` (train and
+  test concatenated, 83 x 2308), where the target is the gene of largest
+  variance and the features are the other genes (64 x 6829, 83 x 2307).
+
+Each design is split 20 times 50/50 (``train_test_split(test_size=0.5,
+random_state=k)``, ``k = 0 .. 19``); every model is
+``make_pipeline(StandardScaler(), model)``, timed with ``time.perf_counter``
+around the pipeline's ``fit`` (the scaler included, for every method alike).
+Methods:
+
+``lassocv``
+    ``LassoCV(cv=5)`` (default grid of 100 alphas): the baseline.
+``natural``
+    The call users write: ``TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista",
+    max_iter=200), param_grid={"alpha": np.geomspace(alpha_max, alpha_max * 1e-3, 12)},
+    random_state=0)``, where ``alpha_max = max |Xc^T (y - mean(y))| / n`` is LassoCV's
+    largest alpha on the standardised training data. :class:`NaturalLassoSearch`
+    computes it inside its ``fit`` (one product ``X^T y``), so the timing includes it,
+    as LassoCV's includes its own.
+``literal``
+    ``TrajectoryEarlyStoppingCV(TrajectoryLasso())``: no grid, all defaults.
+``ridgecv`` / ``ridge``
+    ``RidgeCV()`` (default alphas) against ``TrajectoryEarlyStoppingCV(IterativeRidge())``.
+
+The logistic part compares ``TrajectoryEarlyStoppingCV(TrajectoryLogisticRegression())``
+with ``LogisticRegressionCV()`` (both defaults) by the test log-loss on
+``load_breast_cancer`` and ``load_digits`` (3 against the rest), 10 stratified
+50/50 splits.
+
+Per design the script prints the median and worst test-MSE ratio to LassoCV, the
+median fit-time ratio, the criterion and search strategy chosen by skacv, the
+fraction of fits whose ``best_iteration_`` is None (the converged fit selected) and
+the warnings recorded during each fit, counted by category; then a summary of the
+goals with PASS / FAIL. ``--out`` saves every per-split number as JSON.
+
+Install the data sets with ``pip install -e ".[bench]"``, which brings ISLP with all
+its requirements (torch among them), or, for its data sets only (which need numpy,
+pandas and scikit-learn), ``pip install --no-deps ISLP``. Without ISLP only the
+scikit-learn designs run; the others are listed as skipped.
+
+    python benchmarks/bench_real_data.py                         # everything, 20 splits
+    python benchmarks/bench_real_data.py --quick                 # 3 splits
+    python benchmarks/bench_real_data.py --designs diabetes,hitters --skip-logistic
+    python benchmarks/bench_real_data.py --methods natural --skip-ridge --out raw.json
+    python benchmarks/bench_real_data.py --design-splits bikeshare=5,nci60=10
+"""
+
+import argparse
+import json
+import time
+import warnings
+from collections import Counter
+
+import numpy as np
+import sklearn
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
+from sklearn.linear_model import LassoCV, LogisticRegressionCV, RidgeCV
+from sklearn.metrics import log_loss, mean_squared_error
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import skacv
+from skacv import (
+    IterativeRidge,
+    TrajectoryEarlyStoppingCV,
+    TrajectoryLasso,
+    TrajectoryLogisticRegression,
+)
+
+ISLP_HINT = 'pip install --no-deps ISLP (data only) or pip install -e ".[bench]"'
+LASSO_METHODS = ("natural", "literal")
+GOALS = {
+    "natural_median": 1.00,
+    "natural_worst": 1.10,
+    "literal_median": 1.05,
+    "time_overall": 1.0,
+    "time_design": 2.0,
+    "ridge_median": 1.02,
+    "logistic_median": 1.05,
+}
+
+
+class MissingDataset(RuntimeError):
+    """A design whose data package is not installed."""
+
+
+# ---------------------------------------------------------------------------
+# designs
+# ---------------------------------------------------------------------------
+
+
+def _islp(name):
+    """Data set ``name`` of ISLP, or MissingDataset when ISLP is not installed."""
+    try:
+        from ISLP import load_data
+    except ImportError as exc:
+        raise MissingDataset(f"ISLP is not installed ({ISLP_HINT})") from exc
+    return load_data(name)
+
+
+def _frame_design(df, target, categorical, name, drop=()):
+    """Float64 ``X`` (``categorical`` one-hot, first level dropped) and ``y``."""
+    import pandas as pd
+
+    y = df[target].to_numpy(dtype=np.float64)
+    X = df.drop(columns=[target, *drop])
+    X = pd.get_dummies(X, columns=list(categorical), drop_first=True, dtype=np.float64)
+    return X.to_numpy(dtype=np.float64), y, name
+
+
+def _gene_design(expr, name):
+    """Target: the gene of largest variance; features: all the other genes."""
+    expr = np.asarray(expr, dtype=np.float64)
+    j = int(np.argmax(expr.var(axis=0)))
+    return np.delete(expr, j, axis=1), expr[:, j].copy(), name
+
+
+def design_diabetes():
+    """scikit-learn's diabetes data (442 x 10)."""
+    X, y = load_diabetes(return_X_y=True)
+    return X.astype(np.float64), y.astype(np.float64), "diabetes"
+
+
+def design_hitters():
+    """ISLP Hitters: NA rows dropped, target log(Salary), 263 x 19."""
+    df = _islp("Hitters").dropna().copy()
+    df["Salary"] = np.log(df["Salary"])
+    return _frame_design(df, "Salary", ["League", "Division", "NewLeague"], "hitters")
+
+
+def design_carseats():
+    """ISLP Carseats: target Sales, 400 x 11."""
+    return _frame_design(_islp("Carseats"), "Sales", ["ShelveLoc", "Urban", "US"], "carseats")
+
+
+def design_credit():
+    """ISLP Credit: target Balance, ID dropped, 400 x 11."""
+    cats = ["Gender", "Student", "Married", "Ethnicity"]
+    return _frame_design(_islp("Credit"), "Balance", cats, "credit", drop=["ID"])
+
+
+def design_college():
+    """ISLP College: target Grad.Rate, 777 x 17."""
+    return _frame_design(_islp("College"), "Grad.Rate", ["Private"], "college")
+
+
+def design_boston():
+    """ISLP Boston: target medv, 506 x 12."""
+    return _frame_design(_islp("Boston"), "medv", [], "boston")
+
+
+def design_auto():
+    """ISLP Auto: target mpg, origin one-hot, 392 x 8."""
+    df = _islp("Auto").copy()
+    df["origin"] = df["origin"].astype("category")
+    return _frame_design(df, "mpg", ["origin"], "auto")
+
+
+def design_wage():
+    """ISLP Wage: target logwage, wage and the one-level region dropped, 3000 x 16."""
+    cats = ["maritl", "race", "education", "jobclass", "health", "health_ins"]
+    return _frame_design(_islp("Wage"), "logwage", cats, "wage", drop=["wage", "region"])
+
+
+def design_bikeshare():
+    """ISLP Bikeshare: target log(1 + bikers), 8645 x 46."""
+    df = _islp("Bikeshare").copy()
+    df["bikers"] = np.log1p(df["bikers"])
+    cats = ["mnth", "hr", "weathersit"]
+    return _frame_design(df, "bikers", cats, "bikeshare", drop=["casual", "registered"])
+
+
+def design_nci60():
+    """ISLP NCI60 expression (64 x 6830): one gene from the others, 64 x 6829."""
+    return _gene_design(_islp("NCI60")["data"], "nci60")
+
+
+def design_khan():
+    """ISLP Khan expression, train + test (83 x 2308): one gene from the others."""
+    data = _islp("Khan")
+    expr = np.vstack([data["xtrain"].to_numpy(), data["xtest"].to_numpy()])
+    return _gene_design(expr, "khan")
+
+
+DESIGNS = {
+    "diabetes": design_diabetes,
+    "hitters": design_hitters,
+    "carseats": design_carseats,
+    "credit": design_credit,
+    "college": design_college,
+    "boston": design_boston,
+    "auto": design_auto,
+    "wage": design_wage,
+    "bikeshare": design_bikeshare,
+    "nci60": design_nci60,
+    "khan": design_khan,
+}
+
+
+# ---------------------------------------------------------------------------
+# methods
+# ---------------------------------------------------------------------------
+
+
+class NaturalLassoSearch(RegressorMixin, BaseEstimator):
+    """The natural call: a 12-point geometric alpha grid from LassoCV's ``alpha_max``.
+
+    ``alpha_max = max_j |x_j^T (y - mean(y))| / n`` on the (standardised) ``X``
+    it is given, centred: LassoCV's largest alpha. The grid is
+    ``np.geomspace(alpha_max, alpha_max * 1e-3, 12)`` and the search
+    ``TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=200),
+    param_grid={"alpha": grid}, random_state=0)``, kept as ``search_``.
+    """
+
+    def fit(self, X, y):
+        """Compute the grid from ``X`` and ``y``, then fit the search."""
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64)
+        Xc = X - X.mean(axis=0)
+        alpha_max = np.max(np.abs(Xc.T @ (y - y.mean()))) / X.shape[0]
+        self.alpha_max_ = alpha_max
+        self.search_ = TrajectoryEarlyStoppingCV(
+            TrajectoryLasso(solver="fista", max_iter=200),
+            param_grid={"alpha": np.geomspace(alpha_max, alpha_max * 1e-3, 12)},
+            random_state=0,
+        ).fit(X, y)
+        return self
+
+    def predict(self, X):
+        """Predict with the selected iterate."""
+        check_is_fitted(self, "search_")
+        return self.search_.predict(X)
+
+
+REGRESSION_METHODS = {
+    "lassocv": lambda: LassoCV(cv=5),
+    "natural": NaturalLassoSearch,
+    "literal": lambda: TrajectoryEarlyStoppingCV(TrajectoryLasso()),
+    "ridgecv": RidgeCV,
+    "ridge": lambda: TrajectoryEarlyStoppingCV(IterativeRidge()),
+}
+BASELINE = {"natural": "lassocv", "literal": "lassocv", "ridge": "ridgecv", "logistic": "logregcv"}
+
+LOGISTIC_METHODS = {
+    "logregcv": LogisticRegressionCV,
+    "logistic": lambda: TrajectoryEarlyStoppingCV(TrajectoryLogisticRegression()),
+}
+
+
+def _search_of(pipe):
+    """The fitted TrajectoryEarlyStoppingCV inside ``pipe``, or None."""
+    model = pipe[-1]
+    if isinstance(model, NaturalLassoSearch):
+        model = model.search_
+    return model if isinstance(model, TrajectoryEarlyStoppingCV) else None
+
+
+def fit_and_score(make_model, X_train, y_train, X_test, y_test, loss):
+    """Fit ``make_pipeline(StandardScaler(), make_model())``; time, test loss, warnings."""
+    pipe = make_pipeline(StandardScaler(), make_model())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        pipe.fit(X_train, y_train)
+        elapsed = time.perf_counter() - start
+    record = {
+        "time": elapsed,
+        "loss": float(loss(pipe, X_test, y_test)),
+        "warnings": dict(Counter(w.category.__name__ for w in caught)),
+    }
+    search = _search_of(pipe)
+    if search is not None:
+        record["criterion"] = search.criterion_
+        record["search"] = search.search_
+        record["best_iteration"] = search.best_iteration_
+    return record
+
+
+def test_mse(pipe, X, y):
+    """Mean squared error of ``pipe`` on ``(X, y)``."""
+    return mean_squared_error(y, pipe.predict(X))
+
+
+def test_log_loss(pipe, X, y):
+    """Log-loss of ``pipe``'s probabilities on ``(X, y)``."""
+    return log_loss(y, pipe.predict_proba(X), labels=pipe.classes_)
+
+
+# ---------------------------------------------------------------------------
+# running
+# ---------------------------------------------------------------------------
+
+
+def run_splits(X, y, methods, n_splits, loss, stratify=False):
+    """Per-split records ``{method: record}`` over seeds ``0 .. n_splits - 1``."""
+    splits = []
+    for seed in range(n_splits):
+        X_train, X_test, y_train, y_test = train_test_split(
+            X, y, test_size=0.5, random_state=seed, stratify=y if stratify else None
+        )
+        row = {"seed": seed}
+        for name, make_model in methods.items():
+            row[name] = fit_and_score(make_model, X_train, y_train, X_test, y_test, loss)
+        splits.append(row)
+    return splits
+
+
+def ratios(splits, method, baseline, key):
+    """Per-split ``method / baseline`` ratio of ``key`` ("loss" or "time")."""
+    return np.array([s[method][key] / s[baseline][key] for s in splits])
+
+
+def _counts(values):
+    """``"a:3 b:1"`` from a list of labels."""
+    return " ".join(f"{k}:{v}" for k, v in sorted(Counter(values).items())) or "-"
+
+
+def _warning_counts(records):
+    """Warnings of all the fits of one method, counted by category."""
+    total = Counter()
+    for record in records:
+        total.update(record["warnings"])
+    return " ".join(f"{k}:{v}" for k, v in sorted(total.items())) or "-"
+
+
+def method_row(splits, method):
+    """Table row of one method: loss, ratios to its baseline, time, skacv attributes."""
+    records = [s[method] for s in splits]
+    row = {
+        "method": method,
+        "loss": np.median([r["loss"] for r in records]),
+        "time": np.median([r["time"] for r in records]),
+        "warnings": _warning_counts(records),
+    }
+    baseline = BASELINE.get(method)
+    if baseline in splits[0]:
+        row["ratio"] = ratios(splits, method, baseline, "loss")
+        row["time_ratio"] = ratios(splits, method, baseline, "time")
+    if "criterion" in records[0]:
+        row["criterion"] = _counts([r["criterion"] for r in records])
+        row["search"] = _counts([r["search"] for r in records])
+        row["none"] = np.mean([r["best_iteration"] is None for r in records])
+    return row
+
+
+def _fmt(row, key, width, digits, reduce=None, suffix=""):
+    """``row[key]`` (reduced by ``reduce``) right-aligned in ``width``; "-" when absent."""
+    if key not in row:
+        return "-".rjust(width)
+    value = row[key] if reduce is None else reduce(row[key])
+    return f"{value:.{digits}f}{suffix}".rjust(width)
+
+
+def print_table(title, splits, loss_name):
+    """One table: a row per method of ``splits``."""
+    print(f"\n== {title} ==")
+    print(
+        f"{'method':<9} {loss_name + ' med':>13} {'ratio med':>9} {'ratio max':>9} "
+        f"{'time med':>9} {'t-ratio med':>11} {'None frac':>9}  criterion / search / warnings"
+    )
+    for method in [k for k in splits[0] if k != "seed"]:
+        row = method_row(splits, method)
+        print(
+            f"{method:<9} {row['loss']:>13.5g} {_fmt(row, 'ratio', 9, 3, np.median)} "
+            f"{_fmt(row, 'ratio', 9, 3, np.max)} {row['time']:>8.3f}s "
+            f"{_fmt(row, 'time_ratio', 11, 2, np.median, 'x')} {_fmt(row, 'none', 9, 2)}  "
+            f"{row.get('criterion', '-')} / {row.get('search', '-')} / {row['warnings']}"
+        )
+
+
+def run_design(name, n_splits, methods):
+    """Load design ``name`` and run ``methods`` on its splits; None when unavailable."""
+    try:
+        X, y, title = DESIGNS[name]()
+    except MissingDataset as exc:
+        print(f"\n== {name}: skipped: {exc} ==")
+        return None
+    start = time.perf_counter()
+    splits = run_splits(X, y, methods, n_splits, test_mse)
+    n_train = X.shape[0] // 2
+    print_table(
+        f"{title}: n={X.shape[0]}, p={X.shape[1]}, n_train={n_train}, {n_splits} splits, "
+        f"{time.perf_counter() - start:.1f} s",
+        splits,
+        "test MSE",
+    )
+    return {"shape": list(X.shape), "splits": splits}
+
+
+def logistic_designs():
+    """The two classification designs: (X, y, name)."""
+    X, y = load_breast_cancer(return_X_y=True)
+    yield X, y, "breast_cancer"
+    X, y = load_digits(return_X_y=True)
+    yield X.astype(np.float64), (y == 3).astype(int), "digits_3_vs_rest"
+
+
+def run_logistic(n_splits):
+    """Logistic part on both classification designs."""
+    results = {}
+    for X, y, name in logistic_designs():
+        start = time.perf_counter()
+        splits = run_splits(X, y, LOGISTIC_METHODS, n_splits, test_log_loss, stratify=True)
+        print_table(
+            f"{name}: n={X.shape[0]}, p={X.shape[1]}, {n_splits} stratified splits, "
+            f"{time.perf_counter() - start:.1f} s",
+            splits,
+            "log-loss",
+        )
+        results[name] = {"shape": list(X.shape), "splits": splits}
+    return results
+
+
+# ---------------------------------------------------------------------------
+# goals
+# ---------------------------------------------------------------------------
+
+
+def _verdict(ok, text, detail):
+    """One line of the summary."""
+    print(f"[{'PASS' if ok else 'FAIL'}] {text:<64} {detail}")
+
+
+def _per_design_goal(results, method, baseline, key, reduce, bound, text):
+    """Goal ``reduce(ratios) <= bound`` on every design: one summary line."""
+    values = {
+        name: reduce(ratios(res["splits"], method, baseline, key))
+        for name, res in results.items()
+        if method in res["splits"][0]
+    }
+    if not values:
+        print(f"[SKIP] {text}")
+        return
+    failing = [f"{k}={v:.4f}" for k, v in values.items() if v > bound]
+    worst = max(values, key=values.get)
+    detail = f"worst {worst}={values[worst]:.4f}"
+    _verdict(not failing, text, detail + (f"; failing: {', '.join(failing)}" if failing else ""))
+
+
+def _overall_time_goal(results):
+    """Median of the natural / LassoCV time ratio over all fits of all designs."""
+    pooled = [
+        ratios(res["splits"], "natural", "lassocv", "time")
+        for res in results.values()
+        if "natural" in res["splits"][0]
+    ]
+    if not pooled:
+        print("[SKIP] natural time median over all fits")
+        return
+    value = np.median(np.concatenate(pooled))
+    bound = GOALS["time_overall"]
+    _verdict(value <= bound, f"natural time median <= {bound:.1f}x over all fits", f"{value:.3f}x")
+
+
+def print_goals(regression, logistic):
+    """The summary block: each acceptance goal with PASS / FAIL."""
+    print("\n== goals ==")
+    median, worst = np.median, np.max
+    _per_design_goal(regression, "natural", "lassocv", "loss", median, GOALS["natural_median"],
+                     "natural: median test-MSE ratio <= 1.00 on every design")
+    _per_design_goal(regression, "natural", "lassocv", "loss", worst, GOALS["natural_worst"],
+                     "natural: worst test-MSE ratio <= 1.10 on every design")
+    _per_design_goal(regression, "literal", "lassocv", "loss", median, GOALS["literal_median"],
+                     "literal default: median test-MSE ratio <= 1.05 on every design")
+    _overall_time_goal(regression)
+    _per_design_goal(regression, "natural", "lassocv", "time", median, GOALS["time_design"],
+                     "natural: median time ratio <= 2x on every design")
+    _per_design_goal(regression, "ridge", "ridgecv", "loss", median, GOALS["ridge_median"],
+                     "IterativeRidge: median test-MSE ratio <= 1.02 to RidgeCV")
+    _per_design_goal(logistic, "logistic", "logregcv", "loss", median, GOALS["logistic_median"],
+                     "logistic: median log-loss ratio <= 1.05 to LogRegCV")
+
+
+# ---------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--designs", default=",".join(DESIGNS),
+                        help=f"comma-separated subset of {','.join(DESIGNS)}")
+    parser.add_argument("--splits", type=int, default=20, help="50/50 splits per design")
+    parser.add_argument("--design-splits", default="",
+                        help="per-design override of --splits, e.g. bikeshare=5,nci60=10")
+    parser.add_argument("--logistic-splits", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="3 splits everywhere")
+    parser.add_argument("--methods", default=",".join(LASSO_METHODS),
+                        help="skacv Lasso methods against LassoCV: natural,literal")
+    parser.add_argument("--skip-ridge", action="store_true")
+    parser.add_argument("--skip-logistic", action="store_true")
+    parser.add_argument("--blas-threads", type=int, default=1,
+                        help="BLAS threads (threadpoolctl); default 1")
+    parser.add_argument("--out", help="save the per-split numbers as JSON")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.splits = args.logistic_splits = 3
+    return args
+
+
+def _design_splits(args):
+    """``{design: n_splits}`` from ``--splits`` and ``--design-splits``."""
+    names = [d.strip() for d in args.designs.split(",") if d.strip()]
+    unknown = sorted(set(names) - set(DESIGNS))
+    if unknown:
+        raise SystemExit(f"unknown designs {unknown}; choose from {list(DESIGNS)}")
+    splits = dict.fromkeys(names, args.splits)
+    for item in filter(None, args.design_splits.split(",")):
+        name, count = item.split("=")
+        splits[name.strip()] = int(count)
+    return {name: splits[name] for name in names}
+
+
+def _regression_methods(args):
+    """Methods of the regression part, baselines first."""
+    chosen = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(chosen) - set(LASSO_METHODS))
+    if unknown:
+        raise SystemExit(f"unknown methods {unknown}; choose from {list(LASSO_METHODS)}")
+    names = (["lassocv"] if chosen else []) + chosen
+    if not args.skip_ridge:
+        names += ["ridgecv", "ridge"]
+    return {name: REGRESSION_METHODS[name] for name in names}
+
+
+def print_environment(n_threads):
+    """Versions and the BLAS libraries as threadpoolctl limits them."""
+    print(f"skacv {skacv.__version__} ({skacv.__file__}), scikit-learn {sklearn.__version__}, "
+          f"numpy {np.__version__}")
+    for lib in threadpool_info():
+        print(f"  {lib['internal_api']} {lib.get('version')} ({lib['user_api']}): "
+              f"{lib['num_threads']} threads (limit {n_threads})")
+
+
+def main(argv=None):
+    """Run the suite."""
+    args = parse_args(argv)
+    start = time.perf_counter()
+    with threadpool_limits(limits=args.blas_threads):
+        print_environment(args.blas_threads)
+        methods = _regression_methods(args)
+        regression = {}
+        for name, n_splits in _design_splits(args).items():
+            result = run_design(name, n_splits, methods)
+            if result is not None:
+                regression[name] = result
+        logistic = {} if args.skip_logistic else run_logistic(args.logistic_splits)
+    print_goals(regression, logistic)
+    skipped = sorted(set(_design_splits(args)) - set(regression))
+    if skipped:
+        print(f"skipped designs: {', '.join(skipped)} (ISLP missing: {ISLP_HINT})")
+    print(f"\ntotal time: {time.perf_counter() - start:.1f} s")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"args": vars(args), "regression": regression, "logistic": logistic},
+                      f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
