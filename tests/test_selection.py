@@ -1223,3 +1223,41 @@ def test_the_search_takes_one_target():
     assert column.best_iteration_ == flat.best_iteration_
     with pytest.raises(ValueError, match="y has 2 columns.*MultiOutputRegressor"):
         clone(search).fit(X, np.c_[y, y])
+
+
+def test_the_search_gathers_its_fits_warnings(monkeypatch):
+    """Every fit's warnings, once per kind, from the user's call; a fit's
+    flags without the advice to run the search it runs in."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from skacv.exceptions import UnreliableEstimateWarning
+
+    real = TrajectoryLasso.fit
+
+    def noisy_fit(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        warnings.warn("TrajectoryLasso: risk_path_ is unreliable from iteration 3 on (...). "
+                      "The Jacobian amplifies. Use solver='ista' or "
+                      "TrajectoryEarlyStoppingCV(criterion='auto').", UnreliableEstimateWarning)
+        warnings.warn("did not converge", ConvergenceWarning)
+        return self
+
+    monkeypatch.setattr(TrajectoryLasso, "fit", noisy_fit)
+    X, y = _data(n=60, p=20)
+    grid = {"alpha": [0.2, 0.1, 0.05]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _pinned(TrajectoryLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
+    kinds = [w.category for w in caught if w.category is not SelectionBoundaryWarning]
+    assert sorted(k.__name__ for k in kinds) == ["ConvergenceWarning",
+                                                 "UnreliableEstimateWarning"]
+    assert all(w.filename == __file__ for w in caught)
+    flags = next(str(w.message) for w in caught if w.category is UnreliableEstimateWarning)
+    assert "criterion='auto'" not in flags and "never selected" in flags
+    assert "(2 more warnings of this kind in this search.)" in flags
+    # the flags of a criterion that is not the risk do not concern the choice
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _pinned(TrajectoryLasso(max_iter=20, estimate_loo=True), criterion="loo",
+                param_grid=grid, n_iter_no_change=None).fit(X, y)
+    assert UnreliableEstimateWarning not in [w.category for w in caught]

@@ -9,7 +9,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..exceptions import SelectionBoundaryWarning
+from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ._criteria import CRITERIA, PATH_ATTRS
 from ._stages import TIE_RTOL, finite_min, selectable
 
@@ -127,6 +127,50 @@ def param_columns(candidates):
                 data[i] = v
         out[f"param_{name}"] = np.ma.MaskedArray(data, mask=mask)
     return out
+
+
+class GatheredWarnings:
+    """The warnings of a search's fits, recorded (``with``) and reissued at
+    most one of each kind (:meth:`reissue`), from the user's call.
+
+    A fit's :class:`~skacv.exceptions.UnreliableEstimateWarning` advises the
+    fixes of a fit on its own (another solver, leave-one-out, this search);
+    inside the search its flagged iterates are never selected, and
+    ``criterion="auto"`` says itself when it moves to another criterion: the
+    search reissues what the flags say without the advice, or nothing when
+    the criterion is not the risk.
+    """
+
+    def __enter__(self):
+        self._recorder = warnings.catch_warnings(record=True)
+        self.caught = self._recorder.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        return self._recorder.__exit__(*exc)
+
+    def reissue(self, criterion, stacklevel):
+        """Warn once per category (the first message, with the count of
+        the others); ``stacklevel`` counts from the caller of ``reissue``."""
+        kinds = defaultdict(list)
+        for w in self.caught:
+            # a fit's flags (warn_unreliable's message) apart from the search's own
+            flags = (issubclass(w.category, UnreliableEstimateWarning)
+                     and "is unreliable from iteration" in str(w.message))
+            kinds[w.category, flags].append(str(w.message))
+        for (category, flags), messages in kinds.items():
+            first = messages[0]
+            if flags:
+                if criterion != "risk":
+                    continue
+                first = (first[: first.rindex(" Use ")] + " Flagged iterates are never "
+                         "selected (risk_reliable in cv_results_).")
+            more = len(messages) - 1
+            if more:
+                first += f" ({more} more warning{'s' if more > 1 else ''} of this kind in " \
+                         "this search.)"
+            warnings.warn(first, category, stacklevel=stacklevel + 1)
 
 
 def unreliable_risk(flags, best_iteration, n_iter_no_change):

@@ -49,6 +49,7 @@ from ._path_search import (
     widen_rows,
 )
 from ._results import (
+    GatheredWarnings,
     UndefinedEstimate,
     cv_results,
     select,
@@ -606,41 +607,11 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         budget = get_config()["risk_time_budget"]
         if auto_risk and self.search_ != "grid":
             budget = None
-        why = costly = None
-        try:
-            with config_context(risk_time_budget=budget), rows_behind(source):
-                self._search(X, y, routed)
-            why = None if dask else self._unreliable_risk()
-        except UndefinedEstimate as exc:
-            if not auto_risk:
-                raise
-            why = str(exc)
-        except EstimateBudgetError as exc:
-            if not auto_risk:
-                raise
-            costly = str(exc)
-        if costly is not None:
-            warnings.warn(
-                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
-                f"the risk estimate: {costly} Set criterion='risk' to compute it anyway, or "
-                "criterion='kfold' to skip this check.", EfficiencyWarning, stacklevel=2)
-            why = costly
-        elif why is not None:
-            # no no-refit estimate is reliable here: K-fold CV, and say why
-            warnings.warn(
-                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
-                f"the risk estimate: {why} Set criterion='kfold' to skip the estimate, or "
-                "criterion='loo' (exact leave-one-out, slower) to keep a no-refit choice.",
-                UnreliableEstimateWarning, stacklevel=2)
-        if why is not None:
-            self.criterion_, self._loo_subsample, self._both = "kfold", None, False
-            try:
-                self._splits = self._folds(X, y)
-            except ValueError as exc:
-                raise ValueError(
-                    f"n_samples={_num_samples(X)} is too few for criterion='auto': {why} "
-                    f"And {exc}") from exc
-            self._search(X, y, routed)
+        with GatheredWarnings() as gathered:
+            self._search_with_fallback(X, y, routed, budget, source, auto_risk, dask)
+        # the fits' warnings once each, from the user's call (_fit_context's
+        # wrapper between)
+        gathered.reissue(self.criterion_, stacklevel=3)
         self._warn_boundary()
         est = self.estimator_
         selected = self._selected_paths
@@ -668,6 +639,48 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
                   f"{self.best_iteration_}: estimated {self.criterion_} {self.best_risk_:.6g}")
         return self
+
+    def _search_with_fallback(self, X, y, routed, budget, source, auto_risk, dask):
+        """The search; with ``criterion="auto"``, again with K-fold CV where
+        the risk estimate is undefined, flagged where the choice lies, or
+        (with a ``risk_time_budget``) too costly, with a warning that says
+        why."""
+        why = costly = None
+        try:
+            with config_context(risk_time_budget=budget), rows_behind(source):
+                self._search(X, y, routed)
+            why = None if dask else self._unreliable_risk()
+        except UndefinedEstimate as exc:
+            if not auto_risk:
+                raise
+            why = str(exc)
+        except EstimateBudgetError as exc:
+            if not auto_risk:
+                raise
+            costly = str(exc)
+        if costly is not None:
+            warnings.warn(
+                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
+                f"the risk estimate: {costly} Set criterion='risk' to compute it anyway, or "
+                "criterion='kfold' to skip this check.", EfficiencyWarning, stacklevel=2)
+            why = costly
+        elif why is not None:
+            # no no-refit estimate is reliable here: K-fold CV, and say why
+            warnings.warn(
+                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
+                f"the risk estimate: {why} Set criterion='kfold' to skip the estimate, or "
+                "criterion='loo' (exact leave-one-out, slower) to keep a no-refit choice.",
+                UnreliableEstimateWarning, stacklevel=2)
+        if why is None:
+            return
+        self.criterion_, self._loo_subsample, self._both = "kfold", None, False
+        try:
+            self._splits = self._folds(X, y)
+        except ValueError as exc:
+            raise ValueError(
+                f"n_samples={_num_samples(X)} is too few for criterion='auto': {why} "
+                f"And {exc}") from exc
+        self._search(X, y, routed)
 
     def _search(self, X, y, routed):
         # the alpha path and the candidates fitted in this thread share the
