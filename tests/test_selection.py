@@ -1238,8 +1238,9 @@ def test_the_search_gathers_its_fits_warnings(monkeypatch):
         real(self, *args, **kwargs)
         warnings.warn("TrajectoryLasso: risk_path_ is unreliable from iteration 3 on (...). "
                       "The Jacobian amplifies. Use solver='ista' or "
-                      "TrajectoryEarlyStoppingCV(criterion='auto').", UnreliableEstimateWarning)
-        warnings.warn("did not converge", ConvergenceWarning)
+                      "TrajectoryEarlyStoppingCV(criterion='auto').", UnreliableEstimateWarning,
+                      stacklevel=2)
+        warnings.warn("did not converge", ConvergenceWarning, stacklevel=2)
         return self
 
     monkeypatch.setattr(TrajectoryLasso, "fit", noisy_fit)
