@@ -162,7 +162,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             are detected, see the user guide) or ``sum_j lambda_j /
             (lambda_j + alpha / n_eff)`` (ridge), plus one with an intercept.
         risk : ndarray of shape (n_alphas,)
-            Estimated out-of-sample risk (``inf`` where ``df >= n_eff``: the
+            Estimated out-of-sample risk (``inf`` where ``df >= 0.99 n_eff``: the
             estimate is undefined at interpolation).
         loo : ndarray of shape (n_alphas,)
             ``criterion="loo"`` only: the leave-one-out error of each

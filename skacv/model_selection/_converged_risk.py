@@ -19,11 +19,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._policy import get_policy
+from ..estimates._risk_reliability import DF_HIGH
 from ..linalg._linalg import independent_columns
 
 
 def converged_risk(train_mse, df, n_eff):
-    """``train_mse / (1 - df / n_eff)^2``, ``inf`` where ``df >= n_eff``.
+    """``train_mse / (1 - df / n_eff)^2``, ``inf`` where ``df >= DF_HIGH *
+    n_eff`` (the fit nearly interpolates: the factor exceeds 1e4 and the
+    estimate divides vanishing residuals by a vanishing ``1 - df / n_eff``,
+    as ``risk_reliable_`` flags such iterates along a trajectory).
 
     Parameters
     ----------
@@ -37,7 +41,7 @@ def converged_risk(train_mse, df, n_eff):
     """
     train_mse, df = np.asarray(train_mse, dtype=np.float64), np.asarray(df, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(df < n_eff, train_mse / (1.0 - df / n_eff) ** 2, np.inf)
+        return np.where(df < DF_HIGH * n_eff, train_mse / (1.0 - df / n_eff) ** 2, np.inf)
 
 
 #: columns of ``X~`` within this relative distance of each other (up to sign,

@@ -256,30 +256,29 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         Early stopping of each path on its own estimate: the path is grown by
         warm-started refits (bit for bit the same iterates, and the Jacobian
         chains of ``risk_path_`` and the left-out runs of ``loo_path_`` are
-        continued, not recomputed) and stops once
-        the estimate has not improved during the last ``n_iter_no_change``
-        iterations and half the best iteration (``RELATIVE_PATIENCE``: the
-        bumps of an estimate last longer on longer paths), or at the
-        estimator's ``max_iter``. The selection is then
-        the argmin over the path computed so far, and ``estimator_.n_iter_``
-        (and its ``max_iter``) is where the path stopped. The rule is checked
+        continued, not recomputed) and stops once the estimate cannot
+        plausibly fall below its minimum any more: it has not improved during
+        the last ``n_iter_no_change`` iterations and half the best iteration
+        (the bumps of an estimate last longer on longer paths), and, with
+        ``search="path"``, the trajectory's limit (its alpha's converged
+        score) is not below that minimum (else the estimate must still come
+        down to it: an early bump, as on p >> n designs). A path whose
+        estimate still falls at the estimator's ``max_iter`` and whose limit
+        is not known grows past it, up to 10 times ``max_iter``. The
+        selection is the argmin over the path computed so far, and
+        ``estimator_.n_iter_`` is where the path stopped. The rule is checked
         at the end of stages (the first is ``2 * n_iter_no_change`` long; a
-        stage grows the path by half while the estimate still improves
-        at its end, and doubles a ``risk_path_`` of Jacobian chains, which
+        stage grows the path by half while the estimate still improves at
+        its end, and doubles a ``risk_path_`` of Jacobian chains, which
         every stage restarts; else it goes up to the first length where the
         rule can hold), so the path may run past the first iteration where
-        it holds.
-        ``None`` fits every path to ``max_iter`` (the argmin over whole
-        paths). Estimators without ``max_iter`` and ``warm_start`` are always
-        fitted to the end. So are paths whose fit and estimates are
-        estimated to cost less than a few milliseconds (the fixed cost of a
-        stage would exceed the saving), or, for linear methods with the
-        spectral risk (ridge GD), whose fit costs less than a few tenths of a
-        second (their estimates cost the same at any length, stopping saves
-        only steps; ``stage_min_flops`` and ``stage_min_flops_linear`` of
-        :class:`skacv._policy.SpeedPolicy`);
-        such a path is then refitted to where the stages would have stopped,
-        so that ``estimator_.n_iter_`` is the same either way.
+        it holds. ``None`` fits every path to ``max_iter`` (the argmin over
+        whole paths). Estimators without ``max_iter`` and ``warm_start`` are
+        always fitted to the end; so are cheap paths (a fit and estimates of
+        a few milliseconds, or a few tenths of a second for linear methods
+        with the spectral risk, whose estimates cost the same at any
+        length): the stages' fixed cost would exceed what stopping saves, and
+        their choice is the whole path's argmin.
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all

@@ -254,6 +254,11 @@ def refit_shorter(estimator, X, y, fit_params, n_iter):
         estimator.set_params(warm_start=warm_start)
 
 
+def stage_path(estimator, attrs, attr):
+    """The selectable criterion path ``attr`` of a fitted estimator."""
+    return selectable(estimate_paths(estimator, attrs), attr)
+
+
 def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
                probe_goal="level", limit=None):
     """Fit one grid point for the criterion path ``attr`` (``risk_path_`` or
@@ -270,24 +275,18 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
         estimator.set_params(**params).fit(X, y, **fit_params)
         if not hasattr(estimator, attr):
             return None  # the caller says what is missing
-        return selectable(estimate_paths(estimator, attrs), attr)
+        return stage_path(estimator, attrs, attr)
 
     if n_iter_no_change is None or not can_stage(estimator, X):
-        grow = False
+        # a cheap path is fitted whole (the stages' fixed cost would exceed
+        # what stopping saves), and its choice is the whole path's argmin
         with planned(estimator, FitPlan(probe_goal=probe_goal)):
             estimator.fit(X, y, **fit_params)
-            if (n_iter_no_change is not None and can_stage(estimator)
-                    and hasattr(estimator, attr)):
-                path = selectable(estimate_paths(estimator, attrs), attr)
-                n = estimator.n_iter_
-                # still falling at max_iter, with no known limit: on in stages
-                grow = limit is None and at_boundary(path, n, estimator.max_iter)
-                # else a cheap path fitted in one go ends where the stages would
-                # have stopped (estimator_.n_iter_ is what the search needed)
-                m = n if grow else stop_length(path, n_iter_no_change, growth, limit)
-                if m < n:
-                    refit_shorter(estimator, X, y, fit_params, m)
-        if grow:
+        n = getattr(estimator, "n_iter_", None)
+        if (n_iter_no_change is not None and limit is None and can_stage(estimator)
+                and hasattr(estimator, attr)
+                and at_boundary(stage_path(estimator, attrs, attr), n, estimator.max_iter)):
+            # still falling at max_iter, with no known limit: on in stages
             first = min(MAX_ITER_GROWTH * n, next_stage(n, n, n_iter_no_change, growth))
             grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                            probe_goal, limit, first)
