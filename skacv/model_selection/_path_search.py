@@ -141,8 +141,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
         score[:m] = path.loo if criterion == "loo" else path.risk
     path_time = time.perf_counter() - tic
     finite = np.isfinite(score)
-    reason = np.array(["" if ok else "undefined: the fit (nearly) interpolates (df >= 0.99 n_samples) or "
-                       "a sample has leverage 1" for ok in finite], dtype=object)
+    reason = np.array(["" if ok else "undefined: the fit (nearly) interpolates (df >= 0.99 "
+                       "n_samples) or a sample has leverage 1" for ok in finite], dtype=object)
     if criterion != "kfold":
         reason[m:] = (f"not solved: the alpha path stopped after n_alphas_no_change="
                       f"{options['n_alphas_no_change']} alphas without a new minimum of "
