@@ -43,10 +43,12 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
 
     Parameters
     ----------
-    alpha : float, default=0.01
-        Penalty level (mean form).
+    alpha : float, default=1e-3
+        Penalty level (mean form): ``C = 1 / (alpha n)``, so that the
+        default is scikit-learn's ``C=1`` at about a thousand samples.
+        Stopping early regularises more (a search chooses the iteration).
     penalty : {"l2", "l1"}, default="l2"
-    solver : {"gd", "fista", "sgd"} or Iteration, default="gd"
+    solver : {"gd", "fista", "sgd"} or Iteration, default="fista"
         ``"gd"``: gradient descent (``"l1"``: proximal gradient, ISTA);
         ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009;
         with ``"l1"`` the extrapolation is clipped, see :class:`~skacv.FISTA`);
@@ -131,10 +133,10 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
 
     def __init__(
         self,
-        alpha=0.01,
+        alpha=1e-3,
         *,
         penalty="l2",
-        solver="gd",
+        solver="fista",
         max_iter=100,
         step_size="auto",
         step_schedule=None,
