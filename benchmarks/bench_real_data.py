@@ -87,7 +87,7 @@ from skacv import (
 )
 
 ISLP_HINT = 'pip install --no-deps ISLP (data only) or pip install -e ".[bench]"'
-LASSO_METHODS = ("natural", "literal")
+LASSO_METHODS = ("natural", "literal", "whole")
 GOALS = {
     "natural_median": 1.00,
     "natural_worst": 1.10,
@@ -231,6 +231,9 @@ class NaturalLassoSearch(RegressorMixin, BaseEstimator):
     param_grid={"alpha": grid}, random_state=0)``, kept as ``search_``.
     """
 
+    def __init__(self, n_iter_no_change=10):
+        self.n_iter_no_change = n_iter_no_change
+
     def fit(self, X, y):
         """Compute the grid from ``X`` and ``y``, then fit the search."""
         X = np.asarray(X, dtype=np.float64)
@@ -241,7 +244,7 @@ class NaturalLassoSearch(RegressorMixin, BaseEstimator):
         self.search_ = TrajectoryEarlyStoppingCV(
             TrajectoryLasso(solver="fista", max_iter=200),
             param_grid={"alpha": np.geomspace(alpha_max, alpha_max * 1e-3, 12)},
-            random_state=0,
+            n_iter_no_change=self.n_iter_no_change, random_state=0,
         ).fit(X, y)
         return self
 
@@ -254,11 +257,15 @@ class NaturalLassoSearch(RegressorMixin, BaseEstimator):
 REGRESSION_METHODS = {
     "lassocv": lambda: LassoCV(cv=5),
     "natural": NaturalLassoSearch,
+    # the natural call on whole paths: the argmin of the estimate over every
+    # iterate the default may select (the stopping's yardstick)
+    "whole": lambda: NaturalLassoSearch(n_iter_no_change=None),
     "literal": lambda: TrajectoryEarlyStoppingCV(TrajectoryLasso()),
     "ridgecv": RidgeCV,
     "ridge": lambda: TrajectoryEarlyStoppingCV(IterativeRidge()),
 }
-BASELINE = {"natural": "lassocv", "literal": "lassocv", "ridge": "ridgecv", "logistic": "logregcv"}
+BASELINE = {"natural": "lassocv", "literal": "lassocv", "whole": "lassocv", "ridge": "ridgecv",
+            "logistic": "logregcv"}
 
 LOGISTIC_METHODS = {
     "logregcv": LogisticRegressionCV,
@@ -471,6 +478,22 @@ def _overall_time_goal(results):
     _verdict(value <= bound, f"natural time median <= {bound:.1f}x over all fits", f"{value:.3f}x")
 
 
+def _stopping_goal(results):
+    """The natural call against the same call on whole paths, every split of
+    the p >> n designs run with ``whole``: test MSE within 2 %."""
+    rows = {name: max(s["natural"]["loss"] / s["whole"]["loss"] for s in res["splits"])
+            for name, res in results.items()
+            if "whole" in res["splits"][0] and "natural" in res["splits"][0]
+            and res["shape"][1] > res["shape"][0]}
+    if not rows:
+        print("[SKIP] stopping: natural within 2 % of the whole paths' choice (run 'whole')")
+        return
+    worst = max(rows, key=rows.get)
+    detail = ", ".join(f"{k}={v:.4f}" for k, v in rows.items())
+    _verdict(rows[worst] <= 1.02, "stopping: natural within 2 % of whole paths, every split",
+             detail)
+
+
 def print_goals(regression, logistic):
     """The summary block: each acceptance goal with PASS / FAIL."""
     print("\n== goals ==")
@@ -484,6 +507,7 @@ def print_goals(regression, logistic):
     _overall_time_goal(regression)
     _per_design_goal(regression, "natural", "lassocv", "time", median, GOALS["time_design"],
                      "natural: median time ratio <= 2x on every design")
+    _stopping_goal(regression)
     _per_design_goal(regression, "ridge", "ridgecv", "loss", median, GOALS["ridge_median"],
                      "IterativeRidge: median test-MSE ratio <= 1.02 to RidgeCV")
     _per_design_goal(logistic, "logistic", "logregcv", "loss", median, GOALS["logistic_median"],
@@ -505,8 +529,10 @@ def parse_args(argv=None):
                         help="per-design override of --splits, e.g. bikeshare=5,nci60=10")
     parser.add_argument("--logistic-splits", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="3 splits everywhere")
-    parser.add_argument("--methods", default=",".join(LASSO_METHODS),
-                        help="skacv Lasso methods against LassoCV: natural,literal")
+    parser.add_argument("--methods", default="natural,literal",
+                        help="skacv Lasso methods against LassoCV: natural,literal,whole "
+                             "(whole: the natural call on whole paths, the stopping's "
+                             "yardstick)")
     parser.add_argument("--skip-ridge", action="store_true")
     parser.add_argument("--skip-logistic", action="store_true")
     parser.add_argument("--blas-threads", type=int, default=1,
