@@ -738,7 +738,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
 
         def fit(rows):
             cands = [{"alpha": scores.values[r]} for r in rows]
-            lims = [float(limits[r]) if np.isfinite(limits[r]) else None for r in rows]
+            # an alpha without a converged score (the path stopped before it,
+            # or it interpolates): inf, the patience only, no growth
+            lims = [float(limits[r]) for r in rows]
             paths, times, kept = self._fit_candidates(cands, X, y, fit_params, lims, False)
             for j, r in enumerate(rows):
                 fitted[r] = [paths[j], times[j], kept[j]]
