@@ -91,7 +91,7 @@ def one_run(n, design, seed):
     many = TrajectoryLasso(**lasso, n_probes=MANY, random_state=seed + 1).fit(X, y)
     kfold = TrajectoryEarlyStoppingCV(TrajectoryLasso(**lasso, estimate_risk=False),
                                       criterion="kfold", n_iter_no_change=None,
-                                      random_state=seed).fit(X, y)
+                                      search="grid", random_state=seed).fit(X, y)
     R = true_risk(default.coef_path_, beta, cov)
     r, rM = default.risk_path_, many.risk_path_
     o = int(np.argmin(R))

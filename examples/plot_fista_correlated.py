@@ -82,7 +82,7 @@ truth = true_risk(fista)
 for criterion in ("auto", "risk"):
     search = TrajectoryEarlyStoppingCV(
         TrajectoryLasso(alpha=alpha, max_iter=T, fit_intercept=False), criterion=criterion,
-        random_state=0, n_iter_no_change=None).fit(X, y)
+        search="grid", random_state=0, n_iter_no_change=None).fit(X, y)
     t = search.best_iteration_
     print(f"criterion={criterion!r} (criterion_={search.criterion_!r}): iteration {t}, "
           f"true risk {truth[t]:.3f}, oracle {truth.min():.3f} at iteration "

@@ -91,7 +91,7 @@ print(f"standard error of the test MSE: about {table['test MSE'].mean() * np.sqr
 # %%
 # Along the selected path
 # -----------------------
-# K-fold CV along the path (the default criterion for FISTA), the
+# The estimated risk along the path (the default criterion for FISTA), the
 # approximate leave-one-out error (asked for with ``estimate_loo=True``) and
 # the test error of every iterate of the selected penalty
 # (``n_iter_no_change=None``: whole paths, not stopped after the estimated

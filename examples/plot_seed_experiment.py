@@ -67,10 +67,10 @@ plt.show()
 # %%
 # Early stopping without held-out data
 # ------------------------------------
-# :class:`~skacv.TrajectoryEarlyStoppingCV` picks the penalty of smallest
-# estimated risk along the alpha path, then the iterate of the FISTA path at
-# that penalty by its default criterion for FISTA, K-fold CV along the path
-# (the folds run as one block), and keeps it (no refit).
+# :class:`~skacv.TrajectoryEarlyStoppingCV` picks the pair (penalty, iterate)
+# of smallest estimated risk: the converged fits along the alpha path and the
+# FISTA paths of the penalties around their choice, scored by the same
+# memory-matrix estimate, and keeps it (no refit, no held-out data).
 search = TrajectoryEarlyStoppingCV(
     TrajectoryLasso(solver="fista", max_iter=T, fit_intercept=False, random_state=0),
     param_grid={"alpha": [0.1, 0.05, 0.02, 0.01]},

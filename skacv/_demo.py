@@ -557,7 +557,7 @@ def _early_stopping(X, beta, params, solver, eta, say, progress):
         search = TrajectoryEarlyStoppingCV(
             TrajectoryLasso(**{**lasso, "estimate_risk": False}), criterion="kfold",
             cv=KFold(n_folds, shuffle=True, random_state=seed), n_iter_no_change=None,
-            random_state=seed).fit(X, y)
+            search="grid", random_state=seed).fit(X, y)
     seconds = time.perf_counter() - tic
     true_risk = _true_risk(est.coef_path_, beta, sigma)
     estimated, kfold = est.risk_path_, search.kfold_path_

@@ -336,7 +336,7 @@ def test_a_flat_estimate_decides_by_its_noise():
 
 
 def test_auto_criterion_rules(monkeypatch):
-    X, y, *_ = _design("ar", 80, 60, 0.5, 0)
+    X, y, *_ = _design("ar", 120, 60, 0.5, 0)
     lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
                                       search="grid").fit(X, y)
     # ISTA / FISTA: the risk estimate (no refit), and only that estimate

@@ -762,7 +762,7 @@ def test_a_search_of_one_path_grows_its_probes_for_the_choice(monkeypatch):
         10**6, True)  # fewer already
 
     def search(grid=None):
-        return TrajectoryEarlyStoppingCV(est, criterion="risk", param_grid=grid,
+        return TrajectoryEarlyStoppingCV(est, criterion="risk", param_grid=grid, search="grid",
                                          n_iter_no_change=None).fit(X, y).estimator_
 
     monkeypatch.setattr(probes, "CHOICE_NOISE_TARGET", 1.0)

@@ -30,6 +30,7 @@ from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
 from ._criteria import CRITERIA
+from ._results import select
 from ._stages import finite_min, selectable
 
 
@@ -228,6 +229,76 @@ def trajectory_mins(fitted, criterion):
     fitted rows (``fitted``: ``{row: [paths, ...]}``)."""
     attr = CRITERIA[criterion][0]
     return {r: finite_min(selectable(entry[0], attr)) for r, entry in fitted.items()}
+
+
+@dataclasses.dataclass
+class PathChoice:
+    """The joint argmin of :func:`joint_argmin`.
+
+    Attributes
+    ----------
+    rows : list of int
+        The rows of the grid whose trajectories were fitted, increasing.
+    paths, times : lists
+        Their estimate paths and fit times.
+    mins, best_iters : ndarray of shape (len(rows),)
+        The smallest selectable criterion of each, and where.
+    row : int
+        The chosen row.
+    iteration : int or None
+        The chosen iteration (``None``: the converged fit).
+    converged : ConvergedChoice or None
+    estimator : estimator
+        The fitted trajectory of the chosen row.
+    """
+
+    rows: list
+    paths: list
+    times: list
+    mins: np.ndarray
+    best_iters: np.ndarray
+    row: int
+    iteration: object
+    converged: object
+    estimator: object
+
+
+def joint_argmin(scores, criterion, neighbors, fit, rtol):
+    """The joint argmin of ``criterion`` over (alpha, iteration) and the
+    converged fits (:class:`PathChoice`).
+
+    ``fit(rows, limits)`` fits the trajectories of the grid's ``rows``,
+    each knowing its limit (its converged score; ``inf`` where there is
+    none: the patience only), and returns their estimate paths, fit times
+    and ``{index: estimator}``. The rows start at the converged fits'
+    choice and widen by :func:`widen_rows`; the converged fit of that choice
+    competes with every iterate (:func:`converged_choice`; ``rtol``: ties).
+    Fits that can no longer be chosen are freed as the walk goes.
+    """
+    limits = np.where(np.isfinite(scores.score), scores.score, np.inf)
+    a = int(np.argmin(limits))  # the converged fits' choice
+    n_grid = len(scores.values)
+    fitted = {}  # row -> [paths, fit time, estimator or None]
+    rows = widen_rows({}, a, n_grid, neighbors)
+    while rows:
+        paths, times, kept = fit(rows, [float(limits[r]) for r in rows])
+        for j, r in enumerate(rows):
+            fitted[r] = [paths[j], times[j], kept[j]]
+        mins = trajectory_mins(fitted, criterion)
+        best = min(mins.values())
+        for r, entry in fitted.items():
+            if r != a and mins[r] > best + rtol * abs(best):
+                entry[2] = None  # (row a's converged fit competes: kept)
+        rows = widen_rows(mins, a, n_grid, neighbors)
+    rows = sorted(fitted)
+    paths = [fitted[r][0] for r in rows]
+    i, t, mins, best_iters = select(paths, criterion)
+    j = rows.index(a)
+    converged = converged_choice(scores, a, mins[i], mins[j], best_iters[j], rtol)
+    if converged is not None:
+        i, t = j, None
+    return PathChoice(rows, paths, [fitted[r][1] for r in rows], mins, best_iters, rows[i], t,
+                      converged, fitted[rows[i]][2])
 
 
 def widen_rows(mins, start, n_grid, neighbors):

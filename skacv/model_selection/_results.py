@@ -8,6 +8,7 @@ from collections import defaultdict
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils.validation import column_or_1d
 
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ._criteria import CRITERIA, PATH_ATTRS
@@ -171,6 +172,24 @@ class GatheredWarnings:
                 first += f" ({more} more warning{'s' if more > 1 else ''} of this kind in " \
                          "this search.)"
             warnings.warn(first, category, stacklevel=stacklevel + 1)
+
+
+def one_target(y):
+    """``y`` as one target: a column raveled (with scikit-learn's
+    DataConversionWarning); several columns refused."""
+    if y is None:
+        return y
+    shape = getattr(y, "shape", None)
+    shape = np.asarray(y).shape if shape is None else shape
+    if len(shape) != 2:
+        return y
+    if shape[1] != 1:
+        raise ValueError(
+            f"y has {shape[1]} columns: TrajectoryEarlyStoppingCV selects one iterate "
+            "for one target. Search each target on its own, e.g. "
+            "sklearn.multioutput.MultiOutputRegressor(TrajectoryEarlyStoppingCV(...)); the "
+            "estimators themselves fit a path per column of a 2-D y.")
+    return column_or_1d(y, warn=True)
 
 
 def unreliable_risk(flags, best_iteration, n_iter_no_change):

@@ -19,7 +19,6 @@ from sklearn.exceptions import EfficiencyWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
-from sklearn.utils.validation import column_or_1d
 
 from .._config import config_context, get_config
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
@@ -41,17 +40,12 @@ from ._alpha_path import supports_alpha_path
 from ._criteria import CRITERIA, PATH_ATTRS, auto_criterion, reports_both, switch_estimates
 from ._delegate import SelectedIterateMixin
 from ._kfold_search import fit_kfold, kfold_splits
-from ._path_search import (
-    converged_choice,
-    score_alpha_path,
-    trajectory_mins,
-    warn_converged,
-    widen_rows,
-)
+from ._path_search import joint_argmin, score_alpha_path, warn_converged
 from ._results import (
     GatheredWarnings,
     UndefinedEstimate,
     cv_results,
+    one_target,
     select,
     set_iterate,
     unreliable_risk,
@@ -84,24 +78,6 @@ def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chang
                              fold_alignment, fold_dtype)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
                           probe_goal, limit)
-
-
-def one_target(y):
-    """``y`` as one target: a column raveled (with scikit-learn's
-    DataConversionWarning); several columns refused."""
-    if y is None:
-        return y
-    shape = getattr(y, "shape", None)
-    shape = np.asarray(y).shape if shape is None else shape
-    if len(shape) != 2:
-        return y
-    if shape[1] != 1:
-        raise ValueError(
-            f"y has {shape[1]} columns: TrajectoryEarlyStoppingCV selects one iterate "
-            "for one target. Search each target on its own, e.g. "
-            "sklearn.multioutput.MultiOutputRegressor(TrajectoryEarlyStoppingCV(...)); the "
-            "estimators themselves fit a path per column of a 2-D y.")
-    return column_or_1d(y, warn=True)
 
 
 class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEstimator):
@@ -137,76 +113,49 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         :class:`~sklearn.pipeline.Pipeline` *around* this meta-estimator.
     criterion : {"auto", "risk", "loo", "kfold"}, default="auto"
         The quantity that chooses the iteration and, with ``search="path"``,
-        the penalty. ``"risk"`` minimises ``risk_path_`` (iterates flagged
-        by ``risk_reliable_`` excluded) and, along alpha, its limit at
-        convergence (:func:`skacv.risk_alpha_path`); ``"loo"`` minimises
-        ``loo_path_`` and, along alpha, the leave-one-out error at
-        convergence (exact for ridge; the leverage formula on the support
-        for the Lasso, exact when removing a sample keeps the support);
-        ``"kfold"`` minimises K-fold CV along the path (``kfold_path_``:
-        each of the ``cv`` folds fitted once with the estimates off, every
-        iterate scored on its held-out fold; then one fit on all the data,
-        whose iterate is selected) and, along alpha, K-fold CV of the
-        converged fits (as ``LassoCV``). For ISTA, FISTA and the full-batch
-        ``IterativeRidge`` solvers the folds run as one block (one pass over
-        ``X`` per product for all folds, in ``fold_dtype``).
-        ``"auto"`` is an estimate without refits: ``"risk"`` for the
+        the penalty. ``"risk"``: ``risk_path_`` (flagged iterates of
+        ``risk_reliable_`` excluded) and, along alpha, its limit at
+        convergence (:func:`skacv.risk_alpha_path`). ``"loo"``:
+        ``loo_path_`` and, along alpha, the converged leave-one-out (exact
+        for ridge; the leverage formula on the Lasso's support).
+        ``"kfold"``: K-fold CV along the path (``kfold_path_``: each fold
+        fitted once, every iterate scored on its held-out fold, the iterate
+        of the fit on all the data selected) and, along alpha, K-fold CV of
+        the converged fits (as ``LassoCV``).
+        ``"auto"`` is an estimate without refits: leave-one-out below 100
+        samples (every sample tracked); else ``"risk"`` for the
         least-squares solvers with full batches (gradient descent, Nesterov,
-        heavy ball, EigenPro: spectral, exact traces when cheap; ISTA and
-        FISTA: the memory-matrix estimate); ``"loo"`` for the others
-        (proximal SGD, robust and logistic losses), tracking every sample
-        up to ``AUTO_LOO_SAMPLES = 100`` and above a random subsample of 100
-        to 500 samples (as many as the larger of the K-fold budget and
-        about a second allow, estimated from ``n_samples``,
-        ``n_features``, ``max_iter`` and the tracked samples; a
-        control-variate estimate, see ``loo_subsample`` in
-        :class:`TrajectoryLasso`). K-fold CV replaces the risk only where
-        the fitted estimate says it is unreliable (``risk_reliable_`` flags
-        an iterate at or before the chosen one plus ``n_iter_no_change``):
-        an :class:`~skacv.exceptions.UnreliableEstimateWarning` says why;
-        and, only when asked for with a ``risk_time_budget`` (see
-        :func:`skacv.get_config`; none by default), for ISTA and FISTA in a
-        grid search, where the estimate's Jacobian chains would cost more
-        than that many fits (predicted from the supports before the chains
-        run, :func:`skacv.estimates._risk.chain_cost_in_fits`): a
-        :class:`~sklearn.exceptions.EfficiencyWarning` gives the predicted
-        cost. Wide supports (a small alpha on a correlated design) cost a
-        few fits. Only that estimate is computed (and any the estimator switches on
-        against its default), unless ``"loo"`` is chosen and ``n_samples *
-        n_features <= 200_000``: then the risk too, and both appear in
-        ``cv_results_``. The criterion used is ``criterion_``.
+        heavy ball, EigenPro, ISTA, FISTA) and ``"loo"`` for the others
+        (proximal SGD, robust and logistic losses; above 100 samples a
+        random subsample of 100 to 500, sized by the K-fold budget). K-fold
+        CV replaces the risk only where the fitted estimate says it is
+        unreliable where the choice lies (an
+        :class:`~skacv.exceptions.UnreliableEstimateWarning` says why), or,
+        with a ``risk_time_budget`` (:func:`skacv.get_config`; none by
+        default), where ISTA's or FISTA's Jacobian chains would cost more
+        fits than that (an :class:`~sklearn.exceptions.EfficiencyWarning`).
+        The criterion used is ``criterion_``; the user guide says what each
+        costs.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
         it). An int is the number of folds (``StratifiedKFold`` for
         classifiers, ``KFold`` otherwise), shuffled with ``random_state``
         when it is given, in order (as scikit-learn's ``cv=int``) when it is
         ``None``: default fits are deterministic. Anything else is used as in
-        :func:`~sklearn.model_selection.check_cv`. On small problems 10
-        folds choose closer to the oracle iteration than 5, at about 1.3x
-        the cost when the folds run as one block (see ``fold_alignment``).
+        :func:`~sklearn.model_selection.check_cv`.
     fold_alignment : {"time", "iteration"}, default="time"
         How K-fold CV along the path matches the folds' iterates with the
-        full path's. ``"time"``: iterate ``t`` of the full path (step size
-        ``eta``) with the point ``t * eta / eta_j`` of fold ``j``'s path
-        (step size ``eta_j``, its own rule on its rows: its top eigenvalue
-        differs), linearly interpolated between its iterates, the same
-        gradient-flow time ``t * eta``; the folds run as many more steps as
-        that needs. ``"iteration"``: the same index ``t`` (textbook K-fold CV
-        along the path). Folds train on ``(K - 1) / K`` of the data and
-        their steps are shorter when ``p`` is comparable to ``n``: matched
-        by index, their best iteration comes late, and on small problems the
-        choice lands further from the oracle (measured in the user guide,
-        "The default criterion").
-        Mini-batch solvers (SGD, EigenPro), step-size schedules and solvers
-        whose step sizes are not known are matched by index.
+        full path's: ``"time"``, iterate ``t`` with fold ``j``'s point ``t *
+        eta / eta_j`` (the same gradient-flow time; the fold's step size
+        ``eta_j`` is its own), interpolated between its iterates;
+        ``"iteration"``, the same index (textbook K-fold CV along the path,
+        whose choice lands later and further from the oracle on small
+        problems). Mini-batch solvers and step schedules match by index.
     fold_dtype : {"auto", "float32", "float64"}, default="auto"
-        Precision of the fold paths of ``criterion="kfold"`` when the folds
-        run as one block (ISTA, FISTA and the full-batch ``IterativeRidge``
-        solvers). ``"auto"`` is float32, whose rounding (about 1e-6
-        relative) is far below the sampling noise of a held-out error (about
-        ``1 / sqrt(n_test)``); ``"float64"`` makes the block equal to separate
-        fold fits to rounding level. Folds fitted one by one, and the
-        selected model (the fit on all the data), keep ``X``'s precision.
+        Precision of the fold paths when the folds run as one block (ISTA,
+        FISTA, the full-batch ``IterativeRidge`` solvers): ``"auto"`` is
+        float32, whose rounding is far below a held-out error's sampling
+        noise; the selected model keeps ``X``'s precision.
     param_grid : dict, list of dicts or None, default=None
         Parameters of ``estimator`` to search, as in
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
@@ -254,31 +203,18 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         (``n_alphas_no_change=3``; ``None`` runs the whole grid).
     n_iter_no_change : int or None, default=10
         Early stopping of each path on its own estimate: the path is grown by
-        warm-started refits (bit for bit the same iterates, and the Jacobian
-        chains of ``risk_path_`` and the left-out runs of ``loo_path_`` are
-        continued, not recomputed) and stops once the estimate cannot
-        plausibly fall below its minimum any more: it has not improved during
-        the last ``n_iter_no_change`` iterations and half the best iteration
-        (the bumps of an estimate last longer on longer paths), and, with
-        ``search="path"``, the trajectory's limit (its alpha's converged
-        score) is not below that minimum (else the estimate must still come
-        down to it: an early bump, as on p >> n designs). A path whose
-        estimate still falls at the estimator's ``max_iter`` and whose limit
-        is not known grows past it, up to 10 times ``max_iter``. The
-        selection is the argmin over the path computed so far, and
-        ``estimator_.n_iter_`` is where the path stopped. The rule is checked
-        at the end of stages (the first is ``2 * n_iter_no_change`` long; a
-        stage grows the path by half while the estimate still improves at
-        its end, and doubles a ``risk_path_`` of Jacobian chains, which
-        every stage restarts; else it goes up to the first length where the
-        rule can hold), so the path may run past the first iteration where
-        it holds. ``None`` fits every path to ``max_iter`` (the argmin over
-        whole paths). Estimators without ``max_iter`` and ``warm_start`` are
-        always fitted to the end; so are cheap paths (a fit and estimates of
-        a few milliseconds, or a few tenths of a second for linear methods
-        with the spectral risk, whose estimates cost the same at any
-        length): the stages' fixed cost would exceed what stopping saves, and
-        their choice is the whole path's argmin.
+        warm-started refits (the same iterates, the estimates continued) and
+        stops once its estimate cannot plausibly fall below its minimum: no
+        improvement during the last ``n_iter_no_change`` iterations and half
+        the best iteration, and, with ``search="path"``, the trajectory's
+        limit (its alpha's converged score) not below that minimum (else the
+        estimate must still come down to it, past an early bump). A path
+        whose estimate still falls at ``max_iter`` and whose limit is not
+        known grows past it, up to 10 times ``max_iter``.
+        ``estimator_.n_iter_`` is where the selected path stopped. ``None``
+        fits every path to ``max_iter``; so are paths too cheap for stages to
+        pay (a few milliseconds; :class:`skacv._policy.SpeedPolicy`'s
+        ``stage_min_flops*``), whose choice is the whole path's argmin.
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
@@ -731,50 +667,20 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         # are fitted on X as given (feature names)
         scores = score_alpha_path(self.estimator, X, y, fit_params, crit, self.param_grid,
                                   self.path_params, self._splits)
-        limits = np.where(np.isfinite(scores.score), scores.score, np.inf)
-        a = int(np.argmin(limits))  # the converged fits' choice
 
-        fitted = {}  # row -> [paths, fit time, estimator or None]
-
-        def fit(rows):
+        def fit(rows, limits):
             cands = [{"alpha": scores.values[r]} for r in rows]
-            # an alpha without a converged score (the path stopped before it,
-            # or it interpolates): inf, the patience only, no growth
-            lims = [float(limits[r]) for r in rows]
-            paths, times, kept = self._fit_candidates(cands, X, y, fit_params, lims, False)
-            for j, r in enumerate(rows):
-                fitted[r] = [paths[j], times[j], kept[j]]
-            # free the fits that can no longer be chosen (row a's converged
-            # fit competes and keeps its estimator)
-            mins = trajectory_mins(fitted, crit)
-            best = min(mins.values())
-            for r, entry in fitted.items():
-                if r != a and mins[r] > best + TIE_RTOL * abs(best):
-                    entry[2] = None
+            return self._fit_candidates(cands, X, y, fit_params, limits, prune=False)
 
-        # the joint argmin over (alpha, iteration), converged fits included:
-        # trajectories around the converged choice, widened until the best one
-        # has path_neighbors fitted alphas on each side (_path_search)
-        rows = widen_rows({}, a, len(scores.values), self.path_neighbors)
-        while rows:
-            fit(rows)
-            rows = widen_rows(trajectory_mins(fitted, crit), a, len(scores.values),
-                              self.path_neighbors)
-        rows = sorted(fitted)
-        paths = [fitted[r][0] for r in rows]
-        i, t, mins, best_iters = select(paths, crit)
-        j = rows.index(a)
-        self._converged = converged_choice(scores, a, mins[i], mins[j], best_iters[j],
-                                           TIE_RTOL)
-        if self._converged is not None:
-            i, t = j, None
-        self._selected_paths = paths[i]
-        self.estimator_ = fitted[rows[i]][2]
-        self.best_index_ = rows[i]
-        self.best_iteration_ = t
-        self.best_params_ = {"alpha": scores.values[rows[i]]}
-        results = cv_results([{"alpha": v} for v in scores.values], crit, paths, mins,
-                             best_iters, [fitted[r][1] for r in rows], rows=rows,
+        choice = joint_argmin(scores, crit, self.path_neighbors, fit, TIE_RTOL)
+        self._converged = choice.converged
+        self._selected_paths = choice.paths[choice.rows.index(choice.row)]
+        self.estimator_ = choice.estimator
+        self.best_index_ = choice.row
+        self.best_iteration_ = choice.iteration
+        self.best_params_ = {"alpha": scores.values[choice.row]}
+        results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
+                             choice.mins, choice.best_iters, choice.times, rows=choice.rows,
                              n_rows=len(scores.values))
         results.update(scores.columns(crit))
         self.alpha_path_ = scores.path
