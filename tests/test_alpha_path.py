@@ -778,3 +778,21 @@ def test_support_finish_with_weights_and_sparse_equals_sklearn(weighted, sparse,
                            n_alphas=8, eps=0.05, tol=1e-12, max_iter=50_000, sample_weight=w)
     assert finishes[0].n_accepted >= 3
     _assert_sklearn_path(path, X, y, w)
+
+
+def test_a_warm_start_with_a_wrong_support_is_solved():
+    """The previous alpha's solution, within the gap tolerance of a large
+    ``||y~||^2`` but with columns violating the optimality conditions at the
+    next alpha, is not accepted: every alpha has its own support (the exact
+    Lasso's) and risk."""
+    from sklearn.datasets import make_regression
+
+    X, y = make_regression(n_samples=500, n_features=800, n_informative=40, noise=10.0,
+                           random_state=0)
+    res = risk_alpha_path(TrajectoryLasso(), X, y)
+    assert np.all(res.n_iter[1:] > 0)
+    assert len(set(np.round(res.risk, 6))) == res.risk.size  # no alpha repeats another
+    for i in (17, 19, 21, 22):  # alphas where the warm start passed before
+        exact = Lasso(alpha=res.alphas[i], tol=1e-10, max_iter=100_000).fit(X, y).coef_
+        assert np.abs(res.df[i] - 1 - np.count_nonzero(exact)) <= 1
+        assert np.linalg.norm(res.coefs[:, i] - exact) < 0.05

@@ -76,6 +76,9 @@ _FINISH_MAXITER = 100
 #: whose risks came out identical); a factor of 100 leaves the gap of the
 #: usual designs, whose objective stays above 1 % of ``||y~||^2 / (2 n_eff)``
 PATH_OBJECTIVE_TOL = 100.0
+#: a warm start whose support misses a column that violates the optimality
+#: conditions at the new alpha is solved at least to this fraction of its gap
+KKT_GAP_CUT = 0.1
 
 
 def _duality_gap(rr, ry, corr, l1, alpha, n_eff):
@@ -478,6 +481,12 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         # (a large y: the warm start from the previous alpha would pass)
         goal = min(target, max(PATH_OBJECTIVE_TOL * tol * (rr / n_eff + 2.0 * alpha * l1_norm),
                                COVARIANCE_PATH_MIN_TOL * yy / n_eff))
+        if np.any((coef == 0) & (np.abs(stats[2]) > alpha)):
+            # columns outside the warm start's support violate the optimality
+            # conditions at this alpha: its support is wrong, whatever its gap
+            # (a gap within tol of a large ||y~||^2 passed the previous alpha's
+            # solution, df and risk included, at every other alpha)
+            goal = min(goal, KKT_GAP_CUT * gap)
         coef, stats, gap, steps, work = _solve_alpha(space, coef, stats, gap, alpha, alpha_prev,
                                                      goal, step_size, max_iter)
         if gap > goal:
