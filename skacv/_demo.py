@@ -64,8 +64,8 @@ _MEASURED_GAP = {200: (30, 0.0985, 0.0521), 400: (24, 0.0946, 0.0264),
 PROGRESS_AFTER = 3.0
 
 _NO_MATPLOTLIB = ("matplotlib is not installed; to get the figure, run "
-                  "pip install matplotlib (or the plot extra: pip install \"skacv[plot]\", "
-                  "or \".[plot]\" in a source checkout) and run the demo again.")
+                  "pip install matplotlib (or the plot extra: pip install \".[plot]\" in a "
+                  "checkout of skacv) and run the demo again.")
 
 # pandas' default display: above this many rows only the head and the tail
 _MAX_ROWS = 60

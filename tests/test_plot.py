@@ -293,3 +293,13 @@ def test_labels_fit_in_the_saved_figure(tmp_path):
     for text in (disp.ax_.yaxis.label, disp.ax_.xaxis.label):
         box = text.get_window_extent(renderer)
         assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height
+
+
+def test_the_converged_fits_line_stays_in_view():
+    """A converged fit selected below every iterate: its line is inside the
+    automatic y-range."""
+    disp = RiskPathDisplay(risk=np.array([1000.0, 500, 100, 20, 12, 10, 10.5, 11]),
+                           converged=8.0).plot()
+    bottom, top = disp.ax_.get_ylim()
+    assert bottom < 8.0 < top
+    plt.close("all")

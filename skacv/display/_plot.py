@@ -15,7 +15,7 @@ def _check_matplotlib(caller):
     except ImportError as exc:
         raise ImportError(
             f"{caller} requires matplotlib. Install it with `pip install matplotlib` "
-            "or `pip install skacv[plot]`."
+            "(or the plot extra: `pip install \".[plot]\"` in a checkout of skacv)."
         ) from exc
 
 
@@ -284,7 +284,10 @@ class RiskPathDisplay:
         if isinstance(ylim, str):
             if ylim != "auto":
                 raise ValueError(f"ylim must be 'auto', None or (bottom, top), got {ylim!r}.")
-            ylim = auto_ylim(curves.values())
+            # the converged fit's line, a selection, stays in view
+            shown = [*curves.values(), *([] if self.converged is None
+                                         else [np.array([float(self.converged)])])]
+            ylim = auto_ylim(shown)
             if ylim is not None:  # say that the first iterates left the axes
                 ylabel = f"{ylabel} (top clipped at {ylim[1]:.3g})"
         if ylim is not None:
