@@ -119,7 +119,7 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
     return flops / (T * 4 * n * p), flops
 
 
-def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
+def auto_criterion(estimator, n_samples, n_features=None, n_folds=5, sample_weight=None):
     """``(criterion, loo_subsample)`` chosen by ``criterion="auto"`` before
     the fit: an estimate that needs no refit, ``"risk"`` or ``"loo"``, never
     ``"kfold"`` (K-fold CV replaces it only when the fitted estimate says it
@@ -128,7 +128,9 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
 
     * Estimators with only one of the two estimates: that one
       (``TrajectoryLogisticRegression``: leave-one-out, sized as below).
-    * Fewer than ``AUTO_LOO_BELOW`` samples: ``"loo"``, every sample tracked.
+    * Fewer than ``AUTO_LOO_BELOW`` samples (with ``sample_weight``, the
+      sum of the frequency weights: the size of the same data with repeated
+      rows): ``"loo"``, every sample tracked.
     * Linear iterations of least squares (``IterativeRidge`` with "gd",
       "nesterov", "heavy_ball", "eigenpro"): ``"risk"``, computed spectrally
       (exact traces when cheap, ``n_probes="auto"``), deterministic and
@@ -152,7 +154,10 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
     has_risk, has_loo = "estimate_risk" in params, "estimate_loo" in params
     if not has_loo:
         return "risk", None
-    if has_risk and n_samples < AUTO_LOO_BELOW:
+    # frequency weights: the sample size is their sum (the repeated rows')
+    n_eff = (n_samples if sample_weight is None
+             else float(np.asarray(sample_weight, dtype=np.float64).sum()))
+    if has_risk and n_eff < AUTO_LOO_BELOW:
         return "loo", None
     linear = getattr(estimator, "_linear_iterations", None)
     if has_risk and ((linear is not None and linear()) or can_stack(estimator)):

@@ -371,7 +371,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         self.random_state = random_state
         self.verbose = verbose
 
-    def _resolve(self, X):
+    def _resolve(self, X, sample_weight=None):
         """``criterion_``, ``search_`` and the clones' seed for this fit."""
         try:
             n_samples, n_features = _num_samples(X), _num_features(X)
@@ -380,7 +380,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         if self.criterion == "auto":
             n_folds = self.cv if isinstance(self.cv, Integral) else 5
             self.criterion_, self._loo_subsample = auto_criterion(
-                self.estimator, n_samples, n_features, n_folds)
+                self.estimator, n_samples, n_features, n_folds, sample_weight)
             self._both = reports_both(self.criterion_, n_samples, n_features)
         else:
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
@@ -531,7 +531,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         if dask:  # one pass (skacv.linalg._dask)
             X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
         else:
-            self._resolve(X)
+            self._resolve(X, routed.get("sample_weight"))
             self._splits = self._folds(X, y)
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
         # with a risk_time_budget (skacv.config_context; none by default, so
