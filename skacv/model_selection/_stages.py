@@ -162,6 +162,14 @@ def stops(path, n_iter, n_iter_no_change, limit=None):
     return True, best
 
 
+def _growth_best(path, n_iter, n_iter_no_change, best):
+    """The ``best`` that :func:`next_stage` grows from: the path's end where
+    only the limit keeps the path going (its patience holds), so that the
+    stages grow geometrically as while the estimate improves, instead of by
+    the patience's small steps (each stage restarts the estimates' chains)."""
+    return n_iter if stops(path, n_iter, n_iter_no_change)[0] else best
+
+
 def at_boundary(path, n_iter, max_iter):
     """Whether the criterion ``path`` (``n_iter`` long) still falls at its last
     iterate, on or past ``max_iter``: the choice would be on the boundary."""
@@ -224,7 +232,8 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
                     if finish is not None:
                         finish()
                     return path
-                grown = next_stage(n_iter, best, n_iter_no_change, growth)
+                grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best),
+                                   n_iter_no_change, growth)
                 n_iter = min(cap, grown if n_iter >= max_iter else min(max_iter, grown))
     finally:
         estimator.set_params(warm_start=warm_start)
@@ -241,6 +250,7 @@ def stop_length(path, n_iter_no_change, growth=None, limit=None):
         stop, best = stops(path[: n + 1], n, n_iter_no_change, limit)
         if n >= T or stop:
             return n
+        best = _growth_best(path[: n + 1], n, n_iter_no_change, best)
         n = min(T, next_stage(n, best, n_iter_no_change, growth))
 
 
