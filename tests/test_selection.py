@@ -631,9 +631,12 @@ def test_converged_fit_competes_with_the_iterates_by_the_same_criterion():
         h = coef - beta.reshape(-1, *[1] * (np.ndim(coef) - 1))
         return (1 - rho) * (h**2).sum(0) + rho * h.sum(0) ** 2 + (intercept - 2.0) ** 2 + 1
 
-    short = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=10), param_grid=grid,
+    # (a trajectory still falling at max_iter grows past it, up to MAX_ITER_GROWTH
+    # times: 1 step, grown to 10)
+    short = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=1), param_grid=grid,
                                       random_state=0, path_params={"tol": 1e-10})
-    with pytest.warns(SelectionBoundaryWarning, match="still improving at max_iter=10"):
+    with pytest.warns(SelectionBoundaryWarning,
+                      match="still improving at its last iteration, 10, grown past max_iter=1"):
         short.fit(X, y)
     assert short.criterion_ == "risk" and short.best_iteration_ is None
     row = short.best_index_

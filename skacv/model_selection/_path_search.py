@@ -31,7 +31,7 @@ from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
 from ._criteria import CRITERIA
 from ._results import select
-from ._stages import finite_min, selectable
+from ._stages import LIMIT_RTOL, finite_min, selectable
 
 
 @dataclasses.dataclass
@@ -326,15 +326,19 @@ def widen_rows(mins, start, n_grid, neighbors):
 def warn_converged(choice, alpha, max_iter, criterion):
     """Say that the converged fit was selected over an iterate cut off at
     ``max_iter`` (the fix: raise it); nothing when the trajectory reached
-    its own minimum before."""
-    if choice is None or max_iter is None or choice.trajectory_iteration < max_iter:
+    its own minimum before, or came within ``LIMIT_RTOL`` of its limit (the
+    converged fit then scores as well as what the trajectory could reach)."""
+    if (choice is None or max_iter is None or choice.trajectory_iteration < max_iter
+            or choice.trajectory_min <= choice.score + LIMIT_RTOL * abs(choice.score)):
         return
+    end = choice.trajectory_iteration
+    grown = f", grown past max_iter={max_iter}" if end > max_iter else ""
     warnings.warn(
-        f"The trajectory of alpha={alpha!r} was still improving at max_iter={max_iter} "
-        f"(estimated {criterion} {choice.trajectory_min:.6g}), above the converged fit of "
-        f"that alpha ({choice.score:.6g}): the converged fit is selected (best_iteration_ "
-        f"is None). Raise max_iter (e.g. to {2 * max_iter}) to select an early-stopped "
-        "iterate.", SelectionBoundaryWarning, stacklevel=5)
+        f"The trajectory of alpha={alpha!r} was still improving at its last iteration, "
+        f"{end}{grown} (estimated {criterion} {choice.trajectory_min:.6g}), above the "
+        f"converged fit of that alpha ({choice.score:.6g}): the converged fit is selected "
+        f"(best_iteration_ is None). Raise max_iter (e.g. to {2 * end}) to select an "
+        "early-stopped iterate.", SelectionBoundaryWarning, stacklevel=5)
 
 
 def too_few_message(n_samples, criterion, df):

@@ -687,11 +687,12 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         self.cv_results_ = results
 
     def _warn_boundary(self):
-        """A choice on the edge of the grid or at ``max_iter``
-        (:func:`~skacv.model_selection._results.warn_boundary`)."""
+        """A choice on the edge of the grid or at ``max_iter`` (``warn_boundary``)."""
         grids = self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]
         if self.search_ == "path":
-            grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}]
+            # (the automatic grid, from the zero solution to a negligible penalty: no edge)
+            grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
+                     if self.param_grid is not None else {}]
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         warn_converged(self._converged, self.best_params_.get("alpha"),
                        params.get("max_iter"), self.criterion_)

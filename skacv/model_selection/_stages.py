@@ -38,9 +38,9 @@ RELATIVE_PATIENCE = 0.5
 #: scores within this fraction of whatever the path could still reach.
 LIMIT_RTOL = 0.01
 
-#: a path with no known limit whose criterion still falls at ``max_iter``
-#: grows past it, by warm-started stages, up to this many times ``max_iter``
-#: (the budget of a choice on the boundary; past it a
+#: a path whose criterion still falls at ``max_iter`` (and is above its
+#: limit, where known) grows past it, by warm-started stages, up to this many
+#: times ``max_iter`` (the budget of a choice on the boundary; past it a
 #: SelectionBoundaryWarning says so).
 MAX_ITER_GROWTH = 10
 
@@ -170,10 +170,14 @@ def _growth_best(path, n_iter, n_iter_no_change, best):
     return n_iter if stops(path, n_iter, n_iter_no_change)[0] else best
 
 
-def at_boundary(path, n_iter, max_iter):
+def at_boundary(path, n_iter, max_iter, limit=None):
     """Whether the criterion ``path`` (``n_iter`` long) still falls at its last
-    iterate, on or past ``max_iter``: the choice would be on the boundary."""
-    return n_iter >= max_iter and argmin_first(path) == n_iter
+    iterate, on or past ``max_iter``: the choice would be on the boundary,
+    unless the path has come within ``LIMIT_RTOL`` of its ``limit`` (the
+    converged fit, which then scores as well as what the path could reach)."""
+    if n_iter < max_iter or argmin_first(path) != n_iter:
+        return False
+    return not (limit is not None and path[n_iter] <= limit + LIMIT_RTOL * abs(limit))
 
 
 def planned(estimator, plan):
@@ -200,9 +204,9 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
     same data at every stage (the plan's ``same_data``);
     ``growth``: :func:`next_stage`'s (the policy's ``stage_growth`` when
     ``None``). Stops once :func:`stops` holds (``limit``: the criterion of
-    the converged fit, where known) or at ``max_iter``; a path with no known
-    limit whose criterion still falls at ``max_iter`` grows on, up to
-    ``MAX_ITER_GROWTH`` times ``max_iter`` (unless ``grow_past`` is false).
+    the converged fit, where known) or at ``max_iter``; a path whose
+    criterion still falls at ``max_iter`` (:func:`at_boundary`) grows on, up
+    to ``MAX_ITER_GROWTH`` times ``max_iter`` (unless ``grow_past`` is false).
     Then restores ``warm_start``
     and frees the warm state of every estimator of ``fitted()``. Returns
     the last path.
@@ -216,7 +220,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
     default; a path fitted in one go continues from its end).
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
-    cap = max_iter if limit is not None or not grow_past else MAX_ITER_GROWTH * max_iter
+    cap = MAX_ITER_GROWTH * max_iter if grow_past else max_iter
     n_iter = min(max_iter, 2 * n_iter_no_change) if first is None else first
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True,
@@ -226,7 +230,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
                 if path is None:
                     return None
                 stop, best = stops(path, n_iter, n_iter_no_change, limit)
-                ended = n_iter >= max_iter and not at_boundary(path, n_iter, max_iter)
+                ended = n_iter >= max_iter and not at_boundary(path, n_iter, max_iter, limit)
                 if stop or ended or n_iter >= cap:
                     finish = getattr(estimator, "_finish_deferred", None)
                     if finish is not None:
@@ -293,10 +297,10 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
         with planned(estimator, FitPlan(probe_goal=probe_goal)):
             estimator.fit(X, y, **fit_params)
         n = getattr(estimator, "n_iter_", None)
-        if (n_iter_no_change is not None and limit is None and can_stage(estimator)
-                and hasattr(estimator, attr)
-                and at_boundary(stage_path(estimator, attrs, attr), n, estimator.max_iter)):
-            # still falling at max_iter, with no known limit: on in stages
+        if (n_iter_no_change is not None and can_stage(estimator) and hasattr(estimator, attr)
+                and at_boundary(stage_path(estimator, attrs, attr), n, estimator.max_iter,
+                                limit)):
+            # still falling at max_iter (and above its limit): on in stages
             first = min(MAX_ITER_GROWTH * n, next_stage(n, n, n_iter_no_change, growth))
             grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                            probe_goal, limit, first)
