@@ -209,8 +209,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         the best iteration, and, with ``search="path"``, the trajectory's
         limit (its alpha's converged score) not below that minimum (else the
         estimate must still come down to it, past an early bump). A path
-        whose estimate still falls at ``max_iter`` and whose limit is not
-        known grows past it, up to 10 times ``max_iter``.
+        whose estimate still falls at ``max_iter`` grows past it, up to 10
+        times ``max_iter`` or to within 1 % of its limit where known.
         ``estimator_.n_iter_`` is where the selected path stopped. ``None``
         fits every path to ``max_iter``; so are paths too cheap for stages to
         pay (a few milliseconds; :class:`skacv._policy.SpeedPolicy`'s
