@@ -81,9 +81,10 @@ def test_from_search_marks_best_iteration_and_uses_given_axes():
 
 def test_a_selected_converged_fit_is_a_line_not_an_iteration():
     X, y, Xt, yt = _data()
-    # 3 iterations: the converged fit of the chosen alpha scores lower
+    # 3 iterations (whole paths: none grown past max_iter): the converged fit
+    # of the chosen alpha scores lower
     search = _pinned(TrajectoryLasso(max_iter=3, random_state=0), search="path",
-                     param_grid={"alpha": [0.3, 0.1, 0.03]})
+                     param_grid={"alpha": [0.3, 0.1, 0.03]}, n_iter_no_change=None)
     with pytest.warns(UserWarning, match="converged fit is selected"):
         search.fit(X, y)
     assert search.best_iteration_ is None
