@@ -547,7 +547,7 @@ def sufficient_search(search, X, y, params):
         those of the rows, one pass per seed for the whole search.
     """
     X, y, w, names = dask_rows(X, y, params.get("sample_weight"))
-    search._resolve(X, w)  # (the compressed sample is weighted)
+    search._resolve(X)
     check_dask_estimator(search.estimator, search.criterion_)
     if y is None:
         raise ValueError("TrajectoryEarlyStoppingCV requires y to be passed, but the target y "

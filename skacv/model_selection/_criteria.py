@@ -71,17 +71,6 @@ AUTO_LOO_SAMPLES = 100
 #: regrets up to 15 % where every sample gave at most 7 %)
 AUTO_LOO_SAMPLES_MAX = 500
 
-#: criterion="auto" chooses leave-one-out below this many samples for the
-#: estimators that have both estimates (the Lasso and ridge along their
-#: trajectories): there every sample is tracked at the cost of a few fits of
-#: a small design, while the memory-matrix estimate, consistent when n and p
-#: grow together, fails on p >> n designs of a few dozen samples (on gene
-#: expression data, 83 x 2307 split in halves: risk_path_ 46 % off the
-#: held-out error, 32 % optimistic, against 28 % for loo_path_; ridge along
-#: alpha with two near-duplicate samples: an estimate of 7e-5 for a test
-#: error of 0.7-1.7)
-AUTO_LOO_BELOW = 100
-
 
 def reports_both(criterion, n_samples, n_features):
     """Whether ``criterion="auto"``, resolved to ``criterion``, computes the
@@ -119,7 +108,7 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
     return flops / (T * 4 * n * p), flops
 
 
-def auto_criterion(estimator, n_samples, n_features=None, n_folds=5, sample_weight=None):
+def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
     """``(criterion, loo_subsample)`` chosen by ``criterion="auto"`` before
     the fit: an estimate that needs no refit, ``"risk"`` or ``"loo"``, never
     ``"kfold"`` (K-fold CV replaces it only when the fitted estimate says it
@@ -128,9 +117,6 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5, sample_weig
 
     * Estimators with only one of the two estimates: that one
       (``TrajectoryLogisticRegression``: leave-one-out, sized as below).
-    * Fewer than ``AUTO_LOO_BELOW`` samples (with ``sample_weight``, the
-      sum of the frequency weights: the size of the same data with repeated
-      rows): ``"loo"``, every sample tracked.
     * Linear iterations of least squares (``IterativeRidge`` with "gd",
       "nesterov", "heavy_ball", "eigenpro"): ``"risk"``, computed spectrally
       (exact traces when cheap, ``n_probes="auto"``), deterministic and
@@ -154,11 +140,6 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5, sample_weig
     has_risk, has_loo = "estimate_risk" in params, "estimate_loo" in params
     if not has_loo:
         return "risk", None
-    # frequency weights: the sample size is their sum (the repeated rows')
-    n_eff = (n_samples if sample_weight is None
-             else float(np.asarray(sample_weight, dtype=np.float64).sum()))
-    if has_risk and n_eff < AUTO_LOO_BELOW:
-        return "loo", None
     linear = getattr(estimator, "_linear_iterations", None)
     if has_risk and ((linear is not None and linear()) or can_stack(estimator)):
         return "risk", None

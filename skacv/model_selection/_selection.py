@@ -122,8 +122,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         fitted once, every iterate scored on its held-out fold, the iterate
         of the fit on all the data selected) and, along alpha, K-fold CV of
         the converged fits (as ``LassoCV``).
-        ``"auto"`` is an estimate without refits: leave-one-out below 100
-        samples (every sample tracked); else ``"risk"`` for the
+        ``"auto"`` is an estimate without refits: ``"risk"`` for the
         least-squares solvers with full batches (gradient descent, Nesterov,
         heavy ball, EigenPro, ISTA, FISTA) and ``"loo"`` for the others
         (proximal SGD, robust and logistic losses; above 100 samples a
@@ -371,7 +370,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         self.random_state = random_state
         self.verbose = verbose
 
-    def _resolve(self, X, sample_weight=None):
+    def _resolve(self, X):
         """``criterion_``, ``search_`` and the clones' seed for this fit."""
         try:
             n_samples, n_features = _num_samples(X), _num_features(X)
@@ -380,7 +379,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         if self.criterion == "auto":
             n_folds = self.cv if isinstance(self.cv, Integral) else 5
             self.criterion_, self._loo_subsample = auto_criterion(
-                self.estimator, n_samples, n_features, n_folds, sample_weight)
+                self.estimator, n_samples, n_features, n_folds)
             self._both = reports_both(self.criterion_, n_samples, n_features)
         else:
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
@@ -531,7 +530,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         if dask:  # one pass (skacv.linalg._dask)
             X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
         else:
-            self._resolve(X, routed.get("sample_weight"))
+            self._resolve(X)
             self._splits = self._folds(X, y)
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
         # with a risk_time_budget (skacv.config_context; none by default, so
