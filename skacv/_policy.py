@@ -78,6 +78,12 @@ class SpeedPolicy:
         ... when the Gram matrix costs at most this many products with ``X~``
         per penalty (the path on the working sets' columns takes 40-140 per
         penalty: the optimality check, the step sizes, the FISTA steps).
+    path_coordinate_descent : bool
+        The Lasso path in the covariance form (few features) solves each
+        alpha by scikit-learn's coordinate descent on ``X~^T X~``
+        (``enet_path`` with ``precompute``) to the same duality gap, instead
+        of FISTA on working sets (whose Python steps cost more on small
+        designs).
     path_support_finish : bool
         The Lasso path finishes a working set's FISTA on the support it has
         identified by conjugate gradients (an active-set Newton step,
@@ -326,6 +332,7 @@ class SpeedPolicy:
     covariance_gemm_advantage: float = 16.0
     covariance_path: bool = True
     path_products_per_alpha: float = 10.0
+    path_coordinate_descent: bool = True
     path_support_finish: bool = True
     path_metric: bool = True
     path_metric_min_ratio: float = 4.0

@@ -26,6 +26,7 @@ from sklearn.utils import Bunch
 import skacv.estimates._risk as risk_module
 import skacv.estimates._risk_grouped as grouped
 import skacv.estimates._risk_probes as probes
+import skacv.estimators._base as base_module
 from skacv import TrajectoryLasso
 from skacv.estimates._risk_readout import (
     residual_matrix,
@@ -151,7 +152,7 @@ def test_a_staged_fit_reads_the_loops_gradient_points(monkeypatch):
     assert not calls and warm._source_path.shape == (120, 61)
     # the continued chain's template moves the split a little (as before the record)
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-6)
-    monkeypatch.setattr(TrajectoryLasso, "_loop_buffers", lambda self, *a: (None, None))
+    monkeypatch.setattr(base_module, "loop_buffers", lambda *a: (None, None))
     products = TrajectoryLasso(**{**kw, "max_iter": 60}).fit(X, y)
     assert calls
     np.testing.assert_allclose(cold.risk_path_, products.risk_path_, rtol=1e-10)

@@ -910,7 +910,8 @@ def test_a_lasso_path_in_one_go_chooses_as_its_stages(n, p, alpha, max_iter, spe
     est = TrajectoryLasso(alpha=alpha, max_iter=max_iter, random_state=0)
     assert not stages_module.can_stage(est, X)
     one = TrajectoryEarlyStoppingCV(est, search="grid").fit(X, y)
-    assert one.estimator_.n_iter_ == max_iter
+    # in one go up to max_iter, or to where the path converged
+    assert one.estimator_.n_iter_ <= max_iter
     assert one.best_iteration_ == int(np.argmin(one.risk_path_))
     speed_policy(stage_min_flops_chains=0)
     assert stages_module.can_stage(est, X)
@@ -1279,3 +1280,49 @@ def test_the_search_gathers_its_fits_warnings(monkeypatch):
         _pinned(TrajectoryLasso(max_iter=20, estimate_loo=True), criterion="loo",
                 param_grid=grid, n_iter_no_change=None).fit(X, y)
     assert UnreliableEstimateWarning not in [w.category for w in caught]
+
+
+def _gap_path(X, y, coef_path, alpha, sample_weight=None):
+    """Brute-force duality gaps of every iterate (weighted, centred Lasso)."""
+    w = np.ones(len(y)) if sample_weight is None else sample_weight
+    Xc = X - np.average(X, axis=0, weights=w)
+    yc = y - np.average(y, weights=w)
+    sw = np.sqrt(w)
+    Xt, yt, n_eff = Xc * sw[:, None], yc * sw, w.sum()
+    R = yt[:, None] - Xt @ coef_path
+    corr = Xt.T @ R / n_eff
+    c = np.minimum(1.0, alpha / np.max(np.abs(corr), axis=0))
+    primal = (R**2).sum(axis=0) / (2 * n_eff) + alpha * np.abs(coef_path).sum(axis=0)
+    dual = (yt @ yt - ((yt[:, None] - c * R) ** 2).sum(axis=0)) / (2 * n_eff)
+    return primal - dual, yt @ yt / n_eff
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n, p", [(300, 40), (80, 200)])
+def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted):
+    """With ``n_iter_no_change``, a Lasso candidate of the search ends at the
+    first check (every ``end_check`` steps) where its duality gap, computed
+    by brute force on the full path, is at most ``CONVERGED_TOL`` times
+    ``||y~||^2 / n_eff``; its iterates and risk path are the full path's
+    prefix; without ``n_iter_no_change`` (the exhaustive search) it runs to
+    ``max_iter``."""
+    X, y = _data(n=n, p=p)
+    sw = np.random.default_rng(1).uniform(0.5, 2.0, n) if weighted else None
+    alpha = 0.05
+    est = TrajectoryLasso(alpha=alpha, max_iter=400, random_state=0)
+    full = clone(est).fit(X, y, sample_weight=sw)
+    gaps, scale = _gap_path(X, y, full.coef_path_, alpha, sw)
+    checks = np.arange(10, 401, 10)
+    converged = checks[gaps[checks] <= stages_module.CONVERGED_TOL * scale]
+    assert converged.size and converged[0] < 400  # the case under test
+    search = TrajectoryEarlyStoppingCV(est, search="grid", criterion="risk",
+                                       random_state=0).fit(X, y, sample_weight=sw)
+    k = search.estimator_.n_iter_
+    assert k == converged[0]
+    assert_allclose(search.estimator_.coef_path_, full.coef_path_[:, : k + 1], rtol=0, atol=0)
+    # the same probes; the chains' float32 rounding differs with the length
+    assert_allclose(search.risk_path_, full.risk_path_[: k + 1], rtol=1e-6)
+    whole = TrajectoryEarlyStoppingCV(est, search="grid", criterion="risk",
+                                      n_iter_no_change=None, random_state=0).fit(
+        X, y, sample_weight=sw)
+    assert whole.estimator_.n_iter_ == 400

@@ -38,7 +38,7 @@ from ..estimates._risk import check_risk_memory, trajectory_risk
 from ..estimates._uq import UncertaintyMixin, debias_statistics, debias_statistics_from_products
 from ..iterations._datafits import LeastSquares, NormalEquations
 from ..iterations._iterations import Iteration, PreconditionedGD, check_schedule
-from ..iterations._path import init_state, run_trajectory
+from ..iterations._path import gap_monitor, init_state, run_to_convergence, run_trajectory
 from ..linalg._dask import dask_fit, is_dask, lazy_predictor, lazy_score, lazy_stages
 from ..linalg._design import (
     CovarianceForm,
@@ -51,7 +51,7 @@ from ..linalg._sampling import MinibatchSampler
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
 from ._advice import unreliable_advice, warn_unreliable
-from ._setup import NO_PLAN, PathSetup
+from ._setup import NO_PLAN, PathSetup, loop_buffers
 
 #: solvers whose least-squares loop may run in the covariance form (one
 #: full batch, no preconditioner): its X~^T X~ is formed before the step size
@@ -285,14 +285,23 @@ class TrajectoryEstimator(BaseEstimator):
                 fitted[:, : n_done + 1] = old
             else:
                 fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
-        gradients, sources = self._loop_buffers(design, datafit, iteration, fitted, warm, n_done)
-        if covariance:  # the estimates read the residuals' products (no fitted values)
-            run_trajectory(loop, loop.target(target), iteration, n_total - n_done, state, path,
-                           verbose=self.verbose, datafit=NormalEquations())
-        else:
-            run_trajectory(design, target, iteration, n_total - n_done, state, path,
-                           verbose=self.verbose, datafit=datafit, fitted_out=fitted, fuse=True,
-                           gradients_out=gradients, sources_out=sources)
+        gradients, sources = loop_buffers(self, design, datafit, iteration, fitted, warm,
+                                          n_done)
+        loop_target = loop.target(target) if covariance else target
+        # the covariance form: the estimates read the residuals' products (no fitted values)
+        buffers = dict(datafit=NormalEquations()) if covariance else dict(
+            datafit=datafit, fitted_out=fitted, fuse=True, gradients_out=gradients,
+            sources_out=sources)
+        plan = self._plan_in_force()
+        k = run_to_convergence(
+            lambda steps: run_trajectory(loop, loop_target, iteration, steps, state, path,
+                                         verbose=self.verbose, **buffers),
+            state, n_total - n_done, plan.end_check,
+            gap_monitor(design, datafit, penalty, target, loop_target, covariance, plan.end_tol))
+        if k < n_total:  # ended at convergence (the plan's end_tol): k + 1 columns
+            n_total = k
+            path, fitted, gradients, sources = (
+                None if a is None else a[:, : k + 1] for a in (path, fitted, gradients, sources))
         self._fitted_path = fitted
         self._gradient_path = gradients
         self._source_path = sources
@@ -306,40 +315,6 @@ class TrajectoryEstimator(BaseEstimator):
         # a warm refit continues on the same data (checked by the guard): it
         # reuses the centred design and its decompositions
         self._warm_design = design if self.warm_start else None
-
-    def _loop_buffers(self, design, datafit, iteration, fitted, warm, n_done):
-        """Where the full-batch loop writes what the estimates would otherwise
-        compute again, beside ``fitted`` (the risk estimate's ``X~ x^t``),
-        each ``None`` where it is not read: ``X~^T F`` (the residuals'
-        images, the loop's gradients) for the debiasing of least squares
-        without extrapolation, and ``X~ v^t`` (the gradient points' fitted values) for a
-        clipped extrapolation, whose gradient points' residuals the risk
-        estimate reads (:func:`~skacv.estimates._risk_readout.source_residuals`)."""
-        full = fitted is not None and iteration.sampler is None
-        extrapolates = iteration.extrapolates(self.max_iter)
-        images = full and datafit.quadratic and not extrapolates
-        points = full and extrapolates and iteration.clips
-        return (self._loop_buffer("_gradient_path", design.n_features, design.dtype, warm, n_done,
-                                  "the residuals' images X~^T F")
-                if images else None,
-                self._loop_buffer("_source_path", design.n_samples, fitted.dtype, warm, n_done,
-                                  "the gradient points' fitted values X~ v^t")
-                if points else None)
-
-    def _loop_buffer(self, name, rows, dtype, warm, n_done, what):
-        """A ``rows x (max_iter + 1)`` buffer of the loop's columns (``what``)
-        that continues the previous fit's (``name``) on a warm start, or
-        ``None`` when that fit has none."""
-        old = getattr(self, name, None) if warm else None
-        if warm and (old is None or old.shape[1] != n_done + 1):
-            return None
-        check_memory(rows * (self.max_iter + 1) * np.dtype(dtype).itemsize,
-                     f"{what} ({rows}, {self.max_iter + 1})",
-                     "Lower max_iter or set estimate_risk=False. ")
-        buffer = np.empty((rows, self.max_iter + 1), dtype=dtype, order="F")
-        if warm:
-            buffer[:, : n_done + 1] = old
-        return buffer
 
     def _store_path(self, path, design, offset):
         """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""

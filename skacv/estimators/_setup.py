@@ -5,6 +5,10 @@ path it grows in stages (:class:`FitPlan`)."""
 
 import dataclasses
 
+import numpy as np
+
+from .._config import check_memory
+
 
 @dataclasses.dataclass(frozen=True)
 class FitPlan:
@@ -34,12 +38,24 @@ class FitPlan:
         search): a continued fit skips the finiteness check of its
         validation and keeps the first fit's data fingerprint (one pass over
         ``X`` each).
+    end_tol : float or None
+        A least-squares path with an l1 penalty ends before ``max_iter`` at
+        the first check (every ``end_check`` steps) where its duality gap is
+        at most ``end_tol * ||y~||^2 / n_eff`` (scikit-learn's ``Lasso``
+        tolerance): its later iterates are the converged fit up to that
+        gap, which the search scores on its own. ``None``: ``max_iter``
+        steps.
+    end_check : int
+        Steps between two checks of ``end_tol`` (one product with ``X~^T``
+        each).
     """
 
     horizon: int = 0
     defer_uq: bool = False
     probe_goal: str = "level"
     same_data: bool = False
+    end_tol: float | None = None
+    end_check: int = 10
 
 
 #: the plan of a fit outside a search
@@ -74,3 +90,40 @@ class PathSetup:
     sampler: object = None
     preconditioner: object = None
     scale: float | None = None
+
+
+def loop_buffers(est, design, datafit, iteration, fitted, warm, n_done):
+    """Where the full-batch loop of the estimator ``est`` writes what the
+    estimates would otherwise compute again, beside ``fitted`` (the risk
+    estimate's ``X~ x^t``), each ``None`` where it is not read: ``X~^T F``
+    (the residuals' images, the loop's gradients) for the debiasing of least
+    squares without extrapolation, and ``X~ v^t`` (the gradient points'
+    fitted values) for a clipped extrapolation, whose gradient points'
+    residuals the risk estimate reads
+    (:func:`~skacv.estimates._risk_readout.source_residuals`)."""
+    full = fitted is not None and iteration.sampler is None
+    extrapolates = iteration.extrapolates(est.max_iter)
+    images = full and datafit.quadratic and not extrapolates
+    points = full and extrapolates and iteration.clips
+    return (_loop_buffer(est, "_gradient_path", design.n_features, design.dtype, warm, n_done,
+                         "the residuals' images X~^T F")
+            if images else None,
+            _loop_buffer(est, "_source_path", design.n_samples, fitted.dtype, warm, n_done,
+                         "the gradient points' fitted values X~ v^t")
+            if points else None)
+
+
+def _loop_buffer(est, name, rows, dtype, warm, n_done, what):
+    """A ``rows x (max_iter + 1)`` buffer of the loop's columns (``what``)
+    that continues ``est``'s previous fit's (``name``) on a warm start, or
+    ``None`` when that fit has none."""
+    old = getattr(est, name, None) if warm else None
+    if warm and (old is None or old.shape[1] != n_done + 1):
+        return None
+    check_memory(rows * (est.max_iter + 1) * np.dtype(dtype).itemsize,
+                 f"{what} ({rows}, {est.max_iter + 1})",
+                 "Lower max_iter or set estimate_risk=False. ")
+    buffer = np.empty((rows, est.max_iter + 1), dtype=dtype, order="F")
+    if warm:
+        buffer[:, : n_done + 1] = old
+    return buffer

@@ -416,3 +416,46 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     return state
 
 
+def gap_monitor(design, datafit, penalty, target, loop_target, covariance, tol):
+    """``converged(state)``: whether the duality gap at the fit loop's iterate
+    is at most ``tol * ||y~||^2 / n_eff`` (scikit-learn's ``Lasso``
+    tolerance), for least squares with an l1 penalty on every coordinate
+    (:meth:`~skacv.iterations._penalties.Penalty.duality_gap`); ``None``
+    for another problem or ``tol=None``. ``covariance``: the loop runs in the
+    covariance form (``state.Xx = X~^T X~ x``, ``loop_target = X~^T y~``),
+    else ``state.Xx = X~ x`` and one product with ``X~^T`` a check."""
+    if (tol is None or type(datafit) is not LeastSquares or penalty.is_smooth
+            or penalty.n_unpenalized):
+        return None
+    n_eff = design.n_eff
+    y = np.asarray(target, dtype=np.float64)
+    yy = float(y @ y)
+    c = np.asarray(loop_target, dtype=np.float64)
+    goal = tol * yy / n_eff
+
+    def converged(state):
+        x = np.asarray(state.x, dtype=np.float64)
+        if covariance:
+            cx, Cx = float(c @ x), np.asarray(state.Xx, dtype=np.float64)
+            rr, ry, corr = max(yy - 2.0 * cx + float(x @ Cx), 0.0), yy - cx, c - Cx
+        else:
+            r = y - np.asarray(state.Xx, dtype=np.float64)
+            rr, ry = float(r @ r), float(r @ y)
+            corr = np.asarray(design.rmatvec(r.astype(design.dtype)), dtype=np.float64)
+        return penalty.duality_gap(rr, ry, corr / n_eff, x, n_eff) <= goal
+
+    return converged
+
+
+def run_to_convergence(run, state, n_steps, check, converged):
+    """``run(k)`` (``k`` steps of the fit loop on ``state``) for ``n_steps``
+    steps, or, with ``converged`` (:func:`gap_monitor`), by ``check`` steps
+    until ``converged(state)`` holds; returns the last step ``state.k``."""
+    if converged is None:
+        run(n_steps)
+        return state.k
+    end = state.k + n_steps
+    first = state.k
+    while state.k < end and not (state.k > first and converged(state)):
+        run(min(check, end - state.k))
+    return state.k

@@ -28,6 +28,8 @@ import warnings
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
+from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
+from sklearn.linear_model import enet_path
 from sklearn.utils import Bunch
 
 from .._policy import get_policy
@@ -35,7 +37,7 @@ from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
 from ..iterations._metric import MetricFISTA
 from ..iterations._path import init_state, run_trajectory
-from ..iterations._penalties import L1
+from ..iterations._penalties import L1, duality_gap
 from ..utils._compat import conjugate_gradient
 from ._converged_risk import SupportDF, converged_risk
 from ._lasso_spaces import (
@@ -79,15 +81,6 @@ PATH_OBJECTIVE_TOL = 100.0
 #: a warm start whose support misses a column that violates the optimality
 #: conditions at the new alpha is solved at least to this fraction of its gap
 KKT_GAP_CUT = 0.1
-
-
-def _duality_gap(rr, ry, corr, l1, alpha, n_eff):
-    """Lasso duality gap (objective ``||r||^2 / (2 n_eff) + alpha ||b||_1``)
-    from ``rr = ||r||^2``, ``ry = r^T y~`` and ``corr = X~^T r / n_eff``; the
-    dual point is ``r * min(1, alpha / ||corr||_inf)``."""
-    dn = float(np.max(np.abs(corr))) if corr.size else 0.0
-    c = alpha / dn if dn > alpha else 1.0
-    return (0.5 * rr * (1.0 + c * c) - c * ry) / n_eff + alpha * l1
 
 
 def _zero_stride(m, width, dtype):
@@ -227,7 +220,7 @@ def _objective_gap(space, sub, work, x, fitted, alpha):
     """``(objective, duality gap, l1 norm)`` of ``x`` on the working set."""
     rr, ry, corr = space.stats(sub, work, x, fitted)
     l1 = float(np.abs(x).sum(dtype=np.float64))
-    return rr / (2 * sub.n_eff) + alpha * l1, _duality_gap(rr, ry, corr, l1, alpha,
+    return rr / (2 * sub.n_eff) + alpha * l1, duality_gap(rr, ry, corr, l1, alpha,
                                                            sub.n_eff), l1
 
 
@@ -362,6 +355,8 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     work : ndarray of int
         The last working set.
     """
+    if space.coordinate_descent:
+        return _coordinate_descent(space, coef, alpha, goal, max_iter)
     design = space.design
     p, n_eff = design.n_features, design.n_eff
     rr, ry, corr = stats
@@ -383,7 +378,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         coef[work] = coef_w
         # optimality on the full problem (one product with X~^T, or C)
         rr, ry, corr = space.stats(sub, work, coef_w, fitted, full=True)
-        gap = _duality_gap(rr, ry, corr, float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
+        gap = duality_gap(rr, ry, corr, float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
         outside = np.ones(p, dtype=bool)
         outside[work] = False
         violators = np.flatnonzero(outside & (np.abs(corr) > alpha))
@@ -391,6 +386,39 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
             break
         work = np.union1d(work, _largest(violators, corr, None, max(_WORK_MIN, work.size)))
     return coef, (rr, ry, corr), gap, steps, work
+
+
+def _coordinate_descent(space, coef, alpha, goal, max_iter):
+    """:func:`_solve_alpha` in the covariance form by scikit-learn's
+    coordinate descent on ``C = X~^T X~`` and ``c = X~^T y~`` (``enet_path``
+    with ``precompute``; speed policy ``path_coordinate_descent``), from the
+    warm start ``coef`` to the duality gap ``goal``; ``steps``: its epochs.
+
+    ``enet_path`` reads its ``X`` and ``y`` for their shape and ``||y||^2``
+    only once given ``C`` and ``c``: one row of ``X`` makes its penalty
+    ``alpha * n_eff`` on ``b^T C b / 2 - c^T b``, ``n_eff`` times the
+    mean-form objective, whose gap it compares with ``tol * ||y~||^2``."""
+    design = space.design
+    n_eff, p = design.n_eff, design.n_features
+    C, yy = np.asarray(space.gram, dtype=np.float64), space.yy
+    if not C.flags.c_contiguous:  # the solver reads rows: C is symmetric
+        C = C.T if C.flags.f_contiguous else np.ascontiguousarray(C)
+    c = np.ascontiguousarray(space.c, dtype=np.float64)
+    with warnings.catch_warnings():  # the path warns once for all alphas
+        warnings.simplefilter("ignore", SklearnConvergenceWarning)
+        _, coefs, _, n_iter = enet_path(
+            np.empty((1, p), order="F"), np.array([np.sqrt(yy)]), l1_ratio=1.0,
+            alphas=[alpha * n_eff], precompute=C, Xy=c,
+            coef_init=np.asfortranarray(coef, dtype=np.float64),
+            tol=goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter, check_input=False,
+            return_n_iter=True)
+    b = coefs[:, 0]
+    Cb = C @ b
+    cb = float(c @ b)
+    rr, ry, corr = max(yy - 2.0 * cb + float(b @ Cb), 0.0), yy - cb, (c - Cb) / n_eff
+    gap = duality_gap(rr, ry, corr, float(np.abs(b).sum()), alpha, n_eff)
+    return (b.astype(design.dtype, copy=False), (rr, ry, corr), gap, int(n_iter[0]),
+            np.flatnonzero(b))
 
 
 def _largest(cols, corr, keep, size):
@@ -457,6 +485,9 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
              if covariance_path_pays(design, tol, n_alphas if alphas is None else alphas.shape[0])
              else _SampleSpace(design, X, sample_weight, y_tilde))
     space.finish = _SupportFinish(space) if get_policy().path_support_finish else None
+    # the covariance form's alphas by coordinate descent (_coordinate_descent)
+    space.coordinate_descent = (getattr(space, "gram_form", False)
+                                and get_policy().path_coordinate_descent)
     alpha_max = float(np.max(np.abs(stats[2]))) if p else 0.0
     alphas = _lasso_grid(alphas, alpha_max, n_alphas, eps)
     n_alphas = alphas.shape[0]
@@ -475,7 +506,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         # the warm start may already be optimal (always at alpha >= alpha_max)
         rr = stats[0]
         l1_norm = float(np.abs(coef).sum(dtype=np.float64))
-        gap = _duality_gap(*stats, l1_norm, alpha, n_eff)
+        gap = duality_gap(*stats, l1_norm, alpha, n_eff)
         # scikit-learn's gap, but also relative to the objective: at small
         # penalties tol * ||y~||^2 / n_eff can exceed the objective itself
         # (a large y: the warm start from the previous alpha would pass)

@@ -180,6 +180,7 @@ class _FeatureSpace:
 
     datafit = NormalEquations()
     finish = None  # the path's _SupportFinish, set by lasso_path
+    gram_form = True  # C and c at hand: the path may solve by coordinate descent
 
     def __init__(self, design, c, yy):
         """``c = X~^T y~`` (float64) and ``yy = y~^T y~``."""

@@ -133,8 +133,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         with a ``risk_time_budget`` (:func:`skacv.get_config`; none by
         default), where ISTA's or FISTA's Jacobian chains would cost more
         fits than that (an :class:`~sklearn.exceptions.EfficiencyWarning`).
-        The criterion used is ``criterion_``; the user guide says what each
-        costs.
+        The criterion used is ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
         it). An int is the number of folds (``StratifiedKFold`` for
@@ -151,10 +150,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         whose choice lands later and further from the oracle on small
         problems). Mini-batch solvers and step schedules match by index.
     fold_dtype : {"auto", "float32", "float64"}, default="auto"
-        Precision of the fold paths when the folds run as one block (ISTA,
-        FISTA, the full-batch ``IterativeRidge`` solvers): ``"auto"`` is
-        float32, whose rounding is far below a held-out error's sampling
-        noise; the selected model keeps ``X``'s precision.
+        Precision of the fold paths run as one block (ISTA, FISTA, the
+        full-batch ``IterativeRidge`` solvers): ``"auto"`` is float32 (its
+        rounding is far below a held-out error's sampling noise).
     param_grid : dict, list of dicts or None, default=None
         Parameters of ``estimator`` to search, as in
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
@@ -209,11 +207,14 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         limit (its alpha's converged score) not below that minimum (else the
         estimate must still come down to it, past an early bump). A path
         whose estimate still falls at ``max_iter`` grows past it, up to 10
-        times ``max_iter`` or to within 1 % of its limit where known.
+        times ``max_iter`` or to within 1 % of its limit where known. A
+        least-squares Lasso path stopped on ``risk_path_`` also ends where
+        it has converged (duality gap at most ``1e-4 ||y~||^2 / n``,
+        ``Lasso``'s ``tol``; the converged fit is scored on its own).
         ``estimator_.n_iter_`` is where the selected path stopped. ``None``
-        fits every path to ``max_iter``; so are paths too cheap for stages to
-        pay (a few milliseconds; :class:`skacv._policy.SpeedPolicy`'s
-        ``stage_min_flops*``), whose choice is the whole path's argmin.
+        fits every path to ``max_iter``; paths too cheap for stages to pay
+        are fitted in one go (:class:`skacv._policy.SpeedPolicy`'s
+        ``stage_min_flops*``) and chosen by their whole argmin.
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
