@@ -3,8 +3,13 @@
 Build (offline)::
 
     pip install -e ".[docs]"
-    sphinx-build -W -b html docs docs/_build/html                  # runs the gallery
-    sphinx-build -W -b html -D plot_gallery=0 docs docs/_build/html  # without running it
+    sphinx-build -W -n -b html docs docs/_build/html                  # runs the gallery
+    sphinx-build -W -n -b html -D plot_gallery=0 docs docs/_build/html  # without it
+
+``docs/check_pages.sh`` builds the site and checks its pages in a headless
+browser. Links to Python, NumPy, SciPy, scikit-learn, joblib and Dask go
+through intersphinx inventories written at build time
+(``intersphinx_local.py``): the build needs no network.
 """
 
 import os
@@ -12,6 +17,9 @@ import re
 import sys
 
 sys.path.insert(0, os.path.abspath(".."))
+sys.path.insert(0, os.path.abspath("."))
+
+from intersphinx_local import write_inventories  # noqa: E402
 
 import skacv  # noqa: E402
 
@@ -24,6 +32,8 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx.ext.intersphinx",
+    "matplotlib.sphinxext.plot_directive",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
 ]
@@ -33,8 +43,34 @@ exclude_patterns = ["_build", "gen_modules/backreferences", "auto_examples/*.ipy
                     "auto_examples/*.py", "auto_examples/*.zip", "auto_examples/*.md5",
                     "auto_examples/*.json"]
 root_doc = "index"
-html_theme = "alabaster"
-html_static_path = []
+
+# every cross-reference must resolve (``sphinx-build -n``)
+nitpicky = True
+intersphinx_mapping = write_inventories(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build", "intersphinx"))
+
+html_theme = "pydata_sphinx_theme"
+html_title = "skacv"
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
+html_theme_options = {
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": [],
+    "navigation_with_keys": False,
+    "show_prev_next": True,
+}
+html_sidebars = {"index": [], "getting_started": []}
+html_show_sourcelink = False
+
+# the landing page's figure (``.. plot::``): the code stays out of the page
+plot_include_source = False
+plot_html_show_source_link = False
+plot_html_show_formats = False
+plot_formats = [("png", 110)]
+plot_rcparams = {"figure.figsize": (9, 4.2)}
 
 autosummary_generate = True
 autodoc_default_options = {"members": True, "inherited-members": True}
@@ -54,6 +90,7 @@ sphinx_gallery_conf = {
     "within_subsection_order": "FileNameSortKey",
     "min_reported_time": 1,
     "write_computation_times": False,
+    "image_srcset": ["2x"],
 }
 
 

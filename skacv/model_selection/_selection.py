@@ -212,8 +212,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         times ``max_iter`` or to within 1 % of its limit where known.
         ``estimator_.n_iter_`` is where the selected path stopped. ``None``
         fits every path to ``max_iter``; so are paths too cheap for stages to
-        pay (a few milliseconds; :class:`skacv._policy.SpeedPolicy`'s
-        ``stage_min_flops*``), whose choice is the whole path's argmin.
+        pay (a few milliseconds), whose choice is the whole path's argmin.
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
