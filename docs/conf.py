@@ -39,9 +39,9 @@ extensions = [
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "gen_modules/backreferences", "auto_examples/*.ipynb",
-                    "auto_examples/*.py", "auto_examples/*.zip", "auto_examples/*.md5",
-                    "auto_examples/*.json"]
+exclude_patterns = ["_build", "browser", "tutorial", "figures", "gen_modules/backreferences"] + [
+    f"{gallery}/*.{ext}" for gallery in ("auto_examples", "auto_tutorial")
+    for ext in ("ipynb", "py", "zip", "md5", "json")]
 root_doc = "index"
 
 # every cross-reference must resolve (``sphinx-build -n``)
@@ -62,7 +62,7 @@ html_theme_options = {
     "navigation_with_keys": False,
     "show_prev_next": True,
 }
-html_sidebars = {"index": [], "getting_started": []}
+html_sidebars = {"index": [], "auto_tutorial/getting_started": []}
 html_show_sourcelink = False
 
 # the landing page's figure (``.. plot::``): the code stays out of the page
@@ -80,9 +80,11 @@ numpydoc_class_members_toctree = False
 default_role = "literal"
 
 sphinx_gallery_conf = {
-    "examples_dirs": "../examples",
-    "gallery_dirs": "auto_examples",
-    "filename_pattern": r"/plot_",
+    # the examples, and Getting started (run at build time: its outputs and
+    # figure are real)
+    "examples_dirs": ["../examples", "tutorial"],
+    "gallery_dirs": ["auto_examples", "auto_tutorial"],
+    "filename_pattern": r"/(plot_|getting_started)",
     "doc_module": ("skacv",),
     "backreferences_dir": "gen_modules/backreferences",
     "download_all_examples": False,
