@@ -44,4 +44,4 @@ ax.set_ylim(0.9 * truth.min(), 1.05 * max(truth[0], est.risk_path_[0]))
 ax.set_xlabel("iteration of the solver")
 ax.set_ylabel("mean squared error")
 ax.set_title("Where to stop: the estimate follows the true error along the path")
-ax.legend(loc="upper right", fontsize=10);
+ax.legend(loc="upper right", fontsize=10)
