@@ -114,27 +114,22 @@ def test_every_axes_of_every_rendered_figure_has_content(path, monkeypatch, tmp_
     assert n_figures >= 1, f"{path.name} shows no figure"
 
 
-def python_blocks(rst):
-    """The ``.. code-block:: python`` blocks of a reStructuredText page."""
-    blocks = []
-    for match in re.finditer(r"^\.\. code-block:: python\n\n((?:(?: {4}.*)?\n)+)", rst,
-                             re.MULTILINE):
-        lines = match.group(1).splitlines()
-        blocks.append("\n".join(line[4:] for line in lines))
-    return blocks
-
-
 def test_getting_started_code_runs(monkeypatch, tmp_path):
-    """The code of docs/getting_started.rst runs, in order, in one session."""
-    page = Path(__file__).resolve().parents[1] / "docs" / "getting_started.rst"
-    blocks = python_blocks(page.read_text())
+    """Getting started (docs/tutorial/getting_started.py, which the docs build
+    runs as sphinx-gallery does) runs cell by cell in one session, without a
+    warning, and draws what its text says."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "tutorial" / "getting_started.py"
+    blocks = cells(page.read_text())
     assert len(blocks) >= 5
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(plt, "show", lambda *args, **kwargs: None)
     namespace = {"__name__": "__main__"}
     try:
-        for k, code in enumerate(blocks):
-            exec(compile(code, f"getting_started.rst (block {k})", "exec"), namespace)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a warning would print into the page
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            for k, code in enumerate(blocks):
+                exec(compile(code, f"getting_started.py (cell {k})", "exec"), namespace)
         disp, fitted = namespace["disp"], namespace["fitted"]
         # the curve of the criterion used (whatever the default is) and the test error
         assert set(disp.lines_) >= {fitted.criterion_, "test"}
