@@ -53,6 +53,9 @@ html_theme = "pydata_sphinx_theme"
 html_title = "skacv"
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
+html_js_files = ["enlarge.js"]
+# the on-page table of contents names methods without their class
+toc_object_entries_show_parents = "hide"
 html_theme_options = {
     "navbar_align": "left",
     "show_toc_level": 2,

@@ -148,3 +148,27 @@ def test_getting_started_code_runs(monkeypatch, tmp_path):
         assert high - low < 3 * min(minima)
     finally:
         plt.close("all")
+
+
+def test_landing_page_example_runs(capsys):
+    """The landing page's example (docs/index.rst) runs as it is and prints
+    what its comments say: an alpha of the automatic grid and an iteration
+    (early stopping pays there), and a test R^2 near 1."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "index.rst").read_text()
+    block = re.search(r"^\.\. code-block:: python\n\n((?:(?: {4}.*)?\n)+)", page, re.MULTILINE)
+    code = "\n".join(line[4:] for line in block.group(1).splitlines())
+    assert len(code.strip().splitlines()) <= 12
+    namespace = {"__name__": "__main__"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        exec(compile(code, "index.rst", "exec"), namespace)
+    search = namespace["search"]
+    assert search.search_ == "path" and search.best_iteration_ is not None
+    printed = capsys.readouterr().out.splitlines()
+    alpha = search.best_params_["alpha"]
+    assert printed[0].startswith(f"{{'alpha': {alpha!r}}} {search.best_iteration_}")
+    comment = re.search(r"# \{'alpha': ([0-9.]+)\.\.\.\} (\d+)", code)
+    assert str(alpha).startswith(comment.group(1))
+    assert search.best_iteration_ == int(comment.group(2))
+    assert float(printed[1]) > 0.99

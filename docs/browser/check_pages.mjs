@@ -82,12 +82,24 @@ function inspect() {
   return out;
 }
 
-const browser = await puppeteer.launch({
-  args: chromium.args,
-  executablePath: await chromium.executablePath(),
-  headless: true,
-  defaultViewport: { width: WIDTH, height: 900 },
-});
+async function launch(tries = 3) {
+  // the first launch unpacks the browser into /tmp; on a loaded machine it
+  // can fail once
+  for (let k = 1; ; k++) {
+    try {
+      return await puppeteer.launch({
+        args: chromium.args,
+        executablePath: await chromium.executablePath(),
+        headless: true,
+        defaultViewport: { width: WIDTH, height: 900 },
+      });
+    } catch (err) {
+      if (k >= tries) throw err;
+      console.error(`browser launch failed (${err.message.split("\n")[0]}), retrying`);
+    }
+  }
+}
+const browser = await launch();
 fs.mkdirSync(shotDir, { recursive: true });
 const totals = { overflowing: 0, wide: 0, broken: 0, unresolved: 0, noisy: 0 };
 const rows = [];

@@ -94,9 +94,11 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     fit). The pair (grid point, iteration) with the smallest estimate is
     selected, and the fitted estimator of that grid point is kept with its
     ``coef_`` / ``intercept_`` set to the selected iterate. One criterion
-    decides everything: with ``search="path"`` the penalty is chosen by the
-    same quantity at convergence (the converged risk, the converged
-    leave-one-out or K-fold CV along the alpha path), then the iteration.
+    decides everything: with ``search="path"`` the same quantity at
+    convergence (the converged risk, the converged leave-one-out or K-fold
+    CV along the alpha path) scores the converged fits, which compete with
+    the iterates of the trajectories fitted near their minimum (the user
+    guide's "How the choice is made").
 
     Compared with ``GridSearchCV`` over ``max_iter`` (k folds times the number
     of candidate lengths, then a refit), this costs one path per grid point
