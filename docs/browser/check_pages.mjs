@@ -1,6 +1,6 @@
 // Render pages of the built documentation in a headless Chromium at 1280 px,
 // save a screenshot of each, and fail on what a reader would see as broken:
-// code blocks that overflow horizontally, images wider than their column,
+// code blocks that overflow horizontally, images (or tables) wider than their column,
 // images that do not load, cross-references Sphinx could not resolve, and
 // warning text, machine paths, truncated tables or stray object reprs in the
 // outputs of the gallery.
@@ -51,6 +51,13 @@ function inspect() {
       out.overflowing.push(`${scroll}px in ${client}px: ` +
                            pre.textContent.split("\n").sort((a, b) => b.length - a.length)[0]
                              .slice(0, 80));
+    }
+  }
+  // tables scroll in their own box (custom.css): one that needs to is too wide
+  for (const table of article.querySelectorAll("table")) {
+    if (table.scrollWidth > table.clientWidth + 1) {
+      out.wide.push(`a table of ${table.scrollWidth}px in ${table.clientWidth}px: ` +
+                    table.textContent.trim().slice(0, 60));
     }
   }
   for (const img of article.querySelectorAll("img")) {
@@ -139,7 +146,7 @@ await browser.close();
 console.log(`Rendered at ${WIDTH} px from ${htmlDir}; screenshots in ${shotDir}`);
 for (const row of rows) console.log(row);
 console.log(`\nSummary over ${rows.filter((r) => /^(ok|FAIL)/.test(r)).length} pages: ` +
-            `${totals.overflowing} overflowing code blocks, ${totals.wide} over-wide images, ` +
+            `${totals.overflowing} overflowing code blocks, ${totals.wide} over-wide images or tables, ` +
             `${totals.broken} broken images, ${totals.unresolved} unresolved references, ` +
             `${totals.noisy} warning/path/repr/truncation texts in outputs, ` +
             `${missing} missing pages`);
