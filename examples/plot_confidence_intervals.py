@@ -77,7 +77,12 @@ table = pd.DataFrame({key: val.mean(axis=0) for key, val in cover.items()}, inde
 table["sigma^2 (true)"] = noise["true"].mean(axis=0)
 table["sigma^2 (identity)"] = noise["identity"].mean(axis=0)
 table.index.name = "iteration"
-print(table.iloc[[0, 1, 2, 5, 10, T // 2, T]].round(3).to_string())
+# short headers: coverage with the true precision or the identity, on the
+# null or the non-null coefficients, and the noise variance estimates
+short = {"true, null": "true/null", "true, non-null": "true/signal",
+         "identity, null": "id/null", "identity, non-null": "id/signal",
+         "sigma^2 (true)": "s2 true", "sigma^2 (identity)": "s2 id"}
+print(table.iloc[[0, 1, 2, 5, 10, T // 2, T]].rename(columns=short).round(3).to_string())
 
 # %%
 # The figure: coverage (left) and the noise variance (right)

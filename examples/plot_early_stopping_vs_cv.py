@@ -110,6 +110,7 @@ ax1.set_title("Time to choose")
 ax1.invert_yaxis()
 ax1.set_yticklabels([])
 fig.suptitle(f"Choosing the number of gradient-descent steps (n={n}, p={p})")
+plt.show()
 
 # %%
 # The estimated risk of every iterate, the test error of the same iterates,

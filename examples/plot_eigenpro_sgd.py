@@ -66,9 +66,8 @@ critical, err_crit = run(n_components=0)
 
 for name, clf in [("EigenPro", eigenpro), (f"plain SGD, batch {m}", same_batch),
                   ("plain SGD, critical batch", critical)]:
-    print(f"{name:27s} q={clf.n_components_:3d}  m*={clf.critical_batch_size_:8.1f}  "
-          f"batch={clf.batch_size_:4d}  step={clf.step_size_:9.4g}  "
-          f"train mse after 1/5/{n_epochs} epochs: "
+    print(f"{name:25s} q={clf.n_components_:2d} m*={clf.critical_batch_size_:5.1f} "
+          f"batch={clf.batch_size_:2d} step={clf.step_size_:6.4g}  mse 1/5/{n_epochs}: "
           + " / ".join(f"{clf.train_mse_path_[e]:.4f}" for e in (1, 5, n_epochs)))
 
 # %%

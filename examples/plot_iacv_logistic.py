@@ -64,6 +64,7 @@ print(f"largest difference along the path: {np.abs(clf.loo_path_ - exact).max():
 disp = RiskPathDisplay.from_estimator(clf, X_test, y_test, name="gradient descent")
 disp.ax_.plot(exact, color="k", linewidth=0.8, label="exact leave-one-out")
 disp.ax_.legend()
+plt.show()
 
 # %%
 # Early stopping by IACV
@@ -73,12 +74,12 @@ disp.ax_.legend()
 search = TrajectoryEarlyStoppingCV(
     TrajectoryLogisticRegression(solver="gd", max_iter=n_steps),
     criterion="loo",
-    param_grid={"alpha": [1e-1, 3e-2, 1e-2, 1e-3]},
+    param_grid={"alpha": [1.0, 3e-1, 1e-1, 3e-2, 1e-2, 1e-3]},
 ).fit(X, y)
 proba = search.predict_proba(X_test)[:, 1]
 test_loss = -np.mean(y_test * np.log(proba) + (1 - y_test) * np.log1p(-proba))
-print(f"selected {search.best_params_} at iteration {search.best_iteration_}: "
-      f"leave-one-out log-loss {search.best_risk_:.3f}, test log-loss {test_loss:.3f}, "
+print(f"selected {search.best_params_} at iteration {search.best_iteration_}")
+print(f"leave-one-out log-loss {search.best_risk_:.3f}, test log-loss {test_loss:.3f}, "
       f"test accuracy {search.score(X_test, y_test):.3f}")
 RiskPathDisplay.from_estimator(search, X_test, y_test)
 plt.show()

@@ -80,7 +80,7 @@ for p in widths:
     chosen_test.append(test[t_hat])
     best_test.append(test.min())
     print(f"p={p:5d}  last iterate: test {test[-1]:.3f}, estimated {est.risk_path_[-1]:.3f}"
-          f"  | stopped at t={t_hat:3d} by the estimate: test {test[t_hat]:.3f} "
+          f"  | stopped at t={t_hat:3d}: test {test[t_hat]:.3f} "
           f"(best t={int(test.argmin()):3d}: {test.min():.3f})")
 
 # %%

@@ -6,9 +6,9 @@ A real data set: diabetes progression
 The diabetes data shipped with scikit-learn (442 patients, 10 baseline
 variables) with all degree-2 products of the variables: 65 correlated,
 non-Gaussian features for 309 training patients. We choose the Lasso penalty
-and the number of FISTA iterations on the training data: the penalty by
-the estimated risk (Bellec & Tan 2024), the iteration by K-fold CV along the
-path (the default for FISTA), and also show approximate leave-one-out (Luo,
+and the number of FISTA iterations on the training data, together, by the
+smallest estimated risk (Bellec & Tan 2024; the default, see
+:ref:`how_the_choice_is_made`), and also show approximate leave-one-out (Luo,
 Ren & Barber 2023); we compare with :class:`~sklearn.linear_model.LassoCV` (5 folds) on
 the 133 held-out patients.
 
@@ -59,10 +59,10 @@ def features():
 alphas = np.geomspace(10.0, 0.3, n_alphas)
 lasso = TrajectoryLasso(max_iter=n_steps, random_state=0)
 models = {
-    # defaults: the alpha path, then 5-fold CV along the FISTA trajectory
-    # (the folds as one block, matched in time)
+    # defaults: the smallest estimated risk over (alpha, iteration), converged
+    # fits included
     "defaults (auto)": TrajectoryEarlyStoppingCV(lasso, param_grid={"alpha": alphas}),
-    # one trajectory per penalty, memory-matrix risk (flagged iterates excluded)
+    # one trajectory per penalty from zero, no alpha path
     "memory-matrix risk": TrajectoryEarlyStoppingCV(lasso, criterion="risk", search="grid",
                                                     param_grid={"alpha": alphas}),
     "LassoCV (5 folds)": LassoCV(cv=5, max_iter=10_000),
@@ -103,6 +103,7 @@ search = TrajectoryEarlyStoppingCV(
     param_grid={"alpha": alphas}, n_iter_no_change=None,
 ).fit(P_train, y_train)
 RiskPathDisplay.from_estimator(search, P_test, y_test)
+plt.show()
 
 # %%
 # Where not to trust the risk estimate

@@ -70,14 +70,14 @@ searches = {
 }
 errors = {}
 for name, est in searches.items():
-    search = TrajectoryEarlyStoppingCV(est, n_iter_no_change=None, random_state=0).fit(X, y)
+    search = TrajectoryEarlyStoppingCV(est, search="grid", n_iter_no_change=None,
+                                       random_state=0).fit(X, y)  # each its own alpha
     searches[name] = search
     path = excess(search.estimator_.coef_path_, search.estimator_.intercept_path_)
     t = search.best_iteration_
     errors[name] = path[t]
-    print(f"{name:19s} criterion {search.criterion_!r}: iteration {t:3d}, excess test error "
-          f"{path[t]:.2f} (best iterate of the path: {path.min():.2f} at {path.argmin()}, "
-          f"last: {path[-1]:.2f})")
+    print(f"{name:19s} {search.criterion_:4s}: iteration {t:3d}, excess test error "
+          f"{path[t]:.2f} (best {path.min():.2f} at {path.argmin()}, last {path[-1]:.2f})")
 errors["HuberRegressor\n(converged)"] = excess(pilot.coef_, pilot.intercept_)
 
 # %%

@@ -64,7 +64,7 @@ def get_config():
         of the temporary blocks of the risk and leave-one-out estimates,
         which chunk their work beyond it (scikit-learn's ``working_memory`` has the same unit).
         ``dask_max_features`` (int): the most features of a Dask input
-        (:mod:`skacv.linalg._dask`), whose fit holds a ``(p + 1) x (p + 1)``
+        (see the Dask page of the user guide), whose fit holds a ``(p + 1) x (p + 1)``
         Gram matrix per fold and chunk in flight; above it ``fit`` raises.
         ``risk_matrix_limit`` (MiB, default 1): the largest ``(T + 1) x (T +
         1)`` matrix of the risk estimate that a fitted estimator keeps as
@@ -82,7 +82,7 @@ def get_config():
         shared ones, whose core space the model does not see) whose
         Jacobian chains are predicted to cost more than
         this many fits of the path
-        (:func:`skacv.estimates._risk.chain_cost_in_fits`) raises
+        (the estimate's own cost model) raises
         :class:`~skacv.exceptions.EstimateBudgetError` before it runs;
         :class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="auto"``
         then falls back to K-fold CV along the path in a grid search, with

@@ -13,7 +13,7 @@ benchmarks change it for a block with :func:`policy_context` (the test suite
 through its ``speed_policy`` fixture), never by patching module globals. The
 policy is process-wide, not thread-local, so that the threads a computation
 starts see the policy of the caller. The measurements behind the defaults
-are in ``docs/benchmarks.rst`` ("Measurements behind the speed policy").
+are in ``docs/speed_policy.rst`` ("Measurements behind the speed policy").
 """
 
 import contextlib

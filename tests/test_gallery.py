@@ -114,27 +114,22 @@ def test_every_axes_of_every_rendered_figure_has_content(path, monkeypatch, tmp_
     assert n_figures >= 1, f"{path.name} shows no figure"
 
 
-def python_blocks(rst):
-    """The ``.. code-block:: python`` blocks of a reStructuredText page."""
-    blocks = []
-    for match in re.finditer(r"^\.\. code-block:: python\n\n((?:(?: {4}.*)?\n)+)", rst,
-                             re.MULTILINE):
-        lines = match.group(1).splitlines()
-        blocks.append("\n".join(line[4:] for line in lines))
-    return blocks
-
-
 def test_getting_started_code_runs(monkeypatch, tmp_path):
-    """The code of docs/getting_started.rst runs, in order, in one session."""
-    page = Path(__file__).resolve().parents[1] / "docs" / "getting_started.rst"
-    blocks = python_blocks(page.read_text())
+    """Getting started (docs/tutorial/getting_started.py, which the docs build
+    runs as sphinx-gallery does) runs cell by cell in one session, without a
+    warning, and draws what its text says."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "tutorial" / "getting_started.py"
+    blocks = cells(page.read_text())
     assert len(blocks) >= 5
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(plt, "show", lambda *args, **kwargs: None)
     namespace = {"__name__": "__main__"}
     try:
-        for k, code in enumerate(blocks):
-            exec(compile(code, f"getting_started.rst (block {k})", "exec"), namespace)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a warning would print into the page
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            for k, code in enumerate(blocks):
+                exec(compile(code, f"getting_started.py (cell {k})", "exec"), namespace)
         disp, fitted = namespace["disp"], namespace["fitted"]
         # the curve of the criterion used (whatever the default is) and the test error
         assert set(disp.lines_) >= {fitted.criterion_, "test"}
@@ -153,3 +148,27 @@ def test_getting_started_code_runs(monkeypatch, tmp_path):
         assert high - low < 3 * min(minima)
     finally:
         plt.close("all")
+
+
+def test_landing_page_example_runs(capsys):
+    """The landing page's example (docs/index.rst) runs as it is and prints
+    what its comments say: an alpha of the automatic grid and an iteration
+    (early stopping pays there), and a test R^2 near 1."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "index.rst").read_text()
+    block = re.search(r"^\.\. code-block:: python\n\n((?:(?: {4}.*)?\n)+)", page, re.MULTILINE)
+    code = "\n".join(line[4:] for line in block.group(1).splitlines())
+    assert len(code.strip().splitlines()) <= 12
+    namespace = {"__name__": "__main__"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        exec(compile(code, "index.rst", "exec"), namespace)
+    search = namespace["search"]
+    assert search.search_ == "path" and search.best_iteration_ is not None
+    printed = capsys.readouterr().out.splitlines()
+    alpha = search.best_params_["alpha"]
+    assert printed[0].startswith(f"{{'alpha': {alpha!r}}} {search.best_iteration_}")
+    comment = re.search(r"# \{'alpha': ([0-9.]+)\.\.\.\} (\d+)", code)
+    assert str(alpha).startswith(comment.group(1))
+    assert search.best_iteration_ == int(comment.group(2))
+    assert float(printed[1]) > 0.99

@@ -238,7 +238,7 @@ class RiskPathDisplay:
             Keyword arguments of ``ax.plot`` for the selected-iteration marker.
         ylim : "auto", None or (bottom, top), default="auto"
             Range of the y axis. ``"auto"``: up to twice the largest of the
-            curves' minima (:func:`auto_ylim`), so that the first iterates
+            curves' minima, so that the first iterates
             of a path, often orders of magnitude above the rest, do not
             flatten the region where one stops (they leave the top of the
             axes, and the y label says where it is clipped); matplotlib's

@@ -653,8 +653,8 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination ``R^2`` of ``predict`` (scikit-learn's
-        ``RegressorMixin.score``; on a Dask input reduced over the row chunks,
-        :func:`skacv.linalg._dask.lazy_score`).
+        ``RegressorMixin.score``; on a Dask input reduced over the row
+        chunks).
 
         Parameters
         ----------

@@ -230,7 +230,7 @@ class Iteration:
     def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
         """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2});
         ``n_free``: trailing rows without decay (see
-        :meth:`~skacv.iterations._penalties.Penalty.decay`); ``overwrite_z``: the result
+        the penalty's ``decay``); ``overwrite_z``: the result
         is written into ``z`` (a scratch block of the chains); ``z_scaled``:
         ``z`` holds ``eta_k z`` already (a caller that folded the step into
         its product)."""
@@ -306,7 +306,7 @@ class Iteration:
         plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
         clipped one (its few non-zero coordinates ``J``;
         ``columns_product(J, c_J)`` is ``X~[:, J] @ c_J``, e.g.
-        :meth:`~skacv.linalg._design.Design.columns_product`; ``coef`` as in
+        the design's ``columns_product``; ``coef`` as in
         :meth:`extrapolation_correction`).
         ``correction``: :meth:`extrapolation_columns` if already computed
         (then ``x``, ``x_prev`` are not read; rows of ``X~`` work too)."""
@@ -387,7 +387,7 @@ class Iteration:
     # ------------------------------------------------------------------ prox
     def prox(self, k, pre, scale=None):
         """Proximal step of the penalty with step ``eta_k`` (``scale``: per-column
-        factor of the l1 strength, see :meth:`~skacv.iterations._penalties.Penalty.prox`)."""
+        factor of the l1 strength, see the penalty's ``prox``)."""
         return self.penalty.prox(pre, self.eta(k), scale)
 
     def prox_jacobian(self, k, x):

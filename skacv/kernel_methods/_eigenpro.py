@@ -433,7 +433,7 @@ _DOC_PARAMS = """
         Estimate the out-of-sample squared error at the end of every epoch
         (``risk_path_``) with the memory-matrix estimate along the SGD path
         (Bellec & Tan 2024; for mini-batches, Tan & Bellec 2024's form with
-        batch-masked residuals, see :class:`skacv.estimates._risk_sgd.SGDRiskTracker`):
+        batch-masked residuals):
         Jacobian traces of every step with respect to every earlier step by
         ``n_probes`` Hutchinson probes, propagated with the kernel columns
         the training computes anyway. Costs one extra pass over the kernel
@@ -503,8 +503,7 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
     Minimises ``sum_i w_i ||f(x_i) - y_i||^2`` over ``f(x) = sum_j alpha_j
     k(x, x_j)`` by EigenPro 2 iterations (Ma & Belkin 2017, 2019) from zero;
     the number of epochs ``max_iter`` is the only regularisation, and the
-    limit is the interpolant ``K^+ y`` (``KernelRidge(alpha -> 0)``). See
-    :mod:`skacv.kernel_methods._eigenpro` for the algorithm and its step-size rules.
+    limit is the interpolant ``K^+ y`` (``KernelRidge(alpha -> 0)``).
     Cost: ``O(n^2 d)`` per epoch, memory ``O(n (d + q + batch))``.
     """ + _DOC_PARAMS + _DOC_ATTRIBUTES + """
     Examples

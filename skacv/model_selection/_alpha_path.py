@@ -136,10 +136,9 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         alpha costs the same there).
     criterion : {"risk", "loo"}, default="risk"
         The quantity ``n_alphas_no_change`` watches. ``"loo"`` also computes
-        ``loo``, the leave-one-out error of every solution
-        (:func:`converged_loo`: exact for ridge, exact on the support for
-        the Lasso), ``O(n s^2)`` per alpha for a support of ``s`` columns
-        (ridge: ``s = n_features``).
+        ``loo``, the leave-one-out error of every solution (exact for ridge,
+        exact on the support for the Lasso), ``O(n s^2)`` per alpha for a
+        support of ``s`` columns (ridge: ``s = n_features``).
     verbose : int, default=0
         Print one line per ``alpha``.
 

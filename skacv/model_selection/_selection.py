@@ -94,9 +94,11 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     fit). The pair (grid point, iteration) with the smallest estimate is
     selected, and the fitted estimator of that grid point is kept with its
     ``coef_`` / ``intercept_`` set to the selected iterate. One criterion
-    decides everything: with ``search="path"`` the penalty is chosen by the
-    same quantity at convergence (the converged risk, the converged
-    leave-one-out or K-fold CV along the alpha path), then the iteration.
+    decides everything: with ``search="path"`` the same quantity at
+    convergence (the converged risk, the converged leave-one-out or K-fold
+    CV along the alpha path) scores the converged fits, which compete with
+    the iterates of the trajectories fitted near their minimum (the user
+    guide's "How the choice is made").
 
     Compared with ``GridSearchCV`` over ``max_iter`` (k folds times the number
     of candidate lengths, then a refit), this costs one path per grid point
@@ -212,9 +214,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         it has converged (duality gap at most ``1e-4 ||y~||^2 / n``,
         ``Lasso``'s ``tol``; the converged fit is scored on its own).
         ``estimator_.n_iter_`` is where the selected path stopped. ``None``
-        fits every path to ``max_iter``; paths too cheap for stages to pay
-        are fitted in one go (:class:`skacv._policy.SpeedPolicy`'s
-        ``stage_min_flops*``) and chosen by their whole argmin.
+        fits every path to ``max_iter``; paths too cheap for stages to pay (a
+        few milliseconds) are fitted in one go and chosen by their whole
+        argmin.
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
