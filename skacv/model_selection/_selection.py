@@ -100,9 +100,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     the iterates of the trajectories fitted near their minimum (the user
     guide's "How the choice is made").
 
-    Compared with ``GridSearchCV`` over ``max_iter`` (k folds times the number
-    of candidate lengths, then a refit), this costs one path per grid point
-    (and, with K-fold, its folds' paths).
+    ``GridSearchCV`` over ``max_iter`` costs k folds times the candidate
+    lengths, then a refit; this, one path per grid point.
 
     Parameters
     ----------
