@@ -1326,3 +1326,31 @@ def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted):
                                       n_iter_no_change=None, random_state=0).fit(
         X, y, sample_weight=sw)
     assert whole.estimator_.n_iter_ == 400
+
+
+def test_auto_uses_kfold_below_100_samples_with_more_features():
+    """criterion="auto" with fewer than 100 samples and more features than
+    samples is K-fold CV along the path (the same choice as
+    ``criterion="kfold"``), with one warning from the user's call that says
+    why; with 100 samples, fewer features, or criterion="risk" it stays the
+    risk estimate."""
+    X, y = _data(n=60, p=300)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        auto = TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y)
+    mine = [w for w in caught
+            if issubclass(w.category, selection_module.UnreliableEstimateWarning)]
+    assert len(mine) == 1 and mine[0].filename == __file__
+    assert "K-fold" in str(mine[0].message) and "criterion='risk'" in str(mine[0].message)
+    kfold = TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="kfold").fit(X, y)
+    assert auto.criterion_ == "kfold" and auto.search_ == "path"
+    assert auto.best_params_ == kfold.best_params_
+    assert auto.best_iteration_ == kfold.best_iteration_
+    assert auto.best_risk_ == kfold.best_risk_
+    risk = TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="risk").fit(X, y)
+    assert risk.criterion_ == "risk"
+    for n, p in [(100, 300), (60, 40)]:
+        X, y = _data(n=n, p=p)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y).criterion_ == "risk"

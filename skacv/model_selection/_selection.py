@@ -37,7 +37,7 @@ from ..utils._compat import (
 )
 from ..utils._parallel import blas_threads_per_worker, delayed, parallel
 from ._alpha_path import supports_alpha_path
-from ._criteria import CRITERIA, PATH_ATTRS, auto_criterion, reports_both, switch_estimates
+from ._criteria import CRITERIA, PATH_ATTRS, resolve_auto, switch_estimates
 from ._delegate import SelectedIterateMixin
 from ._kfold_search import fit_kfold, kfold_splits
 from ._path_search import joint_argmin, score_alpha_path, warn_converged
@@ -378,10 +378,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         except (TypeError, ValueError):
             n_samples = n_features = 0  # the estimator's own validation says why
         if self.criterion == "auto":
-            n_folds = self.cv if isinstance(self.cv, Integral) else 5
-            self.criterion_, self._loo_subsample = auto_criterion(
-                self.estimator, n_samples, n_features, n_folds)
-            self._both = reports_both(self.criterion_, n_samples, n_features)
+            self.criterion_, self._loo_subsample, self._both = resolve_auto(
+                self.estimator, n_samples, n_features, self.cv)
         else:
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
         grid = self.param_grid
