@@ -256,7 +256,8 @@ def test_pages_state_the_code_defaults(path):
 
 def test_no_page_says_kfold_is_the_default():
     """K-fold CV along the path is never the default criterion: it only
-    replaces the risk estimate where that flags itself unreliable."""
+    replaces the risk estimate below 100 samples with more features than
+    samples, and where the estimate flags itself unreliable."""
     claim = re.compile(r"default[^.;]{0,60}\b(?:is|uses|takes|chooses|runs)\b"
                        r"[^.;]{0,30}\b(?:K-fold|kfold)", re.IGNORECASE)
     for path in doc_files():

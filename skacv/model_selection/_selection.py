@@ -128,8 +128,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         heavy ball, EigenPro, ISTA, FISTA) and ``"loo"`` for the others
         (proximal SGD, robust and logistic losses; above 100 samples a
         random subsample of 100 to 500, sized by the K-fold budget). K-fold
-        CV replaces the risk only where the estimate is unreliable where the
-        choice lies (:class:`~skacv.exceptions.UnreliableEstimateWarning`), or,
+        CV replaces the risk below 100 samples with more features than
+        samples, where the estimate is unreliable where the choice lies (an
+        :class:`~skacv.exceptions.UnreliableEstimateWarning` says why), or,
         with a ``risk_time_budget`` (:func:`skacv.get_config`; none by
         default), where ISTA's or FISTA's Jacobian chains would cost more
         fits than that (an :class:`~sklearn.exceptions.EfficiencyWarning`).
