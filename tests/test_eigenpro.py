@@ -422,3 +422,56 @@ def test_sgd_risk_estimate_tracks_the_truth():
     assert est.n_steps_ == 32
     sd = np.array([0.072, 0.089, 0.100, 0.108, 0.118])
     assert np.all(np.abs(err.mean(0)) <= 3 * sd / np.sqrt(R) + 0.05)
+
+
+# ----------------------------------------------------------------------------
+# the automatic number of components (EigenPro 2's rule with beta_P)
+# ----------------------------------------------------------------------------
+
+
+def test_critical_batches_equal_brute_force():
+    from skacv.iterations._preconditioning import NystromPreconditioner, critical_batches
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (120, 4))
+    H = rng.uniform(0, 1, (50, 4))  # rows outside the subsample
+    counts = rng.integers(1, 4, 120).astype(float)
+    ker = Kernel("gaussian", 0.8)
+    K, K_HS = ker(X, X), ker(H, X)
+    sc = np.sqrt(counts)
+    S = K * np.outer(sc, sc) / counts.sum()
+    lam, U = np.linalg.eigh(S)
+    lam, U = lam[::-1], U[:, ::-1]
+    r = 30
+    phi_H = K_HS @ (sc[:, None] * U[:, : r - 1] / np.sqrt(counts.sum()))
+    got = critical_batches(lam[:r], phi_H, np.ones(50), damping=0.9)
+    for q in range(r):
+        # the EigenPro kernel of q components, written out, on the held-out rows
+        P = NystromPreconditioner.from_kernel(K, counts, q, damping=0.9)
+        K_HH = ker(H, H)
+        KP = K_HH - (K_HS @ P.coef_ * P.scale_) @ (K_HS @ P.coef_).T if q else K_HH
+        beta = np.max(np.diag(KP))
+        assert np.isclose(got[q], beta / P.top_eigenvalue_ + 1, rtol=1e-6), q
+    # the automatic rule keeps the largest q within the batch bound
+    bound = np.sort(got)[r // 2]
+    auto = NystromPreconditioner.from_kernel(K, counts, "auto", damping=0.9, max_batch=bound,
+                                             heldout=(K_HS, np.ones(50)), max_components=r - 1)
+    assert auto.n_components_ == np.flatnonzero(got <= bound)[-1]
+    assert np.flatnonzero(got <= bound)[-1] < r - 1  # the bound binds
+
+
+def test_auto_components_do_not_split_an_eigenvalue_cluster():
+    # a wide Gaussian kernel on the unit cube: the constant direction, then a
+    # cluster of d near-equal linear ones, then the quadratic ones two orders
+    # lower. With beta = max k(x, x) = 1 in the rule, q stopped inside the
+    # linear cluster (lambda_P stayed at the cluster's level) and the batch
+    # was a few rows; with the preconditioned beta_P it goes past it.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (1500, 6))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.standard_normal(1500)
+    est = EigenProRegressor(bandwidth=2.5, subsample_size=600, max_iter=1,
+                            random_state=0).fit(X, y)
+    lam = est.preconditioner_.eigenvalues_
+    assert est.n_components_ > 7  # past the constant and the 6 linear directions
+    assert lam[est.n_components_] < 0.1 * lam[6]
+    assert est.batch_size_ > 100

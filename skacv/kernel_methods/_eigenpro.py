@@ -59,6 +59,8 @@ from ..utils._compat import Interval, StrOptions, _fit_context
 from ._kernels import KERNELS, Kernel, scale_bandwidth
 
 _SATURATION_MARGIN = 0.9
+#: held-out rows over which the automatic q rule takes beta_P (its maximum)
+_RULE_ROWS = 500
 
 
 class _KernelOperator:
@@ -222,21 +224,26 @@ class _BaseEigenPro(TrajectoryEstimator):
                      "Lower subsample_size. ")
         check_memory(8 * n * (X.shape[1] + 2 * Yc.shape[1] + 2), "the training state",
                      "Use fewer samples. ")
-        K_SS = (op.full[np.ix_(rows_S, rows_S)] if op.full is not None
-                else kern(Xc[rows_S], Xc[rows_S]))
+        K_SS = self._kernel_block(kern, op, Xc, rows_S, rows_S)
         kdiag = kern.diagonal(Xc)
+        held = None if exact else self._heldout_rows(w, rows_S, counts_S, M, n)
+        rule = None
+        if held is not None:  # the q rule's beta_P on rows outside the subsample
+            mult = np.zeros(n)
+            mult[held[0]] = held[1]
+            rows_R = draw_rows(mult, min(_RULE_ROWS, mult.sum()), self._rng, n)[0]
+            rule = (self._kernel_block(kern, op, Xc, rows_R, rows_S), kdiag[rows_R])
         P = NystromPreconditioner.from_kernel(
             K_SS, counts_S, self.n_components, max_batch=None if exact else counts_S.sum(),
-            beta=float(kdiag[rows_S].max()))
+            heldout=rule)
         P.subsample_indices_, P.subsample_counts_ = rows_S, counts_S
         q = P.n_components_
         phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
         kp_diag = kdiag - (phi * phi) @ P.scale_ if q else kdiag
         beta = float(max(kp_diag.max(), np.finfo(np.float64).tiny))
         lam_p = P.top_eigenvalue_
-        if not exact:  # the Nystrom value underestimates it: check on held-out draws
-            lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, op, Xc, w, rows_S, counts_S,
-                                                            phi, P, M))
+        if held is not None:  # the Nystrom value underestimates it: check on held-out draws
+            lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, op, Xc, held, phi, P))
         m_star = beta / lam_p + 1.0 if lam_p > 0 else np.inf
         # ---- batch and step (Ma, Bassily & Belkin 2018)
         if self.batch_size != "auto":
@@ -291,7 +298,23 @@ class _BaseEigenPro(TrajectoryEstimator):
                   f"m*={m_star:.4g}, batch {self.batch_size_}{' (full)' if full else ''}, "
                   f"step {eta:.4g}; set-up {self._setup_time:.1f}s")
 
-    def _heldout_top_eigenvalue(self, kern, op, Xc, w, rows_S, counts_S, phi, P, M):
+    def _heldout_rows(self, w, rows_S, counts_S, M, n):
+        """Draws from the rest of the multiset of rows (the weights minus the
+        subsample's draws): ``(rows, counts)`` or None."""
+        rest = np.ones(n) if w is None else w.astype(np.float64).copy()
+        rest[rows_S] = np.maximum(rest[rows_S] - counts_S, 0.0)
+        if rest.sum() < 2:
+            return None
+        rows, counts, _ = draw_rows(rest, min(M, rest.sum()), self._rng, n)
+        return rows, counts
+
+    @staticmethod
+    def _kernel_block(kern, op, Xc, rows, cols):
+        if op.full is not None:
+            return op.full[np.ix_(rows, cols)]
+        return kern(Xc[rows], Xc[cols])
+
+    def _heldout_top_eigenvalue(self, kern, op, Xc, held, phi, P):
         """Top eigenvalue of the EigenPro kernel operator on draws outside the subsample.
 
         The Nystrom estimate ``lambda_P`` sees the subsample its eigenfunctions
@@ -301,14 +324,8 @@ class _BaseEigenPro(TrajectoryEstimator):
         from the rest of the multiset of rows (the weights minus the draws of
         the subsample) give an estimate that was 1.4-1.6 times the truth.
         """
-        n = Xc.shape[0]
-        rest = np.ones(n) if w is None else w.astype(np.float64).copy()
-        rest[rows_S] = np.maximum(rest[rows_S] - counts_S, 0.0)
-        if rest.sum() < 2:
-            return 0.0
-        rows, counts, _ = draw_rows(rest, min(M, rest.sum()), self._rng, n)
-        K = (op.full[np.ix_(rows, rows)] if op.full is not None
-             else kern(Xc[rows], Xc[rows]))
+        rows, counts = held
+        K = self._kernel_block(kern, op, Xc, rows, rows)
         if P.n_components_:
             K -= (phi[rows] * P.scale_) @ phi[rows].T
         sc = np.sqrt(counts)
@@ -408,10 +425,13 @@ _DOC_PARAMS = """
     kernel_params : dict or None, default=None
     n_components : "auto" or int, default="auto"
         Number ``q`` of flattened eigendirections. ``"auto"``: the largest
-        ``q <= 1000`` whose critical batch ``beta / lambda_P + 1`` does not
-        exceed the subsample size (Nystrom eigenvalues are unreliable beyond);
-        when the subsample is the whole training set, every eigenvalue above
-        ``1e-8 lambda_1``. 0 gives plain kernel SGD.
+        ``q <= 1000`` whose critical batch ``beta_P(q) / lambda_P(q) + 1``
+        does not exceed the subsample size (Ma & Belkin 2019), ``beta_P(q)``
+        the largest diagonal of the EigenPro kernel of ``q`` components over
+        500 rows outside the subsample (on its own rows it vanishes as ``q``
+        nears the subsample size, also along noise directions); when the
+        subsample is the whole training set, every eigenvalue above ``1e-8
+        lambda_1``. 0 gives plain kernel SGD.
     subsample_size : "auto" or int, default="auto"
         Draws ``M`` for the Nystrom eigensystem; ``"auto"``: 2000 (12000 from
         1e5 samples). The set-up costs ``O(M^2 d + M^2 min(q, M))``.
