@@ -56,44 +56,16 @@ from ..iterations._preconditioning import NystromPreconditioner
 from ..linalg._linalg import top_eigenvalue
 from ..linalg._sampling import EpochSampler, draw_rows
 from ..utils._compat import Interval, StrOptions, _fit_context
-from ._kernels import KERNELS, Kernel, scale_bandwidth
+from ._kernels import KERNELS, Kernel, KernelOperator, scale_bandwidth
 
 _SATURATION_MARGIN = 0.9
 #: held-out rows over which the automatic q rule takes beta_P (its maximum)
 _RULE_ROWS = 500
-
-
-class _KernelOperator:
-    """Products with the kernel matrix of the training rows, by row chunks."""
-
-    def __init__(self, kernel, X):
-        self.kernel, self.X = kernel, X
-        self.sq = np.einsum("ij,ij->i", X, X)
-        n = X.shape[0]
-        self.use_full = 8 * n * n <= working_memory_bytes() // 4
-        self.full = None
-        self.ensure()
-
-    def ensure(self):
-        """Compute the full kernel matrix if it is small enough."""
-        if self.use_full and self.full is None:
-            self.full = self.kernel(self.X, self.X, Y_norm_squared=self.sq)
-
-    def release(self):
-        """Drop the full kernel matrix (a fitted model does not keep it)."""
-        self.full = None
-
-    def matmul(self, rows, G):
-        """``k(X, X[rows]) @ G`` for G of shape (len(rows), k)."""
-        if self.full is not None:
-            return self.full[:, rows] @ G
-        X, n = self.X, self.X.shape[0]
-        XB, sqB = X[rows], self.sq[rows]
-        chunk = max(1, int(working_memory_bytes() // (16 * max(len(rows), 1))))
-        out = np.empty((n, G.shape[1]))
-        for s in range(0, n, chunk):
-            out[s: s + chunk] = self.kernel(X[s: s + chunk], XB, Y_norm_squared=sqB) @ G
-        return out
+#: float32 products when their rounding, amplified by the preconditioner's
+#: gain lambda_1 / lambda_P (K_P = K - low rank cancels that much of K), stays
+#: below this fraction of a step
+_ROUNDING_TOL = 1e-3
+_EPS32 = float(np.finfo(np.float32).eps)
 
 
 @dataclasses.dataclass(eq=False)
@@ -110,7 +82,7 @@ class _KernelFitState:
         Sample weights (``None``: all one).
     n_eff : float
         Sum of the weights.
-    op : _KernelOperator
+    op : KernelOperator
         Products with the kernel matrix.
     rows_S : ndarray of shape (s,)
         The Nystrom subsample's rows.
@@ -129,7 +101,7 @@ class _KernelFitState:
     Y: np.ndarray
     w: np.ndarray | None
     n_eff: float
-    op: _KernelOperator
+    op: KernelOperator
     rows_S: np.ndarray
     phi: np.ndarray
     sampler: EpochSampler
@@ -154,6 +126,7 @@ class _BaseEigenPro(TrajectoryEstimator):
         "warm_start": ["boolean"],
         "estimate_risk": ["boolean"],
         "n_probes": [Interval(Integral, 1, None, closed="left"), None],
+        "precision": [StrOptions({"auto", "float32", "float64"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
@@ -169,7 +142,7 @@ class _BaseEigenPro(TrajectoryEstimator):
     def __init__(self, kernel="gaussian", *, bandwidth="scale", kernel_params=None,
                  n_components="auto", subsample_size="auto", batch_size="auto",
                  step_size="auto", max_iter=10, warm_start=False, estimate_risk=False,
-                 n_probes=10, random_state=None, verbose=0):
+                 n_probes=10, precision="auto", random_state=None, verbose=0):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.kernel_params = kernel_params
@@ -181,6 +154,7 @@ class _BaseEigenPro(TrajectoryEstimator):
         self.warm_start = warm_start
         self.estimate_risk = estimate_risk
         self.n_probes = n_probes
+        self.precision = precision
         self.random_state = random_state
         self.verbose = verbose
 
@@ -212,7 +186,7 @@ class _BaseEigenPro(TrajectoryEstimator):
         # probes of the risk estimate: their own stream, so that the fit does
         # not depend on estimate_risk
         probe_rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
-        op = _KernelOperator(kern, Xc)
+        op = KernelOperator(kern, Xc)
         # ---- Nystrom preconditioner
         if self.subsample_size == "auto":
             M = 2000 if n_eff < 1e5 else 12000
@@ -245,6 +219,12 @@ class _BaseEigenPro(TrajectoryEstimator):
         if held is not None:  # the Nystrom value underestimates it: check on held-out draws
             lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, op, Xc, held, phi, P))
         m_star = beta / lam_p + 1.0 if lam_p > 0 else np.inf
+        gain = P.eigenvalues_[0] / lam_p if lam_p > 0 else np.inf
+        single = kern.kernel == "gaussian" and (self.precision == "float32" or (
+            self.precision == "auto" and not op.use_full and gain * _EPS32 <= _ROUNDING_TOL))
+        self.precision_ = "float32" if single else "float64"
+        if single:
+            op.to_single()
         # ---- batch and step (Ma, Bassily & Belkin 2018)
         if self.batch_size != "auto":
             m = float(self.batch_size)
@@ -284,13 +264,15 @@ class _BaseEigenPro(TrajectoryEstimator):
         self.train_mse_path_ = np.array([self._state.mse0])
         self._tracker = None
         if self.estimate_risk:
-            self._tracker = SGDRiskTracker(n, Yc.shape[1], w, full, self.n_probes, probe_rng)
+            steps = 1 if full else -(-int(round(n_eff)) // int(m))
+            self._tracker = SGDRiskTracker(n, Yc.shape[1], w, steps, self.n_probes, probe_rng,
+                                           positions=self._state.sampler.integer)
             U = self._tracker.U
             KU = op.matmul(np.arange(n), U)
             if q:
                 KU -= phi @ (P.scale_[:, None] * (phi.T @ U))
             self._tracker.injection = KU
-            self._tracker.record(self._state.f, Yc)
+            self._tracker.start(Yc - self._state.f)
         self._setup_time = time.perf_counter() - tic
         if self.verbose:
             print(f"[EigenPro] n={n}, subsample {self.subsample_size_}, q={q}, "
@@ -310,7 +292,7 @@ class _BaseEigenPro(TrajectoryEstimator):
 
     @staticmethod
     def _kernel_block(kern, op, Xc, rows, cols):
-        if op.full is not None:
+        if op.full is not None and not op.single:
             return op.full[np.ix_(rows, cols)]
         return kern(Xc[rows], Xc[cols])
 
@@ -363,10 +345,13 @@ class _BaseEigenPro(TrajectoryEstimator):
                         KB -= phi @ (P.scale_[:, None] * (phi[rows].T @ rhs))
                     f -= h * KB[:, :c]
                     if tracker is not None:
-                        tracker.step(rows, counts, h, KB[:, c:], f, Y, positions)
+                        tracker.step(rows, counts, h, KB[:, c:], -g / counts[:, None],
+                                     positions)
                     self.n_steps_ += 1
             self.n_iter_ += 1
             self._epoch_steps.append(self.n_steps_)
+            if tracker is not None:
+                tracker.epoch_end(Y - f)
             mse = self._train_mse(f)
             mse_path.append(mse)
             if not np.isfinite(mse) or mse > limit:
@@ -385,11 +370,12 @@ class _BaseEigenPro(TrajectoryEstimator):
         self._set_coef(alpha)
         op.release()
         if tracker is not None:
-            self.risk_path_ = tracker.risk(steps=np.asarray(self._epoch_steps)) / c
-            if self.verbose:
-                print(f"[EigenPro] risk estimate done, {time.perf_counter() - tic:.1f}s")
-        elif hasattr(self, "risk_path_"):
-            del self.risk_path_
+            self.risk_path_ = tracker.risk() / c
+            self.risk_reliable_ = tracker.reliable()
+        else:
+            for name in ("risk_path_", "risk_reliable_"):
+                if hasattr(self, name):
+                    delattr(self, name)
         if not self.warm_start:  # the chains are only needed to continue the path
             self._tracker = None
 
@@ -454,20 +440,36 @@ _DOC_PARAMS = """
         (``risk_path_``) with the memory-matrix estimate along the SGD path
         (Bellec & Tan 2024; for mini-batches, Tan & Bellec 2024's form with
         batch-masked residuals, see :class:`skacv.estimates._risk_sgd.SGDRiskTracker`):
-        Jacobian traces of every step with respect to every earlier step by
-        ``n_probes`` Hutchinson probes, propagated with the kernel columns
-        the training computes anyway. Costs one extra pass over the kernel
-        matrix, about ``n_probes * n_steps / 2`` times the batch products,
-        and ``8 n n_probes n_steps`` bytes (``n_steps`` = epochs x batches).
-        What is guaranteed: nothing for non-linear kernels. With a linear
-        kernel on Gaussian features, full batch is Bellec & Tan's estimate
-        (consistent when the preconditioner is independent of the data; here
-        it is built from training rows, which biases early iterates by
-        10-20 % in simulations); the mini-batch form tracked the truth within
-        5 % on average (sd 10 %) in the simulations of tests/test_eigenpro.py.
+        the Jacobian traces of a step with respect to an earlier one depend
+        on their lag and on the earlier step's position in its epoch, so one
+        Hutchinson chain per position of the first epoch (``ceil(n_probes /
+        S)`` probes each, ``S`` steps per epoch), advanced with the kernel
+        columns the training computes anyway, gives them all. Costs one
+        extra pass over the kernel matrix (the injections) and ``S
+        ceil(n_probes / S)`` more right-hand sides in every batch product:
+        linear in the number of steps. ``risk_reliable_`` flags the epochs
+        from which the path nearly interpolates (degrees of freedom at least
+        ``0.99 n``), where the estimate is noise. What is guaranteed: nothing
+        for non-linear kernels. With a linear kernel on Gaussian features,
+        full batch is Bellec & Tan's estimate (consistent when the
+        preconditioner is independent of the data; here it is built from
+        training rows, which biases early iterates by 10-20 % in
+        simulations); the mini-batch form tracked the truth within 2-7 % on
+        average (sd 6-12 %) in the simulations of tests/test_eigenpro.py.
     n_probes : int or None, default=10
         Hutchinson probes of the risk estimate; ``None``: exact traces
-        (``n`` probes).
+        (``n`` probes per position).
+    precision : {"auto", "float32", "float64"}, default="auto"
+        Precision of the training's Gaussian kernel products (other kernels
+        and callables: float64). ``"float32"``: blocks computed and
+        multiplied in single precision from centred rows, about twice as
+        fast. The EigenPro kernel ``K_P`` is ``K`` minus a low-rank part that
+        cancels all but ``1 / gain`` of it (``gain = lambda_1 / lambda_P``),
+        so the rounding of a step is about ``6e-8 * gain`` of it: ``"auto"``
+        takes float32 when that is below ``1e-3`` (a gain below about
+        ``1.7e4``) and the kernel matrix is computed by blocks (it does not
+        fit in a quarter of ``working_memory``), float64 otherwise. The
+        eigensystem, the coefficients and the predictions stay in float64.
     random_state : int, RandomState instance or None, default=None
         Seeds the subsample, the batches and the probes.
     verbose : int, default=0
@@ -497,6 +499,8 @@ _DOC_ATTRIBUTES = """
         preconditioned operator, exact when the subsample is the whole data,
         else the larger of the Nystrom value and a held-out estimate (the
         Nystrom value underestimates it by a factor 1.6-3 in our checks).
+    precision_ : {"float32", "float64"}
+        Precision of the training's kernel products.
     critical_batch_size_ : float
         ``m* = beta_ / top_eigenvalue_ + 1``.
     batch_size_ : int
@@ -512,6 +516,9 @@ _DOC_ATTRIBUTES = """
     risk_path_ : ndarray of shape (n_iter_ + 1,)
         Estimated out-of-sample mean squared error (averaged over outputs)
         at the start and after every epoch; only with ``estimate_risk=True``.
+    risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
+        ``False`` from the first epoch whose degrees of freedom reach ``0.99
+        n`` (near interpolation, where the estimate is noise) on.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
 """
