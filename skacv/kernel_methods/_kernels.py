@@ -23,6 +23,7 @@ from sklearn.metrics.pairwise import euclidean_distances, rbf_kernel
 
 from .._config import working_memory_bytes
 from .._policy import get_policy
+from ..linalg._sampling import draw_rows
 
 KERNELS = ("gaussian", "laplacian", "matern")
 
@@ -147,6 +148,24 @@ def fused_product(kernel, XA, XB, sqA, sqB, G):
     else:
         K = _matern_from_distance(K, s, kernel.nu)
     return K @ G
+
+
+def median_bandwidth(X, sample_weight, size, random_state):
+    """Median distance between two draws of ``size`` from the weighted rows.
+
+    ``size`` draws of the multiset of rows (:func:`draw_rows`: every row when
+    ``size`` reaches ``n_eff``), repeated by their counts; the median of
+    ``||x_i - x_j||`` over their pairs ``i < j`` (the median heuristic,
+    e.g. Gretton et al. 2012). Integer weights give the bandwidth of the
+    repeated rows.
+    """
+    rows, counts, _ = draw_rows(sample_weight, size, random_state, X.shape[0])
+    Z = np.repeat(X[rows], np.round(counts).astype(np.int64), axis=0)
+    if Z.shape[0] < 2:
+        return 1.0
+    D = euclidean_distances(Z, Z)
+    med = float(np.median(D[np.triu_indices(Z.shape[0], 1)]))
+    return med if med > 0 else 1.0
 
 
 def scale_bandwidth(X, sample_weight=None):
