@@ -224,8 +224,8 @@ class KernelOperator:
     def matmul(self, rows, G):
         """``k(X, X[rows]) @ G`` for G of shape (len(rows), k)."""
         dt = np.float32 if self.single else np.float64
-        if self.full is not None:
-            return np.asarray(self.full[:, rows] @ G.astype(dt, copy=False), dtype=np.float64)
+        if self.full is not None:  # symmetric: the rows, not a strided gather of columns
+            return np.asarray(self.full[rows].T @ G.astype(dt, copy=False), dtype=np.float64)
         n = self.X.shape[0]
         out = np.empty((n, G.shape[1]))
         if self.fused:
