@@ -224,8 +224,12 @@ class KernelOperator:
     def matmul(self, rows, G):
         """``k(X, X[rows]) @ G`` for G of shape (len(rows), k)."""
         dt = np.float32 if self.single else np.float64
-        if self.full is not None:  # symmetric: the rows, not a strided gather of columns
-            return np.asarray(self.full[rows].T @ G.astype(dt, copy=False), dtype=np.float64)
+        if self.full is not None:
+            # symmetric: a gather of sorted rows, not a strided gather of columns,
+            # and (G^T K[rows])^T, where more columns cost little more than one
+            order = np.argsort(rows, kind="stable")
+            Gs = G.astype(dt, copy=False)[order]
+            return np.asarray((Gs.T @ self.full[rows[order]]).T, dtype=np.float64)
         n = self.X.shape[0]
         out = np.empty((n, G.shape[1]))
         if self.fused:
