@@ -440,15 +440,17 @@ def test_sgd_position_traces_and_readout_are_exact():
 
 def test_sgd_risk_estimate_tracks_the_truth():
     # EigenPro SGD (q = 5, P from 200 training rows, batches of 50: 8 steps per
-    # epoch) with a linear kernel on a spiked Gaussian design, where the truth
-    # sigma^2 + ||Sigma^{1/2}(X^T alpha - b*)||^2 is known. Measured on 32 other
-    # seeds (100-131), per epoch 0..4: mean relative error (-0.006, 0.038,
-    # 0.071, 0.050, 0.046), sd (0.064, 0.094, 0.100, 0.115, 0.123), max |error|
-    # 0.28 (every source's exact chain: -0.003, 0.019, 0.051, 0.029, 0.021 on
-    # 64 seeds; the traces of the first source for every lag, without the
-    # positions: +0.21, +0.34, +0.50). The tolerance is 3 standard errors of
-    # the mean of R runs plus 0.07 of bias. The n/m-rescaled form of the
-    # research notes over-estimates by 0.54-0.61 on such runs and fails it.
+    # epoch, a chain of one probe at each position) with a linear kernel on a
+    # spiked Gaussian design, where the truth sigma^2 + ||Sigma^{1/2}(X^T alpha
+    # - b*)||^2 is known. Measured on 32 other seeds (100-131), per epoch 0..4:
+    # mean relative error (-0.006, 0.035, 0.080, 0.068, 0.071), sd (0.064,
+    # 0.103, 0.122, 0.144, 0.157), max |error| 0.40 (two probes a position:
+    # 0.038, 0.071, 0.050, 0.046; every source's exact chain: -0.003, 0.019,
+    # 0.051, 0.029, 0.021 on 64 seeds; the traces of the first source for
+    # every lag, without the positions: +0.21, +0.34, +0.50). The tolerance is
+    # 3 standard errors of the mean of R runs plus 0.08 of bias. The
+    # n/m-rescaled form of the research notes over-estimates by 0.54-0.61 on
+    # such runs and fails it.
     R, n = 8, 400
     errors = []
     for seed in range(R):
@@ -465,8 +467,8 @@ def test_sgd_risk_estimate_tracks_the_truth():
         errors.append((est.risk_path_ - truth) / np.array(truth))
     err = np.array(errors)
     assert est.n_steps_ == 32
-    sd = np.array([0.064, 0.094, 0.100, 0.115, 0.123])
-    assert np.all(np.abs(err.mean(0)) <= 3 * sd / np.sqrt(R) + 0.07)
+    sd = np.array([0.064, 0.103, 0.122, 0.144, 0.157])
+    assert np.all(np.abs(err.mean(0)) <= 3 * sd / np.sqrt(R) + 0.08)
 
 
 # ----------------------------------------------------------------------------

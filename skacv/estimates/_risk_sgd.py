@@ -75,17 +75,21 @@ class SGDRiskTracker:
     **Traces stationary over epochs.** Every epoch draws its batches afresh
     (a new permutation), so the law of ``M_{t,s}`` depends on the lag ``t -
     s`` and on the position ``p = s mod S`` of step ``s + 1`` in its epoch of
-    ``S`` steps, not on the epoch. One chain per position, injected at step
-    ``p + 1`` of the first epoch (``M_{t,p} U_p``, ``U_p = sqrt(w) Z_p``,
-    ``Z_p`` ``k_p`` Rademacher columns or the identity for exact traces) and
-    advanced by the batch columns of ``K_P`` that the training step computes
-    anyway, gives ``A[t, s] = A[t - s + p, p]`` and the same for ``K'``.
-    Tracking every source (the exact form) costs ``O(T^2)`` chains and
-    memory over ``T`` steps; this form costs ``S k_p`` more right-hand sides
-    in every batch product (linear in ``T``) and one product with ``K_P``
-    for the injections. The trace of one source depends strongly on its
-    position (``K'`` at lag 8 was 4 times larger for the first batch of an
-    epoch than for the last in our checks), hence one chain per position.
+    ``S`` steps, not on the epoch. One chain per position ``p_g``, ``G =
+    min(S, n_probes)`` positions spread over the epoch, injected at step
+    ``p_g + 1`` of the first epoch (``M_{t,p_g} U_g``, ``U_g = sqrt(w) Z_g``,
+    ``Z_g`` ``k_p = n_probes // G`` Rademacher columns or the identity for
+    exact traces, then ``G = S``) and advanced by the batch columns of
+    ``K_P`` that the training step computes anyway, gives ``A[t, s] = A[t -
+    s + p_g, p_g]`` for the sources ``s`` whose position ``p`` has ``p_g``
+    as its nearest chain at or before it (the same for ``K'``). Tracking
+    every source (the exact form) costs ``O(T^2)`` chains and memory over
+    ``T`` steps; this form costs ``G k_p`` (about ``n_probes``) more
+    right-hand sides in every batch product (linear in ``T``) and one
+    product with ``K_P`` for the injections. The trace of one source
+    depends strongly on its position (``K'`` at lag 8 was 4 times larger for
+    the first batch of an epoch than for the last in our checks), hence the
+    chains spread over the positions.
     Full batch (``S = 1``, ``C = W``): the matrices are Toeplitz, ``K' = A``
     and this is Bellec & Tan's estimate.
 
@@ -103,19 +107,22 @@ class SGDRiskTracker:
         self.n, self.c, self.w = n, n_targets, weight
         self.S = S = int(steps_per_epoch)
         self.n_eff = float(n if weight is None else weight.sum())
+        G = S if n_probes is None else min(S, int(n_probes))
+        self.starts = (np.arange(G) * S) // G  # the positions that start a chain
+        self.group = np.searchsorted(self.starts, np.arange(S), side="right") - 1
         if n_probes is None:  # identity probes: exact traces
             self.kp, self.div = n, 1.0
-            Z = np.tile(np.eye(n), (1, S))
+            Z = np.tile(np.eye(n), (1, G))
         else:
-            self.kp = max(1, -(-int(n_probes) // S))
+            self.kp = max(1, int(n_probes) // G)
             self.div = float(self.kp)
-            Z = rademacher(rng, (n, S * self.kp))
+            Z = rademacher(rng, (n, G * self.kp))
         self.U = Z if weight is None else np.sqrt(weight)[:, None] * Z
         self.injection = None  # K_P U, set by the model
         self.chain = np.zeros((n, 0))
         self.first = []  # (rows, mask) of the first epoch's batches
-        self.A = [[0.0] for _ in range(S)]  # A[p][j] = A[p + j, p]
-        self.K = [[0.0] for _ in range(S)]
+        self.A = [[0.0] for _ in range(G)]  # A[g][j] = A[p_g + j, p_g]
+        self.K = [[0.0] for _ in range(G)]
         self.t = 0
         self.copies = positions and weight is not None
         if self.copies:
@@ -142,9 +149,10 @@ class SGDRiskTracker:
         """
         mask = counts if self.w is None else counts / self.w[rows]
         self.chain -= h * KB
-        if self.t < self.S:  # a new source: position t of the first epoch
-            p, kp = self.t, self.kp
-            self.chain = np.hstack([self.chain, h * self.injection[:, p * kp: (p + 1) * kp]])
+        g = len(self.first)
+        if g < self.starts.shape[0] and self.t == self.starts[g]:  # a chain starts here
+            kp = self.kp
+            self.chain = np.hstack([self.chain, h * self.injection[:, g * kp: (g + 1) * kp]])
             self.first.append((rows, mask))
         self.t += 1
         kp, active = self.kp, self.chain.shape[1] // self.kp
@@ -170,10 +178,10 @@ class SGDRiskTracker:
         """``A`` and ``K'`` of shape (t + 1, t + 1) from the positions' lags."""
         A, K = np.zeros((t + 1, t + 1)), np.zeros((t + 1, t + 1))
         for s in range(t):
-            p = s % self.S
+            g = self.group[s % self.S]
             lags = np.arange(1, t - s + 1)
-            A[s + 1:, s] = np.asarray(self.A[p])[lags]
-            K[s + 1:, s] = np.asarray(self.K[p])[lags]
+            A[s + 1:, s] = np.asarray(self.A[g])[lags]
+            K[s + 1:, s] = np.asarray(self.K[g])[lags]
         return A, K
 
     def start(self, R):
