@@ -68,8 +68,11 @@ _MEDIAN_DRAWS = 1000
 _RULE_ROWS = 500
 #: float32 products when their rounding, amplified by the preconditioner's
 #: gain lambda_1 / lambda_P (K_P = K - low rank cancels that much of K), stays
-#: below this fraction of a step
-_ROUNDING_TOL = 1e-3
+#: below this fraction of a step. At gain 2.6e4 (1.6e-3 of a step; the
+#: synthetic problem of bench_eigenpro.py, n = 5000, 30 epochs) the test mse
+#: of float32 and float64 agreed to 5 digits, the predictions within 1.2 % of
+#: the test rmse
+_ROUNDING_TOL = 1e-2
 _EPS32 = float(np.finfo(np.float32).eps)
 
 
