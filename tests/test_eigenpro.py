@@ -79,7 +79,8 @@ def test_converges_to_the_interpolant(kernel, bandwidth):
     X, y, Xt = smooth_problem(150)
     K = Kernel(kernel, bandwidth)
     ref = K(Xt, X) @ np.linalg.solve(K(X, X), y)
-    est = EigenProRegressor(kernel, bandwidth=bandwidth, max_iter=40, random_state=0).fit(X, y)
+    est = EigenProRegressor(kernel, bandwidth=bandwidth, max_iter=40, precision="float64",
+                            random_state=0).fit(X, y)
     assert np.max(np.abs(est.predict(Xt) - ref)) <= 1e-6 * np.max(np.abs(ref))
     if kernel == "gaussian":  # cond(K) ~ 7e5: alpha = 1e-12 is within 1e-6 of the limit
         kr = KernelRidge(alpha=1e-12, kernel="rbf", gamma=0.5 / bandwidth**2).fit(X, y)
@@ -92,7 +93,7 @@ def test_minibatch_sgd_converges_to_the_interpolant():
     K = Kernel("laplacian", 1.0)
     ref = K(Xt, X) @ np.linalg.solve(K(X, X), y)
     est = EigenProRegressor("laplacian", bandwidth=1.0, subsample_size=100, max_iter=300,
-                            random_state=0).fit(X, y)
+                            precision="float64", random_state=0).fit(X, y)
     assert est.batch_size_ < 400 and est.n_steps_ > 300
     assert np.max(np.abs(est.predict(Xt) - ref)) <= 1e-6 * np.max(np.abs(ref))
 
@@ -177,7 +178,7 @@ def test_integer_weights_equal_repeated_rows_in_minibatch_mode():
     X, y, Xt = smooth_problem(300)
     w = rng.integers(0, 4, 300)
     kw = dict(bandwidth=0.5, subsample_size=150, max_iter=4, random_state=0,
-              estimate_risk=True, n_probes=None)
+              estimate_risk=True, n_probes=None, precision="float64")
     a = EigenProRegressor(**kw).fit(X, y, sample_weight=w)
     b = EigenProRegressor(**kw).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
     assert a.batch_size_ < w.sum() and a.n_steps_ > 4  # stochastic batches
@@ -206,7 +207,7 @@ def test_warm_start_continues_the_same_path():
 
 def test_chunked_kernel_blocks_give_the_same_fit():
     X, y, Xt = smooth_problem(500)
-    kw = dict(bandwidth=0.5, subsample_size=200, max_iter=3, random_state=0)
+    kw = dict(bandwidth=0.5, subsample_size=200, max_iter=3, random_state=0, precision="float64")
     ref = EigenProRegressor(**kw).fit(X, y)
     assert ref._state.op.use_full
     with config_context(working_memory=200_000 / 2**20):  # blocks of ~12 rows, no n x n
@@ -214,6 +215,35 @@ def test_chunked_kernel_blocks_give_the_same_fit():
         assert not small._state.op.use_full
         pred = small.predict(Xt)
     assert np.allclose(pred, ref.predict(Xt), rtol=1e-10, atol=1e-12)
+
+
+def test_single_precision_products():
+    from skacv.kernel_methods._kernels import fused_product
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (300, 5))
+    G = rng.standard_normal((40, 3))
+    ker = Kernel("gaussian", 0.7)
+    ref = ker(X, X[:40]) @ G
+    Xc = (X - X.mean(0)).astype(np.float32)
+    sq = np.einsum("ij,ij->i", Xc, Xc)
+    got = fused_product(ker, Xc, Xc[:40], sq, sq[:40], G.astype(np.float32))
+    assert got.dtype == np.float32
+    # float32 rounding of the entries (1e-7) summed over 40 terms
+    assert np.max(np.abs(got - ref)) <= 1e-5 * np.abs(G).sum(0).max()
+    # a float32 fit follows the float64 path within its rounding
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(300)
+    kw = dict(bandwidth=0.3, subsample_size=100, max_iter=5, random_state=0)
+    with config_context(working_memory=200_000 / 2**20):  # blocks, not the n x n matrix
+        e32 = EigenProRegressor(precision="float32", **kw).fit(X, y)
+        e64 = EigenProRegressor(precision="float64", **kw).fit(X, y)
+        auto = EigenProRegressor(**kw).fit(X, y)
+    assert EigenProRegressor(**kw).fit(X, y).precision_ == "float64"  # the n x n matrix
+    assert e32.precision_ == "float32" and e64.precision_ == "float64"
+    gain = e64.preconditioner_.eigenvalues_[0] / e64.top_eigenvalue_
+    assert auto.precision_ == ("float32" if gain < 1.7e5 else "float64")
+    p32, p64 = e32.predict(X), e64.predict(X)
+    assert np.max(np.abs(p32 - p64)) <= 1e-4 * np.abs(p64).max()
 
 
 def test_divergence_is_reported():
@@ -232,8 +262,8 @@ def test_classifier_binary_and_multioutput_regressor():
     assert d.shape == (200,) and np.array_equal(clf.predict(X), np.where(d > 0, "b", "a"))
     assert not hasattr(clf, "predict_proba")
     Y = np.c_[np.sin(X[:, 0]), X[:, 1] ** 2]
-    reg = EigenProRegressor(max_iter=5, random_state=0).fit(X, Y)
-    one = EigenProRegressor(max_iter=5, random_state=0).fit(X, Y[:, 1])
+    reg = EigenProRegressor(max_iter=5, precision="float64", random_state=0).fit(X, Y)
+    one = EigenProRegressor(max_iter=5, precision="float64", random_state=0).fit(X, Y[:, 1])
     assert reg.predict(X).shape == (200, 2)
     # same path; only BLAS rounding (amplified by the large preconditioned step) differs
     assert np.allclose(reg.predict(X)[:, 1], one.predict(X), rtol=1e-6, atol=1e-6)
@@ -348,62 +378,79 @@ def test_full_batch_kernel_risk_equals_the_linear_estimate():
     assert np.allclose(ker.risk_path_, lin.risk_path_, rtol=1e-9)
 
 
-def test_sgd_memory_matrices_are_exact():
+def test_sgd_position_traces_and_readout_are_exact():
+    # one chain per position of the first epoch, identity probes: A[p + j, p]
+    # = tr(M_{p+j,p} W) and K'[p + j, p] = tr(M_{p+j,p} C_{p+1}) exactly; the
+    # estimate of the last epoch is Tan & Bellec's read-out with the traces
+    # of every source taken from its position's chain
     import skacv.estimates._risk_sgd as pc
+    import skacv.kernel_methods._eigenpro as ep
 
     rng = np.random.default_rng(0)
     n = 60
     X = rng.standard_normal((n, 40))
     y = X[:, 0] + rng.standard_normal(n)
-    w = rng.integers(1, 3, n).astype(float)
+    w = rng.uniform(0.5, 2.0, n)  # non-integer weights: rows with the masks C / w
     batches = []
 
     class Recording(pc.SGDRiskTracker):
-        def step(self, rows, counts, h, KB, f, Y, positions=None):
-            batches.append((rows.copy(), counts.copy(), h))
-            return super().step(rows, counts, h, KB, f, Y, positions)
+        def step(self, rows, counts, h, KB, resid, positions=None):
+            batches.append((rows.copy(), counts.copy(), h, resid.copy()))
+            return super().step(rows, counts, h, KB, resid, positions)
 
-    original = pc.SGDRiskTracker
-    import skacv.kernel_methods._eigenpro as ep
-
+    original = ep.SGDRiskTracker
     ep.SGDRiskTracker = Recording
     try:
         est = EigenProRegressor(linear_kernel, n_components=3, subsample_size=30, batch_size=10,
-                                max_iter=2, estimate_risk=True, n_probes=None, warm_start=True,
+                                max_iter=3, estimate_risk=True, n_probes=None, warm_start=True,
                                 random_state=0).fit(X, y, sample_weight=w)
     finally:
         ep.SGDRiskTracker = original
-    A, Kp = est._tracker.memory_matrices()
     P = est.preconditioner_
     K = X @ X.T
     phi = K[:, P.subsample_indices_] @ P.coef_
     KP = K - (phi * P.scale_) @ phi.T
     T = len(batches)
-    A_ref, K_ref = np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
-    for s, (rows, counts, h) in enumerate(batches):
-        C = np.zeros((n, n))
-        C[rows, rows] = counts
+    S = est._tracker.S
+    assert est.n_steps_ == T == 3 * S and S == np.ceil(np.round(w.sum()) / 10)
+    Am, Km = np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
+    for s in range(T):
+        p = s % S  # the chain of position p, started at step p + 1
+        rows1, counts1, h, _ = batches[p]
+        C1 = np.zeros((n, n))
+        C1[rows1, rows1] = counts1
         M = h * KP
-        for t in range(s + 1, T + 1):
-            if t > s + 1:
-                r2, c2, h2 = batches[t - 1]
+        for t in range(p + 1, p + 1 + T - s):
+            if t > p + 1:
+                r2, c2, h2, _ = batches[t - 1]
                 C2 = np.zeros((n, n))
                 C2[r2, r2] = c2
                 M = (np.eye(n) - h2 * KP @ C2) @ M
-            A_ref[t, s], K_ref[t, s] = np.trace(M * w), np.trace(M @ C)
-    assert np.allclose(A, A_ref, atol=1e-12 * np.abs(A_ref).max())
-    assert np.allclose(Kp, K_ref, atol=1e-12 * np.abs(K_ref).max())
+            lag = t - p
+            Am[s + lag, s], Km[s + lag, s] = np.trace(M * w), np.trace(M @ C1)
+    V = np.linalg.solve(w.sum() * np.eye(T + 1) - Km, Am)
+    # residuals: replay the fitted values at the last step from the path
+    f_T = X @ (X.T @ est.dual_coef_)
+    R = np.sqrt(w) * (y - f_T)
+    for s, (rows, counts, _, resid) in enumerate(batches):
+        R[rows] += V[T, s] * counts / w[rows] * np.sqrt(w[rows]) * resid[:, 0]
+    assert np.isclose(est.risk_path_[-1], R @ R / w.sum(), rtol=1e-8)
+    assert np.isclose(est._tracker.degrees_of_freedom()[-1], Km[T].sum() / w.sum(), rtol=1e-8)
 
 
 def test_sgd_risk_estimate_tracks_the_truth():
     # EigenPro SGD (q = 5, P from 200 training rows, batches of 50: 8 steps per
-    # epoch) with a linear kernel on a spiked Gaussian design, where the truth
-    # sigma^2 + ||Sigma^{1/2}(X^T alpha - b*)||^2 is known. Measured on 64 other
-    # seeds, per epoch 0..4: mean relative error (-0.003, 0.019, 0.051, 0.029,
-    # 0.021), sd (0.072, 0.089, 0.100, 0.108, 0.118), max |error| 0.30. The
-    # tolerance is 3 standard errors of the mean of R runs plus 0.05 of bias.
-    # The n/m-rescaled form of the research notes over-estimates by 0.54-0.61
-    # on such runs and fails it.
+    # epoch, a chain of one probe at each position) with a linear kernel on a
+    # spiked Gaussian design, where the truth sigma^2 + ||Sigma^{1/2}(X^T alpha
+    # - b*)||^2 is known. Measured on 32 other seeds (100-131), per epoch 0..4:
+    # mean relative error (-0.006, 0.035, 0.080, 0.068, 0.071), sd (0.064,
+    # 0.103, 0.122, 0.144, 0.157), max |error| 0.40 (two probes a position:
+    # 0.038, 0.071, 0.050, 0.046; every source's exact chain: -0.003, 0.019,
+    # 0.051, 0.029, 0.021 on 64 seeds; the traces of the first source for
+    # every lag, without the positions: +0.21, +0.34, +0.50). The tolerance is
+    # 3 standard errors of the mean of R runs plus 0.08 of bias. The
+    # n/m-rescaled form of the research notes over-estimates by 0.54-0.61 on
+    # such runs and fails it.
     R, n = 8, 400
     errors = []
     for seed in range(R):
@@ -420,5 +467,166 @@ def test_sgd_risk_estimate_tracks_the_truth():
         errors.append((est.risk_path_ - truth) / np.array(truth))
     err = np.array(errors)
     assert est.n_steps_ == 32
-    sd = np.array([0.072, 0.089, 0.100, 0.108, 0.118])
-    assert np.all(np.abs(err.mean(0)) <= 3 * sd / np.sqrt(R) + 0.05)
+    sd = np.array([0.064, 0.103, 0.122, 0.144, 0.157])
+    assert np.all(np.abs(err.mean(0)) <= 3 * sd / np.sqrt(R) + 0.08)
+
+
+# ----------------------------------------------------------------------------
+# the automatic number of components (EigenPro 2's rule with beta_P)
+# ----------------------------------------------------------------------------
+
+
+def test_critical_batches_equal_brute_force():
+    from skacv.iterations._preconditioning import NystromPreconditioner, critical_batches
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (120, 4))
+    H = rng.uniform(0, 1, (50, 4))  # rows outside the subsample
+    counts = rng.integers(1, 4, 120).astype(float)
+    ker = Kernel("gaussian", 0.8)
+    K, K_HS = ker(X, X), ker(H, X)
+    sc = np.sqrt(counts)
+    S = K * np.outer(sc, sc) / counts.sum()
+    lam, U = np.linalg.eigh(S)
+    lam, U = lam[::-1], U[:, ::-1]
+    r = 30
+    phi_H = K_HS @ (sc[:, None] * U[:, : r - 1] / np.sqrt(counts.sum()))
+    got = critical_batches(lam[:r], phi_H, np.ones(50), damping=0.9)
+    for q in range(r):
+        # the EigenPro kernel of q components, written out, on the held-out rows
+        P = NystromPreconditioner.from_kernel(K, counts, q, damping=0.9)
+        K_HH = ker(H, H)
+        KP = K_HH - (K_HS @ P.coef_ * P.scale_) @ (K_HS @ P.coef_).T if q else K_HH
+        beta = np.max(np.diag(KP))
+        assert np.isclose(got[q], beta / P.top_eigenvalue_ + 1, rtol=1e-6), q
+    # the automatic rule keeps the largest q within the batch bound
+    bound = np.sort(got)[r // 2]
+    auto = NystromPreconditioner.from_kernel(K, counts, "auto", damping=0.9, max_batch=bound,
+                                             heldout=(K_HS, np.ones(50)), max_components=r - 1)
+    assert auto.n_components_ == np.flatnonzero(got <= bound)[-1]
+    assert np.flatnonzero(got <= bound)[-1] < r - 1  # the bound binds
+
+
+def test_auto_components_do_not_split_an_eigenvalue_cluster():
+    # a wide Gaussian kernel on the unit cube: the constant direction, then a
+    # cluster of d near-equal linear ones, then the quadratic ones two orders
+    # lower. With beta = max k(x, x) = 1 in the rule, q stopped inside the
+    # linear cluster (lambda_P stayed at the cluster's level) and the batch
+    # was a few rows; with the preconditioned beta_P it goes past it.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (1500, 6))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.standard_normal(1500)
+    est = EigenProRegressor(bandwidth=2.5, subsample_size=600, max_iter=1,
+                            random_state=0).fit(X, y)
+    lam = est.preconditioner_.eigenvalues_
+    assert est.n_components_ > 7  # past the constant and the 6 linear directions
+    assert lam[est.n_components_] < 0.1 * lam[6]
+    assert est.batch_size_ > 100
+
+
+# ----------------------------------------------------------------------------
+# defaults: the median bandwidth, the epochs chosen by the risk estimate, paths
+# ----------------------------------------------------------------------------
+
+
+def test_median_bandwidth_follows_its_definition():
+    from scipy.spatial.distance import pdist
+
+    from skacv.kernel_methods._kernels import median_bandwidth
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (300, 4))
+    # all rows drawn (300 <= 1000): the median over every pair
+    assert np.isclose(median_bandwidth(X, None, 1000, 0), np.median(pdist(X)))
+    w = rng.integers(0, 3, 300)
+    Xr = np.repeat(X, w, axis=0)
+    assert np.isclose(median_bandwidth(X, w.astype(float), 1000, 0), np.median(pdist(Xr)))
+    # more rows than draws: a subsample's median, and the same as repeated rows'
+    big = rng.uniform(0, 1, (3000, 4))
+    wb = rng.integers(1, 3, 3000)
+    a = median_bandwidth(big, wb.astype(float), 1000, 0)
+    b = median_bandwidth(np.repeat(big, wb, axis=0), None, 1000, 0)
+    assert np.isclose(a, b)
+    assert abs(a / np.median(pdist(big[:1500])) - 1) < 0.05
+    est = EigenProRegressor(max_iter=1, random_state=0).fit(X, X[:, 0])
+    assert np.isclose(est.bandwidth_, np.median(pdist(X)))
+
+
+def test_predict_path_and_staged_predict():
+    X, y, Xt = smooth_problem(300)
+    kw = dict(bandwidth=0.5, subsample_size=100, random_state=0)
+    est = EigenProRegressor(max_iter=4, **kw).fit(X, y)
+    path = est.predict_path(Xt)
+    assert path.shape == (100, 5) and np.all(path[:, 0] == 0)
+    assert np.allclose(path[:, -1], est.predict(Xt), rtol=1e-12, atol=1e-14)
+    staged = list(est.staged_predict(Xt))
+    assert len(staged) == 5
+    for t in range(1, 5):  # the fit with max_iter=t follows the same path
+        assert np.allclose(staged[t], path[:, t], rtol=1e-12, atol=1e-14)
+        short = EigenProRegressor(max_iter=t, **kw).fit(X, y)
+        assert np.allclose(short.predict(Xt), path[:, t], rtol=1e-9, atol=1e-12)
+    Y = np.c_[y, -2 * y]
+    multi = EigenProRegressor(max_iter=3, **kw).fit(X, Y)
+    assert multi.predict_path(Xt).shape == (100, 2, 4)
+    assert np.allclose(multi.predict_path(Xt)[:, :, -1], multi.predict(Xt), rtol=1e-12)
+    labels = np.where(y > np.median(y), "hi", "lo")
+    clf = EigenProClassifier(max_iter=3, **kw).fit(X, labels)
+    cp = clf.predict_path(Xt)
+    assert cp.shape == (100, 4) and np.array_equal(cp[:, -1], clf.predict(Xt))
+    for t, stage in enumerate(clf.staged_predict(Xt)):
+        assert np.array_equal(stage, cp[:, t])
+    one = EigenProClassifier(max_iter=2, **kw).fit(X, labels)
+    assert np.array_equal(one.predict(Xt), cp[:, 2])
+
+
+def test_auto_epochs_stop_and_select_by_the_risk_estimate():
+    from skacv.estimates._risk_sgd import epochs_stop as _stops
+
+    X, y, Xt = smooth_problem(600)
+    est = EigenProRegressor(bandwidth=0.5, subsample_size=200, random_state=0).fit(X, y)
+    risk, ok, mse = est.risk_path_, est.risk_reliable_, est.train_mse_path_
+    T = est.n_iter_
+    assert T > 4 and ok.all()
+    # the rule held at the last epoch and at no earlier one
+    assert _stops(risk, ok, mse)
+    assert not any(_stops(risk[: t + 1], ok[: t + 1], mse[: t + 1]) for t in range(T))
+    assert est.selected_iter_ == np.argmin(risk)
+    assert np.allclose(est.dual_coef_, est.dual_coef_path_[:, 0, est.selected_iter_])
+    assert np.allclose(est.predict(Xt), est.predict_path(Xt)[:, est.selected_iter_])
+    with pytest.raises(ValueError, match="integer max_iter"):
+        EigenProRegressor(warm_start=True).fit(X, y)
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_risk_path_against_held_out_truth(seed):
+    # the issue's synthetic problem at n = 1500 (mini-batches: subsample 500),
+    # 5000 held-out points. Measured on seeds 0-5: the estimate under-estimates
+    # the held-out error by 8-19 % on average along the path (at most 23 %,
+    # never over by more than 1.1 %); the selected epoch's regret 0.1-5.4 %.
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (6500, 10))
+    y = (np.sin(2 * np.pi * X[:, 0]) * np.cos(np.pi * X[:, 1]) + 0.5 * X[:, 2] ** 2
+         + 0.1 * rng.standard_normal(6500))
+    est = EigenProRegressor(subsample_size=500, random_state=seed).fit(X[:1500], y[:1500])
+    test = ((est.predict_path(X[1500:]) - y[1500:, None]) ** 2).mean(0)
+    rel = (est.risk_path_ - test) / test
+    assert est.risk_reliable_.all()
+    assert np.all(rel[1:] > -0.25) and np.all(rel[1:] < 0.05)
+    assert test[est.selected_iter_] <= 1.06 * test.min()
+
+
+def test_one_hot_digits_estimate_is_flagged():
+    # one-hot digits: the estimate is 4-6 times the test error from the first
+    # epoch (the memory terms carry the targets back), and flagged there; the
+    # automatic epochs then run to the ridgeless limit
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X / 16, y, test_size=0.3, random_state=0)
+    Y, Yte = np.eye(10)[ytr], np.eye(10)[yte]
+    reg = EigenProRegressor(random_state=0).fit(Xtr, Y)
+    test = ((reg.predict_path(Xte) - Yte[:, :, None]) ** 2).mean((0, 1))
+    assert not reg.risk_reliable_[1:].any()
+    assert np.all(reg.risk_path_[1:] > 2 * test[1:])  # the flag is warranted
+    assert reg.selected_iter_ == reg.n_iter_
+    assert reg.train_mse_path_[-1] <= 1e-4 * reg.train_mse_path_[0]
+    clf = EigenProClassifier(random_state=0).fit(Xtr, ytr)
+    assert clf.score(Xte, yte) >= 0.99

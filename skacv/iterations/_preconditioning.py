@@ -133,7 +133,7 @@ class NystromPreconditioner:
 
     @classmethod
     def from_kernel(cls, K_SS, counts, n_components, damping=DAMPING, max_batch=None,
-                    beta=1.0, max_components=1000):
+                    heldout=None, max_components=1000):
         """Preconditioner of the Nystrom kernel operator of a subsample.
 
         ``K_SS`` is the kernel matrix of the distinct subsample rows and
@@ -141,11 +141,14 @@ class NystromPreconditioner:
         k(., x_j) k(., x_j)^T / sum(c)``, with eigenvalues those of
         ``diag(sqrt c) K_SS diag(sqrt c) / sum(c)``.
 
-        ``n_components="auto"`` (EigenPro 2's rule): the largest ``q <=
-        max_components`` whose critical batch ``beta / lambda_P + 1`` stays
-        below ``max_batch`` (``None``: no bound, the subsample is the whole
-        data and the eigenvalues are exact), among eigenvalues above
-        ``1e-8 lambda_1``.
+        ``n_components="auto"`` (EigenPro 2's rule, Ma & Belkin 2019): the
+        largest ``q <= max_components`` whose critical batch ``beta_P(q) /
+        lambda_P(q) + 1`` stays below ``max_batch`` (``None``: no bound, the
+        subsample is the whole data and the eigenvalues are exact), among
+        eigenvalues above ``1e-8 lambda_1``. ``beta_P(q)`` is the largest
+        diagonal of the EigenPro kernel of ``q`` components over the rows of
+        ``heldout = (K_HS, diagonal)`` (their kernel with the subsample rows
+        and ``k(x, x)``), rows outside the subsample (:func:`critical_batches`).
         """
         c = np.asarray(counts, dtype=np.float64)
         m = K_SS.shape[0]
@@ -153,28 +156,17 @@ class NystromPreconditioner:
         sc = np.sqrt(c)
         S = K_SS * np.outer(sc, sc) / total
         q_max = max_components if n_components == "auto" else int(n_components)
-        if n_components == "auto" and max_batch is not None and m > 1:
-            # critical batch beta / lambda_P(q) + 1 <= max_batch  <=>  lambda_{q+1} >= L
-            lam1 = top_eigenvalue(S, tol=1e-8)
-            a = damping
-            L = EIG_FLOOR * lam1
-            if max_batch > 1:
-                L = max(L, (beta / ((max_batch - 1) * lam1 ** (1 - a))) ** (1 / a))
-            lam = np.zeros(0)
-            if L < lam1:
-                lam, U = linalg.eigh(S, subset_by_value=(L, np.inf), check_finite=False)
-                lam, U = np.clip(lam[::-1], 0, None), U[:, ::-1]
-                lam, U = lam[: q_max + 1], np.ascontiguousarray(U[:, : q_max + 1])
-            if lam.size == 0:
-                lam, U = top_eigh(S, 1)
-            q_top = lam.shape[0] - 1
-        else:
-            lam, U = top_eigh(S, min(q_max + 1, m))
-            keep = int(np.sum(lam > EIG_FLOOR * lam[0])) if lam.size and lam[0] > 0 else 0
-            q_top = max(min(q_max, keep - 1), 0)
-        q = q_top
+        lam, U = top_eigh(S, min(q_max + 1, m))
+        keep = int(np.sum(lam > EIG_FLOOR * lam[0])) if lam.size and lam[0] > 0 else 0
+        q = max(min(q_max, keep - 1), 0)
+        coef = sc[:, None] * U[:, :q] / np.sqrt(total)
+        if n_components == "auto" and max_batch is not None and q and heldout is not None:
+            K_HS, diag_H = heldout
+            m_star = critical_batches(lam[: q + 1], K_HS @ coef, diag_H, damping)
+            fits = np.flatnonzero(m_star <= max_batch)
+            q = int(fits[-1]) if fits.size else 0
         self = cls(lam[: q + 1], q, damping)
-        self.coef_ = np.ascontiguousarray(sc[:, None] * U[:, :q] / np.sqrt(total))
+        self.coef_ = np.ascontiguousarray(coef[:, :q])
         self.scale_ = self.flattening_ / lam[:q] if q else np.zeros(0)
         return self
 
@@ -193,6 +185,44 @@ class NystromPreconditioner:
     def __repr__(self):
         return (f"NystromPreconditioner(n_components={self.n_components_}, "
                 f"gain={self.gain_:.4g}, top_eigenvalue={self.top_eigenvalue_:.4g})")
+
+
+def critical_batches(lam, phi, diagonal, damping=DAMPING):
+    """Critical batch ``m*(q) = beta_P(q) / lambda_P(q) + 1`` for ``q = 0..r-1``.
+
+    ``lam`` (r,) are the top eigenvalues of the subsample operator and
+    ``phi`` (h, r - 1) its eigenfunctions ``phi_i(x) = k(x, X_S) coef_i`` at
+    ``h`` rows with kernel diagonal ``diagonal`` (h,). With ``q`` flattened
+    directions, ``lambda_P(q) = lambda_1^(1-a) lambda_{q+1}^a`` and
+    ``beta_P(q)`` is the largest diagonal of the EigenPro kernel over those
+    rows,
+
+        k_P(x, x) = k(x, x) - sum_{i<=q} (d_i / lambda_i) phi_i(x)^2,
+        d_i = 1 - (lambda_{q+1} / lambda_i)^a.
+
+    Ma & Belkin (2019) size the batch with the preconditioned ``beta_P``:
+    with ``beta = max k(x, x)`` instead, the rule stops at a ``q`` that
+    splits a cluster of eigenvalues (``lambda_P`` then stays at the level of
+    the cluster) and the batch is a few rows. Rows outside the subsample
+    keep the rule honest: on the subsample's own rows ``k_P`` falls to 0 as
+    ``q`` nears its size (the Nystrom eigenfunctions interpolate them), also
+    along directions whose eigenvalues are noise.
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    a, r = damping, lam.shape[0]
+    P2 = np.asarray(phi, dtype=np.float64)[:, : r - 1] ** 2
+    h = P2.shape[0]
+    c1 = np.zeros((h, r))
+    c2 = np.zeros((h, r))
+    np.cumsum(P2 / lam[: r - 1], axis=1, out=c1[:, 1:])
+    np.cumsum(P2 * lam[: r - 1] ** (-1 - a), axis=1, out=c2[:, 1:])
+    tail_a = np.clip(lam, 0, None) ** a
+    kp = np.asarray(diagonal, dtype=np.float64)[:, None] - (c1 - c2 * tail_a)
+    beta = np.maximum(kp.max(axis=0), np.finfo(np.float64).tiny)
+    lam_p = lam[0] ** (1 - a) * tail_a
+    lam_p[0] = lam[0]
+    with np.errstate(divide="ignore"):
+        return np.where(lam_p > 0, beta / lam_p + 1.0, np.inf)
 
 
 def feature_preconditioner(design, n_components, subsample_size, random_state=None,

@@ -21,6 +21,10 @@ from scipy.special import gamma as gamma_fn
 from scipy.special import kv
 from sklearn.metrics.pairwise import euclidean_distances, rbf_kernel
 
+from .._config import working_memory_bytes
+from .._policy import get_policy
+from ..linalg._sampling import draw_rows
+
 KERNELS = ("gaussian", "laplacian", "matern")
 
 
@@ -114,6 +118,56 @@ class Kernel:
         return out
 
 
+def fused_product(kernel, XA, XB, sqA, sqB, G):
+    """``k(XA, XB) @ G`` for a built-in radial kernel, in the dtype of ``XA``.
+
+    One block: the cross products by one matrix product, the squared
+    distances ``|a|^2 + |b|^2 - 2 a.b`` (clipped at 0) and the exponential
+    in place, then the product with ``G`` (no intermediate copies). The
+    rows should be centred: the cancellation in the squared distances is
+    about ``eps (|a|^2 + |b|^2)``.
+    """
+    s = kernel.bandwidth
+    K = XA @ XB.T
+    if kernel.kernel == "gaussian":
+        c = 1.0 / s**2
+        K *= c
+        K -= (0.5 * c) * sqA[:, None]
+        K -= (0.5 * c) * sqB[None, :]
+        np.minimum(K, 0.0, out=K)
+        np.exp(K, out=K)
+        return K @ G
+    K *= -2.0
+    K += sqA[:, None]
+    K += sqB[None, :]
+    np.maximum(K, 0.0, out=K)
+    np.sqrt(K, out=K)
+    if kernel.kernel == "laplacian":
+        K *= -1.0 / s
+        np.exp(K, out=K)
+    else:
+        K = _matern_from_distance(K, s, kernel.nu)
+    return K @ G
+
+
+def median_bandwidth(X, sample_weight, size, random_state):
+    """Median distance between two draws of ``size`` from the weighted rows.
+
+    ``size`` draws of the multiset of rows (:func:`draw_rows`: every row when
+    ``size`` reaches ``n_eff``), repeated by their counts; the median of
+    ``||x_i - x_j||`` over their pairs ``i < j`` (the median heuristic,
+    e.g. Gretton et al. 2012). Integer weights give the bandwidth of the
+    repeated rows.
+    """
+    rows, counts, _ = draw_rows(sample_weight, size, random_state, X.shape[0])
+    Z = np.repeat(X[rows], np.round(counts).astype(np.int64), axis=0)
+    if Z.shape[0] < 2:
+        return 1.0
+    D = euclidean_distances(Z, Z)
+    med = float(np.median(D[np.triu_indices(Z.shape[0], 1)]))
+    return med if med > 0 else 1.0
+
+
 def scale_bandwidth(X, sample_weight=None):
     """``sqrt(n_features * Var(X))``: the typical distance between two rows.
 
@@ -124,3 +178,72 @@ def scale_bandwidth(X, sample_weight=None):
     mean = np.average(X, axis=0, weights=sample_weight)
     var = np.average((X - mean) ** 2, axis=0, weights=sample_weight).sum()
     return float(np.sqrt(var)) if var > 0 else 1.0
+
+
+class KernelOperator:
+    """Products with the kernel matrix of the training rows, by row chunks.
+
+    The Gaussian kernel's blocks are computed and multiplied from centred
+    rows in one fused pass per cache panel (:func:`fused_product`), in
+    float64 or, after :meth:`to_single`, in float32; the products come back
+    in float64. Other kernels go through :class:`Kernel` by chunks of
+    ``working_memory``.
+    """
+
+    def __init__(self, kernel, X):
+        self.kernel, self.X = kernel, X
+        self.sq = np.einsum("ij,ij->i", X, X)
+        n = X.shape[0]
+        self.single = False
+        self.fused = kernel.kernel == "gaussian"
+        if self.fused:
+            self.Xf = X - X.mean(axis=0)
+            self.sqf = np.einsum("ij,ij->i", self.Xf, self.Xf)
+        self.use_full = 8 * n * n <= working_memory_bytes() // 4
+        self.full = None
+        self.ensure()
+
+    def to_single(self):
+        """Single-precision products from now on (the Gaussian kernel)."""
+        self.single = True
+        self.Xf = self.Xf.astype(np.float32)
+        self.sqf = self.sqf.astype(np.float32)
+        if self.full is not None:
+            self.full = self.full.astype(np.float32)
+
+    def ensure(self):
+        """Compute the full kernel matrix if it is small enough."""
+        if self.use_full and self.full is None:
+            K = self.kernel(self.X, self.X, Y_norm_squared=self.sq)
+            self.full = K.astype(np.float32) if self.single else K
+
+    def release(self):
+        """Drop the full kernel matrix (a fitted model does not keep it)."""
+        self.full = None
+
+    def matmul(self, rows, G):
+        """``k(X, X[rows]) @ G`` for G of shape (len(rows), k)."""
+        dt = np.float32 if self.single else np.float64
+        if self.full is not None:
+            # symmetric: a gather of sorted rows, not a strided gather of columns,
+            # and (G^T K[rows])^T, where more columns cost little more than one
+            order = np.argsort(rows, kind="stable")
+            Gs = G.astype(dt, copy=False)[order]
+            return np.asarray((Gs.T @ self.full[rows[order]]).T, dtype=np.float64)
+        n = self.X.shape[0]
+        out = np.empty((n, G.shape[1]))
+        if self.fused:
+            XB, sqB, Gd = self.Xf[rows], self.sqf[rows], G.astype(dt, copy=False)
+            # blocks of a cache panel (the passes over a block are memory-bound)
+            width = np.dtype(dt).itemsize * max(len(rows), 1)
+            chunk = max(1, int(min(working_memory_bytes(), get_policy().panel_bytes) // width))
+            for s in range(0, n, chunk):
+                out[s: s + chunk] = fused_product(self.kernel, self.Xf[s: s + chunk], XB,
+                                                  self.sqf[s: s + chunk], sqB, Gd)
+            return out
+        X = self.X
+        XB, sqB = X[rows], self.sq[rows]
+        chunk = max(1, int(working_memory_bytes() // (16 * max(len(rows), 1))))
+        for s in range(0, n, chunk):
+            out[s: s + chunk] = self.kernel(X[s: s + chunk], XB, Y_norm_squared=sqB) @ G
+        return out

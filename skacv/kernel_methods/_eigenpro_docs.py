@@ -1,0 +1,154 @@
+"""Shared docstring sections of the EigenPro estimators."""
+
+_DOC_PARAMS = """
+    Parameters
+    ----------
+    kernel : {"gaussian", "laplacian", "matern"} or callable, default="gaussian"
+        ``exp(-d^2 / (2 sigma^2))``, ``exp(-d / sigma)`` or the Matern kernel
+        (``kernel_params={"nu": 1.5}`` by default), ``d`` the Euclidean
+        distance and ``sigma`` the ``bandwidth``; a callable
+        ``kernel(X, Y, **kernel_params)`` returns the kernel matrix.
+    bandwidth : {"median", "scale"} or float, default="median"
+        ``sigma``. ``"median"``: the median distance between two rows (the
+        median heuristic), over the pairs of 1000 draws of the (weighted)
+        rows; ``"scale"``: ``sqrt(n_features * Var(X))`` (``E ||x - z||^2 = 2
+        sigma^2``). Both are equivariant to a common scaling of the features,
+        so standardise features of different units first.
+    kernel_params : dict or None, default=None
+    n_components : "auto" or int, default="auto"
+        Number ``q`` of flattened eigendirections. ``"auto"``: the largest
+        ``q <= 1000`` whose critical batch ``beta_P(q) / lambda_P(q) + 1``
+        does not exceed the subsample size (Ma & Belkin 2019), ``beta_P(q)``
+        the largest diagonal of the EigenPro kernel of ``q`` components over
+        500 rows outside the subsample (on its own rows it vanishes as ``q``
+        nears the subsample size, also along noise directions); when the
+        subsample is the whole training set, every eigenvalue above ``1e-8
+        lambda_1``. 0 gives plain kernel SGD.
+    subsample_size : "auto" or int, default="auto"
+        Draws ``M`` for the Nystrom eigensystem; ``"auto"``: 2000 (12000 from
+        1e5 samples). The set-up costs ``O(M^2 d + M^2 min(q, M))``.
+    batch_size : "auto" or int, default="auto"
+        ``"auto"``: the critical batch ``m*`` (full batch when it is close to
+        ``n``, see above); at least ``n`` gives full-batch preconditioned
+        gradient descent.
+    step_size : "auto" or float, default="auto"
+        Step ``eta`` per batch (the update is ``eta / m`` times the batch sum).
+        ``"auto"``: Ma, Bassily & Belkin's rule (module docstring).
+    max_iter : "auto" or int, default="auto"
+        Total number of epochs (with ``warm_start``, counted over all calls).
+        ``"auto"``: the epochs grow while the risk estimate (see
+        ``estimate_risk``, computed in this mode) improves: they stop once its
+        best has not fallen by 0.1 % over the last 3 epochs (or at 300), and
+        the model keeps the epoch of the smallest estimate
+        (``selected_iter_``). Once the estimate is flagged
+        (``risk_reliable_``) it cannot choose: the epochs go on to the
+        ridgeless limit (until the training error falls below ``1e-4`` of
+        its start, or stalls in the same way) and the model keeps the last
+        one.
+    warm_start : bool, default=False
+        Continue the previous fit on the same data for ``max_iter - n_iter_``
+        more epochs (same preconditioner, step and random stream: the path is
+        the one a single fit with the final ``max_iter`` follows). With
+        ``estimate_risk`` the chains of the estimate are kept for this.
+    estimate_risk : bool, default=False
+        Estimate the out-of-sample squared error at the end of every epoch
+        (``risk_path_``) with the memory-matrix estimate along the SGD path
+        (Bellec & Tan 2024; for mini-batches, Tan & Bellec 2024's form with
+        batch-masked residuals):
+        the Jacobian traces of a step with respect to an earlier one depend
+        on their lag and on the earlier step's position in its epoch, so
+        Hutchinson chains started at ``min(S, n_probes)`` positions of the
+        first epoch (``S`` steps per epoch; ``n_probes // min(S, n_probes)``
+        probes each), advanced with the kernel columns the training computes
+        anyway, give them all. Costs one extra pass over the kernel matrix
+        (the injections) and about ``n_probes`` more right-hand sides in
+        every batch product: linear in the number of steps.
+        ``risk_reliable_`` flags the epochs from which the path nearly
+        interpolates or the estimate departs from GCV (see there). What is guaranteed: nothing
+        for non-linear kernels. With a linear kernel on Gaussian features,
+        full batch is Bellec & Tan's estimate (consistent when the
+        preconditioner is independent of the data; here it is built from
+        training rows, which biases early iterates by 10-20 % in
+        simulations); the mini-batch form tracked the truth within 4-8 % on
+        average (sd 6-16 %) in the simulations of tests/test_eigenpro.py. On
+        the smooth synthetic regressions of the benchmark it under-estimated
+        the held-out error by 5-20 %, its argmin within 0.5 % of the best
+        epoch's error from n = 5000 on.
+    n_probes : int or None, default=10
+        Hutchinson probes of the risk estimate (in all, at least one per
+        chain); ``None``: exact traces (``n`` probes at every position).
+    precision : {"auto", "float32", "float64"}, default="auto"
+        Precision of the training's Gaussian kernel products (other kernels
+        and callables: float64). ``"float32"``: blocks computed and
+        multiplied in single precision from centred rows, about twice as
+        fast. The EigenPro kernel ``K_P`` is ``K`` minus a low-rank part that
+        cancels all but ``1 / gain`` of it (``gain = lambda_1 / lambda_P``),
+        so the rounding of a step is about ``6e-8 * gain`` of it: ``"auto"``
+        takes float32 when that is below ``1e-2`` (a gain below about
+        ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
+        digits) and the kernel matrix is computed by blocks (it does not
+        fit in a quarter of ``working_memory``), float64 otherwise. The
+        eigensystem, the coefficients and the predictions stay in float64.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the subsample, the batches and the probes.
+    verbose : int, default=0
+        Print the set-up and the training mse of every epoch.
+"""
+
+_DOC_ATTRIBUTES = """
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n_centres,) or (n_centres, n_outputs)
+        ``alpha``: ``f(x) = k(x, X_fit_) @ dual_coef_``, after epoch
+        ``selected_iter_``.
+    dual_coef_path_ : ndarray of shape (n_centres, n_outputs, n_iter_ + 1)
+        ``alpha`` after every epoch (``predict_path``).
+    selected_iter_ : int
+        The epoch of ``dual_coef_``: ``n_iter_``, or with ``max_iter="auto"``
+        the epoch of the smallest risk estimate among the unflagged ones
+        (``n_iter_`` when the last epoch is flagged).
+    X_fit_ : ndarray of shape (n_centres, n_features)
+        The centres: training rows of positive weight.
+    bandwidth_ : float
+    preconditioner_ : NystromPreconditioner
+        Eigenvalues (``eigenvalues_``), the flattened spectrum
+        (``flattened_spectrum_``), ``top_eigenvalue_`` ``lambda_P``, the
+        ``gain_`` ``lambda_1 / lambda_P``, and the Nystrom rows
+        ``subsample_indices_`` (into ``X_fit_``) with their draw counts
+        ``subsample_counts_``.
+    n_components_ : int
+    subsample_size_ : int
+    beta_ : float
+        ``max_i k_P(x_i, x_i)`` of the EigenPro kernel.
+    top_eigenvalue_ : float
+        ``lambda_P`` used by the rules: the largest eigenvalue of the
+        preconditioned operator, exact when the subsample is the whole data,
+        else the larger of the Nystrom value and a held-out estimate (the
+        Nystrom value underestimates it by a factor 1.6-3 in our checks).
+    precision_ : {"float32", "float64"}
+        Precision of the training's kernel products.
+    critical_batch_size_ : float
+        ``m* = beta_ / top_eigenvalue_ + 1``.
+    batch_size_ : int
+        Draws per step (``n_eff`` for full batch).
+    step_size_ : float
+    n_iter_ : int
+        Epochs run.
+    n_steps_ : int
+        SGD steps run.
+    train_mse_path_ : ndarray of shape (n_iter_ + 1,)
+        Training mean squared error (weighted, averaged over outputs) at the
+        start and after every epoch.
+    risk_path_ : ndarray of shape (n_iter_ + 1,)
+        Estimated out-of-sample mean squared error (averaged over outputs)
+        at the start and after every epoch; only with ``estimate_risk=True``.
+    risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
+        ``False`` from the first epoch on whose degrees of freedom reach
+        ``0.99 n`` (near interpolation, where the estimate is noise), or
+        whose estimate exceeds 1.5 times GCV on the same degrees of freedom
+        (the memory terms carry the targets back: one-hot digits, 4-6 times
+        the test error, 2.5-5.4 times GCV; within 1.06 times GCV on smooth
+        regressions).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+"""
