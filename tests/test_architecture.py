@@ -66,7 +66,7 @@ MODULE_LAYERS = {
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
                         ["_kfold", "_lasso_spaces"], ["_lasso_path"], ["_alpha_path", "_criteria"],
                         ["_stages"], ["_kfold_search", "_results"], ["_path_search"],
-                        ["_selection"]],
+                        ["_mixing_search"], ["_selection"]],
     "display": [["_plot"]],
 }
 

@@ -1,5 +1,5 @@
 """The out-of-sample risk estimate at a converged fit: Bellec's (2020) formula
-and the degrees of freedom of a Lasso solution.
+and the degrees of freedom of a Lasso or an elastic-net solution.
 
 At a solution ``b`` of a penalised least-squares problem the estimate of
 ``E[(y_new - x_new^T b - b_0)^2]`` is (Bellec 2020)
@@ -250,3 +250,52 @@ class SupportDF:
         return min(self.max_rank, rank + int(active.size))
 
 
+
+
+class RidgeSupportDF:
+    """The elastic net's df: at a solution with support ``S`` and ridge part
+    ``l2`` (mean form), the fitted values are a smooth function of ``y~``
+    where the support and the signs are locally constant, of divergence
+
+        df = tr(X~_S (X~_S^T X~_S + n_eff l2 I)^{-1} X~_S^T)
+           = sum_j lambda_j / (lambda_j + n_eff l2),
+
+    ``lambda_j`` the eigenvalues of ``X~_S^T X~_S`` (those of the smaller of
+    it and ``X~_S X~_S^T``; Zou, Hastie & Tibshirani 2007 for the elastic
+    net's degrees of freedom, Tibshirani & Taylor 2012 for the support's
+    local constancy). Dependent columns need no special care: their zero
+    eigenvalues add nothing. The eigenvalues of the last support are kept
+    (consecutive penalties often share it; ``l2`` changes with alpha).
+
+    Parameters
+    ----------
+    design : Design
+        The path's centred, weighted ``X~``.
+    covariance : ndarray of shape (n_features, n_features), default=None
+        ``C = X~^T X~`` when the path runs in the covariance form.
+
+    Calling it on ``(coef, l2)`` gives the df of the solution (a float,
+    without the intercept).
+    """
+
+    def __init__(self, design, covariance=None):
+        self.design, self.covariance = design, covariance
+        self.key, self.lam = None, np.zeros(0)
+
+    def _eigenvalues(self, S):
+        if self.covariance is not None:
+            G = np.asarray(self.covariance[np.ix_(S, S)], dtype=np.float64)
+        else:
+            cols = np.asarray(self.design.columns(S), dtype=np.float64)
+            G = cols.T @ cols if S.size <= cols.shape[0] else cols @ cols.T
+        return np.clip(np.linalg.eigvalsh(G), 0.0, None)
+
+    def __call__(self, coef, l2):
+        S = np.flatnonzero(coef)
+        if self.key is None or not np.array_equal(S, self.key):
+            self.key = S
+            self.lam = self._eigenvalues(S) if S.size else np.zeros(0)
+        shift = self.design.n_eff * float(l2)
+        if shift <= 0:  # (no ridge part: the rank)
+            return float(np.count_nonzero(self.lam > self.lam.max(initial=0.0) * 1e-12))
+        return float(np.sum(self.lam / (self.lam + shift)))
