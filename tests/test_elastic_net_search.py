@@ -205,11 +205,11 @@ def test_a_wide_walk_is_the_joint_argmin_over_what_it_fitted():
     assert_allclose(search.predict(X), X @ search.coef_ + search.intercept_)
 
 
-def test_the_walk_stops_where_the_converged_fits_stop_improving():
-    """A sparse truth in isotropic features: the Lasso end scores best at
-    convergence, so the walk solves the largest l1_ratio values only; the
-    others' rows say why they have no scores. The choice is the best over
-    what was solved (the converged walk's argmin is a local minimum)."""
+def test_every_l1_ratio_is_solved_and_the_neighbours_probed():
+    """Every l1_ratio's alpha path is solved (as ``ElasticNetCV``'s), on the
+    grid ``alpha_max / l1_ratio``; the best converged l1_ratio gets its
+    window of trajectories, each neighbour the trajectory of its converged
+    choice, the others none (``path_neighbors=1``)."""
     X, y = _data(100, 150, seed=7, s=4, shift=0.0)
     grid = [0.05, 0.1, 0.3, 0.6, 0.9, 1.0]
     search = TrajectoryEarlyStoppingCV(TrajectoryElasticNet(max_iter=80, random_state=0),
@@ -217,22 +217,25 @@ def test_the_walk_stops_where_the_converged_fits_stop_improving():
                                        random_state=0).fit(X, y)
     res = search.cv_results_
     ratios = np.array([p["l1_ratio"] for p in res["params"]])
-    solved = {r for r in grid if np.isfinite(res["path_risk"][ratios == r]).any()}
-    assert 1.0 in solved and 0.05 not in solved
-    assert all(str(reason).startswith("not solved: the walk over l1_ratio")
-               for reason in res["reason"][ratios == 0.05])
-    by_ratio = {r: np.nanmin(res["path_risk"][ratios == r]) for r in solved}
-    k = max(by_ratio, key=lambda r: -by_ratio[r])
-    # the best solved l1_ratio has both neighbours solved and scoring higher
-    i = grid.index(k)
-    for j in (i - 1, i + 1):
-        if 0 <= j < len(grid):
-            assert grid[j] in solved and by_ratio[grid[j]] > by_ratio[k]
-    assert search.best_params_["l1_ratio"] in solved
-    # unsolved rows: the automatic grid of their l1_ratio (alpha_max / l1_ratio)
-    a05 = res["param_alpha"][ratios == 0.05]
-    a1 = res["param_alpha"][ratios == 1.0]
-    assert_allclose(a05 * 0.05, a1 * 1.0, rtol=1e-12)
+    for r in grid:
+        assert np.isfinite(res["path_risk"][ratios == r]).any()
+    # the same automatic grid scaled by 1 / l1_ratio (30 alphas each)
+    assert_allclose(res["param_alpha"][ratios == 0.05] * 0.05,
+                    res["param_alpha"][ratios == 1.0], rtol=1e-12)
+    converged = [np.nanmin(res["path_risk"][ratios == r]) for r in grid]
+    k = int(np.argmin(converged))
+    fitted = res["trajectory_fitted"]
+    chosen = grid.index(search.best_params_["l1_ratio"])
+    assert abs(chosen - k) <= 1
+    for j, r in enumerate(grid):
+        rows = np.flatnonzero(ratios == r)
+        if abs(j - k) > 1 and abs(j - chosen) > 1:
+            assert not fitted[rows].any()
+        elif j in (k, chosen):
+            assert fitted[rows].sum() >= 2  # its window of alphas
+        else:
+            assert fitted[rows[np.nanargmin(res["path_risk"][rows])]]
+    assert search.best_risk_ <= min(converged)
 
 
 def test_given_alphas_and_one_l1_ratio_and_errors():
