@@ -36,6 +36,11 @@ Methods:
     ``TrajectoryEarlyStoppingCV(TrajectoryLasso())``: no grid, all defaults.
 ``ridgecv`` / ``ridge``
     ``RidgeCV()`` (default alphas) against ``TrajectoryEarlyStoppingCV(IterativeRidge())``.
+``enetcv`` / ``enet`` (``--methods enet``)
+    ``ElasticNetCV(cv=5, l1_ratio=[.1, .5, .7, .9, .95, 1])`` (100 alphas per
+    ``l1_ratio``) against the elastic net's natural call,
+    ``TrajectoryEarlyStoppingCV(TrajectoryElasticNet(max_iter=200),
+    param_grid={"l1_ratio": [.1, .5, .7, .9, .95, 1]}, random_state=0)``.
 
 The logistic part compares ``TrajectoryEarlyStoppingCV(TrajectoryLogisticRegression())``
 with ``LogisticRegressionCV()`` (both defaults) by the test log-loss on
@@ -70,7 +75,7 @@ import numpy as np
 import sklearn
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
-from sklearn.linear_model import LassoCV, LogisticRegressionCV, RidgeCV
+from sklearn.linear_model import ElasticNetCV, LassoCV, LogisticRegressionCV, RidgeCV
 from sklearn.metrics import log_loss, mean_squared_error
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
@@ -82,12 +87,15 @@ import skacv
 from skacv import (
     IterativeRidge,
     TrajectoryEarlyStoppingCV,
+    TrajectoryElasticNet,
     TrajectoryLasso,
     TrajectoryLogisticRegression,
 )
 
 ISLP_HINT = 'pip install --no-deps ISLP (data only) or pip install -e ".[bench]"'
-LASSO_METHODS = ("natural", "literal", "whole")
+LASSO_METHODS = ("natural", "literal", "whole", "enet")
+#: the mixings of the elastic-net rows
+L1_RATIOS = [0.1, 0.5, 0.7, 0.9, 0.95, 1.0]
 GOALS = {
     "natural_median": 1.00,
     "natural_worst": 1.10,
@@ -263,9 +271,13 @@ REGRESSION_METHODS = {
     "literal": lambda: TrajectoryEarlyStoppingCV(TrajectoryLasso()),
     "ridgecv": RidgeCV,
     "ridge": lambda: TrajectoryEarlyStoppingCV(IterativeRidge()),
+    "enetcv": lambda: ElasticNetCV(cv=5, l1_ratio=L1_RATIOS),
+    "enet": lambda: TrajectoryEarlyStoppingCV(TrajectoryElasticNet(max_iter=200),
+                                              param_grid={"l1_ratio": L1_RATIOS},
+                                              random_state=0),
 }
 BASELINE = {"natural": "lassocv", "literal": "lassocv", "whole": "lassocv", "ridge": "ridgecv",
-            "logistic": "logregcv"}
+            "logistic": "logregcv", "enet": "enetcv"}
 
 LOGISTIC_METHODS = {
     "logregcv": LogisticRegressionCV,
@@ -532,7 +544,7 @@ def parse_args(argv=None):
     parser.add_argument("--methods", default="natural,literal",
                         help="skacv Lasso methods against LassoCV: natural,literal,whole "
                              "(whole: the natural call on whole paths, the stopping's "
-                             "yardstick)")
+                             "yardstick); enet: the elastic net against ElasticNetCV")
     parser.add_argument("--skip-ridge", action="store_true")
     parser.add_argument("--skip-logistic", action="store_true")
     parser.add_argument("--blas-threads", type=int, default=1,
@@ -563,7 +575,8 @@ def _regression_methods(args):
     unknown = sorted(set(chosen) - set(LASSO_METHODS))
     if unknown:
         raise SystemExit(f"unknown methods {unknown}; choose from {list(LASSO_METHODS)}")
-    names = (["lassocv"] if chosen else []) + chosen
+    names = (["lassocv"] if set(chosen) - {"enet"} else []) + (
+        ["enetcv"] if "enet" in chosen else []) + chosen
     if not args.skip_ridge:
         names += ["ridgecv", "ridge"]
     return {name: REGRESSION_METHODS[name] for name in names}

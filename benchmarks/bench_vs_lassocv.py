@@ -47,6 +47,27 @@ glmnet is single-threaded: ``--blas-threads 1`` compares like with like.
     python benchmarks/bench_vs_lassocv.py --n 4000 --p 6000 --s 400 --trajectory 50
     python benchmarks/bench_vs_lassocv.py --natural --skip-ridge   # the grid call users write
     python benchmarks/bench_vs_lassocv.py --natural --skip-ridge --design both --blas-threads 1
+    python benchmarks/bench_vs_lassocv.py --natural --enet --skip-ridge --design both \
+        --blas-threads 1                                   # the elastic-net rows too
+
+With ``--natural``, glmnet-rs (``pip install glmnet-rs``, import ``glmnetrs``: a Rust port
+of R glmnet's coordinate descent; an optional benchmark dependency, not one of skacv) is
+one more baseline when installed: ``cv_glmnet(alpha=1, nfolds=5, nlambda=30,
+standardize=False)``, its model at ``lambda.min`` (and ``lambda.1se`` printed).
+
+``--enet`` (with ``--natural``) adds the elastic-net rows beside the Lasso's, on the same
+data: ``ElasticNetCV(cv=5, l1_ratio=[.1, .5, .7, .9, .95, 1])`` over ``--n-alphas``
+alphas per ``l1_ratio`` (30 by default, the grid of skacv's alpha paths; its default of
+100 would only slow it down), skacv's natural call
+``TrajectoryEarlyStoppingCV(TrajectoryElasticNet(max_iter=200), param_grid={"l1_ratio":
+[.1, .5, .7, .9, .95, 1]})`` (one automatic alpha path per ``l1_ratio``, as
+``ElasticNetCV``), and glmnet-rs's ``cv_glmnet`` at the mixing ``alpha=0.5`` (30 lambdas,
+5 folds, ``standardize=False``) and over the six mixings with the same folds (the mixing
+and lambda of the smallest CV error; the time of the six). R glmnet's Gaussian elastic
+net divides its ridge part by the standard deviation of ``y`` (it solves on ``y / sd(y)``):
+at ``lambda`` and mixing ``a`` its model is scikit-learn's ``ElasticNet`` with l1 part
+``lambda a`` and ridge part ``lambda (1 - a) / sd(y)``, another mixing than
+``l1_ratio = a``; the models are compared by their true risk.
 """
 
 import argparse
@@ -55,15 +76,28 @@ import warnings
 
 import numpy as np
 import sklearn
-from sklearn.linear_model import Lasso, LassoCV, RidgeCV
+from sklearn.linear_model import ElasticNetCV, Lasso, LassoCV, RidgeCV
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso, risk_alpha_path
+from skacv import (
+    IterativeRidge,
+    TrajectoryEarlyStoppingCV,
+    TrajectoryElasticNet,
+    TrajectoryLasso,
+    risk_alpha_path,
+)
 
 try:  # optional baseline (issue 42): pip install python-glmnet
     import glmnet
 except ImportError:
     glmnet = None
+try:  # optional baseline (issue 62): pip install glmnet-rs
+    import glmnetrs
+except ImportError:
+    glmnetrs = None
+
+#: the mixings of the elastic-net rows (--enet)
+L1_RATIOS = [0.1, 0.5, 0.7, 0.9, 0.95, 1.0]
 
 SIZES = {"small": (2000, 3000, 200), "big": (10000, 15000, 1000)}
 
@@ -166,6 +200,10 @@ def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=Fa
         else:
             for key, lambdas in [("glmnet", None), ("glmnet_grid", grid)]:
                 out.update(bench_glmnet(X, y, beta, sigma, rho, key, lambdas))
+        if glmnetrs is None:
+            print("glmnet-rs cv_glmnet: skipped (pip install glmnet-rs to add it)")
+        else:
+            out.update(bench_glmnetrs(X, y, beta, sigma, rho, [1.0], n_alphas, "glmnetrs"))
 
     print(f"same alpha grid as LassoCV: {same_grid}")
     for name in ("full", "early"):
@@ -175,7 +213,8 @@ def bench_lasso(n, p, s, sigma, seed, n_alphas, patience, trajectory, natural=Fa
         print(f"TrajectoryEarlyStoppingCV(12 alphas): time ratio / LassoCV = "
               f"{t_nat / t_cv:.3f} (goal <= 0.333), risk ratio = {r_nat / r_cv:.4f} "
               "(goal <= 1.01)")
-    for key, what in [("glmnet", "glmnet"), ("glmnet_grid", "glmnet on the 12 alphas")]:
+    for key, what in [("glmnet", "glmnet"), ("glmnet_grid", "glmnet on the 12 alphas"),
+                      ("glmnetrs", "glmnet-rs cv_glmnet")]:
         if f"t_{key}" in out:
             print(f"skacv (12 alphas) / {what}: time ratio = {t_nat / out[f't_{key}']:.3f} "
                   f"(goal <= 1), risk ratio = {r_nat / out[f'r_{key}']:.4f} at lambda_best_ "
@@ -234,6 +273,77 @@ def bench_glmnet(X, y, beta, sigma, rho, key="glmnet", lambda_path=None):
     return {f"t_{key}": t_glm, f"cpu_{key}": cpu_glm, f"r_{key}": r_best, f"r_{key}_min": r_min}
 
 
+def bench_glmnetrs(X, y, beta, sigma, rho, mixings, n_lambdas, key):
+    """glmnet-rs's 5-fold ``cv_glmnet`` along ``n_lambdas`` lambdas at each of
+    ``mixings`` (glmnet's ``alpha``; the same folds for all), ``standardize=False``:
+    the mixing and ``lambda.min`` of the smallest CV error (``lambda.1se`` printed)."""
+    tic, cpu = time.perf_counter(), time.process_time()
+    fits, foldid = [], None
+    for a in mixings:
+        fit = glmnetrs.cv_glmnet(X, y, alpha=a, nfolds=5, nlambda=n_lambdas, standardize=False,
+                                 seed=0, foldid=foldid)
+        foldid = fit.foldid
+        fits.append(fit)
+    t, cpu_t = time.perf_counter() - tic, time.process_time() - cpu
+    k = int(np.argmin([f.cvm[f.index_min] for f in fits]))
+    fit, a = fits[k], mixings[k]
+    out = {}
+    for s in ("lambda.min", "lambda.1se"):
+        c = fit.coef(s)[:, 0]
+        out[s] = true_risk(c[1:], c[0], beta, sigma, rho)
+    label = (f"glmnet-rs cv_glmnet(alpha={a:g})" if len(mixings) == 1
+             else f"glmnet-rs cv_glmnet, {len(mixings)} mixings")
+    row(label, t, fit.lambda_min, out["lambda.min"],
+        f"lambda.min, mixing {a:g}, support {np.count_nonzero(fit.coef('lambda.min')[1:])}, "
+        f"{fit.lambda_.size} lambdas; lambda.1se {fit.lambda_1se:.4g}: risk "
+        f"{out['lambda.1se']:.4f}")
+    return {f"t_{key}": t, f"cpu_{key}": cpu_t, f"r_{key}": out["lambda.min"],
+            f"r_{key}_min": out["lambda.min"]}
+
+
+def bench_elastic_net(n, p, s, sigma, seed, n_alphas, rho=0.0):
+    """The elastic-net rows (``--enet``): ElasticNetCV, skacv's natural call and
+    glmnet-rs, on the Lasso part's data."""
+    X, y, beta = seed_data(n, p, s, sigma, seed, rho)
+    design = f"equicorrelated rho={rho}" if rho else "isotropic"
+    print(f"\n== Elastic net: n={n}, p={p}, s={s}, sigma={sigma}, seed={seed}, l1_ratio "
+          f"{L1_RATIOS}, {design} ==")
+    print(f"{'method':<34} {'time (s)':>9} {'alpha':>12} {'true risk':>11}")
+    version = tuple(int(v) for v in sklearn.__version__.split(".")[:2])
+    grid = {"alphas": n_alphas} if version >= (1, 7) else {"n_alphas": n_alphas}
+    tic, cpu = time.perf_counter(), time.process_time()
+    cv = ElasticNetCV(cv=5, l1_ratio=L1_RATIOS, n_jobs=1, **grid).fit(X, y)
+    t_cv, cpu_cv = time.perf_counter() - tic, time.process_time() - cpu
+    r_cv = true_risk(cv.coef_, cv.intercept_, beta, sigma, rho)
+    row("ElasticNetCV(cv=5, 6 l1_ratio)", t_cv, cv.alpha_, r_cv,
+        f"l1_ratio {cv.l1_ratio_:g}, support {np.count_nonzero(cv.coef_)}")
+    tic, cpu = time.perf_counter(), time.process_time()
+    search = TrajectoryEarlyStoppingCV(TrajectoryElasticNet(max_iter=200),
+                                       param_grid={"l1_ratio": L1_RATIOS},
+                                       random_state=0).fit(X, y)
+    t_nat, cpu_nat = time.perf_counter() - tic, time.process_time() - cpu
+    r_nat = true_risk(search.coef_, search.intercept_, beta, sigma, rho)
+    fitted = search.cv_results_["trajectory_fitted"]
+    row("TrajectoryEarlyStoppingCV (enet)", t_nat, search.best_params_["alpha"], r_nat,
+        f"l1_ratio {search.best_params_['l1_ratio']:g}, iteration {search.best_iteration_}, "
+        f"{int(fitted.sum())} trajectories, alpha paths {search.cv_results_['path_time']:.2f} s")
+    print(f"skacv (enet) / ElasticNetCV: time ratio = {t_nat / t_cv:.3f} (goal <= 0.2), "
+          f"risk ratio = {r_nat / r_cv:.4f} (goal <= 1); CPU time ratio = "
+          f"{cpu_nat / cpu_cv:.3f} ({cpu_nat:.2f} s / {cpu_cv:.2f} s)")
+    out = {"t_cv": t_cv, "r_cv": r_cv, "t_nat": t_nat, "r_nat": r_nat}
+    if glmnetrs is None:
+        print("glmnet-rs cv_glmnet: skipped (pip install glmnet-rs to add it)")
+        return out
+    for key, mixings in [("glmnetrs", [0.5]), ("glmnetrs_all", L1_RATIOS)]:
+        res = bench_glmnetrs(X, y, beta, sigma, rho, mixings, n_alphas, key)
+        out.update(res)
+        print(f"skacv (enet) / {key}: time ratio = {t_nat / res[f't_{key}']:.3f} (goal <= 1), "
+              f"risk ratio = {r_nat / res[f'r_{key}']:.4f} at lambda.min (goal <= 1); CPU "
+              f"time ratio = {cpu_nat / res[f'cpu_{key}']:.3f} ({cpu_nat:.2f} s / "
+              f"{res[f'cpu_{key}']:.2f} s)")
+    return out
+
+
 def bench_ridge(n, p, s, sigma, seed, n_alphas):
     X, y, beta = seed_data(n, p, s, sigma, seed + 1)
     print(f"\n== Ridge (p < n): n={n}, p={p}, s={s}, sigma={sigma}, {n_alphas} alphas ==")
@@ -283,6 +393,9 @@ def main():
                              "variant (--rho), or both")
     parser.add_argument("--rho", type=float, default=0.5,
                         help="correlation of the equicorrelated design")
+    parser.add_argument("--enet", action="store_true",
+                        help="with --natural: the elastic-net rows (ElasticNetCV, skacv's "
+                             "l1_ratio search, glmnet-rs) on the same designs")
     parser.add_argument("--skip-ridge", action="store_true")
     parser.add_argument("--skip-lasso", action="store_true")
     args = parser.parse_args()
@@ -302,6 +415,9 @@ def run(args, n, p, s):
     for rho in [] if args.skip_lasso else rhos:
         runs = [bench_lasso(n, p, s, args.sigma, args.seed + k, args.n_alphas, args.patience,
                             args.trajectory, args.natural, rho) for k in range(args.seeds)]
+        if args.enet and args.natural:
+            for k in range(args.seeds):
+                bench_elastic_net(n, p, s, args.sigma, args.seed + k, args.n_alphas, rho)
         if args.seeds > 1:
             print(f"\n== Lasso, {args.seeds} seeds, rho={rho}: mean ratios to LassoCV "
                   "(time, true risk) ==")

@@ -8,6 +8,7 @@ from .display import RiskPathDisplay
 from .estimates import approximate_loo, exact_loo_path
 from .estimators import (
     IterativeRidge,
+    TrajectoryElasticNet,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
     TrajectoryLogisticRegression,
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "TrajectoryLasso",
+    "TrajectoryElasticNet",
     "IterativeRidge",
     "EigenProRegressor",
     "EigenProClassifier",

@@ -66,7 +66,7 @@ MODULE_LAYERS = {
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
                         ["_kfold", "_lasso_spaces"], ["_lasso_path"], ["_alpha_path", "_criteria"],
                         ["_stages"], ["_kfold_search", "_results"], ["_path_search"],
-                        ["_selection"]],
+                        ["_mixing_search"], ["_selection"]],
     "display": [["_plot"]],
 }
 
@@ -206,6 +206,7 @@ def _data(cls):
 # alternative values where a constraint alone does not give a usable one
 _ALTERNATIVES = {
     "alpha": [0.5, 0.25],
+    "l1_ratio": [0.7, 0.3],
     "kernel": ["laplacian", "gaussian"],
     "kernel_params": [{"nu": 2.5}, None],
     "step_schedule": [np.ones(50) * 0.5, None],

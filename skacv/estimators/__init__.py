@@ -2,12 +2,13 @@
 that name a datafit, a penalty and an iteration."""
 
 from ._huber import TrajectoryHuberRegressor
-from ._lasso import TrajectoryLasso
+from ._lasso import TrajectoryElasticNet, TrajectoryLasso
 from ._logistic import TrajectoryLogisticRegression
 from ._ridge import IterativeRidge
 
 __all__ = [
     "TrajectoryLasso",
+    "TrajectoryElasticNet",
     "IterativeRidge",
     "TrajectoryLogisticRegression",
     "TrajectoryHuberRegressor",

@@ -1,4 +1,5 @@
-"""TrajectoryLasso: ISTA / FISTA paths of the Lasso with their risk."""
+"""TrajectoryElasticNet and TrajectoryLasso: ISTA / FISTA paths of the
+elastic net (the Lasso its ``l1_ratio=1`` case) with their risk."""
 
 from numbers import Integral, Real
 
@@ -6,32 +7,14 @@ from sklearn.base import RegressorMixin
 
 from ..iterations._datafits import LeastSquares
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
-from ..iterations._penalties import L1
+from ..iterations._penalties import L1, L2, ElasticNet
 from ..utils._compat import Interval, StrOptions
 from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
 
-
-class TrajectoryLasso(MultiTargetMixin, TrajectoryMixin, RegressorMixin, TrajectoryEstimator):
-    __doc__ = """Lasso fitted by ISTA or FISTA, keeping the whole path.
-
-    Minimises scikit-learn's Lasso objective
-
-        (1 / (2 n)) ||y - X w - b||^2 + alpha ||w||_1
-
-    (with ``sample_weight``: ``sum_i w_i (...)^2 / (2 sum_i w_i)``) by exactly
-    ``max_iter`` proximal-gradient steps from zero, and stores every iterate
-    together with an estimate of its out-of-sample risk. A 2-D ``y`` of shape
-    (n_samples, n_targets) fits one path per target, as ``Lasso`` fits one
-    coefficient row per target (the attributes gain a leading target axis,
-    see ``coef_path_``).
-
-    Parameters
-    ----------
-    alpha : float, default=1.0
-        Penalty level (``lam`` in the seed notebook).
-    solver : {"fista", "ista", "sgd"} or Iteration, default="fista"
+#: the numpydoc parameters after the penalty's (both estimators)
+_SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, default="fista"
         ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009)
         with a clipped extrapolation (no coordinate is extrapolated from or
         across zero, which keeps ``risk_path_`` right on correlated designs;
@@ -42,7 +25,7 @@ class TrajectoryLasso(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Traject
         permutation per epoch seeded by ``random_state``, soft-thresholding
         at every step), whose ``risk_path_`` is Tan & Bellec's (2024)
         estimate through the batches. An :class:`~skacv.Iteration`
-        instance runs a user-defined algorithm (its step size and the L1
+        instance runs a user-defined algorithm (its step size and the
         penalty are set at fit time; see the architecture page).
     max_iter : int, default=100
         Total number of iterations of the path.
@@ -153,7 +136,160 @@ class TrajectoryLasso(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Traject
         Seeds the Hutchinson probes.
     verbose : int, default=0
         Progress messages.
-    """ + DOC_ATTRIBUTES + """
+"""
+
+
+def elastic_net_penalty(alpha, l1_ratio):
+    """scikit-learn's ``ElasticNet`` penalty ``alpha l1_ratio ||w||_1 + alpha
+    (1 - l1_ratio) ||w||^2 / 2`` in mean form: :class:`~skacv.L1` at
+    ``l1_ratio=1`` (the Lasso), :class:`~skacv.L2` at ``0``, else
+    :class:`~skacv.ElasticNet` (the l1 part the prox, the l2 part a decay of
+    the gradient step)."""
+    alpha, l1_ratio = float(alpha), float(l1_ratio)
+    if l1_ratio == 1.0:
+        return L1(alpha)
+    if l1_ratio == 0.0:
+        return L2(alpha)
+    return ElasticNet(alpha * l1_ratio, alpha * (1.0 - l1_ratio))
+
+
+class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
+                           TrajectoryEstimator):
+    __doc__ = """Elastic net fitted by ISTA or FISTA, keeping the whole path.
+
+    Minimises scikit-learn's ElasticNet objective
+
+        (1 / (2 n)) ||y - X w - b||^2 + alpha l1_ratio ||w||_1
+            + alpha (1 - l1_ratio) / 2 ||w||^2
+
+    (with ``sample_weight``: ``sum_i w_i (...)^2 / (2 sum_i w_i)``) by exactly
+    ``max_iter`` proximal-gradient steps from zero, and stores every iterate
+    together with an estimate of its out-of-sample risk. The ridge part
+    enters every step as a decay of the gradient step (``1 - eta alpha (1 -
+    l1_ratio)``), the l1 part as the soft-threshold at ``eta alpha
+    l1_ratio``: the Jacobian of a step is the support mask times a linear
+    map, so the memory-matrix risk estimate (Bellec & Tan 2024), iterative
+    leave-one-out (Luo, Ren & Barber 2023) and the debiasing of
+    ``debiased_coef`` (Bellec & Tan's separable penalties) hold as for the
+    Lasso. :class:`TrajectoryLasso` is the case ``l1_ratio=1``. A 2-D ``y``
+    of shape (n_samples, n_targets) fits one path per target, as
+    ``ElasticNet`` fits one coefficient row per target (the attributes gain
+    a leading target axis, see ``coef_path_``).
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Constant that multiplies the penalty terms (``ElasticNet``'s
+        ``alpha``).
+    l1_ratio : float, default=0.5
+        The mixing parameter, ``0 <= l1_ratio <= 1`` (``ElasticNet``'s):
+        ``1`` is the Lasso, ``0`` ridge regression with the mean-form
+        penalty ``alpha ||w||^2 / 2`` (the iterations are then linear in
+        ``y``; use :class:`IterativeRidge` for its spectral estimates).
+""" + _SOLVER_PARAMETERS + DOC_ATTRIBUTES + """
+    See Also
+    --------
+    TrajectoryLasso : the case ``l1_ratio=1``.
+    TrajectoryEarlyStoppingCV : chooses ``alpha``, ``l1_ratio`` and the
+        iteration (``param_grid={"l1_ratio": [...]}``, as ``ElasticNetCV``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from skacv import TrajectoryElasticNet
+    >>> X, y = make_regression(n_samples=200, n_features=50, noise=1.0, random_state=0)
+    >>> est = TrajectoryElasticNet(alpha=0.5, l1_ratio=0.7, max_iter=50,
+    ...                            random_state=0).fit(X, y)
+    >>> est.coef_path_.shape, est.risk_path_.shape
+    ((50, 51), (51,))
+    """
+
+    _parameter_constraints: dict = {
+        **COMMON_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "l1_ratio": [Interval(Real, 0, 1, closed="both")],
+        "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "probe_scheme": [StrOptions({"auto", "pooled", "shared", "independent", "grouped"})],
+        "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
+    }
+
+    def __init__(
+        self,
+        alpha=1.0,
+        *,
+        l1_ratio=0.5,
+        solver="fista",
+        max_iter=100,
+        step_size="auto",
+        batch_size=32,
+        fit_intercept=True,
+        warm_start=False,
+        estimate_risk=True,
+        estimate_loo=False,
+        store_loo_predictions=False,
+        loo_batch_size=None,
+        loo_subsample=None,
+        n_probes="auto",
+        probe_scheme="auto",
+        chain_dtype="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.solver = solver
+        self.max_iter = max_iter
+        self.step_size = step_size
+        self.batch_size = batch_size
+        self.fit_intercept = fit_intercept
+        self.warm_start = warm_start
+        self.estimate_risk = estimate_risk
+        self.estimate_loo = estimate_loo
+        self.store_loo_predictions = store_loo_predictions
+        self.loo_batch_size = loo_batch_size
+        self.loo_subsample = loo_subsample
+        self.n_probes = n_probes
+        self.probe_scheme = probe_scheme
+        self.chain_dtype = chain_dtype
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _make_datafit(self, design):
+        return LeastSquares()
+
+    def _make_penalty(self, design):
+        return elastic_net_penalty(self.alpha, self.l1_ratio)
+
+    def _solvers(self, setup):
+        return {"fista": (FISTA, {}), "ista": (GradientDescent, {}), "sgd": (SGD, {})}
+
+    def _stacks_folds(self):
+        """K-fold CV along the path may run the folds as one block
+        (:mod:`skacv.model_selection._kfold`): full-batch solvers."""
+        return self.solver in ("fista", "ista")
+
+
+class TrajectoryLasso(TrajectoryElasticNet):
+    __doc__ = """Lasso fitted by ISTA or FISTA, keeping the whole path.
+
+    Minimises scikit-learn's Lasso objective
+
+        (1 / (2 n)) ||y - X w - b||^2 + alpha ||w||_1
+
+    (with ``sample_weight``: ``sum_i w_i (...)^2 / (2 sum_i w_i)``) by exactly
+    ``max_iter`` proximal-gradient steps from zero, and stores every iterate
+    together with an estimate of its out-of-sample risk. It is
+    :class:`TrajectoryElasticNet` with ``l1_ratio=1`` (the same code). A 2-D
+    ``y`` of shape (n_samples, n_targets) fits one path per target, as
+    ``Lasso`` fits one coefficient row per target (the attributes gain a
+    leading target axis, see ``coef_path_``).
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Penalty level (``lam`` in the seed notebook).
+""" + _SOLVER_PARAMETERS + DOC_ATTRIBUTES + """
     Examples
     --------
     >>> from sklearn.datasets import make_regression
@@ -165,13 +301,11 @@ class TrajectoryLasso(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Traject
     """
 
     _parameter_constraints: dict = {
-        **COMMON_CONSTRAINTS,
-        "alpha": [Interval(Real, 0, None, closed="left")],
-        "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "probe_scheme": [StrOptions({"auto", "pooled", "shared", "independent", "grouped"})],
-        "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
+        k: v for k, v in TrajectoryElasticNet._parameter_constraints.items() if k != "l1_ratio"
     }
+
+    #: the mixing of :class:`TrajectoryElasticNet`: the Lasso (not a parameter)
+    l1_ratio = 1.0
 
     def __init__(
         self,
@@ -211,17 +345,3 @@ class TrajectoryLasso(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Traject
         self.chain_dtype = chain_dtype
         self.random_state = random_state
         self.verbose = verbose
-
-    def _make_datafit(self, design):
-        return LeastSquares()
-
-    def _make_penalty(self, design):
-        return L1(self.alpha)
-
-    def _solvers(self, setup):
-        return {"fista": (FISTA, {}), "ista": (GradientDescent, {}), "sgd": (SGD, {})}
-
-    def _stacks_folds(self):
-        """K-fold CV along the path may run the folds as one block
-        (:mod:`skacv.model_selection._kfold`): full-batch solvers."""
-        return self.solver in ("fista", "ista")

@@ -36,7 +36,7 @@ import numpy as np
 from .._policy import get_policy
 from ..linalg._linalg import lanczos_top
 from ._iterations import FISTA
-from ._penalties import L1
+from ._penalties import L1, ElasticNet
 
 #: ``b`` is this factor times the Lanczos estimate of the top of ``H`` on the
 #: complement of ``u`` (a Ritz value, below the eigenvalue it approaches)
@@ -97,18 +97,29 @@ class RankOneMetric:
 class MetricFISTA(FISTA):
     """FISTA with the step ``M^{-1}`` and the prox in the metric ``M``
     (a :class:`RankOneMetric`) for an ``L1`` penalty without unpenalised
-    coordinates; the momentum and its clipping are FISTA's."""
+    coordinates; the momentum and its clipping are FISTA's.
+
+    With a ridge part ``l2`` (the elastic net ``alpha ||x||_1 + l2 ||x||^2 /
+    2``) the smooth part's Hessian is ``H + l2 I``, which ``M + l2 I`` (the
+    same form, ``a`` and ``b`` shifted by ``l2``) majorises: the step is
+    ``(M + l2 I)^{-1} (z - l2 v)`` and the l1 prox is taken in that metric.
+    """
 
     name = "fista (rank-one metric)"
 
-    def __init__(self, metric, alpha, *, extrapolation="clipped"):
-        super().__init__(1.0 / metric.a, penalty=L1(alpha), extrapolation=extrapolation)
+    def __init__(self, metric, alpha, *, l2=0.0, extrapolation="clipped"):
+        l2 = float(l2)
+        if l2:
+            metric = RankOneMetric(metric.u, metric.a + l2, metric.b + l2)
+        penalty = ElasticNet(alpha, l2) if l2 else L1(alpha)
+        super().__init__(1.0 / metric.a, penalty=penalty, extrapolation=extrapolation)
         self.metric = metric
 
     def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
         if z_scaled or dx is not None:
             raise NotImplementedError("MetricFISTA takes the plain gradient input.")
-        out = self.metric.solve(z)
+        l2 = self.penalty.l2_
+        out = self.metric.solve(z - v.dtype.type(l2) * v if l2 else z)
         out += v
         if overwrite_z:
             z[...] = out

@@ -70,7 +70,8 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
 
     For every ``alpha`` of a decreasing grid, computes the solution of the
     estimator's objective (scikit-learn's ``Lasso`` objective for
-    :class:`~skacv.TrajectoryLasso`, ``Ridge``'s for
+    :class:`~skacv.TrajectoryLasso`, ``ElasticNet``'s for
+    :class:`~skacv.TrajectoryElasticNet` at its ``l1_ratio``, ``Ridge``'s for
     :class:`~skacv.IterativeRidge`), its degrees of freedom and the estimate
     of its out-of-sample risk (Bellec 2020)
 
@@ -83,9 +84,11 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
 
     Parameters
     ----------
-    estimator : TrajectoryLasso or IterativeRidge
+    estimator : TrajectoryLasso, TrajectoryElasticNet or IterativeRidge
         Prototype (fitted or not) of a least-squares trajectory estimator
-        with an ``l1`` or an ``l2`` penalty. Its ``fit_intercept`` and
+        with an ``l1``, ``l2`` or elastic-net penalty (its ``l1_ratio`` is
+        kept; the elastic net is solved as the Lasso, the ridge part in its
+        steps). Its ``fit_intercept`` and
         ``step_size`` are used (``"auto"``: ``1 / L`` of each working set,
         ``L`` from a few warm-started Lanczos steps; a float is used as
         given); its ``alpha``, ``max_iter`` and ``solver`` are not: the
@@ -102,7 +105,8 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
 
         * Lasso: from ``alpha_max = ||X~^T y~||_inf / n_eff`` (the smallest
           penalty with a zero solution, scikit-learn's ``_alpha_grid``) down
-          to ``eps * alpha_max``;
+          to ``eps * alpha_max``; the elastic net: ``alpha_max`` divided by
+          ``l1_ratio``, as ``ElasticNetCV``'s grid;
         * ridge: from ``n_eff * L / eps`` down to ``n_eff * L * eps``, ``L``
           the largest eigenvalue of ``X~^T X~ / n_eff``; ``df`` then runs from
           about ``eps * rank`` to nearly the rank of ``X~``.
@@ -158,7 +162,9 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             support's columns (Lasso: the support size unless it holds
             dependent columns, such as duplicates or every level of a
             one-hot encoded feature; on the columns of ``X`` only duplicates
-            are detected, see the user guide) or ``sum_j lambda_j /
+            are detected, see the user guide), ``sum_j lambda_j / (lambda_j +
+            n_eff alpha (1 - l1_ratio))`` over the eigenvalues of the
+            support's ``X~_S^T X~_S`` (the elastic net) or ``sum_j lambda_j /
             (lambda_j + alpha / n_eff)`` (ridge), plus one with an intercept.
         risk : ndarray of shape (n_alphas,)
             Estimated out-of-sample risk (``inf`` where ``df >= 0.99 n_eff``: the
@@ -216,7 +222,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     check_memory(X.shape[1] * n_out * X.dtype.itemsize,
                  f"the coefficients of the path ({X.shape[1]} x {n_out})", "Use fewer alphas. ")
     design = make_design(X, sample_weight, estimator.fit_intercept)
-    lasso, ridge_scale = _penalty_family(estimator, design)
+    lasso, ridge_scale, l1_ratio = _penalty_family(estimator, design)
     y_offset, y_tilde = design.center_y(y)
     df_offset = 1.0 if estimator.fit_intercept else 0.0
     loo_of = None
@@ -229,7 +235,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     if lasso:
         res = lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps,
                          estimator.step_size, tol, max_iter, n_alphas_no_change, df_offset,
-                         verbose, loo_of)
+                         verbose, loo_of, l1_ratio=l1_ratio)
     else:
         res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale)
         res.df = res.df + df_offset
@@ -314,8 +320,10 @@ def converged_loo(estimator, design, X, target, coef, alpha):
 
 
 def _penalty_family(estimator, design):
-    """``(lasso, scale)``: whether the estimator's penalty is ``l1`` (the Lasso
-    path) or ``l2`` (the ridge path, mean-form strength ``scale * alpha``)."""
+    """``(lasso, scale, l1_ratio)``: whether the estimator's penalty has an
+    ``l1`` part (the Lasso path; with an ``l2`` part too, the elastic net of
+    mixing ``l1_ratio``) or is ``l2`` (the ridge path, mean-form strength
+    ``scale * alpha``)."""
     make = getattr(estimator, "_make_penalty", None)
     datafit = getattr(estimator, "_make_datafit", None)
     if make is None or datafit is None or not datafit(design).quadratic:
@@ -326,11 +334,14 @@ def _penalty_family(estimator, design):
     # the penalty family at unit strength (the prototype's own alpha may be 0)
     penalty = clone(estimator).set_params(alpha=1.0)._make_penalty(design)
     if penalty.l1 > 0 and penalty.l2 == 0:
-        return True, 1.0
+        return True, 1.0, 1.0
     if penalty.l2 > 0 and penalty.l1 == 0:
-        return False, penalty.l2_ / penalty.l2
+        return False, penalty.l2_ / penalty.l2, 0.0
+    if penalty.l1 > 0 and penalty.l2 > 0 and not penalty.sum_form:
+        return True, 1.0, penalty.l1 / (penalty.l1 + penalty.l2)
     raise ValueError(
-        "risk_alpha_path follows an l1 or an l2 penalty path; the estimator's penalty "
+        "risk_alpha_path follows an l1, an l2 or a mean-form elastic-net penalty path; "
+        "the estimator's penalty "
         f"{penalty!r} is neither."
     )
 

@@ -22,6 +22,16 @@ does FISTA's iterates. The working sets' products are those of
 ``X~`` or, with fewer features than samples where it pays, the covariance
 form. Each solution's df and risk come
 from :mod:`skacv.model_selection._converged_risk`.
+
+The elastic net (``l1_ratio < 1``: the penalty ``alpha l1_ratio ||b||_1 +
+alpha (1 - l1_ratio) ||b||^2 / 2``) is the Lasso of the augmented data
+``[X~; sqrt(n_eff l2) I]``, ``[y~; 0]`` (``l2 = alpha (1 - l1_ratio)``) at
+the l1 strength ``alpha l1_ratio``: the same path with the residual
+statistics of the augmented residual ``[r; -sqrt(n_eff l2) b]``
+(:func:`_with_ridge`), the ridge part in FISTA's step (a decay), in its
+step bound, its metric and the exact finish's normal equations; the
+augmented rows are never formed. ``alpha_max`` is the Lasso's divided by
+``l1_ratio``, as scikit-learn's ``ElasticNetCV`` grid.
 """
 
 import warnings
@@ -37,9 +47,9 @@ from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
 from ..iterations._metric import MetricFISTA
 from ..iterations._path import init_state, run_trajectory
-from ..iterations._penalties import L1, duality_gap
+from ..iterations._penalties import L1, ElasticNet, duality_gap
 from ..utils._compat import conjugate_gradient
-from ._converged_risk import SupportDF, converged_risk
+from ._converged_risk import RidgeSupportDF, SupportDF, converged_risk
 from ._lasso_spaces import (
     COVARIANCE_PATH_MIN_TOL,
     _FeatureSpace,
@@ -81,6 +91,18 @@ PATH_OBJECTIVE_TOL = 100.0
 #: a warm start whose support misses a column that violates the optimality
 #: conditions at the new alpha is solved at least to this fraction of its gap
 KKT_GAP_CUT = 0.1
+
+
+def _with_ridge(stats, coef, l2, n_eff):
+    """The residual statistics ``(||r||^2, r^T y~, X~^T r / n_eff)`` of the
+    augmented elastic-net problem (module docstring) from the plain ones at
+    ``coef`` (the coordinates of ``corr``): ``||r||^2 + n_eff l2 ||b||^2``,
+    ``r^T y~`` and ``X~^T r / n_eff - l2 b``; unchanged for ``l2 = 0``."""
+    if not l2:
+        return stats
+    rr, ry, corr = stats
+    b = np.asarray(coef, dtype=np.float64)
+    return rr + n_eff * l2 * float(b @ b), ry, corr - l2 * b
 
 
 def _zero_stride(m, width, dtype):
@@ -172,6 +194,13 @@ class _SupportFinish:
         dropped columns out): a column less changes it little."""
         n_eff = self.space.design.n_eff
         normal, c = self.space.support_system(self.sub, self.work, S)
+        l2 = n_eff * self.space.l2
+        if l2:  # the elastic net: X~_S^T X~_S + n_eff l2 I
+            plain = normal
+
+            def normal(v):
+                return plain(v) + l2 * v
+
         rhs = c - n_eff * self.alpha * s
         atol = 0.25 * n_eff * self.target / max(l1, np.finfo(np.float64).tiny)
         keep = np.ones(S.size, dtype=bool)
@@ -218,7 +247,7 @@ def _steps_left(gap_prev, gap, target):
 
 def _objective_gap(space, sub, work, x, fitted, alpha):
     """``(objective, duality gap, l1 norm)`` of ``x`` on the working set."""
-    rr, ry, corr = space.stats(sub, work, x, fitted)
+    rr, ry, corr = _with_ridge(space.stats(sub, work, x, fitted), x, space.l2, sub.n_eff)
     l1 = float(np.abs(x).sum(dtype=np.float64))
     return rr / (2 * sub.n_eff) + alpha * l1, duality_gap(rr, ry, corr, l1, alpha,
                                                            sub.n_eff), l1
@@ -255,10 +284,11 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
     restart, O'Donoghue & Candes 2015) and after an accepted finish.
     """
     # FISTA's momentum follows state.k: a state at k = 0 restarts it
+    l2 = space.l2
     if metric is None:
-        iteration = FISTA(step_size, penalty=L1(alpha))
+        iteration = FISTA(step_size, penalty=ElasticNet(alpha, l2) if l2 else L1(alpha))
     else:
-        iteration = MetricFISTA(metric, alpha)
+        iteration = MetricFISTA(metric, alpha, l2=l2)
     y = space.target(work)
     state = init_state(sub, coef)
     scratch = _zero_stride(sub.n_features, budget + 1, sub.dtype)  # state.k <= done <= budget
@@ -312,7 +342,7 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
     if not isinstance(step_size, str):
         return _solve_working_set(space, sub, work, alpha, coef_w, float(step_size), goal,
                                   budget)
-    L = space.step_bound(sub, work)
+    L = space.step_bound(sub, work) + space.l2
     metric = space.metric(sub, work) if get_policy().path_metric else None
     spent = 0
     if metric is not None:
@@ -329,7 +359,8 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
     except DivergenceError:
         # the Lanczos estimate was too low: exact top eigenvalue, again
         x, fitted, done = _solve_working_set(space, sub, work, alpha, coef_w,
-                                             1.0 / sub.lipschitz(), goal, budget - spent)
+                                             1.0 / (sub.lipschitz() + space.l2), goal,
+                                             budget - spent)
     return x, fitted, done + spent
 
 
@@ -378,7 +409,8 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         coef[work] = coef_w
         # optimality on the full problem (one product with X~^T, or C)
         rr, ry, corr = space.stats(sub, work, coef_w, fitted, full=True)
-        gap = duality_gap(rr, ry, corr, float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
+        gap = duality_gap(*_with_ridge((rr, ry, corr), coef, space.l2, n_eff),
+                          float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
         outside = np.ones(p, dtype=bool)
         outside[work] = False
         violators = np.flatnonzero(outside & (np.abs(corr) > alpha))
@@ -399,16 +431,16 @@ def _coordinate_descent(space, coef, alpha, goal, max_iter):
     ``alpha * n_eff`` on ``b^T C b / 2 - c^T b``, ``n_eff`` times the
     mean-form objective, whose gap it compares with ``tol * ||y~||^2``."""
     design = space.design
-    n_eff, p = design.n_eff, design.n_features
+    n_eff, p, l2 = design.n_eff, design.n_features, space.l2
     C, yy = np.asarray(space.gram, dtype=np.float64), space.yy
     if not C.flags.c_contiguous:  # the solver reads rows: C is symmetric
         C = C.T if C.flags.f_contiguous else np.ascontiguousarray(C)
     c = np.ascontiguousarray(space.c, dtype=np.float64)
     with warnings.catch_warnings():  # the path warns once for all alphas
         warnings.simplefilter("ignore", SklearnConvergenceWarning)
-        _, coefs, _, n_iter = enet_path(
-            np.empty((1, p), order="F"), np.array([np.sqrt(yy)]), l1_ratio=1.0,
-            alphas=[alpha * n_eff], precompute=C, Xy=c,
+        _, coefs, _, n_iter = enet_path(  # penalties alpha n_eff and l2 n_eff
+            np.empty((1, p), order="F"), np.array([np.sqrt(yy)]), l1_ratio=alpha / (alpha + l2),
+            alphas=[(alpha + l2) * n_eff], precompute=C, Xy=c,
             coef_init=np.asfortranarray(coef, dtype=np.float64),
             tol=goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter, check_input=False,
             return_n_iter=True)
@@ -416,7 +448,8 @@ def _coordinate_descent(space, coef, alpha, goal, max_iter):
     Cb = C @ b
     cb = float(c @ b)
     rr, ry, corr = max(yy - 2.0 * cb + float(b @ Cb), 0.0), yy - cb, (c - Cb) / n_eff
-    gap = duality_gap(rr, ry, corr, float(np.abs(b).sum()), alpha, n_eff)
+    gap = duality_gap(*_with_ridge((rr, ry, corr), b, l2, n_eff), float(np.abs(b).sum()),
+                      alpha, n_eff)
     return (b.astype(design.dtype, copy=False), (rr, ry, corr), gap, int(n_iter[0]),
             np.flatnonzero(b))
 
@@ -461,12 +494,13 @@ class _NoChange:
 
 
 def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_size, tol,
-               max_iter, n_alphas_no_change, df_offset, verbose, loo_of=None):
+               max_iter, n_alphas_no_change, df_offset, verbose, loo_of=None, l1_ratio=1.0):
     """The Lasso's converged fits, df and training error along ``alphas``.
 
     See :func:`skacv.risk_alpha_path` for the parameters (``df_offset``: one
     with an intercept; ``loo_of(coef, alpha)``: the leave-one-out error of a
-    solution, or ``None``).
+    solution, or ``None``; ``l1_ratio < 1``: the elastic net of the module
+    docstring, ``alphas`` in scikit-learn's ``ElasticNet`` units).
 
     Returns
     -------
@@ -488,7 +522,8 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     # the covariance form's alphas by coordinate descent (_coordinate_descent)
     space.coordinate_descent = (getattr(space, "gram_form", False)
                                 and get_policy().path_coordinate_descent)
-    alpha_max = float(np.max(np.abs(stats[2]))) if p else 0.0
+    space.l2 = 0.0
+    alpha_max = float(np.max(np.abs(stats[2]))) / l1_ratio if p else 0.0
     alphas = _lasso_grid(alphas, alpha_max, n_alphas, eps)
     n_alphas = alphas.shape[0]
     target = tol * yy / n_eff
@@ -496,17 +531,20 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     train_mse, gaps, df = np.empty(n_alphas), np.empty(n_alphas), np.empty(n_alphas)
     n_iters = np.zeros(n_alphas, dtype=np.int64)
     loo = np.empty(n_alphas) if loo_of is not None else None
-    support_df = SupportDF(design, X, space.gram)
+    support_df = (SupportDF(design, X, space.gram) if l1_ratio == 1.0
+                  else RidgeSupportDF(design, space.gram))
     coef = np.zeros(p, dtype=design.dtype)
-    alpha_prev = max(alpha_max, alphas[0])
+    alpha_prev = max(alpha_max, alphas[0]) * l1_ratio  # (l1 strengths)
     stop = _NoChange(n_alphas_no_change)
     not_converged = []
     n_solved = n_alphas
-    for i, alpha in enumerate(alphas):
+    for i, alpha_i in enumerate(alphas):
+        # the l1 strength and the ridge part (the elastic net)
+        alpha, space.l2 = alpha_i * l1_ratio, alpha_i * (1.0 - l1_ratio)
         # the warm start may already be optimal (always at alpha >= alpha_max)
-        rr = stats[0]
+        rr = _with_ridge(stats, coef, space.l2, n_eff)[0]
         l1_norm = float(np.abs(coef).sum(dtype=np.float64))
-        gap = duality_gap(*stats, l1_norm, alpha, n_eff)
+        gap = duality_gap(*_with_ridge(stats, coef, space.l2, n_eff), l1_norm, alpha, n_eff)
         # scikit-learn's gap, but also relative to the objective: at small
         # penalties tol * ||y~||^2 / n_eff can exceed the objective itself
         # (a large y: the warm start from the previous alpha would pass)
@@ -521,18 +559,18 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         coef, stats, gap, steps, work = _solve_alpha(space, coef, stats, gap, alpha, alpha_prev,
                                                      goal, step_size, max_iter)
         if gap > goal:
-            not_converged.append((alpha, gap, goal))
+            not_converged.append((alpha_i, gap, goal))
         coefs[:, i] = coef
         train_mse[i] = stats[0] / n_eff
         gaps[i] = gap
         n_iters[i] = steps
-        df[i] = support_df(coef) + df_offset
+        df[i] = (support_df(coef) if l1_ratio == 1.0 else support_df(coef, space.l2)) + df_offset
         alpha_prev = alpha
         if verbose > 1:
-            print(f"[risk_alpha_path] alpha {alpha:.4g}: working set {work.size}, "
+            print(f"[risk_alpha_path] alpha {alpha_i:.4g}: working set {work.size}, "
                   f"{steps} steps, gap {gap:.3e} (target {target:.3e})")
         if loo is not None:
-            loo[i] = loo_of(coef, alpha)
+            loo[i] = loo_of(coef, alpha_i)
         # the criterion watched: the leave-one-out error when computed
         if stop(loo[i] if loo is not None else converged_risk(train_mse[i], df[i], n_eff)):
             n_solved = i + 1

@@ -40,6 +40,7 @@ from ._alpha_path import supports_alpha_path
 from ._criteria import CRITERIA, PATH_ATTRS, resolve_auto, switch_estimates
 from ._delegate import SelectedIterateMixin
 from ._kfold_search import fit_kfold, kfold_splits
+from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
 from ._path_search import joint_argmin, score_alpha_path, warn_converged
 from ._results import (
     GatheredWarnings,
@@ -158,21 +159,21 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         Parameters of ``estimator`` to search, as in
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
         ``{"alpha": [0.1, 0.03, 0.01]}``). ``None``: the penalty is chosen
-        on an automatic grid where the estimator's penalty has an alpha path
-        (``TrajectoryLasso``, ``IterativeRidge``: ``search="path"`` on the
-        grid of :func:`skacv.risk_alpha_path`, from the data's ``alpha_max``,
-        as ``LassoCV()`` does), else a single fit. To keep the estimator's
-        own ``alpha``, pass ``search="grid"``.
+        on an automatic grid where the estimator has an alpha path (the
+        Lasso, the elastic net, ridge: ``search="path"`` on the grid of
+        :func:`skacv.risk_alpha_path`, as ``LassoCV()``), else a single fit
+        (``search="grid"`` keeps ``alpha``). ``ElasticNetCV(l1_ratio=[.1,
+        .5, 1])``'s search: ``param_grid={"l1_ratio": [.1, .5, 1]}``.
     search : {"auto", "grid", "path"}, default="auto"
-        ``"auto"``: ``"path"`` when ``param_grid`` is ``None`` or ``{"alpha":
-        [...]}`` with at least two values and the estimator is a
-        least-squares one with an l1 or l2 penalty
-        (:func:`skacv.risk_alpha_path` follows it), ``"grid"`` otherwise;
-        the strategy used is ``search_``. ``"grid"`` fits one trajectory per
-        grid point (with ``param_grid=None``: the estimator as given).
-        ``"path"`` (penalty only: ``param_grid`` is ``None`` or ``{"alpha":
-        [...]}``) returns the joint argmin of the criterion over (alpha,
-        iteration), the converged fit of every alpha included: it solves the
+        ``"auto"``: ``"path"`` when ``param_grid`` is ``None``, ``{"alpha":
+        [...]}`` (two values or more) or has ``"l1_ratio"`` and the
+        estimator is a least-squares one with an l1, l2 or elastic-net
+        penalty, ``"grid"`` otherwise (used: ``search_``). ``"grid"`` fits
+        one trajectory per grid point (``param_grid=None``: the estimator
+        as given). ``"path"`` (penalty only) returns the joint argmin of
+        the criterion over (alpha, iteration) (and ``l1_ratio``: each one's
+        search, over a window of ``l1_ratio`` values widened as the alphas'
+        below), the converged fit of every alpha included: it solves the
         whole alpha path to convergence with warm starts
         (:func:`skacv.risk_alpha_path`) and scores it with the criterion at
         convergence (the converged risk; the converged leave-one-out;
@@ -385,9 +386,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
         grid = self.param_grid
         if self.search == "auto":
-            alpha_only = grid is None or (isinstance(grid, dict) and set(grid) == {"alpha"}
-                                          and len(grid["alpha"]) > 1)
-            self.search_ = ("path" if alpha_only
+            self.search_ = ("path" if searches_path(grid)
                             and supports_alpha_path(self.estimator, n_samples) else "grid")
         else:
             self.search_ = self.search
@@ -661,6 +660,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
                                       times)
 
     def _fit_path_search(self, X, y, fit_params):
+        if mixing_grid(self.param_grid) is not None:  # (and over l1_ratio)
+            return fit_mixing_search(self, X, y, fit_params)
         crit = self.criterion_
         # every alpha's converged fit scored by the criterion; the trajectories
         # are fitted on X as given (feature names)
@@ -691,7 +692,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         if self.search_ == "path":
             # (the automatic grid, from the zero solution to a negligible penalty: no edge)
             grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
-                     if self.param_grid is not None else {}]
+                     if self.param_grid is not None and "alpha" in self.param_grid else {}]
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         warn_converged(self._converged, self.best_params_.get("alpha"),
                        params.get("max_iter"), self.criterion_)
