@@ -54,9 +54,15 @@ def public_callables():
 
 
 def signature_defaults():
-    """``{parameter: {owner name: default}}`` over the public callables."""
+    """``{parameter: {owner name: default}}`` over the public callables and
+    the public methods of the public classes (owner ``Class.method``)."""
+    owners = dict(public_callables())
+    for name, obj in public_callables().items():
+        if inspect.isclass(obj):
+            owners.update({f"{name}.{m}": f for m, f in inspect.getmembers(obj, inspect.isfunction)
+                           if not m.startswith("_")})
     table = {}
-    for owner, obj in public_callables().items():
+    for owner, obj in owners.items():
         try:
             params = inspect.signature(obj).parameters
         except (TypeError, ValueError):

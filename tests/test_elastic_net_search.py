@@ -172,8 +172,8 @@ def test_a_wide_walk_is_the_joint_argmin_over_what_it_fitted():
     the chosen l1_ratio's converged fit where it scores lower."""
     X, y = _data(80, 120, seed=6, rho=0.3)
     base = TrajectoryElasticNet(max_iter=60, random_state=0)
-    wide = dict(path_neighbors=30, n_iter_no_change=None, path_params={"n_alphas": 6},
-                random_state=0)
+    wide = dict(criterion="risk", path_neighbors=30, n_iter_no_change=None,
+                path_params={"n_alphas": 6}, random_state=0)
     search = TrajectoryEarlyStoppingCV(base, param_grid={"l1_ratio": RATIOS}, **wide).fit(X, y)
     res = search.cv_results_
     assert search.search_ == "path" and search.criterion_ == "risk"
