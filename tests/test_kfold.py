@@ -744,3 +744,32 @@ def test_designs_declare_their_products():
         assert isinstance(block, BlockProducts)
     assert not hasattr(folds.products, "layout")  # no delegation to the designs
     assert not isinstance(design, BlockProducts)
+
+
+@pytest.mark.parametrize("staged", [True, False])
+def test_kfold_stages_wait_for_a_limit_below_the_minimum(speed_policy, staged):
+    """The K-fold path of a search stops on its patience, unless its limit
+    (K-fold CV of the converged fit, known along the alpha path) lies below
+    its minimum: then it runs on to ``max_iter`` (the folds do not grow past
+    it), in stages or fitted in one go."""
+    from skacv.model_selection._kfold_search import fit_kfold, kfold_splits
+
+    speed_policy(stage_min_flops=0 if staged else np.inf)
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((60, 200))
+    y = X[:, :3] @ [1.0, -1.0, 0.5] + 2.0 * rng.standard_normal(60)  # overfits late
+    splits = kfold_splits(5, X, y, classifier=False)
+    attrs = ("kfold_path_",)
+
+    def length(limit):
+        est = TrajectoryLasso(alpha=0.01, max_iter=300, estimate_risk=False)
+        _, paths, _ = fit_kfold(est, X, y, {}, attrs, splits, n_iter_no_change=10,
+                                limit=limit)
+        return est.n_iter_, paths["kfold_path_"]
+
+    n_free, path = length(None)
+    assert n_free < 300  # the patience ended it after its minimum
+    n_limited, _ = length(0.5 * path.min())
+    assert n_limited == 300
+    n_above, _ = length(2.0 * path.min())  # a limit above the minimum: patience only
+    assert n_above == n_free

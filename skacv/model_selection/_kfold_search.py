@@ -249,20 +249,20 @@ class KFoldPath:
             self._fit_folds(n_iter, params)
         return self.kfold_path(n_iter + 1)
 
-    def _fit_in_one_go(self, n_iter_no_change):
+    def _fit_in_one_go(self, n_iter_no_change, limit=None):
         if self.stage() is None:
             return False
         if n_iter_no_change is not None and can_stage(self.estimator):
             # a cheap path fitted in one go ends where the stages would have stopped
             n = np.shape(self.estimator.coef_path_)[-1] - 1
-            m = stop_length(self.kfold_path(n + 1), n_iter_no_change)
+            m = stop_length(self.kfold_path(n + 1), n_iter_no_change, limit=limit)
             if m < n:
                 refit_shorter(self.estimator, self.X, self.y, self.fit_params, m)
         return True
 
-    def _fit_in_stages(self, n_iter_no_change):
+    def _fit_in_stages(self, n_iter_no_change, limit=None):
         fitted = grow_in_stages(self.estimator, lambda: [f.estimator for f in self.folds],
-                                self.stage, n_iter_no_change, grow_past=False)
+                                self.stage, n_iter_no_change, limit=limit, grow_past=False)
         if fitted is None:
             return False
         # the full path, from where it is to where the folds stopped
@@ -275,21 +275,22 @@ class KFoldPath:
             release_warm_state([self.estimator])
         return True
 
-    def fit(self, attrs, n_iter_no_change=None):
+    def fit(self, attrs, n_iter_no_change=None, limit=None):
         """Fit the full path and the folds; return ``(paths, fit_time)``:
         the estimate paths ``attrs`` of the full fit and ``kfold_path_``
         (``{}``: the full fit stores no path).
 
         With ``n_iter_no_change``, the full path and the fold paths grow
-        together in stages stopped on ``kfold_path_``; the full path's stages
-        run beside the folds' passes where that is faster
+        together in stages stopped on ``kfold_path_`` (``limit``: K-fold CV
+        of the converged fit, where known: :func:`~._stages.stops`); the full
+        path's stages run beside the folds' passes where that is faster
         (:func:`skacv.model_selection._kfold.fit_beside`).
         """
         tic = time.perf_counter()
         if n_iter_no_change is None or not can_stage(self.estimator, self.X):
-            done = self._fit_in_one_go(n_iter_no_change)
+            done = self._fit_in_one_go(n_iter_no_change, limit)
         else:
-            done = self._fit_in_stages(n_iter_no_change)
+            done = self._fit_in_stages(n_iter_no_change, limit)
         if not done:
             return {}, time.perf_counter() - tic
         n_path = np.shape(self.estimator.coef_path_)[-1]
@@ -301,7 +302,7 @@ class KFoldPath:
 
 
 def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None,
-              alignment="time", fold_dtype="auto"):
+              alignment="time", fold_dtype="auto", limit=None):
     """The full path, and K-fold CV along it: each fold fitted once (same
     parameters, estimates off), every iterate scored on its held-out fold
     (squared error, or log loss for classifiers, weighted by
@@ -312,7 +313,7 @@ def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None,
     same gradient-flow time ``t * step``; the folds run as many more steps
     as that needs), with ``"iteration"`` its iterate ``t``. A fold path
     shorter than the full one (a solver that stops at convergence) keeps
-    its last iterate. See :class:`KFoldPath`.
+    its last iterate. See :class:`KFoldPath` (``limit``: its ``fit``'s).
 
     Returns
     -------
@@ -321,7 +322,7 @@ def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None,
         ``kfold_path_`` (``{}`` when it stores no path) and the time taken.
     """
     search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype)
-    paths, fit_time = search.fit(attrs, n_iter_no_change)
+    paths, fit_time = search.fit(attrs, n_iter_no_change, limit)
     return estimator, paths, fit_time
 
 

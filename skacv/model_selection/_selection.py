@@ -76,7 +76,7 @@ def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chang
             warnings.simplefilter("ignore", UnreliableEstimateWarning)
         if attr == "kfold_path_":
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
-                             fold_alignment, fold_dtype)
+                             fold_alignment, fold_dtype, limit)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
                           probe_goal, limit)
 
