@@ -8,6 +8,12 @@ _DOC_PARAMS = """
         (``kernel_params={"nu": 1.5}`` by default), ``d`` the Euclidean
         distance and ``sigma`` the ``bandwidth``; a callable
         ``kernel(X, Y, **kernel_params)`` returns the kernel matrix.
+        ``"gaussian"`` is scikit-learn's ``rbf_kernel`` with ``gamma = 1 / (2
+        sigma^2)`` and ``"matern"`` its ``Matern(length_scale=sigma, nu)``;
+        ``"laplacian"`` is Ma & Belkin's, on the Euclidean distance, not
+        scikit-learn's ``laplacian_kernel`` (L1 distance): pass
+        ``sklearn.metrics.pairwise.laplacian_kernel`` as a callable for that
+        one.
     bandwidth : {"median", "scale"} or float, default="median"
         ``sigma``. ``"median"``: the median distance between two rows (the
         median heuristic), over the pairs of 1000 draws of the (weighted)
