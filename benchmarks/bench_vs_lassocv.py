@@ -396,6 +396,8 @@ def main():
     parser.add_argument("--enet", action="store_true",
                         help="with --natural: the elastic-net rows (ElasticNetCV, skacv's "
                              "l1_ratio search, glmnet-rs) on the same designs")
+    parser.add_argument("--enet-only", action="store_true",
+                        help="the elastic-net rows only (implies --enet --natural)")
     parser.add_argument("--skip-ridge", action="store_true")
     parser.add_argument("--skip-lasso", action="store_true")
     args = parser.parse_args()
@@ -412,6 +414,11 @@ def main():
 
 def run(args, n, p, s):
     rhos = {"seed": [0.0], "equi": [args.rho], "both": [0.0, args.rho]}[args.design]
+    if args.enet_only:
+        for rho in rhos:
+            for k in range(args.seeds):
+                bench_elastic_net(n, p, s, args.sigma, args.seed + k, args.n_alphas, rho)
+        args.skip_lasso = True
     for rho in [] if args.skip_lasso else rhos:
         runs = [bench_lasso(n, p, s, args.sigma, args.seed + k, args.n_alphas, args.patience,
                             args.trajectory, args.natural, rho) for k in range(args.seeds)]

@@ -92,6 +92,21 @@ def test_l1_ratio_zero_is_ridge_in_mean_form():
     assert_allclose(est.coef_, w, atol=1e-9)
 
 
+def test_l1_ratio_zero_ista_is_ridge_gradient_descent():
+    """``l1_ratio=0`` with ISTA is ``IterativeRidge``'s gradient descent on
+    the summed-form penalty ``alpha n``: the same path and risk path (the
+    spectral estimate of the linear method against the chains')."""
+    from skacv import IterativeRidge
+
+    X, y = _problem(seed=11)
+    n = X.shape[0]
+    ridge = IterativeRidge(0.3 * n, solver="gd", max_iter=30, n_probes=None).fit(X, y)
+    enet = TrajectoryElasticNet(0.3, l1_ratio=0.0, solver="ista", max_iter=30, n_probes=None,
+                                step_size=ridge.step_size_).fit(X, y)
+    assert_allclose(enet.coef_path_, ridge.coef_path_, rtol=1e-12, atol=1e-14)
+    assert_allclose(enet.risk_path_, ridge.risk_path_, rtol=1e-9)
+
+
 def test_lasso_is_the_l1_ratio_one_case():
     X, y = _problem(seed=6)
     kw = dict(max_iter=40, estimate_loo=True, random_state=0)

@@ -171,9 +171,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         penalty, ``"grid"`` otherwise (used: ``search_``). ``"grid"`` fits
         one trajectory per grid point (``param_grid=None``: the estimator
         as given). ``"path"`` (penalty only) returns the joint argmin of
-        the criterion over (alpha, iteration) (and ``l1_ratio``: each one's
-        search, over a window of ``l1_ratio`` values widened as the alphas'
-        below), the converged fit of every alpha included: it solves the
+        the criterion over (alpha, iteration) (and ``l1_ratio``: every
+        one's alpha path, the search below at the best one, its neighbours
+        probed), the converged fit of every alpha included: it solves the
         whole alpha path to convergence with warm starts
         (:func:`skacv.risk_alpha_path`) and scores it with the criterion at
         convergence (the converged risk; the converged leave-one-out;
