@@ -447,7 +447,7 @@ class _BaseEigenPro(TrajectoryEstimator):
 
     @property
     def dual_coef_path_(self):
-        """``alpha`` after every epoch, shape (n_centres, n_outputs, n_iter_ + 1)."""
+        """``alpha`` after every epoch, shape ``(n_centres, n_outputs, n_iter_ + 1)``."""
         check_is_fitted(self)
         return np.stack(self._coef_path, axis=-1)
 
