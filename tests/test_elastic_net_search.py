@@ -189,14 +189,16 @@ def test_a_wide_walk_is_the_joint_argmin_over_what_it_fitted():
         params = res["params"][i]
         fit = clone(base).set_params(**params).fit(X, y)
         t = int(np.argmin(fit.risk_path_))
-        assert res["min_risk"][i] == pytest.approx(fit.risk_path_[t], rel=1e-12)
+        # the same probes; the chains' float32 rounding may differ between the
+        # search's fits and these refits (2.5e-8 with NumPy 1.24)
+        assert res["min_risk"][i] == pytest.approx(fit.risk_path_[t], rel=1e-6)
         if fit.risk_path_[t] < best:
             best, best_params, best_t = fit.risk_path_[t], params, t
     if search.best_iteration_ is None:  # the converged fit scored lower
         assert search.best_risk_ == res["path_risk"][search.best_index_] < best
     else:
         assert search.best_params_ == best_params and search.best_iteration_ == best_t
-        assert search.best_risk_ == pytest.approx(best, rel=1e-12)
+        assert search.best_risk_ == pytest.approx(best, rel=1e-6)
     assert res["params"][search.best_index_] == search.best_params_
     assert_allclose(search.alpha_path_.alphas,
                     [p["alpha"] for p in res["params"]
@@ -253,7 +255,7 @@ def test_given_alphas_and_one_l1_ratio_and_errors():
                                       param_grid={"alpha": alphas}, random_state=0).fit(X, y)
     assert alone.best_params_["alpha"] == search.best_params_["alpha"]
     assert alone.best_iteration_ == search.best_iteration_
-    assert alone.best_risk_ == pytest.approx(search.best_risk_, rel=1e-12)
+    assert alone.best_risk_ == pytest.approx(search.best_risk_, rel=1e-6)
     with pytest.raises(ValueError, match="has no such parameter: use TrajectoryElasticNet"):
         TrajectoryEarlyStoppingCV(TrajectoryLasso(), param_grid={"l1_ratio": [0.5, 1.0]},
                                   search="path").fit(X, y)
