@@ -796,3 +796,22 @@ def test_a_warm_start_with_a_wrong_support_is_solved():
         exact = Lasso(alpha=res.alphas[i], tol=1e-10, max_iter=100_000).fit(X, y).coef_
         assert np.abs(res.df[i] - 1 - np.count_nonzero(exact)) <= 1
         assert np.linalg.norm(res.coefs[:, i] - exact) < 0.05
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_coordinate_descent_path_equals_fista_path(weighted, speed_policy):
+    """The covariance form's converged path by scikit-learn's coordinate
+    descent (speed policy ``path_coordinate_descent``) and by FISTA on
+    working sets: the same supports and df, solutions within the gap's
+    bound, both gaps below the target."""
+    n, p, tol = 240, 30, 1e-10
+    X, y = _data(n, p)
+    w = _weights(n) if weighted else None
+    kw = dict(n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000, sample_weight=w)
+    cd = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    speed_policy(path_coordinate_descent=False)
+    fista = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    np.testing.assert_allclose(cd.alphas, fista.alphas, rtol=1e-12)
+    np.testing.assert_array_equal(cd.df, fista.df)
+    np.testing.assert_allclose(cd.coefs, fista.coefs, atol=1e-4 * np.abs(fista.coefs).max())
+    np.testing.assert_allclose(cd.risk, fista.risk, rtol=1e-6)
