@@ -61,20 +61,28 @@ def _clipped_step(x, x_prev, n_free=0):
     return d
 
 
-def _clipped_difference(x, x_prev, n_free=0):
+def _clipped_difference(x, x_prev, n_free=0, plain_as_none=False):
     """``(c, e)`` with :func:`_clipped_step` ``= c * x + e * x_prev``
     coordinate by coordinate (``(1, -1)`` where nothing is clipped; ``e = 0``
     where it is): the form the iterates' extrapolation and the Jacobians use.
-    The last ``n_free`` coordinates (unpenalised) are never clipped."""
-    m = _clipped_step(x, x_prev)
-    clipped = m != x - x_prev
-    # a clipped step is +-|x| (0 where x = 0): m / x is sign(m) sign(x) exactly
-    c = np.where(clipped, np.sign(m) * np.sign(x), 1.0)
-    e = np.where(clipped, 0.0, -1.0)
+    The last ``n_free`` coordinates (unpenalised) are never clipped;
+    ``plain_as_none``: ``None`` when no coordinate is clipped."""
+    d = np.subtract(x, x_prev)
+    # the step is clipped where |x - x_prev| > |x|, to sign(x - x_prev) |x|
+    # (0 where x = 0): c = sign(x - x_prev) sign(x) exactly
+    clipped = np.abs(d) > np.abs(x)
     if n_free:
-        c[x.shape[0] - n_free:] = 1.0
-        e[x.shape[0] - n_free:] = -1.0
+        clipped[x.shape[0] - n_free:] = False
+    if plain_as_none and not clipped.any():
+        return None
+    c = np.where(clipped, np.sign(d) * np.sign(x), 1.0)
+    e = np.where(clipped, 0.0, -1.0)
     return c, e
+
+
+#: the default ``coef`` of the extrapolation's corrections: not computed yet
+#: (``None`` is a computed value: the plain extrapolation)
+NOT_COMPUTED = object()
 
 
 def _combine(factors, x, x_prev, out=None):
@@ -223,7 +231,10 @@ class Iteration:
         beta = self.beta(k)
         if not self.clips or beta == 0.0:
             return None
-        c, e = _clipped_difference(x, x_prev, self.penalty.n_unpenalized)
+        ce = _clipped_difference(x, x_prev, self.penalty.n_unpenalized, plain_as_none=True)
+        if ce is None:  # nothing clipped: the plain extrapolation
+            return None
+        c, e = ce
         return 1.0 + beta * c, beta * e
 
     # ------------------------------------------------------- the linear parts
@@ -276,10 +287,11 @@ class Iteration:
         """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set)."""
         return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
 
-    def extrapolation_correction(self, k, x, x_prev, coef=None):
+    def extrapolation_correction(self, k, x, x_prev, coef=NOT_COMPUTED):
         """``v^k`` minus the plain extrapolation, shape of ``x`` (``None``: zero);
-        ``coef``: :meth:`extrapolation_coefficients` if already computed."""
-        if coef is None:
+        ``coef``: :meth:`extrapolation_coefficients` if already computed
+        (``None`` included: the plain extrapolation)."""
+        if coef is NOT_COMPUTED:
             coef = self.extrapolation_coefficients(k, x, x_prev)
         if coef is None:
             return None
@@ -290,7 +302,7 @@ class Iteration:
         da = a - (a.dtype.type(1.0) + a.dtype.type(beta))
         return da * x + (b + b.dtype.type(beta)) * x_prev
 
-    def extrapolation_columns(self, k, x, x_prev, coef=None):
+    def extrapolation_columns(self, k, x, x_prev, coef=NOT_COMPUTED):
         """``(J, c_J)``: the few coordinates where the clipped extrapolation
         differs from the plain one and the difference there
         (:meth:`extrapolation_correction`), or ``None`` (plain)."""
@@ -300,7 +312,7 @@ class Iteration:
         J = np.flatnonzero(c)
         return J, c[J]
 
-    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns_product, coef=None,
+    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns_product, coef=NOT_COMPUTED,
                            correction=None):
         """``X~ v^k`` from the fit loop's ``X~ x^k`` and ``X~ x^{k-1}``: the
         plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
