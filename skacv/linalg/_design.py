@@ -432,7 +432,8 @@ class Design:
         covariance form), or on the smaller operator without forming it
         (:func:`skacv.linalg._linalg.lanczos_top_eigenvalues`, on a design the fit
         reads by panels (:attr:`fuses`) ``X~^T X~`` in one pass per product),
-        its top Ritz value inflated into an upper bound (:meth:`_inflate`).
+        its top Ritz value inflated into an upper bound (:meth:`_inflate`),
+        computed once per design (the fits of a search share their design).
         """
         n, p = self.n_samples, self.n_features
         if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache:
@@ -440,6 +441,8 @@ class Design:
             return max(float(lam[-1]) if lam.size else 0.0, 0.0)
         if min(n, p) <= get_policy().dense_eig_size:  # LAPACK on the smaller Gram matrix
             return top_eigenvalue(self.gram(side="auto"))
+        if "lanczos_lipschitz" in self.cache:  # the fits of a search share the design
+            return self.cache["lanczos_lipschitz"]
         G = self.cache.get(("gram", "features")) if p <= n else None
         if G is not None:  # formed already (the covariance form): Lanczos on it
             dim = p
@@ -476,7 +479,8 @@ class Design:
                                             LIPSCHITZ_TOL)[0]
             if not np.isfinite(theta):
                 theta = top_eigenvalue(op=op, dim=dim, tol=LIPSCHITZ_TOL)
-        return self._inflate(theta)
+        self.cache["lanczos_lipschitz"] = self._inflate(theta)
+        return self.cache["lanczos_lipschitz"]
 
     def _inflate(self, theta):
         """A Lanczos Ritz value made an upper bound (LAPACK's small case is
