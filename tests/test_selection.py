@@ -7,6 +7,7 @@ argmin of their paths taken by hand.
 
 
 import warnings
+from types import SimpleNamespace
 
 import joblib
 import numpy as np
@@ -584,6 +585,52 @@ def test_default_path_search_is_the_joint_argmin(monkeypatch, staged):
                        **stop).fit(X, y)
     assert shortcut.best_index_ == len(alphas) - 1
     assert shortcut.best_risk_ > 1.05 * search.best_risk_
+
+
+def test_joint_argmin_fits_a_distant_alpha_within_the_early_stopping_gain():
+    """Converged scores that are not unimodal in alpha: the walk from the
+    converged choice (row 5) stops at a local minimum of the trajectories'
+    minima (rows 4-6), while row 2, whose limit is within the early-stopping
+    gain seen on row 4 (12.5 %) of the best, holds a lower iterate. The
+    search fits it and returns the exhaustive argmin (brute force over every
+    row's trajectory and converged fit); rows whose limits no fitted
+    trajectory's gain could bring below the best are never fitted."""
+    limits = np.array([5.0, 3.0, 2.2, 2.5, 2.4, 2.0, 2.6, 4.0])
+    # each row's trajectory: starts high, reaches its minimum at iteration
+    # 3 + row, then rises towards its limit
+    mins = np.array([4.6, 2.9, 1.9, 2.4, 2.1, 2.05, 2.5, 3.9])
+    paths = [np.r_[10.0, np.linspace(8.0, m, 2 + r), np.linspace(m + 0.01, lim, 5)]
+             for r, (m, lim) in enumerate(zip(mins, limits, strict=True))]
+    n = len(limits)
+    scores = SimpleNamespace(score=limits, values=list(np.geomspace(1.0, 0.01, n)),
+                             path=Bunch(alphas=np.geomspace(1.0, 0.01, n),
+                                        coefs=np.zeros((3, n)), intercepts=np.zeros(n)))
+    calls = []
+
+    def fit(rows, row_limits):
+        calls.append(list(rows))
+        assert_array_equal(row_limits, limits[rows])
+        return ([{"risk_path_": paths[r]} for r in rows], [0.0] * len(rows),
+                [f"estimator {r}" for r in rows])
+
+    choice = path_search_module.joint_argmin(scores, "risk", 1, fit, 1e-12)
+    # brute force: every trajectory's iterates and every converged fit
+    best_row = int(np.argmin([p.min() for p in paths]))
+    assert min(p.min() for p in paths) < limits.min()  # an iterate wins
+    assert choice.row == best_row == 2 and choice.converged is None
+    assert choice.iteration == int(np.argmin(paths[2]))
+    assert choice.estimator == "estimator 2"
+    fitted = sorted(r for rows in calls for r in rows)
+    assert calls[0] == [4, 5, 6] and 2 in calls[1]
+    assert 0 not in fitted and 7 not in fitted and len(fitted) == len(set(fitted))
+    # the walk alone (no early-stopping gain above 4 %) keeps the converged
+    # choice's row (its trajectory ends at its limit, a tie the iterate wins)
+    flat = mins.copy()
+    flat[4] = 2.3
+    paths[4] = np.r_[10.0, np.linspace(8.0, flat[4], 6), np.linspace(2.31, 2.4, 5)]
+    calls.clear()
+    walk = path_search_module.joint_argmin(scores, "risk", 1, fit, 1e-12)
+    assert walk.row == 5 and calls == [[4, 5, 6]]
 
 
 def test_path_search_selects_the_converged_fit_when_it_scores_lower(monkeypatch):

@@ -271,7 +271,8 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol):
     each knowing its limit (its converged score; ``inf`` where there is
     none: the patience only), and returns their estimate paths, fit times
     and ``{index: estimator}``. The rows start at the converged fits'
-    choice and widen by :func:`widen_rows`; the converged fit of that choice
+    choice and widen by :func:`widen_rows`, then by :func:`promising_rows`
+    (``neighbors=0``: that choice's row only); the converged fit of that choice
     competes with every iterate (:func:`converged_choice`; ``rtol``: ties).
     Fits that can no longer be chosen are freed as the walk goes.
     """
@@ -289,7 +290,9 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol):
         for r, entry in fitted.items():
             if r != a and mins[r] > best + rtol * abs(best):
                 entry[2] = None  # (row a's converged fit competes: kept)
-        rows = widen_rows(mins, a, n_grid, neighbors)
+        rows = widen_rows(mins, a, n_grid, neighbors) if neighbors else []
+        if not rows and neighbors:
+            rows = promising_rows(limits, mins, min(best, limits[a]))
     rows = sorted(fitted)
     paths = [fitted[r][0] for r in rows]
     i, t, mins, best_iters = select(paths, criterion)
@@ -299,6 +302,36 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol):
         i, t = j, None
     return PathChoice(rows, paths, [fitted[r][1] for r in rows], mins, best_iters, rows[i], t,
                       converged, fitted[rows[i]][2])
+
+
+def early_stopping_gain(limits, mins):
+    """The largest relative gain of a fitted trajectory's best iterate over
+    its own converged fit, ``max(1 - min_r / limit_r, 0)`` over the fitted
+    rows ``mins`` (``{row: smallest criterion}``) with finite, positive
+    values: how far below its limit this data's trajectories have reached."""
+    gains = [1.0 - v / limits[r] for r, v in mins.items()
+             if np.isfinite(v) and np.isfinite(limits[r]) and limits[r] > 0]
+    return min(max([0.0, *gains]), 1.0)
+
+
+def promising_rows(limits, mins, best):
+    """The rows not fitted yet that could still hold the joint argmin: a
+    converged score (``limits``) that the largest early-stopping gain seen
+    so far (:func:`early_stopping_gain`) would take below ``best``, the
+    smallest criterion found (iterates and the converged choice).
+
+    The walk of :func:`widen_rows` finds a local minimum of the
+    trajectories' minima over the grid; a trajectory reaches below its own
+    limit by its early-stopping gain, so a row elsewhere on the grid whose
+    limit is within that gain of ``best`` may hold a lower iterate (a
+    converged score that is not unimodal in alpha, e.g. near interpolation
+    with more features than samples): those rows are fitted too, and the
+    walk goes on from the best of all. Rows whose limit stands further above
+    are not: their trajectories would have to gain more than any fitted one
+    did."""
+    gain = early_stopping_gain(limits, mins)
+    return [r for r in range(len(limits))
+            if r not in mins and np.isfinite(limits[r]) and limits[r] * (1.0 - gain) < best]
 
 
 def widen_rows(mins, start, n_grid, neighbors):

@@ -191,7 +191,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         ``search="path"`` only: the window of trajectories is widened until
         the alpha of the best trajectory has this many fitted alphas on each
         side (or the grid's end), all scoring higher: the search then stops
-        at a minimum over alpha of the trajectories' minima. ``0`` fits the
+        at a minimum over alpha of the trajectories' minima, after fitting
+        any other alpha whose converged score lies within the largest
+        early-stopping gain seen so far of the best. ``0`` fits the
         trajectory of the converged fits' choice only (faster, but not the
         joint argmin where early stopping pays at another alpha).
     path_params : dict or None, default=None
