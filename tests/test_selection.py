@@ -1040,7 +1040,7 @@ def test_the_stages_check_the_data_once(speed_policy, spy, monkeypatch):
 @pytest.mark.parametrize("criterion", ["risk", "kfold"])
 def test_a_staged_search_leaves_no_channel_on_the_estimators(speed_policy, criterion):
     """The stages pass what the fits need by argument (a FitPlan, held by the
-    estimator's own ``_planned`` block): after an early-stopped search the
+    estimator's own ``planned`` block): after an early-stopped search the
     selected estimator has the attributes of a plain fit to the same length
     and the record of its selected iterate, nothing else; the user's
     estimator is untouched, and clone / get_params see parameters only."""

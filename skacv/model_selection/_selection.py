@@ -21,12 +21,12 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
 from .._config import config_context, get_config
+from ..estimators._protocol import SearchProtocol
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
-from ..linalg._dask import is_dask, sufficient_search
+from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..linalg._sampling import rows_behind
 from ..utils._compat import (
-    HasMethods,
     Interval,
     StrOptions,
     _fit_context,
@@ -38,6 +38,7 @@ from ..utils._compat import (
 from ..utils._parallel import blas_threads_per_worker, delayed, parallel
 from ._alpha_path import supports_alpha_path
 from ._criteria import CRITERIA, PATH_ATTRS, resolve_auto, switch_estimates
+from ._dask_search import sufficient_search
 from ._delegate import SelectedIterateMixin
 from ._kfold_search import fit_kfold, kfold_splits
 from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
@@ -337,7 +338,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     """
 
     _parameter_constraints: dict = {
-        "estimator": [HasMethods(["fit", "predict"])],
+        "estimator": [SearchProtocol],
         "criterion": [StrOptions({"auto", *CRITERIA})],
         "cv": ["cv_object"],
         "fold_alignment": [StrOptions({"time", "iteration"})],
@@ -524,7 +525,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         if not dask:
             y = one_target(y)
         source = None  # on a Dask input, the rows behind the compressed sample
-        if dask:  # one pass (skacv.linalg._dask)
+        if dask:  # one pass over the rows (_dask_search)
             X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
         else:
             self._resolve(X)
