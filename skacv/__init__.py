@@ -8,6 +8,7 @@ from .display import RiskPathDisplay
 from .estimates import approximate_loo, exact_loo_path
 from .estimators import (
     IterativeRidge,
+    SearchProtocol,
     TrajectoryElasticNet,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
@@ -42,6 +43,7 @@ __all__ = [
     "TrajectoryEarlyStoppingCV",
     "risk_alpha_path",
     "RiskPathDisplay",
+    "SearchProtocol",
     "Iteration",
     "GradientDescent",
     "HeavyBall",

@@ -17,7 +17,7 @@ import pathlib
 
 import numpy as np
 import pytest
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import StrOptions, generate_valid_param, make_constraint
 
 import skacv
@@ -60,12 +60,13 @@ MODULE_LAYERS = {
         ["_risk"],
         ["_risk_sgd"],
     ],
-    "estimators": [["_advice", "_docs", "_setup"], ["_base"], ["_multitarget"],
+    "estimators": [["_advice", "_docs", "_setup"], ["_protocol"], ["_base"], ["_multitarget"],
                    ["_lasso", "_ridge", "_logistic", "_huber"]],
     "kernel_methods": [["_kernels", "_eigenpro_docs"], ["_eigenpro"]],
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
-                        ["_kfold", "_lasso_spaces"], ["_lasso_path"], ["_alpha_path", "_criteria"],
-                        ["_stages"], ["_kfold_search", "_results"], ["_path_search"],
+                        ["_kfold", "_lasso_spaces"], ["_lasso_path"],
+                        ["_alpha_path", "_criteria", "_search_params"], ["_stages"],
+                        ["_kfold_search", "_results", "_dask_search"], ["_path_search"],
                         ["_mixing_search"], ["_selection"]],
     "display": [["_plot"]],
 }
@@ -354,3 +355,118 @@ def _sources(A, n, T):
     Av = A.copy()
     Av[1:] = 1.5 * A[1:] - 0.5 * A[:-1]
     return np.tril(Av, -1)
+
+
+# ----------------------------------------------------------------------------
+# the search calls estimators through skacv.SearchProtocol only
+# ----------------------------------------------------------------------------
+
+_OWN = ("self", "cls", "super()")
+
+
+def _private_reads(tree):
+    """``(line, code, name)`` of every private attribute that ``tree`` reads on
+    another object than its own (``self``, ``cls``, ``super()``):
+    ``x._name``, ``x.__dict__``, ``vars(x)`` and ``getattr`` / ``hasattr`` /
+    ``setattr`` / ``delattr(x, "_name")``. (Names computed at run time are
+    not seen: the search's are lists of public attributes.)"""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and ast.unparse(node.value) not in _OWN:
+            name = node.attr
+            if (name.startswith("_") and not name.startswith("__")) or name == "__dict__":
+                out.append((node.lineno, ast.unparse(node), name))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
+                and ast.unparse(node.args[0]) not in _OWN:
+            if node.func.id == "vars":
+                out.append((node.lineno, ast.unparse(node), "__dict__"))
+            elif node.func.id in ("getattr", "hasattr", "setattr", "delattr") \
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
+                    and str(node.args[1].value).startswith("_"):
+                out.append((node.lineno, ast.unparse(node), node.args[1].value))
+    return out
+
+
+def _attributes_set_on_self(paths, class_name=None):
+    """Names of the methods and of the ``self.<name>`` assignments of the
+    classes of ``paths`` (only ``class_name`` when given)."""
+    names = set()
+    for path in paths:
+        for cls in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(cls, ast.ClassDef) or class_name not in (None, cls.name):
+                continue
+            for node in ast.walk(cls):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(node.name)
+                elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                        and ast.unparse(node.value) == "self":
+                    names.add(node.attr)
+    return names
+
+
+def _search_names():
+    """Everything :class:`~skacv.TrajectoryEarlyStoppingCV` defines or sets
+    on itself (its own state, which the search's helper modules may read)."""
+    return _attributes_set_on_self([PACKAGE / "model_selection" / "_selection.py"],
+                                   "TrajectoryEarlyStoppingCV")
+
+
+def _estimator_names():
+    """Everything an estimator has or sets: the names of its classes and the
+    ``self.<name>`` state of the estimators' and estimates' modules."""
+    names = set()
+    for obj in (getattr(skacv, n) for n in skacv.__all__):
+        if inspect.isclass(obj) and issubclass(obj, skacv.SearchProtocol):
+            names |= set(dir(obj))
+    paths = [p for sub in ("estimators", "kernel_methods", "estimates")
+             for p in (PACKAGE / sub).glob("*.py")]
+    fitted = skacv.TrajectoryLasso(max_iter=3).fit(*_data(skacv.TrajectoryLasso))
+    return names | _attributes_set_on_self(paths) | set(vars(fitted))  # (+ scikit-learn's)
+
+
+def test_the_private_read_finder_finds_them():
+    code = ("def f(self, estimator, est):\n"
+            "    estimator._planned(plan)\n"
+            "    getattr(est, '_linear_iterations', None)\n"
+            "    hasattr(self.estimator, '_augment')\n"
+            "    est.__dict__.pop('_plan', None)\n"
+            "    vars(est)\n"
+            "    self._seed, super()._fit(), est.coef_path_, getattr(est, 'risk_path_')\n")
+    found = sorted(name for _, _, name in _private_reads(ast.parse(code)))
+    assert found == sorted(["_planned", "_linear_iterations", "_augment", "__dict__",
+                            "__dict__"])
+
+
+def test_the_search_reads_no_private_estimator_attribute():
+    """model_selection reads an estimator through skacv.SearchProtocol and
+    its public attributes only. A private name it reads on another object
+    is the search's own state (set by TrajectoryEarlyStoppingCV), and no
+    estimator has a name of that state."""
+    own = {n for n in _search_names() if n.startswith("_")}
+    clash = own & _estimator_names() - set(dir(BaseEstimator))
+    assert not clash, f"estimators also define the search's private names {clash}"
+    reads = [f"{path.name}:{line}: {code}"
+             for path in sorted((PACKAGE / "model_selection").glob("*.py"))
+             for line, code, name in _private_reads(ast.parse(path.read_text()))
+             if name not in own or name in set(dir(BaseEstimator))]
+    assert not reads, "the search reads private attributes:\n" + "\n".join(reads)
+
+
+def test_linalg_imports_and_calls_nothing_of_the_search():
+    """linalg (floor 2) keeps row statistics: no import of model_selection
+    and no read of a name only the search has (its methods, parameters and
+    state, e.g. ``_resolve``, ``_folds``, ``criterion_``)."""
+    search_only = _search_names() - _estimator_names() - set(dir(BaseEstimator))
+    assert {"_resolve", "_folds", "criterion_", "estimator"} <= search_only
+    found = []
+    for path in sorted((PACKAGE / "linalg").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        module = f"linalg.{path.stem}"
+        found += [f"{path.name}:{line} imports {name}"
+                  for name, line, _ in _skacv_imports(tree, module)
+                  if name.startswith("model_selection")]
+        found += [f"{path.name}:{node.lineno}: {ast.unparse(node)}"
+                  for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and node.attr in search_only
+                  and ast.unparse(node.value) not in _OWN]
+    assert not found, "linalg reaches into the search:\n" + "\n".join(found)

@@ -726,7 +726,7 @@ def test_the_choice_noise_follows_the_spread_of_the_probe_draws(monkeypatch):
     for seed in range(12):
         est = TrajectoryLasso(alpha=0.1 * np.sqrt(np.log(p) / n), max_iter=T,
                               random_state=seed)
-        with est._planned(FitPlan(probe_goal="choice")):
+        with est.planned(FitPlan(probe_goal="choice")):
             est.fit(X, y)
         assert est.risk_diagnostics_.n_probes == 8
         assert est.risk_diagnostics_.probe_noise > 0  # the level's, measured as well

@@ -813,8 +813,10 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout, monkey
                   IterativeRidge(alpha=1.0, max_iter=15, step_schedule=1.0 / np.arange(1, 16))):
         paths = [TrajectoryEarlyStoppingCV(other,
                                            search="grid", criterion="kfold", n_iter_no_change=None,
-                                           cv=3, fold_alignment=a, fold_dtype="float64",
-                                           random_state=0).fit(X, y).kfold_path_
+                                           cv=3, fold_alignment=a, random_state=0,
+                                           # (read where the folds run as one block)
+                                           fold_dtype="float64" if other.solver != "sgd"
+                                           else "auto").fit(X, y).kfold_path_
                  for a in ("time", "iteration")]
         assert_array_equal(paths[0], paths[1])
     # a splitter object, and a classifier (log loss, stratified by check_cv)
@@ -1085,7 +1087,7 @@ def test_the_stages_check_the_data_once(speed_policy, spy, monkeypatch):
 @pytest.mark.parametrize("criterion", ["risk", "kfold"])
 def test_a_staged_search_leaves_no_channel_on_the_estimators(speed_policy, criterion):
     """The stages pass what the fits need by argument (a FitPlan, held by the
-    estimator's own ``_planned`` block): after an early-stopped search the
+    estimator's own ``planned`` block): after an early-stopped search the
     selected estimator has the attributes of a plain fit to the same length
     and the record of its selected iterate, nothing else; the user's
     estimator is untouched, and clone / get_params see parameters only."""
@@ -1159,7 +1161,8 @@ def test_each_criterion_chooses_alpha_and_iteration_by_its_own_quantity():
     for crit, truth in (("risk", risk), ("loo", loo), ("kfold", kfold)):
         # path_neighbors=0: the alpha of the converged fits, then its iteration
         search = TrajectoryEarlyStoppingCV(
-            TrajectoryLasso(max_iter=300, random_state=0), criterion=crit, cv=cv,
+            TrajectoryLasso(max_iter=300, random_state=0), criterion=crit,
+            cv=cv if crit == "kfold" else 5,  # (read by K-fold only)
             param_grid={"alpha": alphas}, path_params=exact, path_neighbors=0).fit(X, y)
         assert search.search_ == "path" and search.criterion_ == crit
         res = search.cv_results_

@@ -18,7 +18,8 @@ dual vector and their loop runs epochs over kernel columns.
 
 A search that grows a path in stages tells its fits what they need by a
 :class:`~skacv.estimators._setup.FitPlan` held in
-:meth:`TrajectoryEstimator._planned` (nothing of it outlives the block).
+:meth:`TrajectoryEstimator.planned` (nothing of it outlives the block); the
+methods the search calls are :class:`~skacv.estimators.SearchProtocol`'s.
 """
 
 import contextlib
@@ -51,7 +52,8 @@ from ..linalg._sampling import MinibatchSampler
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
 from ._advice import unreliable_advice, warn_unreliable
-from ._setup import NO_PLAN, PathSetup, loop_buffers
+from ._protocol import FitShellSearch
+from ._setup import PathSetup, loop_buffers
 
 #: solvers whose least-squares loop may run in the covariance form (one
 #: full batch, no preconditioner): its X~^T X~ is formed before the step size
@@ -82,6 +84,9 @@ class PathMixin:
         X = self._check_X(X)
         return np.asarray(X @ self.coef_path_[:, start:]) + self.intercept_path_[start:]
 
+    def linear_predictor_path(self, X, start=0):
+        return self._decision_path(X, start)
+
 
 #: parameter constraints shared by the trajectory estimators
 COMMON_CONSTRAINTS = {
@@ -100,7 +105,7 @@ COMMON_CONSTRAINTS = {
 }
 
 
-class TrajectoryEstimator(BaseEstimator):
+class TrajectoryEstimator(FitShellSearch, BaseEstimator):
     """Fit shell: validation, warm start, the path and its estimates.
 
     ``max_iter`` is the total length of the path: with ``warm_start=True`` a
@@ -176,7 +181,7 @@ class TrajectoryEstimator(BaseEstimator):
         if warm:
             self._warm_guard.check(self, fingerprint, self.n_iter_, extra)
         else:
-            self._release_warm_state()
+            self.release_warm_state()
         self._run_path(X, y_fit, sample_weight, warm, frozen)
         self._warm_guard = WarmStartGuard(self, fingerprint, extra)
         return self
@@ -268,7 +273,7 @@ class TrajectoryEstimator(BaseEstimator):
         if state is None:
             state = init_state(loop, form="covariance" if covariance else "design")
         fitted = None
-        if self._wants("estimate_risk") and self._risk_available():
+        if self._wants("estimate_risk") and self.risk_available():
             # the estimate's memory before the path is run (a long path may need
             # (T + 1) x (T + 1) matrices, skacv.estimates._risk.check_risk_memory)
             check_risk_memory(design, iteration, n_total, getattr(self, "n_probes", "auto"),
@@ -358,15 +363,6 @@ class TrajectoryEstimator(BaseEstimator):
         target_rows = np.asarray(y_fit, dtype=np.float64) - float(offset)
         return Bunch(design=design, datafit=self._make_datafit(design), iteration=iteration,
                      rows=rows, target_rows=target_rows, y=y)
-
-    def _risk_available(self):
-        """Whether ``estimate_risk=True`` is possible with these parameters."""
-        return True
-
-    def _linear_iterations(self):
-        """Whether the iterates are a linear function of ``y`` whose risk is
-        computed spectrally (see ``TrajectoryEarlyStoppingCV(criterion="auto")``)."""
-        return False
 
     def _wants(self, flag):
         return bool(self.get_params(deep=False).get(flag, False))
@@ -485,28 +481,6 @@ class TrajectoryEstimator(BaseEstimator):
             self.excess_risk_path_ = self.excess_risk_path()
             self.noise_variance_path_ = self.risk_path_ - self.excess_risk_path_
 
-    @contextlib.contextmanager
-    def _planned(self, plan):
-        """The fits inside this block follow ``plan`` (a :class:`~skacv.estimators._setup.FitPlan`);
-        what they deferred and did not finish is dropped at its end."""
-        self._plan = plan
-        try:
-            yield self
-        finally:
-            del self._plan
-            self.__dict__.pop("_uq_pending", None)
-
-    def _plan_in_force(self):
-        """The :class:`~skacv.estimators._setup.FitPlan` of the enclosing :meth:`_planned` block."""
-        return self.__dict__.get("_plan", NO_PLAN)
-
-    def _finish_deferred(self):
-        """The estimates the fits of a plan deferred (``FitPlan.defer_uq``):
-        those of the last fit."""
-        pending = self.__dict__.pop("_uq_pending", None)
-        if pending is not None:
-            self._set_uq(*pending)
-
     # ---------------------------------------------------------- warm state
     def _frozen_setup(self, left_out=None):
         """The set-up of this fit for a refit on the data without row
@@ -516,14 +490,6 @@ class TrajectoryEstimator(BaseEstimator):
             sampler = MinibatchSampler(setup.n_samples, self.batch_size, setup.batch_seed)
             setup.sampler = sampler if left_out is None else sampler.without(left_out)
         return setup
-
-    def _release_warm_state(self):
-        """Free what a warm-started refit would continue from (the Jacobian
-        chains or Lanczos process, the centred design and its
-        decompositions)."""
-        self._risk_state = None
-        self._loo_state = None
-        self._warm_design = None
 
     def __getstate__(self):
         # the saved Jacobian chains only speed up a warm-started refit
@@ -579,6 +545,10 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
     """``fit``, the path methods and the uncertainty quantification
     (:class:`skacv.estimates._uq.UncertaintyMixin`) of the regressors that store
     ``coef_path_``."""
+
+    def record_iterate(self, iteration):
+        # the default iterate of the debiasing methods while coef_ stays that array
+        self._coef_is_iterate(iteration)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

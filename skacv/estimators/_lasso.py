@@ -264,9 +264,9 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
     def _solvers(self, setup):
         return {"fista": (FISTA, {}), "ista": (GradientDescent, {}), "sgd": (SGD, {})}
 
-    def _stacks_folds(self):
-        """K-fold CV along the path may run the folds as one block
-        (:mod:`skacv.model_selection._kfold`): full-batch solvers."""
+    def stacks_folds(self):
+        """K-fold CV along the path may run the folds as one block: the
+        full-batch solvers."""
         return self.solver in ("fista", "ista")
 
 

@@ -155,7 +155,7 @@ class MultiTargetMixin:
             estimators = [e.set_params(**{k: params[k] for k in self._free_params})
                           for e in self.estimators_]
         else:
-            self._release_warm_state()
+            self.release_warm_state()
             for attr in _ONE_TARGET_STATE:
                 self.__dict__.pop(attr, None)
             estimators = [clone(self) for _ in range(Y.shape[1])]
@@ -166,7 +166,7 @@ class MultiTargetMixin:
         with shared_designs(), sklearn.config_context(assume_finite=True):
             for k, est in enumerate(estimators):
                 est.__dict__.pop("feature_names_in_", None)  # (the validated X has none)
-                with est._planned(plan):
+                with est.planned(plan):
                     est._fit(X, Y[:, k], sample_weight, frozen)
                 # the set-up of a new path (step size, mini-batch seed,
                 # preconditioner) depends on X and the weights only: the first

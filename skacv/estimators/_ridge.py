@@ -201,16 +201,16 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
         elif hasattr(self, "preconditioner_"):
             del self.preconditioner_
 
-    def _linear_iterations(self):
+    def linear_iterations(self):
         """The path is a linear function of ``y`` with a spectral risk
         estimate (every solver but mini-batch SGD)."""
         if isinstance(self.solver, Iteration):
             return self.solver.sampler is None and self.solver.schedule is None
         return self.solver != "sgd"
 
-    def _stacks_folds(self):
-        """K-fold CV along the path may run the folds as one block
-        (:mod:`skacv.model_selection._kfold`): full-batch solvers without preconditioner."""
+    def stacks_folds(self):
+        """K-fold CV along the path may run the folds as one block: the
+        full-batch solvers without preconditioner."""
         return self.solver in ("gd", "nesterov", "heavy_ball")
 
     def _solvers(self, setup):

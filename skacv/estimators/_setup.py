@@ -15,7 +15,7 @@ class FitPlan:
     """What a search tells the fits of a path it grows in stages
     (:func:`skacv.model_selection._stages.grow_in_stages`) or fits in one
     go, held for them by
-    :meth:`~skacv.estimators._base.TrajectoryEstimator._planned`.
+    :meth:`~skacv.estimators._base.TrajectoryEstimator.planned`.
 
     Attributes
     ----------
@@ -25,7 +25,7 @@ class FitPlan:
         (:meth:`~skacv.estimators._base.TrajectoryEstimator._covariance_form`).
     defer_uq : bool
         The debiasing statistics (:mod:`skacv.estimates._uq`) wait for
-        :meth:`~skacv.estimators._base.TrajectoryEstimator._finish_deferred`:
+        :meth:`~skacv.estimators._base.TrajectoryEstimator.finish_deferred`:
         those of the last stage only.
     probe_goal : {"level", "choice"}
         What the adaptive probes of ``risk_path_`` are grown for

@@ -74,8 +74,9 @@ def check_gram_limit(n_features):
         )
 
 
-def check_dask_estimator(estimator, criterion=None):
-    """Refuse an estimator (or a search criterion) that needs single rows.
+def check_dask_solver(estimator):
+    """Refuse an estimator whose fit needs single rows: only full-batch least
+    squares runs on the sufficient statistics.
 
     Raises
     ------
@@ -83,8 +84,7 @@ def check_dask_estimator(estimator, criterion=None):
         What is not supported on a Dask input and what to use instead.
     """
     name = type(estimator).__name__
-    params = estimator.get_params(deep=False)
-    solver = params.get("solver")
+    solver = estimator.get_params(deep=False).get("solver")
     # estimators with an intercept column (InterceptColumnMixin: logistic,
     # Huber) have losses that are not quadratic
     least_squares = is_regressor(estimator) and not hasattr(estimator, "_augment")
@@ -95,21 +95,25 @@ def check_dask_estimator(estimator, criterion=None):
             "or 'fista', IterativeRidge with 'gd', 'nesterov' or 'heavy_ball'). Use one of "
             "those or fit on an in-memory array (X.compute())."
         )
-    if criterion is not None and (criterion == "loo" or params.get("estimate_loo")):
+
+
+def check_dask_estimator(estimator):
+    """Refuse an estimator that needs single rows (:func:`check_dask_solver`),
+    or leave-one-out without a subsample of rows to fetch.
+
+    Raises
+    ------
+    ValueError
+        What is not supported on a Dask input and what to use instead.
+    """
+    check_dask_solver(estimator)
+    params = estimator.get_params(deep=False)
+    if params.get("estimate_loo") and params.get("loo_subsample") is None:
         raise ValueError(
-            f"TrajectoryEarlyStoppingCV({name}): leave-one-out (criterion='loo', "
-            "estimate_loo=True) is not available in a search on a Dask input. Use "
-            "criterion='risk' or 'kfold' with estimate_loo=False, fit the estimator alone "
-            "with estimate_loo=True and loo_subsample=<int>, or fit on an in-memory array "
-            "(X.compute())."
-        )
-    if criterion is None and params.get("estimate_loo") and params.get("loo_subsample") is None:
-        raise ValueError(
-            f"{name}: leave-one-out (estimate_loo=True) on a Dask input tracks a subsample "
-            "of rows fetched to this machine: set loo_subsample=<int> (e.g. 1000; loo_path_ "
-            "is then the "
-            "control-variate estimate of the subsample), or fit on an in-memory array "
-            "(X.compute())."
+            f"{type(estimator).__name__}: leave-one-out (estimate_loo=True) on a Dask input "
+            "tracks a subsample of rows fetched to this machine: set loo_subsample=<int> "
+            "(e.g. 1000; loo_path_ is then the control-variate estimate of the subsample), "
+            "or fit on an in-memory array (X.compute())."
         )
 
 
@@ -358,7 +362,7 @@ def compressed_sample(stats, fit_intercept, dtype=np.float64):
             weight.astype(dtype), groups)
 
 
-def _as_frame(Xc, names):
+def as_frame(Xc, names):
     if names is None:
         return Xc
     import pandas as pd
@@ -523,46 +527,10 @@ def dask_fit(estimator, X, y, sample_weight=None, frozen=None):
     Xs, ys, ws = (np.concatenate(parts).astype(X.dtype, copy=False)
                   for parts in zip(*blocks, strict=True))
     with rows_behind(RowSource(X, w, Xs, ws, params["fit_intercept"], loo)):
-        estimator._fit(_as_frame(Xs, names), ys, ws, frozen)
+        estimator._fit(as_frame(Xs, names), ys, ws, frozen)
     if take is not None and hasattr(estimator, "loo_indices_"):
         estimator.loo_indices_ = take  # the rows of X, not of the in-memory sample
     return estimator
-
-
-def sufficient_search(search, X, y, params):
-    """``TrajectoryEarlyStoppingCV.fit``'s data on a Dask input: resolves the
-    criterion and the folds on the rows (``search._resolve``,
-    ``search._folds``), then one pass gives every fold's moments and their
-    compressed sample, the folds as its blocks of rows.
-
-    Returns
-    -------
-    X, y, params, splits
-        The compressed sample (``params["sample_weight"]`` its weights) and
-        the folds on its rows (``None`` without K-fold).
-    source : RowSource
-        The rows behind the sample, to set as
-        :data:`~skacv.linalg._sampling.ROW_SOURCE` while the candidates are
-        fitted (``rows_behind(source)``): their Hutchinson probes are then
-        those of the rows, one pass per seed for the whole search.
-    """
-    X, y, w, names = dask_rows(X, y, params.get("sample_weight"))
-    search._resolve(X)
-    check_dask_estimator(search.estimator, search.criterion_)
-    if y is None:
-        raise ValueError("TrajectoryEarlyStoppingCV requires y to be passed, but the target y "
-                         "is None.")
-    check_gram_limit(X.shape[1])
-    splits = search._folds(X, y)
-    labels = None if splits is None else fold_labels(splits, X.shape[0])
-    stats = row_statistics(X, y, w, labels, 1 if splits is None else len(splits))
-    fit_intercept = search.estimator.get_params()["fit_intercept"]
-    Xc, yc, wc, groups = compressed_sample(stats, fit_intercept, X.dtype)
-    if splits is not None:
-        splits = [(np.concatenate([g for k, g in enumerate(groups) if k != j]), groups[j])
-                  for j in range(len(groups))]
-    source = RowSource(X, w, Xc, wc, fit_intercept)
-    return _as_frame(Xc, names), yc, {**params, "sample_weight": wc}, splits, source
 
 
 def _lazy_rows(estimator, X):

@@ -37,6 +37,7 @@ from sklearn.utils.validation import check_X_y
 
 from .._config import check_memory
 from ..estimates._loo_approx import approximate_loo_at
+from ..estimators._protocol import SearchProtocol
 from ..iterations._iterations import FISTA
 from ..iterations._penalties import L2
 from ..linalg._design import make_design
@@ -205,7 +206,6 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     ((200, 10), (10,))
     >>> best_alpha = path.alphas[path.risk.argmin()]
     """
-    estimator._validate_params()
     X, y = check_X_y(X, y, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
                      y_numeric=True)
     y = np.asarray(y, dtype=X.dtype)
@@ -259,7 +259,7 @@ def supports_alpha_path(estimator, n_samples=2):
     probe = Bunch(n_eff=float(max(n_samples, 2)), sqrt_weight=None, weight=None)
     try:
         _penalty_family(estimator, probe)
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, NotImplementedError):
         return False
     return True
 
@@ -295,7 +295,7 @@ def converged_loo(estimator, design, X, target, coef, alpha):
         Weighted mean squared left-out residual (``inf`` at leverage 1).
     """
     coef = np.asarray(coef, dtype=np.float64)
-    penalty = clone(estimator).set_params(alpha=float(alpha))._make_penalty(design)
+    datafit, penalty = clone(estimator).set_params(alpha=float(alpha)).path_problem(design)
     support = np.flatnonzero(coef) if penalty.l1_ > 0 else np.arange(coef.shape[0])
     check_memory(8 * design.n_samples * max(support.size, 1),
                  f"the support's rows for leave-one-out ({design.n_samples} x {support.size})")
@@ -306,7 +306,6 @@ def converged_loo(estimator, design, X, target, coef, alpha):
         U, theta, penalty = np.zeros((design.n_samples, 1)), np.zeros(1), L2(1.0)
     else:
         theta = coef[support]
-    datafit = estimator._make_datafit(design)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # leverage 1: an infinite error
         eta_loo, scale, _ = approximate_loo_at(design, datafit, FISTA(1.0, penalty=penalty),
@@ -324,15 +323,18 @@ def _penalty_family(estimator, design):
     ``l1`` part (the Lasso path; with an ``l2`` part too, the elastic net of
     mixing ``l1_ratio``) or is ``l2`` (the ridge path, mean-form strength
     ``scale * alpha``)."""
-    make = getattr(estimator, "_make_penalty", None)
-    datafit = getattr(estimator, "_make_datafit", None)
-    if make is None or datafit is None or not datafit(design).quadratic:
+    try:  # (the estimator's parameters validated first)
+        quadratic = isinstance(estimator, SearchProtocol) and estimator.path_problem(
+            design)[0].quadratic
+    except NotImplementedError:  # a trajectory estimator without its problem
+        quadratic = False
+    if not quadratic:
         raise ValueError(
             f"risk_alpha_path needs a least-squares trajectory estimator (TrajectoryLasso "
             f"or IterativeRidge); got {type(estimator).__name__}."
         )
     # the penalty family at unit strength (the prototype's own alpha may be 0)
-    penalty = clone(estimator).set_params(alpha=1.0)._make_penalty(design)
+    penalty = clone(estimator).set_params(alpha=1.0).path_problem(design)[1]
     if penalty.l1 > 0 and penalty.l2 == 0:
         return True, 1.0, 1.0
     if penalty.l2 > 0 and penalty.l1 == 0:

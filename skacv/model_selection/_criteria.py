@@ -133,7 +133,7 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
     T = int(params.get("max_iter", 100) or 100)
     n, p, c = max(n_samples, 1), max(n_features, 1), n_tracked
     quadratic = not is_classifier(estimator) and params.get("solver") != "sgd"
-    linear = getattr(estimator, "_linear_iterations", lambda: False)()
+    linear = estimator.linear_iterations()
     if quadratic and linear and params.get("solver") != "eigenpro":
         # eigenbasis: one eigendecomposition, then scalar recursions per sample
         r = min(n, p)
@@ -178,8 +178,7 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
     has_risk, has_loo = "estimate_risk" in params, "estimate_loo" in params
     if not has_loo:
         return "risk", None
-    linear = getattr(estimator, "_linear_iterations", None)
-    if has_risk and ((linear is not None and linear()) or can_stack(estimator)):
+    if has_risk and (estimator.linear_iterations() or can_stack(estimator)):
         return "risk", None
     sub = params.get("loo_subsample")
     if sub is None and n_samples > AUTO_LOO_SAMPLES:
@@ -223,7 +222,7 @@ def switch_estimates(est, own, criterion, auto, loo_subsample=None, both=False):
         # the other estimate only when both are cheap and it exists (no
         # memory-matrix risk with mini-batches)
         other = "estimate_loo" if criterion == "risk" else "estimate_risk"
-        available = getattr(est, "_risk_available", lambda: True)()
+        available = est.risk_available()
         asked = bool(own[other]) and defaults[other].default is False  # against the default
         est.set_params(**{other: bool((both and available) or asked)})
     return est

@@ -315,10 +315,8 @@ class StackedFolds:
                            estimator.fit_intercept)
         iterations = []
         for view in views:
-            datafit = estimator._make_datafit(view)
-            penalty = estimator._make_penalty(view)
-            setup = estimator._new_setup(view, datafit, penalty)
-            iterations.append(estimator._make_iteration(setup, view, penalty))
+            datafit, penalty = estimator.path_problem(view)
+            iterations.append(estimator.path_iteration(view, datafit, penalty))
         self.step_sizes = np.array([it.step_size for it in iterations])
         self.iteration = stacked_iteration(iterations, dtype)
         if self.iteration is None:
@@ -474,8 +472,7 @@ def can_stack(estimator):
     """Whether the folds of ``estimator`` can run as one block: full-batch
     least squares on the plain design (not mini-batches, preconditioners,
     robust or logistic losses)."""
-    has = getattr(estimator, "_stacks_folds", None)
-    return bool(has is not None and has())
+    return bool(estimator.stacks_folds())
 
 
 def kfold_dtype(fold_dtype="auto"):

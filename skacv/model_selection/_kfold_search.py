@@ -14,7 +14,6 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import logit
 from sklearn.base import clone, is_classifier
 from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 from sklearn.utils import _safe_indexing
@@ -49,24 +48,13 @@ class _Fold:
     curve: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
 
-def _fold_scores(fold, classifier, start):
-    """Predictions (classifiers: linear predictors) at the fold's held-out
-    rows of its iterates from ``start`` on."""
-    est = fold.estimator
-    direct = getattr(est, "_decision_path", None)
-    if direct is not None:
-        return direct(fold.X_test, start)
-    if classifier:
-        return logit(np.clip(est.predict_proba_path(fold.X_test)[:, start:], 1e-15, 1 - 1e-15))
-    return est.predict_path(fold.X_test)[:, start:]
-
-
 def _score_fold(fold, classifier):
     """Append the held-out losses of the iterates added since the last stage."""
     k0 = fold.curve.shape[0]
     if k0 >= np.shape(fold.estimator.coef_path_)[-1]:
         return
-    P = _fold_scores(fold, classifier, k0)
+    # the linear predictors of the new iterates at the held-out rows
+    P = fold.estimator.linear_predictor_path(fold.X_test, k0)
     if classifier:  # the datafit's log loss of the linear predictor
         loss = log_loss_terms(P, (fold.y_test == fold.estimator.classes_[1])[:, None])
     else:
@@ -158,7 +146,7 @@ class KFoldPath:
                              dtype=[np.float64, np.float32], ensure_all_finite=not validated)
             y = np.asarray(self.y, dtype=np.float64).reshape(Xv.shape[0])
             # after the full fit, its centred X (kept for the warm-started stages)
-            full = getattr(self.estimator, "_warm_design", None) if validated else None
+            full = self.estimator.fitted_design() if validated else None
             return StackedFolds(self.estimator, Xv, y, self.sample_weight, self.splits,
                                 kfold_dtype(self.fold_dtype), full, horizon=self.horizon)
         except Exception as exc:

@@ -111,9 +111,7 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     given = check_path_search(param_grid, fit_params)
     alphas = None if given is None else np.asarray(given, dtype=np.float64)
     # the estimator's own input checks and messages (y=None, NaN, empty data)
-    validate = getattr(clone(estimator), "_validate_xy", None)
-    if validate is not None:
-        X, y = validate(X, y, reset=True)
+    X, y = clone(estimator).validate_fit_data(X, y)
     n = _num_samples(X)
     if n < 2:
         raise ValueError(f"search='path' needs at least 2 samples, got {n} "

@@ -282,7 +282,5 @@ def set_iterate(estimator, iteration, coef=None, intercept=None):
             intercept = np.array(intercept).reshape(np.shape(estimator.intercept_))
         estimator.intercept_ = intercept
     # the methods that default to the iterate of coef_ (debiased_coef, ...)
-    record = getattr(estimator, "_coef_is_iterate", None)
-    if record is not None:
-        record(iteration)
+    estimator.record_iterate(iteration)
     return estimator

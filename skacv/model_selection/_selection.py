@@ -21,12 +21,12 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
 from .._config import config_context, get_config
+from ..estimators._protocol import SearchProtocol
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
-from ..linalg._dask import is_dask, sufficient_search
+from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..linalg._sampling import rows_behind
 from ..utils._compat import (
-    HasMethods,
     Interval,
     StrOptions,
     _fit_context,
@@ -38,6 +38,7 @@ from ..utils._compat import (
 from ..utils._parallel import blas_threads_per_worker, delayed, parallel
 from ._alpha_path import supports_alpha_path
 from ._criteria import CRITERIA, PATH_ATTRS, resolve_auto, switch_estimates
+from ._dask_search import sufficient_search
 from ._delegate import SelectedIterateMixin
 from ._kfold_search import fit_kfold, kfold_splits
 from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
@@ -52,6 +53,7 @@ from ._results import (
     unreliable_risk,
     warn_boundary,
 )
+from ._search_params import warn_ignored_params
 from ._stages import TIE_RTOL, finite_min, fit_stages, selectable
 
 
@@ -126,15 +128,15 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         the converged fits (as ``LassoCV``).
         ``"auto"`` is an estimate without refits: ``"risk"`` for the
         least-squares solvers with full batches (gradient descent, Nesterov,
-        heavy ball, EigenPro, ISTA, FISTA) and ``"loo"`` for the others
-        (proximal SGD, robust and logistic losses; above 100 samples a
-        random subsample of 100 to 500, sized by the K-fold budget). K-fold
-        CV replaces the risk below 100 samples with more features than
-        samples, where the estimate is unreliable where the choice lies (an
-        :class:`~skacv.exceptions.UnreliableEstimateWarning` says why), or,
+        heavy ball, EigenPro, ISTA, FISTA), ``"loo"`` for the others
+        (proximal SGD, robust and logistic losses; on a random subsample of
+        the rows above 100 samples). It uses K-fold CV instead where the risk
+        estimate is unreliable (below 100 samples with more features than
+        samples, or iterates flagged where the choice lies: an
+        :class:`~skacv.exceptions.UnreliableEstimateWarning` says why) or,
         with a ``risk_time_budget`` (:func:`skacv.get_config`; none by
-        default), where ISTA's or FISTA's Jacobian chains would cost more
-        fits than that (an :class:`~sklearn.exceptions.EfficiencyWarning`).
+        default), costs more fits than that (an
+        :class:`~sklearn.exceptions.EfficiencyWarning`).
         The criterion used is ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
@@ -205,20 +207,15 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     n_iter_no_change : int or None, default=10
         Early stopping of each path on its own estimate: the path is grown by
         warm-started refits (the same iterates, the estimates continued) and
-        stops once its estimate cannot plausibly fall below its minimum: no
-        improvement during the last ``n_iter_no_change`` iterations and half
-        the best iteration, and, with ``search="path"``, the trajectory's
-        limit (its alpha's converged score) not below that minimum (else the
-        estimate must still come down to it, past an early bump). A path
-        whose estimate still falls at ``max_iter`` grows past it, up to 10
-        times ``max_iter`` or to within 1 % of its limit where known. A
-        least-squares Lasso path stopped on ``risk_path_`` also ends where
-        it has converged (duality gap at most ``1e-4 ||y~||^2 / n``,
-        ``Lasso``'s ``tol``; the converged fit is scored on its own).
-        ``estimator_.n_iter_`` is where the selected path stopped. ``None``
-        fits every path to ``max_iter``; paths too cheap for stages to pay (a
-        few milliseconds) are fitted in one go and chosen by their whole
-        argmin.
+        stops after no improvement during the last ``n_iter_no_change``
+        iterations and half the best iteration, unless (``search="path"``)
+        its alpha's converged score lies below that minimum: the estimate
+        must then still come down. A path whose estimate still falls at
+        ``max_iter`` grows past it (up to 10 times); a Lasso path stopped on
+        ``risk_path_`` also ends where it has converged (``Lasso``'s
+        ``tol``). ``estimator_.n_iter_`` is where the selected path stopped.
+        ``None`` fits every path to ``max_iter``; paths too cheap for stages
+        to pay are fitted whole too (chosen by their whole argmin).
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
@@ -321,7 +318,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     least 3 values, or the iteration ``max_iter``) raises a
     :class:`~skacv.exceptions.SelectionBoundaryWarning` with the fix.
     Estimates closer than a relative ``1e-9`` are ties: the first grid point
-    and the earliest iteration win.
+    and the earliest iteration win. A parameter read under another's value
+    only (``path_*``, ``cv``, ``fold_*``) warns when set and ignored.
 
     Examples
     --------
@@ -342,7 +340,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     """
 
     _parameter_constraints: dict = {
-        "estimator": [HasMethods(["fit", "predict"])],
+        "estimator": [SearchProtocol],
         "criterion": [StrOptions({"auto", *CRITERIA})],
         "cv": ["cv_object"],
         "fold_alignment": [StrOptions({"time", "iteration"})],
@@ -392,6 +390,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
                             and supports_alpha_path(self.estimator, n_samples) else "grid")
         else:
             self.search_ = self.search
+        warn_ignored_params(self, stacklevel=4)  # user -> wrapper -> fit -> _resolve -> it
         self._seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
 
     def _folds(self, X, y):
@@ -528,7 +527,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         if not dask:
             y = one_target(y)
         source = None  # on a Dask input, the rows behind the compressed sample
-        if dask:  # one pass (skacv.linalg._dask)
+        if dask:  # one pass over the rows (_dask_search)
             X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
         else:
             self._resolve(X)

@@ -6,10 +6,10 @@ the stages and the final choice.
 The stages tell the estimator what it needs by argument: a
 :class:`~skacv.estimators._setup.FitPlan` (the length the path may reach,
 and that the debiasing statistics wait for the last stage) held by the
-estimator's own ``_planned`` block for the fits of the stages.
+estimator's own ``planned`` block for the fits of the stages
+(:class:`~skacv.estimators.SearchProtocol`).
 """
 
-import contextlib
 import time
 
 import numpy as np
@@ -106,7 +106,7 @@ def can_stage(estimator, X=None):
     policy = get_policy()
     T = int(params["max_iter"] or 1)
     flops = 4.0 * n * p * T  # the fit
-    linear = getattr(estimator, "_linear_iterations", lambda: False)()
+    linear = estimator.linear_iterations()
     if params.get("estimate_risk") and not linear:
         # probe chains: stages pay beyond a path whose fit costs
         # stage_min_flops_chains (each stage restarts the chains' set-up)
@@ -152,7 +152,7 @@ def stage_growth(estimator, attr):
     a fixed cost of several steps of the fit and chains on large designs:
     ``docs/benchmarks.rst``), else ``stage_growth``."""
     policy = get_policy()
-    linear = getattr(estimator, "_linear_iterations", lambda: False)()
+    linear = estimator.linear_iterations()
     if attr == "risk_path_" and not linear:
         return policy.stage_growth_chains
     return policy.stage_growth
@@ -192,18 +192,14 @@ def at_boundary(path, n_iter, max_iter, limit=None):
 
 def planned(estimator, plan):
     """The estimator's block of fits that follow ``plan`` (a
-    :class:`~skacv.estimators._setup.FitPlan`); nothing for an estimator that
-    takes no plan."""
-    block = getattr(estimator, "_planned", None)
-    return contextlib.nullcontext() if block is None else block(plan)
+    :class:`~skacv.estimators._setup.FitPlan`)."""
+    return estimator.planned(plan)
 
 
 def release_warm_state(estimators):
     """Free what a warm-started refit of each estimator would continue from."""
     for est in estimators:
-        release = getattr(est, "_release_warm_state", None)
-        if release is not None:
-            release()
+        est.release_warm_state()
 
 
 def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
@@ -244,9 +240,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
                 stop, best = stops(path, n_iter, n_iter_no_change, limit)
                 ended = n_iter >= max_iter and not at_boundary(path, n_iter, max_iter, limit)
                 if stop or ended or converged or n_iter >= cap:
-                    finish = getattr(estimator, "_finish_deferred", None)
-                    if finish is not None:
-                        finish()
+                    estimator.finish_deferred()
                     return path
                 grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best),
                                    n_iter_no_change, growth)

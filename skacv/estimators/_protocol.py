@@ -1,0 +1,256 @@
+"""The methods a trajectory estimator offers the search, written once.
+
+:class:`~skacv.TrajectoryEarlyStoppingCV`, K-fold CV along the path and
+:func:`skacv.risk_alpha_path` call an estimator through these methods and
+no other (no private attribute: ``tests/test_architecture.py`` checks the
+search's source). Besides them the search reads what scikit-learn's
+estimators have (``get_params``, ``set_params``, ``fit``) and the fitted
+paths (``coef_path_``, ``intercept_path_``, ``risk_path_``, ``loo_path_``,
+``risk_reliable_``). The defaults here are those of an estimator that needs
+nothing more: it fits whole paths and declares no capability.
+"""
+
+import contextlib
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from scipy.special import logit
+from sklearn.base import is_classifier
+
+from ._setup import NO_PLAN
+
+
+@runtime_checkable
+class SearchProtocol(Protocol):
+    """The methods :class:`~skacv.TrajectoryEarlyStoppingCV` calls on a
+    trajectory estimator, with their defaults.
+
+    Subclass it (every skacv estimator does) and override what your
+    estimator supports, or implement every method. A trajectory estimator
+    also has the parameters ``max_iter`` and ``warm_start`` for a path grown
+    in stages (a warm-started refit with a larger ``max_iter`` continues
+    the stored path and its estimates), ``estimate_risk`` and/or
+    ``estimate_loo`` for its criteria, and its ``fit`` sets ``coef_path_``,
+    ``intercept_path_`` and the criterion's path (``risk_path_``,
+    ``loo_path_``, each of shape ``(n_iter_ + 1,)``).
+
+    What the estimator is (read before the fits):
+
+    * :meth:`linear_iterations`, :meth:`risk_available`,
+      :meth:`stacks_folds`.
+
+    Paths grown in stages (``n_iter_no_change``):
+
+    * :meth:`planned`, :meth:`finish_deferred`, :meth:`release_warm_state`.
+
+    The problem (K-fold CV with the folds as one block, the alpha path):
+
+    * :meth:`path_problem`, :meth:`path_iteration`,
+      :meth:`validate_fit_data`.
+
+    The fitted path:
+
+    * :meth:`linear_predictor_path`, :meth:`fitted_design`,
+      :meth:`record_iterate`.
+    """
+
+    # ------------------------------------------------ what the estimator is
+    def linear_iterations(self):
+        """Whether the iterates are a linear function of ``y`` whose risk is
+        computed spectrally: its cost does not grow with the path's length
+        (``criterion="auto"`` then prefers ``"risk"``, and stages grow at
+        the linear rate).
+
+        Returns
+        -------
+        linear : bool
+            Default ``False``.
+        """
+        return False
+
+    def risk_available(self):
+        """Whether ``estimate_risk=True`` is possible with the current
+        parameters (``criterion="auto"`` reports the risk beside
+        leave-one-out only then).
+
+        Returns
+        -------
+        available : bool
+            Default ``True``.
+        """
+        return True
+
+    def stacks_folds(self):
+        """Whether K-fold CV along the path may run the folds as one block
+        (full-batch least squares on the plain design), built from
+        :meth:`path_problem` and :meth:`path_iteration` of every fold.
+
+        Returns
+        -------
+        stacks : bool
+            Default ``False``: each fold is a fit of its own.
+        """
+        return False
+
+    # ------------------------------------------------------ staged fits
+    def planned(self, plan):
+        """A context for the fits of one grid point: inside it the fits
+        follow ``plan`` (the length the path may reach, whether statistics
+        wait for :meth:`finish_deferred`, what the risk's probes are for,
+        whether every fit is on the same data); what they deferred and did
+        not finish is dropped at its end.
+
+        Parameters
+        ----------
+        plan : FitPlan
+            A frozen dataclass (``skacv.estimators._setup.FitPlan``); an
+            estimator may ignore it.
+
+        Returns
+        -------
+        block : context manager
+            Default: a block that does nothing.
+        """
+        return contextlib.nullcontext(self)
+
+    def finish_deferred(self):
+        """Compute what the fits of the enclosing :meth:`planned` block
+        deferred to the last one (default: nothing)."""
+
+    def release_warm_state(self):
+        """Free what a warm-started refit would continue from (the search
+        calls it once a path has stopped growing; default: nothing)."""
+
+    # ---------------------------------------------------------- the problem
+    def path_problem(self, design):
+        """The data fit and the penalty that the current parameters define
+        on ``design`` (the parameters are validated first).
+
+        Parameters
+        ----------
+        design : Design
+            The centred, weighted design ``X~`` (``skacv.linalg._design``).
+
+        Returns
+        -------
+        datafit, penalty : objects of ``skacv.iterations``
+        """
+        raise NotImplementedError(f"{type(self).__name__} declares no problem for the search.")
+
+    def path_iteration(self, design, datafit, penalty):
+        """The algorithm of a new path on ``design`` (its step size by the
+        estimator's own rule), as a fit from zero would run it.
+
+        Parameters
+        ----------
+        design : Design
+        datafit, penalty : the result of :meth:`path_problem`
+
+        Returns
+        -------
+        iteration : Iteration
+        """
+        raise NotImplementedError(f"{type(self).__name__} declares no iteration for the "
+                                  "search.")
+
+    def validate_fit_data(self, X, y):
+        """``X`` and ``y`` checked and converted as ``fit`` checks them (so
+        that the search's errors are the estimator's own).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        X, y : the validated data (default: unchanged)
+        """
+        return X, y
+
+    # ------------------------------------------------------- the fitted path
+    def linear_predictor_path(self, X, start=0):
+        """The linear predictor of the iterates ``start, ..., n_iter_`` at
+        the rows ``X`` (K-fold CV along the path scores it on the held-out
+        rows).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        start : int, default=0
+
+        Returns
+        -------
+        eta : ndarray of shape (n_samples, n_iter_ + 1 - start)
+            Default: ``predict_path`` (classifiers: the log-odds of
+            ``predict_proba_path``).
+        """
+        if is_classifier(self):
+            proba = self.predict_proba_path(X)[:, start:]
+            return logit(np.clip(proba, 1e-15, 1 - 1e-15))
+        return self.predict_path(X)[:, start:]
+
+    def fitted_design(self):
+        """The centred design of the last fit, kept for a warm-started
+        refit (``None`` when not kept; the folds of K-fold CV then share its
+        centring)."""
+        return None
+
+    def record_iterate(self, iteration):
+        """Record that ``coef_`` is now the stored iterate ``iteration``
+        (``None``: a converged fit, no iterate), the search's choice
+        (default: nothing).
+
+        Parameters
+        ----------
+        iteration : int or None
+        """
+
+
+class FitShellSearch(SearchProtocol):
+    """The fit shell's side of the protocol
+    (:class:`~skacv.estimators._base.TrajectoryEstimator`): the plan held
+    for the fits of a block, the deferred debiasing statistics, the warm
+    state, and the problem from the estimator's own hooks
+    (``_make_datafit``, ``_make_penalty``, ``_new_setup``,
+    ``_make_iteration``)."""
+
+    @contextlib.contextmanager
+    def planned(self, plan):
+        self._plan = plan
+        try:
+            yield self
+        finally:
+            del self._plan
+            self.__dict__.pop("_uq_pending", None)
+
+    def _plan_in_force(self):
+        """The :class:`~skacv.estimators._setup.FitPlan` of the enclosing
+        :meth:`planned` block."""
+        return self.__dict__.get("_plan", NO_PLAN)
+
+    def finish_deferred(self):
+        # the debiasing statistics of the last fit (FitPlan.defer_uq)
+        pending = self.__dict__.pop("_uq_pending", None)
+        if pending is not None:
+            self._set_uq(*pending)
+
+    def release_warm_state(self):
+        # the Jacobian chains or Lanczos process, the centred design and
+        # its decompositions
+        self._risk_state = None
+        self._loo_state = None
+        self._warm_design = None
+
+    def path_problem(self, design):
+        self._validate_params()
+        return self._make_datafit(design), self._make_penalty(design)
+
+    def path_iteration(self, design, datafit, penalty):
+        return self._make_iteration(self._new_setup(design, datafit, penalty), design, penalty)
+
+    def validate_fit_data(self, X, y):
+        return self._validate_xy(X, y, reset=True)
+
+    def fitted_design(self):
+        return self.__dict__.get("_warm_design")
