@@ -22,6 +22,8 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.linear_model import Lasso
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from skacv import (
     IterativeRidge,
@@ -186,8 +188,9 @@ def test_an_object_without_the_protocol_is_refused():
     X, y, _, _ = _problem()
     assert not isinstance(Lasso(), SearchProtocol)
     assert isinstance(TrajectoryLasso(), SearchProtocol)
-    with pytest.raises(ValueError, match="SearchProtocol"):
-        TrajectoryEarlyStoppingCV(Lasso()).fit(X, y)
+    for est in (Lasso(), make_pipeline(StandardScaler(), TrajectoryLasso())):
+        with pytest.raises(TypeError, match="not a trajectory estimator.*SearchProtocol"):
+            TrajectoryEarlyStoppingCV(est).fit(X, y)
 
 
 # ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import reprlib
 import warnings
 from numbers import Integral
 
+from ..estimators._protocol import SearchProtocol
 from ._kfold import can_stack
 
 #: parameter -> (the configuration that reads it, the fit's reason to ignore it)
@@ -19,6 +20,19 @@ CONDITIONAL = {
     "fold_dtype": "criterion='kfold' with folds run as one block (ISTA, FISTA, the "
                   "full-batch IterativeRidge solvers)",
 }
+
+
+def check_protocol(estimator):
+    """Refuse an estimator that does not offer :class:`~skacv.SearchProtocol`
+    (a scikit-learn estimator, a pipeline), saying what the search needs."""
+    if not isinstance(estimator, SearchProtocol):
+        raise TypeError(
+            f"{type(estimator).__name__} is not a trajectory estimator: "
+            "TrajectoryEarlyStoppingCV selects an iterate of the path an estimator "
+            "stores (coef_path_, its estimates) without refitting. Use a skacv "
+            "estimator, or one implementing skacv.SearchProtocol; to scale the "
+            "data, put the search inside the pipeline: make_pipeline(StandardScaler(), "
+            "TrajectoryEarlyStoppingCV(TrajectoryLasso())).")
 
 
 def ignored_params(search):

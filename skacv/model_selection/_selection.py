@@ -21,12 +21,12 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
 from .._config import config_context, get_config
-from ..estimators._protocol import SearchProtocol
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..linalg._sampling import rows_behind
 from ..utils._compat import (
+    HasMethods,
     Interval,
     StrOptions,
     _fit_context,
@@ -53,7 +53,7 @@ from ._results import (
     unreliable_risk,
     warn_boundary,
 )
-from ._search_params import warn_ignored_params
+from ._search_params import check_protocol, warn_ignored_params
 from ._stages import TIE_RTOL, finite_min, fit_stages, selectable
 
 
@@ -190,14 +190,11 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         still improving at ``max_iter`` (a SelectionBoundaryWarning then
         says so).
     path_neighbors : int, default=1
-        ``search="path"`` only: the window of trajectories is widened until
-        the alpha of the best trajectory has this many fitted alphas on each
-        side (or the grid's end), all scoring higher: the search then stops
-        at a minimum over alpha of the trajectories' minima, after fitting
-        any other alpha whose converged score lies within the largest
-        early-stopping gain seen so far of the best. ``0`` fits the
-        trajectory of the converged fits' choice only (faster, but not the
-        joint argmin where early stopping pays at another alpha).
+        ``search="path"`` only: the trajectories' window widens until the
+        best has this many fitted alphas on each side (or the grid's end),
+        all scoring higher, and any alpha whose converged score is within
+        the largest early-stopping gain seen of the best is fitted. ``0``
+        fits the converged fits' choice only (faster, not the joint argmin).
     path_params : dict or None, default=None
         ``search="path"`` only: extra keyword arguments of
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
@@ -340,7 +337,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     """
 
     _parameter_constraints: dict = {
-        "estimator": [SearchProtocol],
+        "estimator": [HasMethods(["fit", "predict"])],
         "criterion": [StrOptions({"auto", *CRITERIA})],
         "cv": ["cv_object"],
         "fold_alignment": [StrOptions({"time", "iteration"})],
@@ -522,6 +519,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         self : object
             Fitted meta-estimator.
         """
+        check_protocol(self.estimator)
         routed = self._route_fit(sample_weight, fit_params)
         dask = is_dask(X, y, routed.get("sample_weight"))
         if not dask:
