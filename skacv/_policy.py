@@ -4,9 +4,12 @@ chooses *how* skacv computes something, in one frozen dataclass.
 Nothing here changes a result beyond rounding: each field picks between
 implementations that compute the same numbers (a covariance form or the
 products with ``X``, one pass over row panels or two products, LAPACK or
-Lanczos, one BLAS thread or several, panel and block sizes). The statistics
-themselves (probes, tolerances, criteria) are estimator parameters or live
-with their math.
+Lanczos, one BLAS thread or several, panel and block sizes; a solver's
+internal choices, to the same tolerance). The constants that change the
+numbers (tolerances, patience, sample sizes, reliability thresholds) are
+fields of a second frozen dataclass, :class:`StatisticalPolicy`, read with
+:func:`get_statistics`; no other module of skacv binds a numeric tuning
+constant (``tests/test_policy_constants.py``).
 
 The engines read the policy in force with :func:`get_policy`; tests and
 benchmarks change it for a block with :func:`policy_context` (the test suite
@@ -24,7 +27,10 @@ from types import MappingProxyType
 import numpy  # noqa: F401  (NumPy's BLAS loaded before threadpoolctl looks for it)
 from threadpoolctl import threadpool_info
 
-__all__ = ["SpeedPolicy", "blas_kernels", "get_policy", "kernels_policy", "policy_context"]
+from ._statistics import StatisticalPolicy, get_statistics, statistics_context
+
+__all__ = ["SpeedPolicy", "StatisticalPolicy", "blas_kernels", "get_policy", "get_statistics",
+           "kernels_policy", "policy_context", "statistics_context"]
 
 
 def _frozen(mapping):
@@ -319,6 +325,44 @@ class SpeedPolicy:
     auto_cheap_flops : float
         ... and sizes the leave-one-out subsample up to this many flops when
         K-fold would cost less (:func:`skacv.model_selection._criteria.auto_criterion`).
+    path_check_every : int
+        FISTA steps of the Lasso path between two duality-gap checks on a
+        working set (a check costs one product with ``X~_W^T``, half a step).
+    path_strong_rule_slack : float
+        The working set of ``alpha_k``: ``|X~_j^T r(alpha_{k-1})| / n >=
+        alpha_k - slack (alpha_{k-1} - alpha_k)``, plus the previous support
+        (``1``: the sequential strong rule, Tibshirani et al. 2012; ``0.5``
+        keeps fewer columns for a few more optimality checks).
+    path_work_min : int
+        At most ``max(path_work_min, 4 |support|)`` columns in a first
+        working set, which grows by at most its size (equicorrelated columns
+        all pass the strong rule, and FISTA's step on them, ``1 / (rho |W|)``,
+        would be tiny).
+    path_finish_max_ratio, path_finish_share, path_finish_maxiter : float, float, int
+        The exact finish (``path_support_finish``) on supports of at most this
+        share of the samples (conjugate gradients slow down as the support
+        nears ``n``, Marchenko-Pastur); while the products of the finishes
+        that did not end their solve stay below this share of the FISTA
+        steps; at most this many conjugate-gradient iterations a finish.
+    path_metric_max_restarts : int
+        Objective increases between checks that end a solve in the rank-one
+        metric (each restarts the momentum).
+    path_lanczos_steps : int
+        Lanczos steps of the step-size estimate of each working set
+        (warm-started; :mod:`skacv.model_selection._lasso_spaces`).
+    covariance_path_min_tol : float
+        The covariance form of the Lasso path certifies duality gaps down to
+        this tolerance only (its quadratic forms of ``||r||^2`` cancel, about
+        ``1e-13 ||y~||^2``): a smaller ``tol`` runs on ``X~``.
+    metric_margin, metric_lanczos_steps : float, int
+        The rank-one metric's ``b`` is this factor times the Lanczos estimate
+        (this many steps, twice as many from a random start) of the top of
+        ``H`` on the complement of ``u`` (a Ritz value, below the eigenvalue;
+        :func:`skacv.iterations._metric.rank_one_metric`).
+    eigenpro_rounding_tol : float
+        EigenPro's products run in float32 (``precision="auto"``) when their
+        rounding, amplified by the preconditioner's gain ``lambda_1 /
+        lambda_P``, stays below this fraction of a step.
     """
 
     gram_cache_size: int = 2000
@@ -396,6 +440,18 @@ class SpeedPolicy:
     stage_growth_chains: float = 1.0
     auto_blas3_speedup: float = 5.0
     auto_cheap_flops: float = 5e9
+    path_check_every: int = 5
+    path_strong_rule_slack: float = 0.5
+    path_work_min: int = 100
+    path_finish_max_ratio: float = 0.5
+    path_finish_share: float = 0.25
+    path_finish_maxiter: int = 100
+    path_metric_max_restarts: int = 3
+    path_lanczos_steps: int = 4
+    covariance_path_min_tol: float = 1e-10
+    metric_margin: float = 1.25
+    metric_lanczos_steps: int = 6
+    eigenpro_rounding_tol: float = 1e-2
 
     def block_panel_rows_for(self, n_features):
         """Most rows in a panel of a block of columns of rows ``n_features`` long."""
@@ -474,3 +530,4 @@ def policy_context(**changes):
     finally:
         with _lock:
             _policy = current
+

@@ -46,6 +46,18 @@ def speed_policy():
 
 
 @pytest.fixture
+def statistical_policy():
+    """Change skacv's statistical policy (:class:`skacv._policy.StatisticalPolicy`)
+    for one test: ``statistical_policy(relative_patience=0)``; every change is
+    undone after the test. The one way tests change a tolerance or a patience."""
+    import contextlib
+
+    from skacv._policy import statistics_context
+
+    with contextlib.ExitStack() as stack:
+        yield lambda **changes: stack.enter_context(statistics_context(**changes))
+
+@pytest.fixture
 def kernels_policy(speed_policy):
     """Pin the fields of the speed policy that skacv sets from NumPy's BLAS
     kernels at import (``SpeedPolicy.narrow_blas_panels``) to their defaults
