@@ -315,15 +315,16 @@ def demo_memory(n, p, T, m, **_):
 class _Progress:
     """A stage of the demo that reports on stderr when it lasts.
 
-    After :data:`PROGRESS_AFTER` seconds, and then every 5 seconds (on a
+    After ``after`` seconds (:data:`PROGRESS_AFTER` by default), and then every 5 seconds (on a
     terminal: one line rewritten in place), prints ``skacv demo: <stage>...
     <elapsed> s``; a stage that reported says when it is done. Quick stages
     print nothing.
     """
 
-    def __init__(self, stage, stream=None):
+    def __init__(self, stage, stream=None, after=PROGRESS_AFTER):
         self.stage = stage
         self.stream = stream
+        self.after = after
         self._done = threading.Event()
         self._reported = False
 
@@ -338,7 +339,7 @@ class _Progress:
     def _run(self):
         tty = getattr(self.stream if self.stream is not None else sys.stderr, "isatty",
                       lambda: False)()
-        wait = PROGRESS_AFTER
+        wait = self.after
         while not self._done.wait(wait):
             elapsed = time.perf_counter() - self._tic
             self._write(f"skacv demo: {self.stage}... {elapsed:.0f} s", "\r" if tty else "\n")

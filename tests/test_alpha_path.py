@@ -130,9 +130,12 @@ def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypa
 
 
 def test_covariance_path_rule():
-    """The covariance form needs float64, n > p, p <= COVARIANCE_MAX_FEATURES
+    """The covariance form needs float64, n > p, p <= covariance_max_features
     and a gap tolerance its quadratic forms can certify."""
-    from skacv.model_selection._lasso_spaces import COVARIANCE_PATH_MIN_TOL, covariance_path_pays
+    from skacv._policy import get_policy
+    from skacv.model_selection._lasso_spaces import covariance_path_pays
+
+    COVARIANCE_PATH_MIN_TOL = get_policy().covariance_path_min_tol
 
     X, _ = _data(300, 40)
     d = Design(X, None, True)

@@ -16,7 +16,7 @@ from skacv import (
     TrajectoryLasso,
     TrajectoryLogisticRegression,
 )
-from skacv._policy import get_policy
+from skacv._policy import get_policy, get_statistics
 from skacv.exceptions import DivergenceError
 
 LEAST_SQUARES = [
@@ -258,7 +258,7 @@ def test_step_size_from_the_covariance_forms_gram(speed_policy, sparse, monkeypa
     Xin = sp.csr_matrix(X) if sparse else X
     exact = np.linalg.eigvalsh(design_module.Design(X, sw, True).dense().T
                                @ design_module.Design(X, sw, True).dense())[-1] / sw.sum()
-    tol = design_module.LIPSCHITZ_TOL
+    tol = get_statistics().lipschitz_tol
     est = TrajectoryLasso(alpha=0.02, solver="ista", max_iter=60, estimate_risk=False,
                           estimate_loo=False)
     calls = []

@@ -281,17 +281,16 @@ def test_output_is_opened_before_the_work(tmp_path):
             check_output_path("/proc/x.png")
 
 
-def test_progress_reports_only_long_stages(monkeypatch):
+def test_progress_reports_only_long_stages():
     import time
 
-    monkeypatch.setattr(demo_module, "PROGRESS_AFTER", 0.05)
     stream = io.StringIO()
-    with demo_module._Progress("a long stage", stream):
+    with demo_module._Progress("a long stage", stream, after=0.05):
         time.sleep(0.3)
     lines = stream.getvalue().splitlines()
     assert lines[0].startswith("skacv demo: a long stage... ")
     assert lines[-1].startswith("skacv demo: a long stage: done after ")
     stream = io.StringIO()
-    with demo_module._Progress("a quick stage", stream):
+    with demo_module._Progress("a quick stage", stream, after=0.05):
         pass
     assert stream.getvalue() == ""

@@ -16,6 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skacv.linalg._linalg as linalg_module
 from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv._policy import get_statistics
 from skacv.exceptions import DivergenceError
 
 # ----------------------------------------------------------------------------
@@ -489,7 +490,7 @@ def test_auto_step_lanczos_branch(speed_policy, monkeypatch, fmt, shape):
     monkeypatch.setattr(design_module, "lanczos_top_eigenvalues", spy_lanczos)
     est = TrajectoryLasso(max_iter=1, estimate_risk=False).fit(_as_format(X, fmt), y, sw)
     assert calls["lanczos"] == 1, "the Lanczos branch was not used"
-    tol = design_module.LIPSCHITZ_TOL
+    tol = get_statistics().lipschitz_tol
     assert L <= 1.0 / est.step_size_ <= L * (1 + 2 * tol)
     # top_eigenvalue of a formed matrix above the dense size: ARPACK, exact to its tol
     w = sw / sw.sum()
@@ -541,7 +542,8 @@ def test_auto_step_by_lanczos_is_never_too_long():
     # above dense_eig_size the top eigenvalue comes from Lanczos with a loose
     # tolerance, inflated by it: the step is at most 1 / L and within 2e-3 of it
     from skacv._policy import get_policy
-    from skacv.linalg._design import LIPSCHITZ_TOL
+
+    LIPSCHITZ_TOL = get_statistics().lipschitz_tol
 
     dense_eig_size = get_policy().dense_eig_size
 
@@ -649,7 +651,8 @@ def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(speed_pol
     # still an upper bound within LIPSCHITZ_TOL. If Lanczos does not
     # converge, ARPACK takes over.
     import skacv.linalg._design as design_module
-    from skacv.linalg._design import LIPSCHITZ_TOL
+
+    LIPSCHITZ_TOL = get_statistics().lipschitz_tol
 
     if fuse:
         speed_policy(fuse_min_bytes=0)

@@ -16,7 +16,7 @@ from skacv import (
     TrajectoryLasso,
     TrajectoryLogisticRegression,
 )
-from skacv._policy import get_policy
+from skacv._policy import get_policy, get_statistics
 
 ESTIMATORS = [
     TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0),  # clipped FISTA
@@ -126,7 +126,7 @@ def test_one_pass_lipschitz(speed_policy, shape, monkeypatch):
     one_pass = design_module.Design(X, sw, True)
     assert one_pass.fuses
     lip = one_pass.lipschitz()
-    tol = design_module.LIPSCHITZ_TOL
+    tol = get_statistics().lipschitz_tol
     assert exact <= lip <= exact * (1 + 2 * tol)
     assert abs(lip - two_pass.lipschitz()) <= 2 * tol * exact
 

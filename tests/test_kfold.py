@@ -267,7 +267,7 @@ def test_stacked_folds_errors(speed_policy, monkeypatch):
 def test_fold_step_sizes_from_one_block_of_lanczos_processes(n, p):
     # above dense_eig_size the folds' top eigenvalues come from a block of
     # Lanczos processes on the stacked products: within the fold fits' own
-    # tolerance (LIPSCHITZ_TOL = 1e-3) of their step sizes, and never longer
+    # tolerance (lipschitz_tol = 1e-3) of their step sizes, and never longer
     # than 1 / lambda_max of the fold's Gram matrix
     rng = np.random.default_rng(3)
     X = rng.standard_normal((n, p)) + 0.3 * rng.standard_normal((n, 1))

@@ -110,19 +110,19 @@ def test_path_in_the_metric_equals_sklearn_in_fewer_steps(shape, share, speed_po
     assert fast.n_iter.sum() <= share * plain.n_iter.sum()
 
 
-# METRIC_MARGIN far below 1: b under the top of the rest of the spectrum
+# the speed policy's metric_margin far below 1: b under the top of the rest of the spectrum
 # (0.05: the steps diverge; 0.3: the objective keeps increasing)
 @pytest.mark.parametrize("margin, event", [(0.05, "DivergenceError"), (0.3, "_MetricStalled")])
-def test_a_metric_that_does_not_majorise_falls_back(margin, event, monkeypatch):
+def test_a_metric_that_does_not_majorise_falls_back(margin, event, monkeypatch,
+                                                     speed_policy):
     """A metric whose b is far too small stalls or diverges: the working set
     is solved again with the plain step, to the same solutions."""
-    import skacv.iterations._metric as metric_module
     import skacv.model_selection._lasso_path as path_module
 
     X, y = _equicorrelated(200, 300)
     kw = dict(n_alphas=6, eps=1e-2, tol=1e-10, max_iter=50_000)
     ref = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
-    monkeypatch.setattr(metric_module, "METRIC_MARGIN", margin)
+    speed_policy(metric_margin=margin)
     raised, real = [], path_module._solve_working_set
 
     def spy(*args, **kwargs):

@@ -17,7 +17,6 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skacv.model_selection._criteria as criteria
 from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
 from skacv.estimates._risk import risk_reliability
 from skacv.exceptions import UnreliableEstimateWarning
@@ -335,7 +334,7 @@ def test_a_flat_estimate_decides_by_its_noise():
         assert np.sqrt(np.mean(err**2)) <= 0.05
 
 
-def test_auto_criterion_rules(monkeypatch):
+def test_auto_criterion_rules(statistical_policy):
     X, y, *_ = _design("ar", 120, 60, 0.5, 0)
     lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
                                       search="grid").fit(X, y)
@@ -357,9 +356,7 @@ def test_auto_criterion_rules(monkeypatch):
     assert sgd.criterion_ == "loo"
     # above the sample budget: a subsample of that size, the same as asking for
     # it (SGD); ISTA / FISTA keep the risk estimate
-    monkeypatch.setattr(criteria, "AUTO_LOO_SAMPLES", 50)
-    monkeypatch.setattr(criteria, "AUTO_LOO_SAMPLES_MAX", 50)
-    monkeypatch.setattr(criteria, "AUTO_BOTH_SIZE", 0)
+    statistical_policy(auto_loo_samples=50, auto_loo_samples_max=50, auto_both_size=0)
     lasso = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=0.05, max_iter=30),
                                       search="grid").fit(X, y)
     assert lasso.criterion_ == "risk"

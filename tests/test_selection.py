@@ -35,7 +35,7 @@ from skacv import (
     TrajectoryHuberRegressor,
     TrajectoryLasso,
 )
-from skacv._policy import get_policy
+from skacv._policy import get_policy, get_statistics
 from skacv.exceptions import SelectionBoundaryWarning
 from skacv.model_selection._selection import set_iterate
 from skacv.utils._validation import same_param
@@ -165,9 +165,9 @@ def test_no_refit_and_full_path_kept():
     (3, 1, 4),      # 2 (improving) -> 3 (improving) -> 4: the minimum at 3 is 1 back
 ])
 def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop,
-                                                           speed_policy, monkeypatch):
+                                                           speed_policy, statistical_policy):
     speed_policy(stage_min_flops=0)  # stage even tiny paths
-    monkeypatch.setattr(stages_module, "RELATIVE_PATIENCE", 0)  # n_iter_no_change only
+    statistical_policy(relative_patience=0)  # n_iter_no_change only
     X, y = _data()
     search = _pinned(
         _LooFromTruth(max_iter=60, target=target), criterion="loo",
@@ -184,11 +184,11 @@ def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expe
 
 
 @pytest.mark.parametrize("relative", [0.0, 0.5])
-def test_n_iter_no_change_on_a_real_risk_path(relative, monkeypatch, speed_policy):
+def test_n_iter_no_change_on_a_real_risk_path(relative, statistical_policy, speed_policy):
     """Early-stopped search == the rule applied by hand to the cold full path:
     the staged paths (warm starts, continued chains) are prefixes of it; the
-    patience is at least ``RELATIVE_PATIENCE`` times the best iteration."""
-    monkeypatch.setattr(stages_module, "RELATIVE_PATIENCE", relative)
+    patience is at least ``relative_patience`` times the best iteration."""
+    statistical_policy(relative_patience=relative)
     speed_policy(stage_min_flops_chains=0)  # stages, not one go, at this size
     X, y = _data(n=100, p=160)
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0,
@@ -521,8 +521,8 @@ def test_stops_waits_for_a_limit_below_the_minimum():
     path = np.array([5.0, 3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
     assert stages_module.stops(path, 6, 2) == (True, 2)  # no limit: patience only
     assert stages_module.stops(path, 6, 2, limit=2.5) == (True, 2)  # limit above
-    # the limit within LIMIT_RTOL of the minimum: nothing more to gain
-    assert stages_module.stops(path, 6, 2, limit=2.0 * (1 - 0.5 * stages_module.LIMIT_RTOL))[0]
+    # the limit within limit_rtol of the minimum: nothing more to gain
+    assert stages_module.stops(path, 6, 2, limit=2.0 * (1 - 0.5 * get_statistics().limit_rtol))[0]
     # a limit below the minimum: the estimate must still come down to it
     assert stages_module.stops(path, 6, 2, limit=1.0) == (False, 2)
     assert stages_module.stops(path, 3, 2, limit=None) == (False, 2)  # patience first
@@ -678,7 +678,7 @@ def test_converged_fit_competes_with_the_iterates_by_the_same_criterion():
         h = coef - beta.reshape(-1, *[1] * (np.ndim(coef) - 1))
         return (1 - rho) * (h**2).sum(0) + rho * h.sum(0) ** 2 + (intercept - 2.0) ** 2 + 1
 
-    # (a trajectory still falling at max_iter grows past it, up to MAX_ITER_GROWTH
+    # (a trajectory still falling at max_iter grows past it, up to max_iter_growth
     # times: 1 step, grown to 10)
     short = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=1), param_grid=grid,
                                       random_state=0, path_params={"tol": 1e-10})
@@ -860,7 +860,7 @@ def test_auto_chooses_an_estimate_without_refits():
     # logistic regression (leave-one-out only): a subsample sized by the same
     # budget, not every sample (digits 3-vs-rest, 1797 x 64, 1000 steps)
     crit, sub = auto(TrajectoryLogisticRegression(max_iter=1000), 1797, 64)
-    assert crit == "loo" and sub == criteria_module.AUTO_LOO_SAMPLES
+    assert crit == "loo" and sub == get_statistics().auto_loo_samples
     assert auto(TrajectoryLogisticRegression(max_iter=1000), 90, 64) == ("loo", None)
     # the linear least-squares solvers: their spectral risk, long paths included
     for ridge in (IterativeRidge(), IterativeRidge(max_iter=150, solver="heavy_ball"),
@@ -991,13 +991,14 @@ def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, m
 
 @pytest.mark.parametrize("beside", [False, True])
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_paths_grow_in_stages(speed_policy, monkeypatch, layout, beside):
+def test_kfold_paths_grow_in_stages(speed_policy, statistical_policy, monkeypatch, layout,
+                                    beside):
     # the full and fold paths grow together (warm starts) and stop by the
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one;
     # the full path's stages beside the folds' set-up and passes (a thread
     # of their own, skacv.model_selection._kfold.fit_beside) or after them: the same paths
     speed_policy(stage_min_flops=0)
-    monkeypatch.setattr(stages_module, "RELATIVE_PATIENCE", 0)  # n_iter_no_change only
+    statistical_policy(relative_patience=0)  # n_iter_no_change only
     monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, fold_dtype: beside)
     calls = []
     overlapped = kfold_search_module.overlapped
@@ -1244,7 +1245,7 @@ def test_a_choice_on_the_edge_of_the_search_warns_with_the_fix():
             TrajectoryEarlyStoppingCV(base, criterion="risk", search=search,
                                       param_grid={"alpha": [2.0, 1.0, 0.5]}).fit(X, y)
     # a path too short: it grows past max_iter while its estimate falls, up to
-    # MAX_ITER_GROWTH times max_iter; its last iterate wins at that budget
+    # max_iter_growth times max_iter; its last iterate wins at that budget
     # (exact traces: no probe noise can move the minimum off the last step)
     short = TrajectoryLasso(alpha=0.05, max_iter=1, n_probes=None)
     with pytest.warns(SelectionBoundaryWarning,
@@ -1352,7 +1353,7 @@ def _gap_path(X, y, coef_path, alpha, sample_weight=None):
 def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted):
     """With ``n_iter_no_change``, a Lasso candidate of the search ends at the
     first check (every ``end_check`` steps) where its duality gap, computed
-    by brute force on the full path, is at most ``CONVERGED_TOL`` times
+    by brute force on the full path, is at most ``converged_tol`` times
     ``||y~||^2 / n_eff``; its iterates and risk path are the full path's
     prefix; without ``n_iter_no_change`` (the exhaustive search) it runs to
     ``max_iter``."""
@@ -1363,7 +1364,7 @@ def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted):
     full = clone(est).fit(X, y, sample_weight=sw)
     gaps, scale = _gap_path(X, y, full.coef_path_, alpha, sw)
     checks = np.arange(10, 401, 10)
-    converged = checks[gaps[checks] <= stages_module.CONVERGED_TOL * scale]
+    converged = checks[gaps[checks] <= get_statistics().converged_tol * scale]
     assert converged.size and converged[0] < 400  # the case under test
     search = TrajectoryEarlyStoppingCV(est, search="grid", criterion="risk",
                                        random_state=0).fit(X, y, sample_weight=sw)

@@ -7,13 +7,10 @@ import warnings
 
 import numpy as np
 
+from .._policy import get_statistics
 from ..estimates._risk_reliability import DF_HIGH, DF_LOW, SUPPORT_DF_LIMIT
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._validation import join_options
-
-#: a flagged iterate of a method without momentum whose degrees-of-freedom
-#: fraction is at least this is reported as (nearly) interpolating
-INTERPOLATION_DF = 0.9
 
 
 def unreliable_advice(estimator, res):
@@ -30,7 +27,7 @@ def unreliable_advice(estimator, res):
     momentum = bool(res.get("momentum", False))
     if "not_finite" in failed:
         cause = "The memory matrix or the estimate is not finite there."
-    elif "df_high" in failed or (not momentum and df >= INTERPOLATION_DF):
+    elif "df_high" in failed or (not momentum and df >= get_statistics().interpolation_df):
         # without momentum the correction amplifies only as 1 - df vanishes
         cause = ("The degrees of freedom approach the sample size: the iterate (nearly) "
                  "interpolates the training data, where the estimate divides vanishing "

@@ -38,12 +38,6 @@ from ..linalg._linalg import lanczos_top
 from ._iterations import FISTA
 from ._penalties import L1, ElasticNet
 
-#: ``b`` is this factor times the Lanczos estimate of the top of ``H`` on the
-#: complement of ``u`` (a Ritz value, below the eigenvalue it approaches)
-METRIC_MARGIN = 1.25
-#: Lanczos steps of the estimate of ``b`` (twice as many from a random start)
-METRIC_LANCZOS_STEPS = 6
-
 
 class RankOneMetric:
     """``M = b I + (a - b) u u^T`` (``u`` a unit vector, ``a >= b > 0``)."""
@@ -145,7 +139,8 @@ def spike_possible(top, second):
     its second Ritz value ``second``, a lower bound of the second eigenvalue.
     ``False`` (the isotropic designs) decides without a product; ``True``
     leaves it to :func:`rank_one_metric`."""
-    return top >= get_policy().path_metric_min_ratio * METRIC_MARGIN * second
+    policy = get_policy()
+    return top >= policy.path_metric_min_ratio * policy.metric_margin * second
 
 
 def rank_one_metric(op, dim, u, rest=None):
@@ -155,8 +150,8 @@ def rank_one_metric(op, dim, u, rest=None):
     ``path_metric_min_ratio`` times above the rest (callers test
     :func:`spike_possible` first).
 
-    ``b`` is :data:`METRIC_MARGIN` times the Lanczos estimate (its Ritz value
-    plus residual norm) of the top of ``P op P``, ``P = I - u u^T``, from
+    ``b`` is the speed policy's ``metric_margin`` times the Lanczos estimate
+    (its Ritz value plus residual norm) of the top of ``P op P``, ``P = I - u u^T``, from
     ``rest`` (the previous call's direction, a warm start) or a random start;
     ``a = u^T op u + ||P op u||^2 / (b - b0)`` (``b0`` that estimate), so that
     ``M - op`` is positive semidefinite on ``span(u)`` plus any direction
@@ -180,8 +175,9 @@ def rank_one_metric(op, dim, u, rest=None):
         return w - (u @ w) * u
 
     start = None if rest is None or rest.shape[0] != dim else rest - (u @ rest) * u
-    b0, top, _ = lanczos_top(deflated, dim, start, METRIC_LANCZOS_STEPS)
-    b = METRIC_MARGIN * b0
+    policy = get_policy()
+    b0, top, _ = lanczos_top(deflated, dim, start, policy.metric_lanczos_steps)
+    b = policy.metric_margin * b0
     if not b > 0:
         return None, None
     a = mu + r2 / (b - b0)

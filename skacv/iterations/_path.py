@@ -3,8 +3,8 @@
 :func:`run_trajectory` advances the state of an :class:`~skacv.Iteration`
 on a :class:`~skacv.linalg._design.Design` with a datafit, full-batch or on the
 mini-batches of ``iteration.sampler``; it writes every iterate into the
-path, detects divergence (:data:`DIVERGENCE_FACTOR`) and a step above the
-stability limit. :func:`run_normal_block` advances a block of least-squares
+path, detects divergence (the statistical policy's ``divergence_factor``)
+and a step above the stability limit. :func:`run_normal_block` advances a block of least-squares
 runs (the stacked folds of K-fold CV) on a design with a one-pass normal
 product, with the same iteration methods.
 """
@@ -16,12 +16,9 @@ import warnings
 
 import numpy as np
 
+from .._policy import get_statistics
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ._datafits import LeastSquares
-
-#: a trajectory is declared divergent when its training objective monitor
-#: grows this many times larger than at the zero start
-DIVERGENCE_FACTOR = 1e3
 
 
 @dataclasses.dataclass(eq=False)
@@ -134,7 +131,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     dtype = design.dtype
     inv_n = dtype.type(1.0 / design.n_eff)
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
-    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    limit = get_statistics().divergence_factor * (y_norm + np.finfo(dtype).tiny)
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     Xx, Xx_prev, Xv = state.Xx, state.Xx_prev, state.Xv
@@ -284,7 +281,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     dtype = design.dtype
     inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
     y_norm = float(np.linalg.norm(Y))
-    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    limit = get_statistics().divergence_factor * (y_norm + np.finfo(dtype).tiny)
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     z, rss = state.z_next, state.rss_next
@@ -369,7 +366,7 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     X_csr = design.X.tocsr() if design.sparse else None
     weight = design.weight
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
-    limit = DIVERGENCE_FACTOR * (y_norm + np.finfo(dtype).tiny)
+    limit = get_statistics().divergence_factor * (y_norm + np.finfo(dtype).tiny)
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     check_every = max(1, getattr(sampler, "n_batches", 1))

@@ -34,15 +34,10 @@ import scipy.linalg as linalg
 from sklearn.utils import check_random_state
 
 from .._config import check_memory
+from .._policy import get_statistics
 from ..linalg._design import design_rows
 from ..linalg._linalg import lanczos_quadrature, top_eigenvalue, top_eigh
 from ..linalg._sampling import draw_rows, rademacher
-
-#: damping exponent ``a`` of EigenPro 2
-DAMPING = 0.95
-#: eigenvalues below this fraction of the largest are treated as zero
-EIG_FLOOR = 1e-8
-
 
 # ----------------------------------------------------------------------------
 # the preconditioner
@@ -64,8 +59,9 @@ class NystromPreconditioner:
         beyond ``r``).
     n_components : int
         ``q``, the number of flattened directions.
-    damping : float, default=0.95
-        Exponent ``a`` in (0, 1].
+    damping : float, default=None
+        Exponent ``a`` in (0, 1]; ``None``: the statistical policy's
+        ``eigenpro_damping`` (0.95).
 
     Attributes
     ----------
@@ -90,12 +86,12 @@ class NystromPreconditioner:
         coef_``.
     """
 
-    def __init__(self, eigenvalues, n_components, damping=DAMPING):
+    def __init__(self, eigenvalues, n_components, damping=None):
         lam = np.asarray(eigenvalues, dtype=np.float64)
         q = int(min(n_components, max(lam.shape[0] - 1, 0)))
         self.eigenvalues_ = lam
         self.n_components_ = q
-        self.damping = float(damping)
+        self.damping = float(get_statistics().eigenpro_damping if damping is None else damping)
         self.tail_eigenvalue_ = float(lam[q]) if lam.shape[0] else 0.0
         if q:
             ratio = (self.tail_eigenvalue_ / lam[:q]) ** self.damping
@@ -109,7 +105,7 @@ class NystromPreconditioner:
 
     # ------------------------------------------------------------- builders
     @classmethod
-    def from_features(cls, A, n_components, damping=DAMPING):
+    def from_features(cls, A, n_components, damping=None):
         """Preconditioner of the covariance ``A^T A`` (rows ``A`` pre-scaled).
 
         Uses the ``p x p`` covariance when ``p <= len(A)``, else the Gram
@@ -123,7 +119,8 @@ class NystromPreconditioner:
         else:
             lam, U = top_eigh(A @ A.T, k)
             E = None
-        keep = int(np.sum(lam > EIG_FLOOR * lam[0])) if lam.size and lam[0] > 0 else 0
+        floor = get_statistics().eigenpro_eig_floor
+        keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
         q = max(min(int(n_components), keep - 1), 0)
         self = cls(lam[: q + 1] if keep else lam[:1] * 0, q, damping)
         if E is None:
@@ -132,7 +129,7 @@ class NystromPreconditioner:
         return self
 
     @classmethod
-    def from_kernel(cls, K_SS, counts, n_components, damping=DAMPING, max_batch=None,
+    def from_kernel(cls, K_SS, counts, n_components, damping=None, max_batch=None,
                     heldout=None, max_components=1000):
         """Preconditioner of the Nystrom kernel operator of a subsample.
 
@@ -157,7 +154,8 @@ class NystromPreconditioner:
         S = K_SS * np.outer(sc, sc) / total
         q_max = max_components if n_components == "auto" else int(n_components)
         lam, U = top_eigh(S, min(q_max + 1, m))
-        keep = int(np.sum(lam > EIG_FLOOR * lam[0])) if lam.size and lam[0] > 0 else 0
+        floor = get_statistics().eigenpro_eig_floor
+        keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
         q = max(min(q_max, keep - 1), 0)
         coef = sc[:, None] * U[:, :q] / np.sqrt(total)
         if n_components == "auto" and max_batch is not None and q and heldout is not None:
@@ -187,7 +185,7 @@ class NystromPreconditioner:
                 f"gain={self.gain_:.4g}, top_eigenvalue={self.top_eigenvalue_:.4g})")
 
 
-def critical_batches(lam, phi, diagonal, damping=DAMPING):
+def critical_batches(lam, phi, diagonal, damping=None):
     """Critical batch ``m*(q) = beta_P(q) / lambda_P(q) + 1`` for ``q = 0..r-1``.
 
     ``lam`` (r,) are the top eigenvalues of the subsample operator and
@@ -209,7 +207,8 @@ def critical_batches(lam, phi, diagonal, damping=DAMPING):
     along directions whose eigenvalues are noise.
     """
     lam = np.asarray(lam, dtype=np.float64)
-    a, r = damping, lam.shape[0]
+    a = get_statistics().eigenpro_damping if damping is None else damping
+    r = lam.shape[0]
     P2 = np.asarray(phi, dtype=np.float64)[:, : r - 1] ** 2
     h = P2.shape[0]
     c1 = np.zeros((h, r))
@@ -226,7 +225,7 @@ def critical_batches(lam, phi, diagonal, damping=DAMPING):
 
 
 def feature_preconditioner(design, n_components, subsample_size, random_state=None,
-                           damping=DAMPING):
+                           damping=None):
     """Preconditioner of ``X~^T X~ / n_eff`` for :class:`PreconditionedGD`.
 
     Parameters

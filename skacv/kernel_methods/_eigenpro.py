@@ -48,10 +48,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory, working_memory_bytes
+from .._policy import get_policy, get_statistics
 from ..estimates._risk_sgd import SGDRiskTracker, epochs_stop, flag_against_gcv
 from ..estimators._base import TrajectoryEstimator
 from ..exceptions import DivergenceError
-from ..iterations._path import DIVERGENCE_FACTOR
 from ..iterations._preconditioning import NystromPreconditioner
 from ..linalg._linalg import top_eigenvalue
 from ..linalg._sampling import EpochSampler, draw_rows
@@ -59,20 +59,6 @@ from ..utils._compat import Interval, StrOptions, _fit_context
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
 from ._kernels import KERNELS, Kernel, KernelOperator, median_bandwidth, scale_bandwidth
 
-_SATURATION_MARGIN = 0.9
-#: epochs of max_iter="auto"
-_AUTO_MAX_EPOCHS = 300
-#: draws of the median bandwidth's pairs
-_MEDIAN_DRAWS = 1000
-#: held-out rows over which the automatic q rule takes beta_P (its maximum)
-_RULE_ROWS = 500
-#: float32 products when their rounding, amplified by the preconditioner's
-#: gain lambda_1 / lambda_P (K_P = K - low rank cancels that much of K), stays
-#: below this fraction of a step. At gain 2.6e4 (1.6e-3 of a step; the
-#: synthetic problem of bench_eigenpro.py, n = 5000, 30 epochs) the test mse
-#: of float32 and float64 agreed to 5 digits, the predictions within 1.2 % of
-#: the test rmse
-_ROUNDING_TOL = 1e-2
 _EPS32 = float(np.finfo(np.float32).eps)
 
 
@@ -181,7 +167,7 @@ class _BaseEigenPro(TrajectoryEstimator):
         if not warm:
             self._kernel_setup(X, Y, sample_weight)
         if self.max_iter == "auto":
-            self._run_epochs(_AUTO_MAX_EPOCHS, auto=True)
+            self._run_epochs(get_statistics().eigenpro_auto_max_epochs, auto=True)
         else:
             self._run_epochs(self.max_iter - self.n_iter_)
 
@@ -203,7 +189,8 @@ class _BaseEigenPro(TrajectoryEstimator):
             self.bandwidth_ = scale_bandwidth(Xc, w)
         elif self.bandwidth == "median":  # its own stream too
             bw_rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
-            self.bandwidth_ = median_bandwidth(Xc, w, _MEDIAN_DRAWS, bw_rng)
+            draws = get_statistics().eigenpro_median_draws
+            self.bandwidth_ = median_bandwidth(Xc, w, draws, bw_rng)
         else:
             self.bandwidth_ = float(self.bandwidth)
         kern = Kernel(self.kernel, self.bandwidth_, self.kernel_params)
@@ -226,7 +213,8 @@ class _BaseEigenPro(TrajectoryEstimator):
         if held is not None:  # the q rule's beta_P on rows outside the subsample
             mult = np.zeros(n)
             mult[held[0]] = held[1]
-            rows_R = draw_rows(mult, min(_RULE_ROWS, mult.sum()), self._rng, n)[0]
+            n_rule = min(get_statistics().eigenpro_rule_rows, mult.sum())
+            rows_R = draw_rows(mult, n_rule, self._rng, n)[0]
             rule = (self._kernel_block(kern, op, Xc, rows_R, rows_S), kdiag[rows_R])
         P = NystromPreconditioner.from_kernel(
             K_SS, counts_S, self.n_components, max_batch=None if exact else counts_S.sum(),
@@ -241,8 +229,9 @@ class _BaseEigenPro(TrajectoryEstimator):
             lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, op, Xc, held, phi, P))
         m_star = beta / lam_p + 1.0 if lam_p > 0 else np.inf
         gain = P.eigenvalues_[0] / lam_p if lam_p > 0 else np.inf
+        rounding_tol = get_policy().eigenpro_rounding_tol
         single = kern.kernel == "gaussian" and (self.precision == "float32" or (
-            self.precision == "auto" and not op.use_full and gain * _EPS32 <= _ROUNDING_TOL))
+            self.precision == "auto" and not op.use_full and gain * _EPS32 <= rounding_tol))
         self.precision_ = "float32" if single else "float64"
         if single:
             op.to_single()
@@ -262,7 +251,7 @@ class _BaseEigenPro(TrajectoryEstimator):
         elif m <= m_star:
             eta = m / beta
         else:
-            eta = _SATURATION_MARGIN * 2.0 * m / (beta + (m - 1) * lam_p)
+            eta = get_statistics().eigenpro_saturation_margin * 2.0 * m / (beta + (m - 1) * lam_p)
         # ---- state
         self.X_fit_ = Xc
         self.preconditioner_ = P
@@ -349,7 +338,7 @@ class _BaseEigenPro(TrajectoryEstimator):
         op.ensure()
         alpha, f, Y = st.alpha, st.f, st.Y
         c = Y.shape[1]
-        limit = DIVERGENCE_FACTOR * max(st.mse0, np.finfo(np.float64).tiny)
+        limit = get_statistics().divergence_factor * max(st.mse0, np.finfo(np.float64).tiny)
         mse_path = list(self.train_mse_path_)
         tracker = self._tracker
         tic = time.perf_counter()

@@ -27,13 +27,9 @@ import scipy.sparse as sp
 from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
-from .._policy import get_policy
+from .._policy import get_policy, get_statistics
 from ..utils._parallel import blas_threads, factorization_blas, kept_workers
 from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
-
-#: relative tolerance of the Lanczos estimate of the top eigenvalue behind
-#: ``step_size="auto"`` (the bound is inflated by it, see ``Design.lipschitz``)
-LIPSCHITZ_TOL = 1e-3
 
 
 def block_panel_rows(n_features):
@@ -467,25 +463,25 @@ class Design:
                 return np.asarray(self.matvec(self.rmatvec(v.astype(self.dtype))),
                                   dtype=np.float64)
         # a Ritz value never exceeds the top eigenvalue; with relative residual
-        # at most LIPSCHITZ_TOL it is within that fraction of it, so the
+        # at most the statistical policy's lipschitz_tol it is within that fraction of it, so the
         # inflated value is an upper bound (a step 1 / L that is never too
         # long). Lanczos stopped at the first step where that holds: 3 to 5
         # products for a separated top eigenvalue (ARPACK took 21), ~40 for
         # an isotropic design (ARPACK ~50); ARPACK if it has not converged
         # in 128 steps
         W0 = np.random.RandomState(0).standard_normal((dim, 1))
+        tol = get_statistics().lipschitz_tol
         with self.operator_workers():
-            theta = lanczos_top_eigenvalues(lambda Q: op(Q[:, 0])[:, None], W0,
-                                            LIPSCHITZ_TOL)[0]
+            theta = lanczos_top_eigenvalues(lambda Q: op(Q[:, 0])[:, None], W0, tol)[0]
             if not np.isfinite(theta):
-                theta = top_eigenvalue(op=op, dim=dim, tol=LIPSCHITZ_TOL)
+                theta = top_eigenvalue(op=op, dim=dim, tol=tol)
         self.cache["lanczos_lipschitz"] = self._inflate(theta)
         return self.cache["lanczos_lipschitz"]
 
     def _inflate(self, theta):
         """A Lanczos Ritz value made an upper bound (LAPACK's small case is
         exact and returns before), in the mean form."""
-        return theta * (1.0 + LIPSCHITZ_TOL) / self.n_eff
+        return theta * (1.0 + get_statistics().lipschitz_tol) / self.n_eff
 
     def _auto_side(self):
         return "features" if self.n_features <= self.n_samples else "samples"

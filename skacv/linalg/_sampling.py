@@ -26,6 +26,8 @@ import contextvars
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._policy import get_statistics
+
 #: ``None``, or while an in-memory sample standing for other rows is fitted
 #: (:func:`skacv.linalg._dask.dask_fit`) an object whose ``probes(rng, shape,
 #: dtype)`` and ``subsample(n, size)`` give the draws of those rows for
@@ -52,15 +54,14 @@ def rows_behind(source):
     finally:
         ROW_SOURCE.reset(token)
 
-#: expanded index lists of integer weights are used up to this length
-_MAX_EXPANDED = 10**8
-
 
 def integer_weights(weight):
-    """True when ``weight`` is None or holds integers (frequency weights)."""
+    """True when ``weight`` is None or holds integers (frequency weights)
+    summing to at most the statistical policy's ``expanded_weights_max``."""
     if weight is None:
         return True
-    return bool(np.all(weight == np.round(weight))) and weight.sum() <= _MAX_EXPANDED
+    return (bool(np.all(weight == np.round(weight)))
+            and weight.sum() <= get_statistics().expanded_weights_max)
 
 
 def counts_of(draws, n_rows):

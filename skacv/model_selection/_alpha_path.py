@@ -121,7 +121,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         ``tol * ||y~||^2 / n_eff``, scikit-learn's ``Lasso`` criterion
         (its gap ``tol * ||y||^2`` is on the objective multiplied by
         ``n_samples``), and at most ``200 tol P`` at the warm start from the
-        previous alpha (``PATH_OBJECTIVE_TOL``: when the fit explains most of
+        previous alpha (``path_objective_tol``: when the fit explains most of
         ``y`` the first bound can exceed the objective itself, and the
         previous solution would pass; this second bound not below
         ``1e-10 ||y~||^2 / n_eff``). The dual point is the residual

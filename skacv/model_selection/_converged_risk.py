@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from scipy import linalg
 
 from .._config import check_memory
-from .._policy import get_policy
+from .._policy import get_policy, get_statistics
 from ..estimates._risk_reliability import DF_HIGH
 from ..linalg._linalg import independent_columns
 
@@ -46,13 +46,6 @@ def converged_risk(train_mse, df, n_eff):
         return np.where(df < DF_HIGH * n_eff, train_mse / (1.0 - df / n_eff) ** 2, np.inf)
 
 
-#: columns of ``X~`` within this relative distance of each other (up to sign,
-#: in the norm) are duplicates (:func:`duplicate_labels`); the square root of
-#: the dtype's resolution, at most ``1e-5`` (``3.2e-8`` in float64, ``1e-5``
-#: in float32) when ``None``
-DUPLICATE_TOL = None
-
-
 def duplicate_labels(design):
     """Labels of the columns of ``X~``: columns equal up to sign share one
     (the smallest index of the group), every other column has its own index.
@@ -63,8 +56,9 @@ def duplicate_labels(design):
     fitted values have the divergence of one, ``rank(X~_S)`` (Tibshirani &
     Taylor 2012). Candidates are the columns with equal projections on two
     random directions (one product with ``X~^T``), checked column against
-    column (:data:`DUPLICATE_TOL`). Other exact linear relations between
-    columns (every level of a one-hot encoded feature beside an intercept)
+    column (the statistical policy's ``duplicate_tol``: by default the square
+    root of the dtype's resolution, at most ``1e-5``). Other exact linear
+    relations between columns (every level of a one-hot encoded feature beside an intercept)
     are found only where ``X~^T X~`` is at hand (:class:`SupportDF`).
 
     Returns
@@ -75,8 +69,9 @@ def duplicate_labels(design):
     labels = np.arange(p)
     if p < 2 or design.n_samples < 1:
         return labels
-    tol = DUPLICATE_TOL if DUPLICATE_TOL is not None else min(
-        1e-5, float(np.sqrt(np.finfo(design.dtype).resolution)))
+    tol = get_statistics().duplicate_tol
+    if tol is None:
+        tol = min(1e-5, float(np.sqrt(np.finfo(design.dtype).resolution)))
     Z = np.random.default_rng(0).standard_normal((design.n_samples, 2)).astype(design.dtype)
     S = np.asarray(design.rmatvec(Z), dtype=np.float64)
     sign = np.where(S[:, 0] < 0, -1.0, 1.0)
@@ -105,12 +100,6 @@ def duplicate_labels(design):
             labels[run[k:][same]] = run[k]
             free[k:] &= ~same
     return labels
-
-
-#: at most this many indicator columns (two distinct values) have their
-#: relations checked on the columns of ``X~`` (:class:`SupportDF`): their
-#: Gram matrix costs ``2 n b^2`` flops
-BINARY_RELATIONS_MAX = 2000
 
 
 def binary_columns(X):
@@ -189,8 +178,8 @@ class SupportDF:
     (``p > n``: ``X~`` is rank-deficient, and a factorisation per support
     would cost more than the path) the relations looked for are those of
     real designs: among the indicator columns (:func:`binary_columns`, at
-    most :data:`BINARY_RELATIONS_MAX`; their Gram matrix is factorised once,
-    and, when singular, the rank of the support's indicators is taken) and
+    most the statistical policy's ``binary_relations_max``; their Gram matrix
+    is factorised once, and, when singular, the rank of the support's indicators is taken) and
     duplicates up to sign among the others (:func:`duplicate_labels`). An
     exact relation among other columns (a total beside its parts) is not
     detected there. df is at most the rows of ``X~`` of positive weight,
@@ -218,7 +207,7 @@ class SupportDF:
                 self.gram = covariance
         else:
             B = binary_columns(X)
-            if 1 < B.size <= BINARY_RELATIONS_MAX:
+            if 1 < B.size <= get_statistics().binary_relations_max:
                 G = _columns_gram(design, B)
                 if independent_columns(G).size < B.size:
                     self.gram, self.cols = G, B

@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from .._config import working_memory_bytes
-from .._policy import get_policy
+from .._policy import get_policy, get_statistics
 from ..exceptions import UnreliableEstimateWarning
 from ._kfold import can_stack
 
@@ -49,47 +49,11 @@ PATH_ATTRS = ("risk_path_", "loo_path_", "risk_reliable_")
 # (textbook K-fold along the path, shuffled) 0.35 % / 13 %; exact
 # leave-one-out 0.04 % / 0.84 % at 6x the time of 5 folds (10 folds: 1.3x).
 
-#: criterion="auto" also computes the other estimate (both in cv_results_)
-#: when n_samples * n_features is at most this and the choice is
-#: leave-one-out (the spectral risk of linear iterations is the cheaper
-#: estimate: its leave-one-out would double the cost)
-AUTO_BOTH_SIZE = 200_000
-
-#: criterion="auto": leave-one-out tracks every sample up to this many, a
-#: random subsample of this size above. Each tracked sample costs about one
-#: product with the (restricted) Gram matrix per iteration, so the cost is
-#: linear in this number. The subsample path is a control-variate estimate
-#: (the in-sample losses of every sample, see
-#: ``skacv.estimates._loo._regression_estimate``): on equicorrelated and AR(1) designs
-#: (FISTA, n 200-1000, 15 fits x 300 subsamples) 100 samples gave a mean
-#: level error of 0.3-3 % against the full leave-one-out path (the plain
-#: mean: 8-11 %) and a 90th-percentile regret of the argmin of 0-3 % except
-#: on one p > n design near interpolation (12 %; 0 % with 200 samples).
-AUTO_LOO_SAMPLES = 100
-
-#: criterion="auto" tracks more samples, up to this many, while the
-#: leave-one-out stays within the budget of K-fold CV along the path or of
-#: ``SpeedPolicy.auto_cheap_flops`` (heavy-tailed losses need them: with
-#: Student-t noise and gross outliers the Huber choice from 100 samples had
-#: regrets up to 15 % where every sample gave at most 7 %)
-AUTO_LOO_SAMPLES_MAX = 500
-
-
-#: criterion="auto" uses K-fold CV along the path instead of the risk
-#: estimate below this many samples with more features than samples (and at
-#: least as many samples as folds): on the gene-expression designs of
-#: ``bench_real_data.py`` (Khan, 41 x 2307 in training, FISTA, 10 splits)
-#: the risk estimate flagged its own paths on every split and its choices
-#: had 1.43 times LassoCV's median test error (worst 4.0), K-fold CV along
-#: the path 1.001 (worst 1.10), in less time (the chains of 32 probes over
-#: thousands of coordinates cost more than five folds of 33 samples)
-AUTO_KFOLD_SAMPLES = 100
-
 
 def few_samples(n_samples, n_features, n_folds):
     """Whether ``criterion="auto"`` leaves the risk estimate for K-fold CV
-    along the path (:data:`AUTO_KFOLD_SAMPLES`)."""
-    return n_folds <= n_samples < AUTO_KFOLD_SAMPLES and n_features > n_samples
+    along the path (the statistical policy's ``auto_kfold_samples``)."""
+    return n_folds <= n_samples < get_statistics().auto_kfold_samples and n_features > n_samples
 
 
 def resolve_auto(estimator, n_samples, n_features, cv):
@@ -103,7 +67,8 @@ def resolve_auto(estimator, n_samples, n_features, cv):
     if criterion == "risk" and few_samples(n_samples, n_features, n_folds):
         warnings.warn(  # user -> _fit_context's wrapper -> fit -> _resolve -> here
             f"criterion='auto' uses K-fold CV along the path (cv={cv!r}) with {n_samples} "
-            f"samples and {n_features} features: below {AUTO_KFOLD_SAMPLES} samples with "
+            f"samples and {n_features} features: below "
+            f"{get_statistics().auto_kfold_samples} samples with "
             "more features than samples the risk estimate is unreliable on real designs. "
             "Set criterion='risk' to use it anyway.", UnreliableEstimateWarning, stacklevel=5)
         return "kfold", None, False
@@ -113,8 +78,9 @@ def resolve_auto(estimator, n_samples, n_features, cv):
 def reports_both(criterion, n_samples, n_features):
     """Whether ``criterion="auto"``, resolved to ``criterion``, computes the
     other estimate too (both in ``cv_results_``): leave-one-out on a small
-    problem (``n_samples * n_features <= AUTO_BOTH_SIZE``)."""
-    return n_samples * n_features <= AUTO_BOTH_SIZE and criterion == "loo"
+    problem (``n_samples * n_features`` at most the statistical policy's
+    ``auto_both_size``)."""
+    return n_samples * n_features <= get_statistics().auto_both_size and criterion == "loo"
 
 
 def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
@@ -168,10 +134,10 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
       logistic losses): ``"loo"``. Iterative approximate leave-one-out costs
       time linear in the path length and in the tracked samples
       (:func:`loo_cost_in_fits`); every sample is tracked up to
-      ``AUTO_LOO_SAMPLES``, above a random subsample (a control-variate
+      the statistical policy's ``auto_loo_samples``, above a random subsample (a control-variate
       estimate) of as many samples as fit in the larger of the K-fold
       budget (``n_folds - 1`` fits) and ``SpeedPolicy.auto_cheap_flops``,
-      between ``AUTO_LOO_SAMPLES`` and ``AUTO_LOO_SAMPLES_MAX`` (unless the
+      between ``auto_loo_samples`` and ``auto_loo_samples_max`` (unless the
       estimator sets ``loo_subsample`` itself).
     """
     params = estimator.get_params(deep=False)
@@ -181,14 +147,16 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
     if has_risk and (estimator.linear_iterations() or can_stack(estimator)):
         return "risk", None
     sub = params.get("loo_subsample")
-    if sub is None and n_samples > AUTO_LOO_SAMPLES:
-        sub = AUTO_LOO_SAMPLES
+    statistics = get_statistics()
+    if sub is None and n_samples > statistics.auto_loo_samples:
+        sub = statistics.auto_loo_samples
         if n_features is not None:  # more while within the budget
             fits1, flops1 = loo_cost_in_fits(estimator, n_samples, n_features, 1)
             setup = loo_cost_in_fits(estimator, n_samples, n_features, 0)[1]
             budget = max(get_policy().auto_cheap_flops, (n_folds - 1) * flops1 / fits1)
             affordable = int((budget - setup) // max(flops1 - setup, 1.0))
-            sub = int(np.clip(affordable, AUTO_LOO_SAMPLES, AUTO_LOO_SAMPLES_MAX))
+            sub = int(np.clip(affordable, statistics.auto_loo_samples,
+                              statistics.auto_loo_samples_max))
         if sub >= n_samples:
             sub = None
     return "loo", sub

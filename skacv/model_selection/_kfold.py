@@ -31,7 +31,8 @@ Each fold's step size is the one its own fit would use (the estimator's
 step rule, with the folds' top eigenvalues from one block of Lanczos
 processes on the stacked products), so a stacked fold path is the path of
 ``clone(estimator).fit(X[train], y[train])`` up to the rounding of the block
-products (and of that eigenvalue, within ``LIPSCHITZ_TOL``). The block runs in
+products (and of that eigenvalue, within the statistical policy's
+``lipschitz_tol``). The block runs in
 the search's ``fold_dtype`` (:func:`kfold_dtype`): float32 by default, whose
 rounding (~1e-6 relative) is far below the sampling noise of a held-out
 error (~1/sqrt(n_test)).
@@ -44,11 +45,11 @@ import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
 from .._config import check_memory
-from .._policy import get_policy
+from .._policy import get_policy, get_statistics
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
 from ..linalg._copies import gather
-from ..linalg._design import LIPSCHITZ_TOL, Design
+from ..linalg._design import Design
 from ..linalg._linalg import lanczos_top_eigenvalues, top_eigenvalue
 from ..utils._compat import _num_features, _num_samples
 from ..utils._parallel import cache_bytes
@@ -95,7 +96,7 @@ class _FoldView:
         return self._lipschitz
 
 
-def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
+def fold_lipschitz(designs, tol=None):
     """Largest eigenvalue of every fold's ``X~_j^T X~_j / n_j`` (training
     rows), as :meth:`~skacv.linalg._design.Design.lipschitz` of the fold's own
     design would give it: one Lanczos process per fold, run as a block on
@@ -107,12 +108,14 @@ def fold_lipschitz(designs, tol=LIPSCHITZ_TOL):
     own fit inflates it: an upper bound, a step ``1 / L`` that is never too
     long. The block stops when every process has; ``nan`` for a fold not
     converged within 128 steps. Used where the folds' own designs would use
-    Lanczos too (see :func:`fold_views`).
+    Lanczos too (see :func:`fold_views`). ``tol``: the statistical policy's
+    ``lipschitz_tol`` when ``None``.
 
     Returns
     -------
     lipschitz : ndarray of shape (n_folds,)
     """
+    tol = get_statistics().lipschitz_tol if tol is None else tol
     n, p, K = designs.n_samples, designs.n_features, designs.n_folds
     dt = designs.dtype
     # X~_j^T m_j X~_j q_j for every fold in one pass over X (the folds' own

@@ -42,7 +42,7 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.linear_model import enet_path
 from sklearn.utils import Bunch
 
-from .._policy import get_policy
+from .._policy import get_policy, get_statistics
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
 from ..iterations._metric import MetricFISTA
@@ -50,47 +50,7 @@ from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1, ElasticNet, duality_gap
 from ..utils._compat import conjugate_gradient
 from ._converged_risk import RidgeSupportDF, SupportDF, converged_risk
-from ._lasso_spaces import (
-    COVARIANCE_PATH_MIN_TOL,
-    _FeatureSpace,
-    _SampleSpace,
-    covariance_path_pays,
-)
-
-# FISTA steps between two duality-gap checks on the working set (a check costs
-# one product with X~_W^T, half a step)
-_CHECK_EVERY = 5
-# working set of alpha_k: |X~_j^T r(alpha_{k-1})| / n >= alpha_k - SLACK (alpha_{k-1} - alpha_k),
-# plus the previous support; SLACK = 1 is the sequential strong rule (Tibshirani
-# et al. 2012). 0.5 keeps fewer columns for a few more optimality checks (measured
-# on the seed design: 20% fewer products in all)
-_STRONG_RULE_SLACK = 0.5
-# at most max(this, 4 times the warm start's support) columns in a first
-# working set, and a working set grows by at most its size (the largest
-# violators): equicorrelated columns all pass the strong rule, and FISTA's
-# step on them, 1 / (rho |W|), would be tiny
-_WORK_MIN = 100
-# the exact finish (_SupportFinish): supports of at most this share of the
-# samples (the bulk of the spectrum of X~_S^T X~_S spans (1 +- sqrt(|S| / n))^2,
-# Marchenko-Pastur: condition 34 at one half, 320 at 0.8, and conjugate
-# gradients slow down as the support nears n); the products of the finishes
-# that did not end their solve below this share of its FISTA steps; and
-# conjugate-gradient iterations of one finish at most, its active-set steps
-# included (each costs about a FISTA step)
-_FINISH_MAX_RATIO = 0.5
-_FINISH_SHARE = 0.25
-_FINISH_MAXITER = 100
-#: the duality gap of an alpha is also at most ``PATH_OBJECTIVE_TOL * tol``
-#: times twice its objective (at the warm start): scikit-learn's
-#: ``tol * ||y~||^2 / n_eff`` alone can exceed the objective of a small
-#: penalty when the fit explains most of ``y`` (``make_regression`` with
-#: noise 5: the previous alpha's solution passed at the next two alphas,
-#: whose risks came out identical); a factor of 100 leaves the gap of the
-#: usual designs, whose objective stays above 1 % of ``||y~||^2 / (2 n_eff)``
-PATH_OBJECTIVE_TOL = 100.0
-#: a warm start whose support misses a column that violates the optimality
-#: conditions at the new alpha is solved at least to this fraction of its gap
-KKT_GAP_CUT = 0.1
+from ._lasso_spaces import _FeatureSpace, _SampleSpace, covariance_path_pays
 
 
 def _with_ridge(stats, coef, l2, n_eff):
@@ -129,17 +89,16 @@ class _SupportFinish:
     to it stays in the orthant of ``s`` up to its first crossing, where the
     objective (the restricted least squares, convex, decreasing towards its
     minimum) is below the iterate's; the crossing columns leave ``S`` and
-    the system is solved again (an active-set step), within
-    :data:`_FINISH_MAXITER` conjugate-gradient iterations in all. The
-    caller keeps the point if it lowers the objective; the duality gap
+    the system is solved again (an active-set step), within the speed
+    policy's ``path_finish_maxiter`` conjugate-gradient iterations in all.
+    The caller keeps the point if it lowers the objective; the duality gap
     certifies it as it does FISTA's iterates. A pattern is tried once; none
     with ``S`` empty, the whole working set (FISTA's first steps from the
-    warm start, before it drops any column), above
-    :data:`_FINISH_MAX_RATIO` of the samples
-    (ill-conditioned, singular at ``n_samples``), none when FISTA's pace
-    would reach the target within two checks, and none while the products
+    warm start, before it drops any column), above ``path_finish_max_ratio``
+    of the samples (ill-conditioned, singular at ``n_samples``), none when
+    FISTA's pace would reach the target within two checks, and none while the products
     of the finishes that did not end the working set's solve exceed
-    :data:`_FINISH_SHARE` of its FISTA steps (the first one is free: many
+    ``path_finish_share`` of its FISTA steps (the first one is free: many
     sign crossings, a support not yet identified, stop the next ones).
 
     Conjugate gradients stop at the residual ``rho = X~_S^T r - n_eff alpha
@@ -159,7 +118,7 @@ class _SupportFinish:
         self.sub, self.work, self.alpha, self.target = sub, work, alpha, target
         self.previous, self.tried = None, set()
         # FISTA steps of this solve and products of its finishes that did not
-        # end it: the finishes stop while these exceed _FINISH_SHARE of those
+        # end it: the finishes stop while these exceed path_finish_share of those
         self.fista_steps = self.wasted = 0
 
     def __call__(self, x, l1, fista_left):
@@ -168,21 +127,23 @@ class _SupportFinish:
         ``l1`` is the l1 norm of FISTA's iterate ``x`` (the caller compares
         the objectives), ``fista_left`` the steps FISTA would still take at
         its pace (at most the steps left in the budget): the finish is
-        skipped below ``2 * _CHECK_EVERY`` and spends at most that many
-        products."""
+        skipped below ``2 * path_check_every`` (the speed policy's) and spends
+        at most that many products."""
+        policy = get_policy()
         signs = np.sign(x).astype(np.int8)
         key = signs.tobytes()
         stable, self.previous = key == self.previous, key
         S = np.flatnonzero(signs)
         if (not stable or key in self.tried or S.size in (0, x.size)
-                or S.size > _FINISH_MAX_RATIO * self.space.design.n_samples
-                or fista_left < 2 * _CHECK_EVERY or self.wasted > _FINISH_SHARE * self.fista_steps):
+                or S.size > policy.path_finish_max_ratio * self.space.design.n_samples
+                or fista_left < 2 * policy.path_check_every
+                or self.wasted > policy.path_finish_share * self.fista_steps):
             return None, 0
         self.tried.add(key)
         self.n_tried += 1
         b, n_products = self._active_set(S, signs[S].astype(np.float64),
                                          np.asarray(x[S], dtype=np.float64), l1,
-                                         int(min(fista_left, _FINISH_MAXITER)))
+                                         int(min(fista_left, policy.path_finish_maxiter)))
         out = np.zeros_like(x)
         out[S] = b
         return out, n_products
@@ -242,7 +203,7 @@ def _steps_left(gap_prev, gap, target):
     did not decrease."""
     if not gap < gap_prev < np.inf:
         return np.inf
-    return _CHECK_EVERY * np.log(gap / target) / np.log(gap_prev / gap)
+    return get_policy().path_check_every * np.log(gap / target) / np.log(gap_prev / gap)
 
 
 def _objective_gap(space, sub, work, x, fitted, alpha):
@@ -263,12 +224,6 @@ class _MetricStalled(Exception):
         self.x, self.steps = x, steps
 
 
-#: objective increases between checks that end a solve in the rank-one
-#: metric (each restarts the momentum; a metric that does not majorise the
-#: working set's Hessian keeps increasing it)
-_METRIC_MAX_RESTARTS = 3
-
-
 def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget, metric=None):
     """FISTA on the columns ``work`` (``sub``, in ``space``) until its duality
     gap is ``<= target``, with the exact finish of :class:`_SupportFinish`
@@ -276,7 +231,7 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
     ``metric`` (:class:`~skacv.iterations._metric.RankOneMetric`), FISTA in
     that metric (:class:`~skacv.iterations._metric.MetricFISTA`, ``step_size``
     unused); it raises :class:`_MetricStalled` after
-    :data:`_METRIC_MAX_RESTARTS` objective increases.
+    the speed policy's ``path_metric_max_restarts`` objective increases.
 
     Returns the solution, its fitted values in ``space`` and the number of
     steps (conjugate-gradient iterations included). The momentum is
@@ -297,8 +252,9 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
         finish.start(sub, work, alpha, target)
     done = increases = 0
     obj_prev = gap_prev = np.inf
+    policy = get_policy()
     while done < budget:
-        k = min(_CHECK_EVERY, budget - done)
+        k = min(policy.path_check_every, budget - done)
         run_trajectory(sub, y, iteration, k, state, scratch, datafit=space.datafit, fuse=True)
         done += k
         if finish is not None:
@@ -309,7 +265,7 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
         restart = obj > obj_prev
         if restart and metric is not None:
             increases += 1
-            if increases >= _METRIC_MAX_RESTARTS:
+            if increases >= policy.path_metric_max_restarts:
                 raise _MetricStalled(state.x, done)
         if finish is not None:
             x, n_iter = finish(state.x, l1,
@@ -370,7 +326,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     n_eff)``) until the gap of the full problem is at most ``goal``.
 
     The working set is the previous support and the columns passing the
-    relaxed sequential strong rule (at most ``max(_WORK_MIN, 4 |support|)``
+    relaxed sequential strong rule (at most ``max(path_work_min, 4 |support|)``
     of them, the largest correlations first: equicorrelated columns all pass
     the rule), grown by the violators of the optimality conditions (at most
     as many as it holds, the largest first) until there are none (or
@@ -393,11 +349,13 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     rr, ry, corr = stats
     steps = 0
     work = np.flatnonzero(coef)
+    policy = get_policy()
     if gap > goal:
         # working set: (relaxed) sequential strong rule + previous support
-        thresh = alpha - _STRONG_RULE_SLACK * (alpha_prev - alpha)
+        thresh = alpha - policy.path_strong_rule_slack * (alpha_prev - alpha)
         work = np.flatnonzero((np.abs(corr) >= thresh) | (coef != 0))
-        work = _largest(work, corr, coef != 0, max(_WORK_MIN, 4 * np.count_nonzero(coef)))
+        work = _largest(work, corr, coef != 0,
+                        max(policy.path_work_min, 4 * np.count_nonzero(coef)))
     while gap > goal and steps < max_iter:
         # the previous working set's columns go before a larger buffer comes
         sub = None
@@ -416,7 +374,8 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         violators = np.flatnonzero(outside & (np.abs(corr) > alpha))
         if violators.size == 0:  # right working set (or its solve ran out of steps)
             break
-        work = np.union1d(work, _largest(violators, corr, None, max(_WORK_MIN, work.size)))
+        work = np.union1d(work, _largest(violators, corr, None,
+                                         max(policy.path_work_min, work.size)))
     return coef, (rr, ry, corr), gap, steps, work
 
 
@@ -518,10 +477,11 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     space = (_FeatureSpace(design, c, yy)
              if covariance_path_pays(design, tol, n_alphas if alphas is None else alphas.shape[0])
              else _SampleSpace(design, X, sample_weight, y_tilde))
-    space.finish = _SupportFinish(space) if get_policy().path_support_finish else None
+    policy, statistics = get_policy(), get_statistics()
+    space.finish = _SupportFinish(space) if policy.path_support_finish else None
     # the covariance form's alphas by coordinate descent (_coordinate_descent)
     space.coordinate_descent = (getattr(space, "gram_form", False)
-                                and get_policy().path_coordinate_descent)
+                                and policy.path_coordinate_descent)
     space.l2 = 0.0
     alpha_max = float(np.max(np.abs(stats[2]))) / l1_ratio if p else 0.0
     alphas = _lasso_grid(alphas, alpha_max, n_alphas, eps)
@@ -548,14 +508,15 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         # scikit-learn's gap, but also relative to the objective: at small
         # penalties tol * ||y~||^2 / n_eff can exceed the objective itself
         # (a large y: the warm start from the previous alpha would pass)
-        goal = min(target, max(PATH_OBJECTIVE_TOL * tol * (rr / n_eff + 2.0 * alpha * l1_norm),
-                               COVARIANCE_PATH_MIN_TOL * yy / n_eff))
+        gap_scale = rr / n_eff + 2.0 * alpha * l1_norm
+        goal = min(target, max(statistics.path_objective_tol * tol * gap_scale,
+                               policy.covariance_path_min_tol * yy / n_eff))
         if np.any((coef == 0) & (np.abs(stats[2]) > alpha)):
             # columns outside the warm start's support violate the optimality
             # conditions at this alpha: its support is wrong, whatever its gap
             # (a gap within tol of a large ||y~||^2 passed the previous alpha's
             # solution, df and risk included, at every other alpha)
-            goal = min(goal, KKT_GAP_CUT * gap)
+            goal = min(goal, statistics.kkt_gap_cut * gap)
         coef, stats, gap, steps, work = _solve_alpha(space, coef, stats, gap, alpha, alpha_prev,
                                                      goal, step_size, max_iter)
         if gap > goal:

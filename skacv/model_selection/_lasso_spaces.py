@@ -19,14 +19,6 @@ from ..iterations._metric import rank_one_metric, spike_possible
 from ..linalg._design import CovarianceForm, Design
 from ..linalg._linalg import lanczos_top
 
-# Lanczos steps of the step-size estimate of each working set (warm-started)
-_LANCZOS_STEPS = 4
-
-#: the covariance form's quadratic forms of ``||r||^2`` cancel (their
-#: rounding, about ``1e-13 ||y~||^2``): it certifies duality gaps down to this
-#: tolerance only (:func:`covariance_path_pays`)
-COVARIANCE_PATH_MIN_TOL = 1e-10
-
 
 class _WorkingColumns:
     """Designs of working sets of columns (same centring, weights, ``n_eff``).
@@ -64,15 +56,18 @@ class _WorkingColumns:
         return sub
 
 
-def _top_eigenvalue(design, u0=None, n_steps=_LANCZOS_STEPS):
+def _top_eigenvalue(design, u0=None, n_steps=None):
     """Upper estimate of the largest eigenvalue of ``X~^T X~ / n_eff`` and the
     top direction in sample space, by :func:`skacv.linalg._linalg.lanczos_top` on
     the smaller of ``X~^T X~ / n_eff`` and ``X~ X~^T / n_eff``, warm-started
     from the direction ``u0`` (sample space) of the previous working set,
     and the second Ritz value (:func:`~skacv.iterations._metric.rank_one_metric`
     reads it). The step ``1 / L`` only sets the speed of FISTA: the duality
-    gap certifies the solutions.
+    gap certifies the solutions. ``n_steps``: the speed policy's
+    ``path_lanczos_steps`` when ``None``.
     """
+    if n_steps is None:
+        n_steps = get_policy().path_lanczos_steps
     n, p = design.n_samples, design.n_features
     inv_n = 1.0 / design.n_eff
     dt = design.dtype
@@ -214,7 +209,7 @@ class _FeatureSpace:
     def step_bound(self, sub, work):
         inv_n = 1.0 / self.design.n_eff
         L, top, self.second = lanczos_top(lambda v: (sub.C @ v) * inv_n, work.size,
-                                           self.u[work], _LANCZOS_STEPS)
+                                           self.u[work], get_policy().path_lanczos_steps)
         self.top = L
         self.u[:] = 0.0
         self.u[work] = top
@@ -257,17 +252,17 @@ def covariance_path_pays(design, tol, n_alphas):
     covariance form (:class:`_FeatureSpace`, the speed policy's
     ``covariance_path``): float64, at most the policy's
     ``covariance_max_features`` features, fewer than the samples, a
-    duality-gap tolerance of at least
-    :data:`COVARIANCE_PATH_MIN_TOL` (the quadratic forms of ``||r||^2``
-    cancel: their rounding, about ``1e-13 ||y~||^2``, would stall finer
-    gaps), and the Gram matrix (``2 n p^2`` flops at
+    duality-gap tolerance of at least ``covariance_path_min_tol`` (the
+    quadratic forms of ``||r||^2`` cancel: their rounding, about
+    ``1e-13 ||y~||^2``, would stall finer gaps), and the Gram matrix (``2 n p^2`` flops at
     ``covariance_gemm_advantage`` times the speed of a product with ``X~``:
     ``p / 16`` products) below the policy's ``path_products_per_alpha``
     products per penalty."""
     n, p = design.n_samples, design.n_features
     policy = get_policy()
     if not (policy.covariance_path and design.dtype == np.float64
-            and tol >= COVARIANCE_PATH_MIN_TOL and p <= min(n, policy.covariance_max_features)):
+            and tol >= policy.covariance_path_min_tol
+            and p <= min(n, policy.covariance_max_features)):
         return False
     gram = 0.0 if ("gram", "features") in design.cache else (
         p / policy.covariance_gemm_advantage)

@@ -35,9 +35,9 @@ its trajectories or its converged fit (ties: the smaller ``l1_ratio``).
 import numpy as np
 from sklearn.base import clone
 
+from .._policy import get_statistics
 from ._path_search import joint_argmin, score_alpha_path
 from ._results import cv_results
-from ._stages import TIE_RTOL
 
 
 def mixing_grid(param_grid):
@@ -148,9 +148,10 @@ def fit_mixing_search(search, X, y, fit_params):
     start = min(converged, key=lambda k: (converged[k], k))
     nb = search.path_neighbors
     choices, values, whole = {}, {}, set()
+    tie_rtol = get_statistics().tie_rtol
 
     def probe(k, neighbors):
-        choices[k] = joint_argmin(walk.score(k), crit, neighbors, walk.fit(k), TIE_RTOL)
+        choices[k] = joint_argmin(walk.score(k), crit, neighbors, walk.fit(k), tie_rtol)
         values[k] = _joint_min(choices[k])
         if neighbors == nb:
             whole.add(k)
@@ -158,7 +159,7 @@ def fit_mixing_search(search, X, y, fit_params):
     probe(start, nb)
     while True:
         m = min(values.values())
-        best = min(k for k, v in values.items() if v <= m + TIE_RTOL * abs(m))
+        best = min(k for k, v in values.items() if v <= m + tie_rtol * abs(m))
         walk.release(best)
         if best not in whole:
             probe(best, nb)

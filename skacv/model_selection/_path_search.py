@@ -26,12 +26,13 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import Bunch
 
+from .._policy import get_statistics
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
 from ._criteria import CRITERIA
 from ._results import select
-from ._stages import LIMIT_RTOL, finite_min, selectable
+from ._stages import finite_min, selectable
 
 
 @dataclasses.dataclass
@@ -357,10 +358,12 @@ def widen_rows(mins, start, n_grid, neighbors):
 def warn_converged(choice, alpha, max_iter, criterion):
     """Say that the converged fit was selected over an iterate cut off at
     ``max_iter`` (the fix: raise it); nothing when the trajectory reached
-    its own minimum before, or came within ``LIMIT_RTOL`` of its limit (the
+    its own minimum before, or came within the statistical policy's
+    ``limit_rtol`` of its limit (the
     converged fit then scores as well as what the trajectory could reach)."""
+    rtol = get_statistics().limit_rtol
     if (choice is None or max_iter is None or choice.trajectory_iteration < max_iter
-            or choice.trajectory_min <= choice.score + LIMIT_RTOL * abs(choice.score)):
+            or choice.trajectory_min <= choice.score + rtol * abs(choice.score)):
         return
     end = choice.trajectory_iteration
     grown = f", grown past max_iter={max_iter}" if end > max_iter else ""

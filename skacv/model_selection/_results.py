@@ -10,9 +10,10 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils.validation import column_or_1d
 
+from .._policy import get_statistics
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ._criteria import CRITERIA, PATH_ATTRS
-from ._stages import TIE_RTOL, finite_min, selectable
+from ._stages import finite_min, selectable
 
 
 class UndefinedEstimate(ValueError):
@@ -49,7 +50,7 @@ def select(paths, criterion):
             "(risk_reliable_): the estimate is undefined (e.g. a diverging path or "
             "degenerate data). Try criterion='loo'."
         )
-    threshold = m + TIE_RTOL * abs(m)
+    threshold = m + get_statistics().tie_rtol * abs(m)
     i = int(np.flatnonzero(mins <= threshold)[0])
     path = np.where(np.isfinite(paths[i]), paths[i], np.inf)
     best_iters = [int(np.argmin(np.where(np.isfinite(p), p, np.inf))) for p in paths]

@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
 from .._config import config_context, get_config
+from .._policy import get_statistics
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
@@ -54,7 +55,7 @@ from ._results import (
     warn_boundary,
 )
 from ._search_params import check_protocol, warn_ignored_params
-from ._stages import TIE_RTOL, finite_min, fit_stages, selectable
+from ._stages import finite_min, fit_stages, selectable
 
 
 def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None,
@@ -492,7 +493,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             kept[i] = est
             if prune:
                 kept = {j: e for j, e in kept.items()
-                        if mins[j] <= best + TIE_RTOL * abs(best)}
+                        if mins[j] <= best + get_statistics().tie_rtol * abs(best)}
         return paths, np.array(times), kept
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -671,7 +672,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             cands = [{"alpha": scores.values[r]} for r in rows]
             return self._fit_candidates(cands, X, y, fit_params, limits, prune=False)
 
-        choice = joint_argmin(scores, crit, self.path_neighbors, fit, TIE_RTOL)
+        choice = joint_argmin(scores, crit, self.path_neighbors, fit, get_statistics().tie_rtol)
         self._converged = choice.converged
         self._selected_paths = choice.paths[choice.rows.index(choice.row)]
         self.estimator_ = choice.estimator

@@ -14,45 +14,10 @@ import time
 
 import numpy as np
 
-from .._policy import get_policy
+from .._policy import get_policy, get_statistics
 from ..estimators._setup import FitPlan
 from ..utils._compat import _num_features, _num_samples
 from ._criteria import loo_cost_in_fits
-
-# estimates of two iterates closer than this (relative) are a tie: the first
-# grid point, then the earliest iteration, wins (rounding must not decide)
-TIE_RTOL = 1e-9
-
-#: the early stopping waits at least this fraction of the best iteration
-#: without improvement (and at least ``n_iter_no_change`` iterations): an
-#: estimate's bumps last longer on longer paths. With 10 iterations only, on
-#: equicorrelated designs (FISTA, 150-200 steps, 200 x 400 and 500 x 750) the
-#: risk estimate stopped at a bump at iteration 88 or 158 where the truth kept
-#: decreasing to the last iterate (regret 11-15 %; the whole path: 0 %).
-RELATIVE_PATIENCE = 0.5
-
-#: a path whose limit (the criterion of the converged fit, known along the
-#: alpha path) lies more than this fraction below its minimum has not ended:
-#: its estimate must still come down to the limit, past the minimum (an early
-#: bump of the estimate, as on p >> n designs). Within it, the converged fit
-#: scores within this fraction of whatever the path could still reach.
-LIMIT_RTOL = 0.01
-
-#: a least-squares path with an l1 penalty stopped on ``risk_path_`` ends
-#: once its duality gap is at most this times ``||y~||^2 / n_eff``
-#: (scikit-learn's ``Lasso`` tolerance; ``FitPlan.end_tol``): from there the
-#: iterates are the converged fit up to that gap, and the converged fit is
-#: scored on its own. On nine standardised real designs (Hitters, diabetes,
-#: College, Credit, Carseats, Auto; FISTA at four alphas each, 1000 steps)
-#: the estimate fell by at most 0.7 % after that point (0.1 % at 1e-5, which
-#: took 1.5-2.5 times the steps)
-CONVERGED_TOL = 1e-4
-
-#: a path whose criterion still falls at ``max_iter`` (and is above its
-#: limit, where known) grows past it, by warm-started stages, up to this many
-#: times ``max_iter`` (the budget of a choice on the boundary; past it a
-#: SelectionBoundaryWarning says so).
-MAX_ITER_GROWTH = 10
 
 
 def argmin_first(path):
@@ -62,7 +27,7 @@ def argmin_first(path):
     m = path.min() if path.size else np.inf
     if not np.isfinite(m):
         return None
-    return int(np.flatnonzero(path <= m + TIE_RTOL * abs(m))[0])
+    return int(np.flatnonzero(path <= m + get_statistics().tie_rtol * abs(m))[0])
 
 
 def finite_min(path):
@@ -121,7 +86,7 @@ def can_stage(estimator, X=None):
 
 def patience(best, n_iter_no_change):
     """Iterations without improvement after ``best`` that stop the path."""
-    return max(n_iter_no_change, int(RELATIVE_PATIENCE * best))
+    return max(n_iter_no_change, int(get_statistics().relative_patience * best))
 
 
 def next_stage(n_iter, best, n_iter_no_change, growth=None):
@@ -162,13 +127,13 @@ def stops(path, n_iter, n_iter_no_change, limit=None):
     """The rule of the stages: ``(stop, best)`` on the criterion ``path`` of a
     path ``n_iter`` long: stop once the first minimum lies ``patience`` back,
     unless ``limit`` (the criterion of the path's converged fit, where it is
-    known) lies more than ``LIMIT_RTOL`` below that minimum: the estimate
+    known) lies more than the statistical policy's ``limit_rtol`` below that minimum: the estimate
     then has to fall below its minimum again before the path converges."""
     best = argmin_first(path)
     if best is None or n_iter - best < patience(best, n_iter_no_change):
         return False, best
     if limit is not None and np.isfinite(limit):
-        return bool(limit >= path[best] - LIMIT_RTOL * abs(path[best])), best
+        return bool(limit >= path[best] - get_statistics().limit_rtol * abs(path[best])), best
     return True, best
 
 
@@ -183,11 +148,12 @@ def _growth_best(path, n_iter, n_iter_no_change, best):
 def at_boundary(path, n_iter, max_iter, limit=None):
     """Whether the criterion ``path`` (``n_iter`` long) still falls at its last
     iterate, on or past ``max_iter``: the choice would be on the boundary,
-    unless the path has come within ``LIMIT_RTOL`` of its ``limit`` (the
+    unless the path has come within ``limit_rtol`` of its ``limit`` (the
     converged fit, which then scores as well as what the path could reach)."""
     if n_iter < max_iter or argmin_first(path) != n_iter:
         return False
-    return not (limit is not None and path[n_iter] <= limit + LIMIT_RTOL * abs(limit))
+    rtol = get_statistics().limit_rtol
+    return not (limit is not None and path[n_iter] <= limit + rtol * abs(limit))
 
 
 def planned(estimator, plan):
@@ -212,8 +178,8 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
     ``None``). Stops once :func:`stops` holds (``limit``: the criterion of
     the converged fit, where known) or at ``max_iter``; a path whose
     criterion still falls at ``max_iter`` (:func:`at_boundary`) grows on, up
-    to ``MAX_ITER_GROWTH`` times ``max_iter`` (unless ``grow_past`` is false).
-    Then restores ``warm_start``
+    to the statistical policy's ``max_iter_growth`` times ``max_iter``
+    (unless ``grow_past`` is false). Then restores ``warm_start``
     and frees the warm state of every estimator of ``fitted()``. Returns
     the last path.
 
@@ -227,7 +193,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
     the plan's (a path that ends at convergence ends the stages).
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
-    cap = MAX_ITER_GROWTH * max_iter if grow_past else max_iter
+    cap = get_statistics().max_iter_growth * max_iter if grow_past else max_iter
     n_iter = min(max_iter, 2 * n_iter_no_change) if first is None else first
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True,
@@ -288,11 +254,13 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
     what the probes of ``risk_path_`` are grown for
     (:class:`~skacv.estimators._setup.FitPlan`). With ``n_iter_no_change``,
     a path stopped on ``risk_path_`` also ends where it has converged
-    (:data:`CONVERGED_TOL`). Returns the estimator, its estimate paths
-    ``attrs`` and the fit time."""
+    (the statistical policy's ``converged_tol``). Returns the estimator, its
+    estimate paths ``attrs`` and the fit time."""
     tic = time.perf_counter()
     growth = stage_growth(estimator, attr)
-    end_tol = CONVERGED_TOL if attr == "risk_path_" and n_iter_no_change is not None else None
+    statistics = get_statistics()
+    end_tol = (statistics.converged_tol if attr == "risk_path_" and n_iter_no_change is not None
+               else None)
 
     def stage(**params):
         estimator.set_params(**params).fit(X, y, **fit_params)
@@ -310,7 +278,7 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
                 and at_boundary(stage_path(estimator, attrs, attr), n, estimator.max_iter,
                                 limit)):
             # still falling at max_iter (and above its limit): on in stages
-            first = min(MAX_ITER_GROWTH * n, next_stage(n, n, n_iter_no_change, growth))
+            first = min(statistics.max_iter_growth * n, next_stage(n, n, n_iter_no_change, growth))
             grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                            probe_goal, limit, first, end_tol=end_tol)
     else:
