@@ -135,6 +135,12 @@ class SpeedPolicy:
     default_cache_bytes : mapping of int to int
         The CPU's data cache of each level (1, 2 per core, 3 shared) where
         the system does not say.
+    cpu_caches : mapping of int to int or None
+        The CPU's data caches of levels 1, 2 and 3 in bytes, instead of what
+        the system reports (:func:`skacv.utils._parallel.cache_bytes`; the
+        last-level cache then counts as one CPU's; a level not given by
+        :func:`policy_context`: ``default_cache_bytes``): tests pin a
+        machine's caches with it. ``None``: the system's report.
     last_level_per_cpu_max : int
         The last-level cache counted at most this much per CPU that shares
         it (a virtual machine reports the host's whole cache).
@@ -392,6 +398,7 @@ class SpeedPolicy:
                                                   "eigh": 1000})
     default_cache_bytes: MappingProxyType = _frozen({1: 32 * 2**10, 2: 512 * 2**10,
                                                      3: 16 * 2**20})
+    cpu_caches: MappingProxyType | None = None
     last_level_per_cpu_max: int = 32 * 2**20
     dense_eig_size: int = 300
     eigvalsh_float32_min_order: int = 1000
@@ -522,6 +529,9 @@ def policy_context(**changes):
     for name in ("one_thread_order", "default_cache_bytes"):
         if name in changes:
             changes[name] = MappingProxyType({**getattr(current, name), **changes[name]})
+    if changes.get("cpu_caches") is not None:
+        changes["cpu_caches"] = MappingProxyType({**current.default_cache_bytes,
+                                                  **changes["cpu_caches"]})
     new = dataclasses.replace(current, **changes)
     with _lock:
         _policy = new

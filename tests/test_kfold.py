@@ -456,14 +456,14 @@ def test_block_pass_prepares_every_group_or_none(speed_policy, monkeypatch):
     assert_allclose(rss, ref[2], rtol=1e-12)
 
 
-def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
+def test_fold_panels_fit_the_level_2_cache(speed_policy):
     """A panel of the pass holds about FOLD_PANEL_CACHE_SHARE of the level-2
     cache, its products at most FOLD_PANEL_MAX_PRODUCT multiply-adds (at
     least 8 rows, at most FOLD_PANEL_ROWS; many rows for narrow designs),
     the panels of a pass without the held-out column sized for its K - 1
     columns; and the pass runs in two groups only for a copy of X larger
     than the last-level cache."""
-    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
+    speed_policy(cpu_caches={2: 2**20, 3: 32 * 2**20})
     assert _fold_designs.fold_panel_rows(1500, 4) == int(0.75 * 2**20) // 6000 == 131
     assert _fold_designs.fold_panel_rows(1500, 8) == 65
     assert _fold_designs.fold_panel_rows(200, 4) == get_policy().fold_panel_rows
@@ -472,7 +472,7 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     assert _fold_designs.fold_panel_rows(policy.narrow_features, 4) == policy.narrow_panel_rows
     # a larger level-2 cache: the products stay within FOLD_PANEL_MAX_PRODUCT
     # (OpenBLAS's small-matrix kernels), 5 columns by default
-    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 2 * 2**20, 3: 32 * 2**20}.get)
+    speed_policy(cpu_caches={2: 2 * 2**20, 3: 32 * 2**20})
     assert get_policy().fold_panel_max_product == 10**6
     assert _fold_designs.fold_panel_rows(5000, 4) == 10**6 // 25000 == 40
     assert _fold_designs.fold_panel_rows(5000, 4, n_columns=4) == 10**6 // 20000 == 50
@@ -480,10 +480,9 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     assert _fold_designs.fold_panel_rows(15000, 4, n_columns=4) == 16
     assert _fold_designs.fold_panel_rows(1500, 4) == 10**6 // 7500 == 133
     assert _fold_designs.fold_panel_rows(3000, 4, n_columns=2) == 2 * 2**20 * 3 // 4 // 12000 == 131
-    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 2**19, 3: 32 * 2**20}.get)
+    speed_policy(cpu_caches={2: 2**19, 3: 32 * 2**20})
     assert _fold_designs.fold_panel_rows(1500, 4) == int(0.75 * 2**19) // 6000 == 65
-    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
-    monkeypatch.setattr(_fold_designs, "last_level_share", lambda: 32 * 2**20)
+    speed_policy(cpu_caches={2: 2**20, 3: 32 * 2**20})  # its last-level share: 32 MiB
     assert _fold_designs.pass_groups(32 * 2**20) == 1
     assert _fold_designs.pass_groups(32 * 2**20 + 1) == get_policy().pass_groups
     speed_policy(pass_groups_min_bytes=0)
@@ -491,7 +490,7 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     speed_policy(pass_groups_min_bytes=None)
     # the full fit beside the folds: X beyond the last-level cache (32 MiB, not
     # this machine's), the block's copy (float32 by default) within it
-    monkeypatch.setattr(_kfold, "cache_bytes", {2: 2**20, 3: 32 * 2**20}.get)
+    speed_policy(cpu_caches={2: 2**20, 3: 32 * 2**20})
     assert not _kfold.fit_beside(np.empty((1000, 1500)))  # 12 MB
     assert _kfold.fit_beside(np.empty((2000, 3000)))  # 48 MB, its block 24 MB
     assert not _kfold.fit_beside(np.empty((3000, 3000)))  # block 36 MB: two groups
@@ -501,8 +500,7 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
     # the planned panels have those rows
     speed_policy(rotated_min_bytes=0)
     speed_policy(rotated_min_features=0)
-    monkeypatch.setattr(_fold_designs, "cache_bytes", {2: 64 * 60 * 8 * 4 // 3, 3: 2**30}.get)
-    monkeypatch.setattr(_fold_designs, "last_level_share", lambda: 2**30)
+    speed_policy(cpu_caches={2: 64 * 60 * 8 * 4 // 3, 3: 2**30}, last_level_per_cpu_max=2**30)
     speed_policy(fold_covariance=False)  # the pass, not the Gram matrices
     X, y, _ = _data(n=900)
     splits = list(KFold(3, shuffle=True, random_state=0).split(X))
@@ -531,9 +529,10 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy, monkeypatch):
         assert_allclose(rss2, rss, rtol=1e-12)
 
 
-def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
+def test_cache_sizes_from_sysfs(tmp_path, speed_policy):
     """The caches' sizes as Linux reports them (the data or unified cache of
-    each level), else the defaults."""
+    each level), else the defaults; the policy's ``cpu_caches`` stand for
+    the report where set."""
     from skacv.utils import _parallel
 
     for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"),
@@ -543,34 +542,40 @@ def test_cache_sizes_from_sysfs(tmp_path, monkeypatch):
         (entry / "level").write_text(f"{level}\n")
         (entry / "type").write_text(f"{kind}\n")
         (entry / "size").write_text(f"{size}\n")
-    monkeypatch.setattr(_parallel, "CACHE_ROOT", str(tmp_path))
-    _parallel.cache_bytes.cache_clear()
+    root = str(tmp_path)
+    reported, share = _parallel.reported_cache_bytes, _parallel.reported_last_level_share
     try:
-        assert _parallel.cache_bytes(1) == 48 * 2**10
-        assert _parallel.cache_bytes(2) == 2**20
-        assert _parallel.cache_bytes(3) == 32 * 2**20
+        assert reported(1, root) == 48 * 2**10
+        assert reported(2, root) == 2**20
+        assert reported(3, root) == 32 * 2**20
         # the share of a guest's view of the host's cache: at most
         # the policy's last_level_per_cpu_max a CPU that shares it (none listed: one)
         (tmp_path / "index3" / "size").write_text("491520K\n")
         for cpus, count in [(None, 1), ("0-1", 2), ("0,2,4-5", 4), ("3", 1)]:
             if cpus is not None:
                 (tmp_path / "index3" / "shared_cpu_list").write_text(f"{cpus}\n")
-            _parallel.cache_bytes.cache_clear()
-            _parallel.last_level_share.cache_clear()
-            assert _parallel.cache_bytes(3) == 480 * 2**20
-            assert _parallel.last_level_share() == count * get_policy().last_level_per_cpu_max
+            reported.cache_clear()
+            share.cache_clear()
+            assert reported(3, root) == 480 * 2**20
+            assert share(root) == count * get_policy().last_level_per_cpu_max
         (tmp_path / "index3" / "size").write_text("32M\n")
-        _parallel.cache_bytes.cache_clear()
-        _parallel.last_level_share.cache_clear()
-        assert _parallel.last_level_share() == 32 * 2**20
-        monkeypatch.setattr(_parallel, "CACHE_ROOT", str(tmp_path / "missing"))
-        _parallel.cache_bytes.cache_clear()
-        assert _parallel.cache_bytes(2) == get_policy().default_cache_bytes[2]
-        assert _parallel.cache_bytes(3) == get_policy().default_cache_bytes[3]
+        reported.cache_clear()
+        share.cache_clear()
+        assert share(root) == 32 * 2**20
+        missing = str(tmp_path / "missing")
+        assert reported(2, missing) == get_policy().default_cache_bytes[2]
+        assert reported(3, missing) == get_policy().default_cache_bytes[3]
     finally:
-        monkeypatch.undo()
-        _parallel.cache_bytes.cache_clear()
-        _parallel.last_level_share.cache_clear()
+        reported.cache_clear()
+        share.cache_clear()
+    # pinned by the policy: those sizes (the others the defaults), the
+    # last-level cache one CPU's
+    speed_policy(cpu_caches={2: 3 * 2**20, 3: 2**30})
+    assert _parallel.cache_bytes(2) == 3 * 2**20
+    assert _parallel.cache_bytes(1) == get_policy().default_cache_bytes[1]
+    assert _parallel.last_level_share() == get_policy().last_level_per_cpu_max
+    speed_policy(cpu_caches={3: 2**20})
+    assert _parallel.last_level_share() == 2**20
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
@@ -674,13 +679,13 @@ def test_overlapped_runs_beside_on_one_blas_thread_each_with_the_callers_configu
 
 
 @pytest.mark.parametrize("level2", [512 * 2**10, 2 * 2**20])
-def test_fold_covariance_rule(monkeypatch, level2):
+def test_fold_covariance_rule(speed_policy, level2):
     """The covariance form of the stacked folds where it measured faster
     (many samples per feature, or Gram matrices that all fit in the level-2
     cache), the pass elsewhere (2000 x 1000: the p x p products read more
     than the pass), never with more features than samples or than
     COVARIANCE_MAX_FEATURES, nor when switched off."""
-    monkeypatch.setattr(_fold_designs, "cache_bytes", lambda level: level2)
+    speed_policy(cpu_caches={2: level2})
     pays = _kfold.fold_covariance_pays
     for n, p in [(20000, 8), (20000, 50), (50000, 20), (20000, 200), (5000, 500),
                  (10000, 1000)]:

@@ -231,16 +231,26 @@ def _count_cpus(text):
     return count
 
 
-@functools.lru_cache(maxsize=None)
 def cache_bytes(level):
     """Size in bytes of the CPU's data (or unified) cache of ``level`` (1 to
-    3) as Linux reports it for the first CPU, else
-    the speed policy's ``default_cache_bytes``. Sizes the panels of passes over a dense
-    ``X`` that read each panel twice (it should stay in the level-2 cache
-    between the two products) and tells whether ``X`` is read from memory
-    or from the last-level cache (:func:`last_level_share`)."""
+    3): the speed policy's ``cpu_caches`` where set, else as Linux reports it
+    for the first CPU, else the speed policy's ``default_cache_bytes``. Sizes
+    the panels of passes over a dense ``X`` that read each panel twice (it
+    should stay in the level-2 cache between the two products) and tells
+    whether ``X`` is read from memory or from the last-level cache
+    (:func:`last_level_share`)."""
+    caches = get_policy().cpu_caches
+    if caches is not None:
+        return caches[level]
+    return reported_cache_bytes(level)
+
+
+@functools.lru_cache(maxsize=None)
+def reported_cache_bytes(level, root=CACHE_ROOT):
+    """The size of :func:`cache_bytes` as Linux reports it under ``root``
+    (else the speed policy's ``default_cache_bytes``)."""
     try:
-        path = _cache_entry(level)
+        path = _cache_entry(level, root)
         if path is not None:
             with open(os.path.join(path, "size")) as f:
                 text = f.read().strip().upper()
@@ -254,11 +264,11 @@ def cache_bytes(level):
     return default.get(level, default[3])
 
 
-def _cache_entry(level):
-    """The sysfs folder of the first CPU's data (or unified) cache of
-    ``level``, or ``None``."""
-    for entry in sorted(os.listdir(CACHE_ROOT)):
-        path = os.path.join(CACHE_ROOT, entry)
+def _cache_entry(level, root):
+    """The sysfs folder (under ``root``) of the first CPU's data (or
+    unified) cache of ``level``, or ``None``."""
+    for entry in sorted(os.listdir(root)):
+        path = os.path.join(root, entry)
         with open(os.path.join(path, "level")) as f:
             if int(f.read()) != level:
                 continue
@@ -269,15 +279,24 @@ def _cache_entry(level):
     return None
 
 
-@functools.lru_cache(maxsize=None)
 def last_level_share():
     """The last-level cache (:func:`cache_bytes`) counted at most
     the speed policy's ``last_level_per_cpu_max`` per CPU that shares it (Linux sysfs's
-    ``shared_cpu_list``; one CPU where it does not say)."""
-    size = cache_bytes(3)
+    ``shared_cpu_list``; one CPU where it does not say or where the policy's
+    ``cpu_caches`` stand for the system's)."""
+    policy = get_policy()
+    if policy.cpu_caches is not None:
+        return min(policy.cpu_caches[3], policy.last_level_per_cpu_max)
+    return reported_last_level_share()
+
+
+@functools.lru_cache(maxsize=None)
+def reported_last_level_share(root=CACHE_ROOT):
+    """:func:`last_level_share` from Linux's report under ``root``."""
+    size = reported_cache_bytes(3, root)
     shared = 1
     try:
-        path = _cache_entry(3)
+        path = _cache_entry(3, root)
         if path is not None:
             with open(os.path.join(path, "shared_cpu_list")) as f:
                 shared = max(1, _count_cpus(f.read()))
