@@ -141,3 +141,18 @@ def test_estimates_constants_pending():
     found = _constants(pending=True)
     assert not found, "\n".join(f"skacv/{rel}:{line} {name}"
                                 for (rel, name), line in sorted(found.items()))
+
+
+@pytest.mark.parametrize("policy", ["SpeedPolicy", "StatisticalPolicy"])
+def test_every_policy_field_is_documented(policy):
+    """Each field of the two policies has an entry in the dataclass's
+    ``Attributes`` (alone or in a group such as ``a, b : float``)."""
+    import dataclasses
+    import re
+
+    from skacv import _policy
+
+    cls = getattr(_policy, policy)
+    entries = re.findall(r"^    ([\w, ]+) : ", cls.__doc__, flags=re.M)
+    documented = {name.strip() for entry in entries for name in entry.split(",")}
+    assert sorted(f.name for f in dataclasses.fields(cls) if f.name not in documented) == []
