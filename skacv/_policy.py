@@ -7,8 +7,8 @@ products with ``X``, one pass over row panels or two products, LAPACK or
 Lanczos, one BLAS thread or several, panel and block sizes; a solver's
 internal choices, to the same tolerance). The constants that change the
 numbers (tolerances, patience, sample sizes, reliability thresholds) are
-fields of a second frozen dataclass, :class:`StatisticalPolicy`, read with
-:func:`get_statistics`; no other module of skacv binds a numeric tuning
+fields of a second frozen dataclass, :class:`skacv._statistics.StatisticalPolicy`,
+read with :func:`skacv._statistics.get_statistics`; no other module of skacv binds a numeric tuning
 constant (``tests/test_policy_constants.py``).
 
 The engines read the policy in force with :func:`get_policy`; tests and
@@ -27,10 +27,7 @@ from types import MappingProxyType
 import numpy  # noqa: F401  (NumPy's BLAS loaded before threadpoolctl looks for it)
 from threadpoolctl import threadpool_info
 
-from ._statistics import StatisticalPolicy, get_statistics, statistics_context
-
-__all__ = ["SpeedPolicy", "StatisticalPolicy", "blas_kernels", "get_policy", "get_statistics",
-           "kernels_policy", "policy_context", "statistics_context"]
+__all__ = ["SpeedPolicy", "blas_kernels", "get_policy", "kernels_policy", "policy_context"]
 
 
 def _frozen(mapping):

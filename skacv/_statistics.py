@@ -2,7 +2,7 @@
 an estimate or a search (tolerances, patience, sample sizes, reliability
 thresholds), in one frozen dataclass beside the speed policy
 (:class:`skacv._policy.SpeedPolicy`, which only chooses between equal
-computations). :mod:`skacv._policy` exports it.
+computations).
 """
 
 import contextlib
@@ -17,9 +17,9 @@ class StatisticalPolicy:
     """Constants that change the numbers: tolerances, patience, sample sizes
     and reliability thresholds of the fits, the estimates and the searches.
 
-    Kept apart from :class:`SpeedPolicy` (which only chooses between equal
-    computations) and from :func:`skacv.config_context` (resources); read
-    with :func:`get_statistics`, changed for a block with
+    Kept apart from :class:`skacv._policy.SpeedPolicy` (which only chooses
+    between equal computations) and from :func:`skacv.config_context`
+    (resources); read with :func:`get_statistics`, changed for a block with
     :func:`statistics_context` (tests: the ``statistical_policy`` fixture).
     The measurements behind the defaults are in ``docs/speed_policy.rst``
     ("The statistical policy").
@@ -137,7 +137,7 @@ def statistics_context(**changes):
 
     Examples
     --------
-    >>> from skacv._policy import get_statistics, statistics_context
+    >>> from skacv._statistics import get_statistics, statistics_context
     >>> with statistics_context(relative_patience=0.0):
     ...     get_statistics().relative_patience
     0.0

@@ -47,12 +47,12 @@ def speed_policy():
 
 @pytest.fixture
 def statistical_policy():
-    """Change skacv's statistical policy (:class:`skacv._policy.StatisticalPolicy`)
+    """Change skacv's statistical policy (:class:`skacv._statistics.StatisticalPolicy`)
     for one test: ``statistical_policy(relative_patience=0)``; every change is
     undone after the test. The one way tests change a tolerance or a patience."""
     import contextlib
 
-    from skacv._policy import statistics_context
+    from skacv._statistics import statistics_context
 
     with contextlib.ExitStack() as stack:
         yield lambda **changes: stack.enter_context(statistics_context(**changes))

@@ -16,7 +16,8 @@ from skacv import (
     TrajectoryLasso,
     TrajectoryLogisticRegression,
 )
-from skacv._policy import get_policy, get_statistics
+from skacv._policy import get_policy
+from skacv._statistics import get_statistics
 from skacv.exceptions import DivergenceError
 
 LEAST_SQUARES = [

@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skacv.linalg._linalg as linalg_module
 from skacv import IterativeRidge, TrajectoryLasso, config_context
-from skacv._policy import get_statistics
+from skacv._statistics import get_statistics
 from skacv.exceptions import DivergenceError
 
 # ----------------------------------------------------------------------------

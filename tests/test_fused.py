@@ -16,7 +16,8 @@ from skacv import (
     TrajectoryLasso,
     TrajectoryLogisticRegression,
 )
-from skacv._policy import get_policy, get_statistics
+from skacv._policy import get_policy
+from skacv._statistics import get_statistics
 
 ESTIMATORS = [
     TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0),  # clipped FISTA

@@ -35,7 +35,8 @@ from skacv import (
     TrajectoryHuberRegressor,
     TrajectoryLasso,
 )
-from skacv._policy import get_policy, get_statistics
+from skacv._policy import get_policy
+from skacv._statistics import get_statistics
 from skacv.exceptions import SelectionBoundaryWarning
 from skacv.model_selection._selection import set_iterate
 from skacv.utils._validation import same_param

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from .._policy import get_statistics
+from .._statistics import get_statistics
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ._datafits import LeastSquares
 

@@ -34,7 +34,7 @@ import scipy.linalg as linalg
 from sklearn.utils import check_random_state
 
 from .._config import check_memory
-from .._policy import get_statistics
+from .._statistics import get_statistics
 from ..linalg._design import design_rows
 from ..linalg._linalg import lanczos_quadrature, top_eigenvalue, top_eigh
 from ..linalg._sampling import draw_rows, rademacher

@@ -48,7 +48,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory, working_memory_bytes
-from .._policy import get_policy, get_statistics
+from .._policy import get_policy
+from .._statistics import get_statistics
 from ..estimates._risk_sgd import SGDRiskTracker, epochs_stop, flag_against_gcv
 from ..estimators._base import TrajectoryEstimator
 from ..exceptions import DivergenceError
@@ -174,6 +175,7 @@ class _BaseEigenPro(TrajectoryEstimator):
     def _kernel_setup(self, X, Y, sw):
         """Preconditioner, step and batch sizes, and the zero starting point."""
         tic = time.perf_counter()
+        statistics = get_statistics()
         pos = None if sw is None else np.flatnonzero(sw > 0)
         Xc = X if pos is None else X[pos]
         Yc = Y if pos is None else Y[pos]
@@ -189,8 +191,7 @@ class _BaseEigenPro(TrajectoryEstimator):
             self.bandwidth_ = scale_bandwidth(Xc, w)
         elif self.bandwidth == "median":  # its own stream too
             bw_rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
-            draws = get_statistics().eigenpro_median_draws
-            self.bandwidth_ = median_bandwidth(Xc, w, draws, bw_rng)
+            self.bandwidth_ = median_bandwidth(Xc, w, statistics.eigenpro_median_draws, bw_rng)
         else:
             self.bandwidth_ = float(self.bandwidth)
         kern = Kernel(self.kernel, self.bandwidth_, self.kernel_params)
@@ -213,7 +214,7 @@ class _BaseEigenPro(TrajectoryEstimator):
         if held is not None:  # the q rule's beta_P on rows outside the subsample
             mult = np.zeros(n)
             mult[held[0]] = held[1]
-            n_rule = min(get_statistics().eigenpro_rule_rows, mult.sum())
+            n_rule = min(statistics.eigenpro_rule_rows, mult.sum())
             rows_R = draw_rows(mult, n_rule, self._rng, n)[0]
             rule = (self._kernel_block(kern, op, Xc, rows_R, rows_S), kdiag[rows_R])
         P = NystromPreconditioner.from_kernel(
@@ -251,7 +252,7 @@ class _BaseEigenPro(TrajectoryEstimator):
         elif m <= m_star:
             eta = m / beta
         else:
-            eta = get_statistics().eigenpro_saturation_margin * 2.0 * m / (beta + (m - 1) * lam_p)
+            eta = statistics.eigenpro_saturation_margin * 2.0 * m / (beta + (m - 1) * lam_p)
         # ---- state
         self.X_fit_ = Xc
         self.preconditioner_ = P

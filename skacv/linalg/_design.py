@@ -27,7 +27,8 @@ import scipy.sparse as sp
 from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
-from .._policy import get_policy, get_statistics
+from .._policy import get_policy
+from .._statistics import get_statistics
 from ..utils._parallel import blas_threads, factorization_blas, kept_workers
 from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
 

@@ -26,7 +26,7 @@ import contextvars
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._policy import get_statistics
+from .._statistics import get_statistics
 
 #: ``None``, or while an in-memory sample standing for other rows is fitted
 #: (:func:`skacv.linalg._dask.dask_fit`) an object whose ``probes(rng, shape,

@@ -20,7 +20,8 @@ import scipy.sparse as sp
 from scipy import linalg
 
 from .._config import check_memory
-from .._policy import get_policy, get_statistics
+from .._policy import get_policy
+from .._statistics import get_statistics
 from ..estimates._risk_reliability import DF_HIGH
 from ..linalg._linalg import independent_columns
 

@@ -15,7 +15,8 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from .._config import working_memory_bytes
-from .._policy import get_policy, get_statistics
+from .._policy import get_policy
+from .._statistics import get_statistics
 from ..exceptions import UnreliableEstimateWarning
 from ._kfold import can_stack
 

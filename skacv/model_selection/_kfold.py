@@ -45,7 +45,8 @@ import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
 from .._config import check_memory
-from .._policy import get_policy, get_statistics
+from .._policy import get_policy
+from .._statistics import get_statistics
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
 from ..linalg._copies import gather

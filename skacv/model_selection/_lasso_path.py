@@ -42,7 +42,8 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.linear_model import enet_path
 from sklearn.utils import Bunch
 
-from .._policy import get_policy, get_statistics
+from .._policy import get_policy
+from .._statistics import get_statistics
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
 from ..iterations._metric import MetricFISTA

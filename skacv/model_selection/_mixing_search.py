@@ -35,7 +35,7 @@ its trajectories or its converged fit (ties: the smaller ``l1_ratio``).
 import numpy as np
 from sklearn.base import clone
 
-from .._policy import get_statistics
+from .._statistics import get_statistics
 from ._path_search import joint_argmin, score_alpha_path
 from ._results import cv_results
 

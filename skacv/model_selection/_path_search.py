@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import Bunch
 
-from .._policy import get_statistics
+from .._statistics import get_statistics
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path

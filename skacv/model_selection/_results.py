@@ -10,7 +10,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils.validation import column_or_1d
 
-from .._policy import get_statistics
+from .._statistics import get_statistics
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ._criteria import CRITERIA, PATH_ATTRS
 from ._stages import finite_min, selectable

@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
 from .._config import config_context, get_config
-from .._policy import get_statistics
+from .._statistics import get_statistics
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs

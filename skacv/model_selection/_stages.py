@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from .._policy import get_policy, get_statistics
+from .._policy import get_policy
+from .._statistics import get_statistics
 from ..estimators._setup import FitPlan
 from ..utils._compat import _num_features, _num_samples
 from ._criteria import loo_cost_in_fits
