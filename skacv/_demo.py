@@ -315,10 +315,10 @@ def demo_memory(n, p, T, m, **_):
 class _Progress:
     """A stage of the demo that reports on stderr when it lasts.
 
-    After ``after`` seconds (:data:`PROGRESS_AFTER` by default), and then every 5 seconds (on a
-    terminal: one line rewritten in place), prints ``skacv demo: <stage>...
-    <elapsed> s``; a stage that reported says when it is done. Quick stages
-    print nothing.
+    After ``after`` seconds (:data:`PROGRESS_AFTER` by default), and then
+    every 5 seconds (on a terminal: one line rewritten in place), prints
+    ``skacv demo: <stage>... <elapsed> s``; a stage that reported says when
+    it is done. Quick stages print nothing.
     """
 
     def __init__(self, stage, stream=None, after=PROGRESS_AFTER):

@@ -464,9 +464,9 @@ class Design:
                 return np.asarray(self.matvec(self.rmatvec(v.astype(self.dtype))),
                                   dtype=np.float64)
         # a Ritz value never exceeds the top eigenvalue; with relative residual
-        # at most the statistical policy's lipschitz_tol it is within that fraction of it, so the
-        # inflated value is an upper bound (a step 1 / L that is never too
-        # long). Lanczos stopped at the first step where that holds: 3 to 5
+        # at most the statistical policy's lipschitz_tol it is within that
+        # fraction of it, so the inflated value is an upper bound (a step
+        # 1 / L that is never too long). Lanczos stopped at the first step where that holds: 3 to 5
         # products for a separated top eigenvalue (ARPACK took 21), ~40 for
         # an isotropic design (ARPACK ~50); ARPACK if it has not converged
         # in 128 steps

@@ -135,9 +135,9 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
       logistic losses): ``"loo"``. Iterative approximate leave-one-out costs
       time linear in the path length and in the tracked samples
       (:func:`loo_cost_in_fits`); every sample is tracked up to
-      the statistical policy's ``auto_loo_samples``, above a random subsample (a control-variate
-      estimate) of as many samples as fit in the larger of the K-fold
-      budget (``n_folds - 1`` fits) and ``SpeedPolicy.auto_cheap_flops``,
+      the statistical policy's ``auto_loo_samples``, above a random
+      subsample (a control-variate estimate) of as many samples as fit in
+      the larger of the K-fold budget (``n_folds - 1`` fits) and ``SpeedPolicy.auto_cheap_flops``,
       between ``auto_loo_samples`` and ``auto_loo_samples_max`` (unless the
       estimator sets ``loo_subsample`` itself).
     """

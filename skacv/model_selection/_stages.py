@@ -128,8 +128,9 @@ def stops(path, n_iter, n_iter_no_change, limit=None):
     """The rule of the stages: ``(stop, best)`` on the criterion ``path`` of a
     path ``n_iter`` long: stop once the first minimum lies ``patience`` back,
     unless ``limit`` (the criterion of the path's converged fit, where it is
-    known) lies more than the statistical policy's ``limit_rtol`` below that minimum: the estimate
-    then has to fall below its minimum again before the path converges."""
+    known) lies more than the statistical policy's ``limit_rtol`` below that
+    minimum: the estimate then has to fall below its minimum again before
+    the path converges."""
     best = argmin_first(path)
     if best is None or n_iter - best < patience(best, n_iter_no_change):
         return False, best
@@ -149,8 +150,9 @@ def _growth_best(path, n_iter, n_iter_no_change, best):
 def at_boundary(path, n_iter, max_iter, limit=None):
     """Whether the criterion ``path`` (``n_iter`` long) still falls at its last
     iterate, on or past ``max_iter``: the choice would be on the boundary,
-    unless the path has come within ``limit_rtol`` of its ``limit`` (the
-    converged fit, which then scores as well as what the path could reach)."""
+    unless the path has come within the statistical policy's ``limit_rtol``
+    of its ``limit`` (the converged fit, which then scores as well as what
+    the path could reach)."""
     if n_iter < max_iter or argmin_first(path) != n_iter:
         return False
     rtol = get_statistics().limit_rtol
