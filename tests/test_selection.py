@@ -34,6 +34,7 @@ from skacv import (
     TrajectoryEarlyStoppingCV,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
+    risk_alpha_path,
 )
 from skacv._policy import get_policy
 from skacv.exceptions import SelectionBoundaryWarning
@@ -631,6 +632,37 @@ def test_joint_argmin_fits_a_distant_alpha_within_the_early_stopping_gain():
     calls.clear()
     walk = path_search_module.joint_argmin(scores, "risk", 1, fit, 1e-12)
     assert walk.row == 5 and calls == [[4, 5, 6]]
+
+
+def test_kfold_path_search_can_select_the_converged_fit_of_any_alpha():
+    """With K-fold CV the alpha path covers the whole grid: the converged fit
+    that K-fold CV scores best is selectable although the risk estimate's
+    own path would have stopped before it (three alphas past its minimum).
+    Trajectories of 3 steps cannot compete, so the choice is that converged
+    fit, equal to scikit-learn's Lasso at its alpha."""
+    rng = np.random.default_rng(2)
+    n, p = 40, 300
+    X = rng.standard_normal((n, p)) + 0.7 * rng.standard_normal((n, 1))
+    beta = np.zeros(p)
+    beta[:15] = rng.standard_normal(15)
+    y = X @ beta + 0.5 * rng.standard_normal(n)
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=3), criterion="kfold",
+                                       random_state=0).fit(X, y)
+    kfold = np.asarray(search.cv_results_["path_kfold"], dtype=np.float64)
+    best = int(np.nanargmin(kfold))
+    stopped = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas_no_change=3)
+    assert stopped.alphas.shape[0] <= best  # the risk's stop leaves it unsolved
+    assert search.search_ == "path" and search.best_index_ == best
+    assert search.best_iteration_ is None and search.best_risk_ == kfold[best]
+    alpha = search.best_params_["alpha"]
+    ref = Lasso(alpha=alpha, tol=1e-12, max_iter=100_000).fit(X, y)
+
+    def objective(coef, intercept):
+        return np.sum((y - X @ coef - intercept) ** 2) / (2 * n) + alpha * np.abs(coef).sum()
+
+    # a converged fit: within the path's duality gap (tol=1e-4 of ||y~||^2 / n)
+    gap = objective(search.coef_, search.intercept_) - objective(ref.coef_, ref.intercept_)
+    assert 0 <= gap <= 1e-4 * np.sum((y - y.mean()) ** 2) / n
 
 
 def test_path_search_selects_the_converged_fit_when_it_scores_lower(monkeypatch):

@@ -200,7 +200,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
         ``max_iter``, ``n_alphas_no_change``). By default the path stops
         after 3 alphas without a new minimum of the estimated risk
-        (``n_alphas_no_change=3``; ``None`` runs the whole grid).
+        (``n_alphas_no_change=3``; with K-fold CV, ``None``: the whole grid).
     n_iter_no_change : int or None, default=10
         Early stopping of each path on its own estimate: the path is grown by
         warm-started refits (the same iterates, the estimates continued) and
