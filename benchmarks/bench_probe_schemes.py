@@ -38,7 +38,6 @@ SCHEMES = {  # label: (probe_scheme, n_probes)
     "pooled m=10": ("pooled", 10),
     "independent m=10": ("independent", 10),
     "shared m=10": ("shared", 10),
-    "grouped m=10": ("grouped", 10),
 }
 
 

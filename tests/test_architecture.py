@@ -55,7 +55,7 @@ MODULE_LAYERS = {
          "_loo_track", "_risk_probes"],
         ["_risk_spectral", "_risk_propagate", "_risk_curvature", "_risk_reliability",
          "_risk_settled", "_loo", "_loo_approx"],
-        ["_risk_chains", "_risk_independent", "_risk_grouped"],
+        ["_risk_chains", "_risk_independent", "_risk_pooled"],
         ["_risk_engine"],
         ["_risk"],
         ["_risk_sgd"],

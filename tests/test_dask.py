@@ -391,11 +391,11 @@ def test_auto_probe_scheme_is_shared_on_dask(monkeypatch):
     Xd, yd, wd = _lazy(X, y, w)
     with dask.config.set(scheduler="synchronous"):
         got = est.set_params(probe_scheme="auto").fit(Xd, yd, sample_weight=wd).risk_path_
-    assert in_memory_auto and {c for _, c in in_memory_auto} == {"GroupedChains"}
+    assert in_memory_auto and {c for _, c in in_memory_auto} == {"PooledChains"}
     assert not any(active for active, _ in in_memory_auto + in_memory_shared)
     assert chosen and all(active for active, _ in chosen)
     assert [c for _, c in chosen] == [c for _, c in in_memory_shared]
-    assert "GroupedChains" not in {c for _, c in chosen}
+    assert "PooledChains" not in {c for _, c in chosen}
     # the in-memory fit with probe_scheme="shared" and the same seed
     assert _rel(got, shared) <= 1e-10
     assert _rel(auto, shared) > 1e-4  # the pooled probes: another estimate

@@ -180,19 +180,15 @@ def test_a_prefix_has_the_estimates_of_the_whole_path():
 def test_auto_scheme(monkeypatch, speed_policy):
     """``"auto"``: the pooled probes (one chain), the shared ones with a heavy
     ball, for exact traces and on paths of ``settled_min_tail`` steps or more
-    (whose supports may settle); ``"shared"``, ``"independent"``,
-    ``"grouped"`` and ``"pooled"`` force the choice; anything else is
-    refused."""
+    (whose supports may settle); ``"shared"``, ``"independent"`` and
+    ``"pooled"`` force the choice; anything else is refused."""
     calls = []
     for name in ("masked_memory_matrix", "independent_memory_matrix",
-                 "grouped_memory_matrix"):
+                 "pooled_memory_matrix"):
         real = getattr(engine, name)
 
         def spy(*args, real=real, name=name, **kwargs):
-            label = name.split("_")[0]
-            if label == "grouped" and kwargs.get("group_sources", 0) is None:
-                label = "pooled"
-            calls.append(label)
+            calls.append(name.split("_")[0])
             return real(*args, **kwargs)
 
         monkeypatch.setattr(engine, name, spy)
@@ -203,7 +199,6 @@ def test_auto_scheme(monkeypatch, speed_policy):
         ({"n_probes": None}, "masked"),
         ({"probe_scheme": "shared"}, "masked"),
         ({"probe_scheme": "independent"}, "independent"),
-        ({"probe_scheme": "grouped"}, "grouped"),
         ({"probe_scheme": "pooled"}, "pooled"),
     ]
     for params, expected in cases:

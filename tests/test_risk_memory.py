@@ -148,8 +148,8 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     assert wide < independent < 5 * wide
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
     calls = []
-    real = engine.grouped_memory_matrix
-    monkeypatch.setattr(engine, "grouped_memory_matrix",
+    real = engine.pooled_memory_matrix
+    monkeypatch.setattr(engine, "pooled_memory_matrix",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     with (config_context(risk_time_budget=wide / 2),
           pytest.raises(EstimateBudgetError, match="would cost about")):

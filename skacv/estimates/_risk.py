@@ -43,7 +43,7 @@ from ._risk_engine import (
     resolve_n_probes,
     resolve_scheme,
 )
-from ._risk_grouped import (
+from ._risk_pooled import (
     extend_pooled,
     jackknife_matrices,
     pooled_matrices,
@@ -183,7 +183,7 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
         ``None``: float32 with Hutchinson probes, the dtype of ``X`` with
         exact traces; :func:`~skacv.estimates._risk_propagate.resolve_chain_dtype`).
     verbose : int
-    probe_scheme : {"auto", "pooled", "shared", "independent", "grouped"}, default="auto"
+    probe_scheme : {"auto", "pooled", "shared", "independent"}, default="auto"
         How the Hutchinson probes are shared between the sources
         (:func:`~skacv.estimates._risk_engine.choose_scheme`).
 
@@ -423,10 +423,10 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     """``n_probes="auto"`` with the pooled probes: the readout of the
     pooled chain's ``state`` (whose memory matrices are ``A``, ``Av``;
     ``readout(A, A_sources)``, its first item the risk), and more probes
-    (:func:`~skacv.estimates._risk_grouped.extend_pooled`)
+    (:func:`~skacv.estimates._risk_pooled.extend_pooled`)
     while the probe noise of the risk, estimated by a jackknife over groups
     of probes, or of samples for a chain of one probe
-    (:func:`~skacv.estimates._risk_grouped.jackknife_matrices`,
+    (:func:`~skacv.estimates._risk_pooled.jackknife_matrices`,
     :func:`~skacv.estimates._risk_probes.probe_noise`; the
     replicates by ``replicate_risk(A, A_sources, iterates)`` at the iterates
     of :func:`~skacv.estimates._risk_probes.noise_iterates`), asks for them

@@ -21,10 +21,9 @@ strategy object, chosen in one place (:func:`choose_strategy`):
 :class:`IndependentChains`      proximal iterations, probes of their own for
                                 every source, summed in blocks
                                 (:mod:`skacv.estimates._risk_independent`)
-:class:`GroupedChains`          proximal iterations, probes shared by groups of
-                                consecutive sources, one chain a group, or by
-                                all of them in one chain (the pooled probes,
-                                ``"auto"``'s; :mod:`skacv.estimates._risk_grouped`)
+:class:`PooledChains`           proximal iterations, probes shared by all
+                                the sources in one chain (``"auto"``'s;
+                                :mod:`skacv.estimates._risk_pooled`)
 :class:`CurvatureChains`        robust losses and mini-batches: the traces ``A``
                                 and ``K`` of Tan & Bellec (2024)
                                 (:mod:`skacv.estimates._risk_curvature`)
@@ -53,7 +52,7 @@ from ..linalg._sampling import stands_for_rows
 from ._risk_chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._risk_core_space import CorePlan
 from ._risk_curvature import curvature_memory_matrices
-from ._risk_grouped import GROUP_SOURCES, POOLED_GROUP, group_columns, grouped_memory_matrix
+from ._risk_pooled import pooled_memory_matrix
 from ._risk_independent import independent_memory_matrix
 from ._risk_probes import POOLED_PROBES, pooled_start_probes
 from ._risk_propagate import resolve_chain_dtype
@@ -113,7 +112,7 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     return None if cheap else AUTO_PROBES
 
 
-SCHEMES = ("auto", "pooled", "shared", "independent", "grouped")
+SCHEMES = ("auto", "pooled", "shared", "independent")
 
 
 def resolve_scheme(scheme="auto"):
@@ -121,19 +120,19 @@ def resolve_scheme(scheme="auto"):
     if scheme is None:
         scheme = "auto"
     if scheme not in SCHEMES:
-        raise ValueError("probe_scheme must be 'auto', 'pooled', 'shared', 'independent' or "
-                         f"'grouped'; got {scheme!r}.")
+        raise ValueError("probe_scheme must be 'auto', 'pooled', 'shared' or 'independent'; "
+                         f"got {scheme!r}.")
     return scheme
 
 
 def choose_scheme(iteration, n_probes, T, scheme="auto"):
     """The probe scheme of the proximal chains of a path of ``T`` steps:
-    ``"pooled"``, ``"grouped"``, ``"independent"`` or ``"shared"``.
+    ``"pooled"``, ``"independent"`` or ``"shared"``.
 
     ``scheme`` is the estimator's ``probe_scheme``. Exact traces
     (``n_probes=None``) and an iteration with a heavy ball always take the
     shared probes. ``"auto"``: the pooled probes
-    (:mod:`skacv.estimates._risk_grouped`: one chain of ``POOLED_PROBES``
+    (:mod:`skacv.estimates._risk_pooled`: one chain of ``POOLED_PROBES``
     probes for all the sources, the rows' sums split by the template). (A
     path whose supports settle for the speed policy's ``settled_min_tail``
     steps or more takes the settled form before this choice, with ``"auto"``
@@ -174,8 +173,8 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
     k = np.arange(T + 1, dtype=float)
     if scheme == "independent":
         columns = m * np.minimum(k // 2 + 1, 16.0)
-    elif scheme in ("pooled", "grouped"):
-        columns = group_columns(m, T, POOLED_GROUP if scheme == "pooled" else GROUP_SOURCES)
+    elif scheme == "pooled":
+        columns = np.full(T + 1, m)
     else:
         columns = np.full(T + 1, m * T / 4.0)
     flops = float(np.sum(2.0 * support**2 * columns))
@@ -294,22 +293,18 @@ class IndependentChains:
 
 
 @dataclass(frozen=True)
-class GroupedChains:
-    """Proximal iterations, ``n_probes`` probes shared by each group of
-    ``group_sources`` consecutive sources, one chain a group (``None``: one
-    chain for all the sources, the pooled probes, whose state continues a
-    warm start; groups keep no state: a warm start recomputes the path)."""
+class PooledChains:
+    """Proximal iterations, ``n_probes`` probes shared by every source in
+    one chain, whose state continues a warm start."""
 
     n_probes: int
     dtype: np.dtype
-    group_sources: int | None = GROUP_SOURCES
-    adaptive: bool = False  # pooled, n_probes="auto": more probes while noisy (trajectory_risk)
+    adaptive: bool = False  # n_probes="auto": more probes while noisy (trajectory_risk)
 
     def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
                         keep_state=False):
-        return grouped_memory_matrix(design, iteration, coef_path, self.n_probes, rng,
-                                     self.dtype, verbose, state=state, keep_state=keep_state,
-                                     group_sources=self.group_sources)
+        return pooled_memory_matrix(design, iteration, coef_path, self.n_probes, rng,
+                                    self.dtype, verbose, state=state, keep_state=keep_state)
 
 
 @dataclass(frozen=True)
@@ -343,7 +338,7 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     n_probes : int, None or "auto"
         Hutchinson probes; ``None``: exact traces; ``"auto"``:
         :func:`resolve_n_probes`.
-    probe_scheme : {"auto", "pooled", "shared", "independent", "grouped"}
+    probe_scheme : {"auto", "pooled", "shared", "independent"}
         :func:`choose_scheme`; ``"auto"`` is ``"shared"`` while the sample
         stands for rows out of memory (a Dask input,
         :func:`~skacv.linalg._sampling.stands_for_rows`): its shared probes
@@ -362,7 +357,7 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
         The pooled probes with ``n_probes="auto"`` start with
         :func:`~skacv.estimates._risk_probes.pooled_start_probes` (or the
         state's probes), and the caller grows
-        them while the estimate is noisy (``GroupedChains.adaptive``;
+        them while the estimate is noisy (``PooledChains.adaptive``;
         :func:`~skacv.estimates._risk.trajectory_risk`); else
         ``POOLED_PROBES``.
     probe_goal : {"level", "choice"}, default="level"
@@ -408,9 +403,8 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     _check_budget(design, coef_path, n_probes, scheme)
     if scheme == "independent":
         return IndependentChains(int(n_probes), dtype)
-    if scheme in ("grouped", "pooled"):
-        return GroupedChains(int(n_probes), dtype, GROUP_SOURCES if scheme == "grouped" else None,
-                             adaptive)
+    if scheme == "pooled":
+        return PooledChains(int(n_probes), dtype, adaptive)
     split, plan = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
     if plan is not None:
         return CoreSpaceChains(int(n_probes), dtype, plan)

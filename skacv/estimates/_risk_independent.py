@@ -53,7 +53,7 @@ not flat but moves by a fraction of a percent from step to step (about 1 %
 of the risk at n = 200, 0.5 % at 500, 0.3 % at 1000 and 0.2 % at 2000,
 Lasso, p = 1.5 n), where the shared probes' is flat with a larger common
 error. Opt-in (``probe_scheme="independent"``): ``"auto"`` takes the pooled
-probes of :mod:`skacv.estimates._risk_grouped`.
+probes of :mod:`skacv.estimates._risk_pooled`.
 
 The probes are drawn source by source from ``random_state`` and the mergers
 read the chains on the support of each step only, so a prefix of a path has

@@ -1,7 +1,7 @@
 """How many probes the pooled chain takes (``n_probes="auto"``): where it
 starts, how noisy its estimate is and when it grows.
 
-The pooled chain (:mod:`skacv.estimates._risk_grouped`) starts with
+The pooled chain (:mod:`skacv.estimates._risk_pooled`) starts with
 :func:`pooled_start_probes` probes and grows
 (:func:`~skacv.estimates._risk._grow_pooled`, by a second pass over the
 path with new probes) while the probes' noise asks for more
@@ -17,7 +17,7 @@ import numpy as np
 
 #: probes of the pooled chain (``probe_scheme="pooled"`` with
 #: ``n_probes="auto"``): at most this many; see
-#: :mod:`skacv.estimates._risk_grouped`'s docstring for the measurements
+#: :mod:`skacv.estimates._risk_pooled`'s docstring for the measurements
 POOLED_PROBES = 32
 #: ``n_probes="auto"`` in :func:`~skacv.estimates._risk.trajectory_risk`:
 #: the pooled chain starts with the probes of the first ``(samples,
@@ -95,7 +95,7 @@ NOISE_GROUPS = 8
 #: a pooled chain of one probe (:data:`POOLED_START_PROBES`) measures its
 #: noise by the delete-one-group jackknife over this many groups of samples
 #: instead of probes (:func:`sample_groups`,
-#: :func:`~skacv.estimates._risk_grouped.jackknife_matrices`): the probe
+#: :func:`~skacv.estimates._risk_pooled.jackknife_matrices`): the probe
 #: ``z``'s readout ``z^T A z`` of a trace is the sum of its groups' ``z_g^T
 #: A z``, and ``H z_g^T A z`` is itself an unbiased estimate of ``tr A``
 #: (``H`` groups)
@@ -109,7 +109,7 @@ SAMPLE_GROUPS = NOISE_GROUPS
 #: their index modulo ``H``); the variance of ``z^T A z`` is ``sum_{i !=
 #: j} (A_ij^2 + A_ij A_ji) <= 2 sum_{i != j} A_ij^2`` (Cauchy-Schwarz).
 #: So twice the jackknife's variance bounds it, reached for a symmetric
-#: ``A`` (``tests/test_risk_grouped.py`` checks both against the spread
+#: ``A`` (``tests/test_risk_pooled.py`` checks both against the spread
 #: of probe draws)
 SAMPLE_GROUPS_NOISE_FACTOR = float(np.sqrt(2.0))
 

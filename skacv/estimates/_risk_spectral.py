@@ -62,8 +62,8 @@ def counterpart_memory_matrix(iteration, eigvals, n_iter, weights=None):
     counterpart* (its prox replaced by the identity, the same steps and
     momentum schedule) on spectral nodes: for a proximal iteration, the
     shape in the lag of its rows on a support whose Gram matrix has these
-    eigenvalues (the split of the grouped probes' block sums,
-    :mod:`skacv.estimates._risk_grouped`). For a linear iteration this is
+    eigenvalues (the split of the pooled probes' row sums,
+    :mod:`skacv.estimates._risk_pooled`). For a linear iteration this is
     :func:`spectral_memory_matrix`."""
     return _nodes_memory(iteration, eigvals, n_iter, weights, iteration.constant_steps)
 
@@ -74,7 +74,7 @@ def counterpart_response(iteration, eigvals, n_iter, weights=None):
     of the linear counterpart to the first step's injection at every lag,
     ``O(r n_iter)`` (one source instead of ``n_iter``). What the template's
     Lanczos quadrature must resolve
-    (:func:`~skacv.estimates._risk_grouped.template_nodes`): its long lags
+    (:func:`~skacv.estimates._risk_pooled.template_nodes`): its long lags
     weigh the small eigenvalues."""
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)

@@ -14,7 +14,7 @@ the same probes and precision (anything else starts afresh):
   their own (:mod:`skacv.estimates._risk_independent`), the probes drawn so
   far and the random generator after them;
 * :class:`PooledState`: the one chain of the pooled probes
-  (:mod:`skacv.estimates._risk_grouped`), its probes and its rows' sums so
+  (:mod:`skacv.estimates._risk_pooled`), its probes and its rows' sums so
   far;
 * :class:`CurvatureState`: the chains of the robust / mini-batch estimate
   (:mod:`skacv.estimates._risk_curvature`);
@@ -93,7 +93,7 @@ class IndependentState:
 @dataclass
 class PooledState:
     """The pooled probes' chain after step ``k``
-    (:mod:`skacv.estimates._risk_grouped`)."""
+    (:mod:`skacv.estimates._risk_pooled`)."""
 
     k: int
     m: int
@@ -119,7 +119,7 @@ class PooledState:
     # (skacv.estimates._risk_propagate.kept_order) instead of a new gather
     columns: tuple | None = None
     # (SA, SV) of shape (k + 1, SAMPLE_GROUPS): a chain of one probe's
-    # readouts by groups of samples (skacv.estimates._risk_grouped.jackknife_matrices)
+    # readouts by groups of samples (skacv.estimates._risk_pooled.jackknife_matrices)
     by_samples: tuple | None = None
 
 
