@@ -254,14 +254,15 @@ def test_intervals_at_a_flagged_iterate_say_why_it_is_flagged():
 
 
 def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
-    from sklearn.utils import Bunch
-
+    from skacv.estimates._risk import RiskEstimate
     from skacv.estimators._advice import unreliable_advice, warn_unreliable
 
     reliable = np.array([True, True, False, False])
-    res = Bunch(reliable=reliable, df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),
-                amplification=np.array([1.0, 1.0, 5.0, 5.0]), momentum=True,
-                failures={"amplification": ~reliable, "not_finite": np.zeros(4, bool)})
+    res = RiskEstimate(risk=np.ones(4), reliable=reliable,
+                       df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),
+                       amplification=np.array([1.0, 1.0, 5.0, 5.0]), momentum=True,
+                       failures={"amplification": ~reliable, "not_finite": np.zeros(4, bool)},
+                       n_eff=40.0)
     for est, solver in ((TrajectoryLasso(), "'ista'"), (IterativeRidge(), "'gd'")):
         with pytest.warns(UnreliableEstimateWarning,
                           match=rf"iteration 2 on .*momentum method.*solver={solver}"):

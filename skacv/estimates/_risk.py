@@ -27,6 +27,7 @@ estimate checks its ``(T + 1) x (T + 1)`` matrices against
 
 import functools
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
@@ -91,6 +92,88 @@ DENSE_MATRICES = 8
 #: the gradient points, and their corrections) and vectors of ``T + 1`` floats
 SETTLED_ARRAYS, SETTLED_VECTORS = 4, 32
 ESTIMATE_HINT = "Lower max_iter or set estimate_risk=False. "
+
+
+@dataclass
+class RiskEstimate:
+    """The risk estimate of a trajectory (:func:`trajectory_risk`), ``T + 1``
+    iterates.
+
+    Attributes
+    ----------
+    risk : ndarray of shape (T + 1,)
+        The estimated out-of-sample risk of every iterate.
+    reliable : ndarray of bool of shape (T + 1,)
+        The iterates whose estimate is to be trusted
+        (:func:`~skacv.estimates._risk_reliability.risk_reliability`).
+    df_fraction : ndarray of shape (T + 1,)
+        The degrees of freedom of every iterate over ``n_eff``.
+    amplification : ndarray of shape (T + 1,)
+        The amplification of the probes' noise by the correction.
+    failures : dict of str to ndarray of bool of shape (T + 1,)
+        Which reliability check every iterate fails.
+    momentum : bool
+        Whether the iteration has momentum on this path.
+    risk_matrix : ndarray of shape (T + 1, T + 1) or None
+        The corrected residuals' Gram matrix over ``n_eff`` (its diagonal is
+        ``risk``); ``None`` when not formed (``matrices=False`` and the
+        settled form).
+    memory_matrix, memory_matrix_sources : ndarray of shape (T + 1, T + 1) or None
+        ``A`` of the outputs and of the gradient points (the matrix ``K``
+        of the robust estimate); ``None`` as ``risk_matrix``.
+    corrected_residuals : ndarray of shape (n_samples, T + 1) or None
+        Full-batch least squares (and the robust estimate's least squares)
+        unless ``products``; what the debiasing reads
+        (:mod:`skacv.estimates._uq`).
+    correction : ndarray of shape (T + 1, T + 1) or None
+        The correction ``K`` with ``R = F K^T`` of :func:`risk_from_memory`
+        (``None`` for a clipped extrapolation, the settled and the robust
+        forms).
+    residuals : ndarray of shape (n_samples, T + 1) or None
+        The training residuals ``F`` (``None`` with ``products`` and for a
+        robust loss).
+    products : Bunch or None
+        The residuals' inner products in the features' space with
+        ``products=True`` (:func:`residual_products`, with ``P`` and ``Q``;
+        the settled form's ``W`` and ``FR``).
+    chain_state : object or None
+        The state a longer path of the same trajectory continues
+        (:mod:`skacv.estimates._risk_state`).
+    support : ndarray of shape (T + 1,) or None
+        The support's size at every iterate of an L1-penalised path.
+    n_eff : float or None
+        The effective number of samples (``None``: the robust estimate).
+    n_probes : int or None
+        The probes the estimate used (``None``: exact traces, the settled
+        and the robust forms).
+    probe_noise, choice_noise : float or None
+        The pooled probes' measured noise of the level and of the choice
+        (``n_probes="auto"``; ``None`` when not measured).
+    settled_step : int or None
+        The step after which the settled form took over (``None``: not
+        settled).
+    """
+
+    risk: np.ndarray
+    reliable: np.ndarray
+    df_fraction: np.ndarray
+    amplification: np.ndarray
+    failures: dict
+    momentum: bool
+    risk_matrix: np.ndarray | None = None
+    memory_matrix: np.ndarray | None = None
+    memory_matrix_sources: np.ndarray | None = None
+    corrected_residuals: np.ndarray | None = None
+    correction: np.ndarray | None = None
+    residuals: np.ndarray | None = None
+    products: Bunch | None = None
+    chain_state: object = None
+    support: np.ndarray | None = None
+    n_eff: float | None = None
+    n_probes: int | None = None
+    probe_noise: float | None = None
+    choice_noise: float | None = None
+    settled_step: int | None = None
 
 
 def check_dense_memory(n_iterates, n_matrices=DENSE_MATRICES):
@@ -286,17 +369,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
 
     Returns
     -------
-    result : Bunch
-        ``risk`` (T+1,), ``risk_matrix`` (T+1, T+1), ``memory_matrix`` (T+1, T+1)
-        for the iterates, ``memory_matrix_sources`` for the gradient points
-        (the matrix ``K`` of the robust estimate), ``corrected_residuals``
-        (n_samples, T+1) and ``correction`` (T+1, T+1) of
-        :func:`risk_from_memory` (full-batch least squares only, ``None``
-        otherwise; ``correction`` is ``None`` too for a clipped
-        extrapolation), ``residuals`` ``F`` (the debiasing of
-        :mod:`skacv.estimates._uq` uses ``R``, ``F`` and ``G``), and the
-        diagnostics of :func:`risk_reliability` (``reliable``,
-        ``df_fraction``, ``amplification``).
+    result : RiskEstimate
     """
     tic = time.perf_counter()
     T1 = coef_path.shape[1]
@@ -401,12 +474,13 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     reliable &= np.isfinite(risk)
     if verbose:
         print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
-    return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
-                 corrected_residuals=R, correction=K, residuals=F, products=prods,
-                 chain_state=state, reliable=reliable, df_fraction=df, amplification=amp,
-                 support=support, n_eff=design.n_eff, failures=failures,
-                 momentum=iteration.has_momentum(coef_path.shape[1] - 1),
-                 n_probes=used, probe_noise=noise, choice_noise=choice)
+    return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
+                        corrected_residuals=R, correction=K, residuals=F, products=prods,
+                        chain_state=state, reliable=reliable, df_fraction=df,
+                        amplification=amp, support=support, n_eff=design.n_eff,
+                        failures=failures,
+                        momentum=iteration.has_momentum(coef_path.shape[1] - 1),
+                        n_probes=used, probe_noise=noise, choice_noise=choice)
 
 
 def _source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources):
@@ -531,10 +605,11 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
         return_failures=True)
     failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
-    return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=K,
-                 chain_state=new_state, reliable=reliable, df_fraction=df, amplification=amp,
-                 corrected_residuals=corrected, residuals=F if quadratic else None,
-                 failures=failures, momentum=iteration.has_momentum(T1 - 1))
+    return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=K,
+                        chain_state=new_state, reliable=reliable, df_fraction=df,
+                        amplification=amp, corrected_residuals=corrected,
+                        residuals=F if quadratic else None, failures=failures,
+                        momentum=iteration.has_momentum(T1 - 1))
 
 
 def _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes, random_state,
@@ -621,8 +696,8 @@ def _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes, random_st
     A = Av = None
     if matrices:
         A, Av = model.dense()
-    return Bunch(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
-                 corrected_residuals=R, correction=None, residuals=F, products=prods,
-                 chain_state=None, reliable=reliable, df_fraction=df, amplification=amp,
-                 support=support, n_eff=n_eff, failures=failures,
-                 momentum=iteration.has_momentum(T), settled_step=k0)
+    return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
+                        corrected_residuals=R, residuals=F, products=prods, reliable=reliable,
+                        df_fraction=df, amplification=amp, support=support, n_eff=n_eff,
+                        failures=failures, momentum=iteration.has_momentum(T),
+                        settled_step=k0)

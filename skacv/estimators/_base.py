@@ -415,13 +415,12 @@ class TrajectoryEstimator(BaseEstimator):
             self.risk_reliable_ = res.reliable
             self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
                                            amplification=res.amplification,
-                                           support=res.get("support"),
-                                           n_probes=res.get("n_probes"),
-                                           probe_noise=res.get("probe_noise"),
-                                           choice_noise=res.get("choice_noise"))
+                                           support=res.support, n_probes=res.n_probes,
+                                           probe_noise=res.probe_noise,
+                                           choice_noise=res.choice_noise)
             # full-batch least squares whose sources combine the outputs' residuals
             self.__dict__.pop("_uq_pending", None)
-            if res.get("corrected_residuals") is not None or res.get("products") is not None:
+            if res.corrected_residuals is not None or res.products is not None:
                 if self._plan_in_force().defer_uq:
                     # a stage of an early-stopped search: only the last one's are kept
                     self._uq_pending = (design, res, target)
@@ -474,9 +473,9 @@ class TrajectoryEstimator(BaseEstimator):
         estimate ``res``, and the paths they give (only the diagonal of the
         risk matrix is read: the risk path when the matrix was not formed)."""
         G = res.risk_matrix if res.risk_matrix is not None else res.risk
-        if res.get("corrected_residuals") is not None:
+        if res.corrected_residuals is not None:
             XF = getattr(self, "_gradient_path", None)  # X~^T R = (X~^T F) K^T when R = F K^T
-            images = None if XF is None or res.get("correction") is None else (XF, res.correction)
+            images = None if XF is None or res.correction is None else (XF, res.correction)
             self._uq_stats = debias_statistics(design, res.corrected_residuals,
                                                res.residuals, G, target, images=images)
         else:  # after the covariance form
