@@ -206,11 +206,14 @@ def test_auto_scheme(monkeypatch, speed_policy):
         clone(lasso).set_params(**params).fit(X, y)
         assert calls == [expected], params
     # a heavy ball (no Lasso solver has one) keeps the shared probes
-    assert engine.choose_scheme(_HeavyBallLike(), 10, 8) == "shared"
-    assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 8) == "pooled"
+    fitted = clone(lasso).fit(X, y)
+    prob = fitted._problem(X, y)
+    for hb, form in ((0.5, "shared"), (0.0, "pooled")):
+        plan = engine.plan_estimate(prob.design, _HeavyBallLike(prob.iteration, hb),
+                                    fitted.coef_path_, 10)
+        assert plan.form == form, hb
     # a long path whose supports settle takes the settled form (the shared
     # probes), "auto" or "shared"; one that does not, the pooled probes
-    assert engine.choose_scheme(_HeavyBallLike(hb=0.0), 10, 10**4) == "pooled"
     speed_policy(settled_min_tail=8)
     settled = []
     real_settled = risk_module._settled_risk
@@ -240,14 +243,17 @@ def test_auto_scheme(monkeypatch, speed_policy):
 
 
 class _HeavyBallLike:
-    def __init__(self, hb=0.5):
-        self._hb = hb
+    """``iteration`` with a heavy ball of ``hb`` at every step, as far as
+    the plan of the estimate asks."""
 
-    def hb(self, k):
-        return self._hb
+    def __init__(self, iteration, hb=0.5):
+        self._iteration, self._hb = iteration, hb
+
+    def __getattr__(self, name):
+        return getattr(self._iteration, name)
 
     def uses_heavy_ball(self, n_steps, first=1):  # as Iteration.uses_heavy_ball
-        return any(self.hb(k) != 0.0 for k in range(first, n_steps + 1))
+        return self._hb != 0.0 and n_steps >= first
 
 
 def test_independent_probes_refuse_a_heavy_ball():

@@ -212,11 +212,11 @@ def test_a_removed_scheme_is_refused():
     X, y = _equicorrelated(60, 90, seed=2)
     est = TrajectoryLasso(0.05, max_iter=10, n_probes=4, random_state=0).fit(X, y)
     prob, path = est._problem(X, y), est.coef_path_
-    strategy = engine.choose_strategy(prob.design, prob.iteration, path, 4, "pooled")
-    assert isinstance(strategy, engine.PooledChains)
+    plan = engine.plan_estimate(prob.design, prob.iteration, path, 4, "pooled")
+    assert plan.form == "pooled" and plan.n_probes == 4
     for scheme in ("grouped", "per_group"):
         with pytest.raises(ValueError, match="probe_scheme must be"):
-            engine.choose_strategy(prob.design, prob.iteration, path, 4, scheme)
+            engine.plan_estimate(prob.design, prob.iteration, path, 4, scheme)
         with pytest.raises(ValueError, match="'probe_scheme' parameter"):
             clone(est).set_params(probe_scheme=scheme).fit(X, y)
 
@@ -692,8 +692,8 @@ def test_the_adaptive_chain_starts_by_its_momentum_and_samples(solver, momentum)
     est = TrajectoryLasso(0.05, solver=solver, max_iter=20, estimate_risk=False).fit(X, y)
     prob, path = est._problem(X, y), est.coef_path_
     assert prob.iteration.extrapolates(20) is momentum
-    strategy = engine.choose_strategy(prob.design, prob.iteration, path, "auto", adaptive=True)
-    assert isinstance(strategy, engine.PooledChains)
+    strategy = engine.plan_estimate(prob.design, prob.iteration, path, "auto", adaptive=True)
+    assert strategy.form == "pooled"
     assert strategy.n_probes == probes.pooled_start_probes(1000, momentum)
     assert strategy.adaptive is (strategy.n_probes < probes.POOLED_PROBES)  # room to grow
     if not momentum:

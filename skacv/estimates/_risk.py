@@ -33,16 +33,13 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from .._config import check_memory, format_bytes
-from .._policy import get_policy
-from ..linalg._sampling import rademacher
 from ..utils._parallel import small_blas
 from ._risk_chains import masked_memory_matrix
 from ._risk_engine import (
     chain_cost_in_fits,  # noqa: F401 (re-exported)
-    choose_strategy,
     memory_matrices,
-    resolve_n_probes,
-    resolve_scheme,
+    plan_estimate,
+    spectral_nodes,
 )
 from ._risk_pooled import (
     extend_pooled,
@@ -54,11 +51,12 @@ from ._risk_probes import (
     POOLED_PROBES,
     choice_iterates,
     choice_noise,
+    draw_probes,
     noise_iterates,
     probe_noise,
     probes_for_noise,
 )
-from ._risk_propagate import design_columns, resolve_chain_dtype
+from ._risk_propagate import design_columns
 from ._risk_readout import (  # noqa: F401 (the readout's names, re-exported)
     _extrapolate_columns,
     _intercept_term,
@@ -81,8 +79,7 @@ from ._risk_reliability import (  # noqa: F401 (re-exported)
     reliability_failures,
     risk_reliability,
 )
-from ._risk_settled import linear_settled_memory, settled_memory, settled_step
-from ._risk_spectral import exact_nodes, lanczos_check, lanczos_nodes
+from ._risk_settled import linear_settled_memory, settled_memory, settled_step  # noqa: F401
 
 #: (T + 1) x (T + 1) float64 matrices the dense estimate holds at its peak (the
 #: memory matrices, the correction and its inverse, the risk matrix, temporaries)
@@ -189,27 +186,11 @@ def check_dense_memory(n_iterates, n_matrices=DENSE_MATRICES):
 def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
                  probe_scheme="auto"):
     """Which settled form a trajectory of ``n_iter`` steps may take
-    (:func:`trajectory_risk`): ``"linear"`` (gradient descent, ridge,
-    Nesterov: settled from the start), ``"proximal"`` (ISTA / FISTA with
-    Hutchinson probes, ``probe_scheme`` ``"auto"`` or ``"shared"``: the
-    settled form runs the shared probes; whether it applies depends on the
-    supports) or ``None``. Full-batch least squares without heavy ball or
-    preconditioner, no warm-start state to keep, at least the speed
-    policy's ``settled_min_tail`` steps."""
-    if (keep_state or iteration.sampler is not None
-            or not (datafit is None or datafit.quadratic)
-            or n_iter < get_policy().settled_min_tail
-            or getattr(iteration, "preconditioner", None) is not None
-            or iteration.uses_heavy_ball(n_iter)):
-        return None
-    if iteration.is_linear:
-        return "linear"
-    n_probes = resolve_n_probes(n_probes, design, iteration, n_iter, datafit)
-    # the settled form runs the shared probes: with "auto" too (which takes
-    # the pooled ones on a path that does not settle)
-    if n_probes is not None and resolve_scheme(probe_scheme) in ("auto", "shared"):
-        return "proximal"
-    return None
+    (:attr:`~skacv.estimates._risk_engine.EstimatePlan.settles`, planned
+    before the fit: ``"linear"``, ``"proximal"`` or ``None``)."""
+    plan = plan_estimate(design, iteration, None, n_probes, probe_scheme, n_iter=n_iter,
+                         datafit=datafit, keep_state=keep_state)
+    return plan.settles if plan.form == "settled" else None
 
 
 def can_settle(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
@@ -292,14 +273,14 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
                      verbose, state=None, keep_state=False, scheme="auto"):
     """:func:`memory_matrix`, also returning a state that a longer path of the
     same trajectory continues (``keep_state``; ``None`` when there is nothing
-    to continue): the engine with the strategy of
-    :func:`~skacv.estimates._risk_engine.choose_strategy`."""
+    to continue): the engine of the plan of
+    :func:`~skacv.estimates._risk_engine.plan_estimate`."""
     if coef_path.shape[1] == 1:
         return np.zeros((1, 1)), np.zeros((1, 1)), None
     rng = check_random_state(random_state)
-    strategy = choose_strategy(design, iteration, coef_path, n_probes, scheme, dtype,
-                               state=state, keep_state=keep_state)
-    return memory_matrices(design, iteration, coef_path, strategy, rng, verbose, state=state,
+    plan = plan_estimate(design, iteration, coef_path, n_probes, scheme, dtype, state=state,
+                         keep_state=keep_state)
+    return memory_matrices(design, iteration, coef_path, plan, rng, verbose, state=state,
                            keep_state=keep_state)
 
 
@@ -373,31 +354,25 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     """
     tic = time.perf_counter()
     T1 = coef_path.shape[1]
-    robust = datafit is not None and not datafit.quadratic
-    kind = None if _state is not None else settled_kind(design, iteration, T1 - 1, n_probes,
-                                                            datafit, _keep_state, probe_scheme)
-    if kind is not None:
-        k0 = 0 if kind == "linear" else settled_step(iteration, coef_path)
-        if k0 is not None and T1 - 1 - k0 >= get_policy().settled_min_tail:
-            res = _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes,
-                                random_state, chain_dtype, fitted, verbose, products, matrices,
-                                fitted_sources)
-            if verbose:
-                print(f"[risk] settled after step {k0}: done in "
-                      f"{time.perf_counter() - tic:.1f}s")
-            return res
+    plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype,
+                         datafit=datafit, state=_state, keep_state=_keep_state, adaptive=True,
+                         probe_goal=probe_goal)
+    if plan.form == "settled":
+        res = _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted,
+                            verbose, products, matrices, fitted_sources)
+        if verbose:
+            print(f"[risk] settled after step {plan.settled_step}: done in "
+                  f"{time.perf_counter() - tic:.1f}s")
+        return res
     check_dense_memory(T1)
-    if iteration.sampler is not None or robust:
-        res = _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes,
-                           random_state, chain_dtype, fitted, verbose, _state, _keep_state)
+    if plan.form == "curvature":
+        res = _robust_risk(design, y_tilde, iteration, coef_path, datafit, plan, random_state,
+                           fitted, verbose, _state, _keep_state)
         if verbose:
             print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
         return res
-    strategy = choose_strategy(design, iteration, coef_path, n_probes, probe_scheme,
-                               chain_dtype, state=_state, keep_state=_keep_state, adaptive=True,
-                               probe_goal=probe_goal)
-    adaptive = getattr(strategy, "adaptive", False)  # the pooled probes grow while noisy
-    A, Av, state = memory_matrices(design, iteration, coef_path, strategy,
+    adaptive = plan.adaptive  # the pooled probes grow while noisy
+    A, Av, state = memory_matrices(design, iteration, coef_path, plan,
                                    check_random_state(random_state), verbose, state=_state,
                                    keep_state=_keep_state or adaptive)
     has_momentum = iteration.extrapolates(coef_path.shape[1] - 1)
@@ -450,7 +425,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
 
     with small_blas(flops):  # the corrections of T x T matrices
         noise = choice = None
-        used = getattr(state, "m", getattr(strategy, "n_probes", None))
+        used = getattr(state, "m", plan.n_probes)
         if adaptive:
             A, Av, state, out, noise, choice = _grow_pooled(
                 design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose,
@@ -549,12 +524,12 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
         A, Av = pooled_matrices(state, template)
 
 
-def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, random_state,
-                 chain_dtype, fitted, verbose, state, keep_state):
-    """:func:`trajectory_risk` for mini-batches or a robust loss (Tan & Bellec 2024)."""
+def _robust_risk(design, y_tilde, iteration, coef_path, datafit, plan, random_state, fitted,
+                 verbose, state, keep_state):
+    """:func:`trajectory_risk` for mini-batches or a robust loss (Tan & Bellec 2024),
+    by the curvature chains of ``plan``."""
     T1 = coef_path.shape[1]
     T = T1 - 1
-    n_probes = resolve_n_probes(n_probes, design, iteration, T, datafit)
     rng = check_random_state(random_state)
     y_tilde = np.asarray(y_tilde, dtype=np.float64)
     if fitted is None:
@@ -573,10 +548,8 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
         trace_d = w @ curvature
     else:
         trace_d = None
-    strategy = choose_strategy(design, iteration, coef_path, n_probes, chain_dtype=chain_dtype,
-                               datafit=datafit, robust=True, curvature=curvature)
-    A, K, new_state = memory_matrices(design, iteration, coef_path, strategy, rng, verbose,
-                                      state=state, keep_state=keep_state)
+    A, K, new_state = memory_matrices(design, iteration, coef_path, plan, rng, verbose,
+                                      state=state, keep_state=keep_state, curvature=curvature)
     F = y_tilde[:, None] - fitted
     # sources: the gradient residual of step s + 1 on its batch
     Psi = np.zeros_like(F)
@@ -612,31 +585,28 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, n_probes, rando
                         momentum=iteration.has_momentum(T1 - 1))
 
 
-def _settled_risk(design, y_tilde, iteration, coef_path, k0, n_probes, random_state,
-                  chain_dtype, fitted, verbose, products, matrices, fitted_sources=None):
-    """:func:`trajectory_risk` of a path whose support settles after step ``k0``:
-    the chains in coordinates up to ``k0`` (the same probes as the dense
-    route), then :class:`~skacv.estimates._risk_settled.SettledMemory`;
-    a linear iteration (``k0 = 0``) from the spectral nodes of
-    :class:`~skacv.estimates._risk_engine.SpectralNodes`."""
+def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted, verbose,
+                  products, matrices, fitted_sources=None):
+    """:func:`trajectory_risk` of a path whose support settles after step
+    ``k0 = plan.settled_step``: the chains in coordinates up to ``k0`` (the
+    same probes as the dense route), then
+    :class:`~skacv.estimates._risk_settled.SettledMemory`; a linear
+    iteration (``k0 = 0``) from the spectral nodes of the dense route
+    (:func:`~skacv.estimates._risk_engine.spectral_nodes`)."""
     T1 = coef_path.shape[1]
     T = T1 - 1
+    k0, m = plan.settled_step, plan.n_probes
     n, n_eff = design.n_samples, design.n_eff
     c = _intercept_term(design.fit_intercept, n_eff)
     if matrices:  # asked for: the (T + 1)^2 matrices A, A_sources, G and a temporary
         check_dense_memory(T1, 4)
-    m = resolve_n_probes(n_probes, design, iteration, T)
     rng = check_random_state(random_state)
-    if iteration.is_linear:  # the nodes (and the same probes) as SpectralNodes
-        if m is None:
-            lam, w = exact_nodes(design)
-        else:
-            lam, w = lanczos_nodes(design, m, rng, depth=T // 2 + 2, verbose=verbose,
-                                   check=lanczos_check(iteration, T))
+    if iteration.is_linear:  # the nodes (and the same probes) as the dense route
+        lam, w, _ = spectral_nodes(design, iteration, T, m, rng, verbose)
         model = linear_settled_memory(iteration, T, lam, w)
     else:
-        dtype = resolve_chain_dtype(design, m, chain_dtype)
-        Z = rademacher(rng, (n, int(m)), dtype)  # as masked_memory_matrix
+        dtype = plan.dtype
+        Z = draw_probes(rng, (n, int(m)), dtype)  # as masked_memory_matrix
         head = masked_memory_matrix(design, iteration, coef_path[:, :k0 + 1], m, rng, dtype,
                                     verbose, keep_state=True, probes=Z)[2]
         model = settled_memory(lambda idx, dt: design_columns(design, idx, dt), iteration,

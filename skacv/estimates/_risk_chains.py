@@ -19,8 +19,8 @@ import numpy as np
 from .._config import check_memory
 from .._policy import get_policy
 from ..linalg._linalg import block_trace as _block_trace
-from ..linalg._sampling import rademacher
 from ._risk_core_space import core_space_memory_matrix, core_space_plan
+from ._risk_probes import draw_probes
 from ._risk_propagate import (
     ChainProbes,
     ForwardChains,
@@ -149,7 +149,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     Z = None  # Rademacher probes (the saved ones when continuing)
     if n_probes is not None:
         Z = state.Z if state is not None else probes if probes is not None else (
-            rademacher(rng, (n, int(n_probes)), dtype))
+            draw_probes(rng, (n, int(n_probes)), dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         return A, Av, (_chain_state(T, Z, dtype, A, Av, None) if keep_state else None)
     split = T if split is None or state is not None or keep_state else split
@@ -212,7 +212,7 @@ def core_space_chains(design, iteration, coef_path, n_probes, rng, dtype, plan, 
     """Memory matrices of the shared probes with the chains on the
     diagonalised core from step ``plan.start`` on (the first steps in
     coordinates by :func:`masked_memory_matrix`, with the same probes)."""
-    Z = rademacher(rng, (design.n_samples, int(n_probes)), dtype)
+    Z = draw_probes(rng, (design.n_samples, int(n_probes)), dtype)
     head = None
     if plan.start > 1:  # the first steps in coordinates
         head = masked_memory_matrix(design, iteration, coef_path[:, :plan.start], n_probes,

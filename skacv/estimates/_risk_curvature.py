@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from .._config import check_memory
-from ..linalg._sampling import rademacher
+from ._risk_probes import draw_probes
 from ._risk_state import CurvatureState
 
 
@@ -96,7 +96,7 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         Z, m, scale = np.eye(n, dtype=dtype), n, 1.0
     else:
         m, scale = int(n_probes), 1.0 / int(n_probes)
-        Z = state.Z if state is not None else rademacher(rng, (n, m), dtype)
+        Z = state.Z if state is not None else draw_probes(rng, (n, m), dtype)
     check_memory(2 * p * m * T * dtype.itemsize, f"the Jacobian chains ({p} x {m * T}, 2 blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
     chains = np.zeros((p, m * T), dtype=dtype, order="F")

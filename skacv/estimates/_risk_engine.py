@@ -1,44 +1,48 @@
-"""The memory-matrix engine: one entry point, the probe scheme a strategy.
+"""The memory-matrix engine: one plan, one runner.
 
 The memory matrices of Bellec & Tan (2024), ``A[t, s] = tr(X~ dx^t /
-dy^(s))`` for the outputs and the gradient points, are computed by
-:func:`memory_matrices` for any :class:`~skacv.Iteration`; *how* is a
-strategy object, chosen in one place (:func:`choose_strategy`):
+dy^(s))`` for the outputs and the gradient points, are computed for any
+:class:`~skacv.Iteration` in two steps:
 
-==============================  ==============================================
-:class:`SpectralNodes`          linear iterations (GD, ridge, heavy ball,
-                                Nesterov): scalar recursions on the eigenvalues
-                                (exact) or on Lanczos' quadrature of the probes
-                                (:mod:`skacv.estimates._risk_spectral`)
-:class:`PreconditionedNodes`    gradient descent with a fixed preconditioner
-:class:`SharedChains`           proximal iterations, the same probes for every
-                                source (or identity probes: exact traces),
-                                forward chains meeting backward ones
-                                (:mod:`skacv.estimates._risk_chains`)
-:class:`CoreSpaceChains`        the same probes, the chains on a diagonalised
-                                core once the supports allow it
-                                (:mod:`skacv.estimates._risk_core_space`)
-:class:`IndependentChains`      proximal iterations, probes of their own for
-                                every source, summed in blocks
-                                (:mod:`skacv.estimates._risk_independent`)
-:class:`PooledChains`           proximal iterations, probes shared by all
-                                the sources in one chain (``"auto"``'s;
-                                :mod:`skacv.estimates._risk_pooled`)
-:class:`CurvatureChains`        robust losses and mini-batches: the traces ``A``
-                                and ``K`` of Tan & Bellec (2024)
-                                (:mod:`skacv.estimates._risk_curvature`)
-==============================  ==============================================
+* :func:`plan_estimate`, the one place that decides how: the number of
+  probes (:func:`resolve_n_probes`; ``None``: exact traces), the form and
+  the probe scheme, the chains' precision, and for the shared probes where
+  the chains meet and whether they switch to a diagonalised core. Its
+  :class:`EstimatePlan` is data (``form``, ``n_probes``, ``dtype``, ...);
+* :func:`memory_matrices`, the one runner, which hands the plan to the
+  engine of its form:
+
+==================  ============================================================
+``"spectral"``      linear iterations (GD, ridge, heavy ball, Nesterov): scalar
+                    recursions on the eigenvalues (exact) or on Lanczos'
+                    quadrature of the probes (:mod:`skacv.estimates._risk_spectral`)
+``"preconditioned"``  gradient descent with a fixed preconditioner
+``"shared"``        proximal iterations, the same probes for every source (or
+                    identity probes: exact traces), forward chains meeting
+                    backward ones (:mod:`skacv.estimates._risk_chains`)
+``"core_space"``    the same probes, the chains on a diagonalised core once
+                    the supports allow it (:mod:`skacv.estimates._risk_core_space`)
+``"pooled"``        proximal iterations, probes shared by every source in one
+                    chain (``"auto"``'s; :mod:`skacv.estimates._risk_pooled`)
+``"independent"``   proximal iterations, probes of their own for every source,
+                    summed in blocks (:mod:`skacv.estimates._risk_independent`)
+``"curvature"``     robust losses and mini-batches: the traces ``A`` and ``K``
+                    of Tan & Bellec (2024) (:mod:`skacv.estimates._risk_curvature`)
+``"settled"``       a long path whose supports settle (and linear iterations):
+                    the state-space form of :mod:`skacv.estimates._risk_settled`,
+                    run by :func:`~skacv.estimates._risk.trajectory_risk`
+==================  ============================================================
 
 The statistical choices (exact traces or probes, ``n_probes="auto"``; the
-probe scheme, :func:`choose_scheme`;
-the chains' precision) are arguments; the choices between equal computations
-(split, core space, Gram matrices, chunk sizes) read the speed policy
-(:func:`skacv._policy.get_policy`). The two proximal chain strategies drive
-the same propagator (:class:`~skacv.estimates._risk_propagate.ForwardChains`).
-Every strategy has ``memory_matrices(design, iteration, coef_path, rng,
-verbose, state, keep_state) -> (A, A_sources, state)``, ``state`` a
-dataclass of :mod:`skacv.estimates._risk_state` that a longer path of the
-same trajectory continues (``None``: nothing to continue).
+probe scheme; the chains' precision) are arguments; the choices between
+equal computations (split, core space, Gram matrices, chunk sizes) read the
+speed policy (:func:`skacv._policy.get_policy`). The proximal chain engines
+drive the same propagator
+(:class:`~skacv.estimates._risk_propagate.ForwardChains`), and every probe
+is drawn by :func:`~skacv.estimates._risk_probes.draw_probes`. An engine
+returns ``(A, A_sources, state)``, ``state`` a dataclass of
+:mod:`skacv.estimates._risk_state` that a longer path of the same
+trajectory continues (``None``: nothing to continue).
 """
 
 from dataclasses import dataclass
@@ -52,10 +56,11 @@ from ..linalg._sampling import stands_for_rows
 from ._risk_chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._risk_core_space import CorePlan
 from ._risk_curvature import curvature_memory_matrices
-from ._risk_pooled import pooled_memory_matrix
 from ._risk_independent import independent_memory_matrix
+from ._risk_pooled import pooled_memory_matrix
 from ._risk_probes import POOLED_PROBES, pooled_start_probes
 from ._risk_propagate import resolve_chain_dtype
+from ._risk_settled import settled_step
 from ._risk_spectral import (
     exact_nodes,
     lanczos_check,
@@ -125,25 +130,6 @@ def resolve_scheme(scheme="auto"):
     return scheme
 
 
-def choose_scheme(iteration, n_probes, T, scheme="auto"):
-    """The probe scheme of the proximal chains of a path of ``T`` steps:
-    ``"pooled"``, ``"independent"`` or ``"shared"``.
-
-    ``scheme`` is the estimator's ``probe_scheme``. Exact traces
-    (``n_probes=None``) and an iteration with a heavy ball always take the
-    shared probes. ``"auto"``: the pooled probes
-    (:mod:`skacv.estimates._risk_pooled`: one chain of ``POOLED_PROBES``
-    probes for all the sources, the rows' sums split by the template). (A
-    path whose supports settle for the speed policy's ``settled_min_tail``
-    steps or more takes the settled form before this choice, with ``"auto"``
-    or ``"shared"``: :func:`~skacv.estimates._risk.settled_kind`.)
-    """
-    scheme = resolve_scheme(scheme)
-    if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
-        return "shared"
-    return "pooled" if scheme == "auto" else scheme
-
-
 def chain_cost_in_fits(design, coef_path, n_probes, scheme):
     """Predicted time of the proximal chains of :func:`memory_matrix` in
     units of the fit of the same path (``T`` steps of two products with
@@ -203,194 +189,149 @@ def _check_budget(design, coef_path, n_probes, scheme):
             f"{coef_path.shape[1] - 1} steps), more than risk_time_budget={budget:g} fits.")
 
 
-@dataclass(frozen=True)
-class SpectralNodes:
-    """Linear iterations: the memory matrices from spectral nodes, exact
-    (``n_probes=None``: the eigenvalues) or Lanczos' quadrature of
-    ``n_probes`` probes (its state continues a warm start)."""
-
-    n_probes: int | None = None
-
-    def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
-                        keep_state=False):
-        T = coef_path.shape[1] - 1
-        if self.n_probes is None:
-            lam, w = exact_nodes(design)
-            new_state = None
-        else:
-            if not (isinstance(state, QuadratureState) and state.Z.shape == (
-                    min(design.n_samples, design.n_features), int(self.n_probes))):
-                state = None
-            out = lanczos_nodes(design, self.n_probes, rng, depth=T // 2 + 2, verbose=verbose,
-                                check=lanczos_check(iteration, T), state=state,
-                                keep_state=keep_state)
-            lam, w = out[:2]
-            new_state = out[2] if keep_state else None
-        A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
-        return A, Av, new_state
+def _settles(design, iteration, n_iter, n_probes, datafit, state, keep_state, scheme):
+    """Which settled form a trajectory of ``n_iter`` steps may take:
+    ``"linear"`` (gradient descent, ridge, Nesterov: settled from the
+    start), ``"proximal"`` (ISTA / FISTA with Hutchinson probes, ``scheme``
+    ``"auto"`` or ``"shared"``: the settled form runs the shared probes;
+    whether it applies depends on the supports) or ``None``. Full-batch
+    least squares without heavy ball or preconditioner, no warm-start state
+    to continue or keep, at least the speed policy's ``settled_min_tail``
+    steps."""
+    if (state is not None or keep_state or iteration.sampler is not None
+            or not (datafit is None or datafit.quadratic)
+            or n_iter < get_policy().settled_min_tail
+            or getattr(iteration, "preconditioner", None) is not None
+            or iteration.uses_heavy_ball(n_iter)):
+        return None
+    if iteration.is_linear:
+        return "linear"
+    # the settled form runs the shared probes: with "auto" too (which takes
+    # the pooled ones on a path that does not settle)
+    if n_probes is not None and scheme in ("auto", "shared"):
+        return "proximal"
+    return None
 
 
 @dataclass(frozen=True)
-class PreconditionedNodes:
-    """Gradient descent with a fixed preconditioner: plain gradient descent
-    in whitened coordinates (no state)."""
+class EstimatePlan:
+    """How the memory matrices of a trajectory are computed
+    (:func:`plan_estimate`).
 
-    n_probes: int | None = None
+    Attributes
+    ----------
+    form : str
+        The engine (see the module's docstring); ``"settled"`` with
+        ``settled_step`` the step where the supports settle (``None``
+        before a fit: the path may settle).
+    n_probes : int or None
+        The probes (``None``: exact traces).
+    dtype : dtype or None
+        The chains' precision (proximal and curvature chains).
+    settles : {"linear", "proximal"} or None
+        The settled form the path may take.
+    settled_step : int or None
+    split : int or None
+        ``"shared"``: the step where backward chains take over.
+    core : CorePlan or None
+        ``"core_space"``: the diagonalised core's plan.
+    adaptive : bool
+        ``"pooled"`` with ``n_probes="auto"``: more probes while the
+        estimate is noisy (:func:`~skacv.estimates._risk.trajectory_risk`).
+    """
 
-    def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
-                        keep_state=False):
-        T = coef_path.shape[1] - 1
-        return (*preconditioned_memory_matrix(design, iteration, T, n_probes=self.n_probes,
-                                              random_state=rng), None)
-
-
-@dataclass(frozen=True)
-class SharedChains:
-    """Proximal iterations, the same probes for every source (``n_probes=None``:
-    identity probes, exact traces); forward chains up to ``split``, backward
-    ones after it."""
-
+    form: str
     n_probes: int | None
-    dtype: np.dtype
+    dtype: np.dtype | None = None
+    settles: str | None = None
+    settled_step: int | None = None
     split: int | None = None
-
-    def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
-                        keep_state=False):
-        return masked_memory_matrix(design, iteration, coef_path, self.n_probes, rng,
-                                    self.dtype, verbose, state=state, keep_state=keep_state,
-                                    split=self.split)
+    core: CorePlan | None = None
+    adaptive: bool = False
 
 
-@dataclass(frozen=True)
-class CoreSpaceChains:
-    """The shared probes with the chains on a diagonalised core from
-    ``plan.start`` on (no state)."""
-
-    n_probes: int
-    dtype: np.dtype
-    plan: CorePlan
-
-    def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
-                        keep_state=False):
-        A, Av = core_space_chains(design, iteration, coef_path, self.n_probes, rng,
-                                  self.dtype, self.plan, verbose)
-        return A, Av, None
-
-
-@dataclass(frozen=True)
-class IndependentChains:
-    """Proximal iterations, ``n_probes`` probes of their own for every
-    source, the chains of consecutive sources summed in blocks."""
-
-    n_probes: int
-    dtype: np.dtype
-
-    def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
-                        keep_state=False):
-        return independent_memory_matrix(design, iteration, coef_path, self.n_probes, rng,
-                                         self.dtype, verbose, state=state,
-                                         keep_state=keep_state)
-
-
-@dataclass(frozen=True)
-class PooledChains:
-    """Proximal iterations, ``n_probes`` probes shared by every source in
-    one chain, whose state continues a warm start."""
-
-    n_probes: int
-    dtype: np.dtype
-    adaptive: bool = False  # n_probes="auto": more probes while noisy (trajectory_risk)
-
-    def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
-                        keep_state=False):
-        return pooled_memory_matrix(design, iteration, coef_path, self.n_probes, rng,
-                                    self.dtype, verbose, state=state, keep_state=keep_state)
-
-
-@dataclass(frozen=True)
-class CurvatureChains:
-    """Robust losses and mini-batches: the traces ``A`` and ``K`` (returned
-    as ``A_sources``) of Tan & Bellec (2024), ``curvature`` ``psi'`` of every
-    sample at every iterate (``None``: least squares)."""
-
-    n_probes: int | None
-    dtype: np.dtype
-    curvature: np.ndarray | None = None
-
-    def memory_matrices(self, design, iteration, coef_path, rng, verbose=0, state=None,
-                        keep_state=False):
-        return curvature_memory_matrices(design, iteration, coef_path, self.curvature,
-                                         self.n_probes, rng, self.dtype, verbose, state=state,
-                                         keep_state=keep_state)
-
-
-def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme="auto",
-                    chain_dtype="auto", state=None, keep_state=False, datafit=None,
-                    robust=False, curvature=None, adaptive=False, probe_goal="level"):
-    """The strategy of :func:`memory_matrices` for a trajectory: the one place
-    where the memory matrices' computation is chosen.
+def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_scheme="auto",
+                  chain_dtype="auto", *, n_iter=None, datafit=None, state=None,
+                  keep_state=False, adaptive=False, probe_goal="level"):
+    """The plan of the risk estimate of a trajectory: the one place where the
+    number of probes, the form and the probe scheme are chosen.
 
     Parameters
     ----------
     design : Design
     iteration : Iteration
-    coef_path : ndarray of shape (n_features, T + 1)
+    coef_path : ndarray of shape (n_features, T + 1) or None
+        ``None`` before a fit (``n_iter`` steps): whether the path may
+        settle is known, not where (``form="settled"`` with
+        ``settled_step=None``) nor the shared probes' split.
     n_probes : int, None or "auto"
         Hutchinson probes; ``None``: exact traces; ``"auto"``:
         :func:`resolve_n_probes`.
     probe_scheme : {"auto", "pooled", "shared", "independent"}
-        :func:`choose_scheme`; ``"auto"`` is ``"shared"`` while the sample
-        stands for rows out of memory (a Dask input,
-        :func:`~skacv.linalg._sampling.stands_for_rows`): its shared probes
-        are the rows' own, mapped onto the sample.
+        The proximal chains' probes. Exact traces and an iteration with a
+        heavy ball take the shared ones; ``"auto"``: the pooled probes (one
+        chain of ``POOLED_PROBES`` probes for all the sources,
+        :mod:`skacv.estimates._risk_pooled`), the shared ones while the
+        sample stands for rows out of memory (a Dask input,
+        :func:`~skacv.linalg._sampling.stands_for_rows`: its shared probes
+        are the rows' own, mapped onto the sample). A path whose supports
+        settle for the speed policy's ``settled_min_tail`` steps or more
+        takes the settled form, with ``"auto"`` or ``"shared"``.
     chain_dtype : dtype, "auto" or None
         :func:`~skacv.estimates._risk_propagate.resolve_chain_dtype`.
+    datafit : datafit, default=None
+        A non-quadratic datafit (or mini-batches): the curvature chains.
     state, keep_state
         The warm-start state to continue and whether a new one is kept
-        (the shared chains then run forward only, without a core space).
-    datafit : datafit, default=None
-        For ``n_probes="auto"``.
-    robust : bool, default=False
-        The robust / mini-batch estimate (a non-quadratic datafit or
-        mini-batches): :class:`CurvatureChains` with ``curvature``.
+        (no settled form; the shared chains then run forward only, without
+        a core space).
     adaptive : bool, default=False
         The pooled probes with ``n_probes="auto"`` start with
         :func:`~skacv.estimates._risk_probes.pooled_start_probes` (or the
-        state's probes), and the caller grows
-        them while the estimate is noisy (``PooledChains.adaptive``;
-        :func:`~skacv.estimates._risk.trajectory_risk`); else
-        ``POOLED_PROBES``.
+        state's probes), and the caller grows them while the estimate is
+        noisy (``EstimatePlan.adaptive``); else ``POOLED_PROBES``.
     probe_goal : {"level", "choice"}, default="level"
         What the adaptive probes are grown for (``pooled_start_probes``'s
         ``goal``; :class:`~skacv.estimators._setup.FitPlan`).
 
+    Returns
+    -------
+    plan : EstimatePlan
+
     Raises
     ------
     EstimateBudgetError
-        When the independent chains are predicted to cost more than
-        ``risk_time_budget`` fits (:func:`chain_cost_in_fits`).
+        When the pooled or independent chains are predicted to cost more
+        than ``risk_time_budget`` fits (:func:`chain_cost_in_fits`).
     ValueError
-        Mini-batches without a robust estimate (no memory matrix).
+        An unknown ``probe_scheme``.
     """
-    T = coef_path.shape[1] - 1
+    T = int(n_iter) if coef_path is None else coef_path.shape[1] - 1
+    scheme = resolve_scheme(probe_scheme)
     auto_probes = isinstance(n_probes, str)
     n_probes = resolve_n_probes(n_probes, design, iteration, T, datafit)
-    if robust:
-        return CurvatureChains(n_probes, resolve_chain_dtype(design, n_probes, chain_dtype),
-                               curvature)
-    if iteration.sampler is not None:
-        raise ValueError(
-            f"The memory-matrix risk estimate of {iteration.name} with mini-batches is not "
-            "implemented; use estimate_risk=False and estimate_loo=True (IACV) instead."
-        )
-    if getattr(iteration, "preconditioner", None) is not None:
-        return PreconditionedNodes(n_probes)
-    if iteration.is_linear:
-        return SpectralNodes(n_probes)
     dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
-    if probe_scheme in (None, "auto") and stands_for_rows():
-        probe_scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
-    scheme = choose_scheme(iteration, n_probes, T, probe_scheme)
+    settles = _settles(design, iteration, T, n_probes, datafit, state, keep_state, scheme)
+    if settles is not None:
+        if coef_path is None:  # before the fit: may settle
+            return EstimatePlan("settled", n_probes, dtype, settles)
+        k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
+        if k0 is not None and T - k0 >= get_policy().settled_min_tail:
+            return EstimatePlan("settled", n_probes, dtype, settles, k0)
+    if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
+        return EstimatePlan("curvature", n_probes, dtype)
+    if getattr(iteration, "preconditioner", None) is not None:
+        return EstimatePlan("preconditioned", n_probes)
+    if iteration.is_linear:
+        return EstimatePlan("spectral", n_probes)
+    if coef_path is None:
+        return EstimatePlan("chains", n_probes, dtype)
+    if scheme == "auto" and stands_for_rows():
+        scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
+    if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
+        scheme = "shared"
+    elif scheme == "auto":
+        scheme = "pooled"
     if scheme == "pooled" and auto_probes:
         n_probes = POOLED_PROBES
         if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
@@ -401,22 +342,71 @@ def choose_strategy(design, iteration, coef_path, n_probes="auto", probe_scheme=
     # a chain that starts with all the probes has nothing to grow
     adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
     _check_budget(design, coef_path, n_probes, scheme)
-    if scheme == "independent":
-        return IndependentChains(int(n_probes), dtype)
-    if scheme == "pooled":
-        return PooledChains(int(n_probes), dtype, adaptive)
-    split, plan = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
-    if plan is not None:
-        return CoreSpaceChains(int(n_probes), dtype, plan)
-    return SharedChains(n_probes, dtype, split)
+    if scheme != "shared":
+        return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)
+    split, core = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
+    if core is not None:
+        return EstimatePlan("core_space", int(n_probes), dtype, core=core)
+    return EstimatePlan("shared", n_probes, dtype, split=split)
 
 
-def memory_matrices(design, iteration, coef_path, strategy, rng, verbose=0, state=None,
-                    keep_state=False):
-    """The memory matrices ``(A, A_sources, state)`` of a trajectory by
-    ``strategy`` (:func:`choose_strategy`); ``rng`` a RandomState (the
-    probes). A path of no step has zero matrices."""
+def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=None,
+                    keep_state=False, curvature=None):
+    """The memory matrices ``(A, A_sources, state)`` of a trajectory by the
+    engine of ``plan`` (:func:`plan_estimate`); ``rng`` a RandomState (the
+    probes); ``curvature`` (n_samples, T + 1): ``psi'`` of every sample at
+    every iterate for the curvature chains (``None``: least squares). A
+    path of no step has zero matrices."""
     if coef_path.shape[1] == 1:
         return np.zeros((1, 1)), np.zeros((1, 1)), None
-    return strategy.memory_matrices(design, iteration, coef_path, rng, verbose=verbose,
+    T = coef_path.shape[1] - 1
+    m, dtype, form = plan.n_probes, plan.dtype, plan.form
+    if form == "spectral":
+        return _spectral_matrices(design, iteration, T, m, rng, verbose, state, keep_state)
+    if form == "preconditioned":
+        return (*preconditioned_memory_matrix(design, iteration, T, n_probes=m,
+                                              random_state=rng), None)
+    if form == "shared":
+        return masked_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
+                                    state=state, keep_state=keep_state, split=plan.split)
+    if form == "core_space":
+        return (*core_space_chains(design, iteration, coef_path, m, rng, dtype, plan.core,
+                                   verbose), None)
+    if form == "pooled":
+        return pooled_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
                                     state=state, keep_state=keep_state)
+    if form == "independent":
+        return independent_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
+                                         state=state, keep_state=keep_state)
+    if form == "curvature":
+        return curvature_memory_matrices(design, iteration, coef_path, curvature, m, rng, dtype,
+                                         verbose, state=state, keep_state=keep_state)
+    raise ValueError(f"no memory-matrix engine for the form {form!r}")
+
+
+def _spectral_matrices(design, iteration, T, n_probes, rng, verbose, state, keep_state):
+    """Linear iterations: the memory matrices from spectral nodes, exact
+    (``n_probes=None``: the eigenvalues) or Lanczos' quadrature of
+    ``n_probes`` probes (its state continues a warm start)."""
+    lam, w, new_state = spectral_nodes(design, iteration, T, n_probes, rng, verbose, state,
+                                       keep_state)
+    A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
+    return A, Av, new_state
+
+
+def spectral_nodes(design, iteration, T, n_probes, rng, verbose=0, state=None,
+                   keep_state=False):
+    """``(nodes, weights, state)`` of a linear iteration's ``T`` steps: the
+    eigenvalues (``n_probes=None``) or Lanczos' quadrature of ``n_probes``
+    probes, continuing ``state`` (a
+    :class:`~skacv.estimates._risk_state.QuadratureState` of the same
+    probes) and keeping one with ``keep_state``."""
+    if n_probes is None:
+        lam, w = exact_nodes(design)
+        return lam, w, None
+    if not (isinstance(state, QuadratureState) and state.Z.shape == (
+            min(design.n_samples, design.n_features), int(n_probes))):
+        state = None
+    out = lanczos_nodes(design, n_probes, rng, depth=T // 2 + 2, verbose=verbose,
+                        check=lanczos_check(iteration, T), state=state, keep_state=keep_state)
+    return out[0], out[1], out[2] if keep_state else None

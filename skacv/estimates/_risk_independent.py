@@ -67,7 +67,7 @@ import copy
 import numpy as np
 
 from .._config import check_memory
-from ..linalg._sampling import rademacher
+from ._risk_probes import draw_probes
 from ._risk_propagate import (
     ChainProbes,
     ForwardChains,
@@ -184,7 +184,7 @@ def _draw_probes(state, rng, n, m, T, k0):
         Z[:, : m * k0] = state.Z
         draw = copy.deepcopy(state.rng)
     for s in range(k0, T):
-        Z[:, s * m:(s + 1) * m] = rademacher(draw, (n, m), np.int8)
+        Z[:, s * m:(s + 1) * m] = draw_probes(draw, (n, m), np.int8)
     return Z, draw
 
 

@@ -54,10 +54,10 @@ import numpy as np
 
 from .._config import check_memory
 from ..linalg._linalg import lanczos, quadrature
-from ..linalg._sampling import rademacher
 from ._risk_probes import (
     SAMPLE_GROUPS,
     SAMPLE_GROUPS_NOISE_FACTOR,
+    draw_probes,
     jackknife_probes,
     sample_groups,
 )
@@ -313,7 +313,7 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
         Z, after = state.Z, copy.deepcopy(state.rng)
         run.template_seed = state.template_seed
     if Z is None:
-        Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
+        Z = draw_probes(after, (n, m), np.int8) if draw is None else draw(n, m)
     masks, order, prefix = chain_order(coef_path)
     width = int(prefix[1])
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
@@ -423,9 +423,10 @@ def template_matrices(design, iteration, coef_path, rng, Xs=None, nodes=None):
     their nodes and weights if already known).
 
     The union's spectrum, not the final support's: with the exact row
-    sums, exact eigenvalues, the union's template moved ``risk_path_`` by 0.26 % rms (ISTA, the seed generator
-    at 1000 x 1500, T = 100) and 0.08 % (FISTA, equicorrelated 600 x 900,
-    T = 150), the final support's by 4.0 % and 0.33 %."""
+    sums, exact eigenvalues, the union's template moved ``risk_path_`` by
+    0.26 % rms (ISTA, the seed generator at 1000 x 1500, T = 100) and 0.08 %
+    (FISTA, equicorrelated 600 x 900, T = 150), the final support's by 4.0 %
+    and 0.33 %."""
     T = coef_path.shape[1] - 1
     if nodes is None:
         if Xs is None:
@@ -462,7 +463,7 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     if width <= TEMPLATE_EXACT_SUPPORT:
         Xd = np.asarray(Xs, dtype=np.float64)
         return np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None), None
-    Z = rademacher(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
+    Z = draw_probes(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
 

@@ -1,5 +1,7 @@
-"""How many probes the pooled chain takes (``n_probes="auto"``): where it
-starts, how noisy its estimate is and when it grows.
+"""The probes of the risk estimate: every Hutchinson probe is drawn by
+:func:`draw_probes`; and how many probes the pooled chain takes
+(``n_probes="auto"``): where it starts, how noisy its estimate is and when
+it grows.
 
 The pooled chain (:mod:`skacv.estimates._risk_pooled`) starts with
 :func:`pooled_start_probes` probes and grows
@@ -14,6 +16,18 @@ a path with itself only, of the order of the iterates near its minimum
 """
 
 import numpy as np
+
+from ..linalg._sampling import rademacher
+
+
+def draw_probes(rng, shape, dtype=np.float64):
+    """Rademacher probes of ``shape`` drawn from ``rng``: the one draw of
+    every probe of the risk estimate (the chains', Lanczos', the
+    template's, the SGD tracker's). The same signs in every dtype for the
+    same ``rng`` state; while the sample stands for rows out of memory, the
+    rows' own probes mapped onto it
+    (:func:`~skacv.linalg._sampling.rademacher`)."""
+    return rademacher(rng, shape, dtype)
 
 #: probes of the pooled chain (``probe_scheme="pooled"`` with
 #: ``n_probes="auto"``): at most this many; see

@@ -11,7 +11,7 @@ chains of :func:`skacv.estimates._risk_curvature.curvature_memory_matrices`).
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ..linalg._sampling import rademacher
+from ._risk_probes import draw_probes
 from ._risk_reliability import DF_HIGH
 
 #: EigenPro's max_iter="auto" (epochs_stop): the epochs grow until the risk
@@ -116,7 +116,7 @@ class SGDRiskTracker:
         else:
             self.kp = max(1, int(n_probes) // G)
             self.div = float(self.kp)
-            Z = rademacher(rng, (n, G * self.kp))
+            Z = draw_probes(rng, (n, G * self.kp))
         self.U = Z if weight is None else np.sqrt(weight)[:, None] * Z
         self.injection = None  # K_P U, set by the model
         self.chain = np.zeros((n, 0))

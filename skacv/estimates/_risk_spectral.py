@@ -20,7 +20,7 @@ import numpy as np
 from .._config import check_memory
 from ..iterations._preconditioning import preconditioned_nodes
 from ..linalg._linalg import lanczos_quadrature
-from ..linalg._sampling import rademacher
+from ._risk_probes import draw_probes
 from ._risk_state import QuadratureState
 
 
@@ -182,7 +182,7 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
         Z = state.Z
         resume = state.lanczos
     else:
-        Z = rademacher(rng, (dim, m))
+        Z = draw_probes(rng, (dim, m))
         resume = None
     with design.operator_workers() if n > p else contextlib.nullcontext():
         out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
