@@ -21,7 +21,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import StrOptions, generate_valid_param, make_constraint
 
 import skacv
-from skacv.estimates._risk import risk_from_memory
+from skacv.estimates.risk._estimate import risk_from_memory
 from skacv.estimators._base import TrajectoryEstimator
 from skacv.utils._validation import same_param
 
@@ -51,14 +51,16 @@ MODULE_LAYERS = {
     "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [
-        ["_risk_state", "_risk_core_space", "_risk_readout", "_uq", "_loo_refit",
-         "_loo_track", "_risk_probes"],
-        ["_risk_spectral", "_risk_propagate", "_risk_curvature", "_risk_reliability",
-         "_risk_settled", "_loo", "_loo_approx"],
-        ["_risk_chains", "_risk_independent", "_risk_pooled"],
-        ["_risk_engine"],
-        ["_risk"],
-        ["_risk_sgd"],
+        ["risk._state", "risk._core_space", "risk._readout", "risk._uq", "risk._result",
+         "risk._probes", "loo._refit", "loo._track"],
+        ["risk._spectral", "risk._propagate", "risk._curvature", "risk._reliability",
+         "risk._settled", "loo._iacv", "loo._approx"],
+        ["risk._chains", "risk._independent", "risk._pooled"],
+        ["risk._engine"],
+        ["risk._forms"],
+        ["risk._estimate"],
+        ["risk._sgd"],
+        ["risk.__init__", "loo.__init__"],
     ],
     "estimators": [["_advice", "_docs", "_setup"], ["_base"], ["_multitarget"],
                    ["_lasso", "_ridge", "_logistic", "_huber"]],

@@ -359,7 +359,7 @@ def test_joblib_dask_backend_gives_the_loky_choice(client):
 def _spy_strategies(monkeypatch):
     """The forms the risk estimate plans, each with whether a
     ROW_SOURCE was active (a Dask fit)."""
-    from skacv.estimates import _risk
+    from skacv.estimates.risk import _estimate as _risk
     from skacv.linalg._sampling import stands_for_rows
 
     chosen, real = [], _risk.plan_estimate

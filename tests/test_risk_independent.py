@@ -1,5 +1,5 @@
 """Independent probes per source, the chains of consecutive sources summed
-into blocks (:mod:`skacv.estimates._risk_independent`).
+into blocks (:mod:`skacv.estimates.risk._independent`).
 
 * with every source alone (no merger), the memory matrices are Hutchinson's
   estimates with each source's own probes, against dense Jacobians written
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-import skacv.estimates._risk as risk_module
-import skacv.estimates._risk_engine as engine
-import skacv.estimates._risk_independent as independent
+import skacv.estimates.risk._engine as engine
+import skacv.estimates.risk._estimate as risk_module
+import skacv.estimates.risk._independent as independent
 from skacv import IterativeRidge, TrajectoryLasso
 from skacv.iterations._iterations import FISTA
 

@@ -16,7 +16,7 @@ import pytest
 from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
-from skacv.estimates._risk import memory_matrix
+from skacv.estimates.risk._estimate import memory_matrix
 from skacv.exceptions import UnreliableEstimateWarning
 
 
@@ -123,9 +123,9 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     more fits than the budget raises EstimateBudgetError before any chain
     runs; the prediction grows with the support and with the columns the
     scheme advances, and is zero without probes."""
-    import skacv.estimates._risk_engine as engine
+    import skacv.estimates.risk._engine as engine
     from skacv import TrajectoryLasso, config_context
-    from skacv.estimates._risk import chain_cost_in_fits
+    from skacv.estimates.risk._estimate import chain_cost_in_fits
     from skacv.exceptions import EstimateBudgetError
 
     rng = np.random.default_rng(0)
@@ -137,7 +137,7 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     class Sizes:
         n_samples, n_features = 1000, 60
 
-    from skacv.estimates._risk_probes import POOLED_PROBES
+    from skacv.estimates.risk._probes import POOLED_PROBES
 
     wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "pooled")
     narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, POOLED_PROBES, "pooled")

@@ -1,5 +1,5 @@
 """The pooled probes (``probe_scheme="pooled"``, ``"auto"``'s,
-:mod:`skacv.estimates._risk_pooled`).
+:mod:`skacv.estimates.risk._pooled`).
 
 * with identity probes the chain's readouts are the exact row sums of the
   memory matrices (against exact traces), and lag 0 is exact;
@@ -22,12 +22,12 @@ import pytest
 from sklearn.base import clone
 from test_reliability import _design
 
-import skacv.estimates._risk as risk_module
-import skacv.estimates._risk_engine as engine
-import skacv.estimates._risk_pooled as pooled
-import skacv.estimates._risk_probes as probes
+import skacv.estimates.risk._engine as engine
+import skacv.estimates.risk._estimate as risk_module
+import skacv.estimates.risk._pooled as pooled
+import skacv.estimates.risk._probes as probes
 from skacv import TrajectoryLasso
-from skacv.estimates._risk_readout import source_residuals
+from skacv.estimates.risk._readout import source_residuals
 from skacv.iterations._iterations import FISTA
 
 SOLVERS = {
@@ -135,7 +135,7 @@ def test_the_template_is_exact_on_full_supports(solver):
 
 
 def test_the_template_of_a_linear_iteration_is_its_spectral_form():
-    from skacv.estimates._risk_spectral import counterpart_memory_matrix, spectral_memory_matrix
+    from skacv.estimates.risk._spectral import counterpart_memory_matrix, spectral_memory_matrix
     from skacv.iterations._iterations import GradientDescent, Nesterov
 
     lam = np.random.default_rng(0).uniform(0.1, 2.0, 40)
@@ -531,7 +531,7 @@ def test_the_pooled_chain_starts_with_fewer_probes_on_more_samples():
 def test_the_counterpart_response_is_the_first_source_of_its_memory_matrix():
     """``counterpart_response``: the first columns of the counterpart's
     ``A`` and ``A_sources`` (FISTA's momentum schedule: not Toeplitz)."""
-    from skacv.estimates._risk_spectral import counterpart_memory_matrix, counterpart_response
+    from skacv.estimates.risk._spectral import counterpart_memory_matrix, counterpart_response
 
     X, y = _equicorrelated(120, 180)
     est = TrajectoryLasso(0.05, max_iter=30, estimate_risk=False).fit(X, y)
@@ -728,7 +728,7 @@ def test_kept_order_covers_every_later_support():
     refuses columns that miss one, and an order costing the new steps more
     than ``chain_columns_reuse_steps`` times the columns in extra rows."""
     from skacv._policy import policy_context
-    from skacv.estimates._risk_propagate import chain_order, kept_order
+    from skacv.estimates.risk._propagate import chain_order, kept_order
 
     rng = np.random.default_rng(0)
     p, T = 40, 30

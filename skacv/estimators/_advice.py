@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from ..estimates._risk_reliability import DF_HIGH, DF_LOW, SUPPORT_DF_LIMIT
+from ..estimates.risk._reliability import DF_HIGH, DF_LOW, SUPPORT_DF_LIMIT
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._validation import join_options
 

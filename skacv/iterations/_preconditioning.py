@@ -314,7 +314,7 @@ def preconditioned_nodes(design, P, l2=0.0, n_probes=None, random_state=None, de
     ``M = Z^T Z / n + mu P``. With ``M = sum_j theta_j v_j v_j^T`` the memory
     matrix is ``A[t, s] = sum_j omega_j eta (1 - eta theta_j)^(t-s-1)``,
     ``omega_j = ||Z v_j||^2 / n``. Returned are ``theta`` and the weights
-    ``omega / theta`` for :func:`skacv.estimates._risk.spectral_memory_matrix` (whose
+    ``omega / theta`` for :func:`skacv.estimates.risk._estimate.spectral_memory_matrix` (whose
     nodes enter as ``w_j theta_j phi(theta_j)``). Without penalty ``omega_j
     = theta_j`` (unit weights).
 

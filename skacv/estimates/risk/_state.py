@@ -3,23 +3,23 @@
 A fit with ``warm_start=True`` keeps the state of its risk estimate
 (``estimator._risk_state``); the next, longer fit of the same trajectory
 continues from it, so that extending a path costs only the new rows of the
-memory matrices. Each probe strategy of :mod:`skacv.estimates._risk_engine`
+memory matrices. Each probe strategy of :mod:`skacv.estimates.risk._engine`
 keeps its own kind of state and continues only from a state of its own kind,
 the same probes and precision (anything else starts afresh):
 
 * :class:`ChainState`: the forward Jacobian chains with the probes shared by
-  every source (:mod:`skacv.estimates._risk_chains`), also the head of the
+  every source (:mod:`skacv.estimates.risk._chains`), also the head of the
   core-space and settled forms;
 * :class:`IndependentState`: the chains of blocks of sources with probes of
-  their own (:mod:`skacv.estimates._risk_independent`), the probes drawn so
+  their own (:mod:`skacv.estimates.risk._independent`), the probes drawn so
   far and the random generator after them;
 * :class:`PooledState`: the one chain of the pooled probes
-  (:mod:`skacv.estimates._risk_pooled`), its probes and its rows' sums so
+  (:mod:`skacv.estimates.risk._pooled`), its probes and its rows' sums so
   far;
 * :class:`CurvatureState`: the chains of the robust / mini-batch estimate
-  (:mod:`skacv.estimates._risk_curvature`);
+  (:mod:`skacv.estimates.risk._curvature`);
 * :class:`QuadratureState`: the Lanczos process of a linear iteration
-  (:mod:`skacv.estimates._risk_spectral`).
+  (:mod:`skacv.estimates.risk._spectral`).
 """
 
 from dataclasses import dataclass, field
@@ -57,7 +57,7 @@ class GramCache:
 
 @dataclass
 class ChainState:
-    """Shared-probe chains after step ``k`` (:mod:`skacv.estimates._risk_chains`)."""
+    """Shared-probe chains after step ``k`` (:mod:`skacv.estimates.risk._chains`)."""
 
     k: int
     Z: np.ndarray  # (n, m) probes
@@ -75,7 +75,7 @@ class ChainState:
 
 @dataclass
 class IndependentState:
-    """Independent-probe chains after step ``k`` (:mod:`skacv.estimates._risk_independent`)."""
+    """Independent-probe chains after step ``k`` (:mod:`skacv.estimates.risk._independent`)."""
 
     k: int
     m: int
@@ -93,7 +93,7 @@ class IndependentState:
 @dataclass
 class PooledState:
     """The pooled probes' chain after step ``k``
-    (:mod:`skacv.estimates._risk_pooled`)."""
+    (:mod:`skacv.estimates.risk._pooled`)."""
 
     k: int
     m: int
@@ -116,17 +116,17 @@ class PooledState:
     # (coords, Xs): the chains' restricted copy of X~ (n x len(coords), the
     # chain dtype, columns ``coords`` in the chains' row order), read again
     # by a continued chain whose supports it covers
-    # (skacv.estimates._risk_propagate.kept_order) instead of a new gather
+    # (skacv.estimates.risk._propagate.kept_order) instead of a new gather
     columns: tuple | None = None
     # (SA, SV) of shape (k + 1, SAMPLE_GROUPS): a chain of one probe's
-    # readouts by groups of samples (skacv.estimates._risk_pooled.jackknife_matrices)
+    # readouts by groups of samples (skacv.estimates.risk._pooled.jackknife_matrices)
     by_samples: tuple | None = None
 
 
 @dataclass
 class CurvatureState:
     """Chains of the robust / mini-batch estimate after step ``k``
-    (:mod:`skacv.estimates._risk_curvature`)."""
+    (:mod:`skacv.estimates.risk._curvature`)."""
 
     k: int
     Z: np.ndarray  # (n, m) probes
@@ -144,7 +144,7 @@ class CurvatureState:
 @dataclass
 class QuadratureState:
     """The probes and Lanczos process of a linear iteration's quadrature
-    (:func:`skacv.estimates._risk_spectral.lanczos_nodes`)."""
+    (:func:`skacv.estimates.risk._spectral.lanczos_nodes`)."""
 
     Z: np.ndarray  # (min(n, p), m)
     lanczos: object  # skacv.linalg._linalg.LanczosState

@@ -1,7 +1,7 @@
 """Memory matrices of robust losses and mini-batches (Tan & Bellec 2024).
 
 The robust / mini-batch risk estimate
-(:func:`skacv.estimates._risk_readout.risk_from_sources`) reads two traces
+(:func:`skacv.estimates.risk._readout.risk_from_sources`) reads two traces
 of the Jacobian chains of every source, ``A`` (the curvature ``psi'`` at the
 output) and ``K`` (also at the source, on its batch): one chain per source
 and probe in coefficient space, advanced by the iteration's own
@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from .._config import check_memory
-from ._risk_probes import draw_probes
-from ._risk_state import CurvatureState
+from ..._config import check_memory
+from ._probes import draw_probes
+from ._state import CurvatureState
 
 
 def usable_state(state, n_probes, dtype, T, n):

@@ -3,61 +3,59 @@
 Bellec & Tan (2024); Tan & Bellec (2024) for robust losses and mini-batches.
 :func:`trajectory_risk` is the entry point (the estimators' ``risk_path_``):
 
-1. the memory matrices ``A``, ``A_sources`` (traces of the Jacobians of the
-   iterates with respect to the response entering every step) come from one
-   engine, :func:`skacv.estimates._risk_engine.memory_matrices`, whose
-   strategy :func:`skacv.estimates._risk_engine.choose_strategy` picks
-   (spectral nodes for linear iterations, Jacobian chains for proximal ones,
-   with shared or independent probes, a diagonalised core, the curvature
-   chains of robust losses);
+1. :func:`skacv.estimates.risk._engine.plan_estimate` decides, once, how
+   (the settled form of a long path whose supports settle,
+   :mod:`skacv.estimates.risk._forms`; spectral nodes for linear
+   iterations; Jacobian chains for proximal ones, with pooled, shared or
+   independent probes, a diagonalised core; the curvature chains of robust
+   losses), and the memory matrices ``A``, ``A_sources`` (traces of the
+   Jacobians of the iterates with respect to the response entering every
+   step) come from the one runner,
+   :func:`skacv.estimates.risk._engine.memory_matrices`;
 2. the readout corrects the training residuals with them
-   (:mod:`skacv.estimates._risk_readout`: :func:`risk_from_memory`,
+   (:mod:`skacv.estimates.risk._readout`: :func:`risk_from_memory`,
    :func:`risk_from_products` in the covariance form,
    :func:`risk_from_sources` for robust losses);
 3. the diagnostics flag the iterates where the estimate is not to be
-   trusted (:mod:`skacv.estimates._risk_reliability`).
+   trusted (:mod:`skacv.estimates.risk._reliability`).
 
 Long paths whose supports settle (and linear iterations) keep the memory
 matrices in a state-space form and correct the residuals by forward
 recursions, linear in ``T``
-(:class:`~skacv.estimates._risk_settled.SettledMemory`); every other
+(:class:`~skacv.estimates.risk._settled.SettledMemory`); every other
 estimate checks its ``(T + 1) x (T + 1)`` matrices against
 ``path_memory_limit`` before allocating them.
 """
 
 import functools
 import time
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from .._config import check_memory, format_bytes
-from ..utils._parallel import small_blas
-from ._risk_chains import masked_memory_matrix
-from ._risk_engine import (
+from ..._config import check_memory, format_bytes
+from ...utils._parallel import small_blas
+from ._engine import (
     chain_cost_in_fits,  # noqa: F401 (re-exported)
     memory_matrices,
     plan_estimate,
-    spectral_nodes,
 )
-from ._risk_pooled import (
+from ._forms import _robust_risk, _settled_risk, _source_residuals
+from ._pooled import (
     extend_pooled,
     jackknife_matrices,
     pooled_matrices,
     template_matrices,
 )
-from ._risk_probes import (
+from ._probes import (
     POOLED_PROBES,
     choice_iterates,
     choice_noise,
-    draw_probes,
     noise_iterates,
     probe_noise,
     probes_for_noise,
 )
-from ._risk_propagate import design_columns
-from ._risk_readout import (  # noqa: F401 (the readout's names, re-exported)
+from ._readout import (  # noqa: F401 (the readout's names, re-exported)
     _extrapolate_columns,
     _intercept_term,
     residual_basis,
@@ -71,7 +69,7 @@ from ._risk_readout import (  # noqa: F401 (the readout's names, re-exported)
     source_points,
     source_residuals,
 )
-from ._risk_reliability import (  # noqa: F401 (re-exported)
+from ._reliability import (  # noqa: F401 (re-exported)
     AMPLIFICATION_LIMIT,
     DF_LOW,
     SUPPORT_DF_LIMIT,
@@ -79,114 +77,21 @@ from ._risk_reliability import (  # noqa: F401 (re-exported)
     reliability_failures,
     risk_reliability,
 )
-from ._risk_settled import linear_settled_memory, settled_memory, settled_step  # noqa: F401
-
-#: (T + 1) x (T + 1) float64 matrices the dense estimate holds at its peak (the
-#: memory matrices, the correction and its inverse, the risk matrix, temporaries)
-DENSE_MATRICES = 8
-#: arrays of ``q x (T + 1)`` floats of the settled form (``q``: samples, or
-#: features + 1 in the covariance form: the residuals of the outputs and of
-#: the gradient points, and their corrections) and vectors of ``T + 1`` floats
-SETTLED_ARRAYS, SETTLED_VECTORS = 4, 32
-ESTIMATE_HINT = "Lower max_iter or set estimate_risk=False. "
-
-
-@dataclass
-class RiskEstimate:
-    """The risk estimate of a trajectory (:func:`trajectory_risk`), ``T + 1``
-    iterates.
-
-    Attributes
-    ----------
-    risk : ndarray of shape (T + 1,)
-        The estimated out-of-sample risk of every iterate.
-    reliable : ndarray of bool of shape (T + 1,)
-        The iterates whose estimate is to be trusted
-        (:func:`~skacv.estimates._risk_reliability.risk_reliability`).
-    df_fraction : ndarray of shape (T + 1,)
-        The degrees of freedom of every iterate over ``n_eff``.
-    amplification : ndarray of shape (T + 1,)
-        The amplification of the probes' noise by the correction.
-    failures : dict of str to ndarray of bool of shape (T + 1,)
-        Which reliability check every iterate fails.
-    momentum : bool
-        Whether the iteration has momentum on this path.
-    risk_matrix : ndarray of shape (T + 1, T + 1) or None
-        The corrected residuals' Gram matrix over ``n_eff`` (its diagonal is
-        ``risk``); ``None`` when not formed (``matrices=False`` and the
-        settled form).
-    memory_matrix, memory_matrix_sources : ndarray of shape (T + 1, T + 1) or None
-        ``A`` of the outputs and of the gradient points (the matrix ``K``
-        of the robust estimate); ``None`` as ``risk_matrix``.
-    corrected_residuals : ndarray of shape (n_samples, T + 1) or None
-        Full-batch least squares (and the robust estimate's least squares)
-        unless ``products``; what the debiasing reads
-        (:mod:`skacv.estimates._uq`).
-    correction : ndarray of shape (T + 1, T + 1) or None
-        The correction ``K`` with ``R = F K^T`` of :func:`risk_from_memory`
-        (``None`` for a clipped extrapolation, the settled and the robust
-        forms).
-    residuals : ndarray of shape (n_samples, T + 1) or None
-        The training residuals ``F`` (``None`` with ``products`` and for a
-        robust loss).
-    products : Bunch or None
-        The residuals' inner products in the features' space with
-        ``products=True`` (:func:`residual_products`, with ``P`` and ``Q``;
-        the settled form's ``W`` and ``FR``).
-    chain_state : object or None
-        The state a longer path of the same trajectory continues
-        (:mod:`skacv.estimates._risk_state`).
-    support : ndarray of shape (T + 1,) or None
-        The support's size at every iterate of an L1-penalised path.
-    n_eff : float or None
-        The effective number of samples (``None``: the robust estimate).
-    n_probes : int or None
-        The probes the estimate used (``None``: exact traces, the settled
-        and the robust forms).
-    probe_noise, choice_noise : float or None
-        The pooled probes' measured noise of the level and of the choice
-        (``n_probes="auto"``; ``None`` when not measured).
-    settled_step : int or None
-        The step after which the settled form took over (``None``: not
-        settled).
-    """
-
-    risk: np.ndarray
-    reliable: np.ndarray
-    df_fraction: np.ndarray
-    amplification: np.ndarray
-    failures: dict
-    momentum: bool
-    risk_matrix: np.ndarray | None = None
-    memory_matrix: np.ndarray | None = None
-    memory_matrix_sources: np.ndarray | None = None
-    corrected_residuals: np.ndarray | None = None
-    correction: np.ndarray | None = None
-    residuals: np.ndarray | None = None
-    products: Bunch | None = None
-    chain_state: object = None
-    support: np.ndarray | None = None
-    n_eff: float | None = None
-    n_probes: int | None = None
-    probe_noise: float | None = None
-    choice_noise: float | None = None
-    settled_step: int | None = None
-
-
-def check_dense_memory(n_iterates, n_matrices=DENSE_MATRICES):
-    """Refuse, before anything is allocated, a risk estimate whose ``n_matrices``
-    matrices of ``n_iterates x n_iterates`` floats are above ``path_memory_limit``
-    (the message names the bytes, the limit and the fixes)."""
-    T1 = int(n_iterates)
-    n_bytes = n_matrices * 8.0 * T1 * T1
-    check_memory(n_bytes, f"The risk estimate of {T1} iterates ({n_matrices} matrices of "
-                 f"{T1} x {T1} floats, {n_bytes:,.0f} bytes)", ESTIMATE_HINT)
+from ._result import (  # noqa: F401 (re-exported)
+    DENSE_MATRICES,
+    ESTIMATE_HINT,
+    SETTLED_ARRAYS,
+    SETTLED_VECTORS,
+    RiskEstimate,
+    check_dense_memory,
+)
+from ._settled import settled_step  # noqa: F401 (re-exported)
 
 
 def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
                  probe_scheme="auto"):
     """Which settled form a trajectory of ``n_iter`` steps may take
-    (:attr:`~skacv.estimates._risk_engine.EstimatePlan.settles`, planned
+    (:attr:`~skacv.estimates.risk._engine.EstimatePlan.settles`, planned
     before the fit: ``"linear"``, ``"proximal"`` or ``None``)."""
     plan = plan_estimate(design, iteration, None, n_probes, probe_scheme, n_iter=n_iter,
                          datafit=datafit, keep_state=keep_state)
@@ -245,11 +150,11 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
     chain_dtype : dtype, "auto" or None, default="auto"
         Precision of the Jacobian chains of proximal methods (``"auto"`` or
         ``None``: float32 with Hutchinson probes, the dtype of ``X`` with
-        exact traces; :func:`~skacv.estimates._risk_propagate.resolve_chain_dtype`).
+        exact traces; :func:`~skacv.estimates.risk._propagate.resolve_chain_dtype`).
     verbose : int
     probe_scheme : {"auto", "pooled", "shared", "independent"}, default="auto"
         How the Hutchinson probes are shared between the sources
-        (:func:`~skacv.estimates._risk_engine.choose_scheme`).
+        (:func:`~skacv.estimates.risk._engine.plan_estimate`).
 
     Returns
     -------
@@ -274,7 +179,7 @@ def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype
     """:func:`memory_matrix`, also returning a state that a longer path of the
     same trajectory continues (``keep_state``; ``None`` when there is nothing
     to continue): the engine of the plan of
-    :func:`~skacv.estimates._risk_engine.plan_estimate`."""
+    :func:`~skacv.estimates.risk._engine.plan_estimate`."""
     if coef_path.shape[1] == 1:
         return np.zeros((1, 1)), np.zeros((1, 1)), None
     rng = check_random_state(random_state)
@@ -336,7 +241,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     ``settled_min_tail`` steps or more (the speed policy), the memory matrices after the step
     ``k0`` where they settle are a state-space recursion on the
     eigenbasis of the support's Gram matrix (``r = |S|`` directions;
-    :class:`~skacv.estimates._risk_settled.SettledMemory`), and the
+    :class:`~skacv.estimates.risk._settled.SettledMemory`), and the
     corrections are forward recursions: the chains in coordinates up to
     ``k0``, then ``O(r q T)`` work (``q`` samples, or features + 1 in the
     covariance form) and ``O(q T)`` memory, instead of ``O(T^3)`` and
@@ -458,35 +363,26 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                         n_probes=used, probe_noise=noise, choice_noise=choice)
 
 
-def _source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources):
-    """The residuals of a clipped extrapolation's gradient points: from the
-    fit loop's ``X~ v^t`` (``fitted_sources``) when given, else
-    :func:`~skacv.estimates._risk_readout.source_residuals`."""
-    if fitted_sources is not None:
-        return np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted_sources[:, :F.shape[1]]
-    return source_residuals(design, iteration, F, coef_path)
-
-
 def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_risk,
                  verbose=0, goal="level"):
     """``n_probes="auto"`` with the pooled probes: the readout of the
     pooled chain's ``state`` (whose memory matrices are ``A``, ``Av``;
     ``readout(A, A_sources)``, its first item the risk), and more probes
-    (:func:`~skacv.estimates._risk_pooled.extend_pooled`)
+    (:func:`~skacv.estimates.risk._pooled.extend_pooled`)
     while the probe noise of the risk, estimated by a jackknife over groups
     of probes, or of samples for a chain of one probe
-    (:func:`~skacv.estimates._risk_pooled.jackknife_matrices`,
-    :func:`~skacv.estimates._risk_probes.probe_noise`; the
+    (:func:`~skacv.estimates.risk._pooled.jackknife_matrices`,
+    :func:`~skacv.estimates.risk._probes.probe_noise`; the
     replicates by ``replicate_risk(A, A_sources, iterates)`` at the iterates
-    of :func:`~skacv.estimates._risk_probes.noise_iterates`), asks for them
-    (:func:`~skacv.estimates._risk_probes.probes_for_noise`).
+    of :func:`~skacv.estimates.risk._probes.noise_iterates`), asks for them
+    (:func:`~skacv.estimates.risk._probes.probes_for_noise`).
 
     ``goal="choice"`` (a search that compares the path with itself only;
     :class:`~skacv.estimators._setup.FitPlan`): the probes grow while the
     noise of the order of the iterates near the minimum
-    (:func:`~skacv.estimates._risk_probes.choice_noise`, at the iterates
-    of :func:`~skacv.estimates._risk_probes.choice_iterates`) is above
-    :data:`~skacv.estimates._risk_probes.CHOICE_NOISE_TARGET`, instead of
+    (:func:`~skacv.estimates.risk._probes.choice_noise`, at the iterates
+    of :func:`~skacv.estimates.risk._probes.choice_iterates`) is above
+    :data:`~skacv.estimates.risk._probes.CHOICE_NOISE_TARGET`, instead of
     the level's.
 
     Returns ``(A, A_sources, state, readout's output, noise, choice)``
@@ -522,152 +418,3 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
             return A, Av, state, out, noise, choice
         state = extend_pooled(design, iteration, coef_path, state, m - state.m, verbose)
         A, Av = pooled_matrices(state, template)
-
-
-def _robust_risk(design, y_tilde, iteration, coef_path, datafit, plan, random_state, fitted,
-                 verbose, state, keep_state):
-    """:func:`trajectory_risk` for mini-batches or a robust loss (Tan & Bellec 2024),
-    by the curvature chains of ``plan``."""
-    T1 = coef_path.shape[1]
-    T = T1 - 1
-    rng = check_random_state(random_state)
-    y_tilde = np.asarray(y_tilde, dtype=np.float64)
-    if fitted is None:
-        check_memory(8 * design.n_samples * T1,
-                     f"the fitted values ({design.n_samples} x {T1})")
-        fitted = design.matvec(np.asarray(coef_path, dtype=design.dtype))
-    fitted = np.asarray(fitted, dtype=np.float64)
-    quadratic = datafit is None or datafit.quadratic
-    curvature = None
-    w = np.ones(design.n_samples) if design.weight is None else np.asarray(
-        design.weight, dtype=np.float64)
-    if not quadratic:
-        curvature = np.empty_like(fitted)
-        for t in range(T1):
-            curvature[:, t] = datafit.curvature(fitted[:, t], y_tilde)
-        trace_d = w @ curvature
-    else:
-        trace_d = None
-    A, K, new_state = memory_matrices(design, iteration, coef_path, plan, rng, verbose,
-                                      state=state, keep_state=keep_state, curvature=curvature)
-    F = y_tilde[:, None] - fitted
-    # sources: the gradient residual of step s + 1 on its batch
-    Psi = np.zeros_like(F)
-    sampler = iteration.sampler
-    for s in range(T):
-        r = F[:, s] if quadratic else datafit.residual(fitted[:, s], y_tilde)
-        if sampler is None:
-            Psi[:, s] = r
-        else:
-            S = np.asarray(sampler(s + 1))
-            Psi[S, s] = r[S]
-    c = design.fit_intercept and quadratic  # an intercept by centring
-    risk, G, W = risk_from_sources(F, Psi, A, K, design.n_eff, trace_d, fit_intercept=c)
-    corrected = None
-    if quadratic:  # least squares: the corrected residuals also debias (skacv.estimates._uq)
-        corrected = F + Psi @ np.tril(W, -1).T
-        if c:
-            corrected += F * np.diag(W)
-    # diagnostics: K relative to tr D_t plays the role of A / n
-    td = np.full(T1, design.n_eff) if trace_d is None else trace_d
-    with np.errstate(divide="ignore", invalid="ignore"):
-        A_equiv = design.n_eff * np.tril(K, -1) / np.where(td > 0, td, np.nan)[:, None]
-    A_equiv[0] = 0.0
-    reliable, df, amp, failures = risk_reliability(
-        A_equiv, A_equiv, design.n_eff, c, proximal=not (iteration.is_linear and quadratic),
-        return_failures=True)
-    failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
-    reliable &= np.isfinite(risk)
-    return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=K,
-                        chain_state=new_state, reliable=reliable, df_fraction=df,
-                        amplification=amp, corrected_residuals=corrected,
-                        residuals=F if quadratic else None, failures=failures,
-                        momentum=iteration.has_momentum(T1 - 1))
-
-
-def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted, verbose,
-                  products, matrices, fitted_sources=None):
-    """:func:`trajectory_risk` of a path whose support settles after step
-    ``k0 = plan.settled_step``: the chains in coordinates up to ``k0`` (the
-    same probes as the dense route), then
-    :class:`~skacv.estimates._risk_settled.SettledMemory`; a linear
-    iteration (``k0 = 0``) from the spectral nodes of the dense route
-    (:func:`~skacv.estimates._risk_engine.spectral_nodes`)."""
-    T1 = coef_path.shape[1]
-    T = T1 - 1
-    k0, m = plan.settled_step, plan.n_probes
-    n, n_eff = design.n_samples, design.n_eff
-    c = _intercept_term(design.fit_intercept, n_eff)
-    if matrices:  # asked for: the (T + 1)^2 matrices A, A_sources, G and a temporary
-        check_dense_memory(T1, 4)
-    rng = check_random_state(random_state)
-    if iteration.is_linear:  # the nodes (and the same probes) as the dense route
-        lam, w, _ = spectral_nodes(design, iteration, T, m, rng, verbose)
-        model = linear_settled_memory(iteration, T, lam, w)
-    else:
-        dtype = plan.dtype
-        Z = draw_probes(rng, (n, int(m)), dtype)  # as masked_memory_matrix
-        head = masked_memory_matrix(design, iteration, coef_path[:, :k0 + 1], m, rng, dtype,
-                                    verbose, keep_state=True, probes=Z)[2]
-        model = settled_memory(lambda idx, dt: design_columns(design, idx, dt), iteration,
-                               coef_path, k0, Z, head, n_eff)
-    has_momentum = iteration.extrapolates(T)
-    B = np.asarray(coef_path, dtype=np.float64)
-    F = R = prods = G = None
-    if products and design.n_features <= n:
-        # residuals in the basis [y~, X~]: F = y~ 1^T - X~ B has coefficients [1; -B]
-        M = residual_basis(design, y_tilde)
-        check_memory(8.0 * T1 * SETTLED_ARRAYS * M.shape[0],
-                     f"the settled risk estimate ({M.shape[0]} x {T1}, {SETTLED_ARRAYS} arrays)",
-                     ESTIMATE_HINT)
-        Phi = np.vstack([np.ones((1, T1)), -B])
-        if has_momentum:
-            Phiv = np.vstack([np.ones((1, T1)), -source_points(iteration, B)])
-            _, Gx = model.solve(Phiv, Phi, n_eff, c)
-        else:
-            Gx = model.solve(Phi, None, n_eff, c)[1]
-        MG = M @ Gx
-        risk = np.einsum("it,it->t", Gx, MG) / n_eff
-        # what the debiasing reads (skacv.estimates._uq): X~^T R and <F_t, R_t>
-        prods = Bunch(W=MG[1:], FR=np.einsum("it,it->t", Phi, MG))
-        if matrices:
-            G = Gx.T @ MG / n_eff
-    else:
-        check_memory(8.0 * T1 * SETTLED_ARRAYS * n,
-                     f"the settled risk estimate ({n} x {T1}, {SETTLED_ARRAYS} arrays)",
-                     ESTIMATE_HINT)
-        if fitted is None:
-            F = residual_matrix(design, y_tilde, coef_path)
-        else:
-            F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
-        if has_momentum:
-            Fv = (_source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources)
-                  if iteration.clips else _extrapolate_columns(iteration, F))
-            R = model.solve(Fv, F, n_eff, c)[1]
-        else:
-            R = model.solve(F, None, n_eff, c)[1]
-        risk = np.einsum("it,it->t", R, R) / n_eff
-        if matrices:
-            G = R.T @ R / n_eff
-    if G is not None:
-        G = (G + G.T) / 2.0
-    # diagnostics: the row sums of A and the rows of (I (1 - c/n) - A_sources/n)^{-1}
-    df = (model.apply(np.ones((1, T1)))[0][0] + c) / n_eff
-    with np.errstate(all="ignore"):
-        amp = (model.inverse_row_norms(n_eff, c) * (1.0 - c / n_eff)
-               * np.maximum(1.0 - df, 1e-12))
-    support = None
-    if not iteration.is_linear and iteration.penalty.l1_ > 0:
-        support = np.count_nonzero(coef_path, axis=0)
-    reliable, df, amp, failures = _reliability(df, amp, n_eff, design.fit_intercept,
-                                               not iteration.is_linear, support, True)
-    failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
-    reliable &= np.isfinite(risk)
-    A = Av = None
-    if matrices:
-        A, Av = model.dense()
-    return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
-                        corrected_residuals=R, residuals=F, products=prods, reliable=reliable,
-                        df_fraction=df, amplification=amp, support=support, n_eff=n_eff,
-                        failures=failures, momentum=iteration.has_momentum(T),
-                        settled_step=k0)

@@ -15,22 +15,22 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
 ==================  ============================================================
 ``"spectral"``      linear iterations (GD, ridge, heavy ball, Nesterov): scalar
                     recursions on the eigenvalues (exact) or on Lanczos'
-                    quadrature of the probes (:mod:`skacv.estimates._risk_spectral`)
+                    quadrature of the probes (:mod:`skacv.estimates.risk._spectral`)
 ``"preconditioned"``  gradient descent with a fixed preconditioner
 ``"shared"``        proximal iterations, the same probes for every source (or
                     identity probes: exact traces), forward chains meeting
-                    backward ones (:mod:`skacv.estimates._risk_chains`)
+                    backward ones (:mod:`skacv.estimates.risk._chains`)
 ``"core_space"``    the same probes, the chains on a diagonalised core once
-                    the supports allow it (:mod:`skacv.estimates._risk_core_space`)
+                    the supports allow it (:mod:`skacv.estimates.risk._core_space`)
 ``"pooled"``        proximal iterations, probes shared by every source in one
-                    chain (``"auto"``'s; :mod:`skacv.estimates._risk_pooled`)
+                    chain (``"auto"``'s; :mod:`skacv.estimates.risk._pooled`)
 ``"independent"``   proximal iterations, probes of their own for every source,
-                    summed in blocks (:mod:`skacv.estimates._risk_independent`)
+                    summed in blocks (:mod:`skacv.estimates.risk._independent`)
 ``"curvature"``     robust losses and mini-batches: the traces ``A`` and ``K``
-                    of Tan & Bellec (2024) (:mod:`skacv.estimates._risk_curvature`)
+                    of Tan & Bellec (2024) (:mod:`skacv.estimates.risk._curvature`)
 ``"settled"``       a long path whose supports settle (and linear iterations):
-                    the state-space form of :mod:`skacv.estimates._risk_settled`,
-                    run by :func:`~skacv.estimates._risk.trajectory_risk`
+                    the state-space form of :mod:`skacv.estimates.risk._settled`,
+                    run by :func:`~skacv.estimates.risk._estimate.trajectory_risk`
 ==================  ============================================================
 
 The statistical choices (exact traces or probes, ``n_probes="auto"``; the
@@ -38,10 +38,10 @@ probe scheme; the chains' precision) are arguments; the choices between
 equal computations (split, core space, Gram matrices, chunk sizes) read the
 speed policy (:func:`skacv._policy.get_policy`). The proximal chain engines
 drive the same propagator
-(:class:`~skacv.estimates._risk_propagate.ForwardChains`), and every probe
-is drawn by :func:`~skacv.estimates._risk_probes.draw_probes`. An engine
+(:class:`~skacv.estimates.risk._propagate.ForwardChains`), and every probe
+is drawn by :func:`~skacv.estimates.risk._probes.draw_probes`. An engine
 returns ``(A, A_sources, state)``, ``state`` a dataclass of
-:mod:`skacv.estimates._risk_state` that a longer path of the same
+:mod:`skacv.estimates.risk._state` that a longer path of the same
 trajectory continues (``None``: nothing to continue).
 """
 
@@ -49,26 +49,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._config import get_config
-from .._policy import get_policy
-from ..exceptions import EstimateBudgetError
-from ..linalg._sampling import stands_for_rows
-from ._risk_chains import core_space_chains, masked_memory_matrix, shared_plan
-from ._risk_core_space import CorePlan
-from ._risk_curvature import curvature_memory_matrices
-from ._risk_independent import independent_memory_matrix
-from ._risk_pooled import pooled_memory_matrix
-from ._risk_probes import POOLED_PROBES, pooled_start_probes
-from ._risk_propagate import resolve_chain_dtype
-from ._risk_settled import settled_step
-from ._risk_spectral import (
+from ..._config import get_config
+from ..._policy import get_policy
+from ...exceptions import EstimateBudgetError
+from ...linalg._sampling import stands_for_rows
+from ._chains import core_space_chains, masked_memory_matrix, shared_plan
+from ._core_space import CorePlan
+from ._curvature import curvature_memory_matrices
+from ._independent import independent_memory_matrix
+from ._pooled import pooled_memory_matrix
+from ._probes import POOLED_PROBES, pooled_start_probes
+from ._propagate import resolve_chain_dtype
+from ._settled import settled_step
+from ._spectral import (
     exact_nodes,
     lanczos_check,
     lanczos_nodes,
     preconditioned_memory_matrix,
     spectral_memory_matrix,
 )
-from ._risk_state import PooledState, QuadratureState
+from ._state import PooledState, QuadratureState
 
 #: Hutchinson probes used by ``n_probes="auto"`` when exact traces are not cheap
 AUTO_PROBES = 10
@@ -237,7 +237,7 @@ class EstimatePlan:
         ``"core_space"``: the diagonalised core's plan.
     adaptive : bool
         ``"pooled"`` with ``n_probes="auto"``: more probes while the
-        estimate is noisy (:func:`~skacv.estimates._risk.trajectory_risk`).
+        estimate is noisy (:func:`~skacv.estimates.risk._estimate.trajectory_risk`).
     """
 
     form: str
@@ -271,14 +271,14 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         The proximal chains' probes. Exact traces and an iteration with a
         heavy ball take the shared ones; ``"auto"``: the pooled probes (one
         chain of ``POOLED_PROBES`` probes for all the sources,
-        :mod:`skacv.estimates._risk_pooled`), the shared ones while the
+        :mod:`skacv.estimates.risk._pooled`), the shared ones while the
         sample stands for rows out of memory (a Dask input,
         :func:`~skacv.linalg._sampling.stands_for_rows`: its shared probes
         are the rows' own, mapped onto the sample). A path whose supports
         settle for the speed policy's ``settled_min_tail`` steps or more
         takes the settled form, with ``"auto"`` or ``"shared"``.
     chain_dtype : dtype, "auto" or None
-        :func:`~skacv.estimates._risk_propagate.resolve_chain_dtype`.
+        :func:`~skacv.estimates.risk._propagate.resolve_chain_dtype`.
     datafit : datafit, default=None
         A non-quadratic datafit (or mini-batches): the curvature chains.
     state, keep_state
@@ -287,7 +287,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         a core space).
     adaptive : bool, default=False
         The pooled probes with ``n_probes="auto"`` start with
-        :func:`~skacv.estimates._risk_probes.pooled_start_probes` (or the
+        :func:`~skacv.estimates.risk._probes.pooled_start_probes` (or the
         state's probes), and the caller grows them while the estimate is
         noisy (``EstimatePlan.adaptive``); else ``POOLED_PROBES``.
     probe_goal : {"level", "choice"}, default="level"
@@ -399,7 +399,7 @@ def spectral_nodes(design, iteration, T, n_probes, rng, verbose=0, state=None,
     """``(nodes, weights, state)`` of a linear iteration's ``T`` steps: the
     eigenvalues (``n_probes=None``) or Lanczos' quadrature of ``n_probes``
     probes, continuing ``state`` (a
-    :class:`~skacv.estimates._risk_state.QuadratureState` of the same
+    :class:`~skacv.estimates.risk._state.QuadratureState` of the same
     probes) and keeping one with ``keep_state``."""
     if n_probes is None:
         lam, w = exact_nodes(design)

@@ -9,8 +9,8 @@ points' tangents for ``A_sources``) is Hutchinson's unbiased estimate of
 the row's sum ``sum_s A[t, s]``.
 
 * ``m`` columns a step whatever the path's length
-  (:data:`~skacv.estimates._risk_probes.POOLED_PROBES` probes, or fewer
-  grown while noisy: :mod:`skacv.estimates._risk_probes`), and a warm start
+  (:data:`~skacv.estimates.risk._probes.POOLED_PROBES` probes, or fewer
+  grown while noisy: :mod:`skacv.estimates.risk._probes`), and a warm start
   (a stage of the early stopping) continues the chain.
 * Lag 0 is exact: the readout of the injection of step ``t`` through the
   step's own tangent is subtracted, and ``A[t, t - 1] = g sum_{j in S_t}
@@ -52,16 +52,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._config import check_memory
-from ..linalg._linalg import lanczos, quadrature
-from ._risk_probes import (
+from ..._config import check_memory
+from ...linalg._linalg import lanczos, quadrature
+from ._probes import (
     SAMPLE_GROUPS,
     SAMPLE_GROUPS_NOISE_FACTOR,
     draw_probes,
     jackknife_probes,
     sample_groups,
 )
-from ._risk_propagate import (
+from ._propagate import (
     ChainProbes,
     ForwardChains,
     chain_order,
@@ -70,13 +70,13 @@ from ._risk_propagate import (
     kept_order,
     primal_product,
 )
-from ._risk_spectral import counterpart_memory_matrix, counterpart_response
-from ._risk_state import PooledState, SavedChains
+from ._spectral import counterpart_memory_matrix, counterpart_response
+from ._state import PooledState, SavedChains
 
 #: probes and depth of the template's Lanczos quadrature on a large support
 #: (its shape only: the block sums fix the rows' mass): the depth where the
 #: linear counterpart's response
-#: (:func:`~skacv.estimates._risk_spectral.counterpart_response`, over
+#: (:func:`~skacv.estimates.risk._spectral.counterpart_response`, over
 #: ``max(T, TEMPLATE_CHECK_LAGS)`` lags) changes by at most
 #: ``TEMPLATE_RTOL`` of its largest value between two consecutive depths of
 #: ``TEMPLATE_CHECK_DEPTHS`` (at most the last). A fixed 20 was not enough
@@ -207,7 +207,7 @@ def _pooled_images(Xs, coords, Z, cached=None):
 
 def sample_group_probes(Z):
     """A probe ``Z`` of one column (shape (n, 1)) beside its groups of
-    samples (:func:`~skacv.estimates._risk_probes.sample_groups`): shape
+    samples (:func:`~skacv.estimates.risk._probes.sample_groups`): shape
     (n, 1 + SAMPLE_GROUPS), column ``1 + g`` the signs of ``Z`` on group
     ``g``, zero elsewhere."""
     n = Z.shape[0]
@@ -220,13 +220,13 @@ def sample_group_probes(Z):
 def jackknife_matrices(state, template):
     """The memory matrices ``(A, A_sources)`` of the replicates of the
     pooled chain's delete-one-group jackknife
-    (:func:`~skacv.estimates._risk_probes.probe_noise`) and the factor on
+    (:func:`~skacv.estimates.risk._probes.probe_noise`) and the factor on
     its standard error: without each group of probes
-    (:func:`~skacv.estimates._risk_probes.jackknife_probes`), factor 1; a
+    (:func:`~skacv.estimates.risk._probes.jackknife_probes`), factor 1; a
     chain of one probe read by groups of samples (``state.by_samples``),
     without each group of samples (the probe's readouts on the others,
     scaled to all the samples), factor
-    :data:`~skacv.estimates._risk_probes.SAMPLE_GROUPS_NOISE_FACTOR`."""
+    :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`."""
     if state.by_samples is None:
         return ([pooled_matrices(state, template, kept) for kept in jackknife_probes(state.m)],
                 1.0)
@@ -239,7 +239,7 @@ def jackknife_matrices(state, template):
 
 
 def usable_state(state, m, dtype, T, n):
-    """``state`` if a :class:`~skacv.estimates._risk_state.PooledState`
+    """``state`` if a :class:`~skacv.estimates.risk._state.PooledState`
     these chains continue (the pooled probes only)."""
     if (isinstance(state, PooledState) and state.m == m and state.dtype == dtype
             and state.k <= T and state.Z.shape[0] == n):
@@ -257,7 +257,7 @@ class PooledRun:
     chains' rows; ``None`` when it is empty) and ``coords`` their
     features; ``template_seed`` the seed of the template's probes (drawn
     after the chains' probes, kept by a state); ``state`` the
-    :class:`~skacv.estimates._risk_state.PooledState` after the last step
+    :class:`~skacv.estimates.risk._state.PooledState` after the last step
     (``keep_state``) and ``continued`` the state the chain continued, if
     any."""
 
@@ -277,9 +277,9 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     """The pooled chain (see the module's docstring) and what the rows'
     split needs, a :class:`PooledRun`. ``state`` / ``keep_state``: continue
     the chain of a shorter prefix of the same trajectory (a
-    :class:`~skacv.estimates._risk_state.PooledState`), and keep the state
+    :class:`~skacv.estimates.risk._state.PooledState`), and keep the state
     after the last step; ``gram``: a
-    :class:`~skacv.estimates._risk_state.GramCache` to reuse without a
+    :class:`~skacv.estimates.risk._state.GramCache` to reuse without a
     state; ``by_samples``: a chain of one probe also reads its traces by
     the groups of samples of :func:`sample_group_probes`
     (``PooledRun.by_samples``, what :func:`jackknife_matrices` measures the
@@ -352,8 +352,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
 def _chain_columns(design, order, prefix, dtype, state, k0):
     """``(order, prefix, Xs)``: the chains' row order and restricted copy of
     ``X~``, the one ``state`` kept where it covers the supports
-    (:func:`~skacv.estimates._risk_propagate.kept_order`), else
-    :func:`~skacv.estimates._risk_propagate.chain_order`'s and a new gather
+    (:func:`~skacv.estimates.risk._propagate.kept_order`), else
+    :func:`~skacv.estimates.risk._propagate.chain_order`'s and a new gather
     (the kept copy dropped first, so that its memory can be reused). The
     kept columns are the shorter path's union of supports, which the longer
     path's contains: a reused copy holds exactly the union (what the
@@ -534,7 +534,7 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 
 def pooled_matrices(state, template, probes=slice(None)):
     """The memory matrices ``(A, A_sources)`` of a
-    :class:`~skacv.estimates._risk_state.PooledState` (the rows' sums of
+    :class:`~skacv.estimates.risk._state.PooledState` (the rows' sums of
     its probes ``probes``, split by ``template``)."""
     return rows_from_sums(state.SA[..., probes].mean(axis=2),
                           state.SV[..., probes].mean(axis=2), state.lag0, template)
@@ -552,7 +552,7 @@ def _merge_saved(a, b):
 
 
 def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
-    """``state`` (a :class:`~skacv.estimates._risk_state.PooledState`
+    """``state`` (a :class:`~skacv.estimates.risk._state.PooledState`
     after the last step of ``coef_path``) with ``extra`` more probes: a
     chain of new probes, drawn from the state's generator, over the whole
     path, its columns appended to the state's. The chain is linear in its

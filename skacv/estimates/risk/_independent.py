@@ -5,7 +5,7 @@ J_{t,s} X~^T)`` of the Jacobians of the iterate ``x^t`` with respect to the
 response that enters the gradient of step ``s + 1`` (source ``s``). The seed
 notebook estimates every entry with the same ``m`` Hutchinson probes, one
 chain per source and probe: ``m T^2 / 2`` chain-steps (``m T^2 / 4`` when the
-chains meet in the middle, :mod:`skacv.estimates._risk_chains`).
+chains meet in the middle, :mod:`skacv.estimates.risk._chains`).
 
 Here every source ``s`` has ``m`` probes of its own, ``Z_s`` (``n x m``,
 Rademacher), and the chains ``J_{t,s} X~^T Z_s`` of consecutive sources are
@@ -53,7 +53,7 @@ not flat but moves by a fraction of a percent from step to step (about 1 %
 of the risk at n = 200, 0.5 % at 500, 0.3 % at 1000 and 0.2 % at 2000,
 Lasso, p = 1.5 n), where the shared probes' is flat with a larger common
 error. Opt-in (``probe_scheme="independent"``): ``"auto"`` takes the pooled
-probes of :mod:`skacv.estimates._risk_pooled`.
+probes of :mod:`skacv.estimates.risk._pooled`.
 
 The probes are drawn source by source from ``random_state`` and the mergers
 read the chains on the support of each step only, so a prefix of a path has
@@ -66,16 +66,16 @@ import copy
 
 import numpy as np
 
-from .._config import check_memory
-from ._risk_probes import draw_probes
-from ._risk_propagate import (
+from ..._config import check_memory
+from ._probes import draw_probes
+from ._propagate import (
     ChainProbes,
     ForwardChains,
     chain_order,
     design_columns,
     gram_to_keep,
 )
-from ._risk_state import IndependentState, SavedChains
+from ._state import IndependentState, SavedChains
 
 #: adjacent blocks merge while the cross terms of the row stay within this
 #: fraction of its Hutchinson variance (0.25 gave 10-25 % more error than the
@@ -83,7 +83,7 @@ from ._risk_state import IndependentState, SavedChains
 #: every design tried: isotropic, AR(1) and equicorrelated, 500 x 750 to
 #: 2000 x 3000, T = 100 and 300, ISTA and FISTA)
 CROSS_NOISE_BUDGET = 0.1
-#: the blocks :func:`~skacv.estimates._risk_propagate.maybe_gram`'s flop model assumes
+#: the blocks :func:`~skacv.estimates.risk._propagate.maybe_gram`'s flop model assumes
 #: (at most ``k // 2 + 1`` after step ``k``)
 WINDOW_GUESS = 16
 
@@ -195,13 +195,13 @@ def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain
     into blocks (see the module's docstring).
 
     The chains are the forward chains of
-    :class:`~skacv.estimates._risk_propagate.ForwardChains` (rows in
-    :func:`~skacv.estimates._risk_propagate.chain_order`, the iteration's own
+    :class:`~skacv.estimates.risk._propagate.ForwardChains` (rows in
+    :func:`~skacv.estimates.risk._propagate.chain_order`, the iteration's own
     :meth:`~skacv.Iteration.tangent`, restricted Gram products), driven by
     :class:`IndependentBlocks`.
 
     ``state`` (returned with ``keep_state=True``, an
-    :class:`~skacv.estimates._risk_state.IndependentState`) holds the chains
+    :class:`~skacv.estimates.risk._state.IndependentState`) holds the chains
     after the last step of a shorter prefix of the same trajectory, the
     probes drawn so far and the random generator after them: the
     computation continues from there.

@@ -3,7 +3,7 @@
 For ISTA/FISTA (any iteration whose prox Jacobian is a 0/1 mask) every
 source ``s`` (the response entering the gradient at ``v^s``) is propagated
 with the same ``m`` probes: the forward chains of
-:class:`~skacv.estimates._risk_propagate.ForwardChains` (one block, the
+:class:`~skacv.estimates.risk._propagate.ForwardChains` (one block, the
 products restricted to the supports), read out by :class:`SharedProbes`.
 Traces use Hutchinson probes, or identity probes for exact traces
 (``n_probes=None``). Without a heavy ball the sources before a step ``r``
@@ -11,17 +11,17 @@ go forward to it and the outputs after it go backward by the transposed
 steps (:func:`_backward_chains`, :func:`_backward_chains_extrapolated`):
 ``m T^2 / 4`` chain-steps (``m T^2 / 3`` with extrapolation) instead of
 ``m T^2 / 2``. :func:`shared_plan` chooses the split and whether the chains
-switch to a diagonalised core (:mod:`skacv.estimates._risk_core_space`).
+switch to a diagonalised core (:mod:`skacv.estimates.risk._core_space`).
 """
 
 import numpy as np
 
-from .._config import check_memory
-from .._policy import get_policy
-from ..linalg._linalg import block_trace as _block_trace
-from ._risk_core_space import core_space_memory_matrix, core_space_plan
-from ._risk_probes import draw_probes
-from ._risk_propagate import (
+from ..._config import check_memory
+from ..._policy import get_policy
+from ...linalg._linalg import block_trace as _block_trace
+from ._core_space import core_space_memory_matrix, core_space_plan
+from ._probes import draw_probes
+from ._propagate import (
     ChainProbes,
     ForwardChains,
     chain_order,
@@ -31,7 +31,7 @@ from ._risk_propagate import (
     gram_to_keep,
     maybe_gram,
 )
-from ._risk_state import ChainState, SavedChains
+from ._state import ChainState, SavedChains
 
 
 class SharedProbes(ChainProbes):
@@ -75,7 +75,7 @@ def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_
     """``(split, core)``: the step where forward and backward chains meet
     (:func:`split_step`; ``T``: forward only, with a heavy ball or a state
     to keep or continue) and the diagonalised core's
-    :class:`~skacv.estimates._risk_core_space.CorePlan` when the flop model
+    :class:`~skacv.estimates.risk._core_space.CorePlan` when the flop model
     prefers it (Hutchinson probes, no state; else ``None``)."""
     n = design.n_samples
     T = coef_path.shape[1] - 1
@@ -116,11 +116,11 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 
     For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
     All sources are propagated together as one block
-    (:class:`~skacv.estimates._risk_propagate.ForwardChains`), with products
+    (:class:`~skacv.estimates.risk._propagate.ForwardChains`), with products
     by ``X~`` restricted to the columns of the supports.
 
     ``state`` (returned with ``keep_state=True``, Hutchinson probes only, a
-    :class:`~skacv.estimates._risk_state.ChainState`) holds the chains after
+    :class:`~skacv.estimates.risk._state.ChainState`) holds the chains after
     the last step of a shorter prefix of the same trajectory: the
     computation continues from there, so that extending a path by warm
     start costs only the new rows of the memory matrices. ``probes``: the
