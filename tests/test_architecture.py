@@ -55,6 +55,7 @@ MODULE_LAYERS = {
          "risk._probes", "loo._refit", "loo._track"],
         ["risk._spectral", "risk._propagate", "risk._curvature", "risk._reliability",
          "risk._settled", "loo._iacv", "loo._approx"],
+        ["risk._start"],
         ["risk._chains", "risk._independent", "risk._pooled"],
         ["risk._engine"],
         ["risk._forms"],

@@ -27,6 +27,7 @@ import skacv.estimates.risk._estimate as risk_module
 import skacv.estimates.risk._pooled as pooled
 import skacv.estimates.risk._probes as probes
 from skacv import TrajectoryLasso
+from skacv.estimates.risk._propagate import ForwardChains
 from skacv.estimates.risk._readout import source_residuals
 from skacv.iterations._iterations import FISTA
 
@@ -250,13 +251,13 @@ def test_pooled_probes_give_the_exact_row_sums_and_continue_a_warm_start(
     X, y = _equicorrelated(80, 120, seed=4)
     kw = dict(random_state=1, chain_dtype="float64", n_probes=6)
     runs = []
-    real = pooled.ForwardChains.run
+    real = ForwardChains.run
 
     def spy(self, probes, k0, k_end, *args, **kwargs):
         runs.append((k0, k_end))
         return real(self, probes, k0, k_end, *args, **kwargs)
 
-    monkeypatch.setattr(pooled.ForwardChains, "run", spy)
+    monkeypatch.setattr(ForwardChains, "run", spy)
     cold = TrajectoryLasso(0.02, max_iter=60, **kw).fit(X, y)
     runs.clear()
     warm = TrajectoryLasso(0.02, max_iter=25, warm_start=True, **kw).fit(X, y)

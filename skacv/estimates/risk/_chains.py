@@ -23,7 +23,6 @@ from ._core_space import core_space_memory_matrix, core_space_plan
 from ._probes import draw_probes
 from ._propagate import (
     ChainProbes,
-    ForwardChains,
     chain_order,
     chunk_columns,
     design_columns,
@@ -31,7 +30,8 @@ from ._propagate import (
     gram_to_keep,
     maybe_gram,
 )
-from ._state import ChainState, SavedChains
+from ._start import ChainStart
+from ._state import ChainState, SavedChains, usable_state
 
 
 class SharedProbes(ChainProbes):
@@ -62,15 +62,6 @@ class SharedProbes(ChainProbes):
                                                     self.m)
 
 
-def usable_state(state, n_probes, dtype, T, n):
-    """``state`` if a :class:`ChainState` these chains continue (same probes,
-    precision, a prefix of the path), else ``None``."""
-    if (isinstance(state, ChainState) and n_probes is not None and state.m == int(n_probes)
-            and state.dtype == dtype and state.k <= T and state.Z.shape[0] == n):
-        return state
-    return None
-
-
 def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_state=False):
     """``(split, core)``: the step where forward and backward chains meet
     (:func:`split_step`; ``T``: forward only, with a heavy ball or a state
@@ -80,7 +71,7 @@ def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_
     n = design.n_samples
     T = coef_path.shape[1] - 1
     keep_state = keep_state and n_probes is not None
-    state = usable_state(state, n_probes, np.dtype(dtype), T, n)
+    state = usable_state(state, ChainState, n_probes, np.dtype(dtype), T, n)
     _, _, prefix = chain_order(coef_path)
     if T < 1 or state is not None or keep_state or int(prefix[1]) == 0:
         return T, None
@@ -133,19 +124,11 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     A, A_sources : ndarrays of shape (T + 1, T + 1)
     state : ChainState or None
     """
-    n = design.n_samples
-    T = coef_path.shape[1] - 1
-    dtype = np.dtype(chain_dtype)
+    start = ChainStart(design, iteration, coef_path, state, ChainState, n_probes, chain_dtype)
+    n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
     keep_state = keep_state and n_probes is not None
-    state = usable_state(state, n_probes, dtype, T, n)
-    k0 = 0 if state is None else state.k
-    masks, order, prefix = chain_order(coef_path)
-    width = int(prefix[max(k0 - 1, 1)]) if T >= 1 else 0
-    A = np.zeros((T + 1, T + 1))
-    Av = np.zeros((T + 1, T + 1))
-    if state is not None:
-        A[: k0 + 1, : k0 + 1] = state.A
-        Av[: k0 + 1, : k0 + 1] = state.Av
+    width = int(start.prefix[max(k0 - 1, 1)]) if T >= 1 else 0
+    A, Av = start.matrices("A", "Av")
     Z = None  # Rademacher probes (the saved ones when continuing)
     if n_probes is not None:
         Z = state.Z if state is not None else probes if probes is not None else (
@@ -155,24 +138,11 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     split = T if split is None or state is not None or keep_state else split
     extrapolates = iteration.extrapolates(T)
     hb = iteration.uses_heavy_ball(T)
-    Xs = design_columns(design, order[:width], dtype)
+    Xs = start.columns(width)
     probes, trace_wt, m, scale = _trace_probes(Xs, Z, n, dtype)
-    n_blocks = 2 + extrapolates + hb
-    check_memory(
-        n_blocks * width * m * split * dtype.itemsize,
-        f"the Jacobian chains ({width} x {m * split}, {n_blocks} blocks)",
-        "Use fewer probes (n_probes) or fewer iterations. ",
-    )
-    # the masks in the chains' precision, a column per step (a boolean factor
-    # would be cast element by element)
-    masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
-    chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, m * split,
-                           heavy_ball=hb)
-    if state is not None:  # scatter the saved chains into this column order
-        chains.restore(state.chains)
+    chains = start.chains(Xs, m * split, 2 + extrapolates + hb, heavy_ball=hb)
     columns = _chain_columns(m, T, split, 2 if extrapolates else 1)
-    chains.run(SharedProbes(m, probes, trace_wt, scale, A, Av), k0, split, columns,
-               cached=None if state is None else state.gram, verbose=verbose)
+    start.run(chains, SharedProbes(m, probes, trace_wt, scale, A, Av), split, columns, verbose)
     if split < T:
         _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, Av,
                   verbose)
@@ -180,7 +150,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         return A, Av, None
     # chains after step T, in coordinates (see the loop's invariants)
     saved = chains.saved(m * T) if k0 < T else state.chains
-    gram = gram_to_keep(chains.gram, order, -chains.g,
+    gram = gram_to_keep(chains.gram, start.order, -chains.g,
                         None if state is None else state.gram)
     return A, Av, _chain_state(T, Z, dtype, A, Av, saved, gram)
 

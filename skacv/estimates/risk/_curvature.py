@@ -15,16 +15,7 @@ import numpy as np
 
 from ..._config import check_memory
 from ._probes import draw_probes
-from ._state import CurvatureState
-
-
-def usable_state(state, n_probes, dtype, T, n):
-    """``state`` if a :class:`CurvatureState` these chains continue."""
-    if (isinstance(state, CurvatureState) and n_probes is not None
-            and state.m == int(n_probes) and state.dtype == dtype and state.k <= T
-            and state.Z.shape[0] == n):
-        return state
-    return None
+from ._state import CurvatureState, usable_state
 
 
 def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes, rng,
@@ -81,7 +72,7 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
             f"{iteration.name} extrapolates. Use solver='gd' or 'sgd', or "
             "estimate_risk=False and estimate_loo=True."
         )
-    state = usable_state(state, n_probes, dtype, T, n)
+    state = usable_state(state, CurvatureState, n_probes, dtype, T, n)
     k0 = 0 if state is None else state.k
     A = np.zeros((T + 1, T + 1))
     K = np.zeros((T + 1, T + 1))

@@ -70,11 +70,9 @@ from ..._config import check_memory
 from ._probes import draw_probes
 from ._propagate import (
     ChainProbes,
-    ForwardChains,
-    chain_order,
-    design_columns,
     gram_to_keep,
 )
+from ._start import CHAIN_HINT, ChainStart
 from ._state import IndependentState, SavedChains
 
 #: adjacent blocks merge while the cross terms of the row stay within this
@@ -166,14 +164,6 @@ class IndependentBlocks(ChainProbes):
         return f", {len(self.blocks)} blocks"
 
 
-def usable_state(state, m, dtype, T, n):
-    """``state`` if an :class:`IndependentState` these chains continue."""
-    if (isinstance(state, IndependentState) and state.m == m and state.dtype == dtype
-            and state.k <= T and state.Z.shape[0] == n):
-        return state
-    return None
-
-
 def _draw_probes(state, rng, n, m, T, k0):
     """The signs of every source's probes (int8, ``(n, m T)``), source by
     source from one stream, continuing the state's; and the stream after."""
@@ -211,25 +201,15 @@ def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain
     A, A_sources : ndarrays of shape (T + 1, T + 1)
     state : IndependentState or None
     """
-    n = design.n_samples
-    T = coef_path.shape[1] - 1
     m = int(n_probes)
-    dtype = np.dtype(chain_dtype)
-    if iteration.uses_heavy_ball(T):
-        raise ValueError(
-            f"Independent probes need an iteration without a heavy ball ({iteration.name}); "
-            "use probe_scheme='shared'."
-        )
-    state = usable_state(state, m, dtype, T, n)
-    k0 = 0 if state is None else state.k
-    masks, order, prefix = chain_order(coef_path)
+    start = ChainStart(design, iteration, coef_path, state, IndependentState, m, chain_dtype,
+                       heavy_ball=False)
+    n, T, dtype, state, k0, prefix = start.n, start.T, start.dtype, start.state, start.k0, \
+        start.prefix
     width = int(prefix[max(k0 - 1, 1)])
-    A = np.zeros((T + 1, T + 1))
-    Av = np.zeros((T + 1, T + 1))
+    A, Av = start.matrices("A", "Av")
     blocks, nu = [], []  # [first source, number of sources] of every block; proxies
     if state is not None:
-        A[: k0 + 1, : k0 + 1] = state.A
-        Av[: k0 + 1, : k0 + 1] = state.Av
         blocks = [list(b) for b in state.blocks]
         nu = list(state.nu)
     Z, draw = _draw_probes(state, rng, n, m, T, k0)
@@ -238,26 +218,19 @@ def independent_memory_matrix(design, iteration, coef_path, n_probes, rng, chain
         if keep_state:
             new = _state(T, m, dtype, Z, draw, A, Av, [], [], SavedChains(), None)
         return A, Av, new
-    Xs = design_columns(design, order[:width], dtype)
+    Xs = start.columns(width)
     check_memory(width * m * T * dtype.itemsize, f"the probes' images ({width} x {m * T})",
-                 "Use fewer probes (n_probes) or fewer iterations. ")
+                 CHAIN_HINT)
     W = _probe_images(Xs, Z, m, prefix, dtype)  # X~^T Z_s in the chains' rows, (width, m T)
     # at most max_blocks(k) blocks after step k, and a new source
     n_cols = m * (min(max_blocks(T), T) + 1)
-    n_blocks = 2 + iteration.extrapolates(T)
-    check_memory(n_blocks * width * n_cols * dtype.itemsize,
-                 f"the Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
-                 "Use fewer probes (n_probes) or fewer iterations. ")
-    masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
-    chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols)
-    if state is not None:  # scatter the saved chains into this row order
-        chains.restore(state.chains)
-    probes = IndependentBlocks(m, W, blocks, nu, A, Av)
-    chains.run(probes, k0, T, window_columns(m, T),
-               cached=None if state is None else state.gram, verbose=verbose)
+    chains = start.chains(Xs, n_cols, 2 + iteration.extrapolates(T))
+    start.run(chains, IndependentBlocks(m, W, blocks, nu, A, Av), T, window_columns(m, T),
+              verbose)
     if not keep_state:
         return A, Av, None
-    cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
+    cached = gram_to_keep(chains.gram, start.order, -chains.g,
+                          None if state is None else state.gram)
     return A, Av, _state(T, m, dtype, Z, draw, A, Av, blocks, nu,
                          chains.saved(m * len(blocks), iterates=False), cached)
 

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._config import check_memory
 from ...linalg._linalg import lanczos, quadrature
 from ._probes import (
     SAMPLE_GROUPS,
@@ -63,14 +62,13 @@ from ._probes import (
 )
 from ._propagate import (
     ChainProbes,
-    ForwardChains,
-    chain_order,
     design_columns,
     gram_to_keep,
     kept_order,
     primal_product,
 )
 from ._spectral import counterpart_memory_matrix, counterpart_response
+from ._start import ChainStart
 from ._state import PooledState, SavedChains
 
 #: probes and depth of the template's Lanczos quadrature on a large support
@@ -238,15 +236,6 @@ def jackknife_matrices(state, template):
              for g in range(H)], SAMPLE_GROUPS_NOISE_FACTOR)
 
 
-def usable_state(state, m, dtype, T, n):
-    """``state`` if a :class:`~skacv.estimates.risk._state.PooledState`
-    these chains continue (the pooled probes only)."""
-    if (isinstance(state, PooledState) and state.m == m and state.dtype == dtype
-            and state.k <= T and state.Z.shape[0] == n):
-        return state
-    return None
-
-
 @dataclass
 class PooledRun:
     """What the pooled chain computed (:func:`run_pooled_chain`):
@@ -289,16 +278,10 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     tests pass the identity, ``m = n``: the sums over the probes are then
     the exact row sums).
     """
-    n = design.n_samples
-    T = coef_path.shape[1] - 1
     m = int(n_probes)
-    dtype = np.dtype(chain_dtype)
-    if iteration.uses_heavy_ball(T):
-        raise ValueError(
-            f"Pooled probes need an iteration without a heavy ball ({iteration.name}); "
-            "use probe_scheme='shared'.")
-    state = usable_state(state, m, dtype, T, n)
-    k0 = 0 if state is None else state.k
+    start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype,
+                       heavy_ball=False)
+    n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
     run = PooledRun(np.zeros((T + 1, 1, m)), np.zeros((T + 1, 1, m)), np.zeros((T + 1, 2)),
                     continued=state)
     SA, SV, lag0 = run.SA, run.SV, run.lag0
@@ -314,18 +297,13 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
         run.template_seed = state.template_seed
     if Z is None:
         Z = draw_probes(after, (n, m), np.int8) if draw is None else draw(n, m)
-    masks, order, prefix = chain_order(coef_path)
-    width = int(prefix[1])
-    if width == 0:  # every iterate after x^0 is zero: nothing depends on y
+    if int(start.prefix[1]) == 0:  # every iterate after x^0 is zero: nothing depends on y
         if keep_state:
             run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None)
         return run
-    order, prefix, Xs = _chain_columns(design, order, prefix, dtype, state, k0)
+    order, prefix, Xs = _chain_columns(design, start.order, start.prefix, dtype, state, k0)
     width = Xs.shape[1]
-    n_blocks = 3 + iteration.extrapolates(T)
-    check_memory(n_blocks * width * m * dtype.itemsize,
-                 f"the pooled Jacobian chain ({width} x {m}, {n_blocks} blocks)",
-                 "Use fewer probes (n_probes) or fewer iterations. ")
+    chains = start.chains(Xs, m, 3 + iteration.extrapolates(T), order=order, prefix=prefix)
     # the images of the probe's groups of samples beside its own: (width, 1 + SAMPLE_GROUPS)
     W, colnorm, images = _pooled_images(Xs, order[:width],
                                         sample_group_probes(Z) if by_samples else Z,
@@ -333,14 +311,9 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     W, W_samples = (W[:, :m], W[:, m:]) if by_samples else (W, None)
     if run.template_seed is None and after is not None:  # drawn once, after Z
         run.template_seed = int(after.randint(2**31 - 1))
-    masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
-    chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, m)
-    if state is not None:
-        chains.restore(state.chains)
     reads = PooledProbes(m, W, SA, SV, lag0, colnorm,
                          None if W_samples is None else (W_samples, *run.by_samples))
-    chains.run(reads, k0, T, np.full(T + 1, m),
-               cached=gram if state is None else state.gram, verbose=verbose)
+    start.run(chains, reads, T, np.full(T + 1, m), verbose, gram=gram)
     run.columns, run.coords = Xs, order[:width]
     if keep_state:
         cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)

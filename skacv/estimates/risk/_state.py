@@ -148,3 +148,14 @@ class QuadratureState:
 
     Z: np.ndarray  # (min(n, p), m)
     lanczos: object  # skacv.linalg._linalg.LanczosState
+
+
+def usable_state(state, kind, n_probes, dtype, T, n):
+    """``state`` if a ``kind`` (a state class of
+    :mod:`skacv.estimates.risk._state`) that chains of ``n_probes`` probes
+    (``None``: exact traces, which keep no state) in ``dtype`` on ``n``
+    samples continue: a prefix of the path of ``T`` steps; else ``None``."""
+    if (isinstance(state, kind) and n_probes is not None and state.m == int(n_probes)
+            and state.dtype == dtype and state.k <= T and state.Z.shape[0] == n):
+        return state
+    return None
