@@ -16,6 +16,7 @@ gradient descent in whitened coordinates (:func:`preconditioned_memory_matrix`).
 import contextlib
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from ..._config import check_memory
 from ...iterations._preconditioning import preconditioned_nodes
@@ -204,8 +205,10 @@ def preconditioned_memory_matrix(design, iteration, n_iter, n_probes=None, rando
     estimate.
     """
     T = int(n_iter)
+    probes = None
+    if n_probes is not None:
+        probes = draw_probes(check_random_state(random_state), (design.n_samples, int(n_probes)))
     theta, w = preconditioned_nodes(design, iteration.preconditioner, iteration.l2,
-                                    n_probes=n_probes, random_state=random_state,
-                                    depth=T // 2 + 2)
+                                    probes=probes, depth=T // 2 + 2)
     A = spectral_memory_matrix(iteration.whitened(), theta, T, weights=w)
     return A, A
