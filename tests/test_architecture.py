@@ -56,7 +56,7 @@ MODULE_LAYERS = {
         ["risk._spectral", "risk._propagate", "risk._curvature", "risk._reliability",
          "risk._settled", "loo._iacv", "loo._approx"],
         ["risk._start"],
-        ["risk._chains", "risk._independent", "risk._pooled"],
+        ["risk._chains", "risk._pooled"],
         ["risk._engine"],
         ["risk._forms"],
         ["risk._estimate"],

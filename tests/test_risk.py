@@ -293,14 +293,13 @@ def test_warm_start_extends_risk_path(make):
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-12)
 
 
-@pytest.mark.parametrize("scheme", ["shared", "independent"])
+@pytest.mark.parametrize("scheme", ["shared"])
 @pytest.mark.parametrize("solver", ["ista", "fista"])
 @pytest.mark.parametrize("kind", ["dense", "sparse_weighted", "float32"])
 def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
-    """A warm-started refit continues the saved Jacobian chains (with
-    independent probes: the blocks, the probes and their random stream):
-    only the new steps are propagated, and the result equals the cold fit of
-    the whole path (same probes)."""
+    """A warm-started refit continues the saved Jacobian chains: only the new
+    steps are propagated, and the result equals the cold fit of the whole
+    path (same probes)."""
     import pickle
 
     import skacv.estimates.risk._engine as engine
@@ -317,7 +316,7 @@ def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
     cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
 
     steps = []
-    name = "masked_memory_matrix" if scheme == "shared" else "independent_memory_matrix"
+    name = "masked_memory_matrix"
     real = getattr(engine, name)
 
     def spy(design, iteration, coef_path, *args, **kwargs):

@@ -119,7 +119,7 @@ def test_warm_start_is_exact_without_the_kept_matrices():
 
 def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, speed_policy):
     """Under ``risk_time_budget`` an ISTA/FISTA estimate (the pooled probes
-    of ``"auto"``, the independent ones) whose chains are predicted to cost
+    of ``"auto"``) whose chains are predicted to cost
     more fits than the budget raises EstimateBudgetError before any chain
     runs; the prediction grows with the support and with the columns the
     scheme advances, and is zero without probes."""
@@ -143,9 +143,9 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, POOLED_PROBES, "pooled")
     assert wide > narrow > 0 and flops > 0
     assert chain_cost_in_fits(Sizes, est.coef_path_, None, "pooled") == (0.0, 0.0)
-    # independent probes advance up to 16 blocks of 10 columns, the pooled 32
-    independent = chain_cost_in_fits(Sizes, est.coef_path_, 10, "independent")[0]
-    assert wide < independent < 5 * wide
+    # the shared probes' chains meet in the middle: m T / 4 columns a step, the pooled m
+    shared = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "shared")[0]
+    assert shared > wide
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
     calls = []
     real = engine.pooled_memory_matrix

@@ -24,8 +24,6 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
                     the supports allow it (:mod:`skacv.estimates.risk._core_space`)
 ``"pooled"``        proximal iterations, probes shared by every source in one
                     chain (``"auto"``'s; :mod:`skacv.estimates.risk._pooled`)
-``"independent"``   proximal iterations, probes of their own for every source,
-                    summed in blocks (:mod:`skacv.estimates.risk._independent`)
 ``"curvature"``     robust losses and mini-batches: the traces ``A`` and ``K``
                     of Tan & Bellec (2024) (:mod:`skacv.estimates.risk._curvature`)
 ``"settled"``       a long path whose supports settle (and linear iterations):
@@ -56,7 +54,6 @@ from ...linalg._sampling import stands_for_rows
 from ._chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._core_space import CorePlan
 from ._curvature import curvature_memory_matrices
-from ._independent import independent_memory_matrix
 from ._pooled import pooled_memory_matrix
 from ._probes import POOLED_PROBES, pooled_start_probes
 from ._propagate import resolve_chain_dtype
@@ -117,7 +114,7 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     return None if cheap else AUTO_PROBES
 
 
-SCHEMES = ("auto", "pooled", "shared", "independent")
+SCHEMES = ("auto", "pooled", "shared")
 
 
 def resolve_scheme(scheme="auto"):
@@ -125,8 +122,7 @@ def resolve_scheme(scheme="auto"):
     if scheme is None:
         scheme = "auto"
     if scheme not in SCHEMES:
-        raise ValueError("probe_scheme must be 'auto', 'pooled', 'shared' or 'independent'; "
-                         f"got {scheme!r}.")
+        raise ValueError(f"probe_scheme must be 'auto', 'pooled' or 'shared'; got {scheme!r}.")
     return scheme
 
 
@@ -136,10 +132,9 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
     ``X~``, ``4 n p`` flops a step).
 
     The chains are restricted to the features active so far (``s_k`` at
-    step ``k``): a step multiplies the support's Gram matrix by ``m``
-    columns per block of sources with independent probes (at most ``k // 2
-    + 1`` blocks, about 16 once merged), or by the shared probes' ``m``
-    columns per open source (meet in the middle: ``m T / 4`` on average);
+    step ``k``): a step multiplies the support's Gram matrix by the pooled
+    probes' ``m`` columns, or by the shared probes' ``m`` columns per open
+    source (meet in the middle: ``m T / 4`` on average);
     ``2 s_k^2`` flops a column, at the speed policy's
     ``chain_gemm_advantage`` times the fit's speed per flop.
 
@@ -156,10 +151,7 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
     active = np.cumsum(np.any(coef_path != 0, axis=0)) > 0  # nothing active before the start
     support = np.maximum.accumulate((coef_path != 0).sum(axis=0)).astype(float)
     support = np.where(active, support, 0.0)
-    k = np.arange(T + 1, dtype=float)
-    if scheme == "independent":
-        columns = m * np.minimum(k // 2 + 1, 16.0)
-    elif scheme == "pooled":
+    if scheme == "pooled":
         columns = np.full(T + 1, m)
     else:
         columns = np.full(T + 1, m * T / 4.0)
@@ -267,7 +259,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     n_probes : int, None or "auto"
         Hutchinson probes; ``None``: exact traces; ``"auto"``:
         :func:`resolve_n_probes`.
-    probe_scheme : {"auto", "pooled", "shared", "independent"}
+    probe_scheme : {"auto", "pooled", "shared"}
         The proximal chains' probes. Exact traces and an iteration with a
         heavy ball take the shared ones; ``"auto"``: the pooled probes (one
         chain of ``POOLED_PROBES`` probes for all the sources,
@@ -301,7 +293,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     Raises
     ------
     EstimateBudgetError
-        When the pooled or independent chains are predicted to cost more
+        When the pooled chain is predicted to cost more
         than ``risk_time_budget`` fits (:func:`chain_cost_in_fits`).
     ValueError
         An unknown ``probe_scheme``.
@@ -375,9 +367,6 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
     if form == "pooled":
         return pooled_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
                                     state=state, keep_state=keep_state)
-    if form == "independent":
-        return independent_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
-                                         state=state, keep_state=keep_state)
     if form == "curvature":
         return curvature_memory_matrices(design, iteration, coef_path, curvature, m, rng, dtype,
                                          verbose, state=state, keep_state=keep_state)

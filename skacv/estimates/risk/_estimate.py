@@ -6,8 +6,8 @@ Bellec & Tan (2024); Tan & Bellec (2024) for robust losses and mini-batches.
 1. :func:`skacv.estimates.risk._engine.plan_estimate` decides, once, how
    (the settled form of a long path whose supports settle,
    :mod:`skacv.estimates.risk._forms`; spectral nodes for linear
-   iterations; Jacobian chains for proximal ones, with pooled, shared or
-   independent probes, a diagonalised core; the curvature chains of robust
+   iterations; Jacobian chains for proximal ones, with pooled or shared
+   probes, a diagonalised core; the curvature chains of robust
    losses), and the memory matrices ``A``, ``A_sources`` (traces of the
    Jacobians of the iterates with respect to the response entering every
    step) come from the one runner,
@@ -152,7 +152,7 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
         ``None``: float32 with Hutchinson probes, the dtype of ``X`` with
         exact traces; :func:`~skacv.estimates.risk._propagate.resolve_chain_dtype`).
     verbose : int
-    probe_scheme : {"auto", "pooled", "shared", "independent"}, default="auto"
+    probe_scheme : {"auto", "pooled", "shared"}, default="auto"
         How the Hutchinson probes are shared between the sources
         (:func:`~skacv.estimates.risk._engine.plan_estimate`).
 
@@ -204,8 +204,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     datafit : datafit of :mod:`skacv.iterations._datafits`, default=None
         ``None`` is least squares.
     n_probes, random_state, chain_dtype, probe_scheme
-        As :func:`memory_matrix` (``probe_scheme``: ``"auto"``, ``"shared"``
-        or ``"independent"``; ``chain_dtype``: ``"auto"``, ``None`` or a
+        As :func:`memory_matrix` (``probe_scheme``: ``"auto"``, ``"pooled"``
+        or ``"shared"``; ``chain_dtype``: ``"auto"``, ``None`` or a
         dtype).
     probe_goal : {"level", "choice"}, default="level"
         What the adaptive pooled probes (``n_probes="auto"``) are grown for:

@@ -27,8 +27,7 @@ the row's sum ``sum_s A[t, s]``.
   average moved it by 1-45 %. It is a
   bias where the supports shrink far below their union (FISTA's first
   steps on a wide design): 2.9 % rms on an equicorrelated 200 x 400, 200
-  steps (``tests/test_reliability.py``), where independent probes are the
-  more accurate scheme.
+  steps (``tests/test_reliability.py``).
 * The probes (and the template's Lanczos probes, on supports above
   :data:`TEMPLATE_EXACT_SUPPORT`) are drawn from
   ``random_state``, and a row reads only its own step: the row sums of a

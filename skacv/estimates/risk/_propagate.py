@@ -22,11 +22,10 @@ A step of the chains (:meth:`ForwardChains.run`) is always the same:
 5. the extrapolation's rows beyond the step's prefix.
 
 What differs between the probe schemes (which columns a step advances,
-which probes a source injects, how the traces are read, the mergers of the
-independent blocks) is the *probe* object the propagator is driven by
-(:class:`ChainProbes`): the shared probes of
-:mod:`skacv.estimates.risk._chains` and the independent blocks of
-:mod:`skacv.estimates.risk._independent`.
+which probes a source injects, how the traces are read) is the *probe*
+object the propagator is driven by (:class:`ChainProbes`): the shared
+probes of :mod:`skacv.estimates.risk._chains` and the pooled ones of
+:mod:`skacv.estimates.risk._pooled`.
 """
 
 import time

@@ -1,7 +1,6 @@
 """What every proximal chain engine starts from (the shared probes of
 :mod:`~skacv.estimates.risk._chains`, the pooled ones of
-:mod:`~skacv.estimates.risk._pooled`, the independent ones of
-:mod:`~skacv.estimates.risk._independent`): :class:`ChainStart`, the set-up
+:mod:`~skacv.estimates.risk._pooled`): :class:`ChainStart`, the set-up
 written once.
 
 A chain engine continues a warm-start state when it is one of its own for

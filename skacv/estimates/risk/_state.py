@@ -10,9 +10,6 @@ the same probes and precision (anything else starts afresh):
 * :class:`ChainState`: the forward Jacobian chains with the probes shared by
   every source (:mod:`skacv.estimates.risk._chains`), also the head of the
   core-space and settled forms;
-* :class:`IndependentState`: the chains of blocks of sources with probes of
-  their own (:mod:`skacv.estimates.risk._independent`), the probes drawn so
-  far and the random generator after them;
 * :class:`PooledState`: the one chain of the pooled probes
   (:mod:`skacv.estimates.risk._pooled`), its probes and its rows' sums so
   far;
@@ -71,23 +68,6 @@ class ChainState:
     def m(self):
         """Number of probes."""
         return self.Z.shape[1]
-
-
-@dataclass
-class IndependentState:
-    """Independent-probe chains after step ``k`` (:mod:`skacv.estimates.risk._independent`)."""
-
-    k: int
-    m: int
-    dtype: np.dtype
-    Z: np.ndarray  # (n, m k) int8 signs, source s in columns s m .. (s + 1) m
-    rng: object  # the random generator after the draws of Z
-    A: np.ndarray
-    Av: np.ndarray
-    blocks: list = field(default_factory=list)  # [first source, number of sources]
-    nu: list = field(default_factory=list)
-    chains: SavedChains = field(default_factory=SavedChains)
-    gram: GramCache | None = None
 
 
 @dataclass
