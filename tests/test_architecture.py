@@ -357,3 +357,28 @@ def _sources(A, n, T):
     Av = A.copy()
     Av[1:] = 1.5 * A[1:] - 0.5 * A[:-1]
     return np.tril(Av, -1)
+
+
+def _calls(name):
+    """Dotted modules (relative to skacv) that call a function named ``name``."""
+    found = set()
+    for module in _modules():
+        tree = ast.parse((PACKAGE / (module.replace(".", "/") + ".py")).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if called == name:
+                    found.add(module)
+    return found
+
+
+def test_one_probe_draw_and_one_plan_of_the_risk_estimate():
+    """Every Hutchinson probe of the risk estimate is drawn by
+    ``risk._probes.draw_probes`` (the one caller of ``rademacher``), and the
+    number of probes and the probe scheme are decided by
+    ``risk._engine.plan_estimate`` alone."""
+    assert _calls("rademacher") == {"estimates.risk._probes"}
+    for name in ("resolve_n_probes", "resolve_scheme", "pooled_start_probes",
+                 "shared_plan", "stands_for_rows"):
+        assert _calls(name) == {"estimates.risk._engine"}, name
