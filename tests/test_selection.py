@@ -280,7 +280,7 @@ def test_ties_go_to_the_first_grid_point_and_earliest_iteration():
 
 
 def test_real_loo_criterion():
-    pytest.importorskip("skacv.estimates._loo")
+    pytest.importorskip("skacv.estimates.loo._iacv")
     X, y = _data()
     base = TrajectoryLasso(max_iter=30, random_state=0, estimate_risk=False)
     search = _pinned(base, criterion="loo",

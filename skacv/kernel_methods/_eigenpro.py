@@ -48,7 +48,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory, working_memory_bytes
-from ..estimates._risk_sgd import SGDRiskTracker, epochs_stop, flag_against_gcv
+from ..estimates.risk._sgd import SGDRiskTracker, epochs_stop, flag_against_gcv
 from ..estimators._base import TrajectoryEstimator
 from ..exceptions import DivergenceError
 from ..iterations._path import DIVERGENCE_FACTOR

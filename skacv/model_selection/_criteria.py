@@ -60,7 +60,7 @@ AUTO_BOTH_SIZE = 200_000
 #: product with the (restricted) Gram matrix per iteration, so the cost is
 #: linear in this number. The subsample path is a control-variate estimate
 #: (the in-sample losses of every sample, see
-#: ``skacv.estimates._loo._regression_estimate``): on equicorrelated and AR(1) designs
+#: ``skacv.estimates.loo._iacv._regression_estimate``): on equicorrelated and AR(1) designs
 #: (FISTA, n 200-1000, 15 fits x 300 subsamples) 100 samples gave a mean
 #: level error of 0.3-3 % against the full leave-one-out path (the plain
 #: mean: 8-11 %) and a 90th-percentile regret of the argmin of 0-3 % except

@@ -1,9 +1,11 @@
-"""How many probes the pooled chain takes (``n_probes="auto"``): where it
-starts, how noisy its estimate is and when it grows.
+"""The probes of the risk estimate: every Hutchinson probe is drawn by
+:func:`draw_probes`; and how many probes the pooled chain takes
+(``n_probes="auto"``): where it starts, how noisy its estimate is and when
+it grows.
 
-The pooled chain (:mod:`skacv.estimates._risk_grouped`) starts with
+The pooled chain (:mod:`skacv.estimates.risk._pooled`) starts with
 :func:`pooled_start_probes` probes and grows
-(:func:`~skacv.estimates._risk._grow_pooled`, by a second pass over the
+(:func:`~skacv.estimates.risk._estimate._grow_pooled`, by a second pass over the
 path with new probes) while the probes' noise asks for more
 (:func:`probes_for_noise`). The noise is measured by a delete-one-group
 jackknife over the probes (:func:`jackknife_probes`; a chain of one probe:
@@ -15,11 +17,23 @@ a path with itself only, of the order of the iterates near its minimum
 
 import numpy as np
 
+from ...linalg._sampling import rademacher
+
+
+def draw_probes(rng, shape, dtype=np.float64):
+    """Rademacher probes of ``shape`` drawn from ``rng``: the one draw of
+    every probe of the risk estimate (the chains', Lanczos', the
+    template's, the SGD tracker's). The same signs in every dtype for the
+    same ``rng`` state; while the sample stands for rows out of memory, the
+    rows' own probes mapped onto it
+    (:func:`~skacv.linalg._sampling.rademacher`)."""
+    return rademacher(rng, shape, dtype)
+
 #: probes of the pooled chain (``probe_scheme="pooled"`` with
 #: ``n_probes="auto"``): at most this many; see
-#: :mod:`skacv.estimates._risk_grouped`'s docstring for the measurements
+#: :mod:`skacv.estimates.risk._pooled`'s docstring for the measurements
 POOLED_PROBES = 32
-#: ``n_probes="auto"`` in :func:`~skacv.estimates._risk.trajectory_risk`:
+#: ``n_probes="auto"`` in :func:`~skacv.estimates.risk._estimate.trajectory_risk`:
 #: the pooled chain starts with the probes of the first ``(samples,
 #: probes)`` pair whose sample count the data reach (else with
 #: :data:`POOLED_PROBES`) and grows (to at most :data:`POOLED_PROBES`)
@@ -95,7 +109,7 @@ NOISE_GROUPS = 8
 #: a pooled chain of one probe (:data:`POOLED_START_PROBES`) measures its
 #: noise by the delete-one-group jackknife over this many groups of samples
 #: instead of probes (:func:`sample_groups`,
-#: :func:`~skacv.estimates._risk_grouped.jackknife_matrices`): the probe
+#: :func:`~skacv.estimates.risk._pooled.jackknife_matrices`): the probe
 #: ``z``'s readout ``z^T A z`` of a trace is the sum of its groups' ``z_g^T
 #: A z``, and ``H z_g^T A z`` is itself an unbiased estimate of ``tr A``
 #: (``H`` groups)
@@ -109,7 +123,7 @@ SAMPLE_GROUPS = NOISE_GROUPS
 #: their index modulo ``H``); the variance of ``z^T A z`` is ``sum_{i !=
 #: j} (A_ij^2 + A_ij A_ji) <= 2 sum_{i != j} A_ij^2`` (Cauchy-Schwarz).
 #: So twice the jackknife's variance bounds it, reached for a symmetric
-#: ``A`` (``tests/test_risk_grouped.py`` checks both against the spread
+#: ``A`` (``tests/test_risk_pooled.py`` checks both against the spread
 #: of probe draws)
 SAMPLE_GROUPS_NOISE_FACTOR = float(np.sqrt(2.0))
 
@@ -142,7 +156,7 @@ def noise_iterates(n_iterates):
     replicates share their probes from one iterate to the next), so evenly
     spaced iterates give the rms of all of them up to a small sampling
     error, and the replicates cost ``O(T^2)`` flops an iterate
-    (:func:`~skacv.estimates._risk_readout.risk_at_iterates`) instead of
+    (:func:`~skacv.estimates.risk._readout.risk_at_iterates`) instead of
     ``O(T^3)`` for the whole path. Measured against the rms over every
     iterate (the same replicates), at every decision of the growth: on the
     equicorrelated designs of ``benchmarks/bench_vs_cv.py`` (2000 x 1000
