@@ -684,6 +684,26 @@ def test_a_search_of_one_path_grows_its_probes_for_the_choice(monkeypatch):
     assert two.n_probes == 32 and two.choice_noise is None
 
 
+@pytest.mark.parametrize("n,p,expected", [(150, 20, 64), (999, 128, 64), (1000, 20, 32),
+                                            (150, 129, 32)])
+def test_small_designs_take_more_pooled_probes(n, p, expected):
+    """Below ``SMALL_DESIGN`` (samples, features) the pooled chain takes
+    ``SMALL_PROBES`` probes (their cost there is the per-step overhead):
+    the default estimate is then the explicit 64-probe one, draw for draw;
+    elsewhere the default stays ``POOLED_PROBES``."""
+    assert probes.pooled_probes(n, p) == expected
+    assert probes.pooled_start_probes(n, True, "level", p) == (
+        expected if n < 2000 else probes.pooled_start_probes(n, True))
+    if n > 200:
+        return
+    X, y = _equicorrelated(n, p, seed=1)
+    kw = dict(solver="fista", alpha=0.05, max_iter=30, random_state=3)
+    auto = TrajectoryLasso(**kw).fit(X, y)
+    assert auto.risk_diagnostics_.n_probes == expected
+    np.testing.assert_array_equal(
+        auto.risk_path_, TrajectoryLasso(n_probes=expected, **kw).fit(X, y).risk_path_)
+
+
 @pytest.mark.parametrize("solver,momentum", [("ista", False), ("fista", True)])
 def test_the_adaptive_chain_starts_by_its_momentum_and_samples(solver, momentum):
     """``n_probes="auto"`` in the risk estimate: the pooled chain starts

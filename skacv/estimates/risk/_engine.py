@@ -55,7 +55,7 @@ from ._chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._core_space import CorePlan
 from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
-from ._probes import POOLED_PROBES, pooled_start_probes
+from ._probes import POOLED_PROBES, pooled_probes, pooled_start_probes
 from ._propagate import resolve_chain_dtype
 from ._settled import settled_step
 from ._spectral import (
@@ -281,7 +281,8 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         The pooled probes with ``n_probes="auto"`` start with
         :func:`~skacv.estimates.risk._probes.pooled_start_probes` (or the
         state's probes), and the caller grows them while the estimate is
-        noisy (``EstimatePlan.adaptive``); else ``POOLED_PROBES``.
+        noisy (``EstimatePlan.adaptive``); else all of
+        :func:`~skacv.estimates.risk._probes.pooled_probes`.
     probe_goal : {"level", "choice"}, default="level"
         What the adaptive probes are grown for (``pooled_start_probes``'s
         ``goal``; :class:`~skacv.estimators._setup.FitPlan`).
@@ -325,12 +326,12 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     elif scheme == "auto":
         scheme = "pooled"
     if scheme == "pooled" and auto_probes:
-        n_probes = POOLED_PROBES
+        n_probes = pooled_probes(design.n_samples, design.n_features)
         if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
             n_probes = state.m
         elif adaptive:
             n_probes = pooled_start_probes(design.n_samples, iteration.extrapolates(T),
-                                           probe_goal)
+                                           probe_goal, design.n_features)
     # a chain that starts with all the probes has nothing to grow
     adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
     _check_budget(design, coef_path, n_probes, scheme)
