@@ -82,7 +82,8 @@ _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, defa
         costs at most 4 times 10 probes (linear solvers: an eigendecomposition
         of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
         samples), else the pooled probes' one chain: 32 probes below 2000
-        samples; 16 from 2000 samples on, 8 from 4000, 1 from 8000 (ISTA:
+        samples (64 below 1000 samples with at most 128 features); 16 from
+        2000 samples on, 8 from 4000, 1 from 8000 (ISTA:
         32 below 1000 samples, 4 from 1000, 1 from 8000), grown
         (at least doubling, to at most 32, in another pass of the chain)
         while a jackknife over the probes (over groups of samples for one
