@@ -1333,9 +1333,13 @@ def test_the_search_gathers_its_fits_warnings(monkeypatch):
     from skacv.exceptions import UnreliableEstimateWarning
 
     real = TrajectoryLasso.fit
+    flag = [True]
 
     def noisy_fit(self, *args, **kwargs):
         real(self, *args, **kwargs)
+        if flag[0] and hasattr(self, "risk_reliable_"):  # what the message says
+            self.risk_reliable_ = self.risk_reliable_.copy()
+            self.risk_reliable_[3:] = False
         warnings.warn("TrajectoryLasso: risk_path_ is unreliable from iteration 3 on (...). "
                       "The Jacobian amplifies. Use solver='ista' or "
                       "TrajectoryEarlyStoppingCV(criterion='auto').", UnreliableEstimateWarning,
@@ -1356,6 +1360,15 @@ def test_the_search_gathers_its_fits_warnings(monkeypatch):
     flags = next(str(w.message) for w in caught if w.category is UnreliableEstimateWarning)
     assert "criterion='auto'" not in flags and "never selected" in flags
     assert "(2 more warnings of this kind in this search.)" in flags
+    # flags on paths the choice does not lie on (here: flagged nowhere) are
+    # not reissued; the fits' other warnings are
+    flag[0] = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _pinned(TrajectoryLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
+    kinds = [w.category for w in caught if w.category is not SelectionBoundaryWarning]
+    assert [k.__name__ for k in kinds] == ["ConvergenceWarning"]
+    flag[0] = True
     # the flags of a criterion that is not the risk do not concern the choice
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

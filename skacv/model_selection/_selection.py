@@ -541,9 +541,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             budget = None
         with GatheredWarnings() as gathered:
             self._search_with_fallback(X, y, routed, budget, source, auto_risk, dask)
-        # the fits' warnings once each, from the user's call (_fit_context's
-        # wrapper between)
-        gathered.reissue(self.criterion_, stacklevel=3)
+        # the fits' warnings once each, from the user's call (_fit_context between)
+        flags = np.asarray(self._selected_paths.get("risk_reliable_", 1))
+        gathered.reissue(self.criterion_, 3, self._converged is None and not (flags > 0).all())
         self._warn_boundary()
         est = self.estimator_
         selected = self._selected_paths
