@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from skacv import TrajectoryLasso
 from skacv._policy import get_policy, policy_context
-from skacv.estimates._risk_propagate import gram_product, primal_product
+from skacv.estimates.risk._propagate import gram_product, primal_product
 
 
 def best_of(fn, runs):

@@ -7,7 +7,7 @@ estimate (the default), timed in the same run (best of ``--repeat``), their
 ratio (goal: <= 10), and the pickle of the fitted estimator against
 ``coef_path_.nbytes`` (goal for T = 1000 on 10 features: <= 3). Once the
 supports settle the estimate runs in the settled form
-(:class:`skacv.estimates._risk_core_space.SettledMemory`), linear in T.
+(:class:`skacv.estimates.risk._settled.SettledMemory`), linear in T.
 
     python benchmarks/bench_long_path.py                  # T = 3000, FISTA and ISTA
     python benchmarks/bench_long_path.py --T 1000 3000 10000

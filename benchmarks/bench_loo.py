@@ -43,8 +43,8 @@ from skacv import (
     approximate_loo,
     exact_loo_path,
 )
-from skacv.estimates._loo import iacv_path
-from skacv.estimates._loo_refit import exact_refits
+from skacv.estimates.loo._iacv import iacv_path
+from skacv.estimates.loo._refit import exact_refits
 
 
 def regression(n, p, seed):

@@ -36,9 +36,7 @@ from skacv import TrajectoryLasso
 SCHEMES = {  # label: (probe_scheme, n_probes)
     "pooled": ("pooled", "auto"),
     "pooled m=10": ("pooled", 10),
-    "independent m=10": ("independent", 10),
     "shared m=10": ("shared", 10),
-    "grouped m=10": ("grouped", 10),
 }
 
 

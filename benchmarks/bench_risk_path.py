@@ -222,10 +222,8 @@ def main():
     ap.add_argument("--float32", action="store_true")
     ap.add_argument("--chains", choices=["auto", "x", "float32", "float64"], default="auto",
                     help="chain_dtype: auto (default: float32 with probes), x (X's dtype)")
-    ap.add_argument("--scheme", choices=["auto", "pooled", "shared", "independent", "grouped"],
-                    default="auto",
-                    help="probe_scheme (default auto: independent probes from 1000 "
-                         "samples on)")
+    ap.add_argument("--scheme", choices=["auto", "pooled", "shared"], default="auto",
+                    help="probe_scheme (default auto: the pooled probes)")
     ap.add_argument("--reference", choices=["probes", "exact", "none"], default="probes",
                     help="what the estimates are compared with: the shared probes' estimate "
                          "with --reference-probes other probes (default), exact traces "

@@ -5,7 +5,7 @@ Part 1, same run: wall time of
 
 * the fit with ``estimate_risk=True`` (the baseline; it includes the
   debiasing scores ``W = X~^T R / n`` computed at the end of the fit);
-* the part of it spent on ``W`` (:func:`skacv.estimates._uq.debias_statistics`, timed
+* the part of it spent on ``W`` (:func:`skacv.estimates.risk._uq.debias_statistics`, timed
   on its own on the same design and corrected residuals);
 * the methods: ``debiased_coef`` and ``coef_confidence_interval`` at one
   iterate, ``noise_variance_path`` for the whole path, with the identity, a
@@ -31,8 +31,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from skacv import IterativeRidge, TrajectoryLasso
-from skacv.estimates._risk import trajectory_risk
-from skacv.estimates._uq import debias_statistics
+from skacv.estimates.risk._estimate import trajectory_risk
+from skacv.estimates.risk._uq import debias_statistics
 
 
 def ar1(p, rho):

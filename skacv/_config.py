@@ -78,7 +78,7 @@ def get_config():
         chains) is checked against ``path_memory_limit`` before it is
         allocated.
         ``risk_time_budget`` (fits, default ``None``: no cap): an ISTA/FISTA
-        risk estimate with pooled, grouped or independent probes (not the
+        risk estimate with pooled probes (not the
         shared ones, whose core space the model does not see) whose
         Jacobian chains are predicted to cost more than
         this many fits of the path

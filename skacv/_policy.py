@@ -63,7 +63,7 @@ class SpeedPolicy:
         row-major ``X`` reads about ``m`` cache lines per row.
     correction_block_bytes : int
         The clipped extrapolation's sparse correction of the gradient points'
-        residuals (:func:`skacv.estimates._risk_readout.subtract_correction`)
+        residuals (:func:`skacv.estimates.risk._readout.subtract_correction`)
         gathers the columns it reads by blocks of about this many bytes.
     covariance_max_features : int
         The fit loop of full-batch least squares (and the folds and the
@@ -182,23 +182,23 @@ class SpeedPolicy:
         The risk estimate's Jacobian chains (products with the support's
         Gram matrix, many columns: compute-bound) run this many times
         faster per flop than the fit's matrix-vector products
-        (memory-bound): the cost model of :func:`skacv.estimates._risk.chain_cost_in_fits`.
+        (memory-bound): the cost model of :func:`skacv.estimates.risk._estimate.chain_cost_in_fits`.
     chain_min_columns : int
         A matrix product of the chains with fewer columns than this costs
         about as much as one with this many (a skinny matrix product is
         bound by reading the matrix, not by its flops): the columns the
         restricted Gram matrix's cost model
-        (:func:`skacv.estimates._risk_propagate.maybe_gram`) counts at least ...
+        (:func:`skacv.estimates.risk._propagate.maybe_gram`) counts at least ...
     chain_gemv_max_columns : int
         ... except a product of at most this many columns, which runs as
         matrix-vector products on blocks of rows in cache (the restricted
-        Gram matrix's, :func:`skacv.estimates._risk_propagate.gram_product`)
+        Gram matrix's, :func:`skacv.estimates.risk._propagate.gram_product`)
         and is counted as twice its columns (``0``: always matrix products).
     chain_gram_panel_min_columns : int
         The restricted Gram matrix's products with at least this many
         columns (and at most ``chain_gemv_max_columns``) run by panels of
         its rows, one small matrix product a panel
-        (:func:`skacv.estimates._risk_propagate.gram_product`) ...
+        (:func:`skacv.estimates.risk._propagate.gram_product`) ...
     chain_gram_panel_cache_share : float
         ... of this share of the level-2 cache ...
     chain_gram_panel_llc_share : float
@@ -209,7 +209,7 @@ class SpeedPolicy:
         The chains' primal products ``X~_S^T (X~_S V)`` with at most this
         many columns run by thin panels of rows of ``X~``, both products of
         a panel in the transposed layout while it is in cache
-        (:func:`skacv.estimates._risk_propagate.primal_product`; ``0``:
+        (:func:`skacv.estimates.risk._propagate.primal_product`; ``0``:
         never) ...
     chain_panel_min_columns : int
         ... and at least this many: a product of fewer columns runs as
@@ -240,12 +240,12 @@ class SpeedPolicy:
         The Jacobian chains' primal products ``X~_S^T (X~_S V)`` run by
         blocks of rows of ``X~`` of about this many bytes (at least 8 rows),
         both products of a block while it is in cache
-        (:func:`skacv.estimates._risk_propagate.primal_product`; ``None``:
+        (:func:`skacv.estimates.risk._propagate.primal_product`; ``None``:
         two products over all the rows, reading ``X~`` twice).
     chain_chunk_bytes : int
         The risk estimate's Jacobian chains are advanced by groups of
         columns of about this many bytes, in cache (tangent, traces and
-        store in one pass; :func:`skacv.estimates._risk_propagate.chunk_columns`).
+        store in one pass; :func:`skacv.estimates.risk._propagate.chunk_columns`).
     chain_gram_cache_bytes : int
         Largest restricted Gram matrix kept with the chains' warm-start
         state for a longer refit.
@@ -255,16 +255,16 @@ class SpeedPolicy:
         instead of gathering its own when the copy holds every column
         active after ``x^0`` and its row order costs the new steps at most
         this many times the copy's columns in extra rows read
-        (:func:`skacv.estimates._risk_propagate.kept_order`; a gather by
+        (:func:`skacv.estimates.risk._propagate.kept_order`; a gather by
         columns costs several steps' products).
     chain_split_min_gain : float
         The chains split into forward and backward halves only when the
         flop model says the split saves this factor (the backward steps
         mask, combine and read the block in separate passes;
-        :func:`skacv.estimates._risk_chains.split_step`).
+        :func:`skacv.estimates.risk._chains.split_step`).
     core_eigh_cost, core_elementwise_cost : float
         The core-space flop model
-        (:func:`skacv.estimates._risk_core_space.core_space_plan`): a ``d x
+        (:func:`skacv.estimates.risk._core_space.core_space_plan`): a ``d x
         d`` eigendecomposition counts this many ``d^3`` GEMM flops (LAPACK's
         divide and conquer runs at a fraction of the GEMM rate), the
         per-chain element-wise work this many times ``d``.
@@ -277,13 +277,13 @@ class SpeedPolicy:
         flops against float32 chains.
     settled_min_tail : int
         The settled form of the risk estimate
-        (:class:`skacv.estimates._risk_settled.SettledMemory`) is used
+        (:class:`skacv.estimates.risk._settled.SettledMemory`) is used
         when the support stays fixed for at least this many final steps: its
         recursions cost a few array operations a step in Python, which the
         dense form's ``O(T^3)`` flops pass at a few hundred steps.
     settled_drop_check : int or None
         The settled form's row norms of the correction
-        (:meth:`skacv.estimates._risk_settled.SettledMemory.inverse_row_norms`)
+        (:meth:`skacv.estimates.risk._settled.SettledMemory.inverse_row_norms`)
         look for decayed sources' columns to stop advancing every this many
         steps (a look costs about one step); ``None``: every column is
         advanced to the end (the plain reference, ``O(r T^2)``).

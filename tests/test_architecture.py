@@ -21,7 +21,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import StrOptions, generate_valid_param, make_constraint
 
 import skacv
-from skacv.estimates._risk import risk_from_memory
+from skacv.estimates.risk._estimate import risk_from_memory
 from skacv.estimators._base import TrajectoryEstimator
 from skacv.utils._validation import same_param
 
@@ -51,14 +51,17 @@ MODULE_LAYERS = {
     "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [
-        ["_risk_state", "_risk_core_space", "_risk_readout", "_uq", "_loo_refit",
-         "_loo_track", "_risk_probes"],
-        ["_risk_spectral", "_risk_propagate", "_risk_curvature", "_risk_reliability",
-         "_risk_settled", "_loo", "_loo_approx"],
-        ["_risk_chains", "_risk_independent", "_risk_grouped"],
-        ["_risk_engine"],
-        ["_risk"],
-        ["_risk_sgd"],
+        ["risk._state", "risk._core_space", "risk._readout", "risk._uq", "risk._result",
+         "risk._probes", "loo._refit", "loo._track"],
+        ["risk._spectral", "risk._propagate", "risk._curvature", "risk._reliability",
+         "risk._settled", "loo._iacv", "loo._approx"],
+        ["risk._start"],
+        ["risk._chains", "risk._pooled"],
+        ["risk._engine"],
+        ["risk._forms"],
+        ["risk._estimate"],
+        ["risk._sgd"],
+        ["risk.__init__", "loo.__init__"],
     ],
     "estimators": [["_advice", "_docs", "_setup"], ["_protocol"], ["_base"], ["_multitarget"],
                    ["_lasso", "_ridge", "_logistic", "_huber"]],
@@ -470,3 +473,28 @@ def test_linalg_imports_and_calls_nothing_of_the_search():
                   if isinstance(node, ast.Attribute) and node.attr in search_only
                   and ast.unparse(node.value) not in _OWN]
     assert not found, "linalg reaches into the search:\n" + "\n".join(found)
+
+
+def _calls(name):
+    """Dotted modules (relative to skacv) that call a function named ``name``."""
+    found = set()
+    for module in _modules():
+        tree = ast.parse((PACKAGE / (module.replace(".", "/") + ".py")).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if called == name:
+                    found.add(module)
+    return found
+
+
+def test_one_probe_draw_and_one_plan_of_the_risk_estimate():
+    """Every Hutchinson probe of the risk estimate is drawn by
+    ``risk._probes.draw_probes`` (the one caller of ``rademacher``), and the
+    number of probes and the probe scheme are decided by
+    ``risk._engine.plan_estimate`` alone."""
+    assert _calls("rademacher") == {"estimates.risk._probes"}
+    for name in ("resolve_n_probes", "resolve_scheme", "pooled_start_probes",
+                 "shared_plan", "stands_for_rows"):
+        assert _calls(name) == {"estimates.risk._engine"}, name

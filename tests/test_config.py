@@ -1,7 +1,7 @@
 """The configuration keeps resources only; the knobs that change the numbers
 are estimator parameters (issue 43).
 
-* ``probe_scheme`` (TrajectoryLasso): shared or independent Hutchinson
+* ``probe_scheme`` (TrajectoryLasso): shared or pooled Hutchinson
   probes of the ISTA/FISTA chains: different estimates with the same seed,
   both close to exact traces;
 * ``chain_dtype`` (TrajectoryLasso, TrajectoryHuberRegressor,
@@ -95,32 +95,29 @@ def test_logistic_regression_has_no_chain_parameters():
 
 @pytest.mark.parametrize("solver", ["ista", "fista"])
 def test_probe_scheme_changes_the_probes_not_the_target(solver):
-    """Shared, independent and pooled probes are Hutchinson estimates of the
-    same traces: with the same seed they differ, and all are close to the
-    estimate with exact traces (here, 40 probes, pooled: 0.4 % rms, 0.8 %
-    at most for ISTA). At 300 x 450 with 10 probes the root mean
-    square relative error over the iterates measured 1.8-3.3 % (independent)
-    and 5.2-6.9 % (shared) over 16 seeds, with per-seed standard deviations
-    of 0.4-0.8 and 2.4-2.7 points (``test_risk_independent.py``); with 40
-    probes the errors halve. Asserted: root mean square below 6 % and the
-    largest error below 15 % for this seed. ``"auto"`` takes the pooled
-    probes on this 40-step path: bit for bit the same estimate."""
+    """Shared and pooled probes are Hutchinson estimates of the same traces:
+    with the same seed they differ, and both are close to the estimate with
+    exact traces (here, 40 probes, pooled: 0.4 % rms, 0.8 % at most for
+    ISTA). At 300 x 450 with 10 probes the root mean square relative error
+    of the shared probes over the iterates measured 5.2-6.9 % over 16 seeds,
+    with per-seed standard deviations of 2.4-2.7 points; with 40 probes the
+    errors halve. Asserted: root mean square below 6 % and the largest
+    error below 15 % for this seed. ``"auto"`` takes the pooled probes on
+    this 40-step path: bit for bit the same estimate."""
     X, y = _sparse_problem(300, 450)
     est = TrajectoryLasso(0.02, solver=solver, max_iter=40, n_probes=40, random_state=0)
     exact = clone(est).set_params(n_probes=None).fit(X, y).risk_path_
     shared = clone(est).set_params(probe_scheme="shared").fit(X, y).risk_path_
-    independent = clone(est).set_params(probe_scheme="independent").fit(X, y).risk_path_
     pooled = clone(est).set_params(probe_scheme="pooled").fit(X, y).risk_path_
     assert_array_equal(clone(est).fit(X, y).risk_path_, pooled)
-    assert np.abs(independent / shared - 1).max() > 1e-3
     assert np.abs(pooled / shared - 1).max() > 1e-3
-    for risk in (shared, independent, pooled):
+    for risk in (shared, pooled):
         err = risk / exact - 1
         assert np.sqrt(np.mean(err**2)) < 0.06
         assert np.abs(err).max() < 0.15
     # the parameter travels with the estimator: a clone repeats the estimate
-    again = clone(clone(est).set_params(probe_scheme="independent")).fit(X, y).risk_path_
-    assert_array_equal(again, independent)
+    again = clone(clone(est).set_params(probe_scheme="shared")).fit(X, y).risk_path_
+    assert_array_equal(again, shared)
 
 
 def test_probe_scheme_reaches_the_memory_check(monkeypatch):
@@ -137,9 +134,9 @@ def test_probe_scheme_reaches_the_memory_check(monkeypatch):
 
     monkeypatch.setattr(base_module, "check_risk_memory", spy)
     X, y = _sparse_problem(60, 40)
-    for scheme in ("independent", "shared", "auto"):
+    for scheme in ("pooled", "shared", "auto"):
         TrajectoryLasso(0.05, max_iter=5, probe_scheme=scheme, random_state=0).fit(X, y)
-    assert seen == ["independent", "shared", "auto"]
+    assert seen == ["pooled", "shared", "auto"]
 
 
 # ----------------------------------------------------------------------------
@@ -260,15 +257,16 @@ def test_search_keeps_the_chain_parameters_in_its_stages():
     parameters; with the other probe scheme it is another estimate."""
     X, y = _sparse_problem(100, 160, s=8)
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0,
-                           probe_scheme="independent", chain_dtype="float64")
+                           probe_scheme="shared", chain_dtype="float64")
     search = TrajectoryEarlyStoppingCV(base,
                                        search="grid",
                                        criterion="risk", n_iter_no_change=5).fit(X, y)
     params = search.estimator_.get_params()
-    assert (params["probe_scheme"], params["chain_dtype"]) == ("independent", "float64")
+    assert (params["probe_scheme"], params["chain_dtype"]) == ("shared", "float64")
     n = search.estimator_.n_iter_
     cold = clone(base).set_params(max_iter=n).fit(X, y)
     assert_allclose(search.risk_path_, cold.risk_path_, rtol=1e-10)
-    shared = TrajectoryEarlyStoppingCV(clone(base).set_params(probe_scheme="shared"), search="grid",
+    pooled = TrajectoryEarlyStoppingCV(clone(base).set_params(probe_scheme="pooled"), search="grid",
                                        criterion="risk", n_iter_no_change=None).fit(X, y)
-    assert np.abs(shared.risk_path_[: n + 1] / cold.risk_path_ - 1).max() > 1e-3
+    k = min(pooled.risk_path_.size, n + 1)  # the paths' common iterates
+    assert np.abs(pooled.risk_path_[:k] / cold.risk_path_[:k] - 1).max() > 1e-3

@@ -160,12 +160,14 @@ def test_no_sample_sized_matrix_after_the_covariance_form(monkeypatch):
     the path's fitted values nor the n x (T + 1) residual matrices (their
     products in the features' space instead), also when a warm start
     continues it."""
-    import skacv.estimates._risk as risk_module
+    import skacv.estimates.risk._estimate as risk_module
+    import skacv.estimates.risk._forms as forms_module
 
     def refuse(*args, **kwargs):
         raise AssertionError("an n x (T + 1) residual matrix was formed")
 
-    monkeypatch.setattr(risk_module, "residual_matrix", refuse)
+    for module in (risk_module, forms_module):
+        monkeypatch.setattr(module, "residual_matrix", refuse)
     monkeypatch.setattr(risk_module, "risk_from_memory", refuse)
     X, y, sw = _data(seed=2)
     est = TrajectoryLasso(alpha=0.02, max_iter=30, warm_start=True, random_state=0)
@@ -225,8 +227,8 @@ def test_risk_and_debiasing_from_the_residuals_products(est, fit_intercept):
     features' space, gradient points included for the clipped FISTA) gives
     the risk, the risk matrix, the correction and the debiasing statistics
     of the residual matrices (n x T), to rounding."""
-    from skacv.estimates._risk import trajectory_risk
-    from skacv.estimates._uq import debias_statistics, debias_statistics_from_products
+    from skacv.estimates.risk._estimate import trajectory_risk
+    from skacv.estimates.risk._uq import debias_statistics, debias_statistics_from_products
 
     X, y, sw = _data(seed=3, n=250, p=30)
     est = clone(est).set_params(fit_intercept=fit_intercept, estimate_risk=False,
@@ -420,7 +422,7 @@ def test_chains_take_the_restricted_gram_from_the_covariance_forms(monkeypatch, 
     Gram matrix is a block of the design's X~^T X~ (no product with the n
     rows): the same risk path as with the Gram matrix formed from the
     support's columns (float32 chains: rounding of order 1e-7)."""
-    import skacv.estimates._risk_propagate as propagate
+    import skacv.estimates.risk._propagate as propagate
 
     X, y, sw = _data()
     est = TrajectoryLasso(alpha=0.02, max_iter=60, n_probes=4, random_state=0)

@@ -357,19 +357,20 @@ def test_joblib_dask_backend_gives_the_loky_choice(client):
 
 
 def _spy_strategies(monkeypatch):
-    """The strategies the risk estimate chooses, each with whether a
+    """The forms the risk estimate plans, each with whether a
     ROW_SOURCE was active (a Dask fit)."""
-    from skacv.estimates import _risk
+    from skacv.estimates.risk import _estimate as _risk
     from skacv.linalg._sampling import stands_for_rows
 
-    chosen, real = [], _risk.choose_strategy
+    chosen, real = [], _risk.plan_estimate
 
     def spy(*args, **kwargs):
-        strategy = real(*args, **kwargs)
-        chosen.append((stands_for_rows(), type(strategy).__name__))
-        return strategy
+        plan = real(*args, **kwargs)
+        if len(args) > 2 and args[2] is not None:  # a path's plan (not the check before a fit)
+            chosen.append((stands_for_rows(), plan.form))
+        return plan
 
-    monkeypatch.setattr(_risk, "choose_strategy", spy)
+    monkeypatch.setattr(_risk, "plan_estimate", spy)
     return chosen
 
 
@@ -391,11 +392,11 @@ def test_auto_probe_scheme_is_shared_on_dask(monkeypatch):
     Xd, yd, wd = _lazy(X, y, w)
     with dask.config.set(scheduler="synchronous"):
         got = est.set_params(probe_scheme="auto").fit(Xd, yd, sample_weight=wd).risk_path_
-    assert in_memory_auto and {c for _, c in in_memory_auto} == {"GroupedChains"}
+    assert in_memory_auto and {c for _, c in in_memory_auto} == {"pooled"}
     assert not any(active for active, _ in in_memory_auto + in_memory_shared)
     assert chosen and all(active for active, _ in chosen)
     assert [c for _, c in chosen] == [c for _, c in in_memory_shared]
-    assert "GroupedChains" not in {c for _, c in chosen}
+    assert "pooled" not in {c for _, c in chosen}
     # the in-memory fit with probe_scheme="shared" and the same seed
     assert _rel(got, shared) <= 1e-10
     assert _rel(auto, shared) > 1e-4  # the pooled probes: another estimate

@@ -17,7 +17,7 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.model_selection import train_test_split
 
 from skacv import EigenProClassifier, EigenProRegressor, IterativeRidge, config_context
-from skacv.estimates._risk_spectral import preconditioned_memory_matrix
+from skacv.estimates.risk._spectral import preconditioned_memory_matrix
 from skacv.exceptions import DivergenceError
 from skacv.iterations._iterations import PreconditionedGD
 from skacv.iterations._penalties import L2
@@ -383,7 +383,7 @@ def test_sgd_position_traces_and_readout_are_exact():
     # = tr(M_{p+j,p} W) and K'[p + j, p] = tr(M_{p+j,p} C_{p+1}) exactly; the
     # estimate of the last epoch is Tan & Bellec's read-out with the traces
     # of every source taken from its position's chain
-    import skacv.estimates._risk_sgd as pc
+    import skacv.estimates.risk._sgd as pc
     import skacv.kernel_methods._eigenpro as ep
 
     rng = np.random.default_rng(0)
@@ -581,7 +581,7 @@ def test_predict_path_and_staged_predict():
 
 
 def test_auto_epochs_stop_and_select_by_the_risk_estimate():
-    from skacv.estimates._risk_sgd import epochs_stop as _stops
+    from skacv.estimates.risk._sgd import epochs_stop as _stops
 
     X, y, Xt = smooth_problem(600)
     est = EigenProRegressor(bandwidth=0.5, subsample_size=200, random_state=0).fit(X, y)

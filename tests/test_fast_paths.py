@@ -19,7 +19,8 @@ from numpy.testing import assert_allclose
 import skacv.linalg._design as design_module
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
 from skacv._policy import get_policy, policy_context
-from skacv.estimates import _loo, _risk_propagate
+from skacv.estimates.loo import _iacv as _loo
+from skacv.estimates.risk import _propagate as _risk_propagate
 from skacv.model_selection import _fold_designs, _lasso_path
 from skacv.model_selection._fold_designs import FoldCovariance
 from skacv.model_selection._kfold import StackedFolds
@@ -301,7 +302,7 @@ def settled_row_window(monkeypatch):
     """The settled form's row norms (the amplification diagnostic of a
     momentum method) advancing the live sources only, against every source
     to the end of a long path."""
-    from skacv.estimates import _risk_settled
+    from skacv.estimates.risk import _settled as _risk_settled
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((60, 5))

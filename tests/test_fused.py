@@ -297,8 +297,8 @@ def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, sp
     # all rows: the plain product up to rounding, on column prefixes (strided
     # views), with a last partial panel, and the block (a column view of the
     # chains) left as it is; each policy takes the form it says
-    from skacv.estimates import _risk_propagate
-    from skacv.estimates._risk_propagate import _thin_panel_rows, primal_product
+    from skacv.estimates.risk import _propagate as _risk_propagate
+    from skacv.estimates.risk._propagate import _thin_panel_rows, primal_product
 
     rng = np.random.default_rng(k)
     Xs = rng.standard_normal((203, 90)).astype(dtype)

@@ -26,8 +26,8 @@ from skacv import (
     config_context,
     exact_loo_path,
 )
-from skacv.estimates._loo import iacv_path
-from skacv.estimates._loo_refit import exact_refits
+from skacv.estimates.loo._iacv import iacv_path
+from skacv.estimates.loo._refit import exact_refits
 from skacv.linalg._design import Design
 
 

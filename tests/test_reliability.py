@@ -18,7 +18,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
 from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
-from skacv.estimates._risk import risk_reliability
+from skacv.estimates.risk._estimate import risk_reliability
 from skacv.exceptions import UnreliableEstimateWarning
 
 
@@ -253,14 +253,15 @@ def test_intervals_at_a_flagged_iterate_say_why_it_is_flagged():
 
 
 def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
-    from sklearn.utils import Bunch
-
+    from skacv.estimates.risk._estimate import RiskEstimate
     from skacv.estimators._advice import unreliable_advice, warn_unreliable
 
     reliable = np.array([True, True, False, False])
-    res = Bunch(reliable=reliable, df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),
-                amplification=np.array([1.0, 1.0, 5.0, 5.0]), momentum=True,
-                failures={"amplification": ~reliable, "not_finite": np.zeros(4, bool)})
+    res = RiskEstimate(risk=np.ones(4), reliable=reliable,
+                       df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),
+                       amplification=np.array([1.0, 1.0, 5.0, 5.0]), momentum=True,
+                       failures={"amplification": ~reliable, "not_finite": np.zeros(4, bool)},
+                       n_eff=40.0)
     for est, solver in ((TrajectoryLasso(), "'ista'"), (IterativeRidge(), "'gd'")):
         with pytest.warns(UnreliableEstimateWarning,
                           match=rf"iteration 2 on .*momentum method.*solver={solver}"):
@@ -377,10 +378,12 @@ def test_n_probes_auto_is_exact_when_cheap_and_probes_otherwise():
     assert_allclose(auto.risk_path_, exact.risk_path_, rtol=1e-10)
     X, y, *_ = _design("ar", 100, 50, 0.5, 0)
     auto = TrajectoryLasso(alpha=0.05, max_iter=20, random_state=1).fit(X, y)
-    # the pooled probes' one chain takes POOLED_PROBES (the other schemes 10)
-    from skacv.estimates._risk_probes import POOLED_PROBES
+    # the pooled probes' one chain takes pooled_probes(n, p): SMALL_PROBES on
+    # this small design (the other schemes 10)
+    from skacv.estimates.risk._probes import SMALL_PROBES, pooled_probes
 
-    probes = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=POOLED_PROBES,
+    assert pooled_probes(100, 50) == SMALL_PROBES
+    probes = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=SMALL_PROBES,
                              random_state=1).fit(X, y)
     assert_allclose(auto.risk_path_, probes.risk_path_, rtol=1e-10)
     shared = TrajectoryLasso(alpha=0.05, max_iter=20, probe_scheme="shared",

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryLasso, config_context
-from skacv.estimates._risk import memory_matrix, risk_from_memory
+from skacv.estimates.risk._estimate import memory_matrix, risk_from_memory
 
 # ----------------------------------------------------------------------------
 # independent reference implementations
@@ -293,17 +293,16 @@ def test_warm_start_extends_risk_path(make):
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-12)
 
 
-@pytest.mark.parametrize("scheme", ["shared", "independent"])
+@pytest.mark.parametrize("scheme", ["shared"])
 @pytest.mark.parametrize("solver", ["ista", "fista"])
 @pytest.mark.parametrize("kind", ["dense", "sparse_weighted", "float32"])
 def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
-    """A warm-started refit continues the saved Jacobian chains (with
-    independent probes: the blocks, the probes and their random stream):
-    only the new steps are propagated, and the result equals the cold fit of
-    the whole path (same probes)."""
+    """A warm-started refit continues the saved Jacobian chains: only the new
+    steps are propagated, and the result equals the cold fit of the whole
+    path (same probes)."""
     import pickle
 
-    import skacv.estimates._risk_engine as engine
+    import skacv.estimates.risk._engine as engine
 
     X, y = _small_problem(7, n=60, p=90)
     w = None
@@ -317,7 +316,7 @@ def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
     cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
 
     steps = []
-    name = "masked_memory_matrix" if scheme == "shared" else "independent_memory_matrix"
+    name = "masked_memory_matrix"
     real = getattr(engine, name)
 
     def spy(design, iteration, coef_path, *args, **kwargs):
@@ -475,7 +474,7 @@ def test_resumed_lanczos_stops_where_a_fresh_run_stops(first_depth):
 def test_warm_start_resumes_lanczos(monkeypatch):
     """IterativeRidge with probes: the warm refit resumes the Lanczos process
     (fewer operator products than a cold estimate) and equals the cold path."""
-    import skacv.estimates._risk_spectral as risk_module
+    import skacv.estimates.risk._spectral as risk_module
 
     X, y = _small_problem(9, n=70, p=50)
     est = IterativeRidge(0.0, solver="gd", random_state=0, n_probes=4)
@@ -502,7 +501,7 @@ def test_warm_start_resumes_lanczos(monkeypatch):
 def test_design_columns_of_the_chains(speed_policy, kind, monkeypatch):
     """The restricted design of the chains is ``X~[:, idx]`` in the chains'
     precision, C order, gathered by blocks of rows (here several)."""
-    import skacv.estimates._risk_chains as chains
+    import skacv.estimates.risk._chains as chains
     from skacv.linalg._design import Design
 
     rng = np.random.RandomState(0)
@@ -545,7 +544,7 @@ def test_gather_in_threads(speed_policy, monkeypatch, workers, rows):
 def test_block_trace_of_column_blocks(order):
     """``_block_trace`` reads the transposed blocks as views, in either
     memory order and from a slice of a larger block."""
-    from skacv.estimates._risk_chains import _block_trace
+    from skacv.estimates.risk._chains import _block_trace
 
     rng = np.random.RandomState(1)
     r, m, k = 13, 3, 4
@@ -580,7 +579,7 @@ def test_small_corrections_run_on_one_blas_thread(speed_policy, form, monkeypatc
     (after the covariance form)."""
     from threadpoolctl import threadpool_limits
 
-    import skacv.estimates._risk as risk_module
+    import skacv.estimates.risk._estimate as risk_module
     import skacv.utils._parallel as parallel
 
     seen = []

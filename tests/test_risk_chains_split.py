@@ -13,11 +13,11 @@ import pytest
 # the independent FISTA loops (clipped and plain) of the risk tests
 from test_risk import reference_memory, reference_path
 
-import skacv.estimates._risk_chains as chains
-import skacv.estimates._risk_core_space as core_space
+import skacv.estimates.risk._chains as chains
+import skacv.estimates.risk._core_space as core_space
 from skacv import FISTA, ISTA, ElasticNet, TrajectoryLasso
 from skacv._policy import get_policy
-from skacv.estimates._risk import memory_matrix
+from skacv.estimates.risk._estimate import memory_matrix
 from skacv.linalg._design import make_design
 
 

@@ -1,4 +1,4 @@
-"""Probe chains on a diagonalised core (skacv.estimates._risk_core_space).
+"""Probe chains on a diagonalised core (skacv.estimates.risk._core_space).
 
 The core chains must give the memory matrices of the chains in coordinates
 with the same probes, whatever step they start at, in either form (the
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import skacv.estimates._risk_chains as chains
-import skacv.estimates._risk_core_space as core_space
+import skacv.estimates.risk._chains as chains
+import skacv.estimates.risk._core_space as core_space
 from skacv import FISTA, HeavyBall, TrajectoryLasso
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations._iterations import ISTA

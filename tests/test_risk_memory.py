@@ -16,7 +16,7 @@ import pytest
 from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
-from skacv.estimates._risk import memory_matrix
+from skacv.estimates.risk._estimate import memory_matrix
 from skacv.exceptions import UnreliableEstimateWarning
 
 
@@ -119,13 +119,13 @@ def test_warm_start_is_exact_without_the_kept_matrices():
 
 def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, speed_policy):
     """Under ``risk_time_budget`` an ISTA/FISTA estimate (the pooled probes
-    of ``"auto"``, the independent ones) whose chains are predicted to cost
+    of ``"auto"``) whose chains are predicted to cost
     more fits than the budget raises EstimateBudgetError before any chain
     runs; the prediction grows with the support and with the columns the
     scheme advances, and is zero without probes."""
-    import skacv.estimates._risk_engine as engine
+    import skacv.estimates.risk._engine as engine
     from skacv import TrajectoryLasso, config_context
-    from skacv.estimates._risk import chain_cost_in_fits
+    from skacv.estimates.risk._estimate import chain_cost_in_fits
     from skacv.exceptions import EstimateBudgetError
 
     rng = np.random.default_rng(0)
@@ -137,19 +137,19 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     class Sizes:
         n_samples, n_features = 1000, 60
 
-    from skacv.estimates._risk_probes import POOLED_PROBES
+    from skacv.estimates.risk._probes import POOLED_PROBES
 
     wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "pooled")
     narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, POOLED_PROBES, "pooled")
     assert wide > narrow > 0 and flops > 0
     assert chain_cost_in_fits(Sizes, est.coef_path_, None, "pooled") == (0.0, 0.0)
-    # independent probes advance up to 16 blocks of 10 columns, the pooled 32
-    independent = chain_cost_in_fits(Sizes, est.coef_path_, 10, "independent")[0]
-    assert wide < independent < 5 * wide
+    # the shared probes' chains meet in the middle: m T / 4 columns a step, the pooled m
+    shared = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "shared")[0]
+    assert shared > wide
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
     calls = []
-    real = engine.grouped_memory_matrix
-    monkeypatch.setattr(engine, "grouped_memory_matrix",
+    real = engine.pooled_memory_matrix
+    monkeypatch.setattr(engine, "pooled_memory_matrix",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     with (config_context(risk_time_budget=wide / 2),
           pytest.raises(EstimateBudgetError, match="would cost about")):

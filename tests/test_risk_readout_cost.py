@@ -1,5 +1,5 @@
 """The cheaper forms of two steps of the risk estimate on long paths
-(:mod:`skacv.estimates._risk_readout`, :mod:`skacv.estimates._risk_grouped`).
+(:mod:`skacv.estimates.risk._readout`, :mod:`skacv.estimates.risk._pooled`).
 
 * the clipped extrapolation's correction of the gradient points' residuals
   multiplies ``X~`` by a sparse matrix (``subtract_correction``): the same
@@ -23,12 +23,13 @@ import pytest
 import scipy.sparse as sp
 from sklearn.utils import Bunch
 
-import skacv.estimates._risk as risk_module
-import skacv.estimates._risk_grouped as grouped
-import skacv.estimates._risk_probes as probes
+import skacv.estimates.risk._estimate as risk_module
+import skacv.estimates.risk._forms as forms_module
+import skacv.estimates.risk._pooled as pooled
+import skacv.estimates.risk._probes as probes
 import skacv.estimators._base as base_module
 from skacv import TrajectoryLasso
-from skacv.estimates._risk_readout import (
+from skacv.estimates.risk._readout import (
     residual_matrix,
     residual_products,
     risk_at_iterates,
@@ -143,8 +144,8 @@ def test_a_staged_fit_reads_the_loops_gradient_points(monkeypatch):
     kw = dict(alpha=0.02, max_iter=30, random_state=0)
     warm = TrajectoryLasso(warm_start=True, **kw)
     calls = []
-    real = risk_module.source_residuals
-    monkeypatch.setattr(risk_module, "source_residuals",
+    real = forms_module.source_residuals
+    monkeypatch.setattr(forms_module, "source_residuals",
                         lambda *a: calls.append(1) or real(*a))
     warm.fit(X, y)
     warm.set_params(max_iter=60).fit(X, y)
@@ -242,12 +243,12 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
     def spy(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args):
         T1 = coef_path.shape[1]
         S = probes.noise_iterates(T1)
-        template = (None if state.nodes is None else grouped.template_matrices(
+        template = (None if state.nodes is None else pooled.template_matrices(
             design, iteration, coef_path, None, nodes=state.nodes))
         risk = readout(A, Av)[0]
         sub, full = [], []
         for kept in probes.jackknife_probes(state.m):
-            Ak, Avk = grouped.pooled_matrices(state, template, kept)
+            Ak, Avk = pooled.pooled_matrices(state, template, kept)
             sub.append(replicate_risk(Ak, Avk, S))
             full.append(replicate_risk(Ak, Avk))
             np.testing.assert_allclose(sub[-1], full[-1][S], rtol=1e-10)

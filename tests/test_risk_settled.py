@@ -15,8 +15,9 @@ import pytest
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._policy import get_policy
-from skacv.estimates import _risk
-from skacv.estimates import _risk_settled as settled_form
+from skacv.estimates.risk import _estimate as _risk
+from skacv.estimates.risk import _forms
+from skacv.estimates.risk import _settled as settled_form
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations import FISTA, ISTA
 
@@ -227,7 +228,7 @@ def test_settled_form_drops_the_supports_null_space(settled, spy):
     X[:, 5] = X[:, 0]  # a duplicate: both copies share the coefficient
     kw = dict(alpha=0.1, solver="fista", max_iter=400, n_probes=4, random_state=0,
               chain_dtype="float64", probe_scheme="shared")
-    models = spy(_risk, "settled_memory")
+    models = spy(_forms, "settled_memory")
     est = settled(40, X, y, **kw)
     assert len(models) == 1
     support = np.count_nonzero(est.coef_)

@@ -21,7 +21,7 @@ from sklearn.base import clone
 
 import skacv
 from skacv import IterativeRidge, TrajectoryHuberRegressor, TrajectoryLasso
-from skacv.estimates._risk import trajectory_risk
+from skacv.estimates.risk._estimate import trajectory_risk
 from skacv.iterations._iterations import SGD
 from skacv.linalg._sampling import MinibatchSampler
 

@@ -34,6 +34,7 @@ from skacv import (
     TrajectoryEarlyStoppingCV,
     TrajectoryHuberRegressor,
     TrajectoryLasso,
+    risk_alpha_path,
 )
 from skacv._policy import get_policy
 from skacv._statistics import get_statistics
@@ -280,7 +281,7 @@ def test_ties_go_to_the_first_grid_point_and_earliest_iteration():
 
 
 def test_real_loo_criterion():
-    pytest.importorskip("skacv.estimates._loo")
+    pytest.importorskip("skacv.estimates.loo._iacv")
     X, y = _data()
     base = TrajectoryLasso(max_iter=30, random_state=0, estimate_risk=False)
     search = _pinned(base, criterion="loo",
@@ -632,6 +633,37 @@ def test_joint_argmin_fits_a_distant_alpha_within_the_early_stopping_gain():
     calls.clear()
     walk = path_search_module.joint_argmin(scores, "risk", 1, fit, 1e-12)
     assert walk.row == 5 and calls == [[4, 5, 6]]
+
+
+def test_kfold_path_search_can_select_the_converged_fit_of_any_alpha():
+    """With K-fold CV the alpha path covers the whole grid: the converged fit
+    that K-fold CV scores best is selectable although the risk estimate's
+    own path would have stopped before it (three alphas past its minimum).
+    Trajectories of 3 steps cannot compete, so the choice is that converged
+    fit, equal to scikit-learn's Lasso at its alpha."""
+    rng = np.random.default_rng(2)
+    n, p = 40, 300
+    X = rng.standard_normal((n, p)) + 0.7 * rng.standard_normal((n, 1))
+    beta = np.zeros(p)
+    beta[:15] = rng.standard_normal(15)
+    y = X @ beta + 0.5 * rng.standard_normal(n)
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=3), criterion="kfold",
+                                       random_state=0).fit(X, y)
+    kfold = np.asarray(search.cv_results_["path_kfold"], dtype=np.float64)
+    best = int(np.nanargmin(kfold))
+    stopped = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas_no_change=3)
+    assert stopped.alphas.shape[0] <= best  # the risk's stop leaves it unsolved
+    assert search.search_ == "path" and search.best_index_ == best
+    assert search.best_iteration_ is None and search.best_risk_ == kfold[best]
+    alpha = search.best_params_["alpha"]
+    ref = Lasso(alpha=alpha, tol=1e-12, max_iter=100_000).fit(X, y)
+
+    def objective(coef, intercept):
+        return np.sum((y - X @ coef - intercept) ** 2) / (2 * n) + alpha * np.abs(coef).sum()
+
+    # a converged fit: within the path's duality gap (tol=1e-4 of ||y~||^2 / n)
+    gap = objective(search.coef_, search.intercept_) - objective(ref.coef_, ref.intercept_)
+    assert 0 <= gap <= 1e-4 * np.sum((y - y.mean()) ** 2) / n
 
 
 def test_path_search_selects_the_converged_fit_when_it_scores_lower(monkeypatch):
@@ -1303,9 +1335,13 @@ def test_the_search_gathers_its_fits_warnings(monkeypatch):
     from skacv.exceptions import UnreliableEstimateWarning
 
     real = TrajectoryLasso.fit
+    flag = [True]
 
     def noisy_fit(self, *args, **kwargs):
         real(self, *args, **kwargs)
+        if flag[0] and hasattr(self, "risk_reliable_"):  # what the message says
+            self.risk_reliable_ = self.risk_reliable_.copy()
+            self.risk_reliable_[3:] = False
         warnings.warn("TrajectoryLasso: risk_path_ is unreliable from iteration 3 on (...). "
                       "The Jacobian amplifies. Use solver='ista' or "
                       "TrajectoryEarlyStoppingCV(criterion='auto').", UnreliableEstimateWarning,
@@ -1326,6 +1362,15 @@ def test_the_search_gathers_its_fits_warnings(monkeypatch):
     flags = next(str(w.message) for w in caught if w.category is UnreliableEstimateWarning)
     assert "criterion='auto'" not in flags and "never selected" in flags
     assert "(2 more warnings of this kind in this search.)" in flags
+    # flags on paths the choice does not lie on (here: flagged nowhere) are
+    # not reissued; the fits' other warnings are
+    flag[0] = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _pinned(TrajectoryLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
+    kinds = [w.category for w in caught if w.category is not SelectionBoundaryWarning]
+    assert [k.__name__ for k in kinds] == ["ConvergenceWarning"]
+    flag[0] = True
     # the flags of a criterion that is not the risk do not concern the choice
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

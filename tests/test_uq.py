@@ -426,7 +426,7 @@ def test_empirical_precision_is_refused_without_more_samples_than_features(n, p,
 
 
 def test_empirical_precision_is_refused_above_the_size_limit(monkeypatch):
-    import skacv.estimates._uq as uq
+    import skacv.estimates.risk._uq as uq
     monkeypatch.setattr(uq, "EMPIRICAL_MAX_FEATURES", 10)
     X, y, _, _ = _data(40, 20, 5, 9)
     est = IterativeRidge(max_iter=5).fit(X, y)

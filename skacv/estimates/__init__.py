@@ -1,10 +1,13 @@
-"""What the trajectory says about itself: the memory-matrix risk estimate
-(Bellec & Tan 2024; ``_risk`` and the chains that compute it), iterative
-approximate leave-one-out (Luo, Ren & Barber 2023; ``_loo``), Newton-step,
-infinitesimal-jackknife and ALO baselines, brute-force refits, and the
-debiasing and confidence intervals (``_uq``)."""
+"""What the trajectory says about itself, in two rooms:
 
-from ._loo_approx import approximate_loo
-from ._loo_refit import exact_loo_path
+* ``risk``: the memory-matrix estimate of the out-of-sample risk of every
+  iterate (Bellec & Tan 2024) and the debiasing and confidence intervals
+  it gives;
+* ``loo``: leave-one-out along the path, iterative approximate (Luo, Ren &
+  Barber 2023), its one-step baselines and brute-force refits.
+"""
+
+from .loo._approx import approximate_loo
+from .loo._refit import exact_loo_path
 
 __all__ = ["approximate_loo", "exact_loo_path"]

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from .._statistics import get_statistics
-from ..estimates._risk_reliability import DF_HIGH, DF_LOW, SUPPORT_DF_LIMIT
+from ..estimates.risk._reliability import DF_HIGH, DF_LOW, SUPPORT_DF_LIMIT
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._validation import join_options
 
@@ -21,10 +21,10 @@ def unreliable_advice(estimator, res):
         return None
     t = int(np.argmin(res.reliable))
     df = res.df_fraction[t]
-    failed = {name for name, flags in res.get("failures", {}).items() if flags[t]}
+    failed = {name for name, flags in res.failures.items() if flags[t]}
     params = estimator.get_params(deep=False)
     fixes = []
-    momentum = bool(res.get("momentum", False))
+    momentum = bool(res.momentum)
     if "not_finite" in failed:
         cause = "The memory matrix or the estimate is not finite there."
     elif "df_high" in failed or (not momentum and df >= get_statistics().interpolation_df):
@@ -56,7 +56,7 @@ def warn_unreliable(estimator, res, advice):
         return
     t, cause, fixes = advice
     df, amp = res.df_fraction[t], res.amplification[t]
-    support = res.get("support")
+    support = res.support
     extra = ("" if support is None else
              f"; degrees of freedom {df * res.n_eff:.3g} against a support of "
              f"{int(support[t])}, limit {SUPPORT_DF_LIMIT:g} times")

@@ -4,8 +4,8 @@
 way: input validation, sample weights, the warm-start guard (every parameter
 is protected unless the class declares it free), memory checks, the fit loop
 (:func:`skacv.iterations._path.run_trajectory`) and the estimates (``risk_path_`` by
-:func:`skacv.estimates._risk.trajectory_risk`, ``loo_path_`` by
-:func:`skacv.estimates._loo.iacv_path`). Subclasses supply small hooks:
+:func:`skacv.estimates.risk._estimate.trajectory_risk`, ``loo_path_`` by
+:func:`skacv.estimates.loo._iacv.iacv_path`). Subclasses supply small hooks:
 
 * ``_validate_xy`` / ``_encode_target``: input checks and the target of the
   fit (numeric ``y``, or labels in {0, 1} and ``classes_``);
@@ -34,9 +34,13 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory, format_bytes, risk_matrix_bytes
-from ..estimates._loo import iacv_path
-from ..estimates._risk import check_risk_memory, trajectory_risk
-from ..estimates._uq import UncertaintyMixin, debias_statistics, debias_statistics_from_products
+from ..estimates.loo._iacv import iacv_path
+from ..estimates.risk._estimate import check_risk_memory, trajectory_risk
+from ..estimates.risk._uq import (
+    UncertaintyMixin,
+    debias_statistics,
+    debias_statistics_from_products,
+)
 from ..iterations._datafits import LeastSquares, NormalEquations
 from ..iterations._iterations import Iteration, PreconditionedGD, check_schedule
 from ..iterations._path import gap_monitor, init_state, run_to_convergence, run_trajectory
@@ -275,7 +279,7 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
         fitted = None
         if self._wants("estimate_risk") and self.risk_available():
             # the estimate's memory before the path is run (a long path may need
-            # (T + 1) x (T + 1) matrices, skacv.estimates._risk.check_risk_memory)
+            # (T + 1) x (T + 1) matrices, skacv.estimates.risk._estimate.check_risk_memory)
             check_risk_memory(design, iteration, n_total, getattr(self, "n_probes", "auto"),
                               datafit, products=covariance, keep_state=bool(self.warm_start),
                               probe_scheme=self._chain_options().get("probe_scheme", "auto"))
@@ -370,7 +374,7 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
     def _chain_options(self):
         """The parameters of the risk estimate's Jacobian chains this
         estimator declares (``probe_scheme``, ``chain_dtype``), as keyword
-        arguments of :func:`~skacv.estimates._risk.trajectory_risk`."""
+        arguments of :func:`~skacv.estimates.risk._estimate.trajectory_risk`."""
         params = self.get_params(deep=False)
         return {k: params[k] for k in ("probe_scheme", "chain_dtype") if k in params}
 
@@ -411,13 +415,12 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
             self.risk_reliable_ = res.reliable
             self.risk_diagnostics_ = Bunch(df_fraction=res.df_fraction,
                                            amplification=res.amplification,
-                                           support=res.get("support"),
-                                           n_probes=res.get("n_probes"),
-                                           probe_noise=res.get("probe_noise"),
-                                           choice_noise=res.get("choice_noise"))
+                                           support=res.support, n_probes=res.n_probes,
+                                           probe_noise=res.probe_noise,
+                                           choice_noise=res.choice_noise)
             # full-batch least squares whose sources combine the outputs' residuals
             self.__dict__.pop("_uq_pending", None)
-            if res.get("corrected_residuals") is not None or res.get("products") is not None:
+            if res.corrected_residuals is not None or res.products is not None:
                 if self._plan_in_force().defer_uq:
                     # a stage of an early-stopped search: only the last one's are kept
                     self._uq_pending = (design, res, target)
@@ -466,13 +469,13 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _set_uq(self, design, res, target):
-        """The debiasing statistics (:mod:`skacv.estimates._uq`) of a fit's risk
+        """The debiasing statistics (:mod:`skacv.estimates.risk._uq`) of a fit's risk
         estimate ``res``, and the paths they give (only the diagonal of the
         risk matrix is read: the risk path when the matrix was not formed)."""
         G = res.risk_matrix if res.risk_matrix is not None else res.risk
-        if res.get("corrected_residuals") is not None:
+        if res.corrected_residuals is not None:
             XF = getattr(self, "_gradient_path", None)  # X~^T R = (X~^T F) K^T when R = F K^T
-            images = None if XF is None or res.get("correction") is None else (XF, res.correction)
+            images = None if XF is None or res.correction is None else (XF, res.correction)
             self._uq_stats = debias_statistics(design, res.corrected_residuals,
                                                res.residuals, G, target, images=images)
         else:  # after the covariance form
@@ -543,7 +546,7 @@ class InterceptColumnMixin:
 
 class TrajectoryMixin(UncertaintyMixin, PathMixin):
     """``fit``, the path methods and the uncertainty quantification
-    (:class:`skacv.estimates._uq.UncertaintyMixin`) of the regressors that store
+    (:class:`skacv.estimates.risk._uq.UncertaintyMixin`) of the regressors that store
     ``coef_path_``."""
 
     def record_iterate(self, iteration):

@@ -82,7 +82,8 @@ _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, defa
         costs at most 4 times 10 probes (linear solvers: an eigendecomposition
         of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
         samples), else the pooled probes' one chain: 32 probes below 2000
-        samples; 16 from 2000 samples on, 8 from 4000, 1 from 8000 (ISTA:
+        samples (64 below 1000 samples with at most 128 features); 16 from
+        2000 samples on, 8 from 4000, 1 from 8000 (ISTA:
         32 below 1000 samples, 4 from 1000, 1 from 8000), grown
         (at least doubling, to at most 32, in another pass of the chain)
         while a jackknife over the probes (over groups of samples for one
@@ -90,7 +91,7 @@ _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, defa
         0.8 %
         (``risk_diagnostics_``); 10 probes with any other ``probe_scheme``.
         Exact traces make the estimate deterministic.
-    probe_scheme : {"auto", "pooled", "shared", "independent", "grouped"}, default="auto"
+    probe_scheme : {"auto", "pooled", "shared"}, default="auto"
         The Hutchinson probes of the Jacobian chains of ``solver="fista"``
         and ``"ista"`` (ignored by ``"sgd"`` and by exact traces,
         ``n_probes=None``). All estimate the same traces: with the same
@@ -110,21 +111,13 @@ _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, defa
           source (the seed notebook's estimator; the chains meet in the
           middle, ``n_probes * max_iter**2 / 4`` chain-steps; a path whose
           support settles costs time linear in its length from there on).
-        - ``"independent"``: ``n_probes`` fresh probes for every source, the
-          chains of consecutive sources summed into blocks (a quarter to a
-          half of the shared chain-steps; the least probe error on
-          correlated designs, but independent noise from one iterate to the
-          next).
-        - ``"grouped"``: ``n_probes`` probes for each group of 16 consecutive
-          sources, one chain a group, split as the pooled ones.
         - ``"auto"``: ``"pooled"``; ``"shared"`` with a heavy ball and on a
           Dask input (the rows' own probes). With ``"auto"`` or
           ``"shared"`` a path whose supports stay fixed for its last 512
           steps or more takes the settled form (the shared probes, time
           linear in the path's length).
 
-        ``"pooled"`` continues its chain on a warm start; ``"grouped"``
-        recomputes the whole path.
+        ``"pooled"`` continues its chain on a warm start.
     chain_dtype : {"auto", "float32", "float64"}, default="auto"
         Precision of the Jacobian chains of the risk estimate (ISTA, FISTA
         and SGD). ``"auto"``: float32 with Hutchinson probes, whose own
@@ -210,7 +203,7 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         "l1_ratio": [Interval(Real, 0, 1, closed="both")],
         "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "probe_scheme": [StrOptions({"auto", "pooled", "shared", "independent", "grouped"})],
+        "probe_scheme": [StrOptions({"auto", "pooled", "shared"})],
         "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
     }
 

@@ -24,12 +24,12 @@ class FitPlan:
         form for the whole path
         (:meth:`~skacv.estimators._base.TrajectoryEstimator._covariance_form`).
     defer_uq : bool
-        The debiasing statistics (:mod:`skacv.estimates._uq`) wait for
+        The debiasing statistics (:mod:`skacv.estimates.risk._uq`) wait for
         :meth:`~skacv.estimators._base.TrajectoryEstimator.finish_deferred`:
         those of the last stage only.
     probe_goal : {"level", "choice"}
         What the adaptive probes of ``risk_path_`` are grown for
-        (:func:`~skacv.estimates._risk.trajectory_risk`): its level at every
+        (:func:`~skacv.estimates.risk._estimate.trajectory_risk`): its level at every
         iterate, or (``"choice"``: a search that compares the path with
         itself only, one grid point) the order of the iterates near its
         minimum.
@@ -100,7 +100,7 @@ def loop_buffers(est, design, datafit, iteration, fitted, warm, n_done):
     squares without extrapolation, and ``X~ v^t`` (the gradient points'
     fitted values) for a clipped extrapolation, whose gradient points'
     residuals the risk estimate reads
-    (:func:`~skacv.estimates._risk_readout.source_residuals`)."""
+    (:func:`~skacv.estimates.risk._readout.source_residuals`)."""
     full = fitted is not None and iteration.sampler is None
     extrapolates = iteration.extrapolates(est.max_iter)
     images = full and datafit.quadratic and not extrapolates

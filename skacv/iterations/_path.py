@@ -112,7 +112,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         of the data fit at ``v^k``), computed by the loop anyway, is written
         to ``gradients_out[:, k]`` for ``k = state.k .. state.k + n_steps``
         (the debiasing's ``X~^T F`` of an iteration without extrapolation,
-        :mod:`skacv.estimates._uq`); the two-pass loop, which takes the
+        :mod:`skacv.estimates.risk._uq`); the two-pass loop, which takes the
         gradient at the start of a step, takes the last one in a product of
         its own.
     sources_out : ndarray of shape (n_samples, >= state.k + n_steps + 1), default=None
@@ -121,7 +121,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         for ``k = state.k .. state.k + n_steps`` (the residuals of a
         clipped extrapolation's gradient points, which the risk estimate
         would otherwise form again:
-        :func:`skacv.estimates._risk_readout.source_residuals`).
+        :func:`skacv.estimates.risk._readout.source_residuals`).
     """
     if datafit is None:
         datafit = LeastSquares()

@@ -31,13 +31,12 @@ equal repeated rows.
 
 import numpy as np
 import scipy.linalg as linalg
-from sklearn.utils import check_random_state
 
 from .._config import check_memory
 from .._statistics import get_statistics
 from ..linalg._design import design_rows
 from ..linalg._linalg import lanczos_quadrature, top_eigenvalue, top_eigh
-from ..linalg._sampling import draw_rows, rademacher
+from ..linalg._sampling import draw_rows
 
 # ----------------------------------------------------------------------------
 # the preconditioner
@@ -305,7 +304,7 @@ def preconditioned_lipschitz(design, P, l2=0.0):
     return top_eigenvalue(op=M, dim=design.n_features)
 
 
-def preconditioned_nodes(design, P, l2=0.0, n_probes=None, random_state=None, depth=None):
+def preconditioned_nodes(design, P, l2=0.0, probes=None, depth=None):
     """Spectral nodes and weights of preconditioned gradient descent.
 
     In the whitened coordinates ``c = P^{-1/2} b`` the iteration is
@@ -313,27 +312,25 @@ def preconditioned_nodes(design, P, l2=0.0, n_probes=None, random_state=None, de
     ``M = Z^T Z / n + mu P``. With ``M = sum_j theta_j v_j v_j^T`` the memory
     matrix is ``A[t, s] = sum_j omega_j eta (1 - eta theta_j)^(t-s-1)``,
     ``omega_j = ||Z v_j||^2 / n``. Returned are ``theta`` and the weights
-    ``omega / theta`` for :func:`skacv.estimates._risk.spectral_memory_matrix` (whose
+    ``omega / theta`` for :func:`skacv.estimates.risk._spectral.spectral_memory_matrix` (whose
     nodes enter as ``w_j theta_j phi(theta_j)``). Without penalty ``omega_j
     = theta_j`` (unit weights).
 
-    ``n_probes=None``: exact, from a dense eigendecomposition of the smaller
+    ``probes=None``: exact, from a dense eigendecomposition of the smaller
     side (``mu = 0``) or of ``M`` on the span of the rows of ``X~`` and the
     components of ``P`` (``mu > 0``; ``M = mu I`` with weight 0 elsewhere).
-    ``n_probes=m``: Gauss quadrature of Lanczos (depth ``depth``) started
-    from ``Z^T u / sqrt(n)`` for ``m`` Rademacher vectors ``u``, i.e. the
-    Hutchinson estimate of the traces.
+    ``probes`` (n_samples, m), ``m`` Rademacher vectors ``u`` (drawn by the
+    risk estimate): Gauss quadrature of Lanczos (depth ``depth``) started
+    from ``Z^T u / sqrt(n)``, i.e. the Hutchinson estimate of the traces.
     """
     n, p = design.n_samples, design.n_features
     M, Zt = _whitened_ops(design, P, l2)
     inv_n = 1.0 / design.n_eff
-    if n_probes is not None:
-        rng = check_random_state(random_state)
-        U = rademacher(rng, (n, int(n_probes)))
-        W0 = Zt(U) * np.sqrt(inv_n)
+    if probes is not None:
+        W0 = Zt(probes) * np.sqrt(inv_n)
         depth = min(int(depth or 30), p)
         theta, omega = lanczos_quadrature(M, W0, depth)[0]
-        omega /= int(n_probes)
+        omega /= probes.shape[1]
     elif not l2:
         r = min(n, p)
         check_memory(8 * r * r * 2, f"the exact preconditioned spectrum ({r} x {r})",

@@ -50,7 +50,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._config import check_memory, working_memory_bytes
 from .._policy import get_policy
 from .._statistics import get_statistics
-from ..estimates._risk_sgd import SGDRiskTracker, epochs_stop, flag_against_gcv
+from ..estimates.risk._sgd import SGDRiskTracker, epochs_stop, flag_against_gcv
 from ..estimators._base import TrajectoryEstimator
 from ..exceptions import DivergenceError
 from ..iterations._preconditioning import NystromPreconditioner

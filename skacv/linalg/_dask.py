@@ -482,9 +482,8 @@ def dask_fit(estimator, X, y, sample_weight=None, frozen=None):
     estimator is fitted on the compressed sample of the other rows followed
     by those rows, with the :class:`RowSource` active (the Hutchinson probes
     of the rows, a second pass when drawn). ``probe_scheme="auto"`` then
-    takes the shared probes (the rows' own, mapped): the independent ones
-    would be ``n x m x T`` signs regenerated from the rows, so the fit equals
-    the in-memory fit with ``probe_scheme="shared"``.
+    takes the shared probes (the rows' own, mapped), so the fit equals the
+    in-memory fit with ``probe_scheme="shared"``.
 
     Parameters
     ----------

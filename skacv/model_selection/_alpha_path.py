@@ -15,7 +15,7 @@ support size when ``X~`` has full column rank, see
 lambda_j / (lambda_j + mu)`` for ridge (``lambda_j`` the eigenvalues of ``X~^T
 X~ / n_eff``, ``mu`` the penalty in mean form). The intercept is an
 unpenalised coordinate: it adds one to ``df`` (the fixed point of the
-memory-matrix recursion of :mod:`skacv.estimates._risk` with its intercept
+memory-matrix recursion of :mod:`skacv.estimates.risk._estimate` with its intercept
 term).
 
 :func:`risk_alpha_path` computes ``b(alpha)``, ``df`` and ``R(alpha)`` over a
@@ -36,7 +36,7 @@ from sklearn.utils import Bunch
 from sklearn.utils.validation import check_X_y
 
 from .._config import check_memory
-from ..estimates._loo_approx import approximate_loo_at
+from ..estimates.loo._approx import approximate_loo_at
 from ..estimators._protocol import SearchProtocol
 from ..iterations._iterations import FISTA
 from ..iterations._penalties import L2

@@ -22,7 +22,7 @@ from scipy import linalg
 from .._config import check_memory
 from .._policy import get_policy
 from .._statistics import get_statistics
-from ..estimates._risk_reliability import DF_HIGH
+from ..estimates.risk._reliability import DF_HIGH
 from ..linalg._linalg import independent_columns
 
 

@@ -118,7 +118,11 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
         raise ValueError(f"search='path' needs at least 2 samples, got {n} "
                          "sample (n_samples = 1).")
     sw = fit_params.get("sample_weight")
-    options = {"n_alphas_no_change": 3, **(path_params or {})}
+    # K-fold CV scores every alpha of the grid: the full data's path too, so
+    # that the converged fit of any alpha can be chosen (stopped on the risk
+    # estimate, it left the K-fold choice's converged fit unsolved)
+    options = {"n_alphas_no_change": None if criterion == "kfold" else 3,
+               **(path_params or {})}
     tic = time.perf_counter()
     path = risk_alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
                            criterion="loo" if criterion == "loo" else "risk", **options)

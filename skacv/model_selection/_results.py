@@ -139,8 +139,10 @@ class GatheredWarnings:
     fixes of a fit on its own (another solver, leave-one-out, this search);
     inside the search its flagged iterates are never selected, and
     ``criterion="auto"`` says itself when it moves to another criterion: the
-    search reissues what the flags say without the advice, or nothing when
-    the criterion is not the risk.
+    search reissues what the flags say without the advice when the selected
+    path has flagged iterates, nothing when only other paths have them (the
+    choice did not meet them; ``risk_reliable`` in ``cv_results_`` shows
+    them) or the criterion is not the risk.
     """
 
     def __enter__(self):
@@ -152,9 +154,10 @@ class GatheredWarnings:
     def __exit__(self, *exc):
         return self._recorder.__exit__(*exc)
 
-    def reissue(self, criterion, stacklevel):
+    def reissue(self, criterion, stacklevel, flagged=True):
         """Warn once per category (the first message, with the count of
-        the others); ``stacklevel`` counts from the caller of ``reissue``."""
+        the others); ``stacklevel`` counts from the caller of ``reissue``;
+        ``flagged``: the selected path has flagged iterates."""
         kinds = defaultdict(list)
         for w in self.caught:
             # a fit's flags (warn_unreliable's message) apart from the search's own
@@ -164,7 +167,7 @@ class GatheredWarnings:
         for (category, flags), messages in kinds.items():
             first = messages[0]
             if flags:
-                if criterion != "risk":
+                if criterion != "risk" or not flagged:
                     continue
                 first = (first[: first.rindex(" Use ")] + " Flagged iterates are never "
                          "selected (risk_reliable in cv_results_).")

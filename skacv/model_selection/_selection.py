@@ -201,7 +201,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
         ``max_iter``, ``n_alphas_no_change``). By default the path stops
         after 3 alphas without a new minimum of the estimated risk
-        (``n_alphas_no_change=3``; ``None`` runs the whole grid).
+        (``n_alphas_no_change=3``; with K-fold CV, ``None``: the whole grid).
     n_iter_no_change : int or None, default=10
         Early stopping of each path on its own estimate: the path is grown by
         warm-started refits (the same iterates, the estimates continued) and
@@ -542,9 +542,9 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             budget = None
         with GatheredWarnings() as gathered:
             self._search_with_fallback(X, y, routed, budget, source, auto_risk, dask)
-        # the fits' warnings once each, from the user's call (_fit_context's
-        # wrapper between)
-        gathered.reissue(self.criterion_, stacklevel=3)
+        # the fits' warnings once each, from the user's call (_fit_context between)
+        flags = np.asarray(self._selected_paths.get("risk_reliable_", 1))
+        gathered.reissue(self.criterion_, 3, self._converged is None and not (flags > 0).all())
         self._warn_boundary()
         est = self.estimator_
         selected = self._selected_paths

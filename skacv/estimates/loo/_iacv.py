@@ -53,11 +53,11 @@ import time
 import numpy as np
 from sklearn.utils import Bunch
 
-from .._config import check_memory, path_memory_bytes, working_memory_bytes
-from .._policy import get_policy
-from ..iterations._datafits import log_loss_terms
-from ..linalg._sampling import subsample_rows
-from ._loo_track import _Problem, _Spectral, _track, _track_toeplitz
+from ..._config import check_memory, path_memory_bytes, working_memory_bytes
+from ..._policy import get_policy
+from ...iterations._datafits import log_loss_terms
+from ...linalg._sampling import subsample_rows
+from ._track import _Problem, _Spectral, _track, _track_toeplitz
 
 # arrays of size n_coef per tracked sample (state, temporaries) for the chunk size
 _ARRAYS_PER_SAMPLE = 10

@@ -1,50 +1,42 @@
-"""Probes shared by groups of consecutive sources: the grouped and the
-pooled probes.
+"""The pooled probes: one chain of probes shared by every source.
 
 The memory matrix of Bellec & Tan (2024), ``A[t, s] = tr(X~ dx^t / dy^(s))``,
-is estimated here by probes shared within groups of consecutive sources.
-Source ``s`` belongs to group ``b = s // G``; the group draws its own probes
-``Z_b`` (``n x m`` Rademacher signs) when it opens, and every source of the
-group injects the same images ``g X~^T Z_b`` into the group's single chain
-of ``m`` columns, so that the chain holds ``F_{t,b} = sum_{s in b} J_{t,s}
-X~^T Z_b``. Its readout ``(1/m) tr(Z_b^T X~ F_{t,b})`` (and the same with the
-gradient points' tangents for ``A_sources``) is Hutchinson's unbiased
-estimate of the block's row sum ``sum_{s in b} A[t, s]``.
+is estimated here from its rows' sums. Every source injects the same images
+``g X~^T Z`` of ``m`` probes ``Z`` (``n x m`` Rademacher signs) into one
+chain of ``m`` columns, which then holds ``F_t = sum_s J_{t,s} X~^T Z``.
+Its readout ``(1/m) tr(Z^T X~ F_t)`` (and the same with the gradient
+points' tangents for ``A_sources``) is Hutchinson's unbiased estimate of
+the row's sum ``sum_s A[t, s]``.
 
-* ``probe_scheme="pooled"`` (``"auto"``'s): one group for every source, one
-  chain of :data:`~skacv.estimates._risk_probes.POOLED_PROBES` probes
-  (:mod:`skacv.estimates._risk_probes`: how many): ``m`` columns a step whatever the
-  path's length, and a warm start (a stage of the early stopping) continues
-  the chain. ``probe_scheme="grouped"``: groups of :data:`GROUP_SOURCES`,
-  ``m ceil(k / G)`` columns at step ``k``, no state (a warm start recomputes).
+* ``m`` columns a step whatever the path's length
+  (:data:`~skacv.estimates.risk._probes.POOLED_PROBES` probes, or fewer
+  grown while noisy: :mod:`skacv.estimates.risk._probes`), and a warm start
+  (a stage of the early stopping) continues the chain.
 * Lag 0 is exact: the readout of the injection of step ``t`` through the
   step's own tangent is subtracted, and ``A[t, t - 1] = g sum_{j in S_t}
   ||x~_j||^2`` (through the same tangent: the mask and the extrapolation's
   coefficients) takes its place.
-* The other entries of a row split its block sums by a *template*
-  (:func:`rows_from_block_sums`): the memory matrix of the iteration's linear
+* The other entries of a row split its sum by a *template*
+  (:func:`rows_from_sums`): the memory matrix of the iteration's linear
   counterpart (its prox replaced by the identity: the same steps and
   momentum) on the spectrum of the union of the path's supports
-  (:func:`template_matrices`), scaled to the row's block sums. With the
-  exact block sums, one block for a whole row (the pooled probes), the
-  template's split moved ``risk_path_`` by 0.12-0.50 % rms on FISTA
+  (:func:`template_matrices`), scaled to the row's sum. With the exact row
+  sums, the template's split moved ``risk_path_`` by 0.12-0.50 % rms on FISTA
   (equicorrelated 600 x 900, isotropic 1000 x 1500 and 120 x 180) and
-  0.59 % on ISTA (the seed generator, 1000 x 1500), where the block
-  average moved it by 1-45 %; in groups of 16, by at most 0.24 %. It is a
+  0.59 % on ISTA (the seed generator, 1000 x 1500), where the row's
+  average moved it by 1-45 %. It is a
   bias where the supports shrink far below their union (FISTA's first
   steps on a wide design): 2.9 % rms on an equicorrelated 200 x 400, 200
-  steps (``tests/test_reliability.py``), where independent probes are the
-  more accurate scheme.
+  steps (``tests/test_reliability.py``).
 * The probes (and the template's Lanczos probes, on supports above
   :data:`TEMPLATE_EXACT_SUPPORT`) are drawn from
-  ``random_state`` in the order of the groups, and a row reads only its own
-  step: the block sums of a ``k``-step prefix are those of the whole path's
-  first ``k + 1`` rows (the template, of the whole path's supports, moves
-  the split a little).
+  ``random_state``, and a row reads only its own step: the row sums of a
+  ``k``-step prefix are those of the whole path's first ``k + 1`` rows
+  (the template, of the whole path's supports, moves the split a little).
 
 Why it pays: the per-source traces oscillate with the lag (FISTA) or decay
-smoothly with it (ISTA), so a block sum's Hutchinson noise grows far slower
-than the block. Root-mean-square relative error of ``risk_path_`` against
+smoothly with it (ISTA), so a row sum's Hutchinson noise grows far slower
+than the number of sources. Root-mean-square relative error of ``risk_path_`` against
 exact traces over 6-12 probe draws, pooled (32 probes) against independent
 (10 probes a source), chain time in seconds, one BLAS thread: isotropic
 1000 x 1500 FISTA, T = 150: 1.75 % against 3.0 %, 0.20 s against 0.77 s;
@@ -59,33 +51,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._config import check_memory
-from ..linalg._linalg import lanczos, quadrature
-from ..linalg._sampling import rademacher
-from ._risk_probes import (
+from ...linalg._linalg import lanczos, quadrature
+from ._probes import (
     SAMPLE_GROUPS,
     SAMPLE_GROUPS_NOISE_FACTOR,
+    draw_probes,
     jackknife_probes,
     sample_groups,
 )
-from ._risk_propagate import (
+from ._propagate import (
     ChainProbes,
-    ForwardChains,
-    chain_order,
     design_columns,
     gram_to_keep,
     kept_order,
     primal_product,
 )
-from ._risk_spectral import counterpart_memory_matrix, counterpart_response
-from ._risk_state import PooledState, SavedChains
+from ._spectral import counterpart_memory_matrix, counterpart_response
+from ._start import ChainStart
+from ._state import PooledState, SavedChains
 
-#: sources sharing one chain of probes with ``probe_scheme="grouped"``
-GROUP_SOURCES = 16
 #: probes and depth of the template's Lanczos quadrature on a large support
 #: (its shape only: the block sums fix the rows' mass): the depth where the
 #: linear counterpart's response
-#: (:func:`~skacv.estimates._risk_spectral.counterpart_response`, over
+#: (:func:`~skacv.estimates.risk._spectral.counterpart_response`, over
 #: ``max(T, TEMPLATE_CHECK_LAGS)`` lags) changes by at most
 #: ``TEMPLATE_RTOL`` of its largest value between two consecutive depths of
 #: ``TEMPLATE_CHECK_DEPTHS`` (at most the last). A fixed 20 was not enough
@@ -101,66 +89,47 @@ TEMPLATE_CHECK_LAGS = 200
 #: the template takes the exact eigenvalues of the union's Gram matrix up to
 #: this many features (``n s^2 + 10 s^3`` flops), the quadrature beyond: the
 #: two give slightly different templates (a statistical choice, not a speed
-#: policy; with the exact block sums, one group, the quadrature's split
+#: policy; with the exact row sums, the quadrature's split
 #: moved the risk by 0.02-0.33 points of rms more than the eigenvalues', 600 x
 #: 900 to 1000 x 1500)
 TEMPLATE_EXACT_SUPPORT = 300
-#: the pooled probes' group: every source of any path
-POOLED_GROUP = 1 << 40
 
 
-
-def group_columns(m, T, G=GROUP_SOURCES):
-    """Chain columns advanced at step ``k = 0..T``: ``m`` per group opened
-    by sources ``0..k-1``."""
-    k = np.arange(T + 1)
-    return m * (np.maximum(k - 1, 0) // G + 1)
-
-
-class GroupedProbes(ChainProbes):
-    """The hooks of the grouped probes: group ``b`` holds columns ``b m ..
-    (b + 1) m``; the source opening a group writes its injection into new
-    columns (the propagator's own injection), the others add theirs to the
-    group's columns (:meth:`before_tangent`). ``SA``, ``SV`` (``T + 1``,
-    groups, ``m``): the per-probe block sums of the rows without lag 0;
+class PooledProbes(ChainProbes):
+    """The hooks of the pooled probes: one chain of ``m`` columns; the first
+    step writes its injection into them (the propagator's own injection),
+    the later ones add theirs (:meth:`before_tangent`). ``SA``, ``SV``
+    (``T + 1``, 1, ``m``): the per-probe sums of the rows without lag 0;
     ``lag0`` (``T + 1``, 2): the exact lag-0 entries; ``colnorm``: the
     squared norms of the chains' columns of ``X~``."""
 
-    label = "traces (grouped probes)"
+    label = "traces (pooled probes)"
 
-    def __init__(self, m, G, W, SA, SV, lag0, colnorm, by_samples=None):
-        self.m, self.G, self.W, self.colnorm = m, G, W, colnorm
+    def __init__(self, m, W, SA, SV, lag0, colnorm, by_samples=None):
+        self.m, self.W, self.colnorm = m, W, colnorm
         self.SA, self.SV, self.lag0 = SA, SV, lag0
         # (W_samples, SA_samples, SV_samples): one probe's readouts by groups of samples
         self.by_samples = by_samples
         self._l0 = self._l0_samples = None
 
-    def _group(self, k):
-        b = (k - 1) // self.G
-        return b, slice(b * self.m, (b + 1) * self.m), (k - 1) % self.G == 0
-
     def open_columns(self, k):
-        b, _, opens = self._group(k)
-        c_new = self.m * (b + 1)
-        return (c_new - self.m if opens else c_new), c_new
+        return (0 if k == 1 else self.m), self.m
 
     def injection(self, k, rows):
-        _, blk, opens = self._group(k)
-        W = self.W[:rows, blk]
-        return W if opens else W[:, :0]  # added to the group's chain in before_tangent
+        W = self.W[:rows]
+        return W if k == 1 else W[:, :0]  # added to the chain in before_tangent
 
     def before_tangent(self, k, chains, rows, c_old, c_new):
-        _, blk, opens = self._group(k)
         dv, dx1 = chains.dv, chains.dx1
         if chains.dv_rows < rows and dx1 is not dv:
             dx1[chains.dv_rows:rows, :c_new] = 0
-        inj = self.W[:rows, blk] * chains.dtype.type(chains.g)
-        if opens:  # a new group: its chain starts from zero
-            dv[:, blk] = 0
+        inj = self.W[:rows] * chains.dtype.type(chains.g)
+        if k == 1:  # the chain starts from zero
+            dv[:, :self.m] = 0
             if dx1 is not dv:
-                dx1[:, blk] = 0
+                dx1[:, :self.m] = 0
         else:
-            chains.dz[:rows, blk] += inj
+            chains.dz[:rows, :self.m] += inj
         self._l0 = self._lag0(k, chains, rows, inj)
 
     def _lag0(self, k, chains, rows, inj):
@@ -174,8 +143,7 @@ class GroupedProbes(ChainProbes):
         zero = np.zeros_like(z0)
         dx0, dv0 = chains.iteration.tangent(k, zero, zero, None, z0, chains.masks_s[:rows, k],
                                             coef, None, dz_scaled=chains.fold)
-        _, blk, _ = self._group(k)
-        W = self.W[:rows, blk]
+        W = self.W[:rows]
         self.lag0[k] = float(dx0[:, m].sum()), float(dv0[:, m].sum())
         if self.by_samples is not None:
             Ws = self.by_samples[0][:rows]
@@ -186,14 +154,12 @@ class GroupedProbes(ChainProbes):
         return np.einsum("rc,rc->c", W[:, :c_new], block).reshape(c_new // self.m, self.m)
 
     def read_step(self, k, chains, rows, c_new):
-        b = (k - 1) // self.G
-        nb = c_new // self.m
         W = self.W[:rows]
-        self.SA[k, :nb] = self._sums(W, chains.dz[:rows, :c_new], c_new)
-        self.SA[k, b] -= self._l0[0]
+        self.SA[k, :1] = self._sums(W, chains.dz[:rows, :c_new], c_new)
+        self.SA[k, 0] -= self._l0[0]
         if chains.extrapolates:
-            self.SV[k, :nb] = self._sums(W, chains.dv[:rows, :c_new], c_new)
-            self.SV[k, b] -= self._l0[1]
+            self.SV[k, :1] = self._sums(W, chains.dv[:rows, :c_new], c_new)
+            self.SV[k, 0] -= self._l0[1]
         else:
             self.SV[k] = self.SA[k]
         if self.by_samples is not None:
@@ -209,22 +175,6 @@ class GroupedProbes(ChainProbes):
         self.SV[k, :c_new // self.m] += self._sums(self.W[rows:rows_prev], tail_v, c_new)
         if self.by_samples is not None:
             self.by_samples[2][k] += self.by_samples[0][rows:rows_prev].T @ tail_v[:, 0]
-
-
-def _probe_images(Xs, n, m, n_groups, prefix, G, rng, draw, Z=None):
-    """``X~^T Z_b`` of every group in the chains' rows, shape (width, m
-    groups), Fortran order; ``Z_b`` drawn group by group from ``rng`` (or by
-    ``draw(n, m)``; ``Z``: the one group's signs, already drawn), on the
-    rows the group's sources may read (``prefix[b G]``; the rest zero).
-    Returns the images and the last group's signs."""
-    width = Xs.shape[1]
-    W = np.zeros((width, m * n_groups), dtype=Xs.dtype, order="F")
-    for b in range(n_groups):
-        if Z is None or b > 0:
-            Z = rademacher(rng, (n, m), np.int8) if draw is None else draw(n, m)
-        rows = min(int(prefix[min(b * G, prefix.size - 1)]), width)
-        W[:rows, b * m:(b + 1) * m] = Xs[:, :rows].T @ np.asarray(Z, dtype=Xs.dtype)
-    return W, Z
 
 
 def _pooled_images(Xs, coords, Z, cached=None):
@@ -254,7 +204,7 @@ def _pooled_images(Xs, coords, Z, cached=None):
 
 def sample_group_probes(Z):
     """A probe ``Z`` of one column (shape (n, 1)) beside its groups of
-    samples (:func:`~skacv.estimates._risk_probes.sample_groups`): shape
+    samples (:func:`~skacv.estimates.risk._probes.sample_groups`): shape
     (n, 1 + SAMPLE_GROUPS), column ``1 + g`` the signs of ``Z`` on group
     ``g``, zero elsewhere."""
     n = Z.shape[0]
@@ -267,45 +217,37 @@ def sample_group_probes(Z):
 def jackknife_matrices(state, template):
     """The memory matrices ``(A, A_sources)`` of the replicates of the
     pooled chain's delete-one-group jackknife
-    (:func:`~skacv.estimates._risk_probes.probe_noise`) and the factor on
+    (:func:`~skacv.estimates.risk._probes.probe_noise`) and the factor on
     its standard error: without each group of probes
-    (:func:`~skacv.estimates._risk_probes.jackknife_probes`), factor 1; a
+    (:func:`~skacv.estimates.risk._probes.jackknife_probes`), factor 1; a
     chain of one probe read by groups of samples (``state.by_samples``),
     without each group of samples (the probe's readouts on the others,
     scaled to all the samples), factor
-    :data:`~skacv.estimates._risk_probes.SAMPLE_GROUPS_NOISE_FACTOR`."""
+    :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`."""
     if state.by_samples is None:
         return ([pooled_matrices(state, template, kept) for kept in jackknife_probes(state.m)],
                 1.0)
     SA, SV = state.SA[:, :, 0], state.SV[:, :, 0]  # (T + 1, 1): one probe, one group
     by_A, by_V = state.by_samples
     H = by_A.shape[1]
-    return ([rows_from_block_sums((SA - by_A[:, [g]]) * (H / (H - 1)),
-                                  (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0,
-                                  POOLED_GROUP, template)
+    return ([rows_from_sums((SA - by_A[:, [g]]) * (H / (H - 1)),
+                            (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0, template)
              for g in range(H)], SAMPLE_GROUPS_NOISE_FACTOR)
 
 
-def usable_state(state, m, dtype, T, n):
-    """``state`` if a :class:`~skacv.estimates._risk_state.PooledState`
-    these chains continue (the pooled probes only)."""
-    if (isinstance(state, PooledState) and state.m == m and state.dtype == dtype
-            and state.k <= T and state.Z.shape[0] == n):
-        return state
-    return None
-
-
 @dataclass
-class GroupedRun:
-    """What the grouped chains computed (:func:`run_grouped_chains`):
-    ``SA``, ``SV``, ``lag0`` as :func:`grouped_block_sums` returns them;
+class PooledRun:
+    """What the pooled chain computed (:func:`run_pooled_chain`):
+    ``SA``, ``SV`` (T + 1, 1, n_probes): ``tr(Z^T X~ F)`` per probe of row
+    ``t`` over the sources older than lag 0 (``SV``: the gradient points);
+    ``lag0`` (T + 1, 2): the exact ``A[t, t - 1]`` and ``A_sources[t, t - 1]``;
     ``columns`` the columns of ``X~`` of the union of the supports (the
     chains' rows; ``None`` when it is empty) and ``coords`` their
     features; ``template_seed`` the seed of the template's probes (drawn
     after the chains' probes, kept by a state); ``state`` the
-    :class:`~skacv.estimates._risk_state.PooledState` after the last step
-    (``keep_state``, pooled probes only) and ``continued`` the state the
-    chains continued, if any."""
+    :class:`~skacv.estimates.risk._state.PooledState` after the last step
+    (``keep_state``) and ``continued`` the state the chain continued, if
+    any."""
 
     SA: np.ndarray
     SV: np.ndarray
@@ -318,57 +260,31 @@ class GroupedRun:
     by_samples: tuple | None = None
 
 
-def grouped_block_sums(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                       group_sources=GROUP_SOURCES, draw=None):
-    """The per-probe block sums of the grouped chains (see the module's
-    docstring); ``group_sources=None``: the pooled probes (one chain).
+def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
+                     draw=None, state=None, keep_state=False, gram=None, by_samples=True):
+    """The pooled chain (see the module's docstring) and what the rows'
+    split needs, a :class:`PooledRun`. ``state`` / ``keep_state``: continue
+    the chain of a shorter prefix of the same trajectory (a
+    :class:`~skacv.estimates.risk._state.PooledState`), and keep the state
+    after the last step; ``gram``: a
+    :class:`~skacv.estimates.risk._state.GramCache` to reuse without a
+    state; ``by_samples``: a chain of one probe also reads its traces by
+    the groups of samples of :func:`sample_group_probes`
+    (``PooledRun.by_samples``, what :func:`jackknife_matrices` measures the
+    probe's noise with).
 
     ``draw``: private, ``draw(n, m) -> Z`` replaces the Rademacher draw (the
     tests pass the identity, ``m = n``: the sums over the probes are then
-    the exact block sums).
-
-    Returns
-    -------
-    SA, SV : ndarrays of shape (T + 1, n_groups, n_probes)
-        ``tr(Z_b^T X~ F)`` per probe of row ``t`` and group ``b``, over the
-        sources of ``b`` older than lag 0 (``SV``: the gradient points).
-    lag0 : ndarray of shape (T + 1, 2)
-        The exact ``A[t, t - 1]`` and ``A_sources[t, t - 1]``.
+    the exact row sums).
     """
-    run = run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
-                             group_sources, draw)
-    return run.SA, run.SV, run.lag0
-
-
-def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                       group_sources=GROUP_SOURCES, draw=None, state=None, keep_state=False,
-                       gram=None, by_samples=True):
-    """The grouped chains (:func:`grouped_block_sums`) and what the rows'
-    split needs, a :class:`GroupedRun`. ``state`` / ``keep_state`` (pooled
-    probes only): continue the chain of a shorter prefix of the same
-    trajectory (a :class:`~skacv.estimates._risk_state.PooledState`), and
-    keep the state after the last step; ``gram``: a
-    :class:`~skacv.estimates._risk_state.GramCache` to reuse without a
-    state; ``by_samples``: a pooled chain of one probe also reads its traces by
-    the groups of samples of :func:`sample_group_probes` (``GroupedRun.by_samples``,
-    what :func:`jackknife_matrices` measures the probe's noise with)."""
-    n = design.n_samples
-    T = coef_path.shape[1] - 1
-    pooled = group_sources is None
-    m, G = int(n_probes), (POOLED_GROUP if pooled else int(group_sources))
-    dtype = np.dtype(chain_dtype)
-    if iteration.uses_heavy_ball(T):
-        raise ValueError(
-            f"Grouped probes need an iteration without a heavy ball ({iteration.name}); "
-            "use probe_scheme='shared'.")
-    state = usable_state(state, m, dtype, T, n) if pooled else None
-    k0 = 0 if state is None else state.k
-    n_groups = max(1, -(-T // G))
-    run = GroupedRun(np.zeros((T + 1, n_groups, m)), np.zeros((T + 1, n_groups, m)),
-                     np.zeros((T + 1, 2)), continued=state)
+    m = int(n_probes)
+    start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype,
+                       heavy_ball=False)
+    n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
+    run = PooledRun(np.zeros((T + 1, 1, m)), np.zeros((T + 1, 1, m)), np.zeros((T + 1, 2)),
+                    continued=state)
     SA, SV, lag0 = run.SA, run.SV, run.lag0
-    by_samples = (by_samples and pooled and m == 1
-                  and (state is None or state.by_samples is not None))
+    by_samples = by_samples and m == 1 and (state is None or state.by_samples is not None)
     if by_samples:
         run.by_samples = (np.zeros((T + 1, SAMPLE_GROUPS)), np.zeros((T + 1, SAMPLE_GROUPS)))
     Z, after = None, rng
@@ -378,45 +294,27 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
             run.by_samples[0][:k0 + 1], run.by_samples[1][:k0 + 1] = state.by_samples
         Z, after = state.Z, copy.deepcopy(state.rng)
         run.template_seed = state.template_seed
-    masks, order, prefix = chain_order(coef_path)
-    width = int(prefix[1])
-    if width == 0:  # every iterate after x^0 is zero: nothing depends on y
-        if keep_state and pooled:
-            if Z is None:
-                Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
+    if Z is None:
+        Z = draw_probes(after, (n, m), np.int8) if draw is None else draw(n, m)
+    if int(start.prefix[1]) == 0:  # every iterate after x^0 is zero: nothing depends on y
+        if keep_state:
             run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None)
         return run
-    order, prefix, Xs = _chain_columns(design, order, prefix, dtype, state, k0)
+    order, prefix, Xs = _chain_columns(design, start.order, start.prefix, dtype, state, k0)
     width = Xs.shape[1]
-    n_cols = m * n_groups
-    n_blocks = 3 + iteration.extrapolates(T)
-    check_memory(n_blocks * width * n_cols * dtype.itemsize,
-                 f"the grouped Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)",
-                 "Use fewer probes (n_probes) or fewer iterations. ")
-    images = W_samples = None
-    if pooled:  # one group: every source reads the union's columns
-        if Z is None:
-            Z = rademacher(after, (n, m), np.int8) if draw is None else draw(n, m)
-        # the images of the probe's groups of samples beside its own: (width, 1 + SAMPLE_GROUPS)
-        W, colnorm, images = _pooled_images(Xs, order[:width],
-                                            sample_group_probes(Z) if by_samples else Z,
-                                            None if state is None else state.images)
-        W, W_samples = (W[:, :m], W[:, m:]) if by_samples else (W, None)
-    else:
-        W, Z = _probe_images(Xs, n, m, n_groups, prefix, G, after, draw, Z)
-        colnorm = np.einsum("ij,ij->j", Xs, Xs)  # ||x~_j||^2: the exact lag 0
+    chains = start.chains(Xs, m, 3 + iteration.extrapolates(T), order=order, prefix=prefix)
+    # the images of the probe's groups of samples beside its own: (width, 1 + SAMPLE_GROUPS)
+    W, colnorm, images = _pooled_images(Xs, order[:width],
+                                        sample_group_probes(Z) if by_samples else Z,
+                                        None if state is None else state.images)
+    W, W_samples = (W[:, :m], W[:, m:]) if by_samples else (W, None)
     if run.template_seed is None and after is not None:  # drawn once, after Z
         run.template_seed = int(after.randint(2**31 - 1))
-    masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
-    chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols)
-    if state is not None:
-        chains.restore(state.chains)
-    reads = GroupedProbes(m, G, W, SA, SV, lag0, colnorm,
-                          None if W_samples is None else (W_samples, *run.by_samples))
-    chains.run(reads, k0, T, group_columns(m, T, G),
-               cached=gram if state is None else state.gram, verbose=verbose)
+    reads = PooledProbes(m, W, SA, SV, lag0, colnorm,
+                         None if W_samples is None else (W_samples, *run.by_samples))
+    start.run(chains, reads, T, np.full(T + 1, m), verbose, gram=gram)
     run.columns, run.coords = Xs, order[:width]
-    if keep_state and pooled:
+    if keep_state:
         cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
         run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images)
         run.state.columns = (order[:width], Xs)
@@ -426,8 +324,8 @@ def run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype,
 def _chain_columns(design, order, prefix, dtype, state, k0):
     """``(order, prefix, Xs)``: the chains' row order and restricted copy of
     ``X~``, the one ``state`` kept where it covers the supports
-    (:func:`~skacv.estimates._risk_propagate.kept_order`), else
-    :func:`~skacv.estimates._risk_propagate.chain_order`'s and a new gather
+    (:func:`~skacv.estimates.risk._propagate.kept_order`), else
+    :func:`~skacv.estimates.risk._propagate.chain_order`'s and a new gather
     (the kept copy dropped first, so that its memory can be reused). The
     kept columns are the shorter path's union of supports, which the longer
     path's contains: a reused copy holds exactly the union (what the
@@ -452,66 +350,30 @@ def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None):
                        template_seed=run.template_seed, images=images, by_samples=by_samples)
 
 
-def rows_from_block_sums(SA, SV, lag0, G=GROUP_SOURCES, template=None):
-    """The memory matrices from block sums (``SA``, ``SV``: (T + 1, groups),
-    already averaged over the probes); ``(t, t - 1)`` is the exact lag 0.
+def rows_from_sums(SA, SV, lag0, template=None):
+    """The memory matrices from the rows' sums (``SA``, ``SV``: (T + 1,) or
+    (T + 1, 1), already averaged over the probes); ``(t, t - 1)`` is the
+    exact lag 0.
 
-    Entry ``(t, s)``, ``s <= t - 2``, splits the block sum of ``s``'s group
-    (its sources older than lag 0 in row ``t``):
+    Entry ``(t, s)``, ``s <= t - 2``, splits the row's sum (its sources
+    older than lag 0):
 
-    * ``template=None``: evenly (the block average);
+    * ``template=None``: evenly (the row's average);
     * ``template=(T_A, T_sources)``, the memory matrices of the iteration's
       linear counterpart (:func:`template_matrices`): row ``t`` is the
-      template's row scaled by ``c_t`` (least squares of the row's block
-      sums on the template's) plus, in each block, the block's remainder
-      ``S_b - c_t sum_b T[t, .]`` spread evenly. The block sums are kept
-      exactly; where a row is sharply peaked in the lag the template
-      carries the peak that the block average would flatten.
+      template's row scaled by ``c_t`` (``c_t = S_t / sum T[t, .]``) plus
+      the remainder ``S_t - c_t sum T[t, .]`` spread evenly (a row the
+      template leaves empty). The sums are kept exactly; where a row is
+      sharply peaked in the lag the template carries the peak that the
+      average would flatten.
     """
-    if SA.shape[1] == 1 and template is not None:  # the pooled probes
-        return _rows_from_row_sums(SA[:, 0], SV[:, 0], lag0, template)
-    return _rows_from_blocks(SA, SV, lag0, G, template)
-
-
-def _rows_from_blocks(SA, SV, lag0, G, template):
-    """:func:`rows_from_block_sums` for any blocks (index arrays of the
-    ``(T + 1)^2`` entries' blocks)."""
-    T1 = SA.shape[0]
-    t = np.arange(T1)[:, None]
-    s = np.arange(T1)[None, :]
-    nb = SA.shape[1]
-    b = np.broadcast_to(np.minimum(s // G, nb - 1), (T1, T1))
-    n_in = np.clip(np.minimum((s // G + 1) * G, t - 1) - (s // G) * G, 1, None)
-    inside = s < t - 1
-    out = []
-    for i, S in enumerate((SA, SV)):
-        if template is None:
-            M = np.where(inside, np.take_along_axis(S, b, 1) / n_in, 0.0)
-        else:
-            tpl = np.where(inside, template[i], 0.0)
-            TB = np.add.reduceat(tpl, np.arange(0, T1, G), axis=1)[:, :nb]
-            TB = np.pad(TB, ((0, 0), (0, nb - TB.shape[1])))
-            den = np.einsum("tb,tb->t", TB, TB)
-            c = np.einsum("tb,tb->t", TB, S) / np.where(den > 0, den, 1.0)
-            rest = np.take_along_axis(S - c[:, None] * TB, b, 1) / n_in
-            M = np.where(inside, c[:, None] * tpl + rest, 0.0)
-        k = np.arange(1, T1)
-        M[k, k - 1] = lag0[1:, i]
-        out.append(M)
-    return out[0], out[1]
-
-
-def _rows_from_row_sums(SA, SV, lag0, template):
-    """:func:`rows_from_block_sums` of the pooled probes (one block a row)
-    with a template: :func:`_rows_from_blocks`' operations to the bit, without
-    its index arrays (``T = 3000``: 0.04 s against 0.17 s; 0.13 s against
-    1.08 s on fresh memory)."""
+    SA, SV = np.reshape(SA, -1), np.reshape(SV, -1)
     T1 = SA.shape[0]
     n_in = np.maximum(np.arange(T1) - 1, 1)  # sources older than lag 0 in row t
     k = np.arange(1, T1)
     out = []
     for i, S in enumerate((SA, SV)):
-        tpl = np.tril(template[i], -2)  # s < t - 1
+        tpl = np.zeros((T1, T1)) if template is None else np.tril(template[i], -2)  # s < t - 1
         TB = np.add.reduceat(tpl, [0], axis=1)[:, 0]
         den = TB * TB
         c = TB * S / np.where(den > 0, den, 1.0)
@@ -525,19 +387,18 @@ def _rows_from_row_sums(SA, SV, lag0, template):
 
 
 def template_matrices(design, iteration, coef_path, rng, Xs=None, nodes=None):
-    """The split's template (:func:`rows_from_block_sums`): the memory
+    """The split's template (:func:`rows_from_sums`): the memory
     matrices ``(T_A, T_sources)`` of ``iteration`` with its prox replaced
     by the identity, on the spectrum of the Gram matrix ``X~_U^T X~_U /
     n_eff`` of the union ``U`` of the path's supports (:func:`template_nodes`
     with ``rng``; ``Xs``: those columns if already gathered; ``nodes``:
     their nodes and weights if already known).
 
-    The union's spectrum, not the final support's: with the exact block
-    sums, one block for a whole row (the hardest split), exact eigenvalues,
-    the union's
-    template moved ``risk_path_`` by 0.26 % rms (ISTA, the seed generator
-    at 1000 x 1500, T = 100) and 0.08 % (FISTA, equicorrelated 600 x 900,
-    T = 150), the final support's by 4.0 % and 0.33 %."""
+    The union's spectrum, not the final support's: with the exact row
+    sums, exact eigenvalues, the union's template moved ``risk_path_`` by
+    0.26 % rms (ISTA, the seed generator at 1000 x 1500, T = 100) and 0.08 %
+    (FISTA, equicorrelated 600 x 900, T = 150), the final support's by 4.0 %
+    and 0.33 %."""
     T = coef_path.shape[1] - 1
     if nodes is None:
         if Xs is None:
@@ -574,7 +435,7 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     if width <= TEMPLATE_EXACT_SUPPORT:
         Xd = np.asarray(Xs, dtype=np.float64)
         return np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None), None
-    Z = rademacher(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
+    Z = draw_probes(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
 
@@ -600,20 +461,18 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     return lam, w / TEMPLATE_PROBES
 
 
-def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                          state=None, keep_state=False, group_sources=GROUP_SOURCES):
+def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
+                         state=None, keep_state=False):
     """Hutchinson memory matrices of a proximal trajectory with ``n_probes``
-    probes shared by each group of ``group_sources`` consecutive sources
-    (``None``: all of them, the pooled probes), from
-    :func:`grouped_block_sums` split by :func:`rows_from_block_sums` with the
-    template of :func:`template_matrices`.
+    probes shared by every source in one chain (see the module's
+    docstring): the rows' sums of :func:`run_pooled_chain` split by
+    :func:`rows_from_sums` with the template of :func:`template_matrices`.
 
-    ``state`` / ``keep_state``: the pooled probes continue the chain of a
-    shorter prefix of the same trajectory (the rows' sums are a prefix's;
-    the template, of the whole path's supports, is recomputed unless the
-    union of the supports is as wide as the state's, from probes drawn
-    after the chain's in both cases). Groups of sources keep no state: a
-    warm start recomputes the whole path.
+    ``state`` / ``keep_state``: continue the chain of a shorter prefix of
+    the same trajectory (the rows' sums are a prefix's; the template, of
+    the whole path's supports, is recomputed unless the union of the
+    supports is as wide as the state's, from probes drawn after the
+    chain's in both cases).
 
     Returns
     -------
@@ -621,8 +480,8 @@ def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dty
     state : PooledState or None
     """
     T = coef_path.shape[1] - 1
-    run = run_grouped_chains(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
-                             group_sources, state=state, keep_state=keep_state)
+    run = run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
+                           state=state, keep_state=keep_state)
     if run.columns is None:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), run.state
     # the union of the supports, hence the template's nodes, often stops
@@ -640,20 +499,17 @@ def grouped_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dty
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, width
         run.state.nodes_lags = template_lags(T)
-    G = POOLED_GROUP if group_sources is None else group_sources
     template = template_matrices(design, iteration, coef_path, None, nodes=nodes)
-    A, Av = rows_from_block_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, G,
-                                 template)
+    A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template)
     return A, Av, run.state
 
 
 def pooled_matrices(state, template, probes=slice(None)):
     """The memory matrices ``(A, A_sources)`` of a
-    :class:`~skacv.estimates._risk_state.PooledState` (the rows' sums of
+    :class:`~skacv.estimates.risk._state.PooledState` (the rows' sums of
     its probes ``probes``, split by ``template``)."""
-    return rows_from_block_sums(state.SA[..., probes].mean(axis=2),
-                                state.SV[..., probes].mean(axis=2), state.lag0, POOLED_GROUP,
-                                template)
+    return rows_from_sums(state.SA[..., probes].mean(axis=2),
+                          state.SV[..., probes].mean(axis=2), state.lag0, template)
 
 
 def _merge_saved(a, b):
@@ -668,15 +524,15 @@ def _merge_saved(a, b):
 
 
 def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
-    """``state`` (a :class:`~skacv.estimates._risk_state.PooledState`
+    """``state`` (a :class:`~skacv.estimates.risk._state.PooledState`
     after the last step of ``coef_path``) with ``extra`` more probes: a
     chain of new probes, drawn from the state's generator, over the whole
     path, its columns appended to the state's. The chain is linear in its
     probes: the result is the state of a chain that had all the probes from
     the start (the template keeps the state's nodes)."""
     rng = copy.deepcopy(state.rng)
-    run = run_grouped_chains(design, iteration, coef_path, extra, rng, state.dtype, verbose,
-                             None, keep_state=True, gram=state.gram, by_samples=False)
+    run = run_pooled_chain(design, iteration, coef_path, extra, rng, state.dtype, verbose,
+                           keep_state=True, gram=state.gram, by_samples=False)
     new = run.state
     images = state.images
     if images is not None and state.by_samples is not None:  # without its groups of samples

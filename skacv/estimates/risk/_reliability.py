@@ -11,7 +11,7 @@ one are flagged.
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ._risk_readout import _correction
+from ._readout import _correction
 
 #: lowest degrees-of-freedom fraction accepted (Hutchinson noise around 0)
 DF_LOW = -0.05

@@ -1,7 +1,7 @@
 """Memory matrices of robust losses and mini-batches (Tan & Bellec 2024).
 
 The robust / mini-batch risk estimate
-(:func:`skacv.estimates._risk_readout.risk_from_sources`) reads two traces
+(:func:`skacv.estimates.risk._readout.risk_from_sources`) reads two traces
 of the Jacobian chains of every source, ``A`` (the curvature ``psi'`` at the
 output) and ``K`` (also at the source, on its batch): one chain per source
 and probe in coefficient space, advanced by the iteration's own
@@ -13,18 +13,9 @@ import time
 
 import numpy as np
 
-from .._config import check_memory
-from ..linalg._sampling import rademacher
-from ._risk_state import CurvatureState
-
-
-def usable_state(state, n_probes, dtype, T, n):
-    """``state`` if a :class:`CurvatureState` these chains continue."""
-    if (isinstance(state, CurvatureState) and n_probes is not None
-            and state.m == int(n_probes) and state.dtype == dtype and state.k <= T
-            and state.Z.shape[0] == n):
-        return state
-    return None
+from ..._config import check_memory
+from ._probes import draw_probes
+from ._state import CurvatureState, usable_state
 
 
 def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes, rng,
@@ -81,7 +72,7 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
             f"{iteration.name} extrapolates. Use solver='gd' or 'sgd', or "
             "estimate_risk=False and estimate_loo=True."
         )
-    state = usable_state(state, n_probes, dtype, T, n)
+    state = usable_state(state, CurvatureState, n_probes, dtype, T, n)
     k0 = 0 if state is None else state.k
     A = np.zeros((T + 1, T + 1))
     K = np.zeros((T + 1, T + 1))
@@ -96,7 +87,7 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         Z, m, scale = np.eye(n, dtype=dtype), n, 1.0
     else:
         m, scale = int(n_probes), 1.0 / int(n_probes)
-        Z = state.Z if state is not None else rademacher(rng, (n, m), dtype)
+        Z = state.Z if state is not None else draw_probes(rng, (n, m), dtype)
     check_memory(2 * p * m * T * dtype.itemsize, f"the Jacobian chains ({p} x {m * T}, 2 blocks)",
                  "Use fewer probes (n_probes) or fewer iterations. ")
     chains = np.zeros((p, m * T), dtype=dtype, order="F")

@@ -4,7 +4,7 @@ Every left-out run is a refit of the estimator on the data without one
 sample with the *same* algorithm: the step size, the preconditioner and the
 mini-batch sequence of the full fit are held fixed (the fit shell's
 ``frozen`` set-up), so that :func:`exact_loo_path` is the exact target of
-``loo_path_`` (see :mod:`skacv.estimates._loo` for the definition with weights).
+``loo_path_`` (see :mod:`skacv.estimates.loo._iacv` for the definition with weights).
 """
 
 import numpy as np
@@ -13,9 +13,9 @@ from sklearn.base import clone, is_classifier
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._config import get_config
-from ..utils._parallel import blas_threads_per_worker, delayed, parallel
-from ..utils._validation import check_sample_weight
+from ..._config import get_config
+from ...utils._parallel import blas_threads_per_worker, delayed, parallel
+from ...utils._validation import check_sample_weight
 
 _ESTIMATE_SWITCHES = ("estimate_risk", "estimate_loo", "store_loo_predictions")
 

@@ -3,23 +3,20 @@
 A fit with ``warm_start=True`` keeps the state of its risk estimate
 (``estimator._risk_state``); the next, longer fit of the same trajectory
 continues from it, so that extending a path costs only the new rows of the
-memory matrices. Each probe strategy of :mod:`skacv.estimates._risk_engine`
+memory matrices. Each probe strategy of :mod:`skacv.estimates.risk._engine`
 keeps its own kind of state and continues only from a state of its own kind,
 the same probes and precision (anything else starts afresh):
 
 * :class:`ChainState`: the forward Jacobian chains with the probes shared by
-  every source (:mod:`skacv.estimates._risk_chains`), also the head of the
+  every source (:mod:`skacv.estimates.risk._chains`), also the head of the
   core-space and settled forms;
-* :class:`IndependentState`: the chains of blocks of sources with probes of
-  their own (:mod:`skacv.estimates._risk_independent`), the probes drawn so
-  far and the random generator after them;
 * :class:`PooledState`: the one chain of the pooled probes
-  (:mod:`skacv.estimates._risk_grouped`), its probes and its rows' sums so
+  (:mod:`skacv.estimates.risk._pooled`), its probes and its rows' sums so
   far;
 * :class:`CurvatureState`: the chains of the robust / mini-batch estimate
-  (:mod:`skacv.estimates._risk_curvature`);
+  (:mod:`skacv.estimates.risk._curvature`);
 * :class:`QuadratureState`: the Lanczos process of a linear iteration
-  (:mod:`skacv.estimates._risk_spectral`).
+  (:mod:`skacv.estimates.risk._spectral`).
 """
 
 from dataclasses import dataclass, field
@@ -57,7 +54,7 @@ class GramCache:
 
 @dataclass
 class ChainState:
-    """Shared-probe chains after step ``k`` (:mod:`skacv.estimates._risk_chains`)."""
+    """Shared-probe chains after step ``k`` (:mod:`skacv.estimates.risk._chains`)."""
 
     k: int
     Z: np.ndarray  # (n, m) probes
@@ -74,26 +71,9 @@ class ChainState:
 
 
 @dataclass
-class IndependentState:
-    """Independent-probe chains after step ``k`` (:mod:`skacv.estimates._risk_independent`)."""
-
-    k: int
-    m: int
-    dtype: np.dtype
-    Z: np.ndarray  # (n, m k) int8 signs, source s in columns s m .. (s + 1) m
-    rng: object  # the random generator after the draws of Z
-    A: np.ndarray
-    Av: np.ndarray
-    blocks: list = field(default_factory=list)  # [first source, number of sources]
-    nu: list = field(default_factory=list)
-    chains: SavedChains = field(default_factory=SavedChains)
-    gram: GramCache | None = None
-
-
-@dataclass
 class PooledState:
     """The pooled probes' chain after step ``k``
-    (:mod:`skacv.estimates._risk_grouped`)."""
+    (:mod:`skacv.estimates.risk._pooled`)."""
 
     k: int
     m: int
@@ -116,17 +96,17 @@ class PooledState:
     # (coords, Xs): the chains' restricted copy of X~ (n x len(coords), the
     # chain dtype, columns ``coords`` in the chains' row order), read again
     # by a continued chain whose supports it covers
-    # (skacv.estimates._risk_propagate.kept_order) instead of a new gather
+    # (skacv.estimates.risk._propagate.kept_order) instead of a new gather
     columns: tuple | None = None
     # (SA, SV) of shape (k + 1, SAMPLE_GROUPS): a chain of one probe's
-    # readouts by groups of samples (skacv.estimates._risk_grouped.jackknife_matrices)
+    # readouts by groups of samples (skacv.estimates.risk._pooled.jackknife_matrices)
     by_samples: tuple | None = None
 
 
 @dataclass
 class CurvatureState:
     """Chains of the robust / mini-batch estimate after step ``k``
-    (:mod:`skacv.estimates._risk_curvature`)."""
+    (:mod:`skacv.estimates.risk._curvature`)."""
 
     k: int
     Z: np.ndarray  # (n, m) probes
@@ -144,7 +124,18 @@ class CurvatureState:
 @dataclass
 class QuadratureState:
     """The probes and Lanczos process of a linear iteration's quadrature
-    (:func:`skacv.estimates._risk_spectral.lanczos_nodes`)."""
+    (:func:`skacv.estimates.risk._spectral.lanczos_nodes`)."""
 
     Z: np.ndarray  # (min(n, p), m)
     lanczos: object  # skacv.linalg._linalg.LanczosState
+
+
+def usable_state(state, kind, n_probes, dtype, T, n):
+    """``state`` if a ``kind`` (a state class of
+    :mod:`skacv.estimates.risk._state`) that chains of ``n_probes`` probes
+    (``None``: exact traces, which keep no state) in ``dtype`` on ``n``
+    samples continue: a prefix of the path of ``T`` steps; else ``None``."""
+    if (isinstance(state, kind) and n_probes is not None and state.m == int(n_probes)
+            and state.dtype == dtype and state.k <= T and state.Z.shape[0] == n):
+        return state
+    return None

@@ -16,12 +16,13 @@ gradient descent in whitened coordinates (:func:`preconditioned_memory_matrix`).
 import contextlib
 
 import numpy as np
+from sklearn.utils import check_random_state
 
-from .._config import check_memory
-from ..iterations._preconditioning import preconditioned_nodes
-from ..linalg._linalg import lanczos_quadrature
-from ..linalg._sampling import rademacher
-from ._risk_state import QuadratureState
+from ..._config import check_memory
+from ...iterations._preconditioning import preconditioned_nodes
+from ...linalg._linalg import lanczos_quadrature
+from ._probes import draw_probes
+from ._state import QuadratureState
 
 
 def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sources=False):
@@ -62,8 +63,8 @@ def counterpart_memory_matrix(iteration, eigvals, n_iter, weights=None):
     counterpart* (its prox replaced by the identity, the same steps and
     momentum schedule) on spectral nodes: for a proximal iteration, the
     shape in the lag of its rows on a support whose Gram matrix has these
-    eigenvalues (the split of the grouped probes' block sums,
-    :mod:`skacv.estimates._risk_grouped`). For a linear iteration this is
+    eigenvalues (the split of the pooled probes' row sums,
+    :mod:`skacv.estimates.risk._pooled`). For a linear iteration this is
     :func:`spectral_memory_matrix`."""
     return _nodes_memory(iteration, eigvals, n_iter, weights, iteration.constant_steps)
 
@@ -74,7 +75,7 @@ def counterpart_response(iteration, eigvals, n_iter, weights=None):
     of the linear counterpart to the first step's injection at every lag,
     ``O(r n_iter)`` (one source instead of ``n_iter``). What the template's
     Lanczos quadrature must resolve
-    (:func:`~skacv.estimates._risk_grouped.template_nodes`): its long lags
+    (:func:`~skacv.estimates.risk._pooled.template_nodes`): its long lags
     weigh the small eigenvalues."""
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -162,7 +163,7 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
     Returns nodes and weights such that ``sum_j w_j f(theta_j)`` equals the
     Hutchinson estimate ``(1/m) sum_i z_i^T f(K) z_i`` for every polynomial
     ``f`` of degree ``< 2 * depth``; with ``keep_state``, also the Lanczos
-    state (a :class:`~skacv.estimates._risk_state.QuadratureState`), which
+    state (a :class:`~skacv.estimates.risk._state.QuadratureState`), which
     ``state`` resumes (same design and probes).
     """
     n, p = design.n_samples, design.n_features
@@ -182,7 +183,7 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
         Z = state.Z
         resume = state.lanczos
     else:
-        Z = rademacher(rng, (dim, m))
+        Z = draw_probes(rng, (dim, m))
         resume = None
     with design.operator_workers() if n > p else contextlib.nullcontext():
         out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
@@ -204,8 +205,10 @@ def preconditioned_memory_matrix(design, iteration, n_iter, n_probes=None, rando
     estimate.
     """
     T = int(n_iter)
+    probes = None
+    if n_probes is not None:
+        probes = draw_probes(check_random_state(random_state), (design.n_samples, int(n_probes)))
     theta, w = preconditioned_nodes(design, iteration.preconditioner, iteration.l2,
-                                    n_probes=n_probes, random_state=random_state,
-                                    depth=T // 2 + 2)
+                                    probes=probes, depth=T // 2 + 2)
     A = spectral_memory_matrix(iteration.whitened(), theta, T, weights=w)
     return A, A

@@ -19,7 +19,7 @@ With sample weights (frequency weights) every ``n`` is ``n_eff = sum(w)``,
 ``X~`` and ``y~`` carry ``sqrt(w)`` and the traces are the traces of the
 weighted problem, which equals repeating rows. The robust / mini-batch
 estimate of Tan & Bellec (2024) is :func:`risk_from_sources`. The memory
-matrices themselves come from :mod:`skacv.estimates._risk_engine`.
+matrices themselves come from :mod:`skacv.estimates.risk._engine`.
 """
 
 import numpy as np
@@ -27,9 +27,9 @@ import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 from sklearn.utils import Bunch
 
-from .._config import check_memory
-from .._policy import get_policy
-from ..linalg._copies import scratch
+from ..._config import check_memory
+from ..._policy import get_policy
+from ...linalg._copies import scratch
 
 
 def _intercept_term(fit_intercept, n_eff):
@@ -382,7 +382,7 @@ def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
         on the rows of the batch of step ``s + 1`` (zero elsewhere; the last
         column is unused).
     A, K : ndarray of shape (T + 1, T + 1)
-        Traces of :func:`skacv.estimates._risk_curvature.curvature_memory_matrices`
+        Traces of :func:`skacv.estimates.risk._curvature.curvature_memory_matrices`
         (strictly lower triangular).
     n_eff : float
     trace_d : ndarray of shape (T + 1,), default=None

@@ -22,23 +22,22 @@ A step of the chains (:meth:`ForwardChains.run`) is always the same:
 5. the extrapolation's rows beyond the step's prefix.
 
 What differs between the probe schemes (which columns a step advances,
-which probes a source injects, how the traces are read, the mergers of the
-independent blocks) is the *probe* object the propagator is driven by
-(:class:`ChainProbes`): the shared probes of
-:mod:`skacv.estimates._risk_chains` and the independent blocks of
-:mod:`skacv.estimates._risk_independent`.
+which probes a source injects, how the traces are read) is the *probe*
+object the propagator is driven by (:class:`ChainProbes`): the shared
+probes of :mod:`skacv.estimates.risk._chains` and the pooled ones of
+:mod:`skacv.estimates.risk._pooled`.
 """
 
 import time
 
 import numpy as np
 
-from .._config import check_memory
-from .._policy import get_policy
-from ..iterations._iterations import Iteration
-from ..linalg._copies import gather, scratch
-from ..utils._parallel import blas_threads, cache_bytes, last_level_share
-from ._risk_state import GramCache, SavedChains
+from ..._config import check_memory
+from ..._policy import get_policy
+from ...iterations._iterations import Iteration
+from ...linalg._copies import gather, scratch
+from ...utils._parallel import blas_threads, cache_bytes, last_level_share
+from ._state import GramCache, SavedChains
 
 
 def folds_step(iteration):
@@ -99,7 +98,7 @@ def chain_order(coef_path):
 def kept_order(order, prefix, coords, k0):
     """The chains' row order with ``coords`` first: the columns of a
     restricted copy of ``X~`` kept from a shorter prefix of the same
-    trajectory (:class:`~skacv.estimates._risk_state.PooledState`), so that
+    trajectory (:class:`~skacv.estimates.risk._state.PooledState`), so that
     a continued chain reads that copy instead of gathering its own
     (:func:`design_columns`). From :func:`chain_order`'s ``order`` and
     ``prefix`` (the last step at which ``order[i]`` is active is the largest

@@ -1,6 +1,6 @@
 """Probe chains of proximal iterations on a diagonalised core.
 
-The chains of :mod:`skacv.estimates._risk_chains` advance one tangent per source and
+The chains of :mod:`skacv.estimates.risk._chains` advance one tangent per source and
 probe in coefficient space; each step multiplies them by the Gram matrix of
 the supports, ``|S|^2`` per chain. Most of that work is on the *core* ``C``:
 the coordinates that stay in every support from some step on, where the
@@ -33,7 +33,7 @@ The tangents come from the iteration's own :meth:`~skacv.Iteration.tangent`:
 with the masks, the clipping coefficients and the momentum coefficients on
 ``E``, and on the images ``w`` with none of them (``n_free=0``: every row
 decays). The probes and the traces are those of
-:func:`~skacv.estimates._risk_chains.masked_memory_matrix`: the two give the same
+:func:`~skacv.estimates.risk._chains.masked_memory_matrix`: the two give the same
 memory matrices up to rounding.
 """
 
@@ -43,10 +43,10 @@ import time
 import numpy as np
 from scipy import linalg
 
-from .._config import path_memory_bytes
-from .._policy import get_policy
-from ..linalg._linalg import block_trace as _block_trace
-from ..utils._parallel import column_groups, column_workers, factorization_blas
+from ..._config import path_memory_bytes
+from ..._policy import get_policy
+from ...linalg._linalg import block_trace as _block_trace
+from ...utils._parallel import column_groups, column_workers, factorization_blas
 
 # the precision of the coefficient form's set-up (core_space_memory_matrix);
 # the flop model's constants are the speed policy's core_* fields
@@ -228,7 +228,7 @@ def _core_basis(form, XC, XE, Zw, wide, dtype):
 
 
 def _scatter_head(saved, c0, core_idx, E, p, to_core, dtype, blocks):
-    """The head's chains in coordinates (:class:`~skacv.estimates._risk_state.SavedChains`,
+    """The head's chains in coordinates (:class:`~skacv.estimates.risk._state.SavedChains`,
     ``c0`` columns) into the core's images and the explicit rows:
     ``blocks`` of ``(name, w, e)``."""
     in_core = np.full(p, -1)
@@ -263,7 +263,7 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
     2000 equicorrelated, rho = 0.5; 1e-7 in float64), far above the
     Hutchinson error it should be negligible against. The sample form has
     no such difference (float32 within 2e-6 of float64 on the same designs).
-    ``head``: the state of :func:`~skacv.estimates._risk_chains.masked_memory_matrix`
+    ``head``: the state of :func:`~skacv.estimates.risk._chains.masked_memory_matrix`
     after step ``plan.start - 1`` (its memory matrices and its chains in
     coordinates), with the same probes; ``None`` when ``plan.start == 1``.
     """

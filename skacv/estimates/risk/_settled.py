@@ -13,9 +13,9 @@ its ``(T + 1) x (T + 1)`` matrices).
 import numpy as np
 from scipy import linalg
 
-from .._policy import get_policy
-from ..utils._parallel import factorization_blas
-from ._risk_core_space import free_steps
+from ..._policy import get_policy
+from ...utils._parallel import factorization_blas
+from ._core_space import free_steps
 
 
 def settled_step(iteration, coef_path):
@@ -73,7 +73,7 @@ class SettledMemory:
     iteration's own linear step; in the eigenbasis ``V`` of
     ``X~_S^T X~_S / n_eff = V diag(lam) V^T`` (``r`` directions: ``|S|``
     less the numerical null space, which carries nothing) every coordinate follows the
-    scalar recursion of :func:`~skacv.estimates._risk_spectral.spectral_memory_matrix`
+    scalar recursion of :func:`~skacv.estimates.risk._spectral.spectral_memory_matrix`
     on its own. With the probes' images ``zeta = V^T X~_S^T Z`` (r, m), the
     sum over the probes of a chain's readout ``(1/m) sum_i zeta_ji w_ji``
     follows the same recursion, so that
@@ -134,7 +134,7 @@ class SettledMemory:
         ``(1 - c/n) Rv_t = Fv_t + sum_{s<t} A_sources[t, s] Rv_s / n`` and
         ``(1 - c/n) Rx_t = F_t + sum_{s<t} A[t, s] Rv_s / n`` (``n = n_eff``;
         columns ``t``): the products by ``(I (1 - c/n) - A_sources/n)^{-1}``
-        of :func:`~skacv.estimates._risk_readout.risk_from_memory`.
+        of :func:`~skacv.estimates.risk._readout.risk_from_memory`.
 
         Parameters
         ----------
@@ -283,7 +283,7 @@ def linear_settled_memory(iteration, T, nodes, weights):
     """The :class:`SettledMemory` of a linear iteration (no prox: settled from
     the start, ``k0 = 0``) from spectral nodes and weights: ``A[t, s] =
     sum_j w_j lam_j phi_{t,s}(lam_j)`` of
-    :func:`~skacv.estimates._risk_spectral.spectral_memory_matrix` (exact
+    :func:`~skacv.estimates.risk._spectral.spectral_memory_matrix` (exact
     eigenvalues with unit weights, or Lanczos' quadrature)."""
     lam = np.asarray(nodes, dtype=np.float64).ravel()
     w = np.asarray(weights, dtype=np.float64).ravel()
@@ -298,7 +298,7 @@ def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff):
 
     ``Xd(idx, dt)`` gives ``X~[:, idx]``; ``Z`` (n, m) are the probes of the
     head's chains and ``head`` their state after step ``k0``
-    (:func:`~skacv.estimates._risk_chains.masked_memory_matrix` with
+    (:func:`~skacv.estimates.risk._chains.masked_memory_matrix` with
     ``keep_state=True``: ``A``, ``Av`` and the chains in coordinates, columns
     ``s m + i`` for source ``s`` and probe ``i``). The eigendecomposition and
     the projections are in float64 whatever the chains' precision.

@@ -3,7 +3,7 @@
 Newton step (Beirami et al. 2017; Rad & Maleki 2020), infinitesimal
 jackknife (Giordano et al. 2019) and approximate leave-one-out (Rad & Maleki
 2020), on the active set of an ``l1`` penalty (Stephenson & Broderick 2020),
-for the same left-out target as :mod:`skacv.estimates._loo` (frequency weights, the
+for the same left-out target as :mod:`skacv.estimates.loo._iacv` (frequency weights, the
 left-out objective's own penalty and re-centring). Only the predictions are
 formed (Sherman-Morrison: one Cholesky factorisation, ``O(n |E|^2)``).
 """
@@ -16,10 +16,10 @@ from scipy.special import expit
 from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted
 
-from .._config import check_memory, working_memory_bytes
-from ..linalg._linalg import independent_columns
-from ..utils._parallel import factorization_blas
-from ._loo_track import removed_weights
+from ..._config import check_memory, working_memory_bytes
+from ...linalg._linalg import independent_columns
+from ...utils._parallel import factorization_blas
+from ._track import removed_weights
 
 _METHODS = ("alo", "ns", "ij")
 

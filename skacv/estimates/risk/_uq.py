@@ -2,7 +2,7 @@
 
 Debiased iterates, confidence intervals for the coefficients, the noise
 level and the excess risk of every iterate, from the quantities of the
-memory-matrix risk estimate (:mod:`skacv.estimates._risk`): the centred, weighted
+memory-matrix risk estimate (:mod:`skacv.estimates.risk._estimate`): the centred, weighted
 design ``X~`` (n, p), the corrected residuals ``R = F K^T`` (n, T+1) and the
 risk matrix ``G = R^T R / n`` (``n`` is ``n_eff = sum(sample_weight)``).
 The fit keeps
@@ -62,10 +62,10 @@ from scipy.stats import t as student_t
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .._config import check_memory
-from ..exceptions import UnreliableEstimateWarning
-from ..utils._parallel import factorization_blas
-from ..utils._validation import join_options
+from ..._config import check_memory
+from ...exceptions import UnreliableEstimateWarning
+from ...utils._parallel import factorization_blas
+from ...utils._validation import join_options
 
 # ----------------------------------------------------------------------------
 # the mathematics (pure functions)
@@ -81,7 +81,7 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
     design : Design
         The centred, weighted design of the fit.
     corrected_residuals : ndarray of shape (n_samples, T + 1)
-        ``R = F K^T`` (:func:`skacv.estimates._risk.risk_from_memory`).
+        ``R = F K^T`` (:func:`skacv.estimates.risk._estimate.risk_from_memory`).
     residuals : ndarray of shape (n_samples, T + 1)
         ``F``, the training residuals ``y~ - X~ x^t``.
     risk_matrix : ndarray of shape (T + 1, T + 1) or (T + 1,)
@@ -116,8 +116,8 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
 
 def debias_statistics_from_products(design, products, risk_matrix, target=None):
     """:func:`debias_statistics` from the residuals' inner products in the
-    features' space (:func:`skacv.estimates._risk.residual_products` with ``P`` and
-    ``Q`` of :func:`skacv.estimates._risk.risk_from_products`: ``R = F P + F_v Q``):
+    features' space (:func:`skacv.estimates.risk._estimate.residual_products` with ``P`` and
+    ``Q`` of :func:`skacv.estimates.risk._estimate.risk_from_products`: ``R = F P + F_v Q``):
     ``W = (X~^T F P + X~^T F_v Q) / n`` and ``<F_t, R_t>`` the diagonal of
     ``F^T F P + F^T F_v Q``."""
     n = design.n_eff

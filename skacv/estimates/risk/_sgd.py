@@ -4,15 +4,15 @@ Tan & Bellec (2024) extend the memory-matrix estimate of Bellec & Tan (2024)
 to mini-batch SGD: the traces carry the batch masks. :class:`SGDRiskTracker`
 builds it online along kernel (EigenPro) SGD, whose traces use the batch
 columns of the EigenPro kernel that training computes anyway; linear models
-in feature space get it from :func:`skacv.estimates._risk.trajectory_risk` (Jacobian
-chains of :func:`skacv.estimates._risk_curvature.curvature_memory_matrices`).
+in feature space get it from :func:`skacv.estimates.risk._estimate.trajectory_risk` (Jacobian
+chains of :func:`skacv.estimates.risk._curvature.curvature_memory_matrices`).
 """
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ..linalg._sampling import rademacher
-from ._risk_reliability import DF_HIGH
+from ._probes import draw_probes
+from ._reliability import DF_HIGH
 
 #: EigenPro's max_iter="auto" (epochs_stop): the epochs grow until the risk
 #: estimate's best has not fallen by this fraction over the last _PATIENCE
@@ -116,7 +116,7 @@ class SGDRiskTracker:
         else:
             self.kp = max(1, int(n_probes) // G)
             self.div = float(self.kp)
-            Z = rademacher(rng, (n, G * self.kp))
+            Z = draw_probes(rng, (n, G * self.kp))
         self.U = Z if weight is None else np.sqrt(weight)[:, None] * Z
         self.injection = None  # K_P U, set by the model
         self.chain = np.zeros((n, 0))

@@ -3,7 +3,7 @@
 For ISTA/FISTA (any iteration whose prox Jacobian is a 0/1 mask) every
 source ``s`` (the response entering the gradient at ``v^s``) is propagated
 with the same ``m`` probes: the forward chains of
-:class:`~skacv.estimates._risk_propagate.ForwardChains` (one block, the
+:class:`~skacv.estimates.risk._propagate.ForwardChains` (one block, the
 products restricted to the supports), read out by :class:`SharedProbes`.
 Traces use Hutchinson probes, or identity probes for exact traces
 (``n_probes=None``). Without a heavy ball the sources before a step ``r``
@@ -11,19 +11,18 @@ go forward to it and the outputs after it go backward by the transposed
 steps (:func:`_backward_chains`, :func:`_backward_chains_extrapolated`):
 ``m T^2 / 4`` chain-steps (``m T^2 / 3`` with extrapolation) instead of
 ``m T^2 / 2``. :func:`shared_plan` chooses the split and whether the chains
-switch to a diagonalised core (:mod:`skacv.estimates._risk_core_space`).
+switch to a diagonalised core (:mod:`skacv.estimates.risk._core_space`).
 """
 
 import numpy as np
 
-from .._config import check_memory
-from .._policy import get_policy
-from ..linalg._linalg import block_trace as _block_trace
-from ..linalg._sampling import rademacher
-from ._risk_core_space import core_space_memory_matrix, core_space_plan
-from ._risk_propagate import (
+from ..._config import check_memory
+from ..._policy import get_policy
+from ...linalg._linalg import block_trace as _block_trace
+from ._core_space import core_space_memory_matrix, core_space_plan
+from ._probes import draw_probes
+from ._propagate import (
     ChainProbes,
-    ForwardChains,
     chain_order,
     chunk_columns,
     design_columns,
@@ -31,7 +30,8 @@ from ._risk_propagate import (
     gram_to_keep,
     maybe_gram,
 )
-from ._risk_state import ChainState, SavedChains
+from ._start import ChainStart
+from ._state import ChainState, SavedChains, usable_state
 
 
 class SharedProbes(ChainProbes):
@@ -62,25 +62,16 @@ class SharedProbes(ChainProbes):
                                                     self.m)
 
 
-def usable_state(state, n_probes, dtype, T, n):
-    """``state`` if a :class:`ChainState` these chains continue (same probes,
-    precision, a prefix of the path), else ``None``."""
-    if (isinstance(state, ChainState) and n_probes is not None and state.m == int(n_probes)
-            and state.dtype == dtype and state.k <= T and state.Z.shape[0] == n):
-        return state
-    return None
-
-
 def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_state=False):
     """``(split, core)``: the step where forward and backward chains meet
     (:func:`split_step`; ``T``: forward only, with a heavy ball or a state
     to keep or continue) and the diagonalised core's
-    :class:`~skacv.estimates._risk_core_space.CorePlan` when the flop model
+    :class:`~skacv.estimates.risk._core_space.CorePlan` when the flop model
     prefers it (Hutchinson probes, no state; else ``None``)."""
     n = design.n_samples
     T = coef_path.shape[1] - 1
     keep_state = keep_state and n_probes is not None
-    state = usable_state(state, n_probes, np.dtype(dtype), T, n)
+    state = usable_state(state, ChainState, n_probes, np.dtype(dtype), T, n)
     _, _, prefix = chain_order(coef_path)
     if T < 1 or state is not None or keep_state or int(prefix[1]) == 0:
         return T, None
@@ -116,11 +107,11 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 
     For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
     All sources are propagated together as one block
-    (:class:`~skacv.estimates._risk_propagate.ForwardChains`), with products
+    (:class:`~skacv.estimates.risk._propagate.ForwardChains`), with products
     by ``X~`` restricted to the columns of the supports.
 
     ``state`` (returned with ``keep_state=True``, Hutchinson probes only, a
-    :class:`~skacv.estimates._risk_state.ChainState`) holds the chains after
+    :class:`~skacv.estimates.risk._state.ChainState`) holds the chains after
     the last step of a shorter prefix of the same trajectory: the
     computation continues from there, so that extending a path by warm
     start costs only the new rows of the memory matrices. ``probes``: the
@@ -133,46 +124,25 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     A, A_sources : ndarrays of shape (T + 1, T + 1)
     state : ChainState or None
     """
-    n = design.n_samples
-    T = coef_path.shape[1] - 1
-    dtype = np.dtype(chain_dtype)
+    start = ChainStart(design, iteration, coef_path, state, ChainState, n_probes, chain_dtype)
+    n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
     keep_state = keep_state and n_probes is not None
-    state = usable_state(state, n_probes, dtype, T, n)
-    k0 = 0 if state is None else state.k
-    masks, order, prefix = chain_order(coef_path)
-    width = int(prefix[max(k0 - 1, 1)]) if T >= 1 else 0
-    A = np.zeros((T + 1, T + 1))
-    Av = np.zeros((T + 1, T + 1))
-    if state is not None:
-        A[: k0 + 1, : k0 + 1] = state.A
-        Av[: k0 + 1, : k0 + 1] = state.Av
+    width = int(start.prefix[max(k0 - 1, 1)]) if T >= 1 else 0
+    A, Av = start.matrices("A", "Av")
     Z = None  # Rademacher probes (the saved ones when continuing)
     if n_probes is not None:
         Z = state.Z if state is not None else probes if probes is not None else (
-            rademacher(rng, (n, int(n_probes)), dtype))
+            draw_probes(rng, (n, int(n_probes)), dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         return A, Av, (_chain_state(T, Z, dtype, A, Av, None) if keep_state else None)
     split = T if split is None or state is not None or keep_state else split
     extrapolates = iteration.extrapolates(T)
     hb = iteration.uses_heavy_ball(T)
-    Xs = design_columns(design, order[:width], dtype)
+    Xs = start.columns(width)
     probes, trace_wt, m, scale = _trace_probes(Xs, Z, n, dtype)
-    n_blocks = 2 + extrapolates + hb
-    check_memory(
-        n_blocks * width * m * split * dtype.itemsize,
-        f"the Jacobian chains ({width} x {m * split}, {n_blocks} blocks)",
-        "Use fewer probes (n_probes) or fewer iterations. ",
-    )
-    # the masks in the chains' precision, a column per step (a boolean factor
-    # would be cast element by element)
-    masks_s = np.asfortranarray(masks[order[:width]], dtype=dtype)
-    chains = ForwardChains(design, iteration, coef_path, Xs, order, prefix, masks_s, m * split,
-                           heavy_ball=hb)
-    if state is not None:  # scatter the saved chains into this column order
-        chains.restore(state.chains)
+    chains = start.chains(Xs, m * split, 2 + extrapolates + hb, heavy_ball=hb)
     columns = _chain_columns(m, T, split, 2 if extrapolates else 1)
-    chains.run(SharedProbes(m, probes, trace_wt, scale, A, Av), k0, split, columns,
-               cached=None if state is None else state.gram, verbose=verbose)
+    start.run(chains, SharedProbes(m, probes, trace_wt, scale, A, Av), split, columns, verbose)
     if split < T:
         _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, Av,
                   verbose)
@@ -180,7 +150,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         return A, Av, None
     # chains after step T, in coordinates (see the loop's invariants)
     saved = chains.saved(m * T) if k0 < T else state.chains
-    gram = gram_to_keep(chains.gram, order, -chains.g,
+    gram = gram_to_keep(chains.gram, start.order, -chains.g,
                         None if state is None else state.gram)
     return A, Av, _chain_state(T, Z, dtype, A, Av, saved, gram)
 
@@ -212,7 +182,7 @@ def core_space_chains(design, iteration, coef_path, n_probes, rng, dtype, plan, 
     """Memory matrices of the shared probes with the chains on the
     diagonalised core from step ``plan.start`` on (the first steps in
     coordinates by :func:`masked_memory_matrix`, with the same probes)."""
-    Z = rademacher(rng, (design.n_samples, int(n_probes)), dtype)
+    Z = draw_probes(rng, (design.n_samples, int(n_probes)), dtype)
     head = None
     if plan.start > 1:  # the first steps in coordinates
         head = masked_memory_matrix(design, iteration, coef_path[:, :plan.start], n_probes,

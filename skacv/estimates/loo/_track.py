@@ -3,17 +3,17 @@ the eigenbasis of the linear least-squares iterations, and one block of
 left-out runs advanced by the fit's own :class:`~skacv.Iteration`.
 
 The definition of the target and the derivation of the update are in
-:mod:`skacv.estimates._loo`, which drives these blocks.
+:mod:`skacv.estimates.loo._iacv`, which drives these blocks.
 """
 
 
 import numpy as np
 from scipy.special import expit
 
-from .._config import check_memory
-from ..iterations._datafits import LeastSquares, log_loss_terms
-from ..iterations._path import minibatch_gradient
-from ..linalg._design import design_rows
+from ..._config import check_memory
+from ...iterations._datafits import LeastSquares, log_loss_terms
+from ...iterations._path import minibatch_gradient
+from ...linalg._design import design_rows
 
 # ----------------------------------------------------------------------------
 # the problem: per-sample constants, spectral basis

@@ -1,0 +1,402 @@
+"""The memory-matrix engine: one plan, one runner.
+
+The memory matrices of Bellec & Tan (2024), ``A[t, s] = tr(X~ dx^t /
+dy^(s))`` for the outputs and the gradient points, are computed for any
+:class:`~skacv.Iteration` in two steps:
+
+* :func:`plan_estimate`, the one place that decides how: the number of
+  probes (:func:`resolve_n_probes`; ``None``: exact traces), the form and
+  the probe scheme, the chains' precision, and for the shared probes where
+  the chains meet and whether they switch to a diagonalised core. Its
+  :class:`EstimatePlan` is data (``form``, ``n_probes``, ``dtype``, ...);
+* :func:`memory_matrices`, the one runner, which hands the plan to the
+  engine of its form:
+
+==================  ============================================================
+``"spectral"``      linear iterations (GD, ridge, heavy ball, Nesterov): scalar
+                    recursions on the eigenvalues (exact) or on Lanczos'
+                    quadrature of the probes (:mod:`skacv.estimates.risk._spectral`)
+``"preconditioned"``  gradient descent with a fixed preconditioner
+``"shared"``        proximal iterations, the same probes for every source (or
+                    identity probes: exact traces), forward chains meeting
+                    backward ones (:mod:`skacv.estimates.risk._chains`)
+``"core_space"``    the same probes, the chains on a diagonalised core once
+                    the supports allow it (:mod:`skacv.estimates.risk._core_space`)
+``"pooled"``        proximal iterations, probes shared by every source in one
+                    chain (``"auto"``'s; :mod:`skacv.estimates.risk._pooled`)
+``"curvature"``     robust losses and mini-batches: the traces ``A`` and ``K``
+                    of Tan & Bellec (2024) (:mod:`skacv.estimates.risk._curvature`)
+``"settled"``       a long path whose supports settle (and linear iterations):
+                    the state-space form of :mod:`skacv.estimates.risk._settled`,
+                    run by :func:`~skacv.estimates.risk._estimate.trajectory_risk`
+==================  ============================================================
+
+The statistical choices (exact traces or probes, ``n_probes="auto"``; the
+probe scheme; the chains' precision) are arguments; the choices between
+equal computations (split, core space, Gram matrices, chunk sizes) read the
+speed policy (:func:`skacv._policy.get_policy`). The proximal chain engines
+drive the same propagator
+(:class:`~skacv.estimates.risk._propagate.ForwardChains`), and every probe
+is drawn by :func:`~skacv.estimates.risk._probes.draw_probes`. An engine
+returns ``(A, A_sources, state)``, ``state`` a dataclass of
+:mod:`skacv.estimates.risk._state` that a longer path of the same
+trajectory continues (``None``: nothing to continue).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..._config import get_config
+from ..._policy import get_policy
+from ...exceptions import EstimateBudgetError
+from ...linalg._sampling import stands_for_rows
+from ._chains import core_space_chains, masked_memory_matrix, shared_plan
+from ._core_space import CorePlan
+from ._curvature import curvature_memory_matrices
+from ._pooled import pooled_memory_matrix
+from ._probes import POOLED_PROBES, pooled_probes, pooled_start_probes
+from ._propagate import resolve_chain_dtype
+from ._settled import settled_step
+from ._spectral import (
+    exact_nodes,
+    lanczos_check,
+    lanczos_nodes,
+    preconditioned_memory_matrix,
+    spectral_memory_matrix,
+)
+from ._state import PooledState, QuadratureState
+
+#: Hutchinson probes used by ``n_probes="auto"`` when exact traces are not cheap
+AUTO_PROBES = 10
+#: ``n_probes="auto"``: exact traces when they cost at most this many times
+#: the probes' computation
+AUTO_EXACT_FACTOR = 4.0
+#: and, for linear methods, the eigendecomposition is at most this size
+AUTO_EXACT_MAX_DIM = 2000
+
+
+def _spectral(design, iteration, datafit=None):
+    """The memory matrix is a spectral sum: full-batch least squares with a
+    linear iteration or a fixed preconditioner (else: Jacobian chains)."""
+    if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
+        return False
+    return getattr(iteration, "preconditioner", None) is not None or iteration.is_linear
+
+
+def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
+    """The number of probes (``None``: exact traces) of ``n_probes="auto"``.
+
+    Exact traces remove the probe noise (two fits give the same estimate);
+    they are used when they cost at most ``AUTO_EXACT_FACTOR`` times the
+    ``AUTO_PROBES`` probes:
+
+    * linear iterations (gradient descent, Nesterov, heavy ball, ridge):
+      one eigendecomposition of the smaller Gram matrix, ``m^3 / 3`` flops
+      for ``m = min(n, p) <= AUTO_EXACT_MAX_DIM``, against Lanczos with the
+      probes, ``2 n p`` per probe and level, ``n_iter / 2 + 2`` levels;
+    * Jacobian chains (ISTA, FISTA, mini-batch SGD, robust losses): the
+      chains start from the ``n`` canonical vectors instead of the probes:
+      exact when ``n <= AUTO_EXACT_FACTOR * AUTO_PROBES``.
+
+    Any other value is returned unchanged.
+    """
+    if not (isinstance(n_probes, str) and n_probes == "auto"):
+        return n_probes
+    n, p = design.n_samples, design.n_features
+    if _spectral(design, iteration, datafit):
+        m = min(n, p)
+        exact = m ** 3 / 3.0
+        probes = AUTO_PROBES * 2.0 * n * p * (n_iter / 2 + 2)
+        cheap = m <= AUTO_EXACT_MAX_DIM and exact <= AUTO_EXACT_FACTOR * probes
+    else:
+        cheap = n <= AUTO_EXACT_FACTOR * AUTO_PROBES
+    return None if cheap else AUTO_PROBES
+
+
+SCHEMES = ("auto", "pooled", "shared")
+
+
+def resolve_scheme(scheme="auto"):
+    """The probe scheme asked for, checked (``None`` is ``"auto"``)."""
+    if scheme is None:
+        scheme = "auto"
+    if scheme not in SCHEMES:
+        raise ValueError(f"probe_scheme must be 'auto', 'pooled' or 'shared'; got {scheme!r}.")
+    return scheme
+
+
+def chain_cost_in_fits(design, coef_path, n_probes, scheme):
+    """Predicted time of the proximal chains of :func:`memory_matrix` in
+    units of the fit of the same path (``T`` steps of two products with
+    ``X~``, ``4 n p`` flops a step).
+
+    The chains are restricted to the features active so far (``s_k`` at
+    step ``k``): a step multiplies the support's Gram matrix by the pooled
+    probes' ``m`` columns, or by the shared probes' ``m`` columns per open
+    source (meet in the middle: ``m T / 4`` on average);
+    ``2 s_k^2`` flops a column, at the speed policy's
+    ``chain_gemm_advantage`` times the fit's speed per flop.
+
+    Returns
+    -------
+    fits : float
+    flops : float
+        The chains' flops.
+    """
+    T = coef_path.shape[1] - 1
+    if T < 2 or n_probes is None:
+        return 0.0, 0.0
+    m = float(n_probes)
+    active = np.cumsum(np.any(coef_path != 0, axis=0)) > 0  # nothing active before the start
+    support = np.maximum.accumulate((coef_path != 0).sum(axis=0)).astype(float)
+    support = np.where(active, support, 0.0)
+    if scheme == "pooled":
+        columns = np.full(T + 1, m)
+    else:
+        columns = np.full(T + 1, m * T / 4.0)
+    flops = float(np.sum(2.0 * support**2 * columns))
+    n, p = design.n_samples, design.n_features
+    policy = get_policy()
+    # the fit's products: two with X~ a step, or one with X~^T X~ (covariance form)
+    step = 2.0 * p * p if p < n and p <= policy.covariance_max_features else 4.0 * n * p
+    fit = step * T
+    return flops / policy.chain_gemm_advantage / max(fit, 1.0), flops
+
+
+def _check_budget(design, coef_path, n_probes, scheme):
+    """Refuse chains that would cost more than ``risk_time_budget`` fits."""
+    budget = get_config()["risk_time_budget"]
+    if budget is None or scheme == "shared":
+        # the shared probes' cost depends on their core space and on where
+        # the chains meet, which this model does not see (it overestimated
+        # them 5-10 times on small designs): not budgeted
+        return
+    cost, flops = chain_cost_in_fits(design, coef_path, n_probes, scheme)
+    if cost > budget and flops > get_policy().risk_cheap_flops:
+        s = int(np.count_nonzero(np.any(coef_path != 0, axis=1)))
+        raise EstimateBudgetError(
+            f"the risk estimate of this path would cost about {cost:.1f} fits (its Jacobian "
+            f"chains on a support of {s} of {design.n_features} features over "
+            f"{coef_path.shape[1] - 1} steps), more than risk_time_budget={budget:g} fits.")
+
+
+def _settles(design, iteration, n_iter, n_probes, datafit, state, keep_state, scheme):
+    """Which settled form a trajectory of ``n_iter`` steps may take:
+    ``"linear"`` (gradient descent, ridge, Nesterov: settled from the
+    start), ``"proximal"`` (ISTA / FISTA with Hutchinson probes, ``scheme``
+    ``"auto"`` or ``"shared"``: the settled form runs the shared probes;
+    whether it applies depends on the supports) or ``None``. Full-batch
+    least squares without heavy ball or preconditioner, no warm-start state
+    to continue or keep, at least the speed policy's ``settled_min_tail``
+    steps."""
+    if (state is not None or keep_state or iteration.sampler is not None
+            or not (datafit is None or datafit.quadratic)
+            or n_iter < get_policy().settled_min_tail
+            or getattr(iteration, "preconditioner", None) is not None
+            or iteration.uses_heavy_ball(n_iter)):
+        return None
+    if iteration.is_linear:
+        return "linear"
+    # the settled form runs the shared probes: with "auto" too (which takes
+    # the pooled ones on a path that does not settle)
+    if n_probes is not None and scheme in ("auto", "shared"):
+        return "proximal"
+    return None
+
+
+@dataclass(frozen=True)
+class EstimatePlan:
+    """How the memory matrices of a trajectory are computed
+    (:func:`plan_estimate`).
+
+    Attributes
+    ----------
+    form : str
+        The engine (see the module's docstring); ``"settled"`` with
+        ``settled_step`` the step where the supports settle (``None``
+        before a fit: the path may settle).
+    n_probes : int or None
+        The probes (``None``: exact traces).
+    dtype : dtype or None
+        The chains' precision (proximal and curvature chains).
+    settles : {"linear", "proximal"} or None
+        The settled form the path may take.
+    settled_step : int or None
+    split : int or None
+        ``"shared"``: the step where backward chains take over.
+    core : CorePlan or None
+        ``"core_space"``: the diagonalised core's plan.
+    adaptive : bool
+        ``"pooled"`` with ``n_probes="auto"``: more probes while the
+        estimate is noisy (:func:`~skacv.estimates.risk._estimate.trajectory_risk`).
+    """
+
+    form: str
+    n_probes: int | None
+    dtype: np.dtype | None = None
+    settles: str | None = None
+    settled_step: int | None = None
+    split: int | None = None
+    core: CorePlan | None = None
+    adaptive: bool = False
+
+
+def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_scheme="auto",
+                  chain_dtype="auto", *, n_iter=None, datafit=None, state=None,
+                  keep_state=False, adaptive=False, probe_goal="level"):
+    """The plan of the risk estimate of a trajectory: the one place where the
+    number of probes, the form and the probe scheme are chosen.
+
+    Parameters
+    ----------
+    design : Design
+    iteration : Iteration
+    coef_path : ndarray of shape (n_features, T + 1) or None
+        ``None`` before a fit (``n_iter`` steps): whether the path may
+        settle is known, not where (``form="settled"`` with
+        ``settled_step=None``) nor the shared probes' split.
+    n_probes : int, None or "auto"
+        Hutchinson probes; ``None``: exact traces; ``"auto"``:
+        :func:`resolve_n_probes`.
+    probe_scheme : {"auto", "pooled", "shared"}
+        The proximal chains' probes. Exact traces and an iteration with a
+        heavy ball take the shared ones; ``"auto"``: the pooled probes (one
+        chain of ``POOLED_PROBES`` probes for all the sources,
+        :mod:`skacv.estimates.risk._pooled`), the shared ones while the
+        sample stands for rows out of memory (a Dask input,
+        :func:`~skacv.linalg._sampling.stands_for_rows`: its shared probes
+        are the rows' own, mapped onto the sample). A path whose supports
+        settle for the speed policy's ``settled_min_tail`` steps or more
+        takes the settled form, with ``"auto"`` or ``"shared"``.
+    chain_dtype : dtype, "auto" or None
+        :func:`~skacv.estimates.risk._propagate.resolve_chain_dtype`.
+    datafit : datafit, default=None
+        A non-quadratic datafit (or mini-batches): the curvature chains.
+    state, keep_state
+        The warm-start state to continue and whether a new one is kept
+        (no settled form; the shared chains then run forward only, without
+        a core space).
+    adaptive : bool, default=False
+        The pooled probes with ``n_probes="auto"`` start with
+        :func:`~skacv.estimates.risk._probes.pooled_start_probes` (or the
+        state's probes), and the caller grows them while the estimate is
+        noisy (``EstimatePlan.adaptive``); else all of
+        :func:`~skacv.estimates.risk._probes.pooled_probes`.
+    probe_goal : {"level", "choice"}, default="level"
+        What the adaptive probes are grown for (``pooled_start_probes``'s
+        ``goal``; :class:`~skacv.estimators._setup.FitPlan`).
+
+    Returns
+    -------
+    plan : EstimatePlan
+
+    Raises
+    ------
+    EstimateBudgetError
+        When the pooled chain is predicted to cost more
+        than ``risk_time_budget`` fits (:func:`chain_cost_in_fits`).
+    ValueError
+        An unknown ``probe_scheme``.
+    """
+    T = int(n_iter) if coef_path is None else coef_path.shape[1] - 1
+    scheme = resolve_scheme(probe_scheme)
+    auto_probes = isinstance(n_probes, str)
+    n_probes = resolve_n_probes(n_probes, design, iteration, T, datafit)
+    dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
+    settles = _settles(design, iteration, T, n_probes, datafit, state, keep_state, scheme)
+    if settles is not None:
+        if coef_path is None:  # before the fit: may settle
+            return EstimatePlan("settled", n_probes, dtype, settles)
+        k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
+        if k0 is not None and T - k0 >= get_policy().settled_min_tail:
+            return EstimatePlan("settled", n_probes, dtype, settles, k0)
+    if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
+        return EstimatePlan("curvature", n_probes, dtype)
+    if getattr(iteration, "preconditioner", None) is not None:
+        return EstimatePlan("preconditioned", n_probes)
+    if iteration.is_linear:
+        return EstimatePlan("spectral", n_probes)
+    if coef_path is None:
+        return EstimatePlan("chains", n_probes, dtype)
+    if scheme == "auto" and stands_for_rows():
+        scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
+    if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
+        scheme = "shared"
+    elif scheme == "auto":
+        scheme = "pooled"
+    if scheme == "pooled" and auto_probes:
+        n_probes = pooled_probes(design.n_samples, design.n_features)
+        if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
+            n_probes = state.m
+        elif adaptive:
+            n_probes = pooled_start_probes(design.n_samples, iteration.extrapolates(T),
+                                           probe_goal, design.n_features)
+    # a chain that starts with all the probes has nothing to grow
+    adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
+    _check_budget(design, coef_path, n_probes, scheme)
+    if scheme != "shared":
+        return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)
+    split, core = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
+    if core is not None:
+        return EstimatePlan("core_space", int(n_probes), dtype, core=core)
+    return EstimatePlan("shared", n_probes, dtype, split=split)
+
+
+def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=None,
+                    keep_state=False, curvature=None):
+    """The memory matrices ``(A, A_sources, state)`` of a trajectory by the
+    engine of ``plan`` (:func:`plan_estimate`); ``rng`` a RandomState (the
+    probes); ``curvature`` (n_samples, T + 1): ``psi'`` of every sample at
+    every iterate for the curvature chains (``None``: least squares). A
+    path of no step has zero matrices."""
+    if coef_path.shape[1] == 1:
+        return np.zeros((1, 1)), np.zeros((1, 1)), None
+    T = coef_path.shape[1] - 1
+    m, dtype, form = plan.n_probes, plan.dtype, plan.form
+    if form == "spectral":
+        return _spectral_matrices(design, iteration, T, m, rng, verbose, state, keep_state)
+    if form == "preconditioned":
+        return (*preconditioned_memory_matrix(design, iteration, T, n_probes=m,
+                                              random_state=rng), None)
+    if form == "shared":
+        return masked_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
+                                    state=state, keep_state=keep_state, split=plan.split)
+    if form == "core_space":
+        return (*core_space_chains(design, iteration, coef_path, m, rng, dtype, plan.core,
+                                   verbose), None)
+    if form == "pooled":
+        return pooled_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
+                                    state=state, keep_state=keep_state)
+    if form == "curvature":
+        return curvature_memory_matrices(design, iteration, coef_path, curvature, m, rng, dtype,
+                                         verbose, state=state, keep_state=keep_state)
+    raise ValueError(f"no memory-matrix engine for the form {form!r}")
+
+
+def _spectral_matrices(design, iteration, T, n_probes, rng, verbose, state, keep_state):
+    """Linear iterations: the memory matrices from spectral nodes, exact
+    (``n_probes=None``: the eigenvalues) or Lanczos' quadrature of
+    ``n_probes`` probes (its state continues a warm start)."""
+    lam, w, new_state = spectral_nodes(design, iteration, T, n_probes, rng, verbose, state,
+                                       keep_state)
+    A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
+    return A, Av, new_state
+
+
+def spectral_nodes(design, iteration, T, n_probes, rng, verbose=0, state=None,
+                   keep_state=False):
+    """``(nodes, weights, state)`` of a linear iteration's ``T`` steps: the
+    eigenvalues (``n_probes=None``) or Lanczos' quadrature of ``n_probes``
+    probes, continuing ``state`` (a
+    :class:`~skacv.estimates.risk._state.QuadratureState` of the same
+    probes) and keeping one with ``keep_state``."""
+    if n_probes is None:
+        lam, w = exact_nodes(design)
+        return lam, w, None
+    if not (isinstance(state, QuadratureState) and state.Z.shape == (
+            min(design.n_samples, design.n_features), int(n_probes))):
+        state = None
+    out = lanczos_nodes(design, n_probes, rng, depth=T // 2 + 2, verbose=verbose,
+                        check=lanczos_check(iteration, T), state=state, keep_state=keep_state)
+    return out[0], out[1], out[2] if keep_state else None

@@ -1,0 +1,420 @@
+"""Out-of-sample risk along a trajectory: the memory-matrix estimate.
+
+Bellec & Tan (2024); Tan & Bellec (2024) for robust losses and mini-batches.
+:func:`trajectory_risk` is the entry point (the estimators' ``risk_path_``):
+
+1. :func:`skacv.estimates.risk._engine.plan_estimate` decides, once, how
+   (the settled form of a long path whose supports settle,
+   :mod:`skacv.estimates.risk._forms`; spectral nodes for linear
+   iterations; Jacobian chains for proximal ones, with pooled or shared
+   probes, a diagonalised core; the curvature chains of robust
+   losses), and the memory matrices ``A``, ``A_sources`` (traces of the
+   Jacobians of the iterates with respect to the response entering every
+   step) come from the one runner,
+   :func:`skacv.estimates.risk._engine.memory_matrices`;
+2. the readout corrects the training residuals with them
+   (:mod:`skacv.estimates.risk._readout`: :func:`risk_from_memory`,
+   :func:`risk_from_products` in the covariance form,
+   :func:`risk_from_sources` for robust losses);
+3. the diagnostics flag the iterates where the estimate is not to be
+   trusted (:mod:`skacv.estimates.risk._reliability`).
+
+Long paths whose supports settle (and linear iterations) keep the memory
+matrices in a state-space form and correct the residuals by forward
+recursions, linear in ``T``
+(:class:`~skacv.estimates.risk._settled.SettledMemory`); every other
+estimate checks its ``(T + 1) x (T + 1)`` matrices against
+``path_memory_limit`` before allocating them.
+"""
+
+import functools
+import time
+
+import numpy as np
+from sklearn.utils import Bunch, check_random_state
+
+from ..._config import check_memory, format_bytes
+from ...utils._parallel import small_blas
+from ._engine import (
+    chain_cost_in_fits,  # noqa: F401 (re-exported)
+    memory_matrices,
+    plan_estimate,
+)
+from ._forms import _robust_risk, _settled_risk, _source_residuals
+from ._pooled import (
+    extend_pooled,
+    jackknife_matrices,
+    pooled_matrices,
+    template_matrices,
+)
+from ._probes import (
+    POOLED_PROBES,
+    choice_iterates,
+    choice_noise,
+    noise_iterates,
+    probe_noise,
+    probes_for_noise,
+)
+from ._readout import (  # noqa: F401 (the readout's names, re-exported)
+    _extrapolate_columns,
+    _intercept_term,
+    residual_basis,
+    residual_correction,
+    residual_matrix,
+    residual_products,
+    risk_at_iterates,
+    risk_from_memory,
+    risk_from_products,
+    risk_from_sources,
+    source_points,
+    source_residuals,
+)
+from ._reliability import (  # noqa: F401 (re-exported)
+    AMPLIFICATION_LIMIT,
+    DF_LOW,
+    SUPPORT_DF_LIMIT,
+    _reliability,
+    reliability_failures,
+    risk_reliability,
+)
+from ._result import (  # noqa: F401 (re-exported)
+    DENSE_MATRICES,
+    ESTIMATE_HINT,
+    SETTLED_ARRAYS,
+    SETTLED_VECTORS,
+    RiskEstimate,
+    check_dense_memory,
+)
+from ._settled import settled_step  # noqa: F401 (re-exported)
+
+
+def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
+                 probe_scheme="auto"):
+    """Which settled form a trajectory of ``n_iter`` steps may take
+    (:attr:`~skacv.estimates.risk._engine.EstimatePlan.settles`, planned
+    before the fit: ``"linear"``, ``"proximal"`` or ``None``)."""
+    plan = plan_estimate(design, iteration, None, n_probes, probe_scheme, n_iter=n_iter,
+                         datafit=datafit, keep_state=keep_state)
+    return plan.settles if plan.form == "settled" else None
+
+
+def can_settle(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
+               probe_scheme="auto"):
+    """Whether :func:`settled_kind` is not ``None``."""
+    return settled_kind(design, iteration, n_iter, n_probes, datafit, keep_state,
+                        probe_scheme) is not None
+
+
+def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
+                      products=False, keep_state=False, probe_scheme="auto"):
+    """Refuse, before a fit, a risk estimate above ``path_memory_limit``.
+
+    A path that may settle (:func:`can_settle`) needs at least the settled
+    form's ``O(q T)`` floats (``q``: samples, or features + 1 with
+    ``products``); any other estimate needs its dense ``(T + 1) x (T + 1)``
+    matrices (:func:`check_dense_memory`).
+
+    Raises
+    ------
+    ValueError
+        With the bytes, the limit and the fixes.
+    """
+    T1 = int(n_iter) + 1
+    if not can_settle(design, iteration, n_iter, n_probes, datafit, keep_state, probe_scheme):
+        check_dense_memory(T1)
+        return
+    q = design.n_features + 1 if products else design.n_samples
+    n_bytes = 8.0 * T1 * (SETTLED_ARRAYS * q + SETTLED_VECTORS)
+    dense = DENSE_MATRICES * 8.0 * T1 * T1
+    check_memory(n_bytes, f"The risk estimate of {T1} iterates (at least {n_bytes:,.0f} bytes "
+                 f"when the supports settle; {format_bytes(dense)} for {DENSE_MATRICES} "
+                 f"matrices of {T1} x {T1} floats when they do not)", ESTIMATE_HINT)
+
+
+
+def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=None,
+                  chain_dtype="auto", verbose=0, probe_scheme="auto"):
+    """Memory matrices of a trajectory (outputs and gradient points).
+
+    Parameters
+    ----------
+    design : Design
+        The centred, weighted design of the fit.
+    iteration : Iteration
+        The iteration object that produced ``coef_path``.
+    coef_path : ndarray of shape (n_features, T + 1)
+    n_probes : int, None or "auto", default=10
+        Rademacher probes (Hutchinson); ``None`` for exact traces; ``"auto"``:
+        exact when cheap (:func:`resolve_n_probes`).
+    random_state : int, RandomState instance or None
+    chain_dtype : dtype, "auto" or None, default="auto"
+        Precision of the Jacobian chains of proximal methods (``"auto"`` or
+        ``None``: float32 with Hutchinson probes, the dtype of ``X`` with
+        exact traces; :func:`~skacv.estimates.risk._propagate.resolve_chain_dtype`).
+    verbose : int
+    probe_scheme : {"auto", "pooled", "shared"}, default="auto"
+        How the Hutchinson probes are shared between the sources
+        (:func:`~skacv.estimates.risk._engine.plan_estimate`).
+
+    Returns
+    -------
+    A : ndarray of shape (T + 1, T + 1)
+        ``A[t, s] = tr(X~ d x^t / d y^(s))``.
+    A_sources : ndarray of shape (T + 1, T + 1)
+        Same for the gradient points ``v^t``.
+
+    Raises
+    ------
+    ValueError
+        When the matrices are above ``path_memory_limit`` (before they are
+        allocated).
+    """
+    check_dense_memory(coef_path.shape[1], 4)
+    return _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype,
+                            verbose, scheme=probe_scheme)[:2]
+
+
+def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype,
+                     verbose, state=None, keep_state=False, scheme="auto"):
+    """:func:`memory_matrix`, also returning a state that a longer path of the
+    same trajectory continues (``keep_state``; ``None`` when there is nothing
+    to continue): the engine of the plan of
+    :func:`~skacv.estimates.risk._engine.plan_estimate`."""
+    if coef_path.shape[1] == 1:
+        return np.zeros((1, 1)), np.zeros((1, 1)), None
+    rng = check_random_state(random_state)
+    plan = plan_estimate(design, iteration, coef_path, n_probes, scheme, dtype, state=state,
+                         keep_state=keep_state)
+    return memory_matrices(design, iteration, coef_path, plan, rng, verbose, state=state,
+                           keep_state=keep_state)
+
+
+def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
+                    random_state=None, chain_dtype="auto", fitted=None, verbose=0, _state=None,
+                    _keep_state=False, products=False, matrices=True, probe_scheme="auto",
+                    probe_goal="level", fitted_sources=None):
+    """Estimated out-of-sample risk of every iterate of a trajectory.
+
+    Full-batch least squares: the memory-matrix estimate of Bellec & Tan
+    (2024) (:func:`risk_from_memory`). Mini-batches (``iteration.sampler``)
+    or a robust loss (a non-quadratic ``datafit``): the estimate of Tan &
+    Bellec (2024) (:func:`risk_from_sources`), which reduces to the former
+    for full-batch least squares.
+
+    datafit : datafit of :mod:`skacv.iterations._datafits`, default=None
+        ``None`` is least squares.
+    n_probes, random_state, chain_dtype, probe_scheme
+        As :func:`memory_matrix` (``probe_scheme``: ``"auto"``, ``"pooled"``
+        or ``"shared"``; ``chain_dtype``: ``"auto"``, ``None`` or a
+        dtype).
+    probe_goal : {"level", "choice"}, default="level"
+        What the adaptive pooled probes (``n_probes="auto"``) are grown for:
+        the level of the estimate at every iterate, or the order of the
+        iterates near its minimum (a search that compares the path with
+        itself only; :func:`_grow_pooled`). ``choice_noise`` in the result.
+    fitted : ndarray of shape (n_samples, T + 1), default=None
+        ``X~ x^t`` if already known (saves one product with the whole path).
+    fitted_sources : ndarray of shape (n_samples, >= T + 1), default=None
+        ``X~ v^t`` of the gradient points if already known (the fit loop's):
+        the residuals of a clipped extrapolation's gradient points without
+        :func:`source_residuals`'s products.
+    products : bool, default=False
+        Full-batch least squares with fewer features than samples: the
+        residuals enter through their inner products in the features' space
+        (:func:`residual_products`, :func:`risk_from_products`; the fit loop
+        in the covariance form, whose design holds ``X~^T X~``); then
+        ``corrected_residuals`` and ``residuals`` are ``None`` and
+        ``products`` holds ``FF``, ``XF`` (..., see
+        :func:`residual_products`), ``P`` and ``Q``.
+    matrices : bool, default=True
+        Return the ``(T + 1) x (T + 1)`` matrices (``risk_matrix``,
+        ``memory_matrix``, ``memory_matrix_sources``) also when the
+        estimate does not need them (the settled form); ``False``: they are
+        ``None`` then.
+
+    The memory the estimate needs is checked against ``path_memory_limit``
+    before it is allocated (:func:`check_dense_memory`; a ``ValueError``
+    with the bytes, the limit and the fixes).
+
+    **Settled supports.** For ISTA / FISTA (no heavy ball, shared probes)
+    whose support and extrapolation stay fixed for the last
+    ``settled_min_tail`` steps or more (the speed policy), the memory matrices after the step
+    ``k0`` where they settle are a state-space recursion on the
+    eigenbasis of the support's Gram matrix (``r = |S|`` directions;
+    :class:`~skacv.estimates.risk._settled.SettledMemory`), and the
+    corrections are forward recursions: the chains in coordinates up to
+    ``k0``, then ``O(r q T)`` work (``q`` samples, or features + 1 in the
+    covariance form) and ``O(q T)`` memory, instead of ``O(T^3)`` and
+    ``(T + 1)^2`` floats; the amplification diagnostic adds ``O(r T)`` when
+    the memory matrix is non-negative (no momentum), ``O(r T^2 / 2)``
+    scalar operations otherwise. Gradient descent, ridge GD and Nesterov
+    (no heavy ball, no preconditioner) take the same form from the start
+    (``k0 = 0``, ``r`` spectral nodes) from ``settled_min_tail`` steps on.
+    Not with a warm-start state to keep (the chains continue in
+    coordinates).
+
+    Returns
+    -------
+    result : RiskEstimate
+    """
+    tic = time.perf_counter()
+    T1 = coef_path.shape[1]
+    plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype,
+                         datafit=datafit, state=_state, keep_state=_keep_state, adaptive=True,
+                         probe_goal=probe_goal)
+    if plan.form == "settled":
+        res = _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted,
+                            verbose, products, matrices, fitted_sources)
+        if verbose:
+            print(f"[risk] settled after step {plan.settled_step}: done in "
+                  f"{time.perf_counter() - tic:.1f}s")
+        return res
+    check_dense_memory(T1)
+    if plan.form == "curvature":
+        res = _robust_risk(design, y_tilde, iteration, coef_path, datafit, plan, random_state,
+                           fitted, verbose, _state, _keep_state)
+        if verbose:
+            print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
+        return res
+    adaptive = plan.adaptive  # the pooled probes grow while noisy
+    A, Av, state = memory_matrices(design, iteration, coef_path, plan,
+                                   check_random_state(random_state), verbose, state=_state,
+                                   keep_state=_keep_state or adaptive)
+    has_momentum = iteration.extrapolates(coef_path.shape[1] - 1)
+    # a clipped extrapolation: the gradient points are not combinations of the outputs
+    clipped = has_momentum and iteration.clips
+    F = Fv = prods = None
+    if products and design.n_features <= design.n_samples:
+        prods = residual_products(design, y_tilde, coef_path,
+                                  source_points(iteration, coef_path) if clipped else None)
+        flops = coef_path.shape[0] * coef_path.shape[1] ** 2
+    else:
+        if fitted is None:
+            F = residual_matrix(design, y_tilde, coef_path)
+        else:  # X~ x^t recorded by the fit loop
+            F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+        Fv = (_source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources)
+              if clipped else None)
+        flops = F.shape[0] * F.shape[1] ** 2
+
+    def readout(A, Av):
+        """``(risk, G, R, K, P, Q)`` of the memory matrices ``A``, ``Av``."""
+        A_sources = Av if has_momentum else None
+        if prods is not None:
+            risk, G, P, Q, K = risk_from_products(prods, A, design.n_eff, design.fit_intercept,
+                                                  A_sources=A_sources, iteration=iteration)
+            return risk, G, None, K, P, Q
+        risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
+                                         A_sources=A_sources, iteration=iteration,
+                                         return_residuals=True, F_sources=Fv)
+        return risk, G, R, K, None, None
+
+    @functools.cache
+    def inner_products():
+        """The residuals' inner products (``F^T F``; with a clipped
+        extrapolation also ``F^T F_v`` and ``F_v^T F_v``), formed once."""
+        if prods is not None:
+            return prods
+        if Fv is None:
+            return Bunch(FF=F.T @ F)
+        return Bunch(FF=F.T @ F, FFv=F.T @ Fv, FvFv=Fv.T @ Fv)
+
+    def replicate_risk(A, Av, iterates=None):
+        """The risk alone at ``iterates`` (``None``: all; the jackknife's
+        replicates): from the residuals' inner products
+        (:func:`risk_at_iterates`, ``O(T^2)`` flops an iterate after one
+        ``O(n T^2)``)."""
+        return risk_at_iterates(inner_products(), A, design.n_eff, design.fit_intercept,
+                                A_sources=Av if has_momentum else None, iteration=iteration,
+                                iterates=iterates)
+
+    with small_blas(flops):  # the corrections of T x T matrices
+        noise = choice = None
+        used = getattr(state, "m", plan.n_probes)
+        if adaptive:
+            A, Av, state, out, noise, choice = _grow_pooled(
+                design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose,
+                probe_goal)
+            used = state.m
+            state = state if _keep_state else None
+        else:
+            out = readout(A, Av)
+        risk, G, R, K, P, Q = out
+        if prods is not None:
+            prods.update(P=P, Q=Q)
+        support = None
+        if not iteration.is_linear and iteration.penalty.l1_ > 0:
+            support = np.count_nonzero(coef_path, axis=0)
+        reliable, df, amp, failures = risk_reliability(
+            A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
+            proximal=not iteration.is_linear, support=support, return_failures=True,
+            # without extrapolation the correction K is that inverse
+            inverse=K if not has_momentum else None)
+    failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
+    reliable &= np.isfinite(risk)
+    if verbose:
+        print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
+    return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
+                        corrected_residuals=R, correction=K, residuals=F, products=prods,
+                        chain_state=state, reliable=reliable, df_fraction=df,
+                        amplification=amp, support=support, n_eff=design.n_eff,
+                        failures=failures,
+                        momentum=iteration.has_momentum(coef_path.shape[1] - 1),
+                        n_probes=used, probe_noise=noise, choice_noise=choice)
+
+
+def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_risk,
+                 verbose=0, goal="level"):
+    """``n_probes="auto"`` with the pooled probes: the readout of the
+    pooled chain's ``state`` (whose memory matrices are ``A``, ``Av``;
+    ``readout(A, A_sources)``, its first item the risk), and more probes
+    (:func:`~skacv.estimates.risk._pooled.extend_pooled`)
+    while the probe noise of the risk, estimated by a jackknife over groups
+    of probes, or of samples for a chain of one probe
+    (:func:`~skacv.estimates.risk._pooled.jackknife_matrices`,
+    :func:`~skacv.estimates.risk._probes.probe_noise`; the
+    replicates by ``replicate_risk(A, A_sources, iterates)`` at the iterates
+    of :func:`~skacv.estimates.risk._probes.noise_iterates`), asks for them
+    (:func:`~skacv.estimates.risk._probes.probes_for_noise`).
+
+    ``goal="choice"`` (a search that compares the path with itself only;
+    :class:`~skacv.estimators._setup.FitPlan`): the probes grow while the
+    noise of the order of the iterates near the minimum
+    (:func:`~skacv.estimates.risk._probes.choice_noise`, at the iterates
+    of :func:`~skacv.estimates.risk._probes.choice_iterates`) is above
+    :data:`~skacv.estimates.risk._probes.CHOICE_NOISE_TARGET`, instead of
+    the level's.
+
+    Returns ``(A, A_sources, state, readout's output, noise, choice)``
+    (``noise``: the level's, ``choice``: the choice's (``None`` unless
+    ``goal="choice"``); both ``None`` once the chain has ``POOLED_PROBES``,
+    when they are not measured).
+    """
+    template = (None if state.nodes is None else
+                template_matrices(design, iteration, coef_path, None, nodes=state.nodes))
+    while True:
+        out = readout(A, Av)
+        if state.m >= POOLED_PROBES:  # grown to all the probes: nothing to decide
+            return A, Av, state, out, None, None
+        level = noise_iterates(coef_path.shape[1])
+        rivals = choice_iterates(out[0]) if goal == "choice" else np.arange(0)
+        iterates = np.union1d(level, rivals)
+        matrices, factor = jackknife_matrices(state, template)
+        replicates = np.array([replicate_risk(*AAv, iterates) for AAv in matrices])
+        noise = factor * probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
+        choice = None
+        if goal == "choice":
+            choice = factor * choice_noise(out[0], replicates[:, np.isin(iterates, rivals)],
+                                           rivals)
+            m = probes_for_noise(state.m, choice, "choice")
+        else:
+            m = probes_for_noise(state.m, noise)
+        if verbose:
+            print(f"[risk] pooled probes: {state.m}, probe noise {noise:.2%} (rms relative "
+                  "standard error)" + ("" if choice is None else
+                                       f", of the choice {choice:.2%}")
+                  + ("" if m == state.m else f": {m} probes"))
+        if m == state.m:
+            return A, Av, state, out, noise, choice
+        state = extend_pooled(design, iteration, coef_path, state, m - state.m, verbose)
+        A, Av = pooled_matrices(state, template)

@@ -1,0 +1,85 @@
+"""What every proximal chain engine starts from (the shared probes of
+:mod:`~skacv.estimates.risk._chains`, the pooled ones of
+:mod:`~skacv.estimates.risk._pooled`): :class:`ChainStart`, the set-up
+written once.
+
+A chain engine continues a warm-start state when it is one of its own for
+the same probes and precision and a prefix of the path
+(:func:`~skacv.estimates.risk._state.usable_state`), orders the chains'
+rows so that every support is a prefix
+(:func:`~skacv.estimates.risk._propagate.chain_order`), holds the
+memory matrices with the state's rows restored (:meth:`ChainStart.matrices`),
+gathers the columns of ``X~`` its chains read, checks their memory and sets
+up :class:`~skacv.estimates.risk._propagate.ForwardChains` with the state's
+chains scattered into this row order (:meth:`ChainStart.chains`), and runs
+them from the state's step (:meth:`ChainStart.run`).
+"""
+
+import numpy as np
+
+from ..._config import check_memory
+from ._propagate import ForwardChains, chain_order, design_columns
+from ._state import usable_state
+
+CHAIN_HINT = "Use fewer probes (n_probes) or fewer iterations. "
+
+
+class ChainStart:
+    """The set-up of a proximal chain engine on ``coef_path``: ``state`` (a
+    ``kind`` these chains continue, else ``None``) and its step ``k0`` (0:
+    from the start), the chains' ``masks``, row ``order`` and ``prefix``
+    (:func:`~skacv.estimates.risk._propagate.chain_order`)."""
+
+    def __init__(self, design, iteration, coef_path, state, kind, n_probes, dtype,
+                 heavy_ball=True):
+        self.design, self.iteration, self.coef_path = design, iteration, coef_path
+        self.n = design.n_samples
+        self.T = T = coef_path.shape[1] - 1
+        self.dtype = np.dtype(dtype)
+        if not heavy_ball and iteration.uses_heavy_ball(T):
+            raise ValueError(
+                f"{kind.__name__.replace('State', '')} probes need an iteration without a "
+                f"heavy ball ({iteration.name}); use probe_scheme='shared'.")
+        self.state = usable_state(state, kind, n_probes, self.dtype, T, self.n)
+        self.k0 = 0 if self.state is None else self.state.k
+        self.masks, self.order, self.prefix = chain_order(coef_path)
+
+    def matrices(self, *names):
+        """Zero ``(T + 1) x (T + 1)`` matrices, the state's rows of its
+        attributes ``names`` restored."""
+        T1, k1 = self.T + 1, self.k0 + 1
+        out = [np.zeros((T1, T1)) for _ in names]
+        if self.state is not None:
+            for M, name in zip(out, names, strict=True):
+                M[:k1, :k1] = getattr(self.state, name)
+        return out
+
+    def columns(self, width):
+        """The chains' first ``width`` columns of ``X~`` in their precision."""
+        return design_columns(self.design, self.order[:width], self.dtype)
+
+    def chains(self, Xs, n_cols, n_blocks, heavy_ball=False, order=None, prefix=None):
+        """:class:`~skacv.estimates.risk._propagate.ForwardChains` of
+        ``n_cols`` columns on the rows of ``Xs`` (``order``, ``prefix``: the
+        rows' order if not :func:`chain_order`'s), its ``n_blocks`` blocks
+        checked against ``path_memory_limit`` first, the state's chains
+        scattered into it."""
+        width, dtype = Xs.shape[1], self.dtype
+        order = self.order if order is None else order
+        prefix = self.prefix if prefix is None else prefix
+        check_memory(n_blocks * width * n_cols * dtype.itemsize,
+                     f"the Jacobian chains ({width} x {n_cols}, {n_blocks} blocks)", CHAIN_HINT)
+        # the masks in the chains' precision, a column per step (a boolean
+        # factor would be cast element by element)
+        masks_s = np.asfortranarray(self.masks[order[:width]], dtype=dtype)
+        chains = ForwardChains(self.design, self.iteration, self.coef_path, Xs, order, prefix,
+                               masks_s, n_cols, heavy_ball=heavy_ball)
+        if self.state is not None:  # scatter the saved chains into this row order
+            chains.restore(self.state.chains)
+        return chains
+
+    def run(self, chains, reads, k_end, columns, verbose=0, gram=None):
+        """Steps ``k0 + 1 .. k_end`` of ``chains`` driven by ``reads``, with
+        the state's Gram matrix (else ``gram``)."""
+        chains.run(reads, self.k0, k_end, columns,
+                   cached=gram if self.state is None else self.state.gram, verbose=verbose)

@@ -1,0 +1,110 @@
+"""The probe scheme of the proximal chains (``probe_scheme``): the choice
+of ``"auto"`` (:func:`~skacv.estimates.risk._engine.plan_estimate`), and its
+validation."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+import skacv.estimates.risk._engine as engine
+import skacv.estimates.risk._estimate as risk_module
+from skacv import IterativeRidge, TrajectoryLasso
+
+
+def _problem(seed=0, n=40, p=60):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    y = X[:, :6] @ np.linspace(1.0, 2.0, 6) + rng.standard_normal(n)
+    return X, y
+
+
+def test_auto_scheme(monkeypatch, speed_policy):
+    """``"auto"``: the pooled probes (one chain), the shared ones with a heavy
+    ball, for exact traces and on paths of ``settled_min_tail`` steps or more
+    (whose supports may settle); ``"shared"`` and ``"pooled"`` force the
+    choice; anything else (the removed ``"independent"`` and ``"grouped"``
+    included) is refused."""
+    calls = []
+    for name in ("masked_memory_matrix", "pooled_memory_matrix"):
+        real = getattr(engine, name)
+
+        def spy(*args, real=real, name=name, **kwargs):
+            calls.append(name.split("_")[0])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(engine, name, spy)
+    X, y = _problem(0, n=60, p=60)
+    lasso = TrajectoryLasso(0.05, max_iter=8, random_state=0)
+    cases = [
+        ({}, "pooled"),
+        ({"n_probes": None}, "masked"),
+        ({"probe_scheme": "shared"}, "masked"),
+        ({"probe_scheme": "pooled"}, "pooled"),
+    ]
+    for params, expected in cases:
+        calls.clear()
+        clone(lasso).set_params(**params).fit(X, y)
+        assert calls == [expected], params
+    # a heavy ball (no Lasso solver has one) keeps the shared probes
+    fitted = clone(lasso).fit(X, y)
+    prob = fitted._problem(X, y)
+    for hb, form in ((0.5, "shared"), (0.0, "pooled")):
+        plan = engine.plan_estimate(prob.design, _HeavyBallLike(prob.iteration, hb),
+                                    fitted.coef_path_, 10)
+        assert plan.form == form, hb
+    # a long path whose supports settle takes the settled form (the shared
+    # probes), "auto" or "shared"; one that does not, the pooled probes
+    speed_policy(settled_min_tail=8)
+    settled = []
+    real_settled = risk_module._settled_risk
+    monkeypatch.setattr(risk_module, "_settled_risk",
+                        lambda *a, **k: settled.append(1) or real_settled(*a, **k))
+    calls.clear()
+    long = clone(lasso).set_params(alpha=0.3, max_iter=60).fit(X, y)
+    assert settled == [1] and "pooled" not in calls
+    assert risk_module.settled_step(long._problem(X, y).iteration, long.coef_path_) <= 52
+    settled.clear()
+    clone(long).set_params(probe_scheme="pooled").fit(X, y)
+    assert settled == []
+    for scheme in ("per_source", "independent", "grouped"):
+        with pytest.raises(ValueError, match="'probe_scheme' parameter of TrajectoryLasso"):
+            clone(lasso).set_params(probe_scheme=scheme).fit(X, y)
+    # linear iterations do not use chains: the scheme does not change them (and
+    # IterativeRidge has no such parameter)
+    ridge = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X, y)
+    assert "probe_scheme" not in ridge.get_params()
+    prob = ridge._problem(X, y)
+    a, b = (risk_module.trajectory_risk(prob.design, prob.target_rows, prob.iteration,
+                                        ridge.coef_path_, n_probes=ridge.n_probes,
+                                        random_state=0, probe_scheme=scheme).risk
+            for scheme in ("pooled", "shared"))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a, ridge.risk_path_, rtol=1e-10)
+
+
+class _HeavyBallLike:
+    """``iteration`` with a heavy ball of ``hb`` at every step, as far as
+    the plan of the estimate asks."""
+
+    def __init__(self, iteration, hb=0.5):
+        self._iteration, self._hb = iteration, hb
+
+    def __getattr__(self, name):
+        return getattr(self._iteration, name)
+
+    def uses_heavy_ball(self, n_steps, first=1):  # as Iteration.uses_heavy_ball
+        return self._hb != 0.0 and n_steps >= first
+
+
+class _HeavyBallLike:
+    """``iteration`` with a heavy ball of ``hb`` at every step, as far as
+    the plan of the estimate asks."""
+
+    def __init__(self, iteration, hb=0.5):
+        self._iteration, self._hb = iteration, hb
+
+    def __getattr__(self, name):
+        return getattr(self._iteration, name)
+
+    def uses_heavy_ball(self, n_steps, first=1):  # as Iteration.uses_heavy_ball
+        return self._hb != 0.0 and n_steps >= first
