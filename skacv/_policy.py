@@ -8,8 +8,9 @@ Lanczos, one BLAS thread or several, panel and block sizes; a solver's
 internal choices, to the same tolerance). The constants that change the
 numbers (tolerances, patience, sample sizes, reliability thresholds) are
 fields of a second frozen dataclass, :class:`skacv._statistics.StatisticalPolicy`,
-read with :func:`skacv._statistics.get_statistics`; no other module of skacv binds a numeric tuning
-constant (``tests/test_policy_constants.py``).
+read with :func:`skacv._statistics.get_statistics`; no other module of
+skacv binds a numeric tuning constant (``tests/test_policy_constants.py``;
+``skacv/estimates/`` pending).
 
 The engines read the policy in force with :func:`get_policy`; tests and
 benchmarks change it for a block with :func:`policy_context` (the test suite
