@@ -57,6 +57,7 @@ def statistical_policy():
     with contextlib.ExitStack() as stack:
         yield lambda **changes: stack.enter_context(statistics_context(**changes))
 
+
 @pytest.fixture
 def kernels_policy(speed_policy):
     """Pin the fields of the speed policy that skacv sets from NumPy's BLAS

@@ -94,17 +94,3 @@ class _HeavyBallLike:
 
     def uses_heavy_ball(self, n_steps, first=1):  # as Iteration.uses_heavy_ball
         return self._hb != 0.0 and n_steps >= first
-
-
-class _HeavyBallLike:
-    """``iteration`` with a heavy ball of ``hb`` at every step, as far as
-    the plan of the estimate asks."""
-
-    def __init__(self, iteration, hb=0.5):
-        self._iteration, self._hb = iteration, hb
-
-    def __getattr__(self, name):
-        return getattr(self._iteration, name)
-
-    def uses_heavy_ball(self, n_steps, first=1):  # as Iteration.uses_heavy_ball
-        return self._hb != 0.0 and n_steps >= first

@@ -293,7 +293,7 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol):
         for r, entry in fitted.items():
             if r != a and mins[r] > best + rtol * abs(best):
                 entry[2] = None  # (row a's converged fit competes: kept)
-        rows = widen_rows(mins, a, n_grid, neighbors) if neighbors else []
+        rows = widen_rows(mins, a, n_grid, neighbors)
         if not rows and neighbors:
             rows = promising_rows(limits, mins, min(best, limits[a]))
     rows = sorted(fitted)
