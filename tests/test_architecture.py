@@ -48,7 +48,7 @@ SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for nam
 MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
     "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"], ["_copies"]],
-    "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"],
+    "iterations": [["_penalties", "_datafits"], ["_step"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [
         ["risk._state", "risk._core_space", "risk._readout", "risk._uq", "risk._result",
