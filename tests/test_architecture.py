@@ -39,7 +39,7 @@ SUBPACKAGE_LAYERS = [
     ["estimates"],
     ["estimators"],
     ["kernel_methods", "model_selection"],
-    ["display"],
+    ["display", "_demo_checks"],
     ["_demo"],
     ["__main__", "__init__"],
 ]
