@@ -69,7 +69,8 @@ MODULE_LAYERS = {
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
                         ["_kfold", "_lasso_spaces"], ["_lasso_path"],
                         ["_alpha_path", "_criteria", "_search_params"], ["_stages"],
-                        ["_kfold_search", "_results", "_dask_search"], ["_path_search"],
+                        ["_kfold_search", "_results", "_dask_search"], ["_candidates"],
+                        ["_path_search"],
                         ["_mixing_search"], ["_selection"]],
     "display": [["_plot"]],
 }

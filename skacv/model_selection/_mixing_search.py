@@ -36,6 +36,7 @@ import numpy as np
 from sklearn.base import clone
 
 from .._statistics import get_statistics
+from ._candidates import fit_candidates
 from ._path_search import joint_argmin, score_alpha_path
 from ._results import cv_results
 
@@ -114,8 +115,8 @@ class _Walk:
             if new:
                 cands = [{"alpha": self.scores[k].values[r], "l1_ratio": self.ratios[k]}
                          for r, _ in new]
-                paths, times, kept = self.search._fit_candidates(
-                    cands, self.X, self.y, self.fit_params, [lim for _, lim in new],
+                paths, times, kept = fit_candidates(
+                    self.search, cands, self.X, self.y, self.fit_params, [lim for _, lim in new],
                     prune=False)
                 for j, (r, _) in enumerate(new):
                     cache[r] = (paths[j], times[j], kept[j])
