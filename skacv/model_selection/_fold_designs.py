@@ -270,10 +270,7 @@ class FoldDesigns:
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
         rows by panel of rows (:meth:`_pass_plan`): ``Xa V`` into the panel's
         rows of a residual block held a row per sample (shape (n_samples,
-        c), the tall form: 20-40 % faster than ``V^T Xa^T`` in OpenBLAS's
-        single-precision kernels for 5 columns with NumPy's products; with
-        the prepared ones the two forms were within 4 % of each other at
-        n = 10000 on a 2-CPU Xeon guest), the residuals ``target -
+        c), the tall form: docs/speed_policy.rst), the residuals ``target -
         Xa V`` in place, and ``R^T Xa`` added to the gradient. The two
         products of every panel are prepared once (the speed policy's ``prepared_products``,
         :func:`_prepared_calls`): ``R <- target - Xa V`` into a copy of the
@@ -284,9 +281,8 @@ class FoldDesigns:
         threads wait on each other's hand-overs). The fitted values are
         ``target - R`` after the pass.
         Without ``held_out`` in the ``"rotated"`` layout, the product has
-        the ``K - 1`` training columns only (OpenBLAS's single-precision
-        kernel takes 4 columns in 70 % of the time of 5, 200 rows of 500 to
-        5000 columns) and row ``K - 1`` of the returned ``P`` is NaN.
+        the ``K - 1`` training columns only (fewer columns, a faster kernel)
+        and row ``K - 1`` of the returned ``P`` is NaN.
         The panels make the policy's ``pass_groups`` groups of consecutive rows, each
         summing its own gradient (added in order after the pass), run in
         threads with one BLAS thread each (:meth:`workers`).
@@ -383,12 +379,10 @@ class FoldDesigns:
         n, p = X.shape
         rotated = self.partition is not None
         # V held transposed (the panels' products take the transposed operand,
-        # 3-10 % faster in OpenBLAS's float32 kernel for 4-5 columns), and when
-        # rotated twice over: fold j's columns j + 1, ..., j + K (mod K), all K
-        # or the K - 1 training ones, are then rows j + 1 .. of it, a
-        # contiguous block (a strided view of V made OpenBLAS's
-        # single-precision product of a panel about 50 % slower, 10000 x 5000
-        # with 4 columns of 10)
+        # faster: docs/speed_policy.rst), and when rotated twice over: fold
+        # j's columns j + 1, ..., j + K (mod K), all K or the K - 1 training
+        # ones, are then rows j + 1 .. of it, a contiguous block (a strided
+        # view is slower)
         Vt = np.empty((2 * K if rotated else K, p), dtype=dt)
         widths = (K, K - 1) if rotated else (K,)
         R = tuple(np.empty((n, c), dtype=dt) for c in widths)
