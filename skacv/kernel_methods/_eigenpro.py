@@ -215,6 +215,23 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         F = self._decision(X, path.reshape(n, -1))
         return F.reshape(F.shape[0], -1, T1)
 
+    def staged_predict(self, X):
+        """Yield the predictions after epochs ``0, 1, ..., n_iter_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Yields
+        ------
+        y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            Column ``t`` of :meth:`predict_path` (the classes for the
+            classifier).
+        """
+        F = self.predict_path(X)
+        for t in range(F.shape[-1]):
+            yield F[..., t]
+
     @property
     def dual_coef_path_(self):
         """``alpha`` after every epoch, shape ``(n_centres, n_outputs, n_iter_ + 1)``."""
@@ -305,21 +322,6 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
         """
         F = self._decision_path(X)
         return F[:, 0] if self._y_1d else F
-
-    def staged_predict(self, X):
-        """Yield the predictions after epochs ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Yields
-        ------
-        y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-        """
-        F = self.predict_path(X)
-        for t in range(F.shape[-1]):
-            yield F[..., t]
 
 
 class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
@@ -421,18 +423,3 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
             ``selected_iter_`` is :meth:`predict`'s.
         """
         return self.classes_[np.argmax(self._decision_path(X), axis=1)]
-
-    def staged_predict(self, X):
-        """Yield the predicted classes after epochs ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-
-        Yields
-        ------
-        y : ndarray of shape (n_samples,)
-        """
-        Y = self.predict_path(X)
-        for t in range(Y.shape[1]):
-            yield Y[:, t]

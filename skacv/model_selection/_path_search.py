@@ -408,15 +408,23 @@ def fit_path_search(search, X, y, fit_params):
         return fit_candidates(search, cands, X, y, fit_params, limits, prune=False)
 
     choice = joint_argmin(scores, crit, search.path_neighbors, fit, get_statistics().tie_rtol)
-    search._converged = choice.converged
-    search._selected_paths = choice.paths[choice.rows.index(choice.row)]
-    search.estimator_ = choice.estimator
-    search.best_index_ = choice.row
-    search.best_iteration_ = choice.iteration
-    search.best_params_ = {"alpha": scores.values[choice.row]}
     results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
                          choice.mins, choice.best_iters, choice.times, rows=choice.rows,
                          n_rows=len(scores.values))
     results.update(scores.columns(crit))
-    search.alpha_path_ = scores.path
+    set_choice(search, choice, choice.estimator, choice.row,
+               {"alpha": scores.values[choice.row]}, scores.path, results)
+
+
+def set_choice(search, choice, estimator, index, params, alpha_path, results):
+    """Set ``search``'s selection (``estimator_``, ``best_*``,
+    ``alpha_path_``, ``cv_results_``, ``_converged``, ``_selected_paths``)
+    from a :class:`PathChoice` and its fitted ``estimator``."""
+    search._converged = choice.converged
+    search._selected_paths = choice.paths[choice.rows.index(choice.row)]
+    search.estimator_ = estimator
+    search.best_index_ = index
+    search.best_iteration_ = choice.iteration
+    search.best_params_ = params
+    search.alpha_path_ = alpha_path
     search.cv_results_ = results
