@@ -39,7 +39,7 @@ SUBPACKAGE_LAYERS = [
     ["estimates"],
     ["estimators"],
     ["kernel_methods", "model_selection"],
-    ["display"],
+    ["display", "_demo_checks"],
     ["_demo"],
     ["__main__", "__init__"],
 ]
@@ -48,7 +48,7 @@ SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for nam
 MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
     "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"], ["_copies"]],
-    "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"],
+    "iterations": [["_penalties", "_datafits"], ["_step"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [
         ["risk._state", "risk._core_space", "risk._readout", "risk._uq", "risk._result",
@@ -65,11 +65,12 @@ MODULE_LAYERS = {
     ],
     "estimators": [["_advice", "_docs", "_setup"], ["_protocol"], ["_base"], ["_multitarget"],
                    ["_lasso", "_ridge", "_logistic", "_huber"]],
-    "kernel_methods": [["_kernels", "_eigenpro_docs"], ["_eigenpro"]],
+    "kernel_methods": [["_kernels", "_eigenpro_docs"], ["_eigenpro_setup"], ["_eigenpro"]],
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
                         ["_kfold", "_lasso_spaces"], ["_lasso_path"],
                         ["_alpha_path", "_criteria", "_search_params"], ["_stages"],
-                        ["_kfold_search", "_results", "_dask_search"], ["_path_search"],
+                        ["_kfold_search", "_results", "_dask_search"], ["_candidates"],
+                        ["_path_search"],
                         ["_mixing_search"], ["_selection"]],
     "display": [["_plot"]],
 }
