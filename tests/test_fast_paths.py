@@ -240,7 +240,8 @@ def chain_fused_bytes(monkeypatch):
     monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
     spy = _Spy(monkeypatch, _risk_propagate, "primal_product")
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=8,
-                          chain_dtype="float64", random_state=0).fit(X, y, sample_weight=sw)
+                          risk_options={"chain_dtype": "float64"}, random_state=0)
+    est.fit(X, y, sample_weight=sw)
     blocked = get_policy().chain_fused_bytes is not None
     return {"risk_path_": est.risk_path_}, spy.calls > 0 and blocked
 
@@ -254,7 +255,7 @@ def _gram_chain_risk(monkeypatch, spied):
     monkeypatch.setattr(_risk_propagate, "maybe_gram",
                         lambda Xs, gram, *a, **k: gram if gram is not None else a[5] * (Xs.T @ Xs))
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=4,
-                          probe_scheme="pooled", chain_dtype="float64",
+                          risk_options={"probe_scheme": "pooled", "chain_dtype": "float64"},
                           random_state=0).fit(X, y, sample_weight=sw)
     return {"risk_path_": est.risk_path_}, spy.calls > 0
 
@@ -284,7 +285,7 @@ def _primal_chain_risk(monkeypatch, name, probes):
     out = {}
     for m in probes:
         est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
-                              probe_scheme="pooled", chain_dtype="float64",
+                              risk_options={"probe_scheme": "pooled", "chain_dtype": "float64"},
                               random_state=0).fit(X, y, sample_weight=sw)
         out[f"risk_path_{m}"] = est.risk_path_
     return out, spy.calls > 0
@@ -332,7 +333,7 @@ def settled_row_window(monkeypatch):
 
     monkeypatch.setattr(_risk_settled, "_first_live", spy)
     est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=1200, n_probes=4,
-                          random_state=0, chain_dtype="float64").fit(X, y)
+                          random_state=0, risk_options={"chain_dtype": "float64"}).fit(X, y)
     out = {"risk_path_": est.risk_path_,
            "amplification": est.risk_diagnostics_.amplification}
     return out, bool(windows) and windows[-1] > 0

@@ -125,7 +125,7 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
       subsample (a control-variate estimate) of as many samples as fit in
       the larger of the K-fold budget (``n_folds - 1`` fits) and ``SpeedPolicy.auto_cheap_flops``,
       between ``auto_loo_samples`` and ``auto_loo_samples_max`` (unless the
-      estimator sets ``loo_subsample`` itself).
+      estimator sets ``loo_options["subsample"]`` itself).
     """
     params = estimator.get_params(deep=False)
     has_risk, has_loo = "estimate_risk" in params, "estimate_loo" in params
@@ -133,7 +133,7 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
         return "risk", None
     if has_risk and (estimator.linear_iterations() or can_stack(estimator)):
         return "risk", None
-    sub = params.get("loo_subsample")
+    sub = (params.get("loo_options") or {}).get("subsample")
     statistics = get_statistics()
     if sub is None and n_samples > statistics.auto_loo_samples:
         sub = statistics.auto_loo_samples
@@ -172,7 +172,8 @@ def switch_estimates(est, own, criterion, auto, loo_subsample=None, both=False):
                           if k != flag and k in own
                           and (not own[k] or defaults[k].default is not False)})
     if loo_subsample is not None and criterion == "loo":
-        est.set_params(loo_subsample=loo_subsample)
+        options = est.get_params(deep=False)["loo_options"] or {}
+        est.set_params(loo_options={**options, "subsample": loo_subsample})
     if auto and criterion != "kfold" and "estimate_risk" in own and "estimate_loo" in own:
         # the other estimate only when both are cheap and it exists (no
         # memory-matrix risk with mini-batches)
