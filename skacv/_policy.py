@@ -93,8 +93,9 @@ class SpeedPolicy:
         or beyond the covariance form's limits) solves each working set by
         scikit-learn's coordinate descent on its columns (``enet_path``
         without ``precompute``) to the same duality gap, where the columns
-        are dense float64 and the step is ``"auto"``; FISTA (with
-        ``path_support_finish`` and ``path_metric``) solves the others.
+        are dense float64, the step is ``"auto"`` and no common factor
+        dominates the working set's spectrum (there FISTA in the rank-one
+        metric of ``path_metric`` takes fewer passes over the columns).
     path_support_finish : bool
         The Lasso path finishes a working set's FISTA on the support it has
         identified by conjugate gradients (an active-set Newton step,

@@ -96,10 +96,9 @@ def test_path_in_the_metric_equals_sklearn_in_fewer_steps(shape, share, speed_po
     n, p = shape
     X, y = _equicorrelated(n, p)
     kw = dict(n_alphas=8, eps=1e-2, tol=1e-10, max_iter=50_000)
-    # FISTA's steps (p > n: the columns, p < n: the covariance form)
-    speed_policy(path_coordinate_descent=False, path_columns_descent=False)
+    speed_policy(path_coordinate_descent=False)  # FISTA's steps (p < n: the covariance form)
     fast = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
-    speed_policy(path_metric=False, path_coordinate_descent=False, path_columns_descent=False)
+    speed_policy(path_metric=False, path_coordinate_descent=False)
     plain = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
     np.testing.assert_allclose(fast.alphas, plain.alphas)
     scale = np.abs(plain.coefs).max()

@@ -17,12 +17,7 @@ times too slowly. Once FISTA has identified a support and its signs, conjugate
 gradients solve the Lasso restricted to them (:class:`_SupportFinish`, an
 active-set Newton step), which FISTA's step, set by the top eigenvalue of
 correlated columns, approaches slowly; the duality gap certifies it as it
-does FISTA's iterates. Dense float64 working sets on the columns of
-``X~`` with the default step are solved instead by scikit-learn's
-coordinate descent on their columns (:func:`_columns_coordinate_descent`;
-the speed policy's ``path_columns_descent``), FISTA's Python steps cost
-more there and it stopped short of the supports scikit-learn's ``Lasso``
-finds at small penalties. The working sets' products are those of
+does FISTA's iterates. The working sets' products are those of
 :mod:`skacv.model_selection._lasso_spaces`: copies of their columns of
 ``X~`` or, with fewer features than samples where it pays, the covariance
 form. Each solution's df and risk come
@@ -51,7 +46,7 @@ from .._policy import get_policy
 from .._statistics import get_statistics
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
-from ..iterations._metric import MetricFISTA
+from ..iterations._metric import MetricFISTA, spike_possible
 from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1, ElasticNet, duality_gap
 from ..utils._compat import conjugate_gradient
@@ -366,7 +361,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         # the previous working set's columns go before a larger buffer comes
         sub = None
         sub = space.sub(work)
-        if _columns_descent(space, sub, step_size):
+        if _columns_descent(space, sub, work, step_size):
             coef_w, fitted, k = _columns_coordinate_descent(space, sub, alpha, coef[work], goal,
                                                             max_iter - steps)
         else:
@@ -423,13 +418,20 @@ def _coordinate_descent(space, coef, alpha, goal, max_iter):
             np.flatnonzero(b))
 
 
-def _columns_descent(space, sub, step_size):
+def _columns_descent(space, sub, work, step_size):
     """Whether a working set of the sample space is solved by coordinate
     descent on its columns (:func:`_columns_coordinate_descent`): dense
     float64 copies, the default step (a float ``step_size`` asks for FISTA
-    with that step) and the speed policy's ``path_columns_descent``."""
-    return (space.gram is None and not sub.sparse and sub.dtype == np.float64
-            and isinstance(step_size, str) and get_policy().path_columns_descent)
+    with that step), the speed policy's ``path_columns_descent``, and a
+    spectrum without a top eigenvalue far above the rest (a common factor of
+    the features, where FISTA in the rank-one metric converges in fewer
+    passes over the columns; the Lanczos run that decides it warm-starts
+    FISTA's step bound)."""
+    if not (space.gram is None and not sub.sparse and sub.dtype == np.float64
+            and isinstance(step_size, str) and get_policy().path_columns_descent):
+        return False
+    space.step_bound(sub, work)
+    return not (get_policy().path_metric and spike_possible(space.top, space.second))
 
 
 def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
