@@ -17,7 +17,13 @@ times too slowly. Once FISTA has identified a support and its signs, conjugate
 gradients solve the Lasso restricted to them (:class:`_SupportFinish`, an
 active-set Newton step), which FISTA's step, set by the top eigenvalue of
 correlated columns, approaches slowly; the duality gap certifies it as it
-does FISTA's iterates. The working sets' products are those of
+does FISTA's iterates. Dense float64 working sets on the columns of
+``X~`` with the default step and no dominating common factor are solved
+instead by scikit-learn's coordinate descent on their columns
+(:func:`_columns_coordinate_descent`; the speed policy's
+``path_columns_descent``): FISTA's Python steps cost more there, and it
+stopped short of the supports scikit-learn's ``Lasso`` finds at small
+penalties. The working sets' products are those of
 :mod:`skacv.model_selection._lasso_spaces`: copies of their columns of
 ``X~`` or, with fewer features than samples where it pays, the covariance
 form. Each solution's df and risk come
