@@ -13,6 +13,7 @@ from sklearn.linear_model import Lasso, Ridge, lasso_path
 from threadpoolctl import threadpool_limits
 
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
+from skacv._policy import get_policy
 from skacv.linalg._design import Design
 from skacv.model_selection._lasso_spaces import _top_eigenvalue
 
@@ -581,7 +582,7 @@ def test_binary_columns():
         np.r_[np.zeros(100), np.full(n - 101, 4.0), 5.0],  # three values, late
     ]).astype(float)
     for Xin in (X, sp.csr_matrix(X), sp.csc_matrix(X)):
-        np.testing.assert_array_equal(binary_columns(Xin), [1, 2, 4, 6])
+        np.testing.assert_array_equal(binary_columns(Xin, get_policy()), [1, 2, 4, 6])
 
 
 def test_independent_columns_against_svd():

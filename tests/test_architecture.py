@@ -32,7 +32,8 @@ PACKAGE = pathlib.Path(skacv.__file__).parent
 # level holds the settings and errors (below everything) and the command line
 # (above everything). docs/architecture.rst shows the same table.
 SUBPACKAGE_LAYERS = [
-    ["exceptions", "_config", "_policy", "_statistics"],
+    ["exceptions", "_config", "_statistics"],
+    ["_policy"],
     ["utils"],
     ["linalg"],
     ["iterations"],

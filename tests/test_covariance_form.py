@@ -362,42 +362,42 @@ def test_scratch_memory_is_reused_only_when_nothing_uses_it(mapped, speed_policy
     import sys
 
     from skacv.linalg._copies import gather, scratch
-    speed_policy(scratch_mmap_min_bytes=1 if mapped else None)
+    policy = speed_policy(scratch_mmap_min_bytes=1 if mapped else None)
     maps = mapped and sys.platform.startswith("linux")
-    outside = scratch((40, 30), np.float32)
+    outside = scratch((40, 30), np.float32, policy)
     assert outside.shape == (40, 30) and outside.flags.c_contiguous
     assert _mapped(outside) == maps and outside.flags.writeable
     X = np.arange(12.0).reshape(3, 4)
-    copy = gather(X, np.float32, cols=[3, 1])
+    copy = gather(X, np.float32, policy, cols=[3, 1])
     assert _mapped(copy) == maps
     assert_allclose(copy, X[:, [3, 1]])
     with design_module.shared_designs():
-        a = scratch((40, 30), np.float32)
+        a = scratch((40, 30), np.float32, policy)
         assert _mapped(a) == maps
         first = _address(a)
         view = a[:, :10]
         del a
-        b = scratch((40, 20), np.float32)  # the view keeps the first in use
+        b = scratch((40, 20), np.float32, policy)  # the view keeps the first in use
         assert not np.shares_memory(b, view)
         del view
-        c = scratch((30, 40), np.float32)  # now free: the same memory
+        c = scratch((30, 40), np.float32, policy)  # now free: the same memory
         assert _address(c) == first and c.shape == (30, 40) and c.flags.c_contiguous
-        d = scratch((30, 40), np.float64)
-        e = scratch((30, 40), np.float32, "other")
+        d = scratch((30, 40), np.float64, policy)
+        e = scratch((30, 40), np.float32, policy, "other")
         assert not np.shares_memory(d, c) and not np.shares_memory(e, c)
         del c
-        big = scratch((100, 100), np.float32)  # larger: replaces the first
+        big = scratch((100, 100), np.float32, policy)  # larger: replaces the first
         grown = _address(big)
         del big
-        again = scratch((100, 100), np.float32)
+        again = scratch((100, 100), np.float32, policy)
         assert _address(again) == grown
         again[:] = 1.0  # writable, the whole of it
         del again
         with design_module.shared_designs():  # nested: the outer's pool
-            small = scratch((10, 10), np.float32)
+            small = scratch((10, 10), np.float32, policy)
             assert _address(small) == grown
-            assert not np.shares_memory(scratch((10, 10), np.float32), small)
-    fresh = [scratch((40, 30), np.float32) for _ in range(2)]
+            assert not np.shares_memory(scratch((10, 10), np.float32, policy), small)
+    fresh = [scratch((40, 30), np.float32, policy) for _ in range(2)]
     assert not np.shares_memory(*fresh)
 
 

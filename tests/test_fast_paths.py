@@ -209,7 +209,8 @@ def loo_float32_gram(monkeypatch):
     float64 (the differences are small: rounding of order 1e-8 relatively)."""
     X, y, sw = _data(60, 40)
     dtypes, real = [], _loo._gram_dtype
-    monkeypatch.setattr(_loo, "_gram_dtype", lambda m: dtypes.append(real(m)) or dtypes[-1])
+    monkeypatch.setattr(_loo, "_gram_dtype",
+                        lambda m, policy: dtypes.append(real(m, policy)) or dtypes[-1])
     est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=30, estimate_risk=False,
                           estimate_loo=True).fit(X, y, sample_weight=sw)
     return {"loo_path_": est.loo_path_}, np.float32 in dtypes

@@ -543,7 +543,7 @@ def test_cache_sizes_from_sysfs(tmp_path, speed_policy):
         (entry / "type").write_text(f"{kind}\n")
         (entry / "size").write_text(f"{size}\n")
     root = str(tmp_path)
-    reported, share = _parallel.reported_cache_bytes, _parallel.reported_last_level_share
+    reported, share = _parallel.reported_cache_bytes, _parallel.shared_cpus
     try:
         assert reported(1, root) == 48 * 2**10
         assert reported(2, root) == 2**20
@@ -557,25 +557,19 @@ def test_cache_sizes_from_sysfs(tmp_path, speed_policy):
             reported.cache_clear()
             share.cache_clear()
             assert reported(3, root) == 480 * 2**20
-            assert share(root) == count * get_policy().last_level_per_cpu_max
-        (tmp_path / "index3" / "size").write_text("32M\n")
-        reported.cache_clear()
-        share.cache_clear()
-        assert share(root) == 32 * 2**20
+            assert share(root) == count
         missing = str(tmp_path / "missing")
-        assert reported(2, missing) == get_policy().default_cache_bytes[2]
-        assert reported(3, missing) == get_policy().default_cache_bytes[3]
+        assert reported(2, missing) is None and share(missing) == 1
     finally:
         reported.cache_clear()
         share.cache_clear()
     # pinned by the policy: those sizes (the others the defaults), the
     # last-level cache one CPU's
-    speed_policy(cpu_caches={2: 3 * 2**20, 3: 2**30})
-    assert _parallel.cache_bytes(2) == 3 * 2**20
-    assert _parallel.cache_bytes(1) == get_policy().default_cache_bytes[1]
-    assert _parallel.last_level_share() == get_policy().last_level_per_cpu_max
-    speed_policy(cpu_caches={3: 2**20})
-    assert _parallel.last_level_share() == 2**20
+    policy = speed_policy(cpu_caches={2: 3 * 2**20, 3: 2**30})
+    assert _parallel.cache_bytes(2, policy) == 3 * 2**20
+    assert _parallel.cache_bytes(1, policy) == policy.default_cache_bytes[1]
+    assert _parallel.last_level_share(policy) == policy.last_level_per_cpu_max
+    assert _parallel.last_level_share(speed_policy(cpu_caches={3: 2**20})) == 2**20
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])

@@ -16,6 +16,7 @@ import pytest
 from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv._policy import get_policy
 from skacv.estimates.risk._estimate import memory_matrix
 from skacv.exceptions import UnreliableEstimateWarning
 
@@ -136,6 +137,7 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
 
     class Sizes:
         n_samples, n_features = 1000, 60
+        policy = get_policy()
 
     from skacv.estimates.risk._probes import POOLED_PROBES
 

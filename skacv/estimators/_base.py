@@ -426,8 +426,8 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
                     self._uq_pending = (design, res, target)
                 else:
                     self._set_uq(design, res, target)
-            self._risk_advice = unreliable_advice(self, res)
-            warn_unreliable(self, res, self._risk_advice)
+            self._risk_advice = unreliable_advice(self, res, design.statistics)
+            warn_unreliable(self, res, self._risk_advice, design.statistics)
         if self._wants("estimate_loo"):
             store = self._wants("store_loo_predictions")
             res = iacv_path(

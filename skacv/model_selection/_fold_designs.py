@@ -58,7 +58,8 @@ def fold_panel_rows(n_features, itemsize=4, n_columns=5):
     policy = get_policy()
     if n_features <= policy.narrow_features:
         return policy.narrow_panel_rows
-    rows = min(int(policy.fold_panel_cache_share * cache_bytes(2)) // (n_features * itemsize),
+    rows = min(int(policy.fold_panel_cache_share * cache_bytes(2, policy))
+               // (n_features * itemsize),
                policy.fold_panel_max_product // (max(1, n_columns) * n_features))
     return max(8, min(policy.fold_panel_rows, rows))
 
@@ -80,7 +81,7 @@ def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
     if not policy.fold_covariance or n_steps < 1 or p > min(n, policy.covariance_max_features):
         return False
     adv = policy.covariance_gemm_advantage
-    resident = K * p * p * itemsize <= cache_bytes(2)
+    resident = K * p * p * itemsize <= cache_bytes(2, policy)
     per_flop = 1.0 if resident else policy.fold_covariance_step_cost
     step = 2.0 * K * p * p * per_flop + 2.0 * n * p / adv
     return 4.0 * n * p * p / adv + n_steps * step < n_steps * 2.0 * n * p * (2 * K - 1)
@@ -91,7 +92,7 @@ def pass_groups(nbytes):
     (the speed policy's ``pass_groups`` beyond ``pass_groups_min_bytes``)."""
     policy = get_policy()
     limit = policy.pass_groups_min_bytes
-    limit = last_level_share() if limit is None else limit
+    limit = last_level_share(policy) if limit is None else limit
     return policy.pass_groups if nbytes > limit else 1
 
 
@@ -148,6 +149,7 @@ class FoldDesigns:
         self.n_samples, self.n_features = base.n_samples, base.n_features
         self.dtype, self.sparse = base.dtype, base.sparse
         self.fit_intercept = base.fit_intercept
+        self.policy, self.statistics = base.policies
         self.mask = np.asarray(train, dtype=base.dtype)
         self.mask_t = np.ascontiguousarray(self.mask.T)  # (n_folds, n_samples)
         w = np.ones(self.n_samples) if base.weight is None else base.weight.astype(np.float64)
@@ -161,8 +163,8 @@ class FoldDesigns:
         self.fold_of = np.repeat(np.arange(K)[:, None], self.n_samples, axis=1)
         self.partition = None
         if (partition is not None and not self.sparse and K >= 2
-                and base.X.nbytes >= get_policy().rotated_min_bytes
-                and self.n_features >= get_policy().rotated_min_features):
+                and base.X.nbytes >= self.policy.rotated_min_bytes
+                and self.n_features >= self.policy.rotated_min_features):
             self.partition = [(sl.start, sl.stop) for sl in partition]
             held_out = np.zeros_like(self.mask)
             for j, (a, b) in enumerate(self.partition):
@@ -264,7 +266,7 @@ class FoldDesigns:
     def workers(self):
         """Keep the threads of the passes (:func:`~skacv.utils._parallel.kept_workers`)
         for every pass inside the block (a pass outside one starts its own)."""
-        return kept_workers(self, get_policy().pass_groups)
+        return kept_workers(self, self.policy.pass_groups)
 
     def _dense_pass(self, V, target, held_out=True):
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
@@ -424,7 +426,7 @@ class FoldDesigns:
                     views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
                 sums.append(total)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
-                               _prepared_calls(views) if get_policy().prepared_products else None))
+                               _prepared_calls(views) if self.policy.prepared_products else None))
             if any(g[3] is None for g in groups):  # all groups prepared, or none
                 groups = [g[:3] + (None,) for g in groups]
             passes.append((sums, groups))
@@ -471,6 +473,7 @@ class FoldCovariance:
 
     def __init__(self, designs, response, partition):
         self.designs = designs
+        self.policy, self.statistics = designs.policy, designs.statistics
         self.dtype, self.n_eff, self.n_folds = designs.dtype, designs.n_eff, designs.n_folds
         self.n_samples, self.n_features = designs.n_samples, designs.n_features
         A, K, dt = designs.base.X, designs.n_folds, designs.dtype

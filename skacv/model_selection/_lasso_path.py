@@ -534,7 +534,8 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         if loo is not None:
             loo[i] = loo_of(coef, alpha_i)
         # the criterion watched: the leave-one-out error when computed
-        if stop(loo[i] if loo is not None else converged_risk(train_mse[i], df[i], n_eff)):
+        risk = None if loo is not None else converged_risk(train_mse[i], df[i], n_eff, statistics)
+        if stop(loo[i] if loo is not None else risk):
             n_solved = i + 1
             break
     if not_converged:

@@ -34,7 +34,7 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
 The statistical choices (exact traces or probes, ``n_probes="auto"``; the
 probe scheme; the chains' precision) are arguments; the choices between
 equal computations (split, core space, Gram matrices, chunk sizes) read the
-speed policy (:func:`skacv._policy.get_policy`). The proximal chain engines
+speed policy (``design.policy``). The proximal chain engines
 drive the same propagator
 (:class:`~skacv.estimates.risk._propagate.ForwardChains`), and every probe
 is drawn by :func:`~skacv.estimates.risk._probes.draw_probes`. An engine
@@ -48,7 +48,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._config import get_config
-from ..._policy import get_policy
 from ...exceptions import EstimateBudgetError
 from ...linalg._sampling import stands_for_rows
 from ._chains import core_space_chains, masked_memory_matrix, shared_plan
@@ -157,7 +156,7 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
         columns = np.full(T + 1, m * T / 4.0)
     flops = float(np.sum(2.0 * support**2 * columns))
     n, p = design.n_samples, design.n_features
-    policy = get_policy()
+    policy = design.policy
     # the fit's products: two with X~ a step, or one with X~^T X~ (covariance form)
     step = 2.0 * p * p if p < n and p <= policy.covariance_max_features else 4.0 * n * p
     fit = step * T
@@ -173,7 +172,7 @@ def _check_budget(design, coef_path, n_probes, scheme):
         # them 5-10 times on small designs): not budgeted
         return
     cost, flops = chain_cost_in_fits(design, coef_path, n_probes, scheme)
-    if cost > budget and flops > get_policy().risk_cheap_flops:
+    if cost > budget and flops > design.policy.risk_cheap_flops:
         s = int(np.count_nonzero(np.any(coef_path != 0, axis=1)))
         raise EstimateBudgetError(
             f"the risk estimate of this path would cost about {cost:.1f} fits (its Jacobian "
@@ -192,7 +191,7 @@ def _settles(design, iteration, n_iter, n_probes, datafit, state, keep_state, sc
     steps."""
     if (state is not None or keep_state or iteration.sampler is not None
             or not (datafit is None or datafit.quadratic)
-            or n_iter < get_policy().settled_min_tail
+            or n_iter < design.policy.settled_min_tail
             or getattr(iteration, "preconditioner", None) is not None
             or iteration.uses_heavy_ball(n_iter)):
         return None
@@ -309,7 +308,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         if coef_path is None:  # before the fit: may settle
             return EstimatePlan("settled", n_probes, dtype, settles)
         k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
-        if k0 is not None and T - k0 >= get_policy().settled_min_tail:
+        if k0 is not None and T - k0 >= design.policy.settled_min_tail:
             return EstimatePlan("settled", n_probes, dtype, settles, k0)
     if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
         return EstimatePlan("curvature", n_probes, dtype)

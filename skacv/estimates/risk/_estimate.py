@@ -70,9 +70,6 @@ from ._readout import (  # noqa: F401 (the readout's names, re-exported)
     source_residuals,
 )
 from ._reliability import (  # noqa: F401 (re-exported)
-    AMPLIFICATION_LIMIT,
-    DF_LOW,
-    SUPPORT_DF_LIMIT,
     _reliability,
     reliability_failures,
     risk_reliability,
@@ -328,7 +325,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                                 A_sources=Av if has_momentum else None, iteration=iteration,
                                 iterates=iterates)
 
-    with small_blas(flops):  # the corrections of T x T matrices
+    with small_blas(flops, design.policy):  # the corrections of T x T matrices
         noise = choice = None
         used = getattr(state, "m", plan.n_probes)
         if adaptive:
@@ -346,7 +343,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         if not iteration.is_linear and iteration.penalty.l1_ > 0:
             support = np.count_nonzero(coef_path, axis=0)
         reliable, df, amp, failures = risk_reliability(
-            A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
+            A, Av if has_momentum else A, design.n_eff, design.statistics, design.fit_intercept,
             proximal=not iteration.is_linear, support=support, return_failures=True,
             # without extrapolation the correction K is that inverse
             inverse=K if not has_momentum else None)

@@ -315,7 +315,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     start.run(chains, reads, T, np.full(T + 1, m), verbose, gram=gram)
     run.columns, run.coords = Xs, order[:width]
     if keep_state:
-        cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
+        cached = gram_to_keep(chains.gram, order, -chains.g, chains.policy,
+                              None if state is None else state.gram)
         run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images)
         run.state.columns = (order[:width], Xs)
     return run
@@ -333,7 +334,8 @@ def _chain_columns(design, order, prefix, dtype, state, k0):
     kept = None if state is None else state.columns
     if kept is not None:
         coords, Xs = kept
-        layout = kept_order(order, prefix, coords, k0) if Xs.dtype == dtype else None
+        layout = (kept_order(order, prefix, coords, k0, design.policy) if Xs.dtype == dtype
+                  else None)
         if layout is not None:
             order, prefix = layout
             return order, prefix, Xs[:, :int(prefix[1])]
@@ -441,7 +443,8 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
 
     def gram_times(Q):  # Xs^T Xs Q / n_eff, one read of Xs (blocks of rows)
         out = np.empty((width, Q.shape[1]), dtype=Xs.dtype)
-        primal_product(Xs, width, width, Q.astype(Xs.dtype), out, Xs.dtype.type(inv_n))
+        primal_product(Xs, width, width, Q.astype(Xs.dtype), out, Xs.dtype.type(inv_n),
+                       design.policy)
         return out
 
     lags, seen = template_lags(n_iter), []  # (depth, nodes, response) at the checks

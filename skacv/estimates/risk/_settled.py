@@ -13,7 +13,6 @@ its ``(T + 1) x (T + 1)`` matrices).
 import numpy as np
 from scipy import linalg
 
-from ..._policy import get_policy
 from ...utils._parallel import factorization_blas
 from ._core_space import free_steps
 
@@ -209,7 +208,7 @@ class SettledMemory:
                 return False
         return True
 
-    def inverse_row_norms(self, n_eff, c=0.0):
+    def inverse_row_norms(self, n_eff, policy, c=0.0):
         """l1 norms of the rows of ``(I (1 - c/n) - A_sources/n)^{-1}``.
 
         Row ``t`` is column ``t`` of :meth:`solve`'s ``Rv`` with ``Fv = I``,
@@ -244,7 +243,7 @@ class SettledMemory:
         neg_lam = -self.lam
         # columns lo..k-1 are live before step k (non-zero from the step after
         # their source enters; those before lo have decayed: NEGLIGIBLE_STATE)
-        lo, peak, every = 0, 0.0, get_policy().settled_drop_check
+        lo, peak, every = 0, 0.0, policy.settled_drop_check
         for k in range(k0 + 1, T + 1):
             live = slice(lo, k)
             dz = Hz[:, live]
@@ -293,7 +292,7 @@ def linear_settled_memory(iteration, T, nodes, weights):
                          empty, np.zeros((lam.size, 0)) if extrapolates else empty)
 
 
-def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff):
+def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff, policy):
     """The :class:`SettledMemory` of a trajectory settled after step ``k0``.
 
     ``Xd(idx, dt)`` gives ``X~[:, idx]``; ``Z`` (n, m) are the probes of the
@@ -311,7 +310,7 @@ def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff):
         XS = np.asarray(Xd(S, np.float64), dtype=np.float64)
         G = XS.T @ XS
         G /= n_eff
-        with factorization_blas("eigh", r):
+        with factorization_blas("eigh", r, policy):
             lam, V = linalg.eigh(G, overwrite_a=True, check_finite=False)
         # the numerical null space of the support's columns carries nothing:
         # there X~_S v = 0, so the probes' images, the injections' weights and

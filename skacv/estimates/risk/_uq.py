@@ -256,7 +256,7 @@ def _least_squares_fit(design, target, dof):
         diag = np.einsum("jk,jk->j", V / lam, V)
     else:
         G = design.gram(side="features")  # the product on every thread, the factor on one
-        with factorization_blas("cholesky", p):
+        with factorization_blas("cholesky", p, design.policy):
             try:
                 c = linalg.cho_factor(G, lower=True, check_finite=False)
             except linalg.LinAlgError:
