@@ -137,6 +137,7 @@ def test_the_rule_on_realistic_shapes():
     class Shape:
         def __init__(self, n, p):
             self.n_samples, self.n_features, self.cache = n, p, {}
+            self.policy = get_policy()
 
     assert pays(Shape(20000, 50), 150) and pays(Shape(10000, 1000), 150)
     assert pays(Shape(2000, 1000), 150)

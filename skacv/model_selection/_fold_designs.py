@@ -26,7 +26,6 @@ are advanced by :class:`~skacv.model_selection._kfold.StackedFolds`.
 
 import numpy as np
 
-from .._policy import get_policy
 from ..linalg._blas import gemm_call
 from ..linalg._design import _sum_in_order
 from ..utils._parallel import cache_bytes, kept_workers, last_level_share
@@ -49,13 +48,12 @@ def _prepared_calls(views):
     return calls
 
 
-def fold_panel_rows(n_features, itemsize=4, n_columns=5):
-    """Rows of a panel of the stacked folds' pass (the speed policy's
+def fold_panel_rows(n_features, policy, itemsize=4, n_columns=5):
+    """Rows of a panel of the stacked folds' pass (the speed ``policy``'s
     ``fold_panel_cache_share`` of the level-2 cache, products of
     ``n_columns`` columns of at most ``fold_panel_max_product``
     multiply-adds, at most ``fold_panel_rows`` rows; short rows up to
     ``narrow_panel_rows``)."""
-    policy = get_policy()
     if n_features <= policy.narrow_features:
         return policy.narrow_panel_rows
     rows = min(int(policy.fold_panel_cache_share * cache_bytes(2, policy))
@@ -64,9 +62,9 @@ def fold_panel_rows(n_features, itemsize=4, n_columns=5):
     return max(8, min(policy.fold_panel_rows, rows))
 
 
-def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
+def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, policy, itemsize=4):
     """Whether ``n_steps`` steps of ``n_folds`` stacked folds cost less in
-    the covariance form (:class:`FoldCovariance`, the speed policy's
+    the covariance form (:class:`FoldCovariance`, the speed ``policy``'s
     ``fold_covariance``); ``itemsize``: the block's precision (the Gram
     matrices' size against the level-2 cache).
 
@@ -77,7 +75,6 @@ def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
     the held-out errors, at gemm speed), against ``2 n p (2K - 1)`` a step
     for the pass (compute-bound)."""
     n, p, K = n_samples, n_features, n_folds
-    policy = get_policy()
     if not policy.fold_covariance or n_steps < 1 or p > min(n, policy.covariance_max_features):
         return False
     adv = policy.covariance_gemm_advantage
@@ -87,10 +84,9 @@ def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
     return 4.0 * n * p * p / adv + n_steps * step < n_steps * 2.0 * n * p * (2 * K - 1)
 
 
-def pass_groups(nbytes):
+def pass_groups(nbytes, policy):
     """Groups of panels of a pass over a copy of ``X`` of ``nbytes``
-    (the speed policy's ``pass_groups`` beyond ``pass_groups_min_bytes``)."""
-    policy = get_policy()
+    (the speed ``policy``'s ``pass_groups`` beyond ``pass_groups_min_bytes``)."""
     limit = policy.pass_groups_min_bytes
     limit = last_level_share(policy) if limit is None else limit
     return policy.pass_groups if nbytes > limit else 1
@@ -401,7 +397,7 @@ class FoldDesigns:
         # each panel's calls read and write
         passes = []
         for part, width in enumerate(widths):
-            rows = fold_panel_rows(p, X.itemsize, width)
+            rows = fold_panel_rows(p, self.policy, X.itemsize, width)
             # (first row, last row, fold whose held-out rows they are, gradient rows)
             if rotated:
                 panels = [(r0, min(r0 + rows, b), j, slice(j, j + K - 1))
@@ -410,7 +406,7 @@ class FoldDesigns:
             else:
                 panels = [(r0, min(r0 + rows, n), None, slice(0, K))
                           for r0 in range(0, n, rows)]
-            n_groups = min(pass_groups(X.nbytes), len(panels))
+            n_groups = min(pass_groups(X.nbytes, self.policy), len(panels))
             bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
             sums, groups = [], []
             for g in range(n_groups):

@@ -45,7 +45,6 @@ import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
 from .._config import check_memory
-from .._policy import current_policies, get_policy
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
 from ..linalg._copies import gather
@@ -245,6 +244,8 @@ class StackedFolds:
     splits : list of (train, test) index arrays
     dtype : numpy dtype
         Precision of the block.
+    policies : (SpeedPolicy, StatisticalPolicy)
+        The search's (its designs carry them).
     full_design : Design, default=None
         The full-data fit's design of ``X`` with the same weights and
         intercept (its ``X~``, centred and weighted): the block's copy is
@@ -269,7 +270,7 @@ class StackedFolds:
         Total weight of the held-out rows.
     """
 
-    def __init__(self, estimator, X, y, sample_weight, splits, dtype, full_design=None,
+    def __init__(self, estimator, X, y, sample_weight, splits, dtype, policies, full_design=None,
                  horizon=0):
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
@@ -278,8 +279,6 @@ class StackedFolds:
             train[tr, j] = True
             test[te, j] = True
         w = sample_weight
-        # the policies of the search (its full fit's design's when there is one)
-        policies = current_policies() if full_design is None else full_design.policies
         policy = policies[0]
         # the block's own copy of X (centred in place), with the rows ordered
         # by held-out fold when the folds partition the rows of a dense X: a
@@ -313,7 +312,7 @@ class StackedFolds:
         self.offset, self.response = self.designs.center_y(y)
         if partition is not None and fold_covariance_pays(
                 base.n_samples, base.n_features, len(splits),
-                max(estimator.max_iter, horizon),
+                max(estimator.max_iter, horizon), policy,
                 base.X.dtype.itemsize):
             self.products = FoldCovariance(self.designs, self.response, partition)
         else:
@@ -405,7 +404,7 @@ class StackedFolds:
         return total
 
 
-def fit_beside(X, fold_dtype="auto"):
+def fit_beside(X, policy, fold_dtype="auto"):
     """Whether the full-data fit on ``X`` runs its stages beside the stacked
     folds (:func:`~skacv.utils._parallel.overlapped`, one BLAS thread each: the
     block's set-up beside the first stage, each later stage beside the
@@ -426,7 +425,7 @@ def fit_beside(X, fold_dtype="auto"):
     # the full fit's X: float32 kept, anything else in float64
     dtype = np.dtype(np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
     block = size * kfold_dtype(fold_dtype).itemsize
-    return size * dtype.itemsize > cache_bytes(3, get_policy()) and pass_groups(block) == 1
+    return size * dtype.itemsize > cache_bytes(3, policy) and pass_groups(block, policy) == 1
 
 
 def fold_steps(n_iter, ratios):

@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
 from .._config import config_context, get_config
-from .._statistics import get_statistics
+from .._policy import current_policies
 from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
@@ -58,11 +58,12 @@ from ._search_params import check_protocol, warn_ignored_params
 from ._stages import finite_min, fit_stages, selectable
 
 
-def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None,
-                  splits=None, fold_alignment="time", fold_dtype="auto", probe_goal="level",
-                  limit=None):
+def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
+                  n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
+                  probe_goal="level", limit=None):
     """Fit one grid point; return it with its estimate paths and fit time
-    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s).
+    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s;
+    ``policies``: the search's ``(speed, statistics)``).
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
     refits (which continue the path bit for bit, and the Jacobian chains of
@@ -79,9 +80,9 @@ def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chang
             warnings.simplefilter("ignore", UnreliableEstimateWarning)
         if attr == "kfold_path_":
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
-                             fold_alignment, fold_dtype, limit)
+                             fold_alignment, fold_dtype, limit, policies)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-                          probe_goal, limit)
+                          probe_goal, limit, policies)
 
 
 class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEstimator):
@@ -377,9 +378,11 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             n_samples, n_features = _num_samples(X), _num_features(X)
         except (TypeError, ValueError):
             n_samples = n_features = 0  # the estimator's own validation says why
+        # the policies of this search, read once (handed to its fits and rules)
+        self._policies = current_policies()
         if self.criterion == "auto":
             self.criterion_, self._loo_subsample, self._both = resolve_auto(
-                self.estimator, n_samples, n_features, self.cv)
+                self.estimator, n_samples, n_features, self.cv, self._policies)
         else:
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
         grid = self.param_grid
@@ -463,8 +466,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         # one path compared with itself only: probes to order its iterates
         goal = "choice" if len(candidates) == 1 and self.search_ == "grid" else "level"
         jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
-            self._prepared(params), X, y, fit_params, attrs, attr, self.n_iter_no_change,
-            self._splits, self.fold_alignment, self.fold_dtype, goal, limit)
+            self._prepared(params), X, y, fit_params, attrs, self._policies, attr,
+            self.n_iter_no_change, self._splits, self.fold_alignment, self.fold_dtype, goal, limit)
             for params, limit in zip(candidates, limits, strict=True))
         paths, times, mins, kept = [], [], [], {}
         best = np.inf
@@ -493,7 +496,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             kept[i] = est
             if prune:
                 kept = {j: e for j, e in kept.items()
-                        if mins[j] <= best + get_statistics().tie_rtol * abs(best)}
+                        if mins[j] <= best + self._policies[1].tie_rtol * abs(best)}
         return paths, np.array(times), kept
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -566,7 +569,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             self.n_splits_ = len(self._splits)
         elif hasattr(self, "n_splits_"):
             del self.n_splits_
-        del self._selected_paths, self._splits, self._converged
+        del self._selected_paths, self._splits, self._converged, self._policies
         self.n_features_in_ = est.n_features_in_
         if self.verbose:
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
@@ -644,7 +647,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     def _keep(self, candidates, paths, kept, rows=None):
         """Select among the fitted ``candidates`` (at ``rows`` of the
         table); set the selection's attributes; return the selection."""
-        i, t, mins, best_iters = select(paths, self.criterion_)
+        i, t, mins, best_iters = select(paths, self.criterion_, self._policies[1].tie_rtol)
         self._selected_paths = paths[i]
         self.estimator_ = kept[i]
         self.best_index_ = i if rows is None else rows[i]
@@ -672,7 +675,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             cands = [{"alpha": scores.values[r]} for r in rows]
             return self._fit_candidates(cands, X, y, fit_params, limits, prune=False)
 
-        choice = joint_argmin(scores, crit, self.path_neighbors, fit, get_statistics().tie_rtol)
+        choice = joint_argmin(scores, crit, self.path_neighbors, fit, self._policies[1].tie_rtol)
         self._converged = choice.converged
         self._selected_paths = choice.paths[choice.rows.index(choice.row)]
         self.estimator_ = choice.estimator
@@ -695,6 +698,6 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
                      if self.param_grid is not None and "alpha" in self.param_grid else {}]
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         warn_converged(self._converged, self.best_params_.get("alpha"),
-                       params.get("max_iter"), self.criterion_)
+                       params.get("max_iter"), self.criterion_, self._policies[1].limit_rtol)
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
                       self.criterion_, getattr(self.estimator_, "n_iter_", None))
