@@ -371,6 +371,10 @@ class SpeedPolicy:
         EigenPro's products run in float32 (``precision="auto"``) when their
         rounding, amplified by the preconditioner's gain ``lambda_1 /
         lambda_P``, stays below this fraction of a step.
+    empirical_max_features : int
+        ``precision="empirical"`` (the debiasing's least-squares fit) is
+        prepared at fit time up to this many features (a p x p Gram matrix
+        and its Cholesky factor, ``n p^2`` operations); above, it is refused.
     """
 
     gram_cache_size: int = 2000
@@ -461,6 +465,7 @@ class SpeedPolicy:
     metric_margin: float = 1.25
     metric_lanczos_steps: int = 6
     eigenpro_rounding_tol: float = 1e-2
+    empirical_max_features: int = 2000
 
     def block_panel_rows_for(self, n_features):
         """Most rows in a panel of a block of columns of rows ``n_features`` long."""

@@ -109,10 +109,18 @@ class StatisticalPolicy:
         cost at most ``auto_exact_factor`` times ``auto_probes`` probes (an
         eigendecomposition of at most ``auto_exact_max_dim``), else that
         many probes (:func:`skacv.estimates.risk._engine.resolve_n_probes`).
-    pooled_probes, small_probes : int
+    pooled_probes, small_probes, small_design : int, int, tuple
         The pooled chain's most probes with ``n_probes="auto"``
-        (``small_probes`` on small designs;
-        :func:`skacv.estimates.risk._probes.pooled_probes`).
+        (``small_probes`` below ``small_design``'s samples with at most its
+        features; :func:`skacv.estimates.risk._probes.pooled_probes`).
+    pooled_start_probes, pooled_start_probes_no_momentum : tuple of (int, int)
+        The adaptive pooled chain starts with the probes of the first
+        ``(samples, probes)`` pair whose samples the data reach (else all
+        of ``pooled_probes``); the second table for an iteration without
+        momentum.
+    choice_start_probes : (int, int)
+        A chain for a choice (``probe_goal="choice"``) starts with at most
+        this many probes from this many samples on.
     pooled_noise_target, choice_noise_target : float
         The adaptive pooled chain grows while the probe noise of
         ``risk_path_`` (of the order of the iterates near its minimum, for
@@ -130,6 +138,8 @@ class StatisticalPolicy:
         that ends its quadrature, the lags its nodes serve at least, and the
         support up to which it takes exact eigenvalues instead
         (:mod:`skacv.estimates.risk._pooled`).
+    template_check_depths : tuple of int
+        The Lanczos depths at which the template's quadrature is checked.
     negligible_state : float
         The settled form stops advancing a source's column once its state is
         at most this fraction of the largest seen (``_settled``).
@@ -176,6 +186,10 @@ class StatisticalPolicy:
     auto_exact_max_dim: int = 2000
     pooled_probes: int = 32
     small_probes: int = 64
+    small_design: tuple = (1000, 128)
+    pooled_start_probes: tuple = ((8000, 1), (4000, 8), (2000, 16))
+    pooled_start_probes_no_momentum: tuple = ((8000, 1), (1000, 4))
+    choice_start_probes: tuple = (1000, 4)
     pooled_noise_target: float = 0.008
     choice_noise_target: float = 0.01
     choice_near: float = 0.02
@@ -185,6 +199,7 @@ class StatisticalPolicy:
     template_rtol: float = 1e-3
     template_check_lags: int = 200
     template_exact_support: int = 300
+    template_check_depths: tuple = (10, 14, 20, 28, 40, 56, 80)
     negligible_state: float = 1e-13
     multiplier_rounding: float = 1e-12
     sgd_risk_rtol: float = 1e-3

@@ -17,6 +17,7 @@ from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._policy import get_policy
+from skacv._statistics import get_statistics
 from skacv.estimates.risk._estimate import memory_matrix
 from skacv.exceptions import UnreliableEstimateWarning
 
@@ -139,14 +140,14 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
         n_samples, n_features = 1000, 60
         policy = get_policy()
 
-    from skacv.estimates.risk._probes import POOLED_PROBES
+    pooled = get_statistics().pooled_probes
 
-    wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "pooled")
-    narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, POOLED_PROBES, "pooled")
+    wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, pooled, "pooled")
+    narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, pooled, "pooled")
     assert wide > narrow > 0 and flops > 0
     assert chain_cost_in_fits(Sizes, est.coef_path_, None, "pooled") == (0.0, 0.0)
     # the shared probes' chains meet in the middle: m T / 4 columns a step, the pooled m
-    shared = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "shared")[0]
+    shared = chain_cost_in_fits(Sizes, est.coef_path_, pooled, "shared")[0]
     assert shared > wide
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
     calls = []

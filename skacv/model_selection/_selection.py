@@ -62,8 +62,7 @@ def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
                   n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
                   probe_goal="level", limit=None):
     """Fit one grid point; return it with its estimate paths and fit time
-    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s;
-    ``policies``: the search's ``(speed, statistics)``).
+    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s).
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
     refits (which continue the path bit for bit, and the Jacobian chains of
@@ -378,8 +377,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             n_samples, n_features = _num_samples(X), _num_features(X)
         except (TypeError, ValueError):
             n_samples = n_features = 0  # the estimator's own validation says why
-        # the policies of this search, read once (handed to its fits and rules)
-        self._policies = current_policies()
+        self._policies = current_policies()  # read once, handed to its fits and rules
         if self.criterion == "auto":
             self.criterion_, self._loo_subsample, self._both = resolve_auto(
                 self.estimator, n_samples, n_features, self.cv, self._policies)
@@ -456,8 +454,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         """Fit every candidate (``limits``: the criterion of each one's
         converged fit, or ``None``); with ``prune``, keep only the fitted
         estimators that can win (the others are ``None``)."""
-        attr = CRITERIA[self.criterion_][0]
-        attrs = PATH_ATTRS
+        attr, attrs = CRITERIA[self.criterion_][0], PATH_ATTRS
         limits = [None] * len(candidates) if limits is None else limits
         # the caller's configuration and a share of the BLAS threads in every
         # worker (captured here, in the caller's thread)

@@ -54,7 +54,7 @@ from ._chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._core_space import CorePlan
 from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
-from ._probes import POOLED_PROBES, pooled_probes, pooled_start_probes
+from ._probes import pooled_probes, pooled_start_probes
 from ._propagate import resolve_chain_dtype
 from ._settled import settled_step
 from ._spectral import (
@@ -65,14 +65,6 @@ from ._spectral import (
     spectral_memory_matrix,
 )
 from ._state import PooledState, QuadratureState
-
-#: Hutchinson probes used by ``n_probes="auto"`` when exact traces are not cheap
-AUTO_PROBES = 10
-#: ``n_probes="auto"``: exact traces when they cost at most this many times
-#: the probes' computation
-AUTO_EXACT_FACTOR = 4.0
-#: and, for linear methods, the eigendecomposition is at most this size
-AUTO_EXACT_MAX_DIM = 2000
 
 
 def _spectral(design, iteration, datafit=None):
@@ -87,30 +79,31 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     """The number of probes (``None``: exact traces) of ``n_probes="auto"``.
 
     Exact traces remove the probe noise (two fits give the same estimate);
-    they are used when they cost at most ``AUTO_EXACT_FACTOR`` times the
-    ``AUTO_PROBES`` probes:
+    they are used when they cost at most the design's statistical policy's
+    ``auto_exact_factor`` times its ``auto_probes`` probes:
 
     * linear iterations (gradient descent, Nesterov, heavy ball, ridge):
       one eigendecomposition of the smaller Gram matrix, ``m^3 / 3`` flops
-      for ``m = min(n, p) <= AUTO_EXACT_MAX_DIM``, against Lanczos with the
+      for ``m = min(n, p) <= auto_exact_max_dim``, against Lanczos with the
       probes, ``2 n p`` per probe and level, ``n_iter / 2 + 2`` levels;
     * Jacobian chains (ISTA, FISTA, mini-batch SGD, robust losses): the
       chains start from the ``n`` canonical vectors instead of the probes:
-      exact when ``n <= AUTO_EXACT_FACTOR * AUTO_PROBES``.
+      exact when ``n <= auto_exact_factor * auto_probes``.
 
     Any other value is returned unchanged.
     """
     if not (isinstance(n_probes, str) and n_probes == "auto"):
         return n_probes
     n, p = design.n_samples, design.n_features
+    stats = design.statistics
     if _spectral(design, iteration, datafit):
         m = min(n, p)
         exact = m ** 3 / 3.0
-        probes = AUTO_PROBES * 2.0 * n * p * (n_iter / 2 + 2)
-        cheap = m <= AUTO_EXACT_MAX_DIM and exact <= AUTO_EXACT_FACTOR * probes
+        probes = stats.auto_probes * 2.0 * n * p * (n_iter / 2 + 2)
+        cheap = m <= stats.auto_exact_max_dim and exact <= stats.auto_exact_factor * probes
     else:
-        cheap = n <= AUTO_EXACT_FACTOR * AUTO_PROBES
-    return None if cheap else AUTO_PROBES
+        cheap = n <= stats.auto_exact_factor * stats.auto_probes
+    return None if cheap else stats.auto_probes
 
 
 SCHEMES = ("auto", "pooled", "shared")
@@ -261,7 +254,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     probe_scheme : {"auto", "pooled", "shared"}
         The proximal chains' probes. Exact traces and an iteration with a
         heavy ball take the shared ones; ``"auto"``: the pooled probes (one
-        chain of ``POOLED_PROBES`` probes for all the sources,
+        chain of ``pooled_probes`` probes (the statistical policy) for all the sources,
         :mod:`skacv.estimates.risk._pooled`), the shared ones while the
         sample stands for rows out of memory (a Dask input,
         :func:`~skacv.linalg._sampling.stands_for_rows`: its shared probes
@@ -325,14 +318,16 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     elif scheme == "auto":
         scheme = "pooled"
     if scheme == "pooled" and auto_probes:
-        n_probes = pooled_probes(design.n_samples, design.n_features)
+        n_probes = pooled_probes(design.n_samples, design.n_features, design.statistics)
         if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
             n_probes = state.m
         elif adaptive:
-            n_probes = pooled_start_probes(design.n_samples, iteration.extrapolates(T),
-                                           probe_goal, design.n_features)
+            n_probes = pooled_start_probes(design.n_samples, design.statistics,
+                                           iteration.extrapolates(T), probe_goal,
+                                           design.n_features)
     # a chain that starts with all the probes has nothing to grow
-    adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
+    adaptive = (adaptive and scheme == "pooled" and auto_probes
+                and n_probes < design.statistics.pooled_probes)
     _check_budget(design, coef_path, n_probes, scheme)
     if scheme != "shared":
         return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)

@@ -174,7 +174,7 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
     # diagnostics: the row sums of A and the rows of (I (1 - c/n) - A_sources/n)^{-1}
     df = (model.apply(np.ones((1, T1)))[0][0] + c) / n_eff
     with np.errstate(all="ignore"):
-        amp = (model.inverse_row_norms(n_eff, design.policy, c) * (1.0 - c / n_eff)
+        amp = (model.inverse_row_norms(n_eff, design.policies, c) * (1.0 - c / n_eff)
                * np.maximum(1.0 - df, 1e-12))
     support = None
     if not iteration.is_linear and iteration.penalty.l1_ > 0:
