@@ -287,28 +287,29 @@ def test_step_size_from_the_covariance_forms_gram(speed_policy, sparse, monkeypa
 
 
 @pytest.mark.parametrize("search", ["path", "grid"])
-def test_a_search_forms_the_gram_matrix_once(search, monkeypatch):
+def test_a_search_forms_the_gram_matrix_once(search):
     """The alpha path and the candidates of TrajectoryEarlyStoppingCV share
-    the design of X: one Gram matrix for the search (it was formed by the
-    path and again by every candidate), and the same selection and
-    coefficients as with a design per fit."""
+    the design of X: one design for the search, whose Gram matrix is formed
+    once and cached (it was formed by the path and again by every
+    candidate), and the same selection and coefficients as with a design
+    per fit (the candidates fitted in joblib's threads, which never share)."""
+    import joblib
+
     from skacv import TrajectoryEarlyStoppingCV
 
     X, y, sw = _data(n=400, p=30)
     grid = {"alpha": [0.1, 0.05, 0.02, 0.01]}
     est = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=80), param_grid=grid,
                                     search=search, criterion="risk", random_state=0)
-    calls = []
-    real = design_module.Design._gram
-    monkeypatch.setattr(design_module.Design, "_gram",
-                        lambda self, side: calls.append(side) or real(self, side))
-    shared = clone(est).fit(X, y, sample_weight=sw)
-    assert len(calls) == 1
-    monkeypatch.setattr("skacv.model_selection._selection.shared_designs",
-                        __import__("contextlib").nullcontext)
-    calls.clear()
-    alone = clone(est).fit(X, y, sample_weight=sw)
-    assert len(calls) >= 2
+    # the search's own sharing nests in this one: its designs stay readable here
+    with design_module.shared_designs():
+        design = design_module.make_design(X, sw, True)
+        assert not design.cache
+        shared = clone(est).fit(X, y, sample_weight=sw)
+        made = [v[1] for k, v in design_module._SHARED.get().items() if isinstance(k, tuple)]
+    assert made == [design] and ("gram", "features") in design.cache
+    with joblib.parallel_backend("threading"):
+        alone = clone(est).set_params(n_jobs=2).fit(X, y, sample_weight=sw)
     assert shared.best_params_ == alone.best_params_
     assert shared.best_iteration_ == alone.best_iteration_
     assert_allclose(shared.coef_, alone.coef_, rtol=1e-9, atol=1e-12)
