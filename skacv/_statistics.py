@@ -19,8 +19,10 @@ class StatisticalPolicy:
 
     Kept apart from :class:`skacv._policy.SpeedPolicy` (which only chooses
     between equal computations) and from :func:`skacv.config_context`
-    (resources); read with :func:`get_statistics`, changed for a block with
-    :func:`statistics_context` (tests: the ``statistical_policy`` fixture).
+    (resources); read with the speed policy by
+    :func:`skacv._policy.current_policies` where a computation starts and
+    passed down, changed for a block with :func:`statistics_context`
+    (tests: the ``statistical_policy`` fixture).
     The measurements behind the defaults are in ``docs/speed_policy.rst``
     ("The statistical policy").
 

@@ -1,5 +1,5 @@
 """The fit loop of full-batch least squares in the covariance form
-(skacv.linalg._design.CovarianceForm: products with X~^T X~ instead of X~): the
+(skacv.linalg._covariance.CovarianceForm: products with X~^T X~ instead of X~): the
 iterates, the estimates built on them and the warm starts of the products
 with X~, the rule that picks it, and the fits it must not touch."""
 
@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
+import skacv.linalg._covariance as covariance_module
 import skacv.linalg._design as design_module
 from skacv import (
     IterativeRidge,
@@ -111,7 +112,7 @@ def test_the_rule_weighs_the_gram_matrix_against_the_steps():
     covariance; more features than samples, too many features, or too few
     steps for the Gram matrix: the products with X~; a design holding the
     Gram matrix already pays back sooner."""
-    pays = design_module.covariance_form_pays
+    pays = covariance_module.covariance_form_pays
     adv = get_policy().covariance_gemm_advantage
     X, _, _ = _data(n=400, p=40)
     d = design_module.Design(X, None, True)
@@ -132,7 +133,7 @@ def test_the_rule_on_realistic_shapes():
     """The cost model picks the covariance form where it measured faster
     (n >> p, 150 steps) and the products with X~ for few steps on a tall
     design of many features."""
-    pays = design_module.covariance_form_pays
+    pays = covariance_module.covariance_form_pays
 
     class Shape:
         def __init__(self, n, p):
@@ -202,8 +203,8 @@ def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, spee
     speed_policy(stage_min_flops=0, stage_min_flops_linear=0)  # stages at any size
     X, y, _ = _data(seed=4, n=400, p=390)  # min(n, p) > 300: no Gram for the step
     d = design_module.Design(X, None, True)
-    assert not design_module.covariance_form_pays(d, 10)
-    assert design_module.covariance_form_pays(d, 100)
+    assert not covariance_module.covariance_form_pays(d, 10)
+    assert covariance_module.covariance_form_pays(d, 100)
     lengths = []
     fit = IterativeRidge.fit
 

@@ -731,7 +731,7 @@ def test_designs_declare_their_products():
     (skacv.linalg._protocols.LinearProducts and BlockProducts), with no
     delegation: the folds' covariance form declares the block's products and
     keeps the folds' rows, layout and centring with its FoldDesigns."""
-    from skacv.linalg._design import CovarianceForm
+    from skacv.linalg._covariance import CovarianceForm
     from skacv.linalg._protocols import BlockProducts, LinearProducts
 
     X, y, sw = _data(n=120, p=8)

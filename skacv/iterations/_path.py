@@ -47,7 +47,7 @@ class TrajectoryState:
         ``v^k``, from the same pass.
     form : {"design", "covariance"}
         The products the loop runs on: ``X~`` or the covariance form ``X~^T
-        X~`` (:class:`~skacv.linalg._design.CovarianceForm`); a warm start
+        X~`` (:class:`~skacv.linalg._covariance.CovarianceForm`); a warm start
         continues in the form it started in.
     """
 

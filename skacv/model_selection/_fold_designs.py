@@ -440,7 +440,7 @@ class FoldDesigns:
 class FoldCovariance:
     """The products of :class:`FoldDesigns` in the covariance form (few
     features, many samples: scikit-learn's ``precompute``, as the full fit's
-    :class:`~skacv.linalg._design.CovarianceForm`). With ``C_j = X~_j^T M_j X~_j``
+    :class:`~skacv.linalg._covariance.CovarianceForm`). With ``C_j = X~_j^T M_j X~_j``
     (p x p, each fold's centred, weighted training Gram matrix: that of all
     rows minus its held-out rows' and its centring's) and ``c_j = X~^T (m_j
     Y~_j)``, the gradient of fold ``j`` at ``v_j`` is ``c_j - C_j v_j`` and

@@ -15,7 +15,8 @@ import numpy as np
 from .._config import check_memory
 from ..iterations._datafits import NormalEquations
 from ..iterations._metric import rank_one_metric, spike_possible
-from ..linalg._design import CovarianceForm, Design
+from ..linalg._covariance import CovarianceForm
+from ..linalg._design import Design
 from ..linalg._linalg import lanczos_top
 
 
@@ -166,7 +167,7 @@ class _SampleSpace:
 
 class _FeatureSpace:
     """The Lasso path in the covariance form (scikit-learn's ``precompute``,
-    :class:`~skacv.linalg._design.CovarianceForm`): with ``C = X~^T X~`` and
+    :class:`~skacv.linalg._covariance.CovarianceForm`): with ``C = X~^T X~`` and
     ``c = X~^T y~``, the working set's loop multiplies by ``C_WW`` and its
     "fitted values" are ``g = C_WW b_W``; the residual enters through
     ``||r||^2 = y~^T y~ - 2 c_W^T b_W + b_W^T g``, ``r^T y~ = y~^T y~ - c_W^T

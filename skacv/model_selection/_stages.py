@@ -184,7 +184,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
 
     The fits of the stages follow a :class:`~skacv.estimators._setup.FitPlan`:
     the first stage chooses the loop's form for the whole ``max_iter``
-    (:func:`skacv.linalg._design.covariance_form_pays`), and the debiasing
+    (:func:`skacv.linalg._covariance.covariance_form_pays`), and the debiasing
     statistics (:mod:`skacv.estimates.risk._uq`) are those of the last stage only;
     ``probe_goal``: the plan's (what the probes of ``risk_path_`` are grown for).
     ``first``: the length of the first stage (``2 * n_iter_no_change`` by
