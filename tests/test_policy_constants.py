@@ -187,3 +187,22 @@ def test_every_policy_field_is_documented(policy):
     entries = re.findall(r"^    ([\w, ]+) : ", cls.__doc__, flags=re.M)
     documented = {name.strip() for entry in entries for name in entry.split(",")}
     assert sorted(f.name for f in dataclasses.fields(cls) if f.name not in documented) == []
+
+
+def test_derived_designs_take_their_parents_policies():
+    """A ``Design`` made without ``policies=`` captures the policies in force:
+    only where a fit or a public function starts (``make_design`` and the
+    fit shell); every design derived inside a computation (working sets,
+    folds, sub-designs) is given its parent's."""
+    capture = {"linalg/_design.py", "estimators/_base.py"}
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call)
+                    and getattr(node.func, "id", getattr(node.func, "attr", None))
+                    in ("Design", "centred")
+                    and not any(k.arg == "policies" for k in node.keywords)
+                    and len(node.args) < 5 and rel not in capture):
+                found.append(f"skacv/{rel}:{node.lineno}")
+    assert found == []
