@@ -467,11 +467,23 @@ class SpeedPolicy:
     eigenpro_rounding_tol: float = 1e-2
     empirical_max_features: int = 2000
 
+    def __reduce__(self):
+        """Pickled with its mappings as dicts (a mapping proxy does not
+        pickle): a fitted estimator keeps its design, which carries it."""
+        return _unpickle, ({f.name: dict(v) if isinstance(v, MappingProxyType) else v
+                            for f in dataclasses.fields(self)
+                            for v in [getattr(self, f.name)]},)
+
     def block_panel_rows_for(self, n_features):
         """Most rows in a panel of a block of columns of rows ``n_features`` long."""
         if n_features <= self.narrow_features:
             return self.narrow_panel_rows
         return self.block_panel_rows
+
+
+def _unpickle(fields):
+    return SpeedPolicy(**{k: MappingProxyType(v) if isinstance(v, dict) else v
+                          for k, v in fields.items()})
 
 
 def blas_kernels():

@@ -206,3 +206,13 @@ def test_derived_designs_take_their_parents_policies():
                     and len(node.args) < 5 and rel not in capture):
                 found.append(f"skacv/{rel}:{node.lineno}")
     assert found == []
+
+
+def test_the_policies_pickle():
+    """A fitted estimator keeps its design, which carries the policies."""
+    import pickle
+
+    from skacv._policy import current_policies
+
+    policies = current_policies()
+    assert pickle.loads(pickle.dumps(policies)) == policies
