@@ -40,7 +40,7 @@ counts as a miss, and both calls are rerun with each of the two criteria fixed
 (printed as a diagnostic).
 
 ``--blas-threads`` limits BLAS around every call, but skacv fits the
-trajectories of several alphas (``_fit_candidates``) with
+trajectories of several alphas (``fit_candidates``) with
 ``os.cpu_count() // n_jobs`` BLAS threads each, whatever the caller's limit;
 the header prints that number. Times are wall-clock (``time.perf_counter``)
 and move with the load of a shared machine; the three calls of a design run

@@ -81,7 +81,7 @@ def part_a(args):
         X, y = regression(n, p, seed=0)
         est.set_params(estimate_loo=False)
         t_fit = median_time(lambda est=est, X=X, y=y: est.fit(X, y))
-        est.set_params(estimate_loo=True, store_loo_predictions=True)
+        est.set_params(estimate_loo=True, loo_options={"store_predictions": True})
         t_loo_fit = median_time(lambda est=est, X=X, y=y: est.fit(X, y))
         t_loo = max(t_loo_fit - t_fit, 1e-9)
         rng = np.random.default_rng(1)

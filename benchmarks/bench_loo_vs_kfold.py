@@ -17,7 +17,7 @@ seeds). ``loo/kfold`` is the ratio of the best times.
 ``t`` are the chosen iterations.
 
 ``--subsample K`` adds ``loo-K``: ``criterion="loo"`` on
-``TrajectoryLasso(loo_subsample=K)``, the control-variate estimate from K
+``TrajectoryLasso(loo_options={"subsample": K})``, the control-variate estimate from K
 tracked samples (its relative standard error at the chosen iterate,
 ``loo_std_error_path_``, in ``se``), timed with the others.
 
@@ -51,7 +51,7 @@ def search(est, column, X, y):
     criterion = column
     if column.startswith("loo-"):
         criterion = "loo"
-        est.set_params(loo_subsample=int(column[4:]))
+        est.set_params(loo_options={"subsample": int(column[4:])})
     tic = time.perf_counter()
     s = TrajectoryEarlyStoppingCV(est, criterion=criterion, random_state=0).fit(X, y)
     return s, time.perf_counter() - tic
@@ -97,7 +97,8 @@ def main():
     ap.add_argument("--no-full-loo", action="store_true",
                     help="skip criterion='loo' over every sample (e.g. with --subsample)")
     ap.add_argument("--subsample", type=int, nargs="*", default=[],
-                    help="also criterion='loo' with loo_subsample=K (column loo-K)")
+                    help="also criterion='loo' with loo_options={'subsample': K} "
+                         "(column loo-K)")
     args = ap.parse_args()
     warnings.simplefilter("ignore", ConvergenceWarning)
     warnings.simplefilter("ignore", SelectionBoundaryWarning)

@@ -84,8 +84,8 @@ def main():
             scheme, m = SCHEMES[label]
             errs, times, regrets = [], [], []
             for draw in range(args.draws):
-                est, t = timed_fit(TrajectoryLasso(probe_scheme=scheme, n_probes=m,
-                                                   random_state=draw, **kw), X, y)
+                est, t = timed_fit(TrajectoryLasso(risk_options={"probe_scheme": scheme},
+                                                   n_probes=m, random_state=draw, **kw), X, y)
                 rel = est.risk_path_[1:] / exact.risk_path_[1:] - 1
                 errs.append(rel)
                 times.append(t)

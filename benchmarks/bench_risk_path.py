@@ -40,11 +40,15 @@ from skacv import IterativeRidge, TrajectoryLasso, config_context
 
 def chain_settings(est, **params):
     """``(estimator, context)`` fitting ``clone(est)`` with the chains'
-    ``probe_scheme`` / ``chain_dtype`` (estimator parameters), or, on a
-    version where they were configuration keys (a side-by-side run against
-    an older checkout), the same values through ``config_context``."""
+    ``probe_scheme`` / ``chain_dtype`` (keys of ``risk_options``, merged into
+    the estimator's), or, on an older checkout (a side-by-side run), the
+    separate estimator parameters or configuration keys of that version."""
     est = clone(est)
-    if "probe_scheme" in est.get_params():
+    names = est.get_params()
+    if "risk_options" in names:
+        options = {**(names["risk_options"] or {}), **params}
+        return est.set_params(risk_options=options), contextlib.nullcontext()
+    if "probe_scheme" in names:
         return est.set_params(**params), contextlib.nullcontext()
     keys = {"probe_scheme": "risk_probe_scheme", "chain_dtype": "risk_chain_dtype"}
     return est, config_context(**{keys[k]: v for k, v in params.items()})
@@ -133,7 +137,7 @@ def part_ista(args):
         seed_probes, context = chain_settings(est, chain_dtype=chains, probe_scheme="shared")
         with context:
             shared = seed_probes.fit(Xs, y).risk_path_
-        print(f"skacv with the seed's probes (probe_scheme='shared'): "
+        print(f"skacv with the seed's probes (risk_options probe_scheme='shared'): "
               f"{time.perf_counter() - tic:.2f}s")
     # the reference: exact traces, or the shared probes' estimate with many
     # other probes (its own error ~ the 10-probe error times sqrt(10 / M))

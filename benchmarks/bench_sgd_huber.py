@@ -6,7 +6,7 @@ Tan & Bellec's (2024) estimate propagates one Jacobian chain per source
 ``X`` (full-batch Huber), against one for the fit. For every case the same
 run times the fit alone (``estimate_risk=False``), the fit with
 ``risk_path_`` and the fit with ``loo_path_`` (IACV, the default criterion
-of ``TrajectoryEarlyStoppingCV`` for these solvers, on ``loo_subsample``
+of ``TrajectoryEarlyStoppingCV`` for these solvers, on ``loo_options["subsample"]``
 samples as ``criterion="auto"`` does above 500 samples), and prints the
 extra time of each estimate over the fit time. It also prints the
 accuracy of ``risk_path_`` against the truth ``||b^t - beta||^2 +
@@ -80,7 +80,8 @@ def main(argv=None):
                      + fitted.intercept_path_**2 + np.mean(eps**2))
             rel = np.abs(fitted.risk_path_ / truth - 1.0)
             _, t_loo = timed(est.set_params(estimate_risk=False, estimate_loo=True,
-                                            loo_subsample=sub, **common), X, y, args.repeat)
+                                            loo_options={"subsample": sub}, **common),
+                             X, y, args.repeat)
             print(f"{name:24s} {n:6d} {p:6d} {t_fit:7.2f}s {t_risk:7.2f}s "
                   f"{(t_risk - t_fit) / t_fit:7.1f} {t_loo:7.2f}s "
                   f"{(t_loo - t_fit) / t_fit:7.1f}  {rel.mean():.3f} / {rel.max():.3f}")

@@ -58,7 +58,7 @@ print(f"X: {X.shape}, {X.numblocks[0]} chunks of {chunk} rows, {X.nbytes / 2**20
 # ---------------------------------------------
 with dask.config.set(scheduler="threads"):
     est = TrajectoryLasso(alpha=0.05, max_iter=T, n_probes=None, estimate_loo=True,
-                          loo_subsample=500, random_state=0).fit(X, y)
+                          loo_options={"subsample": 500}, random_state=0).fit(X, y)
     truth = ((est.coef_path_ - beta[:, None]) ** 2).sum(axis=0) + sigma**2
     pred = est.predict_path(X_test)  # a lazy Dask array of shape (n_test, T + 1)
     test_mse = ((y_test[:, None] - pred) ** 2).mean(axis=0).compute()

@@ -11,7 +11,8 @@ import argparse
 import math
 import sys
 
-from ._demo import DEMO_DEFAULTS, SEED_SIZE, check_output_path, demo_params, run_demo
+from ._demo import run_demo
+from ._demo_checks import DEMO_DEFAULTS, SEED_SIZE, check_output_path, demo_params
 
 
 def _whole_number(text):
@@ -105,6 +106,35 @@ def _parser(prog="skacv"):
     return parser, demo
 
 
+def demo_arguments(argv=None, *, prog="skacv"):
+    """Parse the command line and check every option, before any work.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        Arguments (``None``: ``sys.argv[1:]``).
+    prog : str, default="skacv"
+        Program name shown in the usage and error messages.
+
+    Returns
+    -------
+    kwargs : dict
+        The keyword arguments of :func:`~skacv._demo.run_demo`. A user
+        mistake exits with status 2 (``SystemExit``) and a one-line message.
+    """
+    parser, demo = _parser(prog)
+    args = parser.parse_args(argv)
+    try:
+        params = demo_params(n=args.n, p=args.p, s=args.s, T=args.T, sigma=args.sigma,
+                             alpha=args.alpha, seed=args.seed, m=args.m, full=args.full,
+                             stop_sigma=args.stop_sigma, stop_alpha=args.stop_alpha,
+                             option=lambda k: f"--{k}")
+        out = None if args.no_plot else str(check_output_path(args.out, name="--out"))
+    except ValueError as exc:
+        demo.error(str(exc))
+    return dict(solver=args.solver, out=out, **params)
+
+
 def main(argv=None, *, prog="skacv"):
     """Entry point of the ``skacv`` script and of ``python -m skacv``.
 
@@ -120,25 +150,15 @@ def main(argv=None, *, prog="skacv"):
     -------
     status : int
         0 on success, 130 when interrupted (Ctrl-C, no traceback). A user
-        mistake exits with status 2 (``SystemExit``) and a one-line message,
-        before any work starts.
+        mistake exits with status 2 (:func:`demo_arguments`), before any
+        work starts.
     """
-    parser, demo = _parser(prog)
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        try:
-            params = demo_params(n=args.n, p=args.p, s=args.s, T=args.T, sigma=args.sigma,
-                                 alpha=args.alpha, seed=args.seed, m=args.m, full=args.full,
-                                 stop_sigma=args.stop_sigma, stop_alpha=args.stop_alpha,
-                                 option=lambda k: f"--{k}")
-            out = None if args.no_plot else str(check_output_path(args.out, name="--out"))
-        except ValueError as exc:
-            demo.error(str(exc))
-        try:
-            run_demo(solver=args.solver, out=out, **params)
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130  # the shell's status for Ctrl-C
+    kwargs = demo_arguments(argv, prog=prog)
+    try:
+        run_demo(**kwargs)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130  # the shell's status for Ctrl-C
     return 0
 
 

@@ -3,9 +3,9 @@
 Nothing here changes the numbers an estimator computes or the model a
 search selects: a limit exceeded is an error that names it, never another
 computation. The knobs that change the numbers are estimator parameters
-(``probe_scheme``, ``chain_dtype``, ``fold_dtype``, carried by
-``get_params`` and ``clone``) or fields of the policies
-(:mod:`skacv._policy`, :mod:`skacv._statistics`).
+(``risk_options``, ``fold_dtype``, carried by ``get_params`` and
+``clone``) or fields of the policies (:mod:`skacv._policy`,
+:mod:`skacv._statistics`).
 
 Like scikit-learn's configuration, the values are thread-local (a
 :func:`config_context` in one thread does not leak into another) and are
@@ -33,8 +33,8 @@ _DEFAULTS = {
 #: former keys that changed the numbers, now estimator parameters (carried by
 #: ``get_params`` and ``clone``): where each went
 _MOVED = {
-    "risk_probe_scheme": "the parameter probe_scheme of TrajectoryLasso",
-    "risk_chain_dtype": "the parameter chain_dtype of TrajectoryLasso, "
+    "risk_probe_scheme": "the key 'probe_scheme' of TrajectoryLasso's risk_options",
+    "risk_chain_dtype": "the key 'chain_dtype' of the risk_options of TrajectoryLasso, "
                         "TrajectoryHuberRegressor and IterativeRidge",
     "kfold_dtype": "the parameter fold_dtype of TrajectoryEarlyStoppingCV",
 }
@@ -115,7 +115,7 @@ def set_config(path_memory_limit=None, working_memory=None, dask_max_features=No
         Refused with a ``TypeError`` that names where the key went: the
         probes and precision of the risk chains and of the stacked folds
         change the estimates, so they are estimator parameters
-        (``probe_scheme``, ``chain_dtype``, ``fold_dtype``).
+        (``risk_options``, ``fold_dtype``).
     """
     for key in moved:
         if key in _MOVED:

@@ -92,6 +92,14 @@ class SpeedPolicy:
         (``enet_path`` with ``precompute``) to the same duality gap, instead
         of FISTA on working sets (whose Python steps cost more on small
         designs).
+    path_columns_descent : bool
+        The Lasso path on the columns of ``X~`` (more features than samples,
+        or beyond the covariance form's limits) solves each working set by
+        scikit-learn's coordinate descent on its columns (``enet_path``
+        without ``precompute``) to the same duality gap, where the columns
+        are dense float64, the step is ``"auto"`` and no common factor
+        dominates the working set's spectrum (there FISTA in the rank-one
+        metric of ``path_metric`` takes fewer passes over the columns).
     path_support_finish : bool
         The Lasso path finishes a working set's FISTA on the support it has
         identified by conjugate gradients (an active-set Newton step,
@@ -389,6 +397,7 @@ class SpeedPolicy:
     covariance_path: bool = True
     path_products_per_alpha: float = 10.0
     path_coordinate_descent: bool = True
+    path_columns_descent: bool = True
     path_support_finish: bool = True
     path_metric: bool = True
     path_metric_min_ratio: float = 4.0

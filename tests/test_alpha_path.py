@@ -729,11 +729,12 @@ def _assert_sklearn_path(path, X, y, w=None, atol=1e-8):
         assert gap <= 1e-12 * scale * (1 + 1e-6)
 
 
-def test_support_finish_equals_fista_alone_and_sklearn(finishes):
+def test_support_finish_equals_fista_alone_and_sklearn(finishes, speed_policy):
     """Equicorrelated columns (rho 0.5, p > n): the path with the finish
     (conjugate gradients on the identified support, sign crossings dropped)
     takes it at most alphas, in far fewer steps, and gives the same
     solutions as FISTA alone and as scikit-learn's Lasso."""
+    speed_policy(path_columns_descent=False)  # the working sets by FISTA
     from skacv._policy import policy_context
 
     X, y = _equicorrelated(100, 150)
@@ -752,12 +753,13 @@ def test_support_finish_equals_fista_alone_and_sklearn(finishes):
 
 
 @pytest.mark.parametrize("sabotage", ["flip", "worse"])
-def test_rejected_finish_still_converges(sabotage, finishes, monkeypatch):
+def test_rejected_finish_still_converges(sabotage, finishes, monkeypatch, speed_policy):
     """A finish whose solve is wrong is not kept: ``flip`` (every sign
     crosses: the active-set step drops all the columns, to zero, worse than
     FISTA's iterate) and ``worse`` (same signs, three times the iterate: a
     larger objective) are both rejected by the objective test, and FISTA
     still reaches scikit-learn's solutions."""
+    speed_policy(path_columns_descent=False)  # the working sets by FISTA
     import skacv.model_selection._lasso_path as lasso_module
 
     def wrong(A, b, x0, rtol, atol, maxiter):
@@ -775,9 +777,11 @@ def test_rejected_finish_still_converges(sabotage, finishes, monkeypatch):
 
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_support_finish_with_weights_and_sparse_equals_sklearn(weighted, sparse, finishes):
+def test_support_finish_with_weights_and_sparse_equals_sklearn(weighted, sparse, finishes,
+                                                                speed_policy):
     """The finish on the weighted, centred columns of a sparse X (and a dense
     one): scikit-learn's solutions (zero weights included)."""
+    speed_policy(path_columns_descent=False)  # the dense working sets by FISTA
     X, y = _equicorrelated(100, 150, seed=1)
     w = _weights(100) if weighted else None
     path = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X) if sparse else X, y,

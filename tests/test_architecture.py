@@ -40,7 +40,7 @@ SUBPACKAGE_LAYERS = [
     ["estimates"],
     ["estimators"],
     ["kernel_methods", "model_selection"],
-    ["display"],
+    ["display", "_demo_checks"],
     ["_demo"],
     ["__main__", "__init__"],
 ]
@@ -50,7 +50,7 @@ MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
     "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"],
                ["_copies", "_covariance"]],
-    "iterations": [["_penalties", "_datafits"], ["_iterations", "_preconditioning"],
+    "iterations": [["_penalties", "_datafits"], ["_step"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [
         ["risk._state", "risk._core_space", "risk._readout", "risk._uq", "risk._result",
@@ -65,13 +65,14 @@ MODULE_LAYERS = {
         ["risk._sgd"],
         ["risk.__init__", "loo.__init__"],
     ],
-    "estimators": [["_advice", "_docs", "_setup"], ["_protocol"], ["_base"], ["_multitarget"],
-                   ["_lasso", "_ridge", "_logistic", "_huber"]],
-    "kernel_methods": [["_kernels", "_eigenpro_docs"], ["_eigenpro"]],
+    "estimators": [["_advice", "_docs", "_setup", "_options"], ["_protocol", "_dask_fit"],
+                   ["_base"], ["_multitarget"], ["_lasso", "_ridge", "_logistic", "_huber"]],
+    "kernel_methods": [["_kernels", "_eigenpro_docs"], ["_eigenpro_setup"], ["_eigenpro"]],
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
                         ["_kfold", "_lasso_spaces"], ["_lasso_path"],
                         ["_alpha_path", "_criteria", "_search_params"], ["_stages"],
-                        ["_kfold_search", "_results", "_dask_search"], ["_path_search"],
+                        ["_kfold_search", "_results", "_dask_search"], ["_candidates"],
+                        ["_path_search"],
                         ["_mixing_search"], ["_selection"]],
     "display": [["_plot"]],
 }
@@ -222,6 +223,7 @@ _ALTERNATIVES = {
     "step_size": [0.01, 0.02],
     "momentum": [0.5, 0.3],
     "bandwidth": [2.0, 3.0],
+    "risk_options": [{"chain_dtype": "float64"}, None],
 }
 
 
@@ -342,7 +344,7 @@ def test_user_iteration_fits_and_estimates():
     y = X[:, :3] @ np.ones(3) + 0.3 * rng.standard_normal(n)
     est = skacv.TrajectoryLasso(alpha=alpha, solver=DampedFISTA(), max_iter=T,
                                 fit_intercept=False, n_probes=None, estimate_loo=True,
-                                store_loo_predictions=True).fit(X, y)
+                                loo_options={"store_predictions": True}).fit(X, y)
     path, A = _brute_force_memory_matrix(X, y, est.step_size_, alpha, T)
     np.testing.assert_allclose(est.coef_path_, path.T, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(est.memory_matrix_, A, atol=1e-5 * max(1, np.abs(A).max()))
@@ -475,6 +477,45 @@ def test_linalg_imports_and_calls_nothing_of_the_search():
                   if isinstance(node, ast.Attribute) and node.attr in search_only
                   and ast.unparse(node.value) not in _OWN]
     assert not found, "linalg reaches into the search:\n" + "\n".join(found)
+
+
+#: subpackages above linalg that it must not know (it serves them)
+_ABOVE_LINALG = ("estimators", "model_selection", "kernel_methods")
+
+
+def _reaches_up(tree, module, own):
+    """What ``tree`` (a linalg module) knows of the layers that use it: an
+    import of estimators/, model_selection/ or kernel_methods/, a function
+    taking an ``estimator`` or ``search``, and a private attribute read on
+    another object whose name no linalg class sets (``own``)."""
+    found = [f"imports {name}" for name, _, _ in _skacv_imports(tree, module)
+             if name.partition(".")[0] in _ABOVE_LINALG]
+    found += [f"{line}: {code}" for line, code, name in _private_reads(tree)
+              if name not in own and not name.startswith("__")]
+    found += [f"{node.lineno}: def {node.name}({arg.arg}, ...)" for node in ast.walk(tree)
+              if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+              if arg.arg in ("estimator", "search")]
+    return found
+
+
+def test_linalg_reads_no_estimator():
+    """linalg keeps row statistics and Dask array handling: fitting an
+    estimator on a Dask input lives in estimators/_dask_fit.py, so no linalg
+    module imports the layers above it, takes an estimator, or reads a
+    private attribute of an object that is not one of linalg's own (a
+    ``Design``'s ``_start``): duck typing such as ``hasattr(estimator,
+    "_augment")`` or ``estimator._fit(...)`` fails here."""
+    paths = sorted((PACKAGE / "linalg").glob("*.py"))
+    own = _attributes_set_on_self(paths)
+    old = ("from ..model_selection._selection import Search\n"
+           "def dask_fit(estimator, X):\n"
+           "    hasattr(estimator, '_augment')\n"
+           "    estimator._fit(X)\n")
+    assert len(_reaches_up(ast.parse(old), "linalg._dask", own)) == 4
+    found = [f"{path.name}: {item}" for path in paths
+             for item in _reaches_up(ast.parse(path.read_text()), f"linalg.{path.stem}", own)]
+    assert not found, "linalg reaches into the estimators:\n" + "\n".join(found)
 
 
 def _calls(name):

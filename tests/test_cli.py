@@ -56,22 +56,14 @@ BAD_OPTIONS = [
 
 
 @pytest.mark.parametrize("args, option, words", BAD_OPTIONS)
-def test_bad_option_fails_before_any_work(tmp_path, monkeypatch, capsys, args, option,
-                                          words):
-    import skacv.__main__
-    import skacv._demo
-    from skacv.__main__ import main
+def test_bad_option_fails_before_any_work(tmp_path, capsys, args, option, words):
+    # demo_arguments is all that main does before run_demo: it exits here
+    from skacv.__main__ import demo_arguments
 
-    def no_work(*args, **kwargs):
-        raise AssertionError("the demo started")
-
-    monkeypatch.setattr(skacv._demo, "run_demo", no_work)
-    monkeypatch.setattr(skacv.__main__, "run_demo", no_work)
-    monkeypatch.setattr(skacv._demo, "seed_data", no_work)
     (tmp_path / "a_file.txt").write_text("not a directory")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     with pytest.raises(SystemExit) as exc:
-        main(["demo", *args], prog="python -m skacv")
+        demo_arguments(["demo", *args], prog="python -m skacv")
     assert exc.value.code == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -79,6 +71,20 @@ def test_bad_option_fails_before_any_work(tmp_path, monkeypatch, capsys, args, o
     assert last.startswith("python -m skacv demo: error: "), captured.err
     assert option in last and words in last, last
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file.txt"]
+
+
+def test_options_reach_the_demo(tmp_path):
+    from skacv.__main__ import demo_arguments
+    from skacv._demo_checks import DEMO_DEFAULTS, SEED_SIZE
+
+    kwargs = demo_arguments(["demo", *TINY, "--sigma", "0.5", "--stop-alpha", "0.02",
+                             "--solver", "fista", "--no-plot"])
+    assert kwargs == {**DEMO_DEFAULTS, "n": 60, "p": 80, "s": 5, "T": 4, "m": 2,
+                      "sigma": 0.5, "stop_alpha": 0.02, "solver": "fista", "out": None}
+    out = tmp_path / "f.png"
+    kwargs = demo_arguments(["demo", "--full", "--T", "7", "--out", str(out)])
+    assert kwargs == {**SEED_SIZE, "T": 7, "solver": "ista", "out": str(out)}
+    assert isinstance(kwargs["T"], int) and isinstance(kwargs["sigma"], float)
 
 
 @pytest.mark.parametrize(
@@ -133,21 +139,6 @@ def test_first_hour_cases_exit_2_with_one_line(tmp_path, args, option, words):
     if args[0] == "--out":
         assert not Path(args[1]).exists()
     assert not list(tmp_path.iterdir())
-
-
-def test_memory_of_the_t_by_t_matrices_is_checked_before_the_run(tmp_path):
-    # --T 20000 with n = 50, p = 40 (s = 5) ran for minutes and held 19 GB:
-    # with 16 GiB available (whatever this machine has) the run is refused
-    code = ("import sys; import skacv._demo as d; d._available_memory = lambda: 16 * 2**30; "
-            "from skacv.__main__ import main; sys.exit(main(sys.argv[1:], "
-            "prog='python -m skacv'))")
-    run = subprocess.run([sys.executable, "-c", code, "demo", "--T", "20000", "--n", "50",
-                          "--p", "40", "--s", "5"], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path)
-    _assert_one_line_error(run, "--T 20000", "T x T memory and risk matrices")
-    # 12 float64 T x T arrays: 12 * 8 * 20000**2 bytes = 35.8 GiB
-    assert "about 35.9 GiB of memory, more than the 16.0 GiB available" in run.stderr
-    assert "lower --T" in run.stderr
 
 
 def test_version(tmp_path):

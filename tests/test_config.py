@@ -1,10 +1,10 @@
 """The configuration keeps resources only; the knobs that change the numbers
 are estimator parameters (issue 43).
 
-* ``probe_scheme`` (TrajectoryLasso): shared or pooled Hutchinson
-  probes of the ISTA/FISTA chains: different estimates with the same seed,
-  both close to exact traces;
-* ``chain_dtype`` (TrajectoryLasso, TrajectoryHuberRegressor,
+* ``risk_options["probe_scheme"]`` (TrajectoryLasso): shared or pooled
+  Hutchinson probes of the ISTA/FISTA chains: different estimates with the
+  same seed, both close to exact traces;
+* ``risk_options["chain_dtype"]`` (TrajectoryLasso, TrajectoryHuberRegressor,
   IterativeRidge): the precision of the Jacobian chains: float64 equals a
   plain float64 computation of the same Hutchinson estimate to rounding,
   float32 only to float32 rounding;
@@ -67,14 +67,14 @@ def test_unknown_configuration_keys_are_refused():
 
 
 @pytest.mark.parametrize("est, params", [
-    (TrajectoryLasso(), {"probe_scheme": "shared", "chain_dtype": "float64"}),
-    (TrajectoryHuberRegressor(), {"chain_dtype": "float32"}),
-    (IterativeRidge(), {"chain_dtype": "float64"}),
+    (TrajectoryLasso(), {"risk_options": {"probe_scheme": "shared", "chain_dtype": "float64"}}),
+    (TrajectoryHuberRegressor(), {"risk_options": {"chain_dtype": "float32"}}),
+    (IterativeRidge(), {"risk_options": {"chain_dtype": "float64"}}),
     (TrajectoryEarlyStoppingCV(TrajectoryLasso(), search="grid"), {"fold_dtype": "float64"}),
 ])
 def test_knobs_are_parameters_that_clone_carries(est, params):
     for name in params:
-        assert est.get_params()[name] == "auto"  # the documented default
+        assert est.get_params()[name] in ("auto", None)  # the documented default
     cloned = clone(clone(est).set_params(**params))
     assert {k: cloned.get_params()[k] for k in params} == params
     for name in params:  # validated like every parameter
@@ -85,7 +85,7 @@ def test_knobs_are_parameters_that_clone_carries(est, params):
 def test_logistic_regression_has_no_chain_parameters():
     """No risk estimate, no chains: nothing to choose."""
     params = skacv.TrajectoryLogisticRegression().get_params()
-    assert not {"probe_scheme", "chain_dtype"} & set(params)
+    assert not {"risk_options", "probe_scheme", "chain_dtype"} & set(params)
 
 
 # ----------------------------------------------------------------------------
@@ -107,8 +107,8 @@ def test_probe_scheme_changes_the_probes_not_the_target(solver):
     X, y = _sparse_problem(300, 450)
     est = TrajectoryLasso(0.02, solver=solver, max_iter=40, n_probes=40, random_state=0)
     exact = clone(est).set_params(n_probes=None).fit(X, y).risk_path_
-    shared = clone(est).set_params(probe_scheme="shared").fit(X, y).risk_path_
-    pooled = clone(est).set_params(probe_scheme="pooled").fit(X, y).risk_path_
+    shared = clone(est).set_params(risk_options={"probe_scheme": "shared"}).fit(X, y).risk_path_
+    pooled = clone(est).set_params(risk_options={"probe_scheme": "pooled"}).fit(X, y).risk_path_
     assert_array_equal(clone(est).fit(X, y).risk_path_, pooled)
     assert np.abs(pooled / shared - 1).max() > 1e-3
     for risk in (shared, pooled):
@@ -116,8 +116,8 @@ def test_probe_scheme_changes_the_probes_not_the_target(solver):
         assert np.sqrt(np.mean(err**2)) < 0.06
         assert np.abs(err).max() < 0.15
     # the parameter travels with the estimator: a clone repeats the estimate
-    again = clone(clone(est).set_params(probe_scheme="shared")).fit(X, y).risk_path_
-    assert_array_equal(again, shared)
+    again = clone(clone(est).set_params(risk_options={"probe_scheme": "shared"})).fit(X, y)
+    assert_array_equal(again.risk_path_, shared)
 
 
 def test_probe_scheme_reaches_the_memory_check(monkeypatch):
@@ -135,7 +135,8 @@ def test_probe_scheme_reaches_the_memory_check(monkeypatch):
     monkeypatch.setattr(base_module, "check_risk_memory", spy)
     X, y = _sparse_problem(60, 40)
     for scheme in ("pooled", "shared", "auto"):
-        TrajectoryLasso(0.05, max_iter=5, probe_scheme=scheme, random_state=0).fit(X, y)
+        TrajectoryLasso(0.05, max_iter=5, risk_options={"probe_scheme": scheme},
+                        random_state=0).fit(X, y)
     assert seen == ["pooled", "shared", "auto"]
 
 
@@ -176,12 +177,12 @@ def test_chain_dtype_sets_the_precision_of_the_chains():
     eta = (1 + np.sqrt(p / n)) ** -2
     est = TrajectoryLasso(lam, solver="ista", max_iter=T - 1, step_size=eta,
                           fit_intercept=False, n_probes=m, random_state=seed,
-                          probe_scheme="shared")
+                          risk_options={"probe_scheme": "shared"})
     Z = np.random.RandomState(seed).choice([-1.0, 1.0], size=(n, m))
     ref = _seed_memory_matrix(X, y, eta, lam, T, Z)
     scale = np.abs(ref).max()
-    fitted = {dt: clone(est).set_params(chain_dtype=dt).fit(X, y).memory_matrix_
-              for dt in ("float64", "float32", "auto")}
+    fitted = {dt: clone(est).set_params(risk_options={"probe_scheme": "shared", "chain_dtype": dt})
+              .fit(X, y).memory_matrix_ for dt in ("float64", "float32", "auto")}
     err64 = np.abs(fitted["float64"] - ref).max() / scale
     err32 = np.abs(fitted["float32"] - ref).max() / scale
     assert err64 < 1e-10
@@ -204,8 +205,8 @@ def test_chain_dtype_of_the_robust_and_minibatch_chains(make):
     y = X[:, :3] @ np.array([1.0, -2.0, 0.5]) + rng.standard_t(3, 60)
     est = make().set_params(max_iter=15, n_probes=None)
     auto = clone(est).fit(X, y).risk_path_
-    f64 = clone(est).set_params(chain_dtype="float64").fit(X, y).risk_path_
-    f32 = clone(est).set_params(chain_dtype="float32").fit(X, y).risk_path_
+    f64 = clone(est).set_params(risk_options={"chain_dtype": "float64"}).fit(X, y).risk_path_
+    f32 = clone(est).set_params(risk_options={"chain_dtype": "float32"}).fit(X, y).risk_path_
     assert_array_equal(auto, f64)
     assert 0 < np.abs(f32 / f64 - 1).max() < 1e-4
 
@@ -257,16 +258,18 @@ def test_search_keeps_the_chain_parameters_in_its_stages():
     parameters; with the other probe scheme it is another estimate."""
     X, y = _sparse_problem(100, 160, s=8)
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0,
-                           probe_scheme="shared", chain_dtype="float64")
+                           risk_options={"probe_scheme": "shared", "chain_dtype": "float64"})
     search = TrajectoryEarlyStoppingCV(base,
                                        search="grid",
                                        criterion="risk", n_iter_no_change=5).fit(X, y)
-    params = search.estimator_.get_params()
-    assert (params["probe_scheme"], params["chain_dtype"]) == ("shared", "float64")
+    assert search.estimator_.get_params()["risk_options"] == {"probe_scheme": "shared",
+                                                              "chain_dtype": "float64"}
     n = search.estimator_.n_iter_
     cold = clone(base).set_params(max_iter=n).fit(X, y)
     assert_allclose(search.risk_path_, cold.risk_path_, rtol=1e-10)
-    pooled = TrajectoryEarlyStoppingCV(clone(base).set_params(probe_scheme="pooled"), search="grid",
-                                       criterion="risk", n_iter_no_change=None).fit(X, y)
+    pooled = clone(base).set_params(risk_options={"probe_scheme": "pooled",
+                                                  "chain_dtype": "float64"})
+    pooled = TrajectoryEarlyStoppingCV(pooled, search="grid", criterion="risk",
+                                       n_iter_no_change=None).fit(X, y)
     k = min(pooled.risk_path_.size, n + 1)  # the paths' common iterates
     assert np.abs(pooled.risk_path_[:k] / cold.risk_path_[:k] - 1).max() > 1e-3

@@ -202,7 +202,7 @@ def test_rows_the_statistics_cannot_serve_are_refused():
     Xd, yd = _lazy(X, y)
     with pytest.raises(ValueError, match="full-batch least squares"):
         TrajectoryLasso(solver="sgd", max_iter=5).fit(Xd, yd)
-    with pytest.raises(ValueError, match=r"leave-one-out.*set loo_subsample=<int>"):
+    with pytest.raises(ValueError, match=r"leave-one-out.*set loo_options=\{'subsample': <int>\}"):
         TrajectoryLasso(max_iter=5, estimate_loo=True).fit(Xd, yd)
     for criterion, loo in (("loo", False), ("kfold", True)):
         with pytest.raises(ValueError, match="leave-one-out"):
@@ -216,13 +216,13 @@ def test_rows_the_statistics_cannot_serve_are_refused():
 
 PROBED = [  # Hutchinson probes: float64 chains (rounding only) and the default float32;
     # the shared probes, what a Dask fit takes ("auto" in memory takes the pooled ones)
-    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64",
-                    probe_scheme="shared"),
+    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10,
+                    risk_options={"chain_dtype": "float64", "probe_scheme": "shared"}),
     TrajectoryLasso(alpha=0.05, solver="ista", max_iter=40, n_probes=6, fit_intercept=False,
-                    chain_dtype="float64", probe_scheme="shared"),
+                    risk_options={"chain_dtype": "float64", "probe_scheme": "shared"}),
     IterativeRidge(alpha=10.0, solver="nesterov", max_iter=30, n_probes=8,
-                   chain_dtype="float64"),
-    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, probe_scheme="shared"),
+                   risk_options={"chain_dtype": "float64"}),
+    TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, risk_options={"probe_scheme": "shared"}),
 ]
 
 
@@ -239,7 +239,7 @@ def test_probes_equal_numpy(scheduler, est):
     Xd, yd, wd = _lazy(X, y, w)
     with dask.config.set(scheduler=scheduler):
         got = est.set_params(random_state=rs_dask).fit(Xd, yd, sample_weight=wd).risk_path_
-    float32 = est.get_params()["chain_dtype"] == "auto"
+    float32 = "chain_dtype" not in est.get_params()["risk_options"]
     # float32 chains: the probes' images rounded to float32 (unit 6e-8) and
     # summed in another order; float64: rounding only
     assert _rel(got, ref) <= (1e-6 if float32 else 1e-10)
@@ -258,9 +258,10 @@ def test_loo_subsample_equals_numpy(scheduler, weighted):
     X, y, w = _data(10)
     sw = w if weighted else None
     ests = [TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=None, estimate_loo=True,
-                            loo_subsample=60, store_loo_predictions=True, random_state=4),
+                            loo_options={"subsample": 60, "store_predictions": True},
+                            random_state=4),
             IterativeRidge(alpha=10.0, solver="nesterov", max_iter=30, n_probes=None,
-                           estimate_loo=True, loo_subsample=45, random_state=5)]
+                           estimate_loo=True, loo_options={"subsample": 45}, random_state=5)]
     Xd, yd, wd = _lazy(X, y, sw)
     for est in ests:
         ref = est.fit(X, y, sample_weight=sw)
@@ -276,7 +277,7 @@ def test_loo_subsample_equals_numpy(scheduler, weighted):
     # the subsample's estimate differs from the exact leave-one-out: the
     # comparison above is of the subsampled estimate
     subsampled = np.copy(got.loo_path_)
-    full = ests[1].set_params(loo_subsample=None).fit(X, y, sample_weight=sw).loo_path_
+    full = ests[1].set_params(loo_options=None).fit(X, y, sample_weight=sw).loo_path_
     assert _rel(full, subsampled) > 1e-6
 
 
@@ -318,9 +319,9 @@ def test_local_cluster_fit(client):
     X, y, w = _data(8)
     # exact traces; then the probes' pass and the fetched rows on the cluster
     exact = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=None)
-    probed = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64",
-                             estimate_loo=True, loo_subsample=50, random_state=3,
-                             probe_scheme="shared")
+    probed = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10,
+                             risk_options={"chain_dtype": "float64", "probe_scheme": "shared"},
+                             estimate_loo=True, loo_options={"subsample": 50}, random_state=3)
     Xd, yd, wd = _lazy(X, y, w)
     for est, names in ((exact, ("coef_path_", "risk_path_")),
                        (probed, ("coef_path_", "risk_path_", "loo_path_"))):
@@ -380,18 +381,19 @@ def test_auto_probe_scheme_is_shared_on_dask(monkeypatch):
     # the rows' own, mapped onto the compressed sample
     chosen = _spy_strategies(monkeypatch)
     X, y, w = _data(12)
-    est = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10, chain_dtype="float64",
-                          random_state=7)
+    est = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10,
+                          risk_options={"chain_dtype": "float64"}, random_state=7)
     auto = np.copy(est.fit(X, y, sample_weight=w).risk_path_)
     in_memory_auto = chosen[:]
     del chosen[:]
-    shared = np.copy(est.set_params(probe_scheme="shared").fit(X, y, sample_weight=w)
-                     .risk_path_)
+    est.set_params(risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
+    shared = np.copy(est.fit(X, y, sample_weight=w).risk_path_)
     in_memory_shared = chosen[:]
     del chosen[:]
     Xd, yd, wd = _lazy(X, y, w)
     with dask.config.set(scheduler="synchronous"):
-        got = est.set_params(probe_scheme="auto").fit(Xd, yd, sample_weight=wd).risk_path_
+        est.set_params(risk_options={"chain_dtype": "float64", "probe_scheme": "auto"})
+        got = est.fit(Xd, yd, sample_weight=wd).risk_path_
     assert in_memory_auto and {c for _, c in in_memory_auto} == {"pooled"}
     assert not any(active for active, _ in in_memory_auto + in_memory_shared)
     assert chosen and all(active for active, _ in chosen)
@@ -413,8 +415,9 @@ def test_risk_search_probes_equal_numpy(monkeypatch, scheme, search):
 
     def make(seed, probe_scheme="shared"):
         return TrajectoryEarlyStoppingCV(
-            TrajectoryLasso(max_iter=60, n_probes=10, chain_dtype="float64",
-                            probe_scheme=probe_scheme, random_state=seed), **kwargs)
+            TrajectoryLasso(max_iter=60, n_probes=10, random_state=seed,
+                            risk_options={"chain_dtype": "float64", "probe_scheme": probe_scheme}),
+            **kwargs)
 
     ref = make(5).fit(X, y, sample_weight=w)
     other = make(6).fit(X, y, sample_weight=w)

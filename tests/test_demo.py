@@ -10,16 +10,13 @@ import pytest
 from numpy.testing import assert_allclose
 
 import skacv._demo as demo_module
-from skacv._demo import (
+from skacv._demo import _format_table, draw_figure, expected_gap, run_demo, seed_data
+from skacv._demo_checks import (
     DEMO_DEFAULTS,
     SEED_SIZE,
-    _format_table,
     check_output_path,
+    demo_memory,
     demo_params,
-    draw_figure,
-    expected_gap,
-    run_demo,
-    seed_data,
 )
 
 
@@ -256,17 +253,23 @@ def test_expected_gap_quotes_the_measurement():
     assert "scaled by sqrt(2000/n)" in text
 
 
-def test_memory_of_the_run_is_checked(monkeypatch):
-    monkeypatch.setattr(demo_module, "_available_memory", lambda: 2**30)
+def test_memory_of_the_run_is_checked():
+    gib = 2**30
     # 12 T x T float64 arrays: 12 * 8 * 4000**2 bytes = 1.43 GiB, with the rest 1.5
     with pytest.raises(ValueError, match=r"T 4000: the T x T .* about 1\.5 GiB .* lower T"):
-        demo_params(n=50, p=40, s=5, T=4000)
+        demo_params(n=50, p=40, s=5, T=4000, memory=gib)
     with pytest.raises(ValueError, match="m 1000000 probes .* lower m"):
-        demo_params(n=50, p=40, s=5, T=20, m=1000000)
-    need = demo_module.demo_memory(n=50, p=40, T=4000, m=10)
+        demo_params(n=50, p=40, s=5, T=20, m=1000000, memory=gib)
+    need = demo_memory(n=50, p=40, T=4000, m=10)
     assert need.square == 12 * 8 * 4000**2
     assert need.total == need.square + need.data + need.chains
-    demo_params(n=50, p=40, s=5, T=200)  # 4 MiB: fine
+    demo_params(n=50, p=40, s=5, T=200, memory=gib)  # 4 MiB: fine
+    # the command line's names: 12 float64 T x T arrays, 12 * 8 * 20000**2 bytes
+    with pytest.raises(ValueError) as exc:
+        demo_params(n=50, p=40, s=5, T=20000, option=lambda k: f"--{k}", memory=16 * gib)
+    assert str(exc.value).startswith("--T 20000: the T x T memory and risk matrices")
+    assert "about 35.9 GiB of memory, more than the 16.0 GiB available" in str(exc.value)
+    assert "lower --T" in str(exc.value)
 
 
 def test_output_is_opened_before_the_work(tmp_path):

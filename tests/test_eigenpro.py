@@ -384,8 +384,6 @@ def test_sgd_position_traces_and_readout_are_exact():
     # = tr(M_{p+j,p} W) and K'[p + j, p] = tr(M_{p+j,p} C_{p+1}) exactly; the
     # estimate of the last epoch is Tan & Bellec's read-out with the traces
     # of every source taken from its position's chain
-    import skacv.estimates.risk._sgd as pc
-    import skacv.kernel_methods._eigenpro as ep
 
     rng = np.random.default_rng(0)
     n = 60
@@ -394,19 +392,22 @@ def test_sgd_position_traces_and_readout_are_exact():
     w = rng.uniform(0.5, 2.0, n)  # non-integer weights: rows with the masks C / w
     batches = []
 
-    class Recording(pc.SGDRiskTracker):
-        def step(self, rows, counts, h, KB, resid, positions=None):
-            batches.append((rows.copy(), counts.copy(), h, resid.copy()))
-            return super().step(rows, counts, h, KB, resid, positions)
+    class Recording(EigenProRegressor):
+        """Records the batches its risk tracker is stepped with."""
 
-    original = ep.SGDRiskTracker
-    ep.SGDRiskTracker = Recording
-    try:
-        est = EigenProRegressor(linear_kernel, n_components=3, subsample_size=30, batch_size=10,
-                                max_iter=3, estimate_risk=True, n_probes=None, warm_start=True,
-                                random_state=0).fit(X, y, sample_weight=w)
-    finally:
-        ep.SGDRiskTracker = original
+        def _kernel_setup(self, X, Y, sw, policies):
+            super()._kernel_setup(X, Y, sw, policies)
+            step = self._tracker.step
+
+            def record(rows, counts, h, KB, resid, positions=None):
+                batches.append((rows.copy(), counts.copy(), h, resid.copy()))
+                return step(rows, counts, h, KB, resid, positions)
+
+            self._tracker.step = record
+
+    est = Recording(linear_kernel, n_components=3, subsample_size=30, batch_size=10,
+                    max_iter=3, estimate_risk=True, n_probes=None, warm_start=True,
+                    random_state=0).fit(X, y, sample_weight=w)
     P = est.preconditioner_
     K = X @ X.T
     phi = K[:, P.subsample_indices_] @ P.coef_

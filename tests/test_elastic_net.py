@@ -205,7 +205,8 @@ def test_sample_weight_equals_repeated_rows_and_sparse_input():
 
 def test_warm_start_continues_the_path_and_its_estimates():
     X, y = _problem(50, 70, seed=10)
-    kw = dict(l1_ratio=0.5, random_state=1, chain_dtype="float64", estimate_loo=True)
+    kw = dict(l1_ratio=0.5, random_state=1, risk_options={"chain_dtype": "float64"},
+              estimate_loo=True)
     cold = TrajectoryElasticNet(0.1, max_iter=30, **kw).fit(X, y)
     warm = TrajectoryElasticNet(0.1, max_iter=15, warm_start=True, **kw).fit(X, y)
     warm.set_params(max_iter=30).fit(X, y)

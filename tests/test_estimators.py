@@ -505,7 +505,7 @@ def test_auto_step_lanczos_branch(speed_policy, monkeypatch, fmt, shape):
 def test_warm_start_risk_path_equals_cold(name):
     """The estimates of a warm-started path are those of the cold path."""
     X, y, _ = _problem(2, n=40, p=30, offset=0.5)
-    kw = dict(random_state=0, n_probes=5, chain_dtype="float64")
+    kw = dict(random_state=0, n_probes=5, risk_options={"chain_dtype": "float64"})
     cold = SOLVERS[name]().set_params(max_iter=40, **kw).fit(X, y)
     warm = SOLVERS[name]().set_params(max_iter=20, warm_start=True, **kw).fit(X, y)
     warm.set_params(max_iter=40).fit(X, y)

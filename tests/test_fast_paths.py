@@ -129,6 +129,21 @@ def covariance_path(monkeypatch):
     return {"alphas": path.alphas, "df": path.df, "risk": path.risk}, spy.calls > 0
 
 
+def path_columns_descent(monkeypatch):
+    """The Lasso path's working sets on the columns of X~ (p > n, isotropic
+    and weighted) by scikit-learn's coordinate descent against FISTA: the
+    same solutions, df and risks within what the duality gaps certify (tol
+    1e-12)."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((80, 120))
+    y = X[:, :8] @ np.ones(8) + rng.standard_normal(80)
+    sw = rng.uniform(0.5, 2.0, 80)
+    spy = _Spy(monkeypatch, _lasso_path, "_columns_coordinate_descent")
+    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
+                           max_iter=50_000, sample_weight=sw)
+    return {"coefs": path.coefs, "df": path.df, "risk": path.risk}, spy.calls > 0
+
+
 def path_one_pass(monkeypatch):
     """The Lasso path's working sets read by row panels (``X~_W b`` and
     ``X~_W^T r`` in one pass a step) against two products a step, with
@@ -226,7 +241,8 @@ def chain_fused_bytes(monkeypatch):
     monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
     spy = _Spy(monkeypatch, _risk_propagate, "primal_product")
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=8,
-                          chain_dtype="float64", random_state=0).fit(X, y, sample_weight=sw)
+                          risk_options={"chain_dtype": "float64"}, random_state=0)
+    est.fit(X, y, sample_weight=sw)
     blocked = get_policy().chain_fused_bytes is not None
     return {"risk_path_": est.risk_path_}, spy.calls > 0 and blocked
 
@@ -240,7 +256,7 @@ def _gram_chain_risk(monkeypatch, spied):
     monkeypatch.setattr(_risk_propagate, "maybe_gram",
                         lambda Xs, gram, *a, **k: gram if gram is not None else a[5] * (Xs.T @ Xs))
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=4,
-                          probe_scheme="pooled", chain_dtype="float64",
+                          risk_options={"probe_scheme": "pooled", "chain_dtype": "float64"},
                           random_state=0).fit(X, y, sample_weight=sw)
     return {"risk_path_": est.risk_path_}, spy.calls > 0
 
@@ -270,7 +286,7 @@ def _primal_chain_risk(monkeypatch, name, probes):
     out = {}
     for m in probes:
         est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
-                              probe_scheme="pooled", chain_dtype="float64",
+                              risk_options={"probe_scheme": "pooled", "chain_dtype": "float64"},
                               random_state=0).fit(X, y, sample_weight=sw)
         out[f"risk_path_{m}"] = est.risk_path_
     return out, spy.calls > 0
@@ -318,7 +334,7 @@ def settled_row_window(monkeypatch):
 
     monkeypatch.setattr(_risk_settled, "_first_live", spy)
     est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=1200, n_probes=4,
-                          random_state=0, chain_dtype="float64").fit(X, y)
+                          random_state=0, risk_options={"chain_dtype": "float64"}).fit(X, y)
     out = {"risk_path_": est.risk_path_,
            "amplification": est.risk_diagnostics_.amplification}
     return out, bool(windows) and windows[-1] > 0
@@ -326,6 +342,8 @@ def settled_row_window(monkeypatch):
 
 _NO_COVARIANCE = {"covariance_max_features": 0}
 _PASS = {"fold_covariance": False, "fold_panel_rows": 16, "pass_groups_min_bytes": 0}
+#: the Lasso path's working sets by FISTA (its one-pass panels, finish and metric)
+_FISTA_PATH = {"path_columns_descent": False}
 
 FAST_PATHS = {
     "covariance_form": FastPath(covariance_form, {"covariance_gemm_advantage": 1e9},
@@ -347,13 +365,19 @@ FAST_PATHS = {
                                   {**_PASS, "prepared_products": False}),
     "covariance_path": FastPath(covariance_path, {"covariance_path": True},
                                 {"covariance_path": False}, rtol=1e-7),
+    "path_columns_descent": FastPath(path_columns_descent, {"path_columns_descent": True},
+                                     {"path_columns_descent": False}, rtol=1e-7),
     "path_one_pass": FastPath(path_one_pass,
-                              {"covariance_path": False, "fuse_min_bytes": 0, "panel_bytes": 1},
-                              {"covariance_path": False, "fuse_min_bytes": 2**62}, rtol=1e-7),
-    "path_support_finish": FastPath(path_support_finish, {"path_support_finish": True},
-                                    {"path_support_finish": False}, rtol=1e-7),
-    "path_metric": FastPath(path_metric, {"path_metric": True, "path_metric_min_ratio": 2.0},
-                            {"path_metric": False}, rtol=1e-7),
+                              {**_FISTA_PATH, "covariance_path": False, "fuse_min_bytes": 0,
+                               "panel_bytes": 1},
+                              {**_FISTA_PATH, "covariance_path": False, "fuse_min_bytes": 2**62},
+                              rtol=1e-7),
+    "path_support_finish": FastPath(path_support_finish,
+                                    {**_FISTA_PATH, "path_support_finish": True},
+                                    {**_FISTA_PATH, "path_support_finish": False}, rtol=1e-7),
+    "path_metric": FastPath(path_metric,
+                            {**_FISTA_PATH, "path_metric": True, "path_metric_min_ratio": 2.0},
+                            {**_FISTA_PATH, "path_metric": False}, rtol=1e-7),
     "chain_fused_bytes": FastPath(chain_fused_bytes,
                                   {"chain_fused_bytes": 1, "chain_panel_max_columns": 0},
                                   {"chain_fused_bytes": None}),

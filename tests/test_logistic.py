@@ -138,7 +138,7 @@ def test_bad_input():
 
 @parametrize_with_checks([
     TrajectoryLogisticRegression(penalty="l1", solver="fista", estimate_loo=True,
-                                 store_loo_predictions=True),
+                                 loo_options={"store_predictions": True}),
 ], expected_failed_checks=expected_failed_checks)
 def test_sklearn_contract_with_loo(estimator, check):
     check(estimator)

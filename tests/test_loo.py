@@ -55,7 +55,8 @@ def _weights(n, seed=1):
 
 
 def _loo(est, X, y, sw=None):
-    est.set_params(estimate_loo=True, store_loo_predictions=True).fit(X, y, sample_weight=sw)
+    est.set_params(estimate_loo=True, loo_options={"store_predictions": True})
+    est.fit(X, y, sample_weight=sw)
     return est.loo_path_, est.loo_predictions_
 
 
@@ -204,18 +205,18 @@ def test_integer_weights_equal_repeated_rows():
 def test_blocks_subsample_sparse_float32():
     X, y = _regression(30, 6)
     est = TrajectoryLasso(0.1, max_iter=20, estimate_risk=False, estimate_loo=True,
-                          store_loo_predictions=True)
+                          loo_options={"store_predictions": True})
     full = est.fit(X, y)
     path, preds = full.loo_path_.copy(), full.loo_predictions_.copy()
-    np.testing.assert_allclose(est.set_params(loo_batch_size=4).fit(X, y).loo_path_, path,
-                               rtol=1e-12)
+    est.set_params(loo_options={"batch_size": 4, "store_predictions": True})
+    np.testing.assert_allclose(est.fit(X, y).loo_path_, path, rtol=1e-12)
     np.testing.assert_allclose(est.fit(sp.csr_matrix(X), y).loo_path_, path, rtol=1e-12)
-    est.set_params(loo_batch_size=None)
+    est.set_params(loo_options={"store_predictions": True})
     # float32 data: the fit runs in float32, the path agrees to float32 precision
     np.testing.assert_allclose(est.fit(X.astype(np.float32), y).loo_path_, path, rtol=1e-4)
     # subsample: difference estimate, in-sample losses of every sample as
     # control variate (brute force: the full fit's predictions of its rows)
-    est.set_params(loo_subsample=5, random_state=0)
+    est.set_params(loo_options={"subsample": 5, "store_predictions": True}, random_state=0)
     sub = est.fit(X, y)
     idx = sub.loo_indices_
     assert idx.shape == (5,)
@@ -256,7 +257,7 @@ def test_subsample_difference_estimate_weights_and_logistic():
     for est, Xe, ye, w in cases:
         if "estimate_risk" in est.get_params():
             est.set_params(estimate_risk=False)
-        est.set_params(estimate_loo=True, store_loo_predictions=True, random_state=0)
+        est.set_params(estimate_loo=True, loo_options={"store_predictions": True}, random_state=0)
         full = est.fit(Xe, ye, sample_weight=w)
         P = full.loo_predictions_
         ww = np.ones(ye.shape[0]) if w is None else w
@@ -269,7 +270,8 @@ def test_subsample_difference_estimate_weights_and_logistic():
             R = (ye[:, None] - full.predict_path(Xe)) ** 2
         L, R = ww[:, None] * L, ww[:, None] * R
         np.testing.assert_allclose(L.sum(0) / ww.sum(), full.loo_path_, rtol=1e-10)
-        sub = est.set_params(loo_subsample=20).fit(Xe, ye, sample_weight=w)
+        est.set_params(loo_options={"subsample": 20, "store_predictions": True})
+        sub = est.fit(Xe, ye, sample_weight=w)
         idx = sub.loo_indices_
         tracked = idx[ww[idx] > 0]
         np.testing.assert_allclose(
@@ -280,14 +282,14 @@ def test_subsample_difference_estimate_weights_and_logistic():
 def test_memory_is_bounded_or_refused():
     X, y = _regression(30, 6)
     est = TrajectoryLasso(0.1, max_iter=20, estimate_risk=False, estimate_loo=True,
-                          loo_batch_size=30)
+                          loo_options={"batch_size": 30})
     with config_context(path_memory_limit=5000 / 2**20):  # the path fits (1008 bytes)
-        with pytest.raises(ValueError, match=r"GiB.*loo_batch_size"):
+        with pytest.raises(ValueError, match=r"GiB.*loo_options\['batch_size'\]"):
             est.fit(X, y)
-        est.set_params(loo_batch_size=None, store_loo_predictions=True)
+        est.set_params(loo_options={"batch_size": None, "store_predictions": True})
         with pytest.raises(ValueError, match=r"loo_predictions_.*GiB"):
             est.fit(X, y)
-    ref = est.set_params(store_loo_predictions=False).fit(X, y).loo_path_
+    ref = est.set_params(loo_options={"store_predictions": False}).fit(X, y).loo_path_
     with config_context(working_memory=1 / 2**20):  # one left-out run per block
         np.testing.assert_allclose(est.fit(X, y).loo_path_, ref, rtol=1e-12)
 
@@ -312,8 +314,8 @@ def test_warm_start_and_bad_input():
     with pytest.raises(ValueError, match="not positive definite"):
         wide = IterativeRidge(0.0, max_iter=5, estimate_risk=False).fit(X[:5], y[:5])
         approximate_loo(wide, X[:5], y[:5], method="ns")
-    with pytest.raises(ValueError, match="loo_batch_size"):
-        IterativeRidge(loo_batch_size=0).fit(X, y)
+    with pytest.raises(ValueError, match="'batch_size' parameter of IterativeRidge's loo_options"):
+        IterativeRidge(loo_options={"batch_size": 0}).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         exact_loo_path(cold, X[:, :3], y)
 
@@ -375,7 +377,8 @@ def test_logistic_loo_path_and_error_path():
     X, y = _classification(60, p=5, intercept=0.5)
     sw = np.random.RandomState(0).randint(1, 3, 60).astype(float)
     est = TrajectoryLogisticRegression(alpha=0.01, max_iter=40, estimate_loo=True,
-                                       store_loo_predictions=True).fit(X, y, sample_weight=sw)
+                                       loo_options={"store_predictions": True})
+    est.fit(X, y, sample_weight=sw)
     ref, P = exact_loo_path(est, X, y, sample_weight=sw, return_predictions=True)
     np.testing.assert_allclose(est.loo_predictions_[:, 1], P[:, 1], rtol=1e-12)
     # n = 60, p = 6: IACV is within ~1% of the loss; the naive in-sample loss is
@@ -393,7 +396,8 @@ def test_logistic_converged_iacv_equals_newton_step():
     """At convergence the IACV fixed point is the NS / ALO approximation."""
     X, y = _classification(80, p=5, intercept=0.3)
     est = TrajectoryLogisticRegression(alpha=0.01, solver="fista", max_iter=600,
-                                       estimate_loo=True, store_loo_predictions=True).fit(X, y)
+                                       estimate_loo=True,
+                                       loo_options={"store_predictions": True}).fit(X, y)
     ns = approximate_loo(est, X, y, method="ns")
     alo = approximate_loo(est, X, y, method="alo")
     ij = approximate_loo(est, X, y, method="ij")
@@ -485,10 +489,11 @@ def test_warm_start_continues_the_left_out_runs(kind):
     y = X[:, :5] @ np.ones(5) + rng.standard_normal(90)
     w = rng.integers(0, 3, 90).astype(float)
     est = {
-        "lasso": TrajectoryLasso(0.05, estimate_risk=False, store_loo_predictions=True),
-        "ista-subsample": TrajectoryLasso(0.05, solver="ista", loo_subsample=30),
+        "lasso": TrajectoryLasso(0.05, estimate_risk=False,
+                                 loo_options={"store_predictions": True}),
+        "ista-subsample": TrajectoryLasso(0.05, solver="ista", loo_options={"subsample": 30}),
         "sgd": IterativeRidge(1.0, solver="sgd", batch_size=30, estimate_risk=False),
-        "logistic": TrajectoryLogisticRegression(loo_subsample=40),
+        "logistic": TrajectoryLogisticRegression(loo_options={"subsample": 40}),
     }[kind]
     if kind == "logistic":
         y = (y > 0).astype(int)

@@ -1,6 +1,6 @@
 """Leave-one-out's fast paths and its subsample: the float32 Gram products
 of the left-out runs against brute-force refits, the control-variate
-estimate of ``loo_subsample`` unbiased and its standard error
+estimate of ``loo_options["subsample"]`` unbiased and its standard error
 (``loo_std_error_path_``) calibrated, in a seeded Monte Carlo over the
 subsamples; and ``criterion="loo"`` chosen explicitly computes leave-one-out
 only (the risk, only reported, is not computed unless asked for).
@@ -70,7 +70,7 @@ def test_subsample_estimate_unbiased_and_standard_error_calibrated():
     assert not hasattr(est, "loo_std_error_path_")  # every sample: no sampling error
     draws, ses = [], []
     for seed in range(300):
-        e = est.set_params(loo_subsample=40, random_state=seed).fit(X, y)
+        e = est.set_params(loo_options={"subsample": 40}, random_state=seed).fit(X, y)
         draws.append(e.loo_path_.copy())
         ses.append(e.loo_std_error_path_.copy())
     draws, ses = np.array(draws), np.array(ses)

@@ -122,6 +122,7 @@ def test_a_metric_that_does_not_majorise_falls_back(margin, event, monkeypatch,
 
     X, y = _equicorrelated(200, 300)
     kw = dict(n_alphas=6, eps=1e-2, tol=1e-10, max_iter=50_000)
+    speed_policy(path_columns_descent=False)  # the working sets by FISTA
     ref = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
     speed_policy(metric_margin=margin)
     raised, real = [], path_module._solve_working_set

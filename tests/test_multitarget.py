@@ -79,7 +79,7 @@ def test_ridge_at_convergence_is_sklearn_ridge(weighted):
 def test_each_target_is_its_one_dimensional_fit(make, weighted):
     X, Y, w = _data()
     sw = w if weighted else None
-    params = dict(max_iter=30, estimate_loo=True, store_loo_predictions=True)
+    params = dict(max_iter=30, estimate_loo=True, loo_options={"store_predictions": True})
     est = _estimators(**params)[make].fit(X, Y, sw)
     assert len(est.estimators_) == 3
     for k in range(3):
@@ -98,7 +98,7 @@ def test_each_target_is_its_one_dimensional_fit(make, weighted):
 def test_shapes():
     X, Y, _ = _data(k=3)
     T = 12
-    for est in _estimators(max_iter=T, estimate_loo=True, store_loo_predictions=True):
+    for est in _estimators(max_iter=T, estimate_loo=True, loo_options={"store_predictions": True}):
         est.fit(X, Y)
         one = type(est)(**est.get_params()).fit(X, Y[:, 0])
         for attr, ndim in PATH_ATTRIBUTES.items():

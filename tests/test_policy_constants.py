@@ -31,10 +31,10 @@ ENTRY_POINTS = {"linalg/_design.py": 1, "model_selection/_selection.py": 1,
 #: module-level numeric constants that tune nothing, with the reason
 ALLOWED = {
     # the demo's scenario, like DEMO_DEFAULTS: the folds of its K-fold choice
-    ("_demo.py", "N_FOLDS"): "scenario",
+    ("_demo_checks.py", "N_FOLDS"): "scenario",
     # a measured count of T x T arrays alive at the estimate's peak, for the
     # demo's memory check: a fact of the code, not a choice
-    ("_demo.py", "_TT_ARRAYS"): "measured count",
+    ("_demo_checks.py", "_TT_ARRAYS"): "measured count",
     # seconds before a stage of the demo reports progress: display only
     ("_demo.py", "PROGRESS_AFTER"): "display",
     # pandas' default display (head and tail above this many rows)

@@ -38,8 +38,8 @@ def test_auto_scheme(monkeypatch, speed_policy):
     cases = [
         ({}, "pooled"),
         ({"n_probes": None}, "masked"),
-        ({"probe_scheme": "shared"}, "masked"),
-        ({"probe_scheme": "pooled"}, "pooled"),
+        ({"risk_options": {"probe_scheme": "shared"}}, "masked"),
+        ({"risk_options": {"probe_scheme": "pooled"}}, "pooled"),
     ]
     for params, expected in cases:
         calls.clear()
@@ -64,15 +64,17 @@ def test_auto_scheme(monkeypatch, speed_policy):
     assert settled == [1] and "pooled" not in calls
     assert risk_module.settled_step(long._problem(X, y).iteration, long.coef_path_) <= 52
     settled.clear()
-    clone(long).set_params(probe_scheme="pooled").fit(X, y)
+    clone(long).set_params(risk_options={"probe_scheme": "pooled"}).fit(X, y)
     assert settled == []
     for scheme in ("per_source", "independent", "grouped"):
         with pytest.raises(ValueError, match="'probe_scheme' parameter of TrajectoryLasso"):
-            clone(lasso).set_params(probe_scheme=scheme).fit(X, y)
+            clone(lasso).set_params(risk_options={"probe_scheme": scheme}).fit(X, y)
     # linear iterations do not use chains: the scheme does not change them (and
-    # IterativeRidge has no such parameter)
-    ridge = IterativeRidge(1.0, max_iter=10, random_state=0).fit(X, y)
-    assert "probe_scheme" not in ridge.get_params()
+    # IterativeRidge has no such key)
+    ridge = IterativeRidge(1.0, max_iter=10, random_state=0)
+    with pytest.raises(ValueError, match="unknown key 'probe_scheme'"):
+        clone(ridge).set_params(risk_options={"probe_scheme": "shared"}).fit(X, y)
+    ridge.fit(X, y)
     prob = ridge._problem(X, y)
     a, b = (risk_module.trajectory_risk(prob.design, prob.target_rows, prob.iteration,
                                         ridge.coef_path_, n_probes=ridge.n_probes,

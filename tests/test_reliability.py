@@ -354,7 +354,7 @@ def test_auto_criterion_rules(statistical_policy):
     # proximal SGD: leave-one-out of every sample; a small problem: both estimates
     prox_sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)
     small = TrajectoryEarlyStoppingCV(prox_sgd, search="grid", random_state=0).fit(X, y)
-    assert small.criterion_ == "loo" and small.estimator_.loo_subsample is None
+    assert small.criterion_ == "loo" and small.estimator_.loo_options is None
     assert "risk_path" in small.cv_results_ and "loo_path" in small.cv_results_
     assert_allclose(small.best_risk_, small.loo_path_[small.best_iteration_])
     ridge = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=1.0, max_iter=30),
@@ -371,10 +371,11 @@ def test_auto_criterion_rules(statistical_policy):
     assert lasso.criterion_ == "risk"
     sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)
     auto = TrajectoryEarlyStoppingCV(sgd, search="grid", random_state=3).fit(X, y)
-    assert auto.estimator_.loo_subsample == 50 and "risk_path" not in auto.cv_results_
+    assert auto.estimator_.loo_options == {"subsample": 50}
+    assert "risk_path" not in auto.cv_results_
     seed = auto.estimator_.random_state
     explicit = clone(sgd).set_params(max_iter=auto.estimator_.n_iter_, estimate_loo=True,
-                                     estimate_risk=False, loo_subsample=50,
+                                     estimate_risk=False, loo_options={"subsample": 50},
                                      random_state=seed).fit(X, y)
     assert_allclose(auto.loo_path_, explicit.loo_path_, rtol=1e-10)
 
@@ -396,10 +397,10 @@ def test_n_probes_auto_is_exact_when_cheap_and_probes_otherwise():
     probes = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=small,
                              random_state=1).fit(X, y)
     assert_allclose(auto.risk_path_, probes.risk_path_, rtol=1e-10)
-    shared = TrajectoryLasso(alpha=0.05, max_iter=20, probe_scheme="shared",
+    shared = TrajectoryLasso(alpha=0.05, max_iter=20, risk_options={"probe_scheme": "shared"},
                              random_state=1).fit(X, y)
-    shared10 = TrajectoryLasso(alpha=0.05, max_iter=20, probe_scheme="shared", n_probes=10,
-                               random_state=1).fit(X, y)
+    shared10 = TrajectoryLasso(alpha=0.05, max_iter=20, risk_options={"probe_scheme": "shared"},
+                               n_probes=10, random_state=1).fit(X, y)
     assert_allclose(shared.risk_path_, shared10.risk_path_, rtol=1e-10)
     ridge = IterativeRidge(alpha=1.0, max_iter=20).fit(X, y)
     ridge_exact = IterativeRidge(alpha=1.0, max_iter=20, n_probes=None).fit(X, y)

@@ -180,7 +180,8 @@ def test_masked_chains_equal_the_seed_algorithm_with_the_same_probes():
     eta = (1 + np.sqrt(p / n)) ** -2
     est = TrajectoryLasso(lam, solver="ista", max_iter=T - 1, step_size=eta,
                           fit_intercept=False, n_probes=m, random_state=3,
-                          chain_dtype="float64", probe_scheme="shared").fit(X, y)
+                          risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
+    est.fit(X, y)
     r = np.random.RandomState(3).choice([-1.0, 1.0], size=(n, m)) / np.sqrt(m)
     XTr = X.T @ r
     bt = np.zeros(p)
@@ -286,7 +287,7 @@ def test_sample_weight_equals_repeated_rows():
                                   lambda: IterativeRidge(1.0, solver="heavy_ball")])
 def test_warm_start_extends_risk_path(make):
     X, y = _small_problem(5, n=50, p=70)
-    kw = dict(random_state=1, chain_dtype="float64")
+    kw = dict(random_state=1, risk_options={"chain_dtype": "float64"})
     cold = make().set_params(max_iter=30, **kw).fit(X, y)
     warm = make().set_params(max_iter=15, warm_start=True, **kw).fit(X, y)
     warm.set_params(max_iter=30).fit(X, y)
@@ -311,8 +312,8 @@ def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
         w = np.random.RandomState(1).uniform(0.2, 3.0, X.shape[0])
     elif kind == "float32":
         X = X.astype(np.float32)
-    est = TrajectoryLasso(0.03, solver=solver, random_state=3, probe_scheme=scheme,
-                          chain_dtype="float64")
+    est = TrajectoryLasso(0.03, solver=solver, random_state=3,
+                          risk_options={"probe_scheme": scheme, "chain_dtype": "float64"})
     cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
 
     steps = []
@@ -386,24 +387,26 @@ def test_memory_matrix_public_function_on_design():
 
 
 def test_auto_chain_precision():
-    """Default ``chain_dtype="auto"``: float32 chains with Hutchinson
+    """Default ``risk_options["chain_dtype"]="auto"``: float32 chains with Hutchinson
     probes (rounding far below the probe noise), X's precision with exact
     traces (bit for bit the float64 result)."""
     X, y = _small_problem(8, n=80, p=120)
     for solver in ("ista", "fista"):
         est = TrajectoryLasso(0.03, solver=solver, max_iter=30, random_state=0)
         auto = clone(est).fit(X, y).risk_path_
-        f64 = clone(est).set_params(chain_dtype="float64").fit(X, y).risk_path_
-        f64_other_probes = clone(est).set_params(chain_dtype="float64", random_state=1).fit(
-            X, y).risk_path_
+        f64 = clone(est).set_params(risk_options={"chain_dtype": "float64"}).fit(X, y).risk_path_
+        f64_other_probes = clone(est).set_params(risk_options={"chain_dtype": "float64"},
+                                                 random_state=1).fit(X, y).risk_path_
         rel = np.abs(auto / f64 - 1).max()
         assert 0 < rel < 1e-5  # float32 was used, and its error is tiny ...
         assert np.abs(f64_other_probes / f64 - 1).max() > 100 * rel  # ... next to the probes'
         exact = clone(est).set_params(n_probes=None)
-        exact64 = clone(exact).set_params(chain_dtype="float64").fit(X, y).risk_path_
+        exact64 = clone(exact).set_params(risk_options={"chain_dtype": "float64"}).fit(X, y)
+        exact64 = exact64.risk_path_
         np.testing.assert_array_equal(clone(exact).fit(X, y).risk_path_, exact64)
-    with pytest.raises(ValueError, match="'chain_dtype' parameter of TrajectoryLasso must be"):
-        clone(est).set_params(chain_dtype="float16").fit(X, y)
+    with pytest.raises(ValueError,
+                       match="'chain_dtype' parameter of TrajectoryLasso's risk_options must be"):
+        clone(est).set_params(risk_options={"chain_dtype": "float16"}).fit(X, y)
 
 
 def test_lanczos_resume_equals_a_fresh_run():

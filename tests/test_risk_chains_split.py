@@ -113,7 +113,8 @@ def test_split_chains_equal_forward_chains_with_the_same_probes(monkeypatch, spl
     rounding; float32: to its rounding, far below the probes' noise)."""
     X, y, w = _problem(60, 90, seed=3)
     for dtype, rtol in (("float64", 1e-10), ("float32", 1e-4)):
-        kw = dict(solver="ista", max_iter=20, n_probes=6, random_state=0, chain_dtype=dtype)
+        kw = dict(solver="ista", max_iter=20, n_probes=6, random_state=0,
+                  risk_options={"chain_dtype": dtype})
         with monkeypatch.context() as mp:
             _forced(mp, 20)  # split = T: forward only
             ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
@@ -165,7 +166,8 @@ def test_split_fista_with_probes_and_weights(monkeypatch, split):
     same risk path as the forward-only chains (to float32 rounding)."""
     X, y, w = _problem(60, 90, seed=5)
     for dtype, rtol in (("float64", 1e-10), ("float32", 1e-4)):
-        kw = dict(solver="fista", max_iter=30, n_probes=6, random_state=0, chain_dtype=dtype)
+        kw = dict(solver="fista", max_iter=30, n_probes=6, random_state=0,
+                  risk_options={"chain_dtype": dtype})
         with monkeypatch.context() as mp:
             mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
             _forced(mp, 30)
@@ -234,7 +236,7 @@ def test_warm_start_and_heavy_ball_run_forward_only(monkeypatch):
     monkeypatch.setattr(chains, "split_step", lambda *a: calls.append(a[4:]) or real(*a))
     TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5), max_iter=30, n_probes=4,
                     random_state=0).fit(X, y)
-    shared = dict(max_iter=30, n_probes=4, random_state=0, probe_scheme="shared")
+    shared = dict(max_iter=30, n_probes=4, random_state=0, risk_options={"probe_scheme": "shared"})
     TrajectoryLasso(0.05, solver="ista", warm_start=True, **shared).fit(X, y)
     assert calls == []
     TrajectoryLasso(0.05, solver="ista", **shared).fit(X, y)

@@ -78,7 +78,8 @@ def _fit(X, y, solver, plan, workers=None, alpha=0.02, **kw):
                    functools.partial(core_space.column_workers, workers))
     try:
         est = TrajectoryLasso(alpha, solver=SOLVERS[solver](), max_iter=30, n_probes=4,
-                              random_state=0, chain_dtype="float64", probe_scheme="shared",
+                              random_state=0,
+                              risk_options={"chain_dtype": "float64", "probe_scheme": "shared"},
                               **kw).fit(X, y, **fit)
     finally:
         mp.undo()
@@ -125,7 +126,7 @@ def test_probes_are_summed_once_the_supports_have_settled(solver):
     spy = _forced_plan(18, plans)
 
     kw = dict(solver=SOLVERS[solver](), max_iter=80, n_probes=4, random_state=0,
-              chain_dtype="float64", probe_scheme="shared")
+              risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(chains, "core_space_plan", spy)
         est = TrajectoryLasso(0.2, **kw).fit(X, y)
@@ -176,7 +177,7 @@ def test_the_flop_model_diagonalises_wide_and_settling_cores():
     X = rng.standard_normal((n, p))
     y = X @ (15 * np.r_[np.ones(s), np.zeros(p - s)] / np.sqrt(n)) + 1.5 * rng.standard_normal(n)
     kw = dict(step_size=(1 + np.sqrt(p / n)) ** -2, fit_intercept=False, n_probes=5,
-              random_state=0, probe_scheme="shared")
+              random_state=0, risk_options={"probe_scheme": "shared"})
     cases = [("ista", 0.01, 60, False, "samples"), ("fista", 0.01, 60, False, "samples"),
              ("fista", 0.5, 300, False, "coefficients"),
              ("ista", 1.0, 300, False, "coefficients"), ("ista", 0.01, 3, False, None),
@@ -218,7 +219,7 @@ def test_warm_start_keeps_the_coefficient_space_chains():
     mp.setattr(chains, "core_space_plan", lambda *a, **k: calls.append(1))
     try:
         TrajectoryLasso(0.02, solver="ista", max_iter=20, n_probes=3, random_state=0,
-                        warm_start=True, probe_scheme="shared").fit(X, y)
+                        warm_start=True, risk_options={"probe_scheme": "shared"}).fit(X, y)
     finally:
         mp.undo()
     assert calls == []
@@ -259,13 +260,16 @@ def test_coefficient_form_in_float32_chains_keeps_the_estimate():
     plans = []
     spy = _forced_plan(10, plans)
 
-    kw = dict(solver="fista", max_iter=30, n_probes=2, random_state=0, probe_scheme="shared")
+    kw = dict(solver="fista", max_iter=30, n_probes=2, random_state=0,
+              risk_options={"probe_scheme": "shared"})
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(chains, "core_space_plan", spy)
         est = TrajectoryLasso(alpha, **kw).fit(X, y)
         mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
         ref = TrajectoryLasso(alpha, **kw).fit(X, y)
-        ref64 = TrajectoryLasso(alpha, chain_dtype="float64", **kw).fit(X, y)
+        ref64 = TrajectoryLasso(alpha, **{**kw, "risk_options": {"probe_scheme": "shared",
+                                                                 "chain_dtype": "float64"}})
+        ref64.fit(X, y)
     assert plans[0].form == "coefficients" and plans[0].start == 10
     np.testing.assert_array_equal(est.coef_path_, ref.coef_path_)
     np.testing.assert_allclose(ref.risk_path_, ref64.risk_path_, rtol=1e-4)

@@ -55,7 +55,7 @@ def _equicorrelated(n, p, seed=0, rho=0.5):
 
 def _exact(X, y, solver, T, alpha=0.05):
     est = TrajectoryLasso(alpha, solver=SOLVERS[solver](), max_iter=T, n_probes=None,
-                          chain_dtype="float64").fit(X, y)
+                          risk_options={"chain_dtype": "float64"}).fit(X, y)
     prob = est._problem(X, y)
     A, Av, _ = risk_module._memory_matrices(prob.design, prob.iteration, est.coef_path_, None,
                                             0, np.float64, 0)
@@ -222,7 +222,7 @@ def test_a_removed_scheme_is_refused():
         with pytest.raises(ValueError, match="probe_scheme must be"):
             engine.plan_estimate(prob.design, prob.iteration, path, 4, scheme)
         with pytest.raises(ValueError, match="'probe_scheme' parameter"):
-            clone(est).set_params(probe_scheme=scheme).fit(X, y)
+            clone(est).set_params(risk_options={"probe_scheme": scheme}).fit(X, y)
 
 
 @pytest.mark.parametrize("exact_support", [300, 10])
@@ -252,7 +252,7 @@ def test_pooled_probes_give_the_exact_row_sums_and_continue_a_warm_start(
     np.testing.assert_allclose(SV.sum(axis=2)[:, 0], np.where(older, Av, 0).sum(axis=1),
                                atol=1e-10 * scale)
     X, y = _equicorrelated(80, 120, seed=4)
-    kw = dict(random_state=1, chain_dtype="float64", n_probes=6)
+    kw = dict(random_state=1, risk_options={"chain_dtype": "float64"}, n_probes=6)
     runs = []
     real = ForwardChains.run
 
@@ -394,7 +394,7 @@ def test_a_continued_pooled_chain_computes_only_its_new_columns_images():
     np.testing.assert_allclose(part_norm, full_norm, rtol=1e-12)
     assert np.array_equal(kept[0], np.sort(later))
     X, y = _equicorrelated(80, 120, seed=5)
-    kw = dict(random_state=1, chain_dtype="float64", n_probes=4)
+    kw = dict(random_state=1, risk_options={"chain_dtype": "float64"}, n_probes=4)
     cold = TrajectoryLasso(0.02, max_iter=60, warm_start=True, **kw).fit(X, y)  # keeps its state
     warm = TrajectoryLasso(0.02, max_iter=25, warm_start=True, **kw).fit(X, y)
     warm.set_params(max_iter=60).fit(X, y)
@@ -465,7 +465,8 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(statistical
     statistical_policy(pooled_noise_target=1.0)
     few = [TrajectoryLasso(random_state=s, **kw).fit(X, y) for s in range(12)]
     assert all(e.risk_diagnostics_.n_probes == start for e in few)
-    same = TrajectoryLasso(random_state=0, n_probes=start, probe_scheme="pooled", **kw).fit(X, y)
+    same = TrajectoryLasso(random_state=0, n_probes=start,
+                           risk_options={"probe_scheme": "pooled"}, **kw).fit(X, y)
     np.testing.assert_array_equal(few[0].risk_path_, same.risk_path_)
     assert same.risk_diagnostics_.probe_noise is None  # measured with "auto" only
     P = np.array([e.risk_path_[1:] for e in few])
@@ -742,7 +743,7 @@ def test_a_continued_chain_reads_the_columns_the_shorter_fit_kept(solver, spy, s
     estimates of fresh gathers (float64 chains; the row order changes only
     the order of the sums)."""
     X, y = _equicorrelated(120, 60, seed=5)  # every coordinate active early on
-    kw = dict(solver=solver, random_state=0, chain_dtype="float64", n_probes=4)
+    kw = dict(solver=solver, random_state=0, n_probes=4, risk_options={"chain_dtype": "float64"})
     gathers = spy(pooled, "design_columns")
     runs = {}
     for steps in (4.0, -1.0):  # -1: never reuse

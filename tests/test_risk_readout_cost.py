@@ -174,7 +174,8 @@ def test_the_risk_at_a_few_iterates_is_the_whole_readouts(solver, fit_intercept,
     p = 20 if form == "basis" else 180
     X, y, _ = _data(120, p, seed=3)
     est = TrajectoryLasso(0.02, solver=SOLVERS[solver], max_iter=60, n_probes=None,
-                          chain_dtype="float64", fit_intercept=fit_intercept).fit(X, y)
+                          risk_options={"chain_dtype": "float64"},
+                          fit_intercept=fit_intercept).fit(X, y)
     prob = est._problem(X, y)
     design, iteration, path = prob.design, prob.iteration, est.coef_path_
     A, Av, _ = risk_module._memory_matrices(design, iteration, path, None, 0, np.float64, 0)

@@ -72,7 +72,8 @@ def test_settled_form_equals_the_dense_memory_matrices(settled, n, p, solver,
     X, y = _problem(n, p)
     sw = np.random.default_rng(1).integers(1, 4, n).astype(float) if weighted else None
     kw = dict(alpha=0.3, solver=solver, max_iter=150, fit_intercept=fit_intercept,
-              n_probes=4, random_state=0, chain_dtype="float64", probe_scheme="shared")
+              n_probes=4, random_state=0,
+              risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
     calls = settled.calls
     ref = settled(10**9, X, y, sw, **kw)
     assert calls == []
@@ -107,7 +108,7 @@ def test_settled_matrices_are_not_formed_unless_kept(settled):
     matrix: the estimate and its diagnostics are the same as when they are."""
     X, y = _problem(25, 30, seed=3)
     kw = dict(alpha=0.3, solver="fista", max_iter=150, n_probes=4, random_state=0,
-              chain_dtype="float64", probe_scheme="shared")
+              risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
     kept = settled(40, X, y, **kw)
     with config_context(risk_matrix_limit=0):
         lean = settled(40, X, y, **kw)
@@ -203,7 +204,7 @@ def test_settled_row_norms_stop_advancing_decayed_sources(settled, spy, statisti
     X = rng.standard_normal((60, 5))
     y = X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.5 * rng.standard_normal(60)
     kw = dict(alpha=0.05, solver="fista", max_iter=1200, n_probes=4, random_state=0,
-              chain_dtype="float64", probe_scheme="shared")
+              risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
     windows = spy(settled_form, "_first_live", lambda out, args, _: (out[0], args[0]
                                                                       + args[1].shape[1]))
     est = settled(40, X, y, **kw)
@@ -227,7 +228,7 @@ def test_settled_form_drops_the_supports_null_space(settled, spy):
     X, y = _problem(60, 6, seed=6)
     X[:, 5] = X[:, 0]  # a duplicate: both copies share the coefficient
     kw = dict(alpha=0.1, solver="fista", max_iter=400, n_probes=4, random_state=0,
-              chain_dtype="float64", probe_scheme="shared")
+              risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
     models = spy(_forms, "settled_memory")
     est = settled(40, X, y, **kw)
     assert len(models) == 1

@@ -125,7 +125,7 @@ def test_traces_and_risk_equal_brute_force(case):
     X, y = _tiny()
     T = 7
     est = CASES[case]().set_params(max_iter=T, n_probes=None, random_state=0,
-                                   chain_dtype="float64").fit(X, y)
+                                   risk_options={"chain_dtype": "float64"}).fit(X, y)
     huber = isinstance(est, TrajectoryHuberRegressor)
     X1 = np.hstack([X, np.ones((X.shape[0], 1))]) if huber else X
     kw = {}

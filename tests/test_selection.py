@@ -194,7 +194,7 @@ def test_n_iter_no_change_on_a_real_risk_path(relative, statistical_policy, spee
     speed_policy(stage_min_flops_chains=0)  # stages, not one go, at this size
     X, y = _data(n=100, p=160)
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0,
-                           chain_dtype="float64")
+                           risk_options={"chain_dtype": "float64"})
     full = clone(base).fit(X, y).risk_path_
     growth = get_policy().stage_growth_chains
     assert stages_module.stage_growth(base, "risk_path_", get_policy()) == growth
@@ -341,7 +341,7 @@ def test_metadata_routing():
 @pytest.mark.parametrize("backend", ["loky", "threading"])
 def test_parallel_backends_give_the_sequential_result(backend):
     X, y = _data()
-    base = TrajectoryLasso(max_iter=30, random_state=0, chain_dtype="float64")
+    base = TrajectoryLasso(max_iter=30, random_state=0, risk_options={"chain_dtype": "float64"})
     grid = {"alpha": [0.3, 0.1, 0.03]}
     seq = _pinned(base, param_grid=grid).fit(X, y)
     with joblib.parallel_backend(backend, n_jobs=2):

@@ -45,12 +45,14 @@ from ..iterations._datafits import LeastSquares, NormalEquations
 from ..iterations._iterations import Iteration, PreconditionedGD, check_schedule
 from ..iterations._path import gap_monitor, init_state, run_to_convergence, run_trajectory
 from ..linalg._covariance import CovarianceForm, covariance_form_pays
-from ..linalg._dask import dask_fit, is_dask, lazy_predictor, lazy_score, lazy_stages
+from ..linalg._dask import is_dask
 from ..linalg._design import Design, make_design, max_row_norm2
 from ..linalg._sampling import MinibatchSampler
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
 from ._advice import unreliable_advice, warn_unreliable
+from ._dask_fit import dask_fit, lazy_predictor, lazy_score
+from ._options import LOO_OPTIONS, check_options, resolve_options
 from ._protocol import FitShellSearch
 from ._setup import PathSetup, loop_buffers
 
@@ -78,7 +80,7 @@ class PathMixin:
 
     def _decision_path(self, X, start=0):
         """Linear predictor of the iterates ``start, ..., n_iter_``."""
-        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
+        if is_dask(X):  # a lazy Dask array (skacv.estimators._dask_fit)
             return lazy_predictor(self, X, self.coef_path_[:, start:], self.intercept_path_[start:])
         X = self._check_X(X)
         return np.asarray(X @ self.coef_path_[:, start:]) + self.intercept_path_[start:]
@@ -95,9 +97,7 @@ COMMON_CONSTRAINTS = {
     "warm_start": ["boolean"],
     "estimate_risk": ["boolean"],
     "estimate_loo": ["boolean"],
-    "store_loo_predictions": ["boolean"],
-    "loo_batch_size": [Interval(Integral, 1, None, closed="left"), None],
-    "loo_subsample": [Interval(Integral, 1, None, closed="left"), None],
+    "loo_options": [None, dict],  # its keys: _options.LOO_OPTIONS (check_options)
     "n_probes": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
     "random_state": ["random_state"],
     "verbose": ["verbose"],
@@ -115,13 +115,19 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
 
     #: parameters a warm-started refit may change (every other one is protected)
     _free_params = ("max_iter", "warm_start", "verbose", "estimate_risk", "estimate_loo",
-                    "store_loo_predictions", "loo_batch_size", "loo_subsample", "n_probes",
-                    "random_state")
+                    "loo_options", "n_probes", "random_state")
+    #: the keys of the grouped parameters (``risk_options``, ``loo_options``):
+    #: ``{parameter: {key: (default, constraints)}}`` (skacv.estimators._options)
+    _option_keys = {"loo_options": LOO_OPTIONS}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+    def _validate_params(self):
+        super()._validate_params()
+        check_options(self)  # the keys and values of risk_options and loo_options
 
     # ------------------------------------------------------------------ hooks
     def _validate_xy(self, X, y, reset, multi_output=False):
@@ -167,7 +173,7 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
         brute-force leave-one-out refits must.
         """
         warm = self._continues()
-        if is_dask(X, y, sample_weight):  # one pass over the rows (skacv.linalg._dask)
+        if is_dask(X, y, sample_weight):  # one pass over the rows (._dask_fit)
             return dask_fit(self, X, y, sample_weight, frozen)
         # the next stage of a search refits the data its first stage checked
         trusted = warm and self._plan_in_force().same_data
@@ -277,7 +283,8 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
             # (T + 1) x (T + 1) matrices, skacv.estimates.risk._estimate.check_risk_memory)
             check_risk_memory(design, iteration, n_total, getattr(self, "n_probes", "auto"),
                               datafit, products=covariance, keep_state=bool(self.warm_start),
-                              probe_scheme=self._chain_options().get("probe_scheme", "auto"))
+                              probe_scheme=resolve_options(self, "risk_options").get(
+                                  "probe_scheme", "auto"))
         if self._wants("estimate_risk") and not covariance:
             # X~ x^t of every iterate, kept for the residuals of the risk estimate
             check_memory(n * (n_total + 1) * X.dtype.itemsize,
@@ -366,13 +373,6 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
     def _wants(self, flag):
         return bool(self.get_params(deep=False).get(flag, False))
 
-    def _chain_options(self):
-        """The parameters of the risk estimate's Jacobian chains this
-        estimator declares (``probe_scheme``, ``chain_dtype``), as keyword
-        arguments of :func:`~skacv.estimates.risk._estimate.trajectory_risk`."""
-        params = self.get_params(deep=False)
-        return {k: params[k] for k in ("probe_scheme", "chain_dtype") if k in params}
-
     def _path_predictions(self, X):
         """Predictions of every iterate at rows ``X`` (probabilities for
         classifiers): the full-data predictions of rows of zero weight."""
@@ -390,7 +390,7 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
             # a warm-started fit continues the Jacobian chains of the previous one
             res = trajectory_risk(
                 design, target, iteration, self._fit_coef_path(), datafit=datafit,
-                n_probes=self.n_probes, **self._chain_options(),
+                n_probes=self.n_probes, **resolve_options(self, "risk_options"),
                 random_state=self.random_state, verbose=self.verbose, fitted=fitted,
                 fitted_sources=getattr(self, "_source_path", None),
                 _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start),
@@ -424,11 +424,10 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
             self._risk_advice = unreliable_advice(self, res, design.statistics)
             warn_unreliable(self, res, self._risk_advice, design.statistics)
         if self._wants("estimate_loo"):
-            store = self._wants("store_loo_predictions")
+            loo = resolve_options(self, "loo_options")  # batch_size, subsample, store_predictions
             res = iacv_path(
-                design, target, iteration, self._fit_coef_path(), y, datafit=datafit,
-                batch_size=self.loo_batch_size, subsample=self.loo_subsample,
-                store_predictions=store, random_state=self.random_state, fitted=fitted,
+                design, target, iteration, self._fit_coef_path(), y, datafit=datafit, **loo,
+                random_state=self.random_state, fitted=fitted,
                 verbose=self.verbose,
                 full_predictions=lambda idx: self._path_predictions(X[idx]),
                 # a warm-started fit continues the left-out runs of the previous one
@@ -436,11 +435,11 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
             )
             self._loo_state = res.state
             self.loo_path_ = res.loss
-            if res.std_error is not None:  # loo_subsample: its standard error
+            if res.std_error is not None:  # a subsample: its standard error
                 self.loo_std_error_path_ = res.std_error
             if res.error is not None:
                 self.loo_error_path_ = res.error
-            if store:
+            if loo["store_predictions"]:
                 self.loo_predictions_ = res.predictions
                 self.loo_indices_ = res.indices
 
@@ -596,12 +595,11 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         ------
         y : ndarray of shape (n_samples,)
         """
-        if is_dask(X):  # lazy Dask arrays (skacv.linalg._dask)
-            yield from lazy_stages(self, X)
-            return
-        X = self._check_X(X)
-        for t in range(self.coef_path_.shape[1]):
-            yield np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t]
+        dask = is_dask(X)  # lazy Dask arrays (skacv.estimators._dask_fit)
+        X = X if dask else self._check_X(X)
+        for coef, intercept in zip(self.coef_path_.T, self.intercept_path_, strict=True):
+            yield (lazy_predictor(self, X, coef, intercept) if dask
+                   else np.asarray(X @ coef).ravel() + intercept)
 
     def predict(self, X):
         """Predict with the last iterate (the selected one in a search).
@@ -614,7 +612,7 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         -------
         y : ndarray of shape (n_samples,)
         """
-        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
+        if is_dask(X):  # a lazy Dask array (skacv.estimators._dask_fit)
             return lazy_predictor(self, X, self.coef_, self.intercept_)
         X = self._check_X(X)
         return np.asarray(X @ self.coef_).ravel() + self.intercept_

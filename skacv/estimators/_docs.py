@@ -105,14 +105,14 @@ DOC_ATTRIBUTES = """
         Only set when ``estimate_loo=True``.
     loo_std_error_path_ : ndarray of shape (n_iter_ + 1,) or (n_targets, n_iter_ + 1)
         Standard error of ``loo_path_`` when it is estimated from a random
-        subsample (``loo_subsample`` below ``n_samples``: the control-variate
+        subsample (``loo_options["subsample"]`` below ``n_samples``: the control-variate
         estimate); its sampling error, not the error of IACV. Only set then.
     loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1) or (n_targets, n_loo, n_iter_ + 1)
         Leave-one-out predictions of the samples ``loo_indices_``; only set
-        when ``store_loo_predictions=True``.
+        with ``loo_options={"store_predictions": True}``.
     loo_indices_ : ndarray of shape (n_loo,) or (n_targets, n_loo)
         Samples tracked by the leave-one-out estimate (all of them, or
-        ``loo_subsample`` drawn at random). Only with ``store_loo_predictions``.
+        a subsample drawn at random). Only with ``"store_predictions"``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when ``X`` has feature names.

@@ -15,6 +15,7 @@ from ._base import (
     TrajectoryEstimator,
     TrajectoryMixin,
 )
+from ._options import CHAIN_OPTIONS, LOO_OPTIONS
 
 #: consistency factor of the median absolute deviation at the Gaussian
 MAD_FACTOR = 1.482602218505602
@@ -137,23 +138,19 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         Compute ``risk_path_``.
     estimate_loo : bool, default=False
         Compute ``loo_path_``.
-    store_loo_predictions : bool, default=False
-    loo_batch_size : int or None, default=None
-    loo_subsample : int or None, default=None
-        See :class:`TrajectoryLasso`.
     n_probes : int, "auto" or None, default="auto"
         Hutchinson probes of the traces; ``None``: exact traces; ``"auto"``:
         exact up to 40 samples, else 10 probes. The chains cost about
         ``n_probes * max_iter / 2`` products with ``X`` (full batch) or with
         the batch rows (SGD) per step.
-    chain_dtype : {"auto", "float32", "float64"}, default="auto"
-        Precision of the Jacobian chains of ``risk_path_`` (Tan & Bellec
-        2024). ``"auto"``: float32 with Hutchinson probes, whose own
-        relative error (of order ``1 / sqrt(n_probes)``) dwarfs float32
-        rounding (about 1e-6), and the dtype of ``X`` with exact traces;
-        ``"float64"``: the traces to rounding level in double precision.
+    risk_options : dict or None, default=None
+        The key ``"chain_dtype"`` of :class:`TrajectoryLasso`'s (the chains
+        of Tan & Bellec 2024).
+    loo_options : dict or None, default=None
+        See :class:`TrajectoryLasso` (keys ``"batch_size"``,
+        ``"subsample"``, ``"store_predictions"``).
     random_state : int, RandomState instance or None, default=None
-        Seeds the SGD batches, the probes and ``loo_subsample``.
+        Seeds the SGD batches, the probes and the leave-one-out subsample.
     verbose : int, default=0
 
     Attributes
@@ -195,7 +192,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         Leave-one-out squared error of every iterate (IACV). Only with
         ``estimate_loo=True``.
     loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
-        Only with ``store_loo_predictions=True``.
+        Only with ``loo_options={"store_predictions": True}``.
     loo_indices_ : ndarray of shape (n_loo,)
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -226,8 +223,9 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         "solver": [StrOptions({"gd", "prox_gd", "sgd"}), Iteration],
         "step_schedule": [None, callable, "array-like"],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
+        "risk_options": [None, dict],
     }
+    _option_keys = {"risk_options": CHAIN_OPTIONS, "loo_options": LOO_OPTIONS}
 
     def __init__(
         self,
@@ -245,11 +243,9 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         warm_start=False,
         estimate_risk=True,
         estimate_loo=False,
-        store_loo_predictions=False,
-        loo_batch_size=None,
-        loo_subsample=None,
         n_probes="auto",
-        chain_dtype="auto",
+        risk_options=None,
+        loo_options=None,
         random_state=None,
         verbose=0,
     ):
@@ -266,11 +262,9 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         self.warm_start = warm_start
         self.estimate_risk = estimate_risk
         self.estimate_loo = estimate_loo
-        self.store_loo_predictions = store_loo_predictions
-        self.loo_batch_size = loo_batch_size
-        self.loo_subsample = loo_subsample
         self.n_probes = n_probes
-        self.chain_dtype = chain_dtype
+        self.risk_options = risk_options
+        self.loo_options = loo_options
         self.random_state = random_state
         self.verbose = verbose
 

@@ -12,6 +12,7 @@ from ..utils._compat import Interval, StrOptions
 from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
+from ._options import LOO_OPTIONS, RISK_OPTIONS
 
 #: the numpydoc parameters after the penalty's (both estimators)
 _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, default="fista"
@@ -48,83 +49,64 @@ _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, defa
         refit propagates only the new steps; so is the centred design (a copy
         of ``X`` when there is an intercept or sample weights).
     estimate_risk : bool, default=True
-        Compute ``risk_path_``. With the default probes (``probe_scheme``)
-        its Jacobian chains advance ``m`` columns a step restricted to the
-        support (``m`` = 2 to 32 probes, ``n_probes``): about ``2 m s^2``
-        flops a step against the fit's ``4 n p`` (``s`` the union of the
-        supports), a few fits on wide supports,
-        far less on sparse ones; a path whose support settles after 512
-        steps or more costs time linear in its length from there on.
+        Compute ``risk_path_``: Jacobian chains of ``n_probes`` columns
+        restricted to the support, about ``2 n_probes s^2`` flops a step
+        against the fit's ``4 n p`` (``s`` the union of the supports; the
+        costs measured: :ref:`benchmarks`).
         :class:`~skacv.TrajectoryEarlyStoppingCV` chooses by this estimate
         by default; set ``estimate_risk=False`` when ``risk_path_`` is not
-        read (measured ratios in the documentation's benchmarks page).
+        read.
     estimate_loo : bool, default=False
         Compute ``loo_path_``.
-    store_loo_predictions : bool, default=False
-        Keep the leave-one-out predictions (``loo_predictions_``).
-    loo_batch_size : int or None, default=None
-        Number of leave-one-out trajectories advanced together (memory
-        ``~ 8 * n_features * loo_batch_size`` bytes per state block).
-        ``None`` sizes the blocks from ``skacv.get_config()['working_memory']``.
-    loo_subsample : int or None, default=None
-        Track only this many samples, drawn without replacement with
-        ``random_state``; ``loo_path_`` is then a control-variate
-        (difference) estimate of the full leave-one-out path: the subsample
-        mean of ``L^t - beta_t R^t`` plus ``beta_t`` times the mean of
-        ``R^t`` over every sample (``L`` left-out, ``R`` in-sample weighted
-        losses of the full iterates, known for every sample; ``beta_t`` the
-        subsample regression slope). ``L`` and ``R`` are strongly
-        correlated, so this is far more precise than the subsample mean
-        (bias of order ``1 / loo_subsample``).
     n_probes : int, "auto" or None, default="auto"
-        Hutchinson probes for the traces of the memory matrix; ``None``
-        computes them exactly; ``"auto"`` computes them exactly when that
-        costs at most 4 times 10 probes (linear solvers: an eigendecomposition
-        of the smaller Gram matrix up to 2000 x 2000; ISTA/FISTA: up to 40
-        samples), else the pooled probes' one chain: 32 probes below 2000
-        samples (64 below 1000 samples with at most 128 features); 16 from
-        2000 samples on, 8 from 4000, 1 from 8000 (ISTA:
-        32 below 1000 samples, 4 from 1000, 1 from 8000), grown
-        (at least doubling, to at most 32, in another pass of the chain)
-        while a jackknife over the probes (over groups of samples for one
-        probe) finds the relative standard error of ``risk_path_`` above
-        0.8 %
-        (``risk_diagnostics_``); 10 probes with any other ``probe_scheme``.
-        Exact traces make the estimate deterministic.
-    probe_scheme : {"auto", "pooled", "shared"}, default="auto"
-        The Hutchinson probes of the Jacobian chains of ``solver="fista"``
-        and ``"ista"`` (ignored by ``"sgd"`` and by exact traces,
-        ``n_probes=None``). All estimate the same traces: with the same
-        ``random_state`` they give different ``risk_path_``, equal in
-        expectation.
+        Hutchinson probes for the traces of the memory matrix, the accuracy
+        of ``risk_path_`` against its cost; ``None`` computes them exactly
+        (a deterministic estimate); ``"auto"`` computes them exactly when
+        that costs at most 4 times 10 probes, else starts the pooled
+        probes' chain with fewer probes the more samples there are and
+        grows them while a jackknife finds ``risk_path_`` noisy (its
+        relative standard error in ``risk_diagnostics_``; the rule:
+        :ref:`internals`); 10 probes with another probe scheme.
+    risk_options : dict or None, default=None
+        How the Jacobian chains of ``risk_path_`` run; a changed value
+        changes the draw or the rounding, not the quantity estimated. Keys:
 
-        - ``"pooled"``: every source injects the same ``n_probes`` probes
-          into one chain; each row of the memory matrix is read as one sum
-          (its lag 0 exact), split between the sources by the memory
-          matrix of the solver without its prox on the spectrum of the
-          union of the supports (Bellec & Tan's matrix of the linear
-          counterpart). ``n_probes`` columns a step; the estimates of all
-          iterates share their probes (a smooth curve); the split is a
-          bias of up to a few percent where the supports shrink far below
-          their union.
-        - ``"shared"``: the same ``n_probes`` probes, a chain for every
-          source (the seed notebook's estimator; the chains meet in the
-          middle, ``n_probes * max_iter**2 / 4`` chain-steps; a path whose
-          support settles costs time linear in its length from there on).
-        - ``"auto"``: ``"pooled"``; ``"shared"`` with a heavy ball and on a
-          Dask input (the rows' own probes). With ``"auto"`` or
-          ``"shared"`` a path whose supports stay fixed for its last 512
-          steps or more takes the settled form (the shared probes, time
-          linear in the path's length).
+        - ``"probe_scheme"``: {"auto", "pooled", "shared"}, default "auto".
+          The Hutchinson probes of ``solver="fista"`` and ``"ista"``
+          (ignored by ``"sgd"`` and by exact traces). ``"pooled"``: every
+          source injects the same ``n_probes`` probes into one chain, each
+          row of the memory matrix split between the sources by the linear
+          counterpart's: ``n_probes`` columns a step, continued by a warm
+          start. ``"shared"``: the same probes, a chain for every source
+          (the seed notebook's estimator, ``n_probes * max_iter**2 / 4``
+          chain-steps). ``"auto"``: ``"pooled"``; ``"shared"`` with a heavy
+          ball and on a Dask input (the rows' own probes). With ``"auto"``
+          or ``"shared"`` a path whose supports stay fixed for its last 512
+          steps or more takes the settled form (time linear in its length).
+        - ``"chain_dtype"``: {"auto", "float32", "float64"}, default "auto".
+          ``"auto"``: float32 chains with Hutchinson probes, whose own
+          relative error (of order ``1 / sqrt(n_probes)``) dwarfs float32
+          rounding (about 1e-6), the dtype of ``X`` with exact traces;
+          ``"float64"``: the traces to rounding level, at about twice the
+          time.
+    loo_options : dict or None, default=None
+        How the leave-one-out estimate (``estimate_loo=True``) runs. Keys:
 
-        ``"pooled"`` continues its chain on a warm start.
-    chain_dtype : {"auto", "float32", "float64"}, default="auto"
-        Precision of the Jacobian chains of the risk estimate (ISTA, FISTA
-        and SGD). ``"auto"``: float32 with Hutchinson probes, whose own
-        relative error (of order ``1 / sqrt(n_probes)``) dwarfs float32
-        rounding (about 1e-6), and the dtype of ``X`` with exact traces;
-        ``"float64"``: the traces to rounding level in double precision, at
-        about twice the time of float32 chains.
+        - ``"batch_size"``: int or None, default None. Left-out runs
+          advanced together (``~ 8 * n_features * batch_size`` bytes per
+          state block); ``None`` sizes the blocks from
+          ``skacv.get_config()['working_memory']``.
+        - ``"subsample"``: int or None, default None. Track only this many
+          samples, drawn without replacement with ``random_state``;
+          ``loo_path_`` is then a control-variate estimate of the full
+          path, the in-sample losses of every sample the control (far more
+          precise than the subsample mean; bias of order ``1 /
+          subsample``, standard error ``loo_std_error_path_``).
+        - ``"store_predictions"``: bool, default False. Keep the
+          leave-one-out predictions (``loo_predictions_``,
+          ``loo_indices_``).
+
+        For example ``loo_options={"subsample": 500}``.
     random_state : int, RandomState instance or None, default=None
         Seeds the Hutchinson probes.
     verbose : int, default=0
@@ -203,9 +185,9 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         "l1_ratio": [Interval(Real, 0, 1, closed="both")],
         "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "probe_scheme": [StrOptions({"auto", "pooled", "shared"})],
-        "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
+        "risk_options": [None, dict],  # its keys: _option_keys
     }
+    _option_keys = {"risk_options": RISK_OPTIONS, "loo_options": LOO_OPTIONS}
 
     def __init__(
         self,
@@ -220,12 +202,9 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         warm_start=False,
         estimate_risk=True,
         estimate_loo=False,
-        store_loo_predictions=False,
-        loo_batch_size=None,
-        loo_subsample=None,
         n_probes="auto",
-        probe_scheme="auto",
-        chain_dtype="auto",
+        risk_options=None,
+        loo_options=None,
         random_state=None,
         verbose=0,
     ):
@@ -239,12 +218,9 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         self.warm_start = warm_start
         self.estimate_risk = estimate_risk
         self.estimate_loo = estimate_loo
-        self.store_loo_predictions = store_loo_predictions
-        self.loo_batch_size = loo_batch_size
-        self.loo_subsample = loo_subsample
         self.n_probes = n_probes
-        self.probe_scheme = probe_scheme
-        self.chain_dtype = chain_dtype
+        self.risk_options = risk_options
+        self.loo_options = loo_options
         self.random_state = random_state
         self.verbose = verbose
 
@@ -312,12 +288,9 @@ class TrajectoryLasso(TrajectoryElasticNet):
         warm_start=False,
         estimate_risk=True,
         estimate_loo=False,
-        store_loo_predictions=False,
-        loo_batch_size=None,
-        loo_subsample=None,
         n_probes="auto",
-        probe_scheme="auto",
-        chain_dtype="auto",
+        risk_options=None,
+        loo_options=None,
         random_state=None,
         verbose=0,
     ):
@@ -330,11 +303,8 @@ class TrajectoryLasso(TrajectoryElasticNet):
         self.warm_start = warm_start
         self.estimate_risk = estimate_risk
         self.estimate_loo = estimate_loo
-        self.store_loo_predictions = store_loo_predictions
-        self.loo_batch_size = loo_batch_size
-        self.loo_subsample = loo_subsample
         self.n_probes = n_probes
-        self.probe_scheme = probe_scheme
-        self.chain_dtype = chain_dtype
+        self.risk_options = risk_options
+        self.loo_options = loo_options
         self.random_state = random_state
         self.verbose = verbose

@@ -72,16 +72,12 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         extends the stored path (50 + 50 steps equal 100).
     estimate_loo : bool, default=False
         Compute ``loo_path_`` and ``loo_error_path_``.
-    store_loo_predictions : bool, default=False
-        Keep the leave-one-out probabilities (``loo_predictions_``).
-    loo_batch_size : int or None, default=None
-        Left-out runs advanced together (``None``: from
-        ``skacv.get_config()['working_memory']``).
-    loo_subsample : int or None, default=None
-        Track only this many samples (control-variate estimate, see
-        :class:`TrajectoryLasso`).
+    loo_options : dict or None, default=None
+        See :class:`TrajectoryLasso` (keys ``"batch_size"``,
+        ``"subsample"``, ``"store_predictions"``: the leave-one-out
+        probabilities).
     random_state : int, RandomState instance or None, default=None
-        Seeds the SGD batches and ``loo_subsample``.
+        Seeds the SGD batches and the leave-one-out subsample.
     verbose : int, default=0
 
     Attributes
@@ -104,7 +100,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         Leave-one-out misclassification rate of every iterate.
     loo_predictions_ : ndarray of shape (n_loo, n_iter_ + 1)
         Leave-one-out probabilities of ``classes_[1]`` of the samples
-        ``loo_indices_`` (``store_loo_predictions=True``).
+        ``loo_indices_`` (``loo_options={"store_predictions": True}``).
     loo_indices_ : ndarray of shape (n_loo,)
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -122,8 +118,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
     _parameter_constraints: dict = {
         **{k: COMMON_CONSTRAINTS[k] for k in (
             "max_iter", "step_size", "fit_intercept", "warm_start", "estimate_loo",
-            "store_loo_predictions", "loo_batch_size", "loo_subsample", "random_state",
-            "verbose")},
+            "loo_options", "random_state", "verbose")},
         "alpha": [Interval(Real, 0, None, closed="left")],
         "penalty": [StrOptions({"l2", "l1"})],
         "solver": [StrOptions({"gd", "fista", "sgd"}), Iteration],
@@ -144,9 +139,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         fit_intercept=True,
         warm_start=False,
         estimate_loo=False,
-        store_loo_predictions=False,
-        loo_batch_size=None,
-        loo_subsample=None,
+        loo_options=None,
         random_state=None,
         verbose=0,
     ):
@@ -160,9 +153,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         self.fit_intercept = fit_intercept
         self.warm_start = warm_start
         self.estimate_loo = estimate_loo
-        self.store_loo_predictions = store_loo_predictions
-        self.loo_batch_size = loo_batch_size
-        self.loo_subsample = loo_subsample
+        self.loo_options = loo_options
         self.random_state = random_state
         self.verbose = verbose
 

@@ -23,10 +23,11 @@ import sklearn
 from sklearn.base import clone
 from sklearn.utils import Bunch
 
-from ..linalg._dask import is_dask, lazy_predictor
+from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..utils._compat import _fit_context
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
+from ._dask_fit import lazy_predictor
 
 #: attributes of a 1-D fit stacked along a leading target axis for a 2-D ``y``
 STACKED_ATTRIBUTES = ("coef_path_", "intercept_path_", "coef_", "intercept_", "step_size_",

@@ -83,7 +83,8 @@ class SearchProtocol(Protocol):
     def stacks_folds(self):
         """Whether K-fold CV along the path may run the folds as one block
         (full-batch least squares on the plain design), built from
-        :meth:`path_problem` and :meth:`path_iteration` of every fold.
+        :meth:`path_problem` and :meth:`path_iteration` of every fold; the
+        same condition lets a Dask input be fitted on its row statistics.
 
         Returns
         -------

@@ -19,6 +19,7 @@ from ..utils._compat import Interval, StrOptions
 from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
+from ._options import CHAIN_OPTIONS, LOO_OPTIONS
 from ._setup import PathSetup
 
 
@@ -90,21 +91,15 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
     estimate_loo : bool, default=False
         Compute ``loo_path_`` (exact leave-one-out along the path; for
         ``"sgd"`` the left-out run uses the same batches without the sample).
-    store_loo_predictions : bool, default=False
-    loo_batch_size : int or None, default=None
-    loo_subsample : int or None, default=None
-        See :class:`TrajectoryLasso`.
     n_probes : int, "auto" or None, default="auto"
         See :class:`TrajectoryLasso` (``"auto"``: exact traces when they cost at
         most 4 times 10 probes).
-    chain_dtype : {"auto", "float32", "float64"}, default="auto"
-        Precision of the Jacobian chains through the batches of
-        ``solver="sgd"`` (Tan & Bellec 2024; the other solvers' traces are
-        spectral and have no chains). ``"auto"``: float32 with Hutchinson
-        probes, whose own relative error (of order ``1 / sqrt(n_probes)``)
-        dwarfs float32 rounding (about 1e-6), and the dtype of ``X`` with
-        exact traces; ``"float64"``: the traces to rounding level in double
-        precision.
+    risk_options : dict or None, default=None
+        The key ``"chain_dtype"`` of :class:`TrajectoryLasso`'s: the chains
+        of ``solver="sgd"`` (Tan & Bellec 2024; the others have none).
+    loo_options : dict or None, default=None
+        See :class:`TrajectoryLasso` (keys ``"batch_size"``,
+        ``"subsample"``, ``"store_predictions"``).
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
     """ + DOC_ATTRIBUTES + """
@@ -123,13 +118,14 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
         "alpha": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions({"gd", "nesterov", "heavy_ball", "sgd", "eigenpro"}), Iteration],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "chain_dtype": [StrOptions({"auto", "float32", "float64"})],
+        "risk_options": [None, dict],
         "n_components": [Interval(Integral, 0, None, closed="left")],
         "subsample_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"),
                            "array-like"],
         "momentum": [StrOptions({"auto"}), Interval(Real, 0, 1, closed="left")],
         "step_schedule": [None, callable, "array-like"],
     }
+    _option_keys = {"risk_options": CHAIN_OPTIONS, "loo_options": LOO_OPTIONS}
 
     def __init__(
         self,
@@ -147,11 +143,9 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
         warm_start=False,
         estimate_risk=True,
         estimate_loo=False,
-        store_loo_predictions=False,
-        loo_batch_size=None,
-        loo_subsample=None,
         n_probes="auto",
-        chain_dtype="auto",
+        risk_options=None,
+        loo_options=None,
         random_state=None,
         verbose=0,
     ):
@@ -168,11 +162,9 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
         self.warm_start = warm_start
         self.estimate_risk = estimate_risk
         self.estimate_loo = estimate_loo
-        self.store_loo_predictions = store_loo_predictions
-        self.loo_batch_size = loo_batch_size
-        self.loo_subsample = loo_subsample
         self.n_probes = n_probes
-        self.chain_dtype = chain_dtype
+        self.risk_options = risk_options
+        self.loo_options = loo_options
         self.random_state = random_state
         self.verbose = verbose
 

@@ -1,25 +1,5 @@
-"""Iteration objects: one small object per first-order algorithm.
-
-Every algorithm of skacv is written in one generic form. With
-``z(v) = X~^T r(v) / n_eff`` the negative gradient of the mean data fit at
-``v`` (a mean over the mini-batch ``sampler(k)`` for stochastic methods),
-step ``k = 1, 2, ...`` maps the state ``(x^{k-1}, x^{k-2}, v^{k-1})`` to
-
-    pre^k = v^{k-1} - eta_k l2 v^{k-1} + hb_k (x^{k-1} - x^{k-2}) + eta_k z(v^{k-1})
-    x^k   = prox_k(pre^k)
-    v^k   = x^k + beta_k (x^k - x^{k-1})
-
-``x^k`` are the iterates stored in ``coef_path_``; ``v^k`` are the points
-where the gradient is evaluated (``v = x`` without extrapolation). The
-penalty (:mod:`skacv.iterations._penalties`) supplies the ridge decay ``l2`` and the
-prox; the iteration supplies the step sizes ``eta_k`` and the momentum
-(``hb_k``, ``beta_k``). The combination and the extrapolation are linear,
-so the *same* methods (:meth:`Iteration.combine`,
-:meth:`Iteration.extrapolate`) advance the iterates (the fit loop,
-:func:`skacv.iterations._path.run_trajectory`), their tangents (Jacobian actions, the
-risk estimate), the scalar spectral recursions (exact and Lanczos traces)
-and the leave-one-out states (IACV). Only :meth:`Iteration.prox` and
-:meth:`Iteration.prox_jacobian` are non-linear.
+"""The algorithms of skacv, each a subclass of the generic step
+:class:`~skacv.iterations._step.Iteration` that sets its momentum.
 
 =============  ============  ====================  =======================
 algorithm      hb_k          beta_k                penalty
@@ -34,435 +14,16 @@ EigenPro       0             0                     L2, preconditioned step
 
 A new algorithm is a subclass overriding ``hb``, ``beta`` or ``combine``;
 estimators accept an instance as ``solver`` and bind the step size and the
-penalty at fit time (:meth:`Iteration.bind`). See docs/architecture.rst.
+penalty at fit time (:meth:`~skacv.iterations._step.Iteration.bind`). See
+docs/architecture.rst.
 """
 
-import copy
 import math
 
 import numpy as np
 
-from ._penalties import L1, Penalty
-
-
-def _clipped_step(x, x_prev, n_free=0):
-    """``clip(x - x_prev, -|x|, |x|)``, the clipped momentum step, coordinate
-    by coordinate (the last ``n_free`` coordinates, unpenalised, are never
-    clipped); ``x`` may carry extra axes (one run per column). The value is
-    what the perturbed runs of leave-one-out need;
-    :func:`_clipped_difference` gives its per-coordinate coefficients."""
-    d = np.subtract(x, x_prev)
-    lim = np.abs(x)
-    np.minimum(d, lim, out=d)
-    np.negative(lim, out=lim)
-    np.maximum(d, lim, out=d)
-    if n_free:
-        d[x.shape[0] - n_free:] = x[x.shape[0] - n_free:] - x_prev[x.shape[0] - n_free:]
-    return d
-
-
-def _clipped_difference(x, x_prev, n_free=0, plain_as_none=False):
-    """``(c, e)`` with :func:`_clipped_step` ``= c * x + e * x_prev``
-    coordinate by coordinate (``(1, -1)`` where nothing is clipped; ``e = 0``
-    where it is): the form the iterates' extrapolation and the Jacobians use.
-    The last ``n_free`` coordinates (unpenalised) are never clipped;
-    ``plain_as_none``: ``None`` when no coordinate is clipped."""
-    d = np.subtract(x, x_prev)
-    # the step is clipped where |x - x_prev| > |x|, to sign(x - x_prev) |x|
-    # (0 where x = 0): c = sign(x - x_prev) sign(x) exactly
-    clipped = np.abs(d) > np.abs(x)
-    if n_free:
-        clipped[x.shape[0] - n_free:] = False
-    if plain_as_none and not clipped.any():
-        return None
-    c = np.where(clipped, np.sign(d) * np.sign(x), 1.0)
-    e = np.where(clipped, 0.0, -1.0)
-    return c, e
-
-
-#: the default ``coef`` of the extrapolation's corrections: not computed yet
-#: (``None`` is a computed value: the plain extrapolation)
-NOT_COMPUTED = object()
-
-
-def _combine(factors, x, x_prev, out=None):
-    """``a * x + b * x_prev`` for ``factors = (a, b)``, or ``x`` itself for
-    ``None`` (no extrapolation); ``out``: written there (it may be
-    ``x_prev``'s block, not ``x``'s: ``x_prev`` is read first)."""
-    if factors is None:
-        if out is None:
-            return x
-        out[...] = x
-        return out
-    a, b = factors
-    if out is None:
-        out = a * x
-        out += b * x_prev
-        return out
-    np.multiply(x_prev, b, out=out)
-    out += a * x
-    return out
-
-
-class Iteration:
-    """Base class of the iteration objects (plain gradient descent).
-
-    Parameters
-    ----------
-    step_size : float, default=1.0
-        Base step ``eta``. Estimators set it at fit time (:meth:`bind`).
-    penalty : Penalty, default=None
-        Penalty of the objective (``None``: none).
-    schedule : None, callable or array-like, default=None
-        Multiplies the step: ``eta_k = step_size * schedule(k)`` (callable of
-        the step number ``k >= 1``) or ``step_size * schedule[k - 1]``.
-    sampler : callable or None, default=None
-        ``sampler(k)`` gives the rows of the mini-batch of step ``k``
-        (stochastic gradients); ``None``: full-batch gradients.
-    """
-
-    name = "gd"
-    #: the momentum coefficients do not depend on k
-    _stationary_momentum = True
-
-    def __init__(self, step_size=1.0, *, penalty=None, schedule=None, sampler=None):
-        self.step_size = float(step_size)
-        self.penalty = Penalty() if penalty is None else penalty
-        self.schedule = schedule
-        self.sampler = sampler
-
-    def bind(self, step_size=None, penalty=None, schedule=None, sampler=None):
-        """A copy with the step size, penalty, schedule and sampler of a fit."""
-        it = copy.copy(self)
-        if step_size is not None:
-            it.step_size = float(step_size)
-        if penalty is not None:
-            it.penalty = penalty
-        if schedule is not None:
-            it.schedule = schedule
-        if sampler is not None:
-            it.sampler = sampler
-        return it
-
-    # ----------------------------------------------------------- properties
-    @property
-    def is_linear(self):
-        """The prox is the identity: the map from the data to the iterates is linear."""
-        return self.penalty.is_smooth
-
-    @property
-    def l2(self):
-        """Ridge strength in mean form (the decay of :meth:`combine`)."""
-        return self.penalty.l2_
-
-    @property
-    def is_stationary(self):
-        """Every step applies the same linear map (a Toeplitz memory matrix)."""
-        return self.is_linear and self.constant_steps
-
-    @property
-    def constant_steps(self):
-        """Every step has the same linear part (step size and momentum; the
-        prox aside)."""
-        return self.schedule is None and self.sampler is None and self._stationary_momentum
-
-    # ----------------------------------------------------------- coefficients
-    def eta(self, k):
-        """Step size of step ``k`` (the step producing ``x^k``)."""
-        s = self.schedule
-        if s is None:
-            return self.step_size
-        if callable(s):
-            return self.step_size * float(s(k))
-        return self.step_size * float(s[k - 1])
-
-    def decay(self, k):
-        """Scalar decay ``1 - eta_k l2`` (penalties on every coordinate)."""
-        return 1.0 - self.eta(k) * self.l2
-
-    def hb(self, k):
-        """Heavy-ball coefficient of ``x^{k-1} - x^{k-2}`` in step ``k``."""
-        return 0.0
-
-    def beta(self, k):
-        """Extrapolation ``v^k = x^k + beta_k (x^k - x^{k-1})``."""
-        return 0.0
-
-    def extrapolates(self, n_steps, first=1):
-        """Whether any of steps ``first..n_steps`` extrapolates (``beta_k != 0``:
-        the gradient is taken at ``v^k != x^k``). The one test of this kind:
-        the fit loop, the memory-matrix chains and the leave-one-out tracker
-        all ask it here."""
-        return any(self.beta(k) != 0.0 for k in range(first, n_steps + 1))
-
-    def uses_heavy_ball(self, n_steps, first=1):
-        """Whether any of steps ``first..n_steps`` adds a heavy-ball term
-        (``hb_k != 0``: the step reads ``x^{k-2}`` too)."""
-        return any(self.hb(k) != 0.0 for k in range(first, n_steps + 1))
-
-    def has_momentum(self, n_steps, first=1):
-        """Extrapolation or heavy ball in any of steps ``first..n_steps``."""
-        return self.extrapolates(n_steps, first) or self.uses_heavy_ball(n_steps, first)
-
-    #: clip the extrapolation of non-smooth problems (see
-    #: :meth:`extrapolation_coefficients`); set by the momentum classes
-    restrict_extrapolation = False
-
-    @property
-    def clips(self):
-        """The extrapolation / heavy-ball difference is clipped (a
-        non-smooth penalty with ``restrict_extrapolation``)."""
-        return self.restrict_extrapolation and not self.penalty.is_smooth
-
-    def extrapolation_coefficients(self, k, x, x_prev):
-        """Per-coordinate form ``v^k = a * x^k + b * x^{k-1}`` of a clipped
-        extrapolation, or ``None`` for the plain one (``a = 1 + beta_k``,
-        ``b = -beta_k`` everywhere).
-
-        With ``restrict_extrapolation`` and a non-smooth penalty, the momentum
-        step of every penalised coordinate is clipped to ``[-|x^k_j|,
-        |x^k_j|]``: ``v^k_j = x^k_j + beta_k clip(x^k_j - x^{k-1}_j, -|x^k_j|,
-        |x^k_j|)``. A coordinate at zero stays at zero and no coordinate
-        crosses zero; away from zero nothing changes. The map is continuous
-        and piecewise linear, so ``(a, b)`` (constant on each piece) also
-        give its Jacobian. ``x``, ``x_prev`` may carry extra axes (one run
-        per column).
-        """
-        beta = self.beta(k)
-        if not self.clips or beta == 0.0:
-            return None
-        ce = _clipped_difference(x, x_prev, self.penalty.n_unpenalized, plain_as_none=True)
-        if ce is None:  # nothing clipped: the plain extrapolation
-            return None
-        c, e = ce
-        return 1.0 + beta * c, beta * e
-
-    # ------------------------------------------------------- the linear parts
-    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
-        """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2});
-        ``n_free``: trailing rows without decay (see
-        the penalty's ``decay``); ``overwrite_z``: the result
-        is written into ``z`` (a scratch block of the chains); ``z_scaled``:
-        ``z`` holds ``eta_k z`` already (a caller that folded the step into
-        its product)."""
-        eta = self.eta(k)
-        if overwrite_z:
-            out = z
-            if not z_scaled:
-                out *= eta
-        else:
-            out = z.copy() if z_scaled else eta * z
-        out += v
-        self.penalty.decay(v, eta, out, n_free)
-        h = self.hb(k)
-        if h != 0.0:
-            out += h * dx
-        return out
-
-    def extrapolate(self, k, x, x_prev, coef=None, out=None):
-        """``v^k = x^k + beta_k (x^k - x^{k-1})``, or ``a * x^k + b * x^{k-1}``
-        with ``coef = (a, b)`` of :meth:`extrapolation_coefficients` (iterates:
-        use :meth:`extrapolate_iterate`; tangents: the coefficients of the
-        iterates they are tangent to, broadcast along the first axis).
-        ``out``: written there (else a new array, or ``x`` when ``beta_k = 0``);
-        it may be ``x_prev``'s block, not ``x``'s."""
-        if float(self.beta(k)) == 0.0:
-            return _combine(None, x, x_prev, out)
-        return _combine(self.extrapolation_factors(k, coef, x.ndim, x.dtype), x, x_prev, out)
-
-    def extrapolation_factors(self, k, coef, ndim, dtype):
-        """``(a, b)`` with ``v^k = a * x^k + b * x^{k-1}``: the scalars ``1 +
-        beta_k``, ``-beta_k`` of the plain extrapolation, or ``coef`` (per
-        coordinate, clipped) shaped to broadcast along the first axis of an
-        ``ndim``-dimensional block, in ``dtype``."""
-        beta = float(self.beta(k))  # a NumPy float64 scalar would upcast float32 arrays
-        if coef is None:
-            return 1.0 + beta, -beta
-        a, b = coef
-        shape = a.shape + (1,) * (ndim - a.ndim)
-        return (a.reshape(shape).astype(dtype, copy=False),
-                b.reshape(shape).astype(dtype, copy=False))
-
-    def extrapolate_iterate(self, k, x, x_prev):
-        """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set)."""
-        return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
-
-    def extrapolation_correction(self, k, x, x_prev, coef=NOT_COMPUTED):
-        """``v^k`` minus the plain extrapolation, shape of ``x`` (``None``: zero);
-        ``coef``: :meth:`extrapolation_coefficients` if already computed
-        (``None`` included: the plain extrapolation)."""
-        if coef is NOT_COMPUTED:
-            coef = self.extrapolation_coefficients(k, x, x_prev)
-        if coef is None:
-            return None
-        # the plain coefficients in the precision of (a, b), so that unclipped
-        # coordinates give an exact zero (float32 iterates)
-        a, b = coef
-        beta = self.beta(k)
-        da = a - (a.dtype.type(1.0) + a.dtype.type(beta))
-        return da * x + (b + b.dtype.type(beta)) * x_prev
-
-    def extrapolation_columns(self, k, x, x_prev, coef=NOT_COMPUTED):
-        """``(J, c_J)``: the few coordinates where the clipped extrapolation
-        differs from the plain one and the difference there
-        (:meth:`extrapolation_correction`), or ``None`` (plain)."""
-        c = self.extrapolation_correction(k, x, x_prev, coef)
-        if c is None:
-            return None
-        J = np.flatnonzero(c)
-        return J, c[J]
-
-    def extrapolate_fitted(self, k, x, x_prev, Xx, Xx_prev, columns_product, coef=NOT_COMPUTED,
-                           correction=None):
-        """``X~ v^k`` from the fit loop's ``X~ x^k`` and ``X~ x^{k-1}``: the
-        plain extrapolation plus ``X~_J c_J`` for the correction ``c`` of a
-        clipped one (its few non-zero coordinates ``J``;
-        ``columns_product(J, c_J)`` is ``X~[:, J] @ c_J``, e.g.
-        the design's ``columns_product``; ``coef`` as in
-        :meth:`extrapolation_correction`).
-        ``correction``: :meth:`extrapolation_columns` if already computed
-        (then ``x``, ``x_prev`` are not read; rows of ``X~`` work too)."""
-        if correction is None:
-            correction = self.extrapolation_columns(k, x, x_prev, coef)
-        return self.fitted_extrapolation(k, correction)(Xx, Xx_prev, columns_product)
-
-    def fitted_extrapolation(self, k, correction):
-        """:meth:`extrapolate_fitted` of step ``k`` with its ``correction``
-        (:meth:`extrapolation_columns`) as a function ``f(Xx, Xx_prev,
-        columns_product, out=None)``, its factors worked out once: the fit
-        loop applies it to each row panel of a pass (``out``: written there)."""
-        factors = (None if float(self.beta(k)) == 0.0
-                   else self.extrapolation_factors(k, None, 1, None))
-        J, cJ = correction if correction is not None and correction[0].size else (None, None)
-
-        def apply(Xx, Xx_prev, columns_product, out=None):
-            v = _combine(factors, Xx, Xx_prev, out)
-            if J is None:
-                return v
-            c = np.asarray(columns_product(J, cJ)).astype(v.dtype, copy=False)
-            if v is Xx:  # v^k = x^k: not written in place
-                return v + c
-            v += c
-            return v
-
-        return apply
-
-    def extrapolate_difference(self, k, x, x_prev, dx, dx1):
-        """Extrapolation of perturbed runs ``x + dx`` (one per column of
-        ``dx``) minus ``v^k`` of the unperturbed run; every perturbed run
-        clips on its own iterates (leave-one-out runs)."""
-        beta = float(self.beta(k))
-        if not self.clips or beta == 0.0:
-            return self.extrapolate(k, dx, dx1)
-        # dx + beta (clipped step of x + dx - clipped step of x), each run
-        # clipped on its own iterates
-        xs = x.reshape((-1,) + (1,) * (dx.ndim - 1))
-        n_free = self.penalty.n_unpenalized
-        out = _clipped_step(xs + dx, x_prev.reshape(xs.shape) + dx1, n_free)
-        out -= _clipped_step(x, x_prev, n_free).reshape(xs.shape)
-        out *= beta
-        out += dx
-        return out
-
-    def momentum_coefficients(self, k, x1, x2):
-        """Per-coordinate form ``m = c * x^{k-1} + d * x^{k-2}`` of a clipped
-        heavy-ball difference ``clip(x^{k-1} - x^{k-2}, -|x^{k-1}|,
-        |x^{k-1}|)``, or ``None`` for the plain ``x^{k-1} - x^{k-2}`` (see
-        :meth:`extrapolation_coefficients`, the same clipping)."""
-        if not self.clips or self.hb(k) == 0.0:
-            return None
-        return _clipped_difference(x1, x2, self.penalty.n_unpenalized)
-
-    def momentum_difference(self, k, x1, x2, coef=None, dx1=None, dx2=None):
-        """The heavy-ball difference of step ``k``: ``x^{k-1} - x^{k-2}``
-        (clipped if so set). With ``dx1``, ``dx2``: the difference of the
-        perturbed runs ``x + dx`` (each clipped on its own iterates) minus the
-        unperturbed one, per column. With ``coef``: the tangent ``c * dx1 + d
-        * dx2`` (``x1``, ``x2`` are then tangents)."""
-        if coef is not None:
-            c, e = coef
-            shape = c.shape + (1,) * (x1.ndim - c.ndim)
-            return c.reshape(shape) * x1 + e.reshape(shape) * x2
-        if dx1 is not None:
-            if not self.clips or self.hb(k) == 0.0:
-                return dx1 - dx2
-            xs = x1.reshape((-1,) + (1,) * (dx1.ndim - 1))
-            n_free = self.penalty.n_unpenalized
-            out = _clipped_step(xs + dx1, x2.reshape(xs.shape) + dx2, n_free)
-            out -= _clipped_step(x1, x2, n_free).reshape(xs.shape)
-            return out
-        coef = self.momentum_coefficients(k, x1, x2)
-        if coef is None:
-            return x1 - x2
-        return self.momentum_difference(k, x1, x2, coef)
-
-    # ------------------------------------------------------------------ prox
-    def prox(self, k, pre, scale=None):
-        """Proximal step of the penalty with step ``eta_k`` (``scale``: per-column
-        factor of the l1 strength, see the penalty's ``prox``)."""
-        return self.penalty.prox(pre, self.eta(k), scale)
-
-    def prox_jacobian(self, k, x):
-        """Diagonal of the prox Jacobian at step ``k`` given ``x^k`` (``None``:
-        the identity; else a boolean mask, 1 where the coordinate is free)."""
-        return self.penalty.prox_jacobian(x)
-
-    # ------------------------------------------------------------- tangents
-    def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None, n_free=None,
-                overwrite_dz=False, out_v=None, dz_scaled=False):
-        """Advance tangent vectors (blocks of columns) by one step.
-
-        Parameters
-        ----------
-        dv, dx1, dx2 : arrays
-            Tangents of ``v^{k-1}``, ``x^{k-1}`` and ``x^{k-2}``.
-        dz : array
-            Tangent of the gradient input ``z`` at step ``k`` (the consumer
-            supplies it: ``(injection - X~^T X~ dv) / n_eff``).
-        mask : None or boolean array of shape (n_features,)
-            ``prox_jacobian(k, x^k)``.
-        coef : None or tuple of arrays of shape (n_features,)
-            ``extrapolation_coefficients(k, x^k, x^{k-1})`` (clipped
-            extrapolation; ``None``: plain).
-        mcoef : None or tuple of arrays of shape (n_features,)
-            ``momentum_coefficients(k, x^{k-1}, x^{k-2})`` (clipped heavy
-            ball; ``None``: plain).
-        n_free : int or None
-            Trailing rows without the ridge decay (``None``: the penalty's
-            unpenalised coordinates). With ``mask``, ``coef`` and ``mcoef``
-            ``None`` the map has scalar coefficients: ``n_free=0`` then
-            advances any linear image of free, penalised coordinates (rows
-            that are not coordinates: spectral nodes, samples).
-        overwrite_dz : bool, default=False
-            Write ``dx`` into ``dz`` (a scratch block) instead of a new array.
-        out_v : array or None
-            Write ``dv`` there (it may be ``dv``'s own block, read before).
-        dz_scaled : bool, default=False
-            ``dz`` holds ``eta_k`` times the gradient tangent (see
-            :meth:`combine`'s ``z_scaled``).
-
-        Returns
-        -------
-        dx, dv : arrays
-            Tangents of ``x^k`` and ``v^k``.
-        """
-        h = self.hb(k)
-        dm = None
-        if h != 0.0:
-            dm = dx1 - dx2 if mcoef is None else self.momentum_difference(k, dx1, dx2, mcoef)
-        if dz_scaled:
-            dpre = self.combine(k, dv, dm, dz, n_free, overwrite_dz, z_scaled=True)
-        else:
-            dpre = self.combine(k, dv, dm, dz, n_free, overwrite_dz)
-        if mask is not None:
-            dpre *= mask.reshape((-1,) + (1,) * (dpre.ndim - 1))
-        return dpre, self.extrapolate(k, dpre, dx1, coef, out_v)
-
-    def __repr__(self):
-        ext = getattr(self, "extrapolation", None)
-        ext = "" if ext is None else f", extrapolation={ext!r}"
-        return (f"{type(self).__name__}(step_size={self.step_size:.4g}, "
-                f"penalty={self.penalty!r}{ext})")
+from ._penalties import L1
+from ._step import Iteration
 
 
 class GradientDescent(Iteration):
@@ -487,11 +48,13 @@ class ISTA(GradientDescent):
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
 
 
-def _check_extrapolation(extrapolation):
+def _set_extrapolation(it, extrapolation):
+    """Check and set the momentum's ``extrapolation`` (``"clipped"`` or ``"plain"``)."""
     if extrapolation not in ("clipped", "plain"):
         raise ValueError(
             f"extrapolation must be 'clipped' or 'plain'; got {extrapolation!r}.")
-    return extrapolation
+    it.extrapolation = extrapolation
+    it.restrict_extrapolation = extrapolation == "clipped"
 
 
 class HeavyBall(Iteration):
@@ -508,8 +71,7 @@ class HeavyBall(Iteration):
                  sampler=None, extrapolation="clipped"):
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
         self.momentum = float(momentum)
-        self.extrapolation = _check_extrapolation(extrapolation)
-        self.restrict_extrapolation = extrapolation == "clipped"
+        _set_extrapolation(self, extrapolation)
 
     def hb(self, k):
         return self.momentum
@@ -529,8 +91,7 @@ class Nesterov(Iteration):
                  sampler=None, extrapolation="clipped"):
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
         self.momentum = momentum
-        self.extrapolation = _check_extrapolation(extrapolation)
-        self.restrict_extrapolation = extrapolation == "clipped"
+        _set_extrapolation(self, extrapolation)
         self._stationary_momentum = not (isinstance(momentum, str) and momentum == "auto")
 
     def beta(self, k):
@@ -552,12 +113,10 @@ class FISTA(Iteration):
     ``v^k = x^k + beta_k (x^k - x^{k-1})`` (``"plain"``) gives a coordinate
     that just left the support the value ``-beta_k x^{k-1}_j``; these
     ghosts make the Jacobian of the iterates, ``d x^k / d y``, grow without
-    bound on correlated designs (``||X d x^k / d y||_2`` reached 10^4 - 10^5
-    within 300 steps on equicorrelated designs, against 1 for ISTA and about
-    3 clipped), and with it the error of the memory-matrix risk estimate
-    (see the user guide). On the same problems the clipped iteration
-    reached the objective as fast as the plain one. Smooth penalties are
-    unaffected. Convergence rates are proved for ``"plain"`` only.
+    bound on correlated designs, and with it the error of the memory-matrix
+    risk estimate (docs/internals.rst has the measurements). Smooth
+    penalties are unaffected. Convergence rates are proved for ``"plain"``
+    only.
     """
 
     name = "fista"
@@ -568,8 +127,7 @@ class FISTA(Iteration):
         if penalty is None and alpha is not None:
             penalty = L1(alpha)
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
-        self.extrapolation = _check_extrapolation(extrapolation)
-        self.restrict_extrapolation = extrapolation == "clipped"
+        _set_extrapolation(self, extrapolation)
         self._tau = [1.0]
 
     def _tau_k(self, k):

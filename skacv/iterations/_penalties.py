@@ -11,7 +11,7 @@ the last coordinate) are left alone.
 *summed* loss (scikit-learn's ``Ridge``: ``||y - Xw||^2 + alpha ||w||^2``):
 in mean form its strength is divided by the total sample weight, so a
 leave-one-out objective, which has less weight, has a slightly larger
-mean-form penalty (:meth:`Penalty.at_weight`).
+mean-form penalty (:meth:`Penalty.l2_at`, :meth:`Penalty.l1_at`).
 """
 
 import numpy as np
@@ -82,19 +82,6 @@ class Penalty:
         """No proximal step (the map from the data to the iterates is linear)."""
         l1 = self.l1_  # a float, or per column (stacked folds)
         return not (l1.any() if isinstance(l1, np.ndarray) else l1)
-
-    def at_weight(self, n_eff):
-        """The same penalty for data of total weight ``n_eff``."""
-        if not self.sum_form:
-            return self
-        return type(self)._from(self, n_eff)
-
-    @classmethod
-    def _from(cls, other, n_eff):
-        new = cls.__new__(cls)
-        Penalty.__init__(new, other.l1, other.l2, sum_form=other.sum_form, n_eff=n_eff,
-                         n_unpenalized=other.n_unpenalized)
-        return new
 
     def _at(self, strength, mean_form, n_eff):
         """Mean-form strength for total weights ``n_eff`` (array-like): a

@@ -21,8 +21,8 @@ Risk along the path. With a fixed ``P`` independent of the training data,
 ``c = P^{-1/2} b`` follows plain gradient descent on the design ``X~ P^{1/2}``,
 so Bellec & Tan's memory-matrix estimate holds with the spectral nodes of
 ``P^{1/2} (X~^T X~ / n + mu) P^{1/2}`` (:func:`preconditioned_nodes`). When
-``P`` is built from training rows the estimate is a heuristic (biased by
-17-31 % at n = 1000-2000 on spiked Gaussian designs in the research notes).
+``P`` is built from training rows the estimate is a heuristic (its bias:
+docs/internals.rst).
 
 Subsamples follow frequency-weight semantics (:func:`draw_rows`): a sample of
 ``M`` draws from the weighted empirical measure, so that integer weights

@@ -70,16 +70,12 @@ _DOC_PARAMS = """
         (the injections) and about ``n_probes`` more right-hand sides in
         every batch product: linear in the number of steps.
         ``risk_reliable_`` flags the epochs from which the path nearly
-        interpolates or the estimate departs from GCV (see there). What is guaranteed: nothing
-        for non-linear kernels. With a linear kernel on Gaussian features,
-        full batch is Bellec & Tan's estimate (consistent when the
+        interpolates or the estimate departs from GCV (see there). Nothing is
+        guaranteed for non-linear kernels. With a linear kernel on Gaussian
+        features, full batch is Bellec & Tan's estimate (consistent when the
         preconditioner is independent of the data; here it is built from
-        training rows, which biases early iterates by 10-20 % in
-        simulations); the mini-batch form tracked the truth within 4-8 % on
-        average (sd 6-16 %) in the simulations of tests/test_eigenpro.py. On
-        the smooth synthetic regressions of the benchmark it under-estimated
-        the held-out error by 5-20 %, its argmin within 0.5 % of the best
-        epoch's error from n = 5000 on.
+        training rows, which biases early iterates); its measured accuracy
+        is in docs/internals.rst.
     n_probes : int or None, default=10
         Hutchinson probes of the risk estimate (in all, at least one per
         chain); ``None``: exact traces (``n`` probes at every position).
@@ -130,7 +126,7 @@ _DOC_ATTRIBUTES = """
         ``lambda_P`` used by the rules: the largest eigenvalue of the
         preconditioned operator, exact when the subsample is the whole data,
         else the larger of the Nystrom value and a held-out estimate (the
-        Nystrom value underestimates it by a factor 1.6-3 in our checks).
+        Nystrom value underestimates it).
     precision_ : {"float32", "float64"}
         Precision of the training's kernel products.
     critical_batch_size_ : float

@@ -25,8 +25,9 @@ the in-memory fit draws on the ``n`` rows, mapped onto the compressed sample
 by their images ``X~^T Z`` (:class:`RowSource`, a second pass), and
 ``loo_path_`` tracks a subsample of rows fetched in the same pass as the
 moments (the other rows compressed, so that the control variate's
-full-sample term is exact). Mini-batches (SGD) and losses that are not
-quadratic (Huber, logistic) are refused with a clear error.
+full-sample term is exact). Fitting an estimator on that sample (and
+refusing those that need single rows) is the estimators' side:
+:mod:`skacv.estimators._dask_fit`; this module reads no estimator.
 """
 
 import sys
@@ -34,15 +35,9 @@ import threading
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import is_regressor
-from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
-from ._sampling import rows_behind, signs, subsample_rows
-
-#: the solvers whose fit runs on the sufficient statistics (one full batch
-#: of least squares, no preconditioner)
-DASK_SOLVERS = ("fista", "ista", "gd", "nesterov", "heavy_ball")
+from ._sampling import signs
 
 
 def is_dask(*objs):
@@ -71,49 +66,6 @@ def check_gram_limit(n_features):
             "and chunk in flight). Raise the limit with "
             "skacv.set_config(dask_max_features=<n>) if the workers' memory allows, select "
             "fewer features, or fit on an in-memory array (X.compute())."
-        )
-
-
-def check_dask_solver(estimator):
-    """Refuse an estimator whose fit needs single rows: only full-batch least
-    squares runs on the sufficient statistics.
-
-    Raises
-    ------
-    ValueError
-        What is not supported on a Dask input and what to use instead.
-    """
-    name = type(estimator).__name__
-    solver = estimator.get_params(deep=False).get("solver")
-    # estimators with an intercept column (InterceptColumnMixin: logistic,
-    # Huber) have losses that are not quadratic
-    least_squares = is_regressor(estimator) and not hasattr(estimator, "_augment")
-    if not (least_squares and isinstance(solver, str) and solver in DASK_SOLVERS):
-        raise ValueError(
-            f"{name}(solver={solver!r}) cannot fit a Dask input: only full-batch least "
-            "squares runs on the sufficient statistics (TrajectoryLasso with solver 'ista' "
-            "or 'fista', IterativeRidge with 'gd', 'nesterov' or 'heavy_ball'). Use one of "
-            "those or fit on an in-memory array (X.compute())."
-        )
-
-
-def check_dask_estimator(estimator):
-    """Refuse an estimator that needs single rows (:func:`check_dask_solver`),
-    or leave-one-out without a subsample of rows to fetch.
-
-    Raises
-    ------
-    ValueError
-        What is not supported on a Dask input and what to use instead.
-    """
-    check_dask_solver(estimator)
-    params = estimator.get_params(deep=False)
-    if params.get("estimate_loo") and params.get("loo_subsample") is None:
-        raise ValueError(
-            f"{type(estimator).__name__}: leave-one-out (estimate_loo=True) on a Dask input "
-            "tracks a subsample of rows fetched to this machine: set loo_subsample=<int> "
-            "(e.g. 1000; loo_path_ is then the control-variate estimate of the subsample), "
-            "or fit on an in-memory array (X.compute())."
         )
 
 
@@ -383,7 +335,7 @@ def _chunk_probe_products(Xb, wb, state, m, offset):
 
 
 class RowSource:
-    """The Dask rows behind the in-memory sample of :func:`dask_fit`, for the
+    """The Dask rows behind an in-memory sample (:func:`sample_with_rows`), for the
     draws its moments do not give (:data:`~skacv.linalg._sampling.ROW_SOURCE`
     while the sample is fitted, in this thread).
 
@@ -473,51 +425,20 @@ class RowSource:
         return self.loo if self.loo is not None and self._ours(n_rows) else None
 
 
-def dask_fit(estimator, X, y, sample_weight=None, frozen=None):
-    """``estimator._fit`` on a Dask input: one pass, then the in-memory fit.
-
-    The pass computes the moments of ``[X, y]`` (:func:`row_statistics`) and,
-    with ``estimate_loo=True``, fetches the ``loo_subsample`` rows the
-    in-memory fit would track (the same draw of ``random_state``); the
-    estimator is fitted on the compressed sample of the other rows followed
-    by those rows, with the :class:`RowSource` active (the Hutchinson probes
-    of the rows, a second pass when drawn). ``probe_scheme="auto"`` then
-    takes the shared probes (the rows' own, mapped), so the fit equals the
-    in-memory fit with ``probe_scheme="shared"``.
-
-    Parameters
-    ----------
-    estimator : TrajectoryLasso or IterativeRidge
-        Full-batch least squares (:func:`check_dask_estimator`).
-    X : dask array or DataFrame of shape (n_samples, n_features)
-    y : dask array or Series of shape (n_samples,)
-    sample_weight : dask array of shape (n_samples,), default=None
-    frozen : PathSetup, default=None
-        Passed on to ``estimator._fit``.
-
-    Returns
-    -------
-    estimator
-    """
-    check_dask_estimator(estimator)
-    name = type(estimator).__name__
-    if y is None:
-        raise ValueError(f"{name} requires y to be passed, but the target y is None.")
-    X, y, w, names = dask_rows(X, y, sample_weight)
-    check_gram_limit(X.shape[1])
-    params = estimator.get_params(deep=False)
+def sample_with_rows(X, y, sample_weight, fit_intercept, take=None):
+    """``(X, y, sample_weight, loo)`` of the in-memory sample of Dask rows:
+    one pass (:func:`row_statistics`), the compressed sample of the rows
+    followed by the rows ``take`` (sorted indices, fetched as they are in
+    the pass), in the dtype of ``X``; ``loo`` (for :class:`RowSource`) the
+    ``(positions, scale)`` of those rows in the sample, or ``None``."""
     n = X.shape[0]
-    take = loo = None
-    if params.get("estimate_loo"):
-        size = int(params["loo_subsample"])
-        # the rows an in-memory fit tracks (the same draw)
-        take = np.arange(n) if size >= n else subsample_rows(n, size, params["random_state"])[0]
-    stats = row_statistics(X, y, w, take=take)
+    stats = row_statistics(X, y, sample_weight, take=take)
     blocks = []
-    if take is None or stats["W"][0] > 0:  # the other rows (all without leave-one-out)
-        blocks.append(compressed_sample(stats, params["fit_intercept"], np.float64)[:3])
+    if take is None or stats["W"][0] > 0:  # the other rows (all without ``take``)
+        blocks.append(compressed_sample(stats, fit_intercept, np.float64)[:3])
     elif take.shape[0] < n:  # other rows of zero weight: one such row keeps their count
         blocks.append((np.zeros((1, X.shape[1])), np.zeros(1), np.zeros(1)))
+    loo = None
     if take is not None:
         rows = stats["rows"]
         blocks.append((rows[:, :-1], rows[:, -1], stats["row_weight"]))
@@ -525,84 +446,4 @@ def dask_fit(estimator, X, y, sample_weight=None, frozen=None):
         loo = (first + np.arange(take.shape[0]), n / take.shape[0])
     Xs, ys, ws = (np.concatenate(parts).astype(X.dtype, copy=False)
                   for parts in zip(*blocks, strict=True))
-    with rows_behind(RowSource(X, w, Xs, ws, params["fit_intercept"], loo)):
-        estimator._fit(as_frame(Xs, names), ys, ws, frozen)
-    if take is not None and hasattr(estimator, "loo_indices_"):
-        estimator.loo_indices_ = take  # the rows of X, not of the in-memory sample
-    return estimator
-
-
-def _lazy_rows(estimator, X):
-    """A Dask ``X`` for the predictions of a fitted ``estimator``: chunked by
-    rows, its number of features and names checked against the fit's."""
-    check_is_fitted(estimator)
-    X, _, _, names = dask_rows(X, lengths=False)
-    expected = estimator.n_features_in_
-    if X.shape[1] != expected:
-        raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
-                         f"expecting {expected} features as input.")
-    fitted_names = getattr(estimator, "feature_names_in_", None)
-    if names is not None and fitted_names is not None and not np.array_equal(
-            names, fitted_names):
-        raise ValueError("The feature names of X should match those that were passed during "
-                         f"fit: got {list(names)}, fitted on {list(fitted_names)}.")
-    return X
-
-
-def lazy_predictor(estimator, X, coef, intercept):
-    """``X @ coef + intercept`` on a Dask input, lazily (a Dask array).
-
-    Parameters
-    ----------
-    estimator : fitted estimator (its ``n_features_in_`` is checked)
-    X : dask array or DataFrame of shape (n_samples, n_features)
-    coef : ndarray of shape (n_features,) or (n_features, k)
-    intercept : float or ndarray of shape (k,)
-
-    Returns
-    -------
-    y : dask array of shape (n_samples,) or (n_samples, k)
-    """
-    X = _lazy_rows(estimator, X)
-    return X @ np.asarray(coef, dtype=X.dtype) + np.asarray(intercept, dtype=X.dtype)
-
-
-def lazy_stages(estimator, X):
-    """Yield the predictions of iterates ``0, ..., n_iter_`` on a Dask input:
-    lazy Dask arrays of shape (n_samples,), each its own product."""
-    X = _lazy_rows(estimator, X)
-    coef = np.asarray(estimator.coef_path_, dtype=X.dtype)
-    intercept = np.asarray(estimator.intercept_path_, dtype=X.dtype)
-    for t in range(coef.shape[1]):
-        yield X @ coef[:, t] + intercept[t]
-
-
-def lazy_score(estimator, X, y, sample_weight=None):
-    """``R^2`` of ``estimator.predict`` on Dask rows, as scikit-learn's
-    ``r2_score`` (``1 - SS_res / SS_tot``, weighted; 1.0 for a perfect fit
-    of a constant target, 0.0 for an imperfect one), from sums reduced over
-    the row chunks in one computation: ``X`` is never gathered.
-
-    Parameters
-    ----------
-    estimator : fitted regressor
-    X : dask array or DataFrame of shape (n_samples, n_features)
-    y : dask array, Series or array-like of shape (n_samples,)
-    sample_weight : dask array or array-like of shape (n_samples,), default=None
-
-    Returns
-    -------
-    score : float
-    """
-    import dask
-
-    X, y, w, _ = dask_rows(X, y, sample_weight)
-    pred = lazy_predictor(estimator, X, estimator.coef_, estimator.intercept_)
-    y = y.astype(np.float64)
-    wt = 1.0 if w is None else w.astype(np.float64)
-    total = X.shape[0] * 1.0 if w is None else wt.sum()
-    mean = (wt * y).sum() / total
-    ss_res, ss_tot = dask.compute((wt * (y - pred) ** 2).sum(), (wt * (y - mean) ** 2).sum())
-    if ss_tot == 0:
-        return 1.0 if ss_res == 0 else 0.0
-    return float(1.0 - ss_res / ss_tot)
+    return Xs, ys, ws, loo

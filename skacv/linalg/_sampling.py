@@ -27,7 +27,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 #: ``None``, or while an in-memory sample standing for other rows is fitted
-#: (:func:`skacv.linalg._dask.dask_fit`) an object whose ``probes(rng, shape,
+#: (:func:`skacv.estimators._dask_fit.dask_fit`) an object whose ``probes(rng, shape,
 #: dtype)`` and ``subsample(n, size)`` give the draws of those rows for
 #: :func:`rademacher` and :func:`subsample_rows` (``None``: not that sample's)
 ROW_SOURCE = contextvars.ContextVar("skacv_row_source", default=None)

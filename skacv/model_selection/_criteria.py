@@ -25,28 +25,14 @@ CRITERIA = {"risk": ("risk_path_", "estimate_risk"), "loo": ("loo_path_", "estim
 #: the estimates a candidate fit reports (cv_results_ columns)
 PATH_ATTRS = ("risk_path_", "loo_path_", "risk_reliable_")
 
-# criterion="auto" for the linear least-squares solvers (gradient descent,
-# Nesterov, heavy ball): the risk estimate forms the corrected residuals of
-# every iterate, ``~4 n T^2`` flops for a path of ``T`` steps and about
-# twice that over the stages of the early stopping, against about 3 fits
-# (``4 n p T`` flops each) for the full fit and the block of folds: more
-# than the folds when ``T`` exceeds about 1.5 times ``n_features``. It is
-# kept there: no refit (the measurements are in docs/benchmarks.rst).
-
-# criterion="kfold" for estimators whose folds run as one block (ISTA,
-# FISTA; :mod:`skacv.model_selection._kfold`; criterion="auto" before issue
-# 42): K-fold CV along the path, matched in time
-# (``fold_alignment="time"``). The folds train on ``(K - 1) / K`` of the
-# data, which shifts their best iteration. Measured on 26 small problems
-# (FISTA, alpha 0.05, 200 steps; equicorrelated 0.5 / 0.8 and AR(1) 0.9 at
-# 200 x 400, equicorrelated 0.5 at 400 x 200, isotropic 300 x 600, 4
-# seeds each; diabetes with degree-2 features and breast cancer with a
-# sparse signal, 3 seeds each), regret of the choice against the oracle
-# iteration, median / worst: 5 folds in time 0.12 % / 2.7 % (folds in
-# order, the default), 0.24 % / 5.0 % and 0.36 % / 2.7 % (shuffled, two
-# seeds); 10 folds in time 0.08-0.11 % / 0.9-2.0 %; 5 folds by index
-# (textbook K-fold along the path, shuffled) 0.35 % / 13 %; exact
-# leave-one-out 0.04 % / 0.84 % at 6x the time of 5 folds (10 folds: 1.3x).
+# criterion="auto" keeps the risk estimate for the linear least-squares
+# solvers: its corrected residuals cost ``~4 n T^2`` flops for ``T`` steps
+# (twice that over the stages), more than the block of folds (about 3 fits
+# of ``4 n p T``) once ``T`` exceeds about 1.5 ``n_features``, but it needs
+# no refit. Where the folds run as one block (ISTA, FISTA), K-fold CV along
+# the path is matched in time (``fold_alignment="time"``): the folds train
+# on ``(K - 1) / K`` of the data, which shifts their best iteration. The
+# measured regrets are in docs/internals.rst.
 
 
 def few_samples(n_samples, n_features, n_folds, statistics):
@@ -138,7 +124,7 @@ def auto_criterion(estimator, n_samples, n_features, n_folds, policies):
       subsample (a control-variate estimate) of as many samples as fit in
       the larger of the K-fold budget (``n_folds - 1`` fits) and ``SpeedPolicy.auto_cheap_flops``,
       between ``auto_loo_samples`` and ``auto_loo_samples_max`` (unless the
-      estimator sets ``loo_subsample`` itself).
+      estimator sets ``loo_options["subsample"]`` itself).
     """
     params = estimator.get_params(deep=False)
     has_risk, has_loo = "estimate_risk" in params, "estimate_loo" in params
@@ -146,7 +132,7 @@ def auto_criterion(estimator, n_samples, n_features, n_folds, policies):
         return "risk", None
     if has_risk and (estimator.linear_iterations() or can_stack(estimator)):
         return "risk", None
-    sub = params.get("loo_subsample")
+    sub = (params.get("loo_options") or {}).get("subsample")
     policy, statistics = policies
     if sub is None and n_samples > statistics.auto_loo_samples:
         sub = statistics.auto_loo_samples
@@ -185,7 +171,8 @@ def switch_estimates(est, own, criterion, auto, loo_subsample=None, both=False):
                           if k != flag and k in own
                           and (not own[k] or defaults[k].default is not False)})
     if loo_subsample is not None and criterion == "loo":
-        est.set_params(loo_subsample=loo_subsample)
+        options = est.get_params(deep=False)["loo_options"] or {}
+        est.set_params(loo_options={**options, "subsample": loo_subsample})
     if auto and criterion != "kfold" and "estimate_risk" in own and "estimate_loo" in own:
         # the other estimate only when both are cheap and it exists (no
         # memory-matrix risk with mini-batches)

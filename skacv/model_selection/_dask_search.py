@@ -5,10 +5,10 @@ compressed sample), the folds as blocks of rows of that sample."""
 
 import numpy as np
 
+from ..estimators._dask_fit import check_dask_solver
 from ..linalg._dask import (
     RowSource,
     as_frame,
-    check_dask_solver,
     check_gram_limit,
     compressed_sample,
     dask_rows,
@@ -19,7 +19,7 @@ from ..linalg._dask import (
 
 def check_dask_search(estimator, criterion):
     """Refuse a search on a Dask input whose estimator needs single rows
-    (:func:`~skacv.linalg._dask.check_dask_solver`) or whose criterion is
+    (:func:`~skacv.estimators._dask_fit.check_dask_solver`) or whose criterion is
     leave-one-out.
 
     Raises
@@ -33,8 +33,8 @@ def check_dask_search(estimator, criterion):
             f"TrajectoryEarlyStoppingCV({type(estimator).__name__}): leave-one-out "
             "(criterion='loo', estimate_loo=True) is not available in a search on a Dask "
             "input. Use criterion='risk' or 'kfold' with estimate_loo=False, fit the "
-            "estimator alone with estimate_loo=True and loo_subsample=<int>, or fit on an "
-            "in-memory array (X.compute())."
+            "estimator alone with estimate_loo=True and loo_options={'subsample': <int>}, "
+            "or fit on an in-memory array (X.compute())."
         )
 
 

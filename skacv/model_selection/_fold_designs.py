@@ -266,42 +266,28 @@ class FoldDesigns:
 
     def _dense_pass(self, V, target, held_out=True):
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
-        rows by panel of rows (:meth:`_pass_plan`): ``Xa V`` into the panel's
-        rows of a residual block held a row per sample (shape (n_samples,
-        c), the tall form: 20-40 % faster than ``V^T Xa^T`` in OpenBLAS's
-        single-precision kernels for 5 columns with NumPy's products; with
-        the prepared ones the two forms were within 4 % of each other at
-        n = 10000 on a 2-CPU Xeon guest), the residuals ``target -
-        Xa V`` in place, and ``R^T Xa`` added to the gradient. The two
-        products of every panel are prepared once (the speed policy's ``prepared_products``,
-        :func:`_prepared_calls`): ``R <- target - Xa V`` into a copy of the
-        target and ``Z <- Z + R^T Xa`` in place, two calls a panel (three
-        with the mask), each without the GIL. Otherwise NumPy's ``dot``,
-        four calls a panel, five with the mask (``dot`` and ``matmul`` hold
-        the GIL around parts of products of a panel's size: the groups'
-        threads wait on each other's hand-overs). The fitted values are
-        ``target - R`` after the pass.
-        Without ``held_out`` in the ``"rotated"`` layout, the product has
-        the ``K - 1`` training columns only (OpenBLAS's single-precision
-        kernel takes 4 columns in 70 % of the time of 5, 200 rows of 500 to
-        5000 columns) and row ``K - 1`` of the returned ``P`` is NaN.
-        The panels make the policy's ``pass_groups`` groups of consecutive rows, each
-        summing its own gradient (added in order after the pass), run in
-        threads with one BLAS thread each (:meth:`workers`).
+        rows by panel of rows (:meth:`_pass_plan`), in the policy's
+        ``pass_groups`` threads of one BLAS thread each (:meth:`workers`), each
+        group summing its own gradient (added in order after the pass).
 
-        In the ``"folds"`` layout the gradient reads the residuals times the
-        mask (a block of its own: the held-out residuals give the fitted
-        values). In the ``"rotated"`` layout, on fold ``j``'s held-out rows
-        the block's columns are taken in the order ``j + 1, ..., j + K - 1,
-        j`` (mod K) (rows of ``V^T`` held twice over: a contiguous block), so that
-        the training folds' residuals are the panel's first ``K - 1``
-        columns, need no mask, and its gradient product has ``K - 1`` rows,
-        added to rows ``j .. j + K - 2`` of a ``(2K - 2, p)`` sum whose row
-        ``c`` belongs to fold ``(c + 1) mod K``. Returns ``(P, Z, R, s)``:
-        ``P`` the fitted values (shape (n_folds, n_samples), in the layout),
-        ``R`` the training residuals (in the ``"rotated"`` layout shape (K -
-        1, n_samples), rows ``0 .. K - 2`` of the layout; a view), ``s`` each
-        fold's ``sum sqrt(w) r`` (intercept only)."""
+        A panel computes ``R = target - Xa V`` into the panel's rows of a
+        residual block held a row per sample (the tall form) and adds ``R^T
+        Xa`` to the gradient: two prepared calls without the GIL (the
+        policy's ``prepared_products``, :func:`_prepared_calls`), else
+        NumPy's ``dot``. In the ``"folds"`` layout the gradient reads the
+        residuals times the mask. In the ``"rotated"`` layout fold ``j``'s
+        held-out rows take the columns in the order ``j + 1, ..., j + K - 1,
+        j`` (mod K), a contiguous block of ``V^T`` held twice over, so the
+        training residuals are the first ``K - 1`` columns (no mask; without
+        ``held_out`` the product has only those, and row ``K - 1`` of ``P``
+        is NaN) and the gradient rows are summed in a ``(2K - 2, p)`` block
+        whose row ``c`` belongs to fold ``(c + 1) mod K``.
+
+        Returns ``(P, Z, R, s)``: ``P`` the fitted values ``target - R``
+        (shape (n_folds, n_samples), in the layout), ``Z`` the gradient,
+        ``R`` the training residuals (a view; in the ``"rotated"`` layout
+        shape (K - 1, n_samples)) and ``s`` each fold's ``sum sqrt(w) r``
+        (intercept only)."""
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
@@ -381,12 +367,10 @@ class FoldDesigns:
         n, p = X.shape
         rotated = self.partition is not None
         # V held transposed (the panels' products take the transposed operand,
-        # 3-10 % faster in OpenBLAS's float32 kernel for 4-5 columns), and when
-        # rotated twice over: fold j's columns j + 1, ..., j + K (mod K), all K
-        # or the K - 1 training ones, are then rows j + 1 .. of it, a
-        # contiguous block (a strided view of V made OpenBLAS's
-        # single-precision product of a panel about 50 % slower, 10000 x 5000
-        # with 4 columns of 10)
+        # faster: docs/speed_policy.rst), and when rotated twice over: fold
+        # j's columns j + 1, ..., j + K (mod K), all K or the K - 1 training
+        # ones, are then rows j + 1 .. of it, a contiguous block (a strided
+        # view is slower)
         Vt = np.empty((2 * K if rotated else K, p), dtype=dt)
         widths = (K, K - 1) if rotated else (K,)
         R = tuple(np.empty((n, c), dtype=dt) for c in widths)

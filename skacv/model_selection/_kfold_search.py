@@ -126,7 +126,7 @@ class KFoldPath:
         if y.ndim == 2 and y.shape[1] == 1:
             y = y.ravel()  # the full fit has warned
         sw = self.sample_weight
-        off = {k: False for k in ("estimate_risk", "estimate_loo", "store_loo_predictions")
+        off = {k: False for k in ("estimate_risk", "estimate_loo")
                if k in self.estimator.get_params(deep=False)}
         for train, test in self.splits:
             params = dict(self.fit_params)

@@ -35,7 +35,8 @@ its trajectories or its converged fit (ties: the smaller ``l1_ratio``).
 import numpy as np
 from sklearn.base import clone
 
-from ._path_search import joint_argmin, score_alpha_path
+from ._candidates import fit_candidates
+from ._path_search import joint_argmin, score_alpha_path, set_choice
 from ._results import cv_results
 
 
@@ -113,8 +114,8 @@ class _Walk:
             if new:
                 cands = [{"alpha": self.scores[k].values[r], "l1_ratio": self.ratios[k]}
                          for r, _ in new]
-                paths, times, kept = self.search._fit_candidates(
-                    cands, self.X, self.y, self.fit_params, [lim for _, lim in new],
+                paths, times, kept = fit_candidates(
+                    self.search, cands, self.X, self.y, self.fit_params, [lim for _, lim in new],
                     prune=False)
                 for j, (r, _) in enumerate(new):
                     cache[r] = (paths[j], times[j], kept[j])
@@ -134,8 +135,7 @@ class _Walk:
 def fit_mixing_search(search, X, y, fit_params):
     """:class:`~skacv.TrajectoryEarlyStoppingCV`'s ``search="path"`` over
     ``l1_ratio`` (module docstring): sets the search's selection
-    (``estimator_``, ``best_*``, ``cv_results_``, ``alpha_path_``) and its
-    private ``_converged`` and ``_selected_paths``."""
+    (:func:`~skacv.model_selection._path_search.set_choice`)."""
     crit = search.criterion_
     ratios, alpha_grid = mixing_grid(search.param_grid)
     if "l1_ratio" not in search.estimator.get_params(deep=False):
@@ -170,17 +170,12 @@ def fit_mixing_search(search, X, y, fit_params):
         for k in todo:
             probe(k, 0)
     choice = choices[best]
-    search._converged = choice.converged
-    search._selected_paths = choice.paths[choice.rows.index(choice.row)]
-    search.estimator_ = walk.fitted[best][choice.row][2]
     table = [walk.scores[k] for k in range(len(ratios))]
     offsets = np.cumsum([0] + [len(s.values) for s in table])
-    search.best_index_ = int(offsets[best] + choice.row)
-    search.best_iteration_ = choice.iteration
-    search.best_params_ = {"alpha": walk.scores[best].values[choice.row],
-                           "l1_ratio": ratios[best]}
-    search.alpha_path_ = walk.scores[best].path
-    search.cv_results_ = _results(crit, ratios, table, choices, offsets)
+    set_choice(search, choice, walk.fitted[best][choice.row][2],
+               int(offsets[best] + choice.row),
+               {"alpha": walk.scores[best].values[choice.row], "l1_ratio": ratios[best]},
+               walk.scores[best].path, _results(crit, ratios, table, choices, offsets))
 
 
 def _results(crit, ratios, scores, choices, offsets):

@@ -29,8 +29,9 @@ from sklearn.utils import Bunch
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
+from ._candidates import fit_candidates
 from ._criteria import CRITERIA
-from ._results import select
+from ._results import cv_results, select
 from ._stages import finite_min, selectable
 
 
@@ -388,3 +389,41 @@ def too_few_message(n_samples, criterion, df):
             f"alpha's solution fits the data exactly (degrees of freedom >= n_samples), "
             f"where the estimate is undefined. At least {max(need, n_samples + 1)} samples "
             "are needed for these penalties; give more samples or larger alphas.")
+
+
+def fit_path_search(search, X, y, fit_params):
+    """``search="path"`` over alpha: score the converged fits, fit the
+    trajectories around their choice (:func:`joint_argmin`) and set
+    ``search``'s selection and ``cv_results_``."""
+    crit = search.criterion_
+    # every alpha's converged fit scored by the criterion; the trajectories
+    # are fitted on X as given (feature names)
+    scores = score_alpha_path(search.estimator, X, y, fit_params, crit, search.param_grid,
+                              search.path_params, search._splits)
+
+    def fit(rows, limits):
+        cands = [{"alpha": scores.values[r]} for r in rows]
+        return fit_candidates(search, cands, X, y, fit_params, limits, prune=False)
+
+    choice = joint_argmin(scores, crit, search.path_neighbors, fit,
+                          search._policies[1].tie_rtol)
+    results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
+                         choice.mins, choice.best_iters, choice.times, rows=choice.rows,
+                         n_rows=len(scores.values))
+    results.update(scores.columns(crit))
+    set_choice(search, choice, choice.estimator, choice.row,
+               {"alpha": scores.values[choice.row]}, scores.path, results)
+
+
+def set_choice(search, choice, estimator, index, params, alpha_path, results):
+    """Set ``search``'s selection (``estimator_``, ``best_*``,
+    ``alpha_path_``, ``cv_results_``, ``_converged``, ``_selected_paths``)
+    from a :class:`PathChoice` and its fitted ``estimator``."""
+    search._converged = choice.converged
+    search._selected_paths = choice.paths[choice.rows.index(choice.row)]
+    search.estimator_ = estimator
+    search.best_index_ = index
+    search.best_iteration_ = choice.iteration
+    search.best_params_ = params
+    search.alpha_path_ = alpha_path
+    search.cv_results_ = results

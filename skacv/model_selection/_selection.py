@@ -3,9 +3,10 @@ trajectory estimator from its own risk estimate, its leave-one-out error or
 K-fold CV along its path, without refitting.
 
 The meta-estimator; its parts are the criteria and ``"auto"``'s cost model
-(``_criteria``), the path grown in stages (``_stages``), K-fold CV along
-the path (``_kfold_search``), the alpha path of ``search="path"``
-(``_path_search``) and what the search reports (``_results``).
+(``_criteria``), the candidates' fits (``_candidates``), the path grown in
+stages (``_stages``), K-fold CV along the path (``_kfold_search``), the
+alpha path of ``search="path"`` (``_path_search``) and what the search
+reports (``_results``).
 """
 
 import dataclasses
@@ -13,13 +14,11 @@ import warnings
 from numbers import Integral
 
 import numpy as np
-import sklearn
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
-from .._config import get_config
 from .._policy import current_policies
 from ..exceptions import UnreliableEstimateWarning
 from ..linalg._dask import is_dask
@@ -35,14 +34,14 @@ from ..utils._compat import (
     _raise_for_params,
     _routing_enabled,
 )
-from ..utils._parallel import blas_threads_per_worker, delayed, parallel
 from ._alpha_path import supports_alpha_path
-from ._criteria import CRITERIA, PATH_ATTRS, resolve_auto, switch_estimates
+from ._candidates import fit_candidates
+from ._criteria import CRITERIA, resolve_auto, switch_estimates
 from ._dask_search import sufficient_search
 from ._delegate import SelectedIterateMixin
-from ._kfold_search import fit_kfold, kfold_splits
+from ._kfold_search import kfold_splits
 from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
-from ._path_search import joint_argmin, score_alpha_path, warn_converged
+from ._path_search import fit_path_search, warn_converged
 from ._results import (
     GatheredWarnings,
     UndefinedEstimate,
@@ -54,33 +53,6 @@ from ._results import (
     warn_boundary,
 )
 from ._search_params import check_protocol, warn_ignored_params
-from ._stages import finite_min, fit_stages, selectable
-
-
-def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
-                  n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
-                  probe_goal="level", limit=None):
-    """Fit one grid point; return it with its estimate paths and fit time
-    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s).
-
-    With ``n_iter_no_change``, the path is grown in stages by warm-started
-    refits (which continue the path bit for bit, and the Jacobian chains of
-    the risk estimate) until the estimate ``attr`` cannot plausibly fall
-    below its minimum any more (:func:`~skacv.model_selection._stages.stops`:
-    no improvement during the patience, and ``limit``, the criterion of the
-    converged fit where it is known, not below the minimum), or ``max_iter``
-    is reached (:mod:`skacv.model_selection._stages`).
-    """
-    with warnings.catch_warnings():
-        if attr != "risk_path_":
-            # the risk is only reported (cv_results_, with risk_reliable): its
-            # flags do not concern the selection
-            warnings.simplefilter("ignore", UnreliableEstimateWarning)
-        if attr == "kfold_path_":
-            return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
-                             fold_alignment, fold_dtype, limit, policies)
-        return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-                          probe_goal, limit, policies)
 
 
 class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEstimator):
@@ -446,52 +418,6 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         return switch_estimates(est, own, self.criterion_, self.criterion == "auto",
                                 self._loo_subsample, self._both)
 
-    def _fit_candidates(self, candidates, X, y, fit_params, limits=None, prune=True):
-        """Fit every candidate (``limits``: the criterion of each one's
-        converged fit, or ``None``); with ``prune``, keep only the fitted
-        estimators that can win (the others are ``None``)."""
-        attr, attrs = CRITERIA[self.criterion_][0], PATH_ATTRS
-        limits = [None] * len(candidates) if limits is None else limits
-        # the caller's configuration and a share of the BLAS threads in every
-        # worker (captured here, in the caller's thread)
-        config, sklearn_config = get_config(), sklearn.get_config()
-        threads = blas_threads_per_worker(self.n_jobs) if len(candidates) > 1 else None
-        # one path compared with itself only: probes to order its iterates
-        goal = "choice" if len(candidates) == 1 and self.search_ == "grid" else "level"
-        jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
-            self._prepared(params), X, y, fit_params, attrs, self._policies, attr,
-            self.n_iter_no_change, self._splits, self.fold_alignment, self.fold_dtype, goal, limit)
-            for params, limit in zip(candidates, limits, strict=True))
-        paths, times, mins, kept = [], [], [], {}
-        best = np.inf
-        # results in order, as a generator so that discarded fits are freed early
-        results = parallel(self.n_jobs, self.verbose, generator=True)(jobs)
-        for i, (est, est_paths, fit_time) in enumerate(results):
-            if not (hasattr(est, "coef_path_") and hasattr(est, "intercept_path_")):
-                raise TypeError(
-                    f"{type(est).__name__} does not store its path (coef_path_, "
-                    "intercept_path_): TrajectoryEarlyStoppingCV selects an iterate of "
-                    "the stored path without refitting. Read its risk_path_ directly and "
-                    "refit with max_iter set to the chosen iteration."
-                )
-            if attr not in est_paths:
-                raise ValueError(
-                    f"criterion={self.criterion_!r} reads {attr} but "
-                    f"{type(est).__name__} did not set it in fit. Use an estimator "
-                    f"that estimates it (parameter {CRITERIA[self.criterion_][1]})."
-                )
-            paths.append(est_paths)
-            times.append(fit_time)
-            mins.append(finite_min(selectable(est_paths, attr)))
-            best = min(best, mins[-1])
-            # keep only the fits that can still win (ties included); the others
-            # are freed as soon as they arrive
-            kept[i] = est
-            if prune:
-                kept = {j: e for j, e in kept.items()
-                        if mins[j] <= best + self._policies[1].tie_rtol * abs(best)}
-        return paths, np.array(times), kept
-
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, sample_weight=None, **fit_params):
         """Fit the estimator once per grid point and select the best iterate.
@@ -633,7 +559,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
 
     def _fit_grid_search(self, X, y, fit_params):
         candidates = self._candidates()
-        paths, times, kept = self._fit_candidates(candidates, X, y, fit_params)
+        paths, times, kept = fit_candidates(self, candidates, X, y, fit_params)
         mins, best_iters = self._keep(candidates, paths, kept)
         self.cv_results_ = cv_results(candidates, self.criterion_, paths, mins, best_iters,
                                       times)
@@ -641,29 +567,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     def _fit_path_search(self, X, y, fit_params):
         if mixing_grid(self.param_grid) is not None:  # (and over l1_ratio)
             return fit_mixing_search(self, X, y, fit_params)
-        crit = self.criterion_
-        # every alpha's converged fit scored by the criterion; the trajectories
-        # are fitted on X as given (feature names)
-        scores = score_alpha_path(self.estimator, X, y, fit_params, crit, self.param_grid,
-                                  self.path_params, self._splits)
-
-        def fit(rows, limits):
-            cands = [{"alpha": scores.values[r]} for r in rows]
-            return self._fit_candidates(cands, X, y, fit_params, limits, prune=False)
-
-        choice = joint_argmin(scores, crit, self.path_neighbors, fit, self._policies[1].tie_rtol)
-        self._converged = choice.converged
-        self._selected_paths = choice.paths[choice.rows.index(choice.row)]
-        self.estimator_ = choice.estimator
-        self.best_index_ = choice.row
-        self.best_iteration_ = choice.iteration
-        self.best_params_ = {"alpha": scores.values[choice.row]}
-        results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
-                             choice.mins, choice.best_iters, choice.times, rows=choice.rows,
-                             n_rows=len(scores.values))
-        results.update(scores.columns(crit))
-        self.alpha_path_ = scores.path
-        self.cv_results_ = results
+        return fit_path_search(self, X, y, fit_params)
 
     def _warn_boundary(self):
         """A choice on the edge of the grid or at ``max_iter`` (``warn_boundary``)."""

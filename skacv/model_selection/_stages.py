@@ -77,7 +77,7 @@ def can_stage(estimator, policy, X=None):
         # stage_min_flops_chains (each stage restarts the chains' set-up)
         return flops > policy.stage_min_flops_chains
     if params.get("estimate_loo"):
-        sub = params.get("loo_subsample")
+        sub = (params.get("loo_options") or {}).get("subsample")
         flops += loo_cost_in_fits(estimator, n, p, min(n, sub or n), policy)[1]
     elif params.get("estimate_risk"):
         return flops > policy.stage_min_flops_linear

@@ -14,7 +14,9 @@ from sklearn.base import _fit_context
 from sklearn.utils._param_validation import (
     HasMethods,
     Interval,
+    InvalidParameterError,
     StrOptions,
+    validate_parameter_constraints,
     validate_params,
 )
 from sklearn.utils.metadata_routing import _raise_for_params, _routing_enabled
@@ -23,6 +25,7 @@ from sklearn.utils.validation import _check_sample_weight, _num_features, _num_s
 __all__ = [
     "HasMethods",
     "Interval",
+    "InvalidParameterError",
     "StrOptions",
     "_check_sample_weight",
     "_fit_context",
@@ -31,6 +34,7 @@ __all__ = [
     "_raise_for_params",
     "_routing_enabled",
     "conjugate_gradient",
+    "validate_parameter_constraints",
     "validate_params",
 ]
 

@@ -204,7 +204,7 @@ def _block_size(prob, batch_size, n_steps=0):
     check_memory(
         per * int(batch_size),
         f"the leave-one-out state of {int(batch_size)} samples x {m} coefficients",
-        "Lower loo_batch_size (or leave it None to size the blocks from "
+        "Lower loo_options['batch_size'] (or leave it None to size the blocks from "
         "skacv.get_config()['working_memory']). ",
     )
     return int(batch_size)
@@ -284,7 +284,7 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
                          verbose, tic, _keep_state)
     if store_predictions:
         check_memory(8 * n * (T + 1), f"loo_predictions_ of shape ({n}, {T + 1})",
-                     "Set store_loo_predictions=False or use loo_subsample. ")
+                     "Set loo_options={'store_predictions': False} or use its 'subsample'. ")
     if subsample is not None and subsample < n:
         indices, scale = subsample_rows(n, subsample, random_state)
     else:

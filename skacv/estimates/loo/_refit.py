@@ -17,7 +17,7 @@ from ..._config import get_config
 from ...utils._parallel import blas_threads_per_worker, delayed, parallel
 from ...utils._validation import check_sample_weight
 
-_ESTIMATE_SWITCHES = ("estimate_risk", "estimate_loo", "store_loo_predictions")
+_ESTIMATE_SWITCHES = ("estimate_risk", "estimate_loo")
 
 
 def reference_fit(estimator, X, y, sample_weight):

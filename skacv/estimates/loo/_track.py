@@ -111,7 +111,7 @@ class _Spectral:
         n, p, W = d.n_samples, d.n_features, prob.W
         r = min(n, p)
         check_memory(8 * r * r * 2, f"the eigendecomposition for leave-one-out ({r} x {r})",
-                     "Use loo_subsample or a smaller problem. ")
+                     "Use loo_options={'subsample': <int>} or a smaller problem. ")
         if p <= n:
             lam, V = d.gram_eigh("features")
             self.lam = np.clip(lam, 0, None)

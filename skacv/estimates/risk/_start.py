@@ -39,7 +39,7 @@ class ChainStart:
         if not heavy_ball and iteration.uses_heavy_ball(T):
             raise ValueError(
                 f"{kind.__name__.replace('State', '')} probes need an iteration without a "
-                f"heavy ball ({iteration.name}); use probe_scheme='shared'.")
+                f"heavy ball ({iteration.name}); use risk_options={{'probe_scheme': 'shared'}}.")
         self.state = usable_state(state, kind, n_probes, self.dtype, T, self.n)
         self.k0 = 0 if self.state is None else self.state.k
         self.masks, self.order, self.prefix = chain_order(coef_path)

@@ -1,0 +1,241 @@
+"""How an EigenPro fit starts: the bandwidth, the Nystrom preconditioner,
+the batch and step sizes, and the zero state that the epochs advance.
+
+Step and batch sizes follow Ma, Bassily & Belkin (2018) for the
+preconditioned operator: ``beta = max_i k_P(x_i, x_i)`` (over every training
+row), ``lambda_P`` the top eigenvalue after preconditioning, the critical
+batch ``m* = beta / lambda_P + 1``. The batch is ``m = floor(m*)``, or the
+whole data (full-batch gradient descent) when ``m* >= n`` or when the
+subsample is the whole data and ``m* >= n / 4`` (the eigenvalues are then
+exact, and SGD would gain at most a factor ``n / m*`` per epoch). The step is
+``eta = m / beta`` (linear scaling) below ``m*``, ``0.9 * 2 m / (beta + (m - 1)
+lambda_P)`` (the edge of stability with a 10 % margin) above it, and ``1 /
+lambda_P`` for full-batch gradient descent (no sampling noise).
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from .._config import check_memory
+from ..estimates.risk._sgd import SGDRiskTracker
+from ..iterations._preconditioning import NystromPreconditioner
+from ..linalg._linalg import top_eigenvalue
+from ..linalg._sampling import EpochSampler, draw_rows
+from ._kernels import Kernel, KernelOperator, median_bandwidth, scale_bandwidth
+
+_EPS32 = float(np.finfo(np.float32).eps)
+
+
+@dataclasses.dataclass(eq=False)
+class _KernelFitState:
+    """What the epochs of an EigenPro fit advance (a warm start continues it).
+
+    ``n`` is the number of training rows of positive weight, ``c`` of outputs.
+
+    Attributes
+    ----------
+    Y : ndarray of shape (n, c)
+        Targets.
+    w : ndarray of shape (n,) or None
+        Sample weights (``None``: all one).
+    n_eff : float
+        Sum of the weights.
+    op : KernelOperator
+        Products with the kernel matrix.
+    rows_S : ndarray of shape (s,)
+        The Nystrom subsample's rows.
+    phi : ndarray of shape (n, q)
+        ``K(X, X_S)`` times the preconditioner's eigenvectors.
+    sampler : EpochSampler
+        The mini-batches of an epoch.
+    alpha, f : ndarray of shape (n, c)
+        Dual coefficients and the fitted values ``K alpha``.
+    h : float
+        Step per unit of batch weight (``eta / m``).
+    mse0 : float
+        Training mean squared error at zero (the divergence test's scale).
+    """
+
+    Y: np.ndarray
+    w: np.ndarray | None
+    n_eff: float
+    op: KernelOperator
+    rows_S: np.ndarray
+    phi: np.ndarray
+    sampler: EpochSampler
+    alpha: np.ndarray
+    f: np.ndarray
+    h: float
+    mse0: float = np.nan
+
+    def train_mse(self, f):
+        """Weighted training mean squared error of the fitted values ``f``,
+        averaged over the outputs."""
+        r = f - self.Y
+        r2 = np.einsum("ij,ij->i", r, r)
+        return float((r2.sum() if self.w is None else self.w @ r2) / self.n_eff
+                     / r.shape[1])
+
+
+class EigenProSetup:
+    """The start of an EigenPro fit (mixed into
+    :class:`~skacv.kernel_methods._eigenpro._BaseEigenPro`):
+    :meth:`_kernel_setup` sets the fitted sizes and ``_state``."""
+
+    def _kernel_setup(self, X, Y, sw, policies):
+        """Preconditioner, step and batch sizes, and the zero starting point."""
+        tic = time.perf_counter()
+        policy, statistics = policies
+        pos = None if sw is None else np.flatnonzero(sw > 0)
+        Xc = X if pos is None else X[pos]
+        Yc = Y if pos is None else Y[pos]
+        w = None if sw is None else sw[pos]
+        n = Xc.shape[0]
+        n_eff = float(n if w is None else w.sum())
+        rng = check_random_state(self.random_state)
+        self._rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
+        # probes of the risk estimate: their own stream, so that the fit does
+        # not depend on estimate_risk
+        probe_rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
+        if self.bandwidth == "scale":
+            self.bandwidth_ = scale_bandwidth(Xc, w)
+        elif self.bandwidth == "median":  # its own stream too
+            bw_rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
+            self.bandwidth_ = median_bandwidth(Xc, w, statistics.eigenpro_median_draws, bw_rng,
+                                             statistics)
+        else:
+            self.bandwidth_ = float(self.bandwidth)
+        kern = Kernel(self.kernel, self.bandwidth_, self.kernel_params)
+        op = KernelOperator(kern, Xc, policy)
+        # ---- Nystrom preconditioner
+        if self.subsample_size == "auto":
+            M = 2000 if n_eff < 1e5 else 12000
+        else:
+            M = int(self.subsample_size)
+        rows_S, counts_S, exact = draw_rows(w, M, self._rng, n, statistics)
+        m_S = rows_S.shape[0]
+        check_memory(3 * 8 * m_S * m_S, f"the Nystrom eigensystem ({m_S} x {m_S}, 3 copies)",
+                     "Lower subsample_size. ")
+        check_memory(8 * n * (X.shape[1] + 2 * Yc.shape[1] + 2), "the training state",
+                     "Use fewer samples. ")
+        K_SS = self._kernel_block(kern, op, Xc, rows_S, rows_S)
+        kdiag = kern.diagonal(Xc)
+        held = None if exact else self._heldout_rows(w, rows_S, counts_S, M, n, statistics)
+        rule = None
+        if held is not None:  # the q rule's beta_P on rows outside the subsample
+            mult = np.zeros(n)
+            mult[held[0]] = held[1]
+            n_rule = min(statistics.eigenpro_rule_rows, mult.sum())
+            rows_R = draw_rows(mult, n_rule, self._rng, n, statistics)[0]
+            rule = (self._kernel_block(kern, op, Xc, rows_R, rows_S), kdiag[rows_R])
+        P = NystromPreconditioner.from_kernel(
+            K_SS, counts_S, self.n_components, policies,
+            max_batch=None if exact else counts_S.sum(), heldout=rule)
+        P.subsample_indices_, P.subsample_counts_ = rows_S, counts_S
+        q = P.n_components_
+        phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
+        kp_diag = kdiag - (phi * phi) @ P.scale_ if q else kdiag
+        beta = float(max(kp_diag.max(), np.finfo(np.float64).tiny))
+        lam_p = P.top_eigenvalue_
+        if held is not None:  # the Nystrom value underestimates it: check on held-out draws
+            lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, op, Xc, held, phi, P,
+                                                                      policy))
+        m_star = beta / lam_p + 1.0 if lam_p > 0 else np.inf
+        gain = P.eigenvalues_[0] / lam_p if lam_p > 0 else np.inf
+        rounding_tol = policy.eigenpro_rounding_tol
+        single = kern.kernel == "gaussian" and (self.precision == "float32" or (
+            self.precision == "auto" and not op.use_full and gain * _EPS32 <= rounding_tol))
+        self.precision_ = "float32" if single else "float64"
+        if single:
+            op.to_single()
+        # ---- batch and step (Ma, Bassily & Belkin 2018)
+        if self.batch_size != "auto":
+            m = float(self.batch_size)
+        elif m_star >= n_eff or (exact and 4 * m_star >= n_eff):
+            m = n_eff  # within a factor 4 of n, SGD gains little on exact full-batch GD
+        else:
+            m = m_star
+        m = max(1, int(m)) if m < n_eff else n_eff
+        full = m >= n_eff
+        if self.step_size != "auto":
+            eta = float(self.step_size)
+        elif full:
+            eta = 1.0 / lam_p if lam_p > 0 else 1.0 / beta
+        elif m <= m_star:
+            eta = m / beta
+        else:
+            eta = statistics.eigenpro_saturation_margin * 2.0 * m / (beta + (m - 1) * lam_p)
+        # ---- state
+        self.X_fit_ = Xc
+        self.preconditioner_ = P
+        self.n_components_ = q
+        self.subsample_size_ = int(round(counts_S.sum()))
+        self.beta_ = beta
+        self.top_eigenvalue_ = float(lam_p)
+        self.critical_batch_size_ = float(m_star)
+        self.batch_size_ = int(round(m))
+        self.step_size_ = float(eta)
+        self.n_iter_ = 0
+        self.n_steps_ = 0
+        self._epoch_steps = [0]
+        self._coef_path = [np.zeros((n, Yc.shape[1]))]
+        self._state = _KernelFitState(
+            Y=Yc, w=w, n_eff=n_eff, op=op, rows_S=rows_S, phi=phi,
+            sampler=EpochSampler(w, n, m, full, statistics), alpha=np.zeros((n, Yc.shape[1])),
+            f=np.zeros((n, Yc.shape[1])), h=eta / m,
+        )
+        self._state.mse0 = self._state.train_mse(self._state.f)
+        self.train_mse_path_ = np.array([self._state.mse0])
+        self._tracker = None
+        if self.estimate_risk or self.max_iter == "auto":
+            steps = 1 if full else -(-int(round(n_eff)) // int(m))
+            self._tracker = SGDRiskTracker(n, Yc.shape[1], w, steps, self.n_probes, probe_rng,
+                                           statistics, positions=self._state.sampler.integer)
+            U = self._tracker.U
+            KU = op.matmul(np.arange(n), U)
+            if q:
+                KU -= phi @ (P.scale_[:, None] * (phi.T @ U))
+            self._tracker.injection = KU
+            self._tracker.start(Yc - self._state.f)
+        self._setup_time = time.perf_counter() - tic
+        if self.verbose:
+            print(f"[EigenPro] n={n}, subsample {self.subsample_size_}, q={q}, "
+                  f"lambda_1={P.eigenvalues_[0]:.4g}, lambda_P={lam_p:.4g}, beta={beta:.4g}, "
+                  f"m*={m_star:.4g}, batch {self.batch_size_}{' (full)' if full else ''}, "
+                  f"step {eta:.4g}; set-up {self._setup_time:.1f}s")
+
+    def _heldout_rows(self, w, rows_S, counts_S, M, n, statistics):
+        """Draws from the rest of the multiset of rows (the weights minus the
+        subsample's draws): ``(rows, counts)`` or None."""
+        rest = np.ones(n) if w is None else w.astype(np.float64).copy()
+        rest[rows_S] = np.maximum(rest[rows_S] - counts_S, 0.0)
+        if rest.sum() < 2:
+            return None
+        rows, counts, _ = draw_rows(rest, min(M, rest.sum()), self._rng, n, statistics)
+        return rows, counts
+
+    @staticmethod
+    def _kernel_block(kern, op, Xc, rows, cols):
+        if op.full is not None and not op.single:
+            return op.full[np.ix_(rows, cols)]
+        return kern(Xc[rows], Xc[cols])
+
+    def _heldout_top_eigenvalue(self, kern, op, Xc, held, phi, P, policy):
+        """Top eigenvalue of the EigenPro kernel operator on draws outside the subsample.
+
+        The Nystrom estimate ``lambda_P`` sees the subsample its eigenfunctions
+        were fitted to and underestimates the top eigenvalue on the whole
+        data, which would put a batch of the estimated critical size beyond
+        the edge of stability; draws from the rest of the multiset of rows
+        (the weights minus the subsample's draws) do not (docs/internals.rst).
+        """
+        rows, counts = held
+        K = self._kernel_block(kern, op, Xc, rows, rows)
+        if P.n_components_:
+            K -= (phi[rows] * P.scale_) @ phi[rows].T
+        sc = np.sqrt(counts)
+        S = K * np.outer(sc, sc) / counts.sum()
+        return top_eigenvalue(S, policy=policy)

@@ -1,0 +1,93 @@
+"""Fitting a search's candidates: every grid point's trajectory, in parallel,
+grown in stages on its own estimate or run as K-fold CV along its path,
+keeping only the fits that can still win.
+"""
+
+import warnings
+
+import numpy as np
+import sklearn
+
+from .._config import get_config
+from ..exceptions import UnreliableEstimateWarning
+from ..utils._parallel import blas_threads_per_worker, delayed, parallel
+from ._criteria import CRITERIA, PATH_ATTRS
+from ._kfold_search import fit_kfold
+from ._stages import finite_min, fit_stages, selectable
+
+
+def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
+                  n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
+                  probe_goal="level", limit=None):
+    """Fit one grid point; return it with its estimate paths and fit time
+    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s;
+    ``policies``: the search's ``(speed, statistics)``).
+
+    With ``n_iter_no_change``, the path is grown in stages by warm-started
+    refits (which continue the path bit for bit, and the Jacobian chains of
+    the risk estimate) until the estimate ``attr`` cannot plausibly fall
+    below its minimum any more (:func:`~skacv.model_selection._stages.stops`:
+    no improvement during the patience, and ``limit``, the criterion of the
+    converged fit where it is known, not below the minimum), or ``max_iter``
+    is reached (:mod:`skacv.model_selection._stages`).
+    """
+    with warnings.catch_warnings():
+        if attr != "risk_path_":
+            # the risk is only reported (cv_results_, with risk_reliable): its
+            # flags do not concern the selection
+            warnings.simplefilter("ignore", UnreliableEstimateWarning)
+        if attr == "kfold_path_":
+            return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
+                             fold_alignment, fold_dtype, limit, policies)
+        return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
+                          probe_goal, limit, policies)
+
+
+def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True):
+    """Fit every candidate of ``search`` (``limits``: the criterion of each
+    one's converged fit, or ``None``); return their estimate paths, fit
+    times and, with ``prune``, only the fitted estimators that can still
+    win (by index; all of them without ``prune``)."""
+    attr = CRITERIA[search.criterion_][0]
+    attrs = PATH_ATTRS
+    limits = [None] * len(candidates) if limits is None else limits
+    # the caller's configuration and a share of the BLAS threads in every
+    # worker (captured here, in the caller's thread)
+    config, sklearn_config = get_config(), sklearn.get_config()
+    threads = blas_threads_per_worker(search.n_jobs) if len(candidates) > 1 else None
+    # one path compared with itself only: probes to order its iterates
+    goal = "choice" if len(candidates) == 1 and search.search_ == "grid" else "level"
+    jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
+        search._prepared(params), X, y, fit_params, attrs, search._policies, attr,
+        search.n_iter_no_change, search._splits, search.fold_alignment, search.fold_dtype, goal,
+        limit)
+        for params, limit in zip(candidates, limits, strict=True))
+    paths, times, mins, kept = [], [], [], {}
+    best = np.inf
+    # results in order, as a generator so that discarded fits are freed early
+    results = parallel(search.n_jobs, search.verbose, generator=True)(jobs)
+    for i, (est, est_paths, fit_time) in enumerate(results):
+        if not (hasattr(est, "coef_path_") and hasattr(est, "intercept_path_")):
+            raise TypeError(
+                f"{type(est).__name__} does not store its path (coef_path_, "
+                "intercept_path_): TrajectoryEarlyStoppingCV selects an iterate of "
+                "the stored path without refitting. Read its risk_path_ directly and "
+                "refit with max_iter set to the chosen iteration."
+            )
+        if attr not in est_paths:
+            raise ValueError(
+                f"criterion={search.criterion_!r} reads {attr} but "
+                f"{type(est).__name__} did not set it in fit. Use an estimator "
+                f"that estimates it (parameter {CRITERIA[search.criterion_][1]})."
+            )
+        paths.append(est_paths)
+        times.append(fit_time)
+        mins.append(finite_min(selectable(est_paths, attr)))
+        best = min(best, mins[-1])
+        # keep only the fits that can still win (ties included); the others
+        # are freed as soon as they arrive
+        kept[i] = est
+        if prune:
+            kept = {j: e for j, e in kept.items()
+                    if mins[j] <= best + search._policies[1].tie_rtol * abs(best)}
+    return paths, np.array(times), kept
