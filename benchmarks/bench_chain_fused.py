@@ -54,8 +54,8 @@ def product_times(n, p, m, key, values, runs=7, **fixed):
     times = {}
     for _ in range(runs):  # interleaved
         for policy in values:
-            with policy_context(**fixed, **{key: policy}):
-                t = best_of(lambda: primal_product(Xs, p, p, V, out, -1.0), 1)
+            with policy_context(**fixed, **{key: policy}) as pol:
+                t = best_of(lambda: primal_product(Xs, p, p, V, out, -1.0, pol), 1)
             times[policy] = min(times.get(policy, t), t)
     return [times[v] for v in values]
 
@@ -72,8 +72,8 @@ def gram_times(s, m, values, runs=15):
     times = {}
     for _ in range(runs):
         for value in values:
-            with policy_context(chain_gram_panel_min_columns=value):
-                t = best_of(lambda: gram_product(None, G, s, s, V, out, -1.0), 3)
+            with policy_context(chain_gram_panel_min_columns=value) as pol:
+                t = best_of(lambda: gram_product(None, G, s, s, V, out, -1.0, pol), 3)
             times[value] = min(times.get(value, t), t)
     return [times[v] for v in values]
 

@@ -3,7 +3,7 @@
 Full-batch least squares (``TrajectoryLasso``, ``IterativeRidge``) with
 fewer features than samples runs its loop on ``C = X~^T X~`` (one p x p
 product a step) when that costs less than two products with the n x p
-``X~`` a step plus the Gram matrix (``skacv.linalg._design.covariance_form_pays``).
+``X~`` a step plus the Gram matrix (``skacv.linalg._covariance.covariance_form_pays``).
 This benchmark times, in the same run, each fit with the form the rule
 picks and with the products with ``X`` forced
 (``policy_context(covariance_max_features=0)``), prints the ratio and the largest

@@ -1,9 +1,11 @@
 """Configuration of skacv: resources only (memory limits, a time budget).
 
-Nothing here changes the numbers an estimator computes: the knobs that do
-(the probes and precision of the Jacobian chains, the precision of the
-stacked folds) are estimator parameters (``risk_options``, ``fold_dtype``),
-carried by ``get_params`` and ``clone``.
+Nothing here changes the numbers an estimator computes or the model a
+search selects: a limit exceeded is an error that names it, never another
+computation. The knobs that change the numbers are estimator parameters
+(``risk_options``, ``fold_dtype``, carried by ``get_params`` and
+``clone``) or fields of the policies (:mod:`skacv._policy`,
+:mod:`skacv._statistics`).
 
 Like scikit-learn's configuration, the values are thread-local (a
 :func:`config_context` in one thread does not leak into another) and are
@@ -83,11 +85,10 @@ def get_config():
         Jacobian chains are predicted to cost more than
         this many fits of the path
         (the estimate's own cost model) raises
-        :class:`~skacv.exceptions.EstimateBudgetError` before it runs;
-        :class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="auto"``
-        then falls back to K-fold CV along the path in a grid search, with
-        an ``EfficiencyWarning`` (e.g. ``risk_time_budget=2``: no dearer
-        than about the stacked folds).
+        :class:`~skacv.exceptions.EstimateBudgetError` before it runs,
+        whatever the search's criterion (the budget refuses, it never
+        chooses another criterion: set ``criterion="kfold"`` for the folds;
+        ``risk_time_budget=2``: no dearer than about the stacked folds).
     """
     return dict(_local())
 

@@ -8,15 +8,16 @@ Lanczos, one BLAS thread or several, panel and block sizes; a solver's
 internal choices, to the same tolerance). The constants that change the
 numbers (tolerances, patience, sample sizes, reliability thresholds) are
 fields of a second frozen dataclass, :class:`skacv._statistics.StatisticalPolicy`,
-read with :func:`skacv._statistics.get_statistics`; no other module of
-skacv binds a numeric tuning constant (``tests/test_policy_constants.py``;
-``skacv/estimates/`` pending).
+no other module of skacv binds a numeric tuning constant
+(``tests/test_policy_constants.py``).
 
-The engines read the policy in force with :func:`get_policy`; tests and
-benchmarks change it for a block with :func:`policy_context` (the test suite
-through its ``speed_policy`` fixture), never by patching module globals. The
-policy is process-wide, not thread-local, so that the threads a computation
-starts see the policy of the caller. The measurements behind the defaults
+Both are read once, with :func:`current_policies`, where a fit, a search or
+a public function starts (a :class:`~skacv.linalg._design.Design` captures
+them at its construction, as ``design.policy`` and ``design.statistics``),
+and handed down as arguments: no function below reads them, and the threads
+a computation starts get the caller's. Tests and benchmarks change them for
+a block with :func:`policy_context` (the test suite through its
+``speed_policy`` fixture), never by patching module globals. The measurements behind the defaults
 are in ``docs/speed_policy.rst`` ("Measurements behind the speed policy").
 """
 
@@ -28,7 +29,10 @@ from types import MappingProxyType
 import numpy  # noqa: F401  (NumPy's BLAS loaded before threadpoolctl looks for it)
 from threadpoolctl import threadpool_info
 
-__all__ = ["SpeedPolicy", "blas_kernels", "get_policy", "kernels_policy", "policy_context"]
+from ._statistics import get_statistics
+
+__all__ = ["SpeedPolicy", "blas_kernels", "current_policies", "get_policy", "kernels_policy",
+           "policy_context"]
 
 
 def _frozen(mapping):
@@ -375,6 +379,10 @@ class SpeedPolicy:
         EigenPro's products run in float32 (``precision="auto"``) when their
         rounding, amplified by the preconditioner's gain ``lambda_1 /
         lambda_P``, stays below this fraction of a step.
+    empirical_max_features : int
+        ``precision="empirical"`` (the debiasing's least-squares fit) is
+        prepared at fit time up to this many features (a p x p Gram matrix
+        and its Cholesky factor, ``n p^2`` operations); above, it is refused.
     """
 
     gram_cache_size: int = 2000
@@ -466,12 +474,25 @@ class SpeedPolicy:
     metric_margin: float = 1.25
     metric_lanczos_steps: int = 6
     eigenpro_rounding_tol: float = 1e-2
+    empirical_max_features: int = 2000
+
+    def __reduce__(self):
+        """Pickled with its mappings as dicts (a mapping proxy does not
+        pickle): a fitted estimator keeps its design, which carries it."""
+        return _unpickle, ({f.name: dict(v) if isinstance(v, MappingProxyType) else v
+                            for f in dataclasses.fields(self)
+                            for v in [getattr(self, f.name)]},)
 
     def block_panel_rows_for(self, n_features):
         """Most rows in a panel of a block of columns of rows ``n_features`` long."""
         if n_features <= self.narrow_features:
             return self.narrow_panel_rows
         return self.block_panel_rows
+
+
+def _unpickle(fields):
+    return SpeedPolicy(**{k: MappingProxyType(v) if isinstance(v, dict) else v
+                          for k, v in fields.items()})
 
 
 def blas_kernels():
@@ -513,6 +534,15 @@ _policy = _machine_policy()
 def get_policy():
     """The :class:`SpeedPolicy` in force."""
     return _policy
+
+
+def current_policies():
+    """``(speed, statistics)``: the :class:`SpeedPolicy` and the
+    :class:`~skacv._statistics.StatisticalPolicy` in force. The one read of
+    the ambient policies: where a fit, a search or a public function starts
+    (a :class:`~skacv.linalg._design.Design` at its construction), handed
+    down as arguments from there (``tests/test_architecture.py``)."""
+    return get_policy(), get_statistics()
 
 
 @contextlib.contextmanager

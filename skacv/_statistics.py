@@ -19,8 +19,10 @@ class StatisticalPolicy:
 
     Kept apart from :class:`skacv._policy.SpeedPolicy` (which only chooses
     between equal computations) and from :func:`skacv.config_context`
-    (resources); read with :func:`get_statistics`, changed for a block with
-    :func:`statistics_context` (tests: the ``statistical_policy`` fixture).
+    (resources); read with the speed policy by
+    :func:`skacv._policy.current_policies` where a computation starts and
+    passed down, changed for a block with :func:`statistics_context`
+    (tests: the ``statistical_policy`` fixture).
     The measurements behind the defaults are in ``docs/speed_policy.rst``
     ("The statistical policy").
 
@@ -94,6 +96,64 @@ class StatisticalPolicy:
         Pairs drawn for the median bandwidth.
     eigenpro_rule_rows : int
         Held-out rows over which the automatic ``q`` rule takes ``beta_P``.
+    df_low, df_high : float
+        The degrees-of-freedom fractions a proximal iterate's estimate is
+        trusted within (:func:`skacv.estimates.risk._reliability.risk_reliability`;
+        from ``df_high`` the factor ``1 / (1 - df)^2`` exceeds 1e4).
+    support_df_limit : float
+        Largest accepted ratio between an iterate's degrees of freedom and
+        its support (+ 1 with an intercept).
+    amplification_limit : float
+        Largest accepted ratio between the l1 norm of a row of ``(I -
+        A/n)^{-1}`` and ``1 / (1 - df)``.
+    auto_probes, auto_exact_factor, auto_exact_max_dim : int, float, int
+        ``n_probes="auto"`` of a spectral estimate: exact traces when they
+        cost at most ``auto_exact_factor`` times ``auto_probes`` probes (an
+        eigendecomposition of at most ``auto_exact_max_dim``), else that
+        many probes (:func:`skacv.estimates.risk._engine.resolve_n_probes`).
+    pooled_probes, small_probes, small_design : int, int, tuple
+        The pooled chain's most probes with ``n_probes="auto"``
+        (``small_probes`` below ``small_design``'s samples with at most its
+        features; :func:`skacv.estimates.risk._probes.pooled_probes`).
+    pooled_start_probes, pooled_start_probes_no_momentum : tuple of (int, int)
+        The adaptive pooled chain starts with the probes of the first
+        ``(samples, probes)`` pair whose samples the data reach (else all
+        of ``pooled_probes``); the second table for an iteration without
+        momentum.
+    choice_start_probes : (int, int)
+        A chain for a choice (``probe_goal="choice"``) starts with at most
+        this many probes from this many samples on.
+    pooled_noise_target, choice_noise_target : float
+        The adaptive pooled chain grows while the probe noise of
+        ``risk_path_`` (of the order of the iterates near its minimum, for
+        a choice) is above this.
+    choice_near : float
+        Iterates within this relative excess of the estimate's minimum
+        compete with it (:func:`skacv.estimates.risk._probes.choice_iterates`).
+    noise_groups : int
+        Groups of probes (and of samples, with one probe) deleted in turn by
+        the jackknife of the probe noise.
+    noise_iterates : int
+        Iterates at which the jackknife's replicates are read on a longer path.
+    template_probes, template_rtol, template_check_lags, template_exact_support : int or float
+        The pooled chain's template: Lanczos probes, the relative change
+        that ends its quadrature, the lags its nodes serve at least, and the
+        support up to which it takes exact eigenvalues instead
+        (:mod:`skacv.estimates.risk._pooled`).
+    template_check_depths : tuple of int
+        The Lanczos depths at which the template's quadrature is checked.
+    negligible_state : float
+        The settled form stops advancing a source's column once its state is
+        at most this fraction of the largest seen (``_settled``).
+    multiplier_rounding : float
+        The settled form's multipliers above minus this count as non-negative.
+    sgd_risk_rtol, sgd_patience, sgd_limit_mse : float, int, float
+        EigenPro's ``max_iter="auto"``: the epochs grow until the estimate's
+        best has not fallen by ``sgd_risk_rtol`` over ``sgd_patience``
+        epochs, or, once flagged, the training error falls below
+        ``sgd_limit_mse`` of its start.
+    gcv_ratio : float
+        EigenPro's risk estimate is flagged beyond this multiple of GCV.
     """
 
     tie_rtol: float = 1e-9
@@ -119,6 +179,35 @@ class StatisticalPolicy:
     eigenpro_auto_max_epochs: int = 300
     eigenpro_median_draws: int = 1000
     eigenpro_rule_rows: int = 500
+    df_low: float = -0.05
+    df_high: float = 0.99
+    support_df_limit: float = 1.5
+    amplification_limit: float = 2.0
+    auto_probes: int = 10
+    auto_exact_factor: float = 4.0
+    auto_exact_max_dim: int = 2000
+    pooled_probes: int = 32
+    small_probes: int = 64
+    small_design: tuple = (1000, 128)
+    pooled_start_probes: tuple = ((8000, 1), (4000, 8), (2000, 16))
+    pooled_start_probes_no_momentum: tuple = ((8000, 1), (1000, 4))
+    choice_start_probes: tuple = (1000, 4)
+    pooled_noise_target: float = 0.008
+    choice_noise_target: float = 0.01
+    choice_near: float = 0.02
+    noise_groups: int = 8
+    noise_iterates: int = 64
+    template_probes: int = 2
+    template_rtol: float = 1e-3
+    template_check_lags: int = 200
+    template_exact_support: int = 300
+    template_check_depths: tuple = (10, 14, 20, 28, 40, 56, 80)
+    negligible_state: float = 1e-13
+    multiplier_rounding: float = 1e-12
+    sgd_risk_rtol: float = 1e-3
+    sgd_patience: int = 3
+    sgd_limit_mse: float = 1e-4
+    gcv_ratio: float = 1.5
 
 
 _lock = threading.Lock()

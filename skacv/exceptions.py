@@ -43,9 +43,7 @@ __all__ = ["ConvergenceWarning", "DivergenceError", "SelectionBoundaryWarning",
 class EstimateBudgetError(ValueError):
     """An estimate would cost more than the budget it was given
     (``risk_time_budget`` of :func:`skacv.get_config`): raised before the
-    cost is spent, so that the caller can choose another criterion.
-
-    :class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="auto"``
-    catches it and uses K-fold CV along the path, with a warning that gives
-    the predicted cost.
+    cost is spent, so that the caller can choose another criterion
+    (:class:`~skacv.TrajectoryEarlyStoppingCV` lets it through whatever its
+    criterion: the configuration never changes the model selected).
     """

@@ -13,6 +13,7 @@ from sklearn.linear_model import Lasso, Ridge, lasso_path
 from threadpoolctl import threadpool_limits
 
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
+from skacv._policy import get_policy
 from skacv.linalg._design import Design
 from skacv.model_selection._lasso_spaces import _top_eigenvalue
 
@@ -581,7 +582,7 @@ def test_binary_columns():
         np.r_[np.zeros(100), np.full(n - 101, 4.0), 5.0],  # three values, late
     ]).astype(float)
     for Xin in (X, sp.csr_matrix(X), sp.csc_matrix(X)):
-        np.testing.assert_array_equal(binary_columns(Xin), [1, 2, 4, 6])
+        np.testing.assert_array_equal(binary_columns(Xin, get_policy()), [1, 2, 4, 6])
 
 
 def test_independent_columns_against_svd():
@@ -595,15 +596,17 @@ def test_independent_columns_against_svd():
     A[:, 9] = 0.0
     A[:, 20] = A[:, 21] * 1e3
     G = A.T @ A
-    basis = independent_columns(G)
+    basis = independent_columns(G, get_policy())
     assert basis.size == np.linalg.matrix_rank(A) == 27
     assert 9 not in basis and np.all(np.diff(basis) > 0)
     coef = np.linalg.lstsq(A[:, basis], A, rcond=None)[0]
     np.testing.assert_allclose(A[:, basis] @ coef, A, atol=1e-9 * np.abs(A).max())
     keep = np.setdiff1d(np.arange(30), [4, 9, 20])
-    np.testing.assert_array_equal(independent_columns(G[np.ix_(keep, keep)]), np.arange(27))
-    assert independent_columns(np.zeros((3, 3))).size == 0
-    assert independent_columns(np.zeros((0, 0))).size == 0
+    policy = get_policy()
+    np.testing.assert_array_equal(independent_columns(G[np.ix_(keep, keep)], policy),
+                                  np.arange(27))
+    assert independent_columns(np.zeros((3, 3)), policy).size == 0
+    assert independent_columns(np.zeros((0, 0)), policy).size == 0
 
 
 def test_working_set_columns_hold_one_buffer():

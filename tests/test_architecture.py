@@ -32,7 +32,8 @@ PACKAGE = pathlib.Path(skacv.__file__).parent
 # level holds the settings and errors (below everything) and the command line
 # (above everything). docs/architecture.rst shows the same table.
 SUBPACKAGE_LAYERS = [
-    ["exceptions", "_config", "_policy", "_statistics"],
+    ["exceptions", "_config", "_statistics"],
+    ["_policy"],
     ["utils"],
     ["linalg"],
     ["iterations"],
@@ -47,7 +48,8 @@ SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for nam
 
 MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
-    "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"], ["_copies"]],
+    "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"],
+               ["_copies", "_covariance"]],
     "iterations": [["_penalties", "_datafits"], ["_step"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [

@@ -1,5 +1,5 @@
 """The fit loop of full-batch least squares in the covariance form
-(skacv.linalg._design.CovarianceForm: products with X~^T X~ instead of X~): the
+(skacv.linalg._covariance.CovarianceForm: products with X~^T X~ instead of X~): the
 iterates, the estimates built on them and the warm starts of the products
 with X~, the rule that picks it, and the fits it must not touch."""
 
@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
+import skacv.linalg._covariance as covariance_module
 import skacv.linalg._design as design_module
 from skacv import (
     IterativeRidge,
@@ -111,7 +112,7 @@ def test_the_rule_weighs_the_gram_matrix_against_the_steps():
     covariance; more features than samples, too many features, or too few
     steps for the Gram matrix: the products with X~; a design holding the
     Gram matrix already pays back sooner."""
-    pays = design_module.covariance_form_pays
+    pays = covariance_module.covariance_form_pays
     adv = get_policy().covariance_gemm_advantage
     X, _, _ = _data(n=400, p=40)
     d = design_module.Design(X, None, True)
@@ -132,11 +133,12 @@ def test_the_rule_on_realistic_shapes():
     """The cost model picks the covariance form where it measured faster
     (n >> p, 150 steps) and the products with X~ for few steps on a tall
     design of many features."""
-    pays = design_module.covariance_form_pays
+    pays = covariance_module.covariance_form_pays
 
     class Shape:
         def __init__(self, n, p):
             self.n_samples, self.n_features, self.cache = n, p, {}
+            self.policy = get_policy()
 
     assert pays(Shape(20000, 50), 150) and pays(Shape(10000, 1000), 150)
     assert pays(Shape(2000, 1000), 150)
@@ -201,8 +203,8 @@ def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, spee
     speed_policy(stage_min_flops=0, stage_min_flops_linear=0)  # stages at any size
     X, y, _ = _data(seed=4, n=400, p=390)  # min(n, p) > 300: no Gram for the step
     d = design_module.Design(X, None, True)
-    assert not design_module.covariance_form_pays(d, 10)
-    assert design_module.covariance_form_pays(d, 100)
+    assert not covariance_module.covariance_form_pays(d, 10)
+    assert covariance_module.covariance_form_pays(d, 100)
     lengths = []
     fit = IterativeRidge.fit
 
@@ -286,28 +288,29 @@ def test_step_size_from_the_covariance_forms_gram(speed_policy, sparse, monkeypa
 
 
 @pytest.mark.parametrize("search", ["path", "grid"])
-def test_a_search_forms_the_gram_matrix_once(search, monkeypatch):
+def test_a_search_forms_the_gram_matrix_once(search):
     """The alpha path and the candidates of TrajectoryEarlyStoppingCV share
-    the design of X: one Gram matrix for the search (it was formed by the
-    path and again by every candidate), and the same selection and
-    coefficients as with a design per fit."""
+    the design of X: one design for the search, whose Gram matrix is formed
+    once and cached (it was formed by the path and again by every
+    candidate), and the same selection and coefficients as with a design
+    per fit (the candidates fitted in joblib's threads, which never share)."""
+    import joblib
+
     from skacv import TrajectoryEarlyStoppingCV
 
     X, y, sw = _data(n=400, p=30)
     grid = {"alpha": [0.1, 0.05, 0.02, 0.01]}
     est = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=80), param_grid=grid,
                                     search=search, criterion="risk", random_state=0)
-    calls = []
-    real = design_module.Design._gram
-    monkeypatch.setattr(design_module.Design, "_gram",
-                        lambda self, side: calls.append(side) or real(self, side))
-    shared = clone(est).fit(X, y, sample_weight=sw)
-    assert len(calls) == 1
-    monkeypatch.setattr("skacv.model_selection._selection.shared_designs",
-                        __import__("contextlib").nullcontext)
-    calls.clear()
-    alone = clone(est).fit(X, y, sample_weight=sw)
-    assert len(calls) >= 2
+    # the search's own sharing nests in this one: its designs stay readable here
+    with design_module.shared_designs():
+        design = design_module.make_design(X, sw, True)
+        assert not design.cache
+        shared = clone(est).fit(X, y, sample_weight=sw)
+        made = [v[1] for k, v in design_module._SHARED.get().items() if isinstance(k, tuple)]
+    assert made == [design] and ("gram", "features") in design.cache
+    with joblib.parallel_backend("threading"):
+        alone = clone(est).set_params(n_jobs=2).fit(X, y, sample_weight=sw)
     assert shared.best_params_ == alone.best_params_
     assert shared.best_iteration_ == alone.best_iteration_
     assert_allclose(shared.coef_, alone.coef_, rtol=1e-9, atol=1e-12)
@@ -362,42 +365,42 @@ def test_scratch_memory_is_reused_only_when_nothing_uses_it(mapped, speed_policy
     import sys
 
     from skacv.linalg._copies import gather, scratch
-    speed_policy(scratch_mmap_min_bytes=1 if mapped else None)
+    policy = speed_policy(scratch_mmap_min_bytes=1 if mapped else None)
     maps = mapped and sys.platform.startswith("linux")
-    outside = scratch((40, 30), np.float32)
+    outside = scratch((40, 30), np.float32, policy)
     assert outside.shape == (40, 30) and outside.flags.c_contiguous
     assert _mapped(outside) == maps and outside.flags.writeable
     X = np.arange(12.0).reshape(3, 4)
-    copy = gather(X, np.float32, cols=[3, 1])
+    copy = gather(X, np.float32, policy, cols=[3, 1])
     assert _mapped(copy) == maps
     assert_allclose(copy, X[:, [3, 1]])
     with design_module.shared_designs():
-        a = scratch((40, 30), np.float32)
+        a = scratch((40, 30), np.float32, policy)
         assert _mapped(a) == maps
         first = _address(a)
         view = a[:, :10]
         del a
-        b = scratch((40, 20), np.float32)  # the view keeps the first in use
+        b = scratch((40, 20), np.float32, policy)  # the view keeps the first in use
         assert not np.shares_memory(b, view)
         del view
-        c = scratch((30, 40), np.float32)  # now free: the same memory
+        c = scratch((30, 40), np.float32, policy)  # now free: the same memory
         assert _address(c) == first and c.shape == (30, 40) and c.flags.c_contiguous
-        d = scratch((30, 40), np.float64)
-        e = scratch((30, 40), np.float32, "other")
+        d = scratch((30, 40), np.float64, policy)
+        e = scratch((30, 40), np.float32, policy, "other")
         assert not np.shares_memory(d, c) and not np.shares_memory(e, c)
         del c
-        big = scratch((100, 100), np.float32)  # larger: replaces the first
+        big = scratch((100, 100), np.float32, policy)  # larger: replaces the first
         grown = _address(big)
         del big
-        again = scratch((100, 100), np.float32)
+        again = scratch((100, 100), np.float32, policy)
         assert _address(again) == grown
         again[:] = 1.0  # writable, the whole of it
         del again
         with design_module.shared_designs():  # nested: the outer's pool
-            small = scratch((10, 10), np.float32)
+            small = scratch((10, 10), np.float32, policy)
             assert _address(small) == grown
-            assert not np.shares_memory(scratch((10, 10), np.float32), small)
-    fresh = [scratch((40, 30), np.float32) for _ in range(2)]
+            assert not np.shares_memory(scratch((10, 10), np.float32, policy), small)
+    fresh = [scratch((40, 30), np.float32, policy) for _ in range(2)]
     assert not np.shares_memory(*fresh)
 
 

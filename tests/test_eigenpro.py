@@ -17,6 +17,7 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.model_selection import train_test_split
 
 from skacv import EigenProClassifier, EigenProRegressor, IterativeRidge, config_context
+from skacv._statistics import StatisticalPolicy
 from skacv.estimates.risk._spectral import preconditioned_memory_matrix
 from skacv.exceptions import DivergenceError
 from skacv.iterations._iterations import PreconditionedGD
@@ -394,8 +395,8 @@ def test_sgd_position_traces_and_readout_are_exact():
     class Recording(EigenProRegressor):
         """Records the batches its risk tracker is stepped with."""
 
-        def _kernel_setup(self, X, Y, sw):
-            super()._kernel_setup(X, Y, sw)
+        def _kernel_setup(self, X, Y, sw, policies):
+            super()._kernel_setup(X, Y, sw, policies)
             step = self._tracker.step
 
             def record(rows, counts, h, KB, resid, positions=None):
@@ -478,7 +479,10 @@ def test_sgd_risk_estimate_tracks_the_truth():
 
 
 def test_critical_batches_equal_brute_force():
+    from skacv._policy import current_policies
     from skacv.iterations._preconditioning import NystromPreconditioner, critical_batches
+
+    policies = current_policies()
 
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 1, (120, 4))
@@ -495,7 +499,7 @@ def test_critical_batches_equal_brute_force():
     got = critical_batches(lam[:r], phi_H, np.ones(50), damping=0.9)
     for q in range(r):
         # the EigenPro kernel of q components, written out, on the held-out rows
-        P = NystromPreconditioner.from_kernel(K, counts, q, damping=0.9)
+        P = NystromPreconditioner.from_kernel(K, counts, q, policies, damping=0.9)
         K_HH = ker(H, H)
         KP = K_HH - (K_HS @ P.coef_ * P.scale_) @ (K_HS @ P.coef_).T if q else K_HH
         beta = np.max(np.diag(KP))
@@ -503,8 +507,9 @@ def test_critical_batches_equal_brute_force():
     # the automatic rule keeps the largest q within the batch bound
     # (a bound between two critical batches: no tie that rounding could decide)
     bound = 0.5 * (np.sort(got)[r // 2] + np.sort(got)[r // 2 + 1])
-    auto = NystromPreconditioner.from_kernel(K, counts, "auto", damping=0.9, max_batch=bound,
-                                             heldout=(K_HS, np.ones(50)), max_components=r - 1)
+    auto = NystromPreconditioner.from_kernel(K, counts, "auto", policies, damping=0.9,
+                                             max_batch=bound, heldout=(K_HS, np.ones(50)),
+                                             max_components=r - 1)
     assert auto.n_components_ == np.flatnonzero(got <= bound)[-1]
     assert np.flatnonzero(got <= bound)[-1] < r - 1  # the bound binds
 
@@ -539,15 +544,16 @@ def test_median_bandwidth_follows_its_definition():
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 1, (300, 4))
     # all rows drawn (300 <= 1000): the median over every pair
-    assert np.isclose(median_bandwidth(X, None, 1000, 0), np.median(pdist(X)))
+    assert np.isclose(median_bandwidth(X, None, 1000, 0, StatisticalPolicy()), np.median(pdist(X)))
     w = rng.integers(0, 3, 300)
     Xr = np.repeat(X, w, axis=0)
-    assert np.isclose(median_bandwidth(X, w.astype(float), 1000, 0), np.median(pdist(Xr)))
+    assert np.isclose(median_bandwidth(X, w.astype(float), 1000, 0, StatisticalPolicy()),
+                      np.median(pdist(Xr)))
     # more rows than draws: a subsample's median, and the same as repeated rows'
     big = rng.uniform(0, 1, (3000, 4))
     wb = rng.integers(1, 3, 3000)
-    a = median_bandwidth(big, wb.astype(float), 1000, 0)
-    b = median_bandwidth(np.repeat(big, wb, axis=0), None, 1000, 0)
+    a = median_bandwidth(big, wb.astype(float), 1000, 0, StatisticalPolicy())
+    b = median_bandwidth(np.repeat(big, wb, axis=0), None, 1000, 0, StatisticalPolicy())
     assert np.isclose(a, b)
     assert abs(a / np.median(pdist(big[:1500])) - 1) < 0.05
     est = EigenProRegressor(max_iter=1, random_state=0).fit(X, X[:, 0])
@@ -590,8 +596,9 @@ def test_auto_epochs_stop_and_select_by_the_risk_estimate():
     T = est.n_iter_
     assert T > 4 and ok.all()
     # the rule held at the last epoch and at no earlier one
-    assert _stops(risk, ok, mse)
-    assert not any(_stops(risk[: t + 1], ok[: t + 1], mse[: t + 1]) for t in range(T))
+    stats = StatisticalPolicy()
+    assert _stops(risk, ok, mse, stats)
+    assert not any(_stops(risk[: t + 1], ok[: t + 1], mse[: t + 1], stats) for t in range(T))
     assert est.selected_iter_ == np.argmin(risk)
     assert np.allclose(est.dual_coef_, est.dual_coef_path_[:, 0, est.selected_iter_])
     assert np.allclose(est.predict(Xt), est.predict_path(Xt)[:, est.selected_iter_])

@@ -16,6 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skacv.linalg._linalg as linalg_module
 from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv._policy import get_policy
 from skacv._statistics import get_statistics
 from skacv.exceptions import DivergenceError
 
@@ -496,7 +497,7 @@ def test_auto_step_lanczos_branch(speed_policy, monkeypatch, fmt, shape):
     w = sw / sw.sum()
     Xc = X - w @ X
     G = Xc.T @ (w[:, None] * Xc)
-    assert_allclose(linalg_module.top_eigenvalue(G), L, rtol=1e-6)
+    assert_allclose(linalg_module.top_eigenvalue(G, policy=get_policy()), L, rtol=1e-6)
     assert calls["eigsh"] == 1
 
 
@@ -577,7 +578,7 @@ def test_top_eigenvalue_by_lanczos_stops_at_its_tolerance():
 
     W0 = rng.standard_normal((400, 3))
     tol = 1e-3
-    theta = lanczos_top_eigenvalues(op, W0, tol)
+    theta = lanczos_top_eigenvalues(op, W0, tol, np.inf)
     assert np.all(theta <= 50.0 * (1 + 1e-12)) and np.all(50.0 <= theta * (1 + tol))
     # the stopping step is the first where the rule holds, for the slowest start
     first = []
@@ -591,12 +592,13 @@ def test_top_eigenvalue_by_lanczos_stops_at_its_tolerance():
     # a flat top needs more steps than allowed: nan, not an unconverged value
     flat = np.linspace(9.0, 10.0, 400)
     B = (Q * flat) @ Q.T
-    assert np.isnan(lanczos_top_eigenvalues(lambda V: B @ V, W0[:, :1], 1e-9, max_steps=5)).all()
+    assert np.isnan(lanczos_top_eigenvalues(lambda V: B @ V, W0[:, :1], 1e-9, np.inf,
+                                            max_steps=5)).all()
     # the whole space explored: exact
     small = rng.standard_normal((6, 6))
     S = small @ small.T
     exact = np.linalg.eigvalsh(S)[-1]
-    assert_allclose(lanczos_top_eigenvalues(lambda V: S @ V, W0[:6, :2], 1e-14), exact,
+    assert_allclose(lanczos_top_eigenvalues(lambda V: S @ V, W0[:6, :2], 1e-14, np.inf), exact,
                     rtol=1e-10)
 
 
@@ -615,16 +617,16 @@ def test_top_eigenvalue_by_lanczos_caps_its_basis(speed_policy, monkeypatch):
         return d[:, None] * V
 
     W0 = rng.standard_normal((500, 1))
-    theta = lanczos_top_eigenvalues(op, W0, 1e-3)
+    cap = get_policy().lanczos_basis_bytes
+    theta = lanczos_top_eigenvalues(op, W0, 1e-3, cap)
     needed = len(calls)
     assert 10 < needed < 128 and 2.0 <= theta[0] * (1 + 1e-3)
-    speed_policy(lanczos_basis_bytes=8 * 500 * (needed - 1))
     calls.clear()
-    assert np.isnan(lanczos_top_eigenvalues(op, W0, 1e-3)).all()
+    assert np.isnan(lanczos_top_eigenvalues(op, W0, 1e-3, 8 * 500 * (needed - 1))).all()
     assert len(calls) == needed - 1
     # np.inf: no cap (the folds' block, whose fallback costs more memory)
     calls.clear()
-    assert_allclose(lanczos_top_eigenvalues(op, W0, 1e-3, max_bytes=np.inf), theta)
+    assert_allclose(lanczos_top_eigenvalues(op, W0, 1e-3, np.inf), theta)
     assert len(calls) == needed
 
 
@@ -679,7 +681,7 @@ def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(speed_pol
     calls.clear()
     assert d.lipschitz() == lip and not calls
     monkeypatch.setattr(design_module, "lanczos_top_eigenvalues",
-                        lambda op, W0, tol: np.full(W0.shape[1], np.nan))
+                        lambda op, W0, tol, max_bytes: np.full(W0.shape[1], np.nan))
     calls.clear()
     fallback = design_module.Design(X, sw, True).lipschitz()
     assert L <= fallback <= L * (1 + 2 * LIPSCHITZ_TOL)

@@ -18,7 +18,7 @@ from numpy.testing import assert_allclose
 
 import skacv.linalg._design as design_module
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
-from skacv._policy import get_policy, policy_context
+from skacv._policy import current_policies, get_policy, policy_context
 from skacv.estimates.loo import _iacv as _loo
 from skacv.estimates.risk import _propagate as _risk_propagate
 from skacv.model_selection import _fold_designs, _lasso_path
@@ -88,7 +88,7 @@ def gathered_columns(monkeypatch):
 def _folds(estimator, X, y, sw, n_iter=20):
     splits = [(np.setdiff1d(np.arange(X.shape[0]), te), te)
               for te in np.array_split(np.arange(X.shape[0]), 4)]
-    folds = StackedFolds(estimator, X, y, sw, splits, np.dtype(np.float64))
+    folds = StackedFolds(estimator, X, y, sw, splits, np.dtype(np.float64), current_policies())
     folds.advance(n_iter)
     return {"losses": folds.losses, "step_sizes": folds.step_sizes}, folds
 
@@ -224,7 +224,8 @@ def loo_float32_gram(monkeypatch):
     float64 (the differences are small: rounding of order 1e-8 relatively)."""
     X, y, sw = _data(60, 40)
     dtypes, real = [], _loo._gram_dtype
-    monkeypatch.setattr(_loo, "_gram_dtype", lambda m: dtypes.append(real(m)) or dtypes[-1])
+    monkeypatch.setattr(_loo, "_gram_dtype",
+                        lambda m, policy: dtypes.append(real(m, policy)) or dtypes[-1])
     est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=30, estimate_risk=False,
                           estimate_loo=True).fit(X, y, sample_weight=sw)
     return {"loo_path_": est.loo_path_}, np.float32 in dtypes

@@ -326,12 +326,12 @@ def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, sp
                          ({**small, "chain_panel_max_columns": k - 1}, "plain"),
                          ({"chain_panel_max_columns": 0, "chain_fused_bytes": 1}, "blocks"),
                          ({"chain_fused_bytes": None}, "plain")):
-        speed_policy(**policy)
-        assert (_thin_panel_rows(Xs, k) == 9) == (form in ("vectors", "thin"))
+        pinned = speed_policy(**policy)
+        assert (_thin_panel_rows(Xs, k, pinned) == 9) == (form in ("vectors", "thin"))
         out = np.full((rows, k), np.nan, dtype=dtype)
         for calls in seen.values():
             calls.clear()
-        primal_product(Xs, rows, cols, block, out, factor)
+        primal_product(Xs, rows, cols, block, out, factor, pinned)
         taken = ("vectors" if seen["vectors"] else "thin" if seen["thin"]
                  else "blocks" if seen["blocks"] and seen["blocks"][-1] < len(Xs) else "plain")
         assert taken == form

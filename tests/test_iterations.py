@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
+from skacv._policy import current_policies
 from skacv.iterations._iterations import (
     FISTA,
     ISTA,
@@ -398,7 +399,7 @@ def test_preconditioned_combine_with_the_step_folded_into_z():
 
     rng = np.random.default_rng(3)
     A = rng.standard_normal((40, 8))
-    P = NystromPreconditioner.from_features(A, 3)
+    P = NystromPreconditioner.from_features(A, 3, current_policies())
     it = PreconditionedGD(0.7, P, penalty=L2(0.2))
     v, z = rng.standard_normal((8, 2)), rng.standard_normal((8, 2))
     expected = v + 0.7 * P.apply(z - 0.2 * v)

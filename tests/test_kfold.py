@@ -19,9 +19,8 @@ from skacv import (
     TrajectoryLasso,
     config_context,
 )
-from skacv._policy import get_policy
+from skacv._policy import current_policies, get_policy
 from skacv.exceptions import DivergenceError
-from skacv.linalg import _design
 from skacv.linalg._design import Design
 from skacv.model_selection import _fold_designs, _kfold
 from skacv.model_selection._fold_designs import FoldDesigns
@@ -91,7 +90,7 @@ def test_stacked_folds_equal_separate_fold_fits(speed_policy,
     Xs = sp.csr_matrix(X) if sparse else X
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     expected, steps = _by_hand(est, Xs, y, sw, splits)
-    folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
+    folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64), current_policies())
     assert folds.designs.layout == ("folds" if sparse else X_kind)
     assert isinstance(folds.products, _fold_designs.FoldCovariance) == (form == "covariance"
                                                                 and not sparse)
@@ -115,8 +114,9 @@ def test_stacked_folds_from_the_full_fits_design(speed_policy, est, weighted, la
     fit = {} if sw is None else {"sample_weight": sw}
     design = clone(est).set_params(warm_start=True).fit(X, y, **fit)._warm_design
     assert type(design) is Design
-    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), full_design=design)
-    plain = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    folds = StackedFolds(est, X, y, sw, splits,
+                         np.dtype(np.float64), current_policies(), full_design=design)
+    plain = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
     base, ref = folds.designs.base, plain.designs.base
     assert base.X is not design.X and not np.shares_memory(base.X, design.X)
     assert_allclose(base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
@@ -128,12 +128,14 @@ def test_stacked_folds_from_the_full_fits_design(speed_policy, est, weighted, la
     # a design of other data (another intercept) is not used
     other = clone(est).set_params(warm_start=True, fit_intercept=not est.fit_intercept)
     other_design = other.fit(X, y, **fit)._warm_design
-    odd = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), full_design=other_design)
+    odd = StackedFolds(est, X, y, sw, splits,
+                       np.dtype(np.float64), current_policies(), full_design=other_design)
     assert_allclose(odd.designs.base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
     # nor one of other weights
     other_w = {"sample_weight": np.arange(1.0, X.shape[0] + 1) if sw is None else sw[::-1]}
     other_design = clone(est).set_params(warm_start=True).fit(X, y, **other_w)._warm_design
-    odd = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), full_design=other_design)
+    odd = StackedFolds(est, X, y, sw, splits,
+                       np.dtype(np.float64), current_policies(), full_design=other_design)
     assert_allclose(odd.designs.base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
 
 
@@ -147,7 +149,7 @@ def test_search_gathers_the_folds_from_the_full_design(speed_policy, monkeypatch
     real = _kfold_search.StackedFolds
 
     def spy(*args, **kwargs):
-        seen.append(args[6] if len(args) > 6 else kwargs.get("full_design"))
+        seen.append(args[7] if len(args) > 7 else kwargs.get("full_design"))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_kfold_search, "StackedFolds", spy)
@@ -161,13 +163,13 @@ def test_search_gathers_the_folds_from_the_full_design(speed_policy, monkeypatch
 def test_stacked_folds_of_a_narrow_design(speed_policy, est, monkeypatch):
     """Rows of at most NARROW_FEATURES values: panels of up to
     NARROW_PANEL_ROWS rows (here 64, so that a pass has several)."""
-    speed_policy(narrow_panel_rows=64)
-    assert _design.block_panel_rows(12) == 64 and _design.block_panel_rows(60) == 200
+    policy = speed_policy(narrow_panel_rows=64)
+    assert policy.block_panel_rows_for(12) == 64 and policy.block_panel_rows_for(60) == 200
     _form(monkeypatch, "pass")  # which such a design would not take
     X, y, sw = _data(n=300, p=12)
     splits = list(KFold(5, shuffle=True, random_state=0).split(X))
     expected, _ = _by_hand(est, X, y, sw, splits)
-    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
     assert folds.designs.layout == "folds"  # short rows: the rotated layout does not pay
     assert_allclose(folds.advance(40), expected, rtol=1e-11)
 
@@ -182,7 +184,7 @@ def test_stacked_folds_any_splits(splitter):
     est = ESTIMATORS[0]
     splits = list(splitter.split(X))
     expected, _ = _by_hand(est, X, y, sw, splits)
-    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
     assert isinstance(folds.tests[0], slice) == isinstance(splitter, KFold)
     assert_allclose(folds.advance(40), expected, rtol=1e-11)
 
@@ -197,9 +199,9 @@ def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(speed
     X, y, sw = _data()
     splits = list(KFold(5, shuffle=True, random_state=1).split(X))
     est = ESTIMATORS[0]
-    whole = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    whole = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
     one = whole.advance(40)
-    staged = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    staged = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
     staged.advance(7)
     staged.advance(25)
     # the paths continue bit for bit; the errors of a stage are one block
@@ -210,7 +212,7 @@ def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(speed
     assert_array_equal(staged.advance(12), staged.advance(40)[:13])  # the stored prefix
     # float32 (the default): measured at most 3e-6 relative on these and
     # larger designs (40-150 steps of FISTA, ISTA, GD, Nesterov, heavy ball)
-    low = StackedFolds(est, X, y, sw, splits, np.dtype(np.float32))
+    low = StackedFolds(est, X, y, sw, splits, np.dtype(np.float32), current_policies())
     assert low.designs.layout == layout
     assert_allclose(low.advance(40), one, rtol=3e-5)
 
@@ -248,10 +250,10 @@ def test_stacked_folds_errors(speed_policy, monkeypatch):
     w = np.ones(len(y))
     w[splits[0][0]] = 0.0  # no weight on the training rows of fold 0
     with pytest.raises(ValueError, match="no sample weight"):
-        StackedFolds(ESTIMATORS[0], X, y, w, splits, np.dtype(np.float64))
+        StackedFolds(ESTIMATORS[0], X, y, w, splits, np.dtype(np.float64), current_policies())
     big = IterativeRidge(alpha=1.0, max_iter=40, step_size=50.0, estimate_risk=False)
     with pytest.raises(DivergenceError, match="diverge"):
-        StackedFolds(big, X, y, None, splits, np.dtype(np.float64)).advance(40)
+        StackedFolds(big, X, y, None, splits, np.dtype(np.float64), current_policies()).advance(40)
     with pytest.raises(ValueError, match="fold_dtype must be"):
         _kfold.kfold_dtype("float16")
     # the rotated layout needs each fold to hold out exactly its slice of rows
@@ -275,7 +277,7 @@ def test_fold_step_sizes_from_one_block_of_lanczos_processes(n, p):
     sw = rng.uniform(0.5, 2.0, n)
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
-    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float32))
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float32), current_policies())
     for j, (tr, _) in enumerate(splits):
         own = clone(est).fit(X[tr], y[tr], sample_weight=sw[tr]).step_size_
         assert abs(folds.step_sizes[j] / own - 1) <= 2e-3
@@ -343,7 +345,7 @@ def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(spe
     _form(monkeypatch, "covariance")
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
-    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
     assert isinstance(folds.products, _fold_designs.FoldCovariance)
     folds.designs.base.X[:] = np.nan  # only the Gram matrices may be read
     got = small_fold_lipschitz(folds.designs, folds.products.C)
@@ -360,7 +362,7 @@ def test_folds_take_exact_step_sizes_where_their_own_designs_do():
     y = X[:, 0] + rng.standard_normal(330)
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
-    folds = StackedFolds(est, X, y, None, splits, np.dtype(np.float64))
+    folds = StackedFolds(est, X, y, None, splits, np.dtype(np.float64), current_policies())
     own = [clone(est).fit(X[tr], y[tr]).step_size_ for tr, _ in splits]
     assert_allclose(folds.step_sizes, own, rtol=1e-11)
 
@@ -387,7 +389,7 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(speed_policy, X_kind
     _layout(speed_policy, monkeypatch, X_kind)
     speed_policy(prepared_products=products == "prepared")
     Xs = sp.csr_matrix(X) if sparse else X
-    folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64))
+    folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64), current_policies())
     d = folds.designs
     assert d.layout == ("folds" if sparse else X_kind)
     rng = np.random.default_rng(0)
@@ -434,7 +436,8 @@ def test_block_pass_prepares_every_group_or_none(speed_policy, monkeypatch):
     X, y, _ = _data(seed=4)
     splits = list(KFold(3, shuffle=True, random_state=2).split(X))
     _layout(speed_policy, monkeypatch, "rotated")
-    folds = StackedFolds(clone(ESTIMATORS[2]), X, y, None, splits, np.dtype(np.float64))
+    folds = StackedFolds(clone(ESTIMATORS[2]), X, y, None, splits,
+                         np.dtype(np.float64), current_policies())
     d = folds.designs
     V = np.random.default_rng(0).standard_normal((X.shape[1], len(splits)))
     target = d.target(folds.response, V)
@@ -463,40 +466,39 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy):
     the panels of a pass without the held-out column sized for its K - 1
     columns; and the pass runs in two groups only for a copy of X larger
     than the last-level cache."""
-    speed_policy(cpu_caches={2: 2**20, 3: 32 * 2**20})
-    assert _fold_designs.fold_panel_rows(1500, 4) == int(0.75 * 2**20) // 6000 == 131
-    assert _fold_designs.fold_panel_rows(1500, 8) == 65
-    assert _fold_designs.fold_panel_rows(200, 4) == get_policy().fold_panel_rows
-    assert _fold_designs.fold_panel_rows(10**6, 4) == 8
-    policy = get_policy()
-    assert _fold_designs.fold_panel_rows(policy.narrow_features, 4) == policy.narrow_panel_rows
+    policy = speed_policy(cpu_caches={2: 2**20, 3: 32 * 2**20})
+    rows = _fold_designs.fold_panel_rows
+    assert rows(1500, policy, 4) == int(0.75 * 2**20) // 6000 == 131
+    assert rows(1500, policy, 8) == 65
+    assert rows(200, policy, 4) == policy.fold_panel_rows
+    assert rows(10**6, policy, 4) == 8
+    assert rows(policy.narrow_features, policy, 4) == policy.narrow_panel_rows
     # a larger level-2 cache: the products stay within FOLD_PANEL_MAX_PRODUCT
     # (OpenBLAS's small-matrix kernels), 5 columns by default
-    speed_policy(cpu_caches={2: 2 * 2**20, 3: 32 * 2**20})
-    assert get_policy().fold_panel_max_product == 10**6
-    assert _fold_designs.fold_panel_rows(5000, 4) == 10**6 // 25000 == 40
-    assert _fold_designs.fold_panel_rows(5000, 4, n_columns=4) == 10**6 // 20000 == 50
-    assert _fold_designs.fold_panel_rows(15000, 4, n_columns=5) == 13
-    assert _fold_designs.fold_panel_rows(15000, 4, n_columns=4) == 16
-    assert _fold_designs.fold_panel_rows(1500, 4) == 10**6 // 7500 == 133
-    assert _fold_designs.fold_panel_rows(3000, 4, n_columns=2) == 2 * 2**20 * 3 // 4 // 12000 == 131
-    speed_policy(cpu_caches={2: 2**19, 3: 32 * 2**20})
-    assert _fold_designs.fold_panel_rows(1500, 4) == int(0.75 * 2**19) // 6000 == 65
-    speed_policy(cpu_caches={2: 2**20, 3: 32 * 2**20})  # its last-level share: 32 MiB
-    assert _fold_designs.pass_groups(32 * 2**20) == 1
-    assert _fold_designs.pass_groups(32 * 2**20 + 1) == get_policy().pass_groups
-    speed_policy(pass_groups_min_bytes=0)
-    assert _fold_designs.pass_groups(1) == get_policy().pass_groups
+    policy = speed_policy(cpu_caches={2: 2 * 2**20, 3: 32 * 2**20})
+    assert policy.fold_panel_max_product == 10**6
+    assert rows(5000, policy, 4) == 10**6 // 25000 == 40
+    assert rows(5000, policy, 4, n_columns=4) == 10**6 // 20000 == 50
+    assert rows(15000, policy, 4, n_columns=5) == 13
+    assert rows(15000, policy, 4, n_columns=4) == 16
+    assert rows(1500, policy, 4) == 10**6 // 7500 == 133
+    assert rows(3000, policy, 4, n_columns=2) == 2 * 2**20 * 3 // 4 // 12000 == 131
+    policy = speed_policy(cpu_caches={2: 2**19, 3: 32 * 2**20})
+    assert rows(1500, policy, 4) == int(0.75 * 2**19) // 6000 == 65
+    policy = speed_policy(cpu_caches={2: 2**20, 3: 32 * 2**20})  # its last-level share: 32 MiB
+    assert _fold_designs.pass_groups(32 * 2**20, policy) == 1
+    assert _fold_designs.pass_groups(32 * 2**20 + 1, policy) == policy.pass_groups
+    assert _fold_designs.pass_groups(1, speed_policy(pass_groups_min_bytes=0)) == policy.pass_groups
     speed_policy(pass_groups_min_bytes=None)
     # the full fit beside the folds: X beyond the last-level cache (32 MiB, not
     # this machine's), the block's copy (float32 by default) within it
-    speed_policy(cpu_caches={2: 2**20, 3: 32 * 2**20})
-    assert not _kfold.fit_beside(np.empty((1000, 1500)))  # 12 MB
-    assert _kfold.fit_beside(np.empty((2000, 3000)))  # 48 MB, its block 24 MB
-    assert not _kfold.fit_beside(np.empty((3000, 3000)))  # block 36 MB: two groups
-    assert not _kfold.fit_beside(np.empty((2000, 3000), dtype=np.float32))
-    assert not _kfold.fit_beside(sp.csr_matrix((2000, 3000)))
-    assert not _kfold.fit_beside(np.empty((2000, 3000)), "float64")
+    beside = _kfold.fit_beside
+    assert not beside(np.empty((1000, 1500)), policy)  # 12 MB
+    assert beside(np.empty((2000, 3000)), policy)  # 48 MB, its block 24 MB
+    assert not beside(np.empty((3000, 3000)), policy)  # block 36 MB: two groups
+    assert not beside(np.empty((2000, 3000), dtype=np.float32), policy)
+    assert not beside(sp.csr_matrix((2000, 3000)), policy)
+    assert not beside(np.empty((2000, 3000)), policy, "float64")
     # the planned panels have those rows
     speed_policy(rotated_min_bytes=0)
     speed_policy(rotated_min_features=0)
@@ -504,7 +506,8 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy):
     speed_policy(fold_covariance=False)  # the pass, not the Gram matrices
     X, y, _ = _data(n=900)
     splits = list(KFold(3, shuffle=True, random_state=0).split(X))
-    folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
+    folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits,
+                         np.dtype(np.float64), current_policies())
     passes = folds.designs._pass_plan()[-1]  # (sums, groups) of all K columns, of K - 1
     assert folds.designs.layout == "rotated" and len(passes) == 2
     for sums, groups in passes:
@@ -512,18 +515,20 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy):
         # the views of every panel: (V^T, Xa, ...)
         panels = [v[1].shape[0] for group in groups for v in group[0]]
         assert max(panels) == 64 and sum(panels) == 900
-    # products capped: the pass without the held-out column has larger panels
-    speed_policy(fold_panel_max_product=60 * 3 * 20)
+    # products capped (a block made under that policy): the pass without the
+    # held-out column has larger panels, and the same products
     V = np.random.default_rng(1).standard_normal((X.shape[1], 3))
     target = folds.designs.target(folds.response, V)
     ref = [folds.designs.fitted_and_gradient(V, target, held_out=h) for h in (True, False)]
-    folds.designs._plan = None
+    speed_policy(fold_panel_max_product=60 * 3 * 20)
+    capped = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits,
+                          np.dtype(np.float64), current_policies())
     sizes = [[v[1].shape[0] for group in groups for v in group[0]]
-             for _, groups in folds.designs._pass_plan()[-1]]
+             for _, groups in capped.designs._pass_plan()[-1]]
     assert max(sizes[0]) == 20 and max(sizes[1]) == 30
     assert sum(sizes[0]) == sum(sizes[1]) == 900
     for h, (P, Z, rss) in zip((True, False), ref, strict=True):
-        P2, Z2, rss2 = folds.designs.fitted_and_gradient(V, target, held_out=h)
+        P2, Z2, rss2 = capped.designs.fitted_and_gradient(V, target, held_out=h)
         assert_allclose(P2, P, rtol=1e-12, atol=1e-12 * np.nanmax(np.abs(P)))
         assert_allclose(Z2, Z, rtol=1e-12, atol=1e-12 * np.abs(Z).max())
         assert_allclose(rss2, rss, rtol=1e-12)
@@ -543,7 +548,7 @@ def test_cache_sizes_from_sysfs(tmp_path, speed_policy):
         (entry / "type").write_text(f"{kind}\n")
         (entry / "size").write_text(f"{size}\n")
     root = str(tmp_path)
-    reported, share = _parallel.reported_cache_bytes, _parallel.reported_last_level_share
+    reported, share = _parallel.reported_cache_bytes, _parallel.shared_cpus
     try:
         assert reported(1, root) == 48 * 2**10
         assert reported(2, root) == 2**20
@@ -557,25 +562,19 @@ def test_cache_sizes_from_sysfs(tmp_path, speed_policy):
             reported.cache_clear()
             share.cache_clear()
             assert reported(3, root) == 480 * 2**20
-            assert share(root) == count * get_policy().last_level_per_cpu_max
-        (tmp_path / "index3" / "size").write_text("32M\n")
-        reported.cache_clear()
-        share.cache_clear()
-        assert share(root) == 32 * 2**20
+            assert share(root) == count
         missing = str(tmp_path / "missing")
-        assert reported(2, missing) == get_policy().default_cache_bytes[2]
-        assert reported(3, missing) == get_policy().default_cache_bytes[3]
+        assert reported(2, missing) is None and share(missing) == 1
     finally:
         reported.cache_clear()
         share.cache_clear()
     # pinned by the policy: those sizes (the others the defaults), the
     # last-level cache one CPU's
-    speed_policy(cpu_caches={2: 3 * 2**20, 3: 2**30})
-    assert _parallel.cache_bytes(2) == 3 * 2**20
-    assert _parallel.cache_bytes(1) == get_policy().default_cache_bytes[1]
-    assert _parallel.last_level_share() == get_policy().last_level_per_cpu_max
-    speed_policy(cpu_caches={3: 2**20})
-    assert _parallel.last_level_share() == 2**20
+    policy = speed_policy(cpu_caches={2: 3 * 2**20, 3: 2**30})
+    assert _parallel.cache_bytes(2, policy) == 3 * 2**20
+    assert _parallel.cache_bytes(1, policy) == policy.default_cache_bytes[1]
+    assert _parallel.last_level_share(policy) == policy.last_level_per_cpu_max
+    assert _parallel.last_level_share(speed_policy(cpu_caches={3: 2**20})) == 2**20
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
@@ -613,7 +612,8 @@ def test_block_pass_does_not_depend_on_the_blas_threads(speed_policy, layout, mo
         # BLAS (a Gram matrix and LAPACK), whose last bits may depend on its
         # threads on some CPUs; the pass and the steps must not
         with threadpool_limits(1, user_api="blas"):
-            folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits, np.dtype(np.float64))
+            folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits,
+                                 np.dtype(np.float64), current_policies())
         with threadpool_limits(threads, user_api="blas"):
             assert len(folds.designs._pass_plan()[-1][0][1]) == 2  # two groups of panels
             V = np.random.default_rng(0).standard_normal((X.shape[1], 3))
@@ -685,17 +685,17 @@ def test_fold_covariance_rule(speed_policy, level2):
     cache), the pass elsewhere (2000 x 1000: the p x p products read more
     than the pass), never with more features than samples or than
     COVARIANCE_MAX_FEATURES, nor when switched off."""
-    speed_policy(cpu_caches={2: level2})
+    policy = speed_policy(cpu_caches={2: level2})
     pays = _kfold.fold_covariance_pays
     for n, p in [(20000, 8), (20000, 50), (50000, 20), (20000, 200), (5000, 500),
                  (10000, 1000)]:
-        assert pays(n, p, 5, 150)
+        assert pays(n, p, 5, 150, policy)
     for n, p in [(2000, 1000), (2000, 3000), (10000, 5000), (3000, 2001), (1000, 500)]:
-        assert not pays(n, p, 5, 150)
+        assert not pays(n, p, 5, 150, policy)
     # 5 Gram matrices of 250 x 250 in float32: 1.25 MB, resident in 2 MiB only
-    assert pays(500, 250, 5, 150) == (level2 >= 2 * 2**20)
-    assert pays(500, 250, 5, 150, itemsize=8) is False  # 2.5 MB in float64
-    assert not pays(20000, 50, 5, 0)
+    assert pays(500, 250, 5, 150, policy) == (level2 >= 2 * 2**20)
+    assert pays(500, 250, 5, 150, policy, itemsize=8) is False  # 2.5 MB in float64
+    assert not pays(20000, 50, 5, 0, policy)
 
 
 def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, monkeypatch):
@@ -705,7 +705,7 @@ def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, m
     rng = np.random.default_rng(5)
     X = rng.standard_normal((3000, 20)) + 0.7 * rng.standard_normal((3000, 1))
     y = X[:, :4] @ np.ones(4) + 2.0 * rng.standard_normal(3000)
-    assert _kfold.fold_covariance_pays(3000, 20, 5, 60)
+    assert _kfold.fold_covariance_pays(3000, 20, 5, 60, get_policy())
     built = []
     real = _fold_designs.FoldCovariance.__init__
 
@@ -731,7 +731,7 @@ def test_designs_declare_their_products():
     (skacv.linalg._protocols.LinearProducts and BlockProducts), with no
     delegation: the folds' covariance form declares the block's products and
     keeps the folds' rows, layout and centring with its FoldDesigns."""
-    from skacv.linalg._design import CovarianceForm
+    from skacv.linalg._covariance import CovarianceForm
     from skacv.linalg._protocols import BlockProducts, LinearProducts
 
     X, y, sw = _data(n=120, p=8)
@@ -742,7 +742,7 @@ def test_designs_declare_their_products():
     assert not isinstance(np.ones(3), LinearProducts)
     splits = [(np.setdiff1d(np.arange(120), te), te) for te in np.array_split(np.arange(120), 4)]
     est = TrajectoryLasso(alpha=0.05, solver="ista", max_iter=5)
-    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64))
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
     assert isinstance(folds.designs, FoldDesigns)
     assert isinstance(folds.products, _fold_designs.FoldCovariance)  # 120 x 8: the Gram matrices
     for block in (folds.designs, folds.products):
@@ -768,8 +768,8 @@ def test_kfold_stages_wait_for_a_limit_below_the_minimum(speed_policy, staged):
 
     def length(limit):
         est = TrajectoryLasso(alpha=0.01, max_iter=300, estimate_risk=False)
-        _, paths, _ = fit_kfold(est, X, y, {}, attrs, splits, n_iter_no_change=10,
-                                limit=limit)
+        _, paths, _ = fit_kfold(est, X, y, {}, attrs, splits, 10, "time", "auto", limit,
+                                current_policies())
         return est.n_iter_, paths["kfold_path_"]
 
     n_free, path = length(None)

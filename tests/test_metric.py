@@ -8,6 +8,7 @@ import pytest
 from sklearn.linear_model import Lasso
 
 from skacv import TrajectoryLasso, risk_alpha_path
+from skacv._policy import get_policy
 from skacv.iterations._metric import RankOneMetric, rank_one_metric
 
 
@@ -70,7 +71,7 @@ def test_metric_majorises_an_equicorrelated_hessian():
     lam, V = np.linalg.eigh(H)
     # a Lanczos-quality top direction: the exact one, perturbed
     u = V[:, -1] + 1e-3 * np.random.default_rng(0).standard_normal(120)
-    metric, _ = rank_one_metric(lambda v: H @ v, 120, u)
+    metric, _ = rank_one_metric(lambda v: H @ v, 120, u, get_policy())
     assert metric is not None
     M = metric.b * np.eye(120) + metric.c * np.outer(metric.u, metric.u)
     assert np.linalg.eigvalsh(M - H).min() >= -1e-10 * lam[-1]
@@ -81,7 +82,7 @@ def test_metric_majorises_an_equicorrelated_hessian():
     Z = np.random.default_rng(1).standard_normal((300, 120))
     Z -= Z.mean(axis=0)
     G = Z.T @ Z / 300
-    none, _ = rank_one_metric(lambda v: G @ v, 120, np.linalg.eigh(G)[1][:, -1])
+    none, _ = rank_one_metric(lambda v: G @ v, 120, np.linalg.eigh(G)[1][:, -1], get_policy())
     assert none is None
 
 

@@ -7,7 +7,9 @@ set by tests through the ``speed_policy`` and ``statistical_policy``
 fixtures. The walk below reads the source of every module of skacv and
 fails on a module-level UPPER_CASE name bound to a number or to arithmetic
 of numbers (``1e-4``, ``-3``, ``2 * 2**20``, ``1 << 40``), except the few
-non-tuning constants of ``ALLOWED``.
+non-tuning constants of ``ALLOWED``. And the policies are read in few places:
+:func:`skacv._policy.current_policies` reads them where a fit, a search or a
+public function starts (``ENTRY_POINTS``), and hands them down as arguments.
 """
 
 import ast
@@ -20,9 +22,11 @@ import skacv
 ROOT = Path(skacv.__file__).parent
 #: the modules that hold the policies themselves
 POLICY_MODULES = {"_policy.py", "_statistics.py"}
-#: being restructured (issue 61, points 1 and 7): its constants are reported
-#: by ``test_estimates_constants_pending`` until they move into the policy
-PENDING = "estimates"
+#: where the ambient policies are read (``current_policies()``): a design's
+#: construction (every fit and public function starts with its design; a
+#: derived design takes its parent's), the search's fit and EigenPro's fit
+ENTRY_POINTS = {"linalg/_design.py": 1, "model_selection/_selection.py": 1,
+                "kernel_methods/_eigenpro.py": 1}
 
 #: module-level numeric constants that tune nothing, with the reason
 ALLOWED = {
@@ -43,6 +47,12 @@ ALLOWED = {
     ("estimators/_huber.py", "MAD_FACTOR"): "mathematical constant",
     # the range of ctypes.c_int, the BLAS calls' integer arguments
     ("linalg/_blas.py", "INT_LIMIT"): "machine constant",
+    # arrays alive at the peak of the estimates, for their memory checks:
+    # facts of the code, like _demo's _TT_ARRAYS
+    ("estimates/risk/_result.py", "DENSE_MATRICES"): "measured count",
+    ("estimates/risk/_result.py", "SETTLED_ARRAYS"): "measured count",
+    ("estimates/risk/_result.py", "SETTLED_VECTORS"): "measured count",
+    ("estimates/loo/_iacv.py", "_ARRAYS_PER_SAMPLE"): "measured count",
 }
 
 
@@ -91,11 +101,11 @@ def numeric_constants(source):
     return found
 
 
-def _constants(pending):
+def _constants():
     out = {}
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel in POLICY_MODULES or rel.startswith(f"{PENDING}/") != pending:
+        if rel in POLICY_MODULES:
             continue
         for line, name in numeric_constants(path.read_text()):
             out[(rel, name)] = line
@@ -115,10 +125,9 @@ def test_the_walk_finds_numeric_constants():
 
 
 def test_no_numeric_tuning_constant_outside_the_policy():
-    """Outside the policies' modules (and ``skacv/estimates/``, pending), a
-    module-level numeric constant is in ``ALLOWED`` or it is a field of a
-    policy."""
-    found = _constants(pending=False)
+    """Outside the policies' modules, a module-level numeric constant is in
+    ``ALLOWED`` or it is a field of a policy."""
+    found = _constants()
     offenders = [f"skacv/{rel}:{line} {name}" for (rel, name), line in sorted(found.items())
                  if (rel, name) not in ALLOWED]
     assert not offenders, ("numeric tuning constants at module level: make them fields of "
@@ -130,18 +139,39 @@ def test_no_numeric_tuning_constant_outside_the_policy():
 
 def test_the_allowed_constants_are_current():
     """Every entry of ``ALLOWED`` still names a numeric module constant."""
-    found = _constants(pending=False)
+    found = _constants()
     assert sorted(set(ALLOWED) - set(found)) == []
 
 
-@pytest.mark.xfail(strict=True, reason="skacv/estimates/ is being restructured (issue 61): "
-                   "its numeric constants move into the policy there; remove this mark then")
-def test_estimates_constants_pending():
-    """The same rule for ``skacv/estimates/``: reported (expected to fail
-    until its constants move), not skipped; the failure lists them."""
-    found = _constants(pending=True)
-    assert not found, "\n".join(f"skacv/{rel}:{line} {name}"
-                                for (rel, name), line in sorted(found.items()))
+def _calls(source, names):
+    """Line numbers of the calls of the functions ``names`` in ``source``
+    (by name or as an attribute: ``f()``, ``module.f()``)."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", None)) in names]
+
+
+def test_the_walk_finds_calls():
+    source = "a = get_policy()\nb = _policy.get_statistics()\ndef f():\n    return get_policy\n"
+    assert _calls(source, {"get_policy", "get_statistics"}) == [1, 2]
+
+
+def test_the_policies_are_read_at_the_entry_points_only():
+    """``get_policy()`` and ``get_statistics()`` are called once each in
+    skacv, by ``current_policies()``; it is called only where a fit, a
+    search or a public function starts (``ENTRY_POINTS``): every function
+    below takes the policies as arguments (or from the design it works on)."""
+    direct, entry = {}, {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel, source = path.relative_to(ROOT).as_posix(), path.read_text()
+        for name in ("get_policy", "get_statistics"):
+            for line in _calls(source, {name}):
+                direct.setdefault(name, []).append(f"{rel}:{line}")
+        if rel != "_policy.py" and _calls(source, {"current_policies"}):
+            entry[rel] = len(_calls(source, {"current_policies"}))
+    assert {name: [site.split(":")[0] for site in sites] for name, sites in direct.items()} == {
+        "get_policy": ["_policy.py"], "get_statistics": ["_policy.py"]}, direct
+    assert entry == ENTRY_POINTS
 
 
 @pytest.mark.parametrize("policy", ["SpeedPolicy", "StatisticalPolicy"])
@@ -157,3 +187,32 @@ def test_every_policy_field_is_documented(policy):
     entries = re.findall(r"^    ([\w, ]+) : ", cls.__doc__, flags=re.M)
     documented = {name.strip() for entry in entries for name in entry.split(",")}
     assert sorted(f.name for f in dataclasses.fields(cls) if f.name not in documented) == []
+
+
+def test_derived_designs_take_their_parents_policies():
+    """A ``Design`` made without ``policies=`` captures the policies in force:
+    only where a fit or a public function starts (``make_design`` and the
+    fit shell); every design derived inside a computation (working sets,
+    folds, sub-designs) is given its parent's."""
+    capture = {"linalg/_design.py", "estimators/_base.py"}
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call)
+                    and getattr(node.func, "id", getattr(node.func, "attr", None))
+                    in ("Design", "centred")
+                    and not any(k.arg == "policies" for k in node.keywords)
+                    and len(node.args) < 5 and rel not in capture):
+                found.append(f"skacv/{rel}:{node.lineno}")
+    assert found == []
+
+
+def test_the_policies_pickle():
+    """A fitted estimator keeps its design, which carries the policies."""
+    import pickle
+
+    from skacv._policy import current_policies
+
+    policies = current_policies()
+    assert pickle.loads(pickle.dumps(policies)) == policies

@@ -167,11 +167,13 @@ def test_clipped_fista_converges_like_fista():
 
 
 def test_reliability_against_its_definition():
+    from skacv._statistics import StatisticalPolicy
+
     # a memory matrix without cancellations: ISTA-like, df below 1, reliable
     rng = np.random.default_rng(0)
     T1, n = 30, 50.0
     A = np.tril(rng.uniform(0, 0.5, (T1, T1)), -1)
-    ok, df, amp = risk_reliability(A, A, n, proximal=True)
+    ok, df, amp = risk_reliability(A, A, n, StatisticalPolicy(), proximal=True)
     assert_allclose(df, A.sum(axis=1) / n)
     Linv = np.linalg.inv(np.eye(T1) - A / n)
     assert_allclose(amp, np.abs(Linv).sum(axis=1) * (1 - df))
@@ -179,15 +181,17 @@ def test_reliability_against_its_definition():
     # a negative trace sum makes every later iterate unreliable
     B = A.copy()
     B[12, :12] = -5.0
-    ok, df, _ = risk_reliability(B, B, n, proximal=True)
+    ok, df, _ = risk_reliability(B, B, n, StatisticalPolicy(), proximal=True)
     assert df[12] < -0.05
     assert ok[:12].all() and not ok[12:].any()
     # linear methods are only checked for finiteness
-    ok, _, _ = risk_reliability(B, B, n, proximal=False)
+    ok, _, _ = risk_reliability(B, B, n, StatisticalPolicy(), proximal=False)
     assert ok.all()
 
 
 def test_reliability_failures_name_the_check_each_iterate_fails():
+    from skacv._statistics import StatisticalPolicy
+
     rng = np.random.default_rng(0)
     T1, n = 30, 50.0
     A = np.tril(rng.uniform(0, 0.5, (T1, T1)), -1)
@@ -195,7 +199,8 @@ def test_reliability_failures_name_the_check_each_iterate_fails():
     A[20, :20] = 3.0  # df = 60 / 50 >= 1
     support = np.full(T1, 40)
     support[5] = 0  # n df_5 > 0 = 1.5 (support + 0)
-    ok, df, amp, failed = risk_reliability(A, A, n, proximal=True, support=support,
+    stats = StatisticalPolicy()
+    ok, df, amp, failed = risk_reliability(A, A, n, stats, proximal=True, support=support,
                                            return_failures=True)
     assert_array_equal(np.flatnonzero(failed["df_low"]), [12])
     assert_array_equal(np.flatnonzero(failed["df_high"]), [20])
@@ -204,7 +209,7 @@ def test_reliability_failures_name_the_check_each_iterate_fails():
     # reliable: no check failed up to t (and the same three outputs as before)
     any_failed = np.logical_or.reduce(list(failed.values()))
     assert_array_equal(ok, np.logical_and.accumulate(~any_failed))
-    assert_array_equal(ok, risk_reliability(A, A, n, proximal=True, support=support)[0])
+    assert_array_equal(ok, risk_reliability(A, A, n, stats, proximal=True, support=support)[0])
 
 
 def test_interpolating_ista_is_flagged_as_such_not_as_momentum():
@@ -253,9 +258,11 @@ def test_intervals_at_a_flagged_iterate_say_why_it_is_flagged():
 
 
 def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
+    from skacv._statistics import StatisticalPolicy
     from skacv.estimates.risk._estimate import RiskEstimate
     from skacv.estimators._advice import unreliable_advice, warn_unreliable
 
+    stats = StatisticalPolicy()
     reliable = np.array([True, True, False, False])
     res = RiskEstimate(risk=np.ones(4), reliable=reliable,
                        df_fraction=np.array([0.0, 0.1, 0.3, 0.3]),
@@ -265,10 +272,11 @@ def test_momentum_warning_suggests_the_estimators_own_solver_without_momentum():
     for est, solver in ((TrajectoryLasso(), "'ista'"), (IterativeRidge(), "'gd'")):
         with pytest.warns(UnreliableEstimateWarning,
                           match=rf"iteration 2 on .*momentum method.*solver={solver}"):
-            warn_unreliable(est, res, unreliable_advice(est, res))
+            warn_unreliable(est, res, unreliable_advice(est, res, stats), stats)
     res.momentum = False  # the same flag without momentum names no solver
     with pytest.warns(UnreliableEstimateWarning) as record:
-        warn_unreliable(TrajectoryLasso(), res, unreliable_advice(TrajectoryLasso(), res))
+        warn_unreliable(TrajectoryLasso(), res,
+                        unreliable_advice(TrajectoryLasso(), res, stats), stats)
     assert "solver=" not in str(record[0].message)
     assert "momentum" not in str(record[0].message)
 
@@ -379,12 +387,14 @@ def test_n_probes_auto_is_exact_when_cheap_and_probes_otherwise():
     assert_allclose(auto.risk_path_, exact.risk_path_, rtol=1e-10)
     X, y, *_ = _design("ar", 100, 50, 0.5, 0)
     auto = TrajectoryLasso(alpha=0.05, max_iter=20, random_state=1).fit(X, y)
-    # the pooled probes' one chain takes pooled_probes(n, p): SMALL_PROBES on
+    # the pooled probes' one chain takes pooled_probes(n, p): small_probes on
     # this small design (the other schemes 10)
-    from skacv.estimates.risk._probes import SMALL_PROBES, pooled_probes
+    from skacv._statistics import StatisticalPolicy
+    from skacv.estimates.risk._probes import pooled_probes
 
-    assert pooled_probes(100, 50) == SMALL_PROBES
-    probes = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=SMALL_PROBES,
+    small = StatisticalPolicy().small_probes
+    assert pooled_probes(100, 50, StatisticalPolicy()) == small
+    probes = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=small,
                              random_state=1).fit(X, y)
     assert_allclose(auto.risk_path_, probes.risk_path_, rtol=1e-10)
     shared = TrajectoryLasso(alpha=0.05, max_iter=20, risk_options={"probe_scheme": "shared"},

@@ -530,14 +530,14 @@ def test_gather_in_threads(speed_policy, monkeypatch, workers, rows):
     X = rng.randn(41, 13)
     idx = None if rows is None else rng.permutation(41)[:37]
     cols = rng.permutation(13)[:9]
-    speed_policy(gather_bytes=2 * 13 * 8)  # blocks of 2 rows
-    speed_policy(gather_threads_min_bytes=0)
+    policy = speed_policy(gather_bytes=2 * 13 * 8,  # blocks of 2 rows
+                          gather_threads_min_bytes=0)
     monkeypatch.setattr(copies_module, "blas_threads", lambda: workers)
     used = []
     real = copies_module.column_workers
     monkeypatch.setattr(copies_module, "column_workers",
                         lambda w: used.append(w) or real(w))
-    out = copies_module.gather(X, np.float32, rows=idx, cols=cols)
+    out = copies_module.gather(X, np.float32, policy, rows=idx, cols=cols)
     ref = (X if idx is None else X[idx])[:, cols].astype(np.float32)
     assert used == [workers] and out.flags.c_contiguous
     np.testing.assert_array_equal(out, ref)

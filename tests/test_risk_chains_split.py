@@ -65,7 +65,7 @@ def _problem(n, p, seed=0):
 def _forced(monkeypatch, split, gram=True):
     calls = []
 
-    def fixed(n, prefix, T, per_output=1):
+    def fixed(n, prefix, T, policy, per_output=1):
         calls.append(T)
         return min(split, T)
 
@@ -96,7 +96,7 @@ def test_split_chains_equal_finite_differences(monkeypatch, shape, l1, split, gr
     factors = set()
     product = chains.gram_product
     monkeypatch.setattr(chains, "gram_product",
-                        lambda *a: factors.add(a[-1]) or product(*a))
+                        lambda *a: factors.add(a[-2]) or product(*a))
     A, A_src = memory_matrix(design, iteration, path, n_probes=None, chain_dtype=np.float64)
     assert calls == [T]
     assert len(factors) == 1
@@ -191,12 +191,15 @@ def test_core_must_beat_the_split_by_more():
     iteration = ISTA(0.1, 0.1)
     cost = np.zeros(T + 1)
     cost[2:] = 1.0
-    plan = core_space.core_space_plan(iteration, path, n, m, cost, 8, start=None, total=1.0)
+    plan = core_space.core_space_plan(iteration, path, n, m, cost, 8, get_policy(), start=None,
+                                      total=1.0)
     assert plan is None  # the chains cost nothing: never worth it
-    best = core_space.core_space_plan(iteration, path, n, m, cost, 8, total=1e30).cost
+    best = core_space.core_space_plan(iteration, path, n, m, cost, 8, get_policy(),
+                                      total=1e30).cost
     policy = get_policy()
     for split, gain in ((False, policy.core_min_gain), (True, policy.core_min_gain_split)):
-        chosen = [core_space.core_space_plan(iteration, path, n, m, cost, 8, total=total,
+        chosen = [core_space.core_space_plan(iteration, path, n, m, cost, 8, policy,
+                                             total=total,
                                              split=split) is not None
                   for total in (0.99 * gain * best, 1.01 * gain * best)]
         assert chosen == [False, True]
@@ -211,14 +214,14 @@ def test_split_step_meets_in_the_middle_of_constant_supports():
     less than its overhead, are not split."""
     T = 100
     prefix = np.full(T + 2, 300)
-    r = chains.split_step(50, prefix, T)
+    r = chains.split_step(50, prefix, T, get_policy())
     assert r in (T // 2, T // 2 + 1)
     cost = chains.chain_step_cost(50, prefix, 10, T, r).sum()
     assert cost / chains.chain_step_cost(50, prefix, 10, T).sum() == pytest.approx(
         (r * (r - 1) / 2 + (T - r) * (T - r + 1) / 2) / (T * (T - 1) / 2), rel=1e-3)
-    assert chains.split_step(50, prefix[:5], 3) == 3
+    assert chains.split_step(50, prefix[:5], 3, get_policy()) == 3
     shrinking = np.linspace(3000, 1000, T + 2).astype(int)
-    assert chains.split_step(500, shrinking, T) in (T // 2, T // 2 + 1)
+    assert chains.split_step(500, shrinking, T, get_policy()) in (T // 2, T // 2 + 1)
 
 
 def test_warm_start_and_heavy_ball_run_forward_only(monkeypatch):
@@ -230,7 +233,7 @@ def test_warm_start_and_heavy_ball_run_forward_only(monkeypatch):
     X, y, _ = _problem(60, 90, seed=1)
     calls = []
     real = chains.split_step
-    monkeypatch.setattr(chains, "split_step", lambda *a: calls.append(a[3:]) or real(*a))
+    monkeypatch.setattr(chains, "split_step", lambda *a: calls.append(a[4:]) or real(*a))
     TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5), max_iter=30, n_probes=4,
                     random_state=0).fit(X, y)
     shared = dict(max_iter=30, n_probes=4, random_state=0, risk_options={"probe_scheme": "shared"})
@@ -240,4 +243,4 @@ def test_warm_start_and_heavy_ball_run_forward_only(monkeypatch):
     TrajectoryLasso(0.05, solver="fista", **shared).fit(X, y)
     assert calls == [(1,), (2,)]
     T, prefix = 90, np.full(92, 100)
-    assert abs(chains.split_step(50, prefix, T, 2) - 2 * T / 3) <= 1
+    assert abs(chains.split_step(50, prefix, T, get_policy(), 2) - 2 * T / 3) <= 1

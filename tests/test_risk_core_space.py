@@ -194,7 +194,7 @@ def test_the_flop_model_diagonalises_wide_and_settling_cores():
 
         with pytest.MonkeyPatch.context() as mp:
             if not split:  # forward chains only, as with a heavy ball
-                mp.setattr(chains, "split_step", lambda n, prefix, T, per_output=1: T)
+                mp.setattr(chains, "split_step", lambda n, prefix, T, policy, per_output=1: T)
             mp.setattr(chains, "core_space_plan", spy)
             est = TrajectoryLasso(alpha, solver=solver, max_iter=T, **kw).fit(X, y)
             mp.setattr(chains, "core_space_plan", lambda *a, **k: None)

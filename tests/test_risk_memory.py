@@ -16,6 +16,8 @@ import pytest
 from sklearn.base import clone
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
+from skacv._policy import get_policy
+from skacv._statistics import get_statistics
 from skacv.estimates.risk._estimate import memory_matrix
 from skacv.exceptions import UnreliableEstimateWarning
 
@@ -136,15 +138,16 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
 
     class Sizes:
         n_samples, n_features = 1000, 60
+        policy = get_policy()
 
-    from skacv.estimates.risk._probes import POOLED_PROBES
+    pooled = get_statistics().pooled_probes
 
-    wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "pooled")
-    narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, POOLED_PROBES, "pooled")
+    wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, pooled, "pooled")
+    narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, pooled, "pooled")
     assert wide > narrow > 0 and flops > 0
     assert chain_cost_in_fits(Sizes, est.coef_path_, None, "pooled") == (0.0, 0.0)
     # the shared probes' chains meet in the middle: m T / 4 columns a step, the pooled m
-    shared = chain_cost_in_fits(Sizes, est.coef_path_, POOLED_PROBES, "shared")[0]
+    shared = chain_cost_in_fits(Sizes, est.coef_path_, pooled, "shared")[0]
     assert shared > wide
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
     calls = []
@@ -161,36 +164,28 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     assert calls == [1]
 
 
-def test_auto_search_uses_the_folds_when_the_estimate_costs_more(speed_policy):
-    """criterion="auto" keeps the risk estimate by default (no budget); under
-    a risk_time_budget it is exceeded, K-fold CV along the path with an
-    EfficiencyWarning that gives the predicted cost, and the choice of
-    criterion="kfold"."""
-    from sklearn.exceptions import EfficiencyWarning
-
+@pytest.mark.parametrize("criterion", ["auto", "risk"])
+def test_the_budget_refuses_and_never_chooses(speed_policy, criterion):
+    """The configuration changes resources only: under a risk_time_budget
+    the search's estimate that would exceed it is refused (the error
+    reaches the user, whatever the criterion: "auto" does not switch to
+    K-fold CV), and within it (or without one) the search selects what it
+    selects without a budget."""
     from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
+    from skacv.exceptions import EstimateBudgetError
 
     rng = np.random.default_rng(1)
     X = rng.standard_normal((1000, 60))
     y = X[:, :5].sum(axis=1) + rng.standard_normal(1000)
-    lasso = TrajectoryLasso(alpha=1e-3, max_iter=30)
-    assert TrajectoryEarlyStoppingCV(lasso,
-                                     search="grid", random_state=0).fit(X, y).criterion_ == "risk"
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(alpha=1e-3, max_iter=30),
+                                       criterion=criterion, search="grid", random_state=0)
+    free = clone(search).fit(X, y)
+    assert free.criterion_ == "risk"
     speed_policy(risk_cheap_flops=0.0)
-    with (config_context(risk_time_budget=0.0),
-          pytest.warns(EfficiencyWarning, match="would cost about")):
-        auto = TrajectoryEarlyStoppingCV(lasso, search="grid", random_state=0).fit(X, y)
-    kfold = TrajectoryEarlyStoppingCV(lasso,
-                                      search="grid", criterion="kfold", random_state=0).fit(X, y)
-    assert auto.criterion_ == "kfold"
-    assert auto.best_iteration_ == kfold.best_iteration_
-    np.testing.assert_allclose(auto.kfold_path_, kfold.kfold_path_)
-    # criterion="risk" asked for explicitly: the budget's refusal reaches the
-    # user (no silent switch); without a budget the estimate is computed
-    from skacv.exceptions import EstimateBudgetError
-
-    with config_context(risk_time_budget=0.0):
-        explicit = TrajectoryEarlyStoppingCV(lasso, search="grid", criterion="risk")
-        with pytest.raises(EstimateBudgetError, match="would cost about"):
-            explicit.fit(X, y)
-    assert explicit.fit(X, y).criterion_ == "risk"
+    with config_context(risk_time_budget=0.0), pytest.raises(EstimateBudgetError,
+                                                             match="would cost about"):
+        clone(search).fit(X, y)
+    with config_context(risk_time_budget=1e9):
+        within = clone(search).fit(X, y)
+    assert within.criterion_ == "risk" and within.best_iteration_ == free.best_iteration_
+    np.testing.assert_array_equal(within.risk_path_, free.risk_path_)

@@ -17,6 +17,8 @@
   them; the jackknife measures the probes' noise and grows them.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -27,6 +29,7 @@ import skacv.estimates.risk._estimate as risk_module
 import skacv.estimates.risk._pooled as pooled
 import skacv.estimates.risk._probes as probes
 from skacv import TrajectoryLasso
+from skacv._statistics import get_statistics
 from skacv.estimates.risk._propagate import ForwardChains
 from skacv.estimates.risk._readout import source_residuals
 from skacv.iterations._iterations import FISTA
@@ -224,15 +227,15 @@ def test_a_removed_scheme_is_refused():
 
 @pytest.mark.parametrize("exact_support", [300, 10])
 def test_pooled_probes_give_the_exact_row_sums_and_continue_a_warm_start(
-        monkeypatch, exact_support):
+        monkeypatch, statistical_policy, exact_support):
     """The pooled probes (``"auto"``'s): with identity
     probes the one chain reads every row's exact sum over the sources older
     than lag 0; a warm start continues the chain from the shorter path's last
     step (the steps run: 25, then 26..60) and gives the cold fit's numbers,
-    also with the template's Lanczos nodes (``TEMPLATE_EXACT_SUPPORT=10``:
+    also with the template's Lanczos nodes (``template_exact_support=10``:
     its probes follow the features, not the chains' row order, which
     changes with the path)."""
-    monkeypatch.setattr(pooled, "TEMPLATE_EXACT_SUPPORT", exact_support)
+    statistical_policy(template_exact_support=exact_support)
     rng = np.random.default_rng(3)
     X = rng.standard_normal((70, 100))
     y = X[:, :6] @ np.ones(6) + rng.standard_normal(70)
@@ -336,12 +339,13 @@ def test_one_probe_reads_its_traces_by_groups_of_samples(solver):
     z = np.random.default_rng(3).choice([-1.0, 1.0], size=80)
     run = _one_probe_run(prob, path, z)
     by_A, by_V = run.by_samples
-    assert by_A.shape == (41, probes.SAMPLE_GROUPS)
+    H = get_statistics().noise_groups
+    assert by_A.shape == (41, H)
     scale = np.abs(run.SA).max()
     np.testing.assert_allclose(by_A.sum(axis=1), run.SA[:, 0, 0], atol=1e-12 * scale)
     np.testing.assert_allclose(by_V.sum(axis=1), run.SV[:, 0, 0], atol=1e-12 * scale)
-    groups = probes.sample_groups(80)
-    for g in range(probes.SAMPLE_GROUPS):
+    groups = probes.sample_groups(80, H)
+    for g in range(H):
         inside = groups == g
         flipped = _one_probe_run(prob, path, np.where(inside, z, -z)).by_samples
         alone = _one_probe_run(prob, path, np.where(inside, z, 0.0))
@@ -414,9 +418,10 @@ def test_probe_noise_is_the_jackknife_of_the_probes(m):
     probe, ``m = 32`` groups of four."""
     rng = np.random.default_rng(0)
     x = 1.0 + 0.1 * rng.standard_normal((m, 20))
-    replicates = [x[kept].mean(axis=0) for kept in probes.jackknife_probes(m)]
+    groups = get_statistics().noise_groups
+    replicates = [x[kept].mean(axis=0) for kept in probes.jackknife_probes(m, groups)]
     K = len(replicates)
-    assert K == min(m, probes.NOISE_GROUPS)
+    assert K == min(m, groups)
     means = x.reshape(K, m // K, 20).mean(axis=1)
     se = means.std(axis=0, ddof=1) / np.sqrt(K)
     r = x.mean(axis=0)
@@ -426,10 +431,10 @@ def test_probe_noise_is_the_jackknife_of_the_probes(m):
 
 
 @pytest.mark.parametrize("start", [1, 2, 4, 8])
-def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch, start):
+def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(statistical_policy, start):
     """``n_probes="auto"`` with the pooled probes: the chain starts with
     ``pooled_start_probes`` (here ``start`` on 300 samples:
-    ``POOLED_START_PROBES`` set so) and grows while the jackknife's probe
+    ``pooled_start_probes`` set so) and grows while the jackknife's probe
     noise is above the target. Equicorrelated 300 x 450, FISTA, 60 steps,
     12 probe draws:
 
@@ -447,8 +452,8 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch
       exact traces falls (measured: mean 0.82 % against 1.27 % with 8
       probes, smaller in 9 of 12 draws; 2.77 % with 4, 2.57 % with 2):
       asserted at most 0.8 times."""
-    monkeypatch.setattr(probes, "POOLED_START_PROBES", ((0, start),))
-    monkeypatch.setattr(probes, "POOLED_START_PROBES_NO_MOMENTUM", ((0, start),))
+    statistical_policy(pooled_start_probes=((0, start),),
+                       pooled_start_probes_no_momentum=((0, start),))
     n, p, T = 300, 450, 60
     X, y = _equicorrelated(n, p)
     kw = dict(alpha=0.1 * np.sqrt(np.log(p) / n), max_iter=T)
@@ -457,7 +462,7 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch
     def error(path):
         return np.sqrt(np.mean(((path[1:] - exact) / exact) ** 2))
 
-    monkeypatch.setattr(probes, "POOLED_NOISE_TARGET", 1.0)
+    statistical_policy(pooled_noise_target=1.0)
     few = [TrajectoryLasso(random_state=s, **kw).fit(X, y) for s in range(12)]
     assert all(e.risk_diagnostics_.n_probes == start for e in few)
     same = TrajectoryLasso(random_state=0, n_probes=start,
@@ -468,16 +473,17 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(monkeypatch
     spread = np.sqrt(np.mean((P.std(axis=0, ddof=1) / P.mean(axis=0)) ** 2))
     jackknife = np.mean([e.risk_diagnostics_.probe_noise for e in few])
     assert spread / 2 <= jackknife <= 2 * spread
-    monkeypatch.setattr(probes, "POOLED_NOISE_TARGET", 1e-9)
+    most = statistical_policy(pooled_noise_target=1e-9).pooled_probes
     grown = [TrajectoryLasso(random_state=s, **kw).fit(X, y) for s in range(12)]
-    assert all(e.risk_diagnostics_.n_probes == probes.POOLED_PROBES for e in grown)
+    assert all(e.risk_diagnostics_.n_probes == most for e in grown)
     assert all(e.risk_diagnostics_.probe_noise is None for e in grown)  # at the cap
     assert np.mean([error(e.risk_path_) for e in grown]) <= 0.8 * np.mean(
         [error(e.risk_path_) for e in few])
 
 
 @pytest.mark.parametrize("solver", ["ista", "fista", "fista_plain"])
-def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch, solver):
+def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch, solver,
+                                                                   statistical_policy):
     """The jackknife's replicates take the risk from the residuals' inner
     products (``risk_at_iterates`` with ``F^T F``, and ``F^T F_v``,
     ``F_v^T F_v`` for a clipped extrapolation): the same numbers as the
@@ -495,8 +501,7 @@ def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch,
         return out
 
     monkeypatch.setattr(risk_module, "_grow_pooled", spy)
-    monkeypatch.setattr(probes, "POOLED_START_PROBES", ((0, 16),))
-    monkeypatch.setattr(probes, "POOLED_START_PROBES_NO_MOMENTUM", ((0, 16),))
+    statistical_policy(pooled_start_probes=((0, 16),), pooled_start_probes_no_momentum=((0, 16),))
     X, y = _equicorrelated(120, 180, seed=6)
     TrajectoryLasso(0.02, solver=SOLVERS[solver](), max_iter=40, random_state=0).fit(X, y)
     (full, replicate), = seen
@@ -510,24 +515,26 @@ def test_the_pooled_chain_starts_with_fewer_probes_on_more_samples():
     by multiples of its probes, at least doubling, never past the cap."""
     counts = [10, 500, 999, 1000, 1999, 2000, 3999, 4000, 7999, 8000, 10**6]
     seen = set()
+    stats = get_statistics()
+    most = stats.pooled_probes
     for momentum in (True, False):
-        starts = [probes.pooled_start_probes(n, momentum) for n in counts]
-        assert starts[0] == probes.POOLED_PROBES
+        starts = [probes.pooled_start_probes(n, stats, momentum) for n in counts]
+        assert starts[0] == most
         assert all(a >= b for a, b in zip(starts[:-1], starts[1:], strict=True))
         assert starts[-1] < starts[0]
         seen.update(starts)
     # no momentum (shorter memory, less noise): never more probes
-    assert all(probes.pooled_start_probes(n, False) <= probes.pooled_start_probes(n, True)
-               for n in counts)
-    target = probes.POOLED_NOISE_TARGET
+    assert all(probes.pooled_start_probes(n, stats, False)
+               <= probes.pooled_start_probes(n, stats, True) for n in counts)
+    target = stats.pooled_noise_target
     for m in sorted(seen):
-        assert probes.probes_for_noise(m, target) == m
+        assert probes.probes_for_noise(m, target, stats) == m
         for noise in (1.01 * target, 1.5 * target, 3 * target, 100 * target):
-            grown = probes.probes_for_noise(m, noise)
-            assert grown == probes.POOLED_PROBES or (grown % m == 0 and grown >= 2 * m)
-            assert m <= grown <= probes.POOLED_PROBES
-            if m < probes.POOLED_PROBES:
-                assert grown >= min(probes.POOLED_PROBES, m * (noise / target) ** 2)
+            grown = probes.probes_for_noise(m, noise, stats)
+            assert grown == most or (grown % m == 0 and grown >= 2 * m)
+            assert m <= grown <= most
+            if m < most:
+                assert grown >= min(most, m * (noise / target) ** 2)
 
 
 def test_the_counterpart_response_is_the_first_source_of_its_memory_matrix():
@@ -545,7 +552,7 @@ def test_the_counterpart_response_is_the_first_source_of_its_memory_matrix():
                                np.r_[A[:, 0], Av[:, 0]], rtol=1e-12, atol=1e-15)
 
 
-def test_the_template_quadrature_runs_until_the_response_converges(monkeypatch, spy):
+def test_the_template_quadrature_runs_until_the_response_converges(statistical_policy, spy):
     """On a spectrum that reaches far down (AR(1) features with rho = 0.95,
     300 x 450, 30 non-zero coefficients, FISTA, alpha = 0.001, 150 steps, the
     union of the supports all 450 features) the template's Lanczos
@@ -568,14 +575,15 @@ def test_the_template_quadrature_runs_until_the_response_converges(monkeypatch, 
 
     converged = risk()
     assert depths[-1] > 20
-    monkeypatch.setattr(pooled, "TEMPLATE_EXACT_SUPPORT", 10**6)
+    default = get_statistics()
+    statistical_policy(template_exact_support=10**6)
     exact = risk()
-    monkeypatch.setattr(pooled, "TEMPLATE_EXACT_SUPPORT", 300)
-    monkeypatch.setattr(pooled, "TEMPLATE_CHECK_DEPTHS", (20,))
+    statistical_policy(template_exact_support=default.template_exact_support,
+                       template_check_depths=(20,))
     twenty = risk()
     assert rms(converged, exact) <= 0.012
     assert rms(twenty, exact) >= 0.02
-    monkeypatch.setattr(pooled, "TEMPLATE_CHECK_DEPTHS", (10, 14, 20, 28, 40, 56, 80))
+    statistical_policy(template_check_depths=default.template_check_depths)
     X, y = _equicorrelated(300, 450)
     TrajectoryLasso(alpha=0.001, max_iter=60, random_state=0).fit(X, y)
     assert depths[-1] <= 20
@@ -586,20 +594,22 @@ def test_choice_noise_is_the_jackknife_of_the_differences():
     is the largest, over the rivals, closed-form standard error of the mean
     of the groups' means of ``x_t - x_best``, relative to the best's
     estimate; ``choice_iterates`` are the iterates ``t >= 1`` within
-    ``CHOICE_NEAR`` of the smallest estimate (iterate 0 and non-finite ones
-    never), at most ``NOISE_ITERATES`` of them with the best among them."""
+    ``choice_near`` of the smallest estimate (iterate 0 and non-finite ones
+    never), at most ``noise_iterates`` of them with the best among them."""
+    stats = get_statistics()
     rng = np.random.default_rng(1)
     m, T1 = 16, 40
     level = np.r_[5.0, 2.0 - np.linspace(0, 1, T1 - 1) + 0.8 * np.linspace(0, 1, T1 - 1) ** 2]
     x = level + 0.02 * rng.standard_normal((m, T1))
     r = x.mean(axis=0)
-    rivals = probes.choice_iterates(r)
+    rivals = probes.choice_iterates(r, stats)
     best = int(np.argmin(r[1:])) + 1
     assert best in rivals and 0 not in rivals
     np.testing.assert_array_equal(
-        rivals, np.flatnonzero(r[1:] <= r[best] * (1 + probes.CHOICE_NEAR)) + 1)
+        rivals, np.flatnonzero(r[1:] <= r[best] * (1 + stats.choice_near)) + 1)
     assert 3 <= rivals.size < T1 - 1
-    replicates = [x[kept][:, rivals].mean(axis=0) for kept in probes.jackknife_probes(m)]
+    replicates = [x[kept][:, rivals].mean(axis=0)
+                  for kept in probes.jackknife_probes(m, stats.noise_groups)]
     K = len(replicates)
     means = x.reshape(K, m // K, T1).mean(axis=1)
     diff = means[:, rivals] - means[:, [best]]
@@ -610,15 +620,15 @@ def test_choice_noise_is_the_jackknife_of_the_differences():
     # a flat path: every iterate is a rival, evenly thinned, the best kept
     flat = np.r_[9.0, np.full(300, 1.0)]
     flat[211] = 0.999
-    many = probes.choice_iterates(flat)
-    assert many.size <= probes.NOISE_ITERATES + 1 and 211 in many
+    many = probes.choice_iterates(flat, stats)
+    assert many.size <= stats.noise_iterates + 1 and 211 in many
     assert many[0] == 1 and many[-1] == 300
     bad = flat.copy()
     bad[1:] = np.nan
-    assert probes.choice_iterates(bad).size == 0
+    assert probes.choice_iterates(bad, stats).size == 0
 
 
-def test_the_choice_noise_follows_the_spread_of_the_probe_draws(monkeypatch):
+def test_the_choice_noise_follows_the_spread_of_the_probe_draws(statistical_policy):
     """The jackknife's choice noise against the spread of 12 probe draws of
     the same path (8 pooled probes, never grown; equicorrelated 300 x 450,
     FISTA, 60 steps): the largest, over the rivals of the mean path, standard
@@ -628,8 +638,8 @@ def test_the_choice_noise_follows_the_spread_of_the_probe_draws(monkeypatch):
     asserted within a factor of 2 either way on this design (1.31)."""
     from skacv.estimators._setup import FitPlan
 
-    monkeypatch.setattr(probes, "CHOICE_START_PROBES", (0, 8))
-    monkeypatch.setattr(probes, "CHOICE_NOISE_TARGET", 1.0)  # never grows
+    stats = statistical_policy(choice_start_probes=(0, 8),
+                               choice_noise_target=1.0)  # never grows
     n, p, T = 300, 450, 60
     X, y = _equicorrelated(n, p)
     paths, noise = [], []
@@ -644,19 +654,19 @@ def test_the_choice_noise_follows_the_spread_of_the_probe_draws(monkeypatch):
         noise.append(est.risk_diagnostics_.choice_noise)
     P = np.array(paths)
     mean = P.mean(axis=0)
-    rivals = probes.choice_iterates(mean)
+    rivals = probes.choice_iterates(mean, stats)
     best = rivals[np.argmin(mean[rivals])]
     spread = ((P[:, rivals] - P[:, [best]]).std(axis=0, ddof=1) / mean[best]).max()
     assert spread / 2 <= np.mean(noise) <= 2 * spread
 
 
 @pytest.mark.filterwarnings("ignore::skacv.exceptions.SelectionBoundaryWarning")
-def test_a_search_of_one_path_grows_its_probes_for_the_choice(monkeypatch):
+def test_a_search_of_one_path_grows_its_probes_for_the_choice(statistical_policy):
     """``TrajectoryEarlyStoppingCV`` of one grid point fits with
     ``FitPlan(probe_goal="choice")``: from 1000 samples its pooled chain
-    starts with ``CHOICE_START_PROBES``' probes (4, where a plain fit
+    starts with ``choice_start_probes``' probes (4, where a plain fit
     starts FISTA with 32), measures the choice's noise and grows while it
-    is above ``CHOICE_NOISE_TARGET`` (all the probes with a target of ~0,
+    is above ``choice_noise_target`` (all the probes with a target of ~0,
     none with 1). Two grid points, or a plain fit: the level's probes
     (``choice_noise`` None)."""
     from skacv import TrajectoryEarlyStoppingCV
@@ -664,23 +674,24 @@ def test_a_search_of_one_path_grows_its_probes_for_the_choice(monkeypatch):
     X, y = _equicorrelated(1000, 120, seed=2)
     est = TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0)
     plain = clone(est).fit(X, y)
-    assert plain.risk_diagnostics_.n_probes == probes.pooled_start_probes(1000, True) == 32
+    stats = get_statistics()
+    start = probes.pooled_start_probes
+    assert plain.risk_diagnostics_.n_probes == start(1000, stats, True) == 32
     assert plain.risk_diagnostics_.choice_noise is None
-    assert probes.pooled_start_probes(1000, True, "choice") == 4
-    assert probes.pooled_start_probes(999, True, "choice") == 32
-    assert probes.pooled_start_probes(10**6, True, "choice") == probes.pooled_start_probes(
-        10**6, True)  # fewer already
+    assert start(1000, stats, True, "choice") == 4
+    assert start(999, stats, True, "choice") == 32
+    assert start(10**6, stats, True, "choice") == start(10**6, stats, True)  # fewer already
 
     def search(grid=None):
         return TrajectoryEarlyStoppingCV(est, criterion="risk", param_grid=grid, search="grid",
                                          n_iter_no_change=None).fit(X, y).estimator_
 
-    monkeypatch.setattr(probes, "CHOICE_NOISE_TARGET", 1.0)
+    statistical_policy(choice_noise_target=1.0)
     kept = search().risk_diagnostics_
     assert kept.n_probes == 4 and 0 < kept.choice_noise < kept.probe_noise
-    monkeypatch.setattr(probes, "CHOICE_NOISE_TARGET", 1e-9)
+    statistical_policy(choice_noise_target=1e-9)
     grown = search().risk_diagnostics_
-    assert grown.n_probes == probes.POOLED_PROBES
+    assert grown.n_probes == stats.pooled_probes
     two = search({"alpha": [0.02, 0.03]}).risk_diagnostics_
     assert two.n_probes == 32 and two.choice_noise is None
 
@@ -688,13 +699,14 @@ def test_a_search_of_one_path_grows_its_probes_for_the_choice(monkeypatch):
 @pytest.mark.parametrize("n,p,expected", [(150, 20, 64), (999, 128, 64), (1000, 20, 32),
                                             (150, 129, 32)])
 def test_small_designs_take_more_pooled_probes(n, p, expected):
-    """Below ``SMALL_DESIGN`` (samples, features) the pooled chain takes
-    ``SMALL_PROBES`` probes (their cost there is the per-step overhead):
+    """Below ``small_design`` (samples, features) the pooled chain takes
+    ``small_probes`` probes (their cost there is the per-step overhead):
     the default estimate is then the explicit 64-probe one, draw for draw;
-    elsewhere the default stays ``POOLED_PROBES``."""
-    assert probes.pooled_probes(n, p) == expected
-    assert probes.pooled_start_probes(n, True, "level", p) == (
-        expected if n < 2000 else probes.pooled_start_probes(n, True))
+    elsewhere the default stays ``pooled_probes``."""
+    stats = get_statistics()
+    assert probes.pooled_probes(n, p, stats) == expected
+    assert probes.pooled_start_probes(n, stats, True, "level", p) == (
+        expected if n < 2000 else probes.pooled_start_probes(n, stats, True))
     if n > 200:
         return
     X, y = _equicorrelated(n, p, seed=1)
@@ -716,10 +728,11 @@ def test_the_adaptive_chain_starts_by_its_momentum_and_samples(solver, momentum)
     assert prob.iteration.extrapolates(20) is momentum
     strategy = engine.plan_estimate(prob.design, prob.iteration, path, "auto", adaptive=True)
     assert strategy.form == "pooled"
-    assert strategy.n_probes == probes.pooled_start_probes(1000, momentum)
-    assert strategy.adaptive is (strategy.n_probes < probes.POOLED_PROBES)  # room to grow
+    stats = get_statistics()
+    assert strategy.n_probes == probes.pooled_start_probes(1000, stats, momentum)
+    assert strategy.adaptive is (strategy.n_probes < stats.pooled_probes)  # room to grow
     if not momentum:
-        assert strategy.n_probes < probes.pooled_start_probes(1000, True)
+        assert strategy.n_probes < probes.pooled_start_probes(1000, stats, True)
 
 
 @pytest.mark.parametrize("solver", ["ista", "fista"])
@@ -749,7 +762,7 @@ def test_kept_order_covers_every_later_support():
     ``>= k`` and end on one (no row more than needed in the kept order); it
     refuses columns that miss one, and an order costing the new steps more
     than ``chain_columns_reuse_steps`` times the columns in extra rows."""
-    from skacv._policy import policy_context
+    from skacv._policy import get_policy
     from skacv.estimates.risk._propagate import chain_order, kept_order
 
     rng = np.random.default_rng(0)
@@ -759,7 +772,8 @@ def test_kept_order_covers_every_later_support():
     path[:5] = 0.0  # never active
     masks, order, prefix = chain_order(path)
     coords = rng.permutation(np.arange(5, p))  # every active one, in another order
-    new, new_prefix = kept_order(order, prefix, coords, 0)
+    policy = get_policy()
+    new, new_prefix = kept_order(order, prefix, coords, 0, policy)
     np.testing.assert_array_equal(np.sort(new), np.arange(p))
     np.testing.assert_array_equal(new[:coords.size], coords)
     position = np.empty(p, dtype=int)
@@ -768,9 +782,9 @@ def test_kept_order_covers_every_later_support():
         later = masks[:, k:].any(axis=1)
         assert new_prefix[k] == (position[later].max() + 1 if later.any() else 0)
     assert np.all(new_prefix >= prefix)
-    assert kept_order(order, prefix, coords[1:], 0) is None  # one active missing
+    assert kept_order(order, prefix, coords[1:], 0, policy) is None  # one active missing
     extra = int(np.sum(new_prefix[1:-1] - prefix[1:-1]))
-    with policy_context(chain_columns_reuse_steps=(extra - 1) / coords.size):
-        assert kept_order(order, prefix, coords, 0) is None
-    with policy_context(chain_columns_reuse_steps=extra / coords.size):
-        assert kept_order(order, prefix, coords, 0) is not None
+    tight = dataclasses.replace(policy, chain_columns_reuse_steps=(extra - 1) / coords.size)
+    assert kept_order(order, prefix, coords, 0, tight) is None
+    enough = dataclasses.replace(policy, chain_columns_reuse_steps=extra / coords.size)
+    assert kept_order(order, prefix, coords, 0, enough) is not None

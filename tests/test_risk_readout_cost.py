@@ -29,6 +29,7 @@ import skacv.estimates.risk._pooled as pooled
 import skacv.estimates.risk._probes as probes
 import skacv.estimators._base as base_module
 from skacv import TrajectoryLasso
+from skacv._statistics import get_statistics
 from skacv.estimates.risk._readout import (
     residual_matrix,
     residual_products,
@@ -199,13 +200,14 @@ def test_the_risk_at_a_few_iterates_is_the_whole_readouts(solver, fit_intercept,
 
 
 def test_noise_iterates_spread_evenly_from_the_first_to_the_last():
-    """Every iterate ``t >= 1`` up to ``NOISE_ITERATES``; beyond, that many,
+    """Every iterate ``t >= 1`` up to ``noise_iterates``; beyond, that many,
     increasing, from 1 to ``T``, with gaps that differ by at most one."""
-    K = probes.NOISE_ITERATES
-    np.testing.assert_array_equal(probes.noise_iterates(K + 1), np.arange(1, K + 1))
-    np.testing.assert_array_equal(probes.noise_iterates(11), np.arange(1, 11))
+    stats = get_statistics()
+    K = stats.noise_iterates
+    np.testing.assert_array_equal(probes.noise_iterates(K + 1, stats), np.arange(1, K + 1))
+    np.testing.assert_array_equal(probes.noise_iterates(11, stats), np.arange(1, 11))
     for T in (K + 1, 150, 817, 5000):
-        S = probes.noise_iterates(T + 1)
+        S = probes.noise_iterates(T + 1, stats)
         gaps = np.diff(S)
         assert S.size == K and S[0] == 1 and S[-1] == T
         assert gaps.min() >= 1 and gaps.max() - gaps.min() <= 1
@@ -217,9 +219,11 @@ def test_probe_noise_at_iterates_reads_the_risk_there():
     every iterate ``t >= 1`` the noise of the full replicates."""
     rng = np.random.default_rng(0)
     x = 1.0 + 0.1 * rng.standard_normal((16, 200))
-    replicates = [x[kept].mean(axis=0) for kept in probes.jackknife_probes(16)]
+    stats = get_statistics()
+    replicates = [x[kept].mean(axis=0)
+                  for kept in probes.jackknife_probes(16, stats.noise_groups)]
     r = x.mean(axis=0)
-    S = probes.noise_iterates(200)
+    S = probes.noise_iterates(200, stats)
     K = len(replicates)
     R = np.array(replicates)[:, S]
     var = (K - 1) / K * np.sum((R - R.mean(axis=0)) ** 2, axis=0)
@@ -232,7 +236,8 @@ def test_probe_noise_at_iterates_reads_the_risk_there():
 
 
 @pytest.mark.parametrize("solver,T", [("fista", 150), ("ista", 300)])
-def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, solver, T):
+def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, solver, T,
+                                                                  statistical_policy):
     """In the growth loop of the pooled probes (300 x 450, 16 probes, 2
     draws): the replicates at ``noise_iterates`` are the full replicates
     there (and the residuals' readout of the same matrices), and the probe
@@ -243,12 +248,12 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
 
     def spy(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args):
         T1 = coef_path.shape[1]
-        S = probes.noise_iterates(T1)
+        S = probes.noise_iterates(T1, design.statistics)
         template = (None if state.nodes is None else pooled.template_matrices(
             design, iteration, coef_path, None, nodes=state.nodes))
         risk = readout(A, Av)[0]
         sub, full = [], []
-        for kept in probes.jackknife_probes(state.m):
+        for kept in probes.jackknife_probes(state.m, design.statistics.noise_groups):
             Ak, Avk = pooled.pooled_matrices(state, template, kept)
             sub.append(replicate_risk(Ak, Avk, S))
             full.append(replicate_risk(Ak, Avk))
@@ -258,13 +263,13 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
         return real(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args)
 
     monkeypatch.setattr(risk_module, "_grow_pooled", spy)
-    monkeypatch.setattr(probes, "POOLED_START_PROBES", ((0, 16),))
-    monkeypatch.setattr(probes, "POOLED_START_PROBES_NO_MOMENTUM", ((0, 16),))
+    stats = statistical_policy(pooled_start_probes=((0, 16),),
+                               pooled_start_probes_no_momentum=((0, 16),))
     n, p = 300, 450
     X, y, _ = _data(n, p)
     for seed in range(2):
         TrajectoryLasso(0.1 * np.sqrt(np.log(p) / n), solver=solver, max_iter=T,
                         random_state=seed).fit(X, y)
-    assert len(seen) == 2 and T + 1 > probes.NOISE_ITERATES
+    assert len(seen) == 2 and T + 1 > stats.noise_iterates
     for sub, full in seen:
         assert full > 0 and abs(sub / full - 1) <= 0.02

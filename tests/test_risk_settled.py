@@ -194,9 +194,9 @@ def test_linear_settled_form_equals_the_spectral_memory_matrices(spy, speed_poli
                                atol=1e-12 * np.abs(ref.excess_risk_path_).max())
 
 
-def test_settled_row_norms_stop_advancing_decayed_sources(settled, spy, monkeypatch):
+def test_settled_row_norms_stop_advancing_decayed_sources(settled, spy, statistical_policy):
     """The row norms behind ``amplification`` stop advancing a source's
-    column once its state has decayed (:data:`NEGLIGIBLE_STATE`), so that a
+    column once its state has decayed (``negligible_state``), so that a
     long settled path costs ``O(r T w)``: here the live columns end far
     shorter than the path, and the norms equal both the dense route's and
     those of advancing every column."""
@@ -212,7 +212,7 @@ def test_settled_row_norms_stop_advancing_decayed_sources(settled, spy, monkeypa
     lo, k = windows[-1]
     assert k > 1100 and k - lo < 300  # the sources still advanced at the end
     ref = settled(10**9, X, y, **kw)  # the dense matrices
-    monkeypatch.setattr(settled_form, "NEGLIGIBLE_STATE", 0.0)
+    statistical_policy(negligible_state=0.0)
     every = settled(40, X, y, **kw)  # every column advanced to the end
     assert windows[-1][0] == 0
     for other, rtol in ((ref, 1e-9), (every, 1e-13)):
@@ -245,19 +245,21 @@ def test_settled_form_drops_the_supports_null_space(settled, spy):
 
 def test_first_live_column_of_the_row_norms():
     """``_first_live``: the leading columns whose states are all below
-    ``NEGLIGIBLE_STATE`` of the largest seen are dropped (a live column
+    ``negligible_state`` of the largest seen are dropped (a live column
     stops the scan: the window stays contiguous); a state that is not
     finite (a diverging recursion) drops nothing."""
-    tiny = settled_form.NEGLIGIBLE_STATE / 10
+    negligible = 1e-13
+    tiny = negligible / 10
     hx = np.array([[tiny * 50, 0.0, 1.0, tiny, 50.0], [0.0, tiny, 0.0, 0.0, 0.0]])
     hv = np.zeros_like(hx)
-    assert settled_form._first_live(7, hx, hv, 0.0) == (9, 50.0)
+    first_live = settled_form._first_live
+    assert first_live(7, hx, hv, 0.0, negligible) == (9, 50.0)
     # a larger peak seen before makes the third column negligible too
-    assert settled_form._first_live(7, hx, hv, 1e14) == (11, 1e14)
+    assert first_live(7, hx, hv, 1e14, negligible) == (11, 1e14)
     hv[1, 4] = 100.0  # either state counts, and raises the peak
-    assert settled_form._first_live(0, hx, hv, 0.0) == (2, 100.0)
-    assert settled_form._first_live(0, hx * 0, hv * 0, 0.0) == (5, 0.0)  # all zero: all gone
+    assert first_live(0, hx, hv, 0.0, negligible) == (2, 100.0)
+    assert first_live(0, hx * 0, hv * 0, 0.0, negligible) == (5, 0.0)  # all zero: all gone
     for bad in (np.nan, np.inf):
         broken = hx.copy()
         broken[0, 3] = bad
-        assert settled_form._first_live(7, broken, hv, 1.0) == (7, 1.0)
+        assert first_live(7, broken, hv, 1.0, negligible) == (7, 1.0)

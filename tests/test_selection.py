@@ -36,7 +36,7 @@ from skacv import (
     TrajectoryLasso,
     risk_alpha_path,
 )
-from skacv._policy import get_policy
+from skacv._policy import current_policies, get_policy
 from skacv._statistics import get_statistics
 from skacv.exceptions import SelectionBoundaryWarning
 from skacv.model_selection._selection import set_iterate
@@ -197,7 +197,7 @@ def test_n_iter_no_change_on_a_real_risk_path(relative, statistical_policy, spee
                            risk_options={"chain_dtype": "float64"})
     full = clone(base).fit(X, y).risk_path_
     growth = get_policy().stage_growth_chains
-    assert stages_module.stage_growth(base, "risk_path_") == growth
+    assert stages_module.stage_growth(base, "risk_path_", get_policy()) == growth
     for patience in (3, 10):
         search = _pinned(base, n_iter_no_change=patience).fit(X, y)
         n = 2 * patience  # the documented stage schedule, replayed
@@ -225,18 +225,19 @@ def test_stages_of_the_chains_grow_faster(speed_policy):
     # improve, the others (folds, leave-one-out, a linear method's spectral
     # risk, continued at no fixed cost) by stage_growth; once the minimum
     # lies behind, both go to where the rule can hold
-    speed_policy(stage_growth=0.5, stage_growth_chains=1.0)
+    policy = speed_policy(stage_growth=0.5, stage_growth_chains=1.0)
+    stats = get_statistics()
     lasso, ridge = TrajectoryLasso(alpha=0.1), IterativeRidge(alpha=1.0)
-    assert stages_module.stage_growth(lasso, "risk_path_") == 1.0
-    assert stages_module.stage_growth(lasso, "loo_path_") == 0.5
-    assert stages_module.stage_growth(ridge, "risk_path_") == 0.5
-    assert [stages_module.next_stage(40, 40, 10, g) for g in (0.5, 1.0)] == [60, 80]
-    assert [stages_module.next_stage(12, 12, 10, g) for g in (0.5, 1.0)] == [22, 24]
-    assert [stages_module.next_stage(80, 50, 10, g) for g in (0.5, 1.0)] == [90, 90]
+    assert stages_module.stage_growth(lasso, "risk_path_", policy) == 1.0
+    assert stages_module.stage_growth(lasso, "loo_path_", policy) == 0.5
+    assert stages_module.stage_growth(ridge, "risk_path_", policy) == 0.5
+    assert [stages_module.next_stage(40, 40, 10, g, stats) for g in (0.5, 1.0)] == [60, 80]
+    assert [stages_module.next_stage(12, 12, 10, g, stats) for g in (0.5, 1.0)] == [22, 24]
+    assert [stages_module.next_stage(80, 50, 10, g, stats) for g in (0.5, 1.0)] == [90, 90]
     # the one-go path is cut where the same stages would stop
     path = np.r_[np.linspace(2.0, 1.0, 51), np.linspace(1.0, 1.5, 150)[1:]]
-    assert stages_module.stop_length(path, 10, 0.5) == 75  # 20, 30, 45, 67, 75
-    assert stages_module.stop_length(path, 10, 1.0) == 80  # 20, 40, 80
+    assert stages_module.stop_length(path, 10, 0.5, stats) == 75  # 20, 30, 45, 67, 75
+    assert stages_module.stop_length(path, 10, 1.0, stats) == 80  # 20, 40, 80
 
 
 def test_set_iterate_writes_the_path_column():
@@ -521,13 +522,14 @@ class _BumpRidge(IterativeRidge):
 
 def test_stops_waits_for_a_limit_below_the_minimum():
     path = np.array([5.0, 3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
-    assert stages_module.stops(path, 6, 2) == (True, 2)  # no limit: patience only
-    assert stages_module.stops(path, 6, 2, limit=2.5) == (True, 2)  # limit above
+    stats = get_statistics()
+    assert stages_module.stops(path, 6, 2, stats) == (True, 2)  # no limit: patience only
+    assert stages_module.stops(path, 6, 2, stats, limit=2.5) == (True, 2)  # limit above
     # the limit within limit_rtol of the minimum: nothing more to gain
-    assert stages_module.stops(path, 6, 2, limit=2.0 * (1 - 0.5 * get_statistics().limit_rtol))[0]
+    assert stages_module.stops(path, 6, 2, stats, limit=2.0 * (1 - 0.5 * stats.limit_rtol))[0]
     # a limit below the minimum: the estimate must still come down to it
-    assert stages_module.stops(path, 6, 2, limit=1.0) == (False, 2)
-    assert stages_module.stops(path, 3, 2, limit=None) == (False, 2)  # patience first
+    assert stages_module.stops(path, 6, 2, stats, limit=1.0) == (False, 2)
+    assert stages_module.stops(path, 3, 2, stats, limit=None) == (False, 2)  # patience first
 
 
 @pytest.mark.parametrize("staged", [True, False])
@@ -870,14 +872,15 @@ def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout, monkey
 def test_auto_chooses_an_estimate_without_refits():
     from skacv import TrajectoryLogisticRegression
 
-    auto = criteria_module.auto_criterion
+    def auto(est, n, p):
+        return criteria_module.auto_criterion(est, n, p, 5, current_policies())
     est = TrajectoryLasso(alpha=0.01, max_iter=150)
     # ISTA / FISTA: the memory-matrix risk at every size (no folds, no refit)
     for n, p in ((9, 40), (60, 40), (300, 400), (1000, 500), (2000, 3000)):
         assert auto(est, n, p) == ("risk", None)
         assert auto(clone(est).set_params(solver="ista"), n, p) == ("risk", None)
     # their exact leave-one-out costs a Gram product per tracked run and step
-    fits, _ = criteria_module.loo_cost_in_fits(est, 2000, 3000, 100)
+    fits, _ = criteria_module.loo_cost_in_fits(est, 2000, 3000, 100, get_policy())
     assert fits > 4
     # proximal SGD: leave-one-out, every sample while few
     sgd_lasso = TrajectoryLasso(alpha=0.01, max_iter=150, solver="sgd")
@@ -887,7 +890,7 @@ def test_auto_chooses_an_estimate_without_refits():
     crit, sub = auto(huber, 1000, 500)
     assert crit == "loo" and 100 < sub < 500
     for k, fits in ((sub, True), (sub + 2, False)):
-        flops = criteria_module.loo_cost_in_fits(huber, 1000, 500, k)[1]
+        flops = criteria_module.loo_cost_in_fits(huber, 1000, 500, k, get_policy())[1]
         assert (flops <= get_policy().auto_cheap_flops) is fits
     assert auto(huber, 50000, 2000)[0] == "loo"
     # logistic regression (leave-one-out only): a subsample sized by the same
@@ -961,25 +964,27 @@ def test_cheap_paths_are_fitted_in_one_go():
         whole = getattr(whole.fit(X, y), attr)
         assert whole.shape == (151,)
         search = TrajectoryEarlyStoppingCV(est, search="grid", criterion=criterion).fit(X, y)
-        stop = stages_module.stop_length(whole, 10) if criterion == "kfold" else 150
+        stop = (stages_module.stop_length(whole, 10, get_policy().stage_growth, get_statistics())
+                if criterion == "kfold" else 150)
         assert search.estimator_.n_iter_ == stop
         assert_allclose(getattr(search, attr), whole[: stop + 1], rtol=1e-10)
         assert search.best_iteration_ == int(np.argmin(whole[: stop + 1]))
-    assert not stages_module.can_stage(est, np.zeros((60, 20)))
+    assert not stages_module.can_stage(est, get_policy(), np.zeros((60, 20)))
     # a linear method's spectral risk costs the same at any length: stages
     # only save fit steps, so they start at STAGE_MIN_FLOPS_LINEAR (ridge GD,
     # 150 steps at 2000 x 1000: 0.33 s in one go, 0.49 s in stages)
     shape = (2000, 1000)  # 4 n p T = 1.2e9 flops
     assert est.get_params()["estimate_risk"]
-    assert not stages_module.can_stage(est, np.empty(shape))
-    assert stages_module.can_stage(est.set_params(max_iter=1000), np.empty(shape))
+    assert not stages_module.can_stage(est, get_policy(), np.empty(shape))
+    assert stages_module.can_stage(est.set_params(max_iter=1000), get_policy(), np.empty(shape))
     # the Jacobian chains' risk: stages from stage_min_flops_chains of fit on
     # (each restarts the chains' set-up; 150 steps at 2000 x 1000 took 0.23 s
     # in one go, 0.31 s in four stages)
     lasso = TrajectoryLasso(max_iter=150, estimate_risk=True)
-    assert not stages_module.can_stage(lasso, np.empty(shape))
-    assert stages_module.can_stage(lasso.set_params(max_iter=1000), np.empty(shape))
-    assert stages_module.can_stage(lasso.set_params(max_iter=150), np.empty((2000, 3000)))
+    assert not stages_module.can_stage(lasso, get_policy(), np.empty(shape))
+    assert stages_module.can_stage(lasso.set_params(max_iter=1000), get_policy(), np.empty(shape))
+    assert stages_module.can_stage(lasso.set_params(max_iter=150), get_policy(),
+                                   np.empty((2000, 3000)))
 
 
 @pytest.mark.parametrize("n, p, alpha, max_iter", [(200, 300, 0.05, 300), (300, 200, 0.02, 400)])
@@ -990,13 +995,13 @@ def test_a_lasso_path_in_one_go_chooses_as_its_stages(n, p, alpha, max_iter, spe
     whole path's argmin."""
     X, y = _data(n=n, p=p)
     est = TrajectoryLasso(alpha=alpha, max_iter=max_iter, random_state=0)
-    assert not stages_module.can_stage(est, X)
+    assert not stages_module.can_stage(est, get_policy(), X)
     one = TrajectoryEarlyStoppingCV(est, search="grid").fit(X, y)
     # in one go up to max_iter, or to where the path converged
     assert one.estimator_.n_iter_ <= max_iter
     assert one.best_iteration_ == int(np.argmin(one.risk_path_))
     speed_policy(stage_min_flops_chains=0)
-    assert stages_module.can_stage(est, X)
+    assert stages_module.can_stage(est, get_policy(), X)
     staged = TrajectoryEarlyStoppingCV(est, search="grid").fit(X, y)
     m = staged.estimator_.n_iter_
     assert_allclose(one.risk_path_[: m + 1], staged.risk_path_, rtol=1e-6)
@@ -1010,7 +1015,7 @@ def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, m
     # the full fit validates X first, also when the folds' block is set up
     # beside it (the block's own checks do not speak first)
     speed_policy(stage_min_flops=0)
-    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, fold_dtype: beside)
+    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, policy, fold_dtype: beside)
     X, y = _data(n=200, p=60)
     X[3, 7] = np.nan
     est = TrajectoryLasso(alpha=0.02, max_iter=50)
@@ -1032,7 +1037,7 @@ def test_kfold_paths_grow_in_stages(speed_policy, statistical_policy, monkeypatc
     # of their own, skacv.model_selection._kfold.fit_beside) or after them: the same paths
     speed_policy(stage_min_flops=0)
     statistical_policy(relative_patience=0)  # n_iter_no_change only
-    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, fold_dtype: beside)
+    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, policy, fold_dtype: beside)
     calls = []
     overlapped = kfold_search_module.overlapped
 

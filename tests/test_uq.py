@@ -425,9 +425,8 @@ def test_empirical_precision_is_refused_without_more_samples_than_features(n, p,
             method(precision="empirical")
 
 
-def test_empirical_precision_is_refused_above_the_size_limit(monkeypatch):
-    import skacv.estimates.risk._uq as uq
-    monkeypatch.setattr(uq, "EMPIRICAL_MAX_FEATURES", 10)
+def test_empirical_precision_is_refused_above_the_size_limit(speed_policy):
+    speed_policy(empirical_max_features=10)
     X, y, _, _ = _data(40, 20, 5, 9)
     est = IterativeRidge(max_iter=5).fit(X, y)
     with pytest.raises(ValueError, match=r"only up to 10 features \(a 20 x 20 Gram"):

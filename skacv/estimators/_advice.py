@@ -7,13 +7,11 @@ import warnings
 
 import numpy as np
 
-from .._statistics import get_statistics
-from ..estimates.risk._reliability import DF_HIGH, DF_LOW, SUPPORT_DF_LIMIT
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._validation import join_options
 
 
-def unreliable_advice(estimator, res):
+def unreliable_advice(estimator, res, statistics):
     """``(first, cause, fixes)`` for the first iterate flagged in
     ``res.reliable`` (``None`` when none is): the check it fails, in a
     sentence, and the list of fixes that apply to this estimator."""
@@ -27,7 +25,7 @@ def unreliable_advice(estimator, res):
     momentum = bool(res.momentum)
     if "not_finite" in failed:
         cause = "The memory matrix or the estimate is not finite there."
-    elif "df_high" in failed or (not momentum and df >= get_statistics().interpolation_df):
+    elif "df_high" in failed or (not momentum and df >= statistics.interpolation_df):
         # without momentum the correction amplifies only as 1 - df vanishes
         cause = ("The degrees of freedom approach the sample size: the iterate (nearly) "
                  "interpolates the training data, where the estimate divides vanishing "
@@ -48,7 +46,7 @@ def unreliable_advice(estimator, res):
     return t, cause, fixes
 
 
-def warn_unreliable(estimator, res, advice):
+def warn_unreliable(estimator, res, advice, statistics):
     """UnreliableEstimateWarning naming the first flagged iterate, the check
     it fails and the fixes that apply to this estimator (``advice`` of
     :func:`unreliable_advice`; ``None``: nothing flagged, no warning)."""
@@ -59,13 +57,14 @@ def warn_unreliable(estimator, res, advice):
     support = res.support
     extra = ("" if support is None else
              f"; degrees of freedom {df * res.n_eff:.3g} against a support of "
-             f"{int(support[t])}, limit {SUPPORT_DF_LIMIT:g} times")
+             f"{int(support[t])}, limit {statistics.support_df_limit:g} times")
     warnings.warn(
         f"{type(estimator).__name__}: risk_path_ is unreliable from iteration {t} on "
         f"({int((~res.reliable).sum())} of {res.reliable.size} iterates flagged in "
         f"risk_reliable_; degrees-of-freedom fraction {df:.3g}, expected in "
-        f"[{DF_LOW:g}, {DF_HIGH:g}); "
-        f"amplification {amp:.3g}, limit 2{extra}). {cause} Use {join_options(fixes)}.",
+        f"[{statistics.df_low:g}, {statistics.df_high:g}); "
+        f"amplification {amp:.3g}, limit {statistics.amplification_limit:g}{extra}). "
+        f"{cause} Use {join_options(fixes)}.",
         UnreliableEstimateWarning, stacklevel=4)
 
 

@@ -44,14 +44,9 @@ from ..estimates.risk._uq import (
 from ..iterations._datafits import LeastSquares, NormalEquations
 from ..iterations._iterations import Iteration, PreconditionedGD, check_schedule
 from ..iterations._path import gap_monitor, init_state, run_to_convergence, run_trajectory
+from ..linalg._covariance import CovarianceForm, covariance_form_pays
 from ..linalg._dask import is_dask
-from ..linalg._design import (
-    CovarianceForm,
-    Design,
-    covariance_form_pays,
-    make_design,
-    max_row_norm2,
-)
+from ..linalg._design import Design, make_design, max_row_norm2
 from ..linalg._sampling import MinibatchSampler
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
@@ -219,7 +214,7 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
     def _covariance_form(self, design, datafit, n_total, iteration=None):
         """Whether a new path's loop runs in the covariance form: full-batch
         least squares without preconditioner where it costs less over the
-        path's horizon (:func:`~skacv.linalg._design.covariance_form_pays`). Before
+        path's horizon (:func:`~skacv.linalg._covariance.covariance_form_pays`). Before
         the iteration exists (``None``: the step size is not known yet) the
         solver's name says whether it is full batch."""
         if type(datafit) is not LeastSquares or not covariance_form_pays(
@@ -426,8 +421,8 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
                     self._uq_pending = (design, res, target)
                 else:
                     self._set_uq(design, res, target)
-            self._risk_advice = unreliable_advice(self, res)
-            warn_unreliable(self, res, self._risk_advice)
+            self._risk_advice = unreliable_advice(self, res, design.statistics)
+            warn_unreliable(self, res, self._risk_advice, design.statistics)
         if self._wants("estimate_loo"):
             loo = resolve_options(self, "loo_options")  # batch_size, subsample, store_predictions
             res = iacv_path(

@@ -71,7 +71,7 @@ class LeastSquares:
 
 class NormalEquations(LeastSquares):
     """Least squares in the covariance form of the fit loop
-    (:class:`~skacv.linalg._design.CovarianceForm`): the fitted values are ``X~^T
+    (:class:`~skacv.linalg._covariance.CovarianceForm`): the fitted values are ``X~^T
     X~ x`` and the target ``X~^T y~``, so that :meth:`monitor` is the norm
     of ``X~^T (y~ - X~ x)``, ``n_eff`` times the datafit's gradient."""
 

@@ -33,7 +33,6 @@ prox has no diagonal Jacobian, so :class:`MetricFISTA` has no tangent.
 
 import numpy as np
 
-from .._policy import get_policy
 from ..linalg._linalg import lanczos_top
 from ._iterations import FISTA
 from ._penalties import L1, ElasticNet
@@ -132,18 +131,17 @@ class MetricFISTA(FISTA):
         raise NotImplementedError("MetricFISTA solves converged paths; it has no tangent.")
 
 
-def spike_possible(top, second):
-    """Whether a spectrum can have a top eigenvalue the speed policy's
+def spike_possible(top, second, policy):
+    """Whether a spectrum can have a top eigenvalue the speed ``policy``'s
     ``path_metric_min_ratio`` times above the rest, from the Lanczos run
     that set the step: its upper estimate ``top`` of the top eigenvalue and
     its second Ritz value ``second``, a lower bound of the second eigenvalue.
     ``False`` (the isotropic designs) decides without a product; ``True``
     leaves it to :func:`rank_one_metric`."""
-    policy = get_policy()
     return top >= policy.path_metric_min_ratio * policy.metric_margin * second
 
 
-def rank_one_metric(op, dim, u, rest=None):
+def rank_one_metric(op, dim, u, policy, rest=None):
     """The metric of :class:`MetricFISTA` for the PSD operator ``op`` (of
     dimension ``dim``) with the top direction ``u`` (a Lanczos Ritz vector),
     or ``None`` when its top eigenvalue does not stand the speed policy's
@@ -175,12 +173,11 @@ def rank_one_metric(op, dim, u, rest=None):
         return w - (u @ w) * u
 
     start = None if rest is None or rest.shape[0] != dim else rest - (u @ rest) * u
-    policy = get_policy()
     b0, top, _ = lanczos_top(deflated, dim, start, policy.metric_lanczos_steps)
     b = policy.metric_margin * b0
     if not b > 0:
         return None, None
     a = mu + r2 / (b - b0)
-    if a < get_policy().path_metric_min_ratio * b:
+    if a < policy.path_metric_min_ratio * b:
         return None, top
     return RankOneMetric(u, a, b), top

@@ -16,7 +16,6 @@ import warnings
 
 import numpy as np
 
-from .._statistics import get_statistics
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ._datafits import LeastSquares
 
@@ -48,7 +47,7 @@ class TrajectoryState:
         ``v^k``, from the same pass.
     form : {"design", "covariance"}
         The products the loop runs on: ``X~`` or the covariance form ``X~^T
-        X~`` (:class:`~skacv.linalg._design.CovarianceForm`); a warm start
+        X~`` (:class:`~skacv.linalg._covariance.CovarianceForm`); a warm start
         continues in the form it started in.
     """
 
@@ -131,7 +130,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     dtype = design.dtype
     inv_n = dtype.type(1.0 / design.n_eff)
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
-    limit = get_statistics().divergence_factor * (y_norm + np.finfo(dtype).tiny)
+    limit = design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny)
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     Xx, Xx_prev, Xv = state.Xx, state.Xx_prev, state.Xv
@@ -281,7 +280,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     dtype = design.dtype
     inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
     y_norm = float(np.linalg.norm(Y))
-    limit = get_statistics().divergence_factor * (y_norm + np.finfo(dtype).tiny)
+    limit = design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny)
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     z, rss = state.z_next, state.rss_next
@@ -366,7 +365,7 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     X_csr = design.X.tocsr() if design.sparse else None
     weight = design.weight
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
-    limit = get_statistics().divergence_factor * (y_norm + np.finfo(dtype).tiny)
+    limit = design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny)
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     check_every = max(1, getattr(sampler, "n_batches", 1))

@@ -33,7 +33,6 @@ import numpy as np
 import scipy.linalg as linalg
 
 from .._config import check_memory
-from .._statistics import get_statistics
 from ..linalg._design import design_rows
 from ..linalg._linalg import lanczos_quadrature, top_eigenvalue, top_eigh
 from ..linalg._sampling import draw_rows
@@ -85,12 +84,12 @@ class NystromPreconditioner:
         coef_``.
     """
 
-    def __init__(self, eigenvalues, n_components, damping=None):
+    def __init__(self, eigenvalues, n_components, damping):
         lam = np.asarray(eigenvalues, dtype=np.float64)
         q = int(min(n_components, max(lam.shape[0] - 1, 0)))
         self.eigenvalues_ = lam
         self.n_components_ = q
-        self.damping = float(get_statistics().eigenpro_damping if damping is None else damping)
+        self.damping = float(damping)
         self.tail_eigenvalue_ = float(lam[q]) if lam.shape[0] else 0.0
         if q:
             ratio = (self.tail_eigenvalue_ / lam[:q]) ** self.damping
@@ -104,8 +103,10 @@ class NystromPreconditioner:
 
     # ------------------------------------------------------------- builders
     @classmethod
-    def from_features(cls, A, n_components, damping=None):
-        """Preconditioner of the covariance ``A^T A`` (rows ``A`` pre-scaled).
+    def from_features(cls, A, n_components, policies, damping=None):
+        """Preconditioner of the covariance ``A^T A`` (rows ``A`` pre-scaled;
+        ``policies``: ``(speed, statistics)``, the latter's damping and
+        eigenvalue floor by default).
 
         Uses the ``p x p`` covariance when ``p <= len(A)``, else the Gram
         matrix ``A A^T`` and ``e_i = A^T u_i / sqrt(lambda_i)``.
@@ -113,12 +114,14 @@ class NystromPreconditioner:
         A = np.asarray(A, dtype=np.float64)
         m, p = A.shape
         k = min(int(n_components) + 1, m, p)
+        policy, statistics = policies
+        damping = statistics.eigenpro_damping if damping is None else damping
         if p <= m:
-            lam, E = top_eigh(A.T @ A, k)
+            lam, E = top_eigh(A.T @ A, k, policy)
         else:
-            lam, U = top_eigh(A @ A.T, k)
+            lam, U = top_eigh(A @ A.T, k, policy)
             E = None
-        floor = get_statistics().eigenpro_eig_floor
+        floor = statistics.eigenpro_eig_floor
         keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
         q = max(min(int(n_components), keep - 1), 0)
         self = cls(lam[: q + 1] if keep else lam[:1] * 0, q, damping)
@@ -128,7 +131,7 @@ class NystromPreconditioner:
         return self
 
     @classmethod
-    def from_kernel(cls, K_SS, counts, n_components, damping=None, max_batch=None,
+    def from_kernel(cls, K_SS, counts, n_components, policies, damping=None, max_batch=None,
                     heldout=None, max_components=1000):
         """Preconditioner of the Nystrom kernel operator of a subsample.
 
@@ -152,8 +155,10 @@ class NystromPreconditioner:
         sc = np.sqrt(c)
         S = K_SS * np.outer(sc, sc) / total
         q_max = max_components if n_components == "auto" else int(n_components)
-        lam, U = top_eigh(S, min(q_max + 1, m))
-        floor = get_statistics().eigenpro_eig_floor
+        policy, statistics = policies
+        damping = statistics.eigenpro_damping if damping is None else damping
+        lam, U = top_eigh(S, min(q_max + 1, m), policy)
+        floor = statistics.eigenpro_eig_floor
         keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
         q = max(min(q_max, keep - 1), 0)
         coef = sc[:, None] * U[:, :q] / np.sqrt(total)
@@ -184,7 +189,7 @@ class NystromPreconditioner:
                 f"gain={self.gain_:.4g}, top_eigenvalue={self.top_eigenvalue_:.4g})")
 
 
-def critical_batches(lam, phi, diagonal, damping=None):
+def critical_batches(lam, phi, diagonal, damping):
     """Critical batch ``m*(q) = beta_P(q) / lambda_P(q) + 1`` for ``q = 0..r-1``.
 
     ``lam`` (r,) are the top eigenvalues of the subsample operator and
@@ -206,7 +211,7 @@ def critical_batches(lam, phi, diagonal, damping=None):
     along directions whose eigenvalues are noise.
     """
     lam = np.asarray(lam, dtype=np.float64)
-    a = get_statistics().eigenpro_damping if damping is None else damping
+    a = damping
     r = lam.shape[0]
     P2 = np.asarray(phi, dtype=np.float64)[:, : r - 1] ** 2
     h = P2.shape[0]
@@ -253,11 +258,12 @@ def feature_preconditioner(design, n_components, subsample_size, random_state=No
         if not np.all(np.isfinite(Z)):
             raise ValueError("The preconditioner sample (subsample_size) contains NaN or inf.")
         A = (Z - design.x_offset) / np.sqrt(Z.shape[0])
-        P = NystromPreconditioner.from_features(A, n_components, damping)
+        P = NystromPreconditioner.from_features(A, n_components, design.policies, damping)
         P.independent_, P.subsample_size_ = True, Z.shape[0]
         return P
     M = 2000 if subsample_size == "auto" else int(subsample_size)
-    rows, counts, exact = draw_rows(design.weight, M, random_state, design.n_samples)
+    rows, counts, exact = draw_rows(design.weight, M, random_state, design.n_samples,
+                                    design.statistics)
     check_memory(8 * rows.shape[0] * design.n_features,
                  f"the preconditioner subsample ({rows.shape[0]} x {design.n_features})",
                  "Lower subsample_size. ")
@@ -265,7 +271,7 @@ def feature_preconditioner(design, n_components, subsample_size, random_state=No
     if design.weight is not None:  # back to unweighted rows, then the draw counts
         A /= np.sqrt(design.weight[rows])[:, None]
     A *= np.sqrt(counts / counts.sum())[:, None]
-    P = NystromPreconditioner.from_features(A, n_components, damping)
+    P = NystromPreconditioner.from_features(A, n_components, design.policies, damping)
     P.independent_, P.subsample_size_ = False, int(round(counts.sum()))
     P.exact_ = exact
     return P
@@ -301,7 +307,7 @@ def _whitened_ops(design, P, l2):
 def preconditioned_lipschitz(design, P, l2=0.0):
     """Largest eigenvalue of ``P^1/2 (X~^T X~ / n_eff + mu I) P^1/2``."""
     M, _ = _whitened_ops(design, P, l2)
-    return top_eigenvalue(op=M, dim=design.n_features)
+    return top_eigenvalue(op=M, dim=design.n_features, policy=design.policy)
 
 
 def preconditioned_nodes(design, P, l2=0.0, probes=None, depth=None):

@@ -37,7 +37,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory, working_memory_bytes
-from .._statistics import get_statistics
+from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
 from ..estimators._base import TrajectoryEstimator
 from ..exceptions import DivergenceError
@@ -106,20 +106,21 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
 
     def _run_path(self, X, Y, sample_weight, warm, frozen):
         """Set up a new fit (or keep the previous one) and run the epochs."""
+        policies = current_policies()
         if not warm:
-            self._kernel_setup(X, Y, sample_weight)
+            self._kernel_setup(X, Y, sample_weight, policies)
         if self.max_iter == "auto":
-            self._run_epochs(get_statistics().eigenpro_auto_max_epochs, auto=True)
+            self._run_epochs(policies[1].eigenpro_auto_max_epochs, policies[1], auto=True)
         else:
-            self._run_epochs(self.max_iter - self.n_iter_)
+            self._run_epochs(self.max_iter - self.n_iter_, policies[1])
 
-    def _run_epochs(self, n_epochs, auto=False):
+    def _run_epochs(self, n_epochs, statistics, auto=False):
         st, P = self._state, self.preconditioner_
         op, phi, rows_S, h = st.op, st.phi, st.rows_S, st.h
         op.ensure()
         alpha, f, Y = st.alpha, st.f, st.Y
         c = Y.shape[1]
-        limit = get_statistics().divergence_factor * max(st.mse0, np.finfo(np.float64).tiny)
+        limit = statistics.divergence_factor * max(st.mse0, np.finfo(np.float64).tiny)
         mse_path = list(self.train_mse_path_)
         tracker = self._tracker
         tic = time.perf_counter()
@@ -162,7 +163,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                 print(f"[EigenPro] epoch {self.n_iter_}/{self.max_iter}  train mse {mse:.5g}  "
                       + (f"risk {tracker.risks[-1] / c:.5g}  " if tracker is not None else "")
                       + f"{time.perf_counter() - tic:.1f}s")
-            if auto and epochs_stop(*self._risk_and_flags(tracker, mse_path)):
+            if auto and epochs_stop(*self._risk_and_flags(tracker, mse_path), statistics):
                 break
         self.train_mse_path_ = np.array(mse_path)
         self.selected_iter_ = self.n_iter_
@@ -185,7 +186,8 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         """``(risk_path, reliable, train_mse)`` averaged over the outputs."""
         c = tracker.c
         risk, mse = tracker.risk() / c, np.asarray(mse_path)
-        ok = flag_against_gcv(risk, tracker.degrees_of_freedom(), mse, tracker.reliable())
+        ok = flag_against_gcv(risk, tracker.degrees_of_freedom(), mse, tracker.reliable(),
+                              tracker.statistics)
         return risk, ok, mse
 
     def _set_coef(self, alpha):

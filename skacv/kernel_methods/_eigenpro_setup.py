@@ -20,8 +20,6 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._config import check_memory
-from .._policy import get_policy
-from .._statistics import get_statistics
 from ..estimates.risk._sgd import SGDRiskTracker
 from ..iterations._preconditioning import NystromPreconditioner
 from ..linalg._linalg import top_eigenvalue
@@ -87,10 +85,10 @@ class EigenProSetup:
     :class:`~skacv.kernel_methods._eigenpro._BaseEigenPro`):
     :meth:`_kernel_setup` sets the fitted sizes and ``_state``."""
 
-    def _kernel_setup(self, X, Y, sw):
+    def _kernel_setup(self, X, Y, sw, policies):
         """Preconditioner, step and batch sizes, and the zero starting point."""
         tic = time.perf_counter()
-        statistics = get_statistics()
+        policy, statistics = policies
         pos = None if sw is None else np.flatnonzero(sw > 0)
         Xc = X if pos is None else X[pos]
         Yc = Y if pos is None else Y[pos]
@@ -106,17 +104,18 @@ class EigenProSetup:
             self.bandwidth_ = scale_bandwidth(Xc, w)
         elif self.bandwidth == "median":  # its own stream too
             bw_rng = np.random.RandomState(rng.randint(np.iinfo(np.int32).max))
-            self.bandwidth_ = median_bandwidth(Xc, w, statistics.eigenpro_median_draws, bw_rng)
+            self.bandwidth_ = median_bandwidth(Xc, w, statistics.eigenpro_median_draws, bw_rng,
+                                             statistics)
         else:
             self.bandwidth_ = float(self.bandwidth)
         kern = Kernel(self.kernel, self.bandwidth_, self.kernel_params)
-        op = KernelOperator(kern, Xc)
+        op = KernelOperator(kern, Xc, policy)
         # ---- Nystrom preconditioner
         if self.subsample_size == "auto":
             M = 2000 if n_eff < 1e5 else 12000
         else:
             M = int(self.subsample_size)
-        rows_S, counts_S, exact = draw_rows(w, M, self._rng, n)
+        rows_S, counts_S, exact = draw_rows(w, M, self._rng, n, statistics)
         m_S = rows_S.shape[0]
         check_memory(3 * 8 * m_S * m_S, f"the Nystrom eigensystem ({m_S} x {m_S}, 3 copies)",
                      "Lower subsample_size. ")
@@ -124,17 +123,17 @@ class EigenProSetup:
                      "Use fewer samples. ")
         K_SS = self._kernel_block(kern, op, Xc, rows_S, rows_S)
         kdiag = kern.diagonal(Xc)
-        held = None if exact else self._heldout_rows(w, rows_S, counts_S, M, n)
+        held = None if exact else self._heldout_rows(w, rows_S, counts_S, M, n, statistics)
         rule = None
         if held is not None:  # the q rule's beta_P on rows outside the subsample
             mult = np.zeros(n)
             mult[held[0]] = held[1]
             n_rule = min(statistics.eigenpro_rule_rows, mult.sum())
-            rows_R = draw_rows(mult, n_rule, self._rng, n)[0]
+            rows_R = draw_rows(mult, n_rule, self._rng, n, statistics)[0]
             rule = (self._kernel_block(kern, op, Xc, rows_R, rows_S), kdiag[rows_R])
         P = NystromPreconditioner.from_kernel(
-            K_SS, counts_S, self.n_components, max_batch=None if exact else counts_S.sum(),
-            heldout=rule)
+            K_SS, counts_S, self.n_components, policies,
+            max_batch=None if exact else counts_S.sum(), heldout=rule)
         P.subsample_indices_, P.subsample_counts_ = rows_S, counts_S
         q = P.n_components_
         phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
@@ -142,10 +141,11 @@ class EigenProSetup:
         beta = float(max(kp_diag.max(), np.finfo(np.float64).tiny))
         lam_p = P.top_eigenvalue_
         if held is not None:  # the Nystrom value underestimates it: check on held-out draws
-            lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, op, Xc, held, phi, P))
+            lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, op, Xc, held, phi, P,
+                                                                      policy))
         m_star = beta / lam_p + 1.0 if lam_p > 0 else np.inf
         gain = P.eigenvalues_[0] / lam_p if lam_p > 0 else np.inf
-        rounding_tol = get_policy().eigenpro_rounding_tol
+        rounding_tol = policy.eigenpro_rounding_tol
         single = kern.kernel == "gaussian" and (self.precision == "float32" or (
             self.precision == "auto" and not op.use_full and gain * _EPS32 <= rounding_tol))
         self.precision_ = "float32" if single else "float64"
@@ -184,7 +184,7 @@ class EigenProSetup:
         self._coef_path = [np.zeros((n, Yc.shape[1]))]
         self._state = _KernelFitState(
             Y=Yc, w=w, n_eff=n_eff, op=op, rows_S=rows_S, phi=phi,
-            sampler=EpochSampler(w, n, m, full), alpha=np.zeros((n, Yc.shape[1])),
+            sampler=EpochSampler(w, n, m, full, statistics), alpha=np.zeros((n, Yc.shape[1])),
             f=np.zeros((n, Yc.shape[1])), h=eta / m,
         )
         self._state.mse0 = self._state.train_mse(self._state.f)
@@ -193,7 +193,7 @@ class EigenProSetup:
         if self.estimate_risk or self.max_iter == "auto":
             steps = 1 if full else -(-int(round(n_eff)) // int(m))
             self._tracker = SGDRiskTracker(n, Yc.shape[1], w, steps, self.n_probes, probe_rng,
-                                           positions=self._state.sampler.integer)
+                                           statistics, positions=self._state.sampler.integer)
             U = self._tracker.U
             KU = op.matmul(np.arange(n), U)
             if q:
@@ -207,14 +207,14 @@ class EigenProSetup:
                   f"m*={m_star:.4g}, batch {self.batch_size_}{' (full)' if full else ''}, "
                   f"step {eta:.4g}; set-up {self._setup_time:.1f}s")
 
-    def _heldout_rows(self, w, rows_S, counts_S, M, n):
+    def _heldout_rows(self, w, rows_S, counts_S, M, n, statistics):
         """Draws from the rest of the multiset of rows (the weights minus the
         subsample's draws): ``(rows, counts)`` or None."""
         rest = np.ones(n) if w is None else w.astype(np.float64).copy()
         rest[rows_S] = np.maximum(rest[rows_S] - counts_S, 0.0)
         if rest.sum() < 2:
             return None
-        rows, counts, _ = draw_rows(rest, min(M, rest.sum()), self._rng, n)
+        rows, counts, _ = draw_rows(rest, min(M, rest.sum()), self._rng, n, statistics)
         return rows, counts
 
     @staticmethod
@@ -223,7 +223,7 @@ class EigenProSetup:
             return op.full[np.ix_(rows, cols)]
         return kern(Xc[rows], Xc[cols])
 
-    def _heldout_top_eigenvalue(self, kern, op, Xc, held, phi, P):
+    def _heldout_top_eigenvalue(self, kern, op, Xc, held, phi, P, policy):
         """Top eigenvalue of the EigenPro kernel operator on draws outside the subsample.
 
         The Nystrom estimate ``lambda_P`` sees the subsample its eigenfunctions
@@ -238,4 +238,4 @@ class EigenProSetup:
             K -= (phi[rows] * P.scale_) @ phi[rows].T
         sc = np.sqrt(counts)
         S = K * np.outer(sc, sc) / counts.sum()
-        return top_eigenvalue(S)
+        return top_eigenvalue(S, policy=policy)

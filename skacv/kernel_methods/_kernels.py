@@ -22,7 +22,6 @@ from scipy.special import kv
 from sklearn.metrics.pairwise import euclidean_distances, rbf_kernel
 
 from .._config import working_memory_bytes
-from .._policy import get_policy
 from ..linalg._sampling import draw_rows
 
 KERNELS = ("gaussian", "laplacian", "matern")
@@ -150,7 +149,7 @@ def fused_product(kernel, XA, XB, sqA, sqB, G):
     return K @ G
 
 
-def median_bandwidth(X, sample_weight, size, random_state):
+def median_bandwidth(X, sample_weight, size, random_state, statistics):
     """Median distance between two draws of ``size`` from the weighted rows.
 
     ``size`` draws of the multiset of rows (:func:`draw_rows`: every row when
@@ -159,7 +158,7 @@ def median_bandwidth(X, sample_weight, size, random_state):
     e.g. Gretton et al. 2012). Integer weights give the bandwidth of the
     repeated rows.
     """
-    rows, counts, _ = draw_rows(sample_weight, size, random_state, X.shape[0])
+    rows, counts, _ = draw_rows(sample_weight, size, random_state, X.shape[0], statistics)
     Z = np.repeat(X[rows], np.round(counts).astype(np.int64), axis=0)
     if Z.shape[0] < 2:
         return 1.0
@@ -187,11 +186,11 @@ class KernelOperator:
     rows in one fused pass per cache panel (:func:`fused_product`), in
     float64 or, after :meth:`to_single`, in float32; the products come back
     in float64. Other kernels go through :class:`Kernel` by chunks of
-    ``working_memory``.
+    ``working_memory``; ``policy``: the speed policy (the panels' size).
     """
 
-    def __init__(self, kernel, X):
-        self.kernel, self.X = kernel, X
+    def __init__(self, kernel, X, policy):
+        self.kernel, self.X, self.policy = kernel, X, policy
         self.sq = np.einsum("ij,ij->i", X, X)
         n = X.shape[0]
         self.single = False
@@ -236,7 +235,7 @@ class KernelOperator:
             XB, sqB, Gd = self.Xf[rows], self.sqf[rows], G.astype(dt, copy=False)
             # blocks of a cache panel (the passes over a block are memory-bound)
             width = np.dtype(dt).itemsize * max(len(rows), 1)
-            chunk = max(1, int(min(working_memory_bytes(), get_policy().panel_bytes) // width))
+            chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
             for s in range(0, n, chunk):
                 out[s: s + chunk] = fused_product(self.kernel, self.Xf[s: s + chunk], XB,
                                                   self.sqf[s: s + chunk], sqB, Gd)

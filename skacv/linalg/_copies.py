@@ -13,22 +13,22 @@ import threading
 
 import numpy as np
 
-from .._policy import get_policy
 from ..utils._parallel import blas_threads, column_workers
 from ._design import _SHARED
 
 
-def gather(X, dtype, rows=None, cols=None, out=None):
+def gather(X, dtype, policy, rows=None, cols=None, out=None):
     """``X[rows][:, cols]`` of a dense ``X`` in ``dtype``, C order (``None``:
     all rows or columns), copied by blocks of rows: no full-size temporary in
     ``X``'s precision. The chains' restricted design and the stacked folds'
     copy of ``X`` (rows ordered by fold) are made by it. ``out``: the
-    array to fill (C-ordered, of that shape and dtype; else a new one)."""
+    array to fill (C-ordered, of that shape and dtype; else a new one);
+    ``policy``: the speed policy (blocks and threads of the copy)."""
     n = X.shape[0] if rows is None else len(rows)
     p = X.shape[1] if cols is None else len(cols)
     if out is None:
-        out = fresh(n * p, np.dtype(dtype)).reshape(n, p)
-    block = max(1, get_policy().gather_bytes // max(1, p * X.itemsize))
+        out = fresh(n * p, np.dtype(dtype), policy).reshape(n, p)
+    block = max(1, policy.gather_bytes // max(1, p * X.itemsize))
 
     def copy(start, stop):
         for a in range(start, stop, block):
@@ -36,7 +36,7 @@ def gather(X, dtype, rows=None, cols=None, out=None):
             src = X[a:b] if rows is None else X[rows[a:b]]
             out[a:b] = src if cols is None else src.take(cols, axis=1)
 
-    workers = blas_threads() if out.nbytes >= get_policy().gather_threads_min_bytes else 1
+    workers = blas_threads() if out.nbytes >= policy.gather_threads_min_bytes else 1
     if workers <= 1:
         copy(0, n)
         return out
@@ -46,7 +46,7 @@ def gather(X, dtype, rows=None, cols=None, out=None):
     return out
 
 
-def scratch(shape, dtype, name="columns"):
+def scratch(shape, dtype, policy, name="columns"):
     """An uninitialised C-ordered array of ``shape`` and ``dtype``. Inside
     :func:`shared_designs`, the memory of an earlier scratch array of the
     same context that nothing uses any more (the risk estimate's restricted
@@ -60,7 +60,7 @@ def scratch(shape, dtype, name="columns"):
     size = int(np.prod(shape, dtype=np.int64))
     shared = _SHARED.get()
     if shared is None or shared["thread"] != threading.get_ident():
-        return fresh(size, dtype).reshape(shape)
+        return fresh(size, dtype, policy).reshape(shape)
     pool = shared.setdefault("scratch", {})
     key = (name, dtype.str)
     buf = pool.get(key)
@@ -70,15 +70,15 @@ def scratch(shape, dtype, name="columns"):
         if buf.size >= size:
             return buf[:size].reshape(shape)
         del pool[key]  # too small: freed before the larger one is made
-    buf = fresh(size, dtype)
+    buf = fresh(size, dtype, policy)
     if key not in pool:
         pool[key] = buf
     return buf.reshape(shape)
 
 
-def fresh(size, dtype):
+def fresh(size, dtype, policy):
     """Uninitialised memory for ``size`` items of ``dtype`` (1-D). On Linux,
-    from the speed policy's ``scratch_mmap_min_bytes`` on, a private
+    from the speed ``policy``'s ``scratch_mmap_min_bytes`` on, a private
     anonymous mapping instead of NumPy's allocation: NumPy advises the
     kernel to back large arrays by huge pages, and where the kernel honours
     that advice by compacting memory on the spot (transparent huge pages in
@@ -87,7 +87,7 @@ def fresh(size, dtype):
     read the copy ran at the same speed (``docs/benchmarks.rst``). The
     mapping is freed with the last array that uses it."""
     nbytes = size * dtype.itemsize
-    limit = get_policy().scratch_mmap_min_bytes
+    limit = policy.scratch_mmap_min_bytes
     if limit is None or nbytes < max(limit, 1) or not sys.platform.startswith("linux"):
         return np.empty(size, dtype=dtype)
     # populated by the kernel at once: faster than a page fault at every

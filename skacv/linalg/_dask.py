@@ -2,7 +2,7 @@
 
 For least squares with many samples and few features, everything skacv
 computes after reading the data lives in the features' space: the path runs
-in the covariance form (:class:`~skacv.linalg._design.CovarianceForm`, on
+in the covariance form (:class:`~skacv.linalg._covariance.CovarianceForm`, on
 ``X~^T X~`` and ``X~^T y~``), the residual norms are ``y~^T y~ - 2 b^T X~^T
 y~ + b^T X~^T X~ b``, the exact traces of the memory matrix are traces
 against ``X~^T X~``, and K-fold CV along the path reads each fold's own

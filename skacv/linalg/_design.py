@@ -27,16 +27,9 @@ import scipy.sparse as sp
 from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
-from .._policy import get_policy
-from .._statistics import get_statistics
+from .._policy import current_policies
 from ..utils._parallel import blas_threads, factorization_blas, kept_workers
 from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
-
-
-def block_panel_rows(n_features):
-    """Most rows in a panel of a block of columns (the speed policy's
-    ``block_panel_rows``, ``narrow_panel_rows`` for short rows)."""
-    return get_policy().block_panel_rows_for(n_features)
 
 
 def _sum_in_order(sums):
@@ -109,6 +102,9 @@ class Design:
     copy : bool, default=True
         ``False``: a dense ``X`` (C-contiguous, writable, the caller's own
         copy) is centred and weighted in place instead of copied.
+    policies : (SpeedPolicy, StatisticalPolicy), default=None
+        The policies of the computation (a derived design's: its parent's);
+        ``None``: those in force, captured here (a fit starts with its design).
 
     Attributes
     ----------
@@ -118,14 +114,16 @@ class Design:
     x_offset : ndarray of shape (n_features,)
     sqrt_weight : ndarray of shape (n_samples,) or None
     dtype : numpy dtype
+    policy, statistics : SpeedPolicy, StatisticalPolicy
+        The policies every product, spectrum and estimate on this design reads.
     """
 
     # the threads of the panel groups inside a fit loop (:meth:`panel_workers`)
     _panel_run = None
 
-    def __init__(self, X, sample_weight=None, fit_intercept=True, copy=True):
+    def __init__(self, X, sample_weight=None, fit_intercept=True, copy=True, policies=None):
         p = X.shape[1]
-        self._start(X, sample_weight, fit_intercept)
+        self._start(X, sample_weight, fit_intercept, policies)
         if fit_intercept:
             if self.weight is None:
                 self.x_offset = np.asarray(X.mean(axis=0), dtype=X.dtype).ravel()
@@ -151,9 +149,10 @@ class Design:
             self.X = Xt
             self._Xt_dense = Xt
 
-    def _start(self, X, sample_weight, fit_intercept):
+    def _start(self, X, sample_weight, fit_intercept, policies):
         """The attributes of a design on ``X`` that do not read its values."""
         n, p = X.shape
+        self.policy, self.statistics = current_policies() if policies is None else policies
         # spectral decompositions of this design (a warm-started refit on the
         # same data reuses the whole design, these included)
         self.cache = {}
@@ -171,13 +170,13 @@ class Design:
             self.n_eff = float(self.weight.sum(dtype=np.float64))
 
     @classmethod
-    def centred(cls, Xt, x_offset, sample_weight=None, fit_intercept=True):
+    def centred(cls, Xt, x_offset, sample_weight=None, fit_intercept=True, policies=None):
         """The design whose ``X~`` is ``Xt`` (dense), already centred by
         ``x_offset`` and weighted (``sqrt(w) (X - 1 x_offset^T)``): no copy
         and no pass over it (the stacked folds' copy of the full fit's
         ``X~``, :class:`~skacv.model_selection._kfold.StackedFolds`)."""
         design = cls.__new__(cls)
-        design._start(Xt, sample_weight, fit_intercept)
+        design._start(Xt, sample_weight, fit_intercept, policies)
         design.x_offset = (np.asarray(x_offset, dtype=Xt.dtype).ravel() if fit_intercept
                            else np.zeros(Xt.shape[1], dtype=Xt.dtype))
         design.X = design._Xt_dense = Xt
@@ -209,6 +208,7 @@ class Design:
         sub = object.__new__(Design)
         sub.cache = {}
         sub.idx = idx
+        sub.policy, sub.statistics = self.policies
         sub.n_samples, sub.n_features = len(idx), self.n_features
         sub.dtype, sub.fit_intercept, sub.sparse = self.dtype, self.fit_intercept, self.sparse
         sub.x_offset = self.x_offset
@@ -222,6 +222,11 @@ class Design:
         else:
             sub.X = sub._Xt_dense = self.X[idx]
         return sub
+
+    @property
+    def policies(self):
+        """``(policy, statistics)``, for a design derived from this one."""
+        return self.policy, self.statistics
 
     # ---------------------------------------------------------------- products
     def matvec(self, b):
@@ -256,7 +261,7 @@ class Design:
         depend on the number of threads. With more BLAS threads than groups
         the loop takes two multithreaded products a step instead (more
         threads read memory faster than the groups would)."""
-        policy = get_policy()
+        policy = self.policy
         return (not self.sparse and self.X.nbytes >= policy.fuse_min_bytes
                 and self.X.flags.c_contiguous and blas_threads() <= policy.fuse_groups)
 
@@ -264,7 +269,7 @@ class Design:
         """Keep the threads of the panel groups for every one-pass product
         inside (a fit loop); a product outside starts its own
         (:func:`~skacv.utils._parallel.kept_workers`, BLAS limited to one thread)."""
-        return kept_workers(self, get_policy().fuse_groups, "_panel_run")
+        return kept_workers(self, self.policy.fuse_groups, "_panel_run")
 
     def _run_panel_groups(self, work, calls):
         with self.panel_workers() as run:
@@ -273,7 +278,7 @@ class Design:
     def _panel_groups(self, panel_bytes=None, max_rows=None):
         """The panels (slices of rows) in ``fuse_groups`` groups of consecutive ones."""
         panels = self._panels(panel_bytes, max_rows)
-        g = max(1, min(get_policy().fuse_groups, len(panels)))
+        g = max(1, min(self.policy.fuse_groups, len(panels)))
         bounds = np.linspace(0, len(panels), g + 1).round().astype(int)
         return [panels[bounds[i]:bounds[i + 1]] for i in range(g)]
 
@@ -281,7 +286,7 @@ class Design:
         """Rows of a panel of :meth:`panel_products` (``panel_bytes`` of
         ``X~``, the policy's ``panel_bytes`` by default; at least 8, at most ``max_rows``)."""
         X = self.X
-        size = get_policy().panel_bytes if panel_bytes is None else panel_bytes
+        size = self.policy.panel_bytes if panel_bytes is None else panel_bytes
         rows = max(8, size // max(1, X.shape[1] * X.itemsize))
         return rows if max_rows is None else min(rows, max_rows)
 
@@ -307,7 +312,7 @@ class Design:
         BLAS ``gemm`` (``C += A B``: no temporary and no separate sum, less
         time per step than row-major ``(rows, K)`` panels). Panels of a
         block have at most
-        :func:`block_panel_rows` rows.
+        the speed policy's ``block_panel_rows_for(n_features)`` rows.
         """
         X = self.X
         n, p = X.shape
@@ -330,7 +335,7 @@ class Design:
         K = b.shape[1]
         Pt = np.empty((K, n), dtype=self.dtype)
         gemm = linalg.get_blas_funcs("gemm", dtype=self.dtype)
-        groups = self._panel_groups(panel_bytes, block_panel_rows(p))
+        groups = self._panel_groups(panel_bytes, self.policy.block_panel_rows_for(p))
         # Z in Fortran order: (X~^T r) of shape (p, K) is the row-major r^T X~
         sums = [np.zeros((p, K), dtype=self.dtype, order="F") for _ in groups]
 
@@ -380,7 +385,7 @@ class Design:
         :meth:`matvec` of ``c`` scattered into a vector of zeros when there
         are many (the policy's ``columns_gather_share``)."""
         idx = np.asarray(idx)
-        policy = get_policy()
+        policy = self.policy
         if idx.size > max(policy.columns_gather_min, policy.columns_gather_share * self.n_features):
             full = np.zeros(self.n_features, dtype=np.result_type(self.dtype, c))
             full[idx] = c
@@ -436,8 +441,8 @@ class Design:
         if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache:
             lam = self.gram_eigenvalues()
             return max(float(lam[-1]) if lam.size else 0.0, 0.0)
-        if min(n, p) <= get_policy().dense_eig_size:  # LAPACK on the smaller Gram matrix
-            return top_eigenvalue(self.gram(side="auto"))
+        if min(n, p) <= self.policy.dense_eig_size:  # LAPACK on the smaller Gram matrix
+            return top_eigenvalue(self.gram(side="auto"), policy=self.policy)
         if "lanczos_lipschitz" in self.cache:  # the fits of a search share the design
             return self.cache["lanczos_lipschitz"]
         G = self.cache.get(("gram", "features")) if p <= n else None
@@ -471,18 +476,19 @@ class Design:
         # an isotropic design (ARPACK ~50); ARPACK if it has not converged
         # in 128 steps
         W0 = np.random.RandomState(0).standard_normal((dim, 1))
-        tol = get_statistics().lipschitz_tol
+        tol = self.statistics.lipschitz_tol
         with self.operator_workers():
-            theta = lanczos_top_eigenvalues(lambda Q: op(Q[:, 0])[:, None], W0, tol)[0]
+            theta = lanczos_top_eigenvalues(lambda Q: op(Q[:, 0])[:, None], W0, tol,
+                                            self.policy.lanczos_basis_bytes)[0]
             if not np.isfinite(theta):
-                theta = top_eigenvalue(op=op, dim=dim, tol=tol)
+                theta = top_eigenvalue(op=op, dim=dim, tol=tol, policy=self.policy)
         self.cache["lanczos_lipschitz"] = self._inflate(theta)
         return self.cache["lanczos_lipschitz"]
 
     def _inflate(self, theta):
         """A Lanczos Ritz value made an upper bound (LAPACK's small case is
         exact and returns before), in the mean form."""
-        return theta * (1.0 + get_statistics().lipschitz_tol) / self.n_eff
+        return theta * (1.0 + self.statistics.lipschitz_tol) / self.n_eff
 
     def _auto_side(self):
         return "features" if self.n_features <= self.n_samples else "samples"
@@ -502,16 +508,16 @@ class Design:
             m = self.n_features if side == "features" else self.n_samples
             if eigh is not None:
                 cache["eigvalsh"] = eigh[0]
-            elif m >= get_policy().eigvalsh_float32_min_order:
+            elif m >= self.policy.eigvalsh_float32_min_order:
                 G = cache.get(("gram", side))
                 G = self._gram(side, np.float32) if G is None else G.astype(np.float32)
-                with factorization_blas("eigvalsh", m):
+                with factorization_blas("eigvalsh", m, self.policy):
                     lam = linalg.eigh(G, eigvals_only=True, driver="ev", overwrite_a=True,
                                       check_finite=False)
                 cache["eigvalsh"] = lam.astype(np.float64)
             else:
                 G = self.gram(side="auto")
-                with factorization_blas("eigvalsh", G.shape[0]):
+                with factorization_blas("eigvalsh", G.shape[0], self.policy):
                     cache["eigvalsh"] = np.linalg.eigvalsh(G) if G.size else np.zeros(0)
         return cache["eigvalsh"]
 
@@ -520,7 +526,7 @@ class Design:
         key = ("eigh", side)
         if key not in self.cache:
             G = self.gram(side=side)
-            with factorization_blas("eigh", G.shape[0]):
+            with factorization_blas("eigh", G.shape[0], self.policy):
                 self.cache[key] = linalg.eigh(G)
         return self.cache[key]
 
@@ -533,7 +539,7 @@ class Design:
         if side == "auto":
             side = "features" if p <= n else "samples"
         dim = p if side == "features" else n
-        if dim > get_policy().gram_cache_size:
+        if dim > self.policy.gram_cache_size:
             return self._gram(side)
         key = ("gram", side)
         if key not in self.cache:  # the step size, exact traces and the debiasing share it
@@ -593,75 +599,3 @@ def max_row_norm2(design):
         pos = design.weight > 0
         sq = sq[pos] / design.weight[pos]
     return float(sq.max()) if sq.size else 0.0
-
-
-def covariance_form_pays(design, n_steps):
-    """Whether ``n_steps`` steps of full-batch least squares cost less in
-    the :class:`CovarianceForm` of ``design`` (see
-    the policy's ``covariance_max_features``, ``covariance_gemm_advantage``)."""
-    n, p = design.n_samples, design.n_features
-    policy = get_policy()
-    if n_steps < 1 or p > min(n, policy.covariance_max_features):
-        return False
-    gram = 0.0 if ("gram", "features") in design.cache else (
-        2.0 * n * p * p / policy.covariance_gemm_advantage)
-    return gram + 2.0 * p * p * n_steps < 4.0 * n * p * n_steps
-
-
-class CovarianceForm:
-    """The fit loop's products of full-batch least squares in the
-    covariance form (scikit-learn's ``precompute``): with ``C = X~^T X~``
-    (p x p, from :meth:`Design.gram`) and the target ``c = X~^T y~``, the
-    loop's "fitted values" of ``x`` are ``C x`` (shape (n_features,)), its
-    residual ``c - C v`` is ``X~^T (y~ - X~ v)`` and :meth:`rmatvec` is the
-    identity: one product with a p x p matrix a step instead of two with the
-    n x p ``X~``, the same iterates up to rounding. The divergence monitor
-    of :func:`~skacv.iterations._path.run_trajectory` then reads the norm of ``X~^T
-    (y~ - X~ x)`` (:class:`~skacv.iterations._datafits.NormalEquations`).
-
-    Parameters
-    ----------
-    design : Design
-    idx : array-like of int, default=None
-        Only these columns of ``X~`` (a working set of
-        :func:`~skacv.risk_alpha_path`).
-    """
-
-    fuses = False
-    sparse = False
-
-    def __init__(self, design, idx=None):
-        self.base = design
-        self.dtype = design.dtype
-        self.n_eff = design.n_eff
-        # X~^T X~ / n_eff (cached), scaled back, in the fit's precision; kept
-        # by the design for a warm-started refit
-        if "covariance" not in design.cache:
-            C = np.asarray(design.gram(side="features") * design.n_eff, dtype=design.dtype)
-            C.flags.writeable = False
-            design.cache["covariance"] = C
-        self.idx = None if idx is None else np.asarray(idx)
-        # the columns idx only (a working set of the Lasso path): C[idx][:, idx]
-        self.C = design.cache["covariance"] if idx is None else (
-            design.cache["covariance"][np.ix_(self.idx, self.idx)])
-        self.n_samples = self.n_features = self.C.shape[0]
-
-    def target(self, y_tilde):
-        """``c = X~^T y~``, the target of the loop (on the columns ``idx``)."""
-        c = np.asarray(self.base.rmatvec(y_tilde), dtype=self.dtype)
-        return c if self.idx is None else c[self.idx]
-
-    def lipschitz(self):
-        """Largest eigenvalue of ``X~^T X~ / n_eff`` (of the columns ``idx``;
-        :func:`~skacv.linalg._linalg.top_eigenvalue`)."""
-        return max(top_eigenvalue(np.asarray(self.C, dtype=np.float64) / self.n_eff), 0.0)
-
-    def matvec(self, b):
-        return self.C @ b
-
-    def rmatvec(self, r):
-        return r
-
-    def columns_product(self, idx, c):
-        """``C[:, idx] @ c``: rows of the symmetric ``C`` (contiguous)."""
-        return np.asarray(c, dtype=self.C.dtype) @ self.C[np.asarray(idx)]

@@ -25,7 +25,6 @@ import scipy.linalg as linalg
 from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.utils.extmath import randomized_svd
 
-from .._policy import get_policy
 from ..utils._parallel import factorization_blas
 
 #: a column counts as independent of the columns taken before it (in
@@ -254,7 +253,7 @@ def lanczos_top(op, dim, v0=None, n_steps=4):
     return max(theta + residual, 0.0), top, second
 
 
-def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):
+def lanczos_top_eigenvalues(op, W0, tol, max_bytes, max_steps=128):
     """Top eigenvalue of a PSD operator by Lanczos processes from the columns
     of ``W0`` (one per column, run as a block), each stopped at the first
     step where its top Ritz value ``theta`` has a residual norm at most
@@ -265,7 +264,7 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):
     Lanczos vectors before it checks).
 
     The Lanczos basis (kept for the re-orthogonalisation) is capped at
-    ``max_bytes`` (``None``: the speed policy's ``lanczos_basis_bytes``; ``np.inf``: no cap):
+    ``max_bytes`` (the speed policy's ``lanczos_basis_bytes``; ``np.inf``: no cap):
     fewer steps on very long vectors.
 
     Returns
@@ -277,9 +276,8 @@ def lanczos_top_eigenvalues(op, W0, tol, max_steps=128, max_bytes=None):
     """
     dim, m = W0.shape
     out = np.full(m, np.nan)
-    cap = get_policy().lanczos_basis_bytes if max_bytes is None else max_bytes
-    if np.isfinite(cap):  # the basis kept for the re-orthogonalisation
-        max_steps = int(min(max_steps, max(2, int(cap) // (8 * dim * m))))
+    if np.isfinite(max_bytes):  # the basis kept for the re-orthogonalisation
+        max_steps = int(min(max_steps, max(2, int(max_bytes) // (8 * dim * m))))
 
     def until(state):
         if state.j < 2:
@@ -315,10 +313,10 @@ def top_ritz(state, i):
 # ----------------------------------------------------------------------------
 
 
-def top_eigenvalue(A=None, *, op=None, dim=None, tol=1e-6):
+def top_eigenvalue(A=None, *, policy, op=None, dim=None, tol=1e-6):
     """Largest eigenvalue of a symmetric PSD matrix ``A`` or operator ``op``.
 
-    Up to the speed policy's ``dense_eig_size`` the matrix (formed from ``op`` applied to
+    Up to the speed ``policy``'s ``dense_eig_size`` the matrix (formed from ``op`` applied to
     the identity, ``op`` accepting blocks of columns) goes to LAPACK; above,
     ARPACK's Lanczos (``scipy.sparse.linalg.eigsh``, relative tolerance
     ``tol``, deterministic start) on the matrix or the operator.
@@ -328,10 +326,10 @@ def top_eigenvalue(A=None, *, op=None, dim=None, tol=1e-6):
         op = A.dot
     if dim == 0:
         return 0.0
-    if dim <= get_policy().dense_eig_size:
+    if dim <= policy.dense_eig_size:
         M = np.asarray(A if A is not None else op(np.eye(dim)), dtype=np.float64)
         M = (M + M.T) / 2
-        with factorization_blas("eigvalsh", dim):
+        with factorization_blas("eigvalsh", dim, policy):
             return max(float(linalg.eigvalsh(M, subset_by_index=(dim - 1, dim - 1),
                                              check_finite=False)[0]), 0.0)
     lin = LinearOperator((dim, dim), matvec=op, matmat=op, dtype=np.float64)
@@ -340,7 +338,7 @@ def top_eigenvalue(A=None, *, op=None, dim=None, tol=1e-6):
                            return_eigenvectors=False)[0]), 0.0)
 
 
-def top_eigh(S, k):
+def top_eigh(S, k, policy):
     """Top ``k`` eigenpairs of a symmetric PSD matrix, in descending order.
 
     LAPACK's ``eigh(subset_by_index=...)``, or a randomized range finder
@@ -354,7 +352,7 @@ def top_eigh(S, k):
         U, s, _ = randomized_svd(S, k, n_oversamples=max(10, k // 2), n_iter=4,
                                  random_state=0)
         return s, U
-    with factorization_blas("eigh", m):
+    with factorization_blas("eigh", m, policy):
         if 4 * k > m:  # divide and conquer on everything beats a large subset
             lam, U = np.linalg.eigh(S)
             lam, U = lam[m - k:], U[:, m - k:]
@@ -378,7 +376,7 @@ def block_trace(Wt, D, m):
     return np.einsum("kmr,mr->k", D.T.reshape(k, m, D.shape[0]), Wt)
 
 
-def independent_columns(G, tol=RANK_TOL):
+def independent_columns(G, policy, tol=RANK_TOL):
     """Indices (sorted) of a maximal set of linearly independent columns
     behind the positive semi-definite Gram matrix ``G`` (``G = M^T M``):
     pivoted Cholesky (LAPACK ``pstrf``) of its correlation form, stopped
@@ -394,7 +392,7 @@ def independent_columns(G, tol=RANK_TOL):
         return keep
     d = d[keep]
     R = G[np.ix_(keep, keep)] / d[:, None] / d[None, :]
-    with factorization_blas("cholesky", R.shape[0]):
+    with factorization_blas("cholesky", R.shape[0], policy):
         U, info = linalg.lapack.dpotrf(R, lower=0)
         if info == 0 and np.min(np.diag(U)) ** 2 > tol:
             return keep

@@ -27,6 +27,9 @@ class LinearProducts(Protocol):
         (:meth:`Design.panel_products`); ``False`` for every other form.
     sparse : bool
         ``X~`` is a centred sparse matrix (products only, no dense rows).
+    policy, statistics : SpeedPolicy, StatisticalPolicy
+        The policies of the computation, captured with the design (what the
+        products and the estimates on it read).
     """
 
     n_samples: int
@@ -35,6 +38,8 @@ class LinearProducts(Protocol):
     dtype: np.dtype
     fuses: bool
     sparse: bool
+    policy: object
+    statistics: object
 
     def matvec(self, b): ...
 

@@ -26,8 +26,6 @@ import contextvars
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._statistics import get_statistics
-
 #: ``None``, or while an in-memory sample standing for other rows is fitted
 #: (:func:`skacv.estimators._dask_fit.dask_fit`) an object whose ``probes(rng, shape,
 #: dtype)`` and ``subsample(n, size)`` give the draws of those rows for
@@ -55,13 +53,13 @@ def rows_behind(source):
         ROW_SOURCE.reset(token)
 
 
-def integer_weights(weight):
+def integer_weights(weight, statistics):
     """True when ``weight`` is None or holds integers (frequency weights)
-    summing to at most the statistical policy's ``expanded_weights_max``."""
+    summing to at most the ``statistics`` policy's ``expanded_weights_max``."""
     if weight is None:
         return True
     return (bool(np.all(weight == np.round(weight)))
-            and weight.sum() <= get_statistics().expanded_weights_max)
+            and weight.sum() <= statistics.expanded_weights_max)
 
 
 def counts_of(draws, n_rows):
@@ -105,7 +103,7 @@ def _expanded(weight):
     return np.repeat(np.arange(weight.shape[0]), np.round(weight).astype(np.int64))
 
 
-def draw_rows(weight, size, random_state, n_rows):
+def draw_rows(weight, size, random_state, n_rows, statistics):
     """``size`` draws from the weighted empirical measure of ``n_rows`` rows.
 
     Returns ``(rows, counts, exact)``: distinct rows, their multiplicities
@@ -127,7 +125,7 @@ def draw_rows(weight, size, random_state, n_rows):
         rows = np.flatnonzero(weight > 0)
         return rows, weight[rows].astype(np.float64), True
     rng = check_random_state(random_state)
-    if integer_weights(weight):
+    if integer_weights(weight, statistics):
         expanded = _expanded(weight)
         draws = expanded[rng.choice(expanded.shape[0], int(size), replace=False)]
     else:
@@ -199,10 +197,10 @@ class EpochSampler:
     weights) or None.
     """
 
-    def __init__(self, weight, n, batch_size, full):
+    def __init__(self, weight, n, batch_size, full, statistics):
         self.weight, self.n, self.full = weight, n, full
         self.batch_size = int(batch_size)
-        self.integer = integer_weights(weight)
+        self.integer = integer_weights(weight, statistics)
         if weight is not None and self.integer:
             self.expanded = _expanded(weight)
 

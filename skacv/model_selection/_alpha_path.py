@@ -241,7 +241,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         res.df = res.df + df_offset
         if loo_of is not None:
             res.loo = np.array([loo_of(res.coefs[:, i], a) for i, a in enumerate(res.alphas)])
-    res.risk = converged_risk(res.train_mse, res.df, design.n_eff)
+    res.risk = converged_risk(res.train_mse, res.df, design.n_eff, design.statistics)
     if estimator.fit_intercept:
         res.intercepts = (y_offset - design.x_offset @ res.coefs).astype(X.dtype)
     else:

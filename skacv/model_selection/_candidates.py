@@ -9,7 +9,6 @@ import numpy as np
 import sklearn
 
 from .._config import get_config
-from .._statistics import get_statistics
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._parallel import blas_threads_per_worker, delayed, parallel
 from ._criteria import CRITERIA, PATH_ATTRS
@@ -17,11 +16,12 @@ from ._kfold_search import fit_kfold
 from ._stages import finite_min, fit_stages, selectable
 
 
-def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_change=None,
-                  splits=None, fold_alignment="time", fold_dtype="auto", probe_goal="level",
-                  limit=None):
+def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
+                  n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
+                  probe_goal="level", limit=None):
     """Fit one grid point; return it with its estimate paths and fit time
-    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s).
+    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s;
+    ``policies``: the search's ``(speed, statistics)``).
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
     refits (which continue the path bit for bit, and the Jacobian chains of
@@ -38,9 +38,9 @@ def fit_candidate(estimator, X, y, fit_params, attrs, attr=None, n_iter_no_chang
             warnings.simplefilter("ignore", UnreliableEstimateWarning)
         if attr == "kfold_path_":
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
-                             fold_alignment, fold_dtype, limit)
+                             fold_alignment, fold_dtype, limit, policies)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-                          probe_goal, limit)
+                          probe_goal, limit, policies)
 
 
 def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True):
@@ -58,8 +58,9 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     # one path compared with itself only: probes to order its iterates
     goal = "choice" if len(candidates) == 1 and search.search_ == "grid" else "level"
     jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
-        search._prepared(params), X, y, fit_params, attrs, attr, search.n_iter_no_change,
-        search._splits, search.fold_alignment, search.fold_dtype, goal, limit)
+        search._prepared(params), X, y, fit_params, attrs, search._policies, attr,
+        search.n_iter_no_change, search._splits, search.fold_alignment, search.fold_dtype, goal,
+        limit)
         for params, limit in zip(candidates, limits, strict=True))
     paths, times, mins, kept = [], [], [], {}
     best = np.inf
@@ -88,5 +89,5 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
         kept[i] = est
         if prune:
             kept = {j: e for j, e in kept.items()
-                    if mins[j] <= best + get_statistics().tie_rtol * abs(best)}
+                    if mins[j] <= best + search._policies[1].tie_rtol * abs(best)}
     return paths, np.array(times), kept

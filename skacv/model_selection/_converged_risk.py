@@ -20,17 +20,14 @@ import scipy.sparse as sp
 from scipy import linalg
 
 from .._config import check_memory
-from .._policy import get_policy
-from .._statistics import get_statistics
-from ..estimates.risk._reliability import DF_HIGH
 from ..linalg._linalg import independent_columns
 
 
-def converged_risk(train_mse, df, n_eff):
-    """``train_mse / (1 - df / n_eff)^2``, ``inf`` where ``df >= DF_HIGH *
-    n_eff`` (the fit nearly interpolates: the factor exceeds 1e4 and the
-    estimate divides vanishing residuals by a vanishing ``1 - df / n_eff``,
-    as ``risk_reliable_`` flags such iterates along a trajectory).
+def converged_risk(train_mse, df, n_eff, statistics):
+    """``train_mse / (1 - df / n_eff)^2``, ``inf`` where ``df >= df_high *
+    n_eff`` (the ``statistics`` policy's; the fit nearly interpolates: the
+    factor exceeds 1e4 and the estimate divides vanishing residuals by a
+    vanishing ``1 - df / n_eff``, as ``risk_reliable_`` flags such iterates along a trajectory).
 
     Parameters
     ----------
@@ -44,7 +41,8 @@ def converged_risk(train_mse, df, n_eff):
     """
     train_mse, df = np.asarray(train_mse, dtype=np.float64), np.asarray(df, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(df < DF_HIGH * n_eff, train_mse / (1.0 - df / n_eff) ** 2, np.inf)
+        return np.where(df < statistics.df_high * n_eff, train_mse / (1.0 - df / n_eff) ** 2,
+                        np.inf)
 
 
 def duplicate_labels(design):
@@ -70,7 +68,7 @@ def duplicate_labels(design):
     labels = np.arange(p)
     if p < 2 or design.n_samples < 1:
         return labels
-    tol = get_statistics().duplicate_tol
+    tol = design.statistics.duplicate_tol
     if tol is None:
         tol = min(1e-5, float(np.sqrt(np.finfo(design.dtype).resolution)))
     Z = np.random.default_rng(0).standard_normal((design.n_samples, 2)).astype(design.dtype)
@@ -103,10 +101,11 @@ def duplicate_labels(design):
     return labels
 
 
-def binary_columns(X):
+def binary_columns(X, policy):
     """Indices of the columns of ``X`` (dense or sparse) that take exactly
     two distinct values: indicators, such as the levels of a one-hot
-    encoded feature (an implicit zero of a sparse column is a value)."""
+    encoded feature (an implicit zero of a sparse column is a value;
+    ``policy``: the speed policy, blocks of rows)."""
     n, p = X.shape
     if n == 0 or p == 0:
         return np.zeros(0, dtype=np.intp)
@@ -134,7 +133,7 @@ def binary_columns(X):
     lo, hi = first.min(axis=0), first.max(axis=0)
     cand = np.flatnonzero(np.all((first == lo) | (first == hi), axis=0))
     r0 = first.shape[0]
-    block_bytes = get_policy().gram_block_bytes
+    block_bytes = policy.gram_block_bytes
     while cand.size and r0 < n:
         step = max(1, block_bytes // (cand.size * X.itemsize))
         block = X[r0:r0 + step, cand]
@@ -154,7 +153,7 @@ def _columns_gram(design, cols):
     """``X~_cols^T X~_cols`` in float64, by blocks of rows."""
     n = design.n_samples
     G = np.zeros((cols.size, cols.size))
-    step = max(1, get_policy().gram_block_bytes // max(1, 8 * cols.size))
+    step = max(1, design.policy.gram_block_bytes // max(1, 8 * cols.size))
     for r0 in range(0, n, step):
         rows = slice(r0, min(n, r0 + step))
         block = (design.rows(np.arange(rows.start, rows.stop)).columns(cols) if design.sparse
@@ -200,17 +199,18 @@ class SupportDF:
     """
 
     def __init__(self, design, X, covariance=None):
+        self.policy = design.policy
         self.gram = None  # Gram matrix whose restriction to a support gives its rank
         self.cols = None  # its columns (None: all of X~)
         self.labels = None  # duplicate labels of the other columns
         if covariance is not None:
-            if independent_columns(covariance).size < covariance.shape[0]:
+            if independent_columns(covariance, self.policy).size < covariance.shape[0]:
                 self.gram = covariance
         else:
-            B = binary_columns(X)
-            if 1 < B.size <= get_statistics().binary_relations_max:
+            B = binary_columns(X, self.policy)
+            if 1 < B.size <= design.statistics.binary_relations_max:
                 G = _columns_gram(design, B)
-                if independent_columns(G).size < B.size:
+                if independent_columns(G, self.policy).size < B.size:
                     self.gram, self.cols = G, B
             labels = duplicate_labels(design)
             if not np.array_equal(labels, np.arange(labels.size)):
@@ -225,7 +225,7 @@ class SupportDF:
         ``idx``: the support often stays from one penalty to the next)."""
         if self.key is None or not np.array_equal(idx, self.key):
             self.key = idx
-            self.value = int(independent_columns(self.gram[np.ix_(idx, idx)]).size)
+            self.value = int(independent_columns(self.gram[np.ix_(idx, idx)], self.policy).size)
         return self.value
 
     def __call__(self, coef):
@@ -306,7 +306,7 @@ class RidgeSupportDF:
             return 0.0
         M = self._support_gram(S)
         if shift <= 0:  # (no ridge part: the rank)
-            return float(independent_columns(M).size)
+            return float(independent_columns(M, self.design.policy).size)
         M[np.diag_indices_from(M)] += shift
         L, info = linalg.lapack.dpotrf(M, lower=1, clean=1, overwrite_a=1)
         if info == 0:

@@ -15,8 +15,6 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from .._config import working_memory_bytes
-from .._policy import get_policy
-from .._statistics import get_statistics
 from ..exceptions import UnreliableEstimateWarning
 from ._kfold import can_stack
 
@@ -37,40 +35,41 @@ PATH_ATTRS = ("risk_path_", "loo_path_", "risk_reliable_")
 # measured regrets are in docs/internals.rst.
 
 
-def few_samples(n_samples, n_features, n_folds):
+def few_samples(n_samples, n_features, n_folds, statistics):
     """Whether ``criterion="auto"`` leaves the risk estimate for K-fold CV
     along the path (the statistical policy's ``auto_kfold_samples``)."""
-    return n_folds <= n_samples < get_statistics().auto_kfold_samples and n_features > n_samples
+    return n_folds <= n_samples < statistics.auto_kfold_samples and n_features > n_samples
 
 
-def resolve_auto(estimator, n_samples, n_features, cv):
+def resolve_auto(estimator, n_samples, n_features, cv, policies):
     """``(criterion_, loo_subsample, both)`` of ``criterion="auto"`` for a
     search with folds ``cv``: :func:`auto_criterion`, or K-fold CV along the
     path for few samples (:func:`few_samples`) with a warning that says why
     (from the user's call of the search's ``fit``); ``both``:
-    :func:`reports_both`."""
+    :func:`reports_both`; ``policies``: the search's ``(speed, statistics)``."""
+    statistics = policies[1]
     n_folds = cv if isinstance(cv, Integral) else 5
-    criterion, sub = auto_criterion(estimator, n_samples, n_features, n_folds)
-    if criterion == "risk" and few_samples(n_samples, n_features, n_folds):
+    criterion, sub = auto_criterion(estimator, n_samples, n_features, n_folds, policies)
+    if criterion == "risk" and few_samples(n_samples, n_features, n_folds, statistics):
         warnings.warn(  # user -> _fit_context's wrapper -> fit -> _resolve -> here
             f"criterion='auto' uses K-fold CV along the path (cv={cv!r}) with {n_samples} "
             f"samples and {n_features} features: below "
-            f"{get_statistics().auto_kfold_samples} samples with "
+            f"{statistics.auto_kfold_samples} samples with "
             "more features than samples the risk estimate is unreliable on real designs. "
             "Set criterion='risk' to use it anyway.", UnreliableEstimateWarning, stacklevel=5)
         return "kfold", None, False
-    return criterion, sub, reports_both(criterion, n_samples, n_features)
+    return criterion, sub, reports_both(criterion, n_samples, n_features, statistics)
 
 
-def reports_both(criterion, n_samples, n_features):
+def reports_both(criterion, n_samples, n_features, statistics):
     """Whether ``criterion="auto"``, resolved to ``criterion``, computes the
     other estimate too (both in ``cv_results_``): leave-one-out on a small
     problem (``n_samples * n_features`` at most the statistical policy's
     ``auto_both_size``)."""
-    return n_samples * n_features <= get_statistics().auto_both_size and criterion == "loo"
+    return n_samples * n_features <= statistics.auto_both_size and criterion == "loo"
 
 
-def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
+def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked, policy):
     """Estimated cost of ``loo_path_`` (``n_tracked`` left-out runs) in fits
     of the estimator, and in flops.
 
@@ -78,10 +77,10 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
     Gram matrix (``2 p^2`` flops as a block product; ``4 n p`` without the
     Gram matrix) plus ``~20 p`` elementwise operations; a fit step costs
     ``4 n p`` flops as matrix-vector products. Block products count
-    ``SpeedPolicy.auto_blas3_speedup`` times faster per flop than
+    the speed ``policy``'s ``auto_blas3_speedup`` times faster per flop than
     matrix-vector products.
     """
-    speedup = get_policy().auto_blas3_speedup
+    speedup = policy.auto_blas3_speedup
     params = estimator.get_params(deep=False)
     T = int(params.get("max_iter", 100) or 100)
     n, p, c = max(n_samples, 1), max(n_features, 1), n_tracked
@@ -99,7 +98,7 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked):
     return flops / (T * 4 * n * p), flops
 
 
-def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
+def auto_criterion(estimator, n_samples, n_features, n_folds, policies):
     """``(criterion, loo_subsample)`` chosen by ``criterion="auto"`` before
     the fit: an estimate that needs no refit, ``"risk"`` or ``"loo"``, never
     ``"kfold"`` (K-fold CV replaces it only when the fitted estimate says it
@@ -134,13 +133,13 @@ def auto_criterion(estimator, n_samples, n_features=None, n_folds=5):
     if has_risk and (estimator.linear_iterations() or can_stack(estimator)):
         return "risk", None
     sub = (params.get("loo_options") or {}).get("subsample")
-    statistics = get_statistics()
+    policy, statistics = policies
     if sub is None and n_samples > statistics.auto_loo_samples:
         sub = statistics.auto_loo_samples
         if n_features is not None:  # more while within the budget
-            fits1, flops1 = loo_cost_in_fits(estimator, n_samples, n_features, 1)
-            setup = loo_cost_in_fits(estimator, n_samples, n_features, 0)[1]
-            budget = max(get_policy().auto_cheap_flops, (n_folds - 1) * flops1 / fits1)
+            fits1, flops1 = loo_cost_in_fits(estimator, n_samples, n_features, 1, policy)
+            setup = loo_cost_in_fits(estimator, n_samples, n_features, 0, policy)[1]
+            budget = max(policy.auto_cheap_flops, (n_folds - 1) * flops1 / fits1)
             affordable = int((budget - setup) // max(flops1 - setup, 1.0))
             sub = int(np.clip(affordable, statistics.auto_loo_samples,
                               statistics.auto_loo_samples_max))

@@ -26,7 +26,6 @@ are advanced by :class:`~skacv.model_selection._kfold.StackedFolds`.
 
 import numpy as np
 
-from .._policy import get_policy
 from ..linalg._blas import gemm_call
 from ..linalg._design import _sum_in_order
 from ..utils._parallel import cache_bytes, kept_workers, last_level_share
@@ -49,23 +48,23 @@ def _prepared_calls(views):
     return calls
 
 
-def fold_panel_rows(n_features, itemsize=4, n_columns=5):
-    """Rows of a panel of the stacked folds' pass (the speed policy's
+def fold_panel_rows(n_features, policy, itemsize=4, n_columns=5):
+    """Rows of a panel of the stacked folds' pass (the speed ``policy``'s
     ``fold_panel_cache_share`` of the level-2 cache, products of
     ``n_columns`` columns of at most ``fold_panel_max_product``
     multiply-adds, at most ``fold_panel_rows`` rows; short rows up to
     ``narrow_panel_rows``)."""
-    policy = get_policy()
     if n_features <= policy.narrow_features:
         return policy.narrow_panel_rows
-    rows = min(int(policy.fold_panel_cache_share * cache_bytes(2)) // (n_features * itemsize),
+    rows = min(int(policy.fold_panel_cache_share * cache_bytes(2, policy))
+               // (n_features * itemsize),
                policy.fold_panel_max_product // (max(1, n_columns) * n_features))
     return max(8, min(policy.fold_panel_rows, rows))
 
 
-def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
+def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, policy, itemsize=4):
     """Whether ``n_steps`` steps of ``n_folds`` stacked folds cost less in
-    the covariance form (:class:`FoldCovariance`, the speed policy's
+    the covariance form (:class:`FoldCovariance`, the speed ``policy``'s
     ``fold_covariance``); ``itemsize``: the block's precision (the Gram
     matrices' size against the level-2 cache).
 
@@ -76,22 +75,20 @@ def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, itemsize=4):
     the held-out errors, at gemm speed), against ``2 n p (2K - 1)`` a step
     for the pass (compute-bound)."""
     n, p, K = n_samples, n_features, n_folds
-    policy = get_policy()
     if not policy.fold_covariance or n_steps < 1 or p > min(n, policy.covariance_max_features):
         return False
     adv = policy.covariance_gemm_advantage
-    resident = K * p * p * itemsize <= cache_bytes(2)
+    resident = K * p * p * itemsize <= cache_bytes(2, policy)
     per_flop = 1.0 if resident else policy.fold_covariance_step_cost
     step = 2.0 * K * p * p * per_flop + 2.0 * n * p / adv
     return 4.0 * n * p * p / adv + n_steps * step < n_steps * 2.0 * n * p * (2 * K - 1)
 
 
-def pass_groups(nbytes):
+def pass_groups(nbytes, policy):
     """Groups of panels of a pass over a copy of ``X`` of ``nbytes``
-    (the speed policy's ``pass_groups`` beyond ``pass_groups_min_bytes``)."""
-    policy = get_policy()
+    (the speed ``policy``'s ``pass_groups`` beyond ``pass_groups_min_bytes``)."""
     limit = policy.pass_groups_min_bytes
-    limit = last_level_share() if limit is None else limit
+    limit = last_level_share(policy) if limit is None else limit
     return policy.pass_groups if nbytes > limit else 1
 
 
@@ -148,6 +145,7 @@ class FoldDesigns:
         self.n_samples, self.n_features = base.n_samples, base.n_features
         self.dtype, self.sparse = base.dtype, base.sparse
         self.fit_intercept = base.fit_intercept
+        self.policy, self.statistics = base.policies
         self.mask = np.asarray(train, dtype=base.dtype)
         self.mask_t = np.ascontiguousarray(self.mask.T)  # (n_folds, n_samples)
         w = np.ones(self.n_samples) if base.weight is None else base.weight.astype(np.float64)
@@ -161,8 +159,8 @@ class FoldDesigns:
         self.fold_of = np.repeat(np.arange(K)[:, None], self.n_samples, axis=1)
         self.partition = None
         if (partition is not None and not self.sparse and K >= 2
-                and base.X.nbytes >= get_policy().rotated_min_bytes
-                and self.n_features >= get_policy().rotated_min_features):
+                and base.X.nbytes >= self.policy.rotated_min_bytes
+                and self.n_features >= self.policy.rotated_min_features):
             self.partition = [(sl.start, sl.stop) for sl in partition]
             held_out = np.zeros_like(self.mask)
             for j, (a, b) in enumerate(self.partition):
@@ -264,7 +262,7 @@ class FoldDesigns:
     def workers(self):
         """Keep the threads of the passes (:func:`~skacv.utils._parallel.kept_workers`)
         for every pass inside the block (a pass outside one starts its own)."""
-        return kept_workers(self, get_policy().pass_groups)
+        return kept_workers(self, self.policy.pass_groups)
 
     def _dense_pass(self, V, target, held_out=True):
         """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
@@ -383,7 +381,7 @@ class FoldDesigns:
         # each panel's calls read and write
         passes = []
         for part, width in enumerate(widths):
-            rows = fold_panel_rows(p, X.itemsize, width)
+            rows = fold_panel_rows(p, self.policy, X.itemsize, width)
             # (first row, last row, fold whose held-out rows they are, gradient rows)
             if rotated:
                 panels = [(r0, min(r0 + rows, b), j, slice(j, j + K - 1))
@@ -392,7 +390,7 @@ class FoldDesigns:
             else:
                 panels = [(r0, min(r0 + rows, n), None, slice(0, K))
                           for r0 in range(0, n, rows)]
-            n_groups = min(pass_groups(X.nbytes), len(panels))
+            n_groups = min(pass_groups(X.nbytes, self.policy), len(panels))
             bounds = np.linspace(0, len(panels), n_groups + 1).round().astype(int)
             sums, groups = [], []
             for g in range(n_groups):
@@ -408,7 +406,7 @@ class FoldDesigns:
                     views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
                 sums.append(total)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
-                               _prepared_calls(views) if get_policy().prepared_products else None))
+                               _prepared_calls(views) if self.policy.prepared_products else None))
             if any(g[3] is None for g in groups):  # all groups prepared, or none
                 groups = [g[:3] + (None,) for g in groups]
             passes.append((sums, groups))
@@ -426,7 +424,7 @@ class FoldDesigns:
 class FoldCovariance:
     """The products of :class:`FoldDesigns` in the covariance form (few
     features, many samples: scikit-learn's ``precompute``, as the full fit's
-    :class:`~skacv.linalg._design.CovarianceForm`). With ``C_j = X~_j^T M_j X~_j``
+    :class:`~skacv.linalg._covariance.CovarianceForm`). With ``C_j = X~_j^T M_j X~_j``
     (p x p, each fold's centred, weighted training Gram matrix: that of all
     rows minus its held-out rows' and its centring's) and ``c_j = X~^T (m_j
     Y~_j)``, the gradient of fold ``j`` at ``v_j`` is ``c_j - C_j v_j`` and
@@ -455,6 +453,7 @@ class FoldCovariance:
 
     def __init__(self, designs, response, partition):
         self.designs = designs
+        self.policy, self.statistics = designs.policy, designs.statistics
         self.dtype, self.n_eff, self.n_folds = designs.dtype, designs.n_eff, designs.n_folds
         self.n_samples, self.n_features = designs.n_samples, designs.n_features
         A, K, dt = designs.base.X, designs.n_folds, designs.dtype

@@ -45,8 +45,6 @@ import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
 from .._config import check_memory
-from .._policy import get_policy
-from .._statistics import get_statistics
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
 from ..linalg._copies import gather
@@ -116,7 +114,7 @@ def fold_lipschitz(designs, tol=None):
     -------
     lipschitz : ndarray of shape (n_folds,)
     """
-    tol = get_statistics().lipschitz_tol if tol is None else tol
+    tol = designs.statistics.lipschitz_tol if tol is None else tol
     n, p, K = designs.n_samples, designs.n_features, designs.n_folds
     dt = designs.dtype
     # X~_j^T m_j X~_j q_j for every fold in one pass over X (the folds' own
@@ -132,7 +130,7 @@ def fold_lipschitz(designs, tol=None):
     # the block's copy of X): the fallback, a copy of each fold's rows, would
     # cost far more memory
     with designs.workers():
-        return lanczos_top_eigenvalues(op, W0, tol, max_bytes=np.inf) * (1.0 + tol)
+        return lanczos_top_eigenvalues(op, W0, tol, np.inf) * (1.0 + tol)
 
 
 def small_fold_lipschitz(designs, gram=None):
@@ -157,7 +155,8 @@ def small_fold_lipschitz(designs, gram=None):
         return None
     if gram is not None:  # the covariance form holds every fold's Gram matrix already
         C = gram
-        return np.array([top_eigenvalue(np.asarray(C[j], dtype=np.float64)) / float(n_j)
+        return np.array([top_eigenvalue(np.asarray(C[j], dtype=np.float64),
+                                        policy=designs.policy) / float(n_j)
                          for j, n_j in enumerate(designs.n_eff)])
     A = designs.base.X
     n, p = A.shape
@@ -173,7 +172,7 @@ def small_fold_lipschitz(designs, gram=None):
             if designs.fit_intercept:  # sum over training rows of w (x - mu_j)(x - mu_j)^T
                 delta = designs.delta[:, j].astype(np.float64)
                 G -= n_j * np.outer(delta, delta)
-            out[j] = top_eigenvalue(G) / n_j
+            out[j] = top_eigenvalue(G, policy=designs.policy) / n_j
     else:
         B = np.asarray(A @ A.T, dtype=np.float64)
         for j in range(designs.n_folds):
@@ -184,7 +183,7 @@ def small_fold_lipschitz(designs, gram=None):
                 delta = designs.delta[:, j]
                 u, s = np.asarray(A[tr] @ delta, dtype=np.float64), sw[tr]
                 G = G - np.outer(u, s) - np.outer(s, u) + float(delta @ delta) * np.outer(s, s)
-            out[j] = top_eigenvalue(G) / n_j
+            out[j] = top_eigenvalue(G, policy=designs.policy) / n_j
     return out
 
 
@@ -199,7 +198,7 @@ def fold_views(designs, products, X, sample_weight, splits, fit_intercept):
     # exact (LAPACK) where each fold's own design would be: its smaller side
     # (training rows or features) at most the policy's dense_eig_size
     largest = max(len(tr) for tr, _ in splits)
-    if min(largest, designs.n_features) <= get_policy().dense_eig_size:
+    if min(largest, designs.n_features) <= designs.policy.dense_eig_size:
         lips = small_fold_lipschitz(
             designs, products.C if isinstance(products, FoldCovariance) else None)
     else:
@@ -211,7 +210,8 @@ def fold_views(designs, products, X, sample_weight, splits, fit_intercept):
         lip = lips[j]
         if not np.isfinite(lip):
             w_tr = None if sample_weight is None else sample_weight[tr]
-            lip = Design(_safe_indexing(X, tr), w_tr, fit_intercept).lipschitz()
+            lip = Design(_safe_indexing(X, tr), w_tr, fit_intercept,
+                         policies=designs.base.policies).lipschitz()
         views.append(_FoldView(len(tr), designs.n_features, float(designs.n_eff[j]), lip))
     return views
 
@@ -244,6 +244,8 @@ class StackedFolds:
     splits : list of (train, test) index arrays
     dtype : numpy dtype
         Precision of the block.
+    policies : (SpeedPolicy, StatisticalPolicy)
+        The search's (its designs carry them).
     full_design : Design, default=None
         The full-data fit's design of ``X`` with the same weights and
         intercept (its ``X~``, centred and weighted): the block's copy is
@@ -268,7 +270,7 @@ class StackedFolds:
         Total weight of the held-out rows.
     """
 
-    def __init__(self, estimator, X, y, sample_weight, splits, dtype, full_design=None,
+    def __init__(self, estimator, X, y, sample_weight, splits, dtype, policies, full_design=None,
                  horizon=0):
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
@@ -277,6 +279,7 @@ class StackedFolds:
             train[tr, j] = True
             test[te, j] = True
         w = sample_weight
+        policy = policies[0]
         # the block's own copy of X (centred in place), with the rows ordered
         # by held-out fold when the folds partition the rows of a dense X: a
         # fold's test rows are then a slice of it, read without a copy by the
@@ -292,15 +295,16 @@ class StackedFolds:
                     and _same_weights(full.weight, sample_weight)):
                 # the rows of the full fit's X~ (centred, weighted): no pass
                 # to centre the copy (10000 x 15000: 80 ms)
-                base = Design.centred(gather(full.X, dtype, rows=order), full.x_offset, w,
-                                      estimator.fit_intercept)
+                base = Design.centred(gather(full.X, dtype, policy, rows=order), full.x_offset,
+                                      w, estimator.fit_intercept, policies)
             else:
-                base = Design(gather(X, dtype, rows=order), w, estimator.fit_intercept,
-                              copy=False)
+                base = Design(gather(X, dtype, policy, rows=order), w, estimator.fit_intercept,
+                              copy=False, policies=policies)
             bounds = np.concatenate([[0], np.cumsum(test.sum(axis=0))])
             self.tests = [slice(int(bounds[j]), int(bounds[j + 1])) for j in range(len(splits))]
         else:
-            base = Design(X.astype(dtype) if X.dtype != dtype else X, w, estimator.fit_intercept)
+            base = Design(X.astype(dtype) if X.dtype != dtype else X, w, estimator.fit_intercept,
+                          policies=policies)
             self.tests = [np.flatnonzero(test[:, j]) for j in range(len(splits))]
         # a partition whose folds train on every other row: the rotated layout
         partition = self.tests if order is not None and np.array_equal(train, ~test) else None
@@ -308,7 +312,7 @@ class StackedFolds:
         self.offset, self.response = self.designs.center_y(y)
         if partition is not None and fold_covariance_pays(
                 base.n_samples, base.n_features, len(splits),
-                max(estimator.max_iter, horizon),
+                max(estimator.max_iter, horizon), policy,
                 base.X.dtype.itemsize):
             self.products = FoldCovariance(self.designs, self.response, partition)
         else:
@@ -400,7 +404,7 @@ class StackedFolds:
         return total
 
 
-def fit_beside(X, fold_dtype="auto"):
+def fit_beside(X, policy, fold_dtype="auto"):
     """Whether the full-data fit on ``X`` runs its stages beside the stacked
     folds (:func:`~skacv.utils._parallel.overlapped`, one BLAS thread each: the
     block's set-up beside the first stage, each later stage beside the
@@ -421,7 +425,7 @@ def fit_beside(X, fold_dtype="auto"):
     # the full fit's X: float32 kept, anything else in float64
     dtype = np.dtype(np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64)
     block = size * kfold_dtype(fold_dtype).itemsize
-    return size * dtype.itemsize > cache_bytes(3) and pass_groups(block) == 1
+    return size * dtype.itemsize > cache_bytes(3, policy) and pass_groups(block, policy) == 1
 
 
 def fold_steps(n_iter, ratios):

@@ -95,11 +95,13 @@ class KFoldPath:
     fold_dtype : {"auto", "float32", "float64"}
         Precision of the block of folds
         (:func:`skacv.model_selection._kfold.kfold_dtype`).
+    policies : (SpeedPolicy, StatisticalPolicy)
+        The search's.
     """
 
-    def __init__(self, estimator, X, y, fit_params, splits, alignment="time",
-                 fold_dtype="auto"):
+    def __init__(self, estimator, X, y, fit_params, splits, alignment, fold_dtype, policies):
         self.estimator, self.X, self.y = estimator, X, y
+        self.policies = policies
         self.fit_params, self.splits = fit_params, splits
         self.alignment, self.fold_dtype = alignment, fold_dtype
         sw = fit_params.get("sample_weight")
@@ -148,7 +150,8 @@ class KFoldPath:
             # after the full fit, its centred X (kept for the warm-started stages)
             full = self.estimator.fitted_design() if validated else None
             return StackedFolds(self.estimator, Xv, y, self.sample_weight, self.splits,
-                                kfold_dtype(self.fold_dtype), full, horizon=self.horizon)
+                                kfold_dtype(self.fold_dtype), self.policies, full,
+                                horizon=self.horizon)
         except Exception as exc:
             if validated:
                 raise
@@ -161,7 +164,7 @@ class KFoldPath:
         """The first stage of the full path, then the folds' set-up; ``False``
         when the full fit stores no path (the caller says why)."""
         self.estimator.set_params(**params)
-        self.beside = self.use_stack and fit_beside(self.X, self.fold_dtype)
+        self.beside = self.use_stack and fit_beside(self.X, self.policies[0], self.fold_dtype)
         if self.beside:  # the block's set-up beside the full path's first stage
             built = overlapped(self._fit_full, lambda: self._make_block(False))[1]
             if isinstance(built, Exception):
@@ -240,17 +243,21 @@ class KFoldPath:
     def _fit_in_one_go(self, n_iter_no_change, limit=None):
         if self.stage() is None:
             return False
-        if n_iter_no_change is not None and can_stage(self.estimator):
+        policy, statistics = self.policies
+        if n_iter_no_change is not None and can_stage(self.estimator, policy):
             # a cheap path fitted in one go ends where the stages would have stopped
             n = np.shape(self.estimator.coef_path_)[-1] - 1
-            m = stop_length(self.kfold_path(n + 1), n_iter_no_change, limit=limit)
+            m = stop_length(self.kfold_path(n + 1), n_iter_no_change, policy.stage_growth,
+                            statistics, limit)
             if m < n:
                 refit_shorter(self.estimator, self.X, self.y, self.fit_params, m)
         return True
 
     def _fit_in_stages(self, n_iter_no_change, limit=None):
+        policy, statistics = self.policies
         fitted = grow_in_stages(self.estimator, lambda: [f.estimator for f in self.folds],
-                                self.stage, n_iter_no_change, limit=limit, grow_past=False)
+                                self.stage, n_iter_no_change, policy.stage_growth, statistics,
+                                limit=limit, grow_past=False)
         if fitted is None:
             return False
         # the full path, from where it is to where the folds stopped
@@ -275,7 +282,7 @@ class KFoldPath:
         (:func:`skacv.model_selection._kfold.fit_beside`).
         """
         tic = time.perf_counter()
-        if n_iter_no_change is None or not can_stage(self.estimator, self.X):
+        if n_iter_no_change is None or not can_stage(self.estimator, self.policies[0], self.X):
             done = self._fit_in_one_go(n_iter_no_change, limit)
         else:
             done = self._fit_in_stages(n_iter_no_change, limit)
@@ -289,8 +296,8 @@ class KFoldPath:
         return paths, time.perf_counter() - tic
 
 
-def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None,
-              alignment="time", fold_dtype="auto", limit=None):
+def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alignment,
+              fold_dtype, limit, policies):
     """The full path, and K-fold CV along it: each fold fitted once (same
     parameters, estimates off), every iterate scored on its held-out fold
     (squared error, or log loss for classifiers, weighted by
@@ -301,7 +308,8 @@ def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None,
     same gradient-flow time ``t * step``; the folds run as many more steps
     as that needs), with ``"iteration"`` its iterate ``t``. A fold path
     shorter than the full one (a solver that stops at convergence) keeps
-    its last iterate. See :class:`KFoldPath` (``limit``: its ``fit``'s).
+    its last iterate. See :class:`KFoldPath` (``limit``: its ``fit``'s;
+    ``policies``: the search's).
 
     Returns
     -------
@@ -309,7 +317,7 @@ def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change=None,
         The fitted full estimator, its estimate paths ``attrs`` with
         ``kfold_path_`` (``{}`` when it stores no path) and the time taken.
     """
-    search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype)
+    search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype, policies)
     paths, fit_time = search.fit(attrs, n_iter_no_change, limit)
     return estimator, paths, fit_time
 

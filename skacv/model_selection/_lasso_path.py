@@ -48,8 +48,6 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.linear_model import enet_path
 from sklearn.utils import Bunch
 
-from .._policy import get_policy
-from .._statistics import get_statistics
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
 from ..iterations._metric import MetricFISTA, spike_possible
@@ -136,7 +134,7 @@ class _SupportFinish:
         its pace (at most the steps left in the budget): the finish is
         skipped below ``2 * path_check_every`` (the speed policy's) and spends
         at most that many products."""
-        policy = get_policy()
+        policy = self.space.design.policy
         signs = np.sign(x).astype(np.int8)
         key = signs.tobytes()
         stable, self.previous = key == self.previous, key
@@ -204,13 +202,13 @@ class _SupportFinish:
         return b, n_products
 
 
-def _steps_left(gap_prev, gap, target):
+def _steps_left(gap_prev, gap, target, check_every):
     """The FISTA steps to the gap ``target`` at the pace of the last check
-    (from ``gap_prev`` to ``gap``, linear convergence); ``inf`` if the gap
-    did not decrease."""
+    (from ``gap_prev`` to ``gap``, ``check_every`` steps before, linear
+    convergence); ``inf`` if the gap did not decrease."""
     if not gap < gap_prev < np.inf:
         return np.inf
-    return get_policy().path_check_every * np.log(gap / target) / np.log(gap_prev / gap)
+    return check_every * np.log(gap / target) / np.log(gap_prev / gap)
 
 
 def _objective_gap(space, sub, work, x, fitted, alpha):
@@ -259,7 +257,7 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
         finish.start(sub, work, alpha, target)
     done = increases = 0
     obj_prev = gap_prev = np.inf
-    policy = get_policy()
+    policy = space.design.policy
     while done < budget:
         k = min(policy.path_check_every, budget - done)
         run_trajectory(sub, y, iteration, k, state, scratch, datafit=space.datafit, fuse=True)
@@ -276,7 +274,8 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
                 raise _MetricStalled(state.x, done)
         if finish is not None:
             x, n_iter = finish(state.x, l1,
-                               min(_steps_left(gap_prev, gap, target), budget - done))
+                               min(_steps_left(gap_prev, gap, target, policy.path_check_every),
+                                   budget - done))
             done += n_iter
             if x is not None:
                 trial = init_state(sub, x)
@@ -306,7 +305,7 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
         return _solve_working_set(space, sub, work, alpha, coef_w, float(step_size), goal,
                                   budget)
     L = space.step_bound(sub, work) + space.l2
-    metric = space.metric(sub, work) if get_policy().path_metric else None
+    metric = space.metric(sub, work) if space.design.policy.path_metric else None
     spent = 0
     if metric is not None:
         try:
@@ -356,7 +355,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     rr, ry, corr = stats
     steps = 0
     work = np.flatnonzero(coef)
-    policy = get_policy()
+    policy = design.policy
     if gap > goal:
         # working set: (relaxed) sequential strong rule + previous support
         thresh = alpha - policy.path_strong_rule_slack * (alpha_prev - alpha)
@@ -433,11 +432,12 @@ def _columns_descent(space, sub, work, step_size):
     the features, where FISTA in the rank-one metric converges in fewer
     passes over the columns; the Lanczos run that decides it warm-starts
     FISTA's step bound)."""
+    policy = space.design.policy
     if not (space.gram is None and not sub.sparse and sub.dtype == np.float64
-            and isinstance(step_size, str) and get_policy().path_columns_descent):
+            and isinstance(step_size, str) and policy.path_columns_descent):
         return False
     space.step_bound(sub, work)
-    return not (get_policy().path_metric and spike_possible(space.top, space.second))
+    return not (policy.path_metric and spike_possible(space.top, space.second, policy))
 
 
 def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
@@ -530,7 +530,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     space = (_FeatureSpace(design, c, yy)
              if covariance_path_pays(design, tol, n_alphas if alphas is None else alphas.shape[0])
              else _SampleSpace(design, X, sample_weight, y_tilde))
-    policy, statistics = get_policy(), get_statistics()
+    policy, statistics = design.policies
     space.finish = _SupportFinish(space) if policy.path_support_finish else None
     # the covariance form's alphas by coordinate descent (_coordinate_descent)
     space.coordinate_descent = (getattr(space, "gram_form", False)
@@ -586,7 +586,8 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         if loo is not None:
             loo[i] = loo_of(coef, alpha_i)
         # the criterion watched: the leave-one-out error when computed
-        if stop(loo[i] if loo is not None else converged_risk(train_mse[i], df[i], n_eff)):
+        risk = None if loo is not None else converged_risk(train_mse[i], df[i], n_eff, statistics)
+        if stop(loo[i] if loo is not None else risk):
             n_solved = i + 1
             break
     if not_converged:

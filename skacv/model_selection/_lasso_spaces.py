@@ -13,10 +13,10 @@ eigenvalue of its Hessian (the step ``1 / L``) and the rank-one metric of
 import numpy as np
 
 from .._config import check_memory
-from .._policy import get_policy
 from ..iterations._datafits import NormalEquations
 from ..iterations._metric import rank_one_metric, spike_possible
-from ..linalg._design import CovarianceForm, Design
+from ..linalg._covariance import CovarianceForm
+from ..linalg._design import Design
 from ..linalg._linalg import lanczos_top
 
 
@@ -40,7 +40,8 @@ class _WorkingColumns:
     def __call__(self, idx):
         d = self.design
         if d.sparse:
-            return Design(self.X[:, idx], self.sample_weight, d.fit_intercept)
+            return Design(self.X[:, idx], self.sample_weight, d.fit_intercept,
+                          policies=d.policies)
         n, m = d.n_samples, idx.shape[0]
         if self.buffer is None or self.buffer.size < n * m:
             self.buffer = None
@@ -51,7 +52,7 @@ class _WorkingColumns:
         # into it directly (into a strided view it took a temporary of that size)
         cols = self.buffer[: n * m].reshape(n, m)
         np.take(d.X, idx, axis=1, out=cols, mode="clip")
-        sub = Design(cols, None, False)
+        sub = Design(cols, None, False, policies=d.policies)
         sub.n_eff = d.n_eff
         return sub
 
@@ -63,11 +64,11 @@ def _top_eigenvalue(design, u0=None, n_steps=None):
     from the direction ``u0`` (sample space) of the previous working set,
     and the second Ritz value (:func:`~skacv.iterations._metric.rank_one_metric`
     reads it). The step ``1 / L`` only sets the speed of FISTA: the duality
-    gap certifies the solutions. ``n_steps``: the speed policy's
+    gap certifies the solutions. ``n_steps``: the design's speed policy's
     ``path_lanczos_steps`` when ``None``.
     """
     if n_steps is None:
-        n_steps = get_policy().path_lanczos_steps
+        n_steps = design.policy.path_lanczos_steps
     n, p = design.n_samples, design.n_features
     inv_n = 1.0 / design.n_eff
     dt = design.dtype
@@ -133,7 +134,7 @@ class _SampleSpace:
     def metric(self, sub, work):
         """The :class:`~skacv.iterations._metric.RankOneMetric` of the working
         set from the top direction of :meth:`step_bound`, or ``None``."""
-        if not spike_possible(self.top, self.second):
+        if not spike_possible(self.top, self.second, self.design.policy):
             return None
         dt = sub.dtype
         inv_n = 1.0 / self.design.n_eff
@@ -142,7 +143,8 @@ class _SampleSpace:
             return np.asarray(sub.rmatvec(sub.matvec(v.astype(dt))), dtype=np.float64) * inv_n
 
         top = np.asarray(sub.rmatvec(self.u.astype(dt)), dtype=np.float64)
-        metric, self.rest = rank_one_metric(op, work.size, top, _restricted(self.rest, work))
+        metric, self.rest = rank_one_metric(op, work.size, top, self.design.policy,
+                                            _restricted(self.rest, work))
         self.rest = _spread(self.rest, work, self.design.n_features)
         return metric
 
@@ -154,7 +156,7 @@ class _SampleSpace:
         elif sub.sparse:
             part = self.columns(work[S])
         else:  # a copy of the columns: sub's buffer stays the working set's
-            part = Design(sub.X[:, S], None, False)
+            part = Design(sub.X[:, S], None, False, policies=sub.policies)
         dt = part.dtype
 
         def normal(v):
@@ -165,7 +167,7 @@ class _SampleSpace:
 
 class _FeatureSpace:
     """The Lasso path in the covariance form (scikit-learn's ``precompute``,
-    :class:`~skacv.linalg._design.CovarianceForm`): with ``C = X~^T X~`` and
+    :class:`~skacv.linalg._covariance.CovarianceForm`): with ``C = X~^T X~`` and
     ``c = X~^T y~``, the working set's loop multiplies by ``C_WW`` and its
     "fitted values" are ``g = C_WW b_W``; the residual enters through
     ``||r||^2 = y~^T y~ - 2 c_W^T b_W + b_W^T g``, ``r^T y~ = y~^T y~ - c_W^T
@@ -209,7 +211,7 @@ class _FeatureSpace:
     def step_bound(self, sub, work):
         inv_n = 1.0 / self.design.n_eff
         L, top, self.second = lanczos_top(lambda v: (sub.C @ v) * inv_n, work.size,
-                                           self.u[work], get_policy().path_lanczos_steps)
+                                           self.u[work], self.design.policy.path_lanczos_steps)
         self.top = L
         self.u[:] = 0.0
         self.u[work] = top
@@ -217,12 +219,12 @@ class _FeatureSpace:
 
     def metric(self, sub, work):
         """As :meth:`_SampleSpace.metric`, with products by ``C_WW``."""
-        if not spike_possible(self.top, self.second):
+        if not spike_possible(self.top, self.second, self.design.policy):
             return None
         inv_n = 1.0 / self.design.n_eff
         metric, self.rest = rank_one_metric(
             lambda v: np.asarray(sub.C @ v.astype(sub.C.dtype), dtype=np.float64) * inv_n,
-            work.size, self.u[work], _restricted(self.rest, work))
+            work.size, self.u[work], self.design.policy, _restricted(self.rest, work))
         self.rest = _spread(self.rest, work, self.design.n_features)
         return metric
 
@@ -259,7 +261,7 @@ def covariance_path_pays(design, tol, n_alphas):
     ``p / 16`` products) below the policy's ``path_products_per_alpha``
     products per penalty."""
     n, p = design.n_samples, design.n_features
-    policy = get_policy()
+    policy = design.policy
     if not (policy.covariance_path and design.dtype == np.float64
             and tol >= policy.covariance_path_min_tol
             and p <= min(n, policy.covariance_max_features)):

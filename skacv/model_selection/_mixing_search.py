@@ -35,7 +35,6 @@ its trajectories or its converged fit (ties: the smaller ``l1_ratio``).
 import numpy as np
 from sklearn.base import clone
 
-from .._statistics import get_statistics
 from ._candidates import fit_candidates
 from ._path_search import joint_argmin, score_alpha_path, set_choice
 from ._results import cv_results
@@ -148,7 +147,7 @@ def fit_mixing_search(search, X, y, fit_params):
     start = min(converged, key=lambda k: (converged[k], k))
     nb = search.path_neighbors
     choices, values, whole = {}, {}, set()
-    tie_rtol = get_statistics().tie_rtol
+    tie_rtol = search._policies[1].tie_rtol
 
     def probe(k, neighbors):
         choices[k] = joint_argmin(walk.score(k), crit, neighbors, walk.fit(k), tie_rtol)

@@ -26,7 +26,6 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import Bunch
 
-from .._statistics import get_statistics
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
@@ -299,7 +298,7 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol):
             rows = promising_rows(limits, mins, min(best, limits[a]))
     rows = sorted(fitted)
     paths = [fitted[r][0] for r in rows]
-    i, t, mins, best_iters = select(paths, criterion)
+    i, t, mins, best_iters = select(paths, criterion, rtol)
     j = rows.index(a)
     converged = converged_choice(scores, a, mins[i], mins[j], best_iters[j], rtol)
     if converged is not None:
@@ -360,13 +359,12 @@ def widen_rows(mins, start, n_grid, neighbors):
     return [r for r in range(lo, hi + 1) if r not in mins]
 
 
-def warn_converged(choice, alpha, max_iter, criterion):
+def warn_converged(choice, alpha, max_iter, criterion, rtol):
     """Say that the converged fit was selected over an iterate cut off at
     ``max_iter`` (the fix: raise it); nothing when the trajectory reached
-    its own minimum before, or came within the statistical policy's
-    ``limit_rtol`` of its limit (the
+    its own minimum before, or came within ``rtol`` (the statistical
+    policy's ``limit_rtol``) of its limit (the
     converged fit then scores as well as what the trajectory could reach)."""
-    rtol = get_statistics().limit_rtol
     if (choice is None or max_iter is None or choice.trajectory_iteration < max_iter
             or choice.trajectory_min <= choice.score + rtol * abs(choice.score)):
         return
@@ -407,7 +405,8 @@ def fit_path_search(search, X, y, fit_params):
         cands = [{"alpha": scores.values[r]} for r in rows]
         return fit_candidates(search, cands, X, y, fit_params, limits, prune=False)
 
-    choice = joint_argmin(scores, crit, search.path_neighbors, fit, get_statistics().tie_rtol)
+    choice = joint_argmin(scores, crit, search.path_neighbors, fit,
+                          search._policies[1].tie_rtol)
     results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
                          choice.mins, choice.best_iters, choice.times, rows=choice.rows,
                          n_rows=len(scores.values))

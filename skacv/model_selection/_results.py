@@ -10,7 +10,6 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils.validation import column_or_1d
 
-from .._statistics import get_statistics
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ._criteria import CRITERIA, PATH_ATTRS
 from ._stages import finite_min, selectable
@@ -20,10 +19,11 @@ class UndefinedEstimate(ValueError):
     """The criterion is undefined at every iterate of the grid."""
 
 
-def select(paths, criterion):
+def select(paths, criterion, tie_rtol):
     """Joint argmin over (grid point, iteration) of the ``criterion``'s
-    paths (iterates flagged by ``risk_reliable_`` excluded), ties to the
-    first grid point, then the earliest iteration.
+    paths (iterates flagged by ``risk_reliable_`` excluded), ties (within
+    ``tie_rtol``, the statistical policy's) to the first grid point, then
+    the earliest iteration.
 
     Parameters
     ----------
@@ -50,7 +50,7 @@ def select(paths, criterion):
             "(risk_reliable_): the estimate is undefined (e.g. a diverging path or "
             "degenerate data). Try criterion='loo'."
         )
-    threshold = m + get_statistics().tie_rtol * abs(m)
+    threshold = m + tie_rtol * abs(m)
     i = int(np.flatnonzero(mins <= threshold)[0])
     path = np.where(np.isfinite(paths[i]), paths[i], np.inf)
     best_iters = [int(np.argmin(np.where(np.isfinite(p), p, np.inf))) for p in paths]

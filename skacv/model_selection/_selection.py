@@ -15,13 +15,12 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
-from sklearn.exceptions import EfficiencyWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
 
-from .._config import config_context, get_config
-from ..exceptions import EstimateBudgetError, UnreliableEstimateWarning
+from .._policy import current_policies
+from ..exceptions import UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..linalg._sampling import rows_behind
@@ -106,10 +105,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         the rows above 100 samples). It uses K-fold CV instead where the risk
         estimate is unreliable (below 100 samples with more features than
         samples, or iterates flagged where the choice lies: an
-        :class:`~skacv.exceptions.UnreliableEstimateWarning` says why) or,
-        with a ``risk_time_budget`` (:func:`skacv.get_config`; none by
-        default), costs more fits than that (an
-        :class:`~sklearn.exceptions.EfficiencyWarning`).
+        :class:`~skacv.exceptions.UnreliableEstimateWarning` says why).
         The criterion used is ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
@@ -349,9 +345,10 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             n_samples, n_features = _num_samples(X), _num_features(X)
         except (TypeError, ValueError):
             n_samples = n_features = 0  # the estimator's own validation says why
+        self._policies = current_policies()  # read once, handed to its fits and rules
         if self.criterion == "auto":
             self.criterion_, self._loo_subsample, self._both = resolve_auto(
-                self.estimator, n_samples, n_features, self.cv)
+                self.estimator, n_samples, n_features, self.cv, self._policies)
         else:
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
         grid = self.param_grid
@@ -457,16 +454,8 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             self._resolve(X)
             self._splits = self._folds(X, y)
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
-        # with a risk_time_budget (skacv.config_context; none by default, so
-        # that "auto" keeps the no-refit estimate whatever it costs) "auto"
-        # uses K-fold where the ISTA/FISTA chains would cost more; not along
-        # the alpha path, whose K-fold replacement refits every fold's
-        # converged path (several times the estimate's cost)
-        budget = get_config()["risk_time_budget"]
-        if auto_risk and self.search_ != "grid":
-            budget = None
         with GatheredWarnings() as gathered:
-            self._search_with_fallback(X, y, routed, budget, source, auto_risk, dask)
+            self._search_with_fallback(X, y, routed, source, auto_risk, dask)
         # the fits' warnings once each, from the user's call (_fit_context between)
         flags = np.asarray(self._selected_paths.get("risk_reliable_", 1))
         gathered.reissue(self.criterion_, 3, self._converged is None and not (flags > 0).all())
@@ -491,38 +480,29 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
             self.n_splits_ = len(self._splits)
         elif hasattr(self, "n_splits_"):
             del self.n_splits_
-        del self._selected_paths, self._splits, self._converged
+        del self._selected_paths, self._splits, self._converged, self._policies
         self.n_features_in_ = est.n_features_in_
         if self.verbose:
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
                   f"{self.best_iteration_}: estimated {self.criterion_} {self.best_risk_:.6g}")
         return self
 
-    def _search_with_fallback(self, X, y, routed, budget, source, auto_risk, dask):
+    def _search_with_fallback(self, X, y, routed, source, auto_risk, dask):
         """The search; with ``criterion="auto"``, again with K-fold CV where
-        the risk estimate is undefined, flagged where the choice lies, or
-        (with a ``risk_time_budget``) too costly, with a warning that says
-        why."""
-        why = costly = None
+        the risk estimate is undefined or flagged where the choice lies,
+        with a warning that says why (a ``risk_time_budget`` exceeded is an
+        error whatever the criterion: the configuration refuses, it never
+        chooses)."""
+        why = None
         try:
-            with config_context(risk_time_budget=budget), rows_behind(source):
+            with rows_behind(source):
                 self._search(X, y, routed)
             why = None if dask else self._unreliable_risk()
         except UndefinedEstimate as exc:
             if not auto_risk:
                 raise
             why = str(exc)
-        except EstimateBudgetError as exc:
-            if not auto_risk:
-                raise
-            costly = str(exc)
-        if costly is not None:
-            warnings.warn(
-                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
-                f"the risk estimate: {costly} Set criterion='risk' to compute it anyway, or "
-                "criterion='kfold' to skip this check.", EfficiencyWarning, stacklevel=2)
-            why = costly
-        elif why is not None:
+        if why is not None:
             # no no-refit estimate is reliable here: K-fold CV, and say why
             warnings.warn(
                 f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
@@ -569,7 +549,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
     def _keep(self, candidates, paths, kept, rows=None):
         """Select among the fitted ``candidates`` (at ``rows`` of the
         table); set the selection's attributes; return the selection."""
-        i, t, mins, best_iters = select(paths, self.criterion_)
+        i, t, mins, best_iters = select(paths, self.criterion_, self._policies[1].tie_rtol)
         self._selected_paths = paths[i]
         self.estimator_ = kept[i]
         self.best_index_ = i if rows is None else rows[i]
@@ -598,6 +578,6 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
                      if self.param_grid is not None and "alpha" in self.param_grid else {}]
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         warn_converged(self._converged, self.best_params_.get("alpha"),
-                       params.get("max_iter"), self.criterion_)
+                       params.get("max_iter"), self.criterion_, self._policies[1].limit_rtol)
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
                       self.criterion_, getattr(self.estimator_, "n_iter_", None))

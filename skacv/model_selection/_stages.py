@@ -7,28 +7,28 @@ The stages tell the estimator what it needs by argument: a
 :class:`~skacv.estimators._setup.FitPlan` (the length the path may reach,
 and that the debiasing statistics wait for the last stage) held by the
 estimator's own ``planned`` block for the fits of the stages
-(:class:`~skacv.estimators.SearchProtocol`).
+(:class:`~skacv.estimators.SearchProtocol`). The rules read the search's
+policies, passed in (``policy``, ``statistics``: captured where the search
+starts).
 """
 
 import time
 
 import numpy as np
 
-from .._policy import get_policy
-from .._statistics import get_statistics
 from ..estimators._setup import FitPlan
 from ..utils._compat import _num_features, _num_samples
 from ._criteria import loo_cost_in_fits
 
 
-def argmin_first(path):
-    """First iterate within the tie tolerance of the smallest finite value
-    (``None`` when no value is finite)."""
+def argmin_first(path, tie_rtol):
+    """First iterate within ``tie_rtol`` (relative) of the smallest finite
+    value (``None`` when no value is finite)."""
     path = np.where(np.isfinite(path), path, np.inf)
     m = path.min() if path.size else np.inf
     if not np.isfinite(m):
         return None
-    return int(np.flatnonzero(path <= m + get_statistics().tie_rtol * abs(m))[0])
+    return int(np.flatnonzero(path <= m + tie_rtol * abs(m))[0])
 
 
 def finite_min(path):
@@ -52,10 +52,10 @@ def selectable(paths, attr):
     return path
 
 
-def can_stage(estimator, X=None):
+def can_stage(estimator, policy, X=None):
     """Whether ``estimator``'s path grows in stages (it has ``max_iter`` and
     ``warm_start``) and, given ``X``, whether stopping early pays: a path
-    whose fit and estimates cost less than ``SpeedPolicy.stage_min_flops``
+    whose fit and estimates cost less than the speed ``policy``'s ``stage_min_flops``
     (``stage_min_flops_linear`` for a linear method with the spectral risk,
     whose estimates cost the same at any length; ``stage_min_flops_chains``,
     counted on the fit, with the Jacobian chains' risk) is fitted in one
@@ -69,7 +69,6 @@ def can_stage(estimator, X=None):
         n, p = _num_samples(X), _num_features(X)
     except (TypeError, ValueError):
         return True
-    policy = get_policy()
     T = int(params["max_iter"] or 1)
     flops = 4.0 * n * p * T  # the fit
     linear = estimator.linear_iterations()
@@ -79,18 +78,18 @@ def can_stage(estimator, X=None):
         return flops > policy.stage_min_flops_chains
     if params.get("estimate_loo"):
         sub = (params.get("loo_options") or {}).get("subsample")
-        flops += loo_cost_in_fits(estimator, n, p, min(n, sub or n))[1]
+        flops += loo_cost_in_fits(estimator, n, p, min(n, sub or n), policy)[1]
     elif params.get("estimate_risk"):
         return flops > policy.stage_min_flops_linear
     return flops > policy.stage_min_flops
 
 
-def patience(best, n_iter_no_change):
+def patience(best, n_iter_no_change, statistics):
     """Iterations without improvement after ``best`` that stop the path."""
-    return max(n_iter_no_change, int(get_statistics().relative_patience * best))
+    return max(n_iter_no_change, int(statistics.relative_patience * best))
 
 
-def next_stage(n_iter, best, n_iter_no_change, growth=None):
+def next_stage(n_iter, best, n_iter_no_change, growth, statistics):
     """Length of the next stage of an early-stopped path.
 
     While the estimate still improves at the end of the path (``best ==
@@ -101,61 +100,58 @@ def next_stage(n_iter, best, n_iter_no_change, growth=None):
     plus a fixed overhead, which geometric growth keeps to a few stages;
     the overshoot is at most ``growth`` times the path. Once the minimum
     lies behind, go to the first length where the rule can hold, ``best +
-    patience(best, n_iter_no_change)``, but by at least ``n_iter // 8``.
-    ``growth=None``: the policy's ``stage_growth``.
+    patience(best, n_iter_no_change, statistics)``, but by at least ``n_iter // 8``.
     """
-    if growth is None:
-        growth = get_policy().stage_growth
     if best is None or best >= n_iter:
         return n_iter + max(n_iter_no_change, int(growth * n_iter))
-    return max(best + patience(best, n_iter_no_change), n_iter + max(1, n_iter // 8))
+    return max(best + patience(best, n_iter_no_change, statistics),
+               n_iter + max(1, n_iter // 8))
 
 
-def stage_growth(estimator, attr):
+def stage_growth(estimator, attr, policy):
     """The growth of :func:`next_stage` for a path stopped on ``attr``: the
     speed policy's ``stage_growth_chains`` for ``risk_path_`` of an
     estimator whose risk runs Jacobian chains (every stage restarts them,
     a fixed cost of several steps of the fit and chains on large designs:
     ``docs/benchmarks.rst``), else ``stage_growth``."""
-    policy = get_policy()
     linear = estimator.linear_iterations()
     if attr == "risk_path_" and not linear:
         return policy.stage_growth_chains
     return policy.stage_growth
 
 
-def stops(path, n_iter, n_iter_no_change, limit=None):
+def stops(path, n_iter, n_iter_no_change, statistics, limit=None):
     """The rule of the stages: ``(stop, best)`` on the criterion ``path`` of a
     path ``n_iter`` long: stop once the first minimum lies ``patience`` back,
     unless ``limit`` (the criterion of the path's converged fit, where it is
     known) lies more than the statistical policy's ``limit_rtol`` below that
     minimum: the estimate then has to fall below its minimum again before
     the path converges."""
-    best = argmin_first(path)
-    if best is None or n_iter - best < patience(best, n_iter_no_change):
+    best = argmin_first(path, statistics.tie_rtol)
+    if best is None or n_iter - best < patience(best, n_iter_no_change, statistics):
         return False, best
     if limit is not None and np.isfinite(limit):
-        return bool(limit >= path[best] - get_statistics().limit_rtol * abs(path[best])), best
+        return bool(limit >= path[best] - statistics.limit_rtol * abs(path[best])), best
     return True, best
 
 
-def _growth_best(path, n_iter, n_iter_no_change, best):
+def _growth_best(path, n_iter, n_iter_no_change, best, statistics):
     """The ``best`` that :func:`next_stage` grows from: the path's end where
     only the limit keeps the path going (its patience holds), so that the
     stages grow geometrically as while the estimate improves, instead of by
     the patience's small steps (each stage restarts the estimates' chains)."""
-    return n_iter if stops(path, n_iter, n_iter_no_change)[0] else best
+    return n_iter if stops(path, n_iter, n_iter_no_change, statistics)[0] else best
 
 
-def at_boundary(path, n_iter, max_iter, limit=None):
+def at_boundary(path, n_iter, max_iter, statistics, limit=None):
     """Whether the criterion ``path`` (``n_iter`` long) still falls at its last
     iterate, on or past ``max_iter``: the choice would be on the boundary,
     unless the path has come within the statistical policy's ``limit_rtol``
     of its ``limit`` (the converged fit, which then scores as well as what
     the path could reach)."""
-    if n_iter < max_iter or argmin_first(path) != n_iter:
+    if n_iter < max_iter or argmin_first(path, statistics.tie_rtol) != n_iter:
         return False
-    rtol = get_statistics().limit_rtol
+    rtol = statistics.limit_rtol
     return not (limit is not None and path[n_iter] <= limit + rtol * abs(limit))
 
 
@@ -171,15 +167,15 @@ def release_warm_state(estimators):
         est.release_warm_state()
 
 
-def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
+def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistics,
                    probe_goal="level", limit=None, first=None, grow_past=True, end_tol=None):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why), on the
     same data at every stage (the plan's ``same_data``);
-    ``growth``: :func:`next_stage`'s (the policy's ``stage_growth`` when
-    ``None``). Stops once :func:`stops` holds (``limit``: the criterion of
-    the converged fit, where known) or at ``max_iter``; a path whose
+    ``growth``: :func:`next_stage`'s (:func:`stage_growth`). Stops once
+    :func:`stops` holds (``limit``: the criterion of the converged fit,
+    where known) or at ``max_iter``; a path whose
     criterion still falls at ``max_iter`` (:func:`at_boundary`) grows on, up
     to the statistical policy's ``max_iter_growth`` times ``max_iter``
     (unless ``grow_past`` is false). Then restores ``warm_start``
@@ -188,7 +184,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
 
     The fits of the stages follow a :class:`~skacv.estimators._setup.FitPlan`:
     the first stage chooses the loop's form for the whole ``max_iter``
-    (:func:`skacv.linalg._design.covariance_form_pays`), and the debiasing
+    (:func:`skacv.linalg._covariance.covariance_form_pays`), and the debiasing
     statistics (:mod:`skacv.estimates.risk._uq`) are those of the last stage only;
     ``probe_goal``: the plan's (what the probes of ``risk_path_`` are grown for).
     ``first``: the length of the first stage (``2 * n_iter_no_change`` by
@@ -196,7 +192,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
     the plan's (a path that ends at convergence ends the stages).
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
-    cap = get_statistics().max_iter_growth * max_iter if grow_past else max_iter
+    cap = statistics.max_iter_growth * max_iter if grow_past else max_iter
     n_iter = min(max_iter, 2 * n_iter_no_change) if first is None else first
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True,
@@ -206,31 +202,33 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth=None,
                 if path is None:
                     return None
                 converged = len(path) - 1 < n_iter  # the path ended at convergence
-                stop, best = stops(path, n_iter, n_iter_no_change, limit)
-                ended = n_iter >= max_iter and not at_boundary(path, n_iter, max_iter, limit)
+                stop, best = stops(path, n_iter, n_iter_no_change, statistics, limit)
+                ended = (n_iter >= max_iter
+                         and not at_boundary(path, n_iter, max_iter, statistics, limit))
                 if stop or ended or converged or n_iter >= cap:
                     estimator.finish_deferred()
                     return path
-                grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best),
-                                   n_iter_no_change, growth)
+                grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best,
+                                                        statistics),
+                                   n_iter_no_change, growth, statistics)
                 n_iter = min(cap, grown if n_iter >= max_iter else min(max_iter, grown))
     finally:
         estimator.set_params(warm_start=warm_start)
         release_warm_state(fitted())
 
 
-def stop_length(path, n_iter_no_change, growth=None, limit=None):
+def stop_length(path, n_iter_no_change, growth, statistics, limit=None):
     """Where the stages of :func:`grow_in_stages` (with ``growth`` and
     ``limit``) stop on a criterion path computed in one go (its last index
     when the rule never holds)."""
     T = len(path) - 1
     n = min(T, 2 * n_iter_no_change)
     while True:
-        stop, best = stops(path[: n + 1], n, n_iter_no_change, limit)
+        stop, best = stops(path[: n + 1], n, n_iter_no_change, statistics, limit)
         if n >= T or stop:
             return n
-        best = _growth_best(path[: n + 1], n, n_iter_no_change, best)
-        n = min(T, next_stage(n, best, n_iter_no_change, growth))
+        best = _growth_best(path[: n + 1], n, n_iter_no_change, best, statistics)
+        n = min(T, next_stage(n, best, n_iter_no_change, growth, statistics))
 
 
 def refit_shorter(estimator, X, y, fit_params, n_iter):
@@ -248,8 +246,8 @@ def stage_path(estimator, attrs, attr):
     return selectable(estimate_paths(estimator, attrs), attr)
 
 
-def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-               probe_goal="level", limit=None):
+def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe_goal, limit,
+               policies):
     """Fit one grid point for the criterion path ``attr`` (``risk_path_`` or
     ``loo_path_``): in one go, or, with ``n_iter_no_change`` and where it
     pays (:func:`can_stage`), in stages stopped on ``attr`` (``limit``: the
@@ -257,11 +255,12 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
     what the probes of ``risk_path_`` are grown for
     (:class:`~skacv.estimators._setup.FitPlan`). With ``n_iter_no_change``,
     a path stopped on ``risk_path_`` also ends where it has converged
-    (the statistical policy's ``converged_tol``). Returns the estimator, its
-    estimate paths ``attrs`` and the fit time."""
+    (the statistical policy's ``converged_tol``; ``policies``: the search's
+    ``(speed, statistics)``). Returns the estimator, its estimate paths
+    ``attrs`` and the fit time."""
     tic = time.perf_counter()
-    growth = stage_growth(estimator, attr)
-    statistics = get_statistics()
+    policy, statistics = policies
+    growth = stage_growth(estimator, attr, policy)
     end_tol = (statistics.converged_tol if attr == "risk_path_" and n_iter_no_change is not None
                else None)
 
@@ -271,21 +270,23 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
             return None  # the caller says what is missing
         return stage_path(estimator, attrs, attr)
 
-    if n_iter_no_change is None or not can_stage(estimator, X):
+    if n_iter_no_change is None or not can_stage(estimator, policy, X):
         # a cheap path is fitted whole (the stages' fixed cost would exceed
         # what stopping saves), and its choice is the whole path's argmin
         with planned(estimator, FitPlan(probe_goal=probe_goal, end_tol=end_tol)):
             estimator.fit(X, y, **fit_params)
         n = getattr(estimator, "n_iter_", None)
-        if (n_iter_no_change is not None and can_stage(estimator) and hasattr(estimator, attr)
+        if (n_iter_no_change is not None and can_stage(estimator, policy)
+                and hasattr(estimator, attr)
                 and at_boundary(stage_path(estimator, attrs, attr), n, estimator.max_iter,
-                                limit)):
+                                statistics, limit)):
             # still falling at max_iter (and above its limit): on in stages
-            first = min(statistics.max_iter_growth * n, next_stage(n, n, n_iter_no_change, growth))
+            first = min(statistics.max_iter_growth * n,
+                        next_stage(n, n, n_iter_no_change, growth, statistics))
             grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
-                           probe_goal, limit, first, end_tol=end_tol)
+                           statistics, probe_goal, limit, first, end_tol=end_tol)
     else:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
-                       probe_goal, limit, end_tol=end_tol)
+                       statistics, probe_goal, limit, end_tol=end_tol)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time

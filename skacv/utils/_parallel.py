@@ -20,7 +20,6 @@ import sklearn
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .._config import config_context, get_config
-from .._policy import get_policy
 
 
 def effective_n_jobs(n_jobs):
@@ -153,12 +152,12 @@ def _runner(pool, workers=1):
 
 
 @contextlib.contextmanager
-def small_blas(flops):
+def small_blas(flops, policy):
     """BLAS limited to one thread for work of about ``flops`` flops when that
-    is below the speed policy's ``small_blas_flops``: a multithreaded BLAS wakes its threads at
+    is below the speed ``policy``'s ``small_blas_flops``: a multithreaded BLAS wakes its threads at
     every call, which costs more than small products save (figures in
     docs/benchmarks.rst)."""
-    if flops < get_policy().small_blas_flops and blas_threads() > 1:
+    if flops < policy.small_blas_flops and blas_threads() > 1:
         with _BLAS.limit(limits=1):
             yield
     else:
@@ -166,12 +165,12 @@ def small_blas(flops):
 
 
 @contextlib.contextmanager
-def factorization_blas(kind, order):
+def factorization_blas(kind, order, policy):
     """BLAS limited to one thread for a dense symmetric factorisation
     (``kind``: ``"cholesky"``, ``"eigvalsh"`` or ``"eigh"``) of order up to
-    the speed policy's ``one_thread_order[kind]``: LAPACK's threaded versions wait on their
+    the speed ``policy``'s ``one_thread_order[kind]``: LAPACK's threaded versions wait on their
     threads at every panel, which costs more than they save at these sizes."""
-    if order <= get_policy().one_thread_order[kind] and blas_threads() > 1:
+    if order <= policy.one_thread_order[kind] and blas_threads() > 1:
         with _BLAS.limit(limits=1):
             yield
     else:
@@ -231,24 +230,25 @@ def _count_cpus(text):
     return count
 
 
-def cache_bytes(level):
+def cache_bytes(level, policy):
     """Size in bytes of the CPU's data (or unified) cache of ``level`` (1 to
-    3): the speed policy's ``cpu_caches`` where set, else as Linux reports it
-    for the first CPU, else the speed policy's ``default_cache_bytes``. Sizes
+    3): the speed ``policy``'s ``cpu_caches`` where set, else as Linux reports it
+    for the first CPU, else the policy's ``default_cache_bytes``. Sizes
     the panels of passes over a dense ``X`` that read each panel twice (it
     should stay in the level-2 cache between the two products) and tells
     whether ``X`` is read from memory or from the last-level cache
     (:func:`last_level_share`)."""
-    caches = get_policy().cpu_caches
-    if caches is not None:
-        return caches[level]
-    return reported_cache_bytes(level)
+    if policy.cpu_caches is not None:
+        return policy.cpu_caches[level]
+    size = reported_cache_bytes(level)
+    default = policy.default_cache_bytes
+    return default.get(level, default[3]) if size is None else size
 
 
 @functools.lru_cache(maxsize=None)
 def reported_cache_bytes(level, root=CACHE_ROOT):
     """The size of :func:`cache_bytes` as Linux reports it under ``root``
-    (else the speed policy's ``default_cache_bytes``)."""
+    (``None`` where it does not)."""
     try:
         path = _cache_entry(level, root)
         if path is not None:
@@ -260,8 +260,7 @@ def reported_cache_bytes(level, root=CACHE_ROOT):
                 return size
     except (OSError, ValueError):
         pass
-    default = get_policy().default_cache_bytes
-    return default.get(level, default[3])
+    return None
 
 
 def _cache_entry(level, root):
@@ -279,21 +278,19 @@ def _cache_entry(level, root):
     return None
 
 
-def last_level_share():
+def last_level_share(policy):
     """The last-level cache (:func:`cache_bytes`) counted at most
-    the speed policy's ``last_level_per_cpu_max`` per CPU that shares it (Linux sysfs's
+    the speed ``policy``'s ``last_level_per_cpu_max`` per CPU that shares it (Linux sysfs's
     ``shared_cpu_list``; one CPU where it does not say or where the policy's
     ``cpu_caches`` stand for the system's)."""
-    policy = get_policy()
-    if policy.cpu_caches is not None:
-        return min(policy.cpu_caches[3], policy.last_level_per_cpu_max)
-    return reported_last_level_share()
+    shared = 1 if policy.cpu_caches is not None else shared_cpus()
+    return min(cache_bytes(3, policy), shared * policy.last_level_per_cpu_max)
 
 
 @functools.lru_cache(maxsize=None)
-def reported_last_level_share(root=CACHE_ROOT):
-    """:func:`last_level_share` from Linux's report under ``root``."""
-    size = reported_cache_bytes(3, root)
+def shared_cpus(root=CACHE_ROOT):
+    """The CPUs that share the last-level cache, as Linux reports them under
+    ``root`` (1 where it does not say)."""
     shared = 1
     try:
         path = _cache_entry(3, root)
@@ -302,7 +299,7 @@ def reported_last_level_share(root=CACHE_ROOT):
                 shared = max(1, _count_cpus(f.read()))
     except (OSError, ValueError):
         pass
-    return min(size, shared * get_policy().last_level_per_cpu_max)
+    return shared
 
 
 def column_groups(n_columns, unit, max_columns, multiple=2):

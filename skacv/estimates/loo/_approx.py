@@ -78,12 +78,12 @@ def approximate_loo_at(design, datafit, iteration, theta, U, target, method="alo
         # on their span only; on a basis of it the Newton step is the
         # minimum-norm one (the same at a solution, where the l1
         # sub-gradient on E lies in the span of the rows)
-        basis = independent_columns(A)
+        basis = independent_columns(A, design.policy)
         if basis.size < E.size:
             E, UE, penE = E[basis], UE[:, basis], penE[basis]
             A = A[np.ix_(basis, basis)]
     try:
-        with factorization_blas("cholesky", A.shape[0]):
+        with factorization_blas("cholesky", A.shape[0], design.policy):
             cf = linalg.cho_factor(A, lower=True)
     except linalg.LinAlgError as exc:
         raise ValueError(

@@ -54,7 +54,6 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ..._config import check_memory, path_memory_bytes, working_memory_bytes
-from ..._policy import get_policy
 from ...iterations._datafits import log_loss_terms
 from ...linalg._sampling import subsample_rows
 from ._track import _Problem, _Spectral, _track, _track_toeplitz
@@ -190,10 +189,10 @@ def _jackknife_error(a, b, total, n, scale, W):
     return np.sqrt(var)
 
 
-def _gram_dtype(n_coef):
-    """Precision of the left-out runs' Gram products (see
-    ``SpeedPolicy.loo_float32_min_features``)."""
-    return np.float32 if n_coef >= get_policy().loo_float32_min_features else np.float64
+def _gram_dtype(n_coef, policy):
+    """Precision of the left-out runs' Gram products (the speed ``policy``'s
+    ``loo_float32_min_features``)."""
+    return np.float32 if n_coef >= policy.loo_float32_min_features else np.float64
 
 
 def _block_size(prob, batch_size, n_steps=0):
@@ -278,7 +277,7 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
         state = None
     if state is not None:  # the same subsample, blocks and basis as before
         prob.gram = state["gram"]
-        prob.gram_dtype = _gram_dtype(prob.m)
+        prob.gram_dtype = _gram_dtype(prob.m, design.policy)
         if state["spectral"] is not None:
             prob.spectral = state["spectral"].project(prob, fitted)
         return _continue(prob, state, T, fitted, store_predictions, full_predictions,
@@ -302,7 +301,7 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
     if prob.spectral is None and prob.quadratic and prob.sampler is None:
         if 8 * prob.m * prob.m <= working_memory_bytes():
             # kept in the precision of its products (float32: half the memory)
-            prob.gram_dtype = _gram_dtype(prob.m)
+            prob.gram_dtype = _gram_dtype(prob.m, design.policy)
             prob.gram = (np.asarray(design.gram(side="features"), dtype=np.float64)
                          * prob.W).astype(prob.gram_dtype, copy=False)
     track, groups = _track, [tracked]

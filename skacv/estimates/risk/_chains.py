@@ -17,7 +17,6 @@ switch to a diagonalised core (:mod:`skacv.estimates.risk._core_space`).
 import numpy as np
 
 from ..._config import check_memory
-from ..._policy import get_policy
 from ...linalg._linalg import block_trace as _block_trace
 from ._core_space import core_space_memory_matrix, core_space_plan
 from ._probes import draw_probes
@@ -76,12 +75,13 @@ def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_
     if T < 1 or state is not None or keep_state or int(prefix[1]) == 0:
         return T, None
     per_output = 2 if iteration.extrapolates(T) else 1
-    split = T if iteration.uses_heavy_ball(T) else split_step(n, prefix, T, per_output)
+    split = (T if iteration.uses_heavy_ball(T)
+             else split_step(n, prefix, T, design.policy, per_output))
     if n_probes is None:
         return split, None
     m = int(n_probes)
     plan = core_space_plan(iteration, coef_path, n, m, chain_step_cost(n, prefix, m, T),
-                           np.dtype(dtype).itemsize,
+                           np.dtype(dtype).itemsize, design.policy,
                            total=chain_step_cost(n, prefix, m, T, split, per_output).sum(),
                            split=split < T)
     return split, plan
@@ -150,7 +150,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         return A, Av, None
     # chains after step T, in coordinates (see the loop's invariants)
     saved = chains.saved(m * T) if k0 < T else state.chains
-    gram = gram_to_keep(chains.gram, start.order, -chains.g,
+    gram = gram_to_keep(chains.gram, start.order, -chains.g, chains.policy,
                         None if state is None else state.gram)
     return A, Av, _chain_state(T, Z, dtype, A, Av, saved, gram)
 
@@ -162,16 +162,18 @@ def _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, 
     g, Xs, prefix = chains.g, chains.Xs, chains.prefix
     gram = chains.gram
     if gram is None:  # the backward steps may still pay for a Gram matrix
-        gram = maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, chains.n, -g)
+        gram = maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, chains.n, -g,
+                          chains.policy)
     rows_k, dv_rows = chains.rows_k, chains.dv_rows
     if chains.extrapolates:
         _backward_chains_extrapolated(
             iteration, Xs, gram, probes, trace_wt, chains.masks_s, prefix, split,
             chains.dx1[:rows_k, :m * split], chains.dv[:dv_rows, :m * split], m, scale, g, A,
-            Av, chains.coef_path, chains.order, chains.fold)
+            Av, chains.coef_path, chains.order, chains.policy, chains.fold)
     else:
         _backward_chains(iteration, Xs, gram, probes, trace_wt, chains.masks_s, prefix, split,
-                         chains.dx1[:rows_k, :m * split], m, scale, g, A, chains.fold)
+                         chains.dx1[:rows_k, :m * split], m, scale, g, A, chains.policy,
+                         chains.fold)
         Av[:] = A
     if verbose:
         print(f"[risk] {iteration.name} traces: outputs {split + 1}..{T} backward to "
@@ -189,7 +191,7 @@ def core_space_chains(design, iteration, coef_path, n_probes, rng, dtype, plan, 
                                     rng, dtype, verbose, keep_state=True, probes=Z)[2]
     return core_space_memory_matrix(
         lambda idx, dt: design_columns(design, idx, dt), iteration, coef_path, Z,
-        1.0 / design.n_eff, plan, dtype, head=head, verbose=verbose)
+        1.0 / design.n_eff, plan, dtype, design.policy, head=head, verbose=verbose)
 
 
 def _chain_state(k, Z, dtype, A, Av, chains, gram=None):
@@ -219,7 +221,7 @@ def _chain_columns(m, T, split, per_output=1):
     return np.where(k <= split, m * np.maximum(k - 1, 0), per_output * m * (T - k + 1))
 
 
-def split_step(n, prefix, T, per_output=1):
+def split_step(n, prefix, T, policy, per_output=1):
     """The step ``r`` where forward chains (sources ``0..r-1``, steps
     ``2..r``) and backward chains (outputs ``r+1..T``, steps ``T..r+1``)
     meet at the least flops: step ``k`` costs ``min(2 n (u + r), 2 r u)``
@@ -246,13 +248,13 @@ def split_step(n, prefix, T, per_output=1):
     backward = np.cumsum((unit * per_output * (T - steps + 1))[::-1])[::-1]  # steps r..T
     total = forward[1:T] + backward[2:T + 1]  # split at r = 1..T-1
     r_best = int(np.argmin(total)) + 1
-    if get_policy().chain_split_min_gain * total[r_best - 1] >= forward[T]:
+    if policy.chain_split_min_gain * total[r_best - 1] >= forward[T]:
         return T
     return r_best
 
 
 def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split, forward,
-                     m, scale, g, A, folded=False):
+                     m, scale, g, A, policy, folded=False):
     """Rows ``split+1..T`` of the memory matrix by transposed chains.
 
     For an iteration without momentum step ``k`` maps a tangent ``d`` to
@@ -293,14 +295,14 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
         et = iteration.tangent(k, np.zeros_like(inject[:rk]), None, None, inject[:rk],
                                mask[:rk, 0], dz_scaled=folded)[0].T
         # element-wise work by cache-sized groups of outputs
-        step = chunk_columns(rp, m, dtype.itemsize)
+        step = chunk_columns(rp, m, dtype.itemsize, policy)
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
         for cols in groups:
             u = b[:rp, cols]
             u *= mask  # D_k b: zero beyond the prefix of step k
             traces[cols.start // m:cols.stop // m] = _block_trace(et, u[:rk], m)
         A[k:T + 1, k - 1][::-1] = scale * traces[:c // m]
-        gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c], -g)
+        gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c], -g, policy)
         for cols in groups:
             iteration.combine(k, b[:rp, cols], None, dz[:rp, cols], overwrite_z=True,
                               z_scaled=folded)
@@ -310,7 +312,7 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
 
 
 def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
-                                  fw_x, fw_v, m, scale, g, A, Av, coef_path, order,
+                                  fw_x, fw_v, m, scale, g, A, Av, coef_path, order, policy,
                                   folded=False):
     """Rows ``split+1..T`` of both memory matrices of an extrapolating
     iteration (FISTA, Nesterov's prox-gradient) by transposed chains.
@@ -357,7 +359,7 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         np.multiply(probes[:rk], g, out=inject[:rk])
         et = iteration.tangent(k, zeros[:rk], zeros[:rk], None, inject[:rk], mask[:rk, 0],
                                dz_scaled=folded)[0].T
-        step = chunk_columns(r1, 2 * m, dtype.itemsize)
+        step = chunk_columns(r1, 2 * m, dtype.itemsize, policy)
         groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
         a, b = iteration.extrapolation_factors(k, coef, 2, dtype)
         for cols in groups:
@@ -370,7 +372,7 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
         values = scale * traces[:c // m].reshape(-1, 2)  # (output T, T-1, ..., k; A / A_src)
         A[k:T + 1, k - 1] = values[::-1, 0]
         Av[k:T + 1, k - 1] = values[::-1, 1]
-        gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c], -g)
+        gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c], -g, policy)
         for cols in groups:
             iteration.combine(k, rho[:r2, cols], None, dz[:r2, cols], overwrite_z=True,
                               z_scaled=folded)

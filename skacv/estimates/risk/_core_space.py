@@ -44,7 +44,6 @@ import numpy as np
 from scipy import linalg
 
 from ..._config import path_memory_bytes
-from ..._policy import get_policy
 from ...linalg._linalg import block_trace as _block_trace
 from ...utils._parallel import column_groups, column_workers, factorization_blas
 
@@ -104,7 +103,7 @@ class CorePlan:
         self.form, self.collapse, self.cost, self.masked_cost = form, collapse, cost, masked_cost
 
 
-def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, start=None,
+def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, policy, start=None,
                     total=None, split=False):
     """The cheapest switch step by the flop model, or ``None`` when the
     chains in coordinates are cheaper.
@@ -146,7 +145,6 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
     coordinates = float(head[T + 1] if total is None else total)
     best, best_cost = None, coordinates
     n_blocks = 1 + (lag == 2)
-    policy = get_policy()
     eigh_cost, elementwise_cost = policy.core_eigh_cost, policy.core_elementwise_cost
     setup_cost = policy.core_wide_setup_cost if itemsize < 8 else 1.0
     for s in range(1, T) if start is None else [int(start)]:
@@ -190,7 +188,7 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, star
                     collapse, best_cost, coordinates)
 
 
-def _core_basis(form, XC, XE, Zw, wide, dtype):
+def _core_basis(form, XC, XE, Zw, wide, dtype, policy):
     """The core's eigenbasis: ``(lam, XEt, Zt, G_perp, Z_perp, to_core)``,
     the eigenvalues, ``U^T X~_E``, ``U^T Z`` (in the set-up's precision
     ``wide``), ``G_perp`` and its probes' part (coefficient form; ``None`` in
@@ -198,7 +196,7 @@ def _core_basis(form, XC, XE, Zw, wide, dtype):
     G_perp = Z_perp = None
     if form == "samples":
         G = XC @ XC.T  # the product on every thread, the factorisation on one
-        with factorization_blas("eigh", G.shape[0]):
+        with factorization_blas("eigh", G.shape[0], policy):
             lam, U = linalg.eigh(G, overwrite_a=True, check_finite=False, driver="evd")
         del G  # overwritten by LAPACK
         lam = np.clip(lam, 0, None)
@@ -209,7 +207,7 @@ def _core_basis(form, XC, XE, Zw, wide, dtype):
             return U.T @ (XC @ dx_core)
         return lam, XEt, Zt, G_perp, Z_perp, to_core
     G = XC.T @ XC
-    with factorization_blas("eigh", G.shape[0]):
+    with factorization_blas("eigh", G.shape[0], policy):
         lam, V = linalg.eigh(G, overwrite_a=True, check_finite=False, driver="evd")
     del G  # overwritten by LAPACK
     keep = lam > max(lam[-1], 0.0) * lam.size * np.finfo(wide).eps
@@ -247,7 +245,7 @@ def _scatter_head(saved, c0, core_idx, E, p, to_core, dtype, blocks):
         e[at_e[at_e >= 0], :c0] = values[at_e >= 0]
 
 
-def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, head=None,
+def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, policy, head=None,
                              verbose=0):
     """Memory matrices ``A``, ``A_sources`` with Hutchinson probes ``Z``
     (``n x m``, the scale ``1/m`` applied), the chains on the diagonalised
@@ -281,7 +279,7 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
     XE = Xd(E, wide)
     Zw = np.asarray(Z, dtype=wide)  # the probes in the set-up's precision
     ZE = np.ascontiguousarray(Zw.T @ XE, dtype=dtype)  # (m, |E|): the traces' explicit part
-    lam, XEt, Zt, G_perp, Z_perp, to_core = _core_basis(plan.form, XC, XE, Zw, wide, dtype)
+    lam, XEt, Zt, G_perp, Z_perp, to_core = _core_basis(plan.form, XC, XE, Zw, wide, dtype, policy)
     d = lam.size
     lam_n = (lam * inv_n).astype(dtype)[:, None]
     XEt = np.asfortranarray(XEt, dtype=dtype)
@@ -381,7 +379,7 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, he
         cur.update(out, m=1, scale=1.0, Zt=np.ones((1, d), dtype=dtype),
                    zt=omega.astype(dtype)[:, None])
 
-    chunk = get_policy().chain_chunk_bytes
+    chunk = policy.chain_chunk_bytes
     with column_workers() as run:
         for k in range(k_start, T + 1):
             r = int(prefix[max(k - 2 if momentum else k - 1, 0)])

@@ -34,7 +34,7 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
 The statistical choices (exact traces or probes, ``n_probes="auto"``; the
 probe scheme; the chains' precision) are arguments; the choices between
 equal computations (split, core space, Gram matrices, chunk sizes) read the
-speed policy (:func:`skacv._policy.get_policy`). The proximal chain engines
+speed policy (``design.policy``). The proximal chain engines
 drive the same propagator
 (:class:`~skacv.estimates.risk._propagate.ForwardChains`), and every probe
 is drawn by :func:`~skacv.estimates.risk._probes.draw_probes`. An engine
@@ -48,14 +48,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._config import get_config
-from ..._policy import get_policy
 from ...exceptions import EstimateBudgetError
 from ...linalg._sampling import stands_for_rows
 from ._chains import core_space_chains, masked_memory_matrix, shared_plan
 from ._core_space import CorePlan
 from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
-from ._probes import POOLED_PROBES, pooled_probes, pooled_start_probes
+from ._probes import pooled_probes, pooled_start_probes
 from ._propagate import resolve_chain_dtype
 from ._settled import settled_step
 from ._spectral import (
@@ -66,14 +65,6 @@ from ._spectral import (
     spectral_memory_matrix,
 )
 from ._state import PooledState, QuadratureState
-
-#: Hutchinson probes used by ``n_probes="auto"`` when exact traces are not cheap
-AUTO_PROBES = 10
-#: ``n_probes="auto"``: exact traces when they cost at most this many times
-#: the probes' computation
-AUTO_EXACT_FACTOR = 4.0
-#: and, for linear methods, the eigendecomposition is at most this size
-AUTO_EXACT_MAX_DIM = 2000
 
 
 def _spectral(design, iteration, datafit=None):
@@ -88,30 +79,31 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     """The number of probes (``None``: exact traces) of ``n_probes="auto"``.
 
     Exact traces remove the probe noise (two fits give the same estimate);
-    they are used when they cost at most ``AUTO_EXACT_FACTOR`` times the
-    ``AUTO_PROBES`` probes:
+    they are used when they cost at most the design's statistical policy's
+    ``auto_exact_factor`` times its ``auto_probes`` probes:
 
     * linear iterations (gradient descent, Nesterov, heavy ball, ridge):
       one eigendecomposition of the smaller Gram matrix, ``m^3 / 3`` flops
-      for ``m = min(n, p) <= AUTO_EXACT_MAX_DIM``, against Lanczos with the
+      for ``m = min(n, p) <= auto_exact_max_dim``, against Lanczos with the
       probes, ``2 n p`` per probe and level, ``n_iter / 2 + 2`` levels;
     * Jacobian chains (ISTA, FISTA, mini-batch SGD, robust losses): the
       chains start from the ``n`` canonical vectors instead of the probes:
-      exact when ``n <= AUTO_EXACT_FACTOR * AUTO_PROBES``.
+      exact when ``n <= auto_exact_factor * auto_probes``.
 
     Any other value is returned unchanged.
     """
     if not (isinstance(n_probes, str) and n_probes == "auto"):
         return n_probes
     n, p = design.n_samples, design.n_features
+    stats = design.statistics
     if _spectral(design, iteration, datafit):
         m = min(n, p)
         exact = m ** 3 / 3.0
-        probes = AUTO_PROBES * 2.0 * n * p * (n_iter / 2 + 2)
-        cheap = m <= AUTO_EXACT_MAX_DIM and exact <= AUTO_EXACT_FACTOR * probes
+        probes = stats.auto_probes * 2.0 * n * p * (n_iter / 2 + 2)
+        cheap = m <= stats.auto_exact_max_dim and exact <= stats.auto_exact_factor * probes
     else:
-        cheap = n <= AUTO_EXACT_FACTOR * AUTO_PROBES
-    return None if cheap else AUTO_PROBES
+        cheap = n <= stats.auto_exact_factor * stats.auto_probes
+    return None if cheap else stats.auto_probes
 
 
 SCHEMES = ("auto", "pooled", "shared")
@@ -157,7 +149,7 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
         columns = np.full(T + 1, m * T / 4.0)
     flops = float(np.sum(2.0 * support**2 * columns))
     n, p = design.n_samples, design.n_features
-    policy = get_policy()
+    policy = design.policy
     # the fit's products: two with X~ a step, or one with X~^T X~ (covariance form)
     step = 2.0 * p * p if p < n and p <= policy.covariance_max_features else 4.0 * n * p
     fit = step * T
@@ -173,7 +165,7 @@ def _check_budget(design, coef_path, n_probes, scheme):
         # them 5-10 times on small designs): not budgeted
         return
     cost, flops = chain_cost_in_fits(design, coef_path, n_probes, scheme)
-    if cost > budget and flops > get_policy().risk_cheap_flops:
+    if cost > budget and flops > design.policy.risk_cheap_flops:
         s = int(np.count_nonzero(np.any(coef_path != 0, axis=1)))
         raise EstimateBudgetError(
             f"the risk estimate of this path would cost about {cost:.1f} fits (its Jacobian "
@@ -192,7 +184,7 @@ def _settles(design, iteration, n_iter, n_probes, datafit, state, keep_state, sc
     steps."""
     if (state is not None or keep_state or iteration.sampler is not None
             or not (datafit is None or datafit.quadratic)
-            or n_iter < get_policy().settled_min_tail
+            or n_iter < design.policy.settled_min_tail
             or getattr(iteration, "preconditioner", None) is not None
             or iteration.uses_heavy_ball(n_iter)):
         return None
@@ -262,7 +254,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     probe_scheme : {"auto", "pooled", "shared"}
         The proximal chains' probes. Exact traces and an iteration with a
         heavy ball take the shared ones; ``"auto"``: the pooled probes (one
-        chain of ``POOLED_PROBES`` probes for all the sources,
+        chain of ``pooled_probes`` probes (the statistical policy) for all the sources,
         :mod:`skacv.estimates.risk._pooled`), the shared ones while the
         sample stands for rows out of memory (a Dask input,
         :func:`~skacv.linalg._sampling.stands_for_rows`: its shared probes
@@ -309,7 +301,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         if coef_path is None:  # before the fit: may settle
             return EstimatePlan("settled", n_probes, dtype, settles)
         k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
-        if k0 is not None and T - k0 >= get_policy().settled_min_tail:
+        if k0 is not None and T - k0 >= design.policy.settled_min_tail:
             return EstimatePlan("settled", n_probes, dtype, settles, k0)
     if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
         return EstimatePlan("curvature", n_probes, dtype)
@@ -326,14 +318,16 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     elif scheme == "auto":
         scheme = "pooled"
     if scheme == "pooled" and auto_probes:
-        n_probes = pooled_probes(design.n_samples, design.n_features)
+        n_probes = pooled_probes(design.n_samples, design.n_features, design.statistics)
         if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
             n_probes = state.m
         elif adaptive:
-            n_probes = pooled_start_probes(design.n_samples, iteration.extrapolates(T),
-                                           probe_goal, design.n_features)
+            n_probes = pooled_start_probes(design.n_samples, design.statistics,
+                                           iteration.extrapolates(T), probe_goal,
+                                           design.n_features)
     # a chain that starts with all the probes has nothing to grow
-    adaptive = adaptive and scheme == "pooled" and auto_probes and n_probes < POOLED_PROBES
+    adaptive = (adaptive and scheme == "pooled" and auto_probes
+                and n_probes < design.statistics.pooled_probes)
     _check_budget(design, coef_path, n_probes, scheme)
     if scheme != "shared":
         return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)

@@ -48,7 +48,6 @@ from ._pooled import (
     template_matrices,
 )
 from ._probes import (
-    POOLED_PROBES,
     choice_iterates,
     choice_noise,
     noise_iterates,
@@ -70,9 +69,6 @@ from ._readout import (  # noqa: F401 (the readout's names, re-exported)
     source_residuals,
 )
 from ._reliability import (  # noqa: F401 (re-exported)
-    AMPLIFICATION_LIMIT,
-    DF_LOW,
-    SUPPORT_DF_LIMIT,
     _reliability,
     reliability_failures,
     risk_reliability,
@@ -328,7 +324,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                                 A_sources=Av if has_momentum else None, iteration=iteration,
                                 iterates=iterates)
 
-    with small_blas(flops):  # the corrections of T x T matrices
+    with small_blas(flops, design.policy):  # the corrections of T x T matrices
         noise = choice = None
         used = getattr(state, "m", plan.n_probes)
         if adaptive:
@@ -346,7 +342,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         if not iteration.is_linear and iteration.penalty.l1_ > 0:
             support = np.count_nonzero(coef_path, axis=0)
         reliable, df, amp, failures = risk_reliability(
-            A, Av if has_momentum else A, design.n_eff, design.fit_intercept,
+            A, Av if has_momentum else A, design.n_eff, design.statistics, design.fit_intercept,
             proximal=not iteration.is_linear, support=support, return_failures=True,
             # without extrapolation the correction K is that inverse
             inverse=K if not has_momentum else None)
@@ -382,33 +378,34 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     noise of the order of the iterates near the minimum
     (:func:`~skacv.estimates.risk._probes.choice_noise`, at the iterates
     of :func:`~skacv.estimates.risk._probes.choice_iterates`) is above
-    :data:`~skacv.estimates.risk._probes.CHOICE_NOISE_TARGET`, instead of
+    the statistical policy's ``choice_noise_target``, instead of
     the level's.
 
     Returns ``(A, A_sources, state, readout's output, noise, choice)``
     (``noise``: the level's, ``choice``: the choice's (``None`` unless
-    ``goal="choice"``); both ``None`` once the chain has ``POOLED_PROBES``,
+    ``goal="choice"``); both ``None`` once the chain has ``pooled_probes``,
     when they are not measured).
     """
     template = (None if state.nodes is None else
                 template_matrices(design, iteration, coef_path, None, nodes=state.nodes))
+    stats = design.statistics
     while True:
         out = readout(A, Av)
-        if state.m >= POOLED_PROBES:  # grown to all the probes: nothing to decide
+        if state.m >= stats.pooled_probes:  # grown to all the probes: nothing to decide
             return A, Av, state, out, None, None
-        level = noise_iterates(coef_path.shape[1])
-        rivals = choice_iterates(out[0]) if goal == "choice" else np.arange(0)
+        level = noise_iterates(coef_path.shape[1], stats)
+        rivals = choice_iterates(out[0], stats) if goal == "choice" else np.arange(0)
         iterates = np.union1d(level, rivals)
-        matrices, factor = jackknife_matrices(state, template)
+        matrices, factor = jackknife_matrices(state, template, stats.noise_groups)
         replicates = np.array([replicate_risk(*AAv, iterates) for AAv in matrices])
         noise = factor * probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
         choice = None
         if goal == "choice":
             choice = factor * choice_noise(out[0], replicates[:, np.isin(iterates, rivals)],
                                            rivals)
-            m = probes_for_noise(state.m, choice, "choice")
+            m = probes_for_noise(state.m, choice, stats, "choice")
         else:
-            m = probes_for_noise(state.m, noise)
+            m = probes_for_noise(state.m, noise, stats)
         if verbose:
             print(f"[risk] pooled probes: {state.m}, probe noise {noise:.2%} (rms relative "
                   "standard error)" + ("" if choice is None else

@@ -93,7 +93,8 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, plan, random_st
         A_equiv = design.n_eff * np.tril(K, -1) / np.where(td > 0, td, np.nan)[:, None]
     A_equiv[0] = 0.0
     reliable, df, amp, failures = risk_reliability(
-        A_equiv, A_equiv, design.n_eff, c, proximal=not (iteration.is_linear and quadratic),
+        A_equiv, A_equiv, design.n_eff, design.statistics, c,
+        proximal=not (iteration.is_linear and quadratic),
         return_failures=True)
     failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
@@ -129,7 +130,7 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
         head = masked_memory_matrix(design, iteration, coef_path[:, :k0 + 1], m, rng, dtype,
                                     verbose, keep_state=True, probes=Z)[2]
         model = settled_memory(lambda idx, dt: design_columns(design, idx, dt), iteration,
-                               coef_path, k0, Z, head, n_eff)
+                               coef_path, k0, Z, head, n_eff, design.policy)
     has_momentum = iteration.extrapolates(T)
     B = np.asarray(coef_path, dtype=np.float64)
     F = R = prods = G = None
@@ -173,13 +174,14 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
     # diagnostics: the row sums of A and the rows of (I (1 - c/n) - A_sources/n)^{-1}
     df = (model.apply(np.ones((1, T1)))[0][0] + c) / n_eff
     with np.errstate(all="ignore"):
-        amp = (model.inverse_row_norms(n_eff, c) * (1.0 - c / n_eff)
+        amp = (model.inverse_row_norms(n_eff, design.policies, c) * (1.0 - c / n_eff)
                * np.maximum(1.0 - df, 1e-12))
     support = None
     if not iteration.is_linear and iteration.penalty.l1_ > 0:
         support = np.count_nonzero(coef_path, axis=0)
-    reliable, df, amp, failures = _reliability(df, amp, n_eff, design.fit_intercept,
-                                               not iteration.is_linear, support, True)
+    reliable, df, amp, failures = _reliability(df, amp, n_eff, design.statistics,
+                                               design.fit_intercept, not iteration.is_linear,
+                                               support, True)
     failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
     A = Av = None

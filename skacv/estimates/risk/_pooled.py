@@ -9,7 +9,7 @@ points' tangents for ``A_sources``) is Hutchinson's unbiased estimate of
 the row's sum ``sum_s A[t, s]``.
 
 * ``m`` columns a step whatever the path's length
-  (:data:`~skacv.estimates.risk._probes.POOLED_PROBES` probes, or fewer
+  (the statistical policy's ``pooled_probes`` probes, or fewer
   grown while noisy: :mod:`skacv.estimates.risk._probes`), and a warm start
   (a stage of the early stopping) continues the chain.
 * Lag 0 is exact: the readout of the injection of step ``t`` through the
@@ -29,7 +29,7 @@ the row's sum ``sum_s A[t, s]``.
   steps on a wide design): 2.9 % rms on an equicorrelated 200 x 400, 200
   steps (``tests/test_reliability.py``).
 * The probes (and the template's Lanczos probes, on supports above
-  :data:`TEMPLATE_EXACT_SUPPORT`) are drawn from
+  its ``template_exact_support``) are drawn from
   ``random_state``, and a row reads only its own step: the row sums of a
   ``k``-step prefix are those of the whole path's first ``k + 1`` rows
   (the template, of the whole path's supports, moves the split a little).
@@ -53,7 +53,6 @@ import numpy as np
 
 from ...linalg._linalg import lanczos, quadrature
 from ._probes import (
-    SAMPLE_GROUPS,
     SAMPLE_GROUPS_NOISE_FACTOR,
     draw_probes,
     jackknife_probes,
@@ -69,30 +68,6 @@ from ._propagate import (
 from ._spectral import counterpart_memory_matrix, counterpart_response
 from ._start import ChainStart
 from ._state import PooledState, SavedChains
-
-#: probes and depth of the template's Lanczos quadrature on a large support
-#: (its shape only: the block sums fix the rows' mass): the depth where the
-#: linear counterpart's response
-#: (:func:`~skacv.estimates.risk._spectral.counterpart_response`, over
-#: ``max(T, TEMPLATE_CHECK_LAGS)`` lags) changes by at most
-#: ``TEMPLATE_RTOL`` of its largest value between two consecutive depths of
-#: ``TEMPLATE_CHECK_DEPTHS`` (at most the last). A fixed 20 was not enough
-#: where the spectrum reaches far down: on an AR(1) design with rho = 0.95
-#: (1000 x 1500, FISTA, alpha = 0.002, T = 150) ``risk_path_`` sat 5.4 %
-#: rms (10.6 % at most) from exact traces with 20 steps, 2.1 % (3.4 %) with
-#: 60 or 120; on the equicorrelated designs of ``bench_vs_cv.py`` 10 steps
-#: gave the 20 steps' ``risk_path_`` to 1e-8
-TEMPLATE_PROBES = 2
-TEMPLATE_CHECK_DEPTHS = (10, 14, 20, 28, 40, 56, 80)
-TEMPLATE_RTOL = 1e-3
-TEMPLATE_CHECK_LAGS = 200
-#: the template takes the exact eigenvalues of the union's Gram matrix up to
-#: this many features (``n s^2 + 10 s^3`` flops), the quadrature beyond: the
-#: two give slightly different templates (a statistical choice, not a speed
-#: policy; with the exact row sums, the quadrature's split
-#: moved the risk by 0.02-0.33 points of rms more than the eigenvalues', 600 x
-#: 900 to 1000 x 1500)
-TEMPLATE_EXACT_SUPPORT = 300
 
 
 class PooledProbes(ChainProbes):
@@ -202,30 +177,31 @@ def _pooled_images(Xs, coords, Z, cached=None):
     return W, colnorm, (coords[by_coord], W[by_coord], colnorm[by_coord])
 
 
-def sample_group_probes(Z):
-    """A probe ``Z`` of one column (shape (n, 1)) beside its groups of
-    samples (:func:`~skacv.estimates.risk._probes.sample_groups`): shape
-    (n, 1 + SAMPLE_GROUPS), column ``1 + g`` the signs of ``Z`` on group
+def sample_group_probes(Z, n_groups):
+    """A probe ``Z`` of one column (shape (n, 1)) beside its ``n_groups``
+    groups of samples (:func:`~skacv.estimates.risk._probes.sample_groups`):
+    shape (n, 1 + n_groups), column ``1 + g`` the signs of ``Z`` on group
     ``g``, zero elsewhere."""
     n = Z.shape[0]
-    out = np.zeros((n, 1 + SAMPLE_GROUPS), dtype=Z.dtype)
+    out = np.zeros((n, 1 + n_groups), dtype=Z.dtype)
     out[:, 0] = Z[:, 0]
-    out[np.arange(n), 1 + sample_groups(n)] = Z[:, 0]
+    out[np.arange(n), 1 + sample_groups(n, n_groups)] = Z[:, 0]
     return out
 
 
-def jackknife_matrices(state, template):
+def jackknife_matrices(state, template, n_groups):
     """The memory matrices ``(A, A_sources)`` of the replicates of the
     pooled chain's delete-one-group jackknife
     (:func:`~skacv.estimates.risk._probes.probe_noise`) and the factor on
-    its standard error: without each group of probes
+    its standard error: without each of ``n_groups`` groups of probes
     (:func:`~skacv.estimates.risk._probes.jackknife_probes`), factor 1; a
     chain of one probe read by groups of samples (``state.by_samples``),
     without each group of samples (the probe's readouts on the others,
     scaled to all the samples), factor
     :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`."""
     if state.by_samples is None:
-        return ([pooled_matrices(state, template, kept) for kept in jackknife_probes(state.m)],
+        return ([pooled_matrices(state, template, kept)
+                 for kept in jackknife_probes(state.m, n_groups)],
                 1.0)
     SA, SV = state.SA[:, :, 0], state.SV[:, :, 0]  # (T + 1, 1): one probe, one group
     by_A, by_V = state.by_samples
@@ -286,7 +262,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     SA, SV, lag0 = run.SA, run.SV, run.lag0
     by_samples = by_samples and m == 1 and (state is None or state.by_samples is not None)
     if by_samples:
-        run.by_samples = (np.zeros((T + 1, SAMPLE_GROUPS)), np.zeros((T + 1, SAMPLE_GROUPS)))
+        groups = design.statistics.noise_groups
+        run.by_samples = (np.zeros((T + 1, groups)), np.zeros((T + 1, groups)))
     Z, after = None, rng
     if state is not None:
         SA[:k0 + 1], SV[:k0 + 1], lag0[:k0 + 1] = state.SA, state.SV, state.lag0
@@ -303,9 +280,9 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     order, prefix, Xs = _chain_columns(design, start.order, start.prefix, dtype, state, k0)
     width = Xs.shape[1]
     chains = start.chains(Xs, m, 3 + iteration.extrapolates(T), order=order, prefix=prefix)
-    # the images of the probe's groups of samples beside its own: (width, 1 + SAMPLE_GROUPS)
-    W, colnorm, images = _pooled_images(Xs, order[:width],
-                                        sample_group_probes(Z) if by_samples else Z,
+    # the images of the probe's groups of samples beside its own: (width, 1 + groups)
+    probes = sample_group_probes(Z, design.statistics.noise_groups) if by_samples else Z
+    W, colnorm, images = _pooled_images(Xs, order[:width], probes,
                                         None if state is None else state.images)
     W, W_samples = (W[:, :m], W[:, m:]) if by_samples else (W, None)
     if run.template_seed is None and after is not None:  # drawn once, after Z
@@ -315,7 +292,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     start.run(chains, reads, T, np.full(T + 1, m), verbose, gram=gram)
     run.columns, run.coords = Xs, order[:width]
     if keep_state:
-        cached = gram_to_keep(chains.gram, order, -chains.g, None if state is None else state.gram)
+        cached = gram_to_keep(chains.gram, order, -chains.g, chains.policy,
+                              None if state is None else state.gram)
         run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images)
         run.state.columns = (order[:width], Xs)
     return run
@@ -333,7 +311,8 @@ def _chain_columns(design, order, prefix, dtype, state, k0):
     kept = None if state is None else state.columns
     if kept is not None:
         coords, Xs = kept
-        layout = kept_order(order, prefix, coords, k0) if Xs.dtype == dtype else None
+        layout = (kept_order(order, prefix, coords, k0, design.policy) if Xs.dtype == dtype
+                  else None)
         if layout is not None:
             order, prefix = layout
             return order, prefix, Xs[:, :int(prefix[1])]
@@ -410,55 +389,59 @@ def template_matrices(design, iteration, coef_path, rng, Xs=None, nodes=None):
     return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1])
 
 
-def template_lags(n_iter):
+def template_lags(n_iter, statistics):
     """The lags the template's quadrature is checked on for a path of
-    ``n_iter`` steps (:data:`TEMPLATE_CHECK_LAGS` at least: the nodes serve
-    the later stages of a search while the union of the supports keeps its
-    width)."""
-    return max(int(n_iter), TEMPLATE_CHECK_LAGS)
+    ``n_iter`` steps (the ``statistics`` policy's ``template_check_lags`` at
+    least: the nodes serve the later stages of a search while the union of
+    the supports keeps its width)."""
+    return max(int(n_iter), statistics.template_check_lags)
 
 
 def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     """Spectral nodes and weights (``None``: unit weights) of ``Xs^T Xs /
-    n_eff``: its eigenvalues up to :data:`TEMPLATE_EXACT_SUPPORT`
-    columns, else the Gauss quadrature of Lanczos from ``TEMPLATE_PROBES``
-    probes drawn from ``rng``, to the first depth of
-    :data:`TEMPLATE_CHECK_DEPTHS` where the response of ``iteration``'s
+    n_eff``: its eigenvalues up to the design's statistical policy's
+    ``template_exact_support`` columns, else the Gauss quadrature of Lanczos
+    from ``template_probes`` probes drawn from ``rng``, to the first depth
+    of ``template_check_depths`` where the response of ``iteration``'s
     linear counterpart over :func:`template_lags` of ``n_iter`` has
-    converged (:data:`TEMPLATE_RTOL`; else the last depth); ``coords``: the
+    converged (``template_rtol``; else the last depth); ``coords``: the
     columns' features, whose order the probes follow (the same nodes in any
-    column order)."""
+    column order). The measurements behind these are in
+    ``docs/speed_policy.rst``."""
     width = Xs.shape[1]
     if width == 0:
         return np.zeros(0), None
     inv_n = 1.0 / design.n_eff
-    if width <= TEMPLATE_EXACT_SUPPORT:
+    stats = design.statistics
+    depths, n_probes = stats.template_check_depths, stats.template_probes
+    if width <= stats.template_exact_support:
         Xd = np.asarray(Xs, dtype=np.float64)
         return np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None), None
-    Z = draw_probes(rng, (width, TEMPLATE_PROBES)).astype(Xs.dtype)
+    Z = draw_probes(rng, (width, n_probes)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
 
     def gram_times(Q):  # Xs^T Xs Q / n_eff, one read of Xs (blocks of rows)
         out = np.empty((width, Q.shape[1]), dtype=Xs.dtype)
-        primal_product(Xs, width, width, Q.astype(Xs.dtype), out, Xs.dtype.type(inv_n))
+        primal_product(Xs, width, width, Q.astype(Xs.dtype), out, Xs.dtype.type(inv_n),
+                       design.policy)
         return out
 
-    lags, seen = template_lags(n_iter), []  # (depth, nodes, response) at the checks
+    lags, seen = template_lags(n_iter, stats), []  # (depth, nodes, response) at the checks
 
     def converged(state):
-        if state.j not in TEMPLATE_CHECK_DEPTHS:
+        if state.j not in depths:
             return False
         lam, w = quadrature(state)
         seen.append((state.j, (lam, w), counterpart_response(iteration, lam, lags, w)))
         if len(seen) < 2:
             return False
         new, old = seen[-1][2], seen[-2][2]
-        return np.abs(new - old).max() <= TEMPLATE_RTOL * max(np.abs(new).max(), 1e-300)
+        return np.abs(new - old).max() <= stats.template_rtol * max(np.abs(new).max(), 1e-300)
 
-    state = lanczos(gram_times, Z, min(TEMPLATE_CHECK_DEPTHS[-1], width), until=converged)
+    state = lanczos(gram_times, Z, min(depths[-1], width), until=converged)
     lam, w = seen[-1][1] if seen and seen[-1][0] == state.j else quadrature(state)
-    return lam, w / TEMPLATE_PROBES
+    return lam, w / n_probes
 
 
 def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
@@ -498,7 +481,7 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
                                run.coords)
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, width
-        run.state.nodes_lags = template_lags(T)
+        run.state.nodes_lags = template_lags(T, design.statistics)
     template = template_matrices(design, iteration, coef_path, None, nodes=nodes)
     A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template)
     return A, Av, run.state

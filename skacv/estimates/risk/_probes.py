@@ -9,10 +9,12 @@ The pooled chain (:mod:`skacv.estimates.risk._pooled`) starts with
 path with new probes) while the probes' noise asks for more
 (:func:`probes_for_noise`). The noise is measured by a delete-one-group
 jackknife over the probes (:func:`jackknife_probes`; a chain of one probe:
-over groups of samples, :data:`SAMPLE_GROUPS`): of the estimate's
+over groups of samples, :func:`sample_groups`): of the estimate's
 level at every iterate (:func:`probe_noise`), or, for a search that compares
 a path with itself only, of the order of the iterates near its minimum
-(:func:`choice_iterates`, :func:`choice_noise`).
+(:func:`choice_iterates`, :func:`choice_noise`). The sizes, targets and
+groups are the statistical policy's (``StatisticalPolicy.pooled_probes``
+and the fields after it; measurements in ``docs/speed_policy.rst``).
 """
 
 import numpy as np
@@ -29,112 +31,34 @@ def draw_probes(rng, shape, dtype=np.float64):
     (:func:`~skacv.linalg._sampling.rademacher`)."""
     return rademacher(rng, shape, dtype)
 
-#: probes of the pooled chain (``probe_scheme="pooled"`` with
-#: ``n_probes="auto"``): at most this many; see
-#: :mod:`skacv.estimates.risk._pooled`'s docstring for the measurements
-POOLED_PROBES = 32
-#: ... and :data:`SMALL_PROBES` on designs below ``SMALL_DESIGN[0]`` samples
-#: with at most ``SMALL_DESIGN[1]`` features (:func:`pooled_probes`), where
-#: the chains cost their per-step overheads, not their products: on Hitters,
-#: diabetes and College (131-388 x 10-19, FISTA, 4 alphas, 4 splits) 64
-#: probes halved the rms relative error of ``risk_path_`` against exact
-#: traces (1.03 % -> 0.43 %, 0.37 % -> 0.16 %, 0.18 % -> 0.11 %; 128
-#: probes: no better, the split of the rows' sums is then the error) in the
-#: same fit time; at 500 x 2000 (a support of 460) they cost 1.36x
-SMALL_PROBES = 64
-SMALL_DESIGN = (1000, 128)
-#: ``n_probes="auto"`` in :func:`~skacv.estimates.risk._estimate.trajectory_risk`:
-#: the pooled chain starts with the probes of the first ``(samples,
-#: probes)`` pair whose sample count the data reach (else with
-#: :data:`POOLED_PROBES`) and grows (to at most :data:`POOLED_PROBES`)
-#: while the probe noise of ``risk_path_`` (:func:`probe_noise`) is above
-#: :data:`POOLED_NOISE_TARGET`. The noise falls faster than ``1 / n``
-#: with the samples and as ``1 / sqrt(m)`` with the probes: 8 probes gave
-#: 1.9 %, 0.9 % and 0.2 % rms relative standard error at 1000 x 1500, 2000
-#: x 3000 and 4000 x 6000 (``bench_vs_cv.py``'s equicorrelated FISTA
-#: paths, T = 150, 6 draws); 16 probes 0.27 % at 4000 x 6000 and 0.09 %
-#: at 10000 x 15000 (the jackknife, one draw). Each start is chosen so that
-#: the noise its law predicts is at most half the target (a growth is a
-#: second pass of the chain over the path): 8 probes from 4000 samples
-#: (0.2-0.4 %), 1 from 8000, its noise measured over groups of samples
-#: (:data:`SAMPLE_GROUPS`; with 2 probes the jackknife's two groups made
-#: it rough): 0.22-0.29 % at 10000 x 15000, 0.22-0.43 % at 8000 x 12000
-#: and 0.47-0.75 % at 8000 x 4000 (T = 150, two draws each), where a
-#: growth is a pass of one column. At 2000 samples 8 probes grew to 24-32 on T = 300 paths, a
-#: second pass; at 4000 x 6000 (T = 300) 4 probes grew to 8-16 in two draws
-#: of three (8 probes: 0.42-0.63 %). The costs of the chains by their
-#: columns (products of a few columns by thin panels of rows, the
-#: speed policy's ``chain_panel_max_columns``): ``docs/benchmarks.rst``
-POOLED_START_PROBES = ((8000, 1), (4000, 8), (2000, 16))
-#: :data:`POOLED_START_PROBES` of an iteration without momentum (ISTA),
-#: whose memory is short and noise lower, but by far more design-dependent:
-#: 4 probes gave 0.15 % (equicorrelated 2000 x 3000, T = 150), 0.66 % and
-#: 0.78 % (equicorrelated 1000 x 1500 and 1000 x 500, T = 300) and 3.5 %
-#: (isotropic 2000 x 3000, where 16 probes gave 1.3 % and the chain grows
-#: to 32 from either start); 1 probe 0.015-0.022 % at 10000 x 15000 and
-#: 0.04-0.06 % at 8000 x 4000 (equicorrelated, T = 150). A chain of
-#: 4 probes costs about half one of 16, so a growth from 4 costs about what
-#: one from 16 does
-POOLED_START_PROBES_NO_MOMENTUM = ((8000, 1), (1000, 4))
-#: the root-mean-square relative standard error of ``risk_path_`` over the
-#: iterates that the adaptive pooled chain aims at: what 32 probes gave on
-#: the equicorrelated 1000 x 1500 FISTA path of ``bench_vs_cv.py`` (0.77 %
-#: over 6 draws), where the default was validated
-POOLED_NOISE_TARGET = 0.008
-#: a search that compares a path with itself only (one grid point;
-#: ``FitPlan.probe_goal="choice"``) needs the estimate to order the iterates
-#: near its minimum, not its level: there the pooled chain grows while the
-#: noise of that order (:func:`choice_noise`) is above this, so that the
-#: probes move the chosen iterate's estimated excess risk by about this much
-CHOICE_NOISE_TARGET = 0.01
-#: :func:`choice_iterates`: the iterates within this relative excess of the
-#: estimate's minimum compete with it (several times
-#: :data:`CHOICE_NOISE_TARGET`: farther ones are not chosen by the probes'
-#: noise)
-CHOICE_NEAR = 0.02
-#: a chain for a choice (``probe_goal="choice"``) starts with at most this
-#: many probes from this many samples on (fewer where
-#: :func:`pooled_start_probes` starts with fewer). Below, the level's start
-#: (all the probes): a chain of 32 probes cost about what one of 4 does at
-#: 200 x 300 and 500 x 250 (per-step overheads), and growing from 4 was a
-#: second or third pass (FISTA 200 x 300: 0.18 s against 0.10 s)
-CHOICE_START_PROBES = (1000, 4)
-
-
-def pooled_probes(n_samples, n_features):
+def pooled_probes(n_samples, n_features, statistics):
     """The pooled chain's probes with ``n_probes="auto"`` (at most; the
-    adaptive chain starts with :func:`pooled_start_probes`):
-    :data:`SMALL_PROBES` on small designs, else :data:`POOLED_PROBES`."""
-    samples, features = SMALL_DESIGN
-    return SMALL_PROBES if n_samples < samples and n_features <= features else POOLED_PROBES
+    adaptive chain starts with :func:`pooled_start_probes`): the
+    ``statistics`` policy's ``small_probes`` on designs below
+    ``small_design``, else its ``pooled_probes``."""
+    samples, features = statistics.small_design
+    small = n_samples < samples and n_features <= features
+    return statistics.small_probes if small else statistics.pooled_probes
 
 
-def pooled_start_probes(n_samples, momentum=True, goal="level", n_features=None):
+def pooled_start_probes(n_samples, statistics, momentum=True, goal="level", n_features=None):
     """The probes the adaptive pooled chain starts with on ``n_samples``
-    samples (:data:`POOLED_START_PROBES`, or
-    :data:`POOLED_START_PROBES_NO_MOMENTUM` for an iteration without
+    samples (the ``statistics`` policy's ``pooled_start_probes``, or
+    ``pooled_start_probes_no_momentum`` for an iteration without
     momentum, else all of :func:`pooled_probes`; for ``goal="choice"`` at
-    most :data:`CHOICE_START_PROBES`'s)."""
-    table = POOLED_START_PROBES if momentum else POOLED_START_PROBES_NO_MOMENTUM
+    most ``choice_start_probes``')."""
+    table = (statistics.pooled_start_probes if momentum
+             else statistics.pooled_start_probes_no_momentum)
     start = next((probes for samples, probes in table if n_samples >= samples),
-                 POOLED_PROBES if n_features is None else pooled_probes(n_samples, n_features))
-    samples, probes = CHOICE_START_PROBES
+                 statistics.pooled_probes if n_features is None
+                 else pooled_probes(n_samples, n_features, statistics))
+    samples, probes = statistics.choice_start_probes
     return min(start, probes) if goal == "choice" and n_samples >= samples else start
 
 
-#: groups of probes deleted in turn by the jackknife of :func:`probe_noise`
-NOISE_GROUPS = 8
-
-
-#: a pooled chain of one probe (:data:`POOLED_START_PROBES`) measures its
-#: noise by the delete-one-group jackknife over this many groups of samples
-#: instead of probes (:func:`sample_groups`,
-#: :func:`~skacv.estimates.risk._pooled.jackknife_matrices`): the probe
-#: ``z``'s readout ``z^T A z`` of a trace is the sum of its groups' ``z_g^T
-#: A z``, and ``H z_g^T A z`` is itself an unbiased estimate of ``tr A``
-#: (``H`` groups)
-SAMPLE_GROUPS = NOISE_GROUPS
-#: the factor on the standard error of :data:`SAMPLE_GROUPS`'s jackknife.
+#: the factor on the standard error of the samples' jackknife (the statistical
+#: policy's ``noise_groups`` groups of samples, a chain of one probe; pooled
+#: chain's ``jackknife_matrices``).
 #: For a linear statistic ``z^T A z`` (Rademacher ``z``), the jackknife's
 #: variance has expectation ``sum_{i != j} A_ij^2`` plus the spread of the
 #: groups' diagonal sums, plus ``(H c_in - c) / (H - 1)`` where ``c =
@@ -148,30 +72,29 @@ SAMPLE_GROUPS = NOISE_GROUPS
 SAMPLE_GROUPS_NOISE_FACTOR = float(np.sqrt(2.0))
 
 
-def sample_groups(n_samples):
-    """The group of each sample in :data:`SAMPLE_GROUPS`'s jackknife: its
-    index modulo the number of groups (fixed, drawn from nothing: the
-    probe's signs alone are random)."""
-    return np.arange(n_samples) % SAMPLE_GROUPS
+def sample_groups(n_samples, n_groups):
+    """The group of each sample in the jackknife over ``n_groups`` groups of
+    samples (the statistical policy's ``noise_groups``): its index modulo
+    ``n_groups`` (fixed, drawn from nothing: the probe's signs alone are
+    random). A probe ``z``'s readout ``z^T A z`` of a trace is the sum of
+    its groups' ``z_g^T A z``, and ``H z_g^T A z`` is itself an unbiased
+    estimate of ``tr A`` (``H`` groups)."""
+    return np.arange(n_samples) % n_groups
 
 
-def jackknife_probes(m):
+def jackknife_probes(m, n_groups):
     """The probes kept by each delete-one-group replicate of
-    :func:`probe_noise`: ``min(m, NOISE_GROUPS)`` groups of consecutive
-    probes, one deleted at a time."""
-    groups = np.array_split(np.arange(m), min(m, NOISE_GROUPS))
+    :func:`probe_noise`: ``min(m, n_groups)`` groups of consecutive probes
+    (the statistical policy's ``noise_groups``), one deleted at a time."""
+    groups = np.array_split(np.arange(m), min(m, n_groups))
     return [np.setdiff1d(np.arange(m), g) for g in groups]
 
 
-#: iterates at which :func:`probe_noise` reads the replicates on a longer path
-NOISE_ITERATES = 64
-
-
-def noise_iterates(n_iterates):
+def noise_iterates(n_iterates, statistics):
     """The iterates ``t >= 1`` of a path of ``n_iterates`` at which
     :func:`probe_noise` reads the jackknife's replicates: all of them up to
-    :data:`NOISE_ITERATES`, else that many evenly spaced from the first to
-    the last. The noise is a root-mean-square over the iterates of a
+    the ``statistics`` policy's ``noise_iterates``, else that many evenly
+    spaced from the first to the last. The noise is a root-mean-square over the iterates of a
     relative standard error that changes slowly along the path (the
     replicates share their probes from one iterate to the next), so evenly
     spaced iterates give the rms of all of them up to a small sampling
@@ -186,10 +109,10 @@ def noise_iterates(n_iterates):
     equicorrelated 2000 x 3000, 3 draws) by at most 1.1 %, against a spread
     of about 20 % between probe draws; no decision of
     :func:`probes_for_noise` changed."""
-    T = int(n_iterates) - 1
-    if T <= NOISE_ITERATES:
+    T, K = int(n_iterates) - 1, statistics.noise_iterates
+    if T <= K:
         return np.arange(1, T + 1)
-    return np.unique(np.linspace(1, T, NOISE_ITERATES).round().astype(int))
+    return np.unique(np.linspace(1, T, K).round().astype(int))
 
 
 def probe_noise(risk, replicates, iterates=None):
@@ -219,21 +142,21 @@ def probe_noise(risk, replicates, iterates=None):
     return float(np.sqrt(np.mean(var / r[ok] ** 2)))
 
 
-def choice_iterates(risk, near=None):
+def choice_iterates(risk, statistics):
     """The iterates that compete for the choice of a search on ``risk``
     (:func:`choice_noise`): the iterate ``t >= 1`` of the smallest positive
-    finite estimate and those within ``near`` (relative; default
-    :data:`CHOICE_NEAR`) of it, at most :data:`NOISE_ITERATES` of them
+    finite estimate and those within the ``statistics`` policy's
+    ``choice_near`` (relative) of it, at most its ``noise_iterates`` of them
     evenly spaced (the best always in). Empty when no iterate qualifies."""
-    near = CHOICE_NEAR if near is None else near
+    near, K = statistics.choice_near, statistics.noise_iterates
     r = np.asarray(risk, dtype=np.float64)[1:]
     ok = np.isfinite(r) & (r > 0)
     if not ok.any():
         return np.arange(0)
     best = float(np.min(r[ok]))
     close = np.flatnonzero(ok & (r <= best * (1 + near))) + 1
-    if close.size > NOISE_ITERATES:
-        keep = np.unique(np.linspace(0, close.size - 1, NOISE_ITERATES).round().astype(int))
+    if close.size > K:
+        keep = np.unique(np.linspace(0, close.size - 1, K).round().astype(int))
         close = np.union1d(close[keep], [int(np.flatnonzero(ok & (r == best))[0]) + 1])
     return close
 
@@ -261,16 +184,19 @@ def choice_noise(risk, replicates, iterates):
     return float(np.sqrt(var.max()) / r[b]) if var.size else 0.0
 
 
-def probes_for_noise(m, noise, goal="level"):
+def probes_for_noise(m, noise, statistics, goal="level"):
     """The probes the pooled chain should have: ``m`` when ``noise`` is at
-    most the ``goal``'s target (:data:`POOLED_NOISE_TARGET` for the level's
-    noise, :data:`CHOICE_NOISE_TARGET` for the choice's; or ``m`` is
-    already :data:`POOLED_PROBES`), else the noise's ``1 / sqrt(m)`` law's
-    answer and at least twice ``m`` (each growth is a pass of the chain over
-    the whole path), in multiples of ``m``, at most :data:`POOLED_PROBES`."""
-    target = CHOICE_NOISE_TARGET if goal == "choice" else POOLED_NOISE_TARGET
-    if noise <= target or m >= POOLED_PROBES:
+    most the ``goal``'s target (the ``statistics`` policy's
+    ``pooled_noise_target`` for the level's noise, ``choice_noise_target``
+    for the choice's; or ``m`` is already its ``pooled_probes``), else the
+    noise's ``1 / sqrt(m)`` law's answer and at least twice ``m`` (each
+    growth is a pass of the chain over the whole path), in multiples of
+    ``m``, at most ``pooled_probes``."""
+    most = statistics.pooled_probes
+    target = (statistics.choice_noise_target if goal == "choice"
+              else statistics.pooled_noise_target)
+    if noise <= target or m >= most:
         return m
     # the law's m (noise / target)^2 > m, rounded up to a multiple of m: >= 2 m
     factor = int(np.ceil((noise / target) ** 2))
-    return int(min(POOLED_PROBES, m * factor))
+    return int(min(most, m * factor))

@@ -33,7 +33,6 @@ import time
 import numpy as np
 
 from ..._config import check_memory
-from ..._policy import get_policy
 from ...iterations._iterations import Iteration
 from ...linalg._copies import gather, scratch
 from ...utils._parallel import blas_threads, cache_bytes, last_level_share
@@ -74,7 +73,9 @@ def design_columns(design, idx, dtype):
     blocks of rows, without a full-size copy in its own precision."""
     if design.sparse:
         return np.asarray(design.columns(idx), dtype=dtype)
-    return gather(design.dense(), dtype, cols=idx, out=scratch((design.n_samples, len(idx)), dtype))
+    policy = design.policy
+    return gather(design.dense(), dtype, policy, cols=idx,
+                  out=scratch((design.n_samples, len(idx)), dtype, policy))
 
 
 def chain_order(coef_path):
@@ -95,7 +96,7 @@ def chain_order(coef_path):
     return masks, order, prefix
 
 
-def kept_order(order, prefix, coords, k0):
+def kept_order(order, prefix, coords, k0, policy):
     """The chains' row order with ``coords`` first: the columns of a
     restricted copy of ``X~`` kept from a shorter prefix of the same
     trajectory (:class:`~skacv.estimates.risk._state.PooledState`), so that
@@ -127,18 +128,18 @@ def kept_order(order, prefix, coords, k0):
     np.maximum.at(top, last, position[order[ever]])
     new_prefix = np.maximum.accumulate(top[::-1])[::-1] + 1
     extra = int(np.sum(new_prefix[k0 + 1:-1] - prefix[k0 + 1:-1]))
-    if extra > get_policy().chain_columns_reuse_steps * len(coords):
+    if extra > policy.chain_columns_reuse_steps * len(coords):
         return None
     return new, new_prefix
 
 
-def chunk_columns(rows, m, itemsize):
+def chunk_columns(rows, m, itemsize, policy):
     """Columns (a multiple of ``m``) of a cache-sized group of chains of
-    ``rows`` rows (the policy's ``chain_chunk_bytes``)."""
-    return m * max(1, get_policy().chain_chunk_bytes // (max(rows, 1) * m * itemsize))
+    ``rows`` rows (the speed ``policy``'s ``chain_chunk_bytes``)."""
+    return m * max(1, policy.chain_chunk_bytes // (max(rows, 1) * m * itemsize))
 
 
-def gram_product(Xs, gram, rows, cols, block, out, factor):
+def gram_product(Xs, gram, rows, cols, block, out, factor, policy):
     """``out = factor X~[:, :rows]^T X~[:, :cols] block`` (``block`` of
     ``cols`` rows): from the restricted Gram matrix (:func:`maybe_gram`,
     which holds the factor) when it covers both prefixes, else by the two
@@ -147,32 +148,31 @@ def gram_product(Xs, gram, rows, cols, block, out, factor):
     Gram matrix's rows (:func:`_gram_panel_rows`) or matrix-vector products
     (:func:`_vector_products`)."""
     if gram is not None and gram.shape[0] >= max(rows, cols):
-        if block.shape[1] <= get_policy().chain_gemv_max_columns:
+        if block.shape[1] <= policy.chain_gemv_max_columns:
             # G symmetric: G[:rows, :cols] block = (block^T G[:cols, :rows])^T
-            panel = _gram_panel_rows(gram, rows, cols, block.shape[1])
+            panel = _gram_panel_rows(gram, rows, cols, block.shape[1], policy)
             if panel:
                 _gram_panel_products(gram[:cols, :rows], block, out, panel)
             else:
-                _vector_products(gram[:cols, :rows], block, out)
+                _vector_products(gram[:cols, :rows], block, out, policy)
         else:
             np.matmul(gram[:rows, :cols], block, out=out)
     else:
-        primal_product(Xs, rows, cols, block, out, factor)
+        primal_product(Xs, rows, cols, block, out, factor, policy)
 
 
-def _gram_panel_rows(gram, rows, cols, k):
+def _gram_panel_rows(gram, rows, cols, k, policy):
     """Rows of a panel of :func:`_gram_panel_products` (the policy's
     ``chain_gram_panel_cache_share`` of the level-2 cache), or 0 where the
     matrix-vector products win: fewer than ``chain_gram_panel_min_columns``
     columns, or a block ``G[:cols, :rows]`` above the policy's
     ``chain_gram_panel_llc_share`` of the last-level cache (read from
     memory, the products' blocks in cache cost less)."""
-    policy = get_policy()
     if (k < policy.chain_gram_panel_min_columns
             or rows * cols * gram.itemsize > policy.chain_gram_panel_llc_share
-            * last_level_share()):
+            * last_level_share(policy)):
         return 0
-    return max(8, int(policy.chain_gram_panel_cache_share * cache_bytes(2))
+    return max(8, int(policy.chain_gram_panel_cache_share * cache_bytes(2, policy))
                // (gram.itemsize * max(rows, 1)))
 
 
@@ -192,15 +192,15 @@ def _gram_panel_products(gram_rows, block, out, panel):
     out[...] = total.T
 
 
-def _row_block(A, width):
+def _row_block(A, width, policy):
     """Rows of ``A`` in a block of about the policy's ``chain_fused_bytes``
     (at least 8; all of them when the policy's size is ``None``)."""
-    budget = get_policy().chain_fused_bytes
+    budget = policy.chain_fused_bytes
     n = A.shape[0]
     return n if budget is None else max(8, budget // (A.itemsize * max(width, 1)))
 
 
-def _vector_products(gram_rows, block, out):
+def _vector_products(gram_rows, block, out, policy):
     """``out = gram_rows^T block`` for a ``block`` of a few columns (at most
     the policy's ``chain_gemv_max_columns``; ``gram_rows``: the rows
     ``:cols`` of the restricted Gram matrix, symmetric) by matrix-vector
@@ -213,7 +213,7 @@ def _vector_products(gram_rows, block, out):
     total = np.zeros((k, rows), dtype=out.dtype)
     part = np.empty(rows, dtype=out.dtype)
     n = gram_rows.shape[0]
-    b = _row_block(gram_rows, gram_rows.shape[1])
+    b = _row_block(gram_rows, gram_rows.shape[1], policy)
     for i in range(0, n, b):
         Xb = gram_rows[i:i + b]
         for j in range(k):
@@ -221,14 +221,13 @@ def _vector_products(gram_rows, block, out):
     out[...] = total.T
 
 
-def _thin_panel_rows(Xs, k):
+def _thin_panel_rows(Xs, k, policy):
     """Rows of a thin panel of ``Xs`` for a product with ``k`` columns (the
     policy's ``chain_panel_bytes`` over the columns), or 0 where thin panels
     do not pay (more than ``chain_panel_max_columns`` columns, no blocks,
     panels of fewer than 4 rows, or several BLAS threads on a design below
     ``chain_panel_threads_min_bytes``: one thread runs a thin panel's small
     products, the threads share a matrix product)."""
-    policy = get_policy()
     if k > policy.chain_panel_max_columns or policy.chain_fused_bytes is None:
         return 0
     rows = policy.chain_panel_bytes // (k * Xs.itemsize * max(Xs.shape[1], 1))
@@ -287,7 +286,7 @@ def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
     out[...] = total.T
 
 
-def primal_product(Xs, rows, cols, block, out, factor):
+def primal_product(Xs, rows, cols, block, out, factor, policy):
     """``out = factor X~[:, :rows]^T (X~[:, :cols] block)`` by blocks of
     rows of ``X~`` of about the policy's ``chain_fused_bytes`` (at least 8
     rows): a block's two products follow each other while it is in cache,
@@ -298,15 +297,15 @@ def primal_product(Xs, rows, cols, block, out, factor):
     panels where they pay (:func:`_thin_panel_rows`), with fewer than its
     ``chain_panel_min_columns`` by matrix-vector products on those panels
     (:func:`_vector_panel_products`)."""
-    panel = _thin_panel_rows(Xs, block.shape[1])
-    if panel and block.shape[1] < get_policy().chain_panel_min_columns:
-        _vector_panel_products(Xs, rows, cols, block, out, factor, _thin_panel_rows(Xs, 1))
+    panel = _thin_panel_rows(Xs, block.shape[1], policy)
+    if panel and block.shape[1] < policy.chain_panel_min_columns:
+        _vector_panel_products(Xs, rows, cols, block, out, factor, _thin_panel_rows(Xs, 1, policy))
         return
     if panel:
         _thin_panel_products(Xs, rows, cols, block, out, factor, panel)
         return
     n = Xs.shape[0]
-    b = _row_block(Xs, max(rows, cols))
+    b = _row_block(Xs, max(rows, cols), policy)
     if b >= n:
         fitted = Xs[:, :cols] @ block
         fitted *= factor
@@ -339,7 +338,7 @@ def _cached_gram(cached, order, best_w, Xs, factor):
     return None
 
 
-def product_columns(c):
+def product_columns(c, policy):
     """The columns a product of the chains with ``c`` columns costs like
     (the speed policy), for the primal products and the restricted Gram
     matrix's alike: twice ``c`` up to ``chain_gemv_max_columns`` (the Gram
@@ -347,13 +346,12 @@ def product_columns(c):
     panels of :func:`primal_product` cost about as much or less), else at
     least ``chain_min_columns`` (a skinny matrix product costs what one of
     that many columns does)."""
-    policy = get_policy()
     c = np.asarray(c, dtype=np.int64)
     return np.where(c <= policy.chain_gemv_max_columns, 2 * c,
                     np.maximum(c, policy.chain_min_columns))
 
 
-def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, order=None,
+def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, policy, cached=None, order=None,
                full=None):
     """Decide once (at the first step with chains, ``k_first``) whether to
     precompute the Gram matrix of a late prefix of columns, using the flop
@@ -374,7 +372,7 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
     # Gram matrix of the prefix w = prefix[start - 1] (integers: exact in int64)
     kk = np.arange(k_first, T + 1)
     r, u = prefix[kk].astype(np.int64), prefix[kk - 1].astype(np.int64)
-    c = product_columns(np.asarray(columns, dtype=np.int64)[kk])
+    c = product_columns(np.asarray(columns, dtype=np.int64)[kk], policy)
     step_save = 2 * int(n) * (u + r) * c - 2 * r * u * c
     save = np.cumsum(step_save[::-1])[::-1] - (int(n) if full is None else 1) * u * u
     best = int(np.argmax(save))  # the first of the largest savings
@@ -398,10 +396,10 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, cached=None, or
     return gram
 
 
-def gram_to_keep(gram, order, factor, previous=None):
-    """The :class:`GramCache` a state keeps: ``gram`` if within the policy's
-    ``chain_gram_cache_bytes``, else the ``previous`` stage's."""
-    if gram is not None and gram.nbytes <= get_policy().chain_gram_cache_bytes:
+def gram_to_keep(gram, order, factor, policy, previous=None):
+    """The :class:`GramCache` a state keeps: ``gram`` if within the speed
+    ``policy``'s ``chain_gram_cache_bytes``, else the ``previous`` stage's."""
+    if gram is not None and gram.nbytes <= policy.chain_gram_cache_bytes:
         return GramCache(order[: gram.shape[0]], gram, factor)
     return previous
 
@@ -469,6 +467,7 @@ class ForwardChains:
         self.iteration, self.coef_path, self.Xs = iteration, coef_path, Xs
         self.order, self.prefix, self.masks_s = order, prefix, masks_s
         self.n = design.n_samples
+        self.policy = design.policy
         self.g, self.fold = chain_factor(design, iteration)
         self.dtype = Xs.dtype
         self.extrapolates = iteration.extrapolates(T)
@@ -532,9 +531,10 @@ class ForwardChains:
         if c_old and self.dv_rows:
             u = self.dv_rows
             self.gram = maybe_gram(self.Xs, self.gram, k, k_first, self.prefix, columns,
-                                   self.n, -g, cached=cached, order=self.order,
+                                   self.n, -g, self.policy, cached=cached, order=self.order,
                                    full=self.design_gram)
-            gram_product(self.Xs, self.gram, rows, u, self.dv[:u, :c_old], dz_k[:, :c_old], -g)
+            gram_product(self.Xs, self.gram, rows, u, self.dv[:u, :c_old], dz_k[:, :c_old], -g,
+                         self.policy)
             probes.after_gradient(k, self, u, rows, c_old)
         elif c_old:  # the chains are zero
             dz_k[:, :c_old] = 0
@@ -550,7 +550,7 @@ class ForwardChains:
         dv, dx1, dx2 = self.dv, self.dx1, self.dx2
         swap = dx2 is None
         mask_k = self.masks_s[:rows, k]
-        step = chunk_columns(rows, probes.m, self.dtype.itemsize)
+        step = chunk_columns(rows, probes.m, self.dtype.itemsize, self.policy)
         for j0 in range(0, c_new, step):
             cols = slice(j0, min(j0 + step, c_new))
             dx, dvn = self.iteration.tangent(

@@ -28,7 +28,6 @@ from scipy.linalg import solve_triangular
 from sklearn.utils import Bunch
 
 from ..._config import check_memory
-from ..._policy import get_policy
 from ...linalg._copies import scratch
 
 
@@ -92,7 +91,8 @@ def subtract_correction(design, out, coords, steps, values):
     n = design.n_samples
     features, inv = np.unique(coords, return_inverse=True)
     values = np.asarray(values, dtype=np.float64)
-    block = max(1, get_policy().correction_block_bytes // (8 * max(n, 1)))
+    policy = design.policy
+    block = max(1, policy.correction_block_bytes // (8 * max(n, 1)))
     for b0 in range(0, features.size, block):
         width = min(block, features.size - b0)
         in_block = (inv >= b0) & (inv < b0 + width)
@@ -103,8 +103,8 @@ def subtract_correction(design, out, coords, steps, values):
         # reads (in scratch memory: a block is gathered at every stage)
         idx = features[b0:b0 + width]
         Xc = design.columns(idx, out=None if design.sparse
-                            else scratch((n, width), design.dtype, "correction"))
-        Xt = scratch((width, n), np.float64, "correction_t")
+                            else scratch((n, width), design.dtype, policy, "correction"))
+        Xt = scratch((width, n), np.float64, policy, "correction_t")
         np.copyto(Xt, Xc.T)
         del Xc
         out[:, cols] -= (C @ Xt).T

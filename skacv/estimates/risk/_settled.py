@@ -13,7 +13,6 @@ its ``(T + 1) x (T + 1)`` matrices).
 import numpy as np
 from scipy import linalg
 
-from ..._policy import get_policy
 from ...utils._parallel import factorization_blas
 from ._core_space import free_steps
 
@@ -44,22 +43,6 @@ def settled_step(iteration, coef_path):
     first_same = T + 1 - int(np.argmin(same[::-1])) if not same.all() else 0
     k0 = max(2, first_good - 1, first_same + lag - 1)
     return k0 if k0 < T else None
-
-
-#: multipliers above minus this count as non-negative (rounding of 1 - eta L)
-_MULTIPLIER_ROUNDING = 1e-12
-#: :meth:`SettledMemory.inverse_row_norms` stops advancing a source's column
-#: once its state (every eigendirection's ``dx`` and ``dv``) is at most this
-#: fraction of the largest state seen: what it would still add to a later
-#: row is this small times the recursion's transient growth. The columns of
-#: a stable recursion decay geometrically (FISTA's slowest direction by
-#: about ``sqrt(1 - eta lam_min)`` a step), so that the norms cost ``O(r T
-#: w)`` for a window of ``w`` live columns instead of ``O(r T^2)``. Against
-#: advancing every column they moved by at most 4e-14 relatively (FISTA,
-#: 3000 and 20000 steps: 60 x 5, a correlated 80 x 12 and the standardised
-#: degree-2 diabetes features); 1e-15 kept columns alive whose state sits at
-#: rounding level in a direction of a tiny eigenvalue, which barely decays
-NEGLIGIBLE_STATE = 1e-13
 
 
 class SettledMemory:
@@ -190,7 +173,7 @@ class SettledMemory:
         Y, Yv = self.apply(np.eye(self.T + 1))
         return Y.T, Yv.T
 
-    def nonnegative(self):
+    def nonnegative(self, rounding):
         """Whether every entry of ``A_sources`` is ``>= 0``: no momentum, a
         non-negative head, non-negative weights and starting states, and
         every step's multiplier ``1 - eta_k (lam_j + l2) >= 0`` (a step
@@ -205,24 +188,25 @@ class SettledMemory:
             # a step of exactly 1 / L leaves a multiplier of -4e-16 on the top
             # eigendirection: terms that small change no l1 norm beyond rounding
             mu = it.tangent(k, ones, ones, None, -self.lam, None, n_free=0)[0]
-            if np.any(mu < -_MULTIPLIER_ROUNDING):
+            if np.any(mu < -rounding):
                 return False
         return True
 
-    def inverse_row_norms(self, n_eff, c=0.0):
+    def inverse_row_norms(self, n_eff, policies, c=0.0):
         """l1 norms of the rows of ``(I (1 - c/n) - A_sources/n)^{-1}``.
 
         Row ``t`` is column ``t`` of :meth:`solve`'s ``Rv`` with ``Fv = I``,
         whose entries after ``t`` are zero: step ``k`` advances the
         columns of the sources before it, less those whose state has decayed
-        (:data:`NEGLIGIBLE_STATE`): ``O(r T w)`` for ``w`` live columns
+        (the statistical policy's ``negligible_state``): ``O(r T w)`` for ``w`` live columns
         (``O(r T^2 / 2)`` at most) and ``O(r T)`` memory. When
         ``A_sources`` is non-negative (:meth:`nonnegative`: gradient descent,
         ISTA whose head is) so is the inverse, whose l1 norms are then its
         row sums: one :meth:`solve`, ``O(r T)``.
         """
         k0, T = self.k0, self.T
-        if self.nonnegative():
+        policy, statistics = policies
+        if self.nonnegative(statistics.multiplier_rounding):
             return self.solve(np.ones((1, T + 1)), None, n_eff, c)[0][0]
         d = 1.0 - c / n_eff
         L = np.eye(k0 + 1) * d - self.Av_head / n_eff
@@ -243,8 +227,8 @@ class SettledMemory:
         prev[:k0 + 1] = Linv[k0]
         neg_lam = -self.lam
         # columns lo..k-1 are live before step k (non-zero from the step after
-        # their source enters; those before lo have decayed: NEGLIGIBLE_STATE)
-        lo, peak, every = 0, 0.0, get_policy().settled_drop_check
+        # their source enters; those before lo have decayed: negligible_state)
+        lo, peak, every = 0, 0.0, policy.settled_drop_check
         for k in range(k0 + 1, T + 1):
             live = slice(lo, k)
             dz = Hz[:, live]
@@ -262,20 +246,25 @@ class SettledMemory:
             prev[live] = row
             prev[k] = 1.0 / d
             if every and (k - k0) % every == 0:
-                lo, peak = _first_live(lo, np.abs(hx), np.abs(hv), peak)
+                lo, peak = _first_live(lo, np.abs(hx), np.abs(hv), peak,
+                                       statistics.negligible_state)
         return norms
 
 
-def _first_live(lo, hx, hv, peak):
+def _first_live(lo, hx, hv, peak, negligible):
     """The first column of the states ``|hx|``, ``|hv|`` (columns ``lo..``)
-    above :data:`NEGLIGIBLE_STATE` times the largest state seen (``peak``,
-    updated): ``(lo, peak)``."""
+    above ``negligible`` (the statistical policy's ``negligible_state``)
+    times the largest state seen (``peak``, updated): ``(lo, peak)``. The
+    columns of a stable recursion decay geometrically (FISTA's slowest
+    direction by about ``sqrt(1 - eta lam_min)`` a step), so that the row
+    norms cost ``O(r T w)`` for a window of ``w`` live columns instead of
+    ``O(r T^2)``."""
     size = hx.max(axis=0, initial=0.0)
     np.maximum(size, hv.max(axis=0, initial=0.0), out=size)
     if not np.all(np.isfinite(size)):  # a diverging recursion: nothing is negligible
         return lo, peak
     peak = max(peak, float(size.max(initial=0.0)))
-    above = np.flatnonzero(size > NEGLIGIBLE_STATE * peak)
+    above = np.flatnonzero(size > negligible * peak)
     return lo + (int(above[0]) if above.size else size.size), peak
 
 
@@ -293,7 +282,7 @@ def linear_settled_memory(iteration, T, nodes, weights):
                          empty, np.zeros((lam.size, 0)) if extrapolates else empty)
 
 
-def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff):
+def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff, policy):
     """The :class:`SettledMemory` of a trajectory settled after step ``k0``.
 
     ``Xd(idx, dt)`` gives ``X~[:, idx]``; ``Z`` (n, m) are the probes of the
@@ -311,7 +300,7 @@ def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff):
         XS = np.asarray(Xd(S, np.float64), dtype=np.float64)
         G = XS.T @ XS
         G /= n_eff
-        with factorization_blas("eigh", r):
+        with factorization_blas("eigh", r, policy):
             lam, V = linalg.eigh(G, overwrite_a=True, check_finite=False)
         # the numerical null space of the support's columns carries nothing:
         # there X~_S v = 0, so the probes' images, the injections' weights and

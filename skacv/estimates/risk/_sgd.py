@@ -12,23 +12,12 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from ._probes import draw_probes
-from ._reliability import DF_HIGH
-
-#: EigenPro's max_iter="auto" (epochs_stop): the epochs grow until the risk
-#: estimate's best has not fallen by this fraction over the last _PATIENCE
-#: epochs
-_RISK_RTOL = 1e-3
-_PATIENCE = 3
-#: ... near the ridgeless limit: the training error below this fraction of
-#: its start (the fitted values within 1 % of the targets, rms)
-_LIMIT_MSE = 1e-4
-#: the risk estimate is flagged beyond this multiple of GCV (flag_against_gcv)
-_GCV_RATIO = 1.5
 
 
-def flag_against_gcv(risk, df, train_mse, reliable):
+def flag_against_gcv(risk, df, train_mse, reliable, statistics):
     """The tracker's flags, and ``False`` from the first epoch where the
-    estimate exceeds ``GCV_RATIO`` times GCV on the same degrees of freedom.
+    estimate exceeds the ``statistics`` policy's ``gcv_ratio`` times GCV on
+    the same degrees of freedom.
 
     Both read the current residuals through ``1 / (1 - df)^2``; the memory
     terms of the estimate add the earlier residuals. On kernel paths whose
@@ -39,21 +28,23 @@ def flag_against_gcv(risk, df, train_mse, reliable):
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         gcv = train_mse / (1.0 - df) ** 2
-        ok = reliable & (risk <= _GCV_RATIO * gcv)
+        ok = reliable & (risk <= statistics.gcv_ratio * gcv)
     return np.logical_and.accumulate(ok)
 
 
-def epochs_stop(risk, reliable, train_mse):
+def epochs_stop(risk, reliable, train_mse, statistics):
     """EigenPro's ``max_iter="auto"`` stops here: while the estimate holds, once its best
-    has not fallen by ``_RISK_RTOL`` over ``_PATIENCE`` epochs; once flagged,
-    at the ridgeless limit (the training error below ``_LIMIT_MSE`` of its
-    start, or stalling in the same way)."""
-    if not reliable[-1] and train_mse[-1] <= _LIMIT_MSE * train_mse[0]:
+    has not fallen by ``sgd_risk_rtol`` over ``sgd_patience`` epochs; once flagged,
+    at the ridgeless limit (the training error below ``sgd_limit_mse`` of its
+    start, or stalling in the same way; the ``statistics`` policy's fields).
+    Near that limit the fitted values are within 1 % of the targets, rms."""
+    patience = statistics.sgd_patience
+    if not reliable[-1] and train_mse[-1] <= statistics.sgd_limit_mse * train_mse[0]:
         return True
-    if risk.shape[0] <= _PATIENCE + 1:
+    if risk.shape[0] <= patience + 1:
         return False
     path = risk if reliable[-1] else train_mse
-    return path.min() > (1.0 - _RISK_RTOL) * path[: -_PATIENCE].min()
+    return path.min() > (1.0 - statistics.sgd_risk_rtol) * path[: -patience].min()
 
 
 class SGDRiskTracker:
@@ -98,13 +89,14 @@ class SGDRiskTracker:
     other weights on the rows with the expected mask ``C / w`` (a heuristic).
 
     The degrees-of-freedom fraction of iterate ``t`` is ``df_t = sum_s
-    K'[t, s] / n_eff``; from ``df_t >= DF_HIGH`` on (the path nearly
+    K'[t, s] / n_eff``; from ``df_t >= df_high`` (``statistics``) on (the path nearly
     interpolates and ``1 / (1 - df)^2`` amplifies the probes' noise beyond
     use) the estimate is flagged (:meth:`reliable`).
     """
 
-    def __init__(self, n, n_targets, weight, steps_per_epoch, n_probes, rng, positions=False):
-        self.n, self.c, self.w = n, n_targets, weight
+    def __init__(self, n, n_targets, weight, steps_per_epoch, n_probes, rng, statistics,
+                 positions=False):
+        self.n, self.c, self.w, self.statistics = n, n_targets, weight, statistics
         self.S = S = int(steps_per_epoch)
         self.n_eff = float(n if weight is None else weight.sum())
         G = S if n_probes is None else min(S, int(n_probes))
@@ -215,7 +207,7 @@ class SGDRiskTracker:
         return np.array(self.df)
 
     def reliable(self):
-        """``False`` from the first epoch whose ``df_t`` reaches ``DF_HIGH`` on."""
+        """``False`` from the first epoch whose ``df_t`` reaches ``df_high`` on."""
         df = self.degrees_of_freedom()
-        ok = np.isfinite(self.risk()) & (df < DF_HIGH)
+        ok = np.isfinite(self.risk()) & (df < self.statistics.df_high)
         return np.logical_and.accumulate(ok)

@@ -98,7 +98,7 @@ class PooledState:
     # by a continued chain whose supports it covers
     # (skacv.estimates.risk._propagate.kept_order) instead of a new gather
     columns: tuple | None = None
-    # (SA, SV) of shape (k + 1, SAMPLE_GROUPS): a chain of one probe's
+    # (SA, SV) of shape (k + 1, noise_groups): a chain of one probe's
     # readouts by groups of samples (skacv.estimates.risk._pooled.jackknife_matrices)
     by_samples: tuple | None = None
 

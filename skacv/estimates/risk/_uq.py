@@ -197,11 +197,6 @@ class DebiasStatistics:
     least_squares: LeastSquaresFit
 
 
-#: ``precision="empirical"`` is prepared at fit time up to this many features
-#: (a p x p Gram matrix and its Cholesky factor: ``n p^2`` operations)
-EMPIRICAL_MAX_FEATURES = 2000
-
-
 def least_squares_statistics(design, target):
     """The classical least-squares fit behind ``precision="empirical"``.
 
@@ -216,7 +211,8 @@ def least_squares_statistics(design, target):
     -------
     stats : LeastSquaresFit
         When the fit is not available (``n - p - c <= 0``, more than
-        :data:`EMPIRICAL_MAX_FEATURES` features, a singular Gram matrix)
+        the speed policy's ``empirical_max_features`` features, a singular
+        Gram matrix)
         only its ``reason`` is set, a sentence for the error.
     """
     n, p = design.n_eff, design.n_features
@@ -228,9 +224,10 @@ def least_squares_statistics(design, target):
             f"it needs more samples than features (sum(sample_weight) = {n:g}, "
             f"n_features = {p}{' + 1 for the intercept' if design.fit_intercept else ''}): "
             "the sample covariance is singular"))
-    if p > EMPIRICAL_MAX_FEATURES:
+    most = design.policy.empirical_max_features
+    if p > most:
         return LeastSquaresFit(reason=(
-            f"it is prepared at fit time only up to {EMPIRICAL_MAX_FEATURES} features "
+            f"it is prepared at fit time only up to {most} features "
             f"(a {p} x {p} Gram matrix here)"))
     # a warm-started refit on the same data (same X, y, weights) reuses it,
     # and so does another fit of the same search on a shared design
@@ -256,7 +253,7 @@ def _least_squares_fit(design, target, dof):
         diag = np.einsum("jk,jk->j", V / lam, V)
     else:
         G = design.gram(side="features")  # the product on every thread, the factor on one
-        with factorization_blas("cholesky", p):
+        with factorization_blas("cholesky", p, design.policy):
             try:
                 c = linalg.cho_factor(G, lower=True, check_finite=False)
             except linalg.LinAlgError:
@@ -386,7 +383,8 @@ _PRECISION_DOC = """precision : None, "empirical", array-like or sparse matrix o
             degrees-of-freedom correction: coverage 1.00 early, 0.89 later);
             ``"empirical"`` is that choice done right: when ``n_samples >
             n_features`` (+ 1 with an intercept; at most
-            ``EMPIRICAL_MAX_FEATURES = 2000`` features) the debiased iterate
+            the speed policy's ``empirical_max_features``, 2000, features)
+            the debiased iterate
             is then the least-squares fit at *every* iteration, the intervals
             the classical Student-t intervals of least squares (exact under
             Gaussian noise) and the noise variance ``RSS / (n - p - 1)``;
