@@ -138,9 +138,10 @@ def test_every_module_has_a_layer():
             assert rest in listed, f"add {module} to MODULE_LAYERS and docs/architecture.rst"
 
 
-#: no module of the package above this many lines (one read), with the
+#: no module of the package above this many lines (one read; 50 below the
+#: 700-line cap, so that no module sits at the edge of it), with the
 #: complexity cap of ruff's C901 (pyproject.toml) the house's size rules
-MAX_MODULE_LINES = 700
+MAX_MODULE_LINES = 650
 
 
 def test_every_module_fits_in_one_read():

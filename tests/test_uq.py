@@ -574,3 +574,23 @@ def test_small_factorisations_run_on_one_blas_thread(monkeypatch, speed_policy):
     G = Xc.T @ Xc / X.shape[0]
     ls = est._uq_stats.least_squares
     assert_allclose(ls.precision_diagonal, np.diag(np.linalg.inv(G)), rtol=1e-10)
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_a_grid_search_gives_its_selected_candidate_the_intervals_of_its_own_fit(n_jobs):
+    # the candidates' debiasing statistics wait for the selection (in one
+    # process) or come computed from the workers: the selected estimator has
+    # them, equal to those of a fit of its own, whichever way it was fitted
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((120, 60))
+    y = X[:, :5] @ np.ones(5) + rng.standard_normal(120)
+    lasso = TrajectoryLasso(solver="ista", max_iter=40)
+    search = TrajectoryEarlyStoppingCV(lasso, param_grid={"alpha": [0.2, 0.05, 0.01]},
+                                       search="grid", criterion="risk", n_iter_no_change=None,
+                                       n_jobs=n_jobs).fit(X, y)
+    est, t = search.estimator_, search.best_iteration_
+    alone = TrajectoryLasso(solver="ista", alpha=search.best_params_["alpha"],
+                            max_iter=est.n_iter_, random_state=est.random_state).fit(X, y)
+    assert_allclose(est.excess_risk_path_, alone.excess_risk_path_, rtol=1e-10)
+    assert_allclose(est.noise_variance_path_, alone.noise_variance_path_, rtol=1e-10)
+    assert_allclose(est.debiased_coef(), alone.debiased_coef(t), rtol=1e-10)

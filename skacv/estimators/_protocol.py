@@ -99,7 +99,7 @@ class SearchProtocol(Protocol):
         follow ``plan`` (the length the path may reach, whether statistics
         wait for :meth:`finish_deferred`, what the risk's probes are for,
         whether every fit is on the same data); what they deferred and did
-        not finish is dropped at its end.
+        not finish is dropped at its end, unless the plan keeps it.
 
         Parameters
         ----------
@@ -222,8 +222,9 @@ class FitShellSearch(SearchProtocol):
         try:
             yield self
         finally:
+            if not plan.keep_deferred:
+                self.__dict__.pop("_uq_pending", None)
             del self._plan
-            self.__dict__.pop("_uq_pending", None)
 
     def _plan_in_force(self):
         """The :class:`~skacv.estimators._setup.FitPlan` of the enclosing

@@ -27,6 +27,10 @@ class FitPlan:
         The debiasing statistics (:mod:`skacv.estimates.risk._uq`) wait for
         :meth:`~skacv.estimators._base.TrajectoryEstimator.finish_deferred`:
         those of the last stage only.
+    keep_deferred : bool
+        What waits outlives the plan's block (the search finishes the
+        candidate it selects only); otherwise it is dropped at the block's
+        end.
     probe_goal : {"level", "choice"}
         What the adaptive probes of ``risk_path_`` are grown for
         (:func:`~skacv.estimates.risk._estimate.trajectory_risk`): its level at every
@@ -52,6 +56,7 @@ class FitPlan:
 
     horizon: int = 0
     defer_uq: bool = False
+    keep_deferred: bool = False
     probe_goal: str = "level"
     same_data: bool = False
     end_tol: float | None = None

@@ -10,7 +10,7 @@ import sklearn
 
 from .._config import get_config
 from ..exceptions import UnreliableEstimateWarning
-from ..utils._parallel import blas_threads_per_worker, delayed, parallel
+from ..utils._parallel import blas_threads_per_worker, delayed, effective_n_jobs, parallel
 from ._criteria import CRITERIA, PATH_ATTRS
 from ._kfold_search import fit_kfold
 from ._stages import finite_min, fit_stages, selectable
@@ -18,10 +18,11 @@ from ._stages import finite_min, fit_stages, selectable
 
 def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
                   n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
-                  probe_goal="level", limit=None):
+                  probe_goal="level", limit=None, defer_uq=False):
     """Fit one grid point; return it with its estimate paths and fit time
     (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s;
-    ``policies``: the search's ``(speed, statistics)``).
+    ``policies``: the search's ``(speed, statistics)``; ``defer_uq``: the
+    debiasing statistics wait for the selection, :func:`fit_stages`).
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
     refits (which continue the path bit for bit, and the Jacobian chains of
@@ -40,7 +41,7 @@ def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
                              fold_alignment, fold_dtype, limit, policies)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-                          probe_goal, limit, policies)
+                          probe_goal, limit, policies, defer_uq)
 
 
 def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True):
@@ -57,10 +58,14 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     threads = blas_threads_per_worker(search.n_jobs) if len(candidates) > 1 else None
     # one path compared with itself only: probes to order its iterates
     goal = "choice" if len(candidates) == 1 and search.search_ == "grid" else "level"
+    # the debiasing statistics of the selected candidate only, where the
+    # candidates come back as the objects fitted (a process worker's copy
+    # would drop what waits: it does not pickle)
+    defer_uq = effective_n_jobs(search.n_jobs) == 1
     jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
         search._prepared(params), X, y, fit_params, attrs, search._policies, attr,
         search.n_iter_no_change, search._splits, search.fold_alignment, search.fold_dtype, goal,
-        limit)
+        limit, defer_uq)
         for params, limit in zip(candidates, limits, strict=True))
     paths, times, mins, kept = [], [], [], {}
     best = np.inf

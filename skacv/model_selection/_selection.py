@@ -461,6 +461,7 @@ class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEs
         gathered.reissue(self.criterion_, 3, self._converged is None and not (flags > 0).all())
         self._warn_boundary()
         est = self.estimator_
+        est.finish_deferred()  # its debiasing statistics (the candidates' waited)
         selected = self._selected_paths
         if self._converged is None:
             self.best_risk_ = float(selected[CRITERIA[self.criterion_][0]][self.best_iteration_])

@@ -168,7 +168,8 @@ def release_warm_state(estimators):
 
 
 def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistics,
-                   probe_goal="level", limit=None, first=None, grow_past=True, end_tol=None):
+                   probe_goal="level", limit=None, first=None, grow_past=True, end_tol=None,
+                   finish=True):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why), on the
@@ -196,7 +197,8 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
     n_iter = min(max_iter, 2 * n_iter_no_change) if first is None else first
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True,
-                                        probe_goal=probe_goal, same_data=True, end_tol=end_tol)):
+                                        keep_deferred=not finish, probe_goal=probe_goal,
+                                        same_data=True, end_tol=end_tol)):
             while True:
                 path = stage(max_iter=n_iter, warm_start=True)
                 if path is None:
@@ -206,7 +208,8 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
                 ended = (n_iter >= max_iter
                          and not at_boundary(path, n_iter, max_iter, statistics, limit))
                 if stop or ended or converged or n_iter >= cap:
-                    estimator.finish_deferred()
+                    if finish:
+                        estimator.finish_deferred()
                     return path
                 grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best,
                                                         statistics),
@@ -247,7 +250,7 @@ def stage_path(estimator, attrs, attr):
 
 
 def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe_goal, limit,
-               policies):
+               policies, defer_uq=False):
     """Fit one grid point for the criterion path ``attr`` (``risk_path_`` or
     ``loo_path_``): in one go, or, with ``n_iter_no_change`` and where it
     pays (:func:`can_stage`), in stages stopped on ``attr`` (``limit``: the
@@ -256,7 +259,9 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
     (:class:`~skacv.estimators._setup.FitPlan`). With ``n_iter_no_change``,
     a path stopped on ``risk_path_`` also ends where it has converged
     (the statistical policy's ``converged_tol``; ``policies``: the search's
-    ``(speed, statistics)``). Returns the estimator, its estimate paths
+    ``(speed, statistics)``). With ``defer_uq``, the debiasing statistics
+    wait for the estimator's ``finish_deferred`` (the search calls it on
+    the candidate it selects). Returns the estimator, its estimate paths
     ``attrs`` and the fit time."""
     tic = time.perf_counter()
     policy, statistics = policies
@@ -273,7 +278,8 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
     if n_iter_no_change is None or not can_stage(estimator, policy, X):
         # a cheap path is fitted whole (the stages' fixed cost would exceed
         # what stopping saves), and its choice is the whole path's argmin
-        with planned(estimator, FitPlan(probe_goal=probe_goal, end_tol=end_tol)):
+        with planned(estimator, FitPlan(probe_goal=probe_goal, end_tol=end_tol,
+                                        defer_uq=defer_uq, keep_deferred=defer_uq)):
             estimator.fit(X, y, **fit_params)
         n = getattr(estimator, "n_iter_", None)
         if (n_iter_no_change is not None and can_stage(estimator, policy)
@@ -284,9 +290,10 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
             first = min(statistics.max_iter_growth * n,
                         next_stage(n, n, n_iter_no_change, growth, statistics))
             grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
-                           statistics, probe_goal, limit, first, end_tol=end_tol)
+                           statistics, probe_goal, limit, first, end_tol=end_tol,
+                           finish=not defer_uq)
     else:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
-                       statistics, probe_goal, limit, end_tol=end_tol)
+                       statistics, probe_goal, limit, end_tol=end_tol, finish=not defer_uq)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
