@@ -224,7 +224,8 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
         The fit's target (centred and weighted; labels {0, 1} for logistic).
     iteration : Iteration
         The iteration object of the fit (its penalty gives the left-out
-        objective's penalty, :meth:`~skacv.iterations._penalties.Penalty.at_weight`).
+        objective's penalty, :meth:`~skacv.iterations._penalties.Penalty.l2_at`
+        and :meth:`~skacv.iterations._penalties.Penalty.l1_at`).
     coef_path : ndarray of shape (n_coef, T + 1)
         Iterates in the fit's coordinates.
     y : ndarray of shape (n_samples,)
