@@ -116,7 +116,9 @@ class SearchProtocol(Protocol):
 
     def finish_deferred(self):
         """Compute what the fits of the enclosing :meth:`planned` block
-        deferred to the last one (default: nothing)."""
+        deferred to the last one (default: nothing). The search calls it at
+        the block's end, or, where the plan keeps what waits
+        (``keep_deferred``), on the candidate it selects only."""
 
     def release_warm_state(self):
         """Free what a warm-started refit would continue from (the search
