@@ -459,6 +459,7 @@ def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
         warnings.simplefilter("ignore", SklearnConvergenceWarning)
         _, coefs, _, n_iter = enet_path(
             Xw, y, l1_ratio=alpha / (alpha + l2), alphas=[(alpha + l2) * n_eff / n],
+            precompute=False,  # (scikit-learn 1.6 refuses its default "auto" unchecked)
             coef_init=np.asfortranarray(coef_w, dtype=np.float64),
             tol=0.5 * goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter,
             check_input=False, return_n_iter=True)
