@@ -129,6 +129,7 @@ class FISTA(Iteration):
         super().__init__(step_size, penalty=penalty, schedule=schedule, sampler=sampler)
         _set_extrapolation(self, extrapolation)
         self._tau = [1.0]
+        self._beta = [None]  # beta_k of step k >= 1, computed once (read many times a step)
 
     def _tau_k(self, k):
         while len(self._tau) <= k:
@@ -137,7 +138,13 @@ class FISTA(Iteration):
         return self._tau[k]
 
     def beta(self, k):
-        return (self._tau_k(k - 1) - 1.0) / self._tau_k(k)
+        betas = self._beta
+        if 0 < k < len(betas):
+            return betas[k]
+        while k >= len(betas) and k > 0:
+            j = len(betas)
+            betas.append((self._tau_k(j - 1) - 1.0) / self._tau_k(j))
+        return betas[k] if k > 0 else (self._tau_k(k - 1) - 1.0) / self._tau_k(k)
 
 
 class SGD(GradientDescent):

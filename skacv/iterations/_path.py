@@ -268,9 +268,9 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     state : TrajectoryState
         :func:`init_state` with ``n_columns``; updated in place (a later
         call continues bit for bit).
-    out : ndarray of shape (n_features, n_columns, >= n_steps) or None
-        The iterate of step ``state.k + i`` goes to ``out[..., i - 1]``
-        (``None``: the iterates are not kept).
+    out : ndarray of shape (>= n_steps, n_features, n_columns) or None
+        The iterate of step ``state.k + i`` goes to ``out[i - 1]``, a
+        contiguous block (``None``: the iterates are not kept).
     on_fitted : callable, default=None
         ``on_fitted(i, x, P, target)`` after the iterate ``x`` of step
         ``state.k + i + 1`` with its fitted values ``P = (X~ x)^T`` and
@@ -301,7 +301,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         P, z, rss = design.fitted_and_gradient(v, target, held_out=fitted)
         x_prev, x = x, x_new
         if out is not None:
-            out[..., i] = x
+            out[i] = x
         if fitted:
             on_fitted(i, x, P, target)
         if verbose and (i + 1) % report == 0:

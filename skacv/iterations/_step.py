@@ -69,8 +69,13 @@ def _clipped_difference(x, x_prev, n_free=0, plain_as_none=False):
         clipped[x.shape[0] - n_free:] = False
     if plain_as_none and not clipped.any():
         return None
-    c = np.where(clipped, np.sign(d) * np.sign(x), 1.0)
-    e = np.where(clipped, 0.0, -1.0)
+    # few coordinates clip (those leaving the support, or changing sign):
+    # the ones and minus ones are filled, the clipped ones gathered
+    at = np.flatnonzero(clipped)
+    c = np.ones(d.shape, dtype=np.result_type(d, x))
+    c.reshape(-1)[at] = np.sign(d.reshape(-1)[at]) * np.sign(np.take(x, at))
+    e = np.full(d.shape, -1.0)
+    e.reshape(-1)[at] = 0.0
     return c, e
 
 

@@ -358,13 +358,13 @@ class StackedFolds:
                 check_memory(d.n_features * d.n_folds * (n_iter - k0) * d.dtype.itemsize,
                              f"the fold paths ({d.n_features} x {d.n_folds} x {n_iter - k0})",
                              "Lower max_iter or use fewer folds. ")
-                paths = np.empty((d.n_features, d.n_folds, n_iter - k0), dtype=d.dtype)
+                paths = np.empty((n_iter - k0, d.n_features, d.n_folds), dtype=d.dtype)
             with d.workers():
                 run_normal_block(d, self.response, it, n_iter - k0, self.state, paths,
                                  verbose=self.verbose, on_fitted=on_fitted if fitted else None)
             missing = np.flatnonzero(np.isnan(new[:, 0]))
             if missing.size:
-                new[missing] = self._held_out_errors_of(paths[:, :, missing])
+                new[missing] = self._held_out_errors_of(paths[missing])
             self.losses = np.concatenate([self.losses[: k0 + 1], new])
         return self.losses[: n_iter + 1]
 
@@ -386,13 +386,13 @@ class StackedFolds:
 
     def _held_out_errors_of(self, paths):
         """Weighted held-out squared errors of the iterates ``paths`` (shape
-        (n_features, n_folds, n_new)), shape (n_new, n_folds): one block
+        (n_new, n_features, n_folds)), shape (n_new, n_folds): one block
         product per fold with its test rows."""
         d = self.designs
         response = d.by_fold(self.response)
-        total = np.zeros((paths.shape[2], d.n_folds))
+        total = np.zeros((paths.shape[0], d.n_folds))
         for j, rows in enumerate(self.tests):
-            B = paths[:, j, :]
+            B = np.ascontiguousarray(paths[:, :, j]).T  # (n_features, n_new)
             if isinstance(rows, slice):  # rows ordered by fold: a view
                 P = d.base.X[rows] @ B
             else:

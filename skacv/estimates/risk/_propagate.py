@@ -513,6 +513,9 @@ class ForwardChains:
     def _coefficients(self, k, rows):
         """The clipped extrapolation's and heavy ball's coefficients of step
         ``k`` on the chains' first ``rows`` rows (``None``: not clipped)."""
+        cached = getattr(self, "_coef_cache", None)
+        if cached is not None and cached[0] == (k, rows):
+            return cached[1]  # read again by the probes' lag-0 step
         it, path, idx = self.iteration, self.coef_path, self.order[:rows]
         coef = it.extrapolation_coefficients(k, path[:, k], path[:, k - 1])
         if coef is not None:
@@ -522,6 +525,7 @@ class ForwardChains:
             mcoef = it.momentum_coefficients(k, path[:, k - 1], path[:, k - 2])
             if mcoef is not None:
                 mcoef = (mcoef[0][idx], mcoef[1][idx])
+        self._coef_cache = ((k, rows), (coef, mcoef))
         return coef, mcoef
 
     def _gradient(self, k, probes, c_old, c_new, k_first, columns, cached):
@@ -604,6 +608,7 @@ class ForwardChains:
             dz_k = self._gradient(k, probes, c_old, c_new, k_first, columns, cached)
             probes.before_tangent(k, self, self.rows_k, c_old, c_new)
             coef, mcoef = self._coefficients(k, self.rows_k)
+            self._coef_cache = None  # (computed once a step)
             self._tangents(k, probes, dz_k, c_new, coef, mcoef)
             probes.read_step(k, self, self.rows_k, c_new)
             self.dv_rows = self.rows_k
