@@ -46,6 +46,23 @@ def test_the_documented_defaults_are_the_defaults(options):
     assert not hasattr(est, "loo_predictions_")
 
 
+@pytest.mark.parametrize("before, after", [
+    (None, {}), ({}, {"probe_scheme": "auto"}), ({"chain_dtype": "auto"}, None)])
+def test_a_warm_start_continues_across_the_same_options_spelled_otherwise(before, after):
+    """``None``, ``{}`` and the defaults given are one setting: a warm start
+    continues (bit for bit the path fitted in one go); a real change of a key
+    is still refused."""
+    X, y = _data()
+    kw = dict(alpha=0.05, n_probes=4, random_state=0)
+    cold = TrajectoryLasso(max_iter=30, risk_options=before, **kw).fit(X, y)
+    warm = TrajectoryLasso(max_iter=15, warm_start=True, risk_options=before, **kw).fit(X, y)
+    warm.set_params(max_iter=30, risk_options=after).fit(X, y)
+    assert_array_equal(warm.coef_path_, cold.coef_path_)
+    warm.set_params(max_iter=40, risk_options={"probe_scheme": "shared"})
+    with pytest.raises(ValueError, match="risk_options"):
+        warm.fit(X, y)
+
+
 def test_a_key_reaches_the_estimate_and_set_params_sets_it():
     """float64 chains differ from the default float32 ones by rounding only;
     the constructor and ``set_params`` give the same fit; ``clone`` carries

@@ -186,6 +186,49 @@ def test_the_stages_grow_an_outside_estimator_by_its_warm_start(speed_policy):
     assert_allclose(search.estimator_.coef_path_, ref.coef_path_, rtol=1e-12, atol=1e-14)
 
 
+class HeldOutLooRidge(HeldOutRidge):
+    """:class:`HeldOutRidge` whose only estimate is ``loo_path_`` (the same
+    validation error), with no ``loo_options`` parameter."""
+
+    def __init__(self, alpha=1.0, max_iter=50, warm_start=False, estimate_loo=True,
+                 X_val=None, y_val=None, calls=None):
+        self.alpha = alpha
+        self.max_iter = max_iter
+        self.warm_start = warm_start
+        self.estimate_loo = estimate_loo
+        self.X_val = X_val
+        self.y_val = y_val
+        self.calls = calls
+
+    def fit(self, X, y, sample_weight=None):
+        self.estimate_risk = self.estimate_loo
+        try:
+            super().fit(X, y, sample_weight)
+        finally:
+            del self.estimate_risk
+        if self.estimate_loo:
+            self.loo_path_ = self.risk_path_
+            del self.risk_path_
+        return self
+
+
+def test_leave_one_out_of_many_samples_takes_an_estimator_without_loo_options(
+        statistical_policy):
+    """With more samples than ``auto_loo_samples``, ``criterion="auto"``
+    chooses a subsampled leave-one-out; an estimator without
+    ``loo_options`` sizes its own leave-one-out and is searched by its
+    ``loo_path_`` (the brute-force argmin), not refused."""
+    statistical_policy(auto_loo_samples=20, auto_loo_samples_max=30)
+    X, y, X_val, y_val = _problem(n=80)
+    est = HeldOutLooRidge(max_iter=40, X_val=X_val, y_val=y_val)
+    search = TrajectoryEarlyStoppingCV(est, param_grid={"alpha": ALPHAS}, search="grid",
+                                       n_iter_no_change=None).fit(X, y)
+    assert search.criterion_ == "loo" and search._loo_subsample is not None
+    i, t, loo = _brute_force(X, y, X_val, y_val, [40] * len(ALPHAS))
+    assert (search.best_params_["alpha"], search.best_iteration_, search.best_risk_) == (
+        ALPHAS[i], t, loo)
+
+
 def test_an_object_without_the_protocol_is_refused():
     X, y, _, _ = _problem()
     assert not isinstance(Lasso(), SearchProtocol)

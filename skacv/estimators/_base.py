@@ -129,6 +129,13 @@ class TrajectoryEstimator(FitShellSearch, BaseEstimator):
         super()._validate_params()
         check_options(self)  # the keys and values of risk_options and loo_options
 
+    def _warm_start_params(self):
+        """The parameters a warm start must find unchanged, the grouped ones
+        resolved (``None``, ``{}`` and the defaults given are the same)."""
+        params = self.get_params(deep=False)
+        params.update({p: resolve_options(self, p) for p in self._option_keys})
+        return params
+
     # ------------------------------------------------------------------ hooks
     def _validate_xy(self, X, y, reset, multi_output=False):
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc"),

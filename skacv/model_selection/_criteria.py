@@ -170,7 +170,8 @@ def switch_estimates(est, own, criterion, auto, loo_subsample=None, both=False):
         est.set_params(**{k: False for k in ("estimate_risk", "estimate_loo")
                           if k != flag and k in own
                           and (not own[k] or defaults[k].default is not False)})
-    if loo_subsample is not None and criterion == "loo":
+    if loo_subsample is not None and criterion == "loo" and "loo_options" in own:
+        # (an estimator without loo_options sizes its leave-one-out itself)
         options = est.get_params(deep=False)["loo_options"] or {}
         est.set_params(loo_options={**options, "subsample": loo_subsample})
     if auto and criterion != "kfold" and "estimate_risk" in own and "estimate_loo" in own:

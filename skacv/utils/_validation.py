@@ -76,7 +76,7 @@ class WarmStartGuard:
     """
 
     def __init__(self, estimator, fingerprint, extra=None):
-        params = estimator.get_params(deep=False)
+        params = _params(estimator)
         free = set(getattr(estimator, "_free_params", ()))
         self.params = {k: _snapshot(v) for k, v in params.items() if k not in free}
         self.fingerprint = fingerprint
@@ -103,7 +103,7 @@ class WarmStartGuard:
                 "(X, y, sample_weight or the dtype of X changed). Set "
                 "warm_start=False to fit new data."
             )
-        now = estimator.get_params(deep=False)
+        now = _params(estimator)
         changed = [k for k, v in self.params.items() if not same_param(now.get(k), v)]
         if changed:
             raise ValueError(
@@ -111,6 +111,15 @@ class WarmStartGuard:
                 f"(was {[self.params[k] for k in changed]}). Set warm_start=False to "
                 "start a new path."
             )
+
+
+def _params(estimator):
+    """The parameters a warm start compares: ``get_params(deep=False)``, with
+    the grouped ones resolved where the estimator resolves them
+    (``_warm_start_params``: ``risk_options=None`` is ``{}`` is every key at
+    its default)."""
+    resolved = getattr(estimator, "_warm_start_params", None)
+    return resolved() if resolved is not None else estimator.get_params(deep=False)
 
 
 def _snapshot(value):
