@@ -48,7 +48,7 @@ from ..linalg._covariance import CovarianceForm, covariance_form_pays
 from ..linalg._dask import is_dask
 from ..linalg._design import Design, make_design, max_row_norm2
 from ..linalg._sampling import MinibatchSampler
-from ..utils._compat import Interval, StrOptions, _fit_context
+from ..utils._compat import CachedParamNames, Interval, StrOptions, _fit_context
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
 from ._advice import unreliable_advice, warn_unreliable
 from ._dask_fit import dask_fit, lazy_predictor, lazy_score
@@ -104,7 +104,7 @@ COMMON_CONSTRAINTS = {
 }
 
 
-class TrajectoryEstimator(FitShellSearch, BaseEstimator):
+class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
     """Fit shell: validation, warm start, the path and its estimates.
 
     ``max_iter`` is the total length of the path: with ``warm_start=True`` a

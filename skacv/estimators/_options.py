@@ -32,7 +32,7 @@ def resolve_options(estimator, param):
     """``{key: value}`` of ``estimator``'s grouped parameter ``param``, every
     declared key at its default where not given."""
     keys = type(estimator)._option_keys.get(param, {})
-    given = estimator.get_params(deep=False).get(param) or {}
+    given = getattr(estimator, param, None) or {}  # (get_params(deep=False)[param])
     return {k: given.get(k, default) for k, (default, _) in keys.items()}
 
 

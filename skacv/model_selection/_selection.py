@@ -25,6 +25,7 @@ from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..linalg._sampling import rows_behind
 from ..utils._compat import (
+    CachedParamNames,
     HasMethods,
     Interval,
     StrOptions,
@@ -55,7 +56,8 @@ from ._results import (
 from ._search_params import check_protocol, warn_ignored_params
 
 
-class TrajectoryEarlyStoppingCV(SelectedIterateMixin, MetaEstimatorMixin, BaseEstimator):
+class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEstimatorMixin,
+                                BaseEstimator):
     """Choose the iteration and the parameters of a trajectory estimator along
     its path, by an estimate of its out-of-sample error: no refit.
 

@@ -4,13 +4,16 @@ scikit-learn keeps these names stable within the versions skacv supports
 (``scikit-learn>=1.6``, tested against the oldest and the newest in CI);
 when one moves, this module is the only one to change. It also holds
 :func:`conjugate_gradient`, scipy's ``cg`` across the renaming of its
-tolerance (``tol`` became ``rtol`` in scipy 1.12, ``tol`` was removed later).
+tolerance (``tol`` became ``rtol`` in scipy 1.12, ``tol`` was removed later),
+and :class:`CachedParamNames`, ``BaseEstimator._get_param_names`` read once
+per class.
 """
 
+import functools
 import inspect
 
 from scipy.sparse.linalg import cg
-from sklearn.base import _fit_context
+from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import (
     HasMethods,
     Interval,
@@ -23,6 +26,7 @@ from sklearn.utils.metadata_routing import _raise_for_params, _routing_enabled
 from sklearn.utils.validation import _check_sample_weight, _num_features, _num_samples
 
 __all__ = [
+    "CachedParamNames",
     "HasMethods",
     "Interval",
     "InvalidParameterError",
@@ -70,3 +74,21 @@ def conjugate_gradient(A, b, x0, rtol, atol, maxiter):
 
     x, _ = cg(A, b, x0=x0, atol=atol, maxiter=maxiter, callback=count, **{_CG_RTOL: rtol})
     return x, n_iter[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _param_names(cls):
+    return tuple(BaseEstimator._get_param_names.__func__(cls))
+
+
+class CachedParamNames:
+    """``get_params`` without reading the signature again: scikit-learn's
+    ``BaseEstimator._get_param_names`` inspects ``__init__`` at every call
+    (about 0.2 ms, a third of a fit's fixed cost on a small design, where a
+    fit and a search call ``get_params`` a dozen times); the names of a
+    class are read once. Place it before ``BaseEstimator`` in the bases."""
+
+    @classmethod
+    def _get_param_names(cls):
+        return list(_param_names(cls))
+
