@@ -383,6 +383,26 @@ class SpeedPolicy:
         ``precision="empirical"`` (the debiasing's least-squares fit) is
         prepared at fit time up to this many features (a p x p Gram matrix
         and its Cholesky factor, ``n p^2`` operations); above, it is refused.
+    loop_records : bool
+        The full-batch fit loop writes what the estimates would otherwise
+        compute again (``X~^T F`` of the residuals, ``X~ v^t`` of a clipped
+        extrapolation's gradient points:
+        :func:`skacv.estimators._setup.loop_buffers`); ``False``: the
+        estimates compute them.
+    fold_covariance_always : bool
+        The stacked folds take the covariance form wherever they may (a
+        partition of a dense ``X``, at most ``covariance_max_features``
+        features), whatever its cost
+        (:func:`skacv.model_selection._fold_designs.fold_covariance_pays`).
+    chain_gram : {"auto", "never", "always"}
+        The Jacobian chains' restricted Gram matrix
+        (:func:`skacv.estimates.risk._propagate.maybe_gram`): where its flop
+        model says it pays, never (every product a primal one), or over all
+        the chains' columns from their first step.
+    chain_split : int or None
+        The step where the forward and backward chains meet
+        (:func:`skacv.estimates.risk._chains.split_step`, at most the path's
+        length); ``None``: where it costs the least.
     """
 
     gram_cache_size: int = 2000
@@ -475,6 +495,10 @@ class SpeedPolicy:
     metric_lanczos_steps: int = 6
     eigenpro_rounding_tol: float = 1e-2
     empirical_max_features: int = 2000
+    loop_records: bool = True
+    fold_covariance_always: bool = False
+    chain_gram: str = "auto"
+    chain_split: int | None = None
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

@@ -77,6 +77,8 @@ def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, policy, itemsi
     n, p, K = n_samples, n_features, n_folds
     if not policy.fold_covariance or n_steps < 1 or p > min(n, policy.covariance_max_features):
         return False
+    if policy.fold_covariance_always:
+        return True
     adv = policy.covariance_gemm_advantage
     resident = K * p * p * itemsize <= cache_bytes(2, policy)
     per_flop = 1.0 if resident else policy.fold_covariance_step_cost

@@ -20,6 +20,7 @@ import sklearn
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .._config import config_context, get_config
+from .._trace import carried, recording
 
 
 def effective_n_jobs(n_jobs):
@@ -37,13 +38,15 @@ class _Wrapped:
     def __init__(self, function, config, threads, sklearn_config):
         self.function, self.config, self.threads = function, config, threads
         self.sklearn_config = sklearn_config
+        self.paths = recording()  # the caller's record of paths taken, if any
 
     def __call__(self, *args, **kwargs):
+        function = carried(self.function, self.paths)
         with config_context(**self.config), sklearn.config_context(**self.sklearn_config):
             if self.threads is None:
-                return self.function(*args, **kwargs)
+                return function(*args, **kwargs)
             with threadpool_limits(limits=self.threads, user_api="blas"):
-                return self.function(*args, **kwargs)
+                return function(*args, **kwargs)
 
 
 def delayed(function, config=None, threads=None, sklearn_config=None):
@@ -144,6 +147,7 @@ def _runner(pool, workers=1):
         return run
 
     def run(function, calls):
+        function = carried(function)  # the threads record into the caller's paths
         for future in [pool.submit(function, *args) for args in calls]:
             future.result()
 

@@ -34,6 +34,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ..._config import check_memory, format_bytes
+from ..._trace import taken
 from ...utils._parallel import small_blas
 from ._engine import (
     chain_cost_in_fits,  # noqa: F401 (re-exported)
@@ -115,6 +116,7 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
     ValueError
         With the bytes, the limit and the fixes.
     """
+    taken("check_risk_memory", probe_scheme=probe_scheme)
     T1 = int(n_iter) + 1
     if not can_settle(design, iteration, n_iter, n_probes, datafit, keep_state, probe_scheme):
         check_dense_memory(T1)

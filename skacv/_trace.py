@@ -1,0 +1,172 @@
+"""The paths a computation took: a record of the branch points it passed.
+
+skacv chooses between implementations that compute the same numbers (a
+covariance form or the products with ``X``, a fast path or the general one,
+LAPACK or Lanczos, ...). Tests check that the intended one was taken by
+recording the computation: ``with record() as paths: est.fit(X, y)``, then
+``"lanczos" in paths``, ``paths.count("make_design")`` or
+``paths.details("settled")``. The code marks a branch point with
+``taken(name, **details)``, which costs one context-variable lookup when
+nothing records and never changes a computation (the details are values the
+code already holds).
+
+The record is a :mod:`contextvars` variable: the code that runs within the
+``with`` block records, and so do the threads skacv starts (the column
+groups and passes of :mod:`skacv.utils._parallel`, the candidates of a
+search on joblib's threads: :func:`carried` hands the record to them). Work
+done in other processes (joblib's loky workers) is not recorded.
+
+Events (name: where, details)
+-----------------------------
+``run_trajectory``
+    A fit loop ran (:func:`skacv.estimators._base.run_trajectory`);
+    ``steps``: the steps it ran.
+``make_design``
+    A fit built its design (:func:`skacv.estimators._setup.make_design`).
+``check_risk_memory``
+    A fit checked the risk estimate's memory before its loop.
+``estimator_fit``
+    An estimator's ``fit`` started (``estimator``: its class name,
+    ``max_iter``: its steps).
+``risk_dense``
+    The risk estimate formed an ``n x (T + 1)`` residual matrix (fitted
+    values or residuals of the path, in the samples' space).
+``settled``
+    The risk estimate took the settled state-space form
+    (``settled_step``: the step from which the path is settled).
+``settled_memory``
+    The settled form's model of the memory matrices (``rank``: the
+    dimension of its state).
+``settled_window``
+    The settled row norms' live columns (``first``: the first live source
+    column, ``end``: the step it ends at).
+``lanczos_quadrature``
+    A Lanczos quadrature of the spectral nodes ran.
+``grow_pooled``
+    The pooled probes' estimate grew its chains (``probes``: how many).
+``forward_chains``
+    The Jacobian chains were run forward.
+``plan_estimate``
+    The risk estimate was planned (``scheme``: the probe scheme).
+``maybe_gram``
+    The chains' restricted Gram matrix was asked for (``from_full``: a
+    block of the design's Gram matrix offered, ``formed``: a Gram matrix
+    returned).
+``gram``
+    A design formed (or took from its cache) ``X~^T X~``
+    (:meth:`skacv.linalg._design.Design.gram`).
+``matvec``, ``rmatvec``
+    A product ``X~ v`` or ``X~^T u`` with the design.
+``columns_product``
+    A product with a subset of the design's columns.
+``eigsh``, ``lanczos``
+    The top eigenvalues of a design by ARPACK or by skacv's Lanczos.
+``eigh``
+    A dense symmetric eigendecomposition of a design's Gram matrix.
+...
+
+This list is the one place the events are documented; a test names only
+events listed here (``tests/test_trace.py``).
+"""
+
+import contextlib
+import contextvars
+from collections import Counter
+
+__all__ = ["Paths", "carried", "record", "taken"]
+
+_RECORD = contextvars.ContextVar("skacv_paths", default=None)
+
+
+class Paths:
+    """The events recorded within a :func:`record` block, in order.
+
+    ``name in paths``: the event happened; :meth:`count`: how often;
+    :meth:`details`: the details of each time (dicts); ``list(paths)``:
+    ``(name, details)`` pairs in order.
+    """
+
+    def __init__(self):
+        self.events = []
+
+    def add(self, name, details):
+        self.events.append((name, details))  # atomic: threads may add at once
+
+    def __iter__(self):
+        return iter(list(self.events))
+
+    def __len__(self):
+        return len(self.events)
+
+    def __contains__(self, name):
+        return any(event == name for event, _ in self.events)
+
+    def count(self, name):
+        """How many times ``name`` was taken."""
+        return sum(event == name for event, _ in self.events)
+
+    def details(self, name):
+        """The details of every ``name`` event, in order."""
+        return [details for event, details in self.events if event == name]
+
+    def names(self):
+        """The events' names, in order."""
+        return [event for event, _ in self.events]
+
+    def counts(self):
+        """:class:`collections.Counter` of the events' names."""
+        return Counter(self.names())
+
+    def clear(self):
+        """Forget the events recorded so far."""
+        self.events.clear()
+
+    def __reduce__(self):
+        # a record does not travel to another process: the worker gets an
+        # empty one, which nobody reads
+        return Paths, ()
+
+    def __repr__(self):
+        return f"Paths({self.names()!r})"
+
+
+def taken(name, **details):
+    """Record that the computation took the branch ``name`` (a no-op unless
+    a :func:`record` block is recording)."""
+    paths = _RECORD.get()
+    if paths is not None:
+        paths.add(name, details)
+
+
+@contextlib.contextmanager
+def record(paths=None):
+    """Record the branch points passed within the block: yields the
+    :class:`Paths` (a new one, or ``paths`` to add to)."""
+    paths = Paths() if paths is None else paths
+    token = _RECORD.set(paths)
+    try:
+        yield paths
+    finally:
+        _RECORD.reset(token)
+
+
+def recording():
+    """The :class:`Paths` being recorded in this context, or ``None``."""
+    return _RECORD.get()
+
+
+def carried(function, paths=None):
+    """``function`` made to record into the caller's record (or ``paths``)
+    in whichever thread runs it; ``function`` itself when nothing records."""
+    paths = _RECORD.get() if paths is None else paths
+    if paths is None:
+        return function
+
+    def run(*args, **kwargs):
+        token = _RECORD.set(paths)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _RECORD.reset(token)
+
+    return run
