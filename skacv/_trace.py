@@ -130,7 +130,7 @@ class Paths:
         return f"Paths({self.names()!r})"
 
 
-def taken(name, **details):
+def taken(name, /, **details):
     """Record that the computation took the branch ``name`` (a no-op unless
     a :func:`record` block is recording)."""
     paths = _RECORD.get()

@@ -18,8 +18,8 @@ from skacv import (
     TrajectoryLogisticRegression,
 )
 from skacv._policy import get_policy
-from skacv._trace import record
 from skacv._statistics import get_statistics
+from skacv._trace import record
 from skacv.exceptions import DivergenceError
 
 LEAST_SQUARES = [

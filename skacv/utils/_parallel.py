@@ -20,7 +20,7 @@ import sklearn
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .._config import config_context, get_config
-from .._trace import carried, recording
+from .._trace import carried, recording, taken
 
 
 def effective_n_jobs(n_jobs):
@@ -163,8 +163,10 @@ def small_blas(flops, policy):
     docs/benchmarks.rst)."""
     if flops < policy.small_blas_flops and blas_threads() > 1:
         with _BLAS.limit(limits=1):
+            taken("small_blas", one_thread=True)
             yield
     else:
+        taken("small_blas", one_thread=False)
         yield
 
 

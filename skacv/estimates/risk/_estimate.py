@@ -333,6 +333,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             A, Av, state, out, noise, choice = _grow_pooled(
                 design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose,
                 probe_goal)
+            taken("grow_pooled", **locals())  # the grown chain, its readouts
             used = state.m
             state = state if _keep_state else None
         else:

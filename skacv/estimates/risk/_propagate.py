@@ -72,6 +72,7 @@ def design_columns(design, idx, dtype):
     """``X~[:, idx]`` in ``dtype``, C order (the restricted products read
     prefixes of its columns as BLAS views); a dense design is gathered by
     blocks of rows, without a full-size copy in its own precision."""
+    taken("design_columns")
     if design.sparse:
         return np.asarray(design.columns(idx), dtype=dtype)
     policy = design.policy
@@ -604,6 +605,7 @@ class ForwardChains:
         """Steps ``k0 + 1 .. k_end`` of every chain, driven by ``probes``
         (:class:`ChainProbes`); ``columns`` and ``cached`` for
         :func:`maybe_gram`."""
+        taken("forward_chains", k0=k0, k_end=k_end)
         T = self.coef_path.shape[1] - 1
         width = self.Xs.shape[1]
         k_first = max(2, k0 + 1)  # first step with chains to propagate
