@@ -403,6 +403,9 @@ class SpeedPolicy:
         The step where the forward and backward chains meet
         (:func:`skacv.estimates.risk._chains.split_step`, at most the path's
         length); ``None``: where it costs the least.
+    gather_threads : int or None
+        Threads of a copy of at least ``gather_threads_min_bytes``
+        (:func:`skacv.linalg._copies.gather`); ``None``: the BLAS threads.
     """
 
     gram_cache_size: int = 2000
@@ -499,6 +502,7 @@ class SpeedPolicy:
     fold_covariance_always: bool = False
     chain_gram: str = "auto"
     chain_split: int | None = None
+    gather_threads: int | None = None
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

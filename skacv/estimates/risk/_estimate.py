@@ -260,6 +260,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype,
                          datafit=datafit, state=_state, keep_state=_keep_state, adaptive=True,
                          probe_goal=probe_goal)
+    taken("risk_plan", form=plan.form)
     if plan.form == "settled":
         res = _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted,
                             verbose, products, matrices, fitted_sources)
