@@ -406,6 +406,10 @@ class SpeedPolicy:
     gather_threads : int or None
         Threads of a copy of at least ``gather_threads_min_bytes``
         (:func:`skacv.linalg._copies.gather`); ``None``: the BLAS threads.
+    prepared_groups : int or None
+        At most this many groups of a stacked folds' pass take the prepared
+        products of ``prepared_products`` (``None``: every group); where one
+        group does not, none does.
     """
 
     gram_cache_size: int = 2000
@@ -503,6 +507,7 @@ class SpeedPolicy:
     chain_gram: str = "auto"
     chain_split: int | None = None
     gather_threads: int | None = None
+    prepared_groups: int | None = None
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

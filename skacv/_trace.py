@@ -98,6 +98,9 @@ class Paths:
     def __len__(self):
         return len(self.events)
 
+    def __bool__(self):  # a record, even an empty one
+        return True
+
     def __contains__(self, name):
         return any(event == name for event, _ in self.events)
 

@@ -26,6 +26,7 @@ are advanced by :class:`~skacv.model_selection._kfold.StackedFolds`.
 
 import numpy as np
 
+from .._trace import taken
 from ..linalg._blas import gemm_call
 from ..linalg._design import _sum_in_order
 from ..utils._parallel import cache_bytes, kept_workers, last_level_share
@@ -407,8 +408,10 @@ class FoldDesigns:
                         Bt, Ma, Gt = Vt.T, self.mask[sl], masked[sl].T
                     views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
                 sums.append(total)
+                limit = self.policy.prepared_groups
+                prepare = self.policy.prepared_products and (limit is None or g < limit)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
-                               _prepared_calls(views) if self.policy.prepared_products else None))
+                               _prepared_calls(views) if prepare else None))
             if any(g[3] is None for g in groups):  # all groups prepared, or none
                 groups = [g[:3] + (None,) for g in groups]
             passes.append((sums, groups))
@@ -454,6 +457,7 @@ class FoldCovariance:
     computes_fitted = False
 
     def __init__(self, designs, response, partition):
+        taken("fold_covariance")
         self.designs = designs
         self.policy, self.statistics = designs.policy, designs.statistics
         self.dtype, self.n_eff, self.n_folds = designs.dtype, designs.n_eff, designs.n_folds

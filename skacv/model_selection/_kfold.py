@@ -45,6 +45,7 @@ import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
 from .._config import check_memory
+from .._trace import taken
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
 from ..linalg._copies import gather
@@ -272,6 +273,7 @@ class StackedFolds:
 
     def __init__(self, estimator, X, y, sample_weight, splits, dtype, policies, full_design=None,
                  horizon=0):
+        taken("stacked_folds", full_design=full_design)
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
         test = np.zeros_like(train)

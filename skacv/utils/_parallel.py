@@ -198,6 +198,8 @@ def pass_workers(n_groups):
     threads = blas_threads()
     workers = min(int(n_groups), threads)
     with _BLAS.limit(limits=1) if threads > 1 else contextlib.nullcontext():
+        if recording():  # the BLAS threads the pass runs on
+            taken("pass_workers", blas_threads=blas_threads(), workers=workers)
         if workers <= 1:
             yield _runner(None)
             return
