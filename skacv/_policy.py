@@ -410,6 +410,10 @@ class SpeedPolicy:
         At most this many groups of a stacked folds' pass take the prepared
         products of ``prepared_products`` (``None``: every group); where one
         group does not, none does.
+    fit_beside : bool or None
+        The K-fold search runs the full-data fit beside the stacked folds
+        (``True``), after them (``False``), or where that pays (``None``,
+        :func:`skacv.model_selection._kfold.fit_beside`).
     """
 
     gram_cache_size: int = 2000
@@ -508,6 +512,7 @@ class SpeedPolicy:
     chain_split: int | None = None
     gather_threads: int | None = None
     prepared_groups: int | None = None
+    fit_beside: bool | None = None
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

@@ -25,7 +25,6 @@ from sklearn.utils import Bunch
 from sklearn_versions import parametrize_with_checks
 
 import skacv.model_selection._criteria as criteria_module
-import skacv.model_selection._kfold_search as kfold_search_module
 import skacv.model_selection._path_search as path_search_module
 import skacv.model_selection._selection as selection_module
 import skacv.model_selection._stages as stages_module
@@ -38,6 +37,7 @@ from skacv import (
 )
 from skacv._policy import current_policies, get_policy
 from skacv._statistics import get_statistics
+from skacv._trace import record
 from skacv.exceptions import SelectionBoundaryWarning
 from skacv.model_selection._selection import set_iterate
 from skacv.utils._validation import same_param
@@ -922,28 +922,29 @@ def test_auto_chooses_an_estimate_without_refits():
                                                      estimate_loo=True).fit(X, y).loo_path_)
 
 
-def test_auto_falls_back_to_kfold_with_a_warning_when_the_risk_is_flagged(monkeypatch):
-    """K-fold CV only where the no-refit estimate says it is unreliable
-    (risk_reliable_ flags an iterate the choice looked at), with the reason."""
-    X, y = _data(n=200, p=60)
-    est = TrajectoryLasso(alpha=0.02, max_iter=60, random_state=0)
-    real = TrajectoryLasso.fit
+class _FlaggedLasso(TrajectoryLasso):
+    """Test double: ``risk_reliable_`` flags every iterate from the 5th on."""
 
-    def flagged_fit(self, *args, **kwargs):
-        real(self, *args, **kwargs)
+    def fit(self, X, y, sample_weight=None):
+        super().fit(X, y, sample_weight=sample_weight)
         if hasattr(self, "risk_reliable_"):
             self.risk_reliable_ = np.arange(self.risk_reliable_.size) < 5
         return self
 
-    monkeypatch.setattr(TrajectoryLasso, "fit", flagged_fit)
+
+def test_auto_falls_back_to_kfold_with_a_warning_when_the_risk_is_flagged():
+    """K-fold CV only where the no-refit estimate says it is unreliable
+    (risk_reliable_ flags an iterate the choice looked at), with the reason."""
+    X, y = _data(n=200, p=60)
+    est = TrajectoryLasso(alpha=0.02, max_iter=60, random_state=0)
+    flagged = _FlaggedLasso(alpha=0.02, max_iter=60, random_state=0)
     with pytest.warns(selection_module.UnreliableEstimateWarning,
                       match="instead of the risk estimate: risk_reliable_ flags"):
-        search = TrajectoryEarlyStoppingCV(est, search="grid", random_state=0).fit(X, y)
+        search = TrajectoryEarlyStoppingCV(flagged, search="grid", random_state=0).fit(X, y)
     assert search.criterion_ == "kfold" and hasattr(search, "kfold_path_")
     ref = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", random_state=0).fit(X, y)
     assert_allclose(search.kfold_path_, ref.kfold_path_, rtol=1e-12)
     assert search.best_iteration_ == ref.best_iteration_
-    monkeypatch.setattr(TrajectoryLasso, "fit", real)
     with warnings.catch_warnings():
         warnings.simplefilter("error", selection_module.UnreliableEstimateWarning)
         assert TrajectoryEarlyStoppingCV(est,
@@ -1010,12 +1011,10 @@ def test_a_lasso_path_in_one_go_chooses_as_its_stages(n, p, alpha, max_iter, spe
 
 
 @pytest.mark.parametrize("beside", [False, True])
-def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, monkeypatch,
-                                                                  beside):
+def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, beside):
     # the full fit validates X first, also when the folds' block is set up
     # beside it (the block's own checks do not speak first)
-    speed_policy(stage_min_flops=0)
-    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, policy, fold_dtype: beside)
+    speed_policy(stage_min_flops=0, fit_beside=beside)
     X, y = _data(n=200, p=60)
     X[3, 7] = np.nan
     est = TrajectoryLasso(alpha=0.02, max_iter=50)
@@ -1029,30 +1028,21 @@ def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, m
 
 @pytest.mark.parametrize("beside", [False, True])
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_paths_grow_in_stages(speed_policy, statistical_policy, monkeypatch, layout,
-                                    beside):
+def test_kfold_paths_grow_in_stages(speed_policy, statistical_policy, layout, beside):
     # the full and fold paths grow together (warm starts) and stop by the
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one;
     # the full path's stages beside the folds' set-up and passes (a thread
     # of their own, skacv.model_selection._kfold.fit_beside) or after them: the same paths
-    speed_policy(stage_min_flops=0)
+    speed_policy(stage_min_flops=0, fit_beside=beside)
     statistical_policy(relative_patience=0)  # n_iter_no_change only
-    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, policy, fold_dtype: beside)
-    calls = []
-    overlapped = kfold_search_module.overlapped
-
-    def spy(first, second):
-        calls.append(1)
-        return overlapped(first, second)
-
-    monkeypatch.setattr(kfold_search_module, "overlapped", spy)
     speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf)
     speed_policy(rotated_min_features=0)
     X, y = _data(n=200, p=60)  # three stages: 10, 15, 22 iterations
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
-    staged = TrajectoryEarlyStoppingCV(est,
-                                       search="grid", criterion="kfold", cv=4, n_iter_no_change=5,
-                                       random_state=0, fold_dtype="float64").fit(X, y)
+    with record() as paths:
+        staged = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", cv=4,
+                                           n_iter_no_change=5, random_state=0,
+                                           fold_dtype="float64").fit(X, y)
     splits = list(KFold(4, shuffle=True, random_state=staged._seed).split(X))
     full = _kfold_by_hand(est, X, y, splits)
     n = staged.estimator_.n_iter_
@@ -1062,31 +1052,25 @@ def test_kfold_paths_grow_in_stages(speed_policy, statistical_policy, monkeypatc
     assert staged.best_iteration_ == best and n - best >= 5
     assert staged.estimator_.warm_start is False
     # the block's set-up beside the first stage, then the second and third stages
-    assert len(calls) == (3 if beside else 0)
+    assert paths.count("overlapped") == (3 if beside else 0)
     # the full path is the estimator's own path to where the folds stopped
     alone = clone(est).set_params(max_iter=n, estimate_risk=False).fit(X, y)
     assert_allclose(staged.estimator_.coef_path_, alone.coef_path_, rtol=1e-12, atol=1e-14)
 
 
-def test_staged_search_debiases_the_last_stage_only(speed_policy, monkeypatch):
+def test_staged_search_debiases_the_last_stage_only(speed_policy):
     """The stages of an early-stopped search each refit the estimates; the
     debiasing statistics (products with X~^T of the whole path) are those of
     the last stage only: computed once, equal to a single fit's to that
     length (they were computed at every stage)."""
-    import skacv.estimators._base as base_module
-
     X, y = _data(n=150, p=140, sigma=0.5)  # stages of 20, 30, 45, 67, 100 steps
-    calls = []
-    for name in ("debias_statistics", "debias_statistics_from_products"):
-        monkeypatch.setattr(base_module, name,
-                            lambda *a, _real=getattr(base_module, name), **k:
-                            calls.append(1) or _real(*a, **k))
     speed_policy(stage_min_flops_linear=0)  # stage this size
     est = IterativeRidge(alpha=1e-3, max_iter=400, random_state=0)
-    search = _pinned(est, n_iter_no_change=10).fit(X, y)
+    with record() as paths:
+        search = _pinned(est, n_iter_no_change=10).fit(X, y)
     fitted = search.estimator_
     n_iter = fitted.n_iter_
-    assert n_iter < 400 and len(calls) == 1
+    assert n_iter < 400 and paths.count("fit") > 2 and paths.count("debias_statistics") == 1
     assert not hasattr(fitted, "_uq_pending") and not hasattr(fitted, "_defer_uq")
     single = clone(est).set_params(max_iter=n_iter).fit(X, y)
     assert_allclose(fitted.risk_path_, single.risk_path_, rtol=1e-10)
@@ -1096,24 +1080,28 @@ def test_staged_search_debiases_the_last_stage_only(speed_policy, monkeypatch):
     assert_allclose(fitted.debiased_coef(t), single.debiased_coef(t), rtol=1e-8)
 
 
-def test_the_stages_check_the_data_once(speed_policy, spy, monkeypatch):
+def test_the_stages_check_the_data_once(speed_policy, monkeypatch):
     """The stages of a search refit the data of the first (the plan's
     ``same_data``): one data fingerprint and one finiteness check for the
     whole search (one a stage before), and the fingerprint kept is the data's, so that a later
     warm refit of ``estimator_`` on other data is still refused."""
     import sklearn.utils.validation as sk_validation
 
-    import skacv.estimators._base as base_module
-
     X, y = _data(n=150, p=140, sigma=0.5)
     speed_policy(stage_min_flops_linear=0)  # stage this size
-    prints = spy(base_module, "data_fingerprint")
-    finite = spy(sk_validation, "_assert_all_finite",
-                 lambda out, a, k: (a[0].shape, sklearn.get_config()["assume_finite"]))
-    search = _pinned(IterativeRidge(alpha=1e-3, max_iter=400, random_state=0),
-                     n_iter_no_change=10).fit(X, y)
+    finite, check = [], sk_validation._assert_all_finite
+
+    def watched(*args, **kwargs):  # scikit-learn's finiteness check
+        finite.append((args[0].shape, sklearn.get_config()["assume_finite"]))
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(sk_validation, "_assert_all_finite", watched)
+    with record() as paths:
+        search = _pinned(IterativeRidge(alpha=1e-3, max_iter=400, random_state=0),
+                         n_iter_no_change=10).fit(X, y)
     fitted = search.estimator_
-    assert fitted.n_iter_ < 400 and len(prints) == 1
+    assert fitted.n_iter_ < 400 and paths.count("fit") > 2
+    assert paths.count("data_fingerprint") == 1
     # checked by the first stage's validation, trusted by the others'
     assert finite.count((X.shape, False)) == 1 and finite.count((X.shape, True)) >= 2
     single = IterativeRidge(alpha=1e-3, max_iter=fitted.n_iter_, random_state=0).fit(X, y)
@@ -1332,34 +1320,36 @@ def test_the_search_takes_one_target():
         clone(search).fit(X, np.c_[y, y])
 
 
-def test_the_search_gathers_its_fits_warnings(monkeypatch):
+def test_the_search_gathers_its_fits_warnings():
     """Every fit's warnings, once per kind, from the user's call; a fit's
     flags without the advice to run the search it runs in."""
     from sklearn.exceptions import ConvergenceWarning
 
     from skacv.exceptions import UnreliableEstimateWarning
 
-    real = TrajectoryLasso.fit
     flag = [True]
 
-    def noisy_fit(self, *args, **kwargs):
-        real(self, *args, **kwargs)
+    class NoisyLasso(TrajectoryLasso):  # test double: a fit that warns
+        def fit(self, X, y, sample_weight=None):
+            super().fit(X, y, sample_weight=sample_weight)
+            noisy(self)
+            return self
+
+    def noisy(self):
         if flag[0] and hasattr(self, "risk_reliable_"):  # what the message says
             self.risk_reliable_ = self.risk_reliable_.copy()
             self.risk_reliable_[3:] = False
         warnings.warn("TrajectoryLasso: risk_path_ is unreliable from iteration 3 on (...). "
                       "The Jacobian amplifies. Use solver='ista' or "
                       "TrajectoryEarlyStoppingCV(criterion='auto').", UnreliableEstimateWarning,
-                      stacklevel=2)
-        warnings.warn("did not converge", ConvergenceWarning, stacklevel=2)
-        return self
+                      stacklevel=3)
+        warnings.warn("did not converge", ConvergenceWarning, stacklevel=3)
 
-    monkeypatch.setattr(TrajectoryLasso, "fit", noisy_fit)
     X, y = _data(n=60, p=20)
     grid = {"alpha": [0.2, 0.1, 0.05]}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _pinned(TrajectoryLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
+        _pinned(NoisyLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
     kinds = [w.category for w in caught if w.category is not SelectionBoundaryWarning]
     assert sorted(k.__name__ for k in kinds) == ["ConvergenceWarning",
                                                  "UnreliableEstimateWarning"]
@@ -1372,14 +1362,14 @@ def test_the_search_gathers_its_fits_warnings(monkeypatch):
     flag[0] = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _pinned(TrajectoryLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
+        _pinned(NoisyLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
     kinds = [w.category for w in caught if w.category is not SelectionBoundaryWarning]
     assert [k.__name__ for k in kinds] == ["ConvergenceWarning"]
     flag[0] = True
     # the flags of a criterion that is not the risk do not concern the choice
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _pinned(TrajectoryLasso(max_iter=20, estimate_loo=True), criterion="loo",
+        _pinned(NoisyLasso(max_iter=20, estimate_loo=True), criterion="loo",
                 param_grid=grid, n_iter_no_change=None).fit(X, y)
     assert UnreliableEstimateWarning not in [w.category for w in caught]
 

@@ -417,7 +417,10 @@ def fit_beside(X, policy, fold_dtype="auto"):
     :func:`kfold_dtype`). With ``X`` in the cache the full fit loses more
     than it gains on one BLAS thread, and with two groups of panels the
     block runs its groups in turn beside the full fit; measured figures in
-    ``docs/benchmarks.rst`` (``fit_beside``)."""
+    ``docs/benchmarks.rst`` (``fit_beside``); the speed ``policy``'s
+    ``fit_beside`` decides where it is set."""
+    if policy.fit_beside is not None:
+        return policy.fit_beside
     if sp.issparse(X):
         return False
     try:

@@ -123,6 +123,7 @@ def overlapped(first, second):
     BLAS thread than from running beside the other (a full-data fit beside
     the stacked folds' passes). An exception of ``second`` is raised once
     ``first`` has finished; then ``first``'s own."""
+    taken("overlapped")
     if blas_threads() < 2:
         return first(), second()
     helper = _Wrapped(first, get_config(), None, sklearn.get_config())
