@@ -456,8 +456,10 @@ def test_estimator_without_a_stored_path_is_refused():
                                                              random_state=0)).fit(X, y)
 
 
-def _fake_alpha_path(monkeypatch, risk_of_alpha):
-    """Install a fake ``risk_alpha_path`` returning a known risk curve."""
+def _fake_alpha_path(cls, risk_of_alpha):
+    """``(calls, double)``: a test double of the estimator class ``cls``
+    whose converged path (the search's ``_alpha_path``) has a known risk
+    curve, and the list of the calls it gets."""
     calls = []
 
     def risk_alpha_path(estimator, X, y, *, alphas=None, sample_weight=None, **kw):
@@ -467,19 +469,19 @@ def _fake_alpha_path(monkeypatch, risk_of_alpha):
                      df=np.arange(a.size, dtype=float), risk=risk_of_alpha(a),
                      n_iter=np.full(a.size, 3))
 
-    monkeypatch.setattr(path_search_module, "risk_alpha_path", risk_alpha_path)
-    return calls
+    return calls, type(cls.__name__, (cls,), {"_alpha_path": staticmethod(risk_alpha_path)})
 
 
 @pytest.mark.parametrize("neighbors", [0, 1])
-def test_path_search_logic(monkeypatch, neighbors):
+def test_path_search_logic(neighbors):
     X, y = _data()
     alphas = [0.4, 0.2, 0.1, 0.05, 0.025]
     # the fake converged risk is smallest at alpha = 0.1 (row 2), and above
     # every iterate's risk (the trajectory's limit does not compete)
-    calls = _fake_alpha_path(monkeypatch, lambda a: 1e6 + (np.log(a) - np.log(0.1)) ** 2)
+    calls, Lasso = _fake_alpha_path(TrajectoryLasso,
+                                    lambda a: 1e6 + (np.log(a) - np.log(0.1)) ** 2)
     w = np.ones(X.shape[0])
-    base = TrajectoryLasso(max_iter=30, random_state=0)
+    base = Lasso(max_iter=30, random_state=0)
     search = _pinned(base, search="path", param_grid={"alpha": alphas},
                                        path_neighbors=neighbors, path_params={"tol": 1e-6})
     search.fit(X, y, sample_weight=w)
@@ -533,7 +535,7 @@ def test_stops_waits_for_a_limit_below_the_minimum():
 
 
 @pytest.mark.parametrize("staged", [True, False])
-def test_the_search_does_not_stop_at_an_early_bump(monkeypatch, speed_policy, staged):
+def test_the_search_does_not_stop_at_an_early_bump(speed_policy, staged):
     """A path with an early bump and a deeper minimum later: the path search
     knows the trajectory's limit (its alpha's converged score) and does not
     stop at the bump; the grid search (no limit known) stops there."""
@@ -541,9 +543,9 @@ def test_the_search_does_not_stop_at_an_early_bump(monkeypatch, speed_policy, st
     speed_policy(stage_min_flops_linear=0 if staged else np.inf)
     X, y = _data(n=60, p=30)
     # the converged scores (the trajectories' limits): 0.9 at the first alpha
-    _fake_alpha_path(monkeypatch, lambda a: np.where(a == a.max(), 0.9, 5.0))
+    _, Bump = _fake_alpha_path(_BumpRidge, lambda a: np.where(a == a.max(), 0.9, 5.0))
     grid = {"alpha": [1.0, 0.1]}
-    search = TrajectoryEarlyStoppingCV(_BumpRidge(), criterion="risk", param_grid=grid,
+    search = TrajectoryEarlyStoppingCV(Bump(), criterion="risk", param_grid=grid,
                                        random_state=0).fit(X, y)
     assert search.search_ == "path"
     assert search.best_params_ == {"alpha": 1.0}
@@ -561,7 +563,7 @@ def test_the_search_does_not_stop_at_an_early_bump(monkeypatch, speed_policy, st
 
 
 @pytest.mark.parametrize("staged", [False, True])
-def test_default_path_search_is_the_joint_argmin(monkeypatch, staged):
+def test_default_path_search_is_the_joint_argmin(staged):
     """The converged fits choose the smallest alpha, far from the alpha of
     the best trajectory: the default search walks the grid to the joint
     argmin over every alpha's whole trajectory (brute force), where the
@@ -569,8 +571,8 @@ def test_default_path_search_is_the_joint_argmin(monkeypatch, staged):
     X, y = _data()
     alphas = list(np.geomspace(0.5, 0.005, 7))
     # converged scores above every iterate, smallest at the smallest alpha
-    _fake_alpha_path(monkeypatch, lambda a: 1e6 * (1 + np.log(a / a.min()) ** 2))
-    base = TrajectoryLasso(max_iter=60, random_state=0)
+    _, Lasso = _fake_alpha_path(TrajectoryLasso, lambda a: 1e6 * (1 + np.log(a / a.min()) ** 2))
+    base = Lasso(max_iter=60, random_state=0)
     stop = {} if staged else {"n_iter_no_change": None}
     search = _pinned(base, search="path", param_grid={"alpha": alphas}, **stop).fit(X, y)
     fits = [clone(base).set_params(alpha=a).fit(X, y) for a in alphas]
@@ -668,12 +670,13 @@ def test_kfold_path_search_can_select_the_converged_fit_of_any_alpha():
     assert 0 <= gap <= 1e-4 * np.sum((y - y.mean()) ** 2) / n
 
 
-def test_path_search_selects_the_converged_fit_when_it_scores_lower(monkeypatch):
+def test_path_search_selects_the_converged_fit_when_it_scores_lower():
     X, y = _data()
     alphas = [0.4, 0.2, 0.1, 0.05]
     # converged risks far below any iterate's: the trajectory's limit wins
-    _fake_alpha_path(monkeypatch, lambda a: 1e-3 * (1 + (np.log(a) - np.log(0.2)) ** 2))
-    base = TrajectoryLasso(max_iter=20, random_state=0)
+    _, Lasso = _fake_alpha_path(TrajectoryLasso,
+                                lambda a: 1e-3 * (1 + (np.log(a) - np.log(0.2)) ** 2))
+    base = Lasso(max_iter=20, random_state=0)
     search = _pinned(base, search="path", param_grid={"alpha": alphas}).fit(X, y)
     traj = clone(base).set_params(alpha=0.2).fit(X, y)
     assert search.best_params_ == {"alpha": 0.2}
