@@ -414,6 +414,11 @@ class SpeedPolicy:
         The K-fold search runs the full-data fit beside the stacked folds
         (``True``), after them (``False``), or where that pays (``None``,
         :func:`skacv.model_selection._kfold.fit_beside`).
+    path_step_margin : float
+        The Lasso path's plain FISTA step on a working set is ``1 / (m L +
+        l2)``, ``L`` the Lanczos estimate of its top eigenvalue, ``m`` this
+        margin; steps too long for it (``m`` below 1) diverge, and the
+        working set is solved again with the exact top eigenvalue.
     """
 
     gram_cache_size: int = 2000
@@ -513,6 +518,7 @@ class SpeedPolicy:
     gather_threads: int | None = None
     prepared_groups: int | None = None
     fit_beside: bool | None = None
+    path_step_margin: float = 1.0
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

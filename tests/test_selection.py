@@ -809,7 +809,7 @@ def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False, alignment="time
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout, monkeypatch):
+def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout):
     from skacv import TrajectoryLogisticRegression
 
     # the stacked folds' rows in either layout (skacv.model_selection._kfold.FoldDesigns)
