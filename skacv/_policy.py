@@ -539,12 +539,13 @@ def _unpickle(fields):
                           for k, v in fields.items()})
 
 
-def blas_kernels():
+def blas_kernels(inspect=threadpool_info):
     """The kernel set (``architecture``) of the OpenBLAS that NumPy runs, as
-    threadpoolctl reports it, or ``None`` for another BLAS, none found, or
-    libraries threadpoolctl cannot inspect."""
+    threadpoolctl reports it (``inspect``: its ``threadpool_info``), or
+    ``None`` for another BLAS, none found, or libraries threadpoolctl cannot
+    inspect."""
     try:
-        loaded = threadpool_info()
+        loaded = inspect()
     except Exception:  # a library it cannot inspect: the defaults
         return None
     found = [info for info in loaded

@@ -402,6 +402,7 @@ class Design:
         """Dense ``X~[:, idx]`` (used by the risk estimator on supports);
         ``out``: where a dense ``X~``'s columns go (shape (n_samples,
         len(idx)), its dtype)."""
+        taken("columns")
         if not self.sparse:
             if out is None:
                 return self.X[:, idx]

@@ -39,6 +39,7 @@ def _prepared_calls(views):
     masking multiply (``"folds"`` layout) or ``None``, ``second()`` adding
     ``Gt Xa`` to the gradient rows; ``None`` when a product cannot be
     prepared (:func:`~skacv.linalg._blas.gemm_call`)."""
+    taken("prepared_calls")
     calls = []
     for Bt, Xa, Ra, _, Ma, Gt, Zj in views:
         first = gemm_call(Ra, Xa, Bt, alpha=-1.0, beta=1.0)

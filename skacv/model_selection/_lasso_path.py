@@ -459,6 +459,7 @@ def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
     objective times ``n_eff`` is the one whose gap it compares with ``tol
     ||y~||^2``. Returns the solution, its fitted values and the epochs.
     """
+    taken("columns_coordinate_descent")
     n, n_eff, l2 = sub.n_samples, space.design.n_eff, space.l2
     Xw = np.asfortranarray(sub.X)
     y = space.y64

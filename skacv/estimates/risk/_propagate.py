@@ -323,6 +323,7 @@ def primal_product(Xs, rows, cols, block, out, factor, policy):
     # C-ordered operands and sums (``block`` and ``out`` are often column
     # views of the chains: strided sums a block of rows would cost as much
     # as the products)
+    taken("primal_blocks")
     block = np.ascontiguousarray(block)
     fitted = np.empty((b, block.shape[1]), dtype=np.result_type(Xs, block))
     total, part = np.zeros(out.shape, dtype=out.dtype), np.empty(out.shape, dtype=out.dtype)
