@@ -327,6 +327,7 @@ class Design:
             sums = [np.zeros(p, dtype=self.dtype) for _ in groups]
 
             def work(panels, Z):
+                taken("panel_group", thread=threading.get_ident())
                 for rows in panels:
                     Xa = X[rows]
                     # NumPy's dot releases the GIL around the BLAS call
@@ -389,7 +390,7 @@ class Design:
         and ``c`` of shape (len(idx),): the dense columns times ``c``, or
         :meth:`matvec` of ``c`` scattered into a vector of zeros when there
         are many (the policy's ``columns_gather_share``)."""
-        taken("columns_product")
+        taken("columns_product", size=len(idx))
         idx = np.asarray(idx)
         policy = self.policy
         if idx.size > max(policy.columns_gather_min, policy.columns_gather_share * self.n_features):
