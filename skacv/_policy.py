@@ -414,6 +414,15 @@ class SpeedPolicy:
         The K-fold search runs the full-data fit beside the stacked folds
         (``True``), after them (``False``), or where that pays (``None``,
         :func:`skacv.model_selection._kfold.fit_beside`).
+    core_space : bool
+        The Jacobian chains may switch to the diagonalised core
+        (:func:`skacv.estimates.risk._core_space.core_space_plan`) ...
+    core_space_start : int or None
+        ... at this step whatever the flop model says (``None``: where the
+        model puts it, if anywhere) ...
+    core_space_threads : int or None
+        ... and advance its column groups in this many threads (``None``:
+        the BLAS threads).
     path_step_margin : float
         The Lasso path's plain FISTA step on a working set is ``1 / (m L +
         l2)``, ``L`` the Lanczos estimate of its top eigenvalue, ``m`` this
@@ -519,6 +528,9 @@ class SpeedPolicy:
     prepared_groups: int | None = None
     fit_beside: bool | None = None
     path_step_margin: float = 1.0
+    core_space: bool = True
+    core_space_start: int | None = None
+    core_space_threads: int | None = None
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

@@ -85,6 +85,7 @@ def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_
                            np.dtype(dtype).itemsize, design.policy,
                            total=chain_step_cost(n, prefix, m, T, split, per_output).sum(),
                            split=split < T)
+    taken("core_space_plan", plan=plan)
     return split, plan
 
 
