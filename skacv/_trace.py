@@ -4,8 +4,8 @@ skacv chooses between implementations that compute the same numbers (a
 covariance form or the products with ``X``, a fast path or the general one,
 LAPACK or Lanczos, ...). Tests check that the intended one was taken by
 recording the computation: ``with record() as paths: est.fit(X, y)``, then
-``"lanczos" in paths``, ``paths.count("make_design")`` or
-``paths.details("settled")``. The code marks a branch point with
+``"eigsh" in paths``, ``paths.count("make_design")`` or
+``paths.details("settled_risk")``. The code marks a branch point with
 ``taken(name, **details)``, which costs one context-variable lookup when
 nothing records and never changes a computation (the details are values the
 code already holds).
@@ -14,59 +14,127 @@ The record is a :mod:`contextvars` variable: the code that runs within the
 ``with`` block records, and so do the threads skacv starts (the column
 groups and passes of :mod:`skacv.utils._parallel`, the candidates of a
 search on joblib's threads: :func:`carried` hands the record to them). Work
-done in other processes (joblib's loky workers) is not recorded.
+done in other processes (joblib's loky workers) is not recorded, nor work
+in threads started elsewhere without :func:`carried`. Within nested
+``record`` blocks the innermost one records.
 
-Events (name: where, details)
------------------------------
-``run_trajectory``
-    A fit loop ran (:func:`skacv.estimators._base.run_trajectory`);
-    ``steps``: the steps it ran.
-``make_design``
-    A fit built its design (:func:`skacv.estimators._setup.make_design`).
-``check_risk_memory``
-    A fit checked the risk estimate's memory before its loop.
-``estimator_fit``
-    An estimator's ``fit`` started (``estimator``: its class name,
+Events
+------
+Each event below is taken where the code says, with the details named;
+this list is the one place they are documented (``tests/test_trace.py``
+checks that it names every event the code takes and every event a test
+reads). A count of an event counts the calls (products, passes, fits).
+
+Fits and their set-up (:mod:`skacv.estimators`, :mod:`skacv.iterations`)
+
+``fit``
+    An estimator's fit started (``estimator``: its class name,
     ``max_iter``: its steps).
-``risk_dense``
-    The risk estimate formed an ``n x (T + 1)`` residual matrix (fitted
-    values or residuals of the path, in the samples' space).
-``settled``
-    The risk estimate took the settled state-space form
-    (``settled_step``: the step from which the path is settled).
-``settled_memory``
-    The settled form's model of the memory matrices (``rank``: the
-    dimension of its state).
-``settled_window``
-    The settled row norms' live columns (``first``: the first live source
-    column, ``end``: the step it ends at).
-``lanczos_quadrature``
-    A Lanczos quadrature of the spectral nodes ran.
-``grow_pooled``
-    The pooled probes' estimate grew its chains (``probes``: how many).
-``forward_chains``
-    The Jacobian chains were run forward.
-``plan_estimate``
-    The risk estimate was planned (``scheme``: the probe scheme).
-``maybe_gram``
-    The chains' restricted Gram matrix was asked for (``from_full``: a
-    block of the design's Gram matrix offered, ``formed``: a Gram matrix
-    returned).
-``gram``
-    A design formed (or took from its cache) ``X~^T X~``
-    (:meth:`skacv.linalg._design.Design.gram`).
-``matvec``, ``rmatvec``
-    A product ``X~ v`` or ``X~^T u`` with the design.
-``columns_product``
-    A product with a subset of the design's columns.
-``eigsh``, ``lanczos``
-    The top eigenvalues of a design by ARPACK or by skacv's Lanczos.
-``eigh``
-    A dense symmetric eigendecomposition of a design's Gram matrix.
-...
+``data_fingerprint``
+    A fit fingerprinted its data (:func:`skacv.utils._validation.data_fingerprint`).
+``make_design``
+    A design was built (:func:`skacv.linalg._design.make_design`).
+``check_risk_memory``
+    A fit checked the risk estimate's memory before its loop
+    (``probe_scheme``: the scheme it was told).
+``run_trajectory``
+    A fit loop ran (:func:`skacv.iterations._path.run_trajectory`;
+    ``steps``: how many).
+``debias_statistics``
+    A fit computed its debiasing statistics.
 
-This list is the one place the events are documented; a test names only
-events listed here (``tests/test_trace.py``).
+Products and spectra of a design (:mod:`skacv.linalg`)
+
+``matvec``, ``rmatvec``
+    A product ``X~ B`` or ``X~^T R``.
+``panel_products``
+    A one-pass product ``(X~ b, X~^T r)`` by row panels; ``panel_group``:
+    one group of its panels ran (``thread``: the thread's identifier).
+``columns``
+    Columns of ``X~`` were gathered dense; ``columns_product``: a
+    product with a few columns (``size``: how many).
+``gram``
+    ``X~^T X~`` or ``X~ X~^T`` was asked for (``side``).
+``eigvalsh_float32``
+    The Gram matrix's eigenvalues in single precision.
+``lanczos_top_eigenvalues``
+    The top eigenvalue by skacv's Lanczos; ``eigsh``: by ARPACK.
+``gather_threads``
+    A copy of rows and columns ran in threads (``workers``).
+``row_source_pass``
+    A pass over a Dask design's rows drew probes (``probes``).
+
+Threads (:mod:`skacv.utils._parallel`)
+
+``small_blas``
+    The T x T corrections of an estimate, on one BLAS thread or not
+    (``one_thread``).
+``pass_workers``
+    A pass of panel groups started (``blas_threads``: the BLAS threads
+    inside it, ``workers``: its threads).
+``overlapped``
+    Two computations ran beside each other.
+
+The risk estimate (:mod:`skacv.estimates.risk`)
+
+``risk_plan``
+    The estimate of a path was planned (``form``; ``rows``: a Dask fit's
+    row source was active).
+``memory_matrices``
+    A memory-matrix engine ran (``form``: ``"shared"``, ``"pooled"``,
+    ``"spectral"``, ...; ``steps``: the steps it propagated).
+``grow_pooled``
+    The adaptive pooled chain was grown (details: the estimate's
+    variables, ``design``, ``iteration``, ``coef_path``, ``state``, ``A``,
+    ``Av``, ``readout``, ``replicate_risk``, ...).
+``template_quadrature``
+    The pooled chain's template ran its Lanczos quadrature (``depth``).
+``lanczos_quadrature``
+    The spectral estimate's Lanczos quadrature ran (``resumed``: from a
+    warm start's, ``depth``: its steps in all).
+``forward_chains``
+    Jacobian chains were advanced (``k0``, ``k_end``: the steps).
+``split_step``
+    Chains meeting in the middle were planned (``T``, ``per_output``).
+``core_space_plan``
+    The diagonalised core was planned (``plan``, or ``None``).
+``design_columns``
+    The chains gathered their restricted copy of ``X~``.
+``restricted_gram``
+    The chains' restricted Gram matrix is a block of the design's
+    (``from_full``).
+``gram_product``
+    A chain product with the restricted Gram matrix or by primal
+    products (``factor``); its forms: ``vector_products`` and
+    ``gram_panel_products`` (from the Gram matrix), ``primal_product``
+    (two products with ``X~``) by ``thin_panel_products``,
+    ``vector_panel_products`` or ``primal_blocks`` (blocks of rows).
+``residual_matrix``
+    An ``n x (T + 1)`` residual matrix was formed; ``risk_from_memory``:
+    the risk read from such residuals; ``source_residuals``: the
+    gradient points' residuals formed again.
+``settled_risk``
+    The settled form ran (``settled_step``); ``settled_memory``: its
+    model (``model``); ``settled_window``: its row norms' live sources
+    (``first``, at step ``step``).
+
+Leave-one-out and model selection
+
+``loo_gram_dtype``
+    The left-out runs' Gram products' precision (``float32``).
+``stacked_folds``
+    The K folds were stacked (``full_design``: the full fit's design, or
+    ``None``); ``fold_covariance``: in the covariance form;
+    ``prepared_calls``: a pass's products were prepared for the BLAS.
+``lasso_path``
+    A Lasso path started (``space``: ``"_FeatureSpace"`` or
+    ``"_SampleSpace"``, ``finish``: its support finish or ``None``).
+``metric_fista``
+    A working set ran FISTA in the rank-one metric (``l2``);
+    ``metric_fallback``: the metric's solve was abandoned (``reason``);
+    ``step_fallback``: the plain step diverged (the exact top eigenvalue
+    followed); ``columns_coordinate_descent``: a working set by
+    coordinate descent.
 """
 
 import contextlib

@@ -199,7 +199,6 @@ def _gram_panel_products(gram_rows, block, out, panel):
 def _row_block(A, width, policy):
     """Rows of ``A`` in a block of about the policy's ``chain_fused_bytes``
     (at least 8; all of them when the policy's size is ``None``)."""
-    taken("row_block")
     budget = policy.chain_fused_bytes
     n = A.shape[0]
     return n if budget is None else max(8, budget // (A.itemsize * max(width, 1)))
