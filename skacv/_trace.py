@@ -78,8 +78,8 @@ Threads (:mod:`skacv.utils._parallel`)
 The risk estimate (:mod:`skacv.estimates.risk`)
 
 ``risk_plan``
-    The estimate of a path was planned (``form``; ``rows``: a Dask fit's
-    row source was active).
+    The estimate of a path was planned (``form``); ``rows_scheme``: its
+    ``"auto"`` scheme took the shared probes for a Dask fit's row source.
 ``memory_matrices``
     A memory-matrix engine ran (``form``: ``"shared"``, ``"pooled"``,
     ``"spectral"``, ...; ``steps``: the steps it propagated).

@@ -43,12 +43,13 @@ from skacv.model_selection._selection import set_iterate
 from skacv.utils._validation import same_param
 
 
-def _pinned(estimator, **kwargs):
-    """TrajectoryEarlyStoppingCV with the criterion and the search these tests
-    pin ("risk", "grid") unless given: the "auto" choices have their own tests."""
+def _pinned(estimator, search_class=TrajectoryEarlyStoppingCV, **kwargs):
+    """TrajectoryEarlyStoppingCV (or ``search_class``) with the criterion and
+    the search these tests pin ("risk", "grid") unless given: the "auto"
+    choices have their own tests."""
     kwargs.setdefault("criterion", "risk")
     kwargs.setdefault("search", "grid")
-    return TrajectoryEarlyStoppingCV(estimator, **kwargs)
+    return search_class(estimator, **kwargs)
 
 
 def _data(n=120, p=150, s=15, sigma=1.0, seed=0):
@@ -456,10 +457,10 @@ def test_estimator_without_a_stored_path_is_refused():
                                                              random_state=0)).fit(X, y)
 
 
-def _fake_alpha_path(cls, risk_of_alpha):
-    """``(calls, double)``: a test double of the estimator class ``cls``
-    whose converged path (the search's ``_alpha_path``) has a known risk
-    curve, and the list of the calls it gets."""
+def _fake_alpha_path(risk_of_alpha):
+    """``(calls, Search)``: a test double of TrajectoryEarlyStoppingCV whose
+    converged path (the search's ``_alpha_path``) has a known risk curve,
+    and the list of the calls it gets."""
     calls = []
 
     def risk_alpha_path(estimator, X, y, *, alphas=None, sample_weight=None, **kw):
@@ -469,7 +470,11 @@ def _fake_alpha_path(cls, risk_of_alpha):
                      df=np.arange(a.size, dtype=float), risk=risk_of_alpha(a),
                      n_iter=np.full(a.size, 3))
 
-    return calls, type(cls.__name__, (cls,), {"_alpha_path": staticmethod(risk_alpha_path)})
+    class Search(TrajectoryEarlyStoppingCV):
+        def _alpha_path(self, estimator, X, y, **kwargs):
+            return risk_alpha_path(estimator, X, y, **kwargs)
+
+    return calls, Search
 
 
 @pytest.mark.parametrize("neighbors", [0, 1])
@@ -478,11 +483,10 @@ def test_path_search_logic(neighbors):
     alphas = [0.4, 0.2, 0.1, 0.05, 0.025]
     # the fake converged risk is smallest at alpha = 0.1 (row 2), and above
     # every iterate's risk (the trajectory's limit does not compete)
-    calls, Lasso = _fake_alpha_path(TrajectoryLasso,
-                                    lambda a: 1e6 + (np.log(a) - np.log(0.1)) ** 2)
+    calls, Search = _fake_alpha_path(lambda a: 1e6 + (np.log(a) - np.log(0.1)) ** 2)
     w = np.ones(X.shape[0])
-    base = Lasso(max_iter=30, random_state=0)
-    search = _pinned(base, search="path", param_grid={"alpha": alphas},
+    base = TrajectoryLasso(max_iter=30, random_state=0)
+    search = _pinned(base, search_class=Search, search="path", param_grid={"alpha": alphas},
                                        path_neighbors=neighbors, path_params={"tol": 1e-6})
     search.fit(X, y, sample_weight=w)
     assert calls[0].kw == {"n_alphas_no_change": 3, "tol": 1e-6, "criterion": "risk"}
@@ -543,9 +547,9 @@ def test_the_search_does_not_stop_at_an_early_bump(speed_policy, staged):
     speed_policy(stage_min_flops_linear=0 if staged else np.inf)
     X, y = _data(n=60, p=30)
     # the converged scores (the trajectories' limits): 0.9 at the first alpha
-    _, Bump = _fake_alpha_path(_BumpRidge, lambda a: np.where(a == a.max(), 0.9, 5.0))
+    _, Search = _fake_alpha_path(lambda a: np.where(a == a.max(), 0.9, 5.0))
     grid = {"alpha": [1.0, 0.1]}
-    search = TrajectoryEarlyStoppingCV(Bump(), criterion="risk", param_grid=grid,
+    search = Search(_BumpRidge(), criterion="risk", param_grid=grid,
                                        random_state=0).fit(X, y)
     assert search.search_ == "path"
     assert search.best_params_ == {"alpha": 1.0}
@@ -571,10 +575,11 @@ def test_default_path_search_is_the_joint_argmin(staged):
     X, y = _data()
     alphas = list(np.geomspace(0.5, 0.005, 7))
     # converged scores above every iterate, smallest at the smallest alpha
-    _, Lasso = _fake_alpha_path(TrajectoryLasso, lambda a: 1e6 * (1 + np.log(a / a.min()) ** 2))
-    base = Lasso(max_iter=60, random_state=0)
+    _, Search = _fake_alpha_path(lambda a: 1e6 * (1 + np.log(a / a.min()) ** 2))
+    base = TrajectoryLasso(max_iter=60, random_state=0)
     stop = {} if staged else {"n_iter_no_change": None}
-    search = _pinned(base, search="path", param_grid={"alpha": alphas}, **stop).fit(X, y)
+    search = _pinned(base, search_class=Search, search="path", param_grid={"alpha": alphas},
+                     **stop).fit(X, y)
     fits = [clone(base).set_params(alpha=a).fit(X, y) for a in alphas]
     mins = [f.risk_path_.min() for f in fits]
     r = int(np.argmin(mins))
@@ -587,8 +592,8 @@ def test_default_path_search_is_the_joint_argmin(staged):
         assert search.best_risk_ == pytest.approx(mins[r], rel=1e-12)
     fitted = search.cv_results_["trajectory_fitted"]
     assert fitted[r] and fitted[r - 1] and fitted[r + 1] and not fitted[:r - 1].any()
-    shortcut = _pinned(base, search="path", param_grid={"alpha": alphas}, path_neighbors=0,
-                       **stop).fit(X, y)
+    shortcut = _pinned(base, search_class=Search, search="path", param_grid={"alpha": alphas},
+                       path_neighbors=0, **stop).fit(X, y)
     assert shortcut.best_index_ == len(alphas) - 1
     assert shortcut.best_risk_ > 1.05 * search.best_risk_
 
@@ -674,10 +679,10 @@ def test_path_search_selects_the_converged_fit_when_it_scores_lower():
     X, y = _data()
     alphas = [0.4, 0.2, 0.1, 0.05]
     # converged risks far below any iterate's: the trajectory's limit wins
-    _, Lasso = _fake_alpha_path(TrajectoryLasso,
-                                lambda a: 1e-3 * (1 + (np.log(a) - np.log(0.2)) ** 2))
-    base = Lasso(max_iter=20, random_state=0)
-    search = _pinned(base, search="path", param_grid={"alpha": alphas}).fit(X, y)
+    _, Search = _fake_alpha_path(lambda a: 1e-3 * (1 + (np.log(a) - np.log(0.2)) ** 2))
+    base = TrajectoryLasso(max_iter=20, random_state=0)
+    search = _pinned(base, search_class=Search, search="path",
+                     param_grid={"alpha": alphas}).fit(X, y)
     traj = clone(base).set_params(alpha=0.2).fit(X, y)
     assert search.best_params_ == {"alpha": 0.2}
     assert search.best_iteration_ is None

@@ -314,6 +314,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         return EstimatePlan("chains", n_probes, dtype)
     if scheme == "auto" and stands_for_rows():
         scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
+        taken("rows_scheme")
     if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
         scheme = "shared"
     elif scheme == "auto":

@@ -35,7 +35,6 @@ from sklearn.utils import Bunch, check_random_state
 
 from ..._config import check_memory, format_bytes
 from ..._trace import taken
-from ...linalg._sampling import stands_for_rows
 from ...utils._parallel import small_blas
 from ._engine import (
     chain_cost_in_fits,  # noqa: F401 (re-exported)
@@ -261,7 +260,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype,
                          datafit=datafit, state=_state, keep_state=_keep_state, adaptive=True,
                          probe_goal=probe_goal)
-    taken("risk_plan", form=plan.form, rows=stands_for_rows())
+    taken("risk_plan", form=plan.form)
     if plan.form == "settled":
         res = _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted,
                             verbose, products, matrices, fitted_sources)
