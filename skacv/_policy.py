@@ -383,6 +383,51 @@ class SpeedPolicy:
         ``precision="empirical"`` (the debiasing's least-squares fit) is
         prepared at fit time up to this many features (a p x p Gram matrix
         and its Cholesky factor, ``n p^2`` operations); above, it is refused.
+    loop_records : bool
+        The full-batch fit loop writes what the estimates would otherwise
+        compute again (``X~^T F`` of the residuals, ``X~ v^t`` of a clipped
+        extrapolation's gradient points:
+        :func:`skacv.estimators._setup.loop_buffers`); ``False``: the
+        estimates compute them.
+    fold_covariance_always : bool
+        The stacked folds take the covariance form wherever they may (a
+        partition of a dense ``X``, at most ``covariance_max_features``
+        features), whatever its cost
+        (:func:`skacv.model_selection._fold_designs.fold_covariance_pays`).
+    chain_gram : {"auto", "never", "always"}
+        The Jacobian chains' restricted Gram matrix
+        (:func:`skacv.estimates.risk._propagate.maybe_gram`): where its flop
+        model says it pays, never (every product a primal one), or over all
+        the chains' columns from their first step.
+    chain_split : int or None
+        The step where the forward and backward chains meet
+        (:func:`skacv.estimates.risk._chains.split_step`, at most the path's
+        length); ``None``: where it costs the least.
+    gather_threads : int or None
+        Threads of a copy of at least ``gather_threads_min_bytes``
+        (:func:`skacv.linalg._copies.gather`); ``None``: the BLAS threads.
+    prepared_groups : int or None
+        At most this many groups of a stacked folds' pass take the prepared
+        products of ``prepared_products`` (``None``: every group); where one
+        group does not, none does.
+    fit_beside : bool or None
+        The K-fold search runs the full-data fit beside the stacked folds
+        (``True``), after them (``False``), or where that pays (``None``,
+        :func:`skacv.model_selection._kfold.fit_beside`).
+    core_space : bool
+        The Jacobian chains may switch to the diagonalised core
+        (:func:`skacv.estimates.risk._core_space.core_space_plan`) ...
+    core_space_start : int or None
+        ... at this step whatever the flop model says (``None``: where the
+        model puts it, if anywhere) ...
+    core_space_threads : int or None
+        ... and advance its column groups in this many threads (``None``:
+        the BLAS threads).
+    path_step_margin : float
+        The Lasso path's plain FISTA step on a working set is ``1 / (m L +
+        l2)``, ``L`` the Lanczos estimate of its top eigenvalue, ``m`` this
+        margin; steps too long for it (``m`` below 1) diverge, and the
+        working set is solved again with the exact top eigenvalue.
     """
 
     gram_cache_size: int = 2000
@@ -475,6 +520,17 @@ class SpeedPolicy:
     metric_lanczos_steps: int = 6
     eigenpro_rounding_tol: float = 1e-2
     empirical_max_features: int = 2000
+    loop_records: bool = True
+    fold_covariance_always: bool = False
+    chain_gram: str = "auto"
+    chain_split: int | None = None
+    gather_threads: int | None = None
+    prepared_groups: int | None = None
+    fit_beside: bool | None = None
+    path_step_margin: float = 1.0
+    core_space: bool = True
+    core_space_start: int | None = None
+    core_space_threads: int | None = None
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not
@@ -495,12 +551,13 @@ def _unpickle(fields):
                           for k, v in fields.items()})
 
 
-def blas_kernels():
+def blas_kernels(inspect=threadpool_info):
     """The kernel set (``architecture``) of the OpenBLAS that NumPy runs, as
-    threadpoolctl reports it, or ``None`` for another BLAS, none found, or
-    libraries threadpoolctl cannot inspect."""
+    threadpoolctl reports it (``inspect``: its ``threadpool_info``), or
+    ``None`` for another BLAS, none found, or libraries threadpoolctl cannot
+    inspect."""
     try:
-        loaded = threadpool_info()
+        loaded = inspect()
     except Exception:  # a library it cannot inspect: the defaults
         return None
     found = [info for info in loaded

@@ -75,23 +75,3 @@ def kernels_policy(speed_policy):
                                for key in SpeedPolicy().narrow_blas_panels})
 
     return pin
-
-
-@pytest.fixture
-def spy(monkeypatch):
-    """Watch a function for one test: ``spy(owner, name, record)`` replaces
-    ``owner.name`` by a wrapper that calls it and appends ``record(result,
-    args, kwargs)`` (default: the result) to the list it returns."""
-
-    def watch(owner, name, record=None):
-        real, seen = getattr(owner, name), []
-
-        def wrapper(*args, **kwargs):
-            out = real(*args, **kwargs)
-            seen.append(out if record is None else record(out, args, kwargs))
-            return out
-
-        monkeypatch.setattr(owner, name, wrapper)
-        return seen
-
-    return watch

@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_limits
 
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
 from skacv._policy import get_policy
+from skacv._trace import Paths, record
 from skacv.linalg._design import Design
 from skacv.model_selection._lasso_spaces import _top_eigenvalue
 
@@ -90,27 +91,25 @@ def test_lasso_path_equals_sklearn(shape, fit_intercept, weighted):
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypatch,
-                                       speed_policy):
+def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, speed_policy):
     """n > p: the path runs on C = X~^T X~ (the residual through its
     quadratic forms). Solutions within the gap's bound of scikit-learn's,
     gaps below the target and equal to an independent gap, and the same
     penalties, supports and risks as the path on the columns of X~."""
-    import skacv.model_selection._lasso_path as lasso_module
-
     n, p, tol = 240, 30, 1e-10
     X, y = _data(n, p)
     w = _weights(n) if weighted else None
     Xin = sp.csr_matrix(X) if sparse else X
-    forms = []
-    for name in ("_FeatureSpace", "_SampleSpace"):
-        real = getattr(lasso_module, name)
-        monkeypatch.setattr(lasso_module, name,
-                            lambda *a, _real=real, _name=name: forms.append(_name) or _real(*a))
     est = TrajectoryLasso(fit_intercept=fit_intercept)
-    path = risk_alpha_path(est, Xin, y, n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000,
-                           sample_weight=w)
-    assert forms == ["_FeatureSpace"]
+    paths = Paths()
+    with record(paths):
+        path = risk_alpha_path(est, Xin, y, n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000,
+                               sample_weight=w)
+
+    def forms():
+        return [d["space"] for d in paths.details("lasso_path")]
+
+    assert forms() == ["_FeatureSpace"]
     for i, alpha in enumerate(path.alphas):
         ref = Lasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-14, max_iter=100_000)
         ref.fit(X, y, sample_weight=w)
@@ -122,9 +121,10 @@ def test_lasso_path_in_covariance_form(fit_intercept, weighted, sparse, monkeypa
         mse = np.average((y - X @ path.coefs[:, i] - path.intercepts[i]) ** 2, weights=w)
         np.testing.assert_allclose(path.train_mse[i], mse, rtol=1e-9)
     speed_policy(covariance_path=False)
-    columns = risk_alpha_path(est, Xin, y, n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000,
-                              sample_weight=w)
-    assert forms == ["_FeatureSpace", "_SampleSpace"]
+    with record(paths):
+        columns = risk_alpha_path(est, Xin, y, n_alphas=8, eps=1e-2, tol=tol, max_iter=50_000,
+                                  sample_weight=w)
+    assert forms() == ["_FeatureSpace", "_SampleSpace"]
     np.testing.assert_allclose(columns.alphas, path.alphas, rtol=1e-12)
     np.testing.assert_array_equal(columns.df, path.df)
     np.testing.assert_allclose(columns.risk, path.risk, rtol=1e-7)
@@ -270,16 +270,17 @@ def test_step_size_estimate_is_close_to_the_top_eigenvalue():
             assert 0.98 < _top_eigenvalue(sub, u)[0] / exact < 1.1
 
 
-def test_too_large_step_estimate_falls_back_to_the_exact_one(monkeypatch):
-    import skacv.model_selection._lasso_spaces as module
-
+def test_too_large_step_estimate_falls_back_to_the_exact_one(speed_policy):
     X, y = _data(40, 60)
     kw = dict(n_alphas=6, eps=1e-2, tol=1e-12, max_iter=20_000)
-    ref = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
-    true_top = module._top_eigenvalue
-    monkeypatch.setattr(module, "_top_eigenvalue",
-                        lambda d, u=None: (0.2 * true_top(d, u)[0], *true_top(d, u)[1:]))
-    path = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    speed_policy(path_columns_descent=False, path_metric=False)  # FISTA's plain steps
+    with record() as paths:
+        ref = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    assert "step_fallback" not in paths
+    speed_policy(path_step_margin=0.2)  # 5 times the step of the Lanczos estimate
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    assert "step_fallback" in paths  # the steps diverged: the exact top eigenvalue
     np.testing.assert_allclose(path.coefs, ref.coefs, atol=1e-8)
     # a user step that diverges is the user's: the error says what to do
     with pytest.raises(ValueError, match="diverge"):
@@ -701,20 +702,31 @@ def _equicorrelated(n, p, rho=0.5, s=10, seed=0):
     return X, X @ beta + rng.standard_normal(n) + 1.0
 
 
+class _Finishes:
+    """The :class:`_SupportFinish` objects of the paths recorded in
+    ``paths`` (their counters), as a sequence."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def _made(self):
+        return [d["finish"] for d in self.paths.details("lasso_path") if d["finish"] is not None]
+
+    def __len__(self):
+        return len(self._made())
+
+    def __iter__(self):
+        return iter(self._made())
+
+    def __getitem__(self, i):
+        return self._made()[i]
+
+
 @pytest.fixture
-def finishes(monkeypatch):
-    """The :class:`_SupportFinish` objects the paths make (their counters)."""
-    import skacv.model_selection._lasso_path as lasso_module
-
-    made = []
-
-    class Spy(lasso_module._SupportFinish):
-        def __init__(self, *args):
-            super().__init__(*args)
-            made.append(self)
-
-    monkeypatch.setattr(lasso_module, "_SupportFinish", Spy)
-    return made
+def finishes():
+    """The :class:`_SupportFinish` objects the test's paths make."""
+    with record() as paths:
+        yield _Finishes(paths)
 
 
 def _assert_sklearn_path(path, X, y, w=None, atol=1e-8):
@@ -753,26 +765,38 @@ def test_support_finish_equals_fista_alone_and_sklearn(finishes, speed_policy):
 
 
 @pytest.mark.parametrize("sabotage", ["flip", "worse"])
-def test_rejected_finish_still_converges(sabotage, finishes, monkeypatch, speed_policy):
+def test_rejected_finish_still_converges(sabotage):
     """A finish whose solve is wrong is not kept: ``flip`` (every sign
     crosses: the active-set step drops all the columns, to zero, worse than
     FISTA's iterate) and ``worse`` (same signs, three times the iterate: a
     larger objective) are both rejected by the objective test, and FISTA
-    still reaches scikit-learn's solutions."""
-    speed_policy(path_columns_descent=False)  # the working sets by FISTA
-    import skacv.model_selection._lasso_path as lasso_module
+    still reaches scikit-learn's solution (one working set of every column,
+    equicorrelated, p > n; the wrong solve is a test double of the finish's
+    conjugate gradients, ``_SupportFinish._solve``)."""
+    from skacv.linalg._design import make_design
+    from skacv.model_selection._lasso_path import _solve_working_set, _SupportFinish
+    from skacv.model_selection._lasso_spaces import _SampleSpace
 
-    def wrong(A, b, x0, rtol, atol, maxiter):
-        return (-2.0 * x0 if sabotage == "flip" else 3.0 * x0), 1
+    class WrongSolve(_SupportFinish):
+        def _solve(self, A, b, x0, atol, maxiter):
+            return (-2.0 * x0 if sabotage == "flip" else 3.0 * x0), 1
 
-    monkeypatch.setattr(lasso_module, "conjugate_gradient", wrong)
     X, y = _equicorrelated(100, 150)
-    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=6, eps=0.1, tol=1e-12,
-                           max_iter=50_000)
-    (finish,) = finishes
+    design = make_design(X, None, True)
+    y_tilde = design.center_y(y)[1]
+    space = _SampleSpace(design, X, None, y_tilde)
+    space.finish, space.l2 = WrongSolve(space), 0.0
+    work = np.arange(X.shape[1])
+    sub = space.sub(work)
+    alpha = 0.1 * np.abs(design.rmatvec(y_tilde)).max() / design.n_eff
+    target = 1e-12 * float(y_tilde @ y_tilde) / design.n_eff
+    x = _solve_working_set(space, sub, work, alpha, np.zeros(X.shape[1]), 1.0 / sub.lipschitz(),
+                           target, 50_000)[0]
+    finish = space.finish
     assert finish.n_tried >= 3 and finish.n_accepted == 0
     assert (finish.n_flips > 0) == (sabotage == "flip")
-    _assert_sklearn_path(path, X, y)
+    ref = Lasso(alpha=alpha, tol=1e-14, max_iter=10**6).fit(X, y)
+    np.testing.assert_allclose(x, ref.coef_, atol=1e-8)
 
 
 @pytest.mark.parametrize("weighted", [False, True])

@@ -32,7 +32,7 @@ PACKAGE = pathlib.Path(skacv.__file__).parent
 # level holds the settings and errors (below everything) and the command line
 # (above everything). docs/architecture.rst shows the same table.
 SUBPACKAGE_LAYERS = [
-    ["exceptions", "_config", "_statistics"],
+    ["exceptions", "_config", "_statistics", "_trace"],
     ["_policy"],
     ["utils"],
     ["linalg"],

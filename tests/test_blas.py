@@ -113,7 +113,7 @@ def _capsule(address, signature):
     return capsule, name  # the name's buffer must outlive the capsule
 
 
-def test_only_the_32_bit_interface_is_bound(monkeypatch):
+def test_only_the_32_bit_interface_is_bound():
     """A capsule whose declaration is not the 32-bit-integer ``?gemm`` (an
     ILP64 SciPy: 64-bit integers) is refused: no binding, NumPy's product."""
     from scipy.linalg import cython_blas
@@ -142,16 +142,13 @@ def test_only_the_32_bit_interface_is_bound(monkeypatch):
     class FakeBlas:
         __pyx_capi__ = {"dgemm": fake, "sgemm": real["sgemm"]}
 
-    monkeypatch.setattr(blas_module, "_cython_blas", FakeBlas)
-    blas_module._gemm_function.cache_clear()
     try:
-        assert not gemm_available(np.float64) and gemm_available(np.float32)
+        assert not gemm_available(np.float64, FakeBlas) and gemm_available(np.float32, FakeBlas)
         A, B, C = np.ones((3, 4)), np.ones((4, 2)), np.zeros((3, 2))
-        assert gemm_call(C, A, B) is None
-        assert gemm_call(*(M.astype(np.float32) for M in (C, A, B))) is not None
+        assert gemm_call(C, A, B, library=FakeBlas) is None
+        assert gemm_call(*(M.astype(np.float32) for M in (C, A, B)), library=FakeBlas) is not None
     finally:
-        monkeypatch.undo()
-        blas_module._gemm_function.cache_clear()
+        blas_module._gemm_function.cache_clear()  # (the fake capsule's name is freed below)
     del keep
     assert gemm_available(np.float64)
 

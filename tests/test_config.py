@@ -28,6 +28,7 @@ from skacv import (
     TrajectoryHuberRegressor,
     TrajectoryLasso,
 )
+from skacv._trace import record
 
 MOVED = {"risk_probe_scheme": "probe_scheme", "risk_chain_dtype": "chain_dtype",
          "kfold_dtype": "fold_dtype"}
@@ -120,23 +121,15 @@ def test_probe_scheme_changes_the_probes_not_the_target(solver):
     assert_array_equal(again.risk_path_, shared)
 
 
-def test_probe_scheme_reaches_the_memory_check(monkeypatch):
+def test_probe_scheme_reaches_the_memory_check():
     """The check before the fit (the settled form's smaller memory exists
     only with shared probes) is told the estimator's scheme."""
-    import skacv.estimators._base as base_module
-
-    seen = []
-    real = base_module.check_risk_memory
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("probe_scheme"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(base_module, "check_risk_memory", spy)
     X, y = _sparse_problem(60, 40)
-    for scheme in ("pooled", "shared", "auto"):
-        TrajectoryLasso(0.05, max_iter=5, risk_options={"probe_scheme": scheme},
-                        random_state=0).fit(X, y)
+    with record() as paths:
+        for scheme in ("pooled", "shared", "auto"):
+            TrajectoryLasso(0.05, max_iter=5, risk_options={"probe_scheme": scheme},
+                            random_state=0).fit(X, y)
+    seen = [d["probe_scheme"] for d in paths.details("check_risk_memory")]
     assert seen == ["pooled", "shared", "auto"]
 
 

@@ -19,6 +19,7 @@ from skacv import (
 )
 from skacv._policy import get_policy
 from skacv._statistics import get_statistics
+from skacv._trace import record
 from skacv.exceptions import DivergenceError
 
 LEAST_SQUARES = [
@@ -157,24 +158,18 @@ def test_divergence_is_caught_in_the_covariance_form():
         est.fit(X, y)
 
 
-def test_no_sample_sized_matrix_after_the_covariance_form(monkeypatch):
+def test_no_sample_sized_matrix_after_the_covariance_form():
     """After a loop in the covariance form the risk estimate forms neither
     the path's fitted values nor the n x (T + 1) residual matrices (their
     products in the features' space instead), also when a warm start
     continues it."""
-    import skacv.estimates.risk._estimate as risk_module
-    import skacv.estimates.risk._forms as forms_module
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("an n x (T + 1) residual matrix was formed")
-
-    for module in (risk_module, forms_module):
-        monkeypatch.setattr(module, "residual_matrix", refuse)
-    monkeypatch.setattr(risk_module, "risk_from_memory", refuse)
     X, y, sw = _data(seed=2)
     est = TrajectoryLasso(alpha=0.02, max_iter=30, warm_start=True, random_state=0)
-    est.fit(X, y, sample_weight=sw)
-    est.set_params(max_iter=45).fit(X, y, sample_weight=sw)
+    with record() as paths:
+        est.fit(X, y, sample_weight=sw)
+        est.set_params(max_iter=45).fit(X, y, sample_weight=sw)
+    assert paths.count("run_trajectory") == 2  # (the record saw both fits)
+    assert "residual_matrix" not in paths and "risk_from_memory" not in paths
     assert _form(est) == "covariance" and est._fitted_path is None
     assert est.risk_path_.shape == (46,) and np.all(np.isfinite(est.excess_risk_path_))
 
@@ -193,8 +188,7 @@ def test_other_losses_and_minibatches_keep_the_products_with_x(est):
 
 
 @pytest.mark.parametrize("criterion", ["risk", "kfold"])
-def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, speed_policy,
-                                                                  monkeypatch):
+def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, speed_policy):
     """The first stage of an early-stopped path (10 steps here) chooses the
     loop's form for the whole path: it weighs the Gram matrix against the
     path's horizon (max_iter), not against the stage."""
@@ -205,18 +199,12 @@ def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, spee
     d = design_module.Design(X, None, True)
     assert not covariance_module.covariance_form_pays(d, 10)
     assert covariance_module.covariance_form_pays(d, 100)
-    lengths = []
-    fit = IterativeRidge.fit
-
-    def spy(self, *args, **kwargs):
-        lengths.append(self.max_iter)
-        return fit(self, *args, **kwargs)
-
-    monkeypatch.setattr(IterativeRidge, "fit", spy)
     est = IterativeRidge(alpha=0.5, max_iter=100, estimate_risk=criterion == "risk")
-    search = TrajectoryEarlyStoppingCV(est,
-                                       search="grid",
-                                       criterion=criterion, n_iter_no_change=5).fit(X, y)
+    with record() as paths:
+        search = TrajectoryEarlyStoppingCV(est,
+                                           search="grid",
+                                           criterion=criterion, n_iter_no_change=5).fit(X, y)
+    lengths = [d["max_iter"] for d in paths.details("fit") if d["estimator"] == "IterativeRidge"]
     assert lengths[0] == 10 and len(lengths) > 1  # in stages
     assert _form(search.estimator_) == "covariance"
     assert not hasattr(search.estimator_, "_horizon")
@@ -254,7 +242,7 @@ def test_risk_and_debiasing_from_the_residuals_products(est, fit_intercept):
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-def test_step_size_from_the_covariance_forms_gram(speed_policy, sparse, monkeypatch):
+def test_step_size_from_the_covariance_forms_gram(speed_policy, sparse):
     """A fit that will run in the covariance form forms X~^T X~ first and
     takes the step size by Lanczos on it (p x p products, none with X~): an
     upper bound of the top eigenvalue within the Lanczos tolerance, as the
@@ -266,15 +254,11 @@ def test_step_size_from_the_covariance_forms_gram(speed_policy, sparse, monkeypa
     tol = get_statistics().lipschitz_tol
     est = TrajectoryLasso(alpha=0.02, solver="ista", max_iter=60, estimate_risk=False,
                           estimate_loo=False)
-    calls = []
-    for name in ("matvec", "rmatvec"):
-        real = getattr(design_module.Design, name)
-        monkeypatch.setattr(design_module.Design, name,
-                            lambda self, v, _real=real, _name=name: calls.append(_name)
-                            or _real(self, v))
-    fit = clone(est).fit(Xin, y, sample_weight=sw)
+    with record() as paths:
+        fit = clone(est).fit(Xin, y, sample_weight=sw)
     assert fit._solver_state.form == "covariance"
-    assert calls.count("matvec") == 0  # c = X~^T y~ is the only product with X~
+    assert paths.count("matvec") == 0  # c = X~^T y~ is the only product with X~
+    assert paths.count("rmatvec") >= 1  # (the record saw the products)
     assert exact <= 1 / fit.step_size_ <= exact * (1 + 2 * tol)
     speed_policy(covariance_max_features=0)
     ref = clone(est).fit(Xin, y, sample_weight=sw)
@@ -420,22 +404,21 @@ def test_shared_design_keeps_each_responses_least_squares_fit():
                     ref.noise_variance_path(precision="empirical"), rtol=1e-12)
 
 
-def test_chains_take_the_restricted_gram_from_the_covariance_forms(monkeypatch, spy):
+def test_chains_take_the_restricted_gram_from_the_covariance_forms(speed_policy):
     """After a fit in the covariance form the Jacobian chains' restricted
     Gram matrix is a block of the design's X~^T X~ (no product with the n
-    rows): the same risk path as with the Gram matrix formed from the
-    support's columns (float32 chains: rounding of order 1e-7)."""
-    import skacv.estimates.risk._propagate as propagate
-
+    rows): the same risk path as a fit on the products with X~ without a
+    cached X~^T X~, whose chains take the products from the support's
+    columns (float32 chains: rounding of order 1e-7)."""
     X, y, sw = _data()
     est = TrajectoryLasso(alpha=0.02, max_iter=60, n_probes=4, random_state=0)
-    real = propagate.maybe_gram
-    seen = spy(propagate, "maybe_gram",
-               lambda out, args, kwargs: (kwargs.get("full") is not None, out is not None))
-    cov = clone(est).fit(X, y, sample_weight=sw)
+    with record() as paths:
+        cov = clone(est).fit(X, y, sample_weight=sw)
     assert _form(cov) == "covariance"
-    assert (True, True) in seen  # a block of the design's Gram matrix was used
-    monkeypatch.setattr(propagate, "maybe_gram",
-                        lambda *args, **kwargs: real(*args, **{**kwargs, "full": None}))
-    ref = clone(est).fit(X, y, sample_weight=sw)
+    assert "restricted_gram" in paths  # a block of the design's Gram matrix was used
+    speed_policy(covariance_max_features=0, gram_cache_size=0)
+    with record() as paths:
+        ref = clone(est).fit(X, y, sample_weight=sw)
+    assert _form(ref) == "design" and "restricted_gram" not in paths
+    assert "gram_product" in paths
     assert_allclose(cov.risk_path_, ref.risk_path_, rtol=1e-5)

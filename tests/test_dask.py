@@ -15,6 +15,7 @@ from sklearn.model_selection import KFold
 
 import skacv
 from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._trace import record
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
@@ -357,43 +358,31 @@ def test_joblib_dask_backend_gives_the_loky_choice(client):
     np.testing.assert_array_equal(on_dask.kfold_path_, choice[2])
 
 
-def _spy_strategies(monkeypatch):
-    """The forms the risk estimate plans, each with whether a
-    ROW_SOURCE was active (a Dask fit)."""
-    from skacv.estimates.risk import _estimate as _risk
-    from skacv.linalg._sampling import stands_for_rows
-
-    chosen, real = [], _risk.plan_estimate
-
-    def spy(*args, **kwargs):
-        plan = real(*args, **kwargs)
-        if len(args) > 2 and args[2] is not None:  # a path's plan (not the check before a fit)
-            chosen.append((stands_for_rows(), plan.form))
-        return plan
-
-    monkeypatch.setattr(_risk, "plan_estimate", spy)
-    return chosen
+def _strategies(paths):
+    """The forms the risk estimates of ``paths`` planned, each with whether
+    "auto" took the shared probes for a ROW_SOURCE (a Dask fit)."""
+    return [("rows_scheme" in paths, d["form"]) for d in paths.details("risk_plan")]
 
 
-def test_auto_probe_scheme_is_shared_on_dask(monkeypatch):
+def test_auto_probe_scheme_is_shared_on_dask():
     # probe_scheme="auto" takes the pooled probes in memory (one chain, its
     # rows' sums split by a template); a Dask fit must take the shared ones,
     # the rows' own, mapped onto the compressed sample
-    chosen = _spy_strategies(monkeypatch)
     X, y, w = _data(12)
     est = TrajectoryLasso(alpha=0.05, max_iter=40, n_probes=10,
                           risk_options={"chain_dtype": "float64"}, random_state=7)
-    auto = np.copy(est.fit(X, y, sample_weight=w).risk_path_)
-    in_memory_auto = chosen[:]
-    del chosen[:]
+    with record() as paths:
+        auto = np.copy(est.fit(X, y, sample_weight=w).risk_path_)
+    in_memory_auto = _strategies(paths)
     est.set_params(risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
-    shared = np.copy(est.fit(X, y, sample_weight=w).risk_path_)
-    in_memory_shared = chosen[:]
-    del chosen[:]
+    with record() as paths:
+        shared = np.copy(est.fit(X, y, sample_weight=w).risk_path_)
+    in_memory_shared = _strategies(paths)
     Xd, yd, wd = _lazy(X, y, w)
-    with dask.config.set(scheduler="synchronous"):
+    with dask.config.set(scheduler="synchronous"), record() as paths:
         est.set_params(risk_options={"chain_dtype": "float64", "probe_scheme": "auto"})
         got = est.fit(Xd, yd, sample_weight=wd).risk_path_
+    chosen = _strategies(paths)
     assert in_memory_auto and {c for _, c in in_memory_auto} == {"pooled"}
     assert not any(active for active, _ in in_memory_auto + in_memory_shared)
     assert chosen and all(active for active, _ in chosen)
@@ -406,7 +395,7 @@ def test_auto_probe_scheme_is_shared_on_dask(monkeypatch):
 
 @pytest.mark.parametrize("scheme, search", [("shared", "grid"), ("auto", "grid"),
                                             ("shared", "path")])
-def test_risk_search_probes_equal_numpy(monkeypatch, scheme, search):
+def test_risk_search_probes_equal_numpy(scheme, search):
     # the candidates of a search on the compressed sample draw the rows'
     # probes (the ROW_SOURCE around the search): the NumPy search's choice;
     # one pass for the probes of the whole grid (the same seed everywhere)
@@ -421,19 +410,11 @@ def test_risk_search_probes_equal_numpy(monkeypatch, scheme, search):
 
     ref = make(5).fit(X, y, sample_weight=w)
     other = make(6).fit(X, y, sample_weight=w)
-    passes = []
-    real = _dask.RowSource._map
-
-    def counted(self, rng, m):
-        passes.append(m)
-        return real(self, rng, m)
-
-    monkeypatch.setattr(_dask.RowSource, "_map", counted)
     Xd, yd, wd = _lazy(X, y, w)
-    with dask.config.set(scheduler="synchronous"):
+    with dask.config.set(scheduler="synchronous"), record() as paths:
         got = make(5, scheme).fit(Xd, yd, sample_weight=wd)
     assert ref.search_ == got.search_ == search
-    assert passes == [10]
+    assert paths.details("row_source_pass") == [{"probes": 10}]
     assert got.best_params_ == ref.best_params_
     assert got.best_iteration_ == ref.best_iteration_
     np.testing.assert_allclose(got.best_risk_, ref.best_risk_, rtol=1e-8)

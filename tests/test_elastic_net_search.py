@@ -20,13 +20,13 @@ from sklearn.base import clone
 from sklearn.linear_model import ElasticNet
 from sklearn_versions import parametrize_with_checks
 
-import skacv.model_selection._lasso_path as lasso_module
 from skacv import (
     TrajectoryEarlyStoppingCV,
     TrajectoryElasticNet,
     TrajectoryLasso,
     risk_alpha_path,
 )
+from skacv._trace import record
 
 
 def _data(n=60, p=40, seed=0, rho=0.0, s=6, shift=1.0):
@@ -95,17 +95,15 @@ def test_elastic_net_path_equals_sklearn(shape, weighted, sparse, l1_ratio):
         assert_allclose(path.risk[i], mse / (1 - path.df[i] / n_eff) ** 2, rtol=1e-7)
 
 
-def test_metric_path_on_an_equicorrelated_design_equals_sklearn(monkeypatch, speed_policy):
+def test_metric_path_on_an_equicorrelated_design_equals_sklearn(speed_policy):
     """One outlier eigenvalue: the working sets run in the rank-one metric,
     shifted by the ridge part (the metric majorises ``H + l2 I``)."""
     speed_policy(path_columns_descent=False)  # the working sets by FISTA
     X, y = _data(200, 300, seed=3, rho=0.5, s=10, shift=0.0)
-    used = []
-    real = lasso_module.MetricFISTA
-    monkeypatch.setattr(lasso_module, "MetricFISTA",
-                        lambda *a, **k: used.append(k.get("l2")) or real(*a, **k))
-    path = risk_alpha_path(TrajectoryElasticNet(l1_ratio=0.5), X, y, n_alphas=6, eps=0.05,
-                           tol=1e-12, max_iter=50_000)
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryElasticNet(l1_ratio=0.5), X, y, n_alphas=6, eps=0.05,
+                               tol=1e-12, max_iter=50_000)
+    used = [d["l2"] for d in paths.details("metric_fista")]
     assert used and all(v > 0 for v in used)
     for i, alpha in enumerate(path.alphas):
         ref = ElasticNet(alpha=alpha, l1_ratio=0.5, tol=1e-14, max_iter=10**6).fit(X, y)

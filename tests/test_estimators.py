@@ -18,6 +18,7 @@ import skacv.linalg._linalg as linalg_module
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._policy import get_policy
 from skacv._statistics import get_statistics
+from skacv._trace import record
 from skacv.exceptions import DivergenceError
 
 # ----------------------------------------------------------------------------
@@ -465,40 +466,28 @@ def test_auto_step_is_inverse_top_eigenvalue(shape, fit_intercept, weighted):
 
 @pytest.mark.parametrize("fmt", ["dense", "csr"])
 @pytest.mark.parametrize("shape", [(300, 120), (120, 300)])
-def test_auto_step_lanczos_branch(speed_policy, monkeypatch, fmt, shape):
+def test_auto_step_lanczos_branch(speed_policy, fmt, shape):
     """Above the dense size (one threshold, the speed policy's
     ``dense_eig_size``, for the design and for ``top_eigenvalue``): Lanczos
     on the implicit operator, without forming the Gram matrix, its Ritz value
     inflated into an upper bound; and ``top_eigenvalue`` of a formed matrix
     above that size is ARPACK's (eigsh). Forced here on a small problem."""
-    import skacv.linalg._design as design_module
-
     X, y, sw = _problem(14, *shape, sparsity=0.3)
     L = _top_eigenvalue(X, sw, True)
-    calls = {"eigsh": 0, "lanczos": 0}
-    real_eigsh, real_lanczos = linalg_module.eigsh, design_module.lanczos_top_eigenvalues
-
-    def spy_eigsh(*args, **kwargs):
-        calls["eigsh"] += 1
-        return real_eigsh(*args, **kwargs)
-
-    def spy_lanczos(*args, **kwargs):
-        calls["lanczos"] += 1
-        return real_lanczos(*args, **kwargs)
-
     speed_policy(dense_eig_size=50)
-    monkeypatch.setattr(linalg_module, "eigsh", spy_eigsh)
-    monkeypatch.setattr(design_module, "lanczos_top_eigenvalues", spy_lanczos)
-    est = TrajectoryLasso(max_iter=1, estimate_risk=False).fit(_as_format(X, fmt), y, sw)
-    assert calls["lanczos"] == 1, "the Lanczos branch was not used"
+    with record() as paths:
+        est = TrajectoryLasso(max_iter=1, estimate_risk=False).fit(_as_format(X, fmt), y, sw)
+    assert paths.count("lanczos_top_eigenvalues") == 1, "the Lanczos branch was not used"
+    assert "eigsh" not in paths  # (converged: ARPACK not needed)
     tol = get_statistics().lipschitz_tol
     assert L <= 1.0 / est.step_size_ <= L * (1 + 2 * tol)
     # top_eigenvalue of a formed matrix above the dense size: ARPACK, exact to its tol
     w = sw / sw.sum()
     Xc = X - w @ X
     G = Xc.T @ (w[:, None] * Xc)
-    assert_allclose(linalg_module.top_eigenvalue(G, policy=get_policy()), L, rtol=1e-6)
-    assert calls["eigsh"] == 1
+    with record() as paths:
+        assert_allclose(linalg_module.top_eigenvalue(G, policy=get_policy()), L, rtol=1e-6)
+    assert paths.names() == ["eigsh"]
 
 
 @pytest.mark.parametrize("name", ["fista", "nesterov_auto"])
@@ -646,8 +635,7 @@ def test_lanczos_stopped_by_until_resumes_as_a_fresh_run():
 
 
 @pytest.mark.parametrize("fuse", [False, True])
-def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(speed_policy, monkeypatch,
-                                                                       fuse):
+def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(speed_policy, fuse):
     # a common factor gives a well-separated top eigenvalue: the step size
     # takes a handful of passes over X (ARPACK's eigsh took 21), and is
     # still an upper bound within LIPSCHITZ_TOL. If Lanczos does not
@@ -665,50 +653,37 @@ def test_auto_step_of_a_design_with_a_common_factor_takes_a_few_passes(speed_pol
     d = design_module.Design(X, sw, True)
     assert d.fuses == fuse
     L = _top_eigenvalue(X, sw, True)
-    calls = []
-    name = "panel_products" if fuse else "rmatvec"
-    real = getattr(design_module.Design, name)
-
-    def spy(self, *args, **kwargs):
-        calls.append(1)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(design_module.Design, name, spy)
-    lip = d.lipschitz()
+    name = "panel_products" if fuse else "rmatvec"  # the passes over X
+    with record() as paths:
+        lip = d.lipschitz()
     assert L <= lip <= L * (1 + 2 * LIPSCHITZ_TOL)
-    assert 2 <= len(calls) <= 6
+    assert 2 <= paths.count(name) <= 6 and "eigsh" not in paths
     # once per design: the fits of a search share it (shared_designs)
-    calls.clear()
-    assert d.lipschitz() == lip and not calls
-    monkeypatch.setattr(design_module, "lanczos_top_eigenvalues",
-                        lambda op, W0, tol, max_bytes: np.full(W0.shape[1], np.nan))
-    calls.clear()
-    fallback = design_module.Design(X, sw, True).lipschitz()
+    with record() as paths:
+        assert d.lipschitz() == lip
+    assert not paths.count(name)
+    # a Lanczos basis of two vectors (the policy's lanczos_basis_bytes): not
+    # converged in its two steps, ARPACK takes over
+    speed_policy(lanczos_basis_bytes=0)
+    with record() as paths:
+        fallback = design_module.Design(X, sw, True).lipschitz()
     assert L <= fallback <= L * (1 + 2 * LIPSCHITZ_TOL)
-    assert len(calls) >= 20  # eigsh's
+    assert "lanczos_top_eigenvalues" in paths and "eigsh" in paths
+    assert paths.count(name) >= 20  # eigsh's
 
 
-def test_warm_refit_reuses_the_design(monkeypatch):
+def test_warm_refit_reuses_the_design():
     """A warm refit continues on the centred design of the previous fit
     (built once); it is not pickled and a cold fit releases it."""
     import pickle
 
-    import skacv.estimators._base as base_module
-
     X, y, _ = _problem(3, n=40, p=30, offset=0.5)
-    built = []
-    real = base_module.make_design
-
-    def counting(*args, **kwargs):
-        built.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(base_module, "make_design", counting)
-    warm = TrajectoryLasso(alpha=0.05, max_iter=10, warm_start=True, n_probes=3,
-                           random_state=0).fit(X, y)
-    warm.set_params(max_iter=25).fit(X, y)
-    warm.set_params(max_iter=30).fit(X, y)
-    assert len(built) == 1
+    with record() as paths:
+        warm = TrajectoryLasso(alpha=0.05, max_iter=10, warm_start=True, n_probes=3,
+                               random_state=0).fit(X, y)
+        warm.set_params(max_iter=25).fit(X, y)
+        warm.set_params(max_iter=30).fit(X, y)
+    assert paths.count("fit") == 3 and paths.count("make_design") == 1
     cold = TrajectoryLasso(alpha=0.05, max_iter=30, n_probes=3, random_state=0).fit(X, y)
     assert_array_equal(warm.coef_path_, cold.coef_path_)
     assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-6)

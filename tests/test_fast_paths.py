@@ -18,10 +18,8 @@ from numpy.testing import assert_allclose
 
 import skacv.linalg._design as design_module
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
-from skacv._policy import current_policies, get_policy, policy_context
-from skacv.estimates.loo import _iacv as _loo
-from skacv.estimates.risk import _propagate as _risk_propagate
-from skacv.model_selection import _fold_designs, _lasso_path
+from skacv._policy import current_policies, policy_context
+from skacv._trace import record
 from skacv.model_selection._fold_designs import FoldCovariance
 from skacv.model_selection._kfold import StackedFolds
 
@@ -36,17 +34,9 @@ def _data(n, p, seed=0):
     return X, y, sw
 
 
-class _Spy:
-    """Counts the calls of a function while delegating to it."""
-
-    def __init__(self, monkeypatch, owner, name):
-        self.calls, real = 0, getattr(owner, name)
-
-        def spy(*args, **kwargs):
-            self.calls += 1
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(owner, name, spy)
+def _spaces(paths):
+    """The spaces of the Lasso paths recorded in ``paths``."""
+    return [d["space"] for d in paths.details("lasso_path")]
 
 
 def _fit(make, X, y, sw):
@@ -55,7 +45,7 @@ def _fit(make, X, y, sw):
             "risk_path_": getattr(est, "risk_path_", None)}, est
 
 
-def covariance_form(monkeypatch):
+def covariance_form():
     """The fit loop on X~^T X~ (one p x p product a step) against the
     products with X~ (two a step): the same iterates and risk estimates."""
     X, y, sw = _data(120, 12)
@@ -63,26 +53,26 @@ def covariance_form(monkeypatch):
     return out, est._solver_state.form == "covariance"
 
 
-def one_pass_panels(monkeypatch):
+def one_pass_panels():
     """A dense X~ read once a step by row panels (X~ x and X~^T r in one
     pass) against two products a step."""
     X, y, sw = _data(90, 40)
-    spy = _Spy(monkeypatch, design_module.Design, "panel_products")
-    out, _ = _fit(lambda: TrajectoryLasso(alpha=0.05, solver="fista", max_iter=25,
-                                          random_state=0), X, y, sw)
-    return out, spy.calls > 0
+    with record() as paths:
+        out, _ = _fit(lambda: TrajectoryLasso(alpha=0.05, solver="fista", max_iter=25,
+                                              random_state=0), X, y, sw)
+    return out, "panel_products" in paths
 
 
-def gathered_columns(monkeypatch):
+def gathered_columns():
     """A few columns of X~ gathered and multiplied against a product of the
     whole X~ with a vector of zeros outside them (clipped FISTA's correction
     of the extrapolated fitted values)."""
     X, y, sw = _data(80, 60)
-    spy = _Spy(monkeypatch, design_module.Design, "columns")
-    out, _ = _fit(lambda: TrajectoryLasso(alpha=0.1, solver="fista", max_iter=25,
-                                          estimate_risk=False), X, y, sw)
+    with record() as paths:
+        out, _ = _fit(lambda: TrajectoryLasso(alpha=0.1, solver="fista", max_iter=25,
+                                              estimate_risk=False), X, y, sw)
     out.pop("risk_path_")
-    return out, spy.calls > 0
+    return out, "columns" in paths
 
 
 def _folds(estimator, X, y, sw, n_iter=20):
@@ -93,14 +83,14 @@ def _folds(estimator, X, y, sw, n_iter=20):
     return {"losses": folds.losses, "step_sizes": folds.step_sizes}, folds
 
 
-def fold_covariance(monkeypatch):
+def fold_covariance():
     """The K stacked folds on their Gram matrices against the pass over X."""
     X, y, sw = _data(200, 10)
     out, folds = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
     return out, isinstance(folds.products, FoldCovariance)
 
 
-def rotated_folds(monkeypatch):
+def rotated_folds():
     """The folds' rows rotated so that a panel needs no mask (and its
     gradient product only the training folds) against the masked layout."""
     X, y, sw = _data(96, 30)
@@ -108,28 +98,29 @@ def rotated_folds(monkeypatch):
     return out, folds.designs.layout == "rotated"
 
 
-def prepared_products(monkeypatch):
+def prepared_products():
     """The folds' pass through products prepared for SciPy's BLAS (without
     the GIL) against NumPy's products."""
     X, y, sw = _data(96, 30)
-    spy = _Spy(monkeypatch, _fold_designs, "_prepared_calls")
-    out, _ = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
-    return out, spy.calls > 0
+    with record() as paths:
+        out, _ = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
+    return out, "prepared_calls" in paths
 
 
-def covariance_path(monkeypatch):
+def covariance_path():
     """The Lasso's alpha path on ``C = X~^T X~`` (products with ``C_WW``)
     against the working sets' columns of X~: the same penalties and df, the
     risks within what the duality gaps certify (tol 1e-10; FISTA stops at
     other iterates on the two forms)."""
     X, y, sw = _data(240, 30)
-    spy = _Spy(monkeypatch, _lasso_path, "_FeatureSpace")
-    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=1e-2, tol=1e-10,
-                           max_iter=50_000, sample_weight=sw)
-    return {"alphas": path.alphas, "df": path.df, "risk": path.risk}, spy.calls > 0
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=1e-2, tol=1e-10,
+                               max_iter=50_000, sample_weight=sw)
+    return {"alphas": path.alphas, "df": path.df, "risk": path.risk}, _spaces(paths) == [
+        "_FeatureSpace"]
 
 
-def path_columns_descent(monkeypatch):
+def path_columns_descent():
     """The Lasso path's working sets on the columns of X~ (p > n, isotropic
     and weighted) by scikit-learn's coordinate descent against FISTA: the
     same solutions, df and risks within what the duality gaps certify (tol
@@ -138,13 +129,14 @@ def path_columns_descent(monkeypatch):
     X = rng.standard_normal((80, 120))
     y = X[:, :8] @ np.ones(8) + rng.standard_normal(80)
     sw = rng.uniform(0.5, 2.0, 80)
-    spy = _Spy(monkeypatch, _lasso_path, "_columns_coordinate_descent")
-    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
-                           max_iter=50_000, sample_weight=sw)
-    return {"coefs": path.coefs, "df": path.df, "risk": path.risk}, spy.calls > 0
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
+                               max_iter=50_000, sample_weight=sw)
+    return ({"coefs": path.coefs, "df": path.df, "risk": path.risk},
+            "columns_coordinate_descent" in paths)
 
 
-def path_one_pass(monkeypatch):
+def path_one_pass():
     """The Lasso path's working sets read by row panels (``X~_W b`` and
     ``X~_W^T r`` in one pass a step) against two products a step, with
     and without the rank-one metric (equicorrelated columns, p > n): the
@@ -153,18 +145,18 @@ def path_one_pass(monkeypatch):
     rng = np.random.default_rng(1)
     X = 0.7 * rng.standard_normal((80, 120)) + 0.7 * rng.standard_normal((80, 1))
     y = X[:, :8] @ np.ones(8) + rng.standard_normal(80)
-    spy = _Spy(monkeypatch, design_module.Design, "panel_products")
     out = {}
-    for metric in (False, True):
-        with policy_context(path_metric=metric, path_metric_min_ratio=2.0):
-            path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
-                                   max_iter=50_000)
-        out.update({f"coefs {metric}": path.coefs, f"df {metric}": path.df,
-                    f"risk {metric}": path.risk})
-    return out, spy.calls > 0
+    with record() as paths:
+        for metric in (False, True):
+            with policy_context(path_metric=metric, path_metric_min_ratio=2.0):
+                path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05,
+                                       tol=1e-12, max_iter=50_000)
+            out.update({f"coefs {metric}": path.coefs, f"df {metric}": path.df,
+                        f"risk {metric}": path.risk})
+    return out, "panel_products" in paths
 
 
-def path_support_finish(monkeypatch):
+def path_support_finish():
     """The Lasso path's exact finish on FISTA's identified support
     (conjugate gradients, an active-set Newton step) against FISTA alone, on
     equicorrelated columns (rho 0.5, p > n): the same solutions, df and
@@ -172,139 +164,132 @@ def path_support_finish(monkeypatch):
     rng = np.random.default_rng(0)
     X = 0.7 * rng.standard_normal((80, 120)) + 0.7 * rng.standard_normal((80, 1))
     y = X[:, :8] @ np.ones(8) + rng.standard_normal(80)
-    made = []
-    real = _lasso_path._SupportFinish
-    monkeypatch.setattr(_lasso_path, "_SupportFinish", lambda *a: made.append(real(*a)) or made[-1])
-    path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
-                           max_iter=50_000)
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
+                               max_iter=50_000)
     out = {"coefs": path.coefs, "df": path.df, "risk": path.risk}
+    made = [d["finish"] for d in paths.details("lasso_path") if d["finish"] is not None]
     return out, bool(made) and made[0].n_accepted > 0
 
 
-def path_metric(monkeypatch):
+def path_metric():
     """The Lasso path's FISTA in the rank-one metric of a common factor
     against FISTA's plain step, on equicorrelated columns with p > n (the
     columns of X~) and p < n (the covariance form): the same solutions, df
     and risks within what the duality gaps certify (tol 1e-12; 1e-10, the
     covariance form's finest)."""
     rng = np.random.default_rng(1)
-    metric = _Spy(monkeypatch, _lasso_path, "MetricFISTA")
-    covariance = _Spy(monkeypatch, _lasso_path, "_FeatureSpace")
     out = {}
-    for n, p, tol in [(80, 120, 1e-12), (150, 40, 1e-10)]:
-        X = 0.7 * rng.standard_normal((n, p)) + 0.7 * rng.standard_normal((n, 1))
-        y = X[:, :8] @ np.ones(8) + rng.standard_normal(n)
-        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=tol,
-                               max_iter=50_000)
-        out.update({f"coefs_{p}": path.coefs, f"df_{p}": path.df, f"risk_{p}": path.risk})
-    assert covariance.calls == 1  # the second design ran in the covariance form
-    return out, metric.calls > 0
+    with record() as paths:
+        for n, p, tol in [(80, 120, 1e-12), (150, 40, 1e-10)]:
+            X = 0.7 * rng.standard_normal((n, p)) + 0.7 * rng.standard_normal((n, 1))
+            y = X[:, :8] @ np.ones(8) + rng.standard_normal(n)
+            path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=tol,
+                                   max_iter=50_000)
+            out.update({f"coefs_{p}": path.coefs, f"df_{p}": path.df, f"risk_{p}": path.risk})
+    # the second design ran in the covariance form
+    assert _spaces(paths) == ["_SampleSpace", "_FeatureSpace"]
+    return out, "metric_fista" in paths
 
 
-def eigvalsh_float32(monkeypatch):
+def eigvalsh_float32():
     """The Gram matrix's eigenvalues in single precision (a float32 Gram
     matrix, LAPACK's ssyev) against double: ridge GD's exact traces (its
     risk path) and the step size from them, within float32's rounding."""
     X, y, sw = _data(150, 120)
-    made = []
-    real = design_module.linalg.eigh
-    monkeypatch.setattr(design_module.linalg, "eigh",
-                        lambda a, *args, **kw: made.append(a.dtype) or real(a, *args, **kw))
-    est = IterativeRidge(alpha=1e-2, max_iter=60).fit(X, y, sample_weight=sw)
-    assert est.risk_diagnostics_["n_probes"] is None  # exact traces
-    # a design without a cached Gram matrix: the float32 one from X~ itself
-    lam = design_module.Design(X, sw, True).gram_eigenvalues()
+    with record() as paths:
+        est = IterativeRidge(alpha=1e-2, max_iter=60).fit(X, y, sample_weight=sw)
+        assert est.risk_diagnostics_["n_probes"] is None  # exact traces
+        # a design without a cached Gram matrix: the float32 one from X~ itself
+        lam = design_module.Design(X, sw, True).gram_eigenvalues()
     out = {"risk_path_": est.risk_path_, "coef_path_": est.coef_path_,
            "step_size_": np.array([est.step_size_]), "eigenvalues": lam / lam[-1]}
-    return out, np.float32 in made
+    return out, "eigvalsh_float32" in paths
 
 
-def loo_float32_gram(monkeypatch):
+def loo_float32_gram():
     """The left-out runs' products with the Gram matrix in float32 against
     float64 (the differences are small: rounding of order 1e-8 relatively)."""
     X, y, sw = _data(60, 40)
-    dtypes, real = [], _loo._gram_dtype
-    monkeypatch.setattr(_loo, "_gram_dtype",
-                        lambda m, policy: dtypes.append(real(m, policy)) or dtypes[-1])
-    est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=30, estimate_risk=False,
-                          estimate_loo=True).fit(X, y, sample_weight=sw)
-    return {"loo_path_": est.loo_path_}, np.float32 in dtypes
+    with record() as paths:
+        est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=30, estimate_risk=False,
+                              estimate_loo=True).fit(X, y, sample_weight=sw)
+    return {"loo_path_": est.loo_path_}, any(
+        d["float32"] for d in paths.details("loo_gram_dtype"))
 
 
-def chain_fused_bytes(monkeypatch):
+def chain_fused_bytes():
     """The Jacobian chains' primal products by blocks of rows of X~ (both
     products of a block in cache) against two products over all the rows:
     the same risk estimate (float64 chains: rounding of another order of
     sums). The restricted Gram matrix is refused, so that every product of
     the chains is a primal one."""
     X, y, sw = _data(150, 300)
-    monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
-    spy = _Spy(monkeypatch, _risk_propagate, "primal_product")
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=8,
                           risk_options={"chain_dtype": "float64"}, random_state=0)
-    est.fit(X, y, sample_weight=sw)
-    blocked = get_policy().chain_fused_bytes is not None
-    return {"risk_path_": est.risk_path_}, spy.calls > 0 and blocked
+    with policy_context(chain_gram="never"), record() as paths:
+        est.fit(X, y, sample_weight=sw)
+    assert "primal_product" in paths
+    return {"risk_path_": est.risk_path_}, "primal_blocks" in paths
 
 
-def _gram_chain_risk(monkeypatch, spied):
+def _gram_chain_risk(spied):
     """The risk path of 4 pooled probes (float64 chains) with the restricted
-    Gram matrix forced over the whole union from the first step, and whether
-    ``_risk_propagate.<spied>`` ran."""
+    Gram matrix forced over the whole union from the first step (the
+    policy's ``chain_gram``), and whether the event ``spied`` was taken."""
     X, y, sw = _data(150, 300)
-    spy = _Spy(monkeypatch, _risk_propagate, spied)
-    monkeypatch.setattr(_risk_propagate, "maybe_gram",
-                        lambda Xs, gram, *a, **k: gram if gram is not None else a[5] * (Xs.T @ Xs))
-    est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=4,
-                          risk_options={"probe_scheme": "pooled", "chain_dtype": "float64"},
-                          random_state=0).fit(X, y, sample_weight=sw)
-    return {"risk_path_": est.risk_path_}, spy.calls > 0
+    with policy_context(chain_gram="always"), record() as paths:
+        est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=4,
+                              risk_options={"probe_scheme": "pooled", "chain_dtype": "float64"},
+                              random_state=0).fit(X, y, sample_weight=sw)
+    return {"risk_path_": est.risk_path_}, spied in paths
 
 
-def chain_vector_products(monkeypatch):
+def chain_vector_products():
     """The restricted Gram matrix's products of a few columns (4 pooled
     probes) by matrix-vector products on blocks of its rows in cache,
     against a matrix product: the same risk estimate."""
-    return _gram_chain_risk(monkeypatch, "_vector_products")
+    return _gram_chain_risk("vector_products")
 
 
-def chain_gram_panels(monkeypatch):
+def chain_gram_panels():
     """The restricted Gram matrix's products of a few columns (4 pooled
     probes) by panels of its rows, one small matrix product a panel (panels
     of 8 rows, so that the sums run over many), against a matrix product:
     the same risk estimate."""
-    return _gram_chain_risk(monkeypatch, "_gram_panel_products")
+    return _gram_chain_risk("gram_panel_products")
 
 
-def _primal_chain_risk(monkeypatch, name, probes):
+def _primal_chain_risk(name, probes):
     """``risk_path_`` of FISTA's pooled chains of each of ``probes`` (float64
     chains) with every product a primal one (the restricted Gram matrix
-    refused), and whether ``_risk_propagate.<name>`` ran."""
+    refused: the policy's ``chain_gram``), and whether the event ``name``
+    was taken."""
     X, y, sw = _data(150, 300)
-    monkeypatch.setattr(_risk_propagate, "maybe_gram", lambda *a, **k: None)
-    spy = _Spy(monkeypatch, _risk_propagate, name)
     out = {}
-    for m in probes:
-        est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
-                              risk_options={"probe_scheme": "pooled", "chain_dtype": "float64"},
-                              random_state=0).fit(X, y, sample_weight=sw)
-        out[f"risk_path_{m}"] = est.risk_path_
-    return out, spy.calls > 0
+    with policy_context(chain_gram="never"), record() as paths:
+        for m in probes:
+            est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=40, n_probes=m,
+                                  risk_options={"probe_scheme": "pooled",
+                                                "chain_dtype": "float64"},
+                                  random_state=0).fit(X, y, sample_weight=sw)
+            out[f"risk_path_{m}"] = est.risk_path_
+    return out, name in paths
 
 
-def chain_thin_panels(monkeypatch):
+def chain_thin_panels():
     """The chains' primal products of a few columns (2 and 8 pooled probes)
     by thin panels of rows in the transposed layout, against two products
     over all the rows: the same risk estimate (panels of a few rows so that
     the sums run over many)."""
-    return _primal_chain_risk(monkeypatch, "_thin_panel_products", (2, 8))
+    return _primal_chain_risk("thin_panel_products", (2, 8))
 
 
-def chain_vector_panels(monkeypatch):
+def chain_vector_panels():
     """The chains' primal products of one and two columns by matrix-vector
     products on thin panels of rows, against two products over all the
     rows: the same risk estimate."""
-    return _primal_chain_risk(monkeypatch, "_vector_panel_products", (1, 2))
+    return _primal_chain_risk("vector_panel_products", (1, 2))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -315,26 +300,17 @@ class FastPath:
     rtol: float = 1e-10
 
 
-def settled_row_window(monkeypatch):
+def settled_row_window():
     """The settled form's row norms (the amplification diagnostic of a
     momentum method) advancing the live sources only, against every source
     to the end of a long path."""
-    from skacv.estimates.risk import _settled as _risk_settled
-
     rng = np.random.default_rng(0)
     X = rng.standard_normal((60, 5))
     y = X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.5 * rng.standard_normal(60)
-    windows = []
-    real = _risk_settled._first_live
-
-    def spy(lo, *args):
-        out = real(lo, *args)
-        windows.append(out[0])
-        return out
-
-    monkeypatch.setattr(_risk_settled, "_first_live", spy)
-    est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=1200, n_probes=4,
-                          random_state=0, risk_options={"chain_dtype": "float64"}).fit(X, y)
+    with record() as paths:
+        est = TrajectoryLasso(alpha=0.05, solver="fista", max_iter=1200, n_probes=4,
+                              random_state=0, risk_options={"chain_dtype": "float64"}).fit(X, y)
+    windows = [d["first"] for d in paths.details("settled_window")]
     out = {"risk_path_": est.risk_path_,
            "amplification": est.risk_diagnostics_.amplification}
     return out, bool(windows) and windows[-1] > 0
@@ -412,14 +388,13 @@ FAST_PATHS = {
 
 
 @pytest.mark.parametrize("name", sorted(FAST_PATHS))
-def test_fast_path_equals_its_reference(name, monkeypatch):
+def test_fast_path_equals_its_reference(name):
     path = FAST_PATHS[name]
     with policy_context(**path.reference):
-        reference, taken = path.run(monkeypatch)
+        reference, taken = path.run()
     assert not taken, f"{name}: the reference policy still takes the fast path"
-    monkeypatch.undo()
     with policy_context(**path.fast):
-        fast, taken = path.run(monkeypatch)
+        fast, taken = path.run()
     assert taken, f"{name}: the fast path was not taken"
     assert reference.keys() == fast.keys()
     for key in reference:
@@ -430,7 +405,7 @@ def test_fast_path_equals_its_reference(name, monkeypatch):
 
 @pytest.mark.parametrize("kernels, narrow", [("Haswell", True), ("Zen", True),
                                              ("SkylakeX", False), (None, False)])
-def test_the_machine_policy_follows_the_blas_kernels(monkeypatch, kernels, narrow):
+def test_the_machine_policy_follows_the_blas_kernels(kernels, narrow):
     """The default policy takes ``narrow_blas_panels`` where NumPy's
     OpenBLAS runs kernels outside ``wide_blas_kernels`` (another BLAS:
     ``None``, the dataclass's values), and ``blas_kernels`` reads what
@@ -442,9 +417,8 @@ def test_the_machine_policy_follows_the_blas_kernels(monkeypatch, kernels, narro
     found = {info.get("architecture") for info in threadpool_info()
              if info.get("internal_api") == "openblas"}
     assert _policy.blas_kernels() in (found or {None})
-    with monkeypatch.context() as m:  # libraries it cannot inspect: the defaults
-        m.setattr(_policy, "threadpool_info", lambda: 1 / 0)
-        assert _policy.blas_kernels() is None
+    # libraries it cannot inspect: the defaults
+    assert _policy.blas_kernels(inspect=lambda: 1 / 0) is None
     # the policy in force: the one read at import (no test left a change behind)
     assert _policy.get_policy() == _policy._machine_policy()
     assert _policy._machine_policy() == _policy.kernels_policy(_policy.blas_kernels())

@@ -2,7 +2,6 @@
 the same iterates as the two-pass loop up to rounding, warm starts bit for
 bit, every full-batch estimator."""
 
-import threading
 
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ from skacv import (
     TrajectoryLasso,
     TrajectoryLogisticRegression,
 )
-from skacv._policy import get_policy
 from skacv._statistics import get_statistics
+from skacv._trace import record
 
 ESTIMATORS = [
     TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0),  # clipped FISTA
@@ -38,21 +37,21 @@ def _data(seed=0, n=150, p=60):
 
 
 @pytest.fixture(autouse=True)
-def products_with_x(speed_policy, monkeypatch):
+def products_with_x(speed_policy):
     """The loops of this module read X~ (never the covariance form, which
     these small tall designs would otherwise take)."""
     speed_policy(covariance_max_features=0)
 
 
 @pytest.fixture
-def fused(speed_policy, monkeypatch):
+def fused(speed_policy):
     """Every dense design read by panels of 8 rows (an uneven last one)."""
     speed_policy(fuse_min_bytes=0)
     speed_policy(panel_bytes=1)
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
-def test_one_pass_loop_equals_two_pass_loop(speed_policy, est, monkeypatch):
+def test_one_pass_loop_equals_two_pass_loop(speed_policy, est):
     X, y, sw = _data()
     if isinstance(est, TrajectoryLogisticRegression):
         y = (y > np.median(y)).astype(int)
@@ -113,7 +112,7 @@ def test_block_panel_products(fused):
 
 
 @pytest.mark.parametrize("shape", [(420, 340), (330, 520)])
-def test_one_pass_lipschitz(speed_policy, shape, monkeypatch):
+def test_one_pass_lipschitz(speed_policy, shape):
     """The step size of a panel-read design (one pass per product, on the
     features' side) is an upper bound of the top eigenvalue of X~^T X~ / n_eff
     within the Lanczos tolerance, as the two-pass operator's."""
@@ -147,50 +146,32 @@ def test_design_in_place():
     assert_allclose(d.X, ref.X, rtol=1e-15, atol=1e-15)
 
 
-def test_one_pass_loop_does_not_depend_on_blas_threads(speed_policy, fused, monkeypatch):
+def test_one_pass_loop_does_not_depend_on_blas_threads(speed_policy, fused):
     """The panels make FUSE_GROUPS fixed groups of rows: with two BLAS
     threads they run in two threads of their own (one BLAS thread each),
     with one in turn, and the iterates are the same bits either way."""
     from threadpoolctl import threadpool_limits
 
-    import skacv.iterations._path as path_module
-
     X, y, sw = _data()
     est = TrajectoryLasso(alpha=0.02, max_iter=40, random_state=0, estimate_risk=False,
                           estimate_loo=False)
-    threads = set()
-    fused_products = path_module._fused_products
 
-    def spy(design, *args):
-        real = design.panel_products
+    def threads(paths):  # the threads the one-pass products' groups ran in
+        return {d["thread"] for d in paths.details("panel_group")}
 
-        def panel_products(b, residual, panel_bytes=None):
-            def seen(rows, P):
-                threads.add(threading.get_ident())
-                return residual(rows, P)
-            return real(b, seen, panel_bytes)
-
-        design.panel_products = panel_products
-        try:
-            return fused_products(design, *args)
-        finally:
-            del design.panel_products
-
-    monkeypatch.setattr(path_module, "_fused_products", spy)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"), record() as paths:
         one = clone(est).fit(X, y, sample_weight=sw)
-    assert len(threads) == 1
-    threads.clear()
-    with threadpool_limits(limits=2, user_api="blas"):
+    assert len(threads(paths)) == 1
+    with threadpool_limits(limits=2, user_api="blas"), record() as paths:
         two = clone(est).fit(X, y, sample_weight=sw)
-    assert len(threads) == 2
+    assert len(threads(paths)) == 2
     assert_array_equal(two.coef_path_, one.coef_path_)
     assert_array_equal(two.intercept_path_, one.intercept_path_)
-    # more BLAS threads than groups: two multithreaded products a step
-    monkeypatch.setattr(design_module, "blas_threads", lambda: get_policy().fuse_groups + 1)
-    threads.clear()
-    many = clone(est).fit(X, y, sample_weight=sw)
-    assert not threads
+    # more BLAS threads than groups (none here): two multithreaded products a step
+    speed_policy(fuse_groups=0)
+    with record() as paths:
+        many = clone(est).fit(X, y, sample_weight=sw)
+    assert "run_trajectory" in paths and not threads(paths)
     speed_policy(fuse_min_bytes=2**62)
     ref = clone(est).fit(X, y, sample_weight=sw)
     assert_array_equal(many.coef_path_, ref.coef_path_)
@@ -214,40 +195,29 @@ def test_columns_product(sparse):
         assert_allclose(d.columns_product(J, c), ref[:, J] @ c, rtol=1e-12, atol=1e-12)
 
 
-def test_clipped_fista_path_either_product(speed_policy, monkeypatch):
+def test_clipped_fista_path_either_product(speed_policy):
     """The fit's fitted values at the extrapolated point, with the clipping
     correction by gathered columns or by a full product: the same path up
     to rounding (corrections of many coordinates occur in the first steps)."""
     X, y, sw = _data(n=120, p=300)
     est = TrajectoryLasso(alpha=0.01, max_iter=60, estimate_risk=False, estimate_loo=False)
-    sizes, products = [], []
-    columns_product, matvec = design_module.Design.columns_product, design_module.Design.matvec
-
-    def spy(self, idx, c):
-        sizes.append(len(idx))
-        return columns_product(self, idx, c)
-
-    def count(self, b):
-        products.append(b.shape)
-        return matvec(self, b)
-
-    monkeypatch.setattr(design_module.Design, "columns_product", spy)
-    monkeypatch.setattr(design_module.Design, "matvec", count)
     speed_policy(columns_gather_min=10**9)
-    gathered = clone(est).fit(X, y, sample_weight=sw)
-    n_gathered = len(products)
+    with record() as paths:
+        gathered = clone(est).fit(X, y, sample_weight=sw)
+    n_gathered = paths.count("matvec")
+    sizes = [d["size"] for d in paths.details("columns_product")]
     assert max(sizes) > 8 and len(sizes) > 10
     speed_policy(columns_gather_min=0)
     speed_policy(columns_gather_share=0.0)
-    sizes.clear()
-    products.clear()
-    full = clone(est).fit(X, y, sample_weight=sw)
-    assert len(products) == n_gathered + len(sizes)  # one full product per correction
+    with record() as paths:
+        full = clone(est).fit(X, y, sample_weight=sw)
+    # one full product per correction
+    assert paths.count("matvec") == n_gathered + paths.count("columns_product")
     scale = np.abs(full.coef_path_).max()
     assert_allclose(full.coef_path_, gathered.coef_path_, rtol=0, atol=1e-10 * scale)
 
 
-def test_one_pass_loop_in_threads_raises_divergence_and_recovers(speed_policy, fused, monkeypatch):
+def test_one_pass_loop_in_threads_raises_divergence_and_recovers(speed_policy, fused):
     """A step above the stability limit in the two-thread one-pass loop:
     the divergence error leaves the loop (its threads released), and the
     next fit of the same design's data runs as a cold two-pass-equal fit."""
@@ -268,7 +238,7 @@ def test_one_pass_loop_in_threads_raises_divergence_and_recovers(speed_policy, f
     assert_allclose(again.coef_path_, ref.coef_path_, rtol=0, atol=1e-10 * scale)
 
 
-def test_warm_starts_switching_between_the_loops(speed_policy, fused, monkeypatch):
+def test_warm_starts_switching_between_the_loops(speed_policy, fused):
     """Warm starts that alternate the one-pass and the two-pass loop (the
     BLAS threads changed between fits): each continuation takes the gradient
     at its own start, the path that of a cold fit up to rounding (a one-pass
@@ -289,7 +259,7 @@ def test_warm_starts_switching_between_the_loops(speed_policy, fused, monkeypatc
 @pytest.mark.parametrize("kernels", ["Haswell", "SkylakeX"])  # narrow and wide thin panels
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("k", [1, 2, 4, 8, 12])
-def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, speed_policy, spy,
+def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, speed_policy,
                                                               kernels, dtype, k):
     # X~[:, :rows]^T (factor X~[:, :cols] V) by matrix-vector products or
     # thin panels (a few columns: how few, the defaults of the BLAS kernels,
@@ -297,7 +267,6 @@ def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, sp
     # all rows: the plain product up to rounding, on column prefixes (strided
     # views), with a last partial panel, and the block (a column view of the
     # chains) left as it is; each policy takes the form it says
-    from skacv.estimates.risk import _propagate as _risk_propagate
     from skacv.estimates.risk._propagate import _thin_panel_rows, primal_product
 
     rng = np.random.default_rng(k)
@@ -314,9 +283,6 @@ def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, sp
         default = "plain"  # one block of 2 MiB: all the rows
     else:
         default = "vectors" if k < panels.chain_panel_min_columns else "thin"
-    seen = {"vectors": spy(_risk_propagate, "_vector_panel_products"),
-            "thin": spy(_risk_propagate, "_thin_panel_products"),
-            "blocks": spy(_risk_propagate, "_row_block")}
     small = {"chain_panel_bytes": 9 * k * 90 * np.dtype(dtype).itemsize,
              "chain_panel_threads_min_bytes": 0, "chain_fused_bytes": 2 * 2**20}
     for policy, form in ((small, default),  # the kernels' columns
@@ -329,11 +295,11 @@ def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, sp
         pinned = speed_policy(**policy)
         assert (_thin_panel_rows(Xs, k, pinned) == 9) == (form in ("vectors", "thin"))
         out = np.full((rows, k), np.nan, dtype=dtype)
-        for calls in seen.values():
-            calls.clear()
-        primal_product(Xs, rows, cols, block, out, factor, pinned)
-        taken = ("vectors" if seen["vectors"] else "thin" if seen["thin"]
-                 else "blocks" if seen["blocks"] and seen["blocks"][-1] < len(Xs) else "plain")
+        with record() as paths:
+            primal_product(Xs, rows, cols, block, out, factor, pinned)
+        taken = ("vectors" if "vector_panel_products" in paths
+                 else "thin" if "thin_panel_products" in paths
+                 else "blocks" if "primal_blocks" in paths else "plain")
         assert taken == form
         np.testing.assert_allclose(out, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
         assert_array_equal(block, kept)

@@ -20,6 +20,7 @@ from skacv import (
     config_context,
 )
 from skacv._policy import current_policies, get_policy
+from skacv._trace import Paths, record
 from skacv.exceptions import DivergenceError
 from skacv.linalg._design import Design
 from skacv.model_selection import _fold_designs, _kfold
@@ -59,7 +60,7 @@ def _by_hand(est, X, y, sw, splits):
     return np.array(errors).T, np.array(steps)
 
 
-def _layout(speed_policy, monkeypatch, layout):
+def _layout(speed_policy, layout):
     """Dense folds that partition the rows in the given layout of
     :class:`~skacv.model_selection._fold_designs.FoldDesigns` ("rotated" from a size on)."""
     speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf)
@@ -67,13 +68,14 @@ def _layout(speed_policy, monkeypatch, layout):
     # several panels of rows in two groups, as on a large design
     speed_policy(fold_panel_rows=16)
     speed_policy(pass_groups_min_bytes=0)  # two groups from any size
-    _form(monkeypatch, "pass")  # (small Gram matrices would take the covariance form)
+    _form(speed_policy, "pass")  # (small Gram matrices would take the covariance form)
 
 
-def _form(monkeypatch, form):
+def _form(speed_policy, form):
     """The stacked folds' products: the pass over X ("pass") or the
     covariance form ("covariance", where the folds partition a dense X)."""
-    monkeypatch.setattr(_kfold, "fold_covariance_pays", lambda *args: form == "covariance")
+    covariance = form == "covariance"
+    speed_policy(fold_covariance=covariance, fold_covariance_always=covariance)
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
@@ -81,12 +83,12 @@ def _form(monkeypatch, form):
 @pytest.mark.parametrize("X_kind", ["folds", "rotated", "sparse"])
 @pytest.mark.parametrize("form", ["pass", "covariance"])
 def test_stacked_folds_equal_separate_fold_fits(speed_policy,
-                                                est, weighted, X_kind, form, monkeypatch):
+                                                est, weighted, X_kind, form):
     X, y, sw = _data()
     sw = sw if weighted else None
     sparse = X_kind == "sparse"
-    _layout(speed_policy, monkeypatch, X_kind)
-    _form(monkeypatch, form)
+    _layout(speed_policy, X_kind)
+    _form(speed_policy, form)
     Xs = sp.csr_matrix(X) if sparse else X
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     expected, steps = _by_hand(est, Xs, y, sw, splits)
@@ -102,14 +104,14 @@ def test_stacked_folds_equal_separate_fold_fits(speed_policy,
 @pytest.mark.parametrize("est", ESTIMATORS, ids=lambda e: f"{type(e).__name__}-{e.solver}")
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_stacked_folds_from_the_full_fits_design(speed_policy, est, weighted, layout, monkeypatch):
+def test_stacked_folds_from_the_full_fits_design(speed_policy, est, weighted, layout):
     """The block's copy of X gathered from the full fit's centred, weighted
     X~ (``full_design``, what TrajectoryEarlyStoppingCV passes after the
     full fit) is the block built from X: the same rows, centring and
     weights, and the fold paths of separate fold fits."""
     X, y, sw = _data(seed=3)
     sw = sw + 0.5 if weighted else None
-    _layout(speed_policy, monkeypatch, layout)
+    _layout(speed_policy, layout)
     splits = list(KFold(4, shuffle=True, random_state=1).split(X))
     fit = {} if sw is None else {"sample_weight": sw}
     design = clone(est).set_params(warm_start=True).fit(X, y, **fit)._warm_design
@@ -139,33 +141,26 @@ def test_stacked_folds_from_the_full_fits_design(speed_policy, est, weighted, la
     assert_allclose(odd.designs.base.X, ref.X, rtol=1e-12, atol=1e-12 * np.abs(ref.X).max())
 
 
-def test_search_gathers_the_folds_from_the_full_design(speed_policy, monkeypatch):
+def test_search_gathers_the_folds_from_the_full_design(speed_policy):
     """The K-fold search, in stages (warm starts: the full fit keeps its
     design), builds its block from the full fit's design."""
-    from skacv.model_selection import _kfold_search
 
     speed_policy(stage_min_flops=0)  # stages at any size
-    seen = []
-    real = _kfold_search.StackedFolds
-
-    def spy(*args, **kwargs):
-        seen.append(args[7] if len(args) > 7 else kwargs.get("full_design"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_kfold_search, "StackedFolds", spy)
     X, y, _ = _data(n=200)
-    TrajectoryEarlyStoppingCV(clone(ESTIMATORS[0]),
-                              search="grid", criterion="kfold", random_state=0).fit(X, y)
+    with record() as paths:
+        TrajectoryEarlyStoppingCV(clone(ESTIMATORS[0]),
+                                  search="grid", criterion="kfold", random_state=0).fit(X, y)
+    seen = [d["full_design"] for d in paths.details("stacked_folds")]
     assert len(seen) == 1 and type(seen[0]) is Design and seen[0].X.shape == X.shape
 
 
 @pytest.mark.parametrize("est", ESTIMATORS[:3], ids=lambda e: f"{type(e).__name__}-{e.solver}")
-def test_stacked_folds_of_a_narrow_design(speed_policy, est, monkeypatch):
+def test_stacked_folds_of_a_narrow_design(speed_policy, est):
     """Rows of at most NARROW_FEATURES values: panels of up to
     NARROW_PANEL_ROWS rows (here 64, so that a pass has several)."""
     policy = speed_policy(narrow_panel_rows=64)
     assert policy.block_panel_rows_for(12) == 64 and policy.block_panel_rows_for(60) == 200
-    _form(monkeypatch, "pass")  # which such a design would not take
+    _form(speed_policy, "pass")  # which such a design would not take
     X, y, sw = _data(n=300, p=12)
     splits = list(KFold(5, shuffle=True, random_state=0).split(X))
     expected, _ = _by_hand(est, X, y, sw, splits)
@@ -193,9 +188,9 @@ def test_stacked_folds_any_splits(splitter):
 @pytest.mark.parametrize("form", ["pass", "covariance"])
 def test_stacked_folds_continue_bit_for_bit_and_float32_is_within_rounding(speed_policy,
                                                                            layout, form,
-                                                                           monkeypatch):
-    _layout(speed_policy, monkeypatch, layout)
-    _form(monkeypatch, form)
+                                                                           ):
+    _layout(speed_policy, layout)
+    _form(speed_policy, form)
     X, y, sw = _data()
     splits = list(KFold(5, shuffle=True, random_state=1).split(X))
     est = ESTIMATORS[0]
@@ -243,8 +238,8 @@ def test_which_estimators_stack():
                              np.float64) is None
 
 
-def test_stacked_folds_errors(speed_policy, monkeypatch):
-    _layout(speed_policy, monkeypatch, "rotated")
+def test_stacked_folds_errors(speed_policy):
+    _layout(speed_policy, "rotated")
     X, y, sw = _data()
     splits = list(KFold(3).split(X))
     w = np.ones(len(y))
@@ -333,7 +328,7 @@ def test_small_fold_step_sizes_from_one_gram_matrix(n, p, weighted, fit_intercep
 
 
 def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(speed_policy,
-                                                                             monkeypatch):
+                                                                             ):
     """In the covariance form the folds' Gram matrices are formed already:
     the step sizes come from them (the copy of X is not read again) and
     equal each fold's own design's."""
@@ -341,8 +336,8 @@ def test_small_fold_step_sizes_of_the_covariance_form_read_its_gram_matrices(spe
     from skacv.model_selection._kfold import small_fold_lipschitz
 
     X, y, sw = _data(seed=6)
-    _layout(speed_policy, monkeypatch, "rotated")
-    _form(monkeypatch, "covariance")
+    _layout(speed_policy, "rotated")
+    _form(speed_policy, "covariance")
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
     est = TrajectoryLasso(alpha=0.05, max_iter=5, estimate_risk=False)
     folds = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
@@ -373,7 +368,7 @@ def test_folds_take_exact_step_sizes_where_their_own_designs_do():
 @pytest.mark.parametrize("products", ["prepared", "numpy"])
 def test_block_pass_is_each_folds_own_residual_and_gradient(speed_policy, X_kind, fit_intercept,
                                                             n_splits,
-                                                            products, monkeypatch):
+                                                            products):
     """One pass of the block (held transposed, in either layout, from 2
     folds on, its products prepared for SciPy's BLAS or NumPy's): the fitted
     values, each fold's training residual sum of squares and gradient X~_j^T
@@ -386,7 +381,7 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(speed_policy, X_kind
     splits = list(KFold(n_splits, shuffle=True, random_state=2).split(X))
     est = clone(ESTIMATORS[2]).set_params(fit_intercept=fit_intercept)
     sparse = X_kind == "sparse"
-    _layout(speed_policy, monkeypatch, X_kind)
+    _layout(speed_policy, X_kind)
     speed_policy(prepared_products=products == "prepared")
     Xs = sp.csr_matrix(X) if sparse else X
     folds = StackedFolds(est, Xs, y, sw, splits, np.dtype(np.float64), current_policies())
@@ -429,13 +424,13 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(speed_policy, X_kind
     assert np.all(np.isnan(P2[train:]))
 
 
-def test_block_pass_prepares_every_group_or_none(speed_policy, monkeypatch):
+def test_block_pass_prepares_every_group_or_none(speed_policy):
     """When the products of one group of panels cannot be prepared for
     SciPy's BLAS, every group takes NumPy's (the target is laid out once for
     all groups): the pass is the one with every group prepared."""
     X, y, _ = _data(seed=4)
     splits = list(KFold(3, shuffle=True, random_state=2).split(X))
-    _layout(speed_policy, monkeypatch, "rotated")
+    _layout(speed_policy, "rotated")
     folds = StackedFolds(clone(ESTIMATORS[2]), X, y, None, splits,
                          np.dtype(np.float64), current_policies())
     d = folds.designs
@@ -443,16 +438,11 @@ def test_block_pass_prepares_every_group_or_none(speed_policy, monkeypatch):
     target = d.target(folds.response, V)
     ref = d.fitted_and_gradient(V, target)
     assert all(g[3] is not None for _, gs in d._plan[-1] for g in gs)
-    real, seen = _fold_designs._prepared_calls, []
-
-    def second_group_refused(views):
-        seen.append(views)
-        return None if len(seen) % 2 == 0 else real(views)
-
-    monkeypatch.setattr(_fold_designs, "_prepared_calls", second_group_refused)
+    assert all(len(gs) >= 2 for _, gs in d._plan[-1])  # (passes of several groups)
+    speed_policy(prepared_groups=1)  # the second group's products not prepared
+    d.policy = get_policy()
     d._plan = None
     P, Z, rss = d.fitted_and_gradient(V, target)
-    assert len(seen) >= 2
     assert all(g[3] is None for _, gs in d._plan[-1] for g in gs)
     assert_allclose(P, ref[0], rtol=1e-12, atol=1e-12 * np.abs(ref[0]).max())
     assert_allclose(Z, ref[1], rtol=1e-12, atol=1e-12 * np.abs(ref[1]).max())
@@ -578,35 +568,18 @@ def test_cache_sizes_from_sysfs(tmp_path, speed_policy):
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_block_pass_does_not_depend_on_the_blas_threads(speed_policy, layout, monkeypatch):
+def test_block_pass_does_not_depend_on_the_blas_threads(speed_policy, layout):
     """The pass runs its groups of panels on one BLAS thread each (a
     multithreaded BLAS is 10-30x slower on the small products of the panels)
     and adds the groups' sums in order: the same bits whatever the threads."""
     from threadpoolctl import threadpool_limits
 
-    from skacv.utils import _parallel
 
-    _layout(speed_policy, monkeypatch, layout)
+    _layout(speed_policy, layout)
     X, y, _ = _data(seed=5)
     splits = list(KFold(3, shuffle=True, random_state=1).split(X))
-    seen = []
-    work = _parallel.pass_workers
-
-    def spy(n_groups):  # the BLAS threads inside the pass
-        cm = work(n_groups)
-
-        class Spy:
-            def __enter__(self):
-                run = cm.__enter__()
-                seen.append(_parallel.blas_threads())
-                return run
-
-            def __exit__(self, *exc):
-                return cm.__exit__(*exc)
-        return Spy()
-
-    monkeypatch.setattr(_parallel, "pass_workers", spy)
     out = []
+    paths = Paths()
     for threads in (1, 2):
         # built on one thread: the folds' step sizes come from the caller's
         # BLAS (a Gram matrix and LAPACK), whose last bits may depend on its
@@ -614,13 +587,15 @@ def test_block_pass_does_not_depend_on_the_blas_threads(speed_policy, layout, mo
         with threadpool_limits(1, user_api="blas"):
             folds = StackedFolds(clone(ESTIMATORS[0]), X, y, None, splits,
                                  np.dtype(np.float64), current_policies())
-        with threadpool_limits(threads, user_api="blas"):
+        with threadpool_limits(threads, user_api="blas"), record(paths):
             assert len(folds.designs._pass_plan()[-1][0][1]) == 2  # two groups of panels
             V = np.random.default_rng(0).standard_normal((X.shape[1], 3))
             out.append(folds.designs.fitted_and_gradient(V, folds.designs.target(
                 folds.response, V)))
             out.append(folds.advance(20))
-    assert seen and set(seen) == {1}
+    # the BLAS threads inside the passes
+    assert paths.details("pass_workers")
+    assert {d["blas_threads"] for d in paths.details("pass_workers")} == {1}
     for a, b in zip(out[0][:2] + (out[1],), out[2][:2] + (out[3],), strict=True):
         assert_array_equal(a, b)
 
@@ -698,7 +673,7 @@ def test_fold_covariance_rule(speed_policy, level2):
     assert not pays(20000, 50, 5, 0, policy)
 
 
-def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, monkeypatch):
+def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy):
     """TrajectoryEarlyStoppingCV(criterion="kfold") on n >> p: the folds in
     the covariance form give the pass's K-fold path within the float32
     rounding of the block, and the same iteration."""
@@ -706,22 +681,15 @@ def test_kfold_search_on_a_tall_design_takes_the_covariance_form(speed_policy, m
     X = rng.standard_normal((3000, 20)) + 0.7 * rng.standard_normal((3000, 1))
     y = X[:, :4] @ np.ones(4) + 2.0 * rng.standard_normal(3000)
     assert _kfold.fold_covariance_pays(3000, 20, 5, 60, get_policy())
-    built = []
-    real = _fold_designs.FoldCovariance.__init__
-
-    def spy(self, *args):
-        built.append(1)
-        real(self, *args)
-
-    monkeypatch.setattr(_fold_designs.FoldCovariance, "__init__", spy)
     est = TrajectoryLasso(alpha=0.01, max_iter=60, estimate_risk=False)
     search = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", n_iter_no_change=None)
-    cov = clone(search).fit(X, y)
-    assert built
+    with record() as paths:
+        cov = clone(search).fit(X, y)
+    assert "fold_covariance" in paths
     speed_policy(fold_covariance=False)
-    built.clear()
-    ref = clone(search).fit(X, y)
-    assert not built
+    with record() as paths:
+        ref = clone(search).fit(X, y)
+    assert "stacked_folds" in paths and "fold_covariance" not in paths
     assert_allclose(cov.kfold_path_, ref.kfold_path_, rtol=3e-5)
     assert cov.best_iteration_ == ref.best_iteration_
 

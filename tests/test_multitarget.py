@@ -22,7 +22,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.linear_model import Lasso, Ridge
 
 from skacv import IterativeRidge, TrajectoryLasso
-from skacv.estimators import _base
+from skacv._trace import record
 
 # the small designs flag late FISTA iterates: the estimates are compared, not read
 pytestmark = pytest.mark.filterwarnings("ignore::skacv.exceptions.UnreliableEstimateWarning")
@@ -149,17 +149,15 @@ def test_sparse_and_float32_inputs():
 
 
 @pytest.mark.parametrize("make", range(2))
-def test_warm_start_continues_every_target(make, monkeypatch):
+def test_warm_start_continues_every_target(make):
     X, Y, w = _data()
     cold = _estimators(max_iter=100)[make].fit(X, Y, w)
     warm = _estimators(max_iter=50, warm_start=True)[make].fit(X, Y, w)
     first = warm.estimators_
-    steps = []  # the fit loop runs only the 50 new steps of each target
-    loop = _base.run_trajectory
-    monkeypatch.setattr(_base, "run_trajectory",
-                        lambda *args, **kw: steps.append(args[3]) or loop(*args, **kw))
-    warm.set_params(max_iter=100).fit(X, Y, w)
-    assert steps == [50, 50, 50]
+    with record() as paths:
+        warm.set_params(max_iter=100).fit(X, Y, w)
+    # the fit loop runs only the 50 new steps of each target
+    assert [d["steps"] for d in paths.details("run_trajectory")] == [50, 50, 50]
     assert all(a is b for a, b in zip(warm.estimators_, first, strict=True))  # continued
     assert warm.n_iter_ == 100
     for attr in ("coef_path_", "intercept_path_", "coef_", "intercept_", "risk_path_"):

@@ -9,6 +9,7 @@ from sklearn.base import clone
 import skacv.estimates.risk._engine as engine
 import skacv.estimates.risk._estimate as risk_module
 from skacv import IterativeRidge, TrajectoryLasso
+from skacv._trace import record
 
 
 def _problem(seed=0, n=40, p=60):
@@ -18,33 +19,27 @@ def _problem(seed=0, n=40, p=60):
     return X, y
 
 
-def test_auto_scheme(monkeypatch, speed_policy):
+def test_auto_scheme(speed_policy):
     """``"auto"``: the pooled probes (one chain), the shared ones with a heavy
     ball, for exact traces and on paths of ``settled_min_tail`` steps or more
     (whose supports may settle); ``"shared"`` and ``"pooled"`` force the
     choice; anything else (the removed ``"independent"`` and ``"grouped"``
     included) is refused."""
-    calls = []
-    for name in ("masked_memory_matrix", "pooled_memory_matrix"):
-        real = getattr(engine, name)
+    def engines(paths):  # the memory-matrix engines the estimates ran
+        return [d["form"] for d in paths.details("memory_matrices")]
 
-        def spy(*args, real=real, name=name, **kwargs):
-            calls.append(name.split("_")[0])
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(engine, name, spy)
     X, y = _problem(0, n=60, p=60)
     lasso = TrajectoryLasso(0.05, max_iter=8, random_state=0)
     cases = [
         ({}, "pooled"),
-        ({"n_probes": None}, "masked"),
-        ({"risk_options": {"probe_scheme": "shared"}}, "masked"),
+        ({"n_probes": None}, "shared"),
+        ({"risk_options": {"probe_scheme": "shared"}}, "shared"),
         ({"risk_options": {"probe_scheme": "pooled"}}, "pooled"),
     ]
     for params, expected in cases:
-        calls.clear()
-        clone(lasso).set_params(**params).fit(X, y)
-        assert calls == [expected], params
+        with record() as paths:
+            clone(lasso).set_params(**params).fit(X, y)
+        assert engines(paths) == [expected], params
     # a heavy ball (no Lasso solver has one) keeps the shared probes
     fitted = clone(lasso).fit(X, y)
     prob = fitted._problem(X, y)
@@ -55,17 +50,13 @@ def test_auto_scheme(monkeypatch, speed_policy):
     # a long path whose supports settle takes the settled form (the shared
     # probes), "auto" or "shared"; one that does not, the pooled probes
     speed_policy(settled_min_tail=8)
-    settled = []
-    real_settled = risk_module._settled_risk
-    monkeypatch.setattr(risk_module, "_settled_risk",
-                        lambda *a, **k: settled.append(1) or real_settled(*a, **k))
-    calls.clear()
-    long = clone(lasso).set_params(alpha=0.3, max_iter=60).fit(X, y)
-    assert settled == [1] and "pooled" not in calls
+    with record() as paths:
+        long = clone(lasso).set_params(alpha=0.3, max_iter=60).fit(X, y)
+    assert paths.count("settled_risk") == 1 and "pooled" not in engines(paths)
     assert risk_module.settled_step(long._problem(X, y).iteration, long.coef_path_) <= 52
-    settled.clear()
-    clone(long).set_params(risk_options={"probe_scheme": "pooled"}).fit(X, y)
-    assert settled == []
+    with record() as paths:
+        clone(long).set_params(risk_options={"probe_scheme": "pooled"}).fit(X, y)
+    assert "settled_risk" not in paths and engines(paths) == ["pooled"]
     for scheme in ("per_source", "independent", "grouped"):
         with pytest.raises(ValueError, match="'probe_scheme' parameter of TrajectoryLasso"):
             clone(lasso).set_params(risk_options={"probe_scheme": scheme}).fit(X, y)

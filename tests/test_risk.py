@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryLasso, config_context
+from skacv._trace import record
 from skacv.estimates.risk._estimate import memory_matrix, risk_from_memory
 
 # ----------------------------------------------------------------------------
@@ -297,13 +298,12 @@ def test_warm_start_extends_risk_path(make):
 @pytest.mark.parametrize("scheme", ["shared"])
 @pytest.mark.parametrize("solver", ["ista", "fista"])
 @pytest.mark.parametrize("kind", ["dense", "sparse_weighted", "float32"])
-def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
+def test_warm_start_continues_the_chains(solver, kind, scheme):
     """A warm-started refit continues the saved Jacobian chains: only the new
     steps are propagated, and the result equals the cold fit of the whole
     path (same probes)."""
     import pickle
 
-    import skacv.estimates.risk._engine as engine
 
     X, y = _small_problem(7, n=60, p=90)
     w = None
@@ -316,20 +316,13 @@ def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
                           risk_options={"probe_scheme": scheme, "chain_dtype": "float64"})
     cold = clone(est).set_params(max_iter=40).fit(X, y, sample_weight=w)
 
-    steps = []
-    name = "masked_memory_matrix"
-    real = getattr(engine, name)
-
-    def spy(design, iteration, coef_path, *args, **kwargs):
-        state = kwargs.get("state")
-        steps.append(coef_path.shape[1] - 1 - (0 if state is None else state.k))
-        return real(design, iteration, coef_path, *args, **kwargs)
-
-    monkeypatch.setattr(engine, name, spy)
-    warm = clone(est).set_params(max_iter=11, warm_start=True).fit(X, y, sample_weight=w)
-    for total in (12, 25, 40):
-        warm.set_params(max_iter=total).fit(X, y, sample_weight=w)
-    assert steps == [11, 1, 13, 15]  # each refit propagated only its new steps
+    with record() as paths:
+        warm = clone(est).set_params(max_iter=11, warm_start=True).fit(X, y, sample_weight=w)
+        for total in (12, 25, 40):
+            warm.set_params(max_iter=total).fit(X, y, sample_weight=w)
+    engines = paths.details("memory_matrices")
+    assert {d["form"] for d in engines} == {"shared"}
+    assert [d["steps"] for d in engines] == [11, 1, 13, 15]  # only the new steps
     rtol = 1e-4 if kind == "float32" else 1e-10
     np.testing.assert_allclose(warm.memory_matrix_, cold.memory_matrix_, rtol=rtol,
                                atol=rtol * np.abs(cold.memory_matrix_).max())
@@ -338,9 +331,9 @@ def test_warm_start_continues_the_chains(solver, kind, scheme, monkeypatch):
     restored = pickle.loads(pickle.dumps(
         clone(est).set_params(max_iter=20, warm_start=True).fit(X, y, sample_weight=w)))
     assert getattr(restored, "_risk_state", None) is None
-    steps.clear()
-    restored.set_params(max_iter=40).fit(X, y, sample_weight=w)
-    assert steps == [40]
+    with record() as paths:
+        restored.set_params(max_iter=40).fit(X, y, sample_weight=w)
+    assert [d["steps"] for d in paths.details("memory_matrices")] == [40]
     np.testing.assert_allclose(restored.risk_path_, cold.risk_path_, rtol=rtol)
     # without warm_start nothing is kept
     assert clone(est).set_params(max_iter=5).fit(X, y)._risk_state is None
@@ -474,34 +467,25 @@ def test_resumed_lanczos_stops_where_a_fresh_run_stops(first_depth):
     np.testing.assert_allclose(resumed.betas, fresh.betas, rtol=1e-10)
 
 
-def test_warm_start_resumes_lanczos(monkeypatch):
+def test_warm_start_resumes_lanczos():
     """IterativeRidge with probes: the warm refit resumes the Lanczos process
     (fewer operator products than a cold estimate) and equals the cold path."""
-    import skacv.estimates.risk._spectral as risk_module
 
     X, y = _small_problem(9, n=70, p=50)
     est = IterativeRidge(0.0, solver="gd", random_state=0, n_probes=4)
     cold = clone(est).set_params(max_iter=60).fit(X, y)
-    depths = []
-    real = risk_module.lanczos_quadrature
-
-    def spy(op, W0, depth, **kwargs):
-        out = real(op, W0, depth, **kwargs)
-        resume = kwargs.get("resume")
-        depths.append((resume is not None, out[1] - (0 if resume is None else resume.j)))
-        return out
-
-    monkeypatch.setattr(risk_module, "lanczos_quadrature", spy)
-    warm = clone(est).set_params(max_iter=20, warm_start=True).fit(X, y)
-    warm.set_params(max_iter=60).fit(X, y)
+    with record() as paths:
+        warm = clone(est).set_params(max_iter=20, warm_start=True).fit(X, y)
+        warm.set_params(max_iter=60).fit(X, y)
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-8)
     # first fit: a fresh process to its full depth 20 // 2 + 2; the refit resumes it
-    assert depths[0] == (False, 12)
-    assert depths[1][0] and 0 < depths[1][1] <= 60 // 2 + 2 - 12
+    first, second = ((d["resumed"], d["depth"]) for d in paths.details("lanczos_quadrature"))
+    assert first == (False, 12)
+    assert second[0] and 0 < second[1] - 12 <= 60 // 2 + 2 - 12
 
 
 @pytest.mark.parametrize("kind", ["dense", "dense_weighted", "sparse_weighted"])
-def test_design_columns_of_the_chains(speed_policy, kind, monkeypatch):
+def test_design_columns_of_the_chains(speed_policy, kind):
     """The restricted design of the chains is ``X~[:, idx]`` in the chains'
     precision, C order, gathered by blocks of rows (here several)."""
     import skacv.estimates.risk._chains as chains
@@ -521,7 +505,7 @@ def test_design_columns_of_the_chains(speed_policy, kind, monkeypatch):
 
 @pytest.mark.parametrize("workers", [2, 3])
 @pytest.mark.parametrize("rows", [None, "permuted"])
-def test_gather_in_threads(speed_policy, monkeypatch, workers, rows):
+def test_gather_in_threads(speed_policy, workers, rows):
     """Large copies are split into ``workers`` ranges of rows, each copied by
     blocks in a thread of its own: the same array as NumPy's indexing."""
     import skacv.linalg._copies as copies_module
@@ -531,15 +515,11 @@ def test_gather_in_threads(speed_policy, monkeypatch, workers, rows):
     idx = None if rows is None else rng.permutation(41)[:37]
     cols = rng.permutation(13)[:9]
     policy = speed_policy(gather_bytes=2 * 13 * 8,  # blocks of 2 rows
-                          gather_threads_min_bytes=0)
-    monkeypatch.setattr(copies_module, "blas_threads", lambda: workers)
-    used = []
-    real = copies_module.column_workers
-    monkeypatch.setattr(copies_module, "column_workers",
-                        lambda w: used.append(w) or real(w))
-    out = copies_module.gather(X, np.float32, policy, rows=idx, cols=cols)
+                          gather_threads_min_bytes=0, gather_threads=workers)
+    with record() as paths:
+        out = copies_module.gather(X, np.float32, policy, rows=idx, cols=cols)
     ref = (X if idx is None else X[idx])[:, cols].astype(np.float32)
-    assert used == [workers] and out.flags.c_contiguous
+    assert paths.details("gather_threads") == [{"workers": workers}] and out.flags.c_contiguous
     np.testing.assert_array_equal(out, ref)
 
 
@@ -573,7 +553,7 @@ def test_chains_do_not_depend_on_the_column_groups(solver, speed_policy):
 
 
 @pytest.mark.parametrize("form", ["design", "covariance"])
-def test_small_corrections_run_on_one_blas_thread(speed_policy, form, monkeypatch):
+def test_small_corrections_run_on_one_blas_thread(speed_policy, form):
     """The T x T corrections of a small path run on one BLAS thread (a
     multithreaded BLAS wakes its threads at every small call: the triangular
     solves of a 151 x 151 memory matrix took 5 ms with two OpenBLAS threads,
@@ -582,29 +562,22 @@ def test_small_corrections_run_on_one_blas_thread(speed_policy, form, monkeypatc
     (after the covariance form)."""
     from threadpoolctl import threadpool_limits
 
-    import skacv.estimates.risk._estimate as risk_module
     import skacv.utils._parallel as parallel
-
-    seen = []
-    name = "risk_from_memory" if form == "design" else "risk_from_products"
-    real = getattr(risk_module, name)
-
-    def spy(*args, **kwargs):
-        seen.append(parallel.blas_threads())
-        return real(*args, **kwargs)
 
     if form == "design":
         speed_policy(covariance_max_features=0)
-    monkeypatch.setattr(risk_module, name, spy)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((50, 30))
     y = X[:, 0] + rng.standard_normal(50)
     est = IterativeRidge(alpha=1.0, max_iter=20, random_state=0)
-    with threadpool_limits(2, user_api="blas"):
+    with threadpool_limits(2, user_api="blas"), record() as paths:
         if parallel.blas_threads() < 2:
             pytest.skip("the BLAS runs one thread only")
         small = est.fit(X, y).risk_path_
         speed_policy(small_blas_flops=0)
         large = clone(est).fit(X, y).risk_path_
-    assert seen == [1, 2]
+    # the readout (from the residuals, or from their products after the
+    # covariance form) inside the BLAS limit of one thread, then outside it
+    assert [d["one_thread"] for d in paths.details("small_blas")] == [True, False]
+    assert paths.count("risk_from_memory") == (2 if form == "design" else 0)
     np.testing.assert_allclose(small, large, rtol=1e-12)

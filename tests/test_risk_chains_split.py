@@ -17,6 +17,7 @@ import skacv.estimates.risk._chains as chains
 import skacv.estimates.risk._core_space as core_space
 from skacv import FISTA, ISTA, ElasticNet, TrajectoryLasso
 from skacv._policy import get_policy
+from skacv._trace import record
 from skacv.estimates.risk._estimate import memory_matrix
 from skacv.linalg._design import make_design
 
@@ -62,17 +63,10 @@ def _problem(n, p, seed=0):
     return X, X @ beta + 0.5 * rng.randn(n), rng.uniform(0.5, 2.0, n)
 
 
-def _forced(monkeypatch, split, gram=True):
-    calls = []
-
-    def fixed(n, prefix, T, policy, per_output=1):
-        calls.append(T)
-        return min(split, T)
-
-    monkeypatch.setattr(chains, "split_step", fixed)
-    if not gram:  # the primal products X~^T (X~ d) at every step
-        monkeypatch.setattr(chains, "maybe_gram", lambda Xs, gram, *a, **k: gram)
-    return calls
+def _forced(speed_policy, split, gram=True):
+    """The chains meet at ``split`` (at most the path's length); without
+    ``gram``, the primal products X~^T (X~ d) at every step."""
+    speed_policy(chain_split=split, chain_gram="auto" if gram else "never")
 
 
 # n > support: identity probes on the coefficients; n < support: on the samples
@@ -80,7 +74,7 @@ def _forced(monkeypatch, split, gram=True):
 @pytest.mark.parametrize("split", [1, 2, 5, 9])
 @pytest.mark.parametrize("gram", [True, False])
 @pytest.mark.parametrize("folded", [True, False])
-def test_split_chains_equal_finite_differences(monkeypatch, shape, l1, split, gram, folded):
+def test_split_chains_equal_finite_differences(speed_policy, shape, l1, split, gram, folded):
     """``folded``: a constant step is folded into the products (factor
     ``-eta / n``, the combinations only add); a schedule (here of ones, the
     same steps) keeps the step out of them (factor ``-1 / n``)."""
@@ -92,13 +86,11 @@ def test_split_chains_equal_finite_differences(monkeypatch, shape, l1, split, gr
     path = _ista_path(X, np.repeat(y[:, None], T, axis=1), eta, l1, l2, w)
     support = (path[:, 1:] != 0).any(axis=1).sum()
     assert (support > shape[0]) == (shape[1] > shape[0])  # both probe sides are exercised
-    calls = _forced(monkeypatch, split, gram)
-    factors = set()
-    product = chains.gram_product
-    monkeypatch.setattr(chains, "gram_product",
-                        lambda *a: factors.add(a[-2]) or product(*a))
-    A, A_src = memory_matrix(design, iteration, path, n_probes=None, chain_dtype=np.float64)
-    assert calls == [T]
+    _forced(speed_policy, split, gram)
+    with record() as paths:
+        A, A_src = memory_matrix(design, iteration, path, n_probes=None, chain_dtype=np.float64)
+    assert [d["T"] for d in paths.details("split_step")] == [T]
+    factors = {d["factor"] for d in paths.details("gram_product")}
     assert len(factors) == 1
     assert factors.pop() == pytest.approx(-(eta if folded else 1.0) / design.n_eff, rel=1e-12)
     ref = _exact_memory(X, y, eta, l1, l2, w, T)
@@ -107,7 +99,7 @@ def test_split_chains_equal_finite_differences(monkeypatch, shape, l1, split, gr
 
 
 @pytest.mark.parametrize("split", [1, 7, 18])
-def test_split_chains_equal_forward_chains_with_the_same_probes(monkeypatch, split):
+def test_split_chains_equal_forward_chains_with_the_same_probes(speed_policy, split):
     """Hutchinson probes, sample weights, an intercept: the same memory
     matrix and risk path as the forward-only chains (float64 chains: to
     rounding; float32: to its rounding, far below the probes' noise)."""
@@ -115,11 +107,10 @@ def test_split_chains_equal_forward_chains_with_the_same_probes(monkeypatch, spl
     for dtype, rtol in (("float64", 1e-10), ("float32", 1e-4)):
         kw = dict(solver="ista", max_iter=20, n_probes=6, random_state=0,
                   risk_options={"chain_dtype": dtype})
-        with monkeypatch.context() as mp:
-            _forced(mp, 20)  # split = T: forward only
-            ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
-            _forced(mp, split)
-            est = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
+        _forced(speed_policy, 20)  # split = T: forward only
+        ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
+        _forced(speed_policy, split)
+        est = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
         scale = np.abs(ref.memory_matrix_).max()
         np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=rtol,
                                    atol=rtol * scale)
@@ -130,7 +121,7 @@ def test_split_chains_equal_forward_chains_with_the_same_probes(monkeypatch, spl
 @pytest.mark.parametrize("shape", [(24, 16), (12, 40)])
 @pytest.mark.parametrize("split", [1, 2, 5, 9])
 @pytest.mark.parametrize("folded", [True, False])
-def test_split_fista_chains_equal_finite_differences(monkeypatch, extrapolation, shape, split,
+def test_split_fista_chains_equal_finite_differences(speed_policy, extrapolation, shape, split,
                                                      folded):
     """FISTA: the backward chains carry a functional of ``(dx^k, dv^k)``; the
     outputs' memory matrix equals finite differences of the reference loop,
@@ -145,7 +136,7 @@ def test_split_fista_chains_equal_finite_differences(monkeypatch, extrapolation,
     path = reference_path(X, np.repeat(y[:, None], T, axis=1), solver, eta, T, alpha=alpha)
 
     def matrices(r):
-        _forced(monkeypatch, r)
+        _forced(speed_policy, r)
         fista = FISTA(eta, alpha, extrapolation=extrapolation,
                       schedule=None if folded else np.ones(T))
         return memory_matrix(design, fista, path, n_probes=None, chain_dtype=np.float64)
@@ -161,19 +152,18 @@ def test_split_fista_chains_equal_finite_differences(monkeypatch, extrapolation,
 
 
 @pytest.mark.parametrize("split", [1, 9, 20])
-def test_split_fista_with_probes_and_weights(monkeypatch, split):
+def test_split_fista_with_probes_and_weights(speed_policy, split):
     """Hutchinson probes, sample weights, an intercept, float32 chains: the
     same risk path as the forward-only chains (to float32 rounding)."""
     X, y, w = _problem(60, 90, seed=5)
     for dtype, rtol in (("float64", 1e-10), ("float32", 1e-4)):
         kw = dict(solver="fista", max_iter=30, n_probes=6, random_state=0,
                   risk_options={"chain_dtype": dtype})
-        with monkeypatch.context() as mp:
-            mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
-            _forced(mp, 30)
-            ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
-            _forced(mp, split)
-            est = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
+        speed_policy(core_space=False)
+        _forced(speed_policy, 30)
+        ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
+        _forced(speed_policy, split)
+        est = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
         np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=rtol,
                                    atol=rtol * np.abs(ref.memory_matrix_).max())
         np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=rtol)
@@ -224,23 +214,23 @@ def test_split_step_meets_in_the_middle_of_constant_supports():
     assert chains.split_step(500, shrinking, T, get_policy()) in (T // 2, T // 2 + 1)
 
 
-def test_warm_start_and_heavy_ball_run_forward_only(monkeypatch):
+def test_warm_start_and_heavy_ball_run_forward_only():
     """A warm start continues the forward chains of the shorter path; the
     heavy ball's momentum has no transposed step here: neither is split.
     FISTA splits with two backward chains an output (``r ~ 2 T / 3``)."""
     from skacv import HeavyBall
 
     X, y, _ = _problem(60, 90, seed=1)
-    calls = []
-    real = chains.split_step
-    monkeypatch.setattr(chains, "split_step", lambda *a: calls.append(a[4:]) or real(*a))
-    TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5), max_iter=30, n_probes=4,
-                    random_state=0).fit(X, y)
     shared = dict(max_iter=30, n_probes=4, random_state=0, risk_options={"probe_scheme": "shared"})
-    TrajectoryLasso(0.05, solver="ista", warm_start=True, **shared).fit(X, y)
-    assert calls == []
-    TrajectoryLasso(0.05, solver="ista", **shared).fit(X, y)
-    TrajectoryLasso(0.05, solver="fista", **shared).fit(X, y)
-    assert calls == [(1,), (2,)]
+    with record() as paths:
+        TrajectoryLasso(0.05, solver=HeavyBall(momentum=0.5), max_iter=30, n_probes=4,
+                        random_state=0).fit(X, y)
+        TrajectoryLasso(0.05, solver="ista", warm_start=True, **shared).fit(X, y)
+    assert paths.count("memory_matrices") == 2 and "split_step" not in paths
+    with record() as paths:
+        TrajectoryLasso(0.05, solver="ista", **shared).fit(X, y)
+        TrajectoryLasso(0.05, solver="fista", **shared).fit(X, y)
+    # one output a backward chain (ISTA), two with extrapolation (FISTA)
+    assert [d["per_output"] for d in paths.details("split_step")] == [1, 2]
     T, prefix = 90, np.full(92, 100)
     assert abs(chains.split_step(50, prefix, T, get_policy(), 2) - 2 * T / 3) <= 1

@@ -7,15 +7,15 @@ whatever the iteration (plain, extrapolated or heavy ball, clipped or not),
 with weights, on sparse designs and in parallel column groups.
 """
 
-import functools
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import skacv.estimates.risk._chains as chains
 import skacv.estimates.risk._core_space as core_space
 from skacv import FISTA, HeavyBall, TrajectoryLasso
+from skacv._policy import policy_context
+from skacv._trace import record
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations._iterations import ISTA
 from skacv.iterations._penalties import Penalty
@@ -57,46 +57,23 @@ SOLVERS = {
 }
 
 
+def _plans(paths):
+    """The core plans of the chains recorded in ``paths`` (``None``: none)."""
+    return [d["plan"] for d in paths.details("core_space_plan")]
+
+
 def _fit(X, y, solver, plan, workers=None, alpha=0.02, **kw):
     """Fit with the core chains forced to start at ``plan`` (an
-    int), or disabled (``None``); also returns the starts used."""
-    used = []
+    int), or disabled (``None``), their column groups in ``workers``
+    threads; also returns the starts used."""
     fit = kw.pop("fit", {})
-    real = core_space.core_space_plan
-
-    def spy(*args, **kwargs):
-        if plan is None:
-            return None
-        out = real(*args, start=plan, **kwargs)
-        used.append((out.start, out.form))
-        return out
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(chains, "core_space_plan", spy)
-    if workers is not None:
-        mp.setattr(core_space, "column_workers",
-                   functools.partial(core_space.column_workers, workers))
-    try:
+    core = dict(core_space=False) if plan is None else dict(core_space_start=plan)
+    with policy_context(**core, core_space_threads=workers), record() as paths:
         est = TrajectoryLasso(alpha, solver=SOLVERS[solver](), max_iter=30, n_probes=4,
                               random_state=0,
                               risk_options={"chain_dtype": "float64", "probe_scheme": "shared"},
                               **kw).fit(X, y, **fit)
-    finally:
-        mp.undo()
-    return est, used
-
-
-def _forced_plan(start, plans):
-    """A stand-in for ``core_space_plan`` that switches at ``start`` and
-    records the plans it returns in ``plans``."""
-    real = core_space.core_space_plan
-
-    def spy(*args, **kwargs):
-        out = real(*args, start=start, **kwargs)
-        plans.append(out)
-        return out
-
-    return spy
+    return est, [(p.start, p.form) for p in _plans(paths) if p is not None]
 
 
 @pytest.mark.parametrize("problem", list(PROBLEMS))
@@ -122,15 +99,12 @@ def test_probes_are_summed_once_the_supports_have_settled(solver):
     (weighted by the probes) and the new sources are injected once, with the
     mean squared probe. Same memory matrices as the chains in coordinates."""
     X, y = _settling_problem()
-    plans = []
-    spy = _forced_plan(18, plans)
-
     kw = dict(solver=SOLVERS[solver](), max_iter=80, n_probes=4, random_state=0,
               risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(chains, "core_space_plan", spy)
+    with policy_context(core_space_start=18), record() as paths:
         est = TrajectoryLasso(0.2, **kw).fit(X, y)
-        mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
+    plans = _plans(paths)
+    with policy_context(core_space=False):
         ref = TrajectoryLasso(0.2, **kw).fit(X, y)
     assert plans[0].form == "coefficients"
     assert plans[0].start == 18 <= plans[0].collapse < 60
@@ -183,21 +157,13 @@ def test_the_flop_model_diagonalises_wide_and_settling_cores():
              ("ista", 1.0, 300, False, "coefficients"), ("ista", 0.01, 3, False, None),
              ("ista", 0.01, 60, True, None), ("fista", 0.01, 60, True, None),
              ("fista", 0.5, 300, True, "coefficients")]
-    real = core_space.core_space_plan
     for solver, alpha, T, split, form in cases:
-        plans = []
-
-        def spy(*args, plans=plans, **kwargs):
-            out = real(*args, **kwargs)
-            plans.append(out)
-            return out
-
-        with pytest.MonkeyPatch.context() as mp:
-            if not split:  # forward chains only, as with a heavy ball
-                mp.setattr(chains, "split_step", lambda n, prefix, T, policy, per_output=1: T)
-            mp.setattr(chains, "core_space_plan", spy)
+        # forward chains only (as with a heavy ball): the split at the end
+        forward = {} if split else {"chain_split": 10**9}
+        with policy_context(**forward), record() as paths:
             est = TrajectoryLasso(alpha, solver=solver, max_iter=T, **kw).fit(X, y)
-            mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
+        plans = _plans(paths)
+        with policy_context(**forward, core_space=False):
             ref = TrajectoryLasso(alpha, solver=solver, max_iter=T, **kw).fit(X, y)
         assert len(plans) == 1
         assert (plans[0] and plans[0].form) == form, (solver, alpha, T, split)
@@ -214,15 +180,10 @@ def test_warm_start_keeps_the_coefficient_space_chains():
     """A warm-started fit keeps its chains for the next stage, in
     coordinates: no core plan is made."""
     X, y = _wide_problem()
-    calls = []
-    mp = pytest.MonkeyPatch()
-    mp.setattr(chains, "core_space_plan", lambda *a, **k: calls.append(1))
-    try:
+    with record() as paths:
         TrajectoryLasso(0.02, solver="ista", max_iter=20, n_probes=3, random_state=0,
                         warm_start=True, risk_options={"probe_scheme": "shared"}).fit(X, y)
-    finally:
-        mp.undo()
-    assert calls == []
+    assert "memory_matrices" in paths and "core_space_plan" not in paths
 
 
 def test_free_steps_exclude_clipped_unpenalised_and_inactive_coordinates():
@@ -257,15 +218,12 @@ def test_coefficient_form_in_float32_chains_keeps_the_estimate():
     beta[:100] = rng.standard_normal(100) / 10.0 * 2.0
     y = X @ beta + rng.standard_normal(n)
     alpha = 0.1 * np.sqrt(np.log(p) / n)
-    plans = []
-    spy = _forced_plan(10, plans)
-
     kw = dict(solver="fista", max_iter=30, n_probes=2, random_state=0,
               risk_options={"probe_scheme": "shared"})
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(chains, "core_space_plan", spy)
+    with policy_context(core_space_start=10), record() as paths:
         est = TrajectoryLasso(alpha, **kw).fit(X, y)
-        mp.setattr(chains, "core_space_plan", lambda *a, **k: None)
+    plans = _plans(paths)
+    with policy_context(core_space=False):
         ref = TrajectoryLasso(alpha, **kw).fit(X, y)
         ref64 = TrajectoryLasso(alpha, **{**kw, "risk_options": {"probe_scheme": "shared",
                                                                  "chain_dtype": "float64"}})

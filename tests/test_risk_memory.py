@@ -18,6 +18,7 @@ from sklearn.base import clone
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._policy import get_policy
 from skacv._statistics import get_statistics
+from skacv._trace import record
 from skacv.estimates.risk._estimate import memory_matrix
 from skacv.exceptions import UnreliableEstimateWarning
 
@@ -119,13 +120,12 @@ def test_warm_start_is_exact_without_the_kept_matrices():
     np.testing.assert_array_equal(warm.risk_reliable_, cold.risk_reliable_)
 
 
-def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, speed_policy):
+def test_risk_time_budget_refuses_costly_chains_before_they_run(speed_policy):
     """Under ``risk_time_budget`` an ISTA/FISTA estimate (the pooled probes
     of ``"auto"``) whose chains are predicted to cost
     more fits than the budget raises EstimateBudgetError before any chain
     runs; the prediction grows with the support and with the columns the
     scheme advances, and is zero without probes."""
-    import skacv.estimates.risk._engine as engine
     from skacv import TrajectoryLasso, config_context
     from skacv.estimates.risk._estimate import chain_cost_in_fits
     from skacv.exceptions import EstimateBudgetError
@@ -150,18 +150,14 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     shared = chain_cost_in_fits(Sizes, est.coef_path_, pooled, "shared")[0]
     assert shared > wide
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
-    calls = []
-    real = engine.pooled_memory_matrix
-    monkeypatch.setattr(engine, "pooled_memory_matrix",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
-    with (config_context(risk_time_budget=wide / 2),
+    with (config_context(risk_time_budget=wide / 2), record() as paths,
           pytest.raises(EstimateBudgetError, match="would cost about")):
         TrajectoryLasso(alpha=1e-3, max_iter=30, random_state=0).fit(X, y)
-    assert calls == []
+    assert "run_trajectory" in paths and "memory_matrices" not in paths
     # within the budget (or without one) the estimate runs
-    with config_context(risk_time_budget=2 * wide):
+    with config_context(risk_time_budget=2 * wide), record() as paths:
         TrajectoryLasso(alpha=1e-3, max_iter=30, random_state=0).fit(X, y)
-    assert calls == [1]
+    assert [d["form"] for d in paths.details("memory_matrices")] == ["pooled"]
 
 
 @pytest.mark.parametrize("criterion", ["auto", "risk"])

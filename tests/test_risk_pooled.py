@@ -30,7 +30,7 @@ import skacv.estimates.risk._pooled as pooled
 import skacv.estimates.risk._probes as probes
 from skacv import TrajectoryLasso
 from skacv._statistics import get_statistics
-from skacv.estimates.risk._propagate import ForwardChains
+from skacv._trace import Paths, record
 from skacv.estimates.risk._readout import source_residuals
 from skacv.iterations._iterations import FISTA
 
@@ -227,7 +227,7 @@ def test_a_removed_scheme_is_refused():
 
 @pytest.mark.parametrize("exact_support", [300, 10])
 def test_pooled_probes_give_the_exact_row_sums_and_continue_a_warm_start(
-        monkeypatch, statistical_policy, exact_support):
+        statistical_policy, exact_support):
     """The pooled probes (``"auto"``'s): with identity
     probes the one chain reads every row's exact sum over the sources older
     than lag 0; a warm start continues the chain from the shorter path's last
@@ -253,19 +253,11 @@ def test_pooled_probes_give_the_exact_row_sums_and_continue_a_warm_start(
                                atol=1e-10 * scale)
     X, y = _equicorrelated(80, 120, seed=4)
     kw = dict(random_state=1, risk_options={"chain_dtype": "float64"}, n_probes=6)
-    runs = []
-    real = ForwardChains.run
-
-    def spy(self, probes, k0, k_end, *args, **kwargs):
-        runs.append((k0, k_end))
-        return real(self, probes, k0, k_end, *args, **kwargs)
-
-    monkeypatch.setattr(ForwardChains, "run", spy)
     cold = TrajectoryLasso(0.02, max_iter=60, **kw).fit(X, y)
-    runs.clear()
-    warm = TrajectoryLasso(0.02, max_iter=25, warm_start=True, **kw).fit(X, y)
-    warm.set_params(max_iter=60).fit(X, y)
-    assert runs == [(0, 25), (25, 60)]
+    with record() as paths:
+        warm = TrajectoryLasso(0.02, max_iter=25, warm_start=True, **kw).fit(X, y)
+        warm.set_params(max_iter=60).fit(X, y)
+    assert [(d["k0"], d["k_end"]) for d in paths.details("forward_chains")] == [(0, 25), (25, 60)]
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-10)
     np.testing.assert_allclose(warm.memory_matrix_, cold.memory_matrix_, rtol=1e-10,
                                atol=1e-12 * np.abs(cold.memory_matrix_).max())
@@ -482,7 +474,7 @@ def test_the_pooled_probes_grow_while_the_jackknife_finds_them_noisy(statistical
 
 
 @pytest.mark.parametrize("solver", ["ista", "fista", "fista_plain"])
-def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch, solver,
+def test_the_jackknife_replicates_read_the_risk_from_inner_products(solver,
                                                                    statistical_policy):
     """The jackknife's replicates take the risk from the residuals' inner
     products (``risk_at_iterates`` with ``F^T F``, and ``F^T F_v``,
@@ -490,20 +482,16 @@ def test_the_jackknife_replicates_read_the_risk_from_inner_products(monkeypatch,
     residuals' readout (``risk_from_memory``) for the same memory matrices,
     at every iterate and at a few."""
     seen = []
-    real = risk_module._grow_pooled
-
-    def spy(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args):
-        out = real(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args)
-        A, Av = out[0], out[1]
+    statistical_policy(pooled_start_probes=((0, 16),), pooled_start_probes_no_momentum=((0, 16),))
+    X, y = _equicorrelated(120, 180, seed=6)
+    with record() as paths:  # the grown chain's matrices and readouts
+        TrajectoryLasso(0.02, solver=SOLVERS[solver](), max_iter=40, random_state=0).fit(X, y)
+    for grown in paths.details("grow_pooled"):
+        A, Av, readout, replicate_risk = (grown[k] for k in ("A", "Av", "readout",
+                                                             "replicate_risk"))
         seen.append((readout(A, Av)[0], replicate_risk(A, Av)))
         few = np.array([1, 7, 23, 40])
         np.testing.assert_allclose(replicate_risk(A, Av, few), seen[-1][0][few], rtol=1e-9)
-        return out
-
-    monkeypatch.setattr(risk_module, "_grow_pooled", spy)
-    statistical_policy(pooled_start_probes=((0, 16),), pooled_start_probes_no_momentum=((0, 16),))
-    X, y = _equicorrelated(120, 180, seed=6)
-    TrajectoryLasso(0.02, solver=SOLVERS[solver](), max_iter=40, random_state=0).fit(X, y)
     (full, replicate), = seen
     np.testing.assert_allclose(replicate, full, rtol=1e-9)
 
@@ -552,7 +540,7 @@ def test_the_counterpart_response_is_the_first_source_of_its_memory_matrix():
                                np.r_[A[:, 0], Av[:, 0]], rtol=1e-12, atol=1e-15)
 
 
-def test_the_template_quadrature_runs_until_the_response_converges(statistical_policy, spy):
+def test_the_template_quadrature_runs_until_the_response_converges(statistical_policy):
     """On a spectrum that reaches far down (AR(1) features with rho = 0.95,
     300 x 450, 30 non-zero coefficients, FISTA, alpha = 0.001, 150 steps, the
     union of the supports all 450 features) the template's Lanczos
@@ -563,10 +551,14 @@ def test_the_template_quadrature_runs_until_the_response_converges(statistical_p
     steps; asserted at most 1.2 % and at least 2 %. On the equicorrelated
     design the quadrature stops early."""
     X, y, *_ = _design("ar1", 300, 450, 0.95, 7, s=30, sigma=1.0, random_support=True)
-    depths = spy(pooled, "lanczos", lambda state, *_: state.j)
+    paths = Paths()
+
+    def depths():  # of the templates' Lanczos quadratures
+        return [d["depth"] for d in paths.details("template_quadrature")]
 
     def risk():
-        est = TrajectoryLasso(alpha=0.001, max_iter=150, random_state=0).fit(X, y)
+        with record(paths):
+            est = TrajectoryLasso(alpha=0.001, max_iter=150, random_state=0).fit(X, y)
         assert np.count_nonzero(np.any(est.coef_path_ != 0, axis=1)) > 300  # quadrature
         return est.risk_path_[1:]
 
@@ -574,7 +566,7 @@ def test_the_template_quadrature_runs_until_the_response_converges(statistical_p
         return np.sqrt(np.mean((r / ref - 1) ** 2))
 
     converged = risk()
-    assert depths[-1] > 20
+    assert depths()[-1] > 20
     default = get_statistics()
     statistical_policy(template_exact_support=10**6)
     exact = risk()
@@ -585,8 +577,9 @@ def test_the_template_quadrature_runs_until_the_response_converges(statistical_p
     assert rms(twenty, exact) >= 0.02
     statistical_policy(template_check_depths=default.template_check_depths)
     X, y = _equicorrelated(300, 450)
-    TrajectoryLasso(alpha=0.001, max_iter=60, random_state=0).fit(X, y)
-    assert depths[-1] <= 20
+    with record(paths):
+        TrajectoryLasso(alpha=0.001, max_iter=60, random_state=0).fit(X, y)
+    assert depths()[-1] <= 20
 
 
 def test_choice_noise_is_the_jackknife_of_the_differences():
@@ -736,7 +729,7 @@ def test_the_adaptive_chain_starts_by_its_momentum_and_samples(solver, momentum)
 
 
 @pytest.mark.parametrize("solver", ["ista", "fista"])
-def test_a_continued_chain_reads_the_columns_the_shorter_fit_kept(solver, spy, speed_policy):
+def test_a_continued_chain_reads_the_columns_the_shorter_fit_kept(solver, speed_policy):
     """A warm-started refit's pooled chain reads the restricted copy of
     ``X~`` the shorter fit kept (:func:`kept_order`) instead of gathering
     its own: one gather for three fits (three without the reuse), and the
@@ -744,15 +737,14 @@ def test_a_continued_chain_reads_the_columns_the_shorter_fit_kept(solver, spy, s
     the order of the sums)."""
     X, y = _equicorrelated(120, 60, seed=5)  # every coordinate active early on
     kw = dict(solver=solver, random_state=0, n_probes=4, risk_options={"chain_dtype": "float64"})
-    gathers = spy(pooled, "design_columns")
     runs = {}
     for steps in (4.0, -1.0):  # -1: never reuse
         speed_policy(chain_columns_reuse_steps=steps)
-        gathers.clear()
         est = TrajectoryLasso(0.002, max_iter=20, warm_start=True, **kw)
-        for T in (20, 40, 70):
-            est.set_params(max_iter=T).fit(X, y)
-        runs[steps] = (len(gathers), est.risk_path_.copy())
+        with record() as paths:
+            for T in (20, 40, 70):
+                est.set_params(max_iter=T).fit(X, y)
+        runs[steps] = (paths.count("design_columns"), est.risk_path_.copy())
     assert runs[4.0][0] == 1 and runs[-1.0][0] == 3
     np.testing.assert_allclose(runs[4.0][1], runs[-1.0][1], rtol=1e-10)
 

@@ -24,12 +24,11 @@ import scipy.sparse as sp
 from sklearn.utils import Bunch
 
 import skacv.estimates.risk._estimate as risk_module
-import skacv.estimates.risk._forms as forms_module
 import skacv.estimates.risk._pooled as pooled
 import skacv.estimates.risk._probes as probes
-import skacv.estimators._base as base_module
 from skacv import TrajectoryLasso
 from skacv._statistics import get_statistics
+from skacv._trace import record
 from skacv.estimates.risk._readout import (
     residual_matrix,
     residual_products,
@@ -136,27 +135,26 @@ def test_source_residuals_are_the_residuals_of_the_clipped_gradient_points(
                                    atol=1e-10 * np.abs(expected).max())
 
 
-def test_a_staged_fit_reads_the_loops_gradient_points(monkeypatch):
+def test_a_staged_fit_reads_the_loops_gradient_points(speed_policy):
     """A fit and its warm-started continuations (the staged search's
     stages) read the gradient points' residuals from the loop's record, and
     their ``risk_path_`` is the one from :func:`source_residuals`'s
-    products (the record withheld)."""
+    products (the record withheld: the policy's ``loop_records``)."""
     X, y, _ = _data(120, 180, seed=3)
     kw = dict(alpha=0.02, max_iter=30, random_state=0)
     warm = TrajectoryLasso(warm_start=True, **kw)
-    calls = []
-    real = forms_module.source_residuals
-    monkeypatch.setattr(forms_module, "source_residuals",
-                        lambda *a: calls.append(1) or real(*a))
-    warm.fit(X, y)
-    warm.set_params(max_iter=60).fit(X, y)
-    cold = TrajectoryLasso(**{**kw, "max_iter": 60}).fit(X, y)
-    assert not calls and warm._source_path.shape == (120, 61)
+    with record() as paths:
+        warm.fit(X, y)
+        warm.set_params(max_iter=60).fit(X, y)
+        cold = TrajectoryLasso(**{**kw, "max_iter": 60}).fit(X, y)
+    assert paths.count("fit") == 3 and "source_residuals" not in paths
+    assert warm._source_path.shape == (120, 61)
     # the continued chain's template moves the split a little (as before the record)
     np.testing.assert_allclose(warm.risk_path_, cold.risk_path_, rtol=1e-6)
-    monkeypatch.setattr(base_module, "loop_buffers", lambda *a: (None, None))
-    products = TrajectoryLasso(**{**kw, "max_iter": 60}).fit(X, y)
-    assert calls
+    speed_policy(loop_records=False)
+    with record() as paths:
+        products = TrajectoryLasso(**{**kw, "max_iter": 60}).fit(X, y)
+    assert "source_residuals" in paths and products._source_path is None
     np.testing.assert_allclose(cold.risk_path_, products.risk_path_, rtol=1e-10)
 
 
@@ -236,7 +234,7 @@ def test_probe_noise_at_iterates_reads_the_risk_there():
 
 
 @pytest.mark.parametrize("solver,T", [("fista", 150), ("ista", 300)])
-def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, solver, T,
+def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(solver, T,
                                                                   statistical_policy):
     """In the growth loop of the pooled probes (300 x 450, 16 probes, 2
     draws): the replicates at ``noise_iterates`` are the full replicates
@@ -244,9 +242,8 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
     noise over them is within 2 % of itself of the noise over every
     iterate (measured at most 0.5 % here; 10-25 % between draws)."""
     seen = []
-    real = risk_module._grow_pooled
 
-    def spy(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args):
+    def check(design, iteration, coef_path, state, A, Av, readout, replicate_risk, **_):
         T1 = coef_path.shape[1]
         S = probes.noise_iterates(T1, design.statistics)
         template = (None if state.nodes is None else pooled.template_matrices(
@@ -260,16 +257,17 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
             np.testing.assert_allclose(sub[-1], full[-1][S], rtol=1e-10)
             np.testing.assert_allclose(full[-1], readout(Ak, Avk)[0], rtol=1e-9)
         seen.append((probes.probe_noise(risk, sub, S), probes.probe_noise(risk, full)))
-        return real(design, iteration, coef_path, state, A, Av, readout, replicate_risk, *args)
 
-    monkeypatch.setattr(risk_module, "_grow_pooled", spy)
     stats = statistical_policy(pooled_start_probes=((0, 16),),
                                pooled_start_probes_no_momentum=((0, 16),))
     n, p = 300, 450
     X, y, _ = _data(n, p)
     for seed in range(2):
-        TrajectoryLasso(0.1 * np.sqrt(np.log(p) / n), solver=solver, max_iter=T,
-                        random_state=seed).fit(X, y)
+        with record() as paths:  # the grown chain and its readouts
+            TrajectoryLasso(0.1 * np.sqrt(np.log(p) / n), solver=solver, max_iter=T,
+                            random_state=seed).fit(X, y)
+        for grown in paths.details("grow_pooled"):
+            check(**grown)
     assert len(seen) == 2 and T + 1 > stats.noise_iterates
     for sub, full in seen:
         assert full > 0 and abs(sub / full - 1) <= 0.02

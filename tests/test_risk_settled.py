@@ -15,8 +15,8 @@ import pytest
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._policy import get_policy
+from skacv._trace import Paths, record
 from skacv.estimates.risk import _estimate as _risk
-from skacv.estimates.risk import _forms
 from skacv.estimates.risk import _settled as settled_form
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations import FISTA, ISTA
@@ -31,27 +31,23 @@ def _problem(n, p, seed=0):
 
 
 @pytest.fixture
-def settled(monkeypatch, speed_policy):
+def settled(speed_policy):
     """``settled(min_tail, **kw)`` fits a Lasso with the settled form allowed
     from ``min_tail`` tail steps; ``settled.calls`` lists the steps where it
-    settled, one per fit that took the settled form."""
-    real = _risk._settled_risk
-    calls = []
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        calls.append(out.settled_step)
-        return out
-
-    monkeypatch.setattr(_risk, "_settled_risk", spy)
+    settled, one per fit that took the settled form; ``settled.paths``
+    records the paths the fits took (:mod:`skacv._trace`)."""
+    calls, paths = [], Paths()
 
     def fit(min_tail, X, y, sample_weight=None, **kw):
         speed_policy(settled_min_tail=min_tail)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), record() as run:
             warnings.simplefilter("ignore", UnreliableEstimateWarning)
-            return TrajectoryLasso(**kw).fit(X, y, sample_weight=sample_weight)
+            est = TrajectoryLasso(**kw).fit(X, y, sample_weight=sample_weight)
+        calls.extend(d["settled_step"] for d in run.details("settled_risk"))
+        paths.events.extend(run.events)
+        return est
 
-    fit.calls = calls
+    fit.calls, fit.paths = calls, paths
     return fit
 
 
@@ -168,7 +164,7 @@ def _iteration_and_design(est, X, y):
 @pytest.mark.parametrize("solver, alpha, n_probes", [("gd", 1.0, None), ("nesterov", 0.5, None),
                                                      ("gd", 0.0, 4), ("nesterov", 1.0, 4)])
 @pytest.mark.parametrize("n, p", [(40, 30), (25, 30)])
-def test_linear_settled_form_equals_the_spectral_memory_matrices(spy, speed_policy, solver,
+def test_linear_settled_form_equals_the_spectral_memory_matrices(speed_policy, solver,
                                                                  alpha, n_probes, n, p):
     """Gradient descent, ridge GD and Nesterov are settled from the start:
     the state-space form of their spectral nodes (exact eigenvalues or the
@@ -176,12 +172,12 @@ def test_linear_settled_form_equals_the_spectral_memory_matrices(spy, speed_poli
     estimate and diagnostics."""
     X, y = _problem(n, p, seed=5)
     kw = dict(alpha=alpha, solver=solver, max_iter=120, n_probes=n_probes, random_state=0)
-    calls = spy(_risk, "_settled_risk", lambda out, *_: out.settled_step)
     speed_policy(settled_min_tail=10**9)
-    ref = IterativeRidge(**kw).fit(X, y)
-    speed_policy(settled_min_tail=40)
-    est = IterativeRidge(**kw).fit(X, y)
-    assert calls == [0]
+    with record() as paths:
+        ref = IterativeRidge(**kw).fit(X, y)
+        speed_policy(settled_min_tail=40)
+        est = IterativeRidge(**kw).fit(X, y)
+    assert [d["settled_step"] for d in paths.details("settled_risk")] == [0]
     scale = np.abs(ref.memory_matrix_).max()
     np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=1e-9,
                                atol=1e-12 * scale)
@@ -194,7 +190,7 @@ def test_linear_settled_form_equals_the_spectral_memory_matrices(spy, speed_poli
                                atol=1e-12 * np.abs(ref.excess_risk_path_).max())
 
 
-def test_settled_row_norms_stop_advancing_decayed_sources(settled, spy, statistical_policy):
+def test_settled_row_norms_stop_advancing_decayed_sources(settled, statistical_policy):
     """The row norms behind ``amplification`` stop advancing a source's
     column once its state has decayed (``negligible_state``), so that a
     long settled path costs ``O(r T w)``: here the live columns end far
@@ -205,23 +201,24 @@ def test_settled_row_norms_stop_advancing_decayed_sources(settled, spy, statisti
     y = X @ np.array([1.0, -1.0, 0.5, 0.0, 0.0]) + 0.5 * rng.standard_normal(60)
     kw = dict(alpha=0.05, solver="fista", max_iter=1200, n_probes=4, random_state=0,
               risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
-    windows = spy(settled_form, "_first_live", lambda out, args, _: (out[0], args[0]
-                                                                      + args[1].shape[1]))
+    def windows():  # (first live source, step) at the row norms' checks
+        return [(d["first"], d["step"]) for d in settled.paths.details("settled_window")]
+
     est = settled(40, X, y, **kw)
     assert len(settled.calls) == 1
-    lo, k = windows[-1]
+    lo, k = windows()[-1]
     assert k > 1100 and k - lo < 300  # the sources still advanced at the end
     ref = settled(10**9, X, y, **kw)  # the dense matrices
     statistical_policy(negligible_state=0.0)
     every = settled(40, X, y, **kw)  # every column advanced to the end
-    assert windows[-1][0] == 0
+    assert windows()[-1][0] == 0
     for other, rtol in ((ref, 1e-9), (every, 1e-13)):
         np.testing.assert_allclose(est.risk_diagnostics_.amplification,
                                    other.risk_diagnostics_.amplification, rtol=rtol)
         np.testing.assert_array_equal(est.risk_reliable_, other.risk_reliable_)
 
 
-def test_settled_form_drops_the_supports_null_space(settled, spy):
+def test_settled_form_drops_the_supports_null_space(settled):
     """Collinear columns on the settled support: the null space of their
     Gram matrix carries nothing (``X~_S v = 0``), is left out of the
     state-space form, and the estimate is the dense route's."""
@@ -229,8 +226,8 @@ def test_settled_form_drops_the_supports_null_space(settled, spy):
     X[:, 5] = X[:, 0]  # a duplicate: both copies share the coefficient
     kw = dict(alpha=0.1, solver="fista", max_iter=400, n_probes=4, random_state=0,
               risk_options={"chain_dtype": "float64", "probe_scheme": "shared"})
-    models = spy(_forms, "settled_memory")
     est = settled(40, X, y, **kw)
+    models = [d["model"] for d in settled.paths.details("settled_memory")]
     assert len(models) == 1
     support = np.count_nonzero(est.coef_)
     assert est.coef_[0] != 0 and est.coef_[5] != 0

@@ -25,7 +25,6 @@ from sklearn.utils import Bunch
 from sklearn_versions import parametrize_with_checks
 
 import skacv.model_selection._criteria as criteria_module
-import skacv.model_selection._kfold_search as kfold_search_module
 import skacv.model_selection._path_search as path_search_module
 import skacv.model_selection._selection as selection_module
 import skacv.model_selection._stages as stages_module
@@ -38,17 +37,19 @@ from skacv import (
 )
 from skacv._policy import current_policies, get_policy
 from skacv._statistics import get_statistics
+from skacv._trace import record
 from skacv.exceptions import SelectionBoundaryWarning
 from skacv.model_selection._selection import set_iterate
 from skacv.utils._validation import same_param
 
 
-def _pinned(estimator, **kwargs):
-    """TrajectoryEarlyStoppingCV with the criterion and the search these tests
-    pin ("risk", "grid") unless given: the "auto" choices have their own tests."""
+def _pinned(estimator, search_class=TrajectoryEarlyStoppingCV, **kwargs):
+    """TrajectoryEarlyStoppingCV (or ``search_class``) with the criterion and
+    the search these tests pin ("risk", "grid") unless given: the "auto"
+    choices have their own tests."""
     kwargs.setdefault("criterion", "risk")
     kwargs.setdefault("search", "grid")
-    return TrajectoryEarlyStoppingCV(estimator, **kwargs)
+    return search_class(estimator, **kwargs)
 
 
 def _data(n=120, p=150, s=15, sigma=1.0, seed=0):
@@ -456,8 +457,10 @@ def test_estimator_without_a_stored_path_is_refused():
                                                              random_state=0)).fit(X, y)
 
 
-def _fake_alpha_path(monkeypatch, risk_of_alpha):
-    """Install a fake ``risk_alpha_path`` returning a known risk curve."""
+def _fake_alpha_path(risk_of_alpha):
+    """``(calls, Search)``: a test double of TrajectoryEarlyStoppingCV whose
+    converged path (the search's ``_alpha_path``) has a known risk curve,
+    and the list of the calls it gets."""
     calls = []
 
     def risk_alpha_path(estimator, X, y, *, alphas=None, sample_weight=None, **kw):
@@ -467,20 +470,23 @@ def _fake_alpha_path(monkeypatch, risk_of_alpha):
                      df=np.arange(a.size, dtype=float), risk=risk_of_alpha(a),
                      n_iter=np.full(a.size, 3))
 
-    monkeypatch.setattr(path_search_module, "risk_alpha_path", risk_alpha_path)
-    return calls
+    class Search(TrajectoryEarlyStoppingCV):
+        def _alpha_path(self, estimator, X, y, **kwargs):
+            return risk_alpha_path(estimator, X, y, **kwargs)
+
+    return calls, Search
 
 
 @pytest.mark.parametrize("neighbors", [0, 1])
-def test_path_search_logic(monkeypatch, neighbors):
+def test_path_search_logic(neighbors):
     X, y = _data()
     alphas = [0.4, 0.2, 0.1, 0.05, 0.025]
     # the fake converged risk is smallest at alpha = 0.1 (row 2), and above
     # every iterate's risk (the trajectory's limit does not compete)
-    calls = _fake_alpha_path(monkeypatch, lambda a: 1e6 + (np.log(a) - np.log(0.1)) ** 2)
+    calls, Search = _fake_alpha_path(lambda a: 1e6 + (np.log(a) - np.log(0.1)) ** 2)
     w = np.ones(X.shape[0])
     base = TrajectoryLasso(max_iter=30, random_state=0)
-    search = _pinned(base, search="path", param_grid={"alpha": alphas},
+    search = _pinned(base, search_class=Search, search="path", param_grid={"alpha": alphas},
                                        path_neighbors=neighbors, path_params={"tol": 1e-6})
     search.fit(X, y, sample_weight=w)
     assert calls[0].kw == {"n_alphas_no_change": 3, "tol": 1e-6, "criterion": "risk"}
@@ -533,7 +539,7 @@ def test_stops_waits_for_a_limit_below_the_minimum():
 
 
 @pytest.mark.parametrize("staged", [True, False])
-def test_the_search_does_not_stop_at_an_early_bump(monkeypatch, speed_policy, staged):
+def test_the_search_does_not_stop_at_an_early_bump(speed_policy, staged):
     """A path with an early bump and a deeper minimum later: the path search
     knows the trajectory's limit (its alpha's converged score) and does not
     stop at the bump; the grid search (no limit known) stops there."""
@@ -541,9 +547,9 @@ def test_the_search_does_not_stop_at_an_early_bump(monkeypatch, speed_policy, st
     speed_policy(stage_min_flops_linear=0 if staged else np.inf)
     X, y = _data(n=60, p=30)
     # the converged scores (the trajectories' limits): 0.9 at the first alpha
-    _fake_alpha_path(monkeypatch, lambda a: np.where(a == a.max(), 0.9, 5.0))
+    _, Search = _fake_alpha_path(lambda a: np.where(a == a.max(), 0.9, 5.0))
     grid = {"alpha": [1.0, 0.1]}
-    search = TrajectoryEarlyStoppingCV(_BumpRidge(), criterion="risk", param_grid=grid,
+    search = Search(_BumpRidge(), criterion="risk", param_grid=grid,
                                        random_state=0).fit(X, y)
     assert search.search_ == "path"
     assert search.best_params_ == {"alpha": 1.0}
@@ -561,7 +567,7 @@ def test_the_search_does_not_stop_at_an_early_bump(monkeypatch, speed_policy, st
 
 
 @pytest.mark.parametrize("staged", [False, True])
-def test_default_path_search_is_the_joint_argmin(monkeypatch, staged):
+def test_default_path_search_is_the_joint_argmin(staged):
     """The converged fits choose the smallest alpha, far from the alpha of
     the best trajectory: the default search walks the grid to the joint
     argmin over every alpha's whole trajectory (brute force), where the
@@ -569,10 +575,11 @@ def test_default_path_search_is_the_joint_argmin(monkeypatch, staged):
     X, y = _data()
     alphas = list(np.geomspace(0.5, 0.005, 7))
     # converged scores above every iterate, smallest at the smallest alpha
-    _fake_alpha_path(monkeypatch, lambda a: 1e6 * (1 + np.log(a / a.min()) ** 2))
+    _, Search = _fake_alpha_path(lambda a: 1e6 * (1 + np.log(a / a.min()) ** 2))
     base = TrajectoryLasso(max_iter=60, random_state=0)
     stop = {} if staged else {"n_iter_no_change": None}
-    search = _pinned(base, search="path", param_grid={"alpha": alphas}, **stop).fit(X, y)
+    search = _pinned(base, search_class=Search, search="path", param_grid={"alpha": alphas},
+                     **stop).fit(X, y)
     fits = [clone(base).set_params(alpha=a).fit(X, y) for a in alphas]
     mins = [f.risk_path_.min() for f in fits]
     r = int(np.argmin(mins))
@@ -585,8 +592,8 @@ def test_default_path_search_is_the_joint_argmin(monkeypatch, staged):
         assert search.best_risk_ == pytest.approx(mins[r], rel=1e-12)
     fitted = search.cv_results_["trajectory_fitted"]
     assert fitted[r] and fitted[r - 1] and fitted[r + 1] and not fitted[:r - 1].any()
-    shortcut = _pinned(base, search="path", param_grid={"alpha": alphas}, path_neighbors=0,
-                       **stop).fit(X, y)
+    shortcut = _pinned(base, search_class=Search, search="path", param_grid={"alpha": alphas},
+                       path_neighbors=0, **stop).fit(X, y)
     assert shortcut.best_index_ == len(alphas) - 1
     assert shortcut.best_risk_ > 1.05 * search.best_risk_
 
@@ -668,13 +675,14 @@ def test_kfold_path_search_can_select_the_converged_fit_of_any_alpha():
     assert 0 <= gap <= 1e-4 * np.sum((y - y.mean()) ** 2) / n
 
 
-def test_path_search_selects_the_converged_fit_when_it_scores_lower(monkeypatch):
+def test_path_search_selects_the_converged_fit_when_it_scores_lower():
     X, y = _data()
     alphas = [0.4, 0.2, 0.1, 0.05]
     # converged risks far below any iterate's: the trajectory's limit wins
-    _fake_alpha_path(monkeypatch, lambda a: 1e-3 * (1 + (np.log(a) - np.log(0.2)) ** 2))
+    _, Search = _fake_alpha_path(lambda a: 1e-3 * (1 + (np.log(a) - np.log(0.2)) ** 2))
     base = TrajectoryLasso(max_iter=20, random_state=0)
-    search = _pinned(base, search="path", param_grid={"alpha": alphas}).fit(X, y)
+    search = _pinned(base, search_class=Search, search="path",
+                     param_grid={"alpha": alphas}).fit(X, y)
     traj = clone(base).set_params(alpha=0.2).fit(X, y)
     assert search.best_params_ == {"alpha": 0.2}
     assert search.best_iteration_ is None
@@ -806,7 +814,7 @@ def _kfold_by_hand(est, X, y, splits, sw=None, classifier=False, alignment="time
 
 
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout, monkeypatch):
+def test_kfold_criterion_is_kfold_cv_along_the_path(speed_policy, layout):
     from skacv import TrajectoryLogisticRegression
 
     # the stacked folds' rows in either layout (skacv.model_selection._kfold.FoldDesigns)
@@ -922,28 +930,29 @@ def test_auto_chooses_an_estimate_without_refits():
                                                      estimate_loo=True).fit(X, y).loo_path_)
 
 
-def test_auto_falls_back_to_kfold_with_a_warning_when_the_risk_is_flagged(monkeypatch):
-    """K-fold CV only where the no-refit estimate says it is unreliable
-    (risk_reliable_ flags an iterate the choice looked at), with the reason."""
-    X, y = _data(n=200, p=60)
-    est = TrajectoryLasso(alpha=0.02, max_iter=60, random_state=0)
-    real = TrajectoryLasso.fit
+class _FlaggedLasso(TrajectoryLasso):
+    """Test double: ``risk_reliable_`` flags every iterate from the 5th on."""
 
-    def flagged_fit(self, *args, **kwargs):
-        real(self, *args, **kwargs)
+    def fit(self, X, y, sample_weight=None):
+        super().fit(X, y, sample_weight=sample_weight)
         if hasattr(self, "risk_reliable_"):
             self.risk_reliable_ = np.arange(self.risk_reliable_.size) < 5
         return self
 
-    monkeypatch.setattr(TrajectoryLasso, "fit", flagged_fit)
+
+def test_auto_falls_back_to_kfold_with_a_warning_when_the_risk_is_flagged():
+    """K-fold CV only where the no-refit estimate says it is unreliable
+    (risk_reliable_ flags an iterate the choice looked at), with the reason."""
+    X, y = _data(n=200, p=60)
+    est = TrajectoryLasso(alpha=0.02, max_iter=60, random_state=0)
+    flagged = _FlaggedLasso(alpha=0.02, max_iter=60, random_state=0)
     with pytest.warns(selection_module.UnreliableEstimateWarning,
                       match="instead of the risk estimate: risk_reliable_ flags"):
-        search = TrajectoryEarlyStoppingCV(est, search="grid", random_state=0).fit(X, y)
+        search = TrajectoryEarlyStoppingCV(flagged, search="grid", random_state=0).fit(X, y)
     assert search.criterion_ == "kfold" and hasattr(search, "kfold_path_")
     ref = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", random_state=0).fit(X, y)
     assert_allclose(search.kfold_path_, ref.kfold_path_, rtol=1e-12)
     assert search.best_iteration_ == ref.best_iteration_
-    monkeypatch.setattr(TrajectoryLasso, "fit", real)
     with warnings.catch_warnings():
         warnings.simplefilter("error", selection_module.UnreliableEstimateWarning)
         assert TrajectoryEarlyStoppingCV(est,
@@ -1010,12 +1019,10 @@ def test_a_lasso_path_in_one_go_chooses_as_its_stages(n, p, alpha, max_iter, spe
 
 
 @pytest.mark.parametrize("beside", [False, True])
-def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, monkeypatch,
-                                                                  beside):
+def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, beside):
     # the full fit validates X first, also when the folds' block is set up
     # beside it (the block's own checks do not speak first)
-    speed_policy(stage_min_flops=0)
-    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, policy, fold_dtype: beside)
+    speed_policy(stage_min_flops=0, fit_beside=beside)
     X, y = _data(n=200, p=60)
     X[3, 7] = np.nan
     est = TrajectoryLasso(alpha=0.02, max_iter=50)
@@ -1029,30 +1036,21 @@ def test_kfold_criterion_reports_bad_input_as_the_estimator_does(speed_policy, m
 
 @pytest.mark.parametrize("beside", [False, True])
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
-def test_kfold_paths_grow_in_stages(speed_policy, statistical_policy, monkeypatch, layout,
-                                    beside):
+def test_kfold_paths_grow_in_stages(speed_policy, statistical_policy, layout, beside):
     # the full and fold paths grow together (warm starts) and stop by the
     # n_iter_no_change rule on kfold_path_, a prefix of the unstaged one;
     # the full path's stages beside the folds' set-up and passes (a thread
     # of their own, skacv.model_selection._kfold.fit_beside) or after them: the same paths
-    speed_policy(stage_min_flops=0)
+    speed_policy(stage_min_flops=0, fit_beside=beside)
     statistical_policy(relative_patience=0)  # n_iter_no_change only
-    monkeypatch.setattr(kfold_search_module, "fit_beside", lambda X, policy, fold_dtype: beside)
-    calls = []
-    overlapped = kfold_search_module.overlapped
-
-    def spy(first, second):
-        calls.append(1)
-        return overlapped(first, second)
-
-    monkeypatch.setattr(kfold_search_module, "overlapped", spy)
     speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf)
     speed_policy(rotated_min_features=0)
     X, y = _data(n=200, p=60)  # three stages: 10, 15, 22 iterations
     est = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=120)
-    staged = TrajectoryEarlyStoppingCV(est,
-                                       search="grid", criterion="kfold", cv=4, n_iter_no_change=5,
-                                       random_state=0, fold_dtype="float64").fit(X, y)
+    with record() as paths:
+        staged = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", cv=4,
+                                           n_iter_no_change=5, random_state=0,
+                                           fold_dtype="float64").fit(X, y)
     splits = list(KFold(4, shuffle=True, random_state=staged._seed).split(X))
     full = _kfold_by_hand(est, X, y, splits)
     n = staged.estimator_.n_iter_
@@ -1062,31 +1060,25 @@ def test_kfold_paths_grow_in_stages(speed_policy, statistical_policy, monkeypatc
     assert staged.best_iteration_ == best and n - best >= 5
     assert staged.estimator_.warm_start is False
     # the block's set-up beside the first stage, then the second and third stages
-    assert len(calls) == (3 if beside else 0)
+    assert paths.count("overlapped") == (3 if beside else 0)
     # the full path is the estimator's own path to where the folds stopped
     alone = clone(est).set_params(max_iter=n, estimate_risk=False).fit(X, y)
     assert_allclose(staged.estimator_.coef_path_, alone.coef_path_, rtol=1e-12, atol=1e-14)
 
 
-def test_staged_search_debiases_the_last_stage_only(speed_policy, monkeypatch):
+def test_staged_search_debiases_the_last_stage_only(speed_policy):
     """The stages of an early-stopped search each refit the estimates; the
     debiasing statistics (products with X~^T of the whole path) are those of
     the last stage only: computed once, equal to a single fit's to that
     length (they were computed at every stage)."""
-    import skacv.estimators._base as base_module
-
     X, y = _data(n=150, p=140, sigma=0.5)  # stages of 20, 30, 45, 67, 100 steps
-    calls = []
-    for name in ("debias_statistics", "debias_statistics_from_products"):
-        monkeypatch.setattr(base_module, name,
-                            lambda *a, _real=getattr(base_module, name), **k:
-                            calls.append(1) or _real(*a, **k))
     speed_policy(stage_min_flops_linear=0)  # stage this size
     est = IterativeRidge(alpha=1e-3, max_iter=400, random_state=0)
-    search = _pinned(est, n_iter_no_change=10).fit(X, y)
+    with record() as paths:
+        search = _pinned(est, n_iter_no_change=10).fit(X, y)
     fitted = search.estimator_
     n_iter = fitted.n_iter_
-    assert n_iter < 400 and len(calls) == 1
+    assert n_iter < 400 and paths.count("fit") > 2 and paths.count("debias_statistics") == 1
     assert not hasattr(fitted, "_uq_pending") and not hasattr(fitted, "_defer_uq")
     single = clone(est).set_params(max_iter=n_iter).fit(X, y)
     assert_allclose(fitted.risk_path_, single.risk_path_, rtol=1e-10)
@@ -1096,24 +1088,28 @@ def test_staged_search_debiases_the_last_stage_only(speed_policy, monkeypatch):
     assert_allclose(fitted.debiased_coef(t), single.debiased_coef(t), rtol=1e-8)
 
 
-def test_the_stages_check_the_data_once(speed_policy, spy, monkeypatch):
+def test_the_stages_check_the_data_once(speed_policy, monkeypatch):
     """The stages of a search refit the data of the first (the plan's
     ``same_data``): one data fingerprint and one finiteness check for the
     whole search (one a stage before), and the fingerprint kept is the data's, so that a later
     warm refit of ``estimator_`` on other data is still refused."""
     import sklearn.utils.validation as sk_validation
 
-    import skacv.estimators._base as base_module
-
     X, y = _data(n=150, p=140, sigma=0.5)
     speed_policy(stage_min_flops_linear=0)  # stage this size
-    prints = spy(base_module, "data_fingerprint")
-    finite = spy(sk_validation, "_assert_all_finite",
-                 lambda out, a, k: (a[0].shape, sklearn.get_config()["assume_finite"]))
-    search = _pinned(IterativeRidge(alpha=1e-3, max_iter=400, random_state=0),
-                     n_iter_no_change=10).fit(X, y)
+    finite, check = [], sk_validation._assert_all_finite
+
+    def watched(*args, **kwargs):  # scikit-learn's finiteness check
+        finite.append((args[0].shape, sklearn.get_config()["assume_finite"]))
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(sk_validation, "_assert_all_finite", watched)
+    with record() as paths:
+        search = _pinned(IterativeRidge(alpha=1e-3, max_iter=400, random_state=0),
+                         n_iter_no_change=10).fit(X, y)
     fitted = search.estimator_
-    assert fitted.n_iter_ < 400 and len(prints) == 1
+    assert fitted.n_iter_ < 400 and paths.count("fit") > 2
+    assert paths.count("data_fingerprint") == 1
     # checked by the first stage's validation, trusted by the others'
     assert finite.count((X.shape, False)) == 1 and finite.count((X.shape, True)) >= 2
     single = IterativeRidge(alpha=1e-3, max_iter=fitted.n_iter_, random_state=0).fit(X, y)
@@ -1332,34 +1328,36 @@ def test_the_search_takes_one_target():
         clone(search).fit(X, np.c_[y, y])
 
 
-def test_the_search_gathers_its_fits_warnings(monkeypatch):
+def test_the_search_gathers_its_fits_warnings():
     """Every fit's warnings, once per kind, from the user's call; a fit's
     flags without the advice to run the search it runs in."""
     from sklearn.exceptions import ConvergenceWarning
 
     from skacv.exceptions import UnreliableEstimateWarning
 
-    real = TrajectoryLasso.fit
     flag = [True]
 
-    def noisy_fit(self, *args, **kwargs):
-        real(self, *args, **kwargs)
+    class NoisyLasso(TrajectoryLasso):  # test double: a fit that warns
+        def fit(self, X, y, sample_weight=None):
+            super().fit(X, y, sample_weight=sample_weight)
+            noisy(self)
+            return self
+
+    def noisy(self):
         if flag[0] and hasattr(self, "risk_reliable_"):  # what the message says
             self.risk_reliable_ = self.risk_reliable_.copy()
             self.risk_reliable_[3:] = False
         warnings.warn("TrajectoryLasso: risk_path_ is unreliable from iteration 3 on (...). "
                       "The Jacobian amplifies. Use solver='ista' or "
                       "TrajectoryEarlyStoppingCV(criterion='auto').", UnreliableEstimateWarning,
-                      stacklevel=2)
-        warnings.warn("did not converge", ConvergenceWarning, stacklevel=2)
-        return self
+                      stacklevel=3)
+        warnings.warn("did not converge", ConvergenceWarning, stacklevel=3)
 
-    monkeypatch.setattr(TrajectoryLasso, "fit", noisy_fit)
     X, y = _data(n=60, p=20)
     grid = {"alpha": [0.2, 0.1, 0.05]}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _pinned(TrajectoryLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
+        _pinned(NoisyLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
     kinds = [w.category for w in caught if w.category is not SelectionBoundaryWarning]
     assert sorted(k.__name__ for k in kinds) == ["ConvergenceWarning",
                                                  "UnreliableEstimateWarning"]
@@ -1372,14 +1370,14 @@ def test_the_search_gathers_its_fits_warnings(monkeypatch):
     flag[0] = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _pinned(TrajectoryLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
+        _pinned(NoisyLasso(max_iter=20), param_grid=grid, n_iter_no_change=None).fit(X, y)
     kinds = [w.category for w in caught if w.category is not SelectionBoundaryWarning]
     assert [k.__name__ for k in kinds] == ["ConvergenceWarning"]
     flag[0] = True
     # the flags of a criterion that is not the risk do not concern the choice
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _pinned(TrajectoryLasso(max_iter=20, estimate_loo=True), criterion="loo",
+        _pinned(NoisyLasso(max_iter=20, estimate_loo=True), criterion="loo",
                 param_grid=grid, n_iter_no_change=None).fit(X, y)
     assert UnreliableEstimateWarning not in [w.category for w in caught]
 

@@ -34,6 +34,7 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._config import check_memory, format_bytes, risk_matrix_bytes
+from .._trace import taken
 from ..estimates.loo._iacv import iacv_path
 from ..estimates.risk._estimate import check_risk_memory, trajectory_risk
 from ..estimates.risk._uq import (
@@ -179,6 +180,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         data-dependent parts of the algorithm instead of computing them, as
         brute-force leave-one-out refits must.
         """
+        taken("fit", estimator=type(self).__name__, max_iter=self.max_iter)
         warm = self._continues()
         if is_dask(X, y, sample_weight):  # one pass over the rows (._dask_fit)
             return dask_fit(self, X, y, sample_weight, frozen)
@@ -473,6 +475,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         """The debiasing statistics (:mod:`skacv.estimates.risk._uq`) of a fit's risk
         estimate ``res``, and the paths they give (only the diagonal of the
         risk matrix is read: the risk path when the matrix was not formed)."""
+        taken("debias_statistics")
         G = res.risk_matrix if res.risk_matrix is not None else res.risk
         if res.corrected_residuals is not None:
             XF = getattr(self, "_gradient_path", None)  # X~^T R = (X~^T F) K^T when R = F K^T

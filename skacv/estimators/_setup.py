@@ -106,7 +106,7 @@ def loop_buffers(est, design, datafit, iteration, fitted, warm, n_done):
     fitted values) for a clipped extrapolation, whose gradient points'
     residuals the risk estimate reads
     (:func:`~skacv.estimates.risk._readout.source_residuals`)."""
-    full = fitted is not None and iteration.sampler is None
+    full = fitted is not None and iteration.sampler is None and design.policy.loop_records
     extrapolates = iteration.extrapolates(est.max_iter)
     images = full and datafit.quadratic and not extrapolates
     points = full and extrapolates and iteration.clips

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ._datafits import LeastSquares
 
@@ -122,6 +123,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         would otherwise form again:
         :func:`skacv.estimates.risk._readout.source_residuals`).
     """
+    taken("run_trajectory", steps=n_steps)
     if datafit is None:
         datafit = LeastSquares()
     if iteration.sampler is not None:

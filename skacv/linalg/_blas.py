@@ -63,9 +63,10 @@ def lp64_signature(signature, name):
 
 
 @functools.lru_cache(maxsize=None)
-def _gemm_function(name):
-    """The ctypes function of SciPy's ``name`` (``sgemm``/``dgemm``), or ``None``."""
-    capsules = getattr(_cython_blas, "__pyx_capi__", None) or {}
+def _gemm_function(name, library=_cython_blas):
+    """The ctypes function of ``name`` (``sgemm``/``dgemm``) in ``library``
+    (SciPy's ``cython_blas``), or ``None``."""
+    capsules = getattr(library, "__pyx_capi__", None) or {}
     capsule = capsules.get(name)
     if capsule is None:
         return None
@@ -87,10 +88,11 @@ def _gemm_function(name):
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(address)
 
 
-def gemm_available(dtype):
-    """Whether :func:`gemm_call` can bind products in ``dtype``."""
+def gemm_available(dtype, library=_cython_blas):
+    """Whether :func:`gemm_call` can bind products in ``dtype`` (from
+    ``library``, SciPy's ``cython_blas``)."""
     name = _ROUTINES.get(np.dtype(dtype))
-    return name is not None and _gemm_function(name) is not None
+    return name is not None and _gemm_function(name, library) is not None
 
 
 class GemmCall(functools.partial):
@@ -115,7 +117,7 @@ def _form(M, itemsize):
     return None
 
 
-def gemm_call(C, A, B, alpha=1.0, beta=0.0):
+def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas):
     """Bind ``C <- alpha A B + beta C`` for these arrays (views included)
     to SciPy's BLAS, or return ``None`` when it cannot (another dtype, no
     SciPy BLAS or not its 32-bit-integer interface, a view without a unit
@@ -129,6 +131,8 @@ def gemm_call(C, A, B, alpha=1.0, beta=0.0):
         Each with one dimension of unit stride (C- or F-ordered views with
         any leading dimension), all of ``C``'s dtype (float32 or float64).
     alpha, beta : float
+    library : module, default=scipy.linalg.cython_blas
+        Where the routines' capsules are.
 
     Returns
     -------
@@ -142,7 +146,7 @@ def gemm_call(C, A, B, alpha=1.0, beta=0.0):
     (m, k), (k2, n) = A.shape, B.shape
     if k2 != k or C.shape != (m, n) or min(m, n, k) < 1:
         return None
-    fn = _gemm_function(_ROUTINES[dtype])
+    fn = _gemm_function(_ROUTINES[dtype], library)
     if fn is None:
         return None
     item = dtype.itemsize

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from .._trace import taken
 from ..utils._parallel import blas_threads, column_workers
 from ._design import _SHARED
 
@@ -36,10 +37,12 @@ def gather(X, dtype, policy, rows=None, cols=None, out=None):
             src = X[a:b] if rows is None else X[rows[a:b]]
             out[a:b] = src if cols is None else src.take(cols, axis=1)
 
-    workers = blas_threads() if out.nbytes >= policy.gather_threads_min_bytes else 1
+    workers = policy.gather_threads or blas_threads()
+    workers = workers if out.nbytes >= policy.gather_threads_min_bytes else 1
     if workers <= 1:
         copy(0, n)
         return out
+    taken("gather_threads", workers=workers)
     bounds = np.linspace(0, n, workers + 1).astype(int)
     with column_workers(workers) as run:
         run(copy, list(zip(bounds[:-1], bounds[1:], strict=True)))

@@ -37,6 +37,7 @@ import numpy as np
 from scipy import linalg
 
 from .._config import get_config
+from .._trace import taken
 from ._sampling import signs
 
 
@@ -406,6 +407,7 @@ class RowSource:
 
     def _map(self, rng, m):
         """``Z_c`` (float64) of the draw of ``rng`` (advanced past it): one pass."""
+        taken("row_source_pass", probes=m)
         import dask
 
         states = []

@@ -28,6 +28,7 @@ from scipy import linalg
 from scipy.sparse.linalg import LinearOperator
 
 from .._policy import current_policies
+from .._trace import taken
 from ..utils._parallel import blas_threads, factorization_blas, kept_workers
 from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
 
@@ -73,6 +74,7 @@ def make_design(X, sample_weight=None, fit_intercept=True):
     :func:`shared_designs` the one already made for the same ``X`` (the
     same object, shape and dtype), the same weights (by value) and
     intercept."""
+    taken("make_design")
     shared = _SHARED.get()
     if shared is None or shared["thread"] != threading.get_ident():
         # (a thread that inherited the context, as Python 3.14's may, does
@@ -231,6 +233,7 @@ class Design:
     # ---------------------------------------------------------------- products
     def matvec(self, b):
         """``X~ @ b`` for b of shape (n_features,) or (n_features, k)."""
+        taken("matvec")
         if not self.sparse:
             return self.X @ b
         out = self.X @ b
@@ -241,6 +244,7 @@ class Design:
 
     def rmatvec(self, r):
         """``X~.T @ r`` for r of shape (n_samples,) or (n_samples, k)."""
+        taken("rmatvec")
         if not self.sparse:
             return self.X.T @ r
         if self.sqrt_weight is not None:
@@ -314,6 +318,7 @@ class Design:
         block have at most
         the speed policy's ``block_panel_rows_for(n_features)`` rows.
         """
+        taken("panel_products")
         X = self.X
         n, p = X.shape
         if b.ndim == 1:
@@ -322,6 +327,7 @@ class Design:
             sums = [np.zeros(p, dtype=self.dtype) for _ in groups]
 
             def work(panels, Z):
+                taken("panel_group", thread=threading.get_ident())
                 for rows in panels:
                     Xa = X[rows]
                     # NumPy's dot releases the GIL around the BLAS call
@@ -384,6 +390,7 @@ class Design:
         and ``c`` of shape (len(idx),): the dense columns times ``c``, or
         :meth:`matvec` of ``c`` scattered into a vector of zeros when there
         are many (the policy's ``columns_gather_share``)."""
+        taken("columns_product", size=len(idx))
         idx = np.asarray(idx)
         policy = self.policy
         if idx.size > max(policy.columns_gather_min, policy.columns_gather_share * self.n_features):
@@ -396,6 +403,7 @@ class Design:
         """Dense ``X~[:, idx]`` (used by the risk estimator on supports);
         ``out``: where a dense ``X~``'s columns go (shape (n_samples,
         len(idx)), its dtype)."""
+        taken("columns")
         if not self.sparse:
             if out is None:
                 return self.X[:, idx]
@@ -511,6 +519,7 @@ class Design:
             elif m >= self.policy.eigvalsh_float32_min_order:
                 G = cache.get(("gram", side))
                 G = self._gram(side, np.float32) if G is None else G.astype(np.float32)
+                taken("eigvalsh_float32")
                 with factorization_blas("eigvalsh", m, self.policy):
                     lam = linalg.eigh(G, eigvals_only=True, driver="ev", overwrite_a=True,
                                       check_finite=False)
@@ -535,6 +544,7 @@ class Design:
 
         ``side='auto'`` picks the smaller of the two.
         """
+        taken("gram", side=side)
         n, p = self.n_samples, self.n_features
         if side == "auto":
             side = "features" if p <= n else "samples"

@@ -25,6 +25,7 @@ import scipy.linalg as linalg
 from scipy.sparse.linalg import LinearOperator, eigsh
 from sklearn.utils.extmath import randomized_svd
 
+from .._trace import taken
 from ..utils._parallel import factorization_blas
 
 #: a column counts as independent of the columns taken before it (in
@@ -274,6 +275,7 @@ def lanczos_top_eigenvalues(op, W0, tol, max_bytes, max_steps=128):
         tol)`` when the top eigenvalue is the one found), ``nan`` for a
         process not converged within ``max_steps`` (or the dimension).
     """
+    taken("lanczos_top_eigenvalues")
     dim, m = W0.shape
     out = np.full(m, np.nan)
     if np.isfinite(max_bytes):  # the basis kept for the re-orthogonalisation
@@ -334,6 +336,7 @@ def top_eigenvalue(A=None, *, policy, op=None, dim=None, tol=1e-6):
                                              check_finite=False)[0]), 0.0)
     lin = LinearOperator((dim, dim), matvec=op, matmat=op, dtype=np.float64)
     v0 = np.random.RandomState(0).standard_normal(dim)
+    taken("eigsh")
     return max(float(eigsh(lin, k=1, which="LA", v0=v0, tol=tol,
                            return_eigenvectors=False)[0]), 0.0)
 

@@ -26,6 +26,7 @@ are advanced by :class:`~skacv.model_selection._kfold.StackedFolds`.
 
 import numpy as np
 
+from .._trace import taken
 from ..linalg._blas import gemm_call
 from ..linalg._design import _sum_in_order
 from ..utils._parallel import cache_bytes, kept_workers, last_level_share
@@ -38,6 +39,7 @@ def _prepared_calls(views):
     masking multiply (``"folds"`` layout) or ``None``, ``second()`` adding
     ``Gt Xa`` to the gradient rows; ``None`` when a product cannot be
     prepared (:func:`~skacv.linalg._blas.gemm_call`)."""
+    taken("prepared_calls")
     calls = []
     for Bt, Xa, Ra, _, Ma, Gt, Zj in views:
         first = gemm_call(Ra, Xa, Bt, alpha=-1.0, beta=1.0)
@@ -77,6 +79,8 @@ def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, policy, itemsi
     n, p, K = n_samples, n_features, n_folds
     if not policy.fold_covariance or n_steps < 1 or p > min(n, policy.covariance_max_features):
         return False
+    if policy.fold_covariance_always:
+        return True
     adv = policy.covariance_gemm_advantage
     resident = K * p * p * itemsize <= cache_bytes(2, policy)
     per_flop = 1.0 if resident else policy.fold_covariance_step_cost
@@ -405,8 +409,10 @@ class FoldDesigns:
                         Bt, Ma, Gt = Vt.T, self.mask[sl], masked[sl].T
                     views.append((Bt, X[sl], Ra, T[part][sl], Ma, Gt, total[zrows]))
                 sums.append(total)
+                limit = self.policy.prepared_groups
+                prepare = self.policy.prepared_products and (limit is None or g < limit)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
-                               _prepared_calls(views) if self.policy.prepared_products else None))
+                               _prepared_calls(views) if prepare else None))
             if any(g[3] is None for g in groups):  # all groups prepared, or none
                 groups = [g[:3] + (None,) for g in groups]
             passes.append((sums, groups))
@@ -452,6 +458,7 @@ class FoldCovariance:
     computes_fitted = False
 
     def __init__(self, designs, response, partition):
+        taken("fold_covariance")
         self.designs = designs
         self.policy, self.statistics = designs.policy, designs.statistics
         self.dtype, self.n_eff, self.n_folds = designs.dtype, designs.n_eff, designs.n_folds

@@ -45,6 +45,7 @@ import scipy.sparse as sp
 from sklearn.utils import _safe_indexing
 
 from .._config import check_memory
+from .._trace import taken
 from ..iterations._iterations import PreconditionedGD
 from ..iterations._path import init_state, run_normal_block
 from ..linalg._copies import gather
@@ -272,6 +273,7 @@ class StackedFolds:
 
     def __init__(self, estimator, X, y, sample_weight, splits, dtype, policies, full_design=None,
                  horizon=0):
+        taken("stacked_folds", full_design=full_design)
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
         test = np.zeros_like(train)
@@ -415,7 +417,10 @@ def fit_beside(X, policy, fold_dtype="auto"):
     :func:`kfold_dtype`). With ``X`` in the cache the full fit loses more
     than it gains on one BLAS thread, and with two groups of panels the
     block runs its groups in turn beside the full fit; measured figures in
-    ``docs/benchmarks.rst`` (``fit_beside``)."""
+    ``docs/benchmarks.rst`` (``fit_beside``); the speed ``policy``'s
+    ``fit_beside`` decides where it is set."""
+    if policy.fit_beside is not None:
+        return policy.fit_beside
     if sp.issparse(X):
         return False
     try:

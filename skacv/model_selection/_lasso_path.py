@@ -48,6 +48,7 @@ from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 from sklearn.linear_model import enet_path
 from sklearn.utils import Bunch
 
+from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
 from ..iterations._metric import MetricFISTA, spike_possible
@@ -153,6 +154,11 @@ class _SupportFinish:
         out[S] = b
         return out, n_products
 
+    def _solve(self, A, b, x0, atol, maxiter):
+        """``(x, iterations)``: conjugate gradients on ``A x = b`` from ``x0``
+        (a method: the tests' doubles give wrong solves)."""
+        return conjugate_gradient(A, b, x0, 0.0, atol, maxiter)
+
     def _active_set(self, S, s, b, l1, maxiter):
         """Conjugate gradients on the columns ``S`` (signs ``s``) from
         ``b``, dropping the columns whose sign crosses (zero in the result).
@@ -180,9 +186,8 @@ class _SupportFinish:
                 full[keep] = v
                 return normal(full)[keep]
 
-            new, k = conjugate_gradient(LinearOperator((m, m), matvec=op, dtype=np.float64),
-                                        rhs[keep], start[keep], 0.0, atol,
-                                        maxiter - n_products - 1)
+            new, k = self._solve(LinearOperator((m, m), matvec=op, dtype=np.float64),
+                                 rhs[keep], start[keep], atol, maxiter - n_products - 1)
             n_products += k + 1
             crossed = new * s[keep] <= 0.0
             if not np.all(np.isfinite(new)):
@@ -249,6 +254,7 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
         iteration = FISTA(step_size, penalty=ElasticNet(alpha, l2) if l2 else L1(alpha))
     else:
         iteration = MetricFISTA(metric, alpha, l2=l2)
+        taken("metric_fista", l2=l2)
     y = space.target(work)
     state = init_state(sub, coef)
     scratch = _zero_stride(sub.n_features, budget + 1, sub.dtype)  # state.k <= done <= budget
@@ -304,7 +310,7 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
     if not isinstance(step_size, str):
         return _solve_working_set(space, sub, work, alpha, coef_w, float(step_size), goal,
                                   budget)
-    L = space.step_bound(sub, work) + space.l2
+    L = space.step_bound(sub, work) * space.design.policy.path_step_margin + space.l2
     metric = space.metric(sub, work) if space.design.policy.path_metric else None
     spent = 0
     if metric is not None:
@@ -312,14 +318,16 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
             return _solve_working_set(space, sub, work, alpha, coef_w, None, goal, budget,
                                       metric=metric)
         except _MetricStalled as stalled:
+            taken("metric_fallback", reason="_MetricStalled")
             coef_w, spent = stalled.x, stalled.steps
         except DivergenceError:
-            pass
+            taken("metric_fallback", reason="DivergenceError")
     try:
         x, fitted, done = _solve_working_set(space, sub, work, alpha, coef_w,
                                              1.0 / L if L > 0 else 1.0, goal, budget - spent)
     except DivergenceError:
         # the Lanczos estimate was too low: exact top eigenvalue, again
+        taken("step_fallback")
         x, fitted, done = _solve_working_set(space, sub, work, alpha, coef_w,
                                              1.0 / (sub.lipschitz() + space.l2), goal,
                                              budget - spent)
@@ -451,6 +459,7 @@ def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
     objective times ``n_eff`` is the one whose gap it compares with ``tol
     ||y~||^2``. Returns the solution, its fitted values and the epochs.
     """
+    taken("columns_coordinate_descent")
     n, n_eff, l2 = sub.n_samples, space.design.n_eff, space.l2
     Xw = np.asfortranarray(sub.X)
     y = space.y64
@@ -533,6 +542,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
              else _SampleSpace(design, X, sample_weight, y_tilde))
     policy, statistics = design.policies
     space.finish = _SupportFinish(space) if policy.path_support_finish else None
+    taken("lasso_path", space=type(space).__name__, finish=space.finish)
     # the covariance form's alphas by coordinate descent (_coordinate_descent)
     space.coordinate_descent = (getattr(space, "gram_form", False)
                                 and policy.path_coordinate_descent)

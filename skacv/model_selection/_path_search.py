@@ -15,6 +15,10 @@ converged choice is the limit of its trajectory and competes with every
 iterate by the same criterion (:func:`converged_choice`): it is selected when
 it scores lower than all of them, as where a trajectory stops at
 ``max_iter`` while its estimate still falls.
+
+The converged path comes from the search's ``_alpha_path``
+(:func:`skacv.risk_alpha_path`; a test double of the search gives known
+risk curves by it).
 """
 
 import dataclasses
@@ -93,7 +97,8 @@ def check_path_search(param_grid, fit_params):
     return None if param_grid is None else list(param_grid["alpha"])
 
 
-def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_params, splits):
+def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_params, splits,
+                     alpha_path=risk_alpha_path):
     """Solve and score the alpha path (:class:`AlphaScores`).
 
     Parameters
@@ -108,6 +113,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
         Keyword arguments of :func:`skacv.risk_alpha_path`.
     splits : list of (train, test) or None
         The folds of ``criterion="kfold"``.
+    alpha_path : callable, default=risk_alpha_path
+        The converged path (the signature of :func:`skacv.risk_alpha_path`).
     """
     given = check_path_search(param_grid, fit_params)
     alphas = None if given is None else np.asarray(given, dtype=np.float64)
@@ -124,8 +131,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     options = {"n_alphas_no_change": None if criterion == "kfold" else 3,
                **(path_params or {})}
     tic = time.perf_counter()
-    path = risk_alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
-                           criterion="loo" if criterion == "loo" else "risk", **options)
+    path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
+                      criterion="loo" if criterion == "loo" else "risk", **options)
     # every alpha of the grid, decreasing (the path's order), as given
     if given is None:
         n_alphas = options.get("n_alphas", 30)
@@ -139,7 +146,7 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     path_risk = np.full(n_grid, np.nan)
     path_risk[:m] = path.risk
     if criterion == "kfold":
-        score = kfold_alpha_path(estimator, X, y, sw, splits, full, options)
+        score = kfold_alpha_path(estimator, X, y, sw, splits, full, options, alpha_path)
     else:
         score = np.full(n_grid, np.nan)
         score[:m] = path.loo if criterion == "loo" else path.risk
@@ -156,7 +163,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     return AlphaScores(path, values, score, path_risk, reason, path_time)
 
 
-def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options):
+def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options,
+                     alpha_path=risk_alpha_path):
     """K-fold CV along the alpha path: the converged fits of every alpha on
     each fold's training rows (:func:`skacv.risk_alpha_path`, warm-started
     along ``alphas``, the ``tol`` and ``max_iter`` of ``options``) scored on
@@ -168,9 +176,9 @@ def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options):
     sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total, weight = np.zeros(len(alphas)), 0.0
     for train, test in splits:
-        fold = risk_alpha_path(clone(estimator), Xr[train], y[train], alphas=alphas,
-                               sample_weight=None if sw is None else sw[train],
-                               n_alphas_no_change=None, **kw)
+        fold = alpha_path(clone(estimator), Xr[train], y[train], alphas=alphas,
+                          sample_weight=None if sw is None else sw[train],
+                          n_alphas_no_change=None, **kw)
         pred = np.asarray(Xr[test] @ fold.coefs, dtype=np.float64) + fold.intercepts
         w = np.ones(len(test)) if sw is None else sw[test]
         total += w @ (y[test, None] - pred) ** 2
@@ -399,7 +407,7 @@ def fit_path_search(search, X, y, fit_params):
     # every alpha's converged fit scored by the criterion; the trajectories
     # are fitted on X as given (feature names)
     scores = score_alpha_path(search.estimator, X, y, fit_params, crit, search.param_grid,
-                              search.path_params, search._splits)
+                              search.path_params, search._splits, search._alpha_path)
 
     def fit(rows, limits):
         cands = [{"alpha": scores.values[r]} for r in rows]

@@ -35,7 +35,7 @@ from ..utils._compat import (
     _raise_for_params,
     _routing_enabled,
 )
-from ._alpha_path import supports_alpha_path
+from ._alpha_path import risk_alpha_path, supports_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA, resolve_auto, switch_estimates
 from ._dask_search import sufficient_search
@@ -566,6 +566,11 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         mins, best_iters = self._keep(candidates, paths, kept)
         self.cv_results_ = cv_results(candidates, self.criterion_, paths, mins, best_iters,
                                       times)
+
+    def _alpha_path(self, estimator, X, y, **kwargs):
+        """The converged path of ``search="path"`` (:func:`skacv.risk_alpha_path`;
+        a test double of the search overrides it)."""
+        return risk_alpha_path(estimator, X, y, **kwargs)
 
     def _fit_path_search(self, X, y, fit_params):
         if mixing_grid(self.param_grid) is not None:  # (and over l1_ratio)

@@ -20,6 +20,7 @@ import sklearn
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from .._config import config_context, get_config
+from .._trace import carried, recording, taken
 
 
 def effective_n_jobs(n_jobs):
@@ -37,13 +38,15 @@ class _Wrapped:
     def __init__(self, function, config, threads, sklearn_config):
         self.function, self.config, self.threads = function, config, threads
         self.sklearn_config = sklearn_config
+        self.paths = recording()  # the caller's record of paths taken, if any
 
     def __call__(self, *args, **kwargs):
+        function = carried(self.function, self.paths)
         with config_context(**self.config), sklearn.config_context(**self.sklearn_config):
             if self.threads is None:
-                return self.function(*args, **kwargs)
+                return function(*args, **kwargs)
             with threadpool_limits(limits=self.threads, user_api="blas"):
-                return self.function(*args, **kwargs)
+                return function(*args, **kwargs)
 
 
 def delayed(function, config=None, threads=None, sklearn_config=None):
@@ -120,6 +123,7 @@ def overlapped(first, second):
     BLAS thread than from running beside the other (a full-data fit beside
     the stacked folds' passes). An exception of ``second`` is raised once
     ``first`` has finished; then ``first``'s own."""
+    taken("overlapped")
     if blas_threads() < 2:
         return first(), second()
     helper = _Wrapped(first, get_config(), None, sklearn.get_config())
@@ -144,6 +148,7 @@ def _runner(pool, workers=1):
         return run
 
     def run(function, calls):
+        function = carried(function)  # the threads record into the caller's paths
         for future in [pool.submit(function, *args) for args in calls]:
             future.result()
 
@@ -159,8 +164,10 @@ def small_blas(flops, policy):
     docs/benchmarks.rst)."""
     if flops < policy.small_blas_flops and blas_threads() > 1:
         with _BLAS.limit(limits=1):
+            taken("small_blas", one_thread=True)
             yield
     else:
+        taken("small_blas", one_thread=False)
         yield
 
 
@@ -192,6 +199,8 @@ def pass_workers(n_groups):
     threads = blas_threads()
     workers = min(int(n_groups), threads)
     with _BLAS.limit(limits=1) if threads > 1 else contextlib.nullcontext():
+        if recording():  # the BLAS threads the pass runs on
+            taken("pass_workers", blas_threads=blas_threads(), workers=workers)
         if workers <= 1:
             yield _runner(None)
             return

@@ -4,6 +4,7 @@ import copy
 
 import numpy as np
 
+from .._trace import taken
 from ._compat import _check_sample_weight
 
 
@@ -28,6 +29,7 @@ def data_fingerprint(X, y, sample_weight=None):
     projections are compared up to rounding, which may depend on memory
     layout). ``y`` may be 2-D (several targets).
     """
+    taken("data_fingerprint")
     n, p = X.shape
     rng = np.random.default_rng(0)
     u = rng.standard_normal(p).astype(X.dtype)

@@ -54,6 +54,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ..._config import check_memory, path_memory_bytes, working_memory_bytes
+from ..._trace import taken
 from ...iterations._datafits import log_loss_terms
 from ...linalg._sampling import subsample_rows
 from ._track import _Problem, _Spectral, _track, _track_toeplitz
@@ -192,6 +193,7 @@ def _jackknife_error(a, b, total, n, scale, W):
 def _gram_dtype(n_coef, policy):
     """Precision of the left-out runs' Gram products (the speed ``policy``'s
     ``loo_float32_min_features``)."""
+    taken("loo_gram_dtype", float32=n_coef >= policy.loo_float32_min_features)
     return np.float32 if n_coef >= policy.loo_float32_min_features else np.float64
 
 

@@ -17,6 +17,7 @@ switch to a diagonalised core (:mod:`skacv.estimates.risk._core_space`).
 import numpy as np
 
 from ..._config import check_memory
+from ..._trace import taken
 from ...linalg._linalg import block_trace as _block_trace
 from ._core_space import core_space_memory_matrix, core_space_plan
 from ._probes import draw_probes
@@ -84,6 +85,7 @@ def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_
                            np.dtype(dtype).itemsize, design.policy,
                            total=chain_step_cost(n, prefix, m, T, split, per_output).sum(),
                            split=split < T)
+    taken("core_space_plan", plan=plan)
     return split, plan
 
 
@@ -236,6 +238,9 @@ def split_step(n, prefix, T, policy, per_output=1):
     ``per_output = 2`` (extrapolation: an output reads both ``x^t`` and
     ``v^t``) the backward steps cost twice as much: ``r ~ 2 T / 3``, ``m T^2
     / 3`` chain-steps."""
+    taken("split_step", T=T, per_output=per_output)
+    if policy.chain_split is not None:
+        return min(policy.chain_split, T)
     if T < 4:
         return T
     k = np.arange(2, T + 1)

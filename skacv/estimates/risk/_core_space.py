@@ -114,8 +114,12 @@ def core_space_plan(iteration, coef_path, n, m, masked_step_cost, itemsize, poli
     they meet backward chains, ``split=True``: then the core must be
     predicted the policy's ``core_min_gain_split`` times cheaper instead of
     ``core_min_gain``).
-    ``start``: switch at this step whatever the model says (tests).
+    ``start``: switch at this step whatever the model says (default: the
+    ``policy``'s ``core_space_start``); none unless the policy's ``core_space``.
     """
+    if not policy.core_space:
+        return None
+    start = policy.core_space_start if start is None else start
     T = coef_path.shape[1] - 1
     if T < 2 or n < 1:
         return None
@@ -380,7 +384,7 @@ def core_space_memory_matrix(Xd, iteration, coef_path, Z, inv_n, plan, dtype, po
                    zt=omega.astype(dtype)[:, None])
 
     chunk = policy.chain_chunk_bytes
-    with column_workers() as run:
+    with column_workers(policy.core_space_threads) as run:
         for k in range(k_start, T + 1):
             r = int(prefix[max(k - 2 if momentum else k - 1, 0)])
             if k == plan.collapse and m > 1:

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._config import get_config
+from ..._trace import taken
 from ...exceptions import EstimateBudgetError
 from ...linalg._sampling import stands_for_rows
 from ._chains import core_space_chains, masked_memory_matrix, shared_plan
@@ -313,6 +314,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         return EstimatePlan("chains", n_probes, dtype)
     if scheme == "auto" and stands_for_rows():
         scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
+        taken("rows_scheme")
     if n_probes is None or T < 1 or scheme == "shared" or iteration.uses_heavy_ball(T):
         scheme = "shared"
     elif scheme == "auto":
@@ -348,6 +350,7 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
         return np.zeros((1, 1)), np.zeros((1, 1)), None
     T = coef_path.shape[1] - 1
     m, dtype, form = plan.n_probes, plan.dtype, plan.form
+    taken("memory_matrices", form=form, steps=T - getattr(state, "k", 0))
     if form == "spectral":
         return _spectral_matrices(design, iteration, T, m, rng, verbose, state, keep_state)
     if form == "preconditioned":

@@ -34,6 +34,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ..._config import check_memory, format_bytes
+from ..._trace import taken
 from ...utils._parallel import small_blas
 from ._engine import (
     chain_cost_in_fits,  # noqa: F401 (re-exported)
@@ -115,6 +116,7 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
     ValueError
         With the bytes, the limit and the fixes.
     """
+    taken("check_risk_memory", probe_scheme=probe_scheme)
     T1 = int(n_iter) + 1
     if not can_settle(design, iteration, n_iter, n_probes, datafit, keep_state, probe_scheme):
         check_dense_memory(T1)
@@ -258,6 +260,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype,
                          datafit=datafit, state=_state, keep_state=_keep_state, adaptive=True,
                          probe_goal=probe_goal)
+    taken("risk_plan", form=plan.form)
     if plan.form == "settled":
         res = _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted,
                             verbose, products, matrices, fitted_sources)
@@ -331,6 +334,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             A, Av, state, out, noise, choice = _grow_pooled(
                 design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose,
                 probe_goal)
+            taken("grow_pooled", **locals())  # the grown chain, its readouts
             used = state.m
             state = state if _keep_state else None
         else:

@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ..._config import check_memory
+from ..._trace import taken
 from ._chains import masked_memory_matrix
 from ._engine import memory_matrices, spectral_nodes
 from ._probes import draw_probes
@@ -131,6 +132,7 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
                                     verbose, keep_state=True, probes=Z)[2]
         model = settled_memory(lambda idx, dt: design_columns(design, idx, dt), iteration,
                                coef_path, k0, Z, head, n_eff, design.policy)
+        taken("settled_memory", model=model)
     has_momentum = iteration.extrapolates(T)
     B = np.asarray(coef_path, dtype=np.float64)
     F = R = prods = G = None
@@ -187,6 +189,7 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
     A = Av = None
     if matrices:
         A, Av = model.dense()
+    taken("settled_risk", settled_step=k0)
     return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
                         corrected_residuals=R, residuals=F, products=prods, reliable=reliable,
                         df_fraction=df, amplification=amp, support=support, n_eff=n_eff,

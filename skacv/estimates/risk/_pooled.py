@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..._trace import taken
 from ...linalg._linalg import lanczos, quadrature
 from ._probes import (
     SAMPLE_GROUPS_NOISE_FACTOR,
@@ -440,6 +441,7 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
         return np.abs(new - old).max() <= stats.template_rtol * max(np.abs(new).max(), 1e-300)
 
     state = lanczos(gram_times, Z, min(depths[-1], width), until=converged)
+    taken("template_quadrature", depth=state.j)
     lam, w = seen[-1][1] if seen and seen[-1][0] == state.j else quadrature(state)
     return lam, w / n_probes
 

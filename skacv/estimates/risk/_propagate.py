@@ -33,6 +33,7 @@ import time
 import numpy as np
 
 from ..._config import check_memory
+from ..._trace import taken
 from ...iterations._iterations import Iteration
 from ...linalg._copies import gather, scratch
 from ...utils._parallel import blas_threads, cache_bytes, last_level_share
@@ -71,6 +72,7 @@ def design_columns(design, idx, dtype):
     """``X~[:, idx]`` in ``dtype``, C order (the restricted products read
     prefixes of its columns as BLAS views); a dense design is gathered by
     blocks of rows, without a full-size copy in its own precision."""
+    taken("design_columns")
     if design.sparse:
         return np.asarray(design.columns(idx), dtype=dtype)
     policy = design.policy
@@ -147,6 +149,7 @@ def gram_product(Xs, gram, rows, cols, block, out, factor, policy):
     (at most the policy's ``chain_gemv_max_columns``) runs by panels of the
     Gram matrix's rows (:func:`_gram_panel_rows`) or matrix-vector products
     (:func:`_vector_products`)."""
+    taken("gram_product", factor=factor)
     if gram is not None and gram.shape[0] >= max(rows, cols):
         if block.shape[1] <= policy.chain_gemv_max_columns:
             # G symmetric: G[:rows, :cols] block = (block^T G[:cols, :rows])^T
@@ -183,6 +186,7 @@ def _gram_panel_products(gram_rows, block, out, panel):
     while the panel is in the level-2 cache: ``G`` is read once for the
     ``k`` columns instead of once a column (``benchmarks/bench_chain_fused.py``,
     part 4)."""
+    taken("gram_panel_products")
     rows = out.shape[0]
     Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
     total = np.zeros((Vt.shape[0], rows), dtype=out.dtype)
@@ -207,6 +211,7 @@ def _vector_products(gram_rows, block, out, policy):
     products on blocks of its rows while they are in cache. A matrix
     product with so few columns runs far below the BLAS's peak (several
     times one column's cost; ``benchmarks/bench_chain_fused.py``, part 3)."""
+    taken("vector_products")
     rows = out.shape[0]
     k = block.shape[1]
     Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
@@ -244,6 +249,7 @@ def _vector_panel_products(Xs, rows, cols, block, out, factor, panel):
     cache: the BLAS's small-matrix kernel for two columns can cost more
     than twice one column's products (``benchmarks/bench_chain_fused.py``,
     part 3)."""
+    taken("vector_panel_products")
     k = block.shape[1]
     n = Xs.shape[0]
     dtype = Xs.dtype
@@ -269,6 +275,7 @@ def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
     rows: a matrix product with a few columns in the usual layout runs at
     several times one column's cost, and matrix-vector products read the
     panel once per column (``benchmarks/bench_chain_fused.py``, part 3)."""
+    taken("thin_panel_products")
     k = block.shape[1]
     n = Xs.shape[0]
     dtype = Xs.dtype
@@ -297,6 +304,7 @@ def primal_product(Xs, rows, cols, block, out, factor, policy):
     panels where they pay (:func:`_thin_panel_rows`), with fewer than its
     ``chain_panel_min_columns`` by matrix-vector products on those panels
     (:func:`_vector_panel_products`)."""
+    taken("primal_product")
     panel = _thin_panel_rows(Xs, block.shape[1], policy)
     if panel and block.shape[1] < policy.chain_panel_min_columns:
         _vector_panel_products(Xs, rows, cols, block, out, factor, _thin_panel_rows(Xs, 1, policy))
@@ -314,6 +322,7 @@ def primal_product(Xs, rows, cols, block, out, factor, policy):
     # C-ordered operands and sums (``block`` and ``out`` are often column
     # views of the chains: strided sums a block of rows would cost as much
     # as the products)
+    taken("primal_blocks")
     block = np.ascontiguousarray(block)
     fitted = np.empty((b, block.shape[1]), dtype=np.result_type(Xs, block))
     total, part = np.zeros(out.shape, dtype=out.dtype), np.empty(out.shape, dtype=out.dtype)
@@ -366,7 +375,9 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, policy, cached=
     Gram matrix is then its block, ``w^2`` copies instead of ``n w^2``
     flops."""
     T = columns.shape[0] - 1
-    if gram is not None or k != k_first or T < k_first + 1:
+    if gram is None and policy.chain_gram == "always":
+        return (Xs.T @ Xs) * Xs.dtype.type(factor)
+    if gram is not None or k != k_first or T < k_first + 1 or policy.chain_gram == "never":
         return gram
     # save[start] = sum over kk >= start of the per-step saving, minus the
     # Gram matrix of the prefix w = prefix[start - 1] (integers: exact in int64)
@@ -385,6 +396,7 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, policy, cached=
             return out
     check_memory(best_w * best_w * Xs.dtype.itemsize, "the restricted Gram matrix")
     if full is not None:
+        taken("restricted_gram", from_full=True)
         C, n_eff = full
         idx = order[:best_w]
         gram = np.asarray(C[np.ix_(idx, idx)], dtype=Xs.dtype)
@@ -597,6 +609,7 @@ class ForwardChains:
         """Steps ``k0 + 1 .. k_end`` of every chain, driven by ``probes``
         (:class:`ChainProbes`); ``columns`` and ``cached`` for
         :func:`maybe_gram`."""
+        taken("forward_chains", k0=k0, k_end=k_end)
         T = self.coef_path.shape[1] - 1
         width = self.Xs.shape[1]
         k_first = max(2, k0 + 1)  # first step with chains to propagate

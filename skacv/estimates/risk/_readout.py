@@ -28,6 +28,7 @@ from scipy.linalg import solve_triangular
 from sklearn.utils import Bunch
 
 from ..._config import check_memory
+from ..._trace import taken
 from ...linalg._copies import scratch
 
 
@@ -62,6 +63,7 @@ def source_residuals(design, iteration, F, coef_path):
     ``X~ v^t`` instead (``sources_out`` of
     :func:`~skacv.iterations._path.run_trajectory`).
     """
+    taken("source_residuals")
     Fv = _extrapolate_columns(iteration, F)
     coords, steps, values = [], [], []
     for t in range(1, coef_path.shape[1]):
@@ -195,6 +197,7 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     correction : ndarray of shape (T + 1, T + 1)
         ``K`` of :func:`residual_correction` (only with ``return_residuals``).
     """
+    taken("risk_from_memory")
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
     _intercept_term(fit_intercept, n_eff)  # refuses one sample with an intercept
@@ -417,6 +420,7 @@ def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
 
 def residual_matrix(design, y_tilde, coef_path):
     """Training residuals ``y~ - X~ x^t`` of every iterate, shape (n, T + 1)."""
+    taken("residual_matrix")
     T1 = coef_path.shape[1]
     check_memory(8 * design.n_samples * T1, f"the residual matrix ({design.n_samples} x {T1})")
     F = design.matvec(np.asarray(coef_path, dtype=design.dtype))

@@ -13,6 +13,7 @@ its ``(T + 1) x (T + 1)`` matrices).
 import numpy as np
 from scipy import linalg
 
+from ..._trace import taken
 from ...utils._parallel import factorization_blas
 from ._core_space import free_steps
 
@@ -248,6 +249,7 @@ class SettledMemory:
             if every and (k - k0) % every == 0:
                 lo, peak = _first_live(lo, np.abs(hx), np.abs(hv), peak,
                                        statistics.negligible_state)
+                taken("settled_window", first=lo, step=k)
         return norms
 
 

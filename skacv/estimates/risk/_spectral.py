@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from ..._config import check_memory
+from ..._trace import taken
 from ...iterations._preconditioning import preconditioned_nodes
 from ...linalg._linalg import lanczos_quadrature
 from ._probes import draw_probes
@@ -189,6 +190,7 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
         out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
                                  return_state=keep_state)
     (nodes, weights), k_used = out[:2]
+    taken("lanczos_quadrature", resumed=resume is not None, depth=k_used)
     if verbose:
         print(f"[risk] Lanczos quadrature: {m} probes x {k_used} steps")
     if keep_state:
