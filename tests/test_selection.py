@@ -960,7 +960,7 @@ def test_auto_falls_back_to_kfold_with_a_warning_when_the_risk_is_flagged():
                                          random_state=0).fit(X, y).criterion_ == "risk"
 
 
-def test_cheap_paths_are_fitted_in_one_go():
+def test_cheap_paths_are_fitted_in_one_go(speed_policy):
     # a fit and estimates of a few milliseconds: no stages (their fixed cost
     # would exceed what stopping saves); the choice is the argmin of the
     # whole path (the estimate's; K-fold's path is cut where the stages
@@ -986,10 +986,11 @@ def test_cheap_paths_are_fitted_in_one_go():
     assert est.get_params()["estimate_risk"]
     assert not stages_module.can_stage(est, get_policy(), np.empty(shape))
     assert stages_module.can_stage(est.set_params(max_iter=1000), get_policy(), np.empty(shape))
-    # the Jacobian chains' risk: stages from stage_min_flops_chains of fit on
-    # (each restarts the chains' set-up; 150 steps at 2000 x 1000 took 0.23 s
-    # in one go, 0.31 s in four stages)
+    # the Jacobian chains' risk: stages from stage_min_flops_chains of fit on,
+    # every path at its default (0: the chains continue from stage to stage)
     lasso = TrajectoryLasso(max_iter=150, estimate_risk=True)
+    assert stages_module.can_stage(lasso, get_policy(), np.zeros((60, 20)))
+    speed_policy(stage_min_flops_chains=2e9)  # 1.2e9 flops of fit: one go
     assert not stages_module.can_stage(lasso, get_policy(), np.empty(shape))
     assert stages_module.can_stage(lasso.set_params(max_iter=1000), get_policy(), np.empty(shape))
     assert stages_module.can_stage(lasso.set_params(max_iter=150), get_policy(),
@@ -1004,6 +1005,7 @@ def test_a_lasso_path_in_one_go_chooses_as_its_stages(n, p, alpha, max_iter, spe
     whole path's argmin."""
     X, y = _data(n=n, p=p)
     est = TrajectoryLasso(alpha=alpha, max_iter=max_iter, random_state=0)
+    speed_policy(stage_min_flops_chains=2e9)
     assert not stages_module.can_stage(est, get_policy(), X)
     one = TrajectoryEarlyStoppingCV(est, search="grid").fit(X, y)
     # in one go up to max_iter, or to where the path converged
@@ -1399,13 +1401,14 @@ def _gap_path(X, y, coef_path, alpha, sample_weight=None):
 
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("n, p", [(300, 40), (80, 200)])
-def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted):
-    """With ``n_iter_no_change``, a Lasso candidate of the search ends at the
-    first check (every ``end_check`` steps) where its duality gap, computed
-    by brute force on the full path, is at most ``converged_tol`` times
-    ``||y~||^2 / n_eff``; its iterates and risk path are the full path's
-    prefix; without ``n_iter_no_change`` (the exhaustive search) it runs to
-    ``max_iter``."""
+def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted, speed_policy):
+    """With ``n_iter_no_change``, a Lasso candidate of the search fitted in
+    one go ends at the first check (every ``end_check`` steps) where its
+    duality gap, computed by brute force on the full path, is at most
+    ``converged_tol`` times ``||y~||^2 / n_eff`` (in stages, the default,
+    there or before, where the stages stop); its iterates and risk path are
+    the full path's prefix; without ``n_iter_no_change`` (the exhaustive
+    search) it runs to ``max_iter``."""
     X, y = _data(n=n, p=p)
     sw = np.random.default_rng(1).uniform(0.5, 2.0, n) if weighted else None
     alpha = 0.05
@@ -1415,6 +1418,10 @@ def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted):
     checks = np.arange(10, 401, 10)
     converged = checks[gaps[checks] <= get_statistics().converged_tol * scale]
     assert converged.size and converged[0] < 400  # the case under test
+    staged = TrajectoryEarlyStoppingCV(est, search="grid", criterion="risk",
+                                       random_state=0).fit(X, y, sample_weight=sw)
+    assert staged.estimator_.n_iter_ <= converged[0]
+    speed_policy(stage_min_flops_chains=2e9)  # in one go at these sizes
     search = TrajectoryEarlyStoppingCV(est, search="grid", criterion="risk",
                                        random_state=0).fit(X, y, sample_weight=sw)
     k = search.estimator_.n_iter_
