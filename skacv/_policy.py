@@ -270,24 +270,6 @@ class SpeedPolicy:
         this many times the copy's columns in extra rows read
         (:func:`skacv.estimates.risk._propagate.kept_order`; a gather by
         columns costs several steps' products).
-    chain_split_min_gain : float
-        The chains split into forward and backward halves only when the
-        flop model says the split saves this factor (the backward steps
-        mask, combine and read the block in separate passes;
-        :func:`skacv.estimates.risk._chains.split_step`).
-    core_eigh_cost, core_elementwise_cost : float
-        The core-space flop model
-        (:func:`skacv.estimates.risk._core_space.core_space_plan`): a ``d x
-        d`` eigendecomposition counts this many ``d^3`` GEMM flops (LAPACK's
-        divide and conquer runs at a fraction of the GEMM rate), the
-        per-chain element-wise work this many times ``d``.
-    core_min_gain, core_min_gain_split : float
-        The core is diagonalised when the model predicts it this much
-        cheaper than the chains in coordinates (forward only, or meeting
-        in the middle: the model over-predicted its gains most there).
-    core_wide_setup_cost : float
-        The coefficient form's float64 set-up counts this many times its
-        flops against float32 chains.
     settled_min_tail : int
         The settled form of the risk estimate
         (:class:`skacv.estimates.risk._settled.SettledMemory`) is used
@@ -445,12 +427,6 @@ class SpeedPolicy:
     chain_chunk_bytes: int = 2**20
     chain_gram_cache_bytes: int = 256 * 2**20
     chain_columns_reuse_steps: float = 4.0
-    chain_split_min_gain: float = 1.2
-    core_eigh_cost: float = 24.0
-    core_elementwise_cost: float = 30.0
-    core_min_gain: float = 1.5
-    core_min_gain_split: float = 3.0
-    core_wide_setup_cost: float = 2.0
     settled_min_tail: int = 512
     settled_drop_check: int | None = 32
     loo_float32_min_features: int = 256

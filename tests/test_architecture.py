@@ -53,7 +53,7 @@ MODULE_LAYERS = {
     "iterations": [["_penalties", "_datafits"], ["_step"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [
-        ["risk._state", "risk._core_space", "risk._readout", "risk._uq", "risk._result",
+        ["risk._state", "risk._readout", "risk._uq", "risk._result",
          "risk._probes", "loo._refit", "loo._track"],
         ["risk._spectral", "risk._propagate", "risk._curvature", "risk._reliability",
          "risk._settled", "loo._iacv", "loo._approx"],
@@ -540,5 +540,5 @@ def test_one_probe_draw_and_one_plan_of_the_risk_estimate():
     ``risk._engine.plan_estimate`` alone."""
     assert _calls("rademacher") == {"estimates.risk._probes"}
     for name in ("resolve_n_probes", "resolve_scheme", "pooled_start_probes",
-                 "shared_plan", "stands_for_rows"):
+                 "stands_for_rows"):
         assert _calls(name) == {"estimates.risk._engine"}, name

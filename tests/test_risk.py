@@ -560,7 +560,7 @@ def test_block_trace_of_column_blocks(order):
 
 
 @pytest.mark.parametrize("solver", ["ista", "fista", "heavy_ball"])
-def test_chains_do_not_depend_on_the_column_groups(solver, speed_policy):
+def test_chains_do_not_depend_on_the_chunk_size(solver, speed_policy):
     """The chains are advanced by groups of sources: one source per group
     gives the memory matrices of the default groups."""
     X, y = _small_problem(10, n=50, p=70)

@@ -263,3 +263,23 @@ def test_first_live_column_of_the_row_norms():
         broken = hx.copy()
         broken[0, 3] = bad
         assert first_live(7, broken, hv, 1.0, negligible) == (7, 1.0)
+
+
+def test_free_steps_exclude_clipped_unpenalised_and_inactive_coordinates():
+    from skacv.iterations._penalties import Penalty
+
+    path = np.array([[1.0, 1.0, 0.0, 1.0],  # inactive at step 2
+                     [0.5, 0.5, 0.5, -0.1],  # a sign change at step 3: clipped
+                     [1.0, 1.1, 1.2, 1.3],
+                     [-2.0, -2.1, -2.2, -2.3],
+                     [3.0, 3.0, 3.0, 3.0]])  # unpenalised
+    it = FISTA(1.0, penalty=Penalty(l1=0.1, l2=0.3, n_unpenalized=1))
+    free = settled_form.free_steps(it, path)
+    coef = it.extrapolation_coefficients(3, path[:, 3], path[:, 2])
+    assert free.shape == (5, 3)
+    assert not free[0, 1] and not free[4].any()  # inactive; unpenalised with a ridge part
+    assert not free[1, 2] and coef[1][1] == 0.0
+    assert free[2:4].all()
+    # without the ridge part the unpenalised coordinate is free where active
+    it = ISTA(1.0, penalty=Penalty(l1=0.1, n_unpenalized=1))
+    assert settled_form.free_steps(it, path)[4].all()
