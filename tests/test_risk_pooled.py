@@ -57,8 +57,8 @@ def _exact(X, y, solver, T, alpha=0.05):
     est = TrajectoryLasso(alpha, solver=SOLVERS[solver](), max_iter=T, n_probes=None,
                           risk_options={"chain_dtype": "float64"}).fit(X, y)
     prob = est._problem(X, y)
-    A, Av, _ = risk_module._memory_matrices(prob.design, prob.iteration, est.coef_path_, None,
-                                            0, np.float64, 0)
+    A, Av = risk_module.memory_matrix(prob.design, prob.iteration, est.coef_path_,
+                                      n_probes=None, chain_dtype=np.float64)
     return est, prob, A, Av
 
 

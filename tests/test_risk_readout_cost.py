@@ -178,7 +178,8 @@ def test_the_risk_at_a_few_iterates_is_the_whole_readouts(solver, fit_intercept,
                           fit_intercept=fit_intercept).fit(X, y)
     prob = est._problem(X, y)
     design, iteration, path = prob.design, prob.iteration, est.coef_path_
-    A, Av, _ = risk_module._memory_matrices(design, iteration, path, None, 0, np.float64, 0)
+    A, Av = risk_module.memory_matrix(design, iteration, path, n_probes=None,
+                                      chain_dtype=np.float64)
     y_tilde = est._fit_target(design, y)[1]
     clipped = solver == "fista"
     momentum = solver != "ista"

@@ -166,23 +166,11 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
         allocated).
     """
     check_dense_memory(coef_path.shape[1], 4)
-    return _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype,
-                            verbose, scheme=probe_scheme)[:2]
-
-
-def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype,
-                     verbose, state=None, keep_state=False, scheme="auto"):
-    """:func:`memory_matrix`, also returning a state that a longer path of the
-    same trajectory continues (``keep_state``; ``None`` when there is nothing
-    to continue): the engine of the plan of
-    :func:`~skacv.estimates.risk._engine.plan_estimate`."""
     if coef_path.shape[1] == 1:
-        return np.zeros((1, 1)), np.zeros((1, 1)), None
-    rng = check_random_state(random_state)
-    plan = plan_estimate(design, iteration, coef_path, n_probes, scheme, dtype, state=state,
-                         keep_state=keep_state)
-    return memory_matrices(design, iteration, coef_path, plan, rng, verbose, state=state,
-                           keep_state=keep_state)
+        return np.zeros((1, 1)), np.zeros((1, 1))
+    plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype)
+    return memory_matrices(design, iteration, coef_path, plan, check_random_state(random_state),
+                           verbose)[:2]
 
 
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,

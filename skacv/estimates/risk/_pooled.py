@@ -20,14 +20,9 @@ the row's sum ``sum_s A[t, s]``.
   (:func:`rows_from_sums`): the memory matrix of the iteration's linear
   counterpart (its prox replaced by the identity: the same steps and
   momentum) on the spectrum of the union of the path's supports
-  (:func:`template_matrices`), scaled to the row's sum. With the exact row
-  sums, the template's split moved ``risk_path_`` by 0.12-0.50 % rms on FISTA
-  (equicorrelated 600 x 900, isotropic 1000 x 1500 and 120 x 180) and
-  0.59 % on ISTA (the seed generator, 1000 x 1500), where the row's
-  average moved it by 1-45 %. It is a
-  bias where the supports shrink far below their union (FISTA's first
-  steps on a wide design): 2.9 % rms on an equicorrelated 200 x 400, 200
-  steps (``tests/test_reliability.py``).
+  (:func:`template_matrices`), scaled to the row's sum. It is a bias where
+  the supports shrink far below their union (FISTA's first steps on a wide
+  design; ``tests/test_reliability.py``).
 * The probes (and the template's Lanczos probes, on supports above
   its ``template_exact_support``) are drawn from
   ``random_state``, and a row reads only its own step: the row sums of a
@@ -36,14 +31,7 @@ the row's sum ``sum_s A[t, s]``.
 
 Why it pays: the per-source traces oscillate with the lag (FISTA) or decay
 smoothly with it (ISTA), so a row sum's Hutchinson noise grows far slower
-than the number of sources. Root-mean-square relative error of ``risk_path_`` against
-exact traces over 6-12 probe draws, pooled (32 probes) against independent
-(10 probes a source), chain time in seconds, one BLAS thread: isotropic
-1000 x 1500 FISTA, T = 150: 1.75 % against 3.0 %, 0.20 s against 0.77 s;
-the seed generator 1000 x 1500 ISTA, T = 100 (16 probes): 1.33 % against
-1.32 %, 0.14 s against 0.54 s; equicorrelated 600 x 900 FISTA, T = 150:
-0.98 % against 0.38 %, 0.15 s against 1.03 s; equicorrelated 300 x 450
-FISTA: 1.77 % against 0.93 % (the shared probes, 10: 3.95 %, 0.31 s).
+than the number of sources (the measurements: ``docs/internals.rst``).
 """
 
 import copy
