@@ -9,6 +9,7 @@ from sklearn.base import clone
 import skacv.estimates.risk._engine as engine
 import skacv.estimates.risk._estimate as risk_module
 from skacv import IterativeRidge, TrajectoryLasso
+from skacv.estimates.risk._settled import settled_step
 
 
 def _problem(seed=0, n=40, p=60):
@@ -62,7 +63,7 @@ def test_auto_scheme(monkeypatch, speed_policy):
     calls.clear()
     long = clone(lasso).set_params(alpha=0.3, max_iter=60).fit(X, y)
     assert settled == [1] and "pooled" not in calls
-    assert risk_module.settled_step(long._problem(X, y).iteration, long.coef_path_) <= 52
+    assert settled_step(long._problem(X, y).iteration, long.coef_path_) <= 52
     settled.clear()
     clone(long).set_params(risk_options={"probe_scheme": "pooled"}).fit(X, y)
     assert settled == []

@@ -504,7 +504,7 @@ def test_warm_start_resumes_lanczos(monkeypatch):
 def test_design_columns_of_the_chains(speed_policy, kind, monkeypatch):
     """The restricted design of the chains is ``X~[:, idx]`` in the chains'
     precision, C order, gathered by blocks of rows (here several)."""
-    import skacv.estimates.risk._chains as chains
+    import skacv.estimates.risk._propagate as chains
     from skacv.linalg._design import Design
 
     rng = np.random.RandomState(0)

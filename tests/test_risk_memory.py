@@ -127,7 +127,7 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(monkeypatch, spe
     scheme advances, and is zero without probes."""
     import skacv.estimates.risk._engine as engine
     from skacv import TrajectoryLasso, config_context
-    from skacv.estimates.risk._estimate import chain_cost_in_fits
+    from skacv.estimates.risk._engine import chain_cost_in_fits
     from skacv.exceptions import EstimateBudgetError
 
     rng = np.random.default_rng(0)

@@ -36,7 +36,6 @@ from sklearn.utils import Bunch, check_random_state
 from ..._config import check_memory, format_bytes
 from ...utils._parallel import small_blas
 from ._engine import (
-    chain_cost_in_fits,  # noqa: F401 (re-exported)
     memory_matrices,
     plan_estimate,
 )
@@ -54,26 +53,18 @@ from ._probes import (
     probe_noise,
     probes_for_noise,
 )
-from ._readout import (  # noqa: F401 (the readout's names, re-exported)
-    _extrapolate_columns,
-    _intercept_term,
-    residual_basis,
-    residual_correction,
+from ._readout import (
     residual_matrix,
     residual_products,
     risk_at_iterates,
     risk_from_memory,
     risk_from_products,
-    risk_from_sources,
     source_points,
-    source_residuals,
 )
-from ._reliability import (  # noqa: F401 (re-exported)
-    _reliability,
-    reliability_failures,
+from ._reliability import (
     risk_reliability,
 )
-from ._result import (  # noqa: F401 (re-exported)
+from ._result import (
     DENSE_MATRICES,
     ESTIMATE_HINT,
     SETTLED_ARRAYS,
@@ -81,7 +72,6 @@ from ._result import (  # noqa: F401 (re-exported)
     RiskEstimate,
     check_dense_memory,
 )
-from ._settled import settled_step  # noqa: F401 (re-exported)
 
 
 def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
