@@ -18,6 +18,7 @@ from skacv._policy import get_policy
 from skacv.estimates.risk import _estimate as _risk
 from skacv.estimates.risk import _forms
 from skacv.estimates.risk import _settled as settled_form
+from skacv.estimates.risk._engine import plan_estimate
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations import FISTA, ISTA
 
@@ -147,16 +148,21 @@ def test_settled_form_is_chosen_for_long_settled_paths_only():
     design_kw = dict(max_iter=T, alpha=0.5, random_state=0)
     est = TrajectoryLasso(verbose=0, **design_kw)
     iteration, design = _iteration_and_design(est, X, y)
-    assert _risk.can_settle(design, iteration, T, est.n_probes)
-    assert not _risk.can_settle(design, iteration, T, est.n_probes, keep_state=True)
-    assert not _risk.can_settle(design, iteration, 100, est.n_probes)  # too short
+    assert _settles(design, iteration, T, est.n_probes) == "proximal"
+    assert _settles(design, iteration, T, est.n_probes, keep_state=True) is None
+    assert _settles(design, iteration, 100, est.n_probes) is None  # too short
     ridge = IterativeRidge(max_iter=T)
     it_ridge, design_ridge = _iteration_and_design(ridge, X, y)
-    assert _risk.settled_kind(design_ridge, it_ridge, T, ridge.n_probes) == "linear"
-    assert _risk.settled_kind(design, iteration, T, est.n_probes) == "proximal"
+    assert _settles(design_ridge, it_ridge, T, ridge.n_probes) == "linear"
     ball = IterativeRidge(max_iter=T, solver="heavy_ball")
     it_ball, design_ball = _iteration_and_design(ball, X, y)
-    assert not _risk.can_settle(design_ball, it_ball, T, ball.n_probes)
+    assert _settles(design_ball, it_ball, T, ball.n_probes) is None
+
+
+def _settles(design, iteration, T, n_probes, keep_state=False):
+    """The settled form a path of ``T`` steps may take, planned before the fit."""
+    plan = plan_estimate(design, iteration, None, n_probes, n_iter=T, keep_state=keep_state)
+    return plan.settles if plan.form == "settled" else None
 
 
 def _iteration_and_design(est, X, y):

@@ -2,30 +2,11 @@
 
 Bellec & Tan (2024); Tan & Bellec (2024) for robust losses and mini-batches.
 :func:`trajectory_risk` is the entry point (the estimators' ``risk_path_``):
-
-1. :func:`skacv.estimates.risk._engine.plan_estimate` decides, once, how
-   (the settled form of a long path whose supports settle,
-   :mod:`skacv.estimates.risk._forms`; spectral nodes for linear
-   iterations; Jacobian chains for proximal ones, with pooled or shared
-   probes, a diagonalised core; the curvature chains of robust
-   losses), and the memory matrices ``A``, ``A_sources`` (traces of the
-   Jacobians of the iterates with respect to the response entering every
-   step) come from the one runner,
-   :func:`skacv.estimates.risk._engine.memory_matrices`;
-2. the readout corrects the training residuals with them
-   (:mod:`skacv.estimates.risk._readout`: :func:`risk_from_memory`,
-   :func:`risk_from_products` in the covariance form,
-   :func:`risk_from_sources` for robust losses);
-3. the diagnostics flag the iterates where the estimate is not to be
-   trusted (:mod:`skacv.estimates.risk._reliability`).
-
-Long paths whose supports settle (and linear iterations) keep the memory
-matrices in a state-space form and correct the residuals by forward
-recursions, linear in ``T``
-(:class:`~skacv.estimates.risk._settled.SettledMemory`); every other
-estimate checks its ``(T + 1) x (T + 1)`` matrices against
-``path_memory_limit`` before allocating them.
-"""
+the plan and the memory matrices of :mod:`skacv.estimates.risk._engine`,
+the readout of :mod:`skacv.estimates.risk._readout` (the settled and robust
+forms: :mod:`skacv.estimates.risk._forms`), the diagnostics of
+:mod:`skacv.estimates.risk._reliability`, and the pooled probes grown while
+the estimate is noisy (:func:`_grow_pooled`)."""
 
 import functools
 import time
@@ -74,28 +55,12 @@ from ._result import (
 )
 
 
-def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
-                 probe_scheme="auto"):
-    """Which settled form a trajectory of ``n_iter`` steps may take
-    (:attr:`~skacv.estimates.risk._engine.EstimatePlan.settles`, planned
-    before the fit: ``"linear"``, ``"proximal"`` or ``None``)."""
-    plan = plan_estimate(design, iteration, None, n_probes, probe_scheme, n_iter=n_iter,
-                         datafit=datafit, keep_state=keep_state)
-    return plan.settles if plan.form == "settled" else None
-
-
-def can_settle(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
-               probe_scheme="auto"):
-    """Whether :func:`settled_kind` is not ``None``."""
-    return settled_kind(design, iteration, n_iter, n_probes, datafit, keep_state,
-                        probe_scheme) is not None
-
-
 def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
                       products=False, keep_state=False, probe_scheme="auto"):
     """Refuse, before a fit, a risk estimate above ``path_memory_limit``.
 
-    A path that may settle (:func:`can_settle`) needs at least the settled
+    A path that may settle (the plan of
+    :func:`~skacv.estimates.risk._engine.plan_estimate` before the fit) needs at least the settled
     form's ``O(q T)`` floats (``q``: samples, or features + 1 with
     ``products``); any other estimate needs its dense ``(T + 1) x (T + 1)``
     matrices (:func:`check_dense_memory`).
@@ -106,7 +71,9 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
         With the bytes, the limit and the fixes.
     """
     T1 = int(n_iter) + 1
-    if not can_settle(design, iteration, n_iter, n_probes, datafit, keep_state, probe_scheme):
+    plan = plan_estimate(design, iteration, None, n_probes, probe_scheme, n_iter=n_iter,
+                         datafit=datafit, keep_state=keep_state)
+    if plan.form != "settled":
         check_dense_memory(T1)
         return
     q = design.n_features + 1 if products else design.n_samples
@@ -210,22 +177,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     before it is allocated (:func:`check_dense_memory`; a ``ValueError``
     with the bytes, the limit and the fixes).
 
-    **Settled supports.** For ISTA / FISTA (no heavy ball, shared probes)
-    whose support and extrapolation stay fixed for the last
-    ``settled_min_tail`` steps or more (the speed policy), the memory matrices after the step
-    ``k0`` where they settle are a state-space recursion on the
-    eigenbasis of the support's Gram matrix (``r = |S|`` directions;
-    :class:`~skacv.estimates.risk._settled.SettledMemory`), and the
-    corrections are forward recursions: the chains in coordinates up to
-    ``k0``, then ``O(r q T)`` work (``q`` samples, or features + 1 in the
-    covariance form) and ``O(q T)`` memory, instead of ``O(T^3)`` and
-    ``(T + 1)^2`` floats; the amplification diagnostic adds ``O(r T)`` when
-    the memory matrix is non-negative (no momentum), ``O(r T^2 / 2)``
-    scalar operations otherwise. Gradient descent, ridge GD and Nesterov
-    (no heavy ball, no preconditioner) take the same form from the start
-    (``k0 = 0``, ``r`` spectral nodes) from ``settled_min_tail`` steps on.
-    Not with a warm-start state to keep (the chains continue in
-    coordinates).
+    A long path whose supports settle (and a linear iteration) takes the
+    settled form (:mod:`skacv.estimates.risk._settled`): ``O(r q T)`` work
+    and ``O(q T)`` memory instead of ``O(T^3)`` and ``(T + 1)^2`` floats.
 
     Returns
     -------
