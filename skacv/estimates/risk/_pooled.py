@@ -6,7 +6,8 @@ is estimated here from its rows' sums. Every source injects the same images
 chain of ``m`` columns, which then holds ``F_t = sum_s J_{t,s} X~^T Z``.
 Its readout ``(1/m) tr(Z^T X~ F_t)`` (and the same with the gradient
 points' tangents for ``A_sources``) is Hutchinson's unbiased estimate of
-the row's sum ``sum_s A[t, s]``.
+the row's sum ``sum_s A[t, s]``. An iteration with a heavy ball takes the
+shared probes instead (:func:`~skacv.estimates.risk._engine.plan_estimate`).
 
 * ``m`` columns a step whatever the path's length
   (the statistical policy's ``pooled_probes`` probes, or fewer
@@ -242,8 +243,7 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     the exact row sums).
     """
     m = int(n_probes)
-    start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype,
-                       heavy_ball=False)
+    start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype)
     n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
     run = PooledRun(np.zeros((T + 1, 1, m)), np.zeros((T + 1, 1, m)), np.zeros((T + 1, 2)),
                     continued=state)
