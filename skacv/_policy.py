@@ -270,6 +270,11 @@ class SpeedPolicy:
         this many times the copy's columns in extra rows read
         (:func:`skacv.estimates.risk._propagate.kept_order`; a gather by
         columns costs several steps' products).
+    chain_split_min_gain : float
+        The chains split into forward and backward halves only when the
+        flop model says the split saves this factor (the backward steps
+        mask, combine and read the block in separate passes;
+        :func:`skacv.estimates.risk._chains.split_step`).
     settled_min_tail : int
         The settled form of the risk estimate
         (:class:`skacv.estimates.risk._settled.SettledMemory`) is used
@@ -427,6 +432,7 @@ class SpeedPolicy:
     chain_chunk_bytes: int = 2**20
     chain_gram_cache_bytes: int = 256 * 2**20
     chain_columns_reuse_steps: float = 4.0
+    chain_split_min_gain: float = 1.2
     settled_min_tail: int = 512
     settled_drop_check: int | None = 32
     loo_float32_min_features: int = 256

@@ -540,5 +540,5 @@ def test_one_probe_draw_and_one_plan_of_the_risk_estimate():
     ``risk._engine.plan_estimate`` alone."""
     assert _calls("rademacher") == {"estimates.risk._probes"}
     for name in ("resolve_n_probes", "resolve_scheme", "pooled_start_probes",
-                 "stands_for_rows"):
+                 "shared_plan", "stands_for_rows"):
         assert _calls(name) == {"estimates.risk._engine"}, name

@@ -6,15 +6,28 @@ with the same ``m`` probes: the forward chains of
 :class:`~skacv.estimates.risk._propagate.ForwardChains` (one block, the
 products restricted to the supports), read out by :class:`SharedProbes`.
 Traces use Hutchinson probes, or identity probes for exact traces
-(``n_probes=None``)."""
+(``n_probes=None``). Without a heavy ball the sources before a step ``r``
+go forward to it and the outputs after it go backward by the transposed
+steps (:func:`_backward_chains`, :func:`_backward_chains_extrapolated`):
+``m T^2 / 4`` chain-steps (``m T^2 / 3`` with extrapolation) instead of
+``m T^2 / 2``. :func:`shared_plan` chooses the split.
+"""
 
 import numpy as np
 
+from ..._config import check_memory
 from ...linalg._linalg import block_trace as _block_trace
 from ._probes import draw_probes
-from ._propagate import ChainProbes, gram_to_keep
+from ._propagate import (
+    ChainProbes,
+    chain_order,
+    chunk_columns,
+    gram_product,
+    gram_to_keep,
+    maybe_gram,
+)
 from ._start import ChainStart
-from ._state import ChainState, SavedChains
+from ._state import ChainState, SavedChains, usable_state
 
 
 class SharedProbes(ChainProbes):
@@ -45,6 +58,21 @@ class SharedProbes(ChainProbes):
                                                     self.m)
 
 
+def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_state=False):
+    """The step where forward and backward chains meet (:func:`split_step`;
+    ``T``: forward only, with a heavy ball or a state to keep or continue)."""
+    n = design.n_samples
+    T = coef_path.shape[1] - 1
+    keep_state = keep_state and n_probes is not None
+    state = usable_state(state, ChainState, n_probes, np.dtype(dtype), T, n)
+    _, _, prefix = chain_order(coef_path)
+    if T < 1 or state is not None or keep_state or int(prefix[1]) == 0:
+        return T
+    if iteration.uses_heavy_ball(T):
+        return T
+    return split_step(n, prefix, T, design.policy, 2 if iteration.extrapolates(T) else 1)
+
+
 def _trace_probes(Xs, Z, n, dtype):
     """``(probes, trace_wt, m, scale)``: the injections ``X~^T Z`` (width, m)
     and the readout's ``(X~^T Z)^T``; exact traces (``Z`` None): identity
@@ -60,7 +88,7 @@ def _trace_probes(Xs, Z, n, dtype):
 
 
 def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                         state=None, keep_state=False, probes=None):
+                         state=None, keep_state=False, probes=None, split=None):
     """Hutchinson (or exact) memory matrices of a proximal trajectory.
 
     For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
@@ -73,7 +101,9 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     the last step of a shorter prefix of the same trajectory: the
     computation continues from there, so that extending a path by warm
     start costs only the new rows of the memory matrices. ``probes``: the
-    Rademacher probes to use (default: drawn from ``rng``).
+    Rademacher probes to use (default: drawn from ``rng``). ``split``: the
+    step where backward chains take over (:func:`shared_plan`; default
+    ``T``, forward only).
 
     Returns
     -------
@@ -91,12 +121,17 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
             draw_probes(rng, (n, int(n_probes)), dtype))
     if width == 0:  # every iterate after x^0 is zero: nothing depends on y
         return A, Av, (_chain_state(T, Z, dtype, A, Av, None) if keep_state else None)
+    split = T if split is None or state is not None or keep_state else split
+    extrapolates = iteration.extrapolates(T)
     hb = iteration.uses_heavy_ball(T)
     Xs = start.columns(width)
     probes, trace_wt, m, scale = _trace_probes(Xs, Z, n, dtype)
-    chains = start.chains(Xs, m * T, 2 + iteration.extrapolates(T) + hb, heavy_ball=hb)
-    columns = m * np.maximum(np.arange(T + 1) - 1, 0)  # step k advances sources 0..k-1
-    start.run(chains, SharedProbes(m, probes, trace_wt, scale, A, Av), T, columns, verbose)
+    chains = start.chains(Xs, m * split, 2 + extrapolates + hb, heavy_ball=hb)
+    columns = _chain_columns(m, T, split, 2 if extrapolates else 1)
+    start.run(chains, SharedProbes(m, probes, trace_wt, scale, A, Av), split, columns, verbose)
+    if split < T:
+        _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, Av,
+                  verbose)
     if not keep_state:
         return A, Av, None
     # chains after step T, in coordinates (see the loop's invariants)
@@ -106,6 +141,218 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     return A, Av, _chain_state(T, Z, dtype, A, Av, saved, gram)
 
 
+def _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, Av, verbose):
+    """The outputs after ``split`` by transposed chains, met by the forward
+    ``chains`` after step ``split``."""
+    T = chains.coef_path.shape[1] - 1
+    g, Xs, prefix = chains.g, chains.Xs, chains.prefix
+    gram = chains.gram
+    if gram is None:  # the backward steps may still pay for a Gram matrix
+        gram = maybe_gram(Xs, None, split + 1, split + 1, prefix, columns, chains.n, -g,
+                          chains.policy)
+    rows_k, dv_rows = chains.rows_k, chains.dv_rows
+    if chains.extrapolates:
+        _backward_chains_extrapolated(
+            iteration, Xs, gram, probes, trace_wt, chains.masks_s, prefix, split,
+            chains.dx1[:rows_k, :m * split], chains.dv[:dv_rows, :m * split], m, scale, g, A,
+            Av, chains.coef_path, chains.order, chains.policy, chains.fold)
+    else:
+        _backward_chains(iteration, Xs, gram, probes, trace_wt, chains.masks_s, prefix, split,
+                         chains.dx1[:rows_k, :m * split], m, scale, g, A, chains.policy,
+                         chains.fold)
+        Av[:] = A
+    if verbose:
+        print(f"[risk] {iteration.name} traces: outputs {split + 1}..{T} backward to "
+              f"step {split}")
+
+
 def _chain_state(k, Z, dtype, A, Av, chains, gram=None):
     return ChainState(k=k, Z=Z, dtype=dtype, A=A.copy(), Av=Av.copy(),
                       chains=chains if chains is not None else SavedChains(), gram=gram)
+
+
+def _chain_columns(m, T, split, per_output=1):
+    """Chain columns advanced by step ``k = 0..T``: ``m (k - 1)`` forward up
+    to ``split``, ``per_output m (T - k + 1)`` backward after it (two chains
+    an output with extrapolation: the iterate's and the gradient point's)."""
+    k = np.arange(T + 1)
+    return np.where(k <= split, m * np.maximum(k - 1, 0), per_output * m * (T - k + 1))
+
+
+def split_step(n, prefix, T, policy, per_output=1):
+    """The step ``r`` where forward chains (sources ``0..r-1``, steps
+    ``2..r``) and backward chains (outputs ``r+1..T``, steps ``T..r+1``)
+    meet at the least flops: step ``k`` costs ``min(2 n (u + r), 2 r u)``
+    per column (:func:`maybe_gram`'s model, ``r``, ``u`` the prefixes of
+    steps ``k``, ``k - 1``), times ``k - 1`` columns forward and ``T - k + 1``
+    backward, so ``r`` is about ``T / 2`` whatever the supports. ``T`` (no
+    backward chains) unless the split is cheaper by the speed policy's
+    ``chain_split_min_gain`` (the transposed steps read the chains twice
+    more, mask, combine and read out in separate passes). The forward-only cost is
+    ``m T^2 / 2`` chain-steps, the split's ``m T^2 / 4``: pairs ``(s, t)``
+    on either side of ``r`` meet there by one inner product. With
+    ``per_output = 2`` (extrapolation: an output reads both ``x^t`` and
+    ``v^t``) the backward steps cost twice as much: ``r ~ 2 T / 3``, ``m T^2
+    / 3`` chain-steps."""
+    if T < 4:
+        return T
+    k = np.arange(2, T + 1)
+    r = prefix[k].astype(float)
+    u = prefix[k - 1].astype(float)
+    unit = np.zeros(T + 1)
+    unit[2:] = np.minimum(2 * n * (u + r), 2 * r * u)
+    steps = np.arange(T + 1)
+    forward = np.cumsum(unit * np.maximum(steps - 1, 0))  # steps 2..r
+    backward = np.cumsum((unit * per_output * (T - steps + 1))[::-1])[::-1]  # steps r..T
+    total = forward[1:T] + backward[2:T + 1]  # split at r = 1..T-1
+    r_best = int(np.argmin(total)) + 1
+    if policy.chain_split_min_gain * total[r_best - 1] >= forward[T]:
+        return T
+    return r_best
+
+
+def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split, forward,
+                     m, scale, g, A, policy, folded=False):
+    """Rows ``split+1..T`` of the memory matrix by transposed chains.
+
+    For an iteration without momentum step ``k`` maps a tangent ``d`` to
+    ``L_k d = D_k combine_k(d, -X~^T X~ d / n)`` (``D_k`` the prox mask,
+    ``combine`` diagonal in ``d``), so ``L_k^T b = combine_k(D_k b,
+    -X~^T X~ D_k b / n)``: the same linear part, masked first. With
+    ``b_{t,t} = X~^T z`` (the readout) and ``b_{t,k-1} = L_k^T b_{t,k}``,
+
+        A[t, s] = b_{t,s+1}^T e_s          (source s >= split, e_s its injection),
+        A[t, s] = b_{t,split}^T x_{s,split}  (source s < split, ``forward``).
+
+    All outputs are advanced together as one block; output ``t`` holds
+    columns ``m (T - t) .. m (T - t + 1)``. ``g``: the products' factor,
+    ``1 / n``, or ``eta / n`` when the step is ``folded`` into them (the
+    combinations then only add: :meth:`~skacv.Iteration.combine`'s
+    ``z_scaled``).
+    """
+    T = masks_s.shape[1] - 1
+    dtype = forward.dtype
+    rows_max = int(prefix[split])
+    n_out = T - split
+    check_memory(3 * rows_max * m * n_out * dtype.itemsize,
+                 f"the backward Jacobian chains ({rows_max} x {m * n_out}, 3 blocks)",
+                 "Use fewer probes (n_probes) or fewer iterations. ")
+    b = np.zeros((rows_max, m * n_out), dtype=dtype, order="F")
+    # the next step's b (the two blocks swap; both zero on the rows beyond
+    # prefix[k - 1] before step k and on the columns of outputs not started)
+    dz = np.zeros_like(b)
+    inject = np.zeros((rows_max, m), dtype=dtype)
+    traces = np.empty(n_out)
+    for k in range(T, split, -1):
+        c = m * (T - k + 1)
+        rk, rp = int(prefix[k]), int(prefix[k - 1])
+        b[:rk, c - m:c] = trace_wt[:, :rk].T  # output k starts from its readout
+        mask = masks_s[:rp, k][:, None]
+        # source k - 1 enters at step k: e = L_k-part of the injection alone
+        np.multiply(probes[:rk], g, out=inject[:rk])
+        et = iteration.tangent(k, np.zeros_like(inject[:rk]), None, None, inject[:rk],
+                               mask[:rk, 0], dz_scaled=folded)[0].T
+        # element-wise work by cache-sized groups of outputs
+        step = chunk_columns(rp, m, dtype.itemsize, policy)
+        groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
+        for cols in groups:
+            u = b[:rp, cols]
+            u *= mask  # D_k b: zero beyond the prefix of step k
+            traces[cols.start // m:cols.stop // m] = _block_trace(et, u[:rk], m)
+        A[k:T + 1, k - 1][::-1] = scale * traces[:c // m]
+        gram_product(Xs, gram, rp, rk, b[:rk, :c], dz[:rp, :c], -g, policy)
+        for cols in groups:
+            iteration.combine(k, b[:rp, cols], None, dz[:rp, cols], overwrite_z=True,
+                              z_scaled=folded)
+        b, dz = dz, b
+    # outputs after the split meet the sources before it
+    A[split + 1:, :split] = scale * _meet(b, forward, m)[::-1]
+
+
+def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
+                                  fw_x, fw_v, m, scale, g, A, Av, coef_path, order, policy,
+                                  folded=False):
+    """Rows ``split+1..T`` of both memory matrices of an extrapolating
+    iteration (FISTA, Nesterov's prox-gradient) by transposed chains.
+
+    Step ``k`` maps the tangents ``(dx^{k-1}, dv^{k-1})`` to ``dx^k = D_k
+    combine_k(dv^{k-1}, -X~^T X~ dv^{k-1} / n)`` and ``dv^k = a_k dx^k + b_k
+    dx^{k-1}`` (``a, b`` of :meth:`Iteration.extrapolate`, per coordinate
+    when clipped). A functional ``lam^T dx^k + rho^T dv^k`` is therefore
+    ``lam'^T dx^{k-1} + rho'^T dv^{k-1}`` with ``lam' = b_k rho`` and
+    ``rho' = combine_k(q, -X~^T X~ q / n)``, ``q = D_k (lam + a_k rho)``;
+    source ``k - 1``, injected at step ``k`` as ``e`` (``dx^{k-1} = 0``),
+    reads ``q^T e``. Output ``t`` starts as ``(lam, rho) = (w, 0)`` for
+    ``A`` and ``(0, w)`` for ``A_sources`` (``w = X~^T z``, the readout);
+    the sources before the split meet them through the forward chains'
+    ``(dx^split, dv^split)``. Output ``t`` holds columns ``2 m (T - t) ..
+    2 m (T - t + 1)``: ``m`` for ``A``, then ``m`` for ``A_sources``.
+    ``g`` and ``folded`` as in :func:`_backward_chains`.
+    """
+    T = masks_s.shape[1] - 1
+    dtype = fw_x.dtype
+    width = Xs.shape[1]  # coordinates active only at x^0 carry no tangent
+    rows_max = min(int(prefix[split - 1]), width)
+    n_out = T - split
+    check_memory(4 * rows_max * 2 * m * n_out * dtype.itemsize,
+                 f"the backward Jacobian chains ({rows_max} x {2 * m * n_out}, 4 blocks)",
+                 "Use fewer probes (n_probes) or fewer iterations. ")
+    lam = np.zeros((rows_max, 2 * m * n_out), dtype=dtype, order="F")
+    rho = np.zeros_like(lam)
+    # the three blocks rotate (lam, rho, dz = rho, dz, lam after a step; all
+    # zero on the rows and columns no step has written yet)
+    dz = np.zeros_like(lam)
+    inject = np.zeros((rows_max, m), dtype=dtype)
+    zeros = np.zeros((rows_max, m), dtype=dtype)
+    traces = np.empty(2 * n_out)
+    for k in range(T, split, -1):
+        c = 2 * m * (T - k + 1)
+        rk, r1, r2 = (min(int(prefix[j]), width) for j in (k, k - 1, k - 2))
+        lam[:rk, c - 2 * m:c - m] = trace_wt[:, :rk].T  # A: (w, 0)
+        rho[:r1, c - m:c] = trace_wt[:, :r1].T  # A_sources: (0, w)
+        coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
+        if coef is not None:  # clipped: in the chains' row order
+            coef = (coef[0][order[:r1]], coef[1][order[:r1]])
+        mask = masks_s[:r1, k][:, None]
+        np.multiply(probes[:rk], g, out=inject[:rk])
+        et = iteration.tangent(k, zeros[:rk], zeros[:rk], None, inject[:rk], mask[:rk, 0],
+                               dz_scaled=folded)[0].T
+        step = chunk_columns(r1, 2 * m, dtype.itemsize, policy)
+        groups = [slice(j, min(j + step, c)) for j in range(0, c, step)]
+        a, b = iteration.extrapolation_factors(k, coef, 2, dtype)
+        for cols in groups:
+            rho_c, q = rho[:r1, cols], lam[:r1, cols]
+            q += a * rho_c  # q = D_k (lam + a_k rho), in lam's block
+            q *= mask
+            rho_c *= b  # lam' = b_k rho, in rho's block
+            traces[cols.start // m:cols.stop // m] = _block_trace(et, q[:rk], m)
+        lam, rho = rho, lam  # rho holds q
+        values = scale * traces[:c // m].reshape(-1, 2)  # (output T, T-1, ..., k; A / A_src)
+        A[k:T + 1, k - 1] = values[::-1, 0]
+        Av[k:T + 1, k - 1] = values[::-1, 1]
+        gram_product(Xs, gram, r2, rk, rho[:rk, :c], dz[:r2, :c], -g, policy)
+        for cols in groups:
+            iteration.combine(k, rho[:r2, cols], None, dz[:r2, cols], overwrite_z=True,
+                              z_scaled=folded)
+        rho, dz = dz, rho
+    # outputs after the split meet the sources before it: lam . dx + rho . dv
+    cross = scale * (_meet(lam, fw_x, m) + _meet(rho, fw_v, m)).reshape(n_out, 2, split)[::-1]
+    A[split + 1:, :split] = cross[:, 0]
+    Av[split + 1:, :split] = cross[:, 1]
+
+
+
+
+def _meet(back, forward, m):
+    """``[sum_j <back[:, i m + j], forward[:, s m + j]>]`` of shape (i, s):
+    the probes' inner products of backward chains (blocks of ``m`` columns)
+    with forward chains on the forward chains' rows: one product a probe in
+    the chains' precision (as :func:`~skacv.linalg._linalg.block_trace` reads the
+    traces), summed over the probes in float64."""
+    rows = forward.shape[0]
+    back = back[:rows]
+    out = np.zeros((back.shape[1] // m, forward.shape[1] // m))
+    for j in range(m):
+        out += back[:, j::m].T @ forward[:, j::m]
+    return out
+

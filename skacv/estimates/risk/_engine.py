@@ -6,8 +6,9 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
 
 * :func:`plan_estimate`, the one place that decides how: the number of
   probes (:func:`resolve_n_probes`; ``None``: exact traces), the form and
-  the probe scheme, the chains' precision. Its :class:`EstimatePlan` is
-  data (``form``, ``n_probes``, ``dtype``, ...);
+  the probe scheme, the chains' precision, and for the shared probes where
+  the forward and backward chains meet. Its :class:`EstimatePlan` is data
+  (``form``, ``n_probes``, ``dtype``, ...);
 * :func:`memory_matrices`, the one runner, which hands the plan to the
   engine of its form:
 
@@ -17,8 +18,8 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
                     quadrature of the probes (:mod:`skacv.estimates.risk._spectral`)
 ``"preconditioned"``  gradient descent with a fixed preconditioner
 ``"shared"``        proximal iterations, the same probes for every source (or
-                    identity probes: exact traces), a chain per source
-                    (:mod:`skacv.estimates.risk._chains`)
+                    identity probes: exact traces), forward chains meeting
+                    backward ones (:mod:`skacv.estimates.risk._chains`)
 ``"pooled"``        proximal iterations, probes shared by every source in one
                     chain (``"auto"``'s; :mod:`skacv.estimates.risk._pooled`)
 ``"curvature"``     robust losses and mini-batches: the traces ``A`` and ``K``
@@ -30,7 +31,7 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
 
 The statistical choices (exact traces or probes, ``n_probes="auto"``; the
 probe scheme; the chains' precision) are arguments; the choices between
-equal computations (Gram matrices, chunk sizes) read the
+equal computations (split, Gram matrices, chunk sizes) read the
 speed policy (``design.policy``). The proximal chain engines
 drive the same propagator
 (:class:`~skacv.estimates.risk._propagate.ForwardChains`), and every probe
@@ -47,7 +48,7 @@ import numpy as np
 from ..._config import get_config
 from ...exceptions import EstimateBudgetError
 from ...linalg._sampling import stands_for_rows
-from ._chains import masked_memory_matrix
+from ._chains import masked_memory_matrix, shared_plan
 from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
 from ._probes import pooled_probes, pooled_start_probes
@@ -203,6 +204,8 @@ class EstimatePlan:
     settles : {"linear", "proximal"} or None
         The settled form the path may take.
     settled_step : int or None
+    split : int or None
+        ``"shared"``: the step where backward chains take over.
     adaptive : bool
         ``"pooled"`` with ``n_probes="auto"``: more probes while the
         estimate is noisy (:func:`~skacv.estimates.risk._estimate.trajectory_risk`).
@@ -213,6 +216,7 @@ class EstimatePlan:
     dtype: np.dtype | None = None
     settles: str | None = None
     settled_step: int | None = None
+    split: int | None = None
     adaptive: bool = False
 
 
@@ -229,7 +233,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     coef_path : ndarray of shape (n_features, T + 1) or None
         ``None`` before a fit (``n_iter`` steps): whether the path may
         settle is known, not where (``form="settled"`` with
-        ``settled_step=None``).
+        ``settled_step=None``) nor the shared probes' split.
     n_probes : int, None or "auto"
         Hutchinson probes; ``None``: exact traces; ``"auto"``:
         :func:`resolve_n_probes`.
@@ -249,7 +253,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         A non-quadratic datafit (or mini-batches): the curvature chains.
     state, keep_state
         The warm-start state to continue and whether a new one is kept
-        (no settled form).
+        (no settled form; the shared chains then run forward only).
     adaptive : bool, default=False
         The pooled probes with ``n_probes="auto"`` start with
         :func:`~skacv.estimates.risk._probes.pooled_start_probes` (or the
@@ -311,8 +315,10 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
                 and n_probes < design.statistics.pooled_probes)
     if scheme == "pooled":
         _check_budget(design, coef_path, n_probes)
-    return EstimatePlan(scheme, None if n_probes is None else int(n_probes), dtype,
-                        adaptive=adaptive)
+    if scheme != "shared":
+        return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)
+    split = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
+    return EstimatePlan("shared", n_probes, dtype, split=split)
 
 
 def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=None,
@@ -333,7 +339,7 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
                                               random_state=rng), None)
     if form == "shared":
         return masked_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
-                                    state=state, keep_state=keep_state)
+                                    state=state, keep_state=keep_state, split=plan.split)
     if form == "pooled":
         return pooled_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
                                     state=state, keep_state=keep_state)
