@@ -251,7 +251,7 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(monkeypatch, 
         T1 = coef_path.shape[1]
         S = probes.noise_iterates(T1, design.statistics)
         template = (None if state.nodes is None else pooled.template_matrices(
-            design, iteration, coef_path, None, nodes=state.nodes))
+            iteration, T1 - 1, state.nodes))
         risk = readout(A, Av)[0]
         sub, full = [], []
         for kept in probes.jackknife_probes(state.m, design.statistics.noise_groups):

@@ -319,7 +319,7 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     when they are not measured).
     """
     template = (None if state.nodes is None else
-                template_matrices(design, iteration, coef_path, None, nodes=state.nodes))
+                template_matrices(iteration, coef_path.shape[1] - 1, state.nodes))
     stats = design.statistics
     while True:
         out = readout(A, Av)

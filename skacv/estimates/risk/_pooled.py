@@ -353,25 +353,19 @@ def rows_from_sums(SA, SV, lag0, template=None):
     return out[0], out[1]
 
 
-def template_matrices(design, iteration, coef_path, rng, Xs=None, nodes=None):
+def template_matrices(iteration, n_iter, nodes):
     """The split's template (:func:`rows_from_sums`): the memory
     matrices ``(T_A, T_sources)`` of ``iteration`` with its prox replaced
     by the identity, on the spectrum of the Gram matrix ``X~_U^T X~_U /
-    n_eff`` of the union ``U`` of the path's supports (:func:`template_nodes`
-    with ``rng``; ``Xs``: those columns if already gathered; ``nodes``:
-    their nodes and weights if already known).
+    n_eff`` of the union ``U`` of the path's supports (``nodes``: its nodes
+    and weights, :func:`template_nodes`).
 
     The union's spectrum, not the final support's: with the exact row
     sums, exact eigenvalues, the union's template moved ``risk_path_`` by
     0.26 % rms (ISTA, the seed generator at 1000 x 1500, T = 100) and 0.08 %
     (FISTA, equicorrelated 600 x 900, T = 150), the final support's by 4.0 %
     and 0.33 %."""
-    T = coef_path.shape[1] - 1
-    if nodes is None:
-        if Xs is None:
-            support = np.flatnonzero(np.any(coef_path != 0, axis=1))
-            Xs = design_columns(design, support, np.float64)
-        nodes = template_nodes(design, Xs, rng, iteration, T)
+    T = int(n_iter)
     if nodes[0].size == 0:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
     return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1])
@@ -470,7 +464,7 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, width
         run.state.nodes_lags = template_lags(T, design.statistics)
-    template = template_matrices(design, iteration, coef_path, None, nodes=nodes)
+    template = template_matrices(iteration, T, nodes)
     A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template)
     return A, Av, run.state
 
