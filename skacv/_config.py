@@ -81,7 +81,7 @@ def get_config():
         allocated.
         ``risk_time_budget`` (fits, default ``None``: no cap): an ISTA/FISTA
         risk estimate with pooled probes (not the
-        shared ones, whose core space the model does not see) whose
+        shared ones, whose split the model does not see) whose
         Jacobian chains are predicted to cost more than
         this many fits of the path
         (the estimate's own cost model) raises

@@ -275,19 +275,6 @@ class SpeedPolicy:
         flop model says the split saves this factor (the backward steps
         mask, combine and read the block in separate passes;
         :func:`skacv.estimates.risk._chains.split_step`).
-    core_eigh_cost, core_elementwise_cost : float
-        The core-space flop model
-        (:func:`skacv.estimates.risk._core_space.core_space_plan`): a ``d x
-        d`` eigendecomposition counts this many ``d^3`` GEMM flops (LAPACK's
-        divide and conquer runs at a fraction of the GEMM rate), the
-        per-chain element-wise work this many times ``d``.
-    core_min_gain, core_min_gain_split : float
-        The core is diagonalised when the model predicts it this much
-        cheaper than the chains in coordinates (forward only, or meeting
-        in the middle: the model over-predicted its gains most there).
-    core_wide_setup_cost : float
-        The coefficient form's float64 set-up counts this many times its
-        flops against float32 chains.
     settled_min_tail : int
         The settled form of the risk estimate
         (:class:`skacv.estimates.risk._settled.SettledMemory`) is used
@@ -419,15 +406,6 @@ class SpeedPolicy:
         The K-fold search runs the full-data fit beside the stacked folds
         (``True``), after them (``False``), or where that pays (``None``,
         :func:`skacv.model_selection._kfold.fit_beside`).
-    core_space : bool
-        The Jacobian chains may switch to the diagonalised core
-        (:func:`skacv.estimates.risk._core_space.core_space_plan`) ...
-    core_space_start : int or None
-        ... at this step whatever the flop model says (``None``: where the
-        model puts it, if anywhere) ...
-    core_space_threads : int or None
-        ... and advance its column groups in this many threads (``None``:
-        the BLAS threads).
     path_step_margin : float
         The Lasso path's plain FISTA step on a working set is ``1 / (m L +
         l2)``, ``L`` the Lanczos estimate of its top eigenvalue, ``m`` this
@@ -496,11 +474,6 @@ class SpeedPolicy:
     chain_gram_cache_bytes: int = 256 * 2**20
     chain_columns_reuse_steps: float = 4.0
     chain_split_min_gain: float = 1.2
-    core_eigh_cost: float = 24.0
-    core_elementwise_cost: float = 30.0
-    core_min_gain: float = 1.5
-    core_min_gain_split: float = 3.0
-    core_wide_setup_cost: float = 2.0
     settled_min_tail: int = 512
     settled_drop_check: int | None = 32
     loo_float32_min_features: int = 256
@@ -533,9 +506,6 @@ class SpeedPolicy:
     prepared_groups: int | None = None
     fit_beside: bool | None = None
     path_step_margin: float = 1.0
-    core_space: bool = True
-    core_space_start: int | None = None
-    core_space_threads: int | None = None
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

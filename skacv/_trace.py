@@ -96,8 +96,6 @@ The risk estimate (:mod:`skacv.estimates.risk`)
     Jacobian chains were advanced (``k0``, ``k_end``: the steps).
 ``split_step``
     Chains meeting in the middle were planned (``T``, ``per_output``).
-``core_space_plan``
-    The diagonalised core was planned (``plan``, or ``None``).
 ``design_columns``
     The chains gathered their restricted copy of ``X~``.
 ``restricted_gram``

@@ -53,7 +53,7 @@ MODULE_LAYERS = {
     "iterations": [["_penalties", "_datafits"], ["_step"], ["_iterations", "_preconditioning"],
                    ["_path", "_metric"]],
     "estimates": [
-        ["risk._state", "risk._core_space", "risk._readout", "risk._uq", "risk._result",
+        ["risk._state", "risk._readout", "risk._uq", "risk._result",
          "risk._probes", "loo._refit", "loo._track"],
         ["risk._spectral", "risk._propagate", "risk._curvature", "risk._reliability",
          "risk._settled", "loo._iacv", "loo._approx"],

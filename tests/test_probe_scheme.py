@@ -10,6 +10,7 @@ import skacv.estimates.risk._engine as engine
 import skacv.estimates.risk._estimate as risk_module
 from skacv import IterativeRidge, TrajectoryLasso
 from skacv._trace import record
+from skacv.estimates.risk._settled import settled_step
 
 
 def _problem(seed=0, n=40, p=60):
@@ -53,7 +54,7 @@ def test_auto_scheme(speed_policy):
     with record() as paths:
         long = clone(lasso).set_params(alpha=0.3, max_iter=60).fit(X, y)
     assert paths.count("settled_risk") == 1 and "pooled" not in engines(paths)
-    assert risk_module.settled_step(long._problem(X, y).iteration, long.coef_path_) <= 52
+    assert settled_step(long._problem(X, y).iteration, long.coef_path_) <= 52
     with record() as paths:
         clone(long).set_params(risk_options={"probe_scheme": "pooled"}).fit(X, y)
     assert "settled_risk" not in paths and engines(paths) == ["pooled"]

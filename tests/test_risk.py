@@ -488,7 +488,7 @@ def test_warm_start_resumes_lanczos():
 def test_design_columns_of_the_chains(speed_policy, kind):
     """The restricted design of the chains is ``X~[:, idx]`` in the chains'
     precision, C order, gathered by blocks of rows (here several)."""
-    import skacv.estimates.risk._chains as chains
+    import skacv.estimates.risk._propagate as chains
     from skacv.linalg._design import Design
 
     rng = np.random.RandomState(0)
@@ -540,7 +540,7 @@ def test_block_trace_of_column_blocks(order):
 
 
 @pytest.mark.parametrize("solver", ["ista", "fista", "heavy_ball"])
-def test_chains_do_not_depend_on_the_column_groups(solver, speed_policy):
+def test_chains_do_not_depend_on_the_chunk_size(solver, speed_policy):
     """The chains are advanced by groups of sources: one source per group
     gives the memory matrices of the default groups."""
     X, y = _small_problem(10, n=50, p=70)

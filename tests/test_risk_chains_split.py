@@ -14,7 +14,6 @@ import pytest
 from test_risk import reference_memory, reference_path
 
 import skacv.estimates.risk._chains as chains
-import skacv.estimates.risk._core_space as core_space
 from skacv import FISTA, ISTA, ElasticNet, TrajectoryLasso
 from skacv._policy import get_policy
 from skacv._trace import record
@@ -159,7 +158,6 @@ def test_split_fista_with_probes_and_weights(speed_policy, split):
     for dtype, rtol in (("float64", 1e-10), ("float32", 1e-4)):
         kw = dict(solver="fista", max_iter=30, n_probes=6, random_state=0,
                   risk_options={"chain_dtype": dtype})
-        speed_policy(core_space=False)
         _forced(speed_policy, 30)
         ref = TrajectoryLasso(0.05, **kw).fit(X, y, sample_weight=w)
         _forced(speed_policy, split)
@@ -167,32 +165,6 @@ def test_split_fista_with_probes_and_weights(speed_policy, split):
         np.testing.assert_allclose(est.memory_matrix_, ref.memory_matrix_, rtol=rtol,
                                    atol=rtol * np.abs(ref.memory_matrix_).max())
         np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=rtol)
-
-
-def test_core_must_beat_the_split_by_more():
-    """The diagonalised core is chosen over chains that meet in the middle
-    only when the flop model predicts the policy's ``core_min_gain_split``
-    (its gains were over-predicted most against them), against forward
-    chains ``core_min_gain``."""
-    rng = np.random.RandomState(0)
-    n, p, T, m = 200, 40, 60, 4
-    path = np.zeros((p, T + 1))
-    path[:30, 1:] = rng.randn(30, T)  # a settled support of 30: a core from step 1
-    iteration = ISTA(0.1, 0.1)
-    cost = np.zeros(T + 1)
-    cost[2:] = 1.0
-    plan = core_space.core_space_plan(iteration, path, n, m, cost, 8, get_policy(), start=None,
-                                      total=1.0)
-    assert plan is None  # the chains cost nothing: never worth it
-    best = core_space.core_space_plan(iteration, path, n, m, cost, 8, get_policy(),
-                                      total=1e30).cost
-    policy = get_policy()
-    for split, gain in ((False, policy.core_min_gain), (True, policy.core_min_gain_split)):
-        chosen = [core_space.core_space_plan(iteration, path, n, m, cost, 8, policy,
-                                             total=total,
-                                             split=split) is not None
-                  for total in (0.99 * gain * best, 1.01 * gain * best)]
-        assert chosen == [False, True]
 
 
 def test_split_step_meets_in_the_middle_of_constant_supports():
@@ -206,8 +178,8 @@ def test_split_step_meets_in_the_middle_of_constant_supports():
     prefix = np.full(T + 2, 300)
     r = chains.split_step(50, prefix, T, get_policy())
     assert r in (T // 2, T // 2 + 1)
-    cost = chains.chain_step_cost(50, prefix, 10, T, r).sum()
-    assert cost / chains.chain_step_cost(50, prefix, 10, T).sum() == pytest.approx(
+    cost = chains._chain_columns(10, T, r).sum()
+    assert cost / chains._chain_columns(10, T, T).sum() == pytest.approx(
         (r * (r - 1) / 2 + (T - r) * (T - r + 1) / 2) / (T * (T - 1) / 2), rel=1e-3)
     assert chains.split_step(50, prefix[:5], 3, get_policy()) == 3
     shrinking = np.linspace(3000, 1000, T + 2).astype(int)

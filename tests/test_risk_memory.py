@@ -127,7 +127,7 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(speed_policy):
     runs; the prediction grows with the support and with the columns the
     scheme advances, and is zero without probes."""
     from skacv import TrajectoryLasso, config_context
-    from skacv.estimates.risk._estimate import chain_cost_in_fits
+    from skacv.estimates.risk._engine import chain_cost_in_fits
     from skacv.exceptions import EstimateBudgetError
 
     rng = np.random.default_rng(0)
@@ -142,13 +142,11 @@ def test_risk_time_budget_refuses_costly_chains_before_they_run(speed_policy):
 
     pooled = get_statistics().pooled_probes
 
-    wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, pooled, "pooled")
-    narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, pooled, "pooled")
+    wide, flops = chain_cost_in_fits(Sizes, est.coef_path_, pooled)
+    narrow, _ = chain_cost_in_fits(Sizes, sparse.coef_path_, pooled)
     assert wide > narrow > 0 and flops > 0
-    assert chain_cost_in_fits(Sizes, est.coef_path_, None, "pooled") == (0.0, 0.0)
-    # the shared probes' chains meet in the middle: m T / 4 columns a step, the pooled m
-    shared = chain_cost_in_fits(Sizes, est.coef_path_, pooled, "shared")[0]
-    assert shared > wide
+    assert chain_cost_in_fits(Sizes, est.coef_path_, None) == (0.0, 0.0)
+    assert chain_cost_in_fits(Sizes, est.coef_path_, 2 * pooled)[0] == pytest.approx(2 * wide)
     speed_policy(risk_cheap_flops=0.0)  # no absolute floor at this small size
     with (config_context(risk_time_budget=wide / 2), record() as paths,
           pytest.raises(EstimateBudgetError, match="would cost about")):

@@ -31,6 +31,7 @@ import skacv.estimates.risk._probes as probes
 from skacv import TrajectoryLasso
 from skacv._statistics import get_statistics
 from skacv._trace import Paths, record
+from skacv.estimates.risk._propagate import design_columns
 from skacv.estimates.risk._readout import source_residuals
 from skacv.iterations._iterations import FISTA
 
@@ -57,9 +58,19 @@ def _exact(X, y, solver, T, alpha=0.05):
     est = TrajectoryLasso(alpha, solver=SOLVERS[solver](), max_iter=T, n_probes=None,
                           risk_options={"chain_dtype": "float64"}).fit(X, y)
     prob = est._problem(X, y)
-    A, Av, _ = risk_module._memory_matrices(prob.design, prob.iteration, est.coef_path_, None,
-                                            0, np.float64, 0)
+    A, Av = risk_module.memory_matrix(prob.design, prob.iteration, est.coef_path_,
+                                      n_probes=None, chain_dtype=np.float64)
     return est, prob, A, Av
+
+
+def _template(design, iteration, path):
+    """The template of the union of the path's supports, from its exact
+    eigenvalues (supports of at most ``template_exact_support`` columns)."""
+    support = np.flatnonzero(np.any(path != 0, axis=1))
+    Xs = design_columns(design, support, np.float64)
+    T = path.shape[1] - 1
+    return pooled.template_matrices(iteration, T,
+                                    pooled.template_nodes(design, Xs, None, iteration, T))
 
 
 def _identity_sums(prob, coef_path):
@@ -126,7 +137,7 @@ def test_the_template_is_exact_on_full_supports(solver):
     T = 25
     est, prob, A, Av = _exact(X, y, solver, T, alpha=1e-9)
     assert np.all(est.coef_path_[:, 1:] != 0)
-    template = pooled.template_matrices(prob.design, prob.iteration, est.coef_path_, None)
+    template = _template(prob.design, prob.iteration, est.coef_path_)
     sums = _identity_sums(prob, est.coef_path_)
     Ab, Avb = pooled.rows_from_sums(*sums, template)
     scale = np.abs(A).max()
@@ -174,7 +185,7 @@ def test_the_template_keeps_a_peaked_row_where_the_average_does_not(solver):
     exact = risk(A, Av)
     np.testing.assert_allclose(exact, est.risk_path_, rtol=1e-8)  # the estimator's readout
     sums = _identity_sums(prob, path)
-    template = pooled.template_matrices(design, iteration, path, None)
+    template = _template(design, iteration, path)
 
     def rms(template):
         r = risk(*pooled.rows_from_sums(*sums, template))
@@ -194,7 +205,7 @@ def test_probes_are_unbiased_for_the_split_exact_row_sums(solver):
     y = X[:, :6] @ np.ones(6) + rng.standard_normal(60)
     T = 30
     est, prob, A, Av = _exact(X, y, solver, T)
-    template = pooled.template_matrices(prob.design, prob.iteration, est.coef_path_, None)
+    template = _template(prob.design, prob.iteration, est.coef_path_)
     target = np.stack(pooled.rows_from_sums(*_identity_sums(prob, est.coef_path_), template))
 
     def draw(seed):

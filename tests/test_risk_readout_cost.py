@@ -176,7 +176,8 @@ def test_the_risk_at_a_few_iterates_is_the_whole_readouts(solver, fit_intercept,
                           fit_intercept=fit_intercept).fit(X, y)
     prob = est._problem(X, y)
     design, iteration, path = prob.design, prob.iteration, est.coef_path_
-    A, Av, _ = risk_module._memory_matrices(design, iteration, path, None, 0, np.float64, 0)
+    A, Av = risk_module.memory_matrix(design, iteration, path, n_probes=None,
+                                      chain_dtype=np.float64)
     y_tilde = est._fit_target(design, y)[1]
     clipped = solver == "fista"
     momentum = solver != "ista"
@@ -247,7 +248,7 @@ def test_the_jackknife_at_noise_iterates_agrees_with_every_iterate(solver, T,
         T1 = coef_path.shape[1]
         S = probes.noise_iterates(T1, design.statistics)
         template = (None if state.nodes is None else pooled.template_matrices(
-            design, iteration, coef_path, None, nodes=state.nodes))
+            iteration, T1 - 1, state.nodes))
         risk = readout(A, Av)[0]
         sub, full = [], []
         for kept in probes.jackknife_probes(state.m, design.statistics.noise_groups):

@@ -16,8 +16,8 @@ import pytest
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._policy import get_policy
 from skacv._trace import Paths, record
-from skacv.estimates.risk import _estimate as _risk
 from skacv.estimates.risk import _settled as settled_form
+from skacv.estimates.risk._engine import plan_estimate
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations import FISTA, ISTA
 
@@ -143,16 +143,21 @@ def test_settled_form_is_chosen_for_long_settled_paths_only():
     design_kw = dict(max_iter=T, alpha=0.5, random_state=0)
     est = TrajectoryLasso(verbose=0, **design_kw)
     iteration, design = _iteration_and_design(est, X, y)
-    assert _risk.can_settle(design, iteration, T, est.n_probes)
-    assert not _risk.can_settle(design, iteration, T, est.n_probes, keep_state=True)
-    assert not _risk.can_settle(design, iteration, 100, est.n_probes)  # too short
+    assert _settles(design, iteration, T, est.n_probes) == "proximal"
+    assert _settles(design, iteration, T, est.n_probes, keep_state=True) is None
+    assert _settles(design, iteration, 100, est.n_probes) is None  # too short
     ridge = IterativeRidge(max_iter=T)
     it_ridge, design_ridge = _iteration_and_design(ridge, X, y)
-    assert _risk.settled_kind(design_ridge, it_ridge, T, ridge.n_probes) == "linear"
-    assert _risk.settled_kind(design, iteration, T, est.n_probes) == "proximal"
+    assert _settles(design_ridge, it_ridge, T, ridge.n_probes) == "linear"
     ball = IterativeRidge(max_iter=T, solver="heavy_ball")
     it_ball, design_ball = _iteration_and_design(ball, X, y)
-    assert not _risk.can_settle(design_ball, it_ball, T, ball.n_probes)
+    assert _settles(design_ball, it_ball, T, ball.n_probes) is None
+
+
+def _settles(design, iteration, T, n_probes, keep_state=False):
+    """The settled form a path of ``T`` steps may take, planned before the fit."""
+    plan = plan_estimate(design, iteration, None, n_probes, n_iter=T, keep_state=keep_state)
+    return plan.settles if plan.form == "settled" else None
 
 
 def _iteration_and_design(est, X, y):
@@ -260,3 +265,23 @@ def test_first_live_column_of_the_row_norms():
         broken = hx.copy()
         broken[0, 3] = bad
         assert first_live(7, broken, hv, 1.0, negligible) == (7, 1.0)
+
+
+def test_free_steps_exclude_clipped_unpenalised_and_inactive_coordinates():
+    from skacv.iterations._penalties import Penalty
+
+    path = np.array([[1.0, 1.0, 0.0, 1.0],  # inactive at step 2
+                     [0.5, 0.5, 0.5, -0.1],  # a sign change at step 3: clipped
+                     [1.0, 1.1, 1.2, 1.3],
+                     [-2.0, -2.1, -2.2, -2.3],
+                     [3.0, 3.0, 3.0, 3.0]])  # unpenalised
+    it = FISTA(1.0, penalty=Penalty(l1=0.1, l2=0.3, n_unpenalized=1))
+    free = settled_form.free_steps(it, path)
+    coef = it.extrapolation_coefficients(3, path[:, 3], path[:, 2])
+    assert free.shape == (5, 3)
+    assert not free[0, 1] and not free[4].any()  # inactive; unpenalised with a ridge part
+    assert not free[1, 2] and coef[1][1] == 0.0
+    assert free[2:4].all()
+    # without the ridge part the unpenalised coordinate is free where active
+    it = ISTA(1.0, penalty=Penalty(l1=0.1, n_unpenalized=1))
+    assert settled_form.free_steps(it, path)[4].all()

@@ -25,7 +25,6 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
-from scipy.sparse.linalg import LinearOperator
 
 from .._policy import current_policies
 from .._trace import taken
@@ -421,16 +420,6 @@ class Design:
         if not self.sparse:
             return self.X
         return self.columns(np.arange(self.n_features))
-
-    def aslinearoperator(self):
-        return LinearOperator(
-            (self.n_samples, self.n_features),
-            matvec=self.matvec,
-            rmatvec=self.rmatvec,
-            matmat=self.matvec,
-            rmatmat=self.rmatvec,
-            dtype=self.dtype,
-        )
 
     # ---------------------------------------------------------------- spectrum
     def lipschitz(self):

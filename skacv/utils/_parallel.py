@@ -14,7 +14,6 @@ import os
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import joblib
-import numpy as np
 import scipy.linalg  # noqa: F401  (SciPy's BLAS is loaded before _BLAS looks for it)
 import sklearn
 from threadpoolctl import ThreadpoolController, threadpool_limits
@@ -309,17 +308,3 @@ def shared_cpus(root=CACHE_ROOT):
     except (OSError, ValueError):
         pass
     return shared
-
-
-def column_groups(n_columns, unit, max_columns, multiple=2):
-    """Slices of ``range(n_columns)`` in whole ``unit``s of at most about
-    ``max_columns`` columns, as even as possible, their number a multiple of
-    ``multiple`` when there are enough units (balanced threads). The groups
-    do not depend on the number of threads, so neither do the results."""
-    units = n_columns // unit
-    if units == 0:
-        return []
-    n_groups = -(-units * unit // max(max_columns, unit))
-    n_groups = min(units, -(-n_groups // multiple) * multiple)
-    bounds = np.linspace(0, units, n_groups + 1).round().astype(int) * unit
-    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]

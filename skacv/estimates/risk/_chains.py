@@ -10,8 +10,7 @@ Traces use Hutchinson probes, or identity probes for exact traces
 go forward to it and the outputs after it go backward by the transposed
 steps (:func:`_backward_chains`, :func:`_backward_chains_extrapolated`):
 ``m T^2 / 4`` chain-steps (``m T^2 / 3`` with extrapolation) instead of
-``m T^2 / 2``. :func:`shared_plan` chooses the split and whether the chains
-switch to a diagonalised core (:mod:`skacv.estimates.risk._core_space`).
+``m T^2 / 2``. :func:`shared_plan` chooses the split.
 """
 
 import numpy as np
@@ -19,13 +18,11 @@ import numpy as np
 from ..._config import check_memory
 from ..._trace import taken
 from ...linalg._linalg import block_trace as _block_trace
-from ._core_space import core_space_memory_matrix, core_space_plan
 from ._probes import draw_probes
 from ._propagate import (
     ChainProbes,
     chain_order,
     chunk_columns,
-    design_columns,
     gram_product,
     gram_to_keep,
     maybe_gram,
@@ -63,30 +60,18 @@ class SharedProbes(ChainProbes):
 
 
 def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_state=False):
-    """``(split, core)``: the step where forward and backward chains meet
-    (:func:`split_step`; ``T``: forward only, with a heavy ball or a state
-    to keep or continue) and the diagonalised core's
-    :class:`~skacv.estimates.risk._core_space.CorePlan` when the flop model
-    prefers it (Hutchinson probes, no state; else ``None``)."""
+    """The step where forward and backward chains meet (:func:`split_step`;
+    ``T``: forward only, with a heavy ball or a state to keep or continue)."""
     n = design.n_samples
     T = coef_path.shape[1] - 1
     keep_state = keep_state and n_probes is not None
     state = usable_state(state, ChainState, n_probes, np.dtype(dtype), T, n)
     _, _, prefix = chain_order(coef_path)
     if T < 1 or state is not None or keep_state or int(prefix[1]) == 0:
-        return T, None
-    per_output = 2 if iteration.extrapolates(T) else 1
-    split = (T if iteration.uses_heavy_ball(T)
-             else split_step(n, prefix, T, design.policy, per_output))
-    if n_probes is None:
-        return split, None
-    m = int(n_probes)
-    plan = core_space_plan(iteration, coef_path, n, m, chain_step_cost(n, prefix, m, T),
-                           np.dtype(dtype).itemsize, design.policy,
-                           total=chain_step_cost(n, prefix, m, T, split, per_output).sum(),
-                           split=split < T)
-    taken("core_space_plan", plan=plan)
-    return split, plan
+        return T
+    if iteration.uses_heavy_ball(T):
+        return T
+    return split_step(n, prefix, T, design.policy, 2 if iteration.extrapolates(T) else 1)
 
 
 def _trace_probes(Xs, Z, n, dtype):
@@ -182,37 +167,9 @@ def _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, 
               f"step {split}")
 
 
-def core_space_chains(design, iteration, coef_path, n_probes, rng, dtype, plan, verbose=0):
-    """Memory matrices of the shared probes with the chains on the
-    diagonalised core from step ``plan.start`` on (the first steps in
-    coordinates by :func:`masked_memory_matrix`, with the same probes)."""
-    Z = draw_probes(rng, (design.n_samples, int(n_probes)), dtype)
-    head = None
-    if plan.start > 1:  # the first steps in coordinates
-        head = masked_memory_matrix(design, iteration, coef_path[:, :plan.start], n_probes,
-                                    rng, dtype, verbose, keep_state=True, probes=Z)[2]
-    return core_space_memory_matrix(
-        lambda idx, dt: design_columns(design, idx, dt), iteration, coef_path, Z,
-        1.0 / design.n_eff, plan, dtype, design.policy, head=head, verbose=verbose)
-
-
 def _chain_state(k, Z, dtype, A, Av, chains, gram=None):
     return ChainState(k=k, Z=Z, dtype=dtype, A=A.copy(), Av=Av.copy(),
                       chains=chains if chains is not None else SavedChains(), gram=gram)
-
-
-def chain_step_cost(n, prefix, m, T, split=None, per_output=1):
-    """Flops of every step ``k = 0..T`` of the coefficient-space chains (the
-    cheaper of the primal and the Gram products, as :func:`maybe_gram`
-    weighs them; the Gram matrix's own cost spread over the steps), forward
-    only, or split at step ``split`` (:func:`_chain_columns`)."""
-    cost = np.zeros(T + 1)
-    k = np.arange(2, T + 1)
-    r = prefix[k].astype(float)
-    u = prefix[k - 1].astype(float)
-    c = _chain_columns(m, T, T if split is None else split, per_output)[2:].astype(float)
-    cost[2:] = np.minimum(2 * n * (u + r) * c, 2 * r * u * c + 2.0 * n * r * u / (T - 1))
-    return cost
 
 
 def _chain_columns(m, T, split, per_output=1):

@@ -7,8 +7,8 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
 * :func:`plan_estimate`, the one place that decides how: the number of
   probes (:func:`resolve_n_probes`; ``None``: exact traces), the form and
   the probe scheme, the chains' precision, and for the shared probes where
-  the chains meet and whether they switch to a diagonalised core. Its
-  :class:`EstimatePlan` is data (``form``, ``n_probes``, ``dtype``, ...);
+  the forward and backward chains meet. Its :class:`EstimatePlan` is data
+  (``form``, ``n_probes``, ``dtype``, ...);
 * :func:`memory_matrices`, the one runner, which hands the plan to the
   engine of its form:
 
@@ -20,8 +20,6 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
 ``"shared"``        proximal iterations, the same probes for every source (or
                     identity probes: exact traces), forward chains meeting
                     backward ones (:mod:`skacv.estimates.risk._chains`)
-``"core_space"``    the same probes, the chains on a diagonalised core once
-                    the supports allow it (:mod:`skacv.estimates.risk._core_space`)
 ``"pooled"``        proximal iterations, probes shared by every source in one
                     chain (``"auto"``'s; :mod:`skacv.estimates.risk._pooled`)
 ``"curvature"``     robust losses and mini-batches: the traces ``A`` and ``K``
@@ -33,7 +31,7 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
 
 The statistical choices (exact traces or probes, ``n_probes="auto"``; the
 probe scheme; the chains' precision) are arguments; the choices between
-equal computations (split, core space, Gram matrices, chunk sizes) read the
+equal computations (split, Gram matrices, chunk sizes) read the
 speed policy (``design.policy``). The proximal chain engines
 drive the same propagator
 (:class:`~skacv.estimates.risk._propagate.ForwardChains`), and every probe
@@ -51,8 +49,7 @@ from ..._config import get_config
 from ..._trace import taken
 from ...exceptions import EstimateBudgetError
 from ...linalg._sampling import stands_for_rows
-from ._chains import core_space_chains, masked_memory_matrix, shared_plan
-from ._core_space import CorePlan
+from ._chains import masked_memory_matrix, shared_plan
 from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
 from ._probes import pooled_probes, pooled_start_probes
@@ -119,36 +116,29 @@ def resolve_scheme(scheme="auto"):
     return scheme
 
 
-def chain_cost_in_fits(design, coef_path, n_probes, scheme):
-    """Predicted time of the proximal chains of :func:`memory_matrix` in
+def chain_cost_in_fits(design, coef_path, n_probes):
+    """Predicted time of the pooled chain of :func:`memory_matrices` in
     units of the fit of the same path (``T`` steps of two products with
     ``X~``, ``4 n p`` flops a step).
 
-    The chains are restricted to the features active so far (``s_k`` at
+    The chain is restricted to the features active so far (``s_k`` at
     step ``k``): a step multiplies the support's Gram matrix by the pooled
-    probes' ``m`` columns, or by the shared probes' ``m`` columns per open
-    source (meet in the middle: ``m T / 4`` on average);
-    ``2 s_k^2`` flops a column, at the speed policy's
-    ``chain_gemm_advantage`` times the fit's speed per flop.
+    probes' ``m`` columns, ``2 s_k^2`` flops a column, at the speed
+    policy's ``chain_gemm_advantage`` times the fit's speed per flop.
 
     Returns
     -------
     fits : float
     flops : float
-        The chains' flops.
+        The chain's flops.
     """
     T = coef_path.shape[1] - 1
     if T < 2 or n_probes is None:
         return 0.0, 0.0
-    m = float(n_probes)
     active = np.cumsum(np.any(coef_path != 0, axis=0)) > 0  # nothing active before the start
     support = np.maximum.accumulate((coef_path != 0).sum(axis=0)).astype(float)
     support = np.where(active, support, 0.0)
-    if scheme == "pooled":
-        columns = np.full(T + 1, m)
-    else:
-        columns = np.full(T + 1, m * T / 4.0)
-    flops = float(np.sum(2.0 * support**2 * columns))
+    flops = float(np.sum(2.0 * support**2 * float(n_probes)))
     n, p = design.n_samples, design.n_features
     policy = design.policy
     # the fit's products: two with X~ a step, or one with X~^T X~ (covariance form)
@@ -157,15 +147,14 @@ def chain_cost_in_fits(design, coef_path, n_probes, scheme):
     return flops / policy.chain_gemm_advantage / max(fit, 1.0), flops
 
 
-def _check_budget(design, coef_path, n_probes, scheme):
-    """Refuse chains that would cost more than ``risk_time_budget`` fits."""
+def _check_budget(design, coef_path, n_probes):
+    """Refuse a pooled chain that would cost more than ``risk_time_budget``
+    fits (the shared probes are not budgeted: their cost depends on where
+    the supports grow, which this model does not see)."""
     budget = get_config()["risk_time_budget"]
-    if budget is None or scheme == "shared":
-        # the shared probes' cost depends on their core space and on where
-        # the chains meet, which this model does not see (it overestimated
-        # them 5-10 times on small designs): not budgeted
+    if budget is None:
         return
-    cost, flops = chain_cost_in_fits(design, coef_path, n_probes, scheme)
+    cost, flops = chain_cost_in_fits(design, coef_path, n_probes)
     if cost > budget and flops > design.policy.risk_cheap_flops:
         s = int(np.count_nonzero(np.any(coef_path != 0, axis=1)))
         raise EstimateBudgetError(
@@ -218,8 +207,6 @@ class EstimatePlan:
     settled_step : int or None
     split : int or None
         ``"shared"``: the step where backward chains take over.
-    core : CorePlan or None
-        ``"core_space"``: the diagonalised core's plan.
     adaptive : bool
         ``"pooled"`` with ``n_probes="auto"``: more probes while the
         estimate is noisy (:func:`~skacv.estimates.risk._estimate.trajectory_risk`).
@@ -231,7 +218,6 @@ class EstimatePlan:
     settles: str | None = None
     settled_step: int | None = None
     split: int | None = None
-    core: CorePlan | None = None
     adaptive: bool = False
 
 
@@ -268,8 +254,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         A non-quadratic datafit (or mini-batches): the curvature chains.
     state, keep_state
         The warm-start state to continue and whether a new one is kept
-        (no settled form; the shared chains then run forward only, without
-        a core space).
+        (no settled form; the shared chains then run forward only).
     adaptive : bool, default=False
         The pooled probes with ``n_probes="auto"`` start with
         :func:`~skacv.estimates.risk._probes.pooled_start_probes` (or the
@@ -330,12 +315,11 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     # a chain that starts with all the probes has nothing to grow
     adaptive = (adaptive and scheme == "pooled" and auto_probes
                 and n_probes < design.statistics.pooled_probes)
-    _check_budget(design, coef_path, n_probes, scheme)
+    if scheme == "pooled":
+        _check_budget(design, coef_path, n_probes)
     if scheme != "shared":
         return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)
-    split, core = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
-    if core is not None:
-        return EstimatePlan("core_space", int(n_probes), dtype, core=core)
+    split = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
     return EstimatePlan("shared", n_probes, dtype, split=split)
 
 
@@ -359,9 +343,6 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
     if form == "shared":
         return masked_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
                                     state=state, keep_state=keep_state, split=plan.split)
-    if form == "core_space":
-        return (*core_space_chains(design, iteration, coef_path, m, rng, dtype, plan.core,
-                                   verbose), None)
     if form == "pooled":
         return pooled_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
                                     state=state, keep_state=keep_state)

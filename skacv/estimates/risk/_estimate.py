@@ -2,30 +2,11 @@
 
 Bellec & Tan (2024); Tan & Bellec (2024) for robust losses and mini-batches.
 :func:`trajectory_risk` is the entry point (the estimators' ``risk_path_``):
-
-1. :func:`skacv.estimates.risk._engine.plan_estimate` decides, once, how
-   (the settled form of a long path whose supports settle,
-   :mod:`skacv.estimates.risk._forms`; spectral nodes for linear
-   iterations; Jacobian chains for proximal ones, with pooled or shared
-   probes, a diagonalised core; the curvature chains of robust
-   losses), and the memory matrices ``A``, ``A_sources`` (traces of the
-   Jacobians of the iterates with respect to the response entering every
-   step) come from the one runner,
-   :func:`skacv.estimates.risk._engine.memory_matrices`;
-2. the readout corrects the training residuals with them
-   (:mod:`skacv.estimates.risk._readout`: :func:`risk_from_memory`,
-   :func:`risk_from_products` in the covariance form,
-   :func:`risk_from_sources` for robust losses);
-3. the diagnostics flag the iterates where the estimate is not to be
-   trusted (:mod:`skacv.estimates.risk._reliability`).
-
-Long paths whose supports settle (and linear iterations) keep the memory
-matrices in a state-space form and correct the residuals by forward
-recursions, linear in ``T``
-(:class:`~skacv.estimates.risk._settled.SettledMemory`); every other
-estimate checks its ``(T + 1) x (T + 1)`` matrices against
-``path_memory_limit`` before allocating them.
-"""
+the plan and the memory matrices of :mod:`skacv.estimates.risk._engine`,
+the readout of :mod:`skacv.estimates.risk._readout` (the settled and robust
+forms: :mod:`skacv.estimates.risk._forms`), the diagnostics of
+:mod:`skacv.estimates.risk._reliability`, and the pooled probes grown while
+the estimate is noisy (:func:`_grow_pooled`)."""
 
 import functools
 import time
@@ -37,7 +18,6 @@ from ..._config import check_memory, format_bytes
 from ..._trace import taken
 from ...utils._parallel import small_blas
 from ._engine import (
-    chain_cost_in_fits,  # noqa: F401 (re-exported)
     memory_matrices,
     plan_estimate,
 )
@@ -55,26 +35,18 @@ from ._probes import (
     probe_noise,
     probes_for_noise,
 )
-from ._readout import (  # noqa: F401 (the readout's names, re-exported)
-    _extrapolate_columns,
-    _intercept_term,
-    residual_basis,
-    residual_correction,
+from ._readout import (
     residual_matrix,
     residual_products,
     risk_at_iterates,
     risk_from_memory,
     risk_from_products,
-    risk_from_sources,
     source_points,
-    source_residuals,
 )
-from ._reliability import (  # noqa: F401 (re-exported)
-    _reliability,
-    reliability_failures,
+from ._reliability import (
     risk_reliability,
 )
-from ._result import (  # noqa: F401 (re-exported)
+from ._result import (
     DENSE_MATRICES,
     ESTIMATE_HINT,
     SETTLED_ARRAYS,
@@ -82,31 +54,14 @@ from ._result import (  # noqa: F401 (re-exported)
     RiskEstimate,
     check_dense_memory,
 )
-from ._settled import settled_step  # noqa: F401 (re-exported)
-
-
-def settled_kind(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
-                 probe_scheme="auto"):
-    """Which settled form a trajectory of ``n_iter`` steps may take
-    (:attr:`~skacv.estimates.risk._engine.EstimatePlan.settles`, planned
-    before the fit: ``"linear"``, ``"proximal"`` or ``None``)."""
-    plan = plan_estimate(design, iteration, None, n_probes, probe_scheme, n_iter=n_iter,
-                         datafit=datafit, keep_state=keep_state)
-    return plan.settles if plan.form == "settled" else None
-
-
-def can_settle(design, iteration, n_iter, n_probes="auto", datafit=None, keep_state=False,
-               probe_scheme="auto"):
-    """Whether :func:`settled_kind` is not ``None``."""
-    return settled_kind(design, iteration, n_iter, n_probes, datafit, keep_state,
-                        probe_scheme) is not None
 
 
 def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
                       products=False, keep_state=False, probe_scheme="auto"):
     """Refuse, before a fit, a risk estimate above ``path_memory_limit``.
 
-    A path that may settle (:func:`can_settle`) needs at least the settled
+    A path that may settle (the plan of
+    :func:`~skacv.estimates.risk._engine.plan_estimate` before the fit) needs at least the settled
     form's ``O(q T)`` floats (``q``: samples, or features + 1 with
     ``products``); any other estimate needs its dense ``(T + 1) x (T + 1)``
     matrices (:func:`check_dense_memory`).
@@ -118,7 +73,9 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
     """
     taken("check_risk_memory", probe_scheme=probe_scheme)
     T1 = int(n_iter) + 1
-    if not can_settle(design, iteration, n_iter, n_probes, datafit, keep_state, probe_scheme):
+    plan = plan_estimate(design, iteration, None, n_probes, probe_scheme, n_iter=n_iter,
+                         datafit=datafit, keep_state=keep_state)
+    if plan.form != "settled":
         check_dense_memory(T1)
         return
     q = design.n_features + 1 if products else design.n_samples
@@ -168,23 +125,11 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
         allocated).
     """
     check_dense_memory(coef_path.shape[1], 4)
-    return _memory_matrices(design, iteration, coef_path, n_probes, random_state, chain_dtype,
-                            verbose, scheme=probe_scheme)[:2]
-
-
-def _memory_matrices(design, iteration, coef_path, n_probes, random_state, dtype,
-                     verbose, state=None, keep_state=False, scheme="auto"):
-    """:func:`memory_matrix`, also returning a state that a longer path of the
-    same trajectory continues (``keep_state``; ``None`` when there is nothing
-    to continue): the engine of the plan of
-    :func:`~skacv.estimates.risk._engine.plan_estimate`."""
     if coef_path.shape[1] == 1:
-        return np.zeros((1, 1)), np.zeros((1, 1)), None
-    rng = check_random_state(random_state)
-    plan = plan_estimate(design, iteration, coef_path, n_probes, scheme, dtype, state=state,
-                         keep_state=keep_state)
-    return memory_matrices(design, iteration, coef_path, plan, rng, verbose, state=state,
-                           keep_state=keep_state)
+        return np.zeros((1, 1)), np.zeros((1, 1))
+    plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype)
+    return memory_matrices(design, iteration, coef_path, plan, check_random_state(random_state),
+                           verbose)[:2]
 
 
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
@@ -234,22 +179,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     before it is allocated (:func:`check_dense_memory`; a ``ValueError``
     with the bytes, the limit and the fixes).
 
-    **Settled supports.** For ISTA / FISTA (no heavy ball, shared probes)
-    whose support and extrapolation stay fixed for the last
-    ``settled_min_tail`` steps or more (the speed policy), the memory matrices after the step
-    ``k0`` where they settle are a state-space recursion on the
-    eigenbasis of the support's Gram matrix (``r = |S|`` directions;
-    :class:`~skacv.estimates.risk._settled.SettledMemory`), and the
-    corrections are forward recursions: the chains in coordinates up to
-    ``k0``, then ``O(r q T)`` work (``q`` samples, or features + 1 in the
-    covariance form) and ``O(q T)`` memory, instead of ``O(T^3)`` and
-    ``(T + 1)^2`` floats; the amplification diagnostic adds ``O(r T)`` when
-    the memory matrix is non-negative (no momentum), ``O(r T^2 / 2)``
-    scalar operations otherwise. Gradient descent, ridge GD and Nesterov
-    (no heavy ball, no preconditioner) take the same form from the start
-    (``k0 = 0``, ``r`` spectral nodes) from ``settled_min_tail`` steps on.
-    Not with a warm-start state to keep (the chains continue in
-    coordinates).
+    A long path whose supports settle (and a linear iteration) takes the
+    settled form (:mod:`skacv.estimates.risk._settled`): ``O(r q T)`` work
+    and ``O(q T)`` memory instead of ``O(T^3)`` and ``(T + 1)^2`` floats.
 
     Returns
     -------
@@ -391,7 +323,7 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     when they are not measured).
     """
     template = (None if state.nodes is None else
-                template_matrices(design, iteration, coef_path, None, nodes=state.nodes))
+                template_matrices(iteration, coef_path.shape[1] - 1, state.nodes))
     stats = design.statistics
     while True:
         out = readout(A, Av)

@@ -6,7 +6,8 @@ is estimated here from its rows' sums. Every source injects the same images
 chain of ``m`` columns, which then holds ``F_t = sum_s J_{t,s} X~^T Z``.
 Its readout ``(1/m) tr(Z^T X~ F_t)`` (and the same with the gradient
 points' tangents for ``A_sources``) is Hutchinson's unbiased estimate of
-the row's sum ``sum_s A[t, s]``.
+the row's sum ``sum_s A[t, s]``. An iteration with a heavy ball takes the
+shared probes instead (:func:`~skacv.estimates.risk._engine.plan_estimate`).
 
 * ``m`` columns a step whatever the path's length
   (the statistical policy's ``pooled_probes`` probes, or fewer
@@ -20,14 +21,9 @@ the row's sum ``sum_s A[t, s]``.
   (:func:`rows_from_sums`): the memory matrix of the iteration's linear
   counterpart (its prox replaced by the identity: the same steps and
   momentum) on the spectrum of the union of the path's supports
-  (:func:`template_matrices`), scaled to the row's sum. With the exact row
-  sums, the template's split moved ``risk_path_`` by 0.12-0.50 % rms on FISTA
-  (equicorrelated 600 x 900, isotropic 1000 x 1500 and 120 x 180) and
-  0.59 % on ISTA (the seed generator, 1000 x 1500), where the row's
-  average moved it by 1-45 %. It is a
-  bias where the supports shrink far below their union (FISTA's first
-  steps on a wide design): 2.9 % rms on an equicorrelated 200 x 400, 200
-  steps (``tests/test_reliability.py``).
+  (:func:`template_matrices`), scaled to the row's sum. It is a bias where
+  the supports shrink far below their union (FISTA's first steps on a wide
+  design; ``tests/test_reliability.py``).
 * The probes (and the template's Lanczos probes, on supports above
   its ``template_exact_support``) are drawn from
   ``random_state``, and a row reads only its own step: the row sums of a
@@ -36,14 +32,7 @@ the row's sum ``sum_s A[t, s]``.
 
 Why it pays: the per-source traces oscillate with the lag (FISTA) or decay
 smoothly with it (ISTA), so a row sum's Hutchinson noise grows far slower
-than the number of sources. Root-mean-square relative error of ``risk_path_`` against
-exact traces over 6-12 probe draws, pooled (32 probes) against independent
-(10 probes a source), chain time in seconds, one BLAS thread: isotropic
-1000 x 1500 FISTA, T = 150: 1.75 % against 3.0 %, 0.20 s against 0.77 s;
-the seed generator 1000 x 1500 ISTA, T = 100 (16 probes): 1.33 % against
-1.32 %, 0.14 s against 0.54 s; equicorrelated 600 x 900 FISTA, T = 150:
-0.98 % against 0.38 %, 0.15 s against 1.03 s; equicorrelated 300 x 450
-FISTA: 1.77 % against 0.93 % (the shared probes, 10: 3.95 %, 0.31 s).
+than the number of sources (the measurements: ``docs/internals.rst``).
 """
 
 import copy
@@ -255,8 +244,7 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     the exact row sums).
     """
     m = int(n_probes)
-    start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype,
-                       heavy_ball=False)
+    start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype)
     n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
     run = PooledRun(np.zeros((T + 1, 1, m)), np.zeros((T + 1, 1, m)), np.zeros((T + 1, 2)),
                     continued=state)
@@ -366,25 +354,19 @@ def rows_from_sums(SA, SV, lag0, template=None):
     return out[0], out[1]
 
 
-def template_matrices(design, iteration, coef_path, rng, Xs=None, nodes=None):
+def template_matrices(iteration, n_iter, nodes):
     """The split's template (:func:`rows_from_sums`): the memory
     matrices ``(T_A, T_sources)`` of ``iteration`` with its prox replaced
     by the identity, on the spectrum of the Gram matrix ``X~_U^T X~_U /
-    n_eff`` of the union ``U`` of the path's supports (:func:`template_nodes`
-    with ``rng``; ``Xs``: those columns if already gathered; ``nodes``:
-    their nodes and weights if already known).
+    n_eff`` of the union ``U`` of the path's supports (``nodes``: its nodes
+    and weights, :func:`template_nodes`).
 
     The union's spectrum, not the final support's: with the exact row
     sums, exact eigenvalues, the union's template moved ``risk_path_`` by
     0.26 % rms (ISTA, the seed generator at 1000 x 1500, T = 100) and 0.08 %
     (FISTA, equicorrelated 600 x 900, T = 150), the final support's by 4.0 %
     and 0.33 %."""
-    T = coef_path.shape[1] - 1
-    if nodes is None:
-        if Xs is None:
-            support = np.flatnonzero(np.any(coef_path != 0, axis=1))
-            Xs = design_columns(design, support, np.float64)
-        nodes = template_nodes(design, Xs, rng, iteration, T)
+    T = int(n_iter)
     if nodes[0].size == 0:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
     return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1])
@@ -484,7 +466,7 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, width
         run.state.nodes_lags = template_lags(T, design.statistics)
-    template = template_matrices(design, iteration, coef_path, None, nodes=nodes)
+    template = template_matrices(iteration, T, nodes)
     A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template)
     return A, Av, run.state
 

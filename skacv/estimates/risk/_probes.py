@@ -100,15 +100,7 @@ def noise_iterates(n_iterates, statistics):
     spaced iterates give the rms of all of them up to a small sampling
     error, and the replicates cost ``O(T^2)`` flops an iterate
     (:func:`~skacv.estimates.risk._readout.risk_at_iterates`) instead of
-    ``O(T^3)`` for the whole path. Measured against the rms over every
-    iterate (the same replicates), at every decision of the growth: on the
-    equicorrelated designs of ``benchmarks/bench_vs_cv.py`` (2000 x 1000
-    and 2000 x 3000, FISTA and ISTA, T = 150 and 300, 3 probe draws each)
-    the noise moved by at most 0.9 % of itself, on the stages of the
-    staged search up to T = 727 (FISTA, the seed generator's
-    equicorrelated 2000 x 3000, 3 draws) by at most 1.1 %, against a spread
-    of about 20 % between probe draws; no decision of
-    :func:`probes_for_noise` changed."""
+    ``O(T^3)`` for the whole path (the measurements: ``docs/speed_policy.rst``)."""
     T, K = int(n_iterates) - 1, statistics.noise_iterates
     if T <= K:
         return np.arange(1, T + 1)

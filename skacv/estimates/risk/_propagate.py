@@ -495,9 +495,8 @@ class ForwardChains:
         C = getattr(design, "cache", {}).get(("gram", "features"))
         self.design_gram = None if C is None else (C, design.n_eff)
 
-    def restore(self, saved, n_cols=None):
-        """Scatter :class:`SavedChains` into this row order (``n_cols``: their
-        columns; default all of theirs)."""
+    def restore(self, saved):
+        """Scatter :class:`SavedChains` into this row order (all their columns)."""
         position = np.empty(self.coef_path.shape[0], dtype=np.intp)
         position[self.order] = np.arange(self.order.size)
         for name in ("dv", "dx1", "dx2"):
@@ -507,17 +506,15 @@ class ForwardChains:
                     name == "dx1" and block is self.dv):
                 continue
             rows = position[coords]
-            block[rows, :values.shape[1] if n_cols is None else n_cols] = values
+            block[rows, :values.shape[1]] = values
             if name == "dv":
                 self.dv_rows = int(rows.max()) + 1
 
-    def saved(self, c, iterates=True):
-        """The chains' first ``c`` columns in coordinates (:class:`SavedChains`;
-        ``iterates=False``: without ``dx1`` when it is ``dv``)."""
+    def saved(self, c):
+        """The chains' first ``c`` columns in coordinates (:class:`SavedChains`)."""
         order = self.order
-        out = SavedChains(dv=(order[:self.dv_rows], self.dv[:self.dv_rows, :c].copy()))
-        if iterates or self.dx1 is not self.dv:
-            out.dx1 = (order[:self.rows_k], self.dx1[:self.rows_k, :c].copy())
+        out = SavedChains(dv=(order[:self.dv_rows], self.dv[:self.dv_rows, :c].copy()),
+                          dx1=(order[:self.rows_k], self.dx1[:self.rows_k, :c].copy()))
         if self.dx2 is not None:
             out.dx2 = (order[:self.rows_prev], self.dx2[:self.rows_prev, :c].copy())
         return out

@@ -15,7 +15,24 @@ from scipy import linalg
 
 from ..._trace import taken
 from ...utils._parallel import factorization_blas
-from ._core_space import free_steps
+
+
+def free_steps(iteration, coef_path):
+    """Boolean ``(p, T)``: coordinate ``j`` is free at step ``k`` (column
+    ``k - 1``): in the support of ``x^k``, penalised like every other row
+    (no trailing unpenalised coordinate when the penalty has a ridge part),
+    with the plain extrapolation of step ``k`` (an iteration without a
+    heavy ball)."""
+    free = coef_path[:, 1:] != 0
+    pen = iteration.penalty
+    if pen.n_unpenalized and np.any(pen.l2_):
+        free[coef_path.shape[0] - pen.n_unpenalized:] = False
+    for k in range(1, coef_path.shape[1]):
+        beta = float(iteration.beta(k))
+        coef = iteration.extrapolation_coefficients(k, coef_path[:, k], coef_path[:, k - 1])
+        if coef is not None:
+            free[:, k - 1] &= (coef[0] == 1.0 + beta) & (coef[1] == -beta)
+    return free
 
 
 def settled_step(iteration, coef_path):

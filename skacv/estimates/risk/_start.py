@@ -30,16 +30,11 @@ class ChainStart:
     from the start), the chains' ``masks``, row ``order`` and ``prefix``
     (:func:`~skacv.estimates.risk._propagate.chain_order`)."""
 
-    def __init__(self, design, iteration, coef_path, state, kind, n_probes, dtype,
-                 heavy_ball=True):
+    def __init__(self, design, iteration, coef_path, state, kind, n_probes, dtype):
         self.design, self.iteration, self.coef_path = design, iteration, coef_path
         self.n = design.n_samples
         self.T = T = coef_path.shape[1] - 1
         self.dtype = np.dtype(dtype)
-        if not heavy_ball and iteration.uses_heavy_ball(T):
-            raise ValueError(
-                f"{kind.__name__.replace('State', '')} probes need an iteration without a "
-                f"heavy ball ({iteration.name}); use risk_options={{'probe_scheme': 'shared'}}.")
         self.state = usable_state(state, kind, n_probes, self.dtype, T, self.n)
         self.k0 = 0 if self.state is None else self.state.k
         self.masks, self.order, self.prefix = chain_order(coef_path)

@@ -9,7 +9,7 @@ the same probes and precision (anything else starts afresh):
 
 * :class:`ChainState`: the forward Jacobian chains with the probes shared by
   every source (:mod:`skacv.estimates.risk._chains`), also the head of the
-  core-space and settled forms;
+  settled form;
 * :class:`PooledState`: the one chain of the pooled probes
   (:mod:`skacv.estimates.risk._pooled`), its probes and its rows' sums so
   far;
