@@ -124,18 +124,21 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         mse_path = list(self.train_mse_path_)
         tracker = self._tracker
         tic = time.perf_counter()
+        q, scale, unit = P.n_components_, P.scale_[:, None], st.w is None
         for _ in range(n_epochs):
             with np.errstate(over="ignore", invalid="ignore"):
                 for rows, counts, positions in st.sampler.epoch(self._rng):
-                    g = counts[:, None] * (f[rows] - Y[rows])
-                    corr = P.scale_[:, None] * (phi[rows].T @ g)  # (q, c)
+                    g = f[rows] - Y[rows]
+                    if not unit:
+                        g *= counts[:, None]
                     alpha[rows] -= h * g  # rows are distinct (counts carry repeats)
-                    if P.n_components_:
-                        alpha[rows_S] += h * (P.coef_ @ corr)
                     rhs = g if tracker is None else np.hstack([g, tracker.rhs(rows, counts)])
                     KB = op.matmul(rows, rhs)
-                    if P.n_components_:
-                        KB -= phi @ (P.scale_[:, None] * (phi[rows].T @ rhs))
+                    if q:  # the EigenPro correction, (q, c + probes)
+                        corr = phi[rows].T @ rhs
+                        corr *= scale
+                        alpha[rows_S] += P.coef_ @ (h * corr[:, :c])
+                        KB -= phi @ corr
                     f -= h * KB[:, :c]
                     if tracker is not None:
                         tracker.step(rows, counts, h, KB[:, c:], -g / counts[:, None],

@@ -117,14 +117,13 @@ class Kernel:
         return out
 
 
-def fused_product(kernel, XA, XB, sqA, sqB, G):
-    """``k(XA, XB) @ G`` for a built-in radial kernel, in the dtype of ``XA``.
+def fused_block(kernel, XA, XB, sqA, sqB):
+    """``k(XA, XB)`` for a built-in radial kernel, in the dtype of ``XA``.
 
-    One block: the cross products by one matrix product, the squared
-    distances ``|a|^2 + |b|^2 - 2 a.b`` (clipped at 0) and the exponential
-    in place, then the product with ``G`` (no intermediate copies). The
-    rows should be centred: the cancellation in the squared distances is
-    about ``eps (|a|^2 + |b|^2)``.
+    The cross products by one matrix product, the squared distances
+    ``|a|^2 + |b|^2 - 2 a.b`` (clipped at 0) and the kernel in place (no
+    intermediate copies). The rows should be centred: the cancellation in
+    the squared distances is about ``eps (|a|^2 + |b|^2)``.
     """
     s = kernel.bandwidth
     K = XA @ XB.T
@@ -134,8 +133,7 @@ def fused_product(kernel, XA, XB, sqA, sqB, G):
         K -= (0.5 * c) * sqA[:, None]
         K -= (0.5 * c) * sqB[None, :]
         np.minimum(K, 0.0, out=K)
-        np.exp(K, out=K)
-        return K @ G
+        return np.exp(K, out=K)
     K *= -2.0
     K += sqA[:, None]
     K += sqB[None, :]
@@ -143,10 +141,14 @@ def fused_product(kernel, XA, XB, sqA, sqB, G):
     np.sqrt(K, out=K)
     if kernel.kernel == "laplacian":
         K *= -1.0 / s
-        np.exp(K, out=K)
-    else:
-        K = _matern_from_distance(K, s, kernel.nu)
-    return K @ G
+        return np.exp(K, out=K)
+    return _matern_from_distance(K, s, kernel.nu)
+
+
+def fused_product(kernel, XA, XB, sqA, sqB, G):
+    """``k(XA, XB) @ G`` for a built-in radial kernel, in the dtype of ``XA``:
+    one block of :func:`fused_block`, then the product with ``G``."""
+    return fused_block(kernel, XA, XB, sqA, sqB) @ G
 
 
 def median_bandwidth(X, sample_weight, size, random_state, statistics):
@@ -160,10 +162,27 @@ def median_bandwidth(X, sample_weight, size, random_state, statistics):
     """
     rows, counts, _ = draw_rows(sample_weight, size, random_state, X.shape[0], statistics)
     Z = np.repeat(X[rows], np.round(counts).astype(np.int64), axis=0)
-    if Z.shape[0] < 2:
+    k = Z.shape[0]
+    if k < 2:
         return 1.0
-    D = euclidean_distances(Z, Z)
-    med = float(np.median(D[np.triu_indices(Z.shape[0], 1)]))
+    Z = Z - Z.mean(axis=0)
+    sq = np.einsum("ij,ij->i", Z, Z)
+    D2 = Z @ Z.T
+    D2 *= -2.0
+    D2 += sq[:, None]
+    D2 += sq[None, :]
+    # the median over the pairs i < j by one selection on the whole matrix:
+    # the k diagonal entries (set below every distance) come first, then
+    # every pair twice, so that its entries k + N - 1 and k + N (N pairs)
+    # are the middle pairs' (the square root is monotone)
+    np.maximum(D2, 0.0, out=D2)
+    np.fill_diagonal(D2, -1.0)
+    flat = D2.reshape(-1)
+    n_pairs = k * (k - 1) // 2
+    hi = k + n_pairs
+    flat.partition(hi)
+    lo = flat[:hi].max()
+    med = float(np.sqrt(flat[hi]) + np.sqrt(lo)) / 2.0
     return med if med > 0 else 1.0
 
 
@@ -187,6 +206,8 @@ class KernelOperator:
     float64 or, after :meth:`to_single`, in float32; the products come back
     in float64. Other kernels go through :class:`Kernel` by chunks of
     ``working_memory``; ``policy``: the speed policy (the panels' size).
+    The whole kernel matrix is kept (:meth:`ensure`, :meth:`release`) when
+    it takes at most a quarter of ``working_memory``.
     """
 
     def __init__(self, kernel, X, policy):
@@ -200,21 +221,26 @@ class KernelOperator:
             self.sqf = np.einsum("ij,ij->i", self.Xf, self.Xf)
         self.use_full = 8 * n * n <= working_memory_bytes() // 4
         self.full = None
-        self.ensure()
 
     def to_single(self):
-        """Single-precision products from now on (the Gaussian kernel)."""
+        """Single-precision products from now on (the Gaussian kernel); the
+        kernel matrix is kept up to twice as many entries."""
         self.single = True
         self.Xf = self.Xf.astype(np.float32)
         self.sqf = self.sqf.astype(np.float32)
+        n = self.X.shape[0]
+        self.use_full = 4 * n * n <= working_memory_bytes() // 4
         if self.full is not None:
-            self.full = self.full.astype(np.float32)
+            self.full = self.full.astype(np.float32) if self.use_full else None
 
     def ensure(self):
         """Compute the full kernel matrix if it is small enough."""
         if self.use_full and self.full is None:
-            K = self.kernel(self.X, self.X, Y_norm_squared=self.sq)
-            self.full = K.astype(np.float32) if self.single else K
+            if self.fused:  # from the centred rows, in their precision
+                self.full = fused_block(self.kernel, self.Xf, self.Xf, self.sqf, self.sqf)
+            else:
+                K = self.kernel(self.X, self.X, Y_norm_squared=self.sq)
+                self.full = K.astype(np.float32) if self.single else K
 
     def release(self):
         """Drop the full kernel matrix (a fitted model does not keep it)."""
