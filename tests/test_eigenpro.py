@@ -411,9 +411,9 @@ def test_sgd_position_traces_and_readout_are_exact():
             super()._kernel_setup(X, Y, sw, policies)
             step = self._tracker.step
 
-            def record(rows, counts, h, KB, resid, positions=None):
+            def record(rows, counts, h, KB, resid, *rest):
                 batches.append((rows.copy(), counts.copy(), h, resid.copy()))
-                return step(rows, counts, h, KB, resid, positions)
+                return step(rows, counts, h, KB, resid, *rest)
 
             self._tracker.step = record
 

@@ -125,25 +125,37 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         tracker = self._tracker
         tic = time.perf_counter()
         q, scale, unit = P.n_components_, P.scale_[:, None], st.w is None
+        if tracker is not None and q and tracker.phi is None:
+            tracker.set_low_rank(phi)
+        # the EigenPro correction deferred to the end of the epoch: the fitted
+        # values are f + phi @ acc and the coefficients alpha + E_S coef @ acc
+        # (O(m q) a step for the batch rows, not O(n q) for every row)
+        acc = np.zeros((q, c))
+        corr = None
         for _ in range(n_epochs):
             with np.errstate(over="ignore", invalid="ignore"):
                 for rows, counts, positions in st.sampler.epoch(self._rng):
                     g = f[rows] - Y[rows]
+                    if q:
+                        g += phi[rows] @ acc
                     if not unit:
                         g *= counts[:, None]
                     alpha[rows] -= h * g  # rows are distinct (counts carry repeats)
                     rhs = g if tracker is None else np.hstack([g, tracker.rhs(rows, counts)])
-                    KB = op.matmul(rows, rhs)
-                    if q:  # the EigenPro correction, (q, c + probes)
+                    KB = op.matmul(rows, rhs)  # K[:, B] @ rhs; K_P's low-rank part in corr
+                    if q:  # (q, c + probes)
                         corr = phi[rows].T @ rhs
                         corr *= scale
-                        alpha[rows_S] += P.coef_ @ (h * corr[:, :c])
-                        KB -= phi @ corr
+                        acc += h * corr[:, :c]
                     f -= h * KB[:, :c]
                     if tracker is not None:
                         tracker.step(rows, counts, h, KB[:, c:], -g / counts[:, None],
-                                     positions)
+                                     positions, None if corr is None else corr[:, c:])
                     self.n_steps_ += 1
+                if q:
+                    f += phi @ acc
+                    alpha[rows_S] += P.coef_ @ acc
+                    acc[:] = 0.0
             self.n_iter_ += 1
             self._epoch_steps.append(self.n_steps_)
             check_memory(8 * alpha.size * (self.n_iter_ + 1), "the coefficients of every epoch",

@@ -117,32 +117,45 @@ class Kernel:
         return out
 
 
-def fused_block(kernel, XA, XB, sqA, sqB):
-    """``k(XA, XB)`` for a built-in radial kernel, in the dtype of ``XA``.
-
-    The cross products by one matrix product, the squared distances
-    ``|a|^2 + |b|^2 - 2 a.b`` (clipped at 0) and the kernel in place (no
-    intermediate copies). The rows should be centred: the cancellation in
-    the squared distances is about ``eps (|a|^2 + |b|^2)``.
-    """
-    s = kernel.bandwidth
-    K = XA @ XB.T
+def distance_factors(kernel, X, sq):
+    """``(L, R)`` of shape (n, d + 2) with ``L_a . R_b`` the exponent of the
+    Gaussian kernel ``-||a - b||^2 / (2 sigma^2)`` (other kernels: the
+    squared distance): ``L = [a c, -|a|^2 c / 2, -c / 2]``, ``R = [b, 1,
+    |b|^2]``, ``c = 1 / sigma^2`` (``[-2 a, |a|^2, 1]`` and ``R``), in the
+    dtype of ``X``. The squared norms enter the matrix product itself: a
+    block is one product and the kernel's passes in place."""
+    one = np.ones((X.shape[0], 1), dtype=X.dtype)
+    sq = sq.astype(X.dtype, copy=False)[:, None]
+    R = np.hstack([X, one, sq])
     if kernel.kernel == "gaussian":
-        c = 1.0 / s**2
-        K *= c
-        K -= (0.5 * c) * sqA[:, None]
-        K -= (0.5 * c) * sqB[None, :]
+        c = 1.0 / kernel.bandwidth**2
+        L = np.hstack([c * X, (-0.5 * c) * sq, (-0.5 * c) * one])
+    else:
+        L = np.hstack([-2.0 * X, sq, one])
+    return L.astype(X.dtype, copy=False), R
+
+
+def factor_block(kernel, LA, RB):
+    """``k(A, B)`` from the factors of :func:`distance_factors` (the rows
+    centred: the cancellation is about ``eps (|a|^2 + |b|^2)``), clipped
+    where rounding puts a squared distance below 0."""
+    K = LA @ RB.T
+    if kernel.kernel == "gaussian":
         np.minimum(K, 0.0, out=K)
         return np.exp(K, out=K)
-    K *= -2.0
-    K += sqA[:, None]
-    K += sqB[None, :]
     np.maximum(K, 0.0, out=K)
     np.sqrt(K, out=K)
     if kernel.kernel == "laplacian":
-        K *= -1.0 / s
+        K *= -1.0 / kernel.bandwidth
         return np.exp(K, out=K)
-    return _matern_from_distance(K, s, kernel.nu)
+    return _matern_from_distance(K, kernel.bandwidth, kernel.nu)
+
+
+def fused_block(kernel, XA, XB, sqA, sqB):
+    """``k(XA, XB)`` for a built-in radial kernel, in the dtype of ``XA``
+    (``sqA``, ``sqB``: the rows' squared norms): :func:`factor_block`."""
+    return factor_block(kernel, distance_factors(kernel, XA, sqA)[0],
+                        distance_factors(kernel, XB, sqB)[1])
 
 
 def fused_product(kernel, XA, XB, sqA, sqB, G):
@@ -202,7 +215,7 @@ class KernelOperator:
     """Products with the kernel matrix of the training rows, by row chunks.
 
     The Gaussian kernel's blocks are computed and multiplied from centred
-    rows in one fused pass per cache panel (:func:`fused_product`), in
+    rows in one fused pass per cache panel (:func:`factor_block`), in
     float64 or, after :meth:`to_single`, in float32; the products come back
     in float64. Other kernels go through :class:`Kernel` by chunks of
     ``working_memory``; ``policy``: the speed policy (the panels' size).
@@ -217,8 +230,8 @@ class KernelOperator:
         self.single = False
         self.fused = kernel.kernel == "gaussian"
         if self.fused:
-            self.Xf = X - X.mean(axis=0)
-            self.sqf = np.einsum("ij,ij->i", self.Xf, self.Xf)
+            Xf = X - X.mean(axis=0)
+            self.left, self.right = distance_factors(kernel, Xf, np.einsum("ij,ij->i", Xf, Xf))
         self.use_full = 8 * n * n <= working_memory_bytes() // 4
         self.full = None
 
@@ -226,8 +239,8 @@ class KernelOperator:
         """Single-precision products from now on (the Gaussian kernel); the
         kernel matrix is kept up to twice as many entries."""
         self.single = True
-        self.Xf = self.Xf.astype(np.float32)
-        self.sqf = self.sqf.astype(np.float32)
+        self.left = self.left.astype(np.float32)
+        self.right = self.right.astype(np.float32)
         n = self.X.shape[0]
         self.use_full = 4 * n * n <= working_memory_bytes() // 4
         if self.full is not None:
@@ -237,7 +250,7 @@ class KernelOperator:
         """Compute the full kernel matrix if it is small enough."""
         if self.use_full and self.full is None:
             if self.fused:  # from the centred rows, in their precision
-                self.full = fused_block(self.kernel, self.Xf, self.Xf, self.sqf, self.sqf)
+                self.full = factor_block(self.kernel, self.left, self.right)
             else:
                 K = self.kernel(self.X, self.X, Y_norm_squared=self.sq)
                 self.full = K.astype(np.float32) if self.single else K
@@ -258,13 +271,12 @@ class KernelOperator:
         n = self.X.shape[0]
         out = np.empty((n, G.shape[1]))
         if self.fused:
-            XB, sqB, Gd = self.Xf[rows], self.sqf[rows], G.astype(dt, copy=False)
+            RB, Gd = self.right[rows], G.astype(dt, copy=False)
             # blocks of a cache panel (the passes over a block are memory-bound)
             width = np.dtype(dt).itemsize * max(len(rows), 1)
             chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
             for s in range(0, n, chunk):
-                out[s: s + chunk] = fused_product(self.kernel, self.Xf[s: s + chunk], XB,
-                                                  self.sqf[s: s + chunk], sqB, Gd)
+                out[s: s + chunk] = factor_block(self.kernel, self.left[s: s + chunk], RB) @ Gd
             return out
         X = self.X
         XB, sqB = X[rows], self.sq[rows]

@@ -112,6 +112,8 @@ class SGDRiskTracker:
         self.U = Z if weight is None else np.sqrt(weight)[:, None] * Z
         self.injection = None  # K_P U, set by the model
         self.chain = np.zeros((n, 0))
+        # a deferred low-rank term (set_low_rank): the chains are chain + phi @ acc
+        self.phi = None
         self.n_chains = 0
         self.first_mask = np.zeros((n, G))  # the masks of the chains' first batches
         # traces by chain and lag: lag j of chain g is A[p_g + j, p_g]
@@ -138,31 +140,61 @@ class SGDRiskTracker:
             return R[self.row_of]
         return R if self.w is None else R * np.sqrt(self.w)[:, None]
 
+    def set_low_rank(self, phi):
+        """Take the products as ``K_P[:, B] = K[:, B] - phi diag(s) phi[B]^T``
+        with the low-rank term deferred: :meth:`step` receives the ``K`` part
+        and ``corr = diag(s) phi[B]^T rhs``, the chains are kept as ``chain +
+        phi @ acc`` (``O(m q)`` a step for the batch rows instead of ``O(n
+        q)``), their traces with the probes through ``phi^T U``."""
+        self.phi = phi
+        self.acc = np.zeros((phi.shape[1], 0))
+        self.phi_U = phi.T @ self.U  # (q, G kp)
+        self.phi_UM = np.zeros_like(self.phi_U)  # phi^T (U * first mask), by chain
+
     def rhs(self, rows, counts):
         """``C_B`` times the batch rows of the chains (to multiply by ``K_P[:, B]``)."""
-        return counts[:, None] * self.chain[rows]
+        chain = self.chain[rows]
+        if self.phi is not None:
+            chain += self.phi[rows] @ self.acc
+        return counts[:, None] * chain
 
-    def step(self, rows, counts, h, KB, resid, positions=None):
-        """Advance the chains with ``KB = K_P[:, B] @ rhs(rows, counts)``.
+    def step(self, rows, counts, h, KB, resid, positions=None, corr=None):
+        """Advance the chains with ``KB = K_P[:, B] @ rhs(rows, counts)``
+        (after :meth:`set_low_rank`: its ``K`` part, and ``corr``).
 
         ``resid``: ``y - f`` on the batch rows before the step (unweighted);
         ``positions``: the drawn copies of the repeated-rows multiset.
         """
         mask = counts if self.w is None else counts / self.w[rows]
         self.chain -= h * KB
+        low = self.phi is not None
+        if low:
+            self.acc += h * corr
         g = self.n_chains
+        kp = self.kp
         if g < self.starts.shape[0] and self.t == self.starts[g]:  # a chain starts here
-            kp = self.kp
-            self.chain = np.hstack([self.chain, h * self.injection[:, g * kp: (g + 1) * kp]])
+            cols = slice(g * kp, (g + 1) * kp)
+            self.chain = np.hstack([self.chain, h * self.injection[:, cols]])
             self.first_mask[rows, g] = mask
+            if low:
+                self.acc = np.hstack([self.acc, np.zeros((self.acc.shape[0], kp))])
+                self.phi_UM[:, cols] = self.phi[rows].T @ (mask[:, None] * self.U[rows, cols])
             self.n_chains += 1
         self.t += 1
-        kp, active = self.kp, self.n_chains
+        active = self.n_chains
         blocks = self.chain.reshape(self.n, active, kp)
         Ub = self.U[:, : active * kp].reshape(self.n, active, kp)
         prod = np.einsum("npk,npk->np", blocks, Ub)
-        a = prod.sum(axis=0) / self.div
-        kap = np.einsum("np,np->p", prod, self.first_mask[:, :active]) / self.div
+        a = prod.sum(axis=0)
+        kap = np.einsum("np,np->p", prod, self.first_mask[:, :active])
+        if low:  # the traces of phi @ acc
+            q = self.acc.shape[0]
+            acc = self.acc.reshape(q, active, kp)
+            a += np.einsum("qpk,qpk->p", self.phi_U[:, : active * kp].reshape(q, active, kp), acc)
+            kap += np.einsum("qpk,qpk->p", self.phi_UM[:, : active * kp].reshape(q, active, kp),
+                             acc)
+        a /= self.div
+        kap /= self.div
         lags = self.lags[:active]
         if lags.max() >= self.lag_A.shape[1]:  # room for more lags
             grow = max(self.S, self.lag_A.shape[1] // 2)
