@@ -693,3 +693,61 @@ def test_one_hot_digits_estimate_is_flagged():
     assert np.all(ratio > 0.75) and np.all(ratio < 1.0)
     clf = EigenProClassifier(random_state=0).fit(Xtr, ytr)
     assert clf.score(Xte, yte) >= 0.99
+
+
+def test_distance_factors_give_the_kernels():
+    from skacv.kernel_methods._kernels import distance_factors, factor_block
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((30, 5))
+    X -= X.mean(0)
+    sq = np.einsum("ij,ij->i", X, X)
+    for name, params in (("gaussian", None), ("laplacian", None), ("matern", {"nu": 2.5})):
+        ker = Kernel(name, 1.3, params)
+        L, R = distance_factors(ker, X, sq)
+        assert L.shape == R.shape == (30, 7)
+        assert np.allclose(factor_block(ker, L[:12], R), ker(X[:12], X), rtol=1e-12, atol=1e-14)
+    L32, R32 = distance_factors(Kernel("gaussian", 1.3), X.astype(np.float32), sq)
+    assert L32.dtype == R32.dtype == np.float32
+    K32 = factor_block(Kernel("gaussian", 1.3), L32, R32)
+    assert np.max(np.abs(K32 - Kernel("gaussian", 1.3)(X, X))) < 1e-5
+
+
+def test_minibatch_steps_equal_the_eager_update():
+    # the EigenPro correction is applied once an epoch (the fitted values and
+    # coefficients kept as a part plus phi @ acc): the same path as the eager
+    # update alpha[B] -= h g, alpha[S] += h coef diag(s) phi[B]^T g, with g the
+    # residuals of the current fitted values, replayed on the recorded batches
+    rng = np.random.default_rng(2)
+    n = 80
+    X = rng.standard_normal((n, 6))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(n)
+    batches = []
+
+    class Recording(EigenProRegressor):
+        def _kernel_setup(self, X, Y, sw, policies):
+            super()._kernel_setup(X, Y, sw, policies)
+            sampler = self._state.sampler
+            epoch = sampler.epoch
+
+            def record(rng):
+                out = epoch(rng)
+                batches.extend((r.copy(), c.copy()) for r, c, _ in out)
+                return out
+
+            sampler.epoch = record
+
+    est = Recording("gaussian", bandwidth=1.5, n_components=6, subsample_size=40, batch_size=12,
+                    max_iter=3, estimate_risk=True, precision="float64", random_state=0).fit(X, y)
+    P = est.preconditioner_
+    K = Kernel("gaussian", 1.5)(X, X)
+    S = P.subsample_indices_
+    phi = K[:, S] @ P.coef_
+    h = est.step_size_ / est.batch_size_
+    alpha = np.zeros(n)
+    for rows, counts in batches:
+        g = counts * (K[rows] @ alpha - y[rows])
+        alpha[rows] -= h * g
+        alpha[S] += h * P.coef_ @ (P.scale_ * (phi[rows].T @ g))
+    assert len(batches) == est.n_steps_ == 3 * 7
+    assert np.allclose(est.dual_coef_, alpha, rtol=1e-9, atol=1e-12 * np.abs(alpha).max())
