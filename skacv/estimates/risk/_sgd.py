@@ -128,7 +128,10 @@ class SGDRiskTracker:
         # epoch: the same, joined (each unit once per epoch where the draws
         # are a permutation of the units)
         self.src_idx, self.src_val = [], []
-        self.epochs = []  # (units, steps, values, distinct)
+        self.epochs = []  # (units, steps, values) of epochs whose draws repeat units
+        self.n_aligned = 0  # ... and those with every unit once, stacked:
+        self.steps_aligned = np.zeros((0, self.n_units), dtype=np.int64)
+        self.values_aligned = np.zeros((0, self.n_units, n_targets))
         self.A = self.K = np.zeros((1, 1))  # the (t + 1) x (t + 1) matrices so far
         self.filled = 0  # their rows up to this one are filled
         self.risks, self.df = [], []
@@ -252,7 +255,18 @@ class SGDRiskTracker:
         order = np.argsort(units, kind="stable")
         units, steps, values = units[order], steps[order], values[order]
         distinct = units.shape[0] == self.n_units and bool(np.all(np.diff(units) > 0))
-        self.epochs.append((units, steps, values, distinct))
+        if distinct:  # stacked in arrays grown by half again
+            e = self.n_aligned
+            if e == self.steps_aligned.shape[0]:
+                grow = max(4, e // 2)
+                self.steps_aligned = np.concatenate(
+                    [self.steps_aligned, np.zeros((grow, self.n_units), dtype=np.int64)])
+                self.values_aligned = np.concatenate(
+                    [self.values_aligned, np.zeros((grow,) + values.shape)])
+            self.steps_aligned[e], self.values_aligned[e] = steps, values
+            self.n_aligned += 1
+        else:
+            self.epochs.append((units, steps, values))
         self.src_idx, self.src_val = [], []
 
     def epoch_end(self, R):
@@ -269,14 +283,11 @@ class SGDRiskTracker:
         out = self._units(R).copy()
         # sources s < t (the gradient of step s + 1): every unit once per
         # epoch when the draws are a permutation of the units
-        aligned = [ep for ep in self.epochs if ep[3]]
-        if aligned:
-            steps = np.stack([ep[1] for ep in aligned])
-            values = np.stack([ep[2] for ep in aligned])
-            out += np.einsum("eu,euc->uc", v[steps], values)
-        for units, steps, values, distinct in self.epochs:
-            if not distinct:
-                np.add.at(out, units, v[steps][:, None] * values)
+        e = self.n_aligned
+        if e:
+            out += np.einsum("eu,euc->uc", v[self.steps_aligned[:e]], self.values_aligned[:e])
+        for units, steps, values in self.epochs:
+            np.add.at(out, units, v[steps][:, None] * values)
         self.risks.append(float(np.sum(out ** 2)) / self.n_eff)
         self.df.append(float(K[t].sum()) / self.n_eff)
         return self.risks[-1]
