@@ -92,9 +92,10 @@ _DOC_PARAMS = """
         so the rounding of a step is about ``6e-8 * gain`` of it: ``"auto"``
         takes float32 when that is below ``1e-2`` (a gain below about
         ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
-        digits) and the kernel matrix is computed by blocks (it does not
-        fit in a quarter of ``working_memory``), float64 otherwise. The
-        eigensystem, the coefficients and the predictions stay in float64.
+        digits), float64 otherwise; the whole kernel matrix is kept (in
+        that precision) when it fits in a quarter of ``working_memory``, else
+        computed by blocks at every step. The eigensystem, the Nystrom
+        eigenfunctions, the coefficients and the predictions stay in float64.
     random_state : int, RandomState instance or None, default=None
         Seeds the subsample, the batches and the probes.
     verbose : int, default=0
