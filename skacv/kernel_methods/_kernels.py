@@ -135,13 +135,14 @@ def distance_factors(kernel, X, sq):
     return L.astype(X.dtype, copy=False), R
 
 
-def factor_block(kernel, LA, RB):
+def factor_block(kernel, LA, RB, out=None):
     """``k(A, B)`` from the factors of :func:`distance_factors` (the rows
-    centred: the cancellation is about ``eps (|a|^2 + |b|^2)``), clipped
-    where rounding puts a squared distance below 0."""
-    K = LA @ RB.T
+    centred: the cancellation is about ``eps (|a|^2 + |b|^2)``), in ``out``
+    if given (an array of shape (len(LA), len(RB)), reused across blocks).
+    A squared distance that rounding puts below 0 is clipped; the Gaussian
+    exponent is not (``exp`` of a rounding error, ``1 + O(eps)``)."""
+    K = np.matmul(LA, RB.T, out=out)
     if kernel.kernel == "gaussian":
-        np.minimum(K, 0.0, out=K)
         return np.exp(K, out=K)
     np.maximum(K, 0.0, out=K)
     np.sqrt(K, out=K)
@@ -275,8 +276,10 @@ class KernelOperator:
             # blocks of a cache panel (the passes over a block are memory-bound)
             width = np.dtype(dt).itemsize * max(len(rows), 1)
             chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
+            buf = np.empty((min(chunk, n), len(rows)), dtype=dt)
             for s in range(0, n, chunk):
-                out[s: s + chunk] = factor_block(self.kernel, self.left[s: s + chunk], RB) @ Gd
+                e = min(s + chunk, n)
+                out[s:e] = factor_block(self.kernel, self.left[s:e], RB, buf[: e - s]) @ Gd
             return out
         X = self.X
         XB, sqB = X[rows], self.sq[rows]
