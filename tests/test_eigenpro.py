@@ -251,12 +251,17 @@ def test_single_precision_products():
     assert auto.precision_ == ("float32" if gain < 1.7e5 else "float64")
     p32, p64 = e32.predict(X), e64.predict(X)
     assert np.max(np.abs(p32 - p64)) <= 1e-4 * np.abs(p64).max()
-    # the n x n matrix kept in float32 follows the same rule and path
-    full32 = EigenProRegressor(**kw).fit(X, y)
-    assert full32._state.op.use_full and full32.precision_ == auto.precision_
-    full64 = EigenProRegressor(precision="float64", **kw).fit(X, y)
+    # the n x n matrix: float64 where it fits in float64, else kept in float32
+    full64 = EigenProRegressor(**kw).fit(X, y)
+    assert full64._state.op.use_full and full64.precision_ == "float64"
     assert np.allclose(full64.predict(X), p64, rtol=1e-9, atol=1e-12)
+    full32 = EigenProRegressor(precision="float32", **kw).fit(X, y)
+    assert full32._state.op.use_full and full32._state.op.full is None  # released
     assert np.max(np.abs(full32.predict(X) - p64)) <= 1e-4 * np.abs(p64).max()
+    with config_context(working_memory=4 * 300 * 300 * 4 / 2**20):  # fits in float32 only
+        mid = EigenProRegressor(**kw).fit(X, y)
+        assert mid._state.op.use_full and mid.precision_ == auto.precision_
+        assert np.max(np.abs(mid.predict(X) - p64)) <= 1e-4 * np.abs(p64).max()
 
 
 def test_divergence_is_reported():

@@ -208,6 +208,8 @@ class SGDRiskTracker:
         self.lag_K[idx, lags] = kap
         self.lags[:active] += 1
         if self.copies:
+            if positions is None:  # full batch: every copy
+                positions = np.arange(self.n_units)
             self.src_idx.append(positions)
             self.src_val.append(resid[np.searchsorted(rows, self.row_of[positions])])
         elif self.w is None:
