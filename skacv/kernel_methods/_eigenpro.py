@@ -24,8 +24,11 @@ path); other weights are drawn with probability ``w / sum(w)``.
 
 Kernel blocks are computed by row chunks of at most
 ``skacv.get_config()["working_memory"]`` MiB; the full ``n x n`` kernel
-matrix is used during the fit only when it needs less than a quarter of it,
-and never kept by the fitted model.
+matrix is used during the fit only when it needs less than a quarter of it
+(in the training's precision), and never kept by the fitted model. The
+low-rank part of the EigenPro kernel is applied to the batch rows at every
+step and to every row once an epoch (the fitted values are kept as ``f +
+phi @ acc`` in between).
 """
 
 import time
