@@ -756,3 +756,23 @@ def test_minibatch_steps_equal_the_eager_update():
         alpha[S] += h * P.coef_ @ (P.scale_ * (phi[rows].T @ g))
     assert len(batches) == est.n_steps_ == 3 * 7
     assert np.allclose(est.dual_coef_, alpha, rtol=1e-9, atol=1e-12 * np.abs(alpha).max())
+
+
+def test_kernel_products_padded_to_a_column_multiple():
+    # the right-hand sides padded with zero columns (the speed policy's
+    # kernel_rhs_multiple) give the same product, block by block
+    from skacv._policy import get_policy, policy_context
+    from skacv.kernel_methods._kernels import KernelOperator
+
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((250, 4))
+    rows = rng.choice(250, 40, replace=False)
+    G = rng.standard_normal((40, 11))
+    ref = Kernel("gaussian", 1.1)(X, X[rows]) @ G
+    for multiple in (1, 16):
+        with policy_context(kernel_rhs_multiple=multiple, panel_bytes=4096):
+            op = KernelOperator(Kernel("gaussian", 1.1), X, get_policy())
+            assert op.full is None  # blocks of panels
+            got = op.matmul(rows, G)
+        assert got.shape == (250, 11)
+        assert np.allclose(got, ref, rtol=1e-10, atol=1e-12)

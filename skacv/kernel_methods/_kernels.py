@@ -273,13 +273,17 @@ class KernelOperator:
         out = np.empty((n, G.shape[1]))
         if self.fused:
             RB, Gd = self.right[rows], G.astype(dt, copy=False)
+            k, mult = G.shape[1], self.policy.kernel_rhs_multiple
+            if k > 1 and k % mult:  # BLAS's kernels: fewer columns can cost more
+                Gd = np.hstack([Gd, np.zeros((Gd.shape[0], mult - k % mult), dtype=dt)])
             # blocks of a cache panel (the passes over a block are memory-bound)
             width = np.dtype(dt).itemsize * max(len(rows), 1)
             chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
             buf = np.empty((min(chunk, n), len(rows)), dtype=dt)
             for s in range(0, n, chunk):
                 e = min(s + chunk, n)
-                out[s:e] = factor_block(self.kernel, self.left[s:e], RB, buf[: e - s]) @ Gd
+                out[s:e] = (factor_block(self.kernel, self.left[s:e], RB, buf[: e - s])
+                            @ Gd)[:, :k]
             return out
         X = self.X
         XB, sqB = X[rows], self.sq[rows]
