@@ -139,15 +139,17 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
             with np.errstate(over="ignore", invalid="ignore"):
                 for rows, counts, positions in st.sampler.epoch(self._rng):
                     g = f[rows] - Y[rows]
+                    phi_B = phi[rows] if q else None
                     if q:
-                        g += phi[rows] @ acc
+                        g += phi_B @ acc
                     if not unit:
                         g *= counts[:, None]
                     alpha[rows] -= h * g  # rows are distinct (counts carry repeats)
-                    rhs = g if tracker is None else np.hstack([g, tracker.rhs(rows, counts)])
+                    rhs = g if tracker is None else np.hstack([g, tracker.rhs(rows, counts,
+                                                                              phi_B)])
                     KB = op.matmul(rows, rhs)  # K[:, B] @ rhs; K_P's low-rank part in corr
                     if q:  # (q, c + probes)
-                        corr = phi[rows].T @ rhs
+                        corr = phi_B.T @ rhs
                         corr *= scale
                         acc += h * corr[:, :c]
                     f -= h * KB[:, :c]

@@ -154,11 +154,12 @@ class SGDRiskTracker:
         self.phi_U = phi.T @ self.U  # (q, G kp)
         self.phi_UM = np.zeros_like(self.phi_U)  # phi^T (U * first mask), by chain
 
-    def rhs(self, rows, counts):
-        """``C_B`` times the batch rows of the chains (to multiply by ``K_P[:, B]``)."""
+    def rhs(self, rows, counts, phi_rows=None):
+        """``C_B`` times the batch rows of the chains (to multiply by ``K_P[:, B]``);
+        ``phi_rows``: ``phi[rows]`` if at hand."""
         chain = self.chain[rows]
         if self.phi is not None:
-            chain += self.phi[rows] @ self.acc
+            chain += (self.phi[rows] if phi_rows is None else phi_rows) @ self.acc
         return counts[:, None] * chain
 
     def step(self, rows, counts, h, KB, resid, positions=None, corr=None):
