@@ -229,7 +229,8 @@ class SpeedPolicy:
         matrix-vector products on the same panels, a panel's two products
         a column while it is in cache ...
     narrow_blas_panels : mapping
-        ... with these values of the two fields above where NumPy's BLAS is
+        ... with these values of the two fields above (and of
+        ``kernel_rhs_multiple``) where NumPy's BLAS is
         an OpenBLAS running kernels outside ``wide_blas_kernels``
         (:func:`blas_kernels`; read once, when skacv is imported): there
         the small matrix products of 2 columns cost about 2.6 times one
@@ -371,6 +372,27 @@ class SpeedPolicy:
         EigenPro's products run in float32 (``precision="auto"``) when their
         rounding, amplified by the preconditioner's gain ``lambda_1 /
         lambda_P``, stays below this fraction of a step.
+    kernel_rhs_multiple : int
+        EigenPro's products of a kernel block (computed by panels in
+        :class:`~skacv.kernel_methods._kernels.KernelOperator`) with two or
+        more columns take them padded with zeros to a multiple of this
+        many: on OpenBLAS's SkylakeX kernels a float32 panel of 435 x 1203
+        times 11 columns took 0.32 ms, times 16 0.26 ms (a whole product of
+        20000 rows: 39.7 ms for 11 columns, 33.4 ms padded to 16, 25.5 ms
+        for one); ``narrow_blas_panels`` sets 1 (no padding) elsewhere.
+    eigenpro_subsample_max : tuple of (int, int, float)
+        EigenPro's ``subsample_size="auto"``: the first number of draws, the
+        second from the third's number of samples on (Ma & Belkin 2019's
+        sizes), when that is at most half the data.
+    eigenpro_subsample_cost, eigenpro_subsample_min : float, int
+        Smaller data (fewer than twice those draws): ``(c n^2)^(1/3)`` draws
+        for ``n`` samples, ``c`` the first number, but at least the second
+        (an eigensystem of a few milliseconds): the Nystrom eigensystem's
+        ``O(M^3)`` within about ``c / 20`` epochs' kernel products (``O(n^2)``
+        each; LAPACK's ``eigh`` of order ``M`` against an epoch: about ``M^3 /
+        (20 n^2)``). On 1257 digits the exact eigensystem took 0.4 s, 40
+        epochs; larger data need the larger subsample (its epochs are
+        expensive: at n = 5000, 2000 draws took 64 epochs and 600 took 136).
     empirical_max_features : int
         ``precision="empirical"`` (the debiasing's least-squares fit) is
         prepared at fit time up to this many features (a p x p Gram matrix
@@ -464,7 +486,8 @@ class SpeedPolicy:
     chain_panel_max_columns: int = 8
     chain_panel_min_columns: int = 0
     narrow_blas_panels: MappingProxyType = _frozen({"chain_panel_max_columns": 4,
-                                                    "chain_panel_min_columns": 3})
+                                                    "chain_panel_min_columns": 3,
+                                                    "kernel_rhs_multiple": 1})
     wide_blas_kernels: tuple = ("SkylakeX", "Cooperlake", "SapphireRapids")
     chain_panel_bytes: int = 2 * 2**20
     chain_panel_threads_min_bytes: int = 16 * 2**20
@@ -497,6 +520,10 @@ class SpeedPolicy:
     metric_margin: float = 1.25
     metric_lanczos_steps: int = 6
     eigenpro_rounding_tol: float = 1e-2
+    kernel_rhs_multiple: int = 16
+    eigenpro_subsample_max: tuple = (2000, 12000, 1e5)
+    eigenpro_subsample_cost: float = 8.0
+    eigenpro_subsample_min: int = 300
     empirical_max_features: int = 2000
     loop_records: bool = True
     fold_covariance_always: bool = False

@@ -151,7 +151,12 @@ class StatisticalPolicy:
         EigenPro's ``max_iter="auto"``: the epochs grow until the estimate's
         best has not fallen by ``sgd_risk_rtol`` over ``sgd_patience``
         epochs, or, once flagged, the training error falls below
-        ``sgd_limit_mse`` of its start.
+        ``sgd_limit_mse`` of its start. The estimate's probes move it by
+        about 0.5 % from epoch to epoch: on the synthetic problem of
+        ``bench_eigenpro.py`` at n = 5000, 0.5 % stopped at epoch 52 (test
+        error 1.9 % above the best of 120 epochs) where 0.1 % ran 64 (1.1 %);
+        on one-hot digits 0.1 % ran 31-90 epochs down a slow drift of the
+        estimate, 0.5 % 27-45.
     gcv_ratio : float
         EigenPro's risk estimate is flagged beyond this multiple of GCV.
     """
@@ -204,7 +209,7 @@ class StatisticalPolicy:
     template_check_depths: tuple = (10, 14, 20, 28, 40, 56, 80)
     negligible_state: float = 1e-13
     multiplier_rounding: float = 1e-12
-    sgd_risk_rtol: float = 1e-3
+    sgd_risk_rtol: float = 5e-3
     sgd_patience: int = 3
     sgd_limit_mse: float = 1e-4
     gcv_ratio: float = 1.5

@@ -100,12 +100,19 @@ def test_minibatch_sgd_converges_to_the_interpolant():
 
 
 def test_digits_accuracy():
-    # acceptance: X / 16, 70/30 split, Gaussian kernel (gamma = 0.05), 20 epochs
+    # acceptance: X / 16, 70/30 split, Gaussian kernel (gamma = 0.05), 20 epochs,
+    # with the default subsample (300 of the 1257 rows) and with every row
+    # (the exact eigensystem: full-batch steps that nearly interpolate)
     X, y = load_digits(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X / 16, y, test_size=0.3, random_state=0)
-    clf = EigenProClassifier(bandwidth=np.sqrt(10), max_iter=20, random_state=0).fit(Xtr, ytr)
+    kw = dict(bandwidth=np.sqrt(10), max_iter=20, random_state=0)
+    exact = EigenProClassifier(subsample_size=len(Xtr), **kw).fit(Xtr, ytr)
+    assert exact.score(Xte, yte) >= 0.985
+    assert exact.train_mse_path_[-1] < 1e-4 * exact.train_mse_path_[0]
+    clf = EigenProClassifier(**kw).fit(Xtr, ytr)
+    assert clf.subsample_size_ == 300 and clf.batch_size_ < len(Xtr)
     assert clf.score(Xte, yte) >= 0.985
-    assert clf.train_mse_path_[-1] < 1e-4 * clf.train_mse_path_[0]
+    assert clf.train_mse_path_[-1] < 0.02 * clf.train_mse_path_[0]
     assert clf.decision_function(Xte).shape == (540, 10)
     assert np.array_equal(clf.predict(Xte), clf.classes_[clf.decision_function(Xte).argmax(1)])
 
@@ -239,12 +246,22 @@ def test_single_precision_products():
         e32 = EigenProRegressor(precision="float32", **kw).fit(X, y)
         e64 = EigenProRegressor(precision="float64", **kw).fit(X, y)
         auto = EigenProRegressor(**kw).fit(X, y)
-    assert EigenProRegressor(**kw).fit(X, y).precision_ == "float64"  # the n x n matrix
     assert e32.precision_ == "float32" and e64.precision_ == "float64"
     gain = e64.preconditioner_.eigenvalues_[0] / e64.top_eigenvalue_
     assert auto.precision_ == ("float32" if gain < 1.7e5 else "float64")
     p32, p64 = e32.predict(X), e64.predict(X)
     assert np.max(np.abs(p32 - p64)) <= 1e-4 * np.abs(p64).max()
+    # the n x n matrix: float64 where it fits in float64, else kept in float32
+    full64 = EigenProRegressor(**kw).fit(X, y)
+    assert full64._state.op.use_full and full64.precision_ == "float64"
+    assert np.allclose(full64.predict(X), p64, rtol=1e-9, atol=1e-12)
+    full32 = EigenProRegressor(precision="float32", **kw).fit(X, y)
+    assert full32._state.op.use_full and full32._state.op.full is None  # released
+    assert np.max(np.abs(full32.predict(X) - p64)) <= 1e-4 * np.abs(p64).max()
+    with config_context(working_memory=4 * 300 * 300 * 4 / 2**20):  # fits in float32 only
+        mid = EigenProRegressor(**kw).fit(X, y)
+        assert mid._state.op.use_full and mid.precision_ == auto.precision_
+        assert np.max(np.abs(mid.predict(X) - p64)) <= 1e-4 * np.abs(p64).max()
 
 
 def test_divergence_is_reported():
@@ -399,9 +416,9 @@ def test_sgd_position_traces_and_readout_are_exact():
             super()._kernel_setup(X, Y, sw, policies)
             step = self._tracker.step
 
-            def record(rows, counts, h, KB, resid, positions=None):
+            def record(rows, counts, h, KB, resid, *rest):
                 batches.append((rows.copy(), counts.copy(), h, resid.copy()))
-                return step(rows, counts, h, KB, resid, positions)
+                return step(rows, counts, h, KB, resid, *rest)
 
             self._tracker.step = record
 
@@ -560,6 +577,37 @@ def test_median_bandwidth_follows_its_definition():
     assert np.isclose(est.bandwidth_, np.median(pdist(X)))
 
 
+def test_automatic_subsample_size():
+    # the policy's rule: 2000 draws from 4000 samples on; below, (8 n^2)^(1/3)
+    # but at least 300 (every row under 300: the exact eigensystem)
+    from skacv._policy import get_policy
+
+    policy, est = get_policy(), EigenProRegressor()
+    sizes = {n: est._subsample_draws(float(n), policy) for n in (120, 1257, 3999, 4000, 50000)}
+    assert sizes == {120: 300, 1257: 300, 3999: int(np.ceil((8 * 3999**2) ** (1 / 3))),
+                     4000: 2000, 50000: 2000}
+    assert sizes[3999] == 504
+    assert est._subsample_draws(2e5, policy) == 12000
+    assert EigenProRegressor(subsample_size=77)._subsample_draws(1e6, policy) == 77
+    X, y, _ = smooth_problem(400)
+    fitted = EigenProRegressor(bandwidth=0.5, max_iter=1, random_state=0).fit(X, y)
+    assert fitted.subsample_size_ == 300 and fitted.preconditioner_.subsample_indices_.size == 300
+    w = np.full(400, 10.0)  # frequency weights: the rule counts n_eff = 4000
+    fitted = EigenProRegressor(bandwidth=0.5, max_iter=1, random_state=0).fit(X, y, sample_weight=w)
+    assert fitted.subsample_size_ == 2000
+
+
+def test_median_of_an_odd_number_of_pairs():
+    from scipy.spatial.distance import pdist
+
+    from skacv.kernel_methods._kernels import median_bandwidth
+
+    X = np.random.default_rng(5).standard_normal((7, 3))  # 21 pairs
+    assert np.isclose(median_bandwidth(X, None, 1000, 0, StatisticalPolicy()), np.median(pdist(X)))
+    X[3] = X[2]  # a zero distance (duplicate rows) counts as a pair
+    assert np.isclose(median_bandwidth(X, None, 1000, 0, StatisticalPolicy()), np.median(pdist(X)))
+
+
 def test_predict_path_and_staged_predict():
     X, y, Xt = smooth_problem(300)
     kw = dict(bandwidth=0.5, subsample_size=100, random_state=0)
@@ -625,17 +673,106 @@ def test_risk_path_against_held_out_truth(seed):
 
 
 def test_one_hot_digits_estimate_is_flagged():
-    # one-hot digits: the estimate is 4-6 times the test error from the first
-    # epoch (the memory terms carry the targets back), and flagged there; the
-    # automatic epochs then run to the ridgeless limit
+    # one-hot digits with the exact eigensystem (every row: full-batch steps)
+    # the estimate is 5-7 times the test error from the first epoch (the
+    # memory terms carry the targets back), and flagged there; the automatic
+    # epochs then run to the ridgeless limit
     X, y = load_digits(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X / 16, y, test_size=0.3, random_state=0)
     Y, Yte = np.eye(10)[ytr], np.eye(10)[yte]
-    reg = EigenProRegressor(random_state=0).fit(Xtr, Y)
+    reg = EigenProRegressor(subsample_size=len(Xtr), random_state=0).fit(Xtr, Y)
     test = ((reg.predict_path(Xte) - Yte[:, :, None]) ** 2).mean((0, 1))
     assert not reg.risk_reliable_[1:].any()
     assert np.all(reg.risk_path_[1:] > 2 * test[1:])  # the flag is warranted
     assert reg.selected_iter_ == reg.n_iter_
     assert reg.train_mse_path_[-1] <= 1e-4 * reg.train_mse_path_[0]
+    # the default subsample (300 rows, mini-batches): the estimate holds,
+    # 2-22 % below the test error of the 540 held-out digits (the test error's
+    # own sampling error is several per cent); other splits measured down to
+    # 44 % below after 90 epochs (the estimate with a preconditioner from the
+    # training rows drifts down near interpolation, docs/internals.rst)
+    reg = EigenProRegressor(random_state=0).fit(Xtr, Y)
+    test = ((reg.predict_path(Xte) - Yte[:, :, None]) ** 2).mean((0, 1))
+    ratio = reg.risk_path_[1:] / test[1:]
+    assert reg.risk_reliable_.all() and reg.subsample_size_ == 300
+    assert np.all(ratio > 0.75) and np.all(ratio < 1.0)
     clf = EigenProClassifier(random_state=0).fit(Xtr, ytr)
     assert clf.score(Xte, yte) >= 0.99
+
+
+def test_distance_factors_give_the_kernels():
+    from skacv.kernel_methods._kernels import distance_factors, factor_block
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((30, 5))
+    X -= X.mean(0)
+    sq = np.einsum("ij,ij->i", X, X)
+    for name, params in (("gaussian", None), ("laplacian", None), ("matern", {"nu": 2.5})):
+        ker = Kernel(name, 1.3, params)
+        L, R = distance_factors(ker, X, sq)
+        assert L.shape == R.shape == (30, 7)
+        assert np.allclose(factor_block(ker, L[:12], R), ker(X[:12], X), rtol=1e-12, atol=1e-14)
+    L32, R32 = distance_factors(Kernel("gaussian", 1.3), X.astype(np.float32), sq)
+    assert L32.dtype == R32.dtype == np.float32
+    K32 = factor_block(Kernel("gaussian", 1.3), L32, R32)
+    assert np.max(np.abs(K32 - Kernel("gaussian", 1.3)(X, X))) < 1e-5
+
+
+def test_minibatch_steps_equal_the_eager_update():
+    # the EigenPro correction is applied once an epoch (the fitted values and
+    # coefficients kept as a part plus phi @ acc): the same path as the eager
+    # update alpha[B] -= h g, alpha[S] += h coef diag(s) phi[B]^T g, with g the
+    # residuals of the current fitted values, replayed on the recorded batches
+    rng = np.random.default_rng(2)
+    n = 80
+    X = rng.standard_normal((n, 6))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(n)
+    batches = []
+
+    class Recording(EigenProRegressor):
+        def _kernel_setup(self, X, Y, sw, policies):
+            super()._kernel_setup(X, Y, sw, policies)
+            sampler = self._state.sampler
+            epoch = sampler.epoch
+
+            def record(rng):
+                out = epoch(rng)
+                batches.extend((r.copy(), c.copy()) for r, c, _ in out)
+                return out
+
+            sampler.epoch = record
+
+    est = Recording("gaussian", bandwidth=1.5, n_components=6, subsample_size=40, batch_size=12,
+                    max_iter=3, estimate_risk=True, precision="float64", random_state=0).fit(X, y)
+    P = est.preconditioner_
+    K = Kernel("gaussian", 1.5)(X, X)
+    S = P.subsample_indices_
+    phi = K[:, S] @ P.coef_
+    h = est.step_size_ / est.batch_size_
+    alpha = np.zeros(n)
+    for rows, counts in batches:
+        g = counts * (K[rows] @ alpha - y[rows])
+        alpha[rows] -= h * g
+        alpha[S] += h * P.coef_ @ (P.scale_ * (phi[rows].T @ g))
+    assert len(batches) == est.n_steps_ == 3 * 7
+    assert np.allclose(est.dual_coef_, alpha, rtol=1e-9, atol=1e-12 * np.abs(alpha).max())
+
+
+def test_kernel_products_padded_to_a_column_multiple():
+    # the right-hand sides padded with zero columns (the speed policy's
+    # kernel_rhs_multiple) give the same product, block by block
+    from skacv._policy import get_policy, policy_context
+    from skacv.kernel_methods._kernels import KernelOperator
+
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((250, 4))
+    rows = rng.choice(250, 40, replace=False)
+    G = rng.standard_normal((40, 11))
+    ref = Kernel("gaussian", 1.1)(X, X[rows]) @ G
+    for multiple in (1, 16):
+        with policy_context(kernel_rhs_multiple=multiple, panel_bytes=4096):
+            op = KernelOperator(Kernel("gaussian", 1.1), X, get_policy())
+            assert op.full is None  # blocks of panels
+            got = op.matmul(rows, G)
+        assert got.shape == (250, 11)
+        assert np.allclose(got, ref, rtol=1e-10, atol=1e-12)

@@ -24,8 +24,11 @@ path); other weights are drawn with probability ``w / sum(w)``.
 
 Kernel blocks are computed by row chunks of at most
 ``skacv.get_config()["working_memory"]`` MiB; the full ``n x n`` kernel
-matrix is used during the fit only when it needs less than a quarter of it,
-and never kept by the fitted model.
+matrix is used during the fit only when it needs less than a quarter of it
+(in the training's precision), and never kept by the fitted model. The
+low-rank part of the EigenPro kernel is applied to the batch rows at every
+step and to every row once an epoch (the fitted values are kept as ``f +
+phi @ acc`` in between).
 """
 
 import time
@@ -124,23 +127,40 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         mse_path = list(self.train_mse_path_)
         tracker = self._tracker
         tic = time.perf_counter()
+        q, scale, unit = P.n_components_, P.scale_[:, None], st.w is None
+        if tracker is not None and q and tracker.phi is None:
+            tracker.set_low_rank(phi)
+        # the EigenPro correction deferred to the end of the epoch: the fitted
+        # values are f + phi @ acc and the coefficients alpha + E_S coef @ acc
+        # (O(m q) a step for the batch rows, not O(n q) for every row)
+        acc = np.zeros((q, c))
+        corr = None
         for _ in range(n_epochs):
             with np.errstate(over="ignore", invalid="ignore"):
                 for rows, counts, positions in st.sampler.epoch(self._rng):
-                    g = counts[:, None] * (f[rows] - Y[rows])
-                    corr = P.scale_[:, None] * (phi[rows].T @ g)  # (q, c)
+                    g = f[rows] - Y[rows]
+                    phi_B = phi[rows] if q else None
+                    if q:
+                        g += phi_B @ acc
+                    if not unit:
+                        g *= counts[:, None]
                     alpha[rows] -= h * g  # rows are distinct (counts carry repeats)
-                    if P.n_components_:
-                        alpha[rows_S] += h * (P.coef_ @ corr)
-                    rhs = g if tracker is None else np.hstack([g, tracker.rhs(rows, counts)])
-                    KB = op.matmul(rows, rhs)
-                    if P.n_components_:
-                        KB -= phi @ (P.scale_[:, None] * (phi[rows].T @ rhs))
+                    rhs = g if tracker is None else np.hstack([g, tracker.rhs(rows, counts,
+                                                                              phi_B)])
+                    KB = op.matmul(rows, rhs)  # K[:, B] @ rhs; K_P's low-rank part in corr
+                    if q:  # (q, c + probes)
+                        corr = phi_B.T @ rhs
+                        corr *= scale
+                        acc += h * corr[:, :c]
                     f -= h * KB[:, :c]
                     if tracker is not None:
                         tracker.step(rows, counts, h, KB[:, c:], -g / counts[:, None],
-                                     positions)
+                                     positions, None if corr is None else corr[:, c:])
                     self.n_steps_ += 1
+                if q:
+                    f += phi @ acc
+                    alpha[rows_S] += P.coef_ @ acc
+                    acc[:] = 0.0
             self.n_iter_ += 1
             self._epoch_steps.append(self.n_steps_)
             check_memory(8 * alpha.size * (self.n_iter_ + 1), "the coefficients of every epoch",

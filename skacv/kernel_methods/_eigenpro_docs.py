@@ -32,7 +32,11 @@ _DOC_PARAMS = """
         lambda_1``. 0 gives plain kernel SGD.
     subsample_size : "auto" or int, default="auto"
         Draws ``M`` for the Nystrom eigensystem; ``"auto"``: 2000 (12000 from
-        1e5 samples). The set-up costs ``O(M^2 d + M^2 min(q, M))``.
+        1e5 samples) from 4000 (24000) samples on; on fewer ``n``, about
+        ``(8 n^2)^(1/3)`` and at least 300 (300 of 1257 digits, 504 of 3999
+        rows), so that the eigensystem costs no more than a few epochs (the
+        speed policy's ``eigenpro_subsample_*`` fields). The set-up costs
+        ``O(M^2 d + M^2 min(q, M))``.
     batch_size : "auto" or int, default="auto"
         ``"auto"``: the critical batch ``m*`` (full batch when it is close to
         ``n``, see above); at least ``n`` gives full-batch preconditioned
@@ -88,9 +92,10 @@ _DOC_PARAMS = """
         so the rounding of a step is about ``6e-8 * gain`` of it: ``"auto"``
         takes float32 when that is below ``1e-2`` (a gain below about
         ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
-        digits) and the kernel matrix is computed by blocks (it does not
-        fit in a quarter of ``working_memory``), float64 otherwise. The
-        eigensystem, the coefficients and the predictions stay in float64.
+        digits), float64 otherwise; the whole kernel matrix is kept (in
+        that precision) when it fits in a quarter of ``working_memory``, else
+        computed by blocks at every step. The eigensystem, the Nystrom
+        eigenfunctions, the coefficients and the predictions stay in float64.
     random_state : int, RandomState instance or None, default=None
         Seeds the subsample, the batches and the probes.
     verbose : int, default=0

@@ -111,17 +111,15 @@ class EigenProSetup:
         kern = Kernel(self.kernel, self.bandwidth_, self.kernel_params)
         op = KernelOperator(kern, Xc, policy)
         # ---- Nystrom preconditioner
-        if self.subsample_size == "auto":
-            M = 2000 if n_eff < 1e5 else 12000
-        else:
-            M = int(self.subsample_size)
+        M = self._subsample_draws(n_eff, policy)
         rows_S, counts_S, exact = draw_rows(w, M, self._rng, n, statistics)
         m_S = rows_S.shape[0]
         check_memory(3 * 8 * m_S * m_S, f"the Nystrom eigensystem ({m_S} x {m_S}, 3 copies)",
                      "Lower subsample_size. ")
         check_memory(8 * n * (X.shape[1] + 2 * Yc.shape[1] + 2), "the training state",
                      "Use fewer samples. ")
-        K_SS = self._kernel_block(kern, op, Xc, rows_S, rows_S)
+        XS = Xc[rows_S]
+        K_SS = kern(XS, XS)
         kdiag = kern.diagonal(Xc)
         held = None if exact else self._heldout_rows(w, rows_S, counts_S, M, n, statistics)
         rule = None
@@ -130,27 +128,36 @@ class EigenProSetup:
             mult[held[0]] = held[1]
             n_rule = min(statistics.eigenpro_rule_rows, mult.sum())
             rows_R = draw_rows(mult, n_rule, self._rng, n, statistics)[0]
-            rule = (self._kernel_block(kern, op, Xc, rows_R, rows_S), kdiag[rows_R])
+            rule = (kern(Xc[rows_R], XS), kdiag[rows_R])
         P = NystromPreconditioner.from_kernel(
             K_SS, counts_S, self.n_components, policies,
             max_batch=None if exact else counts_S.sum(), heldout=rule)
         P.subsample_indices_, P.subsample_counts_ = rows_S, counts_S
         q = P.n_components_
-        phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
-        kp_diag = kdiag - (phi * phi) @ P.scale_ if q else kdiag
-        beta = float(max(kp_diag.max(), np.finfo(np.float64).tiny))
         lam_p = P.top_eigenvalue_
         if held is not None:  # the Nystrom value underestimates it: check on held-out draws
-            lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, op, Xc, held, phi, P,
-                                                                      policy))
-        m_star = beta / lam_p + 1.0 if lam_p > 0 else np.inf
+            lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, Xc, held, XS, P, policy))
         gain = P.eigenvalues_[0] / lam_p if lam_p > 0 else np.inf
         rounding_tol = policy.eigenpro_rounding_tol
+        # float64 where the n x n matrix fits in it (a fit of a few thousand
+        # rows then repeats exactly; weighted and repeated rows agree to
+        # rounding), else float32 where the gain allows (blocks, or the
+        # matrix kept in float32 where only that fits)
         single = kern.kernel == "gaussian" and (self.precision == "float32" or (
             self.precision == "auto" and not op.use_full and gain * _EPS32 <= rounding_tol))
         self.precision_ = "float32" if single else "float64"
+        # the eigenfunctions at every row in float64 (before the kernel
+        # matrix, if kept, is formed in the training's precision)
         if single:
+            phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
             op.to_single()
+            op.ensure()
+        else:
+            op.ensure()
+            phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
+        kp_diag = kdiag - (phi * phi) @ P.scale_ if q else kdiag
+        beta = float(max(kp_diag.max(), np.finfo(np.float64).tiny))
+        m_star = beta / lam_p + 1.0 if lam_p > 0 else np.inf
         # ---- batch and step (Ma, Bassily & Belkin 2018)
         if self.batch_size != "auto":
             m = float(self.batch_size)
@@ -217,13 +224,24 @@ class EigenProSetup:
         rows, counts, _ = draw_rows(rest, min(M, rest.sum()), self._rng, n, statistics)
         return rows, counts
 
-    @staticmethod
-    def _kernel_block(kern, op, Xc, rows, cols):
-        if op.full is not None and not op.single:
-            return op.full[np.ix_(rows, cols)]
-        return kern(Xc[rows], Xc[cols])
+    def _subsample_draws(self, n_eff, policy):
+        """``M``: ``subsample_size``, or for ``"auto"`` the speed ``policy``'s
+        size (Ma & Belkin 2019) when it is at most half the data, else
+        ``(c n_eff^2)^(1/3)`` (``c``: its ``eigenpro_subsample_cost``) but at
+        least ``eigenpro_subsample_min``: on small data the eigensystem's
+        ``O(M^3)`` within a few epochs' ``O(n^2)`` (``M >= n_eff``: every row,
+        the exact eigensystem)."""
+        if self.subsample_size != "auto":
+            return int(self.subsample_size)
+        small, large, from_n = policy.eigenpro_subsample_max
+        cap = small if n_eff < from_n else large
+        if 2 * cap <= n_eff:
+            return cap
+        by_cost = np.ceil((policy.eigenpro_subsample_cost * n_eff**2) ** (1 / 3))
+        return int(min(cap, max(by_cost, policy.eigenpro_subsample_min)))
 
-    def _heldout_top_eigenvalue(self, kern, op, Xc, held, phi, P, policy):
+    @staticmethod
+    def _heldout_top_eigenvalue(kern, Xc, held, XS, P, policy):
         """Top eigenvalue of the EigenPro kernel operator on draws outside the subsample.
 
         The Nystrom estimate ``lambda_P`` sees the subsample its eigenfunctions
@@ -233,9 +251,11 @@ class EigenProSetup:
         (the weights minus the subsample's draws) do not (docs/internals.rst).
         """
         rows, counts = held
-        K = self._kernel_block(kern, op, Xc, rows, rows)
+        XH = Xc[rows]
+        K = kern(XH, XH)
         if P.n_components_:
-            K -= (phi[rows] * P.scale_) @ phi[rows].T
+            phi = kern(XH, XS) @ P.coef_
+            K -= (phi * P.scale_) @ phi.T
         sc = np.sqrt(counts)
         S = K * np.outer(sc, sc) / counts.sum()
         return top_eigenvalue(S, policy=policy)

@@ -117,36 +117,52 @@ class Kernel:
         return out
 
 
-def fused_product(kernel, XA, XB, sqA, sqB, G):
-    """``k(XA, XB) @ G`` for a built-in radial kernel, in the dtype of ``XA``.
-
-    One block: the cross products by one matrix product, the squared
-    distances ``|a|^2 + |b|^2 - 2 a.b`` (clipped at 0) and the exponential
-    in place, then the product with ``G`` (no intermediate copies). The
-    rows should be centred: the cancellation in the squared distances is
-    about ``eps (|a|^2 + |b|^2)``.
-    """
-    s = kernel.bandwidth
-    K = XA @ XB.T
+def distance_factors(kernel, X, sq):
+    """``(L, R)`` of shape (n, d + 2) with ``L_a . R_b`` the exponent of the
+    Gaussian kernel ``-||a - b||^2 / (2 sigma^2)`` (other kernels: the
+    squared distance): ``L = [a c, -|a|^2 c / 2, -c / 2]``, ``R = [b, 1,
+    |b|^2]``, ``c = 1 / sigma^2`` (``[-2 a, |a|^2, 1]`` and ``R``), in the
+    dtype of ``X``. The squared norms enter the matrix product itself: a
+    block is one product and the kernel's passes in place."""
+    one = np.ones((X.shape[0], 1), dtype=X.dtype)
+    sq = sq.astype(X.dtype, copy=False)[:, None]
+    R = np.hstack([X, one, sq])
     if kernel.kernel == "gaussian":
-        c = 1.0 / s**2
-        K *= c
-        K -= (0.5 * c) * sqA[:, None]
-        K -= (0.5 * c) * sqB[None, :]
-        np.minimum(K, 0.0, out=K)
-        np.exp(K, out=K)
-        return K @ G
-    K *= -2.0
-    K += sqA[:, None]
-    K += sqB[None, :]
+        c = 1.0 / kernel.bandwidth**2
+        L = np.hstack([c * X, (-0.5 * c) * sq, (-0.5 * c) * one])
+    else:
+        L = np.hstack([-2.0 * X, sq, one])
+    return L.astype(X.dtype, copy=False), R
+
+
+def factor_block(kernel, LA, RB, out=None):
+    """``k(A, B)`` from the factors of :func:`distance_factors` (the rows
+    centred: the cancellation is about ``eps (|a|^2 + |b|^2)``), in ``out``
+    if given (an array of shape (len(LA), len(RB)), reused across blocks).
+    A squared distance that rounding puts below 0 is clipped; the Gaussian
+    exponent is not (``exp`` of a rounding error, ``1 + O(eps)``)."""
+    K = np.matmul(LA, RB.T, out=out)
+    if kernel.kernel == "gaussian":
+        return np.exp(K, out=K)
     np.maximum(K, 0.0, out=K)
     np.sqrt(K, out=K)
     if kernel.kernel == "laplacian":
-        K *= -1.0 / s
-        np.exp(K, out=K)
-    else:
-        K = _matern_from_distance(K, s, kernel.nu)
-    return K @ G
+        K *= -1.0 / kernel.bandwidth
+        return np.exp(K, out=K)
+    return _matern_from_distance(K, kernel.bandwidth, kernel.nu)
+
+
+def fused_block(kernel, XA, XB, sqA, sqB):
+    """``k(XA, XB)`` for a built-in radial kernel, in the dtype of ``XA``
+    (``sqA``, ``sqB``: the rows' squared norms): :func:`factor_block`."""
+    return factor_block(kernel, distance_factors(kernel, XA, sqA)[0],
+                        distance_factors(kernel, XB, sqB)[1])
+
+
+def fused_product(kernel, XA, XB, sqA, sqB, G):
+    """``k(XA, XB) @ G`` for a built-in radial kernel, in the dtype of ``XA``:
+    one block of :func:`fused_block`, then the product with ``G``."""
+    return fused_block(kernel, XA, XB, sqA, sqB) @ G
 
 
 def median_bandwidth(X, sample_weight, size, random_state, statistics):
@@ -160,10 +176,27 @@ def median_bandwidth(X, sample_weight, size, random_state, statistics):
     """
     rows, counts, _ = draw_rows(sample_weight, size, random_state, X.shape[0], statistics)
     Z = np.repeat(X[rows], np.round(counts).astype(np.int64), axis=0)
-    if Z.shape[0] < 2:
+    k = Z.shape[0]
+    if k < 2:
         return 1.0
-    D = euclidean_distances(Z, Z)
-    med = float(np.median(D[np.triu_indices(Z.shape[0], 1)]))
+    Z = Z - Z.mean(axis=0)
+    sq = np.einsum("ij,ij->i", Z, Z)
+    D2 = Z @ Z.T
+    D2 *= -2.0
+    D2 += sq[:, None]
+    D2 += sq[None, :]
+    # the median over the pairs i < j by one selection on the whole matrix:
+    # the k diagonal entries (set below every distance) come first, then
+    # every pair twice, so that its entries k + N - 1 and k + N (N pairs)
+    # are the middle pairs' (the square root is monotone)
+    np.maximum(D2, 0.0, out=D2)
+    np.fill_diagonal(D2, -1.0)
+    flat = D2.reshape(-1)
+    n_pairs = k * (k - 1) // 2
+    hi = k + n_pairs
+    flat.partition(hi)
+    lo = flat[:hi].max()
+    med = float(np.sqrt(flat[hi]) + np.sqrt(lo)) / 2.0
     return med if med > 0 else 1.0
 
 
@@ -183,10 +216,12 @@ class KernelOperator:
     """Products with the kernel matrix of the training rows, by row chunks.
 
     The Gaussian kernel's blocks are computed and multiplied from centred
-    rows in one fused pass per cache panel (:func:`fused_product`), in
+    rows in one fused pass per cache panel (:func:`factor_block`), in
     float64 or, after :meth:`to_single`, in float32; the products come back
     in float64. Other kernels go through :class:`Kernel` by chunks of
     ``working_memory``; ``policy``: the speed policy (the panels' size).
+    The whole kernel matrix is kept (:meth:`ensure`, :meth:`release`) when
+    it takes at most a quarter of ``working_memory``.
     """
 
     def __init__(self, kernel, X, policy):
@@ -196,25 +231,30 @@ class KernelOperator:
         self.single = False
         self.fused = kernel.kernel == "gaussian"
         if self.fused:
-            self.Xf = X - X.mean(axis=0)
-            self.sqf = np.einsum("ij,ij->i", self.Xf, self.Xf)
+            Xf = X - X.mean(axis=0)
+            self.left, self.right = distance_factors(kernel, Xf, np.einsum("ij,ij->i", Xf, Xf))
         self.use_full = 8 * n * n <= working_memory_bytes() // 4
         self.full = None
-        self.ensure()
 
     def to_single(self):
-        """Single-precision products from now on (the Gaussian kernel)."""
+        """Single-precision products from now on (the Gaussian kernel); the
+        kernel matrix is kept up to twice as many entries."""
         self.single = True
-        self.Xf = self.Xf.astype(np.float32)
-        self.sqf = self.sqf.astype(np.float32)
+        self.left = self.left.astype(np.float32)
+        self.right = self.right.astype(np.float32)
+        n = self.X.shape[0]
+        self.use_full = 4 * n * n <= working_memory_bytes() // 4
         if self.full is not None:
-            self.full = self.full.astype(np.float32)
+            self.full = self.full.astype(np.float32) if self.use_full else None
 
     def ensure(self):
         """Compute the full kernel matrix if it is small enough."""
         if self.use_full and self.full is None:
-            K = self.kernel(self.X, self.X, Y_norm_squared=self.sq)
-            self.full = K.astype(np.float32) if self.single else K
+            if self.fused:  # from the centred rows, in their precision
+                self.full = factor_block(self.kernel, self.left, self.right)
+            else:
+                K = self.kernel(self.X, self.X, Y_norm_squared=self.sq)
+                self.full = K.astype(np.float32) if self.single else K
 
     def release(self):
         """Drop the full kernel matrix (a fitted model does not keep it)."""
@@ -232,13 +272,18 @@ class KernelOperator:
         n = self.X.shape[0]
         out = np.empty((n, G.shape[1]))
         if self.fused:
-            XB, sqB, Gd = self.Xf[rows], self.sqf[rows], G.astype(dt, copy=False)
+            RB, Gd = self.right[rows], G.astype(dt, copy=False)
+            k, mult = G.shape[1], self.policy.kernel_rhs_multiple
+            if k > 1 and k % mult:  # BLAS's kernels: fewer columns can cost more
+                Gd = np.hstack([Gd, np.zeros((Gd.shape[0], mult - k % mult), dtype=dt)])
             # blocks of a cache panel (the passes over a block are memory-bound)
             width = np.dtype(dt).itemsize * max(len(rows), 1)
             chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
+            buf = np.empty((min(chunk, n), len(rows)), dtype=dt)
             for s in range(0, n, chunk):
-                out[s: s + chunk] = fused_product(self.kernel, self.Xf[s: s + chunk], XB,
-                                                  self.sqf[s: s + chunk], sqB, Gd)
+                e = min(s + chunk, n)
+                out[s:e] = (factor_block(self.kernel, self.left[s:e], RB, buf[: e - s])
+                            @ Gd)[:, :k]
             return out
         X = self.X
         XB, sqB = X[rows], self.sq[rows]

@@ -112,14 +112,28 @@ class SGDRiskTracker:
         self.U = Z if weight is None else np.sqrt(weight)[:, None] * Z
         self.injection = None  # K_P U, set by the model
         self.chain = np.zeros((n, 0))
-        self.first = []  # (rows, mask) of the first epoch's batches
-        self.A = [[0.0] for _ in range(G)]  # A[g][j] = A[p_g + j, p_g]
-        self.K = [[0.0] for _ in range(G)]
+        # a deferred low-rank term (set_low_rank): the chains are chain + phi @ acc
+        self.phi = None
+        self.n_chains = 0
+        self.first_mask = np.zeros((n, G))  # the masks of the chains' first batches
+        # traces by chain and lag: lag j of chain g is A[p_g + j, p_g]
+        self.lag_A, self.lag_K = np.zeros((G, S + 1)), np.zeros((G, S + 1))
+        self.lags = np.ones(G, dtype=np.int64)  # lag 0 holds 0
         self.t = 0
         self.copies = positions and weight is not None
         if self.copies:
             self.row_of = np.repeat(np.arange(n), np.round(weight).astype(np.int64))
-        self.src_idx, self.src_val = [], []  # per step: units and masked residuals
+        self.n_units = self.row_of.shape[0] if self.copies else n
+        # per step of the current epoch: units and masked residuals; per
+        # epoch: the same, joined (each unit once per epoch where the draws
+        # are a permutation of the units)
+        self.src_idx, self.src_val = [], []
+        self.epochs = []  # (units, steps, values) of epochs whose draws repeat units
+        self.n_aligned = 0  # ... and those with every unit once, stacked:
+        self.steps_aligned = np.zeros((0, self.n_units), dtype=np.int64)
+        self.values_aligned = np.zeros((0, self.n_units, n_targets))
+        self.A = self.K = np.zeros((1, 1))  # the (t + 1) x (t + 1) matrices so far
+        self.filled = 0  # their rows up to this one are filled
         self.risks, self.df = [], []
 
     # ------------------------------------------------------------ building
@@ -129,34 +143,74 @@ class SGDRiskTracker:
             return R[self.row_of]
         return R if self.w is None else R * np.sqrt(self.w)[:, None]
 
-    def rhs(self, rows, counts):
-        """``C_B`` times the batch rows of the chains (to multiply by ``K_P[:, B]``)."""
-        return counts[:, None] * self.chain[rows]
+    def set_low_rank(self, phi):
+        """Take the products as ``K_P[:, B] = K[:, B] - phi diag(s) phi[B]^T``
+        with the low-rank term deferred: :meth:`step` receives the ``K`` part
+        and ``corr = diag(s) phi[B]^T rhs``, the chains are kept as ``chain +
+        phi @ acc`` (``O(m q)`` a step for the batch rows instead of ``O(n
+        q)``), their traces with the probes through ``phi^T U``."""
+        self.phi = phi
+        self.acc = np.zeros((phi.shape[1], 0))
+        self.phi_U = phi.T @ self.U  # (q, G kp)
+        self.phi_UM = np.zeros_like(self.phi_U)  # phi^T (U * first mask), by chain
 
-    def step(self, rows, counts, h, KB, resid, positions=None):
-        """Advance the chains with ``KB = K_P[:, B] @ rhs(rows, counts)``.
+    def rhs(self, rows, counts, phi_rows=None):
+        """``C_B`` times the batch rows of the chains (to multiply by ``K_P[:, B]``);
+        ``phi_rows``: ``phi[rows]`` if at hand."""
+        chain = self.chain[rows]
+        if self.phi is not None:
+            chain += (self.phi[rows] if phi_rows is None else phi_rows) @ self.acc
+        return counts[:, None] * chain
+
+    def step(self, rows, counts, h, KB, resid, positions=None, corr=None):
+        """Advance the chains with ``KB = K_P[:, B] @ rhs(rows, counts)``
+        (after :meth:`set_low_rank`: its ``K`` part, and ``corr``).
 
         ``resid``: ``y - f`` on the batch rows before the step (unweighted);
         ``positions``: the drawn copies of the repeated-rows multiset.
         """
         mask = counts if self.w is None else counts / self.w[rows]
         self.chain -= h * KB
-        g = len(self.first)
+        low = self.phi is not None
+        if low:
+            self.acc += h * corr
+        g = self.n_chains
+        kp = self.kp
         if g < self.starts.shape[0] and self.t == self.starts[g]:  # a chain starts here
-            kp = self.kp
-            self.chain = np.hstack([self.chain, h * self.injection[:, g * kp: (g + 1) * kp]])
-            self.first.append((rows, mask))
+            cols = slice(g * kp, (g + 1) * kp)
+            self.chain = np.hstack([self.chain, h * self.injection[:, cols]])
+            self.first_mask[rows, g] = mask
+            if low:
+                self.acc = np.hstack([self.acc, np.zeros((self.acc.shape[0], kp))])
+                self.phi_UM[:, cols] = self.phi[rows].T @ (mask[:, None] * self.U[rows, cols])
+            self.n_chains += 1
         self.t += 1
-        kp, active = self.kp, self.chain.shape[1] // self.kp
+        active = self.n_chains
         blocks = self.chain.reshape(self.n, active, kp)
         Ub = self.U[:, : active * kp].reshape(self.n, active, kp)
-        a = np.einsum("npk,npk->p", blocks, Ub) / self.div
-        for p in range(active):
-            r1, m1 = self.first[p]
-            kap = np.einsum("ek,ek,e->", blocks[r1, p], Ub[r1, p], m1) / self.div
-            self.A[p].append(float(a[p]))
-            self.K[p].append(float(kap))
+        prod = np.einsum("npk,npk->np", blocks, Ub)
+        a = prod.sum(axis=0)
+        kap = np.einsum("np,np->p", prod, self.first_mask[:, :active])
+        if low:  # the traces of phi @ acc
+            q = self.acc.shape[0]
+            acc = self.acc.reshape(q, active, kp)
+            a += np.einsum("qpk,qpk->p", self.phi_U[:, : active * kp].reshape(q, active, kp), acc)
+            kap += np.einsum("qpk,qpk->p", self.phi_UM[:, : active * kp].reshape(q, active, kp),
+                             acc)
+        a /= self.div
+        kap /= self.div
+        lags = self.lags[:active]
+        if lags.max() >= self.lag_A.shape[1]:  # room for more lags
+            grow = max(self.S, self.lag_A.shape[1] // 2)
+            self.lag_A = np.pad(self.lag_A, ((0, 0), (0, grow)))
+            self.lag_K = np.pad(self.lag_K, ((0, 0), (0, grow)))
+        idx = np.arange(active)
+        self.lag_A[idx, lags] = a
+        self.lag_K[idx, lags] = kap
+        self.lags[:active] += 1
         if self.copies:
+            if positions is None:  # full batch: every copy
+                positions = np.arange(self.n_units)
             self.src_idx.append(positions)
             self.src_val.append(resid[np.searchsorted(rows, self.row_of[positions])])
         elif self.w is None:
@@ -167,32 +221,76 @@ class SGDRiskTracker:
             self.src_val.append((mask * np.sqrt(self.w[rows]))[:, None] * resid)
 
     def _matrices(self, t):
-        """``A`` and ``K'`` of shape (t + 1, t + 1) from the positions' lags."""
-        A, K = np.zeros((t + 1, t + 1)), np.zeros((t + 1, t + 1))
-        for s in range(t):
-            g = self.group[s % self.S]
-            lags = np.arange(1, t - s + 1)
-            A[s + 1:, s] = np.asarray(self.A[g])[lags]
-            K[s + 1:, s] = np.asarray(self.K[g])[lags]
-        return A, K
+        """``A`` and ``K'`` of shape (t + 1, t + 1) from the positions' lags:
+        the rows since the last call filled, ``A[r, s] = A[r - s + p_g, p_g]``
+        for ``g`` the chain of the position of ``s``."""
+        size = self.A.shape[0]
+        if t + 1 > size:  # room for more steps (by half again, not doubling)
+            new = max(t + 1, size + size // 2)
+            A, K = np.zeros((new, new)), np.zeros((new, new))
+            A[:size, :size], K[:size, :size] = self.A, self.K
+            self.A, self.K = A, K
+        r0 = self.filled + 1
+        if r0 <= t:
+            r = np.arange(r0, t + 1)[:, None]
+            src = np.arange(t)[None, :]
+            lag = r - src
+            g = self.group[src % self.S]
+            lag = np.where(lag > 0, lag, 0)  # lag 0 holds 0: the sources s >= r
+            self.A[r0: t + 1, :t] = self.lag_A[g, lag]
+            self.K[r0: t + 1, :t] = self.lag_K[g, lag]
+            self.filled = t
+        return self.A[: t + 1, : t + 1], self.K[: t + 1, : t + 1]
 
     def start(self, R):
         """Residuals ``y - f`` (n, c) of the starting point."""
         self.risks.append(float(np.sum(self._units(R) ** 2)) / self.n_eff)
         self.df.append(0.0)
 
+    def _close_epoch(self, first_step):
+        """Join the sources of the steps since ``first_step`` (an epoch)."""
+        if not self.src_idx:
+            return
+        units = np.concatenate(self.src_idx)
+        steps = np.repeat(np.arange(first_step, first_step + len(self.src_idx)),
+                          [len(i) for i in self.src_idx])
+        values = np.concatenate(self.src_val)
+        order = np.argsort(units, kind="stable")
+        units, steps, values = units[order], steps[order], values[order]
+        distinct = units.shape[0] == self.n_units and bool(np.all(np.diff(units) > 0))
+        if distinct:  # stacked in arrays grown by half again
+            e = self.n_aligned
+            if e == self.steps_aligned.shape[0]:
+                grow = max(4, e // 2)
+                self.steps_aligned = np.concatenate(
+                    [self.steps_aligned, np.zeros((grow, self.n_units), dtype=np.int64)])
+                self.values_aligned = np.concatenate(
+                    [self.values_aligned, np.zeros((grow,) + values.shape)])
+            self.steps_aligned[e], self.values_aligned[e] = steps, values
+            self.n_aligned += 1
+        else:
+            self.epochs.append((units, steps, values))
+        self.src_idx, self.src_val = [], []
+
     def epoch_end(self, R):
         """Read out the estimate of the current iterate (residuals ``R = y - f``)."""
         t = self.t
+        self._close_epoch(t - len(self.src_idx))
         A, K = self._matrices(t)
         # row t of V = (n_eff I - K')^{-1} A: e_t^T L^{-1} by a transposed solve
-        L = self.n_eff * np.eye(t + 1) - K
+        L = -K
+        L[np.diag_indices(t + 1)] += self.n_eff
         e = np.zeros(t + 1)
         e[t] = 1.0
-        v = solve_triangular(L, e, lower=True, trans="T") @ A
+        v = solve_triangular(L, e, lower=True, trans="T", check_finite=False) @ A
         out = self._units(R).copy()
-        for s in range(t):  # sources s < t: the gradient of step s + 1
-            out[self.src_idx[s]] += v[s] * self.src_val[s]  # distinct units within a step
+        # sources s < t (the gradient of step s + 1): every unit once per
+        # epoch when the draws are a permutation of the units
+        e = self.n_aligned
+        if e:
+            out += np.einsum("eu,euc->uc", v[self.steps_aligned[:e]], self.values_aligned[:e])
+        for units, steps, values in self.epochs:
+            np.add.at(out, units, v[steps][:, None] * values)
         self.risks.append(float(np.sum(out ** 2)) / self.n_eff)
         self.df.append(float(K[t].sum()) / self.n_eff)
         return self.risks[-1]
