@@ -494,6 +494,7 @@ class ForwardChains:
         # the restricted Gram matrix is its block (maybe_gram)
         C = getattr(design, "cache", {}).get(("gram", "features"))
         self.design_gram = None if C is None else (C, design.n_eff)
+        self._coef_cache = None  # (k, rows) -> this step's coefficients, kept for one step
 
     def restore(self, saved):
         """Scatter :class:`SavedChains` into this row order (all their columns)."""
@@ -522,9 +523,8 @@ class ForwardChains:
     def _coefficients(self, k, rows):
         """The clipped extrapolation's and heavy ball's coefficients of step
         ``k`` on the chains' first ``rows`` rows (``None``: not clipped)."""
-        cached = getattr(self, "_coef_cache", None)
-        if cached is not None and cached[0] == (k, rows):
-            return cached[1]  # read again by the probes' lag-0 step
+        if self._coef_cache is not None and self._coef_cache[0] == (k, rows):
+            return self._coef_cache[1]  # read again by the probes' lag-0 step
         it, path, idx = self.iteration, self.coef_path, self.order[:rows]
         coef = it.extrapolation_coefficients(k, path[:, k], path[:, k - 1])
         if coef is not None:
