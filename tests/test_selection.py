@@ -388,6 +388,29 @@ def test_workers_run_under_the_callers_configurations(backend):
     assert sklearn.get_config()["working_memory"] != 123
 
 
+def _blas_threads_now(_):
+    from skacv.utils._parallel import blas_threads
+    return blas_threads()
+
+
+def test_workers_keep_the_callers_blas_limit():
+    """A worker's BLAS thread limit never exceeds the caller's: with one
+    thread set by the caller, a sequential search's candidates (one worker,
+    no limit of their own) and every worker of a parallel one run on one
+    thread (``cores // workers`` is the most a worker gets)."""
+    from threadpoolctl import threadpool_limits
+
+    from skacv.utils import _parallel
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert _parallel.blas_threads_per_worker(1) is None
+        for n_jobs in (1, 2, -1):
+            threads = _parallel.blas_threads_per_worker(n_jobs)
+            assert threads in (None, 1)
+            jobs = [_parallel.delayed(_blas_threads_now, None, threads)(i) for i in range(2)]
+            assert _parallel.parallel(1)(jobs) == [1, 1]
+
+
 def test_pipeline_grid_search_and_cross_val_score():
     X, y = _data()
     X = X * np.linspace(0.5, 3.0, X.shape[1])

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import joblib
 import scipy.linalg  # noqa: F401  (SciPy's BLAS is loaded before _BLAS looks for it)
 import sklearn
-from threadpoolctl import ThreadpoolController, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .._config import config_context, get_config
 from .._trace import carried, recording, taken
@@ -28,9 +28,14 @@ def effective_n_jobs(n_jobs):
 
 
 def blas_threads_per_worker(n_jobs):
-    """BLAS threads each of ``n_jobs`` workers may use: ``cores // workers``."""
-    cores = os.cpu_count() or 1
-    return max(1, cores // effective_n_jobs(n_jobs))
+    """BLAS threads each of ``n_jobs`` workers may use: ``cores // workers``,
+    never more than the caller's own limit (:func:`blas_threads`); ``None``
+    (unchanged) for one worker, which runs in the caller's thread under its
+    limit."""
+    workers = effective_n_jobs(n_jobs)
+    if workers == 1:
+        return None
+    return max(1, min(blas_threads(), (os.cpu_count() or 1) // workers))
 
 
 class _Wrapped:
@@ -44,7 +49,9 @@ class _Wrapped:
         with config_context(**self.config), sklearn.config_context(**self.sklearn_config):
             if self.threads is None:
                 return function(*args, **kwargs)
-            with threadpool_limits(limits=self.threads, user_api="blas"):
+            # the libraries found once (_BLAS): a new threadpool_limits walks
+            # every loaded library, milliseconds a call in a large process
+            with _BLAS.limit(limits=self.threads):
                 return function(*args, **kwargs)
 
 
