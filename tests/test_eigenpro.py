@@ -548,6 +548,34 @@ def test_auto_components_do_not_split_an_eigenvalue_cluster():
     assert est.batch_size_ > 100
 
 
+def test_single_precision_eigensystem_of_the_subsample(speed_policy):
+    # from the policy's order on (a subsample, not the whole data) the
+    # Nystrom eigensystem runs in float32: its eigenvalues against float64
+    # LAPACK on the same subsample operator, the rule's q against the
+    # float64 eigensystem's, and the fit against the float64 one's
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 1, (1500, 5))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.standard_normal(1500)
+    kw = dict(bandwidth=0.7, subsample_size=400, max_iter=4, random_state=0)
+    speed_policy(eigenpro_eigh_float32_min_order=400)
+    single = EigenProRegressor(**kw).fit(X, y)
+    speed_policy(eigenpro_eigh_float32_min_order=401)
+    double = EigenProRegressor(**kw).fit(X, y)
+    P = single.preconditioner_
+    XS = X[P.subsample_indices_]
+    assert np.all(P.subsample_counts_ == 1)
+    lam = np.linalg.eigvalsh(Kernel("gaussian", 0.7)(XS, XS) / 400)[::-1]
+    r = P.eigenvalues_.shape[0]
+    assert np.max(np.abs(P.eigenvalues_ - lam[:r])) < 1e-6 * lam[0]
+    assert np.allclose(double.preconditioner_.eigenvalues_, lam[:r], rtol=1e-9, atol=0)
+    assert not np.allclose(P.eigenvalues_, lam[:r], rtol=1e-9, atol=0)  # float32 indeed
+    assert abs(single.n_components_ - double.n_components_) <= 2
+    assert 20 < single.n_components_ < 399
+    # the same path to within the preconditioner's rounding
+    assert np.allclose(single.train_mse_path_, double.train_mse_path_, rtol=1e-3)
+    assert single.train_mse_path_[-1] < 0.1 * single.train_mse_path_[0]
+
+
 # ----------------------------------------------------------------------------
 # defaults: the median bandwidth, the epochs chosen by the risk estimate, paths
 # ----------------------------------------------------------------------------

@@ -131,7 +131,8 @@ class EigenProSetup:
             rule = (kern(Xc[rows_R], XS), kdiag[rows_R])
         P = NystromPreconditioner.from_kernel(
             K_SS, counts_S, self.n_components, policies,
-            max_batch=None if exact else counts_S.sum(), heldout=rule)
+            max_batch=None if exact else counts_S.sum(), heldout=rule,
+            single=not exact and m_S >= policy.eigenpro_eigh_float32_min_order)
         P.subsample_indices_, P.subsample_counts_ = rows_S, counts_S
         q = P.n_components_
         lam_p = P.top_eigenvalue_
