@@ -253,10 +253,17 @@ class EigenProSetup:
         """
         rows, counts = held
         XH = Xc[rows]
+        sc = np.sqrt(counts) / np.sqrt(counts.sum())
         K = kern(XH, XH)
-        if P.n_components_:
-            phi = kern(XH, XS) @ P.coef_
-            K -= (phi * P.scale_) @ phi.T
-        sc = np.sqrt(counts)
-        S = K * np.outer(sc, sc) / counts.sum()
-        return top_eigenvalue(S, policy=policy)
+        K *= sc[:, None]
+        K *= sc[None, :]
+        if not P.n_components_:
+            return top_eigenvalue(K, policy=policy)
+        # the low-rank part as an operator (not the h x h product with phi)
+        phi = sc[:, None] * (kern(XH, XS) @ P.coef_)
+        phi_s = phi * P.scale_
+
+        def op(V):
+            return K @ V - phi_s @ (phi.T @ V)
+
+        return top_eigenvalue(op=op, dim=K.shape[0], policy=policy)
