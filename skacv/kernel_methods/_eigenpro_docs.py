@@ -94,7 +94,8 @@ _DOC_PARAMS = """
         ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
         digits), float64 otherwise; the whole kernel matrix is kept (in
         that precision) when it fits in a quarter of ``working_memory``, else
-        computed by blocks at every step. The Nystrom eigenfunctions, the
+        computed by blocks at every step; the Nystrom eigenfunctions at the
+        training rows come from the same blocks (kept in float64). The
         coefficients and the predictions stay in float64; the eigensystem
         too, except that of a subsample of at least 1000 rows that is not the
         whole data (the speed policy's ``eigenpro_eigh_float32_min_order``):
