@@ -282,10 +282,12 @@ class KernelOperator:
             width = np.dtype(dt).itemsize * max(len(rows), 1)
             chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
             buf = np.empty((min(chunk, n), len(rows)), dtype=dt)
+            prod = np.empty((min(chunk, n), Gd.shape[1]), dtype=dt)
             for s in range(0, n, chunk):
                 e = min(s + chunk, n)
-                out[s:e] = (factor_block(self.kernel, self.left[s:e], RB, buf[: e - s])
-                            @ Gd)[:, :k]
+                np.matmul(factor_block(self.kernel, self.left[s:e], RB, buf[: e - s]), Gd,
+                          out=prod[: e - s])
+                out[s:e] = prod[: e - s, :k]
             return out
         X = self.X
         XB, sqB = X[rows], self.sq[rows]
