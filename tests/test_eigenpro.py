@@ -142,6 +142,32 @@ def test_preconditioner_flattens_the_spectrum():
     assert np.isclose(est.critical_batch_size_, est.beta_ / P.top_eigenvalue_ + 1)
 
 
+def test_heldout_top_eigenvalue_equals_the_dense_one():
+    # the held-out lambda_P (Lanczos on K_HH - phi_H diag(s) phi_H^T as an
+    # operator, weighted draws) against LAPACK on the matrix written out
+    from skacv._policy import current_policies
+    from skacv.iterations._preconditioning import NystromPreconditioner
+    from skacv.kernel_methods._eigenpro_setup import EigenProSetup
+
+    policies = current_policies()
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, (900, 4))
+    ker = Kernel("gaussian", 0.6)
+    S_rows = np.arange(200)
+    P = NystromPreconditioner.from_kernel(ker(X[S_rows], X[S_rows]), np.ones(200), 25,
+                                          policies)
+    rows = np.arange(200, 900)  # 700 > dense_eig_size: the operator path
+    counts = rng.integers(1, 4, 700).astype(float)
+    got = EigenProSetup._heldout_top_eigenvalue(ker, X, (rows, counts), X[S_rows], P,
+                                                policies[0])
+    phi = ker(X[rows], X[S_rows]) @ P.coef_
+    KP = ker(X[rows], X[rows]) - (phi * P.scale_) @ phi.T
+    sc = np.sqrt(counts / counts.sum())
+    want = np.linalg.eigvalsh(KP * np.outer(sc, sc))[-1]
+    assert np.isclose(got, want, rtol=1e-5)
+    assert want > 1.5 * P.top_eigenvalue_  # the Nystrom value underestimates it
+
+
 def test_step_size_rules():
     X, y, _ = smooth_problem(600)
     base = dict(bandwidth=0.5, subsample_size=200, max_iter=1, random_state=0)
