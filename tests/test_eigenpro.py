@@ -290,6 +290,26 @@ def test_single_precision_products():
         assert np.max(np.abs(mid.predict(X) - p64)) <= 1e-4 * np.abs(p64).max()
 
 
+def test_float64_kept_matrix_only_up_to_the_policy_rows(speed_policy):
+    # precision="auto": the n x n matrix in float64 up to the policy's rows,
+    # beyond it float32 (kept, where it fits), the fit within float32's
+    # rounding of the float64 one
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0, 1, (300, 5))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(300)
+    kw = dict(bandwidth=0.3, subsample_size=100, max_iter=5, random_state=0)
+    e64 = EigenProRegressor(**kw).fit(X, y)
+    assert e64.precision_ == "float64"
+    gain = e64.preconditioner_.eigenvalues_[0] / e64.top_eigenvalue_
+    assert gain * np.finfo(np.float32).eps <= 1e-2  # the rounding rule allows float32
+    speed_policy(eigenpro_float64_max_rows=299)
+    e32 = EigenProRegressor(**kw).fit(X, y)
+    assert e32.precision_ == "float32" and e32._state.op.use_full
+    assert np.max(np.abs(e32.predict(X) - e64.predict(X))) <= 1e-4 * np.abs(e64.predict(X)).max()
+    speed_policy(eigenpro_float64_max_rows=300)
+    assert EigenProRegressor(**kw).fit(X, y).precision_ == "float64"
+
+
 def test_divergence_is_reported():
     X, y, _ = smooth_problem(200)
     with pytest.raises(DivergenceError, match="step_size='auto'"):

@@ -92,9 +92,12 @@ _DOC_PARAMS = """
         so the rounding of a step is about ``6e-8 * gain`` of it: ``"auto"``
         takes float32 when that is below ``1e-2`` (a gain below about
         ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
-        digits), float64 otherwise; the whole kernel matrix is kept (in
-        that precision) when it fits in a quarter of ``working_memory``, else
-        computed by blocks at every step; the Nystrom eigenfunctions at the
+        digits), float64 otherwise, and float64 where the whole kernel matrix
+        fits in it and ``n`` is at most 3000 (the speed policy's
+        ``eigenpro_float64_max_rows``; the two cost about the same there);
+        the whole kernel matrix is kept (in the training's precision) when it
+        fits in a quarter of ``working_memory``, else computed by blocks at
+        every step; the Nystrom eigenfunctions at the
         training rows come from the same blocks (kept in float64). The
         coefficients and the predictions stay in float64; the eigensystem
         too, except that of a subsample of at least 1000 rows that is not the

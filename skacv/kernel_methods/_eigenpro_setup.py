@@ -140,12 +140,14 @@ class EigenProSetup:
             lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, Xc, held, XS, P, policy))
         gain = P.eigenvalues_[0] / lam_p if lam_p > 0 else np.inf
         rounding_tol = policy.eigenpro_rounding_tol
-        # float64 where the n x n matrix fits in it (a fit of a few thousand
+        # float64 where the n x n matrix fits in it and n is at most the
+        # speed policy's eigenpro_float64_max_rows (a fit of a few thousand
         # rows then repeats exactly; weighted and repeated rows agree to
         # rounding), else float32 where the gain allows (blocks, or the
-        # matrix kept in float32 where only that fits)
+        # matrix kept in float32 where it fits)
+        kept64 = op.use_full and n <= policy.eigenpro_float64_max_rows
         single = kern.kernel == "gaussian" and (self.precision == "float32" or (
-            self.precision == "auto" and not op.use_full and gain * _EPS32 <= rounding_tol))
+            self.precision == "auto" and not kept64 and gain * _EPS32 <= rounding_tol))
         self.precision_ = "float32" if single else "float64"
         # the eigenfunctions at every row from the training's kernel blocks
         # (kept in float64): in float32 the low-rank part of K_P cancels the
