@@ -384,21 +384,13 @@ class SpeedPolicy:
         EigenPro's ``subsample_size="auto"``: the first number of draws, the
         second from the third's number of samples on (Ma & Belkin 2019's
         sizes), when that is at most half the data.
-    eigenpro_eigh_float32_min_order : int
-        EigenPro's Nystrom eigensystem of a subsample of at least this many
-        rows (not the whole data) in float32: LAPACK's ``ssyevd`` of order
-        2000 took 0.57-0.69 s against 1.39-1.61 s in float64 (one thread,
-        SkylakeX), a tenth of a fit at n = 10000.
+    eigenpro_eigh_float32_min_order, eigh_float32_floor : int, float
+        EigenPro's Nystrom eigensystem of a subsample (not the whole data) of
+        at least this order in float32 (half the time); eigenvalues below the
+        float's fraction of the largest count as zero (docs/benchmarks.rst).
     eigenpro_float64_max_rows : int
-        EigenPro's ``precision="auto"`` keeps the ``n x n`` kernel matrix in
-        float64 (where it fits) up to this many training rows, beyond it
-        trains in float32 where the rounding rule allows: an epoch with the
-        risk chains took 25 ms in float64 against 21-24 ms in float32 at n =
-        2500, 160 ms against 87-95 ms at n = 5000 (one thread, SkylakeX).
-    eigh_float32_floor : float
-        Eigenvalues of a float32 eigensystem below this fraction of the
-        largest count as zero (their rounding: within about ``3e-8`` of the
-        largest on a Gaussian kernel matrix of order 2000).
+        ``precision="auto"`` keeps a float64 kernel matrix up to this many
+        rows, float32 beyond (twice faster an epoch at n = 5000).
     eigenpro_subsample_cost, eigenpro_subsample_min : float, int
         Smaller data (fewer than twice those draws): ``(c n^2)^(1/3)`` draws
         for ``n`` samples, ``c`` the first number, but at least the second

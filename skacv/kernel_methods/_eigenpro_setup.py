@@ -152,8 +152,7 @@ class EigenProSetup:
         # the eigenfunctions at every row from the training's kernel blocks
         # (kept in float64): in float32 the low-rank part of K_P cancels the
         # same rounded kernel the steps multiply by, and the pass of q
-        # columns takes a third of the time (0.21 s against 0.56 s at n =
-        # 10000, q = 301; beta_ moved by 2e-5 of itself)
+        # columns is faster (docs/benchmarks.rst)
         if single:
             op.to_single()
         op.ensure()

@@ -124,8 +124,8 @@ def distance_factors(kernel, X, sq):
     ``R = [b, 1, |b|^2]``, ``c = log2(e) / sigma^2`` (``[-2 a, |a|^2, 1]`` and
     ``R``), in the dtype of ``X``. The squared norms enter the matrix product
     itself: a block is one product and the kernel's passes in place; base 2
-    because NumPy's ``exp2`` took 0.19-0.25 ms a float32 panel of 538 x 974
-    where ``exp`` took 0.27-0.34 ms (the factor's rounding is the same)."""
+    because NumPy's ``exp2`` is faster than ``exp`` (docs/benchmarks.rst,
+    EigenPro's section; the factor's rounding is the same)."""
     one = np.ones((X.shape[0], 1), dtype=X.dtype)
     sq = sq.astype(X.dtype, copy=False)[:, None]
     R = np.hstack([X, one, sq])

@@ -349,7 +349,7 @@ def top_eigh(S, k, policy, single=False):
     ``single``: LAPACK in float32 (the pairs come back in float64; the
     eigenvalues within about ``1e-7`` of the largest), SciPy's divide and
     conquer ``ssyevd`` for the whole spectrum (NumPy's ``eigh`` of a float32
-    matrix took as long as in float64 here).
+    matrix was not faster than in float64).
     """
     m = S.shape[0]
     k = int(min(k, m))
