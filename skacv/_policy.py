@@ -384,6 +384,13 @@ class SpeedPolicy:
         EigenPro's ``subsample_size="auto"``: the first number of draws, the
         second from the third's number of samples on (Ma & Belkin 2019's
         sizes), when that is at most half the data.
+    eigenpro_eigh_float32_min_order, eigh_float32_floor : int, float
+        EigenPro's Nystrom eigensystem of a subsample (not the whole data) of
+        at least this order in float32 (half the time); eigenvalues below the
+        float's fraction of the largest count as zero (docs/benchmarks.rst).
+    eigenpro_float64_max_rows : int
+        ``precision="auto"`` keeps a float64 kernel matrix up to this many
+        rows, float32 beyond (twice faster an epoch at n = 5000).
     eigenpro_subsample_cost, eigenpro_subsample_min : float, int
         Smaller data (fewer than twice those draws): ``(c n^2)^(1/3)`` draws
         for ``n`` samples, ``c`` the first number, but at least the second
@@ -522,6 +529,9 @@ class SpeedPolicy:
     eigenpro_rounding_tol: float = 1e-2
     kernel_rhs_multiple: int = 16
     eigenpro_subsample_max: tuple = (2000, 12000, 1e5)
+    eigenpro_eigh_float32_min_order: int = 1000
+    eigh_float32_floor: float = 1e-6
+    eigenpro_float64_max_rows: int = 3000
     eigenpro_subsample_cost: float = 8.0
     eigenpro_subsample_min: int = 300
     empirical_max_features: int = 2000

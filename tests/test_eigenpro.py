@@ -142,6 +142,32 @@ def test_preconditioner_flattens_the_spectrum():
     assert np.isclose(est.critical_batch_size_, est.beta_ / P.top_eigenvalue_ + 1)
 
 
+def test_heldout_top_eigenvalue_equals_the_dense_one():
+    # the held-out lambda_P (Lanczos on K_HH - phi_H diag(s) phi_H^T as an
+    # operator, weighted draws) against LAPACK on the matrix written out
+    from skacv._policy import current_policies
+    from skacv.iterations._preconditioning import NystromPreconditioner
+    from skacv.kernel_methods._eigenpro_setup import EigenProSetup
+
+    policies = current_policies()
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, (900, 4))
+    ker = Kernel("gaussian", 0.6)
+    S_rows = np.arange(200)
+    P = NystromPreconditioner.from_kernel(ker(X[S_rows], X[S_rows]), np.ones(200), 25,
+                                          policies)
+    rows = np.arange(200, 900)  # 700 > dense_eig_size: the operator path
+    counts = rng.integers(1, 4, 700).astype(float)
+    got = EigenProSetup._heldout_top_eigenvalue(ker, X, (rows, counts), X[S_rows], P,
+                                                policies[0])
+    phi = ker(X[rows], X[S_rows]) @ P.coef_
+    KP = ker(X[rows], X[rows]) - (phi * P.scale_) @ phi.T
+    sc = np.sqrt(counts / counts.sum())
+    want = np.linalg.eigvalsh(KP * np.outer(sc, sc))[-1]
+    assert np.isclose(got, want, rtol=1e-5)
+    assert want > 1.5 * P.top_eigenvalue_  # the Nystrom value underestimates it
+
+
 def test_step_size_rules():
     X, y, _ = smooth_problem(600)
     base = dict(bandwidth=0.5, subsample_size=200, max_iter=1, random_state=0)
@@ -262,6 +288,26 @@ def test_single_precision_products():
         mid = EigenProRegressor(**kw).fit(X, y)
         assert mid._state.op.use_full and mid.precision_ == auto.precision_
         assert np.max(np.abs(mid.predict(X) - p64)) <= 1e-4 * np.abs(p64).max()
+
+
+def test_float64_kept_matrix_only_up_to_the_policy_rows(speed_policy):
+    # precision="auto": the n x n matrix in float64 up to the policy's rows,
+    # beyond it float32 (kept, where it fits), the fit within float32's
+    # rounding of the float64 one
+    rng = np.random.default_rng(2)
+    X = rng.uniform(0, 1, (300, 5))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(300)
+    kw = dict(bandwidth=0.3, subsample_size=100, max_iter=5, random_state=0)
+    e64 = EigenProRegressor(**kw).fit(X, y)
+    assert e64.precision_ == "float64"
+    gain = e64.preconditioner_.eigenvalues_[0] / e64.top_eigenvalue_
+    assert gain * np.finfo(np.float32).eps <= 1e-2  # the rounding rule allows float32
+    speed_policy(eigenpro_float64_max_rows=299)
+    e32 = EigenProRegressor(**kw).fit(X, y)
+    assert e32.precision_ == "float32" and e32._state.op.use_full
+    assert np.max(np.abs(e32.predict(X) - e64.predict(X))) <= 1e-4 * np.abs(e64.predict(X)).max()
+    speed_policy(eigenpro_float64_max_rows=300)
+    assert EigenProRegressor(**kw).fit(X, y).precision_ == "float64"
 
 
 def test_divergence_is_reported():
@@ -546,6 +592,34 @@ def test_auto_components_do_not_split_an_eigenvalue_cluster():
     assert est.n_components_ > 7  # past the constant and the 6 linear directions
     assert lam[est.n_components_] < 0.1 * lam[6]
     assert est.batch_size_ > 100
+
+
+def test_single_precision_eigensystem_of_the_subsample(speed_policy):
+    # from the policy's order on (a subsample, not the whole data) the
+    # Nystrom eigensystem runs in float32: its eigenvalues against float64
+    # LAPACK on the same subsample operator, the rule's q against the
+    # float64 eigensystem's, and the fit against the float64 one's
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 1, (1500, 5))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.standard_normal(1500)
+    kw = dict(bandwidth=0.7, subsample_size=400, max_iter=4, random_state=0)
+    speed_policy(eigenpro_eigh_float32_min_order=400)
+    single = EigenProRegressor(**kw).fit(X, y)
+    speed_policy(eigenpro_eigh_float32_min_order=401)
+    double = EigenProRegressor(**kw).fit(X, y)
+    P = single.preconditioner_
+    XS = X[P.subsample_indices_]
+    assert np.all(P.subsample_counts_ == 1)
+    lam = np.linalg.eigvalsh(Kernel("gaussian", 0.7)(XS, XS) / 400)[::-1]
+    r = P.eigenvalues_.shape[0]
+    assert np.max(np.abs(P.eigenvalues_ - lam[:r])) < 1e-6 * lam[0]
+    assert np.allclose(double.preconditioner_.eigenvalues_, lam[:r], rtol=1e-9, atol=0)
+    assert not np.allclose(P.eigenvalues_, lam[:r], rtol=1e-9, atol=0)  # float32 indeed
+    assert abs(single.n_components_ - double.n_components_) <= 2
+    assert 20 < single.n_components_ < 399
+    # the same path to within the preconditioner's rounding
+    assert np.allclose(single.train_mse_path_, double.train_mse_path_, rtol=1e-3)
+    assert single.train_mse_path_[-1] < 0.1 * single.train_mse_path_[0]
 
 
 # ----------------------------------------------------------------------------

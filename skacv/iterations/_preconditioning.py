@@ -132,7 +132,7 @@ class NystromPreconditioner:
 
     @classmethod
     def from_kernel(cls, K_SS, counts, n_components, policies, damping=None, max_batch=None,
-                    heldout=None, max_components=1000):
+                    heldout=None, max_components=1000, single=False):
         """Preconditioner of the Nystrom kernel operator of a subsample.
 
         ``K_SS`` is the kernel matrix of the distinct subsample rows and
@@ -148,17 +148,22 @@ class NystromPreconditioner:
         diagonal of the EigenPro kernel of ``q`` components over the rows of
         ``heldout = (K_HS, diagonal)`` (their kernel with the subsample rows
         and ``k(x, x)``), rows outside the subsample (:func:`critical_batches`).
+        ``single``: the eigensystem in float32 (:func:`top_eigh`), eigenvalues
+        below the speed policy's ``eigh_float32_floor`` times the largest then
+        taken as zero.
         """
         c = np.asarray(counts, dtype=np.float64)
         m = K_SS.shape[0]
         total = c.sum()
         sc = np.sqrt(c)
-        S = K_SS * np.outer(sc, sc) / total
+        S = K_SS / total if np.all(c == 1.0) else K_SS * np.outer(sc, sc) / total
         q_max = max_components if n_components == "auto" else int(n_components)
         policy, statistics = policies
         damping = statistics.eigenpro_damping if damping is None else damping
-        lam, U = top_eigh(S, min(q_max + 1, m), policy)
+        lam, U = top_eigh(S, min(q_max + 1, m), policy, single=single)
         floor = statistics.eigenpro_eig_floor
+        if single:
+            floor = max(floor, policy.eigh_float32_floor)
         keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
         q = max(min(q_max, keep - 1), 0)
         coef = sc[:, None] * U[:, :q] / np.sqrt(total)

@@ -48,7 +48,7 @@ _DOC_PARAMS = """
         Total number of epochs (with ``warm_start``, counted over all calls).
         ``"auto"``: the epochs grow while the risk estimate (see
         ``estimate_risk``, computed in this mode) improves: they stop once its
-        best has not fallen by 0.1 % over the last 3 epochs (or at 300), and
+        best has not fallen by 0.5 % over the last 3 epochs (or at 300), and
         the model keeps the epoch of the smallest estimate
         (``selected_iter_``). Once the estimate is flagged
         (``risk_reliable_``) it cannot choose: the epochs go on to the
@@ -92,10 +92,19 @@ _DOC_PARAMS = """
         so the rounding of a step is about ``6e-8 * gain`` of it: ``"auto"``
         takes float32 when that is below ``1e-2`` (a gain below about
         ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
-        digits), float64 otherwise; the whole kernel matrix is kept (in
-        that precision) when it fits in a quarter of ``working_memory``, else
-        computed by blocks at every step. The eigensystem, the Nystrom
-        eigenfunctions, the coefficients and the predictions stay in float64.
+        digits), float64 otherwise, and float64 where the whole kernel matrix
+        fits in it and ``n`` is at most 3000 (the speed policy's
+        ``eigenpro_float64_max_rows``; the two cost about the same there);
+        the whole kernel matrix is kept (in the training's precision) when it
+        fits in a quarter of ``working_memory``, else computed by blocks at
+        every step; the Nystrom eigenfunctions at the
+        training rows come from the same blocks (kept in float64). The
+        coefficients and the predictions stay in float64; the eigensystem
+        too, except that of a subsample of at least 1000 rows that is not the
+        whole data (the speed policy's ``eigenpro_eigh_float32_min_order``):
+        float32, half the time, its eigenvalues within about ``3e-8 lambda_1``
+        (rounding changes the preconditioner slightly, not the path's limit;
+        the held-out ``lambda_P`` keeps the step stable).
     random_state : int, RandomState instance or None, default=None
         Seeds the subsample, the batches and the probes.
     verbose : int, default=0
@@ -148,7 +157,8 @@ _DOC_ATTRIBUTES = """
         start and after every epoch.
     risk_path_ : ndarray of shape (n_iter_ + 1,)
         Estimated out-of-sample mean squared error (averaged over outputs)
-        at the start and after every epoch; only with ``estimate_risk=True``.
+        at the start and after every epoch; with ``estimate_risk=True`` or
+        ``max_iter="auto"`` (which chooses the epoch by it).
     risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
         ``False`` from the first epoch on whose degrees of freedom reach
         ``0.99 n`` (near interpolation, where the estimate is noise), or

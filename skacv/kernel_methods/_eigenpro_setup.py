@@ -131,7 +131,8 @@ class EigenProSetup:
             rule = (kern(Xc[rows_R], XS), kdiag[rows_R])
         P = NystromPreconditioner.from_kernel(
             K_SS, counts_S, self.n_components, policies,
-            max_batch=None if exact else counts_S.sum(), heldout=rule)
+            max_batch=None if exact else counts_S.sum(), heldout=rule,
+            single=not exact and m_S >= policy.eigenpro_eigh_float32_min_order)
         P.subsample_indices_, P.subsample_counts_ = rows_S, counts_S
         q = P.n_components_
         lam_p = P.top_eigenvalue_
@@ -139,22 +140,23 @@ class EigenProSetup:
             lam_p = max(lam_p, self._heldout_top_eigenvalue(kern, Xc, held, XS, P, policy))
         gain = P.eigenvalues_[0] / lam_p if lam_p > 0 else np.inf
         rounding_tol = policy.eigenpro_rounding_tol
-        # float64 where the n x n matrix fits in it (a fit of a few thousand
+        # float64 where the n x n matrix fits in it and n is at most the
+        # speed policy's eigenpro_float64_max_rows (a fit of a few thousand
         # rows then repeats exactly; weighted and repeated rows agree to
         # rounding), else float32 where the gain allows (blocks, or the
-        # matrix kept in float32 where only that fits)
+        # matrix kept in float32 where it fits)
+        kept64 = op.use_full and n <= policy.eigenpro_float64_max_rows
         single = kern.kernel == "gaussian" and (self.precision == "float32" or (
-            self.precision == "auto" and not op.use_full and gain * _EPS32 <= rounding_tol))
+            self.precision == "auto" and not kept64 and gain * _EPS32 <= rounding_tol))
         self.precision_ = "float32" if single else "float64"
-        # the eigenfunctions at every row in float64 (before the kernel
-        # matrix, if kept, is formed in the training's precision)
+        # the eigenfunctions at every row from the training's kernel blocks
+        # (kept in float64): in float32 the low-rank part of K_P cancels the
+        # same rounded kernel the steps multiply by, and the pass of q
+        # columns is faster (docs/benchmarks.rst)
         if single:
-            phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
             op.to_single()
-            op.ensure()
-        else:
-            op.ensure()
-            phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
+        op.ensure()
+        phi = op.matmul(rows_S, P.coef_) if q else np.zeros((n, 0))
         kp_diag = kdiag - (phi * phi) @ P.scale_ if q else kdiag
         beta = float(max(kp_diag.max(), np.finfo(np.float64).tiny))
         m_star = beta / lam_p + 1.0 if lam_p > 0 else np.inf
@@ -252,10 +254,17 @@ class EigenProSetup:
         """
         rows, counts = held
         XH = Xc[rows]
+        sc = np.sqrt(counts) / np.sqrt(counts.sum())
         K = kern(XH, XH)
-        if P.n_components_:
-            phi = kern(XH, XS) @ P.coef_
-            K -= (phi * P.scale_) @ phi.T
-        sc = np.sqrt(counts)
-        S = K * np.outer(sc, sc) / counts.sum()
-        return top_eigenvalue(S, policy=policy)
+        K *= sc[:, None]
+        K *= sc[None, :]
+        if not P.n_components_:
+            return top_eigenvalue(K, policy=policy)
+        # the low-rank part as an operator (not the h x h product with phi)
+        phi = sc[:, None] * (kern(XH, XS) @ P.coef_)
+        phi_s = phi * P.scale_
+
+        def op(V):
+            return K @ V - phi_s @ (phi.T @ V)
+
+        return top_eigenvalue(op=op, dim=K.shape[0], policy=policy)

@@ -341,11 +341,15 @@ def top_eigenvalue(A=None, *, policy, op=None, dim=None, tol=1e-6):
                            return_eigenvectors=False)[0]), 0.0)
 
 
-def top_eigh(S, k, policy):
+def top_eigh(S, k, policy, single=False):
     """Top ``k`` eigenpairs of a symmetric PSD matrix, in descending order.
 
     LAPACK's ``eigh(subset_by_index=...)``, or a randomized range finder
     (Halko, Martinsson & Tropp 2011) when ``S`` is large and ``k`` small.
+    ``single``: LAPACK in float32 (the pairs come back in float64; the
+    eigenvalues within about ``1e-7`` of the largest), SciPy's divide and
+    conquer ``ssyevd`` for the whole spectrum (NumPy's ``eigh`` of a float32
+    matrix was not faster than in float64).
     """
     m = S.shape[0]
     k = int(min(k, m))
@@ -356,7 +360,14 @@ def top_eigh(S, k, policy):
                                  random_state=0)
         return s, U
     with factorization_blas("eigh", m, policy):
-        if 4 * k > m:  # divide and conquer on everything beats a large subset
+        if single:
+            S = np.asarray(S, dtype=np.float32)
+            subset = None if 4 * k > m else (m - k, m - 1)
+            lam, U = linalg.eigh(S, subset_by_index=subset, check_finite=False,
+                                 driver="evd" if subset is None else "evr")
+            lam, U = lam[lam.shape[0] - k:].astype(np.float64), U[:, U.shape[1] - k:]
+            U = U.astype(np.float64)
+        elif 4 * k > m:  # divide and conquer on everything beats a large subset
             lam, U = np.linalg.eigh(S)
             lam, U = lam[m - k:], U[:, m - k:]
         else:
