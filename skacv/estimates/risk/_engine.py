@@ -346,8 +346,10 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
     T = coef_path.shape[1] - 1
     m, dtype, form = plan.n_probes, plan.dtype, plan.form
     taken("memory_matrices", form=form, steps=T - getattr(state, "k", 0))
-    if form == "spectral":
-        return _spectral_matrices(design, iteration, T, m, rng, verbose, state, keep_state)
+    if form == "spectral":  # exact or Lanczos nodes (whose state continues a warm start)
+        lam, w, state = spectral_nodes(design, iteration, T, m, rng, verbose, state, keep_state)
+        return (*spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True),
+                state)
     if form == "preconditioned":
         return (*preconditioned_memory_matrix(design, iteration, T, n_probes=m,
                                               random_state=rng), None)
@@ -361,16 +363,6 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
         return curvature_memory_matrices(design, iteration, coef_path, curvature, m, rng, dtype,
                                          verbose, state=state, keep_state=keep_state)
     raise ValueError(f"no memory-matrix engine for the form {form!r}")
-
-
-def _spectral_matrices(design, iteration, T, n_probes, rng, verbose, state, keep_state):
-    """Linear iterations: the memory matrices from spectral nodes, exact
-    (``n_probes=None``: the eigenvalues) or Lanczos' quadrature of
-    ``n_probes`` probes (its state continues a warm start)."""
-    lam, w, new_state = spectral_nodes(design, iteration, T, n_probes, rng, verbose, state,
-                                       keep_state)
-    A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
-    return A, Av, new_state
 
 
 def spectral_nodes(design, iteration, T, n_probes, rng, verbose=0, state=None,
