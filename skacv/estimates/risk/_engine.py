@@ -29,14 +29,7 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
                     run by :func:`~skacv.estimates.risk._estimate.trajectory_risk`
 ==================  ============================================================
 
-The statistical choices (exact traces or probes, ``n_probes="auto"``; the
-probe scheme; the chains' precision) are arguments; the choices between
-equal computations (split, Gram matrices, chunk sizes) read the
-speed policy (``design.policy``). The proximal chain engines
-drive the same propagator
-(:class:`~skacv.estimates.risk._propagate.ForwardChains`), and every probe
-is drawn by :func:`~skacv.estimates.risk._probes.draw_probes`. An engine
-returns ``(A, A_sources, state)``, ``state`` a dataclass of
+An engine returns ``(A, A_sources, state)``, ``state`` a dataclass of
 :mod:`skacv.estimates.risk._state` that a longer path of the same
 trajectory continues (``None``: nothing to continue).
 """
