@@ -93,7 +93,6 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
     return plan
 
 
-
 def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=None,
                   chain_dtype="auto", verbose=0, probe_scheme="auto"):
     """Memory matrices of a trajectory (outputs and gradient points).
