@@ -80,6 +80,8 @@ The risk estimate (:mod:`skacv.estimates.risk`)
 ``risk_plan``
     The estimate of a path was planned (``form``); ``rows_scheme``: its
     ``"auto"`` scheme took the shared probes for a Dask fit's row source.
+``resolve_n_probes``
+    ``n_probes="auto"`` was resolved (once a fit).
 ``memory_matrices``
     A memory-matrix engine ran (``form``: ``"shared"``, ``"pooled"``,
     ``"spectral"``, ...; ``steps``: the steps it propagated).

@@ -88,3 +88,16 @@ class _HeavyBallLike:
 
     def uses_heavy_ball(self, n_steps, first=1):  # as Iteration.uses_heavy_ball
         return self._hb != 0.0 and n_steps >= first
+
+
+def test_one_fit_counts_its_probes_once():
+    """A fit resolves ``n_probes="auto"`` once: the plan before its loop
+    (the estimate's memory check) hands its number of probes to the
+    estimate."""
+    X, y = _problem(1, n=60, p=80)
+    for est in (TrajectoryLasso(0.05, max_iter=12, random_state=0),
+                IterativeRidge(max_iter=12, random_state=0)):
+        with record() as paths:
+            est.fit(X, y)
+        assert paths.count("check_risk_memory") == 1
+        assert paths.count("resolve_n_probes") == 1

@@ -74,7 +74,7 @@ class _LooFromTruth(IterativeRidge):
         self.offset = offset
         self.flat = flat
 
-    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted):
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted, risk_plan=None):
         for name in ("risk_path_", "loo_path_"):
             if hasattr(self, name):
                 delattr(self, name)
@@ -540,7 +540,7 @@ class _BumpRidge(IterativeRidge):
                          estimate_risk=estimate_risk)
         self.deep = deep
 
-    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted):
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted, risk_plan=None):
         t = np.arange(self.n_iter_ + 1, dtype=float)
         early = 5.9 + 0.01 * (t - 15) ** 2
         late = 0.9 + 7.0 * np.clip((self.deep - t) / (self.deep - 40), 0, 1)

@@ -286,14 +286,15 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         loop = CovarianceForm(design) if covariance else design
         if state is None:
             state = init_state(loop, form="covariance" if covariance else "design")
-        fitted = None
+        fitted = risk_plan = None
         if self._wants("estimate_risk") and self.risk_available():
             # the estimate's memory before the path is run (a long path may need
             # (T + 1) x (T + 1) matrices, skacv.estimates.risk._estimate.check_risk_memory)
-            check_risk_memory(design, iteration, n_total, getattr(self, "n_probes", "auto"),
-                              datafit, products=covariance, keep_state=bool(self.warm_start),
-                              probe_scheme=resolve_options(self, "risk_options").get(
-                                  "probe_scheme", "auto"))
+            # and its number of probes, counted once
+            risk_plan = check_risk_memory(
+                design, iteration, n_total, getattr(self, "n_probes", "auto"), datafit,
+                products=covariance, keep_state=bool(self.warm_start),
+                probe_scheme=resolve_options(self, "risk_options").get("probe_scheme", "auto"))
         if self._wants("estimate_risk") and not covariance:
             # X~ x^t of every iterate, kept for the residuals of the risk estimate
             check_memory(n * (n_total + 1) * X.dtype.itemsize,
@@ -331,7 +332,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         self._solver_state = state
         self._setup = setup
         self._set_setup_attributes(setup)
-        self._set_estimates(design, datafit, target, iteration, X, y, fitted)
+        self._set_estimates(design, datafit, target, iteration, X, y, fitted, risk_plan)
         # a warm refit continues on the same data (checked by the guard): it
         # reuses the centred design and its decompositions
         self._warm_design = design if self.warm_start else None
@@ -388,7 +389,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         return np.asarray(X @ self.coef_path_, dtype=np.float64) + self.intercept_path_
 
     # ------------------------------------------------------------ estimates
-    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted):
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted, risk_plan=None):
         for name in _ESTIMATE_ATTRIBUTES:
             if hasattr(self, name):
                 delattr(self, name)
@@ -407,7 +408,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
                 products=getattr(getattr(self, "_solver_state", None), "form", None)
                 == "covariance",
                 matrices=self._keeps_risk_matrices(),
-                probe_goal=self._plan_in_force().probe_goal)
+                probe_goal=self._plan_in_force().probe_goal, before=risk_plan)
             self._risk_state = res.chain_state
             self.risk_path_ = res.risk
             if not self._keeps_risk_matrices():  # what __getattr__ reports

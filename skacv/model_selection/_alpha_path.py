@@ -2,21 +2,12 @@
 
 For a penalised least-squares fit ``b(alpha)`` the memory-matrix estimate of a
 converging trajectory (Bellec & Tan 2024) tends to the estimate of Bellec
-(2020) at the solution,
-
-    R(alpha) = (||y~ - X~ b||^2 / n_eff) / (1 - df / n_eff)^2,
-    df = tr(X~ d b / d y~) (+ 1 with an intercept),
-
-an estimate of ``E[(y_new - x_new^T b - b_0)^2]`` that needs no folds
-(:func:`~skacv.model_selection._converged_risk.converged_risk`). ``df`` is the
-rank of the support's columns for the Lasso (Tibshirani & Taylor 2012; the
-support size when ``X~`` has full column rank, see
-:class:`~skacv.model_selection._converged_risk.SupportDF`) and ``sum_j
-lambda_j / (lambda_j + mu)`` for ridge (``lambda_j`` the eigenvalues of ``X~^T
-X~ / n_eff``, ``mu`` the penalty in mean form). The intercept is an
-unpenalised coordinate: it adds one to ``df`` (the fixed point of the
-memory-matrix recursion of :mod:`skacv.estimates.risk._estimate` with its intercept
-term).
+(2020) at the solution (:mod:`skacv.model_selection._converged_risk`), which
+needs no folds. ``df`` is the rank of the support's columns for the Lasso and
+``sum_j lambda_j / (lambda_j + mu)`` for ridge (``lambda_j`` the eigenvalues
+of ``X~^T X~ / n_eff``, ``mu`` the penalty in mean form), plus one with an
+intercept (the fixed point of the memory-matrix recursion with its
+intercept term).
 
 :func:`risk_alpha_path` computes ``b(alpha)``, ``df`` and ``R(alpha)`` over a
 decreasing grid, and with ``criterion="loo"`` the leave-one-out error of each
@@ -346,7 +337,6 @@ def _penalty_family(estimator, design):
         "the estimator's penalty "
         f"{penalty!r} is neither."
     )
-
 
 
 # ----------------------------------------------------------------------------

@@ -242,8 +242,6 @@ class SupportDF:
         return min(self.max_rank, rank + int(active.size))
 
 
-
-
 class RidgeSupportDF:
     """The elastic net's df: at a solution with support ``S`` and ridge part
     ``l2`` (mean form), the fitted values are a smooth function of ``y~``

@@ -1,31 +1,15 @@
 """K-fold CV along the path with every fold in one block.
 
-The K fold fits of ``TrajectoryEarlyStoppingCV(criterion="kfold")`` differ
-only by their rows: fold ``j`` is the fit on the weights ``w * m_j``
-(``m_j`` is one on its training rows, zero on its held-out fold), centred by
-its own weighted means. :class:`FoldDesigns` stacks the K designs column by
-column on one copy of ``X~`` (centred by the means of all rows), and
-:func:`~skacv.iterations._path.run_normal_block` advances the K paths as one block with
-the estimator's own :class:`~skacv.Iteration` (step sizes and sum-form
-penalty strengths per column). A step reads ``X`` once for all K folds: the
-products ``X~ V`` and ``X~^T R`` with K columns are taken panel of rows by
-panel of rows, the panel still in cache for the second one
-(:meth:`FoldDesigns.normal_product`), instead of 2K matrix-vector products on
-copies of the training rows. When the folds partition the rows (ordered by
-held-out fold), the block's row-wise arrays are rotated so that a panel
-needs no mask and its gradient product only the K - 1 training folds
-(:class:`FoldDesigns`, ``layout``). The held-out errors of an iterate come
-from the fitted values the pass computes on every row when its step does
-not extrapolate (ISTA, gradient descent: the pass is at the new iterate),
-else from one block product per fold with its test rows at the end of a
-stage.
-
-With few features and many samples the block runs in the covariance form
-instead (:class:`FoldCovariance`, :func:`fold_covariance_pays`): each
-fold's training Gram matrix, ``K`` products with p x p matrices a step. The
-designs and their products live in :mod:`skacv.model_selection._fold_designs`;
-this module advances the fold paths (:class:`StackedFolds`) and aligns them
-with the full path.
+The K fold designs stacked as one block (and their covariance form) are
+those of :mod:`skacv.model_selection._fold_designs`; this module advances
+the K fold paths as one block (:class:`StackedFolds`, by
+:func:`~skacv.iterations._path.run_normal_block` with the estimator's own
+:class:`~skacv.Iteration`: step sizes and sum-form penalty strengths per
+column) and aligns them with the full path. The held-out errors of an
+iterate come from the fitted values the pass computes on every row when its
+step does not extrapolate (ISTA, gradient descent: the pass is at the new
+iterate), else from one block product per fold with its test rows at the
+end of a stage.
 
 Each fold's step size is the one its own fit would use (the estimator's
 step rule, with the folds' top eigenvalues from one block of Lanczos

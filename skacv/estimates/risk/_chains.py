@@ -345,8 +345,6 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
     Av[split + 1:, :split] = cross[:, 1]
 
 
-
-
 def _meet(back, forward, m):
     """``[sum_j <back[:, i m + j], forward[:, s m + j]>]`` of shape (i, s):
     the probes' inner products of backward chains (blocks of ``m`` columns)

@@ -29,14 +29,7 @@ dy^(s))`` for the outputs and the gradient points, are computed for any
                     run by :func:`~skacv.estimates.risk._estimate.trajectory_risk`
 ==================  ============================================================
 
-The statistical choices (exact traces or probes, ``n_probes="auto"``; the
-probe scheme; the chains' precision) are arguments; the choices between
-equal computations (split, Gram matrices, chunk sizes) read the
-speed policy (``design.policy``). The proximal chain engines
-drive the same propagator
-(:class:`~skacv.estimates.risk._propagate.ForwardChains`), and every probe
-is drawn by :func:`~skacv.estimates.risk._probes.draw_probes`. An engine
-returns ``(A, A_sources, state)``, ``state`` a dataclass of
+An engine returns ``(A, A_sources, state)``, ``state`` a dataclass of
 :mod:`skacv.estimates.risk._state` that a longer path of the same
 trajectory continues (``None``: nothing to continue).
 """
@@ -92,6 +85,7 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     """
     if not (isinstance(n_probes, str) and n_probes == "auto"):
         return n_probes
+    taken("resolve_n_probes")
     n, p = design.n_samples, design.n_features
     stats = design.statistics
     if _spectral(design, iteration, datafit):
@@ -210,6 +204,9 @@ class EstimatePlan:
     adaptive : bool
         ``"pooled"`` with ``n_probes="auto"``: more probes while the
         estimate is noisy (:func:`~skacv.estimates.risk._estimate.trajectory_risk`).
+    auto_probes : bool
+        ``n_probes`` was ``"auto"`` (a plan before the fit; the pooled
+        probes then take their own number).
     """
 
     form: str
@@ -219,11 +216,12 @@ class EstimatePlan:
     settled_step: int | None = None
     split: int | None = None
     adaptive: bool = False
+    auto_probes: bool = False
 
 
 def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_scheme="auto",
                   chain_dtype="auto", *, n_iter=None, datafit=None, state=None,
-                  keep_state=False, adaptive=False, probe_goal="level"):
+                  keep_state=False, adaptive=False, probe_goal="level", before=None):
     """The plan of the risk estimate of a trajectory: the one place where the
     number of probes, the form and the probe scheme are chosen.
 
@@ -264,6 +262,9 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     probe_goal : {"level", "choice"}, default="level"
         What the adaptive probes are grown for (``pooled_start_probes``'s
         ``goal``; :class:`~skacv.estimators._setup.FitPlan`).
+    before : EstimatePlan, default=None
+        The plan of the same fit before its loop (``coef_path=None``): its
+        number of probes is kept, ``n_probes`` is not resolved again.
 
     Returns
     -------
@@ -279,24 +280,27 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     """
     T = int(n_iter) if coef_path is None else coef_path.shape[1] - 1
     scheme = resolve_scheme(probe_scheme)
-    auto_probes = isinstance(n_probes, str)
-    n_probes = resolve_n_probes(n_probes, design, iteration, T, datafit)
+    if before is None:
+        auto_probes = isinstance(n_probes, str)
+        n_probes = resolve_n_probes(n_probes, design, iteration, T, datafit)
+    else:
+        auto_probes, n_probes = before.auto_probes, before.n_probes
     dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
     settles = _settles(design, iteration, T, n_probes, datafit, state, keep_state, scheme)
     if settles is not None:
         if coef_path is None:  # before the fit: may settle
-            return EstimatePlan("settled", n_probes, dtype, settles)
+            return EstimatePlan("settled", n_probes, dtype, settles, auto_probes=auto_probes)
         k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
         if k0 is not None and T - k0 >= design.policy.settled_min_tail:
             return EstimatePlan("settled", n_probes, dtype, settles, k0)
     if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
-        return EstimatePlan("curvature", n_probes, dtype)
+        return EstimatePlan("curvature", n_probes, dtype, auto_probes=auto_probes)
     if getattr(iteration, "preconditioner", None) is not None:
-        return EstimatePlan("preconditioned", n_probes)
+        return EstimatePlan("preconditioned", n_probes, auto_probes=auto_probes)
     if iteration.is_linear:
-        return EstimatePlan("spectral", n_probes)
+        return EstimatePlan("spectral", n_probes, auto_probes=auto_probes)
     if coef_path is None:
-        return EstimatePlan("chains", n_probes, dtype)
+        return EstimatePlan("chains", n_probes, dtype, auto_probes=auto_probes)
     if scheme == "auto" and stands_for_rows():
         scheme = "shared"  # the rows' probes (skacv.linalg._dask.RowSource)
         taken("rows_scheme")
@@ -335,8 +339,10 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
     T = coef_path.shape[1] - 1
     m, dtype, form = plan.n_probes, plan.dtype, plan.form
     taken("memory_matrices", form=form, steps=T - getattr(state, "k", 0))
-    if form == "spectral":
-        return _spectral_matrices(design, iteration, T, m, rng, verbose, state, keep_state)
+    if form == "spectral":  # exact or Lanczos nodes (whose state continues a warm start)
+        lam, w, state = spectral_nodes(design, iteration, T, m, rng, verbose, state, keep_state)
+        return (*spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True),
+                state)
     if form == "preconditioned":
         return (*preconditioned_memory_matrix(design, iteration, T, n_probes=m,
                                               random_state=rng), None)
@@ -350,16 +356,6 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
         return curvature_memory_matrices(design, iteration, coef_path, curvature, m, rng, dtype,
                                          verbose, state=state, keep_state=keep_state)
     raise ValueError(f"no memory-matrix engine for the form {form!r}")
-
-
-def _spectral_matrices(design, iteration, T, n_probes, rng, verbose, state, keep_state):
-    """Linear iterations: the memory matrices from spectral nodes, exact
-    (``n_probes=None``: the eigenvalues) or Lanczos' quadrature of
-    ``n_probes`` probes (its state continues a warm start)."""
-    lam, w, new_state = spectral_nodes(design, iteration, T, n_probes, rng, verbose, state,
-                                       keep_state)
-    A, Av = spectral_memory_matrix(iteration, lam, T, weights=w, return_sources=True)
-    return A, Av, new_state
 
 
 def spectral_nodes(design, iteration, T, n_probes, rng, verbose=0, state=None,

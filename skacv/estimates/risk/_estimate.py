@@ -66,6 +66,12 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
     ``products``); any other estimate needs its dense ``(T + 1) x (T + 1)``
     matrices (:func:`check_dense_memory`).
 
+    Returns
+    -------
+    plan : EstimatePlan
+        The plan before the fit (its number of probes, for
+        :func:`trajectory_risk`'s ``before``).
+
     Raises
     ------
     ValueError
@@ -77,14 +83,14 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
                          datafit=datafit, keep_state=keep_state)
     if plan.form != "settled":
         check_dense_memory(T1)
-        return
+        return plan
     q = design.n_features + 1 if products else design.n_samples
     n_bytes = 8.0 * T1 * (SETTLED_ARRAYS * q + SETTLED_VECTORS)
     dense = DENSE_MATRICES * 8.0 * T1 * T1
     check_memory(n_bytes, f"The risk estimate of {T1} iterates (at least {n_bytes:,.0f} bytes "
                  f"when the supports settle; {format_bytes(dense)} for {DENSE_MATRICES} "
                  f"matrices of {T1} x {T1} floats when they do not)", ESTIMATE_HINT)
-
+    return plan
 
 
 def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=None,
@@ -135,7 +141,7 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
                     random_state=None, chain_dtype="auto", fitted=None, verbose=0, _state=None,
                     _keep_state=False, products=False, matrices=True, probe_scheme="auto",
-                    probe_goal="level", fitted_sources=None):
+                    probe_goal="level", fitted_sources=None, before=None):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     Full-batch least squares: the memory-matrix estimate of Bellec & Tan
@@ -174,6 +180,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         ``memory_matrix``, ``memory_matrix_sources``) also when the
         estimate does not need them (the settled form); ``False``: they are
         ``None`` then.
+    before : EstimatePlan, default=None
+        The plan of :func:`check_risk_memory` before the fit, whose number
+        of probes is kept (``n_probes`` is then not read).
 
     The memory the estimate needs is checked against ``path_memory_limit``
     before it is allocated (:func:`check_dense_memory`; a ``ValueError``
@@ -191,7 +200,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     T1 = coef_path.shape[1]
     plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype,
                          datafit=datafit, state=_state, keep_state=_keep_state, adaptive=True,
-                         probe_goal=probe_goal)
+                         probe_goal=probe_goal, before=before)
     taken("risk_plan", form=plan.form)
     if plan.form == "settled":
         res = _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted,

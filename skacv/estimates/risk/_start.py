@@ -1,18 +1,8 @@
 """What every proximal chain engine starts from (the shared probes of
 :mod:`~skacv.estimates.risk._chains`, the pooled ones of
 :mod:`~skacv.estimates.risk._pooled`): :class:`ChainStart`, the set-up
-written once.
-
-A chain engine continues a warm-start state when it is one of its own for
-the same probes and precision and a prefix of the path
-(:func:`~skacv.estimates.risk._state.usable_state`), orders the chains'
-rows so that every support is a prefix
-(:func:`~skacv.estimates.risk._propagate.chain_order`), holds the
-memory matrices with the state's rows restored (:meth:`ChainStart.matrices`),
-gathers the columns of ``X~`` its chains read, checks their memory and sets
-up :class:`~skacv.estimates.risk._propagate.ForwardChains` with the state's
-chains scattered into this row order (:meth:`ChainStart.chains`), and runs
-them from the state's step (:meth:`ChainStart.run`).
+written once (the warm-start state it continues, the chains' row order,
+the memory matrices, the columns of ``X~``, the chains and their run).
 """
 
 import numpy as np

@@ -3,20 +3,9 @@
 A fit with ``warm_start=True`` keeps the state of its risk estimate
 (``estimator._risk_state``); the next, longer fit of the same trajectory
 continues from it, so that extending a path costs only the new rows of the
-memory matrices. Each probe strategy of :mod:`skacv.estimates.risk._engine`
-keeps its own kind of state and continues only from a state of its own kind,
-the same probes and precision (anything else starts afresh):
-
-* :class:`ChainState`: the forward Jacobian chains with the probes shared by
-  every source (:mod:`skacv.estimates.risk._chains`), also the head of the
-  settled form;
-* :class:`PooledState`: the one chain of the pooled probes
-  (:mod:`skacv.estimates.risk._pooled`), its probes and its rows' sums so
-  far;
-* :class:`CurvatureState`: the chains of the robust / mini-batch estimate
-  (:mod:`skacv.estimates.risk._curvature`);
-* :class:`QuadratureState`: the Lanczos process of a linear iteration
-  (:mod:`skacv.estimates.risk._spectral`).
+memory matrices. Each engine of :mod:`skacv.estimates.risk._engine` keeps
+its own kind of state (a dataclass below) and continues only from a state of
+its own kind, the same probes and precision (anything else starts afresh).
 """
 
 from dataclasses import dataclass, field
@@ -54,7 +43,8 @@ class GramCache:
 
 @dataclass
 class ChainState:
-    """Shared-probe chains after step ``k`` (:mod:`skacv.estimates.risk._chains`)."""
+    """Shared-probe chains after step ``k`` (:mod:`skacv.estimates.risk._chains`;
+    also the head of the settled form)."""
 
     k: int
     Z: np.ndarray  # (n, m) probes
