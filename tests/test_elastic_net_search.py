@@ -118,6 +118,39 @@ def test_lasso_path_is_the_l1_ratio_one_case():
         assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("weighted, sparse", [(False, False), (True, False), (False, True)])
+def test_ridge_support_df_shares_its_gram_and_equals_the_hat_trace(weighted, sparse):
+    """The elastic net's df from the Gram matrix of the supports' columns
+    kept on the design (two paths' counters on one design, as the mixings of
+    a search): supports that grow, shrink, jump and come back, in any
+    order, each against the trace of its hat matrix; the second counter
+    reuses the columns of the first."""
+    from skacv.linalg._design import make_design, shared_designs
+    from skacv.model_selection._converged_risk import RidgeSupportDF
+
+    X, _ = _data(50, 90, seed=11)
+    w = np.random.default_rng(12).uniform(0.3, 2.0, 50) if weighted else None
+    Xw, _, n_eff = _centred(X, np.zeros(50), w, True)
+    rng = np.random.default_rng(13)
+    supports = [np.arange(5), np.arange(12), rng.choice(90, 30, replace=False),
+                np.arange(3, 8), rng.choice(90, 60, replace=False), np.arange(12)]
+    Xin = sp.csr_matrix(X) if sparse else X
+    with shared_designs():
+        design = make_design(Xin, w, True)
+        first, second = RidgeSupportDF(design), RidgeSupportDF(make_design(Xin, w, True))
+        for k, S in enumerate(supports):
+            coef = np.zeros(90)
+            coef[S] = rng.standard_normal(S.size)
+            l2 = 10.0 ** rng.uniform(-3, 0)
+            XS = Xw[:, np.sort(S)]
+            hat = XS @ np.linalg.solve(XS.T @ XS + n_eff * l2 * np.eye(S.size), XS.T)
+            counter = first if k < 3 else second
+            assert_allclose(counter(coef, l2), np.trace(hat), rtol=1e-10)
+        cols = design.cache["support_gram"][0]
+        assert_allclose(np.sort(cols), np.unique(np.concatenate(supports)))
+        assert second(np.zeros(90), 0.5) == 0.0
+
+
 def test_converged_estimate_is_the_limit_of_risk_path():
     X, y = _data(40, 30, seed=5, shift=0.0)
     est = TrajectoryElasticNet(alpha=0.3, l1_ratio=0.5, max_iter=400, n_probes=None).fit(X, y)

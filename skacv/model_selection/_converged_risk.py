@@ -258,6 +258,9 @@ class RidgeSupportDF:
     from the Gram matrix of every column of a support so far, grown by the
     new columns' products (a path's supports mostly grow: ``n U^2`` flops
     over the path for ``U`` columns, instead of ``n |S|^2`` per penalty).
+    That Gram matrix is kept in the design's cache: the paths of the other
+    mixings on the same design (a search over ``l1_ratio``, whose fits share
+    it) grow it further instead of forming their own.
 
     Parameters
     ----------
@@ -272,44 +275,67 @@ class RidgeSupportDF:
 
     def __init__(self, design, covariance=None):
         self.design, self.covariance = design, covariance
-        self.cols = np.zeros(0, dtype=np.intp)  # the columns of self.gram, increasing
-        self.gram = np.zeros((0, 0))
+
+    def _columns_gram(self):
+        """The design's shared Gram matrix of the supports' columns:
+        ``(cols, pos, gram, copies)``, ``cols`` in the order they came
+        (``pos[j]`` the place of column ``j``, ``-1`` if absent), ``gram`` a
+        buffer whose leading ``cols.size`` square block is ``X~_cols^T
+        X~_cols``, ``copies`` one whose leading ``cols.size`` columns are
+        ``X~_cols`` (float64, Fortran order: a new column's products with
+        them need no gather)."""
+        cache = self.design.cache
+        if "support_gram" not in cache:
+            cache["support_gram"] = (np.zeros(0, dtype=np.intp),
+                                     np.full(self.design.n_features, -1, dtype=np.intp),
+                                     np.zeros((0, 0)), np.zeros((self.design.n_samples, 0)))
+        return cache["support_gram"]
 
     def _support_gram(self, S):
         if self.covariance is not None:
-            return np.asarray(self.covariance[np.ix_(S, S)], dtype=np.float64)
-        new = np.setdiff1d(S, self.cols, assume_unique=True)
+            C = np.asarray(self.covariance, dtype=np.float64)
+            return C.take(S, axis=0).take(S, axis=1)
+        cols, pos, gram, copies = self._columns_gram()
+        new = S[pos[S] < 0]
         if new.size:
-            cols = np.union1d(self.cols, new)
-            check_memory(8 * cols.size ** 2,
-                         f"the Gram matrix of the supports' columns ({cols.size} x {cols.size})")
-            A = np.asarray(self.design.columns(new), dtype=np.float64)
-            B = (np.asarray(self.design.columns(self.cols), dtype=np.float64)
-                 if self.cols.size else np.zeros((A.shape[0], 0)))
-            old, fresh = np.searchsorted(cols, self.cols), np.searchsorted(cols, new)
-            G = np.empty((cols.size, cols.size))
-            G[np.ix_(old, old)] = self.gram
-            cross = B.T @ A
-            G[np.ix_(old, fresh)] = cross
-            G[np.ix_(fresh, old)] = cross.T
-            G[np.ix_(fresh, fresh)] = A.T @ A
-            self.cols, self.gram = cols, G
-        idx = np.searchsorted(self.cols, S)
-        return self.gram[np.ix_(idx, idx)]
+            m, u = cols.size, cols.size + new.size
+            if u > gram.shape[0]:  # larger buffers (by half), their blocks copied
+                cap = min(self.design.n_features, u + u // 2)
+                n = self.design.n_samples
+                check_memory(8 * cap * (cap + n),
+                             f"the Gram matrix of the supports' columns ({cap} x {cap}) "
+                             f"and their copies ({n} x {cap})")
+                grown, more = np.empty((cap, cap)), np.empty((n, cap), order="F")
+                grown[:m, :m], more[:, :m] = gram[:m, :m], copies[:, :m]
+                gram, copies = grown, more
+            A = copies[:, m:u]
+            A[...] = np.asarray(self.design.columns(new), dtype=np.float64)
+            if m:
+                cross = copies[:, :m].T @ A
+                gram[:m, m:u] = cross
+                gram[m:u, :m] = cross.T
+            gram[m:u, m:u] = A.T @ A
+            pos[new] = np.arange(m, u)
+            cols = np.concatenate([cols, new])
+            self.design.cache["support_gram"] = (cols, pos, gram, copies)
+        idx = pos[S]
+        return gram.take(idx, axis=0).take(idx, axis=1)
 
     def __call__(self, coef, l2):
         S = np.flatnonzero(coef)
         shift = self.design.n_eff * float(l2)
         if S.size == 0:
             return 0.0
-        M = self._support_gram(S)
+        M = self._support_gram(S)  # (a fresh, symmetric array)
         if shift <= 0:  # (no ridge part: the rank)
             return float(independent_columns(M, self.design.policy).size)
         M[np.diag_indices_from(M)] += shift
-        L, info = linalg.lapack.dpotrf(M, lower=1, clean=1, overwrite_a=1)
+        # M.T: the same matrix in Fortran order, factorised in place
+        L, info = linalg.lapack.dpotrf(M.T, lower=1, clean=1, overwrite_a=1)
         if info == 0:
-            Linv, info = linalg.lapack.dtrtri(L, lower=1)
+            Linv, info = linalg.lapack.dtrtri(L, lower=1, overwrite_c=1)
         if info != 0:  # (rounding: G_S + c I is positive definite)
-            lam = np.clip(np.linalg.eigvalsh(M) - shift, 0.0, None)
+            M = self._support_gram(S)
+            lam = np.clip(np.linalg.eigvalsh(M), 0.0, None)
             return float(np.sum(lam / (lam + shift)))
         return float(S.size - shift * np.einsum("ij,ij->", Linv, Linv))
