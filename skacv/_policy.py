@@ -376,10 +376,8 @@ class SpeedPolicy:
         EigenPro's products of a kernel block (computed by panels in
         :class:`~skacv.kernel_methods._kernels.KernelOperator`) with two or
         more columns take them padded with zeros to a multiple of this
-        many: on OpenBLAS's SkylakeX kernels a float32 panel of 435 x 1203
-        times 11 columns took 0.32 ms, times 16 0.26 ms (a whole product of
-        20000 rows: 39.7 ms for 11 columns, 33.4 ms padded to 16, 25.5 ms
-        for one); ``narrow_blas_panels`` sets 1 (no padding) elsewhere.
+        many, faster on OpenBLAS's SkylakeX kernels (docs/benchmarks.rst,
+        EigenPro); ``narrow_blas_panels`` sets 1 (no padding) elsewhere.
     eigenpro_subsample_max : tuple of (int, int, float)
         EigenPro's ``subsample_size="auto"``: the first number of draws, the
         second from the third's number of samples on (Ma & Belkin 2019's
