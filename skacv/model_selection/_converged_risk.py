@@ -293,8 +293,10 @@ class RidgeSupportDF:
 
     def _support_gram(self, S):
         if self.covariance is not None:
-            C = np.asarray(self.covariance, dtype=np.float64)
-            return C.take(S, axis=0).take(S, axis=1)
+            # the support's block first, then float64 (a float32 C is not
+            # converted whole at every penalty)
+            C = self.covariance
+            return C.take(S, axis=0).take(S, axis=1).astype(np.float64, copy=False)
         cols, pos, gram, copies = self._columns_gram()
         new = S[pos[S] < 0]
         if new.size:
