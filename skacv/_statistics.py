@@ -152,11 +152,7 @@ class StatisticalPolicy:
         best has not fallen by ``sgd_risk_rtol`` over ``sgd_patience``
         epochs, or, once flagged, the training error falls below
         ``sgd_limit_mse`` of its start. The estimate's probes move it by
-        about 0.5 % from epoch to epoch: on the synthetic problem of
-        ``bench_eigenpro.py`` at n = 5000, 0.5 % stopped at epoch 52 (test
-        error 1.9 % above the best of 120 epochs) where 0.1 % ran 64 (1.1 %);
-        on one-hot digits 0.1 % ran 31-90 epochs down a slow drift of the
-        estimate, 0.5 % 27-45.
+        about 0.5 % from epoch to epoch (docs/benchmarks.rst, EigenPro).
     gcv_ratio : float
         EigenPro's risk estimate is flagged beyond this multiple of GCV.
     """
