@@ -40,6 +40,12 @@ Methods:
     yardstick of how far the fold assignment alone moves a K-fold choice's test
     MSE, against which the worst ratio of the natural call is read (on ``p >> n``
     designs with ``n < 100`` the natural call runs K-fold CV itself).
+``samefolds`` (``--methods samefolds``)
+    ``LassoCV`` on the folds the natural call's K-fold CV draws
+    (``KFold(5, shuffle=True)`` seeded with the integer its ``random_state=0``
+    gives, :data:`NATURAL_FOLD_SEED`): where the natural call runs K-fold
+    CV, the ratio natural / samefolds compares the two choices on the same
+    folds (the grid and the trajectories, without the fold assignment).
 ``ridgecv`` / ``ridge``
     ``RidgeCV()`` (default alphas) against ``TrajectoryEarlyStoppingCV(IterativeRidge())``.
 ``enetcv`` / ``enet`` (``--methods enet``)
@@ -86,6 +92,7 @@ from sklearn.metrics import log_loss, mean_squared_error
 from sklearn.model_selection import KFold, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_info, threadpool_limits
 
@@ -99,7 +106,7 @@ from skacv import (
 )
 
 ISLP_HINT = 'pip install --no-deps ISLP (data only) or pip install -e ".[bench]"'
-LASSO_METHODS = ("natural", "literal", "whole", "enet", "refolded")
+LASSO_METHODS = ("natural", "literal", "whole", "enet", "refolded", "samefolds")
 #: the mixings of the elastic-net rows
 L1_RATIOS = [0.1, 0.5, 0.7, 0.9, 0.95, 1.0]
 GOALS = {
@@ -268,6 +275,10 @@ class NaturalLassoSearch(RegressorMixin, BaseEstimator):
         return self.search_.predict(X)
 
 
+#: the integer TrajectoryEarlyStoppingCV(random_state=0) draws once per fit
+#: and seeds its folds with (its ``random_state`` parameter)
+NATURAL_FOLD_SEED = int(check_random_state(0).randint(np.iinfo(np.int32).max))
+
 REGRESSION_METHODS = {
     "lassocv": lambda: LassoCV(cv=5),
     "natural": NaturalLassoSearch,
@@ -277,6 +288,7 @@ REGRESSION_METHODS = {
     "literal": lambda: TrajectoryEarlyStoppingCV(TrajectoryLasso()),
     # LassoCV with other folds: the fold assignment's own effect on the test MSE
     "refolded": lambda: LassoCV(cv=KFold(5, shuffle=True, random_state=0)),
+    "samefolds": lambda: LassoCV(cv=KFold(5, shuffle=True, random_state=NATURAL_FOLD_SEED)),
     "ridgecv": RidgeCV,
     "ridge": lambda: TrajectoryEarlyStoppingCV(IterativeRidge()),
     "enetcv": lambda: ElasticNetCV(cv=5, l1_ratio=L1_RATIOS),
@@ -285,6 +297,7 @@ REGRESSION_METHODS = {
                                               random_state=0),
 }
 BASELINE = {"natural": "lassocv", "literal": "lassocv", "whole": "lassocv", "refolded": "lassocv",
+            "samefolds": "lassocv",
             "ridge": "ridgecv",
             "logistic": "logregcv", "enet": "enetcv"}
 
@@ -498,6 +511,12 @@ def _fold_noise(results):
     if rows:
         detail = ", ".join(f"{k}={a} (natural {b})" for k, (a, b) in rows.items())
         print(f"[INFO] {'LassoCV, reshuffled folds: median/worst test-MSE ratio':<64} {detail}")
+    same = {name: ratios(res["splits"], "natural", "samefolds", "loss")
+            for name, res in results.items()
+            if "samefolds" in res["splits"][0] and "natural" in res["splits"][0]}
+    if same:
+        detail = ", ".join(f"{k}={np.median(r):.4f}/{np.max(r):.4f}" for k, r in same.items())
+        print(f"[INFO] {'natural / LassoCV on its folds: median/worst test-MSE':<64} {detail}")
 
 
 def _overall_time_goal(results):
