@@ -151,6 +151,34 @@ def test_ridge_support_df_shares_its_gram_and_equals_the_hat_trace(weighted, spa
         assert second(np.zeros(90), 0.5) == 0.0
 
 
+@pytest.mark.parametrize("weighted, sparse", [(False, False), (True, False), (False, True)])
+def test_ridge_support_df_on_the_rows_side_equals_the_hat_trace(weighted, sparse):
+    """Supports wider than the rows: the df from ``K_S = X~_S X~_S^T`` (the
+    row Gram matrix less the columns outside the support, or the support's
+    columns), each against the trace of its hat matrix, and the support's
+    side where it costs fewer flops."""
+    from skacv.linalg._design import make_design
+    from skacv.model_selection._converged_risk import RidgeSupportDF
+
+    n, p = 20, 90
+    X, _ = _data(n, p, seed=21)
+    w = np.random.default_rng(22).uniform(0.3, 2.0, n) if weighted else None
+    Xw, _, n_eff = _centred(X, np.zeros(n), w, True)
+    rng = np.random.default_rng(23)
+    counter = RidgeSupportDF(make_design(sp.csr_matrix(X) if sparse else X, w, True))
+    cases = [(np.arange(p), "rest"), (rng.choice(p, 80, replace=False), "rest"),
+             (rng.choice(p, 40, replace=False), "support"), (np.arange(22), None),
+             (np.arange(12), None)]
+    for S, plan in cases:
+        coef = np.zeros(p)
+        coef[S] = rng.standard_normal(S.size)
+        assert counter._rows_plan(np.sort(S)) == plan
+        for l2 in (1e-3, 0.1, 3.0):
+            XS = Xw[:, np.sort(S)]
+            hat = XS @ np.linalg.solve(XS.T @ XS + n_eff * l2 * np.eye(S.size), XS.T)
+            assert_allclose(counter(coef, l2), np.trace(hat), rtol=1e-10)
+
+
 def test_converged_estimate_is_the_limit_of_risk_path():
     X, y = _data(40, 30, seed=5, shift=0.0)
     est = TrajectoryElasticNet(alpha=0.3, l1_ratio=0.5, max_iter=400, n_probes=None).fit(X, y)

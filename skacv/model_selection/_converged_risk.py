@@ -260,7 +260,10 @@ class RidgeSupportDF:
     over the path for ``U`` columns, instead of ``n |S|^2`` per penalty).
     That Gram matrix is kept in the design's cache: the paths of the other
     mixings on the same design (a search over ``l1_ratio``, whose fits share
-    it) grow it further instead of forming their own.
+    it) grow it further instead of forming their own. A support wider than
+    the rows is counted on the rows' side when that costs fewer flops: ``df =
+    n - c tr((K_S + c I)^{-1})``, ``K_S = X~_S X~_S^T`` (the cached ``X~ X~^T``
+    less the columns outside ``S``, or the support's columns).
 
     Parameters
     ----------
@@ -323,12 +326,52 @@ class RidgeSupportDF:
         idx = pos[S]
         return gram.take(idx, axis=0).take(idx, axis=1)
 
+    def _rows_plan(self, S):
+        """How to form ``K_S = X~_S X~_S^T`` when the ``n x n`` side costs
+        fewer flops than the support's (a support wider than the rows):
+        ``"rest"`` (the cached ``X~ X~^T`` less the columns outside ``S``),
+        ``"support"`` (from the support's columns), or ``None`` (the
+        support's side). Flop counts: a Cholesky factor and its inverse
+        ``2 m^3 / 3`` for order ``m``, a Gram matrix of ``k`` columns ``n^2 k``."""
+        d = self.design
+        n, s = d.n_samples, S.size
+        if self.covariance is not None or s <= n:
+            return None
+        rest = d.n_features - s
+        cached = n <= d.policy.gram_cache_size and rest < s
+        form = n * n * (rest if cached else s)
+        if 2 * n**3 / 3 + form >= 2 * s**3 / 3:
+            return None
+        return "rest" if cached else "support"
+
+    def _rows_gram(self, S, plan):
+        """``K_S = X~_S X~_S^T`` (float64, fresh) by ``plan`` (:meth:`_rows_plan`)."""
+        d = self.design
+        if plan == "support":
+            A = np.asarray(d.columns(S), dtype=np.float64)
+            return A @ A.T
+        K = np.array(d.gram(side="samples"), dtype=np.float64)
+        K *= d.n_eff
+        outside = np.ones(d.n_features, dtype=bool)
+        outside[S] = False
+        if outside.any():
+            A = np.asarray(d.columns(np.flatnonzero(outside)), dtype=np.float64)
+            K -= A @ A.T
+        return K
+
     def __call__(self, coef, l2):
         S = np.flatnonzero(coef)
         shift = self.design.n_eff * float(l2)
         if S.size == 0:
             return 0.0
-        M = self._support_gram(S)  # (a fresh, symmetric array)
+        plan = self._rows_plan(S) if shift > 0 else None
+        if plan is None:
+            gram, size = (lambda: self._support_gram(S)), S.size
+        else:
+            # the rows' side: tr(X~_S (G_S + c I)^{-1} X~_S^T) = tr(K_S (K_S + c I)^{-1})
+            # = n - c tr((K_S + c I)^{-1})
+            gram, size = (lambda: self._rows_gram(S, plan)), self.design.n_samples
+        M = gram()  # (a fresh, symmetric array)
         if shift <= 0:  # (no ridge part: the rank)
             return float(independent_columns(M, self.design.policy).size)
         M[np.diag_indices_from(M)] += shift
@@ -337,7 +380,6 @@ class RidgeSupportDF:
         if info == 0:
             Linv, info = linalg.lapack.dtrtri(L, lower=1, overwrite_c=1)
         if info != 0:  # (rounding: G_S + c I is positive definite)
-            M = self._support_gram(S)
-            lam = np.clip(np.linalg.eigvalsh(M), 0.0, None)
+            lam = np.clip(np.linalg.eigvalsh(gram()), 0.0, None)
             return float(np.sum(lam / (lam + shift)))
-        return float(S.size - shift * np.einsum("ij,ij->", Linv, Linv))
+        return float(size - shift * np.einsum("ij,ij->", Linv, Linv))
