@@ -319,9 +319,11 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
                                       metric=metric)
         except _MetricStalled as stalled:
             taken("metric_fallback", reason="_MetricStalled")
+            space.forget_metric()
             coef_w, spent = stalled.x, stalled.steps
         except DivergenceError:
             taken("metric_fallback", reason="DivergenceError")
+            space.forget_metric()
     try:
         x, fitted, done = _solve_working_set(space, sub, work, alpha, coef_w,
                                              1.0 / L if L > 0 else 1.0, goal, budget - spent)

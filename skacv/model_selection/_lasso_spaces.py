@@ -43,6 +43,10 @@ class _WorkingColumns:
             return Design(self.X[:, idx], self.sample_weight, d.fit_intercept,
                           policies=d.policies)
         n, m = d.n_samples, idx.shape[0]
+        if m == d.n_features:  # every column (idx sorted, distinct): X~ itself
+            sub = Design(d.X, None, False, policies=d.policies)
+            sub.n_eff = d.n_eff
+            return sub
         if self.buffer is None or self.buffer.size < n * m:
             self.buffer = None
             cap = min(d.n_features, m + m // 2 + 64)
@@ -88,7 +92,38 @@ def _top_eigenvalue(design, u0=None, n_steps=None):
 
 
 
-class _SampleSpace:
+class _KeptSpectrum:
+    """A space's step bound and rank-one metric, kept while the working set
+    stays the same (the next solve of the path on the same columns, and the
+    coordinate-descent test's Lanczos run before FISTA's): the same operator,
+    the same estimates. The spaces compute them in ``_new_step_bound`` and
+    ``_new_metric``; a metric whose solve stalled is forgotten."""
+
+    _kept_work = None  # the working set of the kept step bound
+    _kept_metric = None  # (working set, metric)
+
+    def step_bound(self, sub, work):
+        if self._kept_work is not None and np.array_equal(self._kept_work, work):
+            return self.top
+        self._kept_work = self._kept_metric = None
+        L = self._new_step_bound(sub, work)
+        self._kept_work = np.array(work)
+        return L
+
+    def metric(self, sub, work):
+        kept = self._kept_metric
+        if kept is not None and np.array_equal(kept[0], work):
+            return kept[1]
+        metric = self._new_metric(sub, work)
+        self._kept_metric = (np.array(work), metric)
+        return metric
+
+    def forget_metric(self):
+        """The metric's solve stalled or diverged: the next call makes a new one."""
+        self._kept_metric = None
+
+
+class _SampleSpace(_KeptSpectrum):
     """The Lasso path's products with the columns of ``X~`` (copies of the
     working set's columns, :class:`_WorkingColumns`): the residual
     ``r = y~ - X~_W b_W`` itself.
@@ -126,12 +161,12 @@ class _SampleSpace:
         corr = (self.design if full else sub).rmatvec(r)
         return float(r64 @ r64), float(r64 @ self.y64), corr / self.design.n_eff
 
-    def step_bound(self, sub, work):
+    def _new_step_bound(self, sub, work):
         L, self.u, self.second = _top_eigenvalue(sub, self.u)
         self.top = L
         return L
 
-    def metric(self, sub, work):
+    def _new_metric(self, sub, work):
         """The :class:`~skacv.iterations._metric.RankOneMetric` of the working
         set from the top direction of :meth:`step_bound`, or ``None``."""
         if not spike_possible(self.top, self.second, self.design.policy):
@@ -165,7 +200,7 @@ class _SampleSpace:
         return normal, np.asarray(part.rmatvec(self.y), dtype=np.float64)
 
 
-class _FeatureSpace:
+class _FeatureSpace(_KeptSpectrum):
     """The Lasso path in the covariance form (scikit-learn's ``precompute``,
     :class:`~skacv.linalg._covariance.CovarianceForm`): with ``C = X~^T X~`` and
     ``c = X~^T y~``, the working set's loop multiplies by ``C_WW`` and its
@@ -208,7 +243,7 @@ class _FeatureSpace:
             corr = self.c[work] - fitted
         return max(rr, 0.0), self.yy - cb, corr / self.design.n_eff
 
-    def step_bound(self, sub, work):
+    def _new_step_bound(self, sub, work):
         inv_n = 1.0 / self.design.n_eff
         L, top, self.second = lanczos_top(lambda v: (sub.C @ v) * inv_n, work.size,
                                            self.u[work], self.design.policy.path_lanczos_steps)
@@ -217,7 +252,7 @@ class _FeatureSpace:
         self.u[work] = top
         return L
 
-    def metric(self, sub, work):
+    def _new_metric(self, sub, work):
         """As :meth:`_SampleSpace.metric`, with products by ``C_WW``."""
         if not spike_possible(self.top, self.second, self.design.policy):
             return None
