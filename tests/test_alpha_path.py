@@ -849,3 +849,33 @@ def test_coordinate_descent_path_equals_fista_path(weighted, speed_policy):
     np.testing.assert_array_equal(cd.df, fista.df)
     np.testing.assert_allclose(cd.coefs, fista.coefs, atol=1e-4 * np.abs(fista.coefs).max())
     np.testing.assert_allclose(cd.risk, fista.risk, rtol=1e-6)
+
+
+def test_kept_spectrum_is_recomputed_for_other_columns_and_after_a_stall():
+    """The path's step bound and metric are reused only for the same working
+    set: another working set (even of the same size) gets its own, and a
+    forgotten (stalled) metric is made again."""
+    from skacv.model_selection._lasso_spaces import _KeptSpectrum
+
+    class Space(_KeptSpectrum):
+        def __init__(self):
+            self.bounds, self.metrics, self.top = [], [], None
+
+        def _new_step_bound(self, sub, work):
+            self.top = float(work.sum())
+            self.bounds.append(work.tolist())
+            return self.top
+
+        def _new_metric(self, sub, work):
+            self.metrics.append(work.tolist())
+            return ("metric", work.tolist())
+
+    space = Space()
+    a, b = np.array([0, 2, 5]), np.array([0, 3, 5])
+    assert space.step_bound(None, a) == 7 and space.step_bound(None, a.copy()) == 7
+    assert space.metric(None, a) == space.metric(None, a) == ("metric", [0, 2, 5])
+    assert space.step_bound(None, b) == 8 and space.metric(None, b) == ("metric", [0, 3, 5])
+    space.forget_metric()
+    space.metric(None, b)
+    assert space.bounds == [[0, 2, 5], [0, 3, 5]]
+    assert space.metrics == [[0, 2, 5], [0, 3, 5], [0, 3, 5]]
