@@ -179,6 +179,29 @@ def test_ridge_support_df_on_the_rows_side_equals_the_hat_trace(weighted, sparse
             assert_allclose(counter(coef, l2), np.trace(hat), rtol=1e-10)
 
 
+def test_mixing_search_releases_the_support_gram_before_the_trajectories():
+    """The paths' shared Gram matrix of the supports' columns is dropped once
+    every ``l1_ratio``'s path is scored (the trajectories never read it): a
+    search inside an outer ``shared_designs`` block leaves its design
+    without it, while the paths alone leave it there."""
+    from skacv.linalg._design import _SHARED, shared_designs
+
+    X, y = _data(40, 60, seed=31)
+    est = TrajectoryElasticNet(max_iter=30, n_probes=None)
+
+    def shared_caches():
+        return [entry[1].cache for key, entry in _SHARED.get().items() if key != "thread"]
+
+    with shared_designs():
+        risk_alpha_path(clone(est).set_params(l1_ratio=0.5), X, y)
+        assert any("support_gram" in cache for cache in shared_caches())
+    with shared_designs():
+        TrajectoryEarlyStoppingCV(est, param_grid={"l1_ratio": [0.5, 1.0]},
+                                  random_state=0).fit(X, y)
+        caches = shared_caches()
+        assert caches and not any("support_gram" in cache for cache in caches)
+
+
 def test_converged_estimate_is_the_limit_of_risk_path():
     X, y = _data(40, 30, seed=5, shift=0.0)
     est = TrajectoryElasticNet(alpha=0.3, l1_ratio=0.5, max_iter=400, n_probes=None).fit(X, y)

@@ -68,6 +68,18 @@ def shared_designs():
         _SHARED.reset(token)
 
 
+def release_shared(name):
+    """Drop the cache entry ``name`` of every design shared in the current
+    :func:`shared_designs` block (a search's stage that no longer needs it;
+    nothing outside a block)."""
+    shared = _SHARED.get()
+    if shared is None or shared["thread"] != threading.get_ident():
+        return
+    for key, entry in shared.items():
+        if key != "thread":
+            entry[1].cache.pop(name, None)
+
+
 def make_design(X, sample_weight=None, fit_intercept=True):
     """``Design(X, sample_weight, fit_intercept)``, or inside
     :func:`shared_designs` the one already made for the same ``X`` (the

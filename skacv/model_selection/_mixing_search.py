@@ -35,6 +35,7 @@ its trajectories or its converged fit (ties: the smaller ``l1_ratio``).
 import numpy as np
 from sklearn.base import clone
 
+from ..linalg._design import release_shared
 from ._candidates import fit_candidates
 from ._path_search import joint_argmin, score_alpha_path, set_choice
 from ._results import cv_results
@@ -144,6 +145,9 @@ def fit_mixing_search(search, X, y, fit_params):
             "such parameter: use TrajectoryElasticNet (TrajectoryLasso is its l1_ratio=1).")
     walk = _Walk(search, X, y, fit_params, ratios, alpha_grid)
     converged = {k: walk.best_converged(k) for k in range(len(ratios))}
+    # the paths' shared Gram matrix of the supports' columns (RidgeSupportDF)
+    # is not read by the trajectories
+    release_shared("support_gram")
     start = min(converged, key=lambda k: (converged[k], k))
     nb = search.path_neighbors
     choices, values, whole = {}, {}, set()
