@@ -161,12 +161,6 @@ def fused_block(kernel, XA, XB, sqA, sqB):
                         distance_factors(kernel, XB, sqB)[1])
 
 
-def fused_product(kernel, XA, XB, sqA, sqB, G):
-    """``k(XA, XB) @ G`` for a built-in radial kernel, in the dtype of ``XA``:
-    one block of :func:`fused_block`, then the product with ``G``."""
-    return fused_block(kernel, XA, XB, sqA, sqB) @ G
-
-
 def median_bandwidth(X, sample_weight, size, random_state, statistics):
     """Median distance between two draws of ``size`` from the weighted rows.
 

@@ -136,7 +136,6 @@ class Design:
             self.x_offset = np.zeros(p, dtype=X.dtype)
         if self.sparse:
             self.X = X.tocsr() if X.format not in ("csr", "csc") else X
-            self._Xt_dense = None
         else:
             if fit_intercept or self.weight is not None:
                 in_place = not copy and X.flags.c_contiguous and X.flags.writeable
@@ -148,7 +147,6 @@ class Design:
             else:
                 Xt = X
             self.X = Xt
-            self._Xt_dense = Xt
 
     def _start(self, X, sample_weight, fit_intercept, policies):
         """The attributes of a design on ``X`` that do not read its values."""
@@ -180,7 +178,7 @@ class Design:
         design._start(Xt, sample_weight, fit_intercept, policies)
         design.x_offset = (np.asarray(x_offset, dtype=Xt.dtype).ravel() if fit_intercept
                            else np.zeros(Xt.shape[1], dtype=Xt.dtype))
-        design.X = design._Xt_dense = Xt
+        design.X = Xt
         return design
 
     # ------------------------------------------------------------------ y side
@@ -219,9 +217,8 @@ class Design:
             sub.weight.sum(dtype=np.float64))
         if self.sparse:
             sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx]
-            sub._Xt_dense = None
         else:
-            sub.X = sub._Xt_dense = self.X[idx]
+            sub.X = self.X[idx]
         return sub
 
     @property
