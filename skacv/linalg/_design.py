@@ -465,10 +465,8 @@ class Design:
         # a Ritz value never exceeds the top eigenvalue; with relative residual
         # at most the statistical policy's lipschitz_tol it is within that
         # fraction of it, so the inflated value is an upper bound (a step
-        # 1 / L that is never too long). Lanczos stopped at the first step where that holds: 3 to 5
-        # products for a separated top eigenvalue (ARPACK took 21), ~40 for
-        # an isotropic design (ARPACK ~50); ARPACK if it has not converged
-        # in 128 steps
+        # 1 / L that is never too long). Lanczos stops at the first step
+        # where that holds; ARPACK if it has not converged in 128 steps
         W0 = np.random.RandomState(0).standard_normal((dim, 1))
         tol = self.statistics.lipschitz_tol
         with self.operator_workers():
