@@ -210,7 +210,7 @@ class SpeedPolicy:
     eigenpro_rounding_tol: float = 1e-2
     #: EigenPro's kernel products take their columns padded to a multiple of this
     kernel_rhs_multiple: int = 16
-    #: EigenPro's ``subsample_size="auto"`` on large data: draws, larger draws, from samples
+    #: EigenPro's ``subsample_size="auto"``: draws, and the second number from the third's samples
     eigenpro_subsample_max: tuple = (2000, 12000, 1e5)
     #: EigenPro's Nystrom eigensystem in float32 from this order; its zero floor
     eigenpro_eigh_float32_min_order: int = 1000
