@@ -252,7 +252,7 @@ def test_chunked_kernel_blocks_give_the_same_fit():
 
 
 def test_single_precision_products():
-    from skacv.kernel_methods._kernels import fused_product
+    from skacv.kernel_methods._kernels import distance_factors, factor_block
 
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 1, (300, 5))
@@ -261,7 +261,9 @@ def test_single_precision_products():
     ref = ker(X, X[:40]) @ G
     Xc = (X - X.mean(0)).astype(np.float32)
     sq = np.einsum("ij,ij->i", Xc, Xc)
-    got = fused_product(ker, Xc, Xc[:40], sq, sq[:40], G.astype(np.float32))
+    block = factor_block(ker, distance_factors(ker, Xc, sq)[0],
+                         distance_factors(ker, Xc[:40], sq[:40])[1])
+    got = block @ G.astype(np.float32)
     assert got.dtype == np.float32
     # float32 rounding of the entries (1e-7) summed over 40 terms
     assert np.max(np.abs(got - ref)) <= 1e-5 * np.abs(G).sum(0).max()

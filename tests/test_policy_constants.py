@@ -176,17 +176,34 @@ def test_the_policies_are_read_at_the_entry_points_only():
 
 @pytest.mark.parametrize("policy", ["SpeedPolicy", "StatisticalPolicy"])
 def test_every_policy_field_is_documented(policy):
-    """Each field of the two policies has an entry in the dataclass's
-    ``Attributes`` (alone or in a group such as ``a, b : float``)."""
+    """Each field of the two policies has a ``#:`` comment in the code (its
+    own, or that of the fields it is grouped with, written without a blank
+    line between them) and an entry in ``docs/speed_policy.rst`` (alone or
+    in a group such as ````a``, ``b`` (float)``)."""
     import dataclasses
     import re
 
     from skacv import _policy, _statistics
 
-    cls = getattr(_policy, policy, None) or getattr(_statistics, policy)
-    entries = re.findall(r"^    ([\w, ]+) : ", cls.__doc__, flags=re.M)
-    documented = {name.strip() for entry in entries for name in entry.split(",")}
-    assert sorted(f.name for f in dataclasses.fields(cls) if f.name not in documented) == []
+    module = _policy if policy == "SpeedPolicy" else _statistics
+    cls = getattr(module, policy)
+    lines = Path(module.__file__).read_text().splitlines()
+    body = next(node for node in ast.parse("\n".join(lines)).body
+                if isinstance(node, ast.ClassDef) and node.name == policy).body
+    commented, previous, previous_end = set(), None, None
+    for node in body:
+        if isinstance(node, ast.AnnAssign):
+            above = lines[node.lineno - 2].strip()
+            if above.startswith("#:") or (previous_end == node.lineno - 1
+                                          and previous in commented):
+                commented.add(node.target.id)
+            previous, previous_end = node.target.id, node.end_lineno
+    fields = [f.name for f in dataclasses.fields(cls)]
+    assert [name for name in fields if name not in commented] == []
+    docs = (Path(__file__).parents[1] / "docs" / "speed_policy.rst").read_text()
+    terms = re.findall(r"^((?:``\w+``(?:, )?)+) \(", docs, flags=re.M)
+    documented = set(re.findall(r"``(\w+)``", " ".join(terms)))
+    assert [name for name in fields if name not in documented] == []
 
 
 def test_derived_designs_take_their_parents_policies():

@@ -1,13 +1,8 @@
-"""The methods a trajectory estimator offers the search, written once.
-
-:class:`~skacv.TrajectoryEarlyStoppingCV`, K-fold CV along the path and
-:func:`skacv.risk_alpha_path` call an estimator through these methods and
-no other (no private attribute: ``tests/test_architecture.py`` checks the
-search's source). Besides them the search reads what scikit-learn's
-estimators have (``get_params``, ``set_params``, ``fit``) and the fitted
-paths (``coef_path_``, ``intercept_path_``, ``risk_path_``, ``loo_path_``,
-``risk_reliable_``). The defaults here are those of an estimator that needs
-nothing more: it fits whole paths and declares no capability.
+"""The methods a trajectory estimator offers the search, written once
+(:class:`SearchProtocol`, with the defaults of an estimator that fits whole
+paths and declares no capability), and the fit shell's implementation of
+them (:class:`FitShellSearch`). What the search does with each:
+``docs/architecture.rst`` ("The estimator protocol").
 """
 
 import contextlib

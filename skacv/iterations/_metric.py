@@ -18,9 +18,8 @@ a fixed metric, Becker & Fadili 2012)
     x = argmin_x 1/2 ||x - w||_M^2 + alpha ||x||_1,   w = v + M^{-1} z
 
 (``z`` the negative gradient) converges at the pace of ``b / lambda_min``
-instead of ``L / lambda_min``: on the equicorrelated 2000 x 3000 design
-(rho = 0.5) FISTA from zero to the path's duality gap took 735 steps, 20 in
-the metric. The prox is ``x = soft(w - theta u / b, alpha / b)`` with the
+instead of ``L / lambda_min`` (``docs/speed_policy.rst``, ``path_metric``).
+The prox is ``x = soft(w - theta u / b, alpha / b)`` with the
 scalar ``theta`` the root of ``g(theta) = theta - (a - b) u^T (x(theta) -
 w)``, increasing and piecewise linear with slopes at least 1 (Newton's
 method on its pieces, kept inside a bracket).

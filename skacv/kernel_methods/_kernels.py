@@ -154,19 +154,6 @@ def factor_block(kernel, LA, RB, out=None):
     return _matern_from_distance(K, kernel.bandwidth, kernel.nu)
 
 
-def fused_block(kernel, XA, XB, sqA, sqB):
-    """``k(XA, XB)`` for a built-in radial kernel, in the dtype of ``XA``
-    (``sqA``, ``sqB``: the rows' squared norms): :func:`factor_block`."""
-    return factor_block(kernel, distance_factors(kernel, XA, sqA)[0],
-                        distance_factors(kernel, XB, sqB)[1])
-
-
-def fused_product(kernel, XA, XB, sqA, sqB, G):
-    """``k(XA, XB) @ G`` for a built-in radial kernel, in the dtype of ``XA``:
-    one block of :func:`fused_block`, then the product with ``G``."""
-    return fused_block(kernel, XA, XB, sqA, sqB) @ G
-
-
 def median_bandwidth(X, sample_weight, size, random_state, statistics):
     """Median distance between two draws of ``size`` from the weighted rows.
 

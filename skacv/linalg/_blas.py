@@ -88,13 +88,6 @@ def _gemm_function(name, library=_cython_blas):
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(address)
 
 
-def gemm_available(dtype, library=_cython_blas):
-    """Whether :func:`gemm_call` can bind products in ``dtype`` (from
-    ``library``, SciPy's ``cython_blas``)."""
-    name = _ROUTINES.get(np.dtype(dtype))
-    return name is not None and _gemm_function(name, library) is not None
-
-
 class GemmCall(functools.partial):
     """A prepared product: calling it (no arguments) computes ``C <- alpha A
     B + beta C`` in place. Holds its three arrays (``operands``) so that

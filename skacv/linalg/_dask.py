@@ -1,33 +1,20 @@
 """Dask input: one distributed pass over the rows, then the in-memory code.
 
-For least squares with many samples and few features, everything skacv
-computes after reading the data lives in the features' space: the path runs
-in the covariance form (:class:`~skacv.linalg._covariance.CovarianceForm`, on
-``X~^T X~`` and ``X~^T y~``), the residual norms are ``y~^T y~ - 2 b^T X~^T
-y~ + b^T X~^T X~ b``, the exact traces of the memory matrix are traces
-against ``X~^T X~``, and K-fold CV along the path reads each fold's own
-statistics. This module computes those statistics in one pass over the row
-chunks of a Dask array -- per chunk the weight, the weighted mean and the
-centred Gram matrix of ``[X, y]`` of every group of rows (the whole data, or
-each held-out fold), merged pairwise along a tree (the pairwise update of
-Chan, Golub & LeVeque 1979) -- and turns them into a *compressed sample*:
-``p + 2`` rows of equal weight per group with the same total weight,
-weighted mean and centred Gram matrix of ``[X, y]`` as the group's rows.
-Every weighted first and second moment of any union of groups (a fold's
-training rows, its held-out rows, all rows) is then that of the original
-rows, so the estimators, ``risk_path_`` with exact traces, the uncertainty
-quantification, K-fold CV along the path and the alpha path run unchanged on
-the compressed sample and give the in-memory results up to rounding.
-
-What the moments do not give is read from the rows themselves: the
-Hutchinson probes of ``risk_path_`` (``n_probes`` an integer) are the ones
-the in-memory fit draws on the ``n`` rows, mapped onto the compressed sample
-by their images ``X~^T Z`` (:class:`RowSource`, a second pass), and
-``loo_path_`` tracks a subsample of rows fetched in the same pass as the
-moments (the other rows compressed, so that the control variate's
-full-sample term is exact). Fitting an estimator on that sample (and
-refusing those that need single rows) is the estimators' side:
-:mod:`skacv.estimators._dask_fit`; this module reads no estimator.
+One pass over the row chunks of a Dask array computes, per chunk, the
+weight, the weighted mean and the centred Gram matrix of ``[X, y]`` of every
+group of rows (the whole data, or each held-out fold), merged pairwise along
+a tree (the pairwise update of Chan, Golub & LeVeque 1979), and turns them
+into a *compressed sample*: ``p + 2`` rows of equal weight per group with
+the same total weight, weighted mean and centred Gram matrix as the group's
+rows. What the moments do not give is read from the rows themselves: the
+images ``X~^T Z`` of the Hutchinson probes an in-memory fit would draw
+(:class:`RowSource`, a second pass) and the rows a leave-one-out subsample
+tracks (fetched in the first pass). Why the estimators then give the
+in-memory results up to rounding, and where they differ:
+``docs/internals.rst`` ("Dask: one pass, then everything on p x p").
+Fitting an estimator on that sample (and refusing those that need single
+rows) is the estimators' side: :mod:`skacv.estimators._dask_fit`; this
+module reads no estimator.
 """
 
 import sys

@@ -148,7 +148,6 @@ class Design:
             self.x_offset = np.zeros(p, dtype=X.dtype)
         if self.sparse:
             self.X = X.tocsr() if X.format not in ("csr", "csc") else X
-            self._Xt_dense = None
         else:
             if fit_intercept or self.weight is not None:
                 in_place = not copy and X.flags.c_contiguous and X.flags.writeable
@@ -160,7 +159,6 @@ class Design:
             else:
                 Xt = X
             self.X = Xt
-            self._Xt_dense = Xt
 
     def _start(self, X, sample_weight, fit_intercept, policies):
         """The attributes of a design on ``X`` that do not read its values."""
@@ -192,7 +190,7 @@ class Design:
         design._start(Xt, sample_weight, fit_intercept, policies)
         design.x_offset = (np.asarray(x_offset, dtype=Xt.dtype).ravel() if fit_intercept
                            else np.zeros(Xt.shape[1], dtype=Xt.dtype))
-        design.X = design._Xt_dense = Xt
+        design.X = Xt
         return design
 
     # ------------------------------------------------------------------ y side
@@ -231,9 +229,8 @@ class Design:
             sub.weight.sum(dtype=np.float64))
         if self.sparse:
             sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx]
-            sub._Xt_dense = None
         else:
-            sub.X = sub._Xt_dense = self.X[idx]
+            sub.X = self.X[idx]
         return sub
 
     @property
@@ -480,10 +477,8 @@ class Design:
         # a Ritz value never exceeds the top eigenvalue; with relative residual
         # at most the statistical policy's lipschitz_tol it is within that
         # fraction of it, so the inflated value is an upper bound (a step
-        # 1 / L that is never too long). Lanczos stopped at the first step where that holds: 3 to 5
-        # products for a separated top eigenvalue (ARPACK took 21), ~40 for
-        # an isotropic design (ARPACK ~50); ARPACK if it has not converged
-        # in 128 steps
+        # 1 / L that is never too long). Lanczos stops at the first step
+        # where that holds; ARPACK if it has not converged in 128 steps
         W0 = np.random.RandomState(0).standard_normal((dim, 1))
         tol = self.statistics.lipschitz_tol
         with self.operator_workers():

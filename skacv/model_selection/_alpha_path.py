@@ -84,8 +84,8 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         ``step_size`` are used (``"auto"``: ``1 / L`` of each working set,
         ``L`` from a few warm-started Lanczos steps; a float is used as
         given); its ``alpha``, ``max_iter`` and ``solver`` are not: the
-        solutions do not depend on the solver (the Lasso path is always
-        solved with FISTA, ridge in closed form).
+        solutions do not depend on the solver (the Lasso path is solved by
+        FISTA or coordinate descent, ridge in closed form).
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
         Training data (float32 is kept in float32).
     y : array-like of shape (n_samples,)

@@ -280,7 +280,7 @@ class StackedFolds:
                     and full.fit_intercept == estimator.fit_intercept
                     and _same_weights(full.weight, sample_weight)):
                 # the rows of the full fit's X~ (centred, weighted): no pass
-                # to centre the copy (10000 x 15000: 80 ms)
+                # to centre the copy
                 base = Design.centred(gather(full.X, dtype, policy, rows=order), full.x_offset,
                                       w, estimator.fit_intercept, policies)
             else:

@@ -133,9 +133,7 @@ def _regression_estimate(prob, per, tracked, fitted, scale, state=None):
     ``loo_t^(-j)`` the estimate without the draw ``j`` (its slope refitted):
     the linearised variance ``(1 - n_sub / n) s^2(a - beta b) / n_sub``
     ignores the slope's estimation and the heavy tails of the left-out
-    losses: with 40 of 500 samples (Lasso ISTA/FISTA, 300 steps, 6 designs,
-    400 draws) it was 7-22 % below the spread of the draws, the jackknife
-    within 8 % of it.
+    losses (``docs/internals.rst``, Leave-one-out).
 
     Returns
     -------

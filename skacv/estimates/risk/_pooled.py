@@ -361,11 +361,8 @@ def template_matrices(iteration, n_iter, nodes):
     n_eff`` of the union ``U`` of the path's supports (``nodes``: its nodes
     and weights, :func:`template_nodes`).
 
-    The union's spectrum, not the final support's: with the exact row
-    sums, exact eigenvalues, the union's template moved ``risk_path_`` by
-    0.26 % rms (ISTA, the seed generator at 1000 x 1500, T = 100) and 0.08 %
-    (FISTA, equicorrelated 600 x 900, T = 150), the final support's by 4.0 %
-    and 0.33 %."""
+    The union's spectrum, not the final support's: it moved ``risk_path_``
+    less (``docs/internals.rst``, the pooled probes)."""
     T = int(n_iter)
     if nodes[0].size == 0:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
