@@ -389,15 +389,12 @@ class SpeedPolicy:
     eigenpro_float64_max_rows : int
         ``precision="auto"`` keeps a float64 kernel matrix up to this many
         rows, float32 beyond (twice faster an epoch at n = 5000).
-    eigenpro_subsample_cost, eigenpro_subsample_min : float, int
-        Smaller data (fewer than twice those draws): ``(c n^2)^(1/3)`` draws
-        for ``n`` samples, ``c`` the first number, but at least the second
-        (an eigensystem of a few milliseconds): the Nystrom eigensystem's
-        ``O(M^3)`` within about ``c / 20`` epochs' kernel products (``O(n^2)``
-        each; LAPACK's ``eigh`` of order ``M`` against an epoch: about ``M^3 /
-        (20 n^2)``). On 1257 digits the exact eigensystem took 0.4 s, 40
-        epochs; larger data need the larger subsample (its epochs are
-        expensive: at n = 5000, 2000 draws took 64 epochs and 600 took 136).
+    eigenpro_subsample_power, eigenpro_subsample_min : float, int
+        Smaller data (``n`` below twice the first size ``M``): ``M (n / 2
+        M)^p`` draws, ``p`` the first number, but at least the second (300
+        of 1257 digits, 1125 of 3000 rows). The former ``(8 n^2)^(1/3)``
+        (417 of 3000) flattened too few directions for the risk path to
+        train before it stopped (docs/benchmarks.rst, EigenPro).
     empirical_max_features : int
         ``precision="empirical"`` (the debiasing's least-squares fit) is
         prepared at fit time up to this many features (a p x p Gram matrix
@@ -530,7 +527,7 @@ class SpeedPolicy:
     eigenpro_eigh_float32_min_order: int = 1000
     eigh_float32_floor: float = 1e-6
     eigenpro_float64_max_rows: int = 3000
-    eigenpro_subsample_cost: float = 8.0
+    eigenpro_subsample_power: float = 2.0
     eigenpro_subsample_min: int = 300
     empirical_max_features: int = 2000
     loop_records: bool = True
