@@ -217,8 +217,8 @@ class SpeedPolicy:
     eigh_float32_floor: float = 1e-6
     #: ``precision="auto"`` keeps a float64 kernel matrix up to this many rows
     eigenpro_float64_max_rows: int = 3000
-    #: EigenPro's subsample on small data: ``(c n^2)^(1/3)`` draws, ``c`` and the fewest
-    eigenpro_subsample_cost: float = 8.0
+    #: EigenPro's subsample on small data: ``M (n / 2 M)^p`` draws, ``p`` and the fewest
+    eigenpro_subsample_power: float = 2.0
     eigenpro_subsample_min: int = 300
     #: ``precision="empirical"`` prepared at fit time up to this many features
     empirical_max_features: int = 2000

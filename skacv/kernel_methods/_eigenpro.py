@@ -140,19 +140,25 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                 for rows, counts, positions in st.sampler.epoch(self._rng):
                     g = f[rows] - Y[rows]
                     phi_B = phi[rows] if q else None
-                    if q:
+                    low = None
+                    if q and tracker is not None:  # one product for both deferred terms
+                        both = phi_B @ np.hstack([acc, tracker.acc])
+                        g += both[:, :c]
+                        low = both[:, c:]
+                    elif q:
                         g += phi_B @ acc
                     if not unit:
                         g *= counts[:, None]
                     alpha[rows] -= h * g  # rows are distinct (counts carry repeats)
                     rhs = g if tracker is None else np.hstack([g, tracker.rhs(rows, counts,
-                                                                              phi_B)])
+                                                                              low)])
                     KB = op.matmul(rows, rhs)  # K[:, B] @ rhs; K_P's low-rank part in corr
+                    KB *= h
                     if q:  # (q, c + probes)
                         corr = phi_B.T @ rhs
-                        corr *= scale
-                        acc += h * corr[:, :c]
-                    f -= h * KB[:, :c]
+                        corr *= h * scale
+                        acc += corr[:, :c]
+                    f -= KB[:, :c]
                     if tracker is not None:
                         tracker.step(rows, counts, h, KB[:, c:], -g / counts[:, None],
                                      positions, None if corr is None else corr[:, c:])

@@ -32,10 +32,9 @@ _DOC_PARAMS = """
         lambda_1``. 0 gives plain kernel SGD.
     subsample_size : "auto" or int, default="auto"
         Draws ``M`` for the Nystrom eigensystem; ``"auto"``: 2000 (12000 from
-        1e5 samples) from 4000 (24000) samples on; on fewer ``n``, about
-        ``(8 n^2)^(1/3)`` and at least 300 (300 of 1257 digits, 504 of 3999
-        rows), so that the eigensystem costs no more than a few epochs (the
-        speed policy's ``eigenpro_subsample_*`` fields). The set-up costs
+        1e5 samples) from 4000 (24000) samples on; on fewer ``n``,
+        ``2000 (n / 4000)^2`` and at least 300 (300 of 1257 digits, 1125 of
+        3000 rows; the speed policy's ``eigenpro_subsample_*`` fields). The set-up costs
         ``O(M^2 d + M^2 min(q, M))``.
     batch_size : "auto" or int, default="auto"
         ``"auto"``: the critical batch ``m*`` (full batch when it is close to

@@ -228,19 +228,18 @@ class EigenProSetup:
 
     def _subsample_draws(self, n_eff, policy):
         """``M``: ``subsample_size``, or for ``"auto"`` the speed ``policy``'s
-        size (Ma & Belkin 2019) when it is at most half the data, else
-        ``(c n_eff^2)^(1/3)`` (``c``: its ``eigenpro_subsample_cost``) but at
-        least ``eigenpro_subsample_min``: on small data the eigensystem's
-        ``O(M^3)`` within a few epochs' ``O(n^2)`` (``M >= n_eff``: every row,
-        the exact eigensystem)."""
+        size ``M_0`` (Ma & Belkin 2019) when it is at most half the data, else
+        ``M_0 (n_eff / 2 M_0)^p`` (``p``: its ``eigenpro_subsample_power``;
+        the same size at ``2 M_0``) but at least ``eigenpro_subsample_min``
+        (``M >= n_eff``: every row, the exact eigensystem)."""
         if self.subsample_size != "auto":
             return int(self.subsample_size)
         small, large, from_n = policy.eigenpro_subsample_max
         cap = small if n_eff < from_n else large
         if 2 * cap <= n_eff:
             return cap
-        by_cost = np.ceil((policy.eigenpro_subsample_cost * n_eff**2) ** (1 / 3))
-        return int(min(cap, max(by_cost, policy.eigenpro_subsample_min)))
+        by_n = np.ceil(cap * (n_eff / (2 * cap)) ** policy.eigenpro_subsample_power)
+        return int(min(cap, max(by_n, policy.eigenpro_subsample_min)))
 
     @staticmethod
     def _heldout_top_eigenvalue(kern, Xc, held, XS, P, policy):

@@ -115,7 +115,8 @@ class SGDRiskTracker:
         # a deferred low-rank term (set_low_rank): the chains are chain + phi @ acc
         self.phi = None
         self.n_chains = 0
-        self.first_mask = np.zeros((n, G))  # the masks of the chains' first batches
+        # the probes on each chain's first batch, times its mask (the K' traces)
+        self.U_first = np.zeros((n, 0))
         # traces by chain and lag: lag j of chain g is A[p_g + j, p_g]
         self.lag_A, self.lag_K = np.zeros((G, S + 1)), np.zeros((G, S + 1))
         self.lags = np.ones(G, dtype=np.int64)  # lag 0 holds 0
@@ -154,43 +155,47 @@ class SGDRiskTracker:
         self.phi_U = phi.T @ self.U  # (q, G kp)
         self.phi_UM = np.zeros_like(self.phi_U)  # phi^T (U * first mask), by chain
 
-    def rhs(self, rows, counts, phi_rows=None):
+    def rhs(self, rows, counts, low=None):
         """``C_B`` times the batch rows of the chains (to multiply by ``K_P[:, B]``);
-        ``phi_rows``: ``phi[rows]`` if at hand."""
+        ``low``: ``phi[rows] @ acc`` if at hand (the caller's product of
+        ``phi[rows]`` with its own and the chains' deferred terms at once)."""
         chain = self.chain[rows]
         if self.phi is not None:
-            chain += (self.phi[rows] if phi_rows is None else phi_rows) @ self.acc
-        return counts[:, None] * chain
+            chain += self.phi[rows] @ self.acc if low is None else low
+        chain *= counts[:, None]
+        return chain
 
-    def step(self, rows, counts, h, KB, resid, positions=None, corr=None):
-        """Advance the chains with ``KB = K_P[:, B] @ rhs(rows, counts)``
-        (after :meth:`set_low_rank`: its ``K`` part, and ``corr``).
+    def step(self, rows, counts, h, hKB, resid, positions=None, hcorr=None):
+        """Advance the chains with ``hKB = h K_P[:, B] @ rhs(rows, counts)``
+        (after :meth:`set_low_rank`: its ``K`` part, and ``hcorr``, both
+        times the step ``h``).
 
         ``resid``: ``y - f`` on the batch rows before the step (unweighted);
         ``positions``: the drawn copies of the repeated-rows multiset.
         """
         mask = counts if self.w is None else counts / self.w[rows]
-        self.chain -= h * KB
+        self.chain -= hKB
         low = self.phi is not None
         if low:
-            self.acc += h * corr
+            self.acc += hcorr
         g = self.n_chains
         kp = self.kp
         if g < self.starts.shape[0] and self.t == self.starts[g]:  # a chain starts here
             cols = slice(g * kp, (g + 1) * kp)
             self.chain = np.hstack([self.chain, h * self.injection[:, cols]])
-            self.first_mask[rows, g] = mask
+            UM = np.zeros((self.n, kp))
+            UM[rows] = mask[:, None] * self.U[rows, cols]
+            self.U_first = np.hstack([self.U_first, UM])
             if low:
                 self.acc = np.hstack([self.acc, np.zeros((self.acc.shape[0], kp))])
-                self.phi_UM[:, cols] = self.phi[rows].T @ (mask[:, None] * self.U[rows, cols])
+                self.phi_UM[:, cols] = self.phi[rows].T @ UM[rows]
             self.n_chains += 1
         self.t += 1
         active = self.n_chains
-        blocks = self.chain.reshape(self.n, active, kp)
-        Ub = self.U[:, : active * kp].reshape(self.n, active, kp)
-        prod = np.einsum("npk,npk->np", blocks, Ub)
-        a = prod.sum(axis=0)
-        kap = np.einsum("np,np->p", prod, self.first_mask[:, :active])
+        J = active * kp
+        # column sums of chain * U and chain * U_first, summed by chain
+        a = np.einsum("nj,nj->j", self.chain, self.U[:, :J]).reshape(active, kp).sum(axis=1)
+        kap = np.einsum("nj,nj->j", self.chain, self.U_first).reshape(active, kp).sum(axis=1)
         if low:  # the traces of phi @ acc
             q = self.acc.shape[0]
             acc = self.acc.reshape(q, active, kp)
