@@ -12,7 +12,7 @@ from .._config import get_config
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._parallel import blas_threads_per_worker, delayed, effective_n_jobs, parallel
 from ._criteria import CRITERIA, PATH_ATTRS
-from ._kfold_search import fit_kfold
+from ._kfold_search import DeferredFull, fit_kfold
 from ._stages import finite_min, fit_stages, selectable
 
 
@@ -22,7 +22,10 @@ def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
     """Fit one grid point; return it with its estimate paths and fit time
     (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s;
     ``policies``: the search's ``(speed, statistics)``; ``defer_uq``: the
-    debiasing statistics wait for the selection, :func:`fit_stages`).
+    debiasing statistics wait for the selection, :func:`fit_stages`, and
+    K-fold CV's full fit may wait too: a
+    :class:`~skacv.model_selection._kfold_search.DeferredFull`, resolved by
+    :func:`~skacv.model_selection._kfold_search.full_fit`).
 
     With ``n_iter_no_change``, the path is grown in stages by warm-started
     refits (which continue the path bit for bit, and the Jacobian chains of
@@ -39,7 +42,7 @@ def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
             warnings.simplefilter("ignore", UnreliableEstimateWarning)
         if attr == "kfold_path_":
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
-                             fold_alignment, fold_dtype, limit, policies)
+                             fold_alignment, fold_dtype, limit, policies, defer_uq)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
                           probe_goal, limit, policies, defer_uq)
 
@@ -48,7 +51,10 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     """Fit every candidate of ``search`` (``limits``: the criterion of each
     one's converged fit, or ``None``); return their estimate paths, fit
     times and, with ``prune``, only the fitted estimators that can still
-    win (by index; all of them without ``prune``)."""
+    win (by index; all of them without ``prune``). A kept estimator may be
+    a :class:`~skacv.model_selection._kfold_search.DeferredFull` (the
+    sequential search's K-fold candidates): the selection resolves it by
+    :func:`~skacv.model_selection._kfold_search.full_fit`."""
     attr = CRITERIA[search.criterion_][0]
     attrs = PATH_ATTRS
     limits = [None] * len(candidates) if limits is None else limits
@@ -72,9 +78,10 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     # results in order, as a generator so that discarded fits are freed early
     results = parallel(search.n_jobs, search.verbose, generator=True)(jobs)
     for i, (est, est_paths, fit_time) in enumerate(results):
-        if not (hasattr(est, "coef_path_") and hasattr(est, "intercept_path_")):
+        fitted = est.estimator if isinstance(est, DeferredFull) else est
+        if not (hasattr(fitted, "coef_path_") and hasattr(fitted, "intercept_path_")):
             raise TypeError(
-                f"{type(est).__name__} does not store its path (coef_path_, "
+                f"{type(fitted).__name__} does not store its path (coef_path_, "
                 "intercept_path_): TrajectoryEarlyStoppingCV selects an iterate of "
                 "the stored path without refitting. Read its risk_path_ directly and "
                 "refit with max_iter set to the chosen iteration."
@@ -82,7 +89,7 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
         if attr not in est_paths:
             raise ValueError(
                 f"criterion={search.criterion_!r} reads {attr} but "
-                f"{type(est).__name__} did not set it in fit. Use an estimator "
+                f"{type(fitted).__name__} did not set it in fit. Use an estimator "
                 f"that estimates it (parameter {CRITERIA[search.criterion_][1]})."
             )
         paths.append(est_paths)

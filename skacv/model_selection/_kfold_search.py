@@ -6,6 +6,14 @@ full path scored by the folds' held-out errors matched with it.
 For ISTA, FISTA and the full-batch ``IterativeRidge`` solvers the folds run
 as one block (:class:`skacv.model_selection._kfold.StackedFolds`), else as
 separate fits of clones of the estimator.
+
+A candidate of a search needs the full-data fit only if it is selected:
+where the folds run as one block and the full path is fitted in one go with
+no estimate of its own (:meth:`KFoldPath.defers_full`), ``kfold_path_``
+needs only the full fit's step size (the folds' alignment) and length
+(``max_iter``, or where the early stopping cuts it), so the full fit is
+deferred (:class:`DeferredFull`) until the search's choice asks for it
+(:func:`full_fit`): it is then the fit the candidate would have run.
 """
 
 import dataclasses
@@ -19,6 +27,7 @@ from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_array
 
+from ..estimators._setup import FitPlan
 from ..iterations._datafits import log_loss_terms
 from ..utils._compat import _num_samples
 from ..utils._parallel import overlapped
@@ -27,6 +36,7 @@ from ._stages import (
     can_stage,
     estimate_paths,
     grow_in_stages,
+    planned,
     refit_shorter,
     release_warm_state,
     stop_length,
@@ -76,6 +86,30 @@ def _time_ratios(estimator, alignment, fold_step_sizes):
     return np.ones(steps.shape[0])
 
 
+@dataclasses.dataclass
+class DeferredFull:
+    """The full-data fit of a K-fold candidate, run only if the candidate is
+    selected (:func:`full_fit`): ``estimator`` (its parameters set) fitted
+    from zero on ``(X, y)`` for ``max_iter`` steps, the path whose step size
+    and length ``kfold_path_`` was aligned with."""
+
+    estimator: object
+    X: object
+    y: object
+    fit_params: dict
+    max_iter: int
+
+    def fit(self):
+        """The fitted estimator (the fit :class:`KFoldPath` deferred)."""
+        refit_shorter(self.estimator, self.X, self.y, self.fit_params, self.max_iter)
+        return self.estimator
+
+
+def full_fit(estimator):
+    """``estimator``, or the fitted estimator a :class:`DeferredFull` stands for."""
+    return estimator.fit() if isinstance(estimator, DeferredFull) else estimator
+
+
 class KFoldPath:
     """K-fold CV along the path of ``estimator`` on ``(X, y)``.
 
@@ -97,9 +131,13 @@ class KFoldPath:
         (:func:`skacv.model_selection._kfold.kfold_dtype`).
     policies : (SpeedPolicy, StatisticalPolicy)
         The search's.
+    defer_full : bool, default=False
+        The caller resolves the returned estimator by :func:`full_fit`: the
+        full fit may wait (:meth:`defers_full`).
     """
 
-    def __init__(self, estimator, X, y, fit_params, splits, alignment, fold_dtype, policies):
+    def __init__(self, estimator, X, y, fit_params, splits, alignment, fold_dtype, policies,
+                 defer_full=False):
         self.estimator, self.X, self.y = estimator, X, y
         self.policies = policies
         self.fit_params, self.splits = fit_params, splits
@@ -115,6 +153,9 @@ class KFoldPath:
         self.beside = False  # the full path's stages run beside the block's passes
         self.ratios = np.ones(len(splits))
         self.n_iter = 0  # length of the fold paths
+        self.defer_full = defer_full
+        self.deferred = False  # the full fit waits (full_iter: its length)
+        self.full_iter = None
 
     # ------------------------------------------------------------- the folds
     def _make_folds(self):
@@ -164,6 +205,8 @@ class KFoldPath:
         """The first stage of the full path, then the folds' set-up; ``False``
         when the full fit stores no path (the caller says why)."""
         self.estimator.set_params(**params)
+        if self.deferred:
+            return self._start_deferred()
         self.beside = self.use_stack and fit_beside(self.X, self.policies[0], self.fold_dtype)
         if self.beside:  # the block's set-up beside the full path's first stage
             built = overlapped(self._fit_full, lambda: self._make_block(False))[1]
@@ -179,6 +222,41 @@ class KFoldPath:
         else:
             self._make_folds()
         return True
+
+    def defers_full(self, one_go):
+        """Whether the full fit can wait for the search's choice: the folds
+        run as one block, the full path is fitted in one go (``one_go``)
+        from zero with the estimator's own step size (``step_size="auto"``:
+        it runs ``max_iter`` steps, never diverges, and only its step size
+        aligns the folds) and estimates nothing of its own (no ``risk_path_``
+        or ``loo_path_`` to report)."""
+        params = self.estimator.get_params(deep=False)
+        return bool(self.defer_full and one_go and self.use_stack
+                    and params.get("step_size") == "auto" and not params.get("warm_start")
+                    and not any(params.get(k) for k in ("estimate_risk", "estimate_loo")))
+
+    def _start_deferred(self):
+        """:meth:`_start` without the full path: one step of the full fit,
+        planned for the whole ``max_iter`` (the same checks, loop form and
+        step size as the whole fit), then the block of folds."""
+        max_iter = self.estimator.max_iter
+        try:
+            with planned(self.estimator, FitPlan(horizon=max_iter)):
+                self.estimator.set_params(max_iter=1).fit(self.X, self.y, **self.fit_params)
+        finally:
+            self.estimator.set_params(max_iter=max_iter)
+        if not hasattr(self.estimator, "coef_path_"):
+            return False
+        self.full_iter = max_iter
+        self.block = self._make_block(True)
+        self.ratios = _time_ratios(self.estimator, self.alignment, self.block.step_sizes)
+        return True
+
+    def _full_length(self):
+        """Iterations of the full path (fitted, or deferred)."""
+        if self.deferred:
+            return self.full_iter
+        return np.shape(self.estimator.coef_path_)[-1] - 1
 
     def _fit_separate(self, n_iter, params):
         """Separate fold paths long enough for ``n_iter`` steps of the full path."""
@@ -246,10 +324,12 @@ class KFoldPath:
         policy, statistics = self.policies
         if n_iter_no_change is not None and can_stage(self.estimator, policy):
             # a cheap path fitted in one go ends where the stages would have stopped
-            n = np.shape(self.estimator.coef_path_)[-1] - 1
+            n = self._full_length()
             m = stop_length(self.kfold_path(n + 1), n_iter_no_change, policy.stage_growth,
                             statistics, limit)
-            if m < n:
+            if m < n and self.deferred:
+                self.full_iter = m
+            elif m < n:
                 refit_shorter(self.estimator, self.X, self.y, self.fit_params, m)
         return True
 
@@ -283,21 +363,23 @@ class KFoldPath:
         """
         tic = time.perf_counter()
         if n_iter_no_change is None or not can_stage(self.estimator, self.policies[0], self.X):
+            self.deferred = self.defers_full(True)
             done = self._fit_in_one_go(n_iter_no_change, limit)
         else:
             done = self._fit_in_stages(n_iter_no_change, limit)
         if not done:
             return {}, time.perf_counter() - tic
-        n_path = np.shape(self.estimator.coef_path_)[-1]
+        n_path = self._full_length() + 1
         if self.use_stack:
             self.block.advance(fold_steps(n_path - 1, self.ratios))
-        paths = estimate_paths(self.estimator, attrs)
+        # (deferred: no estimate of its own, defers_full)
+        paths = {} if self.deferred else estimate_paths(self.estimator, attrs)
         paths["kfold_path_"] = self.kfold_path(n_path)
         return paths, time.perf_counter() - tic
 
 
 def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alignment,
-              fold_dtype, limit, policies):
+              fold_dtype, limit, policies, defer_full=False):
     """The full path, and K-fold CV along it: each fold fitted once (same
     parameters, estimates off), every iterate scored on its held-out fold
     (squared error, or log loss for classifiers, weighted by
@@ -309,16 +391,21 @@ def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alig
     as that needs), with ``"iteration"`` its iterate ``t``. A fold path
     shorter than the full one (a solver that stops at convergence) keeps
     its last iterate. See :class:`KFoldPath` (``limit``: its ``fit``'s;
-    ``policies``: the search's).
+    ``policies``: the search's; ``defer_full``: its own).
 
     Returns
     -------
     estimator, paths, fit_time
-        The fitted full estimator, its estimate paths ``attrs`` with
-        ``kfold_path_`` (``{}`` when it stores no path) and the time taken.
+        The fitted full estimator (or, with ``defer_full``, a
+        :class:`DeferredFull` where the full fit waits: :func:`full_fit`),
+        its estimate paths ``attrs`` with ``kfold_path_`` (``{}`` when it
+        stores no path) and the time taken.
     """
-    search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype, policies)
+    search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype, policies,
+                       defer_full)
     paths, fit_time = search.fit(attrs, n_iter_no_change, limit)
+    if search.deferred:
+        return DeferredFull(estimator, X, y, fit_params, search.full_iter), paths, fit_time
     return estimator, paths, fit_time
 
 

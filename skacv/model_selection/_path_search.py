@@ -35,6 +35,7 @@ from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA
+from ._kfold_search import full_fit
 from ._results import cv_results, select
 from ._stages import finite_min, selectable
 
@@ -426,10 +427,11 @@ def fit_path_search(search, X, y, fit_params):
 def set_choice(search, choice, estimator, index, params, alpha_path, results):
     """Set ``search``'s selection (``estimator_``, ``best_*``,
     ``alpha_path_``, ``cv_results_``, ``_converged``, ``_selected_paths``)
-    from a :class:`PathChoice` and its fitted ``estimator``."""
+    from a :class:`PathChoice` and its fitted ``estimator`` (a deferred
+    full fit is run now, :func:`~skacv.model_selection._kfold_search.full_fit`)."""
     search._converged = choice.converged
     search._selected_paths = choice.paths[choice.rows.index(choice.row)]
-    search.estimator_ = estimator
+    search.estimator_ = full_fit(estimator)
     search.best_index_ = index
     search.best_iteration_ = choice.iteration
     search.best_params_ = params

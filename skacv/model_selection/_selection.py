@@ -40,7 +40,7 @@ from ._candidates import fit_candidates
 from ._criteria import CRITERIA, resolve_auto, switch_estimates
 from ._dask_search import sufficient_search
 from ._delegate import SelectedIterateMixin
-from ._kfold_search import kfold_splits
+from ._kfold_search import full_fit, kfold_splits
 from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
 from ._path_search import fit_path_search, warn_converged
 from ._results import (
@@ -554,7 +554,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         table); set the selection's attributes; return the selection."""
         i, t, mins, best_iters = select(paths, self.criterion_, self._policies[1].tie_rtol)
         self._selected_paths = paths[i]
-        self.estimator_ = kept[i]
+        self.estimator_ = full_fit(kept[i])  # a deferred full fit runs now
         self.best_index_ = i if rows is None else rows[i]
         self.best_iteration_ = t
         self.best_params_ = candidates[i]

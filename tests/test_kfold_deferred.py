@@ -1,0 +1,152 @@
+"""K-fold CV's deferred full fits (skacv.model_selection._kfold_search.DeferredFull):
+a candidate's full-data fit runs only once the search has selected it, and the
+search's results are those of the eager fits, bit for bit."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv.model_selection._kfold_search import DeferredFull, KFoldPath
+
+
+def _wide(n=40, p=120, seed=0):
+    """Few samples, many features (where criterion="auto" moves to K-fold CV)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + 0.3 * rng.standard_normal((n, 1))
+    y = X[:, :4] @ np.array([2.0, -1.5, 1.0, 0.5]) + rng.standard_normal(n)
+    return X, y
+
+
+def _fit(make, X, y, eager, monkeypatch, **fit_params):
+    """The search fitted with deferred full fits, or (``eager``) without;
+    returns it and the number of full fits each way (run eagerly, deferred
+    and run)."""
+    counts = {"deferred": 0, "run": 0}
+    fit = DeferredFull.fit
+
+    def counted(self):
+        counts["run"] += 1
+        return fit(self)
+
+    init = DeferredFull.__init__
+
+    def made(self, *args, **kwargs):
+        counts["deferred"] += 1
+        init(self, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(DeferredFull, "fit", counted)
+        m.setattr(DeferredFull, "__init__", made)
+        if eager:
+            m.setattr(KFoldPath, "defers_full", lambda self, one_go: False)
+        search = make().fit(X, y, **fit_params)
+    return search, counts
+
+
+def _assert_same(a, b, X):
+    assert a.best_index_ == b.best_index_
+    assert a.best_iteration_ == b.best_iteration_
+    assert a.best_score_ == b.best_score_
+    assert_array_equal(a.predict(X), b.predict(X))
+    assert_array_equal(a.estimator_.coef_path_, b.estimator_.coef_path_)
+    assert_array_equal(a.estimator_.intercept_path_, b.estimator_.intercept_path_)
+    assert a.estimator_.get_params() == b.estimator_.get_params()
+    assert a.estimator_.n_iter_ == b.estimator_.n_iter_
+    assert a.estimator_.step_size_ == b.estimator_.step_size_
+    ra, rb = a.cv_results_, b.cv_results_
+    assert set(ra) == set(rb)
+    for key in ra:
+        if key in ("fit_time", "path_time"):
+            continue
+        for u, v in zip(ra[key], rb[key], strict=True):
+            if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
+                assert_array_equal(u, v, err_msg=key)
+            else:
+                assert (u == v) or (u is np.ma.masked and v is np.ma.masked) or (
+                    u != u and v != v), key
+
+
+PATH_GRID = {"alpha": list(np.geomspace(1.0, 1e-3, 8))}
+
+
+@pytest.mark.parametrize("make", [
+    # the natural call on a wide design: K-fold CV along the path, search="path"
+    lambda: TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=60),
+                                      param_grid=PATH_GRID, criterion="kfold",
+                                      random_state=0),
+    # whole paths (no early stopping), ISTA without intercept
+    lambda: TrajectoryEarlyStoppingCV(
+        TrajectoryLasso(solver="ista", max_iter=40, fit_intercept=False),
+        param_grid=PATH_GRID, criterion="kfold", n_iter_no_change=None, random_state=0),
+    # the grid search
+    lambda: TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=60),
+                                      param_grid=PATH_GRID, criterion="kfold", search="grid",
+                                      random_state=0),
+    lambda: TrajectoryEarlyStoppingCV(IterativeRidge(solver="nesterov", max_iter=50),
+                                      param_grid={"alpha": [10.0, 1.0, 0.1]}, criterion="kfold",
+                                      random_state=0),
+])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_deferred_full_fits_equal_the_eager_ones(make, weighted, monkeypatch):
+    X, y = _wide()
+    fit_params = {}
+    if weighted:
+        fit_params["sample_weight"] = np.random.default_rng(1).integers(1, 4, len(y)).astype(float)
+    lazy, counts = _fit(make, X, y, False, monkeypatch, **fit_params)
+    eager, none = _fit(make, X, y, True, monkeypatch, **fit_params)
+    _assert_same(lazy, eager, X)
+    assert none == {"deferred": 0, "run": 0}
+    # every fitted candidate deferred its full fit; only the selection's ran
+    n_fitted = int(np.sum(~np.ma.getmaskarray(lazy.cv_results_["n_iter"])))
+    assert counts == {"deferred": n_fitted, "run": 1}
+    assert n_fitted > 1
+
+
+def test_a_deferred_fit_is_cut_where_the_early_stopping_stops(monkeypatch):
+    """Where the stopping rule cuts the path (the converged fit's limit
+    above the trajectory's minimum), the deferred fit runs to that length,
+    as the eager one is refitted to it."""
+    X, y = _wide(seed=3)
+
+    def make():
+        return TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=150),
+                                         param_grid=PATH_GRID, criterion="kfold",
+                                         search="grid", n_iter_no_change=5, random_state=0)
+
+    lazy, _ = _fit(make, X, y, False, monkeypatch)
+    eager, _ = _fit(make, X, y, True, monkeypatch)
+    _assert_same(lazy, eager, X)
+    n_iter = lazy.cv_results_["n_iter"]
+    assert lazy.estimator_.n_iter_ == n_iter[lazy.best_index_] < 150
+    assert np.ma.min(n_iter) < 150
+
+
+def test_no_deferral_where_the_full_fit_has_its_own_estimates_or_stages(monkeypatch):
+    """The full fit runs at once where it reports an estimate of its own
+    (loo_path_ in cv_results_, switched on against the class default) or
+    takes a given step size; nor where the path grows in stages (the full
+    path's stages run with the folds') or the caller does not resolve it."""
+    X, y = _wide()
+    seen = []
+    defers = KFoldPath.defers_full
+
+    def spy(self, one_go):
+        seen.append(defers(self, one_go))
+        return seen[-1]
+
+    monkeypatch.setattr(KFoldPath, "defers_full", spy)
+    for est in (TrajectoryLasso(max_iter=30, estimate_loo=True),
+                TrajectoryLasso(max_iter=30, step_size=0.01)):
+        seen.clear()
+        search = TrajectoryEarlyStoppingCV(est, param_grid={"alpha": [0.3, 0.1]},
+                                           criterion="kfold", search="grid",
+                                           random_state=0).fit(X, y)
+        assert seen == [False, False]
+        assert not isinstance(search.estimator_, DeferredFull)
+    path = KFoldPath(TrajectoryLasso(max_iter=30, estimate_risk=False), X, y, {}, [], "time",
+                     "auto", None, defer_full=True)
+    path.use_stack = True
+    assert path.defers_full(True) and not path.defers_full(False)
+    path.defer_full = False
+    assert not path.defers_full(True)
