@@ -255,7 +255,8 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     x^k`` (no extrapolation at step ``k``), the fitted values of the new
     iterate. The divergence check reads the training residual at
     ``v^{k-1}``. ``iteration`` has step sizes (and sum-form penalty
-    strengths) of shape (n_columns,); the step math is its own
+    strengths) of shape (n_columns,), or tiled to the iterates' shape
+    (:func:`~skacv.model_selection._kfold.stacked_iteration`); the step math is its own
     (:meth:`~skacv.Iteration.combine`, ``prox``, ``extrapolate_iterate``).
 
     Parameters
@@ -280,7 +281,10 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         extrapolation at that step).
     """
     dtype = design.dtype
+    # 1 / n_eff of every column, tiled to the iterates' shape (an elementwise
+    # product on equal shapes: the broadcast of a row is slower on a C-ordered block)
     inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
+    inv_n = np.ascontiguousarray(np.broadcast_to(inv_n, state.x.shape))
     y_norm = float(np.linalg.norm(Y))
     limit = design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny)
     k0 = state.k

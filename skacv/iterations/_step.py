@@ -61,22 +61,32 @@ def _clipped_difference(x, x_prev, n_free=0, plain_as_none=False):
     where it is): the form the iterates' extrapolation and the Jacobians use.
     The last ``n_free`` coordinates (unpenalised) are never clipped;
     ``plain_as_none``: ``None`` when no coordinate is clipped."""
+    at, c_at = _clipped_entries(x, x_prev, n_free)
+    if plain_as_none and not at.size:
+        return None
+    # few coordinates clip (those leaving the support, or changing sign):
+    # the ones and minus ones are filled, the clipped ones put in
+    c = np.ones(np.broadcast_shapes(x.shape, x_prev.shape), dtype=c_at.dtype)
+    c.reshape(-1)[at] = c_at
+    e = np.full(c.shape, -1.0)
+    e.reshape(-1)[at] = 0.0
+    return c, e
+
+
+def _clipped_entries(x, x_prev, n_free=0):
+    """``(at, c_at)``: the coordinates where the momentum step ``x - x_prev``
+    is clipped (flat indices, C order; the last ``n_free`` coordinates are
+    never clipped) and ``c = sign(x - x_prev) sign(x)`` there (in the
+    precision of ``x - x_prev``): :func:`_clipped_difference` at those
+    coordinates, ``(1, -1)`` elsewhere."""
     d = np.subtract(x, x_prev)
     # the step is clipped where |x - x_prev| > |x|, to sign(x - x_prev) |x|
     # (0 where x = 0): c = sign(x - x_prev) sign(x) exactly
     clipped = np.abs(d) > np.abs(x)
     if n_free:
         clipped[x.shape[0] - n_free:] = False
-    if plain_as_none and not clipped.any():
-        return None
-    # few coordinates clip (those leaving the support, or changing sign):
-    # the ones and minus ones are filled, the clipped ones gathered
     at = np.flatnonzero(clipped)
-    c = np.ones(d.shape, dtype=np.result_type(d, x))
-    c.reshape(-1)[at] = np.sign(d.reshape(-1)[at]) * np.sign(np.take(x, at))
-    e = np.full(d.shape, -1.0)
-    e.reshape(-1)[at] = 0.0
-    return c, e
+    return at, np.sign(d.reshape(-1)[at]) * np.sign(np.take(x, at))
 
 
 #: the default ``coef`` of the extrapolation's corrections: not computed yet
@@ -283,8 +293,29 @@ class Iteration:
                 b.reshape(shape).astype(dtype, copy=False))
 
     def extrapolate_iterate(self, k, x, x_prev):
-        """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set)."""
-        return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
+        """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set):
+        :meth:`extrapolate` with :meth:`extrapolation_coefficients`, its
+        values without the per-coordinate coefficients formed where few
+        coordinates clip (the coefficients of the unclipped ones are two
+        numbers, the others are put in)."""
+        beta = self.beta(k)
+        if (not self.clips or beta == 0.0 or x.dtype != x_prev.dtype
+                or x.shape != x_prev.shape):
+            return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
+        at, c_at = _clipped_entries(x, x_prev, self.penalty.n_unpenalized)
+        if not at.size:  # the plain extrapolation
+            return self.extrapolate(k, x, x_prev, None)
+        # extrapolation_coefficients' (1 + beta c, beta e) with c = 1, e = -1
+        # (unclipped) and c = c_at, e = 0 (clipped), each in its precision and
+        # then the iterates' (extrapolation_factors)
+        a, b = (1.0 + beta * np.ones(1, dtype=c_at.dtype)).astype(x.dtype), (
+            beta * np.full(1, -1.0)).astype(x.dtype)
+        v = _combine((a[0], b[0]), x, x_prev)
+        clipped = _combine(((1.0 + beta * c_at).astype(x.dtype),
+                            (beta * np.zeros(at.size)).astype(x.dtype)),
+                           np.take(x, at), np.take(x_prev, at))
+        v.flat[at] = clipped
+        return v
 
     def extrapolation_correction(self, k, x, x_prev, coef=NOT_COMPUTED):
         """``v^k`` minus the plain extrapolation, shape of ``x`` (``None``: zero);

@@ -190,6 +190,7 @@ class FoldDesigns:
             s = self.sqrt_weight[:, None] * self.mask
             self.delta = (np.asarray(base.rmatvec(s), dtype=np.float64)
                           / self.n_eff).astype(base.dtype)
+        self.delta_t = np.ascontiguousarray(self.delta.T)  # a row per fold
         # (rotated) the fold of row c of the training residuals on fold h's held-out rows
         self._rotated_fold = (np.arange(K - 1)[:, None] + 1 + np.arange(K)[None, :]) % K
         self._plan = None  # the dense pass's buffers and panels (_pass_plan)
@@ -257,10 +258,10 @@ class FoldDesigns:
             R = (target - P) * self.mask_t
             Z = np.asarray(self.base.rmatvec(R.T))
             s = (R @ self.sqrt_weight).astype(np.float64) if self.fit_intercept else None
-        else:
-            P, Z, R, s = self._dense_pass(V, target, held_out)
-        if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
-            Z -= self.delta * s.astype(Z.dtype)
+            if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
+                Z -= self.delta * s.astype(Z.dtype)
+        else:  # (the intercept's correction inside the pass's sums)
+            P, Z, R = self._dense_pass(V, target, held_out)
         return P, Z, float(np.vdot(R, R))
 
     def workers(self):
@@ -287,11 +288,11 @@ class FoldDesigns:
         is NaN) and the gradient rows are summed in a ``(2K - 2, p)`` block
         whose row ``c`` belongs to fold ``(c + 1) mod K``.
 
-        Returns ``(P, Z, R, s)``: ``P`` the fitted values ``target - R``
-        (shape (n_folds, n_samples), in the layout), ``Z`` the gradient,
-        ``R`` the training residuals (a view; in the ``"rotated"`` layout
-        shape (K - 1, n_samples)) and ``s`` each fold's ``sum sqrt(w) r``
-        (intercept only)."""
+        Returns ``(P, Z, R)``: ``P`` the fitted values ``target - R``
+        (shape (n_folds, n_samples), in the layout), ``Z`` the gradient
+        (with the intercept, less ``delta_j`` times each fold's ``sum
+        sqrt(w) r``) and ``R`` the training residuals (a view; in the
+        ``"rotated"`` layout shape (K - 1, n_samples))."""
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
@@ -333,14 +334,6 @@ class FoldDesigns:
             else:
                 run(work, groups)
         total = _sum_in_order(sums)
-        if self.partition is None:
-            Z = total.T.copy()
-        else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
-            Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
-            Zt[0] = 0
-            Zt[1:] = total[:K - 1]
-            Zt[:K - 1] += total[K - 1:]
-            Z = Zt.T
         Rt = (R[part][:, :K - 1] if rotated else masked).T  # the training residuals
         s = None
         if self.fit_intercept:  # each fold's sum of sqrt(w) r over its training rows
@@ -353,10 +346,25 @@ class FoldDesigns:
             else:
                 s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(),
                                 weights=RW.astype(np.float64).ravel(), minlength=K)
+        # X~_j = X~ - sqrt(w) delta_j^T: the gradients less delta_j s_j, formed
+        # a row per fold (Z^T: the products with s_j run along the features)
+        shift = None if s is None else self.delta_t * s.astype(self.dtype)[:, None]
+        if self.partition is None:  # Z^T is the sum (the plan's, formed again each pass)
+            if shift is not None:
+                total -= shift
+            Z = total.T.copy()
+        else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
+            Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
+            Zt[0] = 0
+            Zt[1:] = total[:K - 1]
+            Zt[:K - 1] += total[K - 1:]
+            if shift is not None:
+                Zt -= shift
+            Z = Zt.T
         P = np.empty((K, self.n_samples), dtype=self.dtype)
         np.subtract(target[:width], R[part].T, out=P[:width])
         P[width:] = np.nan
-        return P, Z, Rt, s
+        return P, Z, Rt
 
     def _pass_plan(self):
         """Buffers of :meth:`_dense_pass`: ``V`` transposed (when rotated,

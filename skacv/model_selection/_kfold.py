@@ -40,11 +40,18 @@ from ..utils._parallel import cache_bytes
 from ._fold_designs import FoldCovariance, FoldDesigns, fold_covariance_pays, pass_groups
 
 
-def stacked_iteration(iterations, dtype):
+def stacked_iteration(iterations, dtype, n_rows=None):
     """One iteration advancing a block of columns, column ``j`` as
     ``iterations[j]`` would (its step size and penalty strengths), or
     ``None`` when they differ in anything a block cannot express (class,
-    momentum, extrapolation, schedule) or precondition or sample batches."""
+    momentum, extrapolation, schedule) or precondition or sample batches.
+
+    With ``n_rows`` (the block's coordinates, every one penalised), the
+    per-column step sizes and strengths are held tiled, shape ``(n_rows,
+    n_columns)``, the shape of the block's iterates: the step's products
+    with them are then elementwise on equal shapes, the same values as the
+    broadcast of a row of ``n_columns`` (whose inner loops run only
+    ``n_columns`` long on a C-ordered block: several times slower)."""
     first = iterations[0]
     if first.sampler is not None or isinstance(first, PreconditionedGD):
         return None
@@ -64,8 +71,17 @@ def stacked_iteration(iterations, dtype):
     penalty = copy.copy(first.penalty)  # strengths per column where they differ
     penalty.l1_ = l1[0] if np.all(l1 == l1[0]) else l1
     penalty.l2_ = l2[0] if np.all(l2 == l2[0]) else l2
+    if n_rows is not None and not penalty.n_unpenalized:
+        stacked.step_size = _tiled(stacked.step_size, n_rows)
+        penalty.l1_, penalty.l2_ = (v if np.ndim(v) == 0 else _tiled(v, n_rows)
+                                    for v in (penalty.l1_, penalty.l2_))
     stacked.penalty = penalty
     return stacked
+
+
+def _tiled(row, n_rows):
+    """``row`` (shape (n_columns,)) repeated on ``n_rows`` rows, C-ordered."""
+    return np.ascontiguousarray(np.broadcast_to(row, (n_rows, row.shape[0])))
 
 
 class _FoldView:
@@ -312,7 +328,7 @@ class StackedFolds:
             datafit, penalty = estimator.path_problem(view)
             iterations.append(estimator.path_iteration(view, datafit, penalty))
         self.step_sizes = np.array([it.step_size for it in iterations])
-        self.iteration = stacked_iteration(iterations, dtype)
+        self.iteration = stacked_iteration(iterations, dtype, self.designs.n_features)
         if self.iteration is None:
             raise TypeError(f"The folds of {type(estimator).__name__} cannot run as one block "
                             "(see skacv.model_selection._kfold.can_stack).")

@@ -1,0 +1,158 @@
+"""The stacked folds' step in its fast forms gives the values of its reference
+forms bit for bit: the clipped extrapolation of the iterates without the
+per-coordinate coefficients, the per-column step sizes tiled to the block's
+shape, the intercept's correction of the gradients formed a row per fold."""
+
+import copy
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from sklearn.model_selection import KFold
+
+from skacv import FISTA, IterativeRidge, TrajectoryLasso
+from skacv._policy import current_policies
+from skacv.iterations._penalties import L1
+from skacv.model_selection._fold_designs import FoldDesigns
+from skacv.model_selection._kfold import StackedFolds, stacked_iteration
+
+
+def _iterates(shape, dtype, seed=0):
+    """Iterates with zeros, sign changes and steps larger than the iterate
+    (clipped), and steps that clip nothing."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(dtype)
+    x_prev = (x * rng.uniform(0.2, 1.8, shape)).astype(dtype)
+    flat_x, flat_prev = x.reshape(-1), x_prev.reshape(-1)
+    flat_prev[::7] = -flat_x[::7]  # crosses zero: clipped
+    flat_x[::11] = 0  # at zero: stays there
+    flat_prev[::13] = 0
+    return x, x_prev
+
+
+def _same_bits(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert_array_equal(a, b)
+    assert_array_equal(np.signbit(a), np.signbit(b))  # the zeros' signs too
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(200,), (200, 5)])
+@pytest.mark.parametrize("n_unpenalized", [0, 3])
+def test_extrapolate_iterate_is_extrapolate_with_the_coefficients(dtype, shape, n_unpenalized):
+    it = FISTA(0.1, penalty=L1(0.1, n_unpenalized=n_unpenalized))
+    x, x_prev = _iterates(shape, dtype)
+    # (at k = 6, 9, 10, ... the float32 coefficient 1 + beta_k differs from
+    # 1 + beta_k rounded from float64)
+    for k in range(1, 120):
+        coef = it.extrapolation_coefficients(k, x, x_prev)
+        assert coef is not None or k == 1  # (beta_1 = 0)
+        _same_bits(it.extrapolate_iterate(k, x, x_prev), it.extrapolate(k, x, x_prev, coef))
+    # nothing clipped: the plain extrapolation, as the coefficients' None says
+    same_sign = (x * np.asarray(0.9, dtype)).astype(dtype)
+    assert it.extrapolation_coefficients(5, x, same_sign) is None
+    _same_bits(it.extrapolate_iterate(5, x, same_sign), it.extrapolate(5, x, same_sign, None))
+    # a smooth penalty never clips
+    ridge = FISTA(0.1, penalty=None)
+    _same_bits(ridge.extrapolate_iterate(5, x, x_prev), ridge.extrapolate(5, x, x_prev, None))
+
+
+def test_stacked_iteration_tiles_its_step_sizes_and_strengths():
+    its = [FISTA(s, penalty=L1(a)) for s, a in ((0.1, 0.3), (0.2, 0.3), (0.4, 0.5))]
+    row = stacked_iteration(its, np.float32)
+    tiled = stacked_iteration(its, np.float32, n_rows=6)
+    assert row.step_size.shape == (3,) and tiled.step_size.shape == (6, 3)
+    assert_array_equal(tiled.step_size, np.broadcast_to(row.step_size, (6, 3)))
+    assert_array_equal(tiled.penalty.l1_, np.broadcast_to(row.penalty.l1_, (6, 3)))
+    assert tiled.step_size.flags["C_CONTIGUOUS"]
+    # an unpenalised row (the block's coordinates are not all alike): a row
+    unpenalized = [FISTA(0.1, penalty=L1(0.3, n_unpenalized=1)) for _ in range(2)]
+    assert stacked_iteration(unpenalized, np.float32, n_rows=6).step_size.shape == (2,)
+
+
+def _data(n=60, p=150, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + 0.4 * rng.standard_normal((n, 1)) + 2.0
+    y = X[:, :4] @ np.array([1.0, -2.0, 1.5, 0.5]) + rng.standard_normal(n)
+    return X, y, rng.integers(1, 4, n).astype(float)
+
+_PASS = FoldDesigns._dense_pass
+
+
+def _uncorrected(self, V, target, held_out=True):
+    """The reference form of the "folds" layout's pass: the intercept's
+    correction subtracted from the (features, folds) gradients after it."""
+    delta_t = self.delta_t
+    self.delta_t = np.zeros_like(delta_t)
+    try:
+        P, Z, R = _PASS(self, V, target, held_out)
+    finally:
+        self.delta_t = delta_t
+    if self.fit_intercept:
+        RW = R if self.base.weight is None else R * self.sqrt_weight[None, :]
+        s = np.bincount(self.fold_of[:R.shape[0]].ravel(),
+                        weights=RW.astype(np.float64).ravel(), minlength=self.n_folds)
+        Z = np.ascontiguousarray(Z)
+        Z -= self.delta * s.astype(Z.dtype)
+    return P, Z, R
+
+
+@pytest.mark.parametrize("est", [
+    TrajectoryLasso(alpha=0.05, max_iter=60, estimate_risk=False),
+    TrajectoryLasso(alpha=0.01, solver="ista", max_iter=60, estimate_risk=False),
+    IterativeRidge(alpha=0.5, solver="nesterov", max_iter=60, estimate_risk=False),
+], ids=["fista", "ista", "nesterov"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_block_step_is_the_reference_step_bit_for_bit(speed_policy, monkeypatch, est,
+                                                           weighted, layout, dtype):
+    """The block's paths and held-out errors with the tiled step sizes and
+    the gradients' intercept correction formed a row per fold equal those
+    of the reference forms (a row of step sizes broadcast; the correction
+    subtracted from the (features, folds) gradients after the pass)."""
+    speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf, rotated_min_features=0,
+                 fold_covariance=False)
+    X, y, sw = _data()
+    sw = sw if weighted else None
+    splits = list(KFold(5, shuffle=True, random_state=0).split(X))
+    fast = StackedFolds(est, X, y, sw, splits, np.dtype(dtype), current_policies())
+    assert fast.designs.layout == layout
+    assert fast.iteration.step_size.shape == (X.shape[1], 5)
+    losses = fast.advance(60)
+
+    reference = StackedFolds(est, X, y, sw, splits, np.dtype(dtype), current_policies())
+    it = copy.copy(reference.iteration)
+    it.step_size = it.step_size[0]
+    it.penalty = copy.copy(it.penalty)
+    it.penalty.l1_, it.penalty.l2_ = (v if np.ndim(v) == 0 else v[0]
+                                      for v in (it.penalty.l1_, it.penalty.l2_))
+    reference.iteration = it
+    if layout == "folds":
+        monkeypatch.setattr(FoldDesigns, "_dense_pass", _uncorrected)
+    assert_array_equal(reference.advance(60), losses)
+    assert_array_equal(reference.state.x, fast.state.x)
+    assert_array_equal(reference.state.v, fast.state.v)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gradient_correction_a_row_per_fold_is_the_reference(speed_policy, weighted):
+    """With residuals whose training sums are far from zero (any target),
+    the gradients' intercept correction formed a row per fold is the
+    reference's bit for bit."""
+    speed_policy(rotated_min_bytes=np.inf, fold_covariance=False)
+    X, y, sw = _data()
+    splits = list(KFold(5, shuffle=True, random_state=0).split(X))
+    folds = StackedFolds(TrajectoryLasso(alpha=0.05, estimate_risk=False), X, y,
+                         sw if weighted else None, splits, np.dtype(np.float32),
+                         current_policies())
+    d = folds.designs
+    rng = np.random.default_rng(2)
+    V = rng.standard_normal((X.shape[1], 5)).astype(np.float32)
+    target = rng.standard_normal((5, X.shape[0])).astype(np.float32) + 3.0
+    P, Z, rss = d.fitted_and_gradient(V, target)
+    P0, Z0, R0 = _uncorrected(d, V, target)
+    assert_array_equal(P, P0)
+    assert_array_equal(Z, Z0)
+    assert rss == float(np.vdot(R0, R0))
+    assert np.abs(d.delta).max() > 0.01  # the correction is not negligible
