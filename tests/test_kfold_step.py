@@ -156,3 +156,51 @@ def test_gradient_correction_a_row_per_fold_is_the_reference(speed_policy, weigh
     assert_array_equal(Z, Z0)
     assert rss == float(np.vdot(R0, R0))
     assert np.abs(d.delta).max() > 0.01  # the correction is not negligible
+
+
+def test_prox_keeps_its_threshold_for_a_read_only_step_only():
+    pen = L1(0.3)
+    rng = np.random.default_rng(0)
+    pre = rng.standard_normal((40, 5)).astype(np.float32)
+    expected = {}
+    steps = []
+    for scale in (1.0, 2.0):
+        step = np.ascontiguousarray(np.broadcast_to(
+            np.array([0.1, 0.2, 0.3, 0.4, 0.5], dtype=np.float32) * scale, (40, 5)))
+        expected[scale] = L1(0.3).prox(pre.copy(), step.copy())  # nothing kept
+        step.flags.writeable = False
+        steps.append(step)
+    for _ in range(2):  # kept for each read-only array, given again, never stale
+        for scale, step in zip((1.0, 2.0), steps, strict=True):
+            _same_bits(pen.prox(pre.copy(), step), expected[scale])
+    assert pen._held_threshold[0] is steps[-1]
+    writable = np.array(steps[0])
+    pen.prox(pre.copy(), writable)
+    assert pen._held_threshold[0] is steps[-1]  # a writable step is not kept
+    writable *= 2  # (it may change between calls)
+    _same_bits(pen.prox(pre.copy(), writable), expected[2.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_held_out_errors_read_the_folds_iterates_in_place(dtype):
+    """The paths held a fold per row (a transposed view, what advance
+    keeps) give the held-out errors of the same iterates held contiguous."""
+    X, y, sw = _data()
+    splits = list(KFold(5, shuffle=True, random_state=0).split(X))
+    folds = StackedFolds(TrajectoryLasso(alpha=0.05, estimate_risk=False), X, y, sw, splits,
+                         np.dtype(dtype), current_policies())
+    rng = np.random.default_rng(1)
+    held = rng.standard_normal((30, 5, X.shape[1])).astype(dtype).transpose(0, 2, 1)
+    got = folds._held_out_errors_of(held)
+    ref = folds._held_out_errors_of(np.ascontiguousarray(held))
+    np.testing.assert_allclose(got, ref, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    # and by hand, fold by fold (the weighted held-out squared errors)
+    d = folds.designs
+    Xs = d.base.X.astype(np.float64)
+    response = d.by_fold(folds.response).astype(np.float64)
+    for j, rows in enumerate(folds.tests):
+        B = held[:, :, j].T.astype(np.float64)
+        P = Xs[rows] @ B - d.sqrt_weight[rows, None] * (d.delta[:, j] @ B)[None, :]
+        R = response[j, rows][:, None] - P
+        np.testing.assert_allclose(got[:, j], (R * R).sum(axis=0),
+                                   rtol=1e-4 if dtype == np.float32 else 1e-10)

@@ -130,7 +130,7 @@ class Penalty:
         """
         if self.is_smooth:
             return pre
-        tau = pre.dtype.type(step * self.l1_)
+        tau = self._threshold(step, pre.dtype)
         if scale is not None:
             tau = (tau * np.asarray(scale)).astype(pre.dtype)
         if not self.n_unpenalized:
@@ -139,6 +139,18 @@ class Penalty:
         m = self._head(pre)
         soft_threshold(out[:m], tau, out=out[:m])
         return out
+
+    def _threshold(self, step, dtype):
+        """``step * l1_`` in ``dtype``; for a read-only array ``step`` (a
+        block's tiled step sizes, :func:`~skacv.model_selection._kfold.stacked_iteration`:
+        the same array at every step) kept, and given again for it."""
+        held = self.__dict__.get("_held_threshold")
+        if held is not None and held[0] is step and held[1] == dtype:
+            return held[2]
+        tau = dtype.type(step * self.l1_)
+        if isinstance(step, np.ndarray) and not step.flags.writeable:
+            self._held_threshold = (step, dtype, tau)
+        return tau
 
     def prox_jacobian(self, x):
         """Diagonal of the prox Jacobian given its output ``x``: ``None`` for

@@ -80,8 +80,11 @@ def stacked_iteration(iterations, dtype, n_rows=None):
 
 
 def _tiled(row, n_rows):
-    """``row`` (shape (n_columns,)) repeated on ``n_rows`` rows, C-ordered."""
-    return np.ascontiguousarray(np.broadcast_to(row, (n_rows, row.shape[0])))
+    """``row`` (shape (n_columns,)) repeated on ``n_rows`` rows, C-ordered and
+    read-only (the penalty's prox keeps its threshold for it: ``_threshold``)."""
+    tiled = np.ascontiguousarray(np.broadcast_to(row, (n_rows, row.shape[0])))
+    tiled.flags.writeable = False
+    return tiled
 
 
 class _FoldView:
@@ -360,12 +363,19 @@ class StackedFolds:
                 check_memory(d.n_features * d.n_folds * (n_iter - k0) * d.dtype.itemsize,
                              f"the fold paths ({d.n_features} x {d.n_folds} x {n_iter - k0})",
                              "Lower max_iter or use fewer folds. ")
-                paths = np.empty((n_iter - k0, d.n_features, d.n_folds), dtype=d.dtype)
+                # held a fold per row (the loop writes each iterate transposed):
+                # a fold's iterates are then rows of it, read in place by
+                # _held_out_errors_of's products
+                paths = np.empty((n_iter - k0, d.n_folds, d.n_features),
+                                 dtype=d.dtype).transpose(0, 2, 1)
             with d.workers():
                 run_normal_block(d, self.response, it, n_iter - k0, self.state, paths,
                                  verbose=self.verbose, on_fitted=on_fitted if fitted else None)
             missing = np.flatnonzero(np.isnan(new[:, 0]))
-            if missing.size:
+            if missing.size and missing[-1] - missing[0] + 1 == missing.size:
+                # a run of steps (extrapolation at every step): a view
+                new[missing] = self._held_out_errors_of(paths[missing[0]:missing[-1] + 1])
+            elif missing.size:
                 new[missing] = self._held_out_errors_of(paths[missing])
             self.losses = np.concatenate([self.losses[: k0 + 1], new])
         return self.losses[: n_iter + 1]
@@ -388,13 +398,18 @@ class StackedFolds:
 
     def _held_out_errors_of(self, paths):
         """Weighted held-out squared errors of the iterates ``paths`` (shape
-        (n_new, n_features, n_folds)), shape (n_new, n_folds): one block
-        product per fold with its test rows."""
+        (n_new, n_features, n_folds), best a transposed view of a fold per
+        row: :meth:`advance`), shape (n_new, n_folds): one block product
+        per fold with its test rows."""
         d = self.designs
         response = d.by_fold(self.response)
         total = np.zeros((paths.shape[0], d.n_folds))
         for j, rows in enumerate(self.tests):
-            B = np.ascontiguousarray(paths[:, :, j]).T  # (n_features, n_new)
+            Bt = paths[:, :, j]  # (n_new, n_features)
+            if isinstance(rows, slice) and Bt.strides[1] == Bt.itemsize:
+                B = Bt.T  # its rows read in place by the product (a fold per row of paths)
+            else:
+                B = np.ascontiguousarray(Bt).T
             if isinstance(rows, slice):  # rows ordered by fold: a view
                 P = d.base.X[rows] @ B
             else:
