@@ -57,6 +57,31 @@ def test_extrapolate_iterate_is_extrapolate_with_the_coefficients(dtype, shape, 
     _same_bits(ridge.extrapolate_iterate(5, x, x_prev), ridge.extrapolate(5, x, x_prev, None))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_unpenalized", [0, 3])
+def test_extrapolate_with_columns_is_the_coefficients_forms(dtype, n_unpenalized):
+    """The fit loop's step (:func:`~skacv.iterations._path.run_trajectory`):
+    ``v^k`` and the correction's columns as extrapolate and
+    extrapolation_columns give them from the coefficients."""
+    it = FISTA(0.1, penalty=L1(0.1, n_unpenalized=n_unpenalized))
+    x, x_prev = _iterates((300,), dtype, seed=4)
+    for k in range(1, 120):
+        coef = it.extrapolation_coefficients(k, x, x_prev)
+        v, columns = it.extrapolate_with_columns(k, x, x_prev)
+        _same_bits(v, it.extrapolate(k, x, x_prev, coef))
+        expected = it.extrapolation_columns(k, x, x_prev, coef)
+        if expected is None:
+            assert columns is None and k == 1
+            continue
+        assert_array_equal(columns[0], expected[0])
+        _same_bits(columns[1], expected[1])
+        assert expected[0].size > 10
+    same_sign = (x * np.asarray(0.9, dtype)).astype(dtype)
+    v, columns = it.extrapolate_with_columns(5, x, same_sign)
+    assert columns is None and it.extrapolation_columns(5, x, same_sign) is None
+    _same_bits(v, it.extrapolate(5, x, same_sign, None))
+
+
 def test_stacked_iteration_tiles_its_step_sizes_and_strengths():
     its = [FISTA(s, penalty=L1(a)) for s, a in ((0.1, 0.3), (0.2, 0.3), (0.4, 0.5))]
     row = stacked_iteration(its, np.float32)

@@ -163,10 +163,11 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             pre = iteration.combine(
                 k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
             x_new = iteration.prox(k, pre)
-            coef = iteration.extrapolation_coefficients(k, x_new, x)  # None: plain
+            # v^k and the clipped extrapolation's correction of X~ v^k (None: plain)
+            v_new, correction = iteration.extrapolate_with_columns(k, x_new, x)
             if fuse:  # X~ x^k, X~ v^k and the next gradient in one pass
                 Xx_new, Xv_new, z_next = _fused_products(design, y_tilde, iteration, datafit, k,
-                                                         x_new, x, Xx, coef)
+                                                         x_new, Xx, correction)
                 if gradients_out is not None:
                     gradients_out[:, k] = z_next
             else:
@@ -181,9 +182,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                         and d > floor * float(np.linalg.norm(x_new))):
                     grew_at = (k, step_norm, d)
                 step_norm = d
-            v = iteration.extrapolate(k, x_new, x, coef)
+            v = v_new
             Xv = Xv_new if fuse else iteration.extrapolate_fitted(
-                k, x_new, x, Xx_new, Xx, design.columns_product, coef)
+                k, x_new, x, Xx_new, Xx, design.columns_product, None, correction)
             x_prev, x = x, x_new
             Xx_prev, Xx = Xx, Xx_new
             out[:, k] = x
@@ -215,11 +216,13 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     return state
 
 
-def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
+def _fused_products(design, y_tilde, iteration, datafit, k, x_new, Xx, correction):
     """``(X~ x^k, X~ v^k, X~^T r(v^k))`` in one pass over the row panels of
     ``X~`` (:meth:`~skacv.linalg._design.Design.panel_products`), ``X~ v^k`` by the
     iteration's :meth:`~skacv.Iteration.fitted_extrapolation` on each panel
-    (``X~ x^k`` itself when step ``k`` does not extrapolate)."""
+    with the clipped extrapolation's ``correction``
+    (:meth:`~skacv.Iteration.extrapolation_columns`; ``X~ x^k`` itself when
+    step ``k`` does not extrapolate)."""
     if iteration.beta(k) == 0.0:  # v^k = x^k
 
         def plain(rows, P):
@@ -227,8 +230,7 @@ def _fused_products(design, y_tilde, iteration, datafit, k, x_new, x, Xx, coef):
 
         P, z = design.panel_products(x_new, plain)
         return P, P, z
-    extrapolate = iteration.fitted_extrapolation(
-        k, iteration.extrapolation_columns(k, x_new, x, coef))
+    extrapolate = iteration.fitted_extrapolation(k, correction)
     X = design.X
     Xv = np.empty_like(Xx)
 

@@ -298,16 +298,57 @@ class Iteration:
         values without the per-coordinate coefficients formed where few
         coordinates clip (the coefficients of the unclipped ones are two
         numbers, the others are put in)."""
-        beta = self.beta(k)
-        if (not self.clips or beta == 0.0 or x.dtype != x_prev.dtype
-                or x.shape != x_prev.shape):
+        entries = self._clipped_entries(k, x, x_prev)
+        if entries is None:
             return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
-        at, c_at = _clipped_entries(x, x_prev, self.penalty.n_unpenalized)
+        at, c_at = entries
         if not at.size:  # the plain extrapolation
             return self.extrapolate(k, x, x_prev, None)
-        # extrapolation_coefficients' (1 + beta c, beta e) with c = 1, e = -1
-        # (unclipped) and c = c_at, e = 0 (clipped), each in its precision and
-        # then the iterates' (extrapolation_factors)
+        return self._put_in(k, x, x_prev, at, c_at)
+
+    def extrapolate_with_columns(self, k, x, x_prev):
+        """``(v^k, columns)``: :meth:`extrapolate` and
+        :meth:`extrapolation_columns` of the iterates ``x^k``, ``x^{k-1}``
+        (shape (n_features,)) with their :meth:`extrapolation_coefficients`,
+        the values of those three without the per-coordinate coefficients
+        formed (the fit loop's step; :meth:`extrapolate_iterate`)."""
+        entries = self._clipped_entries(k, x, x_prev) if x.ndim == 1 else None
+        if entries is None:
+            coef = self.extrapolation_coefficients(k, x, x_prev)
+            return (self.extrapolate(k, x, x_prev, coef),
+                    self.extrapolation_columns(k, x, x_prev, coef))
+        at, c_at = entries
+        if not at.size:
+            return self.extrapolate(k, x, x_prev, None), None
+        # extrapolation_correction's da x + (b + beta) x_prev: zero where
+        # nothing clips (exactly: da = 0 and b + beta = 0 there), at the
+        # clipped coordinates da = (1 + beta c) - (1 + beta) in the
+        # coefficients' precision and b = beta 0 in float64
+        beta = self.beta(k)
+        a = 1.0 + beta * c_at
+        b = beta * np.zeros(at.size)
+        c = ((a - (a.dtype.type(1.0) + a.dtype.type(beta))) * np.take(x, at)
+             + (b + b.dtype.type(beta)) * np.take(x_prev, at))
+        kept = c != 0
+        return self._put_in(k, x, x_prev, at, c_at), (at[kept], c[kept])
+
+    def _clipped_entries(self, k, x, x_prev):
+        """:func:`_clipped_entries` of step ``k`` where the step clips (a
+        clipped extrapolation with ``beta_k != 0``, the iterates alike), else
+        ``None`` (the general forms apply)."""
+        if (not self.clips or self.beta(k) == 0.0 or x.dtype != x_prev.dtype
+                or x.shape != x_prev.shape):
+            return None
+        return _clipped_entries(x, x_prev, self.penalty.n_unpenalized)
+
+    def _put_in(self, k, x, x_prev, at, c_at):
+        """The clipped extrapolation of step ``k``: the coefficients of
+        :meth:`extrapolation_coefficients`, ``(1 + beta c, beta e)`` with
+        ``c = 1, e = -1`` where nothing clips and ``c = c_at, e = 0`` at the
+        clipped coordinates ``at``, each in its precision and then the
+        iterates' (:meth:`extrapolation_factors`), applied as two numbers
+        to every coordinate and the clipped ones put in."""
+        beta = self.beta(k)
         a, b = (1.0 + beta * np.ones(1, dtype=c_at.dtype)).astype(x.dtype), (
             beta * np.full(1, -1.0)).astype(x.dtype)
         v = _combine((a[0], b[0]), x, x_prev)
