@@ -236,6 +236,8 @@ class SpeedPolicy:
     prepared_groups: int | None = None
     #: the full-data fit beside the stacked folds (``None``: where that pays)
     fit_beside: bool | None = None
+    #: K-fold CV's candidates defer their full-data fit to the selection where they may
+    defer_full_fit: bool = True
     #: margin of the Lasso path's plain FISTA step ``1 / (m L + l2)``
     path_step_margin: float = 1.0
 

@@ -7,6 +7,8 @@ import pytest
 from numpy.testing import assert_array_equal
 
 from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._policy import current_policies, policy_context
+from skacv._trace import record
 from skacv.model_selection._kfold_search import DeferredFull, KFoldPath
 
 
@@ -18,30 +20,14 @@ def _wide(n=40, p=120, seed=0):
     return X, y
 
 
-def _fit(make, X, y, eager, monkeypatch, **fit_params):
-    """The search fitted with deferred full fits, or (``eager``) without;
-    returns it and the number of full fits each way (run eagerly, deferred
-    and run)."""
-    counts = {"deferred": 0, "run": 0}
-    fit = DeferredFull.fit
-
-    def counted(self):
-        counts["run"] += 1
-        return fit(self)
-
-    init = DeferredFull.__init__
-
-    def made(self, *args, **kwargs):
-        counts["deferred"] += 1
-        init(self, *args, **kwargs)
-
-    with monkeypatch.context() as m:
-        m.setattr(DeferredFull, "fit", counted)
-        m.setattr(DeferredFull, "__init__", made)
-        if eager:
-            m.setattr(KFoldPath, "defers_full", lambda self, one_go: False)
+def _fit(make, X, y, eager, **fit_params):
+    """The search fitted with deferred full fits, or (``eager``, the speed
+    policy's ``defer_full_fit=False``) without; returns it and the number
+    of full fits deferred and of deferred fits run."""
+    with policy_context(defer_full_fit=not eager), record() as paths:
         search = make().fit(X, y, **fit_params)
-    return search, counts
+    return search, {"deferred": paths.count("defer_full_fit"),
+                    "run": paths.count("deferred_full_fit")}
 
 
 def _assert_same(a, b, X):
@@ -88,13 +74,13 @@ PATH_GRID = {"alpha": list(np.geomspace(1.0, 1e-3, 8))}
                                       random_state=0),
 ])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_deferred_full_fits_equal_the_eager_ones(make, weighted, monkeypatch):
+def test_deferred_full_fits_equal_the_eager_ones(make, weighted):
     X, y = _wide()
     fit_params = {}
     if weighted:
         fit_params["sample_weight"] = np.random.default_rng(1).integers(1, 4, len(y)).astype(float)
-    lazy, counts = _fit(make, X, y, False, monkeypatch, **fit_params)
-    eager, none = _fit(make, X, y, True, monkeypatch, **fit_params)
+    lazy, counts = _fit(make, X, y, False, **fit_params)
+    eager, none = _fit(make, X, y, True, **fit_params)
     _assert_same(lazy, eager, X)
     assert none == {"deferred": 0, "run": 0}
     # every fitted candidate deferred its full fit; only the selection's ran
@@ -103,7 +89,7 @@ def test_deferred_full_fits_equal_the_eager_ones(make, weighted, monkeypatch):
     assert n_fitted > 1
 
 
-def test_a_deferred_fit_is_cut_where_the_early_stopping_stops(monkeypatch):
+def test_a_deferred_fit_is_cut_where_the_early_stopping_stops():
     """Where the stopping rule cuts the path (the converged fit's limit
     above the trajectory's minimum), the deferred fit runs to that length,
     as the eager one is refitted to it."""
@@ -114,39 +100,35 @@ def test_a_deferred_fit_is_cut_where_the_early_stopping_stops(monkeypatch):
                                          param_grid=PATH_GRID, criterion="kfold",
                                          search="grid", n_iter_no_change=5, random_state=0)
 
-    lazy, _ = _fit(make, X, y, False, monkeypatch)
-    eager, _ = _fit(make, X, y, True, monkeypatch)
+    lazy, _ = _fit(make, X, y, False)
+    eager, _ = _fit(make, X, y, True)
     _assert_same(lazy, eager, X)
     n_iter = lazy.cv_results_["n_iter"]
     assert lazy.estimator_.n_iter_ == n_iter[lazy.best_index_] < 150
     assert np.ma.min(n_iter) < 150
 
 
-def test_no_deferral_where_the_full_fit_has_its_own_estimates_or_stages(monkeypatch):
+def test_no_deferral_where_the_full_fit_has_its_own_estimates_or_stages():
     """The full fit runs at once where it reports an estimate of its own
     (loo_path_ in cv_results_, switched on against the class default) or
     takes a given step size; nor where the path grows in stages (the full
     path's stages run with the folds') or the caller does not resolve it."""
     X, y = _wide()
-    seen = []
-    defers = KFoldPath.defers_full
-
-    def spy(self, one_go):
-        seen.append(defers(self, one_go))
-        return seen[-1]
-
-    monkeypatch.setattr(KFoldPath, "defers_full", spy)
     for est in (TrajectoryLasso(max_iter=30, estimate_loo=True),
                 TrajectoryLasso(max_iter=30, step_size=0.01)):
-        seen.clear()
-        search = TrajectoryEarlyStoppingCV(est, param_grid={"alpha": [0.3, 0.1]},
-                                           criterion="kfold", search="grid",
-                                           random_state=0).fit(X, y)
-        assert seen == [False, False]
+        with record() as paths:
+            search = TrajectoryEarlyStoppingCV(est, param_grid={"alpha": [0.3, 0.1]},
+                                               criterion="kfold", search="grid",
+                                               random_state=0).fit(X, y)
+        assert "defer_full_fit" not in paths and "deferred_full_fit" not in paths
+        assert paths.count("stacked_folds") == 2
         assert not isinstance(search.estimator_, DeferredFull)
     path = KFoldPath(TrajectoryLasso(max_iter=30, estimate_risk=False), X, y, {}, [], "time",
-                     "auto", None, defer_full=True)
-    path.use_stack = True
+                     "auto", current_policies(), defer_full=True)
     assert path.defers_full(True) and not path.defers_full(False)
-    path.defer_full = False
-    assert not path.defers_full(True)
+    assert not KFoldPath(TrajectoryLasso(max_iter=30, estimate_risk=False), X, y, {}, [],
+                         "time", "auto", current_policies()).defers_full(True)
+    with policy_context(defer_full_fit=False):
+        assert not KFoldPath(TrajectoryLasso(max_iter=30, estimate_risk=False), X, y, {}, [],
+                             "time", "auto", current_policies(),
+                             defer_full=True).defers_full(True)

@@ -3,8 +3,6 @@ forms bit for bit: the clipped extrapolation of the iterates without the
 per-coordinate coefficients, the per-column step sizes tiled to the block's
 shape, the intercept's correction of the gradients formed a row per fold."""
 
-import copy
-
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
@@ -12,9 +10,9 @@ from sklearn.model_selection import KFold
 
 from skacv import FISTA, IterativeRidge, TrajectoryLasso
 from skacv._policy import current_policies
+from skacv.iterations._path import init_state, run_normal_block
 from skacv.iterations._penalties import L1
-from skacv.model_selection._fold_designs import FoldDesigns
-from skacv.model_selection._kfold import StackedFolds, stacked_iteration
+from skacv.model_selection._kfold import StackedFolds, fold_views, stacked_iteration
 
 
 def _iterates(shape, dtype, seed=0):
@@ -101,26 +99,6 @@ def _data(n=60, p=150, seed=0):
     y = X[:, :4] @ np.array([1.0, -2.0, 1.5, 0.5]) + rng.standard_normal(n)
     return X, y, rng.integers(1, 4, n).astype(float)
 
-_PASS = FoldDesigns._dense_pass
-
-
-def _uncorrected(self, V, target, held_out=True):
-    """The reference form of the "folds" layout's pass: the intercept's
-    correction subtracted from the (features, folds) gradients after it."""
-    delta_t = self.delta_t
-    self.delta_t = np.zeros_like(delta_t)
-    try:
-        P, Z, R = _PASS(self, V, target, held_out)
-    finally:
-        self.delta_t = delta_t
-    if self.fit_intercept:
-        RW = R if self.base.weight is None else R * self.sqrt_weight[None, :]
-        s = np.bincount(self.fold_of[:R.shape[0]].ravel(),
-                        weights=RW.astype(np.float64).ravel(), minlength=self.n_folds)
-        Z = np.ascontiguousarray(Z)
-        Z -= self.delta * s.astype(Z.dtype)
-    return P, Z, R
-
 
 @pytest.mark.parametrize("est", [
     TrajectoryLasso(alpha=0.05, max_iter=60, estimate_risk=False),
@@ -130,57 +108,67 @@ def _uncorrected(self, V, target, held_out=True):
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_fast_block_step_is_the_reference_step_bit_for_bit(speed_policy, monkeypatch, est,
-                                                           weighted, layout, dtype):
-    """The block's paths and held-out errors with the tiled step sizes and
-    the gradients' intercept correction formed a row per fold equal those
-    of the reference forms (a row of step sizes broadcast; the correction
-    subtracted from the (features, folds) gradients after the pass)."""
+def test_tiled_block_runs_as_the_row_of_step_sizes(speed_policy, est, weighted, layout, dtype):
+    """The block's iteration with its step sizes and strengths tiled to the
+    block's shape runs the paths of the same iteration with a row of them
+    (broadcast), bit for bit."""
     speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf, rotated_min_features=0,
                  fold_covariance=False)
     X, y, sw = _data()
     sw = sw if weighted else None
+    p = X.shape[1]
     splits = list(KFold(5, shuffle=True, random_state=0).split(X))
-    fast = StackedFolds(est, X, y, sw, splits, np.dtype(dtype), current_policies())
-    assert fast.designs.layout == layout
-    assert fast.iteration.step_size.shape == (X.shape[1], 5)
-    losses = fast.advance(60)
-
-    reference = StackedFolds(est, X, y, sw, splits, np.dtype(dtype), current_policies())
-    it = copy.copy(reference.iteration)
-    it.step_size = it.step_size[0]
-    it.penalty = copy.copy(it.penalty)
-    it.penalty.l1_, it.penalty.l2_ = (v if np.ndim(v) == 0 else v[0]
-                                      for v in (it.penalty.l1_, it.penalty.l2_))
-    reference.iteration = it
-    if layout == "folds":
-        monkeypatch.setattr(FoldDesigns, "_dense_pass", _uncorrected)
-    assert_array_equal(reference.advance(60), losses)
-    assert_array_equal(reference.state.x, fast.state.x)
-    assert_array_equal(reference.state.v, fast.state.v)
+    folds = StackedFolds(est, X, y, sw, splits, np.dtype(dtype), current_policies())
+    assert folds.designs.layout == layout
+    views = fold_views(folds.designs, folds.products, X, sw, splits, est.fit_intercept)
+    iterations = [est.path_iteration(v, *est.path_problem(v)) for v in views]
+    tiled = stacked_iteration(iterations, np.dtype(dtype), p)
+    row = stacked_iteration(iterations, np.dtype(dtype))
+    assert tiled.step_size.shape == (p, 5) and row.step_size.shape == (5,)
+    assert_array_equal(folds.iteration.step_size, tiled.step_size)  # the block's own
+    runs = []
+    for it in (tiled, row):
+        state = init_state(folds.products, n_columns=5)
+        out = np.empty((60, p, 5), dtype=dtype)
+        run_normal_block(folds.products, folds.response, it, 60, state, out)
+        runs.append((out, state))
+    assert_array_equal(runs[0][0], runs[1][0])
+    assert_array_equal(runs[0][1].x, runs[1][1].x)
+    assert_array_equal(runs[0][1].v, runs[1][1].v)
+    assert np.abs(runs[0][1].x).max() > 0
 
 
 @pytest.mark.parametrize("weighted", [False, True])
-def test_gradient_correction_a_row_per_fold_is_the_reference(speed_policy, weighted):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gradient_correction_a_row_per_fold(speed_policy, weighted, dtype):
     """With residuals whose training sums are far from zero (any target),
-    the gradients' intercept correction formed a row per fold is the
-    reference's bit for bit."""
+    the pass's gradients are each fold's own, ``X~_j^T m_j (target_j -
+    P_j)`` with ``X~_j = X~ - sqrt(w) delta_j^T``, by hand in float64; the
+    correction is far above the tolerance."""
     speed_policy(rotated_min_bytes=np.inf, fold_covariance=False)
     X, y, sw = _data()
+    sw = sw if weighted else None
     splits = list(KFold(5, shuffle=True, random_state=0).split(X))
-    folds = StackedFolds(TrajectoryLasso(alpha=0.05, estimate_risk=False), X, y,
-                         sw if weighted else None, splits, np.dtype(np.float32),
-                         current_policies())
+    folds = StackedFolds(TrajectoryLasso(alpha=0.05, estimate_risk=False), X, y, sw, splits,
+                         np.dtype(dtype), current_policies())
     d = folds.designs
+    assert d.layout == "folds"
     rng = np.random.default_rng(2)
-    V = rng.standard_normal((X.shape[1], 5)).astype(np.float32)
-    target = rng.standard_normal((5, X.shape[0])).astype(np.float32) + 3.0
+    V = rng.standard_normal((X.shape[1], 5)).astype(dtype)
+    target = (rng.standard_normal((5, X.shape[0])) + 3.0).astype(dtype)
     P, Z, rss = d.fitted_and_gradient(V, target)
-    P0, Z0, R0 = _uncorrected(d, V, target)
-    assert_array_equal(P, P0)
-    assert_array_equal(Z, Z0)
-    assert rss == float(np.vdot(R0, R0))
-    assert np.abs(d.delta).max() > 0.01  # the correction is not negligible
+    Xs = d.base.X.astype(np.float64)
+    P_ref = (Xs @ V.astype(np.float64)).T
+    R = (target - P_ref) * d.mask_t
+    sqrt_w = d.sqrt_weight.astype(np.float64)
+    shift = d.delta.astype(np.float64) * (R @ sqrt_w)[None, :]
+    Z_ref = Xs.T @ R.T - shift
+    scale = np.abs(Z_ref).max()
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(P, P_ref, atol=tol * np.abs(P_ref).max(), rtol=0)
+    np.testing.assert_allclose(Z, Z_ref, atol=tol * scale, rtol=0)
+    np.testing.assert_allclose(rss, float((R * R).sum()), rtol=10 * tol)
+    assert np.abs(shift).max() > 100 * tol * scale  # the correction matters
 
 
 def test_prox_keeps_its_threshold_for_a_read_only_step_only():

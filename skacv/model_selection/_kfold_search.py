@@ -27,6 +27,7 @@ from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_array
 
+from .._trace import taken
 from ..estimators._setup import FitPlan
 from ..iterations._datafits import log_loss_terms
 from ..utils._compat import _num_samples
@@ -101,6 +102,7 @@ class DeferredFull:
 
     def fit(self):
         """The fitted estimator (the fit :class:`KFoldPath` deferred)."""
+        taken("deferred_full_fit", max_iter=self.max_iter)
         refit_shorter(self.estimator, self.X, self.y, self.fit_params, self.max_iter)
         return self.estimator
 
@@ -232,6 +234,7 @@ class KFoldPath:
         or ``loo_path_`` to report)."""
         params = self.estimator.get_params(deep=False)
         return bool(self.defer_full and one_go and self.use_stack
+                    and self.policies[0].defer_full_fit
                     and params.get("step_size") == "auto" and not params.get("warm_start")
                     and not any(params.get(k) for k in ("estimate_risk", "estimate_loo")))
 
@@ -405,6 +408,7 @@ def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alig
                        defer_full)
     paths, fit_time = search.fit(attrs, n_iter_no_change, limit)
     if search.deferred:
+        taken("defer_full_fit")
         return DeferredFull(estimator, X, y, fit_params, search.full_iter), paths, fit_time
     return estimator, paths, fit_time
 
