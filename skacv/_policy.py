@@ -210,16 +210,11 @@ class SpeedPolicy:
     eigenpro_rounding_tol: float = 1e-2
     #: EigenPro's kernel products take their columns padded to a multiple of this
     kernel_rhs_multiple: int = 16
-    #: EigenPro's ``subsample_size="auto"``: draws, and the second number from the third's samples
-    eigenpro_subsample_max: tuple = (2000, 12000, 1e5)
     #: EigenPro's Nystrom eigensystem in float32 from this order; its zero floor
     eigenpro_eigh_float32_min_order: int = 1000
     eigh_float32_floor: float = 1e-6
     #: ``precision="auto"`` keeps a float64 kernel matrix up to this many rows
     eigenpro_float64_max_rows: int = 3000
-    #: EigenPro's subsample on small data: ``M (n / 2 M)^p`` draws, ``p`` and the fewest
-    eigenpro_subsample_power: float = 2.0
-    eigenpro_subsample_min: int = 300
     #: ``precision="empirical"`` prepared at fit time up to this many features
     empirical_max_features: int = 2000
     #: the fit loop writes what the estimates would compute again

@@ -68,6 +68,11 @@ class StatisticalPolicy:
     eigenpro_auto_max_epochs: int = 300
     eigenpro_median_draws: int = 1000
     eigenpro_rule_rows: int = 500
+    #: EigenPro's ``subsample_size="auto"``: draws, and the second number from the third's samples;
+    #: on small data ``M (n / 2 M)^p`` draws, ``p`` and the fewest
+    eigenpro_subsample_max: tuple = (2000, 12000, 1e5)
+    eigenpro_subsample_power: float = 2.0
+    eigenpro_subsample_min: int = 300
     #: the df fractions a proximal iterate's estimate is trusted within
     df_low: float = -0.05
     df_high: float = 0.99

@@ -656,14 +656,14 @@ def test_median_bandwidth_follows_its_definition():
 def test_automatic_subsample_size():
     # the policy's rule: 2000 draws from 4000 samples on; below, 2000 (n / 4000)^2
     # but at least 300 (every row under 300: the exact eigensystem)
-    from skacv._policy import get_policy
+    from skacv._statistics import get_statistics
 
-    policy, est = get_policy(), EigenProRegressor()
-    sizes = {n: est._subsample_draws(float(n), policy) for n in (120, 1257, 3000, 3999, 4000,
+    statistics, est = get_statistics(), EigenProRegressor()
+    sizes = {n: est._subsample_draws(float(n), statistics) for n in (120, 1257, 3000, 3999, 4000,
                                                                    50000)}
     assert sizes == {120: 300, 1257: 300, 3000: 1125, 3999: 2000, 4000: 2000, 50000: 2000}
-    assert est._subsample_draws(2e5, policy) == 12000
-    assert EigenProRegressor(subsample_size=77)._subsample_draws(1e6, policy) == 77
+    assert est._subsample_draws(2e5, statistics) == 12000
+    assert EigenProRegressor(subsample_size=77)._subsample_draws(1e6, statistics) == 77
     X, y, _ = smooth_problem(400)
     fitted = EigenProRegressor(bandwidth=0.5, max_iter=1, random_state=0).fit(X, y)
     assert fitted.subsample_size_ == 300 and fitted.preconditioner_.subsample_indices_.size == 300

@@ -111,7 +111,7 @@ class EigenProSetup:
         kern = Kernel(self.kernel, self.bandwidth_, self.kernel_params)
         op = KernelOperator(kern, Xc, policy)
         # ---- Nystrom preconditioner
-        M = self._subsample_draws(n_eff, policy)
+        M = self._subsample_draws(n_eff, statistics)
         rows_S, counts_S, exact = draw_rows(w, M, self._rng, n, statistics)
         m_S = rows_S.shape[0]
         check_memory(3 * 8 * m_S * m_S, f"the Nystrom eigensystem ({m_S} x {m_S}, 3 copies)",
@@ -226,20 +226,20 @@ class EigenProSetup:
         rows, counts, _ = draw_rows(rest, min(M, rest.sum()), self._rng, n, statistics)
         return rows, counts
 
-    def _subsample_draws(self, n_eff, policy):
-        """``M``: ``subsample_size``, or for ``"auto"`` the speed ``policy``'s
+    def _subsample_draws(self, n_eff, statistics):
+        """``M``: ``subsample_size``, or for ``"auto"`` the statistical policy's
         size ``M_0`` (Ma & Belkin 2019) when it is at most half the data, else
         ``M_0 (n_eff / 2 M_0)^p`` (``p``: its ``eigenpro_subsample_power``;
         the same size at ``2 M_0``) but at least ``eigenpro_subsample_min``
         (``M >= n_eff``: every row, the exact eigensystem)."""
         if self.subsample_size != "auto":
             return int(self.subsample_size)
-        small, large, from_n = policy.eigenpro_subsample_max
+        small, large, from_n = statistics.eigenpro_subsample_max
         cap = small if n_eff < from_n else large
         if 2 * cap <= n_eff:
             return cap
-        by_n = np.ceil(cap * (n_eff / (2 * cap)) ** policy.eigenpro_subsample_power)
-        return int(min(cap, max(by_n, policy.eigenpro_subsample_min)))
+        by_n = np.ceil(cap * (n_eff / (2 * cap)) ** statistics.eigenpro_subsample_power)
+        return int(min(cap, max(by_n, statistics.eigenpro_subsample_min)))
 
     @staticmethod
     def _heldout_top_eigenvalue(kern, Xc, held, XS, P, policy):
