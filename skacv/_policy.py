@@ -240,6 +240,10 @@ class SpeedPolicy:
     defer_full_fit: bool = True
     #: margin of the Lasso path's plain FISTA step ``1 / (m L + l2)``
     path_step_margin: float = 1.0
+    #: the stacked folds keep their iterates for the held-out errors in one
+    #: buffer of about this many bytes, reused chunk after chunk of steps
+    #: (a fresh buffer for a whole path is written into new pages)
+    fold_paths_chunk_bytes: int = 2 * 2**20
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

@@ -87,7 +87,8 @@ def test_stacked_iteration_tiles_its_step_sizes_and_strengths():
     assert row.step_size.shape == (3,) and tiled.step_size.shape == (6, 3)
     assert_array_equal(tiled.step_size, np.broadcast_to(row.step_size, (6, 3)))
     assert_array_equal(tiled.penalty.l1_, np.broadcast_to(row.penalty.l1_, (6, 3)))
-    assert tiled.step_size.flags["C_CONTIGUOUS"]
+    # held in the layout of the block's iterates (a fold per row of memory)
+    assert tiled.step_size.flags["F_CONTIGUOUS"] and not tiled.step_size.flags.writeable
     # an unpenalised row (the block's coordinates are not all alike): a row
     unpenalized = [FISTA(0.1, penalty=L1(0.3, n_unpenalized=1)) for _ in range(2)]
     assert stacked_iteration(unpenalized, np.float32, n_rows=6).step_size.shape == (2,)

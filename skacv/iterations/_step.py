@@ -298,6 +298,11 @@ class Iteration:
         values without the per-coordinate coefficients formed where few
         coordinates clip (the coefficients of the unclipped ones are two
         numbers, the others are put in)."""
+        if (x.ndim == 2 and not self.penalty.n_unpenalized and x.flags.f_contiguous
+                and not x.flags.c_contiguous and x_prev.flags.f_contiguous):
+            # a block held a column per row of memory (the stacked folds): the
+            # same values elementwise, its flat indices in memory order
+            return self.extrapolate_iterate(k, x.T, x_prev.T).T
         entries = self._clipped_entries(k, x, x_prev)
         if entries is None:
             return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))

@@ -231,7 +231,10 @@ class FoldDesigns:
         residual sum of squares and the held-out errors, not the gradient.)"""
         if not self.fit_intercept:
             return Y
-        shift = np.einsum("pk,pk->k", self.delta, V).astype(Y.dtype)
+        # delta_j^T v_j, each fold's sum along its row of memory when V is
+        # held a fold per row (the block's iterates: a contiguous sum)
+        shift = (np.einsum("kp,kp->k", self.delta_t, V.T) if V.flags.f_contiguous
+                 else np.einsum("pk,pk->k", self.delta, V)).astype(Y.dtype)
         shift = shift[:, None] if self.partition is None else shift[self.fold_of]
         if self.base.weight is not None:
             shift = shift * self.sqrt_weight[None, :]
@@ -352,7 +355,7 @@ class FoldDesigns:
         if self.partition is None:  # Z^T is the sum (the plan's, formed again each pass)
             if shift is not None:
                 total -= shift
-            Z = total.T.copy()
+            Z = total.copy().T  # held a fold per row, as the block's iterates
         else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
             Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
             Zt[0] = 0
