@@ -244,6 +244,9 @@ class SpeedPolicy:
     #: buffer of about this many bytes, reused chunk after chunk of steps
     #: (a fresh buffer for a whole path is written into new pages)
     fold_paths_chunk_bytes: int = 2 * 2**20
+    #: the block's clipped extrapolation is formed on the iterates' supports
+    #: where they hold at most this share of the coordinates (``None``: never)
+    block_support_share: float | None = 0.25
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

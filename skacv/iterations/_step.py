@@ -292,17 +292,28 @@ class Iteration:
         return (a.reshape(shape).astype(dtype, copy=False),
                 b.reshape(shape).astype(dtype, copy=False))
 
-    def extrapolate_iterate(self, k, x, x_prev):
+    def extrapolate_iterate(self, k, x, x_prev, support_share=None):
         """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set):
         :meth:`extrapolate` with :meth:`extrapolation_coefficients`, its
         values without the per-coordinate coefficients formed where few
         coordinates clip (the coefficients of the unclipped ones are two
-        numbers, the others are put in)."""
+        numbers, the others are put in).
+
+        ``support_share``: where the clipped extrapolation of penalised
+        iterates has at most this share of coordinates nonzero in ``x^k`` or
+        ``x^{k-1}`` (sparse iterates: the Lasso's), the same values are
+        formed on those coordinates only (:meth:`_on_support`)."""
         if (x.ndim == 2 and not self.penalty.n_unpenalized and x.flags.f_contiguous
                 and not x.flags.c_contiguous and x_prev.flags.f_contiguous):
             # a block held a column per row of memory (the stacked folds): the
             # same values elementwise, its flat indices in memory order
-            return self.extrapolate_iterate(k, x.T, x_prev.T).T
+            return self.extrapolate_iterate(k, x.T, x_prev.T, support_share).T
+        if (support_share is not None and not self.penalty.n_unpenalized
+                and x.flags.c_contiguous and x_prev.flags.c_contiguous
+                and self._clips_step(k, x, x_prev)):
+            v = self._on_support(k, x, x_prev, support_share)
+            if v is not None:
+                return v
         entries = self._clipped_entries(k, x, x_prev)
         if entries is None:
             return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
@@ -310,6 +321,29 @@ class Iteration:
         if not at.size:  # the plain extrapolation
             return self.extrapolate(k, x, x_prev, None)
         return self._put_in(k, x, x_prev, at, c_at)
+
+    def _on_support(self, k, x, x_prev, share):
+        """The clipped extrapolation of :meth:`extrapolate_iterate` formed on
+        the union ``U`` of the supports of ``x`` and ``x_prev`` (C-ordered,
+        every coordinate penalised), or ``None`` when ``U`` holds more than
+        ``share`` of the coordinates. Off ``U`` both iterates are zero: the
+        momentum step is zero and clips nothing, ``v`` is zero there (the
+        dense form's ``(1 + beta) 0 - beta 0``, ``+0``); on ``U`` the values
+        are those of the dense form, by the same operations on the gathered
+        entries (every coordinate that clips is in ``U``, so that the
+        gathered entries clip where, and take the coefficients that, the
+        dense form's do)."""
+        nonzero = x != 0
+        nonzero |= x_prev != 0
+        U = np.flatnonzero(nonzero)
+        if U.size > share * x.size:
+            return None
+        xu, pu = np.take(x, U), np.take(x_prev, U)
+        at, c_at = _clipped_entries(xu, pu, 0)
+        v = np.zeros_like(x)
+        v.reshape(-1)[U] = (self._put_in(k, xu, pu, at, c_at) if at.size
+                            else self.extrapolate(k, xu, pu, None))
+        return v
 
     def extrapolate_with_columns(self, k, x, x_prev):
         """``(v^k, columns)``: :meth:`extrapolate` and
@@ -341,10 +375,15 @@ class Iteration:
         """:func:`_clipped_entries` of step ``k`` where the step clips (a
         clipped extrapolation with ``beta_k != 0``, the iterates alike), else
         ``None`` (the general forms apply)."""
-        if (not self.clips or self.beta(k) == 0.0 or x.dtype != x_prev.dtype
-                or x.shape != x_prev.shape):
+        if not self._clips_step(k, x, x_prev):
             return None
         return _clipped_entries(x, x_prev, self.penalty.n_unpenalized)
+
+    def _clips_step(self, k, x, x_prev):
+        """Whether step ``k`` extrapolates clipped (``beta_k != 0``), the
+        iterates alike (dtype and shape)."""
+        return bool(self.clips and self.beta(k) != 0.0 and x.dtype == x_prev.dtype
+                    and x.shape == x_prev.shape)
 
     def _put_in(self, k, x, x_prev, at, c_at):
         """The clipped extrapolation of step ``k``: the coefficients of
