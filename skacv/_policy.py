@@ -80,6 +80,9 @@ class SpeedPolicy:
     path_metric: bool = True
     #: ... a top eigenvalue at least this many times the rest's
     path_metric_min_ratio: float = 4.0
+    #: ... on working sets of more than this many entries (rows x columns;
+    #: smaller dense ones take coordinate descent on their columns)
+    path_metric_min_entries: int = 2**13
     #: most rows in a panel of a block of a few columns ...
     block_panel_rows: int = 200
     #: ... or, for rows of at most ``narrow_features``, ``narrow_panel_rows``
@@ -244,9 +247,6 @@ class SpeedPolicy:
     #: buffer of about this many bytes, reused chunk after chunk of steps
     #: (a fresh buffer for a whole path is written into new pages)
     fold_paths_chunk_bytes: int = 2 * 2**20
-    #: the block's clipped extrapolation is formed on the iterates' supports
-    #: where they hold at most this share of the coordinates (``None``: never)
-    block_support_share: float | None = 0.25
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

@@ -220,48 +220,6 @@ def test_held_out_errors_read_the_folds_iterates_in_place(dtype):
                                    rtol=1e-4 if dtype == np.float32 else 1e-10)
 
 
-def _sparse_iterates(shape, dtype, seed=0):
-    """Sparse iterates (the Lasso's): a few coordinates nonzero in either,
-    some leaving the support, some entering, some crossing zero (clipped)."""
-    x, x_prev = _iterates(shape, dtype, seed)
-    rng = np.random.default_rng(seed + 1)
-    x[rng.random(shape) < 0.9] = 0
-    x_prev[rng.random(shape) < 0.9] = 0
-    return x, x_prev
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape, order", [((400,), "C"), ((400, 5), "C"), ((400, 5), "F")])
-def test_extrapolation_on_the_supports_is_the_dense_one(dtype, shape, order):
-    """The clipped extrapolation formed on the union of the iterates'
-    supports gives the dense form's values bit for bit (zeros' signs
-    included), whether or not a coordinate clips; too large a support
-    falls back to the dense form."""
-    it = FISTA(0.1, penalty=L1(0.1))
-    x, x_prev = _sparse_iterates(shape, dtype)
-    x, x_prev = np.asarray(x, order=order), np.asarray(x_prev, order=order)
-    support = np.count_nonzero((x != 0) | (x_prev != 0))
-    assert 0 < support < 0.25 * x.size
-    clipped_steps = 0
-    for k in range(1, 60):
-        dense = it.extrapolate_iterate(k, x, x_prev)
-        _same_bits(it.extrapolate_iterate(k, x, x_prev, support_share=0.25), dense)
-        if k > 1:  # (beta_1 = 0)
-            clipped_steps += it.extrapolation_coefficients(k, x, x_prev) is not None
-        # the dense form where the support is larger than the share
-        assert it._on_support(k, np.ascontiguousarray(x), np.ascontiguousarray(x_prev),
-                              0.5 * support / x.size) is None
-    assert clipped_steps == 58
-    # nothing clipped: the plain extrapolation's coefficients (1 + beta in float64)
-    same_sign = (x * np.asarray(0.9, dtype)).astype(dtype)
-    assert it.extrapolation_coefficients(9, x, same_sign) is None
-    _same_bits(it.extrapolate_iterate(9, x, same_sign, support_share=0.25),
-               it.extrapolate_iterate(9, x, same_sign))
-    # all zero: v is zero
-    zero = np.zeros_like(x)
-    _same_bits(it.extrapolate_iterate(9, zero, zero, support_share=0.25), zero)
-
-
 def test_soft_threshold_is_sign_times_shrinkage():
     """``x - clip(x, -tau, tau)`` is ``sign(x) max(|x| - tau, 0)`` bit for
     bit (a zero where ``|x| <= tau``), per coordinate thresholds too."""

@@ -289,8 +289,6 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     inv_n[...] = np.asarray(1.0 / design.n_eff, dtype=dtype)
     y_norm = float(np.linalg.norm(Y))
     limit = design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny)
-    # sparse iterates (the Lasso's) extrapolated on their supports
-    support_share = design.policy.block_support_share
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     z, rss = state.z_next, state.rss_next
@@ -308,7 +306,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
             k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z,
             overwrite_z=True)
         x_new = iteration.prox(k, pre)
-        v = iteration.extrapolate_iterate(k, x_new, x, support_share)
+        v = iteration.extrapolate_iterate(k, x_new, x)
         target = design.target(Y, v)
         fitted = on_fitted is not None and iteration.beta(k) == 0.0  # v^k = x^k: P = X~ x^k
         P, z, rss = design.fitted_and_gradient(v, target, held_out=fitted)

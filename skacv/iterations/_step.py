@@ -292,28 +292,17 @@ class Iteration:
         return (a.reshape(shape).astype(dtype, copy=False),
                 b.reshape(shape).astype(dtype, copy=False))
 
-    def extrapolate_iterate(self, k, x, x_prev, support_share=None):
+    def extrapolate_iterate(self, k, x, x_prev):
         """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set):
         :meth:`extrapolate` with :meth:`extrapolation_coefficients`, its
         values without the per-coordinate coefficients formed where few
         coordinates clip (the coefficients of the unclipped ones are two
-        numbers, the others are put in).
-
-        ``support_share``: where the clipped extrapolation of penalised
-        iterates has at most this share of coordinates nonzero in ``x^k`` or
-        ``x^{k-1}`` (sparse iterates: the Lasso's), the same values are
-        formed on those coordinates only (:meth:`_on_support`)."""
+        numbers, the others are put in)."""
         if (x.ndim == 2 and not self.penalty.n_unpenalized and x.flags.f_contiguous
                 and not x.flags.c_contiguous and x_prev.flags.f_contiguous):
             # a block held a column per row of memory (the stacked folds): the
             # same values elementwise, its flat indices in memory order
-            return self.extrapolate_iterate(k, x.T, x_prev.T, support_share).T
-        if (support_share is not None and not self.penalty.n_unpenalized
-                and x.flags.c_contiguous and x_prev.flags.c_contiguous
-                and self._clips_step(k, x, x_prev)):
-            v = self._on_support(k, x, x_prev, support_share)
-            if v is not None:
-                return v
+            return self.extrapolate_iterate(k, x.T, x_prev.T).T
         entries = self._clipped_entries(k, x, x_prev)
         if entries is None:
             return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
@@ -321,29 +310,6 @@ class Iteration:
         if not at.size:  # the plain extrapolation
             return self.extrapolate(k, x, x_prev, None)
         return self._put_in(k, x, x_prev, at, c_at)
-
-    def _on_support(self, k, x, x_prev, share):
-        """The clipped extrapolation of :meth:`extrapolate_iterate` formed on
-        the union ``U`` of the supports of ``x`` and ``x_prev`` (C-ordered,
-        every coordinate penalised), or ``None`` when ``U`` holds more than
-        ``share`` of the coordinates. Off ``U`` both iterates are zero: the
-        momentum step is zero and clips nothing, ``v`` is zero there (the
-        dense form's ``(1 + beta) 0 - beta 0``, ``+0``); on ``U`` the values
-        are those of the dense form, by the same operations on the gathered
-        entries (every coordinate that clips is in ``U``, so that the
-        gathered entries clip where, and take the coefficients that, the
-        dense form's do)."""
-        nonzero = x != 0
-        nonzero |= x_prev != 0
-        U = np.flatnonzero(nonzero)
-        if U.size > share * x.size:
-            return None
-        xu, pu = np.take(x, U), np.take(x_prev, U)
-        at, c_at = _clipped_entries(xu, pu, 0)
-        v = np.zeros_like(x)
-        v.reshape(-1)[U] = (self._put_in(k, xu, pu, at, c_at) if at.size
-                            else self.extrapolate(k, xu, pu, None))
-        return v
 
     def extrapolate_with_columns(self, k, x, x_prev):
         """``(v^k, columns)``: :meth:`extrapolate` and
@@ -393,11 +359,14 @@ class Iteration:
         iterates' (:meth:`extrapolation_factors`), applied as two numbers
         to every coordinate and the clipped ones put in."""
         beta = self.beta(k)
-        a, b = (1.0 + beta * np.ones(1, dtype=c_at.dtype)).astype(x.dtype), (
-            beta * np.full(1, -1.0)).astype(x.dtype)
-        v = _combine((a[0], b[0]), x, x_prev)
-        clipped = _combine(((1.0 + beta * c_at).astype(x.dtype),
-                            (beta * np.zeros(at.size)).astype(x.dtype)),
+        # 1 + beta c (c = 1) in the precision of c, then the iterates';
+        # beta e (e = -1) in float64, then the iterates'
+        t = c_at.dtype.type
+        a, b = x.dtype.type(t(1.0) + t(beta)), x.dtype.type(-beta)
+        v = _combine((a, b), x, x_prev)
+        # at the clipped coordinates (1 + beta c_at, beta 0)
+        clipped = _combine(((1.0 + beta * c_at).astype(x.dtype, copy=False),
+                            np.full(at.size, beta * 0.0, dtype=x.dtype)),
                            np.take(x, at), np.take(x_prev, at))
         v.flat[at] = clipped
         return v
