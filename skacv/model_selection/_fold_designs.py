@@ -353,9 +353,8 @@ class FoldDesigns:
         # a row per fold (Z^T: the products with s_j run along the features)
         shift = None if s is None else self.delta_t * s.astype(self.dtype)[:, None]
         if self.partition is None:  # Z^T is the sum (the plan's, formed again each pass)
-            if shift is not None:
-                total -= shift
-            Z = total.copy().T  # held a fold per row, as the block's iterates
+            # a new array held a fold per row, as the block's iterates
+            Z = (total.copy() if shift is None else np.subtract(total, shift)).T
         else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
             Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
             Zt[0] = 0
