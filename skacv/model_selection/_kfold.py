@@ -330,8 +330,8 @@ class StackedFolds:
         views = fold_views(self.designs, self.products, X, sample_weight, splits,
                            estimator.fit_intercept)
         iterations = []
-        for view in views:
-            datafit, penalty = estimator.path_problem(view)
+        for j, view in enumerate(views):  # (the parameters validated once)
+            datafit, penalty = estimator.path_problem(view, validate=j == 0)
             iterations.append(estimator.path_iteration(view, datafit, penalty))
         self.step_sizes = np.array([it.step_size for it in iterations])
         self.iteration = stacked_iteration(iterations, dtype, self.designs.n_features)
