@@ -233,7 +233,8 @@ class FoldDesigns:
             return Y
         # delta_j^T v_j, each fold's sum along its row of memory when V is
         # held a fold per row (the block's iterates: a contiguous sum)
-        shift = (np.einsum("kp,kp->k", self.delta_t, V.T) if V.flags.f_contiguous
+        shift = (np.matmul(self.delta_t[:, None, :], V.T[:, :, None])[:, 0, 0]
+                 if V.flags.f_contiguous
                  else np.einsum("pk,pk->k", self.delta, V)).astype(Y.dtype)
         shift = shift[:, None] if self.partition is None else shift[self.fold_of]
         if self.base.weight is not None:
