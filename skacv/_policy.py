@@ -80,6 +80,9 @@ class SpeedPolicy:
     path_metric: bool = True
     #: ... a top eigenvalue at least this many times the rest's
     path_metric_min_ratio: float = 4.0
+    #: ... on working sets of more than this many entries (rows x columns;
+    #: smaller dense ones take coordinate descent on their columns)
+    path_metric_min_entries: int = 2**13
     #: most rows in a panel of a block of a few columns ...
     block_panel_rows: int = 200
     #: ... or, for rows of at most ``narrow_features``, ``narrow_panel_rows``
@@ -235,6 +238,10 @@ class SpeedPolicy:
     defer_full_fit: bool = True
     #: margin of the Lasso path's plain FISTA step ``1 / (m L + l2)``
     path_step_margin: float = 1.0
+    #: the stacked folds keep their iterates for the held-out errors in one
+    #: buffer of about this many bytes, reused chunk after chunk of steps
+    #: (a fresh buffer for a whole path is written into new pages)
+    fold_paths_chunk_bytes: int = 2 * 2**20
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

@@ -746,3 +746,29 @@ def test_kfold_stages_wait_for_a_limit_below_the_minimum(speed_policy, staged):
     assert n_limited == 300
     n_above, _ = length(2.0 * path.min())  # a limit above the minimum: patience only
     assert n_above == n_free
+
+
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+@pytest.mark.parametrize("form", ["pass", "covariance"])
+def test_fold_paths_kept_by_chunks_give_the_whole_buffers_errors(speed_policy, layout, form):
+    """The iterates kept for the held-out errors go through one buffer of a
+    few steps (the speed policy's ``fold_paths_chunk_bytes``): the paths are
+    those of one buffer for the whole path bit for bit (the fit loop
+    continues from one chunk to the next), the held-out errors within the
+    rounding of products of another width; a staged advance too."""
+    _layout(speed_policy, layout)
+    _form(speed_policy, form)
+    X, y, sw = _data()
+    splits = list(KFold(5, shuffle=True, random_state=1).split(X))
+    est = ESTIMATORS[0]  # FISTA: every step extrapolates, every iterate is kept
+    whole = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
+    one = whole.advance(40)
+    # a chunk of 3 steps: 14 chunks, the last one short
+    speed_policy(fold_paths_chunk_bytes=3 * X.shape[1] * 5 * 8)
+    chunked = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
+    assert_allclose(chunked.advance(40), one, rtol=1e-13)
+    assert_array_equal(chunked.state.x, whole.state.x)
+    staged = StackedFolds(est, X, y, sw, splits, np.dtype(np.float64), current_policies())
+    staged.advance(7)
+    assert_allclose(staged.advance(40), one, rtol=1e-13)
+    assert np.ptp(one[1:]) > 0.1 * one[0].max()  # the errors move along the path

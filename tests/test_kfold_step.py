@@ -87,7 +87,8 @@ def test_stacked_iteration_tiles_its_step_sizes_and_strengths():
     assert row.step_size.shape == (3,) and tiled.step_size.shape == (6, 3)
     assert_array_equal(tiled.step_size, np.broadcast_to(row.step_size, (6, 3)))
     assert_array_equal(tiled.penalty.l1_, np.broadcast_to(row.penalty.l1_, (6, 3)))
-    assert tiled.step_size.flags["C_CONTIGUOUS"]
+    # held in the layout of the block's iterates (a fold per row of memory)
+    assert tiled.step_size.flags["F_CONTIGUOUS"] and not tiled.step_size.flags.writeable
     # an unpenalised row (the block's coordinates are not all alike): a row
     unpenalized = [FISTA(0.1, penalty=L1(0.3, n_unpenalized=1)) for _ in range(2)]
     assert stacked_iteration(unpenalized, np.float32, n_rows=6).step_size.shape == (2,)
@@ -217,3 +218,22 @@ def test_held_out_errors_read_the_folds_iterates_in_place(dtype):
         R = response[j, rows][:, None] - P
         np.testing.assert_allclose(got[:, j], (R * R).sum(axis=0),
                                    rtol=1e-4 if dtype == np.float32 else 1e-10)
+
+
+def test_soft_threshold_is_sign_times_shrinkage():
+    """``x - clip(x, -tau, tau)`` is ``sign(x) max(|x| - tau, 0)`` bit for
+    bit (a zero where ``|x| <= tau``), per coordinate thresholds too."""
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        x = (rng.standard_normal((300, 5)) * 2).astype(dtype)
+        x[::17] = 0.5  # at the threshold
+        x[1::17] = -0.5
+        for tau in (dtype(0.5), np.abs(rng.standard_normal((300, 5))).astype(dtype)):
+            got = L1(1.0).prox(x.copy(), tau)
+            x64 = x.astype(np.float64)
+            ref = np.sign(x64) * np.maximum(np.abs(x64) - np.asarray(tau, np.float64), 0)
+            # (the difference of two floats of dtype rounded once: as dtype's own)
+            ref32 = np.sign(x) * np.maximum(np.abs(x) - tau, 0).astype(dtype)
+            assert_array_equal(got, ref32)
+            np.testing.assert_allclose(got, ref, rtol=4 * np.finfo(dtype).eps, atol=0)
+            assert not np.signbit(got[got == 0]).any()

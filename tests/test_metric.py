@@ -129,3 +129,27 @@ def test_a_metric_that_does_not_majorise_falls_back(margin, event, speed_policy)
     assert event in [d["reason"] for d in paths.details("metric_fallback")]
     np.testing.assert_allclose(bad.coefs, ref.coefs, atol=1e-4 * np.abs(ref.coefs).max())
     np.testing.assert_array_equal(bad.df, ref.df)
+
+
+def test_small_working_sets_take_coordinate_descent_whatever_their_spectrum(speed_policy):
+    """A common factor on few rows (p >> n, the gene-expression designs'
+    shape): working sets of at most the speed policy's
+    ``path_metric_min_entries`` entries are solved by coordinate descent on
+    their columns, not FISTA in the rank-one metric, to the same solutions
+    (scikit-learn's Lasso at a tight tolerance; the metric's path); above
+    that size the metric is taken as before."""
+    X, y = _equicorrelated(30, 400, rho=0.6, s=5, seed=2)
+    kw = dict(n_alphas=8, eps=1e-2, tol=1e-10, max_iter=50_000)
+    assert 30 * 100 <= get_policy().path_metric_min_entries  # the first working sets fit
+    with record() as small:
+        cd = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    speed_policy(path_metric_min_entries=0)
+    with record() as large:
+        metric = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    assert "metric_fista" in large and "metric_fista" not in small
+    assert "columns_coordinate_descent" in small
+    scale = np.abs(metric.coefs).max()
+    np.testing.assert_allclose(cd.coefs, metric.coefs, atol=1e-4 * scale)
+    for j, alpha in enumerate(cd.alphas):
+        ref = Lasso(alpha=alpha, tol=1e-12, max_iter=200_000).fit(X, y)
+        np.testing.assert_allclose(cd.coefs[:, j], ref.coef_, atol=1e-4 * scale)

@@ -120,7 +120,7 @@ class SearchProtocol(Protocol):
         calls it once a path has stopped growing; default: nothing)."""
 
     # ---------------------------------------------------------- the problem
-    def path_problem(self, design):
+    def path_problem(self, design, validate=True):
         """The data fit and the penalty that the current parameters define
         on ``design`` (the parameters are validated first).
 
@@ -128,6 +128,9 @@ class SearchProtocol(Protocol):
         ----------
         design : Design
             The centred, weighted design ``X~`` (``skacv.linalg._design``).
+        validate : bool, default=True
+            ``False``: the caller has validated the same parameters already
+            (the stacked folds' designs after the first).
 
         Returns
         -------
@@ -241,8 +244,9 @@ class FitShellSearch(SearchProtocol):
         self._loo_state = None
         self._warm_design = None
 
-    def path_problem(self, design):
-        self._validate_params()
+    def path_problem(self, design, validate=True):
+        if validate:
+            self._validate_params()
         return self._make_datafit(design), self._make_penalty(design)
 
     def path_iteration(self, design, datafit, penalty):

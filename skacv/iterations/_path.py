@@ -64,15 +64,15 @@ class TrajectoryState:
     form: str = "design"
 
 
-def init_state(design, coef_init=None, n_columns=None, form="design"):
+def init_state(design, coef_init=None, n_columns=None, form="design", order="C"):
     """Starting state ``x^0 = x^{-1} = v^0`` (zero by default; ``n_columns``:
-    a block of zero starts, one run per column), a :class:`TrajectoryState`
-    on the products ``form``."""
+    a block of zero starts, one run per column, held in ``order``), a
+    :class:`TrajectoryState` on the products ``form``."""
     cols = () if n_columns is None else (n_columns,)
-    x = (np.zeros((design.n_features, *cols), dtype=design.dtype) if coef_init is None
-         else coef_init.copy())
+    x = (np.zeros((design.n_features, *cols), dtype=design.dtype, order=order)
+         if coef_init is None else coef_init.copy())
     Xx = design.matvec(x) if coef_init is not None else np.zeros(
-        (design.n_samples, *cols), dtype=design.dtype
+        (design.n_samples, *cols), dtype=design.dtype, order=order
     )
     return TrajectoryState(k=0, x=x, x_prev=x, v=x, Xx=Xx, Xx_prev=Xx, Xv=Xx, form=form)
 
@@ -283,10 +283,10 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         extrapolation at that step).
     """
     dtype = design.dtype
-    # 1 / n_eff of every column, tiled to the iterates' shape (an elementwise
-    # product on equal shapes: the broadcast of a row is slower on a C-ordered block)
-    inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
-    inv_n = np.ascontiguousarray(np.broadcast_to(inv_n, state.x.shape))
+    # 1 / n_eff of every column, tiled to the iterates' shape and layout (an
+    # elementwise product on equal shapes and strides: the broadcast of a row is slower)
+    inv_n = np.empty_like(state.x)
+    inv_n[...] = np.asarray(1.0 / design.n_eff, dtype=dtype)
     y_norm = float(np.linalg.norm(Y))
     limit = design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny)
     k0 = state.k
@@ -299,9 +299,12 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
         if not np.isfinite(rss) or np.sqrt(rss) > limit:
             raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm)
-        z = z * inv_n
+        # the pass's gradient is a new array of the loop's: scaled, and
+        # combined, in place (the state's, from an earlier call, is kept)
+        z = np.multiply(z, inv_n, out=None if z is state.z_next else z)
         pre = iteration.combine(
-            k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z)
+            k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z,
+            overwrite_z=True)
         x_new = iteration.prox(k, pre)
         v = iteration.extrapolate_iterate(k, x_new, x)
         target = design.target(Y, v)

@@ -298,6 +298,11 @@ class Iteration:
         values without the per-coordinate coefficients formed where few
         coordinates clip (the coefficients of the unclipped ones are two
         numbers, the others are put in)."""
+        if (x.ndim == 2 and not self.penalty.n_unpenalized and x.flags.f_contiguous
+                and not x.flags.c_contiguous and x_prev.flags.f_contiguous):
+            # a block held a column per row of memory (the stacked folds): the
+            # same values elementwise, its flat indices in memory order
+            return self.extrapolate_iterate(k, x.T, x_prev.T).T
         entries = self._clipped_entries(k, x, x_prev)
         if entries is None:
             return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
@@ -336,10 +341,15 @@ class Iteration:
         """:func:`_clipped_entries` of step ``k`` where the step clips (a
         clipped extrapolation with ``beta_k != 0``, the iterates alike), else
         ``None`` (the general forms apply)."""
-        if (not self.clips or self.beta(k) == 0.0 or x.dtype != x_prev.dtype
-                or x.shape != x_prev.shape):
+        if not self._clips_step(k, x, x_prev):
             return None
         return _clipped_entries(x, x_prev, self.penalty.n_unpenalized)
+
+    def _clips_step(self, k, x, x_prev):
+        """Whether step ``k`` extrapolates clipped (``beta_k != 0``), the
+        iterates alike (dtype and shape)."""
+        return bool(self.clips and self.beta(k) != 0.0 and x.dtype == x_prev.dtype
+                    and x.shape == x_prev.shape)
 
     def _put_in(self, k, x, x_prev, at, c_at):
         """The clipped extrapolation of step ``k``: the coefficients of
@@ -349,11 +359,14 @@ class Iteration:
         iterates' (:meth:`extrapolation_factors`), applied as two numbers
         to every coordinate and the clipped ones put in."""
         beta = self.beta(k)
-        a, b = (1.0 + beta * np.ones(1, dtype=c_at.dtype)).astype(x.dtype), (
-            beta * np.full(1, -1.0)).astype(x.dtype)
-        v = _combine((a[0], b[0]), x, x_prev)
-        clipped = _combine(((1.0 + beta * c_at).astype(x.dtype),
-                            (beta * np.zeros(at.size)).astype(x.dtype)),
+        # 1 + beta c (c = 1) in the precision of c, then the iterates';
+        # beta e (e = -1) in float64, then the iterates'
+        t = c_at.dtype.type
+        a, b = x.dtype.type(t(1.0) + t(beta)), x.dtype.type(-beta)
+        v = _combine((a, b), x, x_prev)
+        # at the clipped coordinates (1 + beta c_at, beta 0)
+        clipped = _combine(((1.0 + beta * c_at).astype(x.dtype, copy=False),
+                            np.full(at.size, beta * 0.0, dtype=x.dtype)),
                            np.take(x, at), np.take(x_prev, at))
         v.flat[at] = clipped
         return v

@@ -231,7 +231,11 @@ class FoldDesigns:
         residual sum of squares and the held-out errors, not the gradient.)"""
         if not self.fit_intercept:
             return Y
-        shift = np.einsum("pk,pk->k", self.delta, V).astype(Y.dtype)
+        # delta_j^T v_j, each fold's sum along its row of memory when V is
+        # held a fold per row (the block's iterates: a contiguous sum)
+        shift = (np.matmul(self.delta_t[:, None, :], V.T[:, :, None])[:, 0, 0]
+                 if V.flags.f_contiguous
+                 else np.einsum("pk,pk->k", self.delta, V)).astype(Y.dtype)
         shift = shift[:, None] if self.partition is None else shift[self.fold_of]
         if self.base.weight is not None:
             shift = shift * self.sqrt_weight[None, :]
@@ -350,9 +354,8 @@ class FoldDesigns:
         # a row per fold (Z^T: the products with s_j run along the features)
         shift = None if s is None else self.delta_t * s.astype(self.dtype)[:, None]
         if self.partition is None:  # Z^T is the sum (the plan's, formed again each pass)
-            if shift is not None:
-                total -= shift
-            Z = total.T.copy()
+            # a new array held a fold per row, as the block's iterates
+            Z = (total.copy() if shift is None else np.subtract(total, shift)).T
         else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
             Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
             Zt[0] = 0

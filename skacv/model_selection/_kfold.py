@@ -48,10 +48,11 @@ def stacked_iteration(iterations, dtype, n_rows=None):
 
     With ``n_rows`` (the block's coordinates, every one penalised), the
     per-column step sizes and strengths are held tiled, shape ``(n_rows,
-    n_columns)``, the shape of the block's iterates: the step's products
-    with them are then elementwise on equal shapes, the same values as the
+    n_columns)`` in the layout of the block's iterates (a column per row of
+    memory, Fortran order): the step's products with them are then
+    elementwise on equal shapes and strides, the same values as the
     broadcast of a row of ``n_columns`` (whose inner loops run only
-    ``n_columns`` long on a C-ordered block: several times slower)."""
+    ``n_columns`` long: several times slower)."""
     first = iterations[0]
     if first.sampler is not None or isinstance(first, PreconditionedGD):
         return None
@@ -80,9 +81,11 @@ def stacked_iteration(iterations, dtype, n_rows=None):
 
 
 def _tiled(row, n_rows):
-    """``row`` (shape (n_columns,)) repeated on ``n_rows`` rows, C-ordered and
-    read-only (the penalty's prox keeps its threshold for it: ``_threshold``)."""
-    tiled = np.ascontiguousarray(np.broadcast_to(row, (n_rows, row.shape[0])))
+    """``row`` (shape (n_columns,)) repeated on ``n_rows`` rows, held a
+    column per row (Fortran order: the layout of the block's iterates,
+    :meth:`StackedFolds.advance`) and read-only (the penalty's prox keeps
+    its threshold for it: ``_threshold``)."""
+    tiled = np.ascontiguousarray(np.broadcast_to(row[:, None], (row.shape[0], n_rows))).T
     tiled.flags.writeable = False
     return tiled
 
@@ -327,8 +330,8 @@ class StackedFolds:
         views = fold_views(self.designs, self.products, X, sample_weight, splits,
                            estimator.fit_intercept)
         iterations = []
-        for view in views:
-            datafit, penalty = estimator.path_problem(view)
+        for j, view in enumerate(views):  # (the parameters validated once)
+            datafit, penalty = estimator.path_problem(view, validate=j == 0)
             iterations.append(estimator.path_iteration(view, datafit, penalty))
         self.step_sizes = np.array([it.step_size for it in iterations])
         self.iteration = stacked_iteration(iterations, dtype, self.designs.n_features)
@@ -340,43 +343,63 @@ class StackedFolds:
         # (n_folds, n_samples), in the block's layout
         self.test_t = np.take_along_axis(test.T, self.designs.fold_of, axis=0).astype(dtype)
         self.test_weight = float(test.sum() if w is None else (w @ test).sum())
-        self.state = init_state(self.products, n_columns=self.designs.n_folds)
+        # the iterates held a fold per row of memory (shape (n_features,
+        # n_folds), Fortran order): the pass reads them as V^T, returns its
+        # gradients so, and the kept iterates are copied as they lie
+        self.state = init_state(self.products, n_columns=self.designs.n_folds, order="F")
         # x^0 = 0: the residual is the response on every row
         self.losses = self._held_out_errors(self.state.x, np.zeros_like(self.response))[None]
         self.verbose = estimator.verbose
 
     def advance(self, n_iter):
         """Continue every fold path to ``n_iter`` steps (if shorter); return
-        :attr:`losses` of iterates ``0..n_iter``."""
+        :attr:`losses` of iterates ``0..n_iter``.
+
+        Where a step's pass does not give the held-out fitted values (an
+        extrapolated step, or the covariance form), the iterates are kept
+        for one block product per fold with its test rows: by chunks of
+        steps in one buffer (the speed policy's ``fold_paths_chunk_bytes``),
+        each chunk's errors taken before the next is run (the paths continue
+        bit for bit from one call of the fit loop to the next)."""
         k0 = self.state.k
         if n_iter > k0:
             d, it = self.products, self.iteration
             new = np.full((n_iter - k0, d.n_folds), np.nan)
-
-            def on_fitted(i, x, P, target):  # a step without extrapolation: X~ x^k is known
-                new[i] = self._held_out_errors(x, P, target)
-
-            paths = None
             fitted = d.computes_fitted
-            if not fitted or any(it.beta(k) != 0.0 for k in range(k0 + 1, n_iter + 1)):
-                # the other iterates are kept for one block product per fold
-                check_memory(d.n_features * d.n_folds * (n_iter - k0) * d.dtype.itemsize,
-                             f"the fold paths ({d.n_features} x {d.n_folds} x {n_iter - k0})",
-                             "Lower max_iter or use fewer folds. ")
-                # held a fold per row (the loop writes each iterate transposed):
-                # a fold's iterates are then rows of it, read in place by
-                # _held_out_errors_of's products
-                paths = np.empty((n_iter - k0, d.n_folds, d.n_features),
+            keep = not fitted or any(it.beta(k) != 0.0 for k in range(k0 + 1, n_iter + 1))
+            step_bytes = d.n_features * d.n_folds * d.dtype.itemsize
+            chunk = (max(1, min(n_iter - k0, self.designs.policy.fold_paths_chunk_bytes
+                                // step_bytes)) if keep else n_iter - k0)
+            paths = None
+            if keep:
+                check_memory(step_bytes * chunk,
+                             f"the fold paths ({d.n_features} x {d.n_folds} x {chunk})",
+                             "Use fewer folds. ")
+                # held a fold per row (as the iterates): a fold's iterates are
+                # then rows of it, read in place by _held_out_errors_of's products
+                paths = np.empty((chunk, d.n_folds, d.n_features),
                                  dtype=d.dtype).transpose(0, 2, 1)
+            done = 0
             with d.workers():
-                run_normal_block(d, self.response, it, n_iter - k0, self.state, paths,
-                                 verbose=self.verbose, on_fitted=on_fitted if fitted else None)
-            missing = np.flatnonzero(np.isnan(new[:, 0]))
-            if missing.size and missing[-1] - missing[0] + 1 == missing.size:
-                # a run of steps (extrapolation at every step): a view
-                new[missing] = self._held_out_errors_of(paths[missing[0]:missing[-1] + 1])
-            elif missing.size:
-                new[missing] = self._held_out_errors_of(paths[missing])
+                while done < n_iter - k0:
+                    m = min(chunk, n_iter - k0 - done)
+
+                    def on_fitted(i, x, P, target, at=done):  # no extrapolation: X~ x^k is known
+                        new[at + i] = self._held_out_errors(x, P, target)
+
+                    run_normal_block(d, self.response, it, m, self.state,
+                                     None if paths is None else paths[:m], verbose=self.verbose,
+                                     on_fitted=on_fitted if fitted else None)
+                    if paths is not None:
+                        part = new[done:done + m]
+                        missing = np.flatnonzero(np.isnan(part[:, 0]))
+                        if missing.size and missing[-1] - missing[0] + 1 == missing.size:
+                            # a run of steps (extrapolation at every step): a view
+                            part[missing] = self._held_out_errors_of(
+                                paths[missing[0]:missing[-1] + 1])
+                        elif missing.size:
+                            part[missing] = self._held_out_errors_of(paths[missing])
+                    done += m
             self.losses = np.concatenate([self.losses[: k0 + 1], new])
         return self.losses[: n_iter + 1]
 

@@ -441,11 +441,17 @@ def _columns_descent(space, sub, work, step_size):
     spectrum without a top eigenvalue far above the rest (a common factor of
     the features, where FISTA in the rank-one metric converges in fewer
     passes over the columns; the Lanczos run that decides it warm-starts
-    FISTA's step bound)."""
+    FISTA's step bound), or whatever the spectrum on a working set of at
+    most the policy's ``path_metric_min_entries`` entries (rows times
+    columns: FISTA's steps there cost their Python more than their passes)."""
     policy = space.design.policy
     if not (space.gram is None and not sub.sparse and sub.dtype == np.float64
             and isinstance(step_size, str) and policy.path_columns_descent):
         return False
+    if sub.n_samples * len(work) <= policy.path_metric_min_entries:
+        # a small working set: coordinate descent's epochs cost less than
+        # FISTA's Python steps whatever its spectrum (no Lanczos run either)
+        return True
     space.step_bound(sub, work)
     return not (policy.path_metric and spike_possible(space.top, space.second, policy))
 
