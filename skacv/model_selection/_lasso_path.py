@@ -375,11 +375,18 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     while gap > goal and steps < max_iter:
         # the previous working set's columns go before a larger buffer comes
         sub = None
-        sub = space.sub(work)
-        if _columns_descent(space, sub, work, step_size):
+        # the columns in Fortran order where coordinate descent may solve them
+        # and solved the last working set (FISTA's follow a spike: C order)
+        fortran = _descent_possible(space, step_size) and space.last_descent
+        sub = space.sub(work, fortran=fortran)
+        space.last_descent = _columns_descent(space, sub, work, step_size)
+        if space.last_descent:
             coef_w, fitted, k = _columns_coordinate_descent(space, sub, alpha, coef[work], goal,
                                                             max_iter - steps)
         else:
+            if fortran:  # FISTA's products read the C-ordered copy (its kept spectrum stays)
+                sub = None
+                sub = space.sub(work)
             coef_w, fitted, k = _fista_with_step(space, sub, work, alpha, coef[work], step_size,
                                                  goal, max_iter - steps)
         steps += k
@@ -433,19 +440,35 @@ def _coordinate_descent(space, coef, alpha, goal, max_iter):
             np.flatnonzero(b))
 
 
+def _descent_possible(space, step_size):
+    """Whether the sample space's working sets may be solved by coordinate
+    descent on their columns (:func:`_columns_descent` before its spectrum
+    test): dense float64 copies, the default step (a float ``step_size``
+    asks for FISTA with that step) and the speed policy's
+    ``path_columns_descent``."""
+    design = space.design
+    return (space.gram is None and not design.sparse and design.dtype == np.float64
+            and isinstance(step_size, str) and design.policy.path_columns_descent)
+
+
 def _columns_descent(space, sub, work, step_size):
     """Whether a working set of the sample space is solved by coordinate
-    descent on its columns (:func:`_columns_coordinate_descent`): dense
-    float64 copies, the default step (a float ``step_size`` asks for FISTA
-    with that step), the speed policy's ``path_columns_descent``, and a
-    spectrum without a top eigenvalue far above the rest (a common factor of
-    the features, where FISTA in the rank-one metric converges in fewer
-    passes over the columns; the Lanczos run that decides it warm-starts
-    FISTA's step bound)."""
+    descent on its columns (:func:`_columns_coordinate_descent`):
+    :func:`_descent_possible`, and a spectrum without a top eigenvalue far
+    above the rest (a common factor of the features, where FISTA in the
+    rank-one metric converges in fewer passes over the columns; the Lanczos
+    run that decides it warm-starts FISTA's step bound). A working set that
+    adds a few columns to the one of the kept spectrum (the violators of
+    the last solve) is decided by the kept estimates where they rule the
+    spike out (:meth:`~skacv.model_selection._lasso_spaces._SampleSpace.spike_ruled_out`):
+    no Lanczos run."""
     policy = space.design.policy
-    if not (space.gram is None and not sub.sparse and sub.dtype == np.float64
-            and isinstance(step_size, str) and policy.path_columns_descent):
+    if not (_descent_possible(space, step_size) and not sub.sparse
+            and sub.dtype == np.float64):
         return False
+    if policy.path_metric and space.spike_ruled_out(work):
+        taken("spike_ruled_out")
+        return True
     space.step_bound(sub, work)
     return not (policy.path_metric and spike_possible(space.top, space.second, policy))
 
@@ -463,7 +486,7 @@ def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
     """
     taken("columns_coordinate_descent")
     n, n_eff, l2 = sub.n_samples, space.design.n_eff, space.l2
-    Xw = np.asfortranarray(sub.X)
+    Xw = np.asfortranarray(sub.X)  # (the sample space's copies are in Fortran order)
     y = space.y64
     yy = float(y @ y)
     with warnings.catch_warnings():  # the path warns once for all alphas
@@ -544,6 +567,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
              else _SampleSpace(design, X, sample_weight, y_tilde))
     policy, statistics = design.policies
     space.finish = _SupportFinish(space) if policy.path_support_finish else None
+    space.last_descent = True  # the last working set was solved by coordinate descent
     taken("lasso_path", space=type(space).__name__, finish=space.finish)
     # the covariance form's alphas by coordinate descent (_coordinate_descent)
     space.coordinate_descent = (getattr(space, "gram_form", False)
