@@ -74,6 +74,10 @@ class SpeedPolicy:
     path_coordinate_descent: bool = True
     #: the path on the columns solves working sets by coordinate descent where it may
     path_columns_descent: bool = True
+    #: ... on Fortran-ordered copies gathered from a Fortran-ordered copy of ``X~``
+    path_fortran_columns: bool = True
+    #: ... deciding a working set grown by a few columns from the kept spectrum's bounds
+    path_kept_spike_bound: bool = True
     #: the path finishes a working set by conjugate gradients on its support
     path_support_finish: bool = True
     #: the path runs FISTA in a rank-one metric where a common factor dominates ...

@@ -136,6 +136,39 @@ def path_columns_descent():
             "columns_coordinate_descent" in paths)
 
 
+def _descent_path_with_violators():
+    """A Lasso path (p > n, weighted) whose working sets are solved by
+    coordinate descent and grown by violators (the relaxed strong rule of
+    ``path_strong_rule_slack`` -0.5, narrower than the penalty: most alphas take two
+    working sets); its solutions, df and risks and the record."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((70, 150))
+    y = X[:, :12] @ rng.standard_normal(12) + rng.standard_normal(70)
+    sw = rng.uniform(0.5, 2.0, 70)
+    with policy_context(path_strong_rule_slack=-0.5), record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10, eps=0.02, tol=1e-8,
+                               max_iter=50_000, sample_weight=sw)
+    return {"coefs": path.coefs, "df": path.df, "risk": path.risk}, paths
+
+
+def path_fortran_columns():
+    """The path's coordinate descent on working sets gathered in Fortran
+    order from a Fortran-ordered copy of X~ against C-ordered copies
+    transposed per solve: the same columns, the same solutions."""
+    out, paths = _descent_path_with_violators()
+    cd = paths.details("columns_coordinate_descent")
+    return out, bool(cd) and all(d["fortran"] for d in cd)
+
+
+def path_kept_spike_bound():
+    """A working set grown by violators decided by the kept spectrum's
+    bounds (no Lanczos run) against a new Lanczos run per working set: the
+    same solver (coordinate descent) for every working set, the same
+    solutions."""
+    out, paths = _descent_path_with_violators()
+    return out, paths.count("spike_ruled_out") >= 5
+
+
 def path_one_pass():
     """The Lasso path's working sets read by row panels (``X~_W b`` and
     ``X~_W^T r`` in one pass a step) against two products a step, with
@@ -343,6 +376,10 @@ FAST_PATHS = {
                                 {"covariance_path": False}, rtol=1e-7),
     "path_columns_descent": FastPath(path_columns_descent, {"path_columns_descent": True},
                                      {"path_columns_descent": False}, rtol=1e-7),
+    "path_fortran_columns": FastPath(path_fortran_columns, {"path_fortran_columns": True},
+                                     {"path_fortran_columns": False}, rtol=1e-12),
+    "path_kept_spike_bound": FastPath(path_kept_spike_bound, {"path_kept_spike_bound": True},
+                                      {"path_kept_spike_bound": False}, rtol=1e-12),
     "path_one_pass": FastPath(path_one_pass,
                               {**_FISTA_PATH, "covariance_path": False, "fuse_min_bytes": 0,
                                "panel_bytes": 1},

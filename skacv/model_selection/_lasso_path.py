@@ -377,7 +377,8 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         sub = None
         # the columns in Fortran order where coordinate descent may solve them
         # and solved the last working set (FISTA's follow a spike: C order)
-        fortran = _descent_possible(space, step_size) and space.last_descent
+        fortran = (_descent_possible(space, step_size) and space.last_descent
+                   and design.policy.path_fortran_columns)
         sub = space.sub(work, fortran=fortran)
         space.last_descent = _columns_descent(space, sub, work, step_size)
         if space.last_descent:
@@ -466,7 +467,7 @@ def _columns_descent(space, sub, work, step_size):
     if not (_descent_possible(space, step_size) and not sub.sparse
             and sub.dtype == np.float64):
         return False
-    if policy.path_metric and space.spike_ruled_out(work):
+    if policy.path_metric and policy.path_kept_spike_bound and space.spike_ruled_out(work):
         taken("spike_ruled_out")
         return True
     space.step_bound(sub, work)
@@ -484,7 +485,7 @@ def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
     objective times ``n_eff`` is the one whose gap it compares with ``tol
     ||y~||^2``. Returns the solution, its fitted values and the epochs.
     """
-    taken("columns_coordinate_descent")
+    taken("columns_coordinate_descent", fortran=bool(sub.X.flags.f_contiguous))
     n, n_eff, l2 = sub.n_samples, space.design.n_eff, space.l2
     Xw = np.asfortranarray(sub.X)  # (the sample space's copies are in Fortran order)
     y = space.y64
