@@ -74,7 +74,7 @@ class SpeedPolicy:
     path_coordinate_descent: bool = True
     #: the path on the columns solves working sets by coordinate descent where it may
     path_columns_descent: bool = True
-    #: ... on Fortran-ordered copies gathered from a Fortran-ordered copy of ``X~``
+    #: ... on Fortran-ordered copies, gathered by blocks of rows transposed into them
     path_fortran_columns: bool = True
     #: ... deciding a working set grown by a few columns from the kept spectrum's bounds
     path_kept_spike_bound: bool = True

@@ -153,8 +153,8 @@ def _descent_path_with_violators():
 
 def path_fortran_columns():
     """The path's coordinate descent on working sets gathered in Fortran
-    order from a Fortran-ordered copy of X~ against C-ordered copies
-    transposed per solve: the same columns, the same solutions."""
+    order by blocks of rows against C-ordered copies transposed per solve:
+    the same columns, the same solutions."""
     out, paths = _descent_path_with_violators()
     cd = paths.details("columns_coordinate_descent")
     return out, bool(cd) and all(d["fortran"] for d in cd)

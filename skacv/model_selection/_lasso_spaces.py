@@ -26,13 +26,11 @@ class _WorkingColumns:
     Dense: the columns of ``X~`` (already centred and weighted) are copied
     into one reused buffer (grown by half when too small; its leading
     ``n_samples * |W|`` entries as a C-ordered array, or with ``fortran``
-    as a Fortran-ordered one, what scikit-learn's coordinate descent reads)
-    and wrapped in a ``Design`` without intercept and weights, which uses
-    them as they are: a fresh array per working set would pay its page
-    faults every time. The Fortran-ordered copies are gathered from a
-    Fortran-ordered copy of ``X~`` made at the first of them (its columns
-    are contiguous: a copy of the rows of ``X~^T``, several times faster
-    than a C-ordered gather and its transposed copy). The previous working
+    as a Fortran-ordered one, what scikit-learn's coordinate descent reads,
+    gathered by blocks of rows of ``X~`` transposed into it: no transposed
+    copy of the whole working set) and wrapped in a ``Design`` without
+    intercept and weights, which uses them as they are: a fresh array per
+    working set would pay its page faults every time. The previous working
     set's design is dropped by the caller before a larger buffer is made,
     so that at most one buffer lives. Sparse: the column slice of ``X``
     with the same weights and centring.
@@ -41,7 +39,6 @@ class _WorkingColumns:
     def __init__(self, design, X, sample_weight):
         self.design, self.X, self.sample_weight = design, X, sample_weight
         self.buffer = None
-        self.X_fortran = None  # X~ in Fortran order (the first Fortran-ordered copy makes it)
 
     def __call__(self, idx, fortran=False):
         d = self.design
@@ -49,12 +46,8 @@ class _WorkingColumns:
             return Design(self.X[:, idx], self.sample_weight, d.fit_intercept,
                           policies=d.policies)
         n, m = d.n_samples, idx.shape[0]
-        if fortran and self.X_fortran is None:
-            check_memory(d.X.nbytes, f"a Fortran-ordered copy of the design ({n} x "
-                         f"{d.n_features})")
-            self.X_fortran = np.asfortranarray(d.X)
-        if m == d.n_features:  # every column (idx sorted, distinct): X~ itself
-            sub = Design(self.X_fortran if fortran else d.X, None, False, policies=d.policies)
+        if m == d.n_features and not fortran:  # every column (idx sorted, distinct): X~
+            sub = Design(d.X, None, False, policies=d.policies)
             sub.n_eff = d.n_eff
             return sub
         if self.buffer is None or self.buffer.size < n * m:
@@ -62,9 +55,11 @@ class _WorkingColumns:
             cap = min(d.n_features, m + m // 2 + 64)
             check_memory(n * cap * d.dtype.itemsize, f"the working-set columns ({n} x {cap})")
             self.buffer = np.empty(n * cap, dtype=d.dtype)
-        if fortran:  # the rows idx of X~^T (C-ordered) into the buffer's (m, n) rows
+        if fortran:  # blocks of rows of X~, their columns idx transposed into (m, n)
             rows = self.buffer[: n * m].reshape(m, n)
-            np.take(self.X_fortran.T, idx, axis=0, out=rows, mode="clip")
+            block = max(1, min(d.policy.gather_bytes // (m * d.dtype.itemsize), n // 8))
+            for a in range(0, n, block):
+                rows[:, a:a + block] = d.X[a:a + block].take(idx, axis=1).T
             cols = rows.T
         else:
             # the leading n * m entries as a C-ordered (n, m) array: np.take writes
