@@ -193,8 +193,10 @@ class SpeedPolicy:
     auto_cheap_flops: float = 5e9
     #: FISTA steps of the Lasso path between two duality-gap checks
     path_check_every: int = 5
-    #: slack of the path's strong rule (``1``: the sequential strong rule)
+    #: slack of the path's strong rule (``1``: the sequential strong rule) ...
     path_strong_rule_slack: float = 0.5
+    #: ... after a working set solved by coordinate descent
+    path_descent_rule_slack: float = 2.0
     #: most columns of a first working set: ``max(path_work_min, 4 |support|)``
     path_work_min: int = 100
     #: the exact finish: largest support share, products share, most CG iterations

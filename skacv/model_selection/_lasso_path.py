@@ -342,8 +342,10 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     n_eff)``) until the gap of the full problem is at most ``goal``.
 
     The working set is the previous support and the columns passing the
-    relaxed sequential strong rule (at most ``max(path_work_min, 4 |support|)``
-    of them, the largest correlations first: equicorrelated columns all pass
+    relaxed sequential strong rule (the speed policy's
+    ``path_strong_rule_slack``, or ``path_descent_rule_slack`` after a
+    working set solved by coordinate descent; at most ``max(path_work_min,
+    4 |support|)`` of them, the largest correlations first: equicorrelated columns all pass
     the rule), grown by the violators of the optimality conditions (at most
     as many as it holds, the largest first) until there are none (or
     ``max_iter`` FISTA steps are spent).
@@ -368,7 +370,12 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     policy = design.policy
     if gap > goal:
         # working set: (relaxed) sequential strong rule + previous support
-        thresh = alpha - policy.path_strong_rule_slack * (alpha_prev - alpha)
+        # (wider after coordinate descent: a violators' round restarts it far from its gap)
+        slack = policy.path_strong_rule_slack
+        if space.last_descent:
+            taken("descent_rule", slack=policy.path_descent_rule_slack)
+            slack = policy.path_descent_rule_slack
+        thresh = alpha - slack * (alpha_prev - alpha)
         work = np.flatnonzero((np.abs(corr) >= thresh) | (coef != 0))
         work = _largest(work, corr, coef != 0,
                         max(policy.path_work_min, 4 * np.count_nonzero(coef)))
@@ -568,7 +575,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
              else _SampleSpace(design, X, sample_weight, y_tilde))
     policy, statistics = design.policies
     space.finish = _SupportFinish(space) if policy.path_support_finish else None
-    space.last_descent = True  # the last working set was solved by coordinate descent
+    space.last_descent = None  # whether the last working set was solved by coordinate descent
     taken("lasso_path", space=type(space).__name__, finish=space.finish)
     # the covariance form's alphas by coordinate descent (_coordinate_descent)
     space.coordinate_descent = (getattr(space, "gram_form", False)
