@@ -20,7 +20,7 @@ correlated columns, approaches slowly; the duality gap certifies it as it
 does FISTA's iterates. Dense float64 working sets on the columns of
 ``X~`` with the default step and no dominating common factor are solved
 instead by scikit-learn's coordinate descent on their columns
-(:func:`_columns_coordinate_descent`; the speed policy's
+(:func:`~skacv.model_selection._lasso_descent._columns_coordinate_descent`; the speed policy's
 ``path_columns_descent``): FISTA's Python steps cost more there, and it
 stopped short of the supports scikit-learn's ``Lasso`` finds at small
 penalties. The working sets' products are those of
@@ -44,31 +44,24 @@ import warnings
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
-from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
-from sklearn.linear_model import enet_path
 from sklearn.utils import Bunch
 
 from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
-from ..iterations._metric import MetricFISTA, spike_possible
+from ..iterations._metric import MetricFISTA
 from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1, ElasticNet, duality_gap
 from ..utils._compat import conjugate_gradient
 from ._converged_risk import RidgeSupportDF, SupportDF, converged_risk
+from ._lasso_descent import (
+    _columns_coordinate_descent,
+    _columns_descent,
+    _coordinate_descent,
+    _descent_possible,
+    _with_ridge,
+)
 from ._lasso_spaces import _FeatureSpace, _SampleSpace, covariance_path_pays
-
-
-def _with_ridge(stats, coef, l2, n_eff):
-    """The residual statistics ``(||r||^2, r^T y~, X~^T r / n_eff)`` of the
-    augmented elastic-net problem (module docstring) from the plain ones at
-    ``coef`` (the coordinates of ``corr``): ``||r||^2 + n_eff l2 ||b||^2``,
-    ``r^T y~`` and ``X~^T r / n_eff - l2 b``; unchanged for ``l2 = 0``."""
-    if not l2:
-        return stats
-    rr, ry, corr = stats
-    b = np.asarray(coef, dtype=np.float64)
-    return rr + n_eff * l2 * float(b @ b), ry, corr - l2 * b
 
 
 def _zero_stride(m, width, dtype):
@@ -412,101 +405,6 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         work = np.union1d(work, _largest(violators, corr, None,
                                          max(policy.path_work_min, work.size)))
     return coef, (rr, ry, corr), gap, steps, work
-
-
-def _coordinate_descent(space, coef, alpha, goal, max_iter):
-    """:func:`_solve_alpha` in the covariance form by scikit-learn's
-    coordinate descent on ``C = X~^T X~`` and ``c = X~^T y~`` (``enet_path``
-    with ``precompute``; speed policy ``path_coordinate_descent``), from the
-    warm start ``coef`` to the duality gap ``goal``; ``steps``: its epochs.
-
-    ``enet_path`` reads its ``X`` and ``y`` for their shape and ``||y||^2``
-    only once given ``C`` and ``c``: one row of ``X`` makes its penalty
-    ``alpha * n_eff`` on ``b^T C b / 2 - c^T b``, ``n_eff`` times the
-    mean-form objective, whose gap it compares with ``tol * ||y~||^2``."""
-    design = space.design
-    n_eff, p, l2 = design.n_eff, design.n_features, space.l2
-    C, yy = np.asarray(space.gram, dtype=np.float64), space.yy
-    if not C.flags.c_contiguous:  # the solver reads rows: C is symmetric
-        C = C.T if C.flags.f_contiguous else np.ascontiguousarray(C)
-    c = np.ascontiguousarray(space.c, dtype=np.float64)
-    with warnings.catch_warnings():  # the path warns once for all alphas
-        warnings.simplefilter("ignore", SklearnConvergenceWarning)
-        _, coefs, _, n_iter = enet_path(  # penalties alpha n_eff and l2 n_eff
-            np.empty((1, p), order="F"), np.array([np.sqrt(yy)]), l1_ratio=alpha / (alpha + l2),
-            alphas=[(alpha + l2) * n_eff], precompute=C, Xy=c,
-            coef_init=np.asfortranarray(coef, dtype=np.float64),
-            tol=goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter, check_input=False,
-            return_n_iter=True)
-    b = coefs[:, 0]
-    Cb = C @ b
-    cb = float(c @ b)
-    rr, ry, corr = max(yy - 2.0 * cb + float(b @ Cb), 0.0), yy - cb, (c - Cb) / n_eff
-    gap = duality_gap(*_with_ridge((rr, ry, corr), b, l2, n_eff), float(np.abs(b).sum()),
-                      alpha, n_eff)
-    return (b.astype(design.dtype, copy=False), (rr, ry, corr), gap, int(n_iter[0]),
-            np.flatnonzero(b))
-
-
-def _descent_possible(space, step_size):
-    """Whether the sample space's working sets may be solved by coordinate
-    descent on their columns (:func:`_columns_descent` before its spectrum
-    test): dense float64 copies, the default step (a float ``step_size``
-    asks for FISTA with that step) and the speed policy's
-    ``path_columns_descent``."""
-    design = space.design
-    return (space.gram is None and not design.sparse and design.dtype == np.float64
-            and isinstance(step_size, str) and design.policy.path_columns_descent)
-
-
-def _columns_descent(space, sub, work, step_size):
-    """Whether a working set of the sample space is solved by coordinate
-    descent on its columns (:func:`_columns_coordinate_descent`):
-    :func:`_descent_possible`, and a spectrum without a top eigenvalue far
-    above the rest (a common factor of the features, where FISTA in the
-    rank-one metric converges in fewer passes over the columns; the Lanczos
-    run that decides it warm-starts FISTA's step bound). A working set that
-    adds a few columns to the one of the kept spectrum (the violators of
-    the last solve) is decided by the kept estimates where they rule the
-    spike out (:meth:`~skacv.model_selection._lasso_spaces._SampleSpace.spike_ruled_out`):
-    no Lanczos run."""
-    policy = space.design.policy
-    if not (_descent_possible(space, step_size) and not sub.sparse
-            and sub.dtype == np.float64):
-        return False
-    if policy.path_metric and policy.path_kept_spike_bound and space.spike_ruled_out(work):
-        taken("spike_ruled_out")
-        return True
-    space.step_bound(sub, work)
-    return not (policy.path_metric and spike_possible(space.top, space.second, policy))
-
-
-def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
-    """The working set's Lasso (elastic net) by scikit-learn's coordinate
-    descent on its columns ``X~_W`` (``enet_path`` without ``precompute``),
-    from ``coef_w`` to half the duality gap ``goal`` on the working set
-    (the full problem's gap, computed apart, differs from it by rounding).
-
-    ``enet_path`` scales its penalty by the rows of ``X``: the penalty
-    ``alpha n_eff / n`` is ``alpha`` in the mean form over ``n_eff``, whose
-    objective times ``n_eff`` is the one whose gap it compares with ``tol
-    ||y~||^2``. Returns the solution, its fitted values and the epochs.
-    """
-    taken("columns_coordinate_descent", fortran=bool(sub.X.flags.f_contiguous))
-    n, n_eff, l2 = sub.n_samples, space.design.n_eff, space.l2
-    Xw = np.asfortranarray(sub.X)  # (the sample space's copies are in Fortran order)
-    y = space.y64
-    yy = float(y @ y)
-    with warnings.catch_warnings():  # the path warns once for all alphas
-        warnings.simplefilter("ignore", SklearnConvergenceWarning)
-        _, coefs, _, n_iter = enet_path(
-            Xw, y, l1_ratio=alpha / (alpha + l2), alphas=[(alpha + l2) * n_eff / n],
-            precompute=False,  # (scikit-learn 1.6 refuses its default "auto" unchecked)
-            coef_init=np.asfortranarray(coef_w, dtype=np.float64),
-            tol=0.5 * goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter,
-            check_input=False, return_n_iter=True)
-    b = coefs[:, 0]
-    return b, Xw @ b, int(n_iter[0])
 
 
 def _largest(cols, corr, keep, size):
