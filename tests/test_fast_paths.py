@@ -10,6 +10,7 @@ is one entry, and gets its equivalence test for free.
 """
 
 import dataclasses
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -185,6 +186,23 @@ def path_descent_rule_slack():
     slack = [d["slack"] for d in paths.details("descent_rule")]
     return ({"coefs": path.coefs, "df": path.df, "risk": path.risk},
             bool(slack) and all(s == 2.0 for s in slack))
+
+
+def path_descent_gap_share():
+    """The working sets' coordinate descent stopped at 0.9 of the gap goal
+    against 0.5: the same solutions, df and risks within what the duality
+    gaps certify (tol 1e-12), and every alpha's gap of the full problem
+    within its goal (no ConvergenceWarning)."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((90, 150))
+    y = X[:, :10] @ np.ones(10) + rng.standard_normal(90)
+    with record() as paths, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10, eps=0.02, tol=1e-12,
+                               max_iter=50_000)
+    shares = [d["gap_share"] for d in paths.details("columns_coordinate_descent")]
+    return ({"coefs": path.coefs, "df": path.df, "risk": path.risk},
+            bool(shares) and all(s == 0.9 for s in shares))
 
 
 def path_one_pass():
@@ -401,6 +419,9 @@ FAST_PATHS = {
     "path_descent_rule_slack": FastPath(path_descent_rule_slack,
                                         {"path_descent_rule_slack": 2.0},
                                         {"path_descent_rule_slack": 0.5}, rtol=1e-7),
+    "path_descent_gap_share": FastPath(path_descent_gap_share,
+                                       {"path_descent_gap_share": 0.9},
+                                       {"path_descent_gap_share": 0.5}, rtol=1e-7),
     "path_one_pass": FastPath(path_one_pass,
                               {**_FISTA_PATH, "covariance_path": False, "fuse_min_bytes": 0,
                                "panel_bytes": 1},

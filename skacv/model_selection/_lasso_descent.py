@@ -102,15 +102,18 @@ def _columns_descent(space, sub, work, step_size):
 def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
     """The working set's Lasso (elastic net) by scikit-learn's coordinate
     descent on its columns ``X~_W`` (``enet_path`` without ``precompute``),
-    from ``coef_w`` to half the duality gap ``goal`` on the working set
-    (the full problem's gap, computed apart, differs from it by rounding).
+    from ``coef_w`` to the speed policy's ``path_descent_gap_share`` of the
+    duality gap ``goal`` on the working set (the full problem's gap,
+    computed apart, differs from it by rounding; without violators the
+    dual points are the same).
 
     ``enet_path`` scales its penalty by the rows of ``X``: the penalty
     ``alpha n_eff / n`` is ``alpha`` in the mean form over ``n_eff``, whose
     objective times ``n_eff`` is the one whose gap it compares with ``tol
     ||y~||^2``. Returns the solution, its fitted values and the epochs.
     """
-    taken("columns_coordinate_descent", fortran=bool(sub.X.flags.f_contiguous))
+    share = space.design.policy.path_descent_gap_share
+    taken("columns_coordinate_descent", fortran=bool(sub.X.flags.f_contiguous), gap_share=share)
     n, n_eff, l2 = sub.n_samples, space.design.n_eff, space.l2
     Xw = np.asfortranarray(sub.X)  # (the sample space's copies are in Fortran order)
     y = space.y64
@@ -121,7 +124,7 @@ def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
             Xw, y, l1_ratio=alpha / (alpha + l2), alphas=[(alpha + l2) * n_eff / n],
             precompute=False,  # (scikit-learn 1.6 refuses its default "auto" unchecked)
             coef_init=np.asfortranarray(coef_w, dtype=np.float64),
-            tol=0.5 * goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter,
+            tol=share * goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter,
             check_input=False, return_n_iter=True)
     b = coefs[:, 0]
     return b, Xw @ b, int(n_iter[0])
