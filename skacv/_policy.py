@@ -74,6 +74,10 @@ class SpeedPolicy:
     path_coordinate_descent: bool = True
     #: the path on the columns solves working sets by coordinate descent where it may
     path_columns_descent: bool = True
+    #: ... on Fortran-ordered copies, gathered by blocks of rows transposed into them
+    path_fortran_columns: bool = True
+    #: ... deciding a working set grown by a few columns from the kept spectrum's bounds
+    path_kept_spike_bound: bool = True
     #: the path finishes a working set by conjugate gradients on its support
     path_support_finish: bool = True
     #: the path runs FISTA in a rank-one metric where a common factor dominates ...
@@ -192,8 +196,12 @@ class SpeedPolicy:
     auto_cheap_flops: float = 5e9
     #: FISTA steps of the Lasso path between two duality-gap checks
     path_check_every: int = 5
-    #: slack of the path's strong rule (``1``: the sequential strong rule)
+    #: slack of the path's strong rule (``1``: the sequential strong rule) ...
     path_strong_rule_slack: float = 0.5
+    #: ... after a working set solved by coordinate descent
+    path_descent_rule_slack: float = 2.0
+    #: a working set's coordinate descent stops at this share of the path's duality gap
+    path_descent_gap_share: float = 0.9
     #: most columns of a first working set: ``max(path_work_min, 4 |support|)``
     path_work_min: int = 100
     #: the exact finish: largest support share, products share, most CG iterations

@@ -10,6 +10,7 @@ is one entry, and gets its equivalence test for free.
 """
 
 import dataclasses
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -134,6 +135,74 @@ def path_columns_descent():
                                max_iter=50_000, sample_weight=sw)
     return ({"coefs": path.coefs, "df": path.df, "risk": path.risk},
             "columns_coordinate_descent" in paths)
+
+
+def _descent_path_with_violators():
+    """A Lasso path (p > n, weighted) whose working sets are solved by
+    coordinate descent and grown by violators (the relaxed strong rule of
+    slack -0.5, narrower than the penalty: most alphas take two
+    working sets); its solutions, df and risks and the record."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((70, 150))
+    y = X[:, :12] @ rng.standard_normal(12) + rng.standard_normal(70)
+    sw = rng.uniform(0.5, 2.0, 70)
+    slack = {"path_strong_rule_slack": -0.5, "path_descent_rule_slack": -0.5}
+    with policy_context(**slack), record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10, eps=0.02, tol=1e-8,
+                               max_iter=50_000, sample_weight=sw)
+    return {"coefs": path.coefs, "df": path.df, "risk": path.risk}, paths
+
+
+def path_fortran_columns():
+    """The path's coordinate descent on working sets gathered in Fortran
+    order by blocks of rows against C-ordered copies transposed per solve:
+    the same columns, the same solutions."""
+    out, paths = _descent_path_with_violators()
+    cd = paths.details("columns_coordinate_descent")
+    return out, any(d["fortran"] for d in cd)  # (the first after a decision only)
+
+
+def path_kept_spike_bound():
+    """A working set grown by violators decided by the kept spectrum's
+    bounds (no Lanczos run) against a new Lanczos run per working set: the
+    same solver (coordinate descent) for every working set, the same
+    solutions."""
+    out, paths = _descent_path_with_violators()
+    return out, paths.count("spike_ruled_out") >= 5
+
+
+def path_descent_rule_slack():
+    """The working sets after one solved by coordinate descent from the
+    wider strong rule of ``path_descent_rule_slack`` (fewer violators'
+    rounds) against the relaxed rule of the FISTA path: the same solutions,
+    df and risks within what the duality gaps certify (tol 1e-12)."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((80, 160))
+    y = X[:, :10] @ np.ones(10) + rng.standard_normal(80)
+    sw = rng.uniform(0.5, 2.0, 80)
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10, eps=0.02, tol=1e-12,
+                               max_iter=50_000, sample_weight=sw)
+    slack = [d["slack"] for d in paths.details("descent_rule")]
+    return ({"coefs": path.coefs, "df": path.df, "risk": path.risk},
+            bool(slack) and all(s == 2.0 for s in slack))
+
+
+def path_descent_gap_share():
+    """The working sets' coordinate descent stopped at 0.9 of the gap goal
+    against 0.5: the same solutions, df and risks within what the duality
+    gaps certify (tol 1e-12), and every alpha's gap of the full problem
+    within its goal (no ConvergenceWarning)."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((90, 150))
+    y = X[:, :10] @ np.ones(10) + rng.standard_normal(90)
+    with record() as paths, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10, eps=0.02, tol=1e-12,
+                               max_iter=50_000)
+    shares = [d["gap_share"] for d in paths.details("columns_coordinate_descent")]
+    return ({"coefs": path.coefs, "df": path.df, "risk": path.risk},
+            bool(shares) and all(s == 0.9 for s in shares))
 
 
 def path_one_pass():
@@ -343,6 +412,21 @@ FAST_PATHS = {
                                 {"covariance_path": False}, rtol=1e-7),
     "path_columns_descent": FastPath(path_columns_descent, {"path_columns_descent": True},
                                      {"path_columns_descent": False}, rtol=1e-7),
+    "path_fortran_columns": FastPath(path_fortran_columns, {"path_fortran_columns": True},
+                                     {"path_fortran_columns": False}, rtol=1e-12),
+    # (every working set past the small ones that take coordinate descent
+    # whatever their spectrum: path_metric_min_entries)
+    "path_kept_spike_bound": FastPath(path_kept_spike_bound,
+                                      {"path_kept_spike_bound": True,
+                                       "path_metric_min_entries": 0},
+                                      {"path_kept_spike_bound": False,
+                                       "path_metric_min_entries": 0}, rtol=1e-12),
+    "path_descent_rule_slack": FastPath(path_descent_rule_slack,
+                                        {"path_descent_rule_slack": 2.0},
+                                        {"path_descent_rule_slack": 0.5}, rtol=1e-7),
+    "path_descent_gap_share": FastPath(path_descent_gap_share,
+                                       {"path_descent_gap_share": 0.9},
+                                       {"path_descent_gap_share": 0.5}, rtol=1e-7),
     "path_one_pass": FastPath(path_one_pass,
                               {**_FISTA_PATH, "covariance_path": False, "fuse_min_bytes": 0,
                                "panel_bytes": 1},

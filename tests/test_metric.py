@@ -153,3 +153,44 @@ def test_small_working_sets_take_coordinate_descent_whatever_their_spectrum(spee
     for j, alpha in enumerate(cd.alphas):
         ref = Lasso(alpha=alpha, tol=1e-12, max_iter=200_000).fit(X, y)
         np.testing.assert_allclose(cd.coefs[:, j], ref.coef_, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("rho, ruled_out", [(0.0, True), (0.6, False)])
+def test_kept_spike_bound_holds_the_grown_spectrum(rho, ruled_out):
+    """A working set grown by a few columns: the kept step bound's top
+    estimate plus the new columns' squared norms bounds its top eigenvalue
+    from above and the kept second Ritz value its second from below (Weyl;
+    the exact spectra by LAPACK), so that ruling the spike out agrees with
+    the exact spectrum; an isotropic design is ruled out without a Lanczos
+    run, an equicorrelated one (a common factor) never; a working set that
+    is not a superset of the kept one is not decided."""
+    from skacv.iterations._metric import spike_possible
+    from skacv.linalg._design import Design
+    from skacv.model_selection._lasso_spaces import _SampleSpace
+
+    rng = np.random.default_rng(3)
+    n, p = 80, 200
+    X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + np.sqrt(rho) * rng.standard_normal((n, 1))
+    design = Design(X)
+    space = _SampleSpace(design, X, None, design.center_y(rng.standard_normal(n))[1])
+    work = np.arange(0, 120, 2)
+    space.step_bound(space.sub(work), work)
+
+    def exact(cols):
+        A = design.X[:, cols]
+        return np.linalg.eigvalsh(A.T @ A / design.n_eff)
+
+    lam = exact(work)
+    assert space.top >= lam[-1] * (1 - 1e-12) and space.second <= lam[-2] * (1 + 1e-12)
+    grown = np.union1d(work, [1, 7, 151])
+    lam_grown = exact(grown)
+    added = np.sum(design.X[:, [1, 7, 151]] ** 2) / design.n_eff
+    assert lam_grown[-1] <= space.top + added + 1e-12
+    assert lam_grown[-2] >= space.second - 1e-12
+    policy = get_policy()
+    assert space.spike_ruled_out(grown) is ruled_out
+    if ruled_out:
+        assert not spike_possible(lam_grown[-1], lam_grown[-2], policy)
+    else:
+        assert spike_possible(lam_grown[-1], lam_grown[-2], policy)
+    assert not space.spike_ruled_out(np.union1d(work[1:], [1]))  # not a superset

@@ -20,7 +20,7 @@ correlated columns, approaches slowly; the duality gap certifies it as it
 does FISTA's iterates. Dense float64 working sets on the columns of
 ``X~`` with the default step and no dominating common factor are solved
 instead by scikit-learn's coordinate descent on their columns
-(:func:`_columns_coordinate_descent`; the speed policy's
+(:func:`~skacv.model_selection._lasso_descent._columns_coordinate_descent`; the speed policy's
 ``path_columns_descent``): FISTA's Python steps cost more there, and it
 stopped short of the supports scikit-learn's ``Lasso`` finds at small
 penalties. The working sets' products are those of
@@ -44,31 +44,24 @@ import warnings
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
-from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
-from sklearn.linear_model import enet_path
 from sklearn.utils import Bunch
 
 from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..iterations._iterations import FISTA
-from ..iterations._metric import MetricFISTA, spike_possible
+from ..iterations._metric import MetricFISTA
 from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1, ElasticNet, duality_gap
 from ..utils._compat import conjugate_gradient
 from ._converged_risk import RidgeSupportDF, SupportDF, converged_risk
+from ._lasso_descent import (
+    _columns_coordinate_descent,
+    _columns_descent,
+    _coordinate_descent,
+    _descent_possible,
+    _with_ridge,
+)
 from ._lasso_spaces import _FeatureSpace, _SampleSpace, covariance_path_pays
-
-
-def _with_ridge(stats, coef, l2, n_eff):
-    """The residual statistics ``(||r||^2, r^T y~, X~^T r / n_eff)`` of the
-    augmented elastic-net problem (module docstring) from the plain ones at
-    ``coef`` (the coordinates of ``corr``): ``||r||^2 + n_eff l2 ||b||^2``,
-    ``r^T y~`` and ``X~^T r / n_eff - l2 b``; unchanged for ``l2 = 0``."""
-    if not l2:
-        return stats
-    rr, ry, corr = stats
-    b = np.asarray(coef, dtype=np.float64)
-    return rr + n_eff * l2 * float(b @ b), ry, corr - l2 * b
 
 
 def _zero_stride(m, width, dtype):
@@ -342,8 +335,10 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     n_eff)``) until the gap of the full problem is at most ``goal``.
 
     The working set is the previous support and the columns passing the
-    relaxed sequential strong rule (at most ``max(path_work_min, 4 |support|)``
-    of them, the largest correlations first: equicorrelated columns all pass
+    relaxed sequential strong rule (the speed policy's
+    ``path_strong_rule_slack``, or ``path_descent_rule_slack`` after a
+    working set solved by coordinate descent; at most ``max(path_work_min,
+    4 |support|)`` of them, the largest correlations first: equicorrelated columns all pass
     the rule), grown by the violators of the optimality conditions (at most
     as many as it holds, the largest first) until there are none (or
     ``max_iter`` FISTA steps are spent).
@@ -368,18 +363,31 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     policy = design.policy
     if gap > goal:
         # working set: (relaxed) sequential strong rule + previous support
-        thresh = alpha - policy.path_strong_rule_slack * (alpha_prev - alpha)
+        # (wider after coordinate descent: a violators' round restarts it far from its gap)
+        slack = policy.path_strong_rule_slack
+        if space.last_descent:
+            taken("descent_rule", slack=policy.path_descent_rule_slack)
+            slack = policy.path_descent_rule_slack
+        thresh = alpha - slack * (alpha_prev - alpha)
         work = np.flatnonzero((np.abs(corr) >= thresh) | (coef != 0))
         work = _largest(work, corr, coef != 0,
                         max(policy.path_work_min, 4 * np.count_nonzero(coef)))
     while gap > goal and steps < max_iter:
         # the previous working set's columns go before a larger buffer comes
         sub = None
-        sub = space.sub(work)
-        if _columns_descent(space, sub, work, step_size):
+        # the columns in Fortran order where coordinate descent may solve them
+        # and solved the last working set (FISTA's follow a spike: C order)
+        fortran = (_descent_possible(space, step_size) and space.last_descent
+                   and design.policy.path_fortran_columns)
+        sub = space.sub(work, fortran=fortran)
+        space.last_descent = _columns_descent(space, sub, work, step_size)
+        if space.last_descent:
             coef_w, fitted, k = _columns_coordinate_descent(space, sub, alpha, coef[work], goal,
                                                             max_iter - steps)
         else:
+            if fortran:  # FISTA's products read the C-ordered copy (its kept spectrum stays)
+                sub = None
+                sub = space.sub(work)
             coef_w, fitted, k = _fista_with_step(space, sub, work, alpha, coef[work], step_size,
                                                  goal, max_iter - steps)
         steps += k
@@ -397,91 +405,6 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         work = np.union1d(work, _largest(violators, corr, None,
                                          max(policy.path_work_min, work.size)))
     return coef, (rr, ry, corr), gap, steps, work
-
-
-def _coordinate_descent(space, coef, alpha, goal, max_iter):
-    """:func:`_solve_alpha` in the covariance form by scikit-learn's
-    coordinate descent on ``C = X~^T X~`` and ``c = X~^T y~`` (``enet_path``
-    with ``precompute``; speed policy ``path_coordinate_descent``), from the
-    warm start ``coef`` to the duality gap ``goal``; ``steps``: its epochs.
-
-    ``enet_path`` reads its ``X`` and ``y`` for their shape and ``||y||^2``
-    only once given ``C`` and ``c``: one row of ``X`` makes its penalty
-    ``alpha * n_eff`` on ``b^T C b / 2 - c^T b``, ``n_eff`` times the
-    mean-form objective, whose gap it compares with ``tol * ||y~||^2``."""
-    design = space.design
-    n_eff, p, l2 = design.n_eff, design.n_features, space.l2
-    C, yy = np.asarray(space.gram, dtype=np.float64), space.yy
-    if not C.flags.c_contiguous:  # the solver reads rows: C is symmetric
-        C = C.T if C.flags.f_contiguous else np.ascontiguousarray(C)
-    c = np.ascontiguousarray(space.c, dtype=np.float64)
-    with warnings.catch_warnings():  # the path warns once for all alphas
-        warnings.simplefilter("ignore", SklearnConvergenceWarning)
-        _, coefs, _, n_iter = enet_path(  # penalties alpha n_eff and l2 n_eff
-            np.empty((1, p), order="F"), np.array([np.sqrt(yy)]), l1_ratio=alpha / (alpha + l2),
-            alphas=[(alpha + l2) * n_eff], precompute=C, Xy=c,
-            coef_init=np.asfortranarray(coef, dtype=np.float64),
-            tol=goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter, check_input=False,
-            return_n_iter=True)
-    b = coefs[:, 0]
-    Cb = C @ b
-    cb = float(c @ b)
-    rr, ry, corr = max(yy - 2.0 * cb + float(b @ Cb), 0.0), yy - cb, (c - Cb) / n_eff
-    gap = duality_gap(*_with_ridge((rr, ry, corr), b, l2, n_eff), float(np.abs(b).sum()),
-                      alpha, n_eff)
-    return (b.astype(design.dtype, copy=False), (rr, ry, corr), gap, int(n_iter[0]),
-            np.flatnonzero(b))
-
-
-def _columns_descent(space, sub, work, step_size):
-    """Whether a working set of the sample space is solved by coordinate
-    descent on its columns (:func:`_columns_coordinate_descent`): dense
-    float64 copies, the default step (a float ``step_size`` asks for FISTA
-    with that step), the speed policy's ``path_columns_descent``, and a
-    spectrum without a top eigenvalue far above the rest (a common factor of
-    the features, where FISTA in the rank-one metric converges in fewer
-    passes over the columns; the Lanczos run that decides it warm-starts
-    FISTA's step bound), or whatever the spectrum on a working set of at
-    most the policy's ``path_metric_min_entries`` entries (rows times
-    columns: FISTA's steps there cost their Python more than their passes)."""
-    policy = space.design.policy
-    if not (space.gram is None and not sub.sparse and sub.dtype == np.float64
-            and isinstance(step_size, str) and policy.path_columns_descent):
-        return False
-    if sub.n_samples * len(work) <= policy.path_metric_min_entries:
-        # a small working set: coordinate descent's epochs cost less than
-        # FISTA's Python steps whatever its spectrum (no Lanczos run either)
-        return True
-    space.step_bound(sub, work)
-    return not (policy.path_metric and spike_possible(space.top, space.second, policy))
-
-
-def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
-    """The working set's Lasso (elastic net) by scikit-learn's coordinate
-    descent on its columns ``X~_W`` (``enet_path`` without ``precompute``),
-    from ``coef_w`` to half the duality gap ``goal`` on the working set
-    (the full problem's gap, computed apart, differs from it by rounding).
-
-    ``enet_path`` scales its penalty by the rows of ``X``: the penalty
-    ``alpha n_eff / n`` is ``alpha`` in the mean form over ``n_eff``, whose
-    objective times ``n_eff`` is the one whose gap it compares with ``tol
-    ||y~||^2``. Returns the solution, its fitted values and the epochs.
-    """
-    taken("columns_coordinate_descent")
-    n, n_eff, l2 = sub.n_samples, space.design.n_eff, space.l2
-    Xw = np.asfortranarray(sub.X)
-    y = space.y64
-    yy = float(y @ y)
-    with warnings.catch_warnings():  # the path warns once for all alphas
-        warnings.simplefilter("ignore", SklearnConvergenceWarning)
-        _, coefs, _, n_iter = enet_path(
-            Xw, y, l1_ratio=alpha / (alpha + l2), alphas=[(alpha + l2) * n_eff / n],
-            precompute=False,  # (scikit-learn 1.6 refuses its default "auto" unchecked)
-            coef_init=np.asfortranarray(coef_w, dtype=np.float64),
-            tol=0.5 * goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter,
-            check_input=False, return_n_iter=True)
-    b = coefs[:, 0]
-    return b, Xw @ b, int(n_iter[0])
 
 
 def _largest(cols, corr, keep, size):
@@ -550,6 +473,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
              else _SampleSpace(design, X, sample_weight, y_tilde))
     policy, statistics = design.policies
     space.finish = _SupportFinish(space) if policy.path_support_finish else None
+    space.last_descent = None  # whether the last working set was solved by coordinate descent
     taken("lasso_path", space=type(space).__name__, finish=space.finish)
     # the covariance form's alphas by coordinate descent (_coordinate_descent)
     space.coordinate_descent = (getattr(space, "gram_form", False)

@@ -25,25 +25,28 @@ class _WorkingColumns:
 
     Dense: the columns of ``X~`` (already centred and weighted) are copied
     into one reused buffer (grown by half when too small; its leading
-    ``n_samples * |W|`` entries as a C-ordered array) and wrapped in a
-    ``Design`` without intercept and weights, which uses them as they are: a
-    fresh array per working set would pay its page faults every time. The
-    previous working set's design is dropped by the caller before a larger
-    buffer is made, so that at most one buffer lives. Sparse: the column
-    slice of ``X`` with the same weights and centring.
+    ``n_samples * |W|`` entries as a C-ordered array, or with ``fortran``
+    as a Fortran-ordered one, what scikit-learn's coordinate descent reads,
+    gathered by blocks of rows of ``X~`` transposed into it: no transposed
+    copy of the whole working set) and wrapped in a ``Design`` without
+    intercept and weights, which uses them as they are: a fresh array per
+    working set would pay its page faults every time. The previous working
+    set's design is dropped by the caller before a larger buffer is made,
+    so that at most one buffer lives. Sparse: the column slice of ``X``
+    with the same weights and centring.
     """
 
     def __init__(self, design, X, sample_weight):
         self.design, self.X, self.sample_weight = design, X, sample_weight
         self.buffer = None
 
-    def __call__(self, idx):
+    def __call__(self, idx, fortran=False):
         d = self.design
         if d.sparse:
             return Design(self.X[:, idx], self.sample_weight, d.fit_intercept,
                           policies=d.policies)
         n, m = d.n_samples, idx.shape[0]
-        if m == d.n_features:  # every column (idx sorted, distinct): X~ itself
+        if m == d.n_features and not fortran:  # every column (idx sorted, distinct): X~
             sub = Design(d.X, None, False, policies=d.policies)
             sub.n_eff = d.n_eff
             return sub
@@ -52,10 +55,17 @@ class _WorkingColumns:
             cap = min(d.n_features, m + m // 2 + 64)
             check_memory(n * cap * d.dtype.itemsize, f"the working-set columns ({n} x {cap})")
             self.buffer = np.empty(n * cap, dtype=d.dtype)
-        # the leading n * m entries as a C-ordered (n, m) array: np.take writes
-        # into it directly (into a strided view it took a temporary of that size)
-        cols = self.buffer[: n * m].reshape(n, m)
-        np.take(d.X, idx, axis=1, out=cols, mode="clip")
+        if fortran:  # blocks of rows of X~, their columns idx transposed into (m, n)
+            rows = self.buffer[: n * m].reshape(m, n)
+            block = max(1, min(d.policy.gather_bytes // (m * d.dtype.itemsize), n // 8))
+            for a in range(0, n, block):
+                rows[:, a:a + block] = d.X[a:a + block].take(idx, axis=1).T
+            cols = rows.T
+        else:
+            # the leading n * m entries as a C-ordered (n, m) array: np.take writes
+            # into it directly (into a strided view it took a temporary of that size)
+            cols = self.buffer[: n * m].reshape(n, m)
+            np.take(d.X, idx, axis=1, out=cols, mode="clip")
         sub = Design(cols, None, False, policies=d.policies)
         sub.n_eff = d.n_eff
         return sub
@@ -146,9 +156,12 @@ class _SampleSpace(_KeptSpectrum):
         self.u = None  # top singular direction (samples), warm start of the step sizes
         self.rest = None  # the metric's second direction (features), its warm start
         self.top = self.second = None  # step_bound's top and second Ritz values
+        self.colnorm = None  # ||x~_j||^2 / n_eff of every column (spike_ruled_out)
 
-    def sub(self, work):
-        return self.columns(work)
+    def sub(self, work, fortran=False):
+        """The working set's design (``fortran``: its columns in Fortran
+        order, :class:`_WorkingColumns`)."""
+        return self.columns(work, fortran)
 
     def target(self, work):
         return self.y
@@ -165,6 +178,29 @@ class _SampleSpace(_KeptSpectrum):
         L, self.u, self.second = _top_eigenvalue(sub, self.u)
         self.top = L
         return L
+
+    def spike_ruled_out(self, work):
+        """Whether the estimates of the kept step bound (:class:`_KeptSpectrum`)
+        show, without a product, that the working set ``work`` has no top
+        eigenvalue the speed policy's ``path_metric_min_ratio`` above the
+        rest (:func:`~skacv.iterations._metric.spike_possible` false), where
+        ``work`` holds the kept working set: its new columns ``A`` add ``A
+        A^T`` to ``X~_W X~_W^T`` (the same nonzero eigenvalues as ``X~_W^T
+        X~_W``), so that (Weyl) the top eigenvalue grows by at most their
+        squared norms' sum over ``n_eff`` and the second does not decrease:
+        the kept upper estimate plus that sum and the kept second Ritz value
+        bound the new ones. ``False`` when it cannot tell."""
+        kept = self._kept_work
+        if kept is None or self.top is None or work.size < kept.size:
+            return False
+        added = np.setdiff1d(work, kept, assume_unique=True)
+        if added.size + kept.size != work.size:  # not a superset of the kept set
+            return False
+        if self.colnorm is None:
+            X = self.design.X
+            self.colnorm = np.einsum("ij,ij->j", X, X, dtype=np.float64) / self.design.n_eff
+        top = self.top + float(self.colnorm[added].sum())
+        return not spike_possible(top, self.second, self.design.policy)
 
     def _new_metric(self, sub, work):
         """The :class:`~skacv.iterations._metric.RankOneMetric` of the working
@@ -227,7 +263,7 @@ class _FeatureSpace(_KeptSpectrum):
         """``C = X~^T X~`` (the ranks of the supports are read from it)."""
         return self.full.C
 
-    def sub(self, work):
+    def sub(self, work, fortran=False):
         return CovarianceForm(self.design, work)
 
     def target(self, work):
