@@ -8,7 +8,11 @@ converged leave-one-out, or K-fold CV of each fold's converged path).
 trajectories of the alpha that the converged fits choose and of its
 neighbours, and widens that window (:func:`widen_rows`) until the alpha of
 the best trajectory has ``path_neighbors`` fitted alphas on each side whose
-trajectories score higher. Each trajectory is stopped knowing its limit, the
+trajectories score higher, then fits every other alpha whose converged score
+an early-stopping gain could take below the best (:func:`promising_rows`:
+the largest gain seen, or at least the statistical policy's
+``walk_gain_df`` times the converged choice's degrees of freedom over
+``n_samples``). Each trajectory is stopped knowing its limit, the
 criterion of its alpha's converged fit
 (:func:`~skacv.model_selection._stages.stops`). The converged fit of the
 converged choice is the limit of its trajectory and competes with every
