@@ -38,7 +38,7 @@ class StatisticalPolicy:
     #: the walk skips the alphas that could beat its best by at most this (relative)
     walk_rtol: float = 0.01
     #: a Lasso path stopped on ``risk_path_`` ends at this duality gap (relative)
-    converged_tol: float = 1e-4
+    converged_tol: float = 1e-5
     #: a path still falling grows up to this many times ``max_iter``
     max_iter_growth: int = 10
     #: ``criterion="auto"`` computes both estimates up to this ``n_samples * n_features``
