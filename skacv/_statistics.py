@@ -33,8 +33,12 @@ class StatisticalPolicy:
     relative_patience: float = 0.5
     #: a path whose limit lies more than this below its minimum has not ended
     limit_rtol: float = 0.01
+    #: the path search's walk assumes a trajectory gains at least this times df / n below its limit
+    walk_gain_df: float = 0.5
+    #: the walk skips the alphas that could beat its best by at most this (relative)
+    walk_rtol: float = 0.01
     #: a Lasso path stopped on ``risk_path_`` ends at this duality gap (relative)
-    converged_tol: float = 1e-4
+    converged_tol: float = 1e-5
     #: a path still falling grows up to this many times ``max_iter``
     max_iter_growth: int = 10
     #: ``criterion="auto"`` computes both estimates up to this ``n_samples * n_features``

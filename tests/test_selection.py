@@ -667,6 +667,70 @@ def test_joint_argmin_fits_a_distant_alpha_within_the_early_stopping_gain():
     assert walk.row == 5 and calls == [[4, 5, 6]]
 
 
+class _GainRidge(IterativeRidge):
+    """Test double: ``risk_path_`` known by alpha: from 10 down to
+    ``MINS[alpha]`` at iteration 5, up to ``LIMITS[alpha]`` (the fake
+    converged score of that alpha) at iteration 20, flat after: an
+    early-stopping gain of ``1 - MINS / LIMITS``."""
+
+    ALPHAS = tuple(np.geomspace(1.0, 1e-3, 7))
+    LIMITS = (5.0, 3.0, 2.03, 2.2, 2.0, 2.1, 2.5)
+    # the walk's rows (3, 4, 5) gain 0.5 %; row 2, two steps away, 6.4 %
+    MINS = (4.9, 2.9, 1.9, 2.189, 1.99, 2.0895, 2.4)
+
+    def __init__(self, alpha=1.0, *, max_iter=60, warm_start=False, estimate_risk=True):
+        super().__init__(alpha, max_iter=max_iter, warm_start=warm_start,
+                         estimate_risk=estimate_risk)
+
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted, risk_plan=None):
+        r = int(np.argmin(np.abs(np.log(np.array(self.ALPHAS) / self.alpha))))
+        t = np.arange(self.n_iter_ + 1, dtype=float)
+        down = 10.0 + (self.MINS[r] - 10.0) * np.clip(t / 5, 0, 1)
+        up = self.MINS[r] + (self.LIMITS[r] - self.MINS[r]) * np.clip((t - 5) / 15, 0, 1)
+        self.risk_path_ = np.where(t <= 5, down, up)
+
+
+@pytest.mark.parametrize("staged", [True, False])
+def test_the_walk_fits_an_alpha_whose_gain_it_underestimated(statistical_policy, speed_policy,
+                                                               staged):
+    """The converged fits choose row 4; its neighbours' trajectories (rows 3
+    and 5) gain 0.5 % below their limits, so the largest gain seen (0.5 %)
+    cannot take row 2's limit (2.03) below the best iterate (1.99): the walk
+    of the former rule stops there, 4.7 % above the exhaustive search
+    (every alpha's whole trajectory and converged fit), which finds row 2's
+    trajectory at 1.9. The search assumes a gain of at least
+    ``walk_gain_df`` times the converged choice's degrees of freedom over
+    ``n_samples`` (0.5 * 4 / 60 = 3.3 %): row 2's limit could then fall
+    more than ``walk_rtol`` (1 %) below the best, so it is fitted and the
+    search returns the exhaustive argmin (the walk goes on from row 2: row 1
+    is its neighbour). Rows 0 and 6, out of reach of that gain, are not
+    fitted."""
+    speed_policy(stage_min_flops_linear=0 if staged else np.inf)
+    X, y = _data(n=60, p=30)
+    limits = dict(zip(_GainRidge.ALPHAS, _GainRidge.LIMITS, strict=True))
+    _, Search = _fake_alpha_path(lambda a: np.array([limits[min(limits, key=lambda b: abs(
+        np.log(b / v)))] for v in a]))  # (df: 0, 1, ..., 6 by row: 4 at row 4)
+    grid = {"alpha": list(_GainRidge.ALPHAS)}
+    exhaustive = Search(_GainRidge(), criterion="risk", param_grid=grid, random_state=0,
+                        path_neighbors=len(grid["alpha"]), n_iter_no_change=None).fit(X, y)
+    assert exhaustive.best_index_ == 2 and exhaustive.best_iteration_ == 5
+    assert exhaustive.best_risk_ == pytest.approx(1.9)
+    stop = {} if staged else {"n_iter_no_change": None}
+    search = Search(_GainRidge(), criterion="risk", param_grid=grid, random_state=0,
+                    **stop).fit(X, y)
+    assert search.search_ == "path"
+    assert search.best_index_ == 2 and search.best_iteration_ == 5
+    assert search.best_risk_ == pytest.approx(exhaustive.best_risk_, rel=1e-12)
+    assert_array_equal(search.cv_results_["trajectory_fitted"],
+                       [False, True, True, True, True, True, False])
+    # the former rule (no gain assumed beyond the largest seen) skips row 2
+    statistical_policy(walk_gain_df=0.0)
+    former = Search(_GainRidge(), criterion="risk", param_grid=grid, random_state=0,
+                    **stop).fit(X, y)
+    assert former.best_index_ == 4 and not former.cv_results_["trajectory_fitted"][2]
+    assert former.best_risk_ > 1.04 * exhaustive.best_risk_
+
+
 def test_kfold_path_search_can_select_the_converged_fit_of_any_alpha():
     """With K-fold CV the alpha path covers the whole grid: the converged fit
     that K-fold CV scores best is selectable although the risk estimate's
@@ -1424,14 +1488,17 @@ def _gap_path(X, y, coef_path, alpha, sample_weight=None):
 
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("n, p", [(300, 40), (80, 200)])
-def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted, speed_policy):
+def test_a_candidate_path_ends_where_it_has_converged(n, p, weighted, speed_policy,
+                                                      statistical_policy):
     """With ``n_iter_no_change``, a Lasso candidate of the search fitted in
     one go ends at the first check (every ``end_check`` steps) where its
     duality gap, computed by brute force on the full path, is at most
     ``converged_tol`` times ``||y~||^2 / n_eff`` (in stages, the default,
     there or before, where the stages stop); its iterates and risk path are
     the full path's prefix; without ``n_iter_no_change`` (the exhaustive
-    search) it runs to ``max_iter``."""
+    search) it runs to ``max_iter``. (``converged_tol=1e-4``: the p > n
+    path reaches the default's 1e-5 after its 400 steps.)"""
+    statistical_policy(converged_tol=1e-4)
     X, y = _data(n=n, p=p)
     sw = np.random.default_rng(1).uniform(0.5, 2.0, n) if weighted else None
     alpha = 0.05

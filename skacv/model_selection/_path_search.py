@@ -8,7 +8,11 @@ converged leave-one-out, or K-fold CV of each fold's converged path).
 trajectories of the alpha that the converged fits choose and of its
 neighbours, and widens that window (:func:`widen_rows`) until the alpha of
 the best trajectory has ``path_neighbors`` fitted alphas on each side whose
-trajectories score higher. Each trajectory is stopped knowing its limit, the
+trajectories score higher, then fits every other alpha whose converged score
+an early-stopping gain could take below the best (:func:`promising_rows`:
+the largest gain seen, or at least the statistical policy's
+``walk_gain_df`` times the converged choice's degrees of freedom over
+``n_samples``). Each trajectory is stopped knowing its limit, the
 criterion of its alpha's converged fit
 (:func:`~skacv.model_selection._stages.stops`). The converged fit of the
 converged choice is the limit of its trajectory and competes with every
@@ -275,7 +279,7 @@ class PathChoice:
     estimator: object
 
 
-def joint_argmin(scores, criterion, neighbors, fit, rtol):
+def joint_argmin(scores, criterion, neighbors, fit, rtol, floor=0.0, walk_rtol=0.0):
     """The joint argmin of ``criterion`` over (alpha, iteration) and the
     converged fits (:class:`PathChoice`).
 
@@ -284,9 +288,11 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol):
     none: the patience only), and returns their estimate paths, fit times
     and ``{index: estimator}``. The rows start at the converged fits'
     choice and widen by :func:`widen_rows`, then by :func:`promising_rows`
-    (``neighbors=0``: that choice's row only); the converged fit of that choice
-    competes with every iterate (:func:`converged_choice`; ``rtol``: ties).
-    Fits that can no longer be chosen are freed as the walk goes.
+    (``floor``: the smallest early-stopping gain assumed of a trajectory not
+    fitted, ``walk_rtol``: the excess it skips; ``neighbors=0``: that
+    choice's row only); the converged fit of that choice competes with
+    every iterate (:func:`converged_choice`; ``rtol``: ties). Fits that can
+    no longer be chosen are freed as the walk goes.
     """
     limits = np.where(np.isfinite(scores.score), scores.score, np.inf)
     a = int(np.argmin(limits))  # the converged fits' choice
@@ -304,7 +310,7 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol):
                 entry[2] = None  # (row a's converged fit competes: kept)
         rows = widen_rows(mins, a, n_grid, neighbors)
         if not rows and neighbors:
-            rows = promising_rows(limits, mins, min(best, limits[a]))
+            rows = promising_rows(limits, mins, min(best, limits[a]), floor, walk_rtol)
     rows = sorted(fitted)
     paths = [fitted[r][0] for r in rows]
     i, t, mins, best_iters = select(paths, criterion, rtol)
@@ -326,11 +332,12 @@ def early_stopping_gain(limits, mins):
     return min(max([0.0, *gains]), 1.0)
 
 
-def promising_rows(limits, mins, best):
+def promising_rows(limits, mins, best, floor=0.0, walk_rtol=0.0):
     """The rows not fitted yet that could still hold the joint argmin: a
     converged score (``limits``) that the largest early-stopping gain seen
     so far (:func:`early_stopping_gain`) would take below ``best``, the
-    smallest criterion found (iterates and the converged choice).
+    smallest criterion found (iterates and the converged choice), or that a
+    gain of ``floor`` would take more than ``walk_rtol`` (relative) below it.
 
     The walk of :func:`widen_rows` finds a local minimum of the
     trajectories' minima over the grid; a trajectory reaches below its own
@@ -338,12 +345,36 @@ def promising_rows(limits, mins, best):
     limit is within that gain of ``best`` may hold a lower iterate (a
     converged score that is not unimodal in alpha, e.g. near interpolation
     with more features than samples): those rows are fitted too, and the
-    walk goes on from the best of all. Rows whose limit stands further above
-    are not: their trajectories would have to gain more than any fitted one
-    did."""
+    walk goes on from the best of all. The gain seen underestimates the
+    gains of the rows not fitted: the walk's rows lie next to the converged
+    fits' choice, where early stopping gains least (on real designs the
+    alphas a few steps larger gain several times more), and a path stopped
+    in stages at a bump of its estimate shows less than its whole
+    trajectory. ``floor`` (the search's ``walk_gain_df`` times the converged
+    choice's degrees of freedom over ``n_samples``: about the share of the
+    variance in a fit's risk, the most early stopping could take off) is
+    the gain assumed at least; ``walk_rtol`` the excess over ``best`` the
+    search gives up (``docs/speed_policy.rst``). Rows whose limit stands
+    further above are not fitted: their trajectories would have to gain
+    more than any fitted one did and more than ``floor``."""
     gain = early_stopping_gain(limits, mins)
     return [r for r in range(len(limits))
-            if r not in mins and np.isfinite(limits[r]) and limits[r] * (1.0 - gain) < best]
+            if r not in mins and np.isfinite(limits[r])
+            and (limits[r] * (1.0 - gain) < best
+                 or limits[r] * (1.0 - floor) < best * (1.0 - walk_rtol))]
+
+
+def gain_floor(scores, n_samples, statistics):
+    """The early-stopping gain the walk assumes at least of a trajectory it
+    has not fitted (:func:`promising_rows`): the statistical policy's
+    ``walk_gain_df`` times the degrees of freedom of the converged fits'
+    choice over ``n_samples`` (0 where they are unknown)."""
+    limits = np.where(np.isfinite(scores.score), scores.score, np.inf)
+    a = int(np.argmin(limits))
+    df = np.asarray(scores.path.df, dtype=np.float64)
+    if a >= df.shape[0] or not np.isfinite(df[a]) or n_samples < 1:
+        return 0.0
+    return max(statistics.walk_gain_df * float(df[a]) / n_samples, 0.0)
 
 
 def widen_rows(mins, start, n_grid, neighbors):
@@ -414,8 +445,9 @@ def fit_path_search(search, X, y, fit_params):
         cands = [{"alpha": scores.values[r]} for r in rows]
         return fit_candidates(search, cands, X, y, fit_params, limits, prune=False)
 
-    choice = joint_argmin(scores, crit, search.path_neighbors, fit,
-                          search._policies[1].tie_rtol)
+    statistics = search._policies[1]
+    choice = joint_argmin(scores, crit, search.path_neighbors, fit, statistics.tie_rtol,
+                          gain_floor(scores, _num_samples(X), statistics), statistics.walk_rtol)
     results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
                          choice.mins, choice.best_iters, choice.times, rows=choice.rows,
                          n_rows=len(scores.values))
