@@ -126,15 +126,22 @@ def path_columns_descent():
     and weighted) by scikit-learn's coordinate descent against FISTA: the
     same solutions, df and risks within what the duality gaps certify (tol
     1e-12)."""
+    out, paths = _weighted_wide_path(120, 8, n_alphas=8, eps=0.05)
+    return out, "columns_coordinate_descent" in paths
+
+
+def _weighted_wide_path(p, k, **path_params):
+    """The Lasso path at tol 1e-12 of a weighted design of 80 rows and
+    ``p`` columns, ``k`` of them in the signal: its solutions, df and risks
+    and the record."""
     rng = np.random.default_rng(2)
-    X = rng.standard_normal((80, 120))
-    y = X[:, :8] @ np.ones(8) + rng.standard_normal(80)
+    X = rng.standard_normal((80, p))
+    y = X[:, :k] @ np.ones(k) + rng.standard_normal(80)
     sw = rng.uniform(0.5, 2.0, 80)
     with record() as paths:
-        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=8, eps=0.05, tol=1e-12,
-                               max_iter=50_000, sample_weight=sw)
-    return ({"coefs": path.coefs, "df": path.df, "risk": path.risk},
-            "columns_coordinate_descent" in paths)
+        path = risk_alpha_path(TrajectoryLasso(), X, y, tol=1e-12, max_iter=50_000,
+                               sample_weight=sw, **path_params)
+    return {"coefs": path.coefs, "df": path.df, "risk": path.risk}, paths
 
 
 def _descent_path_with_violators():
@@ -176,16 +183,9 @@ def path_descent_rule_slack():
     wider strong rule of ``path_descent_rule_slack`` (fewer violators'
     rounds) against the relaxed rule of the FISTA path: the same solutions,
     df and risks within what the duality gaps certify (tol 1e-12)."""
-    rng = np.random.default_rng(2)
-    X = rng.standard_normal((80, 160))
-    y = X[:, :10] @ np.ones(10) + rng.standard_normal(80)
-    sw = rng.uniform(0.5, 2.0, 80)
-    with record() as paths:
-        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10, eps=0.02, tol=1e-12,
-                               max_iter=50_000, sample_weight=sw)
+    out, paths = _weighted_wide_path(160, 10, n_alphas=10, eps=0.02)
     slack = [d["slack"] for d in paths.details("descent_rule")]
-    return ({"coefs": path.coefs, "df": path.df, "risk": path.risk},
-            bool(slack) and all(s == 2.0 for s in slack))
+    return out, bool(slack) and all(s == 2.0 for s in slack)
 
 
 def path_descent_gap_share():
