@@ -325,15 +325,12 @@ class Iteration:
         at, c_at = entries
         if not at.size:
             return self.extrapolate(k, x, x_prev, None), None
-        # extrapolation_correction's da x + (b + beta) x_prev: zero where
-        # nothing clips (exactly: da = 0 and b + beta = 0 there), at the
-        # clipped coordinates da = (1 + beta c) - (1 + beta) in the
-        # coefficients' precision and b = beta 0 in float64
+        # the correction is zero where nothing clips (exactly); at the clipped
+        # coordinates it is extrapolation_correction's with their coefficients
+        # (1 + beta c, beta 0), in the precisions extrapolation_coefficients gives
         beta = self.beta(k)
-        a = 1.0 + beta * c_at
-        b = beta * np.zeros(at.size)
-        c = ((a - (a.dtype.type(1.0) + a.dtype.type(beta))) * np.take(x, at)
-             + (b + b.dtype.type(beta)) * np.take(x_prev, at))
+        c = self.extrapolation_correction(k, np.take(x, at), np.take(x_prev, at),
+                                          (1.0 + beta * c_at, beta * np.zeros(at.size)))
         kept = c != 0
         return self._put_in(k, x, x_prev, at, c_at), (at[kept], c[kept])
 
