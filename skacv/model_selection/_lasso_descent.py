@@ -92,8 +92,7 @@ def _columns_descent(space, sub, work, step_size):
     descent whatever its spectrum: FISTA's steps there cost their Python
     more than their passes."""
     policy = space.design.policy
-    if not (_descent_possible(space, step_size) and not sub.sparse
-            and sub.dtype == np.float64):
+    if not _descent_possible(space, step_size):  # (sub: the design's columns, its kind)
         return False
     if sub.n_samples * len(work) <= policy.path_metric_min_entries:
         return True  # a small working set (no Lanczos run either)
