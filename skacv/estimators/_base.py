@@ -549,6 +549,14 @@ class InterceptColumnMixin:
         return self.coef_path_
 
 
+def _linear_prediction(X, coef, intercept):
+    """``X @ coef + intercept`` as an ndarray: of shape (n_samples,) for a
+    coefficient vector, (n_samples, n_targets) for ``coef`` of shape
+    (n_features, n_targets)."""
+    product = np.asarray(X @ coef)
+    return (product.ravel() if coef.ndim == 1 else product) + intercept
+
+
 class TrajectoryMixin(UncertaintyMixin, PathMixin):
     """``fit``, the path methods and the uncertainty quantification
     (:class:`skacv.estimates.risk._uq.UncertaintyMixin`) of the regressors that store
@@ -566,12 +574,16 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training data. float32 input is kept in float32.
-        y : array-like of shape (n_samples,)
-            Target values.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Target values. A 2-D ``y`` (one column included;
+            :class:`~skacv.TrajectoryLasso`, :class:`~skacv.TrajectoryElasticNet`
+            and :class:`~skacv.IterativeRidge`) fits one path per column
+            (``estimators_``) and stacks the attributes along a leading
+            target axis (see Attributes).
         sample_weight : array-like of shape (n_samples,), default=None
-            Frequency weights: an integer weight equals repeating the row.
-            The estimates (``risk_path_``, ``loo_path_``) use the same
-            weights, with ``n_eff = sum(sample_weight)`` samples.
+            Frequency weights (of every target): an integer weight equals
+            repeating the row. The estimates (``risk_path_``, ``loo_path_``)
+            use the same weights, with ``n_eff = sum(sample_weight)`` samples.
 
         Returns
         -------
@@ -589,9 +601,9 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
 
         Returns
         -------
-        Y : ndarray of shape (n_samples, n_iter_ + 1)
-            Column ``t`` is the prediction of iterate ``t`` (column 0: the
-            starting point).
+        Y : ndarray of shape (n_samples, n_iter_ + 1) or (n_samples, n_targets, n_iter_ + 1)
+            ``Y[..., t]`` is the prediction of iterate ``t`` (0: the starting
+            point); the target axis after the samples' when ``y`` was 2-D.
         """
         return self._decision_path(X)
 
@@ -604,13 +616,15 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
 
         Yields
         ------
-        y : ndarray of shape (n_samples,)
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            Shaped as ``predict``'s.
         """
         dask = is_dask(X)  # lazy Dask arrays (skacv.estimators._dask_fit)
         X = X if dask else self._check_X(X)
-        for coef, intercept in zip(self.coef_path_.T, self.intercept_path_, strict=True):
+        # iterate t: coef_path_[..., t] (transposed for several targets)
+        for coef, intercept in zip(self.coef_path_.T, self.intercept_path_.T, strict=True):
             yield (lazy_predictor(self, X, coef, intercept) if dask
-                   else np.asarray(X @ coef).ravel() + intercept)
+                   else _linear_prediction(X, coef, intercept))
 
     def predict(self, X):
         """Predict with the last iterate (the selected one in a search).
@@ -621,12 +635,12 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
 
         Returns
         -------
-        y : ndarray of shape (n_samples,)
+        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            2-D when ``y`` was 2-D (one column included).
         """
         if is_dask(X):  # a lazy Dask array (skacv.estimators._dask_fit)
-            return lazy_predictor(self, X, self.coef_, self.intercept_)
-        X = self._check_X(X)
-        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+            return lazy_predictor(self, X, self.coef_.T, self.intercept_)
+        return _linear_prediction(self._check_X(X), self.coef_.T, self.intercept_)
 
     def score(self, X, y, sample_weight=None):
         """Coefficient of determination ``R^2`` of ``predict`` (scikit-learn's
