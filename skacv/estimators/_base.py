@@ -80,11 +80,20 @@ class PathMixin:
         )
 
     def _decision_path(self, X, start=0):
-        """Linear predictor of the iterates ``start, ..., n_iter_``."""
+        """Linear predictor of the iterates ``start, ..., n_iter_``: of shape
+        (n_samples, S), or (n_samples, n_targets, S) for the stacked paths of
+        several targets (one product with ``X`` for every target and
+        iterate)."""
+        coef, intercept = self.coef_path_[..., start:], self.intercept_path_[..., start:]
+        if coef.ndim == 3:  # several targets: coef (p, n_targets * S)
+            n_targets, p, S = coef.shape
+            coef = coef.transpose(1, 0, 2).reshape(p, n_targets * S)
+            intercept = intercept.reshape(-1)
         if is_dask(X):  # a lazy Dask array (skacv.estimators._dask_fit)
-            return lazy_predictor(self, X, self.coef_path_[:, start:], self.intercept_path_[start:])
-        X = self._check_X(X)
-        return np.asarray(X @ self.coef_path_[:, start:]) + self.intercept_path_[start:]
+            out = lazy_predictor(self, X, coef, intercept)
+        else:
+            out = np.asarray(self._check_X(X) @ coef) + intercept
+        return out if self.coef_path_.ndim == 2 else out.reshape(out.shape[0], n_targets, S)
 
     def linear_predictor_path(self, X, start=0):
         return self._decision_path(X, start)

@@ -26,7 +26,6 @@ from sklearn.utils import Bunch
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
-from ._dask_fit import lazy_predictor
 
 #: attributes of a 1-D fit stacked along a leading target axis for a 2-D ``y``
 STACKED_ATTRIBUTES = ("coef_path_", "intercept_path_", "coef_", "intercept_", "step_size_",
@@ -208,21 +207,3 @@ class MultiTargetMixin:
                 "excess risk are computed for one target. Call the method on "
                 "estimators_[k], the fit of target k.")
         return super()._debias_stats()
-
-    # ------------------------------------------------------------- prediction
-    def _multi(self):
-        return self.__dict__.get("estimators_") is not None
-
-    def _decision_path(self, X, start=0):
-        if not self._multi():
-            return super()._decision_path(X, start)
-        # one product with X for every target and iterate: (p, n_targets * S)
-        C = self.coef_path_[:, :, start:]
-        n_targets, p, S = C.shape
-        flat = C.transpose(1, 0, 2).reshape(p, n_targets * S)
-        intercept = self.intercept_path_[:, start:].reshape(-1)
-        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
-            out = lazy_predictor(self, X, flat, intercept)
-        else:
-            out = np.asarray(self._check_X(X) @ flat) + intercept
-        return out.reshape(out.shape[0], n_targets, S)
