@@ -101,7 +101,9 @@ class PathMixin:
 
 #: parameter constraints shared by the trajectory estimators
 COMMON_CONSTRAINTS = {
+    "alpha": [Interval(Real, 0, None, closed="left")],
     "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
     "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
     "fit_intercept": ["boolean"],
     "warm_start": ["boolean"],
@@ -109,6 +111,7 @@ COMMON_CONSTRAINTS = {
     "estimate_loo": ["boolean"],
     "loo_options": [None, dict],  # its keys: _options.LOO_OPTIONS (check_options)
     "n_probes": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+    "risk_options": [None, dict],  # its keys: the estimator's _option_keys
     "random_state": ["random_state"],
     "verbose": ["verbose"],
 }

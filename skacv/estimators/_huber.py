@@ -1,6 +1,6 @@
 """TrajectoryHuberRegressor: gradient paths of Huber regression with their risk."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -218,13 +218,10 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "alpha": [Interval(Real, 0, None, closed="left")],
         "scale": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "penalty": [StrOptions({"l2", "l1"})],
         "solver": [StrOptions({"gd", "prox_gd", "sgd"}), Iteration],
         "step_schedule": [None, callable, "array-like"],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "risk_options": [None, dict],
     }
     _option_keys = {"risk_options": CHAIN_OPTIONS, "loo_options": LOO_OPTIONS}
 

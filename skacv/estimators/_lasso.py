@@ -1,7 +1,7 @@
 """TrajectoryElasticNet and TrajectoryLasso: ISTA / FISTA paths of the
 elastic net (the Lasso its ``l1_ratio=1`` case) with their risk."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 from sklearn.base import RegressorMixin
 
@@ -182,11 +182,8 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
 
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
-        "alpha": [Interval(Real, 0, None, closed="left")],
         "l1_ratio": [Interval(Real, 0, 1, closed="both")],
         "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "risk_options": [None, dict],  # its keys: _option_keys
     }
     _option_keys = {"risk_options": RISK_OPTIONS, "loo_options": LOO_OPTIONS}
 

@@ -116,10 +116,7 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
 
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
-        "alpha": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions({"gd", "nesterov", "heavy_ball", "sgd", "eigenpro"}), Iteration],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "risk_options": [None, dict],
         "n_components": [Interval(Integral, 0, None, closed="left")],
         "subsample_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"),
                            "array-like"],
