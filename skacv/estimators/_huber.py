@@ -10,13 +10,9 @@ from ..iterations._iterations import SGD, GradientDescent, Iteration
 from ..iterations._penalties import L2, Penalty
 from ..utils._compat import Interval, StrOptions
 from ..utils._validation import keep_parameters
-from ._base import (
-    COMMON_CONSTRAINTS,
-    InterceptColumnMixin,
-    TrajectoryEstimator,
-    TrajectoryMixin,
-)
+from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, TrajectoryEstimator
 from ._options import CHAIN_OPTIONS, LOO_OPTIONS
+from ._path_methods import TrajectoryMixin
 
 #: consistency factor of the median absolute deviation at the Gaussian
 MAD_FACTOR = 1.482602218505602

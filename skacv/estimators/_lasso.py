@@ -10,10 +10,11 @@ from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2, ElasticNet
 from ..utils._compat import Interval, StrOptions
 from ..utils._validation import keep_parameters
-from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
 from ._options import LOO_OPTIONS, RISK_OPTIONS
+from ._path_methods import TrajectoryMixin
 
 #: the numpydoc parameters after the penalty's (both estimators)
 _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, default="fista"

@@ -12,7 +12,8 @@ from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2
 from ..utils._compat import StrOptions, _fit_context
 from ..utils._validation import keep_parameters
-from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, PathMixin, TrajectoryEstimator
+from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, TrajectoryEstimator
+from ._path_methods import PathMixin
 
 
 class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMixin,

@@ -17,10 +17,11 @@ from ..iterations._penalties import L2
 from ..iterations._preconditioning import feature_preconditioner, preconditioned_lipschitz
 from ..utils._compat import Interval, StrOptions
 from ..utils._validation import keep_parameters
-from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
 from ._options import CHAIN_OPTIONS, LOO_OPTIONS
+from ._path_methods import TrajectoryMixin
 from ._setup import PathSetup
 
 
