@@ -8,8 +8,6 @@ from sklearn.base import is_classifier
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ..utils._validation import keep_parameters
-
 
 def _check_matplotlib(caller):
     try:
@@ -183,7 +181,15 @@ class RiskPathDisplay:
     def __init__(self, *, risk=None, loo=None, test_error=None, best_iteration=None,
                  criterion=None, estimator_name=None, error_name=None, kfold=None,
                  converged=None):
-        keep_parameters(self, locals())
+        self.risk = risk
+        self.loo = loo
+        self.kfold = kfold
+        self.test_error = test_error
+        self.best_iteration = best_iteration
+        self.criterion = criterion
+        self.estimator_name = estimator_name
+        self.error_name = error_name
+        self.converged = converged
 
     def _curves(self):
         curves = {

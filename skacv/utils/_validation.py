@@ -141,13 +141,3 @@ def join_options(options):
     if len(options) <= 2:
         return " or ".join(options)
     return ", ".join(options[:-1]) + ", or " + options[-1]
-
-
-def keep_parameters(estimator, arguments):
-    """Store the arguments of ``estimator.__init__`` (``locals()`` read first
-    thing in it) as attributes of the same names, unchanged: scikit-learn's
-    contract for ``__init__`` (no validation, no logic; ``get_params`` and
-    ``clone`` read them back)."""
-    for name, value in arguments.items():
-        if name != "self":
-            setattr(estimator, name, value)
