@@ -1,4 +1,4 @@
-"""The fit shell of every trajectory estimator, and the path methods.
+"""The fit shell of every trajectory estimator.
 
 :class:`TrajectoryEstimator` owns what every estimator of skacv does the same
 way: input validation, sample weights, the warm-start guard (every parameter
@@ -38,7 +38,6 @@ from .._trace import taken
 from ..estimates.loo._iacv import iacv_path
 from ..estimates.risk._estimate import check_risk_memory, trajectory_risk
 from ..estimates.risk._uq import (
-    UncertaintyMixin,
     debias_statistics,
     debias_statistics_from_products,
 )
@@ -49,10 +48,10 @@ from ..linalg._covariance import CovarianceForm, covariance_form_pays
 from ..linalg._dask import is_dask
 from ..linalg._design import Design, make_design, max_row_norm2
 from ..linalg._sampling import MinibatchSampler
-from ..utils._compat import CachedParamNames, Interval, StrOptions, _fit_context
+from ..utils._compat import CachedParamNames, Interval, StrOptions
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
 from ._advice import unreliable_advice, warn_unreliable
-from ._dask_fit import dask_fit, lazy_predictor, lazy_score
+from ._dask_fit import dask_fit
 from ._options import LOO_OPTIONS, check_options, resolve_options
 from ._protocol import FitShellSearch
 from ._setup import PathSetup, loop_buffers
@@ -68,31 +67,11 @@ _ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_re
                         "loo_error_path_", "loo_predictions_", "loo_indices_")
 
 
-class PathMixin:
-    """Input validation and the linear predictor of every stored iterate
-    (estimators with ``coef_path_`` and ``intercept_path_``)."""
-
-    def _check_X(self, X):
-        check_is_fitted(self)
-        return validate_data(
-            self, X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
-            reset=False,
-        )
-
-    def _decision_path(self, X, start=0):
-        """Linear predictor of the iterates ``start, ..., n_iter_``."""
-        if is_dask(X):  # a lazy Dask array (skacv.estimators._dask_fit)
-            return lazy_predictor(self, X, self.coef_path_[:, start:], self.intercept_path_[start:])
-        X = self._check_X(X)
-        return np.asarray(X @ self.coef_path_[:, start:]) + self.intercept_path_[start:]
-
-    def linear_predictor_path(self, X, start=0):
-        return self._decision_path(X, start)
-
-
 #: parameter constraints shared by the trajectory estimators
 COMMON_CONSTRAINTS = {
+    "alpha": [Interval(Real, 0, None, closed="left")],
     "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "batch_size": [Interval(Integral, 1, None, closed="left")],
     "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
     "fit_intercept": ["boolean"],
     "warm_start": ["boolean"],
@@ -100,6 +79,7 @@ COMMON_CONSTRAINTS = {
     "estimate_loo": ["boolean"],
     "loo_options": [None, dict],  # its keys: _options.LOO_OPTIONS (check_options)
     "n_probes": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+    "risk_options": [None, dict],  # its keys: the estimator's _option_keys
     "random_state": ["random_state"],
     "verbose": ["verbose"],
 }
@@ -547,102 +527,3 @@ class InterceptColumnMixin:
         if self.fit_intercept:
             return np.vstack([self.coef_path_, self.intercept_path_[None, :]])
         return self.coef_path_
-
-
-class TrajectoryMixin(UncertaintyMixin, PathMixin):
-    """``fit``, the path methods and the uncertainty quantification
-    (:class:`skacv.estimates.risk._uq.UncertaintyMixin`) of the regressors that store
-    ``coef_path_``."""
-
-    def record_iterate(self, iteration):
-        # the default iterate of the debiasing methods while coef_ stays that array
-        self._coef_is_iterate(iteration)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Run the iterations from zero (or extend the path, ``warm_start``).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data. float32 input is kept in float32.
-        y : array-like of shape (n_samples,)
-            Target values.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Frequency weights: an integer weight equals repeating the row.
-            The estimates (``risk_path_``, ``loo_path_``) use the same
-            weights, with ``n_eff = sum(sample_weight)`` samples.
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
-        return self._fit(X, y, sample_weight)
-
-    def predict_path(self, X):
-        """Predictions of every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        Y : ndarray of shape (n_samples, n_iter_ + 1)
-            Column ``t`` is the prediction of iterate ``t`` (column 0: the
-            starting point).
-        """
-        return self._decision_path(X)
-
-    def staged_predict(self, X):
-        """Yield the predictions of iterates ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Yields
-        ------
-        y : ndarray of shape (n_samples,)
-        """
-        dask = is_dask(X)  # lazy Dask arrays (skacv.estimators._dask_fit)
-        X = X if dask else self._check_X(X)
-        for coef, intercept in zip(self.coef_path_.T, self.intercept_path_, strict=True):
-            yield (lazy_predictor(self, X, coef, intercept) if dask
-                   else np.asarray(X @ coef).ravel() + intercept)
-
-    def predict(self, X):
-        """Predict with the last iterate (the selected one in a search).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y : ndarray of shape (n_samples,)
-        """
-        if is_dask(X):  # a lazy Dask array (skacv.estimators._dask_fit)
-            return lazy_predictor(self, X, self.coef_, self.intercept_)
-        X = self._check_X(X)
-        return np.asarray(X @ self.coef_).ravel() + self.intercept_
-
-    def score(self, X, y, sample_weight=None):
-        """Coefficient of determination ``R^2`` of ``predict`` (scikit-learn's
-        ``RegressorMixin.score``; on a Dask input reduced over the row
-        chunks).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-
-        Returns
-        -------
-        score : float
-        """
-        if is_dask(X, y, sample_weight):
-            return lazy_score(self, X, y, sample_weight)
-        return super().score(X, y, sample_weight=sample_weight)

@@ -1,6 +1,6 @@
 """TrajectoryHuberRegressor: gradient paths of Huber regression with their risk."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.base import RegressorMixin
@@ -9,13 +9,9 @@ from ..iterations._datafits import Huber
 from ..iterations._iterations import SGD, GradientDescent, Iteration
 from ..iterations._penalties import L2, Penalty
 from ..utils._compat import Interval, StrOptions
-from ._base import (
-    COMMON_CONSTRAINTS,
-    InterceptColumnMixin,
-    TrajectoryEstimator,
-    TrajectoryMixin,
-)
+from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, TrajectoryEstimator
 from ._options import CHAIN_OPTIONS, LOO_OPTIONS
+from ._path_methods import TrajectoryMixin
 
 #: consistency factor of the median absolute deviation at the Gaussian
 MAD_FACTOR = 1.482602218505602
@@ -217,13 +213,10 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "alpha": [Interval(Real, 0, None, closed="left")],
         "scale": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "penalty": [StrOptions({"l2", "l1"})],
         "solver": [StrOptions({"gd", "prox_gd", "sgd"}), Iteration],
         "step_schedule": [None, callable, "array-like"],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "risk_options": [None, dict],
     }
     _option_keys = {"risk_options": CHAIN_OPTIONS, "loo_options": LOO_OPTIONS}
 

@@ -1,7 +1,7 @@
 """TrajectoryElasticNet and TrajectoryLasso: ISTA / FISTA paths of the
 elastic net (the Lasso its ``l1_ratio=1`` case) with their risk."""
 
-from numbers import Integral, Real
+from numbers import Real
 
 from sklearn.base import RegressorMixin
 
@@ -9,10 +9,11 @@ from ..iterations._datafits import LeastSquares
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2, ElasticNet
 from ..utils._compat import Interval, StrOptions
-from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
 from ._options import LOO_OPTIONS, RISK_OPTIONS
+from ._path_methods import TrajectoryMixin
 
 #: the numpydoc parameters after the penalty's (both estimators)
 _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, default="fista"
@@ -181,11 +182,8 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
 
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
-        "alpha": [Interval(Real, 0, None, closed="left")],
         "l1_ratio": [Interval(Real, 0, 1, closed="both")],
         "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "risk_options": [None, dict],  # its keys: _option_keys
     }
     _option_keys = {"risk_options": RISK_OPTIONS, "loo_options": LOO_OPTIONS}
 

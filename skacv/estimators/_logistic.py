@@ -1,6 +1,5 @@
 """TrajectoryLogisticRegression: gradient paths of penalised logistic regression."""
 
-from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit, log_expit
@@ -11,8 +10,9 @@ from sklearn.utils.validation import validate_data
 from ..iterations._datafits import Logistic
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2
-from ..utils._compat import Interval, StrOptions, _fit_context
-from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, PathMixin, TrajectoryEstimator
+from ..utils._compat import StrOptions, _fit_context
+from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, TrajectoryEstimator
+from ._path_methods import PathMixin
 
 
 class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMixin,
@@ -117,13 +117,11 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
 
     _parameter_constraints: dict = {
         **{k: COMMON_CONSTRAINTS[k] for k in (
-            "max_iter", "step_size", "fit_intercept", "warm_start", "estimate_loo",
-            "loo_options", "random_state", "verbose")},
-        "alpha": [Interval(Real, 0, None, closed="left")],
+            "alpha", "max_iter", "step_size", "batch_size", "fit_intercept", "warm_start",
+            "estimate_loo", "loo_options", "random_state", "verbose")},
         "penalty": [StrOptions({"l2", "l1"})],
         "solver": [StrOptions({"gd", "fista", "sgd"}), Iteration],
         "step_schedule": [None, callable, "array-like"],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(

@@ -25,9 +25,7 @@ from sklearn.utils import Bunch
 
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
-from ..utils._compat import _fit_context
 from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
-from ._dask_fit import lazy_predictor
 
 #: attributes of a 1-D fit stacked along a leading target axis for a 2-D ``y``
 STACKED_ATTRIBUTES = ("coef_path_", "intercept_path_", "coef_", "intercept_", "step_size_",
@@ -92,30 +90,6 @@ class MultiTargetMixin:
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Run the iterations from zero (or extend the path, ``warm_start``).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data. float32 input is kept in float32.
-        y : array-like of shape (n_samples,) or (n_samples, n_targets)
-            Target values. A 2-D ``y`` (one column included) fits one path
-            per column (``estimators_``) and stacks the attributes along a
-            leading target axis (see Attributes).
-        sample_weight : array-like of shape (n_samples,), default=None
-            Frequency weights (of every target): an integer weight equals
-            repeating the row. The estimates (``risk_path_``, ``loo_path_``)
-            use the same weights, with ``n_eff = sum(sample_weight)`` samples.
-
-        Returns
-        -------
-        self : object
-            Fitted estimator.
-        """
-        return self._fit(X, y, sample_weight)
 
     def _fit(self, X, y, sample_weight=None, frozen=None):
         multi = is_multi_target(y)
@@ -233,77 +207,3 @@ class MultiTargetMixin:
                 "excess risk are computed for one target. Call the method on "
                 "estimators_[k], the fit of target k.")
         return super()._debias_stats()
-
-    # ------------------------------------------------------------- prediction
-    def _multi(self):
-        return self.__dict__.get("estimators_") is not None
-
-    def _decision_path(self, X, start=0):
-        if not self._multi():
-            return super()._decision_path(X, start)
-        # one product with X for every target and iterate: (p, n_targets * S)
-        C = self.coef_path_[:, :, start:]
-        n_targets, p, S = C.shape
-        flat = C.transpose(1, 0, 2).reshape(p, n_targets * S)
-        intercept = self.intercept_path_[:, start:].reshape(-1)
-        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
-            out = lazy_predictor(self, X, flat, intercept)
-        else:
-            out = np.asarray(self._check_X(X) @ flat) + intercept
-        return out.reshape(out.shape[0], n_targets, S)
-
-    def predict_path(self, X):
-        """Predictions of every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        Y : ndarray of shape (n_samples, n_iter_ + 1) or (n_samples, n_targets, n_iter_ + 1)
-            ``Y[..., t]`` is the prediction of iterate ``t`` (0: the starting
-            point); the target axis after the samples' when ``y`` was 2-D.
-        """
-        return self._decision_path(X)
-
-    def staged_predict(self, X):
-        """Yield the predictions of iterates ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Yields
-        ------
-        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
-            Shaped as ``predict``'s.
-        """
-        if not self._multi():
-            yield from super().staged_predict(X)
-            return
-        dask = is_dask(X)
-        if not dask:
-            X = self._check_X(X)
-        for t in range(self.coef_path_.shape[2]):
-            coef, intercept = self.coef_path_[:, :, t].T, self.intercept_path_[:, t]
-            yield (lazy_predictor(self, X, coef, intercept) if dask
-                   else np.asarray(X @ coef) + intercept)
-
-    def predict(self, X):
-        """Predict with the last iterate (the selected one in a search).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y : ndarray of shape (n_samples,) or (n_samples, n_targets)
-            2-D when ``y`` was 2-D (one column included).
-        """
-        if not self._multi():
-            return super().predict(X)
-        if is_dask(X):  # a lazy Dask array (skacv.linalg._dask)
-            return lazy_predictor(self, X, self.coef_.T, self.intercept_)
-        return np.asarray(self._check_X(X) @ self.coef_.T) + self.intercept_

@@ -16,10 +16,11 @@ from ..iterations._iterations import (
 from ..iterations._penalties import L2
 from ..iterations._preconditioning import feature_preconditioner, preconditioned_lipschitz
 from ..utils._compat import Interval, StrOptions
-from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, TrajectoryMixin
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
 from ._options import CHAIN_OPTIONS, LOO_OPTIONS
+from ._path_methods import TrajectoryMixin
 from ._setup import PathSetup
 
 
@@ -115,10 +116,7 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
 
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
-        "alpha": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions({"gd", "nesterov", "heavy_ball", "sgd", "eigenpro"}), Iteration],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "risk_options": [None, dict],
         "n_components": [Interval(Integral, 0, None, closed="left")],
         "subsample_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"),
                            "array-like"],

@@ -97,6 +97,26 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the kernel machine (or continue it, ``warm_start``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets of the regressor; class labels, of shape (n_samples,),
+            of the classifier.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Frequency weights: integer weights equal repeated rows (the
+            batches are draws from the weighted rows).
+
+        Returns
+        -------
+        self : object
+        """
+        return self._fit(X, y, sample_weight)
+
     # ------------------------------------------------------------------ fit
     def _continues(self):
         """This fit continues the previous one (``warm_start``)."""
@@ -293,24 +313,6 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
         tags.target_tags.multi_output = True
         return tags
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Fit the kernel machine (or continue it, ``warm_start``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Frequency weights: integer weights equal repeated rows (the
-            batches are draws from the weighted rows).
-
-        Returns
-        -------
-        self : object
-        """
-        return self._fit(X, y, sample_weight)
-
     def _validate_xy(self, X, y, reset):
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
                              y_numeric=True, reset=reset)
@@ -372,23 +374,6 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
     >>> clf.fit(X[:1000] / 16, y[:1000]).score(X[1000:] / 16, y[1000:]) > 0.95
     True
     """
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
-        """Fit the kernel classifier (or continue it, ``warm_start``).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : array-like of shape (n_samples,)
-        sample_weight : array-like of shape (n_samples,), default=None
-            Frequency weights (integer weights equal repeated rows).
-
-        Returns
-        -------
-        self : object
-        """
-        return self._fit(X, y, sample_weight)
 
     def _validate_xy(self, X, y, reset):
         X, y = validate_data(self, X, y, dtype=np.float64, reset=reset)

@@ -240,17 +240,17 @@ def residual_products(design, y_tilde, coef_path, sources=None):
     c = M[1:, 0]
     yy = float(M[0, 0])
 
-    def cross(B1, CB1, B2, CB2):  # (y 1^T - X B1)^T (y 1^T - X B2)
+    def cross(B1, B2, CB2):  # (y 1^T - X B1)^T (y 1^T - X B2), CB2 = C B2
         return (yy - (c @ B1)[:, None] - (c @ B2)[None, :]) + B1.T @ CB2
 
     B = np.asarray(coef_path, dtype=np.float64)
     CB = C @ B
-    out = Bunch(FF=cross(B, CB, B, CB), XF=c[:, None] - CB, M=M,
+    out = Bunch(FF=cross(B, B, CB), XF=c[:, None] - CB, M=M,
                 Phi=np.vstack([np.ones((1, B.shape[1])), -B]))
     if sources is not None:
         Bv = np.asarray(sources, dtype=np.float64)
         CBv = C @ Bv
-        out.update(FFv=cross(B, CB, Bv, CBv), FvFv=cross(Bv, CBv, Bv, CBv),
+        out.update(FFv=cross(B, Bv, CBv), FvFv=cross(Bv, Bv, CBv),
                    XFv=c[:, None] - CBv, Phiv=np.vstack([np.ones((1, Bv.shape[1])), -Bv]))
     return out
 

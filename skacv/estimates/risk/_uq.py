@@ -366,6 +366,10 @@ def confidence_interval(center, risk, n_eff, precision, level):
 # the methods of the estimators
 # ----------------------------------------------------------------------------
 
+_ITERATION_DOC = """iteration : int or None, default=None
+            Index into the path (negative values count from the end).
+            ``None``: the iterate of ``coef_`` (the last one, or the one
+            selected by :class:`~skacv.TrajectoryEarlyStoppingCV`)."""
 _PRECISION_DOC = """precision : None, "empirical", array-like or sparse matrix of shape \
 (n_features, n_features), default=None
             Inverse covariance ``Sigma^{-1}`` of the rows of ``X`` (the
@@ -569,10 +573,7 @@ class UncertaintyMixin:
 
         Parameters
         ----------
-        iteration : int or None, default=None
-            Index into the path (negative values count from the end).
-            ``None``: the iterate of ``coef_`` (the last one, or the one
-            selected by :class:`~skacv.TrajectoryEarlyStoppingCV`).
+        {_ITERATION_DOC}
         {_PRECISION_DOC}
 
         Returns
@@ -601,10 +602,7 @@ class UncertaintyMixin:
 
         Parameters
         ----------
-        iteration : int or None, default=None
-            Index into the path (negative values count from the end).
-            ``None``: the iterate of ``coef_`` (the last one, or the one
-            selected by :class:`~skacv.TrajectoryEarlyStoppingCV`).
+        {_ITERATION_DOC}
         level : float, default=0.95
             Nominal coverage, in (0, 1).
         {_PRECISION_DOC}
