@@ -11,9 +11,10 @@ the best trajectory has ``path_neighbors`` fitted alphas on each side whose
 trajectories score higher, then fits every other alpha whose converged score
 an early-stopping gain could take below the best (:func:`promising_rows`:
 the largest gain seen, or at least the statistical policy's
-``walk_gain_df`` times the converged choice's degrees of freedom over
-``n_samples``). Each trajectory is stopped knowing its limit, the
-criterion of its alpha's converged fit
+``walk_gain_df`` times the converged choice's degrees of freedom over the
+effective sample size ``n_eff``, the sum of the sample weights). Each
+trajectory is stopped knowing its limit, the criterion of its alpha's
+converged fit
 (:func:`~skacv.model_selection._stages.stops`). The converged fit of the
 converged choice is the limit of its trajectory and competes with every
 iterate by the same criterion (:func:`converged_choice`): it is selected when
@@ -351,7 +352,7 @@ def promising_rows(limits, mins, best, floor=0.0, walk_rtol=0.0):
     alphas a few steps larger gain several times more), and a path stopped
     in stages at a bump of its estimate shows less than its whole
     trajectory. ``floor`` (the search's ``walk_gain_df`` times the converged
-    choice's degrees of freedom over ``n_samples``: about the share of the
+    choice's degrees of freedom over ``n_eff``: about the share of the
     variance in a fit's risk, the most early stopping could take off) is
     the gain assumed at least; ``walk_rtol`` the excess over ``best`` the
     search gives up (``docs/speed_policy.rst``). Rows whose limit stands
@@ -364,17 +365,29 @@ def promising_rows(limits, mins, best, floor=0.0, walk_rtol=0.0):
                  or limits[r] * (1.0 - floor) < best * (1.0 - walk_rtol))]
 
 
-def gain_floor(scores, n_samples, statistics):
+def gain_floor(scores, n_eff, statistics):
     """The early-stopping gain the walk assumes at least of a trajectory it
     has not fitted (:func:`promising_rows`): the statistical policy's
     ``walk_gain_df`` times the degrees of freedom of the converged fits'
-    choice over ``n_samples`` (0 where they are unknown)."""
+    choice over ``n_eff``, the effective sample size (the sum of the sample
+    weights, ``n_samples`` without: the denominator of the converged risk's
+    ``df / n_eff``, :func:`skacv.risk_alpha_path`), 0 where they are
+    unknown."""
     limits = np.where(np.isfinite(scores.score), scores.score, np.inf)
     a = int(np.argmin(limits))
     df = np.asarray(scores.path.df, dtype=np.float64)
-    if a >= df.shape[0] or not np.isfinite(df[a]) or n_samples < 1:
+    if a >= df.shape[0] or not np.isfinite(df[a]) or not n_eff > 0:
         return 0.0
-    return max(statistics.walk_gain_df * float(df[a]) / n_samples, 0.0)
+    return max(statistics.walk_gain_df * float(df[a]) / n_eff, 0.0)
+
+
+def effective_samples(X, fit_params):
+    """``n_eff``: the sum of ``fit_params``' ``sample_weight``, or the number
+    of samples of ``X`` without weights."""
+    sw = fit_params.get("sample_weight")
+    if sw is None:
+        return float(_num_samples(X))
+    return float(np.sum(np.asarray(sw, dtype=np.float64)))
 
 
 def widen_rows(mins, start, n_grid, neighbors):
@@ -447,7 +460,8 @@ def fit_path_search(search, X, y, fit_params):
 
     statistics = search._policies[1]
     choice = joint_argmin(scores, crit, search.path_neighbors, fit, statistics.tie_rtol,
-                          gain_floor(scores, _num_samples(X), statistics), statistics.walk_rtol)
+                          gain_floor(scores, effective_samples(X, fit_params), statistics),
+                          statistics.walk_rtol)
     results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
                          choice.mins, choice.best_iters, choice.times, rows=choice.rows,
                          n_rows=len(scores.values))

@@ -166,9 +166,10 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         all scoring higher, and any alpha whose converged score is within
         the largest early-stopping gain seen of the best is fitted, or
         could fall more than 1 % below the best with a gain of half the
-        converged choice's degrees of freedom over ``n_samples`` (the
-        statistical policy's ``walk_gain_df`` and ``walk_rtol``). ``0``
-        fits the converged fits' choice only (faster, not the joint argmin).
+        converged choice's degrees of freedom over ``n_samples`` (the sum
+        of the sample weights, with weights; the statistical policy's
+        ``walk_gain_df`` and ``walk_rtol``). ``0`` fits the converged fits'
+        choice only (faster, not the joint argmin).
     path_params : dict or None, default=None
         ``search="path"`` only: extra keyword arguments of
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
