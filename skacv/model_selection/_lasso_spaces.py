@@ -30,8 +30,9 @@ class _WorkingColumns:
     as a Fortran-ordered one, what scikit-learn's coordinate descent reads:
     the rows of a transposed copy of ``X~`` kept for the path
     (:meth:`_transposed`) or, beyond its size limit, blocks of rows of
-    ``X~`` transposed into it; no transposed copy of the working set) and wrapped in a ``Design`` without
-    intercept and weights, which uses them as they are: a fresh array per
+    ``X~`` transposed into it; no transposed copy of the working set) and
+    wrapped in a ``Design`` without intercept and weights, which uses them
+    as they are: a fresh array per
     working set would pay its page faults every time. The previous working
     set's design is dropped by the caller before a larger buffer is made,
     so that at most one buffer lives. Sparse: the column slice of ``X``
