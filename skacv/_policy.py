@@ -250,6 +250,9 @@ class SpeedPolicy:
     #: buffer of about this many bytes, reused chunk after chunk of steps
     #: (a fresh buffer for a whole path is written into new pages)
     fold_paths_chunk_bytes: int = 2 * 2**20
+    #: the Lasso path's Fortran-ordered working sets are row copies of one
+    #: transposed copy of ``X~`` kept by the path, up to this size of ``X~``
+    path_transposed_max_bytes: int = 256 * 2**20
 
     def __reduce__(self):
         """Pickled with its mappings as dicts (a mapping proxy does not

@@ -13,7 +13,7 @@ from sklearn.linear_model import Lasso, Ridge, lasso_path
 from threadpoolctl import threadpool_limits
 
 from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
-from skacv._policy import get_policy
+from skacv._policy import get_policy, policy_context
 from skacv._trace import Paths, record
 from skacv.linalg._design import Design
 from skacv.model_selection._lasso_spaces import _top_eigenvalue
@@ -623,15 +623,28 @@ def test_working_set_columns_hold_one_buffer():
     n, p = 200, 600
     X = rng.standard_normal((n, p)) + rng.standard_normal((n, 1))
     y = X[:, :20] @ rng.standard_normal(20) + rng.standard_normal(n)
-    tracemalloc.start()
-    try:
-        res = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=30, eps=1e-3)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+
+    def peak_of(**policy):
+        tracemalloc.start()
+        try:
+            with policy_context(**policy):
+                res = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=30, eps=1e-3)
+            return res, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    # the centred copy, one buffer of at most p columns, the path (p x 30) ...
+    res, peak = peak_of(path_transposed_max_bytes=0)
     assert res.df.max() > n / 2  # the working sets grew to most columns
-    # the centred copy, one buffer of at most p columns, the path (p x 30)
     assert peak < 2 * X.nbytes + 30 * p * 8 + 0.25 * X.nbytes
+    # ... and the transposed copy of X~ of the Fortran-ordered gathers, nothing more
+    # (the record, which keeps what it saw, apart)
+    same, peak = peak_of(path_transposed_max_bytes=X.nbytes)
+    assert peak < 3 * X.nbytes + 30 * p * 8 + 0.25 * X.nbytes
+    np.testing.assert_array_equal(same.coefs, res.coefs)
+    with record() as paths, policy_context(path_transposed_max_bytes=X.nbytes):
+        risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=30, eps=1e-3)
+    assert paths.count("transposed_columns") == 1
     # the Lasso objective at every alpha within the gaps' bound of scikit-learn's
     # (its own tolerance, 1e-8 of ||y||^2 / n, is 1e-4 of the path's: 4 s less than 1e-12)
     Xc, yc = X - X.mean(0), y - y.mean()

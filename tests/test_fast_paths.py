@@ -169,6 +169,15 @@ def path_fortran_columns():
     return out, any(d["fortran"] for d in cd)  # (the first after a decision only)
 
 
+def path_transposed_columns():
+    """The path's Fortran-ordered working sets copied as rows of a
+    transposed copy of X~ against blocks of rows of X~ transposed into the
+    buffer: the same columns, bitwise the same solutions, df and risks."""
+    out, paths = _descent_path_with_violators()
+    cd = paths.details("columns_coordinate_descent")
+    return out, paths.count("transposed_columns") == 1 and any(d["fortran"] for d in cd)
+
+
 def path_kept_spike_bound():
     """A working set grown by violators decided by the kept spectrum's
     bounds (no Lanczos run) against a new Lanczos run per working set: the
@@ -414,6 +423,10 @@ FAST_PATHS = {
                                      {"path_columns_descent": False}, rtol=1e-7),
     "path_fortran_columns": FastPath(path_fortran_columns, {"path_fortran_columns": True},
                                      {"path_fortran_columns": False}, rtol=1e-12),
+    # (the same columns gathered: no rounding apart)
+    "path_transposed_columns": FastPath(path_transposed_columns,
+                                        {"path_transposed_max_bytes": 2**62},
+                                        {"path_transposed_max_bytes": 0}, rtol=0.0),
     # (every working set past the small ones that take coordinate descent
     # whatever their spectrum: path_metric_min_entries)
     "path_kept_spike_bound": FastPath(path_kept_spike_bound,
