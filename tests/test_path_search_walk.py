@@ -16,6 +16,7 @@ from test_selection import _data, _fake_alpha_path, _GainRidge
 import skacv.model_selection._path_search as path_search_module
 from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
 from skacv._statistics import get_statistics
+from skacv._trace import record
 
 
 def _brute_promising(limits, mins, best, floor, walk_rtol):
@@ -133,19 +134,14 @@ def test_gain_floor_divides_by_the_effective_sample_size():
 
 
 @pytest.mark.filterwarnings("ignore::skacv.exceptions.SelectionBoundaryWarning")
-def test_the_search_passes_the_effective_sample_size(monkeypatch):
+def test_the_search_passes_the_effective_sample_size():
     """``fit_path_search`` gives ``gain_floor`` the weights' sum."""
-    seen = []
-    real = path_search_module.gain_floor
-
-    def spy(scores, n_eff, statistics):
-        seen.append(n_eff)
-        return real(scores, n_eff, statistics)
-
-    monkeypatch.setattr(path_search_module, "gain_floor", spy)
     X, y = _data(n=50, p=8)
     w = np.full(50, 3.0)
-    TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=20), criterion="risk", search="path",
-                              param_grid={"alpha": [0.5, 0.1, 0.02]}).fit(
-        X, y, sample_weight=w)
-    assert seen == [150.0]
+    with record() as paths:
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=20), criterion="risk", search="path",
+                                  param_grid={"alpha": [0.5, 0.1, 0.02]}).fit(
+            X, y, sample_weight=w)
+    (details,) = paths.details("walk_gain_floor")
+    assert details["n_eff"] == 150.0
+    assert details["floor"] > 0

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import Bunch
 
+from .._trace import taken
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
@@ -459,9 +460,11 @@ def fit_path_search(search, X, y, fit_params):
         return fit_candidates(search, cands, X, y, fit_params, limits, prune=False)
 
     statistics = search._policies[1]
+    n_eff = effective_samples(X, fit_params)
+    floor = gain_floor(scores, n_eff, statistics)
+    taken("walk_gain_floor", n_eff=n_eff, floor=floor)
     choice = joint_argmin(scores, crit, search.path_neighbors, fit, statistics.tie_rtol,
-                          gain_floor(scores, effective_samples(X, fit_params), statistics),
-                          statistics.walk_rtol)
+                          floor, statistics.walk_rtol)
     results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
                          choice.mins, choice.best_iters, choice.times, rows=choice.rows,
                          n_rows=len(scores.values))
