@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 from sklearn.utils import Bunch
-from test_selection import _data, _fake_alpha_path, _GainRidge
+from test_selection import _data, _GainRidge, walk_searches
 
 import skacv.model_selection._path_search as path_search_module
 from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
@@ -76,26 +76,14 @@ def test_the_walk_floors_the_smaller_alphas_too(speed_policy, statistical_policy
     it: the floor fits it and the search returns the exhaustive argmin.
     Without a floor on that side (or with none) the walk stops at the
     window, 2.6 % above."""
-    speed_policy(stage_min_flops_linear=0 if staged else np.inf)
-    X, y = _data(n=60, p=30)
-    limits = dict(zip(_SmallerGainRidge.ALPHAS, _SmallerGainRidge.LIMITS, strict=True))
-    _, Search = _fake_alpha_path(lambda a: np.array([limits[min(limits, key=lambda b: abs(
-        np.log(b / v)))] for v in a]))
-    grid = {"alpha": list(_SmallerGainRidge.ALPHAS)}
-    exhaustive = Search(_SmallerGainRidge(), criterion="risk", param_grid=grid, random_state=0,
-                        path_neighbors=len(grid["alpha"]), n_iter_no_change=None).fit(X, y)
+    exhaustive, search, former = walk_searches(_SmallerGainRidge, staged, speed_policy,
+                                               statistical_policy)
     assert exhaustive.best_index_ == 6 and exhaustive.best_iteration_ == 5
-    stop = {} if staged else {"n_iter_no_change": None}
-    search = Search(_SmallerGainRidge(), criterion="risk", param_grid=grid, random_state=0,
-                    **stop).fit(X, y)
     assert search.search_ == "path"
     assert search.best_index_ == 6 and search.best_iteration_ == 5
     assert search.best_risk_ == pytest.approx(exhaustive.best_risk_, rel=1e-12)
     assert_array_equal(search.cv_results_["trajectory_fitted"],
                        [False, False, False, True, True, True, True])
-    statistical_policy(walk_gain_df=0.0)
-    former = Search(_SmallerGainRidge(), criterion="risk", param_grid=grid, random_state=0,
-                    **stop).fit(X, y)
     assert former.best_index_ == 4 and not former.cv_results_["trajectory_fitted"][6]
     assert former.best_risk_ > 1.02 * exhaustive.best_risk_
 

@@ -705,30 +705,41 @@ def test_the_walk_fits_an_alpha_whose_gain_it_underestimated(statistical_policy,
     search returns the exhaustive argmin (the walk goes on from row 2: row 1
     is its neighbour). Rows 0 and 6, out of reach of that gain, are not
     fitted."""
-    speed_policy(stage_min_flops_linear=0 if staged else np.inf)
-    X, y = _data(n=60, p=30)
-    limits = dict(zip(_GainRidge.ALPHAS, _GainRidge.LIMITS, strict=True))
-    _, Search = _fake_alpha_path(lambda a: np.array([limits[min(limits, key=lambda b: abs(
-        np.log(b / v)))] for v in a]))  # (df: 0, 1, ..., 6 by row: 4 at row 4)
-    grid = {"alpha": list(_GainRidge.ALPHAS)}
-    exhaustive = Search(_GainRidge(), criterion="risk", param_grid=grid, random_state=0,
-                        path_neighbors=len(grid["alpha"]), n_iter_no_change=None).fit(X, y)
+    exhaustive, search, former = walk_searches(_GainRidge, staged, speed_policy,
+                                               statistical_policy)
     assert exhaustive.best_index_ == 2 and exhaustive.best_iteration_ == 5
     assert exhaustive.best_risk_ == pytest.approx(1.9)
-    stop = {} if staged else {"n_iter_no_change": None}
-    search = Search(_GainRidge(), criterion="risk", param_grid=grid, random_state=0,
-                    **stop).fit(X, y)
     assert search.search_ == "path"
     assert search.best_index_ == 2 and search.best_iteration_ == 5
     assert search.best_risk_ == pytest.approx(exhaustive.best_risk_, rel=1e-12)
     assert_array_equal(search.cv_results_["trajectory_fitted"],
                        [False, True, True, True, True, True, False])
     # the former rule (no gain assumed beyond the largest seen) skips row 2
-    statistical_policy(walk_gain_df=0.0)
-    former = Search(_GainRidge(), criterion="risk", param_grid=grid, random_state=0,
-                    **stop).fit(X, y)
     assert former.best_index_ == 4 and not former.cv_results_["trajectory_fitted"][2]
     assert former.best_risk_ > 1.04 * exhaustive.best_risk_
+
+
+def walk_searches(ridge, staged, speed_policy, statistical_policy):
+    """``(exhaustive, search, former)`` on ``ridge``'s alpha path, whose
+    converged scores are ``ridge.LIMITS`` (one per ``ridge.ALPHAS``; df
+    ``0, 1, ...`` by row), 60 x 30 data: the exhaustive search (every alpha's
+    whole trajectory and converged fit), the default search (staged paths or
+    whole ones) and the same under the former rule (``walk_gain_df=0``)."""
+    speed_policy(stage_min_flops_linear=0 if staged else np.inf)
+    X, y = _data(n=60, p=30)
+    limits = dict(zip(ridge.ALPHAS, ridge.LIMITS, strict=True))
+    _, Search = _fake_alpha_path(lambda a: np.array([limits[min(limits, key=lambda b: abs(
+        np.log(b / v)))] for v in a]))
+    grid = {"alpha": list(ridge.ALPHAS)}
+    exhaustive = Search(ridge(), criterion="risk", param_grid=grid, random_state=0,
+                        path_neighbors=len(grid["alpha"]), n_iter_no_change=None).fit(X, y)
+    stop = {} if staged else {"n_iter_no_change": None}
+    search = Search(ridge(), criterion="risk", param_grid=grid, random_state=0,
+                    **stop).fit(X, y)
+    statistical_policy(walk_gain_df=0.0)
+    former = Search(ridge(), criterion="risk", param_grid=grid, random_state=0,
+                    **stop).fit(X, y)
+    return exhaustive, search, former
 
 
 def test_kfold_path_search_can_select_the_converged_fit_of_any_alpha():
