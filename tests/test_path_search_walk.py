@@ -9,9 +9,8 @@ expanded data of frequency weights.
 
 import numpy as np
 import pytest
-from numpy.testing import assert_array_equal
 from sklearn.utils import Bunch
-from test_selection import _data, _GainRidge, walk_searches
+from test_selection import _data, _GainRidge, assert_walk_finds, walk_searches
 
 import skacv.model_selection._path_search as path_search_module
 from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
@@ -78,14 +77,8 @@ def test_the_walk_floors_the_smaller_alphas_too(speed_policy, statistical_policy
     window, 2.6 % above."""
     exhaustive, search, former = walk_searches(_SmallerGainRidge, staged, speed_policy,
                                                statistical_policy)
-    assert exhaustive.best_index_ == 6 and exhaustive.best_iteration_ == 5
-    assert search.search_ == "path"
-    assert search.best_index_ == 6 and search.best_iteration_ == 5
-    assert search.best_risk_ == pytest.approx(exhaustive.best_risk_, rel=1e-12)
-    assert_array_equal(search.cv_results_["trajectory_fitted"],
-                       [False, False, False, True, True, True, True])
-    assert former.best_index_ == 4 and not former.cv_results_["trajectory_fitted"][6]
-    assert former.best_risk_ > 1.02 * exhaustive.best_risk_
+    assert_walk_finds(exhaustive, search, former, 6,
+                      [False, False, False, True, True, True, True], 1.02)
 
 
 def test_gain_floor_divides_by_the_effective_sample_size():

@@ -707,16 +707,24 @@ def test_the_walk_fits_an_alpha_whose_gain_it_underestimated(statistical_policy,
     fitted."""
     exhaustive, search, former = walk_searches(_GainRidge, staged, speed_policy,
                                                statistical_policy)
-    assert exhaustive.best_index_ == 2 and exhaustive.best_iteration_ == 5
     assert exhaustive.best_risk_ == pytest.approx(1.9)
-    assert search.search_ == "path"
-    assert search.best_index_ == 2 and search.best_iteration_ == 5
-    assert search.best_risk_ == pytest.approx(exhaustive.best_risk_, rel=1e-12)
-    assert_array_equal(search.cv_results_["trajectory_fitted"],
-                       [False, True, True, True, True, True, False])
     # the former rule (no gain assumed beyond the largest seen) skips row 2
-    assert former.best_index_ == 4 and not former.cv_results_["trajectory_fitted"][2]
-    assert former.best_risk_ > 1.04 * exhaustive.best_risk_
+    assert_walk_finds(exhaustive, search, former, 2, [False, True, True, True, True, True, False],
+                      1.04)
+
+
+def assert_walk_finds(exhaustive, search, former, row, fitted, margin):
+    """The exhaustive and default searches choose iteration 5 of ``row``
+    (the default fitting the trajectories ``fitted``); the former rule
+    stays at the converged choice (row 4), without fitting ``row``, more than
+    ``margin`` times the exhaustive criterion."""
+    assert exhaustive.best_index_ == row and exhaustive.best_iteration_ == 5
+    assert search.search_ == "path"
+    assert search.best_index_ == row and search.best_iteration_ == 5
+    assert search.best_risk_ == pytest.approx(exhaustive.best_risk_, rel=1e-12)
+    assert_array_equal(search.cv_results_["trajectory_fitted"], fitted)
+    assert former.best_index_ == 4 and not former.cv_results_["trajectory_fitted"][row]
+    assert former.best_risk_ > margin * exhaustive.best_risk_
 
 
 def walk_searches(ridge, staged, speed_policy, statistical_policy):
