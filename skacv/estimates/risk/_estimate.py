@@ -223,10 +223,11 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     has_momentum = iteration.extrapolates(coef_path.shape[1] - 1)
     # a clipped extrapolation: the gradient points are not combinations of the outputs
     clipped = has_momentum and iteration.clips
-    F = Fv = prods = None
+    F = Fv = prods = sources = None
     if products and design.n_features <= design.n_samples:
-        prods = residual_products(design, y_tilde, coef_path,
-                                  source_points(iteration, coef_path) if clipped else None)
+        if clipped:  # a continued state's prefix of them kept
+            sources = source_points(iteration, coef_path, getattr(_state, "sources", None))
+        prods = residual_products(design, y_tilde, coef_path, sources)
         flops = coef_path.shape[0] * coef_path.shape[1] ** 2
     else:
         if fitted is None:
@@ -280,6 +281,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             state = state if _keep_state else None
         else:
             out = readout(A, Av)
+        if state is not None and sources is not None and hasattr(state, "sources"):
+            state.sources = sources  # the next stage's prefix
         risk, G, R, K, P, Q = out
         if prods is not None:
             prods.update(P=P, Q=Q)
@@ -331,8 +334,10 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     ``goal="choice"``); both ``None`` once the chain has ``pooled_probes``,
     when they are not measured).
     """
+    # the state's template recursion has run to the path's end: its matrices
     template = (None if state.nodes is None else
-                template_matrices(iteration, coef_path.shape[1] - 1, state.nodes))
+                template_matrices(iteration, coef_path.shape[1] - 1, state.nodes,
+                                  state.template))
     stats = design.statistics
     while True:
         out = readout(A, Av)

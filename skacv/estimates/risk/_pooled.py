@@ -258,13 +258,16 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
         SA[:k0 + 1], SV[:k0 + 1], lag0[:k0 + 1] = state.SA, state.SV, state.lag0
         if by_samples:
             run.by_samples[0][:k0 + 1], run.by_samples[1][:k0 + 1] = state.by_samples
-        Z, after = state.Z, copy.deepcopy(state.rng)
+        # the state's generator, never advanced in place: copied before a draw
+        Z, after = state.Z, state.rng
         run.template_seed = state.template_seed
     if Z is None:
         Z = draw_probes(after, (n, m), np.int8) if draw is None else draw(n, m)
+    kept = state is not None and after is state.rng  # not drawn from: the state's own
     if int(start.prefix[1]) == 0:  # every iterate after x^0 is zero: nothing depends on y
         if keep_state:
-            run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None)
+            run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None,
+                                      kept=kept)
         return run
     order, prefix, Xs = _chain_columns(design, start.order, start.prefix, dtype, state, k0)
     width = Xs.shape[1]
@@ -275,6 +278,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
                                         None if state is None else state.images)
     W, W_samples = (W[:, :m], W[:, m:]) if by_samples else (W, None)
     if run.template_seed is None and after is not None:  # drawn once, after Z
+        if kept:
+            after, kept = copy.deepcopy(after), False
         run.template_seed = int(after.randint(2**31 - 1))
     reads = PooledProbes(m, W, SA, SV, lag0, colnorm,
                          None if W_samples is None else (W_samples, *run.by_samples))
@@ -283,7 +288,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     if keep_state:
         cached = gram_to_keep(chains.gram, order, -chains.g, chains.policy,
                               None if state is None else state.gram)
-        run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images)
+        run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images,
+                                  kept)
         run.state.columns = (order[:width], Xs)
     return run
 
@@ -311,9 +317,13 @@ def _chain_columns(design, order, prefix, dtype, state, k0):
     return order, prefix, design_columns(design, order[:width], dtype)
 
 
-def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None):
+def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None, kept=False):
+    """The :class:`~skacv.estimates.risk._state.PooledState` after step ``k``;
+    ``kept``: ``rng`` is the continued state's generator, not drawn from
+    (shared: a state's generator is only ever copied), else a copy of it."""
     by_samples = None if run.by_samples is None else tuple(a.copy() for a in run.by_samples)
-    return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=copy.deepcopy(rng), SA=run.SA.copy(),
+    rng = rng if kept else copy.deepcopy(rng)
+    return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=rng, SA=run.SA.copy(),
                        SV=run.SV.copy(), lag0=run.lag0.copy(), chains=chains, gram=gram,
                        template_seed=run.template_seed, images=images, by_samples=by_samples)
 
@@ -354,7 +364,7 @@ def rows_from_sums(SA, SV, lag0, template=None):
     return out[0], out[1]
 
 
-def template_matrices(iteration, n_iter, nodes):
+def template_matrices(iteration, n_iter, nodes, resume=None, keep=False):
     """The split's template (:func:`rows_from_sums`): the memory
     matrices ``(T_A, T_sources)`` of ``iteration`` with its prox replaced
     by the identity, on the spectrum of the Gram matrix ``X~_U^T X~_U /
@@ -362,11 +372,19 @@ def template_matrices(iteration, n_iter, nodes):
     and weights, :func:`template_nodes`).
 
     The union's spectrum, not the final support's: it moved ``risk_path_``
-    less (``docs/internals.rst``, the pooled probes)."""
+    less (``docs/internals.rst``, the pooled probes).
+
+    ``keep``: also return the recursion after step ``n_iter`` (a
+    :class:`~skacv.estimates.risk._spectral.CounterpartChain`, ``None`` on
+    no nodes), which ``resume`` continues: a longer path's template on the
+    same ``nodes`` (a continued chain's, :attr:`PooledState.template`),
+    bit for bit what one run gives."""
     T = int(n_iter)
     if nodes[0].size == 0:
-        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
-    return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1])
+        out = np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
+        return (*out, None) if keep else out
+    return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1], resume=resume,
+                                     keep=keep)
 
 
 def template_lags(n_iter, statistics):
@@ -452,18 +470,20 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     # growing early: a continued chain reuses them while it is as wide (a
     # longer path's union contains the shorter one's: the same features)
     width = run.columns.shape[1]
-    nodes = None
+    nodes = resume = None
     if (run.continued is not None and run.continued.nodes_width == width
             and run.continued.nodes_lags >= T):
-        nodes = run.continued.nodes
+        # the same nodes: the template's recursion continues too
+        nodes, resume = run.continued.nodes, run.continued.template
     if nodes is None:
         nodes = template_nodes(design, run.columns,
                                np.random.RandomState(run.template_seed or 0), iteration, T,
                                run.coords)
+    *template, chain = template_matrices(iteration, T, nodes, resume, keep=True)
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, width
         run.state.nodes_lags = template_lags(T, design.statistics)
-    template = template_matrices(iteration, T, nodes)
+        run.state.template = chain
     A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template)
     return A, Av, run.state
 
@@ -507,6 +527,7 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
         SV=np.concatenate([state.SV, new.SV], axis=2), lag0=state.lag0,
         chains=_merge_saved(state.chains, new.chains), gram=state.gram or new.gram,
         nodes=state.nodes, nodes_width=state.nodes_width, nodes_lags=state.nodes_lags,
+        template=state.template,
         template_seed=state.template_seed,
         images=_merge_images(images, new.images))
 

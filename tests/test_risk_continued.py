@@ -1,0 +1,105 @@
+"""What a stage of an early-stopped search continues instead of redoing
+(:mod:`skacv.model_selection._stages`), bit for bit what one run gives:
+
+* the template of the pooled probes' split, the linear counterpart's
+  recursion on the same nodes (:func:`skacv.estimates.risk._pooled.template_matrices`,
+  ``resume``), for a momentum schedule (FISTA: one column a source) and a
+  constant one (ISTA: Toeplitz), with a ridge part or not;
+* the gradient points of a clipped extrapolation
+  (:func:`skacv.estimates.risk._readout.source_points`, ``known``);
+* a warm-started fit in stages (20, 40, 52 steps, as the search grows it)
+  against the same stages with neither kept: the same ``risk_path_``,
+  memory matrices and state, bit for bit.
+"""
+
+import numpy as np
+import pytest
+
+import skacv.estimates.risk._pooled as pooled
+from skacv import TrajectoryElasticNet, TrajectoryLasso
+from skacv.estimates.risk._readout import source_points
+from skacv.estimates.risk._spectral import counterpart_memory_matrix
+
+STAGES = (20, 40, 52)
+
+
+def _data(n=150, p=12, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + 0.5 * rng.standard_normal((n, 1))
+    beta = np.zeros(p)
+    beta[:4] = rng.standard_normal(4)
+    return X, X @ beta + rng.standard_normal(n)
+
+
+def _iteration(make):
+    X, y = _data()
+    est = make(max_iter=STAGES[-1], estimate_risk=False).fit(X, y)
+    return est._problem(X, y).iteration, est.coef_path_
+
+
+MAKERS = {
+    "fista": lambda **kw: TrajectoryLasso(0.05, solver="fista", **kw),
+    "ista": lambda **kw: TrajectoryLasso(0.05, solver="ista", **kw),
+    "enet_fista": lambda **kw: TrajectoryElasticNet(0.05, l1_ratio=0.5, solver="fista", **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MAKERS))
+def test_a_continued_template_is_one_run_bit_for_bit(name):
+    iteration, _ = _iteration(MAKERS[name])
+    rng = np.random.default_rng(1)
+    lam, w = rng.uniform(0.05, 3.0, 9), rng.uniform(0.5, 2.0, 9)
+    chain = None
+    for T in STAGES:
+        A, Av, chain = counterpart_memory_matrix(iteration, lam, T, w, resume=chain, keep=True)
+        assert chain.k == T
+    A0, Av0 = counterpart_memory_matrix(iteration, lam, STAGES[-1], w)
+    np.testing.assert_array_equal(A, A0)
+    np.testing.assert_array_equal(Av, Av0)
+    assert np.abs(A0).max() > 0  # not trivially equal
+    # resumed at its own end (what the probes' growth reads): the same matrices
+    again = counterpart_memory_matrix(iteration, lam, STAGES[-1], w, resume=chain)
+    np.testing.assert_array_equal(again[0], A0)
+    np.testing.assert_array_equal(again[1], Av0)
+
+
+@pytest.mark.parametrize("name", ["fista", "enet_fista"])
+def test_source_points_continue_a_prefix_bit_for_bit(name):
+    iteration, path = _iteration(MAKERS[name])
+    assert iteration.clips
+    head = source_points(iteration, path[:, :STAGES[0] + 1])
+    V = source_points(iteration, path, known=head)
+    V0 = source_points(iteration, path)
+    np.testing.assert_array_equal(V, V0)
+    assert np.any(V0 != path)  # the extrapolation moved the points
+
+
+def _staged(make, keep):
+    """A warm-started fit grown through STAGES; without ``keep`` the state's
+    template recursion and gradient points are dropped before each stage
+    (what a stage recomputed before they were kept)."""
+    X, y = _data()
+    est = make(max_iter=STAGES[0], warm_start=True, random_state=0).fit(X, y)
+    nodes = [est._risk_state.nodes]
+    for T in STAGES[1:]:
+        if not keep:
+            est._risk_state.template = est._risk_state.sources = None
+        est.set_params(max_iter=T).fit(X, y)
+        nodes.append(est._risk_state.nodes)
+    return est, nodes
+
+
+@pytest.mark.parametrize("name", sorted(MAKERS))
+def test_a_fit_in_stages_keeps_what_it_continues_bit_for_bit(name):
+    kept, nodes = _staged(MAKERS[name], keep=True)
+    fresh, _ = _staged(MAKERS[name], keep=False)
+    state = kept._risk_state
+    assert isinstance(state, pooled.PooledState)
+    assert state.template is not None and state.template.k == STAGES[-1]
+    assert all(n is nodes[0] for n in nodes)  # the nodes kept: the recursion continued
+    if kept._problem(*_data()).iteration.clips:
+        assert state.sources is not None and state.sources.shape[1] == STAGES[-1] + 1
+    np.testing.assert_array_equal(kept.risk_path_, fresh.risk_path_)
+    np.testing.assert_array_equal(kept.memory_matrix_, fresh.memory_matrix_)
+    np.testing.assert_array_equal(kept.risk_reliable_, fresh.risk_reliable_)
+    np.testing.assert_array_equal(state.template.A, fresh._risk_state.template.A)
