@@ -103,3 +103,30 @@ def test_a_fit_in_stages_keeps_what_it_continues_bit_for_bit(name):
     np.testing.assert_array_equal(kept.memory_matrix_, fresh.memory_matrix_)
     np.testing.assert_array_equal(kept.risk_reliable_, fresh.risk_reliable_)
     np.testing.assert_array_equal(state.template.A, fresh._risk_state.template.A)
+
+
+def test_a_stage_takes_the_first_validation_for_the_same_objects_only(monkeypatch):
+    """In a block of the plan's ``same_data`` (the stages of a search), a
+    warm refit given the very objects the first fit validated takes its
+    validated data; other objects (a copy) are validated; nothing of it
+    outlives the block."""
+    from skacv.estimators._setup import FitPlan
+
+    X, y = _data()
+    calls, validate = [], TrajectoryLasso._validate_xy
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("reset"))
+        return validate(self, *args, **kwargs)
+
+    monkeypatch.setattr(TrajectoryLasso, "_validate_xy", counted)
+    est = TrajectoryLasso(0.05, max_iter=20, warm_start=True, random_state=0)
+    with est.planned(FitPlan(same_data=True)):
+        est.fit(X, y)
+        est.set_params(max_iter=30).fit(X, y)
+        assert calls == [True]
+        est.set_params(max_iter=40).fit(X.copy(), y)
+        assert calls == [True, False]
+    assert "_plan_data" not in est.__dict__
+    one = TrajectoryLasso(0.05, max_iter=40, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.coef_path_, one.coef_path_)

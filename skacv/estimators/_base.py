@@ -165,10 +165,19 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         if is_dask(X, y, sample_weight):  # one pass over the rows (._dask_fit)
             return dask_fit(self, X, y, sample_weight, frozen)
         # the next stage of a search refits the data its first stage checked
-        trusted = warm and self._plan_in_force().same_data
-        with sklearn.config_context(assume_finite=True) if trusted else contextlib.nullcontext():
-            X, y = self._validate_xy(X, y, reset=not warm)
-            sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        same_data = self._plan_in_force().same_data
+        trusted = warm and same_data
+        given = (X, y, sample_weight)
+        checked = self.__dict__.get("_plan_data") if trusted else None
+        if checked is not None and all(a is b for a, b in zip(checked[0], given, strict=True)):
+            X, y, sample_weight = checked[1]  # the same objects: validated by the first
+        else:
+            with (sklearn.config_context(assume_finite=True) if trusted
+                  else contextlib.nullcontext()):
+                X, y = self._validate_xy(X, y, reset=not warm)
+                sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+            if same_data:  # held for the plan's block only (planned)
+                self._plan_data = given, (X, y, sample_weight)
         y_fit, extra = self._encode_target(y, sample_weight)
         fingerprint = (self._warm_guard.fingerprint if trusted
                        else data_fingerprint(X, y_fit, sample_weight))
