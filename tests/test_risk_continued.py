@@ -130,3 +130,23 @@ def test_a_stage_takes_the_first_validation_for_the_same_objects_only(monkeypatc
     assert "_plan_data" not in est.__dict__
     one = TrajectoryLasso(0.05, max_iter=40, random_state=0).fit(X, y)
     np.testing.assert_array_equal(est.coef_path_, one.coef_path_)
+
+
+def test_a_continued_pooled_chain_is_given_no_generator():
+    """The pooled chain that continues a state holds its probes and
+    generator: the risk estimate does not make one for it (``None``: a draw
+    from it would fail), and does for a chain that starts afresh."""
+    from skacv.estimates.risk._engine import draws_probes, plan_estimate
+
+    X, y = _data()
+    est = TrajectoryLasso(0.05, max_iter=STAGES[0], warm_start=True, random_state=0).fit(X, y)
+    state = est._risk_state
+    est.set_params(max_iter=STAGES[1]).fit(X, y)
+    prob = est._problem(X, y)
+    plan = plan_estimate(prob.design, prob.iteration, est.coef_path_, "auto", state=state,
+                         keep_state=True, adaptive=True)
+    assert plan.form == "pooled"
+    assert not draws_probes(prob.design, est.coef_path_, plan, state)
+    assert draws_probes(prob.design, est.coef_path_, plan, None)
+    shorter = est.coef_path_[:, :STAGES[0]]  # shorter than the state: afresh
+    assert draws_probes(prob.design, shorter, plan, state)

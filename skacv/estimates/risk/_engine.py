@@ -55,7 +55,7 @@ from ._spectral import (
     preconditioned_memory_matrix,
     spectral_memory_matrix,
 )
-from ._state import PooledState, QuadratureState
+from ._state import PooledState, QuadratureState, usable_state
 
 
 def _spectral(design, iteration, datafit=None):
@@ -325,6 +325,15 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)
     split = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
     return EstimatePlan("shared", n_probes, dtype, split=split)
+
+
+def draws_probes(design, coef_path, plan, state):
+    """Whether :func:`memory_matrices` of ``plan`` may draw from its
+    generator: not the pooled chain that continues ``state`` (it holds its
+    probes and generator), which is then given ``None``."""
+    return plan.form != "pooled" or usable_state(
+        state, PooledState, plan.n_probes, plan.dtype, coef_path.shape[1] - 1,
+        design.n_samples) is None
 
 
 def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=None,

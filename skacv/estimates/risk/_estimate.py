@@ -18,6 +18,7 @@ from ..._config import check_memory, format_bytes
 from ..._trace import taken
 from ...utils._parallel import small_blas
 from ._engine import (
+    draws_probes,
     memory_matrices,
     plan_estimate,
 )
@@ -217,9 +218,11 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
         return res
     adaptive = plan.adaptive  # the pooled probes grow while noisy
-    A, Av, state = memory_matrices(design, iteration, coef_path, plan,
-                                   check_random_state(random_state), verbose, state=_state,
-                                   keep_state=_keep_state or adaptive)
+    # a continued pooled chain draws from its own generator
+    rng = (check_random_state(random_state) if draws_probes(design, coef_path, plan, _state)
+           else None)
+    A, Av, state = memory_matrices(design, iteration, coef_path, plan, rng, verbose,
+                                   state=_state, keep_state=_keep_state or adaptive)
     has_momentum = iteration.extrapolates(coef_path.shape[1] - 1)
     # a clipped extrapolation: the gradient points are not combinations of the outputs
     clipped = has_momentum and iteration.clips

@@ -39,6 +39,7 @@ import copy
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from ..._trace import taken
 from ...linalg._linalg import lanczos, quadrature
@@ -399,7 +400,8 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     """Spectral nodes and weights (``None``: unit weights) of ``Xs^T Xs /
     n_eff``: its eigenvalues up to the design's statistical policy's
     ``template_exact_support`` columns, else the Gauss quadrature of Lanczos
-    from ``template_probes`` probes drawn from ``rng``, to the first depth
+    from ``template_probes`` probes drawn from ``rng`` (a RandomState or its
+    seed, read on this branch only), to the first depth
     of ``template_check_depths`` where the response of ``iteration``'s
     linear counterpart over :func:`template_lags` of ``n_iter`` has
     converged (``template_rtol``; else the last depth); ``coords``: the
@@ -415,7 +417,7 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     if width <= stats.template_exact_support:
         Xd = np.asarray(Xs, dtype=np.float64)
         return np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None), None
-    Z = draw_probes(rng, (width, n_probes)).astype(Xs.dtype)
+    Z = draw_probes(check_random_state(rng), (width, n_probes)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
 
@@ -476,8 +478,7 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         # the same nodes: the template's recursion continues too
         nodes, resume = run.continued.nodes, run.continued.template
     if nodes is None:
-        nodes = template_nodes(design, run.columns,
-                               np.random.RandomState(run.template_seed or 0), iteration, T,
+        nodes = template_nodes(design, run.columns, run.template_seed or 0, iteration, T,
                                run.coords)
     *template, chain = template_matrices(iteration, T, nodes, resume, keep=True)
     if run.state is not None:
