@@ -5,11 +5,13 @@
   recursion on the same nodes (:func:`skacv.estimates.risk._pooled.template_matrices`,
   ``resume``), for a momentum schedule (FISTA: one column a source) and a
   constant one (ISTA: Toeplitz), with a ridge part or not;
-* the gradient points of a clipped extrapolation
-  (:func:`skacv.estimates.risk._readout.source_points`, ``known``);
+* the gradient points of a clipped extrapolation, written by the fit loop
+  in the covariance form (continued by a warm start) where the risk
+  estimate formed them again
+  (:func:`skacv.estimates.risk._readout.source_points`);
 * a warm-started fit in stages (20, 40, 52 steps, as the search grows it)
-  against the same stages with neither kept: the same ``risk_path_``,
-  memory matrices and state, bit for bit.
+  against the same stages with the template's recursion dropped before
+  each: the same ``risk_path_``, memory matrices and state, bit for bit.
 """
 
 import numpy as np
@@ -63,27 +65,61 @@ def test_a_continued_template_is_one_run_bit_for_bit(name):
     np.testing.assert_array_equal(again[1], Av0)
 
 
+def _wide(n=80, p=40, seed=3):
+    """A design on which the products of the gradient points round
+    differently in another memory layout (measured: F order against
+    source_points' C order moves ``risk_path_`` by an ulp at 40 steps)."""
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, p)
+    beta = np.zeros(p)
+    beta[:5] = rng.randn(5)
+    return X, X @ beta + rng.randn(n)
+
+
 @pytest.mark.parametrize("name", ["fista", "enet_fista"])
-def test_source_points_continue_a_prefix_bit_for_bit(name):
-    iteration, path = _iteration(MAKERS[name])
+@pytest.mark.parametrize("data, stages", [(_data, STAGES), (_wide, (20, 40))])
+def test_the_loop_writes_the_gradient_points_the_estimate_read(name, data, stages,
+                                                              monkeypatch, speed_policy):
+    """In the covariance form the loop's ``v^t`` (continued through the
+    stages) are :func:`source_points` of the path, bit for bit, and the
+    risk estimate takes them instead of forming them: the same
+    ``risk_path_`` as the estimate that forms them (the loop records
+    nothing: the speed policy's ``loop_records=False``)."""
+    import skacv.estimates.risk._estimate as estimate
+
+    X, y = data()
+    est = MAKERS[name](max_iter=stages[0], warm_start=True, random_state=0).fit(X, y)
+    for T in stages[1:]:
+        est.set_params(max_iter=T).fit(X, y)
+    assert est._solver_state.form == "covariance"
+    iteration = est._problem(X, y).iteration
     assert iteration.clips
-    head = source_points(iteration, path[:, :STAGES[0] + 1])
-    V = source_points(iteration, path, known=head)
-    V0 = source_points(iteration, path)
+    V = est._point_path
+    V0 = source_points(iteration, est.coef_path_)
     np.testing.assert_array_equal(V, V0)
-    assert np.any(V0 != path)  # the extrapolation moved the points
+    assert np.any(V0 != est.coef_path_)  # the extrapolation moved the points
+    formed = []
+    monkeypatch.setattr(estimate, "source_points",
+                        lambda *a: formed.append(1) or source_points(*a))
+    again = MAKERS[name](max_iter=stages[-1], random_state=0).fit(X, y)
+    assert not formed
+    speed_policy(loop_records=False)
+    plain = MAKERS[name](max_iter=stages[-1], random_state=0).fit(X, y)
+    assert formed and plain._point_path is None
+    np.testing.assert_array_equal(again.risk_path_, plain.risk_path_)
+    np.testing.assert_array_equal(again.memory_matrix_, plain.memory_matrix_)
 
 
 def _staged(make, keep):
     """A warm-started fit grown through STAGES; without ``keep`` the state's
-    template recursion and gradient points are dropped before each stage
-    (what a stage recomputed before they were kept)."""
+    template recursion is dropped before each stage (what a stage
+    recomputed before it was kept)."""
     X, y = _data()
     est = make(max_iter=STAGES[0], warm_start=True, random_state=0).fit(X, y)
     nodes = [est._risk_state.nodes]
     for T in STAGES[1:]:
         if not keep:
-            est._risk_state.template = est._risk_state.sources = None
+            est._risk_state.template = None
         est.set_params(max_iter=T).fit(X, y)
         nodes.append(est._risk_state.nodes)
     return est, nodes
@@ -97,8 +133,6 @@ def test_a_fit_in_stages_keeps_what_it_continues_bit_for_bit(name):
     assert isinstance(state, pooled.PooledState)
     assert state.template is not None and state.template.k == STAGES[-1]
     assert all(n is nodes[0] for n in nodes)  # the nodes kept: the recursion continued
-    if kept._problem(*_data()).iteration.clips:
-        assert state.sources is not None and state.sources.shape[1] == STAGES[-1] + 1
     np.testing.assert_array_equal(kept.risk_path_, fresh.risk_path_)
     np.testing.assert_array_equal(kept.memory_matrix_, fresh.memory_matrix_)
     np.testing.assert_array_equal(kept.risk_reliable_, fresh.risk_reliable_)

@@ -54,7 +54,7 @@ from ._advice import unreliable_advice, warn_unreliable
 from ._dask_fit import dask_fit
 from ._options import LOO_OPTIONS, check_options, resolve_options
 from ._protocol import FitShellSearch
-from ._setup import PathSetup, loop_buffers
+from ._setup import PathSetup, loop_buffers, points_buffer
 
 #: solvers whose least-squares loop may run in the covariance form (one
 #: full batch, no preconditioner): its X~^T X~ is formed before the step size
@@ -297,9 +297,10 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
                 fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
         gradients, sources = loop_buffers(self, design, datafit, iteration, fitted, warm,
                                           n_done)
+        points = points_buffer(self, design, iteration, covariance, warm, n_done)
         loop_target = loop.target(target) if covariance else target
         # the covariance form: the estimates read the residuals' products (no fitted values)
-        buffers = dict(datafit=NormalEquations()) if covariance else dict(
+        buffers = dict(datafit=NormalEquations(), points_out=points) if covariance else dict(
             datafit=datafit, fitted_out=fitted, fuse=True, gradients_out=gradients,
             sources_out=sources)
         plan = self._plan_in_force()
@@ -310,11 +311,13 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             gap_monitor(design, datafit, penalty, target, loop_target, covariance, plan.end_tol))
         if k < n_total:  # ended at convergence (the plan's end_tol): k + 1 columns
             n_total = k
-            path, fitted, gradients, sources = (
-                None if a is None else a[:, : k + 1] for a in (path, fitted, gradients, sources))
+            path, fitted, gradients, sources, points = (
+                None if a is None else a[:, : k + 1]
+                for a in (path, fitted, gradients, sources, points))
         self._fitted_path = fitted
         self._gradient_path = gradients
         self._source_path = sources
+        self._point_path = points
         self._store_path(path, design, offset)
         self.step_size_ = setup.step_size
         self.n_iter_ = n_total
@@ -392,6 +395,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
                 n_probes=self.n_probes, **resolve_options(self, "risk_options"),
                 random_state=self.random_state, verbose=self.verbose, fitted=fitted,
                 fitted_sources=getattr(self, "_source_path", None),
+                sources=getattr(self, "_point_path", None),
                 _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start),
                 # after the covariance form: the residuals through their products
                 products=getattr(getattr(self, "_solver_state", None), "form", None)

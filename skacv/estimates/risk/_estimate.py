@@ -142,7 +142,7 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
                     random_state=None, chain_dtype="auto", fitted=None, verbose=0, _state=None,
                     _keep_state=False, products=False, matrices=True, probe_scheme="auto",
-                    probe_goal="level", fitted_sources=None, before=None):
+                    probe_goal="level", fitted_sources=None, before=None, sources=None):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     Full-batch least squares: the memory-matrix estimate of Bellec & Tan
@@ -168,6 +168,10 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         ``X~ v^t`` of the gradient points if already known (the fit loop's):
         the residuals of a clipped extrapolation's gradient points without
         :func:`source_residuals`'s products.
+    sources : ndarray of shape (n_features, T + 1), default=None
+        The gradient points ``v^t`` themselves if already known (the fit
+        loop's in the covariance form, float64): those of
+        :func:`source_points`, not formed again.
     products : bool, default=False
         Full-batch least squares with fewer features than samples: the
         residuals enter through their inner products in the features' space
@@ -226,11 +230,13 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     has_momentum = iteration.extrapolates(coef_path.shape[1] - 1)
     # a clipped extrapolation: the gradient points are not combinations of the outputs
     clipped = has_momentum and iteration.clips
-    F = Fv = prods = sources = None
+    F = Fv = prods = None
     if products and design.n_features <= design.n_samples:
-        if clipped:  # a continued state's prefix of them kept
-            sources = source_points(iteration, coef_path, getattr(_state, "sources", None))
-        prods = residual_products(design, y_tilde, coef_path, sources)
+        if clipped and (sources is None or sources.shape != coef_path.shape):
+            sources = source_points(iteration, coef_path)
+        # in source_points' layout (C order): the products' rounding is the same
+        prods = residual_products(design, y_tilde, coef_path,
+                                  np.ascontiguousarray(sources) if clipped else None)
         flops = coef_path.shape[0] * coef_path.shape[1] ** 2
     else:
         if fitted is None:
@@ -284,8 +290,6 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             state = state if _keep_state else None
         else:
             out = readout(A, Av)
-        if state is not None and sources is not None and hasattr(state, "sources"):
-            state.sources = sources  # the next stage's prefix
         risk, G, R, K, P, Q = out
         if prods is not None:
             prods.update(P=P, Q=Q)

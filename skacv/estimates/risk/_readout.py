@@ -113,20 +113,14 @@ def subtract_correction(design, out, coords, steps, values):
         del Xt  # the scratch free for the next block
 
 
-def source_points(iteration, coef_path, known=None):
+def source_points(iteration, coef_path):
     """The gradient points ``v^t`` of the path (shape of ``coef_path``):
     column ``t`` is the extrapolation of step ``t`` from ``x^t`` and
     ``x^{t-1}`` (clipped if so set), column 0 the start; the points whose
-    residuals :func:`source_residuals` gives. ``known``: those of a prefix
-    of the same path (a continued estimate's), kept (each column reads its
-    own step only)."""
+    residuals :func:`source_residuals` gives."""
     B = np.asarray(coef_path, dtype=np.float64)
     V = B.copy()
-    t0 = 1
-    if known is not None and known.shape[0] == B.shape[0] and known.shape[1] <= B.shape[1]:
-        t0 = max(known.shape[1], 1)
-        V[:, :t0] = known
-    for t in range(t0, B.shape[1]):
+    for t in range(1, B.shape[1]):
         V[:, t] = iteration.extrapolate_iterate(t, B[:, t], B[:, t - 1])
     return V
 

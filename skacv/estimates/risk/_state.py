@@ -82,10 +82,6 @@ class PooledState:
     # skacv.estimates.risk._spectral.CounterpartChain): a continued chain
     # that keeps the nodes continues it
     template: object = None
-    # the gradient points v^0..v^k of a clipped extrapolation, in the fit's
-    # coordinates (skacv.estimates.risk._readout.source_points): the next
-    # stage's prefix of them
-    sources: np.ndarray | None = None
     template_seed: int | None = None  # the template's probes (drawn after Z)
     # (coords, W, colnorm): the probes' images X~^T Z (len x m) and the
     # columns' squared norms of the chains' columns ``coords`` (sorted): a
