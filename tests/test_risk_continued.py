@@ -184,3 +184,31 @@ def test_a_continued_pooled_chain_is_given_no_generator():
     assert draws_probes(prob.design, est.coef_path_, plan, None)
     shorter = est.coef_path_[:, :STAGES[0]]  # shorter than the state: afresh
     assert draws_probes(prob.design, shorter, plan, state)
+
+
+def test_a_chain_keeps_a_generator_made_for_it_without_a_copy():
+    """A pooled chain given a generator made for it (``own_rng``: the risk
+    estimate's, seeded by an integer) keeps it in its state as it is; given
+    the caller's, a copy, which the caller's later draws do not move. Both
+    states continue alike, and a state's generator is never advanced in
+    place (extending the same state twice gives the same probes)."""
+    X, y = _data()
+    est = TrajectoryLasso(0.05, max_iter=30, random_state=0).fit(X, y)
+    prob = est._problem(X, y)
+    path = est.coef_path_
+
+    def run(rng, own):
+        return pooled.run_pooled_chain(prob.design, prob.iteration, path, 4, rng, np.float64,
+                                       keep_state=True, own_rng=own)
+
+    mine, theirs = np.random.RandomState(0), np.random.RandomState(0)
+    a, b = run(mine, True), run(theirs, False)
+    assert a.state.rng is mine and b.state.rng is not theirs
+    theirs.randint(10)  # the caller draws on
+    np.testing.assert_array_equal(a.SA, b.SA)
+    np.testing.assert_array_equal(a.state.rng.get_state()[1], b.state.rng.get_state()[1])
+    one = pooled.extend_pooled(prob.design, prob.iteration, path, a.state, 2)
+    two = pooled.extend_pooled(prob.design, prob.iteration, path, a.state, 2)
+    np.testing.assert_array_equal(one.Z, two.Z)
+    np.testing.assert_array_equal(one.SA, two.SA)
+    assert one.rng is not a.state.rng

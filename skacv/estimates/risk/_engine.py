@@ -337,10 +337,11 @@ def draws_probes(design, coef_path, plan, state):
 
 
 def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=None,
-                    keep_state=False, curvature=None):
+                    keep_state=False, curvature=None, own_rng=False):
     """The memory matrices ``(A, A_sources, state)`` of a trajectory by the
     engine of ``plan`` (:func:`plan_estimate`); ``rng`` a RandomState (the
-    probes); ``curvature`` (n_samples, T + 1): ``psi'`` of every sample at
+    probes; ``own_rng``: made for this call, no one else draws from it);
+    ``curvature`` (n_samples, T + 1): ``psi'`` of every sample at
     every iterate for the curvature chains (``None``: least squares). A
     path of no step has zero matrices."""
     if coef_path.shape[1] == 1:
@@ -360,7 +361,7 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
                                     state=state, keep_state=keep_state, split=plan.split)
     if form == "pooled":
         return pooled_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
-                                    state=state, keep_state=keep_state)
+                                    state=state, keep_state=keep_state, own_rng=own_rng)
     if form == "curvature":
         return curvature_memory_matrices(design, iteration, coef_path, curvature, m, rng, dtype,
                                          verbose, state=state, keep_state=keep_state)

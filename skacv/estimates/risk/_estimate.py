@@ -9,6 +9,7 @@ forms: :mod:`skacv.estimates.risk._forms`), the diagnostics of
 the estimate is noisy (:func:`_grow_pooled`)."""
 
 import functools
+import numbers
 import time
 
 import numpy as np
@@ -226,7 +227,9 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     rng = (check_random_state(random_state) if draws_probes(design, coef_path, plan, _state)
            else None)
     A, Av, state = memory_matrices(design, iteration, coef_path, plan, rng, verbose,
-                                   state=_state, keep_state=_keep_state or adaptive)
+                                   state=_state, keep_state=_keep_state or adaptive,
+                                   # a generator seeded here (an integer): this call's own
+                                   own_rng=isinstance(random_state, numbers.Integral))
     has_momentum = iteration.extrapolates(coef_path.shape[1] - 1)
     # a clipped extrapolation: the gradient points are not combinations of the outputs
     clipped = has_momentum and iteration.clips

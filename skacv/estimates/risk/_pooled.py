@@ -228,7 +228,8 @@ class PooledRun:
 
 
 def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                     draw=None, state=None, keep_state=False, gram=None, by_samples=True):
+                     draw=None, state=None, keep_state=False, gram=None, by_samples=True,
+                     own_rng=False):
     """The pooled chain (see the module's docstring) and what the rows'
     split needs, a :class:`PooledRun`. ``state`` / ``keep_state``: continue
     the chain of a shorter prefix of the same trajectory (a
@@ -238,7 +239,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     state; ``by_samples``: a chain of one probe also reads its traces by
     the groups of samples of :func:`sample_group_probes`
     (``PooledRun.by_samples``, what :func:`jackknife_matrices` measures the
-    probe's noise with).
+    probe's noise with); ``own_rng``: ``rng`` was made for this call (no one
+    else draws from it), the kept state takes it without a copy.
 
     ``draw``: private, ``draw(n, m) -> Z`` replaces the Rademacher draw (the
     tests pass the identity, ``m = n``: the sums over the probes are then
@@ -264,7 +266,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
         run.template_seed = state.template_seed
     if Z is None:
         Z = draw_probes(after, (n, m), np.int8) if draw is None else draw(n, m)
-    kept = state is not None and after is state.rng  # not drawn from: the state's own
+    # the state's generator, not drawn from, or one made for this call: no copy kept
+    kept = (state is not None and after is state.rng) or (state is None and own_rng)
     if int(start.prefix[1]) == 0:  # every iterate after x^0 is zero: nothing depends on y
         if keep_state:
             run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None,
@@ -279,7 +282,7 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
                                         None if state is None else state.images)
     W, W_samples = (W[:, :m], W[:, m:]) if by_samples else (W, None)
     if run.template_seed is None and after is not None:  # drawn once, after Z
-        if kept:
+        if kept and state is not None:
             after, kept = copy.deepcopy(after), False
         run.template_seed = int(after.randint(2**31 - 1))
     reads = PooledProbes(m, W, SA, SV, lag0, colnorm,
@@ -321,7 +324,8 @@ def _chain_columns(design, order, prefix, dtype, state, k0):
 def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None, kept=False):
     """The :class:`~skacv.estimates.risk._state.PooledState` after step ``k``;
     ``kept``: ``rng`` is the continued state's generator, not drawn from
-    (shared: a state's generator is only ever copied), else a copy of it."""
+    (shared: a state's generator is only ever copied), or one made for
+    this chain, kept as it is; else a copy of it."""
     by_samples = None if run.by_samples is None else tuple(a.copy() for a in run.by_samples)
     rng = rng if kept else copy.deepcopy(rng)
     return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=rng, SA=run.SA.copy(),
@@ -446,7 +450,7 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
 
 
 def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                         state=None, keep_state=False):
+                         state=None, keep_state=False, own_rng=False):
     """Hutchinson memory matrices of a proximal trajectory with ``n_probes``
     probes shared by every source in one chain (see the module's
     docstring): the rows' sums of :func:`run_pooled_chain` split by
@@ -456,7 +460,7 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     the same trajectory (the rows' sums are a prefix's; the template, of
     the whole path's supports, is recomputed unless the union of the
     supports is as wide as the state's, from probes drawn after the
-    chain's in both cases).
+    chain's in both cases); ``own_rng``: :func:`run_pooled_chain`'s.
 
     Returns
     -------
@@ -465,7 +469,7 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     """
     T = coef_path.shape[1] - 1
     run = run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
-                           state=state, keep_state=keep_state)
+                           state=state, keep_state=keep_state, own_rng=own_rng)
     if run.columns is None:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), run.state
     # the union of the supports, hence the template's nodes, often stops
@@ -517,7 +521,8 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
     the start (the template keeps the state's nodes)."""
     rng = copy.deepcopy(state.rng)
     run = run_pooled_chain(design, iteration, coef_path, extra, rng, state.dtype, verbose,
-                           keep_state=True, gram=state.gram, by_samples=False)
+                           keep_state=True, gram=state.gram, by_samples=False,
+                           own_rng=True)  # its own copy
     new = run.state
     images = state.images
     if images is not None and state.by_samples is not None:  # without its groups of samples
