@@ -19,6 +19,7 @@ import pytest
 
 import skacv.estimates.risk._pooled as pooled
 from skacv import TrajectoryElasticNet, TrajectoryLasso
+from skacv._trace import record
 from skacv.estimates.risk._readout import source_points
 from skacv.estimates.risk._spectral import counterpart_memory_matrix
 
@@ -79,14 +80,12 @@ def _wide(n=80, p=40, seed=3):
 @pytest.mark.parametrize("name", ["fista", "enet_fista"])
 @pytest.mark.parametrize("data, stages", [(_data, STAGES), (_wide, (20, 40))])
 def test_the_loop_writes_the_gradient_points_the_estimate_read(name, data, stages,
-                                                              monkeypatch, speed_policy):
+                                                              speed_policy):
     """In the covariance form the loop's ``v^t`` (continued through the
     stages) are :func:`source_points` of the path, bit for bit, and the
     risk estimate takes them instead of forming them: the same
     ``risk_path_`` as the estimate that forms them (the loop records
     nothing: the speed policy's ``loop_records=False``)."""
-    import skacv.estimates.risk._estimate as estimate
-
     X, y = data()
     est = MAKERS[name](max_iter=stages[0], warm_start=True, random_state=0).fit(X, y)
     for T in stages[1:]:
@@ -98,14 +97,13 @@ def test_the_loop_writes_the_gradient_points_the_estimate_read(name, data, stage
     V0 = source_points(iteration, est.coef_path_)
     np.testing.assert_array_equal(V, V0)
     assert np.any(V0 != est.coef_path_)  # the extrapolation moved the points
-    formed = []
-    monkeypatch.setattr(estimate, "source_points",
-                        lambda *a: formed.append(1) or source_points(*a))
-    again = MAKERS[name](max_iter=stages[-1], random_state=0).fit(X, y)
-    assert not formed
+    with record() as paths:
+        again = MAKERS[name](max_iter=stages[-1], random_state=0).fit(X, y)
+    assert "source_points" not in paths
     speed_policy(loop_records=False)
-    plain = MAKERS[name](max_iter=stages[-1], random_state=0).fit(X, y)
-    assert formed and plain._point_path is None
+    with record() as paths:
+        plain = MAKERS[name](max_iter=stages[-1], random_state=0).fit(X, y)
+    assert "source_points" in paths and plain._point_path is None
     np.testing.assert_array_equal(again.risk_path_, plain.risk_path_)
     np.testing.assert_array_equal(again.memory_matrix_, plain.memory_matrix_)
 
@@ -139,7 +137,7 @@ def test_a_fit_in_stages_keeps_what_it_continues_bit_for_bit(name):
     np.testing.assert_array_equal(state.template.A, fresh._risk_state.template.A)
 
 
-def test_a_stage_takes_the_first_validation_for_the_same_objects_only(monkeypatch):
+def test_a_stage_takes_the_first_validation_for_the_same_objects_only():
     """In a block of the plan's ``same_data`` (the stages of a search), a
     warm refit given the very objects the first fit validated takes its
     validated data; other objects (a copy) are validated; nothing of it
@@ -147,20 +145,14 @@ def test_a_stage_takes_the_first_validation_for_the_same_objects_only(monkeypatc
     from skacv.estimators._setup import FitPlan
 
     X, y = _data()
-    calls, validate = [], TrajectoryLasso._validate_xy
-
-    def counted(self, *args, **kwargs):
-        calls.append(kwargs.get("reset"))
-        return validate(self, *args, **kwargs)
-
-    monkeypatch.setattr(TrajectoryLasso, "_validate_xy", counted)
     est = TrajectoryLasso(0.05, max_iter=20, warm_start=True, random_state=0)
-    with est.planned(FitPlan(same_data=True)):
+    with record() as paths, est.planned(FitPlan(same_data=True)):
         est.fit(X, y)
         est.set_params(max_iter=30).fit(X, y)
-        assert calls == [True]
+        assert paths.details("validate") == [{"reset": True}]
         est.set_params(max_iter=40).fit(X.copy(), y)
-        assert calls == [True, False]
+        assert paths.details("validate") == [{"reset": True}, {"reset": False}]
+    assert paths.count("fit") == 3
     assert "_plan_data" not in est.__dict__
     one = TrajectoryLasso(0.05, max_iter=40, random_state=0).fit(X, y)
     np.testing.assert_array_equal(est.coef_path_, one.coef_path_)

@@ -1195,13 +1195,6 @@ def test_the_stages_check_the_data_once(speed_policy, monkeypatch):
         return check(*args, **kwargs)
 
     monkeypatch.setattr(sk_validation, "_assert_all_finite", watched)
-    validated, validate = [], IterativeRidge._validate_xy
-
-    def counted(self, *args, **kwargs):
-        validated.append(kwargs.get("reset"))
-        return validate(self, *args, **kwargs)
-
-    monkeypatch.setattr(IterativeRidge, "_validate_xy", counted)
     with record() as paths:
         search = _pinned(IterativeRidge(alpha=1e-3, max_iter=400, random_state=0),
                          n_iter_no_change=10).fit(X, y)
@@ -1210,7 +1203,7 @@ def test_the_stages_check_the_data_once(speed_policy, monkeypatch):
     assert paths.count("data_fingerprint") == 1
     # checked by the first stage's validation only (its result held by the block)
     assert finite.count((X.shape, False)) == 1 and finite.count((X.shape, True)) == 0
-    assert validated == [True]
+    assert paths.details("validate") == [{"reset": True}]
     assert "_plan_data" not in fitted.__dict__  # nothing of it outlives the block
     single = IterativeRidge(alpha=1e-3, max_iter=fitted.n_iter_, random_state=0).fit(X, y)
     assert_allclose(fitted.risk_path_, single.risk_path_, rtol=1e-10)

@@ -172,6 +172,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         if checked is not None and all(a is b for a, b in zip(checked[0], given, strict=True)):
             X, y, sample_weight = checked[1]  # the same objects: validated by the first
         else:
+            taken("validate", reset=not warm)
             with (sklearn.config_context(assume_finite=True) if trusted
                   else contextlib.nullcontext()):
                 X, y = self._validate_xy(X, y, reset=not warm)
