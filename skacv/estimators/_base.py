@@ -327,8 +327,11 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         self._set_setup_attributes(setup)
         self._set_estimates(design, datafit, target, iteration, X, y, fitted, risk_plan)
         # a warm refit continues on the same data (checked by the guard): it
-        # reuses the centred design and its decompositions
+        # reuses the centred design and its decompositions, and the loop's
+        # gradient points (what only a continued estimate reads)
         self._warm_design = design if self.warm_start else None
+        if not self.warm_start:
+            self._point_path = None
 
     def _store_path(self, path, design, offset):
         """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""

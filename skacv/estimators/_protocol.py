@@ -245,6 +245,7 @@ class FitShellSearch(SearchProtocol):
         self._risk_state = None
         self._loo_state = None
         self._warm_design = None
+        self._point_path = None
 
     def path_problem(self, design, validate=True):
         if validate:
