@@ -353,6 +353,7 @@ def rows_from_sums(SA, SV, lag0, template=None):
     SA, SV = np.reshape(SA, -1), np.reshape(SV, -1)
     T1 = SA.shape[0]
     n_in = np.maximum(np.arange(T1) - 1, 1)  # sources older than lag 0 in row t
+    below = np.tri(T1, T1, -2, dtype=bool)  # s < t - 1
     k = np.arange(1, T1)
     out = []
     for i, S in enumerate((SA, SV)):
@@ -362,8 +363,9 @@ def rows_from_sums(SA, SV, lag0, template=None):
         c = TB * S / np.where(den > 0, den, 1.0)
         rest = (S - c * TB) / n_in
         M = np.multiply(tpl, c[:, None], out=tpl)
-        for t in np.flatnonzero(rest[2:]) + 2:  # the row's remainder, evenly (rounding)
-            M[t, :t - 1] += rest[t]
+        # the row's remainder, evenly (rounding), on the rows that have one:
+        # each entry s < t - 1 of such a row t plus rest[t], the others untouched
+        np.add(M, rest[:, None], out=M, where=below & (rest != 0)[:, None])
         M[k, k - 1] = lag0[1:, i]
         out.append(M)
     return out[0], out[1]
