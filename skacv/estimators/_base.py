@@ -54,7 +54,7 @@ from ._advice import unreliable_advice, warn_unreliable
 from ._dask_fit import dask_fit
 from ._options import LOO_OPTIONS, check_options, resolve_options
 from ._protocol import FitShellSearch
-from ._setup import PathSetup, loop_buffers
+from ._setup import PathSetup, loop_buffers, points_buffer
 
 #: solvers whose least-squares loop may run in the covariance form (one
 #: full batch, no preconditioner): its X~^T X~ is formed before the step size
@@ -165,10 +165,20 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         if is_dask(X, y, sample_weight):  # one pass over the rows (._dask_fit)
             return dask_fit(self, X, y, sample_weight, frozen)
         # the next stage of a search refits the data its first stage checked
-        trusted = warm and self._plan_in_force().same_data
-        with sklearn.config_context(assume_finite=True) if trusted else contextlib.nullcontext():
-            X, y = self._validate_xy(X, y, reset=not warm)
-            sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        same_data = self._plan_in_force().same_data
+        trusted = warm and same_data
+        given = (X, y, sample_weight)
+        checked = self.__dict__.get("_plan_data") if trusted else None
+        if checked is not None and all(a is b for a, b in zip(checked[0], given, strict=True)):
+            X, y, sample_weight = checked[1]  # the same objects: validated by the first
+        else:
+            taken("validate", reset=not warm)
+            with (sklearn.config_context(assume_finite=True) if trusted
+                  else contextlib.nullcontext()):
+                X, y = self._validate_xy(X, y, reset=not warm)
+                sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+            if same_data:  # held for the plan's block only (planned)
+                self._plan_data = given, (X, y, sample_weight)
         y_fit, extra = self._encode_target(y, sample_weight)
         fingerprint = (self._warm_guard.fingerprint if trusted
                        else data_fingerprint(X, y_fit, sample_weight))
@@ -288,9 +298,10 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
                 fitted[:, : n_done + 1] = design.matvec(path[:, : n_done + 1])
         gradients, sources = loop_buffers(self, design, datafit, iteration, fitted, warm,
                                           n_done)
+        points = points_buffer(self, design, iteration, covariance, warm, n_done)
         loop_target = loop.target(target) if covariance else target
         # the covariance form: the estimates read the residuals' products (no fitted values)
-        buffers = dict(datafit=NormalEquations()) if covariance else dict(
+        buffers = dict(datafit=NormalEquations(), points_out=points) if covariance else dict(
             datafit=datafit, fitted_out=fitted, fuse=True, gradients_out=gradients,
             sources_out=sources)
         plan = self._plan_in_force()
@@ -301,11 +312,13 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             gap_monitor(design, datafit, penalty, target, loop_target, covariance, plan.end_tol))
         if k < n_total:  # ended at convergence (the plan's end_tol): k + 1 columns
             n_total = k
-            path, fitted, gradients, sources = (
-                None if a is None else a[:, : k + 1] for a in (path, fitted, gradients, sources))
+            path, fitted, gradients, sources, points = (
+                None if a is None else a[:, : k + 1]
+                for a in (path, fitted, gradients, sources, points))
         self._fitted_path = fitted
         self._gradient_path = gradients
         self._source_path = sources
+        self._point_path = points
         self._store_path(path, design, offset)
         self.step_size_ = setup.step_size
         self.n_iter_ = n_total
@@ -314,8 +327,11 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         self._set_setup_attributes(setup)
         self._set_estimates(design, datafit, target, iteration, X, y, fitted, risk_plan)
         # a warm refit continues on the same data (checked by the guard): it
-        # reuses the centred design and its decompositions
+        # reuses the centred design and its decompositions, and the loop's
+        # gradient points (what only a continued estimate reads)
         self._warm_design = design if self.warm_start else None
+        if not self.warm_start:
+            self._point_path = None
 
     def _store_path(self, path, design, offset):
         """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""
@@ -383,6 +399,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
                 n_probes=self.n_probes, **resolve_options(self, "risk_options"),
                 random_state=self.random_state, verbose=self.verbose, fitted=fitted,
                 fitted_sources=getattr(self, "_source_path", None),
+                sources=getattr(self, "_point_path", None),
                 _state=getattr(self, "_risk_state", None), _keep_state=bool(self.warm_start),
                 # after the covariance form: the residuals through their products
                 products=getattr(getattr(self, "_solver_state", None), "form", None)

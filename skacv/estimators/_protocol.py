@@ -224,6 +224,8 @@ class FitShellSearch(SearchProtocol):
         finally:
             if not plan.keep_deferred:
                 self.__dict__.pop("_uq_pending", None)
+            # the data the block's first fit validated (FitPlan.same_data)
+            self.__dict__.pop("_plan_data", None)
             del self._plan
 
     def _plan_in_force(self):
@@ -243,6 +245,7 @@ class FitShellSearch(SearchProtocol):
         self._risk_state = None
         self._loo_state = None
         self._warm_design = None
+        self._point_path = None
 
     def path_problem(self, design, validate=True):
         if validate:

@@ -118,6 +118,19 @@ def loop_buffers(est, design, datafit, iteration, fitted, warm, n_done):
             if points else None)
 
 
+def points_buffer(est, design, iteration, covariance, warm, n_done):
+    """Where the loop in the covariance form writes the gradient points
+    ``v^t`` of a clipped extrapolation, which its risk estimate reads in the
+    coordinates (:func:`~skacv.estimates.risk._readout.source_points`, in
+    float64: a float64 design only); ``None`` where they are not read."""
+    if not (covariance and design.policy.loop_records and est._wants("estimate_risk")
+            and design.dtype == np.float64 and iteration.extrapolates(est.max_iter)
+            and iteration.clips):
+        return None
+    return _loop_buffer(est, "_point_path", design.n_features, np.float64, warm, n_done,
+                        "the gradient points v^t")
+
+
 def _loop_buffer(est, name, rows, dtype, warm, n_done, what):
     """A ``rows x (max_iter + 1)`` buffer of the loop's columns (``what``)
     that continues ``est``'s previous fit's (``name``) on a warm start, or

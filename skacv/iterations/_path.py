@@ -79,7 +79,7 @@ def init_state(design, coef_init=None, n_columns=None, form="design", order="C")
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                    datafit=None, fitted_out=None, fuse=False, gradients_out=None,
-                   sources_out=None):
+                   sources_out=None, points_out=None):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -122,6 +122,11 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         clipped extrapolation's gradient points, which the risk estimate
         would otherwise form again:
         :func:`skacv.estimates.risk._readout.source_residuals`).
+    points_out : ndarray of shape (n_features, >= state.k + n_steps + 1), default=None
+        If given (full batch only), the gradient points ``v^k`` themselves
+        are written to ``points_out[:, k]`` for ``k = state.k .. state.k +
+        n_steps`` (those of :func:`skacv.estimates.risk._readout.source_points`,
+        which the risk estimate reads in the covariance form).
     """
     taken("run_trajectory", steps=n_steps)
     if datafit is None:
@@ -150,6 +155,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     z_next = state.z_next if fuse else None
     if sources_out is not None:
         sources_out[:, k0] = Xv
+    if points_out is not None:
+        points_out[:, k0] = v
     with design.panel_workers() if fuse else contextlib.nullcontext():
         for k in range(k0 + 1, k0 + n_steps + 1):
             if z_next is None:
@@ -192,6 +199,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                 fitted_out[:, k] = Xx
             if sources_out is not None:
                 sources_out[:, k] = Xv
+            if points_out is not None:
+                points_out[:, k] = v
             if verbose and ((k - k0) % report == 0 or k == k0 + n_steps):
                 msg = datafit.report(res_norm, design.n_eff)
                 print(

@@ -55,7 +55,7 @@ from ._spectral import (
     preconditioned_memory_matrix,
     spectral_memory_matrix,
 )
-from ._state import PooledState, QuadratureState
+from ._state import PooledState, QuadratureState, usable_state
 
 
 def _spectral(design, iteration, datafit=None):
@@ -327,11 +327,21 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     return EstimatePlan("shared", n_probes, dtype, split=split)
 
 
+def draws_probes(design, coef_path, plan, state):
+    """Whether :func:`memory_matrices` of ``plan`` may draw from its
+    generator: not the pooled chain that continues ``state`` (it holds its
+    probes and generator), which is then given ``None``."""
+    return plan.form != "pooled" or usable_state(
+        state, PooledState, plan.n_probes, plan.dtype, coef_path.shape[1] - 1,
+        design.n_samples) is None
+
+
 def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=None,
-                    keep_state=False, curvature=None):
+                    keep_state=False, curvature=None, own_rng=False):
     """The memory matrices ``(A, A_sources, state)`` of a trajectory by the
     engine of ``plan`` (:func:`plan_estimate`); ``rng`` a RandomState (the
-    probes); ``curvature`` (n_samples, T + 1): ``psi'`` of every sample at
+    probes; ``own_rng``: made for this call, no one else draws from it);
+    ``curvature`` (n_samples, T + 1): ``psi'`` of every sample at
     every iterate for the curvature chains (``None``: least squares). A
     path of no step has zero matrices."""
     if coef_path.shape[1] == 1:
@@ -351,7 +361,7 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
                                     state=state, keep_state=keep_state, split=plan.split)
     if form == "pooled":
         return pooled_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
-                                    state=state, keep_state=keep_state)
+                                    state=state, keep_state=keep_state, own_rng=own_rng)
     if form == "curvature":
         return curvature_memory_matrices(design, iteration, coef_path, curvature, m, rng, dtype,
                                          verbose, state=state, keep_state=keep_state)

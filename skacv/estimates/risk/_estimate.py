@@ -9,6 +9,7 @@ forms: :mod:`skacv.estimates.risk._forms`), the diagnostics of
 the estimate is noisy (:func:`_grow_pooled`)."""
 
 import functools
+import numbers
 import time
 
 import numpy as np
@@ -18,6 +19,7 @@ from ..._config import check_memory, format_bytes
 from ..._trace import taken
 from ...utils._parallel import small_blas
 from ._engine import (
+    draws_probes,
     memory_matrices,
     plan_estimate,
 )
@@ -141,7 +143,7 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
 def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_probes=10,
                     random_state=None, chain_dtype="auto", fitted=None, verbose=0, _state=None,
                     _keep_state=False, products=False, matrices=True, probe_scheme="auto",
-                    probe_goal="level", fitted_sources=None, before=None):
+                    probe_goal="level", fitted_sources=None, before=None, sources=None):
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     Full-batch least squares: the memory-matrix estimate of Bellec & Tan
@@ -167,6 +169,10 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         ``X~ v^t`` of the gradient points if already known (the fit loop's):
         the residuals of a clipped extrapolation's gradient points without
         :func:`source_residuals`'s products.
+    sources : ndarray of shape (n_features, T + 1), default=None
+        The gradient points ``v^t`` themselves if already known (the fit
+        loop's in the covariance form, float64): those of
+        :func:`source_points`, not formed again.
     products : bool, default=False
         Full-batch least squares with fewer features than samples: the
         residuals enter through their inner products in the features' space
@@ -217,16 +223,23 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             print(f"[risk] done in {time.perf_counter() - tic:.1f}s")
         return res
     adaptive = plan.adaptive  # the pooled probes grow while noisy
-    A, Av, state = memory_matrices(design, iteration, coef_path, plan,
-                                   check_random_state(random_state), verbose, state=_state,
-                                   keep_state=_keep_state or adaptive)
+    # a continued pooled chain draws from its own generator
+    rng = (check_random_state(random_state) if draws_probes(design, coef_path, plan, _state)
+           else None)
+    A, Av, state = memory_matrices(design, iteration, coef_path, plan, rng, verbose,
+                                   state=_state, keep_state=_keep_state or adaptive,
+                                   # a generator seeded here (an integer): this call's own
+                                   own_rng=isinstance(random_state, numbers.Integral))
     has_momentum = iteration.extrapolates(coef_path.shape[1] - 1)
     # a clipped extrapolation: the gradient points are not combinations of the outputs
     clipped = has_momentum and iteration.clips
     F = Fv = prods = None
     if products and design.n_features <= design.n_samples:
+        if clipped and (sources is None or sources.shape != coef_path.shape):
+            sources = source_points(iteration, coef_path)
+        # in source_points' layout (C order): the products' rounding is the same
         prods = residual_products(design, y_tilde, coef_path,
-                                  source_points(iteration, coef_path) if clipped else None)
+                                  np.ascontiguousarray(sources) if clipped else None)
         flops = coef_path.shape[0] * coef_path.shape[1] ** 2
     else:
         if fitted is None:
@@ -331,8 +344,10 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     ``goal="choice"``); both ``None`` once the chain has ``pooled_probes``,
     when they are not measured).
     """
+    # the state's template recursion has run to the path's end: its matrices
     template = (None if state.nodes is None else
-                template_matrices(iteration, coef_path.shape[1] - 1, state.nodes))
+                template_matrices(iteration, coef_path.shape[1] - 1, state.nodes,
+                                  state.template))
     stats = design.statistics
     while True:
         out = readout(A, Av)

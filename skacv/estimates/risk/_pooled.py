@@ -39,6 +39,7 @@ import copy
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from ..._trace import taken
 from ...linalg._linalg import lanczos, quadrature
@@ -227,7 +228,8 @@ class PooledRun:
 
 
 def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                     draw=None, state=None, keep_state=False, gram=None, by_samples=True):
+                     draw=None, state=None, keep_state=False, gram=None, by_samples=True,
+                     own_rng=False):
     """The pooled chain (see the module's docstring) and what the rows'
     split needs, a :class:`PooledRun`. ``state`` / ``keep_state``: continue
     the chain of a shorter prefix of the same trajectory (a
@@ -237,7 +239,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     state; ``by_samples``: a chain of one probe also reads its traces by
     the groups of samples of :func:`sample_group_probes`
     (``PooledRun.by_samples``, what :func:`jackknife_matrices` measures the
-    probe's noise with).
+    probe's noise with); ``own_rng``: ``rng`` was made for this call (no one
+    else draws from it), the kept state takes it without a copy.
 
     ``draw``: private, ``draw(n, m) -> Z`` replaces the Rademacher draw (the
     tests pass the identity, ``m = n``: the sums over the probes are then
@@ -258,13 +261,17 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
         SA[:k0 + 1], SV[:k0 + 1], lag0[:k0 + 1] = state.SA, state.SV, state.lag0
         if by_samples:
             run.by_samples[0][:k0 + 1], run.by_samples[1][:k0 + 1] = state.by_samples
-        Z, after = state.Z, copy.deepcopy(state.rng)
+        # the state's generator, never advanced in place: copied before a draw
+        Z, after = state.Z, state.rng
         run.template_seed = state.template_seed
     if Z is None:
         Z = draw_probes(after, (n, m), np.int8) if draw is None else draw(n, m)
+    # the state's generator, not drawn from, or one made for this call: no copy kept
+    kept = (state is not None and after is state.rng) or (state is None and own_rng)
     if int(start.prefix[1]) == 0:  # every iterate after x^0 is zero: nothing depends on y
         if keep_state:
-            run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None)
+            run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None,
+                                      kept=kept)
         return run
     order, prefix, Xs = _chain_columns(design, start.order, start.prefix, dtype, state, k0)
     width = Xs.shape[1]
@@ -275,6 +282,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
                                         None if state is None else state.images)
     W, W_samples = (W[:, :m], W[:, m:]) if by_samples else (W, None)
     if run.template_seed is None and after is not None:  # drawn once, after Z
+        if kept and state is not None:
+            after, kept = copy.deepcopy(after), False
         run.template_seed = int(after.randint(2**31 - 1))
     reads = PooledProbes(m, W, SA, SV, lag0, colnorm,
                          None if W_samples is None else (W_samples, *run.by_samples))
@@ -283,7 +292,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     if keep_state:
         cached = gram_to_keep(chains.gram, order, -chains.g, chains.policy,
                               None if state is None else state.gram)
-        run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images)
+        run.state = _pooled_state(T, m, dtype, Z, after, run, chains.saved(m), cached, images,
+                                  kept)
         run.state.columns = (order[:width], Xs)
     return run
 
@@ -311,9 +321,14 @@ def _chain_columns(design, order, prefix, dtype, state, k0):
     return order, prefix, design_columns(design, order[:width], dtype)
 
 
-def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None):
+def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None, kept=False):
+    """The :class:`~skacv.estimates.risk._state.PooledState` after step ``k``;
+    ``kept``: ``rng`` is the continued state's generator, not drawn from
+    (shared: a state's generator is only ever copied), or one made for
+    this chain, kept as it is; else a copy of it."""
     by_samples = None if run.by_samples is None else tuple(a.copy() for a in run.by_samples)
-    return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=copy.deepcopy(rng), SA=run.SA.copy(),
+    rng = rng if kept else copy.deepcopy(rng)
+    return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=rng, SA=run.SA.copy(),
                        SV=run.SV.copy(), lag0=run.lag0.copy(), chains=chains, gram=gram,
                        template_seed=run.template_seed, images=images, by_samples=by_samples)
 
@@ -338,6 +353,7 @@ def rows_from_sums(SA, SV, lag0, template=None):
     SA, SV = np.reshape(SA, -1), np.reshape(SV, -1)
     T1 = SA.shape[0]
     n_in = np.maximum(np.arange(T1) - 1, 1)  # sources older than lag 0 in row t
+    below = np.tri(T1, T1, -2, dtype=bool)  # s < t - 1
     k = np.arange(1, T1)
     out = []
     for i, S in enumerate((SA, SV)):
@@ -347,14 +363,15 @@ def rows_from_sums(SA, SV, lag0, template=None):
         c = TB * S / np.where(den > 0, den, 1.0)
         rest = (S - c * TB) / n_in
         M = np.multiply(tpl, c[:, None], out=tpl)
-        for t in np.flatnonzero(rest[2:]) + 2:  # the row's remainder, evenly (rounding)
-            M[t, :t - 1] += rest[t]
+        # the row's remainder, evenly (rounding), on the rows that have one:
+        # each entry s < t - 1 of such a row t plus rest[t], the others untouched
+        np.add(M, rest[:, None], out=M, where=below & (rest != 0)[:, None])
         M[k, k - 1] = lag0[1:, i]
         out.append(M)
     return out[0], out[1]
 
 
-def template_matrices(iteration, n_iter, nodes):
+def template_matrices(iteration, n_iter, nodes, resume=None, keep=False):
     """The split's template (:func:`rows_from_sums`): the memory
     matrices ``(T_A, T_sources)`` of ``iteration`` with its prox replaced
     by the identity, on the spectrum of the Gram matrix ``X~_U^T X~_U /
@@ -362,11 +379,19 @@ def template_matrices(iteration, n_iter, nodes):
     and weights, :func:`template_nodes`).
 
     The union's spectrum, not the final support's: it moved ``risk_path_``
-    less (``docs/internals.rst``, the pooled probes)."""
+    less (``docs/internals.rst``, the pooled probes).
+
+    ``keep``: also return the recursion after step ``n_iter`` (a
+    :class:`~skacv.estimates.risk._spectral.CounterpartChain`, ``None`` on
+    no nodes), which ``resume`` continues: a longer path's template on the
+    same ``nodes`` (a continued chain's, :attr:`PooledState.template`),
+    bit for bit what one run gives."""
     T = int(n_iter)
     if nodes[0].size == 0:
-        return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
-    return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1])
+        out = np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
+        return (*out, None) if keep else out
+    return counterpart_memory_matrix(iteration, nodes[0], T, weights=nodes[1], resume=resume,
+                                     keep=keep)
 
 
 def template_lags(n_iter, statistics):
@@ -381,7 +406,8 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     """Spectral nodes and weights (``None``: unit weights) of ``Xs^T Xs /
     n_eff``: its eigenvalues up to the design's statistical policy's
     ``template_exact_support`` columns, else the Gauss quadrature of Lanczos
-    from ``template_probes`` probes drawn from ``rng``, to the first depth
+    from ``template_probes`` probes drawn from ``rng`` (a RandomState or its
+    seed, read on this branch only), to the first depth
     of ``template_check_depths`` where the response of ``iteration``'s
     linear counterpart over :func:`template_lags` of ``n_iter`` has
     converged (``template_rtol``; else the last depth); ``coords``: the
@@ -397,7 +423,7 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     if width <= stats.template_exact_support:
         Xd = np.asarray(Xs, dtype=np.float64)
         return np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None), None
-    Z = draw_probes(rng, (width, n_probes)).astype(Xs.dtype)
+    Z = draw_probes(check_random_state(rng), (width, n_probes)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
 
@@ -426,7 +452,7 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
 
 
 def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                         state=None, keep_state=False):
+                         state=None, keep_state=False, own_rng=False):
     """Hutchinson memory matrices of a proximal trajectory with ``n_probes``
     probes shared by every source in one chain (see the module's
     docstring): the rows' sums of :func:`run_pooled_chain` split by
@@ -436,7 +462,7 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     the same trajectory (the rows' sums are a prefix's; the template, of
     the whole path's supports, is recomputed unless the union of the
     supports is as wide as the state's, from probes drawn after the
-    chain's in both cases).
+    chain's in both cases); ``own_rng``: :func:`run_pooled_chain`'s.
 
     Returns
     -------
@@ -445,25 +471,26 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     """
     T = coef_path.shape[1] - 1
     run = run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
-                           state=state, keep_state=keep_state)
+                           state=state, keep_state=keep_state, own_rng=own_rng)
     if run.columns is None:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), run.state
     # the union of the supports, hence the template's nodes, often stops
     # growing early: a continued chain reuses them while it is as wide (a
     # longer path's union contains the shorter one's: the same features)
     width = run.columns.shape[1]
-    nodes = None
+    nodes = resume = None
     if (run.continued is not None and run.continued.nodes_width == width
             and run.continued.nodes_lags >= T):
-        nodes = run.continued.nodes
+        # the same nodes: the template's recursion continues too
+        nodes, resume = run.continued.nodes, run.continued.template
     if nodes is None:
-        nodes = template_nodes(design, run.columns,
-                               np.random.RandomState(run.template_seed or 0), iteration, T,
+        nodes = template_nodes(design, run.columns, run.template_seed or 0, iteration, T,
                                run.coords)
+    *template, chain = template_matrices(iteration, T, nodes, resume, keep=True)
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, width
         run.state.nodes_lags = template_lags(T, design.statistics)
-    template = template_matrices(iteration, T, nodes)
+        run.state.template = chain
     A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template)
     return A, Av, run.state
 
@@ -496,7 +523,8 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
     the start (the template keeps the state's nodes)."""
     rng = copy.deepcopy(state.rng)
     run = run_pooled_chain(design, iteration, coef_path, extra, rng, state.dtype, verbose,
-                           keep_state=True, gram=state.gram, by_samples=False)
+                           keep_state=True, gram=state.gram, by_samples=False,
+                           own_rng=True)  # its own copy
     new = run.state
     images = state.images
     if images is not None and state.by_samples is not None:  # without its groups of samples
@@ -507,6 +535,7 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
         SV=np.concatenate([state.SV, new.SV], axis=2), lag0=state.lag0,
         chains=_merge_saved(state.chains, new.chains), gram=state.gram or new.gram,
         nodes=state.nodes, nodes_width=state.nodes_width, nodes_lags=state.nodes_lags,
+        template=state.template,
         template_seed=state.template_seed,
         images=_merge_images(images, new.images))
 

@@ -118,6 +118,7 @@ def source_points(iteration, coef_path):
     column ``t`` is the extrapolation of step ``t`` from ``x^t`` and
     ``x^{t-1}`` (clipped if so set), column 0 the start; the points whose
     residuals :func:`source_residuals` gives."""
+    taken("source_points")
     B = np.asarray(coef_path, dtype=np.float64)
     V = B.copy()
     for t in range(1, B.shape[1]):

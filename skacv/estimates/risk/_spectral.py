@@ -14,6 +14,7 @@ gradient descent in whitened coordinates (:func:`preconditioned_memory_matrix`).
 """
 
 import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -59,15 +60,23 @@ def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sour
     return (A, Av) if return_sources else A
 
 
-def counterpart_memory_matrix(iteration, eigvals, n_iter, weights=None):
+def counterpart_memory_matrix(iteration, eigvals, n_iter, weights=None, resume=None,
+                              keep=False):
     """Memory matrices ``(A, A_sources)`` of ``iteration``'s *linear
     counterpart* (its prox replaced by the identity, the same steps and
     momentum schedule) on spectral nodes: for a proximal iteration, the
     shape in the lag of its rows on a support whose Gram matrix has these
     eigenvalues (the split of the pooled probes' row sums,
     :mod:`skacv.estimates.risk._pooled`). For a linear iteration this is
-    :func:`spectral_memory_matrix`."""
-    return _nodes_memory(iteration, eigvals, n_iter, weights, iteration.constant_steps)
+    :func:`spectral_memory_matrix`.
+
+    ``keep``: also return the recursion's :class:`CounterpartChain` after
+    step ``n_iter``, which ``resume`` continues (the same iteration and
+    nodes, a path at least as long): step ``k`` of the recursion reads
+    arrays of the same shape whatever the path's length, so the continued
+    matrices equal those of one run from step 0, bit for bit."""
+    return _nodes_memory(iteration, eigvals, n_iter, weights, iteration.constant_steps,
+                         resume, keep)
 
 
 def counterpart_response(iteration, eigvals, n_iter, weights=None):
@@ -80,11 +89,25 @@ def counterpart_response(iteration, eigvals, n_iter, weights=None):
     weigh the small eigenvalues."""
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
-    a, av = _chain(iteration, lam, w * lam, int(n_iter), n_sources=1)
+    a, av, _ = _chain(iteration, lam, w * lam, int(n_iter), n_sources=1)
     return np.concatenate([a[:, 0], av[:, 0]])
 
 
-def _nodes_memory(iteration, eigvals, n_iter, weights, stationary):
+@dataclass
+class CounterpartChain:
+    """The scalar recursion of :func:`_chain` after step ``k``: its outputs
+    ``A``, ``Av`` (``k + 1`` rows) and tangents ``dv``, ``dx1``, ``dx2``
+    (their columns: the sources active at step ``k``)."""
+
+    k: int
+    A: np.ndarray
+    Av: np.ndarray
+    dv: np.ndarray
+    dx1: np.ndarray
+    dx2: np.ndarray
+
+
+def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, keep=False):
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
     wl = w * lam
@@ -93,27 +116,35 @@ def _nodes_memory(iteration, eigvals, n_iter, weights, stationary):
     Av = np.zeros((T + 1, T + 1))
     if stationary:
         # Toeplitz: one chain from source 0 gives every diagonal
-        a, av = _chain(iteration, lam, wl, T, n_sources=1)
+        a, av, chain = _chain(iteration, lam, wl, T, 1, resume)
         for d in range(1, T + 1):
             idx = np.arange(d, T + 1)
             A[idx, idx - d] = a[d, 0]
             Av[idx, idx - d] = av[d, 0]
     else:
-        A[:, :T], Av[:, :T] = _chain(iteration, lam, wl, T, n_sources=T)
-    return A, Av
+        a, av, chain = _chain(iteration, lam, wl, T, T, resume)
+        A[:, :T], Av[:, :T] = a, av
+    return (A, Av, chain) if keep else (A, Av)
 
 
-def _chain(iteration, lam, wl, T, n_sources):
+def _chain(iteration, lam, wl, T, n_sources, resume=None):
     """Scalar tangent recursions for sources ``0..n_sources-1`` (columns):
-    ``A``, ``A_sources`` of shape (T + 1, n_sources)."""
+    ``A``, ``A_sources`` of shape (T + 1, n_sources) and the recursion after
+    step ``T`` (a :class:`CounterpartChain`), continuing ``resume`` (the
+    same recursion after an earlier step)."""
     r = lam.shape[0]
     A = np.zeros((T + 1, n_sources))
     Av = np.zeros((T + 1, n_sources))
     dv = np.zeros((r, n_sources))
     dx1 = np.zeros((r, n_sources))
     dx2 = np.zeros((r, n_sources))
+    k0 = 0
+    if resume is not None:
+        k0, c0 = resume.k, resume.dv.shape[1]
+        A[:k0 + 1, :c0], Av[:k0 + 1, :c0] = resume.A, resume.Av
+        dv[:, :c0], dx1[:, :c0], dx2[:, :c0] = resume.dv, resume.dx1, resume.dx2
     lam_c = lam[:, None]
-    for k in range(1, T + 1):
+    for k in range(k0 + 1, T + 1):
         cols = min(k, n_sources)  # sources 0..k-1 are active
         dz = -lam_c * dv[:, :cols]
         if k - 1 < n_sources:
@@ -125,7 +156,8 @@ def _chain(iteration, lam, wl, T, n_sources):
         dx2[:, :cols] = dx1[:, :cols]
         dx1[:, :cols] = dx
         dv[:, :cols] = dvn
-    return A, Av
+    cols = min(T, n_sources)
+    return A, Av, CounterpartChain(T, A, Av, dv[:, :cols], dx1[:, :cols], dx2[:, :cols])
 
 
 def exact_nodes(design):

@@ -69,7 +69,7 @@ class PooledState:
     m: int
     dtype: np.dtype
     Z: np.ndarray  # (n, m) int8 signs
-    rng: object  # the random generator after the draw of Z
+    rng: object  # the generator after the draw of Z (states may share it: copied before a draw)
     SA: np.ndarray  # (k + 1, 1, m) the rows' sums per probe, lag 0 excluded
     SV: np.ndarray
     lag0: np.ndarray  # (k + 1, 2)
@@ -78,6 +78,10 @@ class PooledState:
     nodes: tuple | None = None  # the template's spectral nodes and weights
     nodes_width: int = -1  # of the union of this many supports' columns
     nodes_lags: int = -1  # the lags their quadrature was checked on
+    # the template's recursion on ``nodes`` after step k (a
+    # skacv.estimates.risk._spectral.CounterpartChain): a continued chain
+    # that keeps the nodes continues it
+    template: object = None
     template_seed: int | None = None  # the template's probes (drawn after Z)
     # (coords, W, colnorm): the probes' images X~^T Z (len x m) and the
     # columns' squared norms of the chains' columns ``coords`` (sorted): a
