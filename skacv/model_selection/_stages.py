@@ -74,7 +74,7 @@ def can_stage(estimator, policy, X=None):
     linear = estimator.linear_iterations()
     if params.get("estimate_risk") and not linear:
         # probe chains: stages pay beyond a path whose fit costs
-        # stage_min_flops_chains (each stage restarts the chains' set-up)
+        # stage_min_flops_chains (each stage pays the chains' set-up again)
         return flops > policy.stage_min_flops_chains
     if params.get("estimate_loo"):
         sub = (params.get("loo_options") or {}).get("subsample")
@@ -111,8 +111,10 @@ def next_stage(n_iter, best, n_iter_no_change, growth, statistics):
 def stage_growth(estimator, attr, policy):
     """The growth of :func:`next_stage` for a path stopped on ``attr``: the
     speed policy's ``stage_growth_chains`` for ``risk_path_`` of an
-    estimator whose risk runs Jacobian chains (every stage restarts them,
-    a fixed cost of several steps of the fit and chains on large designs:
+    estimator whose risk runs Jacobian chains (they continue from the
+    previous stage's last step, but every stage pays their set-up and the
+    readout of the whole path again, a fixed cost of several steps of the
+    fit and chains on large designs:
     ``docs/benchmarks.rst``), else ``stage_growth``."""
     linear = estimator.linear_iterations()
     if attr == "risk_path_" and not linear:
@@ -139,7 +141,7 @@ def _growth_best(path, n_iter, n_iter_no_change, best, statistics):
     """The ``best`` that :func:`next_stage` grows from: the path's end where
     only the limit keeps the path going (its patience holds), so that the
     stages grow geometrically as while the estimate improves, instead of by
-    the patience's small steps (each stage restarts the estimates' chains)."""
+    the patience's small steps (each stage pays the estimates' set-up again)."""
     return n_iter if stops(path, n_iter, n_iter_no_change, statistics)[0] else best
 
 
