@@ -176,7 +176,7 @@ def test_sizes_a_32_bit_int_cannot_hold_are_refused():
     assert gemm_call(np.zeros((3, 2)), A, B) is not None
 
 
-def test_numpy_openblas_binding_and_its_fallback(monkeypatch):
+def test_numpy_openblas_binding_and_its_fallback():
     """``library="numpy"`` binds NumPy's own OpenBLAS where threadpoolctl
     finds it (here: NumPy's wheels ship scipy-openblas64, whose ``?gemm``
     takes 64-bit integers); a NumPy without one (or a symbol not found)
@@ -187,7 +187,8 @@ def test_numpy_openblas_binding_and_its_fallback(monkeypatch):
     assert blas_module.numpy_gemm_function("sgemm") is not None
     assert blas_module.numpy_gemm_function("dgemm") is not None
     # no such library, no such symbols, nothing found: no binding
-    assert blas_module.numpy_gemm_function("sgemm", path="/no/such/libopenblas.so") is None
+    missing = "/no/such/libopenblas.so"
+    assert blas_module.numpy_gemm_function("sgemm", path=missing) is None
     assert blas_module.numpy_gemm_function("nosuchgemm") is None
     assert blas_module.numpy_openblas_path(inspect=lambda: []) is None
 
@@ -199,14 +200,12 @@ def test_numpy_openblas_binding_and_its_fallback(monkeypatch):
         {"user_api": "blas", "internal_api": "mkl", "filepath": "/x/numpy/libmkl.so"}]) is None
     rng = np.random.default_rng(0)
     A, B = rng.standard_normal((5, 300)), rng.standard_normal((300, 4))
-    for found in (True, False):
-        if not found:
-            monkeypatch.setattr(blas_module, "numpy_gemm_function", lambda name: None)
+    numpy_dgemm = blas_module.numpy_gemm_function("dgemm")
+    for numpy_path in (None, missing):
         C = np.zeros((5, 4))
-        call = gemm_call(C, A, B, library="numpy")
+        call = gemm_call(C, A, B, library="numpy", numpy_path=numpy_path)
         assert call is not None
         # NumPy's routine where found, else SciPy's capsule
-        numpy_dgemm = blas_module.numpy_gemm_function("dgemm")
-        assert (call.func is numpy_dgemm) == found
+        assert (call.func is numpy_dgemm) == (numpy_path is None)
         call()
         assert_allclose(C, A @ B, rtol=1e-12, atol=1e-12 * np.abs(A @ B).max())

@@ -116,11 +116,22 @@ def numpy_openblas_path(inspect=threadpool_info):
 
 
 @functools.lru_cache(maxsize=None)
+def _found_numpy_openblas():
+    """:func:`numpy_openblas_path`, looked up once (threadpoolctl walks every
+    loaded library)."""
+    return numpy_openblas_path()
+
+
 def numpy_gemm_function(name, path=None):
     """The ctypes function of ``name`` (``sgemm``/``dgemm``) with 64-bit
     integers (:data:`ILP64_SYMBOLS`) in NumPy's OpenBLAS (``path``: its
-    file, default :func:`numpy_openblas_path`), or ``None``."""
-    path = numpy_openblas_path() if path is None else path
+    file, default :func:`numpy_openblas_path`), or ``None``; one object
+    per routine and file."""
+    return _ilp64_gemm(name, _found_numpy_openblas() if path is None else path)
+
+
+@functools.lru_cache(maxsize=None)
+def _ilp64_gemm(name, path):
     if not path:
         return None
     try:
@@ -158,7 +169,7 @@ def _form(M, itemsize):
     return None
 
 
-def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas):
+def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas, numpy_path=None):
     """Bind ``C <- alpha A B + beta C`` for these arrays (views included)
     to SciPy's BLAS, or return ``None`` when it cannot (another dtype, no
     SciPy BLAS or not its 32-bit-integer interface, a view without a unit
@@ -176,6 +187,9 @@ def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas):
         Where the routines' capsules are (``"scipy"``: SciPy's
         ``cython_blas``); ``"numpy"``: NumPy's OpenBLAS
         (:func:`numpy_gemm_function`) where found, else SciPy's.
+    numpy_path : str, default=None
+        With ``library="numpy"``: the file of NumPy's OpenBLAS
+        (``None``: :func:`numpy_openblas_path`).
 
     Returns
     -------
@@ -191,7 +205,7 @@ def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas):
         return None
     to_numpy = isinstance(library, str) and library == "numpy"
     integer = ctypes.c_int
-    fn = numpy_gemm_function(_ROUTINES[dtype]) if to_numpy else None
+    fn = numpy_gemm_function(_ROUTINES[dtype], numpy_path) if to_numpy else None
     if fn is not None:
         integer = ctypes.c_int64
     else:
