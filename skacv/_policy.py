@@ -126,8 +126,10 @@ class SpeedPolicy:
     pass_groups: int = 2
     #: ... from a copy of ``X`` of this many bytes (``None``: the last-level cache's share)
     pass_groups_min_bytes: int | None = None
-    #: the pass's products prepared for SciPy's BLAS, called without the GIL
+    #: the pass's products prepared for SciPy's BLAS, called without the GIL ...
     prepared_products: bool = True
+    #: ... bound to NumPy's OpenBLAS where found (``"numpy"``) or SciPy's (``"scipy"``)
+    prepared_blas: str = "numpy"
     #: the stacked folds may run in the covariance form ...
     fold_covariance: bool = True
     #: ... its memory-bound flops counted this many times unless in the level-2 cache

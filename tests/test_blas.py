@@ -1,6 +1,6 @@
-"""Products prepared for SciPy's BLAS (skacv.linalg._blas.gemm_call): equal to
-NumPy's on every layout of views the stacked folds' pass uses, in place,
-and refused (None) where a BLAS call cannot express them."""
+"""Products prepared for SciPy's BLAS, or NumPy's OpenBLAS
+(skacv.linalg._blas.gemm_call): equal to NumPy's on every layout of views
+the stacked folds' pass uses, in place, and refused (None) where a BLAS call cannot express them."""
 
 import ctypes
 import threading
@@ -30,9 +30,12 @@ def _view(M, order, pad):
 @pytest.mark.parametrize("shape", [(5, 7, 3), (1, 4, 6), (6, 4, 1), (3, 1, 2), (13, 40, 5)])
 @pytest.mark.parametrize("orders", ["CC", "CF", "FC", "FF"])
 @pytest.mark.parametrize("pad", [0, 3])
-def test_gemm_call_is_the_product(dtype, shape, orders, pad):
+@pytest.mark.parametrize("library", [None, "scipy", "numpy"])
+def test_gemm_call_is_the_product(dtype, shape, orders, pad, library):
     """C <- alpha A B + beta C for C- and F-ordered views with any leading
-    dimension, repeated calls accumulating in place; against float64 NumPy."""
+    dimension, repeated calls accumulating in place; against float64 NumPy.
+    SciPy's BLAS (the default, ``"scipy"``) and NumPy's OpenBLAS (``"numpy"``,
+    its 64-bit-integer interface) alike."""
     m, k, n = shape
     rng = np.random.default_rng(sum(shape))
     A = _view(rng.standard_normal((m, k)).astype(dtype), orders[0], pad)
@@ -40,7 +43,8 @@ def test_gemm_call_is_the_product(dtype, shape, orders, pad):
     wide = rng.standard_normal((m, n + pad)).astype(dtype)
     C = wide[:, :n]  # rows of unit stride, leading dimension n + pad
     C0, right = C.copy(), wide[:, n:].copy()
-    call = gemm_call(C, A, B, alpha=-1.5, beta=0.5)
+    kwargs = {} if library is None else {"library": library}
+    call = gemm_call(C, A, B, alpha=-1.5, beta=0.5, **kwargs)
     assert call is not None
     call()
     AB = A.astype(np.float64) @ B.astype(np.float64)
@@ -170,3 +174,38 @@ def test_sizes_a_32_bit_int_cannot_hold_are_refused():
                                              strides=((2**31 - 1) * item, item))
     assert gemm_call(C_edge, np.ones((2, 4)), B) is not None
     assert gemm_call(np.zeros((3, 2)), A, B) is not None
+
+
+def test_numpy_openblas_binding_and_its_fallback():
+    """``library="numpy"`` binds NumPy's own OpenBLAS where threadpoolctl
+    finds it (here: NumPy's wheels ship scipy-openblas64, whose ``?gemm``
+    takes 64-bit integers); a NumPy without one (or a symbol not found)
+    falls back to SciPy's BLAS, the same product."""
+    path = blas_module.numpy_openblas_path()
+    if path is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS threadpoolctl finds")
+    assert blas_module.numpy_gemm_function("sgemm") is not None
+    assert blas_module.numpy_gemm_function("dgemm") is not None
+    # no such library, no such symbols, nothing found: no binding
+    missing = "/no/such/libopenblas.so"
+    assert blas_module.numpy_gemm_function("sgemm", path=missing) is None
+    assert blas_module.numpy_gemm_function("nosuchgemm") is None
+    assert blas_module.numpy_openblas_path(inspect=lambda: []) is None
+
+    def broken():
+        raise RuntimeError("cannot inspect")
+
+    assert blas_module.numpy_openblas_path(inspect=broken) is None
+    assert blas_module.numpy_openblas_path(inspect=lambda: [
+        {"user_api": "blas", "internal_api": "mkl", "filepath": "/x/numpy/libmkl.so"}]) is None
+    rng = np.random.default_rng(0)
+    A, B = rng.standard_normal((5, 300)), rng.standard_normal((300, 4))
+    numpy_dgemm = blas_module.numpy_gemm_function("dgemm")
+    for numpy_path in (None, missing):
+        C = np.zeros((5, 4))
+        call = gemm_call(C, A, B, library="numpy", numpy_path=numpy_path)
+        assert call is not None
+        # NumPy's routine where found, else SciPy's capsule
+        assert (call.func is numpy_dgemm) == (numpy_path is None)
+        call()
+        assert_allclose(C, A @ B, rtol=1e-12, atol=1e-12 * np.abs(A @ B).max())

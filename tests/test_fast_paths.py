@@ -108,6 +108,21 @@ def prepared_products():
     return out, "prepared_calls" in paths
 
 
+def numpy_blas_products():
+    """The folds' prepared products bound to NumPy's own OpenBLAS against
+    SciPy's BLAS: the same routine (taken: every prepared call of the pass
+    is NumPy's ``?gemm``, where NumPy ships an OpenBLAS)."""
+    import skacv.linalg._blas as blas
+
+    X, y, sw = _data(96, 30)
+    out, folds = _folds(TrajectoryLasso(alpha=0.05, solver="ista", max_iter=20), X, y, sw)
+    numpy_gemm = blas.numpy_gemm_function("dgemm")
+    calls = [c for _, groups in folds.designs._plan[4] for g in groups for c in g[3] or ()]
+    taken = bool(calls) and numpy_gemm is not None and all(
+        first.func is numpy_gemm and second.func is numpy_gemm for first, _, second in calls)
+    return out, taken
+
+
 def covariance_path():
     """The Lasso's alpha path on ``C = X~^T X~`` (products with ``C_WW``)
     against the working sets' columns of X~: the same penalties and df, the
@@ -417,6 +432,9 @@ FAST_PATHS = {
                               {**_PASS, "rotated_min_bytes": 2**62}),
     "prepared_products": FastPath(prepared_products, {**_PASS, "prepared_products": True},
                                   {**_PASS, "prepared_products": False}),
+    "numpy_blas_products": FastPath(numpy_blas_products,
+                                    {**_PASS, "prepared_blas": "numpy"},
+                                    {**_PASS, "prepared_blas": "scipy"}),
     "covariance_path": FastPath(covariance_path, {"covariance_path": True},
                                 {"covariance_path": False}, rtol=1e-7),
     "path_columns_descent": FastPath(path_columns_descent, {"path_columns_descent": True},

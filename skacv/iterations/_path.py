@@ -11,6 +11,7 @@ product, with the same iteration methods.
 
 import contextlib
 import dataclasses
+import math
 import time
 import warnings
 
@@ -297,7 +298,8 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     inv_n = np.empty_like(state.x)
     inv_n[...] = np.asarray(1.0 / design.n_eff, dtype=dtype)
     y_norm = float(np.linalg.norm(Y))
-    limit = design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny)
+    # (a Python float: the comparison below in double precision, as NumPy's)
+    limit = float(design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny))
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     z, rss = state.z_next, state.rss_next
@@ -306,7 +308,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
     for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
-        if not np.isfinite(rss) or np.sqrt(rss) > limit:
+        if not math.isfinite(rss) or (rss > 0.0 and math.sqrt(rss) > limit):
             raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm)
         # the pass's gradient is a new array of the loop's: scaled, and
         # combined, in place (the state's, from an earlier call, is kept)

@@ -82,11 +82,14 @@ def _clipped_entries(x, x_prev, n_free=0):
     d = np.subtract(x, x_prev)
     # the step is clipped where |x - x_prev| > |x|, to sign(x - x_prev) |x|
     # (0 where x = 0): c = sign(x - x_prev) sign(x) exactly
-    clipped = np.abs(d) > np.abs(x)
+    clipped = np.abs(d)
+    clipped = np.greater(clipped, np.abs(x), out=np.empty(clipped.shape, dtype=bool))
     if n_free:
         clipped[x.shape[0] - n_free:] = False
-    at = np.flatnonzero(clipped)
-    return at, np.sign(d.reshape(-1)[at]) * np.sign(np.take(x, at))
+    at = clipped.reshape(-1).nonzero()[0]  # (np.flatnonzero, without its wrappers)
+    c_at = np.sign(d.reshape(-1)[at])
+    c_at *= np.sign(x.take(at))
+    return at, c_at
 
 
 #: the default ``coef`` of the extrapolation's corrections: not computed yet
@@ -358,13 +361,14 @@ class Iteration:
         beta = self.beta(k)
         # 1 + beta c (c = 1) in the precision of c, then the iterates';
         # beta e (e = -1) in float64, then the iterates'
-        t = c_at.dtype.type
-        a, b = x.dtype.type(t(1.0) + t(beta)), x.dtype.type(-beta)
-        v = _combine((a, b), x, x_prev)
-        # at the clipped coordinates (1 + beta c_at, beta 0)
-        clipped = _combine(((1.0 + beta * c_at).astype(x.dtype, copy=False),
-                            np.full(at.size, beta * 0.0, dtype=x.dtype)),
-                           np.take(x, at), np.take(x_prev, at))
+        t, dt = c_at.dtype.type, x.dtype.type
+        v = np.multiply(x, dt(t(1.0) + t(beta)))
+        v += np.multiply(x_prev, dt(-beta))
+        # at the clipped coordinates (1 + beta c_at, beta 0): _combine's
+        # products, the second by beta 0 in the iterates' precision
+        a_at = (1.0 + beta * c_at).astype(x.dtype, copy=False)
+        clipped = np.multiply(a_at, x.take(at), out=a_at if a_at is not c_at else None)
+        clipped += np.multiply(x_prev.take(at), dt(beta * 0.0))
         v.flat[at] = clipped
         return v
 

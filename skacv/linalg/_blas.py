@@ -17,12 +17,19 @@ the capsule's C signature is the 32-bit-integer one this module passes
 (``int *`` for every dimension and leading dimension: an ILP64 build of
 SciPy's BLAS would read them as 64-bit integers), and for any dimension or
 leading dimension of ``2**31`` or more, which a 32-bit ``int`` cannot hold.
+
+``library="numpy"`` binds the same call to the ``?gemm`` of NumPy's own
+OpenBLAS instead (:func:`numpy_gemm_function`: its 64-bit-integer
+interface, ``scipy_sgemm_64_`` in NumPy's wheels), where it is found, else
+to SciPy's: the same routine with the same arguments, faster where NumPy
+ships the newer OpenBLAS (figures in docs/benchmarks.rst).
 """
 
 import ctypes
 import functools
 
 import numpy as np
+from threadpoolctl import threadpool_info
 
 try:  # SciPy's C-level BLAS (Fortran calling convention, 32-bit integers)
     from scipy.linalg import cython_blas as _cython_blas
@@ -88,6 +95,58 @@ def _gemm_function(name, library=_cython_blas):
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(address)
 
 
+#: the 64-bit-integer ``?gemm`` of an OpenBLAS built with a symbol suffix
+#: (NumPy's wheels: scipy-openblas64), names tried in turn
+ILP64_SYMBOLS = ("scipy_{}_64_", "{}_64_")
+
+
+def numpy_openblas_path(inspect=threadpool_info):
+    """The file of the OpenBLAS that NumPy loaded, as threadpoolctl reports
+    it (``inspect``: its ``threadpool_info``), or ``None``."""
+    try:
+        loaded = inspect()
+    except Exception:  # a library it cannot inspect: none
+        return None
+    for info in loaded:
+        path = str(info.get("filepath") or "")
+        if (info.get("user_api") == "blas" and info.get("internal_api") == "openblas"
+                and "numpy" in path):
+            return path
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _found_numpy_openblas():
+    """:func:`numpy_openblas_path`, looked up once (threadpoolctl walks every
+    loaded library)."""
+    return numpy_openblas_path()
+
+
+def numpy_gemm_function(name, path=None):
+    """The ctypes function of ``name`` (``sgemm``/``dgemm``) with 64-bit
+    integers (:data:`ILP64_SYMBOLS`) in NumPy's OpenBLAS (``path``: its
+    file, default :func:`numpy_openblas_path`), or ``None``; one object
+    per routine and file."""
+    return _ilp64_gemm(name, _found_numpy_openblas() if path is None else path)
+
+
+@functools.lru_cache(maxsize=None)
+def _ilp64_gemm(name, path):
+    if not path:
+        return None
+    try:
+        lib = ctypes.CDLL(path)  # (loaded already: the same handle)
+    except OSError:
+        return None
+    for pattern in ILP64_SYMBOLS:
+        symbol = getattr(lib, pattern.format(name), None)
+        if symbol is not None:
+            address = ctypes.cast(symbol, ctypes.c_void_p).value
+            # CFUNCTYPE (not PYFUNCTYPE): the GIL is released during the call
+            return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(address)
+    return None
+
+
 class GemmCall(functools.partial):
     """A prepared product: calling it (no arguments) computes ``C <- alpha A
     B + beta C`` in place. Holds its three arrays (``operands``) so that
@@ -110,7 +169,7 @@ def _form(M, itemsize):
     return None
 
 
-def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas):
+def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas, numpy_path=None):
     """Bind ``C <- alpha A B + beta C`` for these arrays (views included)
     to SciPy's BLAS, or return ``None`` when it cannot (another dtype, no
     SciPy BLAS or not its 32-bit-integer interface, a view without a unit
@@ -124,8 +183,13 @@ def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas):
         Each with one dimension of unit stride (C- or F-ordered views with
         any leading dimension), all of ``C``'s dtype (float32 or float64).
     alpha, beta : float
-    library : module, default=scipy.linalg.cython_blas
-        Where the routines' capsules are.
+    library : module, "scipy" or "numpy", default=scipy.linalg.cython_blas
+        Where the routines' capsules are (``"scipy"``: SciPy's
+        ``cython_blas``); ``"numpy"``: NumPy's OpenBLAS
+        (:func:`numpy_gemm_function`) where found, else SciPy's.
+    numpy_path : str, default=None
+        With ``library="numpy"``: the file of NumPy's OpenBLAS
+        (``None``: :func:`numpy_openblas_path`).
 
     Returns
     -------
@@ -139,7 +203,14 @@ def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas):
     (m, k), (k2, n) = A.shape, B.shape
     if k2 != k or C.shape != (m, n) or min(m, n, k) < 1:
         return None
-    fn = _gemm_function(_ROUTINES[dtype], library)
+    to_numpy = isinstance(library, str) and library == "numpy"
+    integer = ctypes.c_int
+    fn = numpy_gemm_function(_ROUTINES[dtype], numpy_path) if to_numpy else None
+    if fn is not None:
+        integer = ctypes.c_int64
+    else:
+        scipy = to_numpy or (isinstance(library, str) and library == "scipy")
+        fn = _gemm_function(_ROUTINES[dtype], _cython_blas if scipy else library)
     if fn is None:
         return None
     item = dtype.itemsize
@@ -157,10 +228,10 @@ def gemm_call(C, A, B, alpha=1.0, beta=0.0, library=_cython_blas):
 
     scalar = _SCALARS[dtype]
     args = (ref(ctypes.c_char(b_form[0].encode())), ref(ctypes.c_char(a_form[0].encode())),
-            ref(ctypes.c_int(n)), ref(ctypes.c_int(m)), ref(ctypes.c_int(k)),
-            ref(scalar(alpha)), ctypes.c_void_p(B.ctypes.data), ref(ctypes.c_int(b_form[1])),
-            ctypes.c_void_p(A.ctypes.data), ref(ctypes.c_int(a_form[1])),
-            ref(scalar(beta)), ctypes.c_void_p(C.ctypes.data), ref(ctypes.c_int(c_form[1])))
+            ref(integer(n)), ref(integer(m)), ref(integer(k)),
+            ref(scalar(alpha)), ctypes.c_void_p(B.ctypes.data), ref(integer(b_form[1])),
+            ctypes.c_void_p(A.ctypes.data), ref(integer(a_form[1])),
+            ref(scalar(beta)), ctypes.c_void_p(C.ctypes.data), ref(integer(c_form[1])))
     call = GemmCall(fn, *args)
     call.operands = (C, A, B, keep)
     return call

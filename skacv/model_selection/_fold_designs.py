@@ -32,8 +32,9 @@ from ..linalg._design import _sum_in_order
 from ..utils._parallel import cache_bytes, kept_workers, last_level_share
 
 
-def _prepared_calls(views):
-    """The prepared products of a group's panels (the speed policy's ``prepared_products``):
+def _prepared_calls(views, library):
+    """The prepared products of a group's panels (the speed policy's
+    ``prepared_products``, bound to the BLAS ``library`` of its ``prepared_blas``):
     ``(first, mask, second)`` per panel, ``first()`` forming ``Ra <- Ra - Xa
     V^T`` (``Ra`` holding the target), ``mask`` the arguments of the
     masking multiply (``"folds"`` layout) or ``None``, ``second()`` adding
@@ -42,12 +43,34 @@ def _prepared_calls(views):
     taken("prepared_calls")
     calls = []
     for Bt, Xa, Ra, _, Ma, Gt, Zj in views:
-        first = gemm_call(Ra, Xa, Bt, alpha=-1.0, beta=1.0)
-        second = gemm_call(Zj, Gt, Xa, alpha=1.0, beta=1.0)
+        first = gemm_call(Ra, Xa, Bt, alpha=-1.0, beta=1.0, library=library)
+        second = gemm_call(Zj, Gt, Xa, alpha=1.0, beta=1.0, library=library)
         if first is None or second is None:
             return None
         calls.append((first, None if Ma is None else (Ra, Ma, Gt.T), second))
     return calls
+
+
+def _pass_group(views, total, tmp, calls):
+    """One group of panels of :meth:`FoldDesigns._dense_pass`: its gradient
+    sum ``total`` from zero, by the prepared ``calls`` (without the GIL) or
+    NumPy's products on the ``views`` (``tmp``: a scratch gradient)."""
+    total[...] = 0
+    if calls is not None:  # prepared products, without the GIL
+        for first, mask, second in calls:
+            first()  # Ra <- Ra - Xa V (Ra holds the target)
+            if mask is not None:
+                np.multiply(*mask)
+            second()  # Zj <- Zj + Gt Xa
+        return
+    dot, subtract, multiply = np.dot, np.subtract, np.multiply
+    for Bt, Xa, Ra, Ta, Ma, Gt, Zj in views:
+        dot(Xa, Bt, out=Ra)
+        subtract(Ta, Ra, out=Ra)
+        if Ma is not None:
+            multiply(Ra, Ma, out=Gt.T)
+        dot(Gt, Xa, out=tmp)
+        Zj += tmp
 
 
 def fold_panel_rows(n_features, policy, itemsize=4, n_columns=5):
@@ -174,6 +197,9 @@ class FoldDesigns:
                 raise ValueError("partition must hold out each fold's non-training rows, "
                                  "one slice per fold, every row in exactly one.")
         self.layout = "folds" if self.partition is None else "rotated"
+        # (rotated) where each fold's held-out rows start, and whether none is empty
+        self._fold_starts = None if self.partition is None else [a for a, _ in self.partition]
+        self._no_empty_fold = self.partition is not None and all(b > a for a, b in self.partition)
         if not self.fit_intercept:
             self.delta = np.zeros((self.n_features, K), dtype=base.dtype)
         elif self.partition is not None:
@@ -313,39 +339,19 @@ class FoldDesigns:
         # the residuals are formed in place: target - Xa V into a copy of the
         # target (prepared products), or Xa V then target - Xa V
         np.copyto(R[part] if prepared else T[part], target[:width].T)
-        dot, subtract, multiply = np.dot, np.subtract, np.multiply
-
-        def work(views, total, tmp, calls):
-            total[...] = 0
-            if calls is not None:  # prepared products, without the GIL
-                for first, mask, second in calls:
-                    first()  # Ra <- Ra - Xa V (Ra holds the target)
-                    if mask is not None:
-                        multiply(*mask)
-                    second()  # Zj <- Zj + Gt Xa
-                return
-            for Bt, Xa, Ra, Ta, Ma, Gt, Zj in views:
-                dot(Xa, Bt, out=Ra)
-                subtract(Ta, Ra, out=Ra)
-                if Ma is not None:
-                    multiply(Ra, Ma, out=Gt.T)
-                dot(Gt, Xa, out=tmp)
-                Zj += tmp
-
-        with self.workers() as run:
-            if len(groups) == 1:
-                work(*groups[0])
-            else:
-                run(work, groups)
+        if len(groups) == 1 and self._run is not None:  # inside workers(): BLAS on one thread
+            _pass_group(*groups[0])
+        else:
+            with self.workers() as run:
+                run(_pass_group, groups)
         total = _sum_in_order(sums)
         Rt = (R[part][:, :K - 1] if rotated else masked).T  # the training residuals
         s = None
         if self.fit_intercept:  # each fold's sum of sqrt(w) r over its training rows
             RW = Rt if self.base.weight is None else Rt * self.sqrt_weight[None, :]
-            if self.partition is not None and all(b > a for a, b in self.partition):
+            if self.partition is not None and self._no_empty_fold:
                 # rotated: by held-out fold, row c of fold h is fold (h + 1 + c) mod K
-                M = np.add.reduceat(RW.T, [a for a, _ in self.partition], axis=0,
-                                    dtype=np.float64)
+                M = np.add.reduceat(RW.T, self._fold_starts, axis=0, dtype=np.float64)
                 s = np.bincount(self._rotated_fold.ravel(), weights=M.T.ravel(), minlength=K)
             else:
                 s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(),
@@ -366,7 +372,8 @@ class FoldDesigns:
             Z = Zt.T
         P = np.empty((K, self.n_samples), dtype=self.dtype)
         np.subtract(target[:width], R[part].T, out=P[:width])
-        P[width:] = np.nan
+        if width < K:
+            P[width:] = np.nan
         return P, Z, Rt
 
     def _pass_plan(self):
@@ -423,7 +430,8 @@ class FoldDesigns:
                 limit = self.policy.prepared_groups
                 prepare = self.policy.prepared_products and (limit is None or g < limit)
                 groups.append((views, total, np.empty((K - 1 if rotated else K, p), dtype=dt),
-                               _prepared_calls(views) if prepare else None))
+                               _prepared_calls(views, self.policy.prepared_blas)
+                               if prepare else None))
             if any(g[3] is None for g in groups):  # all groups prepared, or none
                 groups = [g[:3] + (None,) for g in groups]
             passes.append((sums, groups))
