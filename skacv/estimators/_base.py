@@ -107,6 +107,12 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         return tags
 
     def _validate_params(self):
+        if self._continues() and self._plan_in_force().same_data:
+            # a later stage of a search (the plan's same_data): the search set
+            # max_iter and warm_start only, the first stage validated the
+            # rest and the warm start's guard refuses any other change
+            return
+        taken("validate_params")
         super()._validate_params()
         check_options(self)  # the keys and values of risk_options and loo_options
 

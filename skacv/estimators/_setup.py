@@ -41,7 +41,8 @@ class FitPlan:
         Every fit of the plan is on the data of its first (the stages of a
         search): a continued fit skips the finiteness check of its
         validation and keeps the first fit's data fingerprint (one pass over
-        ``X`` each).
+        ``X`` each), and its parameters' validation (the stages set
+        ``max_iter`` and ``warm_start`` only).
     end_tol : float or None
         A least-squares path with an l1 penalty ends before ``max_iter`` at
         the first check (every ``end_check`` steps) where its duality gap is
