@@ -1,6 +1,7 @@
 """The candidates of a search share the first validation of its data
 (``FitPlan.checks``, :class:`skacv.estimators._setup.SharedChecks`): one
-validation and one data fingerprint for the search, the same fits."""
+validation and one data fingerprint for the search, the same fits; and
+their shared design's Lipschitz constant."""
 
 import numpy as np
 import pandas as pd
@@ -67,6 +68,7 @@ def test_a_search_validates_its_data_once():
     first_fits = paths.count("validate") + paths.count("shared_checks")
     assert paths.count("validate") == 1 and first_fits > 2
     assert paths.count("data_fingerprint") == 1
+    assert paths.count("dense_lipschitz") == 1  # the candidates share their design
     est = search.estimator_
     alone = TrajectoryLasso(max_iter=est.n_iter_, random_state=0,
                             alpha=search.best_params_["alpha"]).fit(X, y)
@@ -88,3 +90,19 @@ def test_an_estimator_with_checks_of_its_own_validates_each_time():
                                   random_state=0).fit(X, (y > 0).astype(int))
     assert paths.count("shared_checks") == 0
     assert [d["reset"] for d in paths.details("validate")].count(True) >= 2
+
+
+def test_a_design_computes_its_dense_lipschitz_constant_once():
+    """LAPACK's top eigenvalue of the smaller Gram matrix, once a design:
+    the same number at every call."""
+    from skacv._policy import get_policy
+    from skacv.linalg._design import make_design
+    from skacv.linalg._linalg import top_eigenvalue
+
+    X, _ = _data()
+    design = make_design(X)
+    with record() as paths:
+        first, again = design.lipschitz(), design.lipschitz()
+    assert paths.count("dense_lipschitz") == 1
+    fresh = make_design(X)
+    assert first == again == top_eigenvalue(fresh.gram(side="auto"), policy=get_policy())
