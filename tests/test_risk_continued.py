@@ -158,6 +158,35 @@ def test_a_stage_takes_the_first_validation_for_the_same_objects_only():
     np.testing.assert_array_equal(est.coef_path_, one.coef_path_)
 
 
+def test_a_stage_validates_no_parameters_within_the_plan_only():
+    """A later stage of a search (a warm refit in a block of the plan's
+    ``same_data``) does not validate its parameters again; the warm start's
+    guard still refuses a changed protected one, and outside the block a
+    warm refit validates them."""
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from skacv.estimators._setup import FitPlan
+
+    X, y = _data()
+    est = TrajectoryLasso(0.05, max_iter=20, warm_start=True, random_state=0)
+    with record() as paths, est.planned(FitPlan(same_data=True)):
+        est.fit(X, y)
+        est.set_params(max_iter=30).fit(X, y)
+        with pytest.raises(ValueError, match="changed"):
+            est.set_params(alpha=0.1, max_iter=40).fit(X, y)
+    assert paths.count("fit") == 3 and paths.count("validate_params") == 1
+    est.set_params(alpha=0.05)
+    with record() as paths, pytest.raises(InvalidParameterError):
+        est.set_params(max_iter=-1).fit(X, y)
+    assert paths.count("validate_params") == 1
+    with record() as paths:
+        est.set_params(max_iter=40).fit(X, y)
+    assert paths.count("validate_params") == 1
+    one = TrajectoryLasso(0.05, max_iter=40, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.coef_path_, one.coef_path_)
+    np.testing.assert_array_equal(est.risk_path_, one.risk_path_)
+
+
 def test_a_continued_pooled_chain_is_given_no_generator():
     """The pooled chain that continues a state holds its probes and
     generator: the risk estimate does not make one for it (``None``: a draw

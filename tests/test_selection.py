@@ -1223,6 +1223,7 @@ def test_the_stages_check_the_data_once(speed_policy, monkeypatch):
     # checked by the first stage's validation only (its result held by the block)
     assert finite.count((X.shape, False)) == 1 and finite.count((X.shape, True)) == 0
     assert paths.details("validate") == [{"reset": True}]
+    assert paths.count("validate_params") == 1  # the later stages' are the first's
     assert "_plan_data" not in fitted.__dict__  # nothing of it outlives the block
     single = IterativeRidge(alpha=1e-3, max_iter=fitted.n_iter_, random_state=0).fit(X, y)
     assert_allclose(fitted.risk_path_, single.risk_path_, rtol=1e-10)

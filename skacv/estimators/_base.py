@@ -85,6 +85,10 @@ COMMON_CONSTRAINTS = {
 }
 
 
+#: what the validation of a first fit sets on the estimator (FitPlan.checks)
+_CHECKED_ATTRIBUTES = ("n_features_in_", "feature_names_in_")
+
+
 class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
     """Fit shell: validation, warm start, the path and its estimates.
 
@@ -107,6 +111,12 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         return tags
 
     def _validate_params(self):
+        if self._continues() and self._plan_in_force().same_data:
+            # a later stage of a search (the plan's same_data): the search set
+            # max_iter and warm_start only, the first stage validated the
+            # rest and the warm start's guard refuses any other change
+            return
+        taken("validate_params")
         super()._validate_params()
         check_options(self)  # the keys and values of risk_options and loo_options
 
@@ -147,6 +157,13 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         raise NotImplementedError
 
     # ----------------------------------------------------------- the shell
+    def _checks_shared(self):
+        """The fit shell's own checks of the data (no class of its own):
+        those of the same objects are the same for every candidate."""
+        cls = type(self)
+        return (cls._validate_xy is TrajectoryEstimator._validate_xy
+                and cls._encode_target is TrajectoryEstimator._encode_target)
+
     def _continues(self):
         """This fit continues the stored path (``warm_start``)."""
         return bool(self.warm_start) and hasattr(self, "n_iter_") \
@@ -165,12 +182,23 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         if is_dask(X, y, sample_weight):  # one pass over the rows (._dask_fit)
             return dask_fit(self, X, y, sample_weight, frozen)
         # the next stage of a search refits the data its first stage checked
-        same_data = self._plan_in_force().same_data
+        plan = self._plan_in_force()
+        same_data = plan.same_data
         trusted = warm and same_data
         given = (X, y, sample_weight)
         checked = self.__dict__.get("_plan_data") if trusted else None
+        # a candidate's first fit: another candidate's checks of the same objects
+        checks = plan.checks if not warm and self._checks_shared() else None
+        shared = None if checks is None else checks.take(type(self), given)
         if checked is not None and all(a is b for a, b in zip(checked[0], given, strict=True)):
             X, y, sample_weight = checked[1]  # the same objects: validated by the first
+        elif shared is not None:
+            taken("shared_checks")
+            (X, y, sample_weight), _, attributes = shared
+            self.__dict__.pop("feature_names_in_", None)  # (as validate_data's reset)
+            self.__dict__.update(attributes)
+            if same_data:
+                self._plan_data = given, (X, y, sample_weight)
         else:
             taken("validate", reset=not warm)
             with (sklearn.config_context(assume_finite=True) if trusted
@@ -180,8 +208,16 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             if same_data:  # held for the plan's block only (planned)
                 self._plan_data = given, (X, y, sample_weight)
         y_fit, extra = self._encode_target(y, sample_weight)
-        fingerprint = (self._warm_guard.fingerprint if trusted
-                       else data_fingerprint(X, y_fit, sample_weight))
+        if trusted:
+            fingerprint = self._warm_guard.fingerprint
+        elif shared is not None:
+            fingerprint = shared[1]
+        else:
+            fingerprint = data_fingerprint(X, y_fit, sample_weight)
+            if checks is not None:
+                checks.keep(type(self), given, (X, y, sample_weight), fingerprint,
+                            {a: self.__dict__[a] for a in _CHECKED_ATTRIBUTES
+                             if a in self.__dict__})
         if warm:
             self._warm_guard.check(self, fingerprint, self.n_iter_, extra)
         else:

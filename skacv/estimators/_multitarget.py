@@ -137,7 +137,8 @@ class MultiTargetMixin:
         # the data were checked here: the targets' fits skip the finiteness
         # checks and, continued, their fingerprints (FitPlan.same_data); the
         # debiasing statistics are each fit's own (no deferral)
-        plan = dataclasses.replace(self._plan_in_force(), defer_uq=False, same_data=True)
+        plan = dataclasses.replace(self._plan_in_force(), defer_uq=False, same_data=True,
+                                   checks=None)
         with shared_designs(), sklearn.config_context(assume_finite=True):
             for k, est in enumerate(estimators):
                 est.__dict__.pop("feature_names_in_", None)  # (the validated X has none)

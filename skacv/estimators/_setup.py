@@ -41,7 +41,8 @@ class FitPlan:
         Every fit of the plan is on the data of its first (the stages of a
         search): a continued fit skips the finiteness check of its
         validation and keeps the first fit's data fingerprint (one pass over
-        ``X`` each).
+        ``X`` each), and its parameters' validation (the stages set
+        ``max_iter`` and ``warm_start`` only).
     end_tol : float or None
         A least-squares path with an l1 penalty ends before ``max_iter`` at
         the first check (every ``end_check`` steps) where its duality gap is
@@ -52,6 +53,10 @@ class FitPlan:
     end_check : int
         Steps between two checks of ``end_tol`` (one product with ``X~^T``
         each).
+    checks : SharedChecks or None
+        The search's first validation of its data, shared by its
+        candidates: a candidate's first fit given the very objects another
+        one's validated takes that validation and data fingerprint.
     """
 
     horizon: int = 0
@@ -61,6 +66,33 @@ class FitPlan:
     same_data: bool = False
     end_tol: float | None = None
     end_check: int = 10
+    checks: "SharedChecks | None" = None
+
+
+class SharedChecks:
+    """The first validation of a search's data, shared by its candidates
+    (:attr:`FitPlan.checks`): the objects given, their validated form, the
+    data fingerprint and the attributes the validation set
+    (``n_features_in_``, ``feature_names_in_``), for the estimators of one
+    class whose checks are the fit shell's own. The first candidate's fit
+    that validates writes it (one reference, written whole: the candidates'
+    threads may race, each then validates as before); a process worker's
+    copy starts empty."""
+
+    def __init__(self):
+        self.entry = None
+
+    def take(self, cls, given):
+        """``(checked, fingerprint, attributes)`` kept for ``cls`` and the
+        very objects ``given`` (``(X, y, sample_weight)``), or ``None``."""
+        entry = self.entry
+        if entry is None or entry[0] is not cls or any(
+                a is not b for a, b in zip(entry[1], given, strict=True)):
+            return None
+        return entry[2:]
+
+    def keep(self, cls, given, checked, fingerprint, attributes):
+        self.entry = (cls, given, checked, fingerprint, attributes)
 
 
 #: the plan of a fit outside a search

@@ -448,7 +448,11 @@ class Design:
             lam = self.gram_eigenvalues()
             return max(float(lam[-1]) if lam.size else 0.0, 0.0)
         if min(n, p) <= self.policy.dense_eig_size:  # LAPACK on the smaller Gram matrix
-            return top_eigenvalue(self.gram(side="auto"), policy=self.policy)
+            if "dense_lipschitz" not in self.cache:  # once: the fits of a search share it
+                taken("dense_lipschitz")
+                self.cache["dense_lipschitz"] = top_eigenvalue(self.gram(side="auto"),
+                                                               policy=self.policy)
+            return self.cache["dense_lipschitz"]
         if "lanczos_lipschitz" in self.cache:  # the fits of a search share the design
             return self.cache["lanczos_lipschitz"]
         G = self.cache.get(("gram", "features")) if p <= n else None

@@ -9,6 +9,7 @@ import numpy as np
 import sklearn
 
 from .._config import get_config
+from ..estimators._setup import SharedChecks
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._parallel import blas_threads_per_worker, delayed, effective_n_jobs, parallel
 from ._criteria import CRITERIA, PATH_ATTRS
@@ -18,11 +19,12 @@ from ._stages import finite_min, fit_stages, selectable
 
 def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
                   n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
-                  probe_goal="level", limit=None, defer_uq=False):
+                  probe_goal="level", limit=None, defer_uq=False, checks=None):
     """Fit one grid point; return it with its estimate paths and fit time
     (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s;
     ``policies``: the search's ``(speed, statistics)``; ``defer_uq``: the
-    debiasing statistics wait for the selection, :func:`fit_stages`, and
+    debiasing statistics wait for the selection, :func:`fit_stages`
+    (``checks``: the search's shared first validation, its too), and
     K-fold CV's full fit may wait too: a
     :class:`~skacv.model_selection._kfold_search.DeferredFull`, resolved by
     :func:`~skacv.model_selection._kfold_search.full_fit`).
@@ -44,10 +46,11 @@ def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
                              fold_alignment, fold_dtype, limit, policies, defer_uq)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-                          probe_goal, limit, policies, defer_uq)
+                          probe_goal, limit, policies, defer_uq, checks)
 
 
-def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True):
+def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True,
+                   checks=None):
     """Fit every candidate of ``search`` (``limits``: the criterion of each
     one's converged fit, or ``None``); return their estimate paths, fit
     times and, with ``prune``, only the fitted estimators that can still
@@ -68,10 +71,13 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     # candidates come back as the objects fitted (a process worker's copy
     # would drop what waits: it does not pickle)
     defer_uq = effective_n_jobs(search.n_jobs) == 1
+    # the candidates' first fits validate the same objects: the first one's
+    # serves (``checks``: the caller's, shared with its other rounds of candidates)
+    checks = SharedChecks() if checks is None else checks
     jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
         search._prepared(params), X, y, fit_params, attrs, search._policies, attr,
         search.n_iter_no_change, search._splits, search.fold_alignment, search.fold_dtype, goal,
-        limit, defer_uq)
+        limit, defer_uq, checks)
         for params, limit in zip(candidates, limits, strict=True))
     paths, times, mins, kept = [], [], [], {}
     best = np.inf

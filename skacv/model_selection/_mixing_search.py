@@ -35,6 +35,7 @@ its trajectories or its converged fit (ties: the smaller ``l1_ratio``).
 import numpy as np
 from sklearn.base import clone
 
+from ..estimators._setup import SharedChecks
 from ..linalg._design import release_shared
 from ._candidates import fit_candidates
 from ._path_search import joint_argmin, score_alpha_path, set_choice
@@ -90,6 +91,7 @@ class _Walk:
         self.search, self.X, self.y, self.fit_params = search, X, y, fit_params
         self.ratios, self.alpha_grid = ratios, alpha_grid
         self.scores, self.fitted = {}, {}
+        self.checks = SharedChecks()  # every ratio's candidates validate the same X once
 
     def score(self, k):
         if k not in self.scores:
@@ -117,7 +119,7 @@ class _Walk:
                          for r, _ in new]
                 paths, times, kept = fit_candidates(
                     self.search, cands, self.X, self.y, self.fit_params, [lim for _, lim in new],
-                    prune=False)
+                    prune=False, checks=self.checks)
                 for j, (r, _) in enumerate(new):
                     cache[r] = (paths[j], times[j], kept[j])
             return ([cache[r][0] for r in rows], [cache[r][1] for r in rows],

@@ -36,6 +36,7 @@ from sklearn.base import clone
 from sklearn.utils import Bunch
 
 from .._trace import taken
+from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ._alpha_path import risk_alpha_path
@@ -455,9 +456,12 @@ def fit_path_search(search, X, y, fit_params):
     scores = score_alpha_path(search.estimator, X, y, fit_params, crit, search.param_grid,
                               search.path_params, search._splits, search._alpha_path)
 
+    checks = SharedChecks()  # the candidates of every round validate the same X once
+
     def fit(rows, limits):
         cands = [{"alpha": scores.values[r]} for r in rows]
-        return fit_candidates(search, cands, X, y, fit_params, limits, prune=False)
+        return fit_candidates(search, cands, X, y, fit_params, limits, prune=False,
+                              checks=checks)
 
     statistics = search._policies[1]
     n_eff = effective_samples(X, fit_params)

@@ -171,7 +171,7 @@ def release_warm_state(estimators):
 
 def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistics,
                    probe_goal="level", limit=None, first=None, grow_past=True, end_tol=None,
-                   finish=True):
+                   finish=True, checks=None):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why), on the
@@ -192,7 +192,8 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
     ``probe_goal``: the plan's (what the probes of ``risk_path_`` are grown for).
     ``first``: the length of the first stage (``2 * n_iter_no_change`` by
     default; a path fitted in one go continues from its end); ``end_tol``:
-    the plan's (a path that ends at convergence ends the stages).
+    the plan's (a path that ends at convergence ends the stages); ``checks``:
+    the plan's (the search's shared first validation of its data).
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
     cap = statistics.max_iter_growth * max_iter if grow_past else max_iter
@@ -200,7 +201,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
     try:
         with planned(estimator, FitPlan(horizon=max_iter, defer_uq=True,
                                         keep_deferred=not finish, probe_goal=probe_goal,
-                                        same_data=True, end_tol=end_tol)):
+                                        same_data=True, end_tol=end_tol, checks=checks)):
             while True:
                 path = stage(max_iter=n_iter, warm_start=True)
                 if path is None:
@@ -252,7 +253,7 @@ def stage_path(estimator, attrs, attr):
 
 
 def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe_goal, limit,
-               policies, defer_uq=False):
+               policies, defer_uq=False, checks=None):
     """Fit one grid point for the criterion path ``attr`` (``risk_path_`` or
     ``loo_path_``): in one go, or, with ``n_iter_no_change`` and where it
     pays (:func:`can_stage`), in stages stopped on ``attr`` (``limit``: the
@@ -263,8 +264,9 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
     (the statistical policy's ``converged_tol``; ``policies``: the search's
     ``(speed, statistics)``). With ``defer_uq``, the debiasing statistics
     wait for the estimator's ``finish_deferred`` (the search calls it on
-    the candidate it selects). Returns the estimator, its estimate paths
-    ``attrs`` and the fit time."""
+    the candidate it selects); ``checks``: the search's shared first
+    validation of its data (:class:`~skacv.estimators._setup.FitPlan`'s).
+    Returns the estimator, its estimate paths ``attrs`` and the fit time."""
     tic = time.perf_counter()
     policy, statistics = policies
     growth = stage_growth(estimator, attr, policy)
@@ -281,7 +283,8 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
         # a cheap path is fitted whole (the stages' fixed cost would exceed
         # what stopping saves), and its choice is the whole path's argmin
         with planned(estimator, FitPlan(probe_goal=probe_goal, end_tol=end_tol,
-                                        defer_uq=defer_uq, keep_deferred=defer_uq)):
+                                        defer_uq=defer_uq, keep_deferred=defer_uq,
+                                        checks=checks)):
             estimator.fit(X, y, **fit_params)
         n = getattr(estimator, "n_iter_", None)
         if (n_iter_no_change is not None and can_stage(estimator, policy)
@@ -293,9 +296,10 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
                         next_stage(n, n, n_iter_no_change, growth, statistics))
             grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                            statistics, probe_goal, limit, first, end_tol=end_tol,
-                           finish=not defer_uq)
+                           finish=not defer_uq, checks=checks)
     else:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
-                       statistics, probe_goal, limit, end_tol=end_tol, finish=not defer_uq)
+                       statistics, probe_goal, limit, end_tol=end_tol, finish=not defer_uq,
+                       checks=checks)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
