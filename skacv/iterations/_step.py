@@ -362,14 +362,11 @@ class Iteration:
         # 1 + beta c (c = 1) in the precision of c, then the iterates';
         # beta e (e = -1) in float64, then the iterates'
         t, dt = c_at.dtype.type, x.dtype.type
-        v = np.multiply(x, dt(t(1.0) + t(beta)))
-        v += np.multiply(x_prev, dt(-beta))
-        # at the clipped coordinates (1 + beta c_at, beta 0): _combine's
-        # products, the second by beta 0 in the iterates' precision
-        a_at = (1.0 + beta * c_at).astype(x.dtype, copy=False)
-        clipped = np.multiply(a_at, x.take(at), out=a_at if a_at is not c_at else None)
-        clipped += np.multiply(x_prev.take(at), dt(beta * 0.0))
-        v.flat[at] = clipped
+        v = _combine((dt(t(1.0) + t(beta)), dt(-beta)), x, x_prev)
+        # at the clipped coordinates (1 + beta c_at, beta 0), the second by
+        # beta 0 in the iterates' precision
+        v.flat[at] = _combine(((1.0 + beta * c_at).astype(x.dtype, copy=False), dt(beta * 0.0)),
+                              x.take(at), x_prev.take(at))
         return v
 
     def extrapolation_correction(self, k, x, x_prev, coef=NOT_COMPUTED):
