@@ -275,19 +275,27 @@ def _unpickle(fields):
                           for k, v in fields.items()})
 
 
-def blas_kernels(inspect=threadpool_info):
-    """The kernel set (``architecture``) of the OpenBLAS that NumPy runs, as
-    threadpoolctl reports it (``inspect``: its ``threadpool_info``), or
-    ``None`` for another BLAS, none found, or libraries threadpoolctl cannot
-    inspect."""
+def openblas_records(inspect=threadpool_info):
+    """threadpoolctl's records (``inspect``: its ``threadpool_info``) of the
+    OpenBLAS libraries loaded, NumPy's first (those whose file lies in
+    NumPy's folder), in their order otherwise; none where threadpoolctl
+    cannot inspect a library."""
     try:
         loaded = inspect()
-    except Exception:  # a library it cannot inspect: the defaults
-        return None
+    except Exception:  # a library it cannot inspect
+        return []
     found = [info for info in loaded
              if info.get("user_api") == "blas" and info.get("internal_api") == "openblas"]
-    ours = [info for info in found if "numpy" in str(info.get("filepath", ""))] or found
-    return ours[0].get("architecture") if ours else None
+    return sorted(found, key=lambda info: "numpy" not in str(info.get("filepath") or ""))
+
+
+def blas_kernels(inspect=threadpool_info):
+    """The kernel set (``architecture``) of the OpenBLAS that NumPy runs (of
+    the first OpenBLAS found if none is NumPy's), as threadpoolctl reports
+    it (``inspect``: its ``threadpool_info``), or ``None`` for another BLAS,
+    none found, or libraries threadpoolctl cannot inspect."""
+    found = openblas_records(inspect)
+    return found[0].get("architecture") if found else None
 
 
 def kernels_policy(kernels):

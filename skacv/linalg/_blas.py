@@ -31,6 +31,8 @@ import functools
 import numpy as np
 from threadpoolctl import threadpool_info
 
+from .._policy import openblas_records
+
 try:  # SciPy's C-level BLAS (Fortran calling convention, 32-bit integers)
     from scipy.linalg import cython_blas as _cython_blas
 except ImportError:  # pragma: no cover - every supported SciPy has it
@@ -103,16 +105,9 @@ ILP64_SYMBOLS = ("scipy_{}_64_", "{}_64_")
 def numpy_openblas_path(inspect=threadpool_info):
     """The file of the OpenBLAS that NumPy loaded, as threadpoolctl reports
     it (``inspect``: its ``threadpool_info``), or ``None``."""
-    try:
-        loaded = inspect()
-    except Exception:  # a library it cannot inspect: none
-        return None
-    for info in loaded:
-        path = str(info.get("filepath") or "")
-        if (info.get("user_api") == "blas" and info.get("internal_api") == "openblas"
-                and "numpy" in path):
-            return path
-    return None
+    found = openblas_records(inspect)
+    path = str(found[0].get("filepath") or "") if found else ""
+    return path if "numpy" in path else None
 
 
 @functools.lru_cache(maxsize=None)
