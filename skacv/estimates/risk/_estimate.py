@@ -81,41 +81,12 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
 
 def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=None,
                   chain_dtype="auto", verbose=0, probe_scheme="auto"):
-    """Memory matrices of a trajectory (outputs and gradient points).
-
-    Parameters
-    ----------
-    design : Design
-        The centred, weighted design of the fit.
-    iteration : Iteration
-        The iteration object that produced ``coef_path``.
-    coef_path : ndarray of shape (n_features, T + 1)
-    n_probes : int, None or "auto", default=10
-        Rademacher probes (Hutchinson); ``None`` for exact traces; ``"auto"``:
-        exact when cheap (:func:`resolve_n_probes`).
-    random_state : int, RandomState instance or None
-    chain_dtype : dtype, "auto" or None, default="auto"
-        Precision of the Jacobian chains of proximal methods (``"auto"`` or
-        ``None``: float32 with Hutchinson probes, the dtype of ``X`` with
-        exact traces; :func:`~skacv.estimates.risk._propagate.resolve_chain_dtype`).
-    verbose : int
-    probe_scheme : {"auto", "pooled", "shared"}, default="auto"
-        How the Hutchinson probes are shared between the sources
-        (:func:`~skacv.estimates.risk._engine.plan_estimate`).
-
-    Returns
-    -------
-    A : ndarray of shape (T + 1, T + 1)
-        ``A[t, s] = tr(X~ d x^t / d y^(s))``.
-    A_sources : ndarray of shape (T + 1, T + 1)
-        Same for the gradient points ``v^t``.
-
-    Raises
-    ------
-    ValueError
-        When the matrices are above ``path_memory_limit`` (before they are
-        allocated).
-    """
+    """Memory matrices ``(A, A_sources)`` of a trajectory, ``A[t, s] = tr(X~ d
+    x^t / d y^(s))`` for the outputs and the gradient points, by the plan of
+    :func:`~skacv.estimates.risk._engine.plan_estimate` (``n_probes``:
+    Hutchinson probes, ``None`` exact, ``"auto"``; ``chain_dtype``,
+    ``probe_scheme`` as there); ``ValueError`` before allocating matrices
+    above ``path_memory_limit``."""
     check_dense_memory(coef_path.shape[1], 4)
     if coef_path.shape[1] == 1:
         return np.zeros((1, 1)), np.zeros((1, 1))

@@ -117,10 +117,9 @@ def gram_product(Xs, gram, rows, cols, block, out, factor, policy):
         if block.shape[1] <= policy.chain_gemv_max_columns:
             # G symmetric: G[:rows, :cols] block = (block^T G[:cols, :rows])^T
             panel = _gram_panel_rows(gram, rows, cols, block.shape[1], policy)
-            if panel:
-                _gram_panel_products(gram[:cols, :rows], block, out, panel)
-            else:
-                _vector_products(gram[:cols, :rows], block, out, policy)
+            gram_rows = gram[:cols, :rows]
+            _gram_products(gram_rows, block, out, panel or _row_block(gram_rows, rows, policy),
+                           vectors=not panel)
         else:
             np.matmul(gram[:rows, :cols], block, out=out)
     else:
@@ -128,7 +127,7 @@ def gram_product(Xs, gram, rows, cols, block, out, factor, policy):
 
 
 def _gram_panel_rows(gram, rows, cols, k, policy):
-    """Rows of a panel of :func:`_gram_panel_products`, or 0 where the
+    """Rows of a panel of :func:`_gram_products`, or 0 where the
     matrix-vector products win (few columns, or a block too large for the
     last-level cache share)."""
     if (k < policy.chain_gram_panel_min_columns
@@ -139,17 +138,23 @@ def _gram_panel_rows(gram, rows, cols, k, policy):
                // (gram.itemsize * max(rows, 1)))
 
 
-def _gram_panel_products(gram_rows, block, out, panel):
-    """``out = gram_rows^T block`` by panels of rows kept in the level-2 cache:
-    ``G`` read once for all the columns (``benchmarks/bench_chain_fused.py``,
-    part 4)."""
-    taken("gram_panel_products")
+def _gram_products(gram_rows, block, out, b, vectors=False):
+    """``out = gram_rows^T block`` by blocks of ``b`` rows of ``gram_rows`` while
+    they are in cache: each block's product with all the columns (``G`` read
+    once for them, ``benchmarks/bench_chain_fused.py``, part 4) or
+    (``vectors``) a matrix-vector product a column, as a matrix product with so
+    few columns runs far below peak (part 3)."""
+    taken("vector_products" if vectors else "gram_panel_products")
     rows = out.shape[0]
     Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
     total = np.zeros((Vt.shape[0], rows), dtype=out.dtype)
-    part = np.empty_like(total)
-    for i in range(0, gram_rows.shape[0], panel):
-        total += np.matmul(Vt[:, i:i + panel], gram_rows[i:i + panel], out=part)
+    part = np.empty(rows, dtype=out.dtype) if vectors else np.empty_like(total)
+    for i in range(0, gram_rows.shape[0], b):
+        if not vectors:
+            total += np.matmul(Vt[:, i:i + b], gram_rows[i:i + b], out=part)
+            continue
+        for j in range(Vt.shape[0]):
+            total[j] += np.matmul(Vt[j, i:i + b], gram_rows[i:i + b], out=part)
     out[...] = total.T
 
 
@@ -158,25 +163,6 @@ def _row_block(A, width, policy):
     budget = policy.chain_fused_bytes
     n = A.shape[0]
     return n if budget is None else max(8, budget // (A.itemsize * max(width, 1)))
-
-
-def _vector_products(gram_rows, block, out, policy):
-    """``out = gram_rows^T block`` for a block of few columns by matrix-vector
-    products on cached blocks of rows: a matrix product with so few columns
-    runs far below peak (``benchmarks/bench_chain_fused.py``, part 3)."""
-    taken("vector_products")
-    rows = out.shape[0]
-    k = block.shape[1]
-    Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
-    total = np.zeros((k, rows), dtype=out.dtype)
-    part = np.empty(rows, dtype=out.dtype)
-    n = gram_rows.shape[0]
-    b = _row_block(gram_rows, gram_rows.shape[1], policy)
-    for i in range(0, n, b):
-        Xb = gram_rows[i:i + b]
-        for j in range(k):
-            total[j] += np.matmul(Vt[j, i:i + b], Xb, out=part)
-    out[...] = total.T
 
 
 def _thin_panel_rows(Xs, k, policy):
@@ -191,34 +177,14 @@ def _thin_panel_rows(Xs, k, policy):
     return int(rows)
 
 
-def _vector_panel_products(Xs, rows, cols, block, out, factor, panel):
-    """:func:`primal_product` of a block of very few columns: each panel's two
-    matrix-vector products a column while it is in cache (the BLAS's
-    small-matrix kernel for two columns can cost more than twice one column,
-    ``benchmarks/bench_chain_fused.py``, part 3)."""
-    taken("vector_panel_products")
-    k = block.shape[1]
-    n = Xs.shape[0]
-    dtype = Xs.dtype
-    Vt = np.multiply(block.T, factor, dtype=dtype, order="C")
-    total = np.zeros((k, rows), dtype=dtype)
-    part = np.empty(rows, dtype=dtype)
-    fitted = np.empty(min(panel, n), dtype=dtype)
-    for i in range(0, n, panel):
-        Xp = Xs[i:i + panel]
-        f = fitted[:Xp.shape[0]]
-        for j in range(k):
-            # matmul, not dot: dot copies a panel's column prefix (a strided view)
-            np.matmul(Xp[:, :cols], Vt[j], out=f)
-            total[j] += np.matmul(f, Xp[:, :rows], out=part)
-    out[...] = total.T
-
-
-def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
-    """:func:`primal_product` by thin panels: ``P = V^T X~_panel^T`` then
-    ``P X~_panel`` while the panel is in cache, in the transposed layout
+def _panel_products(Xs, rows, cols, block, out, factor, panel, vectors=False):
+    """:func:`primal_product` by thin panels of ``X~``, each panel's two products
+    one after the other while it is in cache: ``P = V^T X~_panel^T`` then ``P
+    X~_panel`` in the transposed layout, or (``vectors``: very few columns) a
+    column's two matrix-vector products at a time, as the BLAS's small-matrix
+    kernel for two columns can cost more than twice one column
     (``benchmarks/bench_chain_fused.py``, part 3)."""
-    taken("thin_panel_products")
+    taken("vector_panel_products" if vectors else "thin_panel_products")
     k = block.shape[1]
     n = Xs.shape[0]
     dtype = Xs.dtype
@@ -226,13 +192,22 @@ def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
     # order, the template's Lanczos basis) costs the products 1.6 times more
     Vt = np.multiply(block.T, factor, dtype=dtype, order="C")
     total = np.zeros((k, rows), dtype=dtype)
-    part = np.empty((k, rows), dtype=dtype)
-    fitted = np.empty((k, min(panel, n)), dtype=dtype)
+    if vectors:
+        part, fitted = np.empty(rows, dtype=dtype), np.empty(min(panel, n), dtype=dtype)
+    else:
+        part = np.empty((k, rows), dtype=dtype)
+        fitted = np.empty((k, min(panel, n)), dtype=dtype)
     for i in range(0, n, panel):
         Xp = Xs[i:i + panel]
         # matmul, not dot: dot copies a panel's column prefix (a strided view)
-        P = np.matmul(Vt, Xp[:, :cols].T, out=fitted[:, :Xp.shape[0]])
-        total += np.matmul(P, Xp[:, :rows], out=part)
+        if not vectors:
+            P = np.matmul(Vt, Xp[:, :cols].T, out=fitted[:, :Xp.shape[0]])
+            total += np.matmul(P, Xp[:, :rows], out=part)
+            continue
+        f = fitted[:Xp.shape[0]]
+        for j in range(k):
+            np.matmul(Xp[:, :cols], Vt[j], out=f)
+            total[j] += np.matmul(f, Xp[:, :rows], out=part)
     out[...] = total.T
 
 
@@ -243,10 +218,11 @@ def primal_product(Xs, rows, cols, block, out, factor, policy):
     taken("primal_product")
     panel = _thin_panel_rows(Xs, block.shape[1], policy)
     if panel and block.shape[1] < policy.chain_panel_min_columns:
-        _vector_panel_products(Xs, rows, cols, block, out, factor, _thin_panel_rows(Xs, 1, policy))
+        _panel_products(Xs, rows, cols, block, out, factor, _thin_panel_rows(Xs, 1, policy),
+                        vectors=True)
         return
     if panel:
-        _thin_panel_products(Xs, rows, cols, block, out, factor, panel)
+        _panel_products(Xs, rows, cols, block, out, factor, panel)
         return
     n = Xs.shape[0]
     b = _row_block(Xs, max(rows, cols), policy)

@@ -131,42 +131,16 @@ def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration
 
 def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None,
                      return_residuals=False, F_sources=None):
-    """Memory-matrix risk estimate from residuals and traces.
-
-    Parameters
-    ----------
-    F : ndarray of shape (n_samples, T + 1)
-        Training residuals of the outputs ``x^t`` (weighted by ``sqrt(w)``).
-    A : ndarray of shape (T + 1, T + 1)
-        Memory matrix of the outputs (strictly lower triangular).
-    n_eff : float
-        Number of samples (``sum(sample_weight)``).
-    fit_intercept : bool, default=False
-        Adds the intercept's diagonal term.
-    A_sources : ndarray of shape (T + 1, T + 1), default=None
-        Memory matrix of the gradient points; ``None`` when they are the
-        outputs (no extrapolation).
-    iteration : Iteration, default=None
-        Needed with ``A_sources`` to form the residuals of the sources.
-    return_residuals : bool, default=False
-        Also return the corrected residuals and the correction.
-    F_sources : ndarray of shape (n_samples, T + 1), default=None
-        Residuals of the gradient points when they are not combinations of
-        the outputs' (:func:`source_residuals`, clipped extrapolation):
-        ``R_x = (F + F_sources L^{-T} (A/n)^T) / (1 - c/n)``, and the
-        returned correction is ``None``.
-
-    Returns
-    -------
-    risk : ndarray of shape (T + 1,)
-        Estimated out-of-sample risk of every output.
-    risk_matrix : ndarray of shape (T + 1, T + 1)
-        Estimated cross terms ``E[(y - yhat_t)(y - yhat_s)]``.
-    corrected_residuals : ndarray of shape (n_samples, T + 1)
-        ``R_x = F K^T`` (only with ``return_residuals``).
-    correction : ndarray of shape (T + 1, T + 1)
-        ``K`` of :func:`residual_correction` (only with ``return_residuals``).
-    """
+    """Memory-matrix risk estimate ``(risk, G)`` from the training residuals
+    ``F`` (n_samples, T + 1) of the outputs and the memory matrix ``A`` (T + 1,
+    T + 1) of the outputs; ``A_sources`` that of the gradient points (``None``:
+    no extrapolation) with the ``iteration`` that forms their residuals, or
+    their residuals ``F_sources`` when they are not combinations of ``F``'s (a
+    clipped extrapolation: ``R_x = (F + F_sources L^{-T} (A/n)^T) / (1 -
+    c/n)``, and no ``K``). ``return_residuals``: also ``R_x = F K^T`` and ``K``
+    (:func:`residual_correction`). ``risk`` (T + 1,) estimates the
+    out-of-sample risk of every output, ``G`` (T + 1, T + 1) the cross terms
+    ``E[(y - yhat_t)(y - yhat_s)]``."""
     taken("risk_from_memory")
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
@@ -290,42 +264,21 @@ def _residual_gram(products, P, Q, diagonal=False):
 
 
 def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
-    """Robust / mini-batch risk estimate from residuals, sources and traces.
+    """Robust / mini-batch risk estimate ``(risk, G, W)`` (Tan & Bellec 2024).
 
-    Tan & Bellec (2024): with ``K^ = diag(tr D_t) - K`` and ``W = K^{-1} A``
-    (a lower-triangular solve),
+    With ``K^ = diag(tr D_t) - K`` and ``W = K^{-1} A`` (lower-triangular),
 
         R_t = F_t + sum_{s<t} W[t, s] Psi_s,    risk_t = ||R_t||^2 / n_eff,
 
-    which estimates ``||Sigma^{1/2}(b^t - beta)||^2 + ||eps||^2 / n``. For
-    the square loss with full-batch gradients (``Psi = F``, ``K = A``,
-    ``tr D_t = n``) this is :func:`risk_from_memory`. An intercept fitted by
-    centring (least squares) is the diagonal source ``F_t`` with
-    ``A[t, t] = K[t, t] = 1`` (``fit_intercept=True``).
-
-    Parameters
-    ----------
-    F : ndarray of shape (n_samples, T + 1)
-        Training residuals ``y~ - X~ x^t`` (weighted by ``sqrt(w)``).
-    Psi : ndarray of shape (n_samples, T + 1)
-        Sources: column ``s`` is the gradient residual ``sqrt(w) psi(r^s)``
-        on the rows of the batch of step ``s + 1`` (zero elsewhere; the last
-        column is unused).
-    A, K : ndarray of shape (T + 1, T + 1)
-        Traces of :func:`skacv.estimates.risk._curvature.curvature_memory_matrices`
-        (strictly lower triangular).
-    n_eff : float
-    trace_d : ndarray of shape (T + 1,), default=None
-        ``tr D_t = sum_i w_i psi'(r_i^t)``; ``None``: ``n_eff`` (square loss).
-    fit_intercept : bool, default=False
-        Least squares with an intercept by centring.
-
-    Returns
-    -------
-    risk : ndarray of shape (T + 1,)
-    risk_matrix : ndarray of shape (T + 1, T + 1)
-    W : ndarray of shape (T + 1, T + 1)
-        The lower-triangular mixing weights (diagonal: the intercept).
+    which estimates ``||Sigma^{1/2}(b^t - beta)||^2 + ||eps||^2 / n``. ``F``
+    (n, T + 1): training residuals; ``Psi`` (n, T + 1): column ``s`` the
+    gradient residual ``sqrt(w) psi(r^s)`` on step ``s + 1``'s batch (zero
+    elsewhere); ``A``, ``K``: the traces of
+    :func:`skacv.estimates.risk._curvature.curvature_memory_matrices`;
+    ``trace_d``: ``tr D_t = sum_i w_i psi'(r_i^t)`` (``None``: ``n_eff``).
+    For the square loss with full batches (``Psi = F``, ``K = A``) this is
+    :func:`risk_from_memory`; an intercept by centring is the diagonal source
+    ``F_t`` (``fit_intercept``, ``W``'s diagonal).
     """
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]

@@ -70,22 +70,12 @@ class PooledState:
     nodes: tuple | None = None  # the template's spectral nodes and weights
     nodes_width: int = -1  # of the union of this many supports' columns
     nodes_lags: int = -1  # the lags their quadrature was checked on
-    # the template's recursion on ``nodes`` after step k (a
-    # skacv.estimates.risk._spectral.CounterpartChain): a continued chain
-    # that keeps the nodes continues it
-    template: object = None
+    template: object = None  # the template's CounterpartChain on ``nodes`` after step k
     template_seed: int | None = None  # the template's probes (drawn after Z)
-    # (coords, W, colnorm): the probes' images X~^T Z (len x m) and the
-    # columns' squared norms of the chains' columns ``coords`` (sorted): a
-    # continued chain computes only those of its new columns
+    # (coords, W, colnorm): X~^T Z and the squared norms of the columns ``coords`` (sorted)
     images: tuple | None = None
-    # (coords, Xs): the chains' restricted copy of X~ (n x len(coords), the
-    # chain dtype, columns ``coords`` in the chains' row order), read again
-    # by a continued chain whose supports it covers
-    # (skacv.estimates.risk._propagate.kept_order) instead of a new gather
-    columns: tuple | None = None
-    # (SA, SV) of shape (k + 1, noise_groups): a chain of one probe's
-    # readouts by groups of samples (skacv.estimates.risk._pooled.jackknife_matrices)
+    columns: tuple | None = None  # (coords, Xs): the chains' restricted copy of X~
+    # (SA, SV) of shape (k + 1, noise_groups): one probe's readouts by groups of samples
     by_samples: tuple | None = None
 
 
