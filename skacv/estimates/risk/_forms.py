@@ -183,5 +183,4 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
     return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
                         corrected_residuals=R, residuals=F, products=prods, reliable=reliable,
                         df_fraction=df, amplification=amp, support=support, n_eff=n_eff,
-                        failures=failures, momentum=iteration.has_momentum(T),
-                        settled_step=k0)
+                        failures=failures, momentum=iteration.has_momentum(T))

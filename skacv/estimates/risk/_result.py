@@ -48,7 +48,6 @@ class RiskEstimate:
     n_probes : int or None
     probe_noise, choice_noise : float or None
         The pooled probes' measured noise of the level and of the choice.
-    settled_step : int or None
     """
 
     risk: np.ndarray
@@ -70,7 +69,6 @@ class RiskEstimate:
     n_probes: int | None = None
     probe_noise: float | None = None
     choice_noise: float | None = None
-    settled_step: int | None = None
 
 
 def check_dense_memory(n_iterates, n_matrices=DENSE_MATRICES):
