@@ -192,12 +192,10 @@ class SGDRiskTracker:
                 positions = np.arange(self.n_units)
             self.src_idx.append(positions)
             self.src_val.append(resid[np.searchsorted(rows, self.row_of[positions])])
-        elif self.w is None:
-            self.src_idx.append(rows)
-            self.src_val.append(mask[:, None] * resid)
         else:
             self.src_idx.append(rows)
-            self.src_val.append((mask * np.sqrt(self.w[rows]))[:, None] * resid)
+            scale = mask if self.w is None else mask * np.sqrt(self.w[rows])
+            self.src_val.append(scale[:, None] * resid)
 
     def _matrices(self, t):
         """``A`` and ``K'`` (t + 1, t + 1) from the positions' lags, the rows since
