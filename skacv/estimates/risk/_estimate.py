@@ -174,10 +174,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                                   np.ascontiguousarray(sources) if clipped else None)
         flops = coef_path.shape[0] * coef_path.shape[1] ** 2
     else:
-        if fitted is None:
-            F = residual_matrix(design, y_tilde, coef_path)
-        else:  # X~ x^t recorded by the fit loop
-            F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+        F = residual_matrix(design, y_tilde, coef_path, fitted)
         Fv = (_source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources)
               if clipped else None)
         flops = F.shape[0] * F.shape[1] ** 2

@@ -148,10 +148,7 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
         check_memory(8.0 * T1 * SETTLED_ARRAYS * n,
                      f"the settled risk estimate ({n} x {T1}, {SETTLED_ARRAYS} arrays)",
                      ESTIMATE_HINT)
-        if fitted is None:
-            F = residual_matrix(design, y_tilde, coef_path)
-        else:
-            F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+        F = residual_matrix(design, y_tilde, coef_path, fitted)
         if has_momentum:
             Fv = (_source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources)
                   if iteration.clips else _extrapolate_columns(iteration, F))

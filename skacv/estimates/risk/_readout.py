@@ -298,11 +298,13 @@ def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
     return np.diag(G).copy(), G, W
 
 
-def residual_matrix(design, y_tilde, coef_path):
-    """Training residuals ``y~ - X~ x^t`` of every iterate, shape (n, T + 1)."""
-    taken("residual_matrix")
-    T1 = coef_path.shape[1]
-    check_memory(8 * design.n_samples * T1, f"the residual matrix ({design.n_samples} x {T1})")
-    F = design.matvec(np.asarray(coef_path, dtype=design.dtype))
-    return np.asarray(y_tilde, dtype=np.float64)[:, None] - F
+def residual_matrix(design, y_tilde, coef_path, fitted=None):
+    """Training residuals ``y~ - X~ x^t`` of every iterate, shape (n, T + 1), from
+    ``fitted`` (``X~ x^t``, the fit loop's) when given."""
+    if fitted is None:
+        taken("residual_matrix")
+        T1 = coef_path.shape[1]
+        check_memory(8 * design.n_samples * T1, f"the residual matrix ({design.n_samples} x {T1})")
+        fitted = design.matvec(np.asarray(coef_path, dtype=design.dtype))
+    return np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
 
