@@ -144,11 +144,15 @@ def _gram_products(gram_rows, block, out, b, vectors=False):
     once for them, ``benchmarks/bench_chain_fused.py``, part 4) or
     (``vectors``) a matrix-vector product a column, as a matrix product with so
     few columns runs far below peak (part 3)."""
-    taken("vector_products" if vectors else "gram_panel_products")
     rows = out.shape[0]
     Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
     total = np.zeros((Vt.shape[0], rows), dtype=out.dtype)
-    part = np.empty(rows, dtype=out.dtype) if vectors else np.empty_like(total)
+    if vectors:
+        taken("vector_products")
+        part = np.empty(rows, dtype=out.dtype)
+    else:
+        taken("gram_panel_products")
+        part = np.empty_like(total)
     for i in range(0, gram_rows.shape[0], b):
         if not vectors:
             total += np.matmul(Vt[:, i:i + b], gram_rows[i:i + b], out=part)
@@ -184,7 +188,6 @@ def _panel_products(Xs, rows, cols, block, out, factor, panel, vectors=False):
     column's two matrix-vector products at a time, as the BLAS's small-matrix
     kernel for two columns can cost more than twice one column
     (``benchmarks/bench_chain_fused.py``, part 3)."""
-    taken("vector_panel_products" if vectors else "thin_panel_products")
     k = block.shape[1]
     n = Xs.shape[0]
     dtype = Xs.dtype
@@ -193,8 +196,10 @@ def _panel_products(Xs, rows, cols, block, out, factor, panel, vectors=False):
     Vt = np.multiply(block.T, factor, dtype=dtype, order="C")
     total = np.zeros((k, rows), dtype=dtype)
     if vectors:
+        taken("vector_panel_products")
         part, fitted = np.empty(rows, dtype=dtype), np.empty(min(panel, n), dtype=dtype)
     else:
+        taken("thin_panel_products")
         part = np.empty((k, rows), dtype=dtype)
         fitted = np.empty((k, min(panel, n)), dtype=dtype)
     for i in range(0, n, panel):
