@@ -1,16 +1,12 @@
 """Memory matrices of proximal iterations with the probes shared by every source.
 
-For ISTA/FISTA (any iteration whose prox Jacobian is a 0/1 mask) every
-source ``s`` (the response entering the gradient at ``v^s``) is propagated
-with the same ``m`` probes: the forward chains of
-:class:`~skacv.estimates.risk._propagate.ForwardChains` (one block, the
-products restricted to the supports), read out by :class:`SharedProbes`.
-Traces use Hutchinson probes, or identity probes for exact traces
-(``n_probes=None``). Without a heavy ball the sources before a step ``r``
+Every source ``s`` is propagated with the same ``m`` probes (or identity
+probes: exact traces, ``n_probes=None``) by the forward chains of
+:class:`~skacv.estimates.risk._propagate.ForwardChains`, read out by
+:class:`SharedProbes`. Without a heavy ball the sources before a step ``r``
 go forward to it and the outputs after it go backward by the transposed
-steps (:func:`_backward_chains`, :func:`_backward_chains_extrapolated`):
-``m T^2 / 4`` chain-steps (``m T^2 / 3`` with extrapolation) instead of
-``m T^2 / 2``. :func:`shared_plan` chooses the split.
+steps: ``m T^2 / 4`` chain-steps (``m T^2 / 3`` with extrapolation) instead
+of ``m T^2 / 2``; :func:`shared_plan` chooses ``r``.
 """
 
 import numpy as np
@@ -32,9 +28,8 @@ from ._state import ChainState, SavedChains, usable_state
 
 
 class SharedProbes(ChainProbes):
-    """The hooks of the shared probes: source ``s`` holds columns ``s m ..
-    (s + 1) m``; it injects ``probes`` (``X~^T Z``, or the identity probes),
-    and the traces read ``trace_wt`` (``(X~^T Z)^T``) chunk by chunk."""
+    """Source ``s`` holds columns ``s m .. (s + 1) m``; it injects ``probes``
+    (``X~^T Z``) and the traces read ``trace_wt = (X~^T Z)^T``."""
 
     def __init__(self, m, probes, trace_wt, scale, A, Av):
         self.m, self.probes, self.trace_wt, self.scale = m, probes, trace_wt, scale
@@ -75,8 +70,7 @@ def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_
 
 
 def _trace_probes(Xs, Z, n, dtype):
-    """``(probes, trace_wt, m, scale)``: the injections ``X~^T Z`` (width, m)
-    and the readout's ``(X~^T Z)^T``; exact traces (``Z`` None): identity
+    """``(probes, trace_wt, m, scale)``; exact traces (``Z`` None): identity
     probes on the smaller side."""
     width = Xs.shape[1]
     if Z is not None:
@@ -90,26 +84,14 @@ def _trace_probes(Xs, Z, n, dtype):
 
 def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                          state=None, keep_state=False, probes=None, split=None):
-    """Hutchinson (or exact) memory matrices of a proximal trajectory.
+    """Hutchinson (or exact) memory matrices ``(A, A_sources, state)`` of a
+    proximal trajectory by the shared probes.
 
-    For source ``s`` the tangent of ``x^k`` lives on the support of ``x^k``.
-    All sources are propagated together as one block
-    (:class:`~skacv.estimates.risk._propagate.ForwardChains`), with products
-    by ``X~`` restricted to the columns of the supports.
-
-    ``state`` (returned with ``keep_state=True``, Hutchinson probes only, a
-    :class:`~skacv.estimates.risk._state.ChainState`) holds the chains after
-    the last step of a shorter prefix of the same trajectory: the
-    computation continues from there, so that extending a path by warm
-    start costs only the new rows of the memory matrices. ``probes``: the
-    Rademacher probes to use (default: drawn from ``rng``). ``split``: the
-    step where backward chains take over (:func:`shared_plan`; default
-    ``T``, forward only).
-
-    Returns
-    -------
-    A, A_sources : ndarrays of shape (T + 1, T + 1)
-    state : ChainState or None
+    ``state`` (a :class:`~skacv.estimates.risk._state.ChainState`, kept with
+    ``keep_state=True``, Hutchinson probes only) continues the chains of a
+    shorter prefix of the same trajectory. ``probes``: the Rademacher probes
+    (default: drawn from ``rng``); ``split``: the step where backward chains
+    take over (default ``T``, forward only).
     """
     start = ChainStart(design, iteration, coef_path, state, ChainState, n_probes, chain_dtype)
     n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
@@ -143,8 +125,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 
 
 def _backward(iteration, chains, probes, trace_wt, split, columns, m, scale, A, Av, verbose):
-    """The outputs after ``split`` by transposed chains, met by the forward
-    ``chains`` after step ``split``."""
+    """The outputs after ``split`` by transposed chains, met by the forward ones."""
     T = chains.coef_path.shape[1] - 1
     g, Xs, prefix = chains.g, chains.Xs, chains.prefix
     gram = chains.gram
@@ -173,28 +154,19 @@ def _chain_state(k, Z, dtype, A, Av, chains, gram=None):
 
 
 def _chain_columns(m, T, split, per_output=1):
-    """Chain columns advanced by step ``k = 0..T``: ``m (k - 1)`` forward up
-    to ``split``, ``per_output m (T - k + 1)`` backward after it (two chains
-    an output with extrapolation: the iterate's and the gradient point's)."""
+    """Chain columns advanced by step ``k = 0..T``: ``m (k - 1)`` forward up to
+    ``split``, ``per_output m (T - k + 1)`` backward after it."""
     k = np.arange(T + 1)
     return np.where(k <= split, m * np.maximum(k - 1, 0), per_output * m * (T - k + 1))
 
 
 def split_step(n, prefix, T, policy, per_output=1):
-    """The step ``r`` where forward chains (sources ``0..r-1``, steps
-    ``2..r``) and backward chains (outputs ``r+1..T``, steps ``T..r+1``)
-    meet at the least flops: step ``k`` costs ``min(2 n (u + r), 2 r u)``
-    per column (:func:`maybe_gram`'s model, ``r``, ``u`` the prefixes of
-    steps ``k``, ``k - 1``), times ``k - 1`` columns forward and ``T - k + 1``
-    backward, so ``r`` is about ``T / 2`` whatever the supports. ``T`` (no
-    backward chains) unless the split is cheaper by the speed policy's
-    ``chain_split_min_gain`` (the transposed steps read the chains twice
-    more, mask, combine and read out in separate passes). The forward-only cost is
-    ``m T^2 / 2`` chain-steps, the split's ``m T^2 / 4``: pairs ``(s, t)``
-    on either side of ``r`` meet there by one inner product. With
-    ``per_output = 2`` (extrapolation: an output reads both ``x^t`` and
-    ``v^t``) the backward steps cost twice as much: ``r ~ 2 T / 3``, ``m T^2
-    / 3`` chain-steps."""
+    """The step ``r`` where forward chains (sources ``0..r-1``) and backward
+    chains (outputs ``r+1..T``) meet at the least flops, by :func:`maybe_gram`'s
+    per-column cost of a step; ``T`` (no backward chains) unless the split is
+    cheaper by ``chain_split_min_gain`` (the transposed steps make more
+    passes). ``per_output = 2`` with extrapolation (an output reads ``x^t``
+    and ``v^t``): ``r ~ 2 T / 3``."""
     taken("split_step", T=T, per_output=per_output)
     if policy.chain_split is not None:
         return min(policy.chain_split, T)
@@ -219,20 +191,16 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
                      m, scale, g, A, policy, folded=False):
     """Rows ``split+1..T`` of the memory matrix by transposed chains.
 
-    For an iteration without momentum step ``k`` maps a tangent ``d`` to
-    ``L_k d = D_k combine_k(d, -X~^T X~ d / n)`` (``D_k`` the prox mask,
-    ``combine`` diagonal in ``d``), so ``L_k^T b = combine_k(D_k b,
-    -X~^T X~ D_k b / n)``: the same linear part, masked first. With
-    ``b_{t,t} = X~^T z`` (the readout) and ``b_{t,k-1} = L_k^T b_{t,k}``,
+    Without momentum step ``k`` maps a tangent ``d`` to ``L_k d = D_k
+    combine_k(d, -X~^T X~ d / n)`` (``D_k`` the prox mask), so ``L_k^T b =
+    combine_k(D_k b, -X~^T X~ D_k b / n)``. With ``b_{t,t} = X~^T z`` and
+    ``b_{t,k-1} = L_k^T b_{t,k}``,
 
         A[t, s] = b_{t,s+1}^T e_s          (source s >= split, e_s its injection),
         A[t, s] = b_{t,split}^T x_{s,split}  (source s < split, ``forward``).
 
-    All outputs are advanced together as one block; output ``t`` holds
-    columns ``m (T - t) .. m (T - t + 1)``. ``g``: the products' factor,
-    ``1 / n``, or ``eta / n`` when the step is ``folded`` into them (the
-    combinations then only add: :meth:`~skacv.Iteration.combine`'s
-    ``z_scaled``).
+    Output ``t`` holds columns ``m (T - t) .. m (T - t + 1)``; ``g`` and
+    ``folded`` as in :func:`~skacv.estimates.risk._propagate.chain_factor`.
     """
     T = masks_s.shape[1] - 1
     dtype = forward.dtype
@@ -276,22 +244,18 @@ def _backward_chains(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, spl
 def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s, prefix, split,
                                   fw_x, fw_v, m, scale, g, A, Av, coef_path, order, policy,
                                   folded=False):
-    """Rows ``split+1..T`` of both memory matrices of an extrapolating
-    iteration (FISTA, Nesterov's prox-gradient) by transposed chains.
+    """Rows ``split+1..T`` of both memory matrices of an extrapolating iteration
+    by transposed chains.
 
-    Step ``k`` maps the tangents ``(dx^{k-1}, dv^{k-1})`` to ``dx^k = D_k
+    Step ``k`` maps ``(dx^{k-1}, dv^{k-1})`` to ``dx^k = D_k
     combine_k(dv^{k-1}, -X~^T X~ dv^{k-1} / n)`` and ``dv^k = a_k dx^k + b_k
-    dx^{k-1}`` (``a, b`` of :meth:`Iteration.extrapolate`, per coordinate
-    when clipped). A functional ``lam^T dx^k + rho^T dv^k`` is therefore
+    dx^{k-1}``. A functional ``lam^T dx^k + rho^T dv^k`` is therefore
     ``lam'^T dx^{k-1} + rho'^T dv^{k-1}`` with ``lam' = b_k rho`` and
     ``rho' = combine_k(q, -X~^T X~ q / n)``, ``q = D_k (lam + a_k rho)``;
-    source ``k - 1``, injected at step ``k`` as ``e`` (``dx^{k-1} = 0``),
-    reads ``q^T e``. Output ``t`` starts as ``(lam, rho) = (w, 0)`` for
-    ``A`` and ``(0, w)`` for ``A_sources`` (``w = X~^T z``, the readout);
-    the sources before the split meet them through the forward chains'
-    ``(dx^split, dv^split)``. Output ``t`` holds columns ``2 m (T - t) ..
-    2 m (T - t + 1)``: ``m`` for ``A``, then ``m`` for ``A_sources``.
-    ``g`` and ``folded`` as in :func:`_backward_chains`.
+    source ``k - 1`` (injected at step ``k`` as ``e``) reads ``q^T e``.
+    Output ``t`` starts as ``(w, 0)`` for ``A`` and ``(0, w)`` for
+    ``A_sources`` (``w = X~^T z``) and holds columns ``2 m (T - t) .. 2 m (T -
+    t + 1)``.
     """
     T = masks_s.shape[1] - 1
     dtype = fw_x.dtype
@@ -346,11 +310,8 @@ def _backward_chains_extrapolated(iteration, Xs, gram, probes, trace_wt, masks_s
 
 
 def _meet(back, forward, m):
-    """``[sum_j <back[:, i m + j], forward[:, s m + j]>]`` of shape (i, s):
-    the probes' inner products of backward chains (blocks of ``m`` columns)
-    with forward chains on the forward chains' rows: one product a probe in
-    the chains' precision (as :func:`~skacv.linalg._linalg.block_trace` reads the
-    traces), summed over the probes in float64."""
+    """``[sum_j <back[:, i m + j], forward[:, s m + j]>]`` of shape (i, s): one
+    product a probe in the chains' precision, summed in float64."""
     rows = forward.shape[0]
     back = back[:rows]
     out = np.zeros((back.shape[1] // m, forward.shape[1] // m))

@@ -1,13 +1,6 @@
-"""Memory matrices of robust losses and mini-batches (Tan & Bellec 2024).
-
-The robust / mini-batch risk estimate
-(:func:`skacv.estimates.risk._readout.risk_from_sources`) reads two traces
-of the Jacobian chains of every source, ``A`` (the curvature ``psi'`` at the
-output) and ``K`` (also at the source, on its batch): one chain per source
-and probe in coefficient space, advanced by the iteration's own
-:meth:`~skacv.Iteration.tangent` with the gradient tangent of the step's
-batch weighted by the curvature (:func:`curvature_memory_matrices`).
-"""
+"""Memory matrices of robust losses and mini-batches (Tan & Bellec 2024):
+the traces ``A`` and ``K`` of :func:`skacv.estimates.risk._readout.risk_from_sources`,
+one chain per source and probe in coefficient space."""
 
 import time
 
@@ -20,47 +13,23 @@ from ._state import CurvatureState, usable_state
 
 def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes, rng,
                               chain_dtype, verbose=0, state=None, keep_state=False):
-    """Traces of the robust / mini-batch risk estimate (Tan & Bellec 2024).
+    """Traces ``(A, K, state)`` of the robust / mini-batch risk estimate (Tan &
+    Bellec 2024).
 
-    Step ``k`` uses the gradient input ``z = X~_S^T r_S / N_k`` on the batch
-    ``S = S_k`` (``iteration.sampler(k)``; every row for full-batch methods)
-    of weight ``N_k``, with ``r = sqrt(w) psi(y - eta)``. The Jacobian chain
-    ``J_{t,s}`` of ``x^t`` with respect to a vector added to ``X~^T S psi``
-    in step ``s + 1`` (source ``s``) is advanced by the iteration's own
-    :meth:`~skacv.Iteration.tangent` with the gradient tangent
-    ``dz = (injection - X~_S^T diag(c) X~_S dx) / N_k``, ``c`` the
-    curvature ``psi'`` at ``x^{k-1}``. The traces are
+    Step ``k`` uses the gradient input ``z = X~_S^T r_S / N_k`` on its batch
+    ``S`` (every row for full batch) of weight ``N_k``, ``r = sqrt(w) psi(y -
+    eta)``. The chain ``J_{t,s}`` of ``x^t`` with respect to a vector added in
+    step ``s + 1`` (source ``s``) advances by the iteration's
+    :meth:`~skacv.Iteration.tangent` with ``dz = (injection - X~_S^T diag(c)
+    X~_S dx) / N_k``, ``c = psi'`` at ``x^{k-1}``. The traces are
 
         A[t, s] = tr(D_t X~ J_{t,s} X~^T),
         K[t, s] = tr(D_t X~ J_{t,s} X~^T S_s D_s),
 
-    ``D_t = diag(curvature[:, t])`` and ``S_s`` the batch of step ``s + 1``
-    (both diagonal, so that one chain per source gives both traces: the
-    second reads the same products on the rows of ``S_s`` only). With sample
-    weights, ``X~`` carries ``sqrt(w)``: these are the traces over repeated
-    rows when a batch holds every copy of its rows.
-
-    Parameters
-    ----------
-    design : Design
-    iteration : Iteration
-        Without momentum (``hb = beta = 0``).
-    coef_path : ndarray of shape (n_coef, T + 1)
-    curvature : ndarray of shape (n_samples, T + 1) or None
-        ``psi'`` of every sample at every iterate (unweighted); ``None``: ones
-        (least squares).
-    n_probes : int or None
-        Rademacher probes; ``None``: exact traces (identity probes).
-    rng : RandomState
-    chain_dtype : dtype
-    state : CurvatureState, default=None
-        Returned with ``keep_state=True`` (probes only): the chains after the
-        last step of a shorter prefix of the same trajectory.
-
-    Returns
-    -------
-    A, K : ndarrays of shape (T + 1, T + 1), strictly lower triangular
-    state : CurvatureState or None
+    ``D_t = diag(curvature[:, t])`` (``None``: ones) and ``S_s`` the batch of
+    step ``s + 1``: one chain per source gives both. ``n_probes=None``: exact
+    traces; ``state``: a :class:`~skacv.estimates.risk._state.CurvatureState`
+    of a shorter prefix (probes only). No momentum.
     """
     n = design.n_samples
     T = coef_path.shape[1] - 1
@@ -108,8 +77,7 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
 
 
 class _CurvatureChains:
-    """The steps of :func:`curvature_memory_matrices` (the design in the
-    chains' precision, the batches, the probes' images)."""
+    """The steps of :func:`curvature_memory_matrices`."""
 
     def __init__(self, design, iteration, coef_path, curvature, Z, m, scale, dtype, A, K):
         T = coef_path.shape[1] - 1
@@ -130,10 +98,9 @@ class _CurvatureChains:
         self.fitted_chains = None  # X~ @ chains after the last step (full batch: reused)
 
     def _batch_probes(self, T):
-        """``B_s = X~_S^T (Z D_s)_S`` for the batch ``S`` of every source ``s``:
-        then ``K[t, s] = <B_s, J_{t,s}> + sum_{i in S} (d^t_i - 1) z_i d^s_i
-        x~_i^T J_{t,s}``, the sum over the few rows whose curvature at ``x^t``
-        is not 1 (none for least squares, the outliers of the Huber loss)."""
+        """``B_s = X~_S^T (Z D_s)_S`` for every source's batch ``S``: then ``K[t, s]
+        = <B_s, J_{t,s}> + sum_{i in S} (d^t_i - 1) z_i d^s_i x~_i^T J_{t,s}``, the
+        sum over the few rows whose curvature at ``x^t`` is not 1."""
         Z, m, curv, Xd = self.Z, self.m, self.curv, self.Xd
         out = np.empty((Xd.shape[1], m * T), dtype=self.dtype, order="F")
         for s in range(T):
@@ -148,8 +115,7 @@ class _CurvatureChains:
         return float(S.shape[0]) if self.weight is None else float(self.weight[S].sum())
 
     def _gradient(self, k, chains, c_old, c_new):
-        """The gradient tangents of step ``k``'s batch (curvature at ``x^{k-1}``)
-        and the new source's injection."""
+        """The gradient tangents of step ``k``'s batch and the new injection."""
         S = self.batches[k - 1]
         N = self._batch_weight(S)
         inv_N = self.dtype.type(1.0 / N) if N > 0 else self.dtype.type(0.0)
@@ -218,8 +184,8 @@ class _CurvatureChains:
 
 
 def _shared_block_trace(W, D, m):
-    """``[sum(W * D[:, s*m:(s+1)*m]) for s]`` for W (r, m), D (r, m*k), as the
-    diagonal blocks of one product ``W^T D`` (BLAS-3)."""
+    """``[sum(W * D[:, s*m:(s+1)*m]) for s]`` as the diagonal blocks of one
+    product ``W^T D``."""
     k = D.shape[1] // m
     G = (W.T @ D).reshape(m, k, m)
     return np.einsum("iki->k", G).astype(np.float64)

@@ -1,37 +1,27 @@
-"""The memory-matrix engine: one plan, one runner.
+"""The memory-matrix engine: one plan (:func:`plan_estimate`), one runner
+(:func:`memory_matrices`).
 
 The memory matrices of Bellec & Tan (2024), ``A[t, s] = tr(X~ dx^t /
-dy^(s))`` for the outputs and the gradient points, are computed for any
-:class:`~skacv.Iteration` in two steps:
-
-* :func:`plan_estimate`, the one place that decides how: the number of
-  probes (:func:`resolve_n_probes`; ``None``: exact traces), the form and
-  the probe scheme, the chains' precision, and for the shared probes where
-  the forward and backward chains meet. Its :class:`EstimatePlan` is data
-  (``form``, ``n_probes``, ``dtype``, ...);
-* :func:`memory_matrices`, the one runner, which hands the plan to the
-  engine of its form:
+dy^(s))``, for the outputs and the gradient points, by the engine of the
+plan's ``form``:
 
 ==================  ============================================================
-``"spectral"``      linear iterations (GD, ridge, heavy ball, Nesterov): scalar
-                    recursions on the eigenvalues (exact) or on Lanczos'
-                    quadrature of the probes (:mod:`skacv.estimates.risk._spectral`)
+``"spectral"``      linear iterations: scalar recursions on the eigenvalues or on
+                    Lanczos' quadrature (:mod:`skacv.estimates.risk._spectral`)
 ``"preconditioned"``  gradient descent with a fixed preconditioner
-``"shared"``        proximal iterations, the same probes for every source (or
-                    identity probes: exact traces), forward chains meeting
-                    backward ones (:mod:`skacv.estimates.risk._chains`)
-``"pooled"``        proximal iterations, probes shared by every source in one
-                    chain (``"auto"``'s; :mod:`skacv.estimates.risk._pooled`)
-``"curvature"``     robust losses and mini-batches: the traces ``A`` and ``K``
-                    of Tan & Bellec (2024) (:mod:`skacv.estimates.risk._curvature`)
+``"shared"``        proximal iterations, the same probes for every source
+                    (:mod:`skacv.estimates.risk._chains`)
+``"pooled"``        proximal iterations, one chain of probes for all the sources
+                    (``"auto"``'s; :mod:`skacv.estimates.risk._pooled`)
+``"curvature"``     robust losses and mini-batches (Tan & Bellec 2024;
+                    :mod:`skacv.estimates.risk._curvature`)
 ``"settled"``       a long path whose supports settle (and linear iterations):
-                    the state-space form of :mod:`skacv.estimates.risk._settled`,
-                    run by :func:`~skacv.estimates.risk._estimate.trajectory_risk`
+                    :mod:`skacv.estimates.risk._settled`, run by
+                    :func:`~skacv.estimates.risk._estimate.trajectory_risk`
 ==================  ============================================================
 
 An engine returns ``(A, A_sources, state)``, ``state`` a dataclass of
-:mod:`skacv.estimates.risk._state` that a longer path of the same
-trajectory continues (``None``: nothing to continue).
+:mod:`skacv.estimates.risk._state` (``None``: nothing to continue).
 """
 
 from dataclasses import dataclass
@@ -59,29 +49,21 @@ from ._state import PooledState, QuadratureState, usable_state
 
 
 def _spectral(design, iteration, datafit=None):
-    """The memory matrix is a spectral sum: full-batch least squares with a
-    linear iteration or a fixed preconditioner (else: Jacobian chains)."""
+    """Full-batch least squares with a linear iteration or a fixed preconditioner."""
     if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
         return False
     return getattr(iteration, "preconditioner", None) is not None or iteration.is_linear
 
 
 def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
-    """The number of probes (``None``: exact traces) of ``n_probes="auto"``.
+    """The number of probes (``None``: exact traces) of ``n_probes="auto"``;
+    any other value unchanged.
 
-    Exact traces remove the probe noise (two fits give the same estimate);
-    they are used when they cost at most the design's statistical policy's
-    ``auto_exact_factor`` times its ``auto_probes`` probes:
-
-    * linear iterations (gradient descent, Nesterov, heavy ball, ridge):
-      one eigendecomposition of the smaller Gram matrix, ``m^3 / 3`` flops
-      for ``m = min(n, p) <= auto_exact_max_dim``, against Lanczos with the
-      probes, ``2 n p`` per probe and level, ``n_iter / 2 + 2`` levels;
-    * Jacobian chains (ISTA, FISTA, mini-batch SGD, robust losses): the
-      chains start from the ``n`` canonical vectors instead of the probes:
-      exact when ``n <= auto_exact_factor * auto_probes``.
-
-    Any other value is returned unchanged.
+    Exact traces when they cost at most ``auto_exact_factor`` times
+    ``auto_probes`` probes: for linear iterations an eigendecomposition,
+    ``m^3 / 3`` flops (``m = min(n, p) <= auto_exact_max_dim``), against
+    Lanczos, ``2 n p`` per probe and level, ``T / 2 + 2`` levels; for Jacobian
+    chains ``n`` canonical vectors against the probes.
     """
     if not (isinstance(n_probes, str) and n_probes == "auto"):
         return n_probes
@@ -111,21 +93,10 @@ def resolve_scheme(scheme="auto"):
 
 
 def chain_cost_in_fits(design, coef_path, n_probes):
-    """Predicted time of the pooled chain of :func:`memory_matrices` in
-    units of the fit of the same path (``T`` steps of two products with
-    ``X~``, ``4 n p`` flops a step).
-
-    The chain is restricted to the features active so far (``s_k`` at
-    step ``k``): a step multiplies the support's Gram matrix by the pooled
-    probes' ``m`` columns, ``2 s_k^2`` flops a column, at the speed
-    policy's ``chain_gemm_advantage`` times the fit's speed per flop.
-
-    Returns
-    -------
-    fits : float
-    flops : float
-        The chain's flops.
-    """
+    """``(fits, flops)``: the pooled chain's predicted time in fits of the same
+    path, and its flops. A step multiplies the support's Gram matrix by the
+    ``m`` probes (``2 s_k^2`` flops a column) at ``chain_gemm_advantage``
+    times the fit's speed per flop."""
     T = coef_path.shape[1] - 1
     if T < 2 or n_probes is None:
         return 0.0, 0.0
@@ -142,9 +113,8 @@ def chain_cost_in_fits(design, coef_path, n_probes):
 
 
 def _check_budget(design, coef_path, n_probes):
-    """Refuse a pooled chain that would cost more than ``risk_time_budget``
-    fits (the shared probes are not budgeted: their cost depends on where
-    the supports grow, which this model does not see)."""
+    """Refuse a pooled chain above ``risk_time_budget`` fits (the shared probes
+    are not budgeted: their cost depends on where the supports grow)."""
     budget = get_config()["risk_time_budget"]
     if budget is None:
         return
@@ -158,14 +128,9 @@ def _check_budget(design, coef_path, n_probes):
 
 
 def _settles(design, iteration, n_iter, n_probes, datafit, state, keep_state, scheme):
-    """Which settled form a trajectory of ``n_iter`` steps may take:
-    ``"linear"`` (gradient descent, ridge, Nesterov: settled from the
-    start), ``"proximal"`` (ISTA / FISTA with Hutchinson probes, ``scheme``
-    ``"auto"`` or ``"shared"``: the settled form runs the shared probes;
-    whether it applies depends on the supports) or ``None``. Full-batch
-    least squares without heavy ball or preconditioner, no warm-start state
-    to continue or keep, at least the speed policy's ``settled_min_tail``
-    steps."""
+    """The settled form a path of ``n_iter`` steps may take: ``"linear"``,
+    ``"proximal"`` (Hutchinson probes, ``scheme`` ``"auto"`` or ``"shared"``;
+    whether it applies depends on the supports) or ``None``."""
     if (state is not None or keep_state or iteration.sampler is not None
             or not (datafit is None or datafit.quadratic)
             or n_iter < design.policy.settled_min_tail
@@ -183,30 +148,25 @@ def _settles(design, iteration, n_iter, n_probes, datafit, state, keep_state, sc
 
 @dataclass(frozen=True)
 class EstimatePlan:
-    """How the memory matrices of a trajectory are computed
-    (:func:`plan_estimate`).
+    """How the memory matrices of a trajectory are computed (:func:`plan_estimate`).
 
     Attributes
     ----------
     form : str
-        The engine (see the module's docstring); ``"settled"`` with
-        ``settled_step`` the step where the supports settle (``None``
-        before a fit: the path may settle).
+        The engine (the module's docstring).
     n_probes : int or None
-        The probes (``None``: exact traces).
+        ``None``: exact traces.
     dtype : dtype or None
-        The chains' precision (proximal and curvature chains).
+        The chains' precision.
     settles : {"linear", "proximal"} or None
-        The settled form the path may take.
     settled_step : int or None
+        ``form="settled"``: where the supports settle (``None`` before a fit).
     split : int or None
         ``"shared"``: the step where backward chains take over.
     adaptive : bool
-        ``"pooled"`` with ``n_probes="auto"``: more probes while the
-        estimate is noisy (:func:`~skacv.estimates.risk._estimate.trajectory_risk`).
+        ``"pooled"`` with ``n_probes="auto"``: more probes while noisy.
     auto_probes : bool
-        ``n_probes`` was ``"auto"`` (a plan before the fit; the pooled
-        probes then take their own number).
+        ``n_probes`` was ``"auto"``.
     """
 
     form: str
@@ -230,41 +190,30 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     design : Design
     iteration : Iteration
     coef_path : ndarray of shape (n_features, T + 1) or None
-        ``None`` before a fit (``n_iter`` steps): whether the path may
-        settle is known, not where (``form="settled"`` with
-        ``settled_step=None``) nor the shared probes' split.
+        ``None`` before a fit of ``n_iter`` steps: whether the path may settle
+        is known, not where, nor the shared probes' split.
     n_probes : int, None or "auto"
-        Hutchinson probes; ``None``: exact traces; ``"auto"``:
-        :func:`resolve_n_probes`.
+        ``"auto"``: :func:`resolve_n_probes`.
     probe_scheme : {"auto", "pooled", "shared"}
-        The proximal chains' probes. Exact traces and an iteration with a
-        heavy ball take the shared ones; ``"auto"``: the pooled probes (one
-        chain of ``pooled_probes`` probes (the statistical policy) for all the sources,
-        :mod:`skacv.estimates.risk._pooled`), the shared ones while the
-        sample stands for rows out of memory (a Dask input,
-        :func:`~skacv.linalg._sampling.stands_for_rows`: its shared probes
-        are the rows' own, mapped onto the sample). A path whose supports
-        settle for the speed policy's ``settled_min_tail`` steps or more
-        takes the settled form, with ``"auto"`` or ``"shared"``.
+        Exact traces and a heavy ball take the shared probes; ``"auto"`` the
+        pooled ones, or the shared ones while the sample stands for rows out of
+        memory (:func:`~skacv.linalg._sampling.stands_for_rows`). A path whose
+        supports settle for ``settled_min_tail`` steps takes the settled form.
     chain_dtype : dtype, "auto" or None
         :func:`~skacv.estimates.risk._propagate.resolve_chain_dtype`.
     datafit : datafit, default=None
-        A non-quadratic datafit (or mini-batches): the curvature chains.
+        Non-quadratic (or mini-batches): the curvature chains.
     state, keep_state
-        The warm-start state to continue and whether a new one is kept
-        (no settled form; the shared chains then run forward only).
+        The warm-start state to continue and whether a new one is kept.
     adaptive : bool, default=False
-        The pooled probes with ``n_probes="auto"`` start with
+        Pooled probes with ``n_probes="auto"`` start with
         :func:`~skacv.estimates.risk._probes.pooled_start_probes` (or the
-        state's probes), and the caller grows them while the estimate is
-        noisy (``EstimatePlan.adaptive``); else all of
+        state's) and the caller grows them; else all of
         :func:`~skacv.estimates.risk._probes.pooled_probes`.
     probe_goal : {"level", "choice"}, default="level"
-        What the adaptive probes are grown for (``pooled_start_probes``'s
-        ``goal``; :class:`~skacv.estimators._setup.FitPlan`).
+        What the adaptive probes are grown for.
     before : EstimatePlan, default=None
-        The plan of the same fit before its loop (``coef_path=None``): its
-        number of probes is kept, ``n_probes`` is not resolved again.
+        The plan of the same fit before its loop, whose probes are kept.
 
     Returns
     -------
@@ -273,8 +222,7 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     Raises
     ------
     EstimateBudgetError
-        When the pooled chain is predicted to cost more
-        than ``risk_time_budget`` fits (:func:`chain_cost_in_fits`).
+        When the pooled chain would cost more than ``risk_time_budget`` fits.
     ValueError
         An unknown ``probe_scheme``.
     """
@@ -328,9 +276,8 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
 
 
 def draws_probes(design, coef_path, plan, state):
-    """Whether :func:`memory_matrices` of ``plan`` may draw from its
-    generator: not the pooled chain that continues ``state`` (it holds its
-    probes and generator), which is then given ``None``."""
+    """Whether :func:`memory_matrices` of ``plan`` may draw from its generator:
+    not a pooled chain that continues ``state`` (it holds its own)."""
     return plan.form != "pooled" or usable_state(
         state, PooledState, plan.n_probes, plan.dtype, coef_path.shape[1] - 1,
         design.n_samples) is None
@@ -338,12 +285,9 @@ def draws_probes(design, coef_path, plan, state):
 
 def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=None,
                     keep_state=False, curvature=None, own_rng=False):
-    """The memory matrices ``(A, A_sources, state)`` of a trajectory by the
-    engine of ``plan`` (:func:`plan_estimate`); ``rng`` a RandomState (the
-    probes; ``own_rng``: made for this call, no one else draws from it);
-    ``curvature`` (n_samples, T + 1): ``psi'`` of every sample at
-    every iterate for the curvature chains (``None``: least squares). A
-    path of no step has zero matrices."""
+    """``(A, A_sources, state)`` by the engine of ``plan``; ``own_rng``: ``rng``
+    was made for this call; ``curvature`` (n_samples, T + 1): ``psi'`` for the
+    curvature chains. A path of no step has zero matrices."""
     if coef_path.shape[1] == 1:
         return np.zeros((1, 1)), np.zeros((1, 1)), None
     T = coef_path.shape[1] - 1
@@ -371,10 +315,8 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
 def spectral_nodes(design, iteration, T, n_probes, rng, verbose=0, state=None,
                    keep_state=False):
     """``(nodes, weights, state)`` of a linear iteration's ``T`` steps: the
-    eigenvalues (``n_probes=None``) or Lanczos' quadrature of ``n_probes``
-    probes, continuing ``state`` (a
-    :class:`~skacv.estimates.risk._state.QuadratureState` of the same
-    probes) and keeping one with ``keep_state``."""
+    eigenvalues (``n_probes=None``) or Lanczos' quadrature, continuing
+    ``state`` (a :class:`~skacv.estimates.risk._state.QuadratureState`)."""
     if n_probes is None:
         lam, w = exact_nodes(design)
         return lam, w, None

@@ -1,12 +1,9 @@
 """Out-of-sample risk along a trajectory: the memory-matrix estimate.
 
 Bellec & Tan (2024); Tan & Bellec (2024) for robust losses and mini-batches.
-:func:`trajectory_risk` is the entry point (the estimators' ``risk_path_``):
-the plan and the memory matrices of :mod:`skacv.estimates.risk._engine`,
-the readout of :mod:`skacv.estimates.risk._readout` (the settled and robust
-forms: :mod:`skacv.estimates.risk._forms`), the diagnostics of
-:mod:`skacv.estimates.risk._reliability`, and the pooled probes grown while
-the estimate is noisy (:func:`_grow_pooled`)."""
+:func:`trajectory_risk` is the entry point (the estimators' ``risk_path_``);
+the engine's plan and runner, the readout, the settled and robust forms and
+the diagnostics live in the modules beside it."""
 
 import functools
 import numbers
@@ -60,25 +57,12 @@ from ._result import (
 
 def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
                       products=False, keep_state=False, probe_scheme="auto"):
-    """Refuse, before a fit, a risk estimate above ``path_memory_limit``.
+    """Refuse, before a fit, a risk estimate above ``path_memory_limit``, and
+    return the plan before the fit (:func:`trajectory_risk`'s ``before``).
 
-    A path that may settle (the plan of
-    :func:`~skacv.estimates.risk._engine.plan_estimate` before the fit) needs at least the settled
-    form's ``O(q T)`` floats (``q``: samples, or features + 1 with
-    ``products``); any other estimate needs its dense ``(T + 1) x (T + 1)``
-    matrices (:func:`check_dense_memory`).
-
-    Returns
-    -------
-    plan : EstimatePlan
-        The plan before the fit (its number of probes, for
-        :func:`trajectory_risk`'s ``before``).
-
-    Raises
-    ------
-    ValueError
-        With the bytes, the limit and the fixes.
-    """
+    A path that may settle needs at least the settled form's ``O(q T)``
+    floats (``q``: samples, or features + 1 with ``products``); any other its
+    dense ``(T + 1) x (T + 1)`` matrices."""
     taken("check_risk_memory", probe_scheme=probe_scheme)
     T1 = int(n_iter) + 1
     plan = plan_estimate(design, iteration, None, n_probes, probe_scheme, n_iter=n_iter,
@@ -97,41 +81,12 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
 
 def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=None,
                   chain_dtype="auto", verbose=0, probe_scheme="auto"):
-    """Memory matrices of a trajectory (outputs and gradient points).
-
-    Parameters
-    ----------
-    design : Design
-        The centred, weighted design of the fit.
-    iteration : Iteration
-        The iteration object that produced ``coef_path``.
-    coef_path : ndarray of shape (n_features, T + 1)
-    n_probes : int, None or "auto", default=10
-        Rademacher probes (Hutchinson); ``None`` for exact traces; ``"auto"``:
-        exact when cheap (:func:`resolve_n_probes`).
-    random_state : int, RandomState instance or None
-    chain_dtype : dtype, "auto" or None, default="auto"
-        Precision of the Jacobian chains of proximal methods (``"auto"`` or
-        ``None``: float32 with Hutchinson probes, the dtype of ``X`` with
-        exact traces; :func:`~skacv.estimates.risk._propagate.resolve_chain_dtype`).
-    verbose : int
-    probe_scheme : {"auto", "pooled", "shared"}, default="auto"
-        How the Hutchinson probes are shared between the sources
-        (:func:`~skacv.estimates.risk._engine.plan_estimate`).
-
-    Returns
-    -------
-    A : ndarray of shape (T + 1, T + 1)
-        ``A[t, s] = tr(X~ d x^t / d y^(s))``.
-    A_sources : ndarray of shape (T + 1, T + 1)
-        Same for the gradient points ``v^t``.
-
-    Raises
-    ------
-    ValueError
-        When the matrices are above ``path_memory_limit`` (before they are
-        allocated).
-    """
+    """Memory matrices ``(A, A_sources)`` of a trajectory, ``A[t, s] = tr(X~ d
+    x^t / d y^(s))`` for the outputs and the gradient points, by the plan of
+    :func:`~skacv.estimates.risk._engine.plan_estimate` (``n_probes``:
+    Hutchinson probes, ``None`` exact, ``"auto"``; ``chain_dtype``,
+    ``probe_scheme`` as there); ``ValueError`` before allocating matrices
+    above ``path_memory_limit``."""
     check_dense_memory(coef_path.shape[1], 4)
     if coef_path.shape[1] == 1:
         return np.zeros((1, 1)), np.zeros((1, 1))
@@ -147,56 +102,33 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     """Estimated out-of-sample risk of every iterate of a trajectory.
 
     Full-batch least squares: the memory-matrix estimate of Bellec & Tan
-    (2024) (:func:`risk_from_memory`). Mini-batches (``iteration.sampler``)
-    or a robust loss (a non-quadratic ``datafit``): the estimate of Tan &
-    Bellec (2024) (:func:`risk_from_sources`), which reduces to the former
-    for full-batch least squares.
+    (2024) (:func:`risk_from_memory`). Mini-batches or a robust loss: the
+    estimate of Tan & Bellec (2024) (:func:`risk_from_sources`), which reduces
+    to the former for full-batch least squares. A long path whose supports
+    settle (and a linear iteration) takes the settled form: ``O(r q T)`` work
+    and ``O(q T)`` memory instead of ``O(T^3)`` and ``(T + 1)^2`` floats.
 
     datafit : datafit of :mod:`skacv.iterations._datafits`, default=None
         ``None`` is least squares.
     n_probes, random_state, chain_dtype, probe_scheme
-        As :func:`memory_matrix` (``probe_scheme``: ``"auto"``, ``"pooled"``
-        or ``"shared"``; ``chain_dtype``: ``"auto"``, ``None`` or a
-        dtype).
+        As :func:`memory_matrix`.
     probe_goal : {"level", "choice"}, default="level"
-        What the adaptive pooled probes (``n_probes="auto"``) are grown for:
-        the level of the estimate at every iterate, or the order of the
-        iterates near its minimum (a search that compares the path with
-        itself only; :func:`_grow_pooled`). ``choice_noise`` in the result.
+        What the adaptive pooled probes are grown for (:func:`_grow_pooled`).
     fitted : ndarray of shape (n_samples, T + 1), default=None
-        ``X~ x^t`` if already known (saves one product with the whole path).
+        ``X~ x^t`` if already known.
     fitted_sources : ndarray of shape (n_samples, >= T + 1), default=None
-        ``X~ v^t`` of the gradient points if already known (the fit loop's):
-        the residuals of a clipped extrapolation's gradient points without
-        :func:`source_residuals`'s products.
+        ``X~ v^t`` of the gradient points if already known (the fit loop's).
     sources : ndarray of shape (n_features, T + 1), default=None
-        The gradient points ``v^t`` themselves if already known (the fit
-        loop's in the covariance form, float64): those of
-        :func:`source_points`, not formed again.
+        The gradient points ``v^t`` if already known (covariance form).
     products : bool, default=False
-        Full-batch least squares with fewer features than samples: the
-        residuals enter through their inner products in the features' space
-        (:func:`residual_products`, :func:`risk_from_products`; the fit loop
-        in the covariance form, whose design holds ``X~^T X~``); then
-        ``corrected_residuals`` and ``residuals`` are ``None`` and
-        ``products`` holds ``FF``, ``XF`` (..., see
-        :func:`residual_products`), ``P`` and ``Q``.
+        With fewer features than samples, the residuals enter through their
+        inner products in the features' space (:func:`residual_products`);
+        ``corrected_residuals`` and ``residuals`` are then ``None``.
     matrices : bool, default=True
-        Return the ``(T + 1) x (T + 1)`` matrices (``risk_matrix``,
-        ``memory_matrix``, ``memory_matrix_sources``) also when the
-        estimate does not need them (the settled form); ``False``: they are
-        ``None`` then.
+        ``False``: the settled form does not form the ``(T + 1) x (T + 1)``
+        matrices.
     before : EstimatePlan, default=None
-        The plan of :func:`check_risk_memory` before the fit, whose number
-        of probes is kept (``n_probes`` is then not read).
-
-    The memory the estimate needs is checked against ``path_memory_limit``
-    before it is allocated (:func:`check_dense_memory`; a ``ValueError``
-    with the bytes, the limit and the fixes).
-
-    A long path whose supports settle (and a linear iteration) takes the
-    settled form (:mod:`skacv.estimates.risk._settled`): ``O(r q T)`` work
-    and ``O(q T)`` memory instead of ``O(T^3)`` and ``(T + 1)^2`` floats.
+        The plan of :func:`check_risk_memory`, whose probes are kept.
 
     Returns
     -------
@@ -242,10 +174,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                                   np.ascontiguousarray(sources) if clipped else None)
         flops = coef_path.shape[0] * coef_path.shape[1] ** 2
     else:
-        if fitted is None:
-            F = residual_matrix(design, y_tilde, coef_path)
-        else:  # X~ x^t recorded by the fit loop
-            F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+        F = residual_matrix(design, y_tilde, coef_path, fitted)
         Fv = (_source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources)
               if clipped else None)
         flops = F.shape[0] * F.shape[1] ** 2
@@ -264,8 +193,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
 
     @functools.cache
     def inner_products():
-        """The residuals' inner products (``F^T F``; with a clipped
-        extrapolation also ``F^T F_v`` and ``F_v^T F_v``), formed once."""
+        """The residuals' inner products, formed once."""
         if prods is not None:
             return prods
         if Fv is None:
@@ -273,10 +201,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         return Bunch(FF=F.T @ F, FFv=F.T @ Fv, FvFv=Fv.T @ Fv)
 
     def replicate_risk(A, Av, iterates=None):
-        """The risk alone at ``iterates`` (``None``: all; the jackknife's
-        replicates): from the residuals' inner products
-        (:func:`risk_at_iterates`, ``O(T^2)`` flops an iterate after one
-        ``O(n T^2)``)."""
+        """The risk alone at ``iterates`` (the jackknife's replicates)."""
         return risk_at_iterates(inner_products(), A, design.n_eff, design.fit_intercept,
                                 A_sources=Av if has_momentum else None, iteration=iteration,
                                 iterates=iterates)
@@ -319,30 +244,16 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
 
 def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_risk,
                  verbose=0, goal="level"):
-    """``n_probes="auto"`` with the pooled probes: the readout of the
-    pooled chain's ``state`` (whose memory matrices are ``A``, ``Av``;
-    ``readout(A, A_sources)``, its first item the risk), and more probes
-    (:func:`~skacv.estimates.risk._pooled.extend_pooled`)
-    while the probe noise of the risk, estimated by a jackknife over groups
-    of probes, or of samples for a chain of one probe
-    (:func:`~skacv.estimates.risk._pooled.jackknife_matrices`,
-    :func:`~skacv.estimates.risk._probes.probe_noise`; the
-    replicates by ``replicate_risk(A, A_sources, iterates)`` at the iterates
-    of :func:`~skacv.estimates.risk._probes.noise_iterates`), asks for them
-    (:func:`~skacv.estimates.risk._probes.probes_for_noise`).
+    """``n_probes="auto"`` with the pooled probes: the readout of ``state``'s
+    matrices ``A``, ``Av``, and more probes
+    (:func:`~skacv.estimates.risk._pooled.extend_pooled`) while the probe
+    noise, by a jackknife over groups of probes (or of samples for one probe),
+    asks for them (:func:`~skacv.estimates.risk._probes.probes_for_noise`).
+    ``goal="choice"``: the noise of the order of the iterates near the minimum
+    instead of the level's.
 
-    ``goal="choice"`` (a search that compares the path with itself only;
-    :class:`~skacv.estimators._setup.FitPlan`): the probes grow while the
-    noise of the order of the iterates near the minimum
-    (:func:`~skacv.estimates.risk._probes.choice_noise`, at the iterates
-    of :func:`~skacv.estimates.risk._probes.choice_iterates`) is above
-    the statistical policy's ``choice_noise_target``, instead of
-    the level's.
-
-    Returns ``(A, A_sources, state, readout's output, noise, choice)``
-    (``noise``: the level's, ``choice``: the choice's (``None`` unless
-    ``goal="choice"``); both ``None`` once the chain has ``pooled_probes``,
-    when they are not measured).
+    Returns ``(A, A_sources, state, readout's output, noise, choice)``;
+    ``noise`` and ``choice`` ``None`` when not measured.
     """
     # the state's template recursion has run to the path's end: its matrices
     template = (None if state.nodes is None else

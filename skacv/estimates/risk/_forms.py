@@ -1,15 +1,8 @@
-"""The settled and robust forms of the risk estimate
-(:func:`~skacv.estimates.risk._estimate.trajectory_risk`, after the plan of
-:func:`~skacv.estimates.risk._engine.plan_estimate`).
-
-* the settled form (:func:`_settled_risk`): a long path whose supports
-  settle (and a linear iteration) keeps the memory matrices in the
-  state-space form of :class:`~skacv.estimates.risk._settled.SettledMemory`
-  and corrects the residuals by forward recursions, linear in ``T``;
-* the robust form (:func:`_robust_risk`): mini-batches or a robust loss,
-  the curvature chains' traces ``A`` and ``K`` read by
-  :func:`~skacv.estimates.risk._readout.risk_from_sources` (Tan & Bellec
-  2024).
+"""The settled form (:func:`_settled_risk`: the state-space memory of
+:class:`~skacv.estimates.risk._settled.SettledMemory`, linear in ``T``) and
+the robust form (:func:`_robust_risk`: the curvature chains read by
+:func:`~skacv.estimates.risk._readout.risk_from_sources`, Tan & Bellec
+2024) of :func:`~skacv.estimates.risk._estimate.trajectory_risk`.
 """
 
 import numpy as np
@@ -36,9 +29,8 @@ from ._settled import linear_settled_memory, settled_memory
 
 
 def _source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources):
-    """The residuals of a clipped extrapolation's gradient points: from the
-    fit loop's ``X~ v^t`` (``fitted_sources``) when given, else
-    :func:`~skacv.estimates.risk._readout.source_residuals`."""
+    """The residuals of a clipped extrapolation's gradient points, from the fit
+    loop's ``X~ v^t`` when given."""
     if fitted_sources is not None:
         return np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted_sources[:, :F.shape[1]]
     return source_residuals(design, iteration, F, coef_path)
@@ -108,12 +100,10 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, plan, random_st
 
 def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted, verbose,
                   products, matrices, fitted_sources=None):
-    """:func:`trajectory_risk` of a path whose support settles after step
-    ``k0 = plan.settled_step``: the chains in coordinates up to ``k0`` (the
-    same probes as the dense route), then
-    :class:`~skacv.estimates.risk._settled.SettledMemory`; a linear
-    iteration (``k0 = 0``) from the spectral nodes of the dense route
-    (:func:`~skacv.estimates.risk._engine.spectral_nodes`)."""
+    """:func:`trajectory_risk` of a path settled after ``plan.settled_step``:
+    the shared chains up to it (the same probes as the dense route), then
+    :class:`~skacv.estimates.risk._settled.SettledMemory`; a linear iteration
+    from the dense route's spectral nodes."""
     T1 = coef_path.shape[1]
     T = T1 - 1
     k0, m = plan.settled_step, plan.n_probes
@@ -158,10 +148,7 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
         check_memory(8.0 * T1 * SETTLED_ARRAYS * n,
                      f"the settled risk estimate ({n} x {T1}, {SETTLED_ARRAYS} arrays)",
                      ESTIMATE_HINT)
-        if fitted is None:
-            F = residual_matrix(design, y_tilde, coef_path)
-        else:
-            F = np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
+        F = residual_matrix(design, y_tilde, coef_path, fitted)
         if has_momentum:
             Fv = (_source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources)
                   if iteration.clips else _extrapolate_columns(iteration, F))
@@ -193,5 +180,4 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
     return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=Av,
                         corrected_residuals=R, residuals=F, products=prods, reliable=reliable,
                         df_fraction=df, amplification=amp, support=support, n_eff=n_eff,
-                        failures=failures, momentum=iteration.has_momentum(T),
-                        settled_step=k0)
+                        failures=failures, momentum=iteration.has_momentum(T))

@@ -1,38 +1,28 @@
 """The pooled probes: one chain of probes shared by every source.
 
 The memory matrix of Bellec & Tan (2024), ``A[t, s] = tr(X~ dx^t / dy^(s))``,
-is estimated here from its rows' sums. Every source injects the same images
-``g X~^T Z`` of ``m`` probes ``Z`` (``n x m`` Rademacher signs) into one
-chain of ``m`` columns, which then holds ``F_t = sum_s J_{t,s} X~^T Z``.
-Its readout ``(1/m) tr(Z^T X~ F_t)`` (and the same with the gradient
-points' tangents for ``A_sources``) is Hutchinson's unbiased estimate of
-the row's sum ``sum_s A[t, s]``. An iteration with a heavy ball takes the
-shared probes instead (:func:`~skacv.estimates.risk._engine.plan_estimate`).
+is estimated from its rows' sums. Every source injects the same images
+``g X~^T Z`` of ``m`` Rademacher probes ``Z`` into one chain of ``m``
+columns, which then holds ``F_t = sum_s J_{t,s} X~^T Z``; its readout
+``(1/m) tr(Z^T X~ F_t)`` is Hutchinson's estimate of the row's sum. A heavy
+ball takes the shared probes instead.
 
-* ``m`` columns a step whatever the path's length
-  (the statistical policy's ``pooled_probes`` probes, or fewer
-  grown while noisy: :mod:`skacv.estimates.risk._probes`), and a warm start
-  (a stage of the early stopping) continues the chain.
-* Lag 0 is exact: the readout of the injection of step ``t`` through the
-  step's own tangent is subtracted, and ``A[t, t - 1] = g sum_{j in S_t}
-  ||x~_j||^2`` (through the same tangent: the mask and the extrapolation's
-  coefficients) takes its place.
+* ``m`` columns a step whatever the path's length; a warm start continues
+  the chain.
+* Lag 0 is exact: the readout of step ``t``'s own injection is subtracted
+  and ``A[t, t - 1] = g sum_{j in S_t} ||x~_j||^2`` (through the step's
+  tangent) takes its place.
 * The other entries of a row split its sum by a *template*
   (:func:`rows_from_sums`): the memory matrix of the iteration's linear
-  counterpart (its prox replaced by the identity: the same steps and
-  momentum) on the spectrum of the union of the path's supports
-  (:func:`template_matrices`), scaled to the row's sum. It is a bias where
-  the supports shrink far below their union (FISTA's first steps on a wide
-  design; ``tests/test_reliability.py``).
-* The probes (and the template's Lanczos probes, on supports above
-  its ``template_exact_support``) are drawn from
-  ``random_state``, and a row reads only its own step: the row sums of a
-  ``k``-step prefix are those of the whole path's first ``k + 1`` rows
-  (the template, of the whole path's supports, moves the split a little).
+  counterpart on the spectrum of the union of the path's supports,
+  scaled to the row's sum (a bias where the supports shrink far below
+  their union: FISTA's first steps on a wide design).
+* A row reads only its own step: a ``k``-step prefix's row sums are the
+  whole path's first ``k + 1``.
 
-Why it pays: the per-source traces oscillate with the lag (FISTA) or decay
-smoothly with it (ISTA), so a row sum's Hutchinson noise grows far slower
-than the number of sources (the measurements: ``docs/internals.rst``).
+Why it pays: the per-source traces oscillate (FISTA) or decay smoothly
+(ISTA) with the lag, so a row sum's noise grows far slower than the number
+of sources (``docs/internals.rst``).
 """
 
 import copy
@@ -62,12 +52,10 @@ from ._state import PooledState, SavedChains
 
 
 class PooledProbes(ChainProbes):
-    """The hooks of the pooled probes: one chain of ``m`` columns; the first
-    step writes its injection into them (the propagator's own injection),
-    the later ones add theirs (:meth:`before_tangent`). ``SA``, ``SV``
-    (``T + 1``, 1, ``m``): the per-probe sums of the rows without lag 0;
-    ``lag0`` (``T + 1``, 2): the exact lag-0 entries; ``colnorm``: the
-    squared norms of the chains' columns of ``X~``."""
+    """One chain of ``m`` columns; the first step writes its injection, the later
+    ones add theirs (:meth:`before_tangent`). ``SA``, ``SV`` (T + 1, 1, m): the
+    per-probe row sums without lag 0; ``lag0`` (T + 1, 2): the exact lag 0;
+    ``colnorm``: the squared norms of the chains' columns of ``X~``."""
 
     label = "traces (pooled probes)"
 
@@ -99,8 +87,8 @@ class PooledProbes(ChainProbes):
         self._l0 = self._lag0(k, chains, rows, inj)
 
     def _lag0(self, k, chains, rows, inj):
-        """The injection of step ``k`` alone through the step's tangent:
-        its readout per probe (to subtract) and the exact lag-0 entries."""
+        """Step ``k``'s injection alone through its tangent: the readout per probe
+        (to subtract) and the exact lag-0 entries."""
         m = self.m
         coef, _ = chains._coefficients(k, rows)
         z0 = np.empty((rows, m + 1), dtype=chains.dtype)
@@ -144,12 +132,9 @@ class PooledProbes(ChainProbes):
 
 
 def _pooled_images(Xs, coords, Z, cached=None):
-    """``(W, colnorm, images)``: the pooled probes' images ``X~^T Z`` of the
-    chains' columns ``coords`` (``Xs``; shape (width, m), Fortran order) and
-    their squared norms (the exact lag 0), reading those of the columns a
-    continued state has (``cached``, its ``images``) and computing the
-    others; ``images`` keeps them for the next continuation (coordinates
-    sorted)."""
+    """``(W, colnorm, images)``: ``X~^T Z`` of the chains' columns ``coords``
+    (Fortran order) and their squared norms, reusing a continued state's
+    ``cached`` images; ``images`` (coordinates sorted) for the next one."""
     width, m = Xs.shape[1], Z.shape[1]
     W = np.empty((width, m), dtype=Xs.dtype, order="F")
     colnorm = np.empty(width, dtype=Xs.dtype)
@@ -169,10 +154,8 @@ def _pooled_images(Xs, coords, Z, cached=None):
 
 
 def sample_group_probes(Z, n_groups):
-    """A probe ``Z`` of one column (shape (n, 1)) beside its ``n_groups``
-    groups of samples (:func:`~skacv.estimates.risk._probes.sample_groups`):
-    shape (n, 1 + n_groups), column ``1 + g`` the signs of ``Z`` on group
-    ``g``, zero elsewhere."""
+    """A probe ``Z`` (n, 1) beside its ``n_groups`` groups of samples: column
+    ``1 + g`` the signs of ``Z`` on group ``g``, zero elsewhere."""
     n = Z.shape[0]
     out = np.zeros((n, 1 + n_groups), dtype=Z.dtype)
     out[:, 0] = Z[:, 0]
@@ -181,15 +164,11 @@ def sample_group_probes(Z, n_groups):
 
 
 def jackknife_matrices(state, template, n_groups):
-    """The memory matrices ``(A, A_sources)`` of the replicates of the
-    pooled chain's delete-one-group jackknife
-    (:func:`~skacv.estimates.risk._probes.probe_noise`) and the factor on
-    its standard error: without each of ``n_groups`` groups of probes
-    (:func:`~skacv.estimates.risk._probes.jackknife_probes`), factor 1; a
-    chain of one probe read by groups of samples (``state.by_samples``),
-    without each group of samples (the probe's readouts on the others,
-    scaled to all the samples), factor
-    :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`."""
+    """The memory matrices of the pooled chain's delete-one-group jackknife
+    replicates and the factor on its standard error: without each group of
+    probes (factor 1), or for a chain of one probe without each group of
+    samples, scaled to all the samples (factor
+    :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`)."""
     if state.by_samples is None:
         return ([pooled_matrices(state, template, kept)
                  for kept in jackknife_probes(state.m, n_groups)],
@@ -204,17 +183,11 @@ def jackknife_matrices(state, template, n_groups):
 
 @dataclass
 class PooledRun:
-    """What the pooled chain computed (:func:`run_pooled_chain`):
-    ``SA``, ``SV`` (T + 1, 1, n_probes): ``tr(Z^T X~ F)`` per probe of row
-    ``t`` over the sources older than lag 0 (``SV``: the gradient points);
-    ``lag0`` (T + 1, 2): the exact ``A[t, t - 1]`` and ``A_sources[t, t - 1]``;
-    ``columns`` the columns of ``X~`` of the union of the supports (the
-    chains' rows; ``None`` when it is empty) and ``coords`` their
-    features; ``template_seed`` the seed of the template's probes (drawn
-    after the chains' probes, kept by a state); ``state`` the
-    :class:`~skacv.estimates.risk._state.PooledState` after the last step
-    (``keep_state``) and ``continued`` the state the chain continued, if
-    any."""
+    """What :func:`run_pooled_chain` computed: ``SA``, ``SV`` (T + 1, 1, m) the
+    per-probe row sums without lag 0; ``lag0`` (T + 1, 2); ``columns`` the
+    chains' columns of ``X~`` (``None``: empty) and ``coords`` their features;
+    ``template_seed`` (drawn after the chains' probes); ``state`` kept with
+    ``keep_state``, ``continued`` the state continued."""
 
     SA: np.ndarray
     SV: np.ndarray
@@ -230,21 +203,15 @@ class PooledRun:
 def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                      draw=None, state=None, keep_state=False, gram=None, by_samples=True,
                      own_rng=False):
-    """The pooled chain (see the module's docstring) and what the rows'
-    split needs, a :class:`PooledRun`. ``state`` / ``keep_state``: continue
-    the chain of a shorter prefix of the same trajectory (a
-    :class:`~skacv.estimates.risk._state.PooledState`), and keep the state
-    after the last step; ``gram``: a
-    :class:`~skacv.estimates.risk._state.GramCache` to reuse without a
-    state; ``by_samples``: a chain of one probe also reads its traces by
-    the groups of samples of :func:`sample_group_probes`
-    (``PooledRun.by_samples``, what :func:`jackknife_matrices` measures the
-    probe's noise with); ``own_rng``: ``rng`` was made for this call (no one
-    else draws from it), the kept state takes it without a copy.
+    """The pooled chain and what the rows' split needs (:class:`PooledRun`).
 
-    ``draw``: private, ``draw(n, m) -> Z`` replaces the Rademacher draw (the
-    tests pass the identity, ``m = n``: the sums over the probes are then
-    the exact row sums).
+    ``state`` / ``keep_state``: continue a shorter prefix's
+    :class:`~skacv.estimates.risk._state.PooledState` and keep the new one;
+    ``gram``: a :class:`~skacv.estimates.risk._state.GramCache` without a
+    state; ``by_samples``: a chain of one probe also reads its traces by groups
+    of samples (for :func:`jackknife_matrices`); ``own_rng``: ``rng`` was made
+    for this call, kept without a copy; ``draw(n, m) -> Z`` replaces the
+    Rademacher draw (tests: the identity gives exact row sums).
     """
     m = int(n_probes)
     start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype)
@@ -299,14 +266,9 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
 
 
 def _chain_columns(design, order, prefix, dtype, state, k0):
-    """``(order, prefix, Xs)``: the chains' row order and restricted copy of
-    ``X~``, the one ``state`` kept where it covers the supports
-    (:func:`~skacv.estimates.risk._propagate.kept_order`), else
-    :func:`~skacv.estimates.risk._propagate.chain_order`'s and a new gather
-    (the kept copy dropped first, so that its memory can be reused). The
-    kept columns are the shorter path's union of supports, which the longer
-    path's contains: a reused copy holds exactly the union (what the
-    template's spectrum reads, :func:`template_nodes`), in another order."""
+    """``(order, prefix, Xs)``: the restricted copy of ``X~`` a state kept where
+    it covers the supports (:func:`~skacv.estimates.risk._propagate.kept_order`),
+    else a new gather (the kept copy dropped first, its memory reusable)."""
     kept = None if state is None else state.columns
     if kept is not None:
         coords, Xs = kept
@@ -323,9 +285,8 @@ def _chain_columns(design, order, prefix, dtype, state, k0):
 
 def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None, kept=False):
     """The :class:`~skacv.estimates.risk._state.PooledState` after step ``k``;
-    ``kept``: ``rng`` is the continued state's generator, not drawn from
-    (shared: a state's generator is only ever copied), or one made for
-    this chain, kept as it is; else a copy of it."""
+    ``kept``: ``rng`` is kept as it is (a state's generator is only ever
+    copied, never drawn from), else a copy."""
     by_samples = None if run.by_samples is None else tuple(a.copy() for a in run.by_samples)
     rng = rng if kept else copy.deepcopy(rng)
     return PooledState(k=k, m=m, dtype=dtype, Z=Z, rng=rng, SA=run.SA.copy(),
@@ -334,21 +295,14 @@ def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None, kept=Fals
 
 
 def rows_from_sums(SA, SV, lag0, template=None):
-    """The memory matrices from the rows' sums (``SA``, ``SV``: (T + 1,) or
-    (T + 1, 1), already averaged over the probes); ``(t, t - 1)`` is the
-    exact lag 0.
+    """The memory matrices from the rows' sums ``SA``, ``SV`` (averaged over the
+    probes); ``(t, t - 1)`` is the exact lag 0.
 
-    Entry ``(t, s)``, ``s <= t - 2``, splits the row's sum (its sources
-    older than lag 0):
-
-    * ``template=None``: evenly (the row's average);
-    * ``template=(T_A, T_sources)``, the memory matrices of the iteration's
-      linear counterpart (:func:`template_matrices`): row ``t`` is the
-      template's row scaled by ``c_t`` (``c_t = S_t / sum T[t, .]``) plus
-      the remainder ``S_t - c_t sum T[t, .]`` spread evenly (a row the
-      template leaves empty). The sums are kept exactly; where a row is
-      sharply peaked in the lag the template carries the peak that the
-      average would flatten.
+    Entry ``(t, s)``, ``s <= t - 2``, splits the row's sum: evenly without a
+    template; with ``template=(T_A, T_sources)`` (:func:`template_matrices`)
+    row ``t`` is the template's row scaled by ``c_t = S_t / sum T[t, .]``, the
+    remainder spread evenly. The sums are kept exactly; the template carries
+    a peak in the lag that the average would flatten.
     """
     SA, SV = np.reshape(SA, -1), np.reshape(SV, -1)
     T1 = SA.shape[0]
@@ -372,20 +326,12 @@ def rows_from_sums(SA, SV, lag0, template=None):
 
 
 def template_matrices(iteration, n_iter, nodes, resume=None, keep=False):
-    """The split's template (:func:`rows_from_sums`): the memory
-    matrices ``(T_A, T_sources)`` of ``iteration`` with its prox replaced
-    by the identity, on the spectrum of the Gram matrix ``X~_U^T X~_U /
-    n_eff`` of the union ``U`` of the path's supports (``nodes``: its nodes
-    and weights, :func:`template_nodes`).
-
-    The union's spectrum, not the final support's: it moved ``risk_path_``
-    less (``docs/internals.rst``, the pooled probes).
-
-    ``keep``: also return the recursion after step ``n_iter`` (a
-    :class:`~skacv.estimates.risk._spectral.CounterpartChain`, ``None`` on
-    no nodes), which ``resume`` continues: a longer path's template on the
-    same ``nodes`` (a continued chain's, :attr:`PooledState.template`),
-    bit for bit what one run gives."""
+    """The split's template: the memory matrices of ``iteration`` with its prox
+    replaced by the identity on the spectrum of ``X~_U^T X~_U / n_eff``, ``U``
+    the union of the path's supports (it moved ``risk_path_`` less than the
+    final support's: ``docs/internals.rst``). ``keep``: also the recursion
+    (:class:`~skacv.estimates.risk._spectral.CounterpartChain`) that ``resume``
+    continues, bit for bit."""
     T = int(n_iter)
     if nodes[0].size == 0:
         out = np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
@@ -395,25 +341,18 @@ def template_matrices(iteration, n_iter, nodes, resume=None, keep=False):
 
 
 def template_lags(n_iter, statistics):
-    """The lags the template's quadrature is checked on for a path of
-    ``n_iter`` steps (the ``statistics`` policy's ``template_check_lags`` at
-    least: the nodes serve the later stages of a search while the union of
-    the supports keeps its width)."""
+    """The lags the template's quadrature is checked on: at least
+    ``template_check_lags`` (the nodes serve the later stages of a search)."""
     return max(int(n_iter), statistics.template_check_lags)
 
 
 def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
-    """Spectral nodes and weights (``None``: unit weights) of ``Xs^T Xs /
-    n_eff``: its eigenvalues up to the design's statistical policy's
-    ``template_exact_support`` columns, else the Gauss quadrature of Lanczos
-    from ``template_probes`` probes drawn from ``rng`` (a RandomState or its
-    seed, read on this branch only), to the first depth
-    of ``template_check_depths`` where the response of ``iteration``'s
-    linear counterpart over :func:`template_lags` of ``n_iter`` has
-    converged (``template_rtol``; else the last depth); ``coords``: the
-    columns' features, whose order the probes follow (the same nodes in any
-    column order). The measurements behind these are in
-    ``docs/speed_policy.rst``."""
+    """Nodes and weights (``None``: unit) of ``Xs^T Xs / n_eff``: its eigenvalues
+    up to ``template_exact_support`` columns, else Lanczos' Gauss quadrature
+    of ``template_probes`` probes from ``rng``, to the first of
+    ``template_check_depths`` where the linear counterpart's response has
+    converged (``template_rtol``); ``coords``: the probes follow the features'
+    order (``docs/speed_policy.rst``)."""
     width = Xs.shape[1]
     if width == 0:
         return np.zeros(0), None
@@ -453,22 +392,10 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
 
 def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                          state=None, keep_state=False, own_rng=False):
-    """Hutchinson memory matrices of a proximal trajectory with ``n_probes``
-    probes shared by every source in one chain (see the module's
-    docstring): the rows' sums of :func:`run_pooled_chain` split by
-    :func:`rows_from_sums` with the template of :func:`template_matrices`.
-
-    ``state`` / ``keep_state``: continue the chain of a shorter prefix of
-    the same trajectory (the rows' sums are a prefix's; the template, of
-    the whole path's supports, is recomputed unless the union of the
-    supports is as wide as the state's, from probes drawn after the
-    chain's in both cases); ``own_rng``: :func:`run_pooled_chain`'s.
-
-    Returns
-    -------
-    A, A_sources : ndarrays of shape (T + 1, T + 1)
-    state : PooledState or None
-    """
+    """``(A, A_sources, state)`` of a proximal trajectory by the pooled probes:
+    :func:`run_pooled_chain`'s row sums split by :func:`rows_from_sums`.
+    A continued chain keeps the template's nodes while the union of the
+    supports is as wide as the state's."""
     T = coef_path.shape[1] - 1
     run = run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
                            state=state, keep_state=keep_state, own_rng=own_rng)
@@ -496,15 +423,13 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
 
 
 def pooled_matrices(state, template, probes=slice(None)):
-    """The memory matrices ``(A, A_sources)`` of a
-    :class:`~skacv.estimates.risk._state.PooledState` (the rows' sums of
-    its probes ``probes``, split by ``template``)."""
+    """The memory matrices of a pooled state's probes ``probes``."""
     return rows_from_sums(state.SA[..., probes].mean(axis=2),
                           state.SV[..., probes].mean(axis=2), state.lag0, template)
 
 
 def _merge_saved(a, b):
-    """The columns of two :class:`SavedChains` of the same path side by side."""
+    """Two :class:`SavedChains` of the same path, their columns side by side."""
     out = SavedChains()
     for name in ("dv", "dx1", "dx2"):
         ca, va = a.get(name)
@@ -515,12 +440,10 @@ def _merge_saved(a, b):
 
 
 def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
-    """``state`` (a :class:`~skacv.estimates.risk._state.PooledState`
-    after the last step of ``coef_path``) with ``extra`` more probes: a
-    chain of new probes, drawn from the state's generator, over the whole
-    path, its columns appended to the state's. The chain is linear in its
-    probes: the result is the state of a chain that had all the probes from
-    the start (the template keeps the state's nodes)."""
+    """``state`` with ``extra`` more probes: a chain of new probes from the
+    state's generator over the whole path, its columns appended. The chain is
+    linear in its probes: the state of a chain that had them all from the
+    start."""
     rng = copy.deepcopy(state.rng)
     run = run_pooled_chain(design, iteration, coef_path, extra, rng, state.dtype, verbose,
                            keep_state=True, gram=state.gram, by_samples=False,
@@ -541,8 +464,8 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
 
 
 def _merge_images(a, b):
-    """The ``images`` of two states of the same path's columns, their probes
-    side by side (``None`` unless both have them on the same columns)."""
+    """Two states' ``images``, their probes side by side (``None`` unless on the
+    same columns)."""
     if a is None or b is None or not np.array_equal(a[0], b[0]):
         return None
     return a[0], np.hstack([a[1], b[1]]), a[2]

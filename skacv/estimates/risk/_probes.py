@@ -1,20 +1,11 @@
 """The probes of the risk estimate: every Hutchinson probe is drawn by
-:func:`draw_probes`; and how many probes the pooled chain takes
-(``n_probes="auto"``): where it starts, how noisy its estimate is and when
-it grows.
-
-The pooled chain (:mod:`skacv.estimates.risk._pooled`) starts with
-:func:`pooled_start_probes` probes and grows
-(:func:`~skacv.estimates.risk._estimate._grow_pooled`, by a second pass over the
-path with new probes) while the probes' noise asks for more
-(:func:`probes_for_noise`). The noise is measured by a delete-one-group
-jackknife over the probes (:func:`jackknife_probes`; a chain of one probe:
-over groups of samples, :func:`sample_groups`): of the estimate's
-level at every iterate (:func:`probe_noise`), or, for a search that compares
-a path with itself only, of the order of the iterates near its minimum
-(:func:`choice_iterates`, :func:`choice_noise`). The sizes, targets and
-groups are the statistical policy's (``StatisticalPolicy.pooled_probes``
-and the fields after it; measurements in ``docs/speed_policy.rst``).
+:func:`draw_probes`; and how many probes the pooled chain takes with
+``n_probes="auto"``: its start (:func:`pooled_start_probes`), its noise by
+a delete-one-group jackknife over the probes (or over groups of samples
+for one probe) of the level (:func:`probe_noise`) or of the choice near the
+minimum (:func:`choice_noise`), and its growth (:func:`probes_for_noise`).
+The sizes and targets are the statistical policy's
+(``docs/speed_policy.rst``).
 """
 
 import numpy as np
@@ -23,30 +14,23 @@ from ...linalg._sampling import rademacher
 
 
 def draw_probes(rng, shape, dtype=np.float64):
-    """Rademacher probes of ``shape`` drawn from ``rng``: the one draw of
-    every probe of the risk estimate (the chains', Lanczos', the
-    template's, the SGD tracker's). The same signs in every dtype for the
-    same ``rng`` state; while the sample stands for rows out of memory, the
-    rows' own probes mapped onto it
-    (:func:`~skacv.linalg._sampling.rademacher`)."""
+    """Rademacher probes of ``shape`` from ``rng``: the one draw of every probe
+    of the risk estimate (the same signs in every dtype; the rows' own probes
+    while the sample stands for rows out of memory)."""
     return rademacher(rng, shape, dtype)
 
 def pooled_probes(n_samples, n_features, statistics):
-    """The pooled chain's probes with ``n_probes="auto"`` (at most; the
-    adaptive chain starts with :func:`pooled_start_probes`): the
-    ``statistics`` policy's ``small_probes`` on designs below
-    ``small_design``, else its ``pooled_probes``."""
+    """The pooled chain's most probes: ``small_probes`` below ``small_design``,
+    else ``pooled_probes``."""
     samples, features = statistics.small_design
     small = n_samples < samples and n_features <= features
     return statistics.small_probes if small else statistics.pooled_probes
 
 
 def pooled_start_probes(n_samples, statistics, momentum=True, goal="level", n_features=None):
-    """The probes the adaptive pooled chain starts with on ``n_samples``
-    samples (the ``statistics`` policy's ``pooled_start_probes``, or
-    ``pooled_start_probes_no_momentum`` for an iteration without
-    momentum, else all of :func:`pooled_probes`; for ``goal="choice"`` at
-    most ``choice_start_probes``')."""
+    """The probes the adaptive pooled chain starts with (by ``n_samples``, with
+    or without momentum; at most ``choice_start_probes`` for
+    ``goal="choice"``)."""
     table = (statistics.pooled_start_probes if momentum
              else statistics.pooled_start_probes_no_momentum)
     start = next((probes for samples, probes in table if n_samples >= samples),
@@ -73,34 +57,22 @@ SAMPLE_GROUPS_NOISE_FACTOR = float(np.sqrt(2.0))
 
 
 def sample_groups(n_samples, n_groups):
-    """The group of each sample in the jackknife over ``n_groups`` groups of
-    samples (the statistical policy's ``noise_groups``): its index modulo
-    ``n_groups`` (fixed, drawn from nothing: the probe's signs alone are
-    random). A probe ``z``'s readout ``z^T A z`` of a trace is the sum of
-    its groups' ``z_g^T A z``, and ``H z_g^T A z`` is itself an unbiased
-    estimate of ``tr A`` (``H`` groups)."""
+    """The group of each sample in the jackknife over groups of samples: its
+    index modulo ``n_groups`` (``H z_g^T A z`` is itself an unbiased estimate
+    of ``tr A``)."""
     return np.arange(n_samples) % n_groups
 
 
 def jackknife_probes(m, n_groups):
-    """The probes kept by each delete-one-group replicate of
-    :func:`probe_noise`: ``min(m, n_groups)`` groups of consecutive probes
-    (the statistical policy's ``noise_groups``), one deleted at a time."""
+    """The probes kept by each delete-one-group replicate (groups of consecutive probes)."""
     groups = np.array_split(np.arange(m), min(m, n_groups))
     return [np.setdiff1d(np.arange(m), g) for g in groups]
 
 
 def noise_iterates(n_iterates, statistics):
-    """The iterates ``t >= 1`` of a path of ``n_iterates`` at which
-    :func:`probe_noise` reads the jackknife's replicates: all of them up to
-    the ``statistics`` policy's ``noise_iterates``, else that many evenly
-    spaced from the first to the last. The noise is a root-mean-square over the iterates of a
-    relative standard error that changes slowly along the path (the
-    replicates share their probes from one iterate to the next), so evenly
-    spaced iterates give the rms of all of them up to a small sampling
-    error, and the replicates cost ``O(T^2)`` flops an iterate
-    (:func:`~skacv.estimates.risk._readout.risk_at_iterates`) instead of
-    ``O(T^3)`` for the whole path (the measurements: ``docs/speed_policy.rst``)."""
+    """The iterates ``t >= 1`` at which :func:`probe_noise` reads the replicates:
+    all up to ``noise_iterates``, else that many evenly spaced (the relative
+    error changes slowly along the path)."""
     T, K = int(n_iterates) - 1, statistics.noise_iterates
     if T <= K:
         return np.arange(1, T + 1)
@@ -108,15 +80,10 @@ def noise_iterates(n_iterates, statistics):
 
 
 def probe_noise(risk, replicates, iterates=None):
-    """Root-mean-square, over the iterates ``t >= 1`` with a positive finite
-    estimate, of the relative standard error of ``risk`` (the estimate of
-    all the probes): the delete-one-group jackknife (Efron & Stein 1981)
-    over ``replicates``, the estimates without each group of probes
-    (:func:`jackknife_probes`); it follows the estimate's nonlinearity in
-    the memory matrix, which a formula for the traces' variance would not.
-    ``iterates``: the replicates are at these iterates only (``t >= 1``,
-    :func:`noise_iterates`), the rms over them; ``None``: at every iterate.
-    ``0.0`` when no iterate qualifies."""
+    """Root-mean-square over the iterates ``t >= 1`` with a positive finite
+    estimate of the relative standard error of ``risk`` by the delete-one-group
+    jackknife (Efron & Stein 1981) over ``replicates``; ``iterates``: the
+    replicates' iterates (``None``: all). ``0.0`` when none qualifies."""
     if iterates is None:
         r = np.asarray(risk)[1:]
         R = np.array([np.asarray(x)[1:] for x in replicates])
@@ -135,11 +102,9 @@ def probe_noise(risk, replicates, iterates=None):
 
 
 def choice_iterates(risk, statistics):
-    """The iterates that compete for the choice of a search on ``risk``
-    (:func:`choice_noise`): the iterate ``t >= 1`` of the smallest positive
-    finite estimate and those within the ``statistics`` policy's
-    ``choice_near`` (relative) of it, at most its ``noise_iterates`` of them
-    evenly spaced (the best always in). Empty when no iterate qualifies."""
+    """The iterates that compete for a search's choice: the best ``t >= 1`` and
+    those within ``choice_near`` of it, at most ``noise_iterates`` of them
+    evenly spaced (the best always in)."""
     near, K = statistics.choice_near, statistics.noise_iterates
     r = np.asarray(risk, dtype=np.float64)[1:]
     ok = np.isfinite(r) & (r > 0)
@@ -154,15 +119,10 @@ def choice_iterates(risk, statistics):
 
 
 def choice_noise(risk, replicates, iterates):
-    """The probe noise of a choice among ``iterates`` (:func:`choice_iterates`):
-    the largest, over the competitors ``t``, delete-one-group jackknife
-    standard error of ``(risk[t] - risk[t*]) / risk[t*]``, ``t*`` the best of
-    them; ``replicates`` hold the estimates without each group of probes at
-    ``iterates`` (:func:`probe_noise`'s). The probes move the estimate of
-    neighbouring iterates together (they share their probes), so this noise
-    is a fraction of the level's (:func:`probe_noise`): 0.3-0.5 of it on
-    ``bench_vs_cv.py``'s FISTA paths of 500 and 1000 samples. ``0.0`` with
-    fewer than two replicates or competitors."""
+    """The largest jackknife standard error over the competitors ``t`` of
+    ``(risk[t] - risk[t*]) / risk[t*]``, ``t*`` the best. The probes move
+    neighbouring iterates together, so this is a fraction (0.3-0.5 on
+    ``bench_vs_cv.py``'s FISTA paths) of :func:`probe_noise`."""
     iterates = np.asarray(iterates)
     R = np.array([np.asarray(x, dtype=np.float64) for x in replicates])
     if R.shape[0] < 2 or iterates.size < 2:
@@ -177,13 +137,10 @@ def choice_noise(risk, replicates, iterates):
 
 
 def probes_for_noise(m, noise, statistics, goal="level"):
-    """The probes the pooled chain should have: ``m`` when ``noise`` is at
-    most the ``goal``'s target (the ``statistics`` policy's
-    ``pooled_noise_target`` for the level's noise, ``choice_noise_target``
-    for the choice's; or ``m`` is already its ``pooled_probes``), else the
-    noise's ``1 / sqrt(m)`` law's answer and at least twice ``m`` (each
-    growth is a pass of the chain over the whole path), in multiples of
-    ``m``, at most ``pooled_probes``."""
+    """The probes the pooled chain should have: ``m`` when ``noise`` is within the
+    ``goal``'s target, else the ``1 / sqrt(m)`` law's answer, at least twice
+    ``m`` (a growth is a pass over the path), a multiple of ``m``, at most
+    ``pooled_probes``."""
     most = statistics.pooled_probes
     target = (statistics.choice_noise_target if goal == "choice"
               else statistics.pooled_noise_target)

@@ -2,30 +2,15 @@
 
 The memory matrix of Bellec & Tan (2024) reads traces of the Jacobians of
 the iterates with respect to the response entering every step's gradient
-(the *sources*). For an iteration whose prox Jacobian is a 0/1 mask (ISTA,
-FISTA, heavy ball with a prox) the tangents of ``x^k`` live on the support
-of ``x^k``; the chains of all sources advance together as one block
-(BLAS-3), rows in :func:`chain_order` (every support is a prefix) and the
-products by ``X~`` restricted to those prefixes (:func:`gram_product`).
-
-A step of the chains (:meth:`ForwardChains.run`) is always the same:
-
-1. the gradient tangents ``dz = -g X~^T X~ dv`` of the open chains
-   (restricted Gram product, :func:`maybe_gram` deciding once whether a
-   Gram matrix pays);
-2. the injection of the new source, ``g`` times its probes' images
-   ``X~^T z``;
-3. the iteration's own :meth:`~skacv.Iteration.tangent` (mask, clipped
-   extrapolation and heavy-ball coefficients), by cache-sized groups of
-   columns;
-4. the traces, read by the probe strategy;
-5. the extrapolation's rows beyond the step's prefix.
-
-What differs between the probe schemes (which columns a step advances,
-which probes a source injects, how the traces are read) is the *probe*
-object the propagator is driven by (:class:`ChainProbes`): the shared
-probes of :mod:`skacv.estimates.risk._chains` and the pooled ones of
-:mod:`skacv.estimates.risk._pooled`.
+(the *sources*). With a 0/1 prox Jacobian (ISTA, FISTA) the tangents of
+``x^k`` live on the support of ``x^k``: the chains of all sources advance
+as one block, rows in :func:`chain_order` (every support a prefix), the
+products by ``X~`` restricted to those prefixes. A step
+(:meth:`ForwardChains.run`): the gradient tangents ``-g X~^T X~ dv``, the
+new source's injection, the iteration's :meth:`~skacv.Iteration.tangent`
+by cache-sized groups of columns, the traces, and the extrapolation's rows
+beyond the step's prefix. The probe schemes differ only in the
+:class:`ChainProbes` that drives it.
 """
 
 import time
@@ -41,37 +26,31 @@ from ._state import GramCache, SavedChains
 
 
 def folds_step(iteration):
-    """A constant step is folded into the chains' products (the Gram matrix
-    holds ``-eta / n``, the injections ``eta / n``): a step's combination
-    then only adds (:meth:`~skacv.Iteration.combine`'s ``z_scaled``), one
-    pass over the chains fewer. Not with a schedule or a combine of its
-    own (a preconditioner)."""
+    """A constant step is folded into the chains' products (``-eta / n`` in the
+    Gram matrix): a step's combination then only adds. Not with a schedule or a
+    combine of its own (a preconditioner)."""
     return iteration.schedule is None and type(iteration).combine is Iteration.combine
 
 
 def chain_factor(design, iteration):
-    """``(g, fold)``: the factor of the chains' products (``eta / n`` when
-    the step is folded, :func:`folds_step`, else ``1 / n``) and the fold."""
+    """``(g, fold)``: ``eta / n`` if :func:`folds_step`, else ``1 / n``."""
     fold = folds_step(iteration)
     inv_n = 1.0 / design.n_eff
     return (inv_n * iteration.step_size if fold else inv_n), fold
 
 
 def resolve_chain_dtype(design, n_probes, dtype=None):
-    """Precision of the Jacobian chains: ``dtype`` (a dtype, ``"float32"``
-    or ``"float64"``); ``"auto"`` or ``None`` is float32 with Hutchinson
-    probes (whose own relative error, ~1e-2, dwarfs float32 rounding, ~1e-6)
-    and the dtype of ``X`` for exact traces (the estimator's
-    ``chain_dtype``)."""
+    """Precision of the Jacobian chains: ``"auto"`` or ``None`` is float32 with
+    Hutchinson probes (their own error, ~1e-2, dwarfs float32 rounding) and
+    the dtype of ``X`` for exact traces."""
     if dtype is None or (isinstance(dtype, str) and dtype == "auto"):
         dtype = np.float32 if n_probes is not None else None
     return np.dtype(dtype or design.dtype)
 
 
 def design_columns(design, idx, dtype):
-    """``X~[:, idx]`` in ``dtype``, C order (the restricted products read
-    prefixes of its columns as BLAS views); a dense design is gathered by
-    blocks of rows, without a full-size copy in its own precision."""
+    """``X~[:, idx]`` in ``dtype``, C order; a dense design gathered by blocks of
+    rows, without a full-size copy."""
     taken("design_columns")
     if design.sparse:
         return np.asarray(design.columns(idx), dtype=dtype)
@@ -81,13 +60,10 @@ def design_columns(design, idx, dtype):
 
 
 def chain_order(coef_path):
-    """The row order of the chains: ``(masks, order, prefix)``.
-
-    ``masks`` (p, T + 1): the support of every iterate; ``order``: the
-    coordinates sorted by the last step at which they are in a support, so
-    that every support (and every union of consecutive ones) is a prefix;
-    ``prefix[k]`` (``k = 0..T + 1``): the length of the prefix that covers
-    every coordinate active at a step ``>= k``.
+    """``(masks, order, prefix)``: ``masks`` (p, T + 1) the supports; ``order``
+    the coordinates by the last step they are active, so that every support is
+    a prefix; ``prefix[k]`` (``k = 0..T + 1``) the prefix covering every
+    coordinate active at a step ``>= k``.
     """
     masks = coef_path != 0
     T = coef_path.shape[1] - 1
@@ -99,20 +75,11 @@ def chain_order(coef_path):
 
 
 def kept_order(order, prefix, coords, k0, policy):
-    """The chains' row order with ``coords`` first: the columns of a
-    restricted copy of ``X~`` kept from a shorter prefix of the same
-    trajectory (:class:`~skacv.estimates.risk._state.PooledState`), so that
-    a continued chain reads that copy instead of gathering its own
-    (:func:`design_columns`). From :func:`chain_order`'s ``order`` and
-    ``prefix`` (the last step at which ``order[i]`` is active is the largest
-    ``k`` with ``prefix[k] > i``), returns ``(order, prefix)`` like it
-    (``prefix[k]``: the rows that cover every coordinate active at a step
-    ``>= k``, now the last one's position plus one), or ``None`` when
-    ``coords`` misses a coordinate active after ``x^0`` or when the steps
-    ``k0 + 1 ..`` would read more rows than in :func:`chain_order`'s own
-    order by over the speed policy's ``chain_columns_reuse_steps`` times the
-    copy's columns (a gather by columns costs about that many steps'
-    products)."""
+    """:func:`chain_order`'s ``(order, prefix)`` with ``coords`` first (the
+    columns of a restricted copy of ``X~`` a continued chain keeps), or
+    ``None`` when ``coords`` misses a coordinate active after ``x^0`` or the
+    steps after ``k0`` would read more than ``chain_columns_reuse_steps`` times
+    the copy's columns in extra rows (what a new gather costs)."""
     width = int(prefix[1])
     if coords is None or width == 0:
         return None
@@ -136,28 +103,23 @@ def kept_order(order, prefix, coords, k0, policy):
 
 
 def chunk_columns(rows, m, itemsize, policy):
-    """Columns (a multiple of ``m``) of a cache-sized group of chains of
-    ``rows`` rows (the speed ``policy``'s ``chain_chunk_bytes``)."""
+    """Columns (a multiple of ``m``) of a cache-sized group of chains."""
     return m * max(1, policy.chain_chunk_bytes // (max(rows, 1) * m * itemsize))
 
 
 def gram_product(Xs, gram, rows, cols, block, out, factor, policy):
-    """``out = factor X~[:, :rows]^T X~[:, :cols] block`` (``block`` of
-    ``cols`` rows): from the restricted Gram matrix (:func:`maybe_gram`,
-    which holds the factor) when it covers both prefixes, else by the two
-    primal products (:func:`primal_product`). A block of a few columns
-    (at most the policy's ``chain_gemv_max_columns``) runs by panels of the
-    Gram matrix's rows (:func:`_gram_panel_rows`) or matrix-vector products
-    (:func:`_vector_products`)."""
+    """``out = factor X~[:, :rows]^T X~[:, :cols] block``: from the restricted
+    Gram matrix (which holds the factor) when it covers both prefixes, else by
+    :func:`primal_product`; a block of few columns by Gram panels or
+    matrix-vector products."""
     taken("gram_product", factor=factor)
     if gram is not None and gram.shape[0] >= max(rows, cols):
         if block.shape[1] <= policy.chain_gemv_max_columns:
             # G symmetric: G[:rows, :cols] block = (block^T G[:cols, :rows])^T
             panel = _gram_panel_rows(gram, rows, cols, block.shape[1], policy)
-            if panel:
-                _gram_panel_products(gram[:cols, :rows], block, out, panel)
-            else:
-                _vector_products(gram[:cols, :rows], block, out, policy)
+            gram_rows = gram[:cols, :rows]
+            _gram_products(gram_rows, block, out, panel or _row_block(gram_rows, rows, policy),
+                           vectors=not panel)
         else:
             np.matmul(gram[:rows, :cols], block, out=out)
     else:
@@ -165,12 +127,9 @@ def gram_product(Xs, gram, rows, cols, block, out, factor, policy):
 
 
 def _gram_panel_rows(gram, rows, cols, k, policy):
-    """Rows of a panel of :func:`_gram_panel_products` (the policy's
-    ``chain_gram_panel_cache_share`` of the level-2 cache), or 0 where the
-    matrix-vector products win: fewer than ``chain_gram_panel_min_columns``
-    columns, or a block ``G[:cols, :rows]`` above the policy's
-    ``chain_gram_panel_llc_share`` of the last-level cache (read from
-    memory, the products' blocks in cache cost less)."""
+    """Rows of a panel of :func:`_gram_products`, or 0 where the
+    matrix-vector products win (few columns, or a block too large for the
+    last-level cache share)."""
     if (k < policy.chain_gram_panel_min_columns
             or rows * cols * gram.itemsize > policy.chain_gram_panel_llc_share
             * last_level_share(policy)):
@@ -179,60 +138,41 @@ def _gram_panel_rows(gram, rows, cols, k, policy):
                // (gram.itemsize * max(rows, 1)))
 
 
-def _gram_panel_products(gram_rows, block, out, panel):
-    """``out = gram_rows^T block`` (as :func:`_vector_products`) by panels of
-    ``panel`` rows of ``gram_rows``, each panel's product with the block's
-    ``k`` columns one small matrix product ``(k x panel) (panel x rows)``
-    while the panel is in the level-2 cache: ``G`` is read once for the
-    ``k`` columns instead of once a column (``benchmarks/bench_chain_fused.py``,
-    part 4)."""
-    taken("gram_panel_products")
+def _gram_products(gram_rows, block, out, b, vectors=False):
+    """``out = gram_rows^T block`` by blocks of ``b`` rows of ``gram_rows`` while
+    they are in cache: each block's product with all the columns (``G`` read
+    once for them, ``benchmarks/bench_chain_fused.py``, part 4) or
+    (``vectors``) a matrix-vector product a column, as a matrix product with so
+    few columns runs far below peak (part 3)."""
     rows = out.shape[0]
     Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
     total = np.zeros((Vt.shape[0], rows), dtype=out.dtype)
-    part = np.empty_like(total)
-    for i in range(0, gram_rows.shape[0], panel):
-        total += np.matmul(Vt[:, i:i + panel], gram_rows[i:i + panel], out=part)
+    if vectors:
+        taken("vector_products")
+        part = np.empty(rows, dtype=out.dtype)
+    else:
+        taken("gram_panel_products")
+        part = np.empty_like(total)
+    for i in range(0, gram_rows.shape[0], b):
+        if not vectors:
+            total += np.matmul(Vt[:, i:i + b], gram_rows[i:i + b], out=part)
+            continue
+        for j in range(Vt.shape[0]):
+            total[j] += np.matmul(Vt[j, i:i + b], gram_rows[i:i + b], out=part)
     out[...] = total.T
 
 
 def _row_block(A, width, policy):
-    """Rows of ``A`` in a block of about the policy's ``chain_fused_bytes``
-    (at least 8; all of them when the policy's size is ``None``)."""
+    """Rows of ``A`` in a block of about ``chain_fused_bytes`` (all if ``None``)."""
     budget = policy.chain_fused_bytes
     n = A.shape[0]
     return n if budget is None else max(8, budget // (A.itemsize * max(width, 1)))
 
 
-def _vector_products(gram_rows, block, out, policy):
-    """``out = gram_rows^T block`` for a ``block`` of a few columns (at most
-    the policy's ``chain_gemv_max_columns``; ``gram_rows``: the rows
-    ``:cols`` of the restricted Gram matrix, symmetric) by matrix-vector
-    products on blocks of its rows while they are in cache. A matrix
-    product with so few columns runs far below the BLAS's peak (several
-    times one column's cost; ``benchmarks/bench_chain_fused.py``, part 3)."""
-    taken("vector_products")
-    rows = out.shape[0]
-    k = block.shape[1]
-    Vt = np.ascontiguousarray(block.T, dtype=gram_rows.dtype)
-    total = np.zeros((k, rows), dtype=out.dtype)
-    part = np.empty(rows, dtype=out.dtype)
-    n = gram_rows.shape[0]
-    b = _row_block(gram_rows, gram_rows.shape[1], policy)
-    for i in range(0, n, b):
-        Xb = gram_rows[i:i + b]
-        for j in range(k):
-            total[j] += np.matmul(Vt[j, i:i + b], Xb, out=part)
-    out[...] = total.T
-
-
 def _thin_panel_rows(Xs, k, policy):
-    """Rows of a thin panel of ``Xs`` for a product with ``k`` columns (the
-    policy's ``chain_panel_bytes`` over the columns), or 0 where thin panels
-    do not pay (more than ``chain_panel_max_columns`` columns, no blocks,
-    panels of fewer than 4 rows, or several BLAS threads on a design below
-    ``chain_panel_threads_min_bytes``: one thread runs a thin panel's small
-    products, the threads share a matrix product)."""
+    """Rows of a thin panel of ``Xs`` for ``k`` columns, or 0 where thin panels
+    do not pay (too many columns, no blocks, panels below 4 rows, or several
+    BLAS threads on a small design)."""
     if k > policy.chain_panel_max_columns or policy.chain_fused_bytes is None:
         return 0
     rows = policy.chain_panel_bytes // (k * Xs.itemsize * max(Xs.shape[1], 1))
@@ -241,41 +181,13 @@ def _thin_panel_rows(Xs, k, policy):
     return int(rows)
 
 
-def _vector_panel_products(Xs, rows, cols, block, out, factor, panel):
-    """:func:`primal_product` of a block of fewer columns than the policy's
-    ``chain_panel_min_columns`` by panels of ``panel`` rows of ``X~``
-    (:func:`_thin_panel_rows` of one column), each panel's two
-    matrix-vector products a column one after the other while it is in
-    cache: the BLAS's small-matrix kernel for two columns can cost more
-    than twice one column's products (``benchmarks/bench_chain_fused.py``,
-    part 3)."""
-    taken("vector_panel_products")
-    k = block.shape[1]
-    n = Xs.shape[0]
-    dtype = Xs.dtype
-    Vt = np.multiply(block.T, factor, dtype=dtype, order="C")
-    total = np.zeros((k, rows), dtype=dtype)
-    part = np.empty(rows, dtype=dtype)
-    fitted = np.empty(min(panel, n), dtype=dtype)
-    for i in range(0, n, panel):
-        Xp = Xs[i:i + panel]
-        f = fitted[:Xp.shape[0]]
-        for j in range(k):
-            # matmul, not dot: dot copies a panel's column prefix (a strided view)
-            np.matmul(Xp[:, :cols], Vt[j], out=f)
-            total[j] += np.matmul(f, Xp[:, :rows], out=part)
-    out[...] = total.T
-
-
-def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
-    """:func:`primal_product` by thin panels of ``panel`` rows of ``X~``
-    (:func:`_thin_panel_rows`), each panel's two products ``P = V^T
-    X~_panel^T`` and ``P X~_panel`` one after the other while it is in
-    cache, in the transposed layout whose inner dimension is the panel's
-    rows: a matrix product with a few columns in the usual layout runs at
-    several times one column's cost, and matrix-vector products read the
-    panel once per column (``benchmarks/bench_chain_fused.py``, part 3)."""
-    taken("thin_panel_products")
+def _panel_products(Xs, rows, cols, block, out, factor, panel, vectors=False):
+    """:func:`primal_product` by thin panels of ``X~``, each panel's two products
+    one after the other while it is in cache: ``P = V^T X~_panel^T`` then ``P
+    X~_panel`` in the transposed layout, or (``vectors``: very few columns) a
+    column's two matrix-vector products at a time, as the BLAS's small-matrix
+    kernel for two columns can cost more than twice one column
+    (``benchmarks/bench_chain_fused.py``, part 3)."""
     k = block.shape[1]
     n = Xs.shape[0]
     dtype = Xs.dtype
@@ -283,34 +195,39 @@ def _thin_panel_products(Xs, rows, cols, block, out, factor, panel):
     # order, the template's Lanczos basis) costs the products 1.6 times more
     Vt = np.multiply(block.T, factor, dtype=dtype, order="C")
     total = np.zeros((k, rows), dtype=dtype)
-    part = np.empty((k, rows), dtype=dtype)
-    fitted = np.empty((k, min(panel, n)), dtype=dtype)
+    if vectors:
+        taken("vector_panel_products")
+        part, fitted = np.empty(rows, dtype=dtype), np.empty(min(panel, n), dtype=dtype)
+    else:
+        taken("thin_panel_products")
+        part = np.empty((k, rows), dtype=dtype)
+        fitted = np.empty((k, min(panel, n)), dtype=dtype)
     for i in range(0, n, panel):
         Xp = Xs[i:i + panel]
         # matmul, not dot: dot copies a panel's column prefix (a strided view)
-        P = np.matmul(Vt, Xp[:, :cols].T, out=fitted[:, :Xp.shape[0]])
-        total += np.matmul(P, Xp[:, :rows], out=part)
+        if not vectors:
+            P = np.matmul(Vt, Xp[:, :cols].T, out=fitted[:, :Xp.shape[0]])
+            total += np.matmul(P, Xp[:, :rows], out=part)
+            continue
+        f = fitted[:Xp.shape[0]]
+        for j in range(k):
+            np.matmul(Xp[:, :cols], Vt[j], out=f)
+            total[j] += np.matmul(f, Xp[:, :rows], out=part)
     out[...] = total.T
 
 
 def primal_product(Xs, rows, cols, block, out, factor, policy):
-    """``out = factor X~[:, :rows]^T (X~[:, :cols] block)`` by blocks of
-    rows of ``X~`` of about the policy's ``chain_fused_bytes`` (at least 8
-    rows): a block's two products follow each other while it is in cache,
-    so ``X~`` is read from memory once instead of twice (a skinny product is
-    bound by that reading); one pair of products over all the rows when the
-    policy's size is ``None`` or the blocks would cover them. A ``block`` of
-    at most the policy's ``chain_panel_max_columns`` columns: by thin
-    panels where they pay (:func:`_thin_panel_rows`), with fewer than its
-    ``chain_panel_min_columns`` by matrix-vector products on those panels
-    (:func:`_vector_panel_products`)."""
+    """``out = factor X~[:, :rows]^T (X~[:, :cols] block)`` by blocks of rows
+    of about ``chain_fused_bytes``, so that ``X~`` is read from memory once
+    instead of twice; thin panels or matrix-vector panels for few columns."""
     taken("primal_product")
     panel = _thin_panel_rows(Xs, block.shape[1], policy)
     if panel and block.shape[1] < policy.chain_panel_min_columns:
-        _vector_panel_products(Xs, rows, cols, block, out, factor, _thin_panel_rows(Xs, 1, policy))
+        _panel_products(Xs, rows, cols, block, out, factor, _thin_panel_rows(Xs, 1, policy),
+                        vectors=True)
         return
     if panel:
-        _thin_panel_products(Xs, rows, cols, block, out, factor, panel)
+        _panel_products(Xs, rows, cols, block, out, factor, panel)
         return
     n = Xs.shape[0]
     b = _row_block(Xs, max(rows, cols), policy)
@@ -335,8 +252,7 @@ def primal_product(Xs, rows, cols, block, out, factor, policy):
 
 
 def _cached_gram(cached, order, best_w, Xs, factor):
-    """The prefix ``order[:best_w]`` of a :class:`GramCache` (``None`` when
-    it does not cover it or has another precision or factor)."""
+    """The prefix ``order[:best_w]`` of a :class:`GramCache`, or ``None``."""
     coords = cached.coords
     position = np.full(max(int(coords.max(initial=-1)), int(order.max())) + 1, -1)
     position[coords] = np.arange(coords.size)
@@ -348,13 +264,8 @@ def _cached_gram(cached, order, best_w, Xs, factor):
 
 
 def product_columns(c, policy):
-    """The columns a product of the chains with ``c`` columns costs like
-    (the speed policy), for the primal products and the restricted Gram
-    matrix's alike: twice ``c`` up to ``chain_gemv_max_columns`` (the Gram
-    matrix's matrix-vector products, :func:`gram_product`; the primal thin
-    panels of :func:`primal_product` cost about as much or less), else at
-    least ``chain_min_columns`` (a skinny matrix product costs what one of
-    that many columns does)."""
+    """The columns a chain product of ``c`` columns costs like: ``2 c`` up to
+    ``chain_gemv_max_columns``, else at least ``chain_min_columns``."""
     c = np.asarray(c, dtype=np.int64)
     return np.where(c <= policy.chain_gemv_max_columns, 2 * c,
                     np.maximum(c, policy.chain_min_columns))
@@ -362,18 +273,12 @@ def product_columns(c, policy):
 
 def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, policy, cached=None, order=None,
                full=None):
-    """Decide once (at the first step with chains, ``k_first``) whether to
-    precompute the Gram matrix of a late prefix of columns, using the flop
-    model ``primal: 2 n (u + r) c`` against ``gram: 2 r u c`` plus ``n w^2``
-    (``c``: :func:`product_columns` of ``columns[k]``, the columns
-    advanced by step ``k``); it is returned
-    times ``factor`` (``-g`` for the chains: the products are then the
-    gradient tangents). ``cached`` (a :class:`GramCache` of a previous
-    stage) is reused when it covers the prefix (columns ``order[:w]``).
-    ``full``: ``(C, n_eff)`` with the design's Gram matrix ``C = X~^T X~ /
-    n_eff`` when it is formed (the fit loop's covariance form): the prefix's
-    Gram matrix is then its block, ``w^2`` copies instead of ``n w^2``
-    flops."""
+    """Decide once (at step ``k_first``) whether to precompute the Gram matrix
+    of a late prefix of columns, by the flop model ``primal: 2 n (u + r) c``
+    against ``gram: 2 r u c`` plus ``n w^2`` (``c``: :func:`product_columns`);
+    it is returned times ``factor``. ``cached``: a :class:`GramCache` of a
+    previous stage; ``full``: ``(C, n_eff)``, the design's Gram matrix when
+    formed, whose block is then taken."""
     T = columns.shape[0] - 1
     if gram is None and policy.chain_gram == "always":
         return (Xs.T @ Xs) * Xs.dtype.type(factor)
@@ -409,37 +314,28 @@ def maybe_gram(Xs, gram, k, k_first, prefix, columns, n, factor, policy, cached=
 
 
 def gram_to_keep(gram, order, factor, policy, previous=None):
-    """The :class:`GramCache` a state keeps: ``gram`` if within the speed
-    ``policy``'s ``chain_gram_cache_bytes``, else the ``previous`` stage's."""
+    """``gram`` as a :class:`GramCache` if within ``chain_gram_cache_bytes``, else ``previous``."""
     if gram is not None and gram.nbytes <= policy.chain_gram_cache_bytes:
         return GramCache(order[: gram.shape[0]], gram, factor)
     return previous
 
 
 class ChainProbes:
-    """What a probe scheme tells :class:`ForwardChains` (the hooks of a step).
-
-    ``m``: columns of a probe block (a source's, or a block of sources').
-    Subclasses give the columns of step ``k`` and the injection of its new
-    source, and read the traces by chunks (:meth:`read_chunk`) or once a
-    step (:meth:`read_step`); ``label`` names them in verbose output.
+    """What a probe scheme tells :class:`ForwardChains`: ``m`` columns a probe
+    block, the columns and injection of step ``k``, and the traces read by
+    chunks or once a step.
     """
 
     label = "traces"
     m = 1
 
     def open_columns(self, k):
-        """``(c_old, c_new)``: columns of the open chains before step ``k``
-        and with the new source."""
+        """``(c_old, c_new)``: open columns before step ``k`` and with the new source."""
         raise NotImplementedError
 
     def injection(self, k, rows):
         """The new source's probes' images ``X~^T z`` on ``rows`` rows."""
         raise NotImplementedError
-
-    def after_gradient(self, k, chains, u, rows, c_old):
-        """After the gradient tangents (``u`` rows of ``dv`` were non-zero;
-        ``u = 0``: the open chains are zero)."""
 
     def before_tangent(self, k, chains, rows, c_old, c_new):
         """After the injection, before the tangent."""
@@ -453,24 +349,15 @@ class ChainProbes:
     def read_tail(self, k, rows, rows_prev, tail_v):
         """Traces of the gradient points' rows beyond the step's prefix."""
 
-    def after_step(self, k, chains):
-        """After the buffers' rotation."""
-
-    def progress(self):
-        """Extra words of the verbose line."""
-        return ""
-
 
 class ForwardChains:
     """The forward tangents of every open chain, advanced step by step.
 
-    Blocks (Fortran order, rows in :func:`chain_order`, ``n_cols`` columns):
-    ``dv`` (gradient points), ``dz`` (gradient tangents; the new ``dx`` are
-    written here), ``dx1`` (iterates; ``dv`` itself without extrapolation),
-    ``dx2`` (the iterates of the step before, heavy ball only). Without a
-    heavy ball the tangent writes in place and the blocks rotate after a
-    step; with one they are copied. ``dv_rows``: rows of ``dv`` that may be
-    non-zero.
+    Blocks (Fortran order, rows in :func:`chain_order`): ``dv`` (gradient
+    points), ``dz`` (gradient tangents; the new ``dx`` are written here),
+    ``dx1`` (iterates; ``dv`` itself without extrapolation), ``dx2`` (heavy
+    ball only). Without a heavy ball the tangent writes in place and the blocks
+    rotate; ``dv_rows``: rows of ``dv`` that may be non-zero.
     """
 
     def __init__(self, design, iteration, coef_path, Xs, order, prefix, masks_s, n_cols,
@@ -521,8 +408,8 @@ class ForwardChains:
         return out
 
     def _coefficients(self, k, rows):
-        """The clipped extrapolation's and heavy ball's coefficients of step
-        ``k`` on the chains' first ``rows`` rows (``None``: not clipped)."""
+        """The clipped extrapolation's and heavy ball's coefficients of step ``k`` on
+        the first ``rows`` rows (``None``: not clipped)."""
         if self._coef_cache is not None and self._coef_cache[0] == (k, rows):
             return self._coef_cache[1]  # read again by the probes' lag-0 step
         it, path, idx = self.iteration, self.coef_path, self.order[:rows]
@@ -548,10 +435,8 @@ class ForwardChains:
                                    full=self.design_gram)
             gram_product(self.Xs, self.gram, rows, u, self.dv[:u, :c_old], dz_k[:, :c_old], -g,
                          self.policy)
-            probes.after_gradient(k, self, u, rows, c_old)
         elif c_old:  # the chains are zero
             dz_k[:, :c_old] = 0
-            probes.after_gradient(k, self, 0, rows, c_old)
         np.multiply(probes.injection(k, rows), g, out=dz_k[:, c_old:c_new])
         if self.dv_rows < rows:
             self.dv[self.dv_rows:rows, :c_new] = 0
@@ -580,9 +465,8 @@ class ForwardChains:
                 dv[:rows, cols] = dvn
 
     def _tail(self, k, probes, c_new, coef):
-        """Step 5: rows beyond the prefix: ``dx = 0`` there, ``dv =
-        extrapolate(0, dx1)`` (zero when clipped: those coordinates are zero
-        at ``x^k``), from ``x^{k-1}``'s tangents on these rows (in ``dx1``)."""
+        """Step 5: rows beyond the prefix, ``dv = extrapolate(0, dx1)`` (zero when
+        clipped: those coordinates are zero at ``x^k``)."""
         rows, rows_prev = self.rows_k, self.rows_prev
         if self.iteration.extrapolates(k, first=k) and rows_prev > rows and coef is None:
             tail_v = self.dv[rows:rows_prev, :c_new]
@@ -603,9 +487,7 @@ class ForwardChains:
             self.dx1, self.dz = self.dz, self.dx1
 
     def run(self, probes, k0, k_end, columns, cached=None, verbose=0):
-        """Steps ``k0 + 1 .. k_end`` of every chain, driven by ``probes``
-        (:class:`ChainProbes`); ``columns`` and ``cached`` for
-        :func:`maybe_gram`."""
+        """Steps ``k0 + 1 .. k_end`` of every chain, driven by ``probes``."""
         taken("forward_chains", k0=k0, k_end=k_end)
         T = self.coef_path.shape[1] - 1
         width = self.Xs.shape[1]
@@ -624,8 +506,7 @@ class ForwardChains:
             self.dv_rows = self.rows_k
             self._tail(k, probes, c_new, coef)
             self._rotate()
-            probes.after_step(k, self)
             if verbose and (k % max(1, T // 10) == 0 or k == T):
                 print(f"[risk] {self.iteration.name} {probes.label}: step {k}/{T}, support "
-                      f"prefix {self.rows_k}{probes.progress()}, "
+                      f"prefix {self.rows_k}, "
                       f"{time.perf_counter() - tic:.1f}s")

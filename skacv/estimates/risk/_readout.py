@@ -1,25 +1,21 @@
 """The readout of the memory-matrix estimates: from traces to the risk.
 
-Bellec & Tan (2024). For iterates ``x^0..x^T`` (``coef_path``) produced by an
-:class:`~skacv.Iteration` from gradient points ("sources") ``v^0..v^{T-1}``,
+Bellec & Tan (2024). For iterates ``x^0..x^T`` produced from gradient
+points ("sources") ``v^0..v^{T-1}``,
 
 * ``F`` (n, T+1): training residuals ``y~ - X~ x^t``;
 * ``A`` (T+1, T+1), strictly lower triangular: ``A[t, s] = tr(X~ dx^t/dy^(s))``
   where the copy ``y^(s)`` of the response enters only through the gradient
-  evaluated at ``v^s`` (used by step ``s + 1``). ``A_src`` is the same for the
-  sources ``v^t`` (they differ only for extrapolating methods);
+  at ``v^s`` (step ``s + 1``); ``A_src`` the same for the sources;
 * corrected residuals of the sources ``R_v = F_v (I - A_src/n - c I/n)^{-T}``
-  and of the outputs ``R_x = (F_x + R_v (A/n)^T) / (1 - c/n)``, with ``c = 1``
-  when an intercept is fitted (the intercept of every iterate is the mean of
-  its own residual, a diagonal entry of the memory matrix) and ``c = 0``
-  otherwise;
+  and of the outputs ``R_x = (F_x + R_v (A/n)^T) / (1 - c/n)``, ``c = 1``
+  with an intercept (the mean of every iterate's own residual, a diagonal
+  entry of the memory matrix), else ``0``;
 * the estimate ``R_x^T R_x / n`` of ``E[(y_new - x_new^T x^t - b0^t)(...s)]``.
 
-With sample weights (frequency weights) every ``n`` is ``n_eff = sum(w)``,
-``X~`` and ``y~`` carry ``sqrt(w)`` and the traces are the traces of the
-weighted problem, which equals repeating rows. The robust / mini-batch
-estimate of Tan & Bellec (2024) is :func:`risk_from_sources`. The memory
-matrices themselves come from :mod:`skacv.estimates.risk._engine`.
+With sample weights every ``n`` is ``n_eff = sum(w)`` and ``X~``, ``y~``
+carry ``sqrt(w)`` (repeated rows). The robust / mini-batch estimate of Tan
+& Bellec (2024) is :func:`risk_from_sources`.
 """
 
 import numpy as np
@@ -52,17 +48,9 @@ def _extrapolate_columns(iteration, M):
 
 
 def source_residuals(design, iteration, F, coef_path):
-    """Training residuals ``y~ - X~ v^t`` of the gradient points, shape (n, T + 1).
-
-    ``v^t = x^t + beta_t (x^t - x^{t-1})`` is a combination of the outputs, so
-    its residual combines ``F``'s columns; a clipped extrapolation
-    (:meth:`~skacv.iterations._iterations.Iteration.extrapolation_coefficients`) adds a
-    correction ``C[:, t]`` with a few non-zero coordinates (those clipped at
-    step ``t``), whose product with ``X~`` costs what its non-zeros cost
-    (:func:`subtract_correction`). The fit loop of an estimator records
-    ``X~ v^t`` instead (``sources_out`` of
-    :func:`~skacv.iterations._path.run_trajectory`).
-    """
+    """Training residuals ``y~ - X~ v^t`` of the gradient points, (n, T + 1):
+    combinations of ``F``'s columns, plus for a clipped extrapolation a
+    correction with the few clipped coordinates (:func:`subtract_correction`)."""
     taken("source_residuals")
     Fv = _extrapolate_columns(iteration, F)
     coords, steps, values = [], [], []
@@ -79,17 +67,10 @@ def source_residuals(design, iteration, F, coef_path):
 
 
 def subtract_correction(design, out, coords, steps, values):
-    """``out -= X~ C`` for a sparse ``C`` of shape (n_features, out.shape[1])
-    with the entries ``values`` at ``(coords, steps)`` (no pair twice);
-    ``out``: float64, shape (n_samples, k).
-
-    ``n nnz(C)`` flops and one gather of the columns of ``X~`` that ``C``
-    reads (:meth:`~skacv.linalg._design.Design.columns`: its centring and
-    weights; a sparse ``X`` densified, as the chains gather at least these
-    columns, the union of the supports), by blocks of about the speed
-    policy's ``correction_block_bytes``. The dense ``X~[:, J] C[J]`` over
-    the columns ``J`` that any step clips costs ``n |J| k`` flops, and ``|J|``
-    nears the support on a long path while each step clips a few."""
+    """``out -= X~ C`` for the sparse ``C`` (n_features, k) with ``values`` at
+    ``(coords, steps)``: ``n nnz(C)`` flops, the columns it reads gathered by
+    blocks of ``correction_block_bytes`` (the dense product over every clipped
+    column would cost ``n |J| k``, ``|J|`` near the support on a long path)."""
     n = design.n_samples
     features, inv = np.unique(coords, return_inverse=True)
     values = np.asarray(values, dtype=np.float64)
@@ -114,10 +95,8 @@ def subtract_correction(design, out, coords, steps, values):
 
 
 def source_points(iteration, coef_path):
-    """The gradient points ``v^t`` of the path (shape of ``coef_path``):
-    column ``t`` is the extrapolation of step ``t`` from ``x^t`` and
-    ``x^{t-1}`` (clipped if so set), column 0 the start; the points whose
-    residuals :func:`source_residuals` gives."""
+    """The gradient points ``v^t`` (shape of ``coef_path``): column ``t`` the
+    extrapolation of step ``t`` (clipped if so set), column 0 the start."""
     taken("source_points")
     B = np.asarray(coef_path, dtype=np.float64)
     V = B.copy()
@@ -127,26 +106,16 @@ def source_points(iteration, coef_path):
 
 
 def _correction(A_sources, n_eff, c):
-    """``(1 - c/n) I - tril(A_src, -1) / n``: the lower-triangular matrix whose
-    inverse corrects the residuals (used by the estimate and its diagnostics)."""
+    """``(1 - c/n) I - tril(A_src, -1) / n``, whose inverse corrects the residuals."""
     T1 = A_sources.shape[0]
     return np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
 
 
 def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
-    """The lower-triangular matrix ``K`` whose product corrects the residuals.
-
-    The corrected residuals of the outputs are ``R_x = F K^T`` (``F`` the
-    training residuals of the outputs): ``K = (I (1 - c/n) - A/n)^{-1}``
-    without extrapolation, and with extrapolation (sources ``v^t`` differing
-    from the outputs ``x^t``) ``K^T = (I + E L^{-T} (A/n)^T) / (1 - c/n)``,
-    where ``F E`` are the residuals of the sources and ``L`` the correction
-    of the sources' memory matrix. Parameters as in :func:`risk_from_memory`.
-
-    Returns
-    -------
-    K : ndarray of shape (T + 1, T + 1)
-    """
+    """The lower-triangular ``K`` with ``R_x = F K^T``: ``K = (I (1 - c/n) -
+    A/n)^{-1}`` without extrapolation, else ``K^T = (I + E L^{-T} (A/n)^T) /
+    (1 - c/n)``, ``F E`` the sources' residuals and ``L`` the correction of
+    their memory matrix. Parameters as :func:`risk_from_memory`."""
     A = np.asarray(A, dtype=np.float64)
     T1 = A.shape[0]
     c = 1.0 if fit_intercept else 0.0
@@ -162,42 +131,16 @@ def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration
 
 def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None,
                      return_residuals=False, F_sources=None):
-    """Memory-matrix risk estimate from residuals and traces.
-
-    Parameters
-    ----------
-    F : ndarray of shape (n_samples, T + 1)
-        Training residuals of the outputs ``x^t`` (weighted by ``sqrt(w)``).
-    A : ndarray of shape (T + 1, T + 1)
-        Memory matrix of the outputs (strictly lower triangular).
-    n_eff : float
-        Number of samples (``sum(sample_weight)``).
-    fit_intercept : bool, default=False
-        Adds the intercept's diagonal term.
-    A_sources : ndarray of shape (T + 1, T + 1), default=None
-        Memory matrix of the gradient points; ``None`` when they are the
-        outputs (no extrapolation).
-    iteration : Iteration, default=None
-        Needed with ``A_sources`` to form the residuals of the sources.
-    return_residuals : bool, default=False
-        Also return the corrected residuals and the correction.
-    F_sources : ndarray of shape (n_samples, T + 1), default=None
-        Residuals of the gradient points when they are not combinations of
-        the outputs' (:func:`source_residuals`, clipped extrapolation):
-        ``R_x = (F + F_sources L^{-T} (A/n)^T) / (1 - c/n)``, and the
-        returned correction is ``None``.
-
-    Returns
-    -------
-    risk : ndarray of shape (T + 1,)
-        Estimated out-of-sample risk of every output.
-    risk_matrix : ndarray of shape (T + 1, T + 1)
-        Estimated cross terms ``E[(y - yhat_t)(y - yhat_s)]``.
-    corrected_residuals : ndarray of shape (n_samples, T + 1)
-        ``R_x = F K^T`` (only with ``return_residuals``).
-    correction : ndarray of shape (T + 1, T + 1)
-        ``K`` of :func:`residual_correction` (only with ``return_residuals``).
-    """
+    """Memory-matrix risk estimate ``(risk, G)`` from the training residuals
+    ``F`` (n_samples, T + 1) of the outputs and the memory matrix ``A`` (T + 1,
+    T + 1) of the outputs; ``A_sources`` that of the gradient points (``None``:
+    no extrapolation) with the ``iteration`` that forms their residuals, or
+    their residuals ``F_sources`` when they are not combinations of ``F``'s (a
+    clipped extrapolation: ``R_x = (F + F_sources L^{-T} (A/n)^T) / (1 -
+    c/n)``, and no ``K``). ``return_residuals``: also ``R_x = F K^T`` and ``K``
+    (:func:`residual_correction`). ``risk`` (T + 1,) estimates the
+    out-of-sample risk of every output, ``G`` (T + 1, T + 1) the cross terms
+    ``E[(y - yhat_t)(y - yhat_s)]``."""
     taken("risk_from_memory")
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
@@ -221,21 +164,11 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
 
 
 def residual_products(design, y_tilde, coef_path, sources=None):
-    """Inner products of the residual matrices ``F = y~ 1^T - X~ B`` (``B``
-    the path) and ``F_v = y~ 1^T - X~ B_v`` (``B_v`` the gradient points,
-    ``sources``) in the features' space, from ``C = X~^T X~`` (the design's
-    Gram matrix) and ``c = X~^T y~``: ``F^T F``, ``X~^T F`` (and
-    ``F^T F_v``, ``F_v^T F_v``, ``X~^T F_v``), ``O(p^2 T + p T^2)`` flops
-    instead of ``O(n T^2)`` for many samples and few features.
-
-    Returns
-    -------
-    products : Bunch
-        ``FF`` (T+1, T+1), ``XF`` (n_features, T+1); with ``sources`` also
-        ``FFv``, ``FvFv`` (T+1, T+1) and ``XFv`` (n_features, T+1). Also the
-        residuals in the basis ``[y~, X~]`` (:func:`residual_basis`): ``M``
-        and ``Phi`` (``Phiv`` with ``sources``), ``FF = Phi^T M Phi``.
-    """
+    """Inner products of the residuals ``F = y~ 1^T - X~ B`` and ``F_v`` (of
+    ``sources``) in the features' space: ``O(p^2 T + p T^2)`` flops instead of
+    ``O(n T^2)``. A Bunch of ``FF``, ``XF`` (and ``FFv``, ``FvFv``, ``XFv``),
+    and the residuals in the basis of :func:`residual_basis`: ``M``, ``Phi``
+    (``Phiv``), ``FF = Phi^T M Phi``."""
     M = residual_basis(design, y_tilde)
     C = M[1:, 1:]
     c = M[1:, 0]
@@ -257,10 +190,8 @@ def residual_products(design, y_tilde, coef_path, sources=None):
 
 
 def residual_basis(design, y_tilde):
-    """The Gram matrix ``M = [y~, X~]^T [y~, X~]`` of shape (p + 1, p + 1): a
-    residual ``y~ - X~ b`` has the coefficients ``[1; -b]`` in the basis
-    ``[y~, X~]``, and ``(y~ - X~ b)^T (y~ - X~ b') = [1; -b]^T M [1; -b']``
-    (from the design's ``X~^T X~``: no pass over the samples)."""
+    """``M = [y~, X~]^T [y~, X~]`` (p + 1, p + 1): ``y~ - X~ b`` has the
+    coefficients ``[1; -b]`` in the basis ``[y~, X~]``."""
     C = design.gram(side="features") * design.n_eff
     y = np.asarray(y_tilde, dtype=np.float64)
     c = np.asarray(design.rmatvec(y), dtype=np.float64).ravel()
@@ -269,22 +200,9 @@ def residual_basis(design, y_tilde):
 
 def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
                        iteration=None):
-    """:func:`risk_from_memory` from :func:`residual_products` instead of the
-    residual matrices: ``R = F P + F_v Q`` (``Q`` with the gradient points'
-    products, a clipped extrapolation), ``G = R^T R / n``.
-
-    Returns
-    -------
-    risk, risk_matrix : as :func:`risk_from_memory`
-    P, Q : ndarray of shape (T + 1, T + 1) (``Q`` ``None`` without sources)
-    correction : ndarray of shape (T + 1, T + 1) or None
-        ``K`` (``P = K^T``), ``None`` with sources.
-
-    With the residuals' basis (``M``, ``Phi``, ``Phiv`` of
-    :func:`residual_products`) and fewer features than iterates, ``G =
-    Gam^T M Gam / n`` with ``Gam = Phi P + Phiv Q``: ``O(p T^2)`` flops
-    instead of the ``O(T^3)`` of ``P^T F^T F P``.
-    """
+    """:func:`risk_from_memory` from :func:`residual_products`: ``R = F P + F_v
+    Q`` (``Q`` only for a clipped extrapolation), ``G = R^T R / n``. Returns
+    ``(risk, G, P, Q, K)`` (``K = P^T``, ``None`` with sources)."""
     P, Q = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration)
     G = _residual_gram(products, P, Q) / n_eff
     G = (G + G.T) / 2.0  # symmetric up to rounding
@@ -293,17 +211,8 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
 
 def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
                      iteration=None, iterates=None):
-    """The risk of :func:`risk_from_products` at the iterates ``iterates``
-    only (``None``: all of them), exactly: the columns ``S`` of ``P`` and
-    ``Q`` by triangular solves with ``|S|`` right-hand sides
-    (:func:`_correction_columns`), ``O(T^2 |S|)`` flops instead of the
-    ``O(T^3)`` of the whole correction, and the diagonal of ``R^T R`` only.
-
-    Returns
-    -------
-    risk : ndarray of shape (|S|,)
-        What ``risk_from_products(...)[0][S]`` is, up to rounding.
-    """
+    """The risk of :func:`risk_from_products` at ``iterates`` only (``None``:
+    all): ``O(T^2 |S|)`` flops by triangular solves, instead of ``O(T^3)``."""
     P, Q = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
                                iterates)
     return _residual_gram(products, P, Q, diagonal=True) / n_eff
@@ -311,19 +220,12 @@ def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
 
 def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
                         iterates=None):
-    """The columns ``iterates`` (``None``: all) of ``P`` and ``Q``, the
-    corrected residuals being ``R = F P + F_v Q`` (``Q`` is ``None`` unless
-    ``products`` holds the gradient points' ``F_v``, a clipped
-    extrapolation).
+    """The columns ``iterates`` of ``P`` and ``Q`` (``R = F P + F_v Q``).
 
-    With ``L`` the correction (:func:`_correction`) of the gradient points'
-    memory matrix ``A_sources`` and ``s = 1 - c/n``, column ``t`` of ``Q`` is
-    ``L^{-T} (A/n)^T e_t / s`` (a clipped extrapolation, ``P = I / s``), and
-    with a plain extrapolation ``P``'s is ``(e_t + E L^{-T} (A/n)^T e_t) /
-    s`` (``F E`` the sources' residuals; ``P = K^T`` of
-    :func:`residual_correction`); without momentum (``A_sources=None``)
-    ``P``'s column ``t`` is ``L_A^{-T} e_t``, ``L_A`` the correction of
-    ``A`` (``K = L_A^{-1}``). Triangular solves for the columns asked.
+    With ``L`` the correction of ``A_sources`` and ``s = 1 - c/n``, column
+    ``t`` of ``Q`` is ``L^{-T} (A/n)^T e_t / s`` (clipped extrapolation, ``P =
+    I / s``); with a plain extrapolation ``P``'s is ``(e_t + E L^{-T}
+    (A/n)^T e_t) / s``; without momentum ``L_A^{-T} e_t``.
     """
     T1 = products.FF.shape[0]
     c = _intercept_term(fit_intercept, n_eff)
@@ -345,10 +247,8 @@ def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
 
 
 def _residual_gram(products, P, Q, diagonal=False):
-    """``R^T R`` for ``R = F P + F_v Q`` (``Q`` may be ``None``) from the
-    residuals' inner products (``FF``, ``FFv``, ``FvFv``), or from their
-    basis (``M``, ``Phi``, ``Phiv``) when it is smaller than the path;
-    ``diagonal``: its diagonal only."""
+    """``R^T R`` (or its diagonal) for ``R = F P + F_v Q`` from the inner
+    products, or from their basis when it is smaller than the path."""
     if "Phi" in products and products.Phi.shape[0] < products.FF.shape[0]:
         Gam = products.Phi @ P if Q is None else products.Phi @ P + products.Phiv @ Q
         left, right = [Gam], [products.M @ Gam]
@@ -364,42 +264,21 @@ def _residual_gram(products, P, Q, diagonal=False):
 
 
 def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
-    """Robust / mini-batch risk estimate from residuals, sources and traces.
+    """Robust / mini-batch risk estimate ``(risk, G, W)`` (Tan & Bellec 2024).
 
-    Tan & Bellec (2024): with ``K^ = diag(tr D_t) - K`` and ``W = K^{-1} A``
-    (a lower-triangular solve),
+    With ``K^ = diag(tr D_t) - K`` and ``W = K^{-1} A`` (lower-triangular),
 
         R_t = F_t + sum_{s<t} W[t, s] Psi_s,    risk_t = ||R_t||^2 / n_eff,
 
-    which estimates ``||Sigma^{1/2}(b^t - beta)||^2 + ||eps||^2 / n``. For
-    the square loss with full-batch gradients (``Psi = F``, ``K = A``,
-    ``tr D_t = n``) this is :func:`risk_from_memory`. An intercept fitted by
-    centring (least squares) is the diagonal source ``F_t`` with
-    ``A[t, t] = K[t, t] = 1`` (``fit_intercept=True``).
-
-    Parameters
-    ----------
-    F : ndarray of shape (n_samples, T + 1)
-        Training residuals ``y~ - X~ x^t`` (weighted by ``sqrt(w)``).
-    Psi : ndarray of shape (n_samples, T + 1)
-        Sources: column ``s`` is the gradient residual ``sqrt(w) psi(r^s)``
-        on the rows of the batch of step ``s + 1`` (zero elsewhere; the last
-        column is unused).
-    A, K : ndarray of shape (T + 1, T + 1)
-        Traces of :func:`skacv.estimates.risk._curvature.curvature_memory_matrices`
-        (strictly lower triangular).
-    n_eff : float
-    trace_d : ndarray of shape (T + 1,), default=None
-        ``tr D_t = sum_i w_i psi'(r_i^t)``; ``None``: ``n_eff`` (square loss).
-    fit_intercept : bool, default=False
-        Least squares with an intercept by centring.
-
-    Returns
-    -------
-    risk : ndarray of shape (T + 1,)
-    risk_matrix : ndarray of shape (T + 1, T + 1)
-    W : ndarray of shape (T + 1, T + 1)
-        The lower-triangular mixing weights (diagonal: the intercept).
+    which estimates ``||Sigma^{1/2}(b^t - beta)||^2 + ||eps||^2 / n``. ``F``
+    (n, T + 1): training residuals; ``Psi`` (n, T + 1): column ``s`` the
+    gradient residual ``sqrt(w) psi(r^s)`` on step ``s + 1``'s batch (zero
+    elsewhere); ``A``, ``K``: the traces of
+    :func:`skacv.estimates.risk._curvature.curvature_memory_matrices`;
+    ``trace_d``: ``tr D_t = sum_i w_i psi'(r_i^t)`` (``None``: ``n_eff``).
+    For the square loss with full batches (``Psi = F``, ``K = A``) this is
+    :func:`risk_from_memory`; an intercept by centring is the diagonal source
+    ``F_t`` (``fit_intercept``, ``W``'s diagonal).
     """
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
@@ -419,11 +298,13 @@ def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):
     return np.diag(G).copy(), G, W
 
 
-def residual_matrix(design, y_tilde, coef_path):
-    """Training residuals ``y~ - X~ x^t`` of every iterate, shape (n, T + 1)."""
-    taken("residual_matrix")
-    T1 = coef_path.shape[1]
-    check_memory(8 * design.n_samples * T1, f"the residual matrix ({design.n_samples} x {T1})")
-    F = design.matvec(np.asarray(coef_path, dtype=design.dtype))
-    return np.asarray(y_tilde, dtype=np.float64)[:, None] - F
+def residual_matrix(design, y_tilde, coef_path, fitted=None):
+    """Training residuals ``y~ - X~ x^t`` of every iterate, shape (n, T + 1), from
+    ``fitted`` (``X~ x^t``, the fit loop's) when given."""
+    if fitted is None:
+        taken("residual_matrix")
+        T1 = coef_path.shape[1]
+        check_memory(8 * design.n_samples * T1, f"the residual matrix ({design.n_samples} x {T1})")
+        fitted = design.matvec(np.asarray(coef_path, dtype=design.dtype))
+    return np.asarray(y_tilde, dtype=np.float64)[:, None] - fitted
 

@@ -1,11 +1,5 @@
-"""Per-iterate diagnostics of the memory-matrix risk estimate.
-
-Where the estimate of Bellec & Tan (2024) is meaningful, the degrees of
-freedom of every iterate lie in ``[0, 1)`` (proximal methods), stay within
-the size of its support, and the correction ``(I - A/n)^{-1}`` does not
-amplify the residuals beyond what a memory matrix without cancellations
-would (:func:`risk_reliability`); the first failing iterate and every later
-one are flagged.
+"""Per-iterate diagnostics of the memory-matrix risk estimate of Bellec & Tan
+(2024): the first failing iterate and every later one are flagged.
 """
 
 import numpy as np
@@ -18,48 +12,41 @@ def risk_reliability(A, A_sources, n_eff, statistics, fit_intercept=False, proxi
                      support=None, return_failures=False, inverse=None):
     """Per-iterate diagnostics of the memory-matrix estimate.
 
-    The degrees-of-freedom fraction of iterate ``t`` is
-    ``df_t = (sum_s A[t, s] + c) / n`` (``c = 1`` with an intercept): the
-    divergence of its fitted values over ``n``. For a proximal method (a
-    prox whose Jacobian is a projection) it lies in ``[0, 1)`` whenever the
-    estimate is meaningful. The correction ``(I - A/n)^{-1}`` mixes the
-    residuals of all earlier iterates; its row ``t`` has an l1 norm close
-    to ``1 / (1 - df_t)`` when the memory matrix has no cancellations (ISTA,
-    gradient descent), and far above it when the Jacobians of a momentum
-    method oscillate in sign (FISTA on an ill-conditioned restricted Gram
-    matrix), where the estimate's variance explodes.
+    The degrees-of-freedom fraction ``df_t = (sum_s A[t, s] + c) / n`` (``c =
+    1`` with an intercept) lies in ``[0, 1)`` for a proximal method whenever
+    the estimate is meaningful. Row ``t`` of the correction ``(I - A/n)^{-1}``
+    has an l1 norm close to ``1 / (1 - df_t)`` without cancellations (ISTA,
+    gradient descent), far above it when a momentum method's Jacobians
+    oscillate in sign (FISTA on an ill-conditioned restricted Gram matrix),
+    where the estimate's variance explodes.
 
     Parameters
     ----------
     A, A_sources : ndarray of shape (T + 1, T + 1)
-        Memory matrices of the outputs and of the gradient points.
     n_eff : float
     statistics : StatisticalPolicy
         Its ``df_low``, ``df_high``, ``support_df_limit`` and
-        ``amplification_limit`` (measurements: ``docs/speed_policy.rst``).
+        ``amplification_limit``.
     fit_intercept : bool, default=False
     proximal : bool, default=False
-        The iterations apply a non-linear prox (the ``[0, 1)`` test applies).
+        A non-linear prox (the ``[0, 1)`` test applies).
     support : ndarray of shape (T + 1,), default=None
-        Number of non-zero coefficients of every iterate (sparse proximal
-        methods): ``n df_t`` above ``support_df_limit`` times the support
+        Support sizes: ``n df_t`` above ``support_df_limit`` times the support
         (+ 1 with an intercept) fails.
+    return_failures : bool, default=False
+    inverse : ndarray of shape (T + 1, T + 1), default=None
+        ``(I (1 - c/n) - A_sources/n)^{-1}`` if already computed.
 
     Returns
     -------
     reliable : ndarray of bool, shape (T + 1,)
-        ``False`` from the first failing iterate on (the correction carries
-        the failure to every later iterate).
+        ``False`` from the first failing iterate on.
     df_fraction : ndarray of shape (T + 1,)
     amplification : ndarray of shape (T + 1,)
         ``||row t of (I - A_src/n)^{-1}||_1 * (1 - df_t)``; 1 without
         cancellations.
     failures : dict
-        Only with ``return_failures=True``: which check each iterate fails
-        (:func:`reliability_failures`).
-
-    ``inverse``: ``(I (1 - c/n) - A_sources/n)^{-1}`` if already computed
-    (:func:`residual_correction`'s ``K`` without extrapolation).
+        With ``return_failures``: :func:`reliability_failures`.
     """
     T1 = A.shape[0]
     c = 1.0 if fit_intercept else 0.0
@@ -86,12 +73,10 @@ def _reliability(df, amp, n_eff, statistics, fit_intercept, proximal, support, r
 
 def reliability_failures(df, amp, n_eff, statistics, fit_intercept=False, proximal=False,
                          support=None):
-    """The checks of :func:`risk_reliability`, each iterate on its own:
-    a dict of boolean arrays of shape (T + 1,), ``True`` where the check
-    fails (``"not_finite"``; for proximal methods ``"df_high"``: ``df_t >=
-    df_high``, the iterate (nearly) interpolates; ``"df_low"``: ``df_t <
-    df_low``, of the ``statistics`` policy;
-    ``"amplification"``; with ``support``, ``"support"``)."""
+    """The checks of :func:`risk_reliability` per iterate: boolean arrays,
+    ``True`` where ``"not_finite"``, for proximal methods ``"df_high"``
+    (nearly interpolates), ``"df_low"`` and ``"amplification"``, with
+    ``support`` ``"support"`` fail."""
     c = 1.0 if fit_intercept else 0.0
     failed = {"not_finite": ~(np.isfinite(df) & np.isfinite(amp))}
     with np.errstate(invalid="ignore"):

@@ -1,13 +1,12 @@
 """Memory matrices of settled paths in state-space form.
 
 When the support of a proximal trajectory stops changing after a step
-``k0`` (:func:`settled_step`), and for linear iterations from the start, the
-Jacobian chains advance by one fixed linear map: in the eigenbasis of the
-support's Gram matrix every direction follows the scalar recursion of the
-iteration, so that the memory matrices after ``k0`` are ``O(r T)`` numbers
-(:class:`SettledMemory`) and the corrections of the risk estimate forward
-recursions, linear in ``T`` (Bellec & Tan 2024's estimate, computed without
-its ``(T + 1) x (T + 1)`` matrices).
+``k0`` (:func:`settled_step`), and for linear iterations from the start,
+the chains advance by one fixed linear map: in the eigenbasis of the
+support's Gram matrix every direction follows the iteration's scalar
+recursion, so the memory matrices after ``k0`` are ``O(r T)`` numbers
+(:class:`SettledMemory`) and the corrections of Bellec & Tan (2024)'s
+estimate forward recursions, linear in ``T``.
 """
 
 import numpy as np
@@ -18,11 +17,9 @@ from ...utils._parallel import factorization_blas
 
 
 def free_steps(iteration, coef_path):
-    """Boolean ``(p, T)``: coordinate ``j`` is free at step ``k`` (column
-    ``k - 1``): in the support of ``x^k``, penalised like every other row
-    (no trailing unpenalised coordinate when the penalty has a ridge part),
-    with the plain extrapolation of step ``k`` (an iteration without a
-    heavy ball)."""
+    """Boolean ``(p, T)``: coordinate ``j`` is free at step ``k`` (column ``k -
+    1``): in the support of ``x^k``, penalised like the others, with the plain
+    extrapolation."""
     free = coef_path[:, 1:] != 0
     pen = iteration.penalty
     if pen.n_unpenalized and np.any(pen.l2_):
@@ -36,16 +33,10 @@ def free_steps(iteration, coef_path):
 
 
 def settled_step(iteration, coef_path):
-    """The step ``k0`` after which the chains of a proximal trajectory are one
-    fixed linear map on one support, or ``None``.
-
-    From step ``k0 + 1`` on, every step keeps the support ``S`` of ``x^T``
-    (the prox's Jacobian mask), with the plain extrapolation on ``S``
-    (:func:`free_steps`), and the tangents ``dx^{k0}`` (and ``dv^{k0}``:
-    also ``x^{k0-1}`` on ``S`` with an extrapolation) live on ``S``. The
-    chains then advance by the same scalar recursion in every eigendirection
-    of ``X~_S^T X~_S`` (:class:`SettledMemory`). ``None`` with a heavy ball
-    (its difference reaches two steps back) or fewer than three steps.
+    """The step ``k0`` after which the chains are one fixed linear map on the
+    support ``S`` of ``x^T``, or ``None``: every later step keeps ``S`` with the
+    plain extrapolation (:func:`free_steps`) and the tangents at ``k0`` live on
+    ``S``. ``None`` with a heavy ball or fewer than three steps.
     """
     T = coef_path.shape[1] - 1
     if T < 3 or iteration.uses_heavy_ball(T):
@@ -64,40 +55,25 @@ def settled_step(iteration, coef_path):
 
 
 class SettledMemory:
-    """Memory matrices of a proximal trajectory whose support settles (or of
-    a linear iteration, settled from the start: :func:`linear_settled_memory`)
-    in state-space form: ``O(r T)`` numbers instead of ``(T + 1)^2``.
+    """Memory matrices of a settled proximal trajectory (or of a linear
+    iteration: :func:`linear_settled_memory`) in state-space form.
 
-    Up to step ``k0`` (:func:`settled_step`) the memory matrices are dense
-    (``A_head``, ``A_sources_head``, from the chains in coordinates). After
-    it, the chains live on the support ``S`` and advance by the
-    iteration's own linear step; in the eigenbasis ``V`` of
-    ``X~_S^T X~_S / n_eff = V diag(lam) V^T`` (``r`` directions: ``|S|``
-    less the numerical null space, which carries nothing) every coordinate follows the
-    scalar recursion of :func:`~skacv.estimates.risk._spectral.spectral_memory_matrix`
-    on its own. With the probes' images ``zeta = V^T X~_S^T Z`` (r, m), the
-    sum over the probes of a chain's readout ``(1/m) sum_i zeta_ji w_ji``
-    follows the same recursion, so that
+    Up to step ``k0`` the matrices are dense (``A_head``, ``A_sources_head``).
+    After it, in the eigenbasis ``V`` of ``X~_S^T X~_S / n_eff = V diag(lam)
+    V^T`` (``r`` directions, the numerical null space dropped) every coordinate
+    follows the scalar recursion of
+    :func:`~skacv.estimates.risk._spectral.spectral_memory_matrix`. With the
+    probes' images ``zeta = V^T X~_S^T Z`` (r, m), a chain's readout follows
+    the same recursion, so that
 
         A[t, s] = sum_j cx_j(t, s),    A_sources[t, s] = sum_j cv_j(t, s)
 
-    where ``(cx, cv)(., s)`` is that recursion started from the collapsed
-    chains of the head (``Cx``, ``Cv`` at step ``k0``, sources ``s < k0``) or
-    injected at step ``s + 1`` with ``omega_j = (1/m) sum_i zeta_ji^2 / n_eff``
-    (sources ``s >= k0``). These are the Hutchinson
-    estimates of the chains in coordinates with the same probes, up to
-    rounding. Every operation on the matrices (:meth:`solve`, :meth:`apply`,
-    :meth:`inverse_row_norms`) advances the recursion with all sources
-    summed against a right-hand side: ``O(r q)`` per step for ``q`` columns.
-
-    Parameters
-    ----------
-    iteration : Iteration
-    T : int
-    A_head, A_sources_head : ndarray of shape (k0 + 1, k0 + 1)
-    lam, omega : ndarray of shape (r,)
-        Eigenvalues of ``X~_S^T X~_S / n_eff`` and the injections' weights.
-    Cx, Cv : ndarray of shape (r, k0)
+    with ``(cx, cv)(., s)`` started from the head's collapsed chains (``Cx``,
+    ``Cv`` (r, k0), sources ``s < k0``) or injected at step ``s + 1`` with
+    ``omega_j = (1/m) sum_i zeta_ji^2 / n_eff``: the Hutchinson estimates of
+    the chains in coordinates with the same probes, up to rounding. Every
+    operation advances the recursion with all sources summed against a
+    right-hand side: ``O(r q)`` per step for ``q`` columns.
     """
 
     def __init__(self, iteration, T, A_head, A_sources_head, lam, omega, Cx, Cv):
@@ -116,8 +92,7 @@ class SettledMemory:
         return self.lam.shape[0]
 
     def _step(self, k, Hv, Hx, inject):
-        """Step ``k`` of the summed states ``H = sum_s c(., s) u_s^T`` (r, q),
-        with source ``k - 1`` injected against ``inject`` (q,)."""
+        """Step ``k`` of the summed states (r, q), source ``k - 1`` injected against ``inject``."""
         dz = Hv * -self.lam
         dz += self.omega * inject[None, :]
         Hx_new, Hv_new = self.iteration.tangent(k, Hv, Hx, None, dz, None, n_free=0)
@@ -130,25 +105,10 @@ class SettledMemory:
         return Hx, Hv
 
     def solve(self, Fv, F=None, n_eff=1.0, c=0.0):
-        """Corrected residuals of the sources and of the outputs.
-
+        """Corrected residuals ``(Rv, Rx)`` (q, T + 1) of the sources and outputs:
         ``(1 - c/n) Rv_t = Fv_t + sum_{s<t} A_sources[t, s] Rv_s / n`` and
-        ``(1 - c/n) Rx_t = F_t + sum_{s<t} A[t, s] Rv_s / n`` (``n = n_eff``;
-        columns ``t``): the products by ``(I (1 - c/n) - A_sources/n)^{-1}``
-        of :func:`~skacv.estimates.risk._readout.risk_from_memory`.
-
-        Parameters
-        ----------
-        Fv : ndarray of shape (q, T + 1)
-        F : ndarray of shape (q, T + 1) or None
-            ``None``: the outputs are the sources (no extrapolation; then
-            ``A = A_sources`` and ``Rx`` is ``Rv``).
-        n_eff, c : float
-
-        Returns
-        -------
-        Rv, Rx : ndarray of shape (q, T + 1)
-        """
+        ``(1 - c/n) Rx_t = F_t + sum_{s<t} A[t, s] Rv_s / n``; ``F=None``: the
+        outputs are the sources."""
         k0, T = self.k0, self.T
         d = 1.0 - c / n_eff
         Fv = np.asarray(Fv, dtype=np.float64)
@@ -170,9 +130,8 @@ class SettledMemory:
         return Rv, Rx
 
     def apply(self, U):
-        """``(A U^T)^T`` and ``(A_sources U^T)^T``: ``Y[:, t] = sum_{s<t} A[t, s]
-        U[:, s]`` for ``U`` of shape (q, T + 1) (the row sums with ``U = 1``,
-        the dense matrices with ``U = I``)."""
+        """``Y[:, t] = sum_{s<t} A[t, s] U[:, s]`` and the same with ``A_sources``,
+        for ``U`` (q, T + 1)."""
         k0, T = self.k0, self.T
         U = np.asarray(U, dtype=np.float64)
         Y = np.empty_like(U)
@@ -193,9 +152,8 @@ class SettledMemory:
 
     def nonnegative(self, rounding):
         """Whether every entry of ``A_sources`` is ``>= 0``: no momentum, a
-        non-negative head, non-negative weights and starting states, and
-        every step's multiplier ``1 - eta_k (lam_j + l2) >= 0`` (a step
-        within ``1 / L``): every entry is then a sum of non-negative terms."""
+        non-negative head, weights and states, and every step's multiplier ``1 -
+        eta_k (lam_j + l2) >= 0``."""
         it, k0, T = self.iteration, self.k0, self.T
         if it.has_momentum(T):
             return False
@@ -213,14 +171,11 @@ class SettledMemory:
     def inverse_row_norms(self, n_eff, policies, c=0.0):
         """l1 norms of the rows of ``(I (1 - c/n) - A_sources/n)^{-1}``.
 
-        Row ``t`` is column ``t`` of :meth:`solve`'s ``Rv`` with ``Fv = I``,
-        whose entries after ``t`` are zero: step ``k`` advances the
-        columns of the sources before it, less those whose state has decayed
-        (the statistical policy's ``negligible_state``): ``O(r T w)`` for ``w`` live columns
-        (``O(r T^2 / 2)`` at most) and ``O(r T)`` memory. When
-        ``A_sources`` is non-negative (:meth:`nonnegative`: gradient descent,
-        ISTA whose head is) so is the inverse, whose l1 norms are then its
-        row sums: one :meth:`solve`, ``O(r T)``.
+        Row ``t`` is column ``t`` of :meth:`solve`'s ``Rv`` with ``Fv = I``: step
+        ``k`` advances the live columns (those not decayed below
+        ``negligible_state``), ``O(r T w)`` for ``w`` live columns. When
+        ``A_sources`` is :meth:`nonnegative` so is the inverse: its row sums, one
+        :meth:`solve`.
         """
         k0, T = self.k0, self.T
         policy, statistics = policies
@@ -271,13 +226,10 @@ class SettledMemory:
 
 
 def _first_live(lo, hx, hv, peak, negligible):
-    """The first column of the states ``|hx|``, ``|hv|`` (columns ``lo..``)
-    above ``negligible`` (the statistical policy's ``negligible_state``)
-    times the largest state seen (``peak``, updated): ``(lo, peak)``. The
-    columns of a stable recursion decay geometrically (FISTA's slowest
-    direction by about ``sqrt(1 - eta lam_min)`` a step), so that the row
-    norms cost ``O(r T w)`` for a window of ``w`` live columns instead of
-    ``O(r T^2)``."""
+    """``(lo, peak)``: the first column of ``|hx|``, ``|hv|`` above
+    ``negligible`` times the largest state seen. A stable recursion's columns
+    decay geometrically, so the row norms cost ``O(r T w)`` instead of ``O(r
+    T^2)``."""
     size = hx.max(axis=0, initial=0.0)
     np.maximum(size, hv.max(axis=0, initial=0.0), out=size)
     if not np.all(np.isfinite(size)):  # a diverging recursion: nothing is negligible
@@ -288,11 +240,8 @@ def _first_live(lo, hx, hv, peak, negligible):
 
 
 def linear_settled_memory(iteration, T, nodes, weights):
-    """The :class:`SettledMemory` of a linear iteration (no prox: settled from
-    the start, ``k0 = 0``) from spectral nodes and weights: ``A[t, s] =
-    sum_j w_j lam_j phi_{t,s}(lam_j)`` of
-    :func:`~skacv.estimates.risk._spectral.spectral_memory_matrix` (exact
-    eigenvalues with unit weights, or Lanczos' quadrature)."""
+    """The :class:`SettledMemory` of a linear iteration (``k0 = 0``) from
+    spectral nodes and weights."""
     lam = np.asarray(nodes, dtype=np.float64).ravel()
     w = np.asarray(weights, dtype=np.float64).ravel()
     empty = np.zeros((lam.size, 0))
@@ -302,14 +251,10 @@ def linear_settled_memory(iteration, T, nodes, weights):
 
 
 def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff, policy):
-    """The :class:`SettledMemory` of a trajectory settled after step ``k0``.
-
-    ``Xd(idx, dt)`` gives ``X~[:, idx]``; ``Z`` (n, m) are the probes of the
-    head's chains and ``head`` their state after step ``k0``
-    (:func:`~skacv.estimates.risk._chains.masked_memory_matrix` with
-    ``keep_state=True``: ``A``, ``Av`` and the chains in coordinates, columns
-    ``s m + i`` for source ``s`` and probe ``i``). The eigendecomposition and
-    the projections are in float64 whatever the chains' precision.
+    """The :class:`SettledMemory` of a trajectory settled after step ``k0``:
+    ``Xd(idx, dt)`` gives ``X~[:, idx]``, ``Z`` (n, m) the head's probes and
+    ``head`` its :class:`~skacv.estimates.risk._state.ChainState` after ``k0``
+    (columns ``s m + i`` for source ``s``, probe ``i``); in float64.
     """
     T = coef_path.shape[1] - 1
     n, m = Z.shape

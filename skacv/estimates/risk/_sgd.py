@@ -1,11 +1,7 @@
-"""Risk along stochastic (mini-batch) gradient paths.
-
-Tan & Bellec (2024) extend the memory-matrix estimate of Bellec & Tan (2024)
-to mini-batch SGD: the traces carry the batch masks. :class:`SGDRiskTracker`
-builds it online along kernel (EigenPro) SGD, whose traces use the batch
-columns of the EigenPro kernel that training computes anyway; linear models
-in feature space get it from :func:`skacv.estimates.risk._estimate.trajectory_risk` (Jacobian
-chains of :func:`skacv.estimates.risk._curvature.curvature_memory_matrices`).
+"""Risk along kernel (EigenPro) SGD paths, built online (Tan & Bellec 2024's
+extension of the memory-matrix estimate of Bellec & Tan 2024 to mini-batch
+SGD: the traces carry the batch masks). Linear models get it from
+:func:`skacv.estimates.risk._estimate.trajectory_risk`.
 """
 
 import numpy as np
@@ -15,16 +11,14 @@ from ._probes import draw_probes
 
 
 def flag_against_gcv(risk, df, train_mse, reliable, statistics):
-    """The tracker's flags, and ``False`` from the first epoch where the
-    estimate exceeds the ``statistics`` policy's ``gcv_ratio`` times GCV on
-    the same degrees of freedom.
+    """The tracker's flags, and ``False`` from the first epoch where the estimate
+    exceeds ``gcv_ratio`` times GCV on the same degrees of freedom.
 
     Both read the current residuals through ``1 / (1 - df)^2``; the memory
-    terms of the estimate add the earlier residuals. On kernel paths whose
-    signal lies in the top eigendirections (one-hot digits) those carry the
-    targets back into the estimate: it stayed 2.5-5.4 times GCV and 4-6 times
-    the test error from the first epoch, while on the smooth synthetic
-    regressions of the benchmark it stayed within 1.06 times GCV.
+    terms add the earlier residuals. On kernel paths whose signal lies in the
+    top eigendirections (one-hot digits) those carry the targets back into the
+    estimate: it stayed 2.5-5.4 times GCV and 4-6 times the test error, while
+    on smooth synthetic regressions it stayed within 1.06 times GCV.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         gcv = train_mse / (1.0 - df) ** 2
@@ -33,11 +27,10 @@ def flag_against_gcv(risk, df, train_mse, reliable, statistics):
 
 
 def epochs_stop(risk, reliable, train_mse, statistics):
-    """EigenPro's ``max_iter="auto"`` stops here: while the estimate holds, once its best
-    has not fallen by ``sgd_risk_rtol`` over ``sgd_patience`` epochs; once flagged,
-    at the ridgeless limit (the training error below ``sgd_limit_mse`` of its
-    start, or stalling in the same way; the ``statistics`` policy's fields).
-    Near that limit the fitted values are within 1 % of the targets, rms."""
+    """EigenPro's ``max_iter="auto"`` stops here: while the estimate holds, once
+    its best has not fallen by ``sgd_risk_rtol`` over ``sgd_patience`` epochs;
+    once flagged, at the ridgeless limit (the training error below
+    ``sgd_limit_mse`` of its start, or stalling likewise)."""
     patience = statistics.sgd_patience
     if not reliable[-1] and train_mse[-1] <= statistics.sgd_limit_mse * train_mse[0]:
         return True
@@ -50,12 +43,10 @@ def epochs_stop(risk, reliable, train_mse, statistics):
 class SGDRiskTracker:
     """Memory-matrix risk estimate along kernel (EigenPro) SGD, built online.
 
-    Step ``t`` on the batch ``B_t`` (distinct rows with draw counts ``C_t``)
-    moves the fitted values by ``-h K_P C_t (f - y)``, ``K_P`` the EigenPro
-    kernel matrix and ``h = eta / m``. With ``M_{t,s} = prod_{u=s+2..t}
-    (I - h K_P C_u) h K_P`` (the response to an injection in the gradient of
-    step ``s + 1``), Tan & Bellec's (2024) SGD estimate, for the square loss,
-    uses
+    Step ``t`` on the batch ``B_t`` (distinct rows, draw counts ``C_t``) moves
+    the fitted values by ``-h K_P C_t (f - y)``, ``K_P`` the EigenPro kernel
+    matrix and ``h = eta / m``. With ``M_{t,s} = prod_{u=s+2..t} (I - h K_P
+    C_u) h K_P``, Tan & Bellec's (2024) SGD estimate for the square loss is
 
         A[t, s] = tr(M_{t,s} W),   K'[t, s] = tr(M_{t,s} C_{s+1}),
         V = (n_eff I - K')^{-1} A,
@@ -63,35 +54,24 @@ class SGDRiskTracker:
 
     ``F_s = sqrt(w) (y - f_s)`` and ``W = diag(w)``.
 
-    **Traces stationary over epochs.** Every epoch draws its batches afresh
-    (a new permutation), so the law of ``M_{t,s}`` depends on the lag ``t -
-    s`` and on the position ``p = s mod S`` of step ``s + 1`` in its epoch of
-    ``S`` steps, not on the epoch. One chain per position ``p_g``, ``G =
-    min(S, n_probes)`` positions spread over the epoch, injected at step
-    ``p_g + 1`` of the first epoch (``M_{t,p_g} U_g``, ``U_g = sqrt(w) Z_g``,
-    ``Z_g`` ``k_p = n_probes // G`` Rademacher columns or the identity for
-    exact traces, then ``G = S``) and advanced by the batch columns of
-    ``K_P`` that the training step computes anyway, gives ``A[t, s] = A[t -
-    s + p_g, p_g]`` for the sources ``s`` whose position ``p`` has ``p_g``
-    as its nearest chain at or before it (the same for ``K'``). Tracking
-    every source (the exact form) costs ``O(T^2)`` chains and memory over
-    ``T`` steps; this form costs ``G k_p`` (about ``n_probes``) more
-    right-hand sides in every batch product (linear in ``T``) and one
-    product with ``K_P`` for the injections. The trace of one source
-    depends strongly on its position (``K'`` at lag 8 was 4 times larger for
-    the first batch of an epoch than for the last in our checks), hence the
-    chains spread over the positions.
-    Full batch (``S = 1``, ``C = W``): the matrices are Toeplitz, ``K' = A``
-    and this is Bellec & Tan's estimate.
+    **Traces stationary over epochs.** Every epoch draws its batches afresh, so
+    the law of ``M_{t,s}`` depends on the lag ``t - s`` and on the position ``p
+    = s mod S`` in the epoch of ``S`` steps. One chain per position ``p_g``
+    (``G = min(S, n_probes)`` spread over the first epoch, ``k_p = n_probes //
+    G`` Rademacher columns each, or the identity for exact traces with ``G =
+    S``), advanced by the batch columns of ``K_P`` that training computes
+    anyway, gives ``A[t, s] = A[t - s + p_g, p_g]`` for the sources whose
+    position has ``p_g`` as its nearest chain at or before it (likewise
+    ``K'``): about ``n_probes`` more right-hand sides a batch instead of
+    ``O(T^2)`` chains. A source's trace depends strongly on its position
+    (``K'`` at lag 8 was 4 times larger for an epoch's first batch than its
+    last), hence the spread. Full batch (``S = 1``): Toeplitz, ``K' = A``,
+    Bellec & Tan's estimate.
 
-    Residuals are read on the units of the multiset of rows: integer
-    weights with the drawn copies (``positions``) exactly as repeated rows;
-    other weights on the rows with the expected mask ``C / w`` (a heuristic).
-
-    The degrees-of-freedom fraction of iterate ``t`` is ``df_t = sum_s
-    K'[t, s] / n_eff``; from ``df_t >= df_high`` (``statistics``) on (the path nearly
-    interpolates and ``1 / (1 - df)^2`` amplifies the probes' noise beyond
-    use) the estimate is flagged (:meth:`reliable`).
+    Residuals are read on the units of the multiset of rows: integer weights
+    with the drawn copies (``positions``) as repeated rows, other weights with
+    the expected mask ``C / w`` (a heuristic). From ``df_t = sum_s K'[t, s] /
+    n_eff >= df_high`` on the estimate is flagged (:meth:`reliable`).
     """
 
     def __init__(self, n, n_targets, weight, steps_per_epoch, n_probes, rng, statistics,
@@ -145,20 +125,17 @@ class SGDRiskTracker:
         return R if self.w is None else R * np.sqrt(self.w)[:, None]
 
     def set_low_rank(self, phi):
-        """Take the products as ``K_P[:, B] = K[:, B] - phi diag(s) phi[B]^T``
-        with the low-rank term deferred: :meth:`step` receives the ``K`` part
-        and ``corr = diag(s) phi[B]^T rhs``, the chains are kept as ``chain +
-        phi @ acc`` (``O(m q)`` a step for the batch rows instead of ``O(n
-        q)``), their traces with the probes through ``phi^T U``."""
+        """Take ``K_P[:, B] = K[:, B] - phi diag(s) phi[B]^T`` with the low-rank term
+        deferred: the chains are ``chain + phi @ acc`` (``O(m q)`` a step for the
+        batch rows instead of ``O(n q)``), their traces through ``phi^T U``."""
         self.phi = phi
         self.acc = np.zeros((phi.shape[1], 0))
         self.phi_U = phi.T @ self.U  # (q, G kp)
         self.phi_UM = np.zeros_like(self.phi_U)  # phi^T (U * first mask), by chain
 
     def rhs(self, rows, counts, low=None):
-        """``C_B`` times the batch rows of the chains (to multiply by ``K_P[:, B]``);
-        ``low``: ``phi[rows] @ acc`` if at hand (the caller's product of
-        ``phi[rows]`` with its own and the chains' deferred terms at once)."""
+        """``C_B`` times the batch rows of the chains; ``low``: ``phi[rows] @ acc``
+        if the caller has it."""
         chain = self.chain[rows]
         if self.phi is not None:
             chain += self.phi[rows] @ self.acc if low is None else low
@@ -166,12 +143,9 @@ class SGDRiskTracker:
         return chain
 
     def step(self, rows, counts, h, hKB, resid, positions=None, hcorr=None):
-        """Advance the chains with ``hKB = h K_P[:, B] @ rhs(rows, counts)``
-        (after :meth:`set_low_rank`: its ``K`` part, and ``hcorr``, both
-        times the step ``h``).
-
-        ``resid``: ``y - f`` on the batch rows before the step (unweighted);
-        ``positions``: the drawn copies of the repeated-rows multiset.
+        """Advance the chains with ``hKB = h K_P[:, B] @ rhs(rows, counts)`` (after
+        :meth:`set_low_rank`, its ``K`` part and ``hcorr``); ``resid``: ``y - f``
+        on the batch rows before the step; ``positions``: the drawn copies.
         """
         mask = counts if self.w is None else counts / self.w[rows]
         self.chain -= hKB
@@ -218,17 +192,14 @@ class SGDRiskTracker:
                 positions = np.arange(self.n_units)
             self.src_idx.append(positions)
             self.src_val.append(resid[np.searchsorted(rows, self.row_of[positions])])
-        elif self.w is None:
-            self.src_idx.append(rows)
-            self.src_val.append(mask[:, None] * resid)
         else:
             self.src_idx.append(rows)
-            self.src_val.append((mask * np.sqrt(self.w[rows]))[:, None] * resid)
+            scale = mask if self.w is None else mask * np.sqrt(self.w[rows])
+            self.src_val.append(scale[:, None] * resid)
 
     def _matrices(self, t):
-        """``A`` and ``K'`` of shape (t + 1, t + 1) from the positions' lags:
-        the rows since the last call filled, ``A[r, s] = A[r - s + p_g, p_g]``
-        for ``g`` the chain of the position of ``s``."""
+        """``A`` and ``K'`` (t + 1, t + 1) from the positions' lags, the rows since
+        the last call filled."""
         size = self.A.shape[0]
         if t + 1 > size:  # room for more steps (by half again, not doubling)
             new = max(t + 1, size + size // 2)

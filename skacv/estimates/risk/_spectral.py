@@ -1,16 +1,13 @@
 """Memory matrices of linear iterations from spectral nodes.
 
-For a linear iteration (the prox is the identity: GD, scheduled GD, ridge GD,
-heavy ball, Nesterov) ``A[t, s] = sum_j omega_j theta_j phi_{t,s}(theta_j)``
-with ``phi`` the scalar recursion of the iteration in one eigendirection of
-``X~^T X~ / n`` (Bellec & Tan 2024). Exact nodes are the eigenvalues
-(``n_probes=None``); with ``n_probes=m`` the nodes and weights are the Gauss
-quadrature of Lanczos started from ``m`` Rademacher probes, which *is* the
-Hutchinson estimate with those probes (exactly so once the Lanczos depth
-reaches ``(T + 1) / 2``; earlier when the quadrature has converged, which is
-checked). Constant-coefficient iterations are Toeplitz: one chain instead of
-``T^2 / 2``. Preconditioned gradient descent with a fixed ``P`` is plain
-gradient descent in whitened coordinates (:func:`preconditioned_memory_matrix`).
+For a linear iteration (GD, scheduled GD, ridge GD, heavy ball, Nesterov)
+``A[t, s] = sum_j omega_j theta_j phi_{t,s}(theta_j)`` with ``phi`` the
+iteration's scalar recursion in one eigendirection of ``X~^T X~ / n``
+(Bellec & Tan 2024). Exact nodes are the eigenvalues; with ``m`` probes the
+Gauss quadrature of Lanczos from them, which *is* the Hutchinson estimate
+with those probes once the depth reaches ``(T + 1) / 2`` (earlier when the
+quadrature has converged, which is checked). Constant-coefficient
+iterations are Toeplitz: one chain instead of ``T^2 / 2``.
 """
 
 import contextlib
@@ -28,32 +25,9 @@ from ._state import QuadratureState
 
 
 def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sources=False):
-    """Memory matrix of a linear iteration from spectral nodes.
-
-    ``A[t, s] = sum_j w_j lambda_j phi_{t,s}(lambda_j)`` where ``phi`` is the
-    tangent of the iteration in one eigendirection of ``X~^T X~ / n`` (unit
-    injection at source ``s``). With the eigenvalues and unit weights this is
-    exact; with Lanczos nodes and weights it is the Hutchinson estimate.
-
-    Parameters
-    ----------
-    iteration : Iteration
-        A linear iteration (``iteration.is_linear``).
-    eigvals : ndarray of shape (r,)
-        Nodes (eigenvalues of ``X~^T X~ / n_eff``; zeros may be dropped).
-    n_iter : int
-        Number of steps ``T``.
-    weights : ndarray of shape (r,), default=None
-        Quadrature weights (ones: exact traces).
-    return_sources : bool, default=False
-        Also return the memory matrix of the gradient points.
-
-    Returns
-    -------
-    A : ndarray of shape (n_iter + 1, n_iter + 1)
-    A_sources : ndarray of shape (n_iter + 1, n_iter + 1)
-        Only if ``return_sources``.
-    """
+    """Memory matrix of a linear iteration from spectral nodes ``eigvals`` (of
+    ``X~^T X~ / n_eff``) and quadrature ``weights`` (ones: exact traces) over
+    ``n_iter`` steps; ``return_sources``: also the gradient points'."""
     if not iteration.is_linear:
         raise ValueError(f"{iteration.name} is not linear: no spectral form.")
     A, Av = _nodes_memory(iteration, eigvals, n_iter, weights, iteration.is_stationary)
@@ -62,31 +36,18 @@ def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sour
 
 def counterpart_memory_matrix(iteration, eigvals, n_iter, weights=None, resume=None,
                               keep=False):
-    """Memory matrices ``(A, A_sources)`` of ``iteration``'s *linear
-    counterpart* (its prox replaced by the identity, the same steps and
-    momentum schedule) on spectral nodes: for a proximal iteration, the
-    shape in the lag of its rows on a support whose Gram matrix has these
-    eigenvalues (the split of the pooled probes' row sums,
-    :mod:`skacv.estimates.risk._pooled`). For a linear iteration this is
-    :func:`spectral_memory_matrix`.
-
-    ``keep``: also return the recursion's :class:`CounterpartChain` after
-    step ``n_iter``, which ``resume`` continues (the same iteration and
-    nodes, a path at least as long): step ``k`` of the recursion reads
-    arrays of the same shape whatever the path's length, so the continued
-    matrices equal those of one run from step 0, bit for bit."""
+    """``(A, A_sources)`` of ``iteration``'s *linear counterpart* (its prox
+    replaced by the identity) on spectral nodes: the template of the pooled
+    probes' split. ``keep``: also the :class:`CounterpartChain` after step
+    ``n_iter``, which ``resume`` continues bit for bit."""
     return _nodes_memory(iteration, eigvals, n_iter, weights, iteration.constant_steps,
                          resume, keep)
 
 
 def counterpart_response(iteration, eigvals, n_iter, weights=None):
     """The first column of :func:`counterpart_memory_matrix`'s ``A`` and
-    ``A_sources`` side by side (shape ``(2 (n_iter + 1),)``): the response
-    of the linear counterpart to the first step's injection at every lag,
-    ``O(r n_iter)`` (one source instead of ``n_iter``). What the template's
-    Lanczos quadrature must resolve
-    (:func:`~skacv.estimates.risk._pooled.template_nodes`): its long lags
-    weigh the small eigenvalues."""
+    ``A_sources`` side by side, ``O(r n_iter)``: what the template's quadrature
+    must resolve (its long lags weigh the small eigenvalues)."""
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
     a, av, _ = _chain(iteration, lam, w * lam, int(n_iter), n_sources=1)
@@ -95,9 +56,7 @@ def counterpart_response(iteration, eigvals, n_iter, weights=None):
 
 @dataclass
 class CounterpartChain:
-    """The scalar recursion of :func:`_chain` after step ``k``: its outputs
-    ``A``, ``Av`` (``k + 1`` rows) and tangents ``dv``, ``dx1``, ``dx2``
-    (their columns: the sources active at step ``k``)."""
+    """The scalar recursion of :func:`_chain` after step ``k``."""
 
     k: int
     A: np.ndarray
@@ -128,10 +87,9 @@ def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, 
 
 
 def _chain(iteration, lam, wl, T, n_sources, resume=None):
-    """Scalar tangent recursions for sources ``0..n_sources-1`` (columns):
-    ``A``, ``A_sources`` of shape (T + 1, n_sources) and the recursion after
-    step ``T`` (a :class:`CounterpartChain`), continuing ``resume`` (the
-    same recursion after an earlier step)."""
+    """Scalar tangent recursions for sources ``0..n_sources-1``: ``A``,
+    ``A_sources`` (T + 1, n_sources) and the :class:`CounterpartChain` after
+    step ``T``, continuing ``resume``."""
     r = lam.shape[0]
     A = np.zeros((T + 1, n_sources))
     Av = np.zeros((T + 1, n_sources))
@@ -161,7 +119,7 @@ def _chain(iteration, lam, wl, T, n_sources, resume=None):
 
 
 def exact_nodes(design):
-    """Eigenvalues of ``X~^T X~ / n_eff`` (from the smaller Gram matrix), unit weights."""
+    """Eigenvalues of ``X~^T X~ / n_eff``, unit weights."""
     m = min(design.n_samples, design.n_features)
     check_memory(8 * m * m, f"the exact-trace Gram matrix ({m} x {m})",
                  "Use n_probes=int (Hutchinson) instead. ")
@@ -170,11 +128,9 @@ def exact_nodes(design):
 
 
 def lanczos_check(iteration, T):
-    """Quantity whose convergence stops the Lanczos process early.
-
-    Stationary iterations: their (cheap, one-chain) memory matrix itself.
-    Otherwise the moments ``sum w theta (1 - theta / theta_max)^d``,
-    ``d = 0..T``, which span the polynomials of degree <= T + 1 involved.
+    """What stops the Lanczos process once converged: a stationary iteration's
+    memory matrix (one chain), else the moments ``sum w theta (1 - theta /
+    theta_max)^d``, ``d = 0..T``.
     """
     if iteration.is_stationary:
         # the Toeplitz matrix's first column, one chain (no (T + 1)^2 matrix)
@@ -189,15 +145,13 @@ def lanczos_check(iteration, T):
     return moments
 
 
-def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9,
-                   state=None, keep_state=False):
-    """Gauss quadrature of ``m`` Rademacher probes (stochastic Lanczos).
-
-    Returns nodes and weights such that ``sum_j w_j f(theta_j)`` equals the
-    Hutchinson estimate ``(1/m) sum_i z_i^T f(K) z_i`` for every polynomial
-    ``f`` of degree ``< 2 * depth``; with ``keep_state``, also the Lanczos
-    state (a :class:`~skacv.estimates.risk._state.QuadratureState`), which
-    ``state`` resumes (same design and probes).
+def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, state=None,
+                  keep_state=False):
+    """Gauss quadrature of ``m`` Rademacher probes: ``sum_j w_j f(theta_j)``
+    equals the Hutchinson estimate ``(1/m) sum_i z_i^T f(K) z_i`` for every
+    polynomial ``f`` of degree ``< 2 * depth``; with ``keep_state`` also a
+    :class:`~skacv.estimates.risk._state.QuadratureState`, which ``state``
+    resumes.
     """
     n, p = design.n_samples, design.n_features
     dim = min(n, p)
@@ -219,7 +173,7 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
         Z = draw_probes(rng, (dim, m))
         resume = None
     with design.operator_workers() if n > p else contextlib.nullcontext():
-        out = lanczos_quadrature(op, Z, depth, check=check, rtol=rtol, resume=resume,
+        out = lanczos_quadrature(op, Z, depth, check=check, resume=resume,
                                  return_state=keep_state)
     (nodes, weights), k_used = out[:2]
     taken("lanczos_quadrature", resumed=resume is not None, depth=k_used)
@@ -231,12 +185,9 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, rtol=1e-9
 
 
 def preconditioned_memory_matrix(design, iteration, n_iter, n_probes=None, random_state=None):
-    """Memory matrices ``(A, A)`` of preconditioned gradient descent (no extrapolation).
-
-    ``A[t, s] = sum_j omega_j eta (1 - eta theta_j)^(t-s-1)`` over the nodes
-    of :func:`skacv.iterations._preconditioning.preconditioned_nodes`, i.e.
-    ``tr(X~ d b^t / d y^(s))`` exactly (``n_probes=None``) or its Hutchinson
-    estimate.
+    """``(A, A)`` of preconditioned gradient descent: plain gradient descent in
+    whitened coordinates, on the nodes of
+    :func:`skacv.iterations._preconditioning.preconditioned_nodes`.
     """
     T = int(n_iter)
     probes = None

@@ -1,8 +1,5 @@
-"""What every proximal chain engine starts from (the shared probes of
-:mod:`~skacv.estimates.risk._chains`, the pooled ones of
-:mod:`~skacv.estimates.risk._pooled`): :class:`ChainStart`, the set-up
-written once (the warm-start state it continues, the chains' row order,
-the memory matrices, the columns of ``X~``, the chains and their run).
+""":class:`ChainStart`: the set-up every proximal chain engine (shared or
+pooled probes) starts from.
 """
 
 import numpy as np
@@ -15,10 +12,9 @@ CHAIN_HINT = "Use fewer probes (n_probes) or fewer iterations. "
 
 
 class ChainStart:
-    """The set-up of a proximal chain engine on ``coef_path``: ``state`` (a
-    ``kind`` these chains continue, else ``None``) and its step ``k0`` (0:
-    from the start), the chains' ``masks``, row ``order`` and ``prefix``
-    (:func:`~skacv.estimates.risk._propagate.chain_order`)."""
+    """The set-up of a proximal chain engine on ``coef_path``: the ``kind`` of
+    state continued (else ``None``) from its step ``k0``, and the chains'
+    ``masks``, ``order`` and ``prefix``."""
 
     def __init__(self, design, iteration, coef_path, state, kind, n_probes, dtype):
         self.design, self.iteration, self.coef_path = design, iteration, coef_path
@@ -30,8 +26,7 @@ class ChainStart:
         self.masks, self.order, self.prefix = chain_order(coef_path)
 
     def matrices(self, *names):
-        """Zero ``(T + 1) x (T + 1)`` matrices, the state's rows of its
-        attributes ``names`` restored."""
+        """Zero ``(T + 1) x (T + 1)`` matrices, the state's ``names`` restored."""
         T1, k1 = self.T + 1, self.k0 + 1
         out = [np.zeros((T1, T1)) for _ in names]
         if self.state is not None:
@@ -44,10 +39,8 @@ class ChainStart:
         return design_columns(self.design, self.order[:width], self.dtype)
 
     def chains(self, Xs, n_cols, n_blocks, heavy_ball=False, order=None, prefix=None):
-        """:class:`~skacv.estimates.risk._propagate.ForwardChains` of
-        ``n_cols`` columns on the rows of ``Xs`` (``order``, ``prefix``: the
-        rows' order if not :func:`chain_order`'s), its ``n_blocks`` blocks
-        checked against ``path_memory_limit`` first, the state's chains
+        """:class:`~skacv.estimates.risk._propagate.ForwardChains` of ``n_cols``
+        columns on the rows of ``Xs``, memory checked first, the state's chains
         scattered into it."""
         width, dtype = Xs.shape[1], self.dtype
         order = self.order if order is None else order
@@ -64,7 +57,6 @@ class ChainStart:
         return chains
 
     def run(self, chains, reads, k_end, columns, verbose=0, gram=None):
-        """Steps ``k0 + 1 .. k_end`` of ``chains`` driven by ``reads``, with
-        the state's Gram matrix (else ``gram``)."""
+        """Steps ``k0 + 1 .. k_end``, with the state's Gram matrix (else ``gram``)."""
         chains.run(reads, self.k0, k_end, columns,
                    cached=gram if self.state is None else self.state.gram, verbose=verbose)

@@ -1,11 +1,8 @@
-"""What a warm-started risk estimate continues from: the engine's state.
+"""What a warm-started risk estimate continues from: the engines' states.
 
-A fit with ``warm_start=True`` keeps the state of its risk estimate
-(``estimator._risk_state``); the next, longer fit of the same trajectory
-continues from it, so that extending a path costs only the new rows of the
-memory matrices. Each engine of :mod:`skacv.estimates.risk._engine` keeps
-its own kind of state (a dataclass below) and continues only from a state of
-its own kind, the same probes and precision (anything else starts afresh).
+A fit with ``warm_start=True`` keeps its risk estimate's state; a longer
+fit of the same trajectory continues from a state of its engine's kind,
+the same probes and precision (anything else starts afresh).
 """
 
 from dataclasses import dataclass, field
@@ -15,11 +12,9 @@ import numpy as np
 
 @dataclass
 class SavedChains:
-    """Chains after a step, in coordinates: each ``(coords, values)`` (the
-    rows' coordinates and the values, ``len(coords) x columns``) or ``None``.
-
-    ``dv``: tangents of the gradient point ``v^k``; ``dx1``: of the iterate
-    ``x^k``; ``dx2``: of ``x^{k-1}`` (heavy ball only)."""
+    """Chains after a step in coordinates, each ``(coords, values)`` or ``None``:
+    ``dv`` (gradient point), ``dx1`` (iterate), ``dx2`` (the iterate before,
+    heavy ball only)."""
 
     dv: tuple | None = None
     dx1: tuple | None = None
@@ -33,8 +28,7 @@ class SavedChains:
 
 @dataclass
 class GramCache:
-    """A restricted Gram matrix kept for the next stage: ``gram`` is
-    ``factor X~[:, coords]^T X~[:, coords]``."""
+    """``gram = factor X~[:, coords]^T X~[:, coords]``, kept for the next stage."""
 
     coords: np.ndarray
     gram: np.ndarray
@@ -43,8 +37,7 @@ class GramCache:
 
 @dataclass
 class ChainState:
-    """Shared-probe chains after step ``k`` (:mod:`skacv.estimates.risk._chains`;
-    also the head of the settled form)."""
+    """Shared-probe chains after step ``k`` (also the settled form's head)."""
 
     k: int
     Z: np.ndarray  # (n, m) probes
@@ -62,8 +55,7 @@ class ChainState:
 
 @dataclass
 class PooledState:
-    """The pooled probes' chain after step ``k``
-    (:mod:`skacv.estimates.risk._pooled`)."""
+    """The pooled probes' chain after step ``k``."""
 
     k: int
     m: int
@@ -78,29 +70,18 @@ class PooledState:
     nodes: tuple | None = None  # the template's spectral nodes and weights
     nodes_width: int = -1  # of the union of this many supports' columns
     nodes_lags: int = -1  # the lags their quadrature was checked on
-    # the template's recursion on ``nodes`` after step k (a
-    # skacv.estimates.risk._spectral.CounterpartChain): a continued chain
-    # that keeps the nodes continues it
-    template: object = None
+    template: object = None  # the template's CounterpartChain on ``nodes`` after step k
     template_seed: int | None = None  # the template's probes (drawn after Z)
-    # (coords, W, colnorm): the probes' images X~^T Z (len x m) and the
-    # columns' squared norms of the chains' columns ``coords`` (sorted): a
-    # continued chain computes only those of its new columns
+    # (coords, W, colnorm): X~^T Z and the squared norms of the columns ``coords`` (sorted)
     images: tuple | None = None
-    # (coords, Xs): the chains' restricted copy of X~ (n x len(coords), the
-    # chain dtype, columns ``coords`` in the chains' row order), read again
-    # by a continued chain whose supports it covers
-    # (skacv.estimates.risk._propagate.kept_order) instead of a new gather
-    columns: tuple | None = None
-    # (SA, SV) of shape (k + 1, noise_groups): a chain of one probe's
-    # readouts by groups of samples (skacv.estimates.risk._pooled.jackknife_matrices)
+    columns: tuple | None = None  # (coords, Xs): the chains' restricted copy of X~
+    # (SA, SV) of shape (k + 1, noise_groups): one probe's readouts by groups of samples
     by_samples: tuple | None = None
 
 
 @dataclass
 class CurvatureState:
-    """Chains of the robust / mini-batch estimate after step ``k``
-    (:mod:`skacv.estimates.risk._curvature`)."""
+    """Chains of the robust / mini-batch estimate after step ``k``."""
 
     k: int
     Z: np.ndarray  # (n, m) probes
@@ -117,18 +98,16 @@ class CurvatureState:
 
 @dataclass
 class QuadratureState:
-    """The probes and Lanczos process of a linear iteration's quadrature
-    (:func:`skacv.estimates.risk._spectral.lanczos_nodes`)."""
+    """The probes and Lanczos process of a linear iteration's quadrature."""
 
     Z: np.ndarray  # (min(n, p), m)
     lanczos: object  # skacv.linalg._linalg.LanczosState
 
 
 def usable_state(state, kind, n_probes, dtype, T, n):
-    """``state`` if a ``kind`` (a state class of
-    :mod:`skacv.estimates.risk._state`) that chains of ``n_probes`` probes
-    (``None``: exact traces, which keep no state) in ``dtype`` on ``n``
-    samples continue: a prefix of the path of ``T`` steps; else ``None``."""
+    """``state`` if a ``kind`` that chains of ``n_probes`` probes (not exact
+    traces) in ``dtype`` on ``n`` samples continue over a path of ``T``
+    steps, else ``None``."""
     if (isinstance(state, kind) and n_probes is not None and state.m == int(n_probes)
             and state.dtype == dtype and state.k <= T and state.Z.shape[0] == n):
         return state

@@ -76,29 +76,11 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
                       images=None):
     """What the fit keeps for the debiasing: ``W`` and ``s`` (module docstring).
 
-    Parameters
-    ----------
-    design : Design
-        The centred, weighted design of the fit.
-    corrected_residuals : ndarray of shape (n_samples, T + 1)
-        ``R = F K^T`` (:func:`skacv.estimates.risk._estimate.risk_from_memory`).
-    residuals : ndarray of shape (n_samples, T + 1)
-        ``F``, the training residuals ``y~ - X~ x^t``.
-    risk_matrix : ndarray of shape (T + 1, T + 1) or (T + 1,)
-        ``G = R^T R / n``, or its diagonal (the risk path): only the
-        diagonal is read.
-    target : ndarray of shape (n_samples,) or None
-        ``y~``, for ``precision="empirical"`` (:func:`least_squares_statistics`).
-    images : tuple or None
-        ``(X~^T F, K)`` when ``R = F K^T`` and the fit loop computed the
-        residuals' images ``X~^T F`` (shape (n_features, >= T + 1)): then
-        ``X~^T R = (X~^T F) K^T``, ``p T^2`` operations instead of the
-        product with ``X~`` (``n p T``).
-
-    Returns
-    -------
-    stats : DebiasStatistics
-    """
+    ``corrected_residuals`` ``R = F K^T`` and ``residuals`` ``F``, shape
+    (n_samples, T + 1); ``risk_matrix``: ``G`` or its diagonal; ``target``:
+    ``y~`` for ``precision="empirical"``; ``images``: ``(X~^T F, K)`` when the
+    fit loop computed ``X~^T F``, so that ``X~^T R = (X~^T F) K^T`` costs ``p
+    T^2`` instead of ``n p T``. Returns a :class:`DebiasStatistics`."""
     n, p = design.n_eff, design.n_features
     T1 = corrected_residuals.shape[1]
     check_memory(8 * p * T1, f"the debiasing scores ({p} x {T1})",
@@ -115,11 +97,9 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
 
 
 def debias_statistics_from_products(design, products, risk_matrix, target=None):
-    """:func:`debias_statistics` from the residuals' inner products in the
-    features' space (:func:`skacv.estimates.risk._estimate.residual_products` with ``P`` and
-    ``Q`` of :func:`skacv.estimates.risk._estimate.risk_from_products`: ``R = F P + F_v Q``):
-    ``W = (X~^T F P + X~^T F_v Q) / n`` and ``<F_t, R_t>`` the diagonal of
-    ``F^T F P + F^T F_v Q``."""
+    """:func:`debias_statistics` from the residuals' inner products (``R = F P +
+    F_v Q``): ``W = (X~^T F P + X~^T F_v Q) / n`` and ``<F_t, R_t>`` the
+    diagonal of ``F^T F P + F^T F_v Q``."""
     n = design.n_eff
     if products.get("W") is not None:  # the settled form: X~^T R and <F_t, R_t> already
         return _debias_statistics(design, products.W / n, products.FR, risk_matrix, target)
@@ -148,23 +128,10 @@ def _debias_statistics(design, W, FR, risk_matrix, target):
 
 @dataclasses.dataclass(frozen=True)
 class LeastSquaresFit:
-    """The classical least-squares fit behind ``precision="empirical"``.
-
-    Attributes
-    ----------
-    reason : str or None
-        Why the fit is not available (a sentence for the error), else ``None``
-        and the fields below are set.
-    coef : ndarray of shape (n_features,)
-        ``b_ls``.
-    precision_diagonal : ndarray of shape (n_features,)
-        The diagonal of ``(X~^T X~ / n)^{-1}``.
-    noise_variance : float
-        ``s^2``.
-    dof : float
-        ``n - p - c`` (``n = sum(sample_weight)``, ``c = 1`` with an
-        intercept: sample weights count as repetitions).
-    """
+    """The classical least-squares fit behind ``precision="empirical"``:
+    ``reason`` why it is not available (else ``None``), ``coef`` ``b_ls``,
+    ``precision_diagonal`` of ``(X~^T X~ / n)^{-1}``, ``noise_variance``
+    ``s^2`` and ``dof`` ``n - p - c`` (sample weights count as repetitions)."""
 
     reason: str | None = None
     coef: np.ndarray | None = None
@@ -175,20 +142,9 @@ class LeastSquaresFit:
 
 @dataclasses.dataclass(frozen=True)
 class DebiasStatistics:
-    """What the debiasing methods of a fit need (module docstring).
-
-    Attributes
-    ----------
-    score : ndarray of shape (n_features, T + 1)
-        ``W = X~^T R / n`` (Fortran order).
-    offset : ndarray of shape (T + 1,)
-        ``s_t = (2 (A_eff G)_tt - p G_tt) / n``.
-    n_eff : float
-        ``sum(sample_weight)``.
-    n_features : int
-    least_squares : LeastSquaresFit
-        For ``precision="empirical"``.
-    """
+    """What the debiasing methods of a fit need (module docstring): ``score``
+    ``W`` (n_features, T + 1, Fortran order), ``offset`` ``s`` (T + 1,),
+    ``n_eff``, ``n_features`` and ``least_squares``."""
 
     score: np.ndarray
     offset: np.ndarray
@@ -198,23 +154,9 @@ class DebiasStatistics:
 
 
 def least_squares_statistics(design, target):
-    """The classical least-squares fit behind ``precision="empirical"``.
-
-    Parameters
-    ----------
-    design : Design
-        The centred, weighted design ``X~`` of the fit.
-    target : ndarray of shape (n_samples,) or None
-        ``y~``, the centred, weighted response.
-
-    Returns
-    -------
-    stats : LeastSquaresFit
-        When the fit is not available (``n - p - c <= 0``, more than
-        the speed policy's ``empirical_max_features`` features, a singular
-        Gram matrix)
-        only its ``reason`` is set, a sentence for the error.
-    """
+    """The :class:`LeastSquaresFit` of ``design`` and ``target`` (``y~``), only
+    its ``reason`` when not available (``n - p - c <= 0``, more than
+    ``empirical_max_features`` features, a singular Gram matrix)."""
     n, p = design.n_eff, design.n_features
     dof = n - p - (1 if design.fit_intercept else 0)
     if target is None:
@@ -271,24 +213,9 @@ def _least_squares_fit(design, target, dof):
 
 
 def check_precision(precision, n_features):
-    """Validate ``precision``: ``None`` (identity), ``"empirical"`` or a symmetric matrix.
-
-    Parameters
-    ----------
-    precision : None, array-like or sparse matrix of shape (n_features, n_features)
-    n_features : int
-
-    Returns
-    -------
-    precision : None, "empirical", ndarray or sparse matrix (CSR)
-        ``None`` stands for the identity.
-
-    Raises
-    ------
-    ValueError
-        For another string, a wrong shape, non-finite entries, an asymmetric
-        matrix or a non-positive diagonal.
-    """
+    """Validate ``precision``: ``None`` (the identity), ``"empirical"``, or a
+    symmetric matrix with a positive diagonal (returned as an ndarray or CSR);
+    ``ValueError`` otherwise."""
     if precision is None:
         return None
     if isinstance(precision, str):
@@ -415,16 +342,13 @@ class UncertaintyMixin:
         return stats
 
     def _coef_is_iterate(self, iteration):
-        """Record that ``coef_`` is now the stored path's iterate ``iteration``
-        (:func:`~skacv.model_selection._results.set_iterate`: the choice of
-        :class:`~skacv.TrajectoryEarlyStoppingCV`), the default of the methods
-        below while ``coef_`` stays that array; ``None``: ``coef_`` is a
-        converged fit, no iterate (``search="path"``)."""
+        """Record that ``coef_`` is now the path's iterate ``iteration`` (``None``:
+        a converged fit, no iterate), the methods' default while ``coef_`` stays
+        that array."""
         self._coef_iterate = (None if iteration is None else int(iteration), self.coef_)
 
     def _current_iterate(self):
-        """The iterate of ``coef_``: the one recorded by
-        :meth:`_coef_is_iterate`, else the last."""
+        """The iterate recorded by :meth:`_coef_is_iterate`, else the last."""
         record = getattr(self, "_coef_iterate", None)
         if record is not None and record[1] is self.coef_:
             if record[0] is None:
