@@ -25,14 +25,7 @@ CRITERIA = {"risk": ("risk_path_", "estimate_risk"), "loo": ("loo_path_", "estim
 #: the estimates a candidate fit reports (cv_results_ columns)
 PATH_ATTRS = ("risk_path_", "loo_path_", "risk_reliable_")
 
-# criterion="auto" keeps the risk estimate for the linear least-squares
-# solvers: its corrected residuals cost ``~4 n T^2`` flops for ``T`` steps
-# (twice that over the stages), more than the block of folds (about 3 fits
-# of ``4 n p T``) once ``T`` exceeds about 1.5 ``n_features``, but it needs
-# no refit. Where the folds run as one block (ISTA, FISTA), K-fold CV along
-# the path is matched in time (``fold_alignment="time"``): the folds train
-# on ``(K - 1) / K`` of the data, which shifts their best iteration. The
-# measured regrets are in docs/internals.rst.
+# (the measured regrets of criterion="auto"'s choices: docs/internals.rst)
 
 
 def few_samples(n_samples, n_features, n_folds, statistics):

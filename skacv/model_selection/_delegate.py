@@ -19,6 +19,26 @@ def _estimator_has(attr):
     return check
 
 
+def routed_params(search, method, sample_weight, params):
+    """The metadata of ``search``'s ``method`` for its estimator's."""
+    if _routing_enabled():
+        if sample_weight is not None:
+            params = {**params, "sample_weight": sample_weight}
+        return dict(getattr(process_routing(search, method, **params).estimator, method))
+    _raise_for_params(params, search, method)
+    return {} if sample_weight is None else {"sample_weight": sample_weight}
+
+
+def _fitted(name, doc):
+    """A property: the fitted ``estimator_``'s ``name``."""
+
+    def get(self):
+        check_is_fitted(self)
+        return getattr(self.estimator_, name)
+
+    return property(get, doc=doc)
+
+
 def _delegated(method, summary, returns):
     """``estimator_``'s ``method`` on ``X`` (available if the estimator has it;
     ``predict`` always)."""
@@ -46,24 +66,10 @@ class SelectedIterateMixin:
     """``coef_``, ``intercept_``, ``classes_``, the predictions and ``score``
     of the selected iterate (``estimator_``'s)."""
 
-    @property
-    def coef_(self):
-        """Coefficients of the selected iterate (``estimator_.coef_``)."""
-        check_is_fitted(self)
-        return self.estimator_.coef_
-
-    @property
-    def intercept_(self):
-        """Intercept of the selected iterate (``estimator_.intercept_``)."""
-        check_is_fitted(self)
-        return self.estimator_.intercept_
-
-    @property
-    def classes_(self):
-        """Class labels (classifiers only)."""
-        check_is_fitted(self)
-        return self.estimator_.classes_
-
+    coef_ = _fitted("coef_", "Coefficients of the selected iterate (``estimator_.coef_``).")
+    intercept_ = _fitted("intercept_",
+                         "Intercept of the selected iterate (``estimator_.intercept_``).")
+    classes_ = _fitted("classes_", "Class labels (classifiers only).")
     predict = _delegated("predict", "Predict with the selected iterate.",
                          "y_pred : ndarray of shape (n_samples,)")
     predict_proba = _delegated("predict_proba", "Class probabilities of the selected iterate.",
@@ -91,11 +97,5 @@ class SelectedIterateMixin:
         score : float
         """
         check_is_fitted(self)
-        if _routing_enabled():
-            if sample_weight is not None:
-                score_params = {**score_params, "sample_weight": sample_weight}
-            kwargs = process_routing(self, "score", **score_params).estimator.score
-        else:
-            _raise_for_params(score_params, self, "score")
-            kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
+        kwargs = routed_params(self, "score", sample_weight, score_params)
         return self.estimator_.score(X, y, **kwargs)

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
+from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping
 
 from .._policy import current_policies
 from ..exceptions import UnreliableEstimateWarning
@@ -26,14 +26,12 @@ from ..utils._compat import (
     _fit_context,
     _num_features,
     _num_samples,
-    _raise_for_params,
-    _routing_enabled,
 )
 from ._alpha_path import risk_alpha_path, supports_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA, resolve_auto, switch_estimates
 from ._dask_search import sufficient_search
-from ._delegate import SelectedIterateMixin
+from ._delegate import SelectedIterateMixin, routed_params
 from ._kfold_search import full_fit, kfold_splits
 from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
 from ._path_search import fit_path_search, warn_converged
@@ -358,14 +356,6 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             .add(caller="score", callee="score"),
         )
 
-    def _route_fit(self, sample_weight, params):
-        if _routing_enabled():
-            if sample_weight is not None:
-                params = {**params, "sample_weight": sample_weight}
-            return dict(process_routing(self, "fit", **params).estimator.fit)
-        _raise_for_params(params, self, "fit")
-        return {} if sample_weight is None else {"sample_weight": sample_weight}
-
     # ---------------------------------------------------------------- fit
     def _prepared(self, params):
         """The clone of a grid point, seeded, with the estimates of the criterion."""
@@ -404,14 +394,13 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             Fitted meta-estimator.
         """
         check_protocol(self.estimator)
-        routed = self._route_fit(sample_weight, fit_params)
+        routed = routed_params(self, "fit", sample_weight, fit_params)
         dask = is_dask(X, y, routed.get("sample_weight"))
-        if not dask:
-            y = one_target(y)
         source = None  # on a Dask input, the rows behind the compressed sample
         if dask:  # one pass over the rows (_dask_search)
             X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
         else:
+            y = one_target(y)
             self._resolve(X)
             self._splits = self._folds(X, y)
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
