@@ -26,6 +26,7 @@ from ..linalg._design import release_shared
 from ._candidates import fit_candidates
 from ._path_search import joint_argmin, score_alpha_path, set_choice
 from ._results import cv_results
+from ._stages import finite_min
 
 
 def mixing_grid(param_grid):
@@ -84,9 +85,7 @@ class _Walk:
         return self.scores[k]
 
     def best_converged(self, k):
-        score = self.score(k).score
-        finite = score[np.isfinite(score)]
-        return float(finite.min()) if finite.size else np.inf
+        return finite_min(self.score(k).score)
 
     def fit(self, k):
         """``fit(rows, limits)`` of :func:`joint_argmin` for ``l1_ratio`` ``k``,

@@ -173,13 +173,6 @@ def converged_choice(scores, row, joint_min, trajectory_min, trajectory_iteratio
                            int(trajectory_iteration))
 
 
-def trajectory_mins(fitted, criterion):
-    """``{row: the smallest selectable criterion of its trajectory}`` of the
-    fitted rows (``fitted``: ``{row: [paths, ...]}``)."""
-    attr = CRITERIA[criterion][0]
-    return {r: finite_min(selectable(entry[0], attr)) for r, entry in fitted.items()}
-
-
 @dataclasses.dataclass
 class PathChoice:
     """The joint argmin of :func:`joint_argmin`."""
@@ -210,12 +203,13 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol, floor=0.0, walk_rtol=0
     a = int(np.argmin(limits))  # the converged fits' choice
     n_grid = len(scores.values)
     fitted = {}  # row -> [paths, fit time, estimator or None]
+    attr = CRITERIA[criterion][0]
     rows = widen_rows({}, a, n_grid, neighbors)
     while rows:
         paths, times, kept = fit(rows, [float(limits[r]) for r in rows])
         for j, r in enumerate(rows):
             fitted[r] = [paths[j], times[j], kept[j]]
-        mins = trajectory_mins(fitted, criterion)
+        mins = {r: finite_min(selectable(entry[0], attr)) for r, entry in fitted.items()}
         best = min(mins.values())
         for r, entry in fitted.items():
             if r != a and mins[r] > best + rtol * abs(best):
