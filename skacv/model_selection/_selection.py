@@ -441,24 +441,24 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     def _search_with_fallback(self, X, y, routed, source, auto_risk, dask):
         """The search; with ``criterion="auto"``, again with K-fold CV where
         the risk estimate is undefined or flagged where the choice lies."""
-        why = None
         try:
             with rows_behind(source):
                 self._search(X, y, routed)
-            why = None if dask else self._unreliable_risk()
+            why = None if not auto_risk or self._converged else unreliable_risk(
+                self._selected_paths.get("risk_reliable_"), self.best_iteration_,
+                self.n_iter_no_change)
         except UndefinedEstimate as exc:
             if not auto_risk:
                 raise
             why = str(exc)
-        if why is not None:
-            # no no-refit estimate is reliable here: K-fold CV, and say why
-            warnings.warn(
-                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
-                f"the risk estimate: {why} Set criterion='kfold' to skip the estimate, or "
-                "criterion='loo' (exact leave-one-out, slower) to keep a no-refit choice.",
-                UnreliableEstimateWarning, stacklevel=2)
         if why is None:
             return
+        # no no-refit estimate is reliable here: K-fold CV, and say why
+        warnings.warn(
+            f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
+            f"the risk estimate: {why} Set criterion='kfold' to skip the estimate, or "
+            "criterion='loo' (exact leave-one-out, slower) to keep a no-refit choice.",
+            UnreliableEstimateWarning, stacklevel=2)
         self.criterion_, self._loo_subsample, self._both = "kfold", None, False
         try:
             self._splits = self._folds(X, y)
@@ -473,17 +473,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         # design of X (one centred copy, one Gram matrix; skacv.linalg._design)
         self._converged = None  # search="path" may select the converged fit
         with shared_designs():
-            if self.search_ == "path":
-                self._fit_path_search(X, y, routed)
-            else:
+            if self.search_ == "grid":
                 self._fit_grid_search(X, y, routed)
-
-    def _unreliable_risk(self):
-        """Why the risk of an ``"auto"`` choice cannot be trusted, or ``None``."""
-        if not (self.criterion == "auto" and self.criterion_ == "risk") or self._converged:
-            return None
-        return unreliable_risk(self._selected_paths.get("risk_reliable_"),
-                               self.best_iteration_, self.n_iter_no_change)
+            elif mixing_grid(self.param_grid) is not None:  # (and over l1_ratio)
+                fit_mixing_search(self, X, y, routed)
+            else:
+                fit_path_search(self, X, y, routed)
 
     def _candidates(self):
         if self.param_grid is None:
@@ -508,11 +503,6 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     def _alpha_path(self, estimator, X, y, **kwargs):
         """:func:`skacv.risk_alpha_path` (a test double of the search overrides it)."""
         return risk_alpha_path(estimator, X, y, **kwargs)
-
-    def _fit_path_search(self, X, y, fit_params):
-        if mixing_grid(self.param_grid) is not None:  # (and over l1_ratio)
-            return fit_mixing_search(self, X, y, fit_params)
-        return fit_path_search(self, X, y, fit_params)
 
     def _warn_boundary(self):
         """A choice on the edge of the grid or at ``max_iter`` (``warn_boundary``)."""
