@@ -20,23 +20,11 @@ from ._stages import finite_min, fit_stages, selectable
 def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
                   n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
                   probe_goal="level", limit=None, defer_uq=False, checks=None):
-    """Fit one grid point; return it with its estimate paths and fit time
-    (``probe_goal``: :class:`~skacv.estimators._setup.FitPlan`'s;
-    ``policies``: the search's ``(speed, statistics)``; ``defer_uq``: the
-    debiasing statistics wait for the selection, :func:`fit_stages`
-    (``checks``: the search's shared first validation, its too), and
-    K-fold CV's full fit may wait too: a
-    :class:`~skacv.model_selection._kfold_search.DeferredFull`, resolved by
-    :func:`~skacv.model_selection._kfold_search.full_fit`).
-
-    With ``n_iter_no_change``, the path is grown in stages by warm-started
-    refits (which continue the path bit for bit, and the Jacobian chains of
-    the risk estimate) until the estimate ``attr`` cannot plausibly fall
-    below its minimum any more (:func:`~skacv.model_selection._stages.stops`:
-    no improvement during the patience, and ``limit``, the criterion of the
-    converged fit where it is known, not below the minimum), or ``max_iter``
-    is reached (:mod:`skacv.model_selection._stages`).
-    """
+    """Fit one grid point (K-fold CV along the path, or its estimate grown in
+    stages: :func:`~skacv.model_selection._stages.fit_stages`); return it
+    (with ``defer_uq``, K-fold CV's full fit may wait: a
+    :class:`~skacv.model_selection._kfold_search.DeferredFull`), its
+    estimate paths and fit time."""
     with warnings.catch_warnings():
         if attr != "risk_path_":
             # the risk is only reported (cv_results_, with risk_reliable): its
@@ -53,11 +41,8 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
                    checks=None):
     """Fit every candidate of ``search`` (``limits``: the criterion of each
     one's converged fit, or ``None``); return their estimate paths, fit
-    times and, with ``prune``, only the fitted estimators that can still
-    win (by index; all of them without ``prune``). A kept estimator may be
-    a :class:`~skacv.model_selection._kfold_search.DeferredFull` (the
-    sequential search's K-fold candidates): the selection resolves it by
-    :func:`~skacv.model_selection._kfold_search.full_fit`."""
+    times and ``{index: fitted estimator}``, with ``prune`` only of those
+    that can still win (a ``DeferredFull`` is resolved by ``full_fit``)."""
     attr = CRITERIA[search.criterion_][0]
     attrs = PATH_ATTRS
     limits = [None] * len(candidates) if limits is None else limits

@@ -24,21 +24,11 @@ from ..linalg._linalg import independent_columns
 
 
 def converged_risk(train_mse, df, n_eff, statistics):
-    """``train_mse / (1 - df / n_eff)^2``, ``inf`` where ``df >= df_high *
-    n_eff`` (the ``statistics`` policy's; the fit nearly interpolates: the
-    factor exceeds 1e4 and the estimate divides vanishing residuals by a
-    vanishing ``1 - df / n_eff``, as ``risk_reliable_`` flags such iterates along a trajectory).
-
-    Parameters
-    ----------
-    train_mse, df : float or ndarray of shape (n_alphas,)
-        ``||y~ - X~ b||^2 / n_eff`` and the degrees of freedom of each fit.
-    n_eff : float
-
-    Returns
-    -------
-    risk : ndarray of the shape of ``train_mse``
-    """
+    """``train_mse / (1 - df / n_eff)^2`` (float or shape (n_alphas,);
+    ``train_mse = ||y~ - X~ b||^2 / n_eff``), ``inf`` where ``df >= df_high *
+    n_eff``: the fit nearly interpolates and the estimate divides vanishing
+    residuals by a vanishing ``1 - df / n_eff`` (as ``risk_reliable_`` flags
+    such iterates along a trajectory)."""
     train_mse, df = np.asarray(train_mse, dtype=np.float64), np.asarray(df, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(df < statistics.df_high * n_eff, train_mse / (1.0 - df / n_eff) ** 2,
@@ -55,14 +45,8 @@ def duplicate_labels(design):
     fitted values have the divergence of one, ``rank(X~_S)`` (Tibshirani &
     Taylor 2012). Candidates are the columns with equal projections on two
     random directions (one product with ``X~^T``), checked column against
-    column (the statistical policy's ``duplicate_tol``: by default the square
-    root of the dtype's resolution, at most ``1e-5``). Other exact linear
-    relations between columns (every level of a one-hot encoded feature beside an intercept)
-    are found only where ``X~^T X~`` is at hand (:class:`SupportDF`).
-
-    Returns
-    -------
-    labels : ndarray of shape (n_features,), int
+    column (the statistical policy's ``duplicate_tol``). Returns an int
+    array of shape (n_features,).
     """
     p = design.n_features
     labels = np.arange(p)
@@ -165,37 +149,23 @@ def _columns_gram(design, cols):
 
 class SupportDF:
     """The Lasso path's df: ``rank(X~_S)`` of each support ``S`` (Tibshirani
-    & Taylor 2012). A solution may keep linearly dependent columns: a
+    & Taylor 2012), called on a solution ``coef`` (an int, without the
+    intercept). A solution may keep linearly dependent columns: a
     coefficient split between duplicates, or every level of a one-hot
-    encoded feature beside the intercept (their centred columns sum to
-    zero; the L1 norm is flat along that shift when half of the levels'
-    coefficients lie on each side).
+    encoded feature beside the intercept (the L1 norm is flat along that
+    shift when half of the levels' coefficients lie on each side).
 
-    In the covariance form (``C = X~^T X~`` known) ``C`` is factorised once
-    (:func:`~skacv.linalg._linalg.independent_columns`): when ``X~`` has full
-    column rank so has every ``X~_S`` (``df = |S|``); else the rank of
-    ``C_SS`` is taken for every new support. On the columns of ``X~``
-    (``p > n``: ``X~`` is rank-deficient, and a factorisation per support
-    would cost more than the path) the relations looked for are those of
-    real designs: among the indicator columns (:func:`binary_columns`, at
-    most the statistical policy's ``binary_relations_max``; their Gram matrix
-    is factorised once, and, when singular, the rank of the support's indicators is taken) and
-    duplicates up to sign among the others (:func:`duplicate_labels`). An
-    exact relation among other columns (a total beside its parts) is not
-    detected there. df is at most the rows of ``X~`` of positive weight,
-    less one with an intercept.
-
-    Parameters
-    ----------
-    design : Design
-        The path's centred, weighted ``X~``.
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-        The data of ``design`` (its indicator columns are read there).
-    covariance : ndarray of shape (n_features, n_features), default=None
-        ``C = X~^T X~`` when the path runs in the covariance form.
-
-    Calling it on a solution ``coef`` of shape (n_features,) gives its df
-    (an int, without the intercept).
+    With ``covariance`` (``C = X~^T X~``, the covariance form) ``C`` is
+    factorised once: when ``X~`` has full column rank so has every
+    ``X~_S`` (``df = |S|``); else the rank of ``C_SS`` is taken for every
+    new support. Otherwise (``p > n``: a factorisation per support would
+    cost more than the path) the relations looked for are those of real
+    designs: among the indicator columns of ``X`` (:func:`binary_columns`,
+    at most ``binary_relations_max``; their Gram matrix factorised once)
+    and duplicates up to sign (:func:`duplicate_labels`); an exact relation
+    among other columns (a total beside its parts) is missed. df is at most
+    the rows of ``X~`` (``design``) of positive weight, less one with an
+    intercept.
     """
 
     def __init__(self, design, X, covariance=None):
@@ -251,42 +221,26 @@ class RidgeSupportDF:
 
     ``G_S = X~_S^T X~_S``, ``c = n_eff l2`` (Zou, Hastie & Tibshirani 2007 for
     the elastic net's degrees of freedom, Tibshirani & Taylor 2012 for the
-    support's local constancy). Dependent columns need no special care:
-    ``G_S + c I`` is positive definite. The trace comes from the Cholesky
-    factor ``L`` of ``G_S + c I``: ``||L^{-1}||_F^2`` (``|S|^3 / 3`` flops
-    each). ``G_S`` is read from ``C = X~^T X~`` in the covariance form, else
-    from the Gram matrix of every column of a support so far, grown by the
-    new columns' products (a path's supports mostly grow: ``n U^2`` flops
-    over the path for ``U`` columns, instead of ``n |S|^2`` per penalty).
-    That Gram matrix is kept in the design's cache: the paths of the other
-    mixings on the same design (a search over ``l1_ratio``, whose fits share
-    it) grow it further instead of forming their own. A support wider than
-    the rows is counted on the rows' side when that costs fewer flops: ``df =
+    support's local constancy), called on ``(coef, l2)`` (a float, without
+    the intercept). ``G_S + c I`` is positive definite: its Cholesky factor
+    ``L`` gives the trace, ``||L^{-1}||_F^2``. ``G_S`` is read from
+    ``covariance`` (``C = X~^T X~``) in the covariance form, else from the
+    Gram matrix of every column of a support so far, grown by the new
+    columns' products (a path's supports mostly grow) and kept in the
+    design's cache for the other mixings' paths. A support wider than the
+    rows is counted on the rows' side when that costs fewer flops: ``df =
     n - c tr((K_S + c I)^{-1})``, ``K_S = X~_S X~_S^T`` (the cached ``X~ X~^T``
     less the columns outside ``S``, or the support's columns).
-
-    Parameters
-    ----------
-    design : Design
-        The path's centred, weighted ``X~``.
-    covariance : ndarray of shape (n_features, n_features), default=None
-        ``C = X~^T X~`` when the path runs in the covariance form.
-
-    Calling it on ``(coef, l2)`` gives the df of the solution (a float,
-    without the intercept).
     """
 
     def __init__(self, design, covariance=None):
         self.design, self.covariance = design, covariance
 
     def _columns_gram(self):
-        """The design's shared Gram matrix of the supports' columns:
-        ``(cols, pos, gram, copies)``, ``cols`` in the order they came
-        (``pos[j]`` the place of column ``j``, ``-1`` if absent), ``gram`` a
-        buffer whose leading ``cols.size`` square block is ``X~_cols^T
-        X~_cols``, ``copies`` one whose leading ``cols.size`` columns are
-        ``X~_cols`` (float64, Fortran order: a new column's products with
-        them need no gather)."""
+        """The design's shared ``(cols, pos, gram, copies)``: ``cols`` in the
+        order they came (``pos[j]`` the place of column ``j``, ``-1`` if
+        absent), buffers whose leading blocks are ``X~_cols^T X~_cols`` and
+        ``X~_cols`` (float64, Fortran order: no gather for a new column)."""
         cache = self.design.cache
         if "support_gram" not in cache:
             cache["support_gram"] = (np.zeros(0, dtype=np.intp),
@@ -328,11 +282,10 @@ class RidgeSupportDF:
 
     def _rows_plan(self, S):
         """How to form ``K_S = X~_S X~_S^T`` when the ``n x n`` side costs
-        fewer flops than the support's (a support wider than the rows):
-        ``"rest"`` (the cached ``X~ X~^T`` less the columns outside ``S``),
-        ``"support"`` (from the support's columns), or ``None`` (the
-        support's side). Flop counts: a Cholesky factor and its inverse
-        ``2 m^3 / 3`` for order ``m``, a Gram matrix of ``k`` columns ``n^2 k``."""
+        fewer flops: ``"rest"`` (the cached ``X~ X~^T`` less the columns
+        outside ``S``), ``"support"`` (its columns), or ``None`` (the
+        support's side). A Cholesky factor and its inverse cost ``2 m^3 / 3``,
+        a Gram matrix of ``k`` columns ``n^2 k``."""
         d = self.design
         n, s = d.n_samples, S.size
         if self.covariance is not None or s <= n:

@@ -25,14 +25,7 @@ CRITERIA = {"risk": ("risk_path_", "estimate_risk"), "loo": ("loo_path_", "estim
 #: the estimates a candidate fit reports (cv_results_ columns)
 PATH_ATTRS = ("risk_path_", "loo_path_", "risk_reliable_")
 
-# criterion="auto" keeps the risk estimate for the linear least-squares
-# solvers: its corrected residuals cost ``~4 n T^2`` flops for ``T`` steps
-# (twice that over the stages), more than the block of folds (about 3 fits
-# of ``4 n p T``) once ``T`` exceeds about 1.5 ``n_features``, but it needs
-# no refit. Where the folds run as one block (ISTA, FISTA), K-fold CV along
-# the path is matched in time (``fold_alignment="time"``): the folds train
-# on ``(K - 1) / K`` of the data, which shifts their best iteration. The
-# measured regrets are in docs/internals.rst.
+# (the measured regrets of criterion="auto"'s choices: docs/internals.rst)
 
 
 def few_samples(n_samples, n_features, n_folds, statistics):
@@ -42,11 +35,9 @@ def few_samples(n_samples, n_features, n_folds, statistics):
 
 
 def resolve_auto(estimator, n_samples, n_features, cv, policies):
-    """``(criterion_, loo_subsample, both)`` of ``criterion="auto"`` for a
-    search with folds ``cv``: :func:`auto_criterion`, or K-fold CV along the
-    path for few samples (:func:`few_samples`) with a warning that says why
-    (from the user's call of the search's ``fit``); ``both``:
-    :func:`reports_both`; ``policies``: the search's ``(speed, statistics)``."""
+    """``(criterion_, loo_subsample, both)`` of ``criterion="auto"``:
+    :func:`auto_criterion`, or K-fold CV along the path for few samples
+    (:func:`few_samples`, with a warning); ``both``: :func:`reports_both`."""
     statistics = policies[1]
     n_folds = cv if isinstance(cv, Integral) else 5
     criterion, sub = auto_criterion(estimator, n_samples, n_features, n_folds, policies)
@@ -63,9 +54,7 @@ def resolve_auto(estimator, n_samples, n_features, cv, policies):
 
 def reports_both(criterion, n_samples, n_features, statistics):
     """Whether ``criterion="auto"``, resolved to ``criterion``, computes the
-    other estimate too (both in ``cv_results_``): leave-one-out on a small
-    problem (``n_samples * n_features`` at most the statistical policy's
-    ``auto_both_size``)."""
+    other estimate too: leave-one-out on a small problem (``auto_both_size``)."""
     return n_samples * n_features <= statistics.auto_both_size and criterion == "loo"
 
 
@@ -100,31 +89,22 @@ def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked, policy):
 
 def auto_criterion(estimator, n_samples, n_features, n_folds, policies):
     """``(criterion, loo_subsample)`` chosen by ``criterion="auto"`` before
-    the fit: an estimate that needs no refit, ``"risk"`` or ``"loo"``, never
-    ``"kfold"`` (K-fold CV replaces it only when the fitted estimate says it
-    is unreliable, or when the ISTA/FISTA chains would cost more than the
-    folds: see :class:`~skacv.TrajectoryEarlyStoppingCV`).
+    the fit, ``"risk"`` or ``"loo"``, never ``"kfold"``.
 
-    * Estimators with only one of the two estimates: that one
-      (``TrajectoryLogisticRegression``: leave-one-out, sized as below).
+    * Estimators with only one of the two estimates: that one.
     * Linear iterations of least squares (``IterativeRidge`` with "gd",
-      "nesterov", "heavy_ball", "eigenpro"): ``"risk"``, computed spectrally
-      (exact traces when cheap, ``n_probes="auto"``), deterministic and
-      cheaper than any leave-one-out. (With a path longer than about 1.5
-      times the features its corrected residuals, ``n T^2``, cost more
-      than the folds run as one block: it is kept, the folds are a refit.)
+      "nesterov", "heavy_ball", "eigenpro"): ``"risk"``, computed spectrally,
+      cheaper than any leave-one-out (kept even where its ``n T^2``
+      corrected residuals cost more than the folds: they are a refit).
     * ISTA and FISTA of the Lasso: ``"risk"``, the memory-matrix estimate
-      (Bellec & Tan 2024): their exact leave-one-out costs a restricted Gram
-      product per sample and step (10 to 100 fits).
-    * Everything else that tracks leave-one-out (proximal SGD, robust and
-      logistic losses): ``"loo"``. Iterative approximate leave-one-out costs
-      time linear in the path length and in the tracked samples
-      (:func:`loo_cost_in_fits`); every sample is tracked up to
-      the statistical policy's ``auto_loo_samples``, above a random
-      subsample (a control-variate estimate) of as many samples as fit in
-      the larger of the K-fold budget (``n_folds - 1`` fits) and ``SpeedPolicy.auto_cheap_flops``,
-      between ``auto_loo_samples`` and ``auto_loo_samples_max`` (unless the
-      estimator sets ``loo_options["subsample"]`` itself).
+      (Bellec & Tan 2024): their exact leave-one-out costs 10 to 100 fits.
+    * Everything else (proximal SGD, robust and logistic losses):
+      ``"loo"``, whose cost is linear in the tracked samples
+      (:func:`loo_cost_in_fits`): every sample up to ``auto_loo_samples``,
+      above a random subsample of as many as fit in the larger of the
+      K-fold budget (``n_folds - 1`` fits) and ``auto_cheap_flops``, between
+      ``auto_loo_samples`` and ``auto_loo_samples_max`` (unless the estimator
+      sets ``loo_options["subsample"]`` itself).
     """
     params = estimator.get_params(deep=False)
     has_risk, has_loo = "estimate_risk" in params, "estimate_loo" in params
@@ -150,16 +130,11 @@ def auto_criterion(estimator, n_samples, n_features, n_folds, policies):
 
 def switch_estimates(est, own, criterion, auto, loo_subsample=None, both=False):
     """Switch on the estimate of ``criterion`` in the clone ``est`` of a grid
-    point (``own``: the parameters of the search's estimator) and the others
-    as the search needs them; returns ``est``.
-
-    With ``"kfold"`` the folds are the estimate (and with ``"loo"`` chosen
-    explicitly, the leave-one-out): the others stay on only
-    where the estimator switches them on against its class default. With
-    ``auto`` (``criterion="auto"`` resolved to ``criterion``) the other
-    estimate is computed when ``both`` (both cheap) and it exists, or when
-    asked for; ``loo_subsample`` sizes the leave-one-out of ``"loo"``.
-    """
+    point (``own``: the search's estimator's parameters) and the others as
+    the search needs them; returns ``est``. With ``"kfold"`` (or ``"loo"``
+    chosen explicitly) the others stay on only where the estimator switches
+    them on against its class default; with ``auto``, the other estimate is
+    computed when ``both`` and it exists, or when asked for."""
     flag = CRITERIA[criterion][1]
     if flag in own:
         est.set_params(**{flag: True})

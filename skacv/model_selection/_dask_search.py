@@ -18,15 +18,9 @@ from ..linalg._dask import (
 
 
 def check_dask_search(estimator, criterion):
-    """Refuse a search on a Dask input whose estimator needs single rows
-    (:func:`~skacv.estimators._dask_fit.check_dask_solver`) or whose criterion is
-    leave-one-out.
-
-    Raises
-    ------
-    ValueError
-        What is not supported on a Dask input and what to use instead.
-    """
+    """Refuse (ValueError) a search on a Dask input whose estimator needs
+    single rows (:func:`~skacv.estimators._dask_fit.check_dask_solver`) or
+    whose criterion is leave-one-out."""
     check_dask_solver(estimator)
     if criterion == "loo" or estimator.get_params(deep=False).get("estimate_loo"):
         raise ValueError(
@@ -40,20 +34,12 @@ def check_dask_search(estimator, criterion):
 
 def sufficient_search(search, X, y, params):
     """``TrajectoryEarlyStoppingCV.fit``'s data on a Dask input: resolves the
-    criterion and the folds on the rows (the search's own ``_resolve`` and
-    ``_folds``), then one pass gives every fold's moments and their
-    compressed sample, the folds as its blocks of rows.
-
-    Returns
-    -------
-    X, y, params, splits
-        The compressed sample (``params["sample_weight"]`` its weights) and
-        the folds on its rows (``None`` without K-fold).
-    source : RowSource
-        The rows behind the sample, to set as
-        :data:`~skacv.linalg._sampling.ROW_SOURCE` while the candidates are
-        fitted (``rows_behind(source)``): their Hutchinson probes are then
-        those of the rows, one pass per seed for the whole search.
+    criterion and the folds on the rows, then one pass gives every fold's
+    moments and their compressed sample. Returns ``X, y, params, splits``
+    (the compressed sample, ``params["sample_weight"]`` its weights, and the
+    folds as its blocks of rows, ``None`` without K-fold) and ``source``, the
+    rows behind the sample (``rows_behind(source)`` while the candidates are
+    fitted: their Hutchinson probes are then those of the rows).
     """
     X, y, w, names = dask_rows(X, y, params.get("sample_weight"))
     search._resolve(X)

@@ -19,86 +19,67 @@ def _estimator_has(attr):
     return check
 
 
+def routed_params(search, method, sample_weight, params):
+    """The metadata of ``search``'s ``method`` for its estimator's."""
+    if _routing_enabled():
+        if sample_weight is not None:
+            params = {**params, "sample_weight": sample_weight}
+        return dict(getattr(process_routing(search, method, **params).estimator, method))
+    _raise_for_params(params, search, method)
+    return {} if sample_weight is None else {"sample_weight": sample_weight}
+
+
+def _fitted(name, doc):
+    """A property: the fitted ``estimator_``'s ``name``."""
+
+    def get(self):
+        check_is_fitted(self)
+        return getattr(self.estimator_, name)
+
+    return property(get, doc=doc)
+
+
+def _delegated(method, summary, returns):
+    """``estimator_``'s ``method`` on ``X`` (available if the estimator has it;
+    ``predict`` always)."""
+
+    def delegate(self, X):
+        check_is_fitted(self)
+        return getattr(self.estimator_, method)(X)
+
+    delegate.__name__ = method
+    delegate.__qualname__ = f"SelectedIterateMixin.{method}"
+    delegate.__doc__ = f"""{summary}
+
+        Parameters
+        ----------
+        X : {{array-like, sparse matrix}} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        {returns}
+        """
+    return delegate if method == "predict" else available_if(_estimator_has(method))(delegate)
+
+
 class SelectedIterateMixin:
     """``coef_``, ``intercept_``, ``classes_``, the predictions and ``score``
     of the selected iterate (``estimator_``'s)."""
 
-    @property
-    def coef_(self):
-        """Coefficients of the selected iterate (``estimator_.coef_``)."""
-        check_is_fitted(self)
-        return self.estimator_.coef_
-
-    @property
-    def intercept_(self):
-        """Intercept of the selected iterate (``estimator_.intercept_``)."""
-        check_is_fitted(self)
-        return self.estimator_.intercept_
-
-    @property
-    def classes_(self):
-        """Class labels (classifiers only)."""
-        check_is_fitted(self)
-        return self.estimator_.classes_
-
-    def predict(self, X):
-        """Predict with the selected iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-        """
-        check_is_fitted(self)
-        return self.estimator_.predict(X)
-
-    @available_if(_estimator_has("predict_proba"))
-    def predict_proba(self, X):
-        """Class probabilities of the selected iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        proba : ndarray of shape (n_samples, n_classes)
-        """
-        check_is_fitted(self)
-        return self.estimator_.predict_proba(X)
-
-    @available_if(_estimator_has("predict_log_proba"))
-    def predict_log_proba(self, X):
-        """Log of the class probabilities of the selected iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        log_proba : ndarray of shape (n_samples, n_classes)
-        """
-        check_is_fitted(self)
-        return self.estimator_.predict_log_proba(X)
-
-    @available_if(_estimator_has("decision_function"))
-    def decision_function(self, X):
-        """Decision function of the selected iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-
-        Returns
-        -------
-        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
-        """
-        check_is_fitted(self)
-        return self.estimator_.decision_function(X)
+    coef_ = _fitted("coef_", "Coefficients of the selected iterate (``estimator_.coef_``).")
+    intercept_ = _fitted("intercept_",
+                         "Intercept of the selected iterate (``estimator_.intercept_``).")
+    classes_ = _fitted("classes_", "Class labels (classifiers only).")
+    predict = _delegated("predict", "Predict with the selected iterate.",
+                         "y_pred : ndarray of shape (n_samples,)")
+    predict_proba = _delegated("predict_proba", "Class probabilities of the selected iterate.",
+                               "proba : ndarray of shape (n_samples, n_classes)")
+    predict_log_proba = _delegated(
+        "predict_log_proba", "Log of the class probabilities of the selected iterate.",
+        "log_proba : ndarray of shape (n_samples, n_classes)")
+    decision_function = _delegated(
+        "decision_function", "Decision function of the selected iterate.",
+        "scores : ndarray of shape (n_samples,) or (n_samples, n_classes)")
 
     def score(self, X, y, sample_weight=None, **score_params):
         """The estimator's ``score`` (R^2, accuracy) at the selected iterate.
@@ -116,11 +97,5 @@ class SelectedIterateMixin:
         score : float
         """
         check_is_fitted(self)
-        if _routing_enabled():
-            if sample_weight is not None:
-                score_params = {**score_params, "sample_weight": sample_weight}
-            kwargs = process_routing(self, "score", **score_params).estimator.score
-        else:
-            _raise_for_params(score_params, self, "score")
-            kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
+        kwargs = routed_params(self, "score", sample_weight, score_params)
         return self.estimator_.score(X, y, **kwargs)

@@ -1,35 +1,21 @@
 """``search="path"`` over the elastic net's mixing: the joint argmin of the
-criterion over (``l1_ratio``, alpha, iteration), the converged fits included.
+criterion over (``l1_ratio``, alpha, iteration), the converged fits included,
+as ``ElasticNetCV(l1_ratio=[...])`` searches it, with one alpha path per
+``l1_ratio`` (values taken increasing):
 
-``param_grid={"l1_ratio": [...]}`` (with or without ``"alpha"``) searches
-the mixing as scikit-learn's ``ElasticNetCV(l1_ratio=[...])`` does, with one
-alpha path per ``l1_ratio``
-(:func:`~skacv.model_selection._path_search.score_alpha_path`: the converged
-fits of its grid, from ``alpha_max / l1_ratio`` down, as ``ElasticNetCV``'s,
-scored by the criterion at convergence), in two stages (the values taken
-in increasing order):
-
-1. *Converged fits.* Every ``l1_ratio``'s alpha path is solved (each
-   stopped, as the Lasso's, after ``n_alphas_no_change`` alphas without a
-   new minimum). A walk from the Lasso end that stopped where the converged
-   scores stop improving saved the paths of the small ``l1_ratio`` values
-   (the densest supports, the costliest df), but stopped on flat or noisy
-   stretches: on a real correlated design (breast cancer features, a dense
-   truth, 100 training rows) it stayed near ``l1_ratio = 1`` where
-   ``ElasticNetCV`` chose 0.1 at half the Lasso's excess risk.
+1. *Converged fits.* Every ``l1_ratio``'s alpha path is solved and scored
+   (:func:`~skacv.model_selection._path_search.score_alpha_path`); all of
+   them, since converged scores can be flat or noisy along ``l1_ratio``.
 2. *Trajectories.* The ``l1_ratio`` of the best converged fit gets the
-   Lasso's search (:func:`~skacv.model_selection._path_search.joint_argmin`:
-   the trajectories of a window of alphas around its converged choice,
-   widened while a trajectory there scores lower, the converged fit
-   competing with every iterate); each of its ``path_neighbors`` neighbours
-   on each side gets the trajectory of its own converged choice, and a
-   neighbour that scores lowest gets the whole search in turn (its fitted
-   trajectories reused), until the best ``l1_ratio`` had the whole search
-   and its neighbours scored higher. ``path_neighbors=0`` fits the
-   converged choice's trajectory only, as for the Lasso.
+   Lasso's search (:func:`~skacv.model_selection._path_search.joint_argmin`);
+   each of its ``path_neighbors`` neighbours on each side gets the
+   trajectory of its own converged choice, and a neighbour that scores
+   lowest gets the whole search in turn (its fitted trajectories reused),
+   until the best ``l1_ratio`` had the whole search and its neighbours
+   scored higher.
 
-The selection is the lowest of the searched minima, each the best iterate of
-its trajectories or its converged fit (ties: the smaller ``l1_ratio``).
+The selection is the lowest of the searched minima (ties: the smaller
+``l1_ratio``).
 """
 
 import numpy as np
@@ -40,13 +26,12 @@ from ..linalg._design import release_shared
 from ._candidates import fit_candidates
 from ._path_search import joint_argmin, score_alpha_path, set_choice
 from ._results import cv_results
+from ._stages import finite_min
 
 
 def mixing_grid(param_grid):
-    """``(l1_ratios, alpha_grid)`` of a grid searched over the mixing (the
-    values sorted increasing; ``alpha_grid``: ``{"alpha": [...]}`` or
-    ``None``), or ``None`` for a grid without ``"l1_ratio"`` or with other
-    parameters."""
+    """``(l1_ratios sorted increasing, {"alpha": [...]} or None)`` of a grid
+    searched over the mixing, else ``None``."""
     if not isinstance(param_grid, dict) or "l1_ratio" not in param_grid:
         return None
     if not set(param_grid) <= {"alpha", "l1_ratio"}:
@@ -61,9 +46,7 @@ def mixing_grid(param_grid):
 
 
 def searches_path(param_grid):
-    """Whether ``search="auto"`` runs ``"path"`` on this grid: ``None``,
-    ``{"alpha": [...]}`` with at least two values, or a mixing grid
-    (:func:`mixing_grid`) whose alphas (if given) are at least two."""
+    """Whether ``search="auto"`` runs ``"path"`` on this grid."""
     if param_grid is None:
         return True
     if not isinstance(param_grid, dict):
@@ -83,9 +66,8 @@ def _joint_min(choice):
 
 
 class _Walk:
-    """The alpha paths and the trajectories of a mixing search, computed on
-    demand and kept (``scores[k]``: the :class:`AlphaScores` of ``l1_ratio``
-    ``k``; ``fitted[k]``: its trajectories by row)."""
+    """The alpha paths (``scores[k]``) and trajectories by row
+    (``fitted[k]``) of each ``l1_ratio`` ``k``, computed on demand and kept."""
 
     def __init__(self, search, X, y, fit_params, ratios, alpha_grid):
         self.search, self.X, self.y, self.fit_params = search, X, y, fit_params
@@ -103,9 +85,7 @@ class _Walk:
         return self.scores[k]
 
     def best_converged(self, k):
-        score = self.score(k).score
-        finite = score[np.isfinite(score)]
-        return float(finite.min()) if finite.size else np.inf
+        return finite_min(self.score(k).score)
 
     def fit(self, k):
         """``fit(rows, limits)`` of :func:`joint_argmin` for ``l1_ratio`` ``k``,
@@ -136,9 +116,7 @@ class _Walk:
 
 
 def fit_mixing_search(search, X, y, fit_params):
-    """:class:`~skacv.TrajectoryEarlyStoppingCV`'s ``search="path"`` over
-    ``l1_ratio`` (module docstring): sets the search's selection
-    (:func:`~skacv.model_selection._path_search.set_choice`)."""
+    """``search="path"`` over ``l1_ratio``: sets the search's selection."""
     crit = search.criterion_
     ratios, alpha_grid = mixing_grid(search.param_grid)
     if "l1_ratio" not in search.estimator.get_params(deep=False):
@@ -185,9 +163,7 @@ def fit_mixing_search(search, X, y, fit_params):
 
 
 def _results(crit, ratios, scores, choices, offsets):
-    """``cv_results_``: one row per (``l1_ratio``, alpha), the ``l1_ratio``
-    increasing and each alpha grid decreasing, the trajectories' columns
-    masked where none was fitted."""
+    """``cv_results_``: one row per (``l1_ratio`` increasing, alpha decreasing)."""
     cands = [{"alpha": v, "l1_ratio": r} for r, s in zip(ratios, scores, strict=True)
              for v in s.values]
     rows, paths, times, mins, iters = [], [], [], [], []

@@ -1,29 +1,12 @@
 """``search="path"``: the joint argmin of the criterion over (alpha,
-iteration), the converged fits included.
+iteration), the converged fits included (the steps: the user guide's "How
+the choice is made").
 
-The whole alpha path is solved to convergence with warm starts
-(:func:`skacv.risk_alpha_path`) and scored there (the converged risk, the
-converged leave-one-out, or K-fold CV of each fold's converged path).
-:class:`~skacv.TrajectoryEarlyStoppingCV` then fits the from-zero
-trajectories of the alpha that the converged fits choose and of its
-neighbours, and widens that window (:func:`widen_rows`) until the alpha of
-the best trajectory has ``path_neighbors`` fitted alphas on each side whose
-trajectories score higher, then fits every other alpha whose converged score
-an early-stopping gain could take below the best (:func:`promising_rows`:
-the largest gain seen, or at least the statistical policy's
-``walk_gain_df`` times the converged choice's degrees of freedom over the
-effective sample size ``n_eff``, the sum of the sample weights). Each
-trajectory is stopped knowing its limit, the criterion of its alpha's
-converged fit
-(:func:`~skacv.model_selection._stages.stops`). The converged fit of the
-converged choice is the limit of its trajectory and competes with every
-iterate by the same criterion (:func:`converged_choice`): it is selected when
-it scores lower than all of them, as where a trajectory stops at
-``max_iter`` while its estimate still falls.
-
-The converged path comes from the search's ``_alpha_path``
-(:func:`skacv.risk_alpha_path`; a test double of the search gives known
-risk curves by it).
+The alpha path is solved and scored at convergence (:func:`score_alpha_path`),
+the trajectories are fitted from the converged choice outwards
+(:func:`widen_rows`, then :func:`promising_rows`), each stopped knowing its
+limit, and the converged fit competes with every iterate
+(:func:`converged_choice`).
 """
 
 import dataclasses
@@ -49,30 +32,14 @@ from ._stages import finite_min, selectable
 
 @dataclasses.dataclass
 class AlphaScores:
-    """The criterion at convergence along the alpha grid.
+    """The criterion at convergence along the alpha grid."""
 
-    Attributes
-    ----------
-    path : Bunch
-        The result of :func:`skacv.risk_alpha_path` (its first ``m`` alphas).
-    values : list
-        Every alpha of the grid, decreasing (the path's order), as given.
-    score : ndarray of shape (n_grid,)
-        The criterion at convergence (NaN: not scored).
-    path_risk : ndarray of shape (n_grid,)
-        The converged risk estimate (NaN beyond the path).
-    reason : ndarray of object, shape (n_grid,)
-        Why an alpha has no score (``""`` for a scored one).
-    time : float
-        Seconds taken.
-    """
-
-    path: Bunch
-    values: list
-    score: np.ndarray
-    path_risk: np.ndarray
-    reason: np.ndarray
-    time: float
+    path: Bunch  # the result of skacv.risk_alpha_path (its first m alphas)
+    values: list  # every alpha of the grid, decreasing (the path's order), as given
+    score: np.ndarray  # (n_grid,) the criterion at convergence (NaN: not scored)
+    path_risk: np.ndarray  # (n_grid,) the converged risk estimate (NaN beyond the path)
+    reason: np.ndarray  # (n_grid,) object: why an alpha has no score ("" for a scored one)
+    time: float  # seconds taken
 
     def columns(self, criterion):
         """The ``cv_results_`` columns of the alpha path."""
@@ -107,23 +74,10 @@ def check_path_search(param_grid, fit_params):
 
 def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_params, splits,
                      alpha_path=risk_alpha_path):
-    """Solve and score the alpha path (:class:`AlphaScores`).
-
-    Parameters
-    ----------
-    estimator : trajectory estimator
-        Cloned here.
-    X, y, fit_params : the data and ``sample_weight``
-    criterion : {"risk", "loo", "kfold"}
-    param_grid : dict or None
-        ``{"alpha": [...]}`` or ``None`` (the path's own grid).
-    path_params : dict or None
-        Keyword arguments of :func:`skacv.risk_alpha_path`.
-    splits : list of (train, test) or None
-        The folds of ``criterion="kfold"``.
-    alpha_path : callable, default=risk_alpha_path
-        The converged path (the signature of :func:`skacv.risk_alpha_path`).
-    """
+    """Solve and score the alpha path of ``param_grid`` (``{"alpha": [...]}``
+    or ``None``: the path's own grid) with ``path_params``
+    (:class:`AlphaScores`); ``splits``: the folds of ``"kfold"``;
+    ``alpha_path``: the signature of :func:`skacv.risk_alpha_path`."""
     given = check_path_search(param_grid, fit_params)
     alphas = None if given is None else np.asarray(given, dtype=np.float64)
     # the estimator's own input checks and messages (y=None, NaN, empty data)
@@ -173,11 +127,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
 
 def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options,
                      alpha_path=risk_alpha_path):
-    """K-fold CV along the alpha path: the converged fits of every alpha on
-    each fold's training rows (:func:`skacv.risk_alpha_path`, warm-started
-    along ``alphas``, the ``tol`` and ``max_iter`` of ``options``) scored on
-    its held-out rows; the weighted mean squared error over all held-out
-    samples, one value per alpha (``alphas`` decreasing)."""
+    """K-fold CV of the converged fits of every alpha (``alphas`` decreasing):
+    the weighted mean squared error over all held-out samples."""
     kw = {k: v for k, v in options.items() if k in ("tol", "max_iter", "eps")}
     Xr = X.tocsr() if sp.issparse(X) else np.asarray(X)
     y = np.asarray(y, dtype=np.float64)
@@ -197,43 +148,22 @@ def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options,
 @dataclasses.dataclass
 class ConvergedChoice:
     """The converged fit of the chosen alpha, selected over the iterates of
-    its trajectory (:func:`converged_choice`).
+    its trajectory (:func:`converged_choice`)."""
 
-    Attributes
-    ----------
-    coef : ndarray of shape (n_features,)
-        The alpha path's solution.
-    intercept : float
-        Its intercept.
-    score : float
-        The criterion at convergence (``best_risk_``).
-    trajectory_min : float
-        The smallest value of the criterion along the trajectory.
-    trajectory_iteration : int
-        Where the trajectory reached it.
-    """
-
-    coef: np.ndarray
+    coef: np.ndarray  # (n_features,) the alpha path's solution
     intercept: float
-    score: float
-    trajectory_min: float
-    trajectory_iteration: int
+    score: float  # the criterion at convergence (best_risk_)
+    trajectory_min: float  # the smallest criterion along the trajectory
+    trajectory_iteration: int  # where the trajectory reached it
 
 
 def converged_choice(scores, row, joint_min, trajectory_min, trajectory_iteration, rtol):
-    """The converged fit of the grid's row ``row`` (:class:`ConvergedChoice`)
-    when it scores lower than every fitted iterate (``joint_min``: the
-    smallest criterion over every trajectory; ``trajectory_min`` and
-    ``trajectory_iteration``: row ``row``'s own), else ``None``.
-
-    The criterion at convergence (the converged risk, the converged
-    leave-one-out, K-fold CV of the folds' converged fits) is the limit of
-    the criterion along the trajectory (``risk_path_``, ``loo_path_``,
-    ``kfold_path_``), so the converged fit is one more candidate of the same
-    criterion: the trajectory's limit. It wins where the trajectories stop
-    (at ``max_iter``) before their estimate reaches that limit; ties (within
-    ``rtol`` relatively) go to the iterate (the early-stopped model).
-    """
+    """The converged fit of row ``row`` (:class:`ConvergedChoice`) when it
+    scores lower than ``joint_min``, the smallest criterion of every
+    trajectory (``trajectory_min`` and ``trajectory_iteration``: row
+    ``row``'s own), else ``None``: the limit of the trajectory's criterion,
+    one more candidate of the same criterion. Ties (within ``rtol``) go to
+    the iterate."""
     score = float(scores.score[row])
     if (row >= scores.path.alphas.shape[0] or not np.isfinite(score)
             or not score < joint_min - rtol * abs(joint_min)):
@@ -243,43 +173,19 @@ def converged_choice(scores, row, joint_min, trajectory_min, trajectory_iteratio
                            int(trajectory_iteration))
 
 
-def trajectory_mins(fitted, criterion):
-    """``{row: the smallest selectable criterion of its trajectory}`` of the
-    fitted rows (``fitted``: ``{row: [paths, ...]}``)."""
-    attr = CRITERIA[criterion][0]
-    return {r: finite_min(selectable(entry[0], attr)) for r, entry in fitted.items()}
-
-
 @dataclasses.dataclass
 class PathChoice:
-    """The joint argmin of :func:`joint_argmin`.
+    """The joint argmin of :func:`joint_argmin`."""
 
-    Attributes
-    ----------
-    rows : list of int
-        The rows of the grid whose trajectories were fitted, increasing.
-    paths, times : lists
-        Their estimate paths and fit times.
-    mins, best_iters : ndarray of shape (len(rows),)
-        The smallest selectable criterion of each, and where.
-    row : int
-        The chosen row.
-    iteration : int or None
-        The chosen iteration (``None``: the converged fit).
-    converged : ConvergedChoice or None
-    estimator : estimator
-        The fitted trajectory of the chosen row.
-    """
-
-    rows: list
-    paths: list
-    times: list
-    mins: np.ndarray
-    best_iters: np.ndarray
-    row: int
-    iteration: object
-    converged: object
-    estimator: object
+    rows: list  # the rows of the grid whose trajectories were fitted, increasing
+    paths: list  # their estimate paths
+    times: list  # and fit times
+    mins: np.ndarray  # (len(rows),) the smallest selectable criterion of each
+    best_iters: np.ndarray  # (len(rows),) and where
+    row: int  # the chosen row
+    iteration: object  # the chosen iteration (None: the converged fit)
+    converged: object  # ConvergedChoice or None
+    estimator: object  # the fitted trajectory of the chosen row
 
 
 def joint_argmin(scores, criterion, neighbors, fit, rtol, floor=0.0, walk_rtol=0.0):
@@ -287,26 +193,23 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol, floor=0.0, walk_rtol=0
     converged fits (:class:`PathChoice`).
 
     ``fit(rows, limits)`` fits the trajectories of the grid's ``rows``,
-    each knowing its limit (its converged score; ``inf`` where there is
-    none: the patience only), and returns their estimate paths, fit times
-    and ``{index: estimator}``. The rows start at the converged fits'
-    choice and widen by :func:`widen_rows`, then by :func:`promising_rows`
-    (``floor``: the smallest early-stopping gain assumed of a trajectory not
-    fitted, ``walk_rtol``: the excess it skips; ``neighbors=0``: that
-    choice's row only); the converged fit of that choice competes with
-    every iterate (:func:`converged_choice`; ``rtol``: ties). Fits that can
-    no longer be chosen are freed as the walk goes.
+    each knowing its limit (``inf``: none), and returns their estimate
+    paths, fit times and ``{index: estimator}``. The rows widen by
+    :func:`widen_rows`, then by :func:`promising_rows` (``floor``,
+    ``walk_rtol``); ``rtol``: ties. Fits that can no longer be chosen are
+    freed as the walk goes.
     """
     limits = np.where(np.isfinite(scores.score), scores.score, np.inf)
     a = int(np.argmin(limits))  # the converged fits' choice
     n_grid = len(scores.values)
     fitted = {}  # row -> [paths, fit time, estimator or None]
+    attr = CRITERIA[criterion][0]
     rows = widen_rows({}, a, n_grid, neighbors)
     while rows:
         paths, times, kept = fit(rows, [float(limits[r]) for r in rows])
         for j, r in enumerate(rows):
             fitted[r] = [paths[j], times[j], kept[j]]
-        mins = trajectory_mins(fitted, criterion)
+        mins = {r: finite_min(selectable(entry[0], attr)) for r, entry in fitted.items()}
         best = min(mins.values())
         for r, entry in fitted.items():
             if r != a and mins[r] > best + rtol * abs(best):
@@ -326,10 +229,8 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol, floor=0.0, walk_rtol=0
 
 
 def early_stopping_gain(limits, mins):
-    """The largest relative gain of a fitted trajectory's best iterate over
-    its own converged fit, ``max(1 - min_r / limit_r, 0)`` over the fitted
-    rows ``mins`` (``{row: smallest criterion}``) with finite, positive
-    values: how far below its limit this data's trajectories have reached."""
+    """``max(1 - min_r / limit_r, 0)`` over the fitted rows ``mins`` (``{row:
+    smallest criterion}``) with finite, positive values."""
     gains = [1.0 - v / limits[r] for r, v in mins.items()
              if np.isfinite(v) and np.isfinite(limits[r]) and limits[r] > 0]
     return min(max([0.0, *gains]), 1.0)
@@ -338,28 +239,11 @@ def early_stopping_gain(limits, mins):
 def promising_rows(limits, mins, best, floor=0.0, walk_rtol=0.0):
     """The rows not fitted yet that could still hold the joint argmin: a
     converged score (``limits``) that the largest early-stopping gain seen
-    so far (:func:`early_stopping_gain`) would take below ``best``, the
-    smallest criterion found (iterates and the converged choice), or that a
-    gain of ``floor`` would take more than ``walk_rtol`` (relative) below it.
-
-    The walk of :func:`widen_rows` finds a local minimum of the
-    trajectories' minima over the grid; a trajectory reaches below its own
-    limit by its early-stopping gain, so a row elsewhere on the grid whose
-    limit is within that gain of ``best`` may hold a lower iterate (a
-    converged score that is not unimodal in alpha, e.g. near interpolation
-    with more features than samples): those rows are fitted too, and the
-    walk goes on from the best of all. The gain seen underestimates the
-    gains of the rows not fitted: the walk's rows lie next to the converged
-    fits' choice, where early stopping gains least (on real designs the
-    alphas a few steps larger gain several times more), and a path stopped
-    in stages at a bump of its estimate shows less than its whole
-    trajectory. ``floor`` (the search's ``walk_gain_df`` times the converged
-    choice's degrees of freedom over ``n_eff``: about the share of the
-    variance in a fit's risk, the most early stopping could take off) is
-    the gain assumed at least; ``walk_rtol`` the excess over ``best`` the
-    search gives up (``docs/speed_policy.rst``). Rows whose limit stands
-    further above are not fitted: their trajectories would have to gain
-    more than any fitted one did and more than ``floor``."""
+    (:func:`early_stopping_gain`) would take below ``best``, the smallest
+    criterion found, or that a gain of ``floor`` (:func:`gain_floor`) would
+    take more than ``walk_rtol`` below it. Converged scores need not be
+    unimodal in alpha, and the gain seen underestimates the others' (why:
+    ``walk_gain_df`` in docs/speed_policy.rst)."""
     gain = early_stopping_gain(limits, mins)
     return [r for r in range(len(limits))
             if r not in mins and np.isfinite(limits[r])
@@ -368,13 +252,9 @@ def promising_rows(limits, mins, best, floor=0.0, walk_rtol=0.0):
 
 
 def gain_floor(scores, n_eff, statistics):
-    """The early-stopping gain the walk assumes at least of a trajectory it
-    has not fitted (:func:`promising_rows`): the statistical policy's
-    ``walk_gain_df`` times the degrees of freedom of the converged fits'
-    choice over ``n_eff``, the effective sample size (the sum of the sample
-    weights, ``n_samples`` without: the denominator of the converged risk's
-    ``df / n_eff``, :func:`skacv.risk_alpha_path`), 0 where they are
-    unknown."""
+    """The early-stopping gain assumed at least of a trajectory not fitted:
+    ``walk_gain_df`` times the converged choice's df over ``n_eff`` (0 where
+    unknown)."""
     limits = np.where(np.isfinite(scores.score), scores.score, np.inf)
     a = int(np.argmin(limits))
     df = np.asarray(scores.path.df, dtype=np.float64)
@@ -393,18 +273,11 @@ def effective_samples(X, fit_params):
 
 
 def widen_rows(mins, start, n_grid, neighbors):
-    """The rows of the alpha grid whose trajectories are still to be fitted.
-
-    The search starts at ``start`` (the converged fits' choice) and its
-    ``neighbors`` rows on each side; then, with ``mins`` the smallest
-    criterion of every fitted trajectory (``{row: value}``), the rows within
-    ``neighbors`` of the best trajectory's that are not fitted yet. The
-    window stays contiguous, and the search ends when the best trajectory
-    has ``neighbors`` fitted rows on each side (or the grid's end) that
-    score higher: a local minimum over the grid of the trajectories'
-    minima, found by a walk that widens towards any edge that improves.
-    ``neighbors=0`` fits the converged choice's trajectory only.
-    """
+    """The rows not fitted yet within ``neighbors`` of the best trajectory's
+    (``mins``: ``{row: smallest criterion}`` of the fitted ones; none yet:
+    of ``start``, the converged choice). Empty once the best has
+    ``neighbors`` fitted rows on each side: a local minimum of the
+    trajectories' minima over the grid."""
     if mins:
         finite = {r: v for r, v in mins.items() if np.isfinite(v)}
         center = min(finite, key=lambda r: (finite[r], r)) if finite else start
@@ -416,10 +289,8 @@ def widen_rows(mins, start, n_grid, neighbors):
 
 def warn_converged(choice, alpha, max_iter, criterion, rtol):
     """Say that the converged fit was selected over an iterate cut off at
-    ``max_iter`` (the fix: raise it); nothing when the trajectory reached
-    its own minimum before, or came within ``rtol`` (the statistical
-    policy's ``limit_rtol``) of its limit (the
-    converged fit then scores as well as what the trajectory could reach)."""
+    ``max_iter``; nothing when the trajectory reached its minimum before,
+    or came within ``rtol`` of its limit."""
     if (choice is None or max_iter is None or choice.trajectory_iteration < max_iter
             or choice.trajectory_min <= choice.score + rtol * abs(choice.score)):
         return
@@ -447,9 +318,7 @@ def too_few_message(n_samples, criterion, df):
 
 
 def fit_path_search(search, X, y, fit_params):
-    """``search="path"`` over alpha: score the converged fits, fit the
-    trajectories around their choice (:func:`joint_argmin`) and set
-    ``search``'s selection and ``cv_results_``."""
+    """``search="path"`` over alpha: set ``search``'s selection and ``cv_results_``."""
     crit = search.criterion_
     # every alpha's converged fit scored by the criterion; the trajectories
     # are fitted on X as given (feature names)
@@ -478,10 +347,8 @@ def fit_path_search(search, X, y, fit_params):
 
 
 def set_choice(search, choice, estimator, index, params, alpha_path, results):
-    """Set ``search``'s selection (``estimator_``, ``best_*``,
-    ``alpha_path_``, ``cv_results_``, ``_converged``, ``_selected_paths``)
-    from a :class:`PathChoice` and its fitted ``estimator`` (a deferred
-    full fit is run now, :func:`~skacv.model_selection._kfold_search.full_fit`)."""
+    """Set ``search``'s selection from a :class:`PathChoice` and its fitted
+    ``estimator`` (a deferred full fit runs now)."""
     search._converged = choice.converged
     search._selected_paths = choice.paths[choice.rows.index(choice.row)]
     search.estimator_ = full_fit(estimator)

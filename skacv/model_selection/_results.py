@@ -20,26 +20,11 @@ class UndefinedEstimate(ValueError):
 
 
 def select(paths, criterion, tie_rtol):
-    """Joint argmin over (grid point, iteration) of the ``criterion``'s
-    paths (iterates flagged by ``risk_reliable_`` excluded), ties (within
-    ``tie_rtol``, the statistical policy's) to the first grid point, then
-    the earliest iteration.
-
-    Parameters
-    ----------
-    paths : list of dict
-        The estimate paths of every fitted grid point.
-    criterion : {"risk", "loo", "kfold"}
-
-    Returns
-    -------
-    index, iteration : int
-        The chosen grid point and iteration.
-    mins : ndarray of shape (n_points,)
-        The smallest estimate of every path.
-    best_iterations : ndarray of shape (n_points,)
-        The argmin of every path.
-    """
+    """Joint argmin ``(index, iteration, mins, best_iterations)`` over (grid
+    point, iteration) of the ``criterion``'s ``paths`` (one dict per grid
+    point; flagged iterates excluded), ties (within ``tie_rtol``) to the
+    first grid point, then the earliest iteration; ``mins`` and
+    ``best_iterations``: each path's smallest estimate and argmin."""
     attr = CRITERIA[criterion][0]
     paths = [selectable(p, attr) for p in paths]
     mins = np.array([finite_min(p) for p in paths])
@@ -66,22 +51,9 @@ def _masked(n, rows, values, fill, dtype):
 
 
 def cv_results(candidates, criterion, paths, mins, best_iters, times, rows=None, n_rows=None):
-    """``cv_results_``: one row per candidate, the fitted ones at ``rows``
-    (all of them by default) of ``n_rows``.
-
-    Parameters
-    ----------
-    candidates : list of dict
-        The grid points, one per row.
-    criterion : {"risk", "loo", "kfold"}
-    paths, mins, best_iters, times : lists of the fitted candidates
-        Their estimate paths, smallest estimates, argmins and fit times.
-    rows : array-like of int, default=None
-        The rows of the fitted candidates.
-    n_rows : int, default=None
-        Number of rows; given, a ``trajectory_fitted`` column says which
-        rows were fitted.
-    """
+    """``cv_results_``: one row per candidate (``n_rows`` of them, then with
+    a ``trajectory_fitted`` column), the fitted ones (``paths``, ``mins``,
+    ``best_iters``, ``times``) at ``rows`` (default: all)."""
     n = len(candidates) if n_rows is None else n_rows
     rows = np.arange(n) if rows is None else np.asarray(rows)
     results = {"params": list(candidates)}
@@ -119,9 +91,7 @@ def param_columns(candidates):
     for name, col in values.items():
         mask = np.ones(n, dtype=bool)
         mask[list(col)] = False
-        numeric = all(isinstance(v, (Real, np.number)) and not isinstance(v, (bool, np.bool_))
-                      for v in col.values())
-        if numeric:
+        if all(map(_is_number, col.values())):
             data = np.array([col.get(i, 0) for i in range(n)])
         else:
             data = np.empty(n, dtype=object)
@@ -133,16 +103,10 @@ def param_columns(candidates):
 
 class GatheredWarnings:
     """The warnings of a search's fits, recorded (``with``) and reissued at
-    most one of each kind (:meth:`reissue`), from the user's call.
-
-    A fit's :class:`~skacv.exceptions.UnreliableEstimateWarning` advises the
-    fixes of a fit on its own (another solver, leave-one-out, this search);
-    inside the search its flagged iterates are never selected, and
-    ``criterion="auto"`` says itself when it moves to another criterion: the
-    search reissues what the flags say without the advice when the selected
-    path has flagged iterates, nothing when only other paths have them (the
-    choice did not meet them; ``risk_reliable`` in ``cv_results_`` shows
-    them) or the criterion is not the risk.
+    most one of each kind (:meth:`reissue`), from the user's call. A fit's
+    flags (:class:`~skacv.exceptions.UnreliableEstimateWarning`) are
+    reissued without their advice, and only when the selected path of the
+    risk has flagged iterates (flagged iterates are never selected).
     """
 
     def __enter__(self):
@@ -199,9 +163,8 @@ def one_target(y):
 def unreliable_risk(flags, best_iteration, n_iter_no_change):
     """Why a risk estimate chosen by ``"auto"`` cannot be trusted (``None``
     when it can): ``flags`` (``risk_reliable_`` of the chosen path) flags an
-    iterate at or before the last one the early stopping looked at
-    (``best_iteration + n_iter_no_change``): the minimum may lie among the
-    flagged iterates."""
+    iterate up to ``best_iteration + n_iter_no_change``, where the minimum
+    may lie."""
     if flags is None:
         return None
     window = best_iteration + (n_iter_no_change or len(flags))
@@ -213,10 +176,8 @@ def unreliable_risk(flags, best_iteration, n_iter_no_change):
             f"{best_iteration}), so its minimum is not trustworthy.")
 
 
-def _numeric_grid(values):
-    return values is not None and len(values) >= 3 and all(
-        isinstance(v, (Real, np.number)) and not isinstance(v, (bool, np.bool_))
-        for v in values)
+def _is_number(v):
+    return isinstance(v, (Real, np.number)) and not isinstance(v, (bool, np.bool_))
 
 
 def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_iter=None):
@@ -228,7 +189,8 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_ite
     for name, chosen in best_params.items():
         for grid in grids:
             vals = (grid or {}).get(name)
-            if not _numeric_grid(vals) or chosen not in vals:
+            if (vals is None or len(vals) < 3 or not all(map(_is_number, vals))
+                    or chosen not in vals):
                 continue
             if chosen in (min(vals), max(vals)):
                 side = "smallest" if chosen == min(vals) else "largest"
@@ -254,24 +216,7 @@ def set_iterate(estimator, iteration, coef=None, intercept=None):
     """Make ``coef_`` / ``intercept_`` of a fitted trajectory estimator the
     iterate ``iteration`` of its stored path (in place; the path is kept),
     or, with ``iteration=None``, the given ``coef`` and ``intercept`` (the
-    converged fit that ``search="path"`` selected over the iterates).
-
-    Parameters
-    ----------
-    estimator : fitted trajectory estimator
-        Has ``coef_path_`` (iterations on the last axis) and ``intercept_path_``.
-    iteration : int or None
-        Index into the path, ``0 <= iteration <= n_iter_``.
-    coef : ndarray of shape (n_features,), optional
-        With ``iteration=None``: the coefficients.
-    intercept : float, optional
-        With ``iteration=None``: the intercept.
-
-    Returns
-    -------
-    estimator : object
-        The same estimator.
-    """
+    converged fit that ``search="path"`` selected). Returns ``estimator``."""
     coef_shape = np.shape(estimator.coef_)
     if iteration is None:
         estimator.coef_ = np.asarray(coef, dtype=estimator.coef_path_.dtype).reshape(coef_shape)

@@ -1,12 +1,6 @@
 """TrajectoryEarlyStoppingCV: choose the iteration (and the parameters) of a
 trajectory estimator from its own risk estimate, its leave-one-out error or
-K-fold CV along its path, without refitting.
-
-The meta-estimator; its parts are the criteria and ``"auto"``'s cost model
-(``_criteria``), the candidates' fits (``_candidates``), the path grown in
-stages (``_stages``), K-fold CV along the path (``_kfold_search``), the
-alpha path of ``search="path"`` (``_path_search``) and what the search
-reports (``_results``).
+K-fold CV along its path, without refitting (its parts: docs/architecture.rst).
 """
 
 import dataclasses
@@ -17,7 +11,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import check_random_state, get_tags
-from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping, process_routing
+from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping
 
 from .._policy import current_policies
 from ..exceptions import UnreliableEstimateWarning
@@ -32,14 +26,12 @@ from ..utils._compat import (
     _fit_context,
     _num_features,
     _num_samples,
-    _raise_for_params,
-    _routing_enabled,
 )
 from ._alpha_path import risk_alpha_path, supports_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA, resolve_auto, switch_estimates
 from ._dask_search import sufficient_search
-from ._delegate import SelectedIterateMixin
+from ._delegate import SelectedIterateMixin, routed_params
 from ._kfold_search import full_fit, kfold_splits
 from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
 from ._path_search import fit_path_search, warn_converged
@@ -66,19 +58,14 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     whole training set. Each fit stores every iterate and an estimate of its
     out-of-sample risk: ``risk_path_`` (the memory-matrix estimate of Bellec &
     Tan 2024) or ``loo_path_`` (iterative approximate leave-one-out, Luo, Ren &
-    Barber 2023), or K-fold CV along the path (``kfold_path_``: the folds
-    fitted once each, for ISTA and FISTA as one block that costs about one
-    fit). The pair (grid point, iteration) with the smallest estimate is
-    selected, and the fitted estimator of that grid point is kept with its
-    ``coef_`` / ``intercept_`` set to the selected iterate. One criterion
-    decides everything: with ``search="path"`` the same quantity at
-    convergence (the converged risk, the converged leave-one-out or K-fold
-    CV along the alpha path) scores the converged fits, which compete with
-    the iterates of the trajectories fitted near their minimum (the user
-    guide's "How the choice is made").
-
-    ``GridSearchCV`` over ``max_iter`` costs k folds times the candidate
-    lengths, then a refit; this, one path per grid point.
+    Barber 2023), or K-fold CV along the path (``kfold_path_``). The pair
+    (grid point, iteration) with the smallest estimate is selected, and the
+    fitted estimator of that grid point is kept with its ``coef_`` /
+    ``intercept_`` set to the selected iterate. With ``search="path"`` the
+    same criterion at convergence scores the converged fits, which compete
+    with the iterates (the user guide's "How the choice is made" gives the
+    search step by step). ``GridSearchCV`` over ``max_iter`` costs k folds
+    times the candidate lengths, then a refit; this, one path per grid point.
 
     Parameters
     ----------
@@ -96,34 +83,29 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         convergence (:func:`skacv.risk_alpha_path`). ``"loo"``:
         ``loo_path_`` and, along alpha, the converged leave-one-out (exact
         for ridge; the leverage formula on the Lasso's support).
-        ``"kfold"``: K-fold CV along the path (``kfold_path_``: each fold
-        fitted once, every iterate scored on its held-out fold, the iterate
-        of the fit on all the data selected) and, along alpha, K-fold CV of
-        the converged fits (as ``LassoCV``).
-        ``"auto"`` is an estimate without refits: ``"risk"`` for the
-        least-squares solvers with full batches (gradient descent, Nesterov,
-        heavy ball, EigenPro, ISTA, FISTA), ``"loo"`` for the others
-        (proximal SGD, robust and logistic losses; on a random subsample of
-        the rows above 100 samples). It uses K-fold CV instead where the risk
-        estimate is unreliable (below 100 samples with more features than
-        samples, or iterates flagged where the choice lies: an
-        :class:`~skacv.exceptions.UnreliableEstimateWarning` says why).
-        The criterion used is ``criterion_``.
+        ``"kfold"``: K-fold CV along the path (each fold fitted once, for
+        ISTA and FISTA as one block that costs about one fit; the iterate of
+        the fit on all the data selected) and, along alpha, K-fold CV of the
+        converged fits (as ``LassoCV``). ``"auto"`` is an estimate without
+        refits: ``"risk"`` for the least-squares solvers with full batches,
+        ``"loo"`` for the others (on a random subsample of the rows above 100
+        samples), K-fold CV where the risk estimate is unreliable (below 100
+        samples with more features than samples, or iterates flagged where
+        the choice lies: an :class:`~skacv.exceptions.UnreliableEstimateWarning`
+        says why). The criterion used is ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
         it). An int is the number of folds (``StratifiedKFold`` for
         classifiers, ``KFold`` otherwise), shuffled with ``random_state``
-        when it is given, in order (as scikit-learn's ``cv=int``) when it is
-        ``None``: default fits are deterministic. Anything else is used as in
-        :func:`~sklearn.model_selection.check_cv`.
+        when it is given, in order when it is ``None``. Anything else is
+        used as in :func:`~sklearn.model_selection.check_cv`.
     fold_alignment : {"time", "iteration"}, default="time"
         How K-fold CV along the path matches the folds' iterates with the
         full path's: ``"time"``, iterate ``t`` with fold ``j``'s point ``t *
-        eta / eta_j`` (the same gradient-flow time; the fold's step size
-        ``eta_j`` is its own), interpolated between its iterates;
-        ``"iteration"``, the same index (textbook K-fold CV along the path,
-        whose choice lands later and further from the oracle on small
-        problems). Mini-batch solvers and step schedules match by index.
+        eta / eta_j`` (the same gradient-flow time), interpolated between its
+        iterates; ``"iteration"``, the same index (textbook K-fold CV along
+        the path, whose choice lands later on small problems). Mini-batch
+        solvers and step schedules match by index.
     fold_dtype : {"auto", "float32", "float64"}, default="auto"
         Precision of the fold paths run as one block (ISTA, FISTA, the
         full-batch ``IterativeRidge`` solvers): ``"auto"`` is float32 (its
@@ -132,68 +114,52 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         Parameters of ``estimator`` to search, as in
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
         ``{"alpha": [0.1, 0.03, 0.01]}``). ``None``: the penalty is chosen
-        on an automatic grid where the estimator has an alpha path (the
-        Lasso, the elastic net, ridge: ``search="path"`` on the grid of
-        :func:`skacv.risk_alpha_path`, as ``LassoCV()``), else a single fit
-        (``search="grid"`` keeps ``alpha``). ``ElasticNetCV(l1_ratio=[.1,
-        .5, 1])``'s search: ``param_grid={"l1_ratio": [.1, .5, 1]}``.
+        on the automatic grid of :func:`skacv.risk_alpha_path` (as
+        ``LassoCV()``) where the estimator has an alpha path, else a single
+        fit. ``ElasticNetCV(l1_ratio=[.1, .5, 1])``'s search:
+        ``param_grid={"l1_ratio": [.1, .5, 1]}``.
     search : {"auto", "grid", "path"}, default="auto"
         ``"auto"``: ``"path"`` when ``param_grid`` is ``None``, ``{"alpha":
         [...]}`` (two values or more) or has ``"l1_ratio"`` and the
         estimator is a least-squares one with an l1, l2 or elastic-net
         penalty, ``"grid"`` otherwise (used: ``search_``). ``"grid"`` fits
-        one trajectory per grid point (``param_grid=None``: the estimator
-        as given). ``"path"`` (penalty only) returns the joint argmin of
-        the criterion over (alpha, iteration) (and ``l1_ratio``: every
-        one's alpha path, the search below at the best one, its neighbours
-        probed), the converged fit of every alpha included: it solves the
-        whole alpha path to convergence with warm starts
-        (:func:`skacv.risk_alpha_path`) and scores it with the criterion at
-        convergence (the converged risk; the converged leave-one-out;
-        K-fold CV of the converged fits of each fold), then fits the
-        from-zero trajectories of the alpha chosen there and of the alphas
-        around it, widening the window towards smaller or larger alphas
-        while a trajectory there scores lower (see ``path_neighbors``). Each
-        trajectory knows its limit, its alpha's converged score, and does
-        not stop while its estimate must still fall to it. The converged fit
-        competes with every iterate: it is selected (``best_iteration_ =
-        None``) when it scores lower than all of them, e.g. a trajectory
-        still improving at ``max_iter`` (a SelectionBoundaryWarning then
-        says so).
+        one trajectory per grid point. ``"path"`` (penalty only) returns the
+        joint argmin of the criterion over (alpha, iteration) (and
+        ``l1_ratio``), the converged fit of every alpha included: it solves
+        and scores the whole alpha path at convergence
+        (:func:`skacv.risk_alpha_path`), then fits the from-zero
+        trajectories of the alpha chosen there and around it (see
+        ``path_neighbors``). The converged fit is selected
+        (``best_iteration_ = None``) when it scores lower than every iterate
+        (a SelectionBoundaryWarning says so when a trajectory was still
+        improving at ``max_iter``).
     path_neighbors : int, default=1
         ``search="path"`` only: the trajectories' window widens until the
         best has this many fitted alphas on each side (or the grid's end),
-        all scoring higher, and any alpha whose converged score is within
-        the largest early-stopping gain seen of the best is fitted, or
-        could fall more than 1 % below the best with a gain of half the
-        converged choice's degrees of freedom over ``n_samples`` (the sum
-        of the sample weights, with weights; the statistical policy's
-        ``walk_gain_df`` and ``walk_rtol``). ``0`` fits the converged fits'
-        choice only (faster, not the joint argmin).
+        all scoring higher; alphas whose converged score an early-stopping
+        gain could take below the best are fitted too (the statistical
+        policy's ``walk_gain_df`` and ``walk_rtol``). ``0`` fits the
+        converged fits' choice only (faster, not the joint argmin).
     path_params : dict or None, default=None
         ``search="path"`` only: extra keyword arguments of
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
         ``max_iter``, ``n_alphas_no_change``). By default the path stops
-        after 3 alphas without a new minimum of the estimated risk
+        after 3 alphas without a new minimum of the estimate
         (``n_alphas_no_change=3``; with K-fold CV, ``None``: the whole grid).
     n_iter_no_change : int or None, default=10
         Early stopping of each path on its own estimate: the path is grown by
-        warm-started refits (the same iterates, the estimates continued) and
-        stops after no improvement during the last ``n_iter_no_change``
-        iterations and half the best iteration, unless (``search="path"``)
-        its alpha's converged score lies below that minimum: the estimate
-        must then still come down. A path whose estimate still falls at
-        ``max_iter`` grows past it (up to 10 times); a Lasso path stopped on
-        ``risk_path_`` also ends where it has converged (``Lasso``'s
-        ``tol``). ``estimator_.n_iter_`` is where the selected path stopped.
-        ``None`` fits every path to ``max_iter``; paths too cheap for stages
-        to pay are fitted whole too (chosen by their whole argmin).
+        warm-started refits and stops after no improvement during the last
+        ``n_iter_no_change`` iterations and half the best iteration, unless
+        (``search="path"``) its alpha's converged score lies below that
+        minimum. A path whose estimate still falls at ``max_iter`` grows past
+        it (up to 10 times). ``estimator_.n_iter_`` is where the selected
+        path stopped. ``None`` fits every path to ``max_iter``; paths too
+        cheap for stages to pay are fitted whole too.
     n_jobs : int or None, default=None
         Grid points fitted in parallel with joblib. ``None`` means 1 unless
         in a :func:`joblib.parallel_backend` context; ``-1`` uses all
         processors. Any joblib backend works (``"loky"``, ``"threading"``,
-        ``"dask"`` with a ``distributed.Client``, ``"ray"`` after
-        ``ray.util.joblib.register_ray()``).
+        ``"dask"``, ``"ray"``).
     random_state : int, RandomState instance or None, default=None
         Seed given to the clones whose own ``random_state`` is ``None``
         (Hutchinson probes, leave-one-out subsample, mini-batches): one
@@ -208,17 +174,15 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         The criterion used (``criterion`` resolved).
     kfold_path_ : ndarray of shape (n_iter_ + 1,)
         Held-out error of every iterate of the selected grid point, averaged
-        over the folds (only when ``criterion_ == "kfold"``), matched as
-        ``fold_alignment`` says.
+        over the folds (only when ``criterion_ == "kfold"``).
     n_splits_ : int
         Number of folds (only when ``criterion_ == "kfold"``).
     search_ : {"grid", "path"}
         The search strategy used (``search`` resolved).
     estimator_ : estimator object
-        The fitted clone of the selected grid point. Its whole path
-        (``coef_path_``, ``risk_path_``, ...) is kept; its ``coef_`` and
-        ``intercept_`` are the selected iterate (or converged fit), so
-        ``estimator_.predict`` predicts with it.
+        The fitted clone of the selected grid point, with its whole path
+        (``coef_path_``, ``risk_path_``, ...); its ``coef_`` and
+        ``intercept_`` are the selected iterate (or converged fit).
     best_iteration_ : int or None
         Selected iteration (``0`` is the starting point); ``None`` when
         ``search="path"`` selected the converged fit of the chosen alpha.
@@ -227,14 +191,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     best_index_ : int
         Row of ``cv_results_`` of the selected grid point.
     best_risk_ : float
-        The criterion at the selection (the ``risk_path_``, ``loo_path_``
-        or ``kfold_path_`` value of ``criterion_`` at ``best_iteration_``, or
-        ``cv_results_["path_<criterion>"]`` of a converged fit), an estimate
-        of ``E[(y_new - f(x_new))^2]`` for regressors, the log-loss for
-        classifiers. Lower is better.
+        The criterion at the selection (``criterion_``'s path at
+        ``best_iteration_``, or ``cv_results_["path_<criterion>"]`` of a
+        converged fit): an estimate of ``E[(y_new - f(x_new))^2]`` for
+        regressors, the log-loss for classifiers. Lower is better.
     best_score_ : float
-        ``-best_risk_``: higher is better, as ``GridSearchCV.best_score_``
-        (whose regression scorers are negated errors too).
+        ``-best_risk_``: higher is better, as ``GridSearchCV.best_score_``.
     risk_path_ : ndarray of shape (estimator_.n_iter_ + 1,)
         ``estimator_.risk_path_``, when the estimator computed it (one grid
         point: probes grown for the choice, not the level; see the user guide).
@@ -247,22 +209,17 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     classes_ : ndarray of shape (n_classes,)
         Classifiers only.
     cv_results_ : dict of ndarrays
-        One row per grid point (per alpha of the path for ``search="path"``),
-        ready for ``pandas.DataFrame``: ``params`` (list of dicts),
-        ``param_<name>`` (masked arrays), ``best_iteration``,
-        ``min_<criterion>`` (the smallest estimate on that path),
+        One row per grid point (per alpha for ``search="path"``, decreasing),
+        ready for ``pandas.DataFrame``: ``params``, ``param_<name>`` (masked
+        arrays), ``best_iteration``, ``min_<criterion>``,
         ``rank_<criterion>``, ``<criterion>_path`` (object array: the whole
-        path of each row; also ``risk_path`` / ``loo_path`` when computed, and
-        ``risk_reliable`` with ``risk_path``),
-        ``n_iter`` (length of the fitted path: where it stopped with
-        ``n_iter_no_change``) and ``fit_time`` (all stages). With ``search="path"``
-        one row per alpha of the grid (decreasing), also ``path_<criterion>``
-        (the criterion at convergence, which chose alpha), ``path_risk``
-        (converged risk estimate), ``path_df``, ``path_n_iter``,
-        ``trajectory_fitted`` and ``reason`` (empty for a scored alpha;
-        else why it has no score, e.g. the alpha path stopped before it:
-        its scores are NaN); trajectory columns are masked (or ``None``)
-        for alphas without a trajectory.
+        path of each row; also ``risk_path`` / ``loo_path`` when computed,
+        and ``risk_reliable`` with ``risk_path``), ``n_iter`` (length of the
+        fitted path) and ``fit_time``. With ``search="path"`` also
+        ``path_<criterion>`` (the criterion at convergence), ``path_risk``,
+        ``path_df``, ``path_n_iter``, ``trajectory_fitted`` and ``reason``
+        (why an alpha has no score; its scores are NaN); trajectory columns
+        are masked (or ``None``) for alphas without a trajectory.
     alpha_path_ : Bunch
         ``search="path"`` only: the result of :func:`skacv.risk_alpha_path`.
     n_features_in_ : int
@@ -278,20 +235,16 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     -----
     The estimates are consistent in the proportional regime (``n`` and
     ``p`` large and comparable) for Gaussian-like designs; see the user
-    guide. With Hutchinson traces (``n_probes=int``) the estimate carries a
-    small random error, so the selected iteration can move between close
-    iterates from one probe seed to another (``random_state`` fixes it);
-    ``n_probes="auto"`` computes exact traces when they are cheap. The
-    memory-matrix estimate of proximal momentum methods (FISTA) can break
-    down on correlated designs: its flagged iterates (``risk_reliable_``) are
-    never selected, and ``criterion="auto"`` falls back to K-fold CV along
-    the path, with a warning, when they concern the choice. A choice on the
-    edge of the search (the first or last value of a numeric grid of at
-    least 3 values, or the iteration ``max_iter``) raises a
-    :class:`~skacv.exceptions.SelectionBoundaryWarning` with the fix.
-    Estimates closer than a relative ``1e-9`` are ties: the first grid point
-    and the earliest iteration win. A parameter read under another's value
-    only (``path_*``, ``cv``, ``fold_*``) warns when set and ignored.
+    guide. With Hutchinson traces (``n_probes=int``) the selected iteration
+    can move between close iterates from one probe seed to another
+    (``random_state`` fixes it). Iterates flagged by ``risk_reliable_`` are
+    never selected. A choice on the edge of the search (the first or last
+    value of a numeric grid of at least 3 values, or the iteration
+    ``max_iter``) raises a :class:`~skacv.exceptions.SelectionBoundaryWarning`
+    with the fix. Estimates closer than a relative ``1e-9`` are ties: the
+    first grid point and the earliest iteration win. A parameter read under
+    another's value only (``path_*``, ``cv``, ``fold_*``) warns when set and
+    ignored.
 
     Examples
     --------
@@ -403,14 +356,6 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             .add(caller="score", callee="score"),
         )
 
-    def _route_fit(self, sample_weight, params):
-        if _routing_enabled():
-            if sample_weight is not None:
-                params = {**params, "sample_weight": sample_weight}
-            return dict(process_routing(self, "fit", **params).estimator.fit)
-        _raise_for_params(params, self, "fit")
-        return {} if sample_weight is None else {"sample_weight": sample_weight}
-
     # ---------------------------------------------------------------- fit
     def _prepared(self, params):
         """The clone of a grid point, seeded, with the estimates of the criterion."""
@@ -449,14 +394,13 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             Fitted meta-estimator.
         """
         check_protocol(self.estimator)
-        routed = self._route_fit(sample_weight, fit_params)
+        routed = routed_params(self, "fit", sample_weight, fit_params)
         dask = is_dask(X, y, routed.get("sample_weight"))
-        if not dask:
-            y = one_target(y)
         source = None  # on a Dask input, the rows behind the compressed sample
         if dask:  # one pass over the rows (_dask_search)
             X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
         else:
+            y = one_target(y)
             self._resolve(X)
             self._splits = self._folds(X, y)
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
@@ -496,28 +440,25 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
 
     def _search_with_fallback(self, X, y, routed, source, auto_risk, dask):
         """The search; with ``criterion="auto"``, again with K-fold CV where
-        the risk estimate is undefined or flagged where the choice lies,
-        with a warning that says why (a ``risk_time_budget`` exceeded is an
-        error whatever the criterion: the configuration refuses, it never
-        chooses)."""
-        why = None
+        the risk estimate is undefined or flagged where the choice lies."""
         try:
             with rows_behind(source):
                 self._search(X, y, routed)
-            why = None if dask else self._unreliable_risk()
+            why = None if not auto_risk or self._converged else unreliable_risk(
+                self._selected_paths.get("risk_reliable_"), self.best_iteration_,
+                self.n_iter_no_change)
         except UndefinedEstimate as exc:
             if not auto_risk:
                 raise
             why = str(exc)
-        if why is not None:
-            # no no-refit estimate is reliable here: K-fold CV, and say why
-            warnings.warn(
-                f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
-                f"the risk estimate: {why} Set criterion='kfold' to skip the estimate, or "
-                "criterion='loo' (exact leave-one-out, slower) to keep a no-refit choice.",
-                UnreliableEstimateWarning, stacklevel=2)
         if why is None:
             return
+        # no no-refit estimate is reliable here: K-fold CV, and say why
+        warnings.warn(
+            f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
+            f"the risk estimate: {why} Set criterion='kfold' to skip the estimate, or "
+            "criterion='loo' (exact leave-one-out, slower) to keep a no-refit choice.",
+            UnreliableEstimateWarning, stacklevel=2)
         self.criterion_, self._loo_subsample, self._both = "kfold", None, False
         try:
             self._splits = self._folds(X, y)
@@ -532,18 +473,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         # design of X (one centred copy, one Gram matrix; skacv.linalg._design)
         self._converged = None  # search="path" may select the converged fit
         with shared_designs():
-            if self.search_ == "path":
-                self._fit_path_search(X, y, routed)
-            else:
+            if self.search_ == "grid":
                 self._fit_grid_search(X, y, routed)
-
-    def _unreliable_risk(self):
-        """Why the risk estimate of an ``"auto"`` choice cannot be trusted
-        (``None`` when it can; :func:`~skacv.model_selection._results.unreliable_risk`)."""
-        if not (self.criterion == "auto" and self.criterion_ == "risk") or self._converged:
-            return None
-        return unreliable_risk(self._selected_paths.get("risk_reliable_"),
-                               self.best_iteration_, self.n_iter_no_change)
+            elif mixing_grid(self.param_grid) is not None:  # (and over l1_ratio)
+                fit_mixing_search(self, X, y, routed)
+            else:
+                fit_path_search(self, X, y, routed)
 
     def _candidates(self):
         if self.param_grid is None:
@@ -553,33 +488,21 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             raise ValueError("param_grid is empty: give at least one value per parameter.")
         return candidates
 
-    def _keep(self, candidates, paths, kept, rows=None):
-        """Select among the fitted ``candidates`` (at ``rows`` of the
-        table); set the selection's attributes; return the selection."""
-        i, t, mins, best_iters = select(paths, self.criterion_, self._policies[1].tie_rtol)
-        self._selected_paths = paths[i]
-        self.estimator_ = full_fit(kept[i])  # a deferred full fit runs now
-        self.best_index_ = i if rows is None else rows[i]
-        self.best_iteration_ = t
-        self.best_params_ = candidates[i]
-        return mins, best_iters
-
     def _fit_grid_search(self, X, y, fit_params):
         candidates = self._candidates()
         paths, times, kept = fit_candidates(self, candidates, X, y, fit_params)
-        mins, best_iters = self._keep(candidates, paths, kept)
+        i, t, mins, best_iters = select(paths, self.criterion_, self._policies[1].tie_rtol)
+        self._selected_paths = paths[i]
+        self.estimator_ = full_fit(kept[i])  # a deferred full fit runs now
+        self.best_index_ = i
+        self.best_iteration_ = t
+        self.best_params_ = candidates[i]
         self.cv_results_ = cv_results(candidates, self.criterion_, paths, mins, best_iters,
                                       times)
 
     def _alpha_path(self, estimator, X, y, **kwargs):
-        """The converged path of ``search="path"`` (:func:`skacv.risk_alpha_path`;
-        a test double of the search overrides it)."""
+        """:func:`skacv.risk_alpha_path` (a test double of the search overrides it)."""
         return risk_alpha_path(estimator, X, y, **kwargs)
-
-    def _fit_path_search(self, X, y, fit_params):
-        if mixing_grid(self.param_grid) is not None:  # (and over l1_ratio)
-            return fit_mixing_search(self, X, y, fit_params)
-        return fit_path_search(self, X, y, fit_params)
 
     def _warn_boundary(self):
         """A choice on the edge of the grid or at ``max_iter`` (``warn_boundary``)."""

@@ -1,15 +1,9 @@
 """The no-refit search along one path: the path grown in stages by
 warm-started refits and stopped on its own estimate (``risk_path_``,
 ``loo_path_``, or K-fold CV along it), and the first-minimum rule shared by
-the stages and the final choice.
-
-The stages tell the estimator what it needs by argument: a
-:class:`~skacv.estimators._setup.FitPlan` (the length the path may reach,
-and that the debiasing statistics wait for the last stage) held by the
-estimator's own ``planned`` block for the fits of the stages
-(:class:`~skacv.estimators.SearchProtocol`). The rules read the search's
-policies, passed in (``policy``, ``statistics``: captured where the search
-starts).
+the stages and the final choice. The stages' fits follow a
+:class:`~skacv.estimators._setup.FitPlan` (the estimator's ``planned``
+block); ``policy``, ``statistics``: the search's policies.
 """
 
 import time
@@ -54,12 +48,8 @@ def selectable(paths, attr):
 
 def can_stage(estimator, policy, X=None):
     """Whether ``estimator``'s path grows in stages (it has ``max_iter`` and
-    ``warm_start``) and, given ``X``, whether stopping early pays: a path
-    whose fit and estimates cost less than the speed ``policy``'s ``stage_min_flops``
-    (``stage_min_flops_linear`` for a linear method with the spectral risk,
-    whose estimates cost the same at any length; ``stage_min_flops_chains``,
-    counted on the fit, with the Jacobian chains' risk) is fitted in one
-    go."""
+    ``warm_start``) and, given ``X``, whether stopping early pays (the speed
+    policy's ``stage_min_flops*``: docs/speed_policy.rst)."""
     params = estimator.get_params(deep=False)
     if not ("max_iter" in params and "warm_start" in params):
         return False
@@ -90,18 +80,11 @@ def patience(best, n_iter_no_change, statistics):
 
 
 def next_stage(n_iter, best, n_iter_no_change, growth, statistics):
-    """Length of the next stage of an early-stopped path.
-
-    While the estimate still improves at the end of the path (``best ==
-    n_iter``), grow by ``max(n_iter_no_change, growth * n_iter)`` (the
-    speed policy's ``stage_growth`` or ``stage_growth_chains``,
-    :func:`stage_growth`): the estimates continue from one stage to the
-    next (Jacobian chains, left-out runs), so a stage costs its new steps
-    plus a fixed overhead, which geometric growth keeps to a few stages;
-    the overshoot is at most ``growth`` times the path. Once the minimum
-    lies behind, go to the first length where the rule can hold, ``best +
-    patience(best, n_iter_no_change, statistics)``, but by at least ``n_iter // 8``.
-    """
+    """Length of the next stage of an early-stopped path: while the estimate
+    still improves at its end, ``growth`` times longer (a stage pays a fixed
+    overhead, which geometric growth keeps to a few stages); once the
+    minimum lies behind, the first length where :func:`stops` can hold, but
+    at least ``n_iter // 8`` more."""
     if best is None or best >= n_iter:
         return n_iter + max(n_iter_no_change, int(growth * n_iter))
     return max(best + patience(best, n_iter_no_change, statistics),
@@ -109,13 +92,9 @@ def next_stage(n_iter, best, n_iter_no_change, growth, statistics):
 
 
 def stage_growth(estimator, attr, policy):
-    """The growth of :func:`next_stage` for a path stopped on ``attr``: the
-    speed policy's ``stage_growth_chains`` for ``risk_path_`` of an
-    estimator whose risk runs Jacobian chains (they continue from the
-    previous stage's last step, but every stage pays their set-up and the
-    readout of the whole path again, a fixed cost of several steps of the
-    fit and chains on large designs:
-    ``docs/benchmarks.rst``), else ``stage_growth``."""
+    """The growth of :func:`next_stage` for a path stopped on ``attr``:
+    ``stage_growth_chains`` for the risk of an estimator that runs Jacobian
+    chains (each stage pays their set-up again), else ``stage_growth``."""
     linear = estimator.linear_iterations()
     if attr == "risk_path_" and not linear:
         return policy.stage_growth_chains
@@ -125,10 +104,8 @@ def stage_growth(estimator, attr, policy):
 def stops(path, n_iter, n_iter_no_change, statistics, limit=None):
     """The rule of the stages: ``(stop, best)`` on the criterion ``path`` of a
     path ``n_iter`` long: stop once the first minimum lies ``patience`` back,
-    unless ``limit`` (the criterion of the path's converged fit, where it is
-    known) lies more than the statistical policy's ``limit_rtol`` below that
-    minimum: the estimate then has to fall below its minimum again before
-    the path converges."""
+    unless ``limit`` (the criterion of the converged fit, where known) lies
+    more than ``limit_rtol`` below that minimum."""
     best = argmin_first(path, statistics.tie_rtol)
     if best is None or n_iter - best < patience(best, n_iter_no_change, statistics):
         return False, best
@@ -139,18 +116,15 @@ def stops(path, n_iter, n_iter_no_change, statistics, limit=None):
 
 def _growth_best(path, n_iter, n_iter_no_change, best, statistics):
     """The ``best`` that :func:`next_stage` grows from: the path's end where
-    only the limit keeps the path going (its patience holds), so that the
-    stages grow geometrically as while the estimate improves, instead of by
-    the patience's small steps (each stage pays the estimates' set-up again)."""
+    only the limit keeps the path going, so that the stages grow
+    geometrically instead of by the patience's small steps."""
     return n_iter if stops(path, n_iter, n_iter_no_change, statistics)[0] else best
 
 
 def at_boundary(path, n_iter, max_iter, statistics, limit=None):
     """Whether the criterion ``path`` (``n_iter`` long) still falls at its last
-    iterate, on or past ``max_iter``: the choice would be on the boundary,
-    unless the path has come within the statistical policy's ``limit_rtol``
-    of its ``limit`` (the converged fit, which then scores as well as what
-    the path could reach)."""
+    iterate, on or past ``max_iter``, and has not come within ``limit_rtol``
+    of its ``limit``."""
     if n_iter < max_iter or argmin_first(path, statistics.tie_rtol) != n_iter:
         return False
     rtol = statistics.limit_rtol
@@ -174,26 +148,18 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
                    finish=True, checks=None):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
-    returns the criterion path (``None``: stop, the caller says why), on the
-    same data at every stage (the plan's ``same_data``);
-    ``growth``: :func:`next_stage`'s (:func:`stage_growth`). Stops once
-    :func:`stops` holds (``limit``: the criterion of the converged fit,
-    where known) or at ``max_iter``; a path whose
-    criterion still falls at ``max_iter`` (:func:`at_boundary`) grows on, up
-    to the statistical policy's ``max_iter_growth`` times ``max_iter``
-    (unless ``grow_past`` is false). Then restores ``warm_start``
-    and frees the warm state of every estimator of ``fitted()``. Returns
-    the last path.
+    returns the criterion path (``None``: stop, the caller says why). Stops
+    once :func:`stops` holds or at ``max_iter``; a path whose criterion
+    still falls there (:func:`at_boundary`) grows on, up to
+    ``max_iter_growth`` times ``max_iter`` (unless ``grow_past`` is false).
+    Then restores ``warm_start`` and frees the warm state of every
+    estimator of ``fitted()``. Returns the last path.
 
-    The fits of the stages follow a :class:`~skacv.estimators._setup.FitPlan`:
-    the first stage chooses the loop's form for the whole ``max_iter``
-    (:func:`skacv.linalg._covariance.covariance_form_pays`), and the debiasing
-    statistics (:mod:`skacv.estimates.risk._uq`) are those of the last stage only;
-    ``probe_goal``: the plan's (what the probes of ``risk_path_`` are grown for).
-    ``first``: the length of the first stage (``2 * n_iter_no_change`` by
-    default; a path fitted in one go continues from its end); ``end_tol``:
-    the plan's (a path that ends at convergence ends the stages); ``checks``:
-    the plan's (the search's shared first validation of its data).
+    ``probe_goal``, ``end_tol``, ``checks``: the
+    :class:`~skacv.estimators._setup.FitPlan`'s (whose first stage chooses
+    the loop's form for the whole ``max_iter``; the debiasing statistics
+    are the last stage's). ``first``: the first stage's length (default
+    ``2 * n_iter_no_change``).
     """
     max_iter, warm_start = estimator.max_iter, estimator.warm_start
     cap = statistics.max_iter_growth * max_iter if grow_past else max_iter
@@ -256,17 +222,11 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
                policies, defer_uq=False, checks=None):
     """Fit one grid point for the criterion path ``attr`` (``risk_path_`` or
     ``loo_path_``): in one go, or, with ``n_iter_no_change`` and where it
-    pays (:func:`can_stage`), in stages stopped on ``attr`` (``limit``: the
-    criterion of the converged fit, where known; :func:`stops`); ``probe_goal``:
-    what the probes of ``risk_path_`` are grown for
-    (:class:`~skacv.estimators._setup.FitPlan`). With ``n_iter_no_change``,
-    a path stopped on ``risk_path_`` also ends where it has converged
-    (the statistical policy's ``converged_tol``; ``policies``: the search's
-    ``(speed, statistics)``). With ``defer_uq``, the debiasing statistics
-    wait for the estimator's ``finish_deferred`` (the search calls it on
-    the candidate it selects); ``checks``: the search's shared first
-    validation of its data (:class:`~skacv.estimators._setup.FitPlan`'s).
-    Returns the estimator, its estimate paths ``attrs`` and the fit time."""
+    pays (:func:`can_stage`), in stages stopped on ``attr`` (``limit``:
+    :func:`stops`'). A path stopped on ``risk_path_`` also ends where it has
+    converged (``converged_tol``). With ``defer_uq``, the debiasing
+    statistics wait for the estimator's ``finish_deferred``. Returns the
+    estimator, its estimate paths ``attrs`` and the fit time."""
     tic = time.perf_counter()
     policy, statistics = policies
     growth = stage_growth(estimator, attr, policy)
@@ -279,7 +239,9 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
             return None  # the caller says what is missing
         return stage_path(estimator, attrs, attr)
 
-    if n_iter_no_change is None or not can_stage(estimator, policy, X):
+    staged = n_iter_no_change is not None and can_stage(estimator, policy, X)
+    first = None
+    if not staged:
         # a cheap path is fitted whole (the stages' fixed cost would exceed
         # what stopping saves), and its choice is the whole path's argmin
         with planned(estimator, FitPlan(probe_goal=probe_goal, end_tol=end_tol,
@@ -287,19 +249,16 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
                                         checks=checks)):
             estimator.fit(X, y, **fit_params)
         n = getattr(estimator, "n_iter_", None)
-        if (n_iter_no_change is not None and can_stage(estimator, policy)
-                and hasattr(estimator, attr)
-                and at_boundary(stage_path(estimator, attrs, attr), n, estimator.max_iter,
-                                statistics, limit)):
-            # still falling at max_iter (and above its limit): on in stages
+        staged = (n_iter_no_change is not None and can_stage(estimator, policy)
+                  and hasattr(estimator, attr)
+                  and at_boundary(stage_path(estimator, attrs, attr), n, estimator.max_iter,
+                                  statistics, limit))
+        if staged:  # still falling at max_iter (and above its limit): on in stages
             first = min(statistics.max_iter_growth * n,
                         next_stage(n, n, n_iter_no_change, growth, statistics))
-            grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
-                           statistics, probe_goal, limit, first, end_tol=end_tol,
-                           finish=not defer_uq, checks=checks)
-    else:
+    if staged:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
-                       statistics, probe_goal, limit, end_tol=end_tol, finish=not defer_uq,
-                       checks=checks)
+                       statistics, probe_goal, limit, first, end_tol=end_tol,
+                       finish=not defer_uq, checks=checks)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
