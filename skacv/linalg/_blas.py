@@ -29,14 +29,10 @@ import ctypes
 import functools
 
 import numpy as np
+from scipy.linalg import cython_blas as _cython_blas  # Fortran convention, 32-bit integers
 from threadpoolctl import threadpool_info
 
 from .._policy import openblas_records
-
-try:  # SciPy's C-level BLAS (Fortran calling convention, 32-bit integers)
-    from scipy.linalg import cython_blas as _cython_blas
-except ImportError:  # pragma: no cover - every supported SciPy has it
-    _cython_blas = None
 
 _ROUTINES = {np.dtype(np.float32): "sgemm", np.dtype(np.float64): "dgemm"}
 _SCALARS = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
@@ -91,9 +87,12 @@ def _gemm_function(name, library=_cython_blas):
         return None
     if not lp64_signature(signature or b"", name):
         return None
-    if not address:  # pragma: no cover
-        return None
-    # CFUNCTYPE (not PYFUNCTYPE): the GIL is released during the call
+    return _released(address) if address else None
+
+
+def _released(address):
+    """The 13-argument ``?gemm`` at ``address`` as a ctypes function that
+    releases the GIL during the call (CFUNCTYPE, not PYFUNCTYPE)."""
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(address)
 
 
@@ -110,11 +109,8 @@ def numpy_openblas_path(inspect=threadpool_info):
     return path if "numpy" in path else None
 
 
-@functools.lru_cache(maxsize=None)
-def _found_numpy_openblas():
-    """:func:`numpy_openblas_path`, looked up once (threadpoolctl walks every
-    loaded library)."""
-    return numpy_openblas_path()
+# looked up once (threadpoolctl walks every loaded library)
+_found_numpy_openblas = functools.lru_cache(maxsize=None)(numpy_openblas_path)
 
 
 def numpy_gemm_function(name, path=None):
@@ -136,9 +132,7 @@ def _ilp64_gemm(name, path):
     for pattern in ILP64_SYMBOLS:
         symbol = getattr(lib, pattern.format(name), None)
         if symbol is not None:
-            address = ctypes.cast(symbol, ctypes.c_void_p).value
-            # CFUNCTYPE (not PYFUNCTYPE): the GIL is released during the call
-            return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(address)
+            return _released(ctypes.cast(symbol, ctypes.c_void_p).value)
     return None
 
 

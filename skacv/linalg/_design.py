@@ -160,8 +160,9 @@ class Design:
                 Xt = X
             self.X = Xt
 
-    def _start(self, X, sample_weight, fit_intercept, policies):
-        """The attributes of a design on ``X`` that do not read its values."""
+    def _start(self, X, sample_weight, fit_intercept, policies, sqrt_weight=None):
+        """The attributes of a design on ``X`` that do not read its values
+        (``sqrt_weight``: ``sqrt(sample_weight)`` if known)."""
         n, p = X.shape
         self.policy, self.statistics = current_policies() if policies is None else policies
         # spectral decompositions of this design (a warm-started refit on the
@@ -177,7 +178,7 @@ class Design:
             self.n_eff = float(n)
         else:
             self.weight = np.asarray(sample_weight, dtype=X.dtype)
-            self.sqrt_weight = np.sqrt(self.weight)
+            self.sqrt_weight = np.sqrt(self.weight) if sqrt_weight is None else sqrt_weight
             self.n_eff = float(self.weight.sum(dtype=np.float64))
 
     @classmethod
@@ -217,20 +218,11 @@ class Design:
         sparse ``X``, made if not given). ``idx`` is kept as ``.idx``.
         """
         sub = object.__new__(Design)
-        sub.cache = {}
-        sub.idx = idx
-        sub.policy, sub.statistics = self.policies
-        sub.n_samples, sub.n_features = len(idx), self.n_features
-        sub.dtype, sub.fit_intercept, sub.sparse = self.dtype, self.fit_intercept, self.sparse
-        sub.x_offset = self.x_offset
-        sub.weight = None if self.weight is None else self.weight[idx]
-        sub.sqrt_weight = None if self.sqrt_weight is None else self.sqrt_weight[idx]
-        sub.n_eff = float(len(idx)) if sub.weight is None else float(
-            sub.weight.sum(dtype=np.float64))
-        if self.sparse:
-            sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx]
-        else:
-            sub.X = self.X[idx]
+        sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx] if self.sparse else self.X[idx]
+        weighted = self.weight is not None
+        sub._start(sub.X, self.weight[idx] if weighted else None, self.fit_intercept,
+                   self.policies, self.sqrt_weight[idx] if weighted else None)
+        sub.idx, sub.x_offset = idx, self.x_offset
         return sub
 
     @property
@@ -283,9 +275,12 @@ class Design:
         (:func:`~skacv.utils._parallel.kept_workers`, BLAS limited to one thread)."""
         return kept_workers(self, self.policy.fuse_groups, "_panel_run")
 
-    def _run_panel_groups(self, work, calls):
+    def _sum_panel_groups(self, work, groups, sums):
+        """``work(panels, Z)`` for each group and its sum ``Z``, in the panel
+        workers; the sums then added in order."""
         with self.panel_workers() as run:
-            run(work, calls)
+            run(work, list(zip(groups, sums, strict=True)))
+        return _sum_in_order(sums)
 
     def _panel_groups(self, panel_bytes=None, max_rows=None):
         """The panels (slices of rows) in ``fuse_groups`` groups of consecutive ones."""
@@ -343,8 +338,7 @@ class Design:
                     np.dot(Xa, b, out=P[rows])
                     Z += np.dot(Xa.T, residual(rows, P[rows]))
 
-            self._run_panel_groups(work, list(zip(groups, sums, strict=True)))
-            return P, _sum_in_order(sums)
+            return P, self._sum_panel_groups(work, groups, sums)
         Bt = np.ascontiguousarray(b.T, dtype=self.dtype)
         K = b.shape[1]
         Pt = np.empty((K, n), dtype=self.dtype)
@@ -360,8 +354,7 @@ class Design:
                 # Z += Xa^T r[rows]: Xa^T is a Fortran view, written in place
                 gemm(1.0, Xa.T, residual(rows, Pt[:, rows]).T, beta=1.0, c=Z, overwrite_c=True)
 
-        self._run_panel_groups(work_block, list(zip(groups, sums, strict=True)))
-        return Pt, _sum_in_order(sums)
+        return Pt, self._sum_panel_groups(work_block, groups, sums)
 
     def operator_workers(self):
         """Context for many :meth:`normal_matvec` (a Krylov method): the panel
@@ -390,8 +383,7 @@ class Design:
             for rows in panels:
                 Z += np.dot(X[rows].T, r[rows])
 
-        self._run_panel_groups(work, list(zip(groups, sums, strict=True)))
-        return _sum_in_order(sums)
+        return self._sum_panel_groups(work, groups, sums)
 
     def columns_product(self, idx, c):
         """``X~[:, idx] @ c`` for a few columns ``idx`` (sorted, distinct)
@@ -456,28 +448,17 @@ class Design:
         if "lanczos_lipschitz" in self.cache:  # the fits of a search share the design
             return self.cache["lanczos_lipschitz"]
         G = self.cache.get(("gram", "features")) if p <= n else None
-        if G is not None:  # formed already (the covariance form): Lanczos on it
-            dim = p
+        fuses = G is None and self.fuses
+        dim = p if G is not None or fuses or p <= n else n
 
-            def op(v):
+        def op(v):
+            if G is not None:  # formed already (the covariance form): Lanczos on it
                 return (G @ v) * self.n_eff
-        elif self.fuses:  # one pass per product on the features' side (normal_matvec)
-            dim = p
-
-            def op(v):
-                return np.asarray(self.normal_matvec(v.astype(self.dtype)), dtype=np.float64)
-        elif p <= n:
-            dim = p
-
-            def op(v):
-                return np.asarray(self.rmatvec(self.matvec(v.astype(self.dtype))),
-                                  dtype=np.float64)
-        else:
-            dim = n
-
-            def op(v):
-                return np.asarray(self.matvec(self.rmatvec(v.astype(self.dtype))),
-                                  dtype=np.float64)
+            v = v.astype(self.dtype)
+            # one pass per product on the features' side (normal_matvec), or two
+            w = (self.normal_matvec(v) if fuses else self.rmatvec(self.matvec(v)) if p <= n
+                 else self.matvec(self.rmatvec(v)))
+            return np.asarray(w, dtype=np.float64)
         # a Ritz value never exceeds the top eigenvalue; with relative residual
         # at most the statistical policy's lipschitz_tol it is within that
         # fraction of it, so the inflated value is an upper bound (a step
@@ -596,16 +577,13 @@ def max_row_norm2(design):
     """``max_i ||x~_i||^2 / w_i`` over rows of positive weight (unweighted rows)."""
     if not design.sparse:
         sq = np.einsum("ij,ij->i", design.X, design.X, dtype=np.float64)
-    else:
+    else:  # the rows of a sparse X are not weighted
         X = design.X.tocsr()
         sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
         if design.fit_intercept:
             xo = design.x_offset.astype(np.float64)
             sq += xo @ xo - 2.0 * np.asarray(X @ xo).ravel()
-        if design.weight is not None:
-            sq = sq[design.weight > 0]
-        return float(sq.max()) if sq.size else 0.0
     if design.weight is not None:
         pos = design.weight > 0
-        sq = sq[pos] / design.weight[pos]
+        sq = sq[pos] if design.sparse else sq[pos] / design.weight[pos]
     return float(sq.max()) if sq.size else 0.0
