@@ -219,15 +219,3 @@ def check_schedule(schedule, n_steps):
         raise ValueError("step_schedule must contain finite non-negative factors.")
     return s
 
-
-__all__ = [
-    "Iteration",
-    "GradientDescent",
-    "HeavyBall",
-    "Nesterov",
-    "ISTA",
-    "FISTA",
-    "SGD",
-    "PreconditionedGD",
-    "check_schedule",
-]

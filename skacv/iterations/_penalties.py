@@ -223,5 +223,3 @@ class ElasticNet(Penalty):
 
     name = "elastic_net"
 
-
-__all__ = ["Penalty", "L1", "L2", "ElasticNet", "duality_gap", "soft_threshold"]

@@ -103,10 +103,10 @@ class NystromPreconditioner:
 
     # ------------------------------------------------------------- builders
     @classmethod
-    def from_features(cls, A, n_components, policies, damping=None):
+    def from_features(cls, A, n_components, policies):
         """Preconditioner of the covariance ``A^T A`` (rows ``A`` pre-scaled;
         ``policies``: ``(speed, statistics)``, the latter's damping and
-        eigenvalue floor by default).
+        eigenvalue floor).
 
         Uses the ``p x p`` covariance when ``p <= len(A)``, else the Gram
         matrix ``A A^T`` and ``e_i = A^T u_i / sqrt(lambda_i)``.
@@ -115,7 +115,6 @@ class NystromPreconditioner:
         m, p = A.shape
         k = min(int(n_components) + 1, m, p)
         policy, statistics = policies
-        damping = statistics.eigenpro_damping if damping is None else damping
         if p <= m:
             lam, E = top_eigh(A.T @ A, k, policy)
         else:
@@ -124,7 +123,7 @@ class NystromPreconditioner:
         floor = statistics.eigenpro_eig_floor
         keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
         q = max(min(int(n_components), keep - 1), 0)
-        self = cls(lam[: q + 1] if keep else lam[:1] * 0, q, damping)
+        self = cls(lam[: q + 1] if keep else lam[:1] * 0, q, statistics.eigenpro_damping)
         if E is None:
             E = A.T @ (U[:, :q] / np.sqrt(lam[:q]))
         self.components_ = np.ascontiguousarray(E[:, :q])
@@ -233,8 +232,7 @@ def critical_batches(lam, phi, diagonal, damping):
         return np.where(lam_p > 0, beta / lam_p + 1.0, np.inf)
 
 
-def feature_preconditioner(design, n_components, subsample_size, random_state=None,
-                           damping=None):
+def feature_preconditioner(design, n_components, subsample_size, random_state=None):
     """Preconditioner of ``X~^T X~ / n_eff`` for :class:`PreconditionedGD`.
 
     Parameters
@@ -263,7 +261,7 @@ def feature_preconditioner(design, n_components, subsample_size, random_state=No
         if not np.all(np.isfinite(Z)):
             raise ValueError("The preconditioner sample (subsample_size) contains NaN or inf.")
         A = (Z - design.x_offset) / np.sqrt(Z.shape[0])
-        P = NystromPreconditioner.from_features(A, n_components, design.policies, damping)
+        P = NystromPreconditioner.from_features(A, n_components, design.policies)
         P.independent_, P.subsample_size_ = True, Z.shape[0]
         return P
     M = 2000 if subsample_size == "auto" else int(subsample_size)
@@ -276,7 +274,7 @@ def feature_preconditioner(design, n_components, subsample_size, random_state=No
     if design.weight is not None:  # back to unweighted rows, then the draw counts
         A /= np.sqrt(design.weight[rows])[:, None]
     A *= np.sqrt(counts / counts.sum())[:, None]
-    P = NystromPreconditioner.from_features(A, n_components, design.policies, damping)
+    P = NystromPreconditioner.from_features(A, n_components, design.policies)
     P.independent_, P.subsample_size_ = False, int(round(counts.sum()))
     P.exact_ = exact
     return P

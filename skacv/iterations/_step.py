@@ -30,11 +30,9 @@ from ._penalties import Penalty
 
 
 def _clipped_step(x, x_prev, n_free=0):
-    """``clip(x - x_prev, -|x|, |x|)``, the clipped momentum step, coordinate
-    by coordinate (the last ``n_free`` coordinates, unpenalised, are never
-    clipped); ``x`` may carry extra axes (one run per column). The value is
-    what the perturbed runs of leave-one-out need;
-    :func:`_clipped_difference` gives its per-coordinate coefficients."""
+    """``clip(x - x_prev, -|x|, |x|)``, the clipped momentum step (the last
+    ``n_free`` coordinates, unpenalised, never clipped; ``x`` may carry
+    extra axes, one run per column)."""
     d = np.subtract(x, x_prev)
     lim = np.abs(x)
     np.minimum(d, lim, out=d)
@@ -47,8 +45,7 @@ def _clipped_step(x, x_prev, n_free=0):
 
 def _perturbed_clipped_step(x, x_prev, dx, dx_prev, n_free):
     """:func:`_clipped_step` of the perturbed runs ``x + dx`` (one per column
-    of ``dx``, each clipped on its own iterates) minus the unperturbed run's:
-    the momentum of the left-out runs."""
+    of ``dx``) minus the unperturbed run's: the left-out runs' momentum."""
     xs = x.reshape((-1,) + (1,) * (dx.ndim - 1))
     out = _clipped_step(xs + dx, x_prev.reshape(xs.shape) + dx_prev, n_free)
     out -= _clipped_step(x, x_prev, n_free).reshape(xs.shape)
@@ -58,9 +55,7 @@ def _perturbed_clipped_step(x, x_prev, dx, dx_prev, n_free):
 def _clipped_difference(x, x_prev, n_free=0, plain_as_none=False):
     """``(c, e)`` with :func:`_clipped_step` ``= c * x + e * x_prev``
     coordinate by coordinate (``(1, -1)`` where nothing is clipped; ``e = 0``
-    where it is): the form the iterates' extrapolation and the Jacobians use.
-    The last ``n_free`` coordinates (unpenalised) are never clipped;
-    ``plain_as_none``: ``None`` when no coordinate is clipped."""
+    where it is); ``plain_as_none``: ``None`` when no coordinate is clipped."""
     at, c_at = _clipped_entries(x, x_prev, n_free)
     if plain_as_none and not at.size:
         return None
@@ -75,10 +70,9 @@ def _clipped_difference(x, x_prev, n_free=0, plain_as_none=False):
 
 def _clipped_entries(x, x_prev, n_free=0):
     """``(at, c_at)``: the coordinates where the momentum step ``x - x_prev``
-    is clipped (flat indices, C order; the last ``n_free`` coordinates are
-    never clipped) and ``c = sign(x - x_prev) sign(x)`` there (in the
-    precision of ``x - x_prev``): :func:`_clipped_difference` at those
-    coordinates, ``(1, -1)`` elsewhere."""
+    is clipped (flat indices, C order) and ``c = sign(x - x_prev) sign(x)``
+    there, in the precision of ``x - x_prev`` (:func:`_clipped_difference`'s
+    ``c``)."""
     d = np.subtract(x, x_prev)
     # the step is clipped where |x - x_prev| > |x|, to sign(x - x_prev) |x|
     # (0 where x = 0): c = sign(x - x_prev) sign(x) exactly
@@ -338,26 +332,19 @@ class Iteration:
         return self._put_in(k, x, x_prev, at, c_at), (at[kept], c[kept])
 
     def _clipped_entries(self, k, x, x_prev):
-        """:func:`_clipped_entries` of step ``k`` where the step clips (a
-        clipped extrapolation with ``beta_k != 0``, the iterates alike), else
-        ``None`` (the general forms apply)."""
-        if not self._clips_step(k, x, x_prev):
+        """:func:`_clipped_entries` of step ``k`` where it extrapolates clipped
+        (``beta_k != 0``) on iterates of one dtype and shape, else ``None``
+        (the general forms apply)."""
+        if not (self.clips and self.beta(k) != 0.0 and x.dtype == x_prev.dtype
+                and x.shape == x_prev.shape):
             return None
         return _clipped_entries(x, x_prev, self.penalty.n_unpenalized)
 
-    def _clips_step(self, k, x, x_prev):
-        """Whether step ``k`` extrapolates clipped (``beta_k != 0``), the
-        iterates alike (dtype and shape)."""
-        return bool(self.clips and self.beta(k) != 0.0 and x.dtype == x_prev.dtype
-                    and x.shape == x_prev.shape)
-
     def _put_in(self, k, x, x_prev, at, c_at):
-        """The clipped extrapolation of step ``k``: the coefficients of
-        :meth:`extrapolation_coefficients`, ``(1 + beta c, beta e)`` with
-        ``c = 1, e = -1`` where nothing clips and ``c = c_at, e = 0`` at the
-        clipped coordinates ``at``, each in its precision and then the
-        iterates' (:meth:`extrapolation_factors`), applied as two numbers
-        to every coordinate and the clipped ones put in."""
+        """The clipped extrapolation of step ``k``: the plain factors on every
+        coordinate, then ``(1 + beta c_at, beta 0)`` at the clipped ones
+        ``at`` put in, each in the precisions :meth:`extrapolation_coefficients`
+        and :meth:`extrapolation_factors` give."""
         beta = self.beta(k)
         # 1 + beta c (c = 1) in the precision of c, then the iterates';
         # beta e (e = -1) in float64, then the iterates'

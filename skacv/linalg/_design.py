@@ -282,34 +282,29 @@ class Design:
             run(work, list(zip(groups, sums, strict=True)))
         return _sum_in_order(sums)
 
-    def _panel_groups(self, panel_bytes=None, max_rows=None):
+    def _panel_groups(self, max_rows=None):
         """The panels (slices of rows) in ``fuse_groups`` groups of consecutive ones."""
-        panels = self._panels(panel_bytes, max_rows)
+        panels = self._panels(max_rows)
         g = max(1, min(self.policy.fuse_groups, len(panels)))
         bounds = np.linspace(0, len(panels), g + 1).round().astype(int)
         return [panels[bounds[i]:bounds[i + 1]] for i in range(g)]
 
-    def panel_rows(self, panel_bytes=None, max_rows=None):
-        """Rows of a panel of :meth:`panel_products` (``panel_bytes`` of
-        ``X~``, the policy's ``panel_bytes`` by default; at least 8, at most ``max_rows``)."""
+    def _panels(self, max_rows=None):
+        """The panels of :meth:`panel_products`: slices of the policy's
+        ``panel_bytes`` of ``X~`` (at least 8 rows, at most ``max_rows``)."""
         X = self.X
-        size = self.policy.panel_bytes if panel_bytes is None else panel_bytes
-        rows = max(8, size // max(1, X.shape[1] * X.itemsize))
-        return rows if max_rows is None else min(rows, max_rows)
+        rows = max(8, self.policy.panel_bytes // max(1, X.shape[1] * X.itemsize))
+        rows = rows if max_rows is None else min(rows, max_rows)
+        return [slice(a, a + rows) for a in range(0, X.shape[0], rows)]
 
-    def _panels(self, panel_bytes=None, max_rows=None):
-        rows = self.panel_rows(panel_bytes, max_rows)
-        return [slice(a, a + rows) for a in range(0, self.X.shape[0], rows)]
-
-    def panel_products(self, b, residual, panel_bytes=None):
+    def panel_products(self, b, residual):
         """``(X~ b, X~^T r)`` in one pass over a dense ``X~``, panel of rows by
         panel of rows: ``r[rows] = residual(rows, (X~ b)[rows])`` is formed
         while the panel is in cache (the memory traffic of one product
         instead of two). The panels' groups (:meth:`_panel_groups`) each sum
         their share of ``X~^T r``, added in order after the pass; the sums of
         a vector ``b`` follow :meth:`panel_rmatvec`'s order. ``residual`` is
-        called from the groups' threads, on disjoint rows. ``panel_bytes``:
-        size of a panel (the policy's ``panel_bytes``).
+        called from the groups' threads, on disjoint rows.
 
         ``b`` may be a block of ``K`` columns (shape (n_features, K)); then
         the block is held transposed: ``residual(rows, P)`` receives ``P`` of
@@ -326,7 +321,7 @@ class Design:
         n, p = X.shape
         if b.ndim == 1:
             P = np.empty(n, dtype=self.dtype)
-            groups = self._panel_groups(panel_bytes)
+            groups = self._panel_groups()
             sums = [np.zeros(p, dtype=self.dtype) for _ in groups]
 
             def work(panels, Z):
@@ -343,7 +338,7 @@ class Design:
         K = b.shape[1]
         Pt = np.empty((K, n), dtype=self.dtype)
         gemm = linalg.get_blas_funcs("gemm", dtype=self.dtype)
-        groups = self._panel_groups(panel_bytes, self.policy.block_panel_rows_for(p))
+        groups = self._panel_groups(self.policy.block_panel_rows_for(p))
         # Z in Fortran order: (X~^T r) of shape (p, K) is the row-major r^T X~
         sums = [np.zeros((p, K), dtype=self.dtype, order="F") for _ in groups]
 
