@@ -258,13 +258,9 @@ class Design:
     @property
     def fuses(self):
         """The fit loop reads ``X~`` by row panels (dense, C-ordered, at least
-        the speed policy's ``fuse_min_bytes``): two products for one pass over memory. The
-        panels make ``fuse_groups`` groups of consecutive rows, run in as
-        many threads as there are BLAS threads, one BLAS thread each
-        (:meth:`panel_workers`); the groups are fixed, so the iterates do not
-        depend on the number of threads. With more BLAS threads than groups
-        the loop takes two multithreaded products a step instead (more
-        threads read memory faster than the groups would)."""
+        the speed policy's ``fuse_min_bytes``, at most ``fuse_groups`` BLAS
+        threads: docs/speed_policy.rst); the groups of panels are fixed, so
+        the iterates do not depend on the number of threads."""
         policy = self.policy
         return (not self.sparse and self.X.nbytes >= policy.fuse_min_bytes
                 and self.X.flags.c_contiguous and blas_threads() <= policy.fuse_groups)
@@ -298,23 +294,19 @@ class Design:
         return [slice(a, a + rows) for a in range(0, X.shape[0], rows)]
 
     def panel_products(self, b, residual):
-        """``(X~ b, X~^T r)`` in one pass over a dense ``X~``, panel of rows by
-        panel of rows: ``r[rows] = residual(rows, (X~ b)[rows])`` is formed
-        while the panel is in cache (the memory traffic of one product
-        instead of two). The panels' groups (:meth:`_panel_groups`) each sum
-        their share of ``X~^T r``, added in order after the pass; the sums of
-        a vector ``b`` follow :meth:`panel_rmatvec`'s order. ``residual`` is
-        called from the groups' threads, on disjoint rows.
+        """``(X~ b, X~^T r)`` in one pass over a dense ``X~``: ``r[rows] =
+        residual(rows, (X~ b)[rows])`` is formed while the panel of rows is
+        in cache. Each group of panels sums its share of ``X~^T r`` (in
+        :meth:`panel_rmatvec`'s order for a vector ``b``), the shares added
+        in order after the pass; ``residual`` is called from the groups'
+        threads, on disjoint rows.
 
-        ``b`` may be a block of ``K`` columns (shape (n_features, K)); then
-        the block is held transposed: ``residual(rows, P)`` receives ``P`` of
-        shape ``(K, len(rows))`` (``(X~ b)[rows]^T``) and returns ``r[rows]^T``
-        of that shape, the first returned array is ``(X~ b)^T`` of shape
-        ``(K, n_samples)``, and ``X~^T r`` is accumulated in place by the
-        BLAS ``gemm`` (``C += A B``: no temporary and no separate sum, less
-        time per step than row-major ``(rows, K)`` panels). Panels of a
-        block have at most
-        the speed policy's ``block_panel_rows_for(n_features)`` rows.
+        A block ``b`` of ``K`` columns is held transposed: ``residual(rows,
+        P)`` receives and returns shape ``(K, len(rows))``, the first
+        returned array is ``(X~ b)^T``, and ``X~^T r`` is accumulated in
+        place by the BLAS ``gemm`` (no temporary, no separate sum), by panels
+        of at most the speed policy's ``block_panel_rows_for(n_features)``
+        rows.
         """
         taken("panel_products")
         X = self.X
@@ -419,17 +411,12 @@ class Design:
 
     # ---------------------------------------------------------------- spectrum
     def lipschitz(self):
-        """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian).
-
-        From the Gram eigenvalues when they are known (exact traces need them
-        anyway); LAPACK on the smaller of ``X~^T X~`` and ``X~ X~^T`` when it
-        is small; else Lanczos on ``X~^T X~`` when the design holds it (the
-        covariance form), or on the smaller operator without forming it
-        (:func:`skacv.linalg._linalg.lanczos_top_eigenvalues`, on a design the fit
-        reads by panels (:attr:`fuses`) ``X~^T X~`` in one pass per product),
-        its top Ritz value inflated into an upper bound (:meth:`_inflate`),
-        computed once per design (the fits of a search share their design).
-        """
+        """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian), once
+        per design: from the Gram eigenvalues when known, LAPACK on the
+        smaller Gram matrix when it is small, else Lanczos
+        (:func:`~skacv.linalg._linalg.lanczos_top_eigenvalues`) on the held
+        ``X~^T X~`` or the smaller operator, its top Ritz value inflated into
+        an upper bound."""
         n, p = self.n_samples, self.n_features
         if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache:
             lam = self.gram_eigenvalues()
@@ -466,25 +453,17 @@ class Design:
                                             self.policy.lanczos_basis_bytes)[0]
             if not np.isfinite(theta):
                 theta = top_eigenvalue(op=op, dim=dim, tol=tol, policy=self.policy)
-        self.cache["lanczos_lipschitz"] = self._inflate(theta)
+        self.cache["lanczos_lipschitz"] = theta * (1.0 + tol) / self.n_eff
         return self.cache["lanczos_lipschitz"]
-
-    def _inflate(self, theta):
-        """A Lanczos Ritz value made an upper bound (LAPACK's small case is
-        exact and returns before), in the mean form."""
-        return theta * (1.0 + self.statistics.lipschitz_tol) / self.n_eff
 
     def _auto_side(self):
         return "features" if self.n_features <= self.n_samples else "samples"
 
     def gram_eigenvalues(self):
         """Ascending eigenvalues of the smaller Gram matrix (``gram("auto")``),
-        computed once per design (the step size and exact traces share them).
-
-        From the speed policy's ``eigvalsh_float32_min_order`` on, in single
-        precision (the Gram matrix of a float32 copy of ``X~``, or the cached
-        one rounded, and LAPACK's ``ssyev``): half the time, the eigenvalues
-        within about ``1e-7`` of the largest."""
+        computed once per design; from the speed policy's
+        ``eigvalsh_float32_min_order`` on in single precision (LAPACK's
+        ``ssyev`` on a float32 Gram matrix)."""
         cache = self.cache
         if "eigvalsh" not in cache:
             side = self._auto_side()
