@@ -9,17 +9,9 @@ step ``k = 1, 2, ...`` maps the state ``(x^{k-1}, x^{k-2}, v^{k-1})`` to
     v^k   = x^k + beta_k (x^k - x^{k-1})
 
 ``x^k`` are the iterates stored in ``coef_path_``; ``v^k`` are the points
-where the gradient is evaluated (``v = x`` without extrapolation). The
-penalty (:mod:`skacv.iterations._penalties`) supplies the ridge decay ``l2`` and the
-prox; the iteration supplies the step sizes ``eta_k`` and the momentum
-(``hb_k``, ``beta_k``). The combination and the extrapolation are linear,
-so the *same* methods (:meth:`Iteration.combine`,
-:meth:`Iteration.extrapolate`) advance the iterates (the fit loop,
-:func:`skacv.iterations._path.run_trajectory`), their tangents (Jacobian actions, the
-risk estimate), the scalar spectral recursions (exact and Lanczos traces)
-and the leave-one-out states (IACV). Only :meth:`Iteration.prox` and
-:meth:`Iteration.prox_jacobian` are non-linear. The algorithms themselves
-are subclasses (:mod:`skacv.iterations._iterations`).
+where the gradient is evaluated. What the linear methods (:meth:`Iteration.combine`,
+:meth:`Iteration.extrapolate`) advance besides the iterates: docs/architecture.rst
+("The algorithm: one iteration object").
 """
 
 import copy
@@ -196,9 +188,7 @@ class Iteration:
 
     def extrapolates(self, n_steps, first=1):
         """Whether any of steps ``first..n_steps`` extrapolates (``beta_k != 0``:
-        the gradient is taken at ``v^k != x^k``). The one test of this kind:
-        the fit loop, the memory-matrix chains and the leave-one-out tracker
-        all ask it here."""
+        the gradient is taken at ``v^k != x^k``)."""
         return any(self.beta(k) != 0.0 for k in range(first, n_steps + 1))
 
     def uses_heavy_ball(self, n_steps, first=1):

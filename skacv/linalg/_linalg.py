@@ -236,14 +236,9 @@ def lanczos_top_eigenvalues(op, W0, tol, max_bytes, max_steps=128):
     of ``W0`` (one per column, run as a block), each stopped at the first
     step where its top Ritz value ``theta`` has a residual norm at most
     ``tol * theta`` (an eigenvalue lies within it; from a random start, the
-    top one). That is as few passes over the operator as a Krylov method
-    can take: 3 to 5 for a well-separated top eigenvalue (a common factor
-    of the features), against ARPACK's ~21 at least (``eigsh`` builds 20
-    Lanczos vectors before it checks).
-
-    The Lanczos basis (kept for the re-orthogonalisation) is capped at
-    ``max_bytes`` (the speed policy's ``lanczos_basis_bytes``; ``np.inf``: no cap):
-    fewer steps on very long vectors.
+    top one): fewer passes than ARPACK (docs/speed_policy.rst,
+    ``dense_eig_size``). The Lanczos basis is capped at ``max_bytes`` (the
+    speed policy's ``lanczos_basis_bytes``; ``np.inf``: no cap).
 
     Returns
     -------
