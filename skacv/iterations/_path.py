@@ -337,11 +337,6 @@ def _nonexpansive(iteration, first, last):
     return not iteration.has_momentum(last, first)
 
 
-# ----------------------------------------------------------------------------
-# rows of the design and the mini-batch loop (SGD)
-# ----------------------------------------------------------------------------
-
-
 def minibatch_gradient(rows, r_S, weight, like):
     """``X~_S^T r_S / sum_{i in S} w_i``: the negative gradient of the mean data
     fit over the batch ``rows`` (a :meth:`~skacv.linalg._design.Design.rows` design), zero

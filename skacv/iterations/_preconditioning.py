@@ -37,10 +37,6 @@ from ..linalg._design import design_rows
 from ..linalg._linalg import lanczos_quadrature, top_eigenvalue, top_eigh
 from ..linalg._sampling import draw_rows
 
-# ----------------------------------------------------------------------------
-# the preconditioner
-# ----------------------------------------------------------------------------
-
 
 class NystromPreconditioner:
     """Rank-``q`` spectral preconditioner of EigenPro.
@@ -101,7 +97,6 @@ class NystromPreconditioner:
         self.top_eigenvalue_ = float(self.flattened_spectrum_.max()) if lam.size else 0.0
         self.gain_ = float(lam[0] / self.top_eigenvalue_) if self.top_eigenvalue_ > 0 else 1.0
 
-    # ------------------------------------------------------------- builders
     @classmethod
     def from_features(cls, A, n_components, policies):
         """Preconditioner of the covariance ``A^T A`` (rows ``A`` pre-scaled;
@@ -176,7 +171,6 @@ class NystromPreconditioner:
         self.scale_ = self.flattening_ / lam[:q] if q else np.zeros(0)
         return self
 
-    # ------------------------------------------------------------- products
     def apply(self, G, power=1.0):
         """``P^power @ G`` in feature space, for G of shape (p,) or (p, k)."""
         E = self.components_
@@ -278,11 +272,6 @@ def feature_preconditioner(design, n_components, subsample_size, random_state=No
     P.independent_, P.subsample_size_ = False, int(round(counts.sum()))
     P.exact_ = exact
     return P
-
-
-# ----------------------------------------------------------------------------
-# spectra of the preconditioned problem
-# ----------------------------------------------------------------------------
 
 
 def _whitened_ops(design, P, l2):

@@ -142,7 +142,6 @@ class Iteration:
             it.sampler = sampler
         return it
 
-    # ----------------------------------------------------------- properties
     @property
     def is_linear(self):
         """The prox is the identity: the map from the data to the iterates is linear."""
@@ -164,7 +163,6 @@ class Iteration:
         prox aside)."""
         return self.schedule is None and self.sampler is None and self._stationary_momentum
 
-    # ----------------------------------------------------------- coefficients
     def eta(self, k):
         """Step size of step ``k`` (the step producing ``x^k``)."""
         s = self.schedule
@@ -233,7 +231,6 @@ class Iteration:
         c, e = ce
         return 1.0 + beta * c, beta * e
 
-    # ------------------------------------------------------- the linear parts
     def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
         """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2});
         ``n_free``: trailing rows without decay (see
@@ -446,7 +443,6 @@ class Iteration:
             return x1 - x2
         return self.momentum_difference(k, x1, x2, coef)
 
-    # ------------------------------------------------------------------ prox
     def prox(self, k, pre, scale=None):
         """Proximal step of the penalty with step ``eta_k`` (``scale``: per-column
         factor of the l1 strength, see the penalty's ``prox``)."""
@@ -457,7 +453,6 @@ class Iteration:
         the identity; else a boolean mask, 1 where the coordinate is free)."""
         return self.penalty.prox_jacobian(x)
 
-    # ------------------------------------------------------------- tangents
     def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None, n_free=None,
                 overwrite_dz=False, out_v=None, dz_scaled=False):
         """Advance tangent vectors (blocks of columns) by one step.

@@ -194,7 +194,6 @@ class Design:
         design.X = Xt
         return design
 
-    # ------------------------------------------------------------------ y side
     def center_y(self, y):
         """Return ``(y_offset, y~)`` for a target ``y`` of shape (n_samples,)."""
         y = np.asarray(y, dtype=self.dtype)
@@ -230,7 +229,6 @@ class Design:
         """``(policy, statistics)``, for a design derived from this one."""
         return self.policy, self.statistics
 
-    # ---------------------------------------------------------------- products
     def matvec(self, b):
         """``X~ @ b`` for b of shape (n_features,) or (n_features, k)."""
         taken("matvec")
@@ -254,7 +252,6 @@ class Design:
             out = out - np.multiply.outer(self.x_offset, r.sum(axis=0))
         return np.asarray(out)
 
-    # ------------------------------------------------------ one-pass products
     @property
     def fuses(self):
         """The fit loop reads ``X~`` by row panels (dense, C-ordered, at least
@@ -409,7 +406,6 @@ class Design:
             return self.X
         return self.columns(np.arange(self.n_features))
 
-    # ---------------------------------------------------------------- spectrum
     def lipschitz(self):
         """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian), once
         per design: from the Gram eigenvalues when known, LAPACK on the
@@ -535,11 +531,6 @@ class Design:
                 sw = np.sqrt(w)
                 G *= np.outer(sw, sw)
         return G / self.n_eff
-
-
-# ----------------------------------------------------------------------------
-# rows of the design
-# ----------------------------------------------------------------------------
 
 
 def design_rows(design, idx):

@@ -21,11 +21,6 @@ from ..utils._parallel import factorization_blas
 RANK_TOL = float(np.sqrt(np.finfo(np.float64).resolution))
 
 
-# ----------------------------------------------------------------------------
-# Lanczos
-# ----------------------------------------------------------------------------
-
-
 def _tridiagonal(alphas, betas, k, i):
     Tk = np.diag(alphas[:k, i])
     if k > 1:
@@ -274,11 +269,6 @@ def top_ritz(state, i):
     k = state.j
     theta, U = np.linalg.eigh(_tridiagonal(state.alphas, state.betas, k, i))
     return float(theta[-1]), float(abs(state.betas[k - 1, i] * U[-1, -1])), U[:, -1]
-
-
-# ----------------------------------------------------------------------------
-# top eigenvalue / eigenpairs
-# ----------------------------------------------------------------------------
 
 
 def top_eigenvalue(A=None, *, policy, op=None, dim=None, tol=1e-6):

@@ -62,10 +62,6 @@ from ._track import _Problem, _Spectral, _track, _track_toeplitz
 # arrays of size n_coef per tracked sample (state, temporaries) for the chunk size
 _ARRAYS_PER_SAMPLE = 10
 
-# ----------------------------------------------------------------------------
-# driver
-# ----------------------------------------------------------------------------
-
 
 def _in_sample_losses(prob, fitted, tracked, prev=None):
     """Weighted in-sample losses ``w_i loss(y_i, x_i^T x^t)`` of the full
