@@ -225,11 +225,7 @@ def _count_cpus(text):
 def cache_bytes(level, policy):
     """Size in bytes of the CPU's data (or unified) cache of ``level`` (1 to
     3): the speed ``policy``'s ``cpu_caches`` where set, else as Linux reports it
-    for the first CPU, else the policy's ``default_cache_bytes``. Sizes
-    the panels of passes over a dense ``X`` that read each panel twice (it
-    should stay in the level-2 cache between the two products) and tells
-    whether ``X`` is read from memory or from the last-level cache
-    (:func:`last_level_share`)."""
+    for the first CPU, else the policy's ``default_cache_bytes``."""
     if policy.cpu_caches is not None:
         return policy.cpu_caches[level]
     size = reported_cache_bytes(level)
