@@ -134,12 +134,9 @@ class Iteration:
         it = copy.copy(self)
         if step_size is not None:
             it.step_size = float(step_size)
-        if penalty is not None:
-            it.penalty = penalty
-        if schedule is not None:
-            it.schedule = schedule
-        if sampler is not None:
-            it.sampler = sampler
+        for name, value in (("penalty", penalty), ("schedule", schedule), ("sampler", sampler)):
+            if value is not None:
+                setattr(it, name, value)
         return it
 
     @property
