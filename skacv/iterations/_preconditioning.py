@@ -53,9 +53,9 @@ class NystromPreconditioner:
         beyond ``r``).
     n_components : int
         ``q``, the number of flattened directions.
-    damping : float, default=None
-        Exponent ``a`` in (0, 1]; ``None``: the statistical policy's
-        ``eigenpro_damping`` (0.95).
+    damping : float
+        Exponent ``a`` in (0, 1] (the builders' default: the statistical
+        policy's ``eigenpro_damping``, 0.95).
 
     Attributes
     ----------
