@@ -148,17 +148,15 @@ class Design:
             self.x_offset = np.zeros(p, dtype=X.dtype)
         if self.sparse:
             self.X = X.tocsr() if X.format not in ("csr", "csc") else X
+        elif fit_intercept or self.weight is not None:
+            in_place = not copy and X.flags.c_contiguous and X.flags.writeable
+            self.X = X if in_place else np.array(X, dtype=X.dtype, order="K", copy=True)
+            if fit_intercept:
+                self.X -= self.x_offset
+            if self.sqrt_weight is not None:
+                self.X *= self.sqrt_weight[:, None]
         else:
-            if fit_intercept or self.weight is not None:
-                in_place = not copy and X.flags.c_contiguous and X.flags.writeable
-                Xt = X if in_place else np.array(X, dtype=X.dtype, order="K", copy=True)
-                if fit_intercept:
-                    Xt -= self.x_offset
-                if self.sqrt_weight is not None:
-                    Xt *= self.sqrt_weight[:, None]
-            else:
-                Xt = X
-            self.X = Xt
+            self.X = X
 
     def _start(self, X, sample_weight, fit_intercept, policies, sqrt_weight=None):
         """The attributes of a design on ``X`` that do not read its values
