@@ -224,5 +224,3 @@ class Logistic(_RowWeighted):
     def report(self, value, n_eff):
         return f"train log-loss {value:.5g}"
 
-
-__all__ = ["LeastSquares", "Huber", "Logistic", "log_loss_terms"]

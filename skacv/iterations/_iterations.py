@@ -187,12 +187,9 @@ class PreconditionedGD(GradientDescent):
 
     def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
         eta = self.eta(k)
-        if z_scaled:  # z holds eta z: P (eta z - eta l2 v)
-            g = z - (eta * self.l2) * v if self.l2 else z
-            out = self.preconditioner.apply(g)
-        else:
-            g = z - self.l2 * v if self.l2 else z
-            out = self.preconditioner.apply(g)
+        l2 = eta * self.l2 if z_scaled else self.l2  # z_scaled: P (eta z - eta l2 v)
+        out = self.preconditioner.apply(z - l2 * v if self.l2 else z)
+        if not z_scaled:
             out = out * out.dtype.type(eta)
         out += v
         if overwrite_z:
@@ -219,15 +216,3 @@ def check_schedule(schedule, n_steps):
         raise ValueError("step_schedule must contain finite non-negative factors.")
     return s
 
-
-__all__ = [
-    "Iteration",
-    "GradientDescent",
-    "HeavyBall",
-    "Nesterov",
-    "ISTA",
-    "FISTA",
-    "SGD",
-    "PreconditionedGD",
-    "check_schedule",
-]

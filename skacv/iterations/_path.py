@@ -99,35 +99,21 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     datafit : object, default=None
         A datafit of :mod:`skacv.iterations._datafits`; ``None`` is least squares.
     fitted_out : ndarray of shape (n_samples, >= state.k + n_steps + 1), default=None
-        If given, ``X~ x^k`` is written to ``fitted_out[:, k]`` (it is computed
-        by the loop anyway; the risk estimator reuses it).
+        Receives ``X~ x^k`` in column ``k`` (the risk estimator reuses it).
     fuse : bool, default=False
         On a large dense design (:attr:`~skacv.linalg._design.Design.fuses`), take
         ``X~ x^k`` and the next gradient ``X~^T r(v^k)`` in one pass over
         ``X~`` (:meth:`~skacv.linalg._design.Design.panel_products`); the next
         gradient is kept in ``state`` so that a continued fit repeats the
-        same rounding. The iterates are those of the two-pass loop up to
-        rounding.
-    gradients_out : ndarray of shape (n_features, >= state.k + n_steps + 1), default=None
-        Full batch only: ``X~^T r(v^k)`` (``n`` times the negative gradient
-        of the data fit at ``v^k``), computed by the loop anyway, is written
-        to ``gradients_out[:, k]`` for ``k = state.k .. state.k + n_steps``
-        (the debiasing's ``X~^T F`` of an iteration without extrapolation,
-        :mod:`skacv.estimates.risk._uq`); the two-pass loop, which takes the
-        gradient at the start of a step, takes the last one in a product of
-        its own.
-    sources_out : ndarray of shape (n_samples, >= state.k + n_steps + 1), default=None
-        If given (full batch only), ``X~ v^k`` of the gradient points,
-        computed by the loop anyway, is written to ``sources_out[:, k]``
-        for ``k = state.k .. state.k + n_steps`` (the residuals of a
-        clipped extrapolation's gradient points, which the risk estimate
-        would otherwise form again:
-        :func:`skacv.estimates.risk._readout.source_residuals`).
-    points_out : ndarray of shape (n_features, >= state.k + n_steps + 1), default=None
-        If given (full batch only), the gradient points ``v^k`` themselves
-        are written to ``points_out[:, k]`` for ``k = state.k .. state.k +
-        n_steps`` (those of :func:`skacv.estimates.risk._readout.source_points`,
-        which the risk estimate reads in the covariance form).
+        same rounding.
+    gradients_out, sources_out, points_out : ndarray or None, default=None
+        Full batch only: column ``k = state.k .. state.k + n_steps`` receives
+        ``X~^T r(v^k)`` (shape (n_features, ...); the debiasing's ``X~^T F``,
+        :mod:`skacv.estimates.risk._uq`), ``X~ v^k`` (shape (n_samples, ...))
+        and ``v^k`` (the risk estimate's ``source_residuals`` and
+        ``source_points``, :mod:`skacv.estimates.risk._readout`), which the
+        loop computes anyway (the two-pass loop takes the last gradient in a
+        product of its own).
     """
     taken("run_trajectory", steps=n_steps)
     if datafit is None:
@@ -253,30 +239,25 @@ def _fused_products(design, y_tilde, iteration, datafit, k, x_new, Xx, correctio
 
 
 def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fitted=None):
-    """Advance a block of full-batch least-squares runs, one per column.
+    """Advance a block of full-batch least-squares runs, one per column: the
+    stacked folds of :mod:`skacv.model_selection._kfold`, on a design whose
+    ``fitted_and_gradient`` takes the fitted values (held transposed, a row
+    per column) and the gradients of every column in one pass over ``X``.
 
-    The textbook form of :func:`run_trajectory` for a design whose
-    ``fitted_and_gradient(V, target)`` takes, in one pass over ``X``, the
-    fitted values ``X~ V`` and the gradients ``X~_j^T (target_j - X~ v_j)``
-    of every column ``j``, and whose ``target(Y, V)`` is the response of
-    each column at ``V``: the stacked folds of :mod:`skacv.model_selection._kfold` (fitted
-    values held transposed, a row per column). Step ``k``'s pass is at
-    ``v^k`` and gives the gradient of step ``k + 1`` (kept in ``state``, so
-    that a continued run repeats the same rounding; the first step of a run
-    from scratch takes its gradient in a pass of its own) and, when ``v^k =
-    x^k`` (no extrapolation at step ``k``), the fitted values of the new
-    iterate. The divergence check reads the training residual at
-    ``v^{k-1}``. ``iteration`` has step sizes (and sum-form penalty
-    strengths) of shape (n_columns,), or tiled to the iterates' shape
-    (:func:`~skacv.model_selection._kfold.stacked_iteration`); the step math is its own
-    (:meth:`~skacv.Iteration.combine`, ``prox``, ``extrapolate_iterate``).
+    Step ``k``'s pass is at ``v^k`` and gives the gradient of step ``k + 1``
+    (kept in ``state``, so that a continued run repeats the same rounding;
+    a run from scratch takes its first gradient in a pass of its own) and,
+    when ``v^k = x^k``, the fitted values of the new iterate; the
+    divergence check reads the training residual at ``v^{k-1}``.
+    ``iteration`` has step sizes (and sum-form penalty strengths) of shape
+    (n_columns,) or tiled to the iterates' shape
+    (:func:`~skacv.model_selection._kfold.stacked_iteration`).
 
     Parameters
     ----------
-    design : object
-        With ``fitted_and_gradient(V, target, held_out)`` (``held_out=False``:
-        only the gradients and the fitted values the gradients use are
-        needed), ``target``, ``n_eff`` of shape (n_columns,) and ``dtype``.
+    design : BlockProducts
+        :class:`~skacv.linalg._protocols.BlockProducts` (``held_out=False``:
+        only the gradients and the fitted values they use are needed).
     Y : ndarray of shape (n_columns, n_samples)
     iteration : Iteration
     n_steps : int
@@ -334,13 +315,13 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     return state
 
 
-def _diverged(iteration, k, value, y_norm, measure="training residual norm"):
+def _diverged(iteration, k, value, y_norm, measure="training residual norm",
+              advice="Use step_size='auto' (1/L with L the largest eigenvalue of the "
+                     "Hessian) or a smaller step; gradient methods need step_size < 2/L."):
     return DivergenceError(
         f"The {iteration.name} iterates diverge at step {k} ({measure} "
         f"{value:.3g} against {y_norm:.3g} at the start) "
-        f"with step_size={_step(iteration):.6g}. Use step_size='auto' "
-        "(1/L with L the largest eigenvalue of the Hessian) or a smaller "
-        "step; gradient methods need step_size < 2/L."
+        f"with step_size={_step(iteration):.6g}. {advice}"
     )
 
 
@@ -354,11 +335,6 @@ def _nonexpansive(iteration, first, last):
     if iteration.schedule is not None or iteration.sampler is not None:
         return False
     return not iteration.has_momentum(last, first)
-
-
-# ----------------------------------------------------------------------------
-# rows of the design and the mini-batch loop (SGD)
-# ----------------------------------------------------------------------------
 
 
 def minibatch_gradient(rows, r_S, weight, like):
@@ -411,13 +387,9 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
         else:  # between checks of the objective: finiteness only
             value = 0.0 if np.isfinite(np.abs(x_new).sum()) else np.inf
         if not np.isfinite(value) or value > limit:
-            raise DivergenceError(
-                f"The {iteration.name} iterates diverge at step {k} (training "
-                f"objective monitor {value:.3g} against {y_norm:.3g} at the start) "
-                f"with step_size={iteration.step_size:.6g}. Use a smaller step_size "
-                "or a decreasing step_schedule (stochastic gradients need "
-                "step_size < 2/L_batch)."
-            )
+            raise _diverged(iteration, k, value, y_norm, "training objective monitor",
+                            "Use a smaller step_size or a decreasing step_schedule "
+                            "(stochastic gradients need step_size < 2/L_batch).")
         v = iteration.extrapolate_iterate(k, x_new, x)
         x_prev, x = x, x_new
         out[:, k] = x

@@ -28,12 +28,6 @@ def soft_threshold(x, tau, out=None, neg_tau=None):
     ``subtract`` instead of ``abs``, ``subtract``, ``maximum`` and
     ``copysign`` (the last several times slower than the others on
     float32 blocks with mixed signs)."""
-    tau_dtype = getattr(tau, "dtype", None)
-    if tau_dtype is not None and tau_dtype != x.dtype:  # (a wider tau: rounded as before)
-        mag = np.abs(x)
-        mag -= tau
-        np.maximum(mag, 0, out=mag)
-        return np.copysign(mag, x, out=mag if out is None else out)
     clipped = np.minimum(x, tau)
     np.maximum(clipped, -tau if neg_tau is None else neg_tau, out=clipped)
     return np.subtract(x, clipped, out=clipped if out is None else out)
@@ -223,5 +217,3 @@ class ElasticNet(Penalty):
 
     name = "elastic_net"
 
-
-__all__ = ["Penalty", "L1", "L2", "ElasticNet", "duality_gap", "soft_threshold"]

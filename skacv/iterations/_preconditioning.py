@@ -37,10 +37,6 @@ from ..linalg._design import design_rows
 from ..linalg._linalg import lanczos_quadrature, top_eigenvalue, top_eigh
 from ..linalg._sampling import draw_rows
 
-# ----------------------------------------------------------------------------
-# the preconditioner
-# ----------------------------------------------------------------------------
-
 
 class NystromPreconditioner:
     """Rank-``q`` spectral preconditioner of EigenPro.
@@ -57,9 +53,9 @@ class NystromPreconditioner:
         beyond ``r``).
     n_components : int
         ``q``, the number of flattened directions.
-    damping : float, default=None
-        Exponent ``a`` in (0, 1]; ``None``: the statistical policy's
-        ``eigenpro_damping`` (0.95).
+    damping : float
+        Exponent ``a`` in (0, 1] (the builders' default: the statistical
+        policy's ``eigenpro_damping``, 0.95).
 
     Attributes
     ----------
@@ -101,12 +97,11 @@ class NystromPreconditioner:
         self.top_eigenvalue_ = float(self.flattened_spectrum_.max()) if lam.size else 0.0
         self.gain_ = float(lam[0] / self.top_eigenvalue_) if self.top_eigenvalue_ > 0 else 1.0
 
-    # ------------------------------------------------------------- builders
     @classmethod
-    def from_features(cls, A, n_components, policies, damping=None):
+    def from_features(cls, A, n_components, policies):
         """Preconditioner of the covariance ``A^T A`` (rows ``A`` pre-scaled;
         ``policies``: ``(speed, statistics)``, the latter's damping and
-        eigenvalue floor by default).
+        eigenvalue floor).
 
         Uses the ``p x p`` covariance when ``p <= len(A)``, else the Gram
         matrix ``A A^T`` and ``e_i = A^T u_i / sqrt(lambda_i)``.
@@ -115,7 +110,6 @@ class NystromPreconditioner:
         m, p = A.shape
         k = min(int(n_components) + 1, m, p)
         policy, statistics = policies
-        damping = statistics.eigenpro_damping if damping is None else damping
         if p <= m:
             lam, E = top_eigh(A.T @ A, k, policy)
         else:
@@ -124,7 +118,7 @@ class NystromPreconditioner:
         floor = statistics.eigenpro_eig_floor
         keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
         q = max(min(int(n_components), keep - 1), 0)
-        self = cls(lam[: q + 1] if keep else lam[:1] * 0, q, damping)
+        self = cls(lam[: q + 1] if keep else lam[:1] * 0, q, statistics.eigenpro_damping)
         if E is None:
             E = A.T @ (U[:, :q] / np.sqrt(lam[:q]))
         self.components_ = np.ascontiguousarray(E[:, :q])
@@ -177,7 +171,6 @@ class NystromPreconditioner:
         self.scale_ = self.flattening_ / lam[:q] if q else np.zeros(0)
         return self
 
-    # ------------------------------------------------------------- products
     def apply(self, G, power=1.0):
         """``P^power @ G`` in feature space, for G of shape (p,) or (p, k)."""
         E = self.components_
@@ -233,8 +226,7 @@ def critical_batches(lam, phi, diagonal, damping):
         return np.where(lam_p > 0, beta / lam_p + 1.0, np.inf)
 
 
-def feature_preconditioner(design, n_components, subsample_size, random_state=None,
-                           damping=None):
+def feature_preconditioner(design, n_components, subsample_size, random_state=None):
     """Preconditioner of ``X~^T X~ / n_eff`` for :class:`PreconditionedGD`.
 
     Parameters
@@ -263,7 +255,7 @@ def feature_preconditioner(design, n_components, subsample_size, random_state=No
         if not np.all(np.isfinite(Z)):
             raise ValueError("The preconditioner sample (subsample_size) contains NaN or inf.")
         A = (Z - design.x_offset) / np.sqrt(Z.shape[0])
-        P = NystromPreconditioner.from_features(A, n_components, design.policies, damping)
+        P = NystromPreconditioner.from_features(A, n_components, design.policies)
         P.independent_, P.subsample_size_ = True, Z.shape[0]
         return P
     M = 2000 if subsample_size == "auto" else int(subsample_size)
@@ -276,15 +268,10 @@ def feature_preconditioner(design, n_components, subsample_size, random_state=No
     if design.weight is not None:  # back to unweighted rows, then the draw counts
         A /= np.sqrt(design.weight[rows])[:, None]
     A *= np.sqrt(counts / counts.sum())[:, None]
-    P = NystromPreconditioner.from_features(A, n_components, design.policies, damping)
+    P = NystromPreconditioner.from_features(A, n_components, design.policies)
     P.independent_, P.subsample_size_ = False, int(round(counts.sum()))
     P.exact_ = exact
     return P
-
-
-# ----------------------------------------------------------------------------
-# spectra of the preconditioned problem
-# ----------------------------------------------------------------------------
 
 
 def _whitened_ops(design, P, l2):

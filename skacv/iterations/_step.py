@@ -9,17 +9,9 @@ step ``k = 1, 2, ...`` maps the state ``(x^{k-1}, x^{k-2}, v^{k-1})`` to
     v^k   = x^k + beta_k (x^k - x^{k-1})
 
 ``x^k`` are the iterates stored in ``coef_path_``; ``v^k`` are the points
-where the gradient is evaluated (``v = x`` without extrapolation). The
-penalty (:mod:`skacv.iterations._penalties`) supplies the ridge decay ``l2`` and the
-prox; the iteration supplies the step sizes ``eta_k`` and the momentum
-(``hb_k``, ``beta_k``). The combination and the extrapolation are linear,
-so the *same* methods (:meth:`Iteration.combine`,
-:meth:`Iteration.extrapolate`) advance the iterates (the fit loop,
-:func:`skacv.iterations._path.run_trajectory`), their tangents (Jacobian actions, the
-risk estimate), the scalar spectral recursions (exact and Lanczos traces)
-and the leave-one-out states (IACV). Only :meth:`Iteration.prox` and
-:meth:`Iteration.prox_jacobian` are non-linear. The algorithms themselves
-are subclasses (:mod:`skacv.iterations._iterations`).
+where the gradient is evaluated. What the linear methods (:meth:`Iteration.combine`,
+:meth:`Iteration.extrapolate`) advance besides the iterates: docs/architecture.rst
+("The algorithm: one iteration object").
 """
 
 import copy
@@ -30,11 +22,9 @@ from ._penalties import Penalty
 
 
 def _clipped_step(x, x_prev, n_free=0):
-    """``clip(x - x_prev, -|x|, |x|)``, the clipped momentum step, coordinate
-    by coordinate (the last ``n_free`` coordinates, unpenalised, are never
-    clipped); ``x`` may carry extra axes (one run per column). The value is
-    what the perturbed runs of leave-one-out need;
-    :func:`_clipped_difference` gives its per-coordinate coefficients."""
+    """``clip(x - x_prev, -|x|, |x|)``, the clipped momentum step (the last
+    ``n_free`` coordinates, unpenalised, never clipped; ``x`` may carry
+    extra axes, one run per column)."""
     d = np.subtract(x, x_prev)
     lim = np.abs(x)
     np.minimum(d, lim, out=d)
@@ -47,8 +37,7 @@ def _clipped_step(x, x_prev, n_free=0):
 
 def _perturbed_clipped_step(x, x_prev, dx, dx_prev, n_free):
     """:func:`_clipped_step` of the perturbed runs ``x + dx`` (one per column
-    of ``dx``, each clipped on its own iterates) minus the unperturbed run's:
-    the momentum of the left-out runs."""
+    of ``dx``) minus the unperturbed run's: the left-out runs' momentum."""
     xs = x.reshape((-1,) + (1,) * (dx.ndim - 1))
     out = _clipped_step(xs + dx, x_prev.reshape(xs.shape) + dx_prev, n_free)
     out -= _clipped_step(x, x_prev, n_free).reshape(xs.shape)
@@ -58,9 +47,7 @@ def _perturbed_clipped_step(x, x_prev, dx, dx_prev, n_free):
 def _clipped_difference(x, x_prev, n_free=0, plain_as_none=False):
     """``(c, e)`` with :func:`_clipped_step` ``= c * x + e * x_prev``
     coordinate by coordinate (``(1, -1)`` where nothing is clipped; ``e = 0``
-    where it is): the form the iterates' extrapolation and the Jacobians use.
-    The last ``n_free`` coordinates (unpenalised) are never clipped;
-    ``plain_as_none``: ``None`` when no coordinate is clipped."""
+    where it is); ``plain_as_none``: ``None`` when no coordinate is clipped."""
     at, c_at = _clipped_entries(x, x_prev, n_free)
     if plain_as_none and not at.size:
         return None
@@ -75,10 +62,9 @@ def _clipped_difference(x, x_prev, n_free=0, plain_as_none=False):
 
 def _clipped_entries(x, x_prev, n_free=0):
     """``(at, c_at)``: the coordinates where the momentum step ``x - x_prev``
-    is clipped (flat indices, C order; the last ``n_free`` coordinates are
-    never clipped) and ``c = sign(x - x_prev) sign(x)`` there (in the
-    precision of ``x - x_prev``): :func:`_clipped_difference` at those
-    coordinates, ``(1, -1)`` elsewhere."""
+    is clipped (flat indices, C order) and ``c = sign(x - x_prev) sign(x)``
+    there, in the precision of ``x - x_prev`` (:func:`_clipped_difference`'s
+    ``c``)."""
     d = np.subtract(x, x_prev)
     # the step is clipped where |x - x_prev| > |x|, to sign(x - x_prev) |x|
     # (0 where x = 0): c = sign(x - x_prev) sign(x) exactly
@@ -148,15 +134,11 @@ class Iteration:
         it = copy.copy(self)
         if step_size is not None:
             it.step_size = float(step_size)
-        if penalty is not None:
-            it.penalty = penalty
-        if schedule is not None:
-            it.schedule = schedule
-        if sampler is not None:
-            it.sampler = sampler
+        for name, value in (("penalty", penalty), ("schedule", schedule), ("sampler", sampler)):
+            if value is not None:
+                setattr(it, name, value)
         return it
 
-    # ----------------------------------------------------------- properties
     @property
     def is_linear(self):
         """The prox is the identity: the map from the data to the iterates is linear."""
@@ -178,7 +160,6 @@ class Iteration:
         prox aside)."""
         return self.schedule is None and self.sampler is None and self._stationary_momentum
 
-    # ----------------------------------------------------------- coefficients
     def eta(self, k):
         """Step size of step ``k`` (the step producing ``x^k``)."""
         s = self.schedule
@@ -202,9 +183,7 @@ class Iteration:
 
     def extrapolates(self, n_steps, first=1):
         """Whether any of steps ``first..n_steps`` extrapolates (``beta_k != 0``:
-        the gradient is taken at ``v^k != x^k``). The one test of this kind:
-        the fit loop, the memory-matrix chains and the leave-one-out tracker
-        all ask it here."""
+        the gradient is taken at ``v^k != x^k``)."""
         return any(self.beta(k) != 0.0 for k in range(first, n_steps + 1))
 
     def uses_heavy_ball(self, n_steps, first=1):
@@ -249,7 +228,6 @@ class Iteration:
         c, e = ce
         return 1.0 + beta * c, beta * e
 
-    # ------------------------------------------------------- the linear parts
     def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
         """``v - eta_k l2 v + hb_k dx + eta_k z`` (dx = x^{k-1} - x^{k-2});
         ``n_free``: trailing rows without decay (see
@@ -338,26 +316,19 @@ class Iteration:
         return self._put_in(k, x, x_prev, at, c_at), (at[kept], c[kept])
 
     def _clipped_entries(self, k, x, x_prev):
-        """:func:`_clipped_entries` of step ``k`` where the step clips (a
-        clipped extrapolation with ``beta_k != 0``, the iterates alike), else
-        ``None`` (the general forms apply)."""
-        if not self._clips_step(k, x, x_prev):
+        """:func:`_clipped_entries` of step ``k`` where it extrapolates clipped
+        (``beta_k != 0``) on iterates of one dtype and shape, else ``None``
+        (the general forms apply)."""
+        if not (self.clips and self.beta(k) != 0.0 and x.dtype == x_prev.dtype
+                and x.shape == x_prev.shape):
             return None
         return _clipped_entries(x, x_prev, self.penalty.n_unpenalized)
 
-    def _clips_step(self, k, x, x_prev):
-        """Whether step ``k`` extrapolates clipped (``beta_k != 0``), the
-        iterates alike (dtype and shape)."""
-        return bool(self.clips and self.beta(k) != 0.0 and x.dtype == x_prev.dtype
-                    and x.shape == x_prev.shape)
-
     def _put_in(self, k, x, x_prev, at, c_at):
-        """The clipped extrapolation of step ``k``: the coefficients of
-        :meth:`extrapolation_coefficients`, ``(1 + beta c, beta e)`` with
-        ``c = 1, e = -1`` where nothing clips and ``c = c_at, e = 0`` at the
-        clipped coordinates ``at``, each in its precision and then the
-        iterates' (:meth:`extrapolation_factors`), applied as two numbers
-        to every coordinate and the clipped ones put in."""
+        """The clipped extrapolation of step ``k``: the plain factors on every
+        coordinate, then ``(1 + beta c_at, beta 0)`` at the clipped ones
+        ``at`` put in, each in the precisions :meth:`extrapolation_coefficients`
+        and :meth:`extrapolation_factors` give."""
         beta = self.beta(k)
         # 1 + beta c (c = 1) in the precision of c, then the iterates';
         # beta e (e = -1) in float64, then the iterates'
@@ -469,7 +440,6 @@ class Iteration:
             return x1 - x2
         return self.momentum_difference(k, x1, x2, coef)
 
-    # ------------------------------------------------------------------ prox
     def prox(self, k, pre, scale=None):
         """Proximal step of the penalty with step ``eta_k`` (``scale``: per-column
         factor of the l1 strength, see the penalty's ``prox``)."""
@@ -480,7 +450,6 @@ class Iteration:
         the identity; else a boolean mask, 1 where the coordinate is free)."""
         return self.penalty.prox_jacobian(x)
 
-    # ------------------------------------------------------------- tangents
     def tangent(self, k, dv, dx1, dx2, dz, mask, coef=None, mcoef=None, n_free=None,
                 overwrite_dz=False, out_v=None, dz_scaled=False):
         """Advance tangent vectors (blocks of columns) by one step.

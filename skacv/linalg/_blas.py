@@ -1,42 +1,26 @@
 """Matrix products prepared once and called many times without the GIL.
 
-The stacked folds' pass (:meth:`skacv.model_selection._fold_designs.FoldDesigns._dense_pass`) takes
-two small products per panel of rows in each of two threads. NumPy's
-``dot`` and ``matmul`` hold the GIL around parts of such calls, so each
-thread waits on the other's hand-over of the GIL several times a panel and
-the two threads run slower than the same work in two processes (figures in
-docs/benchmarks.rst). :func:`gemm_call`
-binds ``C <- alpha A B + beta C`` for fixed arrays to SciPy's BLAS
-(``scipy.linalg.cython_blas``, a public C interface) through ``ctypes``,
-which releases the GIL for the whole call; shapes, strides and pointers
-are checked and converted once, so a call costs about a microsecond, and
-``beta = 1`` accumulates in place (no temporary, no separate sum).
-
-The binding is refused (the caller falls back to NumPy's product) unless
-the capsule's C signature is the 32-bit-integer one this module passes
-(``int *`` for every dimension and leading dimension: an ILP64 build of
-SciPy's BLAS would read them as 64-bit integers), and for any dimension or
-leading dimension of ``2**31`` or more, which a 32-bit ``int`` cannot hold.
-
-``library="numpy"`` binds the same call to the ``?gemm`` of NumPy's own
-OpenBLAS instead (:func:`numpy_gemm_function`: its 64-bit-integer
-interface, ``scipy_sgemm_64_`` in NumPy's wheels), where it is found, else
-to SciPy's: the same routine with the same arguments, faster where NumPy
-ships the newer OpenBLAS (figures in docs/benchmarks.rst).
+:func:`gemm_call` binds ``C <- alpha A B + beta C`` for fixed arrays to
+SciPy's BLAS (``scipy.linalg.cython_blas``) through ``ctypes``, which
+releases the GIL for the whole call (why: docs/architecture.rst on the
+stacked folds' pass, docs/speed_policy.rst ``prepared_products``); shapes,
+strides and pointers are checked and converted once, so a call costs about
+a microsecond. The binding is refused (the caller falls back to NumPy's
+product) unless the capsule's C signature is the 32-bit-integer one this
+module passes (an ILP64 build would read 64-bit integers), and for any
+dimension or leading dimension of ``2**31`` or more. ``library="numpy"``
+binds the same call to the 64-bit-integer ``?gemm`` of NumPy's own OpenBLAS
+where it is found (:func:`numpy_gemm_function`; ``prepared_blas``).
 """
 
 import ctypes
 import functools
 
 import numpy as np
+from scipy.linalg import cython_blas as _cython_blas  # Fortran convention, 32-bit integers
 from threadpoolctl import threadpool_info
 
 from .._policy import openblas_records
-
-try:  # SciPy's C-level BLAS (Fortran calling convention, 32-bit integers)
-    from scipy.linalg import cython_blas as _cython_blas
-except ImportError:  # pragma: no cover - every supported SciPy has it
-    _cython_blas = None
 
 _ROUTINES = {np.dtype(np.float32): "sgemm", np.dtype(np.float64): "dgemm"}
 _SCALARS = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
@@ -91,9 +75,12 @@ def _gemm_function(name, library=_cython_blas):
         return None
     if not lp64_signature(signature or b"", name):
         return None
-    if not address:  # pragma: no cover
-        return None
-    # CFUNCTYPE (not PYFUNCTYPE): the GIL is released during the call
+    return _released(address) if address else None
+
+
+def _released(address):
+    """The 13-argument ``?gemm`` at ``address`` as a ctypes function that
+    releases the GIL during the call (CFUNCTYPE, not PYFUNCTYPE)."""
     return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(address)
 
 
@@ -110,11 +97,8 @@ def numpy_openblas_path(inspect=threadpool_info):
     return path if "numpy" in path else None
 
 
-@functools.lru_cache(maxsize=None)
-def _found_numpy_openblas():
-    """:func:`numpy_openblas_path`, looked up once (threadpoolctl walks every
-    loaded library)."""
-    return numpy_openblas_path()
+# looked up once (threadpoolctl walks every loaded library)
+_found_numpy_openblas = functools.lru_cache(maxsize=None)(numpy_openblas_path)
 
 
 def numpy_gemm_function(name, path=None):
@@ -136,9 +120,7 @@ def _ilp64_gemm(name, path):
     for pattern in ILP64_SYMBOLS:
         symbol = getattr(lib, pattern.format(name), None)
         if symbol is not None:
-            address = ctypes.cast(symbol, ctypes.c_void_p).value
-            # CFUNCTYPE (not PYFUNCTYPE): the GIL is released during the call
-            return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(address)
+            return _released(ctypes.cast(symbol, ctypes.c_void_p).value)
     return None
 
 

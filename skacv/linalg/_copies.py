@@ -21,10 +21,9 @@ from ._design import _SHARED
 def gather(X, dtype, policy, rows=None, cols=None, out=None):
     """``X[rows][:, cols]`` of a dense ``X`` in ``dtype``, C order (``None``:
     all rows or columns), copied by blocks of rows: no full-size temporary in
-    ``X``'s precision. The chains' restricted design and the stacked folds'
-    copy of ``X`` (rows ordered by fold) are made by it. ``out``: the
-    array to fill (C-ordered, of that shape and dtype; else a new one);
-    ``policy``: the speed policy (blocks and threads of the copy)."""
+    ``X``'s precision. ``out``: the array to fill (C-ordered, of that shape
+    and dtype; else a new one); ``policy``: the speed policy (blocks and
+    threads of the copy)."""
     n = X.shape[0] if rows is None else len(rows)
     p = X.shape[1] if cols is None else len(cols)
     if out is None:
@@ -52,13 +51,10 @@ def gather(X, dtype, policy, rows=None, cols=None, out=None):
 def scratch(shape, dtype, policy, name="columns"):
     """An uninitialised C-ordered array of ``shape`` and ``dtype``. Inside
     :func:`shared_designs`, the memory of an earlier scratch array of the
-    same context that nothing uses any more (the risk estimate's restricted
-    copy of ``X~``, gathered again at every stage of a staged search): fresh
-    memory of that size costs its page faults, on a large design as much as
-    the copy itself and erratic (the kernel compacting memory for huge
-    pages; ``docs/benchmarks.rst``). Outside, a new array. The context
-    keeps one buffer a ``name`` and dtype, dropped on exit. New memory
-    comes from :func:`fresh`."""
+    same ``name`` and dtype that nothing uses any more (the risk estimate's
+    restricted copy of ``X~``, gathered again at every stage of a staged
+    search), whose page faults fresh memory would pay again
+    (``docs/benchmarks.rst``); outside, :func:`fresh` memory."""
     dtype = np.dtype(dtype)
     size = int(np.prod(shape, dtype=np.int64))
     shared = _SHARED.get()
@@ -82,13 +78,9 @@ def scratch(shape, dtype, policy, name="columns"):
 def fresh(size, dtype, policy):
     """Uninitialised memory for ``size`` items of ``dtype`` (1-D). On Linux,
     from the speed ``policy``'s ``scratch_mmap_min_bytes`` on, a private
-    anonymous mapping instead of NumPy's allocation: NumPy advises the
-    kernel to back large arrays by huge pages, and where the kernel honours
-    that advice by compacting memory on the spot (transparent huge pages in
-    ``madvise`` mode) the first touch of a large fresh copy cost several
-    times as much, and erratically, as without the advice; the products that
-    read the copy ran at the same speed (``docs/benchmarks.rst``). The
-    mapping is freed with the last array that uses it."""
+    anonymous mapping without NumPy's huge-page advice, whose compaction
+    made the first touch of a large copy several times slower, erratically
+    (``docs/benchmarks.rst``); freed with the last array that uses it."""
     nbytes = size * dtype.itemsize
     limit = policy.scratch_mmap_min_bytes
     if limit is None or nbytes < max(limit, 1) or not sys.platform.startswith("linux"):

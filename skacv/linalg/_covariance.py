@@ -24,14 +24,10 @@ def covariance_form_pays(design, n_steps):
 
 class CovarianceForm:
     """The fit loop's products of full-batch least squares in the
-    covariance form (scikit-learn's ``precompute``): with ``C = X~^T X~``
-    (p x p, from :meth:`Design.gram`) and the target ``c = X~^T y~``, the
-    loop's "fitted values" of ``x`` are ``C x`` (shape (n_features,)), its
-    residual ``c - C v`` is ``X~^T (y~ - X~ v)`` and :meth:`rmatvec` is the
-    identity: one product with a p x p matrix a step instead of two with the
-    n x p ``X~``, the same iterates up to rounding. The divergence monitor
-    of :func:`~skacv.iterations._path.run_trajectory` then reads the norm of ``X~^T
-    (y~ - X~ x)`` (:class:`~skacv.iterations._datafits.NormalEquations`).
+    covariance form (docs/architecture.rst): ``C = X~^T X~`` in place of
+    ``X~`` (the "fitted values" ``C x``), the target ``c = X~^T y~`` and the
+    identity as :meth:`rmatvec`; the divergence monitor reads the norm of
+    ``X~^T (y~ - X~ x)`` (:class:`~skacv.iterations._datafits.NormalEquations`).
 
     Parameters
     ----------

@@ -1,20 +1,13 @@
-"""Dask input: one distributed pass over the rows, then the in-memory code.
-
-One pass over the row chunks of a Dask array computes, per chunk, the
-weight, the weighted mean and the centred Gram matrix of ``[X, y]`` of every
-group of rows (the whole data, or each held-out fold), merged pairwise along
-a tree (the pairwise update of Chan, Golub & LeVeque 1979), and turns them
-into a *compressed sample*: ``p + 2`` rows of equal weight per group with
-the same total weight, weighted mean and centred Gram matrix as the group's
-rows. What the moments do not give is read from the rows themselves: the
-images ``X~^T Z`` of the Hutchinson probes an in-memory fit would draw
-(:class:`RowSource`, a second pass) and the rows a leave-one-out subsample
-tracks (fetched in the first pass). Why the estimators then give the
-in-memory results up to rounding, and where they differ:
-``docs/internals.rst`` ("Dask: one pass, then everything on p x p").
-Fitting an estimator on that sample (and refusing those that need single
-rows) is the estimators' side: :mod:`skacv.estimators._dask_fit`; this
-module reads no estimator.
+"""Dask input: one distributed pass over the row chunks computes the
+weight, weighted mean and centred Gram matrix of ``[X, y]`` of every group
+of rows (the whole data, or each held-out fold), merged along a tree (the
+pairwise update of Chan, Golub & LeVeque 1979), then a *compressed sample*
+with the same moments (``p + 2`` rows of equal weight per group). What the
+moments do not give is read from the rows (:class:`RowSource`): the images
+``X~^T Z`` of the Hutchinson probes and the rows a leave-one-out subsample
+tracks. ``docs/internals.rst`` ("Dask: one pass, then everything on p x p")
+has why and where the results equal the in-memory ones; fitting on the
+sample is :mod:`skacv.estimators._dask_fit`'s.
 """
 
 import sys
@@ -365,20 +358,14 @@ class RowSource:
         return name, np.asarray(keys).tobytes(), int(pos), int(has_gauss), float(gauss), m
 
     def probes(self, rng, shape, dtype):
-        """Probes ``Z_c`` (n_rows, m) of the sample with ``X~_c^T Z_c = X~^T Z``,
-        or ``None`` for a draw of another shape or integer signs.
-
-        ``Z`` (n_samples, m) are the Rademacher probes an in-memory fit of the
-        rows draws, ``rademacher(rng, (n_samples, m))``: drawn here chunk by
-        chunk (the same stream; ``rng`` is left where that draw leaves it),
-        their images ``X~^T Z`` computed in one pass over the rows, then
-        ``Z_c`` the least-norm solution on the sample's ``X~_c`` (exact:
-        ``X~^T Z`` lies in the range of ``X~^T``, that of ``X~_c^T``, the two
-        having the Gram matrix ``X~^T X~``). The traces of the memory matrix
-        read the probes only through ``X~^T Z``: they are the in-memory fit's.
-        (``None`` too for a ``Generator``, whose state a chunk cannot resume.)
-        A draw from a state already mapped (the same seed, the same ``m``)
-        reuses that map, with no pass.
+        """Probes ``Z_c`` (n_rows, m) of the sample with ``X~_c^T Z_c = X~^T Z``
+        for the Rademacher probes ``Z`` an in-memory fit of the rows draws,
+        ``rademacher(rng, (n_samples, m))`` (``rng`` left where that draw
+        leaves it; docs/internals.rst, "Hutchinson probes"): ``Z`` drawn
+        chunk by chunk, ``X~^T Z`` in one pass over the rows, ``Z_c`` the
+        least-norm solution; a state already mapped is reused without a
+        pass. ``None`` for a draw of another shape, integer signs or a
+        ``Generator`` (whose state a chunk cannot resume).
         """
         if (len(shape) != 2 or not self._ours(shape[0]) or np.dtype(dtype).kind != "f"
                 or not isinstance(rng, np.random.RandomState)):

@@ -148,20 +148,19 @@ class Design:
             self.x_offset = np.zeros(p, dtype=X.dtype)
         if self.sparse:
             self.X = X.tocsr() if X.format not in ("csr", "csc") else X
+        elif fit_intercept or self.weight is not None:
+            in_place = not copy and X.flags.c_contiguous and X.flags.writeable
+            self.X = X if in_place else np.array(X, dtype=X.dtype, order="K", copy=True)
+            if fit_intercept:
+                self.X -= self.x_offset
+            if self.sqrt_weight is not None:
+                self.X *= self.sqrt_weight[:, None]
         else:
-            if fit_intercept or self.weight is not None:
-                in_place = not copy and X.flags.c_contiguous and X.flags.writeable
-                Xt = X if in_place else np.array(X, dtype=X.dtype, order="K", copy=True)
-                if fit_intercept:
-                    Xt -= self.x_offset
-                if self.sqrt_weight is not None:
-                    Xt *= self.sqrt_weight[:, None]
-            else:
-                Xt = X
-            self.X = Xt
+            self.X = X
 
-    def _start(self, X, sample_weight, fit_intercept, policies):
-        """The attributes of a design on ``X`` that do not read its values."""
+    def _start(self, X, sample_weight, fit_intercept, policies, sqrt_weight=None):
+        """The attributes of a design on ``X`` that do not read its values
+        (``sqrt_weight``: ``sqrt(sample_weight)`` if known)."""
         n, p = X.shape
         self.policy, self.statistics = current_policies() if policies is None else policies
         # spectral decompositions of this design (a warm-started refit on the
@@ -177,7 +176,7 @@ class Design:
             self.n_eff = float(n)
         else:
             self.weight = np.asarray(sample_weight, dtype=X.dtype)
-            self.sqrt_weight = np.sqrt(self.weight)
+            self.sqrt_weight = np.sqrt(self.weight) if sqrt_weight is None else sqrt_weight
             self.n_eff = float(self.weight.sum(dtype=np.float64))
 
     @classmethod
@@ -193,7 +192,6 @@ class Design:
         design.X = Xt
         return design
 
-    # ------------------------------------------------------------------ y side
     def center_y(self, y):
         """Return ``(y_offset, y~)`` for a target ``y`` of shape (n_samples,)."""
         y = np.asarray(y, dtype=self.dtype)
@@ -217,20 +215,11 @@ class Design:
         sparse ``X``, made if not given). ``idx`` is kept as ``.idx``.
         """
         sub = object.__new__(Design)
-        sub.cache = {}
-        sub.idx = idx
-        sub.policy, sub.statistics = self.policies
-        sub.n_samples, sub.n_features = len(idx), self.n_features
-        sub.dtype, sub.fit_intercept, sub.sparse = self.dtype, self.fit_intercept, self.sparse
-        sub.x_offset = self.x_offset
-        sub.weight = None if self.weight is None else self.weight[idx]
-        sub.sqrt_weight = None if self.sqrt_weight is None else self.sqrt_weight[idx]
-        sub.n_eff = float(len(idx)) if sub.weight is None else float(
-            sub.weight.sum(dtype=np.float64))
-        if self.sparse:
-            sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx]
-        else:
-            sub.X = self.X[idx]
+        sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx] if self.sparse else self.X[idx]
+        weighted = self.weight is not None
+        sub._start(sub.X, self.weight[idx] if weighted else None, self.fit_intercept,
+                   self.policies, self.sqrt_weight[idx] if weighted else None)
+        sub.idx, sub.x_offset = idx, self.x_offset
         return sub
 
     @property
@@ -238,7 +227,6 @@ class Design:
         """``(policy, statistics)``, for a design derived from this one."""
         return self.policy, self.statistics
 
-    # ---------------------------------------------------------------- products
     def matvec(self, b):
         """``X~ @ b`` for b of shape (n_features,) or (n_features, k)."""
         taken("matvec")
@@ -262,17 +250,12 @@ class Design:
             out = out - np.multiply.outer(self.x_offset, r.sum(axis=0))
         return np.asarray(out)
 
-    # ------------------------------------------------------ one-pass products
     @property
     def fuses(self):
         """The fit loop reads ``X~`` by row panels (dense, C-ordered, at least
-        the speed policy's ``fuse_min_bytes``): two products for one pass over memory. The
-        panels make ``fuse_groups`` groups of consecutive rows, run in as
-        many threads as there are BLAS threads, one BLAS thread each
-        (:meth:`panel_workers`); the groups are fixed, so the iterates do not
-        depend on the number of threads. With more BLAS threads than groups
-        the loop takes two multithreaded products a step instead (more
-        threads read memory faster than the groups would)."""
+        the speed policy's ``fuse_min_bytes``, at most ``fuse_groups`` BLAS
+        threads: docs/speed_policy.rst); the groups of panels are fixed, so
+        the iterates do not depend on the number of threads."""
         policy = self.policy
         return (not self.sparse and self.X.nbytes >= policy.fuse_min_bytes
                 and self.X.flags.c_contiguous and blas_threads() <= policy.fuse_groups)
@@ -283,55 +266,49 @@ class Design:
         (:func:`~skacv.utils._parallel.kept_workers`, BLAS limited to one thread)."""
         return kept_workers(self, self.policy.fuse_groups, "_panel_run")
 
-    def _run_panel_groups(self, work, calls):
+    def _sum_panel_groups(self, work, groups, sums):
+        """``work(panels, Z)`` for each group and its sum ``Z``, in the panel
+        workers; the sums then added in order."""
         with self.panel_workers() as run:
-            run(work, calls)
+            run(work, list(zip(groups, sums, strict=True)))
+        return _sum_in_order(sums)
 
-    def _panel_groups(self, panel_bytes=None, max_rows=None):
+    def _panel_groups(self, max_rows=None):
         """The panels (slices of rows) in ``fuse_groups`` groups of consecutive ones."""
-        panels = self._panels(panel_bytes, max_rows)
+        panels = self._panels(max_rows)
         g = max(1, min(self.policy.fuse_groups, len(panels)))
         bounds = np.linspace(0, len(panels), g + 1).round().astype(int)
         return [panels[bounds[i]:bounds[i + 1]] for i in range(g)]
 
-    def panel_rows(self, panel_bytes=None, max_rows=None):
-        """Rows of a panel of :meth:`panel_products` (``panel_bytes`` of
-        ``X~``, the policy's ``panel_bytes`` by default; at least 8, at most ``max_rows``)."""
+    def _panels(self, max_rows=None):
+        """The panels of :meth:`panel_products`: slices of the policy's
+        ``panel_bytes`` of ``X~`` (at least 8 rows, at most ``max_rows``)."""
         X = self.X
-        size = self.policy.panel_bytes if panel_bytes is None else panel_bytes
-        rows = max(8, size // max(1, X.shape[1] * X.itemsize))
-        return rows if max_rows is None else min(rows, max_rows)
+        rows = max(8, self.policy.panel_bytes // max(1, X.shape[1] * X.itemsize))
+        rows = rows if max_rows is None else min(rows, max_rows)
+        return [slice(a, a + rows) for a in range(0, X.shape[0], rows)]
 
-    def _panels(self, panel_bytes=None, max_rows=None):
-        rows = self.panel_rows(panel_bytes, max_rows)
-        return [slice(a, a + rows) for a in range(0, self.X.shape[0], rows)]
+    def panel_products(self, b, residual):
+        """``(X~ b, X~^T r)`` in one pass over a dense ``X~``: ``r[rows] =
+        residual(rows, (X~ b)[rows])`` is formed while the panel of rows is
+        in cache. Each group of panels sums its share of ``X~^T r`` (in
+        :meth:`panel_rmatvec`'s order for a vector ``b``), the shares added
+        in order after the pass; ``residual`` is called from the groups'
+        threads, on disjoint rows.
 
-    def panel_products(self, b, residual, panel_bytes=None):
-        """``(X~ b, X~^T r)`` in one pass over a dense ``X~``, panel of rows by
-        panel of rows: ``r[rows] = residual(rows, (X~ b)[rows])`` is formed
-        while the panel is in cache (the memory traffic of one product
-        instead of two). The panels' groups (:meth:`_panel_groups`) each sum
-        their share of ``X~^T r``, added in order after the pass; the sums of
-        a vector ``b`` follow :meth:`panel_rmatvec`'s order. ``residual`` is
-        called from the groups' threads, on disjoint rows. ``panel_bytes``:
-        size of a panel (the policy's ``panel_bytes``).
-
-        ``b`` may be a block of ``K`` columns (shape (n_features, K)); then
-        the block is held transposed: ``residual(rows, P)`` receives ``P`` of
-        shape ``(K, len(rows))`` (``(X~ b)[rows]^T``) and returns ``r[rows]^T``
-        of that shape, the first returned array is ``(X~ b)^T`` of shape
-        ``(K, n_samples)``, and ``X~^T r`` is accumulated in place by the
-        BLAS ``gemm`` (``C += A B``: no temporary and no separate sum, less
-        time per step than row-major ``(rows, K)`` panels). Panels of a
-        block have at most
-        the speed policy's ``block_panel_rows_for(n_features)`` rows.
+        A block ``b`` of ``K`` columns is held transposed: ``residual(rows,
+        P)`` receives and returns shape ``(K, len(rows))``, the first
+        returned array is ``(X~ b)^T``, and ``X~^T r`` is accumulated in
+        place by the BLAS ``gemm`` (no temporary, no separate sum), by panels
+        of at most the speed policy's ``block_panel_rows_for(n_features)``
+        rows.
         """
         taken("panel_products")
         X = self.X
         n, p = X.shape
         if b.ndim == 1:
             P = np.empty(n, dtype=self.dtype)
-            groups = self._panel_groups(panel_bytes)
+            groups = self._panel_groups()
             sums = [np.zeros(p, dtype=self.dtype) for _ in groups]
 
             def work(panels, Z):
@@ -343,13 +320,12 @@ class Design:
                     np.dot(Xa, b, out=P[rows])
                     Z += np.dot(Xa.T, residual(rows, P[rows]))
 
-            self._run_panel_groups(work, list(zip(groups, sums, strict=True)))
-            return P, _sum_in_order(sums)
+            return P, self._sum_panel_groups(work, groups, sums)
         Bt = np.ascontiguousarray(b.T, dtype=self.dtype)
         K = b.shape[1]
         Pt = np.empty((K, n), dtype=self.dtype)
         gemm = linalg.get_blas_funcs("gemm", dtype=self.dtype)
-        groups = self._panel_groups(panel_bytes, self.policy.block_panel_rows_for(p))
+        groups = self._panel_groups(self.policy.block_panel_rows_for(p))
         # Z in Fortran order: (X~^T r) of shape (p, K) is the row-major r^T X~
         sums = [np.zeros((p, K), dtype=self.dtype, order="F") for _ in groups]
 
@@ -360,8 +336,7 @@ class Design:
                 # Z += Xa^T r[rows]: Xa^T is a Fortran view, written in place
                 gemm(1.0, Xa.T, residual(rows, Pt[:, rows]).T, beta=1.0, c=Z, overwrite_c=True)
 
-        self._run_panel_groups(work_block, list(zip(groups, sums, strict=True)))
-        return Pt, _sum_in_order(sums)
+        return Pt, self._sum_panel_groups(work_block, groups, sums)
 
     def operator_workers(self):
         """Context for many :meth:`normal_matvec` (a Krylov method): the panel
@@ -390,8 +365,7 @@ class Design:
             for rows in panels:
                 Z += np.dot(X[rows].T, r[rows])
 
-        self._run_panel_groups(work, list(zip(groups, sums, strict=True)))
-        return _sum_in_order(sums)
+        return self._sum_panel_groups(work, groups, sums)
 
     def columns_product(self, idx, c):
         """``X~[:, idx] @ c`` for a few columns ``idx`` (sorted, distinct)
@@ -430,19 +404,13 @@ class Design:
             return self.X
         return self.columns(np.arange(self.n_features))
 
-    # ---------------------------------------------------------------- spectrum
     def lipschitz(self):
-        """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian).
-
-        From the Gram eigenvalues when they are known (exact traces need them
-        anyway); LAPACK on the smaller of ``X~^T X~`` and ``X~ X~^T`` when it
-        is small; else Lanczos on ``X~^T X~`` when the design holds it (the
-        covariance form), or on the smaller operator without forming it
-        (:func:`skacv.linalg._linalg.lanczos_top_eigenvalues`, on a design the fit
-        reads by panels (:attr:`fuses`) ``X~^T X~`` in one pass per product),
-        its top Ritz value inflated into an upper bound (:meth:`_inflate`),
-        computed once per design (the fits of a search share their design).
-        """
+        """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian), once
+        per design: from the Gram eigenvalues when known, LAPACK on the
+        smaller Gram matrix when it is small, else Lanczos
+        (:func:`~skacv.linalg._linalg.lanczos_top_eigenvalues`) on the held
+        ``X~^T X~`` or the smaller operator, its top Ritz value inflated into
+        an upper bound."""
         n, p = self.n_samples, self.n_features
         if "eigvalsh" in self.cache or ("eigh", self._auto_side()) in self.cache:
             lam = self.gram_eigenvalues()
@@ -456,28 +424,17 @@ class Design:
         if "lanczos_lipschitz" in self.cache:  # the fits of a search share the design
             return self.cache["lanczos_lipschitz"]
         G = self.cache.get(("gram", "features")) if p <= n else None
-        if G is not None:  # formed already (the covariance form): Lanczos on it
-            dim = p
+        fuses = G is None and self.fuses
+        dim = p if G is not None or fuses or p <= n else n
 
-            def op(v):
+        def op(v):
+            if G is not None:  # formed already (the covariance form): Lanczos on it
                 return (G @ v) * self.n_eff
-        elif self.fuses:  # one pass per product on the features' side (normal_matvec)
-            dim = p
-
-            def op(v):
-                return np.asarray(self.normal_matvec(v.astype(self.dtype)), dtype=np.float64)
-        elif p <= n:
-            dim = p
-
-            def op(v):
-                return np.asarray(self.rmatvec(self.matvec(v.astype(self.dtype))),
-                                  dtype=np.float64)
-        else:
-            dim = n
-
-            def op(v):
-                return np.asarray(self.matvec(self.rmatvec(v.astype(self.dtype))),
-                                  dtype=np.float64)
+            v = v.astype(self.dtype)
+            # one pass per product on the features' side (normal_matvec), or two
+            w = (self.normal_matvec(v) if fuses else self.rmatvec(self.matvec(v)) if p <= n
+                 else self.matvec(self.rmatvec(v)))
+            return np.asarray(w, dtype=np.float64)
         # a Ritz value never exceeds the top eigenvalue; with relative residual
         # at most the statistical policy's lipschitz_tol it is within that
         # fraction of it, so the inflated value is an upper bound (a step
@@ -490,25 +447,17 @@ class Design:
                                             self.policy.lanczos_basis_bytes)[0]
             if not np.isfinite(theta):
                 theta = top_eigenvalue(op=op, dim=dim, tol=tol, policy=self.policy)
-        self.cache["lanczos_lipschitz"] = self._inflate(theta)
+        self.cache["lanczos_lipschitz"] = theta * (1.0 + tol) / self.n_eff
         return self.cache["lanczos_lipschitz"]
-
-    def _inflate(self, theta):
-        """A Lanczos Ritz value made an upper bound (LAPACK's small case is
-        exact and returns before), in the mean form."""
-        return theta * (1.0 + self.statistics.lipschitz_tol) / self.n_eff
 
     def _auto_side(self):
         return "features" if self.n_features <= self.n_samples else "samples"
 
     def gram_eigenvalues(self):
         """Ascending eigenvalues of the smaller Gram matrix (``gram("auto")``),
-        computed once per design (the step size and exact traces share them).
-
-        From the speed policy's ``eigvalsh_float32_min_order`` on, in single
-        precision (the Gram matrix of a float32 copy of ``X~``, or the cached
-        one rounded, and LAPACK's ``ssyev``): half the time, the eigenvalues
-        within about ``1e-7`` of the largest."""
+        computed once per design; from the speed policy's
+        ``eigvalsh_float32_min_order`` on in single precision (LAPACK's
+        ``ssyev`` on a float32 Gram matrix)."""
         cache = self.cache
         if "eigvalsh" not in cache:
             side = self._auto_side()
@@ -582,11 +531,6 @@ class Design:
         return G / self.n_eff
 
 
-# ----------------------------------------------------------------------------
-# rows of the design
-# ----------------------------------------------------------------------------
-
-
 def design_rows(design, idx):
     """Dense rows ``X~[idx]`` (centred and weighted) of shape (len(idx), n_features)."""
     return design.rows(np.asarray(idx)).dense()
@@ -596,16 +540,13 @@ def max_row_norm2(design):
     """``max_i ||x~_i||^2 / w_i`` over rows of positive weight (unweighted rows)."""
     if not design.sparse:
         sq = np.einsum("ij,ij->i", design.X, design.X, dtype=np.float64)
-    else:
+    else:  # the rows of a sparse X are not weighted
         X = design.X.tocsr()
         sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
         if design.fit_intercept:
             xo = design.x_offset.astype(np.float64)
             sq += xo @ xo - 2.0 * np.asarray(X @ xo).ravel()
-        if design.weight is not None:
-            sq = sq[design.weight > 0]
-        return float(sq.max()) if sq.size else 0.0
     if design.weight is not None:
         pos = design.weight > 0
-        sq = sq[pos] / design.weight[pos]
+        sq = sq[pos] if design.sparse else sq[pos] / design.weight[pos]
     return float(sq.max()) if sq.size else 0.0

@@ -1,22 +1,9 @@
-"""Spectral linear algebra shared by every module: one Lanczos process, the
-top eigenvalue of an operator, the top eigenpairs of a matrix.
-
-* :func:`lanczos` runs independent Lanczos processes (full
-  re-orthogonalisation) from the columns of a block; :func:`lanczos_quadrature`
-  turns them into Gauss quadrature nodes and weights (stochastic Lanczos
-  quadrature, the Hutchinson estimate of ``tr f(op)`` when started from
-  probes), :func:`lanczos_top` into a warm-startable upper bound of the
-  top eigenvalue and :func:`lanczos_top_eigenvalues` into top eigenvalues
-  to a relative residual (the step sizes of large designs).
-* :func:`top_eigenvalue` is the largest eigenvalue of a symmetric PSD
-  matrix or operator: LAPACK below the speed policy's ``dense_eig_size``, scipy's ARPACK
-  (``eigsh``) above.
-* :func:`top_eigh` gives the top eigenpairs (LAPACK subsets or a randomized
-  range finder).
-* :func:`independent_columns` picks a basis of the columns behind a Gram
-  matrix (pivoted Cholesky): the rank of a support, the active set of a
-  leverage computation whose columns are dependent.
-"""
+"""Spectral linear algebra shared by every module: one Lanczos process
+(:func:`lanczos`, full re-orthogonalisation) and what is read from it
+(Gauss quadrature, the Hutchinson estimate of ``tr f(op)`` from probes;
+top eigenvalues), the top eigenvalue and eigenpairs of a matrix or
+operator (LAPACK, ARPACK or a randomized range finder), and a basis of the
+columns behind a Gram matrix (pivoted Cholesky)."""
 
 import dataclasses
 
@@ -32,11 +19,6 @@ from ..utils._parallel import factorization_blas
 #: :func:`independent_columns`) when more than this share of its squared norm
 #: lies outside their span: the square root of float64's resolution
 RANK_TOL = float(np.sqrt(np.finfo(np.float64).resolution))
-
-
-# ----------------------------------------------------------------------------
-# Lanczos
-# ----------------------------------------------------------------------------
 
 
 def _tridiagonal(alphas, betas, k, i):
@@ -92,16 +74,6 @@ class LanczosState:
     beta_prev: np.ndarray
     exhausted: bool
 
-    @property
-    def dim(self):
-        """Dimension of the operator."""
-        return self.q.shape[0]
-
-    @property
-    def m(self):
-        """Number of processes (columns)."""
-        return self.q.shape[1]
-
 
 def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None, until=None):
     """Lanczos processes from the columns of ``W0``, one per column.
@@ -136,7 +108,7 @@ def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None, until=None):
     """
     dim, m = W0.shape
     depth = int(min(depth, dim))
-    if resume is not None and (resume.dim, resume.m) != (dim, m):
+    if resume is not None and resume.q.shape != (dim, m):
         resume = None
     j0 = 0 if resume is None else resume.j
     depth = max(depth, j0)
@@ -259,14 +231,9 @@ def lanczos_top_eigenvalues(op, W0, tol, max_bytes, max_steps=128):
     of ``W0`` (one per column, run as a block), each stopped at the first
     step where its top Ritz value ``theta`` has a residual norm at most
     ``tol * theta`` (an eigenvalue lies within it; from a random start, the
-    top one). That is as few passes over the operator as a Krylov method
-    can take: 3 to 5 for a well-separated top eigenvalue (a common factor
-    of the features), against ARPACK's ~21 at least (``eigsh`` builds 20
-    Lanczos vectors before it checks).
-
-    The Lanczos basis (kept for the re-orthogonalisation) is capped at
-    ``max_bytes`` (the speed policy's ``lanczos_basis_bytes``; ``np.inf``: no cap):
-    fewer steps on very long vectors.
+    top one): fewer passes than ARPACK (docs/speed_policy.rst,
+    ``dense_eig_size``). The Lanczos basis is capped at ``max_bytes`` (the
+    speed policy's ``lanczos_basis_bytes``; ``np.inf``: no cap).
 
     Returns
     -------
@@ -281,23 +248,17 @@ def lanczos_top_eigenvalues(op, W0, tol, max_bytes, max_steps=128):
     if np.isfinite(max_bytes):  # the basis kept for the re-orthogonalisation
         max_steps = int(min(max_steps, max(2, int(max_bytes) // (8 * dim * m))))
 
-    def until(state):
-        if state.j < 2:
-            return False
+    def settle(state, full=False):
         for i in np.flatnonzero(np.isnan(out)):
             theta, residual, _ = top_ritz(state, i)
-            if residual <= tol * max(theta, 0.0):
+            if full or residual <= tol * max(theta, 0.0):
                 out[i] = max(theta, 0.0)
         return not np.isnan(out).any()
 
-    state = lanczos(op, W0, max_steps, until=until)
+    state = lanczos(op, W0, max_steps, until=lambda state: state.j >= 2 and settle(state))
     # a process that found an invariant subspace (or the whole space) stops
     # before the check: its Ritz values are exact, its residual zero
-    full = state.j >= W0.shape[0]
-    for i in np.flatnonzero(np.isnan(out)):
-        theta, residual, _ = top_ritz(state, i)
-        if full or residual <= tol * max(theta, 0.0):
-            out[i] = max(theta, 0.0)
+    settle(state, state.j >= W0.shape[0])
     return out
 
 
@@ -308,11 +269,6 @@ def top_ritz(state, i):
     k = state.j
     theta, U = np.linalg.eigh(_tridiagonal(state.alphas, state.betas, k, i))
     return float(theta[-1]), float(abs(state.betas[k - 1, i] * U[-1, -1])), U[:, -1]
-
-
-# ----------------------------------------------------------------------------
-# top eigenvalue / eigenpairs
-# ----------------------------------------------------------------------------
 
 
 def top_eigenvalue(A=None, *, policy, op=None, dim=None, tol=1e-6):

@@ -1,23 +1,13 @@
-"""Random rows: mini-batches of stochastic gradients and weighted subsamples.
+"""Random rows: mini-batches of stochastic gradients (:class:`MinibatchSampler`
+for linear SGD, :class:`EpochSampler` for kernel SGD), weighted subsamples
+(:func:`draw_rows`, :func:`subsample_rows`) and the signs of every
+Hutchinson probe (:func:`rademacher`).
 
 Sample weights are frequency weights everywhere: a draw from the weighted
 data is a draw from the multiset of rows repeated by their (integer)
-weights, so that a weighted fit equals the fit on repeated rows.
-
-* :class:`MinibatchSampler` (linear SGD): one random permutation of the rows
-  per epoch, the batch of step ``k`` depending only on ``(seed, k)`` (a warm
-  restart continues the same sequence); :meth:`MinibatchSampler.without`
-  gives the same batches with one row deleted (leave-one-out runs).
-* :class:`EpochSampler` (kernel SGD): an epoch is a permutation of the
-  draws of the weighted multiset, cut into batches ``(rows, counts)``.
-* :func:`draw_rows`: a subsample of the weighted data (Nystrom rows).
-* :func:`rademacher` (:func:`signs`): the random signs of every Hutchinson probe (the risk
-  estimate's chains and Lanczos quadrature, the preconditioner's nodes, the
-  SGD estimate's sketch).
-* :func:`subsample_rows`: the rows a subsampled leave-one-out estimate tracks.
-* :data:`ROW_SOURCE`: the rows behind an in-memory sample that stands for
-  data out of memory (a Dask input, :mod:`skacv.linalg._dask`), whose draws
-  replace those two for that sample.
+weights, so that a weighted fit equals the fit on repeated rows. While a
+:data:`ROW_SOURCE` is set (an in-memory sample standing for Dask rows,
+:mod:`skacv.linalg._dask`), the probes and the subsample are its rows'.
 """
 
 import contextlib
@@ -94,9 +84,13 @@ def subsample_rows(n_rows, size, random_state):
     found = None if source is None else source.subsample(n_rows, size)
     if found is not None:
         return found
-    rng = check_random_state(random_state)
-    rows = np.sort(rng.choice(n_rows, int(size), replace=False))
+    rows = _distinct_rows(n_rows, size, random_state)
     return rows, n_rows / rows.shape[0]
+
+
+def _distinct_rows(n_rows, size, random_state):
+    """``size`` of ``n_rows`` rows drawn without replacement, sorted."""
+    return np.sort(check_random_state(random_state).choice(n_rows, int(size), replace=False))
 
 
 def _expanded(weight):
@@ -117,8 +111,7 @@ def draw_rows(weight, size, random_state, n_rows, statistics):
     if weight is None:
         if size >= n_rows:
             return np.arange(n_rows), np.ones(n_rows), True
-        rng = check_random_state(random_state)
-        rows = np.sort(rng.choice(n_rows, int(size), replace=False))
+        rows = _distinct_rows(n_rows, size, random_state)
         return rows, np.ones(rows.shape[0]), False
     n_eff = float(weight.sum())
     if size >= n_eff:
@@ -175,9 +168,7 @@ class _SamplerWithoutRow:
 
     def __init__(self, base, row):
         self.base, self.row = base, int(row)
-        self.n_samples = base.n_samples - 1
-        self.batch_size = base.batch_size
-        self.n_batches = base.n_batches
+        self.n_batches = base.n_batches  # (the fit loop's checks: once an epoch)
 
     def __call__(self, k):
         S = self.base(k)

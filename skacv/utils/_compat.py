@@ -48,25 +48,9 @@ _CG_RTOL = "rtol" if "rtol" in inspect.signature(cg).parameters else "tol"
 
 def conjugate_gradient(A, b, x0, rtol, atol, maxiter):
     """``scipy.sparse.linalg.cg(A, b, x0=x0, rtol=rtol, atol=atol,
-    maxiter=maxiter)`` on every supported scipy (>= 1.10).
-
-    Parameters
-    ----------
-    A : LinearOperator of shape (n, n)
-        Symmetric positive (semi-)definite.
-    b, x0 : ndarray of shape (n,)
-        Right-hand side and starting point.
-    rtol, atol : float
-        Stop at ``||b - A x|| <= max(rtol ||b||, atol)``.
-    maxiter : int
-
-    Returns
-    -------
-    x : ndarray of shape (n,)
-    n_iter : int
-        Conjugate-gradient iterations taken (products with ``A``, besides
-        the one of the initial residual).
-    """
+    maxiter=maxiter)`` on every supported scipy (>= 1.10), stopping at
+    ``||b - A x|| <= max(rtol ||b||, atol)``; returns ``x`` and the number of
+    iterations (products with ``A`` besides the initial residual's)."""
     n_iter = [0]
 
     def count(xk):

@@ -56,22 +56,11 @@ class _Wrapped:
 
 
 def delayed(function, config=None, threads=None, sklearn_config=None):
-    """``joblib.delayed`` with the skacv and scikit-learn configurations
-    (metadata routing, ``assume_finite``, ...) and a BLAS thread limit.
-
-    Parameters
-    ----------
-    function : callable
-    config : dict, default=None
-        skacv configuration to run under (captured by the caller with
-        :func:`skacv.get_config` in its own thread); ``None`` captures it now.
-    threads : int or None, default=None
-        BLAS threads inside the call (``None``: unchanged).
-    sklearn_config : dict, default=None
-        scikit-learn's (:func:`sklearn.get_config` in the caller's thread: a
-        generator of calls may be consumed by joblib in another thread);
-        ``None`` captures it now.
-    """
+    """``joblib.delayed`` under the skacv and scikit-learn configurations
+    ``config`` and ``sklearn_config`` (metadata routing, ``assume_finite``,
+    ...; ``None``: captured now, in the caller's thread: a caller whose
+    generator of calls joblib may consume in another thread captures them
+    itself) and with at most ``threads`` BLAS threads (``None``: unchanged)."""
     wrapped = _Wrapped(function, get_config() if config is None else config, threads,
                        sklearn.get_config() if sklearn_config is None else sklearn_config)
     return joblib.delayed(wrapped)
@@ -101,23 +90,15 @@ def blas_threads():
 
 
 @contextlib.contextmanager
-def column_workers(workers=None):
-    """Run independent groups of columns in threads instead of in BLAS.
-
-    Yields ``run(function, calls)``, which calls ``function(*args)`` for
-    every ``args`` in ``calls`` and waits for all of them (``run.workers``:
-    the number of threads). With ``w > 1``
-    workers (default: the BLAS threads, so that the machine is not
-    oversubscribed) BLAS is limited to one thread inside and the calls run
-    in ``w`` threads: the element-wise work between the products (NumPy
-    runs it in one thread) is then spread too.
-    """
-    workers = blas_threads() if workers is None else int(workers)
-    if workers <= 1:
-        yield _runner(None)
-        return
-    with _BLAS.limit(limits=1), ThreadPoolExecutor(max_workers=workers) as pool:
-        yield _runner(pool, workers)
+def column_workers(workers):
+    """Yields ``run(function, calls)`` (:func:`_threads`) in ``workers``
+    threads with BLAS limited to one thread: independent groups of columns
+    in threads instead of in BLAS, the element-wise work between the
+    products (which NumPy runs in one thread) spread too."""
+    workers = int(workers)
+    with _BLAS.limit(limits=1) if workers > 1 else contextlib.nullcontext():
+        with _threads(workers) as run:
+            yield run
 
 
 def overlapped(first, second):
@@ -142,24 +123,27 @@ def overlapped(first, second):
         return future.result(), out
 
 
-def _runner(pool, workers=1):
-    """``run(function, calls)``: every call, in ``pool`` (waiting for all of
-    them) or in turn when ``pool`` is ``None``; ``run.workers`` threads."""
-    if pool is None:
+@contextlib.contextmanager
+def _threads(workers):
+    """Yields ``run(function, calls)``, which calls ``function(*args)`` for
+    every ``args`` in ``calls`` in ``workers`` threads and waits for all of
+    them (in turn for one worker); ``run.workers`` threads."""
+    if workers <= 1:
         def run(function, calls):
             for args in calls:
                 function(*args)
 
         run.workers = 1
-        return run
+        yield run
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        def run(function, calls):
+            function = carried(function)  # the threads record into the caller's paths
+            for future in [pool.submit(function, *args) for args in calls]:
+                future.result()
 
-    def run(function, calls):
-        function = carried(function)  # the threads record into the caller's paths
-        for future in [pool.submit(function, *args) for args in calls]:
-            future.result()
-
-    run.workers = workers
-    return run
+        run.workers = workers
+        yield run
 
 
 @contextlib.contextmanager
@@ -193,25 +177,18 @@ def factorization_blas(kind, order, policy):
 @contextlib.contextmanager
 def pass_workers(n_groups):
     """Run a pass made of many small products (panels of rows) in
-    ``n_groups`` independent groups, with BLAS limited to one thread.
-
-    A multithreaded BLAS is slower on small products than one thread (it
-    wakes and joins its threads at every call, which costs more than a
-    panel's product; figures in docs/benchmarks.rst); the groups run in
-    ``min(n_groups, blas_threads())`` threads of their own instead. Yields ``run(function,
-    calls)`` as :func:`column_workers` does. The groups are the caller's, so
-    the results do not depend on the number of threads.
-    """
+    ``n_groups`` independent groups of the caller's (the results do not
+    depend on the number of threads): :func:`_threads` in
+    ``min(n_groups, blas_threads())`` threads, BLAS limited to one thread (a
+    multithreaded BLAS wakes and joins its threads at every call, which costs
+    more than a panel's product; figures in docs/benchmarks.rst)."""
     threads = blas_threads()
     workers = min(int(n_groups), threads)
     with _BLAS.limit(limits=1) if threads > 1 else contextlib.nullcontext():
         if recording():  # the BLAS threads the pass runs on
             taken("pass_workers", blas_threads=blas_threads(), workers=workers)
-        if workers <= 1:
-            yield _runner(None)
-            return
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            yield _runner(pool, workers)
+        with _threads(workers) as run:
+            yield run
 
 
 @contextlib.contextmanager
@@ -248,11 +225,7 @@ def _count_cpus(text):
 def cache_bytes(level, policy):
     """Size in bytes of the CPU's data (or unified) cache of ``level`` (1 to
     3): the speed ``policy``'s ``cpu_caches`` where set, else as Linux reports it
-    for the first CPU, else the policy's ``default_cache_bytes``. Sizes
-    the panels of passes over a dense ``X`` that read each panel twice (it
-    should stay in the level-2 cache between the two products) and tells
-    whether ``X`` is read from memory or from the last-level cache
-    (:func:`last_level_share`)."""
+    for the first CPU, else the policy's ``default_cache_bytes``."""
     if policy.cpu_caches is not None:
         return policy.cpu_caches[level]
     size = reported_cache_bytes(level)

@@ -62,10 +62,6 @@ from ._track import _Problem, _Spectral, _track, _track_toeplitz
 # arrays of size n_coef per tracked sample (state, temporaries) for the chunk size
 _ARRAYS_PER_SAMPLE = 10
 
-# ----------------------------------------------------------------------------
-# driver
-# ----------------------------------------------------------------------------
-
 
 def _in_sample_losses(prob, fitted, tracked, prev=None):
     """Weighted in-sample losses ``w_i loss(y_i, x_i^T x^t)`` of the full
@@ -281,8 +277,15 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
         prob.gram_dtype = _gram_dtype(prob.m, design.policy)
         if state["spectral"] is not None:
             prob.spectral = state["spectral"].project(prob, fitted)
-        return _continue(prob, state, T, fitted, store_predictions, full_predictions,
-                         verbose, tic, _keep_state)
+        blocks = state["blocks"]
+        losses, err, preds, _ = _track_blocks(prob, _track, blocks, state["block_states"], (),
+                                              store_predictions, verbose, tic, state)
+        new_state = None
+        if _keep_state:
+            new_state = dict(state, T=T, losses=losses,
+                             err=None if err is None else err.copy(), preds=preds)
+        return _finish(prob, losses, err, preds, state["indices"], state["scale"], fitted,
+                       full_predictions, [], blocks, new_state)
     if store_predictions:
         check_memory(8 * n * (T + 1), f"loo_predictions_ of shape ({n}, {T + 1})",
                      "Set loo_options={'store_predictions': False} or use its 'subsample'. ")
@@ -323,26 +326,9 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
                          random_state=random_state,
                          scale=scale, tracked=tracked, blocks=blocks,
                          block_states=[dict(k=0) for _ in blocks])
-    losses = []  # per block: weighted losses of its samples (c, T + 1)
-    err = np.zeros(T + 1) if prob.classifier else None
-    preds = {} if store_predictions else None
-    coefs = []
-    done = 0
-    for b, idx in enumerate(blocks):
-        kw = dict(state=new_state["block_states"][b]) if keep else {}
-        lo, er, pr, co = track(prob, idx, coef_at=coef_at, store=store_predictions, **kw)
-        losses.append(lo)
-        if err is not None:
-            err += er
-        if preds is not None:
-            preds.update(zip(idx.tolist(), pr, strict=True))
-        if co is not None:
-            coefs.append(co)
-        done += idx.shape[0]
-        if verbose:
-            print(f"[loo] {done}/{tracked.shape[0]} left-out runs "
-                  f"({'toeplitz' if track is _track_toeplitz else 'recursion'}), "
-                  f"{time.perf_counter() - tic:.1f}s")
+    losses, err, preds, coefs = _track_blocks(
+        prob, track, blocks, new_state["block_states"] if keep else None, coef_at,
+        store_predictions, verbose, tic)
     if keep:
         new_state.update(losses=losses, err=None if err is None else err.copy(),
                          preds=preds)
@@ -350,35 +336,44 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
                    coefs, blocks, new_state if keep else None)
 
 
-def _continue(prob, state, T, fitted, store, full_predictions, verbose, tic, keep):
-    """:func:`iacv_path` continuing the runs saved in ``state`` to step ``T``."""
-    k0 = state["T"]
-    losses = []
-    err = None
-    if state["err"] is not None:
-        err = np.zeros(T + 1)
-        err[: k0 + 1] = state["err"]
-    preds = state["preds"]
-    blocks = state["blocks"]
-    for idx, bstate, old in zip(blocks, state["block_states"], state["losses"], strict=True):
-        lo, er, pr, _ = _track(prob, idx, store=store, state=bstate)
-        lo[:, : k0 + 1] = old
+def _track_blocks(prob, track, blocks, block_states, coef_at, store, verbose, tic, old=None):
+    """``track`` on every block (``block_states``: their kept states, or
+    ``None``): per block the weighted losses of its samples (c, T + 1), the
+    error sums, the predictions by sample and the left-out coefficients.
+    ``old`` (a kept state of :func:`iacv_path`) continues its runs: the
+    steps up to ``old["T"]`` are its own."""
+    T = prob.T
+    k0 = -1 if old is None else old["T"]  # the steps already taken
+    err = np.zeros(T + 1) if prob.classifier else None
+    if err is not None and old is not None:
+        err[: k0 + 1] = old["err"]
+    preds = ({} if store else None) if old is None else old["preds"]
+    losses, coefs = [], []
+    done = 0
+    for b, idx in enumerate(blocks):
+        kw = {} if block_states is None else dict(state=block_states[b])
+        lo, er, pr, co = track(prob, idx, coef_at=coef_at, store=store, **kw)
+        if old is not None:
+            lo[:, : k0 + 1] = old["losses"][b]
         losses.append(lo)
         if err is not None:
             err[k0 + 1:] += er[k0 + 1:]
         if preds is not None:
             for i, row in zip(idx.tolist(), pr, strict=True):
-                row[: k0 + 1] = preds[i]
+                if old is not None:
+                    row[: k0 + 1] = preds[i]
                 preds[i] = row
-    if verbose:
-        print(f"[loo] continued {state['tracked'].shape[0]} left-out runs from step {k0} "
+        if co is not None:
+            coefs.append(co)
+        done += idx.shape[0]
+        if verbose and old is None:
+            print(f"[loo] {done}/{sum(g.shape[0] for g in blocks)} left-out runs "
+                  f"({'toeplitz' if track is _track_toeplitz else 'recursion'}), "
+                  f"{time.perf_counter() - tic:.1f}s")
+    if verbose and old is not None:
+        print(f"[loo] continued {done} left-out runs from step {k0} "
               f"to {T}, {time.perf_counter() - tic:.1f}s")
-    new_state = None
-    if keep:
-        new_state = dict(state, T=T, losses=losses,
-                         err=None if err is None else err.copy(), preds=preds)
-    return _finish(prob, losses, err, preds, state["indices"], state["scale"], fitted,
-                   full_predictions, [], blocks, new_state)
+    return losses, err, preds, coefs
 
 
 def _finish(prob, losses, err, preds, indices, scale, fitted, full_predictions,

@@ -26,18 +26,14 @@ def reference_fit(estimator, X, y, sample_weight):
         check_is_fitted(estimator)
         return estimator
     except NotFittedError:
-        est = clone(estimator)
-        params = est.get_params()
-        est.set_params(**{k: False for k in _ESTIMATE_SWITCHES if k in params})
-        return est.fit(X, y, sample_weight=sample_weight)
+        return _without_estimates(estimator).fit(X, y, sample_weight=sample_weight)
 
 
-def _refit_template(full):
-    """Unfitted clone of the full fit, without estimates and warm start."""
-    est = clone(full)
-    params = est.get_params()
-    est.set_params(warm_start=False,
-                   **{k: False for k in _ESTIMATE_SWITCHES if k in params})
+def _without_estimates(estimator, **params):
+    """Unfitted clone of ``estimator`` without estimates (and ``params``)."""
+    est = clone(estimator)
+    switches = est.get_params()
+    est.set_params(**params, **{k: False for k in _ESTIMATE_SWITCHES if k in switches})
     return est
 
 
@@ -61,13 +57,6 @@ def _refit_one(est, full, X, y, sample_weight, i, return_coef):
     return pred
 
 
-def _validate(full, X, y, sample_weight):
-    X, y = validate_data(full, X, y, accept_sparse=("csr", "csc"),
-                         dtype=[np.float64, np.float32], reset=False)
-    sw = check_sample_weight(sample_weight, X, np.float64)
-    return X, y, sw
-
-
 def exact_refits(estimator, X, y, sample_weight=None, n_jobs=None, indices=None,
                  return_coef=False):
     """Refits of :func:`exact_loo_path` for the samples ``indices``.
@@ -76,11 +65,13 @@ def exact_refits(estimator, X, y, sample_weight=None, n_jobs=None, indices=None,
     (with the left-out coefficient paths when ``return_coef``).
     """
     full = reference_fit(estimator, X, y, sample_weight)
-    X, y, sw = _validate(full, X, y, sample_weight)
+    X, y = validate_data(full, X, y, accept_sparse=("csr", "csc"),
+                         dtype=[np.float64, np.float32], reset=False)
+    sw = check_sample_weight(sample_weight, X, np.float64)
     n = X.shape[0]
     if indices is None:
         indices = np.arange(n)
-    template = _refit_template(full)
+    template = _without_estimates(full, warm_start=False)
     w = np.ones(n) if sw is None else sw
     todo = [i for i in indices if w[i] > 0]
     threads = blas_threads_per_worker(n_jobs)

@@ -15,10 +15,6 @@ from ...iterations._datafits import LeastSquares, log_loss_terms
 from ...iterations._path import minibatch_gradient
 from ...linalg._design import design_rows
 
-# ----------------------------------------------------------------------------
-# the problem: per-sample constants, spectral basis
-# ----------------------------------------------------------------------------
-
 
 def removed_weights(design):
     """``w``, ``rho = min(w, 1)`` and the remaining weight ``W - rho``."""
@@ -154,11 +150,6 @@ class _Spectral:
             self.V = np.asarray(d.rmatvec(self._Q), dtype=np.float64) / np.sqrt(
                 self._prob.W * self.lam)
         return self.V
-
-
-# ----------------------------------------------------------------------------
-# IACV: one block of left-out runs
-# ----------------------------------------------------------------------------
 
 
 def _apply_hessian(prob, dV, curv):
