@@ -200,7 +200,6 @@ class StackedFolds:
     dtype : numpy dtype
         Precision of the block.
     policies : (SpeedPolicy, StatisticalPolicy)
-        The search's (its designs carry them).
     full_design : Design, default=None
         The full-data fit's design (centred, weighted ``X~``): the block's
         copy is gathered from it when the folds partition the rows.
@@ -211,13 +210,11 @@ class StackedFolds:
     Attributes
     ----------
     designs : FoldDesigns
-        The folds' rows, layout and centring.
     products : FoldDesigns or FoldCovariance
         What the block's steps multiply by (:func:`fold_covariance_pays`).
     step_sizes : ndarray of shape (n_folds,)
     losses : ndarray of shape (n_iter + 1, n_folds)
-        Held-out squared errors (weighted, summed over each fold's held-out
-        rows) of every iterate of every fold.
+        Held-out squared errors (weighted sums) of every iterate of every fold.
     test_weight : float
         Total weight of the held-out rows.
     """
@@ -400,28 +397,12 @@ def fold_steps(n_iter, ratios):
 
 
 def aligned_errors(curves, ratios, n_path, weight):
-    """K-fold CV along the path, read at the full path's iterates.
-
-    Parameters
-    ----------
-    curves : sequence of ndarray of shape (n_steps_j + 1,)
-        Held-out error of every iterate of fold ``j`` (weighted sum over its
-        held-out rows). A path that stopped early keeps its last value.
-    ratios : ndarray of shape (n_folds,)
-        ``r_j``: iterate ``t`` of the full path is compared with the point
-        ``t * r_j`` of fold ``j``'s path (linear interpolation between its
-        iterates). ``r_j = step_full / step_j`` matches the iterates at the
-        same gradient-flow time ``t * step`` ("time"); ``r_j = 1`` at the
-        same index ("iteration").
-    n_path : int
-        Number of iterates of the full path.
-    weight : float
-        Total weight of the held-out rows.
-
-    Returns
-    -------
-    path : ndarray of shape (n_path,)
-        Mean held-out error per iterate of the full path.
+    """K-fold CV along the path (shape (n_path,)): the mean held-out error
+    (over the held-out rows' total ``weight``) at each iterate ``t`` of the
+    full path, from each fold's ``curves[j]`` (weighted sums, one per
+    iterate; a path stopped early keeps its last value) read at the point
+    ``t * ratios[j]`` (linear interpolation): ``step_full / step_j`` matches
+    the same gradient-flow time ("time"), ``1`` the same index ("iteration").
     """
     t = np.arange(n_path, dtype=np.float64)
     total = np.zeros(n_path)
@@ -446,19 +427,10 @@ def can_stack(estimator):
 
 
 def kfold_dtype(fold_dtype="auto"):
-    """Precision of the stacked folds.
-
-    Parameters
-    ----------
-    fold_dtype : {"auto", "float32", "float64"}, default="auto"
-        ``fold_dtype`` of :class:`~skacv.TrajectoryEarlyStoppingCV`:
-        ``"auto"`` is float32, whose rounding (~1e-6 relative) is far below
-        the sampling noise of a held-out error.
-
-    Returns
-    -------
-    dtype : numpy.dtype
-    """
+    """Precision (numpy dtype) of the stacked folds for the ``fold_dtype``
+    of :class:`~skacv.TrajectoryEarlyStoppingCV`: ``"auto"`` is float32,
+    whose rounding (~1e-6 relative) is far below the sampling noise of a
+    held-out error."""
     if fold_dtype not in ("auto", "float32", "float64"):
         raise ValueError(f"fold_dtype must be 'auto', 'float32' or 'float64'; got "
                          f"{fold_dtype!r}.")

@@ -14,15 +14,12 @@ float64 on the columns of ``X~``, by scikit-learn's coordinate descent
 :mod:`skacv.model_selection._lasso_spaces`; each solution's df and risk
 come from :mod:`skacv.model_selection._converged_risk`.
 
-The elastic net (``l1_ratio < 1``: the penalty ``alpha l1_ratio ||b||_1 +
-alpha (1 - l1_ratio) ||b||^2 / 2``) is the Lasso of the augmented data
+The elastic net (``l1_ratio < 1``) is the Lasso of the augmented data
 ``[X~; sqrt(n_eff l2) I]``, ``[y~; 0]`` (``l2 = alpha (1 - l1_ratio)``) at
-the l1 strength ``alpha l1_ratio``: the same path with the residual
-statistics of the augmented residual ``[r; -sqrt(n_eff l2) b]``
-(:func:`_with_ridge`), the ridge part in FISTA's step (a decay), in its
-step bound, its metric and the exact finish's normal equations; the
-augmented rows are never formed. ``alpha_max`` is the Lasso's divided by
-``l1_ratio``, as scikit-learn's ``ElasticNetCV`` grid.
+the l1 strength ``alpha l1_ratio``, its rows never formed: the augmented
+residual's statistics by :func:`_with_ridge`, the ridge part in FISTA's
+step, step bound, metric and finish. ``alpha_max`` is the Lasso's divided
+by ``l1_ratio``, as scikit-learn's ``ElasticNetCV`` grid.
 """
 
 import warnings

@@ -1,13 +1,8 @@
-"""The products of the Lasso path's working sets (:mod:`skacv.model_selection._lasso_path`).
-
-A working set ``W`` of columns is solved either on copies of its columns of
-``X~`` (:class:`_SampleSpace`) or, with fewer features than samples where it
-pays (:func:`covariance_path_pays`, float64), in the covariance form
-(:class:`_FeatureSpace`, scikit-learn's ``precompute``): products with
-``C_WW`` of ``C = X~^T X~``. Each space gives a working set its design, the
-fit loop's target and datafit, the residual's statistics, the top
-eigenvalue of its Hessian (the step ``1 / L``) and the rank-one metric of
-:mod:`skacv.iterations._metric` where one direction dominates.
+"""The products of the Lasso path's working sets (:mod:`skacv.model_selection._lasso_path`):
+on copies of their columns of ``X~`` (:class:`_SampleSpace`) or in the
+covariance form (:class:`_FeatureSpace`, :func:`covariance_path_pays`),
+with the step bound and the rank-one metric of
+:mod:`skacv.iterations._metric` of each working set.
 """
 
 import numpy as np
@@ -83,14 +78,12 @@ class _WorkingColumns:
         return sub
 
 
-def _top_eigenvalue(design, u0=None, n_steps=None):
+def _top_eigenvalue(design, u0=None):
     """``(L, u, second)``: an upper estimate of the largest eigenvalue of
     ``X~^T X~ / n_eff``, its direction in sample space and the second Ritz
     value, by :func:`skacv.linalg._linalg.lanczos_top` on the smaller side,
-    warm-started from ``u0`` (``n_steps``: the speed policy's
-    ``path_lanczos_steps`` when ``None``)."""
-    if n_steps is None:
-        n_steps = design.policy.path_lanczos_steps
+    warm-started from ``u0`` (the speed policy's ``path_lanczos_steps``)."""
+    n_steps = design.policy.path_lanczos_steps
     n, p = design.n_samples, design.n_features
     inv_n = 1.0 / design.n_eff
     dt = design.dtype
@@ -115,6 +108,9 @@ class _KeptSpectrum:
 
     _kept_work = None  # the working set of the kept step bound
     _kept_metric = None  # (working set, metric)
+    top = second = None  # step_bound's top and second Ritz values
+    rest = None  # the metric's second direction (features), its warm start
+    finish = None  # the path's _SupportFinish, set by lasso_path
 
     def step_bound(self, sub, work):
         if self._kept_work is not None and np.array_equal(self._kept_work, work):
@@ -162,20 +158,15 @@ class _SampleSpace(_KeptSpectrum):
 
     datafit = None  # least squares
     gram = None  # X~^T X~ is not formed
-    finish = None  # the path's _SupportFinish, set by lasso_path
 
     def __init__(self, design, X, sample_weight, y_tilde):
         self.design, self.y = design, y_tilde
         self.y64 = np.asarray(y_tilde, dtype=np.float64)
         self.columns = _WorkingColumns(design, X, sample_weight)
         self.u = None  # top singular direction (samples), warm start of the step sizes
-        self.rest = None  # the metric's second direction (features), its warm start
-        self.top = self.second = None  # step_bound's top and second Ritz values
         self.colnorm = None  # ||x~_j||^2 / n_eff of every column (spike_ruled_out)
 
     def sub(self, work, fortran=False):
-        """The working set's design (``fortran``: its columns in Fortran
-        order, :class:`_WorkingColumns`)."""
         return self.columns(work, fortran)
 
     def target(self, work):
@@ -252,7 +243,6 @@ class _FeatureSpace(_KeptSpectrum):
     the digits the duality gap needs)."""
 
     datafit = NormalEquations()
-    finish = None  # the path's _SupportFinish, set by lasso_path
     gram_form = True  # C and c at hand: the path may solve by coordinate descent
 
     def __init__(self, design, c, yy):
@@ -260,8 +250,6 @@ class _FeatureSpace(_KeptSpectrum):
         self.design, self.c, self.yy = design, c, yy
         self.full = CovarianceForm(design)
         self.u = np.zeros(design.n_features)  # top eigenvector, warm start of the step sizes
-        self.rest = None  # the metric's second direction, its warm start
-        self.top = self.second = None  # step_bound's top and second Ritz values
 
     @property
     def gram(self):
