@@ -313,11 +313,6 @@ def _penalty_family(estimator, design):
     )
 
 
-# ----------------------------------------------------------------------------
-# ridge
-# ----------------------------------------------------------------------------
-
-
 def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale):
     """Closed-form ridge path from one eigendecomposition of the smaller Gram."""
     n, p = design.n_samples, design.n_features

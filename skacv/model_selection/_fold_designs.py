@@ -178,8 +178,7 @@ class FoldDesigns:
         if not self.fit_intercept:
             self.delta = np.zeros((self.n_features, K), dtype=base.dtype)
         elif self.partition is not None:
-            # X~^T (sqrt(w) m_j) = n_j (mu_j - mu): the sums of the other folds'
-            # slices of rows (one vector product each)
+            # X~^T (sqrt(w) m_j) = n_j (mu_j - mu): the sum of the other folds' slices
             part = [np.asarray(self.sqrt_weight[a:b] @ base.X[a:b], dtype=np.float64)
                     for a, b in self.partition]
             self.delta = np.stack(
@@ -301,11 +300,9 @@ class FoldDesigns:
             else:
                 s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(),
                                 weights=RW.astype(np.float64).ravel(), minlength=K)
-        # X~_j = X~ - sqrt(w) delta_j^T: the gradients less delta_j s_j, formed
-        # a row per fold (Z^T: the products with s_j run along the features)
+        # X~_j = X~ - sqrt(w) delta_j^T: the gradients less delta_j s_j, a row per fold
         shift = None if s is None else self.delta_t * s.astype(self.dtype)[:, None]
-        if self.partition is None:  # Z^T is the sum (the plan's, formed again each pass)
-            # a new array held a fold per row, as the block's iterates
+        if self.partition is None:  # a new array, a fold per row as the iterates
             Z = (total.copy() if shift is None else np.subtract(total, shift)).T
         else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
             Zt = np.empty((K, total.shape[1]), dtype=self.dtype)

@@ -149,7 +149,6 @@ class KFoldPath:
         self.deferred = False  # the full fit waits (full_iter: its length)
         self.full_iter = None
 
-    # ------------------------------------------------------------- the folds
     def _make_folds(self):
         # rows taken by position: CSR, arrays, DataFrames
         X = self.X
@@ -191,13 +190,20 @@ class KFoldPath:
         self.estimator.fit(self.X, self.y, **self.fit_params)
 
     def _start(self, params):
-        """The first stage of the full path, then the folds' set-up; ``False``
-        when the full fit stores no path (the caller says why)."""
+        """The first stage of the full path (deferred: one step, planned for
+        ``max_iter``: the same checks and step size), then the folds' set-up;
+        ``False`` when the full fit stores no path (the caller says why)."""
         self.estimator.set_params(**params)
+        self.beside = (not self.deferred and self.use_stack
+                       and fit_beside(self.X, self.policies[0], self.fold_dtype))
         if self.deferred:
-            return self._start_deferred()
-        self.beside = self.use_stack and fit_beside(self.X, self.policies[0], self.fold_dtype)
-        if self.beside:  # the block's set-up beside the full path's first stage
+            max_iter = self.estimator.max_iter
+            try:
+                with planned(self.estimator, FitPlan(horizon=max_iter)):
+                    self.estimator.set_params(max_iter=1).fit(self.X, self.y, **self.fit_params)
+            finally:
+                self.estimator.set_params(max_iter=max_iter)
+        elif self.beside:  # the block's set-up beside the full path's first stage
             built = overlapped(self._fit_full, lambda: self._make_block(False))[1]
             if isinstance(built, Exception):
                 raise built
@@ -205,6 +211,8 @@ class KFoldPath:
             self._fit_full()
         if not hasattr(self.estimator, "coef_path_"):
             return False
+        if self.deferred:
+            self.full_iter = self.estimator.max_iter
         if self.use_stack:
             self.block = built if self.beside else self._make_block(True)
             self.ratios = _time_ratios(self.estimator, self.alignment, self.block.step_sizes)
@@ -222,22 +230,6 @@ class KFoldPath:
                     and self.policies[0].defer_full_fit
                     and params.get("step_size") == "auto" and not params.get("warm_start")
                     and not any(params.get(k) for k in ("estimate_risk", "estimate_loo")))
-
-    def _start_deferred(self):
-        """:meth:`_start` with one step of the full fit planned for
-        ``max_iter`` (the same checks and step size), then the block."""
-        max_iter = self.estimator.max_iter
-        try:
-            with planned(self.estimator, FitPlan(horizon=max_iter)):
-                self.estimator.set_params(max_iter=1).fit(self.X, self.y, **self.fit_params)
-        finally:
-            self.estimator.set_params(max_iter=max_iter)
-        if not hasattr(self.estimator, "coef_path_"):
-            return False
-        self.full_iter = max_iter
-        self.block = self._make_block(True)
-        self.ratios = _time_ratios(self.estimator, self.alignment, self.block.step_sizes)
-        return True
 
     def _full_length(self):
         """Iterations of the full path (fitted, or deferred)."""
@@ -280,7 +272,6 @@ class KFoldPath:
         self.estimator.set_params(max_iter=n_iter, warm_start=True).fit(
             self.X, self.y, **self.fit_params)
 
-    # --------------------------------------------------------- the criterion
     def kfold_path(self, n_path):
         """``kfold_path_`` of the first ``n_path`` iterates of the full path."""
         if self.use_stack:

@@ -287,27 +287,18 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
 
 
 def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, max_iter):
-    """Solve the Lasso at ``alpha`` from the warm start ``coef`` (of duality
-    gap ``gap``, residual statistics ``stats = (||r||^2, r^T y~, X~^T r /
-    n_eff)``) until the gap of the full problem is at most ``goal``.
-
-    The working set is the previous support and the columns passing the
-    relaxed sequential strong rule (the speed policy's
-    ``path_strong_rule_slack``, or ``path_descent_rule_slack`` after
-    coordinate descent; at most ``max(path_work_min, 4 |support|)``, the
-    largest correlations first), grown by the violators of the optimality
-    conditions (at most as many as it holds, the largest first) until
-    there are none or ``max_iter`` steps are spent.
-
-    Returns
-    -------
-    coef : ndarray of shape (n_features,)
-    stats : tuple of (float, float, ndarray of shape (n_features,))
-    gap : float
-    steps : int
-        FISTA steps taken.
-    work : ndarray of int
-        The last working set.
+    """``(coef, stats, gap, steps, work)``: the Lasso at ``alpha`` solved
+    from the warm start ``coef`` (of duality gap ``gap``, residual
+    statistics ``stats = (||r||^2, r^T y~, X~^T r / n_eff)``) until the gap
+    of the full problem is at most ``goal``, in ``steps`` (FISTA's or
+    coordinate descent's), ``work`` the last working set. The working set
+    is the previous support and the columns passing the relaxed sequential
+    strong rule (the speed policy's ``path_strong_rule_slack``, or
+    ``path_descent_rule_slack`` after coordinate descent; at most
+    ``max(path_work_min, 4 |support|)``, the largest correlations first),
+    grown by the violators of the optimality conditions (at most as many
+    as it holds, the largest first) until there are none or ``max_iter``
+    steps are spent.
     """
     if space.coordinate_descent:
         return _coordinate_descent(space, coef, alpha, goal, max_iter)
@@ -400,20 +391,12 @@ class _NoChange:
 
 def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_size, tol,
                max_iter, n_alphas_no_change, df_offset, verbose, loo_of=None, l1_ratio=1.0):
-    """The Lasso's converged fits, df and training error along ``alphas``.
-
-    See :func:`skacv.risk_alpha_path` for the parameters (``df_offset``: one
-    with an intercept; ``loo_of(coef, alpha)``: the leave-one-out error of a
-    solution, or ``None``; ``l1_ratio < 1``: the elastic net of the module
-    docstring, ``alphas`` in scikit-learn's ``ElasticNet`` units).
-
-    Returns
-    -------
-    path : :class:`~sklearn.utils.Bunch`
-        ``alphas``, ``coefs`` (n_features, n_alphas), ``df``, ``train_mse``,
-        ``n_iter``, ``gaps`` and, with ``loo_of``, ``loo``, over the solved
-        alphas.
-    """
+    """The Lasso's converged fits along ``alphas``: a Bunch of ``alphas``,
+    ``coefs`` (n_features, n_alphas), ``df``, ``train_mse``, ``n_iter``,
+    ``gaps`` and, with ``loo_of(coef, alpha)``, ``loo``, over the solved
+    alphas. The parameters are :func:`skacv.risk_alpha_path`'s
+    (``df_offset``: one with an intercept; ``l1_ratio < 1``: the elastic
+    net, ``alphas`` in scikit-learn's ``ElasticNet`` units)."""
     n_eff = design.n_eff
     p = design.n_features
     # ||r||^2, r^T y~ and X~^T r / n_eff at coef = 0
