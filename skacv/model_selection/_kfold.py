@@ -120,28 +120,25 @@ def small_fold_lipschitz(designs, gram=None):
     n, p = A.shape
     train = designs.mask.astype(bool)
     sw = designs.sqrt_weight.astype(np.float64)
+    features = p <= n  # the Gram matrix of the smaller side
+    whole = np.asarray(A.T @ A if features else A @ A.T, dtype=np.float64)
     out = np.empty(designs.n_folds)
-    if p <= n:
-        S = np.asarray(A.T @ A, dtype=np.float64)
-        for j in range(designs.n_folds):
+    for j in range(designs.n_folds):
+        n_j = float(designs.n_eff[j])
+        if features:
             Ao = A[~train[:, j]]
-            G = S - Ao.T @ Ao
-            n_j = float(designs.n_eff[j])
+            G = whole - Ao.T @ Ao
             if designs.fit_intercept:  # sum over training rows of w (x - mu_j)(x - mu_j)^T
                 delta = designs.delta[:, j].astype(np.float64)
                 G -= n_j * np.outer(delta, delta)
-            out[j] = top_eigenvalue(G, policy=designs.policy) / n_j
-    else:
-        B = np.asarray(A @ A.T, dtype=np.float64)
-        for j in range(designs.n_folds):
+        else:
             tr = np.flatnonzero(train[:, j])
-            G = B[np.ix_(tr, tr)]
-            n_j = float(designs.n_eff[j])
+            G = whole[np.ix_(tr, tr)]
             if designs.fit_intercept:  # (a_i - s_i delta) . (a_k - s_k delta)
                 delta = designs.delta[:, j]
                 u, s = np.asarray(A[tr] @ delta, dtype=np.float64), sw[tr]
                 G = G - np.outer(u, s) - np.outer(s, u) + float(delta @ delta) * np.outer(s, s)
-            out[j] = top_eigenvalue(G, policy=designs.policy) / n_j
+        out[j] = top_eigenvalue(G, policy=designs.policy) / n_j
     return out
 
 

@@ -352,21 +352,15 @@ class KFoldPath:
 
 def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alignment,
               fold_dtype, limit, policies, defer_full=False):
-    """The full path, and K-fold CV along it: each fold fitted once (same
-    parameters, estimates off), every iterate scored on its held-out fold
-    (squared error, or log loss for classifiers, weighted);
-    ``kfold_path_[t]`` is the weighted mean of the folds' errors matched
-    with iterate ``t`` of the full path
-    (:func:`skacv.model_selection._kfold.aligned_errors`). See
-    :class:`KFoldPath` for the parameters.
-
-    Returns
-    -------
-    estimator, paths, fit_time
-        The fitted full estimator (or, with ``defer_full``, a
-        :class:`DeferredFull` where the full fit waits: :func:`full_fit`),
-        its estimate paths ``attrs`` with ``kfold_path_`` (``{}`` when it
-        stores no path) and the time taken.
+    """``(estimator, paths, fit_time)``: the fitted full estimator (or a
+    :class:`DeferredFull`), its estimate paths ``attrs`` with
+    ``kfold_path_`` (``{}`` when it stores no path) and the time taken.
+    Each fold is fitted once (same parameters, estimates off), every
+    iterate scored on its held-out fold (squared error, or log loss for
+    classifiers, weighted); ``kfold_path_[t]`` is the weighted mean of the
+    folds' errors matched with iterate ``t`` of the full path
+    (:func:`skacv.model_selection._kfold.aligned_errors`). The parameters
+    are :class:`KFoldPath`'s.
     """
     search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype, policies,
                        defer_full)
