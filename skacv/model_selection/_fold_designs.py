@@ -418,7 +418,6 @@ class FoldCovariance:
             if designs.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T on the training rows
                 delta = designs.delta[:, j]
                 self.C[j] -= (designs.n_eff[j] * np.outer(delta, delta)).astype(dt)
-        self._response = response
         self.c, self.yy = self._linear_terms(response)
 
     def workers(self):
@@ -443,13 +442,9 @@ class FoldCovariance:
 
     def normal_product(self, V, Y):
         """:meth:`FoldDesigns.normal_product`, any response ``Y``."""
-        if Y is self._response:
-            c, yy = self.c, self.yy
-        elif not np.any(Y):  # the Lanczos processes of the step sizes
-            c, yy = np.zeros_like(self.c), np.zeros(self.n_folds)
-        else:
-            c, yy = self._linear_terms(Y)
-        return self._normal(V, c, yy)
+        if not np.any(Y):  # the Lanczos processes of the step sizes
+            return self._normal(V, np.zeros_like(self.c), np.zeros(self.n_folds))
+        return self._normal(V, *self._linear_terms(Y))
 
     def _normal(self, V, c, yy):
         CV = np.matmul(self.C, np.ascontiguousarray(V.T)[:, :, None])[:, :, 0].T
