@@ -3,18 +3,10 @@
 For a penalised least-squares fit ``b(alpha)`` the memory-matrix estimate of a
 converging trajectory (Bellec & Tan 2024) tends to the estimate of Bellec
 (2020) at the solution (:mod:`skacv.model_selection._converged_risk`), which
-needs no folds. ``df`` is the rank of the support's columns for the Lasso and
-``sum_j lambda_j / (lambda_j + mu)`` for ridge (``lambda_j`` the eigenvalues
-of ``X~^T X~ / n_eff``, ``mu`` the penalty in mean form), plus one with an
-intercept (the fixed point of the memory-matrix recursion with its
-intercept term).
-
-:func:`risk_alpha_path` computes ``b(alpha)``, ``df`` and ``R(alpha)`` over a
-decreasing grid, and with ``criterion="loo"`` the leave-one-out error of each
-solution (:func:`converged_loo`). The Lasso is solved alpha after alpha by
-FISTA on working sets, warm-started
-(:func:`skacv.model_selection._lasso_path.lasso_path`); ridge in closed form
-from one eigendecomposition (:func:`_ridge_path`).
+needs no folds. :func:`risk_alpha_path` computes ``b(alpha)``, ``df`` and
+the risk over a decreasing grid, the Lasso by
+:func:`skacv.model_selection._lasso_path.lasso_path`, ridge in closed form
+(:func:`_ridge_path`).
 """
 
 import warnings
@@ -256,34 +248,16 @@ def supports_alpha_path(estimator, n_samples=2):
 
 
 def converged_loo(estimator, design, X, target, coef, alpha):
-    """Leave-one-out error of the solution ``coef`` at ``alpha``.
+    """Leave-one-out error of the solution ``coef`` (shape (n_features,)) at
+    ``alpha``: weighted mean squared left-out residual (``inf`` at leverage 1).
 
     The leverage formula at a solution (:func:`skacv.approximate_loo`'s
-    ``"alo"``, Rad & Maleki 2020, which is exact leave-one-out for a
-    quadratic objective) on the support of ``coef`` (every coordinate for
-    ridge): for the Lasso, exact leave-one-out when removing a sample keeps
-    the support and the signs (Stephenson & Broderick 2020), the limit of the
-    trajectories' ``loo_path_`` (Luo, Ren & Barber 2023) at convergence.
-    Costs ``O(n s^2 + s^3)`` for a support of ``s`` columns.
-
-    Parameters
-    ----------
-    estimator : TrajectoryLasso or IterativeRidge
-        Prototype: its penalty at ``alpha`` defines the left-out objectives.
-    design : Design
-        The path's centred, weighted design.
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-        The data of ``design``.
-    target : ndarray of shape (n_samples,)
-        Centred, unweighted ``y`` (``y - y_offset``).
-    coef : ndarray of shape (n_features,)
-        The solution at ``alpha``.
-    alpha : float
-
-    Returns
-    -------
-    loo : float
-        Weighted mean squared left-out residual (``inf`` at leverage 1).
+    ``"alo"``, Rad & Maleki 2020, exact for a quadratic objective) on the
+    support of ``coef`` (every coordinate for ridge): for the Lasso, exact
+    leave-one-out when removing a sample keeps the support and the signs
+    (Stephenson & Broderick 2020), the limit of the trajectories'
+    ``loo_path_`` (Luo, Ren & Barber 2023) at convergence. ``design``: the
+    path's design of ``X``; ``target``: ``y - y_offset`` (unweighted).
     """
     coef = np.asarray(coef, dtype=np.float64)
     datafit, penalty = clone(estimator).set_params(alpha=float(alpha)).path_problem(design)
@@ -337,11 +311,6 @@ def _penalty_family(estimator, design):
         "the estimator's penalty "
         f"{penalty!r} is neither."
     )
-
-
-# ----------------------------------------------------------------------------
-# ridge
-# ----------------------------------------------------------------------------
 
 
 def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale):

@@ -1,26 +1,13 @@
 """The K fold designs of K-fold CV along the path, stacked as one block.
 
-The K fold fits of ``TrajectoryEarlyStoppingCV(criterion="kfold")`` differ
-only by their rows: fold ``j`` is the fit on the weights ``w * m_j``
-(``m_j`` is one on its training rows, zero on its held-out fold), centred by
-its own weighted means. :class:`FoldDesigns` stacks the K designs column by
-column on one copy of ``X~`` (centred by the means of all rows). A step
-reads ``X`` once for all K folds: the products ``X~ V`` and ``X~^T R`` with
-K columns are taken panel of rows by panel of rows, the panel still in cache
-for the second one (:meth:`FoldDesigns.normal_product`), instead of 2K
-matrix-vector products on copies of the training rows. When the folds
-partition the rows (ordered by held-out fold), the block's row-wise arrays
-are rotated so that a panel needs no mask and its gradient product only the
-K - 1 training folds (:class:`FoldDesigns`, ``layout``).
-
-With few features and many samples the block runs in the covariance form
-instead (:class:`FoldCovariance`, :func:`fold_covariance_pays`): each
-fold's training Gram matrix, ``K`` products with p x p matrices a step.
-
-Both have the block products that
-:func:`~skacv.iterations._path.run_normal_block` reads
-(:class:`~skacv.linalg._protocols.BlockProducts`); the fold paths themselves
-are advanced by :class:`~skacv.model_selection._kfold.StackedFolds`.
+Fold ``j`` is the fit on the weights ``w * m_j`` (``m_j`` one on its
+training rows, zero on its held-out fold), centred by its own weighted
+means. :class:`FoldDesigns` stacks the K designs column by column on one
+copy of ``X~``, read once a step for all folds; :class:`FoldCovariance` is
+its covariance form. Both are the
+:class:`~skacv.linalg._protocols.BlockProducts` that
+:func:`~skacv.iterations._path.run_normal_block` reads (the pass, its
+layouts and threads: docs/architecture.rst).
 """
 
 
@@ -33,13 +20,10 @@ from ..utils._parallel import cache_bytes, kept_workers, last_level_share
 
 
 def _prepared_calls(views, library):
-    """The prepared products of a group's panels (the speed policy's
-    ``prepared_products``, bound to the BLAS ``library`` of its ``prepared_blas``):
-    ``(first, mask, second)`` per panel, ``first()`` forming ``Ra <- Ra - Xa
-    V^T`` (``Ra`` holding the target), ``mask`` the arguments of the
-    masking multiply (``"folds"`` layout) or ``None``, ``second()`` adding
-    ``Gt Xa`` to the gradient rows; ``None`` when a product cannot be
-    prepared (:func:`~skacv.linalg._blas.gemm_call`)."""
+    """``(first, mask, second)`` per panel of a group (the speed policy's
+    ``prepared_products`` in its ``prepared_blas`` ``library``): the
+    calls of :func:`_pass_group` and the masking multiply's arguments (or
+    ``None``); ``None`` when a product cannot be prepared."""
     taken("prepared_calls")
     calls = []
     for Bt, Xa, Ra, _, Ma, Gt, Zj in views:
@@ -52,9 +36,9 @@ def _prepared_calls(views, library):
 
 
 def _pass_group(views, total, tmp, calls):
-    """One group of panels of :meth:`FoldDesigns._dense_pass`: its gradient
-    sum ``total`` from zero, by the prepared ``calls`` (without the GIL) or
-    NumPy's products on the ``views`` (``tmp``: a scratch gradient)."""
+    """One group of panels of :meth:`FoldDesigns._dense_pass` into its
+    gradient sum ``total``, by the prepared ``calls`` or NumPy's products on
+    the ``views`` (``tmp``: a scratch gradient)."""
     total[...] = 0
     if calls is not None:  # prepared products, without the GIL
         for first, mask, second in calls:
@@ -90,10 +74,8 @@ def fold_panel_rows(n_features, policy, itemsize=4, n_columns=5):
 def fold_covariance_pays(n_samples, n_features, n_folds, n_steps, policy, itemsize=4):
     """Whether ``n_steps`` steps of ``n_folds`` stacked folds cost less in
     the covariance form (:class:`FoldCovariance`, the speed ``policy``'s
-    ``fold_covariance``); ``itemsize``: the block's precision (the Gram
-    matrices' size against the level-2 cache).
-
-    The Gram matrices cost ``4 n p^2`` flops at ``covariance_gemm_advantage``
+    ``fold_covariance``; ``itemsize``: the block's precision). The Gram
+    matrices cost ``4 n p^2`` flops at ``covariance_gemm_advantage``
     times the speed of the pass, and ``2 K p^2`` a step, each flop of these
     memory-bound products counted ``fold_covariance_step_cost`` times
     unless the K Gram matrices fit in the level-2 cache (plus ``2 n p`` for
@@ -122,26 +104,19 @@ def pass_groups(nbytes, policy):
 class FoldDesigns:
     """K fold designs of one ``X`` stacked column by column.
 
-    Column ``j`` of a block is in fold ``j``'s coordinates: its products
-    are those of ``X~_j = sqrt(w) (X - 1 mu_j^T)`` with ``mu_j`` the mean of
-    the training rows of fold ``j`` (weighted; zero without intercept),
-    taken as the products of :attr:`base` and a shift of the response
-    (:meth:`target`). Fitted values are computed on *every* row (the
-    held-out rows get the fold's predictions, in the weighted coordinates);
-    the gradients sum over the training rows of each fold only. Row-wise
-    quantities of the block (responses, targets, fitted values) are held
-    transposed, shape (n_folds, n_samples), in the block's *layout*:
+    Column ``j`` of a block has the products of ``X~_j = sqrt(w) (X - 1
+    mu_j^T)`` (``mu_j``: the weighted mean of fold ``j``'s training rows;
+    zero without intercept), as those of :attr:`base` and a shift of the
+    response (:meth:`target`). Fitted values are computed on every row, the
+    gradients on each fold's training rows. Row-wise quantities are held
+    shape (n_folds, n_samples) in the block's *layout*:
 
     - ``"folds"``: row ``j`` is fold ``j``;
-    - ``"rotated"``, when the rows are ordered by held-out fold and each
-      fold trains on every other row (``partition``; a dense design of at
-      least the speed policy's ``rotated_min_bytes`` and ``rotated_min_features`` columns): on
-      fold ``j``'s held-out rows, row ``i`` is fold ``(j + 1 + i) mod K``.
-      The ``K - 1`` training folds of a row come first and its held-out fold
-      last, so that a panel's residuals need no mask and its gradient
-      product has ``K - 1`` columns (:meth:`fitted_and_gradient`).
-      :attr:`fold_of` gives the fold of every entry; :meth:`by_fold`
-      converts to the ``"folds"`` layout.
+    - ``"rotated"`` (``partition`` of a dense design of at least the speed
+      policy's ``rotated_min_bytes`` and ``rotated_min_features``): on fold
+      ``j``'s held-out rows, row ``i`` is fold ``(j + 1 + i) mod K``, the
+      held-out fold last. :attr:`fold_of` gives the fold of every entry,
+      :meth:`by_fold` the ``"folds"`` layout.
 
     Parameters
     ----------
@@ -203,10 +178,7 @@ class FoldDesigns:
         if not self.fit_intercept:
             self.delta = np.zeros((self.n_features, K), dtype=base.dtype)
         elif self.partition is not None:
-            # X~^T (sqrt(w) m_j) = n_j (mu_j - mu): the sums of the other folds'
-            # slices of rows (one vector product each, a read of X in all;
-            # a product with the K columns of the masks reads X at the
-            # speed of a thin product)
+            # X~^T (sqrt(w) m_j) = n_j (mu_j - mu): the sum of the other folds' slices
             part = [np.asarray(self.sqrt_weight[a:b] @ base.X[a:b], dtype=np.float64)
                     for a, b in self.partition]
             self.delta = np.stack(
@@ -248,17 +220,13 @@ class FoldDesigns:
         return offset, np.ascontiguousarray(Y, dtype=self.dtype)
 
     def target(self, Y, V):
-        """``Y~_j + sqrt(w) (mu_j - mu)^T v_j`` on every row, shape (n_folds,
-        n_samples) in the layout. As
-        ``X~_j v_j = X~ v_j - sqrt(w) (mu_j - mu)^T v_j``, the residual of
-        fold ``j`` at ``v_j`` is ``target_j - X~ v_j`` with the products of
-        :attr:`base` (centred by the mean of all rows). (On the training rows
-        the shift is orthogonal to the columns of ``X~_j``: it changes the
-        residual sum of squares and the held-out errors, not the gradient.)"""
+        """``Y~_j + sqrt(w) (mu_j - mu)^T v_j`` on every row (shape (n_folds,
+        n_samples), in the layout): fold ``j``'s residual at ``v_j`` is
+        ``target_j - X~ v_j`` (as ``X~_j v_j = X~ v_j - sqrt(w) (mu_j -
+        mu)^T v_j``)."""
         if not self.fit_intercept:
             return Y
-        # delta_j^T v_j, each fold's sum along its row of memory when V is
-        # held a fold per row (the block's iterates: a contiguous sum)
+        # delta_j^T v_j: a contiguous sum when V is held a fold per row
         shift = (np.matmul(self.delta_t[:, None, :], V.T[:, :, None])[:, 0, 0]
                  if V.flags.f_contiguous
                  else np.einsum("pk,pk->k", self.delta, V)).astype(Y.dtype)
@@ -269,27 +237,17 @@ class FoldDesigns:
 
     def fitted_and_gradient(self, V, target, held_out=True):
         """``(P, Z, rss)`` in one pass over ``X``: ``P = (X~ V)^T`` (shape
-        (n_folds, n_samples) in the layout, the products of :attr:`base`),
-        column ``j`` of ``Z`` is ``X~_j^T m_j (target_j - P_j)`` (training
-        rows; ``target`` in the layout), ``rss`` the training residual sum of
-        squares of all folds (in the block's precision: the divergence
-        monitor's input).
-
-        A dense ``X`` is read once, by panels of rows that stay in cache
-        between the two products (:meth:`_dense_pass`). The intercept shift
-        is in ``target``, the sums of its correction after the pass.
-
-        ``held_out=False``: the caller does not read the fitted values of the
-        held-out rows; in the ``"rotated"`` layout they are then not computed
-        (row ``K - 1`` of ``P`` holds NaN) and the fitted product has ``K -
-        1`` columns instead of ``K`` (:meth:`_dense_pass`)."""
+        (n_folds, n_samples) in the layout), column ``j`` of ``Z`` is
+        ``X~_j^T m_j (target_j - P_j)``, ``rss`` the training residual sum
+        of squares of all folds (in the block's precision). With
+        ``held_out=False`` the rotated layout leaves the held-out rows'
+        fitted values out (row ``K - 1`` of ``P`` is NaN)."""
         if self.sparse:
             P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
             R = (target - P) * self.mask_t
             Z = np.asarray(self.base.rmatvec(R.T))
-            s = (R @ self.sqrt_weight).astype(np.float64) if self.fit_intercept else None
             if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
-                Z -= self.delta * s.astype(Z.dtype)
+                Z -= self.delta * (R @ self.sqrt_weight).astype(np.float64).astype(Z.dtype)
         else:  # (the intercept's correction inside the pass's sums)
             P, Z, R = self._dense_pass(V, target, held_out)
         return P, Z, float(np.vdot(R, R))
@@ -300,29 +258,16 @@ class FoldDesigns:
         return kept_workers(self, self.policy.pass_groups)
 
     def _dense_pass(self, V, target, held_out=True):
-        """The pass of :meth:`fitted_and_gradient` on a dense ``X``, panel of
-        rows by panel of rows (:meth:`_pass_plan`), in the policy's
-        ``pass_groups`` threads of one BLAS thread each (:meth:`workers`), each
-        group summing its own gradient (added in order after the pass).
-
-        A panel computes ``R = target - Xa V`` into the panel's rows of a
-        residual block held a row per sample (the tall form) and adds ``R^T
-        Xa`` to the gradient: two prepared calls without the GIL (the
-        policy's ``prepared_products``, :func:`_prepared_calls`), else
-        NumPy's ``dot``. In the ``"folds"`` layout the gradient reads the
-        residuals times the mask. In the ``"rotated"`` layout fold ``j``'s
-        held-out rows take the columns in the order ``j + 1, ..., j + K - 1,
-        j`` (mod K), a contiguous block of ``V^T`` held twice over, so the
-        training residuals are the first ``K - 1`` columns (no mask; without
-        ``held_out`` the product has only those, and row ``K - 1`` of ``P``
-        is NaN) and the gradient rows are summed in a ``(2K - 2, p)`` block
-        whose row ``c`` belongs to fold ``(c + 1) mod K``.
-
-        Returns ``(P, Z, R)``: ``P`` the fitted values ``target - R``
-        (shape (n_folds, n_samples), in the layout), ``Z`` the gradient
-        (with the intercept, less ``delta_j`` times each fold's ``sum
-        sqrt(w) r``) and ``R`` the training residuals (a view; in the
-        ``"rotated"`` layout shape (K - 1, n_samples))."""
+        """The pass of :meth:`fitted_and_gradient` on a dense ``X`` by panels
+        of rows (:meth:`_pass_plan`) in groups, each summing its own
+        gradient (added in order). A panel forms ``R = target - Xa V`` (a
+        row per sample) and adds ``R^T Xa`` to the gradient; rotated, fold
+        ``j``'s held-out rows take the columns ``j + 1, ..., j + K`` (mod K)
+        and the gradient rows sum in a ``(2K - 2, p)`` block whose row ``c``
+        is fold ``(c + 1) mod K``. Returns ``(P, Z, R)``: the fitted values,
+        the gradient (less ``delta_j`` times each fold's ``sum sqrt(w) r``)
+        and the training residuals (a view; rotated, shape (K - 1,
+        n_samples))."""
         K = self.n_folds
         if self._plan is None:
             self._plan = self._pass_plan()
@@ -336,8 +281,7 @@ class FoldDesigns:
             np.copyto(Vt[K:], Vt[:K])
         width = R[part].shape[1]
         prepared = groups[0][3] is not None
-        # the residuals are formed in place: target - Xa V into a copy of the
-        # target (prepared products), or Xa V then target - Xa V
+        # the prepared products form target - Xa V in a copy of the target
         np.copyto(R[part] if prepared else T[part], target[:width].T)
         if len(groups) == 1 and self._run is not None:  # inside workers(): BLAS on one thread
             _pass_group(*groups[0])
@@ -356,11 +300,9 @@ class FoldDesigns:
             else:
                 s = np.bincount(self.fold_of[:Rt.shape[0]].ravel(),
                                 weights=RW.astype(np.float64).ravel(), minlength=K)
-        # X~_j = X~ - sqrt(w) delta_j^T: the gradients less delta_j s_j, formed
-        # a row per fold (Z^T: the products with s_j run along the features)
+        # X~_j = X~ - sqrt(w) delta_j^T: the gradients less delta_j s_j, a row per fold
         shift = None if s is None else self.delta_t * s.astype(self.dtype)[:, None]
-        if self.partition is None:  # Z^T is the sum (the plan's, formed again each pass)
-            # a new array held a fold per row, as the block's iterates
+        if self.partition is None:  # a new array, a fold per row as the iterates
             Z = (total.copy() if shift is None else np.subtract(total, shift)).T
         else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
             Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
@@ -377,30 +319,20 @@ class FoldDesigns:
         return P, Z, Rt
 
     def _pass_plan(self):
-        """Buffers of :meth:`_dense_pass`: ``V`` transposed (when rotated,
-        twice over); the residuals and the targets held a row per sample
-        (all K columns, and when rotated the K - 1 training ones), the
-        masked residuals (``"folds"`` layout) and, for each choice of
-        columns, ``(sums, groups)``: its panels (sized for products of that
-        many columns, :func:`fold_panel_rows`) in groups, each group with a
-        gradient sum, a scratch gradient and the views each panel's calls
-        read and write."""
+        """Buffers of :meth:`_dense_pass`: ``V^T`` (rotated: twice over, so
+        that a fold's columns are a contiguous block), the residuals and
+        targets a row per sample (K columns; rotated, also K - 1), the
+        masked residuals (``"folds"``) and, per choice of columns, ``(sums,
+        groups)``: each group's gradient sum, scratch gradient, the views
+        of its panels (:func:`fold_panel_rows`) and their prepared calls."""
         X, K, dt = self.base.X, self.n_folds, self.dtype
         n, p = X.shape
         rotated = self.partition is not None
-        # V held transposed (the panels' products take the transposed operand,
-        # faster: docs/speed_policy.rst), and when rotated twice over: fold
-        # j's columns j + 1, ..., j + K (mod K), all K or the K - 1 training
-        # ones, are then rows j + 1 .. of it, a contiguous block (a strided
-        # view is slower)
         Vt = np.empty((2 * K if rotated else K, p), dtype=dt)
         widths = (K, K - 1) if rotated else (K,)
         R = tuple(np.empty((n, c), dtype=dt) for c in widths)
         T = tuple(np.empty_like(r) for r in R)
         masked = None if rotated else np.empty((n, K), dtype=dt)  # masked residuals
-        # per choice of columns: the panels (sized for their products,
-        # fold_panel_rows), their groups with a gradient sum each, and the views
-        # each panel's calls read and write
         passes = []
         for part, width in enumerate(widths):
             rows = fold_panel_rows(p, self.policy, X.itemsize, width)
@@ -448,21 +380,13 @@ class FoldDesigns:
 
 class FoldCovariance:
     """The products of :class:`FoldDesigns` in the covariance form (few
-    features, many samples: scikit-learn's ``precompute``, as the full fit's
-    :class:`~skacv.linalg._covariance.CovarianceForm`). With ``C_j = X~_j^T M_j X~_j``
-    (p x p, each fold's centred, weighted training Gram matrix: that of all
-    rows minus its held-out rows' and its centring's) and ``c_j = X~^T (m_j
-    Y~_j)``, the gradient of fold ``j`` at ``v_j`` is ``c_j - C_j v_j`` and
-    its training residual sum of squares ``Y~_j^T M_j Y~_j - 2 v_j^T c_j +
-    v_j^T C_j v_j``: a step costs ``K`` products with p x p matrices
-    instead of a pass over ``X``. The fitted values are not computed: the
-    held-out errors come from the stored iterates
-    (:meth:`StackedFolds._held_out_errors_of`, one product per fold with
-    its test rows). Folds that partition the rows only (``partition``).
-    It has the block products of :class:`FoldDesigns` (what
-    :func:`~skacv.iterations._path.run_normal_block` reads,
-    :class:`~skacv.linalg._protocols.BlockProducts`); the folds' rows, layout
-    and centring stay with the :class:`FoldDesigns` it is built from.
+    features, many samples; scikit-learn's ``precompute``). With ``C_j =
+    X~_j^T M_j X~_j`` (p x p: all rows' Gram matrix minus the held-out
+    rows' and the centring's) and ``c_j = X~^T (m_j Y~_j)``, fold ``j``'s
+    gradient at ``v_j`` is ``c_j - C_j v_j`` and its training residual sum
+    of squares ``Y~_j^T M_j Y~_j - 2 v_j^T c_j + v_j^T C_j v_j``. No fitted
+    values: the held-out errors come from the stored iterates. Folds that
+    partition the rows only.
 
     Parameters
     ----------
@@ -483,8 +407,7 @@ class FoldCovariance:
         self.dtype, self.n_eff, self.n_folds = designs.dtype, designs.n_eff, designs.n_folds
         self.n_samples, self.n_features = designs.n_samples, designs.n_features
         A, K, dt = designs.base.X, designs.n_folds, designs.dtype
-        # the held-out rows' Gram matrices; the folds partition the rows, so
-        # that their sum (in order) is the Gram matrix of all rows
+        # the held-out rows' Gram matrices; their sum is all rows'
         self.C = np.empty((K, A.shape[1], A.shape[1]), dtype=dt)
         for j, rows in enumerate(partition):
             Ao = A[rows]
@@ -495,7 +418,6 @@ class FoldCovariance:
             if designs.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T on the training rows
                 delta = designs.delta[:, j]
                 self.C[j] -= (designs.n_eff[j] * np.outer(delta, delta)).astype(dt)
-        self._response = response
         self.c, self.yy = self._linear_terms(response)
 
     def workers(self):
@@ -520,13 +442,9 @@ class FoldCovariance:
 
     def normal_product(self, V, Y):
         """:meth:`FoldDesigns.normal_product`, any response ``Y``."""
-        if Y is self._response:
-            c, yy = self.c, self.yy
-        elif not np.any(Y):  # the Lanczos processes of the step sizes
-            c, yy = np.zeros_like(self.c), np.zeros(self.n_folds)
-        else:
-            c, yy = self._linear_terms(Y)
-        return self._normal(V, c, yy)
+        if not np.any(Y):  # the Lanczos processes of the step sizes
+            return self._normal(V, np.zeros_like(self.c), np.zeros(self.n_folds))
+        return self._normal(V, *self._linear_terms(Y))
 
     def _normal(self, V, c, yy):
         CV = np.matmul(self.C, np.ascontiguousarray(V.T)[:, :, None])[:, :, 0].T

@@ -1,25 +1,11 @@
 """K-fold CV along the path with every fold in one block.
 
-The K fold designs stacked as one block (and their covariance form) are
-those of :mod:`skacv.model_selection._fold_designs`; this module advances
-the K fold paths as one block (:class:`StackedFolds`, by
-:func:`~skacv.iterations._path.run_normal_block` with the estimator's own
-:class:`~skacv.Iteration`: step sizes and sum-form penalty strengths per
-column) and aligns them with the full path. The held-out errors of an
-iterate come from the fitted values the pass computes on every row when its
-step does not extrapolate (ISTA, gradient descent: the pass is at the new
-iterate), else from one block product per fold with its test rows at the
-end of a stage.
-
-Each fold's step size is the one its own fit would use (the estimator's
-step rule, with the folds' top eigenvalues from one block of Lanczos
-processes on the stacked products), so a stacked fold path is the path of
-``clone(estimator).fit(X[train], y[train])`` up to the rounding of the block
-products (and of that eigenvalue, within the statistical policy's
-``lipschitz_tol``). The block runs in
-the search's ``fold_dtype`` (:func:`kfold_dtype`): float32 by default, whose
-rounding (~1e-6 relative) is far below the sampling noise of a held-out
-error (~1/sqrt(n_test)).
+:class:`StackedFolds` advances the K fold paths on the stacked designs of
+:mod:`skacv.model_selection._fold_designs` (docs/architecture.rst), each
+fold with the step size its own fit would use: a fold path is that of
+``clone(estimator).fit(X[train], y[train])`` up to the rounding of the
+block's precision (:func:`kfold_dtype`) and of the folds' top eigenvalues
+(the statistical policy's ``lipschitz_tol``).
 """
 
 import copy
@@ -45,14 +31,9 @@ def stacked_iteration(iterations, dtype, n_rows=None):
     ``iterations[j]`` would (its step size and penalty strengths), or
     ``None`` when they differ in anything a block cannot express (class,
     momentum, extrapolation, schedule) or precondition or sample batches.
-
-    With ``n_rows`` (the block's coordinates, every one penalised), the
-    per-column step sizes and strengths are held tiled, shape ``(n_rows,
-    n_columns)`` in the layout of the block's iterates (a column per row of
-    memory, Fortran order): the step's products with them are then
-    elementwise on equal shapes and strides, the same values as the
-    broadcast of a row of ``n_columns`` (whose inner loops run only
-    ``n_columns`` long: several times slower)."""
+    With ``n_rows`` (every coordinate penalised) the per-column arrays are
+    tiled (:func:`_tiled`): elementwise products on equal strides, faster
+    than the broadcast of a row."""
     first = iterations[0]
     if first.sampler is not None or isinstance(first, PreconditionedGD):
         return None
@@ -81,10 +62,8 @@ def stacked_iteration(iterations, dtype, n_rows=None):
 
 
 def _tiled(row, n_rows):
-    """``row`` (shape (n_columns,)) repeated on ``n_rows`` rows, held a
-    column per row (Fortran order: the layout of the block's iterates,
-    :meth:`StackedFolds.advance`) and read-only (the penalty's prox keeps
-    its threshold for it: ``_threshold``)."""
+    """``row`` repeated on ``n_rows`` rows in the iterates' Fortran layout,
+    read-only (the penalty's prox keeps its threshold for it)."""
     tiled = np.ascontiguousarray(np.broadcast_to(row[:, None], (row.shape[0], n_rows))).T
     tiled.flags.writeable = False
     return tiled
@@ -102,108 +81,74 @@ class _FoldView:
         return self._lipschitz
 
 
-def fold_lipschitz(designs, tol=None):
-    """Largest eigenvalue of every fold's ``X~_j^T X~_j / n_j`` (training
-    rows), as :meth:`~skacv.linalg._design.Design.lipschitz` of the fold's own
-    design would give it: one Lanczos process per fold, run as a block on
-    the stacked products (:meth:`FoldDesigns.normal_product` with a zero
-    response: one pass over ``X`` per step for every fold), each stopped
-    at the first step where its top Ritz value ``theta`` has a residual at
-    most ``tol * theta`` (:func:`~skacv.linalg._linalg.lanczos_top_eigenvalues`,
-    the rule of the folds' own fits), inflated by ``1 + tol`` as the fold's
-    own fit inflates it: an upper bound, a step ``1 / L`` that is never too
-    long. The block stops when every process has; ``nan`` for a fold not
-    converged within 128 steps. Used where the folds' own designs would use
-    Lanczos too (see :func:`fold_views`). ``tol``: the statistical policy's
-    ``lipschitz_tol`` when ``None``.
-
-    Returns
-    -------
-    lipschitz : ndarray of shape (n_folds,)
-    """
-    tol = designs.statistics.lipschitz_tol if tol is None else tol
+def fold_lipschitz(designs):
+    """Largest eigenvalue of every fold's ``X~_j^T X~_j / n_j``, shape
+    (n_folds,), as the fold's own :meth:`~skacv.linalg._design.Design.lipschitz`
+    gives it: one Lanczos process per fold run as a block on the stacked
+    products (a zero response: one pass over ``X`` a step for all folds),
+    each stopped and inflated by ``1 + tol`` as the folds' own fits
+    (:func:`~skacv.linalg._linalg.lanczos_top_eigenvalues`); ``nan`` for a
+    fold not converged."""
+    tol = designs.statistics.lipschitz_tol
     n, p, K = designs.n_samples, designs.n_features, designs.n_folds
     dt = designs.dtype
-    # X~_j^T m_j X~_j q_j for every fold in one pass over X (the folds' own
-    # step, with a zero response), on the side of the features whatever the
-    # shape: the passes over X dominate, not the length of the vectors
     zero = np.zeros((K, n), dtype=dt)
 
     def op(Q):
         Z, _ = designs.normal_product(np.ascontiguousarray(Q, dtype=dt), zero)
         return -np.asarray(Z, dtype=np.float64) / designs.n_eff
     W0 = np.random.RandomState(0).standard_normal((p, K))
-    # no cap on the basis (at most 128 steps of p x K floats, a small part of
-    # the block's copy of X): the fallback, a copy of each fold's rows, would
-    # cost far more memory
+    # no cap on the basis: its 128 steps of p x K are small beside the block's X
     with designs.workers():
         return lanczos_top_eigenvalues(op, W0, tol, np.inf) * (1.0 + tol)
 
 
 def small_fold_lipschitz(designs, gram=None):
-    """Every fold's :meth:`~skacv.linalg._design.Design.lipschitz` where the fold's
-    own design computes it exactly (LAPACK: its smaller side at most
-    ``dense_eig_size``), from the block's design instead of a copy of each
-    fold's rows: one Gram matrix of ``X~`` (centred by the mean of all rows,
-    weighted), each fold's that of all rows minus its other rows' (features'
-    side) or its training block (samples' side), with the correction of its
-    own centring (``delta``); in the covariance form
-    (:class:`FoldCovariance`) its Gram matrices themselves (``gram``, shape
-    (n_folds, n_features, n_features)). In the block's
-    precision (float32 by default: within its rounding of the fold's own
-    value). ``None`` for a sparse ``X`` (each fold then builds its own
-    design).
-
-    Returns
-    -------
-    lipschitz : ndarray of shape (n_folds,) or None
-    """
+    """Every fold's exact :meth:`~skacv.linalg._design.Design.lipschitz`
+    (shape (n_folds,), LAPACK) from one Gram matrix of the block's ``X~``:
+    all rows' minus the held-out rows' (features' side) or the training
+    block (samples' side), less the fold's own centring (``delta``); or
+    from the covariance form's Gram matrices ``gram`` (shape (n_folds,
+    n_features, n_features)). ``None`` for a sparse ``X``."""
     if designs.sparse:
         return None
-    if gram is not None:  # the covariance form holds every fold's Gram matrix already
-        C = gram
-        return np.array([top_eigenvalue(np.asarray(C[j], dtype=np.float64),
+    if gram is not None:
+        return np.array([top_eigenvalue(np.asarray(gram[j], dtype=np.float64),
                                         policy=designs.policy) / float(n_j)
                          for j, n_j in enumerate(designs.n_eff)])
     A = designs.base.X
     n, p = A.shape
     train = designs.mask.astype(bool)
     sw = designs.sqrt_weight.astype(np.float64)
+    features = p <= n  # the Gram matrix of the smaller side
+    whole = np.asarray(A.T @ A if features else A @ A.T, dtype=np.float64)
     out = np.empty(designs.n_folds)
-    if p <= n:
-        S = np.asarray(A.T @ A, dtype=np.float64)
-        for j in range(designs.n_folds):
+    for j in range(designs.n_folds):
+        n_j = float(designs.n_eff[j])
+        if features:
             Ao = A[~train[:, j]]
-            G = S - Ao.T @ Ao
-            n_j = float(designs.n_eff[j])
+            G = whole - Ao.T @ Ao
             if designs.fit_intercept:  # sum over training rows of w (x - mu_j)(x - mu_j)^T
                 delta = designs.delta[:, j].astype(np.float64)
                 G -= n_j * np.outer(delta, delta)
-            out[j] = top_eigenvalue(G, policy=designs.policy) / n_j
-    else:
-        B = np.asarray(A @ A.T, dtype=np.float64)
-        for j in range(designs.n_folds):
+        else:
             tr = np.flatnonzero(train[:, j])
-            G = B[np.ix_(tr, tr)]
-            n_j = float(designs.n_eff[j])
+            G = whole[np.ix_(tr, tr)]
             if designs.fit_intercept:  # (a_i - s_i delta) . (a_k - s_k delta)
                 delta = designs.delta[:, j]
                 u, s = np.asarray(A[tr] @ delta, dtype=np.float64), sw[tr]
                 G = G - np.outer(u, s) - np.outer(s, u) + float(delta @ delta) * np.outer(s, s)
-            out[j] = top_eigenvalue(G, policy=designs.policy) / n_j
+        out[j] = top_eigenvalue(G, policy=designs.policy) / n_j
     return out
 
 
 def fold_views(designs, products, X, sample_weight, splits, fit_intercept):
-    """:class:`_FoldView` of every fold. The folds' top eigenvalues come
-    from :func:`small_fold_lipschitz` where their own designs would compute
-    them exactly, else from :func:`fold_lipschitz`; a fold left without one
-    (sparse and small, or a Lanczos process not converged) gets its own
-    design's :meth:`~skacv.linalg._design.Design.lipschitz` (a copy of its rows).
-    ``products``: the block's products (``designs`` or its
-    :class:`FoldCovariance`)."""
-    # exact (LAPACK) where each fold's own design would be: its smaller side
-    # (training rows or features) at most the policy's dense_eig_size
+    """:class:`_FoldView` of every fold, their top eigenvalues by LAPACK
+    where their own designs' would be (smaller side at most the policy's
+    ``dense_eig_size``: :func:`small_fold_lipschitz`), else by
+    :func:`fold_lipschitz` on ``products`` (``designs`` or its
+    :class:`FoldCovariance`); a fold left without one gets its own design's
+    (a copy of its rows)."""
     largest = max(len(tr) for tr, _ in splits)
     if min(largest, designs.n_features) <= designs.policy.dense_eig_size:
         lips = small_fold_lipschitz(
@@ -252,27 +197,21 @@ class StackedFolds:
     dtype : numpy dtype
         Precision of the block.
     policies : (SpeedPolicy, StatisticalPolicy)
-        The search's (its designs carry them).
     full_design : Design, default=None
-        The full-data fit's design of ``X`` with the same weights and
-        intercept (its ``X~``, centred and weighted): the block's copy is
-        gathered from it, already centred, when the folds partition the rows.
+        The full-data fit's design (centred, weighted ``X~``): the block's
+        copy is gathered from it when the folds partition the rows.
     horizon : int, default=0
-        The length the path may reach when it grows in stages (the first
-        stage's ``max_iter`` is shorter): the covariance form is weighed
+        The length a staged path may reach: the covariance form is weighed
         against ``max(estimator.max_iter, horizon)`` steps.
 
     Attributes
     ----------
     designs : FoldDesigns
-        The folds' rows, layout and centring.
     products : FoldDesigns or FoldCovariance
-        What the block's steps multiply by (the covariance form where it
-        pays, :func:`fold_covariance_pays`).
+        What the block's steps multiply by (:func:`fold_covariance_pays`).
     step_sizes : ndarray of shape (n_folds,)
     losses : ndarray of shape (n_iter + 1, n_folds)
-        Held-out squared errors (weighted, summed over each fold's held-out
-        rows) of every iterate of every fold.
+        Held-out squared errors (weighted sums) of every iterate of every fold.
     test_weight : float
         Total weight of the held-out rows.
     """
@@ -288,10 +227,8 @@ class StackedFolds:
             test[te, j] = True
         w = sample_weight
         policy = policies[0]
-        # the block's own copy of X (centred in place), with the rows ordered
-        # by held-out fold when the folds partition the rows of a dense X: a
-        # fold's test rows are then a slice of it, read without a copy by the
-        # held-out errors of extrapolated iterates (_held_out_errors_of)
+        # rows ordered by held-out fold when the folds partition a dense X:
+        # a fold's test rows are then a slice of the block's copy
         order = _fold_order(X, test)
         if order is not None:
             train, test = train[order], test[order]
@@ -301,8 +238,7 @@ class StackedFolds:
             if (type(full) is Design and not full.sparse and full.X.shape == X.shape
                     and full.fit_intercept == estimator.fit_intercept
                     and _same_weights(full.weight, sample_weight)):
-                # the rows of the full fit's X~ (centred, weighted): no pass
-                # to centre the copy
+                # the rows of the full fit's X~: no pass to centre the copy
                 base = Design.centred(gather(full.X, dtype, policy, rows=order), full.x_offset,
                                       w, estimator.fit_intercept, policies)
             else:
@@ -325,8 +261,6 @@ class StackedFolds:
             self.products = FoldCovariance(self.designs, self.response, partition)
         else:
             self.products = self.designs
-        # each fold's step size by the estimator's own rule on its own problem,
-        # with the folds' top eigenvalues from one block of Lanczos processes
         views = fold_views(self.designs, self.products, X, sample_weight, splits,
                            estimator.fit_intercept)
         iterations = []
@@ -338,14 +272,11 @@ class StackedFolds:
         if self.iteration is None:
             raise TypeError(f"The folds of {type(estimator).__name__} cannot run as one block "
                             "(see skacv.model_selection._kfold.can_stack).")
-        # residuals on a held-out row, in the weighted coordinates, are
-        # sqrt(w_i) (y_i - prediction): their squares are the weighted errors
-        # (n_folds, n_samples), in the block's layout
+        # (n_folds, n_samples) in the layout: a held-out row's residual is
+        # sqrt(w_i) (y_i - prediction), its square the weighted error
         self.test_t = np.take_along_axis(test.T, self.designs.fold_of, axis=0).astype(dtype)
         self.test_weight = float(test.sum() if w is None else (w @ test).sum())
-        # the iterates held a fold per row of memory (shape (n_features,
-        # n_folds), Fortran order): the pass reads them as V^T, returns its
-        # gradients so, and the kept iterates are copied as they lie
+        # the iterates a fold per row of memory (Fortran order), as the pass's V^T
         self.state = init_state(self.products, n_columns=self.designs.n_folds, order="F")
         # x^0 = 0: the residual is the response on every row
         self.losses = self._held_out_errors(self.state.x, np.zeros_like(self.response))[None]
@@ -353,14 +284,10 @@ class StackedFolds:
 
     def advance(self, n_iter):
         """Continue every fold path to ``n_iter`` steps (if shorter); return
-        :attr:`losses` of iterates ``0..n_iter``.
-
-        Where a step's pass does not give the held-out fitted values (an
-        extrapolated step, or the covariance form), the iterates are kept
-        for one block product per fold with its test rows: by chunks of
-        steps in one buffer (the speed policy's ``fold_paths_chunk_bytes``),
-        each chunk's errors taken before the next is run (the paths continue
-        bit for bit from one call of the fit loop to the next)."""
+        :attr:`losses` of iterates ``0..n_iter``. Where a pass gives no
+        held-out fitted values (an extrapolated step, the covariance form)
+        the iterates are kept, by chunks of the speed policy's
+        ``fold_paths_chunk_bytes``, for :meth:`_held_out_errors_of`."""
         k0 = self.state.k
         if n_iter > k0:
             d, it = self.products, self.iteration
@@ -375,8 +302,7 @@ class StackedFolds:
                 check_memory(step_bytes * chunk,
                              f"the fold paths ({d.n_features} x {d.n_folds} x {chunk})",
                              "Use fewer folds. ")
-                # held a fold per row (as the iterates): a fold's iterates are
-                # then rows of it, read in place by _held_out_errors_of's products
+                # a fold per row (as the iterates): read in place by _held_out_errors_of
                 paths = np.empty((chunk, d.n_folds, d.n_features),
                                  dtype=d.dtype).transpose(0, 2, 1)
             done = 0
@@ -393,21 +319,18 @@ class StackedFolds:
                     if paths is not None:
                         part = new[done:done + m]
                         missing = np.flatnonzero(np.isnan(part[:, 0]))
-                        if missing.size and missing[-1] - missing[0] + 1 == missing.size:
-                            # a run of steps (extrapolation at every step): a view
+                        if missing.size:  # a run of steps is read as a view
+                            run = missing[-1] - missing[0] + 1 == missing.size
                             part[missing] = self._held_out_errors_of(
-                                paths[missing[0]:missing[-1] + 1])
-                        elif missing.size:
-                            part[missing] = self._held_out_errors_of(paths[missing])
+                                paths[missing[0]:missing[-1] + 1] if run else paths[missing])
                     done += m
             self.losses = np.concatenate([self.losses[: k0 + 1], new])
         return self.losses[: n_iter + 1]
 
     def _held_out_errors(self, x, P, target=None):
         """Weighted held-out squared errors (shape (n_folds,)) of the iterates
-        ``x`` (shape (n_features, n_folds)) from their fitted values ``P =
-        (X~ x)^T`` on every row, which the fit loop's pass computes anyway
-        (``target``: :meth:`FoldDesigns.target` at ``x``, if known)."""
+        ``x`` (shape (n_features, n_folds)) from the pass's fitted values ``P
+        = (X~ x)^T`` (``target``: :meth:`FoldDesigns.target` at ``x``)."""
         d = self.designs
         if target is None:
             target = self.products.target(self.response, x)
@@ -420,17 +343,16 @@ class StackedFolds:
         return np.add.reduce(R, axis=1, dtype=np.float64)
 
     def _held_out_errors_of(self, paths):
-        """Weighted held-out squared errors of the iterates ``paths`` (shape
-        (n_new, n_features, n_folds), best a transposed view of a fold per
-        row: :meth:`advance`), shape (n_new, n_folds): one block product
-        per fold with its test rows."""
+        """Weighted held-out squared errors (shape (n_new, n_folds)) of the
+        iterates ``paths`` (shape (n_new, n_features, n_folds)): one block
+        product per fold with its test rows."""
         d = self.designs
         response = d.by_fold(self.response)
         total = np.zeros((paths.shape[0], d.n_folds))
         for j, rows in enumerate(self.tests):
             Bt = paths[:, :, j]  # (n_new, n_features)
             if isinstance(rows, slice) and Bt.strides[1] == Bt.itemsize:
-                B = Bt.T  # its rows read in place by the product (a fold per row of paths)
+                B = Bt.T  # read in place
             else:
                 B = np.ascontiguousarray(Bt).T
             if isinstance(rows, slice):  # rows ordered by fold: a view
@@ -446,17 +368,10 @@ class StackedFolds:
 
 def fit_beside(X, policy, fold_dtype="auto"):
     """Whether the full-data fit on ``X`` runs its stages beside the stacked
-    folds (:func:`~skacv.utils._parallel.overlapped`, one BLAS thread each: the
-    block's set-up beside the first stage, each later stage beside the
-    folds' passes): when ``X`` is dense, larger than the last-level cache
-    (the full fit's products read memory, and a second BLAS thread adds
-    little to them) and the block's copy is not (its pass runs in one group
-    of panels, :func:`pass_groups`, in the precision ``fold_dtype`` of
-    :func:`kfold_dtype`). With ``X`` in the cache the full fit loses more
-    than it gains on one BLAS thread, and with two groups of panels the
-    block runs its groups in turn beside the full fit; measured figures in
-    ``docs/benchmarks.rst`` (``fit_beside``); the speed ``policy``'s
-    ``fit_beside`` decides where it is set."""
+    folds (:func:`~skacv.utils._parallel.overlapped`, one BLAS thread each):
+    the speed ``policy``'s ``fit_beside`` where set, else when ``X`` is
+    dense and larger than the last-level cache and the block's copy (in
+    ``fold_dtype``) runs in one group of panels (:func:`pass_groups`)."""
     if policy.fit_beside is not None:
         return policy.fit_beside
     if sp.issparse(X):
@@ -472,36 +387,19 @@ def fit_beside(X, policy, fold_dtype="auto"):
 
 
 def fold_steps(n_iter, ratios):
-    """Steps the fold paths need so that iterate ``n_iter`` of the full path
-    has a match in each (:func:`aligned_errors`): ``ceil(n_iter * r)`` for
-    the largest ratio ``r`` (at least ``n_iter``)."""
+    """Steps the fold paths need to match iterate ``n_iter`` of the full
+    path (:func:`aligned_errors`): ``ceil(n_iter * max(1, max(ratios)))``."""
     r = max(1.0, float(np.max(ratios))) if len(ratios) else 1.0
     return int(np.ceil(n_iter * r * (1.0 - 1e-12)))
 
 
 def aligned_errors(curves, ratios, n_path, weight):
-    """K-fold CV along the path, read at the full path's iterates.
-
-    Parameters
-    ----------
-    curves : sequence of ndarray of shape (n_steps_j + 1,)
-        Held-out error of every iterate of fold ``j`` (weighted sum over its
-        held-out rows). A path that stopped early keeps its last value.
-    ratios : ndarray of shape (n_folds,)
-        ``r_j``: iterate ``t`` of the full path is compared with the point
-        ``t * r_j`` of fold ``j``'s path (linear interpolation between its
-        iterates). ``r_j = step_full / step_j`` matches the iterates at the
-        same gradient-flow time ``t * step`` ("time"); ``r_j = 1`` at the
-        same index ("iteration").
-    n_path : int
-        Number of iterates of the full path.
-    weight : float
-        Total weight of the held-out rows.
-
-    Returns
-    -------
-    path : ndarray of shape (n_path,)
-        Mean held-out error per iterate of the full path.
+    """K-fold CV along the path (shape (n_path,)): the mean held-out error
+    (over the held-out rows' total ``weight``) at each iterate ``t`` of the
+    full path, from each fold's ``curves[j]`` (weighted sums, one per
+    iterate; a path stopped early keeps its last value) read at the point
+    ``t * ratios[j]`` (linear interpolation): ``step_full / step_j`` matches
+    the same gradient-flow time ("time"), ``1`` the same index ("iteration").
     """
     t = np.arange(n_path, dtype=np.float64)
     total = np.zeros(n_path)
@@ -520,26 +418,16 @@ def _fold_order(X, test):
 
 
 def can_stack(estimator):
-    """Whether the folds of ``estimator`` can run as one block: full-batch
-    least squares on the plain design (not mini-batches, preconditioners,
-    robust or logistic losses)."""
+    """Whether the folds of ``estimator`` can run as one block (full-batch
+    least squares on the plain design)."""
     return bool(estimator.stacks_folds())
 
 
 def kfold_dtype(fold_dtype="auto"):
-    """Precision of the stacked folds.
-
-    Parameters
-    ----------
-    fold_dtype : {"auto", "float32", "float64"}, default="auto"
-        ``fold_dtype`` of :class:`~skacv.TrajectoryEarlyStoppingCV`:
-        ``"auto"`` is float32, whose rounding (~1e-6 relative) is far below
-        the sampling noise of a held-out error.
-
-    Returns
-    -------
-    dtype : numpy.dtype
-    """
+    """Precision (numpy dtype) of the stacked folds for the ``fold_dtype``
+    of :class:`~skacv.TrajectoryEarlyStoppingCV`: ``"auto"`` is float32,
+    whose rounding (~1e-6 relative) is far below the sampling noise of a
+    held-out error."""
     if fold_dtype not in ("auto", "float32", "float64"):
         raise ValueError(f"fold_dtype must be 'auto', 'float32' or 'float64'; got "
                          f"{fold_dtype!r}.")

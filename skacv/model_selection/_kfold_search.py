@@ -1,19 +1,11 @@
 """K-fold CV along the path of one grid point (``criterion="kfold"``): the
 full path and its folds' paths, grown together in the stages of
 :func:`skacv.model_selection._stages.grow_in_stages`, every iterate of the
-full path scored by the folds' held-out errors matched with it.
-
-For ISTA, FISTA and the full-batch ``IterativeRidge`` solvers the folds run
-as one block (:class:`skacv.model_selection._kfold.StackedFolds`), else as
-separate fits of clones of the estimator.
-
-A candidate of a search needs the full-data fit only if it is selected:
-where the folds run as one block and the full path is fitted in one go with
-no estimate of its own (:meth:`KFoldPath.defers_full`), ``kfold_path_``
-needs only the full fit's step size (the folds' alignment) and length
-(``max_iter``, or where the early stopping cuts it), so the full fit is
-deferred (:class:`DeferredFull`) until the search's choice asks for it
-(:func:`full_fit`): it is then the fit the candidate would have run.
+full path scored by the folds' held-out errors matched with it. The folds
+run as one block where they can (:class:`skacv.model_selection._kfold.StackedFolds`),
+else as separate fits of clones of the estimator. Where only the full
+fit's step size and length are needed (:meth:`KFoldPath.defers_full`), the
+full fit waits for the search's choice (:class:`DeferredFull`).
 """
 
 import dataclasses
@@ -90,9 +82,8 @@ def _time_ratios(estimator, alignment, fold_step_sizes):
 @dataclasses.dataclass
 class DeferredFull:
     """The full-data fit of a K-fold candidate, run only if the candidate is
-    selected (:func:`full_fit`): ``estimator`` (its parameters set) fitted
-    from zero on ``(X, y)`` for ``max_iter`` steps, the path whose step size
-    and length ``kfold_path_`` was aligned with."""
+    selected (:func:`full_fit`): ``estimator`` fitted from zero on ``(X, y)``
+    for ``max_iter`` steps, the path ``kfold_path_`` was aligned with."""
 
     estimator: object
     X: object
@@ -118,12 +109,11 @@ class KFoldPath:
     Parameters
     ----------
     estimator : trajectory estimator
-        The full fit (fitted here), whose clones with the estimates off fit
-        the folds unless the folds run as one block.
+        The full fit (fitted here); its clones fit separate folds.
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
     y : array-like of shape (n_samples,)
     fit_params : dict
-        The full fit's metadata (``sample_weight``: the folds' rows of it).
+        The full fit's metadata.
     splits : list of (train, test) index arrays
     alignment : {"time", "iteration"}
         How the folds' iterates are matched with the full path's
@@ -134,8 +124,8 @@ class KFoldPath:
     policies : (SpeedPolicy, StatisticalPolicy)
         The search's.
     defer_full : bool, default=False
-        The caller resolves the returned estimator by :func:`full_fit`: the
-        full fit may wait (:meth:`defers_full`).
+        The full fit may wait (:meth:`defers_full`; the caller resolves it
+        by :func:`full_fit`).
     """
 
     def __init__(self, estimator, X, y, fit_params, splits, alignment, fold_dtype, policies,
@@ -159,10 +149,8 @@ class KFoldPath:
         self.deferred = False  # the full fit waits (full_iter: its length)
         self.full_iter = None
 
-    # ------------------------------------------------------------- the folds
     def _make_folds(self):
-        # rows are taken by position: CSR for any sparse format, arrays for
-        # array-likes (DataFrames keep their columns)
+        # rows taken by position: CSR, arrays, DataFrames
         X = self.X
         Xa = X.tocsr() if sp.issparse(X) else (X if hasattr(X, "iloc") else np.asarray(X))
         y = np.asarray(self.y)
@@ -182,10 +170,8 @@ class KFoldPath:
 
     def _make_block(self, validated):
         """The block of folds; beside the full fit's first stage
-        (``validated=False``) its errors are returned, not raised, so that
-        the full fit's own input checks speak first."""
-        # after the full fit, which has validated X (finite values included),
-        # only its form; beside it, the same checks
+        (``validated=False``: the same input checks) its errors are
+        returned, not raised, so that the full fit's own speak first."""
         try:
             Xv = check_array(self.X, accept_sparse=("csr", "csc"),
                              dtype=[np.float64, np.float32], ensure_all_finite=not validated)
@@ -204,13 +190,20 @@ class KFoldPath:
         self.estimator.fit(self.X, self.y, **self.fit_params)
 
     def _start(self, params):
-        """The first stage of the full path, then the folds' set-up; ``False``
-        when the full fit stores no path (the caller says why)."""
+        """The first stage of the full path (deferred: one step, planned for
+        ``max_iter``: the same checks and step size), then the folds' set-up;
+        ``False`` when the full fit stores no path (the caller says why)."""
         self.estimator.set_params(**params)
+        self.beside = (not self.deferred and self.use_stack
+                       and fit_beside(self.X, self.policies[0], self.fold_dtype))
         if self.deferred:
-            return self._start_deferred()
-        self.beside = self.use_stack and fit_beside(self.X, self.policies[0], self.fold_dtype)
-        if self.beside:  # the block's set-up beside the full path's first stage
+            max_iter = self.estimator.max_iter
+            try:
+                with planned(self.estimator, FitPlan(horizon=max_iter)):
+                    self.estimator.set_params(max_iter=1).fit(self.X, self.y, **self.fit_params)
+            finally:
+                self.estimator.set_params(max_iter=max_iter)
+        elif self.beside:  # the block's set-up beside the full path's first stage
             built = overlapped(self._fit_full, lambda: self._make_block(False))[1]
             if isinstance(built, Exception):
                 raise built
@@ -218,6 +211,8 @@ class KFoldPath:
             self._fit_full()
         if not hasattr(self.estimator, "coef_path_"):
             return False
+        if self.deferred:
+            self.full_iter = self.estimator.max_iter
         if self.use_stack:
             self.block = built if self.beside else self._make_block(True)
             self.ratios = _time_ratios(self.estimator, self.alignment, self.block.step_sizes)
@@ -228,32 +223,13 @@ class KFoldPath:
     def defers_full(self, one_go):
         """Whether the full fit can wait for the search's choice: the folds
         run as one block, the full path is fitted in one go (``one_go``)
-        from zero with the estimator's own step size (``step_size="auto"``:
-        it runs ``max_iter`` steps, never diverges, and only its step size
-        aligns the folds) and estimates nothing of its own (no ``risk_path_``
-        or ``loo_path_`` to report)."""
+        from zero with ``step_size="auto"`` (it never diverges) and
+        estimates nothing of its own."""
         params = self.estimator.get_params(deep=False)
         return bool(self.defer_full and one_go and self.use_stack
                     and self.policies[0].defer_full_fit
                     and params.get("step_size") == "auto" and not params.get("warm_start")
                     and not any(params.get(k) for k in ("estimate_risk", "estimate_loo")))
-
-    def _start_deferred(self):
-        """:meth:`_start` without the full path: one step of the full fit,
-        planned for the whole ``max_iter`` (the same checks, loop form and
-        step size as the whole fit), then the block of folds."""
-        max_iter = self.estimator.max_iter
-        try:
-            with planned(self.estimator, FitPlan(horizon=max_iter)):
-                self.estimator.set_params(max_iter=1).fit(self.X, self.y, **self.fit_params)
-        finally:
-            self.estimator.set_params(max_iter=max_iter)
-        if not hasattr(self.estimator, "coef_path_"):
-            return False
-        self.full_iter = max_iter
-        self.block = self._make_block(True)
-        self.ratios = _time_ratios(self.estimator, self.alignment, self.block.step_sizes)
-        return True
 
     def _full_length(self):
         """Iterations of the full path (fitted, or deferred)."""
@@ -296,7 +272,6 @@ class KFoldPath:
         self.estimator.set_params(max_iter=n_iter, warm_start=True).fit(
             self.X, self.y, **self.fit_params)
 
-    # --------------------------------------------------------- the criterion
     def kfold_path(self, n_path):
         """``kfold_path_`` of the first ``n_path`` iterates of the full path."""
         if self.use_stack:
@@ -355,15 +330,9 @@ class KFoldPath:
 
     def fit(self, attrs, n_iter_no_change=None, limit=None):
         """Fit the full path and the folds; return ``(paths, fit_time)``:
-        the estimate paths ``attrs`` of the full fit and ``kfold_path_``
-        (``{}``: the full fit stores no path).
-
-        With ``n_iter_no_change``, the full path and the fold paths grow
-        together in stages stopped on ``kfold_path_`` (``limit``: K-fold CV
-        of the converged fit, where known: :func:`~._stages.stops`); the full
-        path's stages run beside the folds' passes where that is faster
-        (:func:`skacv.model_selection._kfold.fit_beside`).
-        """
+        the estimate paths ``attrs`` and ``kfold_path_`` (``{}``: the full
+        fit stores no path). With ``n_iter_no_change`` the paths grow in
+        stages stopped on ``kfold_path_`` (``limit``: :func:`~._stages.stops`)."""
         tic = time.perf_counter()
         if n_iter_no_change is None or not can_stage(self.estimator, self.policies[0], self.X):
             self.deferred = self.defers_full(True)
@@ -383,26 +352,15 @@ class KFoldPath:
 
 def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alignment,
               fold_dtype, limit, policies, defer_full=False):
-    """The full path, and K-fold CV along it: each fold fitted once (same
-    parameters, estimates off), every iterate scored on its held-out fold
-    (squared error, or log loss for classifiers, weighted by
-    ``sample_weight``); ``kfold_path_[t]`` is the weighted mean over all
-    held-out samples of the folds' errors matched with iterate ``t`` of the
-    full path (:func:`skacv.model_selection._kfold.aligned_errors`): with
-    ``alignment="time"``, fold ``j``'s point ``t * step_full / step_j`` (the
-    same gradient-flow time ``t * step``; the folds run as many more steps
-    as that needs), with ``"iteration"`` its iterate ``t``. A fold path
-    shorter than the full one (a solver that stops at convergence) keeps
-    its last iterate. See :class:`KFoldPath` (``limit``: its ``fit``'s;
-    ``policies``: the search's; ``defer_full``: its own).
-
-    Returns
-    -------
-    estimator, paths, fit_time
-        The fitted full estimator (or, with ``defer_full``, a
-        :class:`DeferredFull` where the full fit waits: :func:`full_fit`),
-        its estimate paths ``attrs`` with ``kfold_path_`` (``{}`` when it
-        stores no path) and the time taken.
+    """``(estimator, paths, fit_time)``: the fitted full estimator (or a
+    :class:`DeferredFull`), its estimate paths ``attrs`` with
+    ``kfold_path_`` (``{}`` when it stores no path) and the time taken.
+    Each fold is fitted once (same parameters, estimates off), every
+    iterate scored on its held-out fold (squared error, or log loss for
+    classifiers, weighted); ``kfold_path_[t]`` is the weighted mean of the
+    folds' errors matched with iterate ``t`` of the full path
+    (:func:`skacv.model_selection._kfold.aligned_errors`). The parameters
+    are :class:`KFoldPath`'s.
     """
     search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype, policies,
                        defer_full)

@@ -1,12 +1,8 @@
 """The Lasso path's solves by scikit-learn's coordinate descent
-(:mod:`skacv.model_selection._lasso_path`).
-
-A path in the covariance form solves each alpha on ``C = X~^T X~``
-(:func:`_coordinate_descent`, ``enet_path`` with ``precompute``); a path on
-the columns of ``X~`` solves a working set on its columns
-(:func:`_columns_coordinate_descent`) where :func:`_columns_descent` says
-so. The elastic net's ridge part enters the residual statistics by
-:func:`_with_ridge` (the augmented data of the path's module docstring).
+(:mod:`skacv.model_selection._lasso_path`): each alpha on ``C = X~^T X~``
+in the covariance form (:func:`_coordinate_descent`), else a working set
+on its columns (:func:`_columns_coordinate_descent`) where
+:func:`_columns_descent` says so.
 """
 
 import warnings
@@ -22,9 +18,9 @@ from ..iterations._penalties import duality_gap
 
 def _with_ridge(stats, coef, l2, n_eff):
     """The residual statistics ``(||r||^2, r^T y~, X~^T r / n_eff)`` of the
-    augmented elastic-net problem (module docstring) from the plain ones at
-    ``coef`` (the coordinates of ``corr``): ``||r||^2 + n_eff l2 ||b||^2``,
-    ``r^T y~`` and ``X~^T r / n_eff - l2 b``; unchanged for ``l2 = 0``."""
+    augmented elastic-net problem (:mod:`~skacv.model_selection._lasso_path`)
+    from the plain ones at ``coef``: ``||r||^2 + n_eff l2 ||b||^2``, ``r^T
+    y~`` and ``X~^T r / n_eff - l2 b``."""
     if not l2:
         return stats
     rr, ry, corr = stats
@@ -33,15 +29,12 @@ def _with_ridge(stats, coef, l2, n_eff):
 
 
 def _coordinate_descent(space, coef, alpha, goal, max_iter):
-    """:func:`_solve_alpha` in the covariance form by scikit-learn's
-    coordinate descent on ``C = X~^T X~`` and ``c = X~^T y~`` (``enet_path``
-    with ``precompute``; speed policy ``path_coordinate_descent``), from the
-    warm start ``coef`` to the duality gap ``goal``; ``steps``: its epochs.
-
-    ``enet_path`` reads its ``X`` and ``y`` for their shape and ``||y||^2``
-    only once given ``C`` and ``c``: one row of ``X`` makes its penalty
-    ``alpha * n_eff`` on ``b^T C b / 2 - c^T b``, ``n_eff`` times the
-    mean-form objective, whose gap it compares with ``tol * ||y~||^2``."""
+    """:func:`_solve_alpha` by ``enet_path`` with ``precompute`` on ``C =
+    X~^T X~`` and ``c = X~^T y~``, from ``coef`` to the duality gap ``goal``
+    (``steps``: its epochs). Given ``C`` and ``c`` it reads ``X`` and ``y``
+    for their shape and ``||y||^2`` only: one row of ``X`` makes its
+    penalty ``alpha * n_eff`` on ``b^T C b / 2 - c^T b``, ``n_eff`` times the
+    mean-form objective."""
     design = space.design
     n_eff, p, l2 = design.n_eff, design.n_features, space.l2
     C, yy = np.asarray(space.gram, dtype=np.float64), space.yy
@@ -68,10 +61,8 @@ def _coordinate_descent(space, coef, alpha, goal, max_iter):
 
 def _descent_possible(space, step_size):
     """Whether the sample space's working sets may be solved by coordinate
-    descent on their columns (:func:`_columns_descent` before its spectrum
-    test): dense float64 copies, the default step (a float ``step_size``
-    asks for FISTA with that step) and the speed policy's
-    ``path_columns_descent``."""
+    descent on their columns: dense float64, the default ``step_size`` and
+    the speed policy's ``path_columns_descent``."""
     design = space.design
     return (space.gram is None and not design.sparse and design.dtype == np.float64
             and isinstance(step_size, str) and design.policy.path_columns_descent)
@@ -79,23 +70,17 @@ def _descent_possible(space, step_size):
 
 def _columns_descent(space, sub, work, step_size):
     """Whether a working set of the sample space is solved by coordinate
-    descent on its columns (:func:`_columns_coordinate_descent`):
-    :func:`_descent_possible`, and a spectrum without a top eigenvalue far
-    above the rest (a common factor of the features, where FISTA in the
-    rank-one metric converges in fewer passes over the columns; the Lanczos
-    run that decides it warm-starts FISTA's step bound). A working set that
-    adds a few columns to the one of the kept spectrum (the violators of
-    the last solve) is decided by the kept estimates where they rule the
-    spike out (:meth:`~skacv.model_selection._lasso_spaces._SampleSpace.spike_ruled_out`):
-    no Lanczos run. A working set of at most the policy's
-    ``path_metric_min_entries`` entries (rows times columns) takes coordinate
-    descent whatever its spectrum: FISTA's steps there cost their Python
-    more than their passes."""
+    descent on its columns: :func:`_descent_possible`, and a small working
+    set (the speed policy's ``path_metric_min_entries``) or a spectrum
+    without a top eigenvalue far above the rest (where FISTA in the
+    rank-one metric is faster), ruled out by the kept estimates
+    (:meth:`~skacv.model_selection._lasso_spaces._SampleSpace.spike_ruled_out`)
+    or by a Lanczos run that FISTA's step bound then reuses."""
     policy = space.design.policy
-    if not _descent_possible(space, step_size):  # (sub: the design's columns, its kind)
+    if not _descent_possible(space, step_size):
         return False
     if sub.n_samples * len(work) <= policy.path_metric_min_entries:
-        return True  # a small working set (no Lanczos run either)
+        return True
     if policy.path_metric and policy.path_kept_spike_bound and space.spike_ruled_out(work):
         taken("spike_ruled_out")
         return True
@@ -104,17 +89,12 @@ def _columns_descent(space, sub, work, step_size):
 
 
 def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
-    """The working set's Lasso (elastic net) by scikit-learn's coordinate
-    descent on its columns ``X~_W`` (``enet_path`` without ``precompute``),
-    from ``coef_w`` to the speed policy's ``path_descent_gap_share`` of the
-    duality gap ``goal`` on the working set (the full problem's gap,
-    computed apart, differs from it by rounding; without violators the
-    dual points are the same).
-
-    ``enet_path`` scales its penalty by the rows of ``X``: the penalty
-    ``alpha n_eff / n`` is ``alpha`` in the mean form over ``n_eff``, whose
-    objective times ``n_eff`` is the one whose gap it compares with ``tol
-    ||y~||^2``. Returns the solution, its fitted values and the epochs.
+    """The working set's Lasso (elastic net) by ``enet_path`` on its
+    columns ``X~_W``, from ``coef_w`` to the speed policy's
+    ``path_descent_gap_share`` of the duality gap ``goal`` (the full
+    problem's gap differs from the working set's by rounding). The penalty
+    ``alpha n_eff / n`` is ``alpha`` in the mean form over ``n_eff``.
+    Returns the solution, its fitted values and the epochs.
     """
     share = space.design.policy.path_descent_gap_share
     taken("columns_coordinate_descent", fortran=bool(sub.X.flags.f_contiguous), gap_share=share)

@@ -1,43 +1,25 @@
 """The Lasso's path of converged fits along a decreasing grid of penalties.
 
 :func:`lasso_path` solves ``min_b ||y~ - X~ b||^2 / (2 n_eff) + alpha ||b||_1``
-alpha after alpha by FISTA, the skacv :class:`~skacv.FISTA` iteration run by
-:func:`skacv.iterations._path.run_trajectory` (the only fit loop),
-warm-started from the previous solution, on a working set (a relaxed
-sequential strong rule, Tibshirani et al. 2012, plus the previous support,
-grown by the violators of the optimality conditions; at most
-``max(100, 4 |support|)`` columns to start with, grown by at most its size,
-the columns of largest correlation first) until the duality gap of the
+alpha after alpha, warm-started, on a working set (a relaxed sequential
+strong rule, Tibshirani et al. 2012, plus the previous support, grown by
+the violators of the optimality conditions) until the duality gap of the
 *full* problem is below the tolerance: the working set changes the cost,
-not the solution. On a working set whose top eigenvalue stands far above
-the rest (a common factor of the features), FISTA runs in a rank-one
-metric that takes that direction apart (:mod:`skacv.iterations._metric`):
-FISTA's step ``1 / L`` would move every other direction ``L / lambda``
-times too slowly. Once FISTA has identified a support and its signs, conjugate
-gradients solve the Lasso restricted to them (:class:`_SupportFinish`, an
-active-set Newton step), which FISTA's step, set by the top eigenvalue of
-correlated columns, approaches slowly; the duality gap certifies it as it
-does FISTA's iterates. Dense float64 working sets on the columns of
-``X~`` with the default step and no dominating common factor are solved
-instead by scikit-learn's coordinate descent on their columns
-(:func:`~skacv.model_selection._lasso_descent._columns_coordinate_descent`; the speed policy's
-``path_columns_descent``): FISTA's Python steps cost more there, and it
-stopped short of the supports scikit-learn's ``Lasso`` finds at small
-penalties. The working sets' products are those of
-:mod:`skacv.model_selection._lasso_spaces`: copies of their columns of
-``X~`` or, with fewer features than samples where it pays, the covariance
-form. Each solution's df and risk come
-from :mod:`skacv.model_selection._converged_risk`.
+not the solution. A working set is solved by FISTA
+(:func:`skacv.iterations._path.run_trajectory`), in a rank-one metric
+where one direction dominates (:mod:`skacv.iterations._metric`), with an
+exact finish on an identified support (:class:`_SupportFinish`); or, dense
+float64 on the columns of ``X~``, by scikit-learn's coordinate descent
+(:mod:`skacv.model_selection._lasso_descent`). Its products are those of
+:mod:`skacv.model_selection._lasso_spaces`; each solution's df and risk
+come from :mod:`skacv.model_selection._converged_risk`.
 
-The elastic net (``l1_ratio < 1``: the penalty ``alpha l1_ratio ||b||_1 +
-alpha (1 - l1_ratio) ||b||^2 / 2``) is the Lasso of the augmented data
+The elastic net (``l1_ratio < 1``) is the Lasso of the augmented data
 ``[X~; sqrt(n_eff l2) I]``, ``[y~; 0]`` (``l2 = alpha (1 - l1_ratio)``) at
-the l1 strength ``alpha l1_ratio``: the same path with the residual
-statistics of the augmented residual ``[r; -sqrt(n_eff l2) b]``
-(:func:`_with_ridge`), the ridge part in FISTA's step (a decay), in its
-step bound, its metric and the exact finish's normal equations; the
-augmented rows are never formed. ``alpha_max`` is the Lasso's divided by
-``l1_ratio``, as scikit-learn's ``ElasticNetCV`` grid.
+the l1 strength ``alpha l1_ratio``, its rows never formed: the augmented
+residual's statistics by :func:`_with_ridge`, the ridge part in FISTA's
+step, step bound, metric and finish. ``alpha_max`` is the Lasso's divided
+by ``l1_ratio``, as scikit-learn's ``ElasticNetCV`` grid.
 """
 
 import warnings
@@ -80,54 +62,38 @@ class _SupportFinish:
     at two consecutive gap checks, the Lasso restricted to them is least
     squares: ``X~_S^T X~_S b_S = X~_S^T y~ - n_eff alpha s`` (``C_SS b_S =
     c_S - n_eff alpha s`` in the covariance form), solved by conjugate
-    gradients warm-started from the iterate. Equicorrelated columns give
-    ``X~_S^T X~_S`` one outlier eigenvalue that sets FISTA's step for the
-    whole spectrum; conjugate gradients remove it in one iteration.
-
-    A solution that flips signs is not taken: the segment from the iterate
-    to it stays in the orthant of ``s`` up to its first crossing, where the
-    objective (the restricted least squares, convex, decreasing towards its
-    minimum) is below the iterate's; the crossing columns leave ``S`` and
-    the system is solved again (an active-set step), within the speed
-    policy's ``path_finish_maxiter`` conjugate-gradient iterations in all.
-    The caller keeps the point if it lowers the objective; the duality gap
-    certifies it as it does FISTA's iterates. A pattern is tried once; none
-    with ``S`` empty, the whole working set (FISTA's first steps from the
-    warm start, before it drops any column), above ``path_finish_max_ratio``
-    of the samples (ill-conditioned, singular at ``n_samples``), none when
-    FISTA's pace would reach the target within two checks, and none while the products
-    of the finishes that did not end the working set's solve exceed
-    ``path_finish_share`` of its FISTA steps (the first one is free: many
-    sign crossings, a support not yet identified, stop the next ones).
-
-    Conjugate gradients stop at the residual ``rho = X~_S^T r - n_eff alpha
-    s`` whose duality gap, about ``2 ||b||_1 ||rho||_inf / n_eff`` (the
-    dual point ``r`` scaled by ``alpha / ||X~^T r / n_eff||_inf``), is a
-    quarter of the target.
+    gradients from the iterate (they remove in one iteration the outlier
+    eigenvalue of equicorrelated columns that sets FISTA's step). A
+    solution that flips signs is cut at the segment's first crossing (the
+    restricted objective is convex: below the iterate's there), the
+    crossing columns leave ``S`` and the system is solved again. The caller
+    keeps the point if it lowers the objective; the duality gap certifies
+    it. A pattern is tried once, and not when ``S`` is empty or the whole
+    working set, too large (the speed policy's ``path_finish_max_ratio``),
+    FISTA near its target, or the finishes wasted too much
+    (``path_finish_share``). Conjugate gradients stop where the duality gap
+    of the residual ``rho = X~_S^T r - n_eff alpha s``, about ``2 ||b||_1
+    ||rho||_inf / n_eff``, is a quarter of the target.
     """
 
     def __init__(self, space):
         self.space = space
-        # finishes tried, kept by the caller, and columns dropped at sign
-        # crossings (diagnostics: the tests read them)
+        # finishes tried, kept, and columns dropped at sign crossings (the tests read them)
         self.n_tried = self.n_accepted = self.n_flips = 0
 
     def start(self, sub, work, alpha, target):
         """A new working set's solve."""
         self.sub, self.work, self.alpha, self.target = sub, work, alpha, target
         self.previous, self.tried = None, set()
-        # FISTA steps of this solve and products of its finishes that did not
-        # end it: the finishes stop while these exceed path_finish_share of those
+        # FISTA steps, and the products of the finishes that did not end the solve
         self.fista_steps = self.wasted = 0
 
     def __call__(self, x, l1, fista_left):
-        """``(x_new, n_products)``: the finish's point on the working set
-        (``None`` if not tried) and the conjugate-gradient iterations spent;
-        ``l1`` is the l1 norm of FISTA's iterate ``x`` (the caller compares
-        the objectives), ``fista_left`` the steps FISTA would still take at
-        its pace (at most the steps left in the budget): the finish is
-        skipped below ``2 * path_check_every`` (the speed policy's) and spends
-        at most that many products."""
+        """``(x_new, n_products)``: the finish's point (``None`` if not
+        tried) and the conjugate-gradient iterations spent; ``l1``: the l1
+        norm of FISTA's iterate ``x``, ``fista_left``: the steps FISTA would
+        still take (skipped below ``2 * path_check_every``, else at most that
+        many products)."""
         policy = self.space.design.policy
         signs = np.sign(x).astype(np.int8)
         key = signs.tobytes()
@@ -154,9 +120,8 @@ class _SupportFinish:
 
     def _active_set(self, S, s, b, l1, maxiter):
         """Conjugate gradients on the columns ``S`` (signs ``s``) from
-        ``b``, dropping the columns whose sign crosses (zero in the result).
-        Each solve after a crossing starts from the previous solution (its
-        dropped columns out): a column less changes it little."""
+        ``b``, dropping the columns whose sign crosses (zero in the
+        result); each solve after a crossing starts from the previous one."""
         n_eff = self.space.design.n_eff
         normal, c = self.space.support_system(self.sub, self.work, S)
         l2 = n_eff * self.space.l2
@@ -229,19 +194,15 @@ class _MetricStalled(Exception):
 
 def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget, metric=None):
     """FISTA on the columns ``work`` (``sub``, in ``space``) until its duality
-    gap is ``<= target``, with the exact finish of :class:`_SupportFinish`
-    (``space.finish``; the speed policy's ``path_support_finish``). With a
-    ``metric`` (:class:`~skacv.iterations._metric.RankOneMetric`), FISTA in
-    that metric (:class:`~skacv.iterations._metric.MetricFISTA`, ``step_size``
-    unused); it raises :class:`_MetricStalled` after
-    the speed policy's ``path_metric_max_restarts`` objective increases.
-
-    Returns the solution, its fitted values in ``space`` and the number of
-    steps (conjugate-gradient iterations included). The momentum is
-    restarted when the objective increases between two checks (function
-    restart, O'Donoghue & Candes 2015) and after an accepted finish.
+    gap is ``<= target``, with the exact finish ``space.finish``. With a
+    ``metric``, :class:`~skacv.iterations._metric.MetricFISTA` (``step_size``
+    unused), which raises :class:`_MetricStalled` after the speed policy's
+    ``path_metric_max_restarts`` objective increases. Returns the solution,
+    its fitted values in ``space`` and the steps (conjugate-gradient
+    iterations included). The momentum restarts (a state at ``k = 0``) when
+    the objective increases between two checks (function restart,
+    O'Donoghue & Candes 2015) and after an accepted finish.
     """
-    # FISTA's momentum follows state.k: a state at k = 0 restarts it
     l2 = space.l2
     if metric is None:
         iteration = FISTA(step_size, penalty=ElasticNet(alpha, l2) if l2 else L1(alpha))
@@ -292,14 +253,11 @@ def _solve_working_set(space, sub, work, alpha, coef, step_size, target, budget,
 
 
 def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
-    """:func:`_solve_working_set` with the estimator's ``step_size``:
-    ``"auto"`` is FISTA in the working set's rank-one metric where its top
-    eigenvalue stands far above the rest (``space.metric``; the speed
-    policy's ``path_metric``), else ``1 / L`` of the working set
-    (warm-started Lanczos, ``space.step_bound``) and, should that estimate be
-    too low and the steps diverge, the exact top eigenvalue; a float is
-    used as given. A metric whose solve diverges or stalls hands its last
-    iterate to the plain step (its steps are counted)."""
+    """:func:`_solve_working_set` with the estimator's ``step_size``: a
+    float as given; ``"auto"``, the rank-one metric where one direction
+    dominates (``space.metric``), else ``1 / L`` of ``space.step_bound``
+    and, should the steps diverge, of the exact top eigenvalue. A metric
+    whose solve diverges or stalls hands its last iterate to the plain step."""
     if not isinstance(step_size, str):
         return _solve_working_set(space, sub, work, alpha, coef_w, float(step_size), goal,
                                   budget)
@@ -320,8 +278,7 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
     try:
         x, fitted, done = _solve_working_set(space, sub, work, alpha, coef_w,
                                              1.0 / L if L > 0 else 1.0, goal, budget - spent)
-    except DivergenceError:
-        # the Lanczos estimate was too low: exact top eigenvalue, again
+    except DivergenceError:  # the Lanczos estimate was too low
         taken("step_fallback")
         x, fitted, done = _solve_working_set(space, sub, work, alpha, coef_w,
                                              1.0 / (sub.lipschitz() + space.l2), goal,
@@ -330,28 +287,18 @@ def _fista_with_step(space, sub, work, alpha, coef_w, step_size, goal, budget):
 
 
 def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, max_iter):
-    """Solve the Lasso at ``alpha`` from the warm start ``coef`` (of duality
-    gap ``gap``, residual statistics ``stats = (||r||^2, r^T y~, X~^T r /
-    n_eff)``) until the gap of the full problem is at most ``goal``.
-
-    The working set is the previous support and the columns passing the
-    relaxed sequential strong rule (the speed policy's
-    ``path_strong_rule_slack``, or ``path_descent_rule_slack`` after a
-    working set solved by coordinate descent; at most ``max(path_work_min,
-    4 |support|)`` of them, the largest correlations first: equicorrelated columns all pass
-    the rule), grown by the violators of the optimality conditions (at most
-    as many as it holds, the largest first) until there are none (or
-    ``max_iter`` FISTA steps are spent).
-
-    Returns
-    -------
-    coef : ndarray of shape (n_features,)
-    stats : tuple of (float, float, ndarray of shape (n_features,))
-    gap : float
-    steps : int
-        FISTA steps taken.
-    work : ndarray of int
-        The last working set.
+    """``(coef, stats, gap, steps, work)``: the Lasso at ``alpha`` solved
+    from the warm start ``coef`` (of duality gap ``gap``, residual
+    statistics ``stats = (||r||^2, r^T y~, X~^T r / n_eff)``) until the gap
+    of the full problem is at most ``goal``, in ``steps`` (FISTA's or
+    coordinate descent's), ``work`` the last working set. The working set
+    is the previous support and the columns passing the relaxed sequential
+    strong rule (the speed policy's ``path_strong_rule_slack``, or
+    ``path_descent_rule_slack`` after coordinate descent; at most
+    ``max(path_work_min, 4 |support|)``, the largest correlations first),
+    grown by the violators of the optimality conditions (at most as many
+    as it holds, the largest first) until there are none or ``max_iter``
+    steps are spent.
     """
     if space.coordinate_descent:
         return _coordinate_descent(space, coef, alpha, goal, max_iter)
@@ -362,8 +309,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     work = np.flatnonzero(coef)
     policy = design.policy
     if gap > goal:
-        # working set: (relaxed) sequential strong rule + previous support
-        # (wider after coordinate descent: a violators' round restarts it far from its gap)
+        # wider after coordinate descent: a violators' round restarts it far from its gap
         slack = policy.path_strong_rule_slack
         if space.last_descent:
             taken("descent_rule", slack=policy.path_descent_rule_slack)
@@ -373,10 +319,8 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         work = _largest(work, corr, coef != 0,
                         max(policy.path_work_min, 4 * np.count_nonzero(coef)))
     while gap > goal and steps < max_iter:
-        # the previous working set's columns go before a larger buffer comes
-        sub = None
-        # the columns in Fortran order where coordinate descent may solve them
-        # and solved the last working set (FISTA's follow a spike: C order)
+        sub = None  # the previous working set's columns go before a larger buffer comes
+        # Fortran order where coordinate descent may solve them and solved the last set
         fortran = (_descent_possible(space, step_size) and space.last_descent
                    and design.policy.path_fortran_columns)
         sub = space.sub(work, fortran=fortran)
@@ -385,7 +329,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
             coef_w, fitted, k = _columns_coordinate_descent(space, sub, alpha, coef[work], goal,
                                                             max_iter - steps)
         else:
-            if fortran:  # FISTA's products read the C-ordered copy (its kept spectrum stays)
+            if fortran:  # FISTA's products read a C-ordered copy
                 sub = None
                 sub = space.sub(work)
             coef_w, fitted, k = _fista_with_step(space, sub, work, alpha, coef[work], step_size,
@@ -393,14 +337,13 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         steps += k
         coef = np.zeros(p, dtype=design.dtype)
         coef[work] = coef_w
-        # optimality on the full problem (one product with X~^T, or C)
         rr, ry, corr = space.stats(sub, work, coef_w, fitted, full=True)
         gap = duality_gap(*_with_ridge((rr, ry, corr), coef, space.l2, n_eff),
                           float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
         outside = np.ones(p, dtype=bool)
         outside[work] = False
         violators = np.flatnonzero(outside & (np.abs(corr) > alpha))
-        if violators.size == 0:  # right working set (or its solve ran out of steps)
+        if violators.size == 0:
             break
         work = np.union1d(work, _largest(violators, corr, None,
                                          max(policy.path_work_min, work.size)))
@@ -448,20 +391,12 @@ class _NoChange:
 
 def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_size, tol,
                max_iter, n_alphas_no_change, df_offset, verbose, loo_of=None, l1_ratio=1.0):
-    """The Lasso's converged fits, df and training error along ``alphas``.
-
-    See :func:`skacv.risk_alpha_path` for the parameters (``df_offset``: one
-    with an intercept; ``loo_of(coef, alpha)``: the leave-one-out error of a
-    solution, or ``None``; ``l1_ratio < 1``: the elastic net of the module
-    docstring, ``alphas`` in scikit-learn's ``ElasticNet`` units).
-
-    Returns
-    -------
-    path : :class:`~sklearn.utils.Bunch`
-        ``alphas``, ``coefs`` (n_features, n_alphas), ``df``, ``train_mse``,
-        ``n_iter``, ``gaps`` and, with ``loo_of``, ``loo``, over the solved
-        alphas.
-    """
+    """The Lasso's converged fits along ``alphas``: a Bunch of ``alphas``,
+    ``coefs`` (n_features, n_alphas), ``df``, ``train_mse``, ``n_iter``,
+    ``gaps`` and, with ``loo_of(coef, alpha)``, ``loo``, over the solved
+    alphas. The parameters are :func:`skacv.risk_alpha_path`'s
+    (``df_offset``: one with an intercept; ``l1_ratio < 1``: the elastic
+    net, ``alphas`` in scikit-learn's ``ElasticNet`` units)."""
     n_eff = design.n_eff
     p = design.n_features
     # ||r||^2, r^T y~ and X~^T r / n_eff at coef = 0
@@ -475,7 +410,6 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     space.finish = _SupportFinish(space) if policy.path_support_finish else None
     space.last_descent = None  # whether the last working set was solved by coordinate descent
     taken("lasso_path", space=type(space).__name__, finish=space.finish)
-    # the covariance form's alphas by coordinate descent (_coordinate_descent)
     space.coordinate_descent = (getattr(space, "gram_form", False)
                                 and policy.path_coordinate_descent)
     space.l2 = 0.0
@@ -497,21 +431,15 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     for i, alpha_i in enumerate(alphas):
         # the l1 strength and the ridge part (the elastic net)
         alpha, space.l2 = alpha_i * l1_ratio, alpha_i * (1.0 - l1_ratio)
-        # the warm start may already be optimal (always at alpha >= alpha_max)
         rr = _with_ridge(stats, coef, space.l2, n_eff)[0]
         l1_norm = float(np.abs(coef).sum(dtype=np.float64))
         gap = duality_gap(*_with_ridge(stats, coef, space.l2, n_eff), l1_norm, alpha, n_eff)
-        # scikit-learn's gap, but also relative to the objective: at small
-        # penalties tol * ||y~||^2 / n_eff can exceed the objective itself
-        # (a large y: the warm start from the previous alpha would pass)
+        # also relative to the objective, which tol * ||y~||^2 / n_eff can exceed
         gap_scale = rr / n_eff + 2.0 * alpha * l1_norm
         goal = min(target, max(statistics.path_objective_tol * tol * gap_scale,
                                policy.covariance_path_min_tol * yy / n_eff))
         if np.any((coef == 0) & (np.abs(stats[2]) > alpha)):
-            # columns outside the warm start's support violate the optimality
-            # conditions at this alpha: its support is wrong, whatever its gap
-            # (a gap within tol of a large ||y~||^2 passed the previous alpha's
-            # solution, df and risk included, at every other alpha)
+            # violators outside the warm start's support: it is wrong, whatever its gap
             goal = min(goal, statistics.kkt_gap_cut * gap)
         coef, stats, gap, steps, work = _solve_alpha(space, coef, stats, gap, alpha, alpha_prev,
                                                      goal, step_size, max_iter)
@@ -528,9 +456,8 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
                   f"{steps} steps, gap {gap:.3e} (target {target:.3e})")
         if loo is not None:
             loo[i] = loo_of(coef, alpha_i)
-        # the criterion watched: the leave-one-out error when computed
-        risk = None if loo is not None else converged_risk(train_mse[i], df[i], n_eff, statistics)
-        if stop(loo[i] if loo is not None else risk):
+        if stop(loo[i] if loo is not None
+                else converged_risk(train_mse[i], df[i], n_eff, statistics)):
             n_solved = i + 1
             break
     if not_converged:

@@ -1,13 +1,8 @@
-"""The products of the Lasso path's working sets (:mod:`skacv.model_selection._lasso_path`).
-
-A working set ``W`` of columns is solved either on copies of its columns of
-``X~`` (:class:`_SampleSpace`) or, with fewer features than samples where it
-pays (:func:`covariance_path_pays`, float64), in the covariance form
-(:class:`_FeatureSpace`, scikit-learn's ``precompute``): products with
-``C_WW`` of ``C = X~^T X~``. Each space gives a working set its design, the
-fit loop's target and datafit, the residual's statistics, the top
-eigenvalue of its Hessian (the step ``1 / L``) and the rank-one metric of
-:mod:`skacv.iterations._metric` where one direction dominates.
+"""The products of the Lasso path's working sets (:mod:`skacv.model_selection._lasso_path`):
+on copies of their columns of ``X~`` (:class:`_SampleSpace`) or in the
+covariance form (:class:`_FeatureSpace`, :func:`covariance_path_pays`),
+with the step bound and the rank-one metric of
+:mod:`skacv.iterations._metric` of each working set.
 """
 
 import numpy as np
@@ -24,19 +19,12 @@ from ..linalg._linalg import lanczos_top
 class _WorkingColumns:
     """Designs of working sets of columns (same centring, weights, ``n_eff``).
 
-    Dense: the columns of ``X~`` (already centred and weighted) are copied
-    into one reused buffer (grown by half when too small; its leading
-    ``n_samples * |W|`` entries as a C-ordered array, or with ``fortran``
-    as a Fortran-ordered one, what scikit-learn's coordinate descent reads:
-    the rows of a transposed copy of ``X~`` kept for the path
-    (:meth:`_transposed`) or, beyond its size limit, blocks of rows of
-    ``X~`` transposed into it; no transposed copy of the working set) and
-    wrapped in a ``Design`` without intercept and weights, which uses them
-    as they are: a fresh array per
-    working set would pay its page faults every time. The previous working
-    set's design is dropped by the caller before a larger buffer is made,
-    so that at most one buffer lives. Sparse: the column slice of ``X``
-    with the same weights and centring.
+    Dense: the columns of ``X~`` copied into one reused buffer (a fresh
+    array per working set would pay its page faults every time), C-ordered
+    or, with ``fortran`` (scikit-learn's coordinate descent), Fortran-ordered
+    from the rows of :meth:`_transposed`, in a ``Design`` without intercept
+    and weights. Sparse: the column slice of ``X`` with the same weights
+    and centring.
     """
 
     def __init__(self, design, X, sample_weight):
@@ -45,13 +33,9 @@ class _WorkingColumns:
         self.XT = None  # X~^T, C-ordered (_transposed)
 
     def _transposed(self):
-        """``X~^T`` as a C-ordered copy, made at the first Fortran gather and
-        kept for the path, where ``X~`` holds at most the speed policy's
-        ``path_transposed_max_bytes`` (``None`` beyond: the gather by blocks
-        of rows). Each column of a working set is then one contiguous row
-        of it, copied whole: against the blocks of rows transposed into the
-        buffer, about a seventh of the time for 1000 of 3000 columns at
-        2000 samples."""
+        """``X~^T`` as a C-ordered copy kept for the path (a working set's
+        column is one contiguous row of it), where ``X~`` holds at most the
+        speed policy's ``path_transposed_max_bytes``; else ``None``."""
         d = self.design
         if self.XT is None and d.X.nbytes <= d.policy.path_transposed_max_bytes:
             check_memory(d.X.nbytes, f"the transposed copy of X~ ({d.n_features} x "
@@ -86,8 +70,7 @@ class _WorkingColumns:
                     rows[:, a:a + block] = d.X[a:a + block].take(idx, axis=1).T
             cols = rows.T
         else:
-            # the leading n * m entries as a C-ordered (n, m) array: np.take writes
-            # into it directly (into a strided view it took a temporary of that size)
+            # C-ordered: np.take writes into it without a temporary
             cols = self.buffer[: n * m].reshape(n, m)
             np.take(d.X, idx, axis=1, out=cols, mode="clip")
         sub = Design(cols, None, False, policies=d.policies)
@@ -95,18 +78,12 @@ class _WorkingColumns:
         return sub
 
 
-def _top_eigenvalue(design, u0=None, n_steps=None):
-    """Upper estimate of the largest eigenvalue of ``X~^T X~ / n_eff`` and the
-    top direction in sample space, by :func:`skacv.linalg._linalg.lanczos_top` on
-    the smaller of ``X~^T X~ / n_eff`` and ``X~ X~^T / n_eff``, warm-started
-    from the direction ``u0`` (sample space) of the previous working set,
-    and the second Ritz value (:func:`~skacv.iterations._metric.rank_one_metric`
-    reads it). The step ``1 / L`` only sets the speed of FISTA: the duality
-    gap certifies the solutions. ``n_steps``: the design's speed policy's
-    ``path_lanczos_steps`` when ``None``.
-    """
-    if n_steps is None:
-        n_steps = design.policy.path_lanczos_steps
+def _top_eigenvalue(design, u0=None):
+    """``(L, u, second)``: an upper estimate of the largest eigenvalue of
+    ``X~^T X~ / n_eff``, its direction in sample space and the second Ritz
+    value, by :func:`skacv.linalg._linalg.lanczos_top` on the smaller side,
+    warm-started from ``u0`` (the speed policy's ``path_lanczos_steps``)."""
+    n_steps = design.policy.path_lanczos_steps
     n, p = design.n_samples, design.n_features
     inv_n = 1.0 / design.n_eff
     dt = design.dtype
@@ -124,17 +101,16 @@ def _top_eigenvalue(design, u0=None, n_steps=None):
     return lanczos_top(op, n, u0, n_steps)
 
 
-
-
 class _KeptSpectrum:
     """A space's step bound and rank-one metric, kept while the working set
-    stays the same (the next solve of the path on the same columns, and the
-    coordinate-descent test's Lanczos run before FISTA's): the same operator,
-    the same estimates. The spaces compute them in ``_new_step_bound`` and
-    ``_new_metric``; a metric whose solve stalled is forgotten."""
+    stays the same; the spaces compute the step bound in ``_new_step_bound``
+    and the metric's operator in ``_metric_operator``."""
 
     _kept_work = None  # the working set of the kept step bound
     _kept_metric = None  # (working set, metric)
+    top = second = None  # step_bound's top and second Ritz values
+    rest = None  # the metric's second direction (features), its warm start
+    finish = None  # the path's _SupportFinish, set by lasso_path
 
     def step_bound(self, sub, work):
         if self._kept_work is not None and np.array_equal(self._kept_work, work):
@@ -156,35 +132,41 @@ class _KeptSpectrum:
         """The metric's solve stalled or diverged: the next call makes a new one."""
         self._kept_metric = None
 
+    def _new_metric(self, sub, work):
+        """The :class:`~skacv.iterations._metric.RankOneMetric` of the working
+        set from the top direction of :meth:`step_bound`, or ``None``."""
+        if not spike_possible(self.top, self.second, self.design.policy):
+            return None
+        op, top = self._metric_operator(sub, work)
+        metric, rest = rank_one_metric(op, work.size, top, self.design.policy,
+                                       None if self.rest is None else self.rest[work])
+        self.rest = None  # the second direction on all features: the next one's warm start
+        if rest is not None:
+            self.rest = np.zeros(self.design.n_features)
+            self.rest[work] = rest
+        return metric
+
 
 class _SampleSpace(_KeptSpectrum):
-    """The Lasso path's products with the columns of ``X~`` (copies of the
-    working set's columns, :class:`_WorkingColumns`): the residual
-    ``r = y~ - X~_W b_W`` itself.
-
-    It and :class:`_FeatureSpace` give a working set ``W`` its design
-    (``sub(W)``), the fit loop's target and datafit, the residual's
-    statistics ``(||r||^2, r^T y~, X~^T r / n_eff)`` (``stats``), an upper
-    bound of the top eigenvalue (``step_bound``, warm-started) and ``gram``,
-    the Gram matrix of ``X~`` where it is formed (the supports' ranks).
+    """The Lasso path's products with copies of the working set's columns
+    of ``X~`` (:class:`_WorkingColumns`). It and :class:`_FeatureSpace`
+    give a working set ``W`` its design (``sub(W)``), the fit loop's target
+    and datafit, the residual's statistics ``(||r||^2, r^T y~, X~^T r /
+    n_eff)`` (``stats``), the step bound and ``gram`` (``X~^T X~`` where
+    formed: the supports' ranks).
     """
 
     datafit = None  # least squares
     gram = None  # X~^T X~ is not formed
-    finish = None  # the path's _SupportFinish, set by lasso_path
 
     def __init__(self, design, X, sample_weight, y_tilde):
         self.design, self.y = design, y_tilde
         self.y64 = np.asarray(y_tilde, dtype=np.float64)
         self.columns = _WorkingColumns(design, X, sample_weight)
         self.u = None  # top singular direction (samples), warm start of the step sizes
-        self.rest = None  # the metric's second direction (features), its warm start
-        self.top = self.second = None  # step_bound's top and second Ritz values
         self.colnorm = None  # ||x~_j||^2 / n_eff of every column (spike_ruled_out)
 
     def sub(self, work, fortran=False):
-        """The working set's design (``fortran``: its columns in Fortran
-        order, :class:`_WorkingColumns`)."""
         return self.columns(work, fortran)
 
     def target(self, work):
@@ -204,16 +186,13 @@ class _SampleSpace(_KeptSpectrum):
         return L
 
     def spike_ruled_out(self, work):
-        """Whether the estimates of the kept step bound (:class:`_KeptSpectrum`)
-        show, without a product, that the working set ``work`` has no top
-        eigenvalue the speed policy's ``path_metric_min_ratio`` above the
-        rest (:func:`~skacv.iterations._metric.spike_possible` false), where
+        """Whether the kept estimates rule out, without a product, a top
+        eigenvalue of ``work`` far above the rest
+        (:func:`~skacv.iterations._metric.spike_possible` false), where
         ``work`` holds the kept working set: its new columns ``A`` add ``A
-        A^T`` to ``X~_W X~_W^T`` (the same nonzero eigenvalues as ``X~_W^T
-        X~_W``), so that (Weyl) the top eigenvalue grows by at most their
-        squared norms' sum over ``n_eff`` and the second does not decrease:
-        the kept upper estimate plus that sum and the kept second Ritz value
-        bound the new ones. ``False`` when it cannot tell."""
+        A^T`` to ``X~_W X~_W^T``, so that (Weyl) the top eigenvalue grows by
+        at most their squared norms' sum over ``n_eff`` and the second does
+        not decrease. ``False`` when it cannot tell."""
         kept = self._kept_work
         if kept is None or self.top is None or work.size < kept.size:
             return False
@@ -226,22 +205,15 @@ class _SampleSpace(_KeptSpectrum):
         top = self.top + float(self.colnorm[added].sum())
         return not spike_possible(top, self.second, self.design.policy)
 
-    def _new_metric(self, sub, work):
-        """The :class:`~skacv.iterations._metric.RankOneMetric` of the working
-        set from the top direction of :meth:`step_bound`, or ``None``."""
-        if not spike_possible(self.top, self.second, self.design.policy):
-            return None
+    def _metric_operator(self, sub, work):
+        """``X~_W^T X~_W / n_eff`` and the top direction on the features."""
         dt = sub.dtype
         inv_n = 1.0 / self.design.n_eff
 
         def op(v):
             return np.asarray(sub.rmatvec(sub.matvec(v.astype(dt))), dtype=np.float64) * inv_n
 
-        top = np.asarray(sub.rmatvec(self.u.astype(dt)), dtype=np.float64)
-        metric, self.rest = rank_one_metric(op, work.size, top, self.design.policy,
-                                            _restricted(self.rest, work))
-        self.rest = _spread(self.rest, work, self.design.n_features)
-        return metric
+        return op, np.asarray(sub.rmatvec(self.u.astype(dt)), dtype=np.float64)
 
     def support_system(self, sub, work, S):
         """``(v -> X~_S^T X~_S v, X~_S^T y~)`` of the columns ``S`` of the
@@ -271,7 +243,6 @@ class _FeatureSpace(_KeptSpectrum):
     the digits the duality gap needs)."""
 
     datafit = NormalEquations()
-    finish = None  # the path's _SupportFinish, set by lasso_path
     gram_form = True  # C and c at hand: the path may solve by coordinate descent
 
     def __init__(self, design, c, yy):
@@ -279,8 +250,6 @@ class _FeatureSpace(_KeptSpectrum):
         self.design, self.c, self.yy = design, c, yy
         self.full = CovarianceForm(design)
         self.u = np.zeros(design.n_features)  # top eigenvector, warm start of the step sizes
-        self.rest = None  # the metric's second direction, its warm start
-        self.top = self.second = None  # step_bound's top and second Ritz values
 
     @property
     def gram(self):
@@ -312,16 +281,10 @@ class _FeatureSpace(_KeptSpectrum):
         self.u[work] = top
         return L
 
-    def _new_metric(self, sub, work):
-        """As :meth:`_SampleSpace.metric`, with products by ``C_WW``."""
-        if not spike_possible(self.top, self.second, self.design.policy):
-            return None
+    def _metric_operator(self, sub, work):
         inv_n = 1.0 / self.design.n_eff
-        metric, self.rest = rank_one_metric(
-            lambda v: np.asarray(sub.C @ v.astype(sub.C.dtype), dtype=np.float64) * inv_n,
-            work.size, self.u[work], self.design.policy, _restricted(self.rest, work))
-        self.rest = _spread(self.rest, work, self.design.n_features)
-        return metric
+        return (lambda v: np.asarray(sub.C @ v.astype(sub.C.dtype), dtype=np.float64) * inv_n,
+                self.u[work])
 
     def support_system(self, sub, work, S):
         """``(v -> C_SS v, c_S)`` of the columns ``S`` of the working set
@@ -330,31 +293,15 @@ class _FeatureSpace(_KeptSpectrum):
         return C.__matmul__, self.c[work[S]]
 
 
-def _restricted(v, work):
-    """``v[work]`` (``None`` stays ``None``)."""
-    return None if v is None else v[work]
-
-
-def _spread(v, work, p):
-    """A vector of the working set's coordinates on all ``p`` features."""
-    if v is None:
-        return None
-    out = np.zeros(p)
-    out[work] = v
-    return out
-
-
 def covariance_path_pays(design, tol, n_alphas):
     """Whether the Lasso path of ``n_alphas`` penalties runs in the
     covariance form (:class:`_FeatureSpace`, the speed policy's
-    ``covariance_path``): float64, at most the policy's
-    ``covariance_max_features`` features, fewer than the samples, a
-    duality-gap tolerance of at least ``covariance_path_min_tol`` (the
-    quadratic forms of ``||r||^2`` cancel: their rounding, about
-    ``1e-13 ||y~||^2``, would stall finer gaps), and the Gram matrix (``2 n p^2`` flops at
-    ``covariance_gemm_advantage`` times the speed of a product with ``X~``:
-    ``p / 16`` products) below the policy's ``path_products_per_alpha``
-    products per penalty."""
+    ``covariance_path``): float64, at most ``covariance_max_features``
+    features and fewer than the samples, a tolerance of at least
+    ``covariance_path_min_tol`` (the rounding of the quadratic forms of
+    ``||r||^2`` would stall finer gaps), and the Gram matrix (``p /
+    covariance_gemm_advantage`` products with ``X~``) below
+    ``path_products_per_alpha`` products per penalty."""
     n, p = design.n_samples, design.n_features
     policy = design.policy
     if not (policy.covariance_path and design.dtype == np.float64
