@@ -1,16 +1,11 @@
-"""Configuration of skacv: resources only (memory limits, a time budget).
-
-Nothing here changes the numbers an estimator computes or the model a
-search selects: a limit exceeded is an error that names it, never another
-computation. The knobs that change the numbers are estimator parameters
-(``risk_options``, ``fold_dtype``, carried by ``get_params`` and
-``clone``) or fields of the policies (:mod:`skacv._policy`,
-:mod:`skacv._statistics`).
+"""Configuration of skacv: resources only (memory limits, a time budget); a
+limit exceeded is an error that names it, never another computation
+(``docs/architecture.rst``, "The policies passed, not read").
 
 Like scikit-learn's configuration, the values are thread-local (a
 :func:`config_context` in one thread does not leak into another) and are
-handed to joblib workers by :mod:`skacv.utils._parallel`. Sizes are in MiB, as in
-scikit-learn's ``working_memory``.
+handed to joblib workers by :mod:`skacv.utils._parallel`. Sizes are in MiB,
+as in scikit-learn's ``working_memory``.
 """
 
 import threading
@@ -80,12 +75,10 @@ def get_config():
         chains) is checked against ``path_memory_limit`` before it is
         allocated.
         ``risk_time_budget`` (fits, default ``None``: no cap): an ISTA/FISTA
-        risk estimate with pooled probes (not the
-        shared ones, whose split the model does not see) whose
-        Jacobian chains are predicted to cost more than
-        this many fits of the path
-        (the estimate's own cost model) raises
-        :class:`~skacv.exceptions.EstimateBudgetError` before it runs,
+        risk estimate with pooled probes (not the shared ones, whose split
+        the model does not see) whose Jacobian chains are predicted to cost
+        more than this many fits of the path (the estimate's own cost model)
+        raises :class:`~skacv.exceptions.EstimateBudgetError` before it runs,
         whatever the search's criterion (the budget refuses, it never
         chooses another criterion: set ``criterion="kfold"`` for the folds;
         ``risk_time_budget=2``: no dearer than about the stacked folds).

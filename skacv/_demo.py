@@ -1,25 +1,11 @@
-"""The demo of ``python -m skacv demo``: the seed notebook's ISTA experiment,
-then early stopping on the same design.
-
-Simulates the data generator of the seed notebook (Bellec & Tan 2024 worked
-example): ``X`` with i.i.d. standard normal entries (identity covariance),
-``beta`` with ``s`` nonzero entries equal to ``15 / sqrt(n)``, Gaussian noise of
-level ``sigma`` and seed 2025. It fits the ISTA (or FISTA) path of the Lasso
-with the seed's step ``(1 + sqrt(p / n))^-2`` and prints, at every iterate
-``t``, the training error, the true out-of-sample risk
-``||b_t - beta||^2 + sigma^2`` (known here since ``beta`` is) and the estimate
-``risk_path_`` that the estimator computes from the training data alone.
-
-As in the seed, ``T`` counts the iterates of the table including the starting
-point: ``t = 0, ..., T - 1``, that is ``T - 1`` ISTA steps (``max_iter=T-1``).
-
-The seed's true risk only decreases along its path: there is nothing to
-choose. The second part refits the same design with heavier noise
-(``stop_sigma``) and a smaller penalty (``stop_alpha``), where the true risk
-has a minimum along the path, and marks three choices of the iteration: the
-argmin of the estimate ``risk_path_``, the oracle (the argmin of the true
-risk, known only because the data are simulated) and 5-fold CV along the
-path (:class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="kfold"``).
+"""The demo of ``python -m skacv demo``: the seed notebook's ISTA experiment
+(the worked example of Bellec & Tan 2024; :func:`seed_data`), then early
+stopping on the same design with heavier noise and a smaller penalty, where
+the true risk has a minimum along the path: the iterations chosen by the
+estimate ``risk_path_``, by the oracle (the data are simulated) and by
+5-fold CV along the path (:class:`~skacv.TrajectoryEarlyStoppingCV`,
+``criterion="kfold"``). As in the seed, ``T`` counts the iterates of the
+table including the start (``T - 1`` steps).
 """
 
 import sys
@@ -88,16 +74,14 @@ class _Progress:
         self._reported = False
 
     def _write(self, text, end):
-        stream = self.stream if self.stream is not None else sys.stderr
         try:
-            stream.write(text + end)
-            stream.flush()
+            self._stream.write(text + end)
+            self._stream.flush()
         except (OSError, ValueError):  # pragma: no cover - stderr closed
             pass
 
     def _run(self):
-        tty = getattr(self.stream if self.stream is not None else sys.stderr, "isatty",
-                      lambda: False)()
+        tty = getattr(self._stream, "isatty", lambda: False)()
         wait = self.after
         while not self._done.wait(wait):
             elapsed = time.perf_counter() - self._tic
@@ -105,6 +89,7 @@ class _Progress:
             self._reported, wait = True, 5.0
 
     def __enter__(self):
+        self._stream = self.stream if self.stream is not None else sys.stderr
         self._tic = time.perf_counter()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -204,8 +189,9 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
         X, y, beta = seed_data(n, p, s, sigma, seed)
     seconds_data = time.perf_counter() - tic
 
-    est = TrajectoryLasso(alpha, solver=solver, fit_intercept=False, step_size=eta,
-                          max_iter=T - 1, n_probes=m, random_state=seed)
+    lasso = dict(solver=solver, fit_intercept=False, step_size=eta, max_iter=T - 1,
+                 n_probes=m, random_state=seed)
+    est = TrajectoryLasso(alpha, **lasso)
     tic = time.perf_counter()
     with _Progress(f"fitting {T - 1} {solver.upper()} steps and the risk estimate", progress):
         est.fit(X, y)
@@ -232,13 +218,14 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
         rel = np.abs(estimated - true_risk) / true_risk
         say(f"estimate vs truth: max relative error {rel.max():.3f}, "
             f"mean {rel.mean():.3f}")
-    stop = _early_stopping(X, beta, params, solver, eta, say, progress)
+    stop = _early_stopping(X, beta, params, lasso, say, progress)
     figure = None
     if out_path is not None:
         if has_matplotlib:
             with _Progress("drawing the figure", progress):
-                figure = _save_figure(out_path, t, train_mse, true_risk, estimated, params,
-                                      solver, stop)
+                draw_figure(t, train_mse, true_risk, estimated, params, solver,
+                            stop).savefig(out_path, dpi=120)
+            figure = str(out_path)
             say(f"figure saved to {figure}")
         else:
             say(f"no figure saved: {_NO_MATPLOTLIB}")
@@ -295,14 +282,14 @@ def expected_gap(n, m):
             "see the user guide)")
 
 
-def _early_stopping(X, beta, params, solver, eta, say, progress):
+def _early_stopping(X, beta, params, lasso, say, progress):
     """The second part: heavier noise and a smaller penalty on the same
-    design, where the true risk has a minimum; the three choices."""
+    design, where the true risk has a minimum; the three choices.
+    ``lasso``: the first part's ``TrajectoryLasso`` parameters but ``alpha``."""
     n, T, m, seed = params["n"], params["T"], params["m"], params["seed"]
     sigma, alpha = params["stop_sigma"], params["stop_alpha"]
     y = X @ beta + sigma * np.random.default_rng(seed + 1).standard_normal(n)
-    lasso = dict(alpha=alpha, solver=solver, fit_intercept=False, step_size=eta,
-                 max_iter=T - 1, n_probes=m, random_state=seed)
+    lasso = dict(lasso, alpha=alpha)
     say()
     say(f"early stopping: the same design and coefficients, noise sigma={sigma:g}, "
         f"alpha={alpha:g}")
@@ -356,8 +343,7 @@ def _early_stopping(X, beta, params, solver, eta, say, progress):
     return Bunch(t=t, true_risk=true_risk, estimated_risk=estimated, kfold_path=kfold,
                  estimator=est, search=search, choices=choices, regret=regret,
                  n_folds=n_folds, caption=caption, this_run=this_run, seconds=seconds,
-                 sigma=sigma,
-                 alpha=alpha)
+                 sigma=sigma, alpha=alpha)
 
 
 def _format_table(columns):
@@ -384,13 +370,6 @@ def _format_table(columns):
     return "\n".join(lines)
 
 
-def _save_figure(out, t, train_mse, true_risk, estimated, params, solver, stop):
-    """Draw the figure (:func:`draw_figure`) and save it; return the path."""
-    fig = draw_figure(t, train_mse, true_risk, estimated, params, solver, stop)
-    fig.savefig(out, dpi=120)
-    return str(out)
-
-
 def draw_figure(t, train_mse, true_risk, estimated, params, solver, stop):
     """The demo's figure: both parts side by side.
 
@@ -413,8 +392,6 @@ def draw_figure(t, train_mse, true_risk, estimated, params, solver, stop):
     if estimated is not None:
         ax.plot(t, estimated, color="C3", linestyle="--", label="estimate (risk_path_)")
     ax.plot(t, train_mse, color="C0", linestyle=":", label="training MSE")
-    ax.set_xlabel("iteration t")
-    ax.set_ylabel("squared error")
     ax.set_title(f"the seed: sigma={params['sigma']:g}, alpha={params['alpha']:g}\n"
                  "the risk only decreases: nothing to choose", fontsize=10)
     ax.legend(fontsize=8)
@@ -435,8 +412,9 @@ def draw_figure(t, train_mse, true_risk, estimated, params, solver, stop):
                  linestyle="none", markerfacecolor="none" if key != "oracle" else color,
                  markeredgewidth=1.5, gid=f"choice_{key}",
                  label=f"{name}: t={it} (true risk {stop.true_risk[it]:.2f}{extra})")
-    ax2.set_xlabel("iteration t")
-    ax2.set_ylabel("squared error")
+    for axes in (ax, ax2):
+        axes.set_xlabel("iteration t")
+        axes.set_ylabel("squared error")
     ax2.set_title(f"early stopping: sigma={stop.sigma:g}, alpha={stop.alpha:g}\n"
                   "markers on the true risk at each choice", fontsize=10)
     ax2.legend(fontsize=7)

@@ -18,8 +18,7 @@ from ._config import path_memory_bytes
 DEMO_DEFAULTS = dict(n=2000, p=3000, s=200, T=50, sigma=1.5, alpha=0.01, seed=2025, m=10,
                      stop_sigma=2.5, stop_alpha=0.001)
 #: the seed notebook's own size (``--full``)
-SEED_SIZE = dict(n=10000, p=15000, s=1000, T=100, sigma=1.5, alpha=0.01, seed=2025, m=10,
-                 stop_sigma=2.5, stop_alpha=0.001)
+SEED_SIZE = dict(DEMO_DEFAULTS, n=10000, p=15000, s=1000, T=100)
 #: folds of the K-fold choice of the second part
 N_FOLDS = 5
 #: T x T float64 arrays alive at the peak of the risk estimate and the
@@ -187,11 +186,9 @@ def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=Non
     for k in ("n", "p", "s", "T", "seed", "m"):
         v = params[k]
         if isinstance(v, bool) or not isinstance(v, Integral):
-            if isinstance(v, Real) and float(v).is_integer():
-                params[k] = int(v)
-            else:
+            if not (isinstance(v, Real) and float(v).is_integer()):
                 raise ValueError(f"{shown(k)} must be a whole number.")
-        params[k] = int(params[k])
+        params[k] = int(v)
     for k in ("sigma", "alpha", "stop_sigma", "stop_alpha"):
         v = params[k]
         if isinstance(v, bool) or not isinstance(v, Real) or not np.isfinite(v):
@@ -214,8 +211,7 @@ def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=Non
         raise ValueError(f"{shown('s')} is larger than {shown('p')}: the number of nonzero "
                          f"coefficients must be at most the number of features; lower "
                          f"{opt('s')} or raise {opt('p')}.")
-    n, p, T = params["n"], params["p"], params["T"]
-    path_bytes = 8 * p * T
+    path_bytes = 8 * params["p"] * params["T"]
     limit = path_memory_bytes()
     if path_bytes > limit:
         raise ValueError(f"{shown('p')} and {shown('T')}: the stored path (p x T floats) "
