@@ -127,15 +127,9 @@ def demo_arguments(argv=None, *, prog="skacv"):
 
 
 def main(argv=None, *, prog="skacv"):
-    """Entry point of the ``skacv`` script and of ``python -m skacv``.
-
-    Parameters
-    ----------
-    argv : list of str, default=None
-        Arguments (``None``: ``sys.argv[1:]``).
-    prog : str, default="skacv"
-        Program name shown in the usage and error messages
-        (``python -m skacv`` passes ``"python -m skacv"``).
+    """Entry point of the ``skacv`` script and of ``python -m skacv``
+    (``argv`` and ``prog`` as in :func:`demo_arguments`; ``python -m skacv``
+    passes ``prog="python -m skacv"``).
 
     Returns
     -------

@@ -111,10 +111,8 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
     """Run the seed experiment and the early-stopping one, print their
     tables, save a figure.
 
-    Parameters default to :data:`~skacv._demo_checks.DEMO_DEFAULTS` (``full=True``: to the seed's
-    own size :data:`~skacv._demo_checks.SEED_SIZE`); a parameter given explicitly wins. Every
-    parameter, the memory it needs and the output path (opened for writing)
-    are checked before any work starts.
+    The parameters are resolved and checked, with the memory they need and
+    the output path, before any work (:mod:`skacv._demo_checks`).
 
     Parameters
     ----------
@@ -151,9 +149,9 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
     Returns
     -------
     result : Bunch
-        ``t``, ``train_mse``, ``true_risk``, ``estimated_risk`` (``None``
-        without ``risk_path_``), ``estimator``, ``beta``, ``seconds_data``,
-        ``seconds_fit``, ``figure`` (the absolute path written, or ``None``)
+        ``t``, ``train_mse``, ``true_risk``, ``estimated_risk``,
+        ``estimator``, ``beta``, ``seconds_data``, ``seconds_fit``,
+        ``figure`` (the absolute path written, or ``None``)
         and the parameters used; ``stop``: a Bunch of the second part
         (``true_risk``, ``estimated_risk``, ``kfold_path``, ``estimator``,
         ``search``, ``choices``: iteration of ``"oracle"``, ``"estimate"``
@@ -200,24 +198,19 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
     residuals = y[:, None] - X @ est.coef_path_
     train_mse = np.einsum("it,it->t", residuals, residuals) / n
     true_risk = _true_risk(est.coef_path_, beta, sigma)
-    estimated = getattr(est, "risk_path_", None)
+    estimated = est.risk_path_
     t = np.arange(T)
 
-    columns = [("t", t), ("train MSE", train_mse), ("true risk", true_risk)]
-    if estimated is not None:
-        columns.append(("estimated risk", estimated))
     say()
-    say(_format_table(columns))
+    say(_format_table([("t", t), ("train MSE", train_mse), ("true risk", true_risk),
+                       ("estimated risk", estimated)]))
     say()
-    what = "fit + risk estimate" if estimated is not None else "fit"
-    say(f"time: data {seconds_data:.2f} s, {what} {seconds_fit:.2f} s "
+    say(f"time: data {seconds_data:.2f} s, fit + risk estimate {seconds_fit:.2f} s "
         f"({T - 1} steps, {1e3 * seconds_fit / (T - 1):.1f} ms per step)")
     say(f"support of the last iterate: {np.count_nonzero(est.coef_)} of {p} "
         f"(true support {s})")
-    if estimated is not None:
-        rel = np.abs(estimated - true_risk) / true_risk
-        say(f"estimate vs truth: max relative error {rel.max():.3f}, "
-            f"mean {rel.mean():.3f}")
+    rel = np.abs(estimated - true_risk) / true_risk
+    say(f"estimate vs truth: max relative error {rel.max():.3f}, mean {rel.mean():.3f}")
     stop = _early_stopping(X, beta, params, lasso, say, progress)
     figure = None
     if out_path is not None:
@@ -255,11 +248,9 @@ def expected_gap(n, m):
     The estimator's own error is a finite-sample error of order ``n^-1/2``
     (at ``t = 0`` the estimate is ``||y||^2 / n``, of relative standard
     deviation ``sqrt(2 / n)`` for Gaussian data); the probe noise adds to it.
-    Both were measured over simulated data sets by
-    ``examples/plot_estimate_accuracy.py`` (:data:`_MEASURED_GAP`, quoted in
-    the user guide, "What the estimate is worth"); at another ``n`` the
-    nearest measured size is scaled by ``sqrt(n_measured / n)``, and the
-    probe noise by ``sqrt(10 / m)``.
+    Both are measured (:data:`_MEASURED_GAP`, quoted in the user guide, "What
+    the estimate is worth"); at another ``n`` the nearest measured size is
+    scaled by ``sqrt(n_measured / n)``, and the probe noise by ``sqrt(10 / m)``.
 
     Parameters
     ----------
@@ -389,8 +380,7 @@ def draw_figure(t, train_mse, true_risk, estimated, params, solver, stop):
     fig = Figure(figsize=(11, 4.6), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
     ax.plot(t, true_risk, color="black", label=r"true risk $\|b_t-\beta\|^2+\sigma^2$")
-    if estimated is not None:
-        ax.plot(t, estimated, color="C3", linestyle="--", label="estimate (risk_path_)")
+    ax.plot(t, estimated, color="C3", linestyle="--", label="estimate (risk_path_)")
     ax.plot(t, train_mse, color="C0", linestyle=":", label="training MSE")
     ax.set_title(f"the seed: sigma={params['sigma']:g}, alpha={params['alpha']:g}\n"
                  "the risk only decreases: nothing to choose", fontsize=10)

@@ -27,14 +27,6 @@ N_FOLDS = 5
 _TT_ARRAYS = 12
 
 
-def _physical_memory():
-    """Bytes of physical memory, or ``None`` where the system does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - not Linux/macOS
-        return None
-
-
 def _available_memory():
     """Bytes of memory available to a new process (``MemAvailable`` of
     ``/proc/meminfo``), else the physical memory, else ``None``."""
@@ -45,7 +37,10 @@ def _available_memory():
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return _physical_memory()
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not Linux/macOS
+        return None
 
 
 def _gib(n_bytes):
@@ -110,15 +105,9 @@ def check_output_path(out, name="out"):
     if formats is not None and suffix not in formats:
         raise ValueError(f"{name} {text}: matplotlib cannot write .{suffix} files; use .png "
                          f"(or one of {', '.join(sorted('.' + f for f in formats))}).")
-    _try_to_open(path, text, name)
-    return path
-
-
-def _try_to_open(path, text, name):
-    """Open ``path`` for writing (appending: an existing file is kept as it
-    is) and close it; a file created by the attempt is removed. Catches what
-    the permission bits do not say (``/proc``, ``/sys``, read-only mounts,
-    root's exceptions)."""
+    # opened for appending (an existing file is kept), a file the attempt
+    # created removed: what the permission bits do not say (``/proc``,
+    # ``/sys``, read-only mounts, root's exceptions)
     existed = path.exists()
     try:
         with open(path, "ab"):
@@ -132,6 +121,7 @@ def _try_to_open(path, text, name):
             path.unlink()
         except OSError:  # pragma: no cover - created but not removable
             pass
+    return path
 
 
 def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, m=None,
