@@ -12,17 +12,11 @@ import threading
 from contextlib import contextmanager
 from numbers import Integral
 
-_DEFAULTS = {
-    # largest array (MiB) a trajectory estimator allocates to store a path
+_DEFAULTS = {  # each key: get_config's docstring
     "path_memory_limit": 4096,
-    # size (MiB) of the temporary blocks of the estimates before they chunk
     "working_memory": 1024,
-    # most features of a Dask input (its fit holds (p + 1)^2 Gram matrices)
     "dask_max_features": 2000,
-    # largest (T + 1) x (T + 1) matrix (MiB) of the risk estimate a fitted
-    # estimator keeps (risk_matrix_, memory_matrix_)
     "risk_matrix_limit": 1,
-    # most fits a proximal risk estimate may cost (None: no cap)
     "risk_time_budget": None,
 }
 #: former keys that changed the numbers, now estimator parameters (carried by

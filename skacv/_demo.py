@@ -57,13 +57,14 @@ def seed_data(n, p, s, sigma, seed):
     y = X @ beta + sigma * rng.standard_normal(size=(n,))
     return X, y, beta
 
+
 class _Progress:
     """A stage of the demo that reports on stderr when it lasts.
 
     After ``after`` seconds (:data:`PROGRESS_AFTER` by default), and then
     every 5 seconds (on a terminal: one line rewritten in place), prints
     ``skacv demo: <stage>... <elapsed> s``; a stage that reported says when
-    it is done. Quick stages print nothing.
+    it is done. Quick stages print nothing. ``seconds``: how long it lasted.
     """
 
     def __init__(self, stage, stream=None, after=PROGRESS_AFTER):
@@ -98,10 +99,10 @@ class _Progress:
     def __exit__(self, exc_type, exc, tb):
         self._done.set()
         self._thread.join()
+        self.seconds = time.perf_counter() - self._tic
         if self._reported:
-            elapsed = time.perf_counter() - self._tic
             end = "done" if exc_type is None else "stopped"
-            self._write(f"skacv demo: {self.stage}: {end} after {elapsed:.0f} s", "\n")
+            self._write(f"skacv demo: {self.stage}: {end} after {self.seconds:.0f} s", "\n")
         return False
 
 
@@ -182,18 +183,17 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
     has_matplotlib = figure_formats() is not None
     if out_path is not None and not has_matplotlib:
         say(f"  no figure: {_NO_MATPLOTLIB}")
-    tic = time.perf_counter()
-    with _Progress("simulating the data", progress):
+    with _Progress("simulating the data", progress) as stage:
         X, y, beta = seed_data(n, p, s, sigma, seed)
-    seconds_data = time.perf_counter() - tic
+    seconds_data = stage.seconds
 
     lasso = dict(solver=solver, fit_intercept=False, step_size=eta, max_iter=T - 1,
                  n_probes=m, random_state=seed)
     est = TrajectoryLasso(alpha, **lasso)
-    tic = time.perf_counter()
-    with _Progress(f"fitting {T - 1} {solver.upper()} steps and the risk estimate", progress):
+    with _Progress(f"fitting {T - 1} {solver.upper()} steps and the risk estimate",
+                   progress) as stage:
         est.fit(X, y)
-    seconds_fit = time.perf_counter() - tic
+    seconds_fit = stage.seconds
 
     residuals = y[:, None] - X @ est.coef_path_
     train_mse = np.einsum("it,it->t", residuals, residuals) / n
