@@ -100,20 +100,11 @@ def _parser(prog="skacv"):
 
 
 def demo_arguments(argv=None, *, prog="skacv"):
-    """Parse the command line and check every option, before any work.
-
-    Parameters
-    ----------
-    argv : list of str, default=None
-        Arguments (``None``: ``sys.argv[1:]``).
-    prog : str, default="skacv"
-        Program name shown in the usage and error messages.
-
-    Returns
-    -------
-    kwargs : dict
-        The keyword arguments of :func:`~skacv._demo.run_demo`. A user
-        mistake exits with status 2 (``SystemExit``) and a one-line message.
+    """Parse the command line ``argv`` (``None``: ``sys.argv[1:]``) and
+    check every option, before any work; ``prog``: the program name in the
+    usage and error messages. Returns the keyword arguments of
+    :func:`~skacv._demo.run_demo`; a user mistake exits with status 2
+    (``SystemExit``) and a one-line message.
     """
     parser, demo = _parser(prog)
     args = parser.parse_args(argv)
@@ -129,14 +120,9 @@ def demo_arguments(argv=None, *, prog="skacv"):
 def main(argv=None, *, prog="skacv"):
     """Entry point of the ``skacv`` script and of ``python -m skacv``
     (``argv`` and ``prog`` as in :func:`demo_arguments`; ``python -m skacv``
-    passes ``prog="python -m skacv"``).
-
-    Returns
-    -------
-    status : int
-        0 on success, 130 when interrupted (Ctrl-C, no traceback). A user
-        mistake exits with status 2 (:func:`demo_arguments`), before any
-        work starts.
+    passes ``prog="python -m skacv"``). Returns the exit status: 0 on
+    success, 130 when interrupted (Ctrl-C, no traceback); a user mistake
+    exits with status 2 (:func:`demo_arguments`), before any work starts.
     """
     kwargs = demo_arguments(argv, prog=prog)
     try:

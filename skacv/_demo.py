@@ -42,15 +42,9 @@ _HEAD = 5
 
 
 def seed_data(n, p, s, sigma, seed):
-    """The seed notebook's data generator.
-
-    Returns
-    -------
-    X : ndarray of shape (n, p)
-    y : ndarray of shape (n,)
-    beta : ndarray of shape (p,)
-        ``15 / sqrt(n)`` on the first ``s`` coordinates, zero elsewhere.
-    """
+    """The seed notebook's data generator: ``X`` of shape (n, p), standard
+    normal; ``beta`` of shape (p,), ``15 / sqrt(n)`` on the first ``s``
+    coordinates, zero elsewhere; ``y = X beta + sigma * noise``, shape (n,)."""
     beta = 15 * np.hstack([np.ones(s), np.zeros(p - s)]) / np.sqrt(n)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal(size=(n, p))
@@ -243,7 +237,8 @@ def _gap_model(n, m):
 
 
 def expected_gap(n, m):
-    """The caption: the gap between estimate and truth expected at ``n``.
+    """The caption: the gap between estimate and truth expected at ``n``
+    samples with ``m`` probes.
 
     The estimator's own error is a finite-sample error of order ``n^-1/2``
     (at ``t = 0`` the estimate is ``||y||^2 / n``, of relative standard
@@ -251,17 +246,6 @@ def expected_gap(n, m):
     Both are measured (:data:`_MEASURED_GAP`, quoted in the user guide, "What
     the estimate is worth"); at another ``n`` the nearest measured size is
     scaled by ``sqrt(n_measured / n)``, and the probe noise by ``sqrt(10 / m)``.
-
-    Parameters
-    ----------
-    n : int
-        Samples.
-    m : int
-        Hutchinson probes.
-
-    Returns
-    -------
-    caption : str
     """
     near, seeds, own, probe, total = _gap_model(n, m)
     where = f"measured over {seeds} seeds at n={near}"
@@ -369,11 +353,7 @@ def draw_figure(t, train_mse, true_risk, estimated, params, solver, stop):
     the path, and the three choices, each a marker on the true risk at the
     chosen iteration (``gid`` ``"choice_oracle"``, ``"choice_estimate"``,
     ``"choice_kfold"``) and a vertical line; the caption
-    (:func:`expected_gap`) below.
-
-    Returns
-    -------
-    fig : matplotlib Figure
+    (:func:`expected_gap`) below. Returns a matplotlib ``Figure``.
     """
     from matplotlib.figure import Figure
 

@@ -57,26 +57,12 @@ def figure_formats():
 
 
 def check_output_path(out, name="out"):
-    """Check that a figure can be written to ``out``, before any work.
-
-    Parameters
-    ----------
-    out : str or path-like
-        File to write; its directory must exist and be writable, and its
-        extension must be a format that matplotlib writes (when installed).
-    name : str, default="out"
-        How the option is called in the messages (``"--out"`` on the
-        command line).
-
-    Returns
-    -------
-    path : pathlib.Path
-        The absolute path of the file.
-
-    Raises
-    ------
-    ValueError
-        With a one-line message that names ``name`` and the fix.
+    """Check that a figure can be written to ``out`` (str or path-like),
+    before any work: its directory exists and is writable, its extension is
+    a format that matplotlib writes (when installed) and it opens for
+    writing. Returns its absolute :class:`pathlib.Path`; raises
+    ``ValueError`` with a one-line message that names the option, ``name``
+    (``"--out"`` on the command line), and the fix.
     """
     text = os.fspath(out)
     if not text:
@@ -126,33 +112,16 @@ def check_output_path(out, name="out"):
 
 def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, m=None,
                 full=False, option=None, stop_sigma=None, stop_alpha=None, memory=None):
-    """Resolve and check the parameters of the demo, before any work.
-
-    Parameters default to :data:`DEMO_DEFAULTS` (``full=True``: to the
-    seed's own size :data:`SEED_SIZE`); a parameter given explicitly wins.
-
-    Parameters
-    ----------
-    n, p, s, T, sigma, alpha, seed, m, stop_sigma, stop_alpha : number or None, default=None
-        See :func:`run_demo`.
-    full : bool, default=False
-        Start from :data:`SEED_SIZE` instead of :data:`DEMO_DEFAULTS`.
-    option : callable, default=None
-        Maps a parameter name to its name in the messages (the command line
-        passes ``lambda k: "--" + k``); ``None`` keeps the name.
-    memory : int or None, default=None
-        Bytes the run may use; ``None``: what this machine has available.
-
-    Returns
-    -------
-    params : dict
-        ``n``, ``p``, ``s``, ``T``, ``seed``, ``m`` (int) and ``sigma``,
-        ``alpha``, ``stop_sigma``, ``stop_alpha`` (float).
-
-    Raises
-    ------
-    ValueError
-        With a one-line message that names the parameter and the fix.
+    """Resolve and check the parameters of the demo (those of
+    :func:`~skacv._demo.run_demo`), before any work: ``None`` takes
+    :data:`DEMO_DEFAULTS` (``full=True``: the seed's own size
+    :data:`SEED_SIZE`). ``option`` maps a parameter name to its name in the
+    messages (the command line passes ``lambda k: "--" + k``; ``None`` keeps
+    it); ``memory``: the bytes the run may use (``None``: what this machine
+    has available). Returns the dict of ``n``, ``p``, ``s``, ``T``,
+    ``seed``, ``m`` (int) and ``sigma``, ``alpha``, ``stop_sigma``,
+    ``stop_alpha`` (float); raises ``ValueError`` with a one-line message
+    that names the parameter and the fix.
     """
     def opt(k):  # on the command line, stop_sigma is --stop-sigma
         return k if option is None else option(k.replace("_", "-"))
@@ -222,16 +191,12 @@ def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=Non
 
 
 def demo_memory(n, p, T, m, **_):
-    """Bytes the demo needs at its peak, by kind (a model, not a measure).
-
-    Returns
-    -------
-    need : Bunch
-        ``data``: the design (twice: the folds of the K-fold choice copy
-        it), the ``p x T`` / ``n x T`` arrays of the path, its residuals and
-        the fold paths; ``chains``: the float32 Jacobian chains of the
-        probes (at most ``3 p m T``); ``square``: the ``T x T`` float64
-        arrays of the risk estimate; ``total``.
+    """Bytes the demo needs at its peak, by kind (a model, not a measure),
+    in a Bunch: ``data``: the design (twice: the folds of the K-fold choice
+    copy it), the ``p x T`` / ``n x T`` arrays of the path, its residuals and
+    the fold paths; ``chains``: the float32 Jacobian chains of the probes (at
+    most ``3 p m T``); ``square``: the ``T x T`` float64 arrays of the risk
+    estimate; ``total``.
     """
     data = 8 * (2 * n * p + 3 * (n + p) * T) + 4 * N_FOLDS * p * T
     chains = 4 * 3 * p * m * T
