@@ -43,13 +43,6 @@ class _Parser(argparse.ArgumentParser):
                   "options)\n")
 
 
-def _version():
-    """``skacv.__version__``, read from ``sys.modules`` (the package is
-    imported before its ``__main__``, and ``__init__`` is in its layer)."""
-    package = sys.modules.get(__package__ or "skacv")
-    return getattr(package, "__version__", "unknown")
-
-
 def _parser(prog="skacv"):
     """The command-line parser; returns ``(parser, demo_subparser)``."""
     parser = _Parser(
@@ -57,7 +50,10 @@ def _parser(prog="skacv"):
         description="skacv: iterative linear estimators that estimate their own "
         "out-of-sample risk at every iteration.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    # the package, imported before its __main__ (and in its layer), from sys.modules
+    package = sys.modules.get(__package__ or "skacv")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {getattr(package, '__version__', 'unknown')}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     d, f = DEMO_DEFAULTS, SEED_SIZE

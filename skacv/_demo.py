@@ -63,20 +63,20 @@ class _Progress:
 
     def __init__(self, stage, stream=None, after=PROGRESS_AFTER):
         self.stage = stage
-        self.stream = stream
+        self.stream = stream if stream is not None else sys.stderr
         self.after = after
         self._done = threading.Event()
         self._reported = False
 
     def _write(self, text, end):
         try:
-            self._stream.write(text + end)
-            self._stream.flush()
+            self.stream.write(text + end)
+            self.stream.flush()
         except (OSError, ValueError):  # pragma: no cover - stderr closed
             pass
 
     def _run(self):
-        tty = getattr(self._stream, "isatty", lambda: False)()
+        tty = getattr(self.stream, "isatty", lambda: False)()
         wait = self.after
         while not self._done.wait(wait):
             elapsed = time.perf_counter() - self._tic
@@ -84,7 +84,6 @@ class _Progress:
             self._reported, wait = True, 5.0
 
     def __enter__(self):
-        self._stream = self.stream if self.stream is not None else sys.stderr
         self._tic = time.perf_counter()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -268,11 +267,10 @@ def _early_stopping(X, beta, params, lasso, say, progress):
     say()
     say(f"early stopping: the same design and coefficients, noise sigma={sigma:g}, "
         f"alpha={alpha:g}")
-    tic = time.perf_counter()
-    with _Progress("early stopping: fitting the path and the risk estimate", progress):
+    with _Progress("early stopping: fitting the path and the risk estimate", progress) as fit:
         est = TrajectoryLasso(**lasso).fit(X, y)
     n_folds = min(N_FOLDS, n)
-    with _Progress(f"early stopping: {n_folds}-fold CV along the path", progress), \
+    with _Progress(f"early stopping: {n_folds}-fold CV along the path", progress) as cv, \
             warnings.catch_warnings():
         # a choice at the last iterate is said in the table below
         warnings.simplefilter("ignore", SelectionBoundaryWarning)
@@ -280,7 +278,7 @@ def _early_stopping(X, beta, params, lasso, say, progress):
             TrajectoryLasso(**{**lasso, "estimate_risk": False}), criterion="kfold",
             cv=KFold(n_folds, shuffle=True, random_state=seed), n_iter_no_change=None,
             search="grid", random_state=seed).fit(X, y)
-    seconds = time.perf_counter() - tic
+    seconds = fit.seconds + cv.seconds
     true_risk = _true_risk(est.coef_path_, beta, sigma)
     estimated, kfold = est.risk_path_, search.kfold_path_
     choices = {"oracle": int(np.argmin(true_risk)), "estimate": int(np.argmin(estimated)),
@@ -340,8 +338,7 @@ def _format_table(columns):
         else:
             lines.append("  ".join(col[r].rjust(w) for col, w in zip(cells, widths, strict=True)))
     if n_rows > _MAX_ROWS:
-        lines.append("")
-        lines.append(f"{n_rows} rows x {len(columns) - 1} columns")
+        lines += ["", f"{n_rows} rows x {len(columns) - 1} columns"]
     return "\n".join(lines)
 
 

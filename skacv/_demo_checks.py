@@ -128,8 +128,7 @@ def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=Non
 
     given = dict(n=n, p=p, s=s, T=T, sigma=sigma, alpha=alpha, seed=seed, m=m,
                  stop_sigma=stop_sigma, stop_alpha=stop_alpha)
-    defaults = SEED_SIZE if full else DEMO_DEFAULTS
-    params = dict(defaults)
+    params = dict(SEED_SIZE if full else DEMO_DEFAULTS)
     params.update({k: v for k, v in given.items() if v is not None})
 
     def origin(k):
