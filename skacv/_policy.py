@@ -282,7 +282,12 @@ def kernels_policy(kernels):
     return policy
 
 
-_in_force = InForce(kernels_policy(blas_kernels()))  # this machine's default
+def _machine_policy():
+    """The default :class:`SpeedPolicy` of this machine's BLAS kernels."""
+    return kernels_policy(blas_kernels())
+
+
+_in_force = InForce(_machine_policy())
 
 
 def get_policy():
