@@ -326,17 +326,13 @@ def _format_table(columns):
     n_rows = len(columns[0][1])
     cells = [[str(int(v)) if name == "t" else f"{v:.2f}" for v in values]
              for name, values in columns]
-    rows = list(range(n_rows))
-    if n_rows > _MAX_ROWS:
-        rows = rows[:_HEAD] + [None] + rows[-_HEAD:]
     widths = [max(len(name), *(len(c) for c in col))
               for name, col in zip(names, cells, strict=True)]
-    lines = ["  ".join(name.rjust(w) for name, w in zip(names, widths, strict=True))]
-    for r in rows:
-        if r is None:
-            lines.append("  ".join("...".rjust(w) for w in widths))
-        else:
-            lines.append("  ".join(col[r].rjust(w) for col, w in zip(cells, widths, strict=True)))
+    rows = [[col[r] for col in cells] for r in range(n_rows)]
+    if n_rows > _MAX_ROWS:
+        rows = rows[:_HEAD] + [["..."] * len(cells)] + rows[-_HEAD:]
+    lines = ["  ".join(text.rjust(w) for text, w in zip(row, widths, strict=True))
+             for row in [names, *rows]]
     if n_rows > _MAX_ROWS:
         lines += ["", f"{n_rows} rows x {len(columns) - 1} columns"]
     return "\n".join(lines)
