@@ -65,8 +65,7 @@ class Paths:
         self.events.clear()
 
     def __reduce__(self):
-        # a record does not travel to another process: the worker gets an
-        # empty one, which nobody reads
+        # another process (a joblib worker) gets an empty record, which nobody reads
         return Paths, ()
 
     def __repr__(self):
