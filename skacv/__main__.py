@@ -43,15 +43,6 @@ class _Parser(argparse.ArgumentParser):
                   "options)\n")
 
 
-def _version():
-    """``skacv.__version__``. The package is always imported before its
-    ``__main__`` (``python -m skacv`` and the ``skacv`` script both import
-    it first), and ``__init__`` sits in the same layer as this module, so
-    it is read from ``sys.modules`` rather than imported."""
-    package = sys.modules.get(__package__ or "skacv")
-    return getattr(package, "__version__", "unknown")
-
-
 def _parser(prog="skacv"):
     """The command-line parser; returns ``(parser, demo_subparser)``."""
     parser = _Parser(
@@ -59,7 +50,10 @@ def _parser(prog="skacv"):
         description="skacv: iterative linear estimators that estimate their own "
         "out-of-sample risk at every iteration.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    # the package, imported before its __main__ (and in its layer), from sys.modules
+    package = sys.modules.get(__package__ or "skacv")
+    parser.add_argument("--version", action="version",
+                        version=f"%(prog)s {getattr(package, '__version__', 'unknown')}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     d, f = DEMO_DEFAULTS, SEED_SIZE
@@ -78,23 +72,18 @@ def _parser(prog="skacv"):
         "its path. T counts the iterates t = 0..T-1 (T - 1 steps), as in the seed.",
     )
     add = demo.add_argument
-    add("--n", type=_whole_number,
-        help=f"samples, at least 2 (default {d['n']}; --full {f['n']})")
-    add("--p", type=_whole_number, help=f"features (default {d['p']}; --full {f['p']})")
-    add("--s", type=_whole_number,
-        help=f"nonzero coefficients, at most p (default {d['s']}; --full {f['s']})")
-    add("--T", type=_whole_number,
-        help=f"iterates t = 0..T-1, at least 2 (default {d['T']}; --full {f['T']})")
-    add("--sigma", type=_number, help=f"noise level, >= 0 (default {d['sigma']})")
-    add("--alpha", type=_number,
-        help=f"Lasso penalty, the seed's lam, >= 0 (default {d['alpha']})")
-    add("--seed", type=_whole_number,
-        help=f"random seed of data and probes, 0 to 2**32-1 (default {d['seed']})")
-    add("--m", type=_whole_number, help=f"Hutchinson probes n_probes (default {d['m']})")
-    add("--stop-sigma", type=_number,
-        help=f"noise level of the early-stopping part, >= 0 (default {d['stop_sigma']})")
-    add("--stop-alpha", type=_number,
-        help=f"Lasso penalty of the early-stopping part, >= 0 (default {d['stop_alpha']})")
+    for key, kind, what in (
+            ("n", _whole_number, "samples, at least 2"), ("p", _whole_number, "features"),
+            ("s", _whole_number, "nonzero coefficients, at most p"),
+            ("T", _whole_number, "iterates t = 0..T-1, at least 2"),
+            ("sigma", _number, "noise level, >= 0"),
+            ("alpha", _number, "Lasso penalty, the seed's lam, >= 0"),
+            ("seed", _whole_number, "random seed of data and probes, 0 to 2**32-1"),
+            ("m", _whole_number, "Hutchinson probes n_probes"),
+            ("stop_sigma", _number, "noise level of the early-stopping part, >= 0"),
+            ("stop_alpha", _number, "Lasso penalty of the early-stopping part, >= 0")):
+        full = f"; --full {f[key]}" if key in ("n", "p", "s", "T") else ""
+        add("--" + key.replace("_", "-"), type=kind, help=f"{what} (default {d[key]}{full})")
     add("--solver", choices=("ista", "fista"), default="ista", help="default ista")
     add("--out", default="skacv_demo.png",
         help="image file of the figure, in an existing writable directory; the format "
@@ -107,27 +96,16 @@ def _parser(prog="skacv"):
 
 
 def demo_arguments(argv=None, *, prog="skacv"):
-    """Parse the command line and check every option, before any work.
-
-    Parameters
-    ----------
-    argv : list of str, default=None
-        Arguments (``None``: ``sys.argv[1:]``).
-    prog : str, default="skacv"
-        Program name shown in the usage and error messages.
-
-    Returns
-    -------
-    kwargs : dict
-        The keyword arguments of :func:`~skacv._demo.run_demo`. A user
-        mistake exits with status 2 (``SystemExit``) and a one-line message.
+    """Parse the command line ``argv`` (``None``: ``sys.argv[1:]``) and
+    check every option, before any work; ``prog``: the program name in the
+    usage and error messages. Returns the keyword arguments of
+    :func:`~skacv._demo.run_demo`; a user mistake exits with status 2
+    (``SystemExit``) and a one-line message.
     """
     parser, demo = _parser(prog)
     args = parser.parse_args(argv)
     try:
-        params = demo_params(n=args.n, p=args.p, s=args.s, T=args.T, sigma=args.sigma,
-                             alpha=args.alpha, seed=args.seed, m=args.m, full=args.full,
-                             stop_sigma=args.stop_sigma, stop_alpha=args.stop_alpha,
+        params = demo_params(**{k: getattr(args, k) for k in DEMO_DEFAULTS}, full=args.full,
                              option=lambda k: f"--{k}")
         out = None if args.no_plot else str(check_output_path(args.out, name="--out"))
     except ValueError as exc:
@@ -136,22 +114,11 @@ def demo_arguments(argv=None, *, prog="skacv"):
 
 
 def main(argv=None, *, prog="skacv"):
-    """Entry point of the ``skacv`` script and of ``python -m skacv``.
-
-    Parameters
-    ----------
-    argv : list of str, default=None
-        Arguments (``None``: ``sys.argv[1:]``).
-    prog : str, default="skacv"
-        Program name shown in the usage and error messages
-        (``python -m skacv`` passes ``"python -m skacv"``).
-
-    Returns
-    -------
-    status : int
-        0 on success, 130 when interrupted (Ctrl-C, no traceback). A user
-        mistake exits with status 2 (:func:`demo_arguments`), before any
-        work starts.
+    """Entry point of the ``skacv`` script and of ``python -m skacv``
+    (``argv`` and ``prog`` as in :func:`demo_arguments`; ``python -m skacv``
+    passes ``prog="python -m skacv"``). Returns the exit status: 0 on
+    success, 130 when interrupted (Ctrl-C, no traceback); a user mistake
+    exits with status 2 (:func:`demo_arguments`), before any work starts.
     """
     kwargs = demo_arguments(argv, prog=prog)
     try:

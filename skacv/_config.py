@@ -1,33 +1,22 @@
-"""Configuration of skacv: resources only (memory limits, a time budget).
-
-Nothing here changes the numbers an estimator computes or the model a
-search selects: a limit exceeded is an error that names it, never another
-computation. The knobs that change the numbers are estimator parameters
-(``risk_options``, ``fold_dtype``, carried by ``get_params`` and
-``clone``) or fields of the policies (:mod:`skacv._policy`,
-:mod:`skacv._statistics`).
+"""Configuration of skacv: resources only (memory limits, a time budget); a
+limit exceeded is an error that names it, never another computation
+(``docs/architecture.rst``, "The policies passed, not read").
 
 Like scikit-learn's configuration, the values are thread-local (a
 :func:`config_context` in one thread does not leak into another) and are
-handed to joblib workers by :mod:`skacv.utils._parallel`. Sizes are in MiB, as in
-scikit-learn's ``working_memory``.
+handed to joblib workers by :mod:`skacv.utils._parallel`. Sizes are in MiB,
+as in scikit-learn's ``working_memory``.
 """
 
 import threading
 from contextlib import contextmanager
 from numbers import Integral
 
-_DEFAULTS = {
-    # largest array (MiB) a trajectory estimator allocates to store a path
+_DEFAULTS = {  # each key: get_config's docstring
     "path_memory_limit": 4096,
-    # size (MiB) of the temporary blocks of the estimates before they chunk
     "working_memory": 1024,
-    # most features of a Dask input (its fit holds (p + 1)^2 Gram matrices)
     "dask_max_features": 2000,
-    # largest (T + 1) x (T + 1) matrix (MiB) of the risk estimate a fitted
-    # estimator keeps (risk_matrix_, memory_matrix_)
     "risk_matrix_limit": 1,
-    # most fits a proximal risk estimate may cost (None: no cap)
     "risk_time_budget": None,
 }
 #: former keys that changed the numbers, now estimator parameters (carried by
@@ -80,12 +69,10 @@ def get_config():
         chains) is checked against ``path_memory_limit`` before it is
         allocated.
         ``risk_time_budget`` (fits, default ``None``: no cap): an ISTA/FISTA
-        risk estimate with pooled probes (not the
-        shared ones, whose split the model does not see) whose
-        Jacobian chains are predicted to cost more than
-        this many fits of the path
-        (the estimate's own cost model) raises
-        :class:`~skacv.exceptions.EstimateBudgetError` before it runs,
+        risk estimate with pooled probes (not the shared ones, whose split
+        the model does not see) whose Jacobian chains are predicted to cost
+        more than this many fits of the path (the estimate's own cost model)
+        raises :class:`~skacv.exceptions.EstimateBudgetError` before it runs,
         whatever the search's criterion (the budget refuses, it never
         chooses another criterion: set ``criterion="kfold"`` for the folds;
         ``risk_time_budget=2``: no dearer than about the stacked folds).

@@ -1,25 +1,11 @@
-"""The demo of ``python -m skacv demo``: the seed notebook's ISTA experiment,
-then early stopping on the same design.
-
-Simulates the data generator of the seed notebook (Bellec & Tan 2024 worked
-example): ``X`` with i.i.d. standard normal entries (identity covariance),
-``beta`` with ``s`` nonzero entries equal to ``15 / sqrt(n)``, Gaussian noise of
-level ``sigma`` and seed 2025. It fits the ISTA (or FISTA) path of the Lasso
-with the seed's step ``(1 + sqrt(p / n))^-2`` and prints, at every iterate
-``t``, the training error, the true out-of-sample risk
-``||b_t - beta||^2 + sigma^2`` (known here since ``beta`` is) and the estimate
-``risk_path_`` that the estimator computes from the training data alone.
-
-As in the seed, ``T`` counts the iterates of the table including the starting
-point: ``t = 0, ..., T - 1``, that is ``T - 1`` ISTA steps (``max_iter=T-1``).
-
-The seed's true risk only decreases along its path: there is nothing to
-choose. The second part refits the same design with heavier noise
-(``stop_sigma``) and a smaller penalty (``stop_alpha``), where the true risk
-has a minimum along the path, and marks three choices of the iteration: the
-argmin of the estimate ``risk_path_``, the oracle (the argmin of the true
-risk, known only because the data are simulated) and 5-fold CV along the
-path (:class:`~skacv.TrajectoryEarlyStoppingCV` with ``criterion="kfold"``).
+"""The demo of ``python -m skacv demo``: the seed notebook's ISTA experiment
+(the worked example of Bellec & Tan 2024; :func:`seed_data`), then early
+stopping on the same design with heavier noise and a smaller penalty, where
+the true risk has a minimum along the path: the iterations chosen by the
+estimate ``risk_path_``, by the oracle (the data are simulated) and by
+5-fold CV along the path (:class:`~skacv.TrajectoryEarlyStoppingCV`,
+``criterion="kfold"``). As in the seed, ``T`` counts the iterates of the
+table including the start (``T - 1`` steps).
 """
 
 import sys
@@ -56,20 +42,15 @@ _HEAD = 5
 
 
 def seed_data(n, p, s, sigma, seed):
-    """The seed notebook's data generator.
-
-    Returns
-    -------
-    X : ndarray of shape (n, p)
-    y : ndarray of shape (n,)
-    beta : ndarray of shape (p,)
-        ``15 / sqrt(n)`` on the first ``s`` coordinates, zero elsewhere.
-    """
+    """The seed notebook's data generator: ``X`` of shape (n, p), standard
+    normal; ``beta`` of shape (p,), ``15 / sqrt(n)`` on the first ``s``
+    coordinates, zero elsewhere; ``y = X beta + sigma * noise``, shape (n,)."""
     beta = 15 * np.hstack([np.ones(s), np.zeros(p - s)]) / np.sqrt(n)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal(size=(n, p))
     y = X @ beta + sigma * rng.standard_normal(size=(n,))
     return X, y, beta
+
 
 class _Progress:
     """A stage of the demo that reports on stderr when it lasts.
@@ -77,27 +58,25 @@ class _Progress:
     After ``after`` seconds (:data:`PROGRESS_AFTER` by default), and then
     every 5 seconds (on a terminal: one line rewritten in place), prints
     ``skacv demo: <stage>... <elapsed> s``; a stage that reported says when
-    it is done. Quick stages print nothing.
+    it is done. Quick stages print nothing. ``seconds``: how long it lasted.
     """
 
     def __init__(self, stage, stream=None, after=PROGRESS_AFTER):
         self.stage = stage
-        self.stream = stream
+        self.stream = stream if stream is not None else sys.stderr
         self.after = after
         self._done = threading.Event()
         self._reported = False
 
     def _write(self, text, end):
-        stream = self.stream if self.stream is not None else sys.stderr
         try:
-            stream.write(text + end)
-            stream.flush()
+            self.stream.write(text + end)
+            self.stream.flush()
         except (OSError, ValueError):  # pragma: no cover - stderr closed
             pass
 
     def _run(self):
-        tty = getattr(self.stream if self.stream is not None else sys.stderr, "isatty",
-                      lambda: False)()
+        tty = getattr(self.stream, "isatty", lambda: False)()
         wait = self.after
         while not self._done.wait(wait):
             elapsed = time.perf_counter() - self._tic
@@ -113,10 +92,10 @@ class _Progress:
     def __exit__(self, exc_type, exc, tb):
         self._done.set()
         self._thread.join()
+        self.seconds = time.perf_counter() - self._tic
         if self._reported:
-            elapsed = time.perf_counter() - self._tic
             end = "done" if exc_type is None else "stopped"
-            self._write(f"skacv demo: {self.stage}: {end} after {elapsed:.0f} s", "\n")
+            self._write(f"skacv demo: {self.stage}: {end} after {self.seconds:.0f} s", "\n")
         return False
 
 
@@ -126,10 +105,8 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
     """Run the seed experiment and the early-stopping one, print their
     tables, save a figure.
 
-    Parameters default to :data:`~skacv._demo_checks.DEMO_DEFAULTS` (``full=True``: to the seed's
-    own size :data:`~skacv._demo_checks.SEED_SIZE`); a parameter given explicitly wins. Every
-    parameter, the memory it needs and the output path (opened for writing)
-    are checked before any work starts.
+    The parameters are resolved and checked, with the memory they need and
+    the output path, before any work (:mod:`skacv._demo_checks`).
 
     Parameters
     ----------
@@ -166,9 +143,9 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
     Returns
     -------
     result : Bunch
-        ``t``, ``train_mse``, ``true_risk``, ``estimated_risk`` (``None``
-        without ``risk_path_``), ``estimator``, ``beta``, ``seconds_data``,
-        ``seconds_fit``, ``figure`` (the absolute path written, or ``None``)
+        ``t``, ``train_mse``, ``true_risk``, ``estimated_risk``,
+        ``estimator``, ``beta``, ``seconds_data``, ``seconds_fit``,
+        ``figure`` (the absolute path written, or ``None``)
         and the parameters used; ``stop``: a Bunch of the second part
         (``true_risk``, ``estimated_risk``, ``kfold_path``, ``estimator``,
         ``search``, ``choices``: iteration of ``"oracle"``, ``"estimate"``
@@ -199,46 +176,42 @@ def run_demo(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, 
     has_matplotlib = figure_formats() is not None
     if out_path is not None and not has_matplotlib:
         say(f"  no figure: {_NO_MATPLOTLIB}")
-    tic = time.perf_counter()
-    with _Progress("simulating the data", progress):
+    with _Progress("simulating the data", progress) as stage:
         X, y, beta = seed_data(n, p, s, sigma, seed)
-    seconds_data = time.perf_counter() - tic
+    seconds_data = stage.seconds
 
-    est = TrajectoryLasso(alpha, solver=solver, fit_intercept=False, step_size=eta,
-                          max_iter=T - 1, n_probes=m, random_state=seed)
-    tic = time.perf_counter()
-    with _Progress(f"fitting {T - 1} {solver.upper()} steps and the risk estimate", progress):
+    lasso = dict(solver=solver, fit_intercept=False, step_size=eta, max_iter=T - 1,
+                 n_probes=m, random_state=seed)
+    est = TrajectoryLasso(alpha, **lasso)
+    with _Progress(f"fitting {T - 1} {solver.upper()} steps and the risk estimate",
+                   progress) as stage:
         est.fit(X, y)
-    seconds_fit = time.perf_counter() - tic
+    seconds_fit = stage.seconds
 
     residuals = y[:, None] - X @ est.coef_path_
     train_mse = np.einsum("it,it->t", residuals, residuals) / n
     true_risk = _true_risk(est.coef_path_, beta, sigma)
-    estimated = getattr(est, "risk_path_", None)
+    estimated = est.risk_path_
     t = np.arange(T)
 
-    columns = [("t", t), ("train MSE", train_mse), ("true risk", true_risk)]
-    if estimated is not None:
-        columns.append(("estimated risk", estimated))
     say()
-    say(_format_table(columns))
+    say(_format_table([("t", t), ("train MSE", train_mse), ("true risk", true_risk),
+                       ("estimated risk", estimated)]))
     say()
-    what = "fit + risk estimate" if estimated is not None else "fit"
-    say(f"time: data {seconds_data:.2f} s, {what} {seconds_fit:.2f} s "
+    say(f"time: data {seconds_data:.2f} s, fit + risk estimate {seconds_fit:.2f} s "
         f"({T - 1} steps, {1e3 * seconds_fit / (T - 1):.1f} ms per step)")
     say(f"support of the last iterate: {np.count_nonzero(est.coef_)} of {p} "
         f"(true support {s})")
-    if estimated is not None:
-        rel = np.abs(estimated - true_risk) / true_risk
-        say(f"estimate vs truth: max relative error {rel.max():.3f}, "
-            f"mean {rel.mean():.3f}")
-    stop = _early_stopping(X, beta, params, solver, eta, say, progress)
+    rel = np.abs(estimated - true_risk) / true_risk
+    say(f"estimate vs truth: max relative error {rel.max():.3f}, mean {rel.mean():.3f}")
+    stop = _early_stopping(X, beta, params, lasso, say, progress)
     figure = None
     if out_path is not None:
         if has_matplotlib:
             with _Progress("drawing the figure", progress):
-                figure = _save_figure(out_path, t, train_mse, true_risk, estimated, params,
-                                      solver, stop)
+                draw_figure(t, train_mse, true_risk, estimated, params, solver,
+                            stop).savefig(out_path, dpi=120)
+            figure = str(out_path)
             say(f"figure saved to {figure}")
         else:
             say(f"no figure saved: {_NO_MATPLOTLIB}")
@@ -263,27 +236,15 @@ def _gap_model(n, m):
 
 
 def expected_gap(n, m):
-    """The caption: the gap between estimate and truth expected at ``n``.
+    """The caption: the gap between estimate and truth expected at ``n``
+    samples with ``m`` probes.
 
     The estimator's own error is a finite-sample error of order ``n^-1/2``
     (at ``t = 0`` the estimate is ``||y||^2 / n``, of relative standard
     deviation ``sqrt(2 / n)`` for Gaussian data); the probe noise adds to it.
-    Both were measured over simulated data sets by
-    ``examples/plot_estimate_accuracy.py`` (:data:`_MEASURED_GAP`, quoted in
-    the user guide, "What the estimate is worth"); at another ``n`` the
-    nearest measured size is scaled by ``sqrt(n_measured / n)``, and the
-    probe noise by ``sqrt(10 / m)``.
-
-    Parameters
-    ----------
-    n : int
-        Samples.
-    m : int
-        Hutchinson probes.
-
-    Returns
-    -------
-    caption : str
+    Both are measured (:data:`_MEASURED_GAP`, quoted in the user guide, "What
+    the estimate is worth"); at another ``n`` the nearest measured size is
+    scaled by ``sqrt(n_measured / n)``, and the probe noise by ``sqrt(10 / m)``.
     """
     near, seeds, own, probe, total = _gap_model(n, m)
     where = f"measured over {seeds} seeds at n={near}"
@@ -295,22 +256,21 @@ def expected_gap(n, m):
             "see the user guide)")
 
 
-def _early_stopping(X, beta, params, solver, eta, say, progress):
+def _early_stopping(X, beta, params, lasso, say, progress):
     """The second part: heavier noise and a smaller penalty on the same
-    design, where the true risk has a minimum; the three choices."""
+    design, where the true risk has a minimum; the three choices.
+    ``lasso``: the first part's ``TrajectoryLasso`` parameters but ``alpha``."""
     n, T, m, seed = params["n"], params["T"], params["m"], params["seed"]
     sigma, alpha = params["stop_sigma"], params["stop_alpha"]
     y = X @ beta + sigma * np.random.default_rng(seed + 1).standard_normal(n)
-    lasso = dict(alpha=alpha, solver=solver, fit_intercept=False, step_size=eta,
-                 max_iter=T - 1, n_probes=m, random_state=seed)
+    lasso = dict(lasso, alpha=alpha)
     say()
     say(f"early stopping: the same design and coefficients, noise sigma={sigma:g}, "
         f"alpha={alpha:g}")
-    tic = time.perf_counter()
-    with _Progress("early stopping: fitting the path and the risk estimate", progress):
+    with _Progress("early stopping: fitting the path and the risk estimate", progress) as fit:
         est = TrajectoryLasso(**lasso).fit(X, y)
     n_folds = min(N_FOLDS, n)
-    with _Progress(f"early stopping: {n_folds}-fold CV along the path", progress), \
+    with _Progress(f"early stopping: {n_folds}-fold CV along the path", progress) as cv, \
             warnings.catch_warnings():
         # a choice at the last iterate is said in the table below
         warnings.simplefilter("ignore", SelectionBoundaryWarning)
@@ -318,7 +278,7 @@ def _early_stopping(X, beta, params, solver, eta, say, progress):
             TrajectoryLasso(**{**lasso, "estimate_risk": False}), criterion="kfold",
             cv=KFold(n_folds, shuffle=True, random_state=seed), n_iter_no_change=None,
             search="grid", random_state=seed).fit(X, y)
-    seconds = time.perf_counter() - tic
+    seconds = fit.seconds + cv.seconds
     true_risk = _true_risk(est.coef_path_, beta, sigma)
     estimated, kfold = est.risk_path_, search.kfold_path_
     choices = {"oracle": int(np.argmin(true_risk)), "estimate": int(np.argmin(estimated)),
@@ -356,8 +316,7 @@ def _early_stopping(X, beta, params, solver, eta, say, progress):
     return Bunch(t=t, true_risk=true_risk, estimated_risk=estimated, kfold_path=kfold,
                  estimator=est, search=search, choices=choices, regret=regret,
                  n_folds=n_folds, caption=caption, this_run=this_run, seconds=seconds,
-                 sigma=sigma,
-                 alpha=alpha)
+                 sigma=sigma, alpha=alpha)
 
 
 def _format_table(columns):
@@ -367,28 +326,16 @@ def _format_table(columns):
     n_rows = len(columns[0][1])
     cells = [[str(int(v)) if name == "t" else f"{v:.2f}" for v in values]
              for name, values in columns]
-    rows = list(range(n_rows))
-    if n_rows > _MAX_ROWS:
-        rows = rows[:_HEAD] + [None] + rows[-_HEAD:]
     widths = [max(len(name), *(len(c) for c in col))
               for name, col in zip(names, cells, strict=True)]
-    lines = ["  ".join(name.rjust(w) for name, w in zip(names, widths, strict=True))]
-    for r in rows:
-        if r is None:
-            lines.append("  ".join("...".rjust(w) for w in widths))
-        else:
-            lines.append("  ".join(col[r].rjust(w) for col, w in zip(cells, widths, strict=True)))
+    rows = [[col[r] for col in cells] for r in range(n_rows)]
     if n_rows > _MAX_ROWS:
-        lines.append("")
-        lines.append(f"{n_rows} rows x {len(columns) - 1} columns")
+        rows = rows[:_HEAD] + [["..."] * len(cells)] + rows[-_HEAD:]
+    lines = ["  ".join(text.rjust(w) for text, w in zip(row, widths, strict=True))
+             for row in [names, *rows]]
+    if n_rows > _MAX_ROWS:
+        lines += ["", f"{n_rows} rows x {len(columns) - 1} columns"]
     return "\n".join(lines)
-
-
-def _save_figure(out, t, train_mse, true_risk, estimated, params, solver, stop):
-    """Draw the figure (:func:`draw_figure`) and save it; return the path."""
-    fig = draw_figure(t, train_mse, true_risk, estimated, params, solver, stop)
-    fig.savefig(out, dpi=120)
-    return str(out)
 
 
 def draw_figure(t, train_mse, true_risk, estimated, params, solver, stop):
@@ -399,22 +346,15 @@ def draw_figure(t, train_mse, true_risk, estimated, params, solver, stop):
     the path, and the three choices, each a marker on the true risk at the
     chosen iteration (``gid`` ``"choice_oracle"``, ``"choice_estimate"``,
     ``"choice_kfold"``) and a vertical line; the caption
-    (:func:`expected_gap`) below.
-
-    Returns
-    -------
-    fig : matplotlib Figure
+    (:func:`expected_gap`) below. Returns a matplotlib ``Figure``.
     """
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(11, 4.6), layout="constrained")
     ax, ax2 = fig.subplots(1, 2)
     ax.plot(t, true_risk, color="black", label=r"true risk $\|b_t-\beta\|^2+\sigma^2$")
-    if estimated is not None:
-        ax.plot(t, estimated, color="C3", linestyle="--", label="estimate (risk_path_)")
+    ax.plot(t, estimated, color="C3", linestyle="--", label="estimate (risk_path_)")
     ax.plot(t, train_mse, color="C0", linestyle=":", label="training MSE")
-    ax.set_xlabel("iteration t")
-    ax.set_ylabel("squared error")
     ax.set_title(f"the seed: sigma={params['sigma']:g}, alpha={params['alpha']:g}\n"
                  "the risk only decreases: nothing to choose", fontsize=10)
     ax.legend(fontsize=8)
@@ -435,8 +375,9 @@ def draw_figure(t, train_mse, true_risk, estimated, params, solver, stop):
                  linestyle="none", markerfacecolor="none" if key != "oracle" else color,
                  markeredgewidth=1.5, gid=f"choice_{key}",
                  label=f"{name}: t={it} (true risk {stop.true_risk[it]:.2f}{extra})")
-    ax2.set_xlabel("iteration t")
-    ax2.set_ylabel("squared error")
+    for axes in (ax, ax2):
+        axes.set_xlabel("iteration t")
+        axes.set_ylabel("squared error")
     ax2.set_title(f"early stopping: sigma={stop.sigma:g}, alpha={stop.alpha:g}\n"
                   "markers on the true risk at each choice", fontsize=10)
     ax2.legend(fontsize=7)

@@ -18,22 +18,13 @@ from ._config import path_memory_bytes
 DEMO_DEFAULTS = dict(n=2000, p=3000, s=200, T=50, sigma=1.5, alpha=0.01, seed=2025, m=10,
                      stop_sigma=2.5, stop_alpha=0.001)
 #: the seed notebook's own size (``--full``)
-SEED_SIZE = dict(n=10000, p=15000, s=1000, T=100, sigma=1.5, alpha=0.01, seed=2025, m=10,
-                 stop_sigma=2.5, stop_alpha=0.001)
+SEED_SIZE = dict(DEMO_DEFAULTS, n=10000, p=15000, s=1000, T=100)
 #: folds of the K-fold choice of the second part
 N_FOLDS = 5
 #: T x T float64 arrays alive at the peak of the risk estimate and the
 #: selection (memory matrices, risk matrix and their products: about 10 were
 #: measured at peak for T = 2000 and 4000 with n = 50, p = 40; 12 for margin)
 _TT_ARRAYS = 12
-
-
-def _physical_memory():
-    """Bytes of physical memory, or ``None`` where the system does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - not Linux/macOS
-        return None
 
 
 def _available_memory():
@@ -46,7 +37,10 @@ def _available_memory():
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return _physical_memory()
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not Linux/macOS
+        return None
 
 
 def _gib(n_bytes):
@@ -63,26 +57,12 @@ def figure_formats():
 
 
 def check_output_path(out, name="out"):
-    """Check that a figure can be written to ``out``, before any work.
-
-    Parameters
-    ----------
-    out : str or path-like
-        File to write; its directory must exist and be writable, and its
-        extension must be a format that matplotlib writes (when installed).
-    name : str, default="out"
-        How the option is called in the messages (``"--out"`` on the
-        command line).
-
-    Returns
-    -------
-    path : pathlib.Path
-        The absolute path of the file.
-
-    Raises
-    ------
-    ValueError
-        With a one-line message that names ``name`` and the fix.
+    """Check that a figure can be written to ``out`` (str or path-like),
+    before any work: its directory exists and is writable, its extension is
+    a format that matplotlib writes (when installed) and it opens for
+    writing. Returns its absolute :class:`pathlib.Path`; raises
+    ``ValueError`` with a one-line message that names the option, ``name``
+    (``"--out"`` on the command line), and the fix.
     """
     text = os.fspath(out)
     if not text:
@@ -111,15 +91,9 @@ def check_output_path(out, name="out"):
     if formats is not None and suffix not in formats:
         raise ValueError(f"{name} {text}: matplotlib cannot write .{suffix} files; use .png "
                          f"(or one of {', '.join(sorted('.' + f for f in formats))}).")
-    _try_to_open(path, text, name)
-    return path
-
-
-def _try_to_open(path, text, name):
-    """Open ``path`` for writing (appending: an existing file is kept as it
-    is) and close it; a file created by the attempt is removed. Catches what
-    the permission bits do not say (``/proc``, ``/sys``, read-only mounts,
-    root's exceptions)."""
+    # opened for appending (an existing file is kept), a file the attempt
+    # created removed: what the permission bits do not say (``/proc``,
+    # ``/sys``, read-only mounts, root's exceptions)
     existed = path.exists()
     try:
         with open(path, "ab"):
@@ -133,45 +107,28 @@ def _try_to_open(path, text, name):
             path.unlink()
         except OSError:  # pragma: no cover - created but not removable
             pass
+    return path
 
 
 def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=None, m=None,
                 full=False, option=None, stop_sigma=None, stop_alpha=None, memory=None):
-    """Resolve and check the parameters of the demo, before any work.
-
-    Parameters default to :data:`DEMO_DEFAULTS` (``full=True``: to the
-    seed's own size :data:`SEED_SIZE`); a parameter given explicitly wins.
-
-    Parameters
-    ----------
-    n, p, s, T, sigma, alpha, seed, m, stop_sigma, stop_alpha : number or None, default=None
-        See :func:`run_demo`.
-    full : bool, default=False
-        Start from :data:`SEED_SIZE` instead of :data:`DEMO_DEFAULTS`.
-    option : callable, default=None
-        Maps a parameter name to its name in the messages (the command line
-        passes ``lambda k: "--" + k``); ``None`` keeps the name.
-    memory : int or None, default=None
-        Bytes the run may use; ``None``: what this machine has available.
-
-    Returns
-    -------
-    params : dict
-        ``n``, ``p``, ``s``, ``T``, ``seed``, ``m`` (int) and ``sigma``,
-        ``alpha``, ``stop_sigma``, ``stop_alpha`` (float).
-
-    Raises
-    ------
-    ValueError
-        With a one-line message that names the parameter and the fix.
+    """Resolve and check the parameters of the demo (those of
+    :func:`~skacv._demo.run_demo`), before any work: ``None`` takes
+    :data:`DEMO_DEFAULTS` (``full=True``: the seed's own size
+    :data:`SEED_SIZE`). ``option`` maps a parameter name to its name in the
+    messages (the command line passes ``lambda k: "--" + k``; ``None`` keeps
+    it); ``memory``: the bytes the run may use (``None``: what this machine
+    has available). Returns the dict of ``n``, ``p``, ``s``, ``T``,
+    ``seed``, ``m`` (int) and ``sigma``, ``alpha``, ``stop_sigma``,
+    ``stop_alpha`` (float); raises ``ValueError`` with a one-line message
+    that names the parameter and the fix.
     """
     def opt(k):  # on the command line, stop_sigma is --stop-sigma
         return k if option is None else option(k.replace("_", "-"))
 
     given = dict(n=n, p=p, s=s, T=T, sigma=sigma, alpha=alpha, seed=seed, m=m,
                  stop_sigma=stop_sigma, stop_alpha=stop_alpha)
-    defaults = SEED_SIZE if full else DEMO_DEFAULTS
-    params = dict(defaults)
+    params = dict(SEED_SIZE if full else DEMO_DEFAULTS)
     params.update({k: v for k, v in given.items() if v is not None})
 
     def origin(k):
@@ -187,11 +144,9 @@ def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=Non
     for k in ("n", "p", "s", "T", "seed", "m"):
         v = params[k]
         if isinstance(v, bool) or not isinstance(v, Integral):
-            if isinstance(v, Real) and float(v).is_integer():
-                params[k] = int(v)
-            else:
+            if not (isinstance(v, Real) and float(v).is_integer()):
                 raise ValueError(f"{shown(k)} must be a whole number.")
-        params[k] = int(params[k])
+        params[k] = int(v)
     for k in ("sigma", "alpha", "stop_sigma", "stop_alpha"):
         v = params[k]
         if isinstance(v, bool) or not isinstance(v, Real) or not np.isfinite(v):
@@ -214,8 +169,7 @@ def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=Non
         raise ValueError(f"{shown('s')} is larger than {shown('p')}: the number of nonzero "
                          f"coefficients must be at most the number of features; lower "
                          f"{opt('s')} or raise {opt('p')}.")
-    n, p, T = params["n"], params["p"], params["T"]
-    path_bytes = 8 * p * T
+    path_bytes = 8 * params["p"] * params["T"]
     limit = path_memory_bytes()
     if path_bytes > limit:
         raise ValueError(f"{shown('p')} and {shown('T')}: the stored path (p x T floats) "
@@ -236,16 +190,12 @@ def demo_params(n=None, p=None, s=None, T=None, sigma=None, alpha=None, seed=Non
 
 
 def demo_memory(n, p, T, m, **_):
-    """Bytes the demo needs at its peak, by kind (a model, not a measure).
-
-    Returns
-    -------
-    need : Bunch
-        ``data``: the design (twice: the folds of the K-fold choice copy
-        it), the ``p x T`` / ``n x T`` arrays of the path, its residuals and
-        the fold paths; ``chains``: the float32 Jacobian chains of the
-        probes (at most ``3 p m T``); ``square``: the ``T x T`` float64
-        arrays of the risk estimate; ``total``.
+    """Bytes the demo needs at its peak, by kind (a model, not a measure),
+    in a Bunch: ``data``: the design (twice: the folds of the K-fold choice
+    copy it), the ``p x T`` / ``n x T`` arrays of the path, its residuals and
+    the fold paths; ``chains``: the float32 Jacobian chains of the probes (at
+    most ``3 p m T``); ``square``: the ``T x T`` float64 arrays of the risk
+    estimate; ``total``.
     """
     data = 8 * (2 * n * p + 3 * (n + p) * T) + 4 * N_FOLDS * p * T
     chains = 4 * 3 * p * m * T

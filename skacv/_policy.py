@@ -1,36 +1,20 @@
 """The speed policy: every cost model, threshold and machine constant that
-chooses *how* skacv computes something, in one frozen dataclass.
+chooses *how* skacv computes something, never what (the constants that
+change the numbers are :class:`skacv._statistics.StatisticalPolicy`).
 
-Nothing here changes a result beyond rounding: each field picks between
-implementations that compute the same numbers (a covariance form or the
-products with ``X``, one pass over row panels or two products, LAPACK or
-Lanczos, one BLAS thread or several, panel and block sizes; a solver's
-internal choices, to the same tolerance). The constants that change the
-numbers (tolerances, patience, sample sizes, reliability thresholds) are
-fields of a second frozen dataclass, :class:`skacv._statistics.StatisticalPolicy`,
-no other module of skacv binds a numeric tuning constant
-(``tests/test_policy_constants.py``).
-
-Both are read once, with :func:`current_policies`, where a fit, a search or
-a public function starts (a :class:`~skacv.linalg._design.Design` captures
-them at its construction, as ``design.policy`` and ``design.statistics``),
-and handed down as arguments: no function below reads them, and the threads
-a computation starts get the caller's. Tests and benchmarks change them for
-a block with :func:`policy_context` (the test suite through its
-``speed_policy`` fixture), never by patching module globals. Each field is
-described, with the measurements behind its default, in
-``docs/speed_policy.rst``.
+``docs/speed_policy.rst`` describes each field and the measurements behind
+its default; ``docs/architecture.rst`` ("The policies passed, not read")
+how both policies are read once, with :func:`current_policies`, and handed
+down as arguments.
 """
 
-import contextlib
 import dataclasses
-import threading
 from types import MappingProxyType
 
 import numpy  # noqa: F401  (NumPy's BLAS loaded before threadpoolctl looks for it)
 from threadpoolctl import threadpool_info
 
-from ._statistics import get_statistics
+from ._statistics import InForce, get_statistics
 
 __all__ = ["SpeedPolicy", "blas_kernels", "current_policies", "get_policy", "kernels_policy",
            "policy_context"]
@@ -42,12 +26,8 @@ def _frozen(mapping):
 
 @dataclasses.dataclass(frozen=True)
 class SpeedPolicy:
-    """Thresholds and sizes that choose between equal computations.
-
-    Sizes are in bytes, work in flops. Each field has a one-line comment
-    here; ``docs/speed_policy.rst`` ("The fields") says what each chooses,
-    where and why, and the measurements behind the defaults.
-    """
+    """Thresholds and sizes that choose between equal computations (sizes
+    in bytes, work in flops; each field: ``docs/speed_policy.rst``)."""
 
     #: order up to which a formed Gram matrix stays in the design's cache
     gram_cache_size: int = 2000
@@ -84,8 +64,7 @@ class SpeedPolicy:
     path_metric: bool = True
     #: ... a top eigenvalue at least this many times the rest's
     path_metric_min_ratio: float = 4.0
-    #: ... on working sets of more than this many entries (rows x columns;
-    #: smaller dense ones take coordinate descent on their columns)
+    #: ... on working sets of more than this many entries (rows x columns)
     path_metric_min_entries: int = 2**13
     #: most rows in a panel of a block of a few columns ...
     block_panel_rows: int = 200
@@ -248,12 +227,9 @@ class SpeedPolicy:
     defer_full_fit: bool = True
     #: margin of the Lasso path's plain FISTA step ``1 / (m L + l2)``
     path_step_margin: float = 1.0
-    #: the stacked folds keep their iterates for the held-out errors in one
-    #: buffer of about this many bytes, reused chunk after chunk of steps
-    #: (a fresh buffer for a whole path is written into new pages)
+    #: the stacked folds' buffer of iterates for the held-out errors, reused chunk after chunk
     fold_paths_chunk_bytes: int = 2 * 2**20
-    #: the Lasso path's Fortran-ordered working sets are row copies of one
-    #: transposed copy of ``X~`` kept by the path, up to this size of ``X~``
+    #: the path's Fortran-ordered working sets copy rows of a kept transposed ``X~`` up to this size
     path_transposed_max_bytes: int = 256 * 2**20
 
     def __reduce__(self):
@@ -277,8 +253,7 @@ def _unpickle(fields):
 
 def openblas_records(inspect=threadpool_info):
     """threadpoolctl's records (``inspect``: its ``threadpool_info``) of the
-    OpenBLAS libraries loaded, NumPy's first (those whose file lies in
-    NumPy's folder), in their order otherwise; none where threadpoolctl
+    OpenBLAS libraries loaded, NumPy's first; none where threadpoolctl
     cannot inspect a library."""
     try:
         loaded = inspect()
@@ -290,10 +265,8 @@ def openblas_records(inspect=threadpool_info):
 
 
 def blas_kernels(inspect=threadpool_info):
-    """The kernel set (``architecture``) of the OpenBLAS that NumPy runs (of
-    the first OpenBLAS found if none is NumPy's), as threadpoolctl reports
-    it (``inspect``: its ``threadpool_info``), or ``None`` for another BLAS,
-    none found, or libraries threadpoolctl cannot inspect."""
+    """The kernel set (``architecture``) of NumPy's OpenBLAS (else of the
+    first found), or ``None`` for another BLAS or none found."""
     found = openblas_records(inspect)
     return found[0].get("architecture") if found else None
 
@@ -301,9 +274,8 @@ def blas_kernels(inspect=threadpool_info):
 def kernels_policy(kernels):
     """The default :class:`SpeedPolicy` where NumPy's BLAS is an OpenBLAS
     running the kernel set ``kernels`` (``None``: another BLAS, or none
-    found): the dataclass's values, with ``narrow_blas_panels`` for kernels
-    outside ``wide_blas_kernels``. Tests pin the kernels' fields with it
-    (``tests/conftest.py``, the ``kernels_policy`` fixture)."""
+    found): ``narrow_blas_panels`` for kernels outside ``wide_blas_kernels``
+    (the tests' ``kernels_policy`` fixture pins them with it)."""
     policy = SpeedPolicy()
     if kernels is not None and kernels not in policy.wide_blas_kernels:
         policy = dataclasses.replace(policy, **policy.narrow_blas_panels)
@@ -311,30 +283,25 @@ def kernels_policy(kernels):
 
 
 def _machine_policy():
-    """The default :class:`SpeedPolicy` of this machine: that of the kernels
-    NumPy's OpenBLAS runs (:func:`kernels_policy` of :func:`blas_kernels`)."""
+    """The default :class:`SpeedPolicy` of this machine's BLAS kernels."""
     return kernels_policy(blas_kernels())
 
 
-_lock = threading.Lock()
-_policy = _machine_policy()
+_in_force = InForce(_machine_policy())
 
 
 def get_policy():
     """The :class:`SpeedPolicy` in force."""
-    return _policy
+    return _in_force.policy
 
 
 def current_policies():
     """``(speed, statistics)``: the :class:`SpeedPolicy` and the
-    :class:`~skacv._statistics.StatisticalPolicy` in force. The one read of
-    the ambient policies: where a fit, a search or a public function starts
-    (a :class:`~skacv.linalg._design.Design` at its construction), handed
-    down as arguments from there (``tests/test_architecture.py``)."""
+    :class:`~skacv._statistics.StatisticalPolicy` in force; the one read of
+    the ambient policies, where a computation starts."""
     return get_policy(), get_statistics()
 
 
-@contextlib.contextmanager
 def policy_context(**changes):
     """Change fields of the speed policy within a ``with`` block.
 
@@ -350,20 +317,11 @@ def policy_context(**changes):
     >>> get_policy().covariance_max_features
     2000
     """
-    global _policy
-    current = _policy
+    current = _in_force.policy
     for name in ("one_thread_order", "default_cache_bytes"):
         if name in changes:
             changes[name] = MappingProxyType({**getattr(current, name), **changes[name]})
     if changes.get("cpu_caches") is not None:
         changes["cpu_caches"] = MappingProxyType({**current.default_cache_bytes,
                                                   **changes["cpu_caches"]})
-    new = dataclasses.replace(current, **changes)
-    with _lock:
-        _policy = new
-    try:
-        yield new
-    finally:
-        with _lock:
-            _policy = current
-
+    return _in_force.replaced(dataclasses.replace(current, **changes))

@@ -1,8 +1,5 @@
 """The statistical policy: the constants that change the numbers of a fit,
-an estimate or a search (tolerances, patience, sample sizes, reliability
-thresholds), in one frozen dataclass beside the speed policy
-(:class:`skacv._policy.SpeedPolicy`, which only chooses between equal
-computations).
+an estimate or a search, beside the speed policy (:mod:`skacv._policy`).
 """
 
 import contextlib
@@ -15,17 +12,8 @@ __all__ = ["StatisticalPolicy", "get_statistics", "statistics_context"]
 @dataclasses.dataclass(frozen=True)
 class StatisticalPolicy:
     """Constants that change the numbers: tolerances, patience, sample sizes
-    and reliability thresholds of the fits, the estimates and the searches.
-
-    Kept apart from :class:`skacv._policy.SpeedPolicy` (which only chooses
-    between equal computations) and from :func:`skacv.config_context`
-    (resources); read with the speed policy by
-    :func:`skacv._policy.current_policies` where a computation starts and
-    passed down, changed for a block with :func:`statistics_context`
-    (tests: the ``statistical_policy`` fixture). Each field has a one-line
-    comment here; ``docs/speed_policy.rst`` ("The statistical policy") says
-    what each does and why, and the measurements behind the defaults.
-    """
+    and reliability thresholds of the fits, the estimates and the searches
+    (each field: ``docs/speed_policy.rst``, "The statistical policy")."""
 
     #: estimates closer than this (relative) tie: the first grid point, then iteration, wins
     tie_rtol: float = 1e-9
@@ -125,16 +113,34 @@ class StatisticalPolicy:
     gcv_ratio: float = 1.5
 
 
-_lock = threading.Lock()
-_statistics = StatisticalPolicy()
+class InForce:
+    """The frozen policy in force (``policy``), replaced for a ``with``
+    block by :meth:`replaced` (of either policy)."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def replaced(self, new):
+        current = self.policy
+        with self._lock:
+            self.policy = new
+        try:
+            yield new
+        finally:
+            with self._lock:
+                self.policy = current
+
+
+_in_force = InForce(StatisticalPolicy())
 
 
 def get_statistics():
     """The :class:`StatisticalPolicy` in force."""
-    return _statistics
+    return _in_force.policy
 
 
-@contextlib.contextmanager
 def statistics_context(**changes):
     """Change fields of the statistical policy within a ``with`` block (an
     unknown field raises ``TypeError``).
@@ -148,13 +154,4 @@ def statistics_context(**changes):
     >>> get_statistics().relative_patience
     0.5
     """
-    global _statistics
-    current = _statistics
-    new = dataclasses.replace(current, **changes)
-    with _lock:
-        _statistics = new
-    try:
-        yield new
-    finally:
-        with _lock:
-            _statistics = current
+    return _in_force.replaced(dataclasses.replace(_in_force.policy, **changes))

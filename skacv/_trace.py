@@ -1,27 +1,12 @@
-"""The paths a computation took: a record of the branch points it passed.
+"""The paths a computation took: a record of the branch points it passed
+(``docs/architecture.rst``, "The paths taken are recorded, not spied on";
+its "The recorded events" lists every event and its details).
 
-skacv chooses between implementations that compute the same numbers (a
-covariance form or the products with ``X``, a fast path or the general one,
-LAPACK or Lanczos, ...). Tests check that the intended one was taken by
-recording the computation: ``with record() as paths: est.fit(X, y)``, then
-``"eigsh" in paths``, ``paths.count("make_design")`` or
-``paths.details("settled_risk")``. The code marks a branch point with
-``taken(name, **details)``, which costs one context-variable lookup when
-nothing records and never changes a computation (the details are values the
-code already holds).
-
-The record is a :mod:`contextvars` variable: the code that runs within the
-``with`` block records, and so do the threads skacv starts (the column
-groups and passes of :mod:`skacv.utils._parallel`, the candidates of a
-search on joblib's threads: :func:`carried` hands the record to them). Work
-done in other processes (joblib's loky workers) is not recorded, nor work
-in threads started elsewhere without :func:`carried`. Within nested
-``record`` blocks the innermost one records.
-
-The events, and the details each names, are listed in
-``docs/architecture.rst`` ("The recorded events"; ``tests/test_trace.py``
-checks that the list names every event the code takes and every event a
-test reads). A count of an event counts the calls (products, passes, fits).
+The record is a :mod:`contextvars` variable: the code within the ``with``
+block records, and so do the threads skacv starts (:func:`carried` hands
+the record to them); work in other processes (joblib's loky workers), or
+in threads started elsewhere without :func:`carried`, is not recorded.
+Within nested ``record`` blocks the innermost one records.
 """
 
 import contextlib
@@ -80,8 +65,7 @@ class Paths:
         self.events.clear()
 
     def __reduce__(self):
-        # a record does not travel to another process: the worker gets an
-        # empty one, which nobody reads
+        # another process (a joblib worker) gets an empty record, which nobody reads
         return Paths, ()
 
     def __repr__(self):

@@ -1,10 +1,6 @@
-"""Exceptions and warnings raised by skacv.
-
-``DivergenceError`` is raised when the iterates of a trajectory blow up;
-``UnreliableEstimateWarning`` is emitted when a risk estimate flags iterates
-at which it cannot be trusted (see ``risk_reliable_`` on the estimators).
-scikit-learn's :class:`~sklearn.exceptions.ConvergenceWarning` is used for
-a step size above the stability limit that has not diverged yet.
+"""Exceptions and warnings raised by skacv (and scikit-learn's
+:class:`~sklearn.exceptions.ConvergenceWarning`, for a step size above the
+stability limit that has not diverged yet).
 """
 
 from sklearn.exceptions import ConvergenceWarning
