@@ -85,6 +85,13 @@ COMMON_CONSTRAINTS = {
 }
 
 
+def store_params(estimator, given):
+    """Set every parameter of ``estimator``'s ``__init__`` from ``given``
+    (its ``locals()``) unchanged, as scikit-learn requires of ``__init__``."""
+    for name in estimator._get_param_names():
+        setattr(estimator, name, given[name])
+
+
 #: what the validation of a first fit sets on the estimator (FitPlan.checks)
 _CHECKED_ATTRIBUTES = ("n_features_in_", "feature_names_in_")
 

@@ -11,7 +11,12 @@ from ..iterations._datafits import Logistic
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2
 from ..utils._compat import StrOptions, _fit_context
-from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, TrajectoryEstimator
+from ._base import (
+    COMMON_CONSTRAINTS,
+    InterceptColumnMixin,
+    TrajectoryEstimator,
+    store_params,
+)
 from ._path_methods import PathMixin
 
 
@@ -141,19 +146,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         random_state=None,
         verbose=0,
     ):
-        self.alpha = alpha
-        self.penalty = penalty
-        self.solver = solver
-        self.max_iter = max_iter
-        self.step_size = step_size
-        self.step_schedule = step_schedule
-        self.batch_size = batch_size
-        self.fit_intercept = fit_intercept
-        self.warm_start = warm_start
-        self.estimate_loo = estimate_loo
-        self.loo_options = loo_options
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -42,7 +42,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._config import check_memory, working_memory_bytes
 from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
-from ..estimators._base import TrajectoryEstimator
+from ..estimators._base import TrajectoryEstimator, store_params
 from ..exceptions import DivergenceError
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
@@ -82,20 +82,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                  n_components="auto", subsample_size="auto", batch_size="auto",
                  step_size="auto", max_iter="auto", warm_start=False, estimate_risk=False,
                  n_probes=10, precision="auto", random_state=None, verbose=0):
-        self.kernel = kernel
-        self.bandwidth = bandwidth
-        self.kernel_params = kernel_params
-        self.n_components = n_components
-        self.subsample_size = subsample_size
-        self.batch_size = batch_size
-        self.step_size = step_size
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.estimate_risk = estimate_risk
-        self.n_probes = n_probes
-        self.precision = precision
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
