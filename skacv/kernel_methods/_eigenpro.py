@@ -42,7 +42,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._config import check_memory, working_memory_bytes
 from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
-from ..estimators._base import TrajectoryEstimator, store_params
+from ..estimators._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
 from ..exceptions import DivergenceError
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
@@ -60,14 +60,11 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         "n_components": [StrOptions({"auto"}), Interval(Integral, 0, None, closed="left")],
         "subsample_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "max_iter": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "warm_start": ["boolean"],
-        "estimate_risk": ["boolean"],
         "n_probes": [Interval(Integral, 1, None, closed="left"), None],
         "precision": [StrOptions({"auto", "float32", "float64"})],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
+        **{k: COMMON_CONSTRAINTS[k] for k in ("step_size", "warm_start", "estimate_risk",
+                                              "random_state", "verbose")},
     }
 
     # the risk chains are built online: estimate_risk and n_probes are protected
