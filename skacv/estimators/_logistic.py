@@ -17,6 +17,7 @@ from ._base import (
     TrajectoryEstimator,
     store_params,
 )
+from ._docs import documents_x
 from ._path_methods import PathMixin
 
 
@@ -219,12 +220,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         return expit(super()._path_predictions(X))
 
     # --------------------------------------------------------------- predict
+    @documents_x()
     def decision_function(self, X):
         """Linear predictor of the last iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -234,12 +232,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         X = self._check_X(X)
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
 
+    @documents_x()
     def predict(self, X):
         """Class labels of the last iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -248,12 +243,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         scores = self.decision_function(X)
         return self.classes_[(scores > 0).astype(int)]
 
+    @documents_x()
     def predict_proba(self, X):
         """Class probabilities of the last iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -263,12 +255,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         p1 = expit(self.decision_function(X))
         return np.column_stack([1.0 - p1, p1])
 
+    @documents_x()
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba` (computed stably).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -277,12 +266,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         d = self.decision_function(X)
         return np.column_stack([log_expit(-d), log_expit(d)])
 
+    @documents_x()
     def decision_function_path(self, X):
         """Linear predictor of every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -290,12 +276,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         """
         return self._decision_path(X)
 
+    @documents_x()
     def predict_path(self, X):
         """Class labels of every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -304,12 +287,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         scores = self.decision_function_path(X)
         return self.classes_[(scores > 0).astype(int)]
 
+    @documents_x()
     def predict_proba_path(self, X):
         """Probability of ``classes_[1]`` at every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -317,12 +297,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         """
         return expit(self.decision_function_path(X))
 
+    @documents_x()
     def staged_predict_proba(self, X):
         """Yield :meth:`predict_proba` of iterates ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Yields
         ------

@@ -14,6 +14,7 @@ from ..estimates.risk._uq import UncertaintyMixin
 from ..linalg._dask import is_dask
 from ..utils._compat import _fit_context
 from ._dask_fit import lazy_predictor, lazy_score
+from ._docs import documents_x
 
 
 class PathMixin:
@@ -90,12 +91,9 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         """
         return self._fit(X, y, sample_weight)
 
+    @documents_x()
     def predict_path(self, X):
         """Predictions of every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -105,12 +103,9 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         """
         return self._decision_path(X)
 
+    @documents_x()
     def staged_predict(self, X):
         """Yield the predictions of iterates ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Yields
         ------
@@ -124,12 +119,9 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
             yield (lazy_predictor(self, X, coef, intercept) if dask
                    else _linear_prediction(X, coef, intercept))
 
+    @documents_x()
     def predict(self, X):
         """Predict with the last iterate (the selected one in a search).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------

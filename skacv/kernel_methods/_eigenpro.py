@@ -43,6 +43,7 @@ from .._config import check_memory, working_memory_bytes
 from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
 from ..estimators._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
+from ..estimators._docs import documents_x
 from ..exceptions import DivergenceError
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
@@ -247,12 +248,9 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         F = self._decision(X, path.reshape(n, -1))
         return F.reshape(F.shape[0], -1, T1)
 
+    @documents_x("array-like")
     def staged_predict(self, X):
         """Yield the predictions after epochs ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Yields
         ------
@@ -307,12 +305,9 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
     def _set_coef(self, alpha):
         self.dual_coef_ = alpha[:, 0].copy() if self._y_1d else alpha.copy()
 
+    @documents_x("array-like")
     def predict(self, X):
         """Predict ``f(x) = k(x, X_fit_) @ dual_coef_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -321,12 +316,9 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
         out = self._decision(X)
         return out[:, 0] if self._y_1d else out
 
+    @documents_x("array-like")
     def predict_path(self, X):
         """Predictions after every epoch.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -374,12 +366,9 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
         self.classes_ = self._fit_classes
         super()._run_path(X, Y, sample_weight, warm, frozen)
 
+    @documents_x("array-like")
     def decision_function(self, X):
         """One-hot regression scores.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -392,12 +381,9 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
             return F[:, 1] - F[:, 0]
         return F[:, 0] if F.shape[1] == 1 else F
 
+    @documents_x("array-like")
     def predict(self, X):
         """Class of the largest one-hot score.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -406,12 +392,9 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
         F = self._decision(X)
         return self.classes_[np.argmax(F, axis=1)]
 
+    @documents_x("array-like")
     def predict_path(self, X):
         """Predicted classes after every epoch.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
