@@ -543,13 +543,15 @@ class InterceptColumnMixin:
     def _fit_rows(self, X):
         return super()._fit_rows(self._augment(X))
 
-    def _split_path(self, path):
-        """``(coef_path, intercept_path)`` from the path of ``(w, b)``."""
+    def _store_path(self, path, design, offset):
+        """The paths of ``w`` and ``b`` from the path of ``(w, b)``; ``coef_``
+        and ``intercept_`` the last iterate's."""
         p = path.shape[0] - int(self.fit_intercept)
-        coef_path = np.asfortranarray(path[:p])
-        if self.fit_intercept:
-            return coef_path, path[p].copy()
-        return coef_path, np.zeros(path.shape[1], dtype=path.dtype)
+        self.coef_path_ = np.asfortranarray(path[:p])
+        self.intercept_path_ = (path[p].copy() if self.fit_intercept
+                                else np.zeros(path.shape[1], dtype=path.dtype))
+        self.coef_ = self.coef_path_[:, -1].copy()
+        self.intercept_ = self.intercept_path_[-1]
 
     def _fit_coef_path(self):
         """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""

@@ -292,8 +292,3 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
 
     def _solvers(self, setup):
         return {"gd": (GradientDescent, {}), "prox_gd": (GradientDescent, {}), "sgd": (SGD, {})}
-
-    def _store_path(self, path, design, offset):
-        self.coef_path_, self.intercept_path_ = self._split_path(path)
-        self.coef_ = self.coef_path_[:, -1].copy()
-        self.intercept_ = self.intercept_path_[-1]

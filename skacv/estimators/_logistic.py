@@ -212,8 +212,8 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
 
     def _store_path(self, path, design, offset):
         self.classes_ = self._fit_classes
-        self.coef_path_, self.intercept_path_ = self._split_path(path)
-        self.coef_ = self.coef_path_[:, -1][None, :].copy()
+        super()._store_path(path, design, offset)
+        self.coef_ = self.coef_[None, :]
         self.intercept_ = self.intercept_path_[-1:].copy()
 
     def _path_predictions(self, X):

@@ -46,6 +46,14 @@ def _matern_from_distance(D, sigma, nu):
     return K
 
 
+def _from_distance(kernel, D):
+    """The Laplacian or Matern kernel of the distances ``D`` (in place)."""
+    if kernel.kernel == "laplacian":
+        D *= -1.0 / kernel.bandwidth
+        return np.exp(D, out=D)
+    return _matern_from_distance(D, kernel.bandwidth, kernel.nu)
+
+
 class Kernel:
     """A kernel function with its bandwidth, evaluated by blocks.
 
@@ -77,11 +85,6 @@ class Kernel:
                 f"kernel={kernel!r} takes no kernel_params; got {self.kernel_params}."
             )
 
-    @property
-    def is_radial(self):
-        """True for the built-in kernels, which satisfy ``k(x, x) = 1``."""
-        return isinstance(self.kernel, str)
-
     def __call__(self, X, Y, Y_norm_squared=None):
         """Kernel matrix ``k(X, Y)`` of shape (len(X), len(Y)), float64."""
         if callable(self.kernel):
@@ -100,15 +103,11 @@ class Kernel:
             D = euclidean_distances(X, Y, Y_norm_squared=Y_norm_squared, squared=True)
             D *= -0.5 / s**2
             return np.exp(D, out=D)
-        D = euclidean_distances(X, Y, Y_norm_squared=Y_norm_squared)
-        if self.kernel == "laplacian":
-            D *= -1.0 / s
-            return np.exp(D, out=D)
-        return _matern_from_distance(D, s, self.nu)
+        return _from_distance(self, euclidean_distances(X, Y, Y_norm_squared=Y_norm_squared))
 
     def diagonal(self, X, block=256):
         """``k(x_i, x_i)`` for every row, shape (n,)."""
-        if self.is_radial:
+        if isinstance(self.kernel, str):  # the built-in kernels: k(x, x) = 1
             return np.ones(X.shape[0])
         out = np.empty(X.shape[0])
         for start in range(0, X.shape[0], block):
@@ -147,11 +146,7 @@ def factor_block(kernel, LA, RB, out=None):
     if kernel.kernel == "gaussian":
         return np.exp2(K, out=K)
     np.maximum(K, 0.0, out=K)
-    np.sqrt(K, out=K)
-    if kernel.kernel == "laplacian":
-        K *= -1.0 / kernel.bandwidth
-        return np.exp(K, out=K)
-    return _matern_from_distance(K, kernel.bandwidth, kernel.nu)
+    return _from_distance(kernel, np.sqrt(K, out=K))
 
 
 def median_bandwidth(X, sample_weight, size, random_state, statistics):
