@@ -1,11 +1,7 @@
 """The path methods of the estimators that store ``coef_path_`` and
-``intercept_path_``: the linear predictor of every iterate
-(:class:`PathMixin`), and ``fit``, ``predict``, ``predict_path``,
-``staged_predict``, ``score`` and the uncertainty quantification of the
-regressors (:class:`TrajectoryMixin`), for one target or the stacked paths
-of several (:class:`~skacv.estimators._multitarget.MultiTargetMixin`). The
-fit itself is the shell's (:class:`~skacv.estimators._base.TrajectoryEstimator`).
-"""
+``intercept_path_`` (:class:`PathMixin`), and the regressors' ``fit``,
+predictions, ``score`` and uncertainty quantification (:class:`TrajectoryMixin`),
+for one target or the stacked paths of several."""
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data

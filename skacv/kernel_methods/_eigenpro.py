@@ -13,22 +13,12 @@ Its set-up (the preconditioner, the batch and step sizes) is
 
 with ``phi(x) = k(x, X_S) coef`` the Nystrom eigenfunctions. This is SGD with
 the *EigenPro kernel* ``k_P(x, z) = k(x, z) - sum_i (d_i/lambda_i) phi_i(x)
-phi_i(z)`` (same RKHS, flatter spectrum, same interpolant). The number of
-epochs is the regulariser; run to convergence, the fit is the minimum-norm
-interpolant ``K^+ Y`` (ridgeless kernel regression).
-
-Sample weights are frequency weights: batches and the subsample are draws
-from the multiset of rows repeated by their (integer) weights, so that a
-weighted fit equals the fit on repeated rows (same random stream, same
-path); other weights are drawn with probability ``w / sum(w)``.
-
-Kernel blocks are computed by row chunks of at most
-``skacv.get_config()["working_memory"]`` MiB; the full ``n x n`` kernel
-matrix is used during the fit only when it needs less than a quarter of it
-(in the training's precision), and never kept by the fitted model. The
-low-rank part of the EigenPro kernel is applied to the batch rows at every
-step and to every row once an epoch (the fitted values are kept as ``f +
-phi @ acc`` in between).
+phi_i(z)`` (same RKHS, flatter spectrum, same interpolant); run to
+convergence, the fit is the minimum-norm interpolant ``K^+ Y``. The low-rank
+part of the EigenPro kernel is applied to the batch rows at every step and
+to every row once an epoch (the fitted values are ``f + phi @ acc`` in
+between). Sample weights are frequency weights: batches and the subsample
+are draws from the multiset of rows repeated by their (integer) weights.
 """
 
 import time
@@ -173,7 +163,6 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                     alpha[rows_S] += P.coef_ @ acc
                     acc[:] = 0.0
             self.n_iter_ += 1
-            self._epoch_steps.append(self.n_steps_)
             check_memory(8 * alpha.size * (self.n_iter_ + 1), "the coefficients of every epoch",
                          "Lower max_iter. ")
             self._coef_path.append(alpha.copy())

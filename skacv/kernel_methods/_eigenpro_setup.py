@@ -169,7 +169,6 @@ class EigenProSetup:
         self.step_size_ = float(eta)
         self.n_iter_ = 0
         self.n_steps_ = 0
-        self._epoch_steps = [0]
         self._coef_path = [np.zeros((n, Yc.shape[1]))]
         self._state = _KernelFitState(
             Y=Yc, w=w, n_eff=n_eff, op=op, rows_S=rows_S, phi=phi,

@@ -1,20 +1,8 @@
-"""Kernels of the kernel machines (EigenPro) and blockwise kernel products.
-
-The radial kernels are written with the bandwidth ``sigma`` as Ma & Belkin
-(2017) define them, with the *Euclidean* distance ``d = ||x - z||``:
-
-=============  ===============================================================
-``gaussian``   ``exp(-d^2 / (2 sigma^2))``
-``laplacian``  ``exp(-d / sigma)`` (not scikit-learn's ``laplacian_kernel``,
-               which uses the L1 distance)
-``matern``     ``2^(1-nu) / Gamma(nu) (sqrt(2 nu) d / sigma)^nu K_nu(...)``;
-               ``nu`` in ``kernel_params`` (default 1.5; closed forms for
-               0.5, 1.5, 2.5 and ``inf``, the Gaussian)
-=============  ===============================================================
-
-All three have ``k(x, x) = 1``. A callable ``kernel(X, Y, **kernel_params)``
-returning the ``(len(X), len(Y))`` matrix is also accepted.
-"""
+"""Kernels of the kernel machines (EigenPro), as Ma & Belkin (2017) define
+them with the Euclidean distance ``d`` and the bandwidth ``sigma`` (the
+public ``kernel`` parameter), and blockwise kernel products. The Matern
+kernel ``2^(1-nu) / Gamma(nu) (sqrt(2 nu) d / sigma)^nu K_nu(...)`` has
+closed forms for ``nu`` = 0.5, 1.5, 2.5 and ``inf`` (the Gaussian)."""
 
 import numpy as np
 from scipy.special import gamma as gamma_fn
