@@ -162,13 +162,9 @@ class RiskPathDisplay:
         self.converged = converged
 
     def _curves(self):
-        curves = {
-            "risk": _as_path(self.risk, "risk"),
-            "loo": _as_path(self.loo, "loo"),
-            "kfold": _as_path(self.kfold, "kfold"),
-            "test": _as_path(self.test_error, "test_error"),
-        }
-        curves = {k: v for k, v in curves.items() if v is not None}
+        given = {"risk": "risk", "loo": "loo", "kfold": "kfold", "test": "test_error"}
+        curves = {k: _as_path(getattr(self, name), name) for k, name in given.items()
+                  if getattr(self, name) is not None}
         if not curves:
             raise ValueError("Nothing to plot: give risk, loo, kfold or test_error.")
         lengths = {k: v.shape[0] for k, v in curves.items()}

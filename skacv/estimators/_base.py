@@ -74,10 +74,12 @@ COMMON_CONSTRAINTS = {
 
 
 def store_params(estimator, given):
-    """Set every parameter of ``estimator``'s ``__init__`` from ``given``
-    (its ``locals()``) unchanged, as scikit-learn requires of ``__init__``."""
-    for name in estimator._get_param_names():
-        setattr(estimator, name, given[name])
+    """Set the arguments of an ``__init__`` (``given``, its ``locals()``) as
+    attributes, unchanged, as scikit-learn requires of ``__init__`` (a
+    subclass's own parameters are its ``__init__``'s)."""
+    for name, value in given.items():
+        if name != "self":
+            setattr(estimator, name, value)
 
 
 #: what the validation of a first fit sets on the estimator (FitPlan.checks)
@@ -187,16 +189,14 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             (X, y, sample_weight), _, attributes = shared
             self.__dict__.pop("feature_names_in_", None)  # (as validate_data's reset)
             self.__dict__.update(attributes)
-            if same_data:
-                self._plan_data = given, (X, y, sample_weight)
         else:
             taken("validate", reset=not warm)
             with (sklearn.config_context(assume_finite=True) if trusted
                   else contextlib.nullcontext()):
                 X, y = self._validate_xy(X, y, reset=not warm)
                 sample_weight = check_sample_weight(sample_weight, X, X.dtype)
-            if same_data:  # held for the plan's block only (planned)
-                self._plan_data = given, (X, y, sample_weight)
+        if same_data:  # held for the plan's block only (planned)
+            self._plan_data = given, (X, y, sample_weight)
         y_fit, extra = self._encode_target(y, sample_weight)
         if trusted:
             fingerprint = self._warm_guard.fingerprint
