@@ -29,7 +29,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._config import check_memory, working_memory_bytes
+from .._config import check_memory
 from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
 from ..estimators._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
@@ -38,7 +38,7 @@ from ..exceptions import DivergenceError
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
 from ._eigenpro_setup import EigenProSetup
-from ._kernels import KERNELS, Kernel
+from ._kernels import KERNELS, Kernel, kernel_product
 
 
 class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
@@ -222,12 +222,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         if alpha is None:
             alpha = self.dual_coef_.reshape(self.X_fit_.shape[0], -1)
         Xf = self.X_fit_
-        sq = np.einsum("ij,ij->i", Xf, Xf)
-        chunk = max(1, int(working_memory_bytes() // (16 * max(Xf.shape[0], 1))))
-        out = np.empty((X.shape[0], alpha.shape[1]))
-        for s in range(0, X.shape[0], chunk):
-            out[s: s + chunk] = kern(X[s: s + chunk], Xf, Y_norm_squared=sq) @ alpha
-        return out
+        return kernel_product(kern, X, Xf, alpha, np.einsum("ij,ij->i", Xf, Xf))
 
     def _decision_path(self, X):
         """Scores of every epoch, shape (len(X), n_outputs, n_iter_ + 1)."""

@@ -137,6 +137,16 @@ def factor_block(kernel, LA, RB, out=None):
     return _from_distance(kernel, np.sqrt(K, out=K))
 
 
+def kernel_product(kernel, A, B, G, B_sq=None):
+    """``kernel(A, B) @ G`` (float64) by row chunks of ``A`` within the
+    working memory; ``B_sq`` the squared row norms of ``B``."""
+    out = np.empty((A.shape[0], G.shape[1]))
+    chunk = max(1, int(working_memory_bytes() // (16 * max(B.shape[0], 1))))
+    for s in range(0, A.shape[0], chunk):
+        out[s: s + chunk] = kernel(A[s: s + chunk], B, Y_norm_squared=B_sq) @ G
+    return out
+
+
 def median_bandwidth(X, sample_weight, size, random_state, statistics):
     """Median distance between two draws of ``size`` from the weighted rows.
 
@@ -242,8 +252,8 @@ class KernelOperator:
             Gs = G.astype(dt, copy=False)[order]
             return np.asarray((Gs.T @ self.full[rows[order]]).T, dtype=np.float64)
         n = self.X.shape[0]
-        out = np.empty((n, G.shape[1]))
         if self.fused:
+            out = np.empty((n, G.shape[1]))
             RB, Gd = self.right[rows], G.astype(dt, copy=False)
             k, mult = G.shape[1], self.policy.kernel_rhs_multiple
             if k > 1 and k % mult:  # BLAS's kernels: fewer columns can cost more
@@ -259,9 +269,4 @@ class KernelOperator:
                           out=prod[: e - s])
                 out[s:e] = prod[: e - s, :k]
             return out
-        X = self.X
-        XB, sqB = X[rows], self.sq[rows]
-        chunk = max(1, int(working_memory_bytes() // (16 * max(len(rows), 1))))
-        for s in range(0, n, chunk):
-            out[s: s + chunk] = self.kernel(X[s: s + chunk], XB, Y_norm_squared=sqB) @ G
-        return out
+        return kernel_product(self.kernel, self.X, self.X[rows], G, self.sq[rows])
