@@ -207,10 +207,7 @@ class EigenProSetup:
 
     def _subsample_draws(self, n_eff, statistics):
         """``M``: ``subsample_size``, or for ``"auto"`` the statistical policy's
-        size ``M_0`` (Ma & Belkin 2019) when it is at most half the data, else
-        ``M_0 (n_eff / 2 M_0)^p`` (``p``: its ``eigenpro_subsample_power``;
-        the same size at ``2 M_0``) but at least ``eigenpro_subsample_min``
-        (``M >= n_eff``: every row, the exact eigensystem)."""
+        ``eigenpro_subsample_*`` rule (docs/speed_policy.rst; Ma & Belkin 2019)."""
         if self.subsample_size != "auto":
             return int(self.subsample_size)
         small, large, from_n = statistics.eigenpro_subsample_max
