@@ -44,28 +44,12 @@ _FLATTENED = 5.0
 
 
 def auto_ylim(curves, factor=_Y_TOP_FACTOR):
-    """The y-range that shows the informative part of positive error curves.
-
-    The top is ``factor`` times the largest of the curves' minima (so every
-    minimum, and the region where the curves come within that factor of
-    it, is in view), at least 0.1 % of the whole range above the smallest
-    value; the bottom leaves a margin of 5 % of the range below the
-    smallest value. Only when the whole range is more than 5 times this
-    one (the informative region would fill less than a fifth of the height).
-
-    Parameters
-    ----------
-    curves : iterable of ndarray of shape (n_iter + 1,)
-    factor : float, default=2.0
-
-    Returns
-    -------
-    ylim : tuple of float or None
-        ``(bottom, top)``, or ``None`` when the whole range is within 5
-        times this one, or a curve has no finite value, or a value is not
-        positive (no multiple of a minimum then means anything):
-        matplotlib's own range.
-    """
+    """``(bottom, top)`` showing the informative part of positive error
+    curves (``ylim="auto"``): the top ``factor`` times the largest of their
+    minima (at least 0.1 % of the range above the smallest value), the
+    bottom 5 % of that range below it; ``None`` (matplotlib's range) when
+    the whole range is within :data:`_FLATTENED` times this one, a curve
+    has no finite value or a value is not positive."""
     finite = [c[np.isfinite(c)] for c in curves]
     if not finite or any(c.size == 0 for c in finite):
         return None
@@ -80,24 +64,10 @@ def auto_ylim(curves, factor=_Y_TOP_FACTOR):
 
 
 def path_test_error(estimator, X, y, sample_weight=None):
-    """Test error of every iterate of a fitted trajectory estimator.
-
-    Regressors: the (weighted) mean squared error of ``predict_path(X)``,
-    the quantity that ``risk_path_`` and ``loo_path_`` estimate. Binary
-    classifiers with ``decision_function_path``: the (weighted) mean
-    log-loss, the loss of their ``loo_path_``.
-
-    Parameters
-    ----------
-    estimator : fitted trajectory estimator
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
-    y : array-like of shape (n_samples,)
-    sample_weight : array-like of shape (n_samples,), default=None
-
-    Returns
-    -------
-    error : ndarray of shape (n_iter_ + 1,)
-    """
+    """Test error of every iterate, shape (n_iter_ + 1,): the (weighted)
+    mean squared error of ``predict_path(X)`` (regressors), the mean
+    log-loss of ``decision_function_path(X)`` (binary classifiers), as
+    ``risk_path_`` and ``loo_path_`` estimate."""
     if hasattr(estimator, "decision_function_path"):
         D = estimator.decision_function_path(X)
         y = np.asarray(y)
@@ -192,13 +162,9 @@ class RiskPathDisplay:
         self.converged = converged
 
     def _curves(self):
-        curves = {
-            "risk": _as_path(self.risk, "risk"),
-            "loo": _as_path(self.loo, "loo"),
-            "kfold": _as_path(self.kfold, "kfold"),
-            "test": _as_path(self.test_error, "test_error"),
-        }
-        curves = {k: v for k, v in curves.items() if v is not None}
+        given = {"risk": "risk", "loo": "loo", "kfold": "kfold", "test": "test_error"}
+        curves = {k: _as_path(getattr(self, name), name) for k, name in given.items()
+                  if getattr(self, name) is not None}
         if not curves:
             raise ValueError("Nothing to plot: give risk, loo, kfold or test_error.")
         lengths = {k: v.shape[0] for k, v in curves.items()}

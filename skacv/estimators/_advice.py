@@ -1,7 +1,5 @@
-"""What a fit says when its risk estimate cannot be trusted: the first
-iterate flagged in ``risk_reliable_``, the check it fails and the fixes that
-apply to this estimator (another solver, leave-one-out, fewer iterations),
-as an :class:`~skacv.exceptions.UnreliableEstimateWarning`."""
+"""What a fit says when its risk estimate cannot be trusted
+(:class:`~skacv.exceptions.UnreliableEstimateWarning`)."""
 
 import warnings
 
@@ -47,9 +45,7 @@ def unreliable_advice(estimator, res, statistics):
 
 
 def warn_unreliable(estimator, res, advice, statistics):
-    """UnreliableEstimateWarning naming the first flagged iterate, the check
-    it fails and the fixes that apply to this estimator (``advice`` of
-    :func:`unreliable_advice`; ``None``: nothing flagged, no warning)."""
+    """Warn with ``advice`` (:func:`unreliable_advice`; ``None``: no warning)."""
     if advice is None:
         return
     t, cause, fixes = advice

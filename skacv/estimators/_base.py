@@ -1,26 +1,7 @@
-"""The fit shell of every trajectory estimator.
-
-:class:`TrajectoryEstimator` owns what every estimator of skacv does the same
-way: input validation, sample weights, the warm-start guard (every parameter
-is protected unless the class declares it free), memory checks, the fit loop
-(:func:`skacv.iterations._path.run_trajectory`) and the estimates (``risk_path_`` by
-:func:`skacv.estimates.risk._estimate.trajectory_risk`, ``loo_path_`` by
-:func:`skacv.estimates.loo._iacv.iacv_path`). Subclasses supply small hooks:
-
-* ``_validate_xy`` / ``_encode_target``: input checks and the target of the
-  fit (numeric ``y``, or labels in {0, 1} and ``classes_``);
-* ``_make_design``, ``_make_datafit``, ``_make_penalty``: the problem;
-* ``_make_iteration``: the algorithm (:mod:`skacv.iterations._iterations`);
-* ``_store_path``: the fitted attributes from the path in fit coordinates.
-
-Kernel machines (EigenPro) override ``_run_path`` only: their state is a
-dual vector and their loop runs epochs over kernel columns.
-
-A search that grows a path in stages tells its fits what they need by a
-:class:`~skacv.estimators._setup.FitPlan` held in
-:meth:`TrajectoryEstimator.planned` (nothing of it outlives the block); the
-methods the search calls are :class:`~skacv.estimators.SearchProtocol`'s.
-"""
+"""The fit shell of every trajectory estimator (docs/architecture.rst, "The
+fit shell"): validation, the warm-start guard, the path and its estimates;
+the estimators supply the hooks. Kernel machines (EigenPro) override
+``_run_path`` only."""
 
 import contextlib
 import dataclasses
@@ -67,6 +48,13 @@ _ESTIMATE_ATTRIBUTES = ("risk_path_", "risk_matrix_", "memory_matrix_", "risk_re
                         "loo_error_path_", "loo_predictions_", "loo_indices_")
 
 
+#: what a pickle leaves out: the Jacobian chains, the left-out runs, the
+#: centred design, the deferred statistics and the loop's records of the path
+#: (X~ x^t, X~^T F, X~ v^t)
+_WARM_ONLY = ("_risk_state", "_loo_state", "_warm_design", "_uq_pending", "_fitted_path",
+              "_gradient_path", "_source_path")
+
+
 #: parameter constraints shared by the trajectory estimators
 COMMON_CONSTRAINTS = {
     "alpha": [Interval(Real, 0, None, closed="left")],
@@ -83,6 +71,15 @@ COMMON_CONSTRAINTS = {
     "random_state": ["random_state"],
     "verbose": ["verbose"],
 }
+
+
+def store_params(estimator, given):
+    """Set the arguments of an ``__init__`` (``given``, its ``locals()``) as
+    attributes, unchanged, as scikit-learn requires of ``__init__`` (a
+    subclass's own parameters are its ``__init__``'s)."""
+    for name, value in given.items():
+        if name != "self":
+            setattr(estimator, name, value)
 
 
 #: what the validation of a first fit sets on the estimator (FitPlan.checks)
@@ -122,7 +119,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
 
     def _warm_start_params(self):
         """The parameters a warm start must find unchanged, the grouped ones
-        resolved (``None``, ``{}`` and the defaults given are the same)."""
+        resolved (``None``, ``{}`` and the defaults are the same)."""
         params = self.get_params(deep=False)
         params.update({p: resolve_options(self, p) for p in self._option_keys})
         return params
@@ -158,8 +155,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
 
     # ----------------------------------------------------------- the shell
     def _checks_shared(self):
-        """The fit shell's own checks of the data (no class of its own):
-        those of the same objects are the same for every candidate."""
+        """The data's checks are the shell's own (the same for every candidate)."""
         cls = type(self)
         return (cls._validate_xy is TrajectoryEstimator._validate_xy
                 and cls._encode_target is TrajectoryEstimator._encode_target)
@@ -170,13 +166,9 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             and getattr(self, "_warm_guard", None) is not None
 
     def _fit(self, X, y, sample_weight=None, frozen=None):
-        """Validate, guard the warm start, run the path, set the estimates.
-
-        ``frozen`` (a :class:`~skacv.estimators._setup.PathSetup`, a previous
-        fit's set-up: step size, preconditioner, mini-batch sampler) makes a new path reuse those
-        data-dependent parts of the algorithm instead of computing them, as
-        brute-force leave-one-out refits must.
-        """
+        """Validate, guard the warm start, run the path, set the estimates;
+        ``frozen`` (a previous fit's ``PathSetup``) is the set-up a new path
+        reuses (brute-force leave-one-out refits)."""
         taken("fit", estimator=type(self).__name__, max_iter=self.max_iter)
         warm = self._continues()
         if is_dask(X, y, sample_weight):  # one pass over the rows (._dask_fit)
@@ -197,16 +189,14 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             (X, y, sample_weight), _, attributes = shared
             self.__dict__.pop("feature_names_in_", None)  # (as validate_data's reset)
             self.__dict__.update(attributes)
-            if same_data:
-                self._plan_data = given, (X, y, sample_weight)
         else:
             taken("validate", reset=not warm)
             with (sklearn.config_context(assume_finite=True) if trusted
                   else contextlib.nullcontext()):
                 X, y = self._validate_xy(X, y, reset=not warm)
                 sample_weight = check_sample_weight(sample_weight, X, X.dtype)
-            if same_data:  # held for the plan's block only (planned)
-                self._plan_data = given, (X, y, sample_weight)
+        if same_data:  # held for the plan's block only (planned)
+            self._plan_data = given, (X, y, sample_weight)
         y_fit, extra = self._encode_target(y, sample_weight)
         if trusted:
             fingerprint = self._warm_guard.fingerprint
@@ -227,9 +217,9 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         return self
 
     def _new_setup(self, design, datafit, penalty):
-        """Data-dependent parts of a new path: the step size (``1 / L``, ``L``
-        the curvature bound of the mean objective; mini-batches add the
-        largest row norm over the batch size) and the mini-batch seed."""
+        """A new path's step size (``1 / L``, ``L`` the curvature bound of the
+        mean objective, plus the largest row norm over the batch size for
+        mini-batches) and mini-batch seed."""
         setup = PathSetup(step_size=1.0)
         solver = getattr(self, "solver", None)
         sgd = solver == "sgd"
@@ -248,10 +238,9 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
 
     def _covariance_form(self, design, datafit, n_total, iteration=None):
         """Whether a new path's loop runs in the covariance form: full-batch
-        least squares without preconditioner where it costs less over the
-        path's horizon (:func:`~skacv.linalg._covariance.covariance_form_pays`). Before
-        the iteration exists (``None``: the step size is not known yet) the
-        solver's name says whether it is full batch."""
+        least squares without preconditioner where it pays
+        (:func:`~skacv.linalg._covariance.covariance_form_pays`); before the
+        iteration exists (``None``) the solver's name says if it is full batch."""
         if type(datafit) is not LeastSquares or not covariance_form_pays(
                 design, max(n_total, self._plan_in_force().horizon)):
             return False
@@ -392,13 +381,10 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         return np.asarray(X, dtype=np.float64)
 
     def _problem(self, X, y, sample_weight=None):
-        """This fit's problem on the data ``(X, y, sample_weight)``.
-
-        Returns a Bunch with the ``design``, ``datafit`` and ``iteration``
-        (this fit's step size and set-up), the unweighted ``rows`` and
-        ``target_rows`` in the fit's coordinates (centred for least squares
-        with an intercept) and the validated ``y``.
-        """
+        """This fit's problem on ``(X, y, sample_weight)``: a Bunch of the
+        ``design``, ``datafit``, ``iteration`` (this fit's set-up), the
+        unweighted ``rows`` and ``target_rows`` in the fit's coordinates
+        (centred for least squares with an intercept) and the validated ``y``."""
         check_is_fitted(self)
         X, y = self._validate_xy(X, y, reset=False)
         sample_weight = check_sample_weight(sample_weight, X, X.dtype)
@@ -487,9 +473,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
                 self.loo_indices_ = res.indices
 
     def _keeps_risk_matrices(self):
-        """Whether this fit keeps ``risk_matrix_`` and ``memory_matrix_``: their
-        ``(n_iter_ + 1)^2`` floats within ``risk_matrix_limit``
-        (:func:`skacv.get_config`)."""
+        """``risk_matrix_`` and ``memory_matrix_`` fit in ``risk_matrix_limit``."""
         T1 = self.n_iter_ + 1
         return 8.0 * T1 * T1 <= risk_matrix_bytes()
 
@@ -506,9 +490,8 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _set_uq(self, design, res, target):
-        """The debiasing statistics (:mod:`skacv.estimates.risk._uq`) of a fit's risk
-        estimate ``res``, and the paths they give (only the diagonal of the
-        risk matrix is read: the risk path when the matrix was not formed)."""
+        """The debiasing statistics (:mod:`skacv.estimates.risk._uq`) of the
+        risk estimate ``res`` and the paths they give."""
         taken("debias_statistics")
         G = res.risk_matrix if res.risk_matrix is not None else res.risk
         if res.corrected_residuals is not None:
@@ -524,8 +507,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
 
     # ---------------------------------------------------------- warm state
     def _frozen_setup(self, left_out=None):
-        """The set-up of this fit for a refit on the data without row
-        ``left_out`` (its mini-batches with the row deleted)."""
+        """This fit's set-up for a refit without row ``left_out``."""
         setup = dataclasses.replace(self._setup)
         if setup.batch_seed is not None:
             sampler = MinibatchSampler(setup.n_samples, self.batch_size, setup.batch_seed)
@@ -533,16 +515,10 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         return setup
 
     def __getstate__(self):
-        # the saved Jacobian chains only speed up a warm-started refit
+        # what only speeds up a warm-started refit, which recomputes it
         state = dict(super().__getstate__())  # a copy: never mutate __dict__
-        state.pop("_risk_state", None)
-        state.pop("_loo_state", None)
-        state.pop("_warm_design", None)
-        state.pop("_uq_pending", None)
-        # X~ x^t of the path (n_samples x (n_iter_ + 1)): a warm refit recomputes it
-        state.pop("_fitted_path", None)
-        state.pop("_gradient_path", None)  # X~^T F of the path: a warm refit recomputes it
-        state.pop("_source_path", None)  # X~ v^t of the path: as _fitted_path
+        for name in _WARM_ONLY:
+            state.pop(name, None)
         return state
 
 
@@ -567,13 +543,15 @@ class InterceptColumnMixin:
     def _fit_rows(self, X):
         return super()._fit_rows(self._augment(X))
 
-    def _split_path(self, path):
-        """``(coef_path, intercept_path)`` from the path of ``(w, b)``."""
+    def _store_path(self, path, design, offset):
+        """The paths of ``w`` and ``b`` from the path of ``(w, b)``; ``coef_``
+        and ``intercept_`` the last iterate's."""
         p = path.shape[0] - int(self.fit_intercept)
-        coef_path = np.asfortranarray(path[:p])
-        if self.fit_intercept:
-            return coef_path, path[p].copy()
-        return coef_path, np.zeros(path.shape[1], dtype=path.dtype)
+        self.coef_path_ = np.asfortranarray(path[:p])
+        self.intercept_path_ = (path[p].copy() if self.fit_intercept
+                                else np.zeros(path.shape[1], dtype=path.dtype))
+        self.coef_ = self.coef_path_[:, -1].copy()
+        self.intercept_ = self.intercept_path_[-1]
 
     def _fit_coef_path(self):
         """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""

@@ -34,32 +34,12 @@ def check_dask_solver(estimator):
 
 
 def dask_fit(estimator, X, y, sample_weight=None, frozen=None):
-    """``estimator._fit`` on a Dask input: one pass, then the in-memory fit.
-
-    The pass computes the moments of ``[X, y]`` and, with
-    ``estimate_loo=True``, fetches the ``loo_options["subsample"]`` rows the
-    in-memory fit would track (the same draw of ``random_state``); the
-    estimator is fitted on the compressed sample of the other rows followed
-    by those rows (:func:`~skacv.linalg._dask.sample_with_rows`), with the
-    :class:`~skacv.linalg._dask.RowSource` active (the Hutchinson probes of
-    the rows, a second pass when drawn). The probe scheme ``"auto"`` then
-    takes the shared probes (the rows' own, mapped), so the fit equals the
-    in-memory fit with ``risk_options={"probe_scheme": "shared"}``.
-
-    Parameters
-    ----------
-    estimator : TrajectoryLasso or IterativeRidge
-        Full-batch least squares (:func:`check_dask_solver`).
-    X : dask array or DataFrame of shape (n_samples, n_features)
-    y : dask array or Series of shape (n_samples,)
-    sample_weight : dask array of shape (n_samples,), default=None
-    frozen : PathSetup, default=None
-        Passed on to ``estimator._fit``.
-
-    Returns
-    -------
-    estimator
-    """
+    """``estimator._fit`` on a Dask input (docs/internals.rst, the Dask
+    section): one pass for the moments (and the rows leave-one-out tracks),
+    then the in-memory fit on the compressed sample
+    (:func:`~skacv.linalg._dask.sample_with_rows`) with the
+    :class:`~skacv.linalg._dask.RowSource` active (the rows' own probes:
+    the probe scheme ``"auto"`` takes ``"shared"``)."""
     check_dask_solver(estimator)
     name = type(estimator).__name__
     params = estimator.get_params(deep=False)
@@ -104,29 +84,16 @@ def _lazy_rows(estimator, X):
 
 
 def lazy_predictor(estimator, X, coef, intercept):
-    """``X @ coef + intercept`` on a Dask input, lazily (a Dask array).
-
-    Parameters
-    ----------
-    estimator : fitted estimator (its ``n_features_in_`` is checked)
-    X : dask array or DataFrame of shape (n_samples, n_features)
-    coef : ndarray of shape (n_features,) or (n_features, k)
-    intercept : float or ndarray of shape (k,)
-
-    Returns
-    -------
-    y : dask array of shape (n_samples,) or (n_samples, k)
-    """
+    """``X @ coef + intercept`` on a Dask input, lazily (a Dask array of
+    shape (n_samples,) or (n_samples, k) for ``coef`` of shape (n_features,)
+    or (n_features, k)); ``X`` is checked against the fit."""
     X = _lazy_rows(estimator, X)
     return X @ np.asarray(coef, dtype=X.dtype) + np.asarray(intercept, dtype=X.dtype)
 
 
 def lazy_score(estimator, X, y, sample_weight=None):
-    """``R^2`` (float) of a fitted regressor's ``predict`` on Dask rows, as
-    scikit-learn's ``r2_score`` (``1 - SS_res / SS_tot``, weighted; 1.0 for
-    a perfect fit of a constant target, 0.0 for an imperfect one), from sums
-    reduced over the row chunks in one computation: ``X`` is never
-    gathered."""
+    """``R^2`` of ``predict`` on Dask rows, as scikit-learn's ``r2_score``
+    (weighted), from sums reduced over the row chunks in one computation."""
     import dask
 
     X, y, w, _ = dask_rows(X, y, sample_weight)

@@ -1,5 +1,8 @@
 """The numpydoc sections the least-squares trajectory regressors share
-(:class:`~skacv.TrajectoryLasso`, :class:`~skacv.IterativeRidge`)."""
+(:class:`~skacv.TrajectoryLasso`, :class:`~skacv.IterativeRidge`), and the
+parameter ``X`` of the prediction methods (:func:`documents_x`)."""
+
+import re
 
 #: numpydoc attributes of the least-squares trajectory regressors
 DOC_ATTRIBUTES = """
@@ -117,3 +120,19 @@ DOC_ATTRIBUTES = """
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when ``X`` has feature names.
 """
+
+
+def documents_x(kind="{array-like, sparse matrix}"):
+    """Decorator: the parameter ``X : <kind> of shape (n_samples,
+    n_features)``, the only one of the prediction methods, inserted before
+    the Returns (or Yields) section of the method's docstring."""
+
+    def decorate(method):
+        doc = method.__doc__
+        at = re.search(r"\n\n( *)(Returns|Yields)\n", doc)
+        pad = at.group(1)
+        method.__doc__ = (f"{doc[:at.start()]}\n\n{pad}Parameters\n{pad}----------\n"
+                          f"{pad}X : {kind} of shape (n_samples, n_features){doc[at.start():]}")
+        return method
+
+    return decorate

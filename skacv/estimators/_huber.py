@@ -9,7 +9,12 @@ from ..iterations._datafits import Huber
 from ..iterations._iterations import SGD, GradientDescent, Iteration
 from ..iterations._penalties import L2, Penalty
 from ..utils._compat import Interval, StrOptions
-from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, TrajectoryEstimator
+from ._base import (
+    COMMON_CONSTRAINTS,
+    InterceptColumnMixin,
+    TrajectoryEstimator,
+    store_params,
+)
 from ._options import CHAIN_OPTIONS, LOO_OPTIONS
 from ._path_methods import TrajectoryMixin
 
@@ -242,24 +247,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         random_state=None,
         verbose=0,
     ):
-        self.epsilon = epsilon
-        self.alpha = alpha
-        self.scale = scale
-        self.penalty = penalty
-        self.solver = solver
-        self.step_schedule = step_schedule
-        self.max_iter = max_iter
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.fit_intercept = fit_intercept
-        self.warm_start = warm_start
-        self.estimate_risk = estimate_risk
-        self.estimate_loo = estimate_loo
-        self.n_probes = n_probes
-        self.risk_options = risk_options
-        self.loo_options = loo_options
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     # ------------------------------------------------------ problem pieces
     def _path_scale(self):
@@ -304,8 +292,3 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
 
     def _solvers(self, setup):
         return {"gd": (GradientDescent, {}), "prox_gd": (GradientDescent, {}), "sgd": (SGD, {})}
-
-    def _store_path(self, path, design, offset):
-        self.coef_path_, self.intercept_path_ = self._split_path(path)
-        self.coef_ = self.coef_path_[:, -1].copy()
-        self.intercept_ = self.intercept_path_[-1]

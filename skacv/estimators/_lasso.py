@@ -9,7 +9,7 @@ from ..iterations._datafits import LeastSquares
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2, ElasticNet
 from ..utils._compat import Interval, StrOptions
-from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
 from ._options import LOO_OPTIONS, RISK_OPTIONS
@@ -206,21 +206,7 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         random_state=None,
         verbose=0,
     ):
-        self.alpha = alpha
-        self.l1_ratio = l1_ratio
-        self.solver = solver
-        self.max_iter = max_iter
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.fit_intercept = fit_intercept
-        self.warm_start = warm_start
-        self.estimate_risk = estimate_risk
-        self.estimate_loo = estimate_loo
-        self.n_probes = n_probes
-        self.risk_options = risk_options
-        self.loo_options = loo_options
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     def _make_datafit(self, design):
         return LeastSquares()
@@ -292,17 +278,4 @@ class TrajectoryLasso(TrajectoryElasticNet):
         random_state=None,
         verbose=0,
     ):
-        self.alpha = alpha
-        self.solver = solver
-        self.max_iter = max_iter
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.fit_intercept = fit_intercept
-        self.warm_start = warm_start
-        self.estimate_risk = estimate_risk
-        self.estimate_loo = estimate_loo
-        self.n_probes = n_probes
-        self.risk_options = risk_options
-        self.loo_options = loo_options
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())

@@ -11,7 +11,13 @@ from ..iterations._datafits import Logistic
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2
 from ..utils._compat import StrOptions, _fit_context
-from ._base import COMMON_CONSTRAINTS, InterceptColumnMixin, TrajectoryEstimator
+from ._base import (
+    COMMON_CONSTRAINTS,
+    InterceptColumnMixin,
+    TrajectoryEstimator,
+    store_params,
+)
+from ._docs import documents_x
 from ._path_methods import PathMixin
 
 
@@ -141,19 +147,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         random_state=None,
         verbose=0,
     ):
-        self.alpha = alpha
-        self.penalty = penalty
-        self.solver = solver
-        self.max_iter = max_iter
-        self.step_size = step_size
-        self.step_schedule = step_schedule
-        self.batch_size = batch_size
-        self.fit_intercept = fit_intercept
-        self.warm_start = warm_start
-        self.estimate_loo = estimate_loo
-        self.loo_options = loo_options
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -218,20 +212,17 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
 
     def _store_path(self, path, design, offset):
         self.classes_ = self._fit_classes
-        self.coef_path_, self.intercept_path_ = self._split_path(path)
-        self.coef_ = self.coef_path_[:, -1][None, :].copy()
+        super()._store_path(path, design, offset)
+        self.coef_ = self.coef_[None, :]
         self.intercept_ = self.intercept_path_[-1:].copy()
 
     def _path_predictions(self, X):
         return expit(super()._path_predictions(X))
 
     # --------------------------------------------------------------- predict
+    @documents_x()
     def decision_function(self, X):
         """Linear predictor of the last iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -241,12 +232,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         X = self._check_X(X)
         return np.asarray(X @ self.coef_[0]).ravel() + self.intercept_[0]
 
+    @documents_x()
     def predict(self, X):
         """Class labels of the last iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -255,12 +243,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         scores = self.decision_function(X)
         return self.classes_[(scores > 0).astype(int)]
 
+    @documents_x()
     def predict_proba(self, X):
         """Class probabilities of the last iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -270,12 +255,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         p1 = expit(self.decision_function(X))
         return np.column_stack([1.0 - p1, p1])
 
+    @documents_x()
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba` (computed stably).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -284,12 +266,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         d = self.decision_function(X)
         return np.column_stack([log_expit(-d), log_expit(d)])
 
+    @documents_x()
     def decision_function_path(self, X):
         """Linear predictor of every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -297,12 +276,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         """
         return self._decision_path(X)
 
+    @documents_x()
     def predict_path(self, X):
         """Class labels of every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -311,12 +287,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         scores = self.decision_function_path(X)
         return self.classes_[(scores > 0).astype(int)]
 
+    @documents_x()
     def predict_proba_path(self, X):
         """Probability of ``classes_[1]`` at every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -324,12 +297,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         """
         return expit(self.decision_function_path(X))
 
+    @documents_x()
     def staged_predict_proba(self, X):
         """Yield :meth:`predict_proba` of iterates ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Yields
         ------

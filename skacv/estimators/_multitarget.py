@@ -1,18 +1,8 @@
-"""Several targets for the least-squares trajectory regressors.
-
-``TrajectoryLasso().fit(X, Y)`` with ``Y`` of shape (n_samples, n_targets)
-fits one path per column of ``Y``, as scikit-learn's ``Lasso`` fits one
-coefficient row per target. :class:`MultiTargetMixin` does it with one clone
-of the estimator per column (``estimators_``), each an ordinary 1-D fit of
-the shell (:meth:`~skacv.estimators._base.TrajectoryEstimator._fit`) on the
-``X`` and sample weights validated once, inside
-:func:`~skacv.linalg._design.shared_designs` (one centred design and Gram
-matrix for all the targets), the first target's set-up of the path (step
-size, mini-batch seed, EigenPro's preconditioner: ``X`` and the weights
-only) passed to the others as ``frozen``. The fitted attributes are the
-clones' stacked along a leading target axis; every step, estimate and
-warm-start check is the 1-D fit's, nothing of it is written again here.
-"""
+"""Several targets for the least-squares trajectory regressors: one clone
+per column of ``Y``, each an ordinary 1-D fit of the shell, their attributes
+stacked (docs/architecture.rst, "The fit shell"). The clones share one
+centred design (:func:`~skacv.linalg._design.shared_designs`) and the first
+target's set-up (``frozen``)."""
 
 import copy
 import dataclasses
@@ -70,21 +60,10 @@ def stack_diagnostics(bunches):
 
 
 class MultiTargetMixin:
-    """``fit`` with ``y`` of shape (n_samples, n_targets): one path per target.
-
-    A 1-D ``y`` is the shell's fit, unchanged. A 2-D ``y`` (one column
-    included, as scikit-learn's ``Lasso``) fits ``estimators_``, one clone per
-    target fitted on its column with the same ``X`` and sample weights, and
-    stacks their attributes (:data:`STACKED_ATTRIBUTES`, ``risk_diagnostics_``)
-    along a leading target axis; ``n_iter_`` is the one int of every path
-    (each runs exactly ``max_iter`` steps, so the stacked paths need no
-    padding). A warm refit continues every target's path (the same number of
-    targets; the whole data and the protected parameters are checked by this
-    estimator's own guard). The debiasing methods (``debiased_coef``,
-    ``coef_confidence_interval``, ``noise_variance_path``,
-    ``excess_risk_path``) are for one target: they raise and name
-    ``estimators_[k]``.
-    """
+    """``fit`` with ``y`` of shape (n_samples, n_targets): one path per
+    target (``estimators_``), the attributes stacked; a 1-D ``y`` is the
+    shell's fit. A warm refit continues every target's path, checked by this
+    estimator's own guard; the debiasing methods are for one target."""
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -154,8 +133,7 @@ class MultiTargetMixin:
         return self
 
     def _stack(self, estimators):
-        """This fit's attributes from the targets': stacked copies, of which
-        the targets keep views (one copy in memory, and in a pickle)."""
+        """Stacked copies of the targets' attributes; the targets keep views."""
         self.estimators_ = estimators
         self.n_iter_ = int(estimators[0].n_iter_)  # every path runs max_iter steps
         if hasattr(self, "feature_names_in_"):

@@ -1,11 +1,6 @@
-"""The grouped parameters ``risk_options`` and ``loo_options``: settings of
-the estimates' internals that a user rarely turns, one dict parameter each.
-
-``_parameter_constraints`` checks that such a parameter is a dict or
-``None``; a class's ``_option_keys`` declares its keys as ``{key: (default,
-constraints)}``, the constraints scikit-learn's (those of the separate
-parameters the keys replace), checked by :func:`check_options`.
-"""
+"""The grouped parameters ``risk_options`` and ``loo_options`` (a dict or
+``None`` each): a class's ``_option_keys`` declares their keys as ``{key:
+(default, scikit-learn's constraints)}``, checked by :func:`check_options`."""
 
 from numbers import Integral
 

@@ -1,11 +1,7 @@
 """The path methods of the estimators that store ``coef_path_`` and
-``intercept_path_``: the linear predictor of every iterate
-(:class:`PathMixin`), and ``fit``, ``predict``, ``predict_path``,
-``staged_predict``, ``score`` and the uncertainty quantification of the
-regressors (:class:`TrajectoryMixin`), for one target or the stacked paths
-of several (:class:`~skacv.estimators._multitarget.MultiTargetMixin`). The
-fit itself is the shell's (:class:`~skacv.estimators._base.TrajectoryEstimator`).
-"""
+``intercept_path_`` (:class:`PathMixin`), and the regressors' ``fit``,
+predictions, ``score`` and uncertainty quantification (:class:`TrajectoryMixin`),
+for one target or the stacked paths of several."""
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -14,6 +10,7 @@ from ..estimates.risk._uq import UncertaintyMixin
 from ..linalg._dask import is_dask
 from ..utils._compat import _fit_context
 from ._dask_fit import lazy_predictor, lazy_score
+from ._docs import documents_x
 
 
 class PathMixin:
@@ -90,12 +87,9 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         """
         return self._fit(X, y, sample_weight)
 
+    @documents_x()
     def predict_path(self, X):
         """Predictions of every iterate.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -105,12 +99,9 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
         """
         return self._decision_path(X)
 
+    @documents_x()
     def staged_predict(self, X):
         """Yield the predictions of iterates ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Yields
         ------
@@ -124,12 +115,9 @@ class TrajectoryMixin(UncertaintyMixin, PathMixin):
             yield (lazy_predictor(self, X, coef, intercept) if dask
                    else _linear_prediction(X, coef, intercept))
 
+    @documents_x()
     def predict(self, X):
         """Predict with the last iterate (the selected one in a search).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------

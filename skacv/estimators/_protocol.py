@@ -209,12 +209,8 @@ class SearchProtocol(Protocol):
 
 
 class FitShellSearch(SearchProtocol):
-    """The fit shell's side of the protocol
-    (:class:`~skacv.estimators._base.TrajectoryEstimator`): the plan held
-    for the fits of a block, the deferred debiasing statistics, the warm
-    state, and the problem from the estimator's own hooks
-    (``_make_datafit``, ``_make_penalty``, ``_new_setup``,
-    ``_make_iteration``)."""
+    """The fit shell's side of the protocol (docs/architecture.rst, "The
+    estimator protocol"), from its hooks and warm state."""
 
     @contextlib.contextmanager
     def planned(self, plan):

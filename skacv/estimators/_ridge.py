@@ -16,7 +16,7 @@ from ..iterations._iterations import (
 from ..iterations._penalties import L2
 from ..iterations._preconditioning import feature_preconditioner, preconditioned_lipschitz
 from ..utils._compat import Interval, StrOptions
-from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator
+from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
 from ._options import CHAIN_OPTIONS, LOO_OPTIONS
@@ -147,24 +147,7 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
         random_state=None,
         verbose=0,
     ):
-        self.alpha = alpha
-        self.solver = solver
-        self.momentum = momentum
-        self.step_schedule = step_schedule
-        self.max_iter = max_iter
-        self.step_size = step_size
-        self.batch_size = batch_size
-        self.n_components = n_components
-        self.subsample_size = subsample_size
-        self.fit_intercept = fit_intercept
-        self.warm_start = warm_start
-        self.estimate_risk = estimate_risk
-        self.estimate_loo = estimate_loo
-        self.n_probes = n_probes
-        self.risk_options = risk_options
-        self.loo_options = loo_options
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     def _make_datafit(self, design):
         return LeastSquares()

@@ -13,22 +13,12 @@ Its set-up (the preconditioner, the batch and step sizes) is
 
 with ``phi(x) = k(x, X_S) coef`` the Nystrom eigenfunctions. This is SGD with
 the *EigenPro kernel* ``k_P(x, z) = k(x, z) - sum_i (d_i/lambda_i) phi_i(x)
-phi_i(z)`` (same RKHS, flatter spectrum, same interpolant). The number of
-epochs is the regulariser; run to convergence, the fit is the minimum-norm
-interpolant ``K^+ Y`` (ridgeless kernel regression).
-
-Sample weights are frequency weights: batches and the subsample are draws
-from the multiset of rows repeated by their (integer) weights, so that a
-weighted fit equals the fit on repeated rows (same random stream, same
-path); other weights are drawn with probability ``w / sum(w)``.
-
-Kernel blocks are computed by row chunks of at most
-``skacv.get_config()["working_memory"]`` MiB; the full ``n x n`` kernel
-matrix is used during the fit only when it needs less than a quarter of it
-(in the training's precision), and never kept by the fitted model. The
-low-rank part of the EigenPro kernel is applied to the batch rows at every
-step and to every row once an epoch (the fitted values are kept as ``f +
-phi @ acc`` in between).
+phi_i(z)`` (same RKHS, flatter spectrum, same interpolant); run to
+convergence, the fit is the minimum-norm interpolant ``K^+ Y``. The low-rank
+part of the EigenPro kernel is applied to the batch rows at every step and
+to every row once an epoch (the fitted values are ``f + phi @ acc`` in
+between). Sample weights are frequency weights: batches and the subsample
+are draws from the multiset of rows repeated by their (integer) weights.
 """
 
 import time
@@ -39,15 +29,16 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._config import check_memory, working_memory_bytes
+from .._config import check_memory
 from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
-from ..estimators._base import TrajectoryEstimator
+from ..estimators._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
+from ..estimators._docs import documents_x
 from ..exceptions import DivergenceError
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
 from ._eigenpro_setup import EigenProSetup
-from ._kernels import KERNELS, Kernel
+from ._kernels import KERNELS, Kernel, kernel_product
 
 
 class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
@@ -60,14 +51,11 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         "n_components": [StrOptions({"auto"}), Interval(Integral, 0, None, closed="left")],
         "subsample_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "step_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
         "max_iter": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "warm_start": ["boolean"],
-        "estimate_risk": ["boolean"],
         "n_probes": [Interval(Integral, 1, None, closed="left"), None],
         "precision": [StrOptions({"auto", "float32", "float64"})],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
+        **{k: COMMON_CONSTRAINTS[k] for k in ("step_size", "warm_start", "estimate_risk",
+                                              "random_state", "verbose")},
     }
 
     # the risk chains are built online: estimate_risk and n_probes are protected
@@ -82,20 +70,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                  n_components="auto", subsample_size="auto", batch_size="auto",
                  step_size="auto", max_iter="auto", warm_start=False, estimate_risk=False,
                  n_probes=10, precision="auto", random_state=None, verbose=0):
-        self.kernel = kernel
-        self.bandwidth = bandwidth
-        self.kernel_params = kernel_params
-        self.n_components = n_components
-        self.subsample_size = subsample_size
-        self.batch_size = batch_size
-        self.step_size = step_size
-        self.max_iter = max_iter
-        self.warm_start = warm_start
-        self.estimate_risk = estimate_risk
-        self.n_probes = n_probes
-        self.precision = precision
-        self.random_state = random_state
-        self.verbose = verbose
+        store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -188,7 +163,6 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                     alpha[rows_S] += P.coef_ @ acc
                     acc[:] = 0.0
             self.n_iter_ += 1
-            self._epoch_steps.append(self.n_steps_)
             check_memory(8 * alpha.size * (self.n_iter_ + 1), "the coefficients of every epoch",
                          "Lower max_iter. ")
             self._coef_path.append(alpha.copy())
@@ -248,12 +222,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         if alpha is None:
             alpha = self.dual_coef_.reshape(self.X_fit_.shape[0], -1)
         Xf = self.X_fit_
-        sq = np.einsum("ij,ij->i", Xf, Xf)
-        chunk = max(1, int(working_memory_bytes() // (16 * max(Xf.shape[0], 1))))
-        out = np.empty((X.shape[0], alpha.shape[1]))
-        for s in range(0, X.shape[0], chunk):
-            out[s: s + chunk] = kern(X[s: s + chunk], Xf, Y_norm_squared=sq) @ alpha
-        return out
+        return kernel_product(kern, X, Xf, alpha, np.einsum("ij,ij->i", Xf, Xf))
 
     def _decision_path(self, X):
         """Scores of every epoch, shape (len(X), n_outputs, n_iter_ + 1)."""
@@ -263,12 +232,9 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         F = self._decision(X, path.reshape(n, -1))
         return F.reshape(F.shape[0], -1, T1)
 
+    @documents_x("array-like")
     def staged_predict(self, X):
         """Yield the predictions after epochs ``0, 1, ..., n_iter_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Yields
         ------
@@ -323,12 +289,9 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
     def _set_coef(self, alpha):
         self.dual_coef_ = alpha[:, 0].copy() if self._y_1d else alpha.copy()
 
+    @documents_x("array-like")
     def predict(self, X):
         """Predict ``f(x) = k(x, X_fit_) @ dual_coef_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -337,12 +300,9 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
         out = self._decision(X)
         return out[:, 0] if self._y_1d else out
 
+    @documents_x("array-like")
     def predict_path(self, X):
         """Predictions after every epoch.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -390,12 +350,9 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
         self.classes_ = self._fit_classes
         super()._run_path(X, Y, sample_weight, warm, frozen)
 
+    @documents_x("array-like")
     def decision_function(self, X):
         """One-hot regression scores.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -408,12 +365,9 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
             return F[:, 1] - F[:, 0]
         return F[:, 0] if F.shape[1] == 1 else F
 
+    @documents_x("array-like")
     def predict(self, X):
         """Class of the largest one-hot score.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -422,12 +376,9 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
         F = self._decision(X)
         return self.classes_[np.argmax(F, axis=1)]
 
+    @documents_x("array-like")
     def predict_path(self, X):
         """Predicted classes after every epoch.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------

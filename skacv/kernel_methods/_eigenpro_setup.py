@@ -31,33 +31,15 @@ _EPS32 = float(np.finfo(np.float32).eps)
 
 @dataclasses.dataclass(eq=False)
 class _KernelFitState:
-    """What the epochs of an EigenPro fit advance (a warm start continues it).
-
-    ``n`` is the number of training rows of positive weight, ``c`` of outputs.
-
-    Attributes
-    ----------
-    Y : ndarray of shape (n, c)
-        Targets.
-    w : ndarray of shape (n,) or None
-        Sample weights (``None``: all one).
-    n_eff : float
-        Sum of the weights.
-    op : KernelOperator
-        Products with the kernel matrix.
-    rows_S : ndarray of shape (s,)
-        The Nystrom subsample's rows.
-    phi : ndarray of shape (n, q)
-        ``K(X, X_S)`` times the preconditioner's eigenvectors.
-    sampler : EpochSampler
-        The mini-batches of an epoch.
-    alpha, f : ndarray of shape (n, c)
-        Dual coefficients and the fitted values ``K alpha``.
-    h : float
-        Step per unit of batch weight (``eta / m``).
-    mse0 : float
-        Training mean squared error at zero (the divergence test's scale).
-    """
+    """What the epochs of an EigenPro fit advance (a warm start continues
+    it), on the ``n`` training rows of positive weight and ``c`` outputs:
+    the targets ``Y`` (n, c), the weights ``w`` (``None``: all one) and
+    their sum ``n_eff``, the kernel products ``op``, the Nystrom rows
+    ``rows_S``, ``phi = K(X, X_S)`` times the preconditioner's eigenvectors
+    (n, q), the epochs' ``sampler``, the dual coefficients ``alpha`` and
+    fitted values ``f = K alpha`` (n, c), the step per unit of batch weight
+    ``h = eta / m`` and the training mse at zero ``mse0`` (the divergence
+    test's scale)."""
 
     Y: np.ndarray
     w: np.ndarray | None
@@ -72,8 +54,7 @@ class _KernelFitState:
     mse0: float = np.nan
 
     def train_mse(self, f):
-        """Weighted training mean squared error of the fitted values ``f``,
-        averaged over the outputs."""
+        """Weighted training mse of ``f``, averaged over the outputs."""
         r = f - self.Y
         r2 = np.einsum("ij,ij->i", r, r)
         return float((r2.sum() if self.w is None else self.w @ r2) / self.n_eff
@@ -81,9 +62,8 @@ class _KernelFitState:
 
 
 class EigenProSetup:
-    """The start of an EigenPro fit (mixed into
-    :class:`~skacv.kernel_methods._eigenpro._BaseEigenPro`):
-    :meth:`_kernel_setup` sets the fitted sizes and ``_state``."""
+    """The start of an EigenPro fit: :meth:`_kernel_setup` sets the fitted
+    sizes and ``_state``."""
 
     def _kernel_setup(self, X, Y, sw, policies):
         """Preconditioner, step and batch sizes, and the zero starting point."""
@@ -189,7 +169,6 @@ class EigenProSetup:
         self.step_size_ = float(eta)
         self.n_iter_ = 0
         self.n_steps_ = 0
-        self._epoch_steps = [0]
         self._coef_path = [np.zeros((n, Yc.shape[1]))]
         self._state = _KernelFitState(
             Y=Yc, w=w, n_eff=n_eff, op=op, rows_S=rows_S, phi=phi,
@@ -228,10 +207,7 @@ class EigenProSetup:
 
     def _subsample_draws(self, n_eff, statistics):
         """``M``: ``subsample_size``, or for ``"auto"`` the statistical policy's
-        size ``M_0`` (Ma & Belkin 2019) when it is at most half the data, else
-        ``M_0 (n_eff / 2 M_0)^p`` (``p``: its ``eigenpro_subsample_power``;
-        the same size at ``2 M_0``) but at least ``eigenpro_subsample_min``
-        (``M >= n_eff``: every row, the exact eigensystem)."""
+        ``eigenpro_subsample_*`` rule (docs/speed_policy.rst; Ma & Belkin 2019)."""
         if self.subsample_size != "auto":
             return int(self.subsample_size)
         small, large, from_n = statistics.eigenpro_subsample_max

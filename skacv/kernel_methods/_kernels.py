@@ -1,20 +1,8 @@
-"""Kernels of the kernel machines (EigenPro) and blockwise kernel products.
-
-The radial kernels are written with the bandwidth ``sigma`` as Ma & Belkin
-(2017) define them, with the *Euclidean* distance ``d = ||x - z||``:
-
-=============  ===============================================================
-``gaussian``   ``exp(-d^2 / (2 sigma^2))``
-``laplacian``  ``exp(-d / sigma)`` (not scikit-learn's ``laplacian_kernel``,
-               which uses the L1 distance)
-``matern``     ``2^(1-nu) / Gamma(nu) (sqrt(2 nu) d / sigma)^nu K_nu(...)``;
-               ``nu`` in ``kernel_params`` (default 1.5; closed forms for
-               0.5, 1.5, 2.5 and ``inf``, the Gaussian)
-=============  ===============================================================
-
-All three have ``k(x, x) = 1``. A callable ``kernel(X, Y, **kernel_params)``
-returning the ``(len(X), len(Y))`` matrix is also accepted.
-"""
+"""Kernels of the kernel machines (EigenPro), as Ma & Belkin (2017) define
+them with the Euclidean distance ``d`` and the bandwidth ``sigma`` (the
+public ``kernel`` parameter), and blockwise kernel products. The Matern
+kernel ``2^(1-nu) / Gamma(nu) (sqrt(2 nu) d / sigma)^nu K_nu(...)`` has
+closed forms for ``nu`` = 0.5, 1.5, 2.5 and ``inf`` (the Gaussian)."""
 
 import numpy as np
 from scipy.special import gamma as gamma_fn
@@ -44,6 +32,14 @@ def _matern_from_distance(D, sigma, nu):
     K = (2.0 ** (1.0 - nu) / gamma_fn(nu)) * s**nu * kv(nu, s)
     K[D == 0] = 1.0
     return K
+
+
+def _from_distance(kernel, D):
+    """The Laplacian or Matern kernel of the distances ``D`` (in place)."""
+    if kernel.kernel == "laplacian":
+        D *= -1.0 / kernel.bandwidth
+        return np.exp(D, out=D)
+    return _matern_from_distance(D, kernel.bandwidth, kernel.nu)
 
 
 class Kernel:
@@ -77,11 +73,6 @@ class Kernel:
                 f"kernel={kernel!r} takes no kernel_params; got {self.kernel_params}."
             )
 
-    @property
-    def is_radial(self):
-        """True for the built-in kernels, which satisfy ``k(x, x) = 1``."""
-        return isinstance(self.kernel, str)
-
     def __call__(self, X, Y, Y_norm_squared=None):
         """Kernel matrix ``k(X, Y)`` of shape (len(X), len(Y)), float64."""
         if callable(self.kernel):
@@ -100,15 +91,11 @@ class Kernel:
             D = euclidean_distances(X, Y, Y_norm_squared=Y_norm_squared, squared=True)
             D *= -0.5 / s**2
             return np.exp(D, out=D)
-        D = euclidean_distances(X, Y, Y_norm_squared=Y_norm_squared)
-        if self.kernel == "laplacian":
-            D *= -1.0 / s
-            return np.exp(D, out=D)
-        return _matern_from_distance(D, s, self.nu)
+        return _from_distance(self, euclidean_distances(X, Y, Y_norm_squared=Y_norm_squared))
 
     def diagonal(self, X, block=256):
         """``k(x_i, x_i)`` for every row, shape (n,)."""
-        if self.is_radial:
+        if isinstance(self.kernel, str):  # the built-in kernels: k(x, x) = 1
             return np.ones(X.shape[0])
         out = np.empty(X.shape[0])
         for start in range(0, X.shape[0], block):
@@ -147,11 +134,17 @@ def factor_block(kernel, LA, RB, out=None):
     if kernel.kernel == "gaussian":
         return np.exp2(K, out=K)
     np.maximum(K, 0.0, out=K)
-    np.sqrt(K, out=K)
-    if kernel.kernel == "laplacian":
-        K *= -1.0 / kernel.bandwidth
-        return np.exp(K, out=K)
-    return _matern_from_distance(K, kernel.bandwidth, kernel.nu)
+    return _from_distance(kernel, np.sqrt(K, out=K))
+
+
+def kernel_product(kernel, A, B, G, B_sq=None):
+    """``kernel(A, B) @ G`` (float64) by row chunks of ``A`` within the
+    working memory; ``B_sq`` the squared row norms of ``B``."""
+    out = np.empty((A.shape[0], G.shape[1]))
+    chunk = max(1, int(working_memory_bytes() // (16 * max(B.shape[0], 1))))
+    for s in range(0, A.shape[0], chunk):
+        out[s: s + chunk] = kernel(A[s: s + chunk], B, Y_norm_squared=B_sq) @ G
+    return out
 
 
 def median_bandwidth(X, sample_weight, size, random_state, statistics):
@@ -259,8 +252,8 @@ class KernelOperator:
             Gs = G.astype(dt, copy=False)[order]
             return np.asarray((Gs.T @ self.full[rows[order]]).T, dtype=np.float64)
         n = self.X.shape[0]
-        out = np.empty((n, G.shape[1]))
         if self.fused:
+            out = np.empty((n, G.shape[1]))
             RB, Gd = self.right[rows], G.astype(dt, copy=False)
             k, mult = G.shape[1], self.policy.kernel_rhs_multiple
             if k > 1 and k % mult:  # BLAS's kernels: fewer columns can cost more
@@ -276,9 +269,4 @@ class KernelOperator:
                           out=prod[: e - s])
                 out[s:e] = prod[: e - s, :k]
             return out
-        X = self.X
-        XB, sqB = X[rows], self.sq[rows]
-        chunk = max(1, int(working_memory_bytes() // (16 * max(len(rows), 1))))
-        for s in range(0, n, chunk):
-            out[s: s + chunk] = self.kernel(X[s: s + chunk], XB, Y_norm_squared=sqB) @ G
-        return out
+        return kernel_product(self.kernel, self.X, self.X[rows], G, self.sq[rows])
