@@ -656,6 +656,25 @@ def test_working_set_columns_hold_one_buffer():
     assert np.all(objective(res.coefs) - objective(ref) <= res.gaps + 1e-12)
 
 
+
+@pytest.mark.filterwarnings("ignore:FISTA did not reach")
+def test_all_columns_working_set_reads_the_transposed_copy():
+    """A coordinate-descent working set of every column reads X~^T's kept copy,
+    transposed (Fortran order), instead of gathering it again: the same path,
+    bit for bit, as the gathers by blocks of rows (no transposed copy)."""
+    rng = np.random.default_rng(0)
+    n, p = 200, 300
+    X = rng.standard_normal((n, p))
+    y = X[:, :100] @ rng.standard_normal(100) * 15 / np.sqrt(n) + 1.5 * rng.standard_normal(n)
+    out = []
+    for max_bytes in (X.nbytes, 0):
+        with record() as paths, policy_context(path_transposed_max_bytes=max_bytes):
+            out.append(risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=12, eps=1e-3))
+        assert (paths.count("transposed_all_columns") > 0) == (max_bytes > 0)
+        assert paths.count("columns_coordinate_descent") > 0
+    for key in ("coefs", "df", "train_mse", "n_iter", "gaps", "risk"):
+        np.testing.assert_array_equal(out[0][key], out[1][key])
+
 # ------------------------------------------------------- leave-one-out along alpha
 def _brute_force_loo(make, X, y, sample_weight=None):
     """Leave-one-out refits: the mean squared left-out residual and whether

@@ -319,6 +319,32 @@ def test_more_pooled_probes_are_one_chain_of_all_of_them():
         np.testing.assert_allclose(v1, v2, atol=1e-12 * np.abs(v2).max())
 
 
+
+def test_more_pooled_probes_reuse_the_state_columns():
+    """``extend_pooled`` runs its new probes' chain on the state's restricted
+    copy of ``X~`` (the same columns in the same order) instead of gathering
+    it again: the same state, bit for bit, as with a new gather."""
+    X, y = _equicorrelated(80, 120, seed=5)
+    est = TrajectoryLasso(0.02, max_iter=40, estimate_risk=False).fit(X, y)
+    prob = est._problem(X, y)
+    design, iteration, path = prob.design, prob.iteration, est.coef_path_
+    _, _, state = pooled.pooled_memory_matrix(design, iteration, path, 4,
+                                              np.random.RandomState(0), np.float32,
+                                              keep_state=True)
+    assert state.columns is not None
+    out = []
+    for columns in (state.columns, None):
+        with record() as paths:
+            out.append(pooled.extend_pooled(design, iteration, path,
+                                            dataclasses.replace(state, columns=columns), 3))
+        assert paths.count("chain_columns_reused") == (columns is not None)
+        assert paths.count("design_columns") == (columns is None)
+    for name in ("Z", "SA", "SV", "lag0"):
+        np.testing.assert_array_equal(getattr(out[0], name), getattr(out[1], name))
+    for name in ("dv", "dx1"):
+        for a, b in zip(out[0].chains.get(name), out[1].chains.get(name), strict=True):
+            np.testing.assert_array_equal(a, b)
+
 def _one_probe_run(prob, path, z, state=None):
     return pooled.run_pooled_chain(prob.design, prob.iteration, path, 1,
                                    np.random.RandomState(0), np.float64,

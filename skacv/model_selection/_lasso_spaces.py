@@ -50,10 +50,14 @@ class _WorkingColumns:
             return Design(self.X[:, idx], self.sample_weight, d.fit_intercept,
                           policies=d.policies)
         n, m = d.n_samples, idx.shape[0]
-        if m == d.n_features and not fortran:  # every column (idx sorted, distinct): X~
-            sub = Design(d.X, None, False, policies=d.policies)
-            sub.n_eff = d.n_eff
-            return sub
+        if m == d.n_features:  # every column (idx sorted, distinct): X~, or X~^T's transpose
+            XT = self._transposed() if fortran else None
+            if not fortran or XT is not None:
+                if XT is not None:
+                    taken("transposed_all_columns")
+                sub = Design(d.X if XT is None else XT.T, None, False, policies=d.policies)
+                sub.n_eff = d.n_eff
+                return sub
         if self.buffer is None or self.buffer.size < n * m:
             self.buffer = None
             cap = min(d.n_features, m + m // 2 + 64)

@@ -202,13 +202,14 @@ class PooledRun:
 
 def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                      draw=None, state=None, keep_state=False, gram=None, by_samples=True,
-                     own_rng=False):
+                     own_rng=False, columns=None):
     """The pooled chain and what the rows' split needs (:class:`PooledRun`).
 
     ``state`` / ``keep_state``: continue a shorter prefix's
     :class:`~skacv.estimates.risk._state.PooledState` and keep the new one;
-    ``gram``: a :class:`~skacv.estimates.risk._state.GramCache` without a
-    state; ``by_samples``: a chain of one probe also reads its traces by groups
+    ``gram``, ``columns``: a :class:`~skacv.estimates.risk._state.GramCache`
+    and a state's ``(coords, Xs)`` of the same path, without a state;
+    ``by_samples``: a chain of one probe also reads its traces by groups
     of samples (for :func:`jackknife_matrices`); ``own_rng``: ``rng`` was made
     for this call, kept without a copy; ``draw(n, m) -> Z`` replaces the
     Rademacher draw (tests: the identity gives exact row sums).
@@ -240,7 +241,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
             run.state = _pooled_state(T, m, dtype, Z, after, run, SavedChains(), None,
                                       kept=kept)
         return run
-    order, prefix, Xs = _chain_columns(design, start.order, start.prefix, dtype, state, k0)
+    order, prefix, Xs = _chain_columns(design, start.order, start.prefix, dtype, state, k0,
+                                       columns)
     width = Xs.shape[1]
     chains = start.chains(Xs, m, 3 + iteration.extrapolates(T), order=order, prefix=prefix)
     # the images of the probe's groups of samples beside its own: (width, 1 + groups)
@@ -265,10 +267,19 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     return run
 
 
-def _chain_columns(design, order, prefix, dtype, state, k0):
+def _chain_columns(design, order, prefix, dtype, state, k0, columns=None):
     """``(order, prefix, Xs)``: the restricted copy of ``X~`` a state kept where
     it covers the supports (:func:`~skacv.estimates.risk._propagate.kept_order`),
+    or ``columns`` (a state's, without it) where they are the very gather this
+    path makes (same features in the same order, C order: the same bytes);
     else a new gather (the kept copy dropped first, its memory reusable)."""
+    width = int(prefix[1])
+    if state is None and columns is not None:
+        coords, Xs = columns
+        if (Xs.dtype == dtype and Xs.shape[1] == width and Xs.flags.c_contiguous
+                and np.array_equal(coords, order[:width])):
+            taken("chain_columns_reused")
+            return order, prefix, Xs
     kept = None if state is None else state.columns
     if kept is not None:
         coords, Xs = kept
@@ -279,7 +290,6 @@ def _chain_columns(design, order, prefix, dtype, state, k0):
             return order, prefix, Xs[:, :int(prefix[1])]
         state.columns = None  # dropped before the gather: its memory can be reused
         del kept, coords, Xs
-    width = int(prefix[1])
     return order, prefix, design_columns(design, order[:width], dtype)
 
 
@@ -447,7 +457,7 @@ def extend_pooled(design, iteration, coef_path, state, extra, verbose=0):
     rng = copy.deepcopy(state.rng)
     run = run_pooled_chain(design, iteration, coef_path, extra, rng, state.dtype, verbose,
                            keep_state=True, gram=state.gram, by_samples=False,
-                           own_rng=True)  # its own copy
+                           own_rng=True, columns=state.columns)  # its own copy
     new = run.state
     images = state.images
     if images is not None and state.by_samples is not None:  # without its groups of samples
