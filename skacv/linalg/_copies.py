@@ -53,8 +53,8 @@ def scratch(shape, dtype, policy, name="columns"):
     :func:`shared_designs`, the memory of an earlier scratch array of the
     same ``name`` and dtype that nothing uses any more (the risk estimate's
     restricted copy of ``X~``, gathered again at every stage of a staged
-    search), whose page faults fresh memory would pay again
-    (``docs/benchmarks.rst``); outside, :func:`fresh` memory."""
+    search), whose page faults fresh memory would pay again; outside,
+    :func:`fresh` memory."""
     dtype = np.dtype(dtype)
     size = int(np.prod(shape, dtype=np.int64))
     shared = _SHARED.get()
@@ -80,7 +80,7 @@ def fresh(size, dtype, policy):
     from the speed ``policy``'s ``scratch_mmap_min_bytes`` on, a private
     anonymous mapping without NumPy's huge-page advice, whose compaction
     made the first touch of a large copy several times slower, erratically
-    (``docs/benchmarks.rst``); freed with the last array that uses it."""
+    (measured in the history of ``docs/benchmarks.rst``); freed with the last array that uses it."""
     nbytes = size * dtype.itemsize
     limit = policy.scratch_mmap_min_bytes
     if limit is None or nbytes < max(limit, 1) or not sys.platform.startswith("linux"):
