@@ -274,10 +274,8 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         extrapolation at that step).
     """
     dtype = design.dtype
-    # 1 / n_eff of every column, tiled to the iterates' shape and layout (an
-    # elementwise product on equal shapes and strides: the broadcast of a row is slower)
-    inv_n = np.empty_like(state.x)
-    inv_n[...] = np.asarray(1.0 / design.n_eff, dtype=dtype)
+    # 1 / n_eff of every column (a row broadcast on the iterates' rows)
+    inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
     y_norm = float(np.linalg.norm(Y))
     # (a Python float: the comparison below in double precision, as NumPy's)
     limit = float(design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny))

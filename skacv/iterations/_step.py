@@ -68,8 +68,7 @@ def _clipped_entries(x, x_prev, n_free=0):
     d = np.subtract(x, x_prev)
     # the step is clipped where |x - x_prev| > |x|, to sign(x - x_prev) |x|
     # (0 where x = 0): c = sign(x - x_prev) sign(x) exactly
-    clipped = np.abs(d)
-    clipped = np.greater(clipped, np.abs(x), out=np.empty(clipped.shape, dtype=bool))
+    clipped = np.greater(np.abs(d), np.abs(x))
     if n_free:
         clipped[x.shape[0] - n_free:] = False
     at = clipped.reshape(-1).nonzero()[0]  # (np.flatnonzero, without its wrappers)
@@ -335,9 +334,9 @@ class Iteration:
         t, dt = c_at.dtype.type, x.dtype.type
         v = _combine((dt(t(1.0) + t(beta)), dt(-beta)), x, x_prev)
         # at the clipped coordinates (1 + beta c_at, beta 0), the second by
-        # beta 0 in the iterates' precision
-        v.flat[at] = _combine(((1.0 + beta * c_at).astype(x.dtype, copy=False), dt(beta * 0.0)),
-                              x.take(at), x_prev.take(at))
+        # beta 0 in the iterates' precision (flat indices of the new C-ordered v)
+        np.put(v, at, _combine(((1.0 + beta * c_at).astype(x.dtype, copy=False),
+                                dt(beta * 0.0)), x.take(at), x_prev.take(at)))
         return v
 
     def extrapolation_correction(self, k, x, x_prev, coef=NOT_COMPUTED):

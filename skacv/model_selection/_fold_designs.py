@@ -241,7 +241,7 @@ class FoldDesigns:
         ``X~_j^T m_j (target_j - P_j)``, ``rss`` the training residual sum
         of squares of all folds (in the block's precision). With
         ``held_out=False`` the rotated layout leaves the held-out rows'
-        fitted values out (row ``K - 1`` of ``P`` is NaN)."""
+        fitted values out and a dense ``X`` gives no ``P`` (``None``)."""
         if self.sparse:
             P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
             R = (target - P) * self.mask_t
@@ -264,7 +264,8 @@ class FoldDesigns:
         row per sample) and adds ``R^T Xa`` to the gradient; rotated, fold
         ``j``'s held-out rows take the columns ``j + 1, ..., j + K`` (mod K)
         and the gradient rows sum in a ``(2K - 2, p)`` block whose row ``c``
-        is fold ``(c + 1) mod K``. Returns ``(P, Z, R)``: the fitted values,
+        is fold ``(c + 1) mod K``. Returns ``(P, Z, R)``: the fitted values
+        (``None`` unless ``held_out``),
         the gradient (less ``delta_j`` times each fold's ``sum sqrt(w) r``)
         and the training residuals (a view; rotated, shape (K - 1,
         n_samples))."""
@@ -306,12 +307,15 @@ class FoldDesigns:
             Z = (total.copy() if shift is None else np.subtract(total, shift)).T
         else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
             Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
-            Zt[0] = 0
-            Zt[1:] = total[:K - 1]
-            Zt[:K - 1] += total[K - 1:]
+            # fold j < K - 1 sums 0 + total[K - 1] (j = 0) or total[j - 1] + total[K - 1 + j]
+            np.add(total[K - 1], self.dtype.type(0), out=Zt[0])
+            np.add(total[:K - 2], total[K:], out=Zt[1:K - 1])
+            Zt[K - 1] = total[K - 2]
             if shift is not None:
                 Zt -= shift
             Z = Zt.T
+        if not held_out:
+            return None, Z, Rt
         P = np.empty((K, self.n_samples), dtype=self.dtype)
         np.subtract(target[:width], R[part].T, out=P[:width])
         if width < K:
