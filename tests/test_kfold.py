@@ -450,6 +450,35 @@ def test_block_pass_prepares_every_group_or_none(speed_policy):
     assert_allclose(rss, ref[2], rtol=1e-12)
 
 
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+def test_block_points_written_in_the_pass_buffer(speed_policy, layout):
+    """Points written into the pass's buffer (``point_buffer``, as the block's
+    steps write v^k) and passed as that array give the pass of the same
+    points passed as another array, bit for bit."""
+    X, y, _ = _data(seed=4)
+    splits = list(KFold(3, shuffle=True, random_state=2).split(X))
+    _layout(speed_policy, layout)
+    folds = StackedFolds(clone(ESTIMATORS[2]), X, y, None, splits,
+                         np.dtype(np.float64), current_policies())
+    d = folds.designs
+    assert d.layout == layout
+    rng = np.random.default_rng(0)
+    V1, V2 = (np.asfortranarray(rng.standard_normal((X.shape[1], 3))) for _ in range(2))
+    target = d.target(folds.response, V1)
+    ref = d.fitted_and_gradient(V1, target, held_out=True)
+    point = d.point_buffer()
+    assert point.shape == V1.shape and d.point_buffer() is point
+    d.fitted_and_gradient(V2, target)  # the buffer holds V2
+    point[...] = V1
+    P, Z, rss = d.fitted_and_gradient(point, target, held_out=True)
+    assert_array_equal(P, ref[0])
+    assert_array_equal(Z, ref[1])
+    assert rss == ref[2]
+    # the buffer is overwritten by a pass at other points
+    d.fitted_and_gradient(V2, target)
+    assert_array_equal(point, V2)
+
+
 def test_fold_panels_fit_the_level_2_cache(speed_policy):
     """A panel of the pass holds about FOLD_PANEL_CACHE_SHARE of the level-2
     cache, its products at most FOLD_PANEL_MAX_PRODUCT multiply-adds (at

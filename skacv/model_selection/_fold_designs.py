@@ -192,6 +192,7 @@ class FoldDesigns:
         # (rotated) the fold of row c of the training residuals on fold h's held-out rows
         self._rotated_fold = (np.arange(K - 1)[:, None] + 1 + np.arange(K)[None, :]) % K
         self._plan = None  # the dense pass's buffers and panels (_pass_plan)
+        self._point = None  # the points' rows of its buffer (point_buffer)
         self._run = None  # the pass's threads inside workers()
 
     @property
@@ -271,13 +272,14 @@ class FoldDesigns:
         n_samples))."""
         K = self.n_folds
         if self._plan is None:
-            self._plan = self._pass_plan()
+            self.point_buffer()
         Vt, R, T, masked, passes = self._plan
         rotated = self.partition is not None
         # the panels' columns: all K, or (rotated, no held-out values) its K - 1 training folds
         part = 0 if held_out or not rotated else 1
         sums, groups = passes[part]
-        np.copyto(Vt[:K], V.T)
+        if V is not self._point or V.base is not Vt:  # (else written in place: point_buffer)
+            np.copyto(Vt[:K], V.T)
         if rotated:  # fold j's columns j + 1, ..., j + K (mod K): rows j + 1 .. of V^T twice
             np.copyto(Vt[K:], Vt[:K])
         width = R[part].shape[1]
@@ -321,6 +323,18 @@ class FoldDesigns:
         if width < K:
             P[width:] = np.nan
         return P, Z, Rt
+
+    def point_buffer(self):
+        """Where the dense pass reads its points ``V`` (shape (n_features,
+        n_folds)): a ``V`` written there and passed as this very array is not
+        copied (overwritten by the next pass at another ``V``); ``None``
+        for a sparse ``X``."""
+        if self.sparse:
+            return None
+        if self._plan is None:
+            self._plan = self._pass_plan()
+            self._point = self._plan[0][:self.n_folds].T
+        return self._point
 
     def _pass_plan(self):
         """Buffers of :meth:`_dense_pass`: ``V^T`` (rotated: twice over, so
