@@ -318,11 +318,8 @@ class FoldDesigns:
             Z = Zt.T
         if not held_out:
             return None, Z, Rt
-        P = np.empty((K, self.n_samples), dtype=self.dtype)
-        np.subtract(target[:width], R[part].T, out=P[:width])
-        if width < K:
-            P[width:] = np.nan
-        return P, Z, Rt
+        P = np.empty((K, self.n_samples), dtype=self.dtype)  # (C order, as the target)
+        return np.subtract(target, R[part].T, out=P), Z, Rt
 
     def point_buffer(self):
         """Where the dense pass reads its points ``V`` (shape (n_features,
