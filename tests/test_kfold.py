@@ -414,14 +414,15 @@ def test_block_pass_is_each_folds_own_residual_and_gradient(speed_policy, X_kind
                     atol=1e-10 * np.abs(fitted).max())
     assert_allclose(folds._held_out_errors(V, P), held_out, rtol=1e-10)
     # without the held-out fitted values (the steps of an extrapolating
-    # method): the same gradients, residual sum of squares and training
-    # fitted values; in the rotated layout the held-out row is not computed
+    # method): the same gradients and residual sum of squares; a dense X
+    # gives no fitted values (a sparse one, those of the training rows)
     P2, Z2, rss2 = d.fitted_and_gradient(V, d.target(folds.response, V), held_out=False)
     assert_allclose(Z2, Z, rtol=1e-12, atol=1e-12 * np.abs(Z).max())
     assert_allclose(rss2, rss, rtol=1e-12)
-    train = P.shape[0] - 1 if d.layout == "rotated" else P.shape[0]
-    assert_allclose(P2[:train], P[:train], rtol=1e-12, atol=1e-12 * np.abs(P).max())
-    assert np.all(np.isnan(P2[train:]))
+    if d.sparse:
+        assert_allclose(P2, P, rtol=1e-12, atol=1e-12 * np.abs(P).max())
+    else:
+        assert P2 is None
 
 
 def test_block_pass_prepares_every_group_or_none(speed_policy):
@@ -447,6 +448,35 @@ def test_block_pass_prepares_every_group_or_none(speed_policy):
     assert_allclose(P, ref[0], rtol=1e-12, atol=1e-12 * np.abs(ref[0]).max())
     assert_allclose(Z, ref[1], rtol=1e-12, atol=1e-12 * np.abs(ref[1]).max())
     assert_allclose(rss, ref[2], rtol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["folds", "rotated"])
+def test_block_points_written_in_the_pass_buffer(speed_policy, layout):
+    """Points written into the pass's buffer (``point_buffer``, as the block's
+    steps write v^k) and passed as that array give the pass of the same
+    points passed as another array, bit for bit."""
+    X, y, _ = _data(seed=4)
+    splits = list(KFold(3, shuffle=True, random_state=2).split(X))
+    _layout(speed_policy, layout)
+    folds = StackedFolds(clone(ESTIMATORS[2]), X, y, None, splits,
+                         np.dtype(np.float64), current_policies())
+    d = folds.designs
+    assert d.layout == layout
+    rng = np.random.default_rng(0)
+    V1, V2 = (np.asfortranarray(rng.standard_normal((X.shape[1], 3))) for _ in range(2))
+    target = d.target(folds.response, V1)
+    ref = d.fitted_and_gradient(V1, target, held_out=True)
+    point = d.point_buffer()
+    assert point.shape == V1.shape and d.point_buffer() is point
+    d.fitted_and_gradient(V2, target)  # the buffer holds V2
+    point[...] = V1
+    P, Z, rss = d.fitted_and_gradient(point, target, held_out=True)
+    assert_array_equal(P, ref[0])
+    assert_array_equal(Z, ref[1])
+    assert rss == ref[2]
+    # the buffer is overwritten by a pass at other points
+    d.fitted_and_gradient(V2, target)
+    assert_array_equal(point, V2)
 
 
 def test_fold_panels_fit_the_level_2_cache(speed_policy):
@@ -519,7 +549,10 @@ def test_fold_panels_fit_the_level_2_cache(speed_policy):
     assert sum(sizes[0]) == sum(sizes[1]) == 900
     for h, (P, Z, rss) in zip((True, False), ref, strict=True):
         P2, Z2, rss2 = capped.designs.fitted_and_gradient(V, target, held_out=h)
-        assert_allclose(P2, P, rtol=1e-12, atol=1e-12 * np.nanmax(np.abs(P)))
+        if h:
+            assert_allclose(P2, P, rtol=1e-12, atol=1e-12 * np.nanmax(np.abs(P)))
+        else:
+            assert P is None and P2 is None
         assert_allclose(Z2, Z, rtol=1e-12, atol=1e-12 * np.abs(Z).max())
         assert_allclose(rss2, rss, rtol=1e-12)
 

@@ -80,15 +80,27 @@ def test_extrapolate_with_columns_is_the_coefficients_forms(dtype, n_unpenalized
     _same_bits(v, it.extrapolate(5, x, same_sign, None))
 
 
-def test_stacked_iteration_tiles_its_step_sizes_and_strengths():
+def test_stacked_iteration_tiles_its_strengths_and_threshold():
+    """The block's strengths that differ are tiled in the iterates' layout;
+    its step sizes stay a read-only row (products by a broadcast row), and
+    the prox tiles its threshold to the iterates' shape and layout once."""
     its = [FISTA(s, penalty=L1(a)) for s, a in ((0.1, 0.3), (0.2, 0.3), (0.4, 0.5))]
     row = stacked_iteration(its, np.float32)
     tiled = stacked_iteration(its, np.float32, n_rows=6)
-    assert row.step_size.shape == (3,) and tiled.step_size.shape == (6, 3)
-    assert_array_equal(tiled.step_size, np.broadcast_to(row.step_size, (6, 3)))
+    assert row.step_size.shape == (3,) and tiled.step_size.shape == (3,)
+    assert_array_equal(tiled.step_size, row.step_size)
+    assert not tiled.step_size.flags.writeable
     assert_array_equal(tiled.penalty.l1_, np.broadcast_to(row.penalty.l1_, (6, 3)))
     # held in the layout of the block's iterates (a fold per row of memory)
-    assert tiled.step_size.flags["F_CONTIGUOUS"] and not tiled.step_size.flags.writeable
+    assert tiled.penalty.l1_.flags["F_CONTIGUOUS"] and not tiled.penalty.l1_.flags.writeable
+    pre = np.asfortranarray(np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32))
+    x = tiled.prox(1, pre)
+    tau, _ = tiled.penalty._held_threshold[2:]
+    assert tau.shape == (6, 3) and tau.flags["F_CONTIGUOUS"]
+    assert tiled.prox(1, pre.copy(order="F")).tobytes() == x.tobytes()
+    assert tiled.penalty._held_threshold[2] is tau  # kept
+    # the same bits as the row's prox (its threshold broadcast)
+    assert_array_equal(x, row.prox(1, pre))
     # an unpenalised row (the block's coordinates are not all alike): a row
     unpenalized = [FISTA(0.1, penalty=L1(0.3, n_unpenalized=1)) for _ in range(2)]
     assert stacked_iteration(unpenalized, np.float32, n_rows=6).step_size.shape == (2,)
@@ -110,9 +122,9 @@ def _data(n=60, p=150, seed=0):
 @pytest.mark.parametrize("layout", ["folds", "rotated"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_tiled_block_runs_as_the_row_of_step_sizes(speed_policy, est, weighted, layout, dtype):
-    """The block's iteration with its step sizes and strengths tiled to the
-    block's shape runs the paths of the same iteration with a row of them
-    (broadcast), bit for bit."""
+    """The block's iteration (read-only step sizes, its prox threshold and
+    any differing strengths tiled to the block's shape) runs the paths of
+    the same iteration with a row of them (broadcast), bit for bit."""
     speed_policy(rotated_min_bytes=0 if layout == "rotated" else np.inf, rotated_min_features=0,
                  fold_covariance=False)
     X, y, sw = _data()
@@ -125,7 +137,8 @@ def test_tiled_block_runs_as_the_row_of_step_sizes(speed_policy, est, weighted, 
     iterations = [est.path_iteration(v, *est.path_problem(v)) for v in views]
     tiled = stacked_iteration(iterations, np.dtype(dtype), p)
     row = stacked_iteration(iterations, np.dtype(dtype))
-    assert tiled.step_size.shape == (p, 5) and row.step_size.shape == (5,)
+    assert tiled.step_size.shape == row.step_size.shape == (5,)
+    assert not tiled.step_size.flags.writeable and row.step_size.flags.writeable
     assert_array_equal(folds.iteration.step_size, tiled.step_size)  # the block's own
     runs = []
     for it in (tiled, row):
@@ -137,6 +150,8 @@ def test_tiled_block_runs_as_the_row_of_step_sizes(speed_policy, est, weighted, 
     assert_array_equal(runs[0][1].x, runs[1][1].x)
     assert_array_equal(runs[0][1].v, runs[1][1].v)
     assert np.abs(runs[0][1].x).max() > 0
+    if not tiled.penalty.is_smooth:  # the prox's threshold was tiled
+        assert tiled.penalty._held_threshold[2].shape == (p, 5)
 
 
 @pytest.mark.parametrize("weighted", [False, True])

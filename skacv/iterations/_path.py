@@ -274,10 +274,8 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         extrapolation at that step).
     """
     dtype = design.dtype
-    # 1 / n_eff of every column, tiled to the iterates' shape and layout (an
-    # elementwise product on equal shapes and strides: the broadcast of a row is slower)
-    inv_n = np.empty_like(state.x)
-    inv_n[...] = np.asarray(1.0 / design.n_eff, dtype=dtype)
+    # 1 / n_eff of every column (a row broadcast on the iterates' rows)
+    inv_n = np.asarray(1.0 / design.n_eff, dtype=dtype)
     y_norm = float(np.linalg.norm(Y))
     # (a Python float: the comparison below in double precision, as NumPy's)
     limit = float(design.statistics.divergence_factor * (y_norm + np.finfo(dtype).tiny))
@@ -288,6 +286,8 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         _, z, rss = design.fitted_and_gradient(v, design.target(Y, v), held_out=False)
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
+    # where the pass reads its points: v^k is written there (no copy)
+    point = getattr(design, "point_buffer", lambda: None)()
     for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
         if not math.isfinite(rss) or (rss > 0.0 and math.sqrt(rss) > limit):
             raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm)
@@ -298,7 +298,9 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
             k, v, iteration.momentum_difference(k, x, x_prev) if iteration.hb(k) else None, z,
             overwrite_z=True)
         x_new = iteration.prox(k, pre)
-        v = iteration.extrapolate_iterate(k, x_new, x)
+        v = iteration.extrapolate_iterate(k, x_new, x, point)
+        if point is not None:
+            v = point
         target = design.target(Y, v)
         fitted = on_fitted is not None and iteration.beta(k) == 0.0  # v^k = x^k: P = X~ x^k
         P, z, rss = design.fitted_and_gradient(v, target, held_out=fitted)
@@ -310,6 +312,8 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
         if verbose and (i + 1) % report == 0:
             print(f"[{iteration.name}] block of {x.shape[1]}: step {k}/{k0 + n_steps}  "
                   f"{time.perf_counter() - tic:.1f}s")
+    if v is point:  # (the pass's buffer is the design's)
+        v = v.copy(order="K")
     state.k, state.x, state.x_prev, state.v = k0 + n_steps, x, x_prev, v
     state.z_next, state.rss_next = z, rss
     return state

@@ -138,7 +138,7 @@ class Penalty:
         """
         if self.is_smooth:
             return pre
-        tau, neg_tau = self._threshold(step, pre.dtype)
+        tau, neg_tau = self._threshold(step, pre)
         if scale is not None:
             tau = (tau * np.asarray(scale)).astype(pre.dtype)
             neg_tau = None
@@ -149,16 +149,24 @@ class Penalty:
         soft_threshold(out[:m], tau, out=out[:m])
         return out
 
-    def _threshold(self, step, dtype):
-        """``(tau, -tau)``, ``tau = step * l1_`` in ``dtype`` (``-tau``:
-        ``None`` unless held); for a read-only array ``step`` (a block's
-        tiled step sizes, :func:`~skacv.model_selection._kfold.stacked_iteration`:
-        the same array at every step) both kept, and given again for it."""
+    def _threshold(self, step, pre):
+        """``(tau, -tau)``, ``tau = step * l1_`` in the precision of ``pre``
+        (``-tau``: ``None`` unless held); for a read-only array ``step`` (a
+        block's step sizes, :func:`~skacv.model_selection._kfold.stacked_iteration`:
+        the same array at every step) both kept, tiled to the shape and
+        layout of ``pre`` (``minimum`` and ``maximum`` on equal strides: the
+        broadcast of a row is several times slower), and given again for it."""
+        dtype = pre.dtype
         held = self.__dict__.get("_held_threshold")
-        if held is not None and held[0] is step and held[1] == dtype:
+        if (held is not None and held[0] is step and held[1] == dtype
+                and held[2].shape == pre.shape):
             return held[2], held[3]
         tau = dtype.type(step * self.l1_)
         if isinstance(step, np.ndarray) and not step.flags.writeable:
+            if tau.shape != pre.shape and not self.n_unpenalized:
+                tiled = np.empty_like(pre)
+                tiled[...] = tau
+                tau = tiled
             neg = np.negative(tau)
             self._held_threshold = (step, dtype, tau, neg)
             return tau, neg

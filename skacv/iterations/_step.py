@@ -68,8 +68,7 @@ def _clipped_entries(x, x_prev, n_free=0):
     d = np.subtract(x, x_prev)
     # the step is clipped where |x - x_prev| > |x|, to sign(x - x_prev) |x|
     # (0 where x = 0): c = sign(x - x_prev) sign(x) exactly
-    clipped = np.abs(d)
-    clipped = np.greater(clipped, np.abs(x), out=np.empty(clipped.shape, dtype=bool))
+    clipped = np.greater(np.abs(d), np.abs(x))
     if n_free:
         clipped[x.shape[0] - n_free:] = False
     at = clipped.reshape(-1).nonzero()[0]  # (np.flatnonzero, without its wrappers)
@@ -273,24 +272,26 @@ class Iteration:
         return (a.reshape(shape).astype(dtype, copy=False),
                 b.reshape(shape).astype(dtype, copy=False))
 
-    def extrapolate_iterate(self, k, x, x_prev):
+    def extrapolate_iterate(self, k, x, x_prev, out=None):
         """``v^k`` of the iterates ``x^k``, ``x^{k-1}`` (clipped if so set):
         :meth:`extrapolate` with :meth:`extrapolation_coefficients`, its
         values without the per-coordinate coefficients formed where few
         coordinates clip (the coefficients of the unclipped ones are two
-        numbers, the others are put in)."""
+        numbers, the others are put in). ``out``: written there (an array of
+        ``x``'s shape sharing no memory with ``x``, ``x_prev``)."""
         if (x.ndim == 2 and not self.penalty.n_unpenalized and x.flags.f_contiguous
                 and not x.flags.c_contiguous and x_prev.flags.f_contiguous):
             # a block held a column per row of memory (the stacked folds): the
             # same values elementwise, its flat indices in memory order
-            return self.extrapolate_iterate(k, x.T, x_prev.T).T
+            return self.extrapolate_iterate(k, x.T, x_prev.T, None if out is None else out.T).T
         entries = self._clipped_entries(k, x, x_prev)
         if entries is None:
-            return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev))
+            return self.extrapolate(k, x, x_prev, self.extrapolation_coefficients(k, x, x_prev),
+                                    out)
         at, c_at = entries
         if not at.size:  # the plain extrapolation
-            return self.extrapolate(k, x, x_prev, None)
-        return self._put_in(k, x, x_prev, at, c_at)
+            return self.extrapolate(k, x, x_prev, None, out)
+        return self._put_in(k, x, x_prev, at, c_at, out)
 
     def extrapolate_with_columns(self, k, x, x_prev):
         """``(v^k, columns)``: :meth:`extrapolate` and
@@ -324,20 +325,20 @@ class Iteration:
             return None
         return _clipped_entries(x, x_prev, self.penalty.n_unpenalized)
 
-    def _put_in(self, k, x, x_prev, at, c_at):
+    def _put_in(self, k, x, x_prev, at, c_at, out=None):
         """The clipped extrapolation of step ``k``: the plain factors on every
         coordinate, then ``(1 + beta c_at, beta 0)`` at the clipped ones
         ``at`` put in, each in the precisions :meth:`extrapolation_coefficients`
-        and :meth:`extrapolation_factors` give."""
+        and :meth:`extrapolation_factors` give (``out``: written there)."""
         beta = self.beta(k)
         # 1 + beta c (c = 1) in the precision of c, then the iterates';
         # beta e (e = -1) in float64, then the iterates'
         t, dt = c_at.dtype.type, x.dtype.type
-        v = _combine((dt(t(1.0) + t(beta)), dt(-beta)), x, x_prev)
+        v = _combine((dt(t(1.0) + t(beta)), dt(-beta)), x, x_prev, out)
         # at the clipped coordinates (1 + beta c_at, beta 0), the second by
-        # beta 0 in the iterates' precision
-        v.flat[at] = _combine(((1.0 + beta * c_at).astype(x.dtype, copy=False), dt(beta * 0.0)),
-                              x.take(at), x_prev.take(at))
+        # beta 0 in the iterates' precision (flat indices, C order)
+        np.put(v, at, _combine(((1.0 + beta * c_at).astype(x.dtype, copy=False),
+                                dt(beta * 0.0)), x.take(at), x_prev.take(at)))
         return v
 
     def extrapolation_correction(self, k, x, x_prev, coef=NOT_COMPUTED):

@@ -192,6 +192,7 @@ class FoldDesigns:
         # (rotated) the fold of row c of the training residuals on fold h's held-out rows
         self._rotated_fold = (np.arange(K - 1)[:, None] + 1 + np.arange(K)[None, :]) % K
         self._plan = None  # the dense pass's buffers and panels (_pass_plan)
+        self._point = None  # the points' rows of its buffer (point_buffer)
         self._run = None  # the pass's threads inside workers()
 
     @property
@@ -241,7 +242,7 @@ class FoldDesigns:
         ``X~_j^T m_j (target_j - P_j)``, ``rss`` the training residual sum
         of squares of all folds (in the block's precision). With
         ``held_out=False`` the rotated layout leaves the held-out rows'
-        fitted values out (row ``K - 1`` of ``P`` is NaN)."""
+        fitted values out and a dense ``X`` gives no ``P`` (``None``)."""
         if self.sparse:
             P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
             R = (target - P) * self.mask_t
@@ -264,19 +265,21 @@ class FoldDesigns:
         row per sample) and adds ``R^T Xa`` to the gradient; rotated, fold
         ``j``'s held-out rows take the columns ``j + 1, ..., j + K`` (mod K)
         and the gradient rows sum in a ``(2K - 2, p)`` block whose row ``c``
-        is fold ``(c + 1) mod K``. Returns ``(P, Z, R)``: the fitted values,
+        is fold ``(c + 1) mod K``. Returns ``(P, Z, R)``: the fitted values
+        (``None`` unless ``held_out``),
         the gradient (less ``delta_j`` times each fold's ``sum sqrt(w) r``)
         and the training residuals (a view; rotated, shape (K - 1,
         n_samples))."""
         K = self.n_folds
         if self._plan is None:
-            self._plan = self._pass_plan()
+            self.point_buffer()
         Vt, R, T, masked, passes = self._plan
         rotated = self.partition is not None
         # the panels' columns: all K, or (rotated, no held-out values) its K - 1 training folds
         part = 0 if held_out or not rotated else 1
         sums, groups = passes[part]
-        np.copyto(Vt[:K], V.T)
+        if V is not self._point or V.base is not Vt:  # (else written in place: point_buffer)
+            np.copyto(Vt[:K], V.T)
         if rotated:  # fold j's columns j + 1, ..., j + K (mod K): rows j + 1 .. of V^T twice
             np.copyto(Vt[K:], Vt[:K])
         width = R[part].shape[1]
@@ -306,17 +309,29 @@ class FoldDesigns:
             Z = (total.copy() if shift is None else np.subtract(total, shift)).T
         else:  # row c of the sum belongs to fold (c + 1) mod K; Z^T built by rows
             Zt = np.empty((K, total.shape[1]), dtype=self.dtype)
-            Zt[0] = 0
-            Zt[1:] = total[:K - 1]
-            Zt[:K - 1] += total[K - 1:]
+            # fold j < K - 1 sums 0 + total[K - 1] (j = 0) or total[j - 1] + total[K - 1 + j]
+            np.add(total[K - 1], self.dtype.type(0), out=Zt[0])
+            np.add(total[:K - 2], total[K:], out=Zt[1:K - 1])
+            Zt[K - 1] = total[K - 2]
             if shift is not None:
                 Zt -= shift
             Z = Zt.T
-        P = np.empty((K, self.n_samples), dtype=self.dtype)
-        np.subtract(target[:width], R[part].T, out=P[:width])
-        if width < K:
-            P[width:] = np.nan
-        return P, Z, Rt
+        if not held_out:
+            return None, Z, Rt
+        P = np.empty((K, self.n_samples), dtype=self.dtype)  # (C order, as the target)
+        return np.subtract(target, R[part].T, out=P), Z, Rt
+
+    def point_buffer(self):
+        """Where the dense pass reads its points ``V`` (shape (n_features,
+        n_folds)): a ``V`` written there and passed as this very array is not
+        copied (overwritten by the next pass at another ``V``); ``None``
+        for a sparse ``X``."""
+        if self.sparse:
+            return None
+        if self._plan is None:
+            self._plan = self._pass_plan()
+            self._point = self._plan[0][:self.n_folds].T
+        return self._point
 
     def _pass_plan(self):
         """Buffers of :meth:`_dense_pass`: ``V^T`` (rotated: twice over, so

@@ -31,9 +31,11 @@ def stacked_iteration(iterations, dtype, n_rows=None):
     ``iterations[j]`` would (its step size and penalty strengths), or
     ``None`` when they differ in anything a block cannot express (class,
     momentum, extrapolation, schedule) or precondition or sample batches.
-    With ``n_rows`` (every coordinate penalised) the per-column arrays are
-    tiled (:func:`_tiled`): elementwise products on equal strides, faster
-    than the broadcast of a row."""
+    With ``n_rows`` (every coordinate penalised) the penalty strengths that
+    differ are tiled (:func:`_tiled`): the prox's ``minimum`` and ``maximum``
+    are faster on equal strides than on the broadcast of a row. The step
+    sizes stay a read-only row: products by the broadcast of a row are the
+    faster (and the prox tiles its threshold, :meth:`Penalty.prox`)."""
     first = iterations[0]
     if first.sampler is not None or isinstance(first, PreconditionedGD):
         return None
@@ -54,7 +56,7 @@ def stacked_iteration(iterations, dtype, n_rows=None):
     penalty.l1_ = l1[0] if np.all(l1 == l1[0]) else l1
     penalty.l2_ = l2[0] if np.all(l2 == l2[0]) else l2
     if n_rows is not None and not penalty.n_unpenalized:
-        stacked.step_size = _tiled(stacked.step_size, n_rows)
+        stacked.step_size.flags.writeable = False
         penalty.l1_, penalty.l2_ = (v if np.ndim(v) == 0 else _tiled(v, n_rows)
                                     for v in (penalty.l1_, penalty.l2_))
     stacked.penalty = penalty
