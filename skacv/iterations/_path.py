@@ -287,7 +287,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
     # where the pass reads its points: v^k is written there (no copy)
-    point = getattr(design, "point_buffer", lambda: None)()
+    point = design.point_buffer()
     for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
         if not math.isfinite(rss) or (rss > 0.0 and math.sqrt(rss) > limit):
             raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm)

@@ -56,7 +56,8 @@ class BlockProducts(Protocol):
     (:func:`~skacv.iterations._path.run_normal_block`) reads of its design:
     sizes, precision, each column's weight ``n_eff`` (shape (K,)), the
     response's target at the iterates, one step's fitted values, gradients
-    and residual sum of squares, and whether it computes fitted values.
+    and residual sum of squares, whether it computes fitted values, and
+    where its pass reads the points (``None``: wherever they are).
     :class:`~skacv.model_selection._fold_designs.FoldDesigns` (one pass over ``X~``)
     and :class:`~skacv.model_selection._fold_designs.FoldCovariance` (the folds'
     Gram matrices) have it."""
@@ -72,5 +73,7 @@ class BlockProducts(Protocol):
     def fitted_and_gradient(self, V, target, held_out=True): ...
 
     def normal_product(self, V, Y): ...
+
+    def point_buffer(self): ...
 
     def workers(self): ...

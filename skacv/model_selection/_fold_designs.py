@@ -435,6 +435,10 @@ class FoldCovariance:
                 self.C[j] -= (designs.n_eff[j] * np.outer(delta, delta)).astype(dt)
         self.c, self.yy = self._linear_terms(response)
 
+    def point_buffer(self):
+        """``None``: the Gram matrices' products read the points where they are."""
+        return None
+
     def workers(self):
         """The threads of the block's passes (:meth:`FoldDesigns.workers`)."""
         return self.designs.workers()
