@@ -336,8 +336,9 @@ class UncertaintyMixin:
                 "fitted with estimate_risk=False, or with a robust loss (whose risk "
                 "estimate, Tan & Bellec 2024, has no debiasing here). Refit a "
                 "least-squares estimator with estimate_risk=True; the estimator_ of "
-                "TrajectoryEarlyStoppingCV keeps it with criterion='risk' (K-fold, the "
-                "default for ISTA and FISTA, switches it off)."
+                "TrajectoryEarlyStoppingCV keeps it with criterion='risk' (a K-fold "
+                "choice switches it off: criterion='kfold', or 'auto' where the estimate "
+                "is flagged or below 100 samples with more features than samples)."
             )
         return stats
 
