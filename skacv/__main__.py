@@ -73,7 +73,8 @@ def _parser(prog="skacv"):
     )
     add = demo.add_argument
     for key, kind, what in (
-            ("n", _whole_number, "samples, at least 2"), ("p", _whole_number, "features"),
+            ("n", _whole_number, "samples, at least 2"),
+            ("p", _whole_number, "features"),
             ("s", _whole_number, "nonzero coefficients, at most p"),
             ("T", _whole_number, "iterates t = 0..T-1, at least 2"),
             ("sigma", _number, "noise level, >= 0"),

@@ -8,6 +8,7 @@ how both policies are read once, with :func:`current_policies`, and handed
 down as arguments.
 """
 
+import contextlib
 import dataclasses
 from types import MappingProxyType
 
@@ -302,8 +303,10 @@ def current_policies():
     return get_policy(), get_statistics()
 
 
+@contextlib.contextmanager
 def policy_context(**changes):
-    """Change fields of the speed policy within a ``with`` block.
+    """Change fields of the speed policy within a ``with`` block, from the
+    policy in force when the block starts.
 
     Mappings (``one_thread_order``, ``default_cache_bytes``) are merged into
     the current ones. An unknown field raises ``TypeError``.
@@ -324,4 +327,5 @@ def policy_context(**changes):
     if changes.get("cpu_caches") is not None:
         changes["cpu_caches"] = MappingProxyType({**current.default_cache_bytes,
                                                   **changes["cpu_caches"]})
-    return _in_force.replaced(dataclasses.replace(current, **changes))
+    with _in_force.replaced(dataclasses.replace(current, **changes)) as new:
+        yield new

@@ -141,9 +141,11 @@ def get_statistics():
     return _in_force.policy
 
 
+@contextlib.contextmanager
 def statistics_context(**changes):
     """Change fields of the statistical policy within a ``with`` block (an
-    unknown field raises ``TypeError``).
+    unknown field raises ``TypeError``), from the policy in force when the
+    block starts.
 
     Examples
     --------
@@ -154,4 +156,5 @@ def statistics_context(**changes):
     >>> get_statistics().relative_patience
     0.5
     """
-    return _in_force.replaced(dataclasses.replace(_in_force.policy, **changes))
+    with _in_force.replaced(dataclasses.replace(_in_force.policy, **changes)) as new:
+        yield new

@@ -233,3 +233,20 @@ def test_the_policies_pickle():
 
     policies = current_policies()
     assert pickle.loads(pickle.dumps(policies)) == policies
+
+
+def test_a_policy_context_changes_the_policy_in_force_when_entered():
+    """``policy_context`` and ``statistics_context`` read the policy they
+    change when their block starts (not when they are made) and restore it
+    when it ends."""
+    from skacv._policy import get_policy, policy_context
+    from skacv._statistics import get_statistics, statistics_context
+
+    speed = policy_context(panel_bytes=4096)
+    statistics = statistics_context(tie_rtol=0.25)
+    with policy_context(gram_cache_size=7), statistics_context(relative_patience=0.125):
+        with speed, statistics:
+            assert (get_policy().panel_bytes, get_policy().gram_cache_size) == (4096, 7)
+            assert (get_statistics().tie_rtol, get_statistics().relative_patience) == (0.25, 0.125)
+        assert get_policy().panel_bytes != 4096 and get_policy().gram_cache_size == 7
+        assert get_statistics().tie_rtol != 0.25 and get_statistics().relative_patience == 0.125

@@ -66,7 +66,7 @@ DOC_ATTRIBUTES = """
         from the first iterate whose degrees-of-freedom fraction leaves
         ``[0, 1)`` or whose correction ``(I - A/n)^{-1}`` amplifies with
         cancellations (proximal momentum methods on ill-conditioned designs;
-        see the user guide, "When the estimate cannot be trusted"). A fit
+        see the user guide, "The fitted diagnostics"). A fit
         with flagged iterates warns (:class:`~skacv.exceptions.UnreliableEstimateWarning`)
         and :class:`TrajectoryEarlyStoppingCV` never selects them.
     risk_diagnostics_ : Bunch

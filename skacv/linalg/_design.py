@@ -215,7 +215,10 @@ class Design:
         sparse ``X``, made if not given). ``idx`` is kept as ``.idx``.
         """
         sub = object.__new__(Design)
-        sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx] if self.sparse else self.X[idx]
+        if self.sparse:
+            sub.X = (self.X.tocsr() if X_csr is None else X_csr)[idx]
+        else:
+            sub.X = self.X[idx]
         weighted = self.weight is not None
         sub._start(sub.X, self.weight[idx] if weighted else None, self.fit_intercept,
                    self.policies, self.sqrt_weight[idx] if weighted else None)
@@ -431,9 +434,12 @@ class Design:
             if G is not None:  # formed already (the covariance form): Lanczos on it
                 return (G @ v) * self.n_eff
             v = v.astype(self.dtype)
-            # one pass per product on the features' side (normal_matvec), or two
-            w = (self.normal_matvec(v) if fuses else self.rmatvec(self.matvec(v)) if p <= n
-                 else self.matvec(self.rmatvec(v)))
+            if fuses:  # one pass per product on the features' side
+                w = self.normal_matvec(v)
+            elif p <= n:  # or two
+                w = self.rmatvec(self.matvec(v))
+            else:
+                w = self.matvec(self.rmatvec(v))
             return np.asarray(w, dtype=np.float64)
         # a Ritz value never exceeds the top eigenvalue; with relative residual
         # at most the statistical policy's lipschitz_tol it is within that

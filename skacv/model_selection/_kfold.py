@@ -65,7 +65,7 @@ def stacked_iteration(iterations, dtype, n_rows=None):
 
 def _tiled(row, n_rows):
     """``row`` repeated on ``n_rows`` rows in the iterates' Fortran layout,
-    read-only (the penalty's prox keeps its threshold for it)."""
+    read-only (the same array at every step)."""
     tiled = np.ascontiguousarray(np.broadcast_to(row[:, None], (row.shape[0], n_rows))).T
     tiled.flags.writeable = False
     return tiled

@@ -347,7 +347,10 @@ def _track_blocks(prob, track, blocks, block_states, coef_at, store, verbose, ti
     err = np.zeros(T + 1) if prob.classifier else None
     if err is not None and old is not None:
         err[: k0 + 1] = old["err"]
-    preds = ({} if store else None) if old is None else old["preds"]
+    if old is None:
+        preds = {} if store else None
+    else:
+        preds = old["preds"]
     losses, coefs = [], []
     done = 0
     for b, idx in enumerate(blocks):

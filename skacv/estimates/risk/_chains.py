@@ -85,7 +85,8 @@ def _trace_probes(Xs, Z, n, dtype):
 def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                          state=None, keep_state=False, probes=None, split=None):
     """Hutchinson (or exact) memory matrices ``(A, A_sources, state)`` of a
-    proximal trajectory by the shared probes.
+    proximal trajectory by the shared probes (``A``, ``A_sources`` of shape
+    (T + 1, T + 1); ``state``: ``None`` unless ``keep_state``).
 
     ``state`` (a :class:`~skacv.estimates.risk._state.ChainState`, kept with
     ``keep_state=True``, Hutchinson probes only) continues the chains of a

@@ -336,12 +336,14 @@ def rows_from_sums(SA, SV, lag0, template=None):
 
 
 def template_matrices(iteration, n_iter, nodes, resume=None, keep=False):
-    """The split's template: the memory matrices of ``iteration`` with its prox
-    replaced by the identity on the spectrum of ``X~_U^T X~_U / n_eff``, ``U``
-    the union of the path's supports (it moved ``risk_path_`` less than the
-    final support's: ``docs/internals.rst``). ``keep``: also the recursion
-    (:class:`~skacv.estimates.risk._spectral.CounterpartChain`) that ``resume``
-    continues, bit for bit."""
+    """The split's template: the memory matrices ``(T_A, T_sources)`` (each
+    (n_iter + 1, n_iter + 1)) of ``iteration`` with its prox replaced by the
+    identity, on ``nodes`` (the nodes and weights of :func:`template_nodes`)
+    of the spectrum of ``X~_U^T X~_U / n_eff``, ``U`` the union of the
+    path's supports (it moved ``risk_path_`` less than the final support's:
+    ``docs/internals.rst``). ``keep``: also the recursion
+    (:class:`~skacv.estimates.risk._spectral.CounterpartChain`, ``None`` on no
+    nodes) that ``resume`` continues, bit for bit."""
     T = int(n_iter)
     if nodes[0].size == 0:
         out = np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1))
@@ -402,9 +404,13 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
 
 def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                          state=None, keep_state=False, own_rng=False):
-    """``(A, A_sources, state)`` of a proximal trajectory by the pooled probes:
+    """``(A, A_sources, state)`` of a proximal trajectory by the pooled probes
+    (``A``, ``A_sources`` of shape (T + 1, T + 1); ``state``: a
+    :class:`~skacv.estimates.risk._state.PooledState` with ``keep_state``,
+    else ``None``):
     :func:`run_pooled_chain`'s row sums split by :func:`rows_from_sums`.
-    A continued chain keeps the template's nodes while the union of the
+    ``state`` continues the chain of a shorter prefix of the same
+    trajectory, which keeps the template's nodes while the union of the
     supports is as wide as the state's."""
     T = coef_path.shape[1] - 1
     run = run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,

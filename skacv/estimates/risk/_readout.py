@@ -112,10 +112,10 @@ def _correction(A_sources, n_eff, c):
 
 
 def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
-    """The lower-triangular ``K`` with ``R_x = F K^T``: ``K = (I (1 - c/n) -
-    A/n)^{-1}`` without extrapolation, else ``K^T = (I + E L^{-T} (A/n)^T) /
-    (1 - c/n)``, ``F E`` the sources' residuals and ``L`` the correction of
-    their memory matrix. Parameters as :func:`risk_from_memory`."""
+    """The lower-triangular ``K`` (T + 1, T + 1) with ``R_x = F K^T``: ``K =
+    (I (1 - c/n) - A/n)^{-1}`` without extrapolation, else ``K^T = (I + E
+    L^{-T} (A/n)^T) / (1 - c/n)``, ``F E`` the sources' residuals and ``L``
+    the correction of their memory matrix. Parameters as :func:`risk_from_memory`."""
     A = np.asarray(A, dtype=np.float64)
     T1 = A.shape[0]
     c = 1.0 if fit_intercept else 0.0
@@ -166,9 +166,9 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
 def residual_products(design, y_tilde, coef_path, sources=None):
     """Inner products of the residuals ``F = y~ 1^T - X~ B`` and ``F_v`` (of
     ``sources``) in the features' space: ``O(p^2 T + p T^2)`` flops instead of
-    ``O(n T^2)``. A Bunch of ``FF``, ``XF`` (and ``FFv``, ``FvFv``, ``XFv``),
-    and the residuals in the basis of :func:`residual_basis`: ``M``, ``Phi``
-    (``Phiv``), ``FF = Phi^T M Phi``."""
+    ``O(n T^2)``. A Bunch of ``FF`` (T + 1, T + 1), ``XF`` (n_features, T + 1)
+    (and ``FFv``, ``FvFv``, ``XFv`` alike), and the residuals in the basis of
+    :func:`residual_basis`: ``M``, ``Phi`` (``Phiv``), ``FF = Phi^T M Phi``."""
     M = residual_basis(design, y_tilde)
     C = M[1:, 1:]
     c = M[1:, 0]
@@ -211,8 +211,10 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
 
 def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
                      iteration=None, iterates=None):
-    """The risk of :func:`risk_from_products` at ``iterates`` only (``None``:
-    all): ``O(T^2 |S|)`` flops by triangular solves, instead of ``O(T^3)``."""
+    """The risk of :func:`risk_from_products` at ``iterates`` ``S`` only
+    (``None``: all), shape (|S|,): ``risk_from_products(...)[0][S]`` up to
+    rounding, in ``O(T^2 |S|)`` flops by triangular solves instead of
+    ``O(T^3)``."""
     P, Q = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
                                iterates)
     return _residual_gram(products, P, Q, diagonal=True) / n_eff

@@ -151,7 +151,7 @@ def lanczos_nodes(design, n_probes, rng, depth, verbose=0, check=None, state=Non
     equals the Hutchinson estimate ``(1/m) sum_i z_i^T f(K) z_i`` for every
     polynomial ``f`` of degree ``< 2 * depth``; with ``keep_state`` also a
     :class:`~skacv.estimates.risk._state.QuadratureState`, which ``state``
-    resumes.
+    resumes (the same design and probes).
     """
     n, p = design.n_samples, design.n_features
     dim = min(n, p)
