@@ -291,18 +291,25 @@ def test_pooled_risk_path_is_close_to_exact_traces(solver, tol):
     assert np.sqrt(np.mean(err ** 2)) <= tol
 
 
-def test_more_pooled_probes_are_one_chain_of_all_of_them():
-    """``extend_pooled`` appends a chain of new probes to a pooled state:
-    its rows' sums and its saved chains (what a warm start continues) are
-    those of one chain run with all the probes from the start (the same
-    signs, given by ``draw``)."""
+def _pooled_state(dtype):
+    """A fitted path's design, iteration and path, and the state of a pooled
+    chain of 4 probes on it (kept, to be extended)."""
     X, y = _equicorrelated(80, 120, seed=5)
     est = TrajectoryLasso(0.02, max_iter=40, estimate_risk=False).fit(X, y)
     prob = est._problem(X, y)
     design, iteration, path = prob.design, prob.iteration, est.coef_path_
     _, _, state = pooled.pooled_memory_matrix(design, iteration, path, 4,
-                                              np.random.RandomState(0), np.float64,
+                                              np.random.RandomState(0), dtype,
                                               keep_state=True)
+    return design, iteration, path, state
+
+
+def test_more_pooled_probes_are_one_chain_of_all_of_them():
+    """``extend_pooled`` appends a chain of new probes to a pooled state:
+    its rows' sums and its saved chains (what a warm start continues) are
+    those of one chain run with all the probes from the start (the same
+    signs, given by ``draw``)."""
+    design, iteration, path, state = _pooled_state(np.float64)
     more = pooled.extend_pooled(design, iteration, path, state, 6)
     assert more.m == 10 and more.Z.shape == (80, 10)
     np.testing.assert_array_equal(more.Z[:, :4], state.Z)
@@ -319,18 +326,11 @@ def test_more_pooled_probes_are_one_chain_of_all_of_them():
         np.testing.assert_allclose(v1, v2, atol=1e-12 * np.abs(v2).max())
 
 
-
 def test_more_pooled_probes_reuse_the_state_columns():
     """``extend_pooled`` runs its new probes' chain on the state's restricted
     copy of ``X~`` (the same columns in the same order) instead of gathering
     it again: the same state, bit for bit, as with a new gather."""
-    X, y = _equicorrelated(80, 120, seed=5)
-    est = TrajectoryLasso(0.02, max_iter=40, estimate_risk=False).fit(X, y)
-    prob = est._problem(X, y)
-    design, iteration, path = prob.design, prob.iteration, est.coef_path_
-    _, _, state = pooled.pooled_memory_matrix(design, iteration, path, 4,
-                                              np.random.RandomState(0), np.float32,
-                                              keep_state=True)
+    design, iteration, path, state = _pooled_state(np.float32)
     assert state.columns is not None
     out = []
     for columns in (state.columns, None):
