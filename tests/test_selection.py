@@ -1576,3 +1576,27 @@ def test_auto_uses_kfold_below_100_samples_with_more_features():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y).criterion_ == "risk"
+
+
+def test_path_search_advises_its_own_path_params_when_the_alpha_path_stops_short():
+    """The alpha path's ConvergenceWarning, inside the search, names the
+    search's ``path_params`` (its ``max_iter`` and ``tol``), from the user's
+    call, once; the alpha of a boundary warning reads as a number."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = _data(n=60, p=100)
+    for criterion in ("risk", "kfold"):
+        search = _pinned(TrajectoryLasso(max_iter=30), search="path", criterion=criterion,
+                         path_params={"n_alphas": 6, "tol": 1e-14, "max_iter": 3})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            search.fit(X, y)
+        conv = [w for w in caught if w.category is ConvergenceWarning]
+        assert len(conv) == 1 and conv[0].filename == __file__
+        message = str(conv[0].message)
+        assert "within max_iter=3 steps" in message
+        assert "path_params={'max_iter': 6}" in message and "Increase" not in message
+        assert all("np.float" not in str(w.message) for w in caught)
+    # the function itself keeps its own advice
+    with pytest.warns(ConvergenceWarning, match="Increase max_iter or tol"):
+        risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=5, tol=1e-15, max_iter=2)

@@ -9,6 +9,7 @@ limit, and the converged fit competes with every iterate
 (:func:`converged_choice`).
 """
 
+import contextlib
 import dataclasses
 import time
 import warnings
@@ -16,6 +17,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import Bunch
 
 from .._trace import taken
@@ -93,8 +95,9 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     options = {"n_alphas_no_change": None if criterion == "kfold" else 3,
                **(path_params or {})}
     tic = time.perf_counter()
-    path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
-                      criterion="loo" if criterion == "loo" else "risk", **options)
+    with _alpha_path_advice(options.get("max_iter", 1000)):
+        path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
+                          criterion="loo" if criterion == "loo" else "risk", **options)
     # every alpha of the grid, decreasing (the path's order), as given
     if given is None:
         n_alphas = options.get("n_alphas", 30)
@@ -108,7 +111,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     path_risk = np.full(n_grid, np.nan)
     path_risk[:m] = path.risk
     if criterion == "kfold":
-        score = kfold_alpha_path(estimator, X, y, sw, splits, full, options, alpha_path)
+        with _alpha_path_advice(options.get("max_iter", 1000)):
+            score = kfold_alpha_path(estimator, X, y, sw, splits, full, options, alpha_path)
     else:
         score = np.full(n_grid, np.nan)
         score[:m] = path.loo if criterion == "loo" else path.risk
@@ -123,6 +127,23 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     if not finite.any():
         raise ValueError(too_few_message(n, criterion, path.df))
     return AlphaScores(path, values, score, path_risk, reason, path_time)
+
+
+@contextlib.contextmanager
+def _alpha_path_advice(max_iter):
+    """The alpha path's ConvergenceWarning with the search's advice: its
+    ``max_iter`` and ``tol`` are the search's ``path_params``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        message = str(w.message)
+        if issubclass(w.category, ConvergenceWarning) and "Increase max_iter or tol" in message:
+            message = message.replace(
+                "Increase max_iter or tol",
+                f"Pass path_params={{'max_iter': {2 * max_iter}}} (or a larger 'tol') to the "
+                "search")
+        warnings.warn_explicit(message, w.category, w.filename, w.lineno)
 
 
 def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options,
@@ -297,7 +318,7 @@ def warn_converged(choice, alpha, max_iter, criterion, rtol):
     end = choice.trajectory_iteration
     grown = f", grown past max_iter={max_iter}" if end > max_iter else ""
     warnings.warn(
-        f"The trajectory of alpha={alpha!r} was still improving at its last iteration, "
+        f"The trajectory of alpha={alpha:.6g} was still improving at its last iteration, "
         f"{end}{grown} (estimated {criterion} {choice.trajectory_min:.6g}), above the "
         f"converged fit of that alpha ({choice.score:.6g}): the converged fit is selected "
         f"(best_iteration_ is None). Raise max_iter (e.g. to {2 * end}) to select an "

@@ -194,10 +194,11 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_ite
                 continue
             if chosen in (min(vals), max(vals)):
                 side = "smallest" if chosen == min(vals) else "largest"
+                shown = f"{chosen:.6g}" if isinstance(chosen, Real) else repr(chosen)
                 warnings.warn(
-                    f"The chosen {name}={chosen!r} is the {side} value of the grid: the "
+                    f"The chosen {name}={shown} is the {side} value of the grid: the "
                     f"best {name} may lie outside it. Widen the grid of {name!r} "
-                    f"(param_grid) beyond {chosen!r}.", SelectionBoundaryWarning,
+                    f"(param_grid) beyond {shown}.", SelectionBoundaryWarning,
                     stacklevel=5)
             break
     if not isinstance(max_iter, Integral) or best_iteration is None:
