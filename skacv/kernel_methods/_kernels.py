@@ -247,10 +247,16 @@ class KernelOperator:
         dt = np.float32 if self.single else np.float64
         if self.full is not None:
             # symmetric: a gather of sorted rows, not a strided gather of columns,
-            # and (G^T K[rows])^T, where more columns cost little more than one
-            order = np.argsort(rows, kind="stable")
-            Gs = G.astype(dt, copy=False)[order]
-            return np.asarray((Gs.T @ self.full[rows[order]]).T, dtype=np.float64)
+            # and (G^T K[rows])^T, where more columns cost little more than one;
+            # every row in order (full batch, the probes) is the matrix itself
+            Gd = G.astype(dt, copy=False)
+            n = self.X.shape[0]
+            if rows.shape[0] == n and np.array_equal(rows, np.arange(n)):
+                Gs, KB = np.ascontiguousarray(Gd), self.full
+            else:
+                order = np.argsort(rows, kind="stable")
+                Gs, KB = Gd[order], self.full[rows[order]]
+            return np.asarray((Gs.T @ KB).T, dtype=np.float64)
         n = self.X.shape[0]
         if self.fused:
             out = np.empty((n, G.shape[1]))
