@@ -92,7 +92,7 @@ _DOC_PARAMS = """
         takes float32 when that is below ``1e-2`` (a gain below about
         ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
         digits), float64 otherwise, and float64 where the whole kernel matrix
-        fits in it and ``n`` is at most 3000 (the speed policy's
+        fits in it and ``n`` is at most 500 (the speed policy's
         ``eigenpro_float64_max_rows``; the two cost about the same there);
         the whole kernel matrix is kept (in the training's precision) when it
         fits in a quarter of ``working_memory``, else computed by blocks at
