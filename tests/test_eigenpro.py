@@ -65,6 +65,12 @@ def test_kernels_follow_their_definitions():
         ours = Kernel("matern", s, {"nu": nu})(X, Y)
         assert np.allclose(ours, Matern(length_scale=s, nu=nu)(X, Y)), nu
     assert np.allclose(Kernel("matern", s)(X, X).diagonal(), 1.0)
+    # the squared distances (scikit-learn's operations without its checks):
+    # with the given norms of Y, and exactly 0 between a row and itself
+    from skacv.kernel_methods._kernels import squared_distances
+    assert np.allclose(squared_distances(X, Y, np.einsum("ij,ij->i", Y, Y)), D**2)
+    XX = squared_distances(X, X)
+    assert np.allclose(XX, cdist(X, X) ** 2) and np.all(XX.diagonal() == 0.0)
     with pytest.raises(ValueError, match="nu"):
         Kernel("matern", s, {"gamma": 1.0})
 
