@@ -103,8 +103,8 @@ class Kernel:
 def squared_distances(X, Y, Y_norm_squared=None):
     """``||x - y||^2`` of the rows of two float64 arrays, by scikit-learn's
     ``euclidean_distances`` operations (``|x|^2 - 2 x.y + |y|^2``, clipped at 0,
-    zero on the diagonal of ``X`` with itself) without its input checks: a
-    few kernel matrices of a fit cost less than their checks (docs/benchmarks.rst)."""
+    zero on the diagonal of ``X`` with itself) without its input checks, a
+    third of the time of the set-up's small kernel matrices (docs/benchmarks.rst)."""
     same = Y is X
     X = np.asarray(X, dtype=np.float64)
     Y = X if same else np.asarray(Y, dtype=np.float64)
