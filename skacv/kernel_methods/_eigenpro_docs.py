@@ -99,9 +99,9 @@ _DOC_PARAMS = """
         every step; the Nystrom eigenfunctions at the
         training rows come from the same blocks (kept in float64). The
         coefficients and the predictions stay in float64; the eigensystem
-        too, except that of a subsample of at least 1000 rows that is not the
+        too, except that of a subsample of at least 300 rows that is not the
         whole data (the speed policy's ``eigenpro_eigh_float32_min_order``):
-        float32, half the time, its eigenvalues within about ``3e-8 lambda_1``
+        float32, half the time, its eigenvalues within about ``4e-7 lambda_1``
         (rounding changes the preconditioner slightly, not the path's limit;
         the held-out ``lambda_P`` keeps the step stable).
     random_state : int, RandomState instance or None, default=None
