@@ -204,10 +204,10 @@ class SpeedPolicy:
     #: EigenPro's kernel products take their columns padded to a multiple of this
     kernel_rhs_multiple: int = 16
     #: EigenPro's Nystrom eigensystem in float32 from this order; its zero floor
-    eigenpro_eigh_float32_min_order: int = 1000
+    eigenpro_eigh_float32_min_order: int = 300
     eigh_float32_floor: float = 1e-6
     #: ``precision="auto"`` keeps a float64 kernel matrix up to this many rows
-    eigenpro_float64_max_rows: int = 3000
+    eigenpro_float64_max_rows: int = 500
     #: ``precision="empirical"`` prepared at fit time up to this many features
     empirical_max_features: int = 2000
     #: the fit loop writes what the estimates would compute again

@@ -65,6 +65,12 @@ def test_kernels_follow_their_definitions():
         ours = Kernel("matern", s, {"nu": nu})(X, Y)
         assert np.allclose(ours, Matern(length_scale=s, nu=nu)(X, Y)), nu
     assert np.allclose(Kernel("matern", s)(X, X).diagonal(), 1.0)
+    # the squared distances (scikit-learn's operations without its checks):
+    # with the given norms of Y, and exactly 0 between a row and itself
+    from skacv.kernel_methods._kernels import squared_distances
+    assert np.allclose(squared_distances(X, Y, np.einsum("ij,ij->i", Y, Y)), D**2)
+    XX = squared_distances(X, X)
+    assert np.allclose(XX, cdist(X, X) ** 2) and np.all(XX.diagonal() == 0.0)
     with pytest.raises(ValueError, match="nu"):
         Kernel("matern", s, {"gamma": 1.0})
 
@@ -300,6 +306,7 @@ def test_float64_kept_matrix_only_up_to_the_policy_rows(speed_policy):
     X = rng.uniform(0, 1, (300, 5))
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(300)
     kw = dict(bandwidth=0.3, subsample_size=100, max_iter=5, random_state=0)
+    speed_policy(eigenpro_float64_max_rows=300)
     e64 = EigenProRegressor(**kw).fit(X, y)
     assert e64.precision_ == "float64"
     gain = e64.preconditioner_.eigenvalues_[0] / e64.top_eigenvalue_
@@ -310,6 +317,26 @@ def test_float64_kept_matrix_only_up_to_the_policy_rows(speed_policy):
     assert np.max(np.abs(e32.predict(X) - e64.predict(X))) <= 1e-4 * np.abs(e64.predict(X)).max()
     speed_policy(eigenpro_float64_max_rows=300)
     assert EigenProRegressor(**kw).fit(X, y).precision_ == "float64"
+
+
+def test_kept_float32_matrix_follows_the_blocks_and_float64():
+    # above the policy's float64 rows the n x n matrix is kept in float32: its
+    # iterates equal the float32 blocks' (the same entries, other summation
+    # orders) and the float64 path's to float32 rounding (measured 1.5e-5 and
+    # 1.3e-5 of the largest coefficient after 4 epochs, predictions 3e-6)
+    X, y, Xt = smooth_problem(700)
+    kw = dict(bandwidth=0.5, subsample_size=200, max_iter=4, random_state=0)
+    kept = EigenProRegressor(**kw).fit(X, y)
+    assert kept.precision_ == "float32" and kept._state.op.use_full and kept._state.op.single
+    with config_context(working_memory=1.0):  # blocks, not the n x n matrix
+        blocks = EigenProRegressor(**kw).fit(X, y)
+    assert blocks.precision_ == "float32" and not blocks._state.op.use_full
+    f64 = EigenProRegressor(precision="float64", **kw).fit(X, y)
+    A, B, C = kept.dual_coef_path_, blocks.dual_coef_path_, f64.dual_coef_path_
+    scale = np.abs(C).max()
+    assert np.abs(A - B).max() <= 1e-4 * scale and np.abs(A - C).max() <= 1e-4 * scale
+    p64 = f64.predict(Xt)
+    assert np.abs(kept.predict(Xt) - p64).max() <= 3e-5 * np.abs(p64).max()
 
 
 def test_divergence_is_reported():

@@ -92,16 +92,16 @@ _DOC_PARAMS = """
         takes float32 when that is below ``1e-2`` (a gain below about
         ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
         digits), float64 otherwise, and float64 where the whole kernel matrix
-        fits in it and ``n`` is at most 3000 (the speed policy's
+        fits in it and ``n`` is at most 500 (the speed policy's
         ``eigenpro_float64_max_rows``; the two cost about the same there);
         the whole kernel matrix is kept (in the training's precision) when it
         fits in a quarter of ``working_memory``, else computed by blocks at
         every step; the Nystrom eigenfunctions at the
         training rows come from the same blocks (kept in float64). The
         coefficients and the predictions stay in float64; the eigensystem
-        too, except that of a subsample of at least 1000 rows that is not the
+        too, except that of a subsample of at least 300 rows that is not the
         whole data (the speed policy's ``eigenpro_eigh_float32_min_order``):
-        float32, half the time, its eigenvalues within about ``3e-8 lambda_1``
+        float32, half the time, its eigenvalues within about ``4e-7 lambda_1``
         (rounding changes the preconditioner slightly, not the path's limit;
         the held-out ``lambda_P`` keeps the step stable).
     random_state : int, RandomState instance or None, default=None

@@ -121,10 +121,9 @@ class EigenProSetup:
         gain = P.eigenvalues_[0] / lam_p if lam_p > 0 else np.inf
         rounding_tol = policy.eigenpro_rounding_tol
         # float64 where the n x n matrix fits in it and n is at most the
-        # speed policy's eigenpro_float64_max_rows (a fit of a few thousand
-        # rows then repeats exactly; weighted and repeated rows agree to
-        # rounding), else float32 where the gain allows (blocks, or the
-        # matrix kept in float32 where it fits)
+        # speed policy's eigenpro_float64_max_rows (a few hundred rows,
+        # where the two cost the same), else float32 where the gain allows
+        # (blocks, or the matrix kept in float32 where it fits)
         kept64 = op.use_full and n <= policy.eigenpro_float64_max_rows
         single = kern.kernel == "gaussian" and (self.precision == "float32" or (
             self.precision == "auto" and not kept64 and gain * _EPS32 <= rounding_tol))
@@ -235,9 +234,11 @@ class EigenProSetup:
         K *= sc[None, :]
         if not P.n_components_:
             return top_eigenvalue(K, policy=policy)
-        # the low-rank part as an operator (not the h x h product with phi)
         phi = sc[:, None] * (kern(XH, XS) @ P.coef_)
         phi_s = phi * P.scale_
+        if K.shape[0] <= policy.dense_eig_size:  # LAPACK's: the matrix, not op(I)
+            return top_eigenvalue(K - phi_s @ np.ascontiguousarray(phi.T), policy=policy)
+        # the low-rank part as an operator (not the h x h product with phi)
 
         def op(V):
             return K @ V - phi_s @ (phi.T @ V)

@@ -7,7 +7,6 @@ closed forms for ``nu`` = 0.5, 1.5, 2.5 and ``inf`` (the Gaussian)."""
 import numpy as np
 from scipy.special import gamma as gamma_fn
 from scipy.special import kv
-from sklearn.metrics.pairwise import euclidean_distances, rbf_kernel
 
 from .._config import working_memory_bytes
 from ..linalg._sampling import draw_rows
@@ -84,14 +83,11 @@ class Kernel:
                     f"({X.shape[0]}, {Y.shape[0]})."
                 )
             return K
-        s = self.bandwidth
+        D = squared_distances(X, Y, Y_norm_squared)
         if self.kernel == "gaussian":
-            if Y_norm_squared is None:
-                return rbf_kernel(X, Y, gamma=0.5 / s**2)
-            D = euclidean_distances(X, Y, Y_norm_squared=Y_norm_squared, squared=True)
-            D *= -0.5 / s**2
+            D *= -0.5 / self.bandwidth**2
             return np.exp(D, out=D)
-        return _from_distance(self, euclidean_distances(X, Y, Y_norm_squared=Y_norm_squared))
+        return _from_distance(self, np.sqrt(D, out=D))
 
     def diagonal(self, X, block=256):
         """``k(x_i, x_i)`` for every row, shape (n,)."""
@@ -102,6 +98,30 @@ class Kernel:
             sl = slice(start, start + block)
             out[sl] = np.diag(self(X[sl], X[sl]))
         return out
+
+
+def squared_distances(X, Y, Y_norm_squared=None):
+    """``||x - y||^2`` of the rows of two float64 arrays, by scikit-learn's
+    ``euclidean_distances`` operations (``|x|^2 - 2 x.y + |y|^2``, clipped at 0,
+    zero on the diagonal of ``X`` with itself) without its input checks, a
+    third of the time of the set-up's small kernel matrices (docs/benchmarks.rst)."""
+    same = Y is X
+    X = np.asarray(X, dtype=np.float64)
+    Y = X if same else np.asarray(Y, dtype=np.float64)
+    XX = np.einsum("ij,ij->i", X, X)[:, None]
+    if same:
+        YY = XX.T
+    elif Y_norm_squared is not None:
+        YY = np.asarray(Y_norm_squared, dtype=np.float64).reshape(1, -1)
+    else:
+        YY = np.einsum("ij,ij->i", Y, Y)[None, :]
+    D = -2 * (X @ Y.T)
+    D += XX
+    D += YY
+    np.maximum(D, 0.0, out=D)
+    if same:
+        np.fill_diagonal(D, 0.0)
+    return D
 
 
 def distance_factors(kernel, X, sq):
@@ -247,10 +267,16 @@ class KernelOperator:
         dt = np.float32 if self.single else np.float64
         if self.full is not None:
             # symmetric: a gather of sorted rows, not a strided gather of columns,
-            # and (G^T K[rows])^T, where more columns cost little more than one
-            order = np.argsort(rows, kind="stable")
-            Gs = G.astype(dt, copy=False)[order]
-            return np.asarray((Gs.T @ self.full[rows[order]]).T, dtype=np.float64)
+            # and (G^T K[rows])^T, where more columns cost little more than one;
+            # every row in order (full batch, the probes) is the matrix itself
+            Gd = G.astype(dt, copy=False)
+            n = self.X.shape[0]
+            if rows.shape[0] == n and np.array_equal(rows, np.arange(n)):
+                Gs, KB = np.ascontiguousarray(Gd), self.full
+            else:
+                order = np.argsort(rows, kind="stable")
+                Gs, KB = Gd[order], self.full[rows[order]]
+            return np.asarray((Gs.T @ KB).T, dtype=np.float64)
         n = self.X.shape[0]
         if self.fused:
             out = np.empty((n, G.shape[1]))
