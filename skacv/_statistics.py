@@ -99,6 +99,8 @@ class StatisticalPolicy:
     template_rtol: float = 1e-3
     template_check_lags: int = 200
     template_exact_support: int = 300
+    #: a continued chain keeps its template's nodes while its columns grew by at most this
+    template_reuse_growth: float = 0.005
     #: Lanczos depths at which the template's quadrature is checked
     template_check_depths: tuple = (10, 14, 20, 28, 40, 56, 80)
     #: the settled form stops a source's column at this fraction of the largest state

@@ -419,19 +419,25 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), run.state
     # the union of the supports, hence the template's nodes, often stops
     # growing early: a continued chain reuses them while it is as wide (a
-    # longer path's union contains the shorter one's: the same features)
+    # longer path's union contains the shorter one's: the same features),
+    # or wider by at most template_reuse_growth of the nodes' columns: k
+    # more columns move the spectral measure by at most k / width
+    # (interlacing), below the spread of the nodes' own probes
     width = run.columns.shape[1]
     nodes = resume = None
-    if (run.continued is not None and run.continued.nodes_width == width
-            and run.continued.nodes_lags >= T):
+    kept = run.continued
+    if (kept is not None and kept.nodes_lags >= T and 0 <= width - kept.nodes_width
+            <= design.statistics.template_reuse_growth * kept.nodes_width):
         # the same nodes: the template's recursion continues too
-        nodes, resume = run.continued.nodes, run.continued.template
+        nodes, resume, nodes_width = kept.nodes, kept.template, kept.nodes_width
+        taken("template_reused", grown=width - kept.nodes_width)
     if nodes is None:
+        nodes_width = width
         nodes = template_nodes(design, run.columns, run.template_seed or 0, iteration, T,
                                run.coords)
     *template, chain = template_matrices(iteration, T, nodes, resume, keep=True)
     if run.state is not None:
-        run.state.nodes, run.state.nodes_width = nodes, width
+        run.state.nodes, run.state.nodes_width = nodes, nodes_width
         run.state.nodes_lags = template_lags(T, design.statistics)
         run.state.template = chain
     A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template)
