@@ -23,7 +23,7 @@ from .._trace import taken
 from ..estimators._setup import FitPlan
 from ..iterations._datafits import log_loss_terms
 from ..utils._compat import _num_features, _num_samples
-from ..utils._parallel import overlapped
+from ..utils._parallel import cache_bytes, overlapped
 from ._fold_designs import fold_covariance_pays
 from ._kfold import StackedFolds, aligned_errors, can_stack, fit_beside, fold_steps, kfold_dtype
 from ._stages import (
@@ -407,7 +407,9 @@ def fit_kfold_block(estimators, X, y, fit_params, attrs, splits, n_iter_no_chang
     (:class:`~skacv.model_selection._kfold.StackedFolds` with a group of
     columns each): each path, its stopping (``limits``) and its deferred
     full fit as its own :class:`KFoldPath`'s, one pass a step for all
-    (``checks``: the full fits' shared validation). Returns
+    (blocks of as many grid points as the speed policy's
+    ``grid_block_cache_share`` holds; ``checks``: the full fits' shared
+    validation). Returns
     ``[(DeferredFull, paths, fit_time), ...]`` (the block's time shared
     evenly)."""
     tic = time.perf_counter()
@@ -416,20 +418,25 @@ def fit_kfold_block(estimators, X, y, fit_params, attrs, splits, n_iter_no_chang
     for search in searches:
         search.deferred = True
         search.start_deferred(checks)
-    first = searches[0]
-    # (validated by the full fits; the block's copy gathered from the first one's X~)
+    # (validated by the full fits; each block's copy gathered from its first one's X~)
     Xv = check_array(X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
                      ensure_all_finite=False)
-    block = StackedFolds(first.estimator, Xv, np.asarray(y, dtype=np.float64).reshape(-1),
-                         first.sample_weight, splits, kfold_dtype(fold_dtype), policies,
-                         first.estimator.fitted_design(), horizon=first.horizon,
-                         estimators=[s.estimator for s in searches])
-    K = len(splits)
-    for a, search in enumerate(searches):
-        search.block, search.columns = block, slice(a * K, (a + 1) * K)
-        search.ratios = _time_ratios(search.estimator, alignment,
-                                     block.step_sizes[search.columns])
-    block.advance(max(fold_steps(s.full_iter, s.ratios) for s in searches))
+    yv = np.asarray(y, dtype=np.float64).reshape(-1)
+    K, dtype, policy = len(splits), kfold_dtype(fold_dtype), policies[0]
+    # blocks of equal sizes, each one's iterates within the policy's share of the level-2 cache
+    size = max(1, int(policy.grid_block_cache_share * cache_bytes(2, policy)
+                      // (K * _num_features(X) * dtype.itemsize)))
+    n_blocks = -(-len(searches) // size)
+    for group in np.array_split(np.array(searches, dtype=object), n_blocks):
+        first = group[0]
+        block = StackedFolds(first.estimator, Xv, yv, first.sample_weight, splits, dtype,
+                             policies, first.estimator.fitted_design(), horizon=first.horizon,
+                             estimators=[s.estimator for s in group])
+        for a, search in enumerate(group):
+            search.block, search.columns = block, slice(a * K, (a + 1) * K)
+            search.ratios = _time_ratios(search.estimator, alignment,
+                                         block.step_sizes[search.columns])
+        block.advance(max(fold_steps(s.full_iter, s.ratios) for s in group))
     paths = [s.fit(attrs, n_iter_no_change, limit)[0]
              for s, limit in zip(searches, limits, strict=True)]
     fit_time = (time.perf_counter() - tic) / len(searches)
