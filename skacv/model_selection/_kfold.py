@@ -229,6 +229,7 @@ class StackedFolds:
                  horizon=0, estimators=None):
         taken("stacked_folds", full_design=full_design)
         groups = [estimator] if estimators is None else list(estimators)
+        self.n_groups = len(groups)
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
         test = np.zeros_like(train)
@@ -303,7 +304,7 @@ class StackedFolds:
         :attr:`losses` of iterates ``0..n_iter``. Where a pass gives no
         held-out fitted values (an extrapolated step, the covariance form)
         the iterates are kept, by chunks of the speed policy's
-        ``fold_paths_chunk_bytes``, for :meth:`_held_out_errors_of`."""
+        ``fold_paths_chunk_bytes`` a group, for :meth:`_held_out_errors_of`."""
         k0 = self.state.k
         if n_iter > k0:
             d, it = self.products, self.iteration
@@ -311,8 +312,9 @@ class StackedFolds:
             fitted = d.computes_fitted
             keep = not fitted or any(it.beta(k) != 0.0 for k in range(k0 + 1, n_iter + 1))
             step_bytes = d.n_features * d.n_folds * d.dtype.itemsize
+            # (each group the chunk of steps of a block of its own)
             chunk = (max(1, min(n_iter - k0, self.designs.policy.fold_paths_chunk_bytes
-                                // step_bytes)) if keep else n_iter - k0)
+                                * self.n_groups // step_bytes)) if keep else n_iter - k0)
             paths = None
             if keep:
                 check_memory(step_bytes * chunk,
