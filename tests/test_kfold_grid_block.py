@@ -5,6 +5,7 @@ search that runs it returns the exhaustive search's choice."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from numpy.testing import assert_allclose
 from sklearn.base import clone
 from sklearn.model_selection import KFold, ShuffleSplit
@@ -78,29 +79,36 @@ def test_a_wide_block_takes_the_cache_panels(speed_policy):
     assert rows(2307, policy, 4, n_columns=40) == 10**6 // (40 * 2307) == 10
 
 
-def _search(X, y, grid, **kw):
+def _search(X, y, grid, sample_weight=None, **kw):
     return TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=100),
                                      param_grid={"alpha": grid}, criterion="kfold",
-                                     random_state=0, **kw).fit(X, y)
+                                     random_state=0, **kw).fit(X, y, sample_weight=sample_weight)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 6])  # converged, an iterate, a walk of 4 alphas
-def test_grid_block_search_is_the_exhaustive_search(speed_policy, seed):
+@pytest.mark.parametrize("seed, kind", [(0, "dense"), (1, "dense"), (6, "dense"),
+                                        (1, "weighted"), (1, "sparse")])
+def test_grid_block_search_is_the_exhaustive_search(speed_policy, seed, kind):
     """p >> n, K-fold CV along the paths (the criterion="auto" fallback): the
     path search runs every alpha's folds in one block, and returns the
     exhaustive search's choice (every alpha's trajectory fitted, a block
     per alpha, stack_grid=False with path_neighbors covering the grid); the
-    K-fold paths of every alpha agree to the float32 blocks' rounding."""
+    K-fold paths of every alpha agree to the float32 blocks' rounding.
+    Seeds: the converged fit chosen (0), an iterate (1), a walk of 4 alphas (6)."""
     X, y = _wide(n=40, p=300, seed=seed)
     amax = np.max(np.abs((X - X.mean(0)).T @ (y - y.mean()))) / len(y)
     grid = list(np.geomspace(amax, amax * 1e-3, 10))
+    sw = None
+    if kind == "weighted":
+        sw = np.random.default_rng(3).integers(1, 4, len(y)).astype(float)
+    elif kind == "sparse":
+        X = sp.csr_matrix(np.where(np.abs(X - 2.0) > 0.5, X, 0.0))
     with record() as paths:
-        stacked = _search(X, y, grid)
+        stacked = _search(X, y, grid, sw)
     assert paths.count("grid_fold_block") == 1
     assert paths.details("grid_fold_block")[0]["n_grid"] == len(grid)
     speed_policy(stack_grid=False)
     with record() as paths:
-        exhaustive = _search(X, y, grid, path_neighbors=len(grid))
+        exhaustive = _search(X, y, grid, sw, path_neighbors=len(grid))
     assert "grid_fold_block" not in paths
     rs, re_ = stacked.cv_results_, exhaustive.cv_results_
     assert rs["trajectory_fitted"].all() and re_["trajectory_fitted"].all()
