@@ -226,6 +226,10 @@ class SpeedPolicy:
     fit_beside: bool | None = None
     #: K-fold CV's candidates defer their full-data fit to the selection where they may
     defer_full_fit: bool = True
+    #: ``search="path"`` with K-fold CV runs every alpha's folds in one block where it may
+    stack_grid: bool = True
+    #: ... in blocks whose iterates fill at most this share of the level-2 cache
+    grid_block_cache_share: float = 0.75
     #: margin of the Lasso path's plain FISTA step ``1 / (m L + l2)``
     path_step_margin: float = 1.0
     #: the stacked folds' buffer of iterates for the held-out errors, reused chunk after chunk

@@ -23,8 +23,10 @@ def _wide(n=40, p=120, seed=0):
 def _fit(make, X, y, eager, **fit_params):
     """The search fitted with deferred full fits, or (``eager``, the speed
     policy's ``defer_full_fit=False``) without; returns it and the number
-    of full fits deferred and of deferred fits run."""
-    with policy_context(defer_full_fit=not eager), record() as paths:
+    of full fits deferred and of deferred fits run. One block of folds a
+    grid point either way (``stack_grid=False``; an eager search cannot
+    stack the grid's: test_kfold_grid_block.py)."""
+    with policy_context(defer_full_fit=not eager, stack_grid=False), record() as paths:
         search = make().fit(X, y, **fit_params)
     return search, {"deferred": paths.count("defer_full_fit"),
                     "run": paths.count("deferred_full_fit")}

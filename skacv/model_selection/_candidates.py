@@ -13,7 +13,7 @@ from ..estimators._setup import SharedChecks
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._parallel import blas_threads_per_worker, delayed, effective_n_jobs, parallel
 from ._criteria import CRITERIA, PATH_ATTRS
-from ._kfold_search import DeferredFull, fit_kfold
+from ._kfold_search import DeferredFull, fit_kfold, fit_kfold_block
 from ._stages import finite_min, fit_stages, selectable
 
 
@@ -38,11 +38,13 @@ def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
 
 
 def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True,
-                   checks=None):
+                   checks=None, stack=False):
     """Fit every candidate of ``search`` (``limits``: the criterion of each
     one's converged fit, or ``None``); return their estimate paths, fit
     times and ``{index: fitted estimator}``, with ``prune`` only of those
-    that can still win (a ``DeferredFull`` is resolved by ``full_fit``)."""
+    that can still win (a ``DeferredFull`` is resolved by ``full_fit``).
+    ``stack``: K-fold CV of every candidate in one block
+    (:func:`~skacv.model_selection._kfold_search.stacks_grid`)."""
     attr = CRITERIA[search.criterion_][0]
     attrs = PATH_ATTRS
     limits = [None] * len(candidates) if limits is None else limits
@@ -66,8 +68,15 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
         for params, limit in zip(candidates, limits, strict=True))
     paths, times, mins, kept = [], [], [], {}
     best = np.inf
-    # results in order, as a generator so that discarded fits are freed early
-    results = parallel(search.n_jobs, search.verbose, generator=True)(jobs)
+    if stack and len(candidates) > 1:
+        with warnings.catch_warnings():  # (as fit_candidate's)
+            warnings.simplefilter("ignore", UnreliableEstimateWarning)
+            results = fit_kfold_block(
+                [search._prepared(params) for params in candidates], X, y, fit_params, attrs,
+                search._splits, search.n_iter_no_change, search.fold_alignment,
+                search.fold_dtype, limits, search._policies, checks)
+    else:  # in order, as a generator so that discarded fits are freed early
+        results = parallel(search.n_jobs, search.verbose, generator=True)(jobs)
     for i, (est, est_paths, fit_time) in enumerate(results):
         fitted = est.estimator if isinstance(est, DeferredFull) else est
         if not (hasattr(fitted, "coef_path_") and hasattr(fitted, "intercept_path_")):

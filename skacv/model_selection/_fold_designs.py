@@ -61,13 +61,15 @@ def fold_panel_rows(n_features, policy, itemsize=4, n_columns=5):
     """Rows of a panel of the stacked folds' pass (the speed ``policy``'s
     ``fold_panel_cache_share`` of the level-2 cache, products of
     ``n_columns`` columns of at most ``fold_panel_max_product``
-    multiply-adds, at most ``fold_panel_rows`` rows; short rows up to
+    multiply-adds where 8 rows are (a block of several grid points' folds
+    may be wider), at most ``fold_panel_rows`` rows; short rows up to
     ``narrow_panel_rows``)."""
     if n_features <= policy.narrow_features:
         return policy.narrow_panel_rows
-    rows = min(int(policy.fold_panel_cache_share * cache_bytes(2, policy))
-               // (n_features * itemsize),
-               policy.fold_panel_max_product // (max(1, n_columns) * n_features))
+    rows = int(policy.fold_panel_cache_share * cache_bytes(2, policy)) // (n_features * itemsize)
+    small = policy.fold_panel_max_product // (max(1, n_columns) * n_features)
+    if small >= 8:  # (a wider block's products are never small: the cache alone)
+        rows = min(rows, small)
     return max(8, min(policy.fold_panel_rows, rows))
 
 

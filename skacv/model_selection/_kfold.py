@@ -205,22 +205,31 @@ class StackedFolds:
     horizon : int, default=0
         The length a staged path may reach: the covariance form is weighed
         against ``max(estimator.max_iter, horizon)`` steps.
+    estimators : list of estimators, default=None
+        One group of K columns per estimator (the same solver, other
+        penalties: a grid's alphas), column ``a K + j`` fold ``j`` of
+        ``estimators[a]``, in the ``"folds"`` layout without the covariance
+        form; ``None``: ``[estimator]``.
 
     Attributes
     ----------
     designs : FoldDesigns
+        The block's columns (every group's folds).
     products : FoldDesigns or FoldCovariance
         What the block's steps multiply by (:func:`fold_covariance_pays`).
-    step_sizes : ndarray of shape (n_folds,)
-    losses : ndarray of shape (n_iter + 1, n_folds)
-        Held-out squared errors (weighted sums) of every iterate of every fold.
+    step_sizes : ndarray of shape (n_columns,)
+    losses : ndarray of shape (n_iter + 1, n_columns)
+        Held-out squared errors (weighted sums) of every iterate of every
+        column (``n_columns``: ``n_folds`` times the groups).
     test_weight : float
         Total weight of the held-out rows.
     """
 
     def __init__(self, estimator, X, y, sample_weight, splits, dtype, policies, full_design=None,
-                 horizon=0):
+                 horizon=0, estimators=None):
         taken("stacked_folds", full_design=full_design)
+        groups = [estimator] if estimators is None else list(estimators)
+        self.n_groups = len(groups)
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
         test = np.zeros_like(train)
@@ -253,7 +262,8 @@ class StackedFolds:
                           policies=policies)
             self.tests = [np.flatnonzero(test[:, j]) for j in range(len(splits))]
         # a partition whose folds train on every other row: the rotated layout
-        partition = self.tests if order is not None and np.array_equal(train, ~test) else None
+        partition = (self.tests if order is not None and np.array_equal(train, ~test)
+                     and len(groups) == 1 else None)
         self.designs = FoldDesigns(base, train, partition)
         self.offset, self.response = self.designs.center_y(y)
         if partition is not None and fold_covariance_pays(
@@ -266,18 +276,23 @@ class StackedFolds:
         views = fold_views(self.designs, self.products, X, sample_weight, splits,
                            estimator.fit_intercept)
         iterations = []
-        for j, view in enumerate(views):  # (the parameters validated once)
-            datafit, penalty = estimator.path_problem(view, validate=j == 0)
-            iterations.append(estimator.path_iteration(view, datafit, penalty))
+        for est in groups:
+            for j, view in enumerate(views):  # (each group's parameters validated once)
+                datafit, penalty = est.path_problem(view, validate=j == 0)
+                iterations.append(est.path_iteration(view, datafit, penalty))
+        self.test_weight = float(test.sum() if w is None else (w @ test).sum())
+        if len(groups) > 1:  # every group's folds, column a K + j fold j
+            self.designs = self.products = FoldDesigns(base, np.tile(train, (1, len(groups))))
+            self.offset, self.response = self.designs.center_y(y)
+            test = np.tile(test, (1, len(groups)))
         self.step_sizes = np.array([it.step_size for it in iterations])
         self.iteration = stacked_iteration(iterations, dtype, self.designs.n_features)
         if self.iteration is None:
             raise TypeError(f"The folds of {type(estimator).__name__} cannot run as one block "
                             "(see skacv.model_selection._kfold.can_stack).")
-        # (n_folds, n_samples) in the layout: a held-out row's residual is
+        # (n_columns, n_samples) in the layout: a held-out row's residual is
         # sqrt(w_i) (y_i - prediction), its square the weighted error
         self.test_t = np.take_along_axis(test.T, self.designs.fold_of, axis=0).astype(dtype)
-        self.test_weight = float(test.sum() if w is None else (w @ test).sum())
         # the iterates a fold per row of memory (Fortran order), as the pass's V^T
         self.state = init_state(self.products, n_columns=self.designs.n_folds, order="F")
         # x^0 = 0: the residual is the response on every row
@@ -289,7 +304,7 @@ class StackedFolds:
         :attr:`losses` of iterates ``0..n_iter``. Where a pass gives no
         held-out fitted values (an extrapolated step, the covariance form)
         the iterates are kept, by chunks of the speed policy's
-        ``fold_paths_chunk_bytes``, for :meth:`_held_out_errors_of`."""
+        ``fold_paths_chunk_bytes`` a group, for :meth:`_held_out_errors_of`."""
         k0 = self.state.k
         if n_iter > k0:
             d, it = self.products, self.iteration
@@ -297,8 +312,9 @@ class StackedFolds:
             fitted = d.computes_fitted
             keep = not fitted or any(it.beta(k) != 0.0 for k in range(k0 + 1, n_iter + 1))
             step_bytes = d.n_features * d.n_folds * d.dtype.itemsize
+            # (each group the chunk of steps of a block of its own)
             chunk = (max(1, min(n_iter - k0, self.designs.policy.fold_paths_chunk_bytes
-                                // step_bytes)) if keep else n_iter - k0)
+                                * self.n_groups // step_bytes)) if keep else n_iter - k0)
             paths = None
             if keep:
                 check_memory(step_bytes * chunk,
@@ -345,14 +361,17 @@ class StackedFolds:
         return np.add.reduce(R, axis=1, dtype=np.float64)
 
     def _held_out_errors_of(self, paths):
-        """Weighted held-out squared errors (shape (n_new, n_folds)) of the
-        iterates ``paths`` (shape (n_new, n_features, n_folds)): one block
-        product per fold with its test rows."""
+        """Weighted held-out squared errors (shape (n_new, n_columns)) of the
+        iterates ``paths`` (shape (n_new, n_features, n_columns)): one block
+        product per fold with its test rows (every group's column of the
+        fold)."""
         d = self.designs
         response = d.by_fold(self.response)
         total = np.zeros((paths.shape[0], d.n_folds))
+        K = len(self.tests)
         for j, rows in enumerate(self.tests):
-            Bt = paths[:, :, j]  # (n_new, n_features)
+            # (n_new * groups, n_features): a view, row s * groups + a
+            Bt = paths[:, :, j::K].transpose(0, 2, 1).reshape(-1, paths.shape[1])
             if isinstance(rows, slice) and Bt.strides[1] == Bt.itemsize:
                 B = Bt.T  # read in place
             else:
@@ -364,7 +383,8 @@ class StackedFolds:
             if d.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
                 P -= d.sqrt_weight[rows, None] * (d.delta[:, j] @ B)[None, :]
             R = response[j, rows][:, None] - P
-            total[:, j] = np.einsum("it,it->t", R, R, dtype=np.float64)
+            total[:, j::K] = np.einsum("it,it->t", R, R, dtype=np.float64).reshape(
+                paths.shape[0], -1)
         return total
 
 

@@ -22,8 +22,9 @@ from sklearn.utils.validation import check_array
 from .._trace import taken
 from ..estimators._setup import FitPlan
 from ..iterations._datafits import log_loss_terms
-from ..utils._compat import _num_samples
-from ..utils._parallel import overlapped
+from ..utils._compat import _num_features, _num_samples
+from ..utils._parallel import cache_bytes, overlapped
+from ._fold_designs import fold_covariance_pays
 from ._kfold import StackedFolds, aligned_errors, can_stack, fit_beside, fold_steps, kfold_dtype
 from ._stages import (
     can_stage,
@@ -141,6 +142,7 @@ class KFoldPath:
         # the length the path may reach (a staged path's first stage is shorter)
         self.horizon = estimator.get_params(deep=False).get("max_iter", 0) or 0
         self.block = None  # the folds as one block (StackedFolds)
+        self.columns = slice(None)  # its columns (a block of several grid points: a group)
         self.folds = []  # or as separate fits (_Fold)
         self.beside = False  # the full path's stages run beside the block's passes
         self.ratios = np.ones(len(splits))
@@ -197,12 +199,7 @@ class KFoldPath:
         self.beside = (not self.deferred and self.use_stack
                        and fit_beside(self.X, self.policies[0], self.fold_dtype))
         if self.deferred:
-            max_iter = self.estimator.max_iter
-            try:
-                with planned(self.estimator, FitPlan(horizon=max_iter)):
-                    self.estimator.set_params(max_iter=1).fit(self.X, self.y, **self.fit_params)
-            finally:
-                self.estimator.set_params(max_iter=max_iter)
+            self.start_deferred()
         elif self.beside:  # the block's set-up beside the full path's first stage
             built = overlapped(self._fit_full, lambda: self._make_block(False))[1]
             if isinstance(built, Exception):
@@ -219,6 +216,18 @@ class KFoldPath:
         else:
             self._make_folds()
         return True
+
+    def start_deferred(self, checks=None):
+        """The deferred full fit's first stage: one step, planned for
+        ``max_iter`` (the same checks and step size; ``checks``: the
+        :class:`~skacv.estimators._setup.FitPlan`'s)."""
+        max_iter = self.estimator.max_iter
+        try:
+            with planned(self.estimator, FitPlan(horizon=max_iter, checks=checks)):
+                self.estimator.set_params(max_iter=1).fit(self.X, self.y, **self.fit_params)
+        finally:
+            self.estimator.set_params(max_iter=max_iter)
+        self.full_iter = max_iter
 
     def defers_full(self, one_go):
         """Whether the full fit can wait for the search's choice: the folds
@@ -275,8 +284,8 @@ class KFoldPath:
     def kfold_path(self, n_path):
         """``kfold_path_`` of the first ``n_path`` iterates of the full path."""
         if self.use_stack:
-            return aligned_errors(list(self.block.losses.T), self.ratios, n_path,
-                                  self.block.test_weight)
+            return aligned_errors(list(self.block.losses[:, self.columns].T), self.ratios,
+                                  n_path, self.block.test_weight)
         weight = float(sum(f.weight.sum() for f in self.folds))
         return aligned_errors([f.curve for f in self.folds], self.ratios, n_path, weight)
 
@@ -369,6 +378,73 @@ def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alig
         taken("defer_full_fit")
         return DeferredFull(estimator, X, y, fit_params, search.full_iter), paths, fit_time
     return estimator, paths, fit_time
+
+
+def stacks_grid(estimator, X, splits, n_iter_no_change, fold_dtype, policies):
+    """Whether the grid points of ``estimator`` (other penalties) run their
+    K-fold paths in one block (:func:`fit_kfold_block`): the speed
+    policy's ``stack_grid``, each path fitted in one go with its full fit
+    deferred, and its folds' block in the ``"folds"`` layout without the
+    covariance form (which a block of several grid points does not take)."""
+    policy = policies[0]
+    search = KFoldPath(estimator, X, None, {}, splits, "time", fold_dtype, policies, True)
+    if not (policy.stack_grid and search.defers_full(True) and len(splits) >= 2
+            and (n_iter_no_change is None or not can_stage(estimator, policy, X))):
+        return False
+    n, p = _num_samples(X), _num_features(X)
+    itemsize = kfold_dtype(fold_dtype).itemsize
+    horizon = estimator.get_params(deep=False).get("max_iter") or 0
+    rotated = (not sp.issparse(X) and n * p * itemsize >= policy.rotated_min_bytes
+               and p >= policy.rotated_min_features)
+    return not rotated and not fold_covariance_pays(n, p, len(splits), horizon, policy,
+                                                    itemsize)
+
+
+def fit_kfold_block(estimators, X, y, fit_params, attrs, splits, n_iter_no_change, alignment,
+                    fold_dtype, limits, policies, checks=None):
+    """:func:`fit_kfold` of several grid points (``estimators``, where
+    :func:`stacks_grid`) whose folds run as one block
+    (:class:`~skacv.model_selection._kfold.StackedFolds` with a group of
+    columns each): each path, its stopping (``limits``) and its deferred
+    full fit as its own :class:`KFoldPath`'s, one pass a step for all
+    (blocks of as many grid points as the speed policy's
+    ``grid_block_cache_share`` holds; ``checks``: the full fits' shared
+    validation). Returns
+    ``[(DeferredFull, paths, fit_time), ...]`` (the block's time shared
+    evenly)."""
+    tic = time.perf_counter()
+    searches = [KFoldPath(e, X, y, fit_params, splits, alignment, fold_dtype, policies, True)
+                for e in estimators]
+    for search in searches:
+        search.deferred = True
+        search.start_deferred(checks)
+    # (validated by the full fits; each block's copy gathered from its first one's X~)
+    Xv = check_array(X, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
+                     ensure_all_finite=False)
+    yv = np.asarray(y, dtype=np.float64).reshape(-1)
+    K, dtype, policy = len(splits), kfold_dtype(fold_dtype), policies[0]
+    # blocks of equal sizes, each one's iterates within the policy's share of the level-2 cache
+    size = max(1, int(policy.grid_block_cache_share * cache_bytes(2, policy)
+                      // (K * _num_features(X) * dtype.itemsize)))
+    n_blocks = -(-len(searches) // size)
+    for group in np.array_split(np.array(searches, dtype=object), n_blocks):
+        first = group[0]
+        block = StackedFolds(first.estimator, Xv, yv, first.sample_weight, splits, dtype,
+                             policies, first.estimator.fitted_design(), horizon=first.horizon,
+                             estimators=[s.estimator for s in group])
+        for a, search in enumerate(group):
+            search.block, search.columns = block, slice(a * K, (a + 1) * K)
+            search.ratios = _time_ratios(search.estimator, alignment,
+                                         block.step_sizes[search.columns])
+        block.advance(max(fold_steps(s.full_iter, s.ratios) for s in group))
+    paths = [s.fit(attrs, n_iter_no_change, limit)[0]
+             for s, limit in zip(searches, limits, strict=True)]
+    fit_time = (time.perf_counter() - tic) / len(searches)
+    taken("grid_fold_block", n_grid=len(searches))
+    for _ in searches:
+        taken("defer_full_fit")
+    return [(DeferredFull(s.estimator, X, y, fit_params, s.full_iter), p, fit_time)
+            for s, p in zip(searches, paths, strict=True)]
 
 
 def kfold_splits(cv, X, y, classifier, seed=None):

@@ -24,10 +24,11 @@ from .._trace import taken
 from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
+from ..utils._parallel import effective_n_jobs
 from ._alpha_path import risk_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA
-from ._kfold_search import full_fit
+from ._kfold_search import full_fit, stacks_grid
 from ._results import cv_results, select
 from ._stages import finite_min, selectable
 
@@ -347,18 +348,25 @@ def fit_path_search(search, X, y, fit_params):
                               search.path_params, search._splits, search._alpha_path)
 
     checks = SharedChecks()  # the candidates of every round validate the same X once
+    # K-fold CV of every alpha at once, one pass a step for all, where the
+    # folds' block allows it: the exhaustive search (the whole grid's rows)
+    n_grid = len(scores.values)
+    stack = (crit == "kfold" and search.path_neighbors > 0 and n_grid > 1
+             and effective_n_jobs(search.n_jobs) == 1
+             and stacks_grid(search._prepared({"alpha": scores.values[0]}), X, search._splits,
+                             search.n_iter_no_change, search.fold_dtype, search._policies))
 
     def fit(rows, limits):
         cands = [{"alpha": scores.values[r]} for r in rows]
         return fit_candidates(search, cands, X, y, fit_params, limits, prune=False,
-                              checks=checks)
+                              checks=checks, stack=stack)
 
     statistics = search._policies[1]
     n_eff = effective_samples(X, fit_params)
     floor = gain_floor(scores, n_eff, statistics)
     taken("walk_gain_floor", n_eff=n_eff, floor=floor)
-    choice = joint_argmin(scores, crit, search.path_neighbors, fit, statistics.tie_rtol,
-                          floor, statistics.walk_rtol)
+    choice = joint_argmin(scores, crit, n_grid if stack else search.path_neighbors, fit,
+                          statistics.tie_rtol, floor, statistics.walk_rtol)
     results = cv_results([{"alpha": v} for v in scores.values], crit, choice.paths,
                          choice.mins, choice.best_iters, choice.times, rows=choice.rows,
                          n_rows=len(scores.values))

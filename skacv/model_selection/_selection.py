@@ -139,7 +139,9 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         all scoring higher; alphas whose converged score an early-stopping
         gain could take below the best are fitted too (the statistical
         policy's ``walk_gain_df`` and ``walk_rtol``). ``0`` fits the
-        converged fits' choice only (faster, not the joint argmin).
+        converged fits' choice only (faster, not the joint argmin). With
+        K-fold CV on paths too cheap for stages, every alpha is fitted
+        (several alphas' folds in one block: the speed policy's ``stack_grid``).
     path_params : dict or None, default=None
         ``search="path"`` only: extra keyword arguments of
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
