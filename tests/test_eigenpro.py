@@ -868,18 +868,18 @@ def test_kernel_products_padded_to_a_column_multiple():
 
 
 def test_auto_probes_follow_the_precision_rule(speed_policy, statistical_policy):
-    # n_probes="auto": m = max(sgd_probes_min, ceil(2 / (n (sgd_probe_error *
-    # sgd_risk_rtol)^2))), then the outputs + m columns of the batch products
-    # filled up to the speed policy's kernel_rhs_multiple, at most sgd_probes;
-    # the estimate is the one of an explicit n_probes=m; an integer is kept
+    # n_probes="auto": m = max(sgd_probes_min, ceil(2 / (n sgd_probe_spread^2))),
+    # then the outputs + m columns of the batch products filled up to the
+    # speed policy's kernel_rhs_multiple, at most sgd_probes; the estimate is
+    # the one of an explicit n_probes=m; an integer is kept
     X, y, _ = smooth_problem(600)
     kw = dict(bandwidth=0.5, subsample_size=200, max_iter=3, estimate_risk=True,
               random_state=0)
-    auto = EigenProRegressor(**kw).fit(X, y)  # 2 / (600 * 0.005^2) = 134: the most, 10
+    auto = EigenProRegressor(**kw).fit(X, y)  # 2 / (600 * 0.006^2) = 93: the most, 10
     assert auto.n_probes_ == 10
     assert np.allclose(auto.risk_path_, EigenProRegressor(n_probes=10, **kw).fit(X, y).risk_path_,
                        rtol=1e-12)
-    statistical_policy(sgd_probe_error=6.0)  # 2 / (600 * 0.03^2) = 3.7: the fewest, 5
+    statistical_policy(sgd_probe_spread=0.03)  # 2 / (600 * 0.03^2) = 3.7: the fewest, 5
     for multiple, m in ((1, 5), (4, 7), (16, 10)):  # 6 columns padded to 6, 8, 16
         speed_policy(kernel_rhs_multiple=multiple)
         est = EigenProRegressor(**kw).fit(X, y)

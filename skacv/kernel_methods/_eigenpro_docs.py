@@ -83,14 +83,14 @@ _DOC_PARAMS = """
         Hutchinson probes of the risk estimate (in all, at least one per
         chain); ``None``: exact traces (``n`` probes at every position). An
         integer is used as given. ``"auto"``: as many as the estimate's
-        precision needs, between 5 and 10: the Hutchinson bound on the
-        standard deviation of the degrees-of-freedom fraction with ``m``
-        Rademacher probes, ``sqrt(2 / (m n))``, at most the automatic
-        epochs' tolerance (0.5 %), then as many more as the batch products'
-        padded columns take at no cost: 10 probes up to about 11400 rows, 7
-        (one output) above (the statistical policy's ``sgd_probes*`` fields;
-        the relative spread of ``risk_path_`` over the probes' seeds was
-        about 0.3 % either way, docs/benchmarks.rst).
+        precision needs, 5 to 10: the fewest whose relative spread of
+        ``risk_path_`` in the form of Hutchinson's bound, ``sqrt(2 / (m
+        n))`` for ``m`` Rademacher probes, is at most 0.6 %, then as many
+        more as the batch products' padded columns take at no cost: 10
+        probes below 7937 rows, above 7 (one output, OpenBLAS's Haswell
+        kernels) or 10 (SkylakeX kernels, which pad to 16 columns). The
+        statistical policy's ``sgd_probes``, ``sgd_probes_min`` and
+        ``sgd_probe_spread``; measurements in docs/benchmarks.rst.
     precision : {"auto", "float32", "float64"}, default="auto"
         Precision of the training's Gaussian kernel products (other kernels
         and callables: float64). ``"float32"``: blocks computed and

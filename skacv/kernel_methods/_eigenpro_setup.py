@@ -219,15 +219,16 @@ class EigenProSetup:
         return int(min(cap, max(by_n, statistics.eigenpro_subsample_min)))
 
     def _probe_count(self, n_eff, c, statistics, policy):
-        """``n_probes``, or for ``"auto"`` the fewest probes ``m`` whose Hutchinson
-        bound on the standard deviation of the degrees-of-freedom fraction,
-        ``sqrt(2 / (m n_eff))`` (Rademacher probes, eigenvalues in [0, 1]), is at
-        most ``sgd_probe_error * sgd_risk_rtol``, within ``sgd_probes_min`` and
-        ``sgd_probes``, then as many more as the batch products' padded columns
-        hold for free (docs/benchmarks.rst)."""
+        """``n_probes``, or for ``"auto"`` the fewest probes ``m`` (at least
+        ``sgd_probes_min``) whose relative spread of the estimate, in the form of
+        Hutchinson's bound ``sqrt(2 / (m n_eff))`` (Rademacher probes of an
+        operator with eigenvalues in [0, 1], the estimate's trace a fraction of
+        ``n_eff``), is at most ``sgd_probe_spread``; then as many more as the
+        batch products' padded columns hold for free, at most ``sgd_probes``
+        (docs/benchmarks.rst)."""
         if self.n_probes != "auto":
             return self.n_probes
-        tol = statistics.sgd_probe_error * statistics.sgd_risk_rtol
+        tol = statistics.sgd_probe_spread
         m = max(int(np.ceil(2.0 / (n_eff * tol * tol))), statistics.sgd_probes_min)
         return min(statistics.sgd_probes, max(m, padded_columns(c + m, policy) - c))
 
