@@ -188,6 +188,8 @@ def run_problem(name, X, y, Xt, yt, args):
     t0, t1 = min(times[False]), min(times[True])
     print(f"  {ep.n_iter_} epochs: fit {t0:.2f}s, fit + risk_path_ {t1:.2f}s: ratio "
           f"{t1 / t0:.2f} (fastest of {args.repeat})", flush=True)
+    if args.skip_peers:
+        return
     bw, alpha, split = tune(X, y)
     res, err = krr_subprocess(X, y, Xt, yt, bw, alpha)
     if res is None:
@@ -249,6 +251,8 @@ def main():
     ap.add_argument("--problems", default="synthetic,bikeshare")
     ap.add_argument("--nystroem", type=int, nargs="+", default=[1000, 2000, 4000])
     ap.add_argument("--skip-digits", action="store_true")
+    ap.add_argument("--skip-peers", action="store_true",
+                    help="EigenPro alone (its fit, regret and risk/fit): no KernelRidge, Nystroem")
     ap.add_argument("--repeat", type=int, default=2,
                     help="fits with and without the risk estimate, alternating")
     ap.add_argument("--krr-child", help=argparse.SUPPRESS)

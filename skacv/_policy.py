@@ -135,7 +135,7 @@ class SpeedPolicy:
     #: the values of those fields for OpenBLAS kernels outside ``wide_blas_kernels``
     narrow_blas_panels: MappingProxyType = _frozen({"chain_panel_max_columns": 4,
                                                     "chain_panel_min_columns": 3,
-                                                    "kernel_rhs_multiple": 1})
+                                                    "kernel_rhs_multiple": 4})
     #: OpenBLAS kernel sets that keep the thin panels' defaults
     wide_blas_kernels: tuple = ("SkylakeX", "Cooperlake", "SapphireRapids")
     #: a thin panel's bytes, divided by the product's columns ...

@@ -111,6 +111,11 @@ class StatisticalPolicy:
     sgd_risk_rtol: float = 5e-3
     sgd_patience: int = 3
     sgd_limit_mse: float = 1e-4
+    #: EigenPro's ``n_probes="auto"``: the most and fewest probes, and the relative
+    #: spread of the risk estimate over the probes allowed (its form ``sqrt(2 / (m n))``)
+    sgd_probes: int = 10
+    sgd_probes_min: int = 5
+    sgd_probe_spread: float = 6e-3
     #: EigenPro's risk estimate is flagged beyond this multiple of GCV
     gcv_ratio: float = 1.5
 

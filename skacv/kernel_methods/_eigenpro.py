@@ -52,7 +52,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         "subsample_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "max_iter": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
-        "n_probes": [Interval(Integral, 1, None, closed="left"), None],
+        "n_probes": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left"), None],
         "precision": [StrOptions({"auto", "float32", "float64"})],
         **{k: COMMON_CONSTRAINTS[k] for k in ("step_size", "warm_start", "estimate_risk",
                                               "random_state", "verbose")},
@@ -69,7 +69,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
     def __init__(self, kernel="gaussian", *, bandwidth="median", kernel_params=None,
                  n_components="auto", subsample_size="auto", batch_size="auto",
                  step_size="auto", max_iter="auto", warm_start=False, estimate_risk=False,
-                 n_probes=10, precision="auto", random_state=None, verbose=0):
+                 n_probes="auto", precision="auto", random_state=None, verbose=0):
         store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -195,7 +195,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         self._set_coef(self._coef_path[self.selected_iter_])
         op.release()
         if tracker is None:
-            for name in ("risk_path_", "risk_reliable_"):
+            for name in ("risk_path_", "risk_reliable_", "n_probes_"):
                 if hasattr(self, name):
                     delattr(self, name)
         if not self.warm_start:  # the chains are only needed to continue the path

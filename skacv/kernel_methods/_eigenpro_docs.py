@@ -79,9 +79,18 @@ _DOC_PARAMS = """
         preconditioner is independent of the data; here it is built from
         training rows, which biases early iterates); its measured accuracy
         is in docs/internals.rst.
-    n_probes : int or None, default=10
+    n_probes : "auto", int or None, default="auto"
         Hutchinson probes of the risk estimate (in all, at least one per
-        chain); ``None``: exact traces (``n`` probes at every position).
+        chain); ``None``: exact traces (``n`` probes at every position). An
+        integer is used as given. ``"auto"``: as many as the estimate's
+        precision needs, 5 to 10: the fewest whose relative spread of
+        ``risk_path_`` in the form of Hutchinson's bound, ``sqrt(2 / (m
+        n))`` for ``m`` Rademacher probes, is at most 0.6 %, then as many
+        more as the batch products' padded columns take at no cost: 10
+        probes below 7937 rows, above 7 (one output, OpenBLAS's Haswell
+        kernels) or 10 (SkylakeX kernels, which pad to 16 columns). The
+        statistical policy's ``sgd_probes``, ``sgd_probes_min`` and
+        ``sgd_probe_spread``; measurements in docs/benchmarks.rst.
     precision : {"auto", "float32", "float64"}, default="auto"
         Precision of the training's Gaussian kernel products (other kernels
         and callables: float64). ``"float32"``: blocks computed and
@@ -158,6 +167,9 @@ _DOC_ATTRIBUTES = """
         Estimated out-of-sample mean squared error (averaged over outputs)
         at the start and after every epoch; with ``estimate_risk=True`` or
         ``max_iter="auto"`` (which chooses the epoch by it).
+    n_probes_ : int or None
+        Probes of the risk estimate (``n_probes``, or the automatic count;
+        ``None``: exact traces); with ``risk_path_``.
     risk_reliable_ : ndarray of bool, shape (n_iter_ + 1,)
         ``False`` from the first epoch on whose degrees of freedom reach
         ``0.99 n`` (near interpolation, where the estimate is noise), or

@@ -214,6 +214,14 @@ def scale_bandwidth(X, sample_weight=None):
     return float(np.sqrt(var)) if var > 0 else 1.0
 
 
+def padded_columns(k, policy):
+    """The columns a blocked product of ``k`` right-hand sides runs with: ``k``
+    rounded up to the speed policy's ``kernel_rhs_multiple`` (BLAS's kernels
+    take the columns by groups; a remainder can cost more than a full group)."""
+    mult = policy.kernel_rhs_multiple
+    return -(-k // mult) * mult
+
+
 class KernelOperator:
     """Products with the kernel matrix of the training rows, by row chunks.
 
@@ -281,9 +289,10 @@ class KernelOperator:
         if self.fused:
             out = np.empty((n, G.shape[1]))
             RB, Gd = self.right[rows], G.astype(dt, copy=False)
-            k, mult = G.shape[1], self.policy.kernel_rhs_multiple
-            if k > 1 and k % mult:  # BLAS's kernels: fewer columns can cost more
-                Gd = np.hstack([Gd, np.zeros((Gd.shape[0], mult - k % mult), dtype=dt)])
+            k = G.shape[1]
+            if k > 1 and padded_columns(k, self.policy) > k:  # fewer can cost more
+                Gd = np.hstack([Gd, np.zeros((Gd.shape[0], padded_columns(k, self.policy) - k),
+                                             dtype=dt)])
             # blocks of a cache panel (the passes over a block are memory-bound)
             width = np.dtype(dt).itemsize * max(len(rows), 1)
             chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
