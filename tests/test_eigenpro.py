@@ -624,6 +624,40 @@ def test_single_precision_eigensystem_of_the_subsample(speed_policy):
     assert single.train_mse_path_[-1] < 0.1 * single.train_mse_path_[0]
 
 
+def test_float32_eigensystem_redone_in_float64_below_its_trust(speed_policy):
+    # where the flattened directions reach below the speed policy's
+    # eigh_float32_trust times lambda_1, the float32 eigenvectors are not
+    # trusted (on issue 64's problem at n = 5000 and 1.3-1.7 times the median
+    # bandwidth they made the preconditioned kernel indefinite and the steps
+    # diverged): the preconditioner is then the float64 one, eigenvalues as
+    # LAPACK's float64 on the subsample operator, the same q, a kernel k_P
+    # positive semi-definite over all the rows
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (1500, 3))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.standard_normal(1500)
+    kw = dict(bandwidth=1.0, subsample_size=600, max_iter=1, estimate_risk=False,
+              random_state=0)
+    speed_policy(eigenpro_eigh_float32_min_order=600, eigh_float32_trust=0.0)
+    single = EigenProRegressor(**kw).fit(X, y)
+    ratio = single.preconditioner_.eigenvalues_[-1] / single.preconditioner_.eigenvalues_[0]
+    assert ratio < 3e-6  # float32 alone flattens below the trust
+    speed_policy(eigenpro_eigh_float32_min_order=600, eigh_float32_trust=3e-6)
+    redone = EigenProRegressor(**kw).fit(X, y)
+    speed_policy(eigenpro_eigh_float32_min_order=601)
+    double = EigenProRegressor(**kw).fit(X, y)
+    P = redone.preconditioner_
+    XS = X[P.subsample_indices_]
+    lam = np.linalg.eigvalsh(Kernel("gaussian", 1.0)(XS, XS) / 600)[::-1]
+    r = P.eigenvalues_.shape[0]
+    assert np.allclose(P.eigenvalues_, lam[:r], rtol=1e-9, atol=0)
+    assert redone.n_components_ == double.n_components_ > single.n_components_
+    assert redone.top_eigenvalue_ < 0.5 * single.top_eigenvalue_  # better conditioned
+    st = redone._state
+    KP = Kernel("gaussian", 1.0)(X, X) - st.phi @ (P.scale_[:, None] * st.phi.T)
+    ev = np.linalg.eigvalsh(KP)
+    assert ev[0] > -1e-9 * ev[-1]
+
+
 # ----------------------------------------------------------------------------
 # defaults: the median bandwidth, the epochs chosen by the risk estimate, paths
 # ----------------------------------------------------------------------------

@@ -144,7 +144,8 @@ class NystromPreconditioner:
         and ``k(x, x)``), rows outside the subsample (:func:`critical_batches`).
         ``single``: the eigensystem in float32 (:func:`top_eigh`), eigenvalues
         below the speed policy's ``eigh_float32_floor`` times the largest then
-        taken as zero.
+        taken as zero; in float64 again where the flattened directions reach
+        below its ``eigh_float32_trust`` times the largest.
         """
         c = np.asarray(counts, dtype=np.float64)
         m = K_SS.shape[0]
@@ -154,18 +155,24 @@ class NystromPreconditioner:
         q_max = max_components if n_components == "auto" else int(n_components)
         policy, statistics = policies
         damping = statistics.eigenpro_damping if damping is None else damping
-        lam, U = top_eigh(S, min(q_max + 1, m), policy, single=single)
-        floor = statistics.eigenpro_eig_floor
-        if single:
-            floor = max(floor, policy.eigh_float32_floor)
-        keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
-        q = max(min(q_max, keep - 1), 0)
-        coef = sc[:, None] * U[:, :q] / np.sqrt(total)
-        if n_components == "auto" and max_batch is not None and q and heldout is not None:
-            K_HS, diag_H = heldout
-            m_star = critical_batches(lam[: q + 1], K_HS @ coef, diag_H, damping)
-            fits = np.flatnonzero(m_star <= max_batch)
-            q = int(fits[-1]) if fits.size else 0
+        for f32 in (True, False) if single else (False,):
+            lam, U = top_eigh(S, min(q_max + 1, m), policy, single=f32)
+            floor = statistics.eigenpro_eig_floor
+            if f32:
+                floor = max(floor, policy.eigh_float32_floor)
+            keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
+            q = max(min(q_max, keep - 1), 0)
+            coef = sc[:, None] * U[:, :q] / np.sqrt(total)
+            if n_components == "auto" and max_batch is not None and q and heldout is not None:
+                K_HS, diag_H = heldout
+                m_star = critical_batches(lam[: q + 1], K_HS @ coef, diag_H, damping)
+                fits = np.flatnonzero(m_star <= max_batch)
+                q = int(fits[-1]) if fits.size else 0
+            # float32 eigenvectors flatten lambda_{q+1} / lambda_1 down to the
+            # trust ratio; below it the preconditioned operator can turn
+            # indefinite and the steps diverge: float64 then
+            if not f32 or not q or lam[q] >= policy.eigh_float32_trust * lam[0]:
+                break
         self = cls(lam[: q + 1], q, damping)
         self.coef_ = np.ascontiguousarray(coef[:, :q])
         self.scale_ = self.flattening_ / lam[:q] if q else np.zeros(0)
