@@ -208,6 +208,8 @@ class SpeedPolicy:
     eigenpro_eigh_float32_min_order: int = 1000
     eigh_float32_floor: float = 1e-6
     eigh_float32_trust: float = 3e-6
+    #: the float64 one's floor under the automatic q rule (held-out rows)
+    eigh_float64_floor: float = 1e-12
     #: ``precision="auto"`` keeps a float64 kernel matrix up to this many rows
     eigenpro_float64_max_rows: int = 3000
     #: ``precision="empirical"`` prepared at fit time up to this many features
