@@ -135,7 +135,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                 f"n_components_={self.n_components_} and batch_size_={self.batch_size_} "
                 f"(bandwidth_={self.bandwidth_:.4g}). Use a smaller bandwidth "
                 "(bandwidth='median'), or a larger n_components and batch_size.",
-                ConvergenceWarning, stacklevel=4)
+                ConvergenceWarning, stacklevel=6 + isinstance(self, ClassifierMixin))
 
     def _run_epochs(self, n_epochs, statistics, auto=False):
         st, P = self._state, self.preconditioner_
