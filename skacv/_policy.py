@@ -203,9 +203,13 @@ class SpeedPolicy:
     eigenpro_rounding_tol: float = 1e-2
     #: EigenPro's kernel products take their columns padded to a multiple of this
     kernel_rhs_multiple: int = 16
-    #: EigenPro's Nystrom eigensystem in float32 from this order; its zero floor
+    #: EigenPro's Nystrom eigensystem in float32 from this order; its zero floor;
+    #: float64 where the flattened directions reach below the trust ratio
     eigenpro_eigh_float32_min_order: int = 300
     eigh_float32_floor: float = 1e-6
+    eigh_float32_trust: float = 3e-6
+    #: the float64 one's floor under the automatic q rule (held-out rows)
+    eigh_float64_floor: float = 1e-12
     #: ``precision="auto"`` keeps a float64 kernel matrix up to this many rows
     eigenpro_float64_max_rows: int = 500
     #: ``precision="empirical"`` prepared at fit time up to this many features

@@ -60,6 +60,9 @@ class StatisticalPolicy:
     eigenpro_auto_max_epochs: int = 300
     eigenpro_median_draws: int = 1000
     eigenpro_rule_rows: int = 500
+    #: EigenPro stalls (a warning): its training mse rose by this fraction
+    #: above its lowest so far while staying above the second times its start
+    eigenpro_stall: tuple = (0.01, 0.3)
     #: EigenPro's ``subsample_size="auto"``: draws, and the second number from the third's samples;
     #: on small data ``M (n / 2 M)^p`` draws, ``p`` and the fewest
     eigenpro_subsample_max: tuple = (2000, 12000, 1e5)

@@ -8,6 +8,8 @@ products for Jacobians and memory matrices, and Monte Carlo truths
 ``sigma^2 + ||Sigma^{1/2} (b - b*)||^2`` on Gaussian designs.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
@@ -19,7 +21,7 @@ from sklearn.model_selection import train_test_split
 from skacv import EigenProClassifier, EigenProRegressor, IterativeRidge, config_context
 from skacv._statistics import StatisticalPolicy
 from skacv.estimates.risk._spectral import preconditioned_memory_matrix
-from skacv.exceptions import DivergenceError
+from skacv.exceptions import ConvergenceWarning, DivergenceError
 from skacv.iterations._iterations import PreconditionedGD
 from skacv.iterations._penalties import L2
 from skacv.iterations._preconditioning import feature_preconditioner, preconditioned_lipschitz
@@ -649,6 +651,87 @@ def test_single_precision_eigensystem_of_the_subsample(speed_policy):
     # the same path to within the preconditioner's rounding
     assert np.allclose(single.train_mse_path_, double.train_mse_path_, rtol=1e-3)
     assert single.train_mse_path_[-1] < 0.1 * single.train_mse_path_[0]
+
+
+def test_float32_eigensystem_redone_in_float64_below_its_trust(speed_policy):
+    # where the flattened directions reach below the speed policy's
+    # eigh_float32_trust times lambda_1, the float32 eigenvectors are not
+    # trusted (on issue 64's problem at n = 5000 and 1.3-1.7 times the median
+    # bandwidth they made the preconditioned kernel indefinite and the steps
+    # diverged): the preconditioner is then the float64 one, eigenvalues as
+    # LAPACK's float64 on the subsample operator, the same q, a kernel k_P
+    # positive semi-definite over all the rows
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (1500, 3))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.1 * rng.standard_normal(1500)
+    kw = dict(bandwidth=1.0, subsample_size=600, max_iter=1, estimate_risk=False,
+              random_state=0)
+    speed_policy(eigenpro_eigh_float32_min_order=601)
+    double = EigenProRegressor(**kw).fit(X, y)
+    # float32 alone (no trust, a floor low enough that it does not end q)
+    speed_policy(eigenpro_eigh_float32_min_order=600, eigh_float32_trust=0.0,
+                 eigh_float32_floor=1e-7)
+    single = EigenProRegressor(**kw).fit(X, y)
+    ratio = single.preconditioner_.eigenvalues_[-1] / single.preconditioner_.eigenvalues_[0]
+    assert ratio < 3e-6  # float32 alone flattens below the trust
+    speed_policy(eigenpro_eigh_float32_min_order=600, eigh_float32_trust=3e-6,
+                 eigh_float32_floor=1e-6)
+    redone = EigenProRegressor(**kw).fit(X, y)
+    P = redone.preconditioner_
+    XS = X[P.subsample_indices_]
+    lam = np.linalg.eigvalsh(Kernel("gaussian", 1.0)(XS, XS) / 600)[::-1]
+    r = P.eigenvalues_.shape[0]
+    assert np.allclose(P.eigenvalues_, lam[:r], rtol=1e-9, atol=0)
+    assert redone.n_components_ == double.n_components_
+    st = redone._state
+    KP = Kernel("gaussian", 1.0)(X, X) - st.phi @ (P.scale_[:, None] * st.phi.T)
+    ev = np.linalg.eigvalsh(KP)
+    assert ev[0] > -1e-9 * ev[-1]
+
+
+def _wide_bandwidth_problem():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (1500, 3))
+    y = np.sin(2 * np.pi * X[:, 0]) * np.cos(np.pi * X[:, 1]) + 0.1 * rng.standard_normal(1500)
+    return X, y, dict(bandwidth=3.0, subsample_size=600, max_iter=20, random_state=0)
+
+
+def test_float32_floor_does_not_end_the_q_rule(speed_policy):
+    # at a wide bandwidth the eigenvalues fall in clusters (the directions of
+    # each polynomial degree) and the float32 floor (1e-6 lambda_1) falls in
+    # a gap: the rule stopped at its edge with a batch of a few rows and the
+    # fit stalled (issue 64's problem, 2.5 times the median: q = 65, test mse
+    # 0.128 against 0.018). Where the floor, not the rule, ends q the
+    # eigensystem is redone in float64: the same q as the float64 rule's,
+    # beyond the floor's, and a training mse that falls (0.0123 after 20
+    # epochs here; 0.124 at the floor's q)
+    X, y, kw = _wide_bandwidth_problem()
+    speed_policy(eigenpro_eigh_float32_min_order=600)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        redone = EigenProRegressor(**kw).fit(X, y)
+    speed_policy(eigenpro_eigh_float32_min_order=601)
+    double = EigenProRegressor(**kw).fit(X, y)
+    lam = double.preconditioner_.eigenvalues_
+    assert redone.n_components_ == double.n_components_
+    assert np.array_equal(redone.preconditioner_.eigenvalues_, lam)
+    assert redone.n_components_ > np.sum(lam > 1e-6 * lam[0])
+    assert redone.train_mse_path_[-1] < 0.03
+
+
+def test_stalled_fit_warns():
+    # the floor's q on the problem above (issue 64's stall): the training mse
+    # rises from epoch to epoch near its start, as SGD's noise outweighs the
+    # descent; measured 0.124 after 20 epochs (0.0123 with the rule's q)
+    X, y, kw = _wide_bandwidth_problem()
+    with pytest.warns(ConvergenceWarning, match="EigenPro stalls"):
+        stalled = EigenProRegressor(n_components=9, **kw).fit(X, y)
+    path = stalled.train_mse_path_
+    assert path[-1] > 0.1 and np.any(path[1:] > 1.01 * np.minimum.accumulate(path)[:-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        EigenProRegressor(bandwidth=0.5, subsample_size=600, max_iter=20,
+                          random_state=0).fit(X, y)
 
 
 # ----------------------------------------------------------------------------

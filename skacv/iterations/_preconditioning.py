@@ -138,13 +138,18 @@ class NystromPreconditioner:
         largest ``q <= max_components`` whose critical batch ``beta_P(q) /
         lambda_P(q) + 1`` stays below ``max_batch`` (``None``: no bound, the
         subsample is the whole data and the eigenvalues are exact), among
-        eigenvalues above ``1e-8 lambda_1``. ``beta_P(q)`` is the largest
+        eigenvalues above the statistical policy's ``eigenpro_eig_floor``
+        times ``lambda_1``; with held-out rows (they bound ``q``) above the
+        eigensystem's resolution, the speed policy's ``eigh_float64_floor``
+        times ``lambda_1``. ``beta_P(q)`` is the largest
         diagonal of the EigenPro kernel of ``q`` components over the rows of
         ``heldout = (K_HS, diagonal)`` (their kernel with the subsample rows
         and ``k(x, x)``), rows outside the subsample (:func:`critical_batches`).
         ``single``: the eigensystem in float32 (:func:`top_eigh`), eigenvalues
         below the speed policy's ``eigh_float32_floor`` times the largest then
-        taken as zero.
+        taken as zero; in float64 again where the flattened directions reach
+        below its ``eigh_float32_trust`` times the largest, or where that
+        floor, not the rule, ends ``q``.
         """
         c = np.asarray(counts, dtype=np.float64)
         m = K_SS.shape[0]
@@ -154,18 +159,31 @@ class NystromPreconditioner:
         q_max = max_components if n_components == "auto" else int(n_components)
         policy, statistics = policies
         damping = statistics.eigenpro_damping if damping is None else damping
-        lam, U = top_eigh(S, min(q_max + 1, m), policy, single=single)
-        floor = statistics.eigenpro_eig_floor
-        if single:
-            floor = max(floor, policy.eigh_float32_floor)
-        keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
-        q = max(min(q_max, keep - 1), 0)
-        coef = sc[:, None] * U[:, :q] / np.sqrt(total)
-        if n_components == "auto" and max_batch is not None and q and heldout is not None:
-            K_HS, diag_H = heldout
-            m_star = critical_batches(lam[: q + 1], K_HS @ coef, diag_H, damping)
-            fits = np.flatnonzero(m_star <= max_batch)
-            q = int(fits[-1]) if fits.size else 0
+        rule = n_components == "auto" and max_batch is not None and heldout is not None
+        for f32 in (True, False) if single else (False,):
+            lam, U = top_eigh(S, min(q_max + 1, m), policy, single=f32)
+            # the rule's held-out rows bound q: its floor is the eigensystem's
+            # resolution, not the statistical floor
+            floor = policy.eigh_float64_floor if rule else statistics.eigenpro_eig_floor
+            if f32:
+                floor = max(statistics.eigenpro_eig_floor, policy.eigh_float32_floor)
+            keep = int(np.sum(lam > floor * lam[0])) if lam.size and lam[0] > 0 else 0
+            q = max(min(q_max, keep - 1), 0)
+            coef = sc[:, None] * U[:, :q] / np.sqrt(total)
+            if rule and q:
+                K_HS, diag_H = heldout
+                m_star = critical_batches(lam[: q + 1], K_HS @ coef, diag_H, damping)
+                fits = np.flatnonzero(m_star <= max_batch)
+                q = int(fits[-1]) if fits.size else 0
+            # float32 eigenvectors flatten lambda_{q+1} / lambda_1 down to the
+            # trust ratio; below it the preconditioned operator can turn
+            # indefinite and the steps diverge. Where the float32 floor, not
+            # the rule, ends q (the rule wants directions it cannot resolve:
+            # a cluster above the floor, the next eigenvalues below it), the
+            # rule stops short. float64 in both cases
+            cut = q == keep - 1 < q_max
+            if not f32 or not q or (lam[q] >= policy.eigh_float32_trust * lam[0] and not cut):
+                break
         self = cls(lam[: q + 1], q, damping)
         self.coef_ = np.ascontiguousarray(coef[:, :q])
         self.scale_ = self.flattening_ / lam[:q] if q else np.zeros(0)

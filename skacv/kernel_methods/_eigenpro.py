@@ -22,6 +22,7 @@ are draws from the multiset of rows repeated by their (integer) weights.
 """
 
 import time
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -34,7 +35,7 @@ from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
 from ..estimators._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
 from ..estimators._docs import documents_x
-from ..exceptions import DivergenceError
+from ..exceptions import ConvergenceWarning, DivergenceError
 from ..utils._compat import Interval, StrOptions, _fit_context
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
 from ._eigenpro_setup import EigenProSetup
@@ -111,6 +112,30 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
             self._run_epochs(policies[1].eigenpro_auto_max_epochs, policies[1], auto=True)
         else:
             self._run_epochs(self.max_iter - self.n_iter_, policies[1])
+        self._warn_stall(policies[1])
+
+    def _warn_stall(self, statistics):
+        """Warn where the training mse stopped falling near its start.
+
+        Each epoch of SGD below the edge of stability lowers the expected
+        training mse; one that rises above the lowest so far while the fit
+        is still near its start means the sampling noise of the steps
+        outweighs their descent (the flattened directions end inside the
+        target's part: too few of them, or a cluster of eigenvalues split).
+        """
+        path = self.train_mse_path_
+        rise, level = statistics.eigenpro_stall
+        low = np.minimum.accumulate(path)
+        up = np.flatnonzero(path[1:] > (1 + rise) * low[:-1])
+        if up.size and low[-1] > level * path[0]:
+            t = int(up[0]) + 1
+            warnings.warn(
+                f"EigenPro stalls: its training mse rose to {path[t]:.3g} at epoch {t} "
+                f"(lowest before {low[t - 1]:.3g}, {path[0]:.3g} at the start) with "
+                f"n_components_={self.n_components_} and batch_size_={self.batch_size_} "
+                f"(bandwidth_={self.bandwidth_:.4g}). Use a smaller bandwidth "
+                "(bandwidth='median'), or a larger n_components and batch_size.",
+                ConvergenceWarning, stacklevel=6 + isinstance(self, ClassifierMixin))
 
     def _run_epochs(self, n_epochs, statistics, auto=False):
         st, P = self._state, self.preconditioner_

@@ -27,9 +27,13 @@ _DOC_PARAMS = """
         does not exceed the subsample size (Ma & Belkin 2019), ``beta_P(q)``
         the largest diagonal of the EigenPro kernel of ``q`` components over
         500 rows outside the subsample (on its own rows it vanishes as ``q``
-        nears the subsample size, also along noise directions); when the
-        subsample is the whole training set, every eigenvalue above ``1e-8
-        lambda_1``. 0 gives plain kernel SGD.
+        nears the subsample size, also along noise directions), among the
+        eigenvalues the eigensystem resolves (above ``1e-12 lambda_1``, in
+        float64 where float32's floor would end ``q``); when the subsample is
+        the whole training set, every eigenvalue above ``1e-8 lambda_1``. 0
+        gives plain kernel SGD. A fit whose training mse rises while above
+        0.3 of its start warns (``ConvergenceWarning``: too few flattened
+        directions or too small a batch for the bandwidth).
     subsample_size : "auto" or int, default="auto"
         Draws ``M`` for the Nystrom eigensystem; ``"auto"``: 2000 (12000 from
         1e5 samples) from 4000 (24000) samples on; on fewer ``n``,
