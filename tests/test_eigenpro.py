@@ -979,9 +979,8 @@ def test_kernel_products_padded_to_a_column_multiple():
 
 def test_auto_probes_follow_the_precision_rule(speed_policy, statistical_policy):
     # n_probes="auto": m = max(sgd_probes_min, ceil(2 / (n sgd_probe_spread^2))),
-    # then the outputs + m columns of the batch products filled up to the
-    # speed policy's kernel_rhs_multiple, at most sgd_probes; the estimate is
-    # the one of an explicit n_probes=m; an integer is kept
+    # at most sgd_probes, whatever the speed policy pads the products to; the
+    # estimate is the one of an explicit n_probes=m; an integer is kept
     X, y, _ = smooth_problem(600)
     kw = dict(bandwidth=0.5, subsample_size=200, max_iter=3, estimate_risk=True,
               random_state=0)
@@ -989,13 +988,14 @@ def test_auto_probes_follow_the_precision_rule(speed_policy, statistical_policy)
     assert auto.n_probes_ == 10
     assert np.allclose(auto.risk_path_, EigenProRegressor(n_probes=10, **kw).fit(X, y).risk_path_,
                        rtol=1e-12)
-    statistical_policy(sgd_probe_spread=0.03)  # 2 / (600 * 0.03^2) = 3.7: the fewest, 5
-    for multiple, m in ((1, 5), (4, 7), (16, 10)):  # 6 columns padded to 6, 8, 16
-        speed_policy(kernel_rhs_multiple=multiple)
-        est = EigenProRegressor(**kw).fit(X, y)
-        assert est.n_probes_ == m
-        ref = EigenProRegressor(n_probes=m, **kw).fit(X, y)
-        assert np.allclose(est.risk_path_, ref.risk_path_, rtol=1e-12)
+    for spread, m in ((0.03, 5), (0.022, 7)):  # 2 / (600 spread^2) = 3.7 (the fewest), 6.9
+        statistical_policy(sgd_probe_spread=spread)
+        for multiple in (1, 4, 16):
+            speed_policy(kernel_rhs_multiple=multiple)
+            est = EigenProRegressor(**kw).fit(X, y)
+            assert est.n_probes_ == m
+            ref = EigenProRegressor(n_probes=m, **kw).fit(X, y)
+            assert np.allclose(est.risk_path_, ref.risk_path_, rtol=1e-12)
     assert EigenProRegressor(n_probes=3, **kw).fit(X, y).n_probes_ == 3
     assert not hasattr(EigenProRegressor(max_iter=2).fit(X, y), "n_probes_")
 

@@ -89,10 +89,8 @@ _DOC_PARAMS = """
         integer is used as given. ``"auto"``: as many as the estimate's
         precision needs, 5 to 10: the fewest whose relative spread of
         ``risk_path_`` in the form of Hutchinson's bound, ``sqrt(2 / (m
-        n))`` for ``m`` Rademacher probes, is at most 0.6 %, then as many
-        more as the batch products' padded columns take at no cost: 10
-        probes below 7937 rows, above 7 (one output, OpenBLAS's Haswell
-        kernels) or 10 (SkylakeX kernels, which pad to 16 columns). The
+        n))`` for ``m`` Rademacher probes, is at most 0.6 %: 10 probes up to
+        6172 rows, 6 at 10000, 5 from 11112 (the same on every machine). The
         statistical policy's ``sgd_probes``, ``sgd_probes_min`` and
         ``sgd_probe_spread``; measurements in docs/benchmarks.rst.
     precision : {"auto", "float32", "float64"}, default="auto"

@@ -24,7 +24,7 @@ from ..estimates.risk._sgd import SGDRiskTracker
 from ..iterations._preconditioning import NystromPreconditioner
 from ..linalg._linalg import top_eigenvalue
 from ..linalg._sampling import EpochSampler, draw_rows
-from ._kernels import Kernel, KernelOperator, median_bandwidth, padded_columns, scale_bandwidth
+from ._kernels import Kernel, KernelOperator, median_bandwidth, scale_bandwidth
 
 _EPS32 = float(np.finfo(np.float32).eps)
 
@@ -179,7 +179,7 @@ class EigenProSetup:
         self._tracker = None
         if self.estimate_risk or self.max_iter == "auto":
             steps = 1 if full else -(-int(round(n_eff)) // int(m))
-            probes = self.n_probes_ = self._probe_count(n_eff, Yc.shape[1], statistics, policy)
+            probes = self.n_probes_ = self._probe_count(n_eff, statistics)
             self._tracker = SGDRiskTracker(n, Yc.shape[1], w, steps, probes, probe_rng,
                                            statistics, positions=self._state.sampler.integer)
             U = self._tracker.U
@@ -217,19 +217,19 @@ class EigenProSetup:
         by_n = np.ceil(cap * (n_eff / (2 * cap)) ** statistics.eigenpro_subsample_power)
         return int(min(cap, max(by_n, statistics.eigenpro_subsample_min)))
 
-    def _probe_count(self, n_eff, c, statistics, policy):
+    def _probe_count(self, n_eff, statistics):
         """``n_probes``, or for ``"auto"`` the fewest probes ``m`` (at least
-        ``sgd_probes_min``) whose relative spread of the estimate, in the form of
-        Hutchinson's bound ``sqrt(2 / (m n_eff))`` (Rademacher probes of an
-        operator with eigenvalues in [0, 1], the estimate's trace a fraction of
-        ``n_eff``), is at most ``sgd_probe_spread``; then as many more as the
-        batch products' padded columns hold for free, at most ``sgd_probes``
-        (docs/benchmarks.rst)."""
+        ``sgd_probes_min``, at most ``sgd_probes``) whose relative spread of the
+        estimate, in the form of Hutchinson's bound ``sqrt(2 / (m n_eff))``
+        (Rademacher probes of an operator with eigenvalues in [0, 1], the
+        estimate's trace a fraction of ``n_eff``), is at most
+        ``sgd_probe_spread`` (docs/benchmarks.rst). A statistical choice: the
+        same on every machine, whatever its BLAS kernels pad the products to."""
         if self.n_probes != "auto":
             return self.n_probes
         tol = statistics.sgd_probe_spread
         m = max(int(np.ceil(2.0 / (n_eff * tol * tol))), statistics.sgd_probes_min)
-        return min(statistics.sgd_probes, max(m, padded_columns(c + m, policy) - c))
+        return min(statistics.sgd_probes, m)
 
     @staticmethod
     def _heldout_top_eigenvalue(kern, Xc, held, XS, P, policy):
