@@ -37,9 +37,8 @@ bandwidth = np.sqrt(10.0)  # k(x, z) = exp(-0.05 ||x - z||^2)
 # ------------------------------
 # ``warm_start=True`` continues the same path (same preconditioner, step and
 # random batches), so we can score the test set after every epoch. A Nystrom
-# subsample of 500 of the 1257 training rows makes EigenPro a mini-batch
-# method (with the default subsample, 2000 rows, digits is small enough for
-# full-batch preconditioned gradient descent on the exact spectrum).
+# subsample of 500 of the 1257 training rows (the default draws 300 at this
+# size) and its automatic batch make EigenPro a mini-batch method.
 
 n_epochs = 20
 # sphinx_gallery_start_ignore

@@ -73,6 +73,8 @@ def test_kernels_follow_their_definitions():
     assert np.allclose(squared_distances(X, Y, np.einsum("ij,ij->i", Y, Y)), D**2)
     XX = squared_distances(X, X)
     assert np.allclose(XX, cdist(X, X) ** 2) and np.all(XX.diagonal() == 0.0)
+    with pytest.raises(ValueError, match="Y_norm_squared has 1 values for"):
+        squared_distances(X, Y, np.ones(1))
     with pytest.raises(ValueError, match="nu"):
         Kernel("matern", s, {"gamma": 1.0})
 

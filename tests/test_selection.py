@@ -1595,8 +1595,22 @@ def test_path_search_advises_its_own_path_params_when_the_alpha_path_stops_short
         assert len(conv) == 1 and conv[0].filename == __file__
         message = str(conv[0].message)
         assert "within max_iter=3 steps" in message
-        assert "path_params={'max_iter': 6}" in message and "Increase" not in message
+        assert "Set 'max_iter': 6 (or a larger 'tol') in the search's path_params" in message
+        assert "Increase" not in message
         assert all("np.float" not in str(w.message) for w in caught)
     # the function itself keeps its own advice
     with pytest.warns(ConvergenceWarning, match="Increase max_iter or tol"):
         risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=5, tol=1e-15, max_iter=2)
+
+
+def test_boundary_warning_prints_the_grid_values_as_numbers():
+    """An integer grid value as an integer, a float (NumPy's included) to six
+    digits: never ``np.float64(...)`` nor ``1.23457e+06`` for an integer."""
+    from skacv.model_selection._results import warn_boundary
+
+    with pytest.warns(SelectionBoundaryWarning, match=r"n_x=1234567 is the largest value"):
+        warn_boundary([{"n_x": [1, 2, 1234567]}], {"n_x": 1234567}, None, None, "risk")
+    with pytest.warns(SelectionBoundaryWarning,
+                      match=r"alpha=0.003293 is the smallest value.*beyond 0.003293\."):
+        grid = list(np.geomspace(0.1, 0.0032930003042688496, 4))
+        warn_boundary([{"alpha": grid}], {"alpha": grid[-1]}, None, None, "risk")

@@ -113,6 +113,9 @@ def squared_distances(X, Y, Y_norm_squared=None):
         YY = XX.T
     elif Y_norm_squared is not None:
         YY = np.asarray(Y_norm_squared, dtype=np.float64).reshape(1, -1)
+        if YY.shape[1] != Y.shape[0]:
+            raise ValueError(f"Y_norm_squared has {YY.shape[1]} values for {Y.shape[0]} rows "
+                             "of Y.")
     else:
         YY = np.einsum("ij,ij->i", Y, Y)[None, :]
     D = -2 * (X @ Y.T)

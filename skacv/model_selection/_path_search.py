@@ -11,6 +11,7 @@ limit, and the converged fit competes with every iterate
 
 import contextlib
 import dataclasses
+import re
 import time
 import warnings
 
@@ -96,7 +97,7 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     options = {"n_alphas_no_change": None if criterion == "kfold" else 3,
                **(path_params or {})}
     tic = time.perf_counter()
-    with _alpha_path_advice(options.get("max_iter", 1000)):
+    with _alpha_path_advice():
         path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
                           criterion="loo" if criterion == "loo" else "risk", **options)
     # every alpha of the grid, decreasing (the path's order), as given
@@ -112,7 +113,7 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     path_risk = np.full(n_grid, np.nan)
     path_risk[:m] = path.risk
     if criterion == "kfold":
-        with _alpha_path_advice(options.get("max_iter", 1000)):
+        with _alpha_path_advice():
             score = kfold_alpha_path(estimator, X, y, sw, splits, full, options, alpha_path)
     else:
         score = np.full(n_grid, np.nan)
@@ -131,19 +132,22 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
 
 
 @contextlib.contextmanager
-def _alpha_path_advice(max_iter):
+def _alpha_path_advice():
     """The alpha path's ConvergenceWarning with the search's advice: its
-    ``max_iter`` and ``tol`` are the search's ``path_params``."""
+    ``max_iter`` and ``tol`` are the search's ``path_params`` (twice the
+    ``max_iter`` the message names)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield
     for w in caught:
         message = str(w.message)
-        if issubclass(w.category, ConvergenceWarning) and "Increase max_iter or tol" in message:
+        used = re.search(r"within max_iter=(\d+) ", message)
+        if (issubclass(w.category, ConvergenceWarning) and used
+                and "Increase max_iter or tol" in message):
             message = message.replace(
                 "Increase max_iter or tol",
-                f"Pass path_params={{'max_iter': {2 * max_iter}}} (or a larger 'tol') to the "
-                "search")
+                f"Set 'max_iter': {2 * int(used.group(1))} (or a larger 'tol') in the search's "
+                "path_params")
         warnings.warn_explicit(message, w.category, w.filename, w.lineno)
 
 

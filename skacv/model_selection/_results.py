@@ -194,7 +194,8 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_ite
                 continue
             if chosen in (min(vals), max(vals)):
                 side = "smallest" if chosen == min(vals) else "largest"
-                shown = f"{chosen:.6g}" if isinstance(chosen, Real) else repr(chosen)
+                shown = (str(int(chosen)) if isinstance(chosen, Integral)
+                         else f"{float(chosen):.6g}")
                 warnings.warn(
                     f"The chosen {name}={shown} is the {side} value of the grid: the "
                     f"best {name} may lie outside it. Widen the grid of {name!r} "

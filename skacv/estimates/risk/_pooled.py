@@ -411,7 +411,8 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     :func:`run_pooled_chain`'s row sums split by :func:`rows_from_sums`.
     ``state`` continues the chain of a shorter prefix of the same
     trajectory, which keeps the template's nodes while the union of the
-    supports is as wide as the state's."""
+    supports is as wide as the nodes' or wider by at most the statistical
+    policy's ``template_reuse_growth`` of their columns."""
     T = coef_path.shape[1] - 1
     run = run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
                            state=state, keep_state=keep_state, own_rng=own_rng)
