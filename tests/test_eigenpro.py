@@ -166,16 +166,17 @@ def test_heldout_top_eigenvalue_equals_the_dense_one():
     S_rows = np.arange(200)
     P = NystromPreconditioner.from_kernel(ker(X[S_rows], X[S_rows]), np.ones(200), 25,
                                           policies)
-    rows = np.arange(200, 900)  # 700 > dense_eig_size: the operator path
-    counts = rng.integers(1, 4, 700).astype(float)
-    got = EigenProSetup._heldout_top_eigenvalue(ker, X, (rows, counts), X[S_rows], P,
-                                                policies[0])
-    phi = ker(X[rows], X[S_rows]) @ P.coef_
-    KP = ker(X[rows], X[rows]) - (phi * P.scale_) @ phi.T
-    sc = np.sqrt(counts / counts.sum())
-    want = np.linalg.eigvalsh(KP * np.outer(sc, sc))[-1]
-    assert np.isclose(got, want, rtol=1e-5)
-    assert want > 1.5 * P.top_eigenvalue_  # the Nystrom value underestimates it
+    # 700 > dense_eig_size: the operator path; 250 <= it: the matrix itself
+    for rows in (np.arange(200, 900), np.arange(650, 900)):
+        counts = rng.integers(1, 4, rows.shape[0]).astype(float)
+        got = EigenProSetup._heldout_top_eigenvalue(ker, X, (rows, counts), X[S_rows], P,
+                                                    policies[0])
+        phi = ker(X[rows], X[S_rows]) @ P.coef_
+        KP = ker(X[rows], X[rows]) - (phi * P.scale_) @ phi.T
+        sc = np.sqrt(counts / counts.sum())
+        want = np.linalg.eigvalsh(KP * np.outer(sc, sc))[-1]
+        assert np.isclose(got, want, rtol=1e-5)
+        assert want > 1.5 * P.top_eigenvalue_  # the Nystrom value underestimates it
 
 
 def test_step_size_rules():
