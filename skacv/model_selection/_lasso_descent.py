@@ -127,7 +127,8 @@ def _lars_candidates(space, alphas, step_size):
     each a pass over ``X~``: at a few dozen rows it is cheaper than working
     sets of coordinate descent near interpolation, where those crawl.
     ``lars_path``'s penalty is ``|X~^T r|_inf / n``, the path's ``alpha
-    n_eff / n``."""
+    n_eff / n``; it stops after ``path_lars_kinks_per_sample * n`` kinks
+    (its buffers hold that many solutions)."""
     design = space.design
     n, p = design.n_samples, design.n_features
     limit = design.policy.path_lars_max_samples
@@ -138,7 +139,8 @@ def _lars_candidates(space, alphas, step_size):
     with warnings.catch_warnings():  # (degenerate kinks: the gaps tell)
         warnings.simplefilter("ignore")
         kinks, _, path = lars_path(np.asarray(design.X, dtype=np.float64), space.y64,
-                                   alpha_min=float(alphas[-1]) * scale, method="lasso")
+                                   alpha_min=float(alphas[-1]) * scale, method="lasso",
+                                   max_iter=design.policy.path_lars_kinks_per_sample * n)
     taken("lars_path", kinks=int(kinks.size))
     at = np.asarray(alphas, dtype=np.float64) * scale
     k = np.clip(np.searchsorted(-kinks, -at), 1, kinks.size - 1) if kinks.size > 1 else None
