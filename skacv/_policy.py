@@ -184,6 +184,10 @@ class SpeedPolicy:
     path_descent_rule_slack: float = 2.0
     #: a working set's coordinate descent stops at this share of the path's duality gap
     path_descent_gap_share: float = 0.9
+    #: most rows of a ``p > n`` Lasso path read off the exact homotopy path (``None``: never)
+    path_lars_max_samples: int | None = 100
+    #: ... stopped after this many kinks per row
+    path_lars_kinks_per_sample: int = 4
     #: most columns of a first working set: ``max(path_work_min, 4 |support|)``
     path_work_min: int = 100
     #: the exact finish: largest support share, products share, most CG iterations

@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso, Ridge, lasso_path
 from threadpoolctl import threadpool_limits
 
-from skacv import IterativeRidge, TrajectoryLasso, risk_alpha_path
+from skacv import IterativeRidge, TrajectoryElasticNet, TrajectoryLasso, risk_alpha_path
 from skacv._policy import get_policy, policy_context
 from skacv._trace import Paths, record
 from skacv.linalg._design import Design
@@ -273,7 +273,8 @@ def test_step_size_estimate_is_close_to_the_top_eigenvalue():
 def test_too_large_step_estimate_falls_back_to_the_exact_one(speed_policy):
     X, y = _data(40, 60)
     kw = dict(n_alphas=6, eps=1e-2, tol=1e-12, max_iter=20_000)
-    speed_policy(path_columns_descent=False, path_metric=False)  # FISTA's plain steps
+    # FISTA's plain steps (not the homotopy path)
+    speed_policy(path_columns_descent=False, path_metric=False, path_lars_max_samples=None)
     with record() as paths:
         ref = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
     assert "step_fallback" not in paths
@@ -778,7 +779,7 @@ def test_support_finish_equals_fista_alone_and_sklearn(finishes, speed_policy):
     (conjugate gradients on the identified support, sign crossings dropped)
     takes it at most alphas, in far fewer steps, and gives the same
     solutions as FISTA alone and as scikit-learn's Lasso."""
-    speed_policy(path_columns_descent=False)  # the working sets by FISTA
+    speed_policy(path_columns_descent=False, path_lars_max_samples=None)  # working sets by FISTA
     from skacv._policy import policy_context
 
     X, y = _equicorrelated(100, 150)
@@ -837,7 +838,8 @@ def test_support_finish_with_weights_and_sparse_equals_sklearn(weighted, sparse,
                                                                 speed_policy):
     """The finish on the weighted, centred columns of a sparse X (and a dense
     one): scikit-learn's solutions (zero weights included)."""
-    speed_policy(path_columns_descent=False)  # the dense working sets by FISTA
+    speed_policy(path_columns_descent=False,  # the dense working sets by FISTA
+                 path_lars_max_samples=None)
     X, y = _equicorrelated(100, 150, seed=1)
     w = _weights(100) if weighted else None
     path = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X) if sparse else X, y,
@@ -911,3 +913,26 @@ def test_kept_spectrum_is_recomputed_for_other_columns_and_after_a_stall():
     space.metric(None, b)
     assert space.bounds == [[0, 2, 5], [0, 3, 5]]
     assert space.metrics == [[0, 2, 5], [0, 3, 5], [0, 3, 5]]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_lars_route_equals_sklearn_on_small_wide_designs(weighted):
+    """A small p >> n design (40 x 300, equicorrelated) reads every alpha's
+    solution off the exact homotopy path (LARS-Lasso): each one certified
+    by the duality gap with no working set solved, and scikit-learn's
+    ``Lasso`` solution down to a near-interpolating alpha (zero weights
+    included); sparse X and the elastic net keep the working sets."""
+    X, y = _equicorrelated(40, 300, seed=3)
+    w = _weights(40) if weighted else None
+    kw = dict(n_alphas=8, eps=1e-2, tol=1e-12, max_iter=50_000, sample_weight=w)
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, **kw)
+    assert paths.details("lars_path")[0]["kinks"] >= 8
+    assert "columns_coordinate_descent" not in paths and "metric_fista" not in paths
+    assert np.all(path.n_iter == 0)
+    _assert_sklearn_path(path, X, y, w)
+    kw = dict(n_alphas=8, eps=1e-2, sample_weight=w)
+    with record() as paths:
+        risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X), y, **kw)
+        risk_alpha_path(TrajectoryElasticNet(l1_ratio=0.5), X, y, **kw)
+    assert "lars_path" not in paths and "columns" in paths

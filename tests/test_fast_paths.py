@@ -147,6 +147,15 @@ def path_columns_descent():
     return out, "columns_coordinate_descent" in paths
 
 
+def path_lars():
+    """The Lasso path of a small weighted p > n design read off the exact
+    homotopy path (LARS-Lasso) against the working sets: the same
+    solutions, df and risks within what the duality gaps certify (tol
+    1e-12)."""
+    out, paths = _weighted_wide_path(120, 8, n_alphas=8, eps=0.05)
+    return out, "lars_path" in paths
+
+
 def _weighted_wide_path(p, k, **path_params):
     """The Lasso path at tol 1e-12 of a weighted design of 80 rows and
     ``p`` columns, ``k`` of them in the signal: its solutions, df and risks
@@ -413,8 +422,10 @@ def settled_row_window():
 
 _NO_COVARIANCE = {"covariance_max_features": 0}
 _PASS = {"fold_covariance": False, "fold_panel_rows": 16, "pass_groups_min_bytes": 0}
-#: the Lasso path's working sets by FISTA (its one-pass panels, finish and metric)
-_FISTA_PATH = {"path_columns_descent": False}
+#: the Lasso path's working sets (not the homotopy path of small p > n designs) ...
+_WS = {"path_lars_max_samples": None}
+#: ... by FISTA (its one-pass panels, finish and metric)
+_FISTA_PATH = {**_WS, "path_columns_descent": False}
 
 FAST_PATHS = {
     "covariance_form": FastPath(covariance_form, {"covariance_gemm_advantage": 1e9},
@@ -439,32 +450,34 @@ FAST_PATHS = {
                                     {**_PASS, "prepared_blas": "scipy"}),
     "covariance_path": FastPath(covariance_path, {"covariance_path": True},
                                 {"covariance_path": False}, rtol=1e-7),
-    "path_columns_descent": FastPath(path_columns_descent, {"path_columns_descent": True},
-                                     {"path_columns_descent": False}, rtol=1e-7),
-    "path_fortran_columns": FastPath(path_fortran_columns, {"path_fortran_columns": True},
-                                     {"path_fortran_columns": False}, rtol=1e-12),
+    "path_columns_descent": FastPath(path_columns_descent, {**_WS, "path_columns_descent": True},
+                                     {**_WS, "path_columns_descent": False}, rtol=1e-7),
+    "path_fortran_columns": FastPath(path_fortran_columns, {**_WS, "path_fortran_columns": True},
+                                     {**_WS, "path_fortran_columns": False}, rtol=1e-12),
     # (the same columns gathered: no rounding apart)
     "path_transposed_columns": FastPath(path_transposed_columns,
-                                        {"path_transposed_max_bytes": 2**62},
-                                        {"path_transposed_max_bytes": 0}, rtol=0.0),
+                                        {**_WS, "path_transposed_max_bytes": 2**62},
+                                        {**_WS, "path_transposed_max_bytes": 0}, rtol=0.0),
     # (every working set past the small ones that take coordinate descent
     # whatever their spectrum: path_metric_min_entries)
     "path_kept_spike_bound": FastPath(path_kept_spike_bound,
-                                      {"path_kept_spike_bound": True,
+                                      {**_WS, "path_kept_spike_bound": True,
                                        "path_metric_min_entries": 0},
-                                      {"path_kept_spike_bound": False,
+                                      {**_WS, "path_kept_spike_bound": False,
                                        "path_metric_min_entries": 0}, rtol=1e-12),
     "path_descent_rule_slack": FastPath(path_descent_rule_slack,
-                                        {"path_descent_rule_slack": 2.0},
-                                        {"path_descent_rule_slack": 0.5}, rtol=1e-7),
+                                        {**_WS, "path_descent_rule_slack": 2.0},
+                                        {**_WS, "path_descent_rule_slack": 0.5}, rtol=1e-7),
     "path_descent_gap_share": FastPath(path_descent_gap_share,
-                                       {"path_descent_gap_share": 0.9},
-                                       {"path_descent_gap_share": 0.5}, rtol=1e-7),
+                                       {**_WS, "path_descent_gap_share": 0.9},
+                                       {**_WS, "path_descent_gap_share": 0.5}, rtol=1e-7),
     "path_one_pass": FastPath(path_one_pass,
                               {**_FISTA_PATH, "covariance_path": False, "fuse_min_bytes": 0,
                                "panel_bytes": 1},
                               {**_FISTA_PATH, "covariance_path": False, "fuse_min_bytes": 2**62},
                               rtol=1e-7),
+    "path_lars_max_samples": FastPath(path_lars, {"path_lars_max_samples": 100},
+                                      {"path_lars_max_samples": None}, rtol=1e-7),
     "path_support_finish": FastPath(path_support_finish,
                                     {**_FISTA_PATH, "path_support_finish": True},
                                     {**_FISTA_PATH, "path_support_finish": False}, rtol=1e-7),

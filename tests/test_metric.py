@@ -138,6 +138,7 @@ def test_small_working_sets_take_coordinate_descent_whatever_their_spectrum(spee
     their columns, not FISTA in the rank-one metric, to the same solutions
     (scikit-learn's Lasso at a tight tolerance; the metric's path); above
     that size the metric is taken as before."""
+    speed_policy(path_lars_max_samples=None)  # the working sets, not the homotopy path
     X, y = _equicorrelated(30, 400, rho=0.6, s=5, seed=2)
     kw = dict(n_alphas=8, eps=1e-2, tol=1e-10, max_iter=50_000)
     assert 30 * 100 <= get_policy().path_metric_min_entries  # the first working sets fit

@@ -2,14 +2,15 @@
 (:mod:`skacv.model_selection._lasso_path`): each alpha on ``C = X~^T X~``
 in the covariance form (:func:`_coordinate_descent`), else a working set
 on its columns (:func:`_columns_coordinate_descent`) where
-:func:`_columns_descent` says so.
+:func:`_columns_descent` says so; on a small ``p >> n`` design, every
+alpha's candidate from the exact homotopy path (:func:`_lars_candidates`).
 """
 
 import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
-from sklearn.linear_model import enet_path
+from sklearn.linear_model import enet_path, lars_path
 
 from .._trace import taken
 from ..iterations._metric import spike_possible
@@ -112,3 +113,40 @@ def _columns_coordinate_descent(space, sub, alpha, coef_w, goal, max_iter):
             check_input=False, return_n_iter=True)
     b = coefs[:, 0]
     return b, Xw @ b, int(n_iter[0])
+
+
+def _lars_candidates(space, alphas, step_size):
+    """The Lasso's solutions at ``alphas`` (decreasing) read off its exact
+    piecewise-linear path by scikit-learn's ``lars_path`` (LARS-Lasso,
+    Efron, Hastie, Johnstone & Tibshirani 2004) on ``X~``, ``y~``: a
+    ``(n_features, n_alphas)`` array of candidates, each certified by the
+    path's duality gap (the caller solves on from those that miss it), or
+    ``None`` where the route does not apply (the Lasso only): sparse ``X``,
+    a float ``step_size``, or a design not ``p > n`` with at most the speed
+    policy's ``path_lars_max_samples`` rows. Its kinks number about ``n``,
+    each a pass over ``X~``: at a few dozen rows it is cheaper than working
+    sets of coordinate descent near interpolation, where those crawl.
+    ``lars_path``'s penalty is ``|X~^T r|_inf / n``, the path's ``alpha
+    n_eff / n``; it stops after ``path_lars_kinks_per_sample * n`` kinks
+    (its buffers hold that many solutions)."""
+    design = space.design
+    n, p = design.n_samples, design.n_features
+    limit = design.policy.path_lars_max_samples
+    if (design.sparse or space.gram is not None or not isinstance(step_size, str)
+            or limit is None or not n < p or n > limit):
+        return None
+    scale = design.n_eff / n
+    with warnings.catch_warnings():  # (degenerate kinks: the gaps tell)
+        warnings.simplefilter("ignore")
+        kinks, _, path = lars_path(np.asarray(design.X, dtype=np.float64), space.y64,
+                                   alpha_min=float(alphas[-1]) * scale, method="lasso",
+                                   max_iter=design.policy.path_lars_kinks_per_sample * n)
+    taken("lars_path", kinks=int(kinks.size))
+    at = np.asarray(alphas, dtype=np.float64) * scale
+    k = np.clip(np.searchsorted(-kinks, -at), 1, kinks.size - 1) if kinks.size > 1 else None
+    if k is None:
+        return np.zeros((p, at.size))
+    # linear between the kinks k - 1 and k; at the ends, the end's solution
+    width = np.maximum(kinks[k - 1] - kinks[k], np.finfo(np.float64).tiny)
+    t = np.clip((at - kinks[k]) / width, 0.0, 1.0)
+    return path[:, k] + t * (path[:, k - 1] - path[:, k])

@@ -10,7 +10,10 @@ not the solution. A working set is solved by FISTA
 where one direction dominates (:mod:`skacv.iterations._metric`), with an
 exact finish on an identified support (:class:`_SupportFinish`); or, dense
 float64 on the columns of ``X~``, by scikit-learn's coordinate descent
-(:mod:`skacv.model_selection._lasso_descent`). Its products are those of
+(:mod:`skacv.model_selection._lasso_descent`). A small ``p > n`` design
+takes each alpha's candidate from the exact homotopy path first
+(:func:`~skacv.model_selection._lasso_descent._lars_candidates`), the
+working sets solving on only where it misses the gap. Its products are those of
 :mod:`skacv.model_selection._lasso_spaces`; each solution's df and risk
 come from :mod:`skacv.model_selection._converged_risk`.
 
@@ -41,6 +44,7 @@ from ._lasso_descent import (
     _columns_descent,
     _coordinate_descent,
     _descent_possible,
+    _lars_candidates,
     _with_ridge,
 )
 from ._lasso_spaces import _FeatureSpace, _SampleSpace, covariance_path_pays
@@ -426,6 +430,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     coef = np.zeros(p, dtype=design.dtype)
     alpha_prev = max(alpha_max, alphas[0]) * l1_ratio  # (l1 strengths)
     stop = _NoChange(n_alphas_no_change)
+    lars = _lars_candidates(space, alphas, step_size) if l1_ratio == 1.0 else None
     not_converged = []
     n_solved = n_alphas
     for i, alpha_i in enumerate(alphas):
@@ -441,6 +446,11 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         if np.any((coef == 0) & (np.abs(stats[2]) > alpha)):
             # violators outside the warm start's support: it is wrong, whatever its gap
             goal = min(goal, statistics.kkt_gap_cut * gap)
+        if lars is not None:  # the homotopy path's solution, solved on if it misses
+            coef = lars[:, i].astype(design.dtype)
+            fitted = np.asarray(design.matvec(coef), dtype=np.float64)
+            stats = space.stats(None, None, coef, fitted, full=True)
+            gap = duality_gap(*stats, float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
         coef, stats, gap, steps, work = _solve_alpha(space, coef, stats, gap, alpha, alpha_prev,
                                                      goal, step_size, max_iter)
         if gap > goal:
