@@ -1036,3 +1036,24 @@ def test_probe_spread_follows_the_rule():
     ratio = paths.std(0, ddof=1) / paths.mean(0) / np.sqrt(2 / (m * n))
     assert np.all((ratio > 0.5) & (ratio < 1.5))
     assert np.allclose(paths.mean(0), exact[1:], rtol=0.02)
+
+
+def test_risk_memory_refused_or_capped():
+    """The risk estimate's (T + 1) x (T + 1) matrices: an integer max_iter whose
+    steps need more than path_memory_limit is refused with the bytes before
+    the fit; max_iter='auto' stops at the epochs that fit, with a warning."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(400, 5))
+    y = np.sin(4 * X[:, 0]) + 0.1 * rng.standard_normal(400)
+    with config_context(path_memory_limit=3):  # T + 1 <= sqrt(3 MiB / 32 bytes) = 313
+        est = EigenProRegressor(random_state=0, batch_size=10, max_iter=50,
+                                estimate_risk=True)
+        # 50 epochs of 40 steps: 4 matrices of 2001 x 2001 floats
+        with pytest.raises(ValueError, match=r"2000 SGD steps.*0\.119 GiB"):
+            est.fit(X, y)
+        assert not hasattr(est, "dual_coef_")
+        with pytest.warns(ConvergenceWarning, match="stopped at 7 epochs of 40 steps"):
+            est = EigenProRegressor(random_state=0, batch_size=10).fit(X, y)
+    assert est.n_iter_ == 7 and est.n_steps_ == 280
+    assert 4 * 8 * 281**2 <= 3 * 2**20 < 4 * 8 * 321**2  # 7 epochs fit, 8 would not
+    assert est.risk_path_.shape == (8,)
