@@ -30,7 +30,10 @@ _DOC_PARAMS = """
         nears the subsample size, also along noise directions), among the
         eigenvalues the eigensystem resolves (above ``1e-12 lambda_1``, in
         float64 where float32's floor would end ``q``); when the subsample is
-        the whole training set, every eigenvalue above ``1e-8 lambda_1``. 0
+        the whole training set, the same rule on a random half of the rows
+        with the other half held out (every eigenvalue above ``1e-8
+        lambda_1`` flattened all but the noise's directions at once: on 250
+        rows test errors 29 times tuned kernel ridge's). 0
         gives plain kernel SGD. A fit whose training mse rises while above
         0.3 of its start warns (``ConvergenceWarning``: too few flattened
         directions or too small a batch for the bandwidth).
