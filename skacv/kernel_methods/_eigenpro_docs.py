@@ -41,7 +41,10 @@ _DOC_PARAMS = """
         Draws ``M`` for the Nystrom eigensystem; ``"auto"``: 2000 (12000 from
         1e5 samples) from 4000 (24000) samples on; on fewer ``n``,
         ``2000 (n / 4000)^2`` and at least 300 (300 of 1257 digits, 1125 of
-        3000 rows; the statistical policy's ``eigenpro_subsample_*`` fields). The set-up costs
+        3000 rows; the statistical policy's ``eigenpro_subsample_*`` fields);
+        every row where fewer rows than the draws would stay outside (below
+        600 rows: they check ``lambda_P`` and bound ``beta_P``; the policy's
+        ``eigenpro_heldout_min``). The set-up costs
         ``O(M^2 d + M^2 min(q, M))``.
     batch_size : "auto" or int, default="auto"
         ``"auto"``: the critical batch ``m*`` (full batch when it is close to

@@ -93,6 +93,8 @@ class EigenProSetup:
         op = KernelOperator(kern, Xc, policy)
         # ---- Nystrom preconditioner
         M = self._subsample_draws(n_eff, statistics)
+        if n_eff - M < statistics.eigenpro_heldout_min * M:  # too few rows to check lambda_P
+            M = int(np.ceil(n_eff))
         rows_S, counts_S, exact = draw_rows(w, M, self._rng, n, statistics)
         m_S = rows_S.shape[0]
         check_memory(3 * 8 * m_S * m_S, f"the Nystrom eigensystem ({m_S} x {m_S}, 3 copies)",
