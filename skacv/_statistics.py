@@ -68,6 +68,10 @@ class StatisticalPolicy:
     eigenpro_subsample_max: tuple = (2000, 12000, 1e5)
     eigenpro_subsample_power: float = 2.0
     eigenpro_subsample_min: int = 300
+    #: EigenPro: the fewest rows outside the subsample, as a multiple of its
+    #: draws, that check ``lambda_P`` and bound ``beta_P``; with fewer the
+    #: subsample is the whole data and the ``q`` rule's held-out rows are a split of it
+    eigenpro_heldout_min: float = 1.0
     #: the df fractions a proximal iterate's estimate is trusted within
     df_low: float = -0.05
     df_high: float = 0.99

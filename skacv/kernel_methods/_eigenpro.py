@@ -30,7 +30,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._config import check_memory
+from .._config import check_memory, format_bytes, path_memory_bytes
 from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
 from ..estimators._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
@@ -146,6 +146,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         limit = statistics.divergence_factor * max(st.mse0, np.finfo(np.float64).tiny)
         mse_path = list(self.train_mse_path_)
         tracker = self._tracker
+        n_epochs, capped = self._affordable_epochs(tracker, n_epochs, auto)
         tic = time.perf_counter()
         q, scale, unit = P.n_components_, P.scale_[:, None], st.w is None
         if tracker is not None and q and tracker.phi is None:
@@ -209,7 +210,9 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                       + (f"risk {tracker.risks[-1] / c:.5g}  " if tracker is not None else "")
                       + f"{time.perf_counter() - tic:.1f}s")
             if auto and epochs_stop(*self._risk_and_flags(tracker, mse_path), statistics):
+                capped = False
                 break
+        self._warn_capped(tracker, capped)
         self.train_mse_path_ = np.array(mse_path)
         self.selected_iter_ = self.n_iter_
         if tracker is not None:
@@ -225,6 +228,36 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                     delattr(self, name)
         if not self.warm_start:  # the chains are only needed to continue the path
             self._tracker = None
+
+    @staticmethod
+    def _affordable_epochs(tracker, n_epochs, auto):
+        """``(epochs, capped)``: the epochs whose risk estimate fits within
+        ``path_memory_limit``; for ``max_iter="auto"`` the most that fit
+        (``capped``), else all of them or a refusal with the bytes needed."""
+        if tracker is None:
+            return n_epochs, False
+        steps = tracker.t + n_epochs * tracker.S
+        limit = path_memory_bytes()
+        if not auto or tracker.memory_bytes(steps) <= limit:
+            tracker.check_memory(steps, "Lower max_iter, raise batch_size or set "
+                                 "estimate_risk=False. ")
+            return n_epochs, False
+        fit = max(1, (int(np.sqrt(limit / tracker.memory_bytes(0))) - 1 - tracker.t) // tracker.S)
+        while fit > 1 and tracker.memory_bytes(tracker.t + fit * tracker.S) > limit:
+            fit -= 1
+        tracker.check_memory(tracker.t + fit * tracker.S, "Raise batch_size. ")
+        return fit, True
+
+    def _warn_capped(self, tracker, capped):
+        """Warn where ``max_iter="auto"`` ran the most epochs the memory allows."""
+        if capped:
+            warnings.warn(
+                f"max_iter='auto' stopped at {self.n_iter_} epochs of {tracker.S} steps: the "
+                "risk estimate of more would need more than path_memory_limit="
+                f"{format_bytes(path_memory_bytes())} ({tracker.memory_bytes(tracker.t):.3g} "
+                "bytes now, growing with the square of the steps). Raise batch_size, or the "
+                "limit with skacv.set_config(path_memory_limit=<MiB>).",
+                ConvergenceWarning, stacklevel=6 + isinstance(self, ClassifierMixin))
 
     @staticmethod
     def _risk_and_flags(tracker, mse_path):

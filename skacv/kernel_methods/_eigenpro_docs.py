@@ -30,7 +30,10 @@ _DOC_PARAMS = """
         nears the subsample size, also along noise directions), among the
         eigenvalues the eigensystem resolves (above ``1e-12 lambda_1``, in
         float64 where float32's floor would end ``q``); when the subsample is
-        the whole training set, every eigenvalue above ``1e-8 lambda_1``. 0
+        the whole training set, the same rule on a random half of the rows
+        with the other half held out (every eigenvalue above ``1e-8
+        lambda_1`` flattened all but the noise's directions at once: on 250
+        rows test errors 29 times tuned kernel ridge's). 0
         gives plain kernel SGD. A fit whose training mse rises while above
         0.3 of its start warns (``ConvergenceWarning``: too few flattened
         directions or too small a batch for the bandwidth).
@@ -38,7 +41,10 @@ _DOC_PARAMS = """
         Draws ``M`` for the Nystrom eigensystem; ``"auto"``: 2000 (12000 from
         1e5 samples) from 4000 (24000) samples on; on fewer ``n``,
         ``2000 (n / 4000)^2`` and at least 300 (300 of 1257 digits, 1125 of
-        3000 rows; the statistical policy's ``eigenpro_subsample_*`` fields). The set-up costs
+        3000 rows; the statistical policy's ``eigenpro_subsample_*`` fields);
+        every row where fewer rows than the draws would stay outside (below
+        600 rows: they check ``lambda_P`` and bound ``beta_P``; the policy's
+        ``eigenpro_heldout_min``). The set-up costs
         ``O(M^2 d + M^2 min(q, M))``.
     batch_size : "auto" or int, default="auto"
         ``"auto"``: the critical batch ``m*`` (full batch when it is close to

@@ -7,7 +7,8 @@ row), ``lambda_P`` the top eigenvalue after preconditioning, the critical
 batch ``m* = beta / lambda_P + 1``. The batch is ``m = floor(m*)``, or the
 whole data (full-batch gradient descent) when ``m* >= n`` or when the
 subsample is the whole data and ``m* >= n / 4`` (the eigenvalues are then
-exact, and SGD would gain at most a factor ``n / m*`` per epoch). The step is
+exact, and SGD would gain at most a factor ``n / m*`` per epoch; ``q`` is then
+EigenPro 2's rule on a split of the rows). The step is
 ``eta = m / beta`` (linear scaling) below ``m*``, ``0.9 * 2 m / (beta + (m - 1)
 lambda_P)`` (the edge of stability with a 10 % margin) above it, and ``1 /
 lambda_P`` for full-batch gradient descent (no sampling noise).
@@ -23,7 +24,7 @@ from .._config import check_memory
 from ..estimates.risk._sgd import SGDRiskTracker
 from ..iterations._preconditioning import NystromPreconditioner
 from ..linalg._linalg import top_eigenvalue
-from ..linalg._sampling import EpochSampler, draw_rows
+from ..linalg._sampling import EpochSampler, counts_of, draw_rows
 from ._kernels import Kernel, KernelOperator, median_bandwidth, scale_bandwidth
 
 _EPS32 = float(np.finfo(np.float32).eps)
@@ -92,6 +93,8 @@ class EigenProSetup:
         op = KernelOperator(kern, Xc, policy)
         # ---- Nystrom preconditioner
         M = self._subsample_draws(n_eff, statistics)
+        if n_eff - M < statistics.eigenpro_heldout_min * M:  # too few rows to check lambda_P
+            M = int(np.ceil(n_eff))
         rows_S, counts_S, exact = draw_rows(w, M, self._rng, n, statistics)
         m_S = rows_S.shape[0]
         check_memory(3 * 8 * m_S * m_S, f"the Nystrom eigensystem ({m_S} x {m_S}, 3 copies)",
@@ -102,7 +105,9 @@ class EigenProSetup:
         K_SS = kern(XS, XS)
         kdiag = kern.diagonal(Xc)
         held = None if exact else self._heldout_rows(w, rows_S, counts_S, M, n, statistics)
-        rule = None
+        rule, n_components = None, self.n_components
+        if exact and n_components == "auto":
+            n_components = self._split_rule(XS, K_SS, counts_S, kdiag[rows_S], policies)
         if held is not None:  # the q rule's beta_P on rows outside the subsample
             mult = np.zeros(n)
             mult[held[0]] = held[1]
@@ -110,7 +115,7 @@ class EigenProSetup:
             rows_R = draw_rows(mult, n_rule, self._rng, n, statistics)[0]
             rule = (kern(Xc[rows_R], XS), kdiag[rows_R])
         P = NystromPreconditioner.from_kernel(
-            K_SS, counts_S, self.n_components, policies,
+            K_SS, counts_S, n_components, policies,
             max_batch=None if exact else counts_S.sum(), heldout=rule,
             single=not exact and m_S >= policy.eigenpro_eigh_float32_min_order)
         P.subsample_indices_, P.subsample_counts_ = rows_S, counts_S
@@ -204,6 +209,30 @@ class EigenProSetup:
             return None
         rows, counts, _ = draw_rows(rest, min(M, rest.sum()), self._rng, n, statistics)
         return rows, counts
+
+    def _split_rule(self, XS, K_SS, counts, diagonal, policies):
+        """``q`` of the whole data's preconditioner: EigenPro 2's rule (Ma &
+        Belkin 2019) on a random half of the rows, its critical batch bounded by
+        the half's draws and ``beta_P`` taken on the other half. On the rows of
+        its own eigensystem ``k_P`` falls to 0 as ``q`` nears their number, and
+        with the floor alone ``q`` flattened nearly every direction (232-262 of
+        250-300 rows): the epochs then fit the noise at once. The halves split
+        the multiset of rows (integer weights: their copies) taken in the
+        order of their values, so that repeated rows and weights split alike."""
+        m = K_SS.shape[0]
+        integer = bool(np.all(counts == np.round(counts)))
+        order = np.lexsort(XS.T[::-1])
+        units = np.repeat(order, counts[order].astype(np.int64) if integer else 1)
+        if units.shape[0] < 4:
+            return "auto"
+        perm = self._rng.permutation(units.shape[0])
+        half, c_half = counts_of(units[perm[: units.shape[0] // 2]], m)
+        rest = np.unique(units[perm[units.shape[0] // 2:]])
+        c_half = c_half if integer else counts[half]
+        P = NystromPreconditioner.from_kernel(
+            K_SS[np.ix_(half, half)], c_half, "auto", policies,
+            max_batch=c_half.sum(), heldout=(K_SS[np.ix_(rest, half)], diagonal[rest]))
+        return P.n_components_
 
     def _subsample_draws(self, n_eff, statistics):
         """``M``: ``subsample_size``, or for ``"auto"`` the statistical policy's

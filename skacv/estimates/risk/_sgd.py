@@ -7,7 +7,12 @@ SGD: the traces carry the batch masks). Linear models get it from
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from ..._config import check_memory, path_memory_bytes
 from ._probes import draw_probes
+
+#: ``(T + 1) x (T + 1)`` float64 matrices the tracker holds at its peak: ``A``,
+#: ``K'``, the triangular system ``n_eff I - K'`` and its solver's copy
+TRACKER_MATRICES = 4
 
 
 def flag_against_gcv(risk, df, train_mse, reliable, statistics):
@@ -197,12 +202,26 @@ class SGDRiskTracker:
             scale = mask if self.w is None else mask * np.sqrt(self.w[rows])
             self.src_val.append(scale[:, None] * resid)
 
+    @staticmethod
+    def memory_bytes(steps):
+        """Bytes of the estimate's matrices at its peak after ``steps`` steps."""
+        return TRACKER_MATRICES * 8.0 * (int(steps) + 1) ** 2
+
+    def check_memory(self, steps, hint=""):
+        """Refuse ``steps`` steps whose matrices exceed ``path_memory_limit``."""
+        check_memory(self.memory_bytes(steps), f"The risk estimate of {int(steps)} SGD steps "
+                     f"({TRACKER_MATRICES} matrices of {int(steps) + 1} x {int(steps) + 1} "
+                     "floats)", hint)
+
     def _matrices(self, t):
         """``A`` and ``K'`` (t + 1, t + 1) from the positions' lags, the rows since
         the last call filled."""
         size = self.A.shape[0]
         if t + 1 > size:  # room for more steps (by half again, not doubling)
             new = max(t + 1, size + size // 2)
+            if self.memory_bytes(new) > path_memory_bytes():  # no spare room near the limit
+                new = t + 1
+            self.check_memory(new - 1)
             A, K = np.zeros((new, new)), np.zeros((new, new))
             A[:size, :size], K[:size, :size] = self.A, self.K
             self.A, self.K = A, K
