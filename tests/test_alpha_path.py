@@ -931,6 +931,13 @@ def test_lars_route_equals_sklearn_on_small_wide_designs(weighted):
     assert "columns_coordinate_descent" not in paths and "metric_fista" not in paths
     assert np.all(path.n_iter == 0)
     _assert_sklearn_path(path, X, y, w)
+    # a penalty within a few ulps of alpha_max (a kink) is the kink: the zero
+    # solution, df the intercept's alone, on any machine's rounding
+    a_max = path.alphas[0]
+    for a in a_max * (1.0 + np.array([-8, -1, 0, 1, 8]) * np.finfo(float).eps):
+        near = risk_alpha_path(TrajectoryLasso(), X, y, alphas=[a, a_max / 2], sample_weight=w,
+                               tol=1e-12)
+        assert not np.any(near.coefs[:, 0]) and near.df[0] == 1.0
     kw = dict(n_alphas=8, eps=1e-2, sample_weight=w)
     with record() as paths:
         risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X), y, **kw)

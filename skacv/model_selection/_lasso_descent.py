@@ -146,7 +146,13 @@ def _lars_candidates(space, alphas, step_size):
     k = np.clip(np.searchsorted(-kinks, -at), 1, kinks.size - 1) if kinks.size > 1 else None
     if k is None:
         return np.zeros((p, at.size))
-    # linear between the kinks k - 1 and k; at the ends, the end's solution
+    # linear between the kinks k - 1 and k; at the ends, the end's solution.
+    # A penalty equal to a kink but for rounding (alpha_max, computed apart
+    # from lars_path's first kink) takes the kink's solution: interpolated an
+    # ulp away, the entering column would count in the df at 1e-17
     width = np.maximum(kinks[k - 1] - kinks[k], np.finfo(np.float64).tiny)
     t = np.clip((at - kinks[k]) / width, 0.0, 1.0)
-    return path[:, k] + t * (path[:, k - 1] - path[:, k])
+    ulps = 64 * np.finfo(np.float64).eps
+    t[np.abs(at - kinks[k - 1]) <= ulps * kinks[k - 1]] = 1.0
+    t[np.abs(at - kinks[k]) <= ulps * np.abs(kinks[k])] = 0.0
+    return (1.0 - t) * path[:, k] + t * path[:, k - 1]
