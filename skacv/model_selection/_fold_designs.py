@@ -103,6 +103,14 @@ def pass_groups(nbytes, policy):
     return policy.pass_groups if nbytes > limit else 1
 
 
+def rotated_pays(n_bytes, n_features, policy):
+    """Whether a dense design of ``n_bytes`` (in the folds' precision) and
+    ``n_features`` columns takes the ``"rotated"`` layout where its folds
+    partition the rows (the speed policy's ``rotated_min_bytes`` and
+    ``rotated_min_features``)."""
+    return n_bytes >= policy.rotated_min_bytes and n_features >= policy.rotated_min_features
+
+
 class FoldDesigns:
     """K fold designs of one ``X`` stacked column by column.
 
@@ -163,8 +171,7 @@ class FoldDesigns:
         self.fold_of = np.repeat(np.arange(K)[:, None], self.n_samples, axis=1)
         self.partition = None
         if (partition is not None and not self.sparse and K >= 2
-                and base.X.nbytes >= self.policy.rotated_min_bytes
-                and self.n_features >= self.policy.rotated_min_features):
+                and rotated_pays(base.X.nbytes, self.n_features, self.policy)):
             self.partition = [(sl.start, sl.stop) for sl in partition]
             held_out = np.zeros_like(self.mask)
             for j, (a, b) in enumerate(self.partition):

@@ -24,7 +24,7 @@ from ..estimators._setup import FitPlan
 from ..iterations._datafits import log_loss_terms
 from ..utils._compat import _num_features, _num_samples
 from ..utils._parallel import cache_bytes, overlapped
-from ._fold_designs import fold_covariance_pays
+from ._fold_designs import fold_covariance_pays, rotated_pays
 from ._kfold import StackedFolds, aligned_errors, can_stack, fit_beside, fold_steps, kfold_dtype
 from ._stages import (
     can_stage,
@@ -394,8 +394,7 @@ def stacks_grid(estimator, X, splits, n_iter_no_change, fold_dtype, policies):
     n, p = _num_samples(X), _num_features(X)
     itemsize = kfold_dtype(fold_dtype).itemsize
     horizon = estimator.get_params(deep=False).get("max_iter") or 0
-    rotated = (not sp.issparse(X) and n * p * itemsize >= policy.rotated_min_bytes
-               and p >= policy.rotated_min_features)
+    rotated = not sp.issparse(X) and rotated_pays(n * p * itemsize, p, policy)
     return not rotated and not fold_covariance_pays(n, p, len(splits), horizon, policy,
                                                     itemsize)
 
