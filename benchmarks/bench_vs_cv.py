@@ -6,13 +6,15 @@ Equicorrelated Gaussian designs (rho = 0.5, one common factor per row),
 ``(b, b0)`` is ``(b - beta)^T Sigma (b - beta) + b0^2 + sigma^2``. For each
 size and estimator:
 
-(a) ``TrajectoryEarlyStoppingCV(estimator)`` with every default
-    (criterion, n_probes "auto"; early stopping of the path on its estimate);
+(a) ``TrajectoryEarlyStoppingCV(estimator, param_grid={"alpha": [alpha]})``
+    with every other default (criterion, n_probes "auto"; early stopping of
+    the path on its estimate; a path whose estimate still falls at
+    ``max_iter`` grows past it, up to 10 times: ``T`` is where it stopped);
 (b) 5-fold CV along the path, written here: each fold fitted once to
-    ``max_iter`` with the estimates off, every stored iterate scored on the
+    ``T`` with the estimates off, every stored iterate scored on the
     held-out fold, the argmin of the mean fold error; then one full fit
     (its path is the one whose iterate is selected);
-(c) 5-fold ``GridSearchCV`` over 6 values of ``max_iter`` (and its refit);
+(c) 5-fold ``GridSearchCV`` over 6 values of ``max_iter`` up to ``T`` (and its refit);
 (d) ``TrajectoryEarlyStoppingCV(estimator, criterion="kfold")``: K-fold CV
     along the path run by skacv (the folds as one block), the non-default
     refit criterion that (a) is compared with.
@@ -22,7 +24,9 @@ K-fold fallback is flagged by a warning), the times, the ratios (a)/(d),
 (b)/(a) and (c)/(a), and the regrets of (a), (b), (c), (d).
 
 Regret = true risk of the choice / smallest true risk on the full-data path
-of the same estimator - 1 (for (c), the refit at the chosen max_iter).
+of the same estimator (``T`` steps) - 1 (for (c), the refit at the chosen
+max_iter; for a search that selects the converged fit, that fit's: it can be
+negative).
 Each of (a), (b), (c), (d) that takes less than a second is timed up to three
 times and its best time kept (the host's noise is of the order of those
 times); longer ones once. A summary line gives the median and worst regrets
@@ -93,30 +97,45 @@ def timed(fn):
             return result, min(times)
 
 
+def regret(t, truth):
+    """Relative excess true risk of iterate ``t`` over the path's best."""
+    return truth[t] / truth.min() - 1
+
+
+def search_regret(search, truth, beta, rho):
+    """The search's selected model (an iterate or the converged fit, whose
+    ``best_iteration_`` is None) against the same path's best iterate."""
+    risk = true_risk(search.coef_[:, None], np.atleast_1d(search.intercept_), beta, rho)
+    return float(risk[0]) / truth.min() - 1
+
+
 def run(name, est, X, y, beta, rho, grid_search=True):
     out = {}
+    # the penalty stays the estimator's (one grid value): the search chooses the
+    # iteration (or the converged fit); a path still falling at max_iter grows on
+    fixed = {"alpha": [est.alpha]}
+    search, out["a"] = timed(
+        lambda: TrajectoryEarlyStoppingCV(clone(est), param_grid=fixed,
+                                          random_state=0).fit(X, y))
+    # (b), (c), (d) and the oracle see the path as far as (a) grew it
+    horizon = max(est.max_iter, search.estimator_.n_iter_)
+    est = clone(est).set_params(max_iter=horizon)
     base = clone(est).set_params(estimate_risk=False, estimate_loo=False)
     (full, t_b), out["b"] = timed(lambda: cv_along_path(base, X, y))
     truth = true_risk(full.coef_path_, full.intercept_path_, beta, rho)
-    oracle = truth.min()
-    reg_b = truth[t_b] / oracle - 1
-    search, out["a"] = timed(
-        lambda: TrajectoryEarlyStoppingCV(clone(est), random_state=0).fit(X, y))
-    t_a = search.best_iteration_
-    reg_a = truth[t_a] / oracle - 1 if t_a < truth.size else np.nan
+    reg_a, reg_b = search_regret(search, truth, beta, rho), regret(t_b, truth)
     kfold, out["d"] = timed(
-        lambda: TrajectoryEarlyStoppingCV(clone(est), criterion="kfold",
+        lambda: TrajectoryEarlyStoppingCV(clone(est), criterion="kfold", param_grid=fixed,
                                           random_state=0).fit(X, y))
-    t_d = kfold.best_iteration_
-    reg_d = truth[t_d] / oracle - 1 if t_d < truth.size else np.nan
+    reg_d = search_regret(kfold, truth, beta, rho)
     if not grid_search:
-        return out | {"c": np.nan}, (reg_a, reg_b, np.nan, reg_d), search.criterion_
-    T = est.max_iter
-    grid = sorted({max(1, int(round(T * f))) for f in (1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6, 1)})
+        return out | {"c": np.nan}, (reg_a, reg_b, np.nan, reg_d), search.criterion_, horizon
+    grid = sorted({max(1, int(round(horizon * f)))
+                   for f in (1 / 6, 2 / 6, 3 / 6, 4 / 6, 5 / 6, 1)})
     gs, out["c"] = timed(lambda: GridSearchCV(base, {"max_iter": grid}, cv=5,
                                               scoring="neg_mean_squared_error").fit(X, y))
-    reg_c = truth[gs.best_params_["max_iter"]] / oracle - 1
-    return out, (reg_a, reg_b, reg_c, reg_d), search.criterion_
+    reg_c = regret(gs.best_params_["max_iter"], truth)
+    return out, (reg_a, reg_b, reg_c, reg_d), search.criterion_, horizon
 
 
 def main():
@@ -137,7 +156,7 @@ def main():
     warnings.simplefilter("ignore", SelectionBoundaryWarning)  # a choice at max_iter
     print(f"{'setting':34s} {'crit':4s} {'(a) s':>7s} {'(b) s':>7s} {'(c) s':>7s} "
           f"{'(d) s':>7s} {'a/d':>5s} {'b/a':>6s} {'c/a':>6s} {'regret a':>9s} {'b':>7s} "
-          f"{'c':>7s} {'d':>7s}")
+          f"{'c':>7s} {'d':>7s} {'T':>5s}")
     regrets = []
     shapes = [(n, int(round(r * n))) for n in args.sizes for r in args.ratios]
     if args.shapes:
@@ -154,13 +173,13 @@ def main():
                 continue
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UnreliableEstimateWarning)
-                t, reg, crit = run(name, est, X, y, beta, rho, not args.skip_grid)
+                t, reg, crit, horizon = run(name, est, X, y, beta, rho, not args.skip_grid)
             fallback = any("instead of the risk estimate" in str(w.message) for w in caught)
             regrets.append((reg[0], reg[3]))
             print(f"{name:12s} n={n:<6d} p={p:<6d}      {crit:4s} {t['a']:7.2f} "
                   f"{t['b']:7.2f} {t['c']:7.2f} {t['d']:7.2f} {t['a'] / t['d']:5.2f} "
                   f"{t['b'] / t['a']:6.2f} {t['c'] / t['a']:6.2f} {reg[0]:9.2%} "
-                  f"{reg[1]:7.2%} {reg[2]:7.2%} {reg[3]:7.2%}"
+                  f"{reg[1]:7.2%} {reg[2]:7.2%} {reg[3]:7.2%} {horizon:5d}"
                   + ("  (K-fold fallback)" if fallback else ""), flush=True)
     a, d = np.array(regrets).T
     print(f"regret over {len(a)} rows: (a) median {np.nanmedian(a):.2%} worst "
