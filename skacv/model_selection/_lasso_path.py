@@ -9,8 +9,9 @@ not the solution. A working set is solved by FISTA
 (:func:`skacv.iterations._path.run_trajectory`), in a rank-one metric
 where one direction dominates (:mod:`skacv.iterations._metric`), with an
 exact finish on an identified support (:class:`_SupportFinish`); or, dense
-float64 on the columns of ``X~``, by scikit-learn's coordinate descent
-(:mod:`skacv.model_selection._lasso_descent`). A small ``p > n`` design
+float64 on the columns of ``X~`` or on ``C = X~^T X~``, by scikit-learn's
+coordinate descent (:mod:`skacv.model_selection._lasso_descent`), the working
+sets solving on where that misses the gap (an ill-conditioned ``C``). A small ``p > n`` design
 takes each alpha's candidate from the exact homotopy path first
 (:func:`~skacv.model_selection._lasso_descent._lars_candidates`), the
 working sets solving on only where it misses the gap. Its products are those of
@@ -302,10 +303,19 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     ``max(path_work_min, 4 |support|)``, the largest correlations first),
     grown by the violators of the optimality conditions (at most as many
     as it holds, the largest first) until there are none or ``max_iter``
-    steps are spent.
+    steps are spent. In the covariance form coordinate descent on ``C``
+    solves first; where it misses the gap in ``max_iter`` epochs (an
+    ill-conditioned ``C`` at a small alpha), the working sets, with their
+    exact finish on the support, solve on from its point within ``max_iter``
+    steps of their own.
     """
+    descent_steps = 0
     if space.coordinate_descent:
-        return _coordinate_descent(space, coef, alpha, goal, max_iter)
+        coef, stats, gap, descent_steps, work = _coordinate_descent(space, coef, alpha, goal,
+                                                                   max_iter)
+        if gap <= goal:
+            return coef, stats, gap, descent_steps, work
+        taken("descent_missed", gap=gap, goal=goal)
     design = space.design
     p, n_eff = design.n_features, design.n_eff
     rr, ry, corr = stats
@@ -351,7 +361,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
             break
         work = np.union1d(work, _largest(violators, corr, None,
                                          max(policy.path_work_min, work.size)))
-    return coef, (rr, ry, corr), gap, steps, work
+    return coef, (rr, ry, corr), gap, descent_steps + steps, work
 
 
 def _largest(cols, corr, keep, size):
