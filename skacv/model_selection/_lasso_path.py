@@ -10,9 +10,10 @@ not the solution. A working set is solved by FISTA
 where one direction dominates (:mod:`skacv.iterations._metric`), with an
 exact finish on an identified support (:class:`_SupportFinish`); or, dense
 float64 on the columns of ``X~`` or on ``C = X~^T X~``, by scikit-learn's
-coordinate descent (:mod:`skacv.model_selection._lasso_descent`), the working
-sets solving on where that misses the gap (an ill-conditioned ``C``). A small ``p > n`` design
-takes each alpha's candidate from the exact homotopy path first
+coordinate descent (:mod:`skacv.model_selection._lasso_descent`); where
+that misses the gap on ``C`` (ill-conditioned), it solves on from the exact
+finish on its support. A small ``p > n`` design takes each alpha's
+candidate from the exact homotopy path first
 (:func:`~skacv.model_selection._lasso_descent._lars_candidates`), the
 working sets solving on only where it misses the gap. Its products are those of
 :mod:`skacv.model_selection._lasso_spaces`; each solution's df and risk
