@@ -5,6 +5,8 @@ matrices, repeated rows for the weights, Monte Carlo truth on Gaussian
 designs, and the long-trajectory limit of ``risk_path_``.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -12,7 +14,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso, Ridge, lasso_path
 from threadpoolctl import threadpool_limits
 
-from skacv import IterativeRidge, TrajectoryElasticNet, TrajectoryLasso, risk_alpha_path
+from skacv import (
+    IterativeRidge,
+    TrajectoryEarlyStoppingCV,
+    TrajectoryElasticNet,
+    TrajectoryLasso,
+    risk_alpha_path,
+)
 from skacv._policy import get_policy, policy_context
 from skacv._trace import Paths, record
 from skacv.linalg._design import Design
@@ -943,3 +951,39 @@ def test_lars_route_equals_sklearn_on_small_wide_designs(weighted):
         risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X), y, **kw)
         risk_alpha_path(TrajectoryElasticNet(l1_ratio=0.5), X, y, **kw)
     assert "lars_path" not in paths and "columns" in paths
+
+
+@pytest.mark.parametrize("support_finish", [True, False])
+def test_ill_conditioned_covariance_form_reaches_the_gap_at_small_alphas(support_finish,
+                                                                        speed_policy):
+    """A small n > p design of four groups of nearly equal columns
+    (correlation 0.995; ``X~^T X~ / n`` of condition number ~1e4, as
+    Hitters' career statistics): coordinate descent on ``C`` misses the
+    gap in ``max_iter=1000`` epochs at the small alphas, and solves on from
+    the exact finish on its support (without the finish, the working sets
+    solve on). Every alpha reaches the target ``tol ||y~||^2 / n`` by an
+    independent duality gap, hence is within ``sqrt(2 gap / mu)`` of
+    scikit-learn's ``Lasso`` (``mu``: the smallest eigenvalue), and neither
+    the path nor the search over its alphas warns."""
+    speed_policy(path_support_finish=support_finish)
+    n, p, groups, rho = 130, 19, 4, 0.995
+    rng = np.random.default_rng(3)
+    factors = rng.standard_normal((n, groups))
+    X = factors[:, np.arange(p) % groups] + np.sqrt((1 - rho) / rho) * rng.standard_normal((n, p))
+    y = X @ rng.standard_normal(p) + 2 * rng.standard_normal(n)
+    Xc, yc = X - X.mean(0), y - y.mean()
+    mu = np.linalg.eigvalsh(Xc.T @ Xc / n)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        with record() as paths:
+            path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=12)
+        assert paths.details("lasso_path")[0]["space"] == "_FeatureSpace"
+        assert paths.count("descent_missed") == 3
+        assert ("run_trajectory" in paths) != support_finish  # the working sets' FISTA
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(), param_grid={"alpha": path.alphas},
+                                  random_state=0).fit(X, y)
+    for i, alpha in enumerate(path.alphas):
+        gap, _ = _dual_gap(X, y, path.coefs[:, i], alpha)
+        assert gap <= 1e-4 * (yc @ yc) / n
+        exact = Lasso(alpha=alpha, tol=1e-14, max_iter=10**6).fit(X, y).coef_
+        assert np.linalg.norm(path.coefs[:, i] - exact) <= np.sqrt(2 * gap / mu) + 1e-8

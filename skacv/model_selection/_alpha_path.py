@@ -110,7 +110,9 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         ``1e-10 ||y~||^2 / n_eff``). The dual point is the residual
         rescaled to be feasible. Unused for ridge (exact).
     max_iter : int, default=1000
-        Largest number of FISTA steps per ``alpha`` (a
+        Largest number of FISTA steps per ``alpha`` (in the covariance form,
+        of coordinate descent's epochs, and as many again from the exact
+        solution on its support where they miss ``tol``; a
         :class:`~sklearn.exceptions.ConvergenceWarning` is raised when an
         ``alpha`` does not reach ``tol``).
     sample_weight : array-like of shape (n_samples,), default=None

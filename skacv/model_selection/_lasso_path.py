@@ -9,9 +9,11 @@ not the solution. A working set is solved by FISTA
 (:func:`skacv.iterations._path.run_trajectory`), in a rank-one metric
 where one direction dominates (:mod:`skacv.iterations._metric`), with an
 exact finish on an identified support (:class:`_SupportFinish`); or, dense
-float64 on the columns of ``X~``, by scikit-learn's coordinate descent
-(:mod:`skacv.model_selection._lasso_descent`). A small ``p > n`` design
-takes each alpha's candidate from the exact homotopy path first
+float64 on the columns of ``X~`` or on ``C = X~^T X~``, by scikit-learn's
+coordinate descent (:mod:`skacv.model_selection._lasso_descent`); where
+that misses the gap on ``C`` (ill-conditioned), it solves on from the exact
+finish on its support. A small ``p > n`` design takes each alpha's
+candidate from the exact homotopy path first
 (:func:`~skacv.model_selection._lasso_descent._lars_candidates`), the
 working sets solving on only where it misses the gap. Its products are those of
 :mod:`skacv.model_selection._lasso_spaces`; each solution's df and risk
@@ -116,6 +118,21 @@ class _SupportFinish:
         out = np.zeros_like(x)
         out[S] = b
         return out, n_products
+
+    def at_once(self, coef, alpha, target):
+        """The finish of the support and signs of ``coef`` (all features) at
+        once, without FISTA's checks (a coordinate descent that missed the
+        gap ``target``, after ``max_iter`` epochs that cost more than the
+        finish's ``path_finish_maxiter`` products): the point, zero off the
+        support."""
+        S = np.flatnonzero(coef)
+        out = np.zeros_like(coef)
+        if S.size:
+            self.start(self.space.sub(S), S, alpha, target)
+            b = np.asarray(coef[S], dtype=np.float64)
+            out[S], _ = self._active_set(np.arange(S.size), np.sign(b), b, float(np.abs(b).sum()),
+                                         self.space.design.policy.path_finish_maxiter)
+        return out
 
     def _solve(self, A, b, x0, atol, maxiter):
         """``(x, iterations)``: conjugate gradients on ``A x = b`` from ``x0``
@@ -302,10 +319,24 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
     ``max(path_work_min, 4 |support|)``, the largest correlations first),
     grown by the violators of the optimality conditions (at most as many
     as it holds, the largest first) until there are none or ``max_iter``
-    steps are spent.
+    steps are spent. In the covariance form coordinate descent on ``C``
+    solves; where it misses the gap in ``max_iter`` epochs (an
+    ill-conditioned ``C`` at a small alpha), again from the exact finish on
+    its support (:meth:`_SupportFinish.at_once`), and should that miss too,
+    the working sets from its point, within ``max_iter`` steps of their own.
     """
+    descent_steps = 0
     if space.coordinate_descent:
-        return _coordinate_descent(space, coef, alpha, goal, max_iter)
+        coef, stats, gap, descent_steps, work = _coordinate_descent(space, coef, alpha, goal,
+                                                                   max_iter)
+        if gap > goal:
+            taken("descent_missed", gap=gap, goal=goal)
+        if gap > goal and space.finish is not None:
+            coef, stats, gap, k, work = _coordinate_descent(
+                space, space.finish.at_once(coef, alpha, goal), alpha, goal, max_iter)
+            descent_steps += k
+        if gap <= goal:
+            return coef, stats, gap, descent_steps, work
     design = space.design
     p, n_eff = design.n_features, design.n_eff
     rr, ry, corr = stats
@@ -351,7 +382,7 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
             break
         work = np.union1d(work, _largest(violators, corr, None,
                                          max(policy.path_work_min, work.size)))
-    return coef, (rr, ry, corr), gap, steps, work
+    return coef, (rr, ry, corr), gap, descent_steps + steps, work
 
 
 def _largest(cols, corr, keep, size):
