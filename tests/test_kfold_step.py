@@ -11,7 +11,7 @@ from sklearn.model_selection import KFold
 from skacv import FISTA, IterativeRidge, TrajectoryLasso
 from skacv._policy import current_policies
 from skacv.iterations._path import init_state, run_normal_block
-from skacv.iterations._penalties import L1
+from skacv.iterations._penalties import L1, Penalty
 from skacv.model_selection._kfold import StackedFolds, fold_views, stacked_iteration
 
 
@@ -252,3 +252,28 @@ def test_soft_threshold_is_sign_times_shrinkage():
             assert_array_equal(got, ref32)
             np.testing.assert_allclose(got, ref, rtol=4 * np.finfo(dtype).eps, atol=0)
             assert not np.signbit(got[got == 0]).any()
+
+
+def test_tiled_strengths_smoothness_follows_the_array():
+    """A read-only tiled strength is looked at once (held with the array):
+    another array in its place is looked at again, a writeable one at
+    every call (changed in place, the answer changes); the decay applies
+    the ridge strength exactly where it is non-zero."""
+    p = Penalty(l1=1.0, l2=0.0)
+    for l1, smooth in ((np.ones((4, 3)), False), (np.zeros((4, 3)), True),
+                       (np.eye(4, 3), False), (np.zeros((4, 3)), True)):
+        l1.flags.writeable = False
+        p.l1_ = l1
+        assert p.is_smooth is smooth and p.is_smooth is smooth
+    live = np.zeros((4, 3))
+    p.l1_ = live
+    assert p.is_smooth
+    live[2, 1] = 0.5
+    assert not p.is_smooth
+    v = np.arange(12.0).reshape(4, 3) + 1.0
+    for l2 in (np.zeros((4, 3)), np.full((4, 3), 0.25)):
+        l2.flags.writeable = False
+        p.l2_ = l2
+        out = np.ones((4, 3))
+        p.decay(v, 2.0, out)
+        assert_array_equal(out, 1.0 - 2.0 * l2 * v)

@@ -89,7 +89,19 @@ class Penalty:
     def is_smooth(self):
         """No proximal step (the map from the data to the iterates is linear)."""
         l1 = self.l1_  # a float, or per column (stacked folds)
-        return not (l1.any() if isinstance(l1, np.ndarray) else l1)
+        return not (self._any(l1, "l1") if isinstance(l1, np.ndarray) else l1)
+
+    def _any(self, strength, name):
+        """Whether ``strength`` (an array of strengths per column: stacked
+        folds) is non-zero anywhere; a read-only array (a block's tiled
+        strengths, the same array at every step) is looked at once (held
+        under ``name``)."""
+        if not isinstance(strength, np.ndarray) or strength.flags.writeable:
+            return bool(np.any(strength))
+        held = self.__dict__.get("_held_any_" + name)
+        if held is None or held[0] is not strength:
+            held = self.__dict__["_held_any_" + name] = (strength, bool(strength.any()))
+        return held[1]
 
     def _at(self, strength, mean_form, n_eff):
         """Mean-form strength for total weights ``n_eff`` (array-like): a
@@ -120,7 +132,7 @@ class Penalty:
         ``n_free`` of them unpenalised (default ``n_unpenalized``; ``0``: every
         row decays, for rows that are linear images of penalised coordinates)."""
         l2 = self.l2_
-        if (l2 != 0.0) if isinstance(l2, float) else np.any(l2):
+        if (l2 != 0.0) if isinstance(l2, float) else self._any(l2, "l2"):
             m = self._head(v) if n_free is None else v.shape[0] - n_free
             out[:m] -= (step * self.l2_) * v[:m]
         return out
