@@ -285,7 +285,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                 f"risk_reliable_ from epoch {t} on: the diagonal of the fit's smoother "
                 f"spreads ({spread[t]:.3g} +- {se[t]:.2g} in risk_leverage_spread_, above "
                 f"{limit:g}), which the estimate's trace form does not see; there it "
-                "underestimated the test error by 12-47 % (docs/benchmarks.rst). "
+                "underestimated the test error by 14-47 % (docs/benchmarks.rst). "
                 "max_iter='auto' runs and chooses the epoch as without this flag; for the "
                 "test error's level use held-out data.",
                 UnreliableEstimateWarning, stacklevel=7 + isinstance(self, ClassifierMixin))

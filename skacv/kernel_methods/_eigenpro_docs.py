@@ -190,14 +190,14 @@ _DOC_ATTRIBUTES = """
         and their choice unchanged, from the first epoch whose
         ``risk_leverage_spread_`` exceeds 0.1 by two standard errors of its
         probe noise (a delete-one-probe jackknife): the estimate's traces see the
-        smoother's diagonal through its mean alone, and its level fell 12-47 %
-        below the test error there (one-hot digits from epochs 12-20 on);
-        the accurate problems of docs/benchmarks.rst stayed below 0.081.
+        smoother's diagonal through its mean alone, and its level fell 14-47 %
+        below the test error there (one-hot digits from epochs 14-23 on); no
+        epoch of the accurate problems of docs/benchmarks.rst was flagged.
     risk_leverage_spread_ : ndarray of shape (n_iter_ + 1,)
         ``Var(d) / (1 - mean(d))^2`` of the diagonal ``d`` of the fit's
         smoother ``S_t`` (``f_t = S_t y``) at the start and every epoch,
-        from up to 10 of the probes fitted as targets (Hutchinson's diagonal, its
-        probe noise taken off; exact with ``n_probes=None``; NaN with one
+        from up to 10 of the probes fitted as targets (Hutchinson's diagonal,
+        its probe noise taken off; exact with ``n_probes=None``; NaN with one
         probe): the relative size of the second-order term a trace form drops
         from ``sum_i r_i^2 / (1 - d_i)^2``; with ``risk_path_``.
     n_features_in_ : int
