@@ -128,7 +128,7 @@ class StatisticalPolicy:
     #: EigenPro: probes fitted as targets for the spread of ``diag(S_t)``, and the
     #: spread ``Var(d) / (1 - mean d)^2`` beyond which the estimate's value is
     #: flagged, by the second number times the standard error of its probe noise
-    sgd_leverage_probes: int = 10
+    sgd_leverage_probes: int = 5
     sgd_leverage_spread: tuple = (0.1, 2.0)
 
 
