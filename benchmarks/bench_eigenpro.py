@@ -31,8 +31,8 @@ fastest Nystroem + Ridge whose test MSE is at most EigenPro's.
 
 Classification: ``EigenProClassifier()`` against ``SVC()`` (both defaults) on
 scikit-learn's digits (X / 16, 70/30 split), accuracy and fit time; and the
-risk estimate of the one-hot regression against the test error (flagged
-where unreliable).
+risk estimate of the one-hot regression against the test error, with its
+leverage spread and flag (``risk_leverage_spread_``, ``risk_reliable_``).
 
     python benchmarks/bench_eigenpro.py                       # everything (n=20000: minutes)
     python benchmarks/bench_eigenpro.py --sizes 5000 --problems synthetic --skip-digits
@@ -177,7 +177,10 @@ def run_problem(name, X, y, Xt, yt, args):
           f"{ep.precision_}  epochs run {ep.n_iter_}, chosen {ep.selected_iter_} "
           f"(best on test: {int(np.argmin(path))}, regret "
           f"{path[ep.selected_iter_] / path.min() - 1:.2%}); risk estimate at the "
-          f"choice {ep.risk_path_[ep.selected_iter_]:.5f}", flush=True)
+          f"choice {ep.risk_path_[ep.selected_iter_]:.5f} (/ test "
+          f"{ep.risk_path_[ep.selected_iter_] / e_ep:.3f}, leverage spread "
+          f"{ep.risk_leverage_spread_[ep.selected_iter_]:.3f}, reliable "
+          f"{bool(ep.risk_reliable_[ep.selected_iter_])})", flush=True)
     # the cost of the risk estimate: the same epochs with and without it
     times = {}
     for _ in range(args.repeat):  # alternating, the fastest of each
@@ -239,10 +242,11 @@ def digits(args):
     Y, Yte = np.eye(10)[ytr], np.eye(10)[yte]
     reg = EigenProRegressor(random_state=0).fit(Xtr, Y)
     path = ((reg.predict_path(Xte) - Yte[:, :, None]) ** 2).mean((0, 1))
-    print("one-hot regression, per epoch: risk estimate / test mse, reliable:")
+    print("one-hot regression, per epoch: risk estimate / test mse, leverage spread, reliable:")
     for t in range(reg.n_iter_ + 1):
         print(f"  epoch {t:3d}  {reg.risk_path_[t]:.5f} / {path[t]:.5f}  ratio "
-              f"{reg.risk_path_[t] / path[t]:.2f}  {bool(reg.risk_reliable_[t])}")
+              f"{reg.risk_path_[t] / path[t]:.2f}  {reg.risk_leverage_spread_[t]:.3f}  "
+              f"{bool(reg.risk_reliable_[t])}")
 
 
 def main():

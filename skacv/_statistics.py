@@ -125,6 +125,11 @@ class StatisticalPolicy:
     sgd_probe_spread: float = 6e-3
     #: EigenPro's risk estimate is flagged beyond this multiple of GCV
     gcv_ratio: float = 1.5
+    #: EigenPro: probes fitted as targets for the spread of ``diag(S_t)``, and the
+    #: spread ``Var(d) / (1 - mean d)^2`` beyond which the estimate's value is
+    #: flagged, by the second number times the standard error of its probe noise
+    sgd_leverage_probes: int = 5
+    sgd_leverage_spread: tuple = (0.1, 2.0)
 
 
 class InForce:

@@ -59,8 +59,9 @@ _DOC_PARAMS = """
         ``estimate_risk``, computed in this mode) improves: they stop once its
         best has not fallen by 0.5 % over the last 3 epochs (or at 300), and
         the model keeps the epoch of the smallest estimate
-        (``selected_iter_``). Once the estimate is flagged
-        (``risk_reliable_``) it cannot choose: the epochs go on to the
+        (``selected_iter_``). Once the estimate is flagged for near
+        interpolation or its departure from GCV (``risk_reliable_``, not
+        for the leverage spread alone) it cannot choose: the epochs go on to the
         ridgeless limit (until the training error falls below ``1e-4`` of
         its start, or stalls in the same way) and the model keeps the last
         one.
@@ -184,7 +185,21 @@ _DOC_ATTRIBUTES = """
         whose estimate exceeds 1.5 times GCV on the same degrees of freedom
         (the memory terms carry the targets back: one-hot digits, 4-6 times
         the test error, 2.5-5.4 times GCV; within 1.06 times GCV on smooth
-        regressions).
+        regressions); and, with a warning
+        (:class:`~skacv.exceptions.UnreliableEstimateWarning`) but the epochs
+        and their choice unchanged, from the first epoch whose
+        ``risk_leverage_spread_`` exceeds 0.1 by two standard errors of its
+        probe noise (a delete-one-probe jackknife): the estimate's traces see the
+        smoother's diagonal through its mean alone, and its level fell 14-47 %
+        below the test error there (one-hot digits from epochs 14-23 on); no
+        epoch of the accurate problems of docs/benchmarks.rst was flagged.
+    risk_leverage_spread_ : ndarray of shape (n_iter_ + 1,)
+        ``Var(d) / (1 - mean(d))^2`` of the diagonal ``d`` of the fit's
+        smoother ``S_t`` (``f_t = S_t y``) at the start and every epoch,
+        from up to 5 of the probes fitted as targets (Hutchinson's diagonal,
+        its probe noise taken off; exact with ``n_probes=None``; NaN with one
+        probe): the relative size of the second-order term a trace form drops
+        from ``sum_i r_i^2 / (1 - d_i)^2``; with ``risk_path_``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
 """

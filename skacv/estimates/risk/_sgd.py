@@ -31,6 +31,39 @@ def flag_against_gcv(risk, df, train_mse, reliable, statistics):
     return np.logical_and.accumulate(ok)
 
 
+def leverage_spread(Z, X, w, exact):
+    """``(h, se)``: ``h = Var(d) / (1 - mean(d))^2`` of the smoother's diagonal
+    ``d = diag(S_t)`` (weighted by ``w``) from ``X = S_t Z``, the relative size of
+    the second-order term that a trace (GCV) form drops from ``sum_i r_i^2 /
+    (1 - d_i)^2``; ``se``: its probe noise's standard error (a delete-one-probe
+    jackknife; 0 when exact, NaN with fewer than 3 probes).
+
+    Hutchinson's ``d_i ~ mean_j z_ij x_ij`` adds the noise ``s_i^2 / k`` (the
+    products' sample variance over the ``k`` probes) to ``d_i^2``, taken off
+    here; ``exact``: ``Z`` is the identity.
+    """
+    wt = np.full(X.shape[0], 1.0 / X.shape[0]) if w is None else w / w.sum()
+    if exact:
+        d = np.diag(X)
+        mean = wt @ d
+        return float((wt @ (d * d) - mean * mean) / (1.0 - mean) ** 2), 0.0
+    P = Z * X
+    k = P.shape[1]
+    if k < 2:
+        return np.nan, np.nan
+    # the k probes, then the k sets without one of them (columns)
+    s1, s2 = P.sum(axis=1, keepdims=True), (P * P).sum(axis=1, keepdims=True)
+    sizes = np.r_[k, np.full(k, k - 1.0)]
+    S1, S2 = np.hstack([s1, s1 - P]), np.hstack([s2, s2 - P * P])
+    d = S1 / sizes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        noise = (S2 - sizes * d * d) / ((sizes - 1) * sizes)
+    mean = wt @ d
+    h = (wt @ (d * d - noise) - mean * mean) / (1.0 - mean) ** 2
+    se = np.sqrt((k - 1) * np.mean((h[1:] - h[1:].mean()) ** 2)) if k > 2 else np.nan
+    return float(h[0]), float(se)
+
+
 def epochs_stop(risk, reliable, train_mse, statistics):
     """EigenPro's ``max_iter="auto"`` stops here: while the estimate holds, once
     its best has not fallen by ``sgd_risk_rtol`` over ``sgd_patience`` epochs;
@@ -77,6 +110,11 @@ class SGDRiskTracker:
     with the drawn copies (``positions``) as repeated rows, other weights with
     the expected mask ``C / w`` (a heuristic). From ``df_t = sum_s K'[t, s] /
     n_eff >= df_high`` on the estimate is flagged (:meth:`reliable`).
+
+    **Leverage spread.** The traces see ``diag(S_t)`` (``f_t = S_t y``) only
+    through its mean; its spread is measured on ``sgd_leverage_probes`` of the
+    probes ``z`` fitted as targets (their residuals ``z - S_t z`` advance as the
+    chains do, as the first columns of ``chain``): :func:`leverage_spread`.
     """
 
     def __init__(self, n, n_targets, weight, steps_per_epoch, n_probes, rng, statistics,
@@ -87,7 +125,8 @@ class SGDRiskTracker:
         G = S if n_probes is None else min(S, int(n_probes))
         self.starts = (np.arange(G) * S) // G  # the positions that start a chain
         self.group = np.searchsorted(self.starts, np.arange(S), side="right") - 1
-        if n_probes is None:  # identity probes: exact traces
+        self.exact = n_probes is None
+        if self.exact:  # identity probes: exact traces
             self.kp, self.div = n, 1.0
             Z = np.tile(np.eye(n), (1, G))
         else:
@@ -96,7 +135,11 @@ class SGDRiskTracker:
             Z = draw_probes(rng, (n, G * self.kp))
         self.U = Z if weight is None else np.sqrt(weight)[:, None] * Z
         self.injection = None  # K_P U, set by the model
-        self.chain = np.zeros((n, 0))
+        # the leverage probes' residuals z - S_t z, then the chains
+        self.Z = Z[:, : n if self.exact else min(Z.shape[1], statistics.sgd_leverage_probes)]
+        self.k = self.Z.shape[1]
+        self.chain = self.Z.copy()
+        self.spreads, self.spread_se = [], []
         # a deferred low-rank term (set_low_rank): the chains are chain + phi @ acc
         self.phi = None
         self.n_chains = 0
@@ -134,7 +177,7 @@ class SGDRiskTracker:
         deferred: the chains are ``chain + phi @ acc`` (``O(m q)`` a step for the
         batch rows instead of ``O(n q)``), their traces through ``phi^T U``."""
         self.phi = phi
-        self.acc = np.zeros((phi.shape[1], 0))
+        self.acc = np.zeros((phi.shape[1], self.k))
         self.phi_U = phi.T @ self.U  # (q, G kp)
         self.phi_UM = np.zeros_like(self.phi_U)  # phi^T (U * first mask), by chain
 
@@ -173,11 +216,12 @@ class SGDRiskTracker:
         active = self.n_chains
         J = active * kp
         # column sums of chain * U and chain * U_first, summed by chain
-        a = np.einsum("nj,nj->j", self.chain, self.U[:, :J]).reshape(active, kp).sum(axis=1)
-        kap = np.einsum("nj,nj->j", self.chain, self.U_first).reshape(active, kp).sum(axis=1)
+        chain = self.chain[:, self.k:]
+        a = np.einsum("nj,nj->j", chain, self.U[:, :J]).reshape(active, kp).sum(axis=1)
+        kap = np.einsum("nj,nj->j", chain, self.U_first).reshape(active, kp).sum(axis=1)
         if low:  # the traces of phi @ acc
             q = self.acc.shape[0]
-            acc = self.acc.reshape(q, active, kp)
+            acc = self.acc[:, self.k:].reshape(q, active, kp)
             a += np.einsum("qpk,qpk->p", self.phi_U[:, : active * kp].reshape(q, active, kp), acc)
             kap += np.einsum("qpk,qpk->p", self.phi_UM[:, : active * kp].reshape(q, active, kp),
                              acc)
@@ -241,6 +285,8 @@ class SGDRiskTracker:
         """Residuals ``y - f`` (n, c) of the starting point."""
         self.risks.append(float(np.sum(self._units(R) ** 2)) / self.n_eff)
         self.df.append(0.0)
+        self.spreads.append(0.0)
+        self.spread_se.append(0.0)
 
     def _close_epoch(self, first_step):
         """Join the sources of the steps since ``first_step`` (an epoch)."""
@@ -288,6 +334,12 @@ class SGDRiskTracker:
             np.add.at(out, units, v[steps][:, None] * values)
         self.risks.append(float(np.sum(out ** 2)) / self.n_eff)
         self.df.append(float(K[t].sum()) / self.n_eff)
+        E = self.chain[:, : self.k]
+        if self.phi is not None:
+            E = E + self.phi @ self.acc[:, : self.k]
+        h, se = leverage_spread(self.Z, self.Z - E, self.w, self.exact)
+        self.spreads.append(h)
+        self.spread_se.append(se)
         return self.risks[-1]
 
     # ------------------------------------------------------------ read-out
