@@ -25,6 +25,7 @@ from ._pooled import (
     extend_pooled,
     jackknife_matrices,
     pooled_matrices,
+    split_template,
     template_matrices,
 )
 from ._probes import (
@@ -257,8 +258,10 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     """
     # the state's template recursion has run to the path's end: its matrices
     template = (None if state.nodes is None else
-                template_matrices(iteration, coef_path.shape[1] - 1, state.nodes,
-                                  state.template))
+                split_template(template_matrices(iteration, coef_path.shape[1] - 1,
+                                                 state.nodes, state.template)))
+    # without extrapolation the replicates' readouts never read A_sources
+    sources = iteration.extrapolates(coef_path.shape[1] - 1)
     stats = design.statistics
     while True:
         out = readout(A, Av)
@@ -267,7 +270,7 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
         level = noise_iterates(coef_path.shape[1], stats)
         rivals = choice_iterates(out[0], stats) if goal == "choice" else np.arange(0)
         iterates = np.union1d(level, rivals)
-        matrices, factor = jackknife_matrices(state, template, stats.noise_groups)
+        matrices, factor = jackknife_matrices(state, template, stats.noise_groups, sources)
         replicates = np.array([replicate_risk(*AAv, iterates) for AAv in matrices])
         noise = factor * probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
         choice = None
