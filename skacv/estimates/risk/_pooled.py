@@ -310,15 +310,22 @@ class SplitTemplate(tuple):
     """:func:`split_template`'s ``((T_low, TB), ...)``."""
 
 
-def split_template(template):
+def split_template(template, own=False):
     """The template's parts that :func:`rows_from_sums` reads, formed once for
     the readouts of one path (its own and the jackknife's): per matrix the
-    entries ``s < t - 1`` and their rows' sums."""
+    entries ``s < t - 1`` and their rows' sums. ``own``: the template's
+    matrices (strictly lower triangular, as :func:`template_matrices` makes
+    them) are overwritten instead of copied."""
     if template is None or isinstance(template, SplitTemplate):
         return template
     parts = []
     for M in template:
-        low = np.tril(M, -2)  # s < t - 1
+        if own:  # zero the lag 0: s < t - 1 is what remains
+            low = M
+            k = np.arange(1, M.shape[0])
+            low[k, k - 1] = 0.0
+        else:
+            low = np.tril(M, -2)  # s < t - 1
         parts.append((low, np.add.reduceat(low, [0], axis=1)[:, 0]))
     return SplitTemplate(parts)
 
@@ -457,10 +464,11 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         nodes = template_nodes(design, run.columns, run.template_seed or 0, iteration, T,
                                run.coords)
     *template, chain = template_matrices(iteration, T, nodes, resume, keep=True)
+    template = split_template(template, own=True)
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, nodes_width
         run.state.nodes_lags = template_lags(T, design.statistics)
-        run.state.template = chain
+        run.state.template, run.state.split = chain, template
     # without extrapolation the gradient points are the outputs: A_sources is A
     sources = iteration.extrapolates(T)
     A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template,
