@@ -123,6 +123,14 @@ def test_the_split_keeps_every_row_sum():
             k = np.arange(1, T1)
             np.testing.assert_array_equal(M[k, k - 1], lag0[1:, i])
             assert not np.triu(M).any()
+        # the split formed once, in place on the (strictly lower) template, for
+        # every readout of the path: the same operations, the same matrices
+        once = pooled.split_template([M.copy() for M in template], own=True)
+        for M, N in zip(split, pooled.rows_from_sums(*sums, lag0, once), strict=True):
+            np.testing.assert_array_equal(M, N)
+        A, none = pooled.rows_from_sums(*sums, lag0, once, sources=False)
+        np.testing.assert_array_equal(A, split[0])
+        assert none is None
 
 
 @pytest.mark.parametrize("solver", ["ista", "fista_plain"])

@@ -196,6 +196,10 @@ def test_the_risk_at_a_few_iterates_is_the_whole_readouts(solver, fit_intercept,
     S = np.array([1, 2, 17, 30, 59, 60])
     np.testing.assert_allclose(risk_at_iterates(*args, iterates=S), whole[S], rtol=1e-10)
     np.testing.assert_allclose(risk_at_iterates(*args), whole, rtol=1e-10)
+    if form == "basis":  # FF, formed when first read (after the readouts): F^T F
+        F = residual_matrix(design, y_tilde, path)
+        FF = F.T @ F
+        np.testing.assert_allclose(prods.FF, FF, rtol=1e-9, atol=1e-12 * np.abs(FF).max())
 
 
 def test_noise_iterates_spread_evenly_from_the_first_to_the_last():

@@ -25,6 +25,7 @@ from ._pooled import (
     extend_pooled,
     jackknife_matrices,
     pooled_matrices,
+    split_template,
     template_matrices,
 )
 from ._probes import (
@@ -218,6 +219,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             state = state if _keep_state else None
         else:
             out = readout(A, Av)
+            if getattr(state, "split", None) is not None:
+                state.split = None  # the template's split: this path's readouts only
         risk, G, R, K, P, Q = out
         if prods is not None:
             prods.update(P=P, Q=Q)
@@ -255,10 +258,14 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     Returns ``(A, A_sources, state, readout's output, noise, choice)``;
     ``noise`` and ``choice`` ``None`` when not measured.
     """
-    # the state's template recursion has run to the path's end: its matrices
-    template = (None if state.nodes is None else
-                template_matrices(iteration, coef_path.shape[1] - 1, state.nodes,
-                                  state.template))
+    # the state's template recursion has run to the path's end: its matrices,
+    # split by the chain's readout (dropped from the state: this path's only)
+    template, state.split = state.split, None
+    if template is None and state.nodes is not None:
+        template = split_template(template_matrices(iteration, coef_path.shape[1] - 1,
+                                                    state.nodes, state.template), own=True)
+    # without extrapolation the replicates' readouts never read A_sources
+    sources = iteration.extrapolates(coef_path.shape[1] - 1)
     stats = design.statistics
     while True:
         out = readout(A, Av)
@@ -267,7 +274,7 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
         level = noise_iterates(coef_path.shape[1], stats)
         rivals = choice_iterates(out[0], stats) if goal == "choice" else np.arange(0)
         iterates = np.union1d(level, rivals)
-        matrices, factor = jackknife_matrices(state, template, stats.noise_groups)
+        matrices, factor = jackknife_matrices(state, template, stats.noise_groups, sources)
         replicates = np.array([replicate_risk(*AAv, iterates) for AAv in matrices])
         noise = factor * probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
         choice = None

@@ -163,21 +163,23 @@ def sample_group_probes(Z, n_groups):
     return out
 
 
-def jackknife_matrices(state, template, n_groups):
+def jackknife_matrices(state, template, n_groups, sources=True):
     """The memory matrices of the pooled chain's delete-one-group jackknife
     replicates and the factor on its standard error: without each group of
     probes (factor 1), or for a chain of one probe without each group of
     samples, scaled to all the samples (factor
-    :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`)."""
+    :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`).
+    ``sources``: as :func:`rows_from_sums`."""
+    template = split_template(template)
     if state.by_samples is None:
-        return ([pooled_matrices(state, template, kept)
+        return ([pooled_matrices(state, template, kept, sources)
                  for kept in jackknife_probes(state.m, n_groups)],
                 1.0)
     SA, SV = state.SA[:, :, 0], state.SV[:, :, 0]  # (T + 1, 1): one probe, one group
     by_A, by_V = state.by_samples
     H = by_A.shape[1]
     return ([rows_from_sums((SA - by_A[:, [g]]) * (H / (H - 1)),
-                            (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0, template)
+                            (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0, template, sources)
              for g in range(H)], SAMPLE_GROUPS_NOISE_FACTOR)
 
 
@@ -304,34 +306,59 @@ def _pooled_state(k, m, dtype, Z, rng, run, chains, gram, images=None, kept=Fals
                        template_seed=run.template_seed, images=images, by_samples=by_samples)
 
 
-def rows_from_sums(SA, SV, lag0, template=None):
+class SplitTemplate(tuple):
+    """:func:`split_template`'s ``((T_low, TB), ...)``."""
+
+
+def split_template(template, own=False):
+    """The template's parts that :func:`rows_from_sums` reads, formed once for
+    the readouts of one path (its own and the jackknife's): per matrix the
+    entries ``s < t - 1`` and their rows' sums. ``own``: the template's
+    matrices (strictly lower triangular, as :func:`template_matrices` makes
+    them) are overwritten instead of copied."""
+    if template is None or isinstance(template, SplitTemplate):
+        return template
+    parts = []
+    for M in template:
+        if own:  # zero the lag 0: s < t - 1 is what remains
+            low = M
+            k = np.arange(1, M.shape[0])
+            low[k, k - 1] = 0.0
+        else:
+            low = np.tril(M, -2)  # s < t - 1
+        parts.append((low, np.add.reduceat(low, [0], axis=1)[:, 0]))
+    return SplitTemplate(parts)
+
+
+def rows_from_sums(SA, SV, lag0, template=None, sources=True):
     """The memory matrices from the rows' sums ``SA``, ``SV`` (averaged over the
     probes); ``(t, t - 1)`` is the exact lag 0.
 
     Entry ``(t, s)``, ``s <= t - 2``, splits the row's sum: evenly without a
-    template; with ``template=(T_A, T_sources)`` (:func:`template_matrices`)
-    row ``t`` is the template's row scaled by ``c_t = S_t / sum T[t, .]``, the
-    remainder spread evenly. The sums are kept exactly; the template carries
-    a peak in the lag that the average would flatten.
+    template; with ``template=(T_A, T_sources)`` (:func:`template_matrices`,
+    or its :func:`split_template`) row ``t`` is the template's row scaled by
+    ``c_t = S_t / sum T[t, .]``, the remainder spread evenly. The sums are
+    kept exactly; the template carries a peak in the lag that the average
+    would flatten. ``sources=False``: ``A_sources`` is ``None`` (not read).
     """
     SA, SV = np.reshape(SA, -1), np.reshape(SV, -1)
     T1 = SA.shape[0]
     n_in = np.maximum(np.arange(T1) - 1, 1)  # sources older than lag 0 in row t
     below = np.tri(T1, T1, -2, dtype=bool)  # s < t - 1
     k = np.arange(1, T1)
-    out = []
-    for i, S in enumerate((SA, SV)):
-        tpl = np.zeros((T1, T1)) if template is None else np.tril(template[i], -2)  # s < t - 1
-        TB = np.add.reduceat(tpl, [0], axis=1)[:, 0]
+    template = split_template(template)
+    out = [None, None]
+    for i, S in enumerate((SA, SV)[:1 + bool(sources)]):
+        low, TB = (np.zeros((T1, T1)), np.zeros(T1)) if template is None else template[i]
         den = TB * TB
         c = TB * S / np.where(den > 0, den, 1.0)
         rest = (S - c * TB) / n_in
-        M = np.multiply(tpl, c[:, None], out=tpl)
+        M = np.multiply(low, c[:, None])
         # the row's remainder, evenly (rounding), on the rows that have one:
         # each entry s < t - 1 of such a row t plus rest[t], the others untouched
         np.add(M, rest[:, None], out=M, where=below & (rest != 0)[:, None])
         M[k, k - 1] = lag0[1:, i]
-        out.append(M)
+        out[i] = M
     return out[0], out[1]
 
 
@@ -437,18 +464,23 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         nodes = template_nodes(design, run.columns, run.template_seed or 0, iteration, T,
                                run.coords)
     *template, chain = template_matrices(iteration, T, nodes, resume, keep=True)
+    template = split_template(template, own=True)
     if run.state is not None:
         run.state.nodes, run.state.nodes_width = nodes, nodes_width
         run.state.nodes_lags = template_lags(T, design.statistics)
-        run.state.template = chain
-    A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template)
-    return A, Av, run.state
+        run.state.template, run.state.split = chain, template
+    # without extrapolation the gradient points are the outputs: A_sources is A
+    sources = iteration.extrapolates(T)
+    A, Av = rows_from_sums(run.SA.mean(axis=2), run.SV.mean(axis=2), run.lag0, template,
+                           sources)
+    return A, (Av if sources else A), run.state
 
 
-def pooled_matrices(state, template, probes=slice(None)):
-    """The memory matrices of a pooled state's probes ``probes``."""
+def pooled_matrices(state, template, probes=slice(None), sources=True):
+    """The memory matrices of a pooled state's probes ``probes`` (``sources``:
+    as :func:`rows_from_sums`)."""
     return rows_from_sums(state.SA[..., probes].mean(axis=2),
-                          state.SV[..., probes].mean(axis=2), state.lag0, template)
+                          state.SV[..., probes].mean(axis=2), state.lag0, template, sources)
 
 
 def _merge_saved(a, b):

@@ -106,9 +106,14 @@ def source_points(iteration, coef_path):
 
 
 def _correction(A_sources, n_eff, c):
-    """``(1 - c/n) I - tril(A_src, -1) / n``, whose inverse corrects the residuals."""
-    T1 = A_sources.shape[0]
-    return np.eye(T1) * (1.0 - c / n_eff) - np.tril(A_sources, -1) / n_eff
+    """``(1 - c/n) I - tril(A_src, -1) / n``, whose inverse corrects the
+    residuals, in its lower triangle (what the triangular solves read, LAPACK's
+    ``trtrs``): two passes over ``A_src`` instead of copies of ``(T + 1)^2``
+    matrices, the same numbers."""
+    L = np.divide(A_sources, n_eff).astype(np.float64, copy=False)
+    np.subtract(0.0, L, out=L)
+    np.fill_diagonal(L, 1.0 - c / n_eff)
+    return L
 
 
 def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
@@ -163,6 +168,25 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     return np.diag(G).copy(), G
 
 
+class ResidualProducts(Bunch):
+    """:func:`residual_products`' Bunch, whose ``FF`` (``O(p T^2)`` flops) is
+    formed when first read: the readout reads it only on a path shorter than
+    the basis, the debiasing statistics once at the end of a search."""
+
+    def __missing__(self, key):
+        if key != "FF" or "_CB" not in self:
+            raise KeyError(key)
+        B, CB = self.pop("_B"), self.pop("_CB")
+        self["FF"] = _cross(self.M, B, B, CB)
+        return self["FF"]
+
+
+def _cross(M, B1, B2, CB2):
+    """``(y 1^T - X B1)^T (y 1^T - X B2)`` from the basis ``M`` and ``C B2``."""
+    c, yy = M[1:, 0], float(M[0, 0])
+    return (yy - (c @ B1)[:, None] - (c @ B2)[None, :]) + B1.T @ CB2
+
+
 def residual_products(design, y_tilde, coef_path, sources=None):
     """Inner products of the residuals ``F = y~ 1^T - X~ B`` and ``F_v`` (of
     ``sources``) in the features' space: ``O(p^2 T + p T^2)`` flops instead of
@@ -172,19 +196,14 @@ def residual_products(design, y_tilde, coef_path, sources=None):
     M = residual_basis(design, y_tilde)
     C = M[1:, 1:]
     c = M[1:, 0]
-    yy = float(M[0, 0])
-
-    def cross(B1, B2, CB2):  # (y 1^T - X B1)^T (y 1^T - X B2), CB2 = C B2
-        return (yy - (c @ B1)[:, None] - (c @ B2)[None, :]) + B1.T @ CB2
-
     B = np.asarray(coef_path, dtype=np.float64)
     CB = C @ B
-    out = Bunch(FF=cross(B, B, CB), XF=c[:, None] - CB, M=M,
-                Phi=np.vstack([np.ones((1, B.shape[1])), -B]))
+    out = ResidualProducts(XF=c[:, None] - CB, M=M, _B=B, _CB=CB,
+                           Phi=np.vstack([np.ones((1, B.shape[1])), -B]))
     if sources is not None:
         Bv = np.asarray(sources, dtype=np.float64)
         CBv = C @ Bv
-        out.update(FFv=cross(B, Bv, CBv), FvFv=cross(Bv, Bv, CBv),
+        out.update(FFv=_cross(M, B, Bv, CBv), FvFv=_cross(M, Bv, Bv, CBv),
                    XFv=c[:, None] - CBv, Phiv=np.vstack([np.ones((1, Bv.shape[1])), -Bv]))
     return out
 
@@ -229,29 +248,36 @@ def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
     I / s``); with a plain extrapolation ``P``'s is ``(e_t + E L^{-T}
     (A/n)^T e_t) / s``; without momentum ``L_A^{-T} e_t``.
     """
-    T1 = products.FF.shape[0]
+    T1 = _path_length(products)
     c = _intercept_term(fit_intercept, n_eff)
     S = np.arange(T1) if iterates is None else np.asarray(iterates)
     scale = 1.0 - c / n_eff
     unit = np.zeros((T1, S.size))
     unit[S, np.arange(S.size)] = 1.0
-    A_low = np.tril(np.asarray(A, dtype=np.float64)[:T1, :T1], -1)
+    A = np.asarray(A, dtype=np.float64)[:T1, :T1]
     if A_sources is None:
-        P = solve_triangular(_correction(A_low, n_eff, c), unit, lower=True, trans="T",
+        P = solve_triangular(_correction(A, n_eff, c), unit, lower=True, trans="T",
                              check_finite=False)
         return P, None
     L = _correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1], n_eff, c)
-    W = solve_triangular(L, A_low[S].T / n_eff, lower=True, trans="T",
+    A_low = A[S]  # rows S of tril(A, -1)
+    A_low[np.arange(T1)[None, :] >= S[:, None]] = 0.0
+    W = solve_triangular(L, A_low.T / n_eff, lower=True, trans="T",
                          check_finite=False) / scale
     if "FvFv" in products:
         return unit / scale, W
     return unit / scale + _extrapolate_columns(iteration, np.eye(T1)) @ W, None
 
 
+def _path_length(products):
+    """``T + 1`` of the inner products (without forming a lazy ``FF``)."""
+    return products.Phi.shape[1] if "Phi" in products else products.FF.shape[0]
+
+
 def _residual_gram(products, P, Q, diagonal=False):
     """``R^T R`` (or its diagonal) for ``R = F P + F_v Q`` from the inner
     products, or from their basis when it is smaller than the path."""
-    if "Phi" in products and products.Phi.shape[0] < products.FF.shape[0]:
+    if "Phi" in products and products.Phi.shape[0] < products.Phi.shape[1]:
         Gam = products.Phi @ P if Q is None else products.Phi @ P + products.Phiv @ Q
         left, right = [Gam], [products.M @ Gam]
     else:

@@ -71,19 +71,24 @@ def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, 
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
     wl = w * lam
     T = int(n_iter)
-    A = np.zeros((T + 1, T + 1))
-    Av = np.zeros((T + 1, T + 1))
     if stationary:
         # Toeplitz: one chain from source 0 gives every diagonal
         a, av, chain = _chain(iteration, lam, wl, T, 1, resume)
-        for d in range(1, T + 1):
-            idx = np.arange(d, T + 1)
-            A[idx, idx - d] = a[d, 0]
-            Av[idx, idx - d] = av[d, 0]
+        A, Av = _lower_toeplitz(a[:, 0]), _lower_toeplitz(av[:, 0])
     else:
+        A = np.zeros((T + 1, T + 1))
+        Av = np.zeros((T + 1, T + 1))
         a, av, chain = _chain(iteration, lam, wl, T, T, resume)
         A[:, :T], Av[:, :T] = a, av
     return (A, Av, chain) if keep else (A, Av)
+
+
+def _lower_toeplitz(col):
+    """The strictly lower-triangular Toeplitz matrix ``M[t, s] = col[t - s]``,
+    ``s < t``, in one pass."""
+    T = col.shape[0] - 1
+    vals = np.concatenate([np.zeros(T + 1), col[1:]])  # vals[T + d] = col[d], d >= 1
+    return np.lib.stride_tricks.sliding_window_view(vals, T + 1)[:, ::-1].copy()
 
 
 def _chain(iteration, lam, wl, T, n_sources, resume=None):

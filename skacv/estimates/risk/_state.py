@@ -71,6 +71,7 @@ class PooledState:
     nodes_width: int = -1  # of the union of this many supports' columns
     nodes_lags: int = -1  # the lags their quadrature was checked on
     template: object = None  # the template's CounterpartChain on ``nodes`` after step k
+    split: tuple | None = None  # its split_template at step k, until this path's readouts
     template_seed: int | None = None  # the template's probes (drawn after Z)
     # (coords, W, colnorm): X~^T Z and the squared norms of the columns ``coords`` (sorted)
     images: tuple | None = None
