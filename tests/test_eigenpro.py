@@ -1145,8 +1145,9 @@ def _leverage_problems(n=200):
 def test_leverage_spread_against_the_exact_smoother(name):
     # S_t from identity targets (the same path: full batch, 10 flattened
     # directions); the tracker's spread Var(d) / (1 - mean d)^2 of d = diag(S_t)
-    # is exact with identity probes, and within 0.025 with 10 Rademacher probes
-    # (measured on 10 probe draws x 8 epochs: bias -0.004, sd 0.006, at most 0.012)
+    # is exact with identity probes, and within 0.025 with the default 5
+    # Rademacher probes (measured with 10 on 10 probe draws x 8 epochs: bias
+    # -0.004, sd 0.006, at most 0.012; 5 probes: sd about 1.4 times that)
     X = _leverage_problems()[name]
     n = X.shape[0]
     y = np.sin(2 * X[:, 0]) + 0.3 * np.random.default_rng(1).standard_normal(n)
@@ -1203,3 +1204,22 @@ def test_leverage_spread_standard_error_follows_the_probes():
         se.append(tracker.spread_se[1:])
     ratio = np.mean(se, axis=0) / np.std(h, axis=0, ddof=1)
     assert np.all((ratio > 0.6) & (ratio < 1.4))
+
+
+def test_leverage_spread_of_integer_weights_is_that_of_repeated_rows():
+    # a row of weight w stands for w copies (as the tracker reads residuals):
+    # with exact traces the weighted fit's spread is the repeated rows' (the
+    # weights' own spread read as leverage flagged the weighted fit from epoch 2)
+    X = _leverage_problems()["blob"]
+    rng = np.random.default_rng(5)
+    y = np.sin(2 * X[:, 0]) + 0.3 * rng.standard_normal(X.shape[0])
+    w = np.round(2 * rng.uniform(0.5, 2, X.shape[0]))
+    idx = np.repeat(np.arange(X.shape[0]), w.astype(int))
+    kw = dict(bandwidth=0.3, n_components=10, max_iter=6, precision="float64",
+              batch_size=idx.size, estimate_risk=True, n_probes=None, random_state=0)
+    weighted = EigenProRegressor(**kw).fit(X, y, sample_weight=w)
+    repeated = EigenProRegressor(**kw).fit(X[idx], y[idx])
+    assert np.allclose(weighted.risk_path_, repeated.risk_path_, rtol=1e-10)
+    assert np.allclose(weighted.risk_leverage_spread_, repeated.risk_leverage_spread_,
+                       rtol=1e-8, atol=1e-14)
+    assert np.array_equal(weighted.risk_reliable_, repeated.risk_reliable_)

@@ -95,7 +95,8 @@ class Penalty:
         """Whether ``strength`` (an array of strengths per column: stacked
         folds) is non-zero anywhere; a read-only array (a block's tiled
         strengths, the same array at every step) is looked at once (held
-        under ``name``)."""
+        under ``name``): it must not be a view of memory written later
+        (``_tiled`` makes its own copy)."""
         if not isinstance(strength, np.ndarray) or strength.flags.writeable:
             return bool(np.any(strength))
         held = self.__dict__.get("_held_any_" + name)

@@ -277,7 +277,10 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         trace form's error there is a bias of the level, slowly varying over
         the epochs)."""
         limit, z = statistics.sgd_leverage_spread
-        wide = np.logical_or.accumulate(spread - z * np.nan_to_num(se) >= limit)
+        # no standard error (two probes; NaN with one): no margin, no flag
+        se = np.where(np.isfinite(se), se, np.inf)
+        with np.errstate(invalid="ignore"):
+            wide = np.logical_or.accumulate(spread - z * se >= limit)
         t = int(np.argmax(wide))
         if wide.any() and ok[t]:
             warnings.warn(

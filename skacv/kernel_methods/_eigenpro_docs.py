@@ -198,8 +198,9 @@ _DOC_ATTRIBUTES = """
         smoother ``S_t`` (``f_t = S_t y``) at the start and every epoch,
         from up to 5 of the probes fitted as targets (Hutchinson's diagonal,
         its probe noise taken off; exact with ``n_probes=None``; NaN with one
-        probe): the relative size of the second-order term a trace form drops
-        from ``sum_i r_i^2 / (1 - d_i)^2``; with ``risk_path_``.
+        probe, and no flag with two: no standard error): the relative size
+        of the second-order term a trace form drops from ``sum_i r_i^2 / (1 -
+        d_i)^2``; with ``risk_path_``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
 """

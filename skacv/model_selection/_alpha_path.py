@@ -111,8 +111,10 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         rescaled to be feasible. Unused for ridge (exact).
     max_iter : int, default=1000
         Largest number of FISTA steps per ``alpha`` (in the covariance form,
-        of coordinate descent's epochs, and as many again from the exact
-        solution on its support where they miss ``tol``; a
+        of coordinate descent's epochs, as many again from the exact
+        solution on its support where they miss ``tol``, then as many
+        working-set steps should that miss too, or at once without the
+        support finish; a
         :class:`~sklearn.exceptions.ConvergenceWarning` is raised when an
         ``alpha`` does not reach ``tol``).
     sample_weight : array-like of shape (n_samples,), default=None

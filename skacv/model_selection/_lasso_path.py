@@ -332,9 +332,12 @@ def _solve_alpha(space, coef, stats, gap, alpha, alpha_prev, goal, step_size, ma
         if gap > goal:
             taken("descent_missed", gap=gap, goal=goal)
         if gap > goal and space.finish is not None:
+            first = coef, stats, gap, work
             coef, stats, gap, k, work = _coordinate_descent(
                 space, space.finish.at_once(coef, alpha, goal), alpha, goal, max_iter)
             descent_steps += k
+            if gap > first[2]:  # the finish dropped columns at a sign crossing
+                coef, stats, gap, work = first
         if gap <= goal:
             return coef, stats, gap, descent_steps, work
     design = space.design

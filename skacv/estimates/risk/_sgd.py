@@ -40,14 +40,20 @@ def leverage_spread(Z, X, w, exact):
 
     Hutchinson's ``d_i ~ mean_j z_ij x_ij`` adds the noise ``s_i^2 / k`` (the
     products' sample variance over the ``k`` probes) to ``d_i^2``, taken off
-    here; ``exact``: ``Z`` is the identity.
+    here; ``exact``: ``Z`` is the identity. A row of weight ``w_i`` stands for
+    ``w_i`` copies (as the tracker reads residuals), each of leverage ``d_i /
+    w_i``: their weighted mean is ``tr(S_t) / n_eff``.
     """
-    wt = np.full(X.shape[0], 1.0 / X.shape[0]) if w is None else w / w.sum()
+    if w is None:
+        wt, per_copy = np.full(X.shape[0], 1.0 / X.shape[0]), 1.0
+    else:
+        wt = w / w.sum()
+        per_copy = np.divide(1.0, w, out=np.zeros(w.shape), where=w > 0)
     if exact:
-        d = np.diag(X)
+        d = np.diag(X) * per_copy
         mean = wt @ d
         return float((wt @ (d * d) - mean * mean) / (1.0 - mean) ** 2), 0.0
-    P = Z * X
+    P = Z * X if w is None else Z * X * per_copy[:, None]
     k = P.shape[1]
     if k < 2:
         return np.nan, np.nan
