@@ -293,9 +293,9 @@ class KernelOperator:
             out = np.empty((n, G.shape[1]))
             RB, Gd = self.right[rows], G.astype(dt, copy=False)
             k = G.shape[1]
-            if k > 1 and padded_columns(k, self.policy) > k:  # fewer can cost more
-                Gd = np.hstack([Gd, np.zeros((Gd.shape[0], padded_columns(k, self.policy) - k),
-                                             dtype=dt)])
+            pad = padded_columns(k, self.policy) - k if k > 1 else 0
+            if pad:  # BLAS's kernels: fewer columns can cost more
+                Gd = np.hstack([Gd, np.zeros((Gd.shape[0], pad), dtype=dt)])
             # blocks of a cache panel (the passes over a block are memory-bound)
             width = np.dtype(dt).itemsize * max(len(rows), 1)
             chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
