@@ -126,8 +126,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         inner products in the features' space (:func:`residual_products`);
         ``corrected_residuals`` and ``residuals`` are then ``None``.
     matrices : bool, default=True
-        ``False``: the settled form does not form the ``(T + 1) x (T + 1)``
-        matrices.
+        ``False``: the ``(T + 1) x (T + 1)`` risk matrix is not formed
+        (``risk_matrix`` ``None``; nor the settled form's matrices).
     before : EstimatePlan, default=None
         The plan of :func:`check_risk_memory`, whose probes are kept.
 
@@ -181,16 +181,19 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         flops = F.shape[0] * F.shape[1] ** 2
 
     def readout(A, Av):
-        """``(risk, G, R, K, P, Q)`` of the memory matrices ``A``, ``Av``."""
+        """``(risk, G, R, K, P, Q, L_inv)`` of the memory matrices ``A``, ``Av``
+        (``G`` only with ``matrices``)."""
         A_sources = Av if has_momentum else None
         if prods is not None:
-            risk, G, P, Q, K = risk_from_products(prods, A, design.n_eff, design.fit_intercept,
-                                                  A_sources=A_sources, iteration=iteration)
-            return risk, G, None, K, P, Q
-        risk, G, R, K = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
-                                         A_sources=A_sources, iteration=iteration,
-                                         return_residuals=True, F_sources=Fv)
-        return risk, G, R, K, None, None
+            risk, G, P, Q, K, L_inv = risk_from_products(
+                prods, A, design.n_eff, design.fit_intercept, A_sources=A_sources,
+                iteration=iteration, matrix=matrices)
+            return risk, G, None, K, P, Q, L_inv
+        risk, G, R, K, L_inv = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
+                                                A_sources=A_sources, iteration=iteration,
+                                                return_residuals=True, F_sources=Fv,
+                                                matrix=matrices)
+        return risk, G, R, K, None, None, L_inv
 
     @functools.cache
     def inner_products():
@@ -221,7 +224,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             out = readout(A, Av)
             if getattr(state, "split", None) is not None:
                 state.split = None  # the template's split: this path's readouts only
-        risk, G, R, K, P, Q = out
+        risk, G, R, K, P, Q, L_inv = out
         if prods is not None:
             prods.update(P=P, Q=Q)
         support = None
@@ -230,8 +233,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         reliable, df, amp, failures = risk_reliability(
             A, Av if has_momentum else A, design.n_eff, design.statistics, design.fit_intercept,
             proximal=not iteration.is_linear, support=support, return_failures=True,
-            # without extrapolation the correction K is that inverse
-            inverse=K if not has_momentum else None)
+            inverse=L_inv)  # the inverse of the (sources') correction
     failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
     if verbose:

@@ -20,7 +20,9 @@ carry ``sqrt(w)`` (repeated rows). The robust / mini-batch estimate of Tan
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import solve_triangular
+from scipy.linalg import LinAlgError, solve_triangular
+from scipy.linalg.blas import dtrmm
+from scipy.linalg.lapack import dtrtri
 from sklearn.utils import Bunch
 
 from ..._config import check_memory
@@ -116,36 +118,80 @@ def _correction(A_sources, n_eff, c):
     return L
 
 
-def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration=None):
+def _inverse(L):
+    """``L^{-1}`` (lower triangular) of the lower triangle of ``L``, which it
+    overwrites: LAPACK's ``trtri``, a third of the flops of the triangular
+    solves with the identity."""
+    U, info = dtrtri(L.T, lower=0, overwrite_c=1)  # L^T: upper, in Fortran order
+    if info > 0:
+        raise LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
+    return np.tril(U.T)
+
+
+def _times_triangular(B, tri, lower, alpha=1.0):
+    """``alpha B tri`` for a triangular ``tri`` whose other triangle is not
+    read (BLAS ``trmm``: half a general product's flops); Fortran order."""
+    if tri.flags.c_contiguous:  # its transpose in Fortran order: no copy
+        return dtrmm(alpha, tri.T, B, side=1, lower=int(not lower), trans_a=1)
+    return dtrmm(alpha, np.asfortranarray(tri), B, side=1, lower=int(lower))
+
+
+def _sources_term(A, L_inv, n_eff):
+    """``L^{-T} (A/n)^T`` (upper triangular) from ``L^{-1}`` and the strictly
+    lower triangle of ``A``."""
+    return _times_triangular(np.tril(A, -1), L_inv, lower=True, alpha=1.0 / n_eff).T
+
+
+def _extrapolate_rows(iteration, W):
+    """``E W`` for the (upper bidiagonal) ``E`` of :func:`_extrapolate_columns`
+    (``F E`` the sources' residuals): row ``j`` is ``E[j, j] W[j] + E[j, j +
+    1] W[j + 1]``, ``O(T^2)`` flops instead of a product's ``O(T^3)``."""
+    T1 = W.shape[0]
+    alt = np.zeros((2, T1))  # column k of alt E: (E[k, k], E[k - 1, k]), swapped for odd k
+    alt[0, ::2] = alt[1, 1::2] = 1.0
+    alt = _extrapolate_columns(iteration, alt)
+    odd = np.arange(T1) % 2 == 1
+    diag, upper = np.where(odd, alt[1], alt[0]), np.where(odd, alt[0], alt[1])
+    out = W * diag[:, None]
+    out[:-1] += W[1:] * upper[1:, None]
+    return out
+
+
+def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration=None,
+                        return_inverse=False):
     """The lower-triangular ``K`` (T + 1, T + 1) with ``R_x = F K^T``: ``K =
     (I (1 - c/n) - A/n)^{-1}`` without extrapolation, else ``K^T = (I + E
     L^{-T} (A/n)^T) / (1 - c/n)``, ``F E`` the sources' residuals and ``L``
-    the correction of their memory matrix. Parameters as :func:`risk_from_memory`."""
+    the correction of their memory matrix. Parameters as :func:`risk_from_memory`;
+    ``return_inverse``: also ``L^{-1}`` (``K`` itself without extrapolation)."""
     A = np.asarray(A, dtype=np.float64)
     T1 = A.shape[0]
     c = 1.0 if fit_intercept else 0.0
-    eye = np.eye(T1)
     if A_sources is None:
-        return solve_triangular(_correction(A, n_eff, c), eye, lower=True, check_finite=False)
+        K = _inverse(_correction(A, n_eff, c))
+        return (K, K) if return_inverse else K
     A_sources = np.asarray(A_sources, dtype=np.float64)[:T1, :T1]
-    L_inv = solve_triangular(_correction(A_sources, n_eff, c), eye, lower=True,
-                             check_finite=False)
-    E = _extrapolate_columns(iteration, eye)  # residuals of the sources: F @ E
-    return ((eye + E @ L_inv.T @ (np.tril(A, -1) / n_eff).T) / (1.0 - c / n_eff)).T
+    L_inv = _inverse(_correction(A_sources, n_eff, c))
+    KT = _extrapolate_rows(iteration, _sources_term(A, L_inv, n_eff))
+    KT[np.diag_indices(T1)] += 1.0
+    K = (KT / (1.0 - c / n_eff)).T
+    return (K, L_inv) if return_inverse else K
 
 
 def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None,
-                     return_residuals=False, F_sources=None):
+                     return_residuals=False, F_sources=None, matrix=True):
     """Memory-matrix risk estimate ``(risk, G)`` from the training residuals
     ``F`` (n_samples, T + 1) of the outputs and the memory matrix ``A`` (T + 1,
     T + 1) of the outputs; ``A_sources`` that of the gradient points (``None``:
     no extrapolation) with the ``iteration`` that forms their residuals, or
     their residuals ``F_sources`` when they are not combinations of ``F``'s (a
     clipped extrapolation: ``R_x = (F + F_sources L^{-T} (A/n)^T) / (1 -
-    c/n)``, and no ``K``). ``return_residuals``: also ``R_x = F K^T`` and ``K``
-    (:func:`residual_correction`). ``risk`` (T + 1,) estimates the
-    out-of-sample risk of every output, ``G`` (T + 1, T + 1) the cross terms
-    ``E[(y - yhat_t)(y - yhat_s)]``."""
+    c/n)``, and no ``K``). ``return_residuals``: also ``R_x = F K^T``, ``K``
+    (:func:`residual_correction`) and ``L^{-1}`` (the inverse of the sources'
+    correction, or ``K`` without extrapolation). ``risk`` (T + 1,) estimates
+    the out-of-sample risk of every output, ``G`` (T + 1, T + 1) the cross
+    terms ``E[(y - yhat_t)(y - yhat_s)]`` (``None`` unless ``matrix``: ``O(n
+    T)`` flops for the risk instead of ``O(n T^2)``)."""
     taken("risk_from_memory")
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
@@ -153,19 +199,24 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     A = np.asarray(A, dtype=np.float64)[:T1, :T1]
     if F_sources is not None:
         c = 1.0 if fit_intercept else 0.0
-        eye = np.eye(T1)
-        L_inv = solve_triangular(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
-                                             n_eff, c), eye, lower=True, check_finite=False)
+        L_inv = _inverse(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
+                                     n_eff, c))
         K = None
-        R_x = (F + np.asarray(F_sources, dtype=np.float64) @ (
-            L_inv.T @ (np.tril(A, -1) / n_eff).T)) / (1.0 - c / n_eff)
+        R_x = (F + _times_triangular(np.asarray(F_sources, dtype=np.float64),
+                                     _sources_term(A, L_inv, n_eff), lower=False)
+               ) / (1.0 - c / n_eff)
     else:
-        K = residual_correction(A, n_eff, fit_intercept, A_sources, iteration)
-        R_x = F @ K.T
-    G = R_x.T @ R_x / n_eff
+        K, L_inv = residual_correction(A, n_eff, fit_intercept, A_sources, iteration,
+                                       return_inverse=True)
+        R_x = _times_triangular(F, K.T, lower=False)
+    if matrix:
+        G = R_x.T @ R_x / n_eff
+        risk = np.diag(G).copy()
+    else:
+        G, risk = None, np.einsum("it,it->t", R_x, R_x) / n_eff
     if return_residuals:
-        return np.diag(G).copy(), G, R_x, K
-    return np.diag(G).copy(), G
+        return risk, G, R_x, K, L_inv
+    return risk, G
 
 
 class ResidualProducts(Bunch):
@@ -218,14 +269,18 @@ def residual_basis(design, y_tilde):
 
 
 def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
-                       iteration=None):
+                       iteration=None, matrix=True):
     """:func:`risk_from_memory` from :func:`residual_products`: ``R = F P + F_v
-    Q`` (``Q`` only for a clipped extrapolation), ``G = R^T R / n``. Returns
-    ``(risk, G, P, Q, K)`` (``K = P^T``, ``None`` with sources)."""
-    P, Q = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration)
-    G = _residual_gram(products, P, Q) / n_eff
+    Q`` (``Q`` only for a clipped extrapolation), ``G = R^T R / n`` (``None``
+    unless ``matrix``). Returns ``(risk, G, P, Q, K, L_inv)`` (``K = P^T``,
+    ``None`` with sources; ``L_inv`` as :func:`risk_from_memory`'s)."""
+    P, Q, L_inv = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration)
+    if not matrix:
+        risk = _residual_gram(products, P, Q, diagonal=True, upper=True) / n_eff
+        return risk, None, P, Q, (P.T if Q is None else None), L_inv
+    G = _residual_gram(products, P, Q, upper=True) / n_eff
     G = (G + G.T) / 2.0  # symmetric up to rounding
-    return np.diag(G).copy(), G, P, Q, (P.T if Q is None else None)
+    return np.diag(G).copy(), G, P, Q, (P.T if Q is None else None), L_inv
 
 
 def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
@@ -234,14 +289,17 @@ def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
     (``None``: all), shape (|S|,): ``risk_from_products(...)[0][S]`` up to
     rounding, in ``O(T^2 |S|)`` flops by triangular solves instead of
     ``O(T^3)``."""
-    P, Q = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
-                               iterates)
+    P, Q, _ = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
+                                  np.arange(_path_length(products)) if iterates is None
+                                  else iterates)
     return _residual_gram(products, P, Q, diagonal=True) / n_eff
 
 
 def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
                         iterates=None):
-    """The columns ``iterates`` of ``P`` and ``Q`` (``R = F P + F_v Q``).
+    """The columns ``iterates`` of ``P`` and ``Q`` (``R = F P + F_v Q``) and,
+    for all of them (``iterates=None``: upper-triangular ``P``, ``Q``, from
+    ``L^{-1}`` by ``trtri``), ``L^{-1}`` (else ``None``).
 
     With ``L`` the correction of ``A_sources`` and ``s = 1 - c/n``, column
     ``t`` of ``Q`` is ``L^{-T} (A/n)^T e_t / s`` (clipped extrapolation, ``P =
@@ -250,23 +308,35 @@ def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
     """
     T1 = _path_length(products)
     c = _intercept_term(fit_intercept, n_eff)
-    S = np.arange(T1) if iterates is None else np.asarray(iterates)
     scale = 1.0 - c / n_eff
+    A = np.asarray(A, dtype=np.float64)[:T1, :T1]
+    if iterates is None:
+        if A_sources is None:
+            L_inv = _inverse(_correction(A, n_eff, c))
+            return L_inv.T, None, L_inv
+        L_inv = _inverse(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
+                                     n_eff, c))
+        W = _sources_term(A, L_inv, n_eff) / scale
+        if "FvFv" in products:
+            return np.eye(T1) / scale, W, L_inv
+        P = _extrapolate_rows(iteration, W)
+        P[np.diag_indices(T1)] += 1.0 / scale
+        return P, None, L_inv
+    S = np.asarray(iterates)
     unit = np.zeros((T1, S.size))
     unit[S, np.arange(S.size)] = 1.0
-    A = np.asarray(A, dtype=np.float64)[:T1, :T1]
     if A_sources is None:
         P = solve_triangular(_correction(A, n_eff, c), unit, lower=True, trans="T",
                              check_finite=False)
-        return P, None
+        return P, None, None
     L = _correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1], n_eff, c)
     A_low = A[S]  # rows S of tril(A, -1)
     A_low[np.arange(T1)[None, :] >= S[:, None]] = 0.0
     W = solve_triangular(L, A_low.T / n_eff, lower=True, trans="T",
                          check_finite=False) / scale
     if "FvFv" in products:
-        return unit / scale, W
-    return unit / scale + _extrapolate_columns(iteration, np.eye(T1)) @ W, None
+        return unit / scale, W, None
+    return unit / scale + _extrapolate_rows(iteration, W), None, None
 
 
 def _path_length(products):
@@ -274,18 +344,22 @@ def _path_length(products):
     return products.Phi.shape[1] if "Phi" in products else products.FF.shape[0]
 
 
-def _residual_gram(products, P, Q, diagonal=False):
+def _residual_gram(products, P, Q, diagonal=False, upper=False):
     """``R^T R`` (or its diagonal) for ``R = F P + F_v Q`` from the inner
-    products, or from their basis when it is smaller than the path."""
+    products, or from their basis when it is smaller than the path;
+    ``upper``: ``P`` and ``Q`` are upper triangular (``trmm``)."""
+    def times(B, C):
+        return _times_triangular(B, C, lower=False) if upper else B @ C
     if "Phi" in products and products.Phi.shape[0] < products.Phi.shape[1]:
-        Gam = products.Phi @ P if Q is None else products.Phi @ P + products.Phiv @ Q
+        Gam = times(products.Phi, P) if Q is None else (times(products.Phi, P)
+                                                       + times(products.Phiv, Q))
         left, right = [Gam], [products.M @ Gam]
     else:
-        left, right = [P], [products.FF @ P]
+        left, right = [P], [times(products.FF, P)]
         if Q is not None:
-            right[0] = right[0] + products.FFv @ Q
+            right[0] = right[0] + times(products.FFv, Q)
             left.append(Q)
-            right.append(products.FFv.T @ P + products.FvFv @ Q)
+            right.append(times(products.FFv.T, P) + times(products.FvFv, Q))
     if diagonal:
         return sum(np.einsum("tS,tS->S", a, b) for a, b in zip(left, right, strict=True))
     return sum(a.T @ b for a, b in zip(left, right, strict=True))
