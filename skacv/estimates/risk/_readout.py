@@ -220,16 +220,30 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
 
 
 class ResidualProducts(Bunch):
-    """:func:`residual_products`' Bunch, whose ``FF`` (``O(p T^2)`` flops) is
-    formed when first read: the readout reads it only on a path shorter than
-    the basis, the debiasing statistics once at the end of a search."""
+    """:func:`residual_products`' Bunch, whose products by ``C`` (``O(p^2 T)``
+    flops), ``XF``, ``XFv`` and the residuals' inner products ``FF``, ``FFv``,
+    ``FvFv`` (``O(p T^2)``) are formed when first read: the readout reads them
+    only on a path shorter than the basis (else ``Phi``, ``M``), the
+    debiasing statistics only there too (else ``MGam``)."""
 
     def __missing__(self, key):
-        if key != "FF" or "_CB" not in self:
+        if key not in _RECIPES or "_B" not in self or ("v" in key and "_Bv" not in self):
             raise KeyError(key)
-        B, CB = self.pop("_B"), self.pop("_CB")
-        self["FF"] = _cross(self.M, B, B, CB)
-        return self["FF"]
+        M, (left, right) = self.M, _RECIPES[key]
+        if key.startswith("_C"):
+            value = M[1:, 1:] @ self[right]
+        elif key.startswith("XF"):
+            value = M[1:, :1] - self[right]
+        else:
+            value = _cross(M, self[left], self["_" + right[2:]], self[right])
+        self[key] = value
+        return value
+
+
+#: how :class:`ResidualProducts` forms each lazy entry from the others
+_RECIPES = {"_CB": (None, "_B"), "_CBv": (None, "_Bv"), "XF": (None, "_CB"),
+            "XFv": (None, "_CBv"), "FF": ("_B", "_CB"), "FFv": ("_B", "_CBv"),
+            "FvFv": ("_Bv", "_CBv")}
 
 
 def _cross(M, B1, B2, CB2):
@@ -242,21 +256,22 @@ def residual_products(design, y_tilde, coef_path, sources=None):
     """Inner products of the residuals ``F = y~ 1^T - X~ B`` and ``F_v`` (of
     ``sources``) in the features' space: ``O(p^2 T + p T^2)`` flops instead of
     ``O(n T^2)``. A Bunch of ``FF`` (T + 1, T + 1), ``XF`` (n_features, T + 1)
-    (and ``FFv``, ``FvFv``, ``XFv`` alike), and the residuals in the basis of
-    :func:`residual_basis`: ``M``, ``Phi`` (``Phiv``), ``FF = Phi^T M Phi``."""
-    M = residual_basis(design, y_tilde)
-    C = M[1:, 1:]
-    c = M[1:, 0]
+    (and ``FFv``, ``FvFv``, ``XFv`` alike), formed when read, and the
+    residuals in the basis of :func:`residual_basis`: ``M``, ``Phi``
+    (``Phiv``), ``FF = Phi^T M Phi``."""
     B = np.asarray(coef_path, dtype=np.float64)
-    CB = C @ B
-    out = ResidualProducts(XF=c[:, None] - CB, M=M, _B=B, _CB=CB,
+    out = ResidualProducts(M=residual_basis(design, y_tilde), _B=B,
                            Phi=np.vstack([np.ones((1, B.shape[1])), -B]))
     if sources is not None:
         Bv = np.asarray(sources, dtype=np.float64)
-        CBv = C @ Bv
-        out.update(FFv=_cross(M, B, Bv, CBv), FvFv=_cross(M, Bv, Bv, CBv),
-                   XFv=c[:, None] - CBv, Phiv=np.vstack([np.ones((1, Bv.shape[1])), -Bv]))
+        out.update(_Bv=Bv, Phiv=np.vstack([np.ones((1, Bv.shape[1])), -Bv]))
     return out
+
+
+def _clipped(products):
+    """Whether ``products`` has the sources' own residuals (a clipped
+    extrapolation)."""
+    return "Phiv" in products or "FvFv" in products
 
 
 def residual_basis(design, y_tilde):
@@ -273,14 +288,19 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
     """:func:`risk_from_memory` from :func:`residual_products`: ``R = F P + F_v
     Q`` (``Q`` only for a clipped extrapolation), ``G = R^T R / n`` (``None``
     unless ``matrix``). Returns ``(risk, G, P, Q, K, L_inv)`` (``K = P^T``,
-    ``None`` with sources; ``L_inv`` as :func:`risk_from_memory`'s)."""
+    ``None`` with sources; ``L_inv`` as :func:`risk_from_memory`'s). Keeps
+    ``MGam`` in ``products``: ``M Gam`` for ``Gam = Phi P + Phiv Q``
+    (``None`` on a path shorter than the basis), whose rows after the first
+    are ``X~^T R`` and whose products with ``Phi`` ``<F_t, R_t>``."""
     P, Q, L_inv = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration)
+    G, products["MGam"] = _residual_gram(products, P, Q, diagonal=not matrix, upper=True,
+                                         keep=True)
+    G = G / n_eff
+    K = P.T if Q is None else None
     if not matrix:
-        risk = _residual_gram(products, P, Q, diagonal=True, upper=True) / n_eff
-        return risk, None, P, Q, (P.T if Q is None else None), L_inv
-    G = _residual_gram(products, P, Q, upper=True) / n_eff
+        return G, None, P, Q, K, L_inv
     G = (G + G.T) / 2.0  # symmetric up to rounding
-    return np.diag(G).copy(), G, P, Q, (P.T if Q is None else None), L_inv
+    return np.diag(G).copy(), G, P, Q, K, L_inv
 
 
 def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
@@ -317,7 +337,7 @@ def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
         L_inv = _inverse(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
                                      n_eff, c))
         W = _sources_term(A, L_inv, n_eff) / scale
-        if "FvFv" in products:
+        if _clipped(products):
             return np.eye(T1) / scale, W, L_inv
         P = _extrapolate_rows(iteration, W)
         P[np.diag_indices(T1)] += 1.0 / scale
@@ -334,7 +354,7 @@ def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
     A_low[np.arange(T1)[None, :] >= S[:, None]] = 0.0
     W = solve_triangular(L, A_low.T / n_eff, lower=True, trans="T",
                          check_finite=False) / scale
-    if "FvFv" in products:
+    if _clipped(products):
         return unit / scale, W, None
     return unit / scale + _extrapolate_rows(iteration, W), None, None
 
@@ -344,16 +364,19 @@ def _path_length(products):
     return products.Phi.shape[1] if "Phi" in products else products.FF.shape[0]
 
 
-def _residual_gram(products, P, Q, diagonal=False, upper=False):
+def _residual_gram(products, P, Q, diagonal=False, upper=False, keep=False):
     """``R^T R`` (or its diagonal) for ``R = F P + F_v Q`` from the inner
     products, or from their basis when it is smaller than the path;
-    ``upper``: ``P`` and ``Q`` are upper triangular (``trmm``)."""
+    ``upper``: ``P`` and ``Q`` are upper triangular (``trmm``); ``keep``:
+    also ``M Gam`` (basis), else ``None``."""
     def times(B, C):
         return _times_triangular(B, C, lower=False) if upper else B @ C
+    MGam = None
     if "Phi" in products and products.Phi.shape[0] < products.Phi.shape[1]:
         Gam = times(products.Phi, P) if Q is None else (times(products.Phi, P)
                                                        + times(products.Phiv, Q))
-        left, right = [Gam], [products.M @ Gam]
+        MGam = products.M @ Gam
+        left, right = [Gam], [MGam]
     else:
         left, right = [P], [times(products.FF, P)]
         if Q is not None:
@@ -361,8 +384,10 @@ def _residual_gram(products, P, Q, diagonal=False, upper=False):
             left.append(Q)
             right.append(times(products.FFv.T, P) + times(products.FvFv, Q))
     if diagonal:
-        return sum(np.einsum("tS,tS->S", a, b) for a, b in zip(left, right, strict=True))
-    return sum(a.T @ b for a, b in zip(left, right, strict=True))
+        out = sum(np.einsum("tS,tS->S", a, b) for a, b in zip(left, right, strict=True))
+    else:
+        out = sum(a.T @ b for a, b in zip(left, right, strict=True))
+    return (out, MGam) if keep else out
 
 
 def risk_from_sources(F, Psi, A, K, n_eff, trace_d=None, fit_intercept=False):

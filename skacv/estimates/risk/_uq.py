@@ -99,10 +99,17 @@ def debias_statistics(design, corrected_residuals, residuals, risk_matrix, targe
 def debias_statistics_from_products(design, products, risk_matrix, target=None):
     """:func:`debias_statistics` from the residuals' inner products (``R = F P +
     F_v Q``): ``W = (X~^T F P + X~^T F_v Q) / n`` and ``<F_t, R_t>`` the
-    diagonal of ``F^T F P + F^T F_v Q``."""
+    diagonal of ``F^T F P + F^T F_v Q``; from the readout's ``MGam`` where
+    it kept it (``O(p T)`` flops: ``X~^T R`` its rows after the first,
+    ``<F_t, R_t> = Phi_t^T (M Gam)_t``)."""
     n = design.n_eff
     if products.get("W") is not None:  # the settled form: X~^T R and <F_t, R_t> already
         return _debias_statistics(design, products.W / n, products.FR, risk_matrix, target)
+    if products.get("MGam") is not None:  # X~^T R and the inner products, by the basis
+        MGam = products.MGam
+        return _debias_statistics(design, MGam[1:] / n,
+                                  np.einsum("it,it->t", products.Phi, MGam), risk_matrix,
+                                  target)
     P, Q = products.P, products.Q
     W = products.XF @ P
     FR = np.einsum("ts,st->t", products.FF, P)
