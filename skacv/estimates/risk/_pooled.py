@@ -320,6 +320,9 @@ def split_template(template, own=False):
         return template
     parts = []
     for M in template:
+        if parts and M is template[0]:  # A_sources is A (no extrapolation)
+            parts.append(parts[0])
+            continue
         if own:  # zero the lag 0: s < t - 1 is what remains
             low = M
             k = np.arange(1, M.shape[0])
@@ -354,9 +357,9 @@ def rows_from_sums(SA, SV, lag0, template=None, sources=True):
         c = TB * S / np.where(den > 0, den, 1.0)
         rest = (S - c * TB) / n_in
         M = np.multiply(low, c[:, None])
-        # the row's remainder, evenly (rounding), on the rows that have one:
-        # each entry s < t - 1 of such a row t plus rest[t], the others untouched
-        np.add(M, rest[:, None], out=M, where=below & (rest != 0)[:, None])
+        # the row's remainder, evenly (rounding): each entry s < t - 1 of row t
+        # plus rest[t] (zero on many rows), the others untouched
+        np.add(M, rest[:, None], out=M, where=below)
         M[k, k - 1] = lag0[1:, i]
         out[i] = M
     return out[0], out[1]
@@ -399,8 +402,11 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
     stats = design.statistics
     depths, n_probes = stats.template_check_depths, stats.template_probes
     if width <= stats.template_exact_support:
+        # the nonzero spectrum, from the smaller Gram matrix (the larger one's
+        # other eigenvalues are zero: nothing in the template)
         Xd = np.asarray(Xs, dtype=np.float64)
-        return np.clip(np.linalg.eigvalsh(Xd.T @ Xd * inv_n), 0.0, None), None
+        gram = Xd.T @ Xd if width <= Xd.shape[0] else Xd @ Xd.T
+        return np.clip(np.linalg.eigvalsh(gram * inv_n), 0.0, None), None
     Z = draw_probes(check_random_state(rng), (width, n_probes)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]

@@ -110,10 +110,9 @@ def source_points(iteration, coef_path):
 def _correction(A_sources, n_eff, c):
     """``(1 - c/n) I - tril(A_src, -1) / n``, whose inverse corrects the
     residuals, in its lower triangle (what the triangular solves read, LAPACK's
-    ``trtrs``): two passes over ``A_src`` instead of copies of ``(T + 1)^2``
-    matrices, the same numbers."""
-    L = np.divide(A_sources, n_eff).astype(np.float64, copy=False)
-    np.subtract(0.0, L, out=L)
+    ``trtrs``, ``trtri``): one pass over ``A_src`` instead of copies of ``(T +
+    1)^2`` matrices."""
+    L = np.divide(A_sources, -n_eff, dtype=np.float64)  # -(A/n): the same numbers, one pass
     np.fill_diagonal(L, 1.0 - c / n_eff)
     return L
 

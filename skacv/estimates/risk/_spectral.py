@@ -41,7 +41,7 @@ def counterpart_memory_matrix(iteration, eigvals, n_iter, weights=None, resume=N
     probes' split. ``keep``: also the :class:`CounterpartChain` after step
     ``n_iter``, which ``resume`` continues bit for bit."""
     return _nodes_memory(iteration, eigvals, n_iter, weights, iteration.constant_steps,
-                         resume, keep)
+                         resume, keep, share=True)
 
 
 def counterpart_response(iteration, eigvals, n_iter, weights=None):
@@ -66,7 +66,10 @@ class CounterpartChain:
     dx2: np.ndarray
 
 
-def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, keep=False):
+def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, keep=False,
+                  share=False):
+    """``share``: a stationary ``A_sources`` equal to ``A`` (no extrapolation)
+    is the same array."""
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
     wl = w * lam
@@ -74,7 +77,8 @@ def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, 
     if stationary:
         # Toeplitz: one chain from source 0 gives every diagonal
         a, av, chain = _chain(iteration, lam, wl, T, 1, resume)
-        A, Av = _lower_toeplitz(a[:, 0]), _lower_toeplitz(av[:, 0])
+        A = _lower_toeplitz(a[:, 0])
+        Av = A if share and np.array_equal(a, av) else _lower_toeplitz(av[:, 0])
     else:
         A = np.zeros((T + 1, T + 1))
         Av = np.zeros((T + 1, T + 1))
@@ -98,29 +102,28 @@ def _chain(iteration, lam, wl, T, n_sources, resume=None):
     r = lam.shape[0]
     A = np.zeros((T + 1, n_sources))
     Av = np.zeros((T + 1, n_sources))
-    dv = np.zeros((r, n_sources))
-    dx1 = np.zeros((r, n_sources))
-    dx2 = np.zeros((r, n_sources))
+    # by sources (rows: the active ones a contiguous block): dv (advanced in
+    # place), dx1, dx2 and a spare block that the next dx is written into,
+    # rotated: no copies between steps
+    dv, dx1, dx2, spare = (np.zeros((n_sources, r)) for _ in range(4))
     k0 = 0
     if resume is not None:
         k0, c0 = resume.k, resume.dv.shape[1]
         A[:k0 + 1, :c0], Av[:k0 + 1, :c0] = resume.A, resume.Av
-        dv[:, :c0], dx1[:, :c0], dx2[:, :c0] = resume.dv, resume.dx1, resume.dx2
-    lam_c = lam[:, None]
+        dv[:c0], dx1[:c0], dx2[:c0] = resume.dv.T, resume.dx1.T, resume.dx2.T
+    neg_lam = -lam
     for k in range(k0 + 1, T + 1):
         cols = min(k, n_sources)  # sources 0..k-1 are active
-        dz = -lam_c * dv[:, :cols]
+        dz = np.multiply(neg_lam, dv[:cols], out=spare[:cols])
         if k - 1 < n_sources:
-            dz[:, k - 1] += 1.0
-        dx, dvn = iteration.tangent(k, dv[:, :cols], dx1[:, :cols], dx2[:, :cols], dz, None,
-                                     n_free=0)
-        A[k, :cols] = wl @ dx
-        Av[k, :cols] = wl @ dvn
-        dx2[:, :cols] = dx1[:, :cols]
-        dx1[:, :cols] = dx
-        dv[:, :cols] = dvn
+            dz[k - 1] += 1.0
+        dx, _ = iteration.tangent(k, dv[:cols], dx1[:cols], dx2[:cols], dz, None, n_free=0,
+                                  overwrite_dz=True, out_v=dv[:cols])
+        A[k, :cols] = dx @ wl
+        Av[k, :cols] = dv[:cols] @ wl
+        dx2, dx1, spare = dx1, spare, dx2
     cols = min(T, n_sources)
-    return A, Av, CounterpartChain(T, A, Av, dv[:, :cols], dx1[:, :cols], dx2[:, :cols])
+    return A, Av, CounterpartChain(T, A, Av, dv[:cols].T, dx1[:cols].T, dx2[:cols].T)
 
 
 def exact_nodes(design):
