@@ -175,10 +175,12 @@ def lanczos(op, W0, depth, check=None, rtol=1e-9, resume=None, until=None):
                         beta_prev=beta_prev, exhausted=exhausted or k_used >= dim)
 
 
-def quadrature(state):
+def quadrature(state, depth=None):
     """Nodes and weights of the Gauss quadrature of a :class:`LanczosState`
-    (:func:`lanczos_quadrature`'s, at the state's depth)."""
-    return _quadrature(state.alphas, state.betas, state.j, state.raw)
+    (:func:`lanczos_quadrature`'s, at the state's depth or at ``depth <=
+    state.j``)."""
+    return _quadrature(state.alphas, state.betas, state.j if depth is None else depth,
+                       state.raw)
 
 
 def lanczos_quadrature(op, W0, depth, check=None, rtol=1e-9, resume=None,

@@ -46,7 +46,11 @@ from ._propagate import (
     kept_order,
     primal_product,
 )
-from ._spectral import counterpart_memory_matrix, counterpart_response
+from ._spectral import (
+    counterpart_memory_matrix,
+    counterpart_response,
+    counterpart_responses,
+)
 from ._start import ChainStart
 from ._state import PooledState, SavedChains
 
@@ -388,13 +392,14 @@ def template_lags(n_iter, statistics):
     return max(int(n_iter), statistics.template_check_lags)
 
 
-def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
+def template_nodes(design, Xs, rng, iteration, n_iter, coords=None, hint=None):
     """Nodes and weights (``None``: unit) of ``Xs^T Xs / n_eff``: its eigenvalues
     up to ``template_exact_support`` columns, else Lanczos' Gauss quadrature
     of ``template_probes`` probes from ``rng``, to the first of
     ``template_check_depths`` where the linear counterpart's response has
     converged (``template_rtol``); ``coords``: the probes follow the features'
-    order (``docs/speed_policy.rst``)."""
+    order (``docs/speed_policy.rst``). ``hint``: the depth a shorter path's
+    nodes took: the checks up to it read one chain (the same depths)."""
     width = Xs.shape[1]
     if width == 0:
         return np.zeros(0), None
@@ -419,17 +424,33 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None):
 
     lags, seen = template_lags(n_iter, stats), []  # (depth, nodes, response) at the checks
 
-    def converged(state):
-        if state.j not in depths:
-            return False
-        lam, w = quadrature(state)
-        seen.append((state.j, (lam, w), counterpart_response(iteration, lam, lags, w)))
+    def settled():
         if len(seen) < 2:
             return False
         new, old = seen[-1][2], seen[-2][2]
         return np.abs(new - old).max() <= stats.template_rtol * max(np.abs(new).max(), 1e-300)
 
-    state = lanczos(gram_times, Z, min(depths[-1], width), until=converged)
+    def converged(state):
+        if state.j not in depths:
+            return False
+        lam, w = quadrature(state)
+        seen.append((state.j, (lam, w), counterpart_response(iteration, lam, lags, w)))
+        return settled()
+
+    top, state = min(depths[-1], width), None
+    ahead = [d for d in depths if d <= min(hint or 0, top)]
+    if len(ahead) > 1:  # the hint's depths in one go, checked in turn as below
+        state = lanczos(gram_times, Z, ahead[-1])
+        ahead = [d for d in ahead if d <= state.j]
+        quads = [quadrature(state, d) for d in ahead]
+        for d, q, r in zip(ahead, quads, counterpart_responses(iteration, quads, lags),
+                           strict=True):
+            seen.append((d, q, r))
+            if settled():
+                taken("template_quadrature", depth=d)
+                return q[0], q[1] / n_probes
+    if state is None or (state.j < top and not state.exhausted):
+        state = lanczos(gram_times, Z, top, until=converged, resume=state)
     taken("template_quadrature", depth=state.j)
     lam, w = seen[-1][1] if seen and seen[-1][0] == state.j else quadrature(state)
     return lam, w / n_probes
@@ -467,8 +488,11 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
         taken("template_reused", grown=width - kept.nodes_width)
     if nodes is None:
         nodes_width = width
+        # a kept chain's nodes (of fewer lags) took this depth
+        hint = (None if kept is None or kept.nodes is None or kept.nodes[1] is None
+                else kept.nodes[0].size // design.statistics.template_probes)
         nodes = template_nodes(design, run.columns, run.template_seed or 0, iteration, T,
-                               run.coords)
+                               run.coords, hint)
     *template, chain = template_matrices(iteration, T, nodes, resume, keep=True)
     template = split_template(template, own=True)
     if run.state is not None:

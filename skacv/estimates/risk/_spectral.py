@@ -48,10 +48,21 @@ def counterpart_response(iteration, eigvals, n_iter, weights=None):
     """The first column of :func:`counterpart_memory_matrix`'s ``A`` and
     ``A_sources`` side by side, ``O(r n_iter)``: what the template's quadrature
     must resolve (its long lags weigh the small eigenvalues)."""
-    lam = np.asarray(eigvals, dtype=np.float64).ravel()
-    w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
-    a, av, _ = _chain(iteration, lam, w * lam, int(n_iter), n_sources=1)
-    return np.concatenate([a[:, 0], av[:, 0]])
+    return counterpart_responses(iteration, [(eigvals, weights)], n_iter)[0]
+
+
+def counterpart_responses(iteration, node_sets, n_iter):
+    """:func:`counterpart_response` of each ``(eigvals, weights)`` of
+    ``node_sets``, by one chain over all their nodes (a step of the chain
+    costs about the same for a few nodes or a few hundred)."""
+    lam = [np.asarray(e, dtype=np.float64).ravel() for e, _ in node_sets]
+    wl = np.zeros((sum(x.size for x in lam), len(lam)))
+    start = 0
+    for i, (x, (_, w)) in enumerate(zip(lam, node_sets, strict=True)):
+        wl[start:start + x.size, i] = x if w is None else np.asarray(w, dtype=np.float64) * x
+        start += x.size
+    a, av, _ = _chain(iteration, np.concatenate(lam), wl, int(n_iter), n_sources=1)
+    return [np.concatenate([a[:, i], av[:, i]]) for i in range(len(lam))]
 
 
 @dataclass
@@ -98,10 +109,12 @@ def _lower_toeplitz(col):
 def _chain(iteration, lam, wl, T, n_sources, resume=None):
     """Scalar tangent recursions for sources ``0..n_sources-1``: ``A``,
     ``A_sources`` (T + 1, n_sources) and the :class:`CounterpartChain` after
-    step ``T``, continuing ``resume``."""
+    step ``T``, continuing ``resume``; ``wl`` of shape (r, g) (one source):
+    ``A``, ``A_sources`` (T + 1, g), a column per set of weights."""
     r = lam.shape[0]
-    A = np.zeros((T + 1, n_sources))
-    Av = np.zeros((T + 1, n_sources))
+    width = n_sources if wl.ndim == 1 else wl.shape[1]
+    A = np.zeros((T + 1, width))
+    Av = np.zeros((T + 1, width))
     # by sources (rows: the active ones a contiguous block): dv (advanced in
     # place), dx1, dx2 and a spare block that the next dx is written into,
     # rotated: no copies between steps
@@ -119,8 +132,8 @@ def _chain(iteration, lam, wl, T, n_sources, resume=None):
             dz[k - 1] += 1.0
         dx, _ = iteration.tangent(k, dv[:cols], dx1[:cols], dx2[:cols], dz, None, n_free=0,
                                   overwrite_dz=True, out_v=dv[:cols])
-        A[k, :cols] = dx @ wl
-        Av[k, :cols] = dv[:cols] @ wl
+        A[k, :cols * A.shape[1] // n_sources] = (dx @ wl).ravel()
+        Av[k, :cols * A.shape[1] // n_sources] = (dv[:cols] @ wl).ravel()
         dx2, dx1, spare = dx1, spare, dx2
     cols = min(T, n_sources)
     return A, Av, CounterpartChain(T, A, Av, dv[:cols].T, dx1[:cols].T, dx2[:cols].T)
