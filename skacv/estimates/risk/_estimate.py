@@ -181,19 +181,20 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         flops = F.shape[0] * F.shape[1] ** 2
 
     def readout(A, Av):
-        """``(risk, G, R, K, P, Q, L_inv)`` of the memory matrices ``A``, ``Av``
-        (``G`` only with ``matrices``)."""
+        """``(risk, G, R, K, P, Q, l1)`` of the memory matrices ``A``, ``Av``
+        (``G`` only with ``matrices``; ``l1``: the rows' l1 norms of the
+        inverse of the (sources') correction)."""
         A_sources = Av if has_momentum else None
         if prods is not None:
-            risk, G, P, Q, K, L_inv = risk_from_products(
+            risk, G, P, Q, K, l1 = risk_from_products(
                 prods, A, design.n_eff, design.fit_intercept, A_sources=A_sources,
                 iteration=iteration, matrix=matrices)
-            return risk, G, None, K, P, Q, L_inv
-        risk, G, R, K, L_inv = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
+            return risk, G, None, K, P, Q, l1
+        risk, G, R, K, l1 = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
                                                 A_sources=A_sources, iteration=iteration,
                                                 return_residuals=True, F_sources=Fv,
                                                 matrix=matrices)
-        return risk, G, R, K, None, None, L_inv
+        return risk, G, R, K, None, None, l1
 
     @functools.cache
     def inner_products():
@@ -224,7 +225,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             out = readout(A, Av)
             if getattr(state, "split", None) is not None:
                 state.split = None  # the template's split: this path's readouts only
-        risk, G, R, K, P, Q, L_inv = out
+        risk, G, R, K, P, Q, l1 = out
         if prods is not None:
             prods.update(P=P, Q=Q)
         support = None
@@ -233,7 +234,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         reliable, df, amp, failures = risk_reliability(
             A, Av if has_momentum else A, design.n_eff, design.statistics, design.fit_intercept,
             proximal=not iteration.is_linear, support=support, return_failures=True,
-            inverse=L_inv)  # the inverse of the (sources') correction
+            row_l1=l1)
     failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
     if verbose:

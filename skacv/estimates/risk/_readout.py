@@ -186,8 +186,9 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     their residuals ``F_sources`` when they are not combinations of ``F``'s (a
     clipped extrapolation: ``R_x = (F + F_sources L^{-T} (A/n)^T) / (1 -
     c/n)``, and no ``K``). ``return_residuals``: also ``R_x = F K^T``, ``K``
-    (:func:`residual_correction`) and ``L^{-1}`` (the inverse of the sources'
-    correction, or ``K`` without extrapolation). ``risk`` (T + 1,) estimates
+    (:func:`residual_correction`) and the l1 norms of the rows of ``L^{-1}``
+    (the inverse of the sources' correction, or ``K`` without extrapolation).
+    ``risk`` (T + 1,) estimates
     the out-of-sample risk of every output, ``G`` (T + 1, T + 1) the cross
     terms ``E[(y - yhat_t)(y - yhat_s)]`` (``None`` unless ``matrix``: ``O(n
     T)`` flops for the risk instead of ``O(n T^2)``)."""
@@ -214,7 +215,7 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     else:
         G, risk = None, np.einsum("it,it->t", R_x, R_x) / n_eff
     if return_residuals:
-        return risk, G, R_x, K, L_inv
+        return risk, G, R_x, K, _row_l1(L_inv)
     return risk, G
 
 
@@ -286,20 +287,45 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
                        iteration=None, matrix=True):
     """:func:`risk_from_memory` from :func:`residual_products`: ``R = F P + F_v
     Q`` (``Q`` only for a clipped extrapolation), ``G = R^T R / n`` (``None``
-    unless ``matrix``). Returns ``(risk, G, P, Q, K, L_inv)`` (``K = P^T``,
-    ``None`` with sources; ``L_inv`` as :func:`risk_from_memory`'s). Keeps
+    unless ``matrix``). Returns ``(risk, G, P, Q, K, l1)`` (``K = P^T``,
+    ``None`` with sources; ``l1`` as :func:`risk_from_memory`'s). Keeps
     ``MGam`` in ``products``: ``M Gam`` for ``Gam = Phi P + Phiv Q``
     (``None`` on a path shorter than the basis), whose rows after the first
-    are ``X~^T R`` and whose products with ``Phi`` ``<F_t, R_t>``."""
+    are ``X~^T R`` and whose products with ``Phi`` ``<F_t, R_t>``.
+
+    Without extrapolation, in the basis, for the risk alone and a
+    nonnegative ``A`` (the correction's inverse is nonnegative then, a finite
+    Neumann series: its rows' l1 norms are its row sums), ``Gam^T = L^{-1}
+    Phi^T`` by triangular solves: neither ``L^{-1}`` nor ``P`` (``None``)."""
+    if (not matrix and A_sources is None and _in_basis(products)
+            and np.asarray(A).min() >= 0):
+        c = _intercept_term(fit_intercept, n_eff)
+        T1 = _path_length(products)
+        L = _correction(np.asarray(A, dtype=np.float64)[:T1, :T1], n_eff, c)
+        Gam = solve_triangular(L, products.Phi.T, lower=True, check_finite=False).T
+        products["MGam"] = MGam = products.M @ Gam
+        risk = np.einsum("it,it->t", Gam, MGam) / n_eff
+        return risk, None, None, None, None, solve_triangular(L, np.ones(T1), lower=True,
+                                                              check_finite=False)
     P, Q, L_inv = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration)
     G, products["MGam"] = _residual_gram(products, P, Q, diagonal=not matrix, upper=True,
                                          keep=True)
     G = G / n_eff
     K = P.T if Q is None else None
     if not matrix:
-        return G, None, P, Q, K, L_inv
+        return G, None, P, Q, K, _row_l1(L_inv)
     G = (G + G.T) / 2.0  # symmetric up to rounding
-    return np.diag(G).copy(), G, P, Q, K, L_inv
+    return np.diag(G).copy(), G, P, Q, K, _row_l1(L_inv)
+
+
+def _row_l1(L_inv):
+    """The l1 norms of the rows of ``L_inv``."""
+    return np.abs(L_inv).sum(axis=1)
+
+
+def _in_basis(products):
+    """Whether the readout goes through the basis ``Phi`` (smaller than the path)."""
+    return "Phi" in products and products.Phi.shape[0] < products.Phi.shape[1]
 
 
 def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
@@ -371,7 +397,7 @@ def _residual_gram(products, P, Q, diagonal=False, upper=False, keep=False):
     def times(B, C):
         return _times_triangular(B, C, lower=False) if upper else B @ C
     MGam = None
-    if "Phi" in products and products.Phi.shape[0] < products.Phi.shape[1]:
+    if _in_basis(products):
         Gam = times(products.Phi, P) if Q is None else (times(products.Phi, P)
                                                        + times(products.Phiv, Q))
         MGam = products.M @ Gam

@@ -9,7 +9,7 @@ from ._readout import _correction
 
 
 def risk_reliability(A, A_sources, n_eff, statistics, fit_intercept=False, proximal=False,
-                     support=None, return_failures=False, inverse=None):
+                     support=None, return_failures=False, row_l1=None):
     """Per-iterate diagnostics of the memory-matrix estimate.
 
     The degrees-of-freedom fraction ``df_t = (sum_s A[t, s] + c) / n`` (``c =
@@ -34,8 +34,9 @@ def risk_reliability(A, A_sources, n_eff, statistics, fit_intercept=False, proxi
         Support sizes: ``n df_t`` above ``support_df_limit`` times the support
         (+ 1 with an intercept) fails.
     return_failures : bool, default=False
-    inverse : ndarray of shape (T + 1, T + 1), default=None
-        ``(I (1 - c/n) - A_sources/n)^{-1}`` if already computed.
+    row_l1 : ndarray of shape (T + 1,), default=None
+        The l1 norms of the rows of ``(I (1 - c/n) - A_sources/n)^{-1}`` if
+        already computed.
 
     Returns
     -------
@@ -52,11 +53,10 @@ def risk_reliability(A, A_sources, n_eff, statistics, fit_intercept=False, proxi
     c = 1.0 if fit_intercept else 0.0
     df = (np.tril(A, -1).sum(axis=1) + c) / n_eff
     with np.errstate(all="ignore"):
-        Linv = inverse
-        if Linv is None:
-            Linv = solve_triangular(_correction(A_sources, n_eff, c), np.eye(T1), lower=True,
-                                    check_finite=False)
-        amp = np.abs(Linv).sum(axis=1) * (1.0 - c / n_eff) * np.maximum(1.0 - df, 1e-12)
+        if row_l1 is None:
+            row_l1 = np.abs(solve_triangular(_correction(A_sources, n_eff, c), np.eye(T1),
+                                             lower=True, check_finite=False)).sum(axis=1)
+        amp = row_l1 * (1.0 - c / n_eff) * np.maximum(1.0 - df, 1e-12)
     return _reliability(df, amp, n_eff, statistics, fit_intercept, proximal, support,
                         return_failures)
 
