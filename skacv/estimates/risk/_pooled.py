@@ -173,17 +173,19 @@ def jackknife_matrices(state, template, n_groups, sources=True):
     probes (factor 1), or for a chain of one probe without each group of
     samples, scaled to all the samples (factor
     :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`).
-    ``sources``: as :func:`rows_from_sums`."""
+    ``sources``: as :func:`rows_from_sums`; the matrices' strictly lower
+    triangles only (``lower``: what the replicates' readouts read)."""
     template = split_template(template)
     if state.by_samples is None:
-        return ([pooled_matrices(state, template, kept, sources)
+        return ([pooled_matrices(state, template, kept, sources, lower=True)
                  for kept in jackknife_probes(state.m, n_groups)],
                 1.0)
     SA, SV = state.SA[:, :, 0], state.SV[:, :, 0]  # (T + 1, 1): one probe, one group
     by_A, by_V = state.by_samples
     H = by_A.shape[1]
     return ([rows_from_sums((SA - by_A[:, [g]]) * (H / (H - 1)),
-                            (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0, template, sources)
+                            (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0, template, sources,
+                            lower=True)
              for g in range(H)], SAMPLE_GROUPS_NOISE_FACTOR)
 
 
@@ -337,7 +339,7 @@ def split_template(template, own=False):
     return SplitTemplate(parts)
 
 
-def rows_from_sums(SA, SV, lag0, template=None, sources=True):
+def rows_from_sums(SA, SV, lag0, template=None, sources=True, lower=False):
     """The memory matrices from the rows' sums ``SA``, ``SV`` (averaged over the
     probes); ``(t, t - 1)`` is the exact lag 0.
 
@@ -346,12 +348,14 @@ def rows_from_sums(SA, SV, lag0, template=None, sources=True):
     or its :func:`split_template`) row ``t`` is the template's row scaled by
     ``c_t = S_t / sum T[t, .]``, the remainder spread evenly. The sums are
     kept exactly; the template carries a peak in the lag that the average
-    would flatten. ``sources=False``: ``A_sources`` is ``None`` (not read).
+    would flatten. ``sources=False``: ``A_sources`` is ``None`` (not read);
+    ``lower``: the entries ``s >= t`` are left unspecified (for readers of the
+    strictly lower triangle only: one pass fewer).
     """
     SA, SV = np.reshape(SA, -1), np.reshape(SV, -1)
     T1 = SA.shape[0]
     n_in = np.maximum(np.arange(T1) - 1, 1)  # sources older than lag 0 in row t
-    below = np.tri(T1, T1, -2, dtype=bool)  # s < t - 1
+    below = None if lower else np.tri(T1, T1, -2, dtype=bool)  # s < t - 1
     k = np.arange(1, T1)
     template = split_template(template)
     out = [None, None]
@@ -363,7 +367,7 @@ def rows_from_sums(SA, SV, lag0, template=None, sources=True):
         M = np.multiply(low, c[:, None])
         # the row's remainder, evenly (rounding): each entry s < t - 1 of row t
         # plus rest[t] (zero on many rows), the others untouched
-        np.add(M, rest[:, None], out=M, where=below)
+        np.add(M, rest[:, None], out=M, where=True if lower else below)
         M[k, k - 1] = lag0[1:, i]
         out[i] = M
     return out[0], out[1]
@@ -506,11 +510,12 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     return A, (Av if sources else A), run.state
 
 
-def pooled_matrices(state, template, probes=slice(None), sources=True):
-    """The memory matrices of a pooled state's probes ``probes`` (``sources``:
-    as :func:`rows_from_sums`)."""
+def pooled_matrices(state, template, probes=slice(None), sources=True, lower=False):
+    """The memory matrices of a pooled state's probes ``probes`` (``sources``,
+    ``lower``: as :func:`rows_from_sums`)."""
     return rows_from_sums(state.SA[..., probes].mean(axis=2),
-                          state.SV[..., probes].mean(axis=2), state.lag0, template, sources)
+                          state.SV[..., probes].mean(axis=2), state.lag0, template, sources,
+                          lower)
 
 
 def _merge_saved(a, b):
