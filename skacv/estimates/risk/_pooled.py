@@ -92,21 +92,25 @@ class PooledProbes(ChainProbes):
 
     def _lag0(self, k, chains, rows, inj):
         """Step ``k``'s injection alone through its tangent: the readout per probe
-        (to subtract) and the exact lag-0 entries."""
-        m = self.m
+        (to subtract) and the exact lag-0 entries. From a zero state the
+        tangent is diagonal (the prox's mask, the step and the extrapolation's
+        coefficients, per coordinate): its diagonal ``d``, the tangent of a
+        column of ones, gives the readouts ``sum_r W[r, c] d[r] inj[r, c]``
+        without the tangent of the ``m`` columns."""
         coef, _ = chains._coefficients(k, rows)
-        z0 = np.empty((rows, m + 1), dtype=chains.dtype)
-        z0[:, :m] = inj
-        z0[:, m] = chains.g * self.colnorm[:rows]
+        z0 = np.empty((rows, 2), dtype=chains.dtype)
+        z0[:, 0] = chains.g * self.colnorm[:rows]
+        z0[:, 1] = 1.0
         zero = np.zeros_like(z0)
         dx0, dv0 = chains.iteration.tangent(k, zero, zero, None, z0, chains.masks_s[:rows, k],
                                             coef, None, dz_scaled=chains.fold)
-        W = self.W[:rows]
-        self.lag0[k] = float(dx0[:, m].sum()), float(dv0[:, m].sum())
+        self.lag0[k] = float(dx0[:, 0].sum()), float(dv0[:, 0].sum())
+        dx, dv = dx0[:, 1], dv0[:, 1]
         if self.by_samples is not None:
             Ws = self.by_samples[0][:rows]
-            self._l0_samples = Ws.T @ dx0[:, 0], Ws.T @ dv0[:, 0]
-        return np.einsum("rc,rc->c", W, dx0[:, :m]), np.einsum("rc,rc->c", W, dv0[:, :m])
+            self._l0_samples = Ws.T @ (dx * inj[:, 0]), Ws.T @ (dv * inj[:, 0])
+        W_inj = np.multiply(self.W[:rows], inj)  # W[r, c] inj[r, c]
+        return W_inj.T @ dx, W_inj.T @ dv
 
     def _sums(self, W, block, c_new):
         return np.einsum("rc,rc->c", W[:, :c_new], block).reshape(c_new // self.m, self.m)
