@@ -205,11 +205,12 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
             return Bunch(FF=F.T @ F)
         return Bunch(FF=F.T @ F, FFv=F.T @ Fv, FvFv=Fv.T @ Fv)
 
-    def replicate_risk(A, Av, iterates=None):
-        """The risk alone at ``iterates`` (the jackknife's replicates)."""
+    def replicate_risk(A, Av, iterates=None, overwrite=False):
+        """The risk alone at ``iterates`` (the jackknife's replicates;
+        ``overwrite``: their matrices, read once)."""
         return risk_at_iterates(inner_products(), A, design.n_eff, design.fit_intercept,
                                 A_sources=Av if has_momentum else None, iteration=iteration,
-                                iterates=iterates)
+                                iterates=iterates, overwrite=overwrite)
 
     with small_blas(flops, design.policy):  # the corrections of T x T matrices
         noise = choice = None
@@ -278,7 +279,8 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
         rivals = choice_iterates(out[0], stats) if goal == "choice" else np.arange(0)
         iterates = np.union1d(level, rivals)
         matrices, factor = jackknife_matrices(state, template, stats.noise_groups, sources)
-        replicates = np.array([replicate_risk(*AAv, iterates) for AAv in matrices])
+        replicates = np.array([replicate_risk(*AAv, iterates, overwrite=True)
+                               for AAv in matrices])
         noise = factor * probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
         choice = None
         if goal == "choice":

@@ -178,19 +178,20 @@ def jackknife_matrices(state, template, n_groups, sources=True):
     samples, scaled to all the samples (factor
     :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`).
     ``sources``: as :func:`rows_from_sums`; the matrices' strictly lower
-    triangles only (``lower``: what the replicates' readouts read)."""
+    triangles only (``lower``: what the replicates' readouts read), formed
+    one replicate at a time (a generator: each read before the next)."""
     template = split_template(template)
     if state.by_samples is None:
-        return ([pooled_matrices(state, template, kept, sources, lower=True)
-                 for kept in jackknife_probes(state.m, n_groups)],
+        return ((pooled_matrices(state, template, kept, sources, lower=True)
+                 for kept in jackknife_probes(state.m, n_groups)),
                 1.0)
     SA, SV = state.SA[:, :, 0], state.SV[:, :, 0]  # (T + 1, 1): one probe, one group
     by_A, by_V = state.by_samples
     H = by_A.shape[1]
-    return ([rows_from_sums((SA - by_A[:, [g]]) * (H / (H - 1)),
+    return ((rows_from_sums((SA - by_A[:, [g]]) * (H / (H - 1)),
                             (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0, template, sources,
                             lower=True)
-             for g in range(H)], SAMPLE_GROUPS_NOISE_FACTOR)
+             for g in range(H)), SAMPLE_GROUPS_NOISE_FACTOR)
 
 
 @dataclass

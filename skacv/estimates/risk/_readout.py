@@ -107,12 +107,12 @@ def source_points(iteration, coef_path):
     return V
 
 
-def _correction(A_sources, n_eff, c):
+def _correction(A_sources, n_eff, c, out=None):
     """``(1 - c/n) I - tril(A_src, -1) / n``, whose inverse corrects the
     residuals, in its lower triangle (what the triangular solves read, LAPACK's
     ``trtrs``, ``trtri``): one pass over ``A_src`` instead of copies of ``(T +
-    1)^2`` matrices."""
-    L = np.divide(A_sources, -n_eff, dtype=np.float64)  # -(A/n): the same numbers, one pass
+    1)^2`` matrices; ``out``: written there (``A_src`` itself: in place)."""
+    L = np.divide(A_sources, -n_eff, dtype=np.float64, out=out)  # -(A/n): one pass
     np.fill_diagonal(L, 1.0 - c / n_eff)
     return L
 
@@ -329,19 +329,20 @@ def _in_basis(products):
 
 
 def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
-                     iteration=None, iterates=None):
+                     iteration=None, iterates=None, overwrite=False):
     """The risk of :func:`risk_from_products` at ``iterates`` ``S`` only
     (``None``: all), shape (|S|,): ``risk_from_products(...)[0][S]`` up to
     rounding, in ``O(T^2 |S|)`` flops by triangular solves instead of
-    ``O(T^3)``."""
+    ``O(T^3)``; ``overwrite``: the correction is formed in the matrix it
+    corrects (``A_sources``, or ``A`` without)."""
     P, Q, _ = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
                                   np.arange(_path_length(products)) if iterates is None
-                                  else iterates)
+                                  else iterates, overwrite)
     return _residual_gram(products, P, Q, diagonal=True) / n_eff
 
 
 def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
-                        iterates=None):
+                        iterates=None, overwrite=False):
     """The columns ``iterates`` of ``P`` and ``Q`` (``R = F P + F_v Q``) and,
     for all of them (``iterates=None``: upper-triangular ``P``, ``Q``, from
     ``L^{-1}`` by ``trtri``), ``L^{-1}`` (else ``None``).
@@ -371,10 +372,12 @@ def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
     unit = np.zeros((T1, S.size))
     unit[S, np.arange(S.size)] = 1.0
     if A_sources is None:
-        P = solve_triangular(_correction(A, n_eff, c), unit, lower=True, trans="T",
-                             check_finite=False)
+        P = solve_triangular(_correction(A, n_eff, c, A if overwrite else None), unit,
+                             lower=True, trans="T", check_finite=False)
         return P, None, None
-    L = _correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1], n_eff, c)
+    A_sources = np.asarray(A_sources, dtype=np.float64)[:T1, :T1]
+    in_place = overwrite and not np.may_share_memory(A, A_sources)  # A is read below
+    L = _correction(A_sources, n_eff, c, A_sources if in_place else None)
     A_low = A[S]  # rows S of tril(A, -1)
     A_low[np.arange(T1)[None, :] >= S[:, None]] = 0.0
     W = solve_triangular(L, A_low.T / n_eff, lower=True, trans="T",
