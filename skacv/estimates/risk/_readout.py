@@ -188,10 +188,9 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     c/n)``, and no ``K``). ``return_residuals``: also ``R_x = F K^T``, ``K``
     (:func:`residual_correction`) and the l1 norms of the rows of ``L^{-1}``
     (the inverse of the sources' correction, or ``K`` without extrapolation).
-    ``risk`` (T + 1,) estimates
-    the out-of-sample risk of every output, ``G`` (T + 1, T + 1) the cross
-    terms ``E[(y - yhat_t)(y - yhat_s)]`` (``None`` unless ``matrix``: ``O(n
-    T)`` flops for the risk instead of ``O(n T^2)``)."""
+    ``risk`` (T + 1,) estimates the out-of-sample risk of every output, ``G``
+    (T + 1, T + 1) the cross terms ``E[(y - yhat_t)(y - yhat_s)]`` (``None``
+    unless ``matrix``: ``O(n T)`` flops for the risk instead of ``O(n T^2)``)."""
     taken("risk_from_memory")
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
