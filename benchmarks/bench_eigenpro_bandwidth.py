@@ -15,7 +15,8 @@ Bikeshare's split) and digits' 70/30 splits. Parts (``--parts``):
 * ``loo``: the closed-form leave-one-out mse of kernel ridge on ``s`` draws
   (``--loo-sizes``; the eigensystem of the float64 kernel matrix per
   bandwidth) over the factors and ridges ``s * 10^-10 .. 10``: the factor and
-  ridge of the smallest, and each factor's best over the smallest;
+  ridge of the smallest, and each factor's best over the smallest (``--digits``:
+  also digits' one-hot targets, split 0);
 * ``frontier``: kernel ridge's test mse on all ``n`` rows over the factors and
   the ridges ``10^-10 .. 10^-2`` (one eigensystem of the ``n x n`` kernel
   matrix per factor), over tuned ``KernelRidge``'s.
@@ -52,7 +53,11 @@ def sq_dist(A, B):
     return np.maximum((A * A).sum(1)[:, None] + (B * B).sum(1)[None] - 2 * A @ B.T, 0)
 
 
-def problems(args):
+def problems(args, digits=False):
+    if digits:  # one-hot targets of split 0
+        X, y = load_digits(return_X_y=True)
+        Xa, Xb, ya, yb = train_test_split(X / 16, y, test_size=0.3, random_state=0)
+        yield "digits one-hot", (Xa, np.eye(10)[ya], Xb, np.eye(10)[yb])
     for n in args.sizes:
         for seed in args.seeds:
             yield f"synthetic {n} seed {seed}", synthetic(n, seed)
@@ -97,11 +102,11 @@ def digits(args):
 
 def loo(args):
     ridges = 10.0 ** np.arange(-10, 1.5)
-    for name, (X, y, *_) in problems(args):
+    for name, (X, y, *_) in problems(args, args.digits):
         med = median(EigenProRegressor, X, y)
         for s in args.loo_sizes:
             rows = np.random.default_rng(0).choice(X.shape[0], min(s, X.shape[0]), replace=False)
-            Z, v = X[rows], y[rows]
+            Z, v = X[rows], y[rows].reshape(len(rows), -1)
             D = sq_dist(Z, Z)
             table = np.empty((len(args.factors), len(ridges)))
             tic = time.process_time()
@@ -111,7 +116,7 @@ def loo(args):
                 Vy, V2 = V.T @ v, V * V
                 for j, lam in enumerate(ridges * len(rows)):
                     g = lam / (np.maximum(d, 0) + lam)  # I - H in the eigenbasis
-                    table[i, j] = np.mean(((V @ (g * Vy)) / (V2 @ g)) ** 2)
+                    table[i, j] = np.mean(((V @ (g[:, None] * Vy)) / (V2 @ g)[:, None]) ** 2)
             t = time.process_time() - tic
             i, j = np.unravel_index(np.argmin(table), table.shape)
             rel = " ".join(f"{b:.3f}" for b in table.min(1) / table.min())
@@ -146,6 +151,7 @@ def main():
     ap.add_argument("--factors", type=float, nargs="+", default=[1.0, 1.2, 1.3, 1.41, 2.0])
     ap.add_argument("--loo-sizes", type=int, nargs="+", default=[500, 1000, 2000])
     ap.add_argument("--bikeshare", action="store_true")
+    ap.add_argument("--digits", action="store_true", help="digits' one-hot targets in loo")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # the leverage flag's warnings
     for part in args.parts:
