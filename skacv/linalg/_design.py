@@ -277,11 +277,15 @@ class Design:
         return _sum_in_order(sums)
 
     def _panel_groups(self, max_rows=None):
-        """The panels (slices of rows) in ``fuse_groups`` groups of consecutive ones."""
-        panels = self._panels(max_rows)
-        g = max(1, min(self.policy.fuse_groups, len(panels)))
-        bounds = np.linspace(0, len(panels), g + 1).round().astype(int)
-        return [panels[bounds[i]:bounds[i + 1]] for i in range(g)]
+        """The panels (slices of rows) in ``fuse_groups`` groups of consecutive
+        ones (formed once per ``max_rows``: the policy is the design's own)."""
+        groups = self.__dict__.setdefault("_groups", {})
+        if max_rows not in groups:
+            panels = self._panels(max_rows)
+            g = max(1, min(self.policy.fuse_groups, len(panels)))
+            bounds = np.linspace(0, len(panels), g + 1).round().astype(int)
+            groups[max_rows] = [panels[bounds[i]:bounds[i + 1]] for i in range(g)]
+        return groups[max_rows]
 
     def _panels(self, max_rows=None):
         """The panels of :meth:`panel_products`: slices of the policy's
