@@ -16,6 +16,15 @@ Data: the seed notebook's generator (Gaussian ``X``, ``s`` nonzeros equal to
     python benchmarks/bench_fit.py                        # n=10000, p=15000 (~2 min)
     python benchmarks/bench_fit.py --n 2000 --p 3000      # a few seconds
     python benchmarks/bench_fit.py --dtype float32 --T 50
+    python benchmarks/bench_fit.py --n 2000 --p 3000 --block 4 --repeat 5
+
+``--block K`` times instead one pass of the fit loop's panel products
+(:meth:`skacv.linalg._design.Design.panel_products`, the fused ``X~ b`` and
+``X~^T r``, float64) for ``k = 1 .. K`` columns, the several trajectories of a
+round of a search read together: as one block (the stacked folds' BLAS
+``gemm`` on each panel) and as ``k`` matrix-vector products on each panel
+while it is in cache, against ``k`` separate passes (CPU time, median of
+``--repeat``; run with one BLAS thread).
 """
 
 import argparse
@@ -54,6 +63,38 @@ def time_products(X, b, r, T):
     return elapsed / T
 
 
+def time_block(X, K, repeat):
+    """CPU ms of one panel pass for 1..K columns: separate, gemm block, gemv panels."""
+    from skacv.linalg._design import Design
+
+    d = Design(X)
+    rng = np.random.default_rng(0)
+    panels = [rows for group in d._panel_groups() for rows in group]
+
+    def cpu(f):
+        times = []
+        for _ in range(repeat):
+            tic = time.process_time()
+            f()
+            times.append(time.process_time() - tic)
+        return 1e3 * float(np.median(times))
+
+    def gemv_panels(B):  # k products of each panel while it is in cache
+        P, Z = np.empty((B.shape[1], X.shape[0])), np.zeros((B.shape[1], X.shape[1]))
+        for rows in panels:
+            Xa = d.X[rows]
+            for j in range(B.shape[1]):
+                np.dot(Xa, B[:, j], out=P[j, rows])
+                Z[j] += np.dot(Xa.T, 1.0 - P[j, rows])
+
+    one = cpu(lambda: d.panel_products(rng.standard_normal(X.shape[1]), lambda r, P: 1.0 - P))
+    print(f"{'columns':>7s} {'separate ms':>12s} {'gemm block ms':>14s} {'gemv panels ms':>15s}")
+    for k in range(1, K + 1):
+        B = rng.standard_normal((X.shape[1], k))
+        block = cpu(lambda B=B: d.panel_products(B, lambda r, P: 1.0 - P))
+        print(f"{k:7d} {k * one:12.2f} {block:14.2f} {cpu(lambda B=B: gemv_panels(B)):15.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10000)
@@ -64,6 +105,8 @@ def main():
                         help="repetitions; the fastest of each is kept")
     parser.add_argument("--dtype", choices=("float64", "float32", "both"), default="both")
     parser.add_argument("--solvers", nargs="+", choices=list(SOLVERS), default=list(SOLVERS))
+    parser.add_argument("--block", type=int, default=0,
+                        help="time the panel pass of 1..BLOCK columns instead")
     args = parser.parse_args()
     n, p, T = args.n, args.p, args.T
     s = args.s if args.s is not None else max(1, p // 15)
@@ -71,6 +114,8 @@ def main():
 
     tic = time.perf_counter()
     X64, y = seed_data(n, p, s)
+    if args.block:
+        return time_block(X64, args.block, args.repeat)
     print(f"data n={n} p={p} s={s}: {time.perf_counter() - tic:.1f} s; T={T} iterations "
           f"per fit, best of {args.repeat}")
     eta = (1 + np.sqrt(p / n)) ** -2

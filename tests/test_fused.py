@@ -304,3 +304,63 @@ def test_chain_primal_product_every_form_is_the_plain_product(kernels_policy, sp
         np.testing.assert_allclose(out, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
         assert_array_equal(block, kept)
 
+
+
+def test_panel_products_second_residual(fused):
+    """``also``: X~^T s of a second residual of the same pass, as two passes
+    give it; the first product as without it."""
+    X, _, sw = _data(n=37, p=5)
+    d = design_module.Design(X, sw, True)
+    b = np.arange(5.0)
+    P0, Z0 = d.panel_products(b, lambda rows, Pr: Pr * 2.0)
+    P, Z, S = d.panel_products(b, lambda rows, Pr: Pr * 2.0, lambda rows, Pr: 1.0 - Pr)
+    assert_array_equal(P, P0)
+    assert_array_equal(Z, Z0)  # the same products in the same order
+    assert_allclose(S, d.rmatvec(1.0 - d.matvec(b)), rtol=1e-13)
+
+
+def _sklearn_gap(X, y, sw, coef, alpha):
+    """scikit-learn's Lasso duality gap (enet_coordinate_descent's, divided
+    by the weights' sum) of the weighted, centred problem at ``coef``."""
+    w = sw / sw.sum()
+    Xc = (X - w @ X) * np.sqrt(sw)[:, None]
+    yc = (y - w @ y) * np.sqrt(sw)
+    n = sw.sum()
+    R = yc - Xc @ coef
+    dn = np.max(np.abs(Xc.T @ R))
+    const = alpha * n / dn if dn > alpha * n else 1.0
+    gap = 0.5 * (R @ R) * (1 + const**2) + alpha * n * np.abs(coef).sum() - const * (R @ yc)
+    return gap / n, yc @ yc / n
+
+
+@pytest.mark.parametrize("fuse", [False, True], ids=["two-pass", "one-pass"])
+def test_gap_checks_end_where_the_gap_falls(speed_policy, fuse):
+    """A path with ``end_tol`` ends at the first check (every ``end_check``
+    steps) where scikit-learn's duality gap is below the goal; the one-pass
+    loop sums the gap's X~^T r in its last pass (no product of its own)."""
+    from skacv.estimators._setup import FitPlan
+
+    X, y, sw = _data(seed=2)
+    if fuse:
+        speed_policy(fuse_min_bytes=0)
+        speed_policy(panel_bytes=1)
+    alpha, tol = 0.2, 1e-5
+
+    def fit(end_tol, max_iter=400):
+        est = TrajectoryLasso(alpha=alpha, max_iter=max_iter, estimate_risk=False)
+        with record() as paths, est.planned(FitPlan(end_tol=end_tol)):
+            est.fit(X, y, sample_weight=sw)
+        return est, paths
+
+    est, paths = fit(tol)
+    full, full_paths = fit(None)
+    checks = np.arange(10, 401, 10)
+    gaps = [_sklearn_gap(X, y, sw, full.coef_path_[:, k], alpha) for k in checks]
+    below = [k for k, (gap, yy) in zip(checks, gaps, strict=True) if gap <= tol * yy]
+    assert below and below[0] < 400  # the goal is reached within the path
+    assert est.n_iter_ == below[0]
+    assert_allclose(est.coef_path_, full.coef_path_[:, : est.n_iter_ + 1], rtol=1e-12,
+                     atol=1e-14)
+    # the checks' products: against the same path without checks
+    extra = paths.count("rmatvec") - fit(None, est.n_iter_)[1].count("rmatvec")
+    assert extra == (0 if fuse else est.n_iter_ // 10)

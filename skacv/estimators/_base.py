@@ -330,11 +330,14 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             datafit=datafit, fitted_out=fitted, fuse=True, gradients_out=gradients,
             sources_out=sources)
         plan = self._plan_in_force()
+        converged = gap_monitor(design, datafit, penalty, target, loop_target, covariance,
+                                plan.end_tol)
+        if converged is not None and not covariance:  # the gap's product in the last pass
+            buffers["gap_out"] = True
         k = run_to_convergence(
             lambda steps: run_trajectory(loop, loop_target, iteration, steps, state, path,
                                          verbose=self.verbose, **buffers),
-            state, n_total - n_done, plan.end_check,
-            gap_monitor(design, datafit, penalty, target, loop_target, covariance, plan.end_tol))
+            state, n_total - n_done, plan.end_check, converged)
         if k < n_total:  # ended at convergence (the plan's end_tol): k + 1 columns
             n_total = k
             path, fitted, gradients, sources, points = (

@@ -39,7 +39,8 @@ class FitPlan:
         gap is at most ``end_tol * ||y~||^2 / n_eff`` (scikit-learn's
         ``Lasso`` tolerance); ``None``: ``max_iter`` steps.
     end_check : int
-        Steps between two checks of ``end_tol`` (one product with ``X~^T``).
+        Steps between two checks of ``end_tol`` (one product with ``X~^T``,
+        summed in the loop's last pass on a design read by panels).
     checks : SharedChecks or None
         The search's first validation of its data, shared by its candidates.
     """

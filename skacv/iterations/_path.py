@@ -47,6 +47,10 @@ class TrajectoryState:
     rss_next : float or None
         :func:`run_normal_block`: the training residual's squared norm at
         ``v^k``, from the same pass.
+    z_gap : ndarray or None
+        ``X~^T r(x^k)`` when the last pass computed it beside the next
+        gradient (:func:`run_trajectory`'s ``gap_out``; ``None``: not known),
+        what :func:`gap_monitor` reads instead of a product of its own.
     form : {"design", "covariance"}
         The products the loop runs on: ``X~`` or the covariance form ``X~^T
         X~`` (:class:`~skacv.linalg._covariance.CovarianceForm`); a warm start
@@ -63,6 +67,7 @@ class TrajectoryState:
     z_next: np.ndarray | None = None
     rss_next: float | None = None
     form: str = "design"
+    z_gap: np.ndarray | None = None
 
 
 def init_state(design, coef_init=None, n_columns=None, form="design", order="C"):
@@ -80,7 +85,7 @@ def init_state(design, coef_init=None, n_columns=None, form="design", order="C")
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                    datafit=None, fitted_out=None, fuse=False, gradients_out=None,
-                   sources_out=None, points_out=None):
+                   sources_out=None, points_out=None, gap_out=False):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -114,6 +119,11 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         ``source_points``, :mod:`skacv.estimates.risk._readout`), which the
         loop computes anyway (the two-pass loop takes the last gradient in a
         product of its own).
+    gap_out : bool, default=False
+        With ``fuse``, the last step's pass also sums ``X~^T r(x^k)`` (the
+        duality gap's correlations, :func:`gap_monitor`) into
+        ``state.z_gap``, while each panel is in cache: a pass over ``X~``
+        less a check of the gap.
     """
     taken("run_trajectory", steps=n_steps)
     if datafit is None:
@@ -140,6 +150,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     grew_at = None
     fuse = fuse and design.fuses
     z_next = state.z_next if fuse else None
+    state.z_gap = z_gap = None
     if sources_out is not None:
         sources_out[:, k0] = Xv
     if points_out is not None:
@@ -160,8 +171,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             # v^k and the clipped extrapolation's correction of X~ v^k (None: plain)
             v_new, correction = iteration.extrapolate_with_columns(k, x_new, x)
             if fuse:  # X~ x^k, X~ v^k and the next gradient in one pass
-                Xx_new, Xv_new, z_next = _fused_products(design, y_tilde, iteration, datafit, k,
-                                                         x_new, Xx, correction)
+                Xx_new, Xv_new, z_next, z_gap = _fused_products(
+                    design, y_tilde, iteration, datafit, k, x_new, Xx, correction,
+                    gap_out and k == k0 + n_steps)
                 if gradients_out is not None:
                     gradients_out[:, k] = z_next
             else:
@@ -200,6 +212,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     state.Xx, state.Xx_prev, state.Xv = Xx, Xx_prev, Xv
     # without the one pass, a later one-pass continuation takes its gradient afresh
     state.z_next = z_next if fuse else None
+    state.z_gap = z_gap
     if grew_at is not None:
         k, before, after = grew_at
         warnings.warn(
@@ -212,20 +225,21 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     return state
 
 
-def _fused_products(design, y_tilde, iteration, datafit, k, x_new, Xx, correction):
-    """``(X~ x^k, X~ v^k, X~^T r(v^k))`` in one pass over the row panels of
-    ``X~`` (:meth:`~skacv.linalg._design.Design.panel_products`), ``X~ v^k`` by the
-    iteration's :meth:`~skacv.Iteration.fitted_extrapolation` on each panel
-    with the clipped extrapolation's ``correction``
+def _fused_products(design, y_tilde, iteration, datafit, k, x_new, Xx, correction, gap=False):
+    """``(X~ x^k, X~ v^k, X~^T r(v^k), X~^T r(x^k) or None)`` in one pass over
+    the row panels of ``X~`` (:meth:`~skacv.linalg._design.Design.panel_products`),
+    ``X~ v^k`` by the iteration's :meth:`~skacv.Iteration.fitted_extrapolation`
+    on each panel with the clipped extrapolation's ``correction``
     (:meth:`~skacv.Iteration.extrapolation_columns`; ``X~ x^k`` itself when
-    step ``k`` does not extrapolate)."""
+    step ``k`` does not extrapolate); ``gap``: the last one too (else
+    ``None``), the residual at ``x^k`` summed on the same panels."""
     if iteration.beta(k) == 0.0:  # v^k = x^k
 
         def plain(rows, P):
             return datafit.take(rows).residual(P, y_tilde[rows])
 
         P, z = design.panel_products(x_new, plain)
-        return P, P, z
+        return P, P, z, (z if gap else None)
     extrapolate = iteration.fitted_extrapolation(k, correction)
     X = design.X
     Xv = np.empty_like(Xx)
@@ -234,8 +248,11 @@ def _fused_products(design, y_tilde, iteration, datafit, k, x_new, Xx, correctio
         out = extrapolate(P, Xx[rows], lambda J, c: X[rows][:, J] @ c, out=Xv[rows])
         return datafit.take(rows).residual(out, y_tilde[rows])
 
-    P, z = design.panel_products(x_new, residual)
-    return P, Xv, z
+    def at_iterate(rows, P):
+        return datafit.take(rows).residual(P, y_tilde[rows])
+
+    P, z, *z_gap = design.panel_products(x_new, residual, at_iterate if gap else None)
+    return P, Xv, z, (z_gap[0] if gap else None)
 
 
 def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fitted=None):
@@ -417,7 +434,8 @@ def gap_monitor(design, datafit, penalty, target, loop_target, covariance, tol):
     (:meth:`~skacv.iterations._penalties.Penalty.duality_gap`); ``None``
     for another problem or ``tol=None``. ``covariance``: the loop runs in the
     covariance form (``state.Xx = X~^T X~ x``, ``loop_target = X~^T y~``),
-    else ``state.Xx = X~ x`` and one product with ``X~^T`` a check."""
+    else ``state.Xx = X~ x`` and one product with ``X~^T`` a check (none
+    where the loop's last pass summed it: ``state.z_gap``)."""
     if (tol is None or type(datafit) is not LeastSquares or penalty.is_smooth
             or penalty.n_unpenalized):
         return None
@@ -435,7 +453,10 @@ def gap_monitor(design, datafit, penalty, target, loop_target, covariance, tol):
         else:
             r = y - np.asarray(state.Xx, dtype=np.float64)
             rr, ry = float(r @ r), float(r @ y)
-            corr = np.asarray(design.rmatvec(r.astype(design.dtype)), dtype=np.float64)
+            corr = state.z_gap
+            if corr is None:
+                corr = design.rmatvec(r.astype(design.dtype))
+            corr = np.asarray(corr, dtype=np.float64)
         return penalty.duality_gap(rr, ry, corr / n_eff, x, n_eff) <= goal
 
     return converged

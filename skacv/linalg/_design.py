@@ -277,11 +277,15 @@ class Design:
         return _sum_in_order(sums)
 
     def _panel_groups(self, max_rows=None):
-        """The panels (slices of rows) in ``fuse_groups`` groups of consecutive ones."""
-        panels = self._panels(max_rows)
-        g = max(1, min(self.policy.fuse_groups, len(panels)))
-        bounds = np.linspace(0, len(panels), g + 1).round().astype(int)
-        return [panels[bounds[i]:bounds[i + 1]] for i in range(g)]
+        """The panels (slices of rows) in ``fuse_groups`` groups of consecutive
+        ones (formed once per ``max_rows``: the policy is the design's own)."""
+        groups = self.__dict__.setdefault("_groups", {})
+        if max_rows not in groups:
+            panels = self._panels(max_rows)
+            g = max(1, min(self.policy.fuse_groups, len(panels)))
+            bounds = np.linspace(0, len(panels), g + 1).round().astype(int)
+            groups[max_rows] = [panels[bounds[i]:bounds[i + 1]] for i in range(g)]
+        return groups[max_rows]
 
     def _panels(self, max_rows=None):
         """The panels of :meth:`panel_products`: slices of the policy's
@@ -291,13 +295,15 @@ class Design:
         rows = rows if max_rows is None else min(rows, max_rows)
         return [slice(a, a + rows) for a in range(0, X.shape[0], rows)]
 
-    def panel_products(self, b, residual):
+    def panel_products(self, b, residual, also=None):
         """``(X~ b, X~^T r)`` in one pass over a dense ``X~``: ``r[rows] =
         residual(rows, (X~ b)[rows])`` is formed while the panel of rows is
         in cache. Each group of panels sums its share of ``X~^T r`` (in
         :meth:`panel_rmatvec`'s order for a vector ``b``), the shares added
         in order after the pass; ``residual`` is called from the groups'
-        threads, on disjoint rows.
+        threads, on disjoint rows. ``also`` (a vector ``b`` only): a second
+        residual ``also(rows, (X~ b)[rows])``, whose ``X~^T s`` is returned
+        third, summed in the same order (``X~^T r`` is unchanged by it).
 
         A block ``b`` of ``K`` columns is held transposed: ``residual(rows,
         P)`` receives and returns shape ``(K, len(rows))``, the first
@@ -313,17 +319,23 @@ class Design:
             P = np.empty(n, dtype=self.dtype)
             groups = self._panel_groups()
             sums = [np.zeros(p, dtype=self.dtype) for _ in groups]
+            # each group's second sum, by its first's identity
+            second = {id(Z): np.zeros(p, dtype=self.dtype) for Z in sums} if also else None
 
             def work(panels, Z):
                 taken("panel_group", thread=threading.get_ident())
+                S = second[id(Z)] if also else None
                 for rows in panels:
                     Xa = X[rows]
                     # NumPy's dot releases the GIL around the BLAS call
                     # (matmul keeps it on products of a panel's size)
                     np.dot(Xa, b, out=P[rows])
                     Z += np.dot(Xa.T, residual(rows, P[rows]))
+                    if also:
+                        S += np.dot(Xa.T, also(rows, P[rows]))
 
-            return P, self._sum_panel_groups(work, groups, sums)
+            z = self._sum_panel_groups(work, groups, sums)
+            return (P, z, _sum_in_order([second[id(Z)] for Z in sums])) if also else (P, z)
         Bt = np.ascontiguousarray(b.T, dtype=self.dtype)
         K = b.shape[1]
         Pt = np.empty((K, n), dtype=self.dtype)
