@@ -199,7 +199,33 @@ def test_mixing_search_releases_the_support_gram_before_the_trajectories():
         TrajectoryEarlyStoppingCV(est, param_grid={"l1_ratio": [0.5, 1.0]},
                                   random_state=0).fit(X, y)
         caches = shared_caches()
-        assert caches and not any("support_gram" in cache for cache in caches)
+        assert caches and not any("support_gram" in cache or "path_transposed" in cache
+                                  for cache in caches)
+
+
+@pytest.mark.filterwarnings("ignore:FISTA did not reach")
+def test_mixings_paths_share_the_transposed_copy():
+    """The paths of several mixings on one shared design copy ``X~^T`` (the
+    rows of the Fortran-ordered working sets' gathers) once: the same
+    solutions, bit for bit, as each path with its own copy (the df read the
+    shared Gram matrix of the supports' columns, in another order: rounding)."""
+    from skacv.linalg._design import shared_designs
+
+    rng = np.random.default_rng(41)
+    n, p = 200, 300
+    X = rng.standard_normal((n, p))
+    y = X[:, :100] @ rng.standard_normal(100) * 15 / np.sqrt(n) + 1.5 * rng.standard_normal(n)
+    ratios = (0.5, 0.9, 1.0)
+    alone = [risk_alpha_path(TrajectoryElasticNet(l1_ratio=r), X, y, n_alphas=12) for r in ratios]
+    with record() as paths, shared_designs():
+        shared = [risk_alpha_path(TrajectoryElasticNet(l1_ratio=r), X, y, n_alphas=12)
+                  for r in ratios]
+    assert paths.count("transposed_columns") == 1
+    assert sum(d["fortran"] for d in paths.details("columns_coordinate_descent")) > 1
+    for a, b in zip(alone, shared, strict=True):
+        for key in ("coefs", "train_mse", "n_iter", "gaps"):
+            np.testing.assert_array_equal(a[key], b[key])
+        assert_allclose(a.df, b.df, rtol=1e-12)
 
 
 def test_converged_estimate_is_the_limit_of_risk_path():

@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from scipy import linalg
 
 from .._config import check_memory
+from ..linalg._copies import gather
 from ..linalg._linalg import independent_columns
 
 
@@ -237,16 +238,31 @@ class RidgeSupportDF:
         self.design, self.covariance = design, covariance
 
     def _columns_gram(self):
-        """The design's shared ``(cols, pos, gram, copies)``: ``cols`` in the
-        order they came (``pos[j]`` the place of column ``j``, ``-1`` if
+        """The design's shared ``(cols, pos, gram, copies, work)``: ``cols`` in
+        the order they came (``pos[j]`` the place of column ``j``, ``-1`` if
         absent), buffers whose leading blocks are ``X~_cols^T X~_cols`` and
-        ``X~_cols`` (float64, Fortran order: no gather for a new column)."""
+        ``X~_cols`` (float64, Fortran order: no gather for a new column), and
+        the flat float64 buffer that holds ``G_S + c I`` and its factor at
+        every penalty (fresh memory of that size pays its page faults)."""
         cache = self.design.cache
         if "support_gram" not in cache:
             cache["support_gram"] = (np.zeros(0, dtype=np.intp),
                                      np.full(self.design.n_features, -1, dtype=np.intp),
-                                     np.zeros((0, 0)), np.zeros((self.design.n_samples, 0)))
+                                     np.zeros((0, 0)), np.zeros((self.design.n_samples, 0)),
+                                     np.zeros(0))
         return cache["support_gram"]
+
+    def _work(self, size):
+        """The square array of order ``size`` (C order) in the shared work buffer."""
+        entry = self._columns_gram()
+        work = entry[4]
+        if work.size < size * size:
+            cap = min(self.design.n_features, size + size // 2)
+            check_memory(8 * cap * cap, f"the support's Gram matrix ({cap} x {cap})")
+            work = None
+            self.design.cache["support_gram"] = entry = (*entry[:4], np.empty(cap * cap))
+            work = entry[4]
+        return work[:size * size].reshape(size, size)
 
     def _support_gram(self, S):
         if self.covariance is not None:
@@ -254,7 +270,7 @@ class RidgeSupportDF:
             # converted whole at every penalty)
             C = self.covariance
             return C.take(S, axis=0).take(S, axis=1).astype(np.float64, copy=False)
-        cols, pos, gram, copies = self._columns_gram()
+        cols, pos, gram, copies, work = self._columns_gram()
         new = S[pos[S] < 0]
         if new.size:
             m, u = cols.size, cols.size + new.size
@@ -276,9 +292,10 @@ class RidgeSupportDF:
             gram[m:u, m:u] = A.T @ A
             pos[new] = np.arange(m, u)
             cols = np.concatenate([cols, new])
-            self.design.cache["support_gram"] = (cols, pos, gram, copies)
+            self.design.cache["support_gram"] = (cols, pos, gram, copies, work)
         idx = pos[S]
-        return gram.take(idx, axis=0).take(idx, axis=1)
+        return gather(gram, np.float64, self.design.policy, rows=idx, cols=idx,
+                      out=self._work(S.size))
 
     def _rows_plan(self, S):
         """How to form ``K_S = X~_S X~_S^T`` when the ``n x n`` side costs
@@ -324,7 +341,7 @@ class RidgeSupportDF:
             # the rows' side: tr(X~_S (G_S + c I)^{-1} X~_S^T) = tr(K_S (K_S + c I)^{-1})
             # = n - c tr((K_S + c I)^{-1})
             gram, size = (lambda: self._rows_gram(S, plan)), self.design.n_samples
-        M = gram()  # (a fresh, symmetric array)
+        M = gram()  # (symmetric, C order: overwritten by its factor)
         if shift <= 0:  # (no ridge part: the rank)
             return float(independent_columns(M, self.design.policy).size)
         M[np.diag_indices_from(M)] += shift

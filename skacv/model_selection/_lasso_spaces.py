@@ -34,14 +34,17 @@ class _WorkingColumns:
 
     def _transposed(self):
         """``X~^T`` as a C-ordered copy kept for the path (a working set's
-        column is one contiguous row of it), where ``X~`` holds at most the
+        column is one contiguous row of it) in the design's cache (the other
+        mixings' paths of a search share it), where ``X~`` holds at most the
         speed policy's ``path_transposed_max_bytes``; else ``None``."""
         d = self.design
         if self.XT is None and d.X.nbytes <= d.policy.path_transposed_max_bytes:
-            check_memory(d.X.nbytes, f"the transposed copy of X~ ({d.n_features} x "
-                         f"{d.n_samples})")
-            self.XT = np.ascontiguousarray(d.X.T)
-            taken("transposed_columns")
+            if "path_transposed" not in d.cache:
+                check_memory(d.X.nbytes, f"the transposed copy of X~ ({d.n_features} x "
+                             f"{d.n_samples})")
+                d.cache["path_transposed"] = np.ascontiguousarray(d.X.T)
+                taken("transposed_columns")
+            self.XT = d.cache["path_transposed"]
         return self.XT
 
     def __call__(self, idx, fortran=False):

@@ -126,8 +126,9 @@ def fit_mixing_search(search, X, y, fit_params):
     walk = _Walk(search, X, y, fit_params, ratios, alpha_grid)
     converged = {k: walk.best_converged(k) for k in range(len(ratios))}
     # the paths' shared Gram matrix of the supports' columns (RidgeSupportDF)
-    # is not read by the trajectories
+    # and transposed copy of X~ are not read by the trajectories
     release_shared("support_gram")
+    release_shared("path_transposed")
     start = min(converged, key=lambda k: (converged[k], k))
     nb = search.path_neighbors
     choices, values, whole = {}, {}, set()
