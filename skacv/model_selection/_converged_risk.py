@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from scipy import linalg
 
 from .._config import check_memory
+from .._trace import taken
 from ..linalg._copies import gather
 from ..linalg._linalg import independent_columns
 
@@ -231,11 +232,16 @@ class RidgeSupportDF:
     design's cache for the other mixings' paths. A support wider than the
     rows is counted on the rows' side when that costs fewer flops: ``df =
     n - c tr((K_S + c I)^{-1})``, ``K_S = X~_S X~_S^T`` (the cached ``X~ X~^T``
-    less the columns outside ``S``, or the support's columns).
+    less the columns outside ``S``, or the support's columns). A support
+    held at several penalties in a row (only ``c`` changes) has its
+    eigenvalues ``lam`` computed once, ``df = sum(lam / (lam + c))`` at each
+    (the speed policy's ``ridge_df_spectrum_repeats``; kept in the design's
+    cache, as the Gram matrix).
     """
 
     def __init__(self, design, covariance=None):
         self.design, self.covariance = design, covariance
+        self.last, self.repeats = None, 0  # the last support, at this many penalties in a row
 
     def _columns_gram(self):
         """The design's shared ``(cols, pos, gram, copies, work)``: ``cols`` in
@@ -341,9 +347,22 @@ class RidgeSupportDF:
             # the rows' side: tr(X~_S (G_S + c I)^{-1} X~_S^T) = tr(K_S (K_S + c I)^{-1})
             # = n - c tr((K_S + c I)^{-1})
             gram, size = (lambda: self._rows_gram(S, plan)), self.design.n_samples
+        kept = self.design.cache.get("support_spectrum")
+        if shift > 0 and kept is not None and np.array_equal(kept[0], S):
+            return float(np.sum(kept[1] / (kept[1] + shift)))
+        # the same support at the speed policy's ridge_df_spectrum_repeats
+        # penalties in a row: its eigenvalues, kept for the next ones
+        self.repeats = self.repeats + 1 if np.array_equal(self.last, S) else 1
+        self.last = S
+        repeats = self.design.policy.ridge_df_spectrum_repeats
         M = gram()  # (symmetric, C order: overwritten by its factor)
         if shift <= 0:  # (no ridge part: the rank)
             return float(independent_columns(M, self.design.policy).size)
+        if repeats is not None and self.repeats >= repeats:
+            taken("ridge_df_spectrum", size=M.shape[0])
+            lam = np.clip(np.linalg.eigvalsh(M), 0.0, None)
+            self.design.cache["support_spectrum"] = (S, lam)
+            return float(np.sum(lam / (lam + shift)))
         M[np.diag_indices_from(M)] += shift
         # M.T: the same matrix in Fortran order, factorised in place
         L, info = linalg.lapack.dpotrf(M.T, lower=1, clean=1, overwrite_a=1)
