@@ -290,7 +290,11 @@ class RidgeSupportDF:
                 grown[:m, :m], more[:, :m] = gram[:m, :m], copies[:, :m]
                 gram, copies = grown, more
             A = copies[:, m:u]
-            A[...] = np.asarray(self.design.columns(new), dtype=np.float64)
+            XT = self.design.cache.get("path_transposed")  # (the path's transposed X~)
+            if XT is not None and XT.dtype == np.float64:  # each column one contiguous row
+                np.take(XT, new, axis=0, out=A.T, mode="clip")
+            else:
+                A[...] = np.asarray(self.design.columns(new), dtype=np.float64)
             if m:
                 cross = copies[:, :m].T @ A
                 gram[:m, m:u] = cross
@@ -321,12 +325,13 @@ class RidgeSupportDF:
         return "rest" if cached else "support"
 
     def _rows_gram(self, S, plan):
-        """``K_S = X~_S X~_S^T`` (float64, fresh) by ``plan`` (:meth:`_rows_plan`)."""
+        """``K_S = X~_S X~_S^T`` (float64, C order) by ``plan`` (:meth:`_rows_plan`)."""
         d = self.design
         if plan == "support":
             A = np.asarray(d.columns(S), dtype=np.float64)
             return A @ A.T
-        K = np.array(d.gram(side="samples"), dtype=np.float64)
+        K = self._work(d.n_samples)
+        K[...] = d.gram(side="samples")
         K *= d.n_eff
         outside = np.ones(d.n_features, dtype=bool)
         outside[S] = False
