@@ -198,6 +198,9 @@ class SpeedPolicy:
     path_metric_max_restarts: int = 3
     #: Lanczos steps of a working set's step-size estimate
     path_lanczos_steps: int = 4
+    #: the elastic net's df from the support's eigenvalues once it holds at this many
+    #: penalties in a row (``None``: never)
+    ridge_df_spectrum_repeats: int | None = 2
     #: smallest ``tol`` the covariance form of the path certifies
     covariance_path_min_tol: float = 1e-10
     #: the rank-one metric's margin and Lanczos steps

@@ -179,6 +179,37 @@ def test_ridge_support_df_on_the_rows_side_equals_the_hat_trace(weighted, sparse
             assert_allclose(counter(coef, l2), np.trace(hat), rtol=1e-10)
 
 
+@pytest.mark.parametrize("p, rows", [(30, False), (90, True)])
+def test_ridge_support_df_of_a_held_support_reads_its_spectrum(p, rows):
+    """A support held at several penalties (the support's side, and the
+    rows' side when it is wider than the rows): its eigenvalues from the
+    speed policy's ``ridge_df_spectrum_repeats``-th penalty on, each df
+    against the trace of its hat matrix; a new support factorises again;
+    ``None``: the factor at every penalty."""
+    from skacv._policy import policy_context
+    from skacv.linalg._design import make_design
+    from skacv.model_selection._converged_risk import RidgeSupportDF
+
+    n = 20 if rows else 60
+    X, _ = _data(n, p, seed=51)
+    Xw, _, n_eff = _centred(X, np.zeros(n), None, True)
+    rng = np.random.default_rng(52)
+    held = np.sort(rng.choice(p, p - 2, replace=False))
+    supports = [held] * 5 + [np.arange(p - 4)] + [held] * 2
+    for repeats in (2, 3, None):
+        with policy_context(ridge_df_spectrum_repeats=repeats), record() as paths:
+            counter = RidgeSupportDF(make_design(X))
+            for k, S in enumerate(supports):
+                coef = np.zeros(p)
+                coef[S] = 1.0
+                l2 = 0.5 * 0.7**k
+                XS = Xw[:, S]
+                hat = XS @ np.linalg.solve(XS.T @ XS + n_eff * l2 * np.eye(S.size), XS.T)
+                assert_allclose(counter(coef, l2), np.trace(hat), rtol=1e-10)
+        sizes = [d["size"] for d in paths.details("ridge_df_spectrum")]
+        assert sizes == ([] if repeats is None else [n if rows else p - 2])
+
+
 def test_mixing_search_releases_the_support_gram_before_the_trajectories():
     """The paths' shared Gram matrix of the supports' columns is dropped once
     every ``l1_ratio``'s path is scored (the trajectories never read it): a
@@ -199,7 +230,33 @@ def test_mixing_search_releases_the_support_gram_before_the_trajectories():
         TrajectoryEarlyStoppingCV(est, param_grid={"l1_ratio": [0.5, 1.0]},
                                   random_state=0).fit(X, y)
         caches = shared_caches()
-        assert caches and not any("support_gram" in cache for cache in caches)
+        assert caches and not any("support_gram" in cache or "path_transposed" in cache
+                                  for cache in caches)
+
+
+@pytest.mark.filterwarnings("ignore:FISTA did not reach")
+def test_mixings_paths_share_the_transposed_copy():
+    """The paths of several mixings on one shared design copy ``X~^T`` (the
+    rows of the Fortran-ordered working sets' gathers) once: the same
+    solutions, bit for bit, as each path with its own copy (the df read the
+    shared Gram matrix of the supports' columns, in another order: rounding)."""
+    from skacv.linalg._design import shared_designs
+
+    rng = np.random.default_rng(41)
+    n, p = 200, 300
+    X = rng.standard_normal((n, p))
+    y = X[:, :100] @ rng.standard_normal(100) * 15 / np.sqrt(n) + 1.5 * rng.standard_normal(n)
+    ratios = (0.5, 0.9, 1.0)
+    alone = [risk_alpha_path(TrajectoryElasticNet(l1_ratio=r), X, y, n_alphas=12) for r in ratios]
+    with record() as paths, shared_designs():
+        shared = [risk_alpha_path(TrajectoryElasticNet(l1_ratio=r), X, y, n_alphas=12)
+                  for r in ratios]
+    assert paths.count("transposed_columns") == 1
+    assert sum(d["fortran"] for d in paths.details("columns_coordinate_descent")) > 1
+    for a, b in zip(alone, shared, strict=True):
+        for key in ("coefs", "train_mse", "n_iter", "gaps"):
+            np.testing.assert_array_equal(a[key], b[key])
+        assert_allclose(a.df, b.df, rtol=1e-12)
 
 
 def test_converged_estimate_is_the_limit_of_risk_path():

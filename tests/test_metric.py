@@ -195,3 +195,50 @@ def test_kept_spike_bound_holds_the_grown_spectrum(rho, ruled_out):
     else:
         assert spike_possible(lam_grown[-1], lam_grown[-2], policy)
     assert not space.spike_ruled_out(np.union1d(work[1:], [1]))  # not a superset
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5])
+def test_shared_design_bounds_rule_out_isotropic_working_sets(rho):
+    """A search's design (shared): the design's top eigenvalue bounds every
+    working set's from above (Cauchy's interlacing), and the trace less it
+    over the rank less one (any working set) or the kept second Ritz value
+    (a superset of the kept set) the second from below, so that working
+    sets are decided without a Lanczos run where the exact spectra (LAPACK)
+    rule the spike out; an equicorrelated design never. A superset grown
+    by many columns, which Weyl's bound alone leaves to Lanczos (a design
+    of one fit alone), is decided."""
+    from skacv.iterations._metric import spike_possible
+    from skacv.linalg._design import Design, make_design, shared_designs
+    from skacv.model_selection._lasso_spaces import _SampleSpace
+
+    rng = np.random.default_rng(5)
+    n, p = 200, 240
+    X = np.sqrt(1 - rho) * rng.standard_normal((n, p)) + np.sqrt(rho) * rng.standard_normal((n, 1))
+    y = rng.standard_normal(n)
+    policy = get_policy()
+
+    def exact(design, cols):
+        A = design.X[:, cols]
+        return np.linalg.eigvalsh(A.T @ A / design.n_eff)
+
+    small = np.sort(rng.choice(p, 20, replace=False))
+    grown = np.union1d(small, rng.choice(p, 60, replace=False))
+    with shared_designs():
+        design = make_design(X)
+        space = _SampleSpace(design, X, None, design.center_y(y)[1])
+        top = exact(design, np.arange(p))[-1]
+        assert top * (1 - 1e-12) <= design.lipschitz() <= top * (1 + 1e-3)
+        for size in (60, 120, 240):
+            work = np.sort(rng.choice(p, size, replace=False))
+            lam = exact(design, work)
+            assert space.spike_ruled_out(work) is (rho == 0.0)
+            assert spike_possible(lam[-1], lam[-2], policy) == (rho != 0.0)
+        space.step_bound(space.sub(small), small)
+        lam = exact(design, grown)
+        assert space.spike_ruled_out(grown) is (rho == 0.0)
+        assert spike_possible(lam[-1], lam[-2], policy) == (rho != 0.0)
+    alone = Design(X)
+    space = _SampleSpace(alone, X, None, alone.center_y(y)[1])
+    assert not space.spike_ruled_out(np.arange(60))
+    space.step_bound(space.sub(small), small)
+    assert not space.spike_ruled_out(grown)

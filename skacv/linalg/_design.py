@@ -100,6 +100,7 @@ def make_design(X, sample_weight=None, fit_intercept=True):
     if hit is not None and hit[0] is X:
         return hit[1]
     design = Design(X, sample_weight, fit_intercept)
+    design.shared = True
     shared[key] = (X, design)  # X kept: its id stays its own while shared
     return design
 
@@ -166,6 +167,7 @@ class Design:
         # spectral decompositions of this design (a warm-started refit on the
         # same data reuses the whole design, these included)
         self.cache = {}
+        self.shared = False  # a search's, made by make_design inside shared_designs
         self.n_samples, self.n_features = n, p
         self.dtype = X.dtype
         self.fit_intercept = fit_intercept

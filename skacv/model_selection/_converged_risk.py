@@ -20,6 +20,8 @@ import scipy.sparse as sp
 from scipy import linalg
 
 from .._config import check_memory
+from .._trace import taken
+from ..linalg._copies import gather
 from ..linalg._linalg import independent_columns
 
 
@@ -230,23 +232,43 @@ class RidgeSupportDF:
     design's cache for the other mixings' paths. A support wider than the
     rows is counted on the rows' side when that costs fewer flops: ``df =
     n - c tr((K_S + c I)^{-1})``, ``K_S = X~_S X~_S^T`` (the cached ``X~ X~^T``
-    less the columns outside ``S``, or the support's columns).
+    less the columns outside ``S``, or the support's columns). A support
+    held at several penalties in a row (only ``c`` changes) has its
+    eigenvalues ``lam`` computed once, ``df = sum(lam / (lam + c))`` at each
+    (the speed policy's ``ridge_df_spectrum_repeats``; kept in the design's
+    cache, as the Gram matrix).
     """
 
     def __init__(self, design, covariance=None):
         self.design, self.covariance = design, covariance
+        self.last, self.repeats = None, 0  # the last support, at this many penalties in a row
 
     def _columns_gram(self):
-        """The design's shared ``(cols, pos, gram, copies)``: ``cols`` in the
-        order they came (``pos[j]`` the place of column ``j``, ``-1`` if
+        """The design's shared ``(cols, pos, gram, copies, work)``: ``cols`` in
+        the order they came (``pos[j]`` the place of column ``j``, ``-1`` if
         absent), buffers whose leading blocks are ``X~_cols^T X~_cols`` and
-        ``X~_cols`` (float64, Fortran order: no gather for a new column)."""
+        ``X~_cols`` (float64, Fortran order: no gather for a new column), and
+        the flat float64 buffer that holds ``G_S + c I`` and its factor at
+        every penalty (fresh memory of that size pays its page faults)."""
         cache = self.design.cache
         if "support_gram" not in cache:
             cache["support_gram"] = (np.zeros(0, dtype=np.intp),
                                      np.full(self.design.n_features, -1, dtype=np.intp),
-                                     np.zeros((0, 0)), np.zeros((self.design.n_samples, 0)))
+                                     np.zeros((0, 0)), np.zeros((self.design.n_samples, 0)),
+                                     np.zeros(0))
         return cache["support_gram"]
+
+    def _work(self, size):
+        """The square array of order ``size`` (C order) in the shared work buffer."""
+        entry = self._columns_gram()
+        work = entry[4]
+        if work.size < size * size:
+            cap = min(self.design.n_features, size + size // 2)
+            check_memory(8 * cap * cap, f"the support's Gram matrix ({cap} x {cap})")
+            work = None
+            self.design.cache["support_gram"] = entry = (*entry[:4], np.empty(cap * cap))
+            work = entry[4]
+        return work[:size * size].reshape(size, size)
 
     def _support_gram(self, S):
         if self.covariance is not None:
@@ -254,7 +276,7 @@ class RidgeSupportDF:
             # converted whole at every penalty)
             C = self.covariance
             return C.take(S, axis=0).take(S, axis=1).astype(np.float64, copy=False)
-        cols, pos, gram, copies = self._columns_gram()
+        cols, pos, gram, copies, work = self._columns_gram()
         new = S[pos[S] < 0]
         if new.size:
             m, u = cols.size, cols.size + new.size
@@ -268,7 +290,11 @@ class RidgeSupportDF:
                 grown[:m, :m], more[:, :m] = gram[:m, :m], copies[:, :m]
                 gram, copies = grown, more
             A = copies[:, m:u]
-            A[...] = np.asarray(self.design.columns(new), dtype=np.float64)
+            XT = self.design.cache.get("path_transposed")  # (the path's transposed X~)
+            if XT is not None and XT.dtype == np.float64:  # each column one contiguous row
+                np.take(XT, new, axis=0, out=A.T, mode="clip")
+            else:
+                A[...] = np.asarray(self.design.columns(new), dtype=np.float64)
             if m:
                 cross = copies[:, :m].T @ A
                 gram[:m, m:u] = cross
@@ -276,9 +302,10 @@ class RidgeSupportDF:
             gram[m:u, m:u] = A.T @ A
             pos[new] = np.arange(m, u)
             cols = np.concatenate([cols, new])
-            self.design.cache["support_gram"] = (cols, pos, gram, copies)
+            self.design.cache["support_gram"] = (cols, pos, gram, copies, work)
         idx = pos[S]
-        return gram.take(idx, axis=0).take(idx, axis=1)
+        return gather(gram, np.float64, self.design.policy, rows=idx, cols=idx,
+                      out=self._work(S.size))
 
     def _rows_plan(self, S):
         """How to form ``K_S = X~_S X~_S^T`` when the ``n x n`` side costs
@@ -298,12 +325,13 @@ class RidgeSupportDF:
         return "rest" if cached else "support"
 
     def _rows_gram(self, S, plan):
-        """``K_S = X~_S X~_S^T`` (float64, fresh) by ``plan`` (:meth:`_rows_plan`)."""
+        """``K_S = X~_S X~_S^T`` (float64, C order) by ``plan`` (:meth:`_rows_plan`)."""
         d = self.design
         if plan == "support":
             A = np.asarray(d.columns(S), dtype=np.float64)
             return A @ A.T
-        K = np.array(d.gram(side="samples"), dtype=np.float64)
+        K = self._work(d.n_samples)
+        K[...] = d.gram(side="samples")
         K *= d.n_eff
         outside = np.ones(d.n_features, dtype=bool)
         outside[S] = False
@@ -324,9 +352,22 @@ class RidgeSupportDF:
             # the rows' side: tr(X~_S (G_S + c I)^{-1} X~_S^T) = tr(K_S (K_S + c I)^{-1})
             # = n - c tr((K_S + c I)^{-1})
             gram, size = (lambda: self._rows_gram(S, plan)), self.design.n_samples
-        M = gram()  # (a fresh, symmetric array)
+        kept = self.design.cache.get("support_spectrum")
+        if shift > 0 and kept is not None and np.array_equal(kept[0], S):
+            return float(np.sum(kept[1] / (kept[1] + shift)))
+        # the same support at the speed policy's ridge_df_spectrum_repeats
+        # penalties in a row: its eigenvalues, kept for the next ones
+        self.repeats = self.repeats + 1 if np.array_equal(self.last, S) else 1
+        self.last = S
+        repeats = self.design.policy.ridge_df_spectrum_repeats
+        M = gram()  # (symmetric, C order: overwritten by its factor)
         if shift <= 0:  # (no ridge part: the rank)
             return float(independent_columns(M, self.design.policy).size)
+        if repeats is not None and self.repeats >= repeats:
+            taken("ridge_df_spectrum", size=M.shape[0])
+            lam = np.clip(np.linalg.eigvalsh(M), 0.0, None)
+            self.design.cache["support_spectrum"] = (S, lam)
+            return float(np.sum(lam / (lam + shift)))
         M[np.diag_indices_from(M)] += shift
         # M.T: the same matrix in Fortran order, factorised in place
         L, info = linalg.lapack.dpotrf(M.T, lower=1, clean=1, overwrite_a=1)

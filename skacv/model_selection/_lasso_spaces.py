@@ -34,14 +34,17 @@ class _WorkingColumns:
 
     def _transposed(self):
         """``X~^T`` as a C-ordered copy kept for the path (a working set's
-        column is one contiguous row of it), where ``X~`` holds at most the
+        column is one contiguous row of it) in the design's cache (the other
+        mixings' paths of a search share it), where ``X~`` holds at most the
         speed policy's ``path_transposed_max_bytes``; else ``None``."""
         d = self.design
         if self.XT is None and d.X.nbytes <= d.policy.path_transposed_max_bytes:
-            check_memory(d.X.nbytes, f"the transposed copy of X~ ({d.n_features} x "
-                         f"{d.n_samples})")
-            self.XT = np.ascontiguousarray(d.X.T)
-            taken("transposed_columns")
+            if "path_transposed" not in d.cache:
+                check_memory(d.X.nbytes, f"the transposed copy of X~ ({d.n_features} x "
+                             f"{d.n_samples})")
+                d.cache["path_transposed"] = np.ascontiguousarray(d.X.T)
+                taken("transposed_columns")
+            self.XT = d.cache["path_transposed"]
         return self.XT
 
     def __call__(self, idx, fortran=False):
@@ -190,24 +193,30 @@ class _SampleSpace(_KeptSpectrum):
         return L
 
     def spike_ruled_out(self, work):
-        """Whether the kept estimates rule out, without a product, a top
-        eigenvalue of ``work`` far above the rest
-        (:func:`~skacv.iterations._metric.spike_possible` false), where
-        ``work`` holds the kept working set: its new columns ``A`` add ``A
-        A^T`` to ``X~_W X~_W^T``, so that (Weyl) the top eigenvalue grows by
-        at most their squared norms' sum over ``n_eff`` and the second does
-        not decrease. ``False`` when it cannot tell."""
-        kept = self._kept_work
-        if kept is None or self.top is None or work.size < kept.size:
-            return False
-        added = np.setdiff1d(work, kept, assume_unique=True)
-        if added.size + kept.size != work.size:  # not a superset of the kept set
-            return False
+        """Whether bounds rule out, without a product, a top eigenvalue of
+        ``work`` far above the rest (:func:`~skacv.iterations._metric.spike_possible`
+        false). The top eigenvalue is at most the kept one plus the new
+        columns' squared norms over ``n_eff`` where ``work`` holds the kept
+        working set (its new columns ``A`` add ``A A^T`` to ``X~_W X~_W^T``:
+        Weyl), and at most the design's (Cauchy's interlacing), read where
+        the design is a search's (its fits compute it anyway); the second is
+        at least the kept one (a superset) and at least the trace less the
+        top over the rank less one. ``False`` when it cannot tell."""
+        d = self.design
         if self.colnorm is None:
-            X = self.design.X
-            self.colnorm = np.einsum("ij,ij->j", X, X, dtype=np.float64) / self.design.n_eff
-        top = self.top + float(self.colnorm[added].sum())
-        return not spike_possible(top, self.second, self.design.policy)
+            self.colnorm = np.einsum("ij,ij->j", d.X, d.X, dtype=np.float64) / d.n_eff
+        top, second = np.inf, 0.0
+        kept = self._kept_work
+        if kept is not None and self.top is not None and work.size >= kept.size:
+            added = np.setdiff1d(work, kept, assume_unique=True)
+            if added.size + kept.size == work.size:  # a superset of the kept set
+                top, second = self.top + float(self.colnorm[added].sum()), self.second
+        if d.shared:
+            top = min(top, d.lipschitz())
+            rank = min(d.n_samples, work.size)
+            if rank > 1:
+                second = max(second, (float(self.colnorm[work].sum()) - top) / (rank - 1))
+        return bool(top < np.inf and not spike_possible(top, second, d.policy))
 
     def _metric_operator(self, sub, work):
         """``X~_W^T X~_W / n_eff`` and the top direction on the features."""

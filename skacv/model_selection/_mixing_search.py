@@ -125,9 +125,10 @@ def fit_mixing_search(search, X, y, fit_params):
             "such parameter: use TrajectoryElasticNet (TrajectoryLasso is its l1_ratio=1).")
     walk = _Walk(search, X, y, fit_params, ratios, alpha_grid)
     converged = {k: walk.best_converged(k) for k in range(len(ratios))}
-    # the paths' shared Gram matrix of the supports' columns (RidgeSupportDF)
-    # is not read by the trajectories
-    release_shared("support_gram")
+    # the paths' shared Gram matrix of the supports' columns and spectrum
+    # (RidgeSupportDF) and transposed copy of X~ are not read by the trajectories
+    for name in ("support_gram", "support_spectrum", "path_transposed"):
+        release_shared(name)
     start = min(converged, key=lambda k: (converged[k], k))
     nb = search.path_neighbors
     choices, values, whole = {}, {}, set()
