@@ -65,15 +65,16 @@ def leverage_spread(Z, X, w, exact):
     k = P.shape[1]
     if k < 2:
         return np.nan, np.nan
-    # the k probes, then the k sets without one of them (columns)
-    s1, s2 = P.sum(axis=1, keepdims=True), (P * P).sum(axis=1, keepdims=True)
+    # the k probes, then the k sets without one of them: over a set of s
+    # probes, d_i^2 less its noise is the mean of P_ij P_il over pairs j != l,
+    # whose weighted mean over the rows comes from the Gram matrix of P
+    m, G = wt @ P, P.T @ (wt[:, None] * P)
+    pairs = G.sum() - np.trace(G)
     sizes = np.r_[k, np.full(k, k - 1.0)]
-    S1, S2 = np.hstack([s1, s1 - P]), np.hstack([s2, s2 - P * P])
-    d = S1 / sizes
+    mean = np.r_[m.sum(), m.sum() - m] / sizes
     with np.errstate(divide="ignore", invalid="ignore"):
-        noise = (S2 - sizes * d * d) / ((sizes - 1) * sizes)
-    mean = wt @ d
-    h = (wt @ (d * d - noise) - mean * mean) / (1.0 - mean) ** 2
+        square = np.r_[pairs, pairs - 2.0 * (G.sum(axis=1) - np.diag(G))] / (sizes * (sizes - 1))
+    h = (square - mean * mean) / (1.0 - mean) ** 2
     se = np.sqrt((k - 1) * np.mean((h[1:] - h[1:].mean()) ** 2)) if k > 2 else np.nan
     return float(h[0]), float(se)
 
@@ -318,7 +319,13 @@ class SGDRiskTracker:
         steps = np.repeat(np.arange(first_step, first_step + len(self.src_idx)),
                           [len(i) for i in self.src_idx])
         values = np.concatenate(self.src_val)
-        order = np.argsort(units, kind="stable")
+        order = None
+        if units.shape[0] == self.n_units:  # a permutation of the units: its inverse
+            inv = np.full(self.n_units, -1)
+            inv[units] = np.arange(self.n_units)
+            order = inv if inv.min() >= 0 else None
+        if order is None:
+            order = np.argsort(units, kind="stable")
         units, steps, values = units[order], steps[order], values[order]
         distinct = units.shape[0] == self.n_units and bool(np.all(np.diff(units) > 0))
         if distinct:  # stacked in arrays grown by half again
