@@ -135,7 +135,8 @@ class SpeedPolicy:
     #: the values of those fields for OpenBLAS kernels outside ``wide_blas_kernels``
     narrow_blas_panels: MappingProxyType = _frozen({"chain_panel_max_columns": 4,
                                                     "chain_panel_min_columns": 3,
-                                                    "kernel_rhs_multiple": 4})
+                                                    "kernel_rhs_multiple": 4,
+                                                    "kernel_gemv_tail": 2})
     #: OpenBLAS kernel sets that keep the thin panels' defaults
     wide_blas_kernels: tuple = ("SkylakeX", "Cooperlake", "SapphireRapids")
     #: a thin panel's bytes, divided by the product's columns ...
@@ -210,6 +211,10 @@ class SpeedPolicy:
     eigenpro_rounding_tol: float = 1e-2
     #: EigenPro's kernel products take their columns padded to a multiple of this
     kernel_rhs_multiple: int = 16
+    #: ... and up to this many columns past a multiple of ``kernel_gemm_block``
+    #: (at least one) run as matrix-vector products on the block (0: none)
+    kernel_gemv_tail: int = 0
+    kernel_gemm_block: int = 8
     #: EigenPro's Nystrom eigensystem in float32 from this order; its zero floor;
     #: float64 where the flattened directions reach below the trust ratio
     eigenpro_eigh_float32_min_order: int = 300

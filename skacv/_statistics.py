@@ -130,6 +130,8 @@ class StatisticalPolicy:
     #: flagged, by the second number times the standard error of its probe noise
     sgd_leverage_probes: int = 5
     sgd_leverage_spread: tuple = (0.1, 2.0)
+    #: ... and from this many rows (``n_eff``) on this many leverage probes
+    sgd_leverage_probes_large: tuple = (8000, 3)
 
 
 class InForce:

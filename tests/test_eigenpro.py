@@ -1047,6 +1047,13 @@ def test_kernel_products_padded_to_a_column_multiple():
             got = op.matmul(rows, G)
         assert got.shape == (250, 11)
         assert np.allclose(got, ref, rtol=1e-10, atol=1e-12)
+    # the columns past a multiple of kernel_gemm_block by at most
+    # kernel_gemv_tail run as matrix-vector products: the same product
+    for k, block, tail in ((9, 8, 2), (10, 8, 2), (11, 8, 2), (10, 4, 3), (3, 2, 1)):
+        with policy_context(kernel_gemm_block=block, kernel_gemv_tail=tail, panel_bytes=4096):
+            op = KernelOperator(Kernel("gaussian", 1.1), X, get_policy())
+            got = op.matmul(rows, G[:, :k])
+        assert np.allclose(got, ref[:, :k], rtol=1e-10, atol=1e-12)
 
 
 def test_auto_probes_follow_the_precision_rule(speed_policy, statistical_policy):
@@ -1186,6 +1193,27 @@ def test_leverage_flag_keeps_the_epochs_and_the_choice():
     assert not est.risk_reliable_[-1] and ref.risk_reliable_.all()
     assert (est.n_iter_, est.selected_iter_) == (ref.n_iter_, ref.selected_iter_)
     assert np.array_equal(est.risk_path_, ref.risk_path_)
+
+
+def test_leverage_probes_fewer_from_the_large_rows():
+    # from sgd_leverage_probes_large's rows (n_eff) on, its fewer probes: the
+    # spread of that many sgd_leverage_probes; below, the default's
+    X = _leverage_problems()["blob"]
+    y = np.sin(2 * X[:, 0]) + 0.3 * np.random.default_rng(1).standard_normal(X.shape[0])
+    kw = dict(bandwidth=0.3, n_components=10, max_iter=4, precision="float64",
+              estimate_risk=True, random_state=0)
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnreliableEstimateWarning)
+        for name, changes in (("large", dict(sgd_leverage_probes_large=(200, 3))),
+                              ("three", dict(sgd_leverage_probes=3)),
+                              ("below", dict(sgd_leverage_probes_large=(201, 3))),
+                              ("five", dict(sgd_leverage_probes=5))):
+            with statistics_context(**changes):
+                fits[name] = EigenProRegressor(**kw).fit(X, y).risk_leverage_spread_
+    assert np.array_equal(fits["large"], fits["three"])
+    assert np.array_equal(fits["below"], fits["five"])
+    assert not np.allclose(fits["three"][1:], fits["five"][1:], rtol=1e-3)
 
 
 def test_leverage_spread_standard_error_follows_the_probes():

@@ -196,9 +196,10 @@ _DOC_ATTRIBUTES = """
     risk_leverage_spread_ : ndarray of shape (n_iter_ + 1,)
         ``Var(d) / (1 - mean(d))^2`` of the diagonal ``d`` of the fit's
         smoother ``S_t`` (``f_t = S_t y``) at the start and every epoch,
-        from up to 5 of the probes fitted as targets (Hutchinson's diagonal,
-        its probe noise taken off; exact with ``n_probes=None``; NaN with one
-        probe, and no flag with two: no standard error): the relative size
+        from up to 5 of the probes (3 from 8000 rows on) fitted as targets
+        (Hutchinson's diagonal, its probe noise taken off; exact with
+        ``n_probes=None``; NaN with one probe, and no flag with two: no
+        standard error): the relative size
         of the second-order term a trace form drops from ``sum_i r_i^2 / (1 -
         d_i)^2``; with ``risk_path_``.
     n_features_in_ : int

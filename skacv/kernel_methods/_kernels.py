@@ -225,6 +225,15 @@ def padded_columns(k, policy):
     return -(-k // mult) * mult
 
 
+def vector_columns(k, policy):
+    """The last columns of ``k`` that run as matrix-vector products on the
+    block: at most ``kernel_gemv_tail`` past a multiple of ``kernel_gemm_block``
+    (at least one such multiple; 0 otherwise)."""
+    block, tail = policy.kernel_gemm_block, policy.kernel_gemv_tail
+    r = k % block
+    return r if k > block and r <= tail else 0
+
+
 class KernelOperator:
     """Products with the kernel matrix of the training rows, by row chunks.
 
@@ -293,6 +302,9 @@ class KernelOperator:
             out = np.empty((n, G.shape[1]))
             RB, Gd = self.right[rows], G.astype(dt, copy=False)
             k = G.shape[1]
+            tail = vector_columns(k, self.policy)
+            k -= tail
+            Gv, Gd = Gd[:, k:].T.copy(), (np.ascontiguousarray(Gd[:, :k]) if tail else Gd)
             pad = padded_columns(k, self.policy) - k if k > 1 else 0
             if pad:  # BLAS's kernels: fewer columns can cost more
                 Gd = np.hstack([Gd, np.zeros((Gd.shape[0], pad), dtype=dt)])
@@ -301,10 +313,13 @@ class KernelOperator:
             chunk = max(1, int(min(working_memory_bytes(), self.policy.panel_bytes) // width))
             buf = np.empty((min(chunk, n), len(rows)), dtype=dt)
             prod = np.empty((min(chunk, n), Gd.shape[1]), dtype=dt)
+            vec = np.empty(min(chunk, n), dtype=dt)
             for s in range(0, n, chunk):
                 e = min(s + chunk, n)
-                np.matmul(factor_block(self.kernel, self.left[s:e], RB, buf[: e - s]), Gd,
-                          out=prod[: e - s])
-                out[s:e] = prod[: e - s, :k]
+                B = factor_block(self.kernel, self.left[s:e], RB, buf[: e - s])
+                np.matmul(B, Gd, out=prod[: e - s])
+                out[s:e, :k] = prod[: e - s, :k]
+                for j in range(tail):  # the block is in cache
+                    out[s:e, k + j] = np.matmul(B, Gv[j], out=vec[: e - s])
             return out
         return kernel_product(self.kernel, self.X, self.X[rows], G, self.sq[rows])

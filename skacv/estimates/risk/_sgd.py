@@ -31,6 +31,14 @@ def flag_against_gcv(risk, df, train_mse, reliable, statistics):
     return np.logical_and.accumulate(ok)
 
 
+def leverage_probes(n_eff, statistics):
+    """The probes fitted as targets for the leverage spread: ``sgd_leverage_probes``,
+    and the fewer of ``sgd_leverage_probes_large`` from its number of rows on
+    (the spread's probe noise falls with the rows it averages over)."""
+    rows, probes = statistics.sgd_leverage_probes_large
+    return probes if n_eff >= rows else statistics.sgd_leverage_probes
+
+
 def leverage_spread(Z, X, w, exact):
     """``(h, se)``: ``h = Var(d) / (1 - mean(d))^2`` of the smoother's diagonal
     ``d = diag(S_t)`` (weighted by ``w``) from ``X = S_t Z``, the relative size of
@@ -57,15 +65,16 @@ def leverage_spread(Z, X, w, exact):
     k = P.shape[1]
     if k < 2:
         return np.nan, np.nan
-    # the k probes, then the k sets without one of them (columns)
-    s1, s2 = P.sum(axis=1, keepdims=True), (P * P).sum(axis=1, keepdims=True)
+    # the k probes, then the k sets without one of them: over a set of s
+    # probes, d_i^2 less its noise is the mean of P_ij P_il over pairs j != l,
+    # whose weighted mean over the rows comes from the Gram matrix of P
+    m, G = wt @ P, P.T @ (wt[:, None] * P)
+    pairs = G.sum() - np.trace(G)
     sizes = np.r_[k, np.full(k, k - 1.0)]
-    S1, S2 = np.hstack([s1, s1 - P]), np.hstack([s2, s2 - P * P])
-    d = S1 / sizes
+    mean = np.r_[m.sum(), m.sum() - m] / sizes
     with np.errstate(divide="ignore", invalid="ignore"):
-        noise = (S2 - sizes * d * d) / ((sizes - 1) * sizes)
-    mean = wt @ d
-    h = (wt @ (d * d - noise) - mean * mean) / (1.0 - mean) ** 2
+        square = np.r_[pairs, pairs - 2.0 * (G.sum(axis=1) - np.diag(G))] / (sizes * (sizes - 1))
+    h = (square - mean * mean) / (1.0 - mean) ** 2
     se = np.sqrt((k - 1) * np.mean((h[1:] - h[1:].mean()) ** 2)) if k > 2 else np.nan
     return float(h[0]), float(se)
 
@@ -118,9 +127,10 @@ class SGDRiskTracker:
     n_eff >= df_high`` on the estimate is flagged (:meth:`reliable`).
 
     **Leverage spread.** The traces see ``diag(S_t)`` (``f_t = S_t y``) only
-    through its mean; its spread is measured on ``sgd_leverage_probes`` of the
-    probes ``z`` fitted as targets (their residuals ``z - S_t z`` advance as the
-    chains do, as the first columns of ``chain``): :func:`leverage_spread`.
+    through its mean; its spread is measured on some of the probes ``z``
+    (:func:`leverage_probes`) fitted as targets (their residuals ``z - S_t z``
+    advance as the chains do, as the last columns of ``chain``):
+    :func:`leverage_spread`.
     """
 
     def __init__(self, n, n_targets, weight, steps_per_epoch, n_probes, rng, statistics,
@@ -141,10 +151,14 @@ class SGDRiskTracker:
             Z = draw_probes(rng, (n, G * self.kp))
         self.U = Z if weight is None else np.sqrt(weight)[:, None] * Z
         self.injection = None  # K_P U, set by the model
-        # the leverage probes' residuals z - S_t z, then the chains
-        self.Z = Z[:, : n if self.exact else min(Z.shape[1], statistics.sgd_leverage_probes)]
+        # the chains, then the leverage probes' residuals z - S_t z (the last
+        # columns of the batch products: a product's columns past a multiple of
+        # the BLAS kernel's block can run as matrix-vector products)
+        k = n if self.exact else min(Z.shape[1], leverage_probes(self.n_eff, statistics))
+        self.Z = Z[:, :k]
         self.k = self.Z.shape[1]
         self.chain = self.Z.copy()
+        self.J = 0  # the chains' columns, before the leverage probes
         self.spreads, self.spread_se = [], []
         # a deferred low-rank term (set_low_rank): the chains are chain + phi @ acc
         self.phi = None
@@ -208,26 +222,29 @@ class SGDRiskTracker:
             self.acc += hcorr
         g = self.n_chains
         kp = self.kp
+        J = self.J
         if g < self.starts.shape[0] and self.t == self.starts[g]:  # a chain starts here
             cols = slice(g * kp, (g + 1) * kp)
-            self.chain = np.hstack([self.chain, h * self.injection[:, cols]])
+            self.chain = np.hstack([self.chain[:, :J], h * self.injection[:, cols],
+                                    self.chain[:, J:]])
             UM = np.zeros((self.n, kp))
             UM[rows] = mask[:, None] * self.U[rows, cols]
             self.U_first = np.hstack([self.U_first, UM])
             if low:
-                self.acc = np.hstack([self.acc, np.zeros((self.acc.shape[0], kp))])
+                q = self.acc.shape[0]
+                self.acc = np.hstack([self.acc[:, :J], np.zeros((q, kp)), self.acc[:, J:]])
                 self.phi_UM[:, cols] = self.phi[rows].T @ UM[rows]
             self.n_chains += 1
+            self.J = J = J + kp
         self.t += 1
         active = self.n_chains
-        J = active * kp
         # column sums of chain * U and chain * U_first, summed by chain
-        chain = self.chain[:, self.k:]
+        chain = self.chain[:, :J]
         a = np.einsum("nj,nj->j", chain, self.U[:, :J]).reshape(active, kp).sum(axis=1)
         kap = np.einsum("nj,nj->j", chain, self.U_first).reshape(active, kp).sum(axis=1)
         if low:  # the traces of phi @ acc
             q = self.acc.shape[0]
-            acc = self.acc[:, self.k:].reshape(q, active, kp)
+            acc = self.acc[:, :J].reshape(q, active, kp)
             a += np.einsum("qpk,qpk->p", self.phi_U[:, : active * kp].reshape(q, active, kp), acc)
             kap += np.einsum("qpk,qpk->p", self.phi_UM[:, : active * kp].reshape(q, active, kp),
                              acc)
@@ -302,7 +319,13 @@ class SGDRiskTracker:
         steps = np.repeat(np.arange(first_step, first_step + len(self.src_idx)),
                           [len(i) for i in self.src_idx])
         values = np.concatenate(self.src_val)
-        order = np.argsort(units, kind="stable")
+        order = None
+        if units.shape[0] == self.n_units:  # a permutation of the units: its inverse
+            inv = np.full(self.n_units, -1)
+            inv[units] = np.arange(self.n_units)
+            order = inv if inv.min() >= 0 else None
+        if order is None:
+            order = np.argsort(units, kind="stable")
         units, steps, values = units[order], steps[order], values[order]
         distinct = units.shape[0] == self.n_units and bool(np.all(np.diff(units) > 0))
         if distinct:  # stacked in arrays grown by half again
@@ -340,9 +363,9 @@ class SGDRiskTracker:
             np.add.at(out, units, v[steps][:, None] * values)
         self.risks.append(float(np.sum(out ** 2)) / self.n_eff)
         self.df.append(float(K[t].sum()) / self.n_eff)
-        E = self.chain[:, : self.k]
+        E = self.chain[:, self.J:]
         if self.phi is not None:
-            E = E + self.phi @ self.acc[:, : self.k]
+            E = E + self.phi @ self.acc[:, self.J:]
         h, se = leverage_spread(self.Z, self.Z - E, self.w, self.exact)
         self.spreads.append(h)
         self.spread_se.append(se)
