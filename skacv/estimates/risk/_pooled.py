@@ -69,6 +69,21 @@ class PooledProbes(ChainProbes):
         # (W_samples, SA_samples, SV_samples): one probe's readouts by groups of samples
         self.by_samples = by_samples
         self._l0 = self._l0_samples = None
+        self._fixed = None  # (inj, W inj, z0, zeros) on all the rows, formed once
+
+    def _step_blocks(self, chains):
+        """The injection ``g W``, ``W * g W`` and the lag 0's tangent inputs
+        (``[g colnorm, 1]`` and a zero state) on all the chain's rows, formed
+        once (a step reads their first ``rows`` rows: the same values)."""
+        if self._fixed is None:
+            inj = self.W * chains.dtype.type(chains.g)
+            z0 = np.empty((self.W.shape[0], 2), dtype=chains.dtype)
+            z0[:, 0] = chains.g * self.colnorm
+            z0[:, 1] = 1.0
+            zero = np.zeros_like(z0)
+            z0.flags.writeable = zero.flags.writeable = False  # read by the tangent only
+            self._fixed = inj, np.multiply(self.W, inj), z0, zero
+        return self._fixed
 
     def open_columns(self, k):
         return (0 if k == 1 else self.m), self.m
@@ -81,7 +96,7 @@ class PooledProbes(ChainProbes):
         dv, dx1 = chains.dv, chains.dx1
         if chains.dv_rows < rows and dx1 is not dv:
             dx1[chains.dv_rows:rows, :c_new] = 0
-        inj = self.W[:rows] * chains.dtype.type(chains.g)
+        inj = self._step_blocks(chains)[0][:rows]
         if k == 1:  # the chain starts from zero
             dv[:, :self.m] = 0
             if dx1 is not dv:
@@ -98,18 +113,17 @@ class PooledProbes(ChainProbes):
         column of ones, gives the readouts ``sum_r W[r, c] d[r] inj[r, c]``
         without the tangent of the ``m`` columns."""
         coef, _ = chains._coefficients(k, rows)
-        z0 = np.empty((rows, 2), dtype=chains.dtype)
-        z0[:, 0] = chains.g * self.colnorm[:rows]
-        z0[:, 1] = 1.0
-        zero = np.zeros_like(z0)
-        dx0, dv0 = chains.iteration.tangent(k, zero, zero, None, z0, chains.masks_s[:rows, k],
-                                            coef, None, dz_scaled=chains.fold)
+        _, W_inj, z0, zero = self._step_blocks(chains)
+        zero = zero[:rows]
+        dx0, dv0 = chains.iteration.tangent(k, zero, zero, None, z0[:rows],
+                                            chains.masks_s[:rows, k], coef, None,
+                                            dz_scaled=chains.fold)
         self.lag0[k] = float(dx0[:, 0].sum()), float(dv0[:, 0].sum())
         dx, dv = dx0[:, 1], dv0[:, 1]
         if self.by_samples is not None:
             Ws = self.by_samples[0][:rows]
             self._l0_samples = Ws.T @ (dx * inj[:, 0]), Ws.T @ (dv * inj[:, 0])
-        W_inj = np.multiply(self.W[:rows], inj)  # W[r, c] inj[r, c]
+        W_inj = W_inj[:rows]  # W[r, c] inj[r, c]
         return W_inj.T @ dx, W_inj.T @ dv
 
     def _sums(self, W, block, c_new):
