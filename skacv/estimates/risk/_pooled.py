@@ -121,14 +121,17 @@ class PooledProbes(ChainProbes):
         m = self.m
         dx0 = chains.dz[:rows, m:m + 2]
         dv0 = dx0 if chains.dv is chains.dx1 else chains.dv[:rows, m:m + 2]
-        lag0 = float(dx0[:, 0].sum()), float(dv0[:, 0].sum())
+        same = dv0 is dx0  # no extrapolation: each read once
+        lag_x = float(dx0[:, 0].sum())
+        lag0 = lag_x, (lag_x if same else float(dv0[:, 0].sum()))
         dx, dv = dx0[:, 1], dv0[:, 1]
         samples = None
         if self.by_samples is not None:
             Ws, inj = self.by_samples[0][:rows], self._fixed[0][:rows, 0]
             samples = Ws.T @ (dx * inj), Ws.T @ (dv * inj)
         W_inj = self._fixed[1][:rows]  # W[r, c] inj[r, c]
-        return lag0, (W_inj.T @ dx, W_inj.T @ dv), samples
+        read_x = W_inj.T @ dx
+        return lag0, (read_x, read_x if same else W_inj.T @ dv), samples
 
     def _sums(self, W, block, c_new):
         return np.einsum("rc,rc->c", W[:, :c_new], block).reshape(c_new // self.m, self.m)
