@@ -59,16 +59,31 @@ class PooledProbes(ChainProbes):
     """One chain of ``m`` columns; the first step writes its injection, the later
     ones add theirs (:meth:`before_tangent`). ``SA``, ``SV`` (T + 1, 1, m): the
     per-probe row sums without lag 0; ``lag0`` (T + 1, 2): the exact lag 0;
-    ``colnorm``: the squared norms of the chains' columns of ``X~``."""
+    ``colnorm``: the squared norms of the chains' columns of ``X~``. Two
+    columns beside the chain (:attr:`extra`) carry the lag 0 through the
+    step's own tangent (:meth:`_lag0`)."""
 
     label = "traces (pooled probes)"
+    extra = 2
 
     def __init__(self, m, W, SA, SV, lag0, colnorm, by_samples=None):
         self.m, self.W, self.colnorm = m, W, colnorm
         self.SA, self.SV, self.lag0 = SA, SV, lag0
         # (W_samples, SA_samples, SV_samples): one probe's readouts by groups of samples
         self.by_samples = by_samples
-        self._l0 = self._l0_samples = None
+        self._fixed = None  # (inj, W inj, z0) on all the rows, formed once
+
+    def _step_blocks(self, chains):
+        """The injection ``g W``, ``W * g W`` and the lag 0's tangent input
+        ``[g colnorm, 1]`` on all the chain's rows, formed once (a step reads
+        their first ``rows`` rows: the same values)."""
+        if self._fixed is None:
+            inj = self.W * chains.dtype.type(chains.g)
+            z0 = np.empty((self.W.shape[0], 2), dtype=chains.dtype, order="F")
+            z0[:, 0] = chains.g * self.colnorm
+            z0[:, 1] = 1.0
+            self._fixed = inj, np.multiply(self.W, inj), z0
+        return self._fixed
 
     def open_columns(self, k):
         return (0 if k == 1 else self.m), self.m
@@ -81,54 +96,61 @@ class PooledProbes(ChainProbes):
         dv, dx1 = chains.dv, chains.dx1
         if chains.dv_rows < rows and dx1 is not dv:
             dx1[chains.dv_rows:rows, :c_new] = 0
-        inj = self.W[:rows] * chains.dtype.type(chains.g)
+        m, z0 = self.m, self._step_blocks(chains)[2]
         if k == 1:  # the chain starts from zero
-            dv[:, :self.m] = 0
+            dv[:, :m] = 0
             if dx1 is not dv:
-                dx1[:, :self.m] = 0
+                dx1[:, :m] = 0
         else:
-            chains.dz[:rows, :self.m] += inj
-        self._l0 = self._lag0(k, chains, rows, inj)
+            chains.dz[:rows, :m] += self._fixed[0][:rows]
+        # the lag 0's columns: [g colnorm, 1] from a zero state
+        chains.dz[:rows, m:m + 2] = z0[:rows]
+        dv[:rows, m:m + 2] = 0
+        if dx1 is not dv:
+            dx1[:rows, m:m + 2] = 0
 
-    def _lag0(self, k, chains, rows, inj):
+    def _lag0(self, chains, rows):
         """Step ``k``'s injection alone through its tangent: the readout per probe
         (to subtract) and the exact lag-0 entries. From a zero state the
         tangent is diagonal (the prox's mask, the step and the extrapolation's
         coefficients, per coordinate): its diagonal ``d``, the tangent of a
-        column of ones, gives the readouts ``sum_r W[r, c] d[r] inj[r, c]``
-        without the tangent of the ``m`` columns."""
-        coef, _ = chains._coefficients(k, rows)
-        z0 = np.empty((rows, 2), dtype=chains.dtype)
-        z0[:, 0] = chains.g * self.colnorm[:rows]
-        z0[:, 1] = 1.0
-        zero = np.zeros_like(z0)
-        dx0, dv0 = chains.iteration.tangent(k, zero, zero, None, z0, chains.masks_s[:rows, k],
-                                            coef, None, dz_scaled=chains.fold)
-        self.lag0[k] = float(dx0[:, 0].sum()), float(dv0[:, 0].sum())
+        column of ones (the chain's extra columns: ``[g colnorm, 1]``
+        advanced with it), gives the readouts ``sum_r W[r, c] d[r] inj[r,
+        c]`` without the tangent of the ``m`` columns. Returns ``(lag0,
+        (readouts of dx, of dv), by samples or None)``."""
+        m = self.m
+        dx0 = chains.dz[:rows, m:m + 2]
+        dv0 = dx0 if chains.dv is chains.dx1 else chains.dv[:rows, m:m + 2]
+        same = dv0 is dx0  # no extrapolation: each read once
+        lag_x = float(dx0[:, 0].sum())
+        lag0 = lag_x, (lag_x if same else float(dv0[:, 0].sum()))
         dx, dv = dx0[:, 1], dv0[:, 1]
+        samples = None
         if self.by_samples is not None:
-            Ws = self.by_samples[0][:rows]
-            self._l0_samples = Ws.T @ (dx * inj[:, 0]), Ws.T @ (dv * inj[:, 0])
-        W_inj = np.multiply(self.W[:rows], inj)  # W[r, c] inj[r, c]
-        return W_inj.T @ dx, W_inj.T @ dv
+            Ws, inj = self.by_samples[0][:rows], self._fixed[0][:rows, 0]
+            samples = Ws.T @ (dx * inj), Ws.T @ (dv * inj)
+        W_inj = self._fixed[1][:rows]  # W[r, c] inj[r, c]
+        read_x = W_inj.T @ dx
+        return lag0, (read_x, read_x if same else W_inj.T @ dv), samples
 
     def _sums(self, W, block, c_new):
         return np.einsum("rc,rc->c", W[:, :c_new], block).reshape(c_new // self.m, self.m)
 
     def read_step(self, k, chains, rows, c_new):
         W = self.W[:rows]
+        self.lag0[k], l0, l0_samples = self._lag0(chains, rows)
         self.SA[k, :1] = self._sums(W, chains.dz[:rows, :c_new], c_new)
-        self.SA[k, 0] -= self._l0[0]
+        self.SA[k, 0] -= l0[0]
         if chains.extrapolates:
             self.SV[k, :1] = self._sums(W, chains.dv[:rows, :c_new], c_new)
-            self.SV[k, 0] -= self._l0[1]
+            self.SV[k, 0] -= l0[1]
         else:
             self.SV[k] = self.SA[k]
         if self.by_samples is not None:
             Ws, SA_samples, SV_samples = self.by_samples
-            SA_samples[k] = Ws[:rows].T @ chains.dz[:rows, 0] - self._l0_samples[0]
+            SA_samples[k] = Ws[:rows].T @ chains.dz[:rows, 0] - l0_samples[0]
             if chains.extrapolates:
-                SV_samples[k] = Ws[:rows].T @ chains.dv[:rows, 0] - self._l0_samples[1]
+                SV_samples[k] = Ws[:rows].T @ chains.dv[:rows, 0] - l0_samples[1]
             else:
                 SV_samples[k] = SA_samples[k]
 
@@ -257,7 +279,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     order, prefix, Xs = _chain_columns(design, start.order, start.prefix, dtype, state, k0,
                                        columns)
     width = Xs.shape[1]
-    chains = start.chains(Xs, m, 3 + iteration.extrapolates(T), order=order, prefix=prefix)
+    chains = start.chains(Xs, m + PooledProbes.extra, 3 + iteration.extrapolates(T),
+                          order=order, prefix=prefix)
     # the images of the probe's groups of samples beside its own: (width, 1 + groups)
     probes = sample_group_probes(Z, design.statistics.noise_groups) if by_samples else Z
     W, colnorm, images = _pooled_images(Xs, order[:width], probes,

@@ -328,6 +328,10 @@ class ChainProbes:
 
     label = "traces"
     m = 1
+    #: columns after the ``c_new`` open ones that the step's tangent advances
+    #: too (inputs of the scheme's own, set in :meth:`before_tangent`, read in
+    #: :meth:`read_step`; no Gram product, no tail)
+    extra = 0
 
     def open_columns(self, k):
         """``(c_old, c_new)``: open columns before step ``k`` and with the new source."""
@@ -427,7 +431,7 @@ class ForwardChains:
     def _gradient(self, k, probes, c_old, c_new, k_first, columns, cached):
         """Steps 1 and 2: ``dz`` of the open chains and the new source's injection."""
         rows, g = self.rows_k, self.g
-        dz_k = self.dz[:rows, :c_new]
+        dz_k = self.dz[:rows, :c_new + probes.extra]
         if c_old and self.dv_rows:
             u = self.dv_rows
             self.gram = maybe_gram(self.Xs, self.gram, k, k_first, self.prefix, columns,
@@ -449,8 +453,9 @@ class ForwardChains:
         swap = dx2 is None
         mask_k = self.masks_s[:rows, k]
         step = chunk_columns(rows, probes.m, self.dtype.itemsize, self.policy)
-        for j0 in range(0, c_new, step):
-            cols = slice(j0, min(j0 + step, c_new))
+        c_all = c_new + probes.extra
+        for j0 in range(0, c_all, step):
+            cols = slice(j0, min(j0 + step, c_all))
             dx, dvn = self.iteration.tangent(
                 k, dv[:rows, cols], dx1[:rows, cols],
                 None if dx2 is None else dx2[:rows, cols], dz_k[:, cols], mask_k, coef, mcoef,
