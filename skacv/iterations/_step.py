@@ -299,6 +299,8 @@ class Iteration:
         (shape (n_features,)) with their :meth:`extrapolation_coefficients`,
         the values of those three without the per-coordinate coefficients
         formed (the fit loop's step; :meth:`extrapolate_iterate`)."""
+        if float(self.beta(k)) == 0.0:  # v^k = x^k, nothing to correct (the forms below)
+            return x, None
         entries = self._clipped_entries(k, x, x_prev) if x.ndim == 1 else None
         if entries is None:
             coef = self.extrapolation_coefficients(k, x, x_prev)
@@ -376,6 +378,9 @@ class Iteration:
         :meth:`extrapolation_correction`).
         ``correction``: :meth:`extrapolation_columns` if already computed
         (then ``x``, ``x_prev`` are not read; rows of ``X~`` work too)."""
+        if correction is None and (coef is None or coef is NOT_COMPUTED) \
+                and float(self.beta(k)) == 0.0:
+            return Xx  # X~ v^k = X~ x^k (the forms below, without their calls)
         if correction is None:
             correction = self.extrapolation_columns(k, x, x_prev, coef)
         return self.fitted_extrapolation(k, correction)(Xx, Xx_prev, columns_product)
