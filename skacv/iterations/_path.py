@@ -19,7 +19,7 @@ import numpy as np
 
 from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
-from ._datafits import LeastSquares
+from ._datafits import LeastSquares, vector_norm
 
 
 @dataclasses.dataclass(eq=False)
@@ -183,7 +183,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                 raise _diverged(iteration, k, res_norm, y_norm,
                                 getattr(datafit, "monitor_name", "training residual norm"))
             if watch:
-                d = float(np.linalg.norm(x_new - x))
+                d = vector_norm(x_new - x)
                 if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
                         and d > floor * float(np.linalg.norm(x_new))):
                     grew_at = (k, step_norm, d)
