@@ -183,11 +183,15 @@ class Iteration:
     def extrapolates(self, n_steps, first=1):
         """Whether any of steps ``first..n_steps`` extrapolates (``beta_k != 0``:
         the gradient is taken at ``v^k != x^k``)."""
+        if type(self).beta is Iteration.beta:  # beta_k = 0 at every step
+            return False
         return any(self.beta(k) != 0.0 for k in range(first, n_steps + 1))
 
     def uses_heavy_ball(self, n_steps, first=1):
         """Whether any of steps ``first..n_steps`` adds a heavy-ball term
         (``hb_k != 0``: the step reads ``x^{k-2}`` too)."""
+        if type(self).hb is Iteration.hb:  # hb_k = 0 at every step
+            return False
         return any(self.hb(k) != 0.0 for k in range(first, n_steps + 1))
 
     def has_momentum(self, n_steps, first=1):
