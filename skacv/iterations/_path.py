@@ -179,7 +179,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             else:
                 Xx_new = design.matvec(x_new)
             res_norm = datafit.monitor(Xx_new, y_tilde)
-            if not np.isfinite(res_norm) or res_norm > limit:
+            if not math.isfinite(res_norm) or res_norm > limit:
                 raise _diverged(iteration, k, res_norm, y_norm,
                                 getattr(datafit, "monitor_name", "training residual norm"))
             if watch:

@@ -453,7 +453,10 @@ class Iteration:
     def prox(self, k, pre, scale=None):
         """Proximal step of the penalty with step ``eta_k`` (``scale``: per-column
         factor of the l1 strength, see the penalty's ``prox``)."""
-        return self.penalty.prox(pre, self.eta(k), scale)
+        penalty = self.penalty
+        if type(penalty).prox is Penalty.prox and penalty.is_smooth:
+            return pre  # (its first answer, without the step size)
+        return penalty.prox(pre, self.eta(k), scale)
 
     def prox_jacobian(self, k, x):
         """Diagonal of the prox Jacobian at step ``k`` given ``x^k`` (``None``:
