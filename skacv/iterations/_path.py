@@ -19,7 +19,7 @@ import numpy as np
 
 from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
-from ._datafits import LeastSquares
+from ._datafits import LeastSquares, vector_norm
 
 
 @dataclasses.dataclass(eq=False)
@@ -179,11 +179,11 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             else:
                 Xx_new = design.matvec(x_new)
             res_norm = datafit.monitor(Xx_new, y_tilde)
-            if not np.isfinite(res_norm) or res_norm > limit:
+            if not math.isfinite(res_norm) or res_norm > limit:
                 raise _diverged(iteration, k, res_norm, y_norm,
                                 getattr(datafit, "monitor_name", "training residual norm"))
             if watch:
-                d = float(np.linalg.norm(x_new - x))
+                d = vector_norm(x_new - x)
                 if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
                         and d > floor * float(np.linalg.norm(x_new))):
                     grew_at = (k, step_norm, d)

@@ -134,9 +134,27 @@ class Penalty:
         row decays, for rows that are linear images of penalised coordinates)."""
         l2 = self.l2_
         if (l2 != 0.0) if isinstance(l2, float) else self._any(l2, "l2"):
-            m = self._head(v) if n_free is None else v.shape[0] - n_free
-            out[:m] -= (step * self.l2_) * v[:m]
+            m = v.shape[0] - (self.n_unpenalized if n_free is None else n_free)
+            if m == v.shape[0] == out.shape[0]:  # every row (without the views)
+                out -= self._decay_factor(step, l2) * v
+            else:
+                out[:m] -= (step * l2) * v[:m]
         return out
+
+    def _decay_factor(self, step, l2):
+        """``step * l2``; for a read-only array ``step`` and strengths ``l2``
+        (a block's step sizes and tiled strengths,
+        :func:`~skacv.model_selection._kfold.stacked_iteration`: the same
+        arrays at every step) formed once and held (as :meth:`_threshold`)."""
+        if not (isinstance(step, np.ndarray) and isinstance(l2, np.ndarray)
+                and not step.flags.writeable and not l2.flags.writeable):
+            return step * l2
+        held = self.__dict__.get("_held_decay")
+        if held is None or held[0] is not step or held[1] is not l2:
+            factor = step * l2
+            factor.flags.writeable = False
+            held = self.__dict__["_held_decay"] = (step, l2, factor)
+        return held[2]
 
     def l1_at(self, n_eff):
         """Mean-form l1 strength for total weights ``n_eff`` (array-like)."""

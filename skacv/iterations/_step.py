@@ -183,11 +183,15 @@ class Iteration:
     def extrapolates(self, n_steps, first=1):
         """Whether any of steps ``first..n_steps`` extrapolates (``beta_k != 0``:
         the gradient is taken at ``v^k != x^k``)."""
+        if type(self).beta is Iteration.beta:  # beta_k = 0 at every step
+            return False
         return any(self.beta(k) != 0.0 for k in range(first, n_steps + 1))
 
     def uses_heavy_ball(self, n_steps, first=1):
         """Whether any of steps ``first..n_steps`` adds a heavy-ball term
         (``hb_k != 0``: the step reads ``x^{k-2}`` too)."""
+        if type(self).hb is Iteration.hb:  # hb_k = 0 at every step
+            return False
         return any(self.hb(k) != 0.0 for k in range(first, n_steps + 1))
 
     def has_momentum(self, n_steps, first=1):
@@ -299,6 +303,8 @@ class Iteration:
         (shape (n_features,)) with their :meth:`extrapolation_coefficients`,
         the values of those three without the per-coordinate coefficients
         formed (the fit loop's step; :meth:`extrapolate_iterate`)."""
+        if float(self.beta(k)) == 0.0:  # v^k = x^k, nothing to correct (the forms below)
+            return x, None
         entries = self._clipped_entries(k, x, x_prev) if x.ndim == 1 else None
         if entries is None:
             coef = self.extrapolation_coefficients(k, x, x_prev)
@@ -376,6 +382,9 @@ class Iteration:
         :meth:`extrapolation_correction`).
         ``correction``: :meth:`extrapolation_columns` if already computed
         (then ``x``, ``x_prev`` are not read; rows of ``X~`` work too)."""
+        if correction is None and (coef is None or coef is NOT_COMPUTED) \
+                and float(self.beta(k)) == 0.0:
+            return Xx  # X~ v^k = X~ x^k (the forms below, without their calls)
         if correction is None:
             correction = self.extrapolation_columns(k, x, x_prev, coef)
         return self.fitted_extrapolation(k, correction)(Xx, Xx_prev, columns_product)
@@ -444,7 +453,10 @@ class Iteration:
     def prox(self, k, pre, scale=None):
         """Proximal step of the penalty with step ``eta_k`` (``scale``: per-column
         factor of the l1 strength, see the penalty's ``prox``)."""
-        return self.penalty.prox(pre, self.eta(k), scale)
+        penalty = self.penalty
+        if type(penalty).prox is Penalty.prox and penalty.is_smooth:
+            return pre  # (its first answer, without the step size)
+        return penalty.prox(pre, self.eta(k), scale)
 
     def prox_jacobian(self, k, x):
         """Diagonal of the prox Jacobian at step ``k`` given ``x^k`` (``None``:

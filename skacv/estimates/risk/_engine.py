@@ -277,7 +277,10 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
 
 def draws_probes(design, coef_path, plan, state):
     """Whether :func:`memory_matrices` of ``plan`` may draw from its generator:
-    not a pooled chain that continues ``state`` (it holds its own)."""
+    not the exact spectral nodes (no probes), nor a pooled chain that
+    continues ``state`` (it holds its own)."""
+    if plan.form == "spectral" and plan.n_probes is None:
+        return False
     return plan.form != "pooled" or usable_state(
         state, PooledState, plan.n_probes, plan.dtype, coef_path.shape[1] - 1,
         design.n_samples) is None
