@@ -265,9 +265,8 @@ class RidgeSupportDF:
         if work.size < size * size:
             cap = min(self.design.n_features, size + size // 2)
             check_memory(8 * cap * cap, f"the support's Gram matrix ({cap} x {cap})")
-            work = None
-            self.design.cache["support_gram"] = entry = (*entry[:4], np.empty(cap * cap))
-            work = entry[4]
+            work = np.empty(cap * cap)
+            self.design.cache["support_gram"] = (*entry[:4], work)
         return work[:size * size].reshape(size, size)
 
     def _support_gram(self, S):

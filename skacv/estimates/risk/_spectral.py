@@ -132,8 +132,9 @@ def _chain(iteration, lam, wl, T, n_sources, resume=None):
             dz[k - 1] += 1.0
         dx, _ = iteration.tangent(k, dv[:cols], dx1[:cols], dx2[:cols], dz, None, n_free=0,
                                   overwrite_dz=True, out_v=dv[:cols])
-        A[k, :cols * A.shape[1] // n_sources] = (dx @ wl).ravel()
-        Av[k, :cols * A.shape[1] // n_sources] = (dv[:cols] @ wl).ravel()
+        filled = cols if wl.ndim == 1 else width  # a column per source, or per weights
+        A[k, :filled] = (dx @ wl).ravel()
+        Av[k, :filled] = (dv[:cols] @ wl).ravel()
         dx2, dx1, spare = dx1, spare, dx2
     cols = min(T, n_sources)
     return A, Av, CounterpartChain(T, A, Av, dv[:cols].T, dx1[:cols].T, dx2[:cols].T)
