@@ -359,6 +359,92 @@ def test_user_iteration_fits_and_estimates():
     np.testing.assert_allclose(est.loo_path_, skacv.exact_loo_path(est, X, y), rtol=1e-9)
 
 
+class MixedISTA(skacv.Iteration):
+    """ISTA whose gradient input goes through a fixed non-diagonal SPD matrix
+    (a preconditioner written by a user): ``pre = x + eta M z``."""
+
+    name = "mixed_ista"
+
+    def __init__(self, M=None, **kwargs):
+        super().__init__(**kwargs)
+        self.M = M
+
+    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
+        out = self.M @ (z if z_scaled else self.eta(k) * z) + v
+        if overwrite_z:
+            z[...] = out
+            return z
+        return out
+
+
+class ScaledISTA(skacv.Iteration):
+    """ISTA at 0.8 times the bound step through an overridden, coordinate-wise
+    ``combine``."""
+
+    name = "scaled_ista"
+    coordinatewise = True
+
+    def combine(self, k, v, dx, z, n_free=None, overwrite_z=False, z_scaled=False):
+        out = super().combine(k, v, dx, z, n_free, overwrite_z, z_scaled)
+        out -= v
+        out *= out.dtype.type(0.8)
+        out += v
+        return out
+
+
+def _ista_path(X, y, step, alpha, T, M, dy=None, s=-1):
+    """ISTA with the gradient input ``step M X^T (y - X x) / n``; ``dy`` added to
+    ``y`` at step ``s + 1`` only."""
+    n, p = X.shape
+    x = np.zeros(p)
+    xs = [x]
+    for k in range(1, T + 1):
+        yk = y if (dy is None or k - 1 != s) else y + dy
+        pre = x + step * (M @ (X.T @ (yk - X @ x))) / n
+        x = np.sign(pre) * np.maximum(np.abs(pre) - step * alpha, 0)
+        xs.append(x)
+    return np.array(xs)
+
+
+def test_coordinate_mixing_user_iteration_is_refused_by_the_estimate_not_by_loo():
+    rng = np.random.default_rng(3)
+    n, p, T, alpha = 30, 12, 8, 0.05
+    X = rng.standard_normal((n, p))
+    y = X[:, :3] @ np.ones(3) + 0.3 * rng.standard_normal(n)
+    Q = np.linalg.qr(rng.standard_normal((p, p)))[0]
+    M = Q @ np.diag(np.linspace(0.5, 1.0, p)) @ Q.T
+    assert not MixedISTA(M).coordinatewise and ScaledISTA().coordinatewise
+    with pytest.raises(ValueError, match="coordinatewise = True"):
+        skacv.TrajectoryLasso(alpha=alpha, solver=MixedISTA(M), max_iter=T,
+                              fit_intercept=False).fit(X, y)
+    est = skacv.TrajectoryLasso(alpha=alpha, solver=MixedISTA(M), max_iter=T,
+                                fit_intercept=False, estimate_risk=False,
+                                estimate_loo=True).fit(X, y)
+    path = _ista_path(X, y, est.step_size_, alpha, T, M)
+    np.testing.assert_allclose(est.coef_path_, path.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.loo_path_, skacv.exact_loo_path(est, X, y), rtol=1e-9)
+
+
+def test_declared_coordinatewise_override_gets_its_exact_memory_matrix():
+    rng = np.random.default_rng(4)
+    n, p, T, alpha = 15, 10, 6, 0.05
+    X = rng.standard_normal((n, p))
+    y = X[:, :3] @ np.ones(3) + 0.3 * rng.standard_normal(n)
+    est = skacv.TrajectoryLasso(alpha=alpha, solver=ScaledISTA(), max_iter=T,
+                                fit_intercept=False, n_probes=None).fit(X, y)
+    M, step = 0.8 * np.eye(p), est.step_size_
+    path = _ista_path(X, y, step, alpha, T, M)
+    np.testing.assert_allclose(est.coef_path_, path.T, rtol=1e-10, atol=1e-12)
+    A, h = np.zeros((T + 1, T + 1)), 1e-7  # exact: the map is piecewise affine
+    for s in range(T):
+        for i in range(n):
+            e = np.zeros(n)
+            e[i] = h
+            A[:, s] += X[i] @ ((_ista_path(X, y, step, alpha, T, M, e, s) - path) / h).T
+    A = np.tril(A, -1)
+    np.testing.assert_allclose(est.memory_matrix_, A, atol=1e-5 * max(1, np.abs(A).max()))
+
+
 def _sources(A, n, T):
     """Memory matrix of the extrapolated points ``v^t = 1.5 x^t - 0.5 x^{t-1}``."""
     Av = A.copy()

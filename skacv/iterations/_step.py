@@ -154,6 +154,15 @@ class Iteration:
         return self.is_linear and self.constant_steps
 
     @property
+    def coordinatewise(self):
+        """:meth:`combine` acts coordinate by coordinate with the same scalars on
+        every row, as the memory-matrix engines assume (their blocks' rows are
+        free coordinates, spectral nodes or samples). A subclass that overrides
+        :meth:`combine` is taken as coordinate-mixing (a fixed preconditioner)
+        unless it sets the class attribute ``coordinatewise = True``."""
+        return type(self).combine is Iteration.combine
+
+    @property
     def constant_steps(self):
         """Every step has the same linear part (step size and momentum; the
         prox aside)."""

@@ -224,8 +224,17 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     EstimateBudgetError
         When the pooled chain would cost more than ``risk_time_budget`` fits.
     ValueError
-        An unknown ``probe_scheme``.
+        An unknown ``probe_scheme``, or an iteration that is not
+        :attr:`~skacv.Iteration.coordinatewise` (and has no preconditioner of
+        its own form).
     """
+    if not iteration.coordinatewise and getattr(iteration, "preconditioner", None) is None:
+        raise ValueError(
+            f"The memory-matrix estimate needs an iteration whose combine() acts "
+            f"coordinate by coordinate; {type(iteration).__name__} overrides combine() "
+            f"without declaring coordinatewise = True. Fit with estimate_risk=False "
+            f"(estimate_loo=True gives its exact leave-one-out path), or set the class "
+            f"attribute coordinatewise = True if its combine() is coordinate-wise.")
     T = int(n_iter) if coef_path is None else coef_path.shape[1] - 1
     scheme = resolve_scheme(probe_scheme)
     if before is None:
