@@ -547,13 +547,25 @@ def pooled_matrices(state, template, probes=slice(None), sources=True, lower=Fal
 
 
 def _merge_saved(a, b):
-    """Two :class:`SavedChains` of the same path, their columns side by side."""
+    """Two :class:`SavedChains` of the same path, their columns side by side,
+    on the union of their coordinates (a continued chain's rows follow the
+    columns it kept, a new chain's its own order: a coordinate one of them
+    does not hold has a zero tangent there)."""
     out = SavedChains()
     for name in ("dv", "dx1", "dx2"):
         ca, va = a.get(name)
         cb, vb = b.get(name)
-        if ca is not None and cb is not None:
+        if ca is None or cb is None:
+            continue
+        if np.array_equal(ca, cb):
             setattr(out, name, (ca, np.hstack([va, vb])))
+            continue
+        coords = np.union1d(ca, cb)
+        values = np.zeros((coords.size, va.shape[1] + vb.shape[1]),
+                          dtype=np.result_type(va, vb))
+        values[np.searchsorted(coords, ca), :va.shape[1]] = va
+        values[np.searchsorted(coords, cb), va.shape[1]:] = vb
+        setattr(out, name, (coords, values))
     return out
 
 
