@@ -18,7 +18,7 @@
   spread of 10-25 % between probe draws);
 * without extrapolation the replicates are read to first order in their
   memory matrices: within 5 % of the exact replicates' distance to the
-  estimate, the noises within 1 %.
+  estimate, the probe noise within 1 %, the choice noise within 3 %.
 """
 
 import numpy as np
@@ -292,9 +292,10 @@ def test_the_jackknife_without_extrapolation_is_its_replicates_first_order(
     own distance to the estimate (measured at most 1.4 % on
     ``bench_vs_cv.py``'s designs, here 0.4-0.9 %), with groups of probes
     (8 and 4 probes; the readout from ``F^T F`` and, on 400 x 100, from the
-    residuals' basis) and of samples (one probe); the probe noise and the
-    choice noise within 1 % of the exact jackknife's (measured at most 0.3
-    % there, 0.15 % here). The noise the fit reports is the first order's."""
+    residuals' basis) and of samples (one probe); the probe noise within 1
+    % of the exact jackknife's, the choice noise (the largest over a few
+    rivals) within 3 % (measured at most 0.2 % and 1.1 % there, 0.15 % and
+    0.7 % here). The noise the fit reports is the first order's."""
     statistical_policy(pooled_start_probes_no_momentum=((0, start),),
                        pooled_noise_target=1.0)  # never grows
     X, y, _ = _data(n, p)
@@ -326,5 +327,5 @@ def test_the_jackknife_without_extrapolation_is_its_replicates_first_order(
     assert noise == pytest.approx(
         factor * probes.probe_noise(risk, exact[:, at_level], level), rel=0.01)
     assert probes.choice_noise(risk, lin[:, at_rivals], rivals) == pytest.approx(
-        probes.choice_noise(risk, exact[:, at_rivals], rivals), rel=0.01)
+        probes.choice_noise(risk, exact[:, at_rivals], rivals), rel=0.03)
     assert est.risk_diagnostics_.probe_noise == pytest.approx(noise, rel=1e-6)
