@@ -10,6 +10,18 @@ choice moves with the probes.
 
     python benchmarks/bench_choice_draws.py            # 5 draws
     python benchmarks/bench_choice_draws.py 10
+
+``--vs-cv``: bench_vs_cv.py's column (a) itself on its ISTA rows below 1000
+samples and at 1000 x 500 (``param_grid={"alpha": [alpha]}``, the path
+grown past ``max_iter`` while its estimate still falls), CPU time, the
+regret against the best iterate of the path to where it stopped (``T``,
+bench_vs_cv.py's) and of a path of 1500 steps (what stopping early missed);
+``--start-probes m``: the choice's chain starts with ``m`` probes at every
+size (``choice_start_probes = (0, m)``; the default starts the rows below
+1000 samples with all 32, or 64)::
+
+    python benchmarks/bench_choice_draws.py 20 --vs-cv
+    python benchmarks/bench_choice_draws.py 20 --vs-cv --start-probes 8
 """
 
 import pathlib
@@ -22,6 +34,7 @@ from sklearn.datasets import load_digits
 from threadpoolctl import threadpool_limits
 
 from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._statistics import statistics_context
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from bench_vs_cv import data, true_risk  # noqa: E402
@@ -91,6 +104,42 @@ def main(draws):
                   flush=True)
 
 
+def vs_cv(draws):
+    """bench_vs_cv.py's (a) over probe draws (``--vs-cv``)."""
+    warnings.simplefilter("ignore")
+    for n, p in [(500, 250), (200, 300), (500, 750), (200, 100), (1000, 500)]:
+        X, y, beta, rho = data(n, p, seed=n + p)
+        lam = 0.1 * np.sqrt(np.log(p) / n)
+        est = TrajectoryLasso(alpha=lam, solver="ista", max_iter=150)
+        far = TrajectoryLasso(alpha=lam, solver="ista", max_iter=1500,
+                              estimate_risk=False).fit(X, y)
+        truth = true_risk(far.coef_path_, far.intercept_path_, beta, rho)
+        regrets, longer, times, used, lengths = [], [], [], [], []
+        for seed in range(draws):
+            tic = time.process_time()
+            search = TrajectoryEarlyStoppingCV(est, param_grid={"alpha": [lam]},
+                                               random_state=seed).fit(X, y)
+            times.append(time.process_time() - tic)
+            t, T = search.best_iteration_, search.estimator_.n_iter_
+            regrets.append(np.nan if t is None else truth[t] / truth[:T + 1].min() - 1)
+            longer.append(np.nan if t is None else truth[t] / truth.min() - 1)
+            used.append(search.estimator_.risk_diagnostics_["n_probes"])
+            lengths.append(T)
+        print(f"ista {n}x{p}: cpu med {1e3 * np.median(times):6.1f} ms regret med "
+              f"{np.nanmedian(regrets):6.2%} max {np.nanmax(regrets):6.2%} (1500 steps: med "
+              f"{np.nanmedian(longer):6.2%} max {np.nanmax(longer):6.2%}) probes "
+              f"{sorted(set(used))} T {sorted(set(lengths))}", flush=True)
+
+
 if __name__ == "__main__":
-    with threadpool_limits(1):
-        main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    args = sys.argv[1:]
+    start = None
+    if "--start-probes" in args:
+        i = args.index("--start-probes")
+        start = int(args[i + 1])
+        del args[i:i + 2]
+    run = vs_cv if "--vs-cv" in args else main
+    args = [a for a in args if a != "--vs-cv"]
+    changes = {} if start is None else {"choice_start_probes": (0, start)}
+    with threadpool_limits(1), statistics_context(**changes):
+        run(int(args[0]) if args else 5)

@@ -334,6 +334,35 @@ def test_more_pooled_probes_are_one_chain_of_all_of_them():
         np.testing.assert_allclose(v1, v2, atol=1e-12 * np.abs(v2).max())
 
 
+def test_more_probes_on_a_continued_chain_are_one_chain_of_all_of_them():
+    """``extend_pooled`` on the state of a chain continued by a warm start,
+    whose saved rows follow the columns it kept (not the order a new chain
+    takes: other coordinates): the merged chains, on the union of the
+    coordinates, are those of one chain of all the probes, and so are the
+    rows' sums."""
+    X, y = _equicorrelated(80, 120, seed=0)
+    kw = dict(random_state=1, risk_options={"chain_dtype": "float64"}, n_probes=4,
+              solver="ista", warm_start=True)
+    est = TrajectoryLasso(0.025, max_iter=20, **kw).fit(X, y)
+    est.set_params(max_iter=40).fit(X, y)
+    prob, path, state = est._problem(X, y), est.coef_path_, est._risk_state
+    one_new = pooled.run_pooled_chain(prob.design, prob.iteration, path, 2, None, np.float64,
+                                      draw=lambda n, m: np.ones((n, m)), keep_state=True)
+    assert not np.array_equal(state.chains.dv[0], one_new.state.chains.dv[0])
+    more = pooled.extend_pooled(prob.design, prob.iteration, path, state, 2)
+    assert more.m == 6
+    one = pooled.run_pooled_chain(prob.design, prob.iteration, path, 6, None, np.float64,
+                                  draw=lambda n, m: more.Z, keep_state=True).state
+    scale = np.abs(one.SA).max()
+    np.testing.assert_allclose(more.SA, one.SA, atol=1e-12 * scale)
+    np.testing.assert_allclose(more.SV, one.SV, atol=1e-12 * scale)
+    for name in ("dv", "dx1"):
+        (c1, v1), (c2, v2) = more.chains.get(name), one.chains.get(name)
+        full1, full2 = np.zeros((120, 6)), np.zeros((120, 6))
+        full1[c1], full2[c2] = v1, v2
+        np.testing.assert_allclose(full1, full2, atol=1e-12 * np.abs(v2).max())
+
+
 def test_more_pooled_probes_reuse_the_state_columns():
     """``extend_pooled`` runs its new probes' chain on the state's restricted
     copy of ``X~`` (the same columns in the same order) instead of gathering

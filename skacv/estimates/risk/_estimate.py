@@ -24,9 +24,11 @@ from ._forms import _robust_risk, _settled_risk, _source_residuals
 from ._pooled import (
     extend_pooled,
     jackknife_matrices,
+    jackknife_sums,
     pooled_matrices,
     split_template,
     template_matrices,
+    template_rows_times,
 )
 from ._probes import (
     choice_iterates,
@@ -41,6 +43,7 @@ from ._readout import (
     risk_at_iterates,
     risk_from_memory,
     risk_from_products,
+    risk_sensitivity,
     source_points,
 )
 from ._reliability import (
@@ -212,13 +215,18 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
                                 A_sources=Av if has_momentum else None, iteration=iteration,
                                 iterates=iterates, overwrite=overwrite)
 
+    def sensitivity(A, iterates):
+        """:func:`risk_sensitivity` of ``A`` (no extrapolation), after its readout."""
+        return risk_sensitivity(inner_products(), A, design.n_eff, design.fit_intercept,
+                                iterates, None if prods is None else prods.get("MGam"))
+
     with small_blas(flops, design.policy):  # the corrections of T x T matrices
         noise = choice = None
         used = getattr(state, "m", plan.n_probes)
         if adaptive:
             A, Av, state, out, noise, choice = _grow_pooled(
                 design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose,
-                probe_goal)
+                probe_goal, sensitivity)
             taken("grow_pooled", **locals())  # the grown chain, its readouts
             used = state.m
             state = state if _keep_state else None
@@ -250,14 +258,18 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
 
 
 def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_risk,
-                 verbose=0, goal="level"):
+                 verbose=0, goal="level", sensitivity=None):
     """``n_probes="auto"`` with the pooled probes: the readout of ``state``'s
     matrices ``A``, ``Av``, and more probes
     (:func:`~skacv.estimates.risk._pooled.extend_pooled`) while the probe
     noise, by a jackknife over groups of probes (or of samples for one probe),
     asks for them (:func:`~skacv.estimates.risk._probes.probes_for_noise`).
     ``goal="choice"``: the noise of the order of the iterates near the minimum
-    instead of the level's.
+    instead of the level's. Without extrapolation (and with ``sensitivity``,
+    :func:`~skacv.estimates.risk._readout.risk_sensitivity`) the replicates
+    are the risk's first order in their matrices (linear in the rows' sums:
+    :func:`~skacv.estimates.risk._pooled.template_rows`), the readout's
+    solves once instead of once a replicate.
 
     Returns ``(A, A_sources, state, readout's output, noise, choice)``;
     ``noise`` and ``choice`` ``None`` when not measured.
@@ -278,9 +290,16 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
         level = noise_iterates(coef_path.shape[1], stats)
         rivals = choice_iterates(out[0], stats) if goal == "choice" else np.arange(0)
         iterates = np.union1d(level, rivals)
-        matrices, factor = jackknife_matrices(state, template, stats.noise_groups, sources)
-        replicates = np.array([replicate_risk(*AAv, iterates, overwrite=True)
-                               for AAv in matrices])
+        if sources or sensitivity is None:
+            matrices, factor = jackknife_matrices(state, template, stats.noise_groups,
+                                                  sources)
+            replicates = np.array([replicate_risk(*AAv, iterates, overwrite=True)
+                                   for AAv in matrices])
+        else:
+            sums, factor = jackknife_sums(state, stats.noise_groups)
+            P, W = sensitivity(A, iterates)
+            QW = template_rows_times(template, W)
+            replicates = out[0][iterates] + (2.0 / design.n_eff ** 2) * (sums @ (P * QW))
         noise = factor * probe_noise(out[0], replicates[:, np.isin(iterates, level)], level)
         choice = None
         if goal == "choice":

@@ -29,6 +29,7 @@ import copy
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg.blas import dtrmm
 from sklearn.utils import check_random_state
 
 from ..._trace import taken
@@ -214,6 +215,41 @@ def jackknife_matrices(state, template, n_groups, sources=True):
                             (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0, template, sources,
                             lower=True)
              for g in range(H)), SAMPLE_GROUPS_NOISE_FACTOR)
+
+
+def jackknife_sums(state, n_groups):
+    """The rows' sums of ``A`` of :func:`jackknife_matrices`' replicates minus
+    the state's own, shape (replicates, T + 1), and the factor on the
+    standard error: what the replicates' matrices differ by, through
+    :func:`template_rows`."""
+    full = state.SA.mean(axis=2)[:, 0]
+    if state.by_samples is None:
+        return (np.array([state.SA[..., kept].mean(axis=2)[:, 0] - full
+                          for kept in jackknife_probes(state.m, n_groups)]), 1.0)
+    SA, by_A = state.SA[:, 0, 0], state.by_samples[0]
+    H = by_A.shape[1]
+    return (np.array([(SA - by_A[:, g]) * (H / (H - 1)) - full for g in range(H)]),
+            SAMPLE_GROUPS_NOISE_FACTOR)
+
+
+def template_rows_times(template, W):
+    """``Q W`` for ``Q[t, s] = dA[t, s] / dS_t`` of :func:`rows_from_sums` (its
+    entries ``s < t - 1`` are linear in the row's sum ``S_t``): the template's
+    row over its sum, or ``1 / (t - 1)`` (the even split) where that sum is
+    zero. The template's strictly lower triangle times ``W`` (``trmm``), its
+    rows scaled; an even row sums ``W``'s rows ``s < t - 1``."""
+    T1 = W.shape[0]
+    W = np.asfortranarray(W, dtype=np.float64)
+    even = np.zeros_like(W)
+    even[2:] = np.cumsum(W, axis=0)[:-2] / np.arange(1, T1 - 1)[:, None]
+    if template is None:
+        return even
+    low, TB = split_template(template)[0]
+    split = TB * TB > 0
+    out = dtrmm(1.0, low.T, W, side=0, lower=0, trans_a=1)  # low @ W, low C-ordered
+    out /= np.where(split, TB, 1.0)[:, None]
+    out[~split] = even[~split]
+    return out
 
 
 @dataclass
@@ -547,13 +583,25 @@ def pooled_matrices(state, template, probes=slice(None), sources=True, lower=Fal
 
 
 def _merge_saved(a, b):
-    """Two :class:`SavedChains` of the same path, their columns side by side."""
+    """Two :class:`SavedChains` of the same path, their columns side by side,
+    on the union of their coordinates (a continued chain's rows follow the
+    columns it kept, a new chain's its own order: a coordinate one of them
+    does not hold has a zero tangent there)."""
     out = SavedChains()
     for name in ("dv", "dx1", "dx2"):
         ca, va = a.get(name)
         cb, vb = b.get(name)
-        if ca is not None and cb is not None:
+        if ca is None or cb is None:
+            continue
+        if np.array_equal(ca, cb):
             setattr(out, name, (ca, np.hstack([va, vb])))
+            continue
+        coords = np.union1d(ca, cb)
+        values = np.zeros((coords.size, va.shape[1] + vb.shape[1]),
+                          dtype=np.result_type(va, vb))
+        values[np.searchsorted(coords, ca), :va.shape[1]] = va
+        values[np.searchsorted(coords, cb), va.shape[1]:] = vb
+        setattr(out, name, (coords, values))
     return out
 
 

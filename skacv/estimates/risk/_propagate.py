@@ -434,14 +434,16 @@ class ForwardChains:
         dz_k = self.dz[:rows, :c_new + probes.extra]
         if c_old and self.dv_rows:
             u = self.dv_rows
-            self.gram = maybe_gram(self.Xs, self.gram, k, k_first, self.prefix, columns,
-                                   self.n, -g, self.policy, cached=cached, order=self.order,
-                                   full=self.design_gram)
+            if k == k_first or self.gram is None:  # decided once (maybe_gram)
+                self.gram = maybe_gram(self.Xs, self.gram, k, k_first, self.prefix, columns,
+                                       self.n, -g, self.policy, cached=cached,
+                                       order=self.order, full=self.design_gram)
             gram_product(self.Xs, self.gram, rows, u, self.dv[:u, :c_old], dz_k[:, :c_old], -g,
                          self.policy)
         elif c_old:  # the chains are zero
             dz_k[:, :c_old] = 0
-        np.multiply(probes.injection(k, rows), g, out=dz_k[:, c_old:c_new])
+        if c_new > c_old:  # no new source's columns: nothing to inject here
+            np.multiply(probes.injection(k, rows), g, out=dz_k[:, c_old:c_new])
         if self.dv_rows < rows:
             self.dv[self.dv_rows:rows, :c_new] = 0
         return dz_k
@@ -497,14 +499,17 @@ class ForwardChains:
         T = self.coef_path.shape[1] - 1
         width = self.Xs.shape[1]
         k_first = max(2, k0 + 1)  # first step with chains to propagate
+        # without extrapolation nor heavy ball no step has per-coordinate coefficients
+        plain = not self.extrapolates and self.dx2 is None
+        prefix = self.prefix.tolist()
         tic = time.perf_counter()
         for k in range(k0 + 1, k_end + 1):
             c_old, c_new = probes.open_columns(k)
-            self.rows_k = int(self.prefix[k])  # supports of steps >= k live in this prefix
-            self.rows_prev = min(int(self.prefix[k - 1]), width) if k >= 2 else 0
+            self.rows_k = prefix[k]  # supports of steps >= k live in this prefix
+            self.rows_prev = min(prefix[k - 1], width) if k >= 2 else 0
             dz_k = self._gradient(k, probes, c_old, c_new, k_first, columns, cached)
             probes.before_tangent(k, self, self.rows_k, c_old, c_new)
-            coef, mcoef = self._coefficients(k, self.rows_k)
+            coef, mcoef = (None, None) if plain else self._coefficients(k, self.rows_k)
             self._coef_cache = None  # (computed once a step)
             self._tangents(k, probes, dz_k, c_new, coef, mcoef)
             probes.read_step(k, self, self.rows_k, c_new)

@@ -340,6 +340,32 @@ def risk_at_iterates(products, A, n_eff, fit_intercept=False, A_sources=None,
     return _residual_gram(products, P, Q, diagonal=True) / n_eff
 
 
+def risk_sensitivity(products, A, n_eff, fit_intercept=False, iterates=None, MGam=None):
+    """The first order of :func:`risk_at_iterates` in ``A`` without
+    extrapolation, at ``iterates`` ``S``: ``(P, W)`` of shape (T + 1, |S|),
+    the change of ``risk_t`` under a change ``dA`` of the strictly lower
+    triangle being ``2 P[:, t]^T dA W[:, t] / n^2``. With ``L`` the
+    correction of ``A``, ``P = L^{-T} E_S`` (``R = F P``) and ``W = L^{-1}
+    F^T R``: ``dP = L^{-T} dA^T L^{-T} / n`` in ``risk_t = P_t^T F^T F P_t /
+    n``. Two triangular solves and one product with the residuals' inner
+    products, whatever the number of changes read; ``MGam``: ``M Gam`` of the
+    readout of the same ``A`` (:func:`risk_from_products` keeps it), whose
+    columns ``S`` are ``M Phi P``."""
+    T1 = _path_length(products)
+    c = _intercept_term(fit_intercept, n_eff)
+    L = _correction(np.asarray(A, dtype=np.float64)[:T1, :T1], n_eff, c)
+    S = np.asarray(iterates)
+    unit = np.zeros((T1, S.size))
+    unit[S, np.arange(S.size)] = 1.0
+    P = solve_triangular(L, unit, lower=True, trans="T", check_finite=False)
+    if _in_basis(products):  # F^T F P = Phi^T M Phi P
+        FFP = products.Phi.T @ (products.M @ (products.Phi @ P) if MGam is None
+                                else MGam[:, S])
+    else:
+        FFP = products.FF @ P
+    return P, solve_triangular(L, FFP, lower=True, check_finite=False)
+
+
 def _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration,
                         iterates=None, overwrite=False):
     """The columns ``iterates`` of ``P`` and ``Q`` (``R = F P + F_v Q``) and,
