@@ -9,7 +9,8 @@ Bikeshare's split) and digits' 70/30 splits. Parts (``--parts``):
   ``KernelRidge``'s (``bench_eigenpro.tune``, fitted in this process up to
   10000 rows), the epochs run (chosen), ``precision_``, the gain ``lambda_1 /
   lambda_P`` (float32 needs ``gain * eps32 <= eigenpro_rounding_tol``) and
-  the fit's CPU time;
+  the fit's CPU time; per ``precision`` in ``--precisions`` (float32 against
+  float64 as the gain grows);
 * ``digits``: ``EigenProClassifier(bandwidth=c * median)`` per split: accuracy,
   epochs, CPU time;
 * ``loo``: the closed-form leave-one-out mse of kernel ridge on ``s`` draws
@@ -26,6 +27,7 @@ Bikeshare's split) and digits' 70/30 splits. Parts (``--parts``):
 """
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -73,9 +75,9 @@ def factors(args):
         med = median(EigenProRegressor, X, y)
         print(f"== {name}: median {med:.4g}, KernelRidge (bandwidth {bw:.3g}, alpha {a:g}) "
               f"test mse {kr:.5f}", flush=True)
-        for c in args.factors:
+        for c, prec in itertools.product(args.factors, args.precisions):
             tic = time.process_time()
-            ep = EigenProRegressor(bandwidth=c * med, random_state=0).fit(X, y)
+            ep = EigenProRegressor(bandwidth=c * med, precision=prec, random_state=0).fit(X, y)
             t = time.process_time() - tic
             path = ((ep.predict_path(Xt) - yt[:, None]) ** 2).mean(0)
             gain = ep.preconditioner_.eigenvalues_[0] / ep.top_eigenvalue_
@@ -149,6 +151,8 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="*", default=[5000])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     ap.add_argument("--factors", type=float, nargs="+", default=[1.0, 1.2, 1.3, 1.41, 2.0])
+    ap.add_argument("--precisions", nargs="+", default=["auto"],
+                    choices=["auto", "float32", "float64"], help="factors: precision of each fit")
     ap.add_argument("--loo-sizes", type=int, nargs="+", default=[500, 1000, 2000])
     ap.add_argument("--bikeshare", action="store_true")
     ap.add_argument("--digits", action="store_true", help="digits' one-hot targets in loo")

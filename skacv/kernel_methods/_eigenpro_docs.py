@@ -106,10 +106,11 @@ _DOC_PARAMS = """
         multiplied in single precision from centred rows, about twice as
         fast. The EigenPro kernel ``K_P`` is ``K`` minus a low-rank part that
         cancels all but ``1 / gain`` of it (``gain = lambda_1 / lambda_P``),
-        so the rounding of a step is about ``6e-8 * gain`` of it: ``"auto"``
-        takes float32 when that is below ``1e-2`` (a gain below about
-        ``1.7e5``; at gain 2.6e4 the test error of the two agreed to 5
-        digits), float64 otherwise, and float64 where the whole kernel matrix
+        so the rounding of a step is about ``1.2e-7 * gain`` of it (float32's
+        epsilon): ``"auto"`` takes float32 when that is below ``2e-2`` (a gain
+        below ``1.68e5``; the test errors of the two agreed within the paths'
+        own spread up to gain 1.9e5, float32's 3.8 % worse at 3.5e5),
+        float64 otherwise, and float64 where the whole kernel matrix
         fits in it and ``n`` is at most 500 (the speed policy's
         ``eigenpro_float64_max_rows``; the two cost about the same there);
         the whole kernel matrix is kept (in the training's precision) when it
