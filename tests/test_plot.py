@@ -236,7 +236,7 @@ def test_classifier_loo_and_test_log_loss():
     assert_allclose(disp.line_.get_ydata(), search.loo_path_)
     est = search.estimator_
     manual = [log_loss(y[120:], est.predict_proba_path(X[120:])[:, t], labels=est.classes_)
-              for t in range(16)]
+              for t in range(est.n_iter_ + 1)]
     assert_allclose(disp.lines_["test"].get_ydata(), manual, rtol=1e-8)
     assert_array_equal(disp.marker_.get_xdata(), [search.best_iteration_])
     assert disp.ax_.get_ylabel() == "log-loss"

@@ -164,7 +164,9 @@ def test_no_refit_and_full_path_kept():
     (7, 10, 20),    # first stage 2 * 10 = 20: the minimum at 7 is 13 back -> stop
     (25, 10, 35),   # 20 (still improving) -> 20 + max(10, 5) = 30 (best 25,
                     # 5 back) -> max(25 + 10, 30 + 3) = 35 (10 back) -> stop
-    (55, 10, 60),   # 20 -> 30 -> 45 -> 60 = max_iter
+    (45, 10, 60),   # 20 -> 30 -> 45 -> 60 = max_iter: the minimum 15 back -> stop
+    (55, 10, 67),   # 20 -> 30 -> 45 -> 60 = max_iter with the minimum 5 back, within
+                    # n_iter_no_change: past max_iter to max(55 + 10, 60 + 7) = 67 -> stop
     (3, 1, 4),      # 2 (improving) -> 3 (improving) -> 4: the minimum at 3 is 1 back
 ])
 def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expected_stop,
@@ -291,7 +293,11 @@ def test_real_loo_criterion():
     fits, i, t = _brute_force(base.set_params(estimate_loo=True), {"alpha": [0.2, 0.05]}, X, y,
                               attr="loo_path_")
     assert (search.best_params_, search.best_iteration_) == (fits[i][0], t)
-    assert_allclose(search.loo_path_, fits[i][1].loo_path_, rtol=1e-10)
+    # the 30-step fit's path is the search's prefix; the search grew it past
+    # max_iter only if its minimum lay among the last n_iter_no_change (10) iterates
+    T = fits[i][1].loo_path_.size - 1
+    assert_allclose(search.loo_path_[:T + 1], fits[i][1].loo_path_, rtol=1e-10)
+    assert (search.loo_path_.size == T + 1) == (T - t >= 10)
 
 
 def test_sample_weight_reaches_the_fit_and_the_estimates():
@@ -589,6 +595,45 @@ def test_the_search_does_not_stop_at_an_early_bump(speed_policy, staged):
         assert bumped.best_iteration_ == 298 and bumped.estimator_.n_iter_ == 400
 
 
+class _BoundaryBumpRidge(IterativeRidge):
+    """Test double: ``risk_path_`` ``(t - 60)^2 / 100 + 1`` (its minimum at 60)
+    raised by 10 on ``bump`` (a half-open range of iterations): with ``max_iter
+    = 40`` and the bump from 38 on, the path's minimum up to ``max_iter`` lies
+    at 37, a bump just before ``max_iter``."""
+
+    def __init__(self, alpha=1.0, *, max_iter=40, warm_start=False, estimate_risk=True,
+                 bump=(38, 46)):
+        super().__init__(alpha, max_iter=max_iter, warm_start=warm_start,
+                         estimate_risk=estimate_risk)
+        self.bump = bump
+
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted, risk_plan=None):
+        t = np.arange(self.n_iter_ + 1, dtype=float)
+        self.risk_path_ = (t - 60.0) ** 2 / 100.0 + 1.0
+        self.risk_path_[(t >= self.bump[0]) & (t < self.bump[1])] += 10.0
+
+
+@pytest.mark.parametrize("staged", [True, False])
+@pytest.mark.parametrize("bump, best", [((38, 46), 60), ((28, 46), 27)])
+def test_a_bump_just_before_max_iter_does_not_end_the_path(speed_policy, staged, bump, best):
+    """At ``max_iter`` a path whose minimum lies among the last
+    ``n_iter_no_change`` (10) iterates still falls there and grows past it
+    (then stops as a stage does: its minimum ``patience`` back); a minimum
+    further back ends it at ``max_iter``."""
+    speed_policy(stage_min_flops_linear=0 if staged else np.inf)
+    X, y = _data(n=60, p=30)
+    search = TrajectoryEarlyStoppingCV(_BoundaryBumpRidge(bump=bump), criterion="risk",
+                                       search="grid", random_state=0).fit(X, y)
+    assert search.best_iteration_ == best
+    n_iter = search.estimator_.n_iter_
+    if best == 60:  # grown past max_iter until the minimum at 60 lay patience (30) back
+        assert 90 <= n_iter <= 120
+    else:
+        assert n_iter == 40
+    whole = _BoundaryBumpRidge(bump=bump, max_iter=n_iter).fit(X, y).risk_path_
+    assert best == int(np.argmin(whole))
+
+
 @pytest.mark.parametrize("staged", [False, True])
 def test_default_path_search_is_the_joint_argmin(staged):
     """The converged fits choose the smallest alpha, far from the alpha of
@@ -797,13 +842,16 @@ def test_path_search_selects_the_converged_fit_when_it_scores_lower():
     # the fake path's solution (zeros) is the model; the trajectory is kept
     assert_array_equal(search.coef_, np.zeros(X.shape[1]))
     assert_allclose(search.predict(X), np.zeros(X.shape[0]))
-    assert_allclose(search.risk_path_, traj.risk_path_)
-    assert search.cv_results_["best_iteration"][1] == int(np.argmin(traj.risk_path_))
+    # the 20-step trajectory is the search's prefix (grown past max_iter while
+    # its minimum lay among the last n_iter_no_change iterates)
+    assert_allclose(search.risk_path_[:21], traj.risk_path_)
+    assert search.cv_results_["best_iteration"][1] == int(np.argmin(search.risk_path_))
     # methods that read "the selected iterate" refuse to guess one
     with pytest.raises(ValueError, match="converged fit"):
         search.estimator_.debiased_coef()
+    whole = clone(base).set_params(alpha=0.2, max_iter=search.estimator_.n_iter_).fit(X, y)
     assert_allclose(search.estimator_.debiased_coef(iteration=-1),
-                    traj.debiased_coef(iteration=-1))
+                    whole.debiased_coef(iteration=-1))
 
 
 def _equicorrelated(n, p, rho, s=10, seed=0):

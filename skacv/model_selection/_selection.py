@@ -153,8 +153,10 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         warm-started refits and stops after no improvement during the last
         ``n_iter_no_change`` iterations and half the best iteration, unless
         (``search="path"``) its alpha's converged score lies below that
-        minimum. A path whose estimate still falls at ``max_iter`` grows past
-        it (up to 10 times). ``estimator_.n_iter_`` is where the selected
+        minimum. A path whose estimate still falls at ``max_iter`` (its
+        minimum among the last ``n_iter_no_change`` iterates) grows past it
+        and stops as above, up to 10 times ``max_iter``.
+        ``estimator_.n_iter_`` is where the selected
         path stopped. ``None`` fits every path to ``max_iter``; paths too
         cheap for stages to pay are fitted whole too.
     n_jobs : int or None, default=None

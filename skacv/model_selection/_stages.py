@@ -121,14 +121,27 @@ def _growth_best(path, n_iter, n_iter_no_change, best, statistics):
     return n_iter if stops(path, n_iter, n_iter_no_change, statistics)[0] else best
 
 
-def at_boundary(path, n_iter, max_iter, statistics, limit=None):
-    """Whether the criterion ``path`` (``n_iter`` long) still falls at its last
-    iterate, on or past ``max_iter``, and has not come within ``limit_rtol``
-    of its ``limit``."""
-    if n_iter < max_iter or argmin_first(path, statistics.tie_rtol) != n_iter:
+def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None):
+    """Whether the criterion ``path`` (``n_iter`` long), on or past ``max_iter``,
+    may still fall below its minimum later, and has not come within
+    ``limit_rtol`` of its ``limit`` there. At ``max_iter`` its first minimum
+    lies among the last ``n_iter_no_change`` iterates (the stopping's own
+    window: an estimate that rises by a bump just before
+    ``max_iter`` is still falling there); past ``max_iter``, less than the
+    stages' :func:`patience` back (the path grown past ``max_iter`` stops as a
+    stage does). Without ``n_iter_no_change``: its last iterate is the
+    minimum."""
+    best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
+    if best is None:
+        return False
+    window = 1
+    if n_iter_no_change is not None:
+        window = (n_iter_no_change if n_iter == max_iter
+                  else patience(best, n_iter_no_change, statistics))
+    if n_iter - best >= window:
         return False
     rtol = statistics.limit_rtol
-    return not (limit is not None and path[n_iter] <= limit + rtol * abs(limit))
+    return not (limit is not None and path[best] <= limit + rtol * abs(limit))
 
 
 def planned(estimator, plan):
@@ -150,7 +163,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why). Stops
     once :func:`stops` holds or at ``max_iter``; a path whose criterion
-    still falls there (:func:`at_boundary`) grows on, up to
+    still falls there (:func:`at_boundary`) grows on while it may still fall, up to
     ``max_iter_growth`` times ``max_iter`` (unless ``grow_past`` is false).
     Then restores ``warm_start`` and frees the warm state of every
     estimator of ``fitted()``. Returns the last path.
@@ -175,7 +188,8 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
                 converged = len(path) - 1 < n_iter  # the path ended at convergence
                 stop, best = stops(path, n_iter, n_iter_no_change, statistics, limit)
                 ended = (n_iter >= max_iter
-                         and not at_boundary(path, n_iter, max_iter, statistics, limit))
+                         and not at_boundary(path, n_iter, max_iter, statistics, limit,
+                                             n_iter_no_change))
                 if stop or ended or converged or n_iter >= cap:
                     if finish:
                         estimator.finish_deferred()
@@ -249,13 +263,15 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
                                         checks=checks)):
             estimator.fit(X, y, **fit_params)
         n = getattr(estimator, "n_iter_", None)
+        path = stage_path(estimator, attrs, attr) if hasattr(estimator, attr) else None
         staged = (n_iter_no_change is not None and can_stage(estimator, policy)
-                  and hasattr(estimator, attr)
-                  and at_boundary(stage_path(estimator, attrs, attr), n, estimator.max_iter,
-                                  statistics, limit))
+                  and path is not None
+                  and at_boundary(path, n, estimator.max_iter, statistics, limit,
+                                  n_iter_no_change))
         if staged:  # still falling at max_iter (and above its limit): on in stages
+            best = argmin_first(path, statistics.tie_rtol)
             first = min(statistics.max_iter_growth * n,
-                        next_stage(n, n, n_iter_no_change, growth, statistics))
+                        next_stage(n, best, n_iter_no_change, growth, statistics))
     if staged:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                        statistics, probe_goal, limit, first, end_tol=end_tol,
