@@ -150,7 +150,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         tic = time.perf_counter()
         q, scale, unit = P.n_components_, P.scale_[:, None], st.w is None
         if tracker is not None and q and tracker.phi is None:
-            tracker.set_low_rank(phi, op.single)
+            tracker.set_low_rank(phi)
         # the EigenPro correction deferred to the end of the epoch: the fitted
         # values are f + phi @ acc and the coefficients alpha + E_S coef @ acc
         # (O(m q) a step for the batch rows, not O(n q) for every row)
