@@ -163,8 +163,11 @@ class SGDRiskTracker:
         # a deferred low-rank term (set_low_rank): the chains are chain + phi @ acc
         self.phi = None
         self.n_chains = 0
-        # the probes on each chain's first batch, times its mask (the K' traces)
-        self.U_first = np.zeros((n, 0))
+        # the probes on each chain's first batch, times its mask (the K' traces):
+        # its rows, columns and values, and the chain of each entry
+        self.first_rows = self.first_cols = self.first_chain = np.zeros(0, dtype=np.int64)
+        self.first_val = np.zeros(0)
+        self.first_flat = self.first_rows  # their positions in the flattened chains
         # traces by chain and lag: lag j of chain g is A[p_g + j, p_g]
         self.lag_A, self.lag_K = np.zeros((G, S + 1)), np.zeros((G, S + 1))
         self.lags = np.ones(G, dtype=np.int64)  # lag 0 holds 0
@@ -210,6 +213,27 @@ class SGDRiskTracker:
         chain *= counts[:, None]
         return chain
 
+    def _start_chain(self, rows, mask, h, low):
+        """Chain ``g`` starts on this step's batch: ``h K_P U_g`` (the injection)
+        before the leverage probes' columns; its probes on the batch, times the
+        mask, are kept by entries (the ``K'`` traces)."""
+        g, kp, J = self.n_chains, self.kp, self.J
+        cols = slice(g * kp, (g + 1) * kp)
+        self.chain = np.hstack([self.chain[:, :J], h * self.injection[:, cols], self.chain[:, J:]])
+        UM = mask[:, None] * self.U[rows, cols]  # (m, kp)
+        self.first_rows = np.r_[self.first_rows, np.repeat(rows, kp)]
+        self.first_cols = np.r_[self.first_cols, np.tile(np.arange(g * kp, (g + 1) * kp),
+                                                         rows.shape[0])]
+        self.first_chain = np.r_[self.first_chain, np.full(UM.size, g)]
+        self.first_val = np.r_[self.first_val, UM.ravel()]
+        self.first_flat = self.first_rows * self.chain.shape[1] + self.first_cols
+        if low:
+            q = self.acc.shape[0]
+            self.acc = np.hstack([self.acc[:, :J], np.zeros((q, kp)), self.acc[:, J:]])
+            self.phi_UM[:, cols] = self.phi[rows].T @ UM
+        self.n_chains += 1
+        self.J = J + kp
+
     def step(self, rows, counts, h, hKB, resid, positions=None, hcorr=None):
         """Advance the chains with ``hKB = h K_P[:, B] @ rhs(rows, counts)`` (after
         :meth:`set_low_rank`, its ``K`` part and ``hcorr``); ``resid``: ``y - f``
@@ -220,28 +244,15 @@ class SGDRiskTracker:
         low = self.phi is not None
         if low:
             self.acc += hcorr
-        g = self.n_chains
-        kp = self.kp
-        J = self.J
-        if g < self.starts.shape[0] and self.t == self.starts[g]:  # a chain starts here
-            cols = slice(g * kp, (g + 1) * kp)
-            self.chain = np.hstack([self.chain[:, :J], h * self.injection[:, cols],
-                                    self.chain[:, J:]])
-            UM = np.zeros((self.n, kp))
-            UM[rows] = mask[:, None] * self.U[rows, cols]
-            self.U_first = np.hstack([self.U_first, UM])
-            if low:
-                q = self.acc.shape[0]
-                self.acc = np.hstack([self.acc[:, :J], np.zeros((q, kp)), self.acc[:, J:]])
-                self.phi_UM[:, cols] = self.phi[rows].T @ UM[rows]
-            self.n_chains += 1
-            self.J = J = J + kp
+        if self.n_chains < self.starts.shape[0] and self.t == self.starts[self.n_chains]:
+            self._start_chain(rows, mask, h, low)
         self.t += 1
-        active = self.n_chains
-        # column sums of chain * U and chain * U_first, summed by chain
-        chain = self.chain[:, :J]
-        a = np.einsum("nj,nj->j", chain, self.U[:, :J]).reshape(active, kp).sum(axis=1)
-        kap = np.einsum("nj,nj->j", chain, self.U_first).reshape(active, kp).sum(axis=1)
+        active, kp, J = self.n_chains, self.kp, self.J
+        # the column sums of chain * U, summed by chain; those of chain times
+        # the probes on its first batch from that batch's entries alone
+        a = np.einsum("nj,nj->j", self.chain[:, :J], self.U[:, :J]).reshape(active, kp).sum(axis=1)
+        kap = np.bincount(self.first_chain, np.take(self.chain, self.first_flat) * self.first_val,
+                          minlength=active)
         if low:  # the traces of phi @ acc
             q = self.acc.shape[0]
             acc = self.acc[:, :J].reshape(q, active, kp)
@@ -364,8 +375,11 @@ class SGDRiskTracker:
         self.risks.append(float(np.sum(out ** 2)) / self.n_eff)
         self.df.append(float(K[t].sum()) / self.n_eff)
         E = self.chain[:, self.J:]
-        if self.phi is not None:
-            E = E + self.phi @ self.acc[:, self.J:]
+        if self.phi is not None:  # a matrix-vector product a probe: a product of a
+            # few columns packs phi (at n = 20000, q = 445: 7.9 ms against 5.9)
+            acc = np.ascontiguousarray(self.acc[:, self.J:].T)
+            E = E + (self.phi @ acc.T if self.exact or not acc.shape[0] else
+                     np.stack([self.phi @ col for col in acc], axis=1))
         h, se = leverage_spread(self.Z, self.Z - E, self.w, self.exact)
         self.spreads.append(h)
         self.spread_se.append(se)
