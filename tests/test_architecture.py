@@ -339,11 +339,16 @@ def _brute_force_memory_matrix(X, y, eta, alpha, T):
     return base, np.tril(A, -1)
 
 
-def test_user_iteration_fits_and_estimates():
-    rng = np.random.default_rng(2)
-    n, p, T, alpha = 15, 10, 8, 0.05
+def _small_design(seed, n=15, p=10):
+    """A Gaussian design and a response with three unit coefficients."""
+    rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
-    y = X[:, :3] @ np.ones(3) + 0.3 * rng.standard_normal(n)
+    return X, X[:, :3] @ np.ones(3) + 0.3 * rng.standard_normal(n), rng
+
+
+def test_user_iteration_fits_and_estimates():
+    n, T, alpha = 15, 8, 0.05
+    X, y, _ = _small_design(2, n)
     est = skacv.TrajectoryLasso(alpha=alpha, solver=DampedFISTA(), max_iter=T,
                                 fit_intercept=False, n_probes=None, estimate_loo=True,
                                 loo_options={"store_predictions": True}).fit(X, y)
@@ -407,10 +412,8 @@ def _ista_path(X, y, step, alpha, T, M, dy=None, s=-1):
 
 
 def test_coordinate_mixing_user_iteration_is_refused_by_the_estimate_not_by_loo():
-    rng = np.random.default_rng(3)
-    n, p, T, alpha = 30, 12, 8, 0.05
-    X = rng.standard_normal((n, p))
-    y = X[:, :3] @ np.ones(3) + 0.3 * rng.standard_normal(n)
+    p, T, alpha = 12, 8, 0.05
+    X, y, rng = _small_design(3, 30, p)
     Q = np.linalg.qr(rng.standard_normal((p, p)))[0]
     M = Q @ np.diag(np.linspace(0.5, 1.0, p)) @ Q.T
     assert not MixedISTA(M).coordinatewise and ScaledISTA().coordinatewise
@@ -426,10 +429,8 @@ def test_coordinate_mixing_user_iteration_is_refused_by_the_estimate_not_by_loo(
 
 
 def test_declared_coordinatewise_override_gets_its_exact_memory_matrix():
-    rng = np.random.default_rng(4)
     n, p, T, alpha = 15, 10, 6, 0.05
-    X = rng.standard_normal((n, p))
-    y = X[:, :3] @ np.ones(3) + 0.3 * rng.standard_normal(n)
+    X, y, _ = _small_design(4, n, p)
     est = skacv.TrajectoryLasso(alpha=alpha, solver=ScaledISTA(), max_iter=T,
                                 fit_intercept=False, n_probes=None).fit(X, y)
     M, step = 0.8 * np.eye(p), est.step_size_
