@@ -268,7 +268,7 @@ def _grow_pooled(design, iteration, coef_path, state, A, Av, readout, replicate_
     instead of the level's. Without extrapolation (and with ``sensitivity``,
     :func:`~skacv.estimates.risk._readout.risk_sensitivity`) the replicates
     are the risk's first order in their matrices (linear in the rows' sums:
-    :func:`~skacv.estimates.risk._pooled.template_rows`), the readout's
+    :func:`~skacv.estimates.risk._pooled.rows_from_sums`), the readout's
     solves once instead of once a replicate.
 
     Returns ``(A, A_sources, state, readout's output, noise, choice)``;

@@ -194,42 +194,42 @@ def sample_group_probes(Z, n_groups):
     return out
 
 
+def _replicate_sums(state, n_groups):
+    """The rows' sums ``(SA, SV)`` (T + 1, 1) of the pooled chain's
+    delete-one-group jackknife replicates (a generator) and the factor on its
+    standard error: without each group of probes (factor 1), or for a chain
+    of one probe without each group of samples, scaled to all the samples
+    (factor :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`)."""
+    if state.by_samples is None:
+        return (((state.SA[..., kept].mean(axis=2), state.SV[..., kept].mean(axis=2))
+                 for kept in jackknife_probes(state.m, n_groups)), 1.0)
+    SA, SV = state.SA[:, :, 0], state.SV[:, :, 0]  # (T + 1, 1): one probe, one group
+    by_A, by_V = state.by_samples
+    H = by_A.shape[1]
+    return ((((SA - by_A[:, [g]]) * (H / (H - 1)), (SV - by_V[:, [g]]) * (H / (H - 1)))
+             for g in range(H)), SAMPLE_GROUPS_NOISE_FACTOR)
+
+
 def jackknife_matrices(state, template, n_groups, sources=True):
-    """The memory matrices of the pooled chain's delete-one-group jackknife
-    replicates and the factor on its standard error: without each group of
-    probes (factor 1), or for a chain of one probe without each group of
-    samples, scaled to all the samples (factor
-    :data:`~skacv.estimates.risk._probes.SAMPLE_GROUPS_NOISE_FACTOR`).
+    """The memory matrices of the jackknife replicates of
+    :func:`_replicate_sums` and the factor on the standard error.
     ``sources``: as :func:`rows_from_sums`; the matrices' strictly lower
     triangles only (``lower``: what the replicates' readouts read), formed
     one replicate at a time (a generator: each read before the next)."""
     template = split_template(template)
-    if state.by_samples is None:
-        return ((pooled_matrices(state, template, kept, sources, lower=True)
-                 for kept in jackknife_probes(state.m, n_groups)),
-                1.0)
-    SA, SV = state.SA[:, :, 0], state.SV[:, :, 0]  # (T + 1, 1): one probe, one group
-    by_A, by_V = state.by_samples
-    H = by_A.shape[1]
-    return ((rows_from_sums((SA - by_A[:, [g]]) * (H / (H - 1)),
-                            (SV - by_V[:, [g]]) * (H / (H - 1)), state.lag0, template, sources,
-                            lower=True)
-             for g in range(H)), SAMPLE_GROUPS_NOISE_FACTOR)
+    sums, factor = _replicate_sums(state, n_groups)
+    return ((rows_from_sums(SA, SV, state.lag0, template, sources, lower=True)
+             for SA, SV in sums), factor)
 
 
 def jackknife_sums(state, n_groups):
-    """The rows' sums of ``A`` of :func:`jackknife_matrices`' replicates minus
-    the state's own, shape (replicates, T + 1), and the factor on the
+    """The rows' sums of ``A`` of the replicates of :func:`_replicate_sums`
+    minus the state's own, shape (replicates, T + 1), and the factor on the
     standard error: what the replicates' matrices differ by, through
-    :func:`template_rows`."""
+    :func:`rows_from_sums`."""
     full = state.SA.mean(axis=2)[:, 0]
-    if state.by_samples is None:
-        return (np.array([state.SA[..., kept].mean(axis=2)[:, 0] - full
-                          for kept in jackknife_probes(state.m, n_groups)]), 1.0)
-    SA, by_A = state.SA[:, 0, 0], state.by_samples[0]
-    H = by_A.shape[1]
-    return (np.array([(SA - by_A[:, g]) * (H / (H - 1)) - full for g in range(H)]),
-            SAMPLE_GROUPS_NOISE_FACTOR)
+    sums, factor = _replicate_sums(state, n_groups)
+    return np.array([SA[:, 0] - full for SA, _ in sums]), factor
 
 
 def template_rows_times(template, W):
@@ -574,12 +574,11 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     return A, (Av if sources else A), run.state
 
 
-def pooled_matrices(state, template, probes=slice(None), sources=True, lower=False):
-    """The memory matrices of a pooled state's probes ``probes`` (``sources``,
-    ``lower``: as :func:`rows_from_sums`)."""
+def pooled_matrices(state, template, probes=slice(None), sources=True):
+    """The memory matrices of a pooled state's probes ``probes`` (``sources``:
+    as :func:`rows_from_sums`)."""
     return rows_from_sums(state.SA[..., probes].mean(axis=2),
-                          state.SV[..., probes].mean(axis=2), state.lag0, template, sources,
-                          lower)
+                          state.SV[..., probes].mean(axis=2), state.lag0, template, sources)
 
 
 def _merge_saved(a, b):
