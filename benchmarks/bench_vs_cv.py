@@ -15,9 +15,11 @@ size and estimator:
     held-out fold, the argmin of the mean fold error; then one full fit
     (its path is the one whose iterate is selected);
 (c) 5-fold ``GridSearchCV`` over 6 values of ``max_iter`` up to ``T`` (and its refit);
-(d) ``TrajectoryEarlyStoppingCV(estimator, criterion="kfold")``: K-fold CV
-    along the path run by skacv (the folds as one block), the non-default
-    refit criterion that (a) is compared with.
+(d) ``TrajectoryEarlyStoppingCV(estimator, criterion="kfold",
+    n_iter_no_change=None)``: K-fold CV along the path run by skacv (the
+    folds as one block) over the same ``T`` steps (its own stopping would
+    grow a path still falling at ``T`` past it), the non-default refit
+    criterion that (a) is compared with.
 
 The columns print ``criterion_`` of (a) (``risk`` or ``loo``: no refit; a
 K-fold fallback is flagged by a warning), the times, the ratios (a)/(d),
@@ -128,7 +130,7 @@ def run(name, est, X, y, beta, rho, grid_search=True):
     reg_a, reg_b = search_regret(search, truth, beta, rho), regret(t_b, truth)
     kfold, out["d"] = timed(
         lambda: TrajectoryEarlyStoppingCV(clone(est), criterion="kfold", param_grid=fixed,
-                                          random_state=0).fit(X, y))
+                                          n_iter_no_change=None, random_state=0).fit(X, y))
     reg_d = search_regret(kfold, truth, beta, rho)
     risk_a = truth.min() * (1 + reg_a)  # comparable across runs whose T differ
     if not grid_search:

@@ -74,7 +74,8 @@ with dask.config.set(scheduler="threads"):
 # K-fold CV along the path over a grid of alpha: one pass for every fold
 # ----------------------------------------------------------------------
 # (the search stops a grid point's path once its error has not improved for
-# ``n_iter_no_change`` iterations: ``kfold_path_`` can be shorter than T + 1)
+# ``n_iter_no_change`` iterations, and grows one still improving at T past it:
+# ``kfold_path_`` can be shorter or longer than T + 1)
 with dask.config.set(scheduler="threads"):
     search = TrajectoryEarlyStoppingCV(
         TrajectoryLasso(max_iter=T), param_grid={"alpha": [0.3, 0.1, 0.03, 0.01, 0.003]},

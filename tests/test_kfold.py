@@ -3,6 +3,7 @@ equal to separate fold fits, in stages or in one go, in float32 within
 rounding, with clear errors."""
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -294,10 +295,44 @@ def test_kfold_criterion_runs_stacked_folds_in_float32_by_default():
                                        fold_alignment="iteration")
     search.fit(X, y, sample_weight=sw)
     splits = list(KFold(5, shuffle=True, random_state=search._seed).split(X))
-    errors, _ = _by_hand(clone(est).set_params(estimate_risk=False), X, y, sw, splits)
+    T = len(search.kfold_path_) - 1  # (grown past max_iter: the path still falls there)
+    errors, _ = _by_hand(clone(est).set_params(estimate_risk=False, max_iter=T), X, y, sw,
+                         splits)
     expected = errors.sum(axis=1) / sw.sum()
     assert_allclose(search.kfold_path_, expected, rtol=3e-5)
     assert search.best_iteration_ == int(np.argmin(expected))
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_kfold_path_still_falling_at_max_iter_grows_past_it(speed_policy, staged):
+    """K-fold CV along a path whose held-out error still falls at
+    ``max_iter`` grows the path past it, as the estimates' paths do (then
+    stops once its minimum lies ``patience`` back), in stages or from a
+    path fitted in one go: the choice is the argmin of separate fold fits
+    of the grown length (brute force), beyond ``max_iter``, and no
+    ``SelectionBoundaryWarning`` says to raise ``max_iter``."""
+    from skacv import TrajectoryEarlyStoppingCV
+    from skacv.exceptions import SelectionBoundaryWarning
+
+    speed_policy(stage_min_flops=0 if staged else np.inf)
+    X, y, _ = _data(n=120, p=70, seed=2)
+    est = TrajectoryLasso(alpha=0.03, solver="ista", max_iter=30)
+    search = TrajectoryEarlyStoppingCV(est, search="grid", criterion="kfold", cv=5,
+                                       random_state=0, fold_dtype="float64",
+                                       fold_alignment="iteration")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SelectionBoundaryWarning)
+        search.fit(X, y)
+    T = len(search.kfold_path_) - 1
+    splits = list(KFold(5, shuffle=True, random_state=search._seed).split(X))
+    errors, _ = _by_hand(clone(est).set_params(estimate_risk=False, max_iter=T), X, y, None,
+                         splits)
+    expected = errors.sum(axis=1) / len(y)
+    assert_allclose(search.kfold_path_, expected, rtol=1e-10)
+    best = int(np.argmin(expected))
+    assert search.best_iteration_ == best > est.max_iter
+    assert T >= best + 10  # its minimum n_iter_no_change (or more) back
+    assert search.estimator_.n_iter_ == T
 
 
 @pytest.mark.parametrize("n, p", [(90, 60), (60, 90)])

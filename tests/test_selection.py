@@ -634,6 +634,40 @@ def test_a_bump_just_before_max_iter_does_not_end_the_path(speed_policy, staged,
     assert best == int(np.argmin(whole))
 
 
+@pytest.mark.parametrize("staged", [True, False])
+@pytest.mark.parametrize("limit, best, n_iter", [
+    (8.0, 60, (90, 120)),  # far below its limit at max_iter, still falling: grows
+    (3.0, 60, (90, 120)),  # above its limit, still falling: grows
+    (5.03, 40, (40, 40)),  # within limit_rtol of its limit there: ends, silently
+])
+def test_a_path_falling_at_max_iter_grows_unless_it_reached_its_limit(speed_policy, staged,
+                                                                      limit, best, n_iter):
+    """``search="path"``: a trajectory whose estimate still falls at
+    ``max_iter`` (40; 5.0 there, its minimum 1.0 at 60) grows past it
+    whether it lies above or below its alpha's converged estimate (the
+    limit), and ends at ``max_iter`` only once within ``limit_rtol`` (1 %)
+    of the limit, where no ``SelectionBoundaryWarning`` tells the user to
+    raise ``max_iter`` (the search's own rule ended the path)."""
+    from skacv.exceptions import SelectionBoundaryWarning
+
+    speed_policy(stage_min_flops_linear=0 if staged else np.inf)
+    X, y = _data(n=60, p=30)
+    alphas = [1.0, 0.5, 0.25]
+    # converged estimates: the same limit at every alpha (the smallest alpha's choice)
+    _, Search = _fake_alpha_path(lambda a: limit + 1e-6 * a)
+    base = _BoundaryBumpRidge(bump=(0, 0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        search = _pinned(base, search_class=Search, search="path",
+                         param_grid={"alpha": alphas}).fit(X, y)
+    assert not [w for w in caught if issubclass(w.category, SelectionBoundaryWarning)
+                and "max_iter" in str(w.message)]
+    assert search.best_iteration_ == best
+    assert n_iter[0] <= search.estimator_.n_iter_ <= n_iter[1]
+    whole = clone(base).set_params(max_iter=search.estimator_.n_iter_).fit(X, y).risk_path_
+    assert best == int(np.argmin(whole))
+
+
 @pytest.mark.parametrize("staged", [False, True])
 def test_default_path_search_is_the_joint_argmin(staged):
     """The converged fits choose the smallest alpha, far from the alpha of

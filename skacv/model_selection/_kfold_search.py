@@ -27,9 +27,12 @@ from ..utils._parallel import cache_bytes, overlapped
 from ._fold_designs import fold_covariance_pays, rotated_pays
 from ._kfold import StackedFolds, aligned_errors, can_stack, fit_beside, fold_steps, kfold_dtype
 from ._stages import (
+    argmin_first,
+    at_boundary,
     can_stage,
     estimate_paths,
     grow_in_stages,
+    next_stage,
     planned,
     refit_shorter,
     release_warm_state,
@@ -310,23 +313,37 @@ class KFoldPath:
             return False
         policy, statistics = self.policies
         if n_iter_no_change is not None and can_stage(self.estimator, policy):
-            # a cheap path fitted in one go ends where the stages would have stopped
+            # a cheap path fitted in one go ends where the stages would have
+            # stopped, or, still falling at max_iter, grows past it as they do
             n = self._full_length()
-            m = stop_length(self.kfold_path(n + 1), n_iter_no_change, policy.stage_growth,
-                            statistics, limit)
+            path = self.kfold_path(n + 1)
+            if at_boundary(path, n, self.estimator.max_iter, statistics, limit,
+                           n_iter_no_change):
+                best = argmin_first(path, statistics.tie_rtol)
+                first = min(statistics.max_iter_growth * n,
+                            next_stage(n, best, n_iter_no_change, policy.stage_growth,
+                                       statistics))
+                return self._fit_in_stages(n_iter_no_change, limit, first)
+            m = stop_length(path, n_iter_no_change, policy.stage_growth, statistics, limit)
             if m < n and self.deferred:
                 self.full_iter = m
             elif m < n:
                 refit_shorter(self.estimator, self.X, self.y, self.fit_params, m)
         return True
 
-    def _fit_in_stages(self, n_iter_no_change, limit=None):
+    def _fit_in_stages(self, n_iter_no_change, limit=None, first=None):
+        """The paths in stages (from ``first`` steps, continuing a path fitted
+        in one go), past ``max_iter`` while the criterion still falls there
+        (:func:`~._stages.at_boundary`)."""
         policy, statistics = self.policies
         fitted = grow_in_stages(self.estimator, lambda: [f.estimator for f in self.folds],
                                 self.stage, n_iter_no_change, policy.stage_growth, statistics,
-                                limit=limit, grow_past=False)
+                                limit=limit, first=first, finish=not self.deferred)
         if fitted is None:
             return False
+        if self.deferred:
+            self.full_iter = self.n_iter
+            return True
         # the full path, from where it is to where the folds stopped
         warm_start = self.estimator.warm_start
         try:

@@ -180,12 +180,15 @@ def _is_number(v):
     return isinstance(v, (Real, np.number)) and not isinstance(v, (bool, np.bool_))
 
 
-def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_iter=None):
+def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_iter=None,
+                  reached=False):
     """A :class:`~skacv.exceptions.SelectionBoundaryWarning` for a choice on
     the edge of what was searched: the first or last value of a numeric
     parameter with at least 3 values in one of ``grids`` (a list of dicts),
     or the last iteration of a path that reached ``max_iter`` (``n_iter``:
-    its length, ``max_iter`` or more where the search grew it)."""
+    its length, ``max_iter`` or more where the search grew it), unless it
+    ``reached`` its limit there (the rule that ended it:
+    :func:`~skacv.model_selection._stages.at_boundary`)."""
     for name, chosen in best_params.items():
         for grid in grids:
             vals = (grid or {}).get(name)
@@ -202,7 +205,7 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_ite
                     f"(param_grid) beyond {shown}.", SelectionBoundaryWarning,
                     stacklevel=5)
             break
-    if not isinstance(max_iter, Integral) or best_iteration is None:
+    if not isinstance(max_iter, Integral) or best_iteration is None or reached:
         return
     end = max_iter if n_iter is None else n_iter
     if best_iteration >= max(end, max_iter):

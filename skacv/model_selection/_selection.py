@@ -155,7 +155,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         (``search="path"``) its alpha's converged score lies below that
         minimum. A path whose estimate still falls at ``max_iter`` (its
         minimum among the last ``n_iter_no_change`` iterates) grows past it
-        and stops as above, up to 10 times ``max_iter``.
+        and stops as above, up to 10 times ``max_iter`` (K-fold CV too),
+        unless that minimum lies within 1 % of its alpha's converged score.
         ``estimator_.n_iter_`` is where the selected
         path stopped. ``None`` fits every path to ``max_iter``; paths too
         cheap for stages to pay are fitted whole too.
@@ -519,4 +520,16 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         warn_converged(self._converged, self.best_params_.get("alpha"),
                        params.get("max_iter"), self.criterion_, self._policies[1].limit_rtol)
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
-                      self.criterion_, getattr(self.estimator_, "n_iter_", None))
+                      self.criterion_, getattr(self.estimator_, "n_iter_", None),
+                      self._reached_limit())
+
+    def _reached_limit(self):
+        """Whether the selected trajectory's minimum lies within ``limit_rtol``
+        of its alpha's converged criterion (``search="path"``)."""
+        limits = self.cv_results_.get(f"path_{self.criterion_}")
+        if self.search_ != "path" or self._converged is not None or limits is None:
+            return False
+        limit = float(limits[self.best_index_])
+        best = float(self._selected_paths[CRITERIA[self.criterion_][0]][self.best_iteration_])
+        return bool(np.isfinite(limit)
+                    and abs(best - limit) <= self._policies[1].limit_rtol * abs(limit))

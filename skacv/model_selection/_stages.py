@@ -130,7 +130,8 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     ``max_iter`` is still falling there); past ``max_iter``, less than the
     stages' :func:`patience` back (the path grown past ``max_iter`` stops as a
     stage does). Without ``n_iter_no_change``: its last iterate is the
-    minimum."""
+    minimum. A minimum within ``limit_rtol`` of the ``limit``, above or
+    below it, has converged; one further below still falls."""
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
         return False
@@ -141,7 +142,7 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     if n_iter - best >= window:
         return False
     rtol = statistics.limit_rtol
-    return not (limit is not None and path[best] <= limit + rtol * abs(limit))
+    return not (limit is not None and abs(path[best] - limit) <= rtol * abs(limit))
 
 
 def planned(estimator, plan):
