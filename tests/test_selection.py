@@ -476,6 +476,10 @@ def test_bad_parameters():
     with pytest.raises(ValueError, match="search='path' searches the penalty only"):
         _pinned(TrajectoryLasso(), search="path",
                                   param_grid={"max_iter": [5]}).fit(X, y)
+    # a bare value: scikit-learn's message (GridSearchCV's), not a TypeError of len()
+    for search in ("auto", "grid"):
+        with pytest.raises(TypeError, match="Single values need to be wrapped in a list"):
+            _pinned(TrajectoryLasso(), search=search, param_grid={"alpha": 0.1}).fit(X, y)
 
 
 def test_estimator_without_a_stored_path_is_refused():

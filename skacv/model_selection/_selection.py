@@ -315,6 +315,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         else:
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
         grid = self.param_grid
+        if grid is not None:
+            ParameterGrid(grid)  # scikit-learn's checks (a bare value: wrap it in a list)
         if self.search == "auto":
             self.search_ = ("path" if searches_path(grid)
                             and supports_alpha_path(self.estimator, n_samples) else "grid")
