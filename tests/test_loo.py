@@ -318,6 +318,17 @@ def test_warm_start_and_bad_input():
         IterativeRidge(loo_options={"batch_size": 0}).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         exact_loo_path(cold, X[:, :3], y)
+    # estimators without a leave-one-out path: a TypeError that names the
+    # ones with it (were AttributeErrors from inside the refits)
+    from skacv import EigenProRegressor, TrajectoryEarlyStoppingCV
+    kernel = EigenProRegressor(max_iter=2, random_state=0)
+    search = TrajectoryEarlyStoppingCV(IterativeRidge(max_iter=5))
+    for est in (kernel, search):
+        with pytest.raises(TypeError, match="linear trajectory estimator"):
+            exact_loo_path(est, X, y)
+        with pytest.raises(TypeError, match="linear trajectory estimator"):
+            approximate_loo(est.fit(X, y), X, y)
+
 
 
 # ----------------------------------------------------------------------------

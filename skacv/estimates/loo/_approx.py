@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._config import check_memory, working_memory_bytes
 from ...linalg._linalg import independent_columns
 from ...utils._parallel import factorization_blas
+from ._refit import check_loo_estimator
 from ._track import removed_weights
 
 _METHODS = ("alo", "ns", "ij")
@@ -167,6 +168,7 @@ def approximate_loo(estimator, X, y, sample_weight=None, method="alo"):
         squared error (log-loss); ``error``: misclassification rate
         (classifier only); ``active_set`` the coordinates ``E``.
     """
+    check_loo_estimator(estimator, "approximate_loo")
     check_is_fitted(estimator)
     if method not in _METHODS:
         raise ValueError(f"method must be 'alo', 'ns' or 'ij'; got {method!r}.")
