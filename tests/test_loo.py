@@ -330,6 +330,20 @@ def test_warm_start_and_bad_input():
             approximate_loo(est.fit(X, y), X, y)
 
 
+def test_ridge_approximate_loo_closed_forms():
+    """At the ridge minimiser ALO and NS are exact, ``r_i / (1 - h_i)``;
+    IJ is its first-order expansion ``r_i (1 + h_i)`` (the hat matrix by
+    brute force)."""
+    X, y = _regression(40, 8)
+    lam = 3.0
+    est = IterativeRidge(lam, fit_intercept=False, solver="nesterov", max_iter=3000,
+                         estimate_risk=False).fit(X, y)
+    hat = X @ np.linalg.solve(X.T @ X + lam * np.eye(8), X.T)
+    r, h = y - hat @ y, np.diag(hat)
+    for method, expected in (("alo", r / (1 - h)), ("ns", r / (1 - h)), ("ij", r * (1 + h))):
+        res = approximate_loo(est, X, y, method=method)
+        np.testing.assert_allclose(y - res.predictions, expected, rtol=1e-9, atol=1e-12)
+
 
 # ----------------------------------------------------------------------------
 # logistic regression: first-order accurate

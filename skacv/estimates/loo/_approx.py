@@ -141,9 +141,10 @@ def approximate_loo(estimator, X, y, sample_weight=None, method="alo"):
 
     ``"ns"`` and ``"ij"`` keep the gradient of ``F`` at ``theta``, so they
     target the left-out *minimiser* even before convergence (Luo, Ren &
-    Barber 2023 compare IACV with them along the path). All three are exact
-    leave-one-out for ridge least squares at the minimiser; NS is exact for
-    any quadratic objective. With ``l1``, linearly dependent columns in
+    Barber 2023 compare IACV with them along the path). ALO and NS are
+    exact leave-one-out for ridge least squares at the minimiser (left-out
+    residual ``r_i / (1 - h_i)``), NS for any quadratic objective; IJ is
+    their first-order expansion (``r_i (1 + h_i)``). With ``l1``, linearly dependent columns in
     ``E`` (duplicates; every level of a one-hot encoded feature beside the
     intercept) are reduced to a basis of their span (pivoted Cholesky),
     which leaves the predictions unchanged at a minimiser; ``active_set``
