@@ -345,6 +345,30 @@ def test_metadata_routing():
         _pinned(base).fit(X, y, other=w)
 
 
+def test_groups_reach_the_folds():
+    """``fit(X, y, groups=...)`` hands the groups to ``cv.split``, as
+    ``GridSearchCV.fit`` does, with metadata routing or without (it was
+    refused either way, so that GroupKFold could not be used): the search
+    equals the one given GroupKFold's folds as a list."""
+    from sklearn.model_selection import GroupKFold
+
+    X, y = _data(n=90, p=40)
+    groups = np.repeat(np.arange(9), 10)
+    make = lambda cv: TrajectoryEarlyStoppingCV(  # noqa: E731
+        TrajectoryLasso(max_iter=30), criterion="kfold", cv=cv,
+        param_grid={"alpha": [0.3, 0.1, 0.03, 0.01, 0.003]}, random_state=0)
+    ref = make(list(GroupKFold(3).split(X, y, groups))).fit(X, y)
+    with pytest.raises(ValueError, match="groups"):  # GroupKFold needs them
+        make(GroupKFold(3)).fit(X, y)
+    for routing in (False, True):
+        with sk_config_context(enable_metadata_routing=routing):
+            got = make(GroupKFold(3)).fit(X, y, groups=groups)
+        assert got.n_splits_ == 3
+        assert (got.best_params_, got.best_iteration_) == (ref.best_params_,
+                                                           ref.best_iteration_)
+        assert_array_equal(got.kfold_path_, ref.kfold_path_)
+
+
 @pytest.mark.parametrize("backend", ["loky", "threading"])
 def test_parallel_backends_give_the_sequential_result(backend):
     X, y = _data()

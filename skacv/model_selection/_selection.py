@@ -9,7 +9,7 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
-from sklearn.model_selection import ParameterGrid
+from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping
 
@@ -325,12 +325,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         warn_ignored_params(self, stacklevel=4)  # user -> wrapper -> fit -> _resolve -> it
         self._seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
 
-    def _folds(self, X, y):
+    def _folds(self, X, y, groups=None):
         """The folds of ``criterion_ == "kfold"`` (the same for every grid point)."""
         if self.criterion_ != "kfold":
             return None
         return kfold_splits(self.cv, X, y, is_classifier(self.estimator),
-                            None if self.random_state is None else self._seed)
+                            None if self.random_state is None else self._seed, groups)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -349,7 +349,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         """Get metadata routing of this object.
 
         ``fit`` metadata (``sample_weight``) go to the estimator's ``fit``
-        (hence to its estimates); ``score`` metadata to its ``score``.
+        (hence to its estimates), ``groups`` to the ``split`` of ``cv``;
+        ``score`` metadata to the estimator's ``score``.
 
         Returns
         -------
@@ -360,7 +361,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             method_mapping=MethodMapping()
             .add(caller="fit", callee="fit")
             .add(caller="score", callee="score"),
-        )
+        ).add(splitter=check_cv(self.cv, classifier=is_classifier(self.estimator)),
+              method_mapping=MethodMapping().add(caller="fit", callee="split"))
 
     # ---------------------------------------------------------------- fit
     def _prepared(self, params):
@@ -391,8 +393,10 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             enabled it is routed like any other metadata (request it with
             ``estimator.set_fit_request(sample_weight=True)``).
         **fit_params : dict
-            Other metadata for the estimator's ``fit``; only with
-            ``sklearn.set_config(enable_metadata_routing=True)``.
+            ``groups`` (array-like of shape (n_samples,)): group labels of the
+            folds' ``split`` (e.g. ``cv=GroupKFold()``), as in
+            ``GridSearchCV.fit``. Other metadata for the estimator's ``fit``
+            only with ``sklearn.set_config(enable_metadata_routing=True)``.
 
         Returns
         -------
@@ -400,18 +404,20 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             Fitted meta-estimator.
         """
         check_protocol(self.estimator)
-        routed = routed_params(self, "fit", sample_weight, fit_params)
+        split = {}  # the folds' groups
+        routed = routed_params(self, "fit", sample_weight, fit_params, split)
         dask = is_dask(X, y, routed.get("sample_weight"))
         source = None  # on a Dask input, the rows behind the compressed sample
         if dask:  # one pass over the rows (_dask_search)
-            X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
+            X, y, routed, self._splits, source = sufficient_search(self, X, y, routed,
+                                                                   split["groups"])
         else:
             y = one_target(y)
             self._resolve(X)
-            self._splits = self._folds(X, y)
+            self._splits = self._folds(X, y, split["groups"])
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
         with GatheredWarnings() as gathered:
-            self._search_with_fallback(X, y, routed, source, auto_risk, dask)
+            self._search_with_fallback(X, y, routed, source, auto_risk, dask, split["groups"])
         # the fits' warnings once each, from the user's call (_fit_context between)
         flags = np.asarray(self._selected_paths.get("risk_reliable_", 1))
         gathered.reissue(self.criterion_, 3, self._converged is None and not (flags > 0).all())
@@ -444,7 +450,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
                   f"{self.best_iteration_}: estimated {self.criterion_} {self.best_risk_:.6g}")
         return self
 
-    def _search_with_fallback(self, X, y, routed, source, auto_risk, dask):
+    def _search_with_fallback(self, X, y, routed, source, auto_risk, dask, groups):
         """The search; with ``criterion="auto"``, again with K-fold CV where
         the risk estimate is undefined or flagged where the choice lies."""
         try:
@@ -467,7 +473,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             UnreliableEstimateWarning, stacklevel=2)
         self.criterion_, self._loo_subsample, self._both = "kfold", None, False
         try:
-            self._splits = self._folds(X, y)
+            self._splits = self._folds(X, y, groups)
         except ValueError as exc:
             raise ValueError(
                 f"n_samples={_num_samples(X)} is too few for criterion='auto': {why} "
