@@ -1652,6 +1652,10 @@ def test_auto_uses_kfold_below_100_samples_with_more_features():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y).criterion_ == "risk"
+    # too few samples for the folds: the risk estimate, with a warning that says so
+    X, y = _data(n=3, p=8)
+    with pytest.warns(selection_module.UnreliableEstimateWarning, match="needs at least 5"):
+        assert TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y).criterion_ == "risk"
 
 
 def test_path_search_advises_its_own_path_params_when_the_alpha_path_stops_short(
