@@ -1495,6 +1495,31 @@ def test_a_choice_on_the_edge_of_the_search_warns_with_the_fix():
     assert found.best_params_["alpha"] in (0.1, 0.01) and found.best_iteration_ < 300
 
 
+def test_the_automatic_grids_small_end_is_an_edge_where_the_estimate_still_falls():
+    """Without param_grid the search warns when it chooses the smallest alpha
+    of the automatic grid while the criterion at convergence still falls
+    there (eps times the largest was not negligible: on a high
+    signal-to-noise design the elastic net kept 8 times the true risk of
+    the grid that reaches alpha / 100, as ElasticNetCV does), and not once
+    the grid reaches far enough."""
+    from sklearn.datasets import make_regression
+
+    from skacv import TrajectoryElasticNet
+
+    X, y, coef = make_regression(1000, 8, noise=5.0, coef=True, random_state=0)
+
+    def true_risk(search):  # X ~ N(0, I): ||b - beta||^2 + b0^2 + sigma^2
+        return np.sum((search.coef_ - coef) ** 2) + search.intercept_ ** 2 + 25.0
+
+    with pytest.warns(SelectionBoundaryWarning, match=r"smallest of the automatic grid.*'eps'"):
+        short = TrajectoryEarlyStoppingCV(TrajectoryElasticNet(), random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SelectionBoundaryWarning)
+        wide = TrajectoryEarlyStoppingCV(TrajectoryElasticNet(), random_state=0,
+                                         path_params={"eps": 1e-5}).fit(X, y)
+    assert true_risk(short) > 4 * true_risk(wide)
+
+
 def test_too_few_samples_say_how_many_are_needed():
     X, y = _data(n=60, p=300)
     with pytest.raises(ValueError, match=r"n_samples=4 is too few .* At least \d+ samples"):

@@ -5,6 +5,7 @@ K-fold CV along its path, without refitting (its parts: docs/architecture.rst).
 
 import dataclasses
 import warnings
+from inspect import signature
 from numbers import Integral
 
 import numpy as np
@@ -14,7 +15,7 @@ from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping
 
 from .._policy import current_policies
-from ..exceptions import UnreliableEstimateWarning
+from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..linalg._sampling import rows_behind
@@ -243,7 +244,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     can move between close iterates from one probe seed to another
     (``random_state`` fixes it). Iterates flagged by ``risk_reliable_`` are
     never selected. A choice on the edge of the search (the first or last
-    value of a numeric grid of at least 3 values, or the iteration
+    value of a numeric grid of at least 3 values, the smallest alpha of the
+    automatic grid where the criterion still falls, or the iteration
     ``max_iter``) raises a :class:`~skacv.exceptions.SelectionBoundaryWarning`
     with the fix. Estimates closer than a relative ``1e-9`` are ties: the
     first grid point and the earliest iteration win. A parameter read under
@@ -520,9 +522,22 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         """A choice on the edge of the grid or at ``max_iter`` (``warn_boundary``)."""
         grids = self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]
         if self.search_ == "path":
-            # (the automatic grid, from the zero solution to a negligible penalty: no edge)
+            # (the automatic grid starts from the zero solution: no edge there)
             grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
                      if self.param_grid is not None and "alpha" in self.param_grid else {}]
+            end = np.asarray(self.cv_results_[f"path_{self.criterion_}"], dtype=float)[-2:]
+            if (self.param_grid is None and self.best_index_ == len(self.cv_results_["params"])
+                    - 1 and end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
+                # its small end, eps times the largest, is not always negligible: the
+                # criterion at convergence still falls more than limit_rtol there
+                eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
+                       **(self.path_params or {})}["eps"]
+                warnings.warn(
+                    f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of "
+                    f"the automatic grid (eps={eps:g} times its largest), where the "
+                    f"{self.criterion_} estimate was still falling: the best alpha may be "
+                    f"smaller. Lower it, e.g. path_params={{'eps': {eps / 100:g}}}.",
+                    SelectionBoundaryWarning, stacklevel=4)
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         warn_converged(self._converged, self.best_params_.get("alpha"),
                        params.get("max_iter"), self.criterion_, self._policies[1].limit_rtol)
