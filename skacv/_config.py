@@ -10,7 +10,7 @@ as in scikit-learn's ``working_memory``.
 
 import threading
 from contextlib import contextmanager
-from numbers import Integral
+from numbers import Integral, Real
 
 _DEFAULTS = {  # each key: get_config's docstring
     "path_memory_limit": 4096,
@@ -112,13 +112,14 @@ def set_config(path_memory_limit=None, working_memory=None, dask_max_features=No
         raise TypeError(f"set_config() got an unexpected keyword argument {key!r}.")
     config = _local()
     if risk_time_budget is not _UNCHANGED:
-        if risk_time_budget is not None and not risk_time_budget >= 0:
+        if risk_time_budget is not None and not (isinstance(risk_time_budget, Real)
+                                                   and risk_time_budget >= 0):
             raise ValueError(f"risk_time_budget is in fits and must be >= 0 or None; got "
                              f"{risk_time_budget!r}.")
         config["risk_time_budget"] = (None if risk_time_budget is None
                                       else float(risk_time_budget))
     if risk_matrix_limit is not None:
-        if not risk_matrix_limit >= 0:
+        if not (isinstance(risk_matrix_limit, Real) and risk_matrix_limit >= 0):
             raise ValueError(f"risk_matrix_limit is in MiB and must be >= 0; got "
                              f"{risk_matrix_limit!r}.")
         config["risk_matrix_limit"] = float(risk_matrix_limit)
@@ -131,7 +132,7 @@ def set_config(path_memory_limit=None, working_memory=None, dask_max_features=No
                         ("working_memory", working_memory)):
         if value is None:
             continue
-        if not value > 0:
+        if not (isinstance(value, Real) and value > 0):
             raise ValueError(f"{name} is in MiB and must be positive; got {value!r}.")
         config[name] = float(value)
 

@@ -300,6 +300,11 @@ def test_bad_input():
     X, y = _data(20, 10)
     with pytest.raises(ValueError, match="positive"):
         risk_alpha_path(TrajectoryLasso(), X, y, alphas=[0.1, -1.0])
+    # alpha=0 in a search's grid (the estimator takes it): the message says where it fits
+    from skacv import TrajectoryEarlyStoppingCV
+    with pytest.raises(ValueError, match=r"alpha=0 .*search='grid'"):
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=5),
+                                  param_grid={"alpha": [0.1, 0.0]}).fit(X, y)
     with pytest.raises(ValueError):
         risk_alpha_path(Lasso(), X, y)
     Xn = X.copy()

@@ -67,6 +67,19 @@ def test_unknown_configuration_keys_are_refused():
     assert skacv.get_config() == before
 
 
+
+@pytest.mark.parametrize("key", ["path_memory_limit", "working_memory", "risk_matrix_limit",
+                                 "risk_time_budget"])
+@pytest.mark.parametrize("value", ["1GB", -1.0, float("nan")])
+def test_bad_configuration_values_are_refused_by_name(key, value):
+    """A value that is not a number (a string of units) is refused as a
+    negative one is, by the key's name (it was a TypeError of ``>``)."""
+    before = skacv.get_config()
+    with pytest.raises(ValueError, match=f"{key} is in"):
+        skacv.set_config(**{key: value})
+    assert skacv.get_config() == before
+
+
 @pytest.mark.parametrize("est, params", [
     (TrajectoryLasso(), {"risk_options": {"probe_scheme": "shared", "chain_dtype": "float64"}}),
     (TrajectoryHuberRegressor(), {"risk_options": {"chain_dtype": "float32"}}),

@@ -276,6 +276,16 @@ def test_non_finite_input_raises(Est, where, bad):
                                                  sample_weight=arrays["sample_weight"])
 
 
+@pytest.mark.parametrize("schedule", [lambda k: -1.0, lambda k: np.inf,
+                                      lambda k: 1.0 if k < 3 else -0.5, [1.0, -1.0, 1.0]])
+def test_negative_or_non_finite_step_schedule_raises(schedule):
+    """A callable schedule is checked as an array one is (a negative factor
+    ran gradient ascent without a word)."""
+    X, y, _ = _problem(4, n=20, p=5)
+    with pytest.raises(ValueError, match="step_schedule must"):
+        IterativeRidge(max_iter=3, step_schedule=schedule).fit(X, y)
+
+
 @pytest.mark.parametrize("Est", [TrajectoryLasso, IterativeRidge])
 def test_empty_and_mismatched_input_raises(Est):
     X, y, _ = _problem(4, n=20, p=5)

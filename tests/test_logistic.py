@@ -88,6 +88,13 @@ def test_methods_are_consistent():
     staged = list(est.staged_predict_proba(X))
     assert len(staged) == 31
     np.testing.assert_allclose(staged[7][:, 1], expit(D[:, 7]))
+    # staged_predict (README: every estimator has it): the labels of each
+    # iterate, iterate t that of the fit stopped after t steps
+    labels = list(est.staged_predict(X))
+    assert len(labels) == 31
+    np.testing.assert_array_equal(np.column_stack(labels), est.predict_path(X))
+    short = TrajectoryLogisticRegression(alpha=0.01, max_iter=7).fit(X, y)
+    np.testing.assert_array_equal(labels[7], short.predict(X))
     assert est.coef_path_.shape == (X.shape[1], 31)
     assert est.coef_.shape == (1, X.shape[1]) and est.intercept_.shape == (1,)
 

@@ -198,8 +198,9 @@ def test_integer_weights_equal_repeated_rows():
         a = est.fit(X, target, sample_weight=sw.astype(float)).loo_path_
         b = est.fit(Xr, target_r).loo_path_
         np.testing.assert_allclose(a, b, rtol=1e-9)
-    np.testing.assert_allclose(exact_loo_path(cases[0][0], X, y, sample_weight=sw.astype(float)),
-                               exact_loo_path(cases[0][0], Xr, yr), rtol=1e-9)
+    lasso = clone(cases[0][0])  # (unfitted: each call fits its own data first)
+    np.testing.assert_allclose(exact_loo_path(lasso, X, y, sample_weight=sw.astype(float)),
+                               exact_loo_path(lasso, Xr, yr), rtol=1e-9)
 
 
 def test_blocks_subsample_sparse_float32():
@@ -318,6 +319,52 @@ def test_warm_start_and_bad_input():
         IterativeRidge(loo_options={"batch_size": 0}).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         exact_loo_path(cold, X[:, :3], y)
+    # estimators without a leave-one-out path: a TypeError that names the
+    # ones with it (were AttributeErrors from inside the refits)
+    from skacv import EigenProRegressor, TrajectoryEarlyStoppingCV
+    kernel = EigenProRegressor(max_iter=2, random_state=0)
+    search = TrajectoryEarlyStoppingCV(IterativeRidge(max_iter=5))
+    for est in (kernel, search):
+        with pytest.raises(TypeError, match="linear trajectory estimator"):
+            exact_loo_path(est, X, y)
+        with pytest.raises(TypeError, match="linear trajectory estimator"):
+            approximate_loo(est.fit(X, y), X, y)
+
+
+def test_leave_one_out_of_a_fit_takes_its_training_data():
+    """exact_loo_path and approximate_loo of a fitted estimator refuse other
+    data (they gave a number for the path of other data: the fit's path is
+    the full-data reference), and take its data in any format."""
+    X, y = _regression(30, 6)
+    sw = np.random.default_rng(0).integers(1, 3, 30).astype(float)
+    est = IterativeRidge(1.0, solver="nesterov", max_iter=20, estimate_risk=False)
+    est.fit(X, y, sample_weight=sw)
+    ref = exact_loo_path(est, X, y, sample_weight=sw)
+    np.testing.assert_allclose(exact_loo_path(est, sp.csr_matrix(X), y, sample_weight=sw), ref,
+                               rtol=1e-10)
+    np.testing.assert_allclose(exact_loo_path(clone(est), X, y, sample_weight=sw), ref,
+                               rtol=1e-10)
+    approximate_loo(est, X, y, sample_weight=sw)
+    for other in ((X[::-1], y, sw), (X, y + 1.0, sw), (X, y, None)):
+        with pytest.raises(ValueError, match="fitted on other data"):
+            exact_loo_path(est, *other[:2], sample_weight=other[2])
+        with pytest.raises(ValueError, match="fitted on other data"):
+            approximate_loo(est, *other[:2], sample_weight=other[2])
+
+
+def test_ridge_approximate_loo_closed_forms():
+    """At the ridge minimiser ALO and NS are exact, ``r_i / (1 - h_i)``;
+    IJ is its first-order expansion ``r_i (1 + h_i)`` (the hat matrix by
+    brute force)."""
+    X, y = _regression(40, 8)
+    lam = 3.0
+    est = IterativeRidge(lam, fit_intercept=False, solver="nesterov", max_iter=3000,
+                         estimate_risk=False).fit(X, y)
+    hat = X @ np.linalg.solve(X.T @ X + lam * np.eye(8), X.T)
+    r, h = y - hat @ y, np.diag(hat)
+    for method, expected in (("alo", r / (1 - h)), ("ns", r / (1 - h)), ("ij", r * (1 + h))):
+        res = approximate_loo(est, X, y, method=method)
+        np.testing.assert_allclose(y - res.predictions, expected, rtol=1e-9, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------

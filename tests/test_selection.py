@@ -345,6 +345,30 @@ def test_metadata_routing():
         _pinned(base).fit(X, y, other=w)
 
 
+def test_groups_reach_the_folds():
+    """``fit(X, y, groups=...)`` hands the groups to ``cv.split``, as
+    ``GridSearchCV.fit`` does, with metadata routing or without (it was
+    refused either way, so that GroupKFold could not be used): the search
+    equals the one given GroupKFold's folds as a list."""
+    from sklearn.model_selection import GroupKFold
+
+    X, y = _data(n=90, p=40)
+    groups = np.repeat(np.arange(9), 10)
+    make = lambda cv: TrajectoryEarlyStoppingCV(  # noqa: E731
+        TrajectoryLasso(max_iter=30), criterion="kfold", cv=cv,
+        param_grid={"alpha": [0.3, 0.1, 0.03, 0.01, 0.003]}, random_state=0)
+    ref = make(list(GroupKFold(3).split(X, y, groups))).fit(X, y)
+    with pytest.raises(ValueError, match="groups"):  # GroupKFold needs them
+        make(GroupKFold(3)).fit(X, y)
+    for routing in (False, True):
+        with sk_config_context(enable_metadata_routing=routing):
+            got = make(GroupKFold(3)).fit(X, y, groups=groups)
+        assert got.n_splits_ == 3
+        assert (got.best_params_, got.best_iteration_) == (ref.best_params_,
+                                                           ref.best_iteration_)
+        assert_array_equal(got.kfold_path_, ref.kfold_path_)
+
+
 @pytest.mark.parametrize("backend", ["loky", "threading"])
 def test_parallel_backends_give_the_sequential_result(backend):
     X, y = _data()
@@ -476,12 +500,16 @@ def test_bad_parameters():
     with pytest.raises(ValueError, match="search='path' searches the penalty only"):
         _pinned(TrajectoryLasso(), search="path",
                                   param_grid={"max_iter": [5]}).fit(X, y)
+    # a bare value: scikit-learn's message (GridSearchCV's), not a TypeError of len()
+    for search in ("auto", "grid"):
+        with pytest.raises(TypeError, match="Single values need to be wrapped in a list"):
+            _pinned(TrajectoryLasso(), search=search, param_grid={"alpha": 0.1}).fit(X, y)
 
 
 def test_estimator_without_a_stored_path_is_refused():
     eigenpro = pytest.importorskip("skacv.kernel_methods._eigenpro")
     X, y = _data(n=60, p=5)
-    with pytest.raises(TypeError, match="does not store its path"):
+    with pytest.raises(TypeError, match="does not store its path.*max_iter='auto' keeps"):
         _pinned(eigenpro.EigenProRegressor(max_iter=2, estimate_risk=True,
                                                              random_state=0)).fit(X, y)
 
@@ -1501,6 +1529,31 @@ def test_a_choice_on_the_edge_of_the_search_warns_with_the_fix():
     assert found.best_params_["alpha"] in (0.1, 0.01) and found.best_iteration_ < 300
 
 
+def test_the_automatic_grids_small_end_is_an_edge_where_the_estimate_still_falls():
+    """Without param_grid the search warns when it chooses the smallest alpha
+    of the automatic grid while the criterion at convergence still falls
+    there (eps times the largest was not negligible: on a high
+    signal-to-noise design the elastic net kept 8 times the true risk of
+    the grid that reaches alpha / 100, as ElasticNetCV does), and not once
+    the grid reaches far enough."""
+    from sklearn.datasets import make_regression
+
+    from skacv import TrajectoryElasticNet
+
+    X, y, coef = make_regression(1000, 8, noise=5.0, coef=True, random_state=0)
+
+    def true_risk(search):  # X ~ N(0, I): ||b - beta||^2 + b0^2 + sigma^2
+        return np.sum((search.coef_ - coef) ** 2) + search.intercept_ ** 2 + 25.0
+
+    with pytest.warns(SelectionBoundaryWarning, match=r"smallest of the automatic grid.*'eps'"):
+        short = TrajectoryEarlyStoppingCV(TrajectoryElasticNet(), random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SelectionBoundaryWarning)
+        wide = TrajectoryEarlyStoppingCV(TrajectoryElasticNet(), random_state=0,
+                                         path_params={"eps": 1e-5}).fit(X, y)
+    assert true_risk(short) > 4 * true_risk(wide)
+
+
 def test_too_few_samples_say_how_many_are_needed():
     X, y = _data(n=60, p=300)
     with pytest.raises(ValueError, match=r"n_samples=4 is too few .* At least \d+ samples"):
@@ -1658,6 +1711,10 @@ def test_auto_uses_kfold_below_100_samples_with_more_features():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y).criterion_ == "risk"
+    # too few samples for the folds: the risk estimate, with a warning that says so
+    X, y = _data(n=3, p=8)
+    with pytest.warns(selection_module.UnreliableEstimateWarning, match="needs at least 5"):
+        assert TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y).criterion_ == "risk"
 
 
 def test_path_search_advises_its_own_path_params_when_the_alpha_path_stops_short(

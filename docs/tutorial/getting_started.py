@@ -114,6 +114,11 @@ columns = ["param_alpha", "path_risk", "trajectory_fitted", "best_iteration", "m
 print(res.loc[res["trajectory_fitted"], columns].to_string(float_format="{:.3g}".format))
 
 # %%
+# ``min_risk`` is the smallest estimate over the iterates that
+# ``risk_reliable_`` trusts: where the trusted part of a trajectory ends
+# before its estimate has come down (the smallest alphas here), that alpha
+# scores high and loses.
+#
 # To search your own values pass ``param_grid={"alpha": [2.0, 1.0, 0.5]}``;
 # ``search="grid"`` keeps the estimator's own ``alpha`` and chooses the
 # iteration only.

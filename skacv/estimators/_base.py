@@ -30,7 +30,12 @@ from ..linalg._dask import is_dask
 from ..linalg._design import Design, make_design, max_row_norm2
 from ..linalg._sampling import MinibatchSampler
 from ..utils._compat import CachedParamNames, Interval, StrOptions
-from ..utils._validation import WarmStartGuard, check_sample_weight, data_fingerprint
+from ..utils._validation import (
+    WarmStartGuard,
+    check_sample_weight,
+    data_fingerprint,
+    same_fingerprint,
+)
 from ._advice import unreliable_advice, warn_unreliable
 from ._dask_fit import dask_fit
 from ._options import LOO_OPTIONS, check_options, resolve_options
@@ -387,11 +392,13 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         """This fit's problem on ``(X, y, sample_weight)``: a Bunch of the
         ``design``, ``datafit``, ``iteration`` (this fit's set-up), the
         unweighted ``rows`` and ``target_rows`` in the fit's coordinates
-        (centred for least squares with an intercept) and the validated ``y``."""
+        (centred for least squares with an intercept) and the validated ``y``;
+        ``(X, y, sample_weight)`` must be the fit's training data."""
         check_is_fitted(self)
         X, y = self._validate_xy(X, y, reset=False)
         sample_weight = check_sample_weight(sample_weight, X, X.dtype)
         y_fit, _ = self._encode_target(y, sample_weight)
+        self._check_fitted_on(X, y_fit, sample_weight)
         design = self._make_design(X, sample_weight)
         penalty = self._make_penalty(design)
         offset, _ = self._fit_target(design, y_fit)
@@ -400,6 +407,17 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         target_rows = np.asarray(y_fit, dtype=np.float64) - float(offset)
         return Bunch(design=design, datafit=self._make_datafit(design), iteration=iteration,
                      rows=rows, target_rows=target_rows, y=y)
+
+    def _check_fitted_on(self, X, y_fit, sample_weight):
+        """Raise unless the validated ``(X, y_fit, sample_weight)`` are the
+        data of this fit (its warm-start fingerprint)."""
+        guard = self.__dict__.get("_warm_guard")
+        if guard is not None and not same_fingerprint(
+                data_fingerprint(X, y_fit, sample_weight), guard.fingerprint):
+            raise ValueError(
+                f"This {type(self).__name__} was fitted on other data than the X, y "
+                "and sample_weight given: leave-one-out is of the fit's own training "
+                "data. Pass them, or an unfitted estimator (fitted on the data first).")
 
     def _wants(self, flag):
         return bool(self.get_params(deep=False).get(flag, False))

@@ -297,6 +297,22 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         """
         return expit(self.decision_function_path(X))
 
+    def _staged_scores(self, X):
+        X = self._check_X(X)
+        for t in range(self.coef_path_.shape[1]):
+            yield np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t]
+
+    @documents_x()
+    def staged_predict(self, X):
+        """Yield :meth:`predict` of iterates ``0, 1, ..., n_iter_``.
+
+        Yields
+        ------
+        y : ndarray of shape (n_samples,)
+        """
+        for scores in self._staged_scores(X):
+            yield self.classes_[(scores > 0).astype(int)]
+
     @documents_x()
     def staged_predict_proba(self, X):
         """Yield :meth:`predict_proba` of iterates ``0, 1, ..., n_iter_``.
@@ -305,7 +321,6 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         ------
         proba : ndarray of shape (n_samples, 2)
         """
-        X = self._check_X(X)
-        for t in range(self.coef_path_.shape[1]):
-            p1 = expit(np.asarray(X @ self.coef_path_[:, t]).ravel() + self.intercept_path_[t])
+        for scores in self._staged_scores(X):
+            p1 = expit(scores)
             yield np.column_stack([1.0 - p1, p1])

@@ -203,8 +203,16 @@ class PreconditionedGD(GradientDescent):
 
 
 def check_schedule(schedule, n_steps):
-    """Validate a step schedule for ``n_steps`` steps."""
-    if schedule is None or callable(schedule):
+    """Validate a step schedule for ``n_steps`` steps (a callable's factors
+    at ``k = 1..n_steps`` too; it is returned as given)."""
+    if schedule is None:
+        return schedule
+    if callable(schedule):
+        s = np.array([float(schedule(k)) for k in range(1, n_steps + 1)])
+        bad = np.flatnonzero(~np.isfinite(s) | (s < 0))
+        if bad.size:
+            raise ValueError(f"step_schedule must give finite non-negative factors; "
+                             f"step_schedule({bad[0] + 1}) = {s[bad[0]]:g}.")
         return schedule
     s = np.asarray(schedule, dtype=np.float64).ravel()
     if s.shape[0] < n_steps:

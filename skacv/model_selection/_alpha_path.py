@@ -202,7 +202,9 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         if alphas.size == 0 or not np.all(np.isfinite(alphas)) or np.any(alphas <= 0):
             raise ValueError(
                 "alphas must be a non-empty array of positive finite penalties; got "
-                f"{alphas!r}."
+                f"{alphas!r}." + (" alpha=0 (no penalty) has no converged fit to score: "
+                                  "TrajectoryEarlyStoppingCV(search='grid') fits its "
+                                  "trajectory." if np.any(alphas == 0) else "")
             )
         alphas = np.sort(alphas)[::-1]
     n_out = n_alphas if alphas is None else alphas.shape[0]

@@ -83,8 +83,9 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
             raise TypeError(
                 f"{type(fitted).__name__} does not store its path (coef_path_, "
                 "intercept_path_): TrajectoryEarlyStoppingCV selects an iterate of "
-                "the stored path without refitting. Read its risk_path_ directly and "
-                "refit with max_iter set to the chosen iteration."
+                "the stored path without refitting. Read its risk_path_ directly "
+                "(EigenPro's max_iter='auto' keeps the epoch of its smallest risk "
+                "estimate, selected_iter_)."
             )
         if attr not in est_paths:
             raise ValueError(

@@ -49,6 +49,13 @@ def resolve_auto(estimator, n_samples, n_features, cv, policies):
             "more features than samples the risk estimate is unreliable on real designs. "
             "Set criterion='risk' to use it anyway.", UnreliableEstimateWarning, stacklevel=5)
         return "kfold", None, False
+    if criterion == "risk" and few_samples(n_samples, n_features, 0, statistics):
+        # as above, but too few samples for the folds: the estimate stays, said
+        warnings.warn(
+            f"criterion='auto' uses the risk estimate with {n_samples} samples and "
+            f"{n_features} features although it is unreliable there: K-fold CV "
+            f"(cv={cv!r}) needs at least {n_folds} samples.", UnreliableEstimateWarning,
+            stacklevel=5)
     return criterion, sub, reports_both(criterion, n_samples, n_features, statistics)
 
 

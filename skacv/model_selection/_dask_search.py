@@ -32,7 +32,7 @@ def check_dask_search(estimator, criterion):
         )
 
 
-def sufficient_search(search, X, y, params):
+def sufficient_search(search, X, y, params, groups=None):
     """``TrajectoryEarlyStoppingCV.fit``'s data on a Dask input: resolves the
     criterion and the folds on the rows, then one pass gives every fold's
     moments and their compressed sample. Returns ``X, y, params, splits``
@@ -48,7 +48,7 @@ def sufficient_search(search, X, y, params):
         raise ValueError("TrajectoryEarlyStoppingCV requires y to be passed, but the target y "
                          "is None.")
     check_gram_limit(X.shape[1])
-    splits = search._folds(X, y)
+    splits = search._folds(X, y, groups)
     labels = None if splits is None else fold_labels(splits, X.shape[0])
     stats = row_statistics(X, y, w, labels, 1 if splits is None else len(splits))
     fit_intercept = search.estimator.get_params()["fit_intercept"]

@@ -19,12 +19,20 @@ def _estimator_has(attr):
     return check
 
 
-def routed_params(search, method, sample_weight, params):
-    """The metadata of ``search``'s ``method`` for its estimator's."""
+def routed_params(search, method, sample_weight, params, groups=None):
+    """The metadata of ``search``'s ``method`` for its estimator's; with
+    ``groups`` a dict, it receives the ``groups`` of the folds' ``split``
+    (passed as ``GridSearchCV.fit`` takes them, routed or not)."""
     if _routing_enabled():
         if sample_weight is not None:
             params = {**params, "sample_weight": sample_weight}
-        return dict(getattr(process_routing(search, method, **params).estimator, method))
+        routed = process_routing(search, method, **params)
+        if groups is not None:
+            groups["groups"] = routed.splitter.split.get("groups")
+        return dict(getattr(routed.estimator, method))
+    if groups is not None:
+        params = dict(params)
+        groups["groups"] = params.pop("groups", None)
     _raise_for_params(params, search, method)
     return {} if sample_weight is None else {"sample_weight": sample_weight}
 

@@ -463,11 +463,11 @@ def fit_kfold_block(estimators, X, y, fit_params, attrs, splits, n_iter_no_chang
             for s, p in zip(searches, paths, strict=True)]
 
 
-def kfold_splits(cv, X, y, classifier, seed=None):
+def kfold_splits(cv, X, y, classifier, seed=None, groups=None):
     """The folds of K-fold CV, ``[(train, test), ...]``: for an int ``cv``,
     ``StratifiedKFold`` (classifiers) or ``KFold``, in order without a
     ``seed``, shuffled with it; anything else through
-    :func:`~sklearn.model_selection.check_cv`."""
+    :func:`~sklearn.model_selection.check_cv` (``groups`` to its ``split``)."""
     if isinstance(cv, Integral):
         n = _num_samples(X)
         if n < cv:
@@ -480,4 +480,4 @@ def kfold_splits(cv, X, y, classifier, seed=None):
               else kind(n_splits=cv, shuffle=True, random_state=seed))
     else:
         cv = check_cv(cv, y, classifier=classifier)
-    return list(cv.split(X, y))
+    return list(cv.split(X, y, groups))

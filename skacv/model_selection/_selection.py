@@ -5,16 +5,17 @@ K-fold CV along its path, without refitting (its parts: docs/architecture.rst).
 
 import dataclasses
 import warnings
+from inspect import signature
 from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
-from sklearn.model_selection import ParameterGrid
+from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping
 
 from .._policy import current_policies
-from ..exceptions import UnreliableEstimateWarning
+from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..linalg._sampling import rows_behind
@@ -244,7 +245,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     can move between close iterates from one probe seed to another
     (``random_state`` fixes it). Iterates flagged by ``risk_reliable_`` are
     never selected. A choice on the edge of the search (the first or last
-    value of a numeric grid of at least 3 values, or the iteration
+    value of a numeric grid of at least 3 values, the smallest alpha of the
+    automatic grid where the criterion still falls, or the iteration
     ``max_iter``) raises a :class:`~skacv.exceptions.SelectionBoundaryWarning`
     with the fix. Estimates closer than a relative ``1e-9`` are ties: the
     first grid point and the earliest iteration win. A parameter read under
@@ -316,6 +318,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         else:
             self.criterion_, self._loo_subsample, self._both = self.criterion, None, False
         grid = self.param_grid
+        if grid is not None:
+            ParameterGrid(grid)  # scikit-learn's checks (a bare value: wrap it in a list)
         if self.search == "auto":
             self.search_ = ("path" if searches_path(grid)
                             and supports_alpha_path(self.estimator, n_samples) else "grid")
@@ -324,12 +328,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         warn_ignored_params(self, stacklevel=4)  # user -> wrapper -> fit -> _resolve -> it
         self._seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
 
-    def _folds(self, X, y):
+    def _folds(self, X, y, groups=None):
         """The folds of ``criterion_ == "kfold"`` (the same for every grid point)."""
         if self.criterion_ != "kfold":
             return None
         return kfold_splits(self.cv, X, y, is_classifier(self.estimator),
-                            None if self.random_state is None else self._seed)
+                            None if self.random_state is None else self._seed, groups)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -348,7 +352,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         """Get metadata routing of this object.
 
         ``fit`` metadata (``sample_weight``) go to the estimator's ``fit``
-        (hence to its estimates); ``score`` metadata to its ``score``.
+        (hence to its estimates), ``groups`` to the ``split`` of ``cv``;
+        ``score`` metadata to the estimator's ``score``.
 
         Returns
         -------
@@ -359,7 +364,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             method_mapping=MethodMapping()
             .add(caller="fit", callee="fit")
             .add(caller="score", callee="score"),
-        )
+        ).add(splitter=check_cv(self.cv, classifier=is_classifier(self.estimator)),
+              method_mapping=MethodMapping().add(caller="fit", callee="split"))
 
     # ---------------------------------------------------------------- fit
     def _prepared(self, params):
@@ -390,8 +396,10 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             enabled it is routed like any other metadata (request it with
             ``estimator.set_fit_request(sample_weight=True)``).
         **fit_params : dict
-            Other metadata for the estimator's ``fit``; only with
-            ``sklearn.set_config(enable_metadata_routing=True)``.
+            ``groups`` (array-like of shape (n_samples,)): group labels of the
+            folds' ``split`` (e.g. ``cv=GroupKFold()``), as in
+            ``GridSearchCV.fit``. Other metadata for the estimator's ``fit``
+            only with ``sklearn.set_config(enable_metadata_routing=True)``.
 
         Returns
         -------
@@ -399,18 +407,20 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             Fitted meta-estimator.
         """
         check_protocol(self.estimator)
-        routed = routed_params(self, "fit", sample_weight, fit_params)
+        split = {}  # the folds' groups
+        routed = routed_params(self, "fit", sample_weight, fit_params, split)
         dask = is_dask(X, y, routed.get("sample_weight"))
         source = None  # on a Dask input, the rows behind the compressed sample
         if dask:  # one pass over the rows (_dask_search)
-            X, y, routed, self._splits, source = sufficient_search(self, X, y, routed)
+            X, y, routed, self._splits, source = sufficient_search(self, X, y, routed,
+                                                                   split["groups"])
         else:
             y = one_target(y)
             self._resolve(X)
-            self._splits = self._folds(X, y)
+            self._splits = self._folds(X, y, split["groups"])
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
         with GatheredWarnings() as gathered:
-            self._search_with_fallback(X, y, routed, source, auto_risk, dask)
+            self._search_with_fallback(X, y, routed, source, auto_risk, dask, split["groups"])
         # the fits' warnings once each, from the user's call (_fit_context between)
         flags = np.asarray(self._selected_paths.get("risk_reliable_", 1))
         gathered.reissue(self.criterion_, 3, self._converged is None and not (flags > 0).all())
@@ -443,7 +453,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
                   f"{self.best_iteration_}: estimated {self.criterion_} {self.best_risk_:.6g}")
         return self
 
-    def _search_with_fallback(self, X, y, routed, source, auto_risk, dask):
+    def _search_with_fallback(self, X, y, routed, source, auto_risk, dask, groups):
         """The search; with ``criterion="auto"``, again with K-fold CV where
         the risk estimate is undefined or flagged where the choice lies."""
         try:
@@ -466,7 +476,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             UnreliableEstimateWarning, stacklevel=2)
         self.criterion_, self._loo_subsample, self._both = "kfold", None, False
         try:
-            self._splits = self._folds(X, y)
+            self._splits = self._folds(X, y, groups)
         except ValueError as exc:
             raise ValueError(
                 f"n_samples={_num_samples(X)} is too few for criterion='auto': {why} "
@@ -513,9 +523,22 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         """A choice on the edge of the grid or at ``max_iter`` (``warn_boundary``)."""
         grids = self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]
         if self.search_ == "path":
-            # (the automatic grid, from the zero solution to a negligible penalty: no edge)
+            # (the automatic grid starts from the zero solution: no edge there)
             grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
                      if self.param_grid is not None and "alpha" in self.param_grid else {}]
+            end = np.asarray(self.cv_results_[f"path_{self.criterion_}"], dtype=float)[-2:]
+            if (self.param_grid is None and self.best_index_ == len(self.cv_results_["params"])
+                    - 1 and end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
+                # its small end, eps times the largest, is not always negligible: the
+                # criterion at convergence still falls more than limit_rtol there
+                eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
+                       **(self.path_params or {})}["eps"]
+                warnings.warn(
+                    f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of "
+                    f"the automatic grid (eps={eps:g} times its largest), where the "
+                    f"{self.criterion_} estimate was still falling: the best alpha may be "
+                    f"smaller. Lower it, e.g. path_params={{'eps': {eps / 100:g}}}.",
+                    SelectionBoundaryWarning, stacklevel=4)
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         warn_converged(self._converged, self.best_params_.get("alpha"),
                        params.get("max_iter"), self.criterion_, self._policies[1].limit_rtol)

@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._config import check_memory, working_memory_bytes
 from ...linalg._linalg import independent_columns
 from ...utils._parallel import factorization_blas
+from ._refit import check_loo_estimator
 from ._track import removed_weights
 
 _METHODS = ("alo", "ns", "ij")
@@ -140,9 +141,10 @@ def approximate_loo(estimator, X, y, sample_weight=None, method="alo"):
 
     ``"ns"`` and ``"ij"`` keep the gradient of ``F`` at ``theta``, so they
     target the left-out *minimiser* even before convergence (Luo, Ren &
-    Barber 2023 compare IACV with them along the path). All three are exact
-    leave-one-out for ridge least squares at the minimiser; NS is exact for
-    any quadratic objective. With ``l1``, linearly dependent columns in
+    Barber 2023 compare IACV with them along the path). ALO and NS are
+    exact leave-one-out for ridge least squares at the minimiser (left-out
+    residual ``r_i / (1 - h_i)``), NS for any quadratic objective; IJ is
+    their first-order expansion (``r_i (1 + h_i)``). With ``l1``, linearly dependent columns in
     ``E`` (duplicates; every level of a one-hot encoded feature beside the
     intercept) are reduced to a basis of their span (pivoted Cholesky),
     which leaves the predictions unchanged at a minimiser; ``active_set``
@@ -167,6 +169,7 @@ def approximate_loo(estimator, X, y, sample_weight=None, method="alo"):
         squared error (log-loss); ``error``: misclassification rate
         (classifier only); ``active_set`` the coordinates ``E``.
     """
+    check_loo_estimator(estimator, "approximate_loo")
     check_is_fitted(estimator)
     if method not in _METHODS:
         raise ValueError(f"method must be 'alo', 'ns' or 'ij'; got {method!r}.")

@@ -20,8 +20,23 @@ from ...utils._validation import check_sample_weight
 _ESTIMATE_SWITCHES = ("estimate_risk", "estimate_loo")
 
 
+def check_loo_estimator(estimator, function):
+    """Raise a ``TypeError`` unless ``estimator`` has a leave-one-out path
+    (its parameter ``estimate_loo``): the linear trajectory estimators."""
+    get_params = getattr(estimator, "get_params", None)
+    if get_params is None or "estimate_loo" not in get_params(deep=False):
+        hint = (" Pass its fitted estimator_ (the whole path is kept)."
+                if hasattr(estimator, "estimator") else "")
+        raise TypeError(
+            f"{function} takes a linear trajectory estimator with a leave-one-out path "
+            "(TrajectoryLasso, TrajectoryElasticNet, IterativeRidge, "
+            f"TrajectoryHuberRegressor, TrajectoryLogisticRegression); got "
+            f"{type(estimator).__name__}.{hint}")
+
+
 def reference_fit(estimator, X, y, sample_weight):
     """The fitted full-data estimator whose path the leave-one-out follows."""
+    check_loo_estimator(estimator, "exact_loo_path")
     try:
         check_is_fitted(estimator)
         return estimator
@@ -68,6 +83,7 @@ def exact_refits(estimator, X, y, sample_weight=None, n_jobs=None, indices=None,
     X, y = validate_data(full, X, y, accept_sparse=("csr", "csc"),
                          dtype=[np.float64, np.float32], reset=False)
     sw = check_sample_weight(sample_weight, X, np.float64)
+    full._check_fitted_on(X, full._encode_target(y, sw)[0], sw)
     n = X.shape[0]
     if indices is None:
         indices = np.arange(n)
