@@ -953,6 +953,41 @@ def test_lars_route_equals_sklearn_on_small_wide_designs(weighted):
     assert "lars_path" not in paths and "columns" in paths
 
 
+def test_lars_route_falls_back_where_lars_path_raises():
+    """Duplicated binary columns (fingerprints, as modeldata's
+    permeability_qsar), standardised on 40 rows and fitted on 32 of them
+    (a fold): scikit-learn's ``lars_path`` raises on this design (columns
+    leaving at one kink, its issue 9603). The path solves by the working
+    sets instead, to scikit-learn's ``Lasso`` fits (duplicated columns:
+    the fitted values and the duality gap are unique, not the coefficients)."""
+    rng = np.random.default_rng(71)
+    base = (rng.random((40, 25)) < rng.uniform(0.05, 0.5, 25)).astype(float)
+    X = base[:, rng.integers(0, 25, 120)]
+    X = X[:, X.std(0) > 0]
+    X = (X - X.mean(0)) / X.std(0)
+    y = X[:, :4] @ rng.normal(size=4) + 0.5 * rng.normal(size=40)
+    rows = rng.permutation(40)[:32]
+    X, y = X[rows], y[rows]
+    from sklearn.linear_model import lars_path
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError):
+            lars_path(X - X.mean(0), y - y.mean(), method="lasso", alpha_min=1e-4,
+                      max_iter=128)
+        a_max = np.abs((X - X.mean(0)).T @ (y - y.mean())).max() / 32
+        with record() as paths:
+            path = risk_alpha_path(TrajectoryLasso(), X, y, tol=1e-12, max_iter=50_000,
+                                   alphas=np.geomspace(a_max, a_max * 1e-2, 6))
+    assert "lars_path_failed" in paths and "lars_path" not in paths
+    for i, alpha in enumerate(path.alphas):
+        ref = Lasso(alpha=alpha, tol=1e-14, max_iter=10**6).fit(X, y)
+        np.testing.assert_allclose(X @ path.coefs[:, i] + path.intercepts[i], ref.predict(X),
+                                   atol=1e-6)
+        gap, scale = _dual_gap(X, y, path.coefs[:, i], alpha, None)
+        assert gap <= 1e-12 * scale * (1 + 1e-6)
+
+
 @pytest.mark.parametrize("support_finish", [True, False])
 def test_ill_conditioned_covariance_form_reaches_the_gap_at_small_alphas(support_finish,
                                                                         speed_policy):
