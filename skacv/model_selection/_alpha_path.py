@@ -124,8 +124,11 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         not improved on its minimum for this many consecutive alphas (the
         smallest penalties, the slowest to solve, are skipped when the risk
         is clearly past its minimum). The outputs then cover the solved
-        alphas only. ``None`` solves every alpha. Ignored for ridge (every
-        alpha costs the same there).
+        alphas only. ``None`` solves every alpha. Ridge (every alpha costs
+        the same there) with ``criterion="loo"``: the automatic grid
+        (``alphas=None``) continues below its end at the same ratio until
+        the leave-one-out error has not improved for this many alphas (a
+        decaying spectrum leaves it falling there).
     criterion : {"risk", "loo"}, default="risk"
         The quantity ``n_alphas_no_change`` watches. ``"loo"`` also computes
         ``loo``, the leave-one-out error of every solution (exact for ridge,
@@ -228,8 +231,10 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     else:
         res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale)
         res.df = res.df + df_offset
-        if loo_of is not None:
-            res.loo = np.array([loo_of(res.coefs[:, i], a) for i, a in enumerate(res.alphas)])
+        _score_ridge(res, design, loo_of)
+        if alphas is None and n_alphas_no_change is not None and loo_of is not None:
+            res = _extend_ridge_grid(res, design, y_tilde, eps, ridge_scale, df_offset,
+                                     n_alphas_no_change, loo_of)
     res.risk = converged_risk(res.train_mse, res.df, design.n_eff, design.statistics)
     if estimator.fit_intercept:
         res.intercepts = (y_offset - design.x_offset @ res.coefs).astype(X.dtype)
@@ -317,6 +322,47 @@ def _penalty_family(estimator, design):
         "the estimator's penalty "
         f"{penalty!r} is neither."
     )
+
+
+def _score_ridge(res, design, loo_of):
+    """``res.risk`` (and ``res.loo`` with ``loo_of``) of a ridge path."""
+    res.risk = converged_risk(res.train_mse, res.df, design.n_eff, design.statistics)
+    if loo_of is not None:
+        res.loo = np.array([loo_of(res.coefs[:, i], a) for i, a in enumerate(res.alphas)])
+
+
+def _extend_ridge_grid(res, design, y_tilde, eps, scale, df_offset, patience, loo_of):
+    """The automatic ridge grid continued geometrically below ``eps`` times its
+    top while the leave-one-out error's minimum over its last ``patience``
+    alphas lies more than ``walk_rtol`` below the minimum before them (the
+    statistical policy's ``ridge_grid_extends``; a flat end, as least
+    squares with ``n >> p``, is not continued):
+    with a decaying spectrum (spectra, nearly collinear columns) ``df`` at
+    ``eps`` is a few units of the rank and the error still falls there
+    (modeldata's meats: ``df`` 3 of 100, a held-out error five times its
+    minimum, at ``df`` 15-23 and ``1e-8`` of the top). Not on the risk
+    estimate: it reads one mean leverage and, where the leverages spread at
+    small alphas, keeps falling into near-interpolation (docs/benchmarks.rst).
+    It stops at the rounding of the Gram's eigenvalues (``min(n, p)`` ulps
+    of the top)."""
+    if not design.statistics.ridge_grid_extends or res.alphas.shape[0] <= max(patience, 1):
+        return res
+    ratio = res.alphas[-1] / res.alphas[-2]
+    floor = res.alphas[0] * eps * min(design.n_samples, design.n_features) * np.finfo(
+        np.float64).eps
+    gain = 1.0 - design.statistics.walk_rtol
+    while True:
+        loo = np.where(np.isfinite(res.loo), res.loo, np.inf)
+        more = res.alphas[-1] * ratio ** np.arange(1, patience + 1)
+        more = more[more >= floor]
+        if more.size == 0 or not np.min(loo[-patience:]) < gain * np.min(loo[:-patience]):
+            return res
+        ext = _ridge_path(design, y_tilde, more, None, eps, scale)
+        ext.df = ext.df + df_offset
+        _score_ridge(ext, design, loo_of)
+        for key in ("alphas", "df", "train_mse", "n_iter", "gaps", "risk", "loo"):
+            res[key] = np.concatenate([res[key], ext[key]])
+        res.coefs = np.asfortranarray(np.concatenate([res.coefs, ext.coefs], axis=1))
 
 
 def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale):

@@ -138,9 +138,13 @@ def _lars_candidates(space, alphas, step_size):
     scale = design.n_eff / n
     with warnings.catch_warnings():  # (degenerate kinks: the gaps tell)
         warnings.simplefilter("ignore")
-        kinks, _, path = lars_path(np.asarray(design.X, dtype=np.float64), space.y64,
-                                   alpha_min=float(alphas[-1]) * scale, method="lasso",
-                                   max_iter=design.policy.path_lars_kinks_per_sample * n)
+        try:
+            kinks, _, path = lars_path(np.asarray(design.X, dtype=np.float64), space.y64,
+                                       alpha_min=float(alphas[-1]) * scale, method="lasso",
+                                       max_iter=design.policy.path_lars_kinks_per_sample * n)
+        except ValueError:  # columns leaving at one kink (scikit-learn issue 9603)
+            taken("lars_path_failed")
+            return None
     taken("lars_path", kinks=int(kinks.size))
     at = np.asarray(alphas, dtype=np.float64) * scale
     k = np.clip(np.searchsorted(-kinks, -at), 1, kinks.size - 1) if kinks.size > 1 else None

@@ -510,7 +510,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
             f"FISTA did not reach the duality-gap tolerance within max_iter={max_iter} "
             f"steps for {len(not_converged)} of {n_solved} alphas (e.g. alpha={a:.4g}: "
             f"gap {g:.3e} > {goal:.3e}). Increase max_iter or tol; small alphas with "
-            "p > n are the slowest.",
+            "p > n or nearly collinear columns are the slowest.",
             ConvergenceWarning,
             stacklevel=4,  # the caller of risk_alpha_path (behind validate_params)
         )

@@ -103,7 +103,7 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     # every alpha of the grid, decreasing (the path's order), as given
     if given is None:
         n_alphas = options.get("n_alphas", 30)
-        full = (path.alphas if path.alphas.shape[0] == n_alphas else np.geomspace(
+        full = (path.alphas if path.alphas.shape[0] >= n_alphas else np.geomspace(
             path.alphas[0], path.alphas[0] * options.get("eps", 1e-3), num=n_alphas))
         values = [float(a) for a in full]
     else:
