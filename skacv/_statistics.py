@@ -36,7 +36,7 @@ class StatisticalPolicy:
     auto_loo_samples_max: int = 500
     #: ``criterion="auto"`` takes K-fold below this many samples (more features than samples)
     auto_kfold_samples: int = 100
-    #: the Lasso path's gap is also at most this times ``tol`` times twice the objective
+    #: the Lasso path's gap is also at most this times ``tol`` times ``||r||^2 / n_eff``
     path_objective_tol: float = 100.0
     #: a warm start missing a violating column is solved to this fraction of its gap
     kkt_gap_cut: float = 0.1

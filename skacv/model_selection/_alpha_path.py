@@ -103,11 +103,11 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         ``P(b) = ||y~ - X~ b||^2 / (2 n_eff) + alpha ||b||_1`` is at most
         ``tol * ||y~||^2 / n_eff``, scikit-learn's ``Lasso`` criterion
         (its gap ``tol * ||y||^2`` is on the objective multiplied by
-        ``n_samples``), and at most ``200 tol P`` at the warm start from the
-        previous alpha (``path_objective_tol``: when the fit explains most of
-        ``y`` the first bound can exceed the objective itself, and the
-        previous solution would pass; this second bound not below
-        ``1e-10 ||y~||^2 / n_eff``). The dual point is the residual
+        ``n_samples``), and at most ``100 tol ||y~ - X~ b||^2 / n_eff`` at the
+        warm start from the previous alpha (``path_objective_tol``: when the
+        fit explains most of ``y`` the first bound can exceed the residuals'
+        term itself, and the previous solution would pass; this second bound
+        not below ``1e-10 ||y~||^2 / n_eff``). The dual point is the residual
         rescaled to be feasible. Unused for ridge (exact).
     max_iter : int, default=1000
         Largest number of FISTA steps per ``alpha`` (in the covariance form,

@@ -473,8 +473,9 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         rr = _with_ridge(stats, coef, space.l2, n_eff)[0]
         l1_norm = float(np.abs(coef).sum(dtype=np.float64))
         gap = duality_gap(*_with_ridge(stats, coef, space.l2, n_eff), l1_norm, alpha, n_eff)
-        # also relative to the objective, which tol * ||y~||^2 / n_eff can exceed
-        gap_scale = rr / n_eff + 2.0 * alpha * l1_norm
+        # also relative to the data-fit term, which tol * ||y~||^2 / n_eff can
+        # exceed (the risk estimates read ||r||^2: ||X~ (b - b*)||^2 <= 2 n_eff gap)
+        gap_scale = rr / n_eff
         goal = min(target, max(statistics.path_objective_tol * tol * gap_scale,
                                policy.covariance_path_min_tol * yy / n_eff))
         if np.any((coef == 0) & (np.abs(stats[2]) > alpha)):
