@@ -977,14 +977,22 @@ def test_lars_route_falls_back_where_lars_path_raises():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(ValueError):
+        # (whether it raises depends on the BLAS's rounding: it does with
+        # OpenBLAS's Haswell kernels, not with its SkylakeX ones)
+        try:
             lars_path(X - X.mean(0), y - y.mean(), method="lasso", alpha_min=1e-4,
                       max_iter=128)
+            raises = False
+        except ValueError:
+            raises = True
         a_max = np.abs((X - X.mean(0)).T @ (y - y.mean())).max() / 32
         with record() as paths:
             path = risk_alpha_path(TrajectoryLasso(), X, y, tol=1e-12, max_iter=50_000,
                                    alphas=np.geomspace(a_max, a_max * 1e-2, 6))
-    assert "lars_path_failed" in paths and "lars_path" not in paths
+    # where lars_path raises, the path falls back to the working sets; either
+    # way every alpha is solved to scikit-learn's Lasso
+    assert ("lars_path_failed" in paths) == raises
+    assert ("lars_path" in paths) == (not raises)
     for i, alpha in enumerate(path.alphas):
         ref = Lasso(alpha=alpha, tol=1e-14, max_iter=10**6).fit(X, y)
         np.testing.assert_allclose(X @ path.coefs[:, i] + path.intercepts[i], ref.predict(X),
