@@ -1757,3 +1757,16 @@ def test_boundary_warning_prints_the_grid_values_as_numbers():
                       match=r"alpha=0.003293 is the smallest value.*beyond 0.003293\."):
         grid = list(np.geomspace(0.1, 0.0032930003042688496, 4))
         warn_boundary([{"alpha": grid}], {"alpha": grid[-1]}, None, None, "risk")
+
+
+def test_best_estimator_is_the_selected_fit_under_grid_search_cvs_name():
+    """``best_estimator_`` (GridSearchCV's name) is ``estimator_`` itself:
+    absent before ``fit`` (as GridSearchCV's), the fitted clone after, whose
+    predictions are the search's."""
+    X, y = _data(n=80, p=40)
+    search = _pinned(TrajectoryLasso(alpha=0.05, max_iter=30, random_state=0))
+    assert not hasattr(search, "best_estimator_")
+    search.fit(X, y)
+    assert search.best_estimator_ is search.estimator_
+    np.testing.assert_array_equal(search.best_estimator_.predict(X), search.predict(X))
+    assert "best_estimator_" not in search.get_params()

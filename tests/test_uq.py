@@ -476,8 +476,12 @@ def test_not_fitted_and_no_risk_estimate():
     from skacv import TrajectoryHuberRegressor
     X, y, _, _ = _data(40, 30, 5, 10)
     huber = TrajectoryHuberRegressor(max_iter=5).fit(X, y)  # robust loss: no debiasing
-    with pytest.raises(NotFittedError, match="robust loss"):
-        huber.debiased_coef()
+    for name in ("debiased_coef", "coef_confidence_interval", "noise_variance_path",
+                 "excess_risk_path"):  # absent, as scikit-learn hides what does not apply
+        assert not hasattr(huber, name) and not hasattr(TrajectoryHuberRegressor(), name)
+        with pytest.raises(AttributeError):
+            getattr(huber, name)()
+        assert callable(getattr(TrajectoryLasso(), name))
     assert not hasattr(huber, "noise_variance_path_")
     with pytest.raises(NotFittedError):
         TrajectoryLasso().debiased_coef()

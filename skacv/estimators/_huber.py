@@ -215,6 +215,10 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
     ((20, 51), (51,))
     """
 
+    #: no debiasing of a robust loss's iterates (the UQ methods are absent)
+    debiases = False
+
+
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         "epsilon": [Interval(Real, 0, None, closed="neither")],

@@ -13,6 +13,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping
+from sklearn.utils.validation import check_is_fitted
 
 from .._policy import current_policies
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
@@ -189,6 +190,9 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         The fitted clone of the selected grid point, with its whole path
         (``coef_path_``, ``risk_path_``, ...); its ``coef_`` and
         ``intercept_`` are the selected iterate (or converged fit).
+    best_estimator_ : estimator object
+        ``estimator_``, under :class:`~sklearn.model_selection.GridSearchCV`'s
+        name (the same object; nothing was refitted).
     best_iteration_ : int or None
         Selected iteration (``0`` is the starting point); ``None`` when
         ``search="path"`` selected the converged fit of the chosen alpha.
@@ -366,6 +370,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             .add(caller="score", callee="score"),
         ).add(splitter=check_cv(self.cv, classifier=is_classifier(self.estimator)),
               method_mapping=MethodMapping().add(caller="fit", callee="split"))
+
+    @property
+    def best_estimator_(self):
+        """``estimator_`` (GridSearchCV's name for the chosen fitted estimator)."""
+        check_is_fitted(self, "estimator_")
+        return self.estimator_
 
     # ---------------------------------------------------------------- fit
     def _prepared(self, params):

@@ -60,6 +60,7 @@ from scipy import linalg
 from scipy.stats import norm
 from scipy.stats import t as student_t
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ..._config import check_memory
@@ -329,10 +330,17 @@ _PRECISION_DOC = """precision : None, "empirical", array-like or sparse matrix o
             otherwise it raises."""
 
 
+def _debiases(estimator):
+    """Whether ``estimator``'s loss has the debiasing (least squares: the
+    class attribute ``debiases``; a robust loss's risk estimate has none)."""
+    return getattr(estimator, "debiases", True)
+
+
 class UncertaintyMixin:
     """Debiased iterates, confidence intervals, noise level and excess risk
     of every iterate (Bellec & Tan 2024) for least-squares trajectory
-    estimators fitted with ``estimate_risk=True``."""
+    estimators fitted with ``estimate_risk=True``; a class whose
+    ``debiases`` is False has none of these methods."""
 
     def _debias_stats(self):
         check_is_fitted(self)
@@ -340,9 +348,8 @@ class UncertaintyMixin:
         if stats is None:
             raise NotFittedError(
                 f"This {type(self).__name__} has no risk estimate to debias with: it was "
-                "fitted with estimate_risk=False, or with a robust loss (whose risk "
-                "estimate, Tan & Bellec 2024, has no debiasing here). Refit a "
-                "least-squares estimator with estimate_risk=True; the estimator_ of "
+                "fitted with estimate_risk=False. Refit it with estimate_risk=True; the "
+                "estimator_ of "
                 "TrajectoryEarlyStoppingCV keeps it with criterion='risk' (a K-fold "
                 "choice switches it off: criterion='kfold', or 'auto' where the estimate "
                 "is flagged or below 100 samples with more features than samples)."
@@ -550,3 +557,9 @@ class UncertaintyMixin:
         UnreliableEstimateWarning
             When the iterate is flagged in ``risk_reliable_``.
         """
+
+    # (a loss without the debiasing has none of them: hasattr is False)
+    noise_variance_path = available_if(_debiases)(noise_variance_path)
+    excess_risk_path = available_if(_debiases)(excess_risk_path)
+    debiased_coef = available_if(_debiases)(debiased_coef)
+    coef_confidence_interval = available_if(_debiases)(coef_confidence_interval)
