@@ -1770,3 +1770,18 @@ def test_best_estimator_is_the_selected_fit_under_grid_search_cvs_name():
     assert search.best_estimator_ is search.estimator_
     np.testing.assert_array_equal(search.best_estimator_.predict(X), search.predict(X))
     assert "best_estimator_" not in search.get_params()
+
+
+def test_at_boundary_grows_a_falling_path_without_a_known_limit():
+    """``at_boundary`` at ``max_iter`` (40) on a path still falling there: it
+    grows without a limit or with an undefined one (``inf``: the converged
+    score of an interpolating alpha), and with a limit more than
+    ``limit_rtol`` away on either side; it ends within ``limit_rtol``."""
+    from skacv._statistics import get_statistics
+    from skacv.model_selection._stages import at_boundary
+
+    path = (np.arange(41.0) - 60.0) ** 2 / 100.0 + 1.0  # 5.0 at 40, still falling
+    stats = get_statistics()
+    for limit, grows in [(None, True), (np.inf, True), (8.0, True), (3.0, True),
+                         (5.03, False), (4.97, False)]:
+        assert at_boundary(path, 40, 40, stats, limit, 10) is grows, limit

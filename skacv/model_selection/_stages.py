@@ -131,7 +131,8 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     stages' :func:`patience` back (the path grown past ``max_iter`` stops as a
     stage does). Without ``n_iter_no_change``: its last iterate is the
     minimum. A minimum within ``limit_rtol`` of the ``limit``, above or
-    below it, has converged; one further below still falls."""
+    below it, has converged; one further below still falls; without a
+    finite ``limit`` (the converged score undefined) the path grows."""
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
         return False
@@ -141,8 +142,9 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
                   else patience(best, n_iter_no_change, statistics))
     if n_iter - best >= window:
         return False
-    rtol = statistics.limit_rtol
-    return not (limit is not None and abs(path[best] - limit) <= rtol * abs(limit))
+    if limit is None or not np.isfinite(limit):  # no converged score: a limit unknown
+        return True
+    return bool(abs(path[best] - limit) > statistics.limit_rtol * abs(limit))
 
 
 def planned(estimator, plan):
