@@ -218,7 +218,6 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
     #: no debiasing of a robust loss's iterates (the UQ methods are absent)
     debiases = False
 
-
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         "epsilon": [Interval(Real, 0, None, closed="neither")],

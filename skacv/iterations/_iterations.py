@@ -207,20 +207,16 @@ def check_schedule(schedule, n_steps):
     at ``k = 1..n_steps`` too; it is returned as given)."""
     if schedule is None:
         return schedule
-    if callable(schedule):
-        s = np.array([float(schedule(k)) for k in range(1, n_steps + 1)])
-        bad = np.flatnonzero(~np.isfinite(s) | (s < 0))
-        if bad.size:
-            raise ValueError(f"step_schedule must give finite non-negative factors; "
-                             f"step_schedule({bad[0] + 1}) = {s[bad[0]]:g}.")
-        return schedule
-    s = np.asarray(schedule, dtype=np.float64).ravel()
+    s = (np.array([float(schedule(k)) for k in range(1, n_steps + 1)]) if callable(schedule)
+         else np.asarray(schedule, dtype=np.float64).ravel())
     if s.shape[0] < n_steps:
         raise ValueError(
             f"step_schedule has {s.shape[0]} entries but max_iter={n_steps} "
             "steps are requested."
         )
-    if not np.all(np.isfinite(s)) or np.any(s < 0):
-        raise ValueError("step_schedule must contain finite non-negative factors.")
-    return s
+    bad = np.flatnonzero(~np.isfinite(s) | (s < 0))
+    if bad.size:
+        raise ValueError(f"step_schedule must give finite non-negative factors; its factor "
+                         f"at step {bad[0] + 1} is {s[bad[0]]:g}.")
+    return schedule if callable(schedule) else s
 

@@ -231,7 +231,8 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     else:
         res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale)
         res.df = res.df + df_offset
-        _score_ridge(res, design, loo_of)
+        if loo_of is not None:
+            res.loo = _ridge_loo(res, loo_of)
         if alphas is None and n_alphas_no_change is not None and loo_of is not None:
             res = _extend_ridge_grid(res, design, y_tilde, eps, ridge_scale, df_offset,
                                      n_alphas_no_change, loo_of)
@@ -324,11 +325,9 @@ def _penalty_family(estimator, design):
     )
 
 
-def _score_ridge(res, design, loo_of):
-    """``res.risk`` (and ``res.loo`` with ``loo_of``) of a ridge path."""
-    res.risk = converged_risk(res.train_mse, res.df, design.n_eff, design.statistics)
-    if loo_of is not None:
-        res.loo = np.array([loo_of(res.coefs[:, i], a) for i, a in enumerate(res.alphas)])
+def _ridge_loo(res, loo_of):
+    """The leave-one-out error of every solution of a ridge path."""
+    return np.array([loo_of(res.coefs[:, i], a) for i, a in enumerate(res.alphas)])
 
 
 def _extend_ridge_grid(res, design, y_tilde, eps, scale, df_offset, patience, loo_of):
@@ -359,8 +358,8 @@ def _extend_ridge_grid(res, design, y_tilde, eps, scale, df_offset, patience, lo
             return res
         ext = _ridge_path(design, y_tilde, more, None, eps, scale)
         ext.df = ext.df + df_offset
-        _score_ridge(ext, design, loo_of)
-        for key in ("alphas", "df", "train_mse", "n_iter", "gaps", "risk", "loo"):
+        ext.loo = _ridge_loo(ext, loo_of)
+        for key in ("alphas", "df", "train_mse", "n_iter", "gaps", "loo"):
             res[key] = np.concatenate([res[key], ext[key]])
         res.coefs = np.asfortranarray(np.concatenate([res.coefs, ext.coefs], axis=1))
 

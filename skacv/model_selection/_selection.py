@@ -48,6 +48,7 @@ from ._results import (
     warn_boundary,
 )
 from ._search_params import check_protocol, warn_ignored_params
+from ._stages import within_limit
 
 
 class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEstimatorMixin,
@@ -562,7 +563,5 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         limits = self.cv_results_.get(f"path_{self.criterion_}")
         if self.search_ != "path" or self._converged is not None or limits is None:
             return False
-        limit = float(limits[self.best_index_])
         best = float(self._selected_paths[CRITERIA[self.criterion_][0]][self.best_iteration_])
-        return bool(np.isfinite(limit)
-                    and abs(best - limit) <= self._policies[1].limit_rtol * abs(limit))
+        return within_limit(best, float(limits[self.best_index_]), self._policies[1])

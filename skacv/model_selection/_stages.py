@@ -121,6 +121,14 @@ def _growth_best(path, n_iter, n_iter_no_change, best, statistics):
     return n_iter if stops(path, n_iter, n_iter_no_change, statistics)[0] else best
 
 
+def within_limit(value, limit, statistics):
+    """Whether a criterion ``value`` lies within ``limit_rtol`` of a finite
+    ``limit`` (its alpha's converged criterion), above or below it: the path
+    that reached it has converged."""
+    return bool(limit is not None and np.isfinite(limit)
+                and abs(value - limit) <= statistics.limit_rtol * abs(limit))
+
+
 def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None):
     """Whether the criterion ``path`` (``n_iter`` long), on or past ``max_iter``,
     may still fall below its minimum later, and has not come within
@@ -142,9 +150,7 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
                   else patience(best, n_iter_no_change, statistics))
     if n_iter - best >= window:
         return False
-    if limit is None or not np.isfinite(limit):  # no converged score: a limit unknown
-        return True
-    return bool(abs(path[best] - limit) > statistics.limit_rtol * abs(limit))
+    return not within_limit(path[best], limit, statistics)
 
 
 def planned(estimator, plan):

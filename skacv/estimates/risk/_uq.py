@@ -349,8 +349,7 @@ class UncertaintyMixin:
             raise NotFittedError(
                 f"This {type(self).__name__} has no risk estimate to debias with: it was "
                 "fitted with estimate_risk=False. Refit it with estimate_risk=True; the "
-                "estimator_ of "
-                "TrajectoryEarlyStoppingCV keeps it with criterion='risk' (a K-fold "
+                "estimator_ of TrajectoryEarlyStoppingCV keeps it with criterion='risk' (a K-fold "
                 "choice switches it off: criterion='kfold', or 'auto' where the estimate "
                 "is flagged or below 100 samples with more features than samples)."
             )
