@@ -53,7 +53,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
     alpha : float, default=1e-3
         Penalty level (mean form): ``C = 1 / (alpha n)``, so that the
         default is scikit-learn's ``C=1`` at about a thousand samples.
-        Stopping early regularises more (a search chooses the iteration).
+        Stopping early regularises more. ``TrajectoryEarlyStoppingCV(
+        TrajectoryLogisticRegression())`` chooses alpha and the iteration
+        (:meth:`auto_alpha_grid`); ``search="grid"`` keeps this alpha.
     penalty : {"l2", "l1"}, default="l2"
     solver : {"gd", "fista", "sgd"} or Iteration, default="fista"
         ``"gd"``: gradient descent (``"l1"``: proximal gradient, ISTA);

@@ -118,8 +118,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
         ``{"alpha": [0.1, 0.03, 0.01]}``). ``None``: the penalty is chosen
         on the automatic grid of :func:`skacv.risk_alpha_path` (as
-        ``LassoCV()``) where the estimator has an alpha path, else a single
-        fit. ``ElasticNetCV(l1_ratio=[.1, .5, 1])``'s search:
+        ``LassoCV()``) where the estimator has an alpha path, else, with
+        ``search="auto"``, on the estimator's own grid
+        (:meth:`TrajectoryLogisticRegression.auto_alpha_grid`, walked from
+        its largest alpha until two alphas bring no new minimum), else
+        (``search="grid"``) a single fit with the estimator's ``alpha``.
+        ``ElasticNetCV(l1_ratio=[.1, .5, 1])``'s search:
         ``param_grid={"l1_ratio": [.1, .5, 1]}``.
     search : {"auto", "grid", "path"}, default="auto"
         ``"auto"``: ``"path"`` when ``param_grid`` is ``None``, ``{"alpha":
@@ -198,7 +202,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         Selected iteration (``0`` is the starting point); ``None`` when
         ``search="path"`` selected the converged fit of the chosen alpha.
     best_params_ : dict
-        Selected grid point (``{}`` without ``param_grid``).
+        Selected grid point (``{}`` for a single fit).
     best_index_ : int
         Row of ``cv_results_`` of the selected grid point.
     best_risk_ : float
@@ -220,7 +224,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     classes_ : ndarray of shape (n_classes,)
         Classifiers only.
     cv_results_ : dict of ndarrays
-        One row per grid point (per alpha for ``search="path"``, decreasing),
+        One row per grid point (per alpha for ``search="path"``, decreasing;
+        per alpha walked on an estimator's own automatic grid),
         ready for ``pandas.DataFrame``: ``params``, ``param_<name>`` (masked
         arrays), ``best_iteration``, ``min_<criterion>``,
         ``rank_<criterion>``, ``<criterion>_path`` (object array: the whole
@@ -250,7 +255,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     can move between close iterates from one probe seed to another
     (``random_state`` fixes it). Iterates flagged by ``risk_reliable_`` are
     never selected. A choice on the edge of the search (the first or last
-    value of a numeric grid of at least 3 values, the smallest alpha of the
+    value of a numeric grid of at least 3 values, the smallest alpha of an
     automatic grid where the criterion still falls, or the iteration
     ``max_iter``) raises a :class:`~skacv.exceptions.SelectionBoundaryWarning`
     with the fix. Estimates closer than a relative ``1e-9`` are ties: the
