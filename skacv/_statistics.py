@@ -54,6 +54,12 @@ class StatisticalPolicy:
     #: the leave-one-out error falls (``n_alphas_no_change``; modeldata's meats,
     #: docs/benchmarks.rst)
     ridge_grid_extends: bool = True
+    #: the literal default's alpha grid of an estimator without an alpha path (the
+    #: logistic loss): this many alphas, from its scale down to ``auto_grid_eps`` of it,
+    #: walked from the largest until ``auto_grid_no_change`` alphas bring no new minimum
+    auto_grid_alphas: int = 7
+    auto_grid_eps: float = 1e-4
+    auto_grid_no_change: int = 2
     #: integer sample weights summing to at most this are frequency weights
     expanded_weights_max: int = 10**8
     #: EigenPro: damping exponent, eigenvalue floor, step margin, ``"auto"`` epochs,

@@ -149,3 +149,86 @@ def test_bad_input():
 ], expected_failed_checks=expected_failed_checks)
 def test_sklearn_contract_with_loo(estimator, check):
     check(estimator)
+
+
+def _factor_design(seed, n=100, p=200, n_test=4000):
+    """Correlated features (4 factors) and 80 % of one class: the
+    intercept lags along the early iterates of a small alpha, so that
+    the best penalty is far above 1e-3 (measured: LogisticRegressionCV
+    chooses alpha = 1.7 to 100)."""
+    rng = np.random.default_rng(seed)
+    F = rng.normal(size=(n + n_test, 4))
+    X = F @ rng.normal(size=(4, p)) + 0.5 * rng.normal(size=(n + n_test, p))
+    X = (X - X[:n].mean(0)) / X[:n].std(0)
+    y = (rng.random(n + n_test) < expit(1.5 + F @ [0.5, -0.3, 0.2, 0.0])).astype(int)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def test_literal_default_chooses_alpha():
+    """TrajectoryEarlyStoppingCV(TrajectoryLogisticRegression()) chooses
+    alpha on its automatic grid (search="grid" keeps the estimator's).
+    Held-out log-loss on 4000 rows, seeds 0-2: literal / LogisticRegressionCV
+    0.980 / 0.996 / 0.996, kept alpha / literal 1.038 / 1.050 / 1.076 (over
+    seeds 0-11: 0.958-1.109 and 1.010-1.146): a default that kept alpha=1e-3
+    has the ratio 1."""
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.metrics import log_loss
+
+    from skacv import TrajectoryEarlyStoppingCV
+
+    to_cv, kept = [], []
+    for seed in range(3):
+        X, y, X_test, y_test = _factor_design(seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            auto = TrajectoryEarlyStoppingCV(TrajectoryLogisticRegression()).fit(X, y)
+            fixed = TrajectoryEarlyStoppingCV(TrajectoryLogisticRegression(),
+                                              search="grid").fit(X, y)
+            ref = LogisticRegressionCV().fit(X, y)
+        assert fixed.best_params_ == {} and auto.best_params_["alpha"] > 1.0
+        grid = auto.cv_results_["param_alpha"]
+        assert np.all(np.diff(grid) < 0) and np.allclose(grid[:-1] / grid[1:], grid[0] / grid[1])
+        loss = {name: log_loss(y_test, m.predict_proba(X_test))
+                for name, m in [("auto", auto), ("fixed", fixed), ("ref", ref)]}
+        to_cv.append(loss["auto"] / loss["ref"])
+        kept.append(loss["fixed"] / loss["auto"])
+    assert np.median(to_cv) < 1.05 and np.median(kept) > 1.03, (to_cv, kept)
+
+
+@pytest.mark.parametrize("penalty", ["l2", "l1"])
+def test_auto_alpha_grid_scale(penalty):
+    """The grid's top: for "l1" the smallest alpha with a zero solution
+    (converged FISTA just above and below it), for "l2" the step size's
+    curvature bound L (``1 / step_size_ - alpha``)."""
+    X, y = _data(n=150, p=6)
+    sw = np.random.RandomState(2).randint(1, 4, X.shape[0]).astype(float)
+    grid = TrajectoryLogisticRegression(penalty=penalty).auto_alpha_grid(X, y, sw)
+    assert grid.shape == (7,) and np.isclose(grid[-1], 1e-4 * grid[0])
+    if penalty == "l2":
+        est = TrajectoryLogisticRegression(alpha=0.5).fit(X, y, sample_weight=sw)
+        assert np.isclose(grid[0], 1.0 / est.step_size_ - 0.5, rtol=1e-6)
+        return
+    for factor, zero in [(1.001, True), (0.99, False)]:
+        est = TrajectoryLogisticRegression(alpha=factor * grid[0], penalty="l1",
+                                           max_iter=3000).fit(X, y, sample_weight=sw)
+        assert np.all(est.coef_ == 0) == zero
+
+
+def test_auto_grid_edge_warning(statistical_policy):
+    """A choice at the automatic grid's smallest alpha where the criterion
+    still falls warns (a grid ended at a tenth of its top); the same
+    choice on the default grid, whose end is flat, does not."""
+    from skacv import TrajectoryEarlyStoppingCV
+    from skacv.exceptions import SelectionBoundaryWarning
+
+    X, y = _data(n=200, p=5, offset=0.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        search = TrajectoryEarlyStoppingCV(TrajectoryLogisticRegression()).fit(X, y)
+    assert not [w for w in caught if w.category is SelectionBoundaryWarning]
+    assert search.best_index_ < len(search.cv_results_["params"]) - 1 or (
+        search.cv_results_["min_loo"][-1] >= 0.99 * search.cv_results_["min_loo"][-2])
+    statistical_policy(auto_grid_eps=0.1, auto_grid_alphas=3)
+    with pytest.warns(SelectionBoundaryWarning, match="smallest of the automatic grid"):
+        short = TrajectoryEarlyStoppingCV(TrajectoryLogisticRegression()).fit(X, y)
+    assert short.best_index_ == 2

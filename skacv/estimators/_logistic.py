@@ -3,7 +3,7 @@
 
 import numpy as np
 from scipy.special import expit, log_expit
-from sklearn.base import ClassifierMixin
+from sklearn.base import ClassifierMixin, clone
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import validate_data
 
@@ -11,6 +11,7 @@ from ..iterations._datafits import Logistic
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2
 from ..utils._compat import StrOptions, _fit_context
+from ..utils._validation import check_sample_weight
 from ._base import (
     COMMON_CONSTRAINTS,
     InterceptColumnMixin,
@@ -52,7 +53,9 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
     alpha : float, default=1e-3
         Penalty level (mean form): ``C = 1 / (alpha n)``, so that the
         default is scikit-learn's ``C=1`` at about a thousand samples.
-        Stopping early regularises more (a search chooses the iteration).
+        Stopping early regularises more. ``TrajectoryEarlyStoppingCV(
+        TrajectoryLogisticRegression())`` chooses alpha and the iteration
+        (:meth:`auto_alpha_grid`); ``search="grid"`` keeps this alpha.
     penalty : {"l2", "l1"}, default="l2"
     solver : {"gd", "fista", "sgd"} or Iteration, default="fista"
         ``"gd"``: gradient descent (``"l1"``: proximal gradient, ISTA);
@@ -171,6 +174,43 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         self : object
         """
         return self._fit(X, y, sample_weight)
+
+    def auto_alpha_grid(self, X, y, sample_weight=None):
+        """The alphas of :class:`~skacv.TrajectoryEarlyStoppingCV`'s
+        literal default (``param_grid=None``): ``auto_grid_alphas``
+        geometric values (the statistical policy) from the penalty's scale
+        down to ``auto_grid_eps`` of it. ``"l2"``: the curvature bound of the
+        mean log-loss, ``lambda_max(X1^T W X1) / (4 sum(w))`` (the ``L`` of
+        ``step_size="auto"`` without ``alpha``), where the penalty halves the
+        steepest direction; ``"l1"``: the smallest alpha whose solution is
+        zero, ``||X^T W (y - mean_w(y))||_inf / sum(w)`` (labels {0, 1};
+        ``y - 1/2`` without intercept). ``None`` where the scale is zero.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        alphas : ndarray of shape (n_alphas,) or None
+            Decreasing.
+        """
+        est = clone(self)
+        X, y = est._validate_xy(X, y, reset=True)
+        sw = check_sample_weight(sample_weight, X, X.dtype)
+        target, _ = est._encode_target(y, sw)
+        design = est._make_design(X, sw)
+        if self.penalty == "l2":
+            top = est._make_datafit(design).max_curvature * design.lipschitz()
+        else:
+            w = np.ones(X.shape[0]) if sw is None else np.asarray(sw, dtype=np.float64)
+            centre = w @ target / w.sum() if self.fit_intercept else 0.5
+            top = float(np.max(np.abs(X.T @ (w * (target - centre))))) / w.sum()
+        stats = design.statistics
+        return (np.geomspace(top, stats.auto_grid_eps * top, stats.auto_grid_alphas)
+                if top > 0 else None)
 
     # ------------------------------------------------------ problem pieces
     def _validate_xy(self, X, y, reset):

@@ -41,7 +41,7 @@ class SearchProtocol(Protocol):
     The problem (K-fold CV with the folds as one block, the alpha path):
 
     * :meth:`path_problem`, :meth:`path_iteration`,
-      :meth:`validate_fit_data`.
+      :meth:`validate_fit_data`, :meth:`auto_alpha_grid`.
 
     The fitted path:
 
@@ -153,6 +153,24 @@ class SearchProtocol(Protocol):
         """
         raise NotImplementedError(f"{type(self).__name__} declares no iteration for the "
                                   "search.")
+
+    def auto_alpha_grid(self, X, y, sample_weight=None):
+        """The penalties the literal default search walks when the estimator
+        has no alpha path (``param_grid=None``, ``search="auto"``), largest
+        first.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        alphas : ndarray of shape (n_alphas,) or None
+            Default ``None``: a single fit with the estimator's own ``alpha``.
+        """
+        return None
 
     def validate_fit_data(self, X, y):
         """``X`` and ``y`` checked and converted as ``fit`` checks them (so

@@ -38,13 +38,14 @@ def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
 
 
 def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True,
-                   checks=None, stack=False):
+                   checks=None, stack=False, goal=None):
     """Fit every candidate of ``search`` (``limits``: the criterion of each
     one's converged fit, or ``None``); return their estimate paths, fit
     times and ``{index: fitted estimator}``, with ``prune`` only of those
     that can still win (a ``DeferredFull`` is resolved by ``full_fit``).
     ``stack``: K-fold CV of every candidate in one block
-    (:func:`~skacv.model_selection._kfold_search.stacks_grid`)."""
+    (:func:`~skacv.model_selection._kfold_search.stacks_grid`); ``goal``:
+    what the risk's probes are for (default: from the candidates)."""
     attr = CRITERIA[search.criterion_][0]
     attrs = PATH_ATTRS
     limits = [None] * len(candidates) if limits is None else limits
@@ -53,7 +54,8 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     config, sklearn_config = get_config(), sklearn.get_config()
     threads = blas_threads_per_worker(search.n_jobs) if len(candidates) > 1 else None
     # one path compared with itself only: probes to order its iterates
-    goal = "choice" if len(candidates) == 1 and search.search_ == "grid" else "level"
+    if goal is None:
+        goal = "choice" if len(candidates) == 1 and search.search_ == "grid" else "level"
     # the debiasing statistics of the selected candidate only, where the
     # candidates come back as the objects fitted (a process worker's copy
     # would drop what waits: it does not pickle)
@@ -104,3 +106,28 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
             kept = {j: e for j, e in kept.items()
                     if mins[j] <= best + search._policies[1].tie_rtol * abs(best)}
     return paths, np.array(times), kept
+
+
+def walk_grid(search, candidates, X, y, fit_params):
+    """Fit the automatic grid's candidates (alpha decreasing) in turn,
+    ``n_jobs`` at a time, until the statistical policy's
+    ``auto_grid_no_change`` alphas in a row have not lowered the smallest
+    criterion; returns :func:`fit_candidates`' results of the fitted ones."""
+    attr = CRITERIA[search.criterion_][0]
+    statistics = search._policies[1]
+    step = max(1, effective_n_jobs(search.n_jobs))
+    paths, times, mins, kept, checks = [], [], [], {}, SharedChecks()
+    since = 0
+    while len(paths) < len(candidates) and since < statistics.auto_grid_no_change:
+        start = len(paths)
+        new, new_times, new_kept = fit_candidates(search, candidates[start:start + step], X, y,
+                                                  fit_params, checks=checks, goal="level")
+        for est_paths in new:
+            mins.append(finite_min(selectable(est_paths, attr)))
+            since = 0 if mins[-1] < min(mins[:-1], default=np.inf) else since + 1
+        paths += new
+        times.append(new_times)
+        kept.update({start + j: est for j, est in new_kept.items()})
+        best = min(mins)
+        kept = {j: e for j, e in kept.items() if mins[j] <= best + statistics.tie_rtol * abs(best)}
+    return paths, np.concatenate(times), kept

@@ -30,7 +30,7 @@ from ..utils._compat import (
     _num_samples,
 )
 from ._alpha_path import risk_alpha_path, supports_alpha_path
-from ._candidates import fit_candidates
+from ._candidates import fit_candidates, walk_grid
 from ._criteria import CRITERIA, resolve_auto, switch_estimates
 from ._dask_search import sufficient_search
 from ._delegate import SelectedIterateMixin, routed_params
@@ -118,8 +118,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
         ``{"alpha": [0.1, 0.03, 0.01]}``). ``None``: the penalty is chosen
         on the automatic grid of :func:`skacv.risk_alpha_path` (as
-        ``LassoCV()``) where the estimator has an alpha path, else a single
-        fit. ``ElasticNetCV(l1_ratio=[.1, .5, 1])``'s search:
+        ``LassoCV()``) where the estimator has an alpha path, else, with
+        ``search="auto"``, on the estimator's own grid
+        (:meth:`TrajectoryLogisticRegression.auto_alpha_grid`, walked from
+        its largest alpha until two alphas bring no new minimum), else
+        (``search="grid"``) a single fit with the estimator's ``alpha``.
+        ``ElasticNetCV(l1_ratio=[.1, .5, 1])``'s search:
         ``param_grid={"l1_ratio": [.1, .5, 1]}``.
     search : {"auto", "grid", "path"}, default="auto"
         ``"auto"``: ``"path"`` when ``param_grid`` is ``None``, ``{"alpha":
@@ -198,7 +202,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         Selected iteration (``0`` is the starting point); ``None`` when
         ``search="path"`` selected the converged fit of the chosen alpha.
     best_params_ : dict
-        Selected grid point (``{}`` without ``param_grid``).
+        Selected grid point (``{}`` for a single fit).
     best_index_ : int
         Row of ``cv_results_`` of the selected grid point.
     best_risk_ : float
@@ -220,7 +224,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     classes_ : ndarray of shape (n_classes,)
         Classifiers only.
     cv_results_ : dict of ndarrays
-        One row per grid point (per alpha for ``search="path"``, decreasing),
+        One row per grid point (per alpha for ``search="path"``, decreasing;
+        per alpha walked on an estimator's own automatic grid),
         ready for ``pandas.DataFrame``: ``params``, ``param_<name>`` (masked
         arrays), ``best_iteration``, ``min_<criterion>``,
         ``rank_<criterion>``, ``<criterion>_path`` (object array: the whole
@@ -250,7 +255,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     can move between close iterates from one probe seed to another
     (``random_state`` fixes it). Iterates flagged by ``risk_reliable_`` are
     never selected. A choice on the edge of the search (the first or last
-    value of a numeric grid of at least 3 values, the smallest alpha of the
+    value of a numeric grid of at least 3 values, the smallest alpha of an
     automatic grid where the criterion still falls, or the iteration
     ``max_iter``) raises a :class:`~skacv.exceptions.SelectionBoundaryWarning`
     with the fix. Estimates closer than a relative ``1e-9`` are ties: the
@@ -457,7 +462,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             self.n_splits_ = len(self._splits)
         elif hasattr(self, "n_splits_"):
             del self.n_splits_
-        del self._selected_paths, self._splits, self._converged, self._policies
+        del self._selected_paths, self._splits, self._converged, self._policies, self._walked
         self.n_features_in_ = est.n_features_in_
         if self.verbose:
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
@@ -498,6 +503,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         # the alpha path and the candidates fitted in this thread share the
         # design of X (one centred copy, one Gram matrix; skacv.linalg._design)
         self._converged = None  # search="path" may select the converged fit
+        self._walked = None  # the automatic grid of an estimator without alpha path
         with shared_designs():
             if self.search_ == "grid":
                 self._fit_grid_search(X, y, routed)
@@ -514,9 +520,23 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             raise ValueError("param_grid is empty: give at least one value per parameter.")
         return candidates
 
+    def _auto_grid(self, X, y, fit_params):
+        """The estimator's own alpha grid of the literal default (``None``:
+        a single fit), as ``{"alpha": [...]}``, decreasing."""
+        if self.param_grid is not None or self.search != "auto":
+            return None
+        alphas = clone(self.estimator).auto_alpha_grid(X, y, fit_params.get("sample_weight"))
+        return None if alphas is None else {"alpha": [float(a) for a in alphas]}
+
     def _fit_grid_search(self, X, y, fit_params):
-        candidates = self._candidates()
-        paths, times, kept = fit_candidates(self, candidates, X, y, fit_params)
+        self._walked = self._auto_grid(X, y, fit_params)
+        if self._walked is None:
+            candidates = self._candidates()
+            paths, times, kept = fit_candidates(self, candidates, X, y, fit_params)
+        else:  # walked from its largest alpha (the fitted ones are the candidates)
+            candidates = [{"alpha": a} for a in self._walked["alpha"]]
+            paths, times, kept = walk_grid(self, candidates, X, y, fit_params)
+            candidates = candidates[:len(paths)]
         i, t, mins, best_iters = select(paths, self.criterion_, self._policies[1].tie_rtol)
         self._selected_paths = paths[i]
         self.estimator_ = full_fit(kept[i])  # a deferred full fit runs now
@@ -533,23 +553,33 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     def _warn_boundary(self):
         """A choice on the edge of the grid or at ``max_iter`` (``warn_boundary``)."""
         grids = self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]
+        rows = self.cv_results_["params"]
         if self.search_ == "path":
             # (the automatic grid starts from the zero solution: no edge there)
-            grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
+            grids = [{"alpha": [r["alpha"] for r in rows]}
                      if self.param_grid is not None and "alpha" in self.param_grid else {}]
             end = np.asarray(self.cv_results_[f"path_{self.criterion_}"], dtype=float)[-2:]
-            if (self.param_grid is None and self.best_index_ == len(self.cv_results_["params"])
-                    - 1 and end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
-                # its small end, eps times the largest, is not always negligible: the
-                # criterion at convergence still falls more than limit_rtol there
-                eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
-                       **(self.path_params or {})}["eps"]
-                warnings.warn(
-                    f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of "
-                    f"the automatic grid (eps={eps:g} times its largest), where the "
-                    f"{self.criterion_} estimate was still falling: the best alpha may be "
-                    f"smaller. Lower it, e.g. path_params={{'eps': {eps / 100:g}}}.",
-                    SelectionBoundaryWarning, stacklevel=4)
+            eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
+                   **(self.path_params or {})}["eps"]
+            auto, fix = self.param_grid is None, f"path_params={{'eps': {eps / 100:g}}}"
+        elif self._walked is not None:  # walked to its end, the criteria's minima
+            grids = [{}]
+            end = np.asarray(self.cv_results_[f"min_{self.criterion_}"], dtype=float)[-2:]
+            eps, top = self._policies[1].auto_grid_eps, rows[0]["alpha"]
+            auto = len(rows) == len(self._walked["alpha"])
+            fix = (f"param_grid={{'alpha': np.geomspace({top:.3g}, {top * eps / 100:.3g}, "
+                   f"{len(rows) + 3})}}")
+        else:
+            auto = False
+        if (auto and self.best_index_ == len(rows) - 1
+                and end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
+            # its small end, eps times the largest, is not always negligible: the
+            # criterion still falls more than limit_rtol there
+            warnings.warn(
+                f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of "
+                f"the automatic grid (eps={eps:g} times its largest), where the "
+                f"{self.criterion_} estimate was still falling: the best alpha may be "
+                f"smaller. Lower it, e.g. {fix}.", SelectionBoundaryWarning, stacklevel=4)
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         warn_converged(self._converged, self.best_params_.get("alpha"),
                        params.get("max_iter"), self.criterion_, self._policies[1].limit_rtol)
