@@ -551,8 +551,13 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
                     f"smaller. Lower it, e.g. path_params={{'eps': {eps / 100:g}}}.",
                     SelectionBoundaryWarning, stacklevel=4)
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
-        warn_converged(self._converged, self.best_params_.get("alpha"),
-                       params.get("max_iter"), self.criterion_, self._policies[1].limit_rtol)
+        if self._converged is not None:
+            est = self.estimator_  # the chosen alpha's trajectory: where and how it ended
+            warn_converged(self._converged, self.best_params_.get("alpha"),
+                           params.get("max_iter"), self.criterion_,
+                           self._policies[1].limit_rtol,
+                           len(self._selected_paths[CRITERIA[self.criterion_][0]]) - 1,
+                           est.n_iter_ < est.max_iter)
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
                       self.criterion_, getattr(self.estimator_, "n_iter_", None),
                       self._reached_limit())
