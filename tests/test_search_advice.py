@@ -4,6 +4,9 @@
   step budget while still improving; not for one whose minimum lies before
   its end (grown past ``max_iter``, then rising: its iterates never went
   below the converged fit) nor for one that ended by its duality gap.
+* The automatic grid's edge: a chosen alpha at the smallest of the automatic
+  grid where the converged criterion still falls says to lower ``eps``, in
+  the mixing search (one grid per ``l1_ratio``) as in the Lasso's.
 """
 
 import warnings
@@ -11,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv import TrajectoryEarlyStoppingCV, TrajectoryElasticNet, TrajectoryLasso
 from skacv.exceptions import SelectionBoundaryWarning
 from skacv.model_selection._path_search import ConvergedChoice, warn_converged
 
@@ -61,3 +64,26 @@ def test_warn_converged_cases(iteration, last, ended, warns):
     assert bool(record) is warns
     if warns:
         assert "Raise max_iter" in str(record[0].message)
+
+
+@pytest.mark.parametrize("mixing", [False, True])
+def test_smallest_alpha_of_the_automatic_grid_warns(mixing):
+    """eps=0.1 cuts the grid where the risk at convergence still falls fast
+    (a dense signal, little noise): both searches choose its smallest alpha
+    and say to lower eps (the mixing search said nothing)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 10))
+    y = X @ rng.standard_normal(10) + 0.1 * rng.standard_normal(200)
+    est, grid = ((TrajectoryElasticNet(), {"l1_ratio": [0.5, 1.0]}) if mixing
+                 else (TrajectoryLasso(), None))
+    with pytest.warns(SelectionBoundaryWarning, match=r"smallest of the automatic grid") as rec:
+        search = TrajectoryEarlyStoppingCV(est, param_grid=grid, random_state=0,
+                                           path_params={"eps": 0.1}).fit(X, y)
+    ratio = search.best_params_.get("l1_ratio")
+    rows = [i for i, p in enumerate(search.cv_results_["params"]) if p.get("l1_ratio") == ratio]
+    assert search.best_index_ == rows[-1]  # the smallest alpha of its grid
+    risk = search.cv_results_["path_risk"][rows]
+    assert risk[-1] < 0.9 * risk[-2]  # still falling there
+    message = next(str(w.message) for w in rec if "automatic grid" in str(w.message))
+    assert "path_params={'eps': 0.001}" in message
+    assert ("l1_ratio=" in message) is mixing

@@ -537,19 +537,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             # (the automatic grid starts from the zero solution: no edge there)
             grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
                      if self.param_grid is not None and "alpha" in self.param_grid else {}]
-            end = np.asarray(self.cv_results_[f"path_{self.criterion_}"], dtype=float)[-2:]
-            if (self.param_grid is None and self.best_index_ == len(self.cv_results_["params"])
-                    - 1 and end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
-                # its small end, eps times the largest, is not always negligible: the
-                # criterion at convergence still falls more than limit_rtol there
-                eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
-                       **(self.path_params or {})}["eps"]
-                warnings.warn(
-                    f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of "
-                    f"the automatic grid (eps={eps:g} times its largest), where the "
-                    f"{self.criterion_} estimate was still falling: the best alpha may be "
-                    f"smaller. Lower it, e.g. path_params={{'eps': {eps / 100:g}}}.",
-                    SelectionBoundaryWarning, stacklevel=4)
+            self._warn_grid_edge()
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         if self._converged is not None:
             est = self.estimator_  # the chosen alpha's trajectory: where and how it ended
@@ -561,6 +549,30 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
                       self.criterion_, getattr(self.estimator_, "n_iter_", None),
                       self._reached_limit())
+
+    def _warn_grid_edge(self):
+        """``search="path"`` on an automatic alpha grid (one per ``l1_ratio``
+        over the mixing): the chosen alpha is the grid's smallest, ``eps``
+        times its largest, which is not always negligible: the criterion at
+        convergence still falls more than ``limit_rtol`` there."""
+        if "alpha" in (self.param_grid or {}):
+            return
+        params = self.cv_results_["params"]
+        ratio = self.best_params_.get("l1_ratio")
+        grid = [i for i, p in enumerate(params) if p.get("l1_ratio") == ratio]  # contiguous
+        end = np.asarray(self.cv_results_[f"path_{self.criterion_}"], dtype=float)[grid[-2:]]
+        if (self.best_index_ != grid[-1] or len(grid) < 2
+                or not end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
+            return
+        eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
+               **(self.path_params or {})}["eps"]
+        of = "" if ratio is None else f" of l1_ratio={ratio:g}"
+        warnings.warn(
+            f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of the "
+            f"automatic grid{of} (eps={eps:g} times its largest), where the "
+            f"{self.criterion_} estimate was still falling: the best alpha may be smaller. "
+            f"Lower it, e.g. path_params={{'eps': {eps / 100:g}}}.",
+            SelectionBoundaryWarning, stacklevel=5)
 
     def _reached_limit(self):
         """Whether the selected trajectory's minimum lies within ``limit_rtol``
