@@ -7,7 +7,9 @@ from sklearn.exceptions import ConvergenceWarning
 
 
 class DivergenceError(ValueError):
-    """The iterates of a trajectory diverge (the step size is too large).
+    """The iterates of a trajectory diverge (the step size is too large), or,
+    on a loss of bounded gradient (Huber, logistic), oscillate with no
+    iterate better than zero coefficients.
 
     A subclass of :class:`ValueError`, so that code catching the errors of
     scikit-learn's ``fit`` keeps working. The message names the step size

@@ -24,10 +24,16 @@ from ..estimates.risk._uq import (
 )
 from ..iterations._datafits import LeastSquares, NormalEquations
 from ..iterations._iterations import Iteration, PreconditionedGD, check_schedule
-from ..iterations._path import gap_monitor, init_state, run_to_convergence, run_trajectory
+from ..iterations._path import (
+    curvature_bound,
+    gap_monitor,
+    init_state,
+    run_to_convergence,
+    run_trajectory,
+)
 from ..linalg._covariance import CovarianceForm, covariance_form_pays
 from ..linalg._dask import is_dask
-from ..linalg._design import Design, make_design, max_row_norm2
+from ..linalg._design import Design, make_design
 from ..linalg._sampling import MinibatchSampler
 from ..utils._compat import CachedParamNames, Interval, StrOptions
 from ..utils._validation import (
@@ -232,10 +238,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             setup.batch_seed = int(check_random_state(self.random_state).randint(2**31 - 1))
             setup.n_samples = design.n_samples
         if isinstance(self.step_size, str):
-            L = datafit.max_curvature * design.lipschitz() + penalty.l2_
-            if sgd:
-                b = min(self.batch_size, design.n_samples)
-                L += datafit.max_curvature * max_row_norm2(design) / b
+            L = curvature_bound(design, datafit, penalty.l2_, self.batch_size if sgd else None)
             setup.step_size = 1.0 / L if L > 0 else 1.0
         else:
             setup.step_size = float(self.step_size)
@@ -333,7 +336,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         # the covariance form: the estimates read the residuals' products (no fitted values)
         buffers = dict(datafit=NormalEquations(), points_out=points) if covariance else dict(
             datafit=datafit, fitted_out=fitted, fuse=True, gradients_out=gradients,
-            sources_out=sources)
+            sources_out=sources, user_step=not isinstance(self.step_size, str))
         plan = self._plan_in_force()
         converged = gap_monitor(design, datafit, penalty, target, loop_target, covariance,
                                 plan.end_tol)

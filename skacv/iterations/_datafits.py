@@ -16,7 +16,10 @@ with ``eta_i`` the linear predictor of sample ``i``. The *mean* data fit is
 * ``max_curvature``: an upper bound of ``ell''`` (the step size ``1 / L``
   uses ``L = max_curvature * lambda_max(X~^T X~ / n_eff) + l2``);
 * ``quadratic``: the loss is the square loss (leave-one-out is exact,
-  re-centring with an intercept is a rank-one update).
+  re-centring with an intercept is a rank-one update);
+* ``bounded_gradient``: ``|ell'|`` is bounded (Huber, logistic): a step above
+  the stability limit makes the iterates oscillate in a bounded band rather
+  than diverge (:func:`~skacv.iterations._path.run_trajectory`'s ``user_step``).
 
 ``y`` is the fit's target: the centred, ``sqrt(w)``-weighted response for
 least squares (and, uncentred, for the Huber loss), labels in {0, 1} for the
@@ -47,6 +50,7 @@ class LeastSquares:
 
     name = "squared_error"
     quadratic = True
+    bounded_gradient = False
     classifier = False
     #: upper bound of ``ell''`` (the step size is ``1 / (max_curvature L)``)
     max_curvature = 1.0
@@ -131,6 +135,8 @@ class Huber(_RowWeighted):
 
     name = "huber"
     quadratic = False
+    bounded_gradient = True
+    monitor_name = "training Huber loss"
     classifier = False
     max_curvature = 1.0
 
@@ -194,6 +200,8 @@ class Logistic(_RowWeighted):
 
     name = "log_loss"
     quadratic = False
+    bounded_gradient = True
+    monitor_name = "training log-loss"
     classifier = True
     max_curvature = 0.25
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
+from ..linalg._design import max_row_norm2
 from ._datafits import LeastSquares, vector_norm
 
 
@@ -85,7 +86,7 @@ def init_state(design, coef_init=None, n_columns=None, form="design", order="C")
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                    datafit=None, fitted_out=None, fuse=False, gradients_out=None,
-                   sources_out=None, points_out=None, gap_out=False):
+                   sources_out=None, points_out=None, gap_out=False, user_step=False):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -124,13 +125,19 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         duality gap's correlations, :func:`gap_monitor`) into
         ``state.z_gap``, while each panel is in cache: a pass over ``X~``
         less a check of the gap.
+    user_step : bool, default=False
+        The step size is the user's (not ``1 / L``): with a loss of bounded
+        gradient (``datafit.bounded_gradient``) an oversized step makes the
+        iterates oscillate in a band that grows with the step, which the
+        divergence factor does not see; :func:`check_oscillation` reads the
+        training objective along the steps instead.
     """
     taken("run_trajectory", steps=n_steps)
     if datafit is None:
         datafit = LeastSquares()
     if iteration.sampler is not None:
         return _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose,
-                              datafit, fitted_out)
+                              datafit, fitted_out, user_step)
     dtype = design.dtype
     inv_n = dtype.type(1.0 / design.n_eff)
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
@@ -144,7 +151,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     # nonexpansive map when step_size <= 2/L: ||x^k - x^{k-1}|| cannot grow.
     # Growth certifies a step above the stability limit (divergence may still
     # be too slow to reach the error threshold within max_iter).
-    watch = _nonexpansive(iteration, k0 + 1, k0 + n_steps)
+    trail = [] if user_step and datafit.bounded_gradient else None
+    # (the bounded-gradient losses: check_oscillation reads the objective instead)
+    watch = trail is None and _nonexpansive(iteration, k0 + 1, k0 + n_steps)
     step_norm = float(np.linalg.norm(x - x_prev)) if watch and k0 > 0 else None
     floor = 10.0 * np.sqrt(np.finfo(dtype).eps)
     grew_at = None
@@ -182,6 +191,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             if not math.isfinite(res_norm) or res_norm > limit:
                 raise _diverged(iteration, k, res_norm, y_norm,
                                 getattr(datafit, "monitor_name", "training residual norm"))
+            if trail is not None:
+                trail.append((k, res_norm))
             if watch:
                 d = vector_norm(x_new - x)
                 if (grew_at is None and step_norm is not None and d > (1 + 1e-3) * step_norm
@@ -213,16 +224,25 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     # without the one pass, a later one-pass continuation takes its gradient afresh
     state.z_next = z_next if fuse else None
     state.z_gap = z_gap
-    if grew_at is not None:
-        k, before, after = grew_at
-        warnings.warn(
-            f"The {iteration.name} steps grow (||x^k - x^(k-1)|| from {before:.3g} to "
-            f"{after:.3g} at step {k}) with step_size={_step(iteration):.6g}: the step "
-            "is above the stability limit 2/L and the iterates will diverge. Use "
-            "step_size='auto' (1/L) or a smaller step.",
-            ConvergenceWarning, stacklevel=3,
-        )
+    if trail:
+        check_oscillation(design, iteration, datafit, y_norm, trail, out, stacklevel=3)
+    _warn_growth(iteration, grew_at)
     return state
+
+
+def _warn_growth(iteration, grew_at):
+    """The steps of a nonexpansive map grew (``grew_at``: step, before,
+    after; ``None``: they did not)."""
+    if grew_at is None:
+        return
+    k, before, after = grew_at
+    warnings.warn(
+        f"The {iteration.name} steps grow (||x^k - x^(k-1)|| from {before:.3g} to "
+        f"{after:.3g} at step {k}) with step_size={_step(iteration):.6g}: the step "
+        "is above the stability limit 2/L and the iterates will diverge. Use "
+        "step_size='auto' (1/L) or a smaller step.",
+        ConvergenceWarning, stacklevel=4,
+    )
 
 
 def _fused_products(design, y_tilde, iteration, datafit, k, x_new, Xx, correction, gap=False):
@@ -372,7 +392,7 @@ def minibatch_gradient(rows, r_S, weight, like):
 
 
 def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, datafit,
-                   fitted_out):
+                   fitted_out, user_step=False):
     """:func:`run_trajectory` for iterations with a ``sampler`` (SGD).
 
     Step ``k`` uses ``z = X~_S^T r_S / sum_{i in S} w_i`` on the batch
@@ -388,6 +408,7 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     k0 = state.k
     x, x_prev, v = state.x, state.x_prev, state.v
     check_every = max(1, getattr(sampler, "n_batches", 1))
+    trail = [] if user_step and datafit.bounded_gradient else None
     report = max(1, n_steps // 10)
     tic = time.perf_counter()
     for k in range(k0 + 1, k0 + n_steps + 1):
@@ -400,7 +421,8 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
         x_new = iteration.prox(k, pre)
         last = k == k0 + n_steps
         shown = verbose and ((k - k0) % report == 0 or last)
-        if fitted_out is not None or last or shown or (k - k0) % check_every == 0:
+        checked = fitted_out is not None or last or shown or (k - k0) % check_every == 0
+        if checked:
             Xx_new = design.matvec(x_new)
             value = datafit.monitor(Xx_new, y_tilde)
             if fitted_out is not None:
@@ -411,6 +433,8 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
             raise _diverged(iteration, k, value, y_norm, "training objective monitor",
                             "Use a smaller step_size or a decreasing step_schedule "
                             "(stochastic gradients need step_size < 2/L_batch).")
+        if trail is not None and checked:
+            trail.append((k, value))
         v = iteration.extrapolate_iterate(k, x_new, x)
         x_prev, x = x, x_new
         out[:, k] = x
@@ -424,7 +448,70 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
           if n_steps else state.Xv)
     state.k, state.x, state.x_prev, state.v = k0 + n_steps, x, x_prev, v
     state.Xx, state.Xx_prev, state.Xv = Xx, Xx_prev, Xv
+    if trail:
+        check_oscillation(design, iteration, datafit, y_norm, trail, out, stacklevel=4)
     return state
+
+
+def check_oscillation(design, iteration, datafit, start, trail, out, stacklevel):
+    """A user's step on a loss of bounded gradient (Huber, logistic).
+
+    With ``|ell'| <= G`` a step moves the iterate by at most ``step G
+    ||X~|| / n``: above the stability limit ``2 / L`` the iterates do not
+    grow geometrically (the divergence factor is never reached) but
+    oscillate in a band that grows with the step (a convex, coercive
+    objective pulls back any iterate far from the minimiser). ``trail``
+    holds ``(k, data fit at x^k)`` of the checked steps, ``start`` its value
+    at zero coefficients. With ``step > 2 / L`` (:func:`curvature_bound`,
+    that of mini-batches for SGD; gradient descent and FISTA converge
+    below it, so a step of ``1 / L`` never reaches this): raises
+    :class:`~skacv.exceptions.DivergenceError` when no step went below
+    ``start`` (no iterate is better than zero), warns when the objective
+    ends above ``start`` (mini-batches, whose noise makes it non-monotone)
+    or above its lowest along the path (full batch).
+    """
+    ks = [k for k, _ in trail]
+    values = np.array([v for _, v in trail])
+    tol = 10.0 * np.sqrt(np.finfo(np.float64).eps) * max(abs(start), np.finfo(np.float64).tiny)
+    sampler = iteration.sampler
+    stuck = values.min() > start + tol
+    objective = values + np.array([iteration.penalty.value(out[:, k]) for k in ks])
+    low = int(np.argmin(objective))
+    ended = objective[-1] > (start if sampler is not None else objective[low]) + tol
+    if not (stuck or ended):
+        return
+    h = _step(iteration)
+    L = curvature_bound(design, datafit, iteration.penalty.l2_,
+                        None if sampler is None else getattr(sampler, "batch_size", None))
+    if not h > 2.0 / L:
+        return
+    fix = (f"Use step_size='auto' (1/L = {1.0 / L:.3g}, L = {L:.3g} the curvature bound of "
+           f"the training objective{'' if sampler is None else ' on mini-batches'}) or a "
+           f"step below 2/L = {2.0 / L:.3g}.")
+    head = (f"The {iteration.name} iterates do not converge: step_size={h:.6g} is above the "
+            f"stability limit 2/L and")
+    if stuck:
+        raise DivergenceError(
+            f"{head} the {datafit.monitor_name} never fell below its value at zero "
+            f"coefficients ({start:.4g}) in {len(ks)} checked steps (lowest "
+            f"{values.min():.4g}). The loss has a bounded gradient, so the iterates "
+            f"oscillate in a band that grows with the step instead of diverging. {fix}")
+    where = ("its value at zero coefficients" if sampler is not None else
+             f"its lowest along the path ({objective[low]:.4g} at step {ks[low]})")
+    warnings.warn(
+        f"{head} the training objective at step {ks[-1]} ({objective[-1]:.4g}) is above "
+        f"{where}: the iterates oscillate. {fix}", ConvergenceWarning, stacklevel=stacklevel)
+
+
+def curvature_bound(design, datafit, l2, batch_size=None):
+    """``L``, the curvature bound of the mean objective whose ``1 / L`` is
+    ``step_size="auto"``: ``max ell'' lambda_max(X~^T X~ / n_eff) + l2``, plus
+    ``max ell'' max_i ||x~_i||^2 / b`` for mini-batches of ``b`` rows."""
+    L = datafit.max_curvature * design.lipschitz() + l2
+    if batch_size is not None:
+        b = min(batch_size, design.n_samples)
+        L += datafit.max_curvature * max_row_norm2(design) / b
+    return L
 
 
 def gap_monitor(design, datafit, penalty, target, loop_target, covariance, tol):

@@ -313,11 +313,16 @@ def widen_rows(mins, start, n_grid, neighbors):
     return [r for r in range(lo, hi + 1) if r not in mins]
 
 
-def warn_converged(choice, alpha, max_iter, criterion, rtol):
+def warn_converged(choice, alpha, max_iter, criterion, rtol, last, ended_converged):
     """Say that the converged fit was selected over an iterate cut off at
-    ``max_iter``; nothing when the trajectory reached its minimum before,
-    or came within ``rtol`` of its limit."""
-    if (choice is None or max_iter is None or choice.trajectory_iteration < max_iter
+    ``max_iter``: the trajectory's smallest criterion at its last iteration
+    ``last``, past ``max_iter``, where it ended at its step budget. Nothing
+    when its minimum lies before its end (its iterates never went below the
+    converged fit), when it ended by convergence (``ended_converged``: its
+    duality gap; more steps cannot help) or came within ``rtol`` of its
+    limit."""
+    if (choice is None or max_iter is None or choice.trajectory_iteration < max(max_iter, last)
+            or ended_converged
             or choice.trajectory_min <= choice.score + rtol * abs(choice.score)):
         return
     end = choice.trajectory_iteration

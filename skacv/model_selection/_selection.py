@@ -553,39 +553,59 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     def _warn_boundary(self):
         """A choice on the edge of the grid or at ``max_iter`` (``warn_boundary``)."""
         grids = self.param_grid if isinstance(self.param_grid, list) else [self.param_grid]
-        rows = self.cv_results_["params"]
         if self.search_ == "path":
             # (the automatic grid starts from the zero solution: no edge there)
-            grids = [{"alpha": [r["alpha"] for r in rows]}
+            grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
                      if self.param_grid is not None and "alpha" in self.param_grid else {}]
-            end = np.asarray(self.cv_results_[f"path_{self.criterion_}"], dtype=float)[-2:]
-            eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
-                   **(self.path_params or {})}["eps"]
-            auto, fix = self.param_grid is None, f"path_params={{'eps': {eps / 100:g}}}"
-        elif self._walked is not None:  # walked to its end, the criteria's minima
+            self._warn_grid_edge()
+        elif self._walked is not None:  # the estimator's own grid: its edge below
             grids = [{}]
-            end = np.asarray(self.cv_results_[f"min_{self.criterion_}"], dtype=float)[-2:]
-            eps, top = self._policies[1].auto_grid_eps, rows[0]["alpha"]
-            auto = len(rows) == len(self._walked["alpha"])
-            fix = (f"param_grid={{'alpha': np.geomspace({top:.3g}, {top * eps / 100:.3g}, "
-                   f"{len(rows) + 3})}}")
-        else:
-            auto = False
-        if (auto and self.best_index_ == len(rows) - 1
-                and end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
-            # its small end, eps times the largest, is not always negligible: the
-            # criterion still falls more than limit_rtol there
-            warnings.warn(
-                f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of "
-                f"the automatic grid (eps={eps:g} times its largest), where the "
-                f"{self.criterion_} estimate was still falling: the best alpha may be "
-                f"smaller. Lower it, e.g. {fix}.", SelectionBoundaryWarning, stacklevel=4)
+            self._warn_grid_edge()
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
-        warn_converged(self._converged, self.best_params_.get("alpha"),
-                       params.get("max_iter"), self.criterion_, self._policies[1].limit_rtol)
+        if self._converged is not None:
+            est = self.estimator_  # the chosen alpha's trajectory: where and how it ended
+            warn_converged(self._converged, self.best_params_.get("alpha"),
+                           params.get("max_iter"), self.criterion_,
+                           self._policies[1].limit_rtol,
+                           len(self._selected_paths[CRITERIA[self.criterion_][0]]) - 1,
+                           est.n_iter_ < est.max_iter)
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
                       self.criterion_, getattr(self.estimator_, "n_iter_", None),
                       self._reached_limit())
+
+    def _warn_grid_edge(self):
+        """The chosen alpha is the smallest of an automatic grid, which is not
+        always negligible: the criterion still falls more than ``limit_rtol``
+        there. ``search="path"``: one grid per ``l1_ratio`` over the mixing,
+        its converged criterion; an estimator's own grid walked to its end
+        (``_walked``): the trajectories' minima."""
+        params, crit = self.cv_results_["params"], self.criterion_
+        if self.search_ == "path":
+            if "alpha" in (self.param_grid or {}):
+                return
+            ratio = self.best_params_.get("l1_ratio")
+            grid = [i for i, p in enumerate(params) if p.get("l1_ratio") == ratio]  # contiguous
+            values = self.cv_results_[f"path_{crit}"]
+            eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
+                   **(self.path_params or {})}["eps"]
+            fix = f"path_params={{'eps': {eps / 100:g}}}"
+        elif len(params) == len(self._walked["alpha"]):
+            ratio, grid, values = None, list(range(len(params))), self.cv_results_[f"min_{crit}"]
+            eps, top = self._policies[1].auto_grid_eps, params[0]["alpha"]
+            fix = (f"param_grid={{'alpha': np.geomspace({top:.3g}, {top * eps / 100:.3g}, "
+                   f"{len(params) + 3})}}")
+        else:
+            return
+        end = np.asarray(values, dtype=float)[grid[-2:]]
+        if (self.best_index_ != grid[-1] or len(grid) < 2
+                or not end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
+            return
+        of = "" if ratio is None else f" of l1_ratio={ratio:g}"
+        warnings.warn(
+            f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of the "
+            f"automatic grid{of} (eps={eps:g} times its largest), where the "
+            f"{crit} estimate was still falling: the best alpha may be smaller. "
+            f"Lower it, e.g. {fix}.", SelectionBoundaryWarning, stacklevel=5)
 
     def _reached_limit(self):
         """Whether the selected trajectory's minimum lies within ``limit_rtol``
