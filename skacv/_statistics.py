@@ -54,6 +54,9 @@ class StatisticalPolicy:
     #: the leave-one-out error falls (``n_alphas_no_change``; modeldata's meats,
     #: docs/benchmarks.rst)
     ridge_grid_extends: bool = True
+    #: ``criterion="auto"`` of a ridge path search takes leave-one-out when its
+    #: converged error at the risk estimate's alpha exceeds its minimum this many times
+    ridge_auto_loo_ratio: float = 2.0
     #: integer sample weights summing to at most this are frequency weights
     expanded_weights_max: int = 10**8
     #: EigenPro: damping exponent, eigenvalue floor, step margin, ``"auto"`` epochs,

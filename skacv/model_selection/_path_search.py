@@ -26,7 +26,7 @@ from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
-from ._alpha_path import risk_alpha_path
+from ._alpha_path import ridge_path_of, risk_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA
 from ._kfold_search import full_fit, stacks_grid
@@ -44,6 +44,7 @@ class AlphaScores:
     path_risk: np.ndarray  # (n_grid,) the converged risk estimate (NaN beyond the path)
     reason: np.ndarray  # (n_grid,) object: why an alpha has no score ("" for a scored one)
     time: float  # seconds taken
+    criterion: str = "risk"  # the criterion of ``score`` (auto's risk may move to "loo")
 
     def columns(self, criterion):
         """The ``cv_results_`` columns of the alpha path."""
@@ -77,11 +78,14 @@ def check_path_search(param_grid, fit_params):
 
 
 def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_params, splits,
-                     alpha_path=risk_alpha_path):
+                     alpha_path=risk_alpha_path, spread_ratio=None):
     """Solve and score the alpha path of ``param_grid`` (``{"alpha": [...]}``
     or ``None``: the path's own grid) with ``path_params``
-    (:class:`AlphaScores`); ``splits``: the folds of ``"kfold"``;
-    ``alpha_path``: the signature of :func:`skacv.risk_alpha_path`."""
+    (:class:`AlphaScores`); ``splits``: the folds of
+    ``"kfold"``; ``alpha_path``: the signature of
+    :func:`skacv.risk_alpha_path`; ``spread_ratio``: ``criterion="auto"``'s
+    move of a ridge path from the risk estimate to leave-one-out
+    (:func:`_leverages_spread`)."""
     given = check_path_search(param_grid, fit_params)
     alphas = None if given is None else np.asarray(given, dtype=np.float64)
     # the estimator's own input checks and messages (y=None, NaN, empty data)
@@ -100,6 +104,11 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     with _alpha_path_advice():
         path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
                           criterion="loo" if criterion == "loo" else "risk", **options)
+    if criterion == "risk" and spread_ratio is not None and ridge_path_of(estimator):
+        loo_path = _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path,
+                                     spread_ratio)
+        if loo_path is not None:
+            criterion, path = "loo", loo_path
     # every alpha of the grid, decreasing (the path's order), as given
     if given is None:
         n_alphas = options.get("n_alphas", 30)
@@ -128,7 +137,28 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
                       f"the {criterion} estimate")
     if not finite.any():
         raise ValueError(too_few_message(n, criterion, path.df))
-    return AlphaScores(path, values, score, path_risk, reason, path_time)
+    return AlphaScores(path, values, score, path_risk, reason, path_time, criterion)
+
+
+def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, ratio):
+    """The ridge path with its exact leave-one-out (closed form, the
+    automatic grid continued while it falls) when leave-one-out at the risk
+    estimate's converged choice is more than ``ratio`` times its minimum
+    (the statistical policy's ``ridge_auto_loo_ratio``), else ``None``.
+    The risk estimate reads the mean leverage (as GCV); where the leverages
+    spread (NIR spectra: the largest 0.96-0.99 against a mean 0.34-0.50 at
+    small alphas) it falls into near-interpolation (Rad & Maleki 2020
+    for the diagonal)."""
+    risk = np.where(np.isfinite(path.risk), path.risk, np.inf)
+    if not np.isfinite(risk).any():
+        return None
+    loo_path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
+                          criterion="loo", **options)
+    loo = np.where(np.isfinite(loo_path.loo), loo_path.loo, np.inf)
+    best = float(loo.min())
+    chosen = float(loo[int(np.argmin(risk))])
+    taken("ridge_leverage_spread", ratio=chosen / best if best > 0 else np.inf)
+    return loo_path if np.isfinite(best) and chosen > ratio * best else None
 
 
 @contextlib.contextmanager
@@ -345,11 +375,15 @@ def too_few_message(n_samples, criterion, df):
 
 def fit_path_search(search, X, y, fit_params):
     """``search="path"`` over alpha: set ``search``'s selection and ``cv_results_``."""
-    crit = search.criterion_
+    statistics = search._policies[1]
     # every alpha's converged fit scored by the criterion; the trajectories
-    # are fitted on X as given (feature names)
-    scores = score_alpha_path(search.estimator, X, y, fit_params, crit, search.param_grid,
-                              search.path_params, search._splits, search._alpha_path)
+    # are fitted on X as given (feature names). "auto"'s risk estimate of a
+    # ridge path may move to leave-one-out (the leverages spread)
+    scores = score_alpha_path(
+        search.estimator, X, y, fit_params, search.criterion_, search.param_grid,
+        search.path_params, search._splits, search._alpha_path,
+        statistics.ridge_auto_loo_ratio if getattr(search, "_auto_risk", False) else None)
+    search.criterion_ = crit = scores.criterion
 
     checks = SharedChecks()  # the candidates of every round validate the same X once
     # K-fold CV of every alpha at once, one pass a step for all, where the
@@ -365,7 +399,6 @@ def fit_path_search(search, X, y, fit_params):
         return fit_candidates(search, cands, X, y, fit_params, limits, prune=False,
                               checks=checks, stack=stack)
 
-    statistics = search._policies[1]
     n_eff = effective_samples(X, fit_params)
     floor = gain_floor(scores, n_eff, statistics)
     taken("walk_gain_floor", n_eff=n_eff, floor=floor)
