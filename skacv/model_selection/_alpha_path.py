@@ -354,18 +354,25 @@ def _extend_ridge_grid(res, design, y_tilde, eps, scale, df_offset, patience):
     ratio = res.alphas[-1] / res.alphas[-2]
     floor = res.alphas[0] * eps * min(design.n_samples, design.n_features) * np.finfo(
         np.float64).eps
-    gain = 1.0 - design.statistics.walk_rtol
     while True:
-        loo = np.where(np.isfinite(res.loo), res.loo, np.inf)
         more = res.alphas[-1] * ratio ** np.arange(1, patience + 1)
         more = more[more >= floor]
-        if more.size == 0 or not np.min(loo[-patience:]) < gain * np.min(loo[:-patience]):
+        if more.size == 0 or not ridge_loo_falls(res.loo, patience, design.statistics):
             return res
         ext = _ridge_path(design, y_tilde, more, None, eps, scale, loo=True)
         ext.df = ext.df + df_offset
         for key in ("alphas", "df", "train_mse", "n_iter", "gaps", "loo"):
             res[key] = np.concatenate([res[key], ext[key]])
         res.coefs = np.asfortranarray(np.concatenate([res.coefs, ext.coefs], axis=1))
+
+
+def ridge_loo_falls(loo, patience, statistics):
+    """Whether the leave-one-out errors ``loo`` of a decreasing ridge grid
+    still fall at its end: their minimum over the last ``patience`` alphas
+    more than ``walk_rtol`` below the minimum before them."""
+    loo = np.where(np.isfinite(loo), loo, np.inf)
+    return bool(loo.shape[0] > patience and np.min(loo[-patience:])
+                < (1.0 - statistics.walk_rtol) * np.min(loo[:-patience]))
 
 
 def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale, loo=False):
@@ -423,10 +430,16 @@ def _ridge_path_loo(design, hat, resid):
     ``sqrt(w_i) r_i``."""
     w, rho, W_minus = removed_weights(design)
     eps = rho / W_minus if design.fit_intercept else np.zeros_like(rho)
-    kappa = rho * (1.0 + eps)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = np.where(w[:, None] > 0, hat / w[:, None], 0.0)
-        denom = 1.0 - kappa[:, None] * h
-        res = (1.0 + eps)[:, None] * resid / denom
+    kappa = rho * (1.0 + eps) / np.where(w > 0, w, 1.0)  # (zero weight: rho = 0)
+    denom = np.multiply(hat, -kappa[:, None])  # (in place: n_samples x n_alphas)
+    denom += 1.0
+    bad = denom <= 1e-12
+    ok = ~bad.any(axis=0)
+    if not ok.all():
+        denom[bad] = 1.0
+    res = np.divide(resid, denom, out=denom)
+    if design.fit_intercept:
+        res *= (1.0 + eps)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
         value = np.einsum("ij,ij->j", res, res) / design.n_eff
-    return np.where((denom > 1e-12).all(axis=0) & np.isfinite(value), value, np.inf)
+    return np.where(ok & np.isfinite(value), value, np.inf)

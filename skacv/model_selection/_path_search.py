@@ -26,7 +26,7 @@ from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
-from ._alpha_path import ridge_path_of, risk_alpha_path
+from ._alpha_path import ridge_loo_falls, ridge_path_of, risk_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA
 from ._kfold_search import full_fit, stacks_grid
@@ -78,14 +78,15 @@ def check_path_search(param_grid, fit_params):
 
 
 def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_params, splits,
-                     alpha_path=risk_alpha_path, spread_ratio=None):
+                     alpha_path=risk_alpha_path, auto_statistics=None):
     """Solve and score the alpha path of ``param_grid`` (``{"alpha": [...]}``
     or ``None``: the path's own grid) with ``path_params``
     (:class:`AlphaScores`); ``splits``: the folds of
     ``"kfold"``; ``alpha_path``: the signature of
-    :func:`skacv.risk_alpha_path`; ``spread_ratio``: ``criterion="auto"``'s
-    move of a ridge path from the risk estimate to leave-one-out
-    (:func:`_leverages_spread`)."""
+    :func:`skacv.risk_alpha_path`; ``auto_statistics``: the statistical
+    policy of ``criterion="auto"``, which may move a ridge path from the
+    risk estimate to leave-one-out (:func:`_leverages_spread`; ``None``:
+    the criterion as given)."""
     given = check_path_search(param_grid, fit_params)
     alphas = None if given is None else np.asarray(given, dtype=np.float64)
     # the estimator's own input checks and messages (y=None, NaN, empty data)
@@ -101,12 +102,15 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     options = {"n_alphas_no_change": None if criterion == "kfold" else 3,
                **(path_params or {})}
     tic = time.perf_counter()
+    spread = (criterion == "risk" and auto_statistics is not None
+              and ridge_path_of(estimator))  # the risk's path with its leave-one-out
     with _alpha_path_advice():
         path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
-                          criterion="loo" if criterion == "loo" else "risk", **options)
-    if criterion == "risk" and spread_ratio is not None and ridge_path_of(estimator):
+                          criterion="loo" if criterion == "loo" or spread else "risk",
+                          **{**options, **({"n_alphas_no_change": None} if spread else {})})
+    if spread:
         loo_path = _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path,
-                                     spread_ratio)
+                                     auto_statistics)
         if loo_path is not None:
             criterion, path = "loo", loo_path
     # every alpha of the grid, decreasing (the path's order), as given
@@ -140,25 +144,36 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     return AlphaScores(path, values, score, path_risk, reason, path_time, criterion)
 
 
-def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, ratio):
-    """The ridge path with its exact leave-one-out (closed form, the
-    automatic grid continued while it falls) when leave-one-out at the risk
-    estimate's converged choice is more than ``ratio`` times its minimum
-    (the statistical policy's ``ridge_auto_loo_ratio``), else ``None``.
-    The risk estimate reads the mean leverage (as GCV); where the leverages
-    spread (NIR spectra: the largest 0.96-0.99 against a mean 0.34-0.50 at
-    small alphas) it falls into near-interpolation (Rad & Maleki 2020
-    for the diagonal)."""
+def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, statistics):
+    """The ridge path scored by its exact leave-one-out (the automatic grid
+    continued while it falls) when leave-one-out at the risk estimate's
+    converged choice is more than the ``statistics``' ``ridge_auto_loo_ratio``
+    times its minimum, else ``None`` (``path``,
+    the risk's grid with its leave-one-out, loses it). The risk estimate
+    reads the mean leverage (as GCV); where the leverages spread (NIR
+    spectra: the largest 0.96-0.99 against a mean 0.34-0.50 at small
+    alphas) it falls into near-interpolation (Rad & Maleki 2020 for the
+    diagonal)."""
+    loo = path.pop("loo")
     risk = np.where(np.isfinite(path.risk), path.risk, np.inf)
     if not np.isfinite(risk).any():
         return None
-    loo_path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
-                          criterion="loo", **options)
-    loo = np.where(np.isfinite(loo_path.loo), loo_path.loo, np.inf)
-    best = float(loo.min())
-    chosen = float(loo[int(np.argmin(risk))])
-    taken("ridge_leverage_spread", ratio=chosen / best if best > 0 else np.inf)
-    return loo_path if np.isfinite(best) and chosen > ratio * best else None
+    chosen, longer = int(np.argmin(risk)), None
+    scores = np.where(np.isfinite(loo), loo, np.inf)
+    patience = options.get("n_alphas_no_change")
+    if (alphas is None and patience is not None and ridge_loo_falls(loo, patience, statistics)
+            and statistics.ridge_grid_extends):  # the grid continued where it still falls
+        longer = alpha_path(clone(estimator), X, y, alphas=None, sample_weight=sw,
+                            criterion="loo", **options)
+        scores = np.where(np.isfinite(longer.loo), longer.loo, np.inf)
+    best = float(scores.min())
+    taken("ridge_leverage_spread", ratio=scores[chosen] / best if best > 0 else np.inf,
+          continued=longer is not None)
+    if not (np.isfinite(best) and scores[chosen] > statistics.ridge_auto_loo_ratio * best):
+        return None
+    if longer is None:
+        path.loo = loo
+    return path if longer is None else longer
 
 
 @contextlib.contextmanager
@@ -382,7 +397,7 @@ def fit_path_search(search, X, y, fit_params):
     scores = score_alpha_path(
         search.estimator, X, y, fit_params, search.criterion_, search.param_grid,
         search.path_params, search._splits, search._alpha_path,
-        statistics.ridge_auto_loo_ratio if getattr(search, "_auto_risk", False) else None)
+        statistics if getattr(search, "_auto_risk", False) else None)
     search.criterion_ = crit = scores.criterion
 
     checks = SharedChecks()  # the candidates of every round validate the same X once
