@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.linear_model import Ridge, RidgeCV
 from threadpoolctl import threadpool_limits
 
@@ -41,13 +42,14 @@ def _refit_loo(X, y, alpha, fit_intercept, sample_weight):
 @pytest.mark.parametrize("n, p", [(40, 12), (18, 45)])
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_closed_form_loo_is_the_refits(n, p, fit_intercept, weighted):
+@pytest.mark.parametrize("sparse", [False, True])
+def test_closed_form_loo_is_the_refits(n, p, fit_intercept, weighted, sparse):
     """``criterion="loo"`` of the ridge path (the diagonal of each alpha's
     hat matrix from the path's one eigendecomposition, either side of the
     Gram) against brute-force refits: the same to 1e-10 at every alpha,
-    with integer and fractional weights (zeros included); without weights
-    also against RidgeCV's leave-one-out (its alpha is Ridge's, as
-    IterativeRidge's)."""
+    with integer and fractional weights (zeros included), dense and sparse
+    (centred implicitly); without weights also against RidgeCV's
+    leave-one-out (its alpha is Ridge's, as IterativeRidge's)."""
     rng = np.random.default_rng(n + p)
     X = rng.standard_normal((n, p)) * rng.uniform(0.2, 3.0, p) + 0.5
     y = X[:, :3] @ [2.0, -1.0, 1.5] + rng.standard_normal(n) + 3.0
@@ -55,7 +57,8 @@ def test_closed_form_loo_is_the_refits(n, p, fit_intercept, weighted):
     if weighted:
         sw = rng.integers(0, 4, n).astype(float)
         sw[:3] = [0.5, 2.5, 0.0]
-    path = risk_alpha_path(IterativeRidge(fit_intercept=fit_intercept), X, y,
+    path = risk_alpha_path(IterativeRidge(fit_intercept=fit_intercept),
+                           sp.csr_matrix(X) if sparse else X, y,
                            sample_weight=sw, criterion="loo", n_alphas=6, eps=1e-2)
     ref = [_refit_loo(X, y, a, fit_intercept, sw) for a in path.alphas]
     np.testing.assert_allclose(path.loo, ref, rtol=1e-10)
