@@ -145,13 +145,13 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
 
 
 def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, statistics):
-    """The ridge path scored by its exact leave-one-out (the automatic grid
-    continued while it falls) when leave-one-out at the risk estimate's
-    converged choice is more than the ``statistics``' ``ridge_auto_loo_ratio``
-    times its minimum, else ``None`` (``path``,
-    the risk's grid with its leave-one-out, loses it). The risk estimate
-    reads the mean leverage (as GCV); where the leverages spread (NIR
-    spectra: the largest 0.96-0.99 against a mean 0.34-0.50 at small
+    """The ridge path to score by its exact leave-one-out (the automatic
+    grid continued while it falls) when leave-one-out at the risk
+    estimate's converged choice is more than ``ridge_auto_loo_ratio`` (of
+    the ``statistics``) times its minimum, else ``None``; ``path``, the
+    risk's path with its leave-one-out, loses the latter. The risk
+    estimate reads the mean leverage (as GCV); where the leverages spread
+    (NIR spectra: the largest 0.96-0.99 against a mean 0.34-0.50 at small
     alphas) it falls into near-interpolation (Rad & Maleki 2020 for the
     diagonal)."""
     loo = path.pop("loo")
@@ -171,9 +171,10 @@ def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, st
           continued=longer is not None)
     if not (np.isfinite(best) and scores[chosen] > statistics.ridge_auto_loo_ratio * best):
         return None
-    if longer is None:
-        path.loo = loo
-    return path if longer is None else longer
+    if longer is not None:
+        return longer
+    path.loo = loo
+    return path
 
 
 @contextlib.contextmanager
