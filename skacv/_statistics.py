@@ -60,6 +60,9 @@ class StatisticalPolicy:
     auto_grid_alphas: int = 7
     auto_grid_eps: float = 1e-4
     auto_grid_no_change: int = 2
+    #: ``criterion="auto"`` of a ridge path search takes leave-one-out when its
+    #: converged error at the risk estimate's alpha exceeds its minimum this many times
+    ridge_auto_loo_ratio: float = 2.0
     #: integer sample weights summing to at most this are frequency weights
     expanded_weights_max: int = 10**8
     #: EigenPro: damping exponent, eigenvalue floor, step margin, ``"auto"`` epochs,

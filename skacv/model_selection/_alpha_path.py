@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_X_y
 
 from .._config import check_memory
 from ..estimates.loo._approx import approximate_loo_at
+from ..estimates.loo._track import removed_weights
 from ..estimators._protocol import SearchProtocol
 from ..iterations._iterations import FISTA
 from ..iterations._penalties import L2
@@ -131,9 +132,10 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         decaying spectrum leaves it falling there).
     criterion : {"risk", "loo"}, default="risk"
         The quantity ``n_alphas_no_change`` watches. ``"loo"`` also computes
-        ``loo``, the leave-one-out error of every solution (exact for ridge,
-        exact on the support for the Lasso), ``O(n s^2)`` per alpha for a
-        support of ``s`` columns (ridge: ``s = n_features``).
+        ``loo``, the leave-one-out error of every solution (exact on the
+        support for the Lasso, ``O(n s^2)`` per alpha for a support of ``s``
+        columns; exact for ridge, in closed form from the path's
+        eigendecomposition, ``O(n min(n, p))`` per alpha).
     verbose : int, default=0
         Print one line per ``alpha``.
 
@@ -229,13 +231,11 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
                          estimator.step_size, tol, max_iter, n_alphas_no_change, df_offset,
                          verbose, loo_of, l1_ratio=l1_ratio)
     else:
-        res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale)
+        res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale, loo_of is not None)
         res.df = res.df + df_offset
-        if loo_of is not None:
-            res.loo = _ridge_loo(res, loo_of)
         if alphas is None and n_alphas_no_change is not None and loo_of is not None:
             res = _extend_ridge_grid(res, design, y_tilde, eps, ridge_scale, df_offset,
-                                     n_alphas_no_change, loo_of)
+                                     n_alphas_no_change)
     res.risk = converged_risk(res.train_mse, res.df, design.n_eff, design.statistics)
     if estimator.fit_intercept:
         res.intercepts = (y_offset - design.x_offset @ res.coefs).astype(X.dtype)
@@ -257,6 +257,16 @@ def supports_alpha_path(estimator, n_samples=2):
     except (ValueError, TypeError, AttributeError, NotImplementedError):
         return False
     return True
+
+
+def ridge_path_of(estimator):
+    """Whether :func:`risk_alpha_path` follows ``estimator``'s penalty in
+    closed form (an l2 penalty: the ridge path, its leave-one-out exact)."""
+    probe = Bunch(n_eff=2.0, sqrt_weight=None, weight=None)
+    try:
+        return not _penalty_family(estimator, probe)[0]
+    except (ValueError, TypeError, AttributeError, NotImplementedError):
+        return False
 
 
 def converged_loo(estimator, design, X, target, coef, alpha):
@@ -325,12 +335,7 @@ def _penalty_family(estimator, design):
     )
 
 
-def _ridge_loo(res, loo_of):
-    """The leave-one-out error of every solution of a ridge path."""
-    return np.array([loo_of(res.coefs[:, i], a) for i, a in enumerate(res.alphas)])
-
-
-def _extend_ridge_grid(res, design, y_tilde, eps, scale, df_offset, patience, loo_of):
+def _extend_ridge_grid(res, design, y_tilde, eps, scale, df_offset, patience):
     """The automatic ridge grid continued geometrically below ``eps`` times its
     top while the leave-one-out error's minimum over its last ``patience``
     alphas lies more than ``walk_rtol`` below the minimum before them (the
@@ -349,23 +354,30 @@ def _extend_ridge_grid(res, design, y_tilde, eps, scale, df_offset, patience, lo
     ratio = res.alphas[-1] / res.alphas[-2]
     floor = res.alphas[0] * eps * min(design.n_samples, design.n_features) * np.finfo(
         np.float64).eps
-    gain = 1.0 - design.statistics.walk_rtol
     while True:
-        loo = np.where(np.isfinite(res.loo), res.loo, np.inf)
         more = res.alphas[-1] * ratio ** np.arange(1, patience + 1)
         more = more[more >= floor]
-        if more.size == 0 or not np.min(loo[-patience:]) < gain * np.min(loo[:-patience]):
+        if more.size == 0 or not ridge_loo_falls(res.loo, patience, design.statistics):
             return res
-        ext = _ridge_path(design, y_tilde, more, None, eps, scale)
+        ext = _ridge_path(design, y_tilde, more, None, eps, scale, loo=True)
         ext.df = ext.df + df_offset
-        ext.loo = _ridge_loo(ext, loo_of)
         for key in ("alphas", "df", "train_mse", "n_iter", "gaps", "loo"):
             res[key] = np.concatenate([res[key], ext[key]])
         res.coefs = np.asfortranarray(np.concatenate([res.coefs, ext.coefs], axis=1))
 
 
-def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale):
-    """Closed-form ridge path from one eigendecomposition of the smaller Gram."""
+def ridge_loo_falls(loo, patience, statistics):
+    """Whether the leave-one-out errors ``loo`` of a decreasing ridge grid
+    still fall at its end: their minimum over the last ``patience`` alphas
+    more than ``walk_rtol`` below the minimum before them."""
+    loo = np.where(np.isfinite(loo), loo, np.inf)
+    return bool(loo.shape[0] > patience and np.min(loo[-patience:])
+                < (1.0 - statistics.walk_rtol) * np.min(loo[:-patience]))
+
+
+def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale, loo=False):
+    """Closed-form ridge path from one eigendecomposition of the smaller Gram
+    (with ``loo``, its exact leave-one-out: :func:`_ridge_path_loo`)."""
     n, p = design.n_samples, design.n_features
     n_eff = design.n_eff
     m = min(n, p)
@@ -393,6 +405,41 @@ def _ridge_path(design, y_tilde, alphas, n_alphas, eps, scale):
     resid = y64[:, None] - fitted
     train_mse = np.einsum("ij,ij->j", resid, resid) / n_eff
     df = (lam[:, None] * inv).sum(axis=0)
-    return Bunch(alphas=alphas, coefs=np.asfortranarray(coefs, dtype=design.dtype), df=df,
-                 train_mse=train_mse, n_iter=np.zeros(alphas.shape[0], dtype=np.int64),
-                 gaps=np.zeros(alphas.shape[0]))
+    res = Bunch(alphas=alphas, coefs=np.asfortranarray(coefs, dtype=design.dtype), df=df,
+                train_mse=train_mse, n_iter=np.zeros(alphas.shape[0], dtype=np.int64),
+                gaps=np.zeros(alphas.shape[0]))
+    if loo:
+        if side == "features":  # h_ii = sum_j (X~ V)_ij^2 / (n_eff (lambda_j + mu))
+            Z = np.asarray(design.matvec(vecs), dtype=np.float64)
+            hat = (Z * Z) @ inv / n_eff
+        else:  # h_ii = sum_j Q_ij^2 lambda_j / (lambda_j + mu)
+            hat = (vecs * vecs) @ (lam[:, None] * inv)
+        res.loo = _ridge_path_loo(design, hat, resid)
+    return res
+
+
+def _ridge_path_loo(design, hat, resid):
+    """Exact leave-one-out error of every ridge solution from the diagonal
+    of its hat matrix (Golub, Heath & Wahba 1979; scikit-learn's
+    ``_RidgeGCV``), ``O(n min(n, p))`` an alpha: removing the weight ``rho_i
+    = min(w_i, 1)`` of sample ``i`` (the same sum-form penalty, the
+    intercept refitted) leaves the residual ``r_i / (1 - rho_i / n_eff -
+    rho_i h_i)``, ``h_i = x~_i^T (X~^T W X~ + alpha)^-1 x~_i``; written as
+    :func:`converged_loo`'s ``(1 + eps_i) r_i / (1 - kappa_i h_i)`` (``inf``
+    at leverage 1). ``hat``: ``w_i h_i`` (n_samples, n_alphas), ``resid``:
+    ``sqrt(w_i) r_i``."""
+    w, rho, W_minus = removed_weights(design)
+    eps = rho / W_minus if design.fit_intercept else np.zeros_like(rho)
+    kappa = rho * (1.0 + eps) / np.where(w > 0, w, 1.0)  # (zero weight: rho = 0)
+    denom = np.multiply(hat, -kappa[:, None])  # (in place: n_samples x n_alphas)
+    denom += 1.0
+    bad = denom <= 1e-12
+    ok = ~bad.any(axis=0)
+    if not ok.all():
+        denom[bad] = 1.0
+    res = np.divide(resid, denom, out=denom)
+    if design.fit_intercept:
+        res *= (1.0 + eps)[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = np.einsum("ij,ij->j", res, res) / design.n_eff
+    return np.where(ok & np.isfinite(value), value, np.inf)

@@ -102,7 +102,9 @@ def auto_criterion(estimator, n_samples, n_features, n_folds, policies):
     * Linear iterations of least squares (``IterativeRidge`` with "gd",
       "nesterov", "heavy_ball", "eigenpro"): ``"risk"``, computed spectrally,
       cheaper than any leave-one-out (kept even where its ``n T^2``
-      corrected residuals cost more than the folds: they are a refit).
+      corrected residuals cost more than the folds: they are a refit); the
+      path search of a ridge path may move it to leave-one-out where the
+      leverages spread (``ridge_auto_loo_ratio``).
     * ISTA and FISTA of the Lasso: ``"risk"``, the memory-matrix estimate
       (Bellec & Tan 2024): their exact leave-one-out costs 10 to 100 fits.
     * Everything else (proximal SGD, robust and logistic losses):

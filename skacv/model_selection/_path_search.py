@@ -26,7 +26,7 @@ from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
-from ._alpha_path import risk_alpha_path
+from ._alpha_path import ridge_loo_falls, ridge_path_of, risk_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA
 from ._kfold_search import full_fit, stacks_grid
@@ -44,6 +44,7 @@ class AlphaScores:
     path_risk: np.ndarray  # (n_grid,) the converged risk estimate (NaN beyond the path)
     reason: np.ndarray  # (n_grid,) object: why an alpha has no score ("" for a scored one)
     time: float  # seconds taken
+    criterion: str = "risk"  # the criterion of ``score`` (auto's risk may move to "loo")
 
     def columns(self, criterion):
         """The ``cv_results_`` columns of the alpha path."""
@@ -77,11 +78,15 @@ def check_path_search(param_grid, fit_params):
 
 
 def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_params, splits,
-                     alpha_path=risk_alpha_path):
+                     alpha_path=risk_alpha_path, auto_statistics=None):
     """Solve and score the alpha path of ``param_grid`` (``{"alpha": [...]}``
     or ``None``: the path's own grid) with ``path_params``
-    (:class:`AlphaScores`); ``splits``: the folds of ``"kfold"``;
-    ``alpha_path``: the signature of :func:`skacv.risk_alpha_path`."""
+    (:class:`AlphaScores`); ``splits``: the folds of
+    ``"kfold"``; ``alpha_path``: the signature of
+    :func:`skacv.risk_alpha_path`; ``auto_statistics``: the statistical
+    policy of ``criterion="auto"``, which may move a ridge path from the
+    risk estimate to leave-one-out (:func:`_leverages_spread`; ``None``:
+    the criterion as given)."""
     given = check_path_search(param_grid, fit_params)
     alphas = None if given is None else np.asarray(given, dtype=np.float64)
     # the estimator's own input checks and messages (y=None, NaN, empty data)
@@ -97,9 +102,17 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     options = {"n_alphas_no_change": None if criterion == "kfold" else 3,
                **(path_params or {})}
     tic = time.perf_counter()
+    spread = (criterion == "risk" and auto_statistics is not None
+              and ridge_path_of(estimator))  # the risk's path with its leave-one-out
     with _alpha_path_advice():
         path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
-                          criterion="loo" if criterion == "loo" else "risk", **options)
+                          criterion="loo" if criterion == "loo" or spread else "risk",
+                          **{**options, **({"n_alphas_no_change": None} if spread else {})})
+    if spread:
+        loo_path = _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path,
+                                     auto_statistics)
+        if loo_path is not None:
+            criterion, path = "loo", loo_path
     # every alpha of the grid, decreasing (the path's order), as given
     if given is None:
         n_alphas = options.get("n_alphas", 30)
@@ -128,7 +141,40 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
                       f"the {criterion} estimate")
     if not finite.any():
         raise ValueError(too_few_message(n, criterion, path.df))
-    return AlphaScores(path, values, score, path_risk, reason, path_time)
+    return AlphaScores(path, values, score, path_risk, reason, path_time, criterion)
+
+
+def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, statistics):
+    """The ridge path to score by its exact leave-one-out (the automatic
+    grid continued while it falls) when leave-one-out at the risk
+    estimate's converged choice is more than ``ridge_auto_loo_ratio`` (of
+    the ``statistics``) times its minimum, else ``None``; ``path``, the
+    risk's path with its leave-one-out, loses the latter. The risk
+    estimate reads the mean leverage (as GCV); where the leverages spread
+    (NIR spectra: the largest 0.96-0.99 against a mean 0.34-0.50 at small
+    alphas) it falls into near-interpolation (Rad & Maleki 2020 for the
+    diagonal)."""
+    loo = path.pop("loo")
+    risk = np.where(np.isfinite(path.risk), path.risk, np.inf)
+    if not np.isfinite(risk).any():
+        return None
+    chosen, longer = int(np.argmin(risk)), None
+    scores = np.where(np.isfinite(loo), loo, np.inf)
+    patience = options.get("n_alphas_no_change")
+    if (alphas is None and patience is not None and ridge_loo_falls(loo, patience, statistics)
+            and statistics.ridge_grid_extends):  # the grid continued where it still falls
+        longer = alpha_path(clone(estimator), X, y, alphas=None, sample_weight=sw,
+                            criterion="loo", **options)
+        scores = np.where(np.isfinite(longer.loo), longer.loo, np.inf)
+    best = float(scores.min())
+    taken("ridge_leverage_spread", ratio=scores[chosen] / best if best > 0 else np.inf,
+          continued=longer is not None)
+    if not (np.isfinite(best) and scores[chosen] > statistics.ridge_auto_loo_ratio * best):
+        return None
+    if longer is not None:
+        return longer
+    path.loo = loo
+    return path
 
 
 @contextlib.contextmanager
@@ -350,11 +396,15 @@ def too_few_message(n_samples, criterion, df):
 
 def fit_path_search(search, X, y, fit_params):
     """``search="path"`` over alpha: set ``search``'s selection and ``cv_results_``."""
-    crit = search.criterion_
+    statistics = search._policies[1]
     # every alpha's converged fit scored by the criterion; the trajectories
-    # are fitted on X as given (feature names)
-    scores = score_alpha_path(search.estimator, X, y, fit_params, crit, search.param_grid,
-                              search.path_params, search._splits, search._alpha_path)
+    # are fitted on X as given (feature names). "auto"'s risk estimate of a
+    # ridge path may move to leave-one-out (the leverages spread)
+    scores = score_alpha_path(
+        search.estimator, X, y, fit_params, search.criterion_, search.param_grid,
+        search.path_params, search._splits, search._alpha_path,
+        statistics if getattr(search, "_auto_risk", False) else None)
+    search.criterion_ = crit = scores.criterion
 
     checks = SharedChecks()  # the candidates of every round validate the same X once
     # K-fold CV of every alpha at once, one pass a step for all, where the
@@ -370,7 +420,6 @@ def fit_path_search(search, X, y, fit_params):
         return fit_candidates(search, cands, X, y, fit_params, limits, prune=False,
                               checks=checks, stack=stack)
 
-    statistics = search._policies[1]
     n_eff = effective_samples(X, fit_params)
     floor = gain_floor(scores, n_eff, statistics)
     taken("walk_gain_floor", n_eff=n_eff, floor=floor)

@@ -95,7 +95,11 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         samples), K-fold CV where the risk estimate is unreliable (below 100
         samples with more features than samples, or iterates flagged where
         the choice lies: an :class:`~skacv.exceptions.UnreliableEstimateWarning`
-        says why). The criterion used is ``criterion_``.
+        says why), ``"loo"`` for a ridge path search where the exact
+        leave-one-out of the converged fits is more than twice its minimum
+        at the risk estimate's choice (the leverages spread; the statistical
+        policy's ``ridge_auto_loo_ratio``). The criterion used is
+        ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
         it). An int is the number of folds (``StratifiedKFold`` for
@@ -435,6 +439,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             self._resolve(X)
             self._splits = self._folds(X, y, split["groups"])
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
+        self._auto_risk = auto_risk  # a ridge path may move it to leave-one-out
         with GatheredWarnings() as gathered:
             self._search_with_fallback(X, y, routed, source, auto_risk, dask, split["groups"])
         # the fits' warnings once each, from the user's call (_fit_context between)
@@ -462,7 +467,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             self.n_splits_ = len(self._splits)
         elif hasattr(self, "n_splits_"):
             del self.n_splits_
-        del self._selected_paths, self._splits, self._converged, self._policies, self._walked
+        del (self._selected_paths, self._splits, self._converged, self._policies, self._walked,
+             self._auto_risk)
         self.n_features_in_ = est.n_features_in_
         if self.verbose:
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
@@ -475,9 +481,10 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         try:
             with rows_behind(source):
                 self._search(X, y, routed)
-            why = None if not auto_risk or self._converged else unreliable_risk(
-                self._selected_paths.get("risk_reliable_"), self.best_iteration_,
-                self.n_iter_no_change)
+            why = None if not auto_risk or self._converged or self.criterion_ != "risk" else (
+                unreliable_risk(
+                    self._selected_paths.get("risk_reliable_"), self.best_iteration_,
+                    self.n_iter_no_change))
         except UndefinedEstimate as exc:
             if not auto_risk:
                 raise
