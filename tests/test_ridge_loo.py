@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, risk_alpha_path
 from skacv._statistics import statistics_context
 from skacv._trace import record
+from skacv.exceptions import UnreliableEstimateWarning
 
 
 @pytest.fixture(autouse=True)
@@ -103,6 +104,9 @@ def test_default_ridge_search_reads_the_leverages_on_a_decaying_spectrum():
     assert "path_loo" in search.cv_results_ and search.alpha_path_.alphas.size > 30
     assert 30 <= search.best_index_ < search.alpha_path_.alphas.size - 1
     assert not [w for w in caught if "smallest of the automatic grid" in str(w.message)]
+    said = [w for w in caught if issubclass(w.category, UnreliableEstimateWarning)
+            and "uses leave-one-out" in str(w.message)]
+    assert len(said) == 1 and said[0].filename == __file__  # once, at the user's call
     with statistics_context(ridge_auto_loo_ratio=1.5 * ratio), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the grid's edge, as it says
         kept = TrajectoryEarlyStoppingCV(IterativeRidge(), random_state=0).fit(X, y)
@@ -124,7 +128,8 @@ def test_default_ridge_search_keeps_the_risk_estimate_where_leverages_agree():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((120, 30))
     y = X @ rng.standard_normal(30) + 2.0 * rng.standard_normal(120)
-    with record() as paths:
+    with record() as paths, warnings.catch_warnings():
+        warnings.simplefilter("error", UnreliableEstimateWarning)  # no switch, nothing said
         search = TrajectoryEarlyStoppingCV(IterativeRidge(), random_state=0).fit(X, y)
     assert paths.details("ridge_leverage_spread")[0]["ratio"] < 1.1
     risk = TrajectoryEarlyStoppingCV(IterativeRidge(), criterion="risk", random_state=0).fit(X, y)

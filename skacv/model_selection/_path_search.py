@@ -23,7 +23,7 @@ from sklearn.utils import Bunch
 
 from .._trace import taken
 from ..estimators._setup import SharedChecks
-from ..exceptions import SelectionBoundaryWarning
+from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
 from ._alpha_path import ridge_loo_falls, ridge_path_of, risk_alpha_path
@@ -171,6 +171,13 @@ def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, st
           continued=longer is not None)
     if not (np.isfinite(best) and scores[chosen] > statistics.ridge_auto_loo_ratio * best):
         return None
+    warnings.warn(  # user -> _fit_context's wrapper -> fit -> ... -> here
+        f"criterion='auto' uses leave-one-out (criterion_='loo'): at the risk estimate's "
+        f"choice alpha={path.alphas[chosen]:.4g} the exact leave-one-out error of the "
+        f"converged ridge fits is {scores[chosen] / best:.3g} times its minimum (more than "
+        f"{statistics.ridge_auto_loo_ratio:g}): the leverages spread and the risk estimate, "
+        "which reads their mean, falls into near-interpolation. Set criterion='risk' to "
+        "use it anyway.", UnreliableEstimateWarning, stacklevel=8)
     if longer is not None:
         return longer
     path.loo = loo
