@@ -60,6 +60,11 @@ class StatisticalPolicy:
     auto_grid_alphas: int = 7
     auto_grid_eps: float = 1e-4
     auto_grid_no_change: int = 2
+    #: the same walk for the non-negative Lasso and elastic net (``positive=True``,
+    #: no converged alpha path): this many alphas down to ``positive_grid_eps`` of
+    #: the largest (bench_positive.py, docs/speed_policy.rst)
+    positive_grid_alphas: int = 20
+    positive_grid_eps: float = 1e-3
     #: integer sample weights summing to at most this are frequency weights
     expanded_weights_max: int = 10**8
     #: EigenPro: damping exponent, eigenvalue floor, step margin, ``"auto"`` epochs,

@@ -160,6 +160,10 @@ def test_search_walks_the_positive_grid_without_an_alpha_path():
     assert np.all(np.diff(alphas) < 0)
     assert np.count_nonzero(_sklearn(X, y, alphas[0] * 1.001, 1.0).coef_) == 0
     assert np.count_nonzero(_sklearn(X, y, alphas[0] * 0.99, 1.0).coef_) > 0
+    sw = np.random.default_rng(6).uniform(0.5, 2.0, X.shape[0])  # weighted, sparse
+    top = est.auto_alpha_grid(sp.csr_matrix(X), y, sw)[0]
+    assert np.count_nonzero(_sklearn(X, y, top * 1.001, 1.0, sw).coef_) == 0
+    assert np.count_nonzero(_sklearn(X, y, top * 0.99, 1.0, sw).coef_) > 0
     search = TrajectoryEarlyStoppingCV(est).fit(X, y)
     assert search.search_ == "grid"
     walked = [p["alpha"] for p in search.cv_results_["params"]]

@@ -6,7 +6,6 @@ from numbers import Real
 import numpy as np
 from sklearn.base import RegressorMixin
 
-from .._policy import current_policies
 from ..iterations._datafits import LeastSquares
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2, ElasticNet
@@ -224,11 +223,11 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
     def auto_alpha_grid(self, X, y, sample_weight=None):
         """The alphas of :class:`~skacv.TrajectoryEarlyStoppingCV`'s literal
         default (``param_grid=None``) with ``positive=True``, which has no
-        converged alpha path: ``auto_grid_alphas`` geometric values (the
+        converged alpha path: ``positive_grid_alphas`` geometric values (the
         statistical policy) from the smallest alpha whose solution is zero,
         ``max_j (X~^T W y~)_j / (sum(w) l1_ratio)`` (the positive part: the
-        KKT conditions of ``Lasso(positive=True)``), down to ``auto_grid_eps``
-        of it. ``None`` otherwise (the alpha path), at ``l1_ratio=0`` and
+        KKT conditions of ``Lasso(positive=True)``), down to
+        ``positive_grid_eps`` of it. ``None`` otherwise (the alpha path), at ``l1_ratio=0`` and
         where no feature correlates positively with ``y``.
 
         Parameters
@@ -245,14 +244,11 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         if not self.positive or self.l1_ratio == 0:
             return None
         X, y = self._validate_xy(X, y, reset=True, multi_output=True)
-        sw = check_sample_weight(sample_weight, X, X.dtype)
-        w = np.ones(X.shape[0]) if sw is None else np.asarray(sw, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
-        if self.fit_intercept:
-            y = y - w @ y / w.sum()
-        top = float(np.max(X.T @ (w[:, None] * y))) / (w.sum() * self.l1_ratio)
-        stats = current_policies()[1]
-        return (np.geomspace(top, stats.auto_grid_eps * top, stats.auto_grid_alphas)
+        design = self._make_design(X, check_sample_weight(sample_weight, X, X.dtype))
+        top = max(float(np.max(design.rmatvec(design.center_y(t)[1]))) for t in
+                  np.asarray(y).reshape(X.shape[0], -1).T) / (design.n_eff * self.l1_ratio)
+        stats = design.statistics
+        return (np.geomspace(top, stats.positive_grid_eps * top, stats.positive_grid_alphas)
                 if top > 0 else None)
 
     def _make_datafit(self, design):
