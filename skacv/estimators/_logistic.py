@@ -62,7 +62,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         scikit-learn's ``class_weight``: weights ``{class_label: weight}``
         (a class absent has weight 1); ``"balanced"``: ``n / (2 n_c)``
         (``n`` and ``n_c`` the total and class sums of ``sample_weight``,
-        :func:`~sklearn.utils.class_weight.compute_class_weight`). They
+        ``sklearn.utils.class_weight.compute_class_weight``). They
         multiply ``sample_weight``, and everything sees the product as
         sample weights: the objective (``C = 1 / (alpha *
         sum(sample_weight))``), :meth:`auto_alpha_grid` and ``loo_path_``
