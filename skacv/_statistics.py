@@ -63,6 +63,11 @@ class StatisticalPolicy:
     #: ``criterion="auto"`` of a ridge path search takes leave-one-out when its
     #: converged error at the risk estimate's alpha exceeds its minimum this many times
     ridge_auto_loo_ratio: float = 2.0
+    #: the auto_grid walk for the non-negative Lasso and elastic net (``positive=True``,
+    #: no converged alpha path): this many alphas down to ``positive_grid_eps`` of
+    #: the largest (bench_positive.py, docs/speed_policy.rst)
+    positive_grid_alphas: int = 20
+    positive_grid_eps: float = 1e-3
     #: integer sample weights summing to at most this are frequency weights
     expanded_weights_max: int = 10**8
     #: EigenPro: damping exponent, eigenvalue floor, step margin, ``"auto"`` epochs,

@@ -82,6 +82,9 @@ ESTIMATORS.append(skacv.TrajectoryEarlyStoppingCV(
     skacv.TrajectoryLasso(alpha=0.01, max_iter=20, random_state=0),
     search="grid", criterion="kfold", cv=3,
     random_state=0))
+# the parameters scikit-learn users reach for: non-negative coefficients, class weights
+ESTIMATORS += [skacv.TrajectoryElasticNet(positive=True),
+               skacv.TrajectoryLogisticRegression(class_weight="balanced")]
 
 
 def test_every_public_estimator_is_checked():

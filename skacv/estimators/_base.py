@@ -146,6 +146,11 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         """The target of the fit and what a warm refit must find unchanged."""
         return y, None
 
+    def _fit_weights(self, y, sample_weight):
+        """The fit's sample weights from the user's (the logistic
+        estimator's ``class_weight`` multiplies them)."""
+        return sample_weight
+
     def _make_design(self, X, sample_weight):
         return make_design(X, sample_weight, self.fit_intercept)
 
@@ -399,7 +404,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         ``(X, y, sample_weight)`` must be the fit's training data."""
         check_is_fitted(self)
         X, y = self._validate_xy(X, y, reset=False)
-        sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+        sample_weight = check_sample_weight(self._fit_weights(y, sample_weight), X, X.dtype)
         y_fit, _ = self._encode_target(y, sample_weight)
         self._check_fitted_on(X, y_fit, sample_weight)
         design = self._make_design(X, sample_weight)

@@ -3,12 +3,14 @@ elastic net (the Lasso its ``l1_ratio=1`` case) with their risk."""
 
 from numbers import Real
 
+import numpy as np
 from sklearn.base import RegressorMixin
 
 from ..iterations._datafits import LeastSquares
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
 from ..iterations._penalties import L1, L2, ElasticNet
 from ..utils._compat import Interval, StrOptions
+from ..utils._validation import check_sample_weight
 from ._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
 from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
@@ -38,6 +40,14 @@ _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, defa
         used as given.
     batch_size : int, default=32
         Rows per step of ``solver="sgd"`` (ignored by the other solvers).
+    positive : bool, default=False
+        Keep the coefficients non-negative (scikit-learn's ``positive=True``):
+        the proximal step is ``max(0, soft-threshold)``, whose Jacobian is
+        the mask of the positive coordinates, so ``risk_path_``,
+        ``loo_path_`` and ``debiased_coef`` follow unchanged.
+        :class:`TrajectoryEarlyStoppingCV` then has no converged alpha path
+        (``search="path"`` raises): its literal default walks
+        :meth:`auto_alpha_grid`.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept by weighted centring.
     warm_start : bool, default=False
@@ -115,18 +125,18 @@ _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, defa
 """
 
 
-def elastic_net_penalty(alpha, l1_ratio):
+def elastic_net_penalty(alpha, l1_ratio, positive=False):
     """scikit-learn's ``ElasticNet`` penalty ``alpha l1_ratio ||w||_1 + alpha
     (1 - l1_ratio) ||w||^2 / 2`` in mean form: :class:`~skacv.L1` at
     ``l1_ratio=1`` (the Lasso), :class:`~skacv.L2` at ``0``, else
     :class:`~skacv.ElasticNet` (the l1 part the prox, the l2 part a decay of
-    the gradient step)."""
-    alpha, l1_ratio = float(alpha), float(l1_ratio)
+    the gradient step); ``positive``: the coefficients kept non-negative."""
+    alpha, l1_ratio, positive = float(alpha), float(l1_ratio), bool(positive)
     if l1_ratio == 1.0:
-        return L1(alpha)
+        return L1(alpha, positive=positive)
     if l1_ratio == 0.0:
-        return L2(alpha)
-    return ElasticNet(alpha * l1_ratio, alpha * (1.0 - l1_ratio))
+        return L2(alpha, positive=positive)
+    return ElasticNet(alpha * l1_ratio, alpha * (1.0 - l1_ratio), positive=positive)
 
 
 class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
@@ -184,6 +194,7 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         **COMMON_CONSTRAINTS,
         "l1_ratio": [Interval(Real, 0, 1, closed="both")],
         "solver": [StrOptions({"fista", "ista", "sgd"}), Iteration],
+        "positive": ["boolean"],
     }
     _option_keys = {"risk_options": RISK_OPTIONS, "loo_options": LOO_OPTIONS}
 
@@ -196,6 +207,7 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         max_iter=100,
         step_size="auto",
         batch_size=32,
+        positive=False,
         fit_intercept=True,
         warm_start=False,
         estimate_risk=True,
@@ -208,11 +220,42 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
     ):
         store_params(self, locals())
 
+    def auto_alpha_grid(self, X, y, sample_weight=None):
+        """The alphas of :class:`~skacv.TrajectoryEarlyStoppingCV`'s literal
+        default (``param_grid=None``) with ``positive=True``, which has no
+        converged alpha path: ``positive_grid_alphas`` geometric values (the
+        statistical policy) from the smallest alpha whose solution is zero,
+        ``max_j (X~^T W y~)_j / (sum(w) l1_ratio)`` (the positive part: the
+        KKT conditions of ``Lasso(positive=True)``), down to
+        ``positive_grid_eps`` of it. ``None`` otherwise (the alpha path), at ``l1_ratio=0`` and
+        where no feature correlates positively with ``y``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        alphas : ndarray of shape (n_alphas,) or None
+            Decreasing.
+        """
+        if not self.positive or self.l1_ratio == 0:
+            return None
+        X, y = self._validate_xy(X, y, reset=True, multi_output=True)
+        design = self._make_design(X, check_sample_weight(sample_weight, X, X.dtype))
+        top = max(float(np.max(design.rmatvec(design.center_y(t)[1]))) for t in
+                  np.asarray(y).reshape(X.shape[0], -1).T) / (design.n_eff * self.l1_ratio)
+        stats = design.statistics
+        return (np.geomspace(top, stats.positive_grid_eps * top, stats.positive_grid_alphas)
+                if top > 0 else None)
+
     def _make_datafit(self, design):
         return LeastSquares()
 
     def _make_penalty(self, design):
-        return elastic_net_penalty(self.alpha, self.l1_ratio)
+        return elastic_net_penalty(self.alpha, self.l1_ratio, self.positive)
 
     def _solvers(self, setup):
         return {"fista": (FISTA, {}), "ista": (GradientDescent, {}), "sgd": (SGD, {})}
@@ -268,6 +311,7 @@ class TrajectoryLasso(TrajectoryElasticNet):
         max_iter=100,
         step_size="auto",
         batch_size=32,
+        positive=False,
         fit_intercept=True,
         warm_start=False,
         estimate_risk=True,

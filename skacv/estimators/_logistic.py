@@ -4,8 +4,9 @@
 import numpy as np
 from scipy.special import expit, log_expit
 from sklearn.base import ClassifierMixin, clone
+from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import column_or_1d, validate_data
 
 from ..iterations._datafits import Logistic
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
@@ -57,6 +58,18 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         TrajectoryLogisticRegression())`` chooses alpha and the iteration
         (:meth:`auto_alpha_grid`); ``search="grid"`` keeps this alpha.
     penalty : {"l2", "l1"}, default="l2"
+    class_weight : dict, "balanced" or None, default=None
+        scikit-learn's ``class_weight``: weights ``{class_label: weight}``
+        (a class absent has weight 1); ``"balanced"``: ``n / (2 n_c)``
+        (``n`` and ``n_c`` the total and class sums of ``sample_weight``,
+        ``sklearn.utils.class_weight.compute_class_weight``). They
+        multiply ``sample_weight``, and everything sees the product as
+        sample weights: the objective (``C = 1 / (alpha *
+        sum(sample_weight))``), :meth:`auto_alpha_grid` and ``loo_path_``
+        (frequency weights: the class-weighted log-loss, one unit of weight
+        left out). The folds of :class:`~skacv.TrajectoryEarlyStoppingCV`
+        compute their own class weights, as ``GridSearchCV``'s refits do,
+        and weight their held-out losses by ``sample_weight`` only.
     solver : {"gd", "fista", "sgd"} or Iteration, default="fista"
         ``"gd"``: gradient descent (``"l1"``: proximal gradient, ISTA);
         ``"fista"``: accelerated proximal gradient (Beck & Teboulle 2009;
@@ -129,6 +142,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
             "alpha", "max_iter", "step_size", "batch_size", "fit_intercept", "warm_start",
             "estimate_loo", "loo_options", "random_state", "verbose")},
         "penalty": [StrOptions({"l2", "l1"})],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
         "solver": [StrOptions({"gd", "fista", "sgd"}), Iteration],
         "step_schedule": [None, callable, "array-like"],
     }
@@ -138,6 +152,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         alpha=1e-3,
         *,
         penalty="l2",
+        class_weight=None,
         solver="fista",
         max_iter=100,
         step_size="auto",
@@ -173,7 +188,20 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         -------
         self : object
         """
-        return self._fit(X, y, sample_weight)
+        return self._fit(X, y, self._fit_weights(y, sample_weight))
+
+    def _fit_weights(self, y, sample_weight):
+        """``sample_weight`` times the weights of the classes of ``y``
+        (``class_weight``; ``None``: ``sample_weight`` itself)."""
+        if self.class_weight is None:
+            return sample_weight
+        y = column_or_1d(y, warn=True)
+        sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        classes, index = np.unique(y, return_inverse=True)
+        with np.errstate(divide="ignore", invalid="ignore"):  # (a class of no weight)
+            weight = compute_class_weight(self.class_weight, classes=classes, y=y,
+                                          sample_weight=sw)[index]
+            return weight if sw is None else np.where(sw != 0, weight * sw, 0.0)
 
     def auto_alpha_grid(self, X, y, sample_weight=None):
         """The alphas of :class:`~skacv.TrajectoryEarlyStoppingCV`'s
@@ -199,7 +227,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         """
         est = clone(self)
         X, y = est._validate_xy(X, y, reset=True)
-        sw = check_sample_weight(sample_weight, X, X.dtype)
+        sw = check_sample_weight(est._fit_weights(y, sample_weight), X, X.dtype)
         target, _ = est._encode_target(y, sw)
         design = est._make_design(X, sw)
         if self.penalty == "l2":

@@ -33,20 +33,21 @@ def soft_threshold(x, tau, out=None, neg_tau=None):
     return np.subtract(x, clipped, out=clipped if out is None else out)
 
 
-def duality_gap(rr, ry, corr, l1_norm, l1, n_eff, l2=0.0, coef=None):
+def duality_gap(rr, ry, corr, l1_norm, l1, n_eff, l2=0.0, coef=None, positive=False):
     """Duality gap of least squares with the elastic-net penalty, mean form
     ``||r||^2 / (2 n_eff) + l1 ||b||_1 + l2 ||b||^2 / 2``, from ``rr =
     ||r||^2``, ``ry = r^T y~``, ``corr = X~^T r / n_eff`` and ``l1_norm =
     ||b||_1`` (``coef``: ``b``, read with ``l2 > 0``); the dual point is ``r``
     scaled into the constraint ``||X~^T theta / n_eff - l2 b||_inf <= l1``
-    (scikit-learn's ``enet_coordinate_descent``, divided by ``n_eff``).
-    ``l1 = 0`` (ridge): the dual point ``r`` itself."""
+    (scikit-learn's ``enet_coordinate_descent``, divided by ``n_eff``;
+    ``positive``: the one-sided constraint ``max(X~^T theta / n_eff - l2 b)
+    <= l1`` of ``b >= 0``). ``l1 = 0`` (ridge): the dual point ``r`` itself."""
     w2 = 0.0
     if l2:
         b = np.asarray(coef, dtype=np.float64)
         corr = corr - l2 * b
         w2 = float(b @ b)
-    dn = float(np.max(np.abs(corr))) if corr.size else 0.0
+    dn = float(np.max(corr if positive else np.abs(corr))) if corr.size else 0.0
     c = l1 / dn if dn > l1 and l1 > 0 else 1.0
     return ((0.5 * rr * (1.0 + c * c) - c * ry) / n_eff + l1 * l1_norm
             + 0.5 * l2 * (1.0 + c * c) * w2)
@@ -68,6 +69,11 @@ class Penalty:
         Total sample weight the mean form refers to (used with ``sum_form``).
     n_unpenalized : int, default=0
         Number of trailing coordinates without penalty.
+    positive : bool, default=False
+        Constrain the penalised coordinates to be non-negative (scikit-learn's
+        ``positive=True``): the prox is ``max(0, x - tau)`` (the indicator of
+        the orthant added to the penalty), its Jacobian still the diagonal
+        mask of the non-zero (now strictly positive) coordinates.
 
     Attributes
     ----------
@@ -77,8 +83,10 @@ class Penalty:
 
     name = "penalty"
 
-    def __init__(self, l1=0.0, l2=0.0, *, sum_form=False, n_eff=1.0, n_unpenalized=0):
+    def __init__(self, l1=0.0, l2=0.0, *, sum_form=False, n_eff=1.0, n_unpenalized=0,
+                 positive=False):
         self.l1, self.l2 = float(l1), float(l2)
+        self.positive = bool(positive)
         self.sum_form = bool(sum_form)
         self.n_eff = float(n_eff)
         self.n_unpenalized = int(n_unpenalized)
@@ -88,6 +96,8 @@ class Penalty:
     @property
     def is_smooth(self):
         """No proximal step (the map from the data to the iterates is linear)."""
+        if self.positive:
+            return False
         l1 = self.l1_  # a float, or per column (stacked folds)
         return not (self._any(l1, "l1") if isinstance(l1, np.ndarray) else l1)
 
@@ -173,6 +183,11 @@ class Penalty:
         if scale is not None:
             tau = (tau * np.asarray(scale)).astype(pre.dtype)
             neg_tau = None
+        if self.positive:  # max(0, soft-threshold) = max(0, pre - tau)
+            out = pre.copy()
+            head = out[:self._head(pre)]
+            np.maximum(np.subtract(head, tau, out=head), 0, out=head)
+            return out
         if not self.n_unpenalized:
             return soft_threshold(pre, tau, neg_tau=neg_tau)
         out = pre.copy()
@@ -219,7 +234,7 @@ class Penalty:
         ``(n_features,)``)."""
         b = np.asarray(coef, dtype=np.float64)
         return duality_gap(rr, ry, corr, float(np.abs(b).sum()), float(self.l1_), n_eff,
-                           float(self.l2_), b)
+                           float(self.l2_), b, self.positive)
 
     def value(self, coef):
         """Mean-form penalty value at ``coef``."""
@@ -228,7 +243,8 @@ class Penalty:
 
     def __repr__(self):
         return (f"{type(self).__name__}(l1={self.l1_:.4g}, l2={self.l2_:.4g}"
-                f"{', n_unpenalized=%d' % self.n_unpenalized if self.n_unpenalized else ''})")
+                f"{', n_unpenalized=%d' % self.n_unpenalized if self.n_unpenalized else ''}"
+                f"{', positive=True' if self.positive else ''})")
 
 
 class L1(Penalty):
@@ -236,8 +252,8 @@ class L1(Penalty):
 
     name = "l1"
 
-    def __init__(self, alpha, *, n_unpenalized=0):
-        super().__init__(l1=alpha, n_unpenalized=n_unpenalized)
+    def __init__(self, alpha, *, n_unpenalized=0, positive=False):
+        super().__init__(l1=alpha, n_unpenalized=n_unpenalized, positive=positive)
 
 
 class L2(Penalty):
@@ -246,9 +262,9 @@ class L2(Penalty):
 
     name = "l2"
 
-    def __init__(self, alpha, *, sum_form=False, n_eff=1.0, n_unpenalized=0):
+    def __init__(self, alpha, *, sum_form=False, n_eff=1.0, n_unpenalized=0, positive=False):
         super().__init__(l2=alpha, sum_form=sum_form, n_eff=n_eff,
-                         n_unpenalized=n_unpenalized)
+                         n_unpenalized=n_unpenalized, positive=positive)
 
 
 class ElasticNet(Penalty):

@@ -322,6 +322,13 @@ def _penalty_family(estimator, design):
         )
     # the penalty family at unit strength (the prototype's own alpha may be 0)
     penalty = clone(estimator).set_params(alpha=1.0).path_problem(design)[1]
+    if getattr(penalty, "positive", False):
+        raise ValueError(
+            "risk_alpha_path has no path of non-negative coefficients (positive=True): "
+            "TrajectoryEarlyStoppingCV's search='grid' fits a trajectory per alpha of "
+            "param_grid={'alpha': [...]}; search='auto' (the default) walks the "
+            "estimator's auto_alpha_grid."
+        )
     if penalty.l1 > 0 and penalty.l2 == 0:
         return True, 1.0, 1.0
     if penalty.l2 > 0 and penalty.l1 == 0:

@@ -124,8 +124,9 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         on the automatic grid of :func:`skacv.risk_alpha_path` (as
         ``LassoCV()``) where the estimator has an alpha path, else, with
         ``search="auto"``, on the estimator's own grid
-        (:meth:`TrajectoryLogisticRegression.auto_alpha_grid`, walked from
-        its largest alpha until two alphas bring no new minimum), else
+        (:meth:`TrajectoryLogisticRegression.auto_alpha_grid`,
+        :meth:`TrajectoryElasticNet.auto_alpha_grid` with ``positive=True``;
+        walked from its largest alpha until two alphas bring no new minimum), else
         (``search="grid"``) a single fit with the estimator's ``alpha``.
         ``ElasticNetCV(l1_ratio=[.1, .5, 1])``'s search:
         ``param_grid={"l1_ratio": [.1, .5, 1]}``.
@@ -133,9 +134,10 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         ``"auto"``: ``"path"`` when ``param_grid`` is ``None``, ``{"alpha":
         [...]}`` (two values or more) or has ``"l1_ratio"`` and the
         estimator is a least-squares one with an l1, l2 or elastic-net
-        penalty, ``"grid"`` otherwise (used: ``search_``). ``"grid"`` fits
-        one trajectory per grid point. ``"path"`` (penalty only) returns the
-        joint argmin of the criterion over (alpha, iteration) (and
+        penalty (without ``positive=True``), ``"grid"`` otherwise (used:
+        ``search_``). ``"grid"`` fits one trajectory per grid point.
+        ``"path"`` (penalty only) returns the joint argmin of the criterion
+        over (alpha, iteration) (and
         ``l1_ratio``), the converged fit of every alpha included: it solves
         and scores the whole alpha path at convergence
         (:func:`skacv.risk_alpha_path`), then fits the from-zero

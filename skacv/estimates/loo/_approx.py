@@ -58,7 +58,7 @@ def approximate_loo_at(design, datafit, iteration, theta, U, target, method="alo
     penalty = iteration.penalty
     l1 = penalty.l1_
     pen = penalty.penalized(m)
-    E = np.arange(m) if l1 == 0 else np.flatnonzero((theta != 0) | ~pen)
+    E = np.arange(m) if penalty.is_smooth else np.flatnonzero((theta != 0) | ~pen)
     eta = U @ theta
     g, curv = datafit.derivatives(eta, target)
     if datafit.quadratic and design.fit_intercept:

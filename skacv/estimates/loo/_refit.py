@@ -82,7 +82,7 @@ def exact_refits(estimator, X, y, sample_weight=None, n_jobs=None, indices=None,
     full = reference_fit(estimator, X, y, sample_weight)
     X, y = validate_data(full, X, y, accept_sparse=("csr", "csc"),
                          dtype=[np.float64, np.float32], reset=False)
-    sw = check_sample_weight(sample_weight, X, np.float64)
+    sw = check_sample_weight(full._fit_weights(y, sample_weight), X, np.float64)
     full._check_fitted_on(X, full._encode_target(y, sw)[0], sw)
     n = X.shape[0]
     if indices is None:

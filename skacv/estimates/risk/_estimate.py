@@ -238,7 +238,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         if prods is not None:
             prods.update(P=P, Q=Q)
         support = None
-        if not iteration.is_linear and iteration.penalty.l1_ > 0:
+        if not iteration.is_linear and not iteration.penalty.is_smooth:
             support = np.count_nonzero(coef_path, axis=0)
         reliable, df, amp, failures = risk_reliability(
             A, Av if has_momentum else A, design.n_eff, design.statistics, design.fit_intercept,

@@ -166,7 +166,7 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
         amp = (model.inverse_row_norms(n_eff, design.policies, c) * (1.0 - c / n_eff)
                * np.maximum(1.0 - df, 1e-12))
     support = None
-    if not iteration.is_linear and iteration.penalty.l1_ > 0:
+    if not iteration.is_linear and not iteration.penalty.is_smooth:
         support = np.count_nonzero(coef_path, axis=0)
     reliable, df, amp, failures = _reliability(df, amp, n_eff, design.statistics,
                                                design.fit_intercept, not iteration.is_linear,
