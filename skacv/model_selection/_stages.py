@@ -131,26 +131,40 @@ def within_limit(value, limit, statistics):
 
 def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None):
     """Whether the criterion ``path`` (``n_iter`` long), on or past ``max_iter``,
-    may still fall below its minimum later, and has not come within
-    ``limit_rtol`` of its ``limit`` there. At ``max_iter`` its first minimum
-    lies among the last ``n_iter_no_change`` iterates (the stopping's own
-    window: an estimate that rises by a bump just before
-    ``max_iter`` is still falling there); past ``max_iter``, less than the
-    stages' :func:`patience` back (the path grown past ``max_iter`` stops as a
-    stage does). Without ``n_iter_no_change``: its last iterate is the
-    minimum. A minimum within ``limit_rtol`` of the ``limit``, above or
-    below it, has converged; one further below still falls; without a
-    finite ``limit`` (the converged score undefined) the path grows."""
+    may still fall below its minimum later. It does where its ``limit`` (its
+    alpha's converged criterion) lies more than ``limit_rtol`` below that
+    minimum: converging, the path must still fall to it (as :func:`stops`
+    reads it). Otherwise it may while its first minimum is recent: at
+    ``max_iter`` among the last ``n_iter_no_change`` iterates (the stopping's
+    own window: an estimate that rises by a bump just before ``max_iter`` is
+    still falling there); past ``max_iter``, less than the stages'
+    :func:`patience` back (the path grown past ``max_iter`` stops as a stage
+    does); without ``n_iter_no_change``, its last iterate. A recent minimum
+    within ``limit_rtol`` of the ``limit`` has converged unless the path
+    still falls towards and through it: its fall over its last
+    :func:`patience` iterates (the horizon the stages wait for a later
+    minimum) exceeds what remains above the ``limit`` (a path that dips
+    below its converged score passes through it on the way). Without a
+    finite ``limit`` (the converged score undefined) a path with a recent
+    minimum grows."""
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
         return False
+    if limit is not None and np.isfinite(limit) and (
+            limit < path[best] - statistics.limit_rtol * abs(path[best])):
+        return True
     window = 1
     if n_iter_no_change is not None:
         window = (n_iter_no_change if n_iter == max_iter
                   else patience(best, n_iter_no_change, statistics))
     if n_iter - best >= window:
         return False
-    return not within_limit(path[best], limit, statistics)
+    if not within_limit(path[best], limit, statistics):
+        return True
+    last = len(path) - 1
+    back, end = path[max(0, last - patience(best, n_iter_no_change or 1, statistics))], path[last]
+    fall = back - end if np.isfinite(back) and np.isfinite(end) else 0.0
+    return bool(fall > path[best] - limit)
 
 
 def planned(estimator, plan):
