@@ -129,6 +129,21 @@ def within_limit(value, limit, statistics):
                 and abs(value - limit) <= statistics.limit_rtol * abs(limit))
 
 
+def trend_end(path, window):
+    """Where the end of ``path`` heads at its own pace: Aitken's
+    extrapolation from its falls over its last two ``window``-long spans
+    (``-inf`` while the fall does not slow down, ``path[-1]`` once it does
+    not fall)."""
+    last = len(path) - 1
+    if last < 2 * window:
+        return -np.inf
+    a, b, c = path[last - 2 * window], path[last - window], path[last]
+    if not np.isfinite(a + b + c) or c >= b:
+        return float(c)
+    ratio = (b - c) / (a - b) if a > b else np.inf
+    return float(c - (b - c) * ratio / (1.0 - ratio)) if ratio < 1.0 else -np.inf
+
+
 def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None):
     """Whether the criterion ``path`` (``n_iter`` long), on or past ``max_iter``,
     may still fall below its minimum later. It does where its ``limit`` (its
@@ -140,18 +155,17 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     still falling there); past ``max_iter``, less than the stages'
     :func:`patience` back (the path grown past ``max_iter`` stops as a stage
     does); without ``n_iter_no_change``, its last iterate. A recent minimum
-    within ``limit_rtol`` of the ``limit`` has converged unless the path
-    still falls towards and through it: its fall over its last
-    :func:`patience` iterates (the horizon the stages wait for a later
-    minimum) exceeds what remains above the ``limit`` (a path that dips
-    below its converged score passes through it on the way). Without a
+    within ``limit_rtol`` of the ``limit`` has converged unless the path's
+    own pace (:func:`trend_end` over ``n_iter_no_change`` iterates) carries
+    it more than ``limit_rtol`` below the ``limit``: a path that dips below
+    its converged score passes through it without slowing down. Without a
     finite ``limit`` (the converged score undefined) a path with a recent
     minimum grows."""
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
         return False
-    if limit is not None and np.isfinite(limit) and (
-            limit < path[best] - statistics.limit_rtol * abs(path[best])):
+    finite = limit is not None and np.isfinite(limit)
+    if finite and limit < path[best] - statistics.limit_rtol * abs(path[best]):
         return True
     window = 1
     if n_iter_no_change is not None:
@@ -161,10 +175,8 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
         return False
     if not within_limit(path[best], limit, statistics):
         return True
-    last = len(path) - 1
-    back, end = path[max(0, last - patience(best, n_iter_no_change or 1, statistics))], path[last]
-    fall = back - end if np.isfinite(back) and np.isfinite(end) else 0.0
-    return bool(fall > path[best] - limit)
+    heads = trend_end(np.asarray(path, dtype=np.float64), n_iter_no_change or 1)
+    return bool(heads < limit - statistics.limit_rtol * abs(limit))
 
 
 def planned(estimator, plan):
