@@ -1790,8 +1790,8 @@ def test_at_boundary_grows_a_falling_path_without_a_known_limit():
     (``1 / t^2`` or geometrically) ends within ``limit_rtol`` of it, and
     grows while the limit lies more than ``limit_rtol`` below it. A path
     rising at ``max_iter`` (its minimum 20 iterates back) ends, unless its
-    limit lies more than ``limit_rtol`` below that minimum: converging, it
-    must still fall to it."""
+    own limit lies more than ``limit_rtol`` below that minimum: converging,
+    it must still fall to it."""
     from skacv._statistics import get_statistics
     from skacv.model_selection._stages import at_boundary, trend_end
 
@@ -1808,3 +1808,6 @@ def test_at_boundary_grows_a_falling_path_without_a_known_limit():
     rising = (t - 20.0) ** 2 / 100.0 + 1.0  # its minimum 1.0 at 20, 5.0 at 40
     for limit, grows in [(None, False), (1.005, False), (0.9, True), (np.inf, False)]:
         assert at_boundary(rising, 40, 40, stats, limit, 10) is grows, limit
+    # a limit that is not the path's own (the converged leave-one-out of a
+    # leave-one-out path) does not keep a rising path going
+    assert not at_boundary(rising, 40, 40, stats, 0.9, 10, own_limit=False)

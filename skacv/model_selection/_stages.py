@@ -144,12 +144,15 @@ def trend_end(path, window):
     return float(c - (b - c) * ratio / (1.0 - ratio)) if ratio < 1.0 else -np.inf
 
 
-def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None):
+def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None,
+                own_limit=True):
     """Whether the criterion ``path`` (``n_iter`` long), on or past ``max_iter``,
     may still fall below its minimum later. It does where its ``limit`` (its
     alpha's converged criterion) lies more than ``limit_rtol`` below that
-    minimum: converging, the path must still fall to it (as :func:`stops`
-    reads it). Otherwise it may while its first minimum is recent: at
+    minimum and is the path's ``own_limit`` (K-fold CV or the risk estimate
+    of the converged fit; not the converged leave-one-out, another
+    approximation than the path's): converging, the path must still fall to
+    it (as :func:`stops` reads it). Otherwise it may while its first minimum is recent: at
     ``max_iter`` among the last ``n_iter_no_change`` iterates (the stopping's
     own window: an estimate that rises by a bump just before ``max_iter`` is
     still falling there); past ``max_iter``, less than the stages'
@@ -165,7 +168,8 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     if best is None:
         return False
     finite = limit is not None and np.isfinite(limit)
-    if finite and limit < path[best] - statistics.limit_rtol * abs(path[best]):
+    if (own_limit and finite
+            and limit < path[best] - statistics.limit_rtol * abs(path[best])):
         return True
     window = 1
     if n_iter_no_change is not None:
@@ -193,7 +197,7 @@ def release_warm_state(estimators):
 
 def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistics,
                    probe_goal="level", limit=None, first=None, grow_past=True, end_tol=None,
-                   finish=True, checks=None):
+                   finish=True, checks=None, own_limit=True):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why). Stops
@@ -203,7 +207,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
     Then restores ``warm_start`` and frees the warm state of every
     estimator of ``fitted()``. Returns the last path.
 
-    ``probe_goal``, ``end_tol``, ``checks``: the
+    ``own_limit``: :func:`at_boundary`'s. ``probe_goal``, ``end_tol``, ``checks``: the
     :class:`~skacv.estimators._setup.FitPlan`'s (whose first stage chooses
     the loop's form for the whole ``max_iter``; the debiasing statistics
     are the last stage's). ``first``: the first stage's length (default
@@ -224,7 +228,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
                 stop, best = stops(path, n_iter, n_iter_no_change, statistics, limit)
                 ended = (n_iter >= max_iter
                          and not at_boundary(path, n_iter, max_iter, statistics, limit,
-                                             n_iter_no_change))
+                                             n_iter_no_change, own_limit))
                 if stop or ended or converged or n_iter >= cap:
                     if finish:
                         estimator.finish_deferred()
@@ -281,6 +285,7 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
     growth = stage_growth(estimator, attr, policy)
     end_tol = (statistics.converged_tol if attr == "risk_path_" and n_iter_no_change is not None
                else None)
+    own = attr != "loo_path_"  # the converged leave-one-out is not the path's own limit
 
     def stage(**params):
         estimator.set_params(**params).fit(X, y, **fit_params)
@@ -302,7 +307,7 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
         staged = (n_iter_no_change is not None and can_stage(estimator, policy)
                   and path is not None
                   and at_boundary(path, n, estimator.max_iter, statistics, limit,
-                                  n_iter_no_change))
+                                  n_iter_no_change, own))
         if staged:  # still falling at max_iter (and above its limit): on in stages
             best = argmin_first(path, statistics.tie_rtol)
             first = min(statistics.max_iter_growth * n,
@@ -310,6 +315,6 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
     if staged:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                        statistics, probe_goal, limit, first, end_tol=end_tol,
-                       finish=not defer_uq, checks=checks)
+                       finish=not defer_uq, checks=checks, own_limit=own)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
