@@ -159,9 +159,12 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     :func:`patience` back (the path grown past ``max_iter`` stops as a stage
     does); without ``n_iter_no_change``, its last iterate. A recent minimum
     within ``limit_rtol`` of the ``limit`` has converged unless the path's
-    own pace (:func:`trend_end` over ``n_iter_no_change`` iterates) carries
-    it more than ``limit_rtol`` below the ``limit``: a path that dips below
-    its converged score passes through it without slowing down. Without a
+    own pace (:func:`trend_end` over 1, 2 and 4 times ``n_iter_no_change``
+    iterates, the lowest: FISTA's ripple makes one span's pace erratic;
+    on a path settling onto its limit, geometrically or as a power of
+    ``t``, every span's extrapolation stays above it) carries it more than
+    ``limit_rtol`` below the ``limit``: a path that dips below its
+    converged score passes through it without slowing down. Without a
     finite ``limit`` (the converged score undefined) a path with a recent
     minimum grows."""
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
@@ -179,7 +182,9 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
         return False
     if not within_limit(path[best], limit, statistics):
         return True
-    heads = trend_end(np.asarray(path, dtype=np.float64), n_iter_no_change or 1)
+    path, window = np.asarray(path, dtype=np.float64), n_iter_no_change or 1
+    spans = [w for w in (2 * window, 4 * window) if 2 * w < len(path)]
+    heads = min(trend_end(path, w) for w in [window, *spans])
     return bool(heads < limit - statistics.limit_rtol * abs(limit))
 
 
