@@ -1801,8 +1801,9 @@ def test_at_boundary_grows_a_falling_path_without_a_known_limit():
     for limit in [None, np.inf, 8.0, 3.0, 5.03, 4.97]:
         assert at_boundary(bowl, 40, 40, stats, limit, 10), limit
     for settling in [5.0 + 0.04 * (40.0 / (t + 1.0)) ** 2, 5.0 + np.exp(-t / 10.0)]:
-        for w in (5, 10, 20):  # Aitken: where it heads, from above, over any span
-            assert 5.0 <= trend_end(settling, w) < 1.005 * 5.0
+        for w in (5, 10, 20):  # Aitken: where it heads, between its limit and its end
+            assert 5.0 <= trend_end(settling, w) <= settling[-1]
+        assert trend_end(settling, 10) < 1.005 * 5.0
         assert not at_boundary(settling, 40, 40, stats, 5.0, 10)
         assert at_boundary(settling, 40, 40, stats, 4.9, 10)
         assert at_boundary(settling, 40, 40, stats, None, 10)
