@@ -627,17 +627,20 @@ class _BoundaryBumpRidge(IterativeRidge):
     """Test double: ``risk_path_`` ``(t - 60)^2 / 100 + 1`` (its minimum at 60)
     raised by 10 on ``bump`` (a half-open range of iterations): with ``max_iter
     = 40`` and the bump from 38 on, the path's minimum up to ``max_iter`` lies
-    at 37, a bump just before ``max_iter``."""
+    at 37, a bump just before ``max_iter``. ``settling``: ``5 + 0.04 (40 /
+    (t + 1))^2`` instead, falling onto 5 as ``1 / t^2``."""
 
     def __init__(self, alpha=1.0, *, max_iter=40, warm_start=False, estimate_risk=True,
-                 bump=(38, 46)):
+                 bump=(38, 46), settling=False):
         super().__init__(alpha, max_iter=max_iter, warm_start=warm_start,
                          estimate_risk=estimate_risk)
         self.bump = bump
+        self.settling = settling
 
     def _set_estimates(self, design, datafit, target, iteration, X, y, fitted, risk_plan=None):
         t = np.arange(self.n_iter_ + 1, dtype=float)
-        self.risk_path_ = (t - 60.0) ** 2 / 100.0 + 1.0
+        self.risk_path_ = (5.0 + 0.04 * (40.0 / (t + 1.0)) ** 2 if self.settling
+                           else (t - 60.0) ** 2 / 100.0 + 1.0)
         self.risk_path_[(t >= self.bump[0]) & (t < self.bump[1])] += 10.0
 
 
@@ -663,19 +666,23 @@ def test_a_bump_just_before_max_iter_does_not_end_the_path(speed_policy, staged,
 
 
 @pytest.mark.parametrize("staged", [True, False])
-@pytest.mark.parametrize("limit, best, n_iter", [
-    (8.0, 60, (90, 120)),  # far below its limit at max_iter, still falling: grows
-    (3.0, 60, (90, 120)),  # above its limit, still falling: grows
-    (5.03, 40, (40, 40)),  # within limit_rtol of its limit there: ends, silently
+@pytest.mark.parametrize("settling, limit, best, n_iter", [
+    (False, 8.0, 60, (90, 120)),  # far below its limit at max_iter, still falling: grows
+    (False, 3.0, 60, (90, 120)),  # above its limit, still falling: grows
+    (False, 5.03, 60, (90, 120)),  # within limit_rtol of its limit there, falling through it
+    (True, 5.0, None, (40, 40)),  # within limit_rtol, settling onto it: ends
 ])
 def test_a_path_falling_at_max_iter_grows_unless_it_reached_its_limit(speed_policy, staged,
-                                                                      limit, best, n_iter):
+                                                                      settling, limit, best,
+                                                                      n_iter):
     """``search="path"``: a trajectory whose estimate still falls at
-    ``max_iter`` (40; 5.0 there, its minimum 1.0 at 60) grows past it
-    whether it lies above or below its alpha's converged estimate (the
-    limit), and ends at ``max_iter`` only once within ``limit_rtol`` (1 %)
-    of the limit, where no ``SelectionBoundaryWarning`` tells the user to
-    raise ``max_iter`` (the search's own rule ended the path)."""
+    ``max_iter`` (40; the bowl: 5.0 there, its minimum 1.0 at 60) grows past
+    it whether it lies above or below its alpha's converged estimate (the
+    limit), also within ``limit_rtol`` (1 %) of it, which it passes through
+    at an undiminished pace. A trajectory settling onto the limit ends at
+    ``max_iter`` once within ``limit_rtol`` of it (the converged fit is the
+    choice). Neither raises a ``SelectionBoundaryWarning`` telling the user
+    to raise ``max_iter`` (the search's own rule ended the path)."""
     from skacv.exceptions import SelectionBoundaryWarning
 
     speed_policy(stage_min_flops_linear=0 if staged else np.inf)
@@ -683,7 +690,7 @@ def test_a_path_falling_at_max_iter_grows_unless_it_reached_its_limit(speed_poli
     alphas = [1.0, 0.5, 0.25]
     # converged estimates: the same limit at every alpha (the smallest alpha's choice)
     _, Search = _fake_alpha_path(lambda a: limit + 1e-6 * a)
-    base = _BoundaryBumpRidge(bump=(0, 0))
+    base = _BoundaryBumpRidge(bump=(0, 0), settling=settling)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         search = _pinned(base, search_class=Search, search="path",
@@ -692,8 +699,9 @@ def test_a_path_falling_at_max_iter_grows_unless_it_reached_its_limit(speed_poli
                 and "max_iter" in str(w.message)]
     assert search.best_iteration_ == best
     assert n_iter[0] <= search.estimator_.n_iter_ <= n_iter[1]
-    whole = clone(base).set_params(max_iter=search.estimator_.n_iter_).fit(X, y).risk_path_
-    assert best == int(np.argmin(whole))
+    if best is not None:
+        whole = clone(base).set_params(max_iter=search.estimator_.n_iter_).fit(X, y).risk_path_
+        assert best == int(np.argmin(whole))
 
 
 @pytest.mark.parametrize("staged", [False, True])
@@ -1773,15 +1781,35 @@ def test_best_estimator_is_the_selected_fit_under_grid_search_cvs_name():
 
 
 def test_at_boundary_grows_a_falling_path_without_a_known_limit():
-    """``at_boundary`` at ``max_iter`` (40) on a path still falling there: it
-    grows without a limit or with an undefined one (``inf``: the converged
-    score of an interpolating alpha), and with a limit more than
-    ``limit_rtol`` away on either side; it ends within ``limit_rtol``."""
+    """``at_boundary`` at ``max_iter`` (40). A path still falling there at an
+    undiminished pace (the bowl ``(t - 60)^2 / 100 + 1``, 5.0 at 40, its
+    minimum 1.0 at 60) grows without a limit, with an undefined one
+    (``inf``: the converged score of an interpolating alpha), with a limit
+    more than ``limit_rtol`` away on either side, and within ``limit_rtol``
+    of it too: its pace carries it through. A path settling onto its limit
+    (``1 / t^2`` or geometrically) ends within ``limit_rtol`` of it, and
+    grows while the limit lies more than ``limit_rtol`` below it. A path
+    rising at ``max_iter`` (its minimum 20 iterates back) ends, unless its
+    own limit lies more than ``limit_rtol`` below that minimum: converging,
+    it must still fall to it."""
     from skacv._statistics import get_statistics
-    from skacv.model_selection._stages import at_boundary
+    from skacv.model_selection._stages import at_boundary, trend_end
 
-    path = (np.arange(41.0) - 60.0) ** 2 / 100.0 + 1.0  # 5.0 at 40, still falling
+    t = np.arange(41.0)
+    bowl = (t - 60.0) ** 2 / 100.0 + 1.0
     stats = get_statistics()
-    for limit, grows in [(None, True), (np.inf, True), (8.0, True), (3.0, True),
-                         (5.03, False), (4.97, False)]:
-        assert at_boundary(path, 40, 40, stats, limit, 10) is grows, limit
+    for limit in [None, np.inf, 8.0, 3.0, 5.03, 4.97]:
+        assert at_boundary(bowl, 40, 40, stats, limit, 10), limit
+    for settling in [5.0 + 0.04 * (40.0 / (t + 1.0)) ** 2, 5.0 + np.exp(-t / 10.0)]:
+        for w in (5, 10, 20):  # Aitken: where it heads, between its limit and its end
+            assert 5.0 <= trend_end(settling, w) <= settling[-1]
+        assert trend_end(settling, 10) < 1.005 * 5.0
+        assert not at_boundary(settling, 40, 40, stats, 5.0, 10)
+        assert at_boundary(settling, 40, 40, stats, 4.9, 10)
+        assert at_boundary(settling, 40, 40, stats, None, 10)
+    rising = (t - 20.0) ** 2 / 100.0 + 1.0  # its minimum 1.0 at 20, 5.0 at 40
+    for limit, grows in [(None, False), (1.005, False), (0.9, True), (np.inf, False)]:
+        assert at_boundary(rising, 40, 40, stats, limit, 10) is grows, limit
+    # a limit that is not the path's own (the converged leave-one-out of a
+    # leave-one-out path) does not keep a rising path going
+    assert not at_boundary(rising, 40, 40, stats, 0.9, 10, own_limit=False)

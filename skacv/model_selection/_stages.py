@@ -129,28 +129,63 @@ def within_limit(value, limit, statistics):
                 and abs(value - limit) <= statistics.limit_rtol * abs(limit))
 
 
-def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None):
+def trend_end(path, window):
+    """Where the end of ``path`` heads at its own pace: Aitken's
+    extrapolation from its falls over its last two ``window``-long spans
+    (``-inf`` while the fall does not slow down, ``path[-1]`` once it does
+    not fall)."""
+    last = len(path) - 1
+    if last < 2 * window:
+        return -np.inf
+    a, b, c = path[last - 2 * window], path[last - window], path[last]
+    if not np.isfinite(a + b + c) or c >= b:
+        return float(c)
+    ratio = (b - c) / (a - b) if a > b else np.inf
+    return float(c - (b - c) * ratio / (1.0 - ratio)) if ratio < 1.0 else -np.inf
+
+
+def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None,
+                own_limit=True):
     """Whether the criterion ``path`` (``n_iter`` long), on or past ``max_iter``,
-    may still fall below its minimum later, and has not come within
-    ``limit_rtol`` of its ``limit`` there. At ``max_iter`` its first minimum
-    lies among the last ``n_iter_no_change`` iterates (the stopping's own
-    window: an estimate that rises by a bump just before
-    ``max_iter`` is still falling there); past ``max_iter``, less than the
-    stages' :func:`patience` back (the path grown past ``max_iter`` stops as a
-    stage does). Without ``n_iter_no_change``: its last iterate is the
-    minimum. A minimum within ``limit_rtol`` of the ``limit``, above or
-    below it, has converged; one further below still falls; without a
-    finite ``limit`` (the converged score undefined) the path grows."""
+    may still fall below its minimum later. It does where its ``limit`` (its
+    alpha's converged criterion) lies more than ``limit_rtol`` below that
+    minimum and is the path's ``own_limit`` (K-fold CV or the risk estimate
+    of the converged fit; not the converged leave-one-out, another
+    approximation than the path's): converging, the path must still fall to
+    it (as :func:`stops` reads it). Otherwise it may while its first minimum is recent: at
+    ``max_iter`` among the last ``n_iter_no_change`` iterates (the stopping's
+    own window: an estimate that rises by a bump just before ``max_iter`` is
+    still falling there); past ``max_iter``, less than the stages'
+    :func:`patience` back (the path grown past ``max_iter`` stops as a stage
+    does); without ``n_iter_no_change``, its last iterate. A recent minimum
+    within ``limit_rtol`` of the ``limit`` has converged unless the path's
+    own pace (:func:`trend_end` over 1, 2 and 4 times ``n_iter_no_change``
+    iterates, the lowest: FISTA's ripple makes one span's pace erratic;
+    on a path settling onto its limit, geometrically or as a power of
+    ``t``, every span's extrapolation stays above it) carries it more than
+    ``limit_rtol`` below the ``limit``: a path that dips below its
+    converged score passes through it without slowing down. Without a
+    finite ``limit`` (the converged score undefined) a path with a recent
+    minimum grows."""
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
         return False
+    finite = limit is not None and np.isfinite(limit)
+    if (own_limit and finite
+            and limit < path[best] - statistics.limit_rtol * abs(path[best])):
+        return True
     window = 1
     if n_iter_no_change is not None:
         window = (n_iter_no_change if n_iter == max_iter
                   else patience(best, n_iter_no_change, statistics))
     if n_iter - best >= window:
         return False
-    return not within_limit(path[best], limit, statistics)
+    if not within_limit(path[best], limit, statistics):
+        return True
+    path, window = np.asarray(path, dtype=np.float64), n_iter_no_change or 1
+    spans = [w for w in (2 * window, 4 * window) if 2 * w < len(path)]
+    heads = min(trend_end(path, w) for w in [window, *spans])
+    return bool(heads < limit - statistics.limit_rtol * abs(limit))
 
 
 def planned(estimator, plan):
@@ -167,7 +202,7 @@ def release_warm_state(estimators):
 
 def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistics,
                    probe_goal="level", limit=None, first=None, grow_past=True, end_tol=None,
-                   finish=True, checks=None):
+                   finish=True, checks=None, own_limit=True):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why). Stops
@@ -177,7 +212,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
     Then restores ``warm_start`` and frees the warm state of every
     estimator of ``fitted()``. Returns the last path.
 
-    ``probe_goal``, ``end_tol``, ``checks``: the
+    ``own_limit``: :func:`at_boundary`'s. ``probe_goal``, ``end_tol``, ``checks``: the
     :class:`~skacv.estimators._setup.FitPlan`'s (whose first stage chooses
     the loop's form for the whole ``max_iter``; the debiasing statistics
     are the last stage's). ``first``: the first stage's length (default
@@ -198,7 +233,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
                 stop, best = stops(path, n_iter, n_iter_no_change, statistics, limit)
                 ended = (n_iter >= max_iter
                          and not at_boundary(path, n_iter, max_iter, statistics, limit,
-                                             n_iter_no_change))
+                                             n_iter_no_change, own_limit))
                 if stop or ended or converged or n_iter >= cap:
                     if finish:
                         estimator.finish_deferred()
@@ -255,6 +290,7 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
     growth = stage_growth(estimator, attr, policy)
     end_tol = (statistics.converged_tol if attr == "risk_path_" and n_iter_no_change is not None
                else None)
+    own = attr != "loo_path_"  # the converged leave-one-out is not the path's own limit
 
     def stage(**params):
         estimator.set_params(**params).fit(X, y, **fit_params)
@@ -276,7 +312,7 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
         staged = (n_iter_no_change is not None and can_stage(estimator, policy)
                   and path is not None
                   and at_boundary(path, n, estimator.max_iter, statistics, limit,
-                                  n_iter_no_change))
+                                  n_iter_no_change, own))
         if staged:  # still falling at max_iter (and above its limit): on in stages
             best = argmin_first(path, statistics.tie_rtol)
             first = min(statistics.max_iter_growth * n,
@@ -284,6 +320,6 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
     if staged:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                        statistics, probe_goal, limit, first, end_tol=end_tol,
-                       finish=not defer_uq, checks=checks)
+                       finish=not defer_uq, checks=checks, own_limit=own)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
