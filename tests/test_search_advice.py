@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from skacv import TrajectoryEarlyStoppingCV, TrajectoryElasticNet, TrajectoryLasso
+from skacv._statistics import statistics_context
 from skacv.exceptions import SelectionBoundaryWarning
 from skacv.model_selection._path_search import ConvergedChoice, warn_converged
 
@@ -31,11 +32,14 @@ def _spectra(seed, n=80, p=40):
 
 
 def test_converged_fit_over_an_interior_minimum_gives_no_max_iter_advice():
-    """The path grows past max_iter=10, reaches its minimum at 12 and rises
-    to 22; the converged fit scores lower and is selected. Raising max_iter
-    cannot change that: no "still improving" warning (it said so before)."""
+    """The path grows past max_iter=10 to its budget (``max_iter_growth`` 2:
+    20 steps; its converged score lies far below, so it would grow on),
+    reaches its minimum at 12 and rises; the converged fit scores lower and
+    is selected. Raising max_iter cannot change that: no "still improving"
+    warning (it said so before)."""
     X, y = _spectra(14)
-    with warnings.catch_warnings(record=True) as record:
+    with warnings.catch_warnings(record=True) as record, \
+            statistics_context(max_iter_growth=2):
         warnings.simplefilter("always")
         search = TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=10),
                                            random_state=0).fit(X, y)
