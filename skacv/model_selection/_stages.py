@@ -147,31 +147,34 @@ def trend_end(path, window):
 def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None,
                 own_limit=True):
     """Whether the criterion ``path`` (``n_iter`` long), on or past ``max_iter``,
-    may still fall below its minimum later. It does where its ``limit`` (its
-    alpha's converged criterion) lies more than ``limit_rtol`` below that
-    minimum and is the path's ``own_limit`` (K-fold CV or the risk estimate
-    of the converged fit; not the converged leave-one-out, another
-    approximation than the path's): converging, the path must still fall to
-    it (as :func:`stops` reads it). Otherwise it may while its first minimum is recent: at
-    ``max_iter`` among the last ``n_iter_no_change`` iterates (the stopping's
-    own window: an estimate that rises by a bump just before ``max_iter`` is
+    may still fall below its minimum later.
+
+    It does where its ``limit`` (its alpha's converged criterion) lies more
+    than ``limit_rtol`` below that minimum and is the path's ``own_limit``
+    (K-fold CV or the risk estimate of the converged fit; not the converged
+    leave-one-out, another approximation than the path's): converging, the
+    path must still fall to it (as :func:`stops` reads it).
+
+    Otherwise it may while its first minimum is recent: at ``max_iter``
+    among the last ``n_iter_no_change`` iterates (the stopping's own
+    window: an estimate that rises by a bump just before ``max_iter`` is
     still falling there); past ``max_iter``, less than the stages'
     :func:`patience` back (the path grown past ``max_iter`` stops as a stage
     does); without ``n_iter_no_change``, its last iterate. A recent minimum
     within ``limit_rtol`` of the ``limit`` has converged unless the path's
-    own pace (:func:`trend_end` over 1, 2 and 4 times ``n_iter_no_change``
-    iterates, the lowest: FISTA's ripple makes one span's pace erratic;
-    on a path settling onto its limit, geometrically or as a power of
-    ``t``, every span's extrapolation stays above it) carries it more than
-    ``limit_rtol`` below the ``limit``: a path that dips below its
+    own pace carries it more than ``limit_rtol`` below the ``limit``
+    (:func:`trend_end` over 1, 2 and 4 times ``n_iter_no_change`` iterates,
+    the lowest: FISTA's ripple makes one span's pace erratic, and a path
+    settling onto its limit, geometrically or as a power of ``t``,
+    extrapolates above it over every span): a path that dips below its
     converged score passes through it without slowing down. Without a
     finite ``limit`` (the converged score undefined) a path with a recent
-    minimum grows."""
+    minimum grows.
+    """
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
         return False
-    finite = limit is not None and np.isfinite(limit)
-    if (own_limit and finite
+    if (own_limit and limit is not None and np.isfinite(limit)
             and limit < path[best] - statistics.limit_rtol * abs(path[best])):
         return True
     window = 1
@@ -182,9 +185,9 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
         return False
     if not within_limit(path[best], limit, statistics):
         return True
-    path, window = np.asarray(path, dtype=np.float64), n_iter_no_change or 1
-    spans = [w for w in (2 * window, 4 * window) if 2 * w < len(path)]
-    heads = min(trend_end(path, w) for w in [window, *spans])
+    path, span = np.asarray(path, dtype=np.float64), n_iter_no_change or 1
+    spans = [span] + [w for w in (2 * span, 4 * span) if 2 * w < len(path)]
+    heads = min(trend_end(path, w) for w in spans)
     return bool(heads < limit - statistics.limit_rtol * abs(limit))
 
 
