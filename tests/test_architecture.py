@@ -70,7 +70,7 @@ MODULE_LAYERS = {
                    ["_lasso", "_ridge", "_logistic", "_huber"]],
     "kernel_methods": [["_kernels", "_eigenpro_docs"], ["_eigenpro_setup"], ["_eigenpro"]],
     "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
-                        ["_kfold", "_lasso_spaces", "_lasso_descent"], ["_lasso_path"],
+                        ["_kfold", "_lasso_spaces", "_lasso_descent", "_lasso_loo"], ["_lasso_path"],
                         ["_alpha_path", "_criteria", "_search_params"], ["_stages"],
                         ["_kfold_search", "_results", "_dask_search"], ["_candidates"],
                         ["_path_search"],

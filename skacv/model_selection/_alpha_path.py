@@ -27,6 +27,7 @@ from ..linalg._design import make_design
 from ..utils._compat import HasMethods, Interval, StrOptions, validate_params
 from ..utils._validation import check_sample_weight
 from ._converged_risk import converged_risk
+from ._lasso_loo import exact_lasso_loo
 from ._lasso_path import lasso_path
 
 
@@ -273,7 +274,12 @@ def converged_loo(estimator, design, X, target, coef, alpha):
     """
     coef = np.asarray(coef, dtype=np.float64)
     datafit, penalty = clone(estimator).set_params(alpha=float(alpha)).path_problem(design)
-    support = np.flatnonzero(coef) if penalty.l1_ > 0 else np.arange(coef.shape[0])
+    w = np.ones(design.n_samples) if design.weight is None else np.asarray(
+        design.weight, dtype=np.float64)
+    if penalty.l1_ > 0:
+        res = exact_lasso_loo(design, X, target, coef, penalty)
+        return float(w @ (res * res) / design.n_eff)
+    support = np.arange(coef.shape[0])
     check_memory(8 * design.n_samples * max(support.size, 1),
                  f"the support's rows for leave-one-out ({design.n_samples} x {support.size})")
     cols = X[:, support]
@@ -287,8 +293,6 @@ def converged_loo(estimator, design, X, target, coef, alpha):
         warnings.simplefilter("ignore", RuntimeWarning)  # leverage 1: an infinite error
         eta_loo, scale, _ = approximate_loo_at(design, datafit, FISTA(1.0, penalty=penalty),
                                                theta, U, target, "alo")
-    w = np.ones(design.n_samples) if design.weight is None else np.asarray(
-        design.weight, dtype=np.float64)
     res = scale * (target - eta_loo)
     with np.errstate(invalid="ignore", over="ignore"):
         value = float(w @ (res * res) / design.n_eff)
