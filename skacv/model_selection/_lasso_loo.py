@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
 
-from .._config import working_memory_bytes
+from .._config import check_memory, working_memory_bytes
 from .._trace import taken
 from ..estimates.loo._track import removed_weights
 
@@ -82,6 +82,9 @@ class _LeftOut:
         """``G[:, idx]`` (the columns computed once for every left-out problem)."""
         new = idx[self.pos[idx] < 0]
         if new.size:
+            size = self.gram.shape[1] + new.size
+            check_memory(8 * self.c.shape[0] * size,
+                         f"the Gram columns of the left-out problems ({self.c.shape[0]} x {size})")
             self.pos[new] = self.gram.shape[1] + np.arange(new.size)
             self.gram = np.hstack([self.gram, self.corr(self.w[:, None] * self.cols(new))])
         return self.gram[:, self.pos[idx]]
