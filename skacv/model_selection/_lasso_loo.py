@@ -53,6 +53,9 @@ class _LeftOut:
         self.l1, self.l2 = np.broadcast_to(self.l1, self.w.shape), np.broadcast_to(
             self.l2, self.w.shape)
         self.c = self.corr((self.w * self.t)[:, None])[:, 0]
+        # the rank of the left-out rows (centred: one less)
+        self.rank = (np.count_nonzero(self.w) - (self.rho == self.w).astype(np.intp)
+                     - int(self.intercept))
         self.stats = design.statistics
 
     def cols(self, idx):
@@ -157,7 +160,10 @@ def _solve_left_out(lo, i, x):
     minimiser, then the lowest objective on the segment to it among its
     sign changes; the most violating column joins where the active set is
     optimal. Exact and finite; from the full fit's candidate it takes a
-    step per column that the left-out sample moves."""
+    step per column that the left-out sample moves. ``inf`` (undefined, as
+    at leverage 1) where the Lasso's active set outgrows the left-out rows
+    (the full fit nearly interpolates: its Hessian is singular there) or
+    past the statistical policy's ``loo_refit_steps``."""
     ui = lo.rows([i])[0]
     k, ti, l1, l2 = lo.k[i], lo.t[i], lo.l1[i], lo.l2[i]
     c = lo.c - k * ui * ti
@@ -177,6 +183,9 @@ def _solve_left_out(lo, i, x):
             theta[worst] = np.sign(grad[worst])  # (x stays 0 there)
             A = np.flatnonzero(theta)
             GA = lo.gram_columns(A)
+        if l2 == 0 and A.size > lo.rank[i]:  # more columns than left-out rows
+            taken("lasso_loo_interpolates", sample=int(i))
+            return np.inf
         H = GA[A] - k * np.outer(ui[A], ui[A]) + l2 * np.eye(A.size)
         rhs = c[A] - l1 * theta[A]
         try:
@@ -199,4 +208,4 @@ def _solve_left_out(lo, i, x):
         x[A] = z
         theta[A] = np.sign(z)
     taken("lasso_loo_unfinished", sample=int(i))
-    return ti - ui @ x
+    return np.inf
