@@ -40,6 +40,10 @@ class StatisticalPolicy:
     path_objective_tol: float = 100.0
     #: a warm start missing a violating column is solved to this fraction of its gap
     kkt_gap_cut: float = 0.1
+    #: a left-out Lasso solution is optimal within this (relative to its l1 penalty)
+    loo_kkt_rtol: float = 1e-9
+    #: most feature-sign steps of a left-out Lasso solve (converged leave-one-out)
+    loo_refit_steps: int = 500
     #: most indicator columns whose linear relations the converged df checks
     binary_relations_max: int = 2000
     #: relative distance of duplicate columns (``None``: from the dtype)

@@ -28,6 +28,7 @@ from ..linalg._design import make_design
 from ..utils._compat import HasMethods, Interval, StrOptions, validate_params
 from ..utils._validation import check_sample_weight
 from ._converged_risk import converged_risk
+from ._lasso_loo import exact_lasso_loo
 from ._lasso_path import lasso_path
 
 
@@ -132,10 +133,13 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         decaying spectrum leaves it falling there).
     criterion : {"risk", "loo"}, default="risk"
         The quantity ``n_alphas_no_change`` watches. ``"loo"`` also computes
-        ``loo``, the leave-one-out error of every solution (exact on the
-        support for the Lasso, ``O(n s^2)`` per alpha for a support of ``s``
-        columns; exact for ridge, in closed form from the path's
-        eigendecomposition, ``O(n min(n, p))`` per alpha).
+        ``loo``, the exact leave-one-out error of every solution (ridge: in
+        closed form from the path's eigendecomposition, ``O(n min(n, p))``
+        per alpha; the Lasso and the elastic net: the leverage formula on
+        the support where removing a sample keeps it, checked by the
+        left-out optimality conditions, ``O(n p s)`` for a support of ``s``
+        columns, and the left-out problem solved for the other samples; the
+        limit of the trajectories' ``loo_path_``).
     verbose : int, default=0
         Print one line per ``alpha``.
 
@@ -273,17 +277,24 @@ def converged_loo(estimator, design, X, target, coef, alpha):
     """Leave-one-out error of the solution ``coef`` (shape (n_features,)) at
     ``alpha``: weighted mean squared left-out residual (``inf`` at leverage 1).
 
-    The leverage formula at a solution (:func:`skacv.approximate_loo`'s
-    ``"alo"``, Rad & Maleki 2020, exact for a quadratic objective) on the
-    support of ``coef`` (every coordinate for ridge): for the Lasso, exact
-    leave-one-out when removing a sample keeps the support and the signs
-    (Stephenson & Broderick 2020), the limit of the trajectories'
-    ``loo_path_`` (Luo, Ren & Barber 2023) at convergence. ``design``: the
-    path's design of ``X``; ``target``: ``y - y_offset`` (unweighted).
+    Exact leave-one-out, the limit of the trajectories' ``loo_path_`` (Luo,
+    Ren & Barber 2023) at convergence: for ridge the leverage formula
+    (:func:`skacv.approximate_loo`'s ``"alo"``, Rad & Maleki 2020, exact for
+    a quadratic objective); for an ``l1`` penalty
+    :func:`~skacv.model_selection._lasso_loo.exact_lasso_loo` (the leverage
+    formula on the support alone, Stephenson & Broderick 2020, is exact only
+    where removing a sample keeps the support and the signs: it was off by
+    -6 % to +155 % on ``p > n`` designs). ``design``: the path's design of
+    ``X``; ``target``: ``y - y_offset`` (unweighted).
     """
     coef = np.asarray(coef, dtype=np.float64)
     datafit, penalty = clone(estimator).set_params(alpha=float(alpha)).path_problem(design)
-    support = np.flatnonzero(coef) if penalty.l1_ > 0 else np.arange(coef.shape[0])
+    w = np.ones(design.n_samples) if design.weight is None else np.asarray(
+        design.weight, dtype=np.float64)
+    if penalty.l1_ > 0:
+        res = exact_lasso_loo(design, X, target, coef, penalty)
+        return float(w @ (res * res) / design.n_eff)
+    support = np.arange(coef.shape[0])
     check_memory(8 * design.n_samples * max(support.size, 1),
                  f"the support's rows for leave-one-out ({design.n_samples} x {support.size})")
     cols = X[:, support]
@@ -297,8 +308,6 @@ def converged_loo(estimator, design, X, target, coef, alpha):
         warnings.simplefilter("ignore", RuntimeWarning)  # leverage 1: an infinite error
         eta_loo, scale, _ = approximate_loo_at(design, datafit, FISTA(1.0, penalty=penalty),
                                                theta, U, target, "alo")
-    w = np.ones(design.n_samples) if design.weight is None else np.asarray(
-        design.weight, dtype=np.float64)
     res = scale * (target - eta_loo)
     with np.errstate(invalid="ignore", over="ignore"):
         value = float(w @ (res * res) / design.n_eff)

@@ -84,8 +84,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         the penalty. ``"risk"``: ``risk_path_`` (flagged iterates of
         ``risk_reliable_`` excluded) and, along alpha, its limit at
         convergence (:func:`skacv.risk_alpha_path`). ``"loo"``:
-        ``loo_path_`` and, along alpha, the converged leave-one-out (exact
-        for ridge; the leverage formula on the Lasso's support).
+        ``loo_path_`` and, along alpha, the converged fit's exact
+        leave-one-out (its limit: both score the same quantity).
         ``"kfold"``: K-fold CV along the path (each fold fitted once, for
         ISTA and FISTA as one block that costs about one fit; the iterate of
         the fit on all the data selected) and, along alpha, K-fold CV of the
