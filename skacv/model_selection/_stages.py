@@ -151,8 +151,9 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
 
     It does where its ``limit`` (its alpha's converged criterion) lies more
     than ``limit_rtol`` below that minimum and is the path's ``own_limit``
-    (K-fold CV or the risk estimate of the converged fit; not the converged
-    leave-one-out, another approximation than the path's): converging, the
+    (K-fold CV or the risk estimate of the converged fit; not
+    leave-one-out's, whose path may read a subsample of the samples,
+    ``criterion="auto"``, and costs a trajectory a sample): converging, the
     path must still fall to it (as :func:`stops` reads it).
 
     Otherwise it may while its first minimum is recent: at ``max_iter``
@@ -293,7 +294,7 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
     growth = stage_growth(estimator, attr, policy)
     end_tol = (statistics.converged_tol if attr == "risk_path_" and n_iter_no_change is not None
                else None)
-    own = attr != "loo_path_"  # the converged leave-one-out is not the path's own limit
+    own = attr != "loo_path_"  # leave-one-out's path is not grown for its limit
 
     def stage(**params):
         estimator.set_params(**params).fit(X, y, **fit_params)
