@@ -11,6 +11,7 @@ multiplied into ``sample_weight``.
 * the search with ``class_weight`` on the estimator and in ``param_grid``.
 """
 
+import inspect
 import warnings
 
 import numpy as np
@@ -37,16 +38,34 @@ def _unbalanced(n=150, p=5, seed=0):
     return X, np.where(y, "yes", "no")
 
 
-def _weights(class_weight, y, sw=None):
+#: scikit-learn 1.7 on: "balanced" of the weighted class counts, l1_ratio for l1
+_SKLEARN_17 = "sample_weight" in inspect.signature(compute_class_weight).parameters
+
+
+def _class_weights(class_weight, y, sw=None):
+    """``{class: weight}``: "balanced" of the weighted class counts (scikit-learn
+    1.7's meaning, by hand where scikit-learn is older), a dict as given."""
     classes, index = np.unique(y, return_inverse=True)
-    w = compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sw)[index]
+    if not isinstance(class_weight, str):
+        return {c: class_weight.get(c, 1.0) for c in classes}
+    counts = np.bincount(index, weights=sw)
+    return dict(zip(classes, counts.sum() / (classes.size * counts), strict=True))
+
+
+def _weights(class_weight, y, sw=None):
+    cw = _class_weights(class_weight, y, sw)
+    w = np.array([cw[c] for c in y])
     return w if sw is None else w * sw
 
 
 def _sklearn(alpha, penalty, class_weight, X, y, sw):
     W = _weights(class_weight, y, sw).sum()  # the mean form's total weight
-    kw = dict(solver="lbfgs", l1_ratio=0.0) if penalty == "l2" else dict(
-        solver="saga", l1_ratio=1.0)
+    if _SKLEARN_17:
+        kw = dict(solver="lbfgs", l1_ratio=0.0) if penalty == "l2" else dict(
+            solver="saga", l1_ratio=1.0)
+    else:  # its "balanced" ignores the sample weights: the weights themselves
+        class_weight = _class_weights(class_weight, y, sw)
+        kw = dict(solver="lbfgs") if penalty == "l2" else dict(solver="saga", penalty="l1")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return LogisticRegression(C=1.0 / (alpha * W), class_weight=class_weight, tol=1e-12,

@@ -199,8 +199,12 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         classes, index = np.unique(y, return_inverse=True)
         with np.errstate(divide="ignore", invalid="ignore"):  # (a class of no weight)
-            weight = compute_class_weight(self.class_weight, classes=classes, y=y,
-                                          sample_weight=sw)[index]
+            if isinstance(self.class_weight, str):  # "balanced", of the weighted counts
+                # (scikit-learn's formula; its sample_weight argument is 1.7's)
+                counts = np.bincount(index, weights=sw, minlength=classes.size)
+                weight = (counts.sum() / (classes.size * counts))[index]
+            else:
+                weight = compute_class_weight(self.class_weight, classes=classes, y=y)[index]
             return weight if sw is None else np.where(sw != 0, weight * sw, 0.0)
 
     def auto_alpha_grid(self, X, y, sample_weight=None):

@@ -116,7 +116,7 @@ def exact_lasso_loo(design, X, target, coef, penalty):
     res = lo.t - US @ coef[S]  # a row of zero weight keeps the full fit
     B = np.zeros((S.size, n))
     ok = lo.rho > 0
-    for l2 in np.unique(lo.l2[ok]):
+    for l2 in np.unique(lo.l2[ok]) if S.size else ():  # (an empty support: no solve)
         idx = np.flatnonzero(ok & (lo.l2 == l2))
         cf = linalg.cho_factor(GS[S] + l2 * np.eye(S.size), lower=True)
         V = linalg.cho_solve(cf, US[idx].T)  # (G_SS + l2 I)^{-1} u_i
