@@ -102,6 +102,8 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         are treated as outliers (linear loss).
     alpha : float, default=0.0001
         ``HuberRegressor``'s ``alpha`` (the penalty adds to the summed loss).
+        :class:`~skacv.TrajectoryEarlyStoppingCV`'s literal default chooses
+        it on :meth:`auto_alpha_grid`; ``search="grid"`` keeps this alpha.
     scale : "auto" or float, default="auto"
         The fixed scale ``sigma``. ``"auto"``: ``1.4826`` times the median
         absolute deviation of ``y`` about its (weighted) median (about 0

@@ -124,7 +124,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         on the automatic grid of :func:`skacv.risk_alpha_path` (as
         ``LassoCV()``) where the estimator has an alpha path, else, with
         ``search="auto"``, on the estimator's own grid
-        (:meth:`TrajectoryLogisticRegression.auto_alpha_grid`, walked from
+        (:meth:`TrajectoryLogisticRegression.auto_alpha_grid`,
+        :meth:`TrajectoryHuberRegressor.auto_alpha_grid`, walked from
         its largest alpha until two alphas bring no new minimum), else
         (``search="grid"``) a single fit with the estimator's ``alpha``.
         ``ElasticNetCV(l1_ratio=[.1, .5, 1])``'s search:
