@@ -59,7 +59,7 @@ class StatisticalPolicy:
     #: docs/benchmarks.rst)
     ridge_grid_extends: bool = True
     #: the literal default's alpha grid of an estimator without an alpha path (the
-    #: logistic loss): this many alphas, from its scale down to ``auto_grid_eps`` of it,
+    #: logistic and Huber losses): this many alphas, from its scale down to ``auto_grid_eps`` of it,
     #: walked from the largest until ``auto_grid_no_change`` alphas bring no new minimum
     auto_grid_alphas: int = 7
     auto_grid_eps: float = 1e-4

@@ -3,12 +3,14 @@
 from numbers import Real
 
 import numpy as np
-from sklearn.base import RegressorMixin
+from scipy.optimize import brentq
+from sklearn.base import RegressorMixin, clone
 
 from ..iterations._datafits import Huber
 from ..iterations._iterations import SGD, GradientDescent, Iteration
 from ..iterations._penalties import L2, Penalty
 from ..utils._compat import Interval, StrOptions
+from ..utils._validation import check_sample_weight
 from ._base import (
     COMMON_CONSTRAINTS,
     InterceptColumnMixin,
@@ -100,6 +102,8 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         are treated as outliers (linear loss).
     alpha : float, default=0.0001
         ``HuberRegressor``'s ``alpha`` (the penalty adds to the summed loss).
+        :class:`~skacv.TrajectoryEarlyStoppingCV`'s literal default chooses
+        it on :meth:`auto_alpha_grid`; ``search="grid"`` keeps this alpha.
     scale : "auto" or float, default="auto"
         The fixed scale ``sigma``. ``"auto"``: ``1.4826`` times the median
         absolute deviation of ``y`` about its (weighted) median (about 0
@@ -265,13 +269,64 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
             scale = self._setup.scale
         elif frozen is not None:
             scale = frozen.scale
-        elif isinstance(self.scale, str):
-            scale = robust_scale(y, sample_weight, center=self.fit_intercept)
         else:
-            scale = float(self.scale)
+            scale = self._new_scale(y, sample_weight)
         self._scale = scale  # read by _make_datafit and _make_penalty
         super()._run_path(X, y, sample_weight, warm, frozen)
         self.scale_ = scale
+
+    def _new_scale(self, y, sample_weight):
+        """The fixed scale of a new path (``scale="auto"``: :func:`robust_scale`)."""
+        if isinstance(self.scale, str):
+            return robust_scale(y, sample_weight, center=self.fit_intercept)
+        return float(self.scale)
+
+    def auto_alpha_grid(self, X, y, sample_weight=None):
+        """The alphas of :class:`~skacv.TrajectoryEarlyStoppingCV`'s
+        literal default (``param_grid=None``): ``auto_grid_alphas``
+        geometric values (the statistical policy) from the penalty's scale
+        down to ``auto_grid_eps`` of it, in ``HuberRegressor``'s units (the
+        summed loss) with the scale ``sigma`` of the fit (``scale_``: the
+        alphas' objectives share it, the scale is not estimated jointly).
+        ``"l2"``: the curvature bound of the objective,
+        ``lambda_max(X1^T W X1) / sigma`` (``step_size="auto"``'s ``L``
+        without ``alpha``, in alpha's units), where the penalty halves the
+        steepest direction; ``"l1"``: the smallest alpha whose solution is
+        zero, ``2 ||X^T W psi(y - b0)||_inf / sigma``, ``psi`` the Huber
+        loss's derivative (the residual clipped to ``epsilon sigma``) and
+        ``b0`` the Huber location of ``y`` (0 without intercept). ``None``
+        where the scale is zero.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        alphas : ndarray of shape (n_alphas,) or None
+            Decreasing.
+        """
+        est = clone(self)
+        X, y = est._validate_xy(X, y, reset=True)
+        sw = check_sample_weight(sample_weight, X, X.dtype)
+        est._scale = est._new_scale(y, sw)
+        design = est._make_design(X, sw)
+        if self.penalty == "l2":
+            top = design.lipschitz() * design.n_eff / est._scale
+        else:
+            w = np.ones(X.shape[0]) if sw is None else np.asarray(sw, dtype=np.float64)
+            y = np.asarray(y, dtype=np.float64)
+            psi = Huber(self.epsilon * est._scale).derivatives  # (psi, curvature)
+            b0 = 0.0
+            if self.fit_intercept and np.ptp(y[w > 0]) > 0:  # w psi(y - b) falls in b
+                b0 = brentq(lambda b: w @ psi(b, y)[0], y[w > 0].min(), y[w > 0].max(),
+                            xtol=1e-14 * est._scale)
+            top = 2.0 * float(np.max(np.abs(X.T @ (w * psi(b0, y)[0])))) / est._scale
+        stats = design.statistics
+        return (np.geomspace(top, stats.auto_grid_eps * top, stats.auto_grid_alphas)
+                if top > 0 else None)
 
     def _new_setup(self, design, datafit, penalty):
         setup = super()._new_setup(design, datafit, penalty)

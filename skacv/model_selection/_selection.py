@@ -125,6 +125,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         ``LassoCV()``) where the estimator has an alpha path, else, with
         ``search="auto"``, on the estimator's own grid
         (:meth:`TrajectoryLogisticRegression.auto_alpha_grid`,
+        :meth:`TrajectoryHuberRegressor.auto_alpha_grid`,
         :meth:`TrajectoryElasticNet.auto_alpha_grid` with ``positive=True``;
         walked from its largest alpha until two alphas bring no new minimum), else
         (``search="grid"``) a single fit with the estimator's ``alpha``.

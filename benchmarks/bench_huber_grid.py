@@ -1,0 +1,89 @@
+"""The Huber literal default against ``GridSearchCV(HuberRegressor)``.
+
+Real designs with gross outliers injected into the training targets (10 %
+of the rows moved by 5 standard deviations of ``y``, either sign); the
+held-out rows are clean. For each of ``--splits`` random 70/30 splits
+(features standardised on the training rows) it fits
+``TrajectoryEarlyStoppingCV(TrajectoryHuberRegressor())`` (the literal
+default: it chooses alpha on ``auto_alpha_grid`` since issue #60, and the
+iteration), ``GridSearchCV(HuberRegressor(max_iter=1000))`` over 17 alphas
+``1e-4 .. 1e4`` (5 folds) and ``HuberRegressor()``, and prints the median
+test MSE and MAE of each relative to the grid search's, the alpha chosen
+and the fit times.
+
+    python benchmarks/bench_huber_grid.py
+    python benchmarks/bench_huber_grid.py --designs diabetes --splits 10
+"""
+
+import argparse
+import time
+import warnings
+
+import bench_real_data as brd
+import numpy as np
+from sklearn.linear_model import HuberRegressor
+from sklearn.model_selection import GridSearchCV, train_test_split
+
+from skacv import TrajectoryEarlyStoppingCV, TrajectoryHuberRegressor
+
+
+def contaminate(y, rng, fraction=0.1, shift=5.0):
+    y = y.copy()
+    rows = rng.choice(y.shape[0], int(fraction * y.shape[0]), replace=False)
+    y[rows] += rng.choice([-1.0, 1.0], rows.shape[0]) * shift * y.std()
+    return y
+
+
+def run(X, y, seed):
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=seed)
+    mu, sd = X_tr.mean(0), X_tr.std(0)
+    sd[sd == 0] = 1.0
+    X_tr, X_te = (X_tr - mu) / sd, (X_te - mu) / sd
+    y_tr = contaminate(y_tr, np.random.default_rng(seed))
+    models = {
+        "skacv": TrajectoryEarlyStoppingCV(TrajectoryHuberRegressor(), random_state=seed),
+        "gridcv": GridSearchCV(HuberRegressor(max_iter=1000),
+                               {"alpha": np.logspace(-4, 4, 17)}),
+        "huber": HuberRegressor(max_iter=1000),
+    }
+    out = {}
+    for name, model in models.items():
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(X_tr, y_tr)
+        seconds = time.perf_counter() - start
+        r = model.predict(X_te) - y_te
+        alpha = model.best_params_.get("alpha", np.nan) if name != "huber" else model.alpha
+        out[name] = (np.mean(r**2), np.mean(np.abs(r)), seconds, alpha)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--designs", default="diabetes,hitters,boston")
+    parser.add_argument("--splits", type=int, default=5)
+    args = parser.parse_args()
+    for name in args.designs.split(","):
+        try:
+            X, y, _ = getattr(brd, f"design_{name}")()
+        except brd.MissingDataset as exc:
+            print(f"{name}: skipped ({exc})")
+            continue
+        runs = [run(X, y, seed) for seed in range(args.splits)]
+        ref = np.array([[r["gridcv"][0], r["gridcv"][1]] for r in runs])
+        line = f"{name:10s} {X.shape[0]}x{X.shape[1]}"
+        for m in ("skacv", "huber"):
+            ratio = np.array([[r[m][0], r[m][1]] for r in runs]) / ref
+            line += (f" | {m} MSE {np.median(ratio[:, 0]):.3f} [{ratio[:, 0].min():.2f}-"
+                     f"{ratio[:, 0].max():.2f}] MAE {np.median(ratio[:, 1]):.3f}")
+        alphas = [r["skacv"][3] for r in runs]
+        times = {m: np.median([r[m][2] for r in runs]) for m in ("skacv", "gridcv")}
+        line += (f" | alpha skacv {np.median(alphas):.3g} gridcv "
+                 f"{np.median([r['gridcv'][3] for r in runs]):.3g} | time skacv "
+                 f"{times['skacv']:.2f}s gridcv {times['gridcv']:.2f}s")
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
