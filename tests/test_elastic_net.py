@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
 from sklearn.linear_model import ElasticNet
 from test_reliability import _issue_design, _truth
 from test_uq import _ar1, _brute_force, _data
@@ -159,19 +160,18 @@ def test_memory_matrix_risk_and_debiasing_against_explicit_jacobians(kind):
 
 def _brute_force_loo(est, X, y, sw=None):
     """Refit without one unit of each sample's weight (frequency weights: the
-    whole row when its weight is at most 1), with the step size of the full
-    fit, as the leave-one-out runs of iterative LOO; the mean squared error
-    weighted by the sample weights."""
+    whole row when its weight is at most 1), a clone of ``est`` (its penalty,
+    ``positive``, intercept) with the step size of the full fit, as the
+    leave-one-out runs of iterative LOO; the mean squared error weighted by
+    the sample weights."""
     n = X.shape[0]
     sw = np.ones(n) if sw is None else sw
     errs = np.empty((n, est.n_iter_ + 1))
     for i in range(n):
         left = sw.copy()
         left[i] -= min(sw[i], 1.0)
-        fit = TrajectoryElasticNet(est.alpha, l1_ratio=est.l1_ratio, solver=est.solver,
-                                   max_iter=est.max_iter, step_size=est.step_size_,
-                                   fit_intercept=est.fit_intercept, estimate_risk=False).fit(
-            X, y, sample_weight=left)
+        fit = clone(est).set_params(step_size=est.step_size_, estimate_risk=False,
+                                    estimate_loo=False).fit(X, y, sample_weight=left)
         errs[i] = (y[i] - fit.predict_path(X[i:i + 1])[0]) ** 2
     return sw @ errs / sw.sum()
 

@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from numpy.testing import assert_allclose
 from sklearn.linear_model import ElasticNet, Lasso
 from sklearn.model_selection import KFold
+from test_elastic_net import _brute_force_loo
 from test_kfold import _by_hand
 from test_uq import _brute_force, _data
 
@@ -105,22 +106,6 @@ def test_memory_matrix_and_risk_against_explicit_jacobians(kind, l1_ratio):
                           l2=alpha * (1 - l1_ratio))
     assert_allclose(est.memory_matrix_, Ax, atol=1e-10 * np.abs(Ax).max())
     assert_allclose(est.risk_path_, np.diag(Rx.T @ Rx / n), rtol=1e-9)
-
-
-def _brute_force_loo(est, X, y, sw=None):
-    """Refit without one unit of each sample's weight, with the full fit's step size."""
-    n = X.shape[0]
-    sw = np.ones(n) if sw is None else sw
-    errs = np.empty((n, est.n_iter_ + 1))
-    for i in range(n):
-        left = sw.copy()
-        left[i] -= min(sw[i], 1.0)
-        fit = TrajectoryElasticNet(est.alpha, l1_ratio=est.l1_ratio, positive=True,
-                                   solver=est.solver, max_iter=est.max_iter,
-                                   step_size=est.step_size_, estimate_risk=False).fit(
-            X, y, sample_weight=left)
-        errs[i] = (y[i] - fit.predict_path(X[i:i + 1])[0]) ** 2
-    return sw @ errs / sw.sum()
 
 
 @pytest.mark.parametrize("weighted", [False, True])
