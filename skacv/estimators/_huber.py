@@ -19,6 +19,7 @@ from ._base import (
 )
 from ._options import CHAIN_OPTIONS, LOO_OPTIONS
 from ._path_methods import TrajectoryMixin
+from ._protocol import geometric_grid
 
 #: consistency factor of the median absolute deviation at the Gaussian
 MAD_FACTOR = 1.482602218505602
@@ -325,8 +326,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
                             xtol=1e-14 * est._scale)
             top = 2.0 * float(np.max(np.abs(X.T @ (w * psi(b0, y)[0])))) / est._scale
         stats = design.statistics
-        return (np.geomspace(top, stats.auto_grid_eps * top, stats.auto_grid_alphas)
-                if top > 0 else None)
+        return geometric_grid(top, stats.auto_grid_alphas, stats.auto_grid_eps)
 
     def _new_setup(self, design, datafit, penalty):
         setup = super()._new_setup(design, datafit, penalty)

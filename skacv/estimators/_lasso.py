@@ -16,6 +16,7 @@ from ._docs import DOC_ATTRIBUTES
 from ._multitarget import MultiTargetMixin
 from ._options import LOO_OPTIONS, RISK_OPTIONS
 from ._path_methods import TrajectoryMixin
+from ._protocol import geometric_grid
 
 #: the numpydoc parameters after the penalty's (both estimators)
 _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, default="fista"
@@ -248,8 +249,7 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         top = max(float(np.max(design.rmatvec(design.center_y(t)[1]))) for t in
                   np.asarray(y).reshape(X.shape[0], -1).T) / (design.n_eff * self.l1_ratio)
         stats = design.statistics
-        return (np.geomspace(top, stats.positive_grid_eps * top, stats.positive_grid_alphas)
-                if top > 0 else None)
+        return geometric_grid(top, stats.positive_grid_alphas, stats.positive_grid_eps)
 
     def _make_datafit(self, design):
         return LeastSquares()

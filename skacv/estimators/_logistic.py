@@ -21,6 +21,7 @@ from ._base import (
 )
 from ._docs import documents_x
 from ._path_methods import PathMixin
+from ._protocol import geometric_grid
 
 
 class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMixin,
@@ -241,8 +242,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
             centre = w @ target / w.sum() if self.fit_intercept else 0.5
             top = float(np.max(np.abs(X.T @ (w * (target - centre))))) / w.sum()
         stats = design.statistics
-        return (np.geomspace(top, stats.auto_grid_eps * top, stats.auto_grid_alphas)
-                if top > 0 else None)
+        return geometric_grid(top, stats.auto_grid_alphas, stats.auto_grid_eps)
 
     # ------------------------------------------------------ problem pieces
     def _validate_xy(self, X, y, reset):

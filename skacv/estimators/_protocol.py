@@ -15,6 +15,13 @@ from sklearn.base import is_classifier
 from ._setup import NO_PLAN
 
 
+def geometric_grid(top, n_alphas, eps):
+    """``auto_alpha_grid``'s alphas: ``n_alphas`` geometric values from
+    ``top`` down to ``eps`` times it (``None`` where ``top`` is not
+    positive: no penalty scale)."""
+    return np.geomspace(top, eps * top, n_alphas) if top > 0 else None
+
+
 @runtime_checkable
 class SearchProtocol(Protocol):
     """The methods :class:`~skacv.TrajectoryEarlyStoppingCV` calls on a

@@ -9,21 +9,16 @@ the risk over a decreasing grid, the Lasso by
 (:func:`_ridge_path`).
 """
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import Bunch
 from sklearn.utils.validation import check_X_y
 
 from .._config import check_memory
-from ..estimates.loo._approx import approximate_loo_at
 from ..estimates.loo._track import removed_weights
 from ..estimators._protocol import SearchProtocol
-from ..iterations._iterations import FISTA
-from ..iterations._penalties import L2
 from ..linalg._design import make_design
 from ..utils._compat import HasMethods, Interval, StrOptions, validate_params
 from ..utils._validation import check_sample_weight
@@ -274,44 +269,23 @@ def ridge_path_of(estimator):
 
 
 def converged_loo(estimator, design, X, target, coef, alpha):
-    """Leave-one-out error of the solution ``coef`` (shape (n_features,)) at
-    ``alpha``: weighted mean squared left-out residual (``inf`` at leverage 1).
+    """Leave-one-out error of the Lasso or elastic-net solution ``coef``
+    (shape (n_features,)) at ``alpha``: weighted mean squared left-out
+    residual (``inf`` where undefined).
 
-    Exact leave-one-out, the limit of the trajectories' ``loo_path_`` (Luo,
-    Ren & Barber 2023) at convergence: for ridge the leverage formula
-    (:func:`skacv.approximate_loo`'s ``"alo"``, Rad & Maleki 2020, exact for
-    a quadratic objective); for an ``l1`` penalty
-    :func:`~skacv.model_selection._lasso_loo.exact_lasso_loo` (the leverage
-    formula on the support alone, Stephenson & Broderick 2020, is exact only
-    where removing a sample keeps the support and the signs: it was off by
-    -6 % to +155 % on ``p > n`` designs). ``design``: the path's design of
-    ``X``; ``target``: ``y - y_offset`` (unweighted).
+    Exact leave-one-out (:func:`~skacv.model_selection._lasso_loo.exact_lasso_loo`),
+    the limit of the trajectories' ``loo_path_`` (Luo, Ren & Barber 2023)
+    at convergence. The leverage formula on the support alone (Stephenson &
+    Broderick 2020) is exact only where removing a sample keeps the support
+    and the signs: it was off by -6 % to +155 % on ``p > n`` designs. The
+    ridge path's is in closed form (:func:`_ridge_path_loo`). ``design``:
+    the path's design of ``X``; ``target``: ``y - y_offset`` (unweighted).
     """
-    coef = np.asarray(coef, dtype=np.float64)
-    datafit, penalty = clone(estimator).set_params(alpha=float(alpha)).path_problem(design)
+    penalty = clone(estimator).set_params(alpha=float(alpha)).path_problem(design)[1]
     w = np.ones(design.n_samples) if design.weight is None else np.asarray(
         design.weight, dtype=np.float64)
-    if penalty.l1_ > 0:
-        res = exact_lasso_loo(design, X, target, coef, penalty)
-        return float(w @ (res * res) / design.n_eff)
-    support = np.arange(coef.shape[0])
-    check_memory(8 * design.n_samples * max(support.size, 1),
-                 f"the support's rows for leave-one-out ({design.n_samples} x {support.size})")
-    cols = X[:, support]
-    U = (cols.toarray() if sp.issparse(cols) else np.asarray(cols)).astype(np.float64)
-    U -= design.x_offset[support].astype(np.float64)
-    if support.size == 0:  # no coordinate: a column of zeros keeps the formula's shapes
-        U, theta, penalty = np.zeros((design.n_samples, 1)), np.zeros(1), L2(1.0)
-    else:
-        theta = coef[support]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # leverage 1: an infinite error
-        eta_loo, scale, _ = approximate_loo_at(design, datafit, FISTA(1.0, penalty=penalty),
-                                               theta, U, target, "alo")
-    res = scale * (target - eta_loo)
-    with np.errstate(invalid="ignore", over="ignore"):
-        value = float(w @ (res * res) / design.n_eff)
-    return value if np.isfinite(value) else np.inf
+    res = exact_lasso_loo(design, X, target, np.asarray(coef, dtype=np.float64), penalty)
+    return float(w @ (res * res) / design.n_eff)
 
 
 def _penalty_family(estimator, design):
@@ -441,9 +415,9 @@ def _ridge_path_loo(design, hat, resid):
     = min(w_i, 1)`` of sample ``i`` (the same sum-form penalty, the
     intercept refitted) leaves the residual ``r_i / (1 - rho_i / n_eff -
     rho_i h_i)``, ``h_i = x~_i^T (X~^T W X~ + alpha)^-1 x~_i``; written as
-    :func:`converged_loo`'s ``(1 + eps_i) r_i / (1 - kappa_i h_i)`` (``inf``
-    at leverage 1). ``hat``: ``w_i h_i`` (n_samples, n_alphas), ``resid``:
-    ``sqrt(w_i) r_i``."""
+    the leverage formula's ``(1 + eps_i) r_i / (1 - kappa_i h_i)``
+    (:func:`skacv.approximate_loo`'s ``"alo"``; ``inf`` at leverage 1).
+    ``hat``: ``w_i h_i`` (n_samples, n_alphas), ``resid``: ``sqrt(w_i) r_i``."""
     w, rho, W_minus = removed_weights(design)
     eps = rho / W_minus if design.fit_intercept else np.zeros_like(rho)
     kappa = rho * (1.0 + eps) / np.where(w > 0, w, 1.0)  # (zero weight: rho = 0)
