@@ -173,3 +173,16 @@ def test_duality_gap_is_one_sided():
     args = (float(r @ r), float(r @ yc), Xc.T @ r / n, ref.coef_, float(n))
     assert abs(L1(alpha, positive=True).duality_gap(*args)) < 1e-10
     assert L1(alpha).duality_gap(*args) > 1e-3
+
+
+def test_auto_alpha_grid_leaves_the_estimator_unfitted():
+    """The public ``auto_alpha_grid`` of every estimator that has one reads
+    the data without fitting the estimator (no ``n_features_in_``)."""
+    from skacv import TrajectoryHuberRegressor, TrajectoryLogisticRegression
+
+    X, y = _problem(30, 8, seed=3)
+    for est, target in [(TrajectoryElasticNet(positive=True), y),
+                        (TrajectoryHuberRegressor(), y),
+                        (TrajectoryLogisticRegression(), (y > np.median(y)).astype(int))]:
+        assert est.auto_alpha_grid(X, target).shape[0] > 1
+        assert not hasattr(est, "n_features_in_"), type(est).__name__

@@ -4,7 +4,7 @@ elastic net (the Lasso its ``l1_ratio=1`` case) with their risk."""
 from numbers import Real
 
 import numpy as np
-from sklearn.base import RegressorMixin
+from sklearn.base import RegressorMixin, clone
 
 from ..iterations._datafits import LeastSquares
 from ..iterations._iterations import FISTA, SGD, GradientDescent, Iteration
@@ -244,8 +244,9 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         """
         if not self.positive or self.l1_ratio == 0:
             return None
-        X, y = self._validate_xy(X, y, reset=True, multi_output=True)
-        design = self._make_design(X, check_sample_weight(sample_weight, X, X.dtype))
+        est = clone(self)  # (validation sets n_features_in_: not on self)
+        X, y = est._validate_xy(X, y, reset=True, multi_output=True)
+        design = est._make_design(X, check_sample_weight(sample_weight, X, X.dtype))
         top = max(float(np.max(design.rmatvec(design.center_y(t)[1]))) for t in
                   np.asarray(y).reshape(X.shape[0], -1).T) / (design.n_eff * self.l1_ratio)
         stats = design.statistics
