@@ -7,6 +7,7 @@ argmin of their paths taken by hand.
 
 
 import warnings
+from functools import partial
 from types import SimpleNamespace
 
 import joblib
@@ -241,6 +242,31 @@ def test_stages_of_the_chains_grow_faster(speed_policy):
     path = np.r_[np.linspace(2.0, 1.0, 51), np.linspace(1.0, 1.5, 150)[1:]]
     assert stages_module.stop_length(path, 10, 0.5, stats) == 75  # 20, 30, 45, 67, 75
     assert stages_module.stop_length(path, 10, 1.0, stats) == 80  # 20, 40, 80
+
+
+def test_paths_grown_for_their_limit_grow_from_their_end():
+    # past max_iter, a path grown because its own limit lies far below its
+    # minimum grows geometrically from its end, whatever the ripple that
+    # left its minimum a few steps back (each stage of a risk path reads
+    # its whole estimate again), and to the cap when at most half a step
+    # would remain; otherwise the stages' patience steps, as before
+    stats = get_statistics()
+    t = np.arange(801.0)
+    ripple = 1.0 + 1.0 / (1.0 + t / 50) + 0.002 * np.sin(t / 3.0)  # falling, FISTA-like ripple
+    best = stages_module.argmin_first(ripple, stats.tie_rtol)
+    assert 780 < best < 800
+    grown = partial(stages_module.grown_length, max_iter=200, cap=2000, n_iter_no_change=10,
+                    statistics=stats)
+    far = 0.5
+    assert grown(ripple[:401], 400, growth=1.0, limit=far) == 800
+    assert grown(ripple, 800, growth=1.0, limit=far) == 2000  # 1600 would leave 400
+    assert grown(ripple, 800, growth=0.5, limit=far) == 1200
+    patience_step = stages_module.next_stage(800, best, 10, 1.0, stats)
+    assert 800 < patience_step < 1600
+    near = ripple[best] * (1.0 - 0.5 * stats.limit_rtol)
+    for limit, own in ((far, False), (near, True), (None, True)):  # leave-one-out's; within
+        assert grown(ripple, 800, growth=1.0, limit=limit, own_limit=own) == patience_step
+    assert grown(ripple[:101], 100, growth=1.0, limit=far) == 200  # within max_iter first
 
 
 def test_set_iterate_writes_the_path_column():

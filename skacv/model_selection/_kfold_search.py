@@ -27,12 +27,11 @@ from ..utils._parallel import cache_bytes, overlapped
 from ._fold_designs import fold_covariance_pays, rotated_pays
 from ._kfold import StackedFolds, aligned_errors, can_stack, fit_beside, fold_steps, kfold_dtype
 from ._stages import (
-    argmin_first,
     at_boundary,
     can_stage,
     estimate_paths,
     grow_in_stages,
-    next_stage,
+    grown_length,
     planned,
     refit_shorter,
     release_warm_state,
@@ -319,10 +318,9 @@ class KFoldPath:
             path = self.kfold_path(n + 1)
             if at_boundary(path, n, self.estimator.max_iter, statistics, limit,
                            n_iter_no_change):
-                best = argmin_first(path, statistics.tie_rtol)
-                first = min(statistics.max_iter_growth * n,
-                            next_stage(n, best, n_iter_no_change, policy.stage_growth,
-                                       statistics))
+                first = grown_length(path, n, self.estimator.max_iter,
+                                     statistics.max_iter_growth * n, n_iter_no_change,
+                                     policy.stage_growth, statistics, limit)
                 return self._fit_in_stages(n_iter_no_change, limit, first)
             m = stop_length(path, n_iter_no_change, policy.stage_growth, statistics, limit)
             if m < n and self.deferred:

@@ -109,9 +109,15 @@ def stops(path, n_iter, n_iter_no_change, statistics, limit=None):
     best = argmin_first(path, statistics.tie_rtol)
     if best is None or n_iter - best < patience(best, n_iter_no_change, statistics):
         return False, best
-    if limit is not None and np.isfinite(limit):
-        return bool(limit >= path[best] - statistics.limit_rtol * abs(path[best])), best
-    return True, best
+    return not limit_far_below(path[best], limit, statistics), best
+
+
+def limit_far_below(value, limit, statistics):
+    """Whether a finite ``limit`` (its alpha's converged criterion) lies more
+    than ``limit_rtol`` below the criterion's minimum ``value``: a path that
+    converges must still fall to it."""
+    return bool(limit is not None and np.isfinite(limit)
+                and limit < value - statistics.limit_rtol * abs(value))
 
 
 def _growth_best(path, n_iter, n_iter_no_change, best, statistics):
@@ -175,8 +181,7 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
         return False
-    if (own_limit and limit is not None and np.isfinite(limit)
-            and limit < path[best] - statistics.limit_rtol * abs(path[best])):
+    if own_limit and limit_far_below(path[best], limit, statistics):
         return True
     window = 1
     if n_iter_no_change is not None:
@@ -242,13 +247,30 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
                     if finish:
                         estimator.finish_deferred()
                     return path
-                grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best,
-                                                        statistics),
-                                   n_iter_no_change, growth, statistics)
-                n_iter = min(cap, grown if n_iter >= max_iter else min(max_iter, grown))
+                n_iter = grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth,
+                                      statistics, limit, own_limit)
     finally:
         estimator.set_params(warm_start=warm_start)
         release_warm_state(fitted())
+
+
+def grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth, statistics,
+                 limit=None, own_limit=True):
+    """The next stage's length (at most ``cap``) of a path whose criterion
+    ``path`` is ``n_iter`` long: :func:`next_stage`'s, within ``max_iter``
+    until the path reaches it. Past ``max_iter``, a path grown because its
+    own ``limit`` lies far below its minimum (:func:`at_boundary`) grows
+    ``growth`` times longer from its end, whatever its ripples (each stage
+    of a risk path reads its whole estimate again), and to ``cap`` when at
+    most half that step would remain."""
+    best = argmin_first(path, statistics.tie_rtol)
+    if (n_iter >= max_iter and own_limit and best is not None
+            and limit_far_below(path[best], limit, statistics)):
+        grown = n_iter + max(n_iter_no_change, int(growth * n_iter))
+        return cap if cap - grown <= (grown - n_iter) // 2 else min(cap, grown)
+    grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best, statistics),
+                       n_iter_no_change, growth, statistics)
+    return min(cap, grown if n_iter >= max_iter else min(max_iter, grown))
 
 
 def stop_length(path, n_iter_no_change, growth, statistics, limit=None):
@@ -318,9 +340,8 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
                   and at_boundary(path, n, estimator.max_iter, statistics, limit,
                                   n_iter_no_change, own))
         if staged:  # still falling at max_iter (and above its limit): on in stages
-            best = argmin_first(path, statistics.tie_rtol)
-            first = min(statistics.max_iter_growth * n,
-                        next_stage(n, best, n_iter_no_change, growth, statistics))
+            first = grown_length(path, n, estimator.max_iter, statistics.max_iter_growth * n,
+                                 n_iter_no_change, growth, statistics, limit, own)
     if staged:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                        statistics, probe_goal, limit, first, end_tol=end_tol,
