@@ -3,6 +3,8 @@ the same iterates as the two-pass loop up to rounding, warm starts bit for
 bit, every full-batch estimator."""
 
 
+import threading
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -148,8 +150,10 @@ def test_design_in_place():
 
 def test_one_pass_loop_does_not_depend_on_blas_threads(speed_policy, fused):
     """The panels make FUSE_GROUPS fixed groups of rows: with two BLAS
-    threads they run in two threads of their own (one BLAS thread each),
-    with one in turn, and the iterates are the same bits either way."""
+    threads they run on a pool of two threads of their own (one BLAS thread
+    each), with one in turn, and the iterates are the same bits either way.
+    (Which of the pool's threads takes a group is the scheduler's: on a busy
+    machine one may take both, so the pool is checked, not the threads.)"""
     from threadpoolctl import threadpool_limits
 
     X, y, sw = _data()
@@ -159,12 +163,17 @@ def test_one_pass_loop_does_not_depend_on_blas_threads(speed_policy, fused):
     def threads(paths):  # the threads the one-pass products' groups ran in
         return {d["thread"] for d in paths.details("panel_group")}
 
+    def pools(paths):  # (threads, BLAS threads inside) of the passes' pools
+        return {(d["workers"], d["blas_threads"]) for d in paths.details("pass_workers")}
+
     with threadpool_limits(limits=1, user_api="blas"), record() as paths:
         one = clone(est).fit(X, y, sample_weight=sw)
-    assert len(threads(paths)) == 1
+    assert pools(paths) == {(1, 1)}
+    assert threads(paths) == {threading.get_ident()}  # in turn, in the caller's thread
     with threadpool_limits(limits=2, user_api="blas"), record() as paths:
         two = clone(est).fit(X, y, sample_weight=sw)
-    assert len(threads(paths)) == 2
+    assert pools(paths) == {(2, 1)}
+    assert 1 <= len(threads(paths)) <= 2 and threading.get_ident() not in threads(paths)
     assert_array_equal(two.coef_path_, one.coef_path_)
     assert_array_equal(two.intercept_path_, one.intercept_path_)
     # more BLAS threads than groups (none here): two multithreaded products a step
