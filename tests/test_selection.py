@@ -267,6 +267,11 @@ def test_paths_grown_for_their_limit_grow_from_their_end():
     for limit, own in ((far, False), (near, True), (None, True)):  # leave-one-out's; within
         assert grown(ripple, 800, growth=1.0, limit=limit, own_limit=own) == patience_step
     assert grown(ripple[:101], 100, growth=1.0, limit=far) == 200  # within max_iter first
+    # still falling at its end without a limit: geometric, and the last short step skipped
+    falling = 1.0 + 1.0 / (1.0 + t / 50)
+    assert grown(falling[:401], 400, growth=1.0) == 800
+    assert grown(falling, 800, growth=1.0) == 2000
+    assert grown(falling, 800, growth=0.5) == 1200
 
 
 def test_set_iterate_writes_the_path_column():

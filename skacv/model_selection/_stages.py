@@ -258,19 +258,24 @@ def grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth, statisti
                  limit=None, own_limit=True):
     """The next stage's length (at most ``cap``) of a path whose criterion
     ``path`` is ``n_iter`` long: :func:`next_stage`'s, within ``max_iter``
-    until the path reaches it. Past ``max_iter``, a path grown because its
+    until the path reaches it. Past ``max_iter`` (where each stage of a
+    risk path reads its whole estimate again), a path grown because its
     own ``limit`` lies far below its minimum (:func:`at_boundary`) grows
-    ``growth`` times longer from its end, whatever its ripples (each stage
-    of a risk path reads its whole estimate again), and to ``cap`` when at
-    most half that step would remain."""
+    ``growth`` times longer from its end, whatever the ripple that left its
+    minimum a few steps back; and a stage that would leave at most half its
+    own step to ``cap`` goes to ``cap``."""
     best = argmin_first(path, statistics.tie_rtol)
-    if (n_iter >= max_iter and own_limit and best is not None
+    past = n_iter >= max_iter
+    if (past and own_limit and best is not None
             and limit_far_below(path[best], limit, statistics)):
         grown = n_iter + max(n_iter_no_change, int(growth * n_iter))
-        return cap if cap - grown <= (grown - n_iter) // 2 else min(cap, grown)
-    grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best, statistics),
-                       n_iter_no_change, growth, statistics)
-    return min(cap, grown if n_iter >= max_iter else min(max_iter, grown))
+    else:
+        grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best,
+                                                statistics),
+                           n_iter_no_change, growth, statistics)
+    if not past:
+        return min(max_iter, grown)
+    return cap if cap - grown <= (grown - n_iter) // 2 else min(cap, grown)
 
 
 def stop_length(path, n_iter_no_change, growth, statistics, limit=None):
