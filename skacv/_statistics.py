@@ -44,6 +44,9 @@ class StatisticalPolicy:
     loo_kkt_rtol: float = 1e-9
     #: most feature-sign steps of a left-out Lasso solve (converged leave-one-out)
     loo_refit_steps: int = 500
+    #: a column whose sum of squares on the left-out rows is at most this share of
+    #: its own is constant there (a one-hot level of the left-out row alone)
+    loo_dead_column: float = 1e-12
     #: most indicator columns whose linear relations the converged df checks
     binary_relations_max: int = 2000
     #: relative distance of duplicate columns (``None``: from the dtype)

@@ -794,6 +794,34 @@ def test_converged_loo_is_exact_leave_one_out():
         TrajectoryLasso(), X, y, alphas=alphas)
 
 
+def test_converged_loo_of_a_level_of_one_row():
+    """A one-hot level that only one row takes (a rare category): leaving
+    that row out leaves its column constant, its left-out coefficient 0 and
+    the left-out Hessian singular on the full fit's support; the exact
+    leave-one-out is finite and equals the refits (it was ``inf`` when the
+    feature-sign search cycled on that column, which moved ``"auto"`` to
+    leave-one-out on Bikeshare's one rainy hour), weighted or not, with the
+    elastic net too."""
+    rng = np.random.default_rng(0)
+    n = 300
+    X = np.column_stack([rng.standard_normal((n, 4)), np.zeros(n)])
+    X[7, 4] = 1.0  # the level of row 7 alone
+    X = (X - X.mean(axis=0)) / X.std(axis=0)  # standardised, as users do
+    y = X[:, :3] @ [1.0, -1.0, 0.5] + 0.2 * X[:, 4] + 0.3 * rng.standard_normal(n)
+    sw = rng.uniform(0.5, 2.0, n)
+    for est, make in ((TrajectoryLasso(), lambda: Lasso(alpha=0.01, tol=1e-14, max_iter=10**6)),
+                      (TrajectoryElasticNet(l1_ratio=0.5),
+                       lambda: ElasticNet(alpha=0.01, l1_ratio=0.5, tol=1e-14, max_iter=10**6))):
+        for weights in (None, sw):
+            with record() as paths:
+                path = risk_alpha_path(est, X, y, alphas=[0.01], tol=1e-14, max_iter=100000,
+                                       sample_weight=weights, criterion="loo")
+            assert path.coefs[4, 0] != 0.0  # the full fit uses the level's column
+            assert paths.count("lasso_loo_unfinished") == 0
+            ref = _weighted_brute_force_loo(make, X, y, weights)
+            np.testing.assert_allclose(path.loo[0], ref, rtol=1e-8)
+
+
 # ---------------------------------------------- the Lasso path's exact finish
 def _equicorrelated(n, p, rho=0.5, s=10, seed=0):
     """Rows ``sqrt(1 - rho) z_i + sqrt(rho) w_i 1``: one outlier eigenvalue

@@ -168,6 +168,12 @@ def _solve_left_out(lo, i, x):
     k, ti, l1, l2 = lo.k[i], lo.t[i], lo.l1[i], lo.l2[i]
     c = lo.c - k * ui * ti
     rtol = lo.stats.loo_kkt_rtol
+    A = np.flatnonzero(x)
+    if A.size and l2 == 0:  # columns the left-out rows leave constant (a level of one
+        # row): zero in F_{-i}, so is their coefficient (its Hessian singular there)
+        GA = lo.gram_columns(A)
+        full = GA[A, np.arange(A.size)]
+        x[A[full - k * ui[A] ** 2 <= lo.stats.loo_dead_column * full]] = 0.0
     theta = np.sign(x)
     for _ in range(lo.stats.loo_refit_steps):
         A = np.flatnonzero(theta)
