@@ -92,13 +92,15 @@ class _LeftOut:
             self.gram = np.hstack([self.gram, self.corr(self.w[:, None] * self.cols(new))])
         return self.gram[:, self.pos[idx]]
 
-    def certified(self, i, g, E, b):
-        """Whether ``b`` on ``E`` (its signs) with gradient ``g`` (``c_{-i} -
-        G_{-i} b``, every column) satisfies the left-out optimality conditions."""
-        lim = self.l1[i] * (1.0 + self.stats.loo_kkt_rtol)
+    def certified(self, idx, g, E, b, signs):
+        """Whether each candidate ``b[:, j]`` on ``E`` (shape (|E|, len(idx)))
+        keeps the full fit's ``signs`` and, with gradient ``g[:, j]``
+        (``c_{-i} - G_{-i} b``, every column; ``i = idx[j]``), satisfies the
+        left-out optimality conditions off ``E``: a boolean per sample."""
+        lim = self.l1[idx] * (1.0 + self.stats.loo_kkt_rtol)
         off = np.ones(g.shape[0], dtype=bool)
         off[E] = False
-        return bool(np.all(b != 0)) and bool(np.all(np.abs(g[off]) <= lim))
+        return np.all(signs[:, None] * b > 0, axis=0) & np.all(np.abs(g[off]) <= lim, axis=0)
 
 
 def exact_lasso_loo(design, X, target, coef, penalty):
@@ -135,11 +137,9 @@ def exact_lasso_loo(design, X, target, coef, penalty):
         Ui = lo.rows(idx)
         r = lo.t[idx] - np.einsum("ij,ji->i", Ui[:, S], Bi)  # t_i - u_i^T b_{-i}
         grad = lo.c[:, None] - GS @ Bi - Ui.T * (lo.k[idx] * r)
-        for j, i in enumerate(idx):
-            if np.all(sigma * Bi[:, j] > 0) and lo.certified(i, grad[:, j], S, Bi[:, j]):
-                res[i] = r[j]
-            else:
-                refit.append(i)
+        good = lo.certified(idx, grad, S, Bi, sigma)
+        res[idx[good]] = r[good]
+        refit.extend(idx[~good])
     taken("lasso_loo", samples=n, refits=len(refit))
     lo.start_gram(S, GS)
     for i in refit:
