@@ -70,11 +70,6 @@ class StatisticalPolicy:
     #: ``criterion="auto"`` of a ridge path search takes leave-one-out when its
     #: converged error at the risk estimate's alpha exceeds its minimum this many times
     ridge_auto_loo_ratio: float = 2.0
-    #: ``criterion="auto"`` of a Lasso or elastic-net path search takes leave-one-out
-    #: when the exact leave-one-out error of the converged fit at the risk estimate's
-    #: choice exceeds that estimate this many times (high-leverage rows; 20 real
-    #: designs: at most 1.19, and 5.7 on Ecdat's Crime; docs/benchmarks.rst)
-    lasso_auto_loo_ratio: float = 2.0
     #: the auto_grid walk for the non-negative Lasso and elastic net (``positive=True``,
     #: no converged alpha path): this many alphas down to ``positive_grid_eps`` of
     #: the largest (bench_positive.py, docs/speed_policy.rst)

@@ -288,28 +288,6 @@ def converged_loo(estimator, design, X, target, coef, alpha):
     return float(w @ (res * res) / design.n_eff)
 
 
-def loo_over_risk(estimator, X, y, sample_weight, path):
-    """``(ratio, row)``: the exact leave-one-out error (:func:`converged_loo`)
-    of the converged fit at the risk estimate's choice ``row`` of ``path``
-    (:func:`risk_alpha_path`'s, of a Lasso or elastic net on ``X``, ``y``)
-    over that estimate; ``(nan, None)`` when no risk is finite. The estimate
-    reads the mean leverage (as GCV does): rows of high leverage make it
-    optimistic where leave-one-out sees them."""
-    risk = np.where(np.isfinite(path.risk), path.risk, np.inf)
-    if not np.isfinite(risk).any():
-        return np.nan, None
-    row = int(np.argmin(risk))
-    X, y = check_X_y(X, y, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
-                     y_numeric=True)
-    y = np.asarray(y, dtype=X.dtype)
-    design = make_design(X, check_sample_weight(sample_weight, X, X.dtype),
-                         estimator.fit_intercept)
-    y_offset, _ = design.center_y(y)
-    loo = converged_loo(estimator, design, X, np.asarray(y, dtype=np.float64) - float(y_offset),
-                        path.coefs[:, row], path.alphas[row])
-    return (loo / risk[row] if risk[row] > 0 else np.inf), row
-
-
 def _penalty_family(estimator, design):
     """``(lasso, scale, l1_ratio)``: whether the estimator's penalty has an
     ``l1`` part (the Lasso path; with an ``l2`` part too, the elastic net of

@@ -26,7 +26,7 @@ from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
-from ._alpha_path import loo_over_risk, ridge_loo_falls, ridge_path_of, risk_alpha_path
+from ._alpha_path import ridge_loo_falls, ridge_path_of, risk_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA
 from ._kfold_search import full_fit, stacks_grid
@@ -113,12 +113,6 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
                                      auto_statistics)
         if loo_path is not None:
             criterion, path = "loo", loo_path
-    elif criterion == "risk" and auto_statistics is not None and _high_leverage(
-            estimator, X, y, sw, path, auto_statistics):
-        with _alpha_path_advice():
-            path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
-                              criterion="loo", **options)
-        criterion = "loo"
     # every alpha of the grid, decreasing (the path's order), as given
     if given is None:
         n_alphas = options.get("n_alphas", 30)
@@ -188,35 +182,6 @@ def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, st
         return longer
     path.loo = loo
     return path
-
-
-def _high_leverage(estimator, X, y, sw, path, statistics):
-    """Whether a Lasso or elastic-net path search moves to leave-one-out:
-    the exact leave-one-out error of the converged fit at the risk
-    estimate's choice is more than ``lasso_auto_loo_ratio`` (of the
-    ``statistics``) times the estimate (:func:`loo_over_risk`), which
-    reads the mean leverage: rows of high leverage (a few far out in some
-    feature) make it optimistic where leave-one-out sees them. Says so once,
-    at the user's call. Designs with fewer samples than features are left
-    to the reliability flags and K-fold CV: there the exact leave-one-out's
-    searches over the supports cost far more than the path (0.55 s against
-    0.03 s on a 94 x 499 design)."""
-    if X.shape[0] <= X.shape[1]:
-        return False
-    ratio, row = loo_over_risk(estimator, X, y, sw, path)
-    taken("lasso_leverage_check", ratio=ratio)
-    # (an undefined leave-one-out, inf, is no evidence: a left-out problem
-    # that the feature-sign search did not finish, as on collinear columns)
-    if row is None or not np.isfinite(ratio) or not ratio > statistics.lasso_auto_loo_ratio:
-        return False
-    warnings.warn(  # user -> _fit_context's wrapper -> fit -> ... -> here
-        f"criterion='auto' uses leave-one-out (criterion_='loo'): at the risk estimate's "
-        f"choice alpha={path.alphas[row]:.4g} the exact leave-one-out error of the "
-        f"converged fit is {ratio:.3g} times the estimate (more than "
-        f"{statistics.lasso_auto_loo_ratio:g}): rows of high leverage, which the risk "
-        "estimate reads through their mean, make it optimistic. Set criterion='risk' to "
-        "use it anyway.", UnreliableEstimateWarning, stacklevel=8)
-    return True
 
 
 @contextlib.contextmanager

@@ -98,10 +98,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         says why), ``"loo"`` for a ridge path search where the exact
         leave-one-out of the converged fits is more than twice its minimum
         at the risk estimate's choice (the leverages spread; the statistical
-        policy's ``ridge_auto_loo_ratio``) and for a Lasso path search with
-        more samples than features where it is more than twice the estimate
-        there (rows of high leverage; ``lasso_auto_loo_ratio``). The
-        criterion used is ``criterion_``.
+        policy's ``ridge_auto_loo_ratio``). The criterion used is
+        ``criterion_``.
     cv : int, cross-validation generator or iterable, default=5
         Folds of ``criterion="kfold"`` (and of ``"auto"`` when it chooses
         it). An int is the number of folds (``StratifiedKFold`` for
