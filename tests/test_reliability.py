@@ -385,15 +385,16 @@ def test_n_probes_auto_is_exact_when_cheap_and_probes_otherwise():
     auto = TrajectoryLasso(alpha=0.05, max_iter=20).fit(X, y)
     exact = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=None).fit(X, y)
     assert_allclose(auto.risk_path_, exact.risk_path_, rtol=1e-10)
-    X, y, *_ = _design("ar", 100, 50, 0.5, 0)
+    X, y, *_ = _design("ar", 100, 80, 0.5, 0)
     auto = TrajectoryLasso(alpha=0.05, max_iter=20, random_state=1).fit(X, y)
     # the pooled probes' one chain takes pooled_probes(n, p): small_probes on
-    # this small design (the other schemes 10)
+    # this small design (the other schemes 10; below 64 features the exact
+    # probes: test_risk_exact_probes.py)
     from skacv._statistics import StatisticalPolicy
     from skacv.estimates.risk._probes import pooled_probes
 
     small = StatisticalPolicy().small_probes
-    assert pooled_probes(100, 50, StatisticalPolicy()) == small
+    assert pooled_probes(100, 80, StatisticalPolicy()) == small
     probes = TrajectoryLasso(alpha=0.05, max_iter=20, n_probes=small,
                              random_state=1).fit(X, y)
     assert_allclose(auto.risk_path_, probes.risk_path_, rtol=1e-10)

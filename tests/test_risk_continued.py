@@ -190,10 +190,11 @@ def test_a_stage_validates_no_parameters_within_the_plan_only():
 def test_a_continued_pooled_chain_is_given_no_generator():
     """The pooled chain that continues a state holds its probes and
     generator: the risk estimate does not make one for it (``None``: a draw
-    from it would fail), and does for a chain that starts afresh."""
+    from it would fail), and does for a chain that starts afresh (Rademacher
+    probes: more features than the exact probes would take)."""
     from skacv.estimates.risk._engine import draws_probes, plan_estimate
 
-    X, y = _data()
+    X, y = _data(p=80)
     est = TrajectoryLasso(0.05, max_iter=STAGES[0], warm_start=True, random_state=0).fit(X, y)
     state = est._risk_state
     est.set_params(max_iter=STAGES[1]).fit(X, y)

@@ -763,13 +763,14 @@ def test_a_search_of_one_path_grows_its_probes_for_the_choice(statistical_policy
     assert two.n_probes == 32 and two.choice_noise is None
 
 
-@pytest.mark.parametrize("n,p,expected", [(150, 20, 64), (999, 128, 64), (1000, 20, 32),
+@pytest.mark.parametrize("n,p,expected", [(150, 80, 64), (999, 128, 64), (1000, 20, 32),
                                             (150, 129, 32)])
 def test_small_designs_take_more_pooled_probes(n, p, expected):
     """Below ``small_design`` (samples, features) the pooled chain takes
     ``small_probes`` probes (their cost there is the per-step overhead):
     the default estimate is then the explicit 64-probe one, draw for draw;
-    elsewhere the default stays ``pooled_probes``."""
+    elsewhere the default stays ``pooled_probes``. (Narrower designs take
+    the exact probes: ``test_risk_exact_probes.py``.)"""
     stats = get_statistics()
     assert probes.pooled_probes(n, p, stats) == expected
     assert probes.pooled_start_probes(n, stats, True, "level", p) == (

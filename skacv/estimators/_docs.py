@@ -78,12 +78,13 @@ DOC_ATTRIBUTES = """
         root-mean-square over the iterates of the relative standard error of
         ``risk_path_`` due to the probes, by a jackknife over groups of
         probes; measured only where ``n_probes="auto"`` chooses the pooled
-        probes' number, else ``None``) and ``choice_noise`` (float or
-        ``None``: the same for the differences between the iterates near the
-        minimum, measured in a :class:`TrajectoryEarlyStoppingCV` of one grid
-        point, whose probes grow for the choice of the iterate only). A 2-D
-        ``y`` stacks each entry along a leading target axis (``None`` where no
-        target has it, an object array where only some have it).
+        probes' number, 0.0 with the exact probes of a narrow design, else
+        ``None``) and ``choice_noise`` (float or ``None``: the same for the
+        differences between the iterates near the minimum, measured in a
+        :class:`TrajectoryEarlyStoppingCV` of one grid point, whose probes
+        grow for the choice of the iterate only). A 2-D ``y`` stacks each
+        entry along a leading target axis (``None`` where no target has it,
+        an object array where only some have it).
     noise_variance_path_ : ndarray of shape (n_iter_ + 1,) or (n_targets, n_iter_ + 1)
         Every iterate's estimate of the noise variance ``sigma^2``
         (``risk_path_`` minus the excess risk; Bellec & Tan 2024), **computed

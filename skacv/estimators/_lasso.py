@@ -74,8 +74,10 @@ _SOLVER_PARAMETERS = """    solver : {"fista", "ista", "sgd"} or Iteration, defa
         Hutchinson probes for the traces of the memory matrix, the accuracy
         of ``risk_path_`` against its cost; ``None`` computes them exactly
         (a deterministic estimate); ``"auto"`` computes them exactly when
-        that costs at most 4 times 10 probes, else starts the pooled
-        probes' chain with fewer probes the more samples there are and
+        that costs at most 4 times 10 probes, or by the exact probes of a
+        narrow design (``min(n_samples, n_features)`` at most the probes
+        the pooled chain starts with: the same chain, deterministic), else
+        starts the pooled probes' chain with fewer probes the more samples there are and
         grows them while a jackknife finds ``risk_path_`` noisy (its
         relative standard error in ``risk_diagnostics_``; the rule:
         :ref:`internals`); 10 probes with another probe scheme.

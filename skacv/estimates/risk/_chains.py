@@ -14,7 +14,7 @@ import numpy as np
 from ..._config import check_memory
 from ..._trace import taken
 from ...linalg._linalg import block_trace as _block_trace
-from ._probes import draw_probes
+from ._probes import RangeProbes, draw_probes
 from ._propagate import (
     ChainProbes,
     chain_order,
@@ -69,12 +69,14 @@ def shared_plan(design, iteration, coef_path, n_probes, dtype, state=None, keep_
     return split_step(n, prefix, T, design.policy, 2 if iteration.extrapolates(T) else 1)
 
 
-def _trace_probes(Xs, Z, n, dtype):
-    """``(probes, trace_wt, m, scale)``; exact traces (``Z`` None): identity
-    probes on the smaller side."""
+def _trace_probes(Xs, Z, n, dtype, coords):
+    """``(probes, trace_wt, m, scale)`` of the chains' columns ``Xs`` (features
+    ``coords``); exact traces (``Z`` None): identity probes on the smaller
+    side."""
     width = Xs.shape[1]
-    if Z is not None:
-        trace_wt = Z.T @ Xs  # (X~^T Z)^T, read by the traces
+    if Z is not None:  # (X~^T Z)^T, read by the traces
+        trace_wt = (np.ascontiguousarray(Z.images(coords, dtype).T)
+                    if isinstance(Z, RangeProbes) else Z.T @ Xs)
         return trace_wt.T, trace_wt, Z.shape[1], 1.0 / Z.shape[1]
     if n <= width:
         return Xs.T, Xs, n, 1.0  # X~^T Z with Z = I_n
@@ -91,10 +93,12 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     ``state`` (a :class:`~skacv.estimates.risk._state.ChainState`, kept with
     ``keep_state=True``, Hutchinson probes only) continues the chains of a
     shorter prefix of the same trajectory. ``probes``: the Rademacher probes
-    (default: drawn from ``rng``); ``split``: the step where backward chains
+    (default: drawn from ``rng``) or the exact
+    :class:`~skacv.estimates.risk._probes.RangeProbes`; ``split``: the step where backward chains
     take over (default ``T``, forward only).
     """
-    start = ChainStart(design, iteration, coef_path, state, ChainState, n_probes, chain_dtype)
+    start = ChainStart(design, iteration, coef_path, state, ChainState, n_probes, chain_dtype,
+                       exact=isinstance(probes, RangeProbes))
     n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
     keep_state = keep_state and n_probes is not None
     width = int(start.prefix[max(k0 - 1, 1)]) if T >= 1 else 0
@@ -109,7 +113,7 @@ def masked_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     extrapolates = iteration.extrapolates(T)
     hb = iteration.uses_heavy_ball(T)
     Xs = start.columns(width)
-    probes, trace_wt, m, scale = _trace_probes(Xs, Z, n, dtype)
+    probes, trace_wt, m, scale = _trace_probes(Xs, Z, n, dtype, start.order[:width])
     chains = start.chains(Xs, m * split, 2 + extrapolates + hb, heavy_ball=hb)
     columns = _chain_columns(m, T, split, 2 if extrapolates else 1)
     start.run(chains, SharedProbes(m, probes, trace_wt, scale, A, Av), split, columns, verbose)

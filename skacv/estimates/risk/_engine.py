@@ -35,7 +35,7 @@ from ...linalg._sampling import stands_for_rows
 from ._chains import masked_memory_matrix, shared_plan
 from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
-from ._probes import pooled_probes, pooled_start_probes
+from ._probes import pooled_probes, pooled_start_probes, range_probes
 from ._propagate import resolve_chain_dtype
 from ._settled import settled_step
 from ._spectral import (
@@ -78,6 +78,23 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
     else:
         cheap = n <= stats.auto_exact_factor * stats.auto_probes
     return None if cheap else stats.auto_probes
+
+
+def takes_exact_probes(design, iteration, n_iter, datafit=None, goal="level"):
+    """Whether ``n_probes="auto"`` of a proximal chain (the pooled one, the
+    settled form's head) takes the exact probes of
+    :class:`~skacv.estimates.risk._probes.RangeProbes`: full-batch least
+    squares without a heavy ball, in memory, where their number (the rank of
+    ``X~``, at most ``min(n, p)``) is at most the probes the pooled chain
+    starts with (:func:`~skacv.estimates.risk._probes.pooled_start_probes`):
+    exact traces at no more columns a step."""
+    if (iteration.sampler is not None or not (datafit is None or datafit.quadratic)
+            or iteration.is_linear or getattr(iteration, "preconditioner", None) is not None
+            or iteration.uses_heavy_ball(n_iter) or stands_for_rows()):
+        return False
+    n, p = design.n_samples, design.n_features
+    return min(n, p) <= pooled_start_probes(n, design.statistics,
+                                            iteration.extrapolates(n_iter), goal, p)
 
 
 SCHEMES = ("auto", "pooled", "shared")
@@ -167,6 +184,9 @@ class EstimatePlan:
         ``"pooled"`` with ``n_probes="auto"``: more probes while noisy.
     auto_probes : bool
         ``n_probes`` was ``"auto"``.
+    exact : bool
+        ``"pooled"`` or ``"settled"`` with the exact probes
+        (:func:`takes_exact_probes`; ``n_probes`` their number).
     """
 
     form: str
@@ -177,6 +197,7 @@ class EstimatePlan:
     split: int | None = None
     adaptive: bool = False
     auto_probes: bool = False
+    exact: bool = False
 
 
 def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_scheme="auto",
@@ -244,11 +265,15 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         auto_probes, n_probes = before.auto_probes, before.n_probes
     dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
     settles = _settles(design, iteration, T, n_probes, datafit, state, keep_state, scheme)
+    exact = _exact_plan(design, iteration, coef_path, n_probes, auto_probes, chain_dtype,
+                        datafit, probe_goal)
     if settles is not None:
         if coef_path is None:  # before the fit: may settle
             return EstimatePlan("settled", n_probes, dtype, settles, auto_probes=auto_probes)
         k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
         if k0 is not None and T - k0 >= design.policy.settled_min_tail:
+            if settles == "proximal" and exact:
+                return EstimatePlan("settled", settles=settles, settled_step=k0, **exact)
             return EstimatePlan("settled", n_probes, dtype, settles, k0)
     if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
         return EstimatePlan("curvature", n_probes, dtype, auto_probes=auto_probes)
@@ -265,6 +290,9 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         scheme = "shared"
     elif scheme == "auto":
         scheme = "pooled"
+    if scheme == "pooled" and exact:
+        _check_budget(design, coef_path, exact["n_probes"])
+        return EstimatePlan("pooled", **exact)
     if scheme == "pooled" and auto_probes:
         n_probes = pooled_probes(design.n_samples, design.n_features, design.statistics)
         if adaptive and isinstance(state, PooledState):  # the chain continued keeps its probes
@@ -284,11 +312,23 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     return EstimatePlan("shared", n_probes, dtype, split=split)
 
 
+def _exact_plan(design, iteration, coef_path, n_probes, auto_probes, chain_dtype, datafit,
+                goal):
+    """The plan's fields with the exact probes after a fit where
+    ``n_probes="auto"`` takes them (:func:`takes_exact_probes`): their number
+    and the precision of exact traces; else ``None``."""
+    if not (auto_probes and n_probes is not None and coef_path is not None
+            and takes_exact_probes(design, iteration, coef_path.shape[1] - 1, datafit, goal)):
+        return None
+    return dict(n_probes=range_probes(design).shape[1], exact=True,
+                dtype=resolve_chain_dtype(design, None, chain_dtype))
+
+
 def draws_probes(design, coef_path, plan, state):
     """Whether :func:`memory_matrices` of ``plan`` may draw from its generator:
-    not the exact spectral nodes (no probes), nor a pooled chain that
-    continues ``state`` (it holds its own)."""
-    if plan.form == "spectral" and plan.n_probes is None:
+    not the exact spectral nodes nor the exact probes, nor a pooled chain
+    that continues ``state`` (it holds its own)."""
+    if (plan.form == "spectral" and plan.n_probes is None) or plan.exact:
         return False
     return plan.form != "pooled" or usable_state(
         state, PooledState, plan.n_probes, plan.dtype, coef_path.shape[1] - 1,
@@ -317,7 +357,8 @@ def memory_matrices(design, iteration, coef_path, plan, rng, verbose=0, state=No
                                     state=state, keep_state=keep_state, split=plan.split)
     if form == "pooled":
         return pooled_memory_matrix(design, iteration, coef_path, m, rng, dtype, verbose,
-                                    state=state, keep_state=keep_state, own_rng=own_rng)
+                                    state=state, keep_state=keep_state, own_rng=own_rng,
+                                    probes=range_probes(design) if plan.exact else None)
     if form == "curvature":
         return curvature_memory_matrices(design, iteration, coef_path, curvature, m, rng, dtype,
                                          verbose, state=state, keep_state=keep_state)

@@ -143,7 +143,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype,
                          datafit=datafit, state=_state, keep_state=_keep_state, adaptive=True,
                          probe_goal=probe_goal, before=before)
-    taken("risk_plan", form=plan.form)
+    taken("risk_plan", form=plan.form, exact=plan.exact)
     if plan.form == "settled":
         res = _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fitted,
                             verbose, products, matrices, fitted_sources)
@@ -223,6 +223,8 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
     with small_blas(flops, design.policy):  # the corrections of T x T matrices
         noise = choice = None
         used = getattr(state, "m", plan.n_probes)
+        if plan.exact:  # no probe noise: nothing to grow
+            noise, choice, used = 0.0, (0.0 if probe_goal == "choice" else None), None
         if adaptive:
             A, Av, state, out, noise, choice = _grow_pooled(
                 design, iteration, coef_path, state, A, Av, readout, replicate_risk, verbose,

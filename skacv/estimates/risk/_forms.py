@@ -12,7 +12,7 @@ from ..._config import check_memory
 from ..._trace import taken
 from ._chains import masked_memory_matrix
 from ._engine import memory_matrices, spectral_nodes
-from ._probes import draw_probes
+from ._probes import draw_probes, range_probes
 from ._propagate import design_columns
 from ._readout import (
     _extrapolate_columns,
@@ -117,7 +117,8 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
         model = linear_settled_memory(iteration, T, lam, w)
     else:
         dtype = plan.dtype
-        Z = draw_probes(rng, (n, int(m)), dtype)  # as masked_memory_matrix
+        # as masked_memory_matrix, or the exact probes
+        Z = range_probes(design) if plan.exact else draw_probes(rng, (n, int(m)), dtype)
         head = masked_memory_matrix(design, iteration, coef_path[:, :k0 + 1], m, rng, dtype,
                                     verbose, keep_state=True, probes=Z)[2]
         model = settled_memory(lambda idx, dt: design_columns(design, idx, dt), iteration,

@@ -38,6 +38,7 @@ from ._probes import (
     SAMPLE_GROUPS_NOISE_FACTOR,
     draw_probes,
     jackknife_probes,
+    probe_images,
     sample_groups,
 )
 from ._propagate import (
@@ -178,7 +179,7 @@ def _pooled_images(Xs, coords, Z, cached=None):
         new = np.flatnonzero(~found)
     if new.size:
         Xn = Xs if new.size == width else Xs[:, new]
-        W[new] = Xn.T @ np.asarray(Z, dtype=Xs.dtype)
+        W[new] = probe_images(Xn, coords[new], Z, Xs.dtype)
         colnorm[new] = np.einsum("ij,ij->j", Xn, Xn)
     by_coord = np.argsort(coords, kind="stable")
     return W, colnorm, (coords[by_coord], W[by_coord], colnorm[by_coord])
@@ -273,7 +274,7 @@ class PooledRun:
 
 def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
                      draw=None, state=None, keep_state=False, gram=None, by_samples=True,
-                     own_rng=False, columns=None):
+                     own_rng=False, columns=None, probes=None):
     """The pooled chain and what the rows' split needs (:class:`PooledRun`).
 
     ``state`` / ``keep_state``: continue a shorter prefix's
@@ -283,15 +284,19 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
     ``by_samples``: a chain of one probe also reads its traces by groups
     of samples (for :func:`jackknife_matrices`); ``own_rng``: ``rng`` was made
     for this call, kept without a copy; ``draw(n, m) -> Z`` replaces the
-    Rademacher draw (tests: the identity gives exact row sums).
+    Rademacher draw (tests: the identity gives exact row sums); ``probes``:
+    the exact :class:`~skacv.estimates.risk._probes.RangeProbes` instead
+    (``n_probes`` their number; nothing drawn).
     """
     m = int(n_probes)
-    start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype)
+    start = ChainStart(design, iteration, coef_path, state, PooledState, m, chain_dtype,
+                       exact=probes is not None)
     n, T, dtype, state, k0 = start.n, start.T, start.dtype, start.state, start.k0
     run = PooledRun(np.zeros((T + 1, 1, m)), np.zeros((T + 1, 1, m)), np.zeros((T + 1, 2)),
                     continued=state)
     SA, SV, lag0 = run.SA, run.SV, run.lag0
-    by_samples = by_samples and m == 1 and (state is None or state.by_samples is not None)
+    by_samples = (by_samples and m == 1 and probes is None
+                  and (state is None or state.by_samples is not None))
     if by_samples:
         groups = design.statistics.noise_groups
         run.by_samples = (np.zeros((T + 1, groups)), np.zeros((T + 1, groups)))
@@ -304,7 +309,8 @@ def run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, v
         Z, after = state.Z, state.rng
         run.template_seed = state.template_seed
     if Z is None:
-        Z = draw_probes(after, (n, m), np.int8) if draw is None else draw(n, m)
+        Z = (probes if probes is not None else draw_probes(after, (n, m), np.int8)
+             if draw is None else draw(n, m))
     # the state's generator, not drawn from, or one made for this call: no copy kept
     kept = (state is not None and after is state.rng) or (state is None and own_rng)
     if int(start.prefix[1]) == 0:  # every iterate after x^0 is zero: nothing depends on y
@@ -525,19 +531,20 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None, hint=None):
 
 
 def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,
-                         state=None, keep_state=False, own_rng=False):
+                         state=None, keep_state=False, own_rng=False, probes=None):
     """``(A, A_sources, state)`` of a proximal trajectory by the pooled probes
     (``A``, ``A_sources`` of shape (T + 1, T + 1); ``state``: a
     :class:`~skacv.estimates.risk._state.PooledState` with ``keep_state``,
     else ``None``):
-    :func:`run_pooled_chain`'s row sums split by :func:`rows_from_sums`.
+    :func:`run_pooled_chain`'s row sums (``probes``: exact, as there) split by
+    :func:`rows_from_sums`.
     ``state`` continues the chain of a shorter prefix of the same
     trajectory, which keeps the template's nodes while the union of the
     supports is as wide as the nodes' or wider by at most the statistical
     policy's ``template_reuse_growth`` of their columns."""
     T = coef_path.shape[1] - 1
     run = run_pooled_chain(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose,
-                           state=state, keep_state=keep_state, own_rng=own_rng)
+                           state=state, keep_state=keep_state, own_rng=own_rng, probes=probes)
     if run.columns is None:
         return np.zeros((T + 1, T + 1)), np.zeros((T + 1, T + 1)), run.state
     # the union of the supports, hence the template's nodes, often stops

@@ -3,14 +3,18 @@
 ``n_probes="auto"``: its start (:func:`pooled_start_probes`), its noise by
 a delete-one-group jackknife over the probes (or over groups of samples
 for one probe) of the level (:func:`probe_noise`) or of the choice near the
-minimum (:func:`choice_noise`), and its growth (:func:`probes_for_noise`).
+minimum (:func:`choice_noise`), and its growth (:func:`probes_for_noise`);
+on a narrow design the exact probes of :class:`RangeProbes` instead.
 The sizes and targets are the statistical policy's
 (``docs/speed_policy.rst``).
 """
 
 import numpy as np
+from scipy import linalg
 
+from ..._trace import taken
 from ...linalg._sampling import rademacher
+from ...utils._parallel import factorization_blas
 
 
 def draw_probes(rng, shape, dtype=np.float64):
@@ -18,6 +22,57 @@ def draw_probes(rng, shape, dtype=np.float64):
     of the risk estimate (the same signs in every dtype; the rows' own probes
     while the sample stands for rows out of memory)."""
     return rademacher(rng, shape, dtype)
+
+
+class RangeProbes:
+    """Exact probes ``Z = sqrt(r) Q``, ``Q`` an orthonormal basis (n, r) of the
+    range of ``X~``: ``Z Z^T / r`` projects on that range, where the chains'
+    traces ``tr(X~_S J X~_S^T)`` live, so Hutchinson's readout ``(1/r) tr(Z^T
+    X~_S J X~_S^T Z)`` is the trace itself. ``Z`` is never formed: the images
+    ``X~[:, j]^T Z`` are ``sqrt(r)`` times row ``j`` of a factor ``R^T`` (p,
+    r) with ``R^T R = X~^T X~`` (:func:`range_probes`)."""
+
+    exact = True  # a state's probes tell their kind (usable_state)
+
+    def __init__(self, factor, n_samples):
+        self.factor = factor  # sqrt(r) R^T, (n_features, r)
+        self.shape = (int(n_samples), factor.shape[1])
+
+    def images(self, coords, dtype):
+        """``X~[:, coords]^T Z`` in ``dtype``."""
+        return np.asarray(self.factor[coords], dtype=dtype)
+
+
+def probe_images(Xs, coords, Z, dtype):
+    """``Xs^T Z`` of the probes ``Z`` (``Xs`` the columns ``coords`` of ``X~``),
+    read from the factor of :class:`RangeProbes`."""
+    if isinstance(Z, RangeProbes):
+        return Z.images(coords, dtype)
+    return Xs.T @ np.asarray(Z, dtype=dtype)
+
+
+def range_probes(design):
+    """The :class:`RangeProbes` of ``design``, once per design: from the
+    eigendecomposition of the smaller Gram matrix, its numerical null space
+    dropped. Features' side: ``R^T = V sqrt(n_eff lam)``; samples' side:
+    ``Q = U``, ``R^T = X~^T U``."""
+    if "range_probes" not in design.cache:
+        taken("range_probes")
+        features = design.n_features <= design.n_samples
+        G = design.gram("features" if features else "samples")
+        with factorization_blas("eigh", G.shape[0], design.policy):
+            lam, V = linalg.eigh(G, check_finite=False)
+        top = max(float(lam[-1]), 0.0) if lam.size else 0.0
+        keep = lam > top * G.shape[0] * np.finfo(np.float64).eps
+        lam, V = lam[keep], V[:, keep]
+        factor = (V * np.sqrt(design.n_eff * lam) if features
+                  else np.asarray(design.rmatvec(V.astype(design.dtype)), dtype=np.float64))
+        if factor.shape[1] == 0:  # X~ = 0: one probe of zero images
+            factor = np.zeros((design.n_features, 1))
+        factor *= np.sqrt(factor.shape[1])
+        design.cache["range_probes"] = RangeProbes(factor, design.n_samples)
+    return design.cache["range_probes"]
+
 
 def pooled_probes(n_samples, n_features, statistics):
     """The pooled chain's most probes: ``small_probes`` below ``small_design``,

@@ -14,6 +14,7 @@ from scipy import linalg
 
 from ..._trace import taken
 from ...utils._parallel import factorization_blas
+from ._probes import probe_images
 
 
 def free_steps(iteration, coef_path):
@@ -252,7 +253,8 @@ def linear_settled_memory(iteration, T, nodes, weights):
 
 def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff, policy):
     """The :class:`SettledMemory` of a trajectory settled after step ``k0``:
-    ``Xd(idx, dt)`` gives ``X~[:, idx]``, ``Z`` (n, m) the head's probes and
+    ``Xd(idx, dt)`` gives ``X~[:, idx]``, ``Z`` (n, m) the head's probes (or
+    its :class:`~skacv.estimates.risk._probes.RangeProbes`) and
     ``head`` its :class:`~skacv.estimates.risk._state.ChainState` after ``k0``
     (columns ``s m + i`` for source ``s``, probe ``i``); in float64.
     """
@@ -271,7 +273,7 @@ def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff, policy):
         # the head's collapsed states vanish (rounding would keep it alive)
         keep = lam > lam[-1] * r * np.finfo(np.float64).eps
         lam, V = lam[keep], V[:, keep]
-        zeta = V.T @ (XS.T @ np.asarray(Z, dtype=np.float64))  # (directions, m)
+        zeta = V.T @ probe_images(XS, S, Z, np.float64)  # (directions, m)
     else:
         lam, V, zeta = np.zeros(0), np.zeros((0, 0)), np.zeros((0, m))
     omega = np.mean(zeta**2, axis=1) / n_eff  # the injection X~^T z / n_eff, summed

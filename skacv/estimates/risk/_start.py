@@ -13,15 +13,15 @@ CHAIN_HINT = "Use fewer probes (n_probes) or fewer iterations. "
 
 class ChainStart:
     """The set-up of a proximal chain engine on ``coef_path``: the ``kind`` of
-    state continued (else ``None``) from its step ``k0``, and the chains'
-    ``masks``, ``order`` and ``prefix``."""
+    state continued (else ``None``; ``exact``: of the exact probes) from its
+    step ``k0``, and the chains' ``masks``, ``order`` and ``prefix``."""
 
-    def __init__(self, design, iteration, coef_path, state, kind, n_probes, dtype):
+    def __init__(self, design, iteration, coef_path, state, kind, n_probes, dtype, exact=False):
         self.design, self.iteration, self.coef_path = design, iteration, coef_path
         self.n = design.n_samples
         self.T = T = coef_path.shape[1] - 1
         self.dtype = np.dtype(dtype)
-        self.state = usable_state(state, kind, n_probes, self.dtype, T, self.n)
+        self.state = usable_state(state, kind, n_probes, self.dtype, T, self.n, exact)
         self.k0 = 0 if self.state is None else self.state.k
         self.masks, self.order, self.prefix = chain_order(coef_path)
 

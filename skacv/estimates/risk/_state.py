@@ -60,7 +60,7 @@ class PooledState:
     k: int
     m: int
     dtype: np.dtype
-    Z: np.ndarray  # (n, m) int8 signs
+    Z: np.ndarray  # (n, m) int8 signs, or RangeProbes (skacv.estimates.risk._probes)
     rng: object  # the generator after the draw of Z (states may share it: copied before a draw)
     SA: np.ndarray  # (k + 1, 1, m) the rows' sums per probe, lag 0 excluded
     SV: np.ndarray
@@ -105,11 +105,14 @@ class QuadratureState:
     lanczos: object  # skacv.linalg._linalg.LanczosState
 
 
-def usable_state(state, kind, n_probes, dtype, T, n):
+def usable_state(state, kind, n_probes, dtype, T, n, exact=False):
     """``state`` if a ``kind`` that chains of ``n_probes`` probes (not exact
-    traces) in ``dtype`` on ``n`` samples continue over a path of ``T``
-    steps, else ``None``."""
+    traces; ``exact``: the exact probes of
+    :class:`~skacv.estimates.risk._probes.RangeProbes`, else Rademacher's)
+    in ``dtype`` on ``n`` samples continue over a path of ``T`` steps, else
+    ``None``."""
     if (isinstance(state, kind) and n_probes is not None and state.m == int(n_probes)
-            and state.dtype == dtype and state.k <= T and state.Z.shape[0] == n):
+            and state.dtype == dtype and state.k <= T and state.Z.shape[0] == n
+            and getattr(state.Z, "exact", False) == exact):
         return state
     return None
