@@ -239,7 +239,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
                 if path is None:
                     return None
                 converged = len(path) - 1 < n_iter  # the path ended at convergence
-                stop, best = stops(path, n_iter, n_iter_no_change, statistics, limit)
+                stop = stops(path, n_iter, n_iter_no_change, statistics, limit)[0]
                 ended = (n_iter >= max_iter
                          and not at_boundary(path, n_iter, max_iter, statistics, limit,
                                              n_iter_no_change, own_limit))
