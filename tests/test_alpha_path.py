@@ -822,6 +822,32 @@ def test_converged_loo_of_a_level_of_one_row():
             np.testing.assert_allclose(path.loo[0], ref, rtol=1e-8)
 
 
+def test_converged_loo_with_collinear_support_columns():
+    """Every level of a one-hot factor beside the intercept (the columns sum
+    to one: ``pd.get_dummies`` without ``drop_first``): the support's Gram
+    matrix is singular where all levels are active, so there is no
+    leverage-formula candidate (its Cholesky factorisation raised
+    ``LinAlgError`` out of ``risk_alpha_path``); every sample's left-out
+    problem is solved instead, equal to the refits. The search runs."""
+    rng = np.random.default_rng(0)
+    n = 120
+    D = np.eye(4)[rng.integers(0, 4, n)]
+    X = np.column_stack([rng.standard_normal((n, 3)), D])
+    y = X[:, :2] @ [1.0, -1.0] + D @ [0.5, -0.5, 1.0, 0.0] + 0.5 * rng.standard_normal(n)
+    alphas = [0.01, 0.001]
+    path = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, tol=1e-14, max_iter=100000,
+                           criterion="loo")
+    assert np.all(path.coefs[3:, 1] != 0)  # every level active: singular on the support
+    for a, loo in zip(alphas, path.loo, strict=True):
+        ref, _ = _brute_force_loo(lambda a=a: Lasso(alpha=a, tol=1e-14, max_iter=10**6), X, y)
+        np.testing.assert_allclose(loo, ref, rtol=1e-8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=50), criterion="loo",
+                                           random_state=0).fit(X, y)
+    assert np.isfinite(search.best_score_)
+
+
 # ---------------------------------------------- the Lasso path's exact finish
 def _equicorrelated(n, p, rho=0.5, s=10, seed=0):
     """Rows ``sqrt(1 - rho) z_i + sqrt(rho) w_i 1``: one outlier eigenvalue

@@ -120,7 +120,12 @@ def exact_lasso_loo(design, X, target, coef, penalty):
     ok = lo.rho > 0
     for l2 in np.unique(lo.l2[ok]) if S.size else ():  # (an empty support: no solve)
         idx = np.flatnonzero(ok & (lo.l2 == l2))
-        cf = linalg.cho_factor(GS[S] + l2 * np.eye(S.size), lower=True)
+        try:
+            cf = linalg.cho_factor(GS[S] + l2 * np.eye(S.size), lower=True)
+        except linalg.LinAlgError:  # collinear support columns (every level of a
+            # one-hot factor beside the intercept): no candidate, each sample solved
+            ok[idx] = False
+            continue
         V = linalg.cho_solve(cf, US[idx].T)  # (G_SS + l2 I)^{-1} u_i
         zc, zs = linalg.cho_solve(cf, np.column_stack([lo.c[S], sigma])).T
         a = zc[:, None] - lo.l1[idx] * zs[:, None] - (lo.k * lo.t)[idx] * V
