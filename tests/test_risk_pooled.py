@@ -885,3 +885,31 @@ def test_a_continued_chain_keeps_its_template_while_the_union_barely_grows(stati
     assert paths.count("template_quadrature") < fresh.count("template_quadrature")
     exact = refits(template_exact_support=10**6, template_reuse_growth=0.0)[0]
     assert np.sqrt(np.mean((kept / exact - 1) ** 2)) <= 0.012
+
+
+def test_a_continued_chain_keeps_exact_template_nodes_past_the_checked_lags(
+        statistical_policy):
+    """Exact nodes (the eigenvalues of a union no wider than
+    ``template_exact_support``) need no quadrature check at longer lags: a
+    warm-started path continued past ``template_check_lags`` keeps them and
+    continues the template's recursion instead of running it from step 0
+    again, with the same ``risk_path_`` as the recursion run again on
+    nodes computed again (100 x 15, FISTA, 150 then 300 then 600 steps)."""
+    X, y = _equicorrelated(100, 15, seed=2, rho=0.5)
+    assert get_statistics().template_check_lags < 300
+
+    def staged():
+        est = TrajectoryLasso(0.002, max_iter=150, warm_start=True, random_state=0,
+                              n_probes=8)
+        with record() as paths:
+            for T in (150, 300, 600):
+                est.set_params(max_iter=T).fit(X, y)
+        assert est.n_iter_ == 600
+        return est.risk_path_, paths
+
+    kept, paths = staged()
+    assert [d["grown"] for d in paths.details("template_reused")] == [0, 0]
+    statistical_policy(template_reuse_growth=-1.0)  # never kept
+    again, paths = staged()
+    assert paths.count("template_reused") == 0
+    np.testing.assert_allclose(kept, again, rtol=1e-12)

@@ -36,6 +36,7 @@ from skacv.estimates.risk._readout import (
     residual_matrix,
     residual_products,
     risk_at_iterates,
+    risk_from_memory,
     risk_from_products,
     source_points,
     source_residuals,
@@ -203,6 +204,52 @@ def test_the_risk_at_a_few_iterates_is_the_whole_readouts(solver, fit_intercept,
         F = residual_matrix(design, y_tilde, path)
         FF = F.T @ F
         np.testing.assert_allclose(prods.FF, FF, rtol=1e-9, atol=1e-12 * np.abs(FF).max())
+
+
+@pytest.mark.parametrize("solver", ["fista", "fista_plain"])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_the_momentum_readout_is_the_dense_correction(solver, fit_intercept):
+    """With extrapolation the readout never forms ``P`` or ``Q`` (two
+    products with triangular matrices, of the basis or of ``F_v``): its risk
+    matrix, ``M Gam`` (whose rows after the first are ``X~^T R``) and
+    :func:`risk_from_memory`'s residuals equal the dense formula ``R = (F +
+    F_v L^{-T} tril(A, -1)^T / n) / s`` with ``L = s I - tril(A_src, -1) /
+    n`` inverted by NumPy, on exact memory matrices of a 120 x 20 FISTA path
+    of 60 steps (the basis, 21 < 61 iterates)."""
+    X, y, _ = _data(120, 20, seed=4)
+    est = TrajectoryLasso(0.02, solver=SOLVERS[solver], max_iter=60, n_probes=None,
+                          fit_intercept=fit_intercept).fit(X, y)
+    prob = est._problem(X, y)
+    design, iteration, path = prob.design, prob.iteration, est.coef_path_
+    A, Av = risk_module.memory_matrix(design, iteration, path, n_probes=None,
+                                      chain_dtype=np.float64)
+    assert (np.tril(Av, -1) < 0).any()  # L^{-1} is not a Neumann series of a nonnegative A
+    y_tilde = est._fit_target(design, y)[1]
+    clipped = solver == "fista"
+    F = residual_matrix(design, y_tilde, path)
+    Fv = source_residuals(design, iteration, F, path)
+    n, T1 = design.n_eff, path.shape[1]
+    s = 1.0 - (1.0 if fit_intercept else 0.0) / n
+    L = s * np.eye(T1) - np.tril(Av, -1) / n
+    R = (F + Fv @ np.linalg.inv(L).T @ np.tril(A, -1).T / n) / s
+    G = R.T @ R / n
+    prods = residual_products(design, y_tilde, path,
+                              source_points(iteration, path) if clipped else None)
+    risk, G_basis, P, Q, K, l1 = risk_from_products(prods, A, n, fit_intercept, Av, iteration)
+    assert P is None and Q is None and K is None
+    scale = np.abs(G).max()
+    np.testing.assert_allclose(G_basis, G, rtol=1e-9, atol=1e-12 * scale)
+    np.testing.assert_allclose(risk, np.diag(G), rtol=1e-9)
+    np.testing.assert_allclose(l1, np.abs(np.linalg.inv(L)).sum(axis=1), rtol=1e-10)
+    XR = _by_hand(X, None, fit_intercept).T @ R
+    np.testing.assert_allclose(prods.MGam[1:], XR, rtol=1e-8, atol=1e-11 * np.abs(XR).max())
+    np.testing.assert_allclose(prods.MGam[0], y_tilde @ R, rtol=1e-8,
+                               atol=1e-11 * np.abs(y_tilde @ R).max())
+    if clipped:  # the clipped gradient points' own residuals, without the basis
+        risk_F, _, R_F = risk_from_memory(F, A, n, fit_intercept, Av, iteration,
+                                          return_residuals=True, F_sources=Fv)[:3]
+        np.testing.assert_allclose(R_F, R, rtol=1e-9, atol=1e-12 * np.abs(R).max())
+        np.testing.assert_allclose(risk_F, np.diag(G), rtol=1e-9)
 
 
 def test_noise_iterates_spread_evenly_from_the_first_to_the_last():

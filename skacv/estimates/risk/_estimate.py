@@ -191,7 +191,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         if prods is not None:
             risk, G, P, Q, K, l1 = risk_from_products(
                 prods, A, design.n_eff, design.fit_intercept, A_sources=A_sources,
-                iteration=iteration, matrix=matrices)
+                iteration=iteration, matrix=matrices, policy=design.policy)
             return risk, G, None, K, P, Q, l1
         risk, G, R, K, l1 = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
                                                 A_sources=A_sources, iteration=iteration,

@@ -556,7 +556,8 @@ def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtyp
     width = run.columns.shape[1]
     nodes = resume = None
     kept = run.continued
-    if (kept is not None and kept.nodes_lags >= T and 0 <= width - kept.nodes_width
+    if (kept is not None and (kept.nodes_lags >= T or kept.nodes[1] is None)
+            and 0 <= width - kept.nodes_width
             <= design.statistics.template_reuse_growth * kept.nodes_width):
         # the same nodes: the template's recursion continues too
         nodes, resume, nodes_width = kept.nodes, kept.template, kept.nodes_width

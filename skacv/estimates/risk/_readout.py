@@ -117,14 +117,20 @@ def _correction(A_sources, n_eff, c, out=None):
     return L
 
 
-def _inverse(L):
+def _inverse(L, in_place=False):
     """``L^{-1}`` (lower triangular) of the lower triangle of ``L``, which it
     overwrites: LAPACK's ``trtri``, a third of the flops of the triangular
-    solves with the identity."""
+    solves with the identity; ``in_place``: in ``L``'s memory (C order), its
+    upper triangle zeroed, instead of a copy."""
     U, info = dtrtri(L.T, lower=0, overwrite_c=1)  # L^T: upper, in Fortran order
     if info > 0:
         raise LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
-    return np.tril(U.T)
+    L_inv = U.T
+    if not (in_place and np.may_share_memory(L_inv, L)):
+        return np.tril(L_inv)
+    for i in range(L_inv.shape[0] - 1):  # a row at a time: no (T + 1)^2 mask
+        L_inv[i, i + 1:] = 0.0
+    return L_inv
 
 
 def _times_triangular(B, tri, lower, alpha=1.0):
@@ -201,9 +207,13 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
         L_inv = _inverse(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
                                      n_eff, c))
         K = None
-        R_x = (F + _times_triangular(np.asarray(F_sources, dtype=np.float64),
-                                     _sources_term(A, L_inv, n_eff), lower=False)
-               ) / (1.0 - c / n_eff)
+        # F_v L^{-T} tril(A, -1)^T / n: two products of n x (T + 1) with
+        # triangular matrices instead of a (T + 1)^3 one
+        R_x = _times_strictly_lower_t(
+            _times_triangular(np.asarray(F_sources, dtype=np.float64), L_inv.T, lower=False), A)
+        R_x /= n_eff
+        R_x += F
+        R_x /= 1.0 - c / n_eff
     else:
         K, L_inv = residual_correction(A, n_eff, fit_intercept, A_sources, iteration,
                                        return_inverse=True)
@@ -283,11 +293,13 @@ def residual_basis(design, y_tilde):
 
 
 def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
-                       iteration=None, matrix=True):
+                       iteration=None, matrix=True, policy=None):
     """:func:`risk_from_memory` from :func:`residual_products`: ``R = F P + F_v
     Q`` (``Q`` only for a clipped extrapolation), ``G = R^T R / n`` (``None``
     unless ``matrix``). Returns ``(risk, G, P, Q, K, l1)`` (``K = P^T``,
-    ``None`` with sources; ``l1`` as :func:`risk_from_memory`'s). Keeps
+    ``None`` with sources; ``P``, ``Q`` ``None`` with sources in the basis:
+    :func:`_momentum_in_basis`, whose correction takes the speed ``policy``'s
+    scratch memory; ``l1`` as :func:`risk_from_memory`'s). Keeps
     ``MGam`` in ``products``: ``M Gam`` for ``Gam = Phi P + Phiv Q``
     (``None`` on a path shorter than the basis), whose rows after the first
     are ``X~^T R`` and whose products with ``Phi`` ``<F_t, R_t>``.
@@ -306,6 +318,9 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
         risk = np.einsum("it,it->t", Gam, MGam) / n_eff
         return risk, None, None, None, None, solve_triangular(L, np.ones(T1), lower=True,
                                                               check_finite=False)
+    if A_sources is not None and _in_basis(products):
+        return _momentum_in_basis(products, A, n_eff, fit_intercept, A_sources, iteration,
+                                  matrix, policy)
     P, Q, L_inv = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration)
     G, products["MGam"] = _residual_gram(products, P, Q, diagonal=not matrix, upper=True,
                                          keep=True)
@@ -315,6 +330,46 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
         return G, None, P, Q, K, _row_l1(L_inv)
     G = (G + G.T) / 2.0  # symmetric up to rounding
     return np.diag(G).copy(), G, P, Q, K, _row_l1(L_inv)
+
+
+def _momentum_in_basis(products, A, n_eff, fit_intercept, A_sources, iteration, matrix,
+                       policy=None):
+    """:func:`risk_from_products` with extrapolation, in the basis: ``Gam =
+    (Phi + Phi_v L^{-T} tril(A, -1)^T / n) / s``, ``Phi_v`` the sources'
+    coefficients (``Phi E`` for a plain extrapolation), by two products of
+    ``(p + 1) x (T + 1)`` with triangular matrices: ``O(p T^2)`` flops
+    instead of the ``O(T^3)`` of ``P`` or ``Q`` (not formed: ``None``) and
+    no other ``(T + 1)^2`` array than ``L^{-1}``, whose rows' l1 norms the
+    reliability reads (in the speed ``policy``'s scratch memory, which the
+    stages of a search share: :func:`~skacv.linalg._copies.scratch`)."""
+    T1 = _path_length(products)
+    c = _intercept_term(fit_intercept, n_eff)
+    buf = None if policy is None else scratch((T1, T1), np.float64, policy, "readout")
+    L_inv = _inverse(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1], n_eff, c,
+                                 out=buf), in_place=True)
+    Phiv = (products.Phiv if _clipped(products)
+            else _extrapolate_columns(iteration, products.Phi))
+    Y = _times_triangular(Phiv, L_inv.T, lower=False)  # Phi_v L^{-T}
+    Gam = _times_strictly_lower_t(Y, np.asarray(A, dtype=np.float64)[:T1, :T1])
+    Gam /= n_eff
+    Gam += products.Phi
+    Gam /= 1.0 - c / n_eff
+    products["MGam"] = MGam = products.M @ Gam
+    l1 = np.abs(L_inv, out=L_inv).sum(axis=1)  # L^{-1} is read no more
+    if not matrix:
+        return np.einsum("it,it->t", Gam, MGam) / n_eff, None, None, None, None, l1
+    G = Gam.T @ MGam / n_eff
+    G = (G + G.T) / 2.0  # symmetric up to rounding
+    return np.diag(G).copy(), G, None, None, None, l1
+
+
+def _times_strictly_lower_t(B, A):
+    """``B tril(A, -1)^T`` (BLAS ``trmm`` with a unit diagonal: neither ``A``'s
+    diagonal nor its upper triangle is read, nor copied)."""
+    A = np.ascontiguousarray(A)  # A^T: upper, in Fortran order
+    out = dtrmm(1.0, A.T, B, side=1, lower=0, trans_a=0, diag=1)  # B (I + tril(A, -1)^T)
+    out -= B
+    return out
 
 
 def _row_l1(L_inv):
