@@ -44,6 +44,10 @@ class StatisticalPolicy:
     loo_kkt_rtol: float = 1e-9
     #: most feature-sign steps of a left-out Lasso solve (converged leave-one-out)
     loo_refit_steps: int = 500
+    #: where the feature-sign steps cycle, coordinate descent on working sets to this
+    #: duality gap (relative to the left-out ``||t||^2``) within this many epochs a set
+    loo_descent_gap: float = 1e-13
+    loo_descent_epochs: int = 100000
     #: a column whose sum of squares on the left-out rows is at most this share of
     #: its own is constant there (a one-hot level of the left-out row alone)
     loo_dead_column: float = 1e-12

@@ -37,27 +37,38 @@ def _coordinate_descent(space, coef, alpha, goal, max_iter):
     penalty ``alpha * n_eff`` on ``b^T C b / 2 - c^T b``, ``n_eff`` times the
     mean-form objective."""
     design = space.design
-    n_eff, p, l2 = design.n_eff, design.n_features, space.l2
+    n_eff, l2 = design.n_eff, space.l2
     C, yy = np.asarray(space.gram, dtype=np.float64), space.yy
     if not C.flags.c_contiguous:  # the solver reads rows: C is symmetric
         C = C.T if C.flags.f_contiguous else np.ascontiguousarray(C)
     c = np.ascontiguousarray(space.c, dtype=np.float64)
-    with warnings.catch_warnings():  # the path warns once for all alphas
-        warnings.simplefilter("ignore", SklearnConvergenceWarning)
-        _, coefs, _, n_iter = enet_path(  # penalties alpha n_eff and l2 n_eff
-            np.empty((1, p), order="F"), np.array([np.sqrt(yy)]), l1_ratio=alpha / (alpha + l2),
-            alphas=[(alpha + l2) * n_eff], precompute=C, Xy=c,
-            coef_init=np.asfortranarray(coef, dtype=np.float64),
-            tol=goal * n_eff / yy if yy > 0 else 0.0, max_iter=max_iter, check_input=False,
-            return_n_iter=True)
-    b = coefs[:, 0]
+    b, n_iter = gram_coordinate_descent(C, c, yy, alpha * n_eff, l2 * n_eff, coef,
+                                        goal * n_eff / yy if yy > 0 else 0.0, max_iter)
     Cb = C @ b
     cb = float(c @ b)
     rr, ry, corr = max(yy - 2.0 * cb + float(b @ Cb), 0.0), yy - cb, (c - Cb) / n_eff
     gap = duality_gap(*_with_ridge((rr, ry, corr), b, l2, n_eff), float(np.abs(b).sum()),
                       alpha, n_eff)
-    return (b.astype(design.dtype, copy=False), (rr, ry, corr), gap, int(n_iter[0]),
+    return (b.astype(design.dtype, copy=False), (rr, ry, corr), gap, n_iter,
             np.flatnonzero(b))
+
+
+def gram_coordinate_descent(C, c, yy, l1, l2, coef, tol, max_iter):
+    """``(b, epochs)``: the minimiser of ``b^T C b / 2 - c^T b + l1 ||b||_1 +
+    l2 ||b||^2 / 2`` (``yy``: ``||y||^2`` of the data behind ``C = X^T X``,
+    ``c = X^T y``, read for the duality gap only) by scikit-learn's
+    coordinate descent (``enet_path`` with ``precompute``: ``X`` and ``y``
+    are read for their shape and ``||y||^2`` only; one row makes its
+    penalties the sum form's), from ``coef`` until the duality gap is at
+    most ``tol * yy`` or ``max_iter`` epochs. ``C`` C-ordered."""
+    with warnings.catch_warnings():  # the callers judge the gap themselves
+        warnings.simplefilter("ignore", SklearnConvergenceWarning)
+        _, coefs, _, n_iter = enet_path(
+            np.empty((1, C.shape[0]), order="F"), np.array([np.sqrt(yy)]),
+            l1_ratio=l1 / (l1 + l2), alphas=[l1 + l2], precompute=C, Xy=c,
+            coef_init=np.asfortranarray(coef, dtype=np.float64), tol=tol, max_iter=max_iter,
+            check_input=False, return_n_iter=True)
+    return coefs[:, 0], int(n_iter[0])
 
 
 def _descent_possible(space, step_size):

@@ -28,6 +28,8 @@ the candidates and their check, and a few ``O(p |A|)`` steps per moved
 sample; measured in ``docs/benchmarks.rst``.
 """
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
@@ -35,6 +37,7 @@ from scipy import linalg
 from .._config import check_memory, working_memory_bytes
 from .._trace import taken
 from ..estimates.loo._track import removed_weights
+from ._lasso_descent import gram_coordinate_descent
 
 
 class _LeftOut:
@@ -200,9 +203,13 @@ def _solve_left_out(lo, i, x):
         H = GA[A] - k * np.outer(ui[A], ui[A]) + l2 * np.eye(A.size)
         rhs = c[A] - l1 * theta[A]
         try:
-            new = linalg.solve(H, rhs, assume_a="pos")
-        except linalg.LinAlgError:
-            new = np.linalg.lstsq(H, rhs, rcond=None)[0]
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", linalg.LinAlgWarning)
+                new = linalg.solve(H, rhs, assume_a="pos")
+        except (linalg.LinAlgError, linalg.LinAlgWarning):
+            # a singular or ill-conditioned active set (near-duplicate columns),
+            # on which the steps cycle
+            return _descend_left_out(lo, i, x, c, k, ui, ti, l1, l2)
         old = x[A]
         # the segment's points where a coordinate changes sign, and its end
         flip = np.flatnonzero(np.sign(new) != theta[A])
@@ -218,5 +225,33 @@ def _solve_left_out(lo, i, x):
         z[np.sign(z) != theta[A]] = 0.0  # (rounding: no coordinate keeps a wrong sign)
         x[A] = z
         theta[A] = np.sign(z)
+    return _descend_left_out(lo, i, x, c, k, ui, ti, l1, l2)  # (cycling)
+
+
+def _descend_left_out(lo, i, x, c, k, ui, ti, l1, l2):
+    """``t_i - u_i^T b_{-i}`` where the feature-sign search did not finish:
+    coordinate descent (:func:`gram_coordinate_descent`, indifferent to a
+    singular Hessian) on working sets of ``F_{-i}``, from ``x`` and the
+    columns the optimality conditions ask for, each solved to a duality gap
+    of ``loo_descent_gap`` times ``||t_{-i}||^2`` (the left-out fitted values
+    within ``sqrt(2 gap)``), until no column off the set violates them.
+    ``inf`` past ``loo_refit_steps`` working sets."""
+    stats = lo.stats
+    yy = max(float(lo.w @ lo.t ** 2) - k * ti * ti, 0.0)  # ||t_{-i}||^2, centred (as G_{-i})
+    W = np.flatnonzero(x)
+    for _ in range(stats.loo_refit_steps):
+        GW = lo.gram_columns(W)
+        H = np.ascontiguousarray(GW[W] - k * np.outer(ui[W], ui[W]))
+        b, _ = gram_coordinate_descent(H, c[W], yy, l1, l2, x[W], stats.loo_descent_gap,
+                                       stats.loo_descent_epochs)
+        x[:] = 0.0
+        x[W] = b
+        grad = c - GW @ b + (k * float(ui[W] @ b)) * ui  # minus the smooth gradient off W
+        grad[W] = 0.0
+        new = np.flatnonzero(np.abs(grad) > l1 * (1.0 + stats.loo_kkt_rtol))
+        if not new.size:
+            taken("lasso_loo_descent", sample=int(i), columns=int(W.size))
+            return ti - ui[W] @ b
+        W = np.union1d(W, new)
     taken("lasso_loo_unfinished", sample=int(i))
     return np.inf
