@@ -23,7 +23,9 @@ candidate is kept where it passes the left-out optimality conditions
 ``G_{:,S} B`` for all samples); elsewhere (a sample whose removal moves the
 support: most of them on ``p > n`` designs) the left-out problem is solved
 by feature-sign steps from the candidate (:func:`_solve_left_out`), on the
-columns ``G[:, j]`` computed once for all samples. Cost: ``O(n p s)`` for
+columns ``G[:, j]`` computed once for all samples (by coordinate descent
+where the active set's Hessian is singular or ill-conditioned, on which the
+feature-sign steps cycle: :func:`_descend_left_out`). Cost: ``O(n p s)`` for
 the candidates and their check, and a few ``O(p |A|)`` steps per moved
 sample; measured in ``docs/benchmarks.rst``.
 """
@@ -170,8 +172,11 @@ def _solve_left_out(lo, i, x):
     optimal. Exact and finite; from the full fit's candidate it takes a
     step per column that the left-out sample moves. ``inf`` (undefined, as
     at leverage 1) where the Lasso's active set outgrows the left-out rows
-    (the full fit nearly interpolates: its Hessian is singular there) or
-    past the statistical policy's ``loo_refit_steps``."""
+    (the full fit nearly interpolates: its Hessian is singular there). An
+    active set whose Hessian is singular or ill-conditioned (near-duplicate
+    columns), where the steps cycle, or one unfinished after the
+    statistical policy's ``loo_refit_steps``, goes to
+    :func:`_descend_left_out`."""
     ui = lo.rows([i])[0]
     k, ti, l1, l2 = lo.k[i], lo.t[i], lo.l1[i], lo.l2[i]
     c = lo.c - k * ui * ti
