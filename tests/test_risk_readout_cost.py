@@ -215,7 +215,8 @@ def test_the_momentum_readout_is_the_dense_correction(solver, fit_intercept):
     :func:`risk_from_memory`'s residuals equal the dense formula ``R = (F +
     F_v L^{-T} tril(A, -1)^T / n) / s`` with ``L = s I - tril(A_src, -1) /
     n`` inverted by NumPy, on exact memory matrices of a 120 x 20 FISTA path
-    of 60 steps (the basis, 21 < 61 iterates)."""
+    of 60 steps (the basis, 21 < 61 iterates; without it, 120 rows and 40:
+    the two orders of the products)."""
     X, y, _ = _data(120, 20, seed=4)
     est = TrajectoryLasso(0.02, solver=SOLVERS[solver], max_iter=60, n_probes=None,
                           fit_intercept=fit_intercept).fit(X, y)
@@ -250,6 +251,13 @@ def test_the_momentum_readout_is_the_dense_correction(solver, fit_intercept):
                                           return_residuals=True, F_sources=Fv)[:3]
         np.testing.assert_allclose(R_F, R, rtol=1e-9, atol=1e-12 * np.abs(R).max())
         np.testing.assert_allclose(risk_F, np.diag(G), rtol=1e-9)
+        # fewer rows than iterates (p > n): the products in the other order,
+        # the same rows (R is F's and F_v's row by row)
+        rows = slice(0, 40)
+        R_rows = risk_from_memory(F[rows], A, n, fit_intercept, Av, iteration,
+                                  return_residuals=True, F_sources=Fv[rows])[2]
+        np.testing.assert_allclose(R_rows, R[rows], rtol=1e-9,
+                                   atol=1e-12 * np.abs(R).max())
 
 
 def test_noise_iterates_spread_evenly_from_the_first_to_the_last():

@@ -207,11 +207,14 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
         L_inv = _inverse(_correction(np.asarray(A_sources, dtype=np.float64)[:T1, :T1],
                                      n_eff, c))
         K = None
-        # F_v L^{-T} tril(A, -1)^T / n: two products of n x (T + 1) with
-        # triangular matrices instead of a (T + 1)^3 one
-        R_x = _times_strictly_lower_t(
-            _times_triangular(np.asarray(F_sources, dtype=np.float64), L_inv.T, lower=False), A)
-        R_x /= n_eff
+        Fv = np.asarray(F_sources, dtype=np.float64)
+        if Fv.shape[0] < T1:
+            # F_v L^{-T} tril(A, -1)^T / n: two products of n x (T + 1) with
+            # triangular matrices (2 n T^2 flops) instead of T^3 + n T^2
+            R_x = _times_strictly_lower_t(_times_triangular(Fv, L_inv.T, lower=False), A)
+            R_x /= n_eff
+        else:
+            R_x = _times_triangular(Fv, _sources_term(A, L_inv, n_eff), lower=False)
         R_x += F
         R_x /= 1.0 - c / n_eff
     else:
