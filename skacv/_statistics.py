@@ -44,6 +44,11 @@ class StatisticalPolicy:
     loo_kkt_rtol: float = 1e-9
     #: most feature-sign steps of a left-out Lasso solve (converged leave-one-out)
     loo_refit_steps: int = 500
+    #: a fit warns where its columns' root mean squares (on at most this many rows)
+    #: differ by more than this factor; columns below this share of the largest are constant
+    feature_scale_ratio: float = 100.0
+    feature_scale_rows: int = 2000
+    feature_scale_zero: float = 1e-12
     #: where the feature-sign steps cycle, coordinate descent on working sets to this
     #: duality gap (relative to the left-out ``||t||^2``) within this many epochs a set
     loo_descent_gap: float = 1e-13

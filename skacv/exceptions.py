@@ -34,8 +34,17 @@ class SelectionBoundaryWarning(UserWarning):
     """
 
 
-__all__ = ["ConvergenceWarning", "DivergenceError", "SelectionBoundaryWarning",
-           "UnreliableEstimateWarning"]
+class FeatureScaleWarning(UserWarning):
+    """The columns of ``X`` differ so much in scale that the gradient steps
+    of a trajectory hardly move the coordinates of the smallest: a step of
+    ``1 / L`` moves a coordinate of scale ``s`` at the rate ``(s /
+    s_max)^2``, so where early stopping leaves the path depends on the
+    units of the features. The message names the fix (standardise ``X``).
+    """
+
+
+__all__ = ["ConvergenceWarning", "DivergenceError", "FeatureScaleWarning",
+           "SelectionBoundaryWarning", "UnreliableEstimateWarning"]
 
 
 class EstimateBudgetError(ValueError):

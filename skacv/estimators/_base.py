@@ -42,7 +42,7 @@ from ..utils._validation import (
     data_fingerprint,
     same_fingerprint,
 )
-from ._advice import unreliable_advice, warn_unreliable
+from ._advice import unreliable_advice, warn_feature_scales, warn_unreliable
 from ._dask_fit import dask_fit
 from ._options import LOO_OPTIONS, check_options, resolve_options
 from ._protocol import FitShellSearch
@@ -294,6 +294,8 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
             path[:, : n_done + 1] = self._fit_coef_path()
             state = self._solver_state
         else:
+            if frozen is None:  # (a refit of a fit that warned already: not again)
+                warn_feature_scales(self, design, p)
             if frozen is None and self._covariance_form(design, datafit, n_total):
                 # the covariance form's X~^T X~ first: the step size reads it
                 # (Lanczos on p x p instead of passes over X~)

@@ -1,8 +1,11 @@
 """Input validation and the warm-start guard shared by every estimator."""
 
 import copy
+import os
+import sys
 
 import numpy as np
+import sklearn
 
 from .._trace import taken
 from ._compat import _check_sample_weight
@@ -141,3 +144,17 @@ def join_options(options):
     if len(options) <= 2:
         return " or ".join(options)
     return ", ".join(options[:-1]) + ", or " + options[-1]
+
+
+_LIBRARIES = tuple(os.path.dirname(m.__file__) + os.sep for m in (sklearn,))
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_stacklevel():
+    """The ``stacklevel`` that makes a :func:`warnings.warn` in the caller of
+    this function name the first frame outside skacv and scikit-learn (the
+    user's call, however deep the fit's own calls)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith((_OWN, *_LIBRARIES)):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -1,0 +1,121 @@
+"""The fit's warning on features of very different scales
+(:class:`~skacv.exceptions.FeatureScaleWarning`,
+``skacv.estimators._advice.warn_feature_scales``).
+
+A step of ``1 / L`` moves a coordinate of scale ``s`` at the rate ``(s /
+s_max)^2``: past the statistical policy's ``feature_scale_ratio`` (100) in
+root mean square a fit warns once, at the user's call, naming the two
+columns; the scales are those of the design the steps run on (centred for
+least squares, the intercept's column of ones beside raw columns for the
+Huber and logistic estimators).
+"""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from skacv import (
+    IterativeRidge,
+    TrajectoryEarlyStoppingCV,
+    TrajectoryHuberRegressor,
+    TrajectoryLasso,
+    TrajectoryLogisticRegression,
+)
+from skacv._statistics import get_statistics
+from skacv.estimators._advice import feature_scales
+from skacv.exceptions import FeatureScaleWarning
+from skacv.linalg._design import Design
+
+
+def _caught(fit):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit()
+    return [w for w in caught if issubclass(w.category, FeatureScaleWarning)]
+
+
+def _data(scale, n=200, seed=0, offset=0.0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 3))
+    X[:, 2] = X[:, 2] * scale + offset
+    y = X[:, 0] - X[:, 1] + rng.standard_normal(n)
+    return X, y
+
+
+@pytest.mark.parametrize("make", [lambda: TrajectoryLasso(alpha=0.01, max_iter=30),
+                                  lambda: IterativeRidge(max_iter=30),
+                                  lambda: TrajectoryHuberRegressor(max_iter=30)])
+def test_a_fit_warns_past_the_ratio_and_not_below(make):
+    """Scales 1, 1 and 500: one warning, at this file, naming the feature
+    by its column name; scales 1, 1 and 50 (or the ratio just above 100
+    with ``feature_scale_ratio`` raised): none."""
+    assert get_statistics().feature_scale_ratio == 100.0
+    X, y = _data(500.0)
+    frame = pd.DataFrame(X, columns=["a", "b", "large"])
+    found = _caught(lambda: make().fit(frame, y))
+    assert len(found) == 1 and found[0].filename == __file__
+    message = str(found[0].message)
+    assert "feature 2 ('large')" in message and "StandardScaler" in message
+    assert not _caught(lambda: make().fit(*_data(50.0)))
+
+
+def test_the_ratio_is_the_statistical_policys(statistical_policy):
+    X, y = _data(150.0)
+    assert _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(X, y))
+    statistical_policy(feature_scale_ratio=200.0)
+    assert not _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(X, y))
+
+
+def test_an_offset_column_beside_an_intercept_coordinate():
+    """Columns of spread 10, one of mean 2000 (a year): the Lasso centres
+    them (no warning); the Huber and logistic estimators run on ``[X, 1]``,
+    where the intercept's column is 2000 times smaller than the year's (one
+    warning naming both)."""
+    X, y = _data(1.0, offset=2000.0)
+    X *= 10.0
+    X[:, 2] -= 18000.0  # spread 10, mean 2000
+    assert not _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(X, y))
+    for est, target in ((TrajectoryHuberRegressor(max_iter=5), y),
+                        (TrajectoryLogisticRegression(max_iter=5), y > 0)):
+        found = _caught(lambda est=est, target=target: est.fit(X, target))
+        assert len(found) == 1
+        message = str(found[0].message)
+        assert "the intercept's column of ones 1," in message and "feature 2 2e+03" in message
+
+
+def test_constant_columns_do_not_count():
+    X, y = _data(1.0)
+    X = np.column_stack([X, np.zeros(X.shape[0]), np.full(X.shape[0], 7.0)])
+    assert not _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(X, y))
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_scales_are_the_weighted_root_mean_squares(fit_intercept, sparse):
+    """``feature_scales`` of a design: the weighted root mean square of each
+    column about its weighted mean (about 0 without intercept), by hand."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((150, 6)) * [1, 2, 3, 10, 0.1, 5] + [0, 1, -2, 30, 0, 4]
+    X[rng.random(X.shape) < 0.3] = 0.0
+    w = rng.uniform(0.5, 3.0, 150)
+    design = Design(sp.csr_matrix(X) if sparse else X, w, fit_intercept)
+    m = w @ X / w.sum() if fit_intercept else np.zeros(6)
+    expected = np.sqrt(w @ (X - m) ** 2 / w.sum())
+    np.testing.assert_allclose(feature_scales(design), expected, rtol=1e-12)
+
+
+def test_a_search_warns_once_at_the_users_call():
+    X, y = _data(1000.0)
+    found = _caught(lambda: TrajectoryEarlyStoppingCV(
+        TrajectoryLasso(max_iter=20), param_grid={"alpha": [0.1, 0.01]}).fit(X, y))
+    assert len(found) == 1 and found[0].filename == __file__
+
+
+def test_several_targets_warn_once():
+    X, y = _data(1000.0)
+    found = _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(
+        X, np.column_stack([y, -y])))
+    assert len(found) == 1 and found[0].filename == __file__
