@@ -16,8 +16,18 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
 
-from skacv import FISTA, HeavyBall, IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv import (
+    FISTA,
+    EigenProClassifier,
+    HeavyBall,
+    IterativeRidge,
+    TrajectoryEarlyStoppingCV,
+    TrajectoryLasso,
+    risk_alpha_path,
+)
 from skacv.estimates.risk._estimate import risk_reliability
 from skacv.exceptions import UnreliableEstimateWarning
 
@@ -465,3 +475,29 @@ def test_folds_matched_in_time_choose_near_the_oracle():
             out.append(truth[search.best_iteration_] / truth.min() - 1)
     assert max(regrets["time"]) <= 0.035
     assert np.median(regrets["iteration"]) >= 0.08
+
+
+def test_the_warnings_name_the_users_line():
+    """The warnings of a direct fit, of the alpha path and of EigenPro name
+    the line of the user's call however deep the fit's own calls
+    (``user_stacklevel``): a direct fit's ``UnreliableEstimateWarning``
+    named ``skacv/estimators/_base.py`` on main at d46439b."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 120))
+    y = X[:, :5].sum(axis=1) + rng.standard_normal(40)
+
+    def located(fit, category):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit()
+        found = [w for w in caught if issubclass(w.category, category)]
+        assert found
+        return {w.filename for w in found}
+
+    assert located(lambda: TrajectoryLasso(alpha=1e-4, max_iter=400, random_state=0).fit(X, y),
+                   UnreliableEstimateWarning) == {__file__}
+    assert located(lambda: risk_alpha_path(TrajectoryLasso(), X[:, :30], y, tol=1e-16,
+                                           max_iter=3), ConvergenceWarning) == {__file__}
+    digits, labels = load_digits(return_X_y=True)
+    assert located(lambda: EigenProClassifier(random_state=0).fit(digits / 16.0, labels),
+                   UnreliableEstimateWarning) == {__file__}

@@ -64,7 +64,7 @@ def warn_unreliable(estimator, res, advice, statistics):
         f"[{statistics.df_low:g}, {statistics.df_high:g}); "
         f"amplification {amp:.3g}, limit {statistics.amplification_limit:g}{extra}). "
         f"{cause} Use {join_options(fixes)}.",
-        UnreliableEstimateWarning, stacklevel=4)
+        UnreliableEstimateWarning, stacklevel=user_stacklevel())
 
 
 def _solver_options(estimator):

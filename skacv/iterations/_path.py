@@ -20,6 +20,7 @@ import numpy as np
 from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..linalg._design import max_row_norm2
+from ..utils._validation import user_stacklevel
 from ._datafits import LeastSquares, vector_norm
 
 
@@ -225,7 +226,7 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
     state.z_next = z_next if fuse else None
     state.z_gap = z_gap
     if trail:
-        check_oscillation(design, iteration, datafit, y_norm, trail, out, stacklevel=3)
+        check_oscillation(design, iteration, datafit, y_norm, trail, out)
     _warn_growth(iteration, grew_at)
     return state
 
@@ -241,7 +242,7 @@ def _warn_growth(iteration, grew_at):
         f"{after:.3g} at step {k}) with step_size={_step(iteration):.6g}: the step "
         "is above the stability limit 2/L and the iterates will diverge. Use "
         "step_size='auto' (1/L) or a smaller step.",
-        ConvergenceWarning, stacklevel=4,
+        ConvergenceWarning, stacklevel=user_stacklevel(),
     )
 
 
@@ -449,11 +450,11 @@ def _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose, dat
     state.k, state.x, state.x_prev, state.v = k0 + n_steps, x, x_prev, v
     state.Xx, state.Xx_prev, state.Xv = Xx, Xx_prev, Xv
     if trail:
-        check_oscillation(design, iteration, datafit, y_norm, trail, out, stacklevel=4)
+        check_oscillation(design, iteration, datafit, y_norm, trail, out)
     return state
 
 
-def check_oscillation(design, iteration, datafit, start, trail, out, stacklevel):
+def check_oscillation(design, iteration, datafit, start, trail, out):
     """A user's step on a loss of bounded gradient (Huber, logistic).
 
     With ``|ell'| <= G`` a step moves the iterate by at most ``step G
@@ -500,7 +501,8 @@ def check_oscillation(design, iteration, datafit, start, trail, out, stacklevel)
              f"its lowest along the path ({objective[low]:.4g} at step {ks[low]})")
     warnings.warn(
         f"{head} the training objective at step {ks[-1]} ({objective[-1]:.4g}) is above "
-        f"{where}: the iterates oscillate. {fix}", ConvergenceWarning, stacklevel=stacklevel)
+        f"{where}: the iterates oscillate. {fix}", ConvergenceWarning,
+        stacklevel=user_stacklevel())
 
 
 def curvature_bound(design, datafit, l2, batch_size=None):

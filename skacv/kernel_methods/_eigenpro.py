@@ -37,6 +37,7 @@ from ..estimators._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_pa
 from ..estimators._docs import documents_x
 from ..exceptions import ConvergenceWarning, DivergenceError, UnreliableEstimateWarning
 from ..utils._compat import Interval, StrOptions, _fit_context
+from ..utils._validation import user_stacklevel
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
 from ._eigenpro_setup import EigenProSetup
 from ._kernels import KERNELS, Kernel, kernel_product
@@ -135,7 +136,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                 f"n_components_={self.n_components_} and batch_size_={self.batch_size_} "
                 f"(bandwidth_={self.bandwidth_:.4g}). Use a smaller bandwidth "
                 "(bandwidth='median'), or a larger n_components and batch_size.",
-                ConvergenceWarning, stacklevel=6 + isinstance(self, ClassifierMixin))
+                ConvergenceWarning, stacklevel=user_stacklevel())
 
     def _run_epochs(self, n_epochs, statistics, auto=False):
         st, P = self._state, self.preconditioner_
@@ -259,7 +260,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                 f"{format_bytes(path_memory_bytes())} ({tracker.memory_bytes(tracker.t):.3g} "
                 "bytes now, growing with the square of the steps). Raise batch_size, or the "
                 "limit with skacv.set_config(path_memory_limit=<MiB>).",
-                ConvergenceWarning, stacklevel=6 + isinstance(self, ClassifierMixin))
+                ConvergenceWarning, stacklevel=user_stacklevel())
 
     @staticmethod
     def _risk_and_flags(tracker, mse_path):
@@ -291,7 +292,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
                 "underestimated the test error by 14-47 % (docs/benchmarks.rst). "
                 "max_iter='auto' runs and chooses the epoch as without this flag; for the "
                 "test error's level use held-out data.",
-                UnreliableEstimateWarning, stacklevel=7 + isinstance(self, ClassifierMixin))
+                UnreliableEstimateWarning, stacklevel=user_stacklevel())
         return ok & ~wide
 
     def _set_coef(self, alpha):

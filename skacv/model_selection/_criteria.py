@@ -16,6 +16,7 @@ from sklearn.base import is_classifier
 
 from .._config import working_memory_bytes
 from ..exceptions import UnreliableEstimateWarning
+from ..utils._validation import user_stacklevel
 from ._kfold import can_stack
 
 #: criterion -> (the path it minimises, the estimator's flag that computes it)
@@ -47,7 +48,8 @@ def resolve_auto(estimator, n_samples, n_features, cv, policies):
             f"samples and {n_features} features: below "
             f"{statistics.auto_kfold_samples} samples with "
             "more features than samples the risk estimate is unreliable on real designs. "
-            "Set criterion='risk' to use it anyway.", UnreliableEstimateWarning, stacklevel=5)
+            "Set criterion='risk' to use it anyway.", UnreliableEstimateWarning,
+            stacklevel=user_stacklevel())
         return "kfold", None, False
     if criterion == "risk" and few_samples(n_samples, n_features, 0, statistics):
         # as above, but too few samples for the folds: the estimate stays, said
@@ -55,7 +57,7 @@ def resolve_auto(estimator, n_samples, n_features, cv, policies):
             f"criterion='auto' uses the risk estimate with {n_samples} samples and "
             f"{n_features} features although it is unreliable there: K-fold CV "
             f"(cv={cv!r}) needs at least {n_folds} samples.", UnreliableEstimateWarning,
-            stacklevel=5)
+            stacklevel=user_stacklevel())
     return criterion, sub, reports_both(criterion, n_samples, n_features, statistics)
 
 

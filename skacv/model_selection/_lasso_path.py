@@ -40,6 +40,7 @@ from ..iterations._metric import MetricFISTA
 from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1, ElasticNet, duality_gap
 from ..utils._compat import conjugate_gradient
+from ..utils._validation import user_stacklevel
 from ._converged_risk import RidgeSupportDF, SupportDF, converged_risk
 from ._lasso_descent import (
     _columns_coordinate_descent,
@@ -513,7 +514,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
             f"gap {g:.3e} > {goal:.3e}). Increase max_iter or tol; small alphas with "
             "p > n or nearly collinear columns are the slowest.",
             ConvergenceWarning,
-            stacklevel=4,  # the caller of risk_alpha_path (behind validate_params)
+            stacklevel=user_stacklevel(),
         )
     m = n_solved
     out = Bunch(alphas=alphas[:m], coefs=coefs[:, :m], df=df[:m], train_mse=train_mse[:m],

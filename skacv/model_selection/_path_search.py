@@ -26,6 +26,7 @@ from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
+from ..utils._validation import user_stacklevel
 from ._alpha_path import ridge_loo_falls, ridge_path_of, risk_alpha_path
 from ._candidates import fit_candidates
 from ._criteria import CRITERIA
@@ -177,7 +178,7 @@ def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, st
         f"converged ridge fits is {scores[chosen] / best:.3g} times its minimum (more than "
         f"{statistics.ridge_auto_loo_ratio:g}): the leverages spread and the risk estimate, "
         "which reads their mean, falls into near-interpolation. Set criterion='risk' to "
-        "use it anyway.", UnreliableEstimateWarning, stacklevel=8)
+        "use it anyway.", UnreliableEstimateWarning, stacklevel=user_stacklevel())
     if longer is not None:
         return longer
     path.loo = loo
@@ -385,7 +386,7 @@ def warn_converged(choice, alpha, max_iter, criterion, rtol, last, ended_converg
         f"{end}{grown} (estimated {criterion} {choice.trajectory_min:.6g}), above the "
         f"converged fit of that alpha ({choice.score:.6g}): the converged fit is selected "
         f"(best_iteration_ is None). Raise max_iter (e.g. to {2 * end}) to select an "
-        "early-stopped iterate.", SelectionBoundaryWarning, stacklevel=5)
+        "early-stopped iterate.", SelectionBoundaryWarning, stacklevel=user_stacklevel())
 
 
 def too_few_message(n_samples, criterion, df):

@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.utils.validation import column_or_1d
 
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
+from ..utils._validation import user_stacklevel
 from ._criteria import CRITERIA, PATH_ATTRS
 from ._stages import finite_min, selectable
 
@@ -118,10 +119,10 @@ class GatheredWarnings:
     def __exit__(self, *exc):
         return self._recorder.__exit__(*exc)
 
-    def reissue(self, criterion, stacklevel, flagged=True):
+    def reissue(self, criterion, flagged=True):
         """Warn once per category (the first message, with the count of
-        the others); ``stacklevel`` counts from the caller of ``reissue``;
-        ``flagged``: the selected path has flagged iterates."""
+        the others), at the user's call; ``flagged``: the selected path has
+        flagged iterates."""
         kinds = defaultdict(list)
         for w in self.caught:
             # a fit's flags (warn_unreliable's message) apart from the search's own
@@ -139,7 +140,7 @@ class GatheredWarnings:
             if more:
                 first += f" ({more} more warning{'s' if more > 1 else ''} of this kind in " \
                          "this search.)"
-            warnings.warn(first, category, stacklevel=stacklevel + 1)
+            warnings.warn(first, category, stacklevel=user_stacklevel())
 
 
 def one_target(y):
@@ -203,7 +204,7 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_ite
                     f"The chosen {name}={shown} is the {side} value of the grid: the "
                     f"best {name} may lie outside it. Widen the grid of {name!r} "
                     f"(param_grid) beyond {shown}.", SelectionBoundaryWarning,
-                    stacklevel=5)
+                    stacklevel=user_stacklevel())
             break
     if not isinstance(max_iter, Integral) or best_iteration is None or reached:
         return
@@ -214,7 +215,7 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_ite
         warnings.warn(
             f"The chosen iteration is the last one, {end}{grown}: the {criterion} "
             f"estimate was still decreasing there. Raise max_iter (e.g. to {2 * end}).",
-            SelectionBoundaryWarning, stacklevel=5)
+            SelectionBoundaryWarning, stacklevel=user_stacklevel())
 
 
 def set_iterate(estimator, iteration, coef=None, intercept=None):

@@ -9,6 +9,7 @@ import warnings
 from numbers import Integral
 
 from ..estimators._protocol import SearchProtocol
+from ..utils._validation import user_stacklevel
 from ._kfold import can_stack
 
 #: parameter -> (the configuration that reads it, the fit's reason to ignore it)
@@ -52,7 +53,7 @@ def ignored_params(search):
     return out
 
 
-def warn_ignored_params(search, stacklevel=2):
+def warn_ignored_params(search):
     """Warn for every conditional parameter set to another value than its
     default and ignored by this fit (:func:`ignored_params`)."""
     defaults = inspect.signature(type(search).__init__).parameters
@@ -65,7 +66,7 @@ def warn_ignored_params(search, stacklevel=2):
             f"{name}={reprlib.repr(value)} is ignored: {why}; it is read only with "
             f"{CONDITIONAL[name]}. "
             f"Leave {name} at its default ({default!r}) here.", UserWarning,
-            stacklevel=stacklevel + 1)
+            stacklevel=user_stacklevel())
 
 
 def _is_default(value, default):

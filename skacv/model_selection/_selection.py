@@ -29,6 +29,7 @@ from ..utils._compat import (
     _num_features,
     _num_samples,
 )
+from ..utils._validation import user_stacklevel
 from ._alpha_path import risk_alpha_path, supports_alpha_path
 from ._candidates import fit_candidates, walk_grid
 from ._criteria import CRITERIA, resolve_auto, switch_estimates
@@ -342,7 +343,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
                             and supports_alpha_path(self.estimator, n_samples) else "grid")
         else:
             self.search_ = self.search
-        warn_ignored_params(self, stacklevel=4)  # user -> wrapper -> fit -> _resolve -> it
+        warn_ignored_params(self)
         self._seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
 
     def _folds(self, X, y, groups=None):
@@ -447,7 +448,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             self._search_with_fallback(X, y, routed, source, auto_risk, dask, split["groups"])
         # the fits' warnings once each, from the user's call (_fit_context between)
         flags = np.asarray(self._selected_paths.get("risk_reliable_", 1))
-        gathered.reissue(self.criterion_, 3, self._converged is None and not (flags > 0).all())
+        gathered.reissue(self.criterion_, self._converged is None and not (flags > 0).all())
         self._warn_boundary()
         est = self.estimator_
         est.finish_deferred()  # its debiasing statistics (the candidates' waited)
@@ -499,7 +500,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             f"criterion='auto' used K-fold CV along the path (cv={self.cv!r}) instead of "
             f"the risk estimate: {why} Set criterion='kfold' to skip the estimate, or "
             "criterion='loo' (exact leave-one-out, slower) to keep a no-refit choice.",
-            UnreliableEstimateWarning, stacklevel=2)
+            UnreliableEstimateWarning, stacklevel=user_stacklevel())
         self.criterion_, self._loo_subsample, self._both = "kfold", None, False
         try:
             self._splits = self._folds(X, y, groups)
@@ -615,7 +616,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of the "
             f"automatic grid{of} (eps={eps:g} times its largest), where the "
             f"{crit} estimate was still falling: the best alpha may be smaller. "
-            f"Lower it, e.g. {fix}.", SelectionBoundaryWarning, stacklevel=5)
+            f"Lower it, e.g. {fix}.", SelectionBoundaryWarning, stacklevel=user_stacklevel())
 
     def _reached_limit(self):
         """Whether the selected trajectory's minimum lies within ``limit_rtol``

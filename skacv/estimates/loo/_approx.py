@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._config import check_memory, working_memory_bytes
 from ...linalg._linalg import independent_columns
 from ...utils._parallel import factorization_blas
+from ...utils._validation import user_stacklevel
 from ._refit import check_loo_estimator
 from ._track import removed_weights
 
@@ -116,7 +117,7 @@ def approximate_loo_at(design, datafit, iteration, theta, U, target, method="alo
             warnings.warn(
                 f"{int(np.sum(denom <= 1e-12))} samples have leverage 1 on the active "
                 "set: their left-out prediction is undefined (infinite).", RuntimeWarning,
-                stacklevel=3)
+                stacklevel=user_stacklevel())
     with np.errstate(divide="ignore", invalid="ignore"):
         eta_loo = eta - np.where(denom > 1e-12, num / denom, np.inf)
     return eta_loo, 1.0 + eps, E

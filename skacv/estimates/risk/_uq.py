@@ -66,7 +66,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._config import check_memory
 from ...exceptions import UnreliableEstimateWarning
 from ...utils._parallel import factorization_blas
-from ...utils._validation import join_options
+from ...utils._validation import join_options, user_stacklevel
 
 # ----------------------------------------------------------------------------
 # the mathematics (pure functions)
@@ -400,7 +400,7 @@ class UncertaintyMixin:
                 f"{type(self).__name__}: iterate {t} is flagged in risk_reliable_: its "
                 "debiasing rests on the same unstable memory matrix as risk_path_, and "
                 f"the interval cannot be trusted.{why} Use {join_options(fixes)}.",
-                UnreliableEstimateWarning, stacklevel=3)
+                UnreliableEstimateWarning, stacklevel=user_stacklevel())
         return t
 
     def _least_squares(self, stats):
