@@ -58,6 +58,7 @@ class _LeftOut:
         self.l1, self.l2 = np.broadcast_to(self.l1, self.w.shape), np.broadcast_to(
             self.l2, self.w.shape)
         self.c = self.corr((self.w * self.t)[:, None])[:, 0]
+        self.tt = float(self.w @ self.t ** 2)  # ||t||^2, weighted
         # the rank of the left-out rows (centred: one less)
         self.rank = (np.count_nonzero(self.w) - (self.rho == self.w).astype(np.intp)
                      - int(self.intercept))
@@ -159,6 +160,19 @@ def exact_lasso_loo(design, X, target, coef, penalty):
     return lo.scale * res
 
 
+def _hessian(GA, A, k, ui):
+    """``G_{-i}[A, A]`` without the ridge part, from ``GA = G[:, A]``: ``G_AA -
+    k u_i[A] u_i[A]^T``."""
+    return GA[A] - k * np.outer(ui[A], ui[A])
+
+
+def _minus_gradient(c, GA, A, x, k, ui, l2):
+    """``c_{-i} - (G_{-i} + l2 I) x`` for ``x`` supported on ``A`` (``GA = G[:, A]``,
+    ``G_{-i}[:, A] = GA - k u_i u_i[A]^T``): minus the gradient of ``F_{-i}``'s
+    smooth part."""
+    return c - GA @ x[A] + (k * float(ui[A] @ x[A])) * ui - l2 * x
+
+
 def _objective(H, c, l1, x):
     return 0.5 * float(x @ H @ x) - float(c @ x) + l1 * float(np.abs(x).sum())
 
@@ -191,7 +205,7 @@ def _solve_left_out(lo, i, x):
     for _ in range(lo.stats.loo_refit_steps):
         A = np.flatnonzero(theta)
         GA = lo.gram_columns(A)  # (G_{-i}[:, A] = GA - k u_i u_i[A]^T)
-        grad = c - GA @ x[A] + (k * float(ui[A] @ x[A])) * ui - l2 * x  # minus the gradient
+        grad = _minus_gradient(c, GA, A, x, k, ui, l2)
         off = theta == 0
         worst = np.flatnonzero(off)[np.argmax(np.abs(grad[off]))] if off.any() else -1
         nonzero = x[A] != 0
@@ -205,7 +219,7 @@ def _solve_left_out(lo, i, x):
         if l2 == 0 and A.size > lo.rank[i]:  # more columns than left-out rows
             taken("lasso_loo_interpolates", sample=int(i))
             return np.inf
-        H = GA[A] - k * np.outer(ui[A], ui[A]) + l2 * np.eye(A.size)
+        H = _hessian(GA, A, k, ui) + l2 * np.eye(A.size)
         rhs = c[A] - l1 * theta[A]
         try:
             with warnings.catch_warnings():
@@ -242,17 +256,17 @@ def _descend_left_out(lo, i, x, c, k, ui, ti, l1, l2):
     within ``sqrt(2 gap)``), until no column off the set violates them.
     ``inf`` past ``loo_refit_steps`` working sets."""
     stats = lo.stats
-    yy = max(float(lo.w @ lo.t ** 2) - k * ti * ti, 0.0)  # ||t_{-i}||^2, centred (as G_{-i})
+    yy = max(lo.tt - k * ti * ti, 0.0)  # ||t_{-i}||^2, centred (as G_{-i})
     W = np.flatnonzero(x)
     for _ in range(stats.loo_refit_steps):
         GW = lo.gram_columns(W)
-        H = np.ascontiguousarray(GW[W] - k * np.outer(ui[W], ui[W]))
+        H = np.ascontiguousarray(_hessian(GW, W, k, ui))
         b, _ = gram_coordinate_descent(H, c[W], yy, l1, l2, x[W], stats.loo_descent_gap,
                                        stats.loo_descent_epochs)
         x[:] = 0.0
         x[W] = b
-        grad = c - GW @ b + (k * float(ui[W] @ b)) * ui  # minus the smooth gradient off W
-        grad[W] = 0.0
+        grad = _minus_gradient(c, GW, W, x, k, ui, l2)
+        grad[W] = 0.0  # (off W only)
         new = np.flatnonzero(np.abs(grad) > l1 * (1.0 + stats.loo_kkt_rtol))
         if not new.size:
             taken("lasso_loo_descent", sample=int(i), columns=int(W.size))
