@@ -43,6 +43,8 @@ class SpeedPolicy:
     columns_gather_min: int = 32
     #: blocks of the clipped extrapolation's sparse correction
     correction_block_bytes: int = 64 * 2**20
+    #: the readout with momentum by products of the thin residual block where cheaper
+    readout_thin_products: bool = True
     #: most features of the covariance form (fewer than the samples)
     covariance_max_features: int = 2000
     #: speed per flop of the Gram matrix's product against a matrix-vector product

@@ -427,7 +427,26 @@ _WS = {"path_lars_max_samples": None}
 #: ... by FISTA (its one-pass panels, finish and metric)
 _FISTA_PATH = {**_WS, "path_columns_descent": False}
 
+def thin_readout():
+    """The risk readout with momentum from the right (two products of the
+    thin residual block with triangular matrices) against the ``(T + 1)^2``
+    matrices ``P``, ``Q`` first: FISTA paths longer than the residuals'
+    basis (120 x 12) and than the rows (30 x 60, the clipped residuals)."""
+    out, taken = {}, []
+    for n, p in ((120, 12), (30, 60)):
+        X, y, sw = _data(n, p)
+        with record() as paths:
+            res, _ = _fit(lambda: TrajectoryLasso(alpha=0.01, max_iter=80, random_state=0),
+                          X, y, sw)
+        out[f"{n}x{p}"] = res["risk_path_"]
+        taken.append("thin_readout" in paths)
+    assert len(set(taken)) == 1, f"the thin readout taken on one design only: {taken}"
+    return out, taken[0]
+
+
 FAST_PATHS = {
+    "thin_readout": FastPath(thin_readout, {"readout_thin_products": True},
+                             {"readout_thin_products": False}, rtol=1e-10),
     "covariance_form": FastPath(covariance_form, {"covariance_gemm_advantage": 1e9},
                                 _NO_COVARIANCE),
     "one_pass_panels": FastPath(one_pass_panels,

@@ -196,7 +196,7 @@ def trajectory_risk(design, y_tilde, iteration, coef_path, *, datafit=None, n_pr
         risk, G, R, K, l1 = risk_from_memory(F, A, design.n_eff, design.fit_intercept,
                                                 A_sources=A_sources, iteration=iteration,
                                                 return_residuals=True, F_sources=Fv,
-                                                matrix=matrices)
+                                                matrix=matrices, policy=design.policy)
         return risk, G, R, K, None, None, l1
 
     @functools.cache

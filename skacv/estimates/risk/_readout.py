@@ -184,7 +184,7 @@ def residual_correction(A, n_eff, fit_intercept=False, A_sources=None, iteration
 
 
 def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration=None,
-                     return_residuals=False, F_sources=None, matrix=True):
+                     return_residuals=False, F_sources=None, matrix=True, policy=None):
     """Memory-matrix risk estimate ``(risk, G)`` from the training residuals
     ``F`` (n_samples, T + 1) of the outputs and the memory matrix ``A`` (T + 1,
     T + 1) of the outputs; ``A_sources`` that of the gradient points (``None``:
@@ -196,7 +196,9 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
     (the inverse of the sources' correction, or ``K`` without extrapolation).
     ``risk`` (T + 1,) estimates the out-of-sample risk of every output, ``G``
     (T + 1, T + 1) the cross terms ``E[(y - yhat_t)(y - yhat_s)]`` (``None``
-    unless ``matrix``: ``O(n T)`` flops for the risk instead of ``O(n T^2)``)."""
+    unless ``matrix``: ``O(n T)`` flops for the risk instead of ``O(n T^2)``).
+    ``policy``: the speed policy, whose ``readout_thin_products`` forms the
+    clipped residuals' correction from the right where ``n < T + 1``."""
     taken("risk_from_memory")
     F = np.asarray(F, dtype=np.float64)
     T1 = F.shape[1]
@@ -208,9 +210,10 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
                                      n_eff, c))
         K = None
         Fv = np.asarray(F_sources, dtype=np.float64)
-        if Fv.shape[0] < T1:
+        if Fv.shape[0] < T1 and _thin_products(policy):
             # F_v L^{-T} tril(A, -1)^T / n: two products of n x (T + 1) with
             # triangular matrices (2 n T^2 flops) instead of T^3 + n T^2
+            taken("thin_readout", rows=Fv.shape[0])
             R_x = _times_strictly_lower_t(_times_triangular(Fv, L_inv.T, lower=False), A)
             R_x /= n_eff
         else:
@@ -300,10 +303,11 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
     """:func:`risk_from_memory` from :func:`residual_products`: ``R = F P + F_v
     Q`` (``Q`` only for a clipped extrapolation), ``G = R^T R / n`` (``None``
     unless ``matrix``). Returns ``(risk, G, P, Q, K, l1)`` (``K = P^T``,
-    ``None`` with sources; ``P``, ``Q`` ``None`` with sources in the basis:
-    :func:`_momentum_in_basis`, whose correction takes the speed ``policy``'s
-    scratch memory; ``l1`` as :func:`risk_from_memory`'s). Keeps
-    ``MGam`` in ``products``: ``M Gam`` for ``Gam = Phi P + Phiv Q``
+    ``None`` with sources; ``P``, ``Q`` ``None`` with sources in the basis
+    under the speed ``policy``'s ``readout_thin_products``:
+    :func:`_momentum_in_basis`, whose correction takes the policy's scratch
+    memory; ``l1`` as :func:`risk_from_memory`'s). Keeps ``MGam`` in
+    ``products``: ``M Gam`` for ``Gam = Phi P + Phiv Q``
     (``None`` on a path shorter than the basis), whose rows after the first
     are ``X~^T R`` and whose products with ``Phi`` ``<F_t, R_t>``.
 
@@ -321,7 +325,7 @@ def risk_from_products(products, A, n_eff, fit_intercept=False, A_sources=None,
         risk = np.einsum("it,it->t", Gam, MGam) / n_eff
         return risk, None, None, None, None, solve_triangular(L, np.ones(T1), lower=True,
                                                               check_finite=False)
-    if A_sources is not None and _in_basis(products):
+    if A_sources is not None and _in_basis(products) and _thin_products(policy):
         return _momentum_in_basis(products, A, n_eff, fit_intercept, A_sources, iteration,
                                   matrix, policy)
     P, Q, L_inv = _correction_columns(products, A, n_eff, fit_intercept, A_sources, iteration)
@@ -345,6 +349,7 @@ def _momentum_in_basis(products, A, n_eff, fit_intercept, A_sources, iteration, 
     no other ``(T + 1)^2`` array than ``L^{-1}``, whose rows' l1 norms the
     reliability reads (in the speed ``policy``'s scratch memory, which the
     stages of a search share: :func:`~skacv.linalg._copies.scratch`)."""
+    taken("thin_readout", rows=products.Phi.shape[0])
     T1 = _path_length(products)
     c = _intercept_term(fit_intercept, n_eff)
     buf = None if policy is None else scratch((T1, T1), np.float64, policy, "readout")
@@ -364,6 +369,11 @@ def _momentum_in_basis(products, A, n_eff, fit_intercept, A_sources, iteration, 
     G = Gam.T @ MGam / n_eff
     G = (G + G.T) / 2.0  # symmetric up to rounding
     return np.diag(G).copy(), G, None, None, None, l1
+
+
+def _thin_products(policy):
+    """The speed ``policy``'s ``readout_thin_products`` (``None``: the default, on)."""
+    return policy is None or policy.readout_thin_products
 
 
 def _times_strictly_lower_t(B, A):
