@@ -248,6 +248,8 @@ class SpeedPolicy:
     stack_grid: bool = True
     #: ... in blocks whose iterates fill at most this share of the level-2 cache
     grid_block_cache_share: float = 0.75
+    #: ... and advances only the groups whose paths go on (the others' ended)
+    retire_grid_groups: bool = True
     #: margin of the Lasso path's plain FISTA step ``1 / (m L + l2)``
     path_step_margin: float = 1.0
     #: the stacked folds' buffer of iterates for the held-out errors, reused chunk after chunk

@@ -125,6 +125,26 @@ def numpy_blas_products():
     return out, taken
 
 
+def retired_grid_groups():
+    """K-fold CV of a whole alpha grid in one block (p > n), the block
+    advancing only the alphas whose paths go on against every alpha to the
+    longest path: the same K-fold paths and choice (float64 folds)."""
+    from skacv import TrajectoryEarlyStoppingCV
+
+    X, y, _ = _data(40, 120, seed=3)
+    amax = np.max(np.abs((X - X.mean(0)).T @ (y - y.mean()))) / len(y)
+    with record() as paths:
+        search = TrajectoryEarlyStoppingCV(
+            TrajectoryLasso(solver="fista", max_iter=60),
+            param_grid={"alpha": np.geomspace(amax, amax * 1e-3, 6)}, criterion="kfold",
+            fold_dtype="float64", random_state=0).fit(X, y)
+    assert paths.count("grid_fold_block") == 1
+    res = search.cv_results_
+    out = {f"kfold_path_{a}": np.asarray(p) for a, p in enumerate(res["kfold_path"])}
+    out["choice"] = np.array([search.best_index_, search.best_iteration_ or -1], dtype=float)
+    return out, "retire_grid_groups" in paths
+
+
 def covariance_path():
     """The Lasso's alpha path on ``C = X~^T X~`` (products with ``C_WW``)
     against the working sets' columns of X~: the same penalties and df, the
@@ -467,6 +487,8 @@ FAST_PATHS = {
     "numpy_blas_products": FastPath(numpy_blas_products,
                                     {**_PASS, "prepared_blas": "numpy"},
                                     {**_PASS, "prepared_blas": "scipy"}),
+    "retired_grid_groups": FastPath(retired_grid_groups, {"retire_grid_groups": True},
+                                    {"retire_grid_groups": False}),
     "covariance_path": FastPath(covariance_path, {"covariance_path": True},
                                 {"covariance_path": False}, rtol=1e-7),
     "path_columns_descent": FastPath(path_columns_descent, {**_WS, "path_columns_descent": True},

@@ -66,6 +66,51 @@ def test_grid_block_equals_a_block_per_alpha(speed_policy, est, weighted, splitt
                 assert_allclose(losses[:, a * K:(a + 1) * K], exact, rtol=1e-4)
 
 
+@pytest.mark.parametrize("est", [
+    TrajectoryLasso(max_iter=60, estimate_risk=False),
+    IterativeRidge(solver="nesterov", max_iter=60, estimate_risk=False),
+], ids=["fista", "ridge"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("splitter", [KFold(4, shuffle=True, random_state=0),
+                                      ShuffleSplit(3, test_size=0.3, random_state=0)],
+                         ids=["partition", "any"])
+def test_retired_groups_leave_the_others_as_they_were(speed_policy, est, weighted, splitter):
+    """A block whose first alphas' paths have ended advances only the
+    others (retire): their held-out errors stay those of the whole block
+    (every iterate, in float64 to 1e-10: the products of a narrower block
+    round differently), the retired ones keep theirs up to where they were
+    (NaN past), and retiring the last group or all of them leaves the block
+    as it is."""
+    speed_policy(fold_covariance=False)
+    X, y = _wide()
+    sw = np.random.default_rng(2).integers(1, 4, len(y)).astype(float) if weighted else None
+    splits = list(splitter.split(X))
+    ests = [clone(est).set_params(alpha=a) for a in ALPHAS]
+    K = len(splits)
+
+    def block():
+        return StackedFolds(ests[0], X, y, sw, splits, np.dtype(np.float64), current_policies(),
+                            estimators=ests)
+
+    whole = block().advance(60)
+    part = block()
+    part.advance(20)
+    part.retire(K)  # the first alpha's path ended at 20 steps
+    part.advance(35)
+    with record() as paths:
+        part.retire(3 * K)  # then the second's and third's at 35
+        part.retire(4 * K)  # (nothing is left to advance: kept)
+        part.retire(2 * K)  # (retired already)
+    assert paths.count("retire_grid_groups") == 1
+    losses = part.advance(60)
+    assert part.designs.n_folds == K and part.state.x.shape[1] == K
+    assert_allclose(losses[:, 3 * K:], whole[:, 3 * K:], rtol=1e-10)
+    assert_allclose(losses[:21, :K], whole[:21, :K], rtol=1e-10)
+    assert np.isnan(losses[21:, :K]).all()
+    assert_allclose(losses[:36, K:3 * K], whole[:36, K:3 * K], rtol=1e-10)
+    assert np.isnan(losses[36:, K:3 * K]).all()
+
+
 def test_a_wide_block_takes_the_cache_panels(speed_policy):
     """A grid block's products are never small (8 rows of 60 columns of
     2307 features pass FOLD_PANEL_MAX_PRODUCT): its panels are the cache's."""

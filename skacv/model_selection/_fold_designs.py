@@ -11,6 +11,8 @@ layouts and threads: docs/architecture.rst).
 """
 
 
+import copy
+
 import numpy as np
 
 from .._trace import taken
@@ -207,6 +209,22 @@ class FoldDesigns:
     @property
     def n_folds(self):
         return self.mask.shape[1]
+
+    def columns(self, keep):
+        """The block of the columns ``keep`` (a slice) of a ``"folds"``
+        layout: the same ``X~``, each kept column's mask, weights and
+        offset as here (not computed again), its own pass buffers."""
+        if self.partition is not None:
+            raise ValueError("A rotated block keeps all its folds.")
+        sub = copy.copy(self)
+        for name in ("mask", "fold_weight", "delta"):
+            setattr(sub, name, getattr(self, name)[:, keep])
+        sub.mask_t, sub.delta_t = (np.ascontiguousarray(getattr(self, name)[keep])
+                                   for name in ("mask_t", "delta_t"))
+        sub.n_eff = self.n_eff[keep]
+        sub.fold_of = np.repeat(np.arange(sub.n_folds)[:, None], self.n_samples, axis=1)
+        sub._plan = sub._point = sub._run = None
+        return sub
 
     def by_fold(self, A):
         """A row-wise quantity of shape (n_folds, n_samples) in the ``"folds"``

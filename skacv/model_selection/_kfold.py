@@ -286,6 +286,8 @@ class StackedFolds:
             self.offset, self.response = self.designs.center_y(y)
             test = np.tile(test, (1, len(groups)))
         self.step_sizes = np.array([it.step_size for it in iterations])
+        self._iterations = iterations
+        self.live = 0  # the first column advanced (retire)
         self.iteration = stacked_iteration(iterations, dtype, self.designs.n_features)
         if self.iteration is None:
             raise TypeError(f"The folds of {type(estimator).__name__} cannot run as one block "
@@ -313,8 +315,9 @@ class StackedFolds:
             keep = not fitted or any(it.beta(k) != 0.0 for k in range(k0 + 1, n_iter + 1))
             step_bytes = d.n_features * d.n_folds * d.dtype.itemsize
             # (each group the chunk of steps of a block of its own)
+            groups = d.n_folds // len(self.tests)  # (live)
             chunk = (max(1, min(n_iter - k0, self.designs.policy.fold_paths_chunk_bytes
-                                * self.n_groups // step_bytes)) if keep else n_iter - k0)
+                                * groups // step_bytes)) if keep else n_iter - k0)
             paths = None
             if keep:
                 check_memory(step_bytes * chunk,
@@ -342,8 +345,40 @@ class StackedFolds:
                             part[missing] = self._held_out_errors_of(
                                 paths[missing[0]:missing[-1] + 1] if run else paths[missing])
                     done += m
+            if self.live:  # (retired columns: no errors past their paths' ends)
+                new = np.concatenate([np.full((new.shape[0], self.live), np.nan), new], axis=1)
             self.losses = np.concatenate([self.losses[: k0 + 1], new])
         return self.losses[: n_iter + 1]
+
+    def retire(self, stop):
+        """Advance only the columns from ``stop`` on (a multiple of the
+        folds): a block of several grid points whose first groups' paths have
+        ended goes on without them (the speed policy's ``retire_grid_groups``).
+        Their :attr:`losses` stay those of the iterates computed so far (NaN
+        past them); the others continue where they are, each as in a block of
+        the groups left (their own rounding: the products of a narrower
+        block)."""
+        total = self.losses.shape[1]
+        K = len(self.tests)
+        if (not self.designs.policy.retire_grid_groups or stop <= self.live or stop % K
+                or stop >= total or self.designs.layout != "folds"
+                or self.products is not self.designs):
+            return
+        taken("retire_grid_groups", retired=(stop - self.live) // K, left=(total - stop) // K)
+        keep = slice(stop - self.live, None)
+        self.designs = self.products = self.designs.columns(keep)
+        self.response = np.ascontiguousarray(self.response[keep])
+        self.offset, self.test_t = self.offset[keep], np.ascontiguousarray(self.test_t[keep])
+        self.iteration = stacked_iteration(self._iterations[stop:], self.designs.dtype,
+                                           self.designs.n_features)
+        s = self.state
+        s.x, s.x_prev, s.v, s.Xx, s.Xx_prev, s.Xv = (
+            np.asfortranarray(a[:, keep]) for a in (s.x, s.x_prev, s.v, s.Xx, s.Xx_prev, s.Xv))
+        if s.z_next is not None:  # the next step's gradient, as computed
+            s.z_next = np.asfortranarray(s.z_next[:, keep])
+            # the divergence check reads the training residual again at the next pass
+            s.rss_next = 0.0
+        self.live = stop
 
     def _held_out_errors(self, x, P, target=None):
         """Weighted held-out squared errors (shape (n_folds,)) of the iterates

@@ -451,8 +451,11 @@ def fit_kfold_block(estimators, X, y, fit_params, attrs, splits, n_iter_no_chang
             search.ratios = _time_ratios(search.estimator, alignment,
                                          block.step_sizes[search.columns])
         block.advance(max(fold_steps(s.full_iter, s.ratios) for s in group))
-    paths = [s.fit(attrs, n_iter_no_change, limit)[0]
-             for s, limit in zip(searches, limits, strict=True)]
+    paths = []
+    for s, limit in zip(searches, limits, strict=True):
+        paths.append(s.fit(attrs, n_iter_no_change, limit)[0])
+        # its paths have ended (the block's groups in order): the block goes on without them
+        s.block.retire(s.columns.stop)
     fit_time = (time.perf_counter() - tic) / len(searches)
     taken("grid_fold_block", n_grid=len(searches))
     for _ in searches:
