@@ -223,8 +223,13 @@ class FoldDesigns:
                                    for name in ("mask_t", "delta_t"))
         sub.n_eff = self.n_eff[keep]
         sub.fold_of = np.repeat(np.arange(sub.n_folds)[:, None], self.n_samples, axis=1)
-        sub._plan = sub._point = sub._run = None
+        sub.release_buffers()
         return sub
+
+    def release_buffers(self):
+        """Forget the pass's buffers (:meth:`point_buffer`), built again by
+        the next pass for the columns the block has then."""
+        self._plan = self._point = self._run = None
 
     def by_fold(self, A):
         """A row-wise quantity of shape (n_folds, n_samples) in the ``"folds"``
