@@ -60,6 +60,8 @@ class StatisticalPolicy:
     binary_relations_max: int = 2000
     #: relative distance of duplicate columns (``None``: from the dtype)
     duplicate_tol: float | None = None
+    #: the Lasso path solves once for a group of duplicate columns (its first column)
+    path_drop_duplicates: bool = True
     #: relative tolerance of the Lanczos top eigenvalue of ``step_size="auto"``
     lipschitz_tol: float = 1e-3
     #: growth of the training objective that counts as divergence

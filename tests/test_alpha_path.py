@@ -482,13 +482,15 @@ def _with_duplicates(X):
                          [(True, False, False), (False, True, False), (True, True, True)])
 @pytest.mark.parametrize("covariance", [True, False])
 def test_duplicate_columns_count_once_in_df(fit_intercept, weighted, sparse, covariance,
-                                            speed_policy):
-    """A Lasso solution may split a coefficient between duplicate columns;
-    its fitted values are those of the path without the duplicates, and so
+                                            speed_policy, statistical_policy):
+    """A Lasso solution may split a coefficient between duplicate columns
+    (the path solving on all of them: ``path_drop_duplicates=False``); its
+    fitted values are those of the path without the duplicates, and so
     must be its df (the rank of the support, Tibshirani & Taylor 2012) and
     its risk, in the covariance form (ranks of ``C_SS``) and on the columns
     (duplicate labels). Before, df counted both copies (up to 12 more here)."""
     speed_policy(covariance_path=covariance)
+    statistical_policy(path_drop_duplicates=False)
     n, p = 120, 40
     X, y = _data(n, p, s=12, seed=3)
     Xd = _with_duplicates(X)
@@ -511,6 +513,39 @@ def test_duplicate_columns_count_once_in_df(fit_intercept, weighted, sparse, cov
         XS = Xd[:, S] - (ww @ Xd[:, S] / ww.sum() if fit_intercept else 0.0)
         rank = np.linalg.matrix_rank(XS * np.sqrt(ww)[:, None]) if S.size else 0
         assert dup.df[i] == rank + fit_intercept
+
+
+@pytest.mark.parametrize("fit_intercept, weighted, sparse",
+                         [(True, False, False), (False, True, False), (True, True, True)])
+@pytest.mark.parametrize("criterion", ["risk", "loo"])
+def test_path_solves_once_for_duplicate_columns(fit_intercept, weighted, sparse, criterion):
+    """Columns equal to another or to its negative: the path solves on the
+    first of each group (trace ``duplicate_columns``) and puts the
+    coefficients back, zero on the copies. Its alphas, df, training error,
+    risk and converged leave-one-out are the path's without the copies, its
+    fitted values too, and each solution is one of the full problem (its
+    duality gap on all columns within the path's tolerance)."""
+    n, p = 120, 40
+    X, y = _data(n, p, s=12, seed=3)
+    Xd = _with_duplicates(X)
+    w = _weights(n) if weighted else None
+    est = TrajectoryLasso(fit_intercept=fit_intercept)
+    kw = dict(n_alphas=8, tol=1e-10, max_iter=20000, sample_weight=w, criterion=criterion)
+    ref = risk_alpha_path(est, X, y, **kw)
+    with record() as paths:
+        dup = risk_alpha_path(est, sp.csr_matrix(Xd) if sparse else Xd, y, **kw)
+    assert paths.details("duplicate_columns") == [{"kept": p, "n_features": p + 12}]
+    np.testing.assert_allclose(dup.alphas, ref.alphas, rtol=1e-12)
+    np.testing.assert_array_equal(dup.df, ref.df)
+    for name in ("train_mse", "risk") + (("loo",) if criterion == "loo" else ()):
+        np.testing.assert_allclose(getattr(dup, name), getattr(ref, name), rtol=1e-9)
+    assert not dup.coefs[p:].any()
+    np.testing.assert_allclose(dup.coefs[:p], ref.coefs, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(Xd @ dup.coefs + dup.intercepts, X @ ref.coefs + ref.intercepts,
+                               rtol=1e-9, atol=1e-9)
+    for i, alpha in enumerate(dup.alphas):
+        gap, scale = _dual_gap(Xd, y, dup.coefs[:, i], alpha, w, fit_intercept)
+        assert gap <= 1e-10 * scale * (1 + 1e-6)
 
 
 def test_duplicate_labels_exact_only():
@@ -566,9 +601,14 @@ def test_one_hot_levels_count_their_rank(covariance, sparse, speed_policy):
         assert path.df[i] == rank + 1
 
 
-def test_one_hot_with_more_features_than_samples():
+@pytest.mark.parametrize("drop", [False, True])
+def test_one_hot_with_more_features_than_samples(drop, statistical_policy):
     """p > n (the columns form): indicators of five 6-level features, their
-    duplicates and continuous columns; df is the rank of every support."""
+    duplicates and continuous columns; df is the rank of every support
+    (solved on every column, its supports holding dependent columns, or
+    once for each group of duplicates, ``path_drop_duplicates``: the copies
+    carry nothing)."""
+    statistical_policy(path_drop_duplicates=drop)
     X, y = _one_hot_design(120, 5, 6, 150, seed=4)
     X = np.hstack([X, X[:, 30:34], -X[:, :2]])  # duplicated continuous and indicator columns
     path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=10, tol=1e-6, max_iter=20000)
@@ -579,7 +619,10 @@ def test_one_hot_with_more_features_than_samples():
         rank = np.linalg.matrix_rank(X[:, S] - X[:, S].mean(axis=0)) if S.size else 0
         assert path.df[i] == rank + 1
         gaps += S.size - rank
-    assert gaps >= 5  # dependent columns were kept
+    if drop:
+        assert not path.coefs[-6:].any()
+    else:
+        assert gaps >= 5  # dependent columns were kept
 
 
 def test_binary_columns():
@@ -1070,13 +1113,15 @@ def test_lars_route_equals_sklearn_on_small_wide_designs(weighted):
     assert "lars_path" not in paths and "columns" in paths
 
 
-def test_lars_route_falls_back_where_lars_path_raises():
+def test_lars_route_falls_back_where_lars_path_raises(statistical_policy):
     """Duplicated binary columns (fingerprints, as modeldata's
     permeability_qsar), standardised on 40 rows and fitted on 32 of them
     (a fold): scikit-learn's ``lars_path`` raises on this design (columns
     leaving at one kink, its issue 9603). The path solves by the working
     sets instead, to scikit-learn's ``Lasso`` fits (duplicated columns:
-    the fitted values and the duality gap are unique, not the coefficients)."""
+    the fitted values and the duality gap are unique, not the coefficients;
+    solved on every column: ``path_drop_duplicates=False``)."""
+    statistical_policy(path_drop_duplicates=False)
     rng = np.random.default_rng(71)
     base = (rng.random((40, 25)) < rng.uniform(0.05, 0.5, 25)).astype(float)
     X = base[:, rng.integers(0, 25, 120)]
@@ -1220,14 +1265,17 @@ def test_strong_signal_path_scores_every_alpha_at_its_own_solution(l1_ratio):
 
 @pytest.mark.parametrize("seed, eps, weighted", [(3, 1e-7, False), (1, 1e-9, False),
                                                  (1, 1e-9, True)])
-def test_converged_loo_with_near_duplicate_columns(seed, eps, weighted):
+def test_converged_loo_with_near_duplicate_columns(seed, eps, weighted, statistical_policy):
     """A column that nearly repeats another (``1e-7`` or ``1e-9`` apart) and
     one that repeats a third exactly: the left-out Hessian on the active set
     is singular or ill-conditioned, where the feature-sign steps cycled
     (``inf`` for every alpha of this design on main at de6b56c, 8-60 of the
     60 samples unfinished) and SciPy's solve warned at every step. Such a
     left-out problem is solved by coordinate descent on working sets
-    instead: finite, equal to the refits, without a warning."""
+    instead: finite, equal to the refits, without a warning. (The path
+    solves on every column, ``path_drop_duplicates=False``: its solutions
+    then hold both copies.)"""
+    statistical_policy(path_drop_duplicates=False)
     rng = np.random.default_rng(seed)
     n = 60
     X = rng.standard_normal((n, 6))

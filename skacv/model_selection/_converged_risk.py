@@ -48,8 +48,19 @@ def duplicate_labels(design):
     Taylor 2012). Candidates are the columns with equal projections on two
     random directions (one product with ``X~^T``), checked column against
     column (the statistical policy's ``duplicate_tol``). Returns an int
-    array of shape (n_features,).
+    array of shape (n_features,) (kept in the design's cache: the path and
+    its df read them).
     """
+    cache = getattr(design, "cache", None)
+    if cache is not None and "duplicate_labels" in cache:
+        return cache["duplicate_labels"].copy()
+    labels = _duplicate_labels(design)
+    if cache is not None:
+        cache["duplicate_labels"] = labels.copy()
+    return labels
+
+
+def _duplicate_labels(design):
     p = design.n_features
     labels = np.arange(p)
     if p < 2 or design.n_samples < 1:

@@ -39,9 +39,10 @@ from ..iterations._iterations import FISTA
 from ..iterations._metric import MetricFISTA
 from ..iterations._path import init_state, run_trajectory
 from ..iterations._penalties import L1, ElasticNet, duality_gap
+from ..linalg._design import Design
 from ..utils._compat import conjugate_gradient
 from ..utils._validation import user_stacklevel
-from ._converged_risk import RidgeSupportDF, SupportDF, converged_risk
+from ._converged_risk import RidgeSupportDF, SupportDF, converged_risk, duplicate_labels
 from ._lasso_descent import (
     _columns_coordinate_descent,
     _columns_descent,
@@ -436,6 +437,13 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     alphas. The parameters are :func:`skacv.risk_alpha_path`'s
     (``df_offset``: one with an intercept; ``l1_ratio < 1``: the elastic
     net, ``alphas`` in scikit-learn's ``ElasticNet`` units)."""
+    if l1_ratio == 1.0 and design.statistics.path_drop_duplicates:
+        labels = duplicate_labels(design)
+        keep = np.flatnonzero(labels == np.arange(labels.size))
+        if keep.size < labels.size:
+            return _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, n_alphas,
+                                       eps, step_size, tol, max_iter, n_alphas_no_change,
+                                       df_offset, verbose, loo_of)
     n_eff = design.n_eff
     p = design.n_features
     # ||r||^2, r^T y~ and X~^T r / n_eff at coef = 0
@@ -522,3 +530,39 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     if loo is not None:
         out.loo = loo[:m]
     return out
+
+
+def _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, *args):
+    """:func:`lasso_path` on the columns ``keep`` of ``X~`` (the others equal
+    to one of them or to its negative:
+    :func:`~skacv.model_selection._converged_risk.duplicate_labels`),
+    each solution's coefficients put back in place (zero on the dropped
+    columns). The same Lasso solutions: where columns coincide up to sign
+    the l1 norm is smallest with the whole coefficient on one of them (a
+    solution of the full problem: the same fitted values, residuals and
+    duality gap; its support's rank, the df, is the whole group's), and the
+    reduced problem has no ties for its solvers (coordinate descent and
+    FISTA converge slowly on duplicated columns, scikit-learn's
+    ``lars_path`` may fail on them)."""
+    taken("duplicate_columns", kept=keep.size, n_features=design.n_features)
+    X_sub = X[:, keep]
+    sub = (Design(X_sub, sample_weight, design.fit_intercept, policies=design.policies)
+           if design.sparse else
+           Design.centred(design.X[:, keep], design.x_offset[keep], design.weight,
+                          design.fit_intercept, design.policies))
+    *head, loo_of = args
+    expand = _expander(keep, design.n_features, design.dtype)
+    sub_loo = None if loo_of is None else (lambda coef, alpha: loo_of(expand(coef), alpha))
+    res = lasso_path(sub, y_tilde, X_sub, sample_weight, alphas, *head, sub_loo)
+    res.coefs = expand(res.coefs)
+    return res
+
+
+def _expander(keep, p, dtype):
+    """The coefficients of the columns ``keep`` (a vector, or a column per
+    alpha) in place among ``p`` (zeros elsewhere)."""
+    def expand(coef):
+        full = np.zeros((p, *coef.shape[1:]), dtype=dtype, order="F")
+        full[keep] = coef
+        return full
+    return expand
