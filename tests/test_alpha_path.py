@@ -715,7 +715,7 @@ def test_working_set_columns_hold_one_buffer():
 
 
 
-@pytest.mark.filterwarnings("ignore:FISTA did not reach")
+@pytest.mark.filterwarnings("ignore:The Lasso path .coordinate descent or FISTA")
 def test_all_columns_working_set_reads_the_transposed_copy():
     """A coordinate-descent working set of every column reads X~^T's kept copy,
     transposed (Fortran order), instead of gathering it again: the same path,

@@ -234,7 +234,7 @@ def test_mixing_search_releases_the_support_gram_before_the_trajectories():
                                   for cache in caches)
 
 
-@pytest.mark.filterwarnings("ignore:FISTA did not reach")
+@pytest.mark.filterwarnings("ignore:The Lasso path .coordinate descent or FISTA")
 def test_mixings_paths_share_the_transposed_copy():
     """The paths of several mixings on one shared design copy ``X~^T`` (the
     rows of the Fortran-ordered working sets' gathers) once: the same
