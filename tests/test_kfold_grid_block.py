@@ -79,8 +79,8 @@ def test_retired_groups_leave_the_others_as_they_were(speed_policy, est, weighte
     others (retire): their held-out errors stay those of the whole block
     (every iterate, in float64 to 1e-10: the products of a narrower block
     round differently), the retired ones keep theirs up to where they were
-    (NaN past), and retiring the last group or all of them leaves the block
-    as it is."""
+    (NaN past), and retiring every group, or groups retired already,
+    leaves the block as it is."""
     speed_policy(fold_covariance=False)
     X, y = _wide()
     sw = np.random.default_rng(2).integers(1, 4, len(y)).astype(float) if weighted else None

@@ -518,7 +518,8 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         a, g, goal = not_converged[0]
         warnings.warn(
             f"The Lasso path (coordinate descent or FISTA on working sets) did not reach "
-            f"the duality-gap tolerance within max_iter={max_iter} steps for {len(not_converged)} of {n_solved} alphas (e.g. alpha={a:.4g}: "
+            f"the duality-gap tolerance within max_iter={max_iter} steps for "
+            f"{len(not_converged)} of {n_solved} alphas (e.g. alpha={a:.4g}: "
             f"gap {g:.3e} > {goal:.3e}). Increase max_iter or tol; small alphas with "
             "p > n or nearly collinear columns are the slowest.",
             ConvergenceWarning,
