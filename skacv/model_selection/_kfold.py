@@ -229,7 +229,6 @@ class StackedFolds:
                  horizon=0, estimators=None):
         taken("stacked_folds", full_design=full_design)
         groups = [estimator] if estimators is None else list(estimators)
-        self.n_groups = len(groups)
         n = X.shape[0]
         train = np.zeros((n, len(splits)), dtype=bool)
         test = np.zeros_like(train)
