@@ -552,18 +552,17 @@ def _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, *args):
            Design.centred(design.X[:, keep], design.x_offset[keep], design.weight,
                           design.fit_intercept, design.policies))
     *head, loo_of = args
-    expand = _expander(keep, design.n_features, design.dtype)
-    sub_loo = None if loo_of is None else (lambda coef, alpha: loo_of(expand(coef), alpha))
+    p = design.n_features
+    sub_loo = (None if loo_of is None
+               else (lambda coef, alpha: loo_of(_put_back(coef, keep, p), alpha)))
     res = lasso_path(sub, y_tilde, X_sub, sample_weight, alphas, *head, sub_loo)
-    res.coefs = expand(res.coefs)
+    res.coefs = _put_back(res.coefs, keep, p)
     return res
 
 
-def _expander(keep, p, dtype):
-    """The coefficients of the columns ``keep`` (a vector, or a column per
-    alpha) in place among ``p`` (zeros elsewhere)."""
-    def expand(coef):
-        full = np.zeros((p, *coef.shape[1:]), dtype=dtype, order="F")
-        full[keep] = coef
-        return full
-    return expand
+def _put_back(coef, keep, p):
+    """The coefficients ``coef`` of the columns ``keep`` (a vector, or a
+    column per alpha) in place among ``p``, zeros elsewhere."""
+    full = np.zeros((p, *coef.shape[1:]), dtype=coef.dtype, order="F")
+    full[keep] = coef
+    return full

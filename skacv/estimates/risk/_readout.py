@@ -214,8 +214,7 @@ def risk_from_memory(F, A, n_eff, fit_intercept=False, A_sources=None, iteration
             # F_v L^{-T} tril(A, -1)^T / n: two products of n x (T + 1) with
             # triangular matrices (2 n T^2 flops) instead of T^3 + n T^2
             taken("thin_readout", rows=Fv.shape[0])
-            R_x = _times_strictly_lower_t(_times_triangular(Fv, L_inv.T, lower=False), A)
-            R_x /= n_eff
+            R_x = _thin_sources_term(Fv, L_inv, A, n_eff)
         else:
             R_x = _times_triangular(Fv, _sources_term(A, L_inv, n_eff), lower=False)
         R_x += F
@@ -357,13 +356,11 @@ def _momentum_in_basis(products, A, n_eff, fit_intercept, A_sources, iteration, 
                                  out=buf), in_place=True)
     Phiv = (products.Phiv if _clipped(products)
             else _extrapolate_columns(iteration, products.Phi))
-    Y = _times_triangular(Phiv, L_inv.T, lower=False)  # Phi_v L^{-T}
-    Gam = _times_strictly_lower_t(Y, np.asarray(A, dtype=np.float64)[:T1, :T1])
-    Gam /= n_eff
+    Gam = _thin_sources_term(Phiv, L_inv, np.asarray(A, dtype=np.float64)[:T1, :T1], n_eff)
     Gam += products.Phi
     Gam /= 1.0 - c / n_eff
     products["MGam"] = MGam = products.M @ Gam
-    l1 = np.abs(L_inv, out=L_inv).sum(axis=1)  # L^{-1} is read no more
+    l1 = _row_l1(L_inv, overwrite=True)  # L^{-1} is read no more
     if not matrix:
         return np.einsum("it,it->t", Gam, MGam) / n_eff, None, None, None, None, l1
     G = Gam.T @ MGam / n_eff
@@ -376,6 +373,17 @@ def _thin_products(policy):
     return policy is None or policy.readout_thin_products
 
 
+def _thin_sources_term(Bv, L_inv, A, n_eff):
+    """``B_v L^{-T} tril(A, -1)^T / n``, the sources' part of the corrected
+    residuals (``B_v`` their residuals, a row per sample) or of their
+    coefficients in the basis (``Phi_v``): two products of ``B_v``'s rows
+    with triangular matrices (``2 rows T^2`` flops), no ``(T + 1)^2``
+    product formed."""
+    out = _times_strictly_lower_t(_times_triangular(Bv, L_inv.T, lower=False), A)
+    out /= n_eff
+    return out
+
+
 def _times_strictly_lower_t(B, A):
     """``B tril(A, -1)^T`` (BLAS ``trmm`` with a unit diagonal: neither ``A``'s
     diagonal nor its upper triangle is read, nor copied)."""
@@ -385,9 +393,10 @@ def _times_strictly_lower_t(B, A):
     return out
 
 
-def _row_l1(L_inv):
-    """The l1 norms of the rows of ``L_inv``."""
-    return np.abs(L_inv).sum(axis=1)
+def _row_l1(L_inv, overwrite=False):
+    """The l1 norms of the rows of ``L_inv`` (``overwrite``: its absolute
+    values written over it, no copy)."""
+    return np.abs(L_inv, out=L_inv if overwrite else None).sum(axis=1)
 
 
 def _in_basis(products):
