@@ -142,6 +142,8 @@ class StatisticalPolicy:
     template_rtol: float = 1e-3
     template_check_lags: int = 200
     template_exact_support: int = 300
+    #: ... without its nodes below this share of the largest (eigenvalue times weight)
+    template_node_floor: float = 1e-10
     #: a continued chain keeps its template's nodes while its columns grew by at most this
     template_reuse_growth: float = 0.005
     #: Lanczos depths at which the template's quadrature is checked

@@ -913,3 +913,47 @@ def test_a_continued_chain_keeps_exact_template_nodes_past_the_checked_lags(
     again, paths = staged()
     assert paths.count("template_reused") == 0
     np.testing.assert_allclose(kept, again, rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::skacv.exceptions.UnreliableEstimateWarning")
+def test_the_template_leaves_out_negligible_nodes(statistical_policy):
+    """A design of rank 6 (40 columns, 1e-6 noise: 34 eigenvalues of
+    ``X~^T X~ / n`` within 3e-14 of the top) gives the template 6 nodes, not
+    40. A node ``theta`` moves the counterpart's entries by at most ``eta
+    theta (T + 1)``: the template without them is the template of all the
+    nodes within the 34 nodes' bound (measured 1e-11 of its largest entry,
+    the bound 1.4e-6), and ``risk_path_`` is the one of all the nodes
+    (measured 9e-11, asserted 1e-8)."""
+    from skacv.estimates.risk._spectral import counterpart_memory_matrix, significant_nodes
+
+    rng = np.random.default_rng(3)
+    n, p, T = 120, 40, 400
+    X = rng.standard_normal((n, 6)) @ rng.standard_normal((6, p))
+    X += 1e-6 * rng.standard_normal((n, p))
+    y = X[:, :3].sum(axis=1) + rng.standard_normal(n)
+    Xc = X - X.mean(axis=0)
+    lam = np.clip(np.linalg.eigvalsh(Xc.T @ Xc / n), 0.0, None)
+    stats = get_statistics()
+    kept, weights = significant_nodes(lam, None, stats)
+    assert kept.size == 6 and weights is None
+    np.testing.assert_array_equal(kept, lam[lam >= stats.template_node_floor * lam.max()])
+    iteration = TrajectoryLasso(0.01, max_iter=T).fit(X, y)._problem(X, y).iteration
+    A, Av = counterpart_memory_matrix(iteration, lam, T)
+    B, Bv = counterpart_memory_matrix(iteration, kept, T)
+    bound = iteration.step_size * lam[lam < kept.min()].sum() * (T + 1)
+    assert np.abs(A - B).max() <= bound and np.abs(Av - Bv).max() <= bound
+    # quadrature nodes: weight times eigenvalue against the largest
+    lq, wq = significant_nodes(np.array([1e-13, 1.0, 2.0]), np.array([1.0, 1e-11, 1.0]), stats)
+    np.testing.assert_array_equal(lq, [2.0])
+    np.testing.assert_array_equal(wq, [1.0])
+
+    def risk(floor):
+        statistical_policy(template_node_floor=floor)
+        with record() as paths:
+            est = TrajectoryLasso(alpha=0.01, max_iter=T, random_state=0).fit(X, y)
+        return est.risk_path_, [d["dropped"] for d in paths.details("template_nodes_dropped")]
+
+    default, dropped = risk(stats.template_node_floor)
+    every, none = risk(0.0)
+    assert dropped and max(dropped) >= 30 and not none
+    np.testing.assert_allclose(default, every, rtol=1e-8)

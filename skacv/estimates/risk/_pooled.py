@@ -52,6 +52,7 @@ from ._spectral import (
     counterpart_memory_matrix,
     counterpart_response,
     counterpart_responses,
+    significant_nodes,
 )
 from ._start import ChainStart
 from ._state import PooledState, SavedChains
@@ -485,7 +486,7 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None, hint=None):
         # other eigenvalues are zero: nothing in the template)
         Xd = np.asarray(Xs, dtype=np.float64)
         gram = Xd.T @ Xd if width <= Xd.shape[0] else Xd @ Xd.T
-        return np.clip(np.linalg.eigvalsh(gram * inv_n), 0.0, None), None
+        return significant_nodes(np.clip(np.linalg.eigvalsh(gram * inv_n), 0.0, None), None, stats)
     Z = draw_probes(check_random_state(rng), (width, n_probes)).astype(Xs.dtype)
     if coords is not None:  # row i of Z goes to the i-th smallest feature
         Z = Z[np.argsort(np.argsort(coords, kind="stable"))]
@@ -522,12 +523,12 @@ def template_nodes(design, Xs, rng, iteration, n_iter, coords=None, hint=None):
             seen.append((d, q, r))
             if settled():
                 taken("template_quadrature", depth=d)
-                return q[0], q[1] / n_probes
+                return significant_nodes(q[0], q[1] / n_probes, stats)
     if state is None or (state.j < top and not state.exhausted):
         state = lanczos(gram_times, Z, top, until=converged, resume=state)
     taken("template_quadrature", depth=state.j)
     lam, w = seen[-1][1] if seen and seen[-1][0] == state.j else quadrature(state)
-    return lam, w / n_probes
+    return significant_nodes(lam, w / n_probes, stats)
 
 
 def pooled_memory_matrix(design, iteration, coef_path, n_probes, rng, chain_dtype, verbose=0,

@@ -140,6 +140,25 @@ def _chain(iteration, lam, wl, T, n_sources, resume=None):
     return A, Av, CounterpartChain(T, A, Av, dv[:cols].T, dx1[:cols].T, dx2[:cols].T)
 
 
+def significant_nodes(lam, w, statistics):
+    """The nodes ``lam`` (weights ``w``, ``None``: unit) whose eigenvalue
+    times weight is at least the statistical policy's ``template_node_floor``
+    of the largest. A node ``theta`` enters the template as ``w theta
+    phi_{t, s}(theta)``, and the counterpart's response ``phi`` grows at
+    most linearly in the lag where ``theta`` is small (no curvature: the
+    momentum's drift), so the nodes left out move an entry by about ``T``
+    times the floor of the largest node's: far below the quadrature's
+    ``template_rtol`` (the spectra of collinear designs, spectra of
+    standardised absorbances among them, hold most of their nodes within
+    ``1e-10`` of the top, each a column of the template's recursion)."""
+    mass = lam if w is None else w * lam
+    keep = mass >= statistics.template_node_floor * mass.max(initial=0.0)
+    if keep.all() or not keep.any():
+        return lam, w
+    taken("template_nodes_dropped", dropped=int(keep.size - keep.sum()), nodes=keep.size)
+    return lam[keep], None if w is None else w[keep]
+
+
 def exact_nodes(design):
     """Eigenvalues of ``X~^T X~ / n_eff``, unit weights."""
     m = min(design.n_samples, design.n_features)
