@@ -79,10 +79,15 @@ def _solver_options(estimator):
 def feature_scales(design):
     """The root mean squares of the columns of ``X~`` (the design the steps
     run on: centred by its offsets, weighted; an intercept column of ones
-    included where the estimator has one), on at most the statistical
-    policy's ``feature_scale_rows`` evenly spaced rows."""
+    included where the estimator has one): from the design's column norms
+    (:meth:`~skacv.linalg._design.Design.column_sq_norms`, shared by the
+    fits of a search) up to the statistical policy's ``feature_scale_rows``
+    rows, else on that many evenly spaced rows."""
     n = design.n_samples
-    idx = np.unique(np.linspace(0, n - 1, min(n, design.statistics.feature_scale_rows))
+    tiny = np.finfo(np.float64).tiny
+    if n <= design.statistics.feature_scale_rows:
+        return np.sqrt(design.column_sq_norms() / max(float(design.n_eff), tiny))
+    idx = np.unique(np.linspace(0, n - 1, design.statistics.feature_scale_rows)
                     .astype(np.intp))
     X = design.X[idx]
     w = (np.ones(idx.size) if design.weight is None
@@ -93,9 +98,8 @@ def feature_scales(design):
         sq = (np.asarray(X.multiply(X).T @ w, dtype=np.float64)
               - 2.0 * m * np.asarray(X.T @ w, dtype=np.float64) + m * m * w.sum())
     else:  # X~ itself: centred and weighted (or X, when neither is asked)
-        Xd = np.asarray(X, dtype=np.float64)
-        sq = np.einsum("ij,ij->j", Xd, Xd)
-    return np.sqrt(np.maximum(sq, 0.0) / max(w.sum(), np.finfo(np.float64).tiny))
+        sq = np.einsum("ij,ij->j", X, X, dtype=np.float64)
+    return np.sqrt(np.maximum(sq, 0.0) / max(w.sum(), tiny))
 
 
 def warn_feature_scales(estimator, design, n_features):

@@ -415,6 +415,24 @@ class Design:
             sub *= self.sqrt_weight[:, None]
         return sub
 
+    def column_sq_norms(self):
+        """``||x~_j||^2`` of every column of ``X~`` (float64, read-only),
+        computed once (the design's cache: a search's fits share it)."""
+        norms = self.cache.get("column_sq_norms")
+        if norms is None:
+            if self.sparse:  # sum w (x - m)^2 = sum w x^2 - 2 m sum w x + m^2 sum w
+                X = sp.csc_array(self.X)
+                w = np.ones(self.n_samples) if self.weight is None else self.weight
+                m = np.asarray(self.x_offset, dtype=np.float64)
+                norms = (np.asarray(X.multiply(X).T @ w, dtype=np.float64)
+                         - 2.0 * m * np.asarray(X.T @ w, dtype=np.float64) + m * m * w.sum())
+                np.maximum(norms, 0.0, out=norms)
+            else:
+                norms = np.einsum("ij,ij->j", self.X, self.X, dtype=np.float64)
+            norms.flags.writeable = False
+            self.cache["column_sq_norms"] = norms
+        return norms
+
     def dense(self):
         """Dense ``X~`` (only for small problems)."""
         if not self.sparse:

@@ -204,7 +204,7 @@ class _SampleSpace(_KeptSpectrum):
         top over the rank less one. ``False`` when it cannot tell."""
         d = self.design
         if self.colnorm is None:
-            self.colnorm = np.einsum("ij,ij->j", d.X, d.X, dtype=np.float64) / d.n_eff
+            self.colnorm = d.column_sq_norms() / d.n_eff
         top, second = np.inf, 0.0
         kept = self._kept_work
         if kept is not None and self.top is not None and work.size >= kept.size:
