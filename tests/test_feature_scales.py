@@ -94,17 +94,28 @@ def test_constant_columns_do_not_count():
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_the_scales_are_the_weighted_root_mean_squares(fit_intercept, sparse):
+@pytest.mark.parametrize("rows", [None, 40])
+def test_the_scales_are_the_weighted_root_mean_squares(fit_intercept, sparse, rows,
+                                                       statistical_policy):
     """``feature_scales`` of a design: the weighted root mean square of each
-    column about its weighted mean (about 0 without intercept), by hand."""
+    column about its weighted mean (about 0 without intercept), by hand; on
+    ``feature_scale_rows`` evenly spaced rows of a longer design. All rows:
+    from the design's column norms, computed once."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((150, 6)) * [1, 2, 3, 10, 0.1, 5] + [0, 1, -2, 30, 0, 4]
     X[rng.random(X.shape) < 0.3] = 0.0
     w = rng.uniform(0.5, 3.0, 150)
+    idx = np.arange(150)
+    if rows is not None:  # (a design reads the policies in force where it is made)
+        statistical_policy(feature_scale_rows=rows)
+        idx = np.unique(np.linspace(0, 149, rows).astype(np.intp))
     design = Design(sp.csr_matrix(X) if sparse else X, w, fit_intercept)
     m = w @ X / w.sum() if fit_intercept else np.zeros(6)
-    expected = np.sqrt(w @ (X - m) ** 2 / w.sum())
+    expected = np.sqrt(w[idx] @ (X[idx] - m) ** 2 / w[idx].sum())
     np.testing.assert_allclose(feature_scales(design), expected, rtol=1e-12)
+    norms = design.column_sq_norms()
+    np.testing.assert_allclose(norms, w @ (X - m) ** 2, rtol=1e-12)
+    assert design.column_sq_norms() is norms and not norms.flags.writeable
 
 
 def test_a_search_warns_once_at_the_users_call():
