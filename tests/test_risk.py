@@ -523,6 +523,20 @@ def test_gather_in_threads(speed_policy, workers, rows):
     np.testing.assert_array_equal(out, ref)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mapped", [False, True])
+def test_transposed_copy_by_blocks(speed_policy, dtype, mapped):
+    """``transposed``: ``X^T`` C-ordered, by square blocks that do not divide
+    the shape (blocks of 4 on 41 x 13), in fresh memory or a mapping."""
+    import skacv.linalg._copies as copies_module
+
+    X = np.random.RandomState(2).randn(41, 13).astype(dtype)
+    policy = speed_policy(transpose_block=4, scratch_mmap_min_bytes=0 if mapped else None)
+    out = copies_module.transposed(X, policy)
+    assert out.flags.c_contiguous and out.dtype == dtype and out.shape == (13, 41)
+    np.testing.assert_array_equal(out, X.T)
+
+
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_block_trace_of_column_blocks(order):
     """``_block_trace`` reads the transposed blocks as views, in either

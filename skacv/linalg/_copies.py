@@ -1,6 +1,7 @@
 """Copies of a dense design's rows and columns, and scratch memory.
 
-:func:`gather` copies ``X[rows][:, cols]`` by blocks of rows, in another
+:func:`gather` copies ``X[rows][:, cols]`` by blocks of rows (:func:`transposed`
+``X^T`` by square blocks), in another
 precision (the risk estimate's restricted float32 copy of ``X~``, the
 stacked folds' copy of ``X`` with rows ordered by fold); :func:`scratch`
 gives memory for such copies that a search makes again and again, reused
@@ -45,6 +46,20 @@ def gather(X, dtype, policy, rows=None, cols=None, out=None):
     bounds = np.linspace(0, n, workers + 1).astype(int)
     with column_workers(workers) as run:
         run(copy, list(zip(bounds[:-1], bounds[1:], strict=True)))
+    return out
+
+
+def transposed(X, policy):
+    """``X^T`` of a dense 2-D ``X`` as a C-ordered copy in :func:`fresh`
+    memory, by square blocks of the speed ``policy``'s ``transpose_block``
+    (NumPy's copy of a transposed view reads one array across its rows: at
+    2000 x 3000, 22 ms against 11 ms by blocks, 150 ms on fresh memory)."""
+    n, p = X.shape
+    out = fresh(n * p, X.dtype, policy).reshape(p, n)
+    b = max(1, policy.transpose_block)
+    for i in range(0, n, b):
+        for j in range(0, p, b):
+            out[j:j + b, i:i + b] = X[i:i + b, j:j + b].T
     return out
 
 

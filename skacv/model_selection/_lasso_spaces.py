@@ -11,6 +11,7 @@ from .._config import check_memory
 from .._trace import taken
 from ..iterations._datafits import NormalEquations
 from ..iterations._metric import rank_one_metric, spike_possible
+from ..linalg._copies import transposed
 from ..linalg._covariance import CovarianceForm
 from ..linalg._design import Design
 from ..linalg._linalg import lanczos_top
@@ -42,7 +43,7 @@ class _WorkingColumns:
             if "path_transposed" not in d.cache:
                 check_memory(d.X.nbytes, f"the transposed copy of X~ ({d.n_features} x "
                              f"{d.n_samples})")
-                d.cache["path_transposed"] = np.ascontiguousarray(d.X.T)
+                d.cache["path_transposed"] = transposed(d.X, d.policy)
                 taken("transposed_columns")
             self.XT = d.cache["path_transposed"]
         return self.XT
