@@ -79,9 +79,11 @@ class SpeedPolicy:
     #: ... in threads from this size of the copy on
     gather_threads_min_bytes: int = 16 * 2**20
     #: scratch memory from this size on is a private anonymous mapping (``None``: NumPy's)
-    scratch_mmap_min_bytes: int | None = 4 * 2**20
-    #: the side of the square blocks of ``skacv.linalg._copies.transposed``
+    scratch_mmap_min_bytes: int | None = 64 * 2**20
+    #: the side of the square blocks of ``skacv.linalg._copies.transposed`` ...
     transpose_block: int = 256
+    #: ... into a mapping from this size on (``None``: NumPy's memory)
+    transpose_mmap_min_bytes: int | None = 4 * 2**20
     #: blocks of rows when a Gram matrix of a few columns is formed by blocks
     gram_block_bytes: int = 64 * 2**20
     #: work below this runs with one BLAS thread

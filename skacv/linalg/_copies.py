@@ -55,7 +55,7 @@ def transposed(X, policy):
     (NumPy's copy of a transposed view reads one array across its rows: at
     2000 x 3000, 22 ms against 11 ms by blocks, 150 ms on fresh memory)."""
     n, p = X.shape
-    out = fresh(n * p, X.dtype, policy).reshape(p, n)
+    out = fresh(n * p, X.dtype, policy, policy.transpose_mmap_min_bytes).reshape(p, n)
     b = max(1, policy.transpose_block)
     for i in range(0, n, b):
         for j in range(0, p, b):
@@ -90,14 +90,20 @@ def scratch(shape, dtype, policy, name="columns"):
     return buf.reshape(shape)
 
 
-def fresh(size, dtype, policy):
+#: :func:`fresh`'s default size of a mapping: the speed policy's ``scratch_mmap_min_bytes``
+SCRATCH = "scratch_mmap_min_bytes"
+
+
+def fresh(size, dtype, policy, min_bytes=SCRATCH):
     """Uninitialised memory for ``size`` items of ``dtype`` (1-D). On Linux,
-    from the speed ``policy``'s ``scratch_mmap_min_bytes`` on, a private
-    anonymous mapping without NumPy's huge-page advice, whose compaction
-    made the first touch of a large copy several times slower, erratically
-    (measured in the history of ``docs/benchmarks.rst``); freed with the last array that uses it."""
+    from ``min_bytes`` on (:data:`SCRATCH`: the speed ``policy``'s
+    ``scratch_mmap_min_bytes``; ``None``: never), a private anonymous
+    mapping without NumPy's huge-page advice, whose compaction made the
+    first touch of a large copy several times slower, erratically (measured
+    in the history of ``docs/benchmarks.rst``); freed with the last array
+    that uses it."""
     nbytes = size * dtype.itemsize
-    limit = policy.scratch_mmap_min_bytes
+    limit = policy.scratch_mmap_min_bytes if min_bytes is SCRATCH else min_bytes
     if limit is None or nbytes < max(limit, 1) or not sys.platform.startswith("linux"):
         return np.empty(size, dtype=dtype)
     # populated by the kernel at once: faster than a page fault at every
