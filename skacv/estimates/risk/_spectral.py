@@ -90,11 +90,8 @@ def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, 
         a, av, chain = _chain(iteration, lam, wl, T, 1, resume)
         A = _lower_toeplitz(a[:, 0])
         Av = A if share and np.array_equal(a, av) else _lower_toeplitz(av[:, 0])
-    else:
-        A = np.zeros((T + 1, T + 1))
-        Av = np.zeros((T + 1, T + 1))
-        a, av, chain = _chain(iteration, lam, wl, T, T, resume)
-        A[:, :T], Av[:, :T] = a, av
+    else:  # (T + 1, T + 1): the chain's own arrays, a last column of zeros
+        A, Av, chain = _chain(iteration, lam, wl, T, T, resume, pad=1)
     return (A, Av, chain) if keep else (A, Av)
 
 
@@ -106,15 +103,16 @@ def _lower_toeplitz(col):
     return np.lib.stride_tricks.sliding_window_view(vals, T + 1)[:, ::-1].copy()
 
 
-def _chain(iteration, lam, wl, T, n_sources, resume=None):
+def _chain(iteration, lam, wl, T, n_sources, resume=None, pad=0):
     """Scalar tangent recursions for sources ``0..n_sources-1``: ``A``,
-    ``A_sources`` (T + 1, n_sources) and the :class:`CounterpartChain` after
-    step ``T``, continuing ``resume``; ``wl`` of shape (r, g) (one source):
-    ``A``, ``A_sources`` (T + 1, g), a column per set of weights."""
+    ``A_sources`` (T + 1, n_sources + pad: ``pad`` columns of zeros) and the
+    :class:`CounterpartChain` after step ``T`` (holding them), continuing
+    ``resume``; ``wl`` of shape (r, g) (one source): ``A``, ``A_sources``
+    (T + 1, g), a column per set of weights."""
     r = lam.shape[0]
     width = n_sources if wl.ndim == 1 else wl.shape[1]
-    A = np.zeros((T + 1, width))
-    Av = np.zeros((T + 1, width))
+    A = np.zeros((T + 1, width + pad))
+    Av = np.zeros((T + 1, width + pad))
     # by sources (rows: the active ones a contiguous block): dv (advanced in
     # place), dx1, dx2 and a spare block that the next dx is written into,
     # rotated: no copies between steps
@@ -122,7 +120,7 @@ def _chain(iteration, lam, wl, T, n_sources, resume=None):
     k0 = 0
     if resume is not None:
         k0, c0 = resume.k, resume.dv.shape[1]
-        A[:k0 + 1, :c0], Av[:k0 + 1, :c0] = resume.A, resume.Av
+        A[:k0 + 1, :c0], Av[:k0 + 1, :c0] = resume.A[:, :c0], resume.Av[:, :c0]
         dv[:c0], dx1[:c0], dx2[:c0] = resume.dv.T, resume.dx1.T, resume.dx2.T
     neg_lam = -lam
     for k in range(k0 + 1, T + 1):
