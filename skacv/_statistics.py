@@ -40,6 +40,8 @@ class StatisticalPolicy:
     path_objective_tol: float = 100.0
     #: a warm start missing a violating column is solved to this fraction of its gap
     kkt_gap_cut: float = 0.1
+    #: a path's coefficients within this many rounding units of its largest are zeros
+    path_zero_ulps: float = 64.0
     #: a left-out Lasso solution is optimal within this (relative to its l1 penalty)
     loo_kkt_rtol: float = 1e-9
     #: most feature-sign steps of a left-out Lasso solve (converged leave-one-out)

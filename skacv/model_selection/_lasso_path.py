@@ -497,6 +497,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
             gap = duality_gap(*stats, float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
         coef, stats, gap, steps, work = _solve_alpha(space, coef, stats, gap, alpha, alpha_prev,
                                                      goal, step_size, max_iter)
+        _zero_rounding(coef, statistics)
         if gap > goal:
             not_converged.append((alpha_i, gap, goal))
         coefs[:, i] = coef
@@ -531,6 +532,18 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     if loo is not None:
         out.loo = loo[:m]
     return out
+
+
+def _zero_rounding(coef, statistics):
+    """Set to zero, in place, the coefficients of ``coef`` within the
+    statistical policy's ``path_zero_ulps`` rounding units of its largest: at
+    an alpha within rounding of a kink the homotopy's interpolation leaves
+    the coordinate joining there at about ``1e-18`` of the others, and the
+    df (the support's rank), hence the risk estimate, would count it on one
+    machine's rounding and not on another's."""
+    if coef.size:
+        cut = statistics.path_zero_ulps * np.finfo(coef.dtype).eps * np.abs(coef).max()
+        coef[np.abs(coef) <= cut] = 0
 
 
 def _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, *args):
