@@ -1325,5 +1325,5 @@ def test_converged_loo_with_near_duplicate_columns(seed, eps, weighted, statisti
         # (the refits' own accuracy: scikit-learn's coordinate descent stops
         # at duality gaps up to 3e-7 on the 1e-7 near-duplicates, its
         # ConvergenceWarning; 1.6e-8 apart with NumPy 1.24's OpenBLAS on an
-        # AVX-512 Xeon, 1e-9 elsewhere)
+        # AVX-512 Xeon, within 1e-8 elsewhere)
         np.testing.assert_allclose(path.loo[0], ref, rtol=1e-7)
