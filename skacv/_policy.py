@@ -82,8 +82,8 @@ class SpeedPolicy:
     scratch_mmap_min_bytes: int | None = 64 * 2**20
     #: the side of the square blocks of ``skacv.linalg._copies.transposed`` ...
     transpose_block: int = 256
-    #: ... into a mapping from this size on (``None``: NumPy's memory)
-    transpose_mmap_min_bytes: int | None = 4 * 2**20
+    #: ... into a mapping from this size on
+    transpose_mmap_min_bytes: int = 4 * 2**20
     #: blocks of rows when a Gram matrix of a few columns is formed by blocks
     gram_block_bytes: int = 64 * 2**20
     #: work below this runs with one BLAS thread

@@ -531,7 +531,7 @@ def test_transposed_copy_by_blocks(speed_policy, dtype, mapped):
     import skacv.linalg._copies as copies_module
 
     X = np.random.RandomState(2).randn(41, 13).astype(dtype)
-    policy = speed_policy(transpose_block=4, transpose_mmap_min_bytes=0 if mapped else None)
+    policy = speed_policy(transpose_block=4, transpose_mmap_min_bytes=0 if mapped else 2**62)
     out = copies_module.transposed(X, policy)
     assert out.flags.c_contiguous and out.dtype == dtype and out.shape == (13, 41)
     np.testing.assert_array_equal(out, X.T)

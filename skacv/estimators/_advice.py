@@ -6,7 +6,6 @@ scales keep its gradient steps from reaching some of them
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..exceptions import FeatureScaleWarning, UnreliableEstimateWarning
 from ..utils._validation import join_options, user_stacklevel
@@ -79,27 +78,15 @@ def _solver_options(estimator):
 def feature_scales(design):
     """The root mean squares of the columns of ``X~`` (the design the steps
     run on: centred by its offsets, weighted; an intercept column of ones
-    included where the estimator has one): from the design's column norms
+    included where the estimator has one): its column norms
     (:meth:`~skacv.linalg._design.Design.column_sq_norms`, shared by the
     fits of a search) up to the statistical policy's ``feature_scale_rows``
-    rows, else on that many evenly spaced rows."""
-    n = design.n_samples
-    tiny = np.finfo(np.float64).tiny
-    if n <= design.statistics.feature_scale_rows:
-        return np.sqrt(design.column_sq_norms() / max(float(design.n_eff), tiny))
-    idx = np.unique(np.linspace(0, n - 1, design.statistics.feature_scale_rows)
-                    .astype(np.intp))
-    X = design.X[idx]
-    w = (np.ones(idx.size) if design.weight is None
-         else np.asarray(design.weight[idx], dtype=np.float64))
-    if sp.issparse(X):  # X raw: sum w (x - m)^2 = sum w x^2 - 2 m sum w x + m^2 sum w
-        X = sp.csr_array(X)
-        m = np.asarray(design.x_offset, dtype=np.float64)
-        sq = (np.asarray(X.multiply(X).T @ w, dtype=np.float64)
-              - 2.0 * m * np.asarray(X.T @ w, dtype=np.float64) + m * m * w.sum())
-    else:  # X~ itself: centred and weighted (or X, when neither is asked)
-        sq = np.einsum("ij,ij->j", X, X, dtype=np.float64)
-    return np.sqrt(np.maximum(sq, 0.0) / max(w.sum(), tiny))
+    rows, else those of that many evenly spaced rows (:meth:`Design.rows
+    <skacv.linalg._design.Design.rows>`: the same centring)."""
+    n, rows = design.n_samples, design.statistics.feature_scale_rows
+    part = design if n <= rows else design.rows(
+        np.unique(np.linspace(0, n - 1, rows).astype(np.intp)))
+    return np.sqrt(part.column_sq_norms() / max(float(part.n_eff), np.finfo(np.float64).tiny))
 
 
 def warn_feature_scales(estimator, design, n_features):

@@ -90,20 +90,16 @@ def scratch(shape, dtype, policy, name="columns"):
     return buf.reshape(shape)
 
 
-#: :func:`fresh`'s default size of a mapping: the speed policy's ``scratch_mmap_min_bytes``
-SCRATCH = "scratch_mmap_min_bytes"
-
-
-def fresh(size, dtype, policy, min_bytes=SCRATCH):
+def fresh(size, dtype, policy, min_bytes=None):
     """Uninitialised memory for ``size`` items of ``dtype`` (1-D). On Linux,
-    from ``min_bytes`` on (:data:`SCRATCH`: the speed ``policy``'s
-    ``scratch_mmap_min_bytes``; ``None``: never), a private anonymous
-    mapping without NumPy's huge-page advice, whose compaction made the
-    first touch of a large copy several times slower, erratically (measured
-    in the history of ``docs/benchmarks.rst``); freed with the last array
-    that uses it."""
+    from ``min_bytes`` on (``None``: the speed ``policy``'s
+    ``scratch_mmap_min_bytes``, itself ``None`` for never), a private
+    anonymous mapping without NumPy's huge-page advice, whose compaction
+    made the first touch of a large copy several times slower, erratically
+    (measured in the history of ``docs/benchmarks.rst``); freed with the
+    last array that uses it."""
     nbytes = size * dtype.itemsize
-    limit = policy.scratch_mmap_min_bytes if min_bytes is SCRATCH else min_bytes
+    limit = policy.scratch_mmap_min_bytes if min_bytes is None else min_bytes
     if limit is None or nbytes < max(limit, 1) or not sys.platform.startswith("linux"):
         return np.empty(size, dtype=dtype)
     # populated by the kernel at once: faster than a page fault at every
