@@ -18,6 +18,7 @@ import os
 
 import matplotlib.pyplot as plt
 import numpy as np
+from sklearn.base import clone
 from sklearn.linear_model import HuberRegressor
 
 from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryHuberRegressor
@@ -99,8 +100,9 @@ for name, search in searches.items():
     ax0.plot(it, truth, color=c, label=f"{name}: truth")
     crit = est.risk_path_ if search.criterion_ == "risk" else est.loo_path_
     ax0.plot(it, crit, color=c, ls="--", label=f"{name}: {search.criterion_} estimate")
-    if search.criterion_ == "loo":
-        ax0.plot(it, est.risk_path_, color=c, ls=":", lw=1)
+    if search.criterion_ == "loo":  # (the search's estimates: leave-one-out alone)
+        risk = clone(est).set_params(estimate_risk=True, estimate_loo=False).fit(X, y)
+        ax0.plot(it, risk.risk_path_, color=c, ls=":", lw=1)
     ax0.axvline(search.best_iteration_, color=c, lw=0.8)
 ax0.set_ylim(level - 16, level + 32)
 ax0.set_xlabel("iteration")

@@ -29,7 +29,8 @@ class StatisticalPolicy:
     converged_tol: float = 1e-5
     #: a path still falling grows up to this many times ``max_iter``
     max_iter_growth: int = 10
-    #: ``criterion="auto"`` computes both estimates up to this ``n_samples * n_features``
+    #: ``criterion="auto"`` computes both estimates up to this ``n_samples * n_features``,
+    #: where the other one costs at most the chosen one
     auto_both_size: int = 200_000
     #: ``criterion="auto"``'s leave-one-out samples, and the most it grows to
     auto_loo_samples: int = 100

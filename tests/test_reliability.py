@@ -28,8 +28,11 @@ from skacv import (
     TrajectoryLasso,
     risk_alpha_path,
 )
+from skacv._policy import get_policy
+from skacv._statistics import get_statistics
 from skacv.estimates.risk._estimate import risk_reliability
 from skacv.exceptions import UnreliableEstimateWarning
+from skacv.model_selection._criteria import reports_both
 
 
 def _design(kind, n, p, rho, seed, s=20, sigma=0.5, random_support=False):
@@ -361,12 +364,22 @@ def test_auto_criterion_rules(statistical_policy):
     assert lasso.criterion_ == "risk" and not hasattr(lasso, "n_splits_")
     assert "kfold_path" not in lasso.cv_results_ and "loo_path" not in lasso.cv_results_
     assert_allclose(lasso.best_risk_, lasso.risk_path_[lasso.best_iteration_])
-    # proximal SGD: leave-one-out of every sample; a small problem: both estimates
+    # proximal SGD: leave-one-out of every sample; on a small problem the
+    # risk estimate too where its chains (quadratic in the steps) cost at most
+    # the leave-one-out: not at 30 steps, at 2
     prox_sgd = TrajectoryLasso(alpha=0.05, solver="sgd", batch_size=10, max_iter=30)
     small = TrajectoryEarlyStoppingCV(prox_sgd, search="grid", random_state=0).fit(X, y)
     assert small.criterion_ == "loo" and small.estimator_.loo_options is None
-    assert "risk_path" in small.cv_results_ and "loo_path" in small.cv_results_
+    assert "risk_path" not in small.cv_results_ and "loo_path" in small.cv_results_
+    assert not hasattr(small.estimator_, "risk_path_")
     assert_allclose(small.best_risk_, small.loo_path_[small.best_iteration_])
+    policies = (get_policy(), get_statistics())
+    for T, both in ((30, False), (2, True)):
+        assert reports_both(prox_sgd.set_params(max_iter=T), "loo", 120, 60, None,
+                            policies) is both
+    short = TrajectoryEarlyStoppingCV(prox_sgd.set_params(max_iter=2), search="grid",
+                                      n_iter_no_change=None, random_state=0).fit(X, y)
+    assert "risk_path" in short.cv_results_ and "loo_path" in short.cv_results_
     ridge = TrajectoryEarlyStoppingCV(IterativeRidge(alpha=1.0, max_iter=30),
                                       search="grid").fit(X, y)
     assert ridge.criterion_ == "risk"

@@ -58,13 +58,44 @@ def resolve_auto(estimator, n_samples, n_features, cv, policies):
             f"{n_features} features although it is unreliable there: K-fold CV "
             f"(cv={cv!r}) needs at least {n_folds} samples.", UnreliableEstimateWarning,
             stacklevel=user_stacklevel())
-    return criterion, sub, reports_both(criterion, n_samples, n_features, statistics)
+    return criterion, sub, reports_both(estimator, criterion, n_samples, n_features, sub,
+                                        policies)
 
 
-def reports_both(criterion, n_samples, n_features, statistics):
+def reports_both(estimator, criterion, n_samples, n_features, loo_subsample, policies):
     """Whether ``criterion="auto"``, resolved to ``criterion``, computes the
-    other estimate too: leave-one-out on a small problem (``auto_both_size``)."""
-    return n_samples * n_features <= statistics.auto_both_size and criterion == "loo"
+    other estimate too: leave-one-out on a small problem (``auto_both_size``)
+    whose risk estimate costs at most the leave-one-out (both counted before
+    the fit at ``max_iter`` steps: :func:`risk_cost_flops`,
+    :func:`loo_cost_in_fits`). The estimators for which ``"auto"`` takes
+    leave-one-out have the curvature chains' risk (a robust loss,
+    mini-batches), quadratic in the steps, which cost the Huber literal
+    default 100 times its leave-one-out on a small real design
+    (docs/benchmarks.rst, ``bench_huber_grid.py``)."""
+    policy, statistics = policies
+    if criterion != "loo" or n_samples * n_features > statistics.auto_both_size:
+        return False
+    tracked = n_samples if loo_subsample is None else loo_subsample
+    loo = loo_cost_in_fits(estimator, n_samples, n_features, tracked, policy)[1]
+    return risk_cost_flops(estimator, n_samples, n_features, statistics) <= loo
+
+
+def risk_cost_flops(estimator, n_samples, n_features, statistics):
+    """Flops of the curvature chains' risk estimate (Tan & Bellec 2024;
+    :func:`~skacv.estimates.risk._curvature.curvature_memory_matrices`) over
+    ``max_iter`` steps: step ``k`` advances ``m k`` columns (``m`` probes a
+    source step) through two products with ``X~`` (``2 n p`` flops a column
+    each) and reads them (``n`` a column), ``(4 n p + n) m T^2 / 2`` in all;
+    ``m`` the probes ``n_probes="auto"`` takes (the ``n`` canonical vectors
+    up to ``auto_exact_factor`` times ``auto_probes``)."""
+    params = estimator.get_params(deep=False)
+    T = int(params.get("max_iter", 100) or 100)
+    n, p = max(n_samples, 1), max(n_features, 1) + int(bool(params.get("fit_intercept")))
+    m = params.get("n_probes", "auto")
+    if not isinstance(m, Integral):
+        m = n if m is None or n <= statistics.auto_exact_factor * statistics.auto_probes \
+            else statistics.auto_probes
+    return (4.0 * n * p + n) * m * T * T / 2.0
 
 
 def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked, policy):
