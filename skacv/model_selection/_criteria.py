@@ -70,7 +70,7 @@ def reports_both(estimator, criterion, n_samples, n_features, loo_subsample, pol
     :func:`loo_cost_in_fits`). The estimators for which ``"auto"`` takes
     leave-one-out have the curvature chains' risk (a robust loss,
     mini-batches), quadratic in the steps, which cost the Huber literal
-    default 100 times its leave-one-out on a small real design
+    default 10-35 times its leave-one-out on small real designs
     (docs/benchmarks.rst, ``bench_huber_grid.py``)."""
     policy, statistics = policies
     if criterion != "loo" or n_samples * n_features > statistics.auto_both_size:
