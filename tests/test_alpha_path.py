@@ -1293,6 +1293,7 @@ def test_strong_signal_path_scores_every_alpha_at_its_own_solution(l1_ratio):
     np.testing.assert_allclose(res.risk, tight.risk, rtol=1e-3)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # the refits'
 @pytest.mark.parametrize("seed, eps, weighted", [(3, 1e-7, False), (1, 1e-9, False),
                                                  (1, 1e-9, True)])
 def test_converged_loo_with_near_duplicate_columns(seed, eps, weighted, statistical_policy):
