@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from .._config import working_memory_bytes
+from ..estimates.risk._engine import chain_probes
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._validation import user_stacklevel
 from ._kfold import can_stack
@@ -86,15 +87,15 @@ def risk_cost_flops(estimator, n_samples, n_features, statistics):
     ``max_iter`` steps: step ``k`` advances ``m k`` columns (``m`` probes a
     source step) through two products with ``X~`` (``2 n p`` flops a column
     each) and reads them (``n`` a column), ``(4 n p + n) m T^2 / 2`` in all;
-    ``m`` the probes ``n_probes="auto"`` takes (the ``n`` canonical vectors
-    up to ``auto_exact_factor`` times ``auto_probes``)."""
+    ``m`` the probes ``n_probes="auto"`` takes (:func:`chain_probes`;
+    ``None``: the ``n`` canonical vectors)."""
     params = estimator.get_params(deep=False)
     T = int(params.get("max_iter", 100) or 100)
     n, p = max(n_samples, 1), max(n_features, 1) + int(bool(params.get("fit_intercept")))
     m = params.get("n_probes", "auto")
-    if not isinstance(m, Integral):
-        m = n if m is None or n <= statistics.auto_exact_factor * statistics.auto_probes \
-            else statistics.auto_probes
+    if isinstance(m, str):
+        m = chain_probes(n, statistics)
+    m = n if m is None else int(m)
     return (4.0 * n * p + n) * m * T * T / 2.0
 
 

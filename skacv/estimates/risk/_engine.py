@@ -75,9 +75,17 @@ def resolve_n_probes(n_probes, design, iteration, n_iter, datafit=None):
         exact = m ** 3 / 3.0
         probes = stats.auto_probes * 2.0 * n * p * (n_iter / 2 + 2)
         cheap = m <= stats.auto_exact_max_dim and exact <= stats.auto_exact_factor * probes
-    else:
-        cheap = n <= stats.auto_exact_factor * stats.auto_probes
-    return None if cheap else stats.auto_probes
+        return None if cheap else stats.auto_probes
+    return chain_probes(n, stats)
+
+
+def chain_probes(n_samples, statistics):
+    """``n_probes="auto"`` of Jacobian chains: ``None`` (the ``n`` canonical
+    vectors, exact traces) where they are at most ``auto_exact_factor``
+    times ``auto_probes`` probes, else ``auto_probes``."""
+    if n_samples <= statistics.auto_exact_factor * statistics.auto_probes:
+        return None
+    return statistics.auto_probes
 
 
 def takes_exact_probes(design, iteration, n_iter, datafit=None, goal="level"):
