@@ -163,6 +163,8 @@ class SpeedPolicy:
     chain_split_min_gain: float = 1.2
     #: fewest final steps on a fixed support that take the settled form
     settled_min_tail: int = 512
+    #: the robust traces take a stretch of one map in its eigenbasis where it pays
+    curvature_stretches: bool = True
     #: steps between the settled form's looks for decayed sources (``None``: never)
     settled_drop_check: int | None = 32
     #: left-out runs multiply by the Gram matrix in float32 from this many coefficients

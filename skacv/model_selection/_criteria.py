@@ -72,7 +72,10 @@ def reports_both(estimator, criterion, n_samples, n_features, loo_subsample, pol
     leave-one-out have the curvature chains' risk (a robust loss,
     mini-batches), quadratic in the steps, which cost the Huber literal
     default 10-35 times its leave-one-out on small real designs
-    (docs/benchmarks.rst, ``bench_huber_grid.py``)."""
+    (docs/benchmarks.rst, ``bench_huber_grid.py``). The rule counts every
+    chain step: full batch, the stretches of unchanged inliers cost less
+    (:func:`~skacv.estimates.risk._curvature.constant_runs`), which is known
+    only after the fit."""
     policy, statistics = policies
     if criterion != "loo" or n_samples * n_features > statistics.auto_both_size:
         return False

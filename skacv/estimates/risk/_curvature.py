@@ -5,8 +5,10 @@ one chain per source and probe in coefficient space."""
 import time
 
 import numpy as np
+from scipy import linalg
 
 from ..._config import check_memory
+from ..._trace import taken
 from ._probes import draw_probes
 from ._state import CurvatureState, usable_state
 
@@ -30,6 +32,15 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
     step ``s + 1``: one chain per source gives both. ``n_probes=None``: exact
     traces; ``state``: a :class:`~skacv.estimates.risk._state.CurvatureState`
     of a shorter prefix (probes only). No momentum.
+
+    Full batch, the chains advance by one fixed linear map over every
+    stretch of steps whose inliers and prox mask do not change
+    (:func:`constant_runs`; the Huber loss's inliers settle within a few
+    steps and then flip one row at a time). Such a stretch is taken in that
+    map's eigenbasis (:func:`_stretch`) where that costs less than its chain
+    steps: ``O(r^2 m)`` per source and ``O(r)`` per entry of ``A`` and ``K``
+    instead of ``(4 n p + n) m`` per source and step, the same traces up to
+    rounding.
     """
     n = design.n_samples
     T = coef_path.shape[1] - 1
@@ -57,18 +68,31 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
     else:
         m, scale = int(n_probes), 1.0 / int(n_probes)
         Z = state.Z if state is not None else draw_probes(rng, (n, m), dtype)
-    check_memory(2 * p * m * T * dtype.itemsize, f"the Jacobian chains ({p} x {m * T}, 2 blocks)",
+    plan = _plan(design, iteration, coef_path, curvature, m, k0, T)
+    # the chains are held as columns up to the last step a stretch does not end
+    width = T if keep_state else max(
+        [k0] + [b if not fast or b < T else a for a, b, fast in plan])
+    # a stretch holds its sources' states in float64: a at its start, b at its end (twice)
+    held = max([0] + [a + 2 * b for a, b, fast in plan if fast])
+    check_memory(8 * p * m * held + 2 * p * m * width * dtype.itemsize,
+                 f"the Jacobian chains ({p} x {m * width}, 2 blocks"
+                 + (f"; their states, {p} x {m * held} in float64)" if held else ")"),
                  "Use fewer probes (n_probes) or fewer iterations. ")
-    chains = np.zeros((p, m * T), dtype=dtype, order="F")
+    chains = np.zeros((p, m * width), dtype=dtype, order="F")
     if state is not None:
         chains[:, : m * k0] = state.chains
     run = _CurvatureChains(design, iteration, coef_path, curvature, Z, m, scale, dtype, A, K)
     tic = time.perf_counter()
-    for k in range(k0 + 1, T + 1):
-        run.step(k, chains)
-        if verbose and (k % max(1, T // 10) == 0 or k == T):
-            print(f"[risk] {iteration.name} robust traces: step {k}/{T}, "
-                  f"{time.perf_counter() - tic:.1f}s")
+    for a, b, fast in plan:
+        if fast:  # steps a + 1..b in the eigenbasis of their map
+            _stretch(run, chains, a, b, keep=b < T or keep_state)
+            taken("curvature_stretch", start=a, stop=b)
+        else:
+            for k in range(a + 1, b + 1):
+                run.step(k, chains)
+        if verbose:
+            print(f"[risk] {iteration.name} robust traces: step {b}/{T}"
+                  f"{' (one map)' if fast else ''}, {time.perf_counter() - tic:.1f}s")
     new_state = None
     if keep_state:
         new_state = CurvatureState(k=T, Z=Z, dtype=dtype, A=A.copy(), K=K.copy(),
@@ -189,3 +213,180 @@ def _shared_block_trace(W, D, m):
     k = D.shape[1] // m
     G = (W.T @ D).reshape(m, k, m)
     return np.einsum("iki->k", G).astype(np.float64)
+
+
+def constant_runs(iteration, coef_path, curvature):
+    """The stretches ``(a, b)`` (``a < b``) of steps ``a + 1..b`` that apply one
+    linear map to the chains of :func:`curvature_memory_matrices`: step
+    ``k`` reads the curvature at ``x^{k-1}`` and the prox mask at ``x^k``,
+    the same for all of them, and the chains after step ``a`` live on that
+    mask's coordinates (``a = 0``: no chain yet; a step that changes the mask
+    starts no stretch). Empty unless full batch with constant steps, the same
+    step on every coordinate, no momentum and a curvature."""
+    T = coef_path.shape[1] - 1
+    if (curvature is None or T < 2 or iteration.sampler is not None
+            or not iteration.constant_steps or not iteration.coordinatewise
+            or iteration.has_momentum(T)):
+        return []
+    p = coef_path.shape[0]
+    b = iteration.tangent(1, np.zeros((p, 1)), np.zeros((p, 1)), None, np.ones((p, 1)), None)[0]
+    if not (np.all(b == b[0, 0]) and b[0, 0] != 0):
+        return []
+    same_curvature = np.all(curvature[:, 1:] == curvature[:, :-1], axis=0)  # x^j, x^(j-1)
+    masks = [None] + [iteration.prox_jacobian(k, coef_path[:, k]) for k in range(1, T + 1)]
+
+    def same_mask(i, j):
+        mi, mj = masks[i], masks[j]
+        return (mi is None) == (mj is None) and (mi is None or np.array_equal(mi, mj))
+
+    runs, first = [], 1  # the first step of the current map
+    for k in range(2, T + 2):
+        if k <= T and same_curvature[k - 2] and same_mask(k, k - 1):
+            continue
+        a, b = first - 1, k - 1
+        if a >= 1 and not same_mask(a, first):
+            a += 1  # its first step takes the chains onto the new mask
+        if b > a:
+            runs.append((a, b))
+        first = k
+    return runs
+
+
+def _plan(design, iteration, coef_path, curvature, m, k0, T):
+    """``[(a, b, fast), ...]`` covering steps ``k0 + 1..T``: steps ``a + 1..b``
+    in one map's eigenbasis (``fast``, :func:`_stretch`) where that costs
+    less than their chain steps (:func:`_stretch_pays`; the speed policy's
+    ``curvature_stretches``), else chain steps."""
+    plan, k = [], k0
+    stretches = design.policy.curvature_stretches
+    for a, b in constant_runs(iteration, coef_path, curvature) if stretches else []:
+        a = max(a, k0)
+        if b <= a or not _stretch_pays(design, m, a, b, coef_path.shape[0]):
+            continue
+        if a > k:
+            plan.append((k, a, False))
+        plan.append((a, b, True))
+        k = b
+    if k < T:
+        plan.append((k, T, False))
+    return plan
+
+
+def _stretch_pays(design, m, a, b, p):
+    """Whether steps ``a + 1..b`` cost less in the eigenbasis (an
+    eigendecomposition of at most ``p`` coordinates, the sources' states in
+    and out of it, their readouts) than as chain steps (``(4 n p + n) m``
+    flops per source and step)."""
+    n = design.n_samples
+    chains = (4.0 * n * p + n) * m * (b * (b + 1) - a * (a + 1)) / 2.0
+    stretch = (10.0 * p ** 3 + 2.0 * n * p * (p + 3 * m) + 4.0 * p * p * m * b
+               + 2.0 * n * p * m * a + 2.0 * p * (b - a) * b)
+    return stretch < chains
+
+
+def _stretch(run, chains, a, b, keep):
+    """Rows ``a + 1..b`` of ``A`` and ``K`` over a stretch of one map
+    (:func:`constant_runs`) from the chains after step ``a``; ``keep``: the
+    chains after step ``b`` written back.
+
+    On the mask's coordinates ``S`` a step is ``dx <- diag(alpha) dx + beta
+    (inj - G dx)``, ``G = X~_S^T C X~_S / N`` with ``C`` the curvature the
+    steps read (at ``x^a..x^{b-1}``) and ``alpha``, ``beta`` the iteration's
+    :meth:`~skacv.Iteration.tangent` on ``dv`` and ``dz``: ``I - beta H``,
+    ``H = G + diag((1 - alpha) / beta) = V diag(lam) V^T``. In its
+    eigenbasis each direction decays by ``mu = 1 - beta lam`` a step, so with
+    the readouts ``u = V^T X~_S^T C z`` (``A``) and ``V^T X~_S^T C D_s z``
+    (``K``)
+
+        A[t, s] = sum_j c_j(s) mu_j^(t - a)                (s < a: chains after step a)
+        A[t, s] = sum_j omega_j beta mu_j^(t - s - 1)      (a <= s < t)
+
+    ``c_j(s)`` the readout of source ``s``'s chain after step ``a`` and
+    ``omega_j`` that of the injection ``V^T X~_S^T z / N`` (the same probes:
+    the chains' traces up to rounding). ``D_s`` differs from ``C`` on a few
+    rows (read apart), and so may ``D_b``: row ``b`` is read from the chains
+    after step ``b``."""
+    it, Z, m, scale, curv = run.iteration, run.Z, run.m, run.scale, run.curv
+    p = chains.shape[0]
+    k, L = a + 1, b - a
+    ones, zeros = np.ones((p, 1)), np.zeros((p, 1))
+    alpha = np.asarray(it.tangent(k, ones, ones, None, zeros.copy(), None)[0], float)[:, 0]
+    beta = float(it.tangent(k, zeros, zeros, None, ones.copy(), None)[0][0, 0])
+    mask = it.prox_jacobian(b, run.coef_path[:, b])
+    S = np.arange(p) if mask is None else np.flatnonzero(mask)
+    run.fitted_chains = None  # (the chains change here)
+    if S.size == 0:  # no free coordinate: every chain is zero
+        if keep:
+            chains[:, : m * b] = 0
+        return
+    C = np.asarray(curv[:, a], dtype=np.float64)
+    N = run._batch_weight(None)
+    XS = np.asarray(run.Xd[:, S], dtype=np.float64)
+    H = XS.T @ (XS * C[:, None])
+    H /= N
+    H[np.diag_indices_from(H)] += (1.0 - alpha[S]) / beta
+    lam, V = linalg.eigh(H, overwrite_a=True, check_finite=False)
+    mu = 1.0 - beta * lam
+    XV = XS @ V  # (n, r)
+    Zd = np.asarray(Z, dtype=np.float64)
+    inj = XV.T @ Zd
+    inj *= beta / N  # (r, m): the injection's state after its step
+    powers = mu[:, None] ** np.arange(L + 1)  # (r, L + 1)
+    rows = slice(a + 1, b + 1)
+    read = _Readout(run, XV, Zd, C, scale)
+    for M, U in ((run.A, read.A(C)), (run.K, read.K(C))):
+        omega = scale * np.einsum("ji,ji->j", U, inj)
+        M[rows, a:b] = np.tril(linalg.toeplitz(omega @ powers[:, :L]))
+    H0 = None
+    if a:
+        # the earlier sources: their chains after step a, read out in the eigenbasis
+        H0 = (V.T @ np.asarray(chains[S, : m * a], dtype=np.float64)).reshape(-1, a, m)
+        decay = powers[:, 1:].T  # (L, r): mu^(t - a)
+        run.A[rows, :a] = decay @ read.sources(read.A(C), H0)
+        run.K[rows, :a] = decay @ read.sources(read.K(C), H0, C)
+    D_b = np.asarray(curv[:, b], dtype=np.float64)
+    last = not np.array_equal(D_b, C)
+    if not (keep or last):
+        return
+    # the chains after step b: the earlier ones decayed, the stretch's own injections
+    Hb = np.empty((V.shape[1], b, m))
+    if a:
+        np.multiply(H0, powers[:, L][:, None, None], out=Hb[:, :a])
+    Hb[:, a:] = powers[:, L - 1::-1][:, :, None] * inj[:, None, :]
+    if last:  # x^b has other inliers: its row read with D_b
+        run.A[b, :b] = read.sources(read.A(D_b), Hb).sum(axis=0)
+        run.K[b, :b] = read.sources(read.K(D_b), Hb, D_b).sum(axis=0)
+    if keep:
+        chains[:, : m * b] = 0
+        chains[S, : m * b] = V @ Hb.reshape(-1, b * m)
+
+
+class _Readout:
+    """The readouts of :func:`_stretch` in the eigenbasis (``XV = X~_S V``):
+    ``u = V^T X~_S^T D z`` for ``A`` at an iterate of curvature ``D``, with
+    ``C`` (the stretch's sources' curvature) too for ``K``."""
+
+    def __init__(self, run, XV, Z, C, scale):
+        self.run, self.XV, self.Z, self.C, self.scale = run, XV, Z, C, scale
+
+    def A(self, D):
+        return (self.XV * D[:, None]).T @ self.Z
+
+    def K(self, D):
+        return (self.XV * (D * self.C)[:, None]).T @ self.Z
+
+    def sources(self, U, H, D=None):
+        """``(r, s)``: ``scale sum_i U[j, i] H[j, s, i]`` (the readout's terms per
+        direction); ``D``: ``K``'s, each source ``s`` read with ``D D_s``
+        instead of ``D C`` on the rows where ``D_s`` is not ``C``."""
+        out = self.scale * np.einsum("ji,jsi->js", U, H)
+        if D is None:
+            return out
+        curv, C = self.run.curv, self.C
+        for s in range(H.shape[1]):
+            rows = np.flatnonzero(curv[:, s] != C)
+            if rows.size:
+                w = self.XV[rows] * (D[rows] * (np.asarray(curv[rows, s], np.float64)
+                                                - C[rows]))[:, None]
+                out[:, s] += self.scale * np.einsum("ji,ji->j", w.T @ self.Z[rows], H[:, s])
+        return out

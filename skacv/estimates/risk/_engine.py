@@ -14,7 +14,8 @@ plan's ``form``:
 ``"pooled"``        proximal iterations, one chain of probes for all the sources
                     (``"auto"``'s; :mod:`skacv.estimates.risk._pooled`)
 ``"curvature"``     robust losses and mini-batches (Tan & Bellec 2024;
-                    :mod:`skacv.estimates.risk._curvature`)
+                    :mod:`skacv.estimates.risk._curvature`; full batch, the
+                    stretches of unchanged inliers in their map's eigenbasis)
 ``"settled"``       a long path whose supports settle (and linear iterations):
                     :mod:`skacv.estimates.risk._settled`, run by
                     :func:`~skacv.estimates.risk._estimate.trajectory_risk`
