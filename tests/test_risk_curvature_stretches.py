@@ -16,7 +16,7 @@ import pytest
 from sklearn.base import clone
 from test_risk_sgd import _batches, _tiny, reference_risk, reference_traces
 
-from skacv import TrajectoryHuberRegressor, config_context
+from skacv import IterativeRidge, TrajectoryHuberRegressor, config_context
 from skacv._policy import policy_context
 from skacv._trace import record
 from skacv.estimates.risk._curvature import constant_runs
@@ -161,3 +161,66 @@ def test_memory_refusal_names_the_chains():
                     clone(est).fit(X, y)
             with config_context(path_memory_limit=20):
                 assert np.isfinite(clone(est).fit(X, y).risk_path_).all()
+
+
+# ----------------------------------------------------------------------------
+# decayed sources (the window of live chains)
+# ----------------------------------------------------------------------------
+
+WINDOW_CASES = {
+    "ridge_sgd": lambda: IterativeRidge(solver="sgd", batch_size=20, n_probes=4),
+    "huber_sgd": lambda: TrajectoryHuberRegressor(solver="sgd", batch_size=20, n_probes=4),
+    "huber_gd": lambda: TrajectoryHuberRegressor(n_probes=4, alpha=1.0),
+}
+
+
+def _window_fit(make, X, y, every, stretches=True):
+    """The fit and its trace: (est, the first live source at each retirement, paths)."""
+    with policy_context(settled_drop_check=every, curvature_stretches=stretches), \
+            config_context(risk_matrix_limit=50), record() as paths:
+        est = make().set_params(max_iter=400, random_state=0).fit(X, y)
+    return est, [d["first"] for d in paths.details("curvature_window")], paths
+
+
+@pytest.mark.parametrize("case", sorted(WINDOW_CASES))
+def test_retired_sources_change_nothing_but_rounding(case):
+    """Sources whose chains decayed below ``negligible_state`` of the largest
+    stop advancing; the traces are those of every chain advanced to the end."""
+    X, y, _ = _problem(200, 20, seed=7)
+    every_chain, none, _ = _window_fit(WINDOW_CASES[case], X, y, None, stretches=False)
+    windowed, firsts, _ = _window_fit(WINDOW_CASES[case], X, y, 32, stretches=False)
+    assert not none
+    # sources retired, in order, well before the end
+    assert firsts and firsts == sorted(firsts) and 100 <= firsts[-1] < 400
+    a, b = every_chain.memory_matrix_, windowed.memory_matrix_
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-12 * np.abs(a).max())
+    np.testing.assert_allclose(windowed.risk_path_, every_chain.risk_path_, rtol=1e-12)
+
+
+def test_a_stretch_after_retired_sources(statistical_policy):
+    """A stretch that starts with retired sources (their chains zero) reads
+    the traces the chain steps read with the same sources retired. A coarse
+    ``negligible_state`` retires sources 0-1 at step 15, the only look of
+    both routes (``settled_drop_check=15``, 29 steps): the stretch 15-29
+    starts there."""
+    statistical_policy(negligible_state=1e-2)
+    X, y, _ = _problem(150, 30, seed=8)
+
+    def make():  # the l1 support moves until step 15: a chain step there
+        return TrajectoryHuberRegressor(n_probes=4, alpha=5.0, penalty="l1",
+                                        risk_options={"chain_dtype": "float64"})
+
+    runs = {}
+    for stretches in (False, True):
+        with policy_context(settled_drop_check=15, curvature_stretches=stretches), \
+                record() as paths:
+            est = make().set_params(max_iter=29, random_state=0).fit(X, y)
+        runs[stretches] = (est, [(d["first"], d["step"]) for d in
+                                 paths.details("curvature_window")],
+                           [(d["start"], d["stop"]) for d in paths.details("curvature_stretch")])
+    (plain, retired, _), (fast, retired_fast, stretches) = runs[False], runs[True]
+    assert retired == retired_fast and retired[0][0] >= 1 and retired[0][1] == 15
+    assert (15, 29) in stretches
+    a = plain.memory_matrix_
+    np.testing.assert_allclose(fast.memory_matrix_, a, rtol=0, atol=1e-12 * np.abs(a).max())
+    np.testing.assert_allclose(fast.risk_path_, plain.risk_path_, rtol=1e-12)

@@ -246,7 +246,7 @@ def test_settled_form_drops_the_supports_null_space(settled):
 
 
 def test_first_live_column_of_the_row_norms():
-    """``_first_live``: the leading columns whose states are all below
+    """``first_live``: the leading columns whose states are all below
     ``negligible_state`` of the largest seen are dropped (a live column
     stops the scan: the window stays contiguous); a state that is not
     finite (a diverging recursion) drops nothing."""
@@ -254,7 +254,7 @@ def test_first_live_column_of_the_row_norms():
     tiny = negligible / 10
     hx = np.array([[tiny * 50, 0.0, 1.0, tiny, 50.0], [0.0, tiny, 0.0, 0.0, 0.0]])
     hv = np.zeros_like(hx)
-    first_live = settled_form._first_live
+    first_live = settled_form.first_live
     assert first_live(7, hx, hv, 0.0, negligible) == (9, 50.0)
     # a larger peak seen before makes the third column negligible too
     assert first_live(7, hx, hv, 1e14, negligible) == (11, 1e14)

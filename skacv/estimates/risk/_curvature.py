@@ -10,6 +10,7 @@ from scipy import linalg
 from ..._config import check_memory
 from ..._trace import taken
 from ._probes import draw_probes
+from ._settled import first_live
 from ._state import CurvatureState, usable_state
 
 
@@ -119,7 +120,9 @@ class _CurvatureChains:
             for s in range(T):
                 self.batches[s] = np.asarray(self.sampler(s + 1))
             self.batch_probes = self._batch_probes(T)
-        self.fitted_chains = None  # X~ @ chains after the last step (full batch: reused)
+        # (first column, X~ @ chains[:, first:]) after the last step (full batch: reused)
+        self.fitted_chains = None
+        self.lo, self.peak = 0, 0.0  # the first live source, the largest chain seen
 
     def _batch_probes(self, T):
         """``B_s = X~_S^T (Z D_s)_S`` for every source's batch ``S``: then ``K[t, s]
@@ -138,71 +141,95 @@ class _CurvatureChains:
             return float(self.design.n_eff)
         return float(S.shape[0]) if self.weight is None else float(self.weight[S].sum())
 
-    def _gradient(self, k, chains, c_old, c_new):
-        """The gradient tangents of step ``k``'s batch and the new injection."""
+    def _gradient(self, k, chains, c_lo, c_old, c_new):
+        """The gradient tangents of step ``k``'s batch (live columns ``c_lo..``)
+        and the new injection."""
         S = self.batches[k - 1]
         N = self._batch_weight(S)
         inv_N = self.dtype.type(1.0 / N) if N > 0 else self.dtype.type(0.0)
-        dz = np.empty((chains.shape[0], c_new), dtype=self.dtype, order="F")
-        if c_old:
+        dz = np.empty((chains.shape[0], c_new - c_lo), dtype=self.dtype, order="F")
+        live = c_old - c_lo
+        if live:
             XS = self.Xd if S is None else self.Xd[S]
-            if S is None and self.fitted_chains is not None:
-                Y = self.fitted_chains
+            cached = self.fitted_chains
+            if S is None and cached is not None:
+                Y = cached[1][:, c_lo - cached[0]:]
             else:
-                Y = XS @ chains[:, :c_old]
+                Y = XS @ chains[:, c_lo:c_old]
             if self.curv is not None:
                 c = self.curv[:, k - 1] if S is None else self.curv[S, k - 1]
                 Y = Y * c[:, None]
-            np.multiply(XS.T @ Y, -inv_N, out=dz[:, :c_old])
-        np.multiply(self.injection, inv_N, out=dz[:, c_old:c_new])
+            np.multiply(XS.T @ Y, -inv_N, out=dz[:, :live])
+        np.multiply(self.injection, inv_N, out=dz[:, live:])
         return dz
 
     def step(self, k, chains):
-        """Step ``k`` of every chain, then row ``k`` of ``A`` and ``K``."""
-        m = self.m
-        c_old, c_new = m * (k - 1), m * k
-        dz = self._gradient(k, chains, c_old, c_new)
-        dv = chains[:, :c_new]
+        """Step ``k`` of every live chain, then row ``k`` of ``A`` and ``K``."""
+        m, lo = self.m, self.lo
+        c_lo, c_old, c_new = m * lo, m * (k - 1), m * k
+        dz = self._gradient(k, chains, c_lo, c_old, c_new)
+        dv = chains[:, c_lo:c_new]
         if c_old < c_new:
-            dv[:, c_old:c_new] = 0
+            dv[:, c_old - c_lo:] = 0
         mask = self.iteration.prox_jacobian(k, self.coef_path[:, k])
         dx, _ = self.iteration.tangent(k, dv, dv, None, dz, mask)
-        chains[:, :c_new] = dx
+        chains[:, c_lo:c_new] = dx
         # readout: A with D_k on every row, K with D_k D_s on the rows of S_s
         if self.sampler is None:
-            self._read_full_batch(k, dx)
+            self._read_full_batch(k, dx, lo)
         else:
-            self._read_minibatch(k, dx, c_new)
+            self._read_minibatch(k, dx, lo)
+        every = self.design.policy.settled_drop_check
+        if every and k % every == 0:
+            self._retire(k, chains)
 
-    def _read_full_batch(self, k, dx):
+    def _retire(self, k, chains):
+        """Stop advancing the sources whose chains have decayed below
+        ``negligible_state`` times the largest chain seen (their columns set to
+        zero): the steps are non-expansive (a step of at most ``2 / L``, a
+        mask, curvatures in ``[0, max_curvature]``), so a decayed chain stays
+        negligible, and a long path costs ``O(T w)`` chain steps for ``w`` live
+        sources instead of ``O(T^2)``."""
+        m, lo = self.m, self.lo
+        block = np.abs(chains[:, m * lo:m * k])
+        size = block.max(axis=0, initial=0.0).reshape(k - lo, m).max(axis=1)
+        new_lo, self.peak = first_live(lo, size[None, :], size[None, :], self.peak,
+                                        self.design.statistics.negligible_state)
+        new_lo = min(new_lo, k)
+        if new_lo > lo:
+            chains[:, m * lo:m * new_lo] = 0
+            self.lo = new_lo
+            taken("curvature_window", first=new_lo, step=k)
+
+    def _read_full_batch(self, k, dx, lo):
         Z, m, curv, scale, n = self.Z, self.m, self.curv, self.scale, self.Z.shape[0]
         dk = None if curv is None else curv[:, k]
-        Y = self.Xd @ dx  # (n, m k)
-        self.fitted_chains = Y
+        Y = self.Xd @ dx  # (n, m (k - lo))
+        self.fitted_chains = (m * lo, Y)
         W = Z if dk is None else Z * dk[:, None]
-        self.A[k, :k] = scale * _shared_block_trace(W, Y, m)
+        self.A[k, lo:k] = scale * _shared_block_trace(W, Y, m)
         if curv is None:
-            self.K[k, :k] = self.A[k, :k]
+            self.K[k, lo:k] = self.A[k, lo:k]
         else:
-            self.K[k, :k] = scale * np.einsum("nm,ns,nsm->s", W, curv[:, :k],
-                                              Y.reshape(n, k, m), dtype=np.float64,
-                                              optimize=True)
+            self.K[k, lo:k] = scale * np.einsum("nm,ns,nsm->s", W, curv[:, lo:k],
+                                                Y.reshape(n, k - lo, m), dtype=np.float64,
+                                                optimize=True)
 
-    def _read_minibatch(self, k, dx, c_new):
+    def _read_minibatch(self, k, dx, lo):
         Z, m, curv, scale, Xd = self.Z, self.m, self.curv, self.scale, self.Xd
         dk = None if curv is None else curv[:, k]
         P = Xd.T @ (Z if dk is None else Z * dk[:, None])
-        self.A[k, :k] = scale * _shared_block_trace(P, dx, m)
-        self.K[k, :k] = scale * np.einsum("ij,ij->j", self.batch_probes[:, :c_new], dx,
-                                          dtype=np.float64).reshape(k, m).sum(axis=1)
+        self.A[k, lo:k] = scale * _shared_block_trace(P, dx, m)
+        self.K[k, lo:k] = scale * np.einsum("ij,ij->j", self.batch_probes[:, m * lo:m * k], dx,
+                                            dtype=np.float64).reshape(k - lo, m).sum(axis=1)
         if curv is None:
             return
-        for s in range(k):
+        for s in range(lo, k):
             Ss = self.batches[s]
             coef = (dk[Ss] - 1) * curv[Ss, s]
             Ss, coef = Ss[coef != 0], coef[coef != 0]
             if Ss.size:
-                Ys = Xd[Ss] @ dx[:, s * m:(s + 1) * m]
+                Ys = Xd[Ss] @ dx[:, (s - lo) * m:(s - lo + 1) * m]
                 self.K[k, s] += scale * float(np.einsum("nm,nm->", Z[Ss] * coef[:, None], Ys,
                                                         dtype=np.float64))
 
@@ -337,28 +364,30 @@ def _stretch(run, chains, a, b, keep):
     for M, U in ((run.A, read.A(C)), (run.K, read.K(C))):
         omega = scale * np.einsum("ji,ji->j", U, inj)
         M[rows, a:b] = np.tril(linalg.toeplitz(omega @ powers[:, :L]))
+    lo = min(run.lo, a)  # the sources before it have decayed (their chains are zero)
     H0 = None
-    if a:
+    if a > lo:
         # the earlier sources: their chains after step a, read out in the eigenbasis
-        H0 = (V.T @ np.asarray(chains[S, : m * a], dtype=np.float64)).reshape(-1, a, m)
+        H0 = V.T @ np.asarray(chains[S, m * lo:m * a], dtype=np.float64)
+        H0 = H0.reshape(-1, a - lo, m)
         decay = powers[:, 1:].T  # (L, r): mu^(t - a)
-        run.A[rows, :a] = decay @ read.sources(read.A(C), H0)
-        run.K[rows, :a] = decay @ read.sources(read.K(C), H0, C)
+        run.A[rows, lo:a] = decay @ read.sources(read.A(C), H0, lo)
+        run.K[rows, lo:a] = decay @ read.sources(read.K(C), H0, lo, C)
     D_b = np.asarray(curv[:, b], dtype=np.float64)
     last = not np.array_equal(D_b, C)
     if not (keep or last):
         return
     # the chains after step b: the earlier ones decayed, the stretch's own injections
-    Hb = np.empty((V.shape[1], b, m))
-    if a:
-        np.multiply(H0, powers[:, L][:, None, None], out=Hb[:, :a])
-    Hb[:, a:] = powers[:, L - 1::-1][:, :, None] * inj[:, None, :]
+    Hb = np.empty((V.shape[1], b - lo, m))
+    if H0 is not None:
+        np.multiply(H0, powers[:, L][:, None, None], out=Hb[:, :a - lo])
+    Hb[:, a - lo:] = powers[:, L - 1::-1][:, :, None] * inj[:, None, :]
     if last:  # x^b has other inliers: its row read with D_b
-        run.A[b, :b] = read.sources(read.A(D_b), Hb).sum(axis=0)
-        run.K[b, :b] = read.sources(read.K(D_b), Hb, D_b).sum(axis=0)
+        run.A[b, lo:b] = read.sources(read.A(D_b), Hb, lo).sum(axis=0)
+        run.K[b, lo:b] = read.sources(read.K(D_b), Hb, lo, D_b).sum(axis=0)
     if keep:
         chains[:, : m * b] = 0
-        chains[S, : m * b] = V @ Hb.reshape(-1, b * m)
+        chains[S, m * lo:m * b] = V @ Hb.reshape(-1, (b - lo) * m)
 
 
 class _Readout:
@@ -375,18 +404,19 @@ class _Readout:
     def K(self, D):
         return (self.XV * (D * self.C)[:, None]).T @ self.Z
 
-    def sources(self, U, H, D=None):
+    def sources(self, U, H, first, D=None):
         """``(r, s)``: ``scale sum_i U[j, i] H[j, s, i]`` (the readout's terms per
-        direction); ``D``: ``K``'s, each source ``s`` read with ``D D_s``
-        instead of ``D C`` on the rows where ``D_s`` is not ``C``."""
+        direction) for the sources ``first, first + 1, ...``; ``D``: ``K``'s,
+        each source ``s`` read with ``D D_s`` instead of ``D C`` on the rows
+        where ``D_s`` is not ``C``."""
         out = self.scale * np.einsum("ji,jsi->js", U, H)
         if D is None:
             return out
         curv, C = self.run.curv, self.C
         for s in range(H.shape[1]):
-            rows = np.flatnonzero(curv[:, s] != C)
+            rows = np.flatnonzero(curv[:, first + s] != C)
             if rows.size:
-                w = self.XV[rows] * (D[rows] * (np.asarray(curv[rows, s], np.float64)
+                w = self.XV[rows] * (D[rows] * (np.asarray(curv[rows, first + s], np.float64)
                                                 - C[rows]))[:, None]
                 out[:, s] += self.scale * np.einsum("ji,ji->j", w.T @ self.Z[rows], H[:, s])
         return out

@@ -220,13 +220,13 @@ class SettledMemory:
             prev[live] = row
             prev[k] = 1.0 / d
             if every and (k - k0) % every == 0:
-                lo, peak = _first_live(lo, np.abs(hx), np.abs(hv), peak,
+                lo, peak = first_live(lo, np.abs(hx), np.abs(hv), peak,
                                        statistics.negligible_state)
                 taken("settled_window", first=lo, step=k)
         return norms
 
 
-def _first_live(lo, hx, hv, peak, negligible):
+def first_live(lo, hx, hv, peak, negligible):
     """``(lo, peak)``: the first column of ``|hx|``, ``|hv|`` above
     ``negligible`` times the largest state seen. A stable recursion's columns
     decay geometrically, so the row norms cost ``O(r T w)`` instead of ``O(r
