@@ -18,6 +18,7 @@ from skacv._policy import get_policy
 from skacv._trace import Paths, record
 from skacv.estimates.risk import _settled as settled_form
 from skacv.estimates.risk._engine import plan_estimate
+from skacv.estimates.risk._state import first_live
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.iterations import FISTA, ISTA
 
@@ -254,7 +255,6 @@ def test_first_live_column_of_the_row_norms():
     tiny = negligible / 10
     hx = np.array([[tiny * 50, 0.0, 1.0, tiny, 50.0], [0.0, tiny, 0.0, 0.0, 0.0]])
     hv = np.zeros_like(hx)
-    first_live = settled_form.first_live
     assert first_live(7, hx, hv, 0.0, negligible) == (9, 50.0)
     # a larger peak seen before makes the third column negligible too
     assert first_live(7, hx, hv, 1e14, negligible) == (11, 1e14)

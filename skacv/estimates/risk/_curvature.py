@@ -1,6 +1,8 @@
 """Memory matrices of robust losses and mini-batches (Tan & Bellec 2024):
 the traces ``A`` and ``K`` of :func:`skacv.estimates.risk._readout.risk_from_sources`,
-one chain per source and probe in coefficient space."""
+one chain per source and probe in coefficient space, stepped while it has
+not decayed (:meth:`_CurvatureChains._retire`), or a stretch of one map at a
+time in its eigenbasis (:func:`constant_runs`, :func:`_stretch`)."""
 
 import time
 
@@ -10,8 +12,7 @@ from scipy import linalg
 from ..._config import check_memory
 from ..._trace import taken
 from ._probes import draw_probes
-from ._settled import first_live
-from ._state import CurvatureState, usable_state
+from ._state import CurvatureState, first_live, usable_state
 
 
 def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes, rng,

@@ -15,6 +15,7 @@ from scipy import linalg
 from ..._trace import taken
 from ...utils._parallel import factorization_blas
 from ._probes import probe_images
+from ._state import first_live
 
 
 def free_steps(iteration, coef_path):
@@ -224,20 +225,6 @@ class SettledMemory:
                                        statistics.negligible_state)
                 taken("settled_window", first=lo, step=k)
         return norms
-
-
-def first_live(lo, hx, hv, peak, negligible):
-    """``(lo, peak)``: the first column of ``|hx|``, ``|hv|`` above
-    ``negligible`` times the largest state seen. A stable recursion's columns
-    decay geometrically, so the row norms cost ``O(r T w)`` instead of ``O(r
-    T^2)``."""
-    size = hx.max(axis=0, initial=0.0)
-    np.maximum(size, hv.max(axis=0, initial=0.0), out=size)
-    if not np.all(np.isfinite(size)):  # a diverging recursion: nothing is negligible
-        return lo, peak
-    peak = max(peak, float(size.max(initial=0.0)))
-    above = np.flatnonzero(size > negligible * peak)
-    return lo + (int(above[0]) if above.size else size.size), peak
 
 
 def linear_settled_memory(iteration, T, nodes, weights):

@@ -116,3 +116,17 @@ def usable_state(state, kind, n_probes, dtype, T, n, exact=False):
             and getattr(state.Z, "exact", False) == exact):
         return state
     return None
+
+
+def first_live(lo, hx, hv, peak, negligible):
+    """``(lo, peak)``: the first column of ``|hx|``, ``|hv|`` above
+    ``negligible`` times the largest state seen. A stable recursion's columns
+    decay geometrically, so the settled form's row norms cost ``O(r T w)``
+    instead of ``O(r T^2)``, and so do the curvature chains' steps."""
+    size = hx.max(axis=0, initial=0.0)
+    np.maximum(size, hv.max(axis=0, initial=0.0), out=size)
+    if not np.all(np.isfinite(size)):  # a diverging recursion: nothing is negligible
+        return lo, peak
+    peak = max(peak, float(size.max(initial=0.0)))
+    above = np.flatnonzero(size > negligible * peak)
+    return lo + (int(above[0]) if above.size else size.size), peak
