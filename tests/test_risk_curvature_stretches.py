@@ -150,17 +150,25 @@ def test_warm_start_continues_over_stretches():
 
 
 def test_memory_refusal_names_the_chains():
-    """Above ``path_memory_limit`` the estimate is refused with its size, on
-    either route."""
+    """Above ``path_memory_limit`` the estimate is refused with the size of
+    its smaller route; between the two routes' needs the stretches give way
+    to the chain steps (which hold no float64 states)."""
     X, y, _ = _problem(60, 600, seed=6)  # the chains (p x 5 T) outweigh the T x T matrices
     est = TrajectoryHuberRegressor(max_iter=100, alpha=300.0, n_probes=5, random_state=0)
-    for stretches in (False, True):
-        with policy_context(curvature_stretches=stretches):
-            with config_context(path_memory_limit=1.5):
-                with pytest.raises(ValueError, match=r"Jacobian chains .* MiB"):
-                    clone(est).fit(X, y)
-            with config_context(path_memory_limit=20):
-                assert np.isfinite(clone(est).fit(X, y).risk_path_).all()
+    fits = {}
+    for limit in (1.5, 3.0, 20.0):
+        for stretches in (False, True):
+            with policy_context(curvature_stretches=stretches), \
+                    config_context(path_memory_limit=limit), record() as paths:
+                if limit == 1.5:  # below both: the chain steps' size, 2 x 601 x 500 float32
+                    with pytest.raises(ValueError, match=r"chains \(601 x 500, 2 blocks\)"):
+                        clone(est).fit(X, y)
+                    continue
+                fits[limit, stretches] = (clone(est).fit(X, y).risk_path_,
+                                          len(paths.details("curvature_stretch")))
+    assert fits[3.0, True][1] == 0 and fits[20.0, True][1] >= 1  # 3 MiB: chain steps
+    for risk, _ in fits.values():
+        np.testing.assert_allclose(risk, fits[20.0, False][0], rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------

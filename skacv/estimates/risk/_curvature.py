@@ -9,7 +9,7 @@ import time
 import numpy as np
 from scipy import linalg
 
-from ..._config import check_memory
+from ..._config import check_memory, path_memory_bytes
 from ..._trace import taken
 from ._probes import draw_probes
 from ._state import CurvatureState, first_live, usable_state
@@ -71,12 +71,14 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
         m, scale = int(n_probes), 1.0 / int(n_probes)
         Z = state.Z if state is not None else draw_probes(rng, (n, m), dtype)
     plan = _plan(design, iteration, coef_path, curvature, m, k0, T)
-    # the chains are held as columns up to the last step a stretch does not end
-    width = T if keep_state else max(
-        [k0] + [b if not fast or b < T else a for a, b, fast in plan])
-    # a stretch holds its sources' states in float64: a at its start, b at its end (twice)
-    held = max([0] + [a + 2 * b for a, b, fast in plan if fast])
-    check_memory(8 * p * m * held + 2 * p * m * width * dtype.itemsize,
+    width, held = _plan_memory(plan, T, k0, keep_state)
+    plain = [(k0, T, False)]
+    need = _chain_bytes(p, m, dtype, width, held)
+    if held and need > path_memory_bytes() and need > _chain_bytes(
+            p, m, dtype, *_plan_memory(plain, T, k0, keep_state)):
+        # the stretches' float64 states pass the limit: the chain steps need less
+        plan, (width, held) = plain, _plan_memory(plain, T, k0, keep_state)
+    check_memory(_chain_bytes(p, m, dtype, width, held),
                  f"the Jacobian chains ({p} x {m * width}, 2 blocks"
                  + (f"; their states, {p} x {m * held} in float64)" if held else ")"),
                  "Use fewer probes (n_probes) or fewer iterations. ")
@@ -278,6 +280,21 @@ def constant_runs(iteration, coef_path, curvature):
             runs.append((a, b))
         first = k
     return runs
+
+
+def _plan_memory(plan, T, k0, keep_state):
+    """``(width, held)``: the sources whose chains are held as columns (up to
+    the last step a stretch does not end) and those whose states a stretch
+    holds in float64 (``a`` at its start, ``b`` at its end, twice)."""
+    width = T if keep_state else max(
+        [k0] + [b if not fast or b < T else a for a, b, fast in plan])
+    held = max([0] + [a + 2 * b for a, b, fast in plan if fast])
+    return width, held
+
+
+def _chain_bytes(p, m, dtype, width, held):
+    """Bytes of :func:`_plan_memory`'s columns: two blocks of chains, the states."""
+    return 2 * p * m * width * np.dtype(dtype).itemsize + 8 * p * m * held
 
 
 def _plan(design, iteration, coef_path, curvature, m, k0, T):
