@@ -175,10 +175,15 @@ def test_memory_refusal_names_the_chains():
 # decayed sources (the window of live chains)
 # ----------------------------------------------------------------------------
 
+# float64 chains: the comparison sees the retirement, not the products' float32
+# rounding (which differs with the number of columns on other BLAS kernels)
+F64 = {"chain_dtype": "float64"}
 WINDOW_CASES = {
-    "ridge_sgd": lambda: IterativeRidge(solver="sgd", batch_size=20, n_probes=4),
-    "huber_sgd": lambda: TrajectoryHuberRegressor(solver="sgd", batch_size=20, n_probes=4),
-    "huber_gd": lambda: TrajectoryHuberRegressor(n_probes=4, alpha=1.0),
+    "ridge_sgd": lambda: IterativeRidge(solver="sgd", batch_size=20, n_probes=4,
+                                        risk_options=F64),
+    "huber_sgd": lambda: TrajectoryHuberRegressor(solver="sgd", batch_size=20, n_probes=4,
+                                                  risk_options=F64),
+    "huber_gd": lambda: TrajectoryHuberRegressor(n_probes=4, alpha=1.0, risk_options=F64),
 }
 
 
