@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.base import is_classifier
 
 from .._config import working_memory_bytes
+from ..estimates.risk._curvature import chain_step_flops
 from ..estimates.risk._engine import chain_probes
 from ..exceptions import UnreliableEstimateWarning
 from ..utils._validation import user_stacklevel
@@ -87,11 +88,10 @@ def reports_both(estimator, criterion, n_samples, n_features, loo_subsample, pol
 def risk_cost_flops(estimator, n_samples, n_features, statistics):
     """Flops of the curvature chains' risk estimate (Tan & Bellec 2024;
     :func:`~skacv.estimates.risk._curvature.curvature_memory_matrices`) over
-    ``max_iter`` steps: step ``k`` advances ``m k`` columns (``m`` probes a
-    source step) through two products with ``X~`` (``2 n p`` flops a column
-    each) and reads them (``n`` a column), ``(4 n p + n) m T^2 / 2`` in all;
-    ``m`` the probes ``n_probes="auto"`` takes (:func:`chain_probes`;
-    ``None``: the ``n`` canonical vectors)."""
+    ``max_iter`` steps: step ``k`` advances ``k`` sources
+    (:func:`~skacv.estimates.risk._curvature.chain_step_flops` each),
+    ``(4 n p + n) m T^2 / 2`` in all; ``m`` the probes ``n_probes="auto"``
+    takes (:func:`chain_probes`; ``None``: the ``n`` canonical vectors)."""
     params = estimator.get_params(deep=False)
     T = int(params.get("max_iter", 100) or 100)
     n, p = max(n_samples, 1), max(n_features, 1) + int(bool(params.get("fit_intercept")))
@@ -99,7 +99,7 @@ def risk_cost_flops(estimator, n_samples, n_features, statistics):
     if isinstance(m, str):
         m = chain_probes(n, statistics)
     m = n if m is None else int(m)
-    return (4.0 * n * p + n) * m * T * T / 2.0
+    return chain_step_flops(n, p, m) * T * T / 2.0
 
 
 def loo_cost_in_fits(estimator, n_samples, n_features, n_tracked, policy):

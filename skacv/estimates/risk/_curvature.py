@@ -73,11 +73,11 @@ def curvature_memory_matrices(design, iteration, coef_path, curvature, n_probes,
     plan = _plan(design, iteration, coef_path, curvature, m, k0, T)
     width, held = _plan_memory(plan, T, k0, keep_state)
     plain = [(k0, T, False)]
+    plain_memory = _plan_memory(plain, T, k0, keep_state)
     need = _chain_bytes(p, m, dtype, width, held)
-    if held and need > path_memory_bytes() and need > _chain_bytes(
-            p, m, dtype, *_plan_memory(plain, T, k0, keep_state)):
+    if held and need > path_memory_bytes() and need > _chain_bytes(p, m, dtype, *plain_memory):
         # the stretches' float64 states pass the limit: the chain steps need less
-        plan, (width, held) = plain, _plan_memory(plain, T, k0, keep_state)
+        plan, (width, held) = plain, plain_memory
     check_memory(_chain_bytes(p, m, dtype, width, held),
                  f"the Jacobian chains ({p} x {m * width}, 2 blocks"
                  + (f"; their states, {p} x {m * held} in float64)" if held else ")"),
@@ -317,13 +317,19 @@ def _plan(design, iteration, coef_path, curvature, m, k0, T):
     return plan
 
 
+def chain_step_flops(n, p, m):
+    """Flops of one source's chain step: its ``m`` columns through two
+    products with ``X~`` (``2 n p`` flops a column each), read out (``n``)."""
+    return (4.0 * n * p + n) * m
+
+
 def _stretch_pays(design, m, a, b, p):
     """Whether steps ``a + 1..b`` cost less in the eigenbasis (an
     eigendecomposition of at most ``p`` coordinates, the sources' states in
-    and out of it, their readouts) than as chain steps (``(4 n p + n) m``
-    flops per source and step)."""
+    and out of it, their readouts) than as chain steps (step ``k`` advances
+    ``k`` sources, :func:`chain_step_flops` each)."""
     n = design.n_samples
-    chains = (4.0 * n * p + n) * m * (b * (b + 1) - a * (a + 1)) / 2.0
+    chains = chain_step_flops(n, p, m) * (b * (b + 1) - a * (a + 1)) / 2.0
     stretch = (10.0 * p ** 3 + 2.0 * n * p * (p + 3 * m) + 4.0 * p * p * m * b
                + 2.0 * n * p * m * a + 2.0 * p * (b - a) * b)
     return stretch < chains
@@ -379,7 +385,8 @@ def _stretch(run, chains, a, b, keep):
     powers = mu[:, None] ** np.arange(L + 1)  # (r, L + 1)
     rows = slice(a + 1, b + 1)
     read = _Readout(run, XV, Zd, C, scale)
-    for M, U in ((run.A, read.A(C)), (run.K, read.K(C))):
+    UA, UK = read.A(C), read.K(C)  # the stretch's rows read with D_t = C
+    for M, U in ((run.A, UA), (run.K, UK)):
         omega = scale * np.einsum("ji,ji->j", U, inj)
         M[rows, a:b] = np.tril(linalg.toeplitz(omega @ powers[:, :L]))
     lo = min(run.lo, a)  # the sources before it have decayed (their chains are zero)
@@ -389,8 +396,8 @@ def _stretch(run, chains, a, b, keep):
         H0 = V.T @ np.asarray(chains[S, m * lo:m * a], dtype=np.float64)
         H0 = H0.reshape(-1, a - lo, m)
         decay = powers[:, 1:].T  # (L, r): mu^(t - a)
-        run.A[rows, lo:a] = decay @ read.sources(read.A(C), H0, lo)
-        run.K[rows, lo:a] = decay @ read.sources(read.K(C), H0, lo, C)
+        run.A[rows, lo:a] = decay @ read.sources(UA, H0, lo)
+        run.K[rows, lo:a] = decay @ read.sources(UK, H0, lo, C)
     D_b = np.asarray(curv[:, b], dtype=np.float64)
     last = not np.array_equal(D_b, C)
     if not (keep or last):
