@@ -19,8 +19,14 @@ class StatisticalPolicy:
     tie_rtol: float = 1e-9
     #: the early stopping waits at least this fraction of the best iteration
     relative_patience: float = 0.5
+    #: ... and this fraction where the criterion rippled before its minimum (momentum)
+    ripple_patience: float = 2.0
+    #: a rise of the criterion above its running minimum by more than this (relative) is a ripple
+    ripple_rtol: float = 1e-3
     #: a path whose limit lies more than this below its minimum has not ended
     limit_rtol: float = 0.01
+    #: a minimum within this (relative) of its path's limit has reached it
+    reached_rtol: float = 0.0025
     #: the path search's walk assumes a trajectory gains at least this times df / n below its limit
     walk_gain_df: float = 0.5
     #: the walk skips the alphas that could beat its best by at most this (relative)

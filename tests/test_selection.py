@@ -189,12 +189,22 @@ def test_n_iter_no_change_stops_each_path_on_its_estimate(target, patience, expe
     assert est.warm_start is False
 
 
-@pytest.mark.parametrize("relative", [0.0, 0.5])
-def test_n_iter_no_change_on_a_real_risk_path(relative, statistical_policy, speed_policy):
+def _rose_before(path, best, rtol):
+    """Whether ``path`` rose by more than ``rtol`` above its running minimum
+    before ``best`` (the ripple rule, by hand)."""
+    return any(path[i] > min(path[:i]) * (1 + rtol) for i in range(1, best + 1))
+
+
+@pytest.mark.parametrize("relative, ripple", [(0.0, 0.0), (0.5, 0.5), (0.5, 2.0)])
+def test_n_iter_no_change_on_a_real_risk_path(relative, ripple, statistical_policy,
+                                              speed_policy):
     """Early-stopped search == the rule applied by hand to the cold full path:
     the staged paths (warm starts, continued chains) are prefixes of it; the
-    patience is at least ``relative_patience`` times the best iteration."""
-    statistical_policy(relative_patience=relative)
+    patience is at least ``relative_patience`` times the best iteration, or
+    ``ripple_patience`` times it where the estimate rose on its way down
+    (FISTA's ripple)."""
+    statistical_policy(relative_patience=relative, ripple_patience=ripple)
+    rtol = get_statistics().ripple_rtol
     speed_policy(stage_min_flops_chains=0)  # stages, not one go, at this size
     X, y = _data(n=100, p=160)
     base = TrajectoryLasso(alpha=0.02, solver="fista", max_iter=80, random_state=0,
@@ -207,7 +217,8 @@ def test_n_iter_no_change_on_a_real_risk_path(relative, statistical_policy, spee
         n = 2 * patience  # the documented stage schedule, replayed
         while True:
             best = int(np.argmin(full[: n + 1]))
-            wait = max(patience, int(relative * best))
+            factor = ripple if _rose_before(full, best, rtol) else relative
+            wait = max(patience, int(factor * best))
             if n >= 80 or n - best >= wait:
                 break
             if best == n:  # still improving: grow by the chains' growth (at least patience)
@@ -218,9 +229,10 @@ def test_n_iter_no_change_on_a_real_risk_path(relative, statistical_policy, spee
         assert search.best_iteration_ == best
         assert_allclose(search.risk_path_, full[: n + 1], rtol=1e-10)
         assert n - best >= wait or n == 80
-        assert n - best >= int(relative * best) or n == 80
-    # the first rule that can hold stops short of the whole path here
-    assert search.estimator_.n_iter_ < 80
+        assert n - best >= int(factor * best) or n == 80
+    # without the ripple's longer patience the first rule that can hold stops
+    # short of the whole path here (FISTA's estimate ripples on this design)
+    assert (search.estimator_.n_iter_ < 80) is (ripple == relative)
 
 
 def test_stages_of_the_chains_grow_faster(speed_policy):
@@ -244,12 +256,14 @@ def test_stages_of_the_chains_grow_faster(speed_policy):
     assert stages_module.stop_length(path, 10, 1.0, stats) == 80  # 20, 40, 80
 
 
-def test_paths_grown_for_their_limit_grow_from_their_end():
+def test_paths_grown_for_their_limit_grow_from_their_end(statistical_policy):
     # past max_iter, a path grown because its own limit lies far below its
     # minimum grows geometrically from its end, whatever the ripple that
     # left its minimum a few steps back (each stage of a risk path reads
     # its whole estimate again), and to the cap when at most half a step
-    # would remain; otherwise the stages' patience steps, as before
+    # would remain; otherwise the stages' patience steps, as before (the
+    # patience after a ripple: test_a_ripple_before_the_minimum_...)
+    statistical_policy(ripple_patience=get_statistics().relative_patience)
     stats = get_statistics()
     t = np.arange(801.0)
     ripple = 1.0 + 1.0 / (1.0 + t / 50) + 0.002 * np.sin(t / 3.0)  # falling, FISTA-like ripple
@@ -654,11 +668,73 @@ def test_the_search_does_not_stop_at_an_early_bump(speed_policy, staged):
         assert bumped.best_iteration_ == 298 and bumped.estimator_.n_iter_ == 400
 
 
+class _RippleRidge(IterativeRidge):
+    """Test double: a piecewise-linear ``risk_path_`` through ``knots``, the
+    shape of FISTA's K-fold curve on Khan's split 12 (``bench_real_data.py``):
+    a ripple on the way down (a local minimum at 150, a rise of 2 %), a first
+    minimum at 190, a bump to 332, and a deeper minimum at 550."""
+
+    RIPPLE = ((0, 8.0), (150, 1.0), (170, 1.02), (190, 0.99), (332, 1.05), (550, 0.97),
+              (800, 1.0))
+    SMOOTH = ((0, 8.0), (190, 0.99), (332, 1.05), (550, 0.97), (800, 1.0))
+
+    def __init__(self, alpha=1.0, *, max_iter=800, warm_start=False, estimate_risk=True,
+                 knots=RIPPLE):
+        super().__init__(alpha, max_iter=max_iter, warm_start=warm_start,
+                         estimate_risk=estimate_risk)
+        self.knots = knots
+
+    def _set_estimates(self, design, datafit, target, iteration, X, y, fitted, risk_plan=None):
+        t_k, r_k = np.array(self.knots).T
+        self.risk_path_ = np.interp(np.arange(self.n_iter_ + 1.0), t_k, r_k)
+
+
+def test_rippled_reads_a_rise_on_the_way_down():
+    rippled = stages_module.rippled
+    path = np.array([5.0, 3.0, 3.3, 2.0, 2.5])
+    assert rippled(path, 3, 1e-3)  # 3.0 -> 3.3 before the minimum at 3
+    assert not rippled(path, 1, 1e-3)  # the rise after the minimum is not a ripple
+    assert not rippled(path, 3, 0.2)  # a rise of 10 % under a 20 % tolerance
+    assert not rippled(np.array([5.0, 4.0, 4.0, 3.0]), 3, 0.0)  # flat is not a rise
+    assert not rippled(np.array([5.0, 4.0]), 1, 0.0)
+
+
+@pytest.mark.parametrize("knots, ripple_patience, best, stopped_at_bump", [
+    (_RippleRidge.RIPPLE, None, 550, False),  # the default: waits past the bump
+    (_RippleRidge.RIPPLE, 0.5, 190, True),  # the rule without the ripple's patience
+    (_RippleRidge.SMOOTH, None, 190, True),  # no ripple before the minimum: 0.5 x best
+])
+def test_a_ripple_before_the_minimum_waits_for_the_next_one(speed_policy, statistical_policy,
+                                                              knots, ripple_patience, best,
+                                                              stopped_at_bump):
+    """A path whose estimate rippled on its way down to its minimum (FISTA's
+    momentum) waits ``ripple_patience`` (2) times the minimum's iteration and
+    finds the deeper minimum after a bump, the whole path's argmin; a path
+    that fell smoothly to its minimum waits ``relative_patience`` (0.5)
+    times it, and stops at the bump (the same as the rule without the
+    ripple's patience)."""
+    speed_policy(stage_min_flops_linear=0)  # stages
+    if ripple_patience is not None:
+        statistical_policy(ripple_patience=ripple_patience)
+    X, y = _data(n=60, p=30)
+    search = TrajectoryEarlyStoppingCV(_RippleRidge(knots=knots), criterion="risk",
+                                       search="grid", random_state=0).fit(X, y)
+    assert search.best_iteration_ == best
+    n_iter = search.estimator_.n_iter_
+    assert (n_iter < 332) is stopped_at_bump
+    if not stopped_at_bump:
+        whole = _RippleRidge(knots=knots).fit(X, y).risk_path_
+        assert best == int(np.argmin(whole))
+        assert n_iter >= 190 + 2 * 190  # the patience: 2 x the first minimum
+    else:
+        assert 190 + 95 <= n_iter < 332
+
+
 class _BoundaryBumpRidge(IterativeRidge):
     """Test double: ``risk_path_`` ``(t - 60)^2 / 100 + 1`` (its minimum at 60)
     raised by 10 on ``bump`` (a half-open range of iterations): with ``max_iter
     = 40`` and the bump from 38 on, the path's minimum up to ``max_iter`` lies
-    at 37, a bump just before ``max_iter``. ``settling``: ``5 + 0.04 (40 /
+    at 37, a bump just before ``max_iter``. ``settling``: ``5 + 0.01 (40 /
     (t + 1))^2`` instead, falling onto 5 as ``1 / t^2``."""
 
     def __init__(self, alpha=1.0, *, max_iter=40, warm_start=False, estimate_risk=True,
@@ -670,7 +746,7 @@ class _BoundaryBumpRidge(IterativeRidge):
 
     def _set_estimates(self, design, datafit, target, iteration, X, y, fitted, risk_plan=None):
         t = np.arange(self.n_iter_ + 1, dtype=float)
-        self.risk_path_ = (5.0 + 0.04 * (40.0 / (t + 1.0)) ** 2 if self.settling
+        self.risk_path_ = (5.0 + 0.01 * (40.0 / (t + 1.0)) ** 2 if self.settling
                            else (t - 60.0) ** 2 / 100.0 + 1.0)
         self.risk_path_[(t >= self.bump[0]) & (t < self.bump[1])] += 10.0
 
@@ -688,8 +764,11 @@ def test_a_bump_just_before_max_iter_does_not_end_the_path(speed_policy, staged,
                                        search="grid", random_state=0).fit(X, y)
     assert search.best_iteration_ == best
     n_iter = search.estimator_.n_iter_
-    if best == 60:  # grown past max_iter until the minimum at 60 lay patience (30) back
-        assert 90 <= n_iter <= 120
+    if best == 60:
+        # grown past max_iter until the minimum at 60 lay patience back: the
+        # bump before it is a ripple, so ripple_patience times 60
+        wait = int(get_statistics().ripple_patience * 60)
+        assert 60 + wait <= n_iter <= 60 + 2 * wait
     else:
         assert n_iter == 40
     whole = _BoundaryBumpRidge(bump=bump, max_iter=n_iter).fit(X, y).risk_path_
@@ -700,8 +779,8 @@ def test_a_bump_just_before_max_iter_does_not_end_the_path(speed_policy, staged,
 @pytest.mark.parametrize("settling, limit, best, n_iter", [
     (False, 8.0, 60, (90, 120)),  # far below its limit at max_iter, still falling: grows
     (False, 3.0, 60, (90, 120)),  # above its limit, still falling: grows
-    (False, 5.03, 60, (90, 120)),  # within limit_rtol of its limit there, falling through it
-    (True, 5.0, None, (40, 40)),  # within limit_rtol, settling onto it: ends
+    (False, 5.01, 60, (90, 120)),  # within reached_rtol of its limit there, falling through it
+    (True, 5.0, None, (40, 40)),  # within reached_rtol, settling onto it: ends
 ])
 def test_a_path_falling_at_max_iter_grows_unless_it_reached_its_limit(speed_policy, staged,
                                                                       settling, limit, best,
@@ -709,9 +788,9 @@ def test_a_path_falling_at_max_iter_grows_unless_it_reached_its_limit(speed_poli
     """``search="path"``: a trajectory whose estimate still falls at
     ``max_iter`` (40; the bowl: 5.0 there, its minimum 1.0 at 60) grows past
     it whether it lies above or below its alpha's converged estimate (the
-    limit), also within ``limit_rtol`` (1 %) of it, which it passes through
+    limit), also within ``reached_rtol`` (0.25 %) of it, which it passes through
     at an undiminished pace. A trajectory settling onto the limit ends at
-    ``max_iter`` once within ``limit_rtol`` of it (the converged fit is the
+    ``max_iter`` once within ``reached_rtol`` of it (the converged fit is the
     choice). Neither raises a ``SelectionBoundaryWarning`` telling the user
     to raise ``max_iter`` (the search's own rule ended the path)."""
     from skacv.exceptions import SelectionBoundaryWarning
@@ -1816,9 +1895,9 @@ def test_at_boundary_grows_a_falling_path_without_a_known_limit():
     undiminished pace (the bowl ``(t - 60)^2 / 100 + 1``, 5.0 at 40, its
     minimum 1.0 at 60) grows without a limit, with an undefined one
     (``inf``: the converged score of an interpolating alpha), with a limit
-    more than ``limit_rtol`` away on either side, and within ``limit_rtol``
+    more than ``limit_rtol`` away on either side, and within ``reached_rtol``
     of it too: its pace carries it through. A path settling onto its limit
-    (``1 / t^2`` or geometrically) ends within ``limit_rtol`` of it, and
+    (``1 / t^2`` or geometrically) ends within ``reached_rtol`` of it, and
     grows while the limit lies more than ``limit_rtol`` below it. A path
     rising at ``max_iter`` (its minimum 20 iterates back) ends, unless its
     own limit lies more than ``limit_rtol`` below that minimum: converging,
@@ -1829,12 +1908,17 @@ def test_at_boundary_grows_a_falling_path_without_a_known_limit():
     t = np.arange(41.0)
     bowl = (t - 60.0) ** 2 / 100.0 + 1.0
     stats = get_statistics()
-    for limit in [None, np.inf, 8.0, 3.0, 5.03, 4.97]:
+    rtol = stats.reached_rtol
+    within = [5.0 * (1 + 0.6 * rtol), 5.0 * (1 - 0.6 * rtol)]
+    for limit in [None, np.inf, 8.0, 3.0, *within]:
         assert at_boundary(bowl, 40, 40, stats, limit, 10), limit
-    for settling in [5.0 + 0.04 * (40.0 / (t + 1.0)) ** 2, 5.0 + np.exp(-t / 10.0)]:
+    # settling onto 5.0, within 0.76 x and 0.37 x reached_rtol of it at 40
+    for settling in [5.0 + 4 * rtol * (40.0 / (t + 1.0)) ** 2,
+                     5.0 + 100 * rtol * np.exp(-t / 10.0)]:
+        assert abs(settling[-1] - 5.0) < rtol * 5.0
         for w in (5, 10, 20):  # Aitken: where it heads, between its limit and its end
-            assert 5.0 <= trend_end(settling, w) <= settling[-1]
-        assert trend_end(settling, 10) < 1.005 * 5.0
+            assert 5.0 * (1 - 1e-12) <= trend_end(settling, w) <= settling[-1]
+        assert trend_end(settling, 10) < (1 + 0.5 * rtol) * 5.0
         assert not at_boundary(settling, 40, 40, stats, 5.0, 10)
         assert at_boundary(settling, 40, 40, stats, 4.9, 10)
         assert at_boundary(settling, 40, 40, stats, None, 10)

@@ -74,12 +74,34 @@ def can_stage(estimator, policy, X=None):
     return flops > policy.stage_min_flops
 
 
-def patience(best, n_iter_no_change, statistics):
-    """Iterations without improvement after ``best`` that stop the path."""
-    return max(n_iter_no_change, int(statistics.relative_patience * best))
+def rippled(path, best, rtol):
+    """Whether the criterion ``path`` rose (by more than ``rtol``, relative)
+    on its way down to its minimum at ``best``: a ripple, which momentum
+    leaves in the criterion (below)."""
+    head = np.asarray(path[: best + 1], dtype=np.float64)
+    if head.size < 3:
+        return False
+    low = np.minimum.accumulate(head)
+    return bool(np.any(head[1:] > low[:-1] + rtol * np.abs(low[:-1])))
 
 
-def next_stage(n_iter, best, n_iter_no_change, growth, statistics):
+def patience(best, n_iter_no_change, statistics, path=None):
+    """Iterations without improvement after ``best`` that stop the path:
+    ``relative_patience`` times ``best``, or ``ripple_patience`` times it
+    where the criterion ``path`` rippled before its minimum
+    (:func:`rippled`). Under momentum (FISTA, Nesterov) an iterate's
+    deviation along a slow direction follows ``J_1(w k) / (w k)`` (Su,
+    Boyd & Candes 2016): a minimum at that mode's first extremum
+    (``w k = 1.84``) can be followed by a lower one at its next (``5.33``),
+    2.9 times later; such a path shows its ripple before its minimum.
+    At least ``n_iter_no_change``."""
+    factor = (statistics.ripple_patience
+              if path is not None and rippled(path, best, statistics.ripple_rtol)
+              else statistics.relative_patience)
+    return max(n_iter_no_change, int(factor * best))
+
+
+def next_stage(n_iter, best, n_iter_no_change, growth, statistics, path=None):
     """Length of the next stage of an early-stopped path: while the estimate
     still improves at its end, ``growth`` times longer (a stage pays a fixed
     overhead, which geometric growth keeps to a few stages); once the
@@ -87,7 +109,7 @@ def next_stage(n_iter, best, n_iter_no_change, growth, statistics):
     at least ``n_iter // 8`` more."""
     if best is None or best >= n_iter:
         return n_iter + max(n_iter_no_change, int(growth * n_iter))
-    return max(best + patience(best, n_iter_no_change, statistics),
+    return max(best + patience(best, n_iter_no_change, statistics, path),
                n_iter + max(1, n_iter // 8))
 
 
@@ -107,7 +129,7 @@ def stops(path, n_iter, n_iter_no_change, statistics, limit=None):
     unless ``limit`` (the criterion of the converged fit, where known) lies
     more than ``limit_rtol`` below that minimum."""
     best = argmin_first(path, statistics.tie_rtol)
-    if best is None or n_iter - best < patience(best, n_iter_no_change, statistics):
+    if best is None or n_iter - best < patience(best, n_iter_no_change, statistics, path):
         return False, best
     return not limit_far_below(path[best], limit, statistics), best
 
@@ -128,11 +150,11 @@ def _growth_best(path, n_iter, n_iter_no_change, best, statistics):
 
 
 def within_limit(value, limit, statistics):
-    """Whether a criterion ``value`` lies within ``limit_rtol`` of a finite
+    """Whether a criterion ``value`` lies within ``reached_rtol`` of a finite
     ``limit`` (its alpha's converged criterion), above or below it: the path
     that reached it has converged."""
     return bool(limit is not None and np.isfinite(limit)
-                and abs(value - limit) <= statistics.limit_rtol * abs(limit))
+                and abs(value - limit) <= statistics.reached_rtol * abs(limit))
 
 
 def trend_end(path, window):
@@ -168,8 +190,8 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     still falling there); past ``max_iter``, less than the stages'
     :func:`patience` back (the path grown past ``max_iter`` stops as a stage
     does); without ``n_iter_no_change``, its last iterate. A recent minimum
-    within ``limit_rtol`` of the ``limit`` has converged unless the path's
-    own pace carries it more than ``limit_rtol`` below the ``limit``
+    within ``reached_rtol`` of the ``limit`` has converged unless the path's
+    own pace carries it more than ``reached_rtol`` below the ``limit``
     (:func:`trend_end` over 1, 2 and 4 times ``n_iter_no_change`` iterates,
     the lowest: FISTA's ripple makes one span's pace erratic, and a path
     settling onto its limit, geometrically or as a power of ``t``,
@@ -186,7 +208,7 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     window = 1
     if n_iter_no_change is not None:
         window = (n_iter_no_change if n_iter == max_iter
-                  else patience(best, n_iter_no_change, statistics))
+                  else patience(best, n_iter_no_change, statistics, path))
     if n_iter - best >= window:
         return False
     if not within_limit(path[best], limit, statistics):
@@ -194,7 +216,7 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     path, span = np.asarray(path, dtype=np.float64), n_iter_no_change or 1
     spans = [span] + [w for w in (2 * span, 4 * span) if 2 * w < len(path)]
     heads = min(trend_end(path, w) for w in spans)
-    return bool(heads < limit - statistics.limit_rtol * abs(limit))
+    return bool(heads < limit - statistics.reached_rtol * abs(limit))
 
 
 def planned(estimator, plan):
@@ -272,7 +294,7 @@ def grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth, statisti
     else:
         grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best,
                                                 statistics),
-                           n_iter_no_change, growth, statistics)
+                           n_iter_no_change, growth, statistics, path)
     if not past:
         return min(max_iter, grown)
     return cap if cap - grown <= (grown - n_iter) // 2 else min(cap, grown)
@@ -289,7 +311,7 @@ def stop_length(path, n_iter_no_change, growth, statistics, limit=None):
         if n >= T or stop:
             return n
         best = _growth_best(path[: n + 1], n, n_iter_no_change, best, statistics)
-        n = min(T, next_stage(n, best, n_iter_no_change, growth, statistics))
+        n = min(T, next_stage(n, best, n_iter_no_change, growth, statistics, path[: n + 1]))
 
 
 def refit_shorter(estimator, X, y, fit_params, n_iter):
