@@ -166,12 +166,14 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     n_iter_no_change : int or None, default=10
         Early stopping of each path on its own estimate: the path is grown by
         warm-started refits and stops after no improvement during the last
-        ``n_iter_no_change`` iterations and half the best iteration, unless
-        (``search="path"``) its alpha's converged score lies below that
-        minimum. A path whose estimate still falls at ``max_iter`` (its
-        minimum among the last ``n_iter_no_change`` iterates) grows past it
-        and stops as above, up to 10 times ``max_iter`` (K-fold CV too),
-        unless that minimum lies within 1 % of its alpha's converged score.
+        ``n_iter_no_change`` iterations and half the best iteration (twice
+        it where the estimate rippled on its way down to its minimum, as
+        under momentum), unless (``search="path"``) its alpha's converged
+        score lies below that minimum. A path whose estimate still falls at
+        ``max_iter`` (its minimum among the last ``n_iter_no_change``
+        iterates) grows past it and stops as above, up to 10 times
+        ``max_iter`` (K-fold CV too), unless that minimum lies within
+        0.25 % of its alpha's converged score.
         ``estimator_.n_iter_`` is where the selected
         path stopped. ``None`` fits every path to ``max_iter``; paths too
         cheap for stages to pay are fitted whole too.

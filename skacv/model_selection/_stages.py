@@ -89,12 +89,17 @@ def patience(best, n_iter_no_change, statistics, path=None):
     """Iterations without improvement after ``best`` that stop the path:
     ``relative_patience`` times ``best``, or ``ripple_patience`` times it
     where the criterion ``path`` rippled before its minimum
-    (:func:`rippled`). Under momentum (FISTA, Nesterov) an iterate's
-    deviation along a slow direction follows ``J_1(w k) / (w k)`` (Su,
-    Boyd & Candes 2016): a minimum at that mode's first extremum
-    (``w k = 1.84``) can be followed by a lower one at its next (``5.33``),
-    2.9 times later; such a path shows its ripple before its minimum.
-    At least ``n_iter_no_change``."""
+    (:func:`rippled`), at least ``n_iter_no_change``.
+
+    Under momentum (FISTA, Nesterov) an iterate's deviation along a slow
+    direction follows ``J_1(w k) / (w k)`` (Su, Boyd & Candes 2016): a
+    minimum at that mode's first extremum (``w k = 1.84``) can be followed
+    by a lower one at its next (``5.33``), 2.9 times later, which
+    ``ripple_patience = 2`` waits for. Which paths wait is empirical: a
+    criterion that rose on its way down (several modes, or folds, out of
+    phase) did so on the real designs where a deeper minimum followed a
+    bump (``docs/speed_policy.rst``); a path that fell smoothly to its
+    minimum keeps the shorter patience, which every path took before."""
     factor = (statistics.ripple_patience
               if path is not None and rippled(path, best, statistics.ripple_rtol)
               else statistics.relative_patience)
