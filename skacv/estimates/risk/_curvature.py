@@ -7,7 +7,7 @@ time in its eigenbasis (:func:`constant_runs`, :func:`_stretch`)."""
 import time
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, sparse
 
 from ..._config import check_memory, path_memory_bytes
 from ..._trace import taken
@@ -118,10 +118,18 @@ class _CurvatureChains:
         self.injection = self.Xd.T @ Z  # X~^T Z, (p, m)
         self.sampler = iteration.sampler
         self.batches = [None] * (T + 1)  # batches[s]: rows of step s + 1 (None: all)
-        self.batch_probes = None
+        self.batch_probes = self.member = None
         if self.sampler is not None:
             for s in range(T):
                 self.batches[s] = np.asarray(self.sampler(s + 1))
+            # member[i, s]: how often row i is in batch s (a user's sampler may repeat rows)
+            repeats = any(np.unique(S).size < S.size for S in self.batches[:T])
+            self.member = np.zeros((design.n_samples, T), dtype=np.int32 if repeats else bool)
+            for s, S in enumerate(self.batches[:T]):
+                if repeats:
+                    np.add.at(self.member[:, s], S, 1)
+                else:
+                    self.member[S, s] = True
             self.batch_probes = self._batch_probes(T)
         # (first column, X~ @ chains[:, first:]) after the last step (full batch: reused)
         self.fitted_chains = None
@@ -227,14 +235,29 @@ class _CurvatureChains:
                                             dtype=np.float64).reshape(k - lo, m).sum(axis=1)
         if curv is None:
             return
-        for s in range(lo, k):
-            Ss = self.batches[s]
-            coef = (dk[Ss] - 1) * curv[Ss, s]
-            Ss, coef = Ss[coef != 0], coef[coef != 0]
-            if Ss.size:
-                Ys = Xd[Ss] @ dx[:, (s - lo) * m:(s - lo + 1) * m]
-                self.K[k, s] += scale * float(np.einsum("nm,nm->", Z[Ss] * coef[:, None], Ys,
-                                                        dtype=np.float64))
+        # the rows of each batch S_s whose d^t_i d^s_i differs from d^s_i: at
+        # most the rows with d^t_i != 1, and for the Huber loss only those
+        # that left the inliers since step s (a few once the path settles)
+        out = np.flatnonzero(dk != 1)
+        if not out.size:
+            return
+        coef = (dk[out] - 1)[None, :] * curv[out, lo:k].T  # (k - lo, |out|)
+        coef *= self.member[out, lo:k].T
+        src, sel = np.nonzero(coef)  # the (source, row) pairs, by source
+        if not src.size:
+            return
+        # K[k, s] += <dx_s, sum over the pairs (s, i) of coef x~_i z_i^T>: one sparse
+        # product over every pair of the step (rows: the pairs' sources x probes)
+        srcs, inv = np.unique(src, return_inverse=True)
+        probes = np.arange(m)
+        weights = coef[src, sel][:, None] * Z[out[sel]]  # (pairs, m)
+        S = sparse.csr_matrix((weights.ravel(), ((inv[:, None] * m + probes).ravel(),
+                                                 np.repeat(sel, m))),
+                              shape=(srcs.size * m, out.size))
+        R = S @ Xd[out]  # (sources x probes, p)
+        cols = (srcs[:, None] * m + probes).ravel()
+        vals = np.einsum("rp,pr->r", R, dx[:, cols], dtype=np.float64)
+        self.K[k, srcs + lo] += scale * vals.reshape(-1, m).sum(axis=1)
 
 
 def _shared_block_trace(W, D, m):
