@@ -123,6 +123,8 @@ class _CurvatureChains:
             for s in range(T):
                 self.batches[s] = np.asarray(self.sampler(s + 1))
             # member[i, s]: how often row i is in batch s (a user's sampler may repeat rows)
+            # (n x T bytes, 4 with repeated rows: at most half the path's float64 fitted
+            # values, checked before the fit)
             repeats = any(np.unique(S).size < S.size for S in self.batches[:T])
             self.member = np.zeros((design.n_samples, T), dtype=np.int32 if repeats else bool)
             for s, S in enumerate(self.batches[:T]):
