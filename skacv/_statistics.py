@@ -23,6 +23,9 @@ class StatisticalPolicy:
     ripple_patience: float = 2.0
     #: a rise of the criterion above its running minimum by more than this (relative) is a ripple
     ripple_rtol: float = 1e-3
+    #: ... a ripple waits only on a path whose minimum lies within this (relative) of the
+    #: smallest criterion known elsewhere (the grid's converged fits, paths fitted before)
+    ripple_reach: float = 0.05
     #: a path whose limit lies more than this below its minimum has not ended
     limit_rtol: float = 0.01
     #: a minimum within this (relative) of its path's limit has reached it

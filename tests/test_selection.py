@@ -730,6 +730,46 @@ def test_a_ripple_before_the_minimum_waits_for_the_next_one(speed_policy, statis
         assert 190 + 95 <= n_iter < 332
 
 
+def test_a_ripple_far_above_the_bar_keeps_the_short_patience():
+    """A rippled path waits ``ripple_patience`` times its minimum's iteration
+    only where that minimum lies within ``ripple_reach`` of the bar (the
+    smallest criterion known elsewhere); far above it, the path stops as a
+    smooth one does, ``relative_patience`` after its minimum."""
+    stats = get_statistics()
+    t_k, r_k = np.array(_RippleRidge.RIPPLE).T
+    path = np.interp(np.arange(801.0), t_k, r_k)  # rippled, first minimum 0.99 at 190
+    reach = stats.ripple_reach
+    short = 190 + int(stats.relative_patience * 190)
+    long = 190 + int(stats.ripple_patience * 190)
+    assert stages_module.rippled(path, 190, stats.ripple_rtol)
+    for bar, waits in [(None, True), (np.inf, True), (0.99, True),
+                       (0.99 / (1 + 0.5 * reach), True),  # within reach
+                       (0.99 / (1 + 2 * reach), False),  # beyond reach: the bump wins
+                       (0.5, False)]:
+        assert not stages_module.stops(path[:short], short - 1, 10, stats, bar=bar)[0]
+        assert stages_module.stops(path[: short + 1], short, 10, stats, bar=bar)[0] is not waits
+        assert (stages_module.next_stage(200, 190, 10, 1.0, stats, path[:201], bar)
+                == (long if waits else short))
+    # the stages replayed on the whole path: stopped at the bump, or past it
+    assert stages_module.stop_length(path, 10, 1.0, stats, bar=0.5) < 332
+    assert stages_module.stop_length(path, 10, 1.0, stats, bar=0.99) >= long
+
+
+@pytest.mark.parametrize("bar, best", [(None, 550), (0.98, 550), (0.5, 190)])
+def test_fit_stages_reads_the_bar(speed_policy, bar, best):
+    """The bar reaches the stages of a fitted path (``fit_stages``): the
+    Khan-shaped ripple waits past its bump for the deeper minimum unless its
+    minimum is far above the bar."""
+    speed_policy(stage_min_flops_linear=0)  # stages
+    X, y = _data(n=60, p=30)
+    policies = current_policies()
+    est, paths, _ = stages_module.fit_stages(
+        _RippleRidge(), X, y, {}, ("risk_path_",), "risk_path_", 10, "level", None, policies,
+        bar=bar)
+    assert int(np.argmin(paths["risk_path_"])) == best
+    assert (est.n_iter_ < 332) is (best == 190)
+
+
 class _BoundaryBumpRidge(IterativeRidge):
     """Test double: ``risk_path_`` ``(t - 60)^2 / 100 + 1`` (its minimum at 60)
     raised by 10 on ``bump`` (a half-open range of iterations): with ``max_iter
@@ -866,7 +906,10 @@ def test_joint_argmin_fits_a_distant_alpha_within_the_early_stopping_gain():
                                         coefs=np.zeros((3, n)), intercepts=np.zeros(n)))
     calls = []
 
-    def fit(rows, row_limits):
+    def fit(rows, row_limits, bar):
+        # the bar: the smallest converged score, or a fitted path's minimum below it
+        fitted_mins = [paths[r].min() for rows_before in calls for r in rows_before]
+        assert bar == min([limits.min(), *fitted_mins])
         calls.append(list(rows))
         assert_array_equal(row_limits, limits[rows])
         return ([{"risk_path_": paths[r]} for r in rows], [0.0] * len(rows),

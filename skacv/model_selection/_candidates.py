@@ -19,7 +19,7 @@ from ._stages import finite_min, fit_stages, selectable
 
 def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
                   n_iter_no_change=None, splits=None, fold_alignment="time", fold_dtype="auto",
-                  probe_goal="level", limit=None, defer_uq=False, checks=None):
+                  probe_goal="level", limit=None, defer_uq=False, checks=None, bar=None):
     """Fit one grid point (K-fold CV along the path, or its estimate grown in
     stages: :func:`~skacv.model_selection._stages.fit_stages`); return it
     (with ``defer_uq``, K-fold CV's full fit may wait: a
@@ -32,20 +32,23 @@ def fit_candidate(estimator, X, y, fit_params, attrs, policies, attr=None,
             warnings.simplefilter("ignore", UnreliableEstimateWarning)
         if attr == "kfold_path_":
             return fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change,
-                             fold_alignment, fold_dtype, limit, policies, defer_uq)
+                             fold_alignment, fold_dtype, limit, policies, defer_uq, bar)
         return fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change,
-                          probe_goal, limit, policies, defer_uq, checks)
+                          probe_goal, limit, policies, defer_uq, checks, bar)
 
 
 def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True,
-                   checks=None, stack=False, goal=None):
+                   checks=None, stack=False, goal=None, bar=None):
     """Fit every candidate of ``search`` (``limits``: the criterion of each
     one's converged fit, or ``None``); return their estimate paths, fit
     times and ``{index: fitted estimator}``, with ``prune`` only of those
     that can still win (a ``DeferredFull`` is resolved by ``full_fit``).
     ``stack``: K-fold CV of every candidate in one block
     (:func:`~skacv.model_selection._kfold_search.stacks_grid`); ``goal``:
-    what the risk's probes are for (default: from the candidates)."""
+    what the risk's probes are for (default: from the candidates); ``bar``:
+    the smallest criterion known elsewhere, which a path's minimum must be
+    within reach of to wait for a ripple
+    (:func:`~skacv.model_selection._stages.patience`)."""
     attr = CRITERIA[search.criterion_][0]
     attrs = PATH_ATTRS
     limits = [None] * len(candidates) if limits is None else limits
@@ -66,7 +69,7 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
         search._prepared(params), X, y, fit_params, attrs, search._policies, attr,
         search.n_iter_no_change, search._splits, search.fold_alignment, search.fold_dtype, goal,
-        limit, defer_uq, checks)
+        limit, defer_uq, checks, bar)
         for params, limit in zip(candidates, limits, strict=True))
     paths, times, mins, kept = [], [], [], {}
     best = np.inf
@@ -76,7 +79,7 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
             results = fit_kfold_block(
                 [search._prepared(params) for params in candidates], X, y, fit_params, attrs,
                 search._splits, search.n_iter_no_change, search.fold_alignment,
-                search.fold_dtype, limits, search._policies, checks)
+                search.fold_dtype, limits, search._policies, checks, bar)
     else:  # in order, as a generator so that discarded fits are freed early
         results = parallel(search.n_jobs, search.verbose, generator=True)(jobs)
     for i, (est, est_paths, fit_time) in enumerate(results):

@@ -307,7 +307,7 @@ class KFoldPath:
             self._fit_folds(n_iter, params)
         return self.kfold_path(n_iter + 1)
 
-    def _fit_in_one_go(self, n_iter_no_change, limit=None):
+    def _fit_in_one_go(self, n_iter_no_change, limit=None, bar=None):
         if self.stage() is None:
             return False
         policy, statistics = self.policies
@@ -317,26 +317,27 @@ class KFoldPath:
             n = self._full_length()
             path = self.kfold_path(n + 1)
             if at_boundary(path, n, self.estimator.max_iter, statistics, limit,
-                           n_iter_no_change):
+                           n_iter_no_change, bar=bar):
                 first = grown_length(path, n, self.estimator.max_iter,
                                      statistics.max_iter_growth * n, n_iter_no_change,
-                                     policy.stage_growth, statistics, limit)
-                return self._fit_in_stages(n_iter_no_change, limit, first)
-            m = stop_length(path, n_iter_no_change, policy.stage_growth, statistics, limit)
+                                     policy.stage_growth, statistics, limit, bar=bar)
+                return self._fit_in_stages(n_iter_no_change, limit, first, bar)
+            m = stop_length(path, n_iter_no_change, policy.stage_growth, statistics, limit,
+                            bar)
             if m < n and self.deferred:
                 self.full_iter = m
             elif m < n:
                 refit_shorter(self.estimator, self.X, self.y, self.fit_params, m)
         return True
 
-    def _fit_in_stages(self, n_iter_no_change, limit=None, first=None):
+    def _fit_in_stages(self, n_iter_no_change, limit=None, first=None, bar=None):
         """The paths in stages (from ``first`` steps, continuing a path fitted
         in one go), past ``max_iter`` while the criterion still falls there
         (:func:`~._stages.at_boundary`)."""
         policy, statistics = self.policies
         fitted = grow_in_stages(self.estimator, lambda: [f.estimator for f in self.folds],
                                 self.stage, n_iter_no_change, policy.stage_growth, statistics,
-                                limit=limit, first=first, finish=not self.deferred)
+                                limit=limit, first=first, finish=not self.deferred, bar=bar)
         if fitted is None:
             return False
         if self.deferred:
@@ -352,17 +353,17 @@ class KFoldPath:
             release_warm_state([self.estimator])
         return True
 
-    def fit(self, attrs, n_iter_no_change=None, limit=None):
+    def fit(self, attrs, n_iter_no_change=None, limit=None, bar=None):
         """Fit the full path and the folds; return ``(paths, fit_time)``:
         the estimate paths ``attrs`` and ``kfold_path_`` (``{}``: the full
         fit stores no path). With ``n_iter_no_change`` the paths grow in
-        stages stopped on ``kfold_path_`` (``limit``: :func:`~._stages.stops`)."""
+        stages stopped on ``kfold_path_`` (``limit``, ``bar``: :func:`~._stages.stops`)."""
         tic = time.perf_counter()
         if n_iter_no_change is None or not can_stage(self.estimator, self.policies[0], self.X):
             self.deferred = self.defers_full(True)
-            done = self._fit_in_one_go(n_iter_no_change, limit)
+            done = self._fit_in_one_go(n_iter_no_change, limit, bar)
         else:
-            done = self._fit_in_stages(n_iter_no_change, limit)
+            done = self._fit_in_stages(n_iter_no_change, limit, bar=bar)
         if not done:
             return {}, time.perf_counter() - tic
         n_path = self._full_length() + 1
@@ -375,7 +376,7 @@ class KFoldPath:
 
 
 def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alignment,
-              fold_dtype, limit, policies, defer_full=False):
+              fold_dtype, limit, policies, defer_full=False, bar=None):
     """``(estimator, paths, fit_time)``: the fitted full estimator (or a
     :class:`DeferredFull`), its estimate paths ``attrs`` with
     ``kfold_path_`` (``{}`` when it stores no path) and the time taken.
@@ -388,7 +389,7 @@ def fit_kfold(estimator, X, y, fit_params, attrs, splits, n_iter_no_change, alig
     """
     search = KFoldPath(estimator, X, y, fit_params, splits, alignment, fold_dtype, policies,
                        defer_full)
-    paths, fit_time = search.fit(attrs, n_iter_no_change, limit)
+    paths, fit_time = search.fit(attrs, n_iter_no_change, limit, bar)
     if search.deferred:
         taken("defer_full_fit")
         return DeferredFull(estimator, X, y, fit_params, search.full_iter), paths, fit_time
@@ -415,7 +416,7 @@ def stacks_grid(estimator, X, splits, n_iter_no_change, fold_dtype, policies):
 
 
 def fit_kfold_block(estimators, X, y, fit_params, attrs, splits, n_iter_no_change, alignment,
-                    fold_dtype, limits, policies, checks=None):
+                    fold_dtype, limits, policies, checks=None, bar=None):
     """:func:`fit_kfold` of several grid points (``estimators``, where
     :func:`stacks_grid`) whose folds run as one block
     (:class:`~skacv.model_selection._kfold.StackedFolds` with a group of
@@ -423,7 +424,7 @@ def fit_kfold_block(estimators, X, y, fit_params, attrs, splits, n_iter_no_chang
     full fit as its own :class:`KFoldPath`'s, one pass a step for all
     (blocks of as many grid points as the speed policy's
     ``grid_block_cache_share`` holds; ``checks``: the full fits' shared
-    validation). Returns
+    validation; ``bar``: every path's :func:`~._stages.patience`'s). Returns
     ``[(DeferredFull, paths, fit_time), ...]`` (the block's time shared
     evenly)."""
     tic = time.perf_counter()
@@ -453,7 +454,7 @@ def fit_kfold_block(estimators, X, y, fit_params, attrs, splits, n_iter_no_chang
         block.advance(max(fold_steps(s.full_iter, s.ratios) for s in group))
     paths = []
     for s, limit in zip(searches, limits, strict=True):
-        paths.append(s.fit(attrs, n_iter_no_change, limit)[0])
+        paths.append(s.fit(attrs, n_iter_no_change, limit, bar)[0])
         # its paths have ended (the block's groups in order): the block goes on without them
         s.block.retire(s.columns.stop)
     fit_time = (time.perf_counter() - tic) / len(searches)

@@ -88,18 +88,18 @@ class _Walk:
         return finite_min(self.score(k).score)
 
     def fit(self, k):
-        """``fit(rows, limits)`` of :func:`joint_argmin` for ``l1_ratio`` ``k``,
+        """``fit(rows, limits, bar)`` of :func:`joint_argmin` for ``l1_ratio`` ``k``,
         reusing the trajectories fitted before."""
         cache = self.fitted.setdefault(k, {})
 
-        def fit(rows, limits):
+        def fit(rows, limits, bar):
             new = [(r, lim) for r, lim in zip(rows, limits, strict=True) if r not in cache]
             if new:
                 cands = [{"alpha": self.scores[k].values[r], "l1_ratio": self.ratios[k]}
                          for r, _ in new]
                 paths, times, kept = fit_candidates(
                     self.search, cands, self.X, self.y, self.fit_params, [lim for _, lim in new],
-                    prune=False, checks=self.checks)
+                    prune=False, checks=self.checks, bar=bar)
                 for j, (r, _) in enumerate(new):
                     cache[r] = (paths[j], times[j], kept[j])
             return ([cache[r][0] for r in rows], [cache[r][1] for r in rows],

@@ -272,9 +272,11 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol, floor=0.0, walk_rtol=0
     """The joint argmin of ``criterion`` over (alpha, iteration) and the
     converged fits (:class:`PathChoice`).
 
-    ``fit(rows, limits)`` fits the trajectories of the grid's ``rows``,
-    each knowing its limit (``inf``: none), and returns their estimate
-    paths, fit times and ``{index: estimator}``. The rows widen by
+    ``fit(rows, limits, bar)`` fits the trajectories of the grid's
+    ``rows``, each knowing its limit (``inf``: none) and the smallest
+    criterion known so far (``bar``: the converged fits' and the fitted
+    paths' minima), and returns their estimate paths, fit times and
+    ``{index: estimator}``. The rows widen by
     :func:`widen_rows`, then by :func:`promising_rows` (``floor``,
     ``walk_rtol``); ``rtol``: ties. Fits that can no longer be chosen are
     freed as the walk goes.
@@ -285,12 +287,14 @@ def joint_argmin(scores, criterion, neighbors, fit, rtol, floor=0.0, walk_rtol=0
     fitted = {}  # row -> [paths, fit time, estimator or None]
     attr = CRITERIA[criterion][0]
     rows = widen_rows({}, a, n_grid, neighbors)
+    bar = float(np.min(limits))
     while rows:
-        paths, times, kept = fit(rows, [float(limits[r]) for r in rows])
+        paths, times, kept = fit(rows, [float(limits[r]) for r in rows], bar)
         for j, r in enumerate(rows):
             fitted[r] = [paths[j], times[j], kept[j]]
         mins = {r: finite_min(selectable(entry[0], attr)) for r, entry in fitted.items()}
         best = min(mins.values())
+        bar = min(bar, best)
         for r, entry in fitted.items():
             if r != a and mins[r] > best + rtol * abs(best):
                 entry[2] = None  # (row a's converged fit competes: kept)
@@ -423,10 +427,10 @@ def fit_path_search(search, X, y, fit_params):
              and stacks_grid(search._prepared({"alpha": scores.values[0]}), X, search._splits,
                              search.n_iter_no_change, search.fold_dtype, search._policies))
 
-    def fit(rows, limits):
+    def fit(rows, limits, bar):
         cands = [{"alpha": scores.values[r]} for r in rows]
         return fit_candidates(search, cands, X, y, fit_params, limits, prune=False,
-                              checks=checks, stack=stack)
+                              checks=checks, stack=stack, bar=bar)
 
     n_eff = effective_samples(X, fit_params)
     floor = gain_floor(scores, n_eff, statistics)

@@ -85,11 +85,12 @@ def rippled(path, best, rtol):
     return bool(np.any(head[1:] > low[:-1] + rtol * np.abs(low[:-1])))
 
 
-def patience(best, n_iter_no_change, statistics, path=None):
+def patience(best, n_iter_no_change, statistics, path=None, bar=None):
     """Iterations without improvement after ``best`` that stop the path:
     ``relative_patience`` times ``best``, or ``ripple_patience`` times it
     where the criterion ``path`` rippled before its minimum
-    (:func:`rippled`), at least ``n_iter_no_change``.
+    (:func:`rippled`) and that minimum is within reach of ``bar``
+    (:func:`within_reach`), at least ``n_iter_no_change``.
 
     Under momentum (FISTA, Nesterov) an iterate's deviation along a slow
     direction follows ``J_1(w k) / (w k)`` (Su, Boyd & Candes 2016): a
@@ -99,14 +100,29 @@ def patience(best, n_iter_no_change, statistics, path=None):
     criterion that rose on its way down (several modes, or folds, out of
     phase) did so on the real designs where a deeper minimum followed a
     bump (``docs/speed_policy.rst``); a path that fell smoothly to its
-    minimum keeps the shorter patience, which every path took before."""
+    minimum keeps the shorter patience, which every path took before. So
+    does a path whose minimum lies more than ``ripple_reach`` above the
+    smallest criterion known elsewhere (``bar``): the deepest later dip
+    measured was 3.3 % below the minimum before it, so such a path would
+    not be chosen after it (``docs/speed_policy.rst``)."""
     factor = (statistics.ripple_patience
               if path is not None and rippled(path, best, statistics.ripple_rtol)
+              and within_reach(path[best], bar, statistics)
               else statistics.relative_patience)
     return max(n_iter_no_change, int(factor * best))
 
 
-def next_stage(n_iter, best, n_iter_no_change, growth, statistics, path=None):
+def within_reach(value, bar, statistics):
+    """Whether a path's minimum ``value`` lies within ``ripple_reach``
+    (relative) of ``bar``, the smallest criterion known elsewhere (other
+    grid points' converged fits and paths; ``None`` or not finite: no
+    other, always)."""
+    if bar is None or not np.isfinite(bar) or not np.isfinite(value):
+        return True
+    return bool(value <= bar + statistics.ripple_reach * abs(bar))
+
+
+def next_stage(n_iter, best, n_iter_no_change, growth, statistics, path=None, bar=None):
     """Length of the next stage of an early-stopped path: while the estimate
     still improves at its end, ``growth`` times longer (a stage pays a fixed
     overhead, which geometric growth keeps to a few stages); once the
@@ -114,7 +130,7 @@ def next_stage(n_iter, best, n_iter_no_change, growth, statistics, path=None):
     at least ``n_iter // 8`` more."""
     if best is None or best >= n_iter:
         return n_iter + max(n_iter_no_change, int(growth * n_iter))
-    return max(best + patience(best, n_iter_no_change, statistics, path),
+    return max(best + patience(best, n_iter_no_change, statistics, path, bar),
                n_iter + max(1, n_iter // 8))
 
 
@@ -128,13 +144,13 @@ def stage_growth(estimator, attr, policy):
     return policy.stage_growth
 
 
-def stops(path, n_iter, n_iter_no_change, statistics, limit=None):
+def stops(path, n_iter, n_iter_no_change, statistics, limit=None, bar=None):
     """The rule of the stages: ``(stop, best)`` on the criterion ``path`` of a
     path ``n_iter`` long: stop once the first minimum lies ``patience`` back,
     unless ``limit`` (the criterion of the converged fit, where known) lies
-    more than ``limit_rtol`` below that minimum."""
+    more than ``limit_rtol`` below that minimum (``bar``: :func:`patience`'s)."""
     best = argmin_first(path, statistics.tie_rtol)
-    if best is None or n_iter - best < patience(best, n_iter_no_change, statistics, path):
+    if best is None or n_iter - best < patience(best, n_iter_no_change, statistics, path, bar):
         return False, best
     return not limit_far_below(path[best], limit, statistics), best
 
@@ -147,11 +163,11 @@ def limit_far_below(value, limit, statistics):
                 and limit < value - statistics.limit_rtol * abs(value))
 
 
-def _growth_best(path, n_iter, n_iter_no_change, best, statistics):
+def _growth_best(path, n_iter, n_iter_no_change, best, statistics, bar=None):
     """The ``best`` that :func:`next_stage` grows from: the path's end where
     only the limit keeps the path going, so that the stages grow
     geometrically instead of by the patience's small steps."""
-    return n_iter if stops(path, n_iter, n_iter_no_change, statistics)[0] else best
+    return n_iter if stops(path, n_iter, n_iter_no_change, statistics, bar=bar)[0] else best
 
 
 def within_limit(value, limit, statistics):
@@ -178,7 +194,7 @@ def trend_end(path, window):
 
 
 def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change=None,
-                own_limit=True):
+                own_limit=True, bar=None):
     """Whether the criterion ``path`` (``n_iter`` long), on or past ``max_iter``,
     may still fall below its minimum later.
 
@@ -203,7 +219,7 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     extrapolates above it over every span): a path that dips below its
     converged score passes through it without slowing down. Without a
     finite ``limit`` (the converged score undefined) a path with a recent
-    minimum grows.
+    minimum grows. ``bar``: :func:`patience`'s.
     """
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
@@ -213,7 +229,7 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     window = 1
     if n_iter_no_change is not None:
         window = (n_iter_no_change if n_iter == max_iter
-                  else patience(best, n_iter_no_change, statistics, path))
+                  else patience(best, n_iter_no_change, statistics, path, bar))
     if n_iter - best >= window:
         return False
     if not within_limit(path[best], limit, statistics):
@@ -238,7 +254,7 @@ def release_warm_state(estimators):
 
 def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistics,
                    probe_goal="level", limit=None, first=None, grow_past=True, end_tol=None,
-                   finish=True, checks=None, own_limit=True):
+                   finish=True, checks=None, own_limit=True, bar=None):
     """Grow ``estimator``'s path in stages (:func:`next_stage`):
     ``stage(max_iter=n, warm_start=True)`` fits to ``n`` iterations and
     returns the criterion path (``None``: stop, the caller says why). Stops
@@ -248,7 +264,7 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
     Then restores ``warm_start`` and frees the warm state of every
     estimator of ``fitted()``. Returns the last path.
 
-    ``own_limit``: :func:`at_boundary`'s. ``probe_goal``, ``end_tol``, ``checks``: the
+    ``own_limit``: :func:`at_boundary`'s; ``bar``: :func:`patience`'s. ``probe_goal``, ``end_tol``, ``checks``: the
     :class:`~skacv.estimators._setup.FitPlan`'s (whose first stage chooses
     the loop's form for the whole ``max_iter``; the debiasing statistics
     are the last stage's). ``first``: the first stage's length (default
@@ -266,23 +282,23 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
                 if path is None:
                     return None
                 converged = len(path) - 1 < n_iter  # the path ended at convergence
-                stop = stops(path, n_iter, n_iter_no_change, statistics, limit)[0]
+                stop = stops(path, n_iter, n_iter_no_change, statistics, limit, bar)[0]
                 ended = (n_iter >= max_iter
                          and not at_boundary(path, n_iter, max_iter, statistics, limit,
-                                             n_iter_no_change, own_limit))
+                                             n_iter_no_change, own_limit, bar))
                 if stop or ended or converged or n_iter >= cap:
                     if finish:
                         estimator.finish_deferred()
                     return path
                 n_iter = grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth,
-                                      statistics, limit, own_limit)
+                                      statistics, limit, own_limit, bar)
     finally:
         estimator.set_params(warm_start=warm_start)
         release_warm_state(fitted())
 
 
 def grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth, statistics,
-                 limit=None, own_limit=True):
+                 limit=None, own_limit=True, bar=None):
     """The next stage's length (at most ``cap``) of a path whose criterion
     ``path`` is ``n_iter`` long: :func:`next_stage`'s, within ``max_iter``
     until the path reaches it. Past ``max_iter`` (where each stage of a
@@ -290,7 +306,7 @@ def grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth, statisti
     own ``limit`` lies far below its minimum (:func:`at_boundary`) grows
     ``growth`` times longer from its end, whatever the ripple that left its
     minimum a few steps back; and a stage that would leave at most half its
-    own step to ``cap`` goes to ``cap``."""
+    own step to ``cap`` goes to ``cap`` (``bar``: :func:`patience`'s)."""
     best = argmin_first(path, statistics.tie_rtol)
     past = n_iter >= max_iter
     if (past and own_limit and best is not None
@@ -298,25 +314,26 @@ def grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth, statisti
         grown = n_iter + max(n_iter_no_change, int(growth * n_iter))
     else:
         grown = next_stage(n_iter, _growth_best(path, n_iter, n_iter_no_change, best,
-                                                statistics),
-                           n_iter_no_change, growth, statistics, path)
+                                                statistics, bar),
+                           n_iter_no_change, growth, statistics, path, bar)
     if not past:
         return min(max_iter, grown)
     return cap if cap - grown <= (grown - n_iter) // 2 else min(cap, grown)
 
 
-def stop_length(path, n_iter_no_change, growth, statistics, limit=None):
-    """Where the stages of :func:`grow_in_stages` (with ``growth`` and
-    ``limit``) stop on a criterion path computed in one go (its last index
+def stop_length(path, n_iter_no_change, growth, statistics, limit=None, bar=None):
+    """Where the stages of :func:`grow_in_stages` (with ``growth``, ``limit``
+    and ``bar``) stop on a criterion path computed in one go (its last index
     when the rule never holds)."""
     T = len(path) - 1
     n = min(T, 2 * n_iter_no_change)
     while True:
-        stop, best = stops(path[: n + 1], n, n_iter_no_change, statistics, limit)
+        stop, best = stops(path[: n + 1], n, n_iter_no_change, statistics, limit, bar)
         if n >= T or stop:
             return n
-        best = _growth_best(path[: n + 1], n, n_iter_no_change, best, statistics)
-        n = min(T, next_stage(n, best, n_iter_no_change, growth, statistics, path[: n + 1]))
+        best = _growth_best(path[: n + 1], n, n_iter_no_change, best, statistics, bar)
+        n = min(T, next_stage(n, best, n_iter_no_change, growth, statistics, path[: n + 1],
+                              bar))
 
 
 def refit_shorter(estimator, X, y, fit_params, n_iter):
@@ -335,11 +352,11 @@ def stage_path(estimator, attrs, attr):
 
 
 def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe_goal, limit,
-               policies, defer_uq=False, checks=None):
+               policies, defer_uq=False, checks=None, bar=None):
     """Fit one grid point for the criterion path ``attr`` (``risk_path_`` or
     ``loo_path_``): in one go, or, with ``n_iter_no_change`` and where it
-    pays (:func:`can_stage`), in stages stopped on ``attr`` (``limit``:
-    :func:`stops`'). A path stopped on ``risk_path_`` also ends where it has
+    pays (:func:`can_stage`), in stages stopped on ``attr`` (``limit``,
+    ``bar``: :func:`stops`'). A path stopped on ``risk_path_`` also ends where it has
     converged (``converged_tol``). With ``defer_uq``, the debiasing
     statistics wait for the estimator's ``finish_deferred``. Returns the
     estimator, its estimate paths ``attrs`` and the fit time."""
@@ -370,13 +387,13 @@ def fit_stages(estimator, X, y, fit_params, attrs, attr, n_iter_no_change, probe
         staged = (n_iter_no_change is not None and can_stage(estimator, policy)
                   and path is not None
                   and at_boundary(path, n, estimator.max_iter, statistics, limit,
-                                  n_iter_no_change, own))
+                                  n_iter_no_change, own, bar))
         if staged:  # still falling at max_iter (and above its limit): on in stages
             first = grown_length(path, n, estimator.max_iter, statistics.max_iter_growth * n,
-                                 n_iter_no_change, growth, statistics, limit, own)
+                                 n_iter_no_change, growth, statistics, limit, own, bar)
     if staged:
         grow_in_stages(estimator, lambda: [estimator], stage, n_iter_no_change, growth,
                        statistics, probe_goal, limit, first, end_tol=end_tol,
-                       finish=not defer_uq, checks=checks, own_limit=own)
+                       finish=not defer_uq, checks=checks, own_limit=own, bar=bar)
     fit_time = time.perf_counter() - tic
     return estimator, estimate_paths(estimator, attrs), fit_time
