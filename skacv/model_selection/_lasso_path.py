@@ -138,8 +138,13 @@ class _SupportFinish:
 
     def _solve(self, A, b, x0, atol, maxiter):
         """``(x, iterations)``: conjugate gradients on ``A x = b`` from ``x0``
-        (a method: the tests' doubles give wrong solves)."""
-        return conjugate_gradient(A, b, x0, 0.0, atol, maxiter)
+        (a method: the tests' doubles give wrong solves). On a singular
+        support system (exactly collinear columns, as a log ratio beside its
+        two logs) CG can break down (``p^T A p = 0``) and return a
+        non-finite ``x``, which :meth:`_active_set` discards: NumPy's
+        division warning is not the user's."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return conjugate_gradient(A, b, x0, 0.0, atol, maxiter)
 
     def _active_set(self, S, s, b, l1, maxiter):
         """Conjugate gradients on the columns ``S`` (signs ``s``) from
