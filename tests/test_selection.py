@@ -1900,6 +1900,8 @@ def test_path_search_advises_its_own_path_params_when_the_alpha_path_stops_short
         message = str(conv[0].message)
         assert "within max_iter=3 steps" in message
         assert "Set 'max_iter': 6 (or a larger 'tol') in the search's path_params" in message
+        # not the estimator's max_iter (30), which the user set for the trajectories
+        assert "the estimator's own max_iter bounds its trajectories" in message
         assert "Increase" not in message
         assert all("np.float" not in str(w.message) for w in caught)
     # the function itself keeps its own advice

@@ -201,7 +201,8 @@ def _alpha_path_advice():
             message = message.replace(
                 "Increase max_iter or tol",
                 f"Set 'max_iter': {2 * int(used.group(1))} (or a larger 'tol') in the search's "
-                "path_params")
+                "path_params (the solver of the converged fits along alpha; the estimator's "
+                "own max_iter bounds its trajectories)")
         warnings.warn_explicit(message, w.category, w.filename, w.lineno)
 
 
