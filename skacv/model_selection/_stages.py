@@ -264,7 +264,8 @@ def grow_in_stages(estimator, fitted, stage, n_iter_no_change, growth, statistic
     Then restores ``warm_start`` and frees the warm state of every
     estimator of ``fitted()``. Returns the last path.
 
-    ``own_limit``: :func:`at_boundary`'s; ``bar``: :func:`patience`'s. ``probe_goal``, ``end_tol``, ``checks``: the
+    ``own_limit``: :func:`at_boundary`'s; ``bar``: :func:`patience`'s.
+    ``probe_goal``, ``end_tol``, ``checks``: the
     :class:`~skacv.estimators._setup.FitPlan`'s (whose first stage chooses
     the loop's form for the whole ``max_iter``; the debiasing statistics
     are the last stage's). ``first``: the first stage's length (default
