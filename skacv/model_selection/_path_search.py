@@ -29,9 +29,10 @@ from ..utils._parallel import effective_n_jobs
 from ..utils._validation import user_stacklevel
 from ._alpha_path import ridge_loo_falls, ridge_path_of, risk_alpha_path
 from ._candidates import fit_candidates
+from ._converged_risk import support_loo_ratio
 from ._criteria import CRITERIA
 from ._kfold_search import full_fit, stacks_grid
-from ._results import cv_results, select
+from ._results import UndefinedEstimate, cv_results, select
 from ._stages import finite_min, selectable
 
 
@@ -114,6 +115,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
                                      auto_statistics)
         if loo_path is not None:
             criterion, path = "loo", loo_path
+    elif criterion == "risk" and auto_statistics is not None:
+        _check_far_rows(estimator, X, y, sw, path, auto_statistics)
     # every alpha of the grid, decreasing (the path's order), as given
     if given is None:
         n_alphas = options.get("n_alphas", 30)
@@ -183,6 +186,37 @@ def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, st
         return longer
     path.loo = loo
     return path
+
+
+def _check_far_rows(estimator, X, y, sw, path, statistics):
+    """``criterion="auto"``'s check of the Lasso's risk estimate at its
+    converged choice: where leave-one-out of the support's least squares,
+    by its leverages (:func:`~._converged_risk.support_loo_ratio`), is
+    more than ``auto_alo_ratio`` times the estimate, far rows carry the
+    fit and the estimate, which reads their mean leverage, is optimistic:
+    raise :class:`~._results.UndefinedEstimate`, which moves the search
+    to K-fold CV with a warning that says why. On 533 splits of 106
+    public real designs (docs/benchmarks.rst) it fired on 18 of the 20
+    where the risk estimate's choice had more than 1.2 times
+    ``LassoCV``'s test error and K-fold CV did better, on 45 of the 415
+    where it was within 5 %, on none of the default suite's."""
+    if (getattr(estimator, "l1_ratio", 1.0) != 1.0 or ridge_path_of(estimator)
+            or not (isinstance(X, np.ndarray) or sp.issparse(X))):
+        return
+    risk = np.where(np.isfinite(path.risk), path.risk, np.inf)
+    if not np.isfinite(risk).any():
+        return
+    i = int(np.argmin(risk))
+    ratio = support_loo_ratio(X, y, sw, path.coefs[:, i], float(path.intercepts[i]),
+                              estimator.fit_intercept, risk[i], statistics)
+    taken("far_rows", ratio=ratio)
+    if ratio > statistics.auto_alo_ratio:
+        raise UndefinedEstimate(
+            f"at its converged choice alpha={path.alphas[i]:.4g} the leave-one-out error of "
+            f"the support's least squares (by its leverages) is {ratio:.3g} times the risk "
+            f"estimate (more than {statistics.auto_alo_ratio:g}): far rows (heavy-tailed "
+            "columns, rare levels, an outlying target) carry the fit, and the estimate, "
+            "which reads their mean leverage, is optimistic.")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,116 @@
+"""``criterion="auto"``'s check of the Lasso's risk estimate where far rows
+carry the fit: leave-one-out of the support's least squares by its
+leverages (``support_loo_ratio``) against brute-force refits, and the move
+to K-fold CV it triggers (statistical policy ``auto_alo_ratio``)."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._statistics import get_statistics, statistics_context
+from skacv._trace import record
+from skacv.exceptions import UnreliableEstimateWarning
+from skacv.model_selection._converged_risk import support_loo_ratio
+
+
+def _weighted_ols(X, y, w):
+    """Weighted least squares with an intercept: ``(coef, intercept)``."""
+    A = np.column_stack([np.ones(len(y)), X]) * np.sqrt(w)[:, None]
+    sol = np.linalg.lstsq(A, y * np.sqrt(w), rcond=None)[0]
+    return sol[1:], sol[0]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
+    """At the least-squares solution on a support (with an intercept), the
+    leverage form is exact: the ratio times ``risk`` equals the weighted
+    mean of brute-force leave-one-out errors over the rows of leverage
+    below ``alo_leverage_trim``; a row alone on its level of a one-hot
+    column (leverage 1) is left out. Rows read in chunks of 7."""
+    rng = np.random.default_rng(0)
+    n, p = 40, 8
+    X = rng.standard_normal((n, p))
+    X[:, 6] = 0.0
+    X[3, 6] = 1.0  # a level of one row: leverage 1
+    y = X[:, :3] @ np.array([1.0, -2.0, 0.5]) + rng.standard_normal(n)
+    w = rng.uniform(0.5, 2.0, n) if weighted else np.ones(n)
+    S = np.array([0, 1, 2, 4, 6])
+    coef = np.zeros(p)
+    coef[S], intercept = _weighted_ols(X[:, S], y, w)
+    risk = 0.7  # any positive number: the ratio divides by it
+    ratio = support_loo_ratio(sp.csr_matrix(X) if sparse else X, y, w if weighted else None,
+                              coef, intercept, True, risk, get_statistics(), chunk_rows=7)
+    errs, weights = [], []
+    for i in range(n):
+        keep = np.arange(n) != i
+        b, b0 = _weighted_ols(X[keep][:, S], y[keep], w[keep])
+        if i == 3:  # the column of one row: constant without it
+            continue
+        errs.append((y[i] - X[i, S] @ b - b0) ** 2)
+        weights.append(w[i])
+    brute = np.average(errs, weights=weights)
+    np.testing.assert_allclose(ratio * risk, brute, rtol=1e-8)
+
+
+def test_support_loo_ratio_of_an_empty_support_is_one():
+    X = np.random.default_rng(1).standard_normal((10, 3))
+    assert support_loo_ratio(X, np.ones(10), None, np.zeros(3), 1.0, True, 2.0,
+                             get_statistics()) == 1.0
+
+
+def _heavy_tailed(seed, n=120, p=20):
+    """Columns of Student's t with 1.5 degrees of freedom, standardised:
+    a few rows far from the others carry the fit."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_t(1.5, size=(n, p))
+    y = X[:, :5].sum(axis=1) + rng.standard_normal(n)
+    return (X - X.mean(0)) / X.std(0), y
+
+
+def test_auto_moves_to_kfold_where_far_rows_carry_the_fit():
+    """Heavy-tailed columns: at the risk estimate's converged choice the
+    support's leave-one-out is several times the estimate, so ``"auto"``
+    moves to K-fold CV along the path (``criterion_``), with one warning
+    at the user's call that says why; the same search is ``criterion=
+    "kfold"``'s. ``criterion="risk"`` keeps the estimate, and so does
+    ``"auto"`` with ``auto_alo_ratio`` above the ratio."""
+    X, y = _heavy_tailed(1)
+    with record() as paths, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        search = TrajectoryEarlyStoppingCV(TrajectoryLasso(), random_state=0).fit(X, y)
+    ratio = paths.details("far_rows")[0]["ratio"]
+    assert ratio > 2 * get_statistics().auto_alo_ratio
+    assert search.criterion_ == "kfold"
+    said = [w for w in caught if issubclass(w.category, UnreliableEstimateWarning)]
+    assert len(said) == 1 and said[0].filename == __file__
+    assert "far rows" in str(said[0].message) and "K-fold CV" in str(said[0].message)
+    kfold = TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="kfold",
+                                      random_state=0).fit(X, y)
+    assert kfold.best_params_ == search.best_params_
+    assert kfold.best_iteration_ == search.best_iteration_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreliableEstimateWarning)
+        risk = TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="risk",
+                                         random_state=0).fit(X, y)
+        with statistics_context(auto_alo_ratio=1.5 * ratio):
+            kept = TrajectoryEarlyStoppingCV(TrajectoryLasso(), random_state=0).fit(X, y)
+    assert risk.criterion_ == kept.criterion_ == "risk"
+    assert kept.best_params_ == risk.best_params_
+    assert kept.best_iteration_ == risk.best_iteration_
+
+
+def test_auto_keeps_the_risk_estimate_on_gaussian_rows():
+    """Gaussian rows (leverages about ``df / n``): the ratio is within a
+    few percent of 1 and ``"auto"`` keeps the risk estimate, silently."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((120, 20))
+    y = X[:, :5].sum(axis=1) + rng.standard_normal(120)
+    with record() as paths, warnings.catch_warnings():
+        warnings.simplefilter("error", UnreliableEstimateWarning)
+        search = TrajectoryEarlyStoppingCV(TrajectoryLasso(), random_state=0).fit(X, y)
+    assert abs(paths.details("far_rows")[0]["ratio"] - 1.0) < 0.05
+    assert search.criterion_ == "risk"
