@@ -94,9 +94,12 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         refits: ``"risk"`` for the least-squares solvers with full batches,
         ``"loo"`` for the others (on a random subsample of the rows above 100
         samples), K-fold CV where the risk estimate is unreliable (below 100
-        samples with more features than samples, or iterates flagged where
-        the choice lies: an :class:`~skacv.exceptions.UnreliableEstimateWarning`
-        says why), ``"loo"`` for a ridge path search where the exact
+        samples with more features than samples, iterates flagged where the
+        choice lies, or a Lasso path search whose support's leave-one-out by
+        leverages is more than ``auto_alo_ratio`` (1.3) times the estimate
+        at its converged choice: far rows carry the fit; an
+        :class:`~skacv.exceptions.UnreliableEstimateWarning` says why),
+        ``"loo"`` for a ridge path search where the exact
         leave-one-out of the converged fits is more than twice its minimum
         at the risk estimate's choice (the leverages spread; the statistical
         policy's ``ridge_auto_loo_ratio``). The criterion used is
