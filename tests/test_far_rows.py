@@ -10,9 +10,11 @@ import pytest
 import scipy.sparse as sp
 
 from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._policy import policy_context
 from skacv._statistics import get_statistics, statistics_context
 from skacv._trace import record
 from skacv.exceptions import UnreliableEstimateWarning
+from skacv.linalg._design import Design
 from skacv.model_selection._converged_risk import support_loo_ratio
 
 
@@ -30,7 +32,8 @@ def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
     leverage form is exact: the ratio times ``risk`` equals the weighted
     mean of brute-force leave-one-out errors over the rows of leverage
     below ``alo_leverage_trim``; a row alone on its level of a one-hot
-    column (leverage 1) is left out. Rows read in chunks of 7."""
+    column (leverage 1) is left out. Rows read in blocks of 7
+    (``gram_block_bytes``)."""
     rng = np.random.default_rng(0)
     n, p = 40, 8
     X = rng.standard_normal((n, p))
@@ -40,10 +43,11 @@ def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
     w = rng.uniform(0.5, 2.0, n) if weighted else np.ones(n)
     S = np.array([0, 1, 2, 4, 6])
     coef = np.zeros(p)
-    coef[S], intercept = _weighted_ols(X[:, S], y, w)
+    coef[S], _ = _weighted_ols(X[:, S], y, w)
     risk = 0.7  # any positive number: the ratio divides by it
-    ratio = support_loo_ratio(sp.csr_matrix(X) if sparse else X, y, w if weighted else None,
-                              coef, intercept, True, risk, get_statistics(), chunk_rows=7)
+    with policy_context(gram_block_bytes=8 * S.size * 7):  # blocks of 7 rows
+        design = Design(sp.csr_matrix(X) if sparse else X, w if weighted else None, True)
+        ratio = support_loo_ratio(design, y, coef, risk)
     errs, weights = [], []
     for i in range(n):
         keep = np.arange(n) != i
@@ -58,8 +62,7 @@ def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
 
 def test_support_loo_ratio_of_an_empty_support_is_one():
     X = np.random.default_rng(1).standard_normal((10, 3))
-    assert support_loo_ratio(X, np.ones(10), None, np.zeros(3), 1.0, True, 2.0,
-                             get_statistics()) == 1.0
+    assert support_loo_ratio(Design(X, None, True), np.ones(10), np.zeros(3), 2.0) == 1.0
 
 
 def _heavy_tailed(seed, n=120, p=20):

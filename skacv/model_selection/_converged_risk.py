@@ -146,16 +146,22 @@ def binary_columns(X, policy):
     return cand[lo[cand] < hi[cand]]
 
 
-def _columns_gram(design, cols):
-    """``X~_cols^T X~_cols`` in float64, by blocks of rows."""
+def _column_blocks(design, cols):
+    """``(rows, X~[rows][:, cols])`` in float64 by blocks of rows (the speed
+    policy's ``gram_block_bytes``; ``rows``: a slice)."""
     n = design.n_samples
-    G = np.zeros((cols.size, cols.size))
     step = max(1, design.policy.gram_block_bytes // max(1, 8 * cols.size))
     for r0 in range(0, n, step):
         rows = slice(r0, min(n, r0 + step))
         block = (design.rows(np.arange(rows.start, rows.stop)).columns(cols) if design.sparse
                  else design.X[rows, cols])  # a dense X~ is held centred and weighted
-        block = np.asarray(block, dtype=np.float64)
+        yield rows, np.asarray(block, dtype=np.float64)
+
+
+def _columns_gram(design, cols):
+    """``X~_cols^T X~_cols`` in float64, by blocks of rows."""
+    G = np.zeros((cols.size, cols.size))
+    for _, block in _column_blocks(design, cols):
         G += block.T @ block
     return G
 
@@ -389,63 +395,43 @@ class RidgeSupportDF:
         return float(size - shift * np.einsum("ij,ij->", Linv, Linv))
 
 
-def support_loo_ratio(X, y, sample_weight, coef, intercept, fit_intercept, risk, statistics,
-                      chunk_rows=4096):
+def support_loo_ratio(design, y, coef, risk):
     """Leave-one-out of the least squares on a Lasso solution's support, by
     its leverages, over the converged risk estimate ``risk`` at that
-    solution (``coef``, ``intercept`` on the ``X`` given): ``sum w_i (r_i /
-    (1 - h_i))^2 / sum w_i`` over the rows whose leverage ``h_i`` is below
-    the statistical policy's ``alo_leverage_trim`` (``h`` of the weighted,
-    centred support columns plus ``w_i / sum w`` for the intercept; rows of
-    leverage near 1 are a one-hot level or a column of one row, fitted
-    exactly, whose 0 / 0 says nothing), divided by ``risk``. The risk
-    estimate reads the mean leverage, as GCV does; where far rows carry the
-    fit (heavy-tailed columns, rare levels, an outlying target) it is
-    optimistic and this ratio exceeds 1 (``auto_alo_ratio``). ``1.0`` for an
-    empty support or a non-finite ``risk``. ``O(n s^2)`` flops, the rows read
-    by chunks of ``chunk_rows`` (the Gram matrix of the ``s`` support columns
-    and its eigenvalues once)."""
+    solution (``coef`` on the ``X`` of ``design``, a
+    :class:`~skacv.linalg._design.Design`): ``sum w_i (r_i / (1 - h_i))^2 /
+    sum w_i`` over the rows whose leverage ``h_i`` is below the statistical
+    policy's ``alo_leverage_trim`` (``h`` of the support's columns of ``X~``
+    plus ``w_i / sum w`` for the intercept; rows of leverage near 1 are a
+    one-hot level or a column of one row, fitted exactly, whose 0 / 0 says
+    nothing), divided by ``risk``. The risk estimate reads the mean
+    leverage, as GCV does; where far rows carry the fit (heavy-tailed
+    columns, rare levels, an outlying target) it is optimistic and this
+    ratio exceeds 1 (``auto_alo_ratio``). ``1.0`` for an empty support or a
+    non-finite ``risk``. ``O(n s^2)`` flops, by blocks of rows (the Gram
+    matrix of the ``s`` support columns and its eigenvalues once)."""
     S = np.flatnonzero(np.asarray(coef))
     if S.size == 0 or not np.isfinite(risk) or risk <= 0:
         return 1.0
-    n = X.shape[0]
-    w = (np.ones(n) if sample_weight is None
-         else np.asarray(sample_weight, dtype=np.float64).ravel())
-    keep = w > 0
-    total = float(w.sum())
-
-    def rows(start, stop):
-        block = X[start:stop][:, S]
-        return np.asarray(block.toarray() if sp.issparse(block) else block, dtype=np.float64)
-
-    mean = np.zeros(S.size)
-    if fit_intercept:
-        for start in range(0, n, chunk_rows):
-            mean += w[start:start + chunk_rows] @ rows(start, start + chunk_rows)
-        mean /= total
-    gram = np.zeros((S.size, S.size))
-    for start in range(0, n, chunk_rows):
-        Z = np.sqrt(w[start:start + chunk_rows])[:, None] * (rows(start, start + chunk_rows)
-                                                             - mean)
-        gram += Z.T @ Z
-    lam, vecs = linalg.eigh(gram)
+    w = (np.ones(design.n_samples) if design.weight is None
+         else np.asarray(design.weight, dtype=np.float64))
+    lam, vecs = linalg.eigh(_columns_gram(design, S))
     live = lam > lam[-1] * S.size * np.finfo(np.float64).eps
-    scale = vecs[:, live] / np.sqrt(lam[live])  # h_i = ||z_i^T V L^{-1/2}||^2
+    scale = vecs[:, live] / np.sqrt(lam[live])  # h_i = ||x~_i^T V L^{-1/2}||^2
     b = np.asarray(coef, dtype=np.float64)[S]
-    y = np.asarray(y, dtype=np.float64).ravel()
+    # y~ - X~ b = sqrt(w) (y - X b - b_0), the intercept b_0 = y_offset - x_offset^T b
+    y_tilde = np.asarray(design.center_y(y)[1], dtype=np.float64)
     num = den = 0.0
-    trim = statistics.alo_leverage_trim
-    for start in range(0, n, chunk_rows):
-        stop = min(n, start + chunk_rows)
-        block = rows(start, stop)
-        wb = w[start:stop]
-        Z = np.sqrt(wb)[:, None] * (block - mean)
-        P = Z @ scale
-        h = np.einsum("ij,ij->i", P, P) + (wb / total if fit_intercept else 0.0)
-        r = y[start:stop] - block @ b - intercept
-        ok = keep[start:stop] & (h < trim)
-        num += float(np.sum(wb[ok] * (r[ok] / (1.0 - h[ok])) ** 2))
-        den += float(np.sum(wb[ok]))
+    trim = design.statistics.alo_leverage_trim
+    for rows, block in _column_blocks(design, S):
+        P = block @ scale
+        h = np.einsum("ij,ij->i", P, P)
+        if design.fit_intercept:
+            h += w[rows] / design.n_eff
+        r = y_tilde[rows] - block @ b
+        ok = (w[rows] > 0) & (h < trim)
+        num += float(np.sum((r[ok] / (1.0 - h[ok])) ** 2))
+        den += float(np.sum(w[rows][ok]))
     if den <= 0:
         return 1.0
     return num / den / float(risk)

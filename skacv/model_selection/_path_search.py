@@ -24,9 +24,10 @@ from sklearn.utils import Bunch
 from .._trace import taken
 from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
+from ..linalg._design import make_design
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
-from ..utils._validation import user_stacklevel
+from ..utils._validation import check_sample_weight, user_stacklevel
 from ._alpha_path import ridge_loo_falls, ridge_path_of, risk_alpha_path
 from ._candidates import fit_candidates
 from ._converged_risk import support_loo_ratio
@@ -207,8 +208,9 @@ def _check_far_rows(estimator, X, y, sw, path, statistics):
     if not np.isfinite(risk).any():
         return
     i = int(np.argmin(risk))
-    ratio = support_loo_ratio(X, y, sw, path.coefs[:, i], float(path.intercepts[i]),
-                              estimator.fit_intercept, risk[i], statistics)
+    # (inside the search: the alpha path's own design of X, shared)
+    design = make_design(X, check_sample_weight(sw, X, X.dtype), estimator.fit_intercept)
+    ratio = support_loo_ratio(design, y, path.coefs[:, i], risk[i])
     taken("far_rows", ratio=ratio)
     if ratio > statistics.auto_alo_ratio:
         raise UndefinedEstimate(
