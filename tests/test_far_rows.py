@@ -30,9 +30,10 @@ def _weighted_ols(X, y, w):
 def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
     """At the least-squares solution on a support (with an intercept), the
     leverage form is exact: the ratio times ``risk`` equals the weighted
-    mean of brute-force leave-one-out errors over the rows of leverage
-    below ``alo_leverage_trim``; a row alone on its level of a one-hot
-    column (leverage 1) is left out. Rows read in blocks of 7
+    mean of brute-force leave-one-out errors; a row alone on its level of a
+    one-hot column (leverage 1) counts with the minimum-norm refit without
+    it (its level's coefficient 0, as a fold without the row has it), whose
+    residual is far from the row's own (0). Rows read in blocks of 7
     (``gram_block_bytes``)."""
     rng = np.random.default_rng(0)
     n, p = 40, 8
@@ -48,16 +49,17 @@ def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
     with policy_context(gram_block_bytes=8 * S.size * 7):  # blocks of 7 rows
         design = Design(sp.csr_matrix(X) if sparse else X, w if weighted else None, True)
         ratio = support_loo_ratio(design, y, coef, risk)
-    errs, weights = [], []
+    errs = np.empty(n)
     for i in range(n):
         keep = np.arange(n) != i
+        # without row 3 column 6 is zero: lstsq's minimum norm gives it 0
         b, b0 = _weighted_ols(X[keep][:, S], y[keep], w[keep])
-        if i == 3:  # the column of one row: constant without it
-            continue
-        errs.append((y[i] - X[i, S] @ b - b0) ** 2)
-        weights.append(w[i])
-    brute = np.average(errs, weights=weights)
+        errs[i] = (y[i] - X[i, S] @ b - b0) ** 2
+    brute = np.average(errs, weights=w)
     np.testing.assert_allclose(ratio * risk, brute, rtol=1e-8)
+    # the row of its own level: not its fitted residual (0), a large error
+    b_full, b0_full = _weighted_ols(X[:, S], y, w)
+    assert abs(y[3] - X[3, S] @ b_full - b0_full) < 1e-8 < errs[3]
 
 
 def test_support_loo_ratio_of_an_empty_support_is_one():

@@ -399,17 +399,28 @@ def support_loo_ratio(design, y, coef, risk):
     """Leave-one-out of the least squares on a Lasso solution's support, by
     its leverages, over the converged risk estimate ``risk`` at that
     solution (``coef`` on the ``X`` of ``design``, a
-    :class:`~skacv.linalg._design.Design`): ``sum w_i (r_i / (1 - h_i))^2 /
-    sum w_i`` over the rows whose leverage ``h_i`` is below the statistical
-    policy's ``alo_leverage_trim`` (``h`` of the support's columns of ``X~``
-    plus ``w_i / sum w`` for the intercept; rows of leverage near 1 are a
-    one-hot level or a column of one row, fitted exactly, whose 0 / 0 says
-    nothing), divided by ``risk``. The risk estimate reads the mean
-    leverage, as GCV does; where far rows carry the fit (heavy-tailed
-    columns, rare levels, an outlying target) it is optimistic and this
-    ratio exceeds 1 (``auto_alo_ratio``). ``1.0`` for an empty support or a
-    non-finite ``risk``. ``O(n s^2)`` flops, by blocks of rows (the Gram
-    matrix of the ``s`` support columns and its eigenvalues once)."""
+    :class:`~skacv.linalg._design.Design`): ``sum w_i e_i^2 / sum w_i``
+    over the rows of positive weight, divided by ``risk``. The risk
+    estimate reads the mean leverage, as GCV does; where far rows carry the
+    fit (heavy-tailed columns, rare levels, an outlying target) it is
+    optimistic and this ratio exceeds 1 (``auto_alo_ratio``). ``1.0`` for
+    an empty support or a non-finite ``risk``.
+
+    ``h_i`` is the leverage of row ``i`` on the support's columns of ``X~``
+    plus ``w_i / sum w`` for the intercept, ``r_i`` its residual. Below the
+    statistical policy's ``alo_leverage_trim``, ``e_i = r_i / (1 - h_i)``,
+    the exact leave-one-out residual. At or above it the row alone sets a
+    direction of the fit (a level of one row, a column of one row; exactly
+    at ``h_i = 1`` the formula is ``0 / 0``): ``e_i`` is the leave-one-out
+    residual of the minimum-norm least squares without the row, which
+    drops that direction, ``v = G^+ x~_i`` (``G = X~_S^T X~_S``), from the
+    coefficients: ``e_i = r_i + h_i (v^T b) / (v^T v)``. Exact at ``h_i =
+    1`` (a one-hot level of one row: its coefficient leaves, as a fold
+    without the row would drop it); between the trim and 1, the penalised
+    refit's shrinkage of a direction the other rows barely determine, in
+    place of the least squares' ``r_i / (1 - h_i)``. ``O(n s^2)`` flops, by
+    blocks of rows (the Gram matrix of the ``s`` support columns and its
+    eigenvalues once)."""
     S = np.flatnonzero(np.asarray(coef))
     if S.size == 0 or not np.isfinite(risk) or risk <= 0:
         return 1.0
@@ -419,6 +430,8 @@ def support_loo_ratio(design, y, coef, risk):
     live = lam > lam[-1] * S.size * np.finfo(np.float64).eps
     scale = vecs[:, live] / np.sqrt(lam[live])  # h_i = ||x~_i^T V L^{-1/2}||^2
     b = np.asarray(coef, dtype=np.float64)[S]
+    # v = G^+ x~_i = scale P_i: v^T b = P_i (scale^T b), v^T v = sum_k P_ik^2 / lam_k
+    b_scaled, inv_lam = scale.T @ b, 1.0 / lam[live]
     # y~ - X~ b = sqrt(w) (y - X b - b_0), the intercept b_0 = y_offset - x_offset^T b
     y_tilde = np.asarray(design.center_y(y)[1], dtype=np.float64)
     num = den = 0.0
@@ -429,9 +442,16 @@ def support_loo_ratio(design, y, coef, risk):
         if design.fit_intercept:
             h += w[rows] / design.n_eff
         r = y_tilde[rows] - block @ b
-        ok = (w[rows] > 0) & (h < trim)
-        num += float(np.sum((r[ok] / (1.0 - h[ok])) ** 2))
-        den += float(np.sum(w[rows][ok]))
+        live_rows = w[rows] > 0
+        near = live_rows & (h < trim)
+        far = live_rows & ~near
+        num += float(np.sum((r[near] / (1.0 - h[near])) ** 2))
+        if far.any():
+            Pf = P[far]
+            vb, vv = Pf @ b_scaled, (Pf * Pf) @ inv_lam
+            drop = np.divide(vb, vv, out=np.zeros_like(vb), where=vv > 0)
+            num += float(np.sum((r[far] + h[far] * drop) ** 2))
+        den += float(np.sum(w[rows][live_rows]))
     if den <= 0:
         return 1.0
     return num / den / float(risk)

@@ -197,9 +197,9 @@ def _check_far_rows(estimator, X, y, sw, path, statistics):
     fit and the estimate, which reads their mean leverage, is optimistic:
     raise :class:`~._results.UndefinedEstimate`, which moves the search
     to K-fold CV with a warning that says why. On 533 splits of 106
-    public real designs (docs/benchmarks.rst) it fired on 18 of the 20
+    public real designs (docs/benchmarks.rst) it fired on the 20
     where the risk estimate's choice had more than 1.2 times
-    ``LassoCV``'s test error and K-fold CV did better, on 45 of the 415
+    ``LassoCV``'s test error and K-fold CV did better, on 46 of the 415
     where it was within 5 %, on none of the default suite's."""
     if (getattr(estimator, "l1_ratio", 1.0) != 1.0 or ridge_path_of(estimator)
             or not (isinstance(X, np.ndarray) or sp.issparse(X))):
