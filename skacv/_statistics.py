@@ -87,7 +87,8 @@ class StatisticalPolicy:
     interpolation_df: float = 0.9
     #: the automatic ridge grid of the path search continues past ``eps`` while
     #: the leave-one-out error falls (``n_alphas_no_change``; modeldata's meats,
-    #: docs/benchmarks.rst)
+    #: docs/benchmarks.rst); ``criterion="auto"`` reads the risk estimate on it
+    #: down to leave-one-out's minimum where the estimate falls at the end too
     ridge_grid_extends: bool = True
     #: the literal default's alpha grid of an estimator without an alpha path (the
     #: logistic and Huber losses): this many alphas, from its scale down to ``auto_grid_eps`` of it,

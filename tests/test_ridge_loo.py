@@ -82,16 +82,16 @@ def _nir_like(rng, n, p=60):
     return draw
 
 
-def test_default_ridge_search_reads_the_leverages_on_a_decaying_spectrum():
+def test_default_ridge_search_continues_its_grid_where_both_estimates_fall():
     """``TrajectoryEarlyStoppingCV(IterativeRidge())`` on a decaying
-    spectrum: the risk estimate (one mean leverage) is smallest at the
-    automatic grid's end, where leave-one-out is more than
-    ``ridge_auto_loo_ratio`` times its minimum further down, so ``"auto"``
-    moves to leave-one-out (``criterion_``), trajectories included: the
-    choice lies below the 30-point grid, inside the continued grid, its
-    held-out error (new draws) well below the risk estimate's choice, with
-    no warning of the grid's edge; ``criterion="loo"`` gives the same
-    choice. With the ratio raised past it, the risk estimate stays."""
+    spectrum: the risk estimate and leave-one-out both still fall at the
+    automatic grid's end (30 alphas), so ``"auto"`` reads the risk estimate
+    on the grid continued while leave-one-out falls, down to leave-one-out's
+    minimum: the choice lies inside the continued grid (no edge warning: its
+    end is leave-one-out's choice, not ``eps``), its held-out error
+    (new draws) a fraction of the 30-point grid's choice and within 10 % of
+    ``criterion="loo"``'s. Without the continuation (``ridge_grid_extends``
+    off) the search stays at the 30-point grid's end and says so."""
     rng = np.random.default_rng(0)
     draw = _nir_like(rng, 80)
     X, y = draw(80)
@@ -99,26 +99,28 @@ def test_default_ridge_search_reads_the_leverages_on_a_decaying_spectrum():
     with record() as paths, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         search = TrajectoryEarlyStoppingCV(IterativeRidge(), random_state=0).fit(X, y)
-    ratio = paths.details("ridge_leverage_spread")[0]["ratio"]
-    assert search.criterion_ == "loo" and ratio > 2.0
-    assert "path_loo" in search.cv_results_ and search.alpha_path_.alphas.size > 30
-    assert 30 <= search.best_index_ < search.alpha_path_.alphas.size - 1
+    event = paths.details("ridge_leverage_spread")[0]
+    assert event["continued"] and event["risk_continued"]
+    assert search.criterion_ == "risk" and "loo" not in search.alpha_path_
+    # the continued grid, read down to leave-one-out's minimum (its last alpha)
+    loo_path = risk_alpha_path(IterativeRidge(), X, y, criterion="loo", n_alphas_no_change=3)
+    n_path = search.alpha_path_.alphas.size
+    assert n_path == int(np.argmin(loo_path.loo)) + 1 > 30
+    np.testing.assert_allclose(search.alpha_path_.alphas, loo_path.alphas[:n_path])
+    assert 30 <= search.best_index_ < n_path
     assert not [w for w in caught if "smallest of the automatic grid" in str(w.message)]
-    said = [w for w in caught if issubclass(w.category, UnreliableEstimateWarning)
-            and "uses leave-one-out" in str(w.message)]
-    assert len(said) == 1 and said[0].filename == __file__  # once, at the user's call
-    with statistics_context(ridge_auto_loo_ratio=1.5 * ratio), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the grid's edge, as it says
-        kept = TrajectoryEarlyStoppingCV(IterativeRidge(), random_state=0).fit(X, y)
-    assert kept.criterion_ == "risk" and kept.best_index_ == 29  # the grid's end
-    held_out = [np.mean((s.predict(X_new) - y_new) ** 2) for s in (search, kept)]
-    assert held_out[0] < 0.7 * held_out[1]
+    with statistics_context(ridge_grid_extends=False), warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        short = TrajectoryEarlyStoppingCV(IterativeRidge(), random_state=0).fit(X, y)
+    assert short.best_index_ == 29 == short.alpha_path_.alphas.size - 1
+    assert [w for w in said if "smallest of the automatic grid" in str(w.message)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loo = TrajectoryEarlyStoppingCV(IterativeRidge(), criterion="loo",
                                         random_state=0).fit(X, y)
-    assert loo.best_params_ == search.best_params_
-    assert loo.best_iteration_ == search.best_iteration_
+    held_out = [np.mean((s.predict(X_new) - y_new) ** 2) for s in (search, short, loo)]
+    assert held_out[0] < 0.2 * held_out[1]
+    assert held_out[0] < 1.1 * held_out[2]
 
 
 def test_default_ridge_search_keeps_the_risk_estimate_where_leverages_agree():

@@ -88,7 +88,7 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     ``"kfold"``; ``alpha_path``: the signature of
     :func:`skacv.risk_alpha_path`; ``auto_statistics``: the statistical
     policy of ``criterion="auto"``, which may move a ridge path from the
-    risk estimate to leave-one-out (:func:`_leverages_spread`; ``None``:
+    risk estimate to leave-one-out (:func:`_ridge_auto_path`; ``None``:
     the criterion as given)."""
     given = check_path_search(param_grid, fit_params)
     alphas = None if given is None else np.asarray(given, dtype=np.float64)
@@ -112,10 +112,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
                           criterion="loo" if criterion == "loo" or spread else "risk",
                           **{**options, **({"n_alphas_no_change": None} if spread else {})})
     if spread:
-        loo_path = _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path,
-                                     auto_statistics)
-        if loo_path is not None:
-            criterion, path = "loo", loo_path
+        criterion, path = _ridge_auto_path(alpha_path, estimator, X, y, alphas, sw, options,
+                                           path, auto_statistics)
     elif criterion == "risk" and auto_statistics is not None:
         _check_far_rows(estimator, X, y, sw, path, auto_statistics)
     # every alpha of the grid, decreasing (the path's order), as given
@@ -149,20 +147,36 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     return AlphaScores(path, values, score, path_risk, reason, path_time, criterion)
 
 
-def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, statistics):
-    """The ridge path to score by its exact leave-one-out (the automatic
-    grid continued while it falls) when leave-one-out at the risk
-    estimate's converged choice is more than ``ridge_auto_loo_ratio`` (of
-    the ``statistics``) times its minimum, else ``None``; ``path``, the
-    risk's path with its leave-one-out, loses the latter. The risk
-    estimate reads the mean leverage (as GCV); where the leverages spread
-    (NIR spectra: the largest 0.96-0.99 against a mean 0.34-0.50 at small
-    alphas) it falls into near-interpolation (Rad & Maleki 2020 for the
-    diagonal)."""
+def _ridge_auto_path(alpha_path, estimator, X, y, alphas, sw, options, path, statistics):
+    """``criterion="auto"``'s ridge path: ``(criterion, path)``, ``path``
+    the risk's path with its leave-one-out (which it loses).
+
+    **The grid's end.** Where leave-one-out still falls at the automatic
+    grid's end, the grid continues while it falls (``ridge_grid_extends``,
+    :func:`~._alpha_path.ridge_loo_falls`); where the risk estimate also
+    still falls there, it is read on the continued grid too. Both falling
+    says the grid ends above the penalty the data want (columns nearly
+    collinear, least squares with ``n >> p``: modeldata's meats, loans,
+    cigarette demand by state; ``RidgeCV``'s alphas lie decades below
+    the grid's end). The risk estimate reads the continued grid down to
+    leave-one-out's minimum, no further: there both agree the penalty
+    should be smaller; past it only the risk estimate, which reads one mean
+    leverage, may keep falling into near-interpolation (the grid continued
+    on the risk estimate alone made that fall the choice: docs/benchmarks.rst).
+
+    **The switch.** ``"loo"`` on the continued path where leave-one-out at
+    the risk estimate's converged choice is more than
+    ``ridge_auto_loo_ratio`` times its minimum: far rows spread the
+    leverages and the risk estimate, which reads their mean (as GCV), is
+    optimistic there (Ecdat's Crime, world_pop; Rad & Maleki 2020 for the
+    diagonal). On NIR spectra (the largest leverage 0.96-0.99 against a
+    mean 0.34-0.50 at small alphas) it fired at the 30-point grid's end;
+    read on the continued grid, the risk estimate agrees with leave-one-out
+    there."""
     loo = path.pop("loo")
     risk = np.where(np.isfinite(path.risk), path.risk, np.inf)
     if not np.isfinite(risk).any():
-        return None
+        return "risk", path
     chosen, longer = int(np.argmin(risk)), None
     scores = np.where(np.isfinite(loo), loo, np.inf)
     patience = options.get("n_alphas_no_change")
@@ -171,22 +185,41 @@ def _leverages_spread(alpha_path, estimator, X, y, alphas, sw, options, path, st
         longer = alpha_path(clone(estimator), X, y, alphas=None, sample_weight=sw,
                             criterion="loo", **options)
         scores = np.where(np.isfinite(longer.loo), longer.loo, np.inf)
+    # the risk estimate read on the continued grid where it falls at the end too,
+    # down to leave-one-out's minimum (past it, the grid's patience)
+    extended = (longer is not None and ridge_loo_falls(risk, patience, statistics)
+                and int(np.argmin(scores)) >= risk.shape[0])
+    if extended:
+        read = _first_alphas(longer, int(np.argmin(scores)) + 1)
+        risk = np.where(np.isfinite(read.risk), read.risk, np.inf)
+        chosen = int(np.argmin(risk))
     best = float(scores.min())
     taken("ridge_leverage_spread", ratio=scores[chosen] / best if best > 0 else np.inf,
-          continued=longer is not None)
+          continued=longer is not None, risk_continued=extended)
     if not (np.isfinite(best) and scores[chosen] > statistics.ridge_auto_loo_ratio * best):
-        return None
+        if extended:
+            read.pop("loo")
+            return "risk", read
+        return "risk", path
     warnings.warn(  # user -> _fit_context's wrapper -> fit -> ... -> here
         f"criterion='auto' uses leave-one-out (criterion_='loo'): at the risk estimate's "
-        f"choice alpha={path.alphas[chosen]:.4g} the exact leave-one-out error of the "
-        f"converged ridge fits is {scores[chosen] / best:.3g} times its minimum (more than "
-        f"{statistics.ridge_auto_loo_ratio:g}): the leverages spread and the risk estimate, "
-        "which reads their mean, falls into near-interpolation. Set criterion='risk' to "
-        "use it anyway.", UnreliableEstimateWarning, stacklevel=user_stacklevel())
+        f"choice alpha={(read if extended else path).alphas[chosen]:.4g} the exact "
+        f"leave-one-out error of the converged ridge fits is {scores[chosen] / best:.3g} "
+        f"times its minimum (more than {statistics.ridge_auto_loo_ratio:g}): the leverages "
+        "spread and the risk estimate, which reads their mean, falls into "
+        "near-interpolation. Set criterion='risk' to use it anyway.",
+        UnreliableEstimateWarning, stacklevel=user_stacklevel())
     if longer is not None:
-        return longer
+        return "loo", longer
     path.loo = loo
-    return path
+    return "loo", path
+
+
+def _first_alphas(path, m):
+    """The alpha path ``path`` (a Bunch of per-alpha arrays, ``coefs`` of
+    shape ``(n_features, n_alphas)``) cut to its first ``m`` alphas."""
+    return Bunch(**{key: (value[:, :m] if key == "coefs" else value[:m])
+                    for key, value in path.items()})
 
 
 def _check_far_rows(estimator, X, y, sw, path, statistics):

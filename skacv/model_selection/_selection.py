@@ -594,7 +594,10 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         always negligible: the criterion still falls more than ``limit_rtol``
         there. ``search="path"``: one grid per ``l1_ratio`` over the mixing,
         its converged criterion; an estimator's own grid walked to its end
-        (``_walked``): the trajectories' minima."""
+        (``_walked``): the trajectories' minima. A ridge grid continued past
+        ``eps`` ends where leave-one-out chose (``criterion="auto"`` reads the
+        risk estimate down to its minimum) or at the rounding of the Gram's
+        eigenvalues: no warning."""
         params, crit = self.cv_results_["params"], self.criterion_
         if self.search_ == "path":
             if "alpha" in (self.param_grid or {}):
@@ -617,6 +620,13 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
                 or not end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
             return
         of = "" if ratio is None else f" of l1_ratio={ratio:g}"
+        n_alphas = {"n_alphas": signature(risk_alpha_path).parameters["n_alphas"].default,
+                    **(self.path_params or {})}["n_alphas"]
+        if self.search_ == "path" and len(grid) > n_alphas:
+            # a ridge grid continued past eps (criterion "loo", or "auto" reading the
+            # risk estimate down to leave-one-out's minimum): its end is leave-one-out's
+            # choice or the rounding of the Gram's eigenvalues, not eps
+            return
         warnings.warn(
             f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of the "
             f"automatic grid{of} (eps={eps:g} times its largest), where the "
