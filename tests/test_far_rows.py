@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
 from skacv._policy import policy_context
 from skacv._statistics import get_statistics, statistics_context
 from skacv._trace import record
@@ -29,11 +29,13 @@ def _weighted_ols(X, y, w):
 @pytest.mark.parametrize("weighted", [False, True])
 def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
     """At the least-squares solution on a support (with an intercept), the
-    leverage form is exact: the ratio times ``risk`` equals the weighted
-    mean of brute-force leave-one-out errors; a row alone on its level of a
-    one-hot column (leverage 1) counts with the minimum-norm refit without
-    it (its level's coefficient 0, as a fold without the row has it), whose
-    residual is far from the row's own (0). Rows read in blocks of 7
+    leverage form is exact: the ratio times ``risk`` equals the mean of
+    brute-force leave-one-out errors, with integer weights over the rows
+    repeated as often (one copy left out at a time: the same ratio as the
+    repeated rows' own); a row alone on its level of a one-hot column
+    (leverage 1) counts with the minimum-norm refit without it (its level's
+    coefficient 0, as a fold without the row has it), whose residual is
+    far from the row's own (0). Rows read in blocks of 7
     (``gram_block_bytes``)."""
     rng = np.random.default_rng(0)
     n, p = 40, 8
@@ -41,7 +43,8 @@ def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
     X[:, 6] = 0.0
     X[3, 6] = 1.0  # a level of one row: leverage 1
     y = X[:, :3] @ np.array([1.0, -2.0, 0.5]) + rng.standard_normal(n)
-    w = rng.uniform(0.5, 2.0, n) if weighted else np.ones(n)
+    w = rng.integers(1, 4, n).astype(float) if weighted else np.ones(n)
+    w[3] = 1.0  # (one copy: alone on its level)
     S = np.array([0, 1, 2, 4, 6])
     coef = np.zeros(p)
     coef[S], _ = _weighted_ols(X[:, S], y, w)
@@ -49,14 +52,18 @@ def test_support_loo_ratio_is_the_least_squares_leave_one_out(sparse, weighted):
     with policy_context(gram_block_bytes=8 * S.size * 7):  # blocks of 7 rows
         design = Design(sp.csr_matrix(X) if sparse else X, w if weighted else None, True)
         ratio = support_loo_ratio(design, y, coef, risk)
+        rows = np.repeat(np.arange(n), w.astype(int))
+        repeated = support_loo_ratio(Design(X[rows], None, True), y[rows], coef, risk)
     errs = np.empty(n)
     for i in range(n):
-        keep = np.arange(n) != i
+        keep = np.ones(rows.size, dtype=bool)
+        keep[np.flatnonzero(rows == i)[0]] = False  # one copy of row i
         # without row 3 column 6 is zero: lstsq's minimum norm gives it 0
-        b, b0 = _weighted_ols(X[keep][:, S], y[keep], w[keep])
+        b, b0 = _weighted_ols(X[rows[keep]][:, S], y[rows[keep]], np.ones(keep.sum()))
         errs[i] = (y[i] - X[i, S] @ b - b0) ** 2
     brute = np.average(errs, weights=w)
     np.testing.assert_allclose(ratio * risk, brute, rtol=1e-8)
+    np.testing.assert_allclose(repeated, ratio, rtol=1e-8)
     # the row of its own level: not its fitted residual (0), a large error
     b_full, b0_full = _weighted_ols(X[:, S], y, w)
     assert abs(y[3] - X[3, S] @ b_full - b0_full) < 1e-8 < errs[3]
@@ -119,3 +126,33 @@ def test_auto_keeps_the_risk_estimate_on_gaussian_rows():
         search = TrajectoryEarlyStoppingCV(TrajectoryLasso(), random_state=0).fit(X, y)
     assert abs(paths.details("far_rows")[0]["ratio"] - 1.0) < 0.05
     assert search.criterion_ == "risk"
+
+
+def test_grid_search_runs_the_check_at_its_choice():
+    """``search="grid"`` (trajectories only, no converged path): the same
+    check on the converged fit at the chosen alpha; on heavy-tailed columns
+    it moves to K-fold CV with one warning, as the path search does, and
+    ``criterion="risk"`` keeps the estimate. Estimators without a Lasso's
+    alpha path (the ridge) are not checked."""
+    X, y = _heavy_tailed(1)
+    grid = {"alpha": list(np.geomspace(1.0, 1e-3, 8))}
+    with record() as paths, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        search = TrajectoryEarlyStoppingCV(TrajectoryLasso(), param_grid=grid, search="grid",
+                                           random_state=0).fit(X, y)
+    ratio = paths.details("far_rows")[0]["ratio"]
+    assert ratio > 2 * get_statistics().auto_alo_ratio and search.criterion_ == "kfold"
+    said = [w for w in caught if issubclass(w.category, UnreliableEstimateWarning)]
+    assert len(said) == 1 and said[0].filename == __file__ and "far rows" in str(said[0].message)
+    kfold = TrajectoryEarlyStoppingCV(TrajectoryLasso(), param_grid=grid, search="grid",
+                                      criterion="kfold", random_state=0).fit(X, y)
+    assert kfold.best_params_ == search.best_params_
+    assert kfold.best_iteration_ == search.best_iteration_
+    with record() as paths, warnings.catch_warnings():
+        warnings.simplefilter("error", UnreliableEstimateWarning)
+        risk = TrajectoryEarlyStoppingCV(TrajectoryLasso(), param_grid=grid, search="grid",
+                                         criterion="risk", random_state=0).fit(X, y)
+        ridge = TrajectoryEarlyStoppingCV(IterativeRidge(), param_grid=grid, search="grid",
+                                          random_state=0).fit(X, y)
+    assert risk.criterion_ == ridge.criterion_ == "risk"
+    assert not paths.details("far_rows")

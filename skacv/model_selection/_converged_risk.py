@@ -400,26 +400,30 @@ def support_loo_ratio(design, y, coef, risk):
     its leverages, over the converged risk estimate ``risk`` at that
     solution (``coef`` on the ``X`` of ``design``, a
     :class:`~skacv.linalg._design.Design`): ``sum w_i e_i^2 / sum w_i``
-    over the rows of positive weight, divided by ``risk``. The risk
+    over the rows of positive weight, divided by ``risk``; ``e_i`` leaves
+    out one unit of the row's weight (one copy of a row repeated ``w_i``
+    times: integer weights and repeated rows give the same ratio). The risk
     estimate reads the mean leverage, as GCV does; where far rows carry the
     fit (heavy-tailed columns, rare levels, an outlying target) it is
     optimistic and this ratio exceeds 1 (``auto_alo_ratio``). ``1.0`` for
     an empty support or a non-finite ``risk``.
 
     ``h_i`` is the leverage of row ``i`` on the support's columns of ``X~``
-    plus ``w_i / sum w`` for the intercept, ``r_i`` its residual. Below the
-    statistical policy's ``alo_leverage_trim``, ``e_i = r_i / (1 - h_i)``,
-    the exact leave-one-out residual. At or above it the row alone sets a
-    direction of the fit (a level of one row, a column of one row; exactly
-    at ``h_i = 1`` the formula is ``0 / 0``): ``e_i`` is the leave-one-out
-    residual of the minimum-norm least squares without the row, which
-    drops that direction, ``v = G^+ x~_i`` (``G = X~_S^T X~_S``), from the
-    coefficients: ``e_i = r_i + h_i (v^T b) / (v^T v)``. Exact at ``h_i =
-    1`` (a one-hot level of one row: its coefficient leaves, as a fold
-    without the row would drop it); between the trim and 1, the penalised
-    refit's shrinkage of a direction the other rows barely determine, in
-    place of the least squares' ``r_i / (1 - h_i)``. ``O(n s^2)`` flops, by
-    blocks of rows (the Gram matrix of the ``s`` support columns and its
+    plus ``w_i / sum w`` for the intercept, ``r_i`` its residual; one unit
+    of its weight has leverage ``u_i = h_i / w_i``. Below the statistical
+    policy's ``alo_leverage_trim``, ``e_i = r_i / (1 - u_i)``, the exact
+    leave-one-out residual. At or above it the unit alone sets a direction
+    of the fit (a level of one row, a column of one row; exactly at ``u_i
+    = 1`` the formula is ``0 / 0``): ``e_i`` is the leave-one-out residual
+    of the minimum-norm least squares without it, which drops that
+    direction, ``v = G^+ x_i`` (``x_i`` the row of the centred ``X``, ``G
+    = X~_S^T X~_S``), from the coefficients: ``e_i = r_i + u_i (v^T b) /
+    (v^T v)``. Exact at ``u_i = 1`` (a one-hot level of one row: its
+    coefficient leaves, as a fold without the row would drop it); between
+    the trim and 1, the penalised refit's shrinkage of a direction the
+    other rows barely determine, in place of the least squares' ``r_i /
+    (1 - u_i)``. ``O(n s^2)`` flops, by blocks of rows (the Gram matrix of
+    the ``s`` support columns and its
     eigenvalues once)."""
     S = np.flatnonzero(np.asarray(coef))
     if S.size == 0 or not np.isfinite(risk) or risk <= 0:
@@ -443,9 +447,11 @@ def support_loo_ratio(design, y, coef, risk):
             h += w[rows] / design.n_eff
         r = y_tilde[rows] - block @ b
         live_rows = w[rows] > 0
-        near = live_rows & (h < trim)
+        # one unit of a row's weight left out (a copy of a repeated row): leverage h / w
+        unit = np.divide(h, w[rows], out=np.zeros_like(h), where=live_rows)
+        near = live_rows & (unit < trim)
         far = live_rows & ~near
-        num += float(np.sum((r[near] / (1.0 - h[near])) ** 2))
+        num += float(np.sum((r[near] / (1.0 - unit[near])) ** 2))
         if far.any():
             Pf = P[far]
             vb, vv = Pf @ b_scaled, (Pf * Pf) @ inv_lam

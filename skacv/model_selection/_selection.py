@@ -37,7 +37,7 @@ from ._dask_search import sufficient_search
 from ._delegate import SelectedIterateMixin, routed_params
 from ._kfold_search import full_fit, kfold_splits
 from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
-from ._path_search import fit_path_search, warn_converged
+from ._path_search import check_far_rows_at, fit_path_search, warn_converged
 from ._results import (
     GatheredWarnings,
     UndefinedEstimate,
@@ -554,6 +554,9 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             paths, times, kept = walk_grid(self, candidates, X, y, fit_params)
             candidates = candidates[:len(paths)]
         i, t, mins, best_iters = select(paths, self.criterion_, self._policies[1].tie_rtol)
+        if getattr(self, "_auto_risk", False) and self.criterion_ == "risk":
+            check_far_rows_at(self.estimator, candidates[i], X, y,
+                              fit_params.get("sample_weight"), self._policies[1])
         self._selected_paths = paths[i]
         self.estimator_ = full_fit(kept[i])  # a deferred full fit runs now
         self.best_index_ = i
