@@ -156,3 +156,23 @@ def test_grid_search_runs_the_check_at_its_choice():
                                           random_state=0).fit(X, y)
     assert risk.criterion_ == ridge.criterion_ == "risk"
     assert not paths.details("far_rows")
+
+
+def test_grid_search_checks_a_data_frame_as_its_array():
+    """The grid's check reads ``X`` after the estimator's own validation, as
+    the path search does: a pandas DataFrame of heavy-tailed columns moves
+    to K-fold CV with the array's ratio and choice."""
+    pd = pytest.importorskip("pandas")
+    X, y = _heavy_tailed(1)
+    grid = {"alpha": list(np.geomspace(1.0, 1e-3, 8))}
+    out = []
+    for data in (X, pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])):
+        with record() as paths, warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnreliableEstimateWarning)
+            search = TrajectoryEarlyStoppingCV(TrajectoryLasso(), param_grid=grid,
+                                               search="grid", random_state=0).fit(data, y)
+        out.append((paths.details("far_rows")[0]["ratio"], search.criterion_,
+                    search.best_params_, search.best_iteration_))
+    assert out[0][1] == out[1][1] == "kfold"
+    assert out[0][2:] == out[1][2:]
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-12)

@@ -235,8 +235,7 @@ def _check_far_rows(estimator, X, y, sw, path, statistics):
     ``LassoCV``'s test error and K-fold CV did better, on 46 of the 415
     where it was within 5 %, on none of the default suite's.
     ``search="grid"`` runs it at its choice (:func:`check_far_rows_at`)."""
-    if (getattr(estimator, "l1_ratio", 1.0) != 1.0 or ridge_path_of(estimator)
-            or not (isinstance(X, np.ndarray) or sp.issparse(X))):
+    if not _far_rows_apply(estimator, X):
         return
     risk = np.where(np.isfinite(path.risk), path.risk, np.inf)
     if not np.isfinite(risk).any():
@@ -255,6 +254,13 @@ def _check_far_rows(estimator, X, y, sw, path, statistics):
             "which reads their mean leverage, is optimistic.")
 
 
+def _far_rows_apply(estimator, X):
+    """Whether the far-rows check reads this search: a Lasso's alpha path
+    (``l1_ratio`` 1, not the ridge's) on an in-memory ``X``."""
+    return (getattr(estimator, "l1_ratio", 1.0) == 1.0 and not ridge_path_of(estimator)
+            and (isinstance(X, np.ndarray) or sp.issparse(X)))
+
+
 def check_far_rows_at(estimator, params, X, y, sw, statistics):
     """``search="grid"``'s far-rows check (``criterion="auto"``, the risk
     estimate chosen): :func:`_check_far_rows` on the converged fit at the
@@ -263,10 +269,11 @@ def check_far_rows_at(estimator, params, X, y, sw, statistics):
     trajectories are the choice, the converged fit only the check's point.
     Raises :class:`~._results.UndefinedEstimate` as the path search does."""
     est = clone(estimator).set_params(**params)
-    if (getattr(est, "l1_ratio", 1.0) != 1.0 or not supports_alpha_path(est)
-            or ridge_path_of(est) or not (isinstance(X, np.ndarray) or sp.issparse(X))):
+    if not supports_alpha_path(est):
         return
-    X, y = est.validate_fit_data(X, y)
+    X, y = est.validate_fit_data(X, y)  # (as the path search: an array from here on)
+    if not _far_rows_apply(est, X):
+        return
     with warnings.catch_warnings():  # (the trajectories' fit says what it says)
         warnings.simplefilter("ignore", ConvergenceWarning)
         path = risk_alpha_path(est, X, y, alphas=[float(est.alpha)], sample_weight=sw)
