@@ -62,7 +62,10 @@ positions, noise sd such that ``var(X beta) / sigma^2 = snr``)
     ``ones`` all equal to 1, ``rad`` random signs); ``ar1``: AR(1) columns,
     ``corr(x_j, x_l) = 0.9^|j - l|``, ``n = 400``, ``p = 600``, ``k = 40``;
     ``wide_iid`` / ``wide_ar1``: ``p >> n``, ``n = 200``, ``p = 2000``,
-    ``k = 20``, independent or AR(1) 0.9 columns.
+    ``k = 20``, independent or AR(1) 0.9 columns; ``wide_iid_k10_snr20`` /
+    ``wide_ar1_k10_snr100``: the same with ``k = 10`` at snr 20 / 100,
+    where FISTA's paths below the choice are flagged for hundreds of steps
+    (``pursued_limit`` in ``skacv/model_selection/_stages.py``).
 Real designs (``train_test_split(test_size=0.5, random_state=0)``, then
 ``PolynomialFeatures(degree, include_bias=False)`` and ``StandardScaler``
 fitted on the training half)
@@ -240,6 +243,8 @@ DESIGNS = {
     "ar1_ista": _gauss(**AR1, solver="ista"),
     "wide_iid": _gauss(n=200, p=2000, k=20, kind="iid", snr=2.0),
     "wide_ar1": _gauss(n=200, p=2000, k=20, kind="ar1", rho=0.9, snr=2.0),
+    "wide_iid_k10_snr20": _gauss(n=200, p=2000, k=10, kind="iid", snr=20.0),
+    "wide_ar1_k10_snr100": _gauss(n=200, p=2000, k=10, kind="ar1", rho=0.9, snr=100.0),
     "diabetes_poly2": lambda: real_design("diabetes", 2),
     "diabetes_poly3": lambda: real_design("diabetes", 3),
     "diabetes_poly3_ista": lambda: real_design("diabetes", 3, solver="ista"),

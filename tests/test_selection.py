@@ -1973,3 +1973,54 @@ def test_at_boundary_grows_a_falling_path_without_a_known_limit():
     # a limit that is not the path's own (the converged leave-one-out of a
     # leave-one-out path) does not keep a rising path going
     assert not at_boundary(rising, 40, 40, stats, 0.9, 10, own_limit=False)
+
+
+def test_a_limit_is_not_pursued_through_flagged_iterates():
+    """A path whose last ``n_iter_no_change`` iterates are flagged (``+inf``
+    in its selectable criterion) is not kept going for its limit: it stops
+    as a path without a limit does and does not grow past ``max_iter``.
+    A tail shorter than the window, or no flag, keeps the limit."""
+    from skacv.model_selection._stages import at_boundary, grown_length, pursued_limit, stops
+
+    stats = get_statistics()
+    head = np.array([5.0, 3.0, 2.0, 2.5, 2.6])
+    flagged = np.concatenate([head, np.full(36, np.inf)])  # 41 iterates, the last 36 flagged
+    finite = np.concatenate([head, np.linspace(2.7, 2.2, 36)])
+    assert pursued_limit(flagged, 1.0, 10) is None
+    assert pursued_limit(finite, 1.0, 10) == 1.0
+    assert pursued_limit(flagged, None, 10) is None
+    one = finite.copy()
+    one[-1] = np.inf  # one flagged iterate, a window of 2: the limit holds
+    assert pursued_limit(one, 1.0, 2) == 1.0
+    # within max_iter (50): the flagged path stops (its minimum 38 back), the finite one goes on
+    assert stops(flagged, 40, 10, stats, limit=1.0) == (True, 2)
+    assert stops(finite, 40, 10, stats, limit=1.0) == (False, 2)
+    # at max_iter (40): the flagged path ends, the finite one grows for its limit
+    assert not at_boundary(flagged, 40, 40, stats, 1.0, 10)
+    assert at_boundary(finite, 40, 40, stats, 1.0, 10)
+    # past max_iter: the finite one grows from its end, the flagged one as without a limit
+    assert grown_length(finite, 40, 40, 400, 10, 2.0, stats, 1.0) == 120
+    assert (grown_length(flagged, 40, 40, 400, 10, 2.0, stats, 1.0)
+            == grown_length(flagged, 40, 40, 400, 10, 2.0, stats, None))
+
+
+def test_flagged_paths_do_not_grow_for_their_limits():
+    """High signal with ``p >> n``: FISTA's paths below the chosen alpha
+    spread over most columns in their first steps and are flagged (degrees
+    of freedom near ``n``) for hundreds of steps. The default search does
+    not grow those paths past ``max_iter`` for their limits, and its choice
+    is within 1 % of the whole paths' argmin (every iterate to ``max_iter``
+    and every converged fit)."""
+    from sklearn.datasets import make_regression
+
+    X, y = make_regression(100, 1000, n_informative=10, noise=1.0, random_state=0)
+    staged = TrajectoryEarlyStoppingCV(TrajectoryLasso(), random_state=0).fit(X, y)
+    whole = TrajectoryEarlyStoppingCV(TrajectoryLasso(), n_iter_no_change=None,
+                                      random_state=0).fit(X, y)
+    cv, max_iter = staged.cv_results_, staged.estimator.max_iter
+    tails = [(int(cv["n_iter"][i]), np.asarray(cv["risk_reliable"][i]))
+             for i in range(len(cv["params"])) if cv["trajectory_fitted"][i]]
+    flagged = [n for n, ok in tails if not ok[-staged.n_iter_no_change:].any()]
+    assert flagged  # (the case this test is about)
+    assert max(flagged) <= max_iter
+    assert -staged.best_score_ <= -whole.best_score_ * (1 + 0.01)

@@ -147,12 +147,36 @@ def stage_growth(estimator, attr, policy):
 def stops(path, n_iter, n_iter_no_change, statistics, limit=None, bar=None):
     """The rule of the stages: ``(stop, best)`` on the criterion ``path`` of a
     path ``n_iter`` long: stop once the first minimum lies ``patience`` back,
-    unless ``limit`` (the criterion of the converged fit, where known) lies
-    more than ``limit_rtol`` below that minimum (``bar``: :func:`patience`'s)."""
+    unless ``limit`` (the criterion of the converged fit, where known and
+    :func:`pursued_limit`) lies more than ``limit_rtol`` below that minimum
+    (``bar``: :func:`patience`'s)."""
     best = argmin_first(path, statistics.tie_rtol)
     if best is None or n_iter - best < patience(best, n_iter_no_change, statistics, path, bar):
         return False, best
+    limit = pursued_limit(path, limit, n_iter_no_change)
     return not limit_far_below(path[best], limit, statistics), best
+
+
+def pursued_limit(path, limit, window):
+    """``limit`` (its alpha's converged criterion), or ``None`` where the
+    selectable criterion ``path`` (:func:`selectable`) ends in ``window``
+    (at least 1) iterates flagged by ``risk_reliable_`` (none finite): a
+    path that falls to its limit through iterates it cannot select gains
+    nothing by going on for it (the converged fit is a candidate of its
+    own). Such a path is ruled by its selectable iterates alone: it stops
+    as one without a limit does, and does not grow past ``max_iter``.
+
+    On ``p > n`` designs of high signal, FISTA's paths at the alphas below
+    the choice spread over thousands of columns in their first steps and
+    come back slowly, their iterates flagged (degrees of freedom near
+    ``n``) from a few dozen steps on; their limits, far below the
+    flagged head's minimum, kept them going to ``max_iter_growth`` times
+    ``max_iter``, the search's time 3-9 times what it is without, for the
+    same choice (``docs/benchmarks.rst``)."""
+    if limit is None:
+        return None
+    tail = np.asarray(path[-max(int(window or 1), 1):], dtype=np.float64)
+    return None if tail.size and not np.isfinite(tail).any() else limit
 
 
 def limit_far_below(value, limit, statistics):
@@ -199,9 +223,9 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     may still fall below its minimum later.
 
     It does where its ``limit`` (its alpha's converged criterion) lies more
-    than ``limit_rtol`` below that minimum and is the path's ``own_limit``
-    (K-fold CV or the risk estimate of the converged fit; not
-    leave-one-out's, whose path may read a subsample of the samples,
+    than ``limit_rtol`` below that minimum (:func:`pursued_limit`) and is
+    the path's ``own_limit`` (K-fold CV or the risk estimate of the
+    converged fit; not leave-one-out's, whose path may read a subsample of the samples,
     ``criterion="auto"``, and costs a trajectory a sample): converging, the
     path must still fall to it (as :func:`stops` reads it).
 
@@ -224,6 +248,7 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     best = argmin_first(path, statistics.tie_rtol) if n_iter >= max_iter else None
     if best is None:
         return False
+    limit = pursued_limit(path, limit, n_iter_no_change)
     if own_limit and limit_far_below(path[best], limit, statistics):
         return True
     window = 1
@@ -310,6 +335,7 @@ def grown_length(path, n_iter, max_iter, cap, n_iter_no_change, growth, statisti
     own step to ``cap`` goes to ``cap`` (``bar``: :func:`patience`'s)."""
     best = argmin_first(path, statistics.tie_rtol)
     past = n_iter >= max_iter
+    limit = pursued_limit(path, limit, n_iter_no_change)
     if (past and own_limit and best is not None
             and limit_far_below(path[best], limit, statistics)):
         grown = n_iter + max(n_iter_no_change, int(growth * n_iter))
