@@ -171,7 +171,7 @@ def pursued_limit(path, limit, window):
     come back slowly, their iterates flagged (degrees of freedom near
     ``n``) from a few dozen steps on; their limits, far below the
     flagged head's minimum, kept them going to ``max_iter_growth`` times
-    ``max_iter``, the search's time 3-9 times what it is without, for the
+    ``max_iter``, the search's time 2-20 times what it is without, for the
     same choice (``docs/benchmarks.rst``)."""
     if limit is None:
         return None
