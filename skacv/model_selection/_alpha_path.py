@@ -9,6 +9,7 @@ the risk over a decreasing grid, the Lasso by
 (:func:`_ridge_path`).
 """
 
+from inspect import signature
 from numbers import Integral, Real
 
 import numpy as np
@@ -245,6 +246,16 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             print(f"[risk_alpha_path] alpha {res.alphas[i]:.4g}  df {res.df[i]:.1f}  "
                   f"risk {res.risk[i]:.5g}  steps {res.n_iter[i]}  gap {res.gaps[i]:.2e}")
     return res
+
+
+def path_option(path_params, name):
+    """``path_params[name]``, else :func:`risk_alpha_path`'s default for
+    ``name`` (its grid's ``n_alphas``, ``eps``, ...): what the search's
+    alpha path ran with."""
+    params = path_params or {}
+    if name in params:
+        return params[name]
+    return signature(risk_alpha_path).parameters[name].default
 
 
 def supports_alpha_path(estimator, n_samples=2):

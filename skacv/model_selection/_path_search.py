@@ -28,7 +28,13 @@ from ..linalg._design import make_design
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
 from ..utils._validation import check_sample_weight, user_stacklevel
-from ._alpha_path import ridge_loo_falls, ridge_path_of, risk_alpha_path, supports_alpha_path
+from ._alpha_path import (
+    path_option,
+    ridge_loo_falls,
+    ridge_path_of,
+    risk_alpha_path,
+    supports_alpha_path,
+)
 from ._candidates import fit_candidates
 from ._converged_risk import support_loo_ratio
 from ._criteria import CRITERIA
@@ -118,9 +124,9 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
         _check_far_rows(estimator, X, y, sw, path, auto_statistics)
     # every alpha of the grid, decreasing (the path's order), as given
     if given is None:
-        n_alphas = options.get("n_alphas", 30)
+        n_alphas = path_option(options, "n_alphas")
         full = (path.alphas if path.alphas.shape[0] >= n_alphas else np.geomspace(
-            path.alphas[0], path.alphas[0] * options.get("eps", 1e-3), num=n_alphas))
+            path.alphas[0], path.alphas[0] * path_option(options, "eps"), num=n_alphas))
         values = [float(a) for a in full]
     else:
         order = np.argsort(-alphas, kind="stable")

@@ -5,7 +5,6 @@ K-fold CV along its path, without refitting (its parts: docs/architecture.rst).
 
 import dataclasses
 import warnings
-from inspect import signature
 from numbers import Integral
 
 import numpy as np
@@ -30,7 +29,7 @@ from ..utils._compat import (
     _num_samples,
 )
 from ..utils._validation import user_stacklevel
-from ._alpha_path import risk_alpha_path, supports_alpha_path
+from ._alpha_path import path_option, risk_alpha_path, supports_alpha_path
 from ._candidates import fit_candidates, walk_grid
 from ._criteria import CRITERIA, resolve_auto, switch_estimates
 from ._dask_search import sufficient_search
@@ -608,8 +607,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             ratio = self.best_params_.get("l1_ratio")
             grid = [i for i, p in enumerate(params) if p.get("l1_ratio") == ratio]  # contiguous
             values = self.cv_results_[f"path_{crit}"]
-            eps = {"eps": signature(risk_alpha_path).parameters["eps"].default,
-                   **(self.path_params or {})}["eps"]
+            eps = path_option(self.path_params, "eps")
             fix = f"path_params={{'eps': {eps / 100:g}}}"
         elif len(params) == len(self._walked["alpha"]):
             ratio, grid, values = None, list(range(len(params))), self.cv_results_[f"min_{crit}"]
@@ -623,9 +621,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
                 or not end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
             return
         of = "" if ratio is None else f" of l1_ratio={ratio:g}"
-        n_alphas = {"n_alphas": signature(risk_alpha_path).parameters["n_alphas"].default,
-                    **(self.path_params or {})}["n_alphas"]
-        if self.search_ == "path" and len(grid) > n_alphas:
+        if self.search_ == "path" and len(grid) > path_option(self.path_params, "n_alphas"):
             # a ridge grid continued past eps (criterion "loo", or "auto" reading the
             # risk estimate down to leave-one-out's minimum): its end is leave-one-out's
             # choice or the rounding of the Gram's eigenvalues, not eps

@@ -225,9 +225,9 @@ def at_boundary(path, n_iter, max_iter, statistics, limit=None, n_iter_no_change
     It does where its ``limit`` (its alpha's converged criterion) lies more
     than ``limit_rtol`` below that minimum (:func:`pursued_limit`) and is
     the path's ``own_limit`` (K-fold CV or the risk estimate of the
-    converged fit; not leave-one-out's, whose path may read a subsample of the samples,
-    ``criterion="auto"``, and costs a trajectory a sample): converging, the
-    path must still fall to it (as :func:`stops` reads it).
+    converged fit; not leave-one-out's, whose path may read a subsample of
+    the samples, ``criterion="auto"``, and costs a trajectory a sample):
+    converging, the path must still fall to it (as :func:`stops` reads it).
 
     Otherwise it may while its first minimum is recent: at ``max_iter``
     among the last ``n_iter_no_change`` iterates (the stopping's own
