@@ -552,11 +552,26 @@ def test_bad_parameters():
 
 
 def test_estimator_without_a_stored_path_is_refused():
+    """EigenPro keeps its epochs in the dual (stores_path() is False): the
+    search refuses it before any fit, its default max_iter='auto' as an
+    integer one (the default was a ValueError of int('auto') in the
+    stages, an integer one a TypeError after the first fit)."""
     eigenpro = pytest.importorskip("skacv.kernel_methods._eigenpro")
+
+    class Counted(eigenpro.EigenProRegressor):
+        fits = 0
+
+        def fit(self, X, y, sample_weight=None):
+            type(self).fits += 1
+            return super().fit(X, y, sample_weight)
+
     X, y = _data(n=60, p=5)
-    with pytest.raises(TypeError, match="does not store its path.*max_iter='auto' keeps"):
-        _pinned(eigenpro.EigenProRegressor(max_iter=2, estimate_risk=True,
-                                                             random_state=0)).fit(X, y)
+    assert not Counted().stores_path() and TrajectoryLasso().stores_path()
+    for est in (Counted(), Counted(max_iter=2, estimate_risk=True, random_state=0)):
+        for kw in ({}, {"criterion": "kfold"}, {"param_grid": {"bandwidth": [1.0, 2.0]}}):
+            with pytest.raises(TypeError, match="does not store its path.*max_iter='auto' keeps"):
+                _pinned(est, **kw).fit(X, y)
+    assert Counted.fits == 0
 
 
 def _fake_alpha_path(risk_of_alpha):

@@ -39,7 +39,7 @@ class SearchProtocol(Protocol):
     What the estimator is (read before the fits):
 
     * :meth:`linear_iterations`, :meth:`risk_available`,
-      :meth:`stacks_folds`.
+      :meth:`stores_path`, :meth:`stacks_folds`.
 
     Paths grown in stages (``n_iter_no_change``):
 
@@ -78,6 +78,19 @@ class SearchProtocol(Protocol):
         Returns
         -------
         available : bool
+            Default ``True``.
+        """
+        return True
+
+    def stores_path(self):
+        """Whether ``fit`` stores the iterates as ``coef_path_`` and
+        ``intercept_path_``, of which the search selects one without
+        refitting (the search refuses an estimator that does not, before
+        any fit).
+
+        Returns
+        -------
+        stores : bool
             Default ``True``.
         """
         return True

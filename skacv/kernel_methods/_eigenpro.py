@@ -95,6 +95,11 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         return self._fit(X, y, sample_weight)
 
     # ------------------------------------------------------------------ fit
+    def stores_path(self):
+        """``False``: the epochs' models are kept in the dual (``predict_path``),
+        not as ``coef_path_`` (:meth:`skacv.SearchProtocol.stores_path`)."""
+        return False
+
     def _continues(self):
         """This fit continues the previous one (``warm_start``)."""
         if self.warm_start and self.max_iter == "auto":

@@ -14,6 +14,7 @@ from ..exceptions import UnreliableEstimateWarning
 from ..utils._parallel import blas_threads_per_worker, delayed, effective_n_jobs, parallel
 from ._criteria import CRITERIA, PATH_ATTRS
 from ._kfold_search import DeferredFull, fit_kfold, fit_kfold_block
+from ._search_params import path_not_stored
 from ._stages import finite_min, fit_stages, selectable
 
 
@@ -85,13 +86,7 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     for i, (est, est_paths, fit_time) in enumerate(results):
         fitted = est.estimator if isinstance(est, DeferredFull) else est
         if not (hasattr(fitted, "coef_path_") and hasattr(fitted, "intercept_path_")):
-            raise TypeError(
-                f"{type(fitted).__name__} does not store its path (coef_path_, "
-                "intercept_path_): TrajectoryEarlyStoppingCV selects an iterate of "
-                "the stored path without refitting. Read its risk_path_ directly "
-                "(EigenPro's max_iter='auto' keeps the epoch of its smallest risk "
-                "estimate, selected_iter_)."
-            )
+            raise TypeError(path_not_stored(fitted))
         if attr not in est_paths:
             raise ValueError(
                 f"criterion={search.criterion_!r} reads {attr} but "

@@ -34,6 +34,17 @@ def check_protocol(estimator):
             "estimator, or one implementing skacv.SearchProtocol; to scale the "
             "data, put the search inside the pipeline: make_pipeline(StandardScaler(), "
             "TrajectoryEarlyStoppingCV(TrajectoryLasso())).")
+    if not estimator.stores_path():
+        raise TypeError(path_not_stored(estimator))
+
+
+def path_not_stored(estimator):
+    """Why the search cannot select an iterate of ``estimator``'s fits."""
+    return (f"{type(estimator).__name__} does not store its path (coef_path_, "
+            "intercept_path_): TrajectoryEarlyStoppingCV selects an iterate of the "
+            "stored path without refitting. Read its risk_path_ directly (EigenPro's "
+            "max_iter='auto' keeps the epoch of its smallest risk estimate, "
+            "selected_iter_); to compare other parameters, use GridSearchCV.")
 
 
 def ignored_params(search):
