@@ -229,6 +229,18 @@ def test_leave_one_out_of_many_samples_takes_an_estimator_without_loo_options(
         ALPHAS[i], t, loo)
 
 
+def test_too_few_samples_for_the_folds_keep_a_risk_only_estimate():
+    """criterion="auto" below cv samples with more features than samples
+    takes leave-one-out along the path where the estimator tracks it
+    (tests/test_selection.py); one with the risk estimate only keeps it,
+    with a warning that says the folds need more samples."""
+    X, y, X_val, y_val = _problem(n=4, p=8)
+    with pytest.warns(UserWarning, match="uses the risk estimate.*needs at least 5"):
+        search = TrajectoryEarlyStoppingCV(HeldOutRidge(X_val=X_val, y_val=y_val),
+                                           param_grid={"alpha": ALPHAS}).fit(X, y)
+    assert search.criterion_ == "risk"
+
+
 def test_an_object_without_the_protocol_is_refused():
     X, y, _, _ = _problem()
     assert not isinstance(Lasso(), SearchProtocol)

@@ -1887,10 +1887,18 @@ def test_auto_uses_kfold_below_100_samples_with_more_features():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y).criterion_ == "risk"
-    # too few samples for the folds: the risk estimate, with a warning that says so
-    X, y = _data(n=3, p=8)
-    with pytest.warns(selection_module.UnreliableEstimateWarning, match="needs at least 5"):
-        assert TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y).criterion_ == "risk"
+    # too few samples for the folds: leave-one-out along the path (criterion="loo"'s
+    # choice), with a warning that says why (it was the flagged risk estimate;
+    # at 3 samples its far-rows check then refused the fit)
+    for n in (3, 4):
+        X, y = _data(n=n, p=8)
+        with pytest.warns(selection_module.UnreliableEstimateWarning,
+                          match="leave-one-out.*needs at least 5"):
+            auto = TrajectoryEarlyStoppingCV(TrajectoryLasso()).fit(X, y)
+        loo = TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="loo").fit(X, y)
+        assert auto.criterion_ == "loo"
+        assert (auto.best_params_, auto.best_iteration_, auto.best_risk_) == (
+            loo.best_params_, loo.best_iteration_, loo.best_risk_)
 
 
 def test_path_search_advises_its_own_path_params_when_the_alpha_path_stops_short(

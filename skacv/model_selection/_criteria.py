@@ -54,7 +54,15 @@ def resolve_auto(estimator, n_samples, n_features, cv, policies):
             stacklevel=user_stacklevel())
         return "kfold", None, False
     if criterion == "risk" and few_samples(n_samples, n_features, 0, statistics):
-        # as above, but too few samples for the folds: the estimate stays, said
+        # as above, but too few samples for the folds: leave-one-out along the
+        # path (n runs, each fold one sample) where the estimator tracks it
+        if "estimate_loo" in estimator.get_params(deep=False):
+            warnings.warn(
+                f"criterion='auto' uses leave-one-out along the path with {n_samples} "
+                f"samples and {n_features} features: the risk estimate is unreliable "
+                f"there and K-fold CV (cv={cv!r}) needs at least {n_folds} samples.",
+                UnreliableEstimateWarning, stacklevel=user_stacklevel())
+            return "loo", None, False
         warnings.warn(
             f"criterion='auto' uses the risk estimate with {n_samples} samples and "
             f"{n_features} features although it is unreliable there: K-fold CV "

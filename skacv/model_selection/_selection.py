@@ -93,7 +93,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         refits: ``"risk"`` for the least-squares solvers with full batches,
         ``"loo"`` for the others (on a random subsample of the rows above 100
         samples), K-fold CV where the risk estimate is unreliable (below 100
-        samples with more features than samples, iterates flagged where the
+        samples with more features than samples, ``"loo"`` there below ``cv``
+        samples where the estimator tracks it, iterates flagged where the
         choice lies, or a Lasso path search whose support's leave-one-out by
         leverages is more than ``auto_alo_ratio`` (1.3) times the estimate
         at its converged choice: far rows carry the fit; an
