@@ -1899,6 +1899,12 @@ def test_auto_uses_kfold_below_100_samples_with_more_features():
         assert auto.criterion_ == "loo"
         assert (auto.best_params_, auto.best_iteration_, auto.best_risk_) == (
             loo.best_params_, loo.best_iteration_, loo.best_risk_)
+    # a splitter's own number of folds (it counted as 5): two folds fit 4 samples
+    X, y = _data(n=4, p=8)
+    for cv in (KFold(2), list(KFold(2).split(X))):
+        with pytest.warns(selection_module.UnreliableEstimateWarning, match="K-fold CV"):
+            auto = TrajectoryEarlyStoppingCV(TrajectoryLasso(), cv=cv).fit(X, y)
+        assert auto.criterion_ == "kfold" and auto.n_splits_ == 2
 
 
 def test_path_search_advises_its_own_path_params_when_the_alpha_path_stops_short(

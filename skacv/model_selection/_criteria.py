@@ -37,12 +37,27 @@ def few_samples(n_samples, n_features, n_folds, statistics):
     return n_folds <= n_samples < statistics.auto_kfold_samples and n_features > n_samples
 
 
+def n_splits(cv, n_samples):
+    """The number of folds of the search's ``cv``: an int itself, a splitter's
+    ``get_n_splits`` on ``n_samples`` rows (``LeaveOneOut``: ``n_samples``),
+    a list of splits its length; 5 where it cannot be told without the
+    data's labels or groups, or without consuming an iterator."""
+    if isinstance(cv, Integral):
+        return int(cv)
+    if hasattr(cv, "get_n_splits"):
+        try:
+            return int(cv.get_n_splits(np.empty((n_samples, 0))))
+        except (TypeError, ValueError):
+            return 5
+    return len(cv) if hasattr(cv, "__len__") else 5
+
+
 def resolve_auto(estimator, n_samples, n_features, cv, policies):
     """``(criterion_, loo_subsample, both)`` of ``criterion="auto"``:
     :func:`auto_criterion`, or K-fold CV along the path for few samples
     (:func:`few_samples`, with a warning); ``both``: :func:`reports_both`."""
     statistics = policies[1]
-    n_folds = cv if isinstance(cv, Integral) else 5
+    n_folds = n_splits(cv, n_samples)
     criterion, sub = auto_criterion(estimator, n_samples, n_features, n_folds, policies)
     if criterion == "risk" and few_samples(n_samples, n_features, n_folds, statistics):
         warnings.warn(  # user -> _fit_context's wrapper -> fit -> _resolve -> here
