@@ -9,6 +9,7 @@ sizes of the leave-one-out subsample, which change the estimate, are here.
 
 import inspect
 import warnings
+from collections.abc import Sized
 from numbers import Integral
 
 import numpy as np
@@ -49,7 +50,7 @@ def n_splits(cv, n_samples):
             return int(cv.get_n_splits(np.empty((n_samples, 0))))
         except (TypeError, ValueError):
             return 5
-    return len(cv) if hasattr(cv, "__len__") else 5
+    return len(cv) if isinstance(cv, Sized) else 5
 
 
 def resolve_auto(estimator, n_samples, n_features, cv, policies):
