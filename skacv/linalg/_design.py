@@ -250,7 +250,12 @@ class Design:
             return self.X.T @ r
         if self.sqrt_weight is not None:
             r = r * (self.sqrt_weight if r.ndim == 1 else self.sqrt_weight[:, None])
-        out = self.X.T @ r
+        # the transposed view (CSC of a CSR: the same arrays) formed once, not at
+        # every product (its constructor's checks cost more than a small product)
+        XT = self.cache.get("sparse_transposed")
+        if XT is None:
+            XT = self.cache["sparse_transposed"] = self.X.T
+        out = XT @ r
         if self.fit_intercept:
             out = out - np.multiply.outer(self.x_offset, r.sum(axis=0))
         return np.asarray(out)
