@@ -59,6 +59,11 @@ class SpeedPolicy:
     path_columns_descent: bool = True
     #: ... on Fortran-ordered copies, gathered by blocks of rows transposed into them
     path_fortran_columns: bool = True
+    #: a sparse design's working set is solved on a dense copy of its columns (descent
+    #: included) where the copy holds at most these bytes ...
+    path_sparse_dense_bytes: int = 32 * 2**20
+    #: ... and the columns hold at least this share of nonzero entries
+    path_sparse_dense_density: float = 0.05
     #: ... deciding a working set grown by a few columns from the kept spectrum's bounds
     path_kept_spike_bound: bool = True
     #: the path finishes a working set by conjugate gradients on its support

@@ -1046,6 +1046,38 @@ def test_support_finish_with_weights_and_sparse_equals_sklearn(weighted, sparse,
     _assert_sklearn_path(path, X, y, w)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sparse_working_sets_on_dense_copies_equal_sklearn(weighted, speed_policy):
+    """A sparse design of 15 % nonzeros solves its working sets on dense
+    copies of their centred, weighted columns by coordinate descent (the
+    speed policy's ``path_sparse_dense_bytes`` and
+    ``path_sparse_dense_density``): scikit-learn's solutions, and the path
+    of the sparse working sets by FISTA (the copies switched off), which a
+    density above every column's keeps too."""
+    speed_policy(path_lars_max_samples=None)
+    rng = np.random.default_rng(3)
+    n, p = 80, 200
+    X = rng.standard_normal((n, p)) * (rng.random((n, p)) < 0.15)
+    beta = np.zeros(p)
+    beta[:8] = 1.0
+    y = X @ beta + 0.5 * rng.standard_normal(n)
+    w = _weights(n) if weighted else None
+    kw = dict(n_alphas=8, eps=0.02, tol=1e-12, max_iter=50_000, sample_weight=w)
+    with record() as dense:
+        path = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X), y, **kw)
+    assert dense.count("sparse_dense_columns") > 0
+    assert dense.count("columns_coordinate_descent") > 0
+    _assert_sklearn_path(path, X, y, w)
+    for off in ({"path_sparse_dense_bytes": 0}, {"path_sparse_dense_density": 0.5}):
+        speed_policy(**off)
+        with record() as sparse:
+            ref = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X), y, **kw)
+        assert sparse.count("sparse_dense_columns") == 0
+        np.testing.assert_allclose(path.coefs, ref.coefs, atol=1e-8)
+        np.testing.assert_array_equal(path.df, ref.df)
+        np.testing.assert_allclose(path.risk, ref.risk, rtol=1e-7)
+
+
 def test_a_warm_start_with_a_wrong_support_is_solved():
     """The previous alpha's solution, within the gap tolerance of a large
     ``||y~||^2`` but with columns violating the optimality conditions at the

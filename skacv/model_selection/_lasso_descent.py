@@ -73,10 +73,13 @@ def gram_coordinate_descent(C, c, yy, l1, l2, coef, tol, max_iter):
 
 def _descent_possible(space, step_size):
     """Whether the sample space's working sets may be solved by coordinate
-    descent on their columns: dense float64, the default ``step_size`` and
-    the speed policy's ``path_columns_descent``."""
+    descent on their columns: float64 (dense, or a sparse design whose
+    working sets may be copied dense: the speed policy's
+    ``path_sparse_dense_bytes``), the default ``step_size`` and the speed
+    policy's ``path_columns_descent``."""
     design = space.design
-    return (space.gram is None and not design.sparse and design.dtype == np.float64
+    dense = not design.sparse or design.policy.path_sparse_dense_bytes > 0
+    return (space.gram is None and dense and design.dtype == np.float64
             and isinstance(step_size, str) and design.policy.path_columns_descent)
 
 
@@ -89,7 +92,7 @@ def _columns_descent(space, sub, work, step_size):
     (:meth:`~skacv.model_selection._lasso_spaces._SampleSpace.spike_ruled_out`)
     or by a Lanczos run that FISTA's step bound then reuses."""
     policy = space.design.policy
-    if not _descent_possible(space, step_size):
+    if sub.sparse or not _descent_possible(space, step_size):
         return False
     if sub.n_samples * len(work) <= policy.path_metric_min_entries:
         return True

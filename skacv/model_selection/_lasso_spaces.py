@@ -6,6 +6,7 @@ with the step bound and the rank-one metric of
 """
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._config import check_memory
 from .._trace import taken
@@ -48,11 +49,34 @@ class _WorkingColumns:
             self.XT = d.cache["path_transposed"]
         return self.XT
 
+    def dense_pays(self, idx):
+        """Whether a sparse design's working set ``idx`` is solved on a dense
+        copy of its columns ``X~[:, idx]`` (the speed policy's
+        ``path_sparse_dense_bytes`` and ``path_sparse_dense_density``)."""
+        d = self.design
+        n, m = d.n_samples, idx.shape[0]
+        if not d.sparse or n * m * d.dtype.itemsize > d.policy.path_sparse_dense_bytes:
+            return False
+        counts = d.cache.get("column_nonzeros")
+        if counts is None:  # nonzeros of every column, once for the path
+            X = d.X
+            counts = (np.bincount(X.indices, minlength=d.n_features) if X.format == "csr"
+                      else np.diff(sp.csc_matrix(X).indptr))
+            d.cache["column_nonzeros"] = counts
+        return m > 0 and counts[idx].sum() >= d.policy.path_sparse_dense_density * n * m
+
     def __call__(self, idx, fortran=False):
         d = self.design
-        if d.sparse:
+        if d.sparse and not self.dense_pays(idx):
             return Design(self.X[:, idx], self.sample_weight, d.fit_intercept,
                           policies=d.policies)
+        if d.sparse:  # X~'s columns (centred, weighted), dense: as a dense design's
+            taken("sparse_dense_columns", size=idx.shape[0])
+            cols = d.columns(idx)
+            sub = Design(np.asfortranarray(cols) if fortran else cols, None, False,
+                         policies=d.policies)
+            sub.n_eff = d.n_eff
+            return sub
         n, m = d.n_samples, idx.shape[0]
         if m == d.n_features:  # every column (idx sorted, distinct): X~, or X~^T's transpose
             XT = self._transposed() if fortran else None
