@@ -1068,9 +1068,10 @@ def test_sparse_working_sets_on_dense_copies_equal_sklearn(weighted, speed_polic
     assert dense.count("sparse_dense_columns") > 0
     assert dense.count("columns_coordinate_descent") > 0
     _assert_sklearn_path(path, X, y, w)
+    from skacv._policy import policy_context
+
     for off in ({"path_sparse_dense_bytes": 0}, {"path_sparse_dense_density": 0.5}):
-        speed_policy(**off)
-        with record() as sparse:
+        with policy_context(**off), record() as sparse:  # (each switch alone)
             ref = risk_alpha_path(TrajectoryLasso(), sp.csr_matrix(X), y, **kw)
         assert sparse.count("sparse_dense_columns") == 0
         np.testing.assert_allclose(path.coefs, ref.coefs, atol=1e-8)

@@ -55,7 +55,7 @@ class _WorkingColumns:
         ``path_sparse_dense_bytes`` and ``path_sparse_dense_density``)."""
         d = self.design
         n, m = d.n_samples, idx.shape[0]
-        if not d.sparse or n * m * d.dtype.itemsize > d.policy.path_sparse_dense_bytes:
+        if n * m * d.dtype.itemsize > d.policy.path_sparse_dense_bytes:
             return False
         counts = d.cache.get("column_nonzeros")
         if counts is None:  # nonzeros of every column, once for the path
@@ -67,10 +67,11 @@ class _WorkingColumns:
 
     def __call__(self, idx, fortran=False):
         d = self.design
-        if d.sparse and not self.dense_pays(idx):
-            return Design(self.X[:, idx], self.sample_weight, d.fit_intercept,
-                          policies=d.policies)
-        if d.sparse:  # X~'s columns (centred, weighted), dense: as a dense design's
+        if d.sparse:
+            if not self.dense_pays(idx):
+                return Design(self.X[:, idx], self.sample_weight, d.fit_intercept,
+                              policies=d.policies)
+            # X~'s columns (centred, weighted), dense: as a dense design's
             taken("sparse_dense_columns", size=idx.shape[0])
             cols = d.columns(idx)
             sub = Design(np.asfortranarray(cols) if fortran else cols, None, False,
