@@ -106,6 +106,9 @@ class StatisticalPolicy:
     positive_grid_eps: float = 1e-3
     #: integer sample weights summing to at most this are frequency weights
     expanded_weights_max: int = 10**8
+    #: non-integer sample weights whose sum differs from their rows' count by more
+    #: than this (relative) warn that their scale moves the estimates
+    weight_sum_rtol: float = 1e-3
     #: EigenPro: damping exponent, eigenvalue floor, step margin, ``"auto"`` epochs,
     #: bandwidth draws, held-out rows of the ``q`` rule
     eigenpro_damping: float = 0.95

@@ -43,8 +43,18 @@ class FeatureScaleWarning(UserWarning):
     """
 
 
+class WeightScaleWarning(UserWarning):
+    """Sample weights that are not integers and do not sum to the number of
+    rows they weigh. skacv reads sample weights as frequency weights: the
+    estimates (``risk_path_``, ``loo_path_``, the search's criterion) take
+    ``sum(sample_weight)`` as the number of samples, so the scale of such
+    weights changes them (the fits of the mean-form penalties do not). The
+    message names the fix (weights rescaled to sum to the number of rows).
+    """
+
+
 __all__ = ["ConvergenceWarning", "DivergenceError", "FeatureScaleWarning",
-           "SelectionBoundaryWarning", "UnreliableEstimateWarning"]
+           "SelectionBoundaryWarning", "UnreliableEstimateWarning", "WeightScaleWarning"]
 
 
 class EstimateBudgetError(ValueError):

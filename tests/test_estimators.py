@@ -5,6 +5,8 @@ high precision, the seed notebook's ISTA loop re-implemented in numpy, numpy's
 ``eigvalsh`` for the step size, and repeated rows for integer weights.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -274,6 +276,22 @@ def test_non_finite_input_raises(Est, where, bad):
     with pytest.raises(ValueError, match="NaN|infinity|finite"):
         Est(max_iter=5, estimate_risk=False).fit(arrays["X"], arrays["y"],
                                                  sample_weight=arrays["sample_weight"])
+
+
+@pytest.mark.parametrize("Est", [TrajectoryLasso, IterativeRidge])
+@pytest.mark.parametrize("where", ["X", "y", "sample_weight"])
+@pytest.mark.parametrize("p", [5, 400])  # LAPACK's top eigenvalue and Lanczos's
+def test_finite_input_whose_squares_overflow_raises_with_the_fix(Est, where, p):
+    """Finite values whose squares overflow: the data's error, with the fix
+    (it was LAPACK's "Internal Error", or a divergence "at step 1")."""
+    X, y, sw = _problem(4, n=20, p=p)
+    arrays = {"X": X.copy(), "y": y.copy(), "sample_weight": sw.copy()}
+    # (weights enter the squares once: 1e200 fits on the samples' side)
+    arrays[where] *= 1e307 if where == "sample_weight" else 1e200
+    with pytest.raises(ValueError, match="The data overflow float64.*Rescale them"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's own, on the way
+            Est(max_iter=5).fit(arrays["X"], arrays["y"], sample_weight=arrays["sample_weight"])
 
 
 @pytest.mark.parametrize("schedule", [lambda k: -1.0, lambda k: np.inf,

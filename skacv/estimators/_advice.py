@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from ..exceptions import FeatureScaleWarning, UnreliableEstimateWarning
+from ..exceptions import FeatureScaleWarning, UnreliableEstimateWarning, WeightScaleWarning
 from ..utils._validation import join_options, user_stacklevel
 
 
@@ -125,3 +125,49 @@ def warn_feature_scales(estimator, design, n_features):
         "path, and where early stopping leaves it, hardly moves them. Standardise X, "
         f"e.g. make_pipeline(StandardScaler(), {type(estimator).__name__}(...)).",
         FeatureScaleWarning, stacklevel=user_stacklevel())
+
+
+#: estimators whose ``alpha`` weighs against ``sum(sample_weight)`` (scikit-learn's
+#: ``Ridge`` and ``HuberRegressor``): rescaling the weights rescales their penalty
+_SUM_FORM_ALPHA = ("IterativeRidge", "TrajectoryHuberRegressor")
+#: ... and those whose fit reads only the weights' ratios (``alpha`` in mean form)
+_MEAN_FORM_ALPHA = ("TrajectoryLasso", "TrajectoryElasticNet", "TrajectoryLogisticRegression")
+
+
+def warn_weight_scale(owner, sample_weight, statistics, weighted_classes=False):
+    """A :class:`~skacv.exceptions.WeightScaleWarning` where ``sample_weight``
+    (validated, or ``None``) is not integer and its sum differs from the
+    number of rows it weighs (positive weights) by more than the statistical
+    policy's ``weight_sum_rtol``: the estimates read frequency weights, so
+    ``sum(sample_weight)`` is their number of samples (``n_eff``) and the
+    weights' scale moves them, while relative weights (survey, importance,
+    precision) mean nothing by their scale. ``owner``: the class name the
+    message names; weights the fit's checks refuse pass silently here;
+    ``weighted_classes``: ``sample_weight`` includes a ``class_weight``."""
+    if sample_weight is None:
+        return
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError):
+        return  # (the fit's checks say why)
+    if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0) or np.all(w == np.round(w)):
+        return  # counts: frequency weights as they read
+    n_rows = int(np.count_nonzero(w > 0))
+    total = float(w.sum())
+    if abs(total - n_rows) <= statistics.weight_sum_rtol * n_rows:
+        return
+    alpha = ""
+    if owner in _SUM_FORM_ALPHA:
+        alpha = (f" {owner}'s alpha weighs against sum(sample_weight), as scikit-learn's "
+                 "Ridge and HuberRegressor: multiply alpha by the same factor to keep the fit.")
+    elif owner in _MEAN_FORM_ALPHA:
+        alpha = f" {owner}'s fit does not depend on the weights' scale."
+    warnings.warn(
+        f"{owner}: sample_weight{' (times class_weight)' if weighted_classes else ''} is not "
+        f"integer and sums to {total:.6g} over the {n_rows} "
+        "rows it weighs. skacv reads sample weights as frequency weights: the estimates "
+        "(risk_path_, loo_path_, and the choices TrajectoryEarlyStoppingCV makes by them) "
+        f"count sum(sample_weight) = {total:.6g} samples, so rescaling the weights changes "
+        "them. For relative weights (survey, importance or precision weights) pass "
+        f"sample_weight * {n_rows} / sample_weight.sum().{alpha}",
+        WeightScaleWarning, stacklevel=user_stacklevel())

@@ -42,7 +42,7 @@ from ..utils._validation import (
     data_fingerprint,
     same_fingerprint,
 )
-from ._advice import unreliable_advice, warn_feature_scales, warn_unreliable
+from ._advice import unreliable_advice, warn_feature_scales, warn_unreliable, warn_weight_scale
 from ._dask_fit import dask_fit
 from ._options import LOO_OPTIONS, check_options, resolve_options
 from ._protocol import FitShellSearch
@@ -445,6 +445,9 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         self.__dict__.pop("_dropped_risk_matrices", None)
         self._uq_stats = None  # what the debiasing methods need (UncertaintyMixin)
         self._risk_advice = None  # the first flagged iterate, why, and the fixes
+        if self._wants("estimate_risk") or self._wants("estimate_loo"):
+            warn_weight_scale(type(self).__name__, design.weight, design.statistics,
+                              getattr(self, "class_weight", None) is not None)
         if self._wants("estimate_risk"):
             # a warm-started fit continues the Jacobian chains of the previous one
             res = trajectory_risk(

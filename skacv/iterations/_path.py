@@ -20,7 +20,7 @@ import numpy as np
 from .._trace import taken
 from ..exceptions import ConvergenceWarning, DivergenceError
 from ..linalg._design import max_row_norm2
-from ..utils._validation import user_stacklevel
+from ..utils._validation import overflow_error, user_stacklevel
 from ._datafits import LeastSquares, vector_norm
 
 
@@ -191,7 +191,8 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
             res_norm = datafit.monitor(Xx_new, y_tilde)
             if not math.isfinite(res_norm) or res_norm > limit:
                 raise _diverged(iteration, k, res_norm, y_norm,
-                                getattr(datafit, "monitor_name", "training residual norm"))
+                                getattr(datafit, "monitor_name", "training residual norm"),
+                                dtype=design.dtype)
             if trail is not None:
                 trail.append((k, res_norm))
             if watch:
@@ -328,7 +329,7 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
     point = design.point_buffer()
     for i, k in enumerate(range(k0 + 1, k0 + n_steps + 1)):
         if not math.isfinite(rss) or (rss > 0.0 and math.sqrt(rss) > limit):
-            raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm)
+            raise _diverged(iteration, k - 1, np.sqrt(rss), y_norm, dtype=design.dtype)
         # the pass's gradient is a new array of the loop's: scaled, and
         # combined, in place (the state's, from an earlier call, is kept)
         z = np.multiply(z, inv_n, out=None if z is state.z_next else z)
@@ -359,7 +360,10 @@ def run_normal_block(design, Y, iteration, n_steps, state, out, verbose=0, on_fi
 
 def _diverged(iteration, k, value, y_norm, measure="training residual norm",
               advice="Use step_size='auto' (1/L with L the largest eigenvalue of the "
-                     "Hessian) or a smaller step; gradient methods need step_size < 2/L."):
+                     "Hessian) or a smaller step; gradient methods need step_size < 2/L.",
+              dtype=np.float64):
+    if not np.isfinite(y_norm):  # not a divergence: the start overflows already
+        return overflow_error(dtype)
     return DivergenceError(
         f"The {iteration.name} iterates diverge at step {k} ({measure} "
         f"{value:.3g} against {y_norm:.3g} at the start) "

@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._config import check_memory, format_bytes, path_memory_bytes
 from .._policy import current_policies
 from ..estimates.risk._sgd import epochs_stop, flag_against_gcv
+from ..estimators._advice import warn_weight_scale
 from ..estimators._base import COMMON_CONSTRAINTS, TrajectoryEstimator, store_params
 from ..estimators._docs import documents_x
 from ..exceptions import ConvergenceWarning, DivergenceError, UnreliableEstimateWarning
@@ -113,6 +114,8 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         """Set up a new fit (or keep the previous one) and run the epochs."""
         policies = current_policies()
         if not warm:
+            if self.estimate_risk or self.max_iter == "auto":  # epochs by the estimate
+                warn_weight_scale(type(self).__name__, sample_weight, policies[1])
             self._kernel_setup(X, Y, sample_weight, policies)
         if self.max_iter == "auto":
             self._run_epochs(policies[1].eigenpro_auto_max_epochs, policies[1], auto=True)

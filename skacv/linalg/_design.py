@@ -29,6 +29,7 @@ from scipy import linalg
 from .._policy import current_policies
 from .._trace import taken
 from ..utils._parallel import blas_threads, factorization_blas, kept_workers
+from ..utils._validation import overflow_error
 from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
 
 
@@ -458,8 +459,10 @@ class Design:
         if min(n, p) <= self.policy.dense_eig_size:  # LAPACK on the smaller Gram matrix
             if "dense_lipschitz" not in self.cache:  # once: the fits of a search share it
                 taken("dense_lipschitz")
-                self.cache["dense_lipschitz"] = top_eigenvalue(self.gram(side="auto"),
-                                                               policy=self.policy)
+                G = self.gram(side="auto")
+                if not np.isfinite(G).all():
+                    raise overflow_error(self.dtype)
+                self.cache["dense_lipschitz"] = top_eigenvalue(G, policy=self.policy)
             return self.cache["dense_lipschitz"]
         if "lanczos_lipschitz" in self.cache:  # the fits of a search share the design
             return self.cache["lanczos_lipschitz"]
@@ -490,6 +493,8 @@ class Design:
                                             self.policy.lanczos_basis_bytes)[0]
             if not np.isfinite(theta):
                 theta = top_eigenvalue(op=op, dim=dim, tol=tol, policy=self.policy)
+        if not np.isfinite(theta):
+            raise overflow_error(self.dtype)
         self.cache["lanczos_lipschitz"] = theta * (1.0 + tol) / self.n_eff
         return self.cache["lanczos_lipschitz"]
 

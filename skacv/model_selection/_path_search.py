@@ -149,7 +149,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
                       f"{options['n_alphas_no_change']} alphas without a new minimum of "
                       f"the {criterion} estimate")
     if not finite.any():
-        raise ValueError(too_few_message(n, criterion, path.df))
+        weights = None if sw is None else float(np.sum(np.asarray(sw, dtype=np.float64)))
+        raise ValueError(too_few_message(n, criterion, path.df, weights))
     return AlphaScores(path, values, score, path_risk, reason, path_time, criterion)
 
 
@@ -495,14 +496,18 @@ def warn_converged(choice, alpha, max_iter, criterion, rtol, last, ended_converg
         "early-stopped iterate.", SelectionBoundaryWarning, stacklevel=user_stacklevel())
 
 
-def too_few_message(n_samples, criterion, df):
-    """The error of an alpha path on which ``criterion`` is undefined at every alpha."""
+def too_few_message(n_samples, criterion, df, weight_sum=None):
+    """The error of an alpha path on which ``criterion`` is undefined at every alpha
+    (``weight_sum``: the sample weights' sum, the estimates' number of samples)."""
     df = np.asarray(df, dtype=np.float64)
     df = df[np.isfinite(df)]
     need = int(np.ceil(df.min())) + 2 if df.size else 3
     what = {"risk": "the converged risk estimate", "loo": "the converged leave-one-out",
             "kfold": "K-fold CV"}[criterion]
-    return (f"n_samples={n_samples} is too few for {what} along this alpha grid: every "
+    counted = ("" if weight_sum is None else
+               f" (the estimates count the sample weights' sum, {weight_sum:.6g}: frequency "
+               "weights)")
+    return (f"n_samples={n_samples}{counted} is too few for {what} along this alpha grid: every "
             f"alpha's solution fits the data exactly (degrees of freedom >= n_samples), "
             f"where the estimate is undefined. At least {max(need, n_samples + 1)} samples "
             "are needed for these penalties; give more samples or larger alphas.")

@@ -10,7 +10,11 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils.validation import column_or_1d
 
-from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
+from ..exceptions import (
+    SelectionBoundaryWarning,
+    UnreliableEstimateWarning,
+    WeightScaleWarning,
+)
 from ..utils._validation import user_stacklevel
 from ._criteria import CRITERIA, PATH_ATTRS
 from ._stages import finite_min, selectable
@@ -125,6 +129,8 @@ class GatheredWarnings:
         flagged iterates."""
         kinds = defaultdict(list)
         for w in self.caught:
+            if issubclass(w.category, WeightScaleWarning):
+                continue  # the search's own, before its fits (where the criterion reads them)
             # a fit's flags (warn_unreliable's message) apart from the search's own
             flags = (issubclass(w.category, UnreliableEstimateWarning)
                      and "is unreliable from iteration" in str(w.message))

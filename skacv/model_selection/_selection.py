@@ -15,6 +15,7 @@ from sklearn.utils.metadata_routing import MetadataRouter, MethodMapping
 from sklearn.utils.validation import check_is_fitted
 
 from .._policy import current_policies
+from ..estimators._advice import warn_weight_scale
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
@@ -447,6 +448,9 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             y = one_target(y)
             self._resolve(X)
             self._splits = self._folds(X, y, split["groups"])
+        if self.criterion_ != "kfold" and not dask:  # (K-fold reads the weights' ratios)
+            warn_weight_scale(type(self.estimator).__name__, routed.get("sample_weight"),
+                              self._policies[1])
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
         self._auto_risk = auto_risk  # a ridge path may move it to leave-one-out
         with GatheredWarnings() as gathered:

@@ -23,6 +23,17 @@ def check_sample_weight(sample_weight, X, dtype):
     return sw
 
 
+def overflow_error(dtype):
+    """The error of data whose squares overflow ``dtype`` (the Hessian's top
+    eigenvalue, or the gradient at the start, not finite)."""
+    dtype = np.dtype(dtype)
+    return ValueError(
+        f"The data overflow {dtype.name}: X, y or sample_weight hold values whose squares, "
+        f"summed over the rows, pass its largest value {np.finfo(dtype).max:.3g}. Rescale "
+        "them: StandardScaler on X, y divided by its standard deviation, the weights by "
+        "their mean.")
+
+
 def data_fingerprint(X, y, sample_weight=None):
     """Cheap summary of the training data, to detect a changed warm refit.
 

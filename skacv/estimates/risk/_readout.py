@@ -35,7 +35,8 @@ def _intercept_term(fit_intercept, n_eff):
     if fit_intercept and n_eff <= 1:
         raise ValueError(
             "Estimating the risk with fit_intercept=True needs more than one "
-            f"sample; got n_samples = {n_eff:g}."
+            f"sample; got n_samples = {n_eff:g} (with sample weights, their sum: "
+            "frequency weights)."
         )
     return 1.0 if fit_intercept else 0.0
 
