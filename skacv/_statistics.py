@@ -107,8 +107,10 @@ class StatisticalPolicy:
     #: integer sample weights summing to at most this are frequency weights
     expanded_weights_max: int = 10**8
     #: non-integer sample weights whose sum differs from their rows' count by more
-    #: than this (relative) warn that their scale moves the estimates
+    #: than this (relative) and this many standard errors of their mean warn that
+    #: their scale moves the estimates
     weight_sum_rtol: float = 1e-3
+    weight_sum_sigmas: float = 3.0
     #: EigenPro: damping exponent, eigenvalue floor, step margin, ``"auto"`` epochs,
     #: bandwidth draws, held-out rows of the ``q`` rule
     eigenpro_damping: float = 0.95

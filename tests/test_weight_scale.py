@@ -126,3 +126,36 @@ def test_weights_summing_to_one_sample_say_so_in_the_error(data):
         warnings.simplefilter("ignore", WeightScaleWarning)
         with pytest.raises(ValueError, match="with sample weights, their sum"):
             TrajectoryLasso(alpha=0.1, max_iter=20).fit(X, y, sample_weight=w / w.sum())
+
+
+def test_a_subset_of_normalised_weights_does_not_warn(data):
+    """Cross-validation hands a fit a subset of weights normalised on all
+    rows: its sum is off the subset's count by the sampling noise of a mean
+    (``weight_sum_sigmas`` standard errors); weights off by their scale warn
+    at the same size."""
+    X, y, w = data
+    w = w * X.shape[0] / w.sum()
+    rng = np.random.default_rng(1)
+    est = TrajectoryLasso(alpha=0.1, max_iter=30)
+    for _ in range(5):
+        half = rng.permutation(X.shape[0])[:60]
+        assert abs(w[half].sum() - 60) > 1e-3 * 60  # off by more than the rtol alone
+        assert not _scale_warnings(lambda: est.fit(X[half], y[half], sample_weight=w[half]))
+        assert _scale_warnings(lambda: est.fit(X[half], y[half], sample_weight=1.3 * w[half]))
+
+
+def test_a_dask_input_warns_of_its_rows_weights(data):
+    """The fit on a Dask input runs on a compressed sample whose weights
+    aggregate rows: the warning reads the rows' weights (and is silent for
+    weights normalised on them)."""
+    da = pytest.importorskip("dask.array")
+    X, y, w = data
+    Xd, yd = da.from_array(X, chunks=40), da.from_array(y, chunks=40)
+    est = TrajectoryLasso(alpha=0.1, max_iter=30)
+    normalised = da.from_array(w * X.shape[0] / w.sum(), chunks=40)
+    assert not _scale_warnings(lambda: est.fit(Xd, yd, sample_weight=normalised))
+    found = _scale_warnings(lambda: est.fit(Xd, yd, sample_weight=10 * normalised))
+    assert len(found) == 1 and "over the 120 rows" in str(found[0].message)
+    found = _scale_warnings(lambda: TrajectoryEarlyStoppingCV(
+        TrajectoryLasso(), random_state=0).fit(Xd, yd, sample_weight=10 * normalised))
+    assert len(found) == 1 and "over the 120 rows" in str(found[0].message)

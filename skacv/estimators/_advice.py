@@ -134,27 +134,57 @@ _SUM_FORM_ALPHA = ("IterativeRidge", "TrajectoryHuberRegressor")
 _MEAN_FORM_ALPHA = ("TrajectoryLasso", "TrajectoryElasticNet", "TrajectoryLogisticRegression")
 
 
+def weight_summary(sample_weight):
+    """``(integer, n_rows, total, spread)`` of sample weights (NumPy or Dask;
+    one computation): whether all are integers, the number of positive
+    weights, their sum and their coefficient of variation; ``None`` for no
+    weights or weights the fit's checks refuse (they say why)."""
+    if sample_weight is None:
+        return None
+    if hasattr(sample_weight, "dask"):
+        import dask.array as da
+
+        w = sample_weight.astype(np.float64)
+        pos = w > 0
+        parts = da.compute(da.all(w == da.round(w)), da.count_nonzero(pos), w.sum(),
+                           (w * w).sum(), da.all(da.isfinite(w)), da.any(w < 0), w.ndim)
+    else:
+        try:
+            w = np.asarray(sample_weight, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None
+        if w.ndim != 1:
+            return None
+        parts = (np.all(w == np.round(w)), np.count_nonzero(w > 0), w.sum(), w @ w,
+                 np.all(np.isfinite(w)), np.any(w < 0), 1)
+    integer, n_rows, total, squares, finite, negative, ndim = parts
+    if ndim != 1 or not finite or negative or n_rows == 0 or not total > 0:
+        return None
+    n_rows, total = int(n_rows), float(total)
+    mean = total / n_rows
+    spread = np.sqrt(max(float(squares) / n_rows - mean * mean, 0.0)) / mean
+    return bool(integer), n_rows, total, float(spread)
+
+
 def warn_weight_scale(owner, sample_weight, statistics, weighted_classes=False):
     """A :class:`~skacv.exceptions.WeightScaleWarning` where ``sample_weight``
-    (validated, or ``None``) is not integer and its sum differs from the
+    (NumPy or Dask, or ``None``) is not integer and its sum differs from the
     number of rows it weighs (positive weights) by more than the statistical
-    policy's ``weight_sum_rtol``: the estimates read frequency weights, so
+    policy's ``weight_sum_rtol`` and more than ``weight_sum_sigmas`` times
+    the standard error of a mean of that many weights of their spread (a
+    subset of weights normalised to mean one, as cross-validation hands a
+    fit, does not warn): the estimates read frequency weights, so
     ``sum(sample_weight)`` is their number of samples (``n_eff``) and the
     weights' scale moves them, while relative weights (survey, importance,
     precision) mean nothing by their scale. ``owner``: the class name the
-    message names; weights the fit's checks refuse pass silently here;
-    ``weighted_classes``: ``sample_weight`` includes a ``class_weight``."""
-    if sample_weight is None:
-        return
-    try:
-        w = np.asarray(sample_weight, dtype=np.float64)
-    except (TypeError, ValueError):
-        return  # (the fit's checks say why)
-    if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0) or np.all(w == np.round(w)):
+    message names; ``weighted_classes``: ``sample_weight`` includes a
+    ``class_weight``."""
+    summary = weight_summary(sample_weight)
+    if summary is None or summary[0]:
         return  # counts: frequency weights as they read
-    n_rows = int(np.count_nonzero(w > 0))
-    total = float(w.sum())
-    if abs(total - n_rows) <= statistics.weight_sum_rtol * n_rows:
+    _, n_rows, total, spread = summary
+    tol = max(statistics.weight_sum_rtol, statistics.weight_sum_sigmas * spread / np.sqrt(n_rows))
+    if abs(total - n_rows) <= tol * n_rows:
         return
     alpha = ""
     if owner in _SUM_FORM_ALPHA:

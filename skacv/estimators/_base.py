@@ -34,7 +34,7 @@ from ..iterations._path import (
 from ..linalg._covariance import CovarianceForm, covariance_form_pays
 from ..linalg._dask import is_dask
 from ..linalg._design import Design, make_design
-from ..linalg._sampling import MinibatchSampler
+from ..linalg._sampling import ROW_SOURCE, MinibatchSampler
 from ..utils._compat import CachedParamNames, Interval, StrOptions
 from ..utils._validation import (
     WarmStartGuard,
@@ -446,8 +446,9 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         self._uq_stats = None  # what the debiasing methods need (UncertaintyMixin)
         self._risk_advice = None  # the first flagged iterate, why, and the fixes
         if self._wants("estimate_risk") or self._wants("estimate_loo"):
-            warn_weight_scale(type(self).__name__, design.weight, design.statistics,
-                              getattr(self, "class_weight", None) is not None)
+            rows = ROW_SOURCE.get()  # a Dask input's compressed sample: the rows' weights
+            warn_weight_scale(type(self).__name__, design.weight if rows is None else rows.w,
+                              design.statistics, getattr(self, "class_weight", None) is not None)
         if self._wants("estimate_risk"):
             # a warm-started fit continues the Jacobian chains of the previous one
             res = trajectory_risk(

@@ -5,6 +5,7 @@ compressed sample), the folds as blocks of rows of that sample."""
 
 import numpy as np
 
+from ..estimators._advice import warn_weight_scale
 from ..estimators._dask_fit import check_dask_solver
 from ..linalg._dask import (
     RowSource,
@@ -44,6 +45,8 @@ def sufficient_search(search, X, y, params, groups=None):
     X, y, w, names = dask_rows(X, y, params.get("sample_weight"))
     search._resolve(X)
     check_dask_search(search.estimator, search.criterion_)
+    if search.criterion_ != "kfold":  # (K-fold reads the weights' ratios)
+        warn_weight_scale(type(search.estimator).__name__, w, search._policies[1])
     if y is None:
         raise ValueError("TrajectoryEarlyStoppingCV requires y to be passed, but the target y "
                          "is None.")
