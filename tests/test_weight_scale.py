@@ -140,8 +140,9 @@ def test_a_subset_of_normalised_weights_does_not_warn(data):
     for _ in range(5):
         half = rng.permutation(X.shape[0])[:60]
         assert abs(w[half].sum() - 60) > 1e-3 * 60  # off by more than the rtol alone
-        assert not _scale_warnings(lambda: est.fit(X[half], y[half], sample_weight=w[half]))
-        assert _scale_warnings(lambda: est.fit(X[half], y[half], sample_weight=1.3 * w[half]))
+        Xh, yh, wh = X[half], y[half], w[half]
+        assert not _scale_warnings(lambda: est.fit(Xh, yh, sample_weight=wh))  # noqa: B023
+        assert _scale_warnings(lambda: est.fit(Xh, yh, sample_weight=1.3 * wh))  # noqa: B023
 
 
 def test_a_dask_input_warns_of_its_rows_weights(data):
