@@ -2,7 +2,11 @@
 
 Real designs with gross outliers injected into the training targets (10 %
 of the rows moved by 5 standard deviations of ``y``, either sign); the
-held-out rows are clean. For each of ``--splits`` random 70/30 splits
+held-out rows are clean; or synthetic designs ``student<n>x<p>`` (Gaussian
+``X`` of ``n`` training and ``n`` test rows, five unit coefficients, Student
+t noise with 2 degrees of freedom, no injected outliers; the test targets
+are the noiseless signal, so the test MSE is the excess error). For each of
+``--splits`` random 70/30 splits (synthetic: draws)
 (features standardised on the training rows) it fits
 ``TrajectoryEarlyStoppingCV(TrajectoryHuberRegressor())`` (the literal
 default: it chooses alpha on ``auto_alpha_grid`` since issue #60, and the
@@ -13,6 +17,7 @@ and the fit times.
 
     python benchmarks/bench_huber_grid.py
     python benchmarks/bench_huber_grid.py --designs diabetes --splits 10
+    python benchmarks/bench_huber_grid.py --designs student300x100,student2000x500,student5000x50
 """
 
 import argparse
@@ -34,12 +39,27 @@ def contaminate(y, rng, fraction=0.1, shift=5.0):
     return y
 
 
-def run(X, y, seed):
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=seed)
-    mu, sd = X_tr.mean(0), X_tr.std(0)
-    sd[sd == 0] = 1.0
-    X_tr, X_te = (X_tr - mu) / sd, (X_te - mu) / sd
-    y_tr = contaminate(y_tr, np.random.default_rng(seed))
+def student(n, p, seed):
+    """``(X_tr, X_te, y_tr, signal_te)``: Gaussian rows, five unit
+    coefficients, Student t noise (2 degrees of freedom) on the training
+    targets; the test targets noiseless."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((2 * n, p))
+    beta = np.zeros(p)
+    beta[:5] = 1.0
+    y = X @ beta + rng.standard_t(2, 2 * n)
+    return X[:n], X[n:], y[:n], X[n:] @ beta
+
+
+def run(X, y, seed, synthetic=None):
+    if synthetic is not None:
+        X_tr, X_te, y_tr, y_te = student(*synthetic, seed)
+    else:
+        X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=seed)
+        mu, sd = X_tr.mean(0), X_tr.std(0)
+        sd[sd == 0] = 1.0
+        X_tr, X_te = (X_tr - mu) / sd, (X_te - mu) / sd
+        y_tr = contaminate(y_tr, np.random.default_rng(seed))
     models = {
         "skacv": TrajectoryEarlyStoppingCV(TrajectoryHuberRegressor(), random_state=seed),
         "gridcv": GridSearchCV(HuberRegressor(max_iter=1000),
@@ -65,14 +85,20 @@ def main():
     parser.add_argument("--splits", type=int, default=5)
     args = parser.parse_args()
     for name in args.designs.split(","):
-        try:
-            X, y, _ = getattr(brd, f"design_{name}")()
-        except brd.MissingDataset as exc:
-            print(f"{name}: skipped ({exc})")
-            continue
-        runs = [run(X, y, seed) for seed in range(args.splits)]
+        synthetic = None
+        if name.startswith("student"):
+            synthetic = tuple(int(v) for v in name[len("student"):].split("x"))
+            X = np.empty(synthetic)  # (the shape printed)
+            y = None
+        else:
+            try:
+                X, y, _ = getattr(brd, f"design_{name}")()
+            except brd.MissingDataset as exc:
+                print(f"{name}: skipped ({exc})")
+                continue
+        runs = [run(X, y, seed, synthetic) for seed in range(args.splits)]
         ref = np.array([[r["gridcv"][0], r["gridcv"][1]] for r in runs])
-        line = f"{name:10s} {X.shape[0]}x{X.shape[1]}"
+        line = f"{name:10s} {X.shape[0]}x{X.shape[1]}" if synthetic is None else f"{name:18s}"
         for m in ("skacv", "huber"):
             ratio = np.array([[r[m][0], r[m][1]] for r in runs]) / ref
             line += (f" | {m} MSE {np.median(ratio[:, 0]):.3f} [{ratio[:, 0].min():.2f}-"

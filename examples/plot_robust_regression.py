@@ -49,14 +49,16 @@ def excess(coef, intercept):
 # :class:`~skacv.TrajectoryHuberRegressor` minimises
 # :class:`~sklearn.linear_model.HuberRegressor`'s objective with its scale held
 # fixed (outliers are residuals beyond ``epsilon * scale``). The default,
-# ``scale="auto"``, is the median absolute deviation of ``y``: robust to the
-# outliers, but it contains the signal, so the loss clips only the gross
-# outliers. A noise-level scale makes it more robust; here (``p < n``)
-# ``HuberRegressor``'s own scale estimate serves as a pilot (it collapses to
-# zero when ``p >= n``, where the training residuals can vanish).
-pilot = HuberRegressor(max_iter=1000).fit(X, y)
-print(f"scale: MAD of y {TrajectoryHuberRegressor(max_iter=1).fit(X, y).scale_:.2f}, "
-      f"HuberRegressor's {pilot.scale_:.2f}")
+# ``scale="auto"``, is the scale ``HuberRegressor`` estimates jointly with its
+# coefficients at the same ``epsilon`` and ``alpha`` (here ``p < n``; with as
+# many coefficients as rows that scale collapses to zero and the default is
+# the median absolute deviation of ``y``). The MAD of ``y`` contains the
+# signal, so a loss at that scale clips only the gross outliers: both are
+# drawn below.
+pilot = HuberRegressor().fit(X, y)
+mad = 1.4826 * np.median(np.abs(y - np.median(y)))
+print(f"scale: auto {TrajectoryHuberRegressor(max_iter=1).fit(X, y).scale_:.2f} "
+      f"(HuberRegressor's {pilot.scale_:.2f}), MAD of y {mad:.2f}")
 
 # %%
 # Early stopping by the estimates
@@ -67,7 +69,7 @@ print(f"scale: MAD of y {TrajectoryHuberRegressor(max_iter=1).fit(X, y).scale_:.
 searches = {
     "least squares": IterativeRidge(alpha=0.0, max_iter=T),
     "Huber, scale auto": TrajectoryHuberRegressor(max_iter=T),
-    "Huber, pilot scale": TrajectoryHuberRegressor(max_iter=T, scale=pilot.scale_),
+    "Huber, MAD of y": TrajectoryHuberRegressor(max_iter=T, scale=mad),
 }
 errors = {}
 for name, est in searches.items():
@@ -92,8 +94,8 @@ errors["HuberRegressor\n(converged)"] = excess(pilot.coef_, pilot.intercept_)
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.5))
 it = np.arange(T + 1)
 level = np.mean(noise**2)
-colors = {"least squares": "tab:red", "Huber, scale auto": "tab:orange",
-          "Huber, pilot scale": "tab:blue"}
+colors = {"least squares": "tab:red", "Huber, scale auto": "tab:blue",
+          "Huber, MAD of y": "tab:orange"}
 for name, search in searches.items():
     est, c = search.estimator_, colors[name]
     truth = excess(est.coef_path_, est.intercept_path_) + level
@@ -111,7 +113,7 @@ ax0.set_title(f"t_3 noise and 5 % outliers (n={n}, p={p})")
 ax0.legend(fontsize=7, loc="lower right", ncol=2)
 names = list(errors)
 ax1.bar(range(len(names)), [errors[k] for k in names],
-        color=["tab:red", "tab:orange", "tab:blue", "gray"])
+        color=["tab:red", "tab:blue", "tab:orange", "gray"])
 ax1.set_xticks(range(len(names)), names, fontsize=8)
 ax1.set_ylabel("excess test error ||b - beta||^2 + b0^2")
 ax1.set_title("The selected iterates on new data")

@@ -21,6 +21,7 @@ from skacv._policy import policy_context
 from skacv._trace import record
 from skacv.estimates.risk._curvature import constant_runs
 from skacv.estimates.risk._estimate import trajectory_risk
+from skacv.estimators._huber import robust_scale
 
 
 def _problem(n, p, seed, outliers=0.1, ar1=False):
@@ -189,9 +190,12 @@ WINDOW_CASES = {
 
 def _window_fit(make, X, y, every, stretches=True):
     """The fit and its trace: (est, the first live source at each retirement, paths)."""
+    est = make().set_params(max_iter=400, random_state=0)
+    if isinstance(est, TrajectoryHuberRegressor):  # y's MAD: chains that decay within the path
+        est.set_params(scale=robust_scale(y))
     with policy_context(settled_drop_check=every, curvature_stretches=stretches), \
             config_context(risk_matrix_limit=50), record() as paths:
-        est = make().set_params(max_iter=400, random_state=0).fit(X, y)
+        est = est.fit(X, y)
     return est, [d["first"] for d in paths.details("curvature_window")], paths
 
 
@@ -219,8 +223,9 @@ def test_a_stretch_after_retired_sources(statistical_policy):
     statistical_policy(negligible_state=1e-2)
     X, y, _ = _problem(150, 30, seed=8)
 
-    def make():  # the l1 support moves until step 15: a chain step there
+    def make():  # the l1 support moves until step 15 (at y's MAD): a chain step there
         return TrajectoryHuberRegressor(n_probes=4, alpha=5.0, penalty="l1",
+                                        scale=robust_scale(y),
                                         risk_options={"chain_dtype": "float64"})
 
     runs = {}

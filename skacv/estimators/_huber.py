@@ -1,10 +1,13 @@
 """TrajectoryHuberRegressor: gradient paths of Huber regression with their risk."""
 
+import warnings
 from numbers import Real
 
 import numpy as np
 from scipy.optimize import brentq
 from sklearn.base import RegressorMixin, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import HuberRegressor
 
 from ..iterations._datafits import Huber
 from ..iterations._iterations import SGD, GradientDescent, Iteration
@@ -59,6 +62,27 @@ def robust_scale(y, sample_weight=None, center=True):
     return float(scale) if np.isfinite(scale) and scale > 0 else 1.0
 
 
+def joint_scale(X, y, sample_weight, epsilon, alpha, fit_intercept):
+    """The scale ``sigma*`` that scikit-learn's ``HuberRegressor(epsilon,
+    alpha)`` (its defaults otherwise) estimates jointly with the
+    coefficients, the minimiser of the objective over ``(w, b, sigma)``
+    (Huber's concomitant scale, Owen 2007), or ``None`` where it is not an
+    estimate of the noise: more coefficients (intercept included) than rows
+    of positive weight (the joint fit interpolates and ``sigma*`` falls to
+    zero), ``epsilon < 1`` (outside ``HuberRegressor``'s range) or a scale
+    that is not positive. The fit's own convergence warning is not passed on:
+    the scale is the path's fixed parameter, not its solution."""
+    n_rows = X.shape[0] if sample_weight is None else int(np.count_nonzero(
+        np.asarray(sample_weight) > 0))
+    if epsilon < 1.0 or n_rows <= X.shape[1] + int(fit_intercept):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        pilot = HuberRegressor(epsilon=epsilon, alpha=alpha, fit_intercept=fit_intercept)
+        scale = float(pilot.fit(X, y, sample_weight=sample_weight).scale_)
+    return scale if np.isfinite(scale) and scale > 0 else None
+
+
 class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorMixin,
                                TrajectoryEstimator):
     """Huber regression fitted by a first-order method, keeping the whole path.
@@ -106,13 +130,18 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         :class:`~skacv.TrajectoryEarlyStoppingCV`'s literal default chooses
         it on :meth:`auto_alpha_grid`; ``search="grid"`` keeps this alpha.
     scale : "auto" or float, default="auto"
-        The fixed scale ``sigma``. ``"auto"``: ``1.4826`` times the median
-        absolute deviation of ``y`` about its (weighted) median (about 0
-        without intercept), the robust residual scale of the starting point;
-        it includes the signal, so when the signal is strong a noise scale
-        (e.g. ``HuberRegressor().fit(X, y).scale_``, or the scale of a pilot
-        fit's residuals) makes the loss more robust. Fixed before the path
-        and kept by the estimates; the fitted value is ``scale_``.
+        The fixed scale ``sigma``. ``"auto"``: the scale
+        ``HuberRegressor(epsilon=epsilon, alpha=alpha,
+        fit_intercept=fit_intercept)`` estimates jointly with its
+        coefficients (``alpha`` 0 for ``penalty="l1"``), so the converged
+        path is that ``HuberRegressor``'s solution; where that scale is not
+        an estimate of the noise (as many coefficients as rows of positive
+        weight or more, where the joint fit interpolates; ``epsilon < 1``),
+        ``1.4826`` times the median absolute deviation of ``y`` about its
+        (weighted) median (about 0 without intercept), the robust scale of
+        the starting point's residuals, which includes the signal. Fixed
+        before the path and kept by the estimates (and the left-out runs);
+        the fitted value is ``scale_``.
     penalty : {"l2", "l1"}, default="l2"
     solver : {"gd", "prox_gd", "sgd"} or Iteration, default="gd"
         ``"gd"``: gradient descent (proximal gradient for ``"l1"``);
@@ -271,24 +300,31 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         elif frozen is not None:
             scale = frozen.scale
         else:
-            scale = self._new_scale(y, sample_weight)
+            scale = self._new_scale(X, y, sample_weight)
         self._scale = scale  # read by _make_datafit and _make_penalty
         super()._run_path(X, y, sample_weight, warm, frozen)
         self.scale_ = scale
 
-    def _new_scale(self, y, sample_weight):
-        """The fixed scale of a new path (``scale="auto"``: :func:`robust_scale`)."""
-        if isinstance(self.scale, str):
-            return robust_scale(y, sample_weight, center=self.fit_intercept)
-        return float(self.scale)
+    def _new_scale(self, X, y, sample_weight):
+        """The fixed scale of a new path: ``scale`` when a number; ``"auto"``:
+        :func:`joint_scale`, else (more coefficients than rows, ``epsilon <
+        1``) :func:`robust_scale` of ``y``."""
+        if not isinstance(self.scale, str):
+            return float(self.scale)
+        joint = joint_scale(X, y, sample_weight, self.epsilon,
+                            self.alpha if self.penalty == "l2" else 0.0, self.fit_intercept)
+        if joint is not None:
+            return joint
+        return robust_scale(y, sample_weight, center=self.fit_intercept)
 
     def auto_alpha_grid(self, X, y, sample_weight=None):
         """The alphas of :class:`~skacv.TrajectoryEarlyStoppingCV`'s
         literal default (``param_grid=None``): ``auto_grid_alphas``
         geometric values (the statistical policy) from the penalty's scale
         down to ``auto_grid_eps`` of it, in ``HuberRegressor``'s units (the
-        summed loss) with the scale ``sigma`` of the fit (``scale_``: the
-        alphas' objectives share it, the scale is not estimated jointly).
+        summed loss) with the scale ``sigma`` of this estimator's fit
+        (``scale_`` at its own alpha; with ``scale="auto"`` each alpha's fit
+        takes the joint scale at that alpha, :func:`joint_scale`).
         ``"l2"``: the curvature bound of the objective,
         ``lambda_max(X1^T W X1) / sigma`` (``step_size="auto"``'s ``L``
         without ``alpha``, in alpha's units), where the penalty halves the
@@ -312,7 +348,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         est = clone(self)
         X, y = est._validate_xy(X, y, reset=True)
         sw = check_sample_weight(sample_weight, X, X.dtype)
-        est._scale = est._new_scale(y, sw)
+        est._scale = est._new_scale(X, y, sw)
         design = est._make_design(X, sw)
         if self.penalty == "l2":
             top = design.lipschitz() * design.n_eff / est._scale
