@@ -307,7 +307,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
 
     def _new_scale(self, X, y, sample_weight):
         """The fixed scale of a new path: ``scale`` when a number; ``"auto"``:
-        :func:`joint_scale`, else (more coefficients than rows, ``epsilon <
+        ``joint_scale``, else (more coefficients than rows, ``epsilon <
         1``) :func:`robust_scale` of ``y``."""
         if not isinstance(self.scale, str):
             return float(self.scale)
@@ -324,7 +324,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         down to ``auto_grid_eps`` of it, in ``HuberRegressor``'s units (the
         summed loss) with the scale ``sigma`` of this estimator's fit
         (``scale_`` at its own alpha; with ``scale="auto"`` each alpha's fit
-        takes the joint scale at that alpha, :func:`joint_scale`).
+        takes ``HuberRegressor``'s joint scale at that alpha).
         ``"l2"``: the curvature bound of the objective,
         ``lambda_max(X1^T W X1) / sigma`` (``step_size="auto"``'s ``L``
         without ``alpha``, in alpha's units), where the penalty halves the
