@@ -127,13 +127,6 @@ def warn_feature_scales(estimator, design, n_features):
         FeatureScaleWarning, stacklevel=user_stacklevel())
 
 
-#: estimators whose ``alpha`` weighs against ``sum(sample_weight)`` (scikit-learn's
-#: ``Ridge`` and ``HuberRegressor``): rescaling the weights rescales their penalty
-_SUM_FORM_ALPHA = ("IterativeRidge", "TrajectoryHuberRegressor")
-#: ... and those whose fit reads only the weights' ratios (``alpha`` in mean form)
-_MEAN_FORM_ALPHA = ("TrajectoryLasso", "TrajectoryElasticNet", "TrajectoryLogisticRegression")
-
-
 def weight_summary(sample_weight):
     """``(integer, n_rows, total, spread)`` of sample weights (NumPy or Dask;
     one computation): whether all are integers, the number of positive
@@ -166,7 +159,8 @@ def weight_summary(sample_weight):
     return bool(integer), n_rows, total, float(spread)
 
 
-def warn_weight_scale(owner, sample_weight, statistics, weighted_classes=False):
+def warn_weight_scale(estimator, sample_weight, statistics, weighted_classes=False,
+                      summary=None):
     """A :class:`~skacv.exceptions.WeightScaleWarning` where ``sample_weight``
     (NumPy or Dask, or ``None``) is not integer and its sum differs from the
     number of rows it weighs (positive weights) by more than the statistical
@@ -176,22 +170,23 @@ def warn_weight_scale(owner, sample_weight, statistics, weighted_classes=False):
     fit, does not warn): the estimates read frequency weights, so
     ``sum(sample_weight)`` is their number of samples (``n_eff``) and the
     weights' scale moves them, while relative weights (survey, importance,
-    precision) mean nothing by their scale. ``owner``: the class name the
-    message names; ``weighted_classes``: ``sample_weight`` includes a
-    ``class_weight``."""
-    summary = weight_summary(sample_weight)
+    precision) mean nothing by their scale. ``estimator``: the one the
+    message names and advises (its ``_alpha_sums_weights``);
+    ``weighted_classes``: ``sample_weight`` includes a ``class_weight``;
+    ``summary``: :func:`weight_summary` of ``sample_weight`` if known."""
+    if summary is None:
+        summary = weight_summary(sample_weight)
     if summary is None or summary[0]:
         return  # counts: frequency weights as they read
     _, n_rows, total, spread = summary
     tol = max(statistics.weight_sum_rtol, statistics.weight_sum_sigmas * spread / np.sqrt(n_rows))
     if abs(total - n_rows) <= tol * n_rows:
         return
-    alpha = ""
-    if owner in _SUM_FORM_ALPHA:
-        alpha = (f" {owner}'s alpha weighs against sum(sample_weight), as scikit-learn's "
-                 "Ridge and HuberRegressor: multiply alpha by the same factor to keep the fit.")
-    elif owner in _MEAN_FORM_ALPHA:
-        alpha = f" {owner}'s fit does not depend on the weights' scale."
+    owner = type(estimator).__name__
+    alpha = {True: f" {owner}'s alpha weighs against sum(sample_weight), as scikit-learn's "
+                   "Ridge and HuberRegressor: multiply alpha by the same factor to keep the fit.",
+             False: f" {owner}'s fit does not depend on the weights' scale.",
+             }.get(getattr(estimator, "_alpha_sums_weights", None), "")
     warnings.warn(
         f"{owner}: sample_weight{' (times class_weight)' if weighted_classes else ''} is not "
         f"integer and sums to {total:.6g} over the {n_rows} "

@@ -42,7 +42,13 @@ from ..utils._validation import (
     data_fingerprint,
     same_fingerprint,
 )
-from ._advice import unreliable_advice, warn_feature_scales, warn_unreliable, warn_weight_scale
+from ._advice import (
+    unreliable_advice,
+    warn_feature_scales,
+    warn_unreliable,
+    warn_weight_scale,
+    weight_summary,
+)
 from ._dask_fit import dask_fit
 from ._options import LOO_OPTIONS, check_options, resolve_options
 from ._protocol import FitShellSearch
@@ -112,6 +118,11 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
     #: the keys of the grouped parameters (``risk_options``, ``loo_options``):
     #: ``{parameter: {key: (default, constraints)}}`` (skacv.estimators._options)
     _option_keys = {"loo_options": LOO_OPTIONS}
+    #: whether ``alpha`` weighs against ``sum(sample_weight)`` (scikit-learn's ``Ridge``
+    #: and ``HuberRegressor``: rescaling the weights rescales the penalty), ``False``
+    #: where the fit reads only the weights' ratios (``Lasso``), ``None``: no ``alpha``
+    #: (the advice of :func:`~skacv.estimators._advice.warn_weight_scale`)
+    _alpha_sums_weights = None
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -447,8 +458,13 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         self._risk_advice = None  # the first flagged iterate, why, and the fixes
         if self._wants("estimate_risk") or self._wants("estimate_loo"):
             rows = ROW_SOURCE.get()  # a Dask input's compressed sample: the rows' weights
-            warn_weight_scale(type(self).__name__, design.weight if rows is None else rows.w,
-                              design.statistics, getattr(self, "class_weight", None) is not None)
+            if rows is None:
+                warn_weight_scale(self, design.weight, design.statistics,
+                                  getattr(self, "class_weight", None) is not None)
+            else:  # (summed once per source: a search's candidates share it)
+                if not hasattr(rows, "weight_summary"):
+                    rows.weight_summary = weight_summary(rows.w)
+                warn_weight_scale(self, rows.w, design.statistics, summary=rows.weight_summary)
         if self._wants("estimate_risk"):
             # a warm-started fit continues the Jacobian chains of the previous one
             res = trajectory_risk(

@@ -261,6 +261,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         "step_schedule": [None, callable, "array-like"],
     }
     _option_keys = {"risk_options": CHAIN_OPTIONS, "loo_options": LOO_OPTIONS}
+    _alpha_sums_weights = True
 
     def __init__(
         self,

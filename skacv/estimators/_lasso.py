@@ -200,6 +200,7 @@ class TrajectoryElasticNet(MultiTargetMixin, TrajectoryMixin, RegressorMixin,
         "positive": ["boolean"],
     }
     _option_keys = {"risk_options": RISK_OPTIONS, "loo_options": LOO_OPTIONS}
+    _alpha_sums_weights = False
 
     def __init__(
         self,

@@ -138,6 +138,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
     (51,)
     """
 
+    _alpha_sums_weights = False
     _parameter_constraints: dict = {
         **{k: COMMON_CONSTRAINTS[k] for k in (
             "alpha", "max_iter", "step_size", "batch_size", "fit_intercept", "warm_start",

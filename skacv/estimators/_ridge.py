@@ -124,6 +124,7 @@ class IterativeRidge(MultiTargetMixin, TrajectoryMixin, RegressorMixin, Trajecto
         "step_schedule": [None, callable, "array-like"],
     }
     _option_keys = {"risk_options": CHAIN_OPTIONS, "loo_options": LOO_OPTIONS}
+    _alpha_sums_weights = True
 
     def __init__(
         self,

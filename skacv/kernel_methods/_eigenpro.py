@@ -115,7 +115,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         policies = current_policies()
         if not warm:
             if self.estimate_risk or self.max_iter == "auto":  # epochs by the estimate
-                warn_weight_scale(type(self).__name__, sample_weight, policies[1])
+                warn_weight_scale(self, sample_weight, policies[1])
             self._kernel_setup(X, Y, sample_weight, policies)
         if self.max_iter == "auto":
             self._run_epochs(policies[1].eigenpro_auto_max_epochs, policies[1], auto=True)

@@ -217,7 +217,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     check_memory(X.shape[1] * n_out * X.dtype.itemsize,
                  f"the coefficients of the path ({X.shape[1]} x {n_out})", "Use fewer alphas. ")
     design = make_design(X, sample_weight, estimator.fit_intercept)
-    warn_weight_scale(type(estimator).__name__, sample_weight, design.statistics)
+    warn_weight_scale(estimator, sample_weight, design.statistics)
     lasso, ridge_scale, l1_ratio = _penalty_family(estimator, design)
     y_offset, y_tilde = design.center_y(y)
     df_offset = 1.0 if estimator.fit_intercept else 0.0

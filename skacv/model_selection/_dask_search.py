@@ -46,7 +46,7 @@ def sufficient_search(search, X, y, params, groups=None):
     search._resolve(X)
     check_dask_search(search.estimator, search.criterion_)
     if search.criterion_ != "kfold":  # (K-fold reads the weights' ratios)
-        warn_weight_scale(type(search.estimator).__name__, w, search._policies[1])
+        warn_weight_scale(search.estimator, w, search._policies[1])
     if y is None:
         raise ValueError("TrajectoryEarlyStoppingCV requires y to be passed, but the target y "
                          "is None.")

@@ -449,8 +449,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             self._resolve(X)
             self._splits = self._folds(X, y, split["groups"])
         if self.criterion_ != "kfold" and not dask:  # (K-fold reads the weights' ratios)
-            warn_weight_scale(type(self.estimator).__name__, routed.get("sample_weight"),
-                              self._policies[1])
+            warn_weight_scale(self.estimator, routed.get("sample_weight"), self._policies[1])
         auto_risk = self.criterion == "auto" and self.criterion_ == "risk" and not dask
         self._auto_risk = auto_risk  # a ridge path may move it to leave-one-out
         with GatheredWarnings() as gathered:
