@@ -415,12 +415,13 @@ class NaturalLassoSearch(RegressorMixin, BaseEstimator):
     ``np.geomspace(alpha_max, alpha_max * 1e-3, 12)`` and the search
     ``TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=200),
     param_grid={"alpha": grid}, random_state=0)``, kept as ``search_``
-    (``max_iter``: the trajectories' own).
+    (``max_iter``: the trajectories' own; ``criterion``: the search's).
     """
 
-    def __init__(self, n_iter_no_change=10, max_iter=200):
+    def __init__(self, n_iter_no_change=10, max_iter=200, criterion="auto"):
         self.n_iter_no_change = n_iter_no_change
         self.max_iter = max_iter
+        self.criterion = criterion
 
     def fit(self, X, y):
         """Compute the grid from ``X`` and ``y``, then fit the search."""
@@ -432,7 +433,7 @@ class NaturalLassoSearch(RegressorMixin, BaseEstimator):
         self.search_ = TrajectoryEarlyStoppingCV(
             TrajectoryLasso(solver="fista", max_iter=self.max_iter),
             param_grid={"alpha": np.geomspace(alpha_max, alpha_max * 1e-3, 12)},
-            n_iter_no_change=self.n_iter_no_change, random_state=0,
+            n_iter_no_change=self.n_iter_no_change, criterion=self.criterion, random_state=0,
         ).fit(X, y)
         return self
 

@@ -265,6 +265,18 @@ class SpeedPolicy:
     path_step_margin: float = 1.0
     #: the stacked folds' buffer of iterates for the held-out errors, reused chunk after chunk
     fold_paths_chunk_bytes: int = 2 * 2**20
+    #: the stacked folds of an l1 penalty step on a certified working set of features ...
+    fold_screening: bool = True
+    #: ... of designs of at least this many features ...
+    screening_min_features: int = 256
+    #: ... refreshed when the steps' surplus columns outweigh this many passes over all
+    screening_refresh_passes: float = 1.0
+    #: ... and left for the rest of a stage where its steps computed more than this share
+    screening_max_share: float = 0.5
+    #: ... counting a step's fixed work as this many entries of the iterates
+    screening_step_overhead: int = 8192
+    #: ... and taken again after at least this many steps over all of them (twice as many each time)
+    screening_retry_steps: int = 16
     #: the path's Fortran-ordered working sets copy rows of a kept transposed ``X~`` up to this size
     path_transposed_max_bytes: int = 256 * 2**20
 

@@ -69,7 +69,7 @@ MODULE_LAYERS = {
                    ["_base", "_path_methods"], ["_multitarget"],
                    ["_lasso", "_ridge", "_logistic", "_huber"]],
     "kernel_methods": [["_kernels", "_eigenpro_docs"], ["_eigenpro_setup"], ["_eigenpro"]],
-    "model_selection": [["_fold_designs", "_converged_risk", "_delegate"],
+    "model_selection": [["_fold_designs", "_fold_screening", "_converged_risk", "_delegate"],
                         ["_kfold", "_lasso_spaces", "_lasso_descent"],
                         ["_lasso_path", "_lasso_loo"],
                         ["_alpha_path", "_criteria", "_search_params"], ["_stages"],

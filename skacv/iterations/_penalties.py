@@ -195,6 +195,20 @@ class Penalty:
         soft_threshold(out[:m], tau, out=out[:m])
         return out
 
+    def zero_band(self):
+        """The band of gradients that keeps a zero at zero: a coordinate whose
+        point ``v_j`` and momentum are zero stays at zero through a step
+        whose mean-form negative gradient has ``|z_j| <= band``
+        (soft-thresholding at ``eta l1``, or ``max(0, x - eta l1)`` with
+        ``positive``: the band is ``l1``). ``None`` where no band holds for
+        every coordinate: unpenalised coordinates, strengths per column, a
+        subclass's own prox (the working sets of the stacked folds,
+        :mod:`skacv.model_selection._fold_screening`)."""
+        if (type(self).prox is not Penalty.prox or self.n_unpenalized
+                or isinstance(self.l1_, np.ndarray)):
+            return None
+        return float(self.l1_)
+
     def _threshold(self, step, pre):
         """``(tau, -tau)``, ``tau = step * l1_`` in the precision of ``pre``
         (``-tau``: ``None`` unless held); for a read-only array ``step`` (a

@@ -205,6 +205,9 @@ class FoldDesigns:
         self._plan = None  # the dense pass's buffers and panels (_pass_plan)
         self._point = None  # the points' rows of its buffer (point_buffer)
         self._run = None  # the pass's threads inside workers()
+        #: the products of the sparse form (two products, no panels or buffers):
+        #: a working set's prefix (:meth:`features`)
+        self.plain = False
 
     @property
     def n_folds(self):
@@ -275,7 +278,7 @@ class FoldDesigns:
         of squares of all folds (in the block's precision). With
         ``held_out=False`` the rotated layout leaves the held-out rows'
         fitted values out and a dense ``X`` gives no ``P`` (``None``)."""
-        if self.sparse:
+        if self.sparse or self.plain:
             P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
             R = (target - P) * self.mask_t
             Z = np.asarray(self.base.rmatvec(R.T))
@@ -283,7 +286,37 @@ class FoldDesigns:
                 Z -= self.delta * (R @ self.sqrt_weight).astype(np.float64).astype(Z.dtype)
         else:  # (the intercept's correction inside the pass's sums)
             P, Z, R = self._dense_pass(V, target, held_out)
+        self.residuals = R
         return P, Z, float(np.vdot(R, R))
+
+    def features(self, X, delta, x_offset, width):
+        """The block on the first ``width`` columns of a permutation of
+        ``X~``'s (``X``, with its ``delta`` and ``x_offset`` rows in the same
+        order): the same folds, weights and response, its own pass buffers
+        (the working sets of :mod:`~skacv.model_selection._fold_screening`;
+        the points' other coordinates are zero), :attr:`plain`: a prefix
+        that changes from step to step prepares no pass."""
+        sub = copy.copy(self)
+        base = self.base
+        sub.base = type(base).centred(X[:, :width], x_offset[:width], base.weight,
+                                      self.fit_intercept, base.policies)
+        sub.n_features = width
+        sub.delta = delta[:width]
+        sub.delta_t = np.ascontiguousarray(sub.delta.T)
+        sub.plain = True
+        sub.release_buffers()
+        return sub
+
+    def feature_gradients(self, residuals, X, delta):
+        """Column ``j`` of the gradient (as the pass's ``Z``) of the
+        features whose ``X~`` columns are ``X`` (shape (n_samples, m)) and
+        offsets ``delta`` (shape (m, n_folds)), from the pass's masked
+        training ``residuals`` (:attr:`residuals`, shape (n_folds,
+        n_samples), ``"folds"`` layout): shape (m, n_folds)."""
+        Z = (residuals @ X).T
+        if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
+            Z -= delta * (residuals @ self.sqrt_weight)[None, :]
+        return Z
 
     def workers(self):
         """Keep the threads of the passes (:func:`~skacv.utils._parallel.kept_workers`)
@@ -358,7 +391,7 @@ class FoldDesigns:
         n_folds)): a ``V`` written there and passed as this very array is not
         copied (overwritten by the next pass at another ``V``); ``None``
         for a sparse ``X``."""
-        if self.sparse:
+        if self.sparse or self.plain:
             return None
         if self._plan is None:
             self._plan = self._pass_plan()

@@ -24,6 +24,7 @@ from ..linalg._linalg import lanczos_top_eigenvalues, top_eigenvalue
 from ..utils._compat import _num_features, _num_samples
 from ..utils._parallel import cache_bytes
 from ._fold_designs import FoldCovariance, FoldDesigns, fold_covariance_pays, pass_groups
+from ._fold_screening import ScreenedFolds, screens, worth_screening
 
 
 def stacked_iteration(iterations, dtype, n_rows=None):
@@ -299,6 +300,9 @@ class StackedFolds:
         # x^0 = 0: the residual is the response on every row
         self.losses = self._held_out_errors(self.state.x, np.zeros_like(self.response))[None]
         self.verbose = estimator.verbose
+        self._screen = None  # the working set's steps (advance)
+        self._screen_wait = 0  # steps over all the features before the working set again
+        self._folds = None  # (a rotated block) its "folds" layout (_folds_layout)
 
     def advance(self, n_iter):
         """Continue every fold path to ``n_iter`` steps (if shorter); return
@@ -306,6 +310,53 @@ class StackedFolds:
         held-out fitted values (an extrapolated step, the covariance form)
         the iterates are kept, by chunks of the speed policy's
         ``fold_paths_chunk_bytes`` a group, for :meth:`_held_out_errors_of`."""
+        screened = screens(self.designs, self.products, self._iterations[self.live:])
+        while self.state.k < n_iter:
+            k0 = self.state.k
+            if (self._screen is None and screened
+                    and worth_screening(self.state, self.designs.policy)):
+                columns = self._iterations[self.live:]
+                stacked = stacked_iteration(columns, self.designs.dtype)
+                stacked.step_size.flags.writeable = False  # (the prox holds its threshold)
+                folds, response, test_t = self._folds_layout()
+                self._screen = ScreenedFolds(
+                    folds, response, columns, stacked, self.state,
+                    lambda P, target, test_t=test_t: _folds_errors(P, target, test_t))
+            if self._screen is None:
+                self._advance_all(n_iter, screened)
+                continue
+            new = np.full((n_iter - k0, self.designs.n_folds), np.nan)
+            with self.designs.workers():
+                done = self._screen.advance(n_iter - k0, new)
+            self.state.k = k0 + done
+            self._append_losses(k0, new[:done])
+            if self.state.k < n_iter:  # on over all the features, for twice as long as last time
+                self.state = self._screen.full_state()
+                self._screen = None
+                self._screen_wait = max(self.designs.policy.screening_retry_steps,
+                                        2 * self._screen_wait)
+        return self.losses[: n_iter + 1]
+
+    def _folds_layout(self):
+        """``(designs, response, test_t)`` of the block in the ``"folds"``
+        layout, the working set's (a rotated block's: the same folds on the
+        same copy of ``X~``, formed once)."""
+        d = self.designs
+        if d.layout == "folds":
+            return d, self.response, self.test_t
+        if self._folds is None:
+            self._folds = (FoldDesigns(d.base, d.mask.astype(bool)),
+                           np.ascontiguousarray(d.by_fold(self.response)),
+                           np.ascontiguousarray(d.by_fold(self.test_t)))
+        return self._folds
+
+    def _advance_all(self, n_iter, screened=False):
+        """Continue the paths over all the features towards ``n_iter`` steps:
+        all the way, or (``screened``: the block may take a working set) to
+        the end of the first chunk of steps, after at least as many as the
+        working set last gave up for (its ``screening_retry_steps``, twice
+        as many each time), after which the working set pays
+        (:func:`~._fold_screening.worth_screening`)."""
         k0 = self.state.k
         if n_iter > k0:
             d, it = self.products, self.iteration
@@ -344,10 +395,15 @@ class StackedFolds:
                             part[missing] = self._held_out_errors_of(
                                 paths[missing[0]:missing[-1] + 1] if run else paths[missing])
                     done += m
-            if self.live:  # (retired columns: no errors past their paths' ends)
-                new = np.concatenate([np.full((new.shape[0], self.live), np.nan), new], axis=1)
-            self.losses = np.concatenate([self.losses[: k0 + 1], new])
-        return self.losses[: n_iter + 1]
+                    if (screened and done >= self._screen_wait
+                            and worth_screening(self.state, self.designs.policy)):
+                        break
+            self._append_losses(k0, new[:done])
+
+    def _append_losses(self, k0, new):
+        if self.live:  # (retired columns: no errors past their paths' ends)
+            new = np.concatenate([np.full((new.shape[0], self.live), np.nan), new], axis=1)
+        self.losses = np.concatenate([self.losses[: k0 + 1], new])
 
     def retire(self, stop):
         """Advance only the columns from ``stop`` on (a multiple of the
@@ -364,6 +420,9 @@ class StackedFolds:
                 or self.products is not self.designs):
             return
         taken("retire_grid_groups", retired=(stop - self.live) // K, left=(total - stop) // K)
+        if self._screen is not None:  # the working set's state over all features
+            self.state = self._screen.full_state()
+            self._screen = None
         keep = slice(stop - self.live, None)
         self.designs = self.products = self.designs.columns(keep)
         self.response = np.ascontiguousarray(self.response[keep])
@@ -389,10 +448,7 @@ class StackedFolds:
         if d.layout == "rotated":  # the held-out fold is the last row
             h = (target[-1] - P[-1]).astype(np.float64)
             return np.bincount(d.fold_of[-1], weights=h * h, minlength=d.n_folds)
-        R = target - P
-        R *= self.test_t
-        R *= R
-        return np.add.reduce(R, axis=1, dtype=np.float64)
+        return _folds_errors(P, target, self.test_t)
 
     def _held_out_errors_of(self, paths):
         """Weighted held-out squared errors (shape (n_new, n_columns)) of the
@@ -420,6 +476,16 @@ class StackedFolds:
             total[:, j::K] = np.einsum("it,it->t", R, R, dtype=np.float64).reshape(
                 paths.shape[0], -1)
         return total
+
+
+def _folds_errors(P, target, test_t):
+    """Weighted held-out squared errors (shape (n_folds,)) from fitted values
+    ``P`` and ``target`` in the ``"folds"`` layout (``test_t``: one on each
+    fold's held-out rows, times ``sqrt(w)`` in the response)."""
+    R = target - P
+    R *= test_t
+    R *= R
+    return np.add.reduce(R, axis=1, dtype=np.float64)
 
 
 def fit_beside(X, policy, fold_dtype="auto"):
