@@ -208,6 +208,8 @@ class FoldDesigns:
         #: the products of the sparse form (two products, no panels or buffers):
         #: a working set's prefix (:meth:`features`)
         self.plain = False
+        #: the working set's column norms on each fold's training rows, once computed
+        self.screening_norms = None
 
     @property
     def n_folds(self):
@@ -225,6 +227,7 @@ class FoldDesigns:
         sub.mask_t, sub.delta_t = (np.ascontiguousarray(getattr(self, name)[keep])
                                    for name in ("mask_t", "delta_t"))
         sub.n_eff = self.n_eff[keep]
+        sub.screening_norms = None
         sub.fold_of = np.repeat(np.arange(sub.n_folds)[:, None], self.n_samples, axis=1)
         sub.release_buffers()
         return sub

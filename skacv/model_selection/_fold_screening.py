@@ -68,6 +68,14 @@ def screens(designs, products, iterations):
     return all(b is not None and b > 0 for b in bands)
 
 
+def _column_norms_of(designs):
+    """:func:`_training_column_norms` of ``designs``, kept on it (a working
+    set taken again after a hand-back reads them again)."""
+    if designs.screening_norms is None:
+        designs.screening_norms = _training_column_norms(designs)
+    return designs.screening_norms
+
+
 def _training_column_norms(designs):
     """``N`` of shape (n_features, n_folds): the norm of every column of
     ``X~_j`` (fold ``j``'s centring) on fold ``j``'s training rows, in
@@ -129,7 +137,7 @@ class ScreenedFolds:
         # non-negative coefficients: a zero stays while z_j <= band (one-sided)
         self.signed = all(it.penalty.positive for it in iterations)
         with np.errstate(divide="ignore"):
-            self.inv_norms = (1.0 / _training_column_norms(d)).astype(d.dtype)
+            self.inv_norms = (1.0 / _column_norms_of(d)).astype(d.dtype)
         n = d.n_samples
         # the rounding of a product of n terms (and of the residual it reads), relative
         self.margin = 4.0 * (n + 2) * float(np.finfo(d.dtype).eps)
@@ -277,10 +285,11 @@ class ScreenedFolds:
     def advance(self, n_steps, losses):
         """Up to ``n_steps`` steps of every column, the held-out errors of
         their iterates into ``losses`` (shape (n_steps, n_columns)); returns
-        the steps taken: fewer where, at a refresh, the steps since the last
-        one cost more than the speed policy's ``screening_max_share`` of
-        steps over all the features (:func:`step_columns`; the block goes
-        on over all of them, :meth:`full_state`)."""
+        the steps taken: fewer where the steps since the last refresh (at
+        least the speed policy's ``screening_retry_steps`` of them) cost
+        more than its ``screening_max_share`` of steps over all the
+        features (:func:`step_columns`; the block goes on over all of them,
+        :meth:`full_state`)."""
         if self.state is None:
             self._start()
         it, Y, p = self.iteration, self.response, self.designs.n_features
@@ -308,9 +317,10 @@ class ScreenedFolds:
             self.excess += self.width + m - moving
             self.columns += self.width + m
             self.steps += 1
-            if self.excess > budget:
-                if step_columns(self.columns / self.steps, K, self.policy) > share:
-                    # the working set does not pay
+            pays = (self.steps < self.policy.screening_retry_steps
+                    or step_columns(self.columns / self.steps, K, self.policy) <= share)
+            if self.excess > budget or not pays:
+                if not pays:  # (at a refresh, or as soon as the steps since show it)
                     return i + 1
                 self._refresh(prefix.residuals)
         return n_steps

@@ -301,7 +301,10 @@ class StackedFolds:
         self.losses = self._held_out_errors(self.state.x, np.zeros_like(self.response))[None]
         self.verbose = estimator.verbose
         self._screen = None  # the working set's steps (advance)
-        self._screen_wait = 0  # steps over all the features before the working set again
+        # the steps over all the features before a working set (the first ones
+        # take in most features at a small alpha), and the step it may start at
+        self._screen_wait = self.designs.policy.screening_retry_steps
+        self._screen_after = self._screen_wait
         self._folds = None  # (a rotated block) its "folds" layout (_folds_layout)
 
     def advance(self, n_iter):
@@ -313,7 +316,7 @@ class StackedFolds:
         screened = screens(self.designs, self.products, self._iterations[self.live:])
         while self.state.k < n_iter:
             k0 = self.state.k
-            if (self._screen is None and screened
+            if (self._screen is None and screened and k0 >= self._screen_after
                     and worth_screening(self.state, self.designs.policy)):
                 columns = self._iterations[self.live:]
                 stacked = stacked_iteration(columns, self.designs.dtype)
@@ -331,10 +334,11 @@ class StackedFolds:
             self.state.k = k0 + done
             self._append_losses(k0, new[:done])
             if self.state.k < n_iter:  # on over all the features, for twice as long as last time
+                taken("fold_screening_left", step=self.state.k)
                 self.state = self._screen.full_state()
                 self._screen = None
-                self._screen_wait = max(self.designs.policy.screening_retry_steps,
-                                        2 * self._screen_wait)
+                self._screen_wait *= 2
+                self._screen_after = self.state.k + self._screen_wait
         return self.losses[: n_iter + 1]
 
     def _folds_layout(self):
@@ -353,10 +357,10 @@ class StackedFolds:
     def _advance_all(self, n_iter, screened=False):
         """Continue the paths over all the features towards ``n_iter`` steps:
         all the way, or (``screened``: the block may take a working set) to
-        the end of the first chunk of steps, after at least as many as the
-        working set last gave up for (its ``screening_retry_steps``, twice
-        as many each time), after which the working set pays
-        (:func:`~._fold_screening.worth_screening`)."""
+        the end of the first chunk of steps after which the working set
+        pays (:func:`~._fold_screening.worth_screening`), past the speed
+        policy's ``screening_retry_steps`` from the start and twice as many
+        after each hand-back."""
         k0 = self.state.k
         if n_iter > k0:
             d, it = self.products, self.iteration
@@ -380,6 +384,9 @@ class StackedFolds:
             with d.workers():
                 while done < n_iter - k0:
                     m = min(chunk, n_iter - k0 - done)
+                    if screened:  # (looked at every screening_retry_steps, from _screen_after)
+                        m = min(m, max(self._screen_after - self.state.k,
+                                       self.designs.policy.screening_retry_steps))
 
                     def on_fitted(i, x, P, target, at=done):  # no extrapolation: X~ x^k is known
                         new[at + i] = self._held_out_errors(x, P, target)
@@ -395,7 +402,7 @@ class StackedFolds:
                             part[missing] = self._held_out_errors_of(
                                 paths[missing[0]:missing[-1] + 1] if run else paths[missing])
                     done += m
-                    if (screened and done >= self._screen_wait
+                    if (screened and self.state.k >= self._screen_after
                             and worth_screening(self.state, self.designs.policy)):
                         break
             self._append_losses(k0, new[:done])
