@@ -269,6 +269,8 @@ class SpeedPolicy:
     fold_screening: bool = True
     #: ... of designs of at least this many features ...
     screening_min_features: int = 256
+    #: ... and a block's copy of ``X`` of at most these bytes (the working set keeps another)
+    screening_max_bytes: int = 256 * 2**20
     #: ... refreshed when the steps' surplus columns outweigh this many passes over all
     screening_refresh_passes: float = 1.0
     #: ... and left for the rest of a stage where its steps computed more than this share

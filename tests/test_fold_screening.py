@@ -214,3 +214,27 @@ def test_zero_band_of_a_subclass_prox_is_not_assumed():
 
     assert Shrunk(l1=0.3).zero_band() is None
     assert clone(TrajectoryLasso()).get_params()["alpha"] == 1.0  # (the estimators' default)
+
+
+@pytest.mark.parametrize("change", [dict(screening_max_bytes=0), dict(fold_covariance_always=True,
+                                                                          fold_covariance=True)],
+                         ids=["memory", "covariance"])
+def test_no_working_set_beyond_its_memory_or_on_the_covariance_form(speed_policy, change):
+    """A block whose copy of X exceeds the policy's screening_max_bytes (the
+    working set would keep another) or that runs in the covariance form
+    steps over every feature, with the same errors."""
+    _screened(speed_policy)
+    X, y = _wide(n=320, p=300)  # (the covariance form: fewer features than samples)
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    est = TrajectoryLasso(alpha=0.1, max_iter=40, estimate_risk=False)
+    expected, _ = _by_hand(est, X, y, None, splits)
+    with record() as paths:  # (without the change: a working set)
+        StackedFolds(est, X, y, None, splits, np.dtype(np.float64),
+                     current_policies()).advance(40)
+    assert "fold_screening" in paths
+    speed_policy(**change)
+    with record() as paths:
+        losses = StackedFolds(est, X, y, None, splits, np.dtype(np.float64),
+                              current_policies()).advance(40)
+    assert "fold_screening" not in paths and "stacked_folds" in paths
+    assert_allclose(losses, expected, rtol=1e-10)

@@ -55,14 +55,17 @@ def screens(designs, products, iterations):
     """Whether stacked folds on ``designs`` (:class:`FoldDesigns`), stepping
     on ``products`` with ``iterations`` (one per column), advance on a
     working set: the speed policy's ``fold_screening``, a dense ``X`` of at
-    least ``screening_min_features`` columns on its own products (not the
+    least ``screening_min_features`` columns and at most
+    ``screening_max_bytes`` (the working set keeps a permuted copy of the
+    block's) on its own products (not the
     covariance form; a rotated block's working set takes the ``"folds"``
     layout), and a penalty with a zero band on every coordinate of every
     column."""
     d = designs
     policy = d.policy
     if (not policy.fold_screening or d.sparse or products is not d
-            or d.n_features < policy.screening_min_features):
+            or d.n_features < policy.screening_min_features
+            or d.base.X.nbytes > policy.screening_max_bytes):
         return False
     bands = [it.penalty.zero_band() for it in iterations]
     return all(b is not None and b > 0 for b in bands)
