@@ -203,7 +203,7 @@ class Penalty:
         ``positive``: the band is ``l1``). ``None`` where no band holds for
         every coordinate: unpenalised coordinates, strengths per column, a
         subclass's own prox (the working sets of the stacked folds,
-        :mod:`skacv.model_selection._fold_screening`)."""
+        ``skacv.model_selection._fold_screening``)."""
         if (type(self).prox is not Penalty.prox or self.n_unpenalized
                 or isinstance(self.l1_, np.ndarray)):
             return None
