@@ -238,3 +238,29 @@ def test_no_working_set_beyond_its_memory_or_on_the_covariance_form(speed_policy
                               current_policies()).advance(40)
     assert "fold_screening" not in paths and "stacked_folds" in paths
     assert_allclose(losses, expected, rtol=1e-10)
+
+
+def test_every_feature_array_follows_the_permutation(speed_policy):
+    """After refreshes and features taken in between (the positions past the
+    prefix reordered), the working set's copy of X~, its offsets and the
+    inverse column norms its slacks read are the block's in the order of its
+    permutation (a per-feature array left behind would give its feature
+    another's slack at the next refresh)."""
+    from skacv.model_selection._fold_screening import _training_column_norms
+
+    _screened(speed_policy, refresh=0.5)
+    X, y = _wide()
+    X = X * np.exp(np.random.default_rng(5).uniform(-2, 2, X.shape[1]))
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    est = TrajectoryLasso(alpha=0.1, max_iter=80, estimate_risk=False)
+    block = StackedFolds(est, X, y, None, splits, np.dtype(np.float64), current_policies())
+    with record() as paths:
+        block.advance(80)
+    assert paths.count("fold_screening_grow") > 0 and paths.count("fold_screening_refresh") > 1
+    screen, d = block._screen, block.designs
+    order = screen.order
+    assert sorted(order) == list(range(X.shape[1]))
+    assert_allclose(screen.XT, d.base.X.T[order], rtol=0, atol=0)
+    assert_allclose(screen.delta, d.delta[order], rtol=0, atol=0)
+    assert_allclose(screen.offset, d.base.x_offset[order], rtol=0, atol=0)
+    assert_allclose(screen.inv_norms, 1.0 / _training_column_norms(d)[order], rtol=1e-12)

@@ -16,12 +16,16 @@ join the prefix if their gradient leaves it. The iterates are the full
 block's (the same steps of the same iteration object, on the same values)
 up to the rounding of the products, which the certificate's margin covers.
 
-Each refresh costs a pass over all of ``X`` and a copy of its permuted
-columns; it is taken when the steps since the last one have carried more
-prefix columns than the coordinates now moving, by the speed policy's
-``screening_refresh_passes`` passes' worth of columns (a ski-rental rule:
-within twice the best schedule's work). Where screening pays
-(:func:`screens`) and the policy's fields: docs/speed_policy.rst.
+A refresh costs a gradient product with all of ``X`` and a copy of its
+permuted columns; it is taken when the features the steps since the last
+one computed (the prefix's and the certificate's) exceed those that move
+by the speed policy's ``screening_refresh_passes`` times the number of
+features (a ski-rental rule: rent the surplus until it has cost a
+refresh). A block takes a working set after ``screening_retry_steps``
+steps over every feature (a small alpha's first steps take in most of
+them) and hands it back where its steps cost more than
+``screening_max_share`` of a step over every feature. Where screening
+applies (:func:`screens`) and the policy's fields: docs/speed_policy.rst.
 """
 
 
@@ -144,7 +148,6 @@ class ScreenedFolds:
         n = d.n_samples
         # the rounding of a product of n terms (and of the residual it reads), relative
         self.margin = 4.0 * (n + 2) * float(np.finfo(d.dtype).eps)
-        self.sqrt_weight = d.sqrt_weight
         self.full = state
         self.state = None  # the prefix's (refresh)
         self.excess = 0.0
@@ -261,7 +264,7 @@ class ScreenedFolds:
         rest[entering] = False
         local = w + np.concatenate([entering, np.flatnonzero(rest)])
         block = slice(w, w + span)
-        for name in ("order", "keys", "delta", "offset"):
+        for name in ("order", "keys", "delta", "offset", "inv_norms"):
             a = getattr(self, name)
             a[block] = a[local]
         self.ST[:, block] = self.ST[:, local]
