@@ -264,3 +264,17 @@ def test_every_feature_array_follows_the_permutation(speed_policy):
     assert_allclose(screen.delta, d.delta[order], rtol=0, atol=0)
     assert_allclose(screen.offset, d.base.x_offset[order], rtol=0, atol=0)
     assert_allclose(screen.inv_norms, 1.0 / _training_column_norms(d)[order], rtol=1e-12)
+
+
+def test_verbose_reports_the_working_set(speed_policy, capsys):
+    """With the estimator's verbose, the working set's steps print their
+    progress with its size, as the steps over every feature do."""
+    _screened(speed_policy)
+    X, y = _wide()
+    splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    est = TrajectoryLasso(alpha=0.3, max_iter=40, estimate_risk=False, verbose=1)
+    StackedFolds(est, X, y, None, splits, np.dtype(np.float64), current_policies()).advance(40)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "features" in ln]
+    assert lines and all(" of 400 features" in ln for ln in lines)
+    widths = [int(ln.split(" on ")[1].split()[0]) for ln in lines]
+    assert all(0 < w <= 400 for w in widths) and min(widths) < 400

@@ -29,6 +29,8 @@ applies (:func:`screens`) and the policy's fields: docs/speed_policy.rst.
 """
 
 
+import time
+
 import numpy as np
 
 from .._trace import taken
@@ -122,6 +124,9 @@ class ScreenedFolds:
         ``errors(P, target)``: the held-out errors (shape (n_columns,))
         of iterates whose fitted values are ``P`` (shape (n_columns,
         n_samples)) and ``target`` :meth:`FoldDesigns.target` at them.
+    verbose : int, default=0
+        Print the steps' progress (as the steps over every feature do)
+        with the working set's size.
 
     Attributes
     ----------
@@ -132,7 +137,7 @@ class ScreenedFolds:
         The prefix's columns.
     """
 
-    def __init__(self, designs, response, iterations, iteration, state, errors):
+    def __init__(self, designs, response, iterations, iteration, state, errors, verbose=0):
         taken("fold_screening")
         self.designs, self.response, self.errors = designs, response, errors
         d = designs
@@ -148,6 +153,7 @@ class ScreenedFolds:
         n = d.n_samples
         # the rounding of a product of n terms (and of the residual it reads), relative
         self.margin = 4.0 * (n + 2) * float(np.finfo(d.dtype).eps)
+        self.verbose = verbose
         self.full = state
         self.state = None  # the prefix's (refresh)
         self.excess = 0.0
@@ -303,6 +309,7 @@ class ScreenedFolds:
         budget = self.policy.screening_refresh_passes * p
         share = self.policy.screening_max_share * p
         got = []  # the held-out errors of a step whose pass gave its fitted values
+        report, k0, tic = max(1, n_steps // 10), self.state.k, time.perf_counter()
 
         def on_fitted(_, x, P, target):
             got.append(self.errors(P, target))
@@ -323,6 +330,9 @@ class ScreenedFolds:
             self.excess += self.width + m - moving
             self.columns += self.width + m
             self.steps += 1
+            if self.verbose and (i + 1) % report == 0:
+                print(f"[{it.name}] block of {K}: step {k}/{k0 + n_steps} on {self.width} of "
+                      f"{p} features  {time.perf_counter() - tic:.1f}s")
             pays = (self.steps < self.policy.screening_retry_steps
                     or step_columns(self.columns / self.steps, K, self.policy) <= share)
             if self.excess > budget or not pays:

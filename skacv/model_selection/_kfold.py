@@ -324,7 +324,8 @@ class StackedFolds:
                 folds, response, test_t = self._folds_layout()
                 self._screen = ScreenedFolds(
                     folds, response, columns, stacked, self.state,
-                    lambda P, target, test_t=test_t: _folds_errors(P, target, test_t))
+                    lambda P, target, test_t=test_t: _folds_errors(P, target, test_t),
+                    self.verbose)
             if self._screen is None:
                 self._advance_all(n_iter, screened)
                 continue
