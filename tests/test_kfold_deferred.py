@@ -113,11 +113,37 @@ def test_a_deferred_fit_is_cut_where_the_early_stopping_stops():
     assert np.ma.min(n_iter) < 150
 
 
+@pytest.mark.parametrize("beside", [False, True])
+def test_staged_paths_defer_their_full_fits_unless_beside(beside):
+    """Where the paths grow in stages, the stages grow the folds only and
+    the full fit waits for the selection: the eager search's results, bit
+    for bit; where the full path's stages would run beside the folds' (a
+    thread of their own: no wall time), they run there, undeferred."""
+    X, y = _wide(seed=3)
+
+    def make():
+        return TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=150),
+                                         param_grid=PATH_GRID, criterion="kfold",
+                                         search="grid", n_iter_no_change=5, random_state=0)
+
+    with policy_context(stage_min_flops=0, stage_min_flops_linear=0, fit_beside=beside):
+        with policy_context(defer_full_fit=True, stack_grid=False), record() as paths:
+            lazy = make().fit(X, y)
+        eager, _ = _fit(make, X, y, True)
+    counts = {"deferred": paths.count("defer_full_fit"), "run": paths.count("deferred_full_fit")}
+    staged = paths.details("kfold_stages")
+    assert staged and all(d["deferred"] != beside for d in staged)
+    _assert_same(lazy, eager, X)
+    n_fitted = int(np.sum(~np.ma.getmaskarray(lazy.cv_results_["n_iter"])))
+    expected = {"deferred": 0, "run": 0} if beside else {"deferred": n_fitted, "run": 1}
+    assert counts == expected and n_fitted > 1
+
+
 def test_no_deferral_where_the_full_fit_has_its_own_estimates_or_stages():
     """The full fit runs at once where it reports an estimate of its own
     (loo_path_ in cv_results_, switched on against the class default) or
-    takes a given step size; nor where the path grows in stages (the full
-    path's stages run with the folds') or the caller does not resolve it."""
+    takes a given step size; nor where the caller does not resolve it
+    (staged paths: test_staged_paths_defer_their_full_fits_unless_beside)."""
     X, y = _wide()
     for est in (TrajectoryLasso(max_iter=30, estimate_loo=True),
                 TrajectoryLasso(max_iter=30, step_size=0.01)):

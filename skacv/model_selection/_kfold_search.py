@@ -8,6 +8,7 @@ fit's step size and length are needed (:meth:`KFoldPath.defers_full`), the
 full fit waits for the search's choice (:class:`DeferredFull`).
 """
 
+import contextlib
 import dataclasses
 import time
 from numbers import Integral
@@ -151,6 +152,7 @@ class KFoldPath:
         self.n_iter = 0  # length of the fold paths
         self.defer_full = defer_full
         self.deferred = False  # the full fit waits (full_iter: its length)
+        self.in_stages = False  # the paths grow in stages (_fit_in_stages)
         self.full_iter = None
 
     def _make_folds(self):
@@ -201,7 +203,7 @@ class KFoldPath:
         self.beside = (not self.deferred and self.use_stack
                        and fit_beside(self.X, self.policies[0], self.fold_dtype))
         if self.deferred:
-            self.start_deferred()
+            self.start_deferred(own_plan=not self.in_stages)
         elif self.beside:  # the block's set-up beside the full path's first stage
             built = overlapped(self._fit_full, lambda: self._make_block(False))[1]
             if isinstance(built, Exception):
@@ -219,13 +221,17 @@ class KFoldPath:
             self._make_folds()
         return True
 
-    def start_deferred(self, checks=None):
+    def start_deferred(self, checks=None, own_plan=True):
         """The deferred full fit's first stage: one step, planned for
         ``max_iter`` (the same checks and step size; ``checks``: the
-        :class:`~skacv.estimators._setup.FitPlan`'s)."""
+        :class:`~skacv.estimators._setup.FitPlan`'s; ``own_plan=False``:
+        inside the stages' plan, whose horizon is the estimator's
+        ``max_iter``)."""
         max_iter = self.estimator.max_iter
+        plan = (planned(self.estimator, FitPlan(horizon=max_iter, checks=checks)) if own_plan
+                else contextlib.nullcontext())
         try:
-            with planned(self.estimator, FitPlan(horizon=max_iter, checks=checks)):
+            with plan:
                 self.estimator.set_params(max_iter=1).fit(self.X, self.y, **self.fit_params)
         finally:
             self.estimator.set_params(max_iter=max_iter)
@@ -335,6 +341,8 @@ class KFoldPath:
         in one go), past ``max_iter`` while the criterion still falls there
         (:func:`~._stages.at_boundary`)."""
         policy, statistics = self.policies
+        self.in_stages = True  # (a first stage starts inside the stages' plan)
+        taken("kfold_stages", deferred=self.deferred)
         fitted = grow_in_stages(self.estimator, lambda: [f.estimator for f in self.folds],
                                 self.stage, n_iter_no_change, policy.stage_growth, statistics,
                                 limit=limit, first=first, finish=not self.deferred, bar=bar)
@@ -362,7 +370,9 @@ class KFoldPath:
         if n_iter_no_change is None or not can_stage(self.estimator, self.policies[0], self.X):
             self.deferred = self.defers_full(True)
             done = self._fit_in_one_go(n_iter_no_change, limit, bar)
-        else:
+        else:  # deferred unless its stages would run beside the folds' (at no wall time)
+            self.deferred = (self.defers_full(True)
+                             and not fit_beside(self.X, self.policies[0], self.fold_dtype))
             done = self._fit_in_stages(n_iter_no_change, limit, bar=bar)
         if not done:
             return {}, time.perf_counter() - tic
