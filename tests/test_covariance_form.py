@@ -189,9 +189,11 @@ def test_other_losses_and_minibatches_keep_the_products_with_x(est):
 
 @pytest.mark.parametrize("criterion", ["risk", "kfold"])
 def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, speed_policy):
-    """The first stage of an early-stopped path (10 steps here) chooses the
-    loop's form for the whole path: it weighs the Gram matrix against the
-    path's horizon (max_iter), not against the stage."""
+    """The first stage of an early-stopped path (10 steps here; with K-fold
+    CV, whose stages grow the folds only, the deferred full fit's one-step
+    start inside the stages) chooses the loop's form for the whole path: it
+    weighs the Gram matrix against the path's horizon (max_iter), not
+    against the stage."""
     from skacv import TrajectoryEarlyStoppingCV
 
     speed_policy(stage_min_flops=0, stage_min_flops_linear=0)  # stages at any size
@@ -205,7 +207,11 @@ def test_staged_early_stopping_picks_the_form_for_the_whole_path(criterion, spee
                                            search="grid",
                                            criterion=criterion, n_iter_no_change=5).fit(X, y)
     lengths = [d["max_iter"] for d in paths.details("fit") if d["estimator"] == "IterativeRidge"]
-    assert lengths[0] == 10 and len(lengths) > 1  # in stages
+    if criterion == "kfold":  # the folds in stages, the full fit deferred: started, then run once
+        assert [d["deferred"] for d in paths.details("kfold_stages")] == [True]
+        assert lengths[0] == 1 and len(lengths) == 2 and paths.count("deferred_full_fit") == 1
+    else:
+        assert lengths[0] == 10 and len(lengths) > 1  # in stages
     assert _form(search.estimator_) == "covariance"
     assert not hasattr(search.estimator_, "_horizon")
 
