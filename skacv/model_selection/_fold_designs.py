@@ -284,9 +284,7 @@ class FoldDesigns:
         if self.sparse or self.plain:
             P = np.ascontiguousarray(np.asarray(self.base.matvec(V)).T)
             R = (target - P) * self.mask_t
-            Z = np.asarray(self.base.rmatvec(R.T))
-            if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
-                Z -= self.delta * (R @ self.sqrt_weight).astype(np.float64).astype(Z.dtype)
+            Z = self._less_offsets(np.asarray(self.base.rmatvec(R.T)), R, self.delta)
         else:  # (the intercept's correction inside the pass's sums)
             P, Z, R = self._dense_pass(V, target, held_out)
         self.residuals = R
@@ -316,9 +314,15 @@ class FoldDesigns:
         offsets ``delta`` (shape (m, n_folds)), from the pass's masked
         training ``residuals`` (:attr:`residuals`, shape (n_folds,
         n_samples), ``"folds"`` layout): shape (m, n_folds)."""
-        Z = (residuals @ X).T
-        if self.fit_intercept:  # X~_j = X~ - sqrt(w) delta_j^T
-            Z -= delta * (residuals @ self.sqrt_weight)[None, :]
+        return self._less_offsets((residuals @ X).T, residuals, delta)
+
+    def _less_offsets(self, Z, R, delta):
+        """``Z`` (products ``X~^T R^T`` of columns of ``X~`` with offsets
+        ``delta``) as fold ``j``'s ``X~_j = X~ - sqrt(w) delta_j^T`` gives
+        them: less ``delta_j`` times each fold's ``sum sqrt(w) r`` (with an
+        intercept; in place)."""
+        if self.fit_intercept:
+            Z -= delta * (R @ self.sqrt_weight).astype(Z.dtype)[None, :]
         return Z
 
     def workers(self):

@@ -157,7 +157,6 @@ class ScreenedFolds:
         self.full = state
         self.state = None  # the prefix's (refresh)
         self.excess = 0.0
-        self.refreshes = 0
 
     # -- the prefix ---------------------------------------------------------
 
@@ -202,7 +201,6 @@ class ScreenedFolds:
         the coordinates that move or may leave the band the new prefix, the
         others after it by increasing slack (the columns of ``X~`` copied in
         that order)."""
-        self.refreshes += 1
         taken("fold_screening_refresh")
         s, w, K = self.state, self.width, self.response.shape[0]
         R = np.asarray(residuals, dtype=np.float64)
