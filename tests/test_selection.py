@@ -17,7 +17,7 @@ import sklearn
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context as sk_config_context
 from sklearn.base import clone, is_classifier, is_regressor
-from sklearn.exceptions import DataConversionWarning, UnsetMetadataPassedError
+from sklearn.exceptions import DataConversionWarning, NotFittedError, UnsetMetadataPassedError
 from sklearn.linear_model import Lasso
 from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -2053,3 +2053,38 @@ def test_flagged_paths_do_not_grow_for_their_limits():
     assert flagged  # (the case this test is about)
     assert max(flagged) <= max_iter
     assert -staged.best_score_ <= -whole.best_score_ * (1 + 0.01)
+
+
+def test_path_predictions_delegate_to_the_fitted_path():
+    # the search's predict_path / staged_predict are the fitted estimator_'s
+    # path, whose column best_iteration_ is the search's predict
+    X, y = _data()
+    reg = _pinned(TrajectoryLasso(max_iter=30)).fit(X, y)
+    assert reg.best_iteration_ is not None
+    P = reg.predict_path(X)
+    assert_allclose(P, reg.estimator_.predict_path(X))
+    assert P.shape == (X.shape[0], reg.estimator_.n_iter_ + 1)
+    assert_allclose(P[:, reg.best_iteration_], reg.predict(X), rtol=1e-12)
+    staged = list(reg.staged_predict(X))
+    assert len(staged) == P.shape[1]
+    assert_allclose(np.column_stack(staged), P, rtol=1e-12)
+    # the classifiers' paths; a regressor has none of theirs
+    assert not hasattr(reg, "predict_proba_path") and not hasattr(reg, "decision_function_path")
+    with pytest.raises(NotFittedError):
+        _pinned(TrajectoryLasso()).predict_path(X)
+
+
+def test_classifier_path_predictions_delegate():
+    logistic = pytest.importorskip("skacv.estimators._logistic")
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=150, n_features=20, random_state=0)
+    clf = _pinned(logistic.TrajectoryLogisticRegression(max_iter=30), criterion="loo").fit(X, y)
+    t = clf.best_iteration_
+    proba = clf.predict_proba_path(X)
+    assert_allclose(proba, clf.estimator_.predict_proba_path(X))
+    assert_allclose(proba[:, t], clf.predict_proba(X)[:, 1], rtol=1e-12)
+    assert_allclose(clf.decision_function_path(X)[:, t], clf.decision_function(X), rtol=1e-12)
+    assert_array_equal(clf.predict_path(X)[:, t], clf.predict(X))
+    staged = list(clf.staged_predict_proba(X))
+    assert_allclose(staged[t], clf.predict_proba(X), rtol=1e-12)

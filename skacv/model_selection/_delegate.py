@@ -72,7 +72,9 @@ def _delegated(method, summary, returns):
 
 class SelectedIterateMixin:
     """``coef_``, ``intercept_``, ``classes_``, the predictions and ``score``
-    of the selected iterate (``estimator_``'s)."""
+    of the selected iterate (``estimator_``'s), and the fitted path's
+    predictions (``predict_path``, ``staged_predict``, ...), where the
+    estimator has them."""
 
     coef_ = _fitted("coef_", "Coefficients of the selected iterate (``estimator_.coef_``).")
     intercept_ = _fitted("intercept_",
@@ -88,6 +90,33 @@ class SelectedIterateMixin:
     decision_function = _delegated(
         "decision_function", "Decision function of the selected iterate.",
         "scores : ndarray of shape (n_samples,) or (n_samples, n_classes)")
+
+    # the fitted path's (``estimator_``'s whole path: iterate ``best_iteration_``
+    # is the selected one, and the path may run past it)
+    predict_path = _delegated(
+        "predict_path",
+        "Predictions of every iterate of the fitted path (``estimator_.predict_path``).\n\n"
+        "        Column ``best_iteration_`` is :meth:`predict`'s (the selected iterate).\n"
+        "        With ``best_iteration_`` ``None`` the selection is the alpha path's\n"
+        "        converged solution, which is no column of the trajectory.",
+        "Y : ndarray of shape (n_samples, estimator_.n_iter_ + 1) or (n_samples, n_targets, "
+        "estimator_.n_iter_ + 1)")
+    staged_predict = _delegated(
+        "staged_predict",
+        "Yield the predictions of the fitted path's iterates ``0, 1, ..., estimator_.n_iter_``.",
+        "generator of ndarray, each shaped as ``predict``'s")
+    decision_function_path = _delegated(
+        "decision_function_path",
+        "Decision function of every iterate of the fitted path (classifiers).",
+        "scores : ndarray of shape (n_samples, estimator_.n_iter_ + 1)")
+    predict_proba_path = _delegated(
+        "predict_proba_path",
+        "Probability of ``classes_[1]`` at every iterate of the fitted path (classifiers).",
+        "P : ndarray of shape (n_samples, estimator_.n_iter_ + 1)")
+    staged_predict_proba = _delegated(
+        "staged_predict_proba",
+        "Yield the class probabilities of the fitted path's iterates (classifiers).",
+        "generator of ndarray of shape (n_samples, n_classes)")
 
     def score(self, X, y, sample_weight=None, **score_params):
         """The estimator's ``score`` (R^2, accuracy) at the selected iterate.
