@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._config import get_config
+from ..._config import get_config, path_memory_bytes
 from ..._trace import taken
 from ...exceptions import EstimateBudgetError
 from ...linalg._sampling import stands_for_rows
@@ -37,7 +37,7 @@ from ._chains import masked_memory_matrix, shared_plan
 from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
 from ._probes import pooled_probes, pooled_start_probes, range_probes
-from ._propagate import resolve_chain_dtype
+from ._propagate import chain_order, resolve_chain_dtype
 from ._settled import settled_step
 from ._spectral import (
     exact_nodes,
@@ -272,10 +272,12 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         n_probes = resolve_n_probes(n_probes, design, iteration, T, datafit)
     else:
         auto_probes, n_probes = before.auto_probes, before.n_probes
+    n_probes, probed = _probes_within_memory(design, iteration, coef_path, n_probes, auto_probes,
+                                             datafit, chain_dtype, keep_state)
     dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
     settles = _settles(design, iteration, T, n_probes, datafit, state, keep_state, scheme)
-    exact = _exact_plan(design, iteration, coef_path, n_probes, auto_probes, chain_dtype,
-                        datafit, probe_goal)
+    exact = _exact_plan(design, iteration, coef_path, n_probes, auto_probes and not probed,
+                        chain_dtype, datafit, probe_goal)
     if settles is not None:
         if coef_path is None:  # before the fit: may settle
             return EstimatePlan("settled", n_probes, dtype, settles, auto_probes=auto_probes)
@@ -319,6 +321,44 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)
     split = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
     return EstimatePlan("shared", n_probes, dtype, split=split)
+
+
+def _probes_within_memory(design, iteration, coef_path, n_probes, auto_probes, datafit,
+                          chain_dtype, keep_state):
+    """``(n_probes, probed)``: ``n_probes`` (``probed`` False), or where
+    ``n_probes="auto"``'s ``n`` canonical vectors (exact traces,
+    :func:`chain_probes`) would run shared chains of ``n`` columns a source
+    beyond ``path_memory_limit`` (:func:`_canonical_chains_too_large`: a long
+    path at ``n <= 40``, refused after its fit before), the Hutchinson probes
+    of larger designs, whose forms hold ``O(T)`` columns (``probed`` True:
+    not the pooled chain's exact probes either)."""
+    if not (auto_probes and n_probes is None and _canonical_chains_too_large(
+            design, iteration, coef_path, datafit, chain_dtype, keep_state)):
+        return n_probes, False
+    taken("canonical_chains_too_large", n_probes=design.statistics.auto_probes)
+    return design.statistics.auto_probes, True
+
+
+def _canonical_chains_too_large(design, iteration, coef_path, datafit, chain_dtype,
+                                keep_state):
+    """Whether the shared chains of the ``n`` canonical vectors (``n_probes=None``:
+    :func:`~skacv.estimates.risk._chains.masked_memory_matrix`'s columns, one
+    block of ``min(n, width)`` per source up to the split, in the design's
+    precision) on ``coef_path`` need more than ``path_memory_limit``; ``False``
+    before the fit and for the forms without those chains."""
+    if (coef_path is None or coef_path.shape[1] < 2 or iteration.sampler is not None
+            or not (datafit is None or datafit.quadratic) or iteration.is_linear
+            or getattr(iteration, "preconditioner", None) is not None):
+        return False
+    T = coef_path.shape[1] - 1
+    width = int(chain_order(coef_path)[2][1])
+    if width == 0:
+        return False
+    dtype = resolve_chain_dtype(design, None, chain_dtype)
+    split = shared_plan(design, iteration, coef_path, None, dtype, None, keep_state)
+    blocks = 2 + int(iteration.extrapolates(T)) + int(iteration.uses_heavy_ball(T))
+    columns = min(design.n_samples, width) * split
+    return blocks * width * columns * dtype.itemsize > path_memory_bytes()
 
 
 def _exact_plan(design, iteration, coef_path, n_probes, auto_probes, chain_dtype, datafit,
