@@ -63,8 +63,8 @@ def _delegated(method, summary, returns):
         ----------
         X : {{array-like, sparse matrix}} of shape (n_samples, n_features)
 
-        Returns
-        -------
+        {"Yields" if method.startswith("staged_") else "Returns"}
+        {"------" if method.startswith("staged_") else "-------"}
         {returns}
         """
     return delegate if method == "predict" else available_if(_estimator_has(method))(delegate)
@@ -104,7 +104,7 @@ class SelectedIterateMixin:
     staged_predict = _delegated(
         "staged_predict",
         "Yield the predictions of the fitted path's iterates ``0, 1, ..., estimator_.n_iter_``.",
-        "generator of ndarray, each shaped as ``predict``'s")
+        "y : ndarray, shaped as ``predict``'s")
     decision_function_path = _delegated(
         "decision_function_path",
         "Decision function of every iterate of the fitted path (classifiers).",
@@ -116,7 +116,7 @@ class SelectedIterateMixin:
     staged_predict_proba = _delegated(
         "staged_predict_proba",
         "Yield the class probabilities of the fitted path's iterates (classifiers).",
-        "generator of ndarray of shape (n_samples, n_classes)")
+        "proba : ndarray of shape (n_samples, n_classes)")
 
     def score(self, X, y, sample_weight=None, **score_params):
         """The estimator's ``score`` (R^2, accuracy) at the selected iterate.
