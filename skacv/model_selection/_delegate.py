@@ -99,8 +99,7 @@ class SelectedIterateMixin:
         "        Column ``best_iteration_`` is :meth:`predict`'s (the selected iterate).\n"
         "        With ``best_iteration_`` ``None`` the selection is the alpha path's\n"
         "        converged solution, which is no column of the trajectory.",
-        "Y : ndarray of shape (n_samples, estimator_.n_iter_ + 1) or (n_samples, n_targets, "
-        "estimator_.n_iter_ + 1)")
+        "Y : ndarray of shape (n_samples, estimator_.n_iter_ + 1)")
     staged_predict = _delegated(
         "staged_predict",
         "Yield the predictions of the fitted path's iterates ``0, 1, ..., estimator_.n_iter_``.",
