@@ -77,6 +77,14 @@ def screens(designs, products, iterations):
     return all(b is not None and b > 0 for b in bands)
 
 
+def _map_iterates(state, f):
+    """``(x, x_prev, v)`` of ``state`` through ``f`` (a copy in another
+    order of the features), an array shared with ``x`` shared again."""
+    x = f(state.x)
+    return (x, x if state.x_prev is state.x else f(state.x_prev),
+            x if state.v is state.x else f(state.v))
+
+
 def _column_norms_of(designs):
     """:func:`_training_column_norms` of ``designs``, kept on it (a working
     set taken again after a hand-back reads them again)."""
@@ -173,9 +181,7 @@ class ScreenedFolds:
             out = np.zeros((d.n_features, K), dtype=d.dtype, order="F")
             out[idx] = a
             return out
-        x = scatter(s.x)
-        x_prev = x if s.x_prev is s.x else scatter(s.x_prev)
-        v = x if s.v is s.x else scatter(s.v)
+        x, x_prev, v = _map_iterates(s, scatter)
         zero = np.zeros((d.n_samples, K), dtype=d.dtype, order="F")
         self.full = TrajectoryState(k=s.k, x=x, x_prev=x_prev, v=v, Xx=zero, Xx_prev=zero,
                                     Xv=zero)
@@ -233,9 +239,7 @@ class ScreenedFolds:
             kept = first < w  # (the others: zero iterates)
             out[kept] = a[first[kept]]
             return out
-        x = gather(s.x)
-        x_prev = x if s.x_prev is s.x else gather(s.x_prev)
-        v = x if s.v is s.x else gather(s.v)
+        x, x_prev, v = _map_iterates(s, gather)
         self.state = TrajectoryState(k=s.k, x=x, x_prev=x_prev, v=v, Xx=None, Xx_prev=None,
                                      Xv=None, z_next=np.asfortranarray(Z[first]),
                                      rss_next=s.rss_next)
@@ -281,10 +285,7 @@ class ScreenedFolds:
             if fill is not None:
                 out[w:] = fill
             return out
-        x = grown(s.x)
-        x_prev = x if s.x_prev is s.x else grown(s.x_prev)
-        v = x if s.v is s.x else grown(s.v)
-        s.x, s.x_prev, s.v = x, x_prev, v
+        s.x, s.x_prev, s.v = _map_iterates(s, grown)
         s.z_next = grown(s.z_next, Zc)
         self.width = stop
         self.prefix = self.designs.features(self.XT.T, self.delta, self.offset, self.width)
