@@ -24,6 +24,26 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 import pytest  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+#: most processes ``-n auto`` starts (pyproject.toml's addopts): beyond a few,
+#: the longest tests (10-15 s) and each worker's imports set the time, and
+#: every worker holds its own NumPy, SciPy and scikit-learn
+MAX_WORKERS = 8
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one test process per CPU this process may use, as joblib
+    counts them (CPU affinity and a container's CPU quota, which pytest-xdist's
+    own count through psutil ignores), at most :data:`MAX_WORKERS`. Each
+    process runs its BLAS on one thread (above), so the workers do not
+    oversubscribe the cores. ``pytest -n 0`` runs the suite in this process;
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (pytest-xdist's own) sets the count."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # pytest-xdist's hook reads it
+    from joblib import cpu_count
+
+    return max(1, min(cpu_count(), MAX_WORKERS))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_blas_thread():
