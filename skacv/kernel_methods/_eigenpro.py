@@ -41,7 +41,7 @@ from ..utils._compat import Interval, StrOptions, _fit_context
 from ..utils._validation import user_stacklevel
 from ._eigenpro_docs import _DOC_ATTRIBUTES, _DOC_PARAMS
 from ._eigenpro_setup import EigenProSetup
-from ._kernels import KERNELS, Kernel, kernel_product
+from ._kernels import KERNELS, Kernel, kernel_product, squared_norms
 
 
 class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
@@ -66,7 +66,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         return tags
 
     def __init__(self, kernel="gaussian", *, bandwidth="median", kernel_params=None,
@@ -81,7 +81,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Targets of the regressor; class labels, of shape (n_samples,),
             of the classifier.
@@ -310,12 +310,12 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
     def _decision(self, X, alpha=None):
         """``k(X, X_fit_) @ alpha`` (default: ``dual_coef_``), shape (len(X), k)."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         kern = Kernel(self.kernel, self.bandwidth_, self.kernel_params)
         if alpha is None:
             alpha = self.dual_coef_.reshape(self.X_fit_.shape[0], -1)
         Xf = self.X_fit_
-        return kernel_product(kern, X, Xf, alpha, np.einsum("ij,ij->i", Xf, Xf))
+        return kernel_product(kern, X, Xf, alpha, squared_norms(Xf))
 
     def _decision_path(self, X):
         """Scores of every epoch, shape (len(X), n_outputs, n_iter_ + 1)."""
@@ -325,7 +325,7 @@ class _BaseEigenPro(EigenProSetup, TrajectoryEstimator):
         F = self._decision(X, path.reshape(n, -1))
         return F.reshape(F.shape[0], -1, T1)
 
-    @documents_x("array-like")
+    @documents_x()
     def staged_predict(self, X):
         """Yield the predictions after epochs ``0, 1, ..., n_iter_``.
 
@@ -373,8 +373,8 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
         return tags
 
     def _validate_xy(self, X, y, reset):
-        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
-                             y_numeric=True, reset=reset)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                             multi_output=True, y_numeric=True, reset=reset)
         y = np.asarray(y, dtype=np.float64)
         self._y_1d = y.ndim == 1
         return X, y.reshape(y.shape[0], -1)
@@ -382,7 +382,7 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
     def _set_coef(self, alpha):
         self.dual_coef_ = alpha[:, 0].copy() if self._y_1d else alpha.copy()
 
-    @documents_x("array-like")
+    @documents_x()
     def predict(self, X):
         """Predict ``f(x) = k(x, X_fit_) @ dual_coef_``.
 
@@ -393,7 +393,7 @@ class EigenProRegressor(RegressorMixin, _BaseEigenPro):
         out = self._decision(X)
         return out[:, 0] if self._y_1d else out
 
-    @documents_x("array-like")
+    @documents_x()
     def predict_path(self, X):
         """Predictions after every epoch.
 
@@ -429,7 +429,7 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
     """
 
     def _validate_xy(self, X, y, reset):
-        X, y = validate_data(self, X, y, dtype=np.float64, reset=reset)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=reset)
         check_classification_targets(y)
         return X, y
 
@@ -443,7 +443,7 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
         self.classes_ = self._fit_classes
         super()._run_path(X, Y, sample_weight, warm, frozen)
 
-    @documents_x("array-like")
+    @documents_x()
     def decision_function(self, X):
         """One-hot regression scores.
 
@@ -458,7 +458,7 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
             return F[:, 1] - F[:, 0]
         return F[:, 0] if F.shape[1] == 1 else F
 
-    @documents_x("array-like")
+    @documents_x()
     def predict(self, X):
         """Class of the largest one-hot score.
 
@@ -469,7 +469,7 @@ class EigenProClassifier(ClassifierMixin, _BaseEigenPro):
         F = self._decision(X)
         return self.classes_[np.argmax(F, axis=1)]
 
-    @documents_x("array-like")
+    @documents_x()
     def predict_path(self, X):
         """Predicted classes after every epoch.
 

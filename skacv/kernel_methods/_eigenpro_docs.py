@@ -101,8 +101,8 @@ _DOC_PARAMS = """
         statistical policy's ``sgd_probes``, ``sgd_probes_min`` and
         ``sgd_probe_spread``; measurements in docs/benchmarks.rst.
     precision : {"auto", "float32", "float64"}, default="auto"
-        Precision of the training's Gaussian kernel products (other kernels
-        and callables: float64). ``"float32"``: blocks computed and
+        Precision of the training's Gaussian kernel products (other kernels,
+        callables and a sparse ``X``: float64). ``"float32"``: blocks computed and
         multiplied in single precision from centred rows, about twice as
         fast. The EigenPro kernel ``K_P`` is ``K`` minus a low-rank part that
         cancels all but ``1 / gain`` of it (``gain = lambda_1 / lambda_P``),
@@ -141,8 +141,9 @@ _DOC_ATTRIBUTES = """
         The epoch of ``dual_coef_``: ``n_iter_``, or with ``max_iter="auto"``
         the epoch of the smallest risk estimate among the unflagged ones
         (``n_iter_`` when the last epoch is flagged).
-    X_fit_ : ndarray of shape (n_centres, n_features)
-        The centres: training rows of positive weight.
+    X_fit_ : {ndarray, sparse matrix} of shape (n_centres, n_features)
+        The centres: training rows of positive weight (CSR where ``X`` was
+        sparse).
     bandwidth_ : float
     preconditioner_ : NystromPreconditioner
         Eigenvalues (``eigenvalues_``), the flattened spectrum

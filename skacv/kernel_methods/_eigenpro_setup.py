@@ -18,6 +18,7 @@ import dataclasses
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from .._config import check_memory
@@ -25,7 +26,13 @@ from ..estimates.risk._sgd import SGDRiskTracker
 from ..iterations._preconditioning import NystromPreconditioner
 from ..linalg._linalg import top_eigenvalue
 from ..linalg._sampling import EpochSampler, counts_of, draw_rows
-from ._kernels import Kernel, KernelOperator, median_bandwidth, scale_bandwidth
+from ._kernels import (
+    Kernel,
+    KernelOperator,
+    median_bandwidth,
+    row_value_order,
+    scale_bandwidth,
+)
 
 _EPS32 = float(np.finfo(np.float32).eps)
 
@@ -99,7 +106,8 @@ class EigenProSetup:
         m_S = rows_S.shape[0]
         check_memory(3 * 8 * m_S * m_S, f"the Nystrom eigensystem ({m_S} x {m_S}, 3 copies)",
                      "Lower subsample_size. ")
-        check_memory(8 * n * (X.shape[1] + 2 * Yc.shape[1] + 2), "the training state",
+        width = 0 if sp.issparse(X) else X.shape[1]  # (a dense X: its centred factors)
+        check_memory(8 * n * (width + 2 * Yc.shape[1] + 2), "the training state",
                      "Use fewer samples. ")
         XS = Xc[rows_S]
         K_SS = kern(XS, XS)
@@ -130,7 +138,8 @@ class EigenProSetup:
         # where the two cost the same), else float32 where the gain allows
         # (blocks, or the matrix kept in float32 where it fits)
         kept64 = op.use_full and n <= policy.eigenpro_float64_max_rows
-        single = kern.kernel == "gaussian" and (self.precision == "float32" or (
+        # (the fused blocks of a dense X: other kernels and a sparse X in float64)
+        single = op.fused and (self.precision == "float32" or (
             self.precision == "auto" and not kept64 and gain * _EPS32 <= rounding_tol))
         self.precision_ = "float32" if single else "float64"
         # the eigenfunctions at every row from the training's kernel blocks
@@ -221,7 +230,7 @@ class EigenProSetup:
         order of their values, so that repeated rows and weights split alike."""
         m = K_SS.shape[0]
         integer = bool(np.all(counts == np.round(counts)))
-        order = np.lexsort(XS.T[::-1])
+        order = row_value_order(XS)
         units = np.repeat(order, counts[order].astype(np.int64) if integer else 1)
         if units.shape[0] < 4:
             return "auto"

@@ -5,8 +5,11 @@ kernel ``2^(1-nu) / Gamma(nu) (sqrt(2 nu) d / sigma)^nu K_nu(...)`` has
 closed forms for ``nu`` = 0.5, 1.5, 2.5 and ``inf`` (the Gaussian)."""
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gamma as gamma_fn
 from scipy.special import kv
+from sklearn.utils.extmath import row_norms, safe_sparse_dot
+from sklearn.utils.sparsefuncs import mean_variance_axis
 
 from .._config import working_memory_bytes
 from ..linalg._sampling import draw_rows
@@ -100,25 +103,68 @@ class Kernel:
         return out
 
 
+def squared_norms(X):
+    """``|x_i|^2`` of the rows of a float64 array or sparse matrix."""
+    if sp.issparse(X):
+        return row_norms(X, squared=True)
+    return np.einsum("ij,ij->i", X, X)
+
+
+def row_value_order(X):
+    """``np.lexsort(X.T[::-1])``, the rows of ``X`` in lexicographic order
+    (equal rows adjacent, by index), for a sparse ``X`` too without a dense
+    copy: each row becomes the sequence of its nonzero entries ``(j, v)``, in
+    the order of their columns, as tokens ``(0, j, v)`` for ``v < 0`` and ``(2,
+    -j, v)`` for ``v > 0``, closed by ``(1,)``; two such sequences compare as
+    the dense rows do (at the first entry where they differ, a negative value
+    sorts before the zero of the other row and a positive one after it)."""
+    if not sp.issparse(X):
+        return np.lexsort(X.T[::-1])
+    X = sp.csr_matrix(X, copy=True)
+    X.sum_duplicates()  # (sorts the indices)
+    X.eliminate_zeros()
+    ptr, cols, vals = X.indptr, X.indices.tolist(), X.data.tolist()
+
+    def key(i):
+        return tuple((0, j, v) if v < 0 else (2, -j, v)
+                     for j, v in zip(cols[ptr[i]: ptr[i + 1]], vals[ptr[i]: ptr[i + 1]],
+                                     strict=True)) + ((1,),)
+
+    return np.array(sorted(range(X.shape[0]), key=key), dtype=np.intp)
+
+
 def squared_distances(X, Y, Y_norm_squared=None):
-    """``||x - y||^2`` of the rows of two float64 arrays, by scikit-learn's
-    ``euclidean_distances`` operations (``|x|^2 - 2 x.y + |y|^2``, clipped at 0,
-    zero on the diagonal of ``X`` with itself) without its input checks, a
-    third of the time of the set-up's small kernel matrices (docs/benchmarks.rst)."""
+    """``||x - y||^2`` of the rows of two float64 arrays (or sparse
+    matrices), by scikit-learn's ``euclidean_distances`` operations (``|x|^2 -
+    2 x.y + |y|^2``, clipped at 0, zero on the diagonal of ``X`` with itself)
+    without its input checks, a third of the time of the set-up's small
+    kernel matrices (docs/benchmarks.rst)."""
     same = Y is X
-    X = np.asarray(X, dtype=np.float64)
-    Y = X if same else np.asarray(Y, dtype=np.float64)
-    XX = np.einsum("ij,ij->i", X, X)[:, None]
+    sparse = sp.issparse(X) or sp.issparse(Y)
+    if not sparse:
+        X = np.asarray(X, dtype=np.float64)
+        Y = X if same else np.asarray(Y, dtype=np.float64)
+    XX = squared_norms(X)[:, None]
     if same:
         YY = XX.T
-    elif Y_norm_squared is not None:
-        YY = np.asarray(Y_norm_squared, dtype=np.float64).reshape(1, -1)
-        if YY.shape[1] != Y.shape[0]:
-            raise ValueError(f"Y_norm_squared has {YY.shape[1]} values for {Y.shape[0]} rows "
-                             "of Y.")
+    elif Y_norm_squared is None:
+        YY = squared_norms(Y)[None, :]
     else:
-        YY = np.einsum("ij,ij->i", Y, Y)[None, :]
-    D = -2 * (X @ Y.T)
+        YY = None
+    D = (np.asarray(safe_sparse_dot(X, Y.T, dense_output=True), dtype=np.float64) if sparse
+         else X @ Y.T)
+    D *= -2
+    return _finish_distances(D, XX, YY, Y_norm_squared, same)
+
+
+def _finish_distances(D, XX, YY, Y_norm_squared, same):
+    """``D = -2 X Y^T`` plus the squared norms (``YY`` from ``Y_norm_squared``
+    where ``None``), clipped at 0, zero on the diagonal of ``X`` with itself."""
+    if YY is None:
+        YY = np.asarray(Y_norm_squared, dtype=np.float64).reshape(1, -1)
+        if YY.shape[1] != D.shape[1]:
+            raise ValueError(f"Y_norm_squared has {YY.shape[1]} values for {D.shape[1]} rows "
+                             "of Y.")
     D += XX
     D += YY
     np.maximum(D, 0.0, out=D)
@@ -180,13 +226,18 @@ def median_bandwidth(X, sample_weight, size, random_state, statistics):
     repeated rows.
     """
     rows, counts, _ = draw_rows(sample_weight, size, random_state, X.shape[0], statistics)
-    Z = np.repeat(X[rows], np.round(counts).astype(np.int64), axis=0)
+    repeats = np.round(counts).astype(np.int64)
+    if sp.issparse(X):  # not centred (the rows stay sparse)
+        Z = X[np.repeat(rows, repeats)]
+    else:
+        Z = np.repeat(X[rows], repeats, axis=0)
     k = Z.shape[0]
     if k < 2:
         return 1.0
-    Z = Z - Z.mean(axis=0)
-    sq = np.einsum("ij,ij->i", Z, Z)
-    D2 = Z @ Z.T
+    if not sp.issparse(Z):
+        Z = Z - Z.mean(axis=0)
+    sq = squared_norms(Z)
+    D2 = np.asarray(safe_sparse_dot(Z, Z.T, dense_output=True), dtype=np.float64)
     D2 *= -2.0
     D2 += sq[:, None]
     D2 += sq[None, :]
@@ -212,8 +263,12 @@ def scale_bandwidth(X, sample_weight=None):
     around the column means, so that ``E ||x - z||^2 = 2 sigma^2`` for two
     independent rows.
     """
-    mean = np.average(X, axis=0, weights=sample_weight)
-    var = np.average((X - mean) ** 2, axis=0, weights=sample_weight).sum()
+    if sp.issparse(X):
+        weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        var = mean_variance_axis(sp.csr_matrix(X), axis=0, weights=weights)[1].sum()
+    else:
+        mean = np.average(X, axis=0, weights=sample_weight)
+        var = np.average((X - mean) ** 2, axis=0, weights=sample_weight).sum()
     return float(np.sqrt(var)) if var > 0 else 1.0
 
 
@@ -240,18 +295,20 @@ class KernelOperator:
     The Gaussian kernel's blocks are computed and multiplied from centred
     rows in one fused pass per cache panel (:func:`factor_block`), in
     float64 or, after :meth:`to_single`, in float32; the products come back
-    in float64. Other kernels go through :class:`Kernel` by chunks of
-    ``working_memory``; ``policy``: the speed policy (the panels' size).
+    in float64. Other kernels, and a sparse ``X`` (CSR), go through
+    :class:`Kernel` by chunks of ``working_memory``, in float64; ``policy``:
+    the speed policy (the panels' size).
     The whole kernel matrix is kept (:meth:`ensure`, :meth:`release`) when
     it takes at most a quarter of ``working_memory``.
     """
 
     def __init__(self, kernel, X, policy):
         self.kernel, self.X, self.policy = kernel, X, policy
-        self.sq = np.einsum("ij,ij->i", X, X)
+        self.sq = squared_norms(X)
         n = X.shape[0]
         self.single = False
-        self.fused = kernel.kernel == "gaussian"
+        # the fused blocks read centred dense rows: a sparse X goes by chunks
+        self.fused = kernel.kernel == "gaussian" and not sp.issparse(X)
         if self.fused:
             Xf = X - X.mean(axis=0)
             self.left, self.right = distance_factors(kernel, Xf, np.einsum("ij,ij->i", Xf, Xf))
