@@ -74,6 +74,55 @@ def test_support_loo_ratio_of_an_empty_support_is_one():
     assert support_loo_ratio(Design(X, None, True), np.ones(10), np.zeros(3), 2.0) == 1.0
 
 
+def test_support_loo_ratio_of_a_support_with_a_duplicate_column():
+    """A support that keeps a column twice (the coefficient split between
+    the copies) spans what the support without the copy spans: the same
+    leverages, residuals and minimum-norm refits, so the same ratio. Its
+    Gram matrix is singular: the pseudo-inverse by the eigendecomposition
+    (trace ``gram_solver``), against Cholesky's factor on the support
+    without the copy."""
+    rng = np.random.default_rng(2)
+    n = 30
+    X = rng.standard_normal((n, 6))
+    X[:, 5] = X[:, 0]
+    X[:, 4] = 0.0
+    X[7, 4] = 1.0  # a level of one row: the far branch too
+    y = X[:, :3] @ np.array([1.0, -1.0, 2.0]) + rng.standard_normal(n)
+    coef = np.zeros(6)
+    coef[[0, 1, 2, 4]], _ = _weighted_ols(X[:, [0, 1, 2, 4]], y, np.ones(n))
+    split = coef.copy()
+    split[[0, 5]] = coef[0] / 2
+    with record() as paths:
+        reduced = support_loo_ratio(Design(X, None, True), y, coef, 1.3)
+        doubled = support_loo_ratio(Design(X, None, True), y, split, 1.3)
+    assert [d["cholesky"] for d in paths.details("gram_solver")] == [True, False]
+    np.testing.assert_allclose(doubled, reduced, rtol=1e-9)
+
+
+@pytest.mark.parametrize("rank", [7, 5])
+def test_gram_solver_against_the_pseudo_inverse(rank):
+    """Leverages ``x G^+ x^T``, ``x G^+ b`` and ``|G^+ x|^2`` of rows ``x`` of
+    ``A`` (``G = A^T A``) against NumPy's ``pinv``: full rank (Cholesky's
+    factor) and rank 5 of 7 (the eigendecomposition)."""
+    from skacv.model_selection._converged_risk import _GramSolver
+
+    rng = np.random.default_rng(rank)
+    A = rng.standard_normal((20, rank)) @ rng.standard_normal((rank, 7))
+    b = rng.standard_normal(7)
+    G = A.T @ A
+    with record() as paths:
+        solver = _GramSolver(G)
+    assert paths.details("gram_solver")[0]["cholesky"] == (rank == 7)
+    pinv = np.linalg.pinv(G, rcond=1e-10)
+    P = solver.whiten_rows(A)
+    np.testing.assert_allclose(np.einsum("ij,ij->i", P, P),
+                               np.einsum("ij,jk,ik->i", A, pinv, A), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(P @ solver.whiten_vector(b), A @ pinv @ b, rtol=1e-8,
+                               atol=1e-10)
+    np.testing.assert_allclose(solver.inverse_sq_norms(P), np.sum((A @ pinv) ** 2, axis=1),
+                               rtol=1e-8)
+
+
 def _heavy_tailed(seed, n=120, p=20):
     """Columns of Student's t with 1.5 degrees of freedom, standardised:
     a few rows far from the others carry the fit."""
