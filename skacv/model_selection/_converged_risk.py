@@ -403,9 +403,9 @@ class _GramSolver:
     LAPACK's estimate of its reciprocal condition number lies above
     ``1e3 s eps`` (``G`` then has no eigenvalue the eigendecomposition
     would drop, so the two agree to rounding), else by the
-    eigendecomposition (``W = V L^{-1/2}`` on the eigenvalues above ``s eps``
-    times the largest): about a third of the time on supports of hundreds
-    of columns."""
+    eigendecomposition ``G = V diag(lam) V^T`` (``W = V diag(lam)^{-1/2}`` on
+    the eigenvalues above ``s eps`` times the largest), which costs more
+    (docs/benchmarks.rst, "The far-rows check's factor")."""
 
     def __init__(self, G):
         s = G.shape[0]
