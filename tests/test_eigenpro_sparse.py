@@ -50,6 +50,7 @@ def test_sparse_x_gives_the_fit_of_its_dense_copy(kernel, weighted):
     for A, B in [(X, Xs), (X[:50], Xs[:50].tocsc())]:  # dense and sparse test rows
         np.testing.assert_allclose(sparse.predict(B), dense.predict(A), rtol=0, atol=tol * scale)
         np.testing.assert_allclose(sparse.predict(A), dense.predict(A), rtol=0, atol=tol * scale)
+        np.testing.assert_allclose(dense.predict(B), dense.predict(A), rtol=0, atol=tol * scale)
     np.testing.assert_allclose(sparse.risk_path_, dense.risk_path_, rtol=tol)
     np.testing.assert_allclose(sparse.predict_path(Xs[:20]), dense.predict_path(X[:20]),
                                rtol=0, atol=tol * scale)
