@@ -11,12 +11,14 @@ root of a distance, where a rounding of ``1e-16`` near zero becomes ``1e-8``
 (measured ``4e-9`` on the predictions).
 """
 
+import contextlib
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits
 
-from skacv import EigenProClassifier, EigenProRegressor
+from skacv import EigenProClassifier, EigenProRegressor, config_context
 from skacv.kernel_methods._kernels import row_value_order, scale_bandwidth
 
 RTOL = {"gaussian": 1e-10, "laplacian": 1e-7}
@@ -94,10 +96,12 @@ def test_scale_bandwidth_of_a_sparse_x():
                                                              rel=1e-12)
 
 
-def test_row_value_order_is_the_dense_lexicographic_order():
+@pytest.mark.parametrize("copy", [True, False])
+def test_row_value_order_is_the_dense_lexicographic_order(copy):
     """Integer entries of both signs, many zeros and repeated rows, so that
     every case of the token comparison (a negative or positive entry against
-    the other row's zero, a row that is a prefix of another) occurs."""
+    the other row's zero, a row that is a prefix of another) occurs; through
+    the dense copy, and without it (``working_memory`` below the copy)."""
     rng = np.random.default_rng(3)
     for trial in range(300):
         m, d = int(rng.integers(1, 40)), int(rng.integers(1, 6))
@@ -107,4 +111,13 @@ def test_row_value_order_is_the_dense_lexicographic_order():
         Xs = sp.csr_matrix(X)
         if trial % 5 == 0 and Xs.nnz:  # explicit zeros stored in the matrix, of both signs
             Xs.data[0], Xs.data[-1] = 0.0, -0.0
-        np.testing.assert_array_equal(row_value_order(Xs), np.lexsort(Xs.toarray().T[::-1]))
+        with contextlib.nullcontext() if copy else config_context(working_memory=1e-6):
+            order = row_value_order(Xs)
+        np.testing.assert_array_equal(order, np.lexsort(Xs.toarray().T[::-1]))
+
+
+def test_row_value_order_refuses_tokens_beyond_the_memory_limit():
+    Xs = sp.random(50, 40, density=0.5, random_state=0, format="csr")
+    with config_context(working_memory=1e-6, path_memory_limit=0.1):  # 0.1 MiB
+        with pytest.raises(ValueError, match="the order of 50 sparse rows by their 1000 entries"):
+            row_value_order(Xs)

@@ -11,7 +11,7 @@ from scipy.special import kv
 from sklearn.utils.extmath import row_norms, safe_sparse_dot
 from sklearn.utils.sparsefuncs import mean_variance_axis
 
-from .._config import working_memory_bytes
+from .._config import check_memory, working_memory_bytes
 from ..linalg._sampling import draw_rows
 
 KERNELS = ("gaussian", "laplacian", "matern")
@@ -110,19 +110,31 @@ def squared_norms(X):
     return np.einsum("ij,ij->i", X, X)
 
 
+#: bytes a stored entry of a sparse row costs as a token of
+#: :func:`row_value_order` (a tuple of Python objects: 175 measured)
+_TOKEN_BYTES = 200
+
+
 def row_value_order(X):
     """``np.lexsort(X.T[::-1])``, the rows of ``X`` in lexicographic order
-    (equal rows adjacent, by index), for a sparse ``X`` too without a dense
-    copy: each row becomes the sequence of its nonzero entries ``(j, v)``, in
-    the order of their columns, as tokens ``(0, j, v)`` for ``v < 0`` and ``(2,
-    -j, v)`` for ``v > 0``, closed by ``(1,)``; two such sequences compare as
-    the dense rows do (at the first entry where they differ, a negative value
-    sorts before the zero of the other row and a positive one after it)."""
+    (equal rows adjacent, by index). A sparse ``X`` whose dense copy fits in
+    ``working_memory`` goes through that copy; a larger one is ordered
+    without it: each row becomes the sequence of its nonzero entries ``(j,
+    v)``, in the order of their columns, as tokens ``(0, j, v)`` for ``v <
+    0`` and ``(2, -j, v)`` for ``v > 0``, closed by ``(1,)``; two such
+    sequences compare as the dense rows do (at the first entry where they
+    differ, a negative value sorts before the zero of the other row and a
+    positive one after it). The tokens are Python objects, about
+    ``_TOKEN_BYTES`` an entry, refused above ``path_memory_limit``."""
     if not sp.issparse(X):
         return np.lexsort(X.T[::-1])
+    if 8 * X.shape[0] * X.shape[1] <= working_memory_bytes():
+        return np.lexsort(X.toarray().T[::-1])
     X = sp.csr_matrix(X, copy=True)
     X.sum_duplicates()  # (sorts the indices)
     X.eliminate_zeros()
+    check_memory(_TOKEN_BYTES * X.nnz, f"the order of {X.shape[0]} sparse rows by their "
+                 f"{X.nnz} entries", "Lower subsample_size. ")
     ptr, cols, vals = X.indptr, X.indices.tolist(), X.data.tolist()
 
     def key(i):
