@@ -134,7 +134,9 @@ def row_value_order(X):
     X.sum_duplicates()  # (sorts the indices)
     X.eliminate_zeros()
     check_memory(_TOKEN_BYTES * X.nnz, f"the order of {X.shape[0]} sparse rows by their "
-                 f"{X.nnz} entries", "Lower subsample_size. ")
+                 f"{X.nnz} entries", "Raise working_memory (the rows' dense copy then takes "
+                 f"{8 * X.shape[0] * X.shape[1] / 2**20:.4g} MiB), or set n_components (the "
+                 "split rule that orders them runs for n_components='auto'). ")
     ptr, cols, vals = X.indptr, X.indices.tolist(), X.data.tolist()
 
     def key(i):
