@@ -104,6 +104,7 @@ def test_gram_solver_against_the_pseudo_inverse(rank):
     """Leverages ``x G^+ x^T``, ``x G^+ b`` and ``|G^+ x|^2`` of rows ``x`` of
     ``A`` (``G = A^T A``) against NumPy's ``pinv``: full rank (Cholesky's
     factor) and rank 5 of 7 (the eigendecomposition)."""
+    from skacv._policy import SpeedPolicy
     from skacv.model_selection._converged_risk import _GramSolver
 
     rng = np.random.default_rng(rank)
@@ -111,7 +112,7 @@ def test_gram_solver_against_the_pseudo_inverse(rank):
     b = rng.standard_normal(7)
     G = A.T @ A
     with record() as paths:
-        solver = _GramSolver(G)
+        solver = _GramSolver(G, SpeedPolicy())
     assert paths.details("gram_solver")[0]["cholesky"] == (rank == 7)
     pinv = np.linalg.pinv(G, rcond=1e-10)
     P = solver.whiten_rows(A)

@@ -23,6 +23,7 @@ from .._config import check_memory
 from .._trace import taken
 from ..linalg._copies import gather
 from ..linalg._linalg import independent_columns
+from ..utils._parallel import factorization_blas
 
 
 def converged_risk(train_mse, df, n_eff, statistics):
@@ -407,19 +408,21 @@ class _GramSolver:
     the eigenvalues above ``s eps`` times the largest), which costs more
     (docs/benchmarks.rst, "The far-rows check's factor")."""
 
-    def __init__(self, G):
+    def __init__(self, G, policy):
         s = G.shape[0]
         eps = np.finfo(np.float64).eps
         self.factor = None
         try:
-            factor = linalg.cholesky(G, lower=True)
+            with factorization_blas("cholesky", s, policy):
+                factor = linalg.cholesky(G, lower=True)
             rcond = linalg.lapack.dpocon(factor, np.abs(G).sum(axis=0).max(), uplo="L")[0]
             if rcond > 1e3 * s * eps:
                 self.factor = factor
         except linalg.LinAlgError:
             pass
         if self.factor is None:
-            lam, vecs = linalg.eigh(G)
+            with factorization_blas("eigh", s, policy):
+                lam, vecs = linalg.eigh(G)
             live = lam > lam[-1] * s * eps
             self.scale = vecs[:, live] / np.sqrt(lam[live])
             self.inv_lam = 1.0 / lam[live]
@@ -479,7 +482,7 @@ def support_loo_ratio(design, y, coef, risk):
         return 1.0
     w = (np.ones(design.n_samples) if design.weight is None
          else np.asarray(design.weight, dtype=np.float64))
-    gram = _GramSolver(_columns_gram(design, S))
+    gram = _GramSolver(_columns_gram(design, S), design.policy)
     b = np.asarray(coef, dtype=np.float64)[S]
     b_scaled = gram.whiten_vector(b)
     # y~ - X~ b = sqrt(w) (y - X b - b_0), the intercept b_0 = y_offset - x_offset^T b
