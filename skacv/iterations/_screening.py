@@ -143,7 +143,7 @@ class TrajectoryScreen:
         self.keys = slack[self.order]  # (read past the prefix: increasing)
         self.norms = norms[self.order]
         self.width = first.size
-        self.cols = None
+        self.filled = 0  # (the buffer kept: its columns copied again as they are read)
         self.reference = r64.copy()
         self.excess = 0.0
         self.columns = self.steps = 0  # the columns computed in the steps since
@@ -151,9 +151,10 @@ class TrajectoryScreen:
     def _columns(self, design, upto):
         """The columns of ``X~`` at the order's first ``upto`` positions
         (the prefix's, then the closest to the band) as rows (shape (>=
-        upto, n_samples), C order), copied from :meth:`Design.transposed`
-        as they are first read into a buffer with room to grow (taken again
-        after unpickling)."""
+        upto, n_samples), C order), copied from
+        :func:`~skacv.linalg._copies.design_transposed` as they are first
+        read into a buffer with room to grow (taken again after
+        unpickling)."""
         if self.cols is None:
             self.filled = 0
         if self.filled >= upto:
