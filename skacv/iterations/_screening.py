@@ -46,13 +46,14 @@ def screens_trajectory(design, iteration, datafit, gradients_out=None, user_step
     ``iteration`` on ``design``: the speed policy's ``trajectory_screening``,
     a dense ``X~`` of at least ``screening_min_features`` columns and at
     most ``screening_max_bytes`` (the screen reads a transposed copy,
-    :meth:`~skacv.linalg._design.Design.transposed`), a
+    :func:`~skacv.linalg._copies.design_transposed`), a
     coordinatewise iteration without mini-batches whose penalty has a zero
     band on every coordinate, and no record of every gradient
     (``gradients_out``) nor of the iterates for the oscillation check of a
     user's step on a loss of bounded gradient."""
     policy = design.policy
-    if (not policy.trajectory_screening or design.sparse or iteration.sampler is not None
+    if (not policy.trajectory_screening or not isinstance(design.X, np.ndarray)
+            or iteration.sampler is not None
             or design.n_features < policy.screening_min_features
             or design.X.nbytes > policy.screening_max_bytes
             or gradients_out is not None or (user_step and datafit.bounded_gradient)
