@@ -15,6 +15,11 @@ sets (``nci60``, ``khan``; ``pip install --no-deps ISLP``) and synthetic
 
 On ``p >> n`` gene designs with ``n < 100`` the natural call's ``"auto"``
 runs K-fold CV; ``--criterion kfold`` makes every design do so.
+``--field trajectory_screening`` switches the fit loop's working set
+(``skacv.iterations._screening``: the full-data fits) instead of the
+folds'; ``"working set in"`` then counts the fits where it was taken::
+
+    python benchmarks/bench_fold_screening.py --field trajectory_screening
 """
 
 import argparse
@@ -56,8 +61,8 @@ def load(name):
     raise ValueError(f"unknown design {name!r}")
 
 
-def fit(Xtr, ytr, screening, criterion):
-    with policy_context(fold_screening=screening), warnings.catch_warnings():
+def fit(Xtr, ytr, screening, criterion, field="fold_screening"):
+    with policy_context(**{field: screening}), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = make_pipeline(StandardScaler(), NaturalLassoSearch())
         if criterion != "auto":
@@ -66,7 +71,7 @@ def fit(Xtr, ytr, screening, criterion):
             tic = time.perf_counter()
             model.fit(Xtr, ytr)
             elapsed = time.perf_counter() - tic
-    return model, elapsed, "fold_screening" in paths
+    return model, elapsed, field in paths
 
 
 def main(argv=None):
@@ -74,8 +79,11 @@ def main(argv=None):
     parser.add_argument("--designs", default="nci60,khan,ar64x20000")
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--criterion", default="auto", choices=["auto", "kfold"])
+    parser.add_argument("--field", default="fold_screening",
+                        choices=["fold_screening", "trajectory_screening"],
+                        help="the speed policy's switch compared")
     args = parser.parse_args(argv)
-    print(f"the natural call, fold_screening off / on, {args.splits} 50/50 splits "
+    print(f"the natural call, {args.field} off / on, {args.splits} 50/50 splits "
           f"(alternating order), criterion {args.criterion!r}, BLAS on one thread")
     print(f"{'design':14s} {'n x p':>11s} {'off s':>7s} {'on s':>7s} {'off/on':>7s} "
           f"{'same':>5s} {'mse on/off':>10s}  criterion_ (the ratio farthest from 1)")
@@ -90,7 +98,7 @@ def main(argv=None):
             Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.5, random_state=seed)
             runs = {}
             for screening in ((False, True) if seed % 2 == 0 else (True, False)):
-                runs[screening] = fit(Xtr, ytr, screening, args.criterion)
+                runs[screening] = fit(Xtr, ytr, screening, args.criterion, args.field)
             (m_off, t_off, _), (m_on, t_on, took) = runs[False], runs[True]
             off_t.append(t_off)
             on_t.append(t_on)

@@ -50,8 +50,8 @@ MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
     "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"],
                ["_copies", "_covariance"]],
-    "iterations": [["_penalties", "_datafits"], ["_step"], ["_iterations", "_preconditioning"],
-                   ["_path", "_metric"]],
+    "iterations": [["_penalties", "_datafits"], ["_step"],
+                   ["_iterations", "_preconditioning", "_screening"], ["_path", "_metric"]],
     "estimates": [
         ["risk._state", "risk._readout", "risk._uq", "risk._result",
          "risk._probes", "loo._refit", "loo._track"],

@@ -354,7 +354,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         # the covariance form: the estimates read the residuals' products (no fitted values)
         buffers = dict(datafit=NormalEquations(), points_out=points) if covariance else dict(
             datafit=datafit, fitted_out=fitted, fuse=True, gradients_out=gradients,
-            sources_out=sources, user_step=not isinstance(self.step_size, str))
+            sources_out=sources, user_step=not isinstance(self.step_size, str), screen=True)
         plan = self._plan_in_force()
         converged = gap_monitor(design, datafit, penalty, target, loop_target, covariance,
                                 plan.end_tol)

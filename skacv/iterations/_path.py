@@ -22,6 +22,7 @@ from ..exceptions import ConvergenceWarning, DivergenceError
 from ..linalg._design import max_row_norm2
 from ..utils._validation import overflow_error, user_stacklevel
 from ._datafits import LeastSquares, vector_norm
+from ._screening import run_screened, screens_trajectory
 
 
 @dataclasses.dataclass(eq=False)
@@ -57,6 +58,10 @@ class TrajectoryState:
         The products the loop runs on: ``X~`` or the covariance form ``X~^T
         X~`` (:class:`~skacv.linalg._covariance.CovarianceForm`); a warm start
         continues in the form it started in.
+    screen : TrajectoryScreen or None
+        :func:`run_trajectory`'s working set of features
+        (:mod:`skacv.iterations._screening`; ``None``: none yet), kept so that
+        a continued fit takes the same steps.
     """
 
     k: int
@@ -70,6 +75,7 @@ class TrajectoryState:
     rss_next: float | None = None
     form: str = "design"
     z_gap: np.ndarray | None = None
+    screen: object = None
 
 
 def init_state(design, coef_init=None, n_columns=None, form="design", order="C"):
@@ -87,7 +93,8 @@ def init_state(design, coef_init=None, n_columns=None, form="design", order="C")
 
 def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                    datafit=None, fitted_out=None, fuse=False, gradients_out=None,
-                   sources_out=None, points_out=None, gap_out=False, user_step=False):
+                   sources_out=None, points_out=None, gap_out=False, user_step=False,
+                   screen=False, certify=None):
     """Advance ``state`` by ``n_steps`` steps of ``iteration``.
 
     The iterate of step ``k`` is written to ``out[:, k]``. ``state`` is
@@ -132,13 +139,39 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         iterates oscillate in a band that grows with the step, which the
         divergence factor does not see; :func:`check_oscillation` reads the
         training objective along the steps instead.
+    screen : bool, default=False
+        Run the steps on a certified working set of features where
+        :func:`~skacv.iterations._screening.screens_trajectory` applies
+        (:func:`~skacv.iterations._screening.run_screened`): the same
+        iterates up to the rounding of the products.
+    certify : callable, default=None
+        ``certify(r, x, x_prev)`` before each step that takes its gradient
+        afresh, with the residual at its gradient point and the iterates:
+        ``False`` ends the loop before that step (the working set's
+        certificate; ``state.k`` tells the steps taken).
     """
-    taken("run_trajectory", steps=n_steps)
     if datafit is None:
         datafit = LeastSquares()
+    if screen and screens_trajectory(design, iteration, datafit, gradients_out, user_step):
+        return run_screened(
+            design, y_tilde, iteration, n_steps, state, out, run_trajectory,
+            verbose=verbose, datafit=datafit, fitted_out=fitted_out, fuse=fuse,
+            sources_out=sources_out, points_out=points_out, gap_out=gap_out,
+            user_step=user_step)
+    taken("run_trajectory", steps=n_steps)
     if iteration.sampler is not None:
         return _run_minibatch(design, y_tilde, iteration, n_steps, state, out, verbose,
                               datafit, fitted_out, user_step)
+    return _run_full_batch(design, y_tilde, iteration, n_steps, state, out, verbose, datafit,
+                           fitted_out, fuse, gradients_out, sources_out, points_out, gap_out,
+                           user_step, certify)
+
+
+def _run_full_batch(design, y_tilde, iteration, n_steps, state, out, verbose, datafit,
+                    fitted_out, fuse, gradients_out, sources_out, points_out, gap_out,
+                    user_step, certify):
+    """:func:`run_trajectory` for full-batch iterations: its steps over
+    every column of ``design`` (a working set's, with ``certify``)."""
     dtype = design.dtype
     inv_n = dtype.type(1.0 / design.n_eff)
     y_norm = datafit.monitor(np.zeros_like(y_tilde), y_tilde)
@@ -165,10 +198,14 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
         sources_out[:, k0] = Xv
     if points_out is not None:
         points_out[:, k0] = v
+    done = n_steps
     with design.panel_workers() if fuse else contextlib.nullcontext():
         for k in range(k0 + 1, k0 + n_steps + 1):
             if z_next is None:
                 r = datafit.residual(Xv, y_tilde)
+                if certify is not None and not certify(r, x, x_prev):
+                    done = k - 1 - k0
+                    break
                 z = design.panel_rmatvec(r) if fuse else design.rmatvec(r)
             else:
                 z = z_next.copy()
@@ -219,9 +256,9 @@ def run_trajectory(design, y_tilde, iteration, n_steps, state, out, verbose=0,
                     f"[{iteration.name}] step {k}/{k0 + n_steps}  {msg}  "
                     f"{time.perf_counter() - tic:.1f}s"
                 )
-    if gradients_out is not None and not fuse and n_steps > 0:  # the last step's gradient
-        gradients_out[:, k0 + n_steps] = design.rmatvec(datafit.residual(Xv, y_tilde))
-    state.k, state.x, state.x_prev, state.v = k0 + n_steps, x, x_prev, v
+    if gradients_out is not None and not fuse and done > 0:  # the last step's gradient
+        gradients_out[:, k0 + done] = design.rmatvec(datafit.residual(Xv, y_tilde))
+    state.k, state.x, state.x_prev, state.v = k0 + done, x, x_prev, v
     state.Xx, state.Xx_prev, state.Xv = Xx, Xx_prev, Xv
     # without the one pass, a later one-pass continuation takes its gradient afresh
     state.z_next = z_next if fuse else None

@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from .._config import check_memory
 from .._trace import taken
 from ..utils._parallel import blas_threads, column_workers
 from ._design import _SHARED
@@ -47,6 +48,20 @@ def gather(X, dtype, policy, rows=None, cols=None, out=None):
     with column_workers(workers) as run:
         run(copy, list(zip(bounds[:-1], bounds[1:], strict=True)))
     return out
+
+
+def design_transposed(design):
+    """``X~^T`` of a dense ``design`` as a C-ordered copy (a column of
+    ``X~`` one contiguous row; :func:`transposed`), made once and kept in
+    the design's cache: the fits of a search share it (the Lasso path's
+    working sets, the fit loop's, :mod:`skacv.iterations._screening`)."""
+    XT = design.cache.get("path_transposed")
+    if XT is None:
+        check_memory(design.X.nbytes, f"the transposed copy of X~ ({design.n_features} x "
+                     f"{design.n_samples})")
+        XT = design.cache["path_transposed"] = transposed(design.X, design.policy)
+        taken("transposed_columns")
+    return XT
 
 
 def transposed(X, policy):

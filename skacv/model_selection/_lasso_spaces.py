@@ -12,7 +12,7 @@ from .._config import check_memory
 from .._trace import taken
 from ..iterations._datafits import NormalEquations
 from ..iterations._metric import rank_one_metric, spike_possible
-from ..linalg._copies import transposed
+from ..linalg._copies import design_transposed
 from ..linalg._covariance import CovarianceForm
 from ..linalg._design import Design
 from ..linalg._linalg import lanczos_top
@@ -41,12 +41,7 @@ class _WorkingColumns:
         speed policy's ``path_transposed_max_bytes``; else ``None``."""
         d = self.design
         if self.XT is None and d.X.nbytes <= d.policy.path_transposed_max_bytes:
-            if "path_transposed" not in d.cache:
-                check_memory(d.X.nbytes, f"the transposed copy of X~ ({d.n_features} x "
-                             f"{d.n_samples})")
-                d.cache["path_transposed"] = transposed(d.X, d.policy)
-                taken("transposed_columns")
-            self.XT = d.cache["path_transposed"]
+            self.XT = design_transposed(d)
         return self.XT
 
     def dense_pays(self, idx):
