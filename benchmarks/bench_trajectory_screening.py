@@ -38,6 +38,7 @@ import time
 import warnings
 
 import numpy as np
+from scipy.signal import lfilter
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
@@ -47,12 +48,10 @@ from skacv._trace import record
 
 
 def ar1(n, p, rho, seed=0):
+    """AR(1) features along the columns (``x_j = rho x_{j-1} + sqrt(1 -
+    rho^2) z_j``, as a linear filter), 10 coefficients +-1, noise 1."""
     rng = np.random.default_rng(seed)
-    Z = rng.standard_normal((n, p))
-    X = np.empty_like(Z)
-    X[:, 0] = Z[:, 0]
-    for j in range(1, p):
-        X[:, j] = rho * X[:, j - 1] + np.sqrt(1 - rho**2) * Z[:, j]
+    X = lfilter([np.sqrt(1 - rho**2)], [1.0, -rho], rng.standard_normal((n, p)), axis=1)
     beta = np.zeros(p)
     beta[rng.choice(p, 10, replace=False)] = rng.choice([-1.0, 1.0], 10)
     return X, X @ beta + rng.standard_normal(n)
