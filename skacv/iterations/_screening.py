@@ -36,6 +36,7 @@ import dataclasses
 
 import numpy as np
 
+from .._config import check_memory
 from .._trace import taken
 from ..linalg._copies import design_transposed
 from ..linalg._design import Design
@@ -164,6 +165,8 @@ class TrajectoryScreen:
         if self.cols is None or self.cols.shape[0] < upto:
             old = 0 if self.cols is None else self.cols.shape[0]
             cap = min(p, max(upto + upto // 2, 2 * old, 64))
+            check_memory(cap * design.n_samples * design.dtype.itemsize,
+                         f"the working set's columns ({cap} x {design.n_samples})")
             cols = np.empty((cap, design.n_samples), dtype=design.dtype)
             if self.filled:
                 cols[:self.filled] = self.cols[:self.filled]
