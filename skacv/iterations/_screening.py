@@ -21,15 +21,18 @@ iteration object) up to the rounding of the products, which the
 certificate's margin covers; the screen is kept in the trajectory's state,
 so that a continued fit takes the same steps as one run in one call.
 
-A refresh costs a gradient over all the columns and a permuted copy of
-them; it is taken when the columns the steps since the last one computed
-beyond those that move exceed the speed policy's
-``screening_refresh_passes`` times the number of features. The loop goes
-on over every feature where its steps cost more than
+The prefix's columns are rows of one transposed copy of ``X~``
+(:func:`~skacv.linalg._copies.design_transposed`), copied into a buffer as
+the certificate first reads them. A refresh costs a gradient over all the
+columns; it is taken when the columns the steps since the last one
+computed beyond those that move exceed the speed policy's
+``screening_refresh_passes`` times the number of features. The loop runs
+over every feature for its first ``trajectory_screening_after`` steps, and
+goes back to them where the prefix's steps cost more than
 ``screening_max_share`` of a step over all of them (after
-``screening_retry_steps`` steps on the prefix) and tries a working set again
-after ``screening_retry_steps`` steps (twice as many each time). The policy's fields:
-docs/speed_policy.rst.
+``screening_retry_steps`` steps on the prefix), trying a working set again
+after ``screening_retry_steps`` steps (twice as many each time). The
+policy's fields: docs/speed_policy.rst.
 """
 
 import dataclasses
