@@ -67,6 +67,19 @@ def screens_trajectory(design, iteration, datafit, gradients_out=None, user_step
     return band is not None and band > 0
 
 
+def entering_first(width, entering):
+    """``(block, local)``: the positions past a prefix of ``width`` up to
+    the last of ``entering`` (increasing positions past the prefix) and
+    where they read from so that ``a[block] = a[local]`` puts ``entering``
+    first and the others after them in their order (the stacked folds'
+    working sets and the fit loop's take features in so)."""
+    span = int(entering[-1]) + 1
+    rest = np.ones(span, dtype=bool)
+    rest[entering] = False
+    local = width + np.concatenate([entering, np.flatnonzero(rest)])
+    return slice(width, width + span), local
+
+
 class _Scattered:
     """A path of shape (n_features, T + 1) written through the prefix's
     coordinates: ``out[:, k] = x`` puts ``x`` at the columns ``index`` of
@@ -186,11 +199,7 @@ class TrajectoryScreen:
         last of them are reordered, ``entering`` first, the others after
         them in their order (the keys past the prefix stay increasing)."""
         w = self.width
-        span = int(entering[-1]) + 1
-        rest = np.ones(span, dtype=bool)
-        rest[entering] = False
-        local = w + np.concatenate([entering, np.flatnonzero(rest)])
-        block = slice(w, w + span)
+        block, local = entering_first(w, entering)
         for name in ("order", "keys", "norms"):
             a = getattr(self, name)
             a[block] = a[local]

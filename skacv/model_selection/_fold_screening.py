@@ -35,6 +35,7 @@ import numpy as np
 
 from .._trace import taken
 from ..iterations._path import TrajectoryState, run_normal_block
+from ..iterations._screening import entering_first
 
 
 def step_columns(columns, n_columns, policy):
@@ -267,11 +268,7 @@ class ScreenedFolds:
         ``entering`` first, the others after them in their order (the keys
         past the prefix stay increasing)."""
         s, K, w = self.state, self.response.shape[0], self.width
-        span = int(entering[-1]) + 1  # (the positions reordered: up to the last entering)
-        rest = np.ones(span, dtype=bool)
-        rest[entering] = False
-        local = w + np.concatenate([entering, np.flatnonzero(rest)])
-        block = slice(w, w + span)
+        block, local = entering_first(w, entering)
         for name in ("order", "keys", "delta", "offset", "inv_norms"):
             a = getattr(self, name)
             a[block] = a[local]
