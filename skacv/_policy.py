@@ -228,6 +228,9 @@ class SpeedPolicy:
     #: (at least one) run as matrix-vector products on the block (0: none)
     kernel_gemv_tail: int = 0
     kernel_gemm_block: int = 8
+    #: a fused kernel product over more rows ``B`` of ``k(X, X[B])`` than this runs by
+    #: blocks of this many of them, their products summed
+    kernel_column_block: int = 4096
     #: EigenPro's Nystrom eigensystem in float32 from this order; its zero floor;
     #: float64 where the flattened directions reach below the trust ratio
     eigenpro_eigh_float32_min_order: int = 300

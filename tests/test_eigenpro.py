@@ -1054,6 +1054,16 @@ def test_kernel_products_padded_to_a_column_multiple():
             op = KernelOperator(Kernel("gaussian", 1.1), X, get_policy())
             got = op.matmul(rows, G[:, :k])
         assert np.allclose(got, ref[:, :k], rtol=1e-10, atol=1e-12)
+    # more rows of k(X, X[rows]) than kernel_column_block: by blocks of them,
+    # summed (the probes' injection over every row), the rows in any order
+    every = rng.permutation(250)
+    H = rng.standard_normal((250, 5))
+    full = Kernel("gaussian", 1.1)(X, X[every]) @ H
+    for block in (7, 64, 249, 250):
+        with policy_context(kernel_column_block=block, panel_bytes=4096):
+            op = KernelOperator(Kernel("gaussian", 1.1), X, get_policy())
+            got = op.matmul(every, H)
+        assert np.allclose(got, full, rtol=1e-10, atol=1e-12)
 
 
 def test_auto_probes_follow_the_precision_rule(speed_policy, statistical_policy):

@@ -373,6 +373,14 @@ class KernelOperator:
                 Gs, KB = Gd[order], self.full[rows[order]]
             return np.asarray((Gs.T @ KB).T, dtype=np.float64)
         n = self.X.shape[0]
+        block = self.policy.kernel_column_block
+        if self.fused and len(rows) > block:
+            # k(X, X[rows]) @ G by blocks of rows: a cache panel of the whole
+            # width holds too few rows of X for an efficient block product
+            out = np.zeros((n, G.shape[1]))
+            for s in range(0, len(rows), block):
+                out += self.matmul(rows[s:s + block], G[s:s + block])
+            return out
         if self.fused:
             out = np.empty((n, G.shape[1]))
             RB, Gd = self.right[rows], G.astype(dt, copy=False)
