@@ -230,8 +230,14 @@ def test_mixing_search_releases_the_support_gram_before_the_trajectories():
         TrajectoryEarlyStoppingCV(est, param_grid={"l1_ratio": [0.5, 1.0]},
                                   random_state=0).fit(X, y)
         caches = shared_caches()
-        assert caches and not any("support_gram" in cache or "path_transposed" in cache
-                                  for cache in caches)
+        assert caches and not any(name in cache for cache in caches
+                                  for name in ("support_gram", "path_transposed",
+                                               "path_columns"))
+    with shared_designs():  # the Lasso's path search releases its working-set buffer too
+        TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=30), param_grid={"alpha": [0.5, 0.1]},
+                                  random_state=0).fit(X, y)
+        caches = shared_caches()
+        assert caches and not any("path_columns" in cache for cache in caches)
 
 
 @pytest.mark.filterwarnings("ignore:The Lasso path .coordinate descent or FISTA")
@@ -247,11 +253,17 @@ def test_mixings_paths_share_the_transposed_copy():
     X = rng.standard_normal((n, p))
     y = X[:, :100] @ rng.standard_normal(100) * 15 / np.sqrt(n) + 1.5 * rng.standard_normal(n)
     ratios = (0.5, 0.9, 1.0)
-    alone = [risk_alpha_path(TrajectoryElasticNet(l1_ratio=r), X, y, n_alphas=12) for r in ratios]
+    with record() as own:
+        alone = [risk_alpha_path(TrajectoryElasticNet(l1_ratio=r), X, y, n_alphas=12)
+                 for r in ratios]
     with record() as paths, shared_designs():
         shared = [risk_alpha_path(TrajectoryElasticNet(l1_ratio=r), X, y, n_alphas=12)
                   for r in ratios]
     assert paths.count("transposed_columns") == 1
+    # one buffer of working-set columns, grown by the first path, reused by the others
+    grown = [d["columns"] for d in paths.details("path_columns")]
+    assert grown == sorted(grown) and len(grown) < own.count("path_columns")
+    assert own.count("path_columns") >= len(ratios)
     assert sum(d["fortran"] for d in paths.details("columns_coordinate_descent")) > 1
     for a, b in zip(alone, shared, strict=True):
         for key in ("coefs", "train_mse", "n_iter", "gaps"):

@@ -22,7 +22,11 @@ class _WorkingColumns:
     """Designs of working sets of columns (same centring, weights, ``n_eff``).
 
     Dense: the columns of ``X~`` copied into one reused buffer (a fresh
-    array per working set would pay its page faults every time), C-ordered
+    array per working set would pay its page faults every time), kept in
+    the design's cache: the other mixings' paths of a search, which run one
+    after another, reuse it (each path's working sets grow from a few
+    columns: a buffer per path grew by reallocations, each paying its page
+    faults again), C-ordered
     or, with ``fortran`` (scikit-learn's coordinate descent), Fortran-ordered
     from the rows of :meth:`_transposed`, in a ``Design`` without intercept
     and weights. Sparse: the column slice of ``X`` with the same weights
@@ -31,7 +35,6 @@ class _WorkingColumns:
 
     def __init__(self, design, X, sample_weight):
         self.design, self.X, self.sample_weight = design, X, sample_weight
-        self.buffer = None
         self.XT = None  # X~^T, C-ordered (_transposed)
 
     def _transposed(self):
@@ -82,13 +85,16 @@ class _WorkingColumns:
                 sub = Design(d.X if XT is None else XT.T, None, False, policies=d.policies)
                 sub.n_eff = d.n_eff
                 return sub
-        if self.buffer is None or self.buffer.size < n * m:
-            self.buffer = None
+        buffer = d.cache.get("path_columns")
+        if buffer is None or buffer.size < n * m:
+            d.cache.pop("path_columns", None)
+            buffer = None
             cap = min(d.n_features, m + m // 2 + 64)
             check_memory(n * cap * d.dtype.itemsize, f"the working-set columns ({n} x {cap})")
-            self.buffer = np.empty(n * cap, dtype=d.dtype)
+            buffer = d.cache["path_columns"] = np.empty(n * cap, dtype=d.dtype)
+            taken("path_columns", columns=cap)
         if fortran:
-            rows = self.buffer[: n * m].reshape(m, n)
+            rows = buffer[: n * m].reshape(m, n)
             XT = self._transposed()
             if XT is not None:  # the rows idx of X~^T: one contiguous copy each
                 np.take(XT, idx, axis=0, out=rows, mode="clip")
@@ -99,7 +105,7 @@ class _WorkingColumns:
             cols = rows.T
         else:
             # C-ordered: np.take writes into it without a temporary
-            cols = self.buffer[: n * m].reshape(n, m)
+            cols = buffer[: n * m].reshape(n, m)
             np.take(d.X, idx, axis=1, out=cols, mode="clip")
         sub = Design(cols, None, False, policies=d.policies)
         sub.n_eff = d.n_eff

@@ -126,8 +126,9 @@ def fit_mixing_search(search, X, y, fit_params):
     walk = _Walk(search, X, y, fit_params, ratios, alpha_grid)
     converged = {k: walk.best_converged(k) for k in range(len(ratios))}
     # the paths' shared Gram matrix of the supports' columns and spectrum
-    # (RidgeSupportDF) and transposed copy of X~ are not read by the trajectories
-    for name in ("support_gram", "support_spectrum", "path_transposed"):
+    # (RidgeSupportDF), transposed copy of X~ and working-set columns are not
+    # read by the trajectories
+    for name in ("support_gram", "support_spectrum", "path_transposed", "path_columns"):
         release_shared(name)
     start = min(converged, key=lambda k: (converged[k], k))
     nb = search.path_neighbors

@@ -24,7 +24,7 @@ from sklearn.utils import Bunch
 from .._trace import taken
 from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
-from ..linalg._design import make_design
+from ..linalg._design import make_design, release_shared
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
 from ..utils._validation import check_sample_weight, user_stacklevel
@@ -524,6 +524,7 @@ def fit_path_search(search, X, y, fit_params):
         search.path_params, search._splits, search._alpha_path,
         statistics if getattr(search, "_auto_risk", False) else None)
     search.criterion_ = crit = scores.criterion
+    release_shared("path_columns")  # (the paths' working sets: the trajectories copy their own)
 
     checks = SharedChecks()  # the candidates of every round validate the same X once
     # K-fold CV of every alpha at once, one pass a step for all, where the
