@@ -263,7 +263,8 @@ def test_every_feature_array_follows_the_permutation(speed_policy):
     assert_allclose(screen.XT, d.base.X.T[order], rtol=0, atol=0)
     assert_allclose(screen.delta, d.delta[order], rtol=0, atol=0)
     assert_allclose(screen.offset, d.base.x_offset[order], rtol=0, atol=0)
-    assert_allclose(screen.inv_norms, 1.0 / _training_column_norms(d)[order], rtol=1e-12)
+    # (held a row per column, as the slacks)
+    assert_allclose(screen.inv_norms, 1.0 / _training_column_norms(d)[order].T, rtol=1e-12)
 
 
 def test_verbose_reports_the_working_set(speed_policy, capsys):

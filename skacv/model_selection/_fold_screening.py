@@ -157,8 +157,8 @@ class ScreenedFolds:
         self.limit_dt = self.limit.astype(d.dtype)  # (a row, in the gradients' precision)
         # non-negative coefficients: a zero stays while z_j <= band (one-sided)
         self.signed = all(it.penalty.positive for it in iterations)
-        with np.errstate(divide="ignore"):
-            self.inv_norms = (1.0 / _column_norms_of(d)).astype(d.dtype)
+        with np.errstate(divide="ignore"):  # (a row per column, as the slack's)
+            self.inv_norms = np.ascontiguousarray((1.0 / _column_norms_of(d)).T, dtype=d.dtype)
         n = d.n_samples
         # the rounding of a product of n terms (and of the residual it reads), relative
         self.margin = 4.0 * (n + 2) * float(np.finfo(d.dtype).eps)
@@ -217,7 +217,7 @@ class ScreenedFolds:
         if w < Z.shape[0]:
             Z[w:] = self.designs.feature_gradients(residuals, self.XT[w:].T, self.delta[w:])
         S = self._slack(Z)
-        slack = S.min(axis=1)
+        slack = S.min(axis=0)
         moving = np.zeros(Z.shape[0], dtype=bool)
         moving[:w] = (np.any(s.x != 0, axis=1) | np.any(s.x_prev != 0, axis=1)
                       | np.any(s.v != 0, axis=1))
@@ -229,8 +229,8 @@ class ScreenedFolds:
         perm = np.concatenate([first, rest])
         self.order = self.order[perm]
         self.keys = slack[perm]  # (read past the prefix: increasing)
-        self.ST = np.ascontiguousarray(S[perm].T)  # each column's slack, a row per column
-        self.inv_norms = self.inv_norms[perm]
+        self.ST = np.take(S, perm, axis=1)  # each column's slack, a row per column
+        self.inv_norms = np.take(self.inv_norms, perm, axis=1)
         self.XT = np.ascontiguousarray(self.XT[perm])  # (X~'s columns a row each)
         self.delta, self.offset = self.delta[perm], self.offset[perm]
         self.width = first.size
@@ -250,13 +250,17 @@ class ScreenedFolds:
 
     def _slack(self, Z):
         """Every feature's slack in every column, ``(limit_c - |Z_jc|) /
-        N_jc`` (``Z_jc`` itself for non-negative coefficients; shape
-        (n_features, n_columns)): how far column ``c``'s
-        training residual may move before feature ``j``'s gradient can leave
-        the band (``inf`` for a column constant on a fold's training rows)."""
+        N_jc`` (``Z_jc`` itself for non-negative coefficients), a row per
+        column (shape (n_columns, n_features): the minimum over the columns
+        and the permutation's gathers then run along rows): how far column
+        ``c``'s training residual may move before feature ``j``'s gradient
+        can leave the band (``inf`` for a column constant on a fold's
+        training rows)."""
         dt = self.designs.dtype
-        room = np.asarray(Z, dtype=dt).copy() if self.signed else np.abs(np.asarray(Z, dtype=dt))
-        np.subtract(self.limit.astype(dt)[None, :], room, out=room)
+        room = np.array(np.asarray(Z, dtype=dt).T, order="C")
+        if not self.signed:
+            np.abs(room, out=room)
+        np.subtract(self.limit_dt[:, None], room, out=room)
         room *= self.inv_norms
         room[np.isnan(room)] = np.inf  # (0 * inf: a constant column, a zero gradient)
         return room
@@ -269,10 +273,11 @@ class ScreenedFolds:
         past the prefix stay increasing)."""
         s, K, w = self.state, self.response.shape[0], self.width
         block, local = entering_first(w, entering)
-        for name in ("order", "keys", "delta", "offset", "inv_norms"):
+        for name in ("order", "keys", "delta", "offset"):
             a = getattr(self, name)
             a[block] = a[local]
-        self.ST[:, block] = self.ST[:, local]
+        for a in (self.ST, self.inv_norms):  # (a row per column)
+            a[:, block] = a[:, local]
         self.XT[block] = self.XT[local]
         stop = w + entering.size
 
