@@ -313,8 +313,9 @@ class FoldDesigns:
         features whose ``X~`` columns are ``X`` (shape (n_samples, m)) and
         offsets ``delta`` (shape (m, n_folds)), from the pass's masked
         training ``residuals`` (:attr:`residuals`, shape (n_folds,
-        n_samples), ``"folds"`` layout): shape (m, n_folds)."""
-        return self._less_offsets((residuals @ X).T, residuals, delta)
+        n_samples), ``"folds"`` layout): shape (m, n_folds), C-ordered as
+        ``delta`` (the offsets' correction then runs along its rows)."""
+        return self._less_offsets(np.matmul(X.T, residuals.T), residuals, delta)
 
     def _less_offsets(self, Z, R, delta):
         """``Z`` (products ``X~^T R^T`` of columns of ``X~`` with offsets
