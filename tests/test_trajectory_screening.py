@@ -212,3 +212,101 @@ def test_certificate_catches_a_residual_moving_along_a_column(speed_policy, posi
     assert not screen._certify(r0 + 1.01 * slack * sign * u, x, x)
     action, entering = screen.pending
     assert action == "grow" and screen.order[entering[0]] == j
+
+
+@pytest.mark.parametrize("name", ["fista", "positive", "enet"])
+def test_screened_gap_checks_end_where_the_full_loop_ends(speed_policy, name):
+    """A path with ``end_tol`` (a search's staged paths) checks the duality
+    gap every ``end_check`` steps; on the working set the check reads
+    ``X~^T r`` from the prefix's columns where the certificate keeps every
+    other feature inside the band: the path ends at the same check as the
+    loop over every feature, with the same iterates, and those checks take
+    no product over every feature."""
+    from skacv.estimators._setup import FitPlan
+
+    X, y = _wide()
+    est = clone(ESTIMATORS[name]).set_params(max_iter=3000)
+
+    def fit(on):
+        _screening(speed_policy, on=on)
+        e = clone(est)
+        with record() as paths, e.planned(FitPlan(end_tol=1e-5)):
+            e.fit(X, y)
+        return e, paths
+
+    whole, whole_paths = fit(False)
+    screened, paths = fit(True)
+    assert whole.n_iter_ < 3000  # ended by a gap check
+    assert screened.n_iter_ == whole.n_iter_
+    scale = np.max(np.abs(whole.coef_path_))
+    assert_allclose(screened.coef_path_, whole.coef_path_, rtol=0, atol=1e-10 * scale)
+    read = paths.count("trajectory_screening_gap")
+    assert read >= 1
+    # each check read from the prefix saves one product over every feature
+    # (the refreshes' products come on top of the loop's own)
+    refreshes = paths.count("trajectory_screening_refresh")
+    assert (paths.count("rmatvec") - refreshes
+            <= whole_paths.count("rmatvec") - read)
+
+
+def test_gap_gradient_reads_the_features_within_reach(speed_policy):
+    """``gap_gradient``: ``X~^T r`` of the prefix and of the features past
+    it whose slack the residual may reach, zeros for the others (their
+    gradients inside the band: the gap's scale is the exact gradient's,
+    so the gap is); a column the residual moved along past its slack is
+    computed, and the gap is still the exact one; ``None`` where those
+    columns exceed the policy's share."""
+    from skacv.iterations._iterations import FISTA
+    from skacv.iterations._path import init_state
+    from skacv.iterations._penalties import L1, duality_gap
+    from skacv.iterations._screening import TrajectoryScreen
+    from skacv.linalg._design import make_design
+
+    _screening(speed_policy)
+    X, y = _wide(n=40)
+    design = make_design(X, None, True)
+    _, r0 = design.center_y(y)
+    z = design.rmatvec(r0)
+    alpha = 1.05 * np.max(np.abs(z)) / design.n_eff
+    screen = TrajectoryScreen(design, FISTA(1.0, penalty=L1(alpha)))
+    screen.policy = design.policy
+    state = init_state(design)
+    screen._refresh(design, state, r0)
+    j = screen.order[0]
+    screen._columns(design, 2)
+    screen._grow(np.array([0]))  # the closest column in the prefix
+    k = screen.order[1]  # now the closest past it
+    u = design.X[:, k] / np.linalg.norm(design.X[:, k])
+    slack = screen.keys[1]
+    sign = np.sign(z[k])
+    near = r0 + 0.99 * slack * sign * u
+    corr = screen.gap_gradient(design, near)
+    exact = design.rmatvec(near)
+    assert corr is not None
+    assert_allclose(corr[j], exact[j], rtol=1e-12)
+    assert np.count_nonzero(corr) == 1
+    b = np.zeros(design.n_features)
+    b[j] = 0.1
+    yy = float(r0 @ r0)
+    n_eff = design.n_eff
+    gap_prefix = duality_gap(float(near @ near), float(near @ r0), corr / n_eff, 0.1, alpha,
+                             n_eff)
+    gap_exact = duality_gap(float(near @ near), float(near @ r0), exact / n_eff, 0.1, alpha,
+                            n_eff)
+    assert_allclose(gap_prefix, gap_exact, rtol=1e-12)
+    assert yy > 0
+    # past its slack: that column's gradient may have left the band, so it is
+    # computed (it sets the gap's scale there), the others still are not
+    far = r0 + 1.5 * slack * sign * u
+    corr = screen.gap_gradient(design, far)
+    exact = design.rmatvec(far)
+    assert corr is not None and corr[k] != 0
+    assert_allclose(corr[[j, k]], exact[[j, k]], rtol=1e-12)
+    assert np.max(np.abs(exact)) > alpha * n_eff  # (k outside the band: it sets the scale)
+    assert np.count_nonzero(corr) < design.n_features
+    gaps = [duality_gap(float(far @ far), float(far @ r0), c / n_eff, 0.1, alpha, n_eff)
+            for c in (corr, exact)]
+    assert_allclose(gaps[0], gaps[1], rtol=1e-12)
+    # (the design's policy: one column the most worth reading)
+    speed_policy(screening_max_share=1.0 / design.n_features)
+    assert screen.gap_gradient(make_design(X, None, True), far) is None

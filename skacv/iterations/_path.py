@@ -565,7 +565,10 @@ def gap_monitor(design, datafit, penalty, target, loop_target, covariance, tol):
     for another problem or ``tol=None``. ``covariance``: the loop runs in the
     covariance form (``state.Xx = X~^T X~ x``, ``loop_target = X~^T y~``),
     else ``state.Xx = X~ x`` and one product with ``X~^T`` a check (none
-    where the loop's last pass summed it: ``state.z_gap``)."""
+    where the loop's last pass summed it: ``state.z_gap``; the prefix's
+    columns only where the loop runs on a working set whose certificate
+    keeps every other feature inside the band there,
+    :meth:`~skacv.iterations._screening.TrajectoryScreen.gap_gradient`)."""
     if (tol is None or type(datafit) is not LeastSquares or penalty.is_smooth
             or penalty.n_unpenalized):
         return None
@@ -584,6 +587,8 @@ def gap_monitor(design, datafit, penalty, target, loop_target, covariance, tol):
             r = y - np.asarray(state.Xx, dtype=np.float64)
             rr, ry = float(r @ r), float(r @ y)
             corr = state.z_gap
+            if corr is None and state.screen is not None:
+                corr = state.screen.gap_gradient(design, r)
             if corr is None:
                 corr = design.rmatvec(r.astype(design.dtype))
             corr = np.asarray(corr, dtype=np.float64)

@@ -246,6 +246,32 @@ class TrajectoryScreen:
             self.due = "pause"
         return True
 
+    def gap_gradient(self, design, residual):
+        """``X~^T r`` for the duality gap at the fit loop's iterate (its
+        ``residual``, float64) from the columns of the prefix and of the
+        features past it within reach of the band (as the certificate
+        computes them), zeros for the others: those stay inside the band
+        there (by more than the products' rounding), so the gap's dual
+        scaling is the exact gradient's (its largest ``|x~_j^T r|`` is among
+        the computed ones, or within ``l1``, where the scale is 1), and so is
+        the gap. ``None`` without a working set or where those columns
+        exceed the speed policy's ``screening_max_share`` of the features:
+        the caller takes the product over every feature."""
+        if self.order is None:
+            return None
+        r = np.asarray(residual, dtype=np.float64)
+        d = r - self.reference
+        reach = float(np.sqrt(d @ d)) + self.margin * float(np.sqrt(r @ r))
+        w, p = self.width, self.order.size
+        upto = w + int(np.searchsorted(self.keys[w:], reach, side="right"))
+        if upto > design.policy.screening_max_share * p:
+            return None
+        taken("trajectory_screening_gap", columns=upto)
+        corr = np.zeros(p)
+        rows = self._columns(design, upto)[:upto]
+        corr[self.order[:upto]] = rows @ r.astype(design.dtype)
+        return corr
+
     # -- the loop -----------------------------------------------------------
 
     def run(self, design, y_tilde, iteration, n_steps, state, out, run, datafit, **kwargs):
