@@ -240,6 +240,26 @@ def test_mixing_search_releases_the_support_gram_before_the_trajectories():
         assert caches and not any("path_columns" in cache for cache in caches)
 
 
+def test_kfold_paths_drop_their_folds_column_buffers():
+    """K-fold CV of the converged fits solves a path on each fold's rows, a
+    new array whose shared design no later path reads: its working-set
+    buffer is dropped after its path, not kept to the search's end (one per
+    fold and mixing at once otherwise)."""
+    from sklearn.model_selection import KFold
+
+    from skacv.linalg._design import _SHARED, shared_designs
+    from skacv.model_selection._path_search import kfold_alpha_path
+
+    X, y = _data(60, 200, seed=3)
+    splits = list(KFold(3, shuffle=True, random_state=0).split(X))
+    est = TrajectoryElasticNet(l1_ratio=0.5, max_iter=30)
+    with record() as paths, shared_designs():
+        kfold_alpha_path(est, X, y, None, splits, np.geomspace(1.0, 0.01, 8), {})
+        caches = [entry[1].cache for key, entry in _SHARED.get().items() if key != "thread"]
+    assert paths.count("path_columns") >= len(splits)  # each fold's path had one
+    assert len(caches) >= len(splits) and not any("path_columns" in c for c in caches)
+
+
 @pytest.mark.filterwarnings("ignore:The Lasso path .coordinate descent or FISTA")
 def test_mixings_paths_share_the_transposed_copy():
     """The paths of several mixings on one shared design copy ``X~^T`` (the

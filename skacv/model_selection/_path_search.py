@@ -321,6 +321,9 @@ def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options,
         fold = alpha_path(clone(estimator), Xr[train], y[train], alphas=alphas,
                           sample_weight=None if sw is None else sw[train],
                           n_alphas_no_change=None, **kw)
+        # (a fold's rows are a new array, its shared design a new one that no
+        # later path reads: its working-set buffer goes now, not at the search's end)
+        release_shared("path_columns")
         pred = np.asarray(Xr[test] @ fold.coefs, dtype=np.float64) + fold.intercepts
         w = np.ones(len(test)) if sw is None else sw[test]
         total += w @ (y[test, None] - pred) ** 2
