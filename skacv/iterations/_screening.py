@@ -219,12 +219,8 @@ class TrajectoryScreen:
             self.pending, self.due = (self.due, None), None
             return False
         policy = self.policy
-        r = np.asarray(residual, dtype=np.float64)
-        d = r - self.reference
-        r_norm = float(np.sqrt(r @ r))
-        reach = float(np.sqrt(d @ d)) + self.margin * r_norm
         w = self.width
-        m = int(np.searchsorted(self.keys[w:], reach, side="right"))
+        m, r_norm = self._within_reach(residual)
         if m:
             rows = self._columns(self.design, w + m)[w:w + m]
             g = np.asarray(rows @ np.asarray(residual), dtype=np.float64)
@@ -259,18 +255,26 @@ class TrajectoryScreen:
         the caller takes the product over every feature."""
         if self.order is None:
             return None
-        r = np.asarray(residual, dtype=np.float64)
-        d = r - self.reference
-        reach = float(np.sqrt(d @ d)) + self.margin * float(np.sqrt(r @ r))
-        w, p = self.width, self.order.size
-        upto = w + int(np.searchsorted(self.keys[w:], reach, side="right"))
+        p = self.order.size
+        upto = self.width + self._within_reach(residual)[0]
         if upto > design.policy.screening_max_share * p:
             return None
         taken("trajectory_screening_gap", columns=upto)
         corr = np.zeros(p)
         rows = self._columns(design, upto)[:upto]
-        corr[self.order[:upto]] = rows @ r.astype(design.dtype)
+        corr[self.order[:upto]] = rows @ np.asarray(residual, dtype=design.dtype)
         return corr
+
+    def _within_reach(self, residual):
+        """``(m, ||r||)``: the features past the prefix (its first ``m``
+        positions, by increasing slack) whose bound may reach the band at
+        ``residual``: those whose slack is at most ``||r - r_ref||`` plus the
+        products' rounding of ``r``."""
+        r = np.asarray(residual, dtype=np.float64)
+        d = r - self.reference
+        r_norm = float(np.sqrt(r @ r))
+        reach = float(np.sqrt(d @ d)) + self.margin * r_norm
+        return int(np.searchsorted(self.keys[self.width:], reach, side="right")), r_norm
 
     # -- the loop -----------------------------------------------------------
 
