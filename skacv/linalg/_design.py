@@ -81,6 +81,18 @@ def release_shared(name):
             entry[1].cache.pop(name, None)
 
 
+def forget_shared(X):
+    """Drop every design shared in the current :func:`shared_designs` block
+    on the array ``X`` (the same object), its caches with it: data a search
+    made for one stage (a fold's rows) that no later fit reads. Nothing
+    outside a block."""
+    shared = _SHARED.get()
+    if shared is None or shared["thread"] != threading.get_ident():
+        return
+    for key in [k for k, entry in shared.items() if k != "thread" and entry[0] is X]:
+        del shared[key]
+
+
 def make_design(X, sample_weight=None, fit_intercept=True):
     """``Design(X, sample_weight, fit_intercept)``, or inside
     :func:`shared_designs` the one already made for the same ``X`` (the

@@ -531,6 +531,9 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
             ConvergenceWarning,
             stacklevel=user_stacklevel(),
         )
+    # (the finish refers back to the space: a cycle that would hold the
+    # design, its centred copy and caches, to the next garbage collection)
+    space.finish = None
     m = n_solved
     out = Bunch(alphas=alphas[:m], coefs=coefs[:, :m], df=df[:m], train_mse=train_mse[:m],
                 n_iter=n_iters[:m], gaps=gaps[:m])

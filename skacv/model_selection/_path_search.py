@@ -24,7 +24,7 @@ from sklearn.utils import Bunch
 from .._trace import taken
 from ..estimators._setup import SharedChecks
 from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
-from ..linalg._design import make_design, release_shared
+from ..linalg._design import forget_shared, make_design, release_shared
 from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
 from ..utils._validation import check_sample_weight, user_stacklevel
@@ -318,12 +318,15 @@ def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options,
     sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total, weight = np.zeros(len(alphas)), 0.0
     for train, test in splits:
-        fold = alpha_path(clone(estimator), Xr[train], y[train], alphas=alphas,
+        rows = Xr[train]
+        fold = alpha_path(clone(estimator), rows, y[train], alphas=alphas,
                           sample_weight=None if sw is None else sw[train],
                           n_alphas_no_change=None, **kw)
-        # (a fold's rows are a new array, its shared design a new one that no
-        # later path reads: its working-set buffer goes now, not at the search's end)
-        release_shared("path_columns")
+        # a fold's rows are a new array, its shared design a new one that no
+        # later path reads: it goes now with its caches (centred copy, Gram
+        # matrix, working-set buffer), not at the search's end (K at once)
+        forget_shared(rows)
+        del rows
         pred = np.asarray(Xr[test] @ fold.coefs, dtype=np.float64) + fold.intercepts
         w = np.ones(len(test)) if sw is None else sw[test]
         total += w @ (y[test, None] - pred) ** 2
