@@ -138,6 +138,39 @@ def test_screened_warm_start_and_pickle_continue_bit_for_bit(speed_policy):
     assert_array_equal(warm.intercept_path_, cold.intercept_path_)
 
 
+def test_fitted_estimator_keeps_no_copy_of_the_columns(speed_policy):
+    """A fit that will not continue (``warm_start=False``, or a search's
+    candidate once its path has stopped growing) drops the working set's
+    column buffer and the centred design it was taken from (up to twice
+    ``X``'s size: 1.88 times at 1000 x 8000), as a pickle does; a warm
+    start keeps them. Continued after ``set_params(warm_start=True)``, the
+    fit takes them again: the fit of 300 steps, bit for bit."""
+    from skacv import TrajectoryEarlyStoppingCV
+
+    X, y = _wide()
+    _screening(speed_policy, after=20, refresh=0.3)
+    cold = TrajectoryLasso(alpha=0.03, max_iter=300, random_state=0).fit(X, y)
+    with record() as paths:
+        est = TrajectoryLasso(alpha=0.03, max_iter=150, random_state=0).fit(X, y)
+    assert "trajectory_screening" in paths
+    screen = est._solver_state.screen
+    assert screen.cols is None and screen.design is None
+    warm = TrajectoryLasso(alpha=0.03, max_iter=150, warm_start=True).fit(X, y)
+    assert warm._solver_state.screen.cols is not None
+    assert warm._solver_state.screen.design is not None
+    est.set_params(warm_start=True, max_iter=300).fit(X, y)
+    assert_array_equal(est.coef_path_, cold.coef_path_)
+    assert_allclose(est.risk_path_, cold.risk_path_, rtol=1e-12)
+    # the candidates grow by warm starts; released once their paths stop
+    with record() as paths:
+        search = TrajectoryEarlyStoppingCV(TrajectoryLasso(max_iter=150), criterion="risk",
+                                           param_grid={"alpha": [0.1, 0.03]}, search="grid",
+                                           random_state=0).fit(X, y)
+    assert paths.count("fit") > 2  # (stages)
+    screen = search.estimator_._solver_state.screen
+    assert screen is not None and screen.cols is None and screen.design is None
+
+
 def test_screened_estimates_equal_full_loop(speed_policy):
     """The risk estimate and the leave-one-out path read what the loop
     records (the fitted values, the gradient points of the clipped

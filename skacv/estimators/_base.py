@@ -386,6 +386,8 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         self._warm_design = design if self.warm_start else None
         if not self.warm_start:
             self._point_path = None
+            if state.screen is not None:  # (its columns and the centred design)
+                state.screen.release()
 
     def _store_path(self, path, design, offset):
         """``coef_path_``, ``intercept_path_``, ``coef_``, ``intercept_``."""

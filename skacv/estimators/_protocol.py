@@ -280,6 +280,9 @@ class FitShellSearch(SearchProtocol):
         self._loo_state = None
         self._warm_design = None
         self._point_path = None
+        screen = getattr(self.__dict__.get("_solver_state"), "screen", None)
+        if screen is not None:  # the working set's columns and the design
+            screen.release()
 
     def path_problem(self, design, validate=True):
         if validate:

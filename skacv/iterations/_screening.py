@@ -131,10 +131,20 @@ class TrajectoryScreen:
         self.pending = self.due = None
 
     def __getstate__(self):
-        # the working set's columns are taken again from the design (a warm start's)
         state = self.__dict__.copy()
-        state["cols"] = state["design"] = None
+        state.update(self._released)
         return state
+
+    #: what a continued fit takes again from its design (a warm start's):
+    #: the working set's columns and the design itself
+    _released = {"cols": None, "design": None}
+
+    def release(self):
+        """Drop the working set's column buffer and the design (a pickle
+        leaves them out too): a fitted estimator that will not continue
+        would keep up to a centred copy of ``X`` and a buffer of its
+        columns. A continued fit takes them again, the same steps."""
+        self.__dict__.update(self._released)
 
     # -- the prefix ---------------------------------------------------------
 
