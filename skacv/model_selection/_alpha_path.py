@@ -199,6 +199,24 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     ((200, 10), (10,))
     >>> best_alpha = path.alphas[path.risk.argmin()]
     """
+    return alpha_path_fits(estimator, X, y, alphas=alphas, n_alphas=n_alphas, eps=eps, tol=tol,
+                           max_iter=max_iter, sample_weight=sample_weight,
+                           n_alphas_no_change=n_alphas_no_change, criterion=criterion,
+                           verbose=verbose)
+
+
+def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=1e-4,
+                    max_iter=1000, sample_weight=None, n_alphas_no_change=None,
+                    criterion="risk", verbose=0, held_out=None):
+    """:func:`risk_alpha_path` (its parameters unvalidated); ``held_out``:
+    ``(X_test, y_test, test_weight)``, the rows a fold's solutions are
+    scored on (K-fold CV). Each Lasso or elastic-net ``alpha`` is then
+    solved to the duality gap ``tol`` times the smaller of ``||y~||^2 /
+    n_eff`` and the held-out weighted mean squared error at its warm start
+    (``LassoCV``'s criterion, relative to what the fold measures), instead
+    of the risk estimate's precision (relative to the training residuals,
+    which vanish at interpolation while the held-out errors do not, and
+    the violators' cut for the df, which held-out errors do not read)."""
     X, y = check_X_y(X, y, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
                      y_numeric=True)
     y = np.asarray(y, dtype=X.dtype)
@@ -228,10 +246,11 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         def loo_of(coef, alpha):
             return converged_loo(estimator, design, X, target, coef, alpha)
 
+    precision_of = None if held_out is None else _held_out_error(design, y_offset, *held_out)
     if lasso:
         res = lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps,
                          estimator.step_size, tol, max_iter, n_alphas_no_change, df_offset,
-                         verbose, loo_of, l1_ratio=l1_ratio)
+                         verbose, loo_of, l1_ratio=l1_ratio, precision_of=precision_of)
     else:
         res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale, loo_of is not None)
         res.df = res.df + df_offset
@@ -248,6 +267,22 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             print(f"[risk_alpha_path] alpha {res.alphas[i]:.4g}  df {res.df[i]:.1f}  "
                   f"risk {res.risk[i]:.5g}  steps {res.n_iter[i]}  gap {res.gaps[i]:.2e}")
     return res
+
+
+def _held_out_error(design, y_offset, X_test, y_test, test_weight):
+    """``error(coef)``: the weighted mean squared error on the held-out rows
+    of the fit ``coef`` (its intercept ``y_offset - x_offset @ coef``)."""
+    y_test = np.asarray(y_test, dtype=np.float64) - float(y_offset)
+    w = np.asarray(test_weight, dtype=np.float64)
+    total = float(w.sum())
+    offset = np.asarray(design.x_offset, dtype=np.float64)
+
+    def error(coef):
+        coef = np.asarray(coef, dtype=np.float64)
+        r = y_test - (np.asarray(X_test @ coef, dtype=np.float64).ravel() - offset @ coef)
+        return float(w @ (r * r)) / total if total > 0 else 0.0
+
+    return error
 
 
 def path_option(path_params, name):

@@ -435,20 +435,26 @@ class _NoChange:
 
 
 def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_size, tol,
-               max_iter, n_alphas_no_change, df_offset, verbose, loo_of=None, l1_ratio=1.0):
+               max_iter, n_alphas_no_change, df_offset, verbose, loo_of=None, l1_ratio=1.0,
+               precision_of=None):
     """The Lasso's converged fits along ``alphas``: a Bunch of ``alphas``,
     ``coefs`` (n_features, n_alphas), ``df``, ``train_mse``, ``n_iter``,
     ``gaps`` and, with ``loo_of(coef, alpha)``, ``loo``, over the solved
     alphas. The parameters are :func:`skacv.risk_alpha_path`'s
     (``df_offset``: one with an intercept; ``l1_ratio < 1``: the elastic
-    net, ``alphas`` in scikit-learn's ``ElasticNet`` units)."""
+    net, ``alphas`` in scikit-learn's ``ElasticNet`` units;
+    ``precision_of(coef)``: the mean squared error each solution is
+    solved relative to, ``tol`` times its value at the warm start, instead
+    of ``path_objective_tol * tol`` times the training residuals' and the
+    violators' cut (held-out rows:
+    :func:`~skacv.model_selection._alpha_path.alpha_path_fits`))."""
     if l1_ratio == 1.0 and design.statistics.path_drop_duplicates:
         labels = duplicate_labels(design)
         keep = np.flatnonzero(labels == np.arange(labels.size))
         if keep.size < labels.size:
             return _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, n_alphas,
                                        eps, step_size, tol, max_iter, n_alphas_no_change,
-                                       df_offset, verbose, loo_of)
+                                       df_offset, verbose, loo_of, precision_of=precision_of)
     n_eff = design.n_eff
     p = design.n_features
     # ||r||^2, r^T y~ and X~^T r / n_eff at coef = 0
@@ -488,11 +494,14 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         l1_norm = float(np.abs(coef).sum(dtype=np.float64))
         gap = duality_gap(*_with_ridge(stats, coef, space.l2, n_eff), l1_norm, alpha, n_eff)
         # also relative to the data-fit term, which tol * ||y~||^2 / n_eff can
-        # exceed (the risk estimates read ||r||^2: ||X~ (b - b*)||^2 <= 2 n_eff gap)
-        gap_scale = rr / n_eff
-        goal = min(target, max(statistics.path_objective_tol * tol * gap_scale,
-                               policy.covariance_path_min_tol * yy / n_eff))
-        if np.any((coef == 0) & (np.abs(stats[2]) > alpha)):
+        # exceed (the risk estimates read ||r||^2: ||X~ (b - b*)||^2 <= 2 n_eff gap),
+        # or to the held-out error where that is what is read
+        if precision_of is None:
+            relative = statistics.path_objective_tol * tol * rr / n_eff
+        else:
+            relative = tol * precision_of(coef)
+        goal = min(target, max(relative, policy.covariance_path_min_tol * yy / n_eff))
+        if precision_of is None and np.any((coef == 0) & (np.abs(stats[2]) > alpha)):
             # violators outside the warm start's support: it is wrong, whatever its gap
             goal = min(goal, statistics.kkt_gap_cut * gap)
         if lars is not None:  # the homotopy path's solution, solved on if it misses
@@ -554,7 +563,8 @@ def _zero_rounding(coef, statistics):
         coef[np.abs(coef) <= cut] = 0
 
 
-def _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, *args):
+def _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, *args,
+                        precision_of=None):
     """:func:`lasso_path` on the columns ``keep`` of ``X~`` (the others equal
     to one of them or to its negative:
     :func:`~skacv.model_selection._converged_risk.duplicate_labels`),
@@ -576,7 +586,10 @@ def _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, *args):
     p = design.n_features
     sub_loo = (None if loo_of is None
                else (lambda coef, alpha: loo_of(_put_back(coef, keep, p), alpha)))
-    res = lasso_path(sub, y_tilde, X_sub, sample_weight, alphas, *head, sub_loo)
+    sub_precision = (None if precision_of is None
+                     else (lambda coef: precision_of(_put_back(coef, keep, p))))
+    res = lasso_path(sub, y_tilde, X_sub, sample_weight, alphas, *head, sub_loo,
+                     precision_of=sub_precision)
     res.coefs = _put_back(res.coefs, keep, p)
     return res
 

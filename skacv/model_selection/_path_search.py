@@ -29,6 +29,7 @@ from ..utils._compat import _num_samples
 from ..utils._parallel import effective_n_jobs
 from ..utils._validation import check_sample_weight, user_stacklevel
 from ._alpha_path import (
+    alpha_path_fits,
     path_option,
     ridge_loo_falls,
     ridge_path_of,
@@ -136,7 +137,7 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     path_risk[:m] = path.risk
     if criterion == "kfold":
         with _alpha_path_advice():
-            score = kfold_alpha_path(estimator, X, y, sw, splits, full, options, alpha_path)
+            score = kfold_alpha_path(estimator, X, y, sw, splits, full, options)
     else:
         score = np.full(n_grid, np.nan)
         score[:m] = path.loo if criterion == "loo" else path.risk
@@ -308,10 +309,11 @@ def _alpha_path_advice():
         warnings.warn_explicit(message, w.category, w.filename, w.lineno)
 
 
-def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options,
-                     alpha_path=risk_alpha_path):
+def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options):
     """K-fold CV of the converged fits of every alpha (``alphas`` decreasing):
-    the weighted mean squared error over all held-out samples."""
+    the weighted mean squared error over all held-out samples. Each fold's
+    path is solved to the precision its held-out errors need
+    (:func:`~skacv.model_selection._alpha_path.alpha_path_fits`)."""
     kw = {k: v for k, v in options.items() if k in ("tol", "max_iter", "eps")}
     Xr = X.tocsr() if sp.issparse(X) else np.asarray(X)
     y = np.asarray(y, dtype=np.float64)
@@ -319,16 +321,16 @@ def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options,
     total, weight = np.zeros(len(alphas)), 0.0
     for train, test in splits:
         rows = Xr[train]
-        fold = alpha_path(clone(estimator), rows, y[train], alphas=alphas,
-                          sample_weight=None if sw is None else sw[train],
-                          n_alphas_no_change=None, **kw)
+        w = np.ones(len(test)) if sw is None else sw[test]
+        fold = alpha_path_fits(clone(estimator), rows, y[train], alphas=alphas,
+                               sample_weight=None if sw is None else sw[train],
+                               held_out=(Xr[test], y[test], w), **kw)
         # a fold's rows are a new array, its shared design a new one that no
         # later path reads: it goes now with its caches (centred copy, Gram
         # matrix, working-set buffer), not at the search's end (K at once)
         forget_shared(rows)
         del rows
         pred = np.asarray(Xr[test] @ fold.coefs, dtype=np.float64) + fold.intercepts
-        w = np.ones(len(test)) if sw is None else sw[test]
         total += w @ (y[test, None] - pred) ** 2
         weight += float(w.sum())
     return total / weight
