@@ -1,10 +1,12 @@
 """K-fold CV where ``criterion="auto"`` falls back to it, against ``LassoCV``: time and memory.
 
 On an isotropic ``p >> n`` design with ``n`` in the hundreds to thousands
-(``y`` = the sum of the first 20 features plus noise of sd 3, the
-estimate's ``risk_reliable_`` flags the iterates after the choice, so the
-literal default ``TrajectoryEarlyStoppingCV(TrajectoryLasso())`` refits
-its search with K-fold CV) this times, in the same run and one BLAS
+(``y`` = the sum of the first 20 features plus noise of sd 3; at the
+default 1000 x 8000, seed 0, the estimate's ``risk_reliable_`` flags
+iterates just after its choice, so the literal default
+``TrajectoryEarlyStoppingCV(TrajectoryLasso())`` redoes its search with
+K-fold CV; at other seeds it may keep the estimate, as its ``criterion``
+column says) this times, in the same run and one BLAS
 thread, ``LassoCV(cv=5)``, the literal default and
 ``TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="kfold")``, and
 prints each one's CPU time and its ratio to ``LassoCV``'s, its test MSE on 5000 fresh
@@ -35,8 +37,8 @@ def data(n, p, n_test=5000, seed=0):
     """Isotropic Gaussian features, 20 unit coefficients, noise of sd 3."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
-    X_test = rng.standard_normal((n_test, p))
     y = X[:, :20].sum(1) + 3.0 * rng.standard_normal(n)
+    X_test = rng.standard_normal((n_test, p))
     y_test = X_test[:, :20].sum(1) + 3.0 * rng.standard_normal(n_test)
     return X, y, X_test, y_test
 

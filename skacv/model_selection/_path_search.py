@@ -320,17 +320,17 @@ def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options):
     sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total, weight = np.zeros(len(alphas)), 0.0
     for train, test in splits:
-        rows = Xr[train]
+        rows, held = Xr[train], Xr[test]
         w = np.ones(len(test)) if sw is None else sw[test]
         fold = alpha_path_fits(clone(estimator), rows, y[train], alphas=alphas,
                                sample_weight=None if sw is None else sw[train],
-                               held_out=(Xr[test], y[test], w), **kw)
+                               n_alphas_no_change=None, held_out=(held, y[test], w), **kw)
         # a fold's rows are a new array, its shared design a new one that no
         # later path reads: it goes now with its caches (centred copy, Gram
         # matrix, working-set buffer), not at the search's end (K at once)
         forget_shared(rows)
         del rows
-        pred = np.asarray(Xr[test] @ fold.coefs, dtype=np.float64) + fold.intercepts
+        pred = np.asarray(held @ fold.coefs, dtype=np.float64) + fold.intercepts
         total += w @ (y[test, None] - pred) ** 2
         weight += float(w.sum())
     return total / weight
