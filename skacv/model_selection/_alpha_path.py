@@ -269,18 +269,25 @@ def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     return res
 
 
+def held_out_sse(X_test, y_test, test_weight, coefs, intercepts):
+    """``(n_fits,)``: the weighted sum of squared errors on the held-out rows
+    of the fits ``coefs`` (shape (n_features, n_fits)) and ``intercepts``."""
+    pred = np.asarray(X_test @ coefs, dtype=np.float64) + intercepts
+    return np.asarray(test_weight, dtype=np.float64) @ (
+        np.asarray(y_test, dtype=np.float64)[:, None] - pred) ** 2
+
+
 def _held_out_error(design, y_offset, X_test, y_test, test_weight):
     """``error(coef)``: the weighted mean squared error on the held-out rows
     of the fit ``coef`` (its intercept ``y_offset - x_offset @ coef``)."""
-    y_test = np.asarray(y_test, dtype=np.float64) - float(y_offset)
-    w = np.asarray(test_weight, dtype=np.float64)
-    total = float(w.sum())
+    total = float(np.sum(test_weight))
     offset = np.asarray(design.x_offset, dtype=np.float64)
 
     def error(coef):
         coef = np.asarray(coef, dtype=np.float64)
-        r = y_test - (np.asarray(X_test @ coef, dtype=np.float64).ravel() - offset @ coef)
-        return float(w @ (r * r)) / total if total > 0 else 0.0
+        sse = held_out_sse(X_test, y_test, test_weight, coef[:, None],
+                           float(y_offset) - offset @ coef)
+        return float(sse[0]) / total if total > 0 else 0.0
 
     return error
 

@@ -30,6 +30,7 @@ from ..utils._parallel import effective_n_jobs
 from ..utils._validation import check_sample_weight, user_stacklevel
 from ._alpha_path import (
     alpha_path_fits,
+    held_out_sse,
     path_option,
     ridge_loo_falls,
     ridge_path_of,
@@ -330,8 +331,7 @@ def kfold_alpha_path(estimator, X, y, sample_weight, splits, alphas, options):
         # matrix, working-set buffer), not at the search's end (K at once)
         forget_shared(rows)
         del rows
-        pred = np.asarray(held @ fold.coefs, dtype=np.float64) + fold.intercepts
-        total += w @ (y[test, None] - pred) ** 2
+        total += held_out_sse(held, y[test], w, fold.coefs, fold.intercepts)
         weight += float(w.sum())
     return total / weight
 
