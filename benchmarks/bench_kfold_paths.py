@@ -17,8 +17,9 @@ rows, the criterion it used and, with ``--memory``, its peak memory
     python benchmarks/bench_kfold_paths.py --n 1000 --p 8000 --memory
 
 What it exercises: K-fold CV of the converged fits (each fold's Lasso
-path, solved to ``tol`` times its held-out error) and along the path, and
-each fold's data dropped after its path.
+path, solved to ``tol`` times its held-out error, then the full data's
+path to ``tol`` times each alpha's K-fold CV error) and along the path,
+and each fold's data dropped after its path.
 """
 
 import argparse

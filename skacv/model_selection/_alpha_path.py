@@ -26,7 +26,7 @@ from ..utils._compat import HasMethods, Interval, StrOptions, validate_params
 from ..utils._validation import check_sample_weight
 from ._converged_risk import converged_risk
 from ._lasso_loo import exact_lasso_loo
-from ._lasso_path import lasso_path
+from ._lasso_path import lasso_grid, lasso_path
 
 
 @validate_params(
@@ -207,7 +207,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
 
 def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=1e-4,
                     max_iter=1000, sample_weight=None, n_alphas_no_change=None,
-                    criterion="risk", verbose=0, held_out=None):
+                    criterion="risk", verbose=0, held_out=None, precisions=None):
     """:func:`risk_alpha_path` (its parameters unvalidated); ``held_out``:
     ``(X_test, y_test, test_weight)``, the rows a fold's solutions are
     scored on (K-fold CV). Each Lasso or elastic-net ``alpha`` is then
@@ -216,21 +216,14 @@ def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     (``LassoCV``'s criterion, relative to what the fold measures), instead
     of the risk estimate's precision (relative to the training residuals,
     which vanish at interpolation while the held-out errors do not, and
-    the violators' cut for the df, which held-out errors do not read)."""
-    X, y = check_X_y(X, y, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
-                     y_numeric=True)
-    y = np.asarray(y, dtype=X.dtype)
-    sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+    the violators' cut for the df, which held-out errors do not read).
+    ``precisions``: the mean squared errors the solutions are read
+    against, one an alpha of the decreasing grid (K-fold CV's errors, for
+    the full data's path of ``criterion="kfold"``), used as the held-out
+    error is."""
+    X, y, sample_weight = _path_data(X, y, sample_weight)
     if alphas is not None:
-        alphas = np.asarray(alphas, dtype=np.float64).ravel()
-        if alphas.size == 0 or not np.all(np.isfinite(alphas)) or np.any(alphas <= 0):
-            raise ValueError(
-                "alphas must be a non-empty array of positive finite penalties; got "
-                f"{alphas!r}." + (" alpha=0 (no penalty) has no converged fit to score: "
-                                  "TrajectoryEarlyStoppingCV(search='grid') fits its "
-                                  "trajectory." if np.any(alphas == 0) else "")
-            )
-        alphas = np.sort(alphas)[::-1]
+        alphas = _checked_alphas(alphas)
     n_out = n_alphas if alphas is None else alphas.shape[0]
     check_memory(X.shape[1] * n_out * X.dtype.itemsize,
                  f"the coefficients of the path ({X.shape[1]} x {n_out})", "Use fewer alphas. ")
@@ -247,6 +240,11 @@ def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             return converged_loo(estimator, design, X, target, coef, alpha)
 
     precision_of = None if held_out is None else _held_out_error(design, y_offset, *held_out)
+    if precisions is not None:
+        given = np.asarray(precisions, dtype=np.float64)
+
+        def precision_of(coef, i):
+            return float(given[i])
     if lasso:
         res = lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps,
                          estimator.step_size, tol, max_iter, n_alphas_no_change, df_offset,
@@ -269,6 +267,43 @@ def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     return res
 
 
+def _path_data(X, y, sample_weight):
+    """``(X, y, sample_weight)``: the path's data, checked."""
+    X, y = check_X_y(X, y, accept_sparse=("csr", "csc"), dtype=[np.float64, np.float32],
+                     y_numeric=True)
+    y = np.asarray(y, dtype=X.dtype)
+    sample_weight = check_sample_weight(sample_weight, X, X.dtype)
+    return X, y, sample_weight
+
+
+def _checked_alphas(alphas):
+    """The given penalties, decreasing, or a ``ValueError``."""
+    alphas = np.asarray(alphas, dtype=np.float64).ravel()
+    if alphas.size == 0 or not np.all(np.isfinite(alphas)) or np.any(alphas <= 0):
+        raise ValueError(
+            "alphas must be a non-empty array of positive finite penalties; got "
+            f"{alphas!r}." + (" alpha=0 (no penalty) has no converged fit to score: "
+                              "TrajectoryEarlyStoppingCV(search='grid') fits its "
+                              "trajectory." if np.any(alphas == 0) else "")
+        )
+    return np.sort(alphas)[::-1]
+
+
+def lasso_alpha_grid(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3,
+                     sample_weight=None):
+    """The decreasing grid :func:`alpha_path_fits` solves for a Lasso or
+    elastic-net ``estimator`` (``alphas`` sorted, or ``n_alphas`` from
+    the data's ``alpha_max`` down to ``eps alpha_max``), before any path
+    is solved: K-fold CV scores the grid first, then the full data's path
+    is solved to the precision its scores need."""
+    if alphas is not None:
+        return _checked_alphas(alphas)
+    X, y, sample_weight = _path_data(X, y, sample_weight)
+    design = make_design(X, sample_weight, estimator.fit_intercept)
+    _, y_tilde = design.center_y(y)
+    return lasso_grid(design, y_tilde, n_alphas, eps, _penalty_family(estimator, design)[2])
+
+
 def held_out_sse(X_test, y_test, test_weight, coefs, intercepts):
     """``(n_fits,)``: the weighted sum of squared errors on the held-out rows
     of the fits ``coefs`` (shape (n_features, n_fits)) and ``intercepts``."""
@@ -278,12 +313,13 @@ def held_out_sse(X_test, y_test, test_weight, coefs, intercepts):
 
 
 def _held_out_error(design, y_offset, X_test, y_test, test_weight):
-    """``error(coef)``: the weighted mean squared error on the held-out rows
-    of the fit ``coef`` (its intercept ``y_offset - x_offset @ coef``)."""
+    """``error(coef, i)``: the weighted mean squared error on the held-out
+    rows of the fit ``coef`` (its intercept ``y_offset - x_offset @ coef``;
+    ``i``, the grid's index, unread)."""
     total = float(np.sum(test_weight))
     offset = np.asarray(design.x_offset, dtype=np.float64)
 
-    def error(coef):
+    def error(coef, i=None):
         coef = np.asarray(coef, dtype=np.float64)
         sse = held_out_sse(X_test, y_test, test_weight, coef[:, None],
                            float(y_offset) - offset @ coef)

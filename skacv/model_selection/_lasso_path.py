@@ -407,6 +407,18 @@ def _largest(cols, corr, keep, size):
     return np.union1d(kept, top)
 
 
+def _alpha_max(c, n_eff, l1_ratio):
+    """The smallest penalty whose solution is zero, from ``c = X~^T y~``."""
+    return float(np.max(np.abs(c))) / n_eff / l1_ratio if c.size else 0.0
+
+
+def lasso_grid(design, y_tilde, n_alphas, eps, l1_ratio=1.0):
+    """:func:`lasso_path`'s automatic grid (``alphas=None``), the same
+    values, before the path is solved."""
+    c = np.asarray(design.rmatvec(y_tilde), dtype=np.float64)
+    return _lasso_grid(None, _alpha_max(c, design.n_eff, l1_ratio), n_alphas, eps)
+
+
 def _lasso_grid(alphas, alpha_max, n_alphas, eps):
     """The given penalties, or ``n_alphas`` from ``alpha_max`` down to ``eps
     alpha_max`` (geometric)."""
@@ -443,8 +455,9 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     alphas. The parameters are :func:`skacv.risk_alpha_path`'s
     (``df_offset``: one with an intercept; ``l1_ratio < 1``: the elastic
     net, ``alphas`` in scikit-learn's ``ElasticNet`` units;
-    ``precision_of(coef)``: the mean squared error each solution is
-    solved relative to, ``tol`` times its value at the warm start, instead
+    ``precision_of(coef, i)``: the mean squared error the solution of
+    ``alphas[i]`` is solved relative to, ``tol`` times its value at the
+    warm start ``coef``, instead
     of ``path_objective_tol * tol`` times the training residuals' and the
     violators' cut (held-out rows:
     :func:`~skacv.model_selection._alpha_path.alpha_path_fits`))."""
@@ -471,7 +484,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     space.coordinate_descent = (getattr(space, "gram_form", False)
                                 and policy.path_coordinate_descent)
     space.l2 = 0.0
-    alpha_max = float(np.max(np.abs(stats[2]))) / l1_ratio if p else 0.0
+    alpha_max = _alpha_max(c, n_eff, l1_ratio)
     alphas = _lasso_grid(alphas, alpha_max, n_alphas, eps)
     n_alphas = alphas.shape[0]
     target = tol * yy / n_eff
@@ -499,7 +512,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         if precision_of is None:
             relative = statistics.path_objective_tol * tol * rr / n_eff
         else:
-            relative = tol * precision_of(coef)
+            relative = tol * precision_of(coef, i)
         goal = min(target, max(relative, policy.covariance_path_min_tol * yy / n_eff))
         if precision_of is None and np.any((coef == 0) & (np.abs(stats[2]) > alpha)):
             # violators outside the warm start's support: it is wrong, whatever its gap
@@ -587,7 +600,7 @@ def _without_duplicates(keep, design, y_tilde, X, sample_weight, alphas, *args,
     sub_loo = (None if loo_of is None
                else (lambda coef, alpha: loo_of(_put_back(coef, keep, p), alpha)))
     sub_precision = (None if precision_of is None
-                     else (lambda coef: precision_of(_put_back(coef, keep, p))))
+                     else (lambda coef, i: precision_of(_put_back(coef, keep, p), i)))
     res = lasso_path(sub, y_tilde, X_sub, sample_weight, alphas, *head, sub_loo,
                      precision_of=sub_precision)
     res.coefs = _put_back(res.coefs, keep, p)

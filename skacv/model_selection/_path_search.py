@@ -31,6 +31,7 @@ from ..utils._validation import check_sample_weight, user_stacklevel
 from ._alpha_path import (
     alpha_path_fits,
     held_out_sse,
+    lasso_alpha_grid,
     path_option,
     ridge_loo_falls,
     ridge_path_of,
@@ -115,33 +116,37 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     tic = time.perf_counter()
     spread = (criterion == "risk" and auto_statistics is not None
               and ridge_path_of(estimator))  # the risk's path with its leave-one-out
-    with _alpha_path_advice():
-        path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
-                          criterion="loo" if criterion == "loo" or spread else "risk",
-                          **{**options, **({"n_alphas_no_change": None} if spread else {})})
-    if spread:
-        criterion, path = _ridge_auto_path(alpha_path, estimator, X, y, alphas, sw, options,
-                                           path, auto_statistics)
-    elif criterion == "risk" and auto_statistics is not None:
-        _check_far_rows(estimator, X, y, sw, path, auto_statistics)
-    # every alpha of the grid, decreasing (the path's order), as given
-    if given is None:
-        n_alphas = path_option(options, "n_alphas")
-        full = (path.alphas if path.alphas.shape[0] >= n_alphas else np.geomspace(
-            path.alphas[0], path.alphas[0] * path_option(options, "eps"), num=n_alphas))
-        values = [float(a) for a in full]
+    if criterion == "kfold" and not ridge_path_of(estimator):
+        path, values, score = _kfold_lasso_path(estimator, X, y, sw, alphas, given, splits,
+                                                options)
     else:
-        order = np.argsort(-alphas, kind="stable")
-        full, values = alphas[order], [given[i] for i in order]
+        with _alpha_path_advice():
+            path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
+                              criterion="loo" if criterion == "loo" or spread else "risk",
+                              **{**options, **({"n_alphas_no_change": None} if spread else {})})
+        if spread:
+            criterion, path = _ridge_auto_path(alpha_path, estimator, X, y, alphas, sw, options,
+                                               path, auto_statistics)
+        elif criterion == "risk" and auto_statistics is not None:
+            _check_far_rows(estimator, X, y, sw, path, auto_statistics)
+        # every alpha of the grid, decreasing (the path's order), as given
+        if given is None:
+            n_alphas = path_option(options, "n_alphas")
+            full = (path.alphas if path.alphas.shape[0] >= n_alphas else np.geomspace(
+                path.alphas[0], path.alphas[0] * path_option(options, "eps"), num=n_alphas))
+            values = [float(a) for a in full]
+        else:
+            order = np.argsort(-alphas, kind="stable")
+            full, values = alphas[order], [given[i] for i in order]
+        if criterion == "kfold":
+            with _alpha_path_advice():
+                score = kfold_alpha_path(estimator, X, y, sw, splits, full, options)
+        else:
+            score = np.full(len(values), np.nan)
+            score[:path.alphas.shape[0]] = path.loo if criterion == "loo" else path.risk
     m, n_grid = path.alphas.shape[0], len(values)
     path_risk = np.full(n_grid, np.nan)
     path_risk[:m] = path.risk
-    if criterion == "kfold":
-        with _alpha_path_advice():
-            score = kfold_alpha_path(estimator, X, y, sw, splits, full, options)
-    else:
-        score = np.full(n_grid, np.nan)
-        score[:m] = path.loo if criterion == "loo" else path.risk
     path_time = time.perf_counter() - tic
     finite = np.isfinite(score)
     reason = np.array(["" if ok else "undefined: the fit (nearly) interpolates (df >= 0.99 "
@@ -154,6 +159,25 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
         weights = None if sw is None else float(np.sum(np.asarray(sw, dtype=np.float64)))
         raise ValueError(too_few_message(n, criterion, path.df, weights))
     return AlphaScores(path, values, score, path_risk, reason, path_time, criterion)
+
+
+def _kfold_lasso_path(estimator, X, y, sw, alphas, given, splits, options):
+    """K-fold CV of a Lasso or elastic-net path: ``(path, values, score)``.
+    The folds come first, on the full data's grid; the full data's path
+    is then solved to ``tol`` times each alpha's K-fold CV error, the
+    precision the folds' paths were solved to (the risk estimate's, the
+    training residuals' and the violators' cut, costs several times the
+    steps on p > n designs for a column the choice does not read: the
+    ``path_risk`` of ``cv_results_`` is the estimate at these solutions)."""
+    grid = {k: path_option(options, k) for k in ("n_alphas", "eps")}
+    full = lasso_alpha_grid(estimator, X, y, alphas=alphas, sample_weight=sw, **grid)
+    values = ([float(a) for a in full] if given is None
+              else [given[i] for i in np.argsort(-alphas, kind="stable")])
+    with _alpha_path_advice():
+        score = kfold_alpha_path(estimator, X, y, sw, splits, full, options)
+        path = alpha_path_fits(clone(estimator), X, y, alphas=full, sample_weight=sw,
+                               precisions=score, **{**options, "n_alphas_no_change": None})
+    return path, values, score
 
 
 def _ridge_auto_path(alpha_path, estimator, X, y, alphas, sw, options, path, statistics):

@@ -251,7 +251,11 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         (why an alpha has no score; its scores are NaN); trajectory columns
         are masked (or ``None``) for alphas without a trajectory.
     alpha_path_ : Bunch
-        ``search="path"`` only: the result of :func:`skacv.risk_alpha_path`.
+        ``search="path"`` only: the result of :func:`skacv.risk_alpha_path`
+        (with ``criterion_ == "kfold"``, a Lasso's or an elastic net's path is
+        solved after the folds', to the duality gap ``tol`` times each
+        alpha's K-fold CV error, the folds' own precision, not to the risk
+        estimate's).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when ``X`` has feature names.
