@@ -11,7 +11,14 @@ the full fit's support and signs (where the leverage formula on the
 support alone is exact). Then the time of ``risk_alpha_path(criterion=
 "loo")`` on its 30-alpha grid.
 
+With ``--timing``, the time (CPU, one BLAS thread) of ``risk_alpha_path(
+criterion="loo")`` on 15 alphas with the speed policy's batched rounds
+(``loo_batch_rounds``) and without them (each moved sample solved alone),
+beside ``LassoCV(cv=5)`` in the same run, their ratios, and the largest
+relative difference of the two leave-one-out paths::
+
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_converged_loo.py   # ~2 min
+    python benchmarks/bench_converged_loo.py --timing --sizes iso:5000x200 ar:2000x300 iso:100x1000
 """
 
 import argparse
@@ -19,9 +26,12 @@ import time
 import warnings
 
 import numpy as np
-from sklearn.linear_model import Lasso
+from sklearn.linear_model import Lasso, LassoCV
+from threadpoolctl import threadpool_limits
 
 from skacv import TrajectoryLasso, risk_alpha_path
+from skacv._policy import policy_context
+from skacv._trace import record
 
 
 def design(n, p, kind, seed=1):
@@ -53,8 +63,17 @@ def brute(X, y, alpha, sw):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--timing", action="store_true",
+                    help="time the batched rounds against one-by-one solves and LassoCV")
+    ap.add_argument("--sizes", nargs="+", default=["iso:5000x200", "ar:2000x300",
+                                                    "iso:100x1000"],
+                    help="kind:NxP designs of --timing (kind: iso or ar)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
+    if args.timing:
+        with threadpool_limits(1):
+            timing(args.sizes)
+        return
     print("design        w   alpha   exact     path loo  (rel)      loo_path_ (rel)    kept")
     for kind, n, p in [("iso", 150, 100), ("ar", 80, 200), ("iso", 80, 200), ("ar", 200, 50)]:
         X, y = design(n, p, kind)
@@ -74,6 +93,33 @@ def main():
         risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=30, criterion="loo")
         print(f"{kind} {n}x{p}: risk_alpha_path(criterion='loo'), 30 alphas: "
               f"{time.perf_counter() - tic:.2f} s", flush=True)
+
+
+def timing(sizes):
+    """``--timing``: see the module docstring."""
+    print("design           LassoCV   rounds  (x LassoCV)  alone  (x LassoCV)  "
+          "alone/rounds  moved  solved alone  max rel diff")
+    for size in sizes:
+        kind, shape = size.split(":")
+        n, p = map(int, shape.split("x"))
+        X, y = design(n, p, kind)
+        tic = time.process_time()
+        LassoCV(cv=5).fit(X, y)
+        t_cv = time.process_time() - tic
+        out = {}
+        for name, rounds in (("rounds", None), ("alone", 0)):
+            with record() as paths, policy_context(
+                    **({} if rounds is None else {"loo_batch_rounds": rounds})):
+                tic = time.process_time()
+                path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
+                out[name] = (time.process_time() - tic, path.loo,
+                             paths.details("lasso_loo"))
+        (t_r, loo_r, d_r), (t_a, loo_a, _) = out["rounds"], out["alone"]
+        both = np.isfinite(loo_r) & np.isfinite(loo_a)
+        diff = float(np.max(np.abs(loo_r[both] / loo_a[both] - 1))) if both.any() else np.nan
+        print(f"{kind} {n}x{p:<8} {t_cv:7.2f}  {t_r:7.2f}  ({t_r / t_cv:7.1f})  {t_a:6.2f}  "
+              f"({t_a / t_cv:7.1f})  {t_a / t_r:12.2f}  {sum(d['moved'] for d in d_r):5d}  "
+              f"{sum(d['refits'] for d in d_r):12d}  {diff:.1e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -172,6 +172,11 @@ class SpeedPolicy:
     curvature_stretches: bool = True
     #: steps between the settled form's looks for decayed sources (``None``: never)
     settled_drop_check: int | None = 32
+    #: rounds of batched active-set guesses before each left-out Lasso problem whose
+    #: support moves is solved alone (converged leave-one-out)
+    loo_batch_rounds: int = 8
+    #: ... while the last round settled at least this share of its samples
+    loo_batch_settle: float = 0.25
     #: left-out runs multiply by the Gram matrix in float32 from this many coefficients
     loo_float32_min_features: int = 256
     #: fewest features whose folds run in the rotated layout

@@ -822,7 +822,7 @@ def test_converged_loo_is_exact_on_wide_designs(case):
            else TrajectoryElasticNet(l1_ratio=l1_ratio))
     with record() as paths:
         path = risk_alpha_path(est, Xf, y, alphas=alphas, sample_weight=sw, criterion="loo")
-    assert sum(d["refits"] for d in paths.details("lasso_loo")) > n // 2
+    assert sum(d["moved"] for d in paths.details("lasso_loo")) > n // 2
     assert paths.count("lasso_loo_unfinished") == 0
     for a, loo in zip(alphas, path.loo, strict=True):
         ref = _weighted_brute_force_loo(
@@ -854,7 +854,7 @@ def test_converged_loo_is_exact_leave_one_out():
         np.testing.assert_allclose(loo, ref, rtol=1e-8)
         kept += same
     assert 1 <= kept < len(alphas)  # both kinds of sample are met
-    assert sum(d["refits"] for d in paths.details("lasso_loo")) > 0
+    assert sum(d["moved"] for d in paths.details("lasso_loo")) > 0
     # ridge (Ridge's alpha on the summed loss): exact at every alpha
     path = risk_alpha_path(IterativeRidge(), X, y, alphas=[30.0, 1.0], criterion="loo")
     for a, loo in zip(path.alphas, path.loo, strict=True):
@@ -866,6 +866,44 @@ def test_converged_loo_is_exact_leave_one_out():
     best = int(np.argmin(stopped.loo))
     assert stopped.alphas.size == best + 3 and "loo" not in risk_alpha_path(
         TrajectoryLasso(), X, y, alphas=alphas)
+
+
+@pytest.mark.parametrize("shape, seed", [((30, 300), 2), ((30, 600), 0), ((400, 40), 0)])
+def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
+    """The samples whose removal moves the support guess their active sets
+    in batched rounds (``loo_batch_rounds``) before any is solved alone:
+    the same leave-one-out as the one-by-one feature-sign steps, and exact
+    against refits. Where ``n > p`` the rounds settle every moved sample
+    (2845 of them here); where ``p >> n`` they stop once they settle few
+    (``loo_batch_settle``), and where a sample's steps outgrew its left-out
+    rows (``inf`` from the full fit's support on 30 x 300, from a round's
+    last candidate on 30 x 600) it is solved again from its first
+    candidate, then by more guesses: every alpha the refits define is
+    finite."""
+    n, p = shape
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(n)
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
+    with policy_context(loo_batch_rounds=0), record() as alone:
+        one = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
+    np.testing.assert_array_equal(np.isfinite(path.loo), np.isfinite(one.loo))
+    finite = np.isfinite(path.loo)
+    assert finite.sum() >= 7
+    np.testing.assert_allclose(path.loo[finite], one.loo[finite], rtol=1e-10)
+    moved = sum(d["moved"] for d in paths.details("lasso_loo"))
+    refits = sum(d["refits"] for d in paths.details("lasso_loo"))
+    assert sum(d["refits"] for d in alone.details("lasso_loo")) == moved > 0
+    if n > p:
+        assert refits == 0
+        k = int(np.argmin(path.loo))
+    else:  # (the smallest alpha with a finite leave-one-out: the hardest)
+        assert refits < moved
+        k = int(np.flatnonzero(finite)[-1])
+    ref, _ = _brute_force_loo(lambda: Lasso(alpha=path.alphas[k], tol=1e-14, max_iter=10**6),
+                              X, y)
+    np.testing.assert_allclose(path.loo[k], ref, rtol=1e-7)
 
 
 def test_converged_loo_of_a_level_of_one_row():

@@ -20,14 +20,18 @@ sigma``: a rank-one update of one factorisation (the leverage formula on
 the support, Rad & Maleki 2020; Stephenson & Broderick 2020). This
 candidate is kept where it passes the left-out optimality conditions
 (signs kept, ``|grad_j F_{-i}| <= l1_i`` off the support: one product
-``G_{:,S} B`` for all samples); elsewhere (a sample whose removal moves the
-support: most of them on ``p > n`` designs) the left-out problem is solved
-by feature-sign steps from the candidate (:func:`_solve_left_out`), on the
-columns ``G[:, j]`` computed once for all samples (by coordinate descent
-where the active set's Hessian is singular or ill-conditioned, on which the
-feature-sign steps cycle: :func:`_descend_left_out`). Cost: ``O(n p s)`` for
-the candidates and their check, and a few ``O(p |A|)`` steps per moved
-sample; measured in ``docs/benchmarks.rst``.
+``G_{:,S} B`` for all samples). A sample whose removal moves the support
+(most of them on ``p > n`` designs) guesses again: its candidate's set less
+the columns whose sign flipped, plus its most violating column (a
+feature-sign step), the samples of one guess sharing its factorisation,
+for up to the speed policy's ``loo_batch_rounds`` rounds
+(:func:`exact_lasso_loo`). The samples left are solved one by one by
+feature-sign steps from their last candidate (:func:`_solve_left_out`), on
+the columns ``G[:, j]`` computed once for all samples (by coordinate
+descent where the active set's Hessian is singular or ill-conditioned, on
+which the feature-sign steps cycle: :func:`_descend_left_out`). Cost:
+``O(n p s)`` a round for the candidates and their check, and a few ``O(p
+|A|)`` steps per sample solved alone; measured in ``docs/benchmarks.rst``.
 """
 
 import warnings
@@ -85,79 +89,188 @@ class _LeftOut:
         """The columns ``G[:, S]`` known (more are computed on demand)."""
         self.pos = np.full(self.c.shape[0], -1, dtype=np.intp)
         self.pos[S] = np.arange(S.size)
-        self.gram = GS
+        self.gram = np.asfortranarray(GS)  # (a column of G a column: gathered whole)
+        self.known = S.size
 
     def gram_columns(self, idx):
-        """``G[:, idx]`` (the columns computed once for every left-out problem)."""
+        """``G[:, idx]`` (the columns computed once for every left-out problem,
+        in a buffer that doubles as it fills)."""
         new = idx[self.pos[idx] < 0]
         if new.size:
-            size = self.gram.shape[1] + new.size
-            check_memory(8 * self.c.shape[0] * size,
-                         f"the Gram columns of the left-out problems ({self.c.shape[0]} x {size})")
-            self.pos[new] = self.gram.shape[1] + np.arange(new.size)
-            self.gram = np.hstack([self.gram, self.corr(self.w[:, None] * self.cols(new))])
-        return self.gram[:, self.pos[idx]]
-
-    def certified(self, idx, g, E, b, signs):
-        """Whether each candidate ``b[:, j]`` on ``E`` (shape (|E|, len(idx)))
-        keeps the full fit's ``signs`` and, with gradient ``g[:, j]``
-        (``c_{-i} - G_{-i} b``, every column; ``i = idx[j]``), satisfies the
-        left-out optimality conditions off ``E``: a boolean per sample."""
-        lim = self.l1[idx] * (1.0 + self.stats.loo_kkt_rtol)
-        off = np.ones(g.shape[0], dtype=bool)
-        off[E] = False
-        return np.all(signs[:, None] * b > 0, axis=0) & np.all(np.abs(g[off]) <= lim, axis=0)
+            p, size = self.c.shape[0], self.known + new.size
+            if size > self.gram.shape[1]:
+                room = min(max(size, 2 * self.gram.shape[1]), p)
+                check_memory(8 * p * room,
+                             f"the Gram columns of the left-out problems ({p} x {room})")
+                buf = np.empty((p, room), order="F")
+                buf[:, :self.known] = self.gram[:, :self.known]
+                self.gram = buf
+            self.gram[:, self.known:size] = self.corr(self.w[:, None] * self.cols(new))
+            self.pos[new] = self.known + np.arange(new.size)
+            self.known = size
+        return self.gram.T[self.pos[idx]].T
 
 
 def exact_lasso_loo(design, X, target, coef, penalty):
     """Left-out residuals (shape (n_samples,), unweighted; ``scale`` applied)
     of the solution ``coef`` of an l1 (elastic-net) penalised least-squares
     fit: exact leave-one-out (module docstring). ``design``: the fit's
-    design; ``target``: ``y - y_offset``; ``penalty``: the fit's penalty."""
+    design; ``target``: ``y - y_offset``; ``penalty``: the fit's penalty.
+
+    The samples whose removal moves the support go through rounds of
+    batched guesses (:func:`_guess_round`) before any is solved alone: a
+    sample's next active set is its last candidate's, less the columns
+    whose sign it flipped, plus its most violating column (one
+    feature-sign step); the samples that guess the same set and signs
+    share one factorisation, and a candidate that passes the left-out
+    optimality conditions is the left-out solution. The speed policy's
+    ``loo_batch_rounds`` bounds the rounds; the rest are solved one by one
+    (:func:`_solve_left_out`) from their last candidate."""
     lo = _LeftOut(design, X, target, penalty)
     coef = np.asarray(coef, dtype=np.float64)
     S = np.flatnonzero(coef)
     sigma = np.sign(coef[S])
     US = lo.cols(S)
-    GS = lo.corr(lo.w[:, None] * US)  # G[:, S]
+    lo.start_gram(S, lo.corr(lo.w[:, None] * US))  # G[:, S]
     n = lo.t.shape[0]
     res = lo.t - US @ coef[S]  # a row of zero weight keeps the full fit
-    B = np.zeros((S.size, n))
-    ok = lo.rho > 0
-    for l2 in np.unique(lo.l2[ok]) if S.size else ():  # (an empty support: no solve)
-        idx = np.flatnonzero(ok & (lo.l2 == l2))
-        try:
-            cf = linalg.cho_factor(GS[S] + l2 * np.eye(S.size), lower=True)
-        except linalg.LinAlgError:  # collinear support columns (every level of a
-            # one-hot factor beside the intercept): no candidate, each sample solved
-            ok[idx] = False
-            continue
-        V = linalg.cho_solve(cf, US[idx].T)  # (G_SS + l2 I)^{-1} u_i
-        zc, zs = linalg.cho_solve(cf, np.column_stack([lo.c[S], sigma])).T
-        a = zc[:, None] - lo.l1[idx] * zs[:, None] - (lo.k * lo.t)[idx] * V
-        denom = 1.0 - lo.k[idx] * np.einsum("ij,ji->i", US[idx], V)
-        with np.errstate(divide="ignore", invalid="ignore"):  # (Sherman-Morrison)
-            B[:, idx] = a + V * (lo.k[idx] * np.einsum("ij,ji->i", US[idx], a) / denom)
-        ok[idx[denom <= np.finfo(np.float64).eps]] = False  # leverage 1 on S: solved
-    refit = list(np.flatnonzero((lo.rho > 0) & ~ok))
-    step = max(1, int(working_memory_bytes() // (8 * max(X.shape[1], 1) * 3)))
-    todo = np.flatnonzero(ok)
-    for s0 in range(0, todo.size, step):
-        idx = todo[s0:s0 + step]
-        Bi = B[:, idx]
-        Ui = lo.rows(idx)
-        r = lo.t[idx] - np.einsum("ij,ji->i", Ui[:, S], Bi)  # t_i - u_i^T b_{-i}
-        grad = lo.c[:, None] - GS @ Bi - Ui.T * (lo.k[idx] * r)
-        good = lo.certified(idx, grad, S, Bi, sigma)
-        res[idx[good]] = r[good]
-        refit.extend(idx[~good])
-    taken("lasso_loo", samples=n, refits=len(refit))
-    lo.start_gram(S, GS)
-    for i in refit:
-        x = np.zeros(X.shape[1])
-        x[S] = np.where(np.sign(B[:, i]) == sigma, B[:, i], 0.0) if ok[i] else coef[S]
-        res[i] = _solve_left_out(lo, i, x)
+    starts = {}  # sample -> [(columns, values)]: its candidates, on their kept signs
+    alone = []  # the samples solved one by one
+    policy = design.policies[0]
+    guesses, moved, rounds = _rounds(lo, [(S, sigma, np.flatnonzero(lo.rho > 0))], res, starts,
+                                     alone, 1 + policy.loo_batch_rounds, policy.loo_batch_settle)
+    left = {int(i): (E, theta) for E, theta, idx in guesses for i in idx}
+    alone.extend(left)
+    taken("lasso_loo", samples=n, moved=moved, refits=len(alone), rounds=rounds)
+    p = X.shape[1]
+    for i in sorted(alone):
+        # from its last candidate; where the steps outgrow the left-out rows
+        # from there (inf), again from its first (the path depends on the start)
+        tried = starts.get(i, [(S, coef[S])])
+        for E, values in (tried[-1], tried[0]) if len(tried) > 1 else tried:
+            x = np.zeros(p)
+            x[E] = values
+            res[i] = _solve_left_out(lo, i, x)
+            if np.isfinite(res[i]):
+                break
+    # where the steps outgrew the rows from both starts, the guesses go on
+    # (a step without the line search: another path to the same solution)
+    undefined = [(i, *left[i]) for i in left if not np.isfinite(res[i])]
+    if undefined:
+        _rounds(lo, _grouped(undefined), res, starts, [], lo.stats.loo_refit_steps, 0.0)
+        taken("lasso_loo_guessed", samples=len(undefined),
+              settled=int(sum(np.isfinite(res[i]) for i, _, _ in undefined)))
     return lo.scale * res
+
+
+def _rounds(lo, guesses, res, starts, alone, max_rounds, settle):
+    """Up to ``max_rounds`` batched rounds of ``guesses`` (``[(E, theta,
+    samples)]``: :func:`_guess_round`), stopped after a round (not the
+    first) that settled less than ``settle`` of its samples: ``(guesses
+    left, the samples the first round did not settle, rounds run)``."""
+    moved, rounds = 0, 0
+    for _ in range(max_rounds):
+        if not guesses:
+            break
+        rounds += 1
+        pending, before = sum(idx.size for _, _, idx in guesses), len(alone)
+        nxt = []
+        for E, theta, idx in guesses:
+            nxt.extend(_guess_round(lo, E, theta, idx, res, starts, alone))
+        guesses = _grouped(nxt)
+        if rounds == 1:
+            moved = len(nxt) + len(alone) - before
+        elif pending - len(nxt) - (len(alone) - before) < settle * pending:
+            break  # (guesses that rarely settle: each sample's own steps cost less)
+    return guesses, moved, rounds
+
+
+def _guess_round(lo, E, theta, idx, res, starts, alone):
+    """One batched round on the samples ``idx`` guessing the active set
+    ``E`` with signs ``theta``: the candidate of each (the left-out problem
+    on ``E``, a rank-one update of one factorisation a ridge part, Sherman
+    and Morrison), its left-out residual put in ``res`` where it passes
+    the optimality conditions; the others' next guesses ``[(i, E', theta')]``
+    returned, their starts updated (the candidate on its kept signs).
+    Samples without a candidate (a singular ``E``, leverage 1 on it, more
+    columns than left-out rows) are added to ``alone``."""
+    out = []
+    l2s = lo.l2[idx]
+    for l2 in np.unique(l2s):
+        sub = idx[l2s == l2]
+        if l2 == 0:  # more columns than left-out rows: undefined there (the search says so)
+            over = lo.rank[sub] < E.size
+            alone.extend(sub[over])
+            sub = sub[~over]
+        if not sub.size:
+            continue
+        GE = lo.gram_columns(E)  # G[:, E]
+        cf = None
+        if E.size:
+            try:
+                cf = linalg.cho_factor(GE[E] + l2 * np.eye(E.size), lower=True)
+            except linalg.LinAlgError:  # collinear columns (every level of a one-hot
+                # factor beside the intercept): no candidate, each sample solved
+                alone.extend(sub)
+                continue
+            zc, zs = linalg.cho_solve(cf, np.column_stack([lo.c[E], theta])).T
+        step = max(1, int(working_memory_bytes() // (8 * max(lo.c.shape[0], 1) * 3)))
+        for s0 in range(0, sub.size, step):
+            out.extend(_guess_chunk(lo, E, theta, sub[s0:s0 + step], GE, cf,
+                                    (zc, zs) if E.size else None, res, starts, alone))
+    return out
+
+
+def _guess_chunk(lo, E, theta, idx, GE, cf, z, res, starts, alone):
+    """:func:`_guess_round` on the samples ``idx`` (rows in working memory)."""
+    Ui = lo.rows(idx)
+    UE = Ui[:, E]
+    k = lo.k[idx]
+    if E.size:
+        V = linalg.cho_solve(cf, UE.T)  # (G_EE + l2 I)^{-1} u_i[E]
+        a = z[0][:, None] - lo.l1[idx] * z[1][:, None] - (k * lo.t[idx]) * V
+        denom = 1.0 - k * np.einsum("ij,ji->i", UE, V)
+        with np.errstate(divide="ignore", invalid="ignore"):  # (Sherman-Morrison)
+            B = a + V * (k * np.einsum("ij,ji->i", UE, a) / denom)
+        solvable = denom > np.finfo(np.float64).eps  # (leverage 1 on E: solved alone)
+    else:
+        B = np.zeros((0, idx.size))
+        solvable = np.ones(idx.size, dtype=bool)
+    r = lo.t[idx] - np.einsum("ij,ji->i", UE, B)  # t_i - u_i^T b_{-i}
+    grad = lo.c[:, None] - GE @ B - Ui.T * (k * r)  # c_{-i} - G_{-i} b (every column)
+    lim = lo.l1[idx] * (1.0 + lo.stats.loo_kkt_rtol)
+    kept = theta[:, None] * B > 0
+    off = np.abs(grad)
+    off[E] = 0.0
+    worst = np.argmax(off, axis=0)
+    violated = off[worst, np.arange(idx.size)] > lim
+    good = solvable & kept.all(axis=0) & ~violated
+    res[idx[good]] = r[good]
+    alone.extend(idx[~solvable])
+    out = []
+    for j in np.flatnonzero(solvable & ~good):
+        i, keep = int(idx[j]), kept[:, j]
+        starts.setdefault(i, []).append((E[keep], B[keep, j]))
+        cols, signs = E[keep], theta[keep]
+        if violated[j]:
+            w = int(worst[j])
+            at = int(np.searchsorted(cols, w))
+            cols = np.insert(cols, at, w)
+            signs = np.insert(signs, at, np.sign(grad[w, j]))
+        out.append((i, cols, signs))
+    return out
+
+
+def _grouped(guesses):
+    """``[(E, theta, samples)]``: the guesses ``[(i, E, theta)]`` of the same
+    active set and signs together."""
+    groups = {}
+    for i, E, theta in guesses:
+        key = (E.tobytes(), theta.tobytes())
+        if key not in groups:
+            groups[key] = (E, theta, [])
+        groups[key][2].append(i)
+    return [(E, theta, np.asarray(idx, dtype=np.intp)) for E, theta, idx in groups.values()]
 
 
 def _hessian(GA, A, k, ui):
