@@ -876,9 +876,8 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
     against refits. Where ``n > p`` the rounds settle every moved sample
     (2845 of them here); where ``p >> n`` they stop once they settle few
     (``loo_batch_settle``), and where a sample's steps outgrew its left-out
-    rows (``inf`` from the full fit's support on 30 x 300, from a round's
-    last candidate on 30 x 600) it is solved again from its first
-    candidate, then by more guesses: every alpha the refits define is
+    rows (``inf`` on 30 x 300 at the smallest alpha below, a finite mean
+    of refits) the guesses go on: every alpha the refits define is
     finite."""
     n, p = shape
     rng = np.random.default_rng(seed)

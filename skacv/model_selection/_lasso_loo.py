@@ -26,7 +26,7 @@ the columns whose sign flipped, plus its most violating column (a
 feature-sign step), the samples of one guess sharing its factorisation,
 for up to the speed policy's ``loo_batch_rounds`` rounds
 (:func:`exact_lasso_loo`). The samples left are solved one by one by
-feature-sign steps from their last candidate (:func:`_solve_left_out`), on
+feature-sign steps from their first candidate (:func:`_solve_left_out`), on
 the columns ``G[:, j]`` computed once for all samples (by coordinate
 descent where the active set's Hessian is singular or ill-conditioned, on
 which the feature-sign steps cycle: :func:`_descend_left_out`). Cost:
@@ -125,7 +125,7 @@ def exact_lasso_loo(design, X, target, coef, penalty):
     share one factorisation, and a candidate that passes the left-out
     optimality conditions is the left-out solution. The speed policy's
     ``loo_batch_rounds`` bounds the rounds; the rest are solved one by one
-    (:func:`_solve_left_out`) from their last candidate."""
+    (:func:`_solve_left_out`) from their first candidate."""
     lo = _LeftOut(design, X, target, penalty)
     coef = np.asarray(coef, dtype=np.float64)
     S = np.flatnonzero(coef)
@@ -144,17 +144,14 @@ def exact_lasso_loo(design, X, target, coef, penalty):
     taken("lasso_loo", samples=n, moved=moved, refits=len(alone), rounds=rounds)
     p = X.shape[1]
     for i in sorted(alone):
-        # from its last candidate; where the steps outgrow the left-out rows
-        # from there (inf), again from its first (the path depends on the start)
-        tried = starts.get(i, [(S, coef[S])])
-        for E, values in (tried[-1], tried[0]) if len(tried) > 1 else tried:
-            x = np.zeros(p)
-            x[E] = values
-            res[i] = _solve_left_out(lo, i, x)
-            if np.isfinite(res[i]):
-                break
-    # where the steps outgrew the rows from both starts, the guesses go on
-    # (a step without the line search: another path to the same solution)
+        # from its first candidate (a round's later guesses, without the steps'
+        # line search, may wander: measured slower from there where p >= n)
+        E, values = starts.get(i, [(S, coef[S])])[0]
+        x = np.zeros(p)
+        x[E] = values
+        res[i] = _solve_left_out(lo, i, x)
+    # where the steps outgrew the left-out rows (inf), the guesses go on (a
+    # step without the line search: another path to the same solution)
     undefined = [(i, *left[i]) for i in left if not np.isfinite(res[i])]
     if undefined:
         _rounds(lo, _grouped(undefined), res, starts, [], lo.stats.loo_refit_steps, 0.0)
