@@ -134,7 +134,7 @@ def exact_lasso_loo(design, X, target, coef, penalty):
     lo.start_gram(S, lo.corr(lo.w[:, None] * US))  # G[:, S]
     n = lo.t.shape[0]
     res = lo.t - US @ coef[S]  # a row of zero weight keeps the full fit
-    starts = {}  # sample -> [(columns, values)]: its candidates, on their kept signs
+    starts = {}  # sample -> (columns, values): its first candidate, on its kept signs
     alone = []  # the samples solved one by one
     policy = design.policies[0]
     guesses, moved, rounds = _rounds(lo, [(S, sigma, np.flatnonzero(lo.rho > 0))], res, starts,
@@ -146,7 +146,7 @@ def exact_lasso_loo(design, X, target, coef, penalty):
     for i in sorted(alone):
         # from its first candidate (a round's later guesses, without the steps'
         # line search, may wander: measured slower from there where p >= n)
-        E, values = starts.get(i, [(S, coef[S])])[0]
+        E, values = starts.get(i, (S, coef[S]))
         x = np.zeros(p)
         x[E] = values
         res[i] = _solve_left_out(lo, i, x)
@@ -185,17 +185,18 @@ def _rounds(lo, guesses, res, starts, alone, max_rounds, settle):
 def _guess_round(lo, E, theta, idx, res, starts, alone):
     """One batched round on the samples ``idx`` guessing the active set
     ``E`` with signs ``theta``: the candidate of each (the left-out problem
-    on ``E``, a rank-one update of one factorisation a ridge part, Sherman
-    and Morrison), its left-out residual put in ``res`` where it passes
-    the optimality conditions; the others' next guesses ``[(i, E', theta')]``
-    returned, their starts updated (the candidate on its kept signs).
+    on ``E``: one factorisation a ridge part, a rank-one update a sample,
+    Sherman and Morrison), its left-out residual put in ``res`` where it
+    passes the optimality conditions; the others' next guesses ``[(i, E',
+    theta')]`` returned, and their first candidate on its kept signs kept
+    in ``starts``.
     Samples without a candidate (a singular ``E``, leverage 1 on it, more
     columns than left-out rows) are added to ``alone``."""
     out = []
     l2s = lo.l2[idx]
     for l2 in np.unique(l2s):
         sub = idx[l2s == l2]
-        if l2 == 0:  # more columns than left-out rows: undefined there (the search says so)
+        if l2 == 0:  # more columns than left-out rows: singular on E, solved alone
             over = lo.rank[sub] < E.size
             alone.extend(sub[over])
             sub = sub[~over]
@@ -247,7 +248,7 @@ def _guess_chunk(lo, E, theta, idx, GE, cf, z, res, starts, alone):
     out = []
     for j in np.flatnonzero(solvable & ~good):
         i, keep = int(idx[j]), kept[:, j]
-        starts.setdefault(i, []).append((E[keep], B[keep, j]))
+        starts.setdefault(i, (E[keep], B[keep, j]))
         cols, signs = E[keep], theta[keep]
         if violated[j]:
             w = int(worst[j])
