@@ -193,6 +193,8 @@ def _guess_round(lo, E, theta, idx, res, starts, alone):
     Samples without a candidate (a singular ``E``, leverage 1 on it, more
     columns than left-out rows) are added to ``alone``."""
     out = []
+    GE = lo.gram_columns(E)  # G[:, E], one gather for every ridge part
+    step = max(1, int(working_memory_bytes() // (8 * max(lo.c.shape[0], 1) * 3)))
     l2s = lo.l2[idx]
     for l2 in np.unique(l2s):
         sub = idx[l2s == l2]
@@ -202,7 +204,6 @@ def _guess_round(lo, E, theta, idx, res, starts, alone):
             sub = sub[~over]
         if not sub.size:
             continue
-        GE = lo.gram_columns(E)  # G[:, E]
         cf = None
         if E.size:
             try:
@@ -212,7 +213,6 @@ def _guess_round(lo, E, theta, idx, res, starts, alone):
                 alone.extend(sub)
                 continue
             zc, zs = linalg.cho_solve(cf, np.column_stack([lo.c[E], theta])).T
-        step = max(1, int(working_memory_bytes() // (8 * max(lo.c.shape[0], 1) * 3)))
         for s0 in range(0, sub.size, step):
             out.extend(_guess_chunk(lo, E, theta, sub[s0:s0 + step], GE, cf,
                                     (zc, zs) if E.size else None, res, starts, alone))

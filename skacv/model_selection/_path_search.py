@@ -116,9 +116,12 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     tic = time.perf_counter()
     spread = (criterion == "risk" and auto_statistics is not None
               and ridge_path_of(estimator))  # the risk's path with its leave-one-out
+    # every alpha of the grid, decreasing (the path's order), as given
+    order = None if given is None else np.argsort(-alphas, kind="stable")
     if criterion == "kfold" and not ridge_path_of(estimator):
-        path, values, score = _kfold_lasso_path(estimator, X, y, sw, alphas, given, splits,
-                                                options)
+        path, score = _kfold_lasso_path(estimator, X, y, sw, alphas, splits, options)
+        values = ([float(a) for a in path.alphas] if given is None
+                  else [given[i] for i in order])
     else:
         with _alpha_path_advice():
             path = alpha_path(clone(estimator), X, y, alphas=alphas, sample_weight=sw,
@@ -129,14 +132,12 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
                                                path, auto_statistics)
         elif criterion == "risk" and auto_statistics is not None:
             _check_far_rows(estimator, X, y, sw, path, auto_statistics)
-        # every alpha of the grid, decreasing (the path's order), as given
         if given is None:
             n_alphas = path_option(options, "n_alphas")
             full = (path.alphas if path.alphas.shape[0] >= n_alphas else np.geomspace(
                 path.alphas[0], path.alphas[0] * path_option(options, "eps"), num=n_alphas))
             values = [float(a) for a in full]
         else:
-            order = np.argsort(-alphas, kind="stable")
             full, values = alphas[order], [given[i] for i in order]
         if criterion == "kfold":
             with _alpha_path_advice():
@@ -161,8 +162,9 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     return AlphaScores(path, values, score, path_risk, reason, path_time, criterion)
 
 
-def _kfold_lasso_path(estimator, X, y, sw, alphas, given, splits, options):
-    """K-fold CV of a Lasso or elastic-net path: ``(path, values, score)``.
+def _kfold_lasso_path(estimator, X, y, sw, alphas, splits, options):
+    """K-fold CV of a Lasso or elastic-net path: ``(path, score)``, the
+    path over the whole grid, decreasing.
     The folds come first, on the full data's grid; the full data's path
     is then solved to ``tol`` times each alpha's K-fold CV error, the
     precision the folds' paths were solved to (the risk estimate's, the
@@ -171,13 +173,11 @@ def _kfold_lasso_path(estimator, X, y, sw, alphas, given, splits, options):
     ``path_risk`` of ``cv_results_`` is the estimate at these solutions)."""
     grid = {k: path_option(options, k) for k in ("n_alphas", "eps")}
     full = lasso_alpha_grid(estimator, X, y, alphas=alphas, sample_weight=sw, **grid)
-    values = ([float(a) for a in full] if given is None
-              else [given[i] for i in np.argsort(-alphas, kind="stable")])
     with _alpha_path_advice():
         score = kfold_alpha_path(estimator, X, y, sw, splits, full, options)
         path = alpha_path_fits(clone(estimator), X, y, alphas=full, sample_weight=sw,
                                precisions=score, **{**options, "n_alphas_no_change": None})
-    return path, values, score
+    return path, score
 
 
 def _ridge_auto_path(alpha_path, estimator, X, y, alphas, sw, options, path, statistics):
