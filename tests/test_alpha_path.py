@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.linalg import LinAlgWarning
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import ElasticNet, Lasso, Ridge, lars_path, lasso_path
+from sklearn.linear_model import ElasticNet, Lasso, LassoLars, Ridge, lars_path, lasso_path
 from threadpoolctl import threadpool_limits
 
 from skacv import (
@@ -875,10 +876,9 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
     the same leave-one-out as the one-by-one feature-sign steps, and exact
     against refits. Where ``n > p`` the rounds settle every moved sample
     (2845 of them here); where ``p >> n`` they stop once they settle few
-    (``loo_batch_settle``), and where a sample's steps outgrew its left-out
-    rows (``inf`` on 30 x 300 at the smallest alpha below, a finite mean
-    of refits) the guesses go on: every alpha the refits define is
-    finite."""
+    (``loo_batch_settle``), and every alpha is finite, the smallest ones
+    (where left-out active sets outgrow their rows: the left-out Lasso's
+    exact path) as well."""
     n, p = shape
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
@@ -887,22 +887,79 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
         path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
     with policy_context(loo_batch_rounds=0), record() as alone:
         one = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
-    np.testing.assert_array_equal(np.isfinite(path.loo), np.isfinite(one.loo))
-    finite = np.isfinite(path.loo)
-    assert finite.sum() >= 7
-    np.testing.assert_allclose(path.loo[finite], one.loo[finite], rtol=1e-10)
+    assert np.all(np.isfinite(path.loo)) and np.all(np.isfinite(one.loo))
+    np.testing.assert_allclose(path.loo, one.loo, rtol=1e-10)
     moved = sum(d["moved"] for d in paths.details("lasso_loo"))
     refits = sum(d["refits"] for d in paths.details("lasso_loo"))
     assert sum(d["refits"] for d in alone.details("lasso_loo")) == moved > 0
     if n > p:
         assert refits == 0
         k = int(np.argmin(path.loo))
-    else:  # (the smallest alpha with a finite leave-one-out: the hardest)
+    else:  # (the last alpha whose left-out sets do not outgrow their rows)
         assert refits < moved
-        k = int(np.flatnonzero(finite)[-1])
+        outgrew = {d["sample"] for d in paths.details("lasso_loo_homotopy")}
+        assert outgrew  # (the smallest alphas: checked by the test below)
+        k = 6
     ref, _ = _brute_force_loo(lambda: Lasso(alpha=path.alphas[k], tol=1e-14, max_iter=10**6),
                               X, y)
     np.testing.assert_allclose(path.loo[k], ref, rtol=1e-7)
+
+
+class _ReplicatedLars(RegressorMixin, BaseEstimator):
+    """scikit-learn's ``LassoLars`` (the exact homotopy) on the rows repeated
+    by their integer weights: the weighted Lasso's solution without
+    coordinate descent's tolerance, which crawls near interpolation."""
+
+    def __init__(self, alpha=1.0, fit_intercept=True):
+        self.alpha, self.fit_intercept = alpha, fit_intercept
+
+    def fit(self, X, y, sample_weight=None):
+        reps = (np.ones(X.shape[0], dtype=int) if sample_weight is None
+                else np.asarray(sample_weight).astype(int))
+        self.lars_ = LassoLars(alpha=self.alpha, fit_intercept=self.fit_intercept,
+                               max_iter=10000).fit(np.repeat(X, reps, axis=0),
+                                                   np.repeat(y, reps))
+        return self
+
+    def predict(self, X):
+        return self.lars_.predict(X)
+
+
+@pytest.mark.parametrize("case", ["plain", "weights", "no_intercept", "sparse"])
+def test_converged_loo_where_left_out_fits_interpolate(case):
+    """At the small alphas of a ``p >> n`` path the full fit has about as
+    many non-zero coefficients as rows, and a left-out fit's active set
+    outgrows the left-out rows: the feature-sign steps' Hessian is singular
+    there and coordinate descent crawls. The left-out Lasso's exact path
+    (``lars_path`` on the left-out rows, re-centred and weighted; one a
+    sample, read at every later alpha) gives the left-out solution: the
+    leave-one-out equals the exact refits (``LassoLars``) to 1e-9 where it
+    was ``inf`` (the alpha undefined for the search) or, by descent alone,
+    off by 1.6 % at the smallest alpha."""
+    rng = np.random.default_rng(2)
+    n, p = 30, 300
+    X = rng.standard_normal((n, p))
+    y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(n) + 1.0
+    sw, fit_intercept, Xf = None, True, X
+    if case == "weights":
+        sw = rng.integers(0, 4, n).astype(float)
+        sw[:2] = [0.0, 3.0]
+    elif case == "no_intercept":
+        fit_intercept = False
+    elif case == "sparse":
+        X[np.abs(X) < 0.5] = 0.0
+        Xf = sp.csr_matrix(X)
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(fit_intercept=fit_intercept), Xf, y,
+                               n_alphas=15, sample_weight=sw, max_iter=20000, criterion="loo")
+    homotopy = paths.details("lasso_loo_homotopy")
+    assert homotopy and paths.count("lasso_loo_unfinished") == 0
+    assert np.all(np.isfinite(path.loo))
+    for k in (10, 14):  # the full fit nearly interpolates at the last
+        ref = _weighted_brute_force_loo(
+            lambda k=k: _ReplicatedLars(alpha=path.alphas[k], fit_intercept=fit_intercept),
+            X, y, sw)
+        np.testing.assert_allclose(path.loo[k], ref, rtol=1e-9)
 
 
 def test_converged_loo_of_a_level_of_one_row():

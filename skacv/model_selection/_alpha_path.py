@@ -25,7 +25,7 @@ from ..linalg._design import make_design
 from ..utils._compat import HasMethods, Interval, StrOptions, validate_params
 from ..utils._validation import check_sample_weight
 from ._converged_risk import converged_risk
-from ._lasso_loo import exact_lasso_loo
+from ._lasso_loo import LeftOutPaths, exact_lasso_loo
 from ._lasso_path import lasso_grid, lasso_path
 
 
@@ -166,7 +166,8 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         loo : ndarray of shape (n_alphas,)
             ``criterion="loo"`` only: the leave-one-out error of each
             solution (weighted mean squared left-out residual; ``inf`` where
-            a sample has leverage 1).
+            a left-out problem stays unsolved: the trace's
+            ``lasso_loo_unfinished``).
         train_mse : ndarray of shape (n_alphas,)
             ``||y~ - X~ coef||^2 / n_eff``.
         n_iter : ndarray of shape (n_alphas,)
@@ -235,9 +236,10 @@ def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     loo_of = None
     if criterion == "loo":
         target = np.asarray(y, dtype=np.float64) - float(y_offset)
+        left_out_paths = LeftOutPaths()  # (read along the path's decreasing alphas)
 
         def loo_of(coef, alpha):
-            return converged_loo(estimator, design, X, target, coef, alpha)
+            return converged_loo(estimator, design, X, target, coef, alpha, left_out_paths)
 
     precision_of = None if held_out is None else _held_out_error(design, y_offset, *held_out)
     if precisions is not None:
@@ -359,7 +361,7 @@ def ridge_path_of(estimator):
         return False
 
 
-def converged_loo(estimator, design, X, target, coef, alpha):
+def converged_loo(estimator, design, X, target, coef, alpha, paths=None):
     """Leave-one-out error of the Lasso or elastic-net solution ``coef``
     (shape (n_features,)) at ``alpha``: weighted mean squared left-out
     residual (``inf`` where undefined).
@@ -370,12 +372,15 @@ def converged_loo(estimator, design, X, target, coef, alpha):
     Broderick 2020) is exact only where removing a sample keeps the support
     and the signs: it was off by -6 % to +155 % on ``p > n`` designs. The
     ridge path's is in closed form (:func:`_ridge_path_loo`). ``design``:
-    the path's design of ``X``; ``target``: ``y - y_offset`` (unweighted).
+    the path's design of ``X``; ``target``: ``y - y_offset`` (unweighted);
+    ``paths``: the :class:`~skacv.model_selection._lasso_loo.LeftOutPaths`
+    of the alphas before (a new one without).
     """
     penalty = clone(estimator).set_params(alpha=float(alpha)).path_problem(design)[1]
     w = np.ones(design.n_samples) if design.weight is None else np.asarray(
         design.weight, dtype=np.float64)
-    res = exact_lasso_loo(design, X, target, np.asarray(coef, dtype=np.float64), penalty)
+    res = exact_lasso_loo(design, X, target, np.asarray(coef, dtype=np.float64), penalty,
+                          paths)
     return float(w @ (res * res) / design.n_eff)
 
 

@@ -160,7 +160,15 @@ def _lars_candidates(space, alphas, step_size):
             taken("lars_path_failed")
             return None
     taken("lars_path", kinks=int(kinks.size))
-    at = np.asarray(alphas, dtype=np.float64) * scale
+    return lars_solutions(kinks, path, np.asarray(alphas, dtype=np.float64) * scale)
+
+
+def lars_solutions(kinks, path, at):
+    """The solutions at the penalties ``at`` (``lars_path``'s scale) of the
+    path ``lars_path`` returned (its ``alphas`` ``kinks``, decreasing, and
+    ``coefs`` ``path``): shape (n_features, n_at), linear between two
+    kinks, the end's solution past either end."""
+    p = path.shape[0]
     k = np.clip(np.searchsorted(-kinks, -at), 1, kinks.size - 1) if kinks.size > 1 else None
     if k is None:
         return np.zeros((p, at.size))

@@ -29,7 +29,9 @@ for up to the speed policy's ``loo_batch_rounds`` rounds
 feature-sign steps from their first candidate (:func:`_solve_left_out`), on
 the columns ``G[:, j]`` computed once for all samples (by coordinate
 descent where the active set's Hessian is singular or ill-conditioned, on
-which the feature-sign steps cycle: :func:`_descend_left_out`). Cost:
+which the feature-sign steps cycle: :func:`_descend_left_out`; from the
+left-out Lasso's exact path where its active set outgrows its rows:
+:class:`LeftOutPaths`). Cost:
 ``O(n p s)`` a round for the candidates and their check, and a few ``O(p
 |A|)`` steps per sample solved alone; measured in ``docs/benchmarks.rst``.
 """
@@ -39,11 +41,12 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from scipy import linalg
+from sklearn.linear_model import lars_path
 
 from .._config import check_memory, working_memory_bytes
 from .._trace import taken
 from ..estimates.loo._track import removed_weights
-from ._lasso_descent import gram_coordinate_descent
+from ._lasso_descent import gram_coordinate_descent, lars_solutions
 
 
 class _LeftOut:
@@ -54,6 +57,7 @@ class _LeftOut:
         self.m = np.asarray(design.x_offset, dtype=np.float64)
         self.intercept = bool(design.fit_intercept)
         self.w, self.rho, W_minus = removed_weights(design)
+        self.W_minus = W_minus
         W = float(design.n_eff)
         self.k = self.rho * W / W_minus if self.intercept else self.rho.copy()
         self.scale = 1.0 + self.rho / W_minus if self.intercept else np.ones_like(self.rho)
@@ -111,7 +115,7 @@ class _LeftOut:
         return self.gram.T[self.pos[idx]].T
 
 
-def exact_lasso_loo(design, X, target, coef, penalty):
+def exact_lasso_loo(design, X, target, coef, penalty, paths=None):
     """Left-out residuals (shape (n_samples,), unweighted; ``scale`` applied)
     of the solution ``coef`` of an l1 (elastic-net) penalised least-squares
     fit: exact leave-one-out (module docstring). ``design``: the fit's
@@ -127,6 +131,7 @@ def exact_lasso_loo(design, X, target, coef, penalty):
     ``loo_batch_rounds`` bounds the rounds; the rest are solved one by one
     (:func:`_solve_left_out`) from their first candidate."""
     lo = _LeftOut(design, X, target, penalty)
+    lo.paths = LeftOutPaths() if paths is None else paths
     coef = np.asarray(coef, dtype=np.float64)
     S = np.flatnonzero(coef)
     sigma = np.sign(coef[S])
@@ -150,8 +155,8 @@ def exact_lasso_loo(design, X, target, coef, penalty):
         x = np.zeros(p)
         x[E] = values
         res[i] = _solve_left_out(lo, i, x)
-    # where the steps outgrew the left-out rows (inf), the guesses go on (a
-    # step without the line search: another path to the same solution)
+    # where a left-out problem stayed unsolved (inf: its descent unfinished),
+    # the guesses go on (a step without the line search: another path)
     undefined = [(i, *left[i]) for i in left if not np.isfinite(res[i])]
     if undefined:
         _rounds(lo, _grouped(undefined), res, starts, [], lo.stats.loo_refit_steps, 0.0)
@@ -295,9 +300,11 @@ def _solve_left_out(lo, i, x):
     minimiser, then the lowest objective on the segment to it among its
     sign changes; the most violating column joins where the active set is
     optimal. Exact and finite; from the full fit's candidate it takes a
-    step per column that the left-out sample moves. ``inf`` (undefined, as
-    at leverage 1) where the Lasso's active set outgrows the left-out rows
-    (the full fit nearly interpolates: its Hessian is singular there). An
+    step per column that the left-out sample moves. Where the Lasso's
+    active set outgrows the left-out rows (the full fit nearly
+    interpolates: the Hessian is singular there), and at every smaller
+    alpha after, the left-out Lasso's exact path (:class:`LeftOutPaths`)
+    gives the start that :func:`_descend_left_out` checks. An
     active set whose Hessian is singular or ill-conditioned (near-duplicate
     columns), where the steps cycle, or one unfinished after the
     statistical policy's ``loo_refit_steps``, goes to
@@ -306,6 +313,10 @@ def _solve_left_out(lo, i, x):
     k, ti, l1, l2 = lo.k[i], lo.t[i], lo.l1[i], lo.l2[i]
     c = lo.c - k * ui * ti
     rtol = lo.stats.loo_kkt_rtol
+    if l2 == 0 and lo.paths.knows(i):  # its active set outgrew its rows at a larger alpha
+        start = lo.paths.solution(lo, i, l1)
+        if start is not None:
+            return _descend_left_out(lo, i, start, c, k, ui, ti, l1, l2)
     A = np.flatnonzero(x)
     if A.size and l2 == 0:  # columns the left-out rows leave constant (a level of one
         # row): zero in F_{-i}, so is their coefficient (its Hessian singular there)
@@ -329,7 +340,9 @@ def _solve_left_out(lo, i, x):
             GA = lo.gram_columns(A)
         if l2 == 0 and A.size > lo.rank[i]:  # more columns than left-out rows
             taken("lasso_loo_interpolates", sample=int(i))
-            return np.inf
+            start = lo.paths.solution(lo, i, l1)
+            return _descend_left_out(lo, i, x if start is None else start, c, k, ui, ti, l1,
+                                     l2)
         H = _hessian(GA, A, k, ui) + l2 * np.eye(A.size)
         rhs = c[A] - l1 * theta[A]
         try:
@@ -356,6 +369,67 @@ def _solve_left_out(lo, i, x):
         x[A] = z
         theta[A] = np.sign(z)
     return _descend_left_out(lo, i, x, c, k, ui, ti, l1, l2)  # (cycling)
+
+
+class LeftOutPaths:
+    """The left-out Lasso's exact piecewise-linear paths (scikit-learn's
+    ``lars_path``, Efron, Hastie, Johnstone & Tibshirani 2004) of the
+    samples whose left-out active set outgrew their left-out rows, kept
+    along an alpha path: a sample's is computed once, to its end, and read
+    at every alpha after. There the feature-sign steps stop (their Hessian
+    is singular) and coordinate descent crawls (near interpolation); the
+    path's kinks number about the rows."""
+
+    def __init__(self):
+        self.paths = {}
+
+    def knows(self, i):
+        return self.paths.get(i) is not None
+
+    def solution(self, lo, i, l1):
+        """The minimiser of ``F_{-i}`` without its ridge part at ``l1``
+        (sum form), or ``None`` where ``lars_path`` failed or ended short
+        of ``l1``."""
+        if i not in self.paths:
+            self.paths[i] = _left_out_path(lo, i)
+        if self.paths[i] is None:
+            return None
+        kinks, path, n_rows, ended = self.paths[i]
+        at = l1 / n_rows  # (lars_path's penalty: the mean form over its rows)
+        if at < kinks[-1] and not ended:
+            return None
+        taken("lasso_loo_homotopy", sample=int(i))
+        return lars_solutions(kinks, path, np.array([at]))[:, 0]
+
+
+def _left_out_path(lo, i):
+    """``(kinks, coefs, n_rows, ended)`` of ``lars_path`` on sample ``i``'s
+    left-out rows (``None`` where it fails): the rows weighted by ``w' = w
+    - rho_i e_i`` (whose sum is ``W - rho_i``) and re-centred at their own
+    mean. ``U`` and ``t``, centred at the full fit's means, are off by
+    ``m' = -rho_i u_i / (W - rho_i)`` and ``-rho_i t_i / (W - rho_i)``
+    there, and ``sum_j w'_j (u_j - m') (u_j - m')^T = G - k_i u_i u_i^T``
+    (the same for ``c_{-i}``). ``ended``: the path ran to its end, not to
+    its step limit."""
+    n = lo.t.shape[0]
+    U, t = lo.rows(np.arange(n)), lo.t.copy()
+    w = lo.w.copy()
+    w[i] -= lo.rho[i]
+    if lo.intercept:
+        shift = lo.rho[i] / lo.W_minus[i]
+        U += shift * U[i]
+        t += shift * t[i]
+    keep = np.flatnonzero(w > 0)
+    root = np.sqrt(w[keep])
+    max_iter = lo.stats.loo_refit_steps + 4 * keep.size
+    with warnings.catch_warnings():  # (degenerate kinks: the descent's check tells)
+        warnings.simplefilter("ignore")
+        try:
+            kinks, _, path = lars_path(root[:, None] * U[keep], root * t[keep], method="lasso",
+                                       max_iter=max_iter)
+        except ValueError:  # columns leaving at one kink (scikit-learn issue 9603)
+            return None
+    return kinks, path, keep.size, kinks.size - 1 < max_iter
 
 
 def _descend_left_out(lo, i, x, c, k, ui, ti, l1, l2):
