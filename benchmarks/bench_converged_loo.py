@@ -13,9 +13,11 @@ support alone is exact). Then the time of ``risk_alpha_path(criterion=
 
 With ``--timing``, the time (CPU, one BLAS thread) of ``risk_alpha_path(
 criterion="loo")`` on 15 alphas with the speed policy's batched rounds
-(``loo_batch_rounds``) and without them (each moved sample solved alone),
+(``loo_batch_rounds``), without them (each moved sample solved alone), and
+with the samples the rounds leave solved by feature-sign steps, not from
+their left-out Lasso's exact path (``loo_homotopy_min_aspect=None``),
 beside ``LassoCV(cv=5)`` in the same run, their ratios, and the largest
-relative difference of the two leave-one-out paths::
+relative difference of the leave-one-out paths::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_converged_loo.py   # ~2 min
     python benchmarks/bench_converged_loo.py --timing --sizes iso:5000x200 ar:2000x300 iso:100x1000
@@ -98,7 +100,9 @@ def main():
 def timing(sizes):
     """``--timing``: see the module docstring."""
     print("design           LassoCV   rounds  (x LassoCV)  alone  (x LassoCV)  "
-          "alone/rounds  moved  solved alone  max rel diff")
+          "alone/rounds   steps  steps/rounds  moved  solved alone  max rel diff")
+    configs = (("rounds", {}), ("alone", {"loo_batch_rounds": 0}),
+               ("steps", {"loo_homotopy_min_aspect": None}))
     for size in sizes:
         kind, shape = size.split(":")
         n, p = map(int, shape.split("x"))
@@ -107,18 +111,21 @@ def timing(sizes):
         LassoCV(cv=5).fit(X, y)
         t_cv = time.process_time() - tic
         out = {}
-        for name, rounds in (("rounds", None), ("alone", 0)):
-            with record() as paths, policy_context(
-                    **({} if rounds is None else {"loo_batch_rounds": rounds})):
+        for name, changes in configs:
+            with record() as paths, policy_context(**changes):
                 tic = time.process_time()
                 path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
                 out[name] = (time.process_time() - tic, path.loo,
                              paths.details("lasso_loo"))
-        (t_r, loo_r, d_r), (t_a, loo_a, _) = out["rounds"], out["alone"]
-        both = np.isfinite(loo_r) & np.isfinite(loo_a)
-        diff = float(np.max(np.abs(loo_r[both] / loo_a[both] - 1))) if both.any() else np.nan
+        (t_r, loo_r, d_r), (t_a, loo_a, _), (t_s, loo_s, _) = (out[c] for c, _ in configs)
+        diff = np.nan
+        for other in (loo_a, loo_s):
+            both = np.isfinite(loo_r) & np.isfinite(other)
+            if both.any():
+                diff = np.nanmax([diff, float(np.max(np.abs(loo_r[both] / other[both] - 1)))])
         print(f"{kind} {n}x{p:<8} {t_cv:7.2f}  {t_r:7.2f}  ({t_r / t_cv:7.1f})  {t_a:6.2f}  "
-              f"({t_a / t_cv:7.1f})  {t_a / t_r:12.2f}  {sum(d['moved'] for d in d_r):5d}  "
+              f"({t_a / t_cv:7.1f})  {t_a / t_r:12.2f}  {t_s:6.2f}  {t_s / t_r:12.2f}  "
+              f"{sum(d['moved'] for d in d_r):5d}  "
               f"{sum(d['refits'] for d in d_r):12d}  {diff:.1e}", flush=True)
 
 

@@ -177,6 +177,9 @@ class SpeedPolicy:
     loo_batch_rounds: int = 8
     #: ... while the last round settled at least this share of its samples
     loo_batch_settle: float = 0.25
+    #: the Lasso's samples solved alone take their left-out exact path (lars_path) where
+    #: n_features >= this times n_samples (feature-sign steps below)
+    loo_homotopy_min_aspect: float | None = 1.0
     #: left-out runs multiply by the Gram matrix in float32 from this many coefficients
     loo_float32_min_features: int = 256
     #: fewest features whose folds run in the rotated layout

@@ -887,8 +887,12 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
         path = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
     with policy_context(loo_batch_rounds=0), record() as alone:
         one = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
+    # the samples the rounds left by feature-sign steps, not their left-out paths
+    with policy_context(loo_homotopy_min_aspect=None), record() as steps:
+        stepped = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15, criterion="loo")
     assert np.all(np.isfinite(path.loo)) and np.all(np.isfinite(one.loo))
     np.testing.assert_allclose(path.loo, one.loo, rtol=1e-10)
+    np.testing.assert_allclose(stepped.loo, path.loo, rtol=1e-10)
     moved = sum(d["moved"] for d in paths.details("lasso_loo"))
     refits = sum(d["refits"] for d in paths.details("lasso_loo"))
     assert sum(d["refits"] for d in alone.details("lasso_loo")) == moved > 0
@@ -897,8 +901,11 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
         k = int(np.argmin(path.loo))
     else:  # (the last alpha whose left-out sets do not outgrow their rows)
         assert refits < moved
-        outgrew = {d["sample"] for d in paths.details("lasso_loo_homotopy")}
-        assert outgrew  # (the smallest alphas: checked by the test below)
+        # every sample left solved from its path (p >= n); by the steps only
+        # where its active set outgrew its rows (the smallest alphas: the test below)
+        assert paths.count("lasso_loo_homotopy") >= refits
+        outgrew = {d["sample"] for d in steps.details("lasso_loo_interpolates")}
+        assert outgrew and {d["sample"] for d in steps.details("lasso_loo_homotopy")} == outgrew
         k = 6
     ref, _ = _brute_force_loo(lambda: Lasso(alpha=path.alphas[k], tol=1e-14, max_iter=10**6),
                               X, y)

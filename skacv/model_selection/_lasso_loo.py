@@ -148,7 +148,13 @@ def exact_lasso_loo(design, X, target, coef, penalty, paths=None):
     alone.extend(left)
     taken("lasso_loo", samples=n, moved=moved, refits=len(alone), rounds=rounds)
     p = X.shape[1]
+    aspect = policy.loo_homotopy_min_aspect
+    homotopy = aspect is not None and p >= aspect * n
     for i in sorted(alone):
+        found = _left_out_from_path(lo, i) if homotopy and lo.l2[i] == 0 else None
+        if found is not None:
+            res[i] = found
+            continue
         # from its first candidate (a round's later guesses, without the steps'
         # line search, may wander: measured slower from there where p >= n)
         E, values = starts.get(i, (S, coef[S]))
@@ -293,6 +299,19 @@ def _objective(H, c, l1, x):
     return 0.5 * float(x @ H @ x) - float(c @ x) + l1 * float(np.abs(x).sum())
 
 
+def _left_out_from_path(lo, i):
+    """``t_i - u_i^T b_{-i}`` from the left-out Lasso's exact path
+    (:class:`LeftOutPaths`), checked and finished by
+    :func:`_descend_left_out`; ``None`` where the path does not reach the
+    alpha."""
+    k, ti, l1 = lo.k[i], lo.t[i], lo.l1[i]
+    start = lo.paths.solution(lo, i, l1)
+    if start is None:
+        return None
+    ui = lo.rows([i])[0]
+    return _descend_left_out(lo, i, start, lo.c - k * ui * ti, k, ui, ti, l1, 0.0)
+
+
 def _solve_left_out(lo, i, x):
     """``t_i - u_i^T b_{-i}`` of the minimiser ``b_{-i}`` of ``F_{-i}``, by
     the feature-sign search (Lee, Battle, Raina & Ng 2007) from ``x`` (shape
@@ -314,9 +333,9 @@ def _solve_left_out(lo, i, x):
     c = lo.c - k * ui * ti
     rtol = lo.stats.loo_kkt_rtol
     if l2 == 0 and lo.paths.knows(i):  # its active set outgrew its rows at a larger alpha
-        start = lo.paths.solution(lo, i, l1)
-        if start is not None:
-            return _descend_left_out(lo, i, start, c, k, ui, ti, l1, l2)
+        found = _left_out_from_path(lo, i)
+        if found is not None:
+            return found
     A = np.flatnonzero(x)
     if A.size and l2 == 0:  # columns the left-out rows leave constant (a level of one
         # row): zero in F_{-i}, so is their coefficient (its Hessian singular there)
