@@ -875,10 +875,11 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
     in batched rounds (``loo_batch_rounds``) before any is solved alone:
     the same leave-one-out as the one-by-one feature-sign steps, and exact
     against refits. Where ``n > p`` the rounds settle every moved sample
-    (2845 of them here); where ``p >> n`` they stop once they settle few
-    (``loo_batch_settle``), and every alpha is finite, the smallest ones
-    (where left-out active sets outgrow their rows: the left-out Lasso's
-    exact path) as well."""
+    (2845 of them here); where ``p >> n`` each is solved from its left-out
+    Lasso's exact path (``loo_homotopy_min_aspect``), or, with the
+    feature-sign steps, after rounds that stop once they settle few
+    (``loo_batch_settle``): the same values, every alpha finite, the
+    smallest ones (where left-out active sets outgrow their rows) too."""
     n, p = shape
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
@@ -900,10 +901,12 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
         assert refits == 0
         k = int(np.argmin(path.loo))
     else:  # (the last alpha whose left-out sets do not outgrow their rows)
-        assert refits < moved
-        # every sample left solved from its path (p >= n); by the steps only
-        # where its active set outgrew its rows (the smallest alphas: the test below)
-        assert paths.count("lasso_loo_homotopy") >= refits
+        # p >= n: no rounds, every moved sample solved from its left-out path
+        assert refits == moved and paths.count("lasso_loo_homotopy") >= refits
+        # with the feature-sign steps, the rounds settle some first; the path
+        # only where an active set outgrew its rows (the smallest alphas: the test below)
+        assert (sum(d["refits"] for d in steps.details("lasso_loo"))
+                < sum(d["moved"] for d in steps.details("lasso_loo")))
         outgrew = {d["sample"] for d in steps.details("lasso_loo_interpolates")}
         assert outgrew and {d["sample"] for d in steps.details("lasso_loo_homotopy")} == outgrew
         k = 6

@@ -142,16 +142,19 @@ def exact_lasso_loo(design, X, target, coef, penalty, paths=None):
     starts = {}  # sample -> (columns, values): its first candidate, on its kept signs
     alone = []  # the samples solved one by one
     policy = design.policies[0]
+    p = X.shape[1]
+    aspect = policy.loo_homotopy_min_aspect
+    # where the samples left take their left-out paths (p >= n), the rounds
+    # of guesses cost more than they save: the full fit's candidate only
+    homotopy = aspect is not None and p >= aspect * n and not np.any(lo.l2)
     guesses, moved, rounds = _rounds(lo, [(S, sigma, np.flatnonzero(lo.rho > 0))], res, starts,
-                                     alone, 1 + policy.loo_batch_rounds, policy.loo_batch_settle)
+                                     alone, 1 + (0 if homotopy else policy.loo_batch_rounds),
+                                     policy.loo_batch_settle)
     left = {int(i): (E, theta) for E, theta, idx in guesses for i in idx}
     alone.extend(left)
     taken("lasso_loo", samples=n, moved=moved, refits=len(alone), rounds=rounds)
-    p = X.shape[1]
-    aspect = policy.loo_homotopy_min_aspect
-    homotopy = aspect is not None and p >= aspect * n
     for i in sorted(alone):
-        found = _left_out_from_path(lo, i) if homotopy and lo.l2[i] == 0 else None
+        found = _left_out_from_path(lo, i) if homotopy else None
         if found is not None:
             res[i] = found
             continue
