@@ -182,6 +182,11 @@ class SpeedPolicy:
     loo_homotopy_min_aspect: float | None = 1.0
     #: left-out runs multiply by the Gram matrix in float32 from this many coefficients
     loo_float32_min_features: int = 256
+    #: left-out runs keep the Gram matrix up to this many features a sample
+    loo_gram_max_aspect: float = 8.0
+    #: ... and multiply by its columns where they number at most this many a sample
+    #: (by X~ and X~^T above)
+    loo_gram_max_columns: float = 4.0
     #: fewest features whose folds run in the rotated layout
     rotated_min_features: int = 64
     #: a search fits a path costing less than this in one go, not in stages ...

@@ -303,7 +303,8 @@ def iacv_path(design, y_tilde, iteration, coef_path, y, *, datafit=None,
         if 16 * r * r <= path_memory_bytes():
             prob.spectral = _Spectral(prob, fitted)
     if prob.spectral is None and prob.quadratic and prob.sampler is None:
-        if 8 * prob.m * prob.m <= working_memory_bytes():
+        if (8 * prob.m * prob.m <= working_memory_bytes()
+                and prob.m <= design.policy.loo_gram_max_aspect * n):
             # kept in the precision of its products (float32: half the memory)
             prob.gram_dtype = _gram_dtype(prob.m, design.policy)
             prob.gram = (np.asarray(design.gram(side="features"), dtype=np.float64)

@@ -158,19 +158,22 @@ def _apply_hessian(prob, dV, curv):
     With the Gram matrix (least squares) the product takes only its columns
     where some difference is nonzero, in ``prob.gram_dtype`` (float32 from
     ``SpeedPolicy.loo_float32_min_features`` coefficients on), the result in
-    float64.
+    float64, where they number at most ``loo_gram_max_columns`` a sample
+    (by ``X~`` and ``X~^T`` above).
     """
     d = prob.design
+    n, p = d.n_samples, prob.m
     if curv is None and prob.gram is not None:
         nz = np.flatnonzero(np.any(dV != 0, axis=1))
         if nz.size >= 0.8 * dV.shape[0]:
             nz = None
-        G = prob.gram_columns(nz)
-        D = dV if nz is None else dV[nz]
-        if G.dtype == np.float64:
-            return G @ D
-        return np.asarray(G @ D.astype(G.dtype), dtype=np.float64)
-    n, p = d.n_samples, prob.m
+        # its columns where they cost less than the products by X~, X~^T
+        if (p if nz is None else nz.size) <= d.policy.loo_gram_max_columns * n:
+            G = prob.gram_columns(nz)
+            D = dV if nz is None else dV[nz]
+            if G.dtype == np.float64:
+                return G @ D
+            return np.asarray(G @ D.astype(G.dtype), dtype=np.float64)
     c = dV.shape[1]
     if not d.sparse and n * p * p + p * p * c < 2 * n * p * c:
         Xd = np.asarray(d.X, dtype=np.float64)
