@@ -396,11 +396,15 @@ def _solve_left_out(lo, i, x):
 class LeftOutPaths:
     """The left-out Lasso's exact piecewise-linear paths (scikit-learn's
     ``lars_path``, Efron, Hastie, Johnstone & Tibshirani 2004) of the
-    samples whose left-out active set outgrew their left-out rows, kept
-    along an alpha path: a sample's is computed once, to its end, and read
-    at every alpha after. There the feature-sign steps stop (their Hessian
-    is singular) and coordinate descent crawls (near interpolation); the
-    path's kinks number about the rows."""
+    samples whose left-out active set outgrew their left-out rows, and,
+    where ``p >= n`` (the speed policy's ``loo_homotopy_min_aspect``), of
+    every sample the full fit's candidate did not settle, kept along an
+    alpha path: a sample's is computed once, to its end, and read at every
+    alpha after. Where the active set outgrows the rows the feature-sign
+    steps stop (their Hessian is singular) and coordinate descent crawls
+    (near interpolation); elsewhere the steps number about the columns a
+    sample moves, the path's kinks about the rows. Each solution read is a
+    start that :func:`_descend_left_out` checks and finishes."""
 
     def __init__(self):
         self.paths = {}
