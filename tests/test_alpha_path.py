@@ -21,6 +21,7 @@ from skacv import (
     TrajectoryEarlyStoppingCV,
     TrajectoryElasticNet,
     TrajectoryLasso,
+    config_context,
     risk_alpha_path,
 )
 from skacv._policy import get_policy, policy_context
@@ -913,6 +914,27 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
     ref, _ = _brute_force_loo(lambda: Lasso(alpha=path.alphas[k], tol=1e-14, max_iter=10**6),
                               X, y)
     np.testing.assert_allclose(path.loo[k], ref, rtol=1e-7)
+
+
+def test_converged_loo_without_room_for_the_left_out_paths():
+    """The left-out Lasso's paths copy the rows dense (three times: scikit-
+    learn's ``lars_path`` takes dense rows, a sparse ``X`` too); where that
+    exceeds the working memory the samples are solved by the feature-sign
+    steps, and those whose active set outgrows their rows by the descent:
+    the same leave-one-out, to the descent's tolerance there."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((30, 300))
+    y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(30)
+    alphas = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[:9]
+    with record() as roomy:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
+    assert roomy.count("lasso_loo_homotopy") > 0 and not roomy.count("lasso_loo_path_memory")
+    with config_context(working_memory=24 * 30 * 300 / 2**20 / 2), record() as tight:
+        small = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
+    assert tight.count("lasso_loo_homotopy") == 0 and tight.count("lasso_loo_path_memory") > 0
+    assert tight.count("lasso_loo_interpolates") > 0  # (the descent at the last alphas)
+    np.testing.assert_allclose(small.loo[:7], path.loo[:7], rtol=1e-10)
+    np.testing.assert_allclose(small.loo, path.loo, rtol=1e-5)
 
 
 class _ReplicatedLars(RegressorMixin, BaseEstimator):

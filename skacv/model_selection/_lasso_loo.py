@@ -436,8 +436,14 @@ def _left_out_path(lo, i):
     ``m' = -rho_i u_i / (W - rho_i)`` and ``-rho_i t_i / (W - rho_i)``
     there, and ``sum_j w'_j (u_j - m') (u_j - m')^T = G - k_i u_i u_i^T``
     (the same for ``c_{-i}``). ``ended``: the path ran to its end, not to
-    its step limit."""
+    its step limit. ``None`` too where three dense copies of the rows
+    exceed the working memory (``skacv.set_config``; a sparse ``X``:
+    ``lars_path`` takes dense rows): the feature-sign steps or the descent
+    then solve the sample."""
     n = lo.t.shape[0]
+    if 24 * n * lo.X.shape[1] > working_memory_bytes():  # (U dense, weighted, lars_path's)
+        taken("lasso_loo_path_memory", sample=int(i))
+        return None
     U, t = lo.rows(np.arange(n)), lo.t.copy()
     w = lo.w.copy()
     w[i] -= lo.rho[i]
