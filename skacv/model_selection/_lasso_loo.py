@@ -302,16 +302,16 @@ def _objective(H, c, l1, x):
     return 0.5 * float(x @ H @ x) - float(c @ x) + l1 * float(np.abs(x).sum())
 
 
-def _left_out_from_path(lo, i):
+def _left_out_from_path(lo, i, ui=None):
     """``t_i - u_i^T b_{-i}`` from the left-out Lasso's exact path
     (:class:`LeftOutPaths`), checked and finished by
     :func:`_descend_left_out`; ``None`` where the path does not reach the
-    alpha."""
+    alpha (``ui``: the row ``u_i``, if the caller has it)."""
     k, ti, l1 = lo.k[i], lo.t[i], lo.l1[i]
     start = lo.paths.solution(lo, i, l1)
     if start is None:
         return None
-    ui = lo.rows([i])[0]
+    ui = lo.rows([i])[0] if ui is None else ui
     return _descend_left_out(lo, i, start, lo.c - k * ui * ti, k, ui, ti, l1, 0.0)
 
 
@@ -336,7 +336,7 @@ def _solve_left_out(lo, i, x):
     c = lo.c - k * ui * ti
     rtol = lo.stats.loo_kkt_rtol
     if l2 == 0 and lo.paths.knows(i):  # its active set outgrew its rows at a larger alpha
-        found = _left_out_from_path(lo, i)
+        found = _left_out_from_path(lo, i, ui)
         if found is not None:
             return found
     A = np.flatnonzero(x)
@@ -408,6 +408,14 @@ class LeftOutPaths:
 
     def __init__(self):
         self.paths = {}
+        self.rows = None  # U, every row centred at the full fit's means (once a path)
+
+    def centred_rows(self, lo):
+        """``U`` (float64, dense), computed at the first path and kept: the
+        same rows at every alpha and for every sample."""
+        if self.rows is None:
+            self.rows = lo.rows(np.arange(lo.t.shape[0]))
+        return self.rows
 
     def knows(self, i):
         return self.paths.get(i) is not None
@@ -417,7 +425,7 @@ class LeftOutPaths:
         (sum form), or ``None`` where ``lars_path`` failed or ended short
         of ``l1``."""
         if i not in self.paths:
-            self.paths[i] = _left_out_path(lo, i)
+            self.paths[i] = _left_out_path(lo, i, self)
         if self.paths[i] is None:
             return None
         kinks, path, n_rows, ended = self.paths[i]
@@ -428,7 +436,7 @@ class LeftOutPaths:
         return lars_solutions(kinks, path, np.array([at]))[:, 0]
 
 
-def _left_out_path(lo, i):
+def _left_out_path(lo, i, paths):
     """``(kinks, coefs, n_rows, ended)`` of ``lars_path`` on sample ``i``'s
     left-out rows (``None`` where it fails): the rows weighted by ``w' = w
     - rho_i e_i`` (whose sum is ``W - rho_i``) and re-centred at their own
@@ -439,17 +447,18 @@ def _left_out_path(lo, i):
     its step limit. ``None`` too where three dense copies of the rows
     exceed the working memory (``skacv.set_config``; a sparse ``X``:
     ``lars_path`` takes dense rows): the feature-sign steps or the descent
-    then solve the sample."""
+    then solve the sample. ``paths``: the :class:`LeftOutPaths` keeping
+    ``U``."""
     n = lo.t.shape[0]
-    if 24 * n * lo.X.shape[1] > working_memory_bytes():  # (U dense, weighted, lars_path's)
+    if 24 * n * lo.X.shape[1] > working_memory_bytes():  # (U kept, weighted, lars_path's)
         taken("lasso_loo_path_memory", sample=int(i))
         return None
-    U, t = lo.rows(np.arange(n)), lo.t.copy()
+    U, t = paths.centred_rows(lo), lo.t.copy()
     w = lo.w.copy()
     w[i] -= lo.rho[i]
     if lo.intercept:
         shift = lo.rho[i] / lo.W_minus[i]
-        U += shift * U[i]
+        U = U + shift * U[i]  # (a new array: the kept U stays centred at the full means)
         t += shift * t[i]
     keep = np.flatnonzero(w > 0)
     root = np.sqrt(w[keep])
