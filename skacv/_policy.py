@@ -182,6 +182,13 @@ class SpeedPolicy:
     loo_homotopy_min_aspect: float | None = 1.0
     #: left-out runs multiply by the Gram matrix in float32 from this many coefficients
     loo_float32_min_features: int = 256
+    #: left-out runs of an l1 path step only the rows where they differ from the fit
+    #: from this many coefficients on
+    loo_live_rows_min_features: int = 64
+    #: ... and on every row where those number more than this share of them
+    loo_live_rows_max_share: float = 0.5
+    #: ... for this many steps before the rows are counted again
+    loo_live_rows_recheck: int = 10
     #: left-out runs keep the Gram matrix up to this many features a sample
     loo_gram_max_aspect: float = 8.0
     #: ... and multiply by its columns where they number at most this many a sample

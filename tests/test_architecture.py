@@ -53,6 +53,7 @@ MODULE_LAYERS = {
     "iterations": [["_penalties", "_datafits"], ["_step"],
                    ["_iterations", "_preconditioning", "_screening"], ["_path", "_metric"]],
     "estimates": [
+        ["loo._live_rows"],
         ["risk._state", "risk._readout", "risk._uq", "risk._result",
          "risk._probes", "loo._refit", "loo._track"],
         ["risk._spectral", "risk._propagate", "risk._curvature", "risk._reliability",

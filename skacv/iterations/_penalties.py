@@ -204,8 +204,13 @@ class Penalty:
         every coordinate: unpenalised coordinates, strengths per column, a
         subclass's own prox (the working sets of the stacked folds,
         ``skacv.model_selection._fold_screening``)."""
-        if (type(self).prox is not Penalty.prox or self.n_unpenalized
-                or isinstance(self.l1_, np.ndarray)):
+        return None if self.n_unpenalized else self.head_zero_band()
+
+    def head_zero_band(self):
+        """:meth:`zero_band` of the penalised coordinates (the trailing
+        ``n_unpenalized`` aside): ``None`` for strengths per column or a
+        subclass's own prox."""
+        if type(self).prox is not Penalty.prox or isinstance(self.l1_, np.ndarray):
             return None
         return float(self.l1_)
 

@@ -14,6 +14,7 @@ from ..._config import check_memory
 from ...iterations._datafits import LeastSquares, log_loss_terms
 from ...iterations._path import minibatch_gradient
 from ...linalg._design import design_rows
+from ._live_rows import live_rows
 
 
 def removed_weights(design):
@@ -152,25 +153,38 @@ class _Spectral:
         return self.V
 
 
-def _apply_hessian(prob, dV, curv):
+def _apply_hessian(prob, dV, curv, rows=None, fortran=False):
     """``X~^T diag(curv) X~ @ dV`` (sum form; ``curv=None``: least squares).
 
     With the Gram matrix (least squares) the product takes only its columns
     where some difference is nonzero, in ``prob.gram_dtype`` (float32 from
     ``SpeedPolicy.loo_float32_min_features`` coefficients on), the result in
     float64, where they number at most ``loo_gram_max_columns`` a sample
-    (by ``X~`` and ``X~^T`` above).
+    (by ``X~`` and ``X~^T`` above). ``rows``: ``dV`` holds only these rows
+    of the differences (the others zero: :class:`~._live_rows.LiveRows`),
+    and the products read only their columns of ``X~``; ``fortran``: the
+    result in Fortran order where the products give it (its rows then
+    reduce fast).
     """
     d = prob.design
     n, p = d.n_samples, prob.m
+    if rows is not None and rows.size >= 0.8 * p:  # (as the dense block)
+        full = np.zeros((p, dV.shape[1]))
+        full[rows] = dV
+        dV, rows = full, None
     if curv is None and prob.gram is not None:
-        nz = np.flatnonzero(np.any(dV != 0, axis=1))
-        if nz.size >= 0.8 * dV.shape[0]:
-            nz = None
+        if rows is not None:
+            nz = rows
+        else:
+            nz = np.flatnonzero(np.any(dV != 0, axis=1))
+            if nz.size >= 0.8 * dV.shape[0]:
+                nz = None
         # its columns where they cost less than the products by X~, X~^T
         if (p if nz is None else nz.size) <= d.policy.loo_gram_max_columns * n:
             G = prob.gram_columns(nz)
-            D = dV if nz is None else dV[nz]
+            D = dV if nz is None or rows is not None else dV[nz]
+            if fortran:
+                return np.asarray(D.astype(G.dtype, copy=False).T @ G.T, dtype=np.float64).T
             if G.dtype == np.float64:
                 return G @ D
             return np.asarray(G @ D.astype(G.dtype), dtype=np.float64)
@@ -178,10 +192,15 @@ def _apply_hessian(prob, dV, curv):
     if not d.sparse and n * p * p + p * p * c < 2 * n * p * c:
         Xd = np.asarray(d.X, dtype=np.float64)
         Xc = Xd if curv is None else Xd * curv[:, None]
-        return (Xc.T @ Xd) @ dV
-    XdV = np.asarray(d.matvec(dV), dtype=np.float64)
+        return (Xc.T @ (Xd if rows is None else Xd[:, rows])) @ dV
+    if rows is None:
+        XdV = np.asarray(d.matvec(dV), dtype=np.float64)
+    else:
+        XdV = np.asarray(d.columns(rows) @ dV, dtype=np.float64)
     if curv is not None:
         XdV *= curv[:, None]
+    if fortran and not d.sparse:
+        return np.asarray(XdV.T @ d.X, dtype=np.float64).T
     return np.asarray(d.rmatvec(XdV), dtype=np.float64)
 
 
@@ -277,14 +296,15 @@ def _track_toeplitz(prob, idx, coef_at=(), store=False):
     return loss, None, preds, coefs
 
 
-def _step_pieces(prob, k, v, idx, U, y_i, sw_i, dV, in_all):
+def _step_pieces(prob, k, v, idx, U, y_i, sw_i, dV, in_all, rows=None, fortran=False):
     """The full step's gradient and the tracked samples' pieces at step ``k``
     (extrapolated point ``v``): ``(z, g, curv, N_S, HdV, mS, sig_S, in_S)``.
 
     ``z`` is the step's negative mean gradient (over the batch ``S``),
     ``g`` the tracked samples' residuals on the original scale, ``curv``
     their curvatures (``None`` for least squares), ``N_S`` the batch's
-    weight, ``HdV`` the batch Hessian applied to the differences ``dV``,
+    weight, ``HdV`` the batch Hessian applied to the differences ``dV``
+    (``rows``, ``fortran``: full batch, :func:`_apply_hessian`'s),
     ``mS``/``sig_S`` the batch's centring terms (``None``/0 without a
     mini-batch or centring) and ``in_S`` which tracked samples are in the
     batch."""
@@ -300,7 +320,7 @@ def _step_pieces(prob, k, v, idx, U, y_i, sw_i, dV, in_all):
     curv = None if curv_all is None else curv_all[idx]
     if sampler is None:
         z = np.asarray(design.rmatvec(r), dtype=np.float64) / W
-        return z, g, curv, W, _apply_hessian(prob, dV, curv_all), None, 0.0, in_all
+        return z, g, curv, W, _apply_hessian(prob, dV, curv_all, rows, fortran), None, 0.0, in_all
     S = sampler(k)
     rows = design.rows(S, prob.x_csr())
     XS = np.asarray(rows.dense(), dtype=np.float64)
@@ -352,7 +372,13 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
         dX2 = np.zeros((m, c)) if prob.uses_hb else None
         dV = dX1
         q = np.zeros(c)  # u_i^T dV_i^{k-1}
-    buf = np.empty((m, c))
+    # the runs stepped on the rows where they differ from the fit (None: all rows)
+    live = live_rows(prob, idx, (dX1, dX2, dV))
+    # scratch blocks of the negative-gradient differences, in their layout
+    # (Fortran order on the live rows: :func:`_apply_hessian`)
+    order = "C" if live is None else "F"
+    buf, buf2 = np.empty((m, c), order=order), np.empty((m, c), order=order)
+    UTo = UT if live is None else np.asfortranarray(UT)
     loss = np.zeros((c, T + 1))
     err = np.zeros(T + 1) if prob.classifier else None
     preds = np.empty((c, T + 1)) if store else None
@@ -371,7 +397,7 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
             if store:
                 preds[:, t] = prob.y[idx] - res
         if coef_at and t in coef_at:
-            D = path[:, t][:, None] + (dX1 if t else 0.0)
+            D = path[:, t][:, None] + ((dX1 if live is None else live.full("x1")) if t else 0.0)
             if sp is not None:
                 D = sp.basis() @ D
             coefs[coef_at.index(t)] = D.T
@@ -384,7 +410,8 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
         x2 = path[:, k - 2] if k >= 2 else x1
         v = x1 if k == 1 else it.extrapolate_iterate(k - 1, x1, x2)
         z, g, curv, N_S, HdV, mS, sig_S, in_S = _step_pieces(
-            prob, k, v, idx, U, y_i, sw_i, dV, in_all)
+            prob, k, v, idx, U, y_i, sw_i, dV if live is None else live.v.D, in_all,
+            None if live is None else live.v.rows, live is not None)
         rho_S = rho_i * in_S
         N_i = N_S - rho_S
         with np.errstate(divide="ignore"):
@@ -399,14 +426,22 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
         # dZ = (N_S / N_i - 1) z - H_S dV / N_i + u_i coef_u / N_i (+ centring, ridge)
         dZ = HdV
         dZ *= -inv
-        dZ += np.multiply.outer(z, N_S * inv - 1.0)
-        dZ += np.multiply(UT, coef_u * inv, out=buf)
+        dZ += np.multiply(z[:, None], N_S * inv - 1.0, out=buf2)
+        dZ += np.multiply(UTo, coef_u * inv, out=buf)
         if mS is not None:
             dZ += np.multiply.outer(mS, eps_i * (g - q) * inv)
         if dl2_i is not None:
-            t2 = (v[:, None] + dV) * dl2_i
+            t2 = (v[:, None] + dV) * dl2_i if live is None else live.dl2_term(v, dl2_i)
             dZ -= t2 if prob.pen is None else t2 * prob.pen[:, None]
         hb = it.hb(k) != 0.0
+        if live is not None:  # the rows where the runs may differ from the fit
+            pre = it.combine(k, v, it.momentum_difference(k, x1, x2) if hb else None, z)
+            rows, dX, dV = live.step(it, k, x1, x2, path[:, k], pre, it.prox(k, pre), dZ, hb)
+            UTr = UTo if rows is None else UT[rows]
+            qx = np.einsum("ij,ij->j", UTr, dX)
+            q = qx if dV is dX else np.einsum("ij,ij->j", UTr, dV)
+            record(k, UP[:, k] + qx)
+            continue
         dPre = it.combine(k, dV, it.momentum_difference(k, x1, x2, dx1=dX1, dx2=dX2)
                           if hb else None, dZ)
         if it.is_linear:
@@ -424,6 +459,7 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
         qx = np.einsum("ij,ij->j", UT, dX)
         q = qx if dV is dX else np.einsum("ij,ij->j", UT, dV)
         record(k, UP[:, k] + qx)
+    diffs = {"dX1": dX1, "dX2": dX2, "dV": dV} if live is None else live.finish()
     if state is not None:
-        state.update(k=T, dX1=dX1, dX2=dX2, dV=dV, q=q)
+        state.update(k=T, q=q, **diffs)
     return loss, err, preds, coefs
