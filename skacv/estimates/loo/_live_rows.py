@@ -105,7 +105,6 @@ class LiveRows:
         self.dense_until = 0  # steps before it run on every row
         self.mask = np.zeros(m, dtype=bool)
         self.pos = np.zeros(m, dtype=np.intp)
-        self.buf = np.empty((m, c), order="F")  # (dZ's layout: rows reduce fast)
         dX1, dX2, dV = state
         self.x1 = _Diff(None, dX1)
         self.x2 = (_Diff(None, dX2) if keep_two and dX2 is not None
@@ -150,17 +149,18 @@ class LiveRows:
         out[self.pos[d.rows]] = d.D
         return out
 
-    def step(self, it, k, x1, x2, x_new, pre, x_fit, dZ, hb):
+    def step(self, it, k, x1, x2, x_new, pre, x_fit, dZ, hb, scratch):
         """Step ``k`` of the runs from the negative-gradient differences ``dZ``
-        (shape (m, c), every row; scratch) at the fit's point: ``x1``,
-        ``x2``, ``x_new`` are ``x^{k-1}``, ``x^{k-2}``, ``x^k`` of the fit,
-        ``pre`` its pre-prox point and ``x_fit`` its prox. Returns ``(rows,
-        dX, dV)``: the rows stepped (``None``: every row) and the new
-        differences there."""
+        (shape (m, c), every row; Fortran order, whose rows reduce fast;
+        overwritten, as is ``scratch``, of its shape and layout) at the
+        fit's point: ``x1``, ``x2``, ``x_new`` are ``x^{k-1}``, ``x^{k-2}``,
+        ``x^k`` of the fit, ``pre`` its pre-prox point and ``x_fit`` its
+        prox. Returns ``(rows, dX, dV)``: the rows stepped (``None``: every
+        row) and the new differences there."""
         if k < self.dense_until:
             return self._step_rows(it, k, None, x1, x2, x_new, pre, x_fit, dZ, hb)
         eta = it.eta(k)
-        reach = np.abs(dZ, out=self.buf).max(axis=1)
+        reach = np.abs(dZ, out=scratch).max(axis=1)
         reach *= eta
         reach += np.abs(pre)
         mask = self.mask

@@ -436,7 +436,8 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
         hb = it.hb(k) != 0.0
         if live is not None:  # the rows where the runs may differ from the fit
             pre = it.combine(k, v, it.momentum_difference(k, x1, x2) if hb else None, z)
-            rows, dX, dV = live.step(it, k, x1, x2, path[:, k], pre, it.prox(k, pre), dZ, hb)
+            rows, dX, dV = live.step(it, k, x1, x2, path[:, k], pre, it.prox(k, pre), dZ, hb,
+                                     buf2)
             UTr = UTo if rows is None else UT[rows]
             qx = np.einsum("ij,ij->j", UTr, dX)
             q = qx if dV is dX else np.einsum("ij,ij->j", UTr, dV)
