@@ -14,9 +14,13 @@ momentum, the prox and the clipped extrapolation of the perturbed runs are
 elementwise, so :class:`LiveRows` runs them (the iteration's own methods) on
 the other rows only, keeps the differences as the rows where they are
 non-zero, and the products ``X~ dV`` read the columns of those rows. The
-negative-gradient differences ``dZ`` are still formed on every row: the band
-is checked on them. The values are the dense block's up to the order of the
-sums in the products.
+negative-gradient differences ``dZ`` are still formed on every row (one
+product by ``X~^T`` where the runs multiply by ``X~``:
+:class:`~skacv.estimates.loo._track._HessianImage`): the band is checked on
+them. A bound of them from an earlier step (Cauchy-Schwarz on the change of
+``X~ dV``) was tried instead and admitted two to four times the rows on the
+gene design NCI60, so it was not kept. The values are the dense block's up
+to the order of the sums in the products.
 """
 
 import numpy as np

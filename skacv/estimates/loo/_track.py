@@ -153,7 +153,34 @@ class _Spectral:
         return self.V
 
 
-def _apply_hessian(prob, dV, curv, rows=None, fortran=False):
+class _HessianImage:
+    """The batch Hessian applied to the left-out runs' differences, ``X~^T W``
+    with ``W = diag(curv) X~ dV`` (shape (n_samples, c)) not yet multiplied
+    by ``X~^T`` (:func:`_apply_hessian` on the products by ``X~``): the runs'
+    negative-gradient differences are then one product
+    (:meth:`differences`)."""
+
+    def __init__(self, W, design, residual):
+        self.W, self.design, self.residual = W, design, residual
+
+    def differences(self, inv, a, b, idx, sw_i, n_eff, fortran):
+        """``dZ = -(X~^T W) inv + z a + UT b`` (:func:`_gradient_differences`
+        without its ridge and mini-batch terms) as ``X~^T M``: ``z = X~^T r /
+        n_eff`` (``r`` the fit's residual) and the runs' rows ``u_i =
+        x~_{idx_i} / sw_i`` are columns of ``X~^T`` too, so ``M = -W inv + r
+        a / n_eff`` plus ``b_i / sw_i`` at row ``idx_i`` of column ``i``
+        (``fortran``: the result in Fortran order where the product gives
+        it)."""
+        M = self.W * -inv
+        M += np.multiply.outer(self.residual, a / n_eff)
+        M[idx, np.arange(idx.size)] += b / sw_i
+        d = self.design
+        if fortran and not d.sparse:
+            return np.asarray(M.T @ d.X, dtype=np.float64).T
+        return np.asarray(d.rmatvec(M), dtype=np.float64)
+
+
+def _apply_hessian(prob, dV, curv, rows=None, fortran=False, residual=None):
     """``X~^T diag(curv) X~ @ dV`` (sum form; ``curv=None``: least squares).
 
     With the Gram matrix (least squares) the product takes only its columns
@@ -164,7 +191,8 @@ def _apply_hessian(prob, dV, curv, rows=None, fortran=False):
     of the differences (the others zero: :class:`~._live_rows.LiveRows`),
     and the products read only their columns of ``X~``; ``fortran``: the
     result in Fortran order where the products give it (its rows then
-    reduce fast).
+    reduce fast); ``residual``: the fit's, for a :class:`_HessianImage`
+    where the products by ``X~`` and ``X~^T`` are taken.
     """
     d = prob.design
     n, p = d.n_samples, prob.m
@@ -199,6 +227,8 @@ def _apply_hessian(prob, dV, curv, rows=None, fortran=False):
         XdV = np.asarray(d.columns(rows) @ dV, dtype=np.float64)
     if curv is not None:
         XdV *= curv[:, None]
+    if residual is not None:
+        return _HessianImage(XdV, d, residual)
     if fortran and not d.sparse:
         return np.asarray(XdV.T @ d.X, dtype=np.float64).T
     return np.asarray(d.rmatvec(XdV), dtype=np.float64)
@@ -304,7 +334,8 @@ def _step_pieces(prob, k, v, idx, U, y_i, sw_i, dV, in_all, rows=None, fortran=F
     ``g`` the tracked samples' residuals on the original scale, ``curv``
     their curvatures (``None`` for least squares), ``N_S`` the batch's
     weight, ``HdV`` the batch Hessian applied to the differences ``dV``
-    (``rows``, ``fortran``: full batch, :func:`_apply_hessian`'s),
+    (``rows``, ``fortran``: full batch, :func:`_apply_hessian`'s; its
+    :class:`_HessianImage` where the products are by ``X~``),
     ``mS``/``sig_S`` the batch's centring terms (``None``/0 without a
     mini-batch or centring) and ``in_S`` which tracked samples are in the
     batch."""
@@ -320,7 +351,8 @@ def _step_pieces(prob, k, v, idx, U, y_i, sw_i, dV, in_all, rows=None, fortran=F
     curv = None if curv_all is None else curv_all[idx]
     if sampler is None:
         z = np.asarray(design.rmatvec(r), dtype=np.float64) / W
-        return z, g, curv, W, _apply_hessian(prob, dV, curv_all, rows, fortran), None, 0.0, in_all
+        HdV = _apply_hessian(prob, dV, curv_all, rows, fortran, r)
+        return z, g, curv, W, HdV, None, 0.0, in_all
     S = sampler(k)
     rows = design.rows(S, prob.x_csr())
     XS = np.asarray(rows.dense(), dtype=np.float64)
@@ -424,10 +456,14 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
                 P = P - mS @ dV
             coef_u += eps_i * (P - rho_S * e + N_i * eps_i * e)
         # dZ = (N_S / N_i - 1) z - H_S dV / N_i + u_i coef_u / N_i (+ centring, ridge)
-        dZ = HdV
-        dZ *= -inv
-        dZ += np.multiply(z[:, None], N_S * inv - 1.0, out=buf2)
-        dZ += np.multiply(UTo, coef_u * inv, out=buf)
+        if isinstance(HdV, _HessianImage):  # one product by X~^T
+            dZ = HdV.differences(inv, N_S * inv - 1.0, coef_u * inv, idx, sw_i, N_S,
+                                 live is not None)
+        else:
+            dZ = HdV
+            dZ *= -inv
+            dZ += np.multiply(z[:, None], N_S * inv - 1.0, out=buf2)
+            dZ += np.multiply(UTo, coef_u * inv, out=buf)
         if mS is not None:
             dZ += np.multiply.outer(mS, eps_i * (g - q) * inv)
         if dl2_i is not None:
