@@ -156,7 +156,7 @@ class _Spectral:
 class _HessianImage:
     """The batch Hessian applied to the left-out runs' differences, ``X~^T W``
     with ``W = diag(curv) X~ dV`` (shape (n_samples, c)) not yet multiplied
-    by ``X~^T`` (:func:`_apply_hessian` on the products by ``X~``): the runs'
+    by ``X~^T`` (:func:`_apply_hessian` by the products by ``X~``): the runs'
     negative-gradient differences are then one product
     (:meth:`differences`)."""
 
@@ -164,8 +164,8 @@ class _HessianImage:
         self.W, self.design, self.residual = W, design, residual
 
     def differences(self, inv, a, b, idx, sw_i, n_eff, fortran):
-        """``dZ = -(X~^T W) inv + z a + UT b`` (:func:`_gradient_differences`
-        without its ridge and mini-batch terms) as ``X~^T M``: ``z = X~^T r /
+        """``dZ = -(X~^T W) inv + z a + UT b`` (:func:`_track`'s, before its
+        ridge and mini-batch terms) as ``X~^T M``: ``z = X~^T r /
         n_eff`` (``r`` the fit's residual) and the runs' rows ``u_i =
         x~_{idx_i} / sw_i`` are columns of ``X~^T`` too, so ``M = -W inv + r
         a / n_eff`` plus ``b_i / sw_i`` at row ``idx_i`` of column ``i``
@@ -180,19 +180,18 @@ class _HessianImage:
         return np.asarray(d.rmatvec(M), dtype=np.float64)
 
 
-def _apply_hessian(prob, dV, curv, rows=None, fortran=False, residual=None):
+def _apply_hessian(prob, dV, curv, residual, rows=None, fortran=False):
     """``X~^T diag(curv) X~ @ dV`` (sum form; ``curv=None``: least squares).
 
     With the Gram matrix (least squares) the product takes only its columns
     where some difference is nonzero, in ``prob.gram_dtype`` (float32 from
     ``SpeedPolicy.loo_float32_min_features`` coefficients on), the result in
-    float64, where they number at most ``loo_gram_max_columns`` a sample
-    (by ``X~`` and ``X~^T`` above). ``rows``: ``dV`` holds only these rows
-    of the differences (the others zero: :class:`~._live_rows.LiveRows`),
-    and the products read only their columns of ``X~``; ``fortran``: the
-    result in Fortran order where the products give it (its rows then
-    reduce fast); ``residual``: the fit's, for a :class:`_HessianImage`
-    where the products by ``X~`` and ``X~^T`` are taken.
+    float64, where they number at most ``loo_gram_max_columns`` a sample;
+    above, a :class:`_HessianImage` of the products by ``X~`` and ``X~^T``
+    (``residual``: the fit's). ``rows``: ``dV`` holds only these rows of the
+    differences (the others zero: :class:`~._live_rows.LiveRows`), and the
+    products read only their columns of ``X~``; ``fortran``: the Gram
+    product in Fortran order (its rows then reduce fast).
     """
     d = prob.design
     n, p = d.n_samples, prob.m
@@ -227,11 +226,7 @@ def _apply_hessian(prob, dV, curv, rows=None, fortran=False, residual=None):
         XdV = np.asarray(d.columns(rows) @ dV, dtype=np.float64)
     if curv is not None:
         XdV *= curv[:, None]
-    if residual is not None:
-        return _HessianImage(XdV, d, residual)
-    if fortran and not d.sparse:
-        return np.asarray(XdV.T @ d.X, dtype=np.float64).T
-    return np.asarray(d.rmatvec(XdV), dtype=np.float64)
+    return _HessianImage(XdV, d, residual)
 
 
 def _responses(it, curv, inject, T):
@@ -351,7 +346,7 @@ def _step_pieces(prob, k, v, idx, U, y_i, sw_i, dV, in_all, rows=None, fortran=F
     curv = None if curv_all is None else curv_all[idx]
     if sampler is None:
         z = np.asarray(design.rmatvec(r), dtype=np.float64) / W
-        HdV = _apply_hessian(prob, dV, curv_all, rows, fortran, r)
+        HdV = _apply_hessian(prob, dV, curv_all, r, rows, fortran)
         return z, g, curv, W, HdV, None, 0.0, in_all
     S = sampler(k)
     rows = design.rows(S, prob.x_csr())
