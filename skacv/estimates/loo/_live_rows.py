@@ -28,6 +28,25 @@ import numpy as np
 from ..._trace import taken
 
 
+def step_differences(it, k, x1, x2, x_new, pre, x_fit, dV, dX1, dX2, dZ, hb, scale,
+                     overwrite_z=False):
+    """The runs' differences ``(dX^k, dV^k)`` after step ``k`` of the
+    iteration ``it`` (on every row, or on rows they are all taken on): the
+    momentum difference of the perturbed runs, the combination with the
+    negative-gradient differences ``dZ`` (``overwrite_z``: into ``dZ``), the
+    prox of each run's own pre-prox point (``pre`` plus its difference,
+    strengths scaled by ``scale``) minus the fit's ``x_fit`` (``pre`` and
+    ``x_fit`` ``None``: a linear iteration, the combination itself), then
+    the clipped extrapolation of the perturbed runs from the fit's ``x1``
+    to ``x_new``."""
+    dm = it.momentum_difference(k, x1, x2, dx1=dX1, dx2=dX2) if hb else None
+    dX = it.combine(k, dV, dm, dZ, overwrite_z=overwrite_z)
+    if pre is not None:
+        dX = it.prox(k, np.add(dX, pre[:, None], out=dX), scale)
+        dX -= x_fit[:, None]
+    return dX, it.extrapolate_difference(k, x_new, x1, dX, dX1)
+
+
 def live_rows(prob, idx, state):
     """:class:`LiveRows` of the left-out runs of the samples ``idx`` of
     ``prob`` (a ``_Problem``) from their differences ``state = (dX1, dX2,
@@ -188,14 +207,10 @@ class LiveRows:
         taken there."""
         self.steps += 1
         self.rows_stepped += self.m if rows is None else rows.size
-        dX1 = self._gather(self.x1, rows)
-        dm = None
-        if hb:
-            dm = it.momentum_difference(k, x1, x2, dx1=dX1, dx2=self._gather(self.x2, rows))
-        dPre = it.combine(k, self._gather(self.v, rows), dm, dZ_rows, overwrite_z=True)
-        dX = it.prox(k, np.add(dPre, pre[:, None], out=dPre), self.scale)
-        dX -= x_fit[:, None]
-        dV = it.extrapolate_difference(k, x_new, x1, dX, dX1)
+        dX, dV = step_differences(
+            it, k, x1, x2, x_new, pre, x_fit, self._gather(self.v, rows),
+            self._gather(self.x1, rows), self._gather(self.x2, rows) if hb else None, dZ_rows,
+            hb, self.scale, overwrite_z=True)
         if self.keep_two:
             self.x2 = self.x1
         self.x1 = self._kept(rows, dX)

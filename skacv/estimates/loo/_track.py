@@ -14,7 +14,7 @@ from ..._config import check_memory
 from ...iterations._datafits import LeastSquares, log_loss_terms
 from ...iterations._path import minibatch_gradient
 from ...linalg._design import design_rows
-from ._live_rows import live_rows
+from ._live_rows import live_rows, step_differences
 
 
 def removed_weights(design):
@@ -401,6 +401,7 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
         q = np.zeros(c)  # u_i^T dV_i^{k-1}
     # the runs stepped on the rows where they differ from the fit (None: all rows)
     live = live_rows(prob, idx, (dX1, dX2, dV))
+    scale_i = None if prob.l1_scale is None else prob.l1_scale[idx]
     # scratch blocks of the negative-gradient differences, in their layout
     # (Fortran order on the live rows: :func:`_apply_hessian`)
     order = "C" if live is None else "F"
@@ -465,31 +466,21 @@ def _track(prob, idx, coef_at=(), store=False, state=None):
             t2 = (v[:, None] + dV) * dl2_i if live is None else live.dl2_term(v, dl2_i)
             dZ -= t2 if prob.pen is None else t2 * prob.pen[:, None]
         hb = it.hb(k) != 0.0
-        if live is not None:  # the rows where the runs may differ from the fit
-            pre = it.combine(k, v, it.momentum_difference(k, x1, x2) if hb else None, z)
-            rows, dX, dV = live.step(it, k, x1, x2, path[:, k], pre, it.prox(k, pre), dZ, hb,
-                                     buf2)
-            UTr = UTo if rows is None else UT[rows]
-            qx = np.einsum("ij,ij->j", UTr, dX)
-            q = qx if dV is dX else np.einsum("ij,ij->j", UTr, dV)
-            record(k, UP[:, k] + qx)
-            continue
-        dPre = it.combine(k, dV, it.momentum_difference(k, x1, x2, dx1=dX1, dx2=dX2)
-                          if hb else None, dZ)
-        if it.is_linear:
-            dX = dPre
-        else:
+        pre = xk = None  # the fit's pre-prox point and iterate (a proximal iteration)
+        if not it.is_linear:
             pre = it.combine(k, v, it.momentum_difference(k, x1, x2) if hb else None, z)
             xk = it.prox(k, pre)
-            dX = it.prox(k, np.add(dPre, pre[:, None], out=dPre),
-                         None if prob.l1_scale is None else prob.l1_scale[idx])
-            dX -= xk[:, None]
-        dV = it.extrapolate_difference(k, path[:, k], x1, dX, dX1)
-        if dX2 is not None:
-            dX2 = dX1
-        dX1 = dX
-        qx = np.einsum("ij,ij->j", UT, dX)
-        q = qx if dV is dX else np.einsum("ij,ij->j", UT, dV)
+        if live is not None:  # the rows where the runs may differ from the fit
+            rows, dX, dV = live.step(it, k, x1, x2, path[:, k], pre, xk, dZ, hb, buf2)
+            UTr = UTo if rows is None else UT[rows]
+        else:
+            dX, dV = step_differences(it, k, x1, x2, path[:, k], pre, xk, dV, dX1, dX2, dZ, hb,
+                                      scale_i)
+            if dX2 is not None:
+                dX2 = dX1
+            dX1, UTr = dX, UT
+        qx = np.einsum("ij,ij->j", UTr, dX)
+        q = qx if dV is dX else np.einsum("ij,ij->j", UTr, dV)
         record(k, UP[:, k] + qx)
     diffs = {"dX1": dX1, "dX2": dX2, "dV": dV} if live is None else live.finish()
     if state is not None:
