@@ -6,12 +6,14 @@ raised) and as brute-force refits, on fewer rows.
 The two blocks differ only in the order of the sums in their products
 (columns of ``X~`` on the live rows, results in Fortran order), which 60
 steps of FISTA's clipped extrapolation amplify to at most 4.3e-9 relatively
-in ``loo_path_`` and 1.7e-7 in a left-out prediction on these designs
-(measured over every case below; the dense block and brute-force refits
-differ by as much), and to 3.5e-8 absolutely (2.3e-6 of a prediction of
-0.015) with NumPy 1.24's BLAS: ``loo_path_`` to ``rtol`` 1e-7 and the
-predictions (of order 1) to ``atol`` 1e-6. A row wrongly left out moves
-them by far more.
+in ``loo_path_`` and 1.7e-7 in a left-out prediction on these designs with
+OpenBLAS's SkylakeX kernels (measured over every case below), to 1.1e-7 in
+``loo_path_`` with its Haswell kernels, and to 3.5e-8 absolutely in a
+prediction of 0.015 with NumPy 1.24's BLAS; the block of every row and
+brute-force refits differ by up to 1.7e-7 themselves. So ``loo_path_`` to
+``rtol`` 1e-6 and the predictions (of order 1) to ``atol`` 1e-6. A row
+wrongly left out moves them by far more (the band's threshold doubled:
+26 of the 43 cases fail).
 """
 
 import warnings
@@ -98,7 +100,7 @@ def test_live_rows_equal_every_row(name, weighted, sparse):
     assert event["steps"] == 60
     dense, dense_pred, dense_trace = _loo(name, Xf, y, sw, **DENSE)
     assert dense_trace.count("loo_live_rows") == 0
-    np.testing.assert_allclose(live, dense, rtol=1e-7)
+    np.testing.assert_allclose(live, dense, rtol=1e-6)
     np.testing.assert_allclose(live_pred, dense_pred, rtol=2e-6, atol=1e-6)
 
 
