@@ -109,6 +109,13 @@ class SpeedPolicy:
     eigvalsh_float32_min_order: int = 1000
     #: memory of a Lanczos basis
     lanczos_basis_bytes: int = 256 * 2**20
+    #: the step size's Lanczos on a float32 copy of a dense float64 ``X~`` of at
+    #: least this many bytes, its top Ritz vector certified in float64 (``None``: never) ...
+    lipschitz_single_min_bytes: int | None = 4 * 2**20
+    #: ... after this many float64 steps without settling ...
+    lipschitz_single_after: int = 6
+    #: ... stopped where its residual is this share of ``lipschitz_tol``
+    lipschitz_single_rtol_share: float = 0.9
     #: rows of a panel of the stacked folds' pass: cache share, largest product, most rows
     fold_panel_cache_share: float = 0.75
     fold_panel_max_product: int = 10**6

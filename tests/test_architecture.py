@@ -48,8 +48,8 @@ SUBPACKAGE_LAYER = {name: i for i, names in enumerate(SUBPACKAGE_LAYERS) for nam
 
 MODULE_LAYERS = {
     "utils": [["_compat"], ["_validation", "_parallel"]],
-    "linalg": [["_linalg", "_blas", "_sampling", "_protocols"], ["_dask", "_design"],
-               ["_copies", "_covariance"]],
+    "linalg": [["_linalg", "_blas", "_sampling", "_protocols", "_memory"], ["_step_bound"],
+               ["_dask", "_design"], ["_copies", "_covariance"]],
     "iterations": [["_penalties", "_datafits"], ["_step"],
                    ["_iterations", "_preconditioning", "_screening"], ["_path", "_metric"]],
     "estimates": [

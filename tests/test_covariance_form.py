@@ -334,7 +334,7 @@ def _address(a):
 
 
 def _mapped(a):
-    """Whether ``a``'s memory is an anonymous mapping (:func:`skacv.linalg._copies.fresh`)."""
+    """Whether ``a``'s memory is an anonymous mapping (:func:`skacv.linalg._memory.fresh`)."""
     import mmap
 
     while isinstance(a, np.ndarray):

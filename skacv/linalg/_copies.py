@@ -5,10 +5,10 @@
 precision (the risk estimate's restricted float32 copy of ``X~``, the
 stacked folds' copy of ``X`` with rows ordered by fold); :func:`scratch`
 gives memory for such copies that a search makes again and again, reused
-inside :func:`~skacv.linalg._design.shared_designs`.
+inside :func:`~skacv.linalg._design.shared_designs` (fresh memory of
+:func:`~skacv.linalg._memory.fresh`).
 """
 
-import mmap
 import sys
 import threading
 
@@ -18,6 +18,7 @@ from .._config import check_memory
 from .._trace import taken
 from ..utils._parallel import blas_threads, column_workers
 from ._design import _SHARED
+from ._memory import fresh
 
 
 def gather(X, dtype, policy, rows=None, cols=None, out=None):
@@ -103,21 +104,3 @@ def scratch(shape, dtype, policy, name="columns"):
     if key not in pool:
         pool[key] = buf
     return buf.reshape(shape)
-
-
-def fresh(size, dtype, policy, min_bytes=None):
-    """Uninitialised memory for ``size`` items of ``dtype`` (1-D). On Linux,
-    from ``min_bytes`` on (``None``: the speed ``policy``'s
-    ``scratch_mmap_min_bytes``, itself ``None`` for never), a private
-    anonymous mapping without NumPy's huge-page advice, whose compaction
-    made the first touch of a large copy several times slower, erratically
-    (measured in the history of ``docs/benchmarks.rst``); freed with the
-    last array that uses it."""
-    nbytes = size * dtype.itemsize
-    limit = policy.scratch_mmap_min_bytes if min_bytes is None else min_bytes
-    if limit is None or nbytes < max(limit, 1) or not sys.platform.startswith("linux"):
-        return np.empty(size, dtype=dtype)
-    # populated by the kernel at once: faster than a page fault at every
-    # first touch (the copies that take this memory write all of it)
-    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=flags), dtype=dtype)

@@ -30,7 +30,8 @@ from .._policy import current_policies
 from .._trace import taken
 from ..utils._parallel import blas_threads, factorization_blas, kept_workers
 from ..utils._validation import overflow_error
-from ._linalg import lanczos_top_eigenvalues, top_eigenvalue
+from ._linalg import top_eigenvalue
+from ._step_bound import lanczos_top_of
 
 
 def _sum_in_order(sums):
@@ -461,7 +462,7 @@ class Design:
         """Largest eigenvalue of ``X~^T X~ / n_eff`` (the data Hessian), once
         per design: from the Gram eigenvalues when known, LAPACK on the
         smaller Gram matrix when it is small, else Lanczos
-        (:func:`~skacv.linalg._linalg.lanczos_top_eigenvalues`) on the held
+        (:func:`~skacv.linalg._step_bound.lanczos_top_of`) on the held
         ``X~^T X~`` or the smaller operator, its top Ritz value inflated into
         an upper bound."""
         n, p = self.n_samples, self.n_features
@@ -479,34 +480,8 @@ class Design:
         if "lanczos_lipschitz" in self.cache:  # the fits of a search share the design
             return self.cache["lanczos_lipschitz"]
         G = self.cache.get(("gram", "features")) if p <= n else None
-        fuses = G is None and self.fuses
-        dim = p if G is not None or fuses or p <= n else n
-
-        def op(v):
-            if G is not None:  # formed already (the covariance form): Lanczos on it
-                return (G @ v) * self.n_eff
-            v = v.astype(self.dtype)
-            if fuses:  # one pass per product on the features' side
-                w = self.normal_matvec(v)
-            elif p <= n:  # or two
-                w = self.rmatvec(self.matvec(v))
-            else:
-                w = self.matvec(self.rmatvec(v))
-            return np.asarray(w, dtype=np.float64)
-        # a Ritz value never exceeds the top eigenvalue; with relative residual
-        # at most the statistical policy's lipschitz_tol it is within that
-        # fraction of it, so the inflated value is an upper bound (a step
-        # 1 / L that is never too long). Lanczos stops at the first step
-        # where that holds; ARPACK if it has not converged in 128 steps
-        W0 = np.random.RandomState(0).standard_normal((dim, 1))
+        theta = lanczos_top_of(self, G)
         tol = self.statistics.lipschitz_tol
-        with self.operator_workers():
-            theta = lanczos_top_eigenvalues(lambda Q: op(Q[:, 0])[:, None], W0, tol,
-                                            self.policy.lanczos_basis_bytes)[0]
-            if not np.isfinite(theta):
-                theta = top_eigenvalue(op=op, dim=dim, tol=tol, policy=self.policy)
-        if not np.isfinite(theta):
-            raise overflow_error(self.dtype)
         self.cache["lanczos_lipschitz"] = theta * (1.0 + tol) / self.n_eff
         return self.cache["lanczos_lipschitz"]
 
