@@ -152,3 +152,17 @@ def test_fista_path_with_the_single_precision_bound(speed_policy):
     double = TrajectoryLasso(alpha=0.1, max_iter=3000, estimate_risk=False).fit(X, y)
     assert abs(single.step_size_ / double.step_size_ - 1) <= get_statistics().lipschitz_tol
     np.testing.assert_allclose(single.coef_, double.coef_, atol=1e-6)
+
+
+@pytest.mark.parametrize("floor", [0, None])
+def test_an_overflowing_design_raises_the_overflow_error(speed_policy, floor):
+    """Entries of 1e160 overflow the float64 products of the Lanczos route:
+    the fit says so (the data overflow float64, rescale them) whatever the
+    route, instead of LAPACK's "Eigenvalues did not converge"."""
+    speed_policy(dense_eig_size=50, lipschitz_single_min_bytes=floor)
+    X = _isotropic((240, 320)) * 1e160
+    y = np.random.default_rng(2).standard_normal(240)
+    with np.errstate(over="ignore", invalid="ignore"), record() as paths:
+        with pytest.raises(ValueError, match="overflow float64"):
+            TrajectoryLasso(alpha=0.1, max_iter=5).fit(X, y)
+    assert "eigsh" not in paths  # (ARPACK is for a Lanczos basis too small, not this)

@@ -242,7 +242,8 @@ def lanczos_top_eigenvalues(op, W0, tol, max_bytes, max_steps=128):
     theta : ndarray of shape (n_columns,)
         The converged top Ritz values (``theta <= lambda_max <= theta (1 +
         tol)`` when the top eigenvalue is the one found), ``nan`` for a
-        process not converged within ``max_steps`` (or the dimension).
+        process not converged within ``max_steps`` (or the dimension),
+        ``inf`` for one whose products overflowed.
     """
     taken("lanczos_top_eigenvalues")
     dim, m = W0.shape
@@ -252,6 +253,9 @@ def lanczos_top_eigenvalues(op, W0, tol, max_bytes, max_steps=128):
 
     def settle(state, full=False):
         for i in np.flatnonzero(np.isnan(out)):
+            if not np.isfinite(state.alphas[:, i].sum() + state.betas[:, i].sum()):
+                out[i] = np.inf  # (no eigenvalue of its tridiagonal to read)
+                continue
             theta, residual, _ = top_ritz(state, i)
             if full or residual <= tol * max(theta, 0.0):
                 out[i] = max(theta, 0.0)

@@ -34,7 +34,8 @@ def lanczos_top_of(design, G=None):
     operator (one pass a product where the design is read by panels);
     skacv's Lanczos to ``lipschitz_tol``, ARPACK if it has not settled in
     its basis (:func:`~skacv.linalg._linalg.lanczos_top_eigenvalues`).
-    Raises the overflow error where the products overflow."""
+    Raises the overflow error (``ValueError``) where the float64 products
+    overflow."""
     n, p = design.n_samples, design.n_features
     fuses = G is None and design.fuses
     dim = p if G is not None or fuses or p <= n else n
@@ -58,7 +59,7 @@ def lanczos_top_of(design, G=None):
         with design.operator_workers():
             theta = lanczos_top_eigenvalues(lambda Q: op(Q[:, 0])[:, None], W0, tol,
                                             design.policy.lanczos_basis_bytes)[0]
-            if not np.isfinite(theta):
+            if np.isnan(theta):  # not settled in the basis
                 theta = top_eigenvalue(op=op, dim=dim, tol=tol, policy=design.policy)
     if not np.isfinite(theta):
         raise overflow_error(design.dtype)
@@ -108,7 +109,7 @@ def _top_in_single(design, op, dim, fuses, W0, tol):
         state = lanczos(lambda Q: op(Q[:, 0])[:, None], W0,
                         min(steps, max(2, policy.lipschitz_single_after)), until=_settled(tol))
     if not _finite(state):
-        return None  # (the float64 Lanczos says why)
+        raise overflow_error(design.dtype)
     theta, residual, _ = top_ritz(state, 0)
     if residual <= tol * max(theta, 0.0) or state.exhausted:
         taken("lipschitz_single", steps=state.j, single=False, certified=True)
