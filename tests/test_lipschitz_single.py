@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 from skacv import TrajectoryLasso
+from skacv._policy import get_policy
 from skacv._statistics import get_statistics
 from skacv._trace import record
 from skacv.linalg._design import Design
@@ -57,7 +58,7 @@ def test_single_precision_step_bound_is_certified(speed_policy, shape, weighted,
         lip = design.lipschitz()
     (event,) = paths.details("lipschitz_single")
     assert event["single"] and event["certified"]
-    assert event["steps"] > get_policy_after()
+    assert event["steps"] > get_policy().lipschitz_single_after
     assert "lanczos_top_eigenvalues" not in paths
     assert _within_bound(lip, top)
     # the float64 Lanczos' bound: the same eigenvalue within the tolerance
@@ -66,12 +67,6 @@ def test_single_precision_step_bound_is_certified(speed_policy, shape, weighted,
         lip64 = Design(X, sw, fit_intercept).lipschitz()
     assert "lipschitz_single" not in paths and _within_bound(lip64, top)
     assert abs(lip - lip64) <= get_statistics().lipschitz_tol * top
-
-
-def get_policy_after():
-    from skacv._policy import get_policy
-
-    return get_policy().lipschitz_single_after
 
 
 def test_a_separated_top_eigenvalue_settles_in_float64(speed_policy):
@@ -83,7 +78,7 @@ def test_a_separated_top_eigenvalue_settles_in_float64(speed_policy):
     with record() as paths:
         lip = Design(X, None, True).lipschitz()
     (event,) = paths.details("lipschitz_single")
-    assert not event["single"] and event["steps"] <= get_policy_after()
+    assert not event["single"] and event["steps"] <= get_policy().lipschitz_single_after
     assert _within_bound(lip, _top(X, None, True))
     speed_policy(lipschitz_single_min_bytes=None)
     assert Design(X, None, True).lipschitz() == lip
