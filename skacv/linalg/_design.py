@@ -31,7 +31,7 @@ from .._trace import taken
 from ..utils._parallel import blas_threads, factorization_blas, kept_workers
 from ..utils._validation import overflow_error
 from ._linalg import top_eigenvalue
-from ._step_bound import lanczos_top_of
+from ._step_bound import identity_residual, lanczos_top_of
 
 
 def _sum_in_order(sums):
@@ -40,11 +40,6 @@ def _sum_in_order(sums):
     for other in sums[1:]:
         total += other
     return total
-
-
-def _identity(rows, P):
-    """The residual callback of :meth:`Design.panel_products` for ``X~^T X~ b``."""
-    return P
 
 
 # the designs shared inside shared_designs() (None outside): per context, so
@@ -387,7 +382,7 @@ class Design:
         a third less time than two products on a large dense ``X~``), else
         :meth:`rmatvec` of :meth:`matvec`."""
         if self.fuses:
-            return self.panel_products(B, _identity)[1]
+            return self.panel_products(B, identity_residual)[1]
         return self.rmatvec(self.matvec(B))
 
     def panel_rmatvec(self, r):

@@ -22,9 +22,26 @@ from ._linalg import lanczos, lanczos_top_eigenvalues, top_eigenvalue, top_ritz
 from ._memory import fresh
 
 
-def _gram_identity(rows, P):
-    """The residual callback of ``panel_products`` for ``X~^T X~ b``."""
+def identity_residual(rows, P):
+    """The residual callback of ``Design.panel_products`` for ``X~^T X~ b``
+    (the fitted values themselves)."""
     return P
+
+
+def _normal_operator(design, fuses, dim):
+    """``v -> X~^T X~ v`` (``dim``: the features' side) or ``X~ X~^T v`` (the
+    samples' side) of ``design``, in its precision, returned in float64: one
+    pass by row panels where ``fuses``, else two products."""
+    def op(v):
+        v = v.astype(design.dtype)
+        if fuses:
+            w = design.panel_products(v, identity_residual)[1]
+        elif dim == design.n_features:
+            w = design.rmatvec(design.matvec(v))
+        else:
+            w = design.matvec(design.rmatvec(v))
+        return np.asarray(w, dtype=np.float64)
+    return op
 
 
 def lanczos_top_of(design, G=None):
@@ -40,18 +57,11 @@ def lanczos_top_of(design, G=None):
     fuses = G is None and design.fuses
     dim = p if G is not None or fuses or p <= n else n
 
-    def op(v):
-        if G is not None:  # formed already (the covariance form): Lanczos on it
+    if G is not None:  # formed already (the covariance form): Lanczos on it
+        def op(v):
             return (G @ v) * design.n_eff
-        v = v.astype(design.dtype)
-        if fuses:  # one pass per product on the features' side
-            w = design.normal_matvec(v)
-        elif p <= n:  # or two
-            w = design.rmatvec(design.matvec(v))
-        else:
-            w = design.matvec(design.rmatvec(v))
-        return np.asarray(w, dtype=np.float64)
-
+    else:
+        op = _normal_operator(design, fuses, dim)
     W0 = np.random.RandomState(0).standard_normal((dim, 1))
     tol = design.statistics.lipschitz_tol
     theta = None if G is not None else _top_in_single(design, op, dim, fuses, W0, tol)
@@ -119,17 +129,7 @@ def _top_in_single(design, op, dim, fuses, W0, tol):
         np.copyto(X32, X, casting="same_kind")
     single = type(design).centred(X32, design.x_offset, design.weight, design.fit_intercept,
                                   design.policies)
-
-    def op32(v):
-        v = v.astype(np.float32)
-        if fuses:
-            w = single.panel_products(v, _gram_identity)[1]
-        elif dim == design.n_features:
-            w = single.rmatvec(single.matvec(v))
-        else:
-            w = single.matvec(single.rmatvec(v))
-        return np.asarray(w, dtype=np.float64)
-
+    op32 = _normal_operator(single, fuses, dim)
     workers = single.panel_workers() if fuses else contextlib.nullcontext()
     with np.errstate(over="ignore", invalid="ignore"), workers:
         state = lanczos(lambda Q: op32(Q[:, 0])[:, None], W0, steps,
