@@ -413,7 +413,8 @@ class NaturalLassoSearch(RegressorMixin, BaseEstimator):
 
     ``alpha_max = max_j |x_j^T (y - mean(y))| / n`` on the (standardised) ``X``
     it is given, centred: LassoCV's largest alpha. The grid is
-    ``np.geomspace(alpha_max, alpha_max * 1e-3, 12)`` and the search
+    ``np.geomspace(alpha_max, alpha_max * 1e-3, 12)`` (LassoCV's float
+    resolution alone where the target is constant) and the search
     ``TrajectoryEarlyStoppingCV(TrajectoryLasso(solver="fista", max_iter=200),
     param_grid={"alpha": grid}, random_state=0)``, kept as ``search_``
     (``max_iter``: the trajectories' own; ``criterion``: the search's).
@@ -431,9 +432,13 @@ class NaturalLassoSearch(RegressorMixin, BaseEstimator):
         Xc = X - X.mean(axis=0)
         alpha_max = np.max(np.abs(Xc.T @ (y - y.mean()))) / X.shape[0]
         self.alpha_max_ = alpha_max
+        # a constant target (alpha_max 0): LassoCV's grid of its float resolution
+        grid = (np.geomspace(alpha_max, alpha_max * 1e-3, 12)
+                if alpha_max > np.finfo(np.float64).resolution
+                else [np.finfo(np.float64).resolution])
         self.search_ = TrajectoryEarlyStoppingCV(
             TrajectoryLasso(solver="fista", max_iter=self.max_iter),
-            param_grid={"alpha": np.geomspace(alpha_max, alpha_max * 1e-3, 12)},
+            param_grid={"alpha": grid},
             n_iter_no_change=self.n_iter_no_change, criterion=self.criterion, random_state=0,
         ).fit(X, y)
         return self
