@@ -120,10 +120,11 @@ def test_settled_form_takes_the_exact_probes(speed_policy):
     """A long path that settles: the settled form's head runs the exact
     probes, and the whole ``risk_path_`` is the exact traces' to rounding
     (the settled form has no split), whatever ``random_state``."""
-    speed_policy(settled_min_tail=100)
     X, y = _data(120, 15, seed=2)
     kw = dict(alpha=0.05, solver="fista", max_iter=300)
+    speed_policy(settled_min_tail=10**9)  # the exact traces of the canonical chains
     exact, _ = _fit(X, y, n_probes=None, **kw)
+    speed_policy(settled_min_tail=100)
     paths = []
     for seed in (0, 1):
         est, run = _fit(X, y, random_state=seed, **kw)
@@ -133,6 +134,43 @@ def test_settled_form_takes_the_exact_probes(speed_policy):
         paths.append(est.risk_path_)
     np.testing.assert_allclose(paths[0], exact.risk_path_, rtol=1e-9)
     np.testing.assert_allclose(paths[1], paths[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("n, p, solver, fit_intercept, weighted, alpha", [
+    (30, 20, "fista", True, False, 0.1),  # at most 40 samples "auto" is exact traces
+    (30, 20, "ista", False, True, 0.1),
+    (80, 30, "fista", True, True, 0.1),  # n_probes=None, asked for
+    (35, 60, "fista", False, False, 0.3),  # fewer samples than features
+])
+def test_exact_traces_take_the_settled_form(speed_policy, n, p, solver, fit_intercept,
+                                            weighted, alpha):
+    """Exact traces (``n_probes=None``, and ``"auto"`` at 40 samples or
+    fewer) on a path that settles take the settled form on the range's exact
+    probes: the canonical chains' ``risk_path_`` to rounding, in ``O(T)``
+    instead of their ``O(T^2)``; so does a warm start (the canonical chains
+    keep no state to continue)."""
+    X, y = _data(n, p, seed=7)
+    sw = np.random.default_rng(2).integers(1, 4, n).astype(float) if weighted else None
+    kw = dict(alpha=alpha, solver=solver, max_iter=300, fit_intercept=fit_intercept,
+              n_probes="auto" if n <= 40 else None, risk_options=F64)
+    speed_policy(settled_min_tail=10**9)
+    ref, run = _fit(X, y, sw, **kw)
+    assert [(d["form"], d["exact"]) for d in run.details("risk_plan")] == [("shared", False)]
+    speed_policy(settled_min_tail=100)
+    est, run = _fit(X, y, sw, **kw)
+    assert [(d["form"], d["exact"]) for d in run.details("risk_plan")] == [("settled", True)]
+    assert run.details("settled_risk")[0]["settled_step"] <= 200
+    np.testing.assert_allclose(est.risk_path_, ref.risk_path_, rtol=1e-9)
+    np.testing.assert_array_equal(est.risk_reliable_, ref.risk_reliable_)
+    np.testing.assert_allclose(est.excess_risk_path_, ref.excess_risk_path_, rtol=1e-8,
+                               atol=1e-12 * np.abs(ref.excess_risk_path_).max())
+    warm = TrajectoryLasso(warm_start=True, **dict(kw, max_iter=150))
+    with warnings.catch_warnings(), record() as run:
+        warnings.simplefilter("ignore", UnreliableEstimateWarning)
+        warm.fit(X, y, sample_weight=sw)
+        warm.set_params(max_iter=300).fit(X, y, sample_weight=sw)
+    assert run.details("risk_plan")[-1]["form"] == "settled"
+    np.testing.assert_allclose(warm.risk_path_, ref.risk_path_, rtol=1e-9)
 
 
 @pytest.mark.parametrize("solver", ["fista", "ista"])

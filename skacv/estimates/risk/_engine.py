@@ -156,8 +156,11 @@ def _check_budget(design, coef_path, n_probes):
 def _settles(design, iteration, n_iter, n_probes, datafit, state, keep_state, scheme):
     """The settled form a path of ``n_iter`` steps may take: ``"linear"``,
     ``"proximal"`` (Hutchinson probes, ``scheme`` ``"auto"`` or ``"shared"``;
-    whether it applies depends on the supports) or ``None``."""
-    if (state is not None or keep_state or iteration.sampler is not None
+    whether it applies depends on the supports) or ``None``. Exact traces
+    (``n_probes=None``) keep no chains to continue (``keep_state`` asks
+    nothing of them)."""
+    if (state is not None or (keep_state and n_probes is not None)
+            or iteration.sampler is not None
             or not (datafit is None or datafit.quadratic)
             or n_iter < design.policy.settled_min_tail
             or getattr(iteration, "preconditioner", None) is not None
@@ -166,8 +169,9 @@ def _settles(design, iteration, n_iter, n_probes, datafit, state, keep_state, sc
     if iteration.is_linear:
         return "linear"
     # the settled form runs the shared probes: with "auto" too (which takes
-    # the pooled ones on a path that does not settle)
-    if n_probes is not None and scheme in ("auto", "shared"):
+    # the pooled ones on a path that does not settle); exact traces (``None``)
+    # run it on the exact probes of the range of X~ (in memory)
+    if scheme in ("auto", "shared") and (n_probes is not None or not stands_for_rows()):
         return "proximal"
     return None
 
@@ -283,6 +287,8 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
             return EstimatePlan("settled", n_probes, dtype, settles, auto_probes=auto_probes)
         k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
         if k0 is not None and T - k0 >= design.policy.settled_min_tail:
+            if settles == "proximal" and n_probes is None:  # exact traces: the range's probes
+                exact = _range_plan(design, chain_dtype)
             if settles == "proximal" and exact:
                 return EstimatePlan("settled", settles=settles, settled_step=k0, **exact)
             return EstimatePlan("settled", n_probes, dtype, settles, k0)
@@ -369,6 +375,13 @@ def _exact_plan(design, iteration, coef_path, n_probes, auto_probes, chain_dtype
     if not (auto_probes and n_probes is not None and coef_path is not None
             and takes_exact_probes(design, iteration, coef_path.shape[1] - 1, datafit, goal)):
         return None
+    return _range_plan(design, chain_dtype)
+
+
+def _range_plan(design, chain_dtype):
+    """The plan's fields of the exact probes of the range of ``X~``
+    (:func:`~skacv.estimates.risk._probes.range_probes`): their number, exact,
+    and the precision of exact traces."""
     return dict(n_probes=range_probes(design).shape[1], exact=True,
                 dtype=resolve_chain_dtype(design, None, chain_dtype))
 
