@@ -177,8 +177,8 @@ def summarise(results):
     done = {k: v for k, v in results.items() if "splits" in v}
     errors = {k: v for k, v in results.items() if "error" in v}
     identities = [k for k, v in results.items() if "identity" in v]
-    print(f"\n== {len(results)} designs: {len(done)} run, {len(identities)} linear "
-          f"identities apart, {len(errors)} raised ==")
+    print(f"\n== {len(results)} designs: {len(done)} run, {len(identities)} apart (a constant "
+          f"target or a linear identity), {len(errors)} raised ==")
     print(f"{'method':<9} {'med of med':>10} {'med>1.00':>9} {'med>1.05':>9} {'worst>1.10':>10} "
           f"{'time med':>9} {'t med>1x':>9} {'t med>2x':>9}  warnings (fits)")
     for method in [m for m in METHODS if m != "lassocv"]:
