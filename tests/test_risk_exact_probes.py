@@ -164,6 +164,12 @@ def test_exact_traces_take_the_settled_form(speed_policy, n, p, solver, fit_inte
     np.testing.assert_array_equal(est.risk_reliable_, ref.risk_reliable_)
     np.testing.assert_allclose(est.excess_risk_path_, ref.excess_risk_path_, rtol=1e-8,
                                atol=1e-12 * np.abs(ref.excess_risk_path_).max())
+    # the memory matrices themselves, asked for on the same path, are not the settled form's
+    prob = est._problem(X, y, sw)
+    A, _ = memory_matrix(prob.design, prob.iteration, est.coef_path_, n_probes=None,
+                         chain_dtype=np.float64)
+    np.testing.assert_allclose(A, ref.memory_matrix_, rtol=1e-9,
+                               atol=1e-12 * np.abs(ref.memory_matrix_).max())
     warm = TrajectoryLasso(warm_start=True, **dict(kw, max_iter=150))
     with warnings.catch_warnings(), record() as run:
         warnings.simplefilter("ignore", UnreliableEstimateWarning)

@@ -215,7 +215,8 @@ class EstimatePlan:
 
 def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_scheme="auto",
                   chain_dtype="auto", *, n_iter=None, datafit=None, state=None,
-                  keep_state=False, adaptive=False, probe_goal="level", before=None):
+                  keep_state=False, adaptive=False, probe_goal="level", before=None,
+                  settled=True):
     """The plan of the risk estimate of a trajectory: the one place where the
     number of probes, the form and the probe scheme are chosen.
 
@@ -248,6 +249,9 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
         What the adaptive probes are grown for.
     before : EstimatePlan, default=None
         The plan of the same fit before its loop, whose probes are kept.
+    settled : bool, default=True
+        ``False``: never the settled form (the memory matrices themselves,
+        as :func:`~skacv.estimates.risk._estimate.memory_matrix` returns).
 
     Returns
     -------
@@ -279,7 +283,8 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
     n_probes, probed = _probes_within_memory(design, iteration, coef_path, n_probes, auto_probes,
                                              datafit, chain_dtype, keep_state)
     dtype = resolve_chain_dtype(design, n_probes, chain_dtype)
-    settles = _settles(design, iteration, T, n_probes, datafit, state, keep_state, scheme)
+    settles = (_settles(design, iteration, T, n_probes, datafit, state, keep_state, scheme)
+               if settled else None)
     exact = _exact_plan(design, iteration, coef_path, n_probes, auto_probes and not probed,
                         chain_dtype, datafit, probe_goal)
     if settles is not None:

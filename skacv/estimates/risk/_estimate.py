@@ -94,7 +94,8 @@ def memory_matrix(design, iteration, coef_path, *, n_probes=10, random_state=Non
     check_dense_memory(coef_path.shape[1], 4)
     if coef_path.shape[1] == 1:
         return np.zeros((1, 1)), np.zeros((1, 1))
-    plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype)
+    plan = plan_estimate(design, iteration, coef_path, n_probes, probe_scheme, chain_dtype,
+                         settled=False)
     return memory_matrices(design, iteration, coef_path, plan, check_random_state(random_state),
                            verbose)[:2]
 
