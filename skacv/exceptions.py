@@ -30,7 +30,9 @@ class SelectionBoundaryWarning(UserWarning):
     """:class:`~skacv.TrajectoryEarlyStoppingCV` chose a value on the edge of
     what it searched: the first or last value of a grid, or the last
     iteration ``max_iter``. The best value may lie beyond it; the message
-    names the fix (widen the grid, raise ``max_iter``).
+    names the fix (widen the grid, raise ``max_iter``). A grid's edge where
+    the criterion no longer falls (within the statistical policy's
+    ``limit_rtol``, 1 %, of the next value's) does not warn.
     """
 
 

@@ -1951,6 +1951,58 @@ def test_boundary_warning_prints_the_grid_values_as_numbers():
         warn_boundary([{"alpha": grid}], {"alpha": grid[-1]}, None, None, "risk")
 
 
+def test_flat_edge_reads_each_grid_points_best_against_the_next_value():
+    """``flat_edge``: the edge's best criterion (over ``min_*`` and
+    ``path_*``) within ``rtol`` of the next value's best silences the grid's
+    edge; a larger fall, an unscored neighbour, a choice inside the grid or a
+    grid of two parameters never does."""
+    from skacv.model_selection._results import flat_edge
+
+    params = [{"alpha": a} for a in (1.0, 0.5, 0.25)]
+
+    def res(mins, paths=None):
+        out = {"params": params, "min_risk": np.array(mins, dtype=float)}
+        if paths is not None:
+            out["path_risk"] = np.array(paths, dtype=float)
+        return out
+
+    assert flat_edge(res([10.0, 9.0, 8.95]), "risk", 2, 0.01) == {"alpha"}
+    assert flat_edge(res([10.0, 9.0, 8.85]), "risk", 2, 0.01) == set()
+    assert flat_edge(res([8.95, 9.0, 10.0]), "risk", 0, 0.01) == {"alpha"}  # the largest
+    # the neighbour's best is its converged fit (path search), its trajectory unfitted
+    assert flat_edge(res([10.0, np.nan, 8.95], [10.0, 9.0, 9.5]), "risk", 2, 0.01) == {"alpha"}
+    assert flat_edge(res([10.0, np.nan, 8.95], [10.0, 9.5, 9.5]), "risk", 2, 0.01) == set()
+    assert flat_edge(res([10.0, np.nan, 8.95]), "risk", 2, 0.01) == set()  # not scored
+    assert flat_edge(res([10.0, 8.0, 9.0]), "risk", 1, 0.01) == set()  # inside
+    two = {"params": [{"alpha": a, "l1_ratio": 0.5} for a in (1.0, 0.5, 0.25)],
+           "min_risk": np.array([10.0, 9.0, 8.95])}
+    assert flat_edge(two, "risk", 2, 0.01) == set()
+    assert flat_edge(res([10.0, 9.0, 8.95]), "kfold", 2, 0.01) == set()  # no such column
+
+
+def test_a_grid_edge_where_the_criterion_stopped_falling_does_not_warn(statistical_policy):
+    """Many samples and few features: the criterion flattens towards least
+    squares, and the grid's smallest alpha wins by a hair. Its edge warns only
+    where it still falls by ``limit_rtol`` (as the automatic grid's edge)."""
+    X, y = _data(n=1000, p=5, s=5, seed=3)
+    grid = {"alpha": [0.3, 0.03, 0.003, 0.0003]}
+    base = TrajectoryLasso(max_iter=300, random_state=0)
+    for search in ("grid", "path"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SelectionBoundaryWarning)
+            found = TrajectoryEarlyStoppingCV(base, criterion="risk", search=search,
+                                              param_grid=grid).fit(X, y)
+        assert found.best_params_["alpha"] == 0.0003  # on the edge, silently
+        best = np.fmin.reduce([np.ma.filled(np.ma.asarray(found.cv_results_[k], dtype=float),
+                                            np.nan)
+                               for k in ("min_risk", "path_risk") if k in found.cv_results_])
+        assert 0 <= best[2] - best[3] <= 0.01 * best[2]  # a fall within limit_rtol
+    statistical_policy(limit_rtol=0.0)
+    with pytest.warns(SelectionBoundaryWarning, match="smallest value of the grid"):
+        TrajectoryEarlyStoppingCV(base, criterion="risk", search="grid",
+                                  param_grid=grid).fit(X, y)
+
+
 def test_best_estimator_is_the_selected_fit_under_grid_search_cvs_name():
     """``best_estimator_`` (GridSearchCV's name) is ``estimator_`` itself:
     absent before ``fit`` (as GridSearchCV's), the fitted clone after, whose

@@ -188,19 +188,20 @@ def _is_number(v):
 
 
 def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_iter=None,
-                  reached=False):
+                  reached=False, flat=()):
     """A :class:`~skacv.exceptions.SelectionBoundaryWarning` for a choice on
     the edge of what was searched: the first or last value of a numeric
     parameter with at least 3 values in one of ``grids`` (a list of dicts),
-    or the last iteration of a path that reached ``max_iter`` (``n_iter``:
-    its length, ``max_iter`` or more where the search grew it), unless it
-    ``reached`` its limit there (the rule that ended it:
-    :func:`~skacv.model_selection._stages.at_boundary`)."""
+    unless it is in ``flat`` (the criterion no longer moves there:
+    :func:`flat_edge`), or the last iteration of a path that reached
+    ``max_iter`` (``n_iter``: its length, ``max_iter`` or more where the
+    search grew it), unless it ``reached`` its limit there (the rule that
+    ended it: :func:`~skacv.model_selection._stages.at_boundary`)."""
     for name, chosen in best_params.items():
         for grid in grids:
             vals = (grid or {}).get(name)
             if (vals is None or len(vals) < 3 or not all(map(_is_number, vals))
-                    or chosen not in vals):
+                    or chosen not in vals or name in flat):
                 continue
             if chosen in (min(vals), max(vals)):
                 side = "smallest" if chosen == min(vals) else "largest"
@@ -222,6 +223,40 @@ def warn_boundary(grids, best_params, best_iteration, max_iter, criterion, n_ite
             f"The chosen iteration is the last one, {end}{grown}: the {criterion} "
             f"estimate was still decreasing there. Raise max_iter (e.g. to {2 * end}).",
             SelectionBoundaryWarning, stacklevel=user_stacklevel())
+
+
+def flat_edge(results, criterion, best_index, rtol):
+    """The names of a one-parameter grid whose choice, on the grid's edge,
+    scores within ``rtol`` (relative) of the best of the next value inward:
+    the criterion has stopped moving there, and a wider grid would gain less
+    than the automatic grid's own edge rule asks for (``limit_rtol``). A grid
+    point scores its best ``criterion`` in ``results`` (``cv_results_``):
+    over its trajectory (``min_*``) and its converged fit (``path_*``,
+    ``search="path"``), ``NaN`` where not fitted. Empty where the
+    neighbour was not scored."""
+    columns = [np.ma.filled(np.ma.asarray(results[key], dtype=np.float64), np.nan)
+               for key in (f"min_{criterion}", f"path_{criterion}") if key in results]
+    if not columns:
+        return set()
+    values = np.fmin.reduce(columns) if len(columns) > 1 else columns[0]
+    params = results["params"]
+    names = {name for p in params for name in p}
+    if len(names) != 1:
+        return set()
+    name = names.pop()
+    grid = [p.get(name) for p in params]
+    if len(set(grid)) < 3 or not all(map(_is_number, grid)):
+        return set()
+    chosen, ordered = grid[best_index], sorted(set(grid))
+    if chosen not in (ordered[0], ordered[-1]):
+        return set()
+    inward = ordered[1] if chosen == ordered[0] else ordered[-2]
+    near = values[[i for i, v in enumerate(grid) if v == inward]]
+    near = near[np.isfinite(near)]
+    best = values[best_index]
+    if not (near.size and np.isfinite(best)):
+        return set()
+    return {name} if best >= near.min() - rtol * abs(near.min()) else set()
 
 
 def set_iterate(estimator, iteration, coef=None, intercept=None):

@@ -42,6 +42,7 @@ from ._results import (
     GatheredWarnings,
     UndefinedEstimate,
     cv_results,
+    flat_edge,
     one_target,
     select,
     set_iterate,
@@ -267,19 +268,16 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
 
     Notes
     -----
-    The estimates are consistent in the proportional regime (``n`` and
-    ``p`` large and comparable) for Gaussian-like designs; see the user
-    guide. With Hutchinson traces (``n_probes=int``) the selected iteration
-    can move between close iterates from one probe seed to another
-    (``random_state`` fixes it). Iterates flagged by ``risk_reliable_`` are
-    never selected. A choice on the edge of the search (the first or last
-    value of a numeric grid of at least 3 values, the smallest alpha of an
-    automatic grid where the criterion still falls, or the iteration
-    ``max_iter``) raises a :class:`~skacv.exceptions.SelectionBoundaryWarning`
-    with the fix. Estimates closer than a relative ``1e-9`` are ties: the
-    first grid point and the earliest iteration win. A parameter read under
-    another's value only (``path_*``, ``cv``, ``fold_*``) warns when set and
-    ignored.
+    The estimates are consistent in the proportional regime (``n`` and ``p`` large and
+    comparable) for Gaussian-like designs; see the user guide. With Hutchinson traces
+    (``n_probes=int``) the selected iteration can move between close iterates from one probe
+    seed to another (``random_state`` fixes it). Iterates flagged by ``risk_reliable_`` are
+    never selected. A choice on the edge of the search (the first or last value of a numeric
+    grid of at least 3 values, or the smallest alpha of an automatic grid, where the criterion
+    still falls by ``limit_rtol`` (1 %); or the iteration ``max_iter``) raises a
+    :class:`~skacv.exceptions.SelectionBoundaryWarning` with the fix. Estimates closer than a
+    relative ``1e-9`` are ties: the first grid point and the earliest iteration win. A parameter
+    read under another's value only (``path_*``, ``cv``, ``fold_*``) warns when set and ignored.
 
     Examples
     --------
@@ -595,9 +593,11 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
                            self._policies[1].limit_rtol,
                            len(self._selected_paths[CRITERIA[self.criterion_][0]]) - 1,
                            est.n_iter_ < est.max_iter)
+        flat = flat_edge(self.cv_results_, self.criterion_, self.best_index_,
+                         self._policies[1].limit_rtol)
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
                       self.criterion_, getattr(self.estimator_, "n_iter_", None),
-                      self._reached_limit())
+                      self._reached_limit(), flat)
 
     def _warn_grid_edge(self):
         """The chosen alpha is the smallest of an automatic grid, which is not
