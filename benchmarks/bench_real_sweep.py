@@ -47,6 +47,7 @@ import traceback
 from collections import Counter
 
 import numpy as np
+from _extra_designs import frame_design
 from bench_real_data import (
     RDATASETS_HINT,
     REGRESSION_METHODS,
@@ -92,16 +93,12 @@ def sweep_design(df, max_rows=2000, min_rows=40):
     target = targets[0]
     features = [c for c in df.columns if c != target
                 and (c in numeric or df[c].nunique() <= 25)]
-    df = df[[target] + features].dropna()
-    if len(df) > max_rows:
-        df = df.sample(max_rows, random_state=0)
-    if len(df) < min_rows:
+    # one-hot: the columns pandas encodes by default (object, string, category)
+    factors = list(df[features].select_dtypes(include=["object", "string", "category"]).columns)
+    X, y = frame_design(df[[target] + features], target, factors, max_rows)
+    if X.shape[0] < min_rows or X.shape[1] < 2:
         return None
-    X = pd.get_dummies(df[features], drop_first=True, dtype=np.float64)
-    X = X.loc[:, X.std() > 0]
-    if X.shape[1] < 2:
-        return None
-    return X.to_numpy(dtype=np.float64), df[target].to_numpy(dtype=np.float64), str(target)
+    return X, y, str(target)
 
 
 def load(package, item):
