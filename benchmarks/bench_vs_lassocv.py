@@ -91,6 +91,10 @@ try:  # optional baseline (issue 42): pip install python-glmnet
     import glmnet
 except ImportError:
     glmnet = None
+if glmnet is not None and not hasattr(glmnet, "ElasticNet"):
+    # another distribution installs a module of that name (glmstar's, with
+    # GaussNet and no ElasticNet): not python-glmnet's API, so no baseline
+    glmnet = None
 try:  # optional baseline (issue 62): pip install glmnet-rs
     import glmnetrs
 except ImportError:
