@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sklearn.linear_model._least_angle as least_angle
 from scipy.linalg import LinAlgWarning
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -946,8 +947,6 @@ def test_converged_loo_drops_a_degenerate_left_out_path(monkeypatch):
     whose kinks do not is dropped as a failed one, and the samples are
     solved as without it: the same leave-one-out as the true paths give, to
     the descent's tolerance at the smallest alphas."""
-    import skacv.model_selection._lasso_loo as lasso_loo
-
     rng = np.random.default_rng(2)
     X = rng.standard_normal((30, 300))
     y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(30)
@@ -957,14 +956,16 @@ def test_converged_loo_drops_a_degenerate_left_out_path(monkeypatch):
     assert true.count("lasso_loo_homotopy") > 0
     assert true.count("lasso_loo_homotopy_degenerate") == 0
 
-    def degenerate(*args, **kwargs):
-        kinks, active, coefs = lars_path(*args, **kwargs)
+    solver = least_angle._lars_path_solver
+
+    def degenerate(*args, **kwargs):  # (lars_path's solver: scikit-learn's)
+        kinks, active, coefs = solver(*args, **kwargs)[:3]
         coefs = coefs.copy()
         coefs[0] += 1e15
         coefs[1] -= 1e15
         return kinks, active, coefs
 
-    monkeypatch.setattr(lasso_loo, "lars_path", degenerate)
+    monkeypatch.setattr(least_angle, "_lars_path_solver", degenerate)
     with record() as paths:
         dropped = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
     assert paths.count("lasso_loo_homotopy_degenerate") > 0
@@ -1398,16 +1399,16 @@ def test_lars_route_drops_a_degenerate_homotopy_path(corrupt_from, monkeypatch):
     (on any BLAS): each alpha starts from the candidate only where its gap
     is no larger than the warm start's, and every alpha is solved to
     scikit-learn's ``Lasso``."""
-    import skacv.model_selection._lasso_descent as descent
+    solver = least_angle._lars_path_solver
 
-    def degenerate(*args, **kwargs):
-        kinks, active, coefs = lars_path(*args, **kwargs)
+    def degenerate(*args, **kwargs):  # (lars_path's solver: scikit-learn's)
+        kinks, active, coefs = solver(*args, **kwargs)[:3]
         coefs = coefs.copy()
         coefs[0, corrupt_from:] += 1e15
         coefs[1, corrupt_from:] -= 1e15
         return kinks, active, coefs
 
-    monkeypatch.setattr(descent, "lars_path", degenerate)
+    monkeypatch.setattr(least_angle, "_lars_path_solver", degenerate)
     rng = np.random.default_rng(5)
     X = rng.standard_normal((30, 80))
     y = X[:, :4] @ np.array([2.0, -1.5, 1.0, 0.5]) + 0.5 * rng.standard_normal(30)
