@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sklearn.linear_model._least_angle as least_angle
 from scipy.linalg import LinAlgWarning
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
@@ -937,6 +938,44 @@ def test_converged_loo_without_room_for_the_left_out_paths():
     np.testing.assert_allclose(small.loo, path.loo, rtol=1e-5)
 
 
+def test_converged_loo_drops_a_degenerate_left_out_path(monkeypatch):
+    """A left-out Lasso path that ``lars_path`` returns degenerate without
+    raising (coefficients of 1e15 that cancel, as on duplicated columns
+    under some BLAS kernels): the descent from it "finished" at leave-one-out
+    errors of 1e24 to 1e26 at the smaller alphas here. Each kink's solution
+    must have ``a |b|_1 <= ||t||^2 / (2 n)`` (the objective at zero); a path
+    whose kinks do not is dropped as a failed one, and the samples are
+    solved as without it: the same leave-one-out as the true paths give, to
+    the descent's tolerance at the smallest alphas."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((30, 300))
+    y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(30)
+    alphas = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[:9]
+    with record() as true:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
+    assert true.count("lasso_loo_homotopy") > 0
+    assert true.count("lasso_loo_homotopy_degenerate") == 0
+
+    solver = least_angle._lars_path_solver
+
+    def degenerate(*args, **kwargs):  # (lars_path's solver: scikit-learn's)
+        kinks, active, coefs = solver(*args, **kwargs)[:3]
+        coefs = coefs.copy()
+        coefs[0] += 1e15
+        coefs[1] -= 1e15
+        return kinks, active, coefs
+
+    monkeypatch.setattr(least_angle, "_lars_path_solver", degenerate)
+    with record() as paths:
+        dropped = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
+    assert paths.count("lasso_loo_homotopy_degenerate") > 0
+    assert paths.count("lasso_loo_homotopy") == 0
+    # (to the descent's tolerance where the left-out active sets outgrow
+    # their rows, as without room for the paths, the test above)
+    np.testing.assert_allclose(dropped.loo[:7], path.loo[:7], rtol=1e-10)
+    np.testing.assert_allclose(dropped.loo, path.loo, rtol=1e-5)
+
+
 class _ReplicatedLars(RegressorMixin, BaseEstimator):
     """scikit-learn's ``LassoLars`` (the exact homotopy) on the rows repeated
     by their integer weights: the weighted Lasso's solution without
@@ -1324,7 +1363,8 @@ def test_lars_route_falls_back_where_lars_path_raises(statistical_policy):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # (whether it raises depends on the BLAS's rounding: it does with
-        # OpenBLAS's Haswell kernels, not with its SkylakeX ones)
+        # OpenBLAS's Haswell kernels, not with its SkylakeX ones; with its
+        # Sandybridge ones it returns a degenerate path instead, below)
         try:
             lars_path(X - X.mean(0), y - y.mean(), method="lasso", alpha_min=1e-4,
                       max_iter=128)
@@ -1345,6 +1385,45 @@ def test_lars_route_falls_back_where_lars_path_raises(statistical_policy):
                                    atol=1e-6)
         gap, scale = _dual_gap(X, y, path.coefs[:, i], alpha, None)
         assert gap <= 1e-12 * scale * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("corrupt_from", [0, 3])
+def test_lars_route_drops_a_degenerate_homotopy_path(corrupt_from, monkeypatch):
+    """scikit-learn's ``lars_path`` may return a degenerate path without
+    raising: on the duplicated fingerprints above, under OpenBLAS's
+    Sandybridge kernels, coefficients of 1e15 that cancel (an l1 norm of
+    1.4e15 and a duality gap of 2.5e14 at the fourth alpha), from which
+    50000 steps of the working sets did not come back (fitted values 6.8
+    away from scikit-learn's ``Lasso``). Here ``lars_path`` returns the
+    true path with such a pair added from its ``corrupt_from``-th kink on
+    (on any BLAS): each alpha starts from the candidate only where its gap
+    is no larger than the warm start's, and every alpha is solved to
+    scikit-learn's ``Lasso``."""
+    solver = least_angle._lars_path_solver
+
+    def degenerate(*args, **kwargs):  # (lars_path's solver: scikit-learn's)
+        kinks, active, coefs = solver(*args, **kwargs)[:3]
+        coefs = coefs.copy()
+        coefs[0, corrupt_from:] += 1e15
+        coefs[1, corrupt_from:] -= 1e15
+        return kinks, active, coefs
+
+    monkeypatch.setattr(least_angle, "_lars_path_solver", degenerate)
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((30, 80))
+    y = X[:, :4] @ np.array([2.0, -1.5, 1.0, 0.5]) + 0.5 * rng.standard_normal(30)
+    a_max = np.abs((X - X.mean(0)).T @ (y - y.mean())).max() / 30
+    alphas = np.geomspace(a_max, a_max * 1e-2, 6)
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, tol=1e-12, alphas=alphas)
+    assert "lars_path" in paths
+    dropped = {d["alpha"] for d in paths.details("lars_candidate_dropped")}
+    # (the kinks before corrupt_from read the true path; alpha_max's is zero)
+    assert len(dropped) >= (4 if corrupt_from else 5)
+    for i, alpha in enumerate(path.alphas):
+        ref = Lasso(alpha=alpha, tol=1e-14, max_iter=10**6).fit(X, y)
+        np.testing.assert_allclose(X @ path.coefs[:, i] + path.intercepts[i], ref.predict(X),
+                                   atol=1e-6)
 
 
 def test_ridge_grid_continues_while_leave_one_out_falls():

@@ -463,13 +463,24 @@ def _left_out_path(lo, i, paths):
     keep = np.flatnonzero(w > 0)
     root = np.sqrt(w[keep])
     max_iter = lo.stats.loo_refit_steps + 4 * keep.size
-    with warnings.catch_warnings():  # (degenerate kinks: the descent's check tells)
+    target = root * t[keep]
+    with warnings.catch_warnings():  # (degenerate kinks: the check below, the descent's)
         warnings.simplefilter("ignore")
         try:
-            kinks, _, path = lars_path(root[:, None] * U[keep], root * t[keep], method="lasso",
+            kinks, _, path = lars_path(root[:, None] * U[keep], target, method="lasso",
                                        max_iter=max_iter)
         except ValueError:  # columns leaving at one kink (scikit-learn issue 9603)
             return None
+    # lars_path may also return a degenerate path without raising (columns
+    # entering and leaving at one kink, as duplicated ones do: coefficients
+    # of 1e15 that cancel, from which the descent does not come back): at
+    # penalty a its solution b has a |b|_1 <= ||target||^2 / (2 n_rows)
+    # (the objective at zero), which every kink's must meet
+    bound = float(target @ target) / (2.0 * keep.size)
+    l1 = np.abs(path).sum(axis=0) * kinks
+    if not np.all(l1 <= bound * (1.0 + 1e-6)):
+        taken("lasso_loo_homotopy_degenerate", sample=int(i))
+        return None
     return kinks, path, keep.size, kinks.size - 1 < max_iter
 
 

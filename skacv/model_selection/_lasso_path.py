@@ -518,10 +518,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
             # violators outside the warm start's support: it is wrong, whatever its gap
             goal = min(goal, statistics.kkt_gap_cut * gap)
         if lars is not None:  # the homotopy path's solution, solved on if it misses
-            coef = lars[:, i].astype(design.dtype)
-            fitted = np.asarray(design.matvec(coef), dtype=np.float64)
-            stats = space.stats(None, None, coef, fitted, full=True)
-            gap = duality_gap(*stats, float(np.abs(coef).sum(dtype=np.float64)), alpha, n_eff)
+            coef, stats, gap = _lars_start(space, lars[:, i], coef, stats, gap, alpha, alpha_i)
         coef, stats, gap, steps, work = _solve_alpha(space, coef, stats, gap, alpha, alpha_prev,
                                                      goal, step_size, max_iter)
         _zero_rounding(coef, statistics)
@@ -562,6 +559,27 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
     if loo is not None:
         out.loo = loo[:m]
     return out
+
+
+def _lars_start(space, candidate, coef, stats, gap, alpha, alpha_i):
+    """``(coef, stats, gap)``: the start of an alpha's solve, the homotopy
+    path's ``candidate`` unless its duality gap exceeds the warm start's
+    (``coef``, ``stats``, ``gap``). ``lars_path`` may return a degenerate
+    path without raising (columns that enter and leave at one kink, as
+    duplicated columns do: coefficients of ``1e15`` that cancel, depending
+    on the BLAS's rounding), from which no solver comes back within
+    ``max_iter``."""
+    design = space.design
+    candidate = candidate.astype(design.dtype)
+    fitted = np.asarray(design.matvec(candidate), dtype=np.float64)
+    c_stats = space.stats(None, None, candidate, fitted, full=True)
+    c_gap = duality_gap(*c_stats, float(np.abs(candidate).sum(dtype=np.float64)), alpha,
+                        design.n_eff)
+    if c_gap <= gap:
+        return candidate, c_stats, c_gap
+    taken("lars_candidate_dropped", alpha=float(alpha_i), gap=float(c_gap),
+          warm_gap=float(gap))
+    return coef, stats, gap
 
 
 def _zero_rounding(coef, statistics):
