@@ -917,18 +917,26 @@ def test_converged_loo_batched_rounds_equal_the_refits(shape, seed):
     np.testing.assert_allclose(path.loo[k], ref, rtol=1e-7)
 
 
+def _wide_loo_with_paths():
+    """``(X, y, alphas, path, record)``: a 30 x 300 design (10 active
+    columns), the first 9 of its 15 automatic alphas and their converged
+    leave-one-out with the left-out exact paths, and its record."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((30, 300))
+    y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(30)
+    alphas = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[:9]
+    with record() as paths:
+        path = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
+    return X, y, alphas, path, paths
+
+
 def test_converged_loo_without_room_for_the_left_out_paths():
     """The left-out Lasso's paths copy the rows dense (three times: scikit-
     learn's ``lars_path`` takes dense rows, a sparse ``X`` too); where that
     exceeds the working memory the samples are solved by the feature-sign
     steps, and those whose active set outgrows their rows by the descent:
     the same leave-one-out, to the descent's tolerance there."""
-    rng = np.random.default_rng(2)
-    X = rng.standard_normal((30, 300))
-    y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(30)
-    alphas = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[:9]
-    with record() as roomy:
-        path = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
+    X, y, alphas, path, roomy = _wide_loo_with_paths()
     assert roomy.count("lasso_loo_homotopy") > 0 and not roomy.count("lasso_loo_path_memory")
     with config_context(working_memory=24 * 30 * 300 / 2**20 / 2), record() as tight:
         small = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
@@ -947,12 +955,7 @@ def test_converged_loo_drops_a_degenerate_left_out_path(monkeypatch):
     whose kinks do not is dropped as a failed one, and the samples are
     solved as without it: the same leave-one-out as the true paths give, to
     the descent's tolerance at the smallest alphas."""
-    rng = np.random.default_rng(2)
-    X = rng.standard_normal((30, 300))
-    y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(30)
-    alphas = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[:9]
-    with record() as true:
-        path = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo")
+    X, y, alphas, path, true = _wide_loo_with_paths()
     assert true.count("lasso_loo_homotopy") > 0
     assert true.count("lasso_loo_homotopy_degenerate") == 0
 
