@@ -67,9 +67,13 @@ class StatisticalPolicy:
     feature_scale_rows: int = 2000
     feature_scale_zero: float = 1e-12
     #: where the feature-sign steps cycle, coordinate descent on working sets to this
-    #: duality gap (relative to the left-out ``||t||^2``) within this many epochs a set
+    #: duality gap (relative to the left-out ``||t||^2``) within this many epochs a set;
+    #: past them the set's exact homotopy, or the point whose left-out prediction is
+    #: bounded within this share of ``||t_{-i}||``, else the descent to the most epochs
     loo_descent_gap: float = 1e-13
     loo_descent_epochs: int = 100000
+    loo_descent_bound: float = 1e-4
+    loo_descent_max_epochs: int = 2000000
     #: a column whose sum of squares on the left-out rows is at most this share of
     #: its own is constant there (a one-hot level of the left-out row alone)
     loo_dead_column: float = 1e-12

@@ -979,6 +979,78 @@ def test_converged_loo_drops_a_degenerate_left_out_path(monkeypatch):
     np.testing.assert_allclose(dropped.loo, path.loo, rtol=1e-5)
 
 
+def _degenerate_lars(monkeypatch, rows_only):
+    """scikit-learn's ``lars_path`` solver returning its path plus a pair of
+    coefficients of +-1e15 that cancel (as on duplicated columns under some
+    BLAS kernels); ``rows_only``: on the rows (``lars_path``), not on a Gram
+    matrix (``lars_path_gram``)."""
+    solver = least_angle._lars_path_solver
+
+    def degenerate(*args, **kwargs):
+        out = solver(*args, **kwargs)
+        if rows_only and kwargs.get("X") is None:
+            return out
+        kinks, active, coefs = out[:3]
+        coefs = coefs.copy()
+        coefs[0] += 1e15
+        coefs[1] -= 1e15
+        return kinks, active, coefs
+
+    monkeypatch.setattr(least_angle, "_lars_path_solver", degenerate)
+
+
+def _near_interpolation_alphas():
+    """``(X, y, alphas, loo)``: the 30 x 300 design of
+    :func:`_wide_loo_with_paths`, the two smallest of its 15 automatic
+    alphas (the full fit keeps 28-29 columns on 30 rows) and their
+    converged leave-one-out with the left-out exact paths."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((30, 300))
+    y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(30)
+    alphas = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[13:]
+    loo = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo").loo
+    return X, y, alphas, loo
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_converged_loo_finishes_a_crawling_descent_by_its_homotopy(monkeypatch,
+                                                                   statistical_policy):
+    """Without the left-out paths, a left-out problem whose working set has
+    more columns than left-out rows goes to coordinate descent, which
+    crawls there (a million epochs on 29 columns). It used to stop at its
+    epoch limit unseen: leave-one-out 1e-5 to 1.5 % off. Past the limit
+    (lowered here to 1000 epochs) the working set's exact homotopy
+    (``lars_path_gram``) finishes it: the leave-one-out of the true paths
+    to 1e-8."""
+    X, y, alphas, true = _near_interpolation_alphas()
+    _degenerate_lars(monkeypatch, rows_only=True)
+    statistical_policy(loo_descent_epochs=1000)
+    with record() as paths:
+        got = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo").loo
+    assert paths.count("lasso_loo_homotopy_degenerate") > 0
+    assert paths.count("lasso_loo_descent_homotopy") > 0
+    assert paths.count("lasso_loo_descent_limit") == 0
+    np.testing.assert_allclose(got, true, rtol=1e-8)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_converged_loo_is_undefined_where_the_descent_stops_short(monkeypatch,
+                                                                  statistical_policy):
+    """Where the working set's homotopy fails too (degenerate here) and the
+    descent reaches ``loo_descent_max_epochs`` short of its gap, the
+    sample's left-out error is undefined (``inf``, event
+    ``lasso_loo_descent_limit``), not a value off by an unknown amount (17
+    and 39 % low here before)."""
+    X, y, alphas, true = _near_interpolation_alphas()
+    _degenerate_lars(monkeypatch, rows_only=False)
+    statistical_policy(loo_descent_epochs=1000, loo_descent_max_epochs=1000)
+    with record() as paths:
+        got = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo").loo
+    assert paths.count("lasso_loo_descent_homotopy") == 0
+    assert paths.count("lasso_loo_descent_limit") > 0
+    assert np.all(np.isinf(got))
+
+
 class _ReplicatedLars(RegressorMixin, BaseEstimator):
     """scikit-learn's ``LassoLars`` (the exact homotopy) on the rows repeated
     by their integer weights: the weighted Lasso's solution without

@@ -167,7 +167,7 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             ``criterion="loo"`` only: the leave-one-out error of each
             solution (weighted mean squared left-out residual; ``inf`` where
             a left-out problem stays unsolved: the trace's
-            ``lasso_loo_unfinished``).
+            ``lasso_loo_unfinished``, ``lasso_loo_descent_limit``).
         train_mse : ndarray of shape (n_alphas,)
             ``||y~ - X~ coef||^2 / n_eff``.
         n_iter : ndarray of shape (n_alphas,)

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
-from sklearn.linear_model import enet_path, lars_path
+from sklearn.linear_model import enet_path, lars_path, lars_path_gram
 
 from .._trace import taken
 from ..iterations._metric import spike_possible
@@ -69,6 +69,40 @@ def gram_coordinate_descent(C, c, yy, l1, l2, coef, tol, max_iter):
             coef_init=np.asfortranarray(coef, dtype=np.float64), tol=tol, max_iter=max_iter,
             check_input=False, return_n_iter=True)
     return coefs[:, 0], int(n_iter[0])
+
+
+def gram_gap(C, c, yy, l1, l2, b):
+    """The duality gap of :func:`gram_coordinate_descent`'s objective at
+    ``b`` (its sum form: :func:`~skacv.iterations._penalties.duality_gap`
+    with one row's weight)."""
+    Cb, cb = C @ b, float(c @ b)
+    rr = max(yy - 2.0 * cb + float(b @ Cb), 0.0)
+    return duality_gap(rr, yy - cb, c - Cb, float(np.abs(b).sum()), l1, 1.0, l2, b)
+
+
+def gram_homotopy(C, c, yy, l1, l2):
+    """:func:`gram_coordinate_descent`'s minimiser read off its exact
+    piecewise-linear path (scikit-learn's ``lars_path_gram`` on ``C + l2
+    I`` and ``c``, LARS-Lasso, Efron, Hastie, Johnstone & Tibshirani 2004):
+    exact where coordinate descent crawls (a singular ``C``: more columns
+    than rows near interpolation), in about as many kinks as columns.
+    ``None`` where ``lars_path_gram`` raises (columns leaving at one kink,
+    scikit-learn issue 9603), where its path ends short of ``l1``, or where
+    it is degenerate: a kink's solution ``b`` at penalty ``a`` with ``a
+    |b|_1`` above ``yy / 2``, the objective at zero."""
+    G = C + l2 * np.eye(C.shape[0]) if l2 else C
+    with warnings.catch_warnings():  # (degenerate kinks: the check below)
+        warnings.simplefilter("ignore")
+        try:
+            kinks, _, path = lars_path_gram(Xy=c, Gram=G, n_samples=1, alpha_min=l1,
+                                            method="lasso", max_iter=8 * C.shape[0] + 100)
+        except ValueError:
+            return None
+    if kinks[-1] > l1 * (1.0 + 1e-12):
+        return None
+    if not np.all(np.abs(path).sum(axis=0) * kinks <= 0.5 * yy * (1.0 + 1e-6)):
+        return None
+    return lars_solutions(kinks, path, np.array([l1]))[:, 0]
 
 
 def _descent_possible(space, step_size):
