@@ -1040,7 +1040,8 @@ def test_converged_loo_is_undefined_where_the_descent_stops_short(monkeypatch,
     descent reaches ``loo_descent_max_epochs`` short of its gap, the
     sample's left-out error is undefined (``inf``, event
     ``lasso_loo_descent_limit``), not a value off by an unknown amount (17
-    and 39 % low here before)."""
+    and 39 % low here before); a search leaves such an alpha out with that
+    reason in ``cv_results_``."""
     X, y, alphas, true = _near_interpolation_alphas()
     _degenerate_lars(monkeypatch, rows_only=False)
     statistical_policy(loo_descent_epochs=1000, loo_descent_max_epochs=1000)
@@ -1049,6 +1050,15 @@ def test_converged_loo_is_undefined_where_the_descent_stops_short(monkeypatch,
     assert paths.count("lasso_loo_descent_homotopy") == 0
     assert paths.count("lasso_loo_descent_limit") > 0
     assert np.all(np.isinf(got))
+    # the search leaves those alphas out and says why in cv_results_
+    grid = [risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[6], *alphas]
+    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="loo",
+                                       param_grid={"alpha": grid}).fit(X, y)
+    res = search.cv_results_
+    assert search.best_params_["alpha"] == grid[0]
+    assert np.isfinite(res["path_loo"][0]) and np.all(np.isnan(res["path_loo"][1:]))
+    assert res["reason"][0] == ""
+    assert all("left-out problem stayed unsolved" in r for r in res["reason"][1:])
 
 
 class _ReplicatedLars(RegressorMixin, BaseEstimator):

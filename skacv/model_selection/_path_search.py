@@ -150,8 +150,11 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
     path_risk[:m] = path.risk
     path_time = time.perf_counter() - tic
     finite = np.isfinite(score)
-    reason = np.array(["" if ok else "undefined: the fit (nearly) interpolates (df >= 0.99 "
-                       "n_samples) or a sample has leverage 1" for ok in finite], dtype=object)
+    why = ("undefined: a sample has leverage 1 or its left-out problem stayed unsolved "
+           "(the trace's lasso_loo_unfinished, lasso_loo_descent_limit)" if criterion == "loo"
+           else "undefined: the fit (nearly) interpolates (df >= 0.99 n_samples) or a sample "
+           "has leverage 1")
+    reason = np.array(["" if ok else why for ok in finite], dtype=object)
     if criterion != "kfold":
         reason[m:] = (f"not solved: the alpha path stopped after n_alphas_no_change="
                       f"{options['n_alphas_no_change']} alphas without a new minimum of "
