@@ -999,7 +999,7 @@ def _degenerate_lars(monkeypatch, rows_only):
     monkeypatch.setattr(least_angle, "_lars_path_solver", degenerate)
 
 
-def _near_interpolation_alphas():
+def _near_interpolation_alphas(sample_weight=None):
     """``(X, y, alphas, loo)``: the 30 x 300 design of
     :func:`_wide_loo_with_paths`, the two smallest of its 15 automatic
     alphas (the full fit keeps 28-29 columns on 30 rows) and their
@@ -1007,13 +1007,16 @@ def _near_interpolation_alphas():
     rng = np.random.default_rng(2)
     X = rng.standard_normal((30, 300))
     y = X[:, :10].sum(1) + 3.0 * rng.standard_normal(30)
-    alphas = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[13:]
-    loo = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo").loo
+    alphas = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15,
+                             sample_weight=sample_weight).alphas[13:]
+    loo = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo",
+                          sample_weight=sample_weight).loo
     return X, y, alphas, loo
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-def test_converged_loo_finishes_a_crawling_descent_by_its_homotopy(monkeypatch,
+@pytest.mark.parametrize("weighted", [False, True])
+def test_converged_loo_finishes_a_crawling_descent_by_its_homotopy(weighted, monkeypatch,
                                                                    statistical_policy):
     """Without the left-out paths, a left-out problem whose working set has
     more columns than left-out rows goes to coordinate descent, which
@@ -1021,12 +1024,14 @@ def test_converged_loo_finishes_a_crawling_descent_by_its_homotopy(monkeypatch,
     epoch limit unseen: leave-one-out 1e-5 to 1.5 % off. Past the limit
     (lowered here to 1000 epochs) the working set's exact homotopy
     (``lars_path_gram``) finishes it: the leave-one-out of the true paths
-    to 1e-8."""
-    X, y, alphas, true = _near_interpolation_alphas()
+    to 1e-8, with integer sample weights too (one unit of weight left out)."""
+    sw = np.random.default_rng(5).integers(1, 4, 30).astype(float) if weighted else None
+    X, y, alphas, true = _near_interpolation_alphas(sw)
     _degenerate_lars(monkeypatch, rows_only=True)
     statistical_policy(loo_descent_epochs=1000)
     with record() as paths:
-        got = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo").loo
+        got = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo",
+                              sample_weight=sw).loo
     assert paths.count("lasso_loo_homotopy_degenerate") > 0
     assert paths.count("lasso_loo_descent_homotopy") > 0
     assert paths.count("lasso_loo_descent_limit") == 0
