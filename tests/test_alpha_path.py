@@ -28,6 +28,7 @@ from skacv import (
 from skacv._policy import get_policy, policy_context
 from skacv._statistics import get_statistics
 from skacv._trace import Paths, record
+from skacv.exceptions import UnreliableEstimateWarning
 from skacv.linalg._design import Design
 from skacv.model_selection._lasso_spaces import _top_eigenvalue
 
@@ -1045,20 +1046,22 @@ def test_converged_loo_is_undefined_where_the_descent_stops_short(monkeypatch,
     descent reaches ``loo_descent_max_epochs`` short of its gap, the
     sample's left-out error is undefined (``inf``, event
     ``lasso_loo_descent_limit``), not a value off by an unknown amount (17
-    and 39 % low here before); a search leaves such an alpha out with that
-    reason in ``cv_results_``."""
+    and 39 % low here before), with an ``UnreliableEstimateWarning``; a
+    search leaves such an alpha out with that reason in ``cv_results_``."""
     X, y, alphas, true = _near_interpolation_alphas()
     _degenerate_lars(monkeypatch, rows_only=False)
     statistical_policy(loo_descent_epochs=1000, loo_descent_max_epochs=1000)
-    with record() as paths:
+    with record() as paths, pytest.warns(UnreliableEstimateWarning,
+                                         match="undefined at 2 of 2 alphas"):
         got = risk_alpha_path(TrajectoryLasso(), X, y, alphas=alphas, criterion="loo").loo
     assert paths.count("lasso_loo_descent_homotopy") == 0
     assert paths.count("lasso_loo_descent_limit") > 0
     assert np.all(np.isinf(got))
-    # the search leaves those alphas out and says why in cv_results_
+    # the search leaves those alphas out, warns, and says why in cv_results_
     grid = [risk_alpha_path(TrajectoryLasso(), X, y, n_alphas=15).alphas[6], *alphas]
-    search = TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="loo",
-                                       param_grid={"alpha": grid}).fit(X, y)
+    with pytest.warns(UnreliableEstimateWarning, match="undefined at 2 of 3 alphas"):
+        search = TrajectoryEarlyStoppingCV(TrajectoryLasso(), criterion="loo",
+                                           param_grid={"alpha": grid}).fit(X, y)
     res = search.cv_results_
     assert search.best_params_["alpha"] == grid[0]
     assert np.isfinite(res["path_loo"][0]) and np.all(np.isnan(res["path_loo"][1:]))

@@ -9,6 +9,7 @@ the risk over a decreasing grid, the Lasso by
 (:func:`_ridge_path`).
 """
 
+import warnings
 from inspect import signature
 from numbers import Integral, Real
 
@@ -21,6 +22,7 @@ from .._config import check_memory
 from ..estimates.loo._track import removed_weights
 from ..estimators._advice import warn_weight_scale
 from ..estimators._protocol import SearchProtocol
+from ..exceptions import UnreliableEstimateWarning
 from ..linalg._design import make_design
 from ..utils._compat import HasMethods, Interval, StrOptions, validate_params
 from ..utils._validation import check_sample_weight
@@ -167,7 +169,9 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             ``criterion="loo"`` only: the leave-one-out error of each
             solution (weighted mean squared left-out residual; ``inf`` where
             a left-out problem stays unsolved: the trace's
-            ``lasso_loo_unfinished``, ``lasso_loo_descent_limit``).
+            ``lasso_loo_unfinished``, ``lasso_loo_descent_limit``; an
+            :class:`~skacv.exceptions.UnreliableEstimateWarning` says how
+            many).
         train_mse : ndarray of shape (n_alphas,)
             ``||y~ - X~ coef||^2 / n_eff``.
         n_iter : ndarray of shape (n_alphas,)
@@ -251,6 +255,8 @@ def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         res = lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps,
                          estimator.step_size, tol, max_iter, n_alphas_no_change, df_offset,
                          verbose, loo_of, l1_ratio=l1_ratio, precision_of=precision_of)
+        if loo_of is not None:
+            _warn_undefined_loo(res.alphas, res.loo)
     else:
         res = _ridge_path(design, y_tilde, alphas, n_alphas, eps, ridge_scale, loo_of is not None)
         res.df = res.df + df_offset
@@ -267,6 +273,20 @@ def alpha_path_fits(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
             print(f"[risk_alpha_path] alpha {res.alphas[i]:.4g}  df {res.df[i]:.1f}  "
                   f"risk {res.risk[i]:.5g}  steps {res.n_iter[i]}  gap {res.gaps[i]:.2e}")
     return res
+
+
+def _warn_undefined_loo(alphas, loo):
+    """An :class:`~skacv.exceptions.UnreliableEstimateWarning` where the
+    converged leave-one-out of a Lasso or elastic-net path is undefined
+    (``inf``: a left-out problem stayed unsolved)."""
+    bad = np.flatnonzero(~np.isfinite(loo))
+    if bad.size:
+        warnings.warn(UnreliableEstimateWarning(
+            f"The converged leave-one-out error is undefined at {bad.size} of "
+            f"{loo.shape[0]} alphas (e.g. alpha={alphas[bad[0]]:.4g}): a left-out Lasso "
+            f"problem stayed unsolved there (its active set outgrew the left-out rows, "
+            f"where scikit-learn's lars_path failed). A choice by leave-one-out leaves "
+            f"those alphas out; criterion='kfold' scores them."), stacklevel=3)
 
 
 def _path_data(X, y, sample_weight):
