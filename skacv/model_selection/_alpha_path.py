@@ -284,9 +284,10 @@ def _warn_undefined_loo(alphas, loo):
         warnings.warn(UnreliableEstimateWarning(
             f"The converged leave-one-out error is undefined at {bad.size} of "
             f"{loo.shape[0]} alphas (e.g. alpha={alphas[bad[0]]:.4g}): a left-out Lasso "
-            f"problem stayed unsolved there (its active set outgrew the left-out rows, "
-            f"where scikit-learn's lars_path failed). A choice by leave-one-out leaves "
-            f"those alphas out; criterion='kfold' scores them."), stacklevel=3)
+            f"problem stayed unsolved there (near-collinear columns, or an active set "
+            f"that outgrew the left-out rows where scikit-learn's lars_path failed). A "
+            f"choice by leave-one-out leaves those alphas out; criterion='kfold' scores "
+            f"them."), stacklevel=3)
 
 
 def _path_data(X, y, sample_weight):
