@@ -44,9 +44,8 @@ def _coordinate_descent(space, coef, alpha, goal, max_iter):
     c = np.ascontiguousarray(space.c, dtype=np.float64)
     b, n_iter = gram_coordinate_descent(C, c, yy, alpha * n_eff, l2 * n_eff, coef,
                                         goal * n_eff / yy if yy > 0 else 0.0, max_iter)
-    Cb = C @ b
-    cb = float(c @ b)
-    rr, ry, corr = max(yy - 2.0 * cb + float(b @ Cb), 0.0), yy - cb, (c - Cb) / n_eff
+    rr, ry, corr = gram_residuals(C, c, yy, b)
+    corr = corr / n_eff
     gap = duality_gap(*_with_ridge((rr, ry, corr), b, l2, n_eff), float(np.abs(b).sum()),
                       alpha, n_eff)
     return (b.astype(design.dtype, copy=False), (rr, ry, corr), gap, n_iter,
@@ -71,13 +70,29 @@ def gram_coordinate_descent(C, c, yy, l1, l2, coef, tol, max_iter):
     return coefs[:, 0], int(n_iter[0])
 
 
+def gram_residuals(C, c, yy, b):
+    """``(||r||^2, r^T y, X^T r)`` at ``b`` from ``C = X^T X``, ``c = X^T y``
+    and ``yy = ||y||^2`` (``r = y - X b``)."""
+    Cb, cb = C @ b, float(c @ b)
+    return max(yy - 2.0 * cb + float(b @ Cb), 0.0), yy - cb, c - Cb
+
+
 def gram_gap(C, c, yy, l1, l2, b):
     """The duality gap of :func:`gram_coordinate_descent`'s objective at
     ``b`` (its sum form: :func:`~skacv.iterations._penalties.duality_gap`
     with one row's weight)."""
-    Cb, cb = C @ b, float(c @ b)
-    rr = max(yy - 2.0 * cb + float(b @ Cb), 0.0)
-    return duality_gap(rr, yy - cb, c - Cb, float(np.abs(b).sum()), l1, 1.0, l2, b)
+    return duality_gap(*gram_residuals(C, c, yy, b), float(np.abs(b).sum()), l1, 1.0, l2, b)
+
+
+def degenerate_homotopy(kinks, path, zero_objective):
+    """Whether a LARS-Lasso path (``lars_path``'s ``alphas`` ``kinks`` and
+    ``coefs`` ``path``) is degenerate: its solution ``b`` at a kink ``a``
+    has ``a |b|_1`` above ``zero_objective``, the objective at zero (in
+    ``lars_path``'s scale), which bounds it. ``lars_path`` may return such
+    a path without raising (columns entering and leaving at one kink, as
+    duplicated ones do: coefficients of 1e15 that cancel, from which no
+    solver comes back)."""
+    return not np.all(np.abs(path).sum(axis=0) * kinks <= zero_objective * (1.0 + 1e-6))
 
 
 def gram_homotopy(C, c, yy, l1, l2):
@@ -100,7 +115,7 @@ def gram_homotopy(C, c, yy, l1, l2):
             return None
     if kinks[-1] > l1 * (1.0 + 1e-12):
         return None
-    if not np.all(np.abs(path).sum(axis=0) * kinks <= 0.5 * yy * (1.0 + 1e-6)):
+    if degenerate_homotopy(kinks, path, 0.5 * yy):
         return None
     return lars_solutions(kinks, path, np.array([l1]))[:, 0]
 

@@ -46,7 +46,13 @@ from sklearn.linear_model import lars_path
 from .._config import check_memory, working_memory_bytes
 from .._trace import taken
 from ..estimates.loo._track import removed_weights
-from ._lasso_descent import gram_coordinate_descent, gram_gap, gram_homotopy, lars_solutions
+from ._lasso_descent import (
+    degenerate_homotopy,
+    gram_coordinate_descent,
+    gram_gap,
+    gram_homotopy,
+    lars_solutions,
+)
 
 
 class _LeftOut:
@@ -471,14 +477,8 @@ def _left_out_path(lo, i, paths):
                                        max_iter=max_iter)
         except ValueError:  # columns leaving at one kink (scikit-learn issue 9603)
             return None
-    # lars_path may also return a degenerate path without raising (columns
-    # entering and leaving at one kink, as duplicated ones do: coefficients
-    # of 1e15 that cancel, from which the descent does not come back): at
-    # penalty a its solution b has a |b|_1 <= ||target||^2 / (2 n_rows)
-    # (the objective at zero), which every kink's must meet
-    bound = float(target @ target) / (2.0 * keep.size)
-    l1 = np.abs(path).sum(axis=0) * kinks
-    if not np.all(l1 <= bound * (1.0 + 1e-6)):
+    # (lars_path's objective at zero, mean form over the rows: ||target||^2 / (2 n_rows))
+    if degenerate_homotopy(kinks, path, float(target @ target) / (2.0 * keep.size)):
         taken("lasso_loo_homotopy_degenerate", sample=int(i))
         return None
     return kinks, path, keep.size, kinks.size - 1 < max_iter
@@ -531,7 +531,10 @@ def _working_set(H, c, yy, l1, l2, x, u, stats, i):
     goal = stats.loo_descent_gap * yy
     b, epochs = gram_coordinate_descent(H, c, yy, l1, l2, x, stats.loo_descent_gap,
                                         stats.loo_descent_epochs)
-    if epochs < stats.loo_descent_epochs or gram_gap(H, c, yy, l1, l2, b) <= goal:
+    if epochs < stats.loo_descent_epochs:
+        return b
+    gap = gram_gap(H, c, yy, l1, l2, b)
+    if gap <= goal:
         return b
     exact = gram_homotopy(H, c, yy, l1, l2)
     if exact is not None and gram_gap(H, c, yy, l1, l2, exact) <= goal:
@@ -540,23 +543,26 @@ def _working_set(H, c, yy, l1, l2, x, u, stats, i):
     limit = stats.loo_descent_bound * np.sqrt(yy)
     more = max(stats.loo_descent_max_epochs - epochs, 0)
     for last in (False, True):
-        if _prediction_bound(H, c, yy, l1, l2, b, u) <= limit:
+        if _prediction_bound(H, l2, yy, l1, b, u, gap) <= limit:
             taken("lasso_loo_descent_bounded", sample=int(i), columns=int(c.size))
             return b
         if last or not more:
             break
         b, epochs = gram_coordinate_descent(H, c, yy, l1, l2, b, stats.loo_descent_gap, more)
-        if epochs < more or gram_gap(H, c, yy, l1, l2, b) <= goal:
+        if epochs < more:
+            return b
+        gap = gram_gap(H, c, yy, l1, l2, b)
+        if gap <= goal:
             return b
     taken("lasso_loo_descent_limit", sample=int(i), columns=int(c.size))
     return None
 
 
-def _prediction_bound(H, c, yy, l1, l2, b, u):
+def _prediction_bound(H, l2, yy, l1, b, u, gap):
     """A bound on ``|u^T (b - b*)|``, ``b*`` the minimiser of ``b^T (H + l2
     I) b / 2 - c^T b + l1 |b|_1`` (``yy``: ``||t||^2`` of the rows behind
-    ``H``, ``c``). With ``d = b - b*`` the duality gap bounds ``d^T (H + l2
-    I) d / 2``; on the eigenvectors whose eigenvalue is above rounding
+    ``H``, ``c``), from the duality ``gap`` at ``b``. With ``d = b - b*``
+    the gap bounds ``d^T (H + l2 I) d / 2``; on the eigenvectors whose eigenvalue is above rounding
     that bounds ``u``'s part of ``d`` by ``sqrt(2 gap sum (v^T u)^2 /
     lambda)``; on the others, whose part of ``u`` is ``u_N``, ``|u_N|
     |d|_1`` with ``|d|_1 <= |b|_1 + yy / (2 l1)`` (the objective at zero
@@ -569,6 +575,6 @@ def _prediction_bound(H, c, yy, l1, l2, b, u):
     tau = max(float(lam[-1]), 0.0) * H.shape[0] * np.finfo(np.float64).eps
     z = V.T @ u
     big = lam > tau
-    gap = max(gram_gap(H, c, yy, l1, l2, b), 0.0)
+    gap = max(gap, 0.0)
     return (np.sqrt(2.0 * gap * float(np.sum(z[big] ** 2 / lam[big])))
             + float(np.linalg.norm(z[~big])) * (float(np.abs(b).sum()) + yy / (2.0 * l1)))
