@@ -175,6 +175,9 @@ class SpeedPolicy:
     chain_split_min_gain: float = 1.2
     #: fewest final steps on a fixed support that take the settled form
     settled_min_tail: int = 512
+    #: ... unless its head (shared chains, quadratic in the settled step) costs
+    #: more than this times the pooled chain over the whole path
+    settled_head_max_ratio: float = 20.0
     #: the robust traces take a stretch of one map in its eigenbasis where it pays
     curvature_stretches: bool = True
     #: steps between the settled form's looks for decayed sources (``None``: never)

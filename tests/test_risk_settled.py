@@ -155,6 +155,49 @@ def test_settled_form_is_chosen_for_long_settled_paths_only():
     assert _settles(design_ball, it_ball, T, ball.n_probes) is None
 
 
+def _ar1(n, p, rho, seed=0):
+    """AR(1) features (correlation ``rho`` between neighbours): FISTA's
+    supports keep changing for a long time at a small penalty."""
+    rng = np.random.default_rng(seed)
+    Z = rng.standard_normal((n, p))
+    X = np.empty_like(Z)
+    X[:, 0] = Z[:, 0]
+    for j in range(1, p):
+        X[:, j] = rho * X[:, j - 1] + np.sqrt(1 - rho**2) * Z[:, j]
+    return X, X[:, :3] @ np.array([2.0, -1.5, 1.0]) + rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("p, frac, late", [(20, 0.01, True), (12, 0.003, False)])
+def test_a_path_that_settles_late_takes_the_pooled_chain(settled, speed_policy, p, frac,
+                                                         late):
+    """The settled form's head runs shared chains of a block of columns per
+    source, quadratic in the settled step: where that costs more than
+    ``settled_head_max_ratio`` times the pooled chain over the whole path (a
+    path settled after 190 of 260 steps: about 70 times), ``"auto"`` takes
+    the pooled chain (the same ``risk_path_`` as asking for it), and a path
+    settled early (after 50 steps) keeps the settled form. Both forms
+    estimate the same quantity: the pooled chain's template split (exact
+    probes here, a narrow design) leaves it within a percent."""
+    n, rho = 100 if late else 80, 0.95
+    X, y = _ar1(n, p, rho)
+    alpha = frac * np.max(np.abs((X - X.mean(0)).T @ (y - y.mean()))) / n
+    kw = dict(alpha=alpha, max_iter=260, random_state=0)
+    auto = settled(40, X, y, **kw)
+    assert ("settled_head_outweighs" in settled.paths) is late
+    assert (settled.calls != []) is not late
+    k0 = settled_form.settled_step(FISTA(), auto.coef_path_)
+    assert (k0 > 150) if late else (k0 < 80)
+    pooled = settled(40, X, y, risk_options={"probe_scheme": "pooled"}, **kw)
+    speed_policy(settled_head_max_ratio=np.inf)
+    forced = settled(40, X, y, **kw)  # the settled form, whatever its head costs
+    assert len(settled.calls) == (1 if late else 2)
+    if late:
+        np.testing.assert_array_equal(auto.risk_path_, pooled.risk_path_)
+    else:
+        np.testing.assert_array_equal(auto.risk_path_, forced.risk_path_)
+    np.testing.assert_allclose(forced.risk_path_, pooled.risk_path_, rtol=1e-2)
+
+
 def _settles(design, iteration, T, n_probes, keep_state=False):
     """The settled form a path of ``T`` steps may take, planned before the fit."""
     plan = plan_estimate(design, iteration, None, n_probes, n_iter=T, keep_state=keep_state)

@@ -165,6 +165,19 @@ def _chain_columns(m, T, split, per_output=1):
     return np.where(k <= split, m * np.maximum(k - 1, 0), per_output * m * (T - k + 1))
 
 
+def column_step_flops(n, prefix, T):
+    """Flops of one chain column at each step ``k`` (entries ``0`` and ``1``
+    zero: no tangent before step 2): the cheaper of the product by ``X~``
+    and ``X~^T`` and the one by the Gram matrix of the prefixes
+    (:func:`~skacv.estimates.risk._propagate.chain_order`)."""
+    k = np.arange(2, T + 1)
+    r = prefix[k].astype(float)
+    u = prefix[k - 1].astype(float)
+    unit = np.zeros(T + 1)
+    unit[2:] = np.minimum(2 * n * (u + r), 2 * r * u)
+    return unit
+
+
 def split_step(n, prefix, T, policy, per_output=1):
     """The step ``r`` where forward chains (sources ``0..r-1``) and backward
     chains (outputs ``r+1..T``) meet at the least flops, by :func:`maybe_gram`'s
@@ -177,11 +190,7 @@ def split_step(n, prefix, T, policy, per_output=1):
         return min(policy.chain_split, T)
     if T < 4:
         return T
-    k = np.arange(2, T + 1)
-    r = prefix[k].astype(float)
-    u = prefix[k - 1].astype(float)
-    unit = np.zeros(T + 1)
-    unit[2:] = np.minimum(2 * n * (u + r), 2 * r * u)
+    unit = column_step_flops(n, prefix, T)
     steps = np.arange(T + 1)
     forward = np.cumsum(unit * np.maximum(steps - 1, 0))  # steps 2..r
     backward = np.cumsum((unit * per_output * (T - steps + 1))[::-1])[::-1]  # steps r..T

@@ -33,11 +33,12 @@ from ..._config import get_config, path_memory_bytes
 from ..._trace import taken
 from ...exceptions import EstimateBudgetError
 from ...linalg._sampling import stands_for_rows
-from ._chains import masked_memory_matrix, shared_plan
+from ._chains import column_step_flops, masked_memory_matrix, shared_plan
 from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
 from ._probes import pooled_probes, pooled_start_probes, range_probes
 from ._propagate import chain_order, resolve_chain_dtype
+from ._result import DENSE_MATRICES
 from ._settled import settled_step
 from ._spectral import (
     exact_nodes,
@@ -289,7 +290,8 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
                         chain_dtype, datafit, probe_goal)
     if settles is not None:
         plan = _settled_plan(design, iteration, coef_path, n_probes, dtype, settles, exact,
-                             auto_probes, chain_dtype)
+                             auto_probes, chain_dtype,
+                             _pooled_columns(design, scheme, n_probes, auto_probes, exact))
         if plan is not None:
             return plan
     if iteration.sampler is not None or not (datafit is None or datafit.quadratic):
@@ -330,12 +332,14 @@ def plan_estimate(design, iteration, coef_path=None, n_probes="auto", probe_sche
 
 
 def _settled_plan(design, iteration, coef_path, n_probes, dtype, settles, exact, auto_probes,
-                  chain_dtype):
+                  chain_dtype, pooled_columns=None):
     """The settled form's plan of a path that may settle (``settles``), or
     ``None`` where its support does not stay fixed for ``settled_min_tail``
-    final steps: before the fit (``coef_path`` ``None``) it may; exact
-    traces (``n_probes=None``) and ``exact`` probes run on the range's exact
-    probes."""
+    final steps, or where its head costs more than the pooled chain of
+    ``pooled_columns`` columns (:func:`_head_outweighs`; ``None``: no pooled
+    chain to fall back on): before the fit (``coef_path`` ``None``) it may;
+    exact traces (``n_probes=None``) and ``exact`` probes run on the range's
+    exact probes."""
     if coef_path is None:  # before the fit: may settle
         return EstimatePlan("settled", n_probes, dtype, settles, auto_probes=auto_probes)
     T = coef_path.shape[1] - 1
@@ -344,9 +348,49 @@ def _settled_plan(design, iteration, coef_path, n_probes, dtype, settles, exact,
         return None
     if settles == "proximal" and n_probes is None:  # exact traces: the range's probes
         exact = _range_plan(design, chain_dtype)
+    if (settles == "proximal" and pooled_columns is not None
+            and _head_outweighs(design, coef_path, k0,
+                                exact["n_probes"] if exact else n_probes, pooled_columns)):
+        return None
     if settles == "proximal" and exact:
         return EstimatePlan("settled", settles=settles, settled_step=k0, **exact)
     return EstimatePlan("settled", n_probes, dtype, settles, k0)
+
+
+def _pooled_columns(design, scheme, n_probes, auto_probes, exact):
+    """The columns of the pooled chain a proximal path takes where it does not
+    settle (the exact probes, or at most ``pooled_probes`` with ``"auto"``),
+    or ``None`` where it takes no pooled chain: exact traces, the shared
+    probes, or rows out of memory."""
+    if scheme != "auto" or n_probes is None or stands_for_rows():
+        return None
+    if exact:
+        return exact["n_probes"]
+    if auto_probes:
+        return pooled_probes(design.n_samples, design.n_features, design.statistics)
+    return int(n_probes)
+
+
+def _head_outweighs(design, coef_path, k0, head_columns, pooled_columns):
+    """Whether the settled form's head, shared chains of ``head_columns``
+    columns a source over steps ``1..k0`` (``O(k0^2)`` chain steps), costs
+    more than ``settled_head_max_ratio`` times the pooled chain of
+    ``pooled_columns`` columns over the whole path (:func:`column_step_flops`
+    a column and step), where the pooled chain's dense matrices fit in
+    ``path_memory_limit``: a path that settles late (trace event
+    ``settled_head_outweighs``)."""
+    T = coef_path.shape[1] - 1
+    if DENSE_MATRICES * 8.0 * (T + 1) ** 2 > path_memory_bytes():
+        return False
+    unit = column_step_flops(design.n_samples, chain_order(coef_path)[2], T)
+    sources = np.maximum(np.arange(k0 + 1) - 1, 0)  # a step k carries sources 1..k-1
+    head = float(head_columns) * float(unit[:k0 + 1] @ sources)
+    pooled = float(pooled_columns) * float(unit.sum())
+    if head <= design.policy.settled_head_max_ratio * pooled:
+        return False
+    taken("settled_head_outweighs", settled_step=k0, steps=T,
+          ratio=head / max(pooled, 1.0))
+    return True
 
 
 def _probes_within_memory(design, iteration, coef_path, n_probes, auto_probes, datafit,
