@@ -24,8 +24,15 @@ choice picks, over the best iterate's (the oracle). Designs: isotropic and
 AR(1) (rho 0.9) Gaussian features, Student-t (3) noise plus 10 % gross
 outliers in the training responses.
 
+``--real`` times instead the defaults, ``TrajectoryHuberRegressor()`` (100
+steps) with and without its ``risk_path_``, beside ``HuberRegressor()``, on
+scikit-learn's diabetes and ISLP's Hitters, Boston, College and Credit
+(standardised; ``bench_real_data.py``'s designs, the ``bench`` extra), CPU
+time, the least of ``--repeat`` runs.
+
     python benchmarks/bench_huber_risk.py
     python benchmarks/bench_huber_risk.py --sizes 2000x200 --T 1000
+    python benchmarks/bench_huber_risk.py --real
 """
 
 import argparse
@@ -85,7 +92,14 @@ def main(argv=None):
     parser.add_argument("--dense-budget", type=float, default=60.0,
                         help="longest chains-only run, seconds (else extrapolated)")
     parser.add_argument("--blas-threads", type=int, default=1)
+    parser.add_argument("--real", action="store_true",
+                        help="the defaults on five real designs instead")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
+    if args.real:
+        with threadpool_limits(args.blas_threads):
+            real_defaults(args.repeat)
+        return
     print("Huber GD (epsilon 1.35, alpha 1e-4, scale 'auto'), t_3 noise + 10 % outliers; "
           f"one BLAS thread: {args.blas_threads == 1}")
     print(f"{'design':7s} {'n':>5s} {'p':>4s} {'T':>5s} {'fit':>7s} {'+risk':>7s} "
@@ -98,6 +112,35 @@ def main(argv=None):
                 X, y, Xt, yt = problem(n, p, design)
                 for T in (int(t) for t in args.T.split(",")):
                     _run(args, design, X, y, Xt, yt, T)
+
+
+def real_defaults(repeat):
+    """``TrajectoryHuberRegressor()`` with and without ``risk_path_`` and
+    ``HuberRegressor()`` on five real designs: CPU time, the least of
+    ``repeat`` runs, and the estimate's cost over the fit."""
+    from bench_real_data import DESIGNS
+    from sklearn.linear_model import HuberRegressor
+    from sklearn.preprocessing import StandardScaler
+
+    def least(make, X, y):
+        times = []
+        for _ in range(repeat):
+            tic = time.process_time()
+            make().fit(X, y)
+            times.append(time.process_time() - tic)
+        return min(times)
+
+    print(f"{'design':10s} {'n':>5s} {'p':>4s} {'fit':>7s} {'+risk':>7s} {'risk/fit':>8s} "
+          f"{'HuberRegressor':>14s}")
+    for name in ("diabetes", "hitters", "boston", "college", "credit"):
+        X, y = DESIGNS[name]()[:2]
+        X = StandardScaler().fit_transform(np.asarray(X, dtype=np.float64))
+        y = np.asarray(y, dtype=np.float64)
+        fit = least(lambda: TrajectoryHuberRegressor(estimate_risk=False, random_state=0), X, y)
+        risk = least(lambda: TrajectoryHuberRegressor(random_state=0), X, y)
+        peer = least(HuberRegressor, X, y)
+        print(f"{name:10s} {X.shape[0]:5d} {X.shape[1]:4d} {fit:6.3f}s {risk:6.3f}s "
+              f"{risk / fit:8.1f} {peer:13.3f}s")
 
 
 def _run(args, design, X, y, Xt, yt, T):

@@ -180,6 +180,12 @@ class SpeedPolicy:
     settled_head_max_ratio: float = 20.0
     #: the robust traces take a stretch of one map in its eigenbasis where it pays
     curvature_stretches: bool = True
+    #: ... whose readout of the sources on rows of another curvature runs in blocks
+    #: of at most this many rows (or sources) times directions times probes
+    curvature_block_entries: int = 2**19
+    #: ... and reads those rows in groups of at most this many, sorted by the sources
+    #: where they differ
+    curvature_row_group: int = 64
     #: steps between the settled form's looks for decayed sources (``None``: never)
     settled_drop_check: int | None = 32
     #: rounds of batched active-set guesses before each left-out Lasso problem whose

@@ -138,6 +138,9 @@ class StatisticalPolicy:
     #: the df fractions a proximal iterate's estimate is trusted within
     df_low: float = -0.05
     df_high: float = 0.99
+    #: ... below ``df_low`` by this many times Hutchinson's bound on the probe noise
+    #: of the robust / mini-batch traces' df, ``sqrt(2 / (m tr D_t))``, where probed
+    robust_df_noise_sigmas: float = 2.0
     #: largest accepted ratio of an iterate's df to its support
     support_df_limit: float = 1.5
     #: largest accepted ratio of a row's l1 norm of ``(I - A/n)^{-1}`` to ``1 / (1 - df)``

@@ -351,3 +351,48 @@ def test_literal_default_on_heavy_tails_matches_the_grid_search_of_huber_regress
         ratios.append(np.mean((ours.predict(X[200:]) - signal) ** 2)
                       / np.mean((grid.predict(X[200:]) - signal) ** 2))
     assert np.median(ratios) < 1.15, ratios
+
+
+# ----------------------------------------------------------------------------
+# the risk estimate's flags before the first inliers
+# ----------------------------------------------------------------------------
+
+
+def test_risk_flags_before_the_first_inliers_and_under_probe_noise(statistical_policy):
+    """The intercept starts at zero, far from targets around 25: the first
+    iterates have no inliers (``tr D_t = 0``). There the curvature, a factor
+    of ``K``'s row, makes the row zero: the iterate does not move with
+    ``y`` and its df fraction is 0 (it was 0 / 0, which flagged every later
+    iterate). Exact traces: df 0 there, at least 0 after, every iterate
+    trusted. With 10 probes the df of the first few inliers is noisy: its
+    spread over 20 draws stays below Hutchinson's bound ``sqrt(2 / (m tr
+    D_t))`` (measured at most 0.36 of it), and the df check allows twice that
+    bound below ``df_low``: no draw flagged, where without the allowance 2
+    of the 20 were (the exact df being at least 0)."""
+    rng = np.random.default_rng(3)
+    n, p = 150, 6
+    X = rng.standard_normal((n, p))
+    y = X @ rng.standard_normal(p) + 25.0 + rng.standard_t(3, n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no UnreliableEstimateWarning either
+        exact = TrajectoryHuberRegressor(n_probes=None).fit(X, y)
+    fitted = X @ exact.coef_path_ + exact.intercept_path_
+    inliers = (np.abs(y[:, None] - fitted) <= exact.epsilon * exact.scale_).sum(axis=0)
+    none = inliers == 0
+    assert none[:10].all() and not none[-1]
+    df = exact.risk_diagnostics_["df_fraction"]
+    assert np.all(df[none] == 0) and np.all(df[~none] >= 0)
+    assert exact.risk_reliable_.all()
+    assert np.all(np.isfinite(exact.risk_diagnostics_["amplification"]))
+
+    def draws():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return [TrajectoryHuberRegressor(random_state=s).fit(X, y) for s in range(20)]
+
+    fits = draws()
+    spread = np.std([f.risk_diagnostics_["df_fraction"] for f in fits], axis=0)
+    assert np.all(spread[~none] <= np.sqrt(2.0 / (10 * inliers[~none])))
+    assert all(f.risk_reliable_.all() for f in fits)
+    statistical_policy(robust_df_noise_sigmas=0.0)
+    assert sum(not f.risk_reliable_.all() for f in draws()) == 2

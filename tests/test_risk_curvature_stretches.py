@@ -87,6 +87,27 @@ def test_stretches_equal_the_chains(case):
     np.testing.assert_allclose(fast.risk, chains.risk, rtol=1e-9)
 
 
+def test_stretch_readout_in_blocks_equals_the_chains():
+    """A stretch reads its earlier sources on the rows whose curvature differs
+    from the stretch's in groups of rows alike and blocks of sources (the
+    speed policy's ``curvature_block_entries``, ``curvature_row_group``):
+    groups of 9 rows and blocks of 9 sources (3000 entries over 31
+    directions and 10 probes, against up to 146 rows and 191 sources here)
+    give the chains' matrices as one block does."""
+    n, p, T, params, weighted, design = CASES["ar1_late_flips"]
+    X, y, w = _problem(n, p, seed=len("ar1_late_flips"), ar1=True)
+    est = TrajectoryHuberRegressor(max_iter=T, estimate_risk=False, **params).fit(
+        X, y, sample_weight=w)
+    chains, _ = _risk(est, X, y, w, False)
+    with policy_context(curvature_block_entries=3000):
+        fast, paths = _risk(est, X, y, w, True)
+    assert len(paths.details("curvature_stretch")) >= 3
+    for name in ("memory_matrix", "memory_matrix_sources"):
+        a, b = getattr(chains, name), getattr(fast, name)
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-11 * np.abs(a).max())
+    np.testing.assert_allclose(fast.risk, chains.risk, rtol=1e-9)
+
+
 def test_runs_are_the_stretches_of_one_map():
     X, y, _ = _problem(150, 30, seed=3, ar1=True)
     est = TrajectoryHuberRegressor(max_iter=120, alpha=3.0, penalty="l1",

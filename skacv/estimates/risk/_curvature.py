@@ -462,11 +462,40 @@ class _Readout:
         out = self.scale * np.einsum("ji,jsi->js", U, H)
         if D is None:
             return out
-        curv, C = self.run.curv, self.C
-        for s in range(H.shape[1]):
-            rows = np.flatnonzero(curv[:, first + s] != C)
-            if rows.size:
-                w = self.XV[rows] * (D[rows] * (np.asarray(curv[rows, first + s], np.float64)
-                                                - C[rows]))[:, None]
-                out[:, s] += self.scale * np.einsum("ji,ji->j", w.T @ self.Z[rows], H[:, s])
+        # the rows whose curvature differs from C at some source: there each
+        # source s adds sum_k XV[k, j] D_k (D_s - C)_k (Z[k] . H[j, s]) to out[j, s].
+        # A row differs on the sources before (or after) it flipped: the rows
+        # sorted by their span of sources, a product (sources x rows) @ (rows x
+        # directions probes) for each group of rows alike, over their span
+        C = self.C
+        delta = np.asarray(self.run.curv[:, first:first + H.shape[1]], dtype=np.float64)
+        delta = delta - C[:, None]
+        differs = delta != 0
+        rows = np.flatnonzero(np.any(differs, axis=1))
+        if rows.size == 0:
+            return out
+        r, n_src, m = H.shape
+        starts = np.argmax(differs[rows], axis=1)
+        ends = n_src - np.argmax(differs[rows, ::-1], axis=1)
+        order = np.lexsort((starts, ends))
+        rows, starts, ends = rows[order], starts[order], ends[order]
+        policy = self.run.design.policy
+        # sources in blocks of arrays (sources, r m) of at most curvature_block_entries
+        wide = max(1, policy.curvature_block_entries // (r * m))
+        group = max(1, min(wide, policy.curvature_row_group))
+        for lo in range(0, n_src, wide):
+            hi = min(n_src, lo + wide)
+            touch = np.flatnonzero((starts < hi) & (ends > lo))
+            if touch.size == 0:
+                continue
+            W = np.zeros((hi - lo, r * m))
+            for g in range(0, touch.size, group):
+                at = touch[g:g + group]
+                k = rows[at]
+                a, b = max(lo, int(starts[at].min())), min(hi, int(ends[at].max()))
+                XZ = self.XV[k, :, None] * self.Z[k, None, :]  # (rows, r, m)
+                XZ *= D[k, None, None]
+                W[a - lo:b - lo] += delta[k, a:b].T @ XZ.reshape(k.size, r * m)
+            out[:, lo:hi] += self.scale * np.einsum("sji,jsi->js", W.reshape(hi - lo, r, m),
+                                                    H[:, lo:hi])
         return out

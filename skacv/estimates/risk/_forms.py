@@ -36,6 +36,22 @@ def _source_residuals(design, y_tilde, iteration, F, coef_path, fitted_sources):
     return source_residuals(design, iteration, F, coef_path)
 
 
+def _probed_df_low(statistics, n_probes, trace_d):
+    """The lowest df fraction the robust / mini-batch traces trust at each
+    iterate: ``df_low``, less ``robust_df_noise_sigmas`` times
+    ``sqrt(2 / (m tr D_t))`` with ``m`` probes (``None``: exact traces, no
+    noise). Hutchinson's estimate of a trace has the standard deviation
+    ``sqrt(2 / m) ||M||_F`` (Rademacher probes, a symmetric ``M``): at most
+    ``sqrt(2 tr D_t / m)`` for a map of norm at most one on the ``tr D_t``
+    inliers, so at most that bound for their df fraction, which a robust
+    fit's first inliers make large."""
+    if n_probes is None:
+        return None
+    td = np.maximum(np.asarray(trace_d, dtype=np.float64), 1.0)
+    return statistics.df_low - statistics.robust_df_noise_sigmas * np.sqrt(
+        2.0 / (float(n_probes) * td))
+
+
 def _robust_risk(design, y_tilde, iteration, coef_path, datafit, plan, random_state, fitted,
                  verbose, state, keep_state):
     """:func:`trajectory_risk` for mini-batches or a robust loss (Tan & Bellec 2024),
@@ -84,11 +100,15 @@ def _robust_risk(design, y_tilde, iteration, coef_path, datafit, plan, random_st
     td = np.full(T1, design.n_eff) if trace_d is None else trace_d
     with np.errstate(divide="ignore", invalid="ignore"):
         A_equiv = design.n_eff * np.tril(K, -1) / np.where(td > 0, td, np.nan)[:, None]
+    # an iterate with no inliers (tr D_t = 0: a robust fit whose intercept has
+    # not reached the targets yet) has a zero row of K, the curvature being
+    # its factor: it does not move with y, its row is zero (not 0 / 0)
+    A_equiv[td <= 0] = 0.0
     A_equiv[0] = 0.0
     reliable, df, amp, failures = risk_reliability(
         A_equiv, A_equiv, design.n_eff, design.statistics, c,
         proximal=not (iteration.is_linear and quadratic),
-        return_failures=True)
+        return_failures=True, df_low=_probed_df_low(design.statistics, plan.n_probes, td))
     failures["not_finite"] = failures["not_finite"] | ~np.isfinite(risk)
     reliable &= np.isfinite(risk)
     return RiskEstimate(risk=risk, risk_matrix=G, memory_matrix=A, memory_matrix_sources=K,

@@ -9,7 +9,7 @@ from ._readout import _correction
 
 
 def risk_reliability(A, A_sources, n_eff, statistics, fit_intercept=False, proximal=False,
-                     support=None, return_failures=False, row_l1=None):
+                     support=None, return_failures=False, row_l1=None, df_low=None):
     """Per-iterate diagnostics of the memory-matrix estimate.
 
     The degrees-of-freedom fraction ``df_t = (sum_s A[t, s] + c) / n`` (``c =
@@ -37,6 +37,9 @@ def risk_reliability(A, A_sources, n_eff, statistics, fit_intercept=False, proxi
     row_l1 : ndarray of shape (T + 1,), default=None
         The l1 norms of the rows of ``(I (1 - c/n) - A_sources/n)^{-1}`` if
         already computed.
+    df_low : float or ndarray of shape (T + 1,), default=None
+        The lowest df fraction trusted at each iterate (``None``: the
+        policy's ``df_low``), lower where the df is a noisy estimate.
 
     Returns
     -------
@@ -58,12 +61,14 @@ def risk_reliability(A, A_sources, n_eff, statistics, fit_intercept=False, proxi
                                              lower=True, check_finite=False)).sum(axis=1)
         amp = row_l1 * (1.0 - c / n_eff) * np.maximum(1.0 - df, 1e-12)
     return _reliability(df, amp, n_eff, statistics, fit_intercept, proximal, support,
-                        return_failures)
+                        return_failures, df_low)
 
 
-def _reliability(df, amp, n_eff, statistics, fit_intercept, proximal, support, return_failures):
+def _reliability(df, amp, n_eff, statistics, fit_intercept, proximal, support, return_failures,
+                 df_low=None):
     """:func:`risk_reliability` from the degrees of freedom and the amplification."""
-    failed = reliability_failures(df, amp, n_eff, statistics, fit_intercept, proximal, support)
+    failed = reliability_failures(df, amp, n_eff, statistics, fit_intercept, proximal, support,
+                                  df_low)
     ok = ~np.logical_or.reduce(list(failed.values()))
     reliable = np.logical_and.accumulate(ok)
     if return_failures:
@@ -72,17 +77,17 @@ def _reliability(df, amp, n_eff, statistics, fit_intercept, proximal, support, r
 
 
 def reliability_failures(df, amp, n_eff, statistics, fit_intercept=False, proximal=False,
-                         support=None):
+                         support=None, df_low=None):
     """The checks of :func:`risk_reliability` per iterate: boolean arrays,
     ``True`` where ``"not_finite"``, for proximal methods ``"df_high"``
-    (nearly interpolates), ``"df_low"`` and ``"amplification"``, with
-    ``support`` ``"support"`` fail."""
+    (nearly interpolates), ``"df_low"`` (below ``df_low``, default the
+    policy's) and ``"amplification"``, with ``support`` ``"support"`` fail."""
     c = 1.0 if fit_intercept else 0.0
     failed = {"not_finite": ~(np.isfinite(df) & np.isfinite(amp))}
     with np.errstate(invalid="ignore"):
         if proximal:
             failed["df_high"] = df >= statistics.df_high
-            failed["df_low"] = df < statistics.df_low
+            failed["df_low"] = df < (statistics.df_low if df_low is None else df_low)
             failed["amplification"] = amp > statistics.amplification_limit
         if support is not None:
             failed["support"] = df * n_eff > statistics.support_df_limit * (
