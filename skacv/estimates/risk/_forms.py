@@ -41,10 +41,10 @@ def _probed_df_low(statistics, n_probes, trace_d):
     iterate: ``df_low``, less ``robust_df_noise_sigmas`` times
     ``sqrt(2 / (m tr D_t))`` with ``m`` probes (``None``: exact traces, no
     noise). Hutchinson's estimate of a trace has the standard deviation
-    ``sqrt(2 / m) ||M||_F`` (Rademacher probes, a symmetric ``M``): at most
-    ``sqrt(2 tr D_t / m)`` for a map of norm at most one on the ``tr D_t``
-    inliers, so at most that bound for their df fraction, which a robust
-    fit's first inliers make large."""
+    ``sqrt(2 / m) ||M||_F`` at most (Rademacher probes, a symmetric ``M``),
+    and ``||M||_F <= sqrt(tr D_t)`` for a map of norm at most one on the
+    ``tr D_t`` inliers: the df fraction, that trace over ``tr D_t``, has at
+    most ``sqrt(2 / (m tr D_t))``, large on a robust fit's first inliers."""
     if n_probes is None:
         return None
     td = np.maximum(np.asarray(trace_d, dtype=np.float64), 1.0)
