@@ -38,7 +38,7 @@ from ._curvature import curvature_memory_matrices
 from ._pooled import pooled_memory_matrix
 from ._probes import pooled_probes, pooled_start_probes, range_probes
 from ._propagate import chain_order, resolve_chain_dtype
-from ._result import DENSE_MATRICES
+from ._result import dense_bytes
 from ._settled import settled_step
 from ._spectral import (
     exact_nodes,
@@ -380,7 +380,7 @@ def _head_outweighs(design, coef_path, k0, head_columns, pooled_columns):
     ``path_memory_limit``: a path that settles late (trace event
     ``settled_head_outweighs``)."""
     T = coef_path.shape[1] - 1
-    if DENSE_MATRICES * 8.0 * (T + 1) ** 2 > path_memory_bytes():
+    if dense_bytes(T + 1) > path_memory_bytes():
         return False
     unit = column_step_flops(design.n_samples, chain_order(coef_path)[2], T)
     sources = np.maximum(np.arange(k0 + 1) - 1, 0)  # a step k carries sources 1..k-1

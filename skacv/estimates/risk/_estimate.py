@@ -56,6 +56,7 @@ from ._result import (
     SETTLED_VECTORS,
     RiskEstimate,
     check_dense_memory,
+    dense_bytes,
 )
 
 
@@ -76,7 +77,7 @@ def check_risk_memory(design, iteration, n_iter, n_probes="auto", datafit=None,
         return plan
     q = design.n_features + 1 if products else design.n_samples
     n_bytes = 8.0 * T1 * (SETTLED_ARRAYS * q + SETTLED_VECTORS)
-    dense = DENSE_MATRICES * 8.0 * T1 * T1
+    dense = dense_bytes(T1)
     check_memory(n_bytes, f"The risk estimate of {T1} iterates (at least {n_bytes:,.0f} bytes "
                  f"when the supports settle; {format_bytes(dense)} for {DENSE_MATRICES} "
                  f"matrices of {T1} x {T1} floats when they do not)", ESTIMATE_HINT)

@@ -71,10 +71,15 @@ class RiskEstimate:
     choice_noise: float | None = None
 
 
+def dense_bytes(n_iterates, n_matrices=DENSE_MATRICES):
+    """Bytes of ``n_matrices`` matrices of ``n_iterates x n_iterates`` floats."""
+    return n_matrices * 8.0 * int(n_iterates) ** 2
+
+
 def check_dense_memory(n_iterates, n_matrices=DENSE_MATRICES):
     """Refuse, before anything is allocated, ``n_matrices`` matrices of
     ``n_iterates x n_iterates`` floats above ``path_memory_limit``."""
     T1 = int(n_iterates)
-    n_bytes = n_matrices * 8.0 * T1 * T1
+    n_bytes = dense_bytes(T1, n_matrices)
     check_memory(n_bytes, f"The risk estimate of {T1} iterates ({n_matrices} matrices of "
                  f"{T1} x {T1} floats, {n_bytes:,.0f} bytes)", ESTIMATE_HINT)
