@@ -267,6 +267,10 @@ class SpeedPolicy:
     #: a fused kernel product over more rows ``B`` of ``k(X, X[B])`` than this runs by
     #: blocks of this many of them, their products summed
     kernel_column_block: int = 4096
+    #: EigenPro keeps the kernel matrix within this share of ``working_memory``: the
+    #: whole of it, or its leading rows where they are at least this share of them
+    kernel_matrix_share: float = 1.0
+    kernel_rows_min_share: float = 0.25
     #: EigenPro's Nystrom eigensystem in float32 from this order; its zero floor;
     #: float64 where the flattened directions reach below the trust ratio
     eigenpro_eigh_float32_min_order: int = 300

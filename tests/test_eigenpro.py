@@ -19,6 +19,7 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.model_selection import train_test_split
 
 from skacv import EigenProClassifier, EigenProRegressor, IterativeRidge, config_context
+from skacv._policy import get_policy
 from skacv._statistics import StatisticalPolicy, statistics_context
 from skacv.estimates.risk._spectral import preconditioned_memory_matrix
 from skacv.exceptions import ConvergenceWarning, DivergenceError, UnreliableEstimateWarning
@@ -285,7 +286,7 @@ def test_single_precision_products():
     # a float32 fit follows the float64 path within its rounding
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(300)
     kw = dict(bandwidth=0.3, subsample_size=100, max_iter=5, random_state=0)
-    with config_context(working_memory=200_000 / 2**20):  # blocks, not the n x n matrix
+    with config_context(working_memory=200_000 / 2**20):  # not the n x n matrix (rows of it)
         e32 = EigenProRegressor(precision="float32", **kw).fit(X, y)
         e64 = EigenProRegressor(precision="float64", **kw).fit(X, y)
         auto = EigenProRegressor(**kw).fit(X, y)
@@ -301,7 +302,8 @@ def test_single_precision_products():
     full32 = EigenProRegressor(precision="float32", **kw).fit(X, y)
     assert full32._state.op.use_full and full32._state.op.full is None  # released
     assert np.max(np.abs(full32.predict(X) - p64)) <= 1e-4 * np.abs(p64).max()
-    with config_context(working_memory=4 * 300 * 300 * 4 / 2**20):  # fits in float32 only
+    share = get_policy().kernel_matrix_share  # (of working_memory)
+    with config_context(working_memory=4 * 300 * 300 / share / 2**20):  # fits in float32 only
         mid = EigenProRegressor(**kw).fit(X, y)
         assert mid._state.op.use_full and mid.precision_ == auto.precision_
         assert np.max(np.abs(mid.predict(X) - p64)) <= 1e-4 * np.abs(p64).max()
@@ -337,9 +339,9 @@ def test_kept_float32_matrix_follows_the_blocks_and_float64():
     kw = dict(bandwidth=0.5, subsample_size=200, max_iter=4, random_state=0)
     kept = EigenProRegressor(**kw).fit(X, y)
     assert kept.precision_ == "float32" and kept._state.op.use_full and kept._state.op.single
-    with config_context(working_memory=1.0):  # blocks, not the n x n matrix
+    with config_context(working_memory=4 * 700 * 100 / 2**20):  # blocks, no kept rows
         blocks = EigenProRegressor(**kw).fit(X, y)
-    assert blocks.precision_ == "float32" and not blocks._state.op.use_full
+    assert blocks.precision_ == "float32" and blocks._state.op.kept == 0
     f64 = EigenProRegressor(precision="float64", **kw).fit(X, y)
     A, B, C = kept.dual_coef_path_, blocks.dual_coef_path_, f64.dual_coef_path_
     scale = np.abs(C).max()
@@ -1032,7 +1034,7 @@ def test_minibatch_steps_equal_the_eager_update():
 def test_kernel_products_padded_to_a_column_multiple():
     # the right-hand sides padded with zero columns (the speed policy's
     # kernel_rhs_multiple) give the same product, block by block
-    from skacv._policy import get_policy, policy_context
+    from skacv._policy import policy_context
     from skacv.kernel_methods._kernels import KernelOperator
 
     rng = np.random.default_rng(6)
@@ -1064,6 +1066,91 @@ def test_kernel_products_padded_to_a_column_multiple():
             op = KernelOperator(Kernel("gaussian", 1.1), X, get_policy())
             got = op.matmul(every, H)
         assert np.allclose(got, full, rtol=1e-10, atol=1e-12)
+
+
+def test_kept_kernel_matrix_products_by_panels_of_rows():
+    # the kept n x n matrix multiplies by panels of its sorted rows (at most
+    # the speed policy's panel_bytes each), their products summed: the
+    # product of the whole gather, in float64 and in float32 (its rounding)
+    from skacv._policy import policy_context
+    from skacv.kernel_methods._kernels import KernelOperator
+
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((300, 4))
+    ker = Kernel("gaussian", 1.1)
+    G = rng.standard_normal((120, 5))
+    rows = rng.choice(300, 120, replace=False)  # unsorted, as a batch is drawn
+    ref = ker(X, X[rows]) @ G
+    every = np.arange(300)
+    H = rng.standard_normal((300, 3))
+    ref_all = ker(X, X) @ H
+    for panel in (8 * 300 * 7, 8 * 300 * 64, 8 * 300 * 500):  # 7, 64 rows; one panel
+        with policy_context(panel_bytes=panel):
+            op = KernelOperator(ker, X, get_policy())
+            assert op.use_full
+            op.ensure()
+            got = op.matmul(rows, G)
+            assert np.allclose(got, ref, rtol=1e-10, atol=1e-12)
+            assert np.allclose(op.matmul(every, H), ref_all, rtol=1e-10, atol=1e-12)
+            op.to_single()
+            got32 = op.matmul(rows, G)
+        # float32 entries (1e-7) summed over 120 terms
+        assert got32.dtype == np.float64
+        assert np.max(np.abs(got32 - ref)) <= 1e-5 * np.abs(G).sum(0).max()
+    # the share of working_memory decides whether the matrix is kept
+    with policy_context(kernel_matrix_share=0.5), config_context(
+            working_memory=8 * 300 * 300 / 2**20):
+        assert not KernelOperator(ker, X, get_policy()).use_full
+    with config_context(working_memory=8 * 300 * 300 / 2**20):
+        with policy_context(kernel_matrix_share=1.0):
+            assert KernelOperator(ker, X, get_policy()).use_full
+
+
+def test_kernel_matrix_leading_rows_kept_where_the_whole_does_not_fit():
+    # where the n x n matrix exceeds its share of working_memory, its leading
+    # rows are kept if they are at least kernel_rows_min_share of them: a
+    # product reads the kept rows' part and computes the others' blocks
+    from skacv._policy import policy_context
+    from skacv.kernel_methods._kernels import KernelOperator
+
+    rng = np.random.default_rng(9)
+    X = rng.standard_normal((300, 4))
+    ker = Kernel("gaussian", 1.1)
+    G = rng.standard_normal((150, 4))
+    H = rng.standard_normal((300, 2))
+    ref_all = ker(X, X) @ H
+    cases = [rng.choice(300, 150, replace=False),  # both parts
+             rng.choice(120, 150 - 90, replace=False),  # kept rows only
+             120 + rng.choice(180, 150, replace=False)]  # computed rows only
+    with config_context(working_memory=8 * 300 * 120 / 2**20), policy_context(
+            kernel_matrix_share=1.0, kernel_rows_min_share=0.25, panel_bytes=8 * 300 * 16):
+        op = KernelOperator(ker, X, get_policy())
+        assert op.kept == 120 and not op.use_full
+        op.ensure()
+        assert op.full.shape == (120, 300)
+        for rows in cases:
+            got = op.matmul(rows, G[: rows.size])
+            assert np.allclose(got, ker(X, X[rows]) @ G[: rows.size], rtol=1e-10, atol=1e-12)
+        assert np.allclose(op.matmul(np.arange(300), H), ref_all, rtol=1e-10, atol=1e-12)
+        op.to_single()  # float32 holds twice the rows: computed again
+        assert op.kept == 240 and op.full is None
+        op.ensure()
+        got = op.matmul(cases[0], G)
+        assert np.max(np.abs(got - ker(X, X[cases[0]]) @ G)) <= 1e-5 * np.abs(G).sum(0).max()
+    with config_context(working_memory=8 * 300 * 120 / 2**20), policy_context(
+            kernel_matrix_share=1.0, kernel_rows_min_share=0.5):
+        assert KernelOperator(ker, X, get_policy()).kept == 0  # 120 < 150 rows
+    # the fit: the kept rows follow the blocks (float32 rounding)
+    Xs, y, Xt = smooth_problem(700)
+    kw = dict(bandwidth=0.5, subsample_size=200, max_iter=4, random_state=0)
+    with config_context(working_memory=4 * 700 * 400 / 2**20):
+        part = EigenProRegressor(**kw).fit(Xs, y)
+        assert part._state.op.kept == 400 and part.precision_ == "float32"
+    with config_context(working_memory=4 * 700 * 100 / 2**20):  # 100 < 175 rows: blocks
+        blocks = EigenProRegressor(**kw).fit(Xs, y)
+        assert blocks._state.op.kept == 0
+    scale = np.abs(blocks.dual_coef_path_).max()
+    assert np.max(np.abs(part.dual_coef_path_ - blocks.dual_coef_path_)) <= 1e-4 * scale
 
 
 def test_auto_probes_follow_the_precision_rule(speed_policy, statistical_policy):

@@ -113,9 +113,12 @@ _DOC_PARAMS = """
         float64 otherwise, and float64 where the whole kernel matrix
         fits in it and ``n`` is at most 500 (the speed policy's
         ``eigenpro_float64_max_rows``; the two cost about the same there);
-        the whole kernel matrix is kept (in the training's precision) when it
-        fits in a quarter of ``working_memory``, else computed by blocks at
-        every step; the Nystrom eigenfunctions at the
+        the kernel matrix is kept (in the training's precision) within
+        ``working_memory`` (the speed policy's ``kernel_matrix_share`` of it):
+        the whole of it up to 16384 rows in float32 at the default 1024 MiB,
+        else its leading rows where they are at least a quarter of them (up
+        to 32768 rows), the others' blocks computed at every step; the
+        Nystrom eigenfunctions at the
         training rows come from the same blocks (kept in float64). The
         coefficients and the predictions stay in float64; the eigensystem
         too, except that of a subsample of at least 300 rows that is not the

@@ -316,22 +316,42 @@ class KernelOperator:
     in float64. Other kernels, and a sparse ``X`` (CSR), go through
     :class:`Kernel` by chunks of ``working_memory``, in float64; ``policy``:
     the speed policy (the panels' size).
-    The whole kernel matrix is kept (:meth:`ensure`, :meth:`release`) when
-    it takes at most a quarter of ``working_memory``.
+    The kernel matrix is kept (:meth:`ensure`, :meth:`release`), the whole
+    of it or its leading rows (:meth:`_kept_rows`), within the speed
+    policy's ``kernel_matrix_share`` of ``working_memory``; the products
+    read the kept rows by panels (:meth:`_kept_product`) and compute the
+    others' blocks (:meth:`_block_product`).
     """
 
     def __init__(self, kernel, X, policy):
         self.kernel, self.X, self.policy = kernel, X, policy
         self.sq = squared_norms(X)
-        n = X.shape[0]
         self.single = False
         # the fused blocks read centred dense rows: a sparse X goes by chunks
         self.fused = kernel.kernel == "gaussian" and not sp.issparse(X)
         if self.fused:
             Xf = X - X.mean(axis=0)
             self.left, self.right = distance_factors(kernel, Xf, np.einsum("ij,ij->i", Xf, Xf))
-        self.use_full = 8 * n * n <= working_memory_bytes() // 4
+        self.kept = self._kept_rows(8)
         self.full = None
+
+    @property
+    def use_full(self):
+        """Whether the whole kernel matrix is kept."""
+        return self.kept == self.X.shape[0]
+
+    def _kept_rows(self, itemsize):
+        """The leading rows of the kernel matrix that :meth:`ensure` keeps
+        (``itemsize`` bytes an entry): all ``n`` where the matrix takes at
+        most the speed policy's ``kernel_matrix_share`` of ``working_memory``;
+        else, for the fused Gaussian blocks, as many as that share holds
+        where they are at least ``kernel_rows_min_share`` of them; else 0."""
+        n = self.X.shape[0]
+        rows = int(self.policy.kernel_matrix_share * working_memory_bytes()
+                   // (itemsize * max(n, 1)))
+        if rows >= n:
+            return n
+        return rows if self.fused and rows >= self.policy.kernel_rows_min_share * n else 0
 
     def to_single(self):
         """Single-precision products from now on (the Gaussian kernel); the
@@ -339,39 +359,70 @@ class KernelOperator:
         self.single = True
         self.left = self.left.astype(np.float32)
         self.right = self.right.astype(np.float32)
-        n = self.X.shape[0]
-        self.use_full = 4 * n * n <= working_memory_bytes() // 4
-        if self.full is not None:
-            self.full = self.full.astype(np.float32) if self.use_full else None
+        self.kept = self._kept_rows(4)
+        if self.full is not None:  # (a longer one is computed again)
+            self.full = (self.full.astype(np.float32) if self.full.shape[0] == self.kept
+                         else None)
 
     def ensure(self):
-        """Compute the full kernel matrix if it is small enough."""
-        if self.use_full and self.full is None:
-            if self.fused:  # from the centred rows, in their precision
-                self.full = factor_block(self.kernel, self.left, self.right)
-            else:
+        """Compute the kept rows of the kernel matrix (:meth:`_kept_rows`)."""
+        if self.kept and self.full is None:
+            n = self.X.shape[0]
+            if self.fused:  # from the centred rows, in their precision, by cache panels
+                full = np.empty((self.kept, n), dtype=self.left.dtype)
+                step = max(1, int(self.policy.panel_bytes // (full.itemsize * max(n, 1))))
+                for s in range(0, self.kept, step):
+                    e = min(s + step, self.kept)
+                    factor_block(self.kernel, self.left[s:e], self.right, out=full[s:e])
+                self.full = full
+            else:  # (the whole matrix: no leading rows alone)
                 K = self.kernel(self.X, self.X, Y_norm_squared=self.sq)
                 self.full = K.astype(np.float32) if self.single else K
 
     def release(self):
-        """Drop the full kernel matrix (a fitted model does not keep it)."""
+        """Drop the kept kernel matrix (a fitted model does not keep it)."""
         self.full = None
 
+    def _kept_product(self, rows, G):
+        """``k(X, X[rows]) @ G`` for kept ``rows`` (symmetric: ``(G^T
+        K[rows])^T``, where more columns cost little more than one): one
+        product where the sorted rows are consecutive (full batch, the
+        probes), else by panels of rows of ``K`` of at most ``panel_bytes``,
+        each gathered into cache and its product added (no copy of the
+        whole ``K[rows]``). In float64, C-ordered (the steps gather its rows)."""
+        n, K = self.X.shape[0], self.full
+        order = np.argsort(rows, kind="stable")
+        rows, Gt = rows[order], np.ascontiguousarray(G[order].T)
+        if rows.shape[0] and rows[-1] - rows[0] + 1 == rows.shape[0]:  # a view of K
+            return np.ascontiguousarray((Gt @ K[rows[0]:rows[-1] + 1]).T, dtype=np.float64)
+        step = max(1, int(self.policy.panel_bytes // (K.itemsize * max(n, 1))))
+        if step >= rows.shape[0]:
+            return np.ascontiguousarray((Gt @ K[rows]).T, dtype=np.float64)
+        out = np.zeros((Gt.shape[0], n), dtype=K.dtype)
+        part = np.empty_like(out)
+        for s in range(0, rows.shape[0], step):
+            # (a fancy-indexed panel: faster here than np.take into a buffer)
+            out += np.matmul(Gt[:, s:s + step], K[rows[s:s + step]], out=part)
+        return np.ascontiguousarray(out.T, dtype=np.float64)
+
     def matmul(self, rows, G):
-        """``k(X, X[rows]) @ G`` for G of shape (len(rows), k)."""
+        """``k(X, X[rows]) @ G`` for G of shape (len(rows), k), in float64."""
+        if self.full is None:
+            return self._block_product(rows, G)
+        G = G.astype(np.float32 if self.single else np.float64, copy=False)
+        if self.use_full:
+            return self._kept_product(rows, G)
+        kept = rows < self.kept
+        if kept.all():
+            return self._kept_product(rows, G)
+        out = self._block_product(rows[~kept], G[~kept])
+        if kept.any():
+            out += self._kept_product(rows[kept], G[kept])
+        return out
+
+    def _block_product(self, rows, G):
+        """``k(X, X[rows]) @ G``, its blocks computed (float64)."""
         dt = np.float32 if self.single else np.float64
-        if self.full is not None:
-            # symmetric: a gather of sorted rows, not a strided gather of columns,
-            # and (G^T K[rows])^T, where more columns cost little more than one;
-            # every row in order (full batch, the probes) is the matrix itself
-            Gd = G.astype(dt, copy=False)
-            n = self.X.shape[0]
-            if rows.shape[0] == n and np.array_equal(rows, np.arange(n)):
-                Gs, KB = np.ascontiguousarray(Gd), self.full
-            else:
-                order = np.argsort(rows, kind="stable")
-                Gs, KB = Gd[order], self.full[rows[order]]
-            return np.asarray((Gs.T @ KB).T, dtype=np.float64)
         n = self.X.shape[0]
         block = self.policy.kernel_column_block
         if self.fused and len(rows) > block:
@@ -379,7 +430,7 @@ class KernelOperator:
             # width holds too few rows of X for an efficient block product
             out = np.zeros((n, G.shape[1]))
             for s in range(0, len(rows), block):
-                out += self.matmul(rows[s:s + block], G[s:s + block])
+                out += self._block_product(rows[s:s + block], G[s:s + block])
             return out
         if self.fused:
             out = np.empty((n, G.shape[1]))
