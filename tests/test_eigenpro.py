@@ -1081,6 +1081,9 @@ def test_kept_kernel_matrix_products_by_panels_of_rows():
     G = rng.standard_normal((120, 5))
     rows = rng.choice(300, 120, replace=False)  # unsorted, as a batch is drawn
     ref = ker(X, X[rows]) @ G
+    # consecutive rows (a view of the matrix), and repeated rows whose span
+    # has as many rows as they are (not consecutive)
+    runs = [np.arange(40, 160), np.r_[3, 3, 5], np.r_[7, 5, 6, 5, 9]]
     every = np.arange(300)
     H = rng.standard_normal((300, 3))
     ref_all = ker(X, X) @ H
@@ -1092,6 +1095,9 @@ def test_kept_kernel_matrix_products_by_panels_of_rows():
             got = op.matmul(rows, G)
             assert np.allclose(got, ref, rtol=1e-10, atol=1e-12)
             assert np.allclose(op.matmul(every, H), ref_all, rtol=1e-10, atol=1e-12)
+            for r in runs:
+                assert np.allclose(op.matmul(r, G[: r.size]), ker(X, X[r]) @ G[: r.size],
+                                   rtol=1e-10, atol=1e-12)
             op.to_single()
             got32 = op.matmul(rows, G)
         # float32 entries (1e-7) summed over 120 terms

@@ -393,7 +393,7 @@ class KernelOperator:
         n, K = self.X.shape[0], self.full
         order = np.argsort(rows, kind="stable")
         rows, Gt = rows[order], np.ascontiguousarray(G[order].T)
-        if rows.shape[0] and rows[-1] - rows[0] + 1 == rows.shape[0]:  # a view of K
+        if rows.shape[0] and np.all(np.diff(rows) == 1):  # a view of K (no repeat)
             return np.ascontiguousarray((Gt @ K[rows[0]:rows[-1] + 1]).T, dtype=np.float64)
         step = max(1, int(self.policy.panel_bytes // (K.itemsize * max(n, 1))))
         if step >= rows.shape[0]:
