@@ -139,8 +139,17 @@ def _threads(workers):
     with ThreadPoolExecutor(max_workers=workers) as pool:
         def run(function, calls):
             function = carried(function)  # the threads record into the caller's paths
-            for future in [pool.submit(function, *args) for args in calls]:
-                future.result()
+            futures = [pool.submit(function, *args) for args in calls]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                # an error or Ctrl-C: the calls not started yet are dropped, so
+                # that the pool's exit waits for the running ones only (it ran
+                # every queued call before: a Ctrl-C waited for the whole pass)
+                for future in futures:
+                    future.cancel()
+                raise
 
         run.workers = workers
         yield run
