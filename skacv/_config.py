@@ -53,7 +53,10 @@ def get_config():
         the fit and again before they are allocated; larger requests are
         refused with the size in the message. ``working_memory`` (MiB): size
         of the temporary blocks of the risk and leave-one-out estimates,
-        which chunk their work beyond it (scikit-learn's ``working_memory`` has the same unit).
+        which chunk their work beyond it (scikit-learn's ``working_memory`` has the same unit),
+        and the most of EigenPro's kernel matrix a fit keeps (the whole of
+        it up to 16384 rows in float32 at the default 1024, else its leading
+        rows: the speed policy's ``kernel_matrix_share``).
         ``dask_max_features`` (int): the most features of a Dask input
         (see the Dask page of the user guide), whose fit holds a ``(p + 1) x (p + 1)``
         Gram matrix per fold and chunk in flight; above it ``fit`` raises.
