@@ -370,7 +370,7 @@ class KernelOperator:
             n = self.X.shape[0]
             if self.fused:  # from the centred rows, in their precision, by cache panels
                 full = np.empty((self.kept, n), dtype=self.left.dtype)
-                step = max(1, int(self.policy.panel_bytes // (full.itemsize * max(n, 1))))
+                step = self._panel_rows(full.itemsize)
                 for s in range(0, self.kept, step):
                     e = min(s + step, self.kept)
                     factor_block(self.kernel, self.left[s:e], self.right, out=full[s:e])
@@ -382,6 +382,12 @@ class KernelOperator:
     def release(self):
         """Drop the kept kernel matrix (a fitted model does not keep it)."""
         self.full = None
+
+    def _panel_rows(self, itemsize):
+        """Rows of the kernel matrix (``itemsize`` bytes an entry) in a panel
+        of at most the speed policy's ``panel_bytes``: how :meth:`ensure`
+        computes the kept rows and :meth:`_kept_product` reads them."""
+        return max(1, int(self.policy.panel_bytes // (itemsize * max(self.X.shape[0], 1))))
 
     def _kept_product(self, rows, G):
         """``k(X, X[rows]) @ G`` for kept ``rows`` (symmetric: ``(G^T
@@ -395,7 +401,7 @@ class KernelOperator:
         rows, Gt = rows[order], np.ascontiguousarray(G[order].T)
         if rows.shape[0] and np.all(np.diff(rows) == 1):  # a view of K (no repeat)
             return np.ascontiguousarray((Gt @ K[rows[0]:rows[-1] + 1]).T, dtype=np.float64)
-        step = max(1, int(self.policy.panel_bytes // (K.itemsize * max(n, 1))))
+        step = self._panel_rows(K.itemsize)
         if step >= rows.shape[0]:
             return np.ascontiguousarray((Gt @ K[rows]).T, dtype=np.float64)
         out = np.zeros((Gt.shape[0], n), dtype=K.dtype)
