@@ -105,15 +105,17 @@ def test_l1_path_reaches_the_optimality_conditions(solver):
 def test_scale_auto_is_huber_regressors_joint_scale(fit_intercept, weighted):
     """scale="auto" where the rows outnumber the coefficients: the scale
     ``HuberRegressor(epsilon, alpha)`` estimates jointly, so the converged
-    path is ``HuberRegressor``'s solution (the same call in both libraries);
-    below, and for ``epsilon < 1``, the MAD of ``y``."""
+    path is ``HuberRegressor``'s solution (its minimiser, fitted on ``y`` in
+    units of its robust scale: equal to HuberRegressor's own fit within its
+    L-BFGS tolerance, ``tol=1e-5``; 2e-6 to 7e-6 apart here); below, and for
+    ``epsilon < 1``, the MAD of ``y``."""
     X, y = _data()
     w = np.random.default_rng(3).uniform(0.5, 2.0, X.shape[0]) if weighted else None
     kw = dict(epsilon=1.35, alpha=0.5, fit_intercept=fit_intercept)
     ref = HuberRegressor(**kw).fit(X, y, sample_weight=w)
     est = TrajectoryHuberRegressor(**kw, max_iter=3000, estimate_risk=False).fit(
         X, y, sample_weight=w)
-    assert est.scale_ == ref.scale_
+    assert est.scale_ == pytest.approx(ref.scale_, rel=1e-4)
     # the noise's scale (t with 2 degrees of freedom: its MAD about 1.1), not y's
     mad = 1.482602218505602 * np.median(np.abs(y - np.median(y)))
     assert est.scale_ < mad / 3

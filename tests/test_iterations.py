@@ -309,6 +309,21 @@ def test_clipped_extrapolation():
     assert "extrapolation='plain'" in repr(plain) and "extrapolation='clipped'" in repr(it)
 
 
+def test_repr_of_a_block_of_stacked_columns():
+    """The stacked folds' iteration holds a step size and a strength per
+    column: its repr (what a traceback through it shows) lists them,
+    abridged, where formatting an array as a number raised ``TypeError``."""
+    from skacv.model_selection._kfold import stacked_iteration
+
+    its = [FISTA(0.1 * (j + 1), alpha=0.01 * (j + 1)) for j in range(8)]
+    block = stacked_iteration(its, np.float64)
+    text = repr(block)
+    assert text.startswith("FISTA(step_size=[0.1 0.2 0.3 ... 0.6 0.7 0.8], penalty=L1(l1=[")
+    assert "0.01" in text and "0.08" in text and "extrapolation='clipped'" in text
+    assert repr(its[0]) == ("FISTA(step_size=0.1, penalty=L1(l1=0.01, l2=0), "
+                            "extrapolation='clipped')")
+
+
 def test_clipped_fit_loop_keeps_the_fitted_values():
     """The fit loop's X~ v^k (from X~ x^k, X~ x^{k-1} and the clipped columns)
     equals X~ @ v^k."""

@@ -71,15 +71,25 @@ def joint_scale(X, y, sample_weight, epsilon, alpha, fit_intercept):
     of positive weight (the joint fit interpolates and ``sigma*`` falls to
     zero), ``epsilon < 1`` (outside ``HuberRegressor``'s range) or a scale
     that is not positive. The fit's own convergence warning is not passed on:
-    the scale is the path's fixed parameter, not its solution."""
+    the scale is the path's fixed parameter, not its solution.
+
+    The pilot fits ``y / s`` with ``alpha * s`` (``s``: :func:`robust_scale`
+    of ``y``) and its scale is multiplied by ``s``: the same minimiser (with
+    ``y = s y'``, ``w = s w'``, ``sigma = s sigma'`` the objective is ``s``
+    times the one of ``y'`` with ``alpha s``), which scikit-learn's L-BFGS
+    reaches in any units of ``y``; on ``y`` itself it stalled from units of
+    about 1e6 (its tolerance is on the gradient, in the units of ``y``)."""
     n_rows = X.shape[0] if sample_weight is None else int(np.count_nonzero(
         np.asarray(sample_weight) > 0))
     if epsilon < 1.0 or n_rows <= X.shape[1] + int(fit_intercept):
         return None
+    units = robust_scale(y, sample_weight, center=fit_intercept)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        pilot = HuberRegressor(epsilon=epsilon, alpha=alpha, fit_intercept=fit_intercept)
-        scale = float(pilot.fit(X, y, sample_weight=sample_weight).scale_)
+        pilot = HuberRegressor(epsilon=epsilon, alpha=alpha * units, fit_intercept=fit_intercept)
+        fitted = pilot.fit(X, np.asarray(y, dtype=np.float64) / units,
+                           sample_weight=sample_weight)
+        scale = units * float(fitted.scale_)
     return scale if np.isfinite(scale) and scale > 0 else None
 
 
@@ -324,8 +334,10 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         geometric values (the statistical policy) from the penalty's scale
         down to ``auto_grid_eps`` of it, in ``HuberRegressor``'s units (the
         summed loss) with the scale ``sigma`` of this estimator's fit
-        (``scale_`` at its own alpha; with ``scale="auto"`` each alpha's fit
-        takes ``HuberRegressor``'s joint scale at that alpha).
+        without penalty (``scale="auto"``: ``HuberRegressor(alpha=0)``'s joint
+        scale, the noise's, which a target in other units scales with: the
+        grid scales inversely, as the penalty's units do; each alpha's fit
+        then takes ``HuberRegressor``'s joint scale at that alpha).
         ``"l2"``: the curvature bound of the objective,
         ``lambda_max(X1^T W X1) / sigma`` (``step_size="auto"``'s ``L``
         without ``alpha``, in alpha's units), where the penalty halves the
@@ -346,7 +358,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         alphas : ndarray of shape (n_alphas,) or None
             Decreasing.
         """
-        est = clone(self)
+        est = clone(self).set_params(alpha=0.0)  # (the grid's scale: the noise's)
         X, y = est._validate_xy(X, y, reset=True)
         sw = check_sample_weight(sample_weight, X, X.dtype)
         est._scale = est._new_scale(X, y, sw)

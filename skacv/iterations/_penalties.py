@@ -33,6 +33,14 @@ def soft_threshold(x, tau, out=None, neg_tau=None):
     return np.subtract(x, clipped, out=clipped if out is None else out)
 
 
+def short_repr(value):
+    """``value`` in a repr: a number to 4 digits, an array of them (one per
+    column of a block of stacked folds) abridged."""
+    if np.ndim(value) == 0:
+        return f"{value:.4g}"
+    return np.array2string(np.asarray(value), precision=4, threshold=6)
+
+
 def duality_gap(rr, ry, corr, l1_norm, l1, n_eff, l2=0.0, coef=None, positive=False):
     """Duality gap of least squares with the elastic-net penalty, mean form
     ``||r||^2 / (2 n_eff) + l1 ||b||_1 + l2 ||b||^2 / 2``, from ``rr =
@@ -261,7 +269,7 @@ class Penalty:
         return self.l1_ * float(np.abs(c).sum()) + 0.5 * self.l2_ * float(c @ c)
 
     def __repr__(self):
-        return (f"{type(self).__name__}(l1={self.l1_:.4g}, l2={self.l2_:.4g}"
+        return (f"{type(self).__name__}(l1={short_repr(self.l1_)}, l2={short_repr(self.l2_)}"
                 f"{', n_unpenalized=%d' % self.n_unpenalized if self.n_unpenalized else ''}"
                 f"{', positive=True' if self.positive else ''})")
 

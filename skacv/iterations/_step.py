@@ -18,7 +18,7 @@ import copy
 
 import numpy as np
 
-from ._penalties import Penalty
+from ._penalties import Penalty, short_repr
 
 
 def _clipped_step(x, x_prev, n_free=0):
@@ -525,5 +525,5 @@ class Iteration:
     def __repr__(self):
         ext = getattr(self, "extrapolation", None)
         ext = "" if ext is None else f", extrapolation={ext!r}"
-        return (f"{type(self).__name__}(step_size={self.step_size:.4g}, "
+        return (f"{type(self).__name__}(step_size={short_repr(self.step_size)}, "
                 f"penalty={self.penalty!r}{ext})")

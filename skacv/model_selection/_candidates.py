@@ -69,7 +69,7 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
     checks = SharedChecks() if checks is None else checks
     jobs = (delayed(fit_candidate, config, threads, sklearn_config)(
         search._prepared(params), X, y, fit_params, attrs, search._policies, attr,
-        search.n_iter_no_change, search._splits, search.fold_alignment, search.fold_dtype, goal,
+        search.n_iter_no_change, search._splits, search.fold_alignment, search._fold_dtype, goal,
         limit, defer_uq, checks, bar)
         for params, limit in zip(candidates, limits, strict=True))
     paths, times, mins, kept = [], [], [], {}
@@ -80,7 +80,7 @@ def fit_candidates(search, candidates, X, y, fit_params, limits=None, prune=True
             results = fit_kfold_block(
                 [search._prepared(params) for params in candidates], X, y, fit_params, attrs,
                 search._splits, search.n_iter_no_change, search.fold_alignment,
-                search.fold_dtype, limits, search._policies, checks, bar)
+                search._fold_dtype, limits, search._policies, checks, bar)
     else:  # in order, as a generator so that discarded fits are freed early
         results = parallel(search.n_jobs, search.verbose, generator=True)(jobs)
     for i, (est, est_paths, fit_time) in enumerate(results):

@@ -23,6 +23,7 @@ from ..linalg._design import Design
 from ..linalg._linalg import lanczos_top_eigenvalues, top_eigenvalue
 from ..utils._compat import _num_features, _num_samples
 from ..utils._parallel import cache_bytes
+from ..utils._validation import single_precision_holds
 from ._fold_designs import FoldCovariance, FoldDesigns, fold_covariance_pays, pass_groups
 from ._fold_screening import ScreenedFolds, screens, worth_screening
 
@@ -557,8 +558,24 @@ def kfold_dtype(fold_dtype="auto"):
     """Precision (numpy dtype) of the stacked folds for the ``fold_dtype``
     of :class:`~skacv.TrajectoryEarlyStoppingCV`: ``"auto"`` is float32,
     whose rounding (~1e-6 relative) is far below the sampling noise of a
-    held-out error."""
+    held-out error (a search resolves it on its data first:
+    :func:`resolve_fold_dtype`)."""
     if fold_dtype not in ("auto", "float32", "float64"):
         raise ValueError(f"fold_dtype must be 'auto', 'float32' or 'float64'; got "
                          f"{fold_dtype!r}.")
     return np.dtype(np.float32 if fold_dtype == "auto" else fold_dtype)
+
+
+def resolve_fold_dtype(fold_dtype, X, y, sample_weight=None):
+    """``fold_dtype`` for the data ``(X, y)``: ``"auto"`` is ``"float32"``
+    where that precision holds them
+    (:func:`~skacv.utils._validation.single_precision_holds`: a target in
+    units of 1e20 overflows its sums of squares, one of 1e-20 sinks into its
+    subnormals), else ``"float64"``; a float32 ``X`` keeps float32 (its fit
+    runs in it)."""
+    if fold_dtype != "auto" or getattr(X, "dtype", None) == np.float32:
+        return fold_dtype
+    if single_precision_holds(X, y, sample_weight):
+        return "float32"
+    taken("fold_dtype_float64")
+    return "float64"

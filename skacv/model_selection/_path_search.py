@@ -568,7 +568,7 @@ def fit_path_search(search, X, y, fit_params):
     stack = (crit == "kfold" and search.path_neighbors > 0 and n_grid > 1
              and effective_n_jobs(search.n_jobs) == 1
              and stacks_grid(search._prepared({"alpha": scores.values[0]}), X, search._splits,
-                             search.n_iter_no_change, search.fold_dtype, search._policies))
+                             search.n_iter_no_change, search._fold_dtype, search._policies))
 
     def fit(rows, limits, bar):
         cands = [{"alpha": scores.values[r]} for r in rows]

@@ -16,6 +16,7 @@ from ..exceptions import (
     WeightScaleWarning,
 )
 from ..utils._validation import user_stacklevel
+from ._alpha_path import path_option
 from ._criteria import CRITERIA, PATH_ATTRS
 from ._stages import finite_min, selectable
 
@@ -280,3 +281,46 @@ def set_iterate(estimator, iteration, coef=None, intercept=None):
     # the methods that default to the iterate of coef_ (debiased_coef, ...)
     estimator.record_iterate(iteration)
     return estimator
+
+
+def warn_grid_edge(search):
+    """A :class:`~skacv.exceptions.SelectionBoundaryWarning` where the chosen
+    alpha of the fitted ``search`` is the smallest of an automatic grid,
+    which is not always negligible: the criterion still falls more than
+    ``limit_rtol`` there. ``search="path"``: one grid per ``l1_ratio`` over the mixing,
+    its converged criterion; an estimator's own grid walked to its end
+    (``_walked``): the trajectories' minima. A ridge grid continued past
+    ``eps`` ends where leave-one-out chose (``criterion="auto"`` reads the
+    risk estimate down to its minimum) or at the rounding of the Gram's
+    eigenvalues: no warning."""
+    params, crit = search.cv_results_["params"], search.criterion_
+    if search.search_ == "path":
+        if "alpha" in (search.param_grid or {}):
+            return
+        ratio = search.best_params_.get("l1_ratio")
+        grid = [i for i, p in enumerate(params) if p.get("l1_ratio") == ratio]  # contiguous
+        values = search.cv_results_[f"path_{crit}"]
+        eps = path_option(search.path_params, "eps")
+        fix = f"path_params={{'eps': {eps / 100:g}}}"
+    elif len(params) == len(search._walked["alpha"]):
+        ratio, grid, values = None, list(range(len(params))), search.cv_results_[f"min_{crit}"]
+        eps, top = search._policies[1].auto_grid_eps, params[0]["alpha"]
+        fix = (f"param_grid={{'alpha': np.geomspace({top:.3g}, {top * eps / 100:.3g}, "
+               f"{len(params) + 3})}}")
+    else:
+        return
+    end = np.asarray(values, dtype=float)[grid[-2:]]
+    if (search.best_index_ != grid[-1] or len(grid) < 2
+            or not end[-1] < (1 - search._policies[1].limit_rtol) * end[0]):
+        return
+    of = "" if ratio is None else f" of l1_ratio={ratio:g}"
+    if search.search_ == "path" and len(grid) > path_option(search.path_params, "n_alphas"):
+        # a ridge grid continued past eps (criterion "loo", or "auto" reading the
+        # risk estimate down to leave-one-out's minimum): its end is leave-one-out's
+        # choice or the rounding of the Gram's eigenvalues, not eps
+        return
+    warnings.warn(
+        f"The chosen alpha={search.best_params_['alpha']:.6g} is the smallest of the "
+        f"automatic grid{of} (eps={eps:g} times its largest), where the "
+        f"{crit} estimate was still falling: the best alpha may be smaller. "
+        f"Lower it, e.g. {fix}.", SelectionBoundaryWarning, stacklevel=user_stacklevel())

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._policy import current_policies
 from ..estimators._advice import warn_weight_scale
-from ..exceptions import SelectionBoundaryWarning, UnreliableEstimateWarning
+from ..exceptions import UnreliableEstimateWarning
 from ..linalg._dask import is_dask
 from ..linalg._design import shared_designs
 from ..linalg._sampling import rows_behind
@@ -30,11 +30,12 @@ from ..utils._compat import (
     _num_samples,
 )
 from ..utils._validation import user_stacklevel
-from ._alpha_path import path_option, risk_alpha_path, supports_alpha_path
+from ._alpha_path import risk_alpha_path, supports_alpha_path
 from ._candidates import fit_candidates, walk_grid
 from ._criteria import CRITERIA, resolve_auto, switch_estimates
 from ._dask_search import sufficient_search
 from ._delegate import SelectedIterateMixin, routed_params
+from ._kfold import resolve_fold_dtype
 from ._kfold_search import full_fit, kfold_splits
 from ._mixing_search import fit_mixing_search, mixing_grid, searches_path
 from ._path_search import check_far_rows_at, fit_path_search, warn_converged
@@ -48,6 +49,7 @@ from ._results import (
     set_iterate,
     unreliable_risk,
     warn_boundary,
+    warn_grid_edge,
 )
 from ._search_params import check_protocol, warn_ignored_params
 from ._stages import within_limit
@@ -122,7 +124,9 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
     fold_dtype : {"auto", "float32", "float64"}, default="auto"
         Precision of the fold paths run as one block (ISTA, FISTA, the
         full-batch ``IterativeRidge`` solvers): ``"auto"`` is float32 (its
-        rounding is far below a held-out error's sampling noise).
+        rounding is far below a held-out error's sampling noise), float64
+        where float32 cannot hold the data's sums of squares (a target in
+        units of about 1e17 or more, or 1e-17 or less).
     param_grid : dict, list of dicts or None, default=None
         Parameters of ``estimator`` to search, as in
         :class:`~sklearn.model_selection.GridSearchCV` (e.g.
@@ -482,7 +486,7 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         elif hasattr(self, "n_splits_"):
             del self.n_splits_
         del (self._selected_paths, self._splits, self._converged, self._policies, self._walked,
-             self._auto_risk)
+             self._auto_risk, self._fold_dtype)
         self.n_features_in_ = est.n_features_in_
         if self.verbose:
             print(f"[TrajectoryEarlyStoppingCV] selected {self.best_params_} at iteration "
@@ -525,6 +529,9 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         # design of X (one centred copy, one Gram matrix; skacv.linalg._design)
         self._converged = None  # search="path" may select the converged fit
         self._walked = None  # the automatic grid of an estimator without alpha path
+        # the stacked folds' precision on these data (float64 where float32 cannot hold them)
+        self._fold_dtype = (resolve_fold_dtype(self.fold_dtype, X, y, routed.get("sample_weight"))
+                            if self.criterion_ == "kfold" else self.fold_dtype)
         with shared_designs():
             if self.search_ == "grid":
                 self._fit_grid_search(X, y, routed)
@@ -581,10 +588,10 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
             # (the automatic grid starts from the zero solution: no edge there)
             grids = [{"alpha": [r["alpha"] for r in self.cv_results_["params"]]}
                      if self.param_grid is not None and "alpha" in self.param_grid else {}]
-            self._warn_grid_edge()
+            warn_grid_edge(self)
         elif self._walked is not None:  # the estimator's own grid: its edge below
             grids = [{}]
-            self._warn_grid_edge()
+            warn_grid_edge(self)
         params = {**self.estimator.get_params(deep=False), **self.best_params_}
         if self._converged is not None:
             est = self.estimator_  # the chosen alpha's trajectory: where and how it ended
@@ -598,47 +605,6 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         warn_boundary(grids, self.best_params_, self.best_iteration_, params.get("max_iter"),
                       self.criterion_, getattr(self.estimator_, "n_iter_", None),
                       self._reached_limit(), flat)
-
-    def _warn_grid_edge(self):
-        """The chosen alpha is the smallest of an automatic grid, which is not
-        always negligible: the criterion still falls more than ``limit_rtol``
-        there. ``search="path"``: one grid per ``l1_ratio`` over the mixing,
-        its converged criterion; an estimator's own grid walked to its end
-        (``_walked``): the trajectories' minima. A ridge grid continued past
-        ``eps`` ends where leave-one-out chose (``criterion="auto"`` reads the
-        risk estimate down to its minimum) or at the rounding of the Gram's
-        eigenvalues: no warning."""
-        params, crit = self.cv_results_["params"], self.criterion_
-        if self.search_ == "path":
-            if "alpha" in (self.param_grid or {}):
-                return
-            ratio = self.best_params_.get("l1_ratio")
-            grid = [i for i, p in enumerate(params) if p.get("l1_ratio") == ratio]  # contiguous
-            values = self.cv_results_[f"path_{crit}"]
-            eps = path_option(self.path_params, "eps")
-            fix = f"path_params={{'eps': {eps / 100:g}}}"
-        elif len(params) == len(self._walked["alpha"]):
-            ratio, grid, values = None, list(range(len(params))), self.cv_results_[f"min_{crit}"]
-            eps, top = self._policies[1].auto_grid_eps, params[0]["alpha"]
-            fix = (f"param_grid={{'alpha': np.geomspace({top:.3g}, {top * eps / 100:.3g}, "
-                   f"{len(params) + 3})}}")
-        else:
-            return
-        end = np.asarray(values, dtype=float)[grid[-2:]]
-        if (self.best_index_ != grid[-1] or len(grid) < 2
-                or not end[-1] < (1 - self._policies[1].limit_rtol) * end[0]):
-            return
-        of = "" if ratio is None else f" of l1_ratio={ratio:g}"
-        if self.search_ == "path" and len(grid) > path_option(self.path_params, "n_alphas"):
-            # a ridge grid continued past eps (criterion "loo", or "auto" reading the
-            # risk estimate down to leave-one-out's minimum): its end is leave-one-out's
-            # choice or the rounding of the Gram's eigenvalues, not eps
-            return
-        warnings.warn(
-            f"The chosen alpha={self.best_params_['alpha']:.6g} is the smallest of the "
-            f"automatic grid{of} (eps={eps:g} times its largest), where the "
-            f"{crit} estimate was still falling: the best alpha may be smaller. "
-            f"Lower it, e.g. {fix}.", SelectionBoundaryWarning, stacklevel=user_stacklevel())
 
     def _reached_limit(self):
         """Whether the selected trajectory's minimum lies within ``limit_rtol``

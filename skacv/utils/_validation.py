@@ -5,6 +5,7 @@ import os
 import sys
 
 import numpy as np
+import scipy.sparse as sp
 import sklearn
 
 from .._trace import taken
@@ -32,6 +33,50 @@ def overflow_error(dtype):
         f"summed over the rows, pass its largest value {np.finfo(dtype).max:.3g}. Rescale "
         "them: StandardScaler on X, y divided by its standard deviation, the weights by "
         "their mean.")
+
+
+#: a single-precision computation on data whose sums of squares (and the
+#: squared scale of the coefficients, bounded above) stay within ``[2**20 * tiny, 2**-40 *
+#: max]`` of float32 (about ``1e-32 .. 3e26``): its sums over the rows and its
+#: iterates' products keep a margin of 2**40 to overflow and its squared
+#: residuals one of 2**20 to the subnormals
+SINGLE_RANGE = (2.0**20 * float(np.finfo(np.float32).tiny),
+                2.0**-40 * float(np.finfo(np.float32).max))
+
+
+def single_precision_holds(X, y, sample_weight=None):
+    """Whether float32 holds a least-squares fit of ``y`` on ``X`` (each row
+    counted by its weight): ``||X||_F^2``, ``||y||^2`` and ``(||y|| / c)^2``
+    (``c`` the smallest nonzero column norm of ``X``: the coefficients'
+    scale, bounded above only) within :data:`SINGLE_RANGE` (a zero ``y`` or ``X`` holds; data
+    that are not finite or not numbers do not: a float64 fit then says why;
+    labels, not numbers, leave ``y`` out). One pass over ``X`` in float64
+    (dense or sparse)."""
+    try:
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        X = X if sp.issparse(X) else np.asarray(X)
+    except (TypeError, ValueError):
+        return False
+    if X.dtype.kind not in "biuf" or X.ndim != 2:
+        return False
+    try:
+        y = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):  # (class labels)
+        y = np.zeros(X.shape[0])
+    if sp.issparse(X):
+        X2 = X.astype(np.float64).power(2)
+        cols = np.asarray(X2.sum(axis=0) if w is None else X2.T @ w).ravel()
+    else:
+        cols = (np.einsum("ij,ij->j", X, X, dtype=np.float64) if w is None
+                else np.einsum("i,ij,ij->j", w, X, X, dtype=np.float64))
+    yy = float(np.sum(y * y) if w is None else w @ (y * y))
+    nonzero = cols[cols > 0]
+    low, high = SINGLE_RANGE
+    # (the coefficients' scale bounded above only: their squares are never formed)
+    scale = yy / float(nonzero.min()) if nonzero.size and yy > 0 else 0.0
+    with np.errstate(invalid="ignore"):
+        return (all(s == 0.0 or low <= s <= high for s in (float(cols.sum()), yy))
+                and scale <= high)
 
 
 def data_fingerprint(X, y, sample_weight=None):
