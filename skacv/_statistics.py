@@ -62,7 +62,8 @@ class StatisticalPolicy:
     #: most feature-sign steps of a left-out Lasso solve (converged leave-one-out)
     loo_refit_steps: int = 500
     #: a fit warns where its columns' root mean squares (on at most this many rows)
-    #: differ by more than this factor; columns below this share of the largest are constant
+    #: differ by more than this factor; a column whose spread is below this share of
+    #: its own size is constant
     feature_scale_ratio: float = 100.0
     feature_scale_rows: int = 2000
     feature_scale_zero: float = 1e-12

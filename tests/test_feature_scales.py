@@ -92,6 +92,35 @@ def test_constant_columns_do_not_count():
     assert not _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(X, y))
 
 
+@pytest.mark.parametrize("make", [lambda: TrajectoryHuberRegressor(max_iter=5, scale=1.0),
+                                  lambda: TrajectoryLogisticRegression(max_iter=5)])
+def test_features_in_tiny_units_beside_the_intercept_warn(make):
+    """Every feature in units of 1e-20 beside the intercept's column of ones
+    (a ratio of 1e20): constant columns are those whose spread is a
+    rounding's share of their own size, not of the largest column's, so
+    these count and the fit warns (it returned the intercept alone,
+    silently). For the Lasso (centred columns, no column of ones) nothing
+    to warn of; a centred constant column in units of 1e6 still does not
+    count."""
+    X, y = _data(1.0)
+    target = (y > 0).astype(int) if "Logistic" in type(make()).__name__ else y
+    found = _caught(lambda: make().fit(1e-20 * X, target))
+    assert len(found) == 1
+    assert "the intercept's column of ones 1" in str(found[0].message)
+    assert not _caught(lambda: TrajectoryLasso(alpha=1e-21, max_iter=5).fit(1e-20 * X, y))
+    wide = np.column_stack([X, np.full(X.shape[0], 3e6)])
+    assert not _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(wide, y))
+
+
+def test_huber_automatic_scale_that_fails_says_why():
+    """Columns in units of 1e20 beside the intercept's column of ones stall
+    the pilot ``HuberRegressor`` of ``scale="auto"``: its ``ValueError``
+    comes back with the fix."""
+    X, y = _data(1.0)
+    with pytest.raises(ValueError, match="Standardise X .* or give scale a number"):
+        TrajectoryHuberRegressor(max_iter=5).fit(1e20 * X, y)
+
+
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("rows", [None, 40])

@@ -101,7 +101,11 @@ def warn_feature_scales(estimator, design, n_features):
     times for the Huber regressor; docs/benchmarks.rst)."""
     stats = design.statistics
     scales = feature_scales(design)
-    live = np.flatnonzero(scales > stats.feature_scale_zero * scales.max(initial=0.0))
+    # constant: a spread within rounding of the column's own size (its mean's,
+    # which centring took off), not of the largest column's (a feature in
+    # units of 1e-13 beside the intercept's column of ones is not constant)
+    size = np.hypot(scales, np.asarray(design.x_offset, dtype=np.float64))
+    live = np.flatnonzero(scales > stats.feature_scale_zero * size)
     if live.size < 2:
         return
     small, big = live[np.argmin(scales[live])], live[np.argmax(scales[live])]

@@ -71,7 +71,8 @@ def joint_scale(X, y, sample_weight, epsilon, alpha, fit_intercept):
     of positive weight (the joint fit interpolates and ``sigma*`` falls to
     zero), ``epsilon < 1`` (outside ``HuberRegressor``'s range) or a scale
     that is not positive. The fit's own convergence warning is not passed on:
-    the scale is the path's fixed parameter, not its solution.
+    the scale is the path's fixed parameter, not its solution; its failure
+    (scikit-learn's ``ValueError``) is, with the fix.
 
     The pilot fits ``y / s`` with ``alpha * s`` (``s``: :func:`robust_scale`
     of ``y``) and its scale is multiplied by ``s``: the same minimiser (with
@@ -87,8 +88,15 @@ def joint_scale(X, y, sample_weight, epsilon, alpha, fit_intercept):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         pilot = HuberRegressor(epsilon=epsilon, alpha=alpha * units, fit_intercept=fit_intercept)
-        fitted = pilot.fit(X, np.asarray(y, dtype=np.float64) / units,
-                           sample_weight=sample_weight)
+        try:
+            fitted = pilot.fit(X, np.asarray(y, dtype=np.float64) / units,
+                               sample_weight=sample_weight)
+        except ValueError as exc:  # ("HuberRegressor convergence failed")
+            raise ValueError(
+                "scale='auto' takes the scale of scikit-learn's HuberRegressor fitted on these "
+                f"data, and its solver failed ({exc}). Standardise X (StandardScaler in a "
+                "pipeline: columns in very different units stall it) or give scale a "
+                "number.") from exc
         scale = units * float(fitted.scale_)
     return scale if np.isfinite(scale) and scale > 0 else None
 
