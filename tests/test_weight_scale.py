@@ -160,3 +160,31 @@ def test_a_dask_input_warns_of_its_rows_weights(data):
     found = _scale_warnings(lambda: TrajectoryEarlyStoppingCV(
         TrajectoryLasso(), random_state=0).fit(Xd, yd, sample_weight=10 * normalised))
     assert len(found) == 1 and "over the 120 rows" in str(found[0].message)
+
+
+def test_eigenpro_epochs_of_weights_summing_past_memory_are_refused(data):
+    """EigenPro reads the weights as frequencies: an epoch draws their sum
+    (rounded) rows with replacement where they are not integers. Weights
+    summing to 2.6e11 asked NumPy for 1.9 TiB (``MemoryError``), to 2.6e22
+    raised ``OverflowError: Python int too large to convert to C long``;
+    now the sampler refuses before the fit with the number, the limit and
+    the fix. Weights summing to three times the rows still fit: an epoch
+    of three times the draws."""
+    from skacv import EigenProClassifier, EigenProRegressor
+
+    X, y = data[0], data[1]
+    w = np.random.default_rng(0).uniform(0.5, 2.0, X.shape[0])
+    for scale in (1e9, 1e20):
+        with pytest.raises(ValueError, match=r"An epoch's draws .* frequencies.*"
+                                             r"path_memory_limit.*sample_weight \* n"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", WeightScaleWarning)
+                EigenProRegressor(max_iter=2, random_state=0).fit(X, y, sample_weight=scale * w)
+    with pytest.raises(ValueError, match="An epoch's draws"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", WeightScaleWarning)
+            EigenProClassifier(max_iter=2, random_state=0).fit(X, y > np.median(y),
+                                                               sample_weight=1e12 * w)
+    wide = 3.0 * X.shape[0] * w / w.sum()
+    est = EigenProRegressor(max_iter=2, random_state=0).fit(X, y, sample_weight=wide)
+    assert est.n_steps_ >= 2 * -(-round(wide.sum()) // est.batch_size_)

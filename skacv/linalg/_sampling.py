@@ -16,6 +16,8 @@ import contextvars
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._config import check_memory
+
 #: ``None``, or while an in-memory sample standing for other rows is fitted
 #: (:func:`skacv.estimators._dask_fit.dask_fit`) an object whose ``probes(rng, shape,
 #: dtype)`` and ``subsample(n, size)`` give the draws of those rows for
@@ -194,6 +196,15 @@ class EpochSampler:
         self.integer = integer_weights(weight, statistics)
         if weight is not None and self.integer:
             self.expanded = _expanded(weight)
+        elif weight is not None and not full:
+            # an epoch draws round(n_eff) rows and their uniforms: refused with
+            # the number before it is drawn (a weights' sum of 1e20 overflowed)
+            n_eff = float(weight.sum())
+            check_memory(16.0 * max(1.0, round(n_eff)),
+                         f"An epoch's draws (the sample weights are frequencies: an epoch "
+                         f"draws their sum, {n_eff:.6g} rows)",
+                         "Rescale them to sum to the number of rows "
+                         "(sample_weight * n / sample_weight.sum()). ")
 
     def epoch(self, rng):
         """The batches of one epoch drawn with ``rng``."""
