@@ -70,9 +70,9 @@ def joint_scale(X, y, sample_weight, epsilon, alpha, fit_intercept):
     estimate of the noise: more coefficients (intercept included) than rows
     of positive weight (the joint fit interpolates and ``sigma*`` falls to
     zero), ``epsilon < 1`` (outside ``HuberRegressor``'s range) or a scale
-    that is not positive. The fit's own convergence warning is not passed on:
-    the scale is the path's fixed parameter, not its solution; its failure
-    (scikit-learn's ``ValueError``) is, with the fix.
+    that is not positive. The pilot's convergence warning is not passed on
+    (the scale is the path's fixed parameter, not its solution); its failure
+    (scikit-learn's ``ValueError``) is raised again with the fix.
 
     The pilot fits ``y / s`` with ``alpha * s`` (``s``: :func:`robust_scale`
     of ``y``) and its scale is multiplied by ``s``: the same minimiser (with

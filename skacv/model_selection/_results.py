@@ -287,8 +287,8 @@ def warn_grid_edge(search):
     """A :class:`~skacv.exceptions.SelectionBoundaryWarning` where the chosen
     alpha of the fitted ``search`` is the smallest of an automatic grid,
     which is not always negligible: the criterion still falls more than
-    ``limit_rtol`` there. ``search="path"``: one grid per ``l1_ratio`` over the mixing,
-    its converged criterion; an estimator's own grid walked to its end
+    ``limit_rtol`` there. ``search="path"``: one grid per ``l1_ratio``
+    over the mixing, its converged criterion; an estimator's own grid walked to its end
     (``_walked``): the trajectories' minima. A ridge grid continued past
     ``eps`` ends where leave-one-out chose (``criterion="auto"`` reads the
     risk estimate down to its minimum) or at the rounding of the Gram's
