@@ -258,6 +258,9 @@ class SpeedPolicy:
     metric_lanczos_steps: int = 6
     #: EigenPro's products in float32 while their rounding stays below this share of a step
     eigenpro_rounding_tol: float = 2e-2
+    #: ``fold_dtype="auto"`` runs the stacked folds in float32 where the data's sums of
+    #: squares lie within these multiples of its smallest normal and largest values
+    single_sums_range: tuple = (2.0**20, 2.0**-40)
     #: EigenPro's kernel products take their columns padded to a multiple of this
     kernel_rhs_multiple: int = 16
     #: ... and up to this many columns past a multiple of ``kernel_gemm_block``

@@ -20,11 +20,22 @@ from numpy.testing import assert_allclose
 from sklearn.datasets import make_regression
 
 from skacv import IterativeRidge, TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._policy import get_policy
 from skacv._trace import record
 from skacv.model_selection._kfold import resolve_fold_dtype
-from skacv.utils._validation import SINGLE_RANGE, single_precision_holds
+from skacv.utils._validation import single_precision_holds as _holds
 
 SCALES = (1e20, 1e-20)
+
+
+def single_precision_holds(X, y, sample_weight=None):
+    """The rule under the speed policy in force."""
+    return _holds(X, y, sample_weight, get_policy())
+
+
+def resolve(fold_dtype, X, y):
+    """``resolve_fold_dtype`` under the speed policy in force."""
+    return resolve_fold_dtype(fold_dtype, X, y, None, get_policy())
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +50,8 @@ def test_single_precision_holds_the_sums_of_squares_within_its_range():
     y = rng.standard_normal(50)
     assert single_precision_holds(X, y)
     assert single_precision_holds(X, np.zeros(50))  # (nothing to hold)
-    low, high = SINGLE_RANGE
+    factors, single = get_policy().single_sums_range, np.finfo(np.float32)
+    low, high = factors[0] * float(single.tiny), factors[1] * float(single.max)
     # ||y||^2 just inside and just outside the range (50 rows of equal size)
     for bound, inside, outside in ((high, 0.9, 1.1), (low, 1.1, 0.9)):
         assert single_precision_holds(X, np.full(50, np.sqrt(inside * bound / 50)))
@@ -69,12 +81,12 @@ def test_single_precision_holds_the_sums_of_squares_within_its_range():
 
 def test_resolve_fold_dtype_keeps_what_is_asked(data):
     X, y = data
-    assert resolve_fold_dtype("auto", X, y) == "float32"
-    assert resolve_fold_dtype("auto", X, 1e20 * y) == "float64"
-    assert resolve_fold_dtype("float32", X, 1e20 * y) == "float32"  # (the user's)
-    assert resolve_fold_dtype("float64", X, y) == "float64"
+    assert resolve("auto", X, y) == "float32"
+    assert resolve("auto", X, 1e20 * y) == "float64"
+    assert resolve("float32", X, 1e20 * y) == "float32"  # (the user's)
+    assert resolve("float64", X, y) == "float64"
     # a float32 X fits in float32 whatever the folds' precision
-    assert resolve_fold_dtype("auto", X.astype(np.float32), 1e20 * y) == "auto"
+    assert resolve("auto", X.astype(np.float32), 1e20 * y) == "auto"
 
 
 @pytest.mark.parametrize("scale", SCALES)

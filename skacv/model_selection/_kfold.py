@@ -566,16 +566,16 @@ def kfold_dtype(fold_dtype="auto"):
     return np.dtype(np.float32 if fold_dtype == "auto" else fold_dtype)
 
 
-def resolve_fold_dtype(fold_dtype, X, y, sample_weight=None):
+def resolve_fold_dtype(fold_dtype, X, y, sample_weight, policy):
     """``fold_dtype`` for the data ``(X, y)``: ``"auto"`` is ``"float32"``
     where that precision holds them
     (:func:`~skacv.utils._validation.single_precision_holds`: a target in
     units of 1e20 overflows its sums of squares, one of 1e-20 sinks into its
-    subnormals), else ``"float64"``; a float32 ``X`` keeps float32 (its fit
-    runs in it)."""
+    subnormals; the speed ``policy``'s range), else ``"float64"``; a float32
+    ``X`` keeps float32 (its fit runs in it)."""
     if fold_dtype != "auto" or getattr(X, "dtype", None) == np.float32:
         return fold_dtype
-    if single_precision_holds(X, y, sample_weight):
+    if single_precision_holds(X, y, sample_weight, policy):
         return "float32"
     taken("fold_dtype_float64")
     return "float64"

@@ -530,7 +530,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         self._converged = None  # search="path" may select the converged fit
         self._walked = None  # the automatic grid of an estimator without alpha path
         # the stacked folds' precision on these data (float64 where float32 cannot hold them)
-        self._fold_dtype = (resolve_fold_dtype(self.fold_dtype, X, y, routed.get("sample_weight"))
+        self._fold_dtype = (resolve_fold_dtype(self.fold_dtype, X, y, routed.get("sample_weight"),
+                                               self._policies[0])
                             if self.criterion_ == "kfold" else self.fold_dtype)
         with shared_designs():
             if self.search_ == "grid":

@@ -35,20 +35,14 @@ def overflow_error(dtype):
         "their mean.")
 
 
-#: a single-precision computation on data whose sums of squares (and the
-#: squared scale of the coefficients, bounded above) stay within ``[2**20 * tiny, 2**-40 *
-#: max]`` of float32 (about ``1e-32 .. 3e26``): its sums over the rows and its
-#: iterates' products keep a margin of 2**40 to overflow and its squared
-#: residuals one of 2**20 to the subnormals
-SINGLE_RANGE = (2.0**20 * float(np.finfo(np.float32).tiny),
-                2.0**-40 * float(np.finfo(np.float32).max))
-
-
-def single_precision_holds(X, y, sample_weight=None):
+def single_precision_holds(X, y, sample_weight, policy):
     """Whether float32 holds a least-squares fit of ``y`` on ``X`` (each row
     counted by its weight): ``||X||_F^2``, ``||y||^2`` and ``(||y|| / c)^2``
     (``c`` the smallest nonzero column norm of ``X``: the coefficients'
-    scale, bounded above only) within :data:`SINGLE_RANGE` (a zero ``y`` or ``X`` holds; data
+    scale, bounded above only) within the speed ``policy``'s
+    ``single_sums_range`` of float32's smallest normal and largest values
+    (its sums over the rows and its iterates' products keep that margin to
+    overflow, its squared residuals to the subnormals; a zero ``y`` or ``X`` holds; data
     that are not finite or not numbers do not: a float64 fit then says why;
     labels, not numbers, leave ``y`` out). One pass over ``X`` in float64
     (dense or sparse)."""
@@ -71,7 +65,9 @@ def single_precision_holds(X, y, sample_weight=None):
                 else np.einsum("i,ij,ij->j", w, X, X, dtype=np.float64))
     yy = float(np.sum(y * y) if w is None else w @ (y * y))
     nonzero = cols[cols > 0]
-    low, high = SINGLE_RANGE
+    finfo = np.finfo(np.float32)
+    low = policy.single_sums_range[0] * float(finfo.tiny)
+    high = policy.single_sums_range[1] * float(finfo.max)
     # (the coefficients' scale bounded above only: their squares are never formed)
     scale = yy / float(nonzero.min()) if nonzero.size and yy > 0 else 0.0
     with np.errstate(invalid="ignore"):
