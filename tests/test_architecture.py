@@ -67,7 +67,7 @@ MODULE_LAYERS = {
         ["risk.__init__", "loo.__init__"],
     ],
     "estimators": [["_advice", "_docs", "_setup", "_options"], ["_protocol", "_dask_fit"],
-                   ["_base", "_path_methods"], ["_multitarget"],
+                   ["_base", "_path_methods"], ["_multitarget", "_intercept_column"],
                    ["_lasso", "_ridge", "_logistic", "_huber"]],
     "kernel_methods": [["_kernels", "_eigenpro_docs"], ["_eigenpro_setup"], ["_eigenpro"]],
     "model_selection": [["_fold_designs", "_fold_screening", "_converged_risk", "_delegate"],

@@ -104,7 +104,8 @@ def test_dict_equals_the_sample_weights_by_hand():
 @pytest.mark.parametrize("class_weight", ["balanced", {"yes": 2.5, "no": 0.6}])
 def test_loo_path_equals_brute_force_leave_one_out(class_weight):
     """Frequency weights: one unit of the class-weighted weight left out (the
-    whole row at most 1), the mean weighted by them; the step size held."""
+    whole row at most 1), the mean weighted by them; the step size and the
+    intercept column's frame (the full fit's set-up) held."""
     n = 60
     X, y = _unbalanced(n, 5, seed=4)
     est = TrajectoryLogisticRegression(0.01, class_weight=class_weight, max_iter=40,
@@ -116,8 +117,8 @@ def test_loo_path_equals_brute_force_leave_one_out(class_weight):
     for i in range(n):
         left = w.copy()
         left[i] -= min(w[i], 1.0)
-        fit = TrajectoryLogisticRegression(0.01, max_iter=40, step_size=est.step_size_).fit(
-            X, y, sample_weight=left)
+        fit = TrajectoryLogisticRegression(0.01, max_iter=40)
+        fit._fit(X, y, left, frozen=est._frozen_setup())
         p = fit.predict_proba_path(X[i:i + 1])[0]
         losses[i] = -(t[i] * np.log(p) + (1 - t[i]) * np.log(1 - p))
     brute = w @ losses / w.sum()

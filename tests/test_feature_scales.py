@@ -5,9 +5,9 @@
 A step of ``1 / L`` moves a coordinate of scale ``s`` at the rate ``(s /
 s_max)^2``: past the statistical policy's ``feature_scale_ratio`` (100) in
 root mean square a fit warns once, at the user's call, naming the two
-columns; the scales are those of the design the steps run on (centred for
-least squares, the intercept's column of ones beside raw columns for the
-Huber and logistic estimators).
+columns; the scales are those of the centred features the steps run on
+(the Huber and logistic estimators' intercept column has the largest
+one's size and is not compared).
 """
 
 import warnings
@@ -70,20 +70,21 @@ def test_the_ratio_is_the_statistical_policys(statistical_policy):
 
 
 def test_an_offset_column_beside_an_intercept_coordinate():
-    """Columns of spread 10, one of mean 2000 (a year): the Lasso centres
-    them (no warning); the Huber and logistic estimators run on ``[X, 1]``,
-    where the intercept's column is 2000 times smaller than the year's (one
-    warning naming both)."""
+    """Columns of spread 10, one of mean 2000 (a year): every estimator's
+    steps run on centred columns (the Huber and logistic estimators' intercept
+    a column of the largest one's size beside them), so none warns; they did
+    on ``[X, 1]``, where the year's column was 2000 times the intercept's."""
     X, y = _data(1.0, offset=2000.0)
     X *= 10.0
     X[:, 2] -= 18000.0  # spread 10, mean 2000
-    assert not _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(X, y))
-    for est, target in ((TrajectoryHuberRegressor(max_iter=5), y),
+    for est, target in ((TrajectoryLasso(alpha=0.01, max_iter=5), y),
+                        (TrajectoryHuberRegressor(max_iter=5), y),
                         (TrajectoryLogisticRegression(max_iter=5), y > 0)):
-        found = _caught(lambda est=est, target=target: est.fit(X, target))
-        assert len(found) == 1
-        message = str(found[0].message)
-        assert "the intercept's column of ones 1," in message and "feature 2 2e+03" in message
+        assert not _caught(lambda est=est, target=target: est.fit(X, target))
+    wide = X.copy()
+    wide[:, 0] /= 500.0  # spreads 0.02, 10 and 10 (mean 2000): one warning
+    found = _caught(lambda: TrajectoryHuberRegressor(max_iter=5).fit(wide, y))
+    assert len(found) == 1 and "feature 0 0.02" in str(found[0].message)
 
 
 def test_constant_columns_do_not_count():
@@ -92,24 +93,22 @@ def test_constant_columns_do_not_count():
     assert not _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(X, y))
 
 
-@pytest.mark.parametrize("make", [lambda: TrajectoryHuberRegressor(max_iter=5, scale=1.0),
+@pytest.mark.parametrize("make", [lambda: TrajectoryHuberRegressor(max_iter=5, scale=1e-20),
                                   lambda: TrajectoryLogisticRegression(max_iter=5)])
-def test_features_in_tiny_units_beside_the_intercept_warn(make):
-    """Every feature in units of 1e-20 beside the intercept's column of ones
-    (a ratio of 1e20): constant columns are those whose spread is a
-    rounding's share of their own size, not of the largest column's, so
-    these count and the fit warns (it returned the intercept alone,
-    silently). For the Lasso (centred columns, no column of ones) nothing
-    to warn of; a centred constant column in units of 1e6 still does not
-    count."""
+def test_features_in_tiny_units_beside_the_intercept(make):
+    """Every feature in units of 1e-20: the intercept's column has their
+    size, so nothing warns (beside a column of ones, a ratio of 1e20, the
+    fit returned the intercept alone). Constant columns are those whose
+    spread is a rounding's share of their own size, not of the largest
+    column's: a centred constant column in units of 1e6 does not count."""
     X, y = _data(1.0)
-    target = (y > 0).astype(int) if "Logistic" in type(make()).__name__ else y
-    found = _caught(lambda: make().fit(1e-20 * X, target))
-    assert len(found) == 1
-    assert "the intercept's column of ones 1" in str(found[0].message)
+    target = (y > 0).astype(int) if "Logistic" in type(make()).__name__ else 1e-20 * y
+    assert not _caught(lambda: make().fit(1e-20 * X, target))
     assert not _caught(lambda: TrajectoryLasso(alpha=1e-21, max_iter=5).fit(1e-20 * X, y))
     wide = np.column_stack([X, np.full(X.shape[0], 3e6)])
     assert not _caught(lambda: TrajectoryLasso(alpha=0.01, max_iter=5).fit(wide, y))
+    tiny = np.column_stack([X, 1e-13 * X[:, 0]])  # spread 1e-13 beside 1: counts
+    assert len(_caught(lambda: make().fit(tiny, target))) == 1
 
 
 def test_huber_automatic_scale_that_fails_says_why():

@@ -213,9 +213,10 @@ def test_every_policy_field_is_documented(policy):
 def test_derived_designs_take_their_parents_policies():
     """A ``Design`` made without ``policies=`` captures the policies in force:
     only where a fit or a public function starts (``make_design`` and the
-    fit shell); every design derived inside a computation (working sets,
-    folds, sub-designs) is given its parent's."""
-    capture = {"linalg/_design.py", "estimators/_base.py"}
+    fit shell, with the intercept column's design of the Huber and
+    logistic estimators); every design derived inside a computation
+    (working sets, folds, sub-designs) is given its parent's."""
+    capture = {"linalg/_design.py", "estimators/_base.py", "estimators/_intercept_column.py"}
     found = []
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()

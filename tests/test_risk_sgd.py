@@ -98,6 +98,15 @@ def _batches(est, X, y, T):
     return [np.arange(n) if sampler is None else np.asarray(sampler(k)) for k in range(1, T + 1)]
 
 
+def intercept_design(X):
+    """``([X - 1 m^T, s 1], m, s)``: the design of the Huber and logistic
+    steps (the column means ``m``, the intercept column of the largest centred
+    root mean square ``s``)."""
+    m = X.mean(axis=0)
+    s = np.sqrt(((X - m) ** 2).mean(axis=0).max())
+    return np.column_stack([X - m, np.full(X.shape[0], s)]), m, s
+
+
 def _tiny(n=14, p=5, seed=0, outliers=True):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
@@ -127,7 +136,7 @@ def test_traces_and_risk_equal_brute_force(case):
     est = CASES[case]().set_params(max_iter=T, n_probes=None, random_state=0,
                                    risk_options={"chain_dtype": "float64"}).fit(X, y)
     huber = isinstance(est, TrajectoryHuberRegressor)
-    X1 = np.hstack([X, np.ones((X.shape[0], 1))]) if huber else X
+    X1, m, s = intercept_design(X) if huber else (X, 0.0, 1.0)
     kw = {}
     delta = None
     if huber:
@@ -143,8 +152,11 @@ def test_traces_and_risk_equal_brute_force(case):
         kw["l1"] = est.alpha
     batches = _batches(est, X, y, T)
     path, A, K, D = reference_traces(X1, y, est.step_size_, T, batches, delta, **kw)
-    fitted = np.vstack([est.coef_path_, est.intercept_path_]) if huber else est.coef_path_
-    np.testing.assert_allclose(fitted, path, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.coef_path_, path[:-1] if huber else path,
+                               rtol=1e-10, atol=1e-12)
+    if huber:  # (the intercept b = s c - m^T w)
+        np.testing.assert_allclose(est.intercept_path_, s * path[-1] - m @ path[:-1],
+                                   rtol=1e-10, atol=1e-12)
     # the case exercises what it should: outliers, zeros of the l1 prox
     assert not huber or 0 < D[:, 1:].sum() < D[:, 1:].size
     assert A[1:, :-1].any() and np.tril(A, -1).any()

@@ -77,8 +77,8 @@ def _solver_options(estimator):
 
 def feature_scales(design):
     """The root mean squares of the columns of ``X~`` (the design the steps
-    run on: centred by its offsets, weighted; an intercept column of ones
-    included where the estimator has one): its column norms
+    run on: centred by its offsets, weighted; an intercept column included
+    where the estimator has one): its column norms
     (:meth:`~skacv.linalg._design.Design.column_sq_norms`, shared by the
     fits of a search) up to the statistical policy's ``feature_scale_rows``
     rows, else those of that many evenly spaced rows (:meth:`Design.rows
@@ -90,9 +90,10 @@ def feature_scales(design):
 
 
 def warn_feature_scales(estimator, design, n_features):
-    """A :class:`~skacv.exceptions.FeatureScaleWarning` where the columns the
-    gradient steps run on (the features, and the intercept's column of ones
-    where the intercept is a coordinate) differ in root mean square by more
+    """A :class:`~skacv.exceptions.FeatureScaleWarning` where the feature
+    columns the gradient steps run on (centred; the intercept's column, where
+    the intercept is a coordinate, has the largest one's size) differ in
+    root mean square by more
     than the statistical policy's ``feature_scale_ratio``: a step of ``1 /
     L`` moves a coordinate of scale ``s`` at the rate ``(s / s_max)^2``, so
     the path, and where early stopping leaves it, hardly moves the small
@@ -100,11 +101,11 @@ def warn_feature_scales(estimator, design, n_features):
     test error of the same search after ``StandardScaler`` for the Lasso, 73
     times for the Huber regressor; docs/benchmarks.rst)."""
     stats = design.statistics
-    scales = feature_scales(design)
+    scales = feature_scales(design)[:n_features]
     # constant: a spread within rounding of the column's own size (its mean's,
     # which centring took off), not of the largest column's (a feature in
-    # units of 1e-13 beside the intercept's column of ones is not constant)
-    size = np.hypot(scales, np.asarray(design.x_offset, dtype=np.float64))
+    # units of 1e-13 beside others in units of 1 is not constant)
+    size = np.hypot(scales, np.asarray(design.x_offset[:n_features], dtype=np.float64))
     live = np.flatnonzero(scales > stats.feature_scale_zero * size)
     if live.size < 2:
         return
@@ -116,8 +117,6 @@ def warn_feature_scales(estimator, design, n_features):
     names = getattr(estimator, "feature_names_in_", None)
 
     def name(j):
-        if j >= n_features:
-            return "the intercept's column of ones"
         return f"feature {j}" + ("" if names is None else f" ({names[j]!r})")
 
     centred = "about its mean, " if design.fit_intercept else ""

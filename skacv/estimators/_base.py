@@ -8,7 +8,6 @@ import dataclasses
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 import sklearn
 from sklearn.base import BaseEstimator
 from sklearn.utils import Bunch, check_random_state
@@ -33,7 +32,7 @@ from ..iterations._path import (
 )
 from ..linalg._covariance import CovarianceForm, covariance_form_pays
 from ..linalg._dask import is_dask
-from ..linalg._design import Design, make_design
+from ..linalg._design import make_design
 from ..linalg._sampling import ROW_SOURCE, MinibatchSampler
 from ..utils._compat import CachedParamNames, Interval, StrOptions
 from ..utils._validation import (
@@ -162,7 +161,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         estimator's ``class_weight`` multiplies them)."""
         return sample_weight
 
-    def _make_design(self, X, sample_weight):
+    def _make_design(self, X, sample_weight, setup=None):
         return make_design(X, sample_weight, self.fit_intercept)
 
     def _fit_target(self, design, y):
@@ -291,7 +290,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         n, p = X.shape
         design = getattr(self, "_warm_design", None) if warm else None
         if design is None:
-            design = self._make_design(X, sample_weight)
+            design = self._make_design(X, sample_weight, frozen)
         m = design.n_features  # coordinates of the fit (an intercept column included)
         n_total = self.max_iter
         check_memory(m * (n_total + 1) * X.dtype.itemsize,
@@ -422,7 +421,7 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         sample_weight = check_sample_weight(self._fit_weights(y, sample_weight), X, X.dtype)
         y_fit, _ = self._encode_target(y, sample_weight)
         self._check_fitted_on(X, y_fit, sample_weight)
-        design = self._make_design(X, sample_weight)
+        design = self._make_design(X, sample_weight, self._setup)
         penalty = self._make_penalty(design)
         offset, _ = self._fit_target(design, y_fit)
         iteration = self._make_iteration(self._frozen_setup(), design, penalty)
@@ -573,41 +572,3 @@ class TrajectoryEstimator(CachedParamNames, FitShellSearch, BaseEstimator):
         for name in _WARM_ONLY:
             state.pop(name, None)
         return state
-
-
-class InterceptColumnMixin:
-    """The intercept as the last, unpenalised coordinate of the parameter, on
-    the design ``[X, 1]`` (no centring), for losses whose intercept is not a
-    mean (logistic, Huber): the left-out fits are then the same algorithm on
-    fewer rows. Standardise the features for fast convergence."""
-
-    def _augment(self, X):
-        """``[X, 1]`` (``X`` alone without intercept)."""
-        if not self.fit_intercept:
-            return X
-        ones = np.ones((X.shape[0], 1), dtype=X.dtype)
-        if sp.issparse(X):
-            return sp.hstack([X, sp.csr_matrix(ones)], format="csr", dtype=X.dtype)
-        return np.hstack([X, ones])
-
-    def _make_design(self, X, sample_weight):
-        return Design(self._augment(X), sample_weight, fit_intercept=False)
-
-    def _fit_rows(self, X):
-        return super()._fit_rows(self._augment(X))
-
-    def _store_path(self, path, design, offset):
-        """The paths of ``w`` and ``b`` from the path of ``(w, b)``; ``coef_``
-        and ``intercept_`` the last iterate's."""
-        p = path.shape[0] - int(self.fit_intercept)
-        self.coef_path_ = np.asfortranarray(path[:p])
-        self.intercept_path_ = (path[p].copy() if self.fit_intercept
-                                else np.zeros(path.shape[1], dtype=path.dtype))
-        self.coef_ = self.coef_path_[:, -1].copy()
-        self.intercept_ = self.intercept_path_[-1]
-
-    def _fit_coef_path(self):
-        """Iterates in the fit's coordinates ``(w, b)``, shape (n_coef, n_iter_ + 1)."""
-        if self.fit_intercept:
-            return np.vstack([self.coef_path_, self.intercept_path_[None, :]])
-        return self.coef_path_

@@ -4,6 +4,7 @@ import warnings
 from numbers import Real
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import brentq
 from sklearn.base import RegressorMixin, clone
 from sklearn.exceptions import ConvergenceWarning
@@ -16,10 +17,10 @@ from ..utils._compat import Interval, StrOptions
 from ..utils._validation import check_sample_weight
 from ._base import (
     COMMON_CONSTRAINTS,
-    InterceptColumnMixin,
     TrajectoryEstimator,
     store_params,
 )
+from ._intercept_column import InterceptColumnMixin
 from ._options import CHAIN_OPTIONS, LOO_OPTIONS
 from ._path_methods import TrajectoryMixin
 from ._protocol import geometric_grid
@@ -79,12 +80,18 @@ def joint_scale(X, y, sample_weight, epsilon, alpha, fit_intercept):
     ``y = s y'``, ``w = s w'``, ``sigma = s sigma'`` the objective is ``s``
     times the one of ``y'`` with ``alpha s``), which scikit-learn's L-BFGS
     reaches in any units of ``y``; on ``y`` itself it stalled from units of
-    about 1e6 (its tolerance is on the gradient, in the units of ``y``)."""
+    about 1e6 (its tolerance is on the gradient, in the units of ``y``).
+    With an intercept, a dense ``X`` is centred for the pilot (the same
+    minimiser but the intercept's; L-BFGS stalled on features of large
+    means, as the path's steps did before they were centred); a sparse one
+    is not (it would be densified): its scale agrees to L-BFGS's tolerance."""
     n_rows = X.shape[0] if sample_weight is None else int(np.count_nonzero(
         np.asarray(sample_weight) > 0))
     if epsilon < 1.0 or n_rows <= X.shape[1] + int(fit_intercept):
         return None
     units = robust_scale(y, sample_weight, center=fit_intercept)
+    if fit_intercept and not sp.issparse(X):
+        X = X - np.average(X, axis=0, weights=sample_weight).astype(X.dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         pilot = HuberRegressor(epsilon=epsilon, alpha=alpha * units, fit_intercept=fit_intercept)
@@ -124,10 +131,16 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
     ``penalty="l1"`` replaces ``alpha ||w||^2`` by ``alpha ||w||_1`` in the
     same objective (proximal gradient, soft-thresholding).
 
-    The intercept is an unpenalised coordinate on the design ``[X, 1]`` (no
-    centring: the intercept of the Huber loss is not a mean), so
-    standardise the features (e.g. with
-    :class:`~sklearn.preprocessing.StandardScaler`) for fast convergence.
+    The intercept is an unpenalised coordinate (that of the Huber loss is
+    not a mean): the steps run on the design ``X1 = [X - 1 m^T, s 1]``
+    (``m`` the columns' weighted means, ``s`` the largest root mean square
+    of the centred columns; the intercept is ``b = s c - m^T w``), so the
+    path does not depend on where the features' origin lies and the
+    intercept moves as fast as the fastest feature's coordinate. The
+    left-out fits hold ``m`` and ``s``, as they hold the step size. Features
+    in very different units still leave the small ones behind
+    (:class:`~skacv.exceptions.FeatureScaleWarning`): standardise them (e.g.
+    with :class:`~sklearn.preprocessing.StandardScaler`).
 
     ``risk_path_`` estimates the squared prediction error of every iterate
     by Tan & Bellec (2024): the memory-matrix estimate of Bellec & Tan
@@ -175,7 +188,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         Total number of iterations of the path.
     step_size : "auto" or float, default="auto"
         ``"auto"``: ``1 / L`` with ``L = lambda_max(X1^T W X1) / sum(w)``, plus
-        ``alpha scale_ / sum(w)`` for ``"l2"``, ``X1 = [X, 1]`` (the Huber loss
+        ``alpha scale_ / sum(w)`` for ``"l2"``, ``X1`` the design above (the Huber loss
         has curvature at most 1); ``"sgd"`` adds ``R^2 / batch_size``, ``R``
         the largest row norm.
     batch_size : int, default=32

@@ -15,11 +15,11 @@ from ..utils._compat import StrOptions, _fit_context
 from ..utils._validation import check_sample_weight
 from ._base import (
     COMMON_CONSTRAINTS,
-    InterceptColumnMixin,
     TrajectoryEstimator,
     store_params,
 )
 from ._docs import documents_x
+from ._intercept_column import InterceptColumnMixin
 from ._path_methods import PathMixin
 from ._protocol import geometric_grid
 
@@ -39,10 +39,15 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
     ``C = 1 / (alpha * sum(sample_weight))`` (``C = 1 / (alpha n)`` without
     weights; ``l1_ratio=1`` for ``"l1"``), to which the path converges.
 
-    The intercept is the last coordinate of the parameter ``(w, b)`` on the
-    design ``[X, 1]`` (no centring, so that the left-out fits are the same
-    algorithm on fewer rows): standardise the features (e.g.
-    :class:`~sklearn.preprocessing.StandardScaler`) for fast convergence.
+    The intercept is an unpenalised coordinate: the steps run on the design
+    ``X1 = [X - 1 m^T, s 1]`` (``m`` the columns' weighted means, ``s`` the
+    largest root mean square of the centred columns; the intercept is ``b =
+    s c - m^T w``), so the path does not depend on where the features'
+    origin lies and the intercept moves as fast as the fastest feature's
+    coordinate. The left-out fits hold ``m`` and ``s``, as they hold the
+    step size. Features in very different units still leave the small ones
+    behind (:class:`~skacv.exceptions.FeatureScaleWarning`): standardise them
+    (e.g. :class:`~sklearn.preprocessing.StandardScaler`).
 
     There is no ``risk_path_``: the memory-matrix risk estimate of
     :class:`TrajectoryLasso` and :class:`IterativeRidge` is for least squares.
@@ -83,7 +88,7 @@ class TrajectoryLogisticRegression(InterceptColumnMixin, PathMixin, ClassifierMi
         Total number of iterations of the path.
     step_size : "auto" or float, default="auto"
         ``"auto"``: ``1 / L`` with ``L = lambda_max(X1^T W X1) / (4 sum(w)) +
-        alpha`` (l2), ``X1 = [X, 1]``; ``"sgd"`` adds ``R^2 / (4 batch_size)``,
+        alpha`` (l2), ``X1`` the design above; ``"sgd"`` adds ``R^2 / (4 batch_size)``,
         ``R`` the largest row norm.
     step_schedule : None, callable or array-like, default=None
         Step ``k`` uses ``step_size_ * schedule(k)`` (or ``schedule[k - 1]``).

@@ -89,7 +89,8 @@ class PathSetup:
     size, the mini-batches' seed and sample size (``solver="sgd"``), the
     sampler of a frozen set-up (a left-out refit's: the row deleted),
     EigenPro's preconditioner (``IterativeRidge(solver="eigenpro")``) and
-    the Huber loss's scale."""
+    the Huber loss's scale, and the intercept column's frame ``(m, s)``
+    (:class:`~skacv.estimators._intercept_column.InterceptColumnMixin`)."""
 
     step_size: float
     batch_seed: int | None = None
@@ -97,6 +98,7 @@ class PathSetup:
     sampler: object = None
     preconditioner: object = None
     scale: float | None = None
+    frame: tuple | None = None
 
 
 def loop_buffers(est, design, datafit, iteration, fitted, warm, n_done):

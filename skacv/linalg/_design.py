@@ -5,10 +5,12 @@ Every trajectory works on the transformed problem
     X~ = diag(sqrt(w)) (X - 1 x_offset^T),   y~ = sqrt(w) (y - y_offset),
 
 with ``w`` the sample weights (ones by default), ``x_offset``/``y_offset``
-their weighted means when ``fit_intercept=True`` (zeros otherwise) and
-``n_eff = sum(w)``. The least-squares data fit is ``||y~ - X~ b||^2 / (2 n_eff)``,
-which is scikit-learn's weighted objective, and the intercept is recovered as
-``y_offset - x_offset @ b`` (weighted centring).
+their weighted means when ``fit_intercept=True`` (zeros otherwise, or the
+offsets given: a design whose intercept is a column of its own, centred
+about the other columns' means) and ``n_eff = sum(w)``. The least-squares
+data fit is ``||y~ - X~ b||^2 / (2 n_eff)``, which is scikit-learn's
+weighted objective, and the intercept is recovered as ``y_offset -
+x_offset @ b`` (weighted centring).
 
 Dense inputs are centred once (a copy, like scikit-learn's ``copy_X=True``);
 sparse inputs are never densified: the centring is applied implicitly in
@@ -128,6 +130,12 @@ class Design:
     policies : (SpeedPolicy, StatisticalPolicy), default=None
         The policies of the computation (a derived design's: its parent's);
         ``None``: those in force, captured here (a fit starts with its design).
+    x_offset : ndarray of shape (n_features,), default=None
+        Offsets subtracted from the columns of a design without intercept
+        (``fit_intercept=False``): the intercept is then a column of ``X``
+        (:class:`~skacv.estimators._intercept_column.InterceptColumnMixin`),
+        the other columns centred about their means. Not read with an
+        intercept.
 
     Attributes
     ----------
@@ -135,6 +143,8 @@ class Design:
     n_eff : float
         ``sum(sample_weight)`` (``n_samples`` without weights).
     x_offset : ndarray of shape (n_features,)
+    shifted : bool
+        Whether ``x_offset`` is subtracted (an intercept, or offsets given).
     sqrt_weight : ndarray of shape (n_samples,) or None
     dtype : numpy dtype
     policy, statistics : SpeedPolicy, StatisticalPolicy
@@ -144,10 +154,14 @@ class Design:
     # the threads of the panel groups inside a fit loop (:meth:`panel_workers`)
     _panel_run = None
 
-    def __init__(self, X, sample_weight=None, fit_intercept=True, copy=True, policies=None):
+    def __init__(self, X, sample_weight=None, fit_intercept=True, copy=True, policies=None,
+                 x_offset=None):
         p = X.shape[1]
         self._start(X, sample_weight, fit_intercept, policies)
-        if fit_intercept:
+        if x_offset is not None and not fit_intercept:
+            self.x_offset = np.asarray(x_offset, dtype=X.dtype).ravel()
+            self.shifted = True
+        elif fit_intercept:
             if self.weight is None:
                 self.x_offset = np.asarray(X.mean(axis=0), dtype=X.dtype).ravel()
             else:
@@ -158,10 +172,10 @@ class Design:
             self.x_offset = np.zeros(p, dtype=X.dtype)
         if self.sparse:
             self.X = X.tocsr() if X.format not in ("csr", "csc") else X
-        elif fit_intercept or self.weight is not None:
+        elif self.shifted or self.weight is not None:
             in_place = not copy and X.flags.c_contiguous and X.flags.writeable
             self.X = X if in_place else np.array(X, dtype=X.dtype, order="K", copy=True)
-            if fit_intercept:
+            if self.shifted:
                 self.X -= self.x_offset
             if self.sqrt_weight is not None:
                 self.X *= self.sqrt_weight[:, None]
@@ -180,6 +194,7 @@ class Design:
         self.n_samples, self.n_features = n, p
         self.dtype = X.dtype
         self.fit_intercept = fit_intercept
+        self.shifted = fit_intercept
         self.sparse = sp.issparse(X)
         if sample_weight is None:
             self.weight = None
@@ -198,8 +213,8 @@ class Design:
         ``X~``, :class:`~skacv.model_selection._kfold.StackedFolds`)."""
         design = cls.__new__(cls)
         design._start(Xt, sample_weight, fit_intercept, policies)
-        design.x_offset = (np.asarray(x_offset, dtype=Xt.dtype).ravel() if fit_intercept
-                           else np.zeros(Xt.shape[1], dtype=Xt.dtype))
+        design.x_offset = np.asarray(x_offset, dtype=Xt.dtype).ravel()
+        design.shifted = fit_intercept or bool(np.any(design.x_offset))
         design.X = Xt
         return design
 
@@ -233,7 +248,7 @@ class Design:
         weighted = self.weight is not None
         sub._start(sub.X, self.weight[idx] if weighted else None, self.fit_intercept,
                    self.policies, self.sqrt_weight[idx] if weighted else None)
-        sub.idx, sub.x_offset = idx, self.x_offset
+        sub.idx, sub.x_offset, sub.shifted = idx, self.x_offset, self.shifted
         return sub
 
     @property
@@ -265,7 +280,7 @@ class Design:
         if XT is None:
             XT = self.cache["sparse_transposed"] = self.X.T
         out = XT @ r
-        if self.fit_intercept:
+        if self.shifted:
             out = out - np.multiply.outer(self.x_offset, r.sum(axis=0))
         return np.asarray(out)
 
@@ -423,7 +438,7 @@ class Design:
             # mode="clip" (valid indices): "raise" buffers out in a temporary
             return np.take(self.X, idx, axis=1, out=out, mode="clip")
         sub = self.X[:, idx].toarray()
-        if self.fit_intercept:
+        if self.shifted:
             sub -= self.x_offset[idx]
         if self.sqrt_weight is not None:
             sub *= self.sqrt_weight[:, None]
@@ -550,7 +565,11 @@ class Design:
         if side == "features":
             XW = X if w is None else sp.diags(w) @ X
             G = np.asarray((X.T @ XW).toarray())
-            G -= self.n_eff * np.outer(xo, xo)
+            if self.fit_intercept:  # (x_offset = X^T w / n_eff)
+                G -= self.n_eff * np.outer(xo, xo)
+            else:  # offsets given: - m u^T - u m^T + n_eff m m^T, u = X^T w
+                u = np.asarray(XW.sum(axis=0), dtype=np.float64).ravel()
+                G -= np.outer(xo, u) + np.outer(u, xo) - self.n_eff * np.outer(xo, xo)
         else:
             G = np.asarray((X @ X.T).toarray())
             u = X @ xo
@@ -573,7 +592,7 @@ def max_row_norm2(design):
     else:  # the rows of a sparse X are not weighted
         X = design.X.tocsr()
         sq = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel()
-        if design.fit_intercept:
+        if design.shifted:
             xo = design.x_offset.astype(np.float64)
             sq += xo @ xo - 2.0 * np.asarray(X @ xo).ravel()
     if design.weight is not None:

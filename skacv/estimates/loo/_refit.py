@@ -119,7 +119,8 @@ def exact_loo_path(estimator, X, y, sample_weight=None, n_jobs=None, return_pred
 
     Refits ``clone(estimator)`` once per sample, without the sample, with
     the data-dependent parts of the full fit's algorithm held fixed (the
-    step size ``step_size_``, EigenPro's ``preconditioner_``, and for
+    step size ``step_size_``, EigenPro's ``preconditioner_``, the Huber
+    and logistic estimators' intercept column and column means, and for
     ``solver="sgd"`` the mini-batches with the sample deleted) and no
     estimates; the prediction of every iterate of the refit at the left-out
     sample gives the loss. With ``sample_weight`` (frequency weights) one

@@ -1,0 +1,106 @@
+"""The intercept as a coordinate of the parameter, for losses whose intercept
+is not a mean (logistic, Huber): :class:`InterceptColumnMixin`."""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..linalg._design import Design
+
+
+def intercept_frame(X, sample_weight=None):
+    """``(x_offset, size)``: the columns' weighted means (float64) and the
+    intercept column's size, the largest root mean square of the columns
+    about those means (``1`` where every column is constant)."""
+    n, p = X.shape
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    n_eff = float(w.sum())
+    if sp.issparse(X):  # sum w (x - m)^2 = sum w x^2 - n_eff m^2
+        offset = np.asarray(X.T @ w, dtype=np.float64).ravel() / n_eff
+        squares = (np.asarray(X.multiply(X).T @ w, dtype=np.float64).ravel()
+                   - n_eff * offset * offset)
+    else:
+        offset = np.asarray(w @ X, dtype=np.float64) / n_eff
+        centred = X - offset.astype(X.dtype)
+        squares = np.einsum("ij,ij,i->j", centred, centred, w.astype(X.dtype),
+                            dtype=np.float64)
+    size = float(np.sqrt(squares.max() / n_eff)) if p else 0.0
+    return offset, (size if np.isfinite(size) and size > 0 else 1.0)
+
+
+class InterceptColumnMixin:
+    """The intercept as the last, unpenalised coordinate of the parameter, for
+    losses whose intercept is not a mean (logistic, Huber).
+
+    The steps run on the design ``[X - 1 m^T, s 1]``: ``m`` the columns'
+    weighted means (subtracted in every product for a sparse ``X``) and ``s``
+    the largest root mean square of the centred columns
+    (:func:`intercept_frame`), in the coordinates ``(w, c)`` with intercept
+    ``b = s c - m^T w``. The minimiser is the one of ``[X, 1]``; the path
+    does not depend on where the features' origin lies, and the intercept
+    moves as fast as the fastest feature's coordinate (on ``[X, 1]`` a
+    feature of mean 10 left it, and the path, near zero). On standardised
+    ``X`` (``m = 0``, ``s = 1``) both are the same. ``(m, s)`` belong to the
+    path's set-up (:class:`~skacv.estimators._setup.PathSetup`): the
+    brute-force left-out refits hold them fixed, as they hold the step size,
+    so they are the same algorithm on fewer rows.
+    """
+
+    def _augment(self, X, frame):
+        """``[X, s 1]`` for ``frame = (m, s)`` (``X`` alone without
+        intercept): a new array (dense) or CSR matrix; the design subtracts
+        ``m``."""
+        if not self.fit_intercept:
+            return X
+        size = frame[1]
+        if sp.issparse(X):
+            column = sp.csr_matrix(np.full((X.shape[0], 1), size, dtype=X.dtype))
+            return sp.hstack([X, column], format="csr", dtype=X.dtype)
+        X = np.asarray(X)
+        out = np.empty((X.shape[0], X.shape[1] + 1), dtype=X.dtype)
+        out[:, :-1] = X
+        out[:, -1] = size
+        return out
+
+    def _make_design(self, X, sample_weight, setup=None):
+        """The design of the steps; ``setup``'s frame where it has one (a
+        warm or left-out refit's), else this data's."""
+        frame = None if setup is None else setup.frame
+        if frame is None and self.fit_intercept:
+            frame = intercept_frame(X, sample_weight)
+        if frame is None:
+            design = Design(X, sample_weight, fit_intercept=False)
+        else:
+            design = Design(self._augment(X, frame), sample_weight, fit_intercept=False,
+                            copy=False, x_offset=np.append(frame[0], 0.0))
+        design.intercept_frame = frame  # (read by _new_setup)
+        return design
+
+    def _new_setup(self, design, datafit, penalty):
+        setup = super()._new_setup(design, datafit, penalty)
+        setup.frame = design.intercept_frame
+        return setup
+
+    def _fit_rows(self, X):
+        return super()._fit_rows(self._augment(X, self._setup.frame))
+
+    def _store_path(self, path, design, offset):
+        """The paths of ``w`` and ``b`` from the path of ``(w, c)``; ``coef_``
+        and ``intercept_`` the last iterate's."""
+        p = path.shape[0] - int(self.fit_intercept)
+        self.coef_path_ = np.asfortranarray(path[:p])
+        if self.fit_intercept:
+            m, s = design.intercept_frame
+            # (c kept as it ran: a warm start continues from it bit for bit)
+            self._intercept_coordinate_path = path[p].copy()
+            self.intercept_path_ = (s * path[p].astype(np.float64)
+                                    - m @ path[:p]).astype(path.dtype)
+        else:
+            self.intercept_path_ = np.zeros(path.shape[1], dtype=path.dtype)
+        self.coef_ = self.coef_path_[:, -1].copy()
+        self.intercept_ = self.intercept_path_[-1]
+
+    def _fit_coef_path(self):
+        """Iterates in the fit's coordinates ``(w, c)``, shape (n_coef, n_iter_ + 1)."""
+        if self.fit_intercept:
+            return np.vstack([self.coef_path_, self._intercept_coordinate_path[None, :]])
+        return self.coef_path_
