@@ -226,3 +226,25 @@ def test_a_design_with_offsets_given_is_its_centred_matrix(weighted):
         np.testing.assert_allclose(max_row_norm2(design), rows.max(), rtol=1e-12)
         sub = design.rows(np.array([3, 7, 11]))
         np.testing.assert_allclose(sub.matvec(b), dense[[3, 7, 11]] @ b, atol=1e-12)
+
+
+def test_the_frame_is_summed_by_blocks_of_rows():
+    """The centred squares are summed by blocks of ``gather_bytes`` (no
+    full-size centred copy): blocks of 3 rows (150 = 50 x 3) and of 7 (a
+    last, partial block) give the frame, and the path, of one block."""
+    from skacv._policy import current_policies, policy_context
+    from skacv.estimators._intercept_column import intercept_frame
+
+    X, y, _ = _data()
+    X = X + SHIFT
+    w = np.random.default_rng(6).integers(0, 3, X.shape[0]).astype(float)
+    m, s = _frame(X, w)
+    est = TrajectoryHuberRegressor(alpha=1e-3, scale=1.0, max_iter=20)
+    whole = est.fit(X, y, sample_weight=w).coef_path_
+    for rows in (3, 7):
+        with policy_context(gather_bytes=rows * 4 * 8):
+            offset, size = intercept_frame(X, w, current_policies()[0])
+            np.testing.assert_allclose(offset, m, rtol=1e-12)
+            np.testing.assert_allclose(size, s, rtol=1e-12)
+            np.testing.assert_allclose(est.fit(X, y, sample_weight=w).coef_path_, whole,
+                                       rtol=1e-10, atol=1e-12)
