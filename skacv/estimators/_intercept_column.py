@@ -90,16 +90,17 @@ class InterceptColumnMixin:
         return super()._fit_rows(self._augment(X, self._setup.frame))
 
     def _store_path(self, path, design, offset):
-        """The paths of ``w`` and ``b`` from the path of ``(w, c)``; ``coef_``
-        and ``intercept_`` the last iterate's."""
+        """The paths of ``w`` and ``b = s c - m^T w + offset`` from the path of
+        ``(w, c)`` (``offset``: the target's, where the path starts);
+        ``coef_`` and ``intercept_`` the last iterate's."""
         p = path.shape[0] - int(self.fit_intercept)
         self.coef_path_ = np.asfortranarray(path[:p])
         if self.fit_intercept:
             m, s = design.intercept_frame
             # (c kept as it ran: a warm start continues from it bit for bit)
             self._intercept_coordinate_path = path[p].copy()
-            self.intercept_path_ = (s * path[p].astype(np.float64)
-                                    - m @ path[:p]).astype(path.dtype)
+            self.intercept_path_ = (s * path[p].astype(np.float64) - m @ path[:p]
+                                    + float(offset)).astype(path.dtype)
         else:
             self.intercept_path_ = np.zeros(path.shape[1], dtype=path.dtype)
         self.coef_ = self.coef_path_[:, -1].copy()
