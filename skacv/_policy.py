@@ -79,8 +79,7 @@ class SpeedPolicy:
     #: ... or, for rows of at most ``narrow_features``, ``narrow_panel_rows``
     narrow_features: int = 32
     narrow_panel_rows: int = 4096
-    #: blocks of rows of ``skacv.linalg._copies.gather``'s copies (and of the
-    #: centred columns' squares of the Huber and logistic intercept column) ...
+    #: blocks of rows of ``skacv.linalg._copies.gather``'s copies ...
     gather_bytes: int = 2**20
     #: ... in threads from this size of the copy on
     gather_threads_min_bytes: int = 16 * 2**20

@@ -228,26 +228,26 @@ def test_a_design_with_offsets_given_is_its_centred_matrix(weighted):
         np.testing.assert_allclose(sub.matvec(b), dense[[3, 7, 11]] @ b, atol=1e-12)
 
 
-def test_the_frame_is_summed_by_blocks_of_rows():
-    """The centred squares are summed by blocks of ``gather_bytes`` (no
-    full-size centred copy): blocks of 3 rows (150 = 50 x 3) and of 7 (a
-    last, partial block) give the frame, and the path, of one block."""
-    from skacv._policy import current_policies, policy_context
-    from skacv.estimators._intercept_column import intercept_frame
-
+def test_the_intercept_columns_size_and_norms():
+    """The intercept column's size is read from the design's centred column
+    norms (dense; no centred copy) or their expansion (sparse): both the
+    weighted frame, and the design's cached norms include the column."""
     X, y, _ = _data()
     X = X + SHIFT
     w = np.random.default_rng(6).integers(0, 3, X.shape[0]).astype(float)
     m, s = _frame(X, w)
-    est = TrajectoryHuberRegressor(alpha=1e-3, scale=1.0, max_iter=20)
-    whole = est.fit(X, y, sample_weight=w).coef_path_
-    for rows in (3, 7):
-        with policy_context(gather_bytes=rows * 4 * 8):
-            offset, size = intercept_frame(X, w, current_policies()[0])
-            np.testing.assert_allclose(offset, m, rtol=1e-12)
-            np.testing.assert_allclose(size, s, rtol=1e-12)
-            np.testing.assert_allclose(est.fit(X, y, sample_weight=w).coef_path_, whole,
-                                       rtol=1e-10, atol=1e-12)
+    for Xf in (X, sp.csr_matrix(X), X.astype(np.float32)):
+        est = TrajectoryHuberRegressor(alpha=1e-3, scale=1.0, max_iter=5)
+        design = est._make_design(Xf, w)
+        offset, size = design.intercept_frame
+        # sparse: sum w x^2 - n m^2 loses (m^2 / var) eps, 1e-8 at means of 1e4;
+        # float32: X rounded near its means of 1e4, eps32 1e4 / 3 = 2e-4 of a spread
+        tol = 1e-4 if Xf.dtype == np.float32 else 1e-7 if sp.issparse(Xf) else 1e-12
+        np.testing.assert_allclose(offset, m, rtol=tol)
+        np.testing.assert_allclose(size, s, rtol=tol)
+        dense = np.sqrt(w)[:, None] * np.column_stack([X - m, np.full(X.shape[0], s)])
+        np.testing.assert_allclose(design.column_sq_norms(), (dense**2).sum(axis=0), rtol=tol)
+        np.testing.assert_allclose(design.dense(), dense, rtol=tol, atol=tol * 1e4)
 
 
 def test_the_huber_path_starts_at_the_null_models_intercept():
