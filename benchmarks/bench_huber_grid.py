@@ -13,9 +13,11 @@ default: it chooses alpha on ``auto_alpha_grid`` since issue #60, and the
 iteration), ``GridSearchCV(HuberRegressor(max_iter=1000))`` over 17 alphas
 ``1e-4 .. 1e4`` (5 folds) and ``HuberRegressor()``, and prints the median
 test MSE and MAE of each relative to the grid search's, the alpha chosen
-and the fit times.
+and the fit times. ``--level L`` adds ``L`` to every target, training and
+test (a level far from zero in the noise's units: a year, a temperature).
 
     python benchmarks/bench_huber_grid.py
+    python benchmarks/bench_huber_grid.py --designs student300x100 --level 1000
     python benchmarks/bench_huber_grid.py --designs diabetes --splits 10
     python benchmarks/bench_huber_grid.py --designs student300x100,student2000x500,student5000x50
 """
@@ -51,10 +53,12 @@ def student(n, p, seed):
     return X[:n], X[n:], y[:n], X[n:] @ beta
 
 
-def run(X, y, seed, synthetic=None):
+def run(X, y, seed, synthetic=None, level=0.0):
     if synthetic is not None:
         X_tr, X_te, y_tr, y_te = student(*synthetic, seed)
+        y_tr, y_te = y_tr + level, y_te + level
     else:
+        y = y + level
         X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=seed)
         mu, sd = X_tr.mean(0), X_tr.std(0)
         sd[sd == 0] = 1.0
@@ -83,6 +87,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--designs", default="diabetes,hitters,boston")
     parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--level", type=float, default=0.0)
     args = parser.parse_args()
     for name in args.designs.split(","):
         synthetic = None
@@ -96,7 +101,7 @@ def main():
             except brd.MissingDataset as exc:
                 print(f"{name}: skipped ({exc})")
                 continue
-        runs = [run(X, y, seed, synthetic) for seed in range(args.splits)]
+        runs = [run(X, y, seed, synthetic, args.level) for seed in range(args.splits)]
         ref = np.array([[r["gridcv"][0], r["gridcv"][1]] for r in runs])
         line = f"{name:10s} {X.shape[0]}x{X.shape[1]}" if synthetic is None else f"{name:18s}"
         for m in ("skacv", "huber"):

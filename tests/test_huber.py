@@ -272,11 +272,13 @@ def test_literal_default_chooses_alpha():
     """TrajectoryEarlyStoppingCV(TrajectoryHuberRegressor()) chooses alpha
     on its automatic grid (search="grid" keeps the estimator's). Excess
     test error over 4000 rows, seeds 0-2: literal / GridSearchCV(
-    HuberRegressor) over 13 alphas 0.64 / 0.98 / 1.59, kept alpha / literal
-    1.10 / 1.55 / 1.15 (over seeds 0-9: medians 1.26 and 1.31, 0.64-2.69
-    and 0.96-1.83; the leave-one-out squared error under Student-t noise
-    is a noisy criterion, and the grid's ratio is 4.6): a default that kept
-    alpha=1e-4 has the ratio 1."""
+    HuberRegressor) over 13 alphas 0.72 / 1.17 / 1.21, kept alpha / literal
+    1.06 / 0.99 / 0.99 (over seeds 0-9: medians 1.04 and 1.00, 0.72-1.21
+    and 0.79-2.71; the leave-one-out squared error under Student-t noise
+    is a noisy criterion, and the grid's ratio is 4.6). Since the path
+    starts at the Huber location of ``y``, early stopping at the kept
+    alpha=1e-4 is itself a fair choice (before: the literal default's
+    medians 1.26 and 1.31); the literal default must not be worse."""
     import warnings
 
     from sklearn.model_selection import GridSearchCV
@@ -291,14 +293,14 @@ def test_literal_default_chooses_alpha():
                                               search="grid").fit(X, y)
             ref = GridSearchCV(HuberRegressor(max_iter=1000),
                                {"alpha": np.logspace(-2, 4, 13)}).fit(X, y)
-        assert fixed.best_params_ == {} and auto.best_params_["alpha"] > 1.0
         grid = auto.cv_results_["param_alpha"]
+        assert fixed.best_params_ == {} and auto.best_params_["alpha"] in grid
         assert np.all(np.diff(grid) < 0) and np.allclose(grid[:-1] / grid[1:], grid[0] / grid[1])
         err = {name: np.mean((m.predict(X_test) - f_test) ** 2)
                for name, m in [("auto", auto), ("fixed", fixed), ("ref", ref)]}
         to_cv.append(err["auto"] / err["ref"])
         kept.append(err["fixed"] / err["auto"])
-    assert np.median(to_cv) < 1.3 and np.median(kept) > 1.1, (to_cv, kept)
+    assert np.median(to_cv) < 1.3 and np.median(kept) > 0.95, (to_cv, kept)
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -361,8 +363,10 @@ def test_literal_default_on_heavy_tails_matches_the_grid_search_of_huber_regress
 
 
 def test_risk_flags_before_the_first_inliers_and_under_probe_noise(statistical_policy):
-    """The intercept starts at zero, far from targets around 25: the first
-    iterates have no inliers (``tr D_t = 0``). There the curvature, a factor
+    """The level of targets around 25 carried by a column of ones among the
+    features (``fit_intercept=False``: no start at the Huber location of
+    ``y``): its coefficient starts at zero, so the first iterates have no
+    inliers (``tr D_t = 0``). There the curvature, a factor
     of ``K``'s row, makes the row zero: the iterate does not move with
     ``y`` and its df fraction is 0 (it was 0 / 0, which flagged every later
     iterate). Exact traces: df 0 there, at least 0 after, every iterate
@@ -375,9 +379,10 @@ def test_risk_flags_before_the_first_inliers_and_under_probe_noise(statistical_p
     n, p = 150, 6
     X = rng.standard_normal((n, p))
     y = X @ rng.standard_normal(p) + 25.0 + rng.standard_t(3, n)
+    X = np.column_stack([X, np.ones(n)])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no UnreliableEstimateWarning either
-        exact = TrajectoryHuberRegressor(n_probes=None).fit(X, y)
+        exact = TrajectoryHuberRegressor(n_probes=None, fit_intercept=False).fit(X, y)
     fitted = X @ exact.coef_path_ + exact.intercept_path_
     inliers = (np.abs(y[:, None] - fitted) <= exact.epsilon * exact.scale_).sum(axis=0)
     none = inliers == 0
@@ -390,7 +395,8 @@ def test_risk_flags_before_the_first_inliers_and_under_probe_noise(statistical_p
     def draws():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return [TrajectoryHuberRegressor(random_state=s).fit(X, y) for s in range(20)]
+            return [TrajectoryHuberRegressor(random_state=s, fit_intercept=False).fit(X, y)
+                    for s in range(20)]
 
     fits = draws()
     spread = np.std([f.risk_diagnostics_["df_fraction"] for f in fits], axis=0)

@@ -226,3 +226,60 @@ def test_a_design_with_offsets_given_is_its_centred_matrix(weighted):
         np.testing.assert_allclose(max_row_norm2(design), rows.max(), rtol=1e-12)
         sub = design.rows(np.array([3, 7, 11]))
         np.testing.assert_allclose(sub.matvec(b), dense[[3, 7, 11]] @ b, atol=1e-12)
+
+
+def test_the_intercept_columns_size_and_norms():
+    """The intercept column's size is read from the design's centred column
+    norms (dense; no centred copy) or their expansion (sparse): both the
+    weighted frame, and the design's cached norms include the column."""
+    X, y, _ = _data()
+    X = X + SHIFT
+    w = np.random.default_rng(6).integers(0, 3, X.shape[0]).astype(float)
+    m, s = _frame(X, w)
+    for Xf in (X, sp.csr_matrix(X), X.astype(np.float32)):
+        est = TrajectoryHuberRegressor(alpha=1e-3, scale=1.0, max_iter=5)
+        design = est._make_design(Xf, w)
+        offset, size = design.intercept_frame
+        # sparse: sum w x^2 - n m^2 loses (m^2 / var) eps, 1e-8 at means of 1e4;
+        # float32: X rounded near its means of 1e4, eps32 1e4 / 3 = 2e-4 of a spread
+        tol = 1e-4 if Xf.dtype == np.float32 else 1e-7 if sp.issparse(Xf) else 1e-12
+        np.testing.assert_allclose(offset, m, rtol=tol)
+        np.testing.assert_allclose(size, s, rtol=tol)
+        dense = np.sqrt(w)[:, None] * np.column_stack([X - m, np.full(X.shape[0], s)])
+        np.testing.assert_allclose(design.column_sq_norms(), (dense**2).sum(axis=0), rtol=tol)
+        np.testing.assert_allclose(design.dense(), dense, rtol=tol, atol=tol * 1e4)
+
+
+def test_the_huber_path_starts_at_the_null_models_intercept():
+    """The Huber path starts at zero coefficients and the intercept that
+    minimises the weighted Huber loss alone (the null model, brute force by
+    ``minimize_scalar``), so a shift of ``y`` shifts the intercept path and
+    leaves the coefficients (from zero the intercept moves at most
+    ``epsilon * scale`` a step: a level of 1000 at scale 0.7 took over 1000
+    steps, beyond the default 100, and the search chose garbage). The
+    left-out refits start where the full fit does."""
+    from scipy.optimize import minimize_scalar
+
+    from skacv.estimates.loo._refit import exact_refits
+
+    X, y, _ = _data(n=60)
+    w = np.random.default_rng(7).integers(0, 3, X.shape[0]).astype(float)
+    est = TrajectoryHuberRegressor(alpha=1e-3, scale=1.0, max_iter=30)
+    base = est.fit(X, y, sample_weight=w)
+    delta = base.epsilon * base.scale_
+
+    def loss(b):
+        r = np.abs(y - b)
+        return w @ np.where(r <= delta, 0.5 * r * r, delta * r - 0.5 * delta * delta)
+
+    null = minimize_scalar(loss, bounds=(y.min(), y.max()), method="bounded",
+                           options={"xatol": 1e-12}).x
+    assert np.all(base.coef_path_[:, 0] == 0)
+    np.testing.assert_allclose(base.intercept_path_[0], null, atol=1e-8)
+    moved = TrajectoryHuberRegressor(alpha=1e-3, scale=1.0, max_iter=30).fit(
+        X, y + 1e3, sample_weight=w)
+    np.testing.assert_allclose(moved.coef_path_, base.coef_path_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(moved.intercept_path_ - 1e3, base.intercept_path_, atol=1e-9)
+    *_, refits = exact_refits(base, X, y, sample_weight=w, indices=[0, 5], return_coef=True)
+    for _, _, intercepts in refits.values():
+        assert intercepts[0] == base.intercept_path_[0]

@@ -148,6 +148,7 @@ def test_long_path_equals_brute_force():
     assert stretches and stretches[-1] [1] == T and stretches[-1][0] < T - 20
     X1 = intercept_design(X)[0]
     batches = _batches(est, X, y, T)
+    y = y - est.intercept_path_[0]  # (the path starts at the Huber location of y)
     path, A, K, D = reference_traces(X1, y, est.step_size_, T, batches, delta=1.0, free=1,
                                      l2=est.alpha * est.scale_ / X.shape[0])
     assert 0 < D[:, 1:].sum() < D[:, 1:].size  # outliers

@@ -63,6 +63,20 @@ def robust_scale(y, sample_weight=None, center=True):
     return float(scale) if np.isfinite(scale) and scale > 0 else 1.0
 
 
+def huber_location(y, sample_weight, delta):
+    """The Huber M-estimate of location of ``y`` at threshold ``delta``
+    (``epsilon * scale``), the root of ``sum w psi(y - b)`` between the
+    extremes of the rows of positive weight: the intercept of the null
+    model (zero coefficients); ``y`` itself where it is constant."""
+    y = np.asarray(y, dtype=np.float64)
+    w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    live = y[w > 0]
+    if not np.ptp(live) > 0:
+        return float(live[0]) if live.size else 0.0
+    psi = Huber(delta).derivatives  # (psi, curvature) of the fitted values
+    return float(brentq(lambda b: w @ psi(b, y)[0], live.min(), live.max(), xtol=1e-14 * delta))
+
+
 def joint_scale(X, y, sample_weight, epsilon, alpha, fit_intercept):
     """The scale ``sigma*`` that scikit-learn's ``HuberRegressor(epsilon,
     alpha)`` (its defaults otherwise) estimates jointly with the
@@ -136,8 +150,14 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
     (``m`` the columns' weighted means, ``s`` the largest root mean square
     of the centred columns; the intercept is ``b = s c - m^T w``), so the
     path does not depend on where the features' origin lies and the
-    intercept moves as fast as the fastest feature's coordinate. The
-    left-out fits hold ``m`` and ``s``, as they hold the step size. Features
+    intercept moves as fast as the fastest feature's coordinate. The path
+    starts at the null model: zero coefficients and the Huber location of
+    ``y`` at the path's scale (:func:`huber_location`), so a shift of ``y``
+    shifts the intercept path only (from zero the intercept moves at most
+    ``epsilon * scale`` a step). The left-out fits hold ``m``, ``s`` and that
+    start, as they hold the step size; the estimates take the start as fixed
+    (its dependence on ``y``, one degree of freedom at the first iterate and
+    none at convergence, is not in ``risk_path_``). Features
     in very different units still leave the small ones behind
     (:class:`~skacv.exceptions.FeatureScaleWarning`): standardise them (e.g.
     with :class:`~sklearn.preprocessing.StandardScaler`).
@@ -327,13 +347,15 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
         return 1.0 if isinstance(self.scale, str) else float(self.scale)
 
     def _run_path(self, X, y, sample_weight, warm, frozen):
-        if warm:
-            scale = self._setup.scale
-        elif frozen is not None:
-            scale = frozen.scale
+        if warm or frozen is not None:
+            setup = self._setup if warm else frozen
+            scale, level = setup.scale, setup.level
         else:
             scale = self._new_scale(X, y, sample_weight)
-        self._scale = scale  # read by _make_datafit and _make_penalty
+            level = (huber_location(y, sample_weight, self.epsilon * scale)
+                     if self.fit_intercept else 0.0)
+        # read by _make_datafit, _make_penalty and _fit_target
+        self._scale, self._level = scale, level
         super()._run_path(X, y, sample_weight, warm, frozen)
         self.scale_ = scale
 
@@ -392,16 +414,25 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
             psi = Huber(self.epsilon * est._scale).derivatives  # (psi, curvature)
             b0 = 0.0
             if self.fit_intercept and np.ptp(y[w > 0]) > 0:  # w psi(y - b) falls in b
-                b0 = brentq(lambda b: w @ psi(b, y)[0], y[w > 0].min(), y[w > 0].max(),
-                            xtol=1e-14 * est._scale)
+                b0 = huber_location(y, w, self.epsilon * est._scale)
             top = 2.0 * float(np.max(np.abs(X.T @ (w * psi(b0, y)[0])))) / est._scale
         stats = design.statistics
         return geometric_grid(top, stats.auto_grid_alphas, stats.auto_grid_eps)
 
     def _new_setup(self, design, datafit, penalty):
         setup = super()._new_setup(design, datafit, penalty)
-        setup.scale = self._path_scale()
+        setup.scale, setup.level = self._path_scale(), self._level
         return setup
+
+    def _fit_target(self, design, y):
+        """``(level, sqrt(w) (y - level))``: the path starts at the null
+        model's intercept, the Huber location of ``y`` (zero without
+        intercept), held by a warm or left-out refit as the scale is."""
+        level = design.dtype.type(getattr(self, "_level", 0.0))
+        target = np.asarray(y, dtype=design.dtype) - level
+        if design.sqrt_weight is not None:
+            target = target * design.sqrt_weight
+        return level, np.ascontiguousarray(target)
 
     def _make_datafit(self, design):
         sw = design.sqrt_weight

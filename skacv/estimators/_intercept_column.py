@@ -7,24 +7,25 @@ import scipy.sparse as sp
 from ..linalg._design import Design
 
 
+def _size(squares, n_eff):
+    size = float(np.sqrt(squares.max() / n_eff)) if squares.size else 0.0
+    return size if np.isfinite(size) and size > 0 else 1.0
+
+
 def intercept_frame(X, sample_weight=None):
-    """``(x_offset, size)``: the columns' weighted means (float64) and the
-    intercept column's size, the largest root mean square of the columns
-    about those means (``1`` where every column is constant)."""
-    n, p = X.shape
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    """``(x_offset, size)``: the columns' weighted means (float64) and, for
+    a sparse ``X``, the intercept column's size, the largest root mean square
+    of the columns about those means (``1`` where every column is constant);
+    for a dense ``X`` ``None``: its design's centred column norms give it
+    (:meth:`InterceptColumnMixin._make_design`, no centred copy)."""
+    w = np.ones(X.shape[0]) if sample_weight is None else np.asarray(sample_weight, np.float64)
     n_eff = float(w.sum())
-    if sp.issparse(X):  # sum w (x - m)^2 = sum w x^2 - n_eff m^2
-        offset = np.asarray(X.T @ w, dtype=np.float64).ravel() / n_eff
-        squares = (np.asarray(X.multiply(X).T @ w, dtype=np.float64).ravel()
-                   - n_eff * offset * offset)
-    else:
-        offset = np.asarray(w @ X, dtype=np.float64) / n_eff
-        centred = X - offset.astype(X.dtype)
-        squares = np.einsum("ij,ij,i->j", centred, centred, w.astype(X.dtype),
-                            dtype=np.float64)
-    size = float(np.sqrt(squares.max() / n_eff)) if p else 0.0
-    return offset, (size if np.isfinite(size) and size > 0 else 1.0)
+    offset = np.asarray(X.T @ w, dtype=np.float64).ravel() / n_eff
+    if not sp.issparse(X):
+        return offset, None
+    # sum w (x - m)^2 = sum w x^2 - n_eff m^2
+    squares = np.asarray(X.multiply(X).T @ w, dtype=np.float64).ravel() - n_eff * offset**2
+    return offset, _size(squares, n_eff)
 
 
 class InterceptColumnMixin:
@@ -70,8 +71,18 @@ class InterceptColumnMixin:
         if frame is None:
             design = Design(X, sample_weight, fit_intercept=False)
         else:
-            design = Design(self._augment(X, frame), sample_weight, fit_intercept=False,
-                            copy=False, x_offset=np.append(frame[0], 0.0))
+            offset, size = frame
+            design = Design(self._augment(X, (offset, size or 0.0)), sample_weight,
+                            fit_intercept=False, copy=False, x_offset=np.append(offset, 0.0))
+            if size is None:  # from the centred features' norms, then the column set
+                norms = np.array(design.column_sq_norms())
+                size = _size(norms[:-1], design.n_eff)
+                design.X[:, -1] = size if design.sqrt_weight is None else (
+                    size * design.sqrt_weight)
+                norms[-1] = size * size * design.n_eff
+                norms.flags.writeable = False
+                design.cache["column_sq_norms"] = norms
+                frame = (offset, size)
         design.intercept_frame = frame  # (read by _new_setup)
         return design
 
@@ -84,16 +95,17 @@ class InterceptColumnMixin:
         return super()._fit_rows(self._augment(X, self._setup.frame))
 
     def _store_path(self, path, design, offset):
-        """The paths of ``w`` and ``b`` from the path of ``(w, c)``; ``coef_``
-        and ``intercept_`` the last iterate's."""
+        """The paths of ``w`` and ``b = s c - m^T w + offset`` from the path of
+        ``(w, c)`` (``offset``: the target's, where the path starts);
+        ``coef_`` and ``intercept_`` the last iterate's."""
         p = path.shape[0] - int(self.fit_intercept)
         self.coef_path_ = np.asfortranarray(path[:p])
         if self.fit_intercept:
             m, s = design.intercept_frame
             # (c kept as it ran: a warm start continues from it bit for bit)
             self._intercept_coordinate_path = path[p].copy()
-            self.intercept_path_ = (s * path[p].astype(np.float64)
-                                    - m @ path[:p]).astype(path.dtype)
+            self.intercept_path_ = (s * path[p].astype(np.float64) - m @ path[:p]
+                                    + float(offset)).astype(path.dtype)
         else:
             self.intercept_path_ = np.zeros(path.shape[1], dtype=path.dtype)
         self.coef_ = self.coef_path_[:, -1].copy()

@@ -89,7 +89,8 @@ class PathSetup:
     size, the mini-batches' seed and sample size (``solver="sgd"``), the
     sampler of a frozen set-up (a left-out refit's: the row deleted),
     EigenPro's preconditioner (``IterativeRidge(solver="eigenpro")``) and
-    the Huber loss's scale, and the intercept column's frame ``(m, s)``
+    the Huber loss's scale and the null model's intercept where its path
+    starts (``level``), and the intercept column's frame ``(m, s)``
     (:class:`~skacv.estimators._intercept_column.InterceptColumnMixin`)."""
 
     step_size: float
@@ -98,6 +99,7 @@ class PathSetup:
     sampler: object = None
     preconditioner: object = None
     scale: float | None = None
+    level: float = 0.0
     frame: tuple | None = None
 
 
