@@ -152,7 +152,7 @@ class TrajectoryHuberRegressor(InterceptColumnMixin, TrajectoryMixin, RegressorM
     path does not depend on where the features' origin lies and the
     intercept moves as fast as the fastest feature's coordinate. The path
     starts at the null model: zero coefficients and the Huber location of
-    ``y`` at the path's scale (:func:`huber_location`), so a shift of ``y``
+    ``y`` at the path's scale (``skacv.estimators._huber.huber_location``), so a shift of ``y``
     shifts the intercept path only (from zero the intercept moves at most
     ``epsilon * scale`` a step). The left-out fits hold ``m``, ``s`` and that
     start, as they hold the step size; the estimates take the start as fixed
