@@ -90,22 +90,23 @@ def test_kernels_follow_their_definitions():
 def test_converges_to_the_interpolant(kernel, bandwidth):
     X, y, Xt = smooth_problem(150)
     K = Kernel(kernel, bandwidth)
-    ref = K(Xt, X) @ np.linalg.solve(K(X, X), y)
+    c = y.mean()  # the path starts at the mean: the limit is c + K^-1 (y - c)
+    ref = c + K(Xt, X) @ np.linalg.solve(K(X, X), y - c)
     # every direction above the eigenvalue floor flattened (the q rule's
     # split would stop early, for the epochs' regularisation)
     est = EigenProRegressor(kernel, bandwidth=bandwidth, max_iter=40, precision="float64",
                             n_components=149, random_state=0).fit(X, y)
     assert np.max(np.abs(est.predict(Xt) - ref)) <= 1e-6 * np.max(np.abs(ref))
     if kernel == "gaussian":  # cond(K) ~ 7e5: alpha = 1e-12 is within 1e-6 of the limit
-        kr = KernelRidge(alpha=1e-12, kernel="rbf", gamma=0.5 / bandwidth**2).fit(X, y)
-        assert np.max(np.abs(est.predict(Xt) - kr.predict(Xt))) <= 1e-6 * np.max(np.abs(ref))
+        kr = KernelRidge(alpha=1e-12, kernel="rbf", gamma=0.5 / bandwidth**2).fit(X, y - c)
+        assert np.max(np.abs(est.predict(Xt) - c - kr.predict(Xt))) <= 1e-6 * np.max(np.abs(ref))
 
 
 def test_minibatch_sgd_converges_to_the_interpolant():
     # subsample of 100 rows out of 400: mini-batches of the critical size
     X, y, Xt = smooth_problem(400)
     K = Kernel("laplacian", 1.0)
-    ref = K(Xt, X) @ np.linalg.solve(K(X, X), y)
+    ref = y.mean() + K(Xt, X) @ np.linalg.solve(K(X, X), y - y.mean())
     est = EigenProRegressor("laplacian", bandwidth=1.0, subsample_size=100, max_iter=300,
                             precision="float64", random_state=0).fit(X, y)
     assert est.batch_size_ < 400 and est.n_steps_ > 300
@@ -476,8 +477,10 @@ def test_full_batch_kernel_risk_equals_the_linear_estimate():
     ker = EigenProRegressor(linear_kernel, n_components=0, batch_size=120, step_size=eta,
                             max_iter=25, estimate_risk=True, n_probes=None,
                             random_state=0).fit(X, y)
+    # (the kernel path starts at the mean of y, held fixed: ridge on y - mean)
     lin = IterativeRidge(alpha=0.0, step_size=eta, max_iter=25, fit_intercept=False,
-                         n_probes=None).fit(X, y)
+                         n_probes=None).fit(X, y - y.mean())
+    assert ker.intercept_ == y.mean()
     assert np.allclose(X.T @ ker.dual_coef_, lin.coef_, rtol=1e-9)
     assert np.allclose(ker.risk_path_, lin.risk_path_, rtol=1e-9)
 
@@ -535,7 +538,8 @@ def test_sgd_position_traces_and_readout_are_exact():
             Am[s + lag, s], Km[s + lag, s] = np.trace(M * w), np.trace(M @ C1)
     V = np.linalg.solve(w.sum() * np.eye(T + 1) - Km, Am)
     # residuals: replay the fitted values at the last step from the path
-    f_T = X @ (X.T @ est.dual_coef_)
+    f_T = est.intercept_ + X @ (X.T @ est.dual_coef_)
+    assert est.intercept_ == pytest.approx(np.average(y, weights=w), rel=1e-12)
     R = np.sqrt(w) * (y - f_T)
     for s, (rows, counts, _, resid) in enumerate(batches):
         R[rows] += V[T, s] * counts / w[rows] * np.sqrt(w[rows]) * resid[:, 0]
@@ -564,11 +568,13 @@ def test_sgd_risk_estimate_tracks_the_truth():
         est = EigenProRegressor(linear_kernel, n_components=5, subsample_size=200, batch_size=50,
                                 max_iter=1, warm_start=True, estimate_risk=True,
                                 random_state=seed)
-        truth = [1.5**2 + b @ (sd**2 * b)]
+        # (the prediction is intercept_ + x^T X^T alpha: intercept_, the mean of y,
+        # is off the mean of y_new, zero, by intercept_^2)
+        truth = [1.5**2 + b @ (sd**2 * b) + y.mean() ** 2]
         for epoch in range(1, 5):
             est.set_params(max_iter=epoch).fit(X, y)
             d = X.T @ est.dual_coef_ - b
-            truth.append(1.5**2 + d @ (sd**2 * d))
+            truth.append(1.5**2 + d @ (sd**2 * d) + est.intercept_**2)
         errors.append((est.risk_path_ - truth) / np.array(truth))
     err = np.array(errors)
     assert est.n_steps_ == 32
@@ -871,7 +877,7 @@ def test_predict_path_and_staged_predict():
     kw = dict(bandwidth=0.5, subsample_size=100, random_state=0)
     est = EigenProRegressor(max_iter=4, **kw).fit(X, y)
     path = est.predict_path(Xt)
-    assert path.shape == (100, 5) and np.all(path[:, 0] == 0)
+    assert path.shape == (100, 5) and np.all(path[:, 0] == y.mean())  # the start: the mean
     assert np.allclose(path[:, -1], est.predict(Xt), rtol=1e-12, atol=1e-14)
     staged = list(est.staged_predict(Xt))
     assert len(staged) == 5
@@ -1024,7 +1030,7 @@ def test_minibatch_steps_equal_the_eager_update():
     h = est.step_size_ / est.batch_size_
     alpha = np.zeros(n)
     for rows, counts in batches:
-        g = counts * (K[rows] @ alpha - y[rows])
+        g = counts * (K[rows] @ alpha - (y[rows] - y.mean()))
         alpha[rows] -= h * g
         alpha[S] += h * P.coef_ @ (P.scale_ * (phi[rows].T @ g))
     assert len(batches) == est.n_steps_ == 3 * 7
@@ -1263,9 +1269,19 @@ def test_leverage_spread_against_the_exact_smoother(name):
     y = np.sin(2 * X[:, 0]) + 0.3 * np.random.default_rng(1).standard_normal(n)
     kw = dict(bandwidth=0.3, n_components=10, batch_size=n, max_iter=8, precision="float64",
               random_state=0)
-    S = EigenProRegressor(**kw).fit(X, np.eye(n))
+    # S_t by the full-batch steps replayed on identity targets (the fit's
+    # own targets are centred: its start, the mean, is held fixed)
+    fit = EigenProRegressor(**kw).fit(X, y)
+    P, h = fit.preconditioner_, fit.step_size_ / fit.batch_size_
     K = Kernel("gaussian", 0.3)(X, X)
-    d = np.stack([np.diag(K @ S.dual_coef_path_[:, :, t]) for t in range(1, 9)])
+    phi, rows_S = K[:, P.subsample_indices_] @ P.coef_, P.subsample_indices_
+    alpha, d = np.zeros((n, n)), []
+    for _ in range(8):
+        g = K @ alpha - np.eye(n)
+        alpha -= h * g
+        alpha[rows_S] += h * P.coef_ @ (P.scale_[:, None] * (phi.T @ g))
+        d.append(np.diag(K @ alpha))
+    d = np.array(d)
     truth = d.var(axis=1) / (1 - d.mean(axis=1)) ** 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -1354,3 +1370,35 @@ def test_leverage_spread_of_integer_weights_is_that_of_repeated_rows():
     assert np.allclose(weighted.risk_leverage_spread_, repeated.risk_leverage_spread_,
                        rtol=1e-8, atol=1e-14)
     assert np.array_equal(weighted.risk_reliable_, repeated.risk_reliable_)
+
+
+def test_the_path_starts_at_the_targets_mean():
+    """``intercept_`` is the weighted mean of ``y`` (per output) and every
+    epoch adds it: a level added to ``y`` moves the predictions by it and
+    leaves ``dual_coef_path_``, the epoch chosen and ``risk_path_`` (float64
+    kernel products: to rounding; float32's differ by its rounding, 1e-4 of
+    the predictions here). From zero, at a level of 1000 (the function's
+    spread 0.5), the default's test error was 170 times that of level 0;
+    now it is the noise's."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(1200, 5))
+    f = np.sin(2 * np.pi * X[:, 0]) * np.cos(np.pi * X[:, 1]) + 0.5 * X[:, 2] ** 2
+    y = f + 0.1 * rng.standard_normal(1200)
+    w = rng.integers(1, 3, 800).astype(float)
+    tr, te = slice(0, 800), slice(800, None)
+    fits = [EigenProRegressor(random_state=0, precision="float64").fit(
+        X[tr], y[tr] + level, sample_weight=w) for level in (0.0, 1000.0)]
+    assert fits[0].intercept_ == pytest.approx(np.average(y[tr], weights=w), rel=1e-12)
+    assert fits[1].intercept_ == pytest.approx(fits[0].intercept_ + 1000.0, rel=1e-12)
+    assert fits[1].selected_iter_ == fits[0].selected_iter_ > 0
+    scale = np.abs(fits[0].dual_coef_path_).max()
+    np.testing.assert_allclose(fits[1].dual_coef_path_, fits[0].dual_coef_path_,
+                               atol=1e-8 * scale)
+    np.testing.assert_allclose(fits[1].risk_path_, fits[0].risk_path_, rtol=1e-10)
+    paths = [e.predict_path(X[te]) for e in fits]
+    np.testing.assert_allclose(paths[1] - 1000.0, paths[0], atol=1e-9)
+    np.testing.assert_allclose(paths[0][:, 0], fits[0].intercept_)
+    default = EigenProRegressor(random_state=0).fit(X[tr], y[tr] + 1000.0, sample_weight=w)
+    assert np.mean((default.predict(X[te]) - 1000.0 - f[te]) ** 2) < 0.01  # (noise: 0.01)
+    multi = EigenProRegressor(max_iter=2, random_state=0).fit(X[tr], np.c_[y[tr], 5 - y[tr]])
+    np.testing.assert_allclose(multi.intercept_, [y[tr].mean(), 5 - y[tr].mean()])

@@ -136,8 +136,8 @@ _DOC_ATTRIBUTES = """
     Attributes
     ----------
     dual_coef_ : ndarray of shape (n_centres,) or (n_centres, n_outputs)
-        ``alpha``: ``f(x) = k(x, X_fit_) @ dual_coef_``, after epoch
-        ``selected_iter_``.
+        ``alpha``: ``f(x) = k(x, X_fit_) @ dual_coef_`` (the regressor adds
+        ``intercept_``), after epoch ``selected_iter_``.
     dual_coef_path_ : ndarray of shape (n_centres, n_outputs, n_iter_ + 1)
         ``alpha`` after every epoch (``predict_path``).
     selected_iter_ : int

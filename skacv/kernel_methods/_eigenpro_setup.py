@@ -73,6 +73,11 @@ class EigenProSetup:
     """The start of an EigenPro fit: :meth:`_kernel_setup` sets the fitted
     sizes and ``_state``."""
 
+    def _target_level(self, Y, w):
+        """The constant the kernel expansion is added to, per output: zeros
+        (the classifier's one-hot scores start at zero)."""
+        return np.zeros(Y.shape[1])
+
     def _kernel_setup(self, X, Y, sw, policies):
         """Preconditioner, step and batch sizes, and the zero starting point."""
         tic = time.perf_counter()
@@ -81,6 +86,8 @@ class EigenProSetup:
         Xc = X if pos is None else X[pos]
         Yc = Y if pos is None else Y[pos]
         w = None if sw is None else sw[pos]
+        self._offset = self._target_level(Yc, w)  # (the path's start, added to f)
+        Yc = Yc - self._offset
         n = Xc.shape[0]
         n_eff = float(n if w is None else w.sum())
         rng = check_random_state(self.random_state)
