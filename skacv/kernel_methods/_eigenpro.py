@@ -1,9 +1,12 @@
 """EigenPro kernel machines (Ma & Belkin 2017, 2019).
 
-The model is ``f(x) = sum_j alpha_j k(x, x_j)`` over the training rows,
-fitted by mini-batch SGD on the square loss from ``alpha = 0`` with EigenPro's
-Nystrom preconditioner: the top ``q`` eigendirections of the kernel operator,
-estimated on a subsample of ``M`` rows, are flattened to ``lambda_{q+1}``.
+The model is ``c + f(x)``, ``f(x) = sum_j alpha_j k(x, x_j)`` over the
+training rows and ``c`` the regressor's ``intercept_`` (the targets'
+weighted mean, held fixed; zero for the classifier's one-hot scores); ``f``
+is fitted to ``Y - c`` (written ``Y`` below) by mini-batch SGD on the
+square loss from ``alpha = 0`` with EigenPro's Nystrom preconditioner: the
+top ``q`` eigendirections of the kernel operator, estimated on a subsample
+of ``M`` rows, are flattened to ``lambda_{q+1}``.
 Its set-up (the preconditioner, the batch and step sizes) is
 :mod:`skacv.kernel_methods._eigenpro_setup`. One step on a batch ``B`` of
 ``m`` draws with residuals ``g = f(X_B) - Y_B``:
@@ -14,7 +17,7 @@ Its set-up (the preconditioner, the batch and step sizes) is
 with ``phi(x) = k(x, X_S) coef`` the Nystrom eigenfunctions. This is SGD with
 the *EigenPro kernel* ``k_P(x, z) = k(x, z) - sum_i (d_i/lambda_i) phi_i(x)
 phi_i(z)`` (same RKHS, flatter spectrum, same interpolant); run to
-convergence, the fit is the minimum-norm interpolant ``K^+ Y``. The low-rank
+convergence, ``f`` is the minimum-norm interpolant ``K^+ Y``. The low-rank
 part of the EigenPro kernel is applied to the batch rows at every step and
 to every row once an epoch (the fitted values are ``f + phi @ acc`` in
 between). Sample weights are frequency weights: batches and the subsample
