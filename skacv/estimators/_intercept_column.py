@@ -8,24 +8,10 @@ from ..linalg._design import Design
 
 
 def _size(squares, n_eff):
+    """The largest root mean square of the centred columns (``1`` where every
+    column is constant)."""
     size = float(np.sqrt(squares.max() / n_eff)) if squares.size else 0.0
     return size if np.isfinite(size) and size > 0 else 1.0
-
-
-def intercept_frame(X, sample_weight=None):
-    """``(x_offset, size)``: the columns' weighted means (float64) and, for
-    a sparse ``X``, the intercept column's size, the largest root mean square
-    of the columns about those means (``1`` where every column is constant);
-    for a dense ``X`` ``None``: its design's centred column norms give it
-    (:meth:`InterceptColumnMixin._make_design`, no centred copy)."""
-    w = np.ones(X.shape[0]) if sample_weight is None else np.asarray(sample_weight, np.float64)
-    n_eff = float(w.sum())
-    offset = np.asarray(X.T @ w, dtype=np.float64).ravel() / n_eff
-    if not sp.issparse(X):
-        return offset, None
-    # sum w (x - m)^2 = sum w x^2 - n_eff m^2
-    squares = np.asarray(X.multiply(X).T @ w, dtype=np.float64).ravel() - n_eff * offset**2
-    return offset, _size(squares, n_eff)
 
 
 class InterceptColumnMixin:
@@ -34,8 +20,8 @@ class InterceptColumnMixin:
 
     The steps run on the design ``[X - 1 m^T, s 1]``: ``m`` the columns'
     weighted means (subtracted in every product for a sparse ``X``) and ``s``
-    the largest root mean square of the centred columns
-    (:func:`intercept_frame`), in the coordinates ``(w, c)`` with intercept
+    the largest root mean square of the centred columns (read from the
+    design's own column norms), in the coordinates ``(w, c)`` with intercept
     ``b = s c - m^T w``. The minimiser is the one of ``[X, 1]``; the path
     does not depend on where the features' origin lies, and the intercept
     moves as fast as the fastest feature's coordinate (on ``[X, 1]`` a
@@ -66,25 +52,40 @@ class InterceptColumnMixin:
         """The design of the steps; ``setup``'s frame where it has one (a
         warm or left-out refit's), else this data's."""
         frame = None if setup is None else setup.frame
-        if frame is None and self.fit_intercept:
-            frame = intercept_frame(X, sample_weight)
-        if frame is None:
+        if not self.fit_intercept:
             design = Design(X, sample_weight, fit_intercept=False)
+            design.intercept_frame = None  # (read by _new_setup)
+            return design
+        if frame is None:  # the columns' weighted means; the size from the design
+            w = (np.ones(X.shape[0]) if sample_weight is None
+                 else np.asarray(sample_weight, dtype=np.float64))
+            frame = (np.asarray(X.T @ w, dtype=np.float64).ravel() / w.sum(), None)
+        offset, size = frame
+        design = Design(self._augment(X, (offset, 1.0 if size is None else size)),
+                        sample_weight, fit_intercept=False, copy=False,
+                        x_offset=np.append(offset, 0.0))
+        if size is None:
+            self._size_intercept_column(design)
         else:
-            offset, size = frame
-            design = Design(self._augment(X, (offset, size or 0.0)), sample_weight,
-                            fit_intercept=False, copy=False, x_offset=np.append(offset, 0.0))
-            if size is None:  # from the centred features' norms, then the column set
-                norms = np.array(design.column_sq_norms())
-                size = _size(norms[:-1], design.n_eff)
-                design.X[:, -1] = size if design.sqrt_weight is None else (
-                    size * design.sqrt_weight)
-                norms[-1] = size * size * design.n_eff
-                norms.flags.writeable = False
-                design.cache["column_sq_norms"] = norms
-                frame = (offset, size)
-        design.intercept_frame = frame  # (read by _new_setup)
+            design.intercept_frame = frame
         return design
+
+    @staticmethod
+    def _size_intercept_column(design):
+        """Set the intercept column (made of ones) to the size of the largest
+        centred feature, read from the design's column norms (dense: the
+        centred copy; sparse: their expansion), and complete those norms."""
+        norms = np.array(design.column_sq_norms())
+        size = _size(norms[:-1], design.n_eff)
+        if design.sparse:  # (the column's stored ones; rows are weighted in the products)
+            X = design.X
+            X.data[X.indices == X.shape[1] - 1] = size
+        else:
+            design.X[:, -1] *= size
+        norms[-1] *= size * size
+        norms.flags.writeable = False
+        design.cache["column_sq_norms"] = norms
+        design.intercept_frame = (design.x_offset[:-1].astype(np.float64), size)
 
     def _new_setup(self, design, datafit, penalty):
         setup = super()._new_setup(design, datafit, penalty)
