@@ -26,7 +26,7 @@ from skacv import (
     risk_alpha_path,
 )
 from skacv._policy import get_policy, policy_context
-from skacv._statistics import get_statistics
+from skacv._statistics import get_statistics, statistics_context
 from skacv._trace import Paths, record
 from skacv.exceptions import UnreliableEstimateWarning
 from skacv.linalg._design import Design
@@ -279,14 +279,23 @@ def test_early_stop_of_the_path_is_a_prefix():
     np.testing.assert_allclose(short.coefs, full.coefs[:, :m], atol=1e-7)
     np.testing.assert_allclose(short.risk, full.risk[:m], rtol=1e-6)
     assert short.coefs.shape == (90, m) and short.n_iter.shape == (m,)
-    # it stops at the third consecutive alpha without a new minimum of the estimate
+    # it stops at the third consecutive alpha without a new minimum of the
+    # estimate once the fits' df reach path_walk_df of the 60 samples, before
+    # a lower value at df 58 of 60, near interpolation (the estimate scatters there)
+    gate = get_statistics().path_walk_df * 60
     running, since, expected = np.inf, 0, None
-    for i, risk in enumerate(full.risk):
+    for i, (risk, df) in enumerate(zip(full.risk, full.df, strict=True)):
         running, since = (risk, 0) if risk < running else (running, since + 1)
-        if since == 3:
+        if since >= 3 and df >= gate:
             expected = i + 1
             break
     assert m == expected
+    assert np.min(full.risk[m:]) < np.min(short.risk)  # (the walk ends before it)
+    assert np.all(full.df[m:] >= gate)
+    # with a gate above df 47 (there three alphas without a new minimum) it goes on
+    with statistics_context(path_walk_df=0.9):
+        longer = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas_no_change=3, **kw)
+    assert m < longer.alphas.shape[0] < 20
 
 
 def test_step_size_estimate_is_close_to_the_top_eigenvalue():
@@ -864,12 +873,17 @@ def test_converged_loo_is_exact_leave_one_out():
     for a, loo in zip(path.alphas, path.loo, strict=True):
         ref = _brute_force_loo(lambda a=a: Ridge(alpha=a), X, y)[0]
         np.testing.assert_allclose(loo, ref, rtol=1e-9)
-    # the path stops on the criterion it computes
-    stopped = risk_alpha_path(TrajectoryLasso(), X, y, alphas=np.geomspace(3, 1e-3, 20),
-                              criterion="loo", n_alphas_no_change=2)
+    # the path stops on the criterion it computes (path_walk_df=0: from its
+    # minimum on; by default these fits, df 9 of 36, walk the whole grid)
+    grid = np.geomspace(3, 1e-3, 20)
+    with statistics_context(path_walk_df=0.0):
+        stopped = risk_alpha_path(TrajectoryLasso(), X, y, alphas=grid, criterion="loo",
+                                  n_alphas_no_change=2)
     best = int(np.argmin(stopped.loo))
     assert stopped.alphas.size == best + 3 and "loo" not in risk_alpha_path(
         TrajectoryLasso(), X, y, alphas=alphas)
+    assert risk_alpha_path(TrajectoryLasso(), X, y, alphas=grid, criterion="loo",
+                           n_alphas_no_change=2).alphas.size == 20 > best + 3
 
 
 @pytest.mark.parametrize("shape, seed", [((30, 300), 2), ((30, 600), 0), ((400, 40), 0)])

@@ -25,6 +25,7 @@ from sklearn.datasets import make_classification, make_regression
 
 import skacv
 from skacv import TrajectoryEarlyStoppingCV, TrajectoryLasso
+from skacv._statistics import get_statistics
 
 ROOT = Path(__file__).resolve().parents[1]
 CHOICE_PAGE = ROOT / "docs" / "user_guide" / "choice.rst"
@@ -168,6 +169,8 @@ def test_the_automatic_grid_is_as_described():
     n_alphas = int(re.search(r"grid of (\d+) values of ``alpha``", text).group(1))
     ratio = int(re.search(r"down to ``alpha_max / (\d+)``", text).group(1))
     after = NUMBER_WORDS[re.search(r"The path stops (\w+) values after", text).group(1)]
+    share = {"half": 0.5}[re.search(r"degrees of freedom reach (\w+) the number of samples",
+                                    text).group(1)]
     patience = int(re.search(r"no improvement during the last (\d+) iterations",
                              text).group(1))
 
@@ -183,10 +186,14 @@ def test_the_automatic_grid_is_as_described():
     np.testing.assert_allclose(alphas[0], alpha_max, rtol=1e-10)
     np.testing.assert_allclose(alphas[0] / alphas[-1], ratio, rtol=1e-8)
     scores = np.asarray(search.cv_results_["path_risk"], dtype=float)
+    df = np.asarray(search.cv_results_["path_df"], dtype=float)
     best = int(np.nanargmin(scores))
     solved_after = int(np.isfinite(scores[best + 1:]).sum())
     assert np.isnan(scores[-1]), "pick data where the alpha path stops early"
-    assert solved_after == after
+    # the first alpha at least ``after`` past the minimum whose df reach the share
+    stop = next(i for i in range(best + after, alphas.size) if df[i] >= share * X.shape[0])
+    assert solved_after == stop - best >= after
+    assert get_statistics().path_walk_df == share
     assert search.get_params()["n_iter_no_change"] == patience
 
 

@@ -121,12 +121,17 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
     sample_weight : array-like of shape (n_samples,), default=None
         Frequency weights (an integer weight equals repeating the row).
     n_alphas_no_change : int, default=None
-        Lasso only: stop walking down the grid once the estimated risk has
-        not improved on its minimum for this many consecutive alphas (the
-        smallest penalties, the slowest to solve, are skipped when the risk
-        is clearly past its minimum). The outputs then cover the solved
-        alphas only. ``None`` solves every alpha. Ridge (every alpha costs
-        the same there) with ``criterion="loo"``: the automatic grid
+        Lasso and elastic net: stop walking down the grid once the
+        estimated risk has not improved on its minimum for this many
+        consecutive alphas and the fit's degrees of freedom have reached
+        the statistical policy's ``path_walk_df`` (0.5) times the number
+        of samples (the smallest penalties, the slowest to solve, are
+        skipped where the estimate is past its minimum and its
+        ``(1 - df / n)^-2`` amplifies its residuals four times or more;
+        below that df the risk along alpha may rise and fall again, so the
+        walk goes on). The outputs then cover the solved alphas only.
+        ``None`` solves every alpha. Ridge (every alpha costs the same
+        there) with ``criterion="loo"``: the automatic grid
         (``alphas=None``) continues below its end at the same ratio until
         the leave-one-out error has not improved for this many alphas (a
         decaying spectrum leaves it falling there).

@@ -431,19 +431,26 @@ def _lasso_grid(alphas, alpha_max, n_alphas, eps):
 
 class _NoChange:
     """``n_alphas_no_change``: whether a criterion has not improved on its
-    minimum for ``patience`` consecutive values (``None``: never)."""
+    minimum for ``patience`` consecutive values (``None``: never) and the
+    fit's degrees of freedom have reached ``df_end`` (the statistical
+    policy's ``path_walk_df`` times ``n_eff``): converged scores need not
+    be unimodal in ``alpha`` (a bump, then a deeper minimum at a smaller
+    penalty), so the walk goes on below it; above it the estimate
+    amplifies its residuals by ``(1 - df / n_eff)^-2 >= 4`` and, on ``p > n``
+    designs, scatters far from the truth (spurious minima)."""
 
-    def __init__(self, patience):
-        self.patience, self.best, self.since_best = patience, np.inf, 0
+    def __init__(self, patience, df_end):
+        self.patience, self.df_end = patience, df_end
+        self.best, self.since_best = np.inf, 0
 
-    def __call__(self, value):
+    def __call__(self, value, df):
         if self.patience is None:
             return False
         if value < self.best:
             self.best, self.since_best = value, 0
             return False
         self.since_best += 1
-        return self.since_best >= self.patience
+        return self.since_best >= self.patience and df >= self.df_end
 
 
 def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_size, tol,
@@ -496,7 +503,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
                   else RidgeSupportDF(design, space.gram))
     coef = np.zeros(p, dtype=design.dtype)
     alpha_prev = max(alpha_max, alphas[0]) * l1_ratio  # (l1 strengths)
-    stop = _NoChange(n_alphas_no_change)
+    stop = _NoChange(n_alphas_no_change, statistics.path_walk_df * n_eff)
     lars = _lars_candidates(space, alphas, step_size) if l1_ratio == 1.0 else None
     not_converged = []
     n_solved = n_alphas
@@ -536,7 +543,7 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         if loo is not None:
             loo[i] = loo_of(coef, alpha_i)
         if stop(loo[i] if loo is not None
-                else converged_risk(train_mse[i], df[i], n_eff, statistics)):
+                else converged_risk(train_mse[i], df[i], n_eff, statistics), df[i]):
             n_solved = i + 1
             break
     if not_converged:

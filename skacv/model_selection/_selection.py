@@ -170,7 +170,8 @@ class TrajectoryEarlyStoppingCV(CachedParamNames, SelectedIterateMixin, MetaEsti
         ``search="path"`` only: extra keyword arguments of
         :func:`skacv.risk_alpha_path` (``n_alphas``, ``eps``, ``tol``,
         ``max_iter``, ``n_alphas_no_change``). By default the path stops
-        after 3 alphas without a new minimum of the estimate
+        after 3 alphas without a new minimum of the estimate, once its
+        fits' df reach half the number of samples
         (``n_alphas_no_change=3``; with K-fold CV, ``None``: the whole grid).
     n_iter_no_change : int or None, default=10
         Early stopping of each path on its own estimate: the path is grown by
