@@ -13,7 +13,8 @@ under the same BLAS thread limit, three calls of the same search
 
 ``default``
     the call as users write it (``path_neighbors=1``, ``n_iter_no_change=10``,
-    the alpha path stopped after 3 alphas without a new minimum);
+    the alpha path stopped after 3 alphas without a new minimum, at fits of
+    df at least half the samples);
 ``exhaustive``
     every grid alpha's whole trajectory and every converged alpha:
     ``path_neighbors=len(grid)``, ``n_iter_no_change=None``,

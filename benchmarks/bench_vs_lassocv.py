@@ -7,10 +7,11 @@ scikit-learn's ``LassoCV(cv=5)`` over 30 alphas (its default grid,
 over the same 30 alphas (same grid, same duality-gap tolerance): the alpha
 minimising the converged out-of-sample risk estimate (Bellec 2020), with no
 folds and no refit; once over all alphas and once stopped after
-``--patience`` alphas past the minimum of the estimate
-(``n_alphas_no_change``). ``--trajectory T`` also runs a from-zero FISTA trajectory
-of ``T`` steps at the chosen alpha and picks its iteration by ``risk_path_``
-(the second stage of ``TrajectoryEarlyStoppingCV(search="path")``).
+``--patience`` alphas past the minimum of the estimate, at fits of df at
+least half the samples (``n_alphas_no_change``). ``--trajectory T`` also
+runs a from-zero FISTA trajectory of ``T`` steps at the chosen alpha and
+picks its iteration by ``risk_path_`` (the second stage of
+``TrajectoryEarlyStoppingCV(search="path")``).
 
 Part 2 (ridge, p < n): ``RidgeCV`` (efficient leave-one-out, ``gcv_mode``
 auto) against ``risk_alpha_path(IterativeRidge())`` (one eigendecomposition,

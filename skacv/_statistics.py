@@ -90,9 +90,10 @@ class StatisticalPolicy:
     divergence_factor: float = 1e3
     #: degrees-of-freedom fraction reported as (nearly) interpolating
     interpolation_df: float = 0.9
-    #: the Lasso's converged path ends past its minimum (``n_alphas_no_change``) only
-    #: where its fits' df reach this fraction of ``n_eff``: below, the estimate may
-    #: rise and fall again (a bump); above, on ``p > n`` designs, it scatters
+    #: the Lasso's (elastic net's) converged path ends past its minimum
+    #: (``n_alphas_no_change``) only where its fits' df reach this fraction of
+    #: ``n_eff``: below, the estimate may rise and fall again (a bump); above, on
+    #: ``p > n`` designs, it scatters
     path_walk_df: float = 0.5
     #: the automatic ridge grid of the path search continues past ``eps`` while
     #: the leave-one-out error falls (``n_alphas_no_change``; modeldata's meats,

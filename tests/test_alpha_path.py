@@ -298,6 +298,36 @@ def test_early_stop_of_the_path_is_a_prefix():
     assert m < longer.alphas.shape[0] < 20
 
 
+def test_the_walk_past_the_minimum_ends_at_the_df_gate():
+    """``p > n``: ``y = 10 (x_0 - x_1) + e`` with ``x_0``, ``x_1`` correlated
+    0.99 among 60 features, 40 rows. Three alphas without a new minimum come
+    at df below half the samples (where the former rule stopped); the walk
+    goes on to the first such alpha with df at least ``path_walk_df`` times
+    ``n_eff`` and finds a lower value on the way."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((40, 60))
+    X[:, 1] = 0.99 * X[:, 0] + np.sqrt(1 - 0.99**2) * X[:, 1]
+    y = 10.0 * (X[:, 0] - X[:, 1]) + rng.standard_normal(40)
+    full = risk_alpha_path(TrajectoryLasso(), X, y)
+    short = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas_no_change=3)
+    gate = get_statistics().path_walk_df * 40
+    running, since, expected, former = np.inf, 0, None, None
+    for i, (risk, df) in enumerate(zip(full.risk, full.df, strict=True)):
+        running, since = (risk, 0) if risk < running else (running, since + 1)
+        if since >= 3:
+            former = i + 1 if former is None else former
+            if df >= gate:
+                expected = i + 1
+                break
+    m = short.alphas.shape[0]
+    assert m == expected < full.alphas.shape[0]
+    assert full.df[former - 1] < gate <= short.df[-1]
+    with statistics_context(path_walk_df=0.0):
+        stopped = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas_no_change=3)
+    assert stopped.alphas.shape[0] == former < m
+    assert short.risk.min() < stopped.risk.min()
+
+
 def test_step_size_estimate_is_close_to_the_top_eigenvalue():
     """The FISTA step 1/L of each working set: L from a few Lanczos steps
     within a few percent of the exact top eigenvalue of X~^T X~ / n_eff (FISTA

@@ -126,11 +126,13 @@ def risk_alpha_path(estimator, X, y, *, alphas=None, n_alphas=30, eps=1e-3, tol=
         consecutive alphas and the fit's degrees of freedom have reached
         the statistical policy's ``path_walk_df`` (0.5) times the number
         of samples (the smallest penalties, the slowest to solve, are
-        skipped where the estimate is past its minimum and its
-        ``(1 - df / n)^-2`` amplifies its residuals four times or more;
-        below that df the risk along alpha may rise and fall again, so the
-        walk goes on). The outputs then cover the solved alphas only.
-        ``None`` solves every alpha. Ridge (every alpha costs the same
+        skipped where the estimate is past its minimum and the risk
+        estimate's ``(1 - df / n)^-2`` amplifies its residuals four times
+        or more; below that df the criterion along alpha may rise and fall
+        again, so the walk goes on). ``n`` is the sum of ``sample_weight``
+        (the frequency weights' count). Where ``n > 2 (n_features + 1)``
+        the df never reach it and every alpha is solved. The outputs then
+        cover the solved alphas only. ``None`` solves every alpha. Ridge (every alpha costs the same
         there) with ``criterion="loo"``: the automatic grid
         (``alphas=None``) continues below its end at the same ratio until
         the leave-one-out error has not improved for this many alphas (a

@@ -159,7 +159,8 @@ def score_alpha_path(estimator, X, y, fit_params, criterion, param_grid, path_pa
         reason[m:] = (f"not solved: the alpha path stopped after n_alphas_no_change="
                       f"{options['n_alphas_no_change']} alphas without a new minimum of "
                       f"the {criterion} estimate, at fits whose df reached the statistical "
-                      "policy's path_walk_df of the samples")
+                      f"policy's path_walk_df of the samples (df {path.df[m - 1]:.4g} at the "
+                      "last solved alpha)")
     if not finite.any():
         weights = None if sw is None else float(np.sum(np.asarray(sw, dtype=np.float64)))
         raise ValueError(too_few_message(n, criterion, path.df, weights))
