@@ -268,6 +268,21 @@ def test_interpolation_gives_infinite_risk_and_user_alphas_are_sorted():
     assert np.any(~df_ok)  # alpha=1e-3 with p = 2n interpolates
 
 
+def _walk_stops(full, patience, gate):
+    """The walk's rule written out on a whole path ``full``: ``(former, new)``,
+    the numbers of alphas solved when it stops at the first alpha ``patience``
+    past the running minimum (the former rule), and at the first such alpha
+    whose df reach ``gate`` (``None``: never)."""
+    running, since, former = np.inf, 0, None
+    for i, (risk, df) in enumerate(zip(full.risk, full.df, strict=True)):
+        running, since = (risk, 0) if risk < running else (running, since + 1)
+        if since >= patience:
+            former = i + 1 if former is None else former
+            if df >= gate:
+                return former, i + 1
+    return former, None
+
+
 def test_early_stop_of_the_path_is_a_prefix():
     X, y = _data(60, 90, s=8)
     kw = dict(n_alphas=20, eps=1e-3, tol=1e-10, max_iter=20_000)
@@ -283,13 +298,7 @@ def test_early_stop_of_the_path_is_a_prefix():
     # estimate once the fits' df reach path_walk_df of the 60 samples, before
     # a lower value at df 58 of 60, near interpolation (the estimate scatters there)
     gate = get_statistics().path_walk_df * 60
-    running, since, expected = np.inf, 0, None
-    for i, (risk, df) in enumerate(zip(full.risk, full.df, strict=True)):
-        running, since = (risk, 0) if risk < running else (running, since + 1)
-        if since >= 3 and df >= gate:
-            expected = i + 1
-            break
-    assert m == expected
+    assert m == _walk_stops(full, 3, gate)[1]
     assert np.min(full.risk[m:]) < np.min(short.risk)  # (the walk ends before it)
     assert np.all(full.df[m:] >= gate)
     # with a gate above df 47 (there three alphas without a new minimum) it goes on
@@ -311,14 +320,7 @@ def test_the_walk_past_the_minimum_ends_at_the_df_gate():
     full = risk_alpha_path(TrajectoryLasso(), X, y)
     short = risk_alpha_path(TrajectoryLasso(), X, y, n_alphas_no_change=3)
     gate = get_statistics().path_walk_df * 40
-    running, since, expected, former = np.inf, 0, None, None
-    for i, (risk, df) in enumerate(zip(full.risk, full.df, strict=True)):
-        running, since = (risk, 0) if risk < running else (running, since + 1)
-        if since >= 3:
-            former = i + 1 if former is None else former
-            if df >= gate:
-                expected = i + 1
-                break
+    former, expected = _walk_stops(full, 3, gate)
     m = short.alphas.shape[0]
     assert m == expected < full.alphas.shape[0]
     assert full.df[former - 1] < gate <= short.df[-1]
@@ -1573,7 +1575,6 @@ def test_ridge_grid_continues_while_leave_one_out_falls():
     30-point grid's by half, and so is the held-out error of the fit (new
     draws); the search selects it. The statistical policy's
     ``ridge_grid_extends=False`` keeps the 30 alphas."""
-    from skacv._statistics import statistics_context
 
     rng = np.random.default_rng(0)
     n, p = 80, 60
