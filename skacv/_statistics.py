@@ -55,7 +55,8 @@ class StatisticalPolicy:
     path_objective_tol: float = 100.0
     #: a warm start missing a violating column is solved to this fraction of its gap
     kkt_gap_cut: float = 0.1
-    #: a path's coefficients within this many rounding units of its largest are zeros
+    #: a path's coefficients within this many rounding units of its largest are
+    #: zeros, and correlations within as many units above alpha no violators
     path_zero_ulps: float = 64.0
     #: a left-out Lasso solution is optimal within this (relative to its l1 penalty)
     loo_kkt_rtol: float = 1e-9

@@ -16,6 +16,7 @@ from scipy.signal import lfilter
 
 from skacv import IterativeRidge, TrajectoryLasso, config_context
 from skacv._policy import get_policy
+from skacv._statistics import get_statistics
 from skacv._trace import Paths, record
 from skacv.estimates.risk import _settled as settled_form
 from skacv.estimates.risk._engine import plan_estimate
@@ -328,3 +329,69 @@ def test_free_steps_exclude_clipped_unpenalised_and_inactive_coordinates():
     # without the ridge part the unpenalised coordinate is free where active
     it = ISTA(1.0, penalty=Penalty(l1=0.1, n_unpenalized=1))
     assert settled_form.free_steps(it, path)[4].all()
+
+
+def _nodes(r=7, seed=2):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.01, 2.0, r), rng.uniform(0.2, 1.5, r)
+
+
+@pytest.mark.parametrize("step, l2", [(0.45, 0.0), (0.45, 0.3), (0.9, 0.1)])
+def test_stationary_response_equals_the_recursion(step, l2):
+    """Gradient descent with a constant step (ridge or not, ``rho_j`` of
+    either sign: the step 0.9 overshoots the top node): the closed-form
+    diagonals of the memory matrix equal the scalar recursion stepped
+    through the iteration's tangent; an iteration whose map changes (a
+    schedule, Nesterov's momentum, a heavy ball) has none."""
+    from skacv.estimates.risk._spectral import _nodes_memory, stationary_response
+    from skacv.iterations import GradientDescent, HeavyBall, Nesterov
+    from skacv.iterations._penalties import L2
+
+    lam, w = _nodes()
+    T = 300
+    it = GradientDescent(step_size=step, penalty=L2(l2) if l2 else None)
+    A, _ = _nodes_memory(it, lam, T, w, True)  # the recursion
+    a = stationary_response(it, lam, w * lam, T)
+    np.testing.assert_allclose(a, A[:, 0], rtol=1e-12, atol=1e-15 * np.abs(a).max())
+    fast, fast_v = _nodes_memory(it, lam, T, w, True, closed_form=True)
+    np.testing.assert_allclose(fast, A, rtol=1e-12, atol=1e-15 * np.abs(a).max())
+    assert fast_v is not fast and np.array_equal(fast_v, fast)
+    if step == 0.9:
+        assert np.any(1 - step * (lam + l2) < 0) and np.any(a[1:] < 0)
+    schedule = GradientDescent(step_size=step, schedule=lambda k: 1.0 / np.sqrt(k))
+    for other in (schedule, Nesterov(step_size=step), HeavyBall(step_size=step)):
+        assert stationary_response(other, lam, w * lam, T) is None
+
+
+@pytest.mark.parametrize("step, l2, c", [(0.45, 0.2, 1.0), (1.0, 0.0, 0.0), (0.6, 0.0, 1.0)])
+def test_stationary_settled_form_convolves_as_the_recursion(step, l2, c, statistical_policy):
+    """The settled form of a stationary iteration by FFT (the corrections'
+    Toeplitz inverse by Newton's doubling, then causal convolutions) equals
+    the state-space recursion: corrected residuals, the memory matrix's
+    products, its dense matrices and the correction's row norms, with
+    non-negative ``A_sources`` and with signs (the step 1.0: the top node's
+    multiplier near -1, the inverse's entries down to -0.015)."""
+    from skacv.iterations import GradientDescent
+    from skacv.iterations._penalties import L2
+
+    statistical_policy(negligible_state=0.0)  # the recursion drops nothing
+    lam, w = _nodes()
+    T, n_eff = 700, 30.0
+    it = GradientDescent(step_size=step, penalty=L2(l2) if l2 else None)
+    args = (it, T, np.zeros((1, 1)), np.zeros((1, 1)), lam, w * lam,
+            np.zeros((lam.size, 0)), np.zeros((lam.size, 0)))
+    fast = settled_form.SettledMemory(*args)
+    slow = settled_form.SettledMemory(*args, convolve=False)
+    assert fast.stationary_kernel() is not None and slow.stationary_kernel() is None
+    F = np.random.default_rng(0).standard_normal((4, T + 1))
+    Rf, Rs = fast.solve(F, None, n_eff, c)[0], slow.solve(F, None, n_eff, c)[0]
+    np.testing.assert_allclose(Rf, Rs, rtol=1e-9, atol=1e-12 * np.abs(Rs).max())
+    np.testing.assert_allclose(fast.apply(F)[0], slow.apply(F)[0], rtol=1e-9,
+                               atol=1e-12 * np.abs(F).max())
+    np.testing.assert_allclose(fast.dense()[0], slow.dense()[0], rtol=1e-9, atol=1e-14)
+    policies = (get_policy(), get_statistics())
+    norms = fast.inverse_row_norms(n_eff, policies, c)
+    np.testing.assert_allclose(norms, slow.inverse_row_norms(n_eff, policies, c), rtol=1e-9)
+    assert fast.nonnegative(1e-12) == (step < 0.9)
+    if step == 1.0:  # the row norms are not the row sums
+        assert norms[-1] > 1.02 * fast.solve(np.ones((1, T + 1)), None, n_eff, c)[0][0, -1]

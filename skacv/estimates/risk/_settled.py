@@ -10,11 +10,12 @@ estimate forward recursions, linear in ``T``.
 """
 
 import numpy as np
-from scipy import linalg
+from scipy import fft, linalg
 
 from ..._trace import taken
 from ...utils._parallel import factorization_blas
 from ._probes import probe_images
+from ._spectral import stationary_response
 from ._state import first_live
 
 
@@ -75,10 +76,14 @@ class SettledMemory:
     ``omega_j = (1/m) sum_i zeta_ji^2 / n_eff``: the Hutchinson estimates of
     the chains in coordinates with the same probes, up to rounding. Every
     operation advances the recursion with all sources summed against a
-    right-hand side: ``O(r q)`` per step for ``q`` columns.
+    right-hand side: ``O(r q)`` per step for ``q`` columns. Where the map is
+    the same at every step from the start (:meth:`stationary_kernel`), the
+    operations are causal convolutions in time instead, by FFT
+    (``convolve=False``: the recursion all the same).
     """
 
-    def __init__(self, iteration, T, A_head, A_sources_head, lam, omega, Cx, Cv):
+    def __init__(self, iteration, T, A_head, A_sources_head, lam, omega, Cx, Cv,
+                 convolve=True):
         self.iteration, self.T = iteration, int(T)
         self.k0 = A_head.shape[0] - 1
         self.A_head = np.tril(np.asarray(A_head, dtype=np.float64), -1)
@@ -87,6 +92,22 @@ class SettledMemory:
         self.omega = np.asarray(omega, dtype=np.float64)[:, None]
         self.Cx = np.asarray(Cx, dtype=np.float64)
         self.Cv = np.asarray(Cv, dtype=np.float64)
+        # (the recursion stepped in Python, convolve=False: the tests' reference)
+        self._kernel = None if convolve else (None,)
+
+    def stationary_kernel(self):
+        """``a`` (T + 1,): ``A[t, s] = A_sources[t, s] = a[t - s]``
+        (:func:`~skacv.estimates.risk._spectral.stationary_response`) where the
+        map is one and the same from the start (``k0 = 0``: gradient descent
+        with a constant step), else ``None``. Then every correction is a
+        causal convolution in time (:func:`_toeplitz_inverse`), with no
+        recursion stepped in Python."""
+        if self._kernel is None:
+            a = None
+            if self.k0 == 0 and self.Cx.shape[1] == 0:
+                a = stationary_response(self.iteration, self.lam, self.omega, self.T)
+            self._kernel = (a,)
+        return self._kernel[0]
 
     @property
     def rank(self):
@@ -114,6 +135,10 @@ class SettledMemory:
         k0, T = self.k0, self.T
         d = 1.0 - c / n_eff
         Fv = np.asarray(Fv, dtype=np.float64)
+        a = self.stationary_kernel() if F is None else None
+        if a is not None:
+            Rv = _causal_convolution(Fv, _toeplitz_inverse(a, n_eff, d))
+            return Rv, Rv
         Rv = np.empty_like(Fv)
         L = np.eye(k0 + 1) * d - self.Av_head / n_eff
         Rv[:, :k0 + 1] = linalg.solve_triangular(L, Fv[:, :k0 + 1].T, lower=True,
@@ -136,6 +161,10 @@ class SettledMemory:
         for ``U`` (q, T + 1)."""
         k0, T = self.k0, self.T
         U = np.asarray(U, dtype=np.float64)
+        a = self.stationary_kernel()
+        if a is not None:
+            Y = _causal_convolution(U, a)
+            return Y, Y
         Y = np.empty_like(U)
         Yv = np.empty_like(U)
         Y[:, :k0 + 1] = U[:, :k0 + 1] @ self.A_head.T
@@ -181,6 +210,9 @@ class SettledMemory:
         """
         k0, T = self.k0, self.T
         policy, statistics = policies
+        a = self.stationary_kernel()
+        if a is not None:  # row t of a Toeplitz inverse: h[t], ..., h[0]
+            return np.cumsum(np.abs(_toeplitz_inverse(a, n_eff, 1.0 - c / n_eff)))
         if self.nonnegative(statistics.multiplier_rounding):
             return self.solve(np.ones((1, T + 1)), None, n_eff, c)[0][0]
         d = 1.0 - c / n_eff
@@ -225,6 +257,33 @@ class SettledMemory:
                                        statistics.negligible_state)
                 taken("settled_window", first=lo, step=k)
         return norms
+
+
+def _causal_convolution(U, kernel):
+    """``Y[:, t] = sum_{s <= t} kernel[t - s] U[:, s]`` for ``U`` (q, N), by FFT."""
+    N = U.shape[1]
+    size = fft.next_fast_len(2 * N - 1, real=True)
+    Y = fft.irfft(fft.rfft(U, size, axis=1) * fft.rfft(kernel, size), size, axis=1)
+    return np.ascontiguousarray(Y[:, :N])
+
+
+def _toeplitz_inverse(a, n_eff, d):
+    """First column ``h`` (N,) of ``(d I - A / n_eff)^{-1}`` for the lower
+    triangular Toeplitz ``A[t, s] = a[t - s]`` (``a[0] = 0``): the power
+    series ``1 / (d - a(z) / n_eff)`` by Newton's doubling ``h <- h (2 - c
+    h)``, each step two FFT products, ``O(N log N)``."""
+    c = -np.asarray(a, dtype=np.float64) / n_eff
+    c[0] = d
+    N = c.size
+    h = np.array([1.0 / d])
+    m = 1
+    while m < N:
+        m = min(2 * m, N)
+        h = np.pad(h, (0, m - h.size))[None, :]
+        e = -_causal_convolution(h, c[:m])[0]  # - c h, to order m
+        e[0] += 2.0
+        h = _causal_convolution(h, e)[0]
+    return h
 
 
 def linear_settled_memory(iteration, T, nodes, weights):

@@ -30,7 +30,8 @@ def spectral_memory_matrix(iteration, eigvals, n_iter, weights=None, return_sour
     ``n_iter`` steps; ``return_sources``: also the gradient points'."""
     if not iteration.is_linear:
         raise ValueError(f"{iteration.name} is not linear: no spectral form.")
-    A, Av = _nodes_memory(iteration, eigvals, n_iter, weights, iteration.is_stationary)
+    A, Av = _nodes_memory(iteration, eigvals, n_iter, weights, iteration.is_stationary,
+                          closed_form=True)
     return (A, Av) if return_sources else A
 
 
@@ -78,13 +79,19 @@ class CounterpartChain:
 
 
 def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, keep=False,
-                  share=False):
+                  share=False, closed_form=False):
     """``share``: a stationary ``A_sources`` equal to ``A`` (no extrapolation)
-    is the same array."""
+    is the same array. ``closed_form``: without extrapolation, the diagonals
+    from :func:`stationary_response` (the counterparts' templates keep the
+    chain, whose continuation is the same run bit for bit)."""
     lam = np.asarray(eigvals, dtype=np.float64).ravel()
     w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=np.float64)
     wl = w * lam
     T = int(n_iter)
+    a = stationary_response(iteration, lam, wl, T) if stationary and closed_form else None
+    if a is not None:  # no extrapolation: A_sources = A, every diagonal at once
+        A = _lower_toeplitz(a)
+        return A, (A if share else A.copy())
     if stationary:
         # Toeplitz: one chain from source 0 gives every diagonal
         a, av, chain = _chain(iteration, lam, wl, T, 1, resume)
@@ -93,6 +100,33 @@ def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, 
     else:  # (T + 1, T + 1): the chain's own arrays, a last column of zeros
         A, Av, chain = _chain(iteration, lam, wl, T, T, resume, pad=1)
     return (A, Av, chain) if keep else (A, Av)
+
+
+def stationary_response(iteration, lam, wl, T):
+    """``a`` (T + 1,), ``a[0] = 0``: the memory matrix ``A[t, s] = a[t - s]`` of an
+    iteration that is one and the same linear map at every step, without
+    extrapolation or heavy ball (gradient descent with a constant step, ISTA
+    on a fixed support), on nodes ``lam`` (r,) with weights ``wl`` (r,) of the
+    injection; else ``None``. Node ``j`` multiplies its tangent by ``rho_j`` a
+    step and takes ``g_j`` of a unit injection, so ``a[m] = sum_j wl_j g_j
+    rho_j^(m - 1)``: both are read off the iteration's :meth:`tangent` at the
+    first and the last step (equal bit for bit, or ``None``), and ``a`` is
+    formed at once, ``O(r T)``, with no step of a recursion in Python."""
+    T = int(T)
+    if T < 1 or iteration.extrapolates(T) or iteration.uses_heavy_ball(T):
+        return None
+    lam = np.asarray(lam, dtype=np.float64).ravel()
+    ones, zeros = np.ones_like(lam), np.zeros_like(lam)
+    maps = [(iteration.tangent(k, ones, ones, None, -lam, None, n_free=0)[0],
+             iteration.tangent(k, zeros, zeros, None, ones, None, n_free=0)[0])
+            for k in (1, T)]
+    (rho, g), (rho_T, g_T) = maps
+    if not (np.array_equal(rho, rho_T) and np.array_equal(g, g_T)):
+        return None
+    a = np.zeros(T + 1)
+    a[1:] = (np.asarray(wl, dtype=np.float64).ravel() * g) @ np.power(rho[:, None],
+                                                                     np.arange(T))
+    return a
 
 
 def _lower_toeplitz(col):
