@@ -188,6 +188,9 @@ class SpeedPolicy:
     curvature_row_group: int = 64
     #: steps between the settled form's looks for decayed sources (``None``: never)
     settled_drop_check: int | None = 32
+    #: a stationary settled form convolves by FFT while its correction's inverse
+    #: amplifies at most this much (``d sum |h|``); beyond, the recursion
+    settled_fft_max_gain: float = 1e4
     #: rounds of batched active-set guesses before each left-out Lasso problem whose
     #: support moves is solved alone (converged leave-one-out)
     loo_batch_rounds: int = 8

@@ -395,3 +395,49 @@ def test_stationary_settled_form_convolves_as_the_recursion(step, l2, c, statist
     assert fast.nonnegative(1e-12) == (step < 0.9)
     if step == 1.0:  # the row norms are not the row sums
         assert norms[-1] > 1.02 * fast.solve(np.ones((1, T + 1)), None, n_eff, c)[0][0, -1]
+
+
+def test_a_schedule_equal_at_its_ends_is_not_stationary():
+    """A step schedule whose first and last steps agree but whose middle
+    differs has no Toeplitz memory matrix: no closed form, and the settled
+    form of such a path runs the recursion (its risk path equals the dense
+    spectral route's)."""
+    from skacv.estimates.risk._spectral import stationary_response
+    from skacv.iterations import GradientDescent
+
+    lam, w = _nodes()
+    T = 200
+    schedule = np.ones(T)
+    schedule[T // 3:T // 2] = 0.3
+    it = GradientDescent(step_size=0.45, schedule=schedule)
+    assert stationary_response(it, lam, w * lam, T) is None
+    memory = settled_form.linear_settled_memory(it, T, lam, w)
+    assert memory.stationary_kernel() is None
+
+
+@pytest.mark.parametrize("T", [1000, 3000])
+def test_an_amplifying_correction_declines_the_convolutions(T):
+    """Where the correction's inverse grows (the nodes' weights above
+    ``n_eff``: ``d - a(z) / n_eff`` vanishes inside the unit disk, a fit near
+    interpolation), FFT rounding relative to its largest terms would swamp
+    the early iterates: the settled form declines the convolutions past the
+    speed policy's ``settled_fft_max_gain`` and its corrections are the
+    recursion's, early iterates exact."""
+    from skacv.iterations import GradientDescent
+
+    rng = np.random.default_rng(4)
+    lam = rng.uniform(0.05, 1.0, 12)
+    w = np.full(12, 3.0)  # sum 36 > n_eff
+    n_eff, c = 30.0, 1.0
+    it = GradientDescent(step_size=0.9)
+    max_gain = get_policy().settled_fft_max_gain
+    fast = settled_form.linear_settled_memory(it, T, lam, w, max_gain)
+    slow = settled_form.SettledMemory(it, T, np.zeros((1, 1)), np.zeros((1, 1)), lam, w * lam,
+                                      np.zeros((12, 0)), np.zeros((12, 0)), convolve=False)
+    F = np.random.default_rng(0).standard_normal((3, T + 1))
+    with record() as paths:
+        Rf = fast.solve(F, None, n_eff, c)[0]
+    assert [not d["gain"] <= max_gain for d in paths.details("settled_fft_declined")] == [True]
+    Rs = slow.solve(F, None, n_eff, c)[0]
+    np.testing.assert_array_equal(Rf, Rs)
+    assert np.abs(Rs[:, -1]).max() > 1e6 * np.abs(Rs[:, 0]).max()  # it amplifies

@@ -134,7 +134,7 @@ def _settled_risk(design, y_tilde, iteration, coef_path, plan, random_state, fit
     rng = check_random_state(random_state)
     if iteration.is_linear:  # the nodes (and the same probes) as the dense route
         lam, w, _ = spectral_nodes(design, iteration, T, m, rng, verbose)
-        model = linear_settled_memory(iteration, T, lam, w)
+        model = linear_settled_memory(iteration, T, lam, w, design.policy.settled_fft_max_gain)
     else:
         dtype = plan.dtype
         # as masked_memory_matrix, or the exact probes

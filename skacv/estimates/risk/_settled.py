@@ -83,7 +83,7 @@ class SettledMemory:
     """
 
     def __init__(self, iteration, T, A_head, A_sources_head, lam, omega, Cx, Cv,
-                 convolve=True):
+                 convolve=True, max_gain=None):
         self.iteration, self.T = iteration, int(T)
         self.k0 = A_head.shape[0] - 1
         self.A_head = np.tril(np.asarray(A_head, dtype=np.float64), -1)
@@ -94,6 +94,8 @@ class SettledMemory:
         self.Cv = np.asarray(Cv, dtype=np.float64)
         # (the recursion stepped in Python, convolve=False: the tests' reference)
         self._kernel = None if convolve else (None,)
+        self.max_gain = max_gain
+        self._inverses = {}
 
     def stationary_kernel(self):
         """``a`` (T + 1,): ``A[t, s] = A_sources[t, s] = a[t - s]``
@@ -104,10 +106,33 @@ class SettledMemory:
         recursion stepped in Python."""
         if self._kernel is None:
             a = None
-            if self.k0 == 0 and self.Cx.shape[1] == 0:
+            if self.k0 == 0:
                 a = stationary_response(self.iteration, self.lam, self.omega, self.T)
             self._kernel = (a,)
         return self._kernel[0]
+
+    def _convolution_inverse(self, n_eff, d):
+        """The first column ``h`` of the corrections' Toeplitz inverse
+        (:func:`_toeplitz_inverse`), or ``None`` where there is no kernel or
+        the inverse amplifies: ``d sum |h|`` above ``max_gain`` (the speed
+        policy's ``settled_fft_max_gain``), or not finite. An FFT product's
+        rounding is relative to its largest terms; where ``h`` grows (``d -
+        a(z) / n_eff`` vanishes in the unit disk: the fit near
+        interpolation) it would swamp the early iterates, which the
+        recursion keeps exact."""
+        a = self.stationary_kernel()
+        if a is None:
+            return None
+        key = (float(n_eff), float(d))
+        if key not in self._inverses:
+            with np.errstate(all="ignore"):
+                h = _toeplitz_inverse(a, n_eff, d)
+                gain = abs(d) * np.abs(h).sum()
+            if not np.isfinite(gain) or (self.max_gain is not None and gain > self.max_gain):
+                taken("settled_fft_declined", gain=gain)
+                h = None
+            self._inverses[key] = h
+        return self._inverses[key]
 
     @property
     def rank(self):
@@ -135,9 +160,9 @@ class SettledMemory:
         k0, T = self.k0, self.T
         d = 1.0 - c / n_eff
         Fv = np.asarray(Fv, dtype=np.float64)
-        a = self.stationary_kernel() if F is None else None
-        if a is not None:
-            Rv = _causal_convolution(Fv, _toeplitz_inverse(a, n_eff, d))
+        h = self._convolution_inverse(n_eff, d) if F is None else None
+        if h is not None:
+            Rv = _causal_convolution(Fv, h)
             return Rv, Rv
         Rv = np.empty_like(Fv)
         L = np.eye(k0 + 1) * d - self.Av_head / n_eff
@@ -206,13 +231,15 @@ class SettledMemory:
         ``k`` advances the live columns (those not decayed below
         ``negligible_state``), ``O(r T w)`` for ``w`` live columns. When
         ``A_sources`` is :meth:`nonnegative` so is the inverse: its row sums, one
-        :meth:`solve`.
+        :meth:`solve`. With a stationary kernel (:meth:`_convolution_inverse`)
+        row ``t`` is ``h[t], ..., h[0]``: the cumulative sums of ``|h|``, exact,
+        no column dropped.
         """
         k0, T = self.k0, self.T
         policy, statistics = policies
-        a = self.stationary_kernel()
-        if a is not None:  # row t of a Toeplitz inverse: h[t], ..., h[0]
-            return np.cumsum(np.abs(_toeplitz_inverse(a, n_eff, 1.0 - c / n_eff)))
+        h = self._convolution_inverse(n_eff, 1.0 - c / n_eff)
+        if h is not None:  # row t of a Toeplitz inverse: h[t], ..., h[0]
+            return np.cumsum(np.abs(h))
         if self.nonnegative(statistics.multiplier_rounding):
             return self.solve(np.ones((1, T + 1)), None, n_eff, c)[0][0]
         d = 1.0 - c / n_eff
@@ -286,15 +313,17 @@ def _toeplitz_inverse(a, n_eff, d):
     return h
 
 
-def linear_settled_memory(iteration, T, nodes, weights):
+def linear_settled_memory(iteration, T, nodes, weights, max_gain=None):
     """The :class:`SettledMemory` of a linear iteration (``k0 = 0``) from
-    spectral nodes and weights."""
+    spectral nodes and weights (``max_gain``: its convolutions'
+    :meth:`SettledMemory._convolution_inverse`)."""
     lam = np.asarray(nodes, dtype=np.float64).ravel()
     w = np.asarray(weights, dtype=np.float64).ravel()
     empty = np.zeros((lam.size, 0))
     extrapolates = iteration.extrapolates(T)
     return SettledMemory(iteration, T, np.zeros((1, 1)), np.zeros((1, 1)), lam, w * lam,
-                         empty, np.zeros((lam.size, 0)) if extrapolates else empty)
+                         empty, np.zeros((lam.size, 0)) if extrapolates else empty,
+                         max_gain=max_gain)
 
 
 def settled_memory(Xd, iteration, coef_path, k0, Z, head, n_eff, policy):

@@ -104,16 +104,18 @@ def _nodes_memory(iteration, eigvals, n_iter, weights, stationary, resume=None, 
 
 def stationary_response(iteration, lam, wl, T):
     """``a`` (T + 1,), ``a[0] = 0``: the memory matrix ``A[t, s] = a[t - s]`` of an
-    iteration that is one and the same linear map at every step, without
-    extrapolation or heavy ball (gradient descent with a constant step, ISTA
-    on a fixed support), on nodes ``lam`` (r,) with weights ``wl`` (r,) of the
-    injection; else ``None``. Node ``j`` multiplies its tangent by ``rho_j`` a
-    step and takes ``g_j`` of a unit injection, so ``a[m] = sum_j wl_j g_j
-    rho_j^(m - 1)``: both are read off the iteration's :meth:`tangent` at the
-    first and the last step (equal bit for bit, or ``None``), and ``a`` is
-    formed at once, ``O(r T)``, with no step of a recursion in Python."""
+    iteration that is one and the same linear map at every step (``constant_steps``:
+    no schedule, no sampler), without extrapolation or heavy ball (gradient
+    descent with a constant step), on nodes ``lam`` (r,) with weights ``wl``
+    (r,) of the injection; else ``None``. Node ``j`` multiplies its tangent
+    by ``rho_j`` a step and takes ``g_j`` of a unit injection, so ``a[m] =
+    sum_j wl_j g_j rho_j^(m - 1)``: both are read off the iteration's
+    :meth:`tangent` (at the first step, and at the last as a check), and
+    ``a`` is formed by blocks of about ``sqrt(T)`` lags, ``O(r T)`` flops and
+    ``O(r sqrt(T))`` memory, with no step of a recursion in Python."""
     T = int(T)
-    if T < 1 or iteration.extrapolates(T) or iteration.uses_heavy_ball(T):
+    if (T < 1 or not iteration.constant_steps or iteration.extrapolates(T)
+            or iteration.uses_heavy_ball(T)):
         return None
     lam = np.asarray(lam, dtype=np.float64).ravel()
     ones, zeros = np.ones_like(lam), np.zeros_like(lam)
@@ -124,9 +126,18 @@ def stationary_response(iteration, lam, wl, T):
     if not (np.array_equal(rho, rho_T) and np.array_equal(g, g_T)):
         return None
     a = np.zeros(T + 1)
-    a[1:] = (np.asarray(wl, dtype=np.float64).ravel() * g) @ np.power(rho[:, None],
-                                                                     np.arange(T))
+    # blocks of about sqrt(T) lags: as many blocks as lags a block, the
+    # powers' temporary O(r sqrt(T)) (all lags at once: r T)
+    width = min(T, int(np.ceil(np.sqrt(T))))
+    powers = np.power(rho[:, None], np.arange(width))  # (r, width)
+    jump = powers[:, -1] * rho  # rho^width
+    coef = np.asarray(wl, dtype=np.float64).ravel() * g  # rho^(start) wl g
+    for start in range(0, T, width):
+        stop = min(start + width, T)
+        a[start + 1:stop + 1] = coef @ powers[:, :stop - start]
+        coef = coef * jump
     return a
+
 
 
 def _lower_toeplitz(col):
