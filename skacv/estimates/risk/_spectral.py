@@ -139,7 +139,6 @@ def stationary_response(iteration, lam, wl, T):
     return a
 
 
-
 def _lower_toeplitz(col):
     """The strictly lower-triangular Toeplitz matrix ``M[t, s] = col[t - s]``,
     ``s < t``, in one pass."""
